@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh clone: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-all lint typecheck bench bench-locomo bench-latency bench-ingest clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/mypy
+
+bench: bench-ingest bench-latency bench-locomo
+
+bench-ingest: $(STAMP)
+	$(BIN)/python bench/ingest_throughput.py --out bench/results/ingest.json
+
+bench-latency: $(STAMP)
+	$(BIN)/python bench/latency.py --out bench/results/latency.json
+
+bench-locomo: $(STAMP)
+	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,67 @@
+"""engrain: long-term memory for LLM applications.
+
+Remember what users and projects teach an assistant and, for each new message, inject
+exactly the memory that makes the answer better::
+
+    from engrain import Engine
+    engine = Engine()                       # SQLite file in the data directory, local model
+    engine.remember("I prefer tabs over spaces", user_id="ada", kind="preference")
+    print(engine.context("How should I indent this?", user_id="ada").text)
+"""
+
+from engrain.config import Settings, load_settings
+from engrain.engine import AsyncEngine, Engine, ImportResult
+from engrain.errors import (
+    ConfigError,
+    EmbeddingError,
+    EmptyInputError,
+    EngrainError,
+    InputTooLargeError,
+    MigrationError,
+    NotFoundError,
+    StoreError,
+    UnknownValueError,
+    ValidationError,
+)
+from engrain.model import (
+    Context,
+    IngestReport,
+    Kind,
+    Memory,
+    MemoryType,
+    Outcome,
+    Provenance,
+    RecallResult,
+    ScoredMemory,
+    Turn,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncEngine",
+    "ConfigError",
+    "Context",
+    "EmbeddingError",
+    "EmptyInputError",
+    "Engine",
+    "EngrainError",
+    "ImportResult",
+    "IngestReport",
+    "InputTooLargeError",
+    "Kind",
+    "Memory",
+    "MemoryType",
+    "MigrationError",
+    "NotFoundError",
+    "Outcome",
+    "Provenance",
+    "RecallResult",
+    "ScoredMemory",
+    "Settings",
+    "StoreError",
+    "Turn",
+    "UnknownValueError",
+    "ValidationError",
+    "load_settings",
+]

@@ -1,0 +1,97 @@
+"""Settings: explicit argument > config file > ``ENGRAIN_*`` environment > defaults.
+
+The config file is TOML, ``config.toml`` in the data directory (or the path in
+``ENGRAIN_CONFIG``), with the same keys as :class:`Settings`. Tests pass ``environ=`` instead
+of mutating ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from engrain.errors import ConfigError
+
+ENV_PREFIX = "ENGRAIN_"
+
+
+def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$ENGRAIN_DATA_DIR``, else ``$XDG_DATA_HOME/engrain``, else ``~/.local/share/engrain``."""
+    env = os.environ if environ is None else environ
+    if env.get("ENGRAIN_DATA_DIR"):
+        return Path(env["ENGRAIN_DATA_DIR"]).expanduser()
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "engrain"
+
+
+class Settings(BaseModel):
+    """Every tunable of the engine. Unknown keys are an error, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = Field(
+        default=None,
+        description="Store URL: sqlite:///path, memory://, or a dotted path to a Store class. "
+        "Default: sqlite file engrain.db in the data directory.",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    embedder: str = Field(
+        default="minilm",
+        description="'minilm' (all-MiniLM-L6-v2, int8 ONNX) or 'hash' (deterministic, tests).",
+    )
+    onnx_threads: int = Field(default=0, ge=0, description="0 = one per core.")
+    max_text_chars: int = Field(default=200_000, gt=0, description="Largest text one call takes.")
+    max_chunk_tokens: int = Field(default=300, gt=0)
+    min_chunk_tokens: int = Field(default=50, ge=0)
+    importance_threshold: float = Field(default=0.3, ge=0, le=1)
+    recall_min_importance: float = Field(default=0.2, ge=0, le=1)
+    dedup_threshold: float = Field(default=0.80, gt=0, le=1)
+    dedup_window: int = Field(default=200, ge=0, description="Recent memories checked for dedup.")
+    candidate_multiplier: int = Field(default=4, ge=1)
+    top_k: int = Field(default=5, ge=1)
+    token_budget: int = Field(default=2000, ge=0)
+    reranker_enabled: bool = False
+
+    @property
+    def store_url(self) -> str:
+        """The store URL, defaulting to the SQLite file in the data directory."""
+        return self.url or f"sqlite:///{self.data_dir / 'engrain.db'}"
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Settings from ``overrides`` > config file > ``ENGRAIN_*`` environment > defaults."""
+    env = os.environ if environ is None else environ
+    fields = set(Settings.model_fields)
+    merged: dict[str, Any] = {}
+    for name, value in env.items():
+        if name.startswith(ENV_PREFIX):
+            key = name[len(ENV_PREFIX) :].lower()
+            if key in fields:
+                merged[key] = value
+    if "data_dir" not in merged:
+        merged["data_dir"] = default_data_dir(env)
+    path = config_file or (Path(env["ENGRAIN_CONFIG"]) if env.get("ENGRAIN_CONFIG") else None)
+    if path is None:
+        candidate = Path(merged["data_dir"]) / "config.toml"
+        path = candidate if candidate.is_file() else None
+    if path is not None:
+        try:
+            merged.update(tomllib.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return Settings(**merged)
+    except PydanticValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from exc

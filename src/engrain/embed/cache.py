@@ -1,0 +1,61 @@
+"""Embeddings cached by content hash, so identical text is never embedded twice."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from engrain.embed.base import Embedder, Matrix
+from engrain.model import Vector, content_hash
+
+
+class EmbeddingCache(Protocol):
+    """Where cached vectors live (the store implements it)."""
+
+    def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
+        """The vectors known for ``hashes`` under ``model_id``."""
+        ...
+
+    def cache_embeddings(self, model_id: str, vectors: dict[str, Vector]) -> None:
+        """Remember ``vectors`` (content hash → vector) under ``model_id``."""
+        ...
+
+
+class CachedEmbedder:
+    """Wraps an embedder: looks every text up by content hash first, embeds only the rest
+    (each distinct text once, in one batch), and writes the new vectors back."""
+
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache) -> None:
+        self.inner = embedder
+        self._cache = cache
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        hashes = [content_hash(t) for t in texts]
+        known = self._cache.cached_embeddings(self.model_id, sorted(set(hashes)))
+        missing: dict[str, str] = {}
+        for h, text in zip(hashes, texts, strict=True):
+            if h not in known and h not in missing:
+                missing[h] = text
+        if missing:
+            fresh = self.inner.embed(list(missing.values()))
+            new = {h: fresh[i] for i, h in enumerate(missing)}
+            self._cache.cache_embeddings(self.model_id, new)
+            known.update(new)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for row, h in enumerate(hashes):
+            out[row] = known[h]
+        return out
+
+    def embed_query(self, text: str) -> Vector:
+        """One query vector, without touching the cache (queries are rarely repeated)."""
+        return self.inner.embed([text])[0]

@@ -1,0 +1,753 @@
+"""The public facade: :class:`Engine` (sync) and :class:`AsyncEngine` (async), same methods.
+
+The engine validates input, wires the pipeline stages together and writes through the
+store in one transaction per call; the stages themselves live in ``ingest/`` and
+``recall/``. Every time computation takes ``now`` (default: the wall clock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import numpy as np
+
+from engrain.config import Settings, load_settings
+from engrain.embed import CachedEmbedder, Embedder, make_embedder
+from engrain.errors import EmptyInputError, InputTooLargeError, NotFoundError, ValidationError
+from engrain.ingest import chunk_text, chunk_turns, clean_text, route
+from engrain.ingest import importance as imp
+from engrain.ingest.dedup import find_duplicate
+from engrain.ingest.signals import preference_key
+from engrain.model import (
+    TYPE_DEFAULT_KIND,
+    Context,
+    IngestReport,
+    Kind,
+    Memory,
+    MemoryType,
+    Outcome,
+    Provenance,
+    RecallResult,
+    ScoredMemory,
+    Turn,
+    Vector,
+    as_utc,
+    content_hash,
+    ensure_sequence,
+    new_id,
+    utcnow,
+)
+from engrain.recall import Reranker, enforce_budget, render_tagged, rerank
+from engrain.recall import candidates as cand
+from engrain.store import MemoryFilter, Store, open_store
+from engrain.tokens import count_tokens
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Fields ``Engine.update`` may change.
+UPDATABLE = frozenset(
+    {"content", "kind", "memory_type", "domains", "importance", "confidence", "usefulness",
+     "pinned", "muted", "event_at", "key", "project", "metadata"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What ``Engine.import_records`` did: memories restored, and ingest outcomes."""
+
+    memories: int
+    stored: int
+    merged: int
+    discarded: int
+
+
+@dataclass
+class _Draft:
+    """A chunk on its way into the store."""
+
+    text: str
+    vector: Vector
+    turn_ids: tuple[str, ...]
+    event_at: datetime | None
+
+
+class Engine:
+    """engrain's memory engine.
+
+    >>> engine = Engine("sqlite:///memory.db")
+    >>> engine.remember("I prefer tabs over spaces", user_id="ada", kind="preference")
+    >>> print(engine.context("How should I indent this file?", user_id="ada").text)
+
+    ``url`` picks the store (``sqlite:///path``, ``memory://``); without it the settings
+    decide (``ENGRAIN_URL``, else a SQLite file in the data directory).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        store: Store | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        if settings is None:
+            settings = load_settings({"url": url})
+        elif url is not None:
+            settings = settings.model_copy(update={"url": url})
+        self.settings = settings
+        self.store: Store = store if store is not None else open_store(settings.store_url)
+        raw = embedder or make_embedder(settings.embedder, threads=settings.onnx_threads)
+        self.embedder = CachedEmbedder(raw, self.store)
+        self.reranker = reranker
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- ingestion -------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        text: str,
+        user_id: str,
+        session_id: str | None = None,
+        memory_type_hint: MemoryType | str | None = None,
+        *,
+        project: str | None = None,
+        domains: Sequence[str] | str | None = None,
+        event_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> IngestReport:
+        """Clean, chunk, embed, score, route and store free text (spec section 1).
+
+        Chunks below importance 0.3 are discarded; near-duplicates of recent memories of the
+        same type update those memories. The report says what happened to every chunk.
+        """
+        user_id = _check_user(user_id)
+        text = self._check_text(text)
+        hint = MemoryType.parse(memory_type_hint) if memory_type_hint is not None else None
+        meta = _check_metadata(metadata)
+        cleaned = clean_text(text)
+        chunks = chunk_text(
+            cleaned,
+            max_tokens=self.settings.max_chunk_tokens,
+            min_tokens=self.settings.min_chunk_tokens,
+        )
+        vectors = self.embedder.embed(chunks)
+        when = as_utc(event_at) if event_at else None
+        drafts = [_Draft(c, vectors[i], (), when) for i, c in enumerate(chunks)]
+        return self._store_drafts(
+            drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
+            as_utc(now or utcnow()),
+        )  # fmt: skip
+
+    def ingest_conversation(
+        self,
+        turns: Sequence[Turn | Mapping[str, Any]],
+        user_id: str,
+        session_id: str | None = None,
+        *,
+        project: str | None = None,
+        domains: Sequence[str] | str | None = None,
+        memory_type_hint: MemoryType | str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> IngestReport:
+        """Store a session's turns at once (the conversation path).
+
+        Each turn is ``Turn(speaker, text, turn_id, at)`` or a mapping with those keys.
+        Consecutive short turns are merged into chunks; every chunk keeps the ids of its
+        turns as provenance and the time of its first turn as its event time. A conversation
+        is a record of events, so chunks are episodic unless a hint says otherwise.
+        """
+        user_id = _check_user(user_id)
+        parsed = [_parse_turn(t, i) for i, t in enumerate(turns)]
+        if not parsed:
+            raise EmptyInputError("a conversation needs at least one turn")
+        hint = MemoryType.parse(memory_type_hint) if memory_type_hint else MemoryType.EPISODIC
+        meta = _check_metadata(metadata)
+        lines = [clean_text(f"{t.speaker}: {t.text}" if t.speaker else t.text) for t in parsed]
+        self._check_text("\n".join(lines))
+        pieces = chunk_turns(
+            lines,
+            max_tokens=self.settings.max_chunk_tokens,
+            min_tokens=self.settings.min_chunk_tokens,
+        )
+        vectors = self.embedder.embed([p.text for p in pieces])
+        drafts = []
+        for piece, vector in zip(pieces, vectors, strict=True):
+            sources = [parsed[i] for i in piece.sources]
+            ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
+            times = [as_utc(t.at) for t in sources if t.at is not None]
+            drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None))
+        return self._store_drafts(
+            drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
+            as_utc(now or utcnow()),
+        )  # fmt: skip
+
+    def remember(
+        self,
+        content: str,
+        user_id: str,
+        kind: Kind | str = Kind.FACT,
+        *,
+        memory_type: MemoryType | str | None = None,
+        project: str | None = None,
+        domains: Sequence[str] | str | None = None,
+        key: str | None = None,
+        confidence: float | None = None,
+        importance: float = 1.0,
+        pinned: bool = False,
+        session_id: str | None = None,
+        event_at: datetime | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
+    ) -> Outcome:
+        """Store one typed item as given (the learning path): no chunking, no importance
+        discard. A near-duplicate of a recent memory of the same type (or, for procedural
+        memories, the memory with the same key) is updated instead."""
+        user_id = _check_user(user_id)
+        text = clean_text(self._check_text(content))
+        kind = Kind.parse(kind)
+        mtype = MemoryType.parse(memory_type) if memory_type else kind.default_memory_type
+        conf = kind.default_confidence if confidence is None else _unit(confidence, "confidence")
+        meta = _check_metadata(metadata)
+        now = as_utc(now or utcnow())
+        if mtype is MemoryType.PROCEDURAL:
+            key = _check_key(key) if key is not None else preference_key(text)
+        vector = self.embedder.embed([text])[0]
+        existing = self._find_existing(user_id, project, mtype, key, text, ())
+        if existing is not None:
+            merged = _merge(existing, text, vector, now, (), event_at, meta)
+            self.store.write([merged])
+            return Outcome("merged", text, merged.id, importance=merged.importance,
+                           memory_type=mtype)  # fmt: skip
+        memory = Memory(
+            id=new_id(), user_id=user_id, project=project, content=text, memory_type=mtype,
+            kind=kind, created_at=now, updated_at=now, domains=ensure_sequence(domains),
+            session_id=session_id, event_at=as_utc(event_at) if event_at else None, key=key,
+            importance=_unit(importance, "importance"), confidence=conf, pinned=pinned,
+            provenance=Provenance((), meta), content_hash=content_hash(text), embedding=vector,
+        )  # fmt: skip
+        self.store.write([memory])
+        return Outcome("stored", text, memory.id, importance=memory.importance, memory_type=mtype)
+
+    def _store_drafts(
+        self,
+        drafts: Sequence[_Draft],
+        user_id: str,
+        session_id: str | None,
+        hint: MemoryType | None,
+        project: str | None,
+        domains: tuple[str, ...],
+        meta: Mapping[str, Any],
+        now: datetime,
+    ) -> IngestReport:
+        centroid = self.store.centroid(user_id)
+        outcomes: builtins.list[Outcome] = []
+        staged: dict[str, Memory] = {}
+        for draft in drafts:
+            novelty = imp.novelty(draft.vector, centroid)
+            salience, fired = imp.salience(draft.text)
+            score = round(imp.importance(novelty, salience), 6)
+            if score < self.settings.importance_threshold:
+                reason = (
+                    f"importance {score:.2f} below {self.settings.importance_threshold} "
+                    f"(novelty {novelty:.2f}, salience {salience:.2f}"
+                    f"{': ' + ', '.join(fired) if fired else ''})"
+                )
+                outcomes.append(Outcome("discarded", draft.text, None, reason, score,
+                                        turn_ids=draft.turn_ids))  # fmt: skip
+                continue
+            mtype = route(draft.text, hint)
+            key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
+            existing = self._find_existing(
+                user_id, project, mtype, key, draft.text, list(staged.values())
+            )
+            if existing is not None:
+                merged = _merge(existing, draft.text, draft.vector, now, draft.turn_ids,
+                                draft.event_at, meta)  # fmt: skip
+                staged[merged.id] = merged
+                outcomes.append(Outcome("merged", draft.text, merged.id, None, score, mtype,
+                                        draft.turn_ids))  # fmt: skip
+                continue
+            kind = TYPE_DEFAULT_KIND[mtype]
+            memory = Memory(
+                id=new_id(), user_id=user_id, project=project, content=draft.text,
+                memory_type=mtype, kind=kind, created_at=now, updated_at=now, domains=domains,
+                session_id=session_id, event_at=draft.event_at, key=key, importance=score,
+                confidence=kind.default_confidence,
+                provenance=Provenance(draft.turn_ids, meta),
+                content_hash=content_hash(draft.text), embedding=draft.vector,
+            )  # fmt: skip
+            staged[memory.id] = memory
+            outcomes.append(Outcome("stored", draft.text, memory.id, None, score, mtype,
+                                    draft.turn_ids))  # fmt: skip
+        self.store.write(list(staged.values()))
+        return IngestReport(tuple(outcomes))
+
+    def _find_existing(
+        self,
+        user_id: str,
+        project: str | None,
+        mtype: MemoryType,
+        key: str | None,
+        text: str,
+        staged: Sequence[Memory],
+    ) -> Memory | None:
+        """The memory a new item should update: same key for procedural memories, else a
+        bigram near-duplicate among the recent memories of the same type."""
+        same_type = [m for m in reversed(staged) if m.memory_type is mtype]
+        if key is not None:
+            for memory in same_type:
+                if memory.key == key and memory.project == project:
+                    return memory
+            flt = MemoryFilter(project=project, key=key, memory_types=(mtype,))
+            found = self.store.query(user_id, flt, limit=1)
+            if found:
+                return found[0]
+        if self.settings.dedup_window == 0:
+            return None
+        flt = MemoryFilter(project=project, memory_types=(mtype,))
+        recent = self.store.query(user_id, flt, limit=self.settings.dedup_window)
+        staged_ids = {m.id for m in same_type}
+        pool = same_type + [m for m in recent if m.id not in staged_ids]
+        return find_duplicate(text, pool, self.settings.dedup_threshold)
+
+    # -- recall ----------------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str,
+        user_id: str,
+        top_k: int | None = None,
+        token_budget: int | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        *,
+        project: str | None = None,
+        include_compressed: bool = False,
+        now: datetime | None = None,
+    ) -> RecallResult:
+        """The memories to inject for ``query`` (spec section 2): the ``top_k × 4`` nearest
+        candidates of this user, filtered, optionally re-ranked, procedural memories first,
+        within ``token_budget`` and ``top_k``. Access counts of the selected memories grow."""
+        user_id = _check_user(user_id)
+        query = self._check_text(query)
+        top_k = _positive(top_k if top_k is not None else self.settings.top_k, "top_k")
+        budget = token_budget if token_budget is not None else self.settings.token_budget
+        if budget < 0:
+            raise ValidationError("token_budget must be >= 0")
+        types = [MemoryType.parse(t) for t in memory_types] if memory_types is not None else None
+        vector = self.embedder.embed_query(query)
+        found = cand.candidates(
+            self.store, user_id, vector,
+            k=top_k * self.settings.candidate_multiplier,
+            min_importance=self.settings.recall_min_importance,
+            memory_types=types, project=project, include_compressed=include_compressed,
+        )  # fmt: skip
+        if self.settings.reranker_enabled:
+            ranked = rerank(query, found, self.reranker)
+            sims = {m.id: s for m, s in found}
+            scored = [_scored(m, sims[m.id], s) for m, s in ranked]
+        else:
+            scored = [_scored(m, s, s) for m, s in found]
+        first = [
+            _scored(m, s, s)
+            for m in cand.procedural(self.store, user_id, project=project, memory_types=types)
+            if m.importance >= self.settings.recall_min_importance
+            for s in [_similarity(m, vector)]
+        ]
+        selected, used = enforce_budget(first, scored, token_budget=budget, top_k=top_k)
+        self.store.record_access(user_id, [s.memory.id for s in selected], as_utc(now or utcnow()))
+        return RecallResult(
+            memories=[s.memory for s in selected],
+            total_tokens=used,
+            budget_used=used / budget if budget else 0.0,
+            scored=selected,
+        )
+
+    def context(
+        self,
+        message: str,
+        user_id: str,
+        *,
+        top_k: int | None = None,
+        token_budget: int | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        project: str | None = None,
+        include_compressed: bool = False,
+        now: datetime | None = None,
+    ) -> Context:
+        """The rendered ``<memory>`` block for ``message`` (spec section 4) with the recall
+        it came from; the empty string when nothing is worth injecting."""
+        start = time.perf_counter()
+        result = self.recall(
+            message, user_id, top_k, token_budget, memory_types,
+            project=project, include_compressed=include_compressed, now=now,
+        )  # fmt: skip
+        text = render_tagged(result.memories)
+        return Context(
+            id=new_id(),
+            text=text,
+            recall=result,
+            tokens=count_tokens(text) if text else 0,
+            elapsed_ms=(time.perf_counter() - start) * 1000.0,
+        )
+
+    # -- curation --------------------------------------------------------------------------
+
+    def get(self, memory_id: str, user_id: str) -> Memory:
+        """The user's memory with this id, or :class:`NotFoundError`."""
+        user_id = _check_user(user_id)
+        found = self.store.get(user_id, [memory_id])
+        if not found:
+            raise NotFoundError(f"no memory {memory_id!r} for user {user_id!r}")
+        return found[0]
+
+    def list(
+        self,
+        user_id: str,
+        *,
+        project: str | None = None,
+        memory_type: MemoryType | str | None = None,
+        kind: Kind | str | None = None,
+        session_id: str | None = None,
+        include_compressed: bool = True,
+        limit: int | None = 100,
+        offset: int = 0,
+    ) -> builtins.list[Memory]:
+        """The user's memories, most recently updated first."""
+        user_id = _check_user(user_id)
+        flt = MemoryFilter(
+            project=project,
+            memory_types=(MemoryType.parse(memory_type),) if memory_type else None,
+            kinds=(Kind.parse(kind),) if kind else None,
+            session_id=session_id,
+            include_compressed=include_compressed,
+        )
+        if limit is not None and limit < 0 or offset < 0:
+            raise ValidationError("limit and offset must be >= 0")
+        return self.store.query(user_id, flt, limit=limit, offset=offset)
+
+    def update(
+        self, memory_id: str, user_id: str, *, now: datetime | None = None, **changes: Any
+    ) -> Memory:
+        """Change fields of a memory (content, kind, memory_type, domains, importance,
+        confidence, usefulness, pinned, muted, event_at, key, project, metadata). A new
+        content is re-embedded."""
+        memory = self.get(memory_id, user_id)
+        unknown = set(changes) - UPDATABLE
+        if unknown:
+            raise ValidationError(
+                f"cannot update {sorted(unknown)}; updatable: {sorted(UPDATABLE)}"
+            )
+        fields: dict[str, Any] = {}
+        for name, value in changes.items():
+            if name == "content":
+                text = clean_text(self._check_text(value))
+                fields.update(
+                    content=text,
+                    content_hash=content_hash(text),
+                    embedding=self.embedder.embed([text])[0],
+                )
+            elif name == "kind":
+                fields["kind"] = Kind.parse(value)
+            elif name == "memory_type":
+                fields["memory_type"] = MemoryType.parse(value)
+            elif name == "domains":
+                fields["domains"] = ensure_sequence(value)
+            elif name in ("importance", "confidence", "usefulness"):
+                fields[name] = _unit(value, name)
+            elif name in ("pinned", "muted"):
+                fields[name] = bool(value)
+            elif name == "event_at":
+                fields[name] = as_utc(value) if value else None
+            elif name == "key":
+                fields[name] = _check_key(value) if value is not None else None
+            elif name == "metadata":
+                meta = {**memory.provenance.metadata, **_check_metadata(value)}
+                fields["provenance"] = Provenance(memory.provenance.turn_ids, meta)
+            else:
+                fields[name] = value
+        updated = memory.evolve(updated_at=as_utc(now or utcnow()), **fields)
+        self.store.write([updated])
+        return updated
+
+    def pin(self, memory_id: str, user_id: str, pinned: bool = True) -> Memory:
+        """Pin (or unpin) a memory: pinned memories are injected whenever the budget allows."""
+        return self.update(memory_id, user_id, pinned=pinned)
+
+    def mute(self, memory_id: str, user_id: str, muted: bool = True) -> Memory:
+        """Mute (or unmute) a memory: muted memories are never injected."""
+        return self.update(memory_id, user_id, muted=muted)
+
+    def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
+        """Delete these memories of the user, atomically; returns how many existed."""
+        user_id = _check_user(user_id)
+        ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
+        found = self.store.get(user_id, ids)
+        self.store.write(deletes=found)
+        return len(found)
+
+    # -- import / export -------------------------------------------------------------------
+
+    def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
+        included, in a stable order."""
+        users = [_check_user(user_id)] if user_id is not None else self.store.users()
+        for user in users:
+            for memory in reversed(self.store.query(user)):
+                record = memory.to_dict(with_embedding=True)
+                record["embedding_model"] = self.embedder.model_id
+                yield {"type": "memory", **record}
+
+    def import_records(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        *,
+        now: datetime | None = None,
+        on_record: Callable[[int], None] | None = None,
+    ) -> ImportResult:
+        """Load records of three types: ``memory`` (an exported memory, restored as is,
+        re-embedded if its vector is missing or from another model), ``conversation``
+        (``user_id``, ``session_id``, ``turns``: the conversation path) and ``text``
+        (``user_id``, ``text``: the ingest path). Memory records are written in one
+        transaction; a bad record raises before anything of that batch is written."""
+        memories: builtins.list[Memory] = []
+        counts = {"stored": 0, "merged": 0, "discarded": 0}
+        for number, record in enumerate(records, 1):
+            kind = record.get("type", "memory")
+            try:
+                if kind == "memory":
+                    memories.append(self._restore(record))
+                elif kind == "conversation":
+                    report = self.ingest_conversation(
+                        record["turns"], record["user_id"], record.get("session_id"),
+                        project=record.get("project"), now=now,
+                    )  # fmt: skip
+                    _tally(counts, report)
+                elif kind == "text":
+                    report = self.ingest(
+                        record["text"], record["user_id"], record.get("session_id"),
+                        record.get("memory_type"), project=record.get("project"), now=now,
+                    )  # fmt: skip
+                    _tally(counts, report)
+                else:
+                    raise ValidationError(f"unknown record type {kind!r}")
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValidationError(f"record {number}: {exc!r}") from exc
+            except ValidationError as exc:
+                raise type(exc)(f"record {number}: {exc.message}") from exc
+            if on_record:
+                on_record(number)
+        missing = [m for m in memories if m.embedding is None]
+        if missing:
+            vectors = self.embedder.embed([m.content for m in missing])
+            fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
+            memories = [fixed.get(m.id, m) for m in memories]
+        self.store.write(memories)
+        return ImportResult(len(memories), counts["stored"], counts["merged"], counts["discarded"])
+
+    def _restore(self, record: Mapping[str, Any]) -> Memory:
+        memory = Memory.from_dict(record)
+        _check_user(memory.user_id)
+        self._check_text(memory.content)
+        model = record.get("embedding_model")
+        if memory.embedding is not None and (
+            (model and model != self.embedder.model_id)
+            or memory.embedding.shape != (self.embedder.dim,)
+        ):
+            memory = memory.evolve(embedding=None)
+        return memory
+
+    # -- validation ------------------------------------------------------------------------
+
+    def _check_text(self, text: object) -> str:
+        if not isinstance(text, str):
+            raise ValidationError(f"text must be a string, not {type(text).__name__}")
+        if not text.strip():
+            raise EmptyInputError("text is empty")
+        if len(text) > self.settings.max_text_chars:
+            raise InputTooLargeError(
+                f"text has {len(text):,} characters; the limit is "
+                f"{self.settings.max_text_chars:,} (setting max_text_chars)"
+            )
+        return text
+
+
+def _check_user(user_id: object) -> str:
+    if not isinstance(user_id, str):
+        raise ValidationError(f"user_id must be a string, not {type(user_id).__name__}")
+    if not user_id.strip():
+        raise EmptyInputError("user_id is empty")
+    return user_id
+
+
+def _check_key(key: object) -> str:
+    if not isinstance(key, str) or not key.strip():
+        raise EmptyInputError("a procedural memory's key must be a non-empty string")
+    return key.strip()
+
+
+def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError("metadata must be a mapping")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from exc
+    return dict(metadata)
+
+
+def _unit(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValidationError(f"{name} must be a number in [0, 1], not {value!r}")
+    return float(value)
+
+
+def _positive(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _parse_turn(turn: Turn | Mapping[str, Any], index: int) -> Turn:
+    if isinstance(turn, Turn):
+        parsed = turn
+    elif isinstance(turn, Mapping):
+        at = turn.get("at")
+        if isinstance(at, str):
+            at = datetime.fromisoformat(at)
+        parsed = Turn(
+            speaker=str(turn.get("speaker") or ""),
+            text=turn.get("text"),  # type: ignore[arg-type]
+            turn_id=turn.get("turn_id") or turn.get("dia_id"),
+            at=at,
+        )
+    else:
+        raise ValidationError(f"turn {index}: expected a Turn or a mapping")
+    if not isinstance(parsed.text, str):
+        raise ValidationError(f"turn {index}: text must be a string")
+    if not parsed.text.strip():
+        raise EmptyInputError(f"turn {index}: text is empty")
+    return parsed
+
+
+def _similarity(memory: Memory, vector: Vector) -> float:
+    if memory.embedding is None:
+        return 0.0
+    return float(np.dot(memory.embedding, vector))
+
+
+def _scored(memory: Memory, similarity: float, score: float) -> ScoredMemory:
+    return ScoredMemory(memory, score, similarity, count_tokens(memory.content))
+
+
+def _merge(
+    existing: Memory,
+    text: str,
+    vector: Vector,
+    now: datetime,
+    turn_ids: tuple[str, ...],
+    event_at: datetime | None,
+    meta: Mapping[str, Any],
+) -> Memory:
+    """ADR-002: the near-duplicate's content and timestamp are updated. The text it had is
+    kept in its provenance, so nothing is lost."""
+    history = list(existing.provenance.metadata.get("history", []))
+    if existing.content != text:
+        history.append({"content": existing.content, "updated_at": existing.updated_at.isoformat()})
+    metadata = {**existing.provenance.metadata, **meta}
+    if history:
+        metadata["history"] = history
+    provenance = Provenance(tuple(dict.fromkeys(existing.provenance.turn_ids + turn_ids)), metadata)
+    return existing.evolve(
+        content=text,
+        content_hash=content_hash(text),
+        embedding=vector,
+        updated_at=now,
+        event_at=as_utc(event_at) if event_at else existing.event_at,
+        provenance=provenance,
+    )
+
+
+def _tally(counts: dict[str, int], report: IngestReport) -> None:
+    for outcome in report.outcomes:
+        counts[outcome.action] += 1
+
+
+# -- async twin --------------------------------------------------------------------------------
+
+
+def _threaded(
+    method: Callable[Concatenate[Engine, P], R],
+) -> Callable[Concatenate[AsyncEngine, P], Awaitable[R]]:
+    """The async twin of an Engine method: the same call, run in a worker thread."""
+
+    @functools.wraps(method)
+    async def run(self: AsyncEngine, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(method, self.sync, *args, **kwargs)
+
+    return run
+
+
+class AsyncEngine:
+    """The async twin of :class:`Engine`: the same methods and arguments, awaitable. Blocking
+    work (embedding, SQLite) runs in worker threads so the event loop never stalls."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        settings: Settings | None = None,
+        store: Store | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.sync = Engine(url, settings=settings, store=store, embedder=embedder,
+                           reranker=reranker)  # fmt: skip
+
+    async def __aenter__(self) -> AsyncEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    close = _threaded(Engine.close)
+    ingest = _threaded(Engine.ingest)
+    ingest_conversation = _threaded(Engine.ingest_conversation)
+    remember = _threaded(Engine.remember)
+    recall = _threaded(Engine.recall)
+    context = _threaded(Engine.context)
+    get = _threaded(Engine.get)
+    list = _threaded(Engine.list)
+    update = _threaded(Engine.update)
+    pin = _threaded(Engine.pin)
+    mute = _threaded(Engine.mute)
+    forget = _threaded(Engine.forget)
+    import_records = _threaded(Engine.import_records)
+
+    async def export_records(self, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Every memory as lossless records (a list: the export runs in one worker call)."""
+        return await asyncio.to_thread(lambda: list(self.sync.export_records(user_id)))

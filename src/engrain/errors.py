@@ -1,0 +1,97 @@
+"""The one exception tree of engrain.
+
+Every error carries a stable ``code`` and the ``http_status`` a server maps it to::
+
+    EngrainError                      code "error",            500
+    ├── ValidationError               code "invalid_input",    400
+    │   ├── EmptyInputError           code "empty_input",      400
+    │   ├── InputTooLargeError        code "input_too_large",  413
+    │   └── UnknownValueError         code "unknown_value",    400
+    ├── NotFoundError                 code "not_found",        404
+    ├── ConfigError                   code "config_error",     500
+    ├── EmbeddingError                code "embedding_error",  503
+    └── StoreError                    code "store_error",      503
+        └── MigrationError            code "migration_error",  500
+
+Driver errors (sqlite3, onnxruntime, …) are translated at the boundary with
+``raise StoreError(...) from exc`` so callers only ever catch ``EngrainError``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class EngrainError(Exception):
+    """Base of every error engrain raises on purpose."""
+
+    code: ClassVar[str] = "error"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str | int]:
+        """A JSON-ready description, the shape the CLI's ``--json`` and the server use."""
+        return {"error": self.code, "status": self.http_status, "message": self.message}
+
+
+class ValidationError(EngrainError):
+    """The caller passed something engrain cannot accept; nothing was written."""
+
+    code = "invalid_input"
+    http_status = 400
+
+
+class EmptyInputError(ValidationError):
+    """Text or an identifier was empty or only whitespace."""
+
+    code = "empty_input"
+
+
+class InputTooLargeError(ValidationError):
+    """Text above the documented size limit (``Settings.max_text_chars``)."""
+
+    code = "input_too_large"
+    http_status = 413
+
+
+class UnknownValueError(ValidationError):
+    """A memory type, kind or other enumerated value that engrain does not know."""
+
+    code = "unknown_value"
+
+
+class NotFoundError(EngrainError):
+    """No memory with that id for that user."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class ConfigError(EngrainError):
+    """A setting is missing, malformed or points at something that cannot be used."""
+
+    code = "config_error"
+
+
+class EmbeddingError(EngrainError):
+    """The embedding model could not be loaded or failed on an input."""
+
+    code = "embedding_error"
+    http_status = 503
+
+
+class StoreError(EngrainError):
+    """The storage backend failed; the write it was doing was rolled back."""
+
+    code = "store_error"
+    http_status = 503
+
+
+class MigrationError(StoreError):
+    """A schema migration failed or the store was written by a newer engrain."""
+
+    code = "migration_error"
+    http_status = 500

@@ -1,0 +1,50 @@
+"""Stores, chosen by URL: ``sqlite:///path``, ``memory://``, or a dotted path to a class."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from engrain.errors import ConfigError
+from engrain.store.base import ALL, MemoryFilter, Store
+from engrain.store.memory import MemoryStore
+
+__all__ = ["ALL", "MemoryFilter", "MemoryStore", "Store", "open_store"]
+
+
+def open_store(url: str) -> Store:
+    """The store a URL names.
+
+    * ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs`` also works) — the default.
+    * ``memory://`` — in-process, gone when the process ends (tests, experiments).
+    * ``package.module:ClassName`` or ``package.module.ClassName`` — a third-party backend,
+      constructed with the URL's remainder after ``?`` (if any) as its only argument.
+    """
+    if url.startswith("sqlite://"):
+        from engrain.store.sqlite import SQLiteStore
+
+        # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+        if not path:
+            raise ConfigError(f"sqlite URL has no path: {url!r}")
+        return SQLiteStore(Path(path))
+    if url in ("memory://", "memory:"):
+        return MemoryStore()
+    if url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            "the PostgreSQL backend is not available in this version; use sqlite:///path"
+        )
+    dotted, _, arg = url.partition("?")
+    module_name, sep, attr = dotted.partition(":")
+    if not sep:
+        module_name, _, attr = dotted.rpartition(".")
+    if not module_name or not attr:
+        raise ConfigError(f"unrecognised store URL {url!r}")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load store class {dotted!r}: {exc}") from exc
+    store = cls(arg) if arg else cls()
+    if not isinstance(store, Store):
+        raise ConfigError(f"{dotted!r} does not implement the engrain Store protocol")
+    return store

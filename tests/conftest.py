@@ -1,0 +1,51 @@
+"""Shared fixtures: engines over the in-memory and SQLite stores with the deterministic test
+embedder (fast), and one with the real all-MiniLM-L6-v2 model (marked ``model``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from engrain import Engine, Settings
+from engrain.embed import HashEmbedder
+from engrain.store import MemoryStore, Store
+from engrain.store.sqlite import SQLiteStore
+
+NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    """Settings isolated from the machine: data dir in tmp, no environment read."""
+    return Settings(data_dir=tmp_path, embedder="hash", **overrides)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Every backend, one test body (the contract suite)."""
+    backend: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "t.db")
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def engine(store: Store, tmp_path: Path) -> Iterator[Engine]:
+    """An engine over each backend with the deterministic hash embedder."""
+    eng = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    yield eng
+
+
+@pytest.fixture
+def mem_engine(tmp_path: Path) -> Iterator[Engine]:
+    """A fast engine over the in-memory store only."""
+    yield Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+
+
+@pytest.fixture(scope="session")
+def minilm():  # type: ignore[no-untyped-def]
+    """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()
