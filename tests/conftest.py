@@ -19,7 +19,8 @@ NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
     """Settings isolated from the machine: data dir in tmp, no environment read."""
-    return Settings(data_dir=tmp_path, embedder="hash", **overrides)  # type: ignore[arg-type]
+    values: dict[str, object] = {"data_dir": tmp_path, "embedder": "hash", **overrides}
+    return Settings(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -9,7 +9,7 @@ from engrain.tokens import encode
 
 PREFERENCE = re.compile(
     r"\b(?:i\s+(?:really\s+|strongly\s+)?(?:prefer|always|never|hate|love|dislike|like)"
-    r"|i'?d\s+rather|my\s+fav(?:ou)?rite)\b",
+    r"|i'?d\s+rather|my\s+favou?rite)\b",
     re.IGNORECASE,
 )
 _MONTHS = (

@@ -44,7 +44,10 @@ def open_store(url: str) -> Store:
         cls = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot load store class {dotted!r}: {exc}") from exc
-    store = cls(arg) if arg else cls()
+    try:
+        store = cls(arg) if arg else cls()
+    except TypeError as exc:  # not a class, or one that takes other arguments
+        raise ConfigError(f"cannot construct store {dotted!r}: {exc}") from exc
     if not isinstance(store, Store):
         raise ConfigError(f"{dotted!r} does not implement the engrain Store protocol")
     return store

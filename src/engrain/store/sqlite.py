@@ -78,9 +78,56 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def _m002_user_scoped_ids(db: sqlite3.Connection) -> None:
+    # 001 keyed rows by id alone, so one user's upsert of an id replaced another user's
+    # memory. Ids are per user, as in the protocol (and MemoryStore); SQLite cannot change
+    # a primary key in place, so the table is rebuilt with rows kept in rowid order.
+    db.execute(
+        """CREATE TABLE memories_002 (
+            id TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            project TEXT,
+            content TEXT NOT NULL,
+            memory_type TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            domains TEXT NOT NULL DEFAULT '[]',
+            session_id TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            event_at TEXT,
+            key TEXT,
+            importance REAL NOT NULL,
+            confidence REAL NOT NULL,
+            usefulness REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_accessed_at TEXT,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            muted INTEGER NOT NULL DEFAULT 0,
+            promoted_at TEXT,
+            compressed INTEGER NOT NULL DEFAULT 0,
+            compression_source INTEGER NOT NULL DEFAULT 0,
+            source_session_id TEXT,
+            provenance TEXT NOT NULL DEFAULT '{}',
+            content_hash TEXT NOT NULL,
+            embedding BLOB,
+            PRIMARY KEY (user_id, id)
+        )"""
+    )
+    columns = ", ".join(_COLUMNS)
+    db.execute(
+        f"INSERT INTO memories_002 ({columns}) SELECT {columns} FROM memories ORDER BY rowid"
+    )
+    db.execute("DROP TABLE memories")
+    db.execute("ALTER TABLE memories_002 RENAME TO memories")
+    db.execute("CREATE INDEX memories_user_updated ON memories (user_id, updated_at)")
+    db.execute("CREATE INDEX memories_user_key ON memories (user_id, key)")
+    db.execute("CREATE INDEX memories_user_session ON memories (user_id, session_id)")
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
+    ("002_user_scoped_ids", _m002_user_scoped_ids),
 ]
 
 

@@ -1,0 +1,445 @@
+"""The ``engrain`` command line: a thin shell over :class:`engrain.Engine`.
+
+Each command opens the engine, makes one library call and prints the result as text, or as
+JSON lines with ``--json`` (one object per line on stdout). An :class:`EngrainError` becomes
+``error: <message>`` on stderr (its ``to_dict()`` as JSON with ``--json``) and an exit code:
+1 for bad input or an unknown id (HTTP 4xx), 3 for store, config or model failures (5xx);
+click's own usage errors exit with 2.
+
+The CLI is an extra (``pip install 'engrain[cli]'``): without click, :func:`main` prints the
+install command and exits with 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
+
+from engrain.config import load_settings
+from engrain.engine import Engine
+from engrain.errors import EngrainError, ValidationError
+from engrain.model import Memory, Outcome, ScoredMemory
+
+try:
+    import click
+except ModuleNotFoundError:  # the 'cli' extra is missing: only main() exists, to say so
+    click = None  # type: ignore[assignment]
+
+INSTALL_HINT = "the engrain CLI needs the 'cli' extra: pip install 'engrain[cli]'"
+
+
+def main() -> None:
+    """Entry point of the ``engrain`` script."""
+    if click is None:
+        sys.exit(INSTALL_HINT)
+    cli(prog_name="engrain")
+
+
+def exit_code(error: EngrainError) -> int:
+    """1 for the caller's mistakes (4xx), 3 for failures of the store, config or model (5xx)."""
+    return 1 if error.http_status < 500 else 3
+
+
+# -- formatting (plain functions, no click) ---------------------------------------------------
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _memory_line(memory: Memory) -> str:
+    flags = "".join(
+        f" [{name}]" for name, on in (("pinned", memory.pinned), ("muted", memory.muted)) if on
+    )
+    label = f"{memory.memory_type.value}/{memory.kind.value}"
+    return f"{memory.id}  {label:<22}{flags}  {_one_line(memory.content)}"
+
+
+def _memory_block(memory: Memory) -> str:
+    lines = []
+    for name, value in memory.to_dict().items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, list | dict) else value
+        lines.append(f"{name}: {'' if value is None else shown}")
+    return "\n".join(lines)
+
+
+def _outcome_line(outcome: Outcome) -> str:
+    if outcome.action == "discarded":
+        return f"discarded  {outcome.reason}: {_one_line(outcome.content, 60)}"
+    mtype = outcome.memory_type.value if outcome.memory_type else "-"
+    preview = _one_line(outcome.content, 60)
+    return f"{outcome.action:<9}  {outcome.memory_id}  {mtype:<10}  {preview}"
+
+
+def _scored_dict(scored: ScoredMemory) -> dict[str, Any]:
+    return {
+        **scored.memory.to_dict(),
+        "score": scored.score,
+        "similarity": scored.similarity,
+        "tokens": scored.tokens,
+    }
+
+
+def _scored_line(scored: ScoredMemory) -> str:
+    memory = scored.memory
+    return (
+        f"{scored.score:6.3f}  sim {scored.similarity:6.3f}  {scored.tokens:>4} tok  "
+        f"{memory.id}  [{memory.memory_type.value.upper()}] {_one_line(memory.content, 70)}"
+    )
+
+
+def _read_jsonl(stream: IO[str], user_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, record)`` for every non-blank line; a record without ``user_id`` gets
+    ``user_id``. All lines are parsed before anything is written."""
+    records = []
+    for number, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"line {number}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(record, dict):
+            raise ValidationError(f"line {number}: expected a JSON object")
+        record.setdefault("user_id", user_id)
+        records.append((number, record))
+    return records
+
+
+class _LineTracker:
+    """Feeds records to ``Engine.import_records`` while remembering the current line, so an
+    error about "record N" can name the line of the file instead."""
+
+    def __init__(self, numbered: list[tuple[int, dict[str, Any]]]) -> None:
+        self.numbered = numbered
+        self.count = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for _, record in self.numbered:
+            self.count += 1
+            yield record
+
+    def relabel(self, error: ValidationError) -> ValidationError:
+        prefix = f"record {self.count}: "
+        if not self.count or not error.message.startswith(prefix):
+            return error
+        line = self.numbered[self.count - 1][0]
+        return type(error)(f"line {line}: {error.message.removeprefix(prefix)}")
+
+
+if click is not None:
+
+    class _Group(click.Group):
+        """Turns every :class:`EngrainError` into a clean message and exit code."""
+
+        def invoke(self, ctx: click.Context) -> Any:
+            try:
+                return super().invoke(ctx)
+            except EngrainError as error:
+                if ctx.params.get("as_json"):
+                    click.echo(json.dumps(error.to_dict()), err=True)
+                else:
+                    click.echo(f"error: {error.message}", err=True)
+                ctx.exit(exit_code(error))
+
+    class _State:
+        """The global options, and the engine opened from them on first use."""
+
+        def __init__(self, url: str | None, data_dir: str | None, as_json: bool, user: str) -> None:
+            self.url, self.data_dir, self.as_json, self.user = url, data_dir, as_json, user
+
+        def engine(self) -> Engine:
+            settings = load_settings({"url": self.url, "data_dir": self.data_dir})
+            return click.get_current_context().with_resource(Engine(settings=settings))
+
+        def emit(self, rows: Iterable[Any], text: Callable[[Any], str]) -> None:
+            """Each row as a line of text, or with ``--json`` as a JSON object."""
+            for row in rows:
+                if self.as_json:
+                    click.echo(json.dumps(_jsonable(row), ensure_ascii=False))
+                else:
+                    click.echo(text(row))
+
+    def _jsonable(row: Any) -> Any:
+        if isinstance(row, ScoredMemory):
+            return _scored_dict(row)
+        return row.to_dict() if hasattr(row, "to_dict") else row
+
+    pass_state = click.make_pass_decorator(_State)
+
+    @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.option(
+        "--url",
+        help="Store URL (sqlite:///path, memory://); default "
+        "from settings (ENGRAIN_URL, else engrain.db in the data directory).",
+    )
+    @click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory.")
+    @click.option("--json", "as_json", is_flag=True, help="Output JSON, one object per line.")
+    @click.option(
+        "--user",
+        "-u",
+        envvar="ENGRAIN_USER",
+        default="default",
+        show_default=True,
+        help="User id (or ENGRAIN_USER).",
+    )
+    @click.version_option(package_name="engrain")
+    @click.pass_context
+    def cli(
+        ctx: click.Context, url: str | None, data_dir: str | None, as_json: bool, user: str
+    ) -> None:
+        """engrain: long-term memory for LLM applications."""
+        ctx.obj = _State(url, data_dir, as_json, user)
+
+    @cli.command()
+    @click.argument("text")
+    @click.option(
+        "--kind",
+        "-k",
+        default="fact",
+        show_default=True,
+        help="preference, fact, decision, invariant, pattern, correction, …",
+    )
+    @click.option("--type", "-t", "memory_type", help="Memory type (default: from the kind).")
+    @click.option("--project", "-p", help="Project the memory belongs to.")
+    @click.option("--domain", "-d", "domains", multiple=True, help="Domain tag (repeatable).")
+    @click.option("--key", help="Key of a procedural memory (default: derived from the text).")
+    @click.option("--pin", is_flag=True, help="Pin it: injected whenever the budget allows.")
+    @pass_state
+    def remember(
+        state: _State,
+        text: str,
+        kind: str,
+        memory_type: str | None,
+        project: str | None,
+        domains: tuple[str, ...],
+        key: str | None,
+        pin: bool,
+    ) -> None:
+        """Store TEXT as one memory.
+
+        No chunking and no importance filter: TEXT is kept as given, unless it nearly
+        duplicates a recent memory of the same type, which is then updated instead."""
+        outcome = state.engine().remember(
+            text,
+            state.user,
+            kind,
+            memory_type=memory_type,
+            project=project,
+            domains=domains,
+            key=key,
+            pinned=pin,
+        )
+        state.emit([outcome], lambda o: f"{o.action} {o.memory_id}")
+
+    @cli.command()
+    @click.argument("text", default="-")
+    @click.option("--session", "-s", help="Session id.")
+    @click.option("--type", "-t", "memory_type", help="Memory type hint for every chunk.")
+    @click.option("--project", "-p", help="Project the memories belong to.")
+    @pass_state
+    def ingest(
+        state: _State, text: str, session: str | None, memory_type: str | None, project: str | None
+    ) -> None:
+        """Ingest free TEXT, or stdin with -.
+
+        The text is cleaned, chunked, scored and deduplicated; one line per chunk says
+        whether it was stored, merged into an existing memory, or discarded (and why)."""
+        if text == "-":
+            text = sys.stdin.read()
+        report = state.engine().ingest(text, state.user, session, memory_type, project=project)
+        state.emit(report.outcomes, _outcome_line)
+
+    @cli.command()
+    @click.argument("query")
+    @click.option("--top-k", "-n", type=int, help="Most memories to return.")
+    @click.option("--budget", "-b", type=int, help="Token budget.")
+    @click.option(
+        "--type", "-t", "memory_types", multiple=True, help="Only this memory type (repeatable)."
+    )
+    @click.option("--project", "-p", help="Only this project (and memories of no project).")
+    @click.option("--include-compressed", is_flag=True, help="Also consider compressed ones.")
+    @pass_state
+    def recall(
+        state: _State,
+        query: str,
+        top_k: int | None,
+        budget: int | None,
+        memory_types: tuple[str, ...],
+        project: str | None,
+        include_compressed: bool,
+    ) -> None:
+        """The memories to inject for QUERY.
+
+        One line per memory: score, similarity, tokens, id, type and content; a summary
+        goes to stderr."""
+        result = state.engine().recall(
+            query,
+            state.user,
+            top_k,
+            budget,
+            memory_types or None,
+            project=project,
+            include_compressed=include_compressed,
+        )
+        state.emit(result.scored, _scored_line)
+        if not state.as_json:
+            click.echo(
+                f"{len(result.scored)} memories, {result.total_tokens} tokens "
+                f"({result.budget_used:.0%} of budget)",
+                err=True,
+            )
+
+    @cli.command()
+    @click.argument("message")
+    @click.option("--top-k", "-n", type=int, help="Most memories to inject.")
+    @click.option("--budget", "-b", type=int, help="Token budget.")
+    @click.option("--project", "-p", help="Only this project (and memories of no project).")
+    @pass_state
+    def context(
+        state: _State, message: str, top_k: int | None, budget: int | None, project: str | None
+    ) -> None:
+        """The <memory> block for MESSAGE, ready for a prompt.
+
+        A summary (memories, tokens, milliseconds) goes to stderr; --json prints one object
+        with id, text, tokens, elapsed_ms and the memories."""
+        found = state.engine().context(
+            message, state.user, top_k=top_k, token_budget=budget, project=project
+        )
+        if state.as_json:
+            state.emit(
+                [
+                    {
+                        "id": found.id,
+                        "text": found.text,
+                        "tokens": found.tokens,
+                        "elapsed_ms": found.elapsed_ms,
+                        "memories": [_scored_dict(s) for s in found.recall.scored],
+                    }
+                ],
+                str,
+            )
+            return
+        if found.text:
+            click.echo(found.text)
+        click.echo(
+            f"{len(found.memories)} memories, {found.tokens} tokens, {found.elapsed_ms:.1f} ms",
+            err=True,
+        )
+
+    @cli.command(name="list")
+    @click.option("--type", "-t", "memory_type", help="Only this memory type.")
+    @click.option("--kind", "-k", help="Only this kind.")
+    @click.option("--project", "-p", help="Only this project.")
+    @click.option("--limit", "-n", type=int, default=100, show_default=True)
+    @pass_state
+    def list_(
+        state: _State, memory_type: str | None, kind: str | None, project: str | None, limit: int
+    ) -> None:
+        """The user's memories, most recently updated first."""
+        memories = state.engine().list(
+            state.user, project=project, memory_type=memory_type, kind=kind, limit=limit
+        )
+        state.emit(memories, _memory_line)
+
+    @cli.command()
+    @click.argument("memory_id", metavar="ID")
+    @pass_state
+    def get(state: _State, memory_id: str) -> None:
+        """Every field of the memory ID."""
+        state.emit([state.engine().get(memory_id, state.user)], _memory_block)
+
+    @cli.command()
+    @click.argument("memory_ids", metavar="ID...", nargs=-1, required=True)
+    @pass_state
+    def forget(state: _State, memory_ids: tuple[str, ...]) -> None:
+        """Delete memories by ID.
+
+        All at once (atomically); says how many of them existed."""
+        count = state.engine().forget(memory_ids, state.user)
+        state.emit(
+            [{"forgotten": count, "requested": len(memory_ids)}],
+            lambda r: f"forgot {r['forgotten']} of {r['requested']}",
+        )
+
+    @cli.command()
+    @click.argument("memory_id", metavar="ID")
+    @click.option("--off", is_flag=True, help="Unpin instead.")
+    @pass_state
+    def pin(state: _State, memory_id: str, off: bool) -> None:
+        """Pin the memory ID: injected whenever the budget allows."""
+        memory = state.engine().pin(memory_id, state.user, pinned=not off)
+        state.emit([memory], lambda m: f"{'pinned' if m.pinned else 'unpinned'} {m.id}")
+
+    @cli.command()
+    @click.argument("memory_id", metavar="ID")
+    @click.option("--off", is_flag=True, help="Unmute instead.")
+    @pass_state
+    def mute(state: _State, memory_id: str, off: bool) -> None:
+        """Mute the memory ID: never injected."""
+        memory = state.engine().mute(memory_id, state.user, muted=not off)
+        state.emit([memory], lambda m: f"{'muted' if m.muted else 'unmuted'} {m.id}")
+
+    @cli.command(name="import")
+    @click.argument("source", metavar="FILE|-", type=click.File("r", encoding="utf-8"))
+    @pass_state
+    def import_(state: _State, source: IO[str]) -> None:
+        """Load JSONL records from FILE, or stdin with -.
+
+        \b
+        Three record types:
+          {"type": "memory", ...}   an exported memory, restored as is
+          {"type": "conversation", "session_id": ..., "turns": [{"speaker", "text",
+           "turn_id", "at"}, ...]}  the conversation path
+          {"type": "text", "text": ...}   the ingest path
+        A record without a user_id belongs to --user."""
+        records = _LineTracker(_read_jsonl(source, state.user))
+        engine = state.engine()
+        with _progress(len(records.numbered), hidden=state.as_json) as advance:
+            try:
+                result = engine.import_records(records, on_record=advance)
+            except ValidationError as error:
+                raise records.relabel(error) from error
+        state.emit(
+            [{"records": len(records.numbered), **dataclasses.asdict(result)}],
+            lambda r: (
+                f"imported {r['records']} records: {r['memories']} memories restored, "
+                f"{r['stored']} stored, {r['merged']} merged, {r['discarded']} discarded"
+            ),
+        )
+
+    @cli.command()
+    @click.argument(
+        "target", metavar="[FILE|-]", default="-", type=click.Path(dir_okay=False, allow_dash=True)
+    )
+    @click.option("--all-users", is_flag=True, help="Every user's memories, not only --user's.")
+    @pass_state
+    def export(state: _State, target: str, all_users: bool) -> None:
+        """Write memories as JSONL to FILE, or stdout.
+
+        The records are lossless (embeddings included): `engrain import` restores them."""
+        records = state.engine().export_records(None if all_users else state.user)
+        count = 0
+        try:
+            with click.open_file(target, "w", encoding="utf-8") as out:
+                for record in records:
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    count += 1
+        except OSError as exc:
+            raise click.FileError(target, exc.strerror) from exc
+        if not state.as_json:
+            click.echo(f"exported {count} memories", err=True)
+
+    @contextlib.contextmanager
+    def _progress(total: int, *, hidden: bool) -> Iterator[Callable[[int], None]]:
+        """A progress bar on stderr, advanced once per record (nothing with ``hidden``)."""
+        if hidden:
+            yield lambda _number: None
+            return
+        with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
+            yield lambda _number: bar.update(1)

@@ -1,0 +1,57 @@
+"""The real all-MiniLM-L6-v2 model and the real tokenizer, offline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain import Engine
+from engrain.embed import CachedEmbedder
+from engrain.store import MemoryStore
+from engrain.tokens import count_tokens
+
+from .conftest import NOW, make_settings
+
+pytestmark = pytest.mark.model
+
+
+def test_vectors_are_384_unit_rows_in_input_order(minilm) -> None:  # type: ignore[no-untyped-def]
+    texts = ["a short one", "a considerably longer sentence about databases and indexes", "x"]
+    batch = minilm.embed(texts)
+    assert batch.shape == (3, 384) and batch.dtype == np.float32
+    assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    for i, text in enumerate(texts):  # batching and length-sorting do not change a vector
+        assert np.allclose(minilm.embed([text])[0], batch[i], atol=1e-4)
+
+
+def test_similar_meanings_are_closer(minilm) -> None:  # type: ignore[no-untyped-def]
+    a, b, c = minilm.embed(
+        ["The cat sleeps on the sofa", "A kitten naps on the couch", "Quarterly tax filing"]
+    )
+    assert float(a @ b) > float(a @ c) + 0.3
+
+
+def test_embedding_cache_embeds_identical_text_once(minilm) -> None:  # type: ignore[no-untyped-def]
+    store = MemoryStore()
+    cached = CachedEmbedder(minilm, store)
+    before = minilm.texts_embedded
+    cached.embed(["same text", "same text", "other text"])
+    cached.embed(["same text"])
+    assert minilm.texts_embedded - before == 2
+
+
+def test_token_counts_are_cl100k() -> None:
+    assert count_tokens("hello world") == 2
+    assert count_tokens("") == 0
+    assert count_tokens("<|endoftext|>") > 1  # special tokens are counted as text
+
+
+def test_engine_with_real_model_recalls_by_meaning(minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    settings = make_settings(tmp_path, embedder="minilm")
+    engine = Engine(settings=settings, store=MemoryStore(), embedder=minilm)
+    engine.remember("Ada's cat is called Turing", "ada", now=NOW)
+    engine.remember("The invoices table is partitioned by month", "ada", now=NOW)
+    top = engine.recall("what is the name of my pet?", "ada", top_k=1).memories[0]
+    assert "Turing" in top.content

@@ -1,0 +1,518 @@
+"""The store contract: one test body per behaviour, run against every backend.
+
+The ``store`` fixture (conftest) is parametrized over the in-memory and SQLite stores; a new
+backend passes this file before it ships.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, cast
+
+import numpy as np
+import pytest
+
+from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
+from engrain.store import ALL, MemoryFilter, Store
+
+from .conftest import NOW
+
+
+def unit(*xs: float) -> Vector:
+    """A unit vector: stores rank by dot product, which is cosine for embedder output."""
+    v = np.asarray(xs, dtype=np.float32)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def mem(
+    memory_id: str,
+    user_id: str = "alice",
+    *,
+    minutes: int = 0,
+    vector: Sequence[float] | None = (1.0, 0.0, 0.0, 0.0),
+    **fields: Any,
+) -> Memory:
+    """A memory updated ``minutes`` after NOW, with a unit embedding (or none)."""
+    at = NOW + timedelta(minutes=minutes)
+    content = fields.pop("content", f"memory {memory_id} of {user_id}")
+    return Memory(
+        id=memory_id,
+        user_id=user_id,
+        content=content,
+        memory_type=fields.pop("memory_type", MemoryType.SEMANTIC),
+        kind=fields.pop("kind", Kind.FACT),
+        created_at=fields.pop("created_at", at),
+        updated_at=fields.pop("updated_at", at),
+        content_hash=content_hash(content),
+        embedding=None if vector is None else unit(*vector),
+        **fields,
+    )
+
+
+def assert_same(actual: Sequence[Memory], expected: Sequence[Memory]) -> None:
+    """Same memories in the same order, embeddings included (``==`` skips them)."""
+    assert [m.id for m in actual] == [m.id for m in expected]
+    for got, want in zip(actual, expected, strict=True):
+        for f in dataclasses.fields(Memory):
+            if f.name != "embedding":
+                assert getattr(got, f.name) == getattr(want, f.name), f.name
+        if want.embedding is None:
+            assert got.embedding is None
+        else:
+            assert got.embedding is not None
+            assert got.embedding.dtype == np.float32
+            np.testing.assert_array_equal(got.embedding, want.embedding)
+
+
+def ids(memories: Sequence[Memory]) -> list[str]:
+    return [m.id for m in memories]
+
+
+def snapshot(store: Store) -> dict[str, Any]:
+    """Everything a caller can observe, for "nothing changed" assertions."""
+    state: dict[str, Any] = {"users": store.users()}
+    for user in state["users"]:
+        rows = store.query(user)
+        state[user] = [
+            (m.to_dict(), None if m.embedding is None else m.embedding.tolist()) for m in rows
+        ]
+        found = store.search(user, unit(1, 0, 0, 0), 100)
+        state[f"{user}/search"] = [(m.id, round(s, 6)) for m, s in found]
+    return state
+
+
+# -- write / get ----------------------------------------------------------------------------
+
+
+def test_round_trip_keeps_every_field(store: Store) -> None:
+    ist = timezone(timedelta(hours=5, minutes=30))
+    full = Memory(
+        id="full",
+        user_id="alice",
+        content="Uses tabs, never spaces — café ☕",
+        memory_type=MemoryType.PROCEDURAL,
+        kind=Kind.PREFERENCE,
+        created_at=datetime(2025, 3, 1, 9, 30, 15, 123456, tzinfo=ist),
+        updated_at=NOW + timedelta(microseconds=7),
+        project="engrain",
+        domains=("python", "style"),
+        session_id="s-1",
+        event_at=datetime(2024, 12, 31, 23, 59, 59, tzinfo=timezone.utc),  # noqa: UP017
+        key="indent",
+        importance=0.8125,
+        confidence=0.9,
+        usefulness=0.123456789,
+        access_count=7,
+        last_accessed_at=NOW - timedelta(days=2),
+        pinned=True,
+        muted=True,
+        promoted_at=NOW - timedelta(hours=1),
+        compressed=True,
+        compression_source=True,
+        source_session_id="s-0",
+        provenance=Provenance(
+            turn_ids=("t1", "t2"),
+            metadata={"source": "chat", "n": 3, "score": 0.5, "tags": ["a", "b"], "x": None},
+        ),
+        content_hash=content_hash("Uses tabs, never spaces — café ☕"),
+        embedding=unit(0.1, -0.2, 0.3, 0.9),
+    )
+    bare = mem("bare", vector=None)
+    store.write([full, bare])
+
+    got_full, got_bare = store.get("alice", ["full", "bare"])
+
+    assert_same([got_full, got_bare], [full, bare])
+    assert got_full.created_at.utcoffset() is not None
+    assert isinstance(got_full.domains, tuple)
+    assert isinstance(got_full.provenance.turn_ids, tuple)
+    assert got_bare.project is None and got_bare.event_at is None and got_bare.key is None
+    assert got_bare.provenance == Provenance()
+
+
+def test_upsert_replaces_by_id(store: Store) -> None:
+    original = mem("a", content="first", importance=0.2)
+    store.write([original])
+    changed = original.evolve(
+        content="second", importance=0.9, updated_at=NOW + timedelta(hours=1),
+        embedding=unit(0, 1, 0, 0),
+    )  # fmt: skip
+
+    store.write([changed])
+
+    assert_same(store.query("alice"), [changed])
+    assert_same(store.get("alice", ["a"]), [changed])
+    (hit, score), = store.search("alice", unit(0, 1, 0, 0), 5)
+    assert hit.content == "second" and score == pytest.approx(1.0)
+
+
+def test_same_id_for_two_users_are_two_memories(store: Store) -> None:
+    store.write([mem("x", "alice", content="alice's")])
+
+    store.write([mem("x", "bob", content="bob's")])
+
+    assert [m.content for m in store.get("alice", ["x"])] == ["alice's"]
+    assert [m.content for m in store.get("bob", ["x"])] == ["bob's"]
+
+
+def test_delete_removes_only_the_named_memories(store: Store) -> None:
+    a, b, c = mem("a", minutes=1), mem("b", minutes=2), mem("c", minutes=3)
+    store.write([a, b, c])
+
+    store.write(deletes=[b, mem("never-written")])
+
+    assert ids(store.query("alice")) == ["c", "a"]
+    assert store.get("alice", ["b"]) == []
+    assert {m.id for m, _ in store.search("alice", unit(1, 0, 0, 0), 10)} == {"a", "c"}
+
+
+def test_delete_is_scoped_to_the_memorys_user(store: Store) -> None:
+    store.write([mem("a", "alice")])
+
+    store.write(deletes=[mem("a", "bob")])
+
+    assert ids(store.get("alice", ["a"])) == ["a"]
+
+
+def test_upsert_and_delete_in_one_write(store: Store) -> None:
+    old = mem("old")
+    store.write([old])
+
+    store.write(upserts=[mem("new")], deletes=[old])
+
+    assert ids(store.query("alice")) == ["new"]
+
+
+def test_empty_write_changes_nothing(store: Store) -> None:
+    store.write()
+    assert store.users() == []
+
+
+def test_get_keeps_requested_order_and_skips_unknown_ids(store: Store) -> None:
+    store.write([mem("a", minutes=1), mem("b", minutes=2), mem("c", minutes=3)])
+
+    assert ids(store.get("alice", ["c", "nope", "a", "b"])) == ["c", "a", "b"]
+    assert store.get("alice", []) == []
+    assert store.get("nobody", ["a"]) == []
+
+
+def test_get_many_ids(store: Store) -> None:
+    many = [mem(f"m{i:04d}", vector=None) for i in range(1200)]
+    store.write(many)
+
+    wanted = [m.id for m in reversed(many)]
+    assert ids(store.get("alice", wanted)) == wanted
+
+
+# -- query ----------------------------------------------------------------------------------
+
+
+def _filter_dataset() -> list[Memory]:
+    return [
+        mem("a", minutes=1, project="p1", session_id="s1", importance=0.9),
+        mem("b", minutes=2, project="p2", session_id="s2", importance=0.3,
+            memory_type=MemoryType.EPISODIC, kind=Kind.EVENT),
+        mem("c", minutes=3, project="p1", key="editor", importance=0.6, muted=True,
+            memory_type=MemoryType.PROCEDURAL, kind=Kind.PREFERENCE),
+        mem("d", minutes=4, session_id="s1", importance=0.5, compressed=True,
+            memory_type=MemoryType.WORKING, kind=Kind.CONTEXT),
+        mem("e", minutes=5, project="p1", importance=0.5, kind=Kind.DECISION),
+        mem("bob-a", "bob", project="p1", session_id="s1", key="editor"),
+    ]  # fmt: skip
+
+
+FILTER_CASES: list[tuple[MemoryFilter, set[str]]] = [
+    (ALL, {"a", "b", "c", "d", "e"}),
+    (MemoryFilter(project="p1"), {"a", "c", "e"}),
+    (MemoryFilter(memory_types=(MemoryType.SEMANTIC,)), {"a", "e"}),
+    (MemoryFilter(memory_types=(MemoryType.EPISODIC, MemoryType.WORKING)), {"b", "d"}),
+    (MemoryFilter(kinds=(Kind.FACT, Kind.PREFERENCE)), {"a", "c"}),
+    (MemoryFilter(session_id="s1"), {"a", "d"}),
+    (MemoryFilter(key="editor"), {"c"}),
+    (MemoryFilter(include_compressed=False), {"a", "b", "c", "e"}),
+    (MemoryFilter(include_muted=False), {"a", "b", "d", "e"}),
+    (MemoryFilter(min_importance=0.5), {"a", "c", "d", "e"}),
+    (MemoryFilter(project="p1", include_muted=False, min_importance=0.6), {"a"}),
+    (MemoryFilter(session_id="s1", include_compressed=False), {"a"}),
+    (MemoryFilter(project="nowhere"), set()),
+    (MemoryFilter(kinds=()), set()),
+]
+FILTER_IDS = [
+    "all", "project", "type", "types", "kinds", "session", "key", "no-compressed",
+    "no-muted", "min-importance", "combined", "session+no-compressed", "no-match", "no-kinds",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flt", "expected"), FILTER_CASES, ids=FILTER_IDS)
+def test_query_filters(store: Store, flt: MemoryFilter, expected: set[str]) -> None:
+    store.write(_filter_dataset())
+
+    found = store.query("alice", flt)
+
+    assert set(ids(found)) == expected
+    assert len(found) == len(expected)
+
+
+@pytest.mark.parametrize(("flt", "expected"), FILTER_CASES, ids=FILTER_IDS)
+def test_search_applies_the_same_filters(
+    store: Store, flt: MemoryFilter, expected: set[str]
+) -> None:
+    store.write(_filter_dataset())
+
+    found = store.search("alice", unit(1, 0, 0, 0), 10, flt)
+
+    assert {m.id for m, _ in found} == expected
+    assert len(found) == len(expected)
+
+
+def test_query_orders_most_recently_updated_first(store: Store) -> None:
+    plus_two = timezone(timedelta(hours=2))
+    memories = [
+        # created first but updated last: the order is by update time
+        mem("oldest-created", created_at=NOW - timedelta(days=9), minutes=30),
+        # 12:20 UTC written as 14:20+02:00: compared as instants, not as text
+        mem("other-zone", updated_at=(NOW + timedelta(minutes=20)).astimezone(plus_two)),
+        mem("micro", updated_at=NOW + timedelta(minutes=10, microseconds=1)),
+        mem("whole", minutes=10),
+        mem("first", minutes=0),
+    ]
+    store.write([memories[i] for i in (3, 0, 4, 1, 2)])
+
+    assert ids(store.query("alice")) == ["oldest-created", "other-zone", "micro", "whole", "first"]
+
+
+def test_query_breaks_ties_by_id_so_pages_are_stable(store: Store) -> None:
+    store.write([mem(i) for i in ("b", "d", "a", "c")])
+
+    assert ids(store.query("alice")) == ["d", "c", "b", "a"]
+
+
+def test_query_limit_and_offset(store: Store) -> None:
+    store.write([mem(f"m{i}", minutes=i) for i in range(5)])  # m4 is the newest
+
+    assert ids(store.query("alice", limit=2)) == ["m4", "m3"]
+    assert ids(store.query("alice", limit=2, offset=2)) == ["m2", "m1"]
+    assert ids(store.query("alice", limit=10, offset=4)) == ["m0"]
+    assert ids(store.query("alice", offset=3)) == ["m1", "m0"]
+    assert store.query("alice", limit=0) == []
+    assert store.query("alice", limit=3, offset=5) == []
+
+
+def test_query_of_unknown_user_is_empty(store: Store) -> None:
+    store.write([mem("a")])
+    assert store.query("nobody") == []
+
+
+# -- search ---------------------------------------------------------------------------------
+
+
+def test_search_returns_best_first_with_cosine_similarity(store: Store) -> None:
+    vectors = {"far": (0, 1, 0, 0), "near": (1, 0.1, 0, 0), "mid": (1, 1, 0, 0), "opp": (-1, 0, 0, 0)}
+    store.write([mem(name, vector=v) for name, v in vectors.items()])
+    query = unit(1, 0, 0, 0)
+
+    found = store.search("alice", query, 3)
+
+    assert [m.id for m, _ in found] == ["near", "mid", "far"]
+    for memory, similarity in found:
+        expected = float(unit(*vectors[memory.id]) @ query)
+        assert similarity == pytest.approx(expected, abs=1e-6)
+    np.testing.assert_array_equal(found[0][0].embedding, unit(*vectors["near"]))
+
+
+def test_search_k_larger_than_count_returns_every_embedded_memory(store: Store) -> None:
+    store.write([mem("a", vector=(1, 0, 0, 0)), mem("b", vector=(0, 1, 0, 0)), mem("c", vector=None)])
+
+    found = store.search("alice", unit(1, 0, 0, 0), 50)
+
+    assert [m.id for m, _ in found] == ["a", "b"]
+
+
+def test_search_of_empty_user_or_zero_k_is_empty(store: Store) -> None:
+    assert store.search("alice", unit(1, 0, 0, 0), 5) == []
+    store.write([mem("a")])
+    assert store.search("alice", unit(1, 0, 0, 0), 0) == []
+    assert store.search("nobody", unit(1, 0, 0, 0), 5) == []
+
+
+@pytest.mark.parametrize(
+    ("flt", "blocked"),
+    [
+        (MemoryFilter(project="p1"), {"project": "p2"}),
+        (MemoryFilter(include_muted=False), {"muted": True}),
+        (MemoryFilter(kinds=(Kind.FACT,)), {"kind": Kind.EVENT}),
+        (MemoryFilter(min_importance=0.5), {"importance": 0.1}),
+        (MemoryFilter(session_id="s1"), {"session_id": "s2"}),
+        (MemoryFilter(key="k"), {"key": "other"}),
+    ],
+    ids=["project", "muted", "kind", "importance", "session", "key"],
+)
+def test_search_filters_before_taking_k(
+    store: Store, flt: MemoryFilter, blocked: dict[str, Any]
+) -> None:
+    """The nearest memories fail the filter; k that pass still come back."""
+    allowed = {"project": "p1", "session_id": "s1", "key": "k", "importance": 0.9}
+    nearest = [mem(f"blocked{i}", vector=(1, 0.01 * i, 0, 0), **{**allowed, **blocked})
+               for i in range(10)]  # fmt: skip
+    farther = [mem(f"ok{i}", vector=(0.2 * i, 1, 0, 0), **allowed) for i in range(4)]
+    store.write(nearest + farther)
+
+    found = store.search("alice", unit(1, 0, 0, 0), 3, flt)
+
+    assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1"]
+
+
+def test_search_sees_the_stores_own_later_writes(store: Store) -> None:
+    store.write([mem("a", vector=(0, 1, 0, 0))])
+    query = unit(1, 0, 0, 0)
+    assert [m.id for m, _ in store.search("alice", query, 1)] == ["a"]
+
+    store.write([mem("b", vector=(1, 0, 0, 0))])
+    assert [m.id for m, _ in store.search("alice", query, 1)] == ["b"]
+
+    store.write([mem("a", vector=(1, 0.01, 0, 0))], deletes=[mem("b")])
+    ((hit, score),) = store.search("alice", query, 1)
+    assert hit.id == "a" and score == pytest.approx(float(unit(1, 0.01, 0, 0) @ query))
+
+
+# -- access, centroid, cache, users ----------------------------------------------------------
+
+
+def test_record_access_counts_and_stamps(store: Store) -> None:
+    a, b = mem("a", access_count=3), mem("b")
+    store.write([a, b, mem("a", "bob")])
+    first, second = NOW + timedelta(hours=1), NOW + timedelta(hours=2)
+
+    store.record_access("alice", ["a", "unknown"], first)
+    store.record_access("alice", ["a"], second)
+
+    got_a, got_b = store.get("alice", ["a", "b"])
+    assert got_a.access_count == 5
+    assert got_a.last_accessed_at == second
+    assert got_a.evolve(access_count=3, last_accessed_at=None) == a
+    assert got_b == b
+    assert store.get("bob", ["a"])[0].access_count == 0
+
+
+def test_record_access_with_no_ids_is_a_no_op(store: Store) -> None:
+    store.write([mem("a")])
+    store.record_access("alice", [], NOW)
+    assert store.get("alice", ["a"])[0].access_count == 0
+
+
+def test_centroid_is_the_mean_embedding_of_the_users_memories(store: Store) -> None:
+    assert store.centroid("alice") is None
+    store.write([mem("a", vector=(1, 0, 0, 0)), mem("b", vector=(0, 1, 0, 0)),
+                 mem("c", vector=None), mem("z", "bob", vector=(0, 0, 0, 1))])  # fmt: skip
+
+    centroid = store.centroid("alice")
+
+    assert centroid is not None and centroid.dtype == np.float32
+    np.testing.assert_allclose(centroid, [0.5, 0.5, 0, 0], atol=1e-6)
+
+    store.write([mem("d", vector=(0, 0, 1, 0))], deletes=[mem("a")])
+    np.testing.assert_allclose(store.centroid("alice"), [0, 0.5, 0.5, 0], atol=1e-6)  # type: ignore[arg-type]
+
+
+def test_centroid_is_none_without_embeddings(store: Store) -> None:
+    store.write([mem("a", vector=None)])
+    assert store.centroid("alice") is None
+
+
+def test_embedding_cache_round_trip_keyed_by_model(store: Store) -> None:
+    v1, v2 = unit(1, 2, 3, 4), unit(4, 3, 2, 1)
+    store.cache_embeddings("model-a", {"h1": v1, "h2": v2})
+    store.cache_embeddings("model-b", {"h1": v2})
+
+    found = store.cached_embeddings("model-a", ["h1", "h2", "h3"])
+
+    assert set(found) == {"h1", "h2"}
+    np.testing.assert_array_equal(found["h1"], v1)
+    np.testing.assert_array_equal(found["h2"], v2)
+    assert found["h1"].dtype == np.float32
+    np.testing.assert_array_equal(store.cached_embeddings("model-b", ["h1", "h2"])["h1"], v2)
+    assert store.cached_embeddings("model-c", ["h1"]) == {}
+    assert store.cached_embeddings("model-a", []) == {}
+    store.cache_embeddings("model-a", {})
+
+
+def test_embedding_cache_many_hashes(store: Store) -> None:
+    vectors = {f"h{i}": unit(1, i, 0, 0) for i in range(1200)}
+    store.cache_embeddings("m", vectors)
+
+    found = store.cached_embeddings("m", list(vectors))
+
+    assert set(found) == set(vectors)
+    np.testing.assert_array_equal(found["h1199"], vectors["h1199"])
+
+
+def test_users_lists_every_user_with_a_memory(store: Store) -> None:
+    assert store.users() == []
+    store.write([mem("1", "carol"), mem("2", "alice"), mem("3", "alice"), mem("4", "bob")])
+    assert store.users() == ["alice", "bob", "carol"]
+
+    store.write(deletes=[mem("1", "carol")])
+    assert store.users() == ["alice", "bob"]
+
+
+# -- isolation ------------------------------------------------------------------------------
+
+
+def test_a_user_never_sees_another_users_memories(store: Store) -> None:
+    shared = {"project": "p", "session_id": "s", "key": "k"}
+    alice = [mem(f"a{i}", "alice", vector=(1, 0.1 * i, 0, 0), **shared) for i in range(3)]
+    bob = [mem(f"b{i}", "bob", vector=(0, 1, 0.1 * i, 0), **shared) for i in range(3)]
+    store.write(alice + bob)
+    alice_ids = ids(alice)
+
+    assert store.get("bob", alice_ids) == []
+    assert set(ids(store.query("bob"))) == set(ids(bob))
+    assert set(ids(store.query("bob", MemoryFilter(project="p")))) == set(ids(bob))
+    for flt in (ALL, MemoryFilter(project="p"), MemoryFilter(session_id="s", key="k")):
+        found = store.search("bob", unit(1, 0, 0, 0), 10, flt)  # alice's direction
+        assert {m.id for m, _ in found} == set(ids(bob))
+    np.testing.assert_allclose(
+        store.centroid("bob"), np.mean([m.embedding for m in bob], axis=0), atol=1e-6  # type: ignore[arg-type]
+    )
+
+    store.record_access("bob", alice_ids, NOW)
+    store.write(deletes=[m.evolve(user_id="bob") for m in alice])
+    assert_same(store.get("alice", alice_ids), alice)
+
+
+# -- atomicity ------------------------------------------------------------------------------
+
+
+class _Boom(Exception):
+    pass
+
+
+class _Unwritable:
+    """Stands in for a memory and fails as soon as the store reads it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _Boom(name)
+
+
+@pytest.mark.parametrize("where", ["upserts", "deletes"])
+def test_a_write_that_fails_midway_changes_nothing(store: Store, where: str) -> None:
+    before_rows = [mem("keep", minutes=1), mem("doomed", minutes=2), mem("bob1", "bob")]
+    store.write(before_rows)
+    store.cache_embeddings("m", {"h": unit(1, 0, 0, 0)})
+    before = snapshot(store)
+    broken = cast(Memory, _Unwritable())
+    upserts = [mem("keep", content="changed", vector=(0, 1, 0, 0)), mem("new", "carol")]
+    deletes = [mem("doomed"), mem("bob1", "bob")]
+    if where == "upserts":
+        upserts.insert(1, broken)
+    else:
+        deletes.insert(1, broken)
+
+    with pytest.raises(_Boom):
+        store.write(upserts, deletes)
+
+    assert snapshot(store) == before
+    store.write([mem("after")])  # the store is still usable
+    assert "after" in ids(store.query("alice"))
