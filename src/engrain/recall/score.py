@@ -1,0 +1,239 @@
+"""Scoring profiles (relevance gating, step 3). Three profiles, one pipeline (DESIGN.md):
+
+* ``gated`` — the relevance-gating score: intent-weighted semantic similarity, per-type
+  recency, domain match, usage, co-occurrence and type boosts, plus focus areas.
+* ``composite`` — the Phase 3 formula exactly: 0.40 relevance + 0.25 recency + 0.20
+  usefulness + 0.10 confidence + 0.05 access frequency.
+* ``static`` — ADR-002's query-free ranking: recency, log(access count + 1), confidence.
+
+Each returns the total and its named components, so ``explain`` can show them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from engrain.model import Kind, Memory
+from engrain.recall.classify import Classification, Intent
+
+
+class Profile(StrEnum):
+    """The scoring profile, a setting."""
+
+    GATED = "gated"
+    COMPOSITE = "composite"
+    STATIC = "static"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A score and the components it is made of."""
+
+    total: float
+    components: Mapping[str, float]
+
+
+def age_days(when: datetime | None, now: datetime) -> float | None:
+    """Days from ``when`` to ``now`` (never negative), or ``None`` if unknown."""
+    if when is None:
+        return None
+    return max(0.0, (now - when).total_seconds() / 86_400.0)
+
+
+# -- gated -----------------------------------------------------------------------------------
+
+#: Per-kind recency half-life in days; ``None`` = never decays. The first five are the
+#: tiered-context table; the rest are engrain's choices for ADR-002's kinds (DESIGN.md).
+HALF_LIFE_DAYS: Mapping[Kind, float | None] = {
+    Kind.INVARIANT: None,
+    Kind.DECISION: 365.0,
+    Kind.PATTERN: 90.0,
+    Kind.GOLDEN_PATH: 30.0,
+    Kind.ANTIPATTERN: 14.0,
+    Kind.PREFERENCE: 365.0,
+    Kind.FACT: 365.0,
+    Kind.CORRECTION: 365.0,
+    Kind.SUMMARY: 90.0,
+    Kind.EVENT: 90.0,
+    Kind.CONTEXT: 14.0,
+}
+
+
+def decay(kind: Kind, age: float | None) -> float:
+    """``0.5 ** (age / half_life)`` for the kind; 1.0 for invariants and unknown ages."""
+    half_life = HALF_LIFE_DAYS[kind]
+    if half_life is None or age is None:
+        return 1.0
+    return float(0.5 ** (age / half_life))
+
+
+#: The four weighted components, in order.
+COMPONENTS = ("semantic", "recency", "domain", "usage")
+
+#: Balanced base weights ("question" uses semantic 0.55, recency 0.10).
+BALANCED: Mapping[str, float] = {"semantic": 0.55, "recency": 0.10, "domain": 0.25, "usage": 0.10}
+#: Intent → multiplier on the recency weight (debugging +35%, continuation +30%).
+INTENT_RECENCY: Mapping[Intent, float] = {Intent.DEBUGGING: 1.35, Intent.CONTINUATION: 1.30}
+
+#: Context-signal weight shifts, applied before clamping and renormalising.
+SHIFT_DEEP_CONVERSATION: Mapping[str, float] = {"recency": +0.10, "semantic": -0.10}
+SHIFT_CODE: Mapping[str, float] = {"domain": +0.08, "usage": +0.02, "semantic": -0.10}
+SHIFT_HISTORY: Mapping[str, float] = {"semantic": +0.10, "recency": -0.05, "domain": -0.05}
+
+DOMAIN_SCALE = 0.2  # domainScore = 0.2 × overlap / max(query domains, item domains)
+USAGE_PLATEAU = 20  # uses at which the log curve reaches its cap
+USAGE_CAP = 0.15
+COOCCURRENCE_CAP = 0.10
+FOCUS_BONUS = 0.05
+
+#: Type boosts and the intent multipliers that modify them.
+TYPE_BOOST: Mapping[Kind, float] = {
+    Kind.INVARIANT: 0.25,
+    Kind.GOLDEN_PATH: 0.15,
+    Kind.PATTERN: 0.10,
+    Kind.DECISION: 0.10,
+    Kind.ANTIPATTERN: 0.05,
+}
+INTENT_TYPE_MULTIPLIER: Mapping[tuple[Intent, Kind], float] = {
+    (Intent.DEBUGGING, Kind.GOLDEN_PATH): 1.5,
+    (Intent.GENERATION, Kind.GOLDEN_PATH): 1.5,
+    (Intent.GENERATION, Kind.PATTERN): 2.0,
+    (Intent.ANALYSIS, Kind.DECISION): 2.0,
+    (Intent.DEBUGGING, Kind.DECISION): 0.5,
+    (Intent.DEBUGGING, Kind.ANTIPATTERN): 2.0,
+}
+
+
+def gated_weights(classification: Classification) -> dict[str, float]:
+    """The intent's base weights shifted by conversation depth, code context and history
+    references, clamped to [0, 1] and renormalised to sum to 1."""
+    weights = dict(BALANCED)
+    weights["recency"] *= INTENT_RECENCY.get(classification.intent, 1.0)
+    shifts = []
+    if classification.deep_conversation:
+        shifts.append(SHIFT_DEEP_CONVERSATION)
+    if classification.has_code:
+        shifts.append(SHIFT_CODE)
+    if classification.references_history:
+        shifts.append(SHIFT_HISTORY)
+    for shift in shifts:
+        for name, delta in shift.items():
+            weights[name] += delta
+    clamped = {name: min(1.0, max(0.0, w)) for name, w in weights.items()}
+    total = sum(clamped.values()) or 1.0
+    return {name: clamped[name] / total for name in COMPONENTS}
+
+
+def domain_match(query: tuple[str, ...], item: tuple[str, ...]) -> float:
+    """``0.2 × overlap / max(|query domains|, |item domains|)``; 0 when either is empty."""
+    if not query or not item:
+        return 0.0
+    overlap = len(set(query) & set(item))
+    return DOMAIN_SCALE * overlap / max(len(query), len(item))
+
+
+def usage_score(access_count: int) -> float:
+    """A log curve of the use count that reaches 1.0 at about 20 uses and stays there."""
+    return min(1.0, math.log1p(max(0, access_count)) / math.log1p(USAGE_PLATEAU))
+
+
+def type_boost(kind: Kind, intent: Intent) -> float:
+    """The kind's base boost times the intent's multiplier for it."""
+    return TYPE_BOOST.get(kind, 0.0) * INTENT_TYPE_MULTIPLIER.get((intent, kind), 1.0)
+
+
+def score_gated(
+    memory: Memory,
+    relevance: float,
+    classification: Classification,
+    weights: Mapping[str, float],
+    now: datetime,
+    *,
+    cooccurrence: float = 0.0,
+    focus_areas: tuple[str, ...] = (),
+) -> Scored:
+    """The relevance-gating score of one memory, clamped to [0, 1].
+
+    ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
+    relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
+    """
+    semantic = min(1.0, max(0.0, relevance))
+    recency = decay(memory.kind, age_days(memory.when, now))
+    domain = domain_match(classification.domains, memory.domains)
+    usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
+    parts = {
+        "semantic": weights["semantic"] * semantic,
+        "recency": weights["recency"] * recency,
+        "domain": weights["domain"] * domain,
+        "usage": usage,
+        "cooccurrence": COOCCURRENCE_CAP * min(1.0, max(0.0, cooccurrence)),
+        "type_boost": type_boost(memory.kind, classification.intent),
+        "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
+    }
+    return Scored(min(1.0, max(0.0, sum(parts.values()))), parts)
+
+
+# -- composite (Phase 3) -----------------------------------------------------------------------
+
+WEIGHT_RELEVANCE = 0.40
+WEIGHT_RECENCY = 0.25
+WEIGHT_USEFULNESS = 0.20
+WEIGHT_CONFIDENCE = 0.10
+WEIGHT_FREQUENCY = 0.05
+RECENCY_DECAY_LAMBDA = 0.05  # per day: a 14-day half-life (ln 2 / 14 ≈ 0.0495)
+ACCESS_FREQUENCY_CAP = 50.0
+UNKNOWN_AGE_RECENCY = 0.5
+
+_WEIGHT_SUM = (
+    WEIGHT_RELEVANCE + WEIGHT_RECENCY + WEIGHT_USEFULNESS + WEIGHT_CONFIDENCE + WEIGHT_FREQUENCY
+)
+if abs(_WEIGHT_SUM - 1.0) >= 1e-9:  # fails import if someone edits one weight alone
+    raise ImportError("composite scoring weights must sum to 1.0")
+
+
+def composite_recency(created_at: datetime | None, now: datetime) -> float:
+    """``exp(-0.05 × age_days)``; 0.5 (neutral) when the age is unknown."""
+    age = age_days(created_at, now)
+    return UNKNOWN_AGE_RECENCY if age is None else math.exp(-RECENCY_DECAY_LAMBDA * age)
+
+
+def frequency_score(count: int) -> float:
+    """``min(count / 50, 1.0)``."""
+    return min(max(0, count) / ACCESS_FREQUENCY_CAP, 1.0)
+
+
+def score_composite(memory: Memory, relevance: float, now: datetime) -> Scored:
+    """The Phase 3 composite score, exactly (ADR-0040 in docs/adr)."""
+    parts = {
+        "relevance": WEIGHT_RELEVANCE * min(1.0, max(0.0, relevance)),
+        "recency": WEIGHT_RECENCY * composite_recency(memory.created_at, now),
+        "usefulness": WEIGHT_USEFULNESS * memory.usefulness,
+        "confidence": WEIGHT_CONFIDENCE * memory.confidence,
+        "frequency": WEIGHT_FREQUENCY * frequency_score(memory.access_count),
+    }
+    return Scored(round(sum(parts.values()), 6), parts)
+
+
+# -- static (ADR-002) --------------------------------------------------------------------------
+
+STATIC_RECENCY_WEIGHT = 0.5
+STATIC_ACCESS_WEIGHT = 0.2
+STATIC_CONFIDENCE_WEIGHT = 0.3
+STATIC_HALF_LIFE_DAYS = 30.0
+STATIC_TOP = 10
+
+
+def score_static(memory: Memory, now: datetime) -> Scored:
+    """ADR-002: ``0.5 × recency + 0.2 × log(access_count + 1) + 0.3 × confidence``, recency
+    halving every 30 days since the memory was last written. Query-free."""
+    age = age_days(memory.updated_at, now) or 0.0
+    parts = {
+        "recency": STATIC_RECENCY_WEIGHT * 0.5 ** (age / STATIC_HALF_LIFE_DAYS),
+        "access": STATIC_ACCESS_WEIGHT * math.log(memory.access_count + 1),
+        "confidence": STATIC_CONFIDENCE_WEIGHT * memory.confidence,
+    }
+    return Scored(sum(parts.values()), parts)

@@ -1,0 +1,361 @@
+"""The ``engrain`` command line, end to end through click's runner over a SQLite file with the
+deterministic hash embedder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from engrain.cli import INSTALL_HINT, cli
+
+Invoke = Callable[..., Result]
+
+TABS = "I prefer tabs over spaces"
+K8S = "The deploy target is Kubernetes on Google Cloud"
+CONVERSATION = {
+    "type": "conversation",
+    "session_id": "s1",
+    "turns": [
+        {
+            "speaker": "user",
+            "text": "My daughter Emma starts university in Edinburgh this September.",
+            "turn_id": "t1",
+            "at": "2025-05-01T10:00:00+00:00",
+        },
+        {"speaker": "assistant", "text": "Congratulations to Emma!", "turn_id": "t2"},
+    ],
+}
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+@pytest.fixture
+def invoke(runner: CliRunner, tmp_path: Path) -> Invoke:
+    """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` with an environment of our own."""
+    env = {
+        "ENGRAIN_EMBEDDER": "hash",
+        "ENGRAIN_DATA_DIR": str(tmp_path / "data"),
+        "ENGRAIN_USER": None,
+        "ENGRAIN_URL": None,
+        "ENGRAIN_CONFIG": None,
+    }
+
+    def run(*args: str, input: str | None = None, db: str = "x.db", **extra_env: str) -> Result:
+        return runner.invoke(
+            cli,
+            ["--url", f"sqlite:///{tmp_path / db}", *args],
+            input=input,
+            env={**env, **extra_env},
+            catch_exceptions=False,  # an unexpected traceback fails the test
+        )
+
+    return run
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return result
+
+
+def json_lines(result: Result) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in ok(result).stdout.splitlines()]
+
+
+def remember(invoke: Invoke, text: str, *args: str) -> str:
+    return json_lines(invoke("--json", "remember", text, *args))[0]["memory_id"]
+
+
+# -- remember, get, list ---------------------------------------------------------------------
+
+
+def test_remember_prints_outcome_and_id(invoke: Invoke) -> None:
+    out = ok(invoke("remember", TABS, "--kind", "preference")).stdout.split()
+    assert out[0] == "stored" and len(out[1]) == 32
+    again = ok(invoke("remember", TABS, "--kind", "preference")).stdout.split()
+    assert again == ["merged", out[1]]
+
+
+def test_remember_json_and_options_reach_the_memory(invoke: Invoke) -> None:
+    args = ["-k", "decision", "--project", "web", "-d", "Infra", "-d", "cloud", "--pin"]
+    [outcome] = json_lines(invoke("--json", "remember", K8S, *args))
+    assert outcome["action"] == "stored" and outcome["memory_type"] == "semantic"
+    [memory] = json_lines(invoke("--json", "get", outcome["memory_id"]))
+    assert memory["content"] == K8S
+    assert memory["kind"] == "decision" and memory["project"] == "web"
+    assert memory["domains"] == ["infra", "cloud"] and memory["pinned"] is True
+    assert "embedding" not in memory
+
+
+def test_remember_type_and_key(invoke: Invoke) -> None:
+    mid = remember(invoke, "Answer in French", "--type", "procedural", "--key", "language")
+    [memory] = json_lines(invoke("--json", "get", mid))
+    assert memory["memory_type"] == "procedural" and memory["key"] == "language"
+
+
+def test_get_text_shows_every_field(invoke: Invoke) -> None:
+    mid = remember(invoke, K8S, "-d", "infra")
+    out = ok(invoke("get", mid)).stdout
+    assert f"id: {mid}\n" in out and f"content: {K8S}\n" in out
+    assert 'domains: ["infra"]\n' in out and "pinned: False\n" in out
+
+
+def test_list_filters_and_limit(invoke: Invoke) -> None:
+    tabs = remember(invoke, TABS, "--kind", "preference")
+    k8s = remember(invoke, K8S, "--project", "web")
+    ids = lambda *args: [m["id"] for m in json_lines(invoke("--json", "list", *args))]  # noqa: E731
+    assert ids() == [k8s, tabs]  # most recently updated first
+    assert ids("--kind", "preference") == [tabs]
+    assert ids("--type", "semantic") == [k8s]
+    assert ids("--project", "web") == [k8s]
+    assert ids("--limit", "1") == [k8s]
+    text = ok(invoke("list")).stdout.splitlines()
+    assert text[0].startswith(k8s) and K8S in text[0]
+    assert "procedural/preference" in text[1]
+
+
+def test_users_are_separate(invoke: Invoke) -> None:
+    ok(invoke("-u", "ada", "remember", TABS))
+    assert ok(invoke("list")).stdout == ""
+    assert TABS in ok(invoke("--user", "ada", "list")).stdout
+    assert TABS in ok(invoke("list", ENGRAIN_USER="ada")).stdout
+
+
+# -- ingest ----------------------------------------------------------------------------------
+
+NOTE = (
+    "We decided to use Postgres for the billing service because we need strong "
+    "consistency guarantees and the team already knows it well."
+)
+OTHER = "Last Tuesday Maria moved the staging cluster to Frankfurt after the outage in Dublin."
+
+
+def test_ingest_text_and_stdin(invoke: Invoke) -> None:
+    out = ok(invoke("ingest", NOTE, "--session", "s9")).stdout
+    assert out.startswith("stored ")
+    [outcome] = json_lines(invoke("--json", "ingest", "-", "--session", "s9", input=OTHER))
+    assert outcome["action"] == "stored" and outcome["content"] == OTHER
+    assert set(outcome) >= {"action", "memory_id", "reason", "importance", "memory_type"}
+    [memory] = json_lines(invoke("--json", "get", outcome["memory_id"]))
+    assert memory["session_id"] == "s9"
+    # the same text again adds nothing new: its chunk is discarded, with the reason
+    [again] = json_lines(invoke("--json", "ingest", NOTE))
+    assert again["action"] == "discarded" and again["reason"].startswith("importance")
+    assert ok(invoke("ingest", NOTE)).stdout.startswith("discarded  importance")
+
+
+def test_ingest_type_hint(invoke: Invoke) -> None:
+    [outcome] = json_lines(invoke("--json", "ingest", NOTE, "--type", "episodic"))
+    assert outcome["memory_type"] == "episodic"
+
+
+# -- recall and context ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def two(invoke: Invoke) -> tuple[str, str]:
+    return remember(invoke, TABS, "--kind", "preference"), remember(invoke, K8S)
+
+
+def test_recall_text_and_json(invoke: Invoke, two: tuple[str, str]) -> None:
+    result = ok(invoke("recall", "Kubernetes deploy target"))
+    assert two[1] in result.stdout and "[SEMANTIC]" in result.stdout
+    assert "tokens" in result.stderr
+    rows = json_lines(invoke("--json", "recall", "Kubernetes deploy target"))
+    assert {r["id"] for r in rows} == set(two)
+    for row in rows:
+        assert isinstance(row["score"], float) and isinstance(row["similarity"], float)
+        assert row["tokens"] > 0 and row["content"] in (TABS, K8S)
+
+
+def test_recall_options(invoke: Invoke, two: tuple[str, str]) -> None:
+    only = json_lines(invoke("--json", "recall", "deploy", "--type", "procedural"))
+    assert [r["id"] for r in only] == [two[0]]
+    assert len(json_lines(invoke("--json", "recall", "deploy", "--top-k", "1"))) == 1
+    assert json_lines(invoke("--json", "recall", "deploy", "--budget", "0")) == []
+    assert len(json_lines(invoke("--json", "recall", "deploy", "--include-compressed"))) == 2
+
+
+def test_context_block_and_summary(invoke: Invoke, two: tuple[str, str]) -> None:
+    result = ok(invoke("context", "Where do we deploy?"))
+    assert result.stdout.startswith("<memory>\n") and f"[SEMANTIC] {K8S}" in result.stdout
+    assert "2 memories" in result.stderr and "tokens" in result.stderr and "ms" in result.stderr
+    [ctx] = json_lines(invoke("--json", "context", "Where do we deploy?", "--top-k", "1"))
+    assert set(ctx) == {"id", "text", "tokens", "elapsed_ms", "memories"}
+    assert ctx["text"].startswith("<memory>") and ctx["tokens"] > 0
+    assert len(ctx["memories"]) == 1 and "score" in ctx["memories"][0]
+
+
+def test_context_for_a_user_without_memories_is_empty(invoke: Invoke) -> None:
+    result = ok(invoke("context", "anything"))
+    assert result.stdout == "" and "0 memories" in result.stderr
+
+
+# -- curation --------------------------------------------------------------------------------
+
+
+def test_pin_mute_and_off(invoke: Invoke, two: tuple[str, str]) -> None:
+    tabs, k8s = two
+    assert ok(invoke("pin", tabs)).stdout == f"pinned {tabs}\n"
+    assert json_lines(invoke("--json", "pin", tabs, "--off"))[0]["pinned"] is False
+    assert ok(invoke("mute", k8s)).stdout == f"muted {k8s}\n"
+    assert "[muted]" in ok(invoke("list")).stdout
+    assert [r["id"] for r in json_lines(invoke("--json", "recall", "deploy"))] == [tabs]
+    assert json_lines(invoke("--json", "mute", k8s, "--off"))[0]["muted"] is False
+
+
+def test_forget(invoke: Invoke, two: tuple[str, str]) -> None:
+    assert ok(invoke("forget", two[0], "no-such-id")).stdout == "forgot 1 of 2\n"
+    assert json_lines(invoke("--json", "forget", two[0], two[1])) == [
+        {"forgotten": 1, "requested": 2}
+    ]
+    assert ok(invoke("list")).stdout == ""
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["remember", "   "], "error: text is empty"),
+        (["remember", "x", "--kind", "bogus"], "error: unknown kind 'bogus'"),
+        (["remember", "x", "--type", "bogus"], "error: unknown memory type 'bogus'"),
+        (["get", "nope"], "error: no memory 'nope' for user 'default'"),
+        (["pin", "nope"], "error: no memory 'nope'"),
+        (["mute", "nope", "--off"], "error: no memory 'nope'"),
+        (["recall", "x", "--top-k", "0"], "error: top_k must be a positive integer"),
+        (["list", "--kind", "bogus"], "error: unknown kind"),
+        (["ingest", "-"], "error: text is empty"),
+    ],
+)
+def test_engrain_errors_exit_1_with_a_clean_message(
+    invoke: Invoke, args: list[str], message: str
+) -> None:
+    result = invoke(*args, input="")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(message) and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_errors_as_json(invoke: Invoke) -> None:
+    result = invoke("--json", "remember", "")
+    assert result.exit_code == 1
+    expected = {"error": "empty_input", "status": 400, "message": "text is empty"}
+    assert json.loads(result.stderr) == expected
+    missing = invoke("--json", "get", "nope")
+    assert missing.exit_code == 1 and json.loads(missing.stderr)["error"] == "not_found"
+
+
+def test_store_and_config_errors_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+    env = {"ENGRAIN_EMBEDDER": "hash", "ENGRAIN_DATA_DIR": str(tmp_path)}
+    result = runner.invoke(cli, ["--url", "postgresql://db/x", "list"], env=env)
+    assert result.exit_code == 3 and result.stderr.startswith("error: the PostgreSQL backend")
+    bad = runner.invoke(cli, ["--json", "list"], env={**env, "ENGRAIN_EMBEDDER": "nope"})
+    assert bad.exit_code == 3 and json.loads(bad.stderr)["status"] >= 500
+
+
+def test_usage_errors_exit_2(invoke: Invoke) -> None:
+    assert invoke("remember").exit_code == 2
+    assert invoke("forget").exit_code == 2
+    assert invoke("recall", "x", "--top-k", "many").exit_code == 2
+    assert invoke("import", "/no/such/file.jsonl").exit_code == 2
+
+
+def test_every_command_has_help(invoke: Invoke) -> None:
+    for name, command in cli.commands.items():  # type: ignore[attr-defined]
+        assert command.help, name
+        assert ok(invoke(name, "--help")).stdout.startswith(f"Usage: cli {name}")
+
+
+def test_main_without_click_prints_the_install_command() -> None:
+    code = "import sys; sys.modules['click'] = None; from engrain.cli import main; main()"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == INSTALL_HINT
+
+
+# -- import / export -------------------------------------------------------------------------
+
+
+def test_export_import_round_trip_is_lossless(invoke: Invoke, tmp_path: Path) -> None:
+    tabs = remember(invoke, TABS, "--kind", "preference", "--pin")
+    remember(invoke, K8S, "-d", "infra", "--project", "web")
+    ok(invoke("ingest", NOTE, "--session", "s2"))
+    ok(invoke("-u", "bob", "remember", "Bob is allergic to peanuts"))
+    ok(invoke("import", "-", input=json.dumps(CONVERSATION)))
+    ok(invoke("mute", tabs))
+    ok(invoke("recall", "deploy"))  # access counts and times must survive too
+    first = tmp_path / "first.jsonl"
+    result = ok(invoke("export", str(first), "--all-users"))
+    assert result.stderr == "exported 5 memories\n"
+    records = [json.loads(line) for line in first.read_text().splitlines()]
+    assert {r["type"] for r in records} == {"memory"} and all(r["embedding"] for r in records)
+    assert {r["user_id"] for r in records} == {"default", "bob"}
+
+    imported = ok(invoke("import", str(first), db="fresh.db"))
+    assert "imported 5 records: 5 memories restored" in imported.stdout
+    again = ok(invoke("export", "--all-users", db="fresh.db")).stdout
+    assert again == first.read_text()
+    # without --all-users only --user's memories are exported
+    assert len(ok(invoke("export", db="fresh.db")).stdout.splitlines()) == 4
+
+
+def test_import_conversations_and_text(invoke: Invoke) -> None:
+    lines = [
+        json.dumps(CONVERSATION),
+        "",
+        json.dumps({"type": "text", "user_id": "bob", "text": NOTE}),
+        json.dumps({**CONVERSATION, "session_id": "s2"}),  # nothing new: discarded
+    ]
+    result = ok(invoke("--json", "import", "-", input="\n".join(lines) + "\n"))
+    [summary] = json_lines(result)
+    assert summary == {"records": 3, "memories": 0, "stored": 2, "merged": 0, "discarded": 1}
+    assert result.stderr == ""  # no progress bar with --json
+    [memory] = json_lines(invoke("--json", "list"))  # the record without user_id: --user's
+    assert memory["session_id"] == "s1"
+    assert memory["provenance"]["turn_ids"] == ["t1", "t2"]
+    assert memory["event_at"] == "2025-05-01T10:00:00+00:00"
+    assert memory["memory_type"] == "episodic" and "Emma" in memory["content"]
+    [bobs] = json_lines(invoke("--json", "-u", "bob", "list"))
+    assert bobs["content"] == NOTE
+
+
+def test_import_text_summary_and_progress(invoke: Invoke) -> None:
+    result = ok(invoke("import", "-", input=json.dumps(CONVERSATION)))
+    assert result.stdout == (
+        "imported 1 records: 0 memories restored, 1 stored, 0 merged, 0 discarded\n"
+    )
+    assert "importing" in result.stderr
+
+
+def test_import_malformed_line_names_it_and_writes_nothing(invoke: Invoke) -> None:
+    text = json.dumps(CONVERSATION) + "\n\n{oops\n"
+    result = invoke("import", "-", input=text)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: line 3: invalid JSON")
+    assert ok(invoke("list")).stdout == ""
+    not_object = invoke("--json", "import", "-", input="[1, 2]\n")
+    assert not_object.exit_code == 1
+    assert json.loads(not_object.stderr)["message"] == "line 1: expected a JSON object"
+
+
+def test_import_bad_record_names_its_line(invoke: Invoke) -> None:
+    text = "\n" + json.dumps({"type": "conversation", "turns": []}) + "\n"
+    result = invoke("import", "-", input=text)
+    assert result.exit_code == 1
+    assert result.stderr.endswith("\nerror: line 2: a conversation needs at least one turn\n")
+    unknown = invoke("import", "-", input='{"type": "video"}\n')
+    assert unknown.exit_code == 1 and "line 1: unknown record type 'video'" in unknown.stderr
