@@ -1,21 +1,22 @@
 """Property tests: round trips are lossless for any memory, a user never sees another user's
-memory whatever was written, and the SQLite store behaves like a dict under any sequence of
-adds, updates, deletes and failed writes (a hypothesis state machine)."""
+memory whatever was written, and both stores (SQLite through two connections, and in memory)
+behave like a dict under any sequence of adds, updates, deletes and failed writes (a hypothesis
+state machine)."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -43,7 +44,9 @@ json_values = st.recursive(
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 provenances = st.builds(
@@ -145,12 +148,23 @@ def test_store_round_trip_is_lossless(backend: str, batch: list[Memory]) -> None
 # -- isolation ------------------------------------------------------------------------------
 
 USERS = ["alice", "bob", "carol"]
+CONTENTS = ["tabs", "spaces", "dark mode", "vim", "emacs", "vim and tabs"]
+WORDS = ["tabs", "spaces", "dark", "mode", "vim", "emacs"]
 IDS = [f"m{i}" for i in range(6)]
 DIM = 3
 
-unit_vectors = hnp.arrays(np.float32, DIM, elements=st.floats(-1, 1, width=32)).filter(
-    lambda v: float(np.linalg.norm(v)) > 0.1
-).map(lambda v: (v / np.linalg.norm(v)).astype(np.float32))
+#: Few directions, so equal similarities (ties) are common; queries may be any direction.
+DIRECTIONS = [
+    (v / np.linalg.norm(v)).astype(np.float32)
+    for v in np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [1, -1, 1], [-1, 0, 2], [0, 0, 1]])
+]
+stored_vectors = st.none() | st.sampled_from(DIRECTIONS)
+unit_vectors = (
+    hnp.arrays(np.float32, DIM, elements=st.floats(-1, 1, width=32))
+    .filter(lambda v: float(np.linalg.norm(v)) > 0.1)
+    .map(lambda v: (v / np.linalg.norm(v)).astype(np.float32))
+)
+importances = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
 filters = st.builds(
     MemoryFilter,
     project=st.none() | st.sampled_from(["p1", "p2"]),
@@ -160,14 +174,17 @@ filters = st.builds(
     key=st.none() | st.sampled_from(["k1", "k2"]),
     include_compressed=st.booleans(),
     include_muted=st.booleans(),
-    min_importance=st.none() | st.floats(0, 1),
+    min_importance=st.none() | importances,
+    pinned=st.none() | st.booleans(),
 )
 
 
 @st.composite
-def small_memories(draw: st.DrawFn, user_id: str | None = None, memory_id: str | None = None) -> Memory:
+def small_memories(
+    draw: st.DrawFn, user_id: str | None = None, memory_id: str | None = None
+) -> Memory:
     """Memories from small value sets, so ids, times, projects and vectors collide often."""
-    content = draw(st.sampled_from(["tabs", "spaces", "dark mode", "vim", "emacs"]))
+    content = draw(st.sampled_from(CONTENTS))
     at = NOW + timedelta(minutes=draw(st.integers(0, 4)))
     return Memory(
         id=memory_id or draw(st.sampled_from(IDS)),
@@ -180,11 +197,12 @@ def small_memories(draw: st.DrawFn, user_id: str | None = None, memory_id: str |
         project=draw(st.none() | st.sampled_from(["p1", "p2"])),
         session_id=draw(st.none() | st.sampled_from(["s1", "s2"])),
         key=draw(st.none() | st.sampled_from(["k1", "k2"])),
-        importance=draw(st.floats(0, 1)),
+        importance=draw(importances),
         muted=draw(st.booleans()),
+        pinned=draw(st.booleans()),
         compressed=draw(st.booleans()),
         content_hash=content_hash(content),
-        embedding=draw(st.none() | unit_vectors),
+        embedding=draw(stored_vectors),
     )
 
 
@@ -216,6 +234,7 @@ def test_a_user_never_sees_another_users_memory(
                 *store.query(user, flt),
                 *(m for m, _ in store.search(user, vector, k)),
                 *(m for m, _ in store.search(user, vector, k, flt)),
+                *(m for m, _ in store.lexical_search(user, "vim tabs dark", k, flt)),
             ]
             assert all(m.user_id == user for m in seen)
             # and what the user sees is what the user wrote, not a same-id memory of another
@@ -225,10 +244,21 @@ def test_a_user_never_sees_another_users_memory(
 
 # -- the stateful model -------------------------------------------------------------------------
 
+#: A RAM-backed directory where there is one: a file's fsyncs on open and close would
+#: otherwise dominate each example and make shrinking a failure take minutes.
+_RAM_DIR = "/dev/shm" if Path("/dev/shm").is_dir() else None
 
-def _expected_query(model: dict[tuple[str, str], Memory], user: str, flt: MemoryFilter) -> list[Memory]:
+
+def _expected_query(
+    model: dict[tuple[str, str], Memory], user: str, flt: MemoryFilter
+) -> list[Memory]:
     found = [m for (u, _), m in model.items() if u == user and flt.matches(m)]
     return sorted(found, key=lambda m: (m.updated_at, m.id), reverse=True)
+
+
+def _similarity(memory: Memory, vector: Vector) -> float:
+    assert memory.embedding is not None
+    return float(memory.embedding @ vector)
 
 
 class StoresAgainstDict(RuleBasedStateMachine):
@@ -240,7 +270,7 @@ class StoresAgainstDict(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.directory = tempfile.mkdtemp(prefix="engrain-state-")
+        self.directory = tempfile.mkdtemp(prefix="engrain-state-", dir=_RAM_DIR)
         path = Path(self.directory) / "s.db"
         self.connections = (SQLiteStore(path), SQLiteStore(path))
         self.reference = MemoryStore()
@@ -273,9 +303,7 @@ class StoresAgainstDict(RuleBasedStateMachine):
         second=st.booleans(),
     )
     def delete(self, keys: list[tuple[str, str]], second: bool) -> None:
-        stubs = [
-            Memory(i, u, "x", MemoryType.SEMANTIC, Kind.FACT, NOW, NOW) for u, i in keys
-        ]
+        stubs = [Memory(i, u, "x", MemoryType.SEMANTIC, Kind.FACT, NOW, NOW) for u, i in keys]
         self.write(second, deletes=stubs)
         for key in keys:
             self.model.pop(key, None)
@@ -286,13 +314,15 @@ class StoresAgainstDict(RuleBasedStateMachine):
         second=st.booleans(),
     )
     def failed_write(self, batch: list[Memory], at: int, second: bool) -> None:
+        """A batch that breaks on one item: nothing of it lands, whichever list it is in (the
+        upserts run first, so a broken delete must undo them)."""
         broken = [*batch[:at], cast(Memory, _Unwritable()), *batch[at:]]
-        with pytest.raises(_Boom):
-            self.write(second, deletes=broken)
-        with pytest.raises(_Boom):
-            self.write(second, upserts=broken)
-        with pytest.raises(_Boom):
-            self.reference.write(upserts=broken)
+        stores = (self.connections[int(second)], self.reference)
+        for store in stores:
+            with pytest.raises(_Boom):
+                store.write(upserts=batch, deletes=broken)
+            with pytest.raises(_Boom):
+                store.write(upserts=broken)
 
     @rule(
         user=st.sampled_from(USERS),
@@ -317,11 +347,12 @@ class StoresAgainstDict(RuleBasedStateMachine):
         expected = expected[offset : None if limit is None else offset + limit]
         for store in self.stores:
             assert_same(store.query(user, flt, limit=limit, offset=offset), expected)
+            assert store.count(user, flt) == len(_expected_query(self.model, user, flt))
 
     @rule(user=st.sampled_from(USERS), vector=unit_vectors, k=st.integers(1, 8), flt=filters)
     def search_matches(self, user: str, vector: Vector, k: int, flt: MemoryFilter) -> None:
         candidates = [m for m in _expected_query(self.model, user, flt) if m.embedding is not None]
-        best = sorted((float(m.embedding @ vector) for m in candidates), reverse=True)[:k]  # type: ignore[operator]
+        best = sorted((_similarity(m, vector) for m in candidates), reverse=True)[:k]
 
         for store in self.stores:
             found = store.search(user, vector, k, flt)
@@ -331,22 +362,37 @@ class StoresAgainstDict(RuleBasedStateMachine):
             for memory, score in found:
                 assert_same([memory], [self.model[(user, memory.id)]])
                 assert flt.matches(memory)
-                assert score == pytest.approx(float(memory.embedding @ vector), abs=1e-5)  # type: ignore[operator]
+                assert score == pytest.approx(_similarity(memory, vector), abs=1e-5)
 
-    @invariant()
-    def every_user_sees_exactly_their_memories(self) -> None:
+    @rule(user=st.sampled_from(USERS), words=st.lists(st.sampled_from(WORDS), min_size=1),
+          k=st.integers(1, 8), flt=filters)  # fmt: skip
+    def lexical_search_stays_within_the_filter(
+        self, user: str, words: list[str], k: int, flt: MemoryFilter
+    ) -> None:
         for store in self.stores:
-            assert store.users() == sorted({u for u, _ in self.model})
-            for user in USERS:
-                assert_same(store.query(user), _expected_query(self.model, user, MemoryFilter()))
-                assert_same(
-                    store.get(user, IDS), [self.model[(user, i)] for i in IDS if (user, i) in self.model]
-                )
+            found = store.lexical_search(user, " ".join(words), k, flt)
+
+            assert len(found) <= k
+            assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+            for memory, score in found:
+                assert_same([memory], [self.model[(user, memory.id)]])
+                assert flt.matches(memory)
+                assert score > 0 and set(memory.content.split()) & set(words)
+
+    @rule(user=st.sampled_from(USERS), wanted=st.lists(st.sampled_from(IDS), max_size=8))
+    def get_matches(self, user: str, wanted: list[str]) -> None:
+        expected = [self.model[(user, i)] for i in wanted if (user, i) in self.model]
+        for store in self.stores:
+            assert_same(store.get(user, wanted), expected)
 
     @invariant()
     def centroid_is_the_mean(self) -> None:
         for user in USERS:
-            vectors = [m.embedding for (u, _), m in self.model.items() if u == user and m.embedding is not None]
+            vectors = [
+                m.embedding
+                for (u, _), m in self.model.items()
+                if u == user and m.embedding is not None
+            ]
             for store in self.stores:
                 centroid = store.centroid(user)
                 if not vectors:
@@ -355,6 +401,13 @@ class StoresAgainstDict(RuleBasedStateMachine):
                     assert centroid is not None
                     np.testing.assert_allclose(centroid, np.mean(vectors, axis=0), atol=1e-5)
 
+    @invariant()
+    def every_user_sees_exactly_their_memories(self) -> None:
+        for store in self.stores:
+            assert store.users() == sorted({u for u, _ in self.model})
+            for user in USERS:
+                assert_same(store.query(user), _expected_query(self.model, user, MemoryFilter()))
+
     def teardown(self) -> None:
         for store in self.connections:
             store.close()
@@ -362,7 +415,9 @@ class StoresAgainstDict(RuleBasedStateMachine):
 
 
 StoresAgainstDict.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=30, deadline=None,
+    max_examples=50, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+    # one shrunk failure, no explain phase: a failing run takes seconds, not minutes
+    report_multiple_bugs=False, phases=[p for p in Phase if p is not Phase.explain],
 )  # fmt: skip
 test_stores_behave_like_a_dict = StoresAgainstDict.TestCase

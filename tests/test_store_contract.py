@@ -70,6 +70,12 @@ def ids(memories: Sequence[Memory]) -> list[str]:
     return [m.id for m in memories]
 
 
+def centroid_of(store: Store, user_id: str) -> Vector:
+    centroid = store.centroid(user_id)
+    assert centroid is not None
+    return centroid
+
+
 def snapshot(store: Store) -> dict[str, Any]:
     """Everything a caller can observe, for "nothing changed" assertions."""
     state: dict[str, Any] = {"users": store.users()}
@@ -144,7 +150,7 @@ def test_upsert_replaces_by_id(store: Store) -> None:
 
     assert_same(store.query("alice"), [changed])
     assert_same(store.get("alice", ["a"]), [changed])
-    (hit, score), = store.search("alice", unit(0, 1, 0, 0), 5)
+    ((hit, score),) = store.search("alice", unit(0, 1, 0, 0), 5)
     assert hit.content == "second" and score == pytest.approx(1.0)
 
 
@@ -218,7 +224,7 @@ def _filter_dataset() -> list[Memory]:
             memory_type=MemoryType.PROCEDURAL, kind=Kind.PREFERENCE),
         mem("d", minutes=4, session_id="s1", importance=0.5, compressed=True,
             memory_type=MemoryType.WORKING, kind=Kind.CONTEXT),
-        mem("e", minutes=5, project="p1", importance=0.5, kind=Kind.DECISION),
+        mem("e", minutes=5, project="p1", importance=0.5, kind=Kind.DECISION, pinned=True),
         mem("bob-a", "bob", project="p1", session_id="s1", key="editor"),
     ]  # fmt: skip
 
@@ -234,14 +240,17 @@ FILTER_CASES: list[tuple[MemoryFilter, set[str]]] = [
     (MemoryFilter(include_compressed=False), {"a", "b", "c", "e"}),
     (MemoryFilter(include_muted=False), {"a", "b", "d", "e"}),
     (MemoryFilter(min_importance=0.5), {"a", "c", "d", "e"}),
+    (MemoryFilter(pinned=True), {"e"}),
+    (MemoryFilter(pinned=False), {"a", "b", "c", "d"}),
     (MemoryFilter(project="p1", include_muted=False, min_importance=0.6), {"a"}),
     (MemoryFilter(session_id="s1", include_compressed=False), {"a"}),
     (MemoryFilter(project="nowhere"), set()),
     (MemoryFilter(kinds=()), set()),
 ]
 FILTER_IDS = [
-    "all", "project", "type", "types", "kinds", "session", "key", "no-compressed",
-    "no-muted", "min-importance", "combined", "session+no-compressed", "no-match", "no-kinds",
+    "all", "project", "type", "types", "kinds", "session", "key", "no-compressed", "no-muted",
+    "min-importance", "pinned", "unpinned", "combined", "session+no-compressed", "no-match",
+    "no-kinds",
 ]  # fmt: skip
 
 
@@ -253,6 +262,15 @@ def test_query_filters(store: Store, flt: MemoryFilter, expected: set[str]) -> N
 
     assert set(ids(found)) == expected
     assert len(found) == len(expected)
+
+
+@pytest.mark.parametrize(("flt", "expected"), FILTER_CASES, ids=FILTER_IDS)
+def test_count_applies_the_same_filters(
+    store: Store, flt: MemoryFilter, expected: set[str]
+) -> None:
+    store.write(_filter_dataset())
+
+    assert store.count("alice", flt) == len(expected)
 
 
 @pytest.mark.parametrize(("flt", "expected"), FILTER_CASES, ids=FILTER_IDS)
@@ -309,7 +327,12 @@ def test_query_of_unknown_user_is_empty(store: Store) -> None:
 
 
 def test_search_returns_best_first_with_cosine_similarity(store: Store) -> None:
-    vectors = {"far": (0, 1, 0, 0), "near": (1, 0.1, 0, 0), "mid": (1, 1, 0, 0), "opp": (-1, 0, 0, 0)}
+    vectors = {
+        "far": (0, 1, 0, 0),
+        "near": (1, 0.1, 0, 0),
+        "mid": (1, 1, 0, 0),
+        "opp": (-1, 0, 0, 0),
+    }
     store.write([mem(name, vector=v) for name, v in vectors.items()])
     query = unit(1, 0, 0, 0)
 
@@ -323,7 +346,9 @@ def test_search_returns_best_first_with_cosine_similarity(store: Store) -> None:
 
 
 def test_search_k_larger_than_count_returns_every_embedded_memory(store: Store) -> None:
-    store.write([mem("a", vector=(1, 0, 0, 0)), mem("b", vector=(0, 1, 0, 0)), mem("c", vector=None)])
+    store.write(
+        [mem("a", vector=(1, 0, 0, 0)), mem("b", vector=(0, 1, 0, 0)), mem("c", vector=None)]
+    )
 
     found = store.search("alice", unit(1, 0, 0, 0), 50)
 
@@ -353,7 +378,7 @@ def test_search_filters_before_taking_k(
     store: Store, flt: MemoryFilter, blocked: dict[str, Any]
 ) -> None:
     """The nearest memories fail the filter; k that pass still come back."""
-    allowed = {"project": "p1", "session_id": "s1", "key": "k", "importance": 0.9}
+    allowed: dict[str, Any] = {"project": "p1", "session_id": "s1", "key": "k", "importance": 0.9}
     nearest = [mem(f"blocked{i}", vector=(1, 0.01 * i, 0, 0), **{**allowed, **blocked})
                for i in range(10)]  # fmt: skip
     farther = [mem(f"ok{i}", vector=(0.2 * i, 1, 0, 0), **allowed) for i in range(4)]
@@ -375,6 +400,25 @@ def test_search_sees_the_stores_own_later_writes(store: Store) -> None:
     store.write([mem("a", vector=(1, 0.01, 0, 0))], deletes=[mem("b")])
     ((hit, score),) = store.search("alice", query, 1)
     assert hit.id == "a" and score == pytest.approx(float(unit(1, 0.01, 0, 0) @ query))
+
+
+def test_lexical_search_ranks_by_shared_terms_within_the_filter(store: Store) -> None:
+    store.write([
+        mem("both", content="the deploy pipeline runs nightly", minutes=1),
+        mem("one", content="a pipeline of thoughts", minutes=2),
+        mem("none", content="tabs over spaces", minutes=3),
+        mem("muted", content="deploy pipeline deploy pipeline", minutes=4, muted=True),
+        mem("bob", "bob", content="deploy pipeline"),
+    ])  # fmt: skip
+
+    found = store.lexical_search("alice", "deploy pipeline", 10, MemoryFilter(include_muted=False))
+
+    assert [m.id for m, _ in found] == ["both", "one"]
+    assert found[0][1] > found[1][1] > 0
+    assert [m.id for m, _ in store.lexical_search("alice", "deploy pipeline", 1)] == ["muted"]
+    assert store.lexical_search("alice", "kubernetes", 10) == []
+    assert store.lexical_search("alice", "deploy", 0) == []
+    assert store.lexical_search("carol", "deploy", 5) == []
 
 
 # -- access, centroid, cache, users ----------------------------------------------------------
@@ -413,7 +457,7 @@ def test_centroid_is_the_mean_embedding_of_the_users_memories(store: Store) -> N
     np.testing.assert_allclose(centroid, [0.5, 0.5, 0, 0], atol=1e-6)
 
     store.write([mem("d", vector=(0, 0, 1, 0))], deletes=[mem("a")])
-    np.testing.assert_allclose(store.centroid("alice"), [0, 0.5, 0.5, 0], atol=1e-6)  # type: ignore[arg-type]
+    np.testing.assert_allclose(centroid_of(store, "alice"), [0, 0.5, 0.5, 0], atol=1e-6)
 
 
 def test_centroid_is_none_without_embeddings(store: Store) -> None:
@@ -461,7 +505,7 @@ def test_users_lists_every_user_with_a_memory(store: Store) -> None:
 
 
 def test_a_user_never_sees_another_users_memories(store: Store) -> None:
-    shared = {"project": "p", "session_id": "s", "key": "k"}
+    shared: dict[str, Any] = {"project": "p", "session_id": "s", "key": "k"}
     alice = [mem(f"a{i}", "alice", vector=(1, 0.1 * i, 0, 0), **shared) for i in range(3)]
     bob = [mem(f"b{i}", "bob", vector=(0, 1, 0.1 * i, 0), **shared) for i in range(3)]
     store.write(alice + bob)
@@ -473,9 +517,8 @@ def test_a_user_never_sees_another_users_memories(store: Store) -> None:
     for flt in (ALL, MemoryFilter(project="p"), MemoryFilter(session_id="s", key="k")):
         found = store.search("bob", unit(1, 0, 0, 0), 10, flt)  # alice's direction
         assert {m.id for m, _ in found} == set(ids(bob))
-    np.testing.assert_allclose(
-        store.centroid("bob"), np.mean([m.embedding for m in bob], axis=0), atol=1e-6  # type: ignore[arg-type]
-    )
+    bob_mean = np.mean([unit(0, 1, 0.1 * i, 0) for i in range(3)], axis=0)
+    np.testing.assert_allclose(centroid_of(store, "bob"), bob_mean, atol=1e-6)
 
     store.record_access("bob", alice_ids, NOW)
     store.write(deletes=[m.evolve(user_id="bob") for m in alice])

@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
@@ -57,6 +57,22 @@ class Settings(BaseModel):
     top_k: int = Field(default=5, ge=1)
     token_budget: int = Field(default=2000, ge=0)
     reranker_enabled: bool = False
+    profile: Literal["gated", "composite", "static"] = Field(
+        default="gated", description="Scoring profile of context(): gated, composite, static."
+    )
+    prompt_format: Literal["tagged", "sections"] = Field(
+        default="tagged", description="How context() renders: the spec's tagged lines or titled "
+        "sections."
+    )
+    depth: Literal["light", "normal", "rich"] = Field(
+        default="normal", description="Memory depth: 0.7x / 1x / 1.3x budget, +0.10 / 0 / -0.10 "
+        "thresholds."
+    )
+    prioritize_speed: bool = Field(default=False, description="Halve every automatic budget.")
+    focus_areas: tuple[str, ...] = Field(default=(), description="Domains given +0.05.")
+    hybrid: bool = Field(default=True, description="Lexical (BM25) candidates beside dense ones.")
+    lexical_weight: float = Field(default=0.35, ge=0, le=1)
+    candidate_pool: int = Field(default=50, ge=1, description="Dense and lexical pool sizes.")
 
     @property
     def store_url(self) -> str:

@@ -13,7 +13,7 @@ import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -45,7 +45,11 @@ from engrain.model import (
     new_id,
     utcnow,
 )
-from engrain.recall import Reranker, enforce_budget, render_tagged, rerank
+from engrain.recall import Reranker, enforce_budget, rerank
+from engrain.recall.assemble import Format, render
+from engrain.recall.budget import Depth
+from engrain.recall.gate import GateOptions, Gated, gate
+from engrain.recall.score import Profile
 from engrain.recall import candidates as cand
 from engrain.store import MemoryFilter, Store, open_store
 from engrain.tokens import count_tokens
@@ -449,28 +453,103 @@ class Engine:
         message: str,
         user_id: str,
         *,
+        token_budget: int | None = None,
         top_k: int | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        project: str | None = None,
+        include_compressed: bool = False,
+        turn: int = 0,
+        options: GateOptions | None = None,
+        now: datetime | None = None,
+    ) -> Context:
+        """The memory block to inject for ``message``, by relevance gating: classify the
+        message, set a token budget (or use ``token_budget``), score every candidate with the
+        configured profile, fill the budget greedily above the intent's threshold, render.
+
+        ``turn`` is the message's position in its conversation (it shifts weights and the
+        budget); ``top_k`` optionally caps the number of memories; ``options`` overrides
+        the settings' profile, format, depth, speed and focus areas for this call. Trivial
+        messages ("thanks!") get the empty string without touching the store."""
+        start = time.perf_counter()
+        gated = self._gate(message, user_id, token_budget, memory_types, project,
+                           include_compressed, turn, options, now)  # fmt: skip
+        selected = gated.selected[:top_k] if top_k is not None else gated.selected
+        if top_k is not None and len(selected) < len(gated.selected):
+            gated = replace(gated, selected=selected, tokens_used=sum(s.tokens for s in selected),
+                            text=render([s.memory for s in selected], self._options(options).format))  # fmt: skip
+        when = as_utc(now or utcnow())
+        self.store.record_access(user_id, [s.memory.id for s in selected], when)
+        budget = gated.budget.tokens
+        result = RecallResult(
+            memories=[s.memory for s in selected],
+            total_tokens=gated.tokens_used,
+            budget_used=gated.tokens_used / budget if budget else 0.0,
+            scored=selected,
+        )
+        return Context(
+            id=new_id(),
+            text=gated.text,
+            recall=result,
+            tokens=count_tokens(gated.text) if gated.text else 0,
+            elapsed_ms=(time.perf_counter() - start) * 1000.0,
+            gated=gated,
+        )
+
+    def explain(
+        self,
+        message: str,
+        user_id: str,
+        *,
         token_budget: int | None = None,
         memory_types: Sequence[MemoryType | str] | None = None,
         project: str | None = None,
         include_compressed: bool = False,
+        turn: int = 0,
+        options: GateOptions | None = None,
         now: datetime | None = None,
-    ) -> Context:
-        """The rendered ``<memory>`` block for ``message`` (spec section 4) with the recall
-        it came from; the empty string when nothing is worth injecting."""
-        start = time.perf_counter()
-        result = self.recall(
-            message, user_id, top_k, token_budget, memory_types,
-            project=project, include_compressed=include_compressed, now=now,
+    ) -> Gated:
+        """What :meth:`context` would decide for ``message``, without counting an access:
+        the classification, the budget and how it was derived, the weights, and for each
+        candidate its score components, whether it was selected and why not."""
+        return self._gate(message, user_id, token_budget, memory_types, project,
+                          include_compressed, turn, options, now)  # fmt: skip
+
+    def _options(self, options: GateOptions | None) -> GateOptions:
+        if options is not None:
+            return options
+        s = self.settings
+        return GateOptions(
+            profile=Profile(s.profile), format=Format(s.prompt_format), depth=Depth(s.depth),
+            prioritize_speed=s.prioritize_speed, focus_areas=ensure_sequence(s.focus_areas),
+            hybrid=s.hybrid, lexical_weight=s.lexical_weight, pool=s.candidate_pool,
+            min_importance=s.recall_min_importance,
         )  # fmt: skip
-        text = render_tagged(result.memories)
-        return Context(
-            id=new_id(),
-            text=text,
-            recall=result,
-            tokens=count_tokens(text) if text else 0,
-            elapsed_ms=(time.perf_counter() - start) * 1000.0,
-        )
+
+    def _gate(
+        self,
+        message: str,
+        user_id: str,
+        token_budget: int | None,
+        memory_types: Sequence[MemoryType | str] | None,
+        project: str | None,
+        include_compressed: bool,
+        turn: int,
+        options: GateOptions | None,
+        now: datetime | None,
+    ) -> Gated:
+        user_id = _check_user(user_id)
+        message = self._check_text(message)
+        if token_budget is not None and (isinstance(token_budget, bool) or token_budget < 0):
+            raise ValidationError("token_budget must be >= 0")
+        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+            raise ValidationError("turn must be a non-negative integer")
+        types = [MemoryType.parse(t) for t in memory_types] if memory_types is not None else None
+        return gate(
+            self.store, self.embedder.embed_query, message, user_id,
+            options=self._options(options), now=as_utc(now or utcnow()), turn=turn,
+            token_budget=token_budget, memory_types=types, project=project,
+            include_compressed=include_compressed,
+        )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------
 
@@ -799,6 +878,7 @@ class AsyncEngine:
     remember = _threaded(Engine.remember)
     recall = _threaded(Engine.recall)
     context = _threaded(Engine.context)
+    explain = _threaded(Engine.explain)
     get = _threaded(Engine.get)
     list = _threaded(Engine.list)
     update = _threaded(Engine.update)

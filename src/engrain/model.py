@@ -19,12 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import UnknownValueError
+
+if TYPE_CHECKING:
+    from engrain.recall.gate import Gated
 
 Vector = npt.NDArray[np.float32]
 E = TypeVar("E", bound=StrEnum)
@@ -388,13 +391,17 @@ class RecallResult:
 
 @dataclass(frozen=True)
 class Context:
-    """A rendered memory block ready for a prompt, with the recall it came from."""
+    """A rendered memory block ready for a prompt, with what produced it.
+
+    ``gated`` holds the relevance-gating decisions (classification, budget, per-candidate
+    scores and reasons); ``recall`` the selection in the spec's RecallResult shape."""
 
     id: str
     text: str
     recall: RecallResult
     tokens: int
     elapsed_ms: float
+    gated: Gated | None = None
 
     @property
     def memories(self) -> list[Memory]:

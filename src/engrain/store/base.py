@@ -27,6 +27,7 @@ class MemoryFilter:
     include_compressed: bool = True
     include_muted: bool = True
     min_importance: float | None = None
+    pinned: bool | None = None
 
     def update(self, **changes: Any) -> MemoryFilter:
         """A copy with ``changes`` applied."""
@@ -43,6 +44,7 @@ class MemoryFilter:
             and (self.include_compressed or not memory.compressed)
             and (self.include_muted or not memory.muted)
             and (self.min_importance is None or memory.importance >= self.min_importance)
+            and (self.pinned is None or memory.pinned == self.pinned)
         )
 
 
@@ -73,6 +75,14 @@ class Store(Protocol):
     ) -> list[tuple[Memory, float]]:
         """The ``k`` memories most cosine-similar to ``vector`` among those passing ``flt``,
         best first, with their similarity."""
+        ...
+
+    def lexical_search(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[Memory, float]]:
+        """The ``k`` memories passing ``flt`` with the highest BM25 score for ``text`` (user's
+        own term statistics), best first, with their score; memories sharing no term with
+        ``text`` are never returned."""
         ...
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:

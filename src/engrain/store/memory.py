@@ -8,6 +8,7 @@ from datetime import datetime
 
 import numpy as np
 
+from engrain.lexical import LexicalIndex
 from engrain.model import Memory, Vector
 from engrain.store.base import ALL, MemoryFilter
 
@@ -55,6 +56,16 @@ class MemoryStore:
         sims = matrix @ vector.astype(np.float32)
         order = np.argsort(-sims, kind="stable")[:k]
         return [(found[i], float(sims[i])) for i in order]
+
+    def lexical_search(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[Memory, float]]:
+        found = [m for m in self._rows.get(user_id, {}).values() if flt.matches(m)]
+        if not found or k <= 0:
+            return []
+        scores = LexicalIndex([m.content for m in found]).scores(text)
+        order = [i for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
+        return [(found[i], float(scores[i])) for i in order]
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         with self._lock:

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import MigrationError, StoreError
+from engrain.lexical import LexicalIndex
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
 from engrain.store.base import ALL, MemoryFilter
 
@@ -127,6 +128,7 @@ def _m002_user_scoped_ids(db: sqlite3.Connection) -> None:
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
+    ("002_user_scoped_ids", _m002_user_scoped_ids),
 ]
 
 
@@ -142,6 +144,8 @@ class _UserIndex:
     compressed: npt.NDArray[np.bool_]
     muted: npt.NDArray[np.bool_]
     importance: npt.NDArray[np.float64]
+    contents: list[str]
+    lexical: LexicalIndex | None = None
 
 
 class SQLiteStore:
@@ -280,30 +284,58 @@ class SQLiteStore:
     ) -> list[tuple[Memory, float]]:
         if k <= 0:
             return []
-        if flt.session_id is not None or flt.key is not None:
+        if _needs_sql(flt):
             return _exact_search(self.query(user_id, flt), vector, k)
         index = self._index(user_id)
         if index is None:
             return []
-        mask = _mask(index, flt)
         sims = index.matrix @ np.asarray(vector, dtype=np.float32)
+        return self._top(user_id, index, sims, _mask(index, flt), k)
+
+    def lexical_search(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[Memory, float]]:
+        if k <= 0:
+            return []
+        if _needs_sql(flt):
+            found = self.query(user_id, flt)
+            scores = LexicalIndex([m.content for m in found]).scores(text)
+            order = [i for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
+            return [(found[i], float(scores[i])) for i in order]
+        index = self._index(user_id)
+        if index is None:
+            return []
+        with self._lock:
+            if index.lexical is None:
+                index.lexical = LexicalIndex(index.contents)
+        scores = index.lexical.scores(text)
+        return self._top(user_id, index, scores, _mask(index, flt) & (scores > 0), k)
+
+    def _top(
+        self,
+        user_id: str,
+        index: _UserIndex,
+        scores: npt.NDArray[np.float32],
+        mask: npt.NDArray[np.bool_],
+        k: int,
+    ) -> list[tuple[Memory, float]]:
+        """The ``k`` best-scoring rows passing ``mask``, best first, as memories."""
         candidates = np.flatnonzero(mask)
         if candidates.size == 0:
             return []
-        scores = sims[candidates]
+        picked = scores[candidates]
         if candidates.size > k:
-            top = np.argpartition(-scores, k - 1)[:k]
+            top = np.argpartition(-picked, k - 1)[:k]
         else:
             top = np.arange(candidates.size)
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = top[np.argsort(-picked[top], kind="stable")]
         chosen = [index.ids[candidates[i]] for i in top]
         memories = {m.id: m for m in self.get(user_id, chosen)}
-        result = []
-        for i in top:
-            memory = memories.get(index.ids[candidates[i]])
-            if memory is not None:
-                result.append((memory, float(scores[i])))
-        return result
+        return [
+            (memories[memory_id], float(picked[i]))
+            for memory_id, i in zip(chosen, top, strict=True)
+            if memory_id in memories
+        ]
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         if not ids:
@@ -374,8 +406,8 @@ class SQLiteStore:
 
     def _build_index(self, user_id: str) -> _UserIndex | None:
         rows = self._read(
-            "SELECT id, embedding, memory_type, kind, project, compressed, muted, importance "
-            "FROM memories WHERE user_id = ? AND embedding IS NOT NULL ORDER BY rowid",
+            "SELECT id, embedding, memory_type, kind, project, compressed, muted, importance, "
+            "content FROM memories WHERE user_id = ? AND embedding IS NOT NULL ORDER BY rowid",
             (user_id,),
         )
         if not rows:
@@ -390,6 +422,7 @@ class SQLiteStore:
             compressed=np.array([bool(r[5]) for r in rows]),
             muted=np.array([bool(r[6]) for r in rows]),
             importance=np.array([r[7] for r in rows], dtype=np.float64),
+            contents=[r[8] for r in rows],
         )
 
 
@@ -408,6 +441,11 @@ def _mask(index: _UserIndex, flt: MemoryFilter) -> npt.NDArray[np.bool_]:
     if flt.min_importance is not None:
         mask &= index.importance >= flt.min_importance
     return mask
+
+
+def _needs_sql(flt: MemoryFilter) -> bool:
+    """Filters the cached index does not hold (rare in search): answered via SQL."""
+    return flt.session_id is not None or flt.key is not None or flt.pinned is not None
 
 
 def _exact_search(memories: list[Memory], vector: Vector, k: int) -> list[tuple[Memory, float]]:
@@ -445,6 +483,9 @@ def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[Any]]:
     if flt.min_importance is not None:
         clauses.append("importance >= ?")
         params.append(flt.min_importance)
+    if flt.pinned is not None:
+        clauses.append("pinned = ?")
+        params.append(int(flt.pinned))
     return " AND ".join(clauses), params
 
 

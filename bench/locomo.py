@@ -1,0 +1,265 @@
+"""LoCoMo retrieval benchmark: the engine against dense, BM25 and fused baselines, side by side.
+
+We cannot call an LLM here, so this measures what a memory engine controls: does the context
+it assembles contain the evidence a question needs, at what token cost and latency.
+
+For each conversation (memories per user = per conversation) the sessions go in through the
+engine's real conversation path, session date-times as event times; then every question of
+categories 1-4 with usable evidence is asked with ``now`` = the last session's date. A
+question's evidence turn counts as found when a selected memory's provenance holds its id.
+
+* ``R@k`` — the engine's ranking: evidence turns held by its top ``k`` memories.
+* ``recall_within`` — the context the engine would inject at 500 / 2,000 / 5,000 tokens, and
+  at its automatic budget ("auto"); token cost is the rendered lines (cl100k).
+* baselines (``bench/baselines.py``): one turn per memory; dense all-MiniLM-L6-v2, BM25
+  (bm25s) and their RRF fusion, on the same turns and questions.
+
+Usage::
+
+    python bench/locomo.py --data PATH --out report.json [--conversations ID,...] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import baselines as bl  # noqa: E402
+
+from engrain import Engine, Settings, Turn  # noqa: E402
+from engrain.embed.minilm import MiniLMEmbedder  # noqa: E402
+from engrain.recall.gate import GateOptions  # noqa: E402
+from engrain.recall.score import Profile  # noqa: E402
+from engrain.store.sqlite import SQLiteStore  # noqa: E402
+
+BUDGETS = (500, 2000, 5000)
+KS = (5, 10, 20)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One engine configuration to evaluate: how memories are stored and how recall runs."""
+
+    name: str
+    chunked: bool  # merge short turns into 50-300 token chunks (the default) or one per turn
+    options: dict[str, Any]
+    note: str
+
+
+def variants(default_profile: str) -> list[Variant]:
+    """The default configuration ("engrain"), each scoring profile, and the ablations."""
+    out = [
+        Variant("engrain", True, {"profile": Profile(default_profile)}, "default configuration"),
+    ]
+    for profile in Profile:
+        if profile.value != default_profile:
+            out.append(Variant(profile.value, True, {"profile": profile}, f"{profile} profile"))
+    out += [
+        Variant("dense-only", True, {"profile": Profile(default_profile), "hybrid": False},
+                "spec candidates: embedding neighbours only"),
+        Variant("turns", False, {"profile": Profile(default_profile)},
+                "one memory per turn (no chunk merging)"),
+    ]  # fmt: skip
+    return out
+
+
+def parse_session_time(value: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023" as an aware UTC datetime."""
+    return datetime.strptime(value.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def ingest(engine: Engine, conversation: bl.Conversation) -> dict[str, int]:
+    """Feed every session through the conversation path; returns outcome counts."""
+    counts = {"stored": 0, "merged": 0, "discarded": 0, "turns": 0}
+    for session in conversation.sessions:
+        at = parse_session_time(session.date_time)
+        turns = [
+            Turn(t.speaker, bl.memory_text(t)[len(t.speaker) + 2 :], t.dia_id, at)
+            for t in session.turns
+        ]
+        report = engine.ingest_conversation(
+            turns, conversation.conversation_id, f"session_{session.index}", now=at
+        )
+        counts["turns"] += len(turns)
+        for outcome in report.outcomes:
+            counts[outcome.action] += 1
+    return counts
+
+
+def _found(memories: Sequence[Any], evidence: Sequence[str]) -> float:
+    held = {turn for m in memories for turn in m.provenance.turn_ids}
+    return sum(e in held for e in evidence) / len(evidence)
+
+
+def evaluate_variant(
+    engine: Engine, conversation: bl.Conversation, options: GateOptions, now: datetime
+) -> list[dict[str, Any]]:
+    """Per question: R@k, recall within each budget and at auto, tokens, latency."""
+    rows = []
+    user = conversation.conversation_id
+    for q in conversation.questions:
+        row: dict[str, Any] = {"category": q.category}
+        start = time.perf_counter()
+        auto = engine.explain(q.question, user, options=options, now=now)
+        row["latency_ms"] = (time.perf_counter() - start) * 1000.0
+        row["auto"] = _found(auto.memories, q.evidence)
+        row["auto_tokens"] = auto.tokens_used
+        row["auto_budget"] = auto.budget.tokens
+        for budget in BUDGETS:
+            gated = engine.explain(q.question, user, token_budget=budget, options=options, now=now)
+            row[str(budget)] = _found(gated.memories, q.evidence)
+            if budget == BUDGETS[-1]:
+                ranked = [s.memory for s in gated.ranked]
+                for k in KS:
+                    row[f"R@{k}"] = _found(ranked[:k], q.evidence)
+        rows.append(row)
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean metrics, per category, and latency percentiles over question rows."""
+
+    def means(subset: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            **{f"R@{k}": statistics.fmean(r[f"R@{k}"] for r in subset) for k in KS},
+            "recall_within": {
+                **{str(b): statistics.fmean(r[str(b)] for r in subset) for b in BUDGETS},
+                "auto": statistics.fmean(r["auto"] for r in subset),
+            },
+            "questions": len(subset),
+        }
+
+    latencies = sorted(r["latency_ms"] for r in rows)
+    out = means(rows)
+    out["mean_tokens_auto"] = statistics.fmean(r["auto_tokens"] for r in rows)
+    out["mean_budget_auto"] = statistics.fmean(r["auto_budget"] for r in rows)
+    out["latency_ms"] = {"p50": _pct(latencies, 50), "p95": _pct(latencies, 95)}
+    out["by_category"] = {
+        str(c): means([r for r in rows if r["category"] == c])
+        for c in sorted({r["category"] for r in rows})
+    }
+    return out
+
+
+def _pct(values: Sequence[float], p: float) -> float:
+    if not values:
+        return 0.0
+    index = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
+    return float(values[index])
+
+
+def baseline_methods(conversations: Sequence[bl.Conversation], embed: bl.Embed) -> dict[str, Any]:
+    """The three baselines in the report's shape (auto = not applicable)."""
+    report = bl.evaluate(conversations, embed)
+    out = {}
+    for method, values in report["results"].items():
+        out[method] = {
+            **{f"R@{k}": values[f"R@{k}"] for k in KS},
+            "recall_within": {str(b): values[f"within_{b}"] for b in BUDGETS},
+        }
+    return out
+
+
+def run(
+    data: Path, conversation_ids: Sequence[str] | None, limit: int | None, profile: str
+) -> dict[str, Any]:
+    """The whole benchmark; returns the report."""
+    started = time.perf_counter()
+    conversations = bl.load_locomo(data)
+    if conversation_ids:
+        conversations = [c for c in conversations if c.conversation_id in conversation_ids]
+    if limit is not None:
+        conversations = [
+            bl.Conversation(c.conversation_id, c.speakers, c.sessions, c.questions[:limit])
+            for c in conversations
+        ]
+    embedder = MiniLMEmbedder()
+    methods: dict[str, Any] = {}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    ingest_stats: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for chunked in (True, False):
+            settings = Settings(data_dir=Path(tmp), min_chunk_tokens=50 if chunked else 0)
+            store = SQLiteStore(Path(tmp) / f"locomo-{'chunks' if chunked else 'turns'}.db")
+            engine = Engine(settings=settings, store=store, embedder=embedder)
+            totals: dict[str, int] = {}
+            for conv in conversations:
+                for key, value in ingest(engine, conv).items():
+                    totals[key] = totals.get(key, 0) + value
+            ingest_stats["chunks" if chunked else "turns"] = totals
+            for variant in variants(profile):
+                if variant.chunked != chunked:
+                    continue
+                options = engine._options(None).update(**variant.options)
+                rows[variant.name] = []
+                for conv in conversations:
+                    now = parse_session_time(conv.sessions[-1].date_time)
+                    rows[variant.name] += evaluate_variant(engine, conv, options, now)
+                methods[variant.name] = {**summarise(rows[variant.name]), "note": variant.note}
+            engine.close()
+    methods.update(baseline_methods(conversations, embedder.embed))
+    ordered = {"engrain": methods.pop("engrain"), **methods}
+    return {
+        "dataset": str(data),
+        "conversations": [c.conversation_id for c in conversations],
+        "questions": sum(len(c.questions) for c in conversations),
+        "default_profile": profile,
+        "ingest": ingest_stats,
+        "methods": ordered,
+        "elapsed_s": time.perf_counter() - started,
+    }
+
+
+def format_table(report: dict[str, Any]) -> str:
+    """One table: every method's R@k and recall within each budget."""
+    header = (
+        f"{'method':<11}{'R@5':>7}{'R@10':>7}{'R@20':>7}{'@500':>8}{'@2000':>8}{'@5000':>8}"
+        f"{'@auto':>8}{'tok auto':>10}{'p50 ms':>8}{'p95 ms':>8}"
+    )
+    lines = [header, "-" * len(header)]
+    for name, m in report["methods"].items():
+        within = m["recall_within"]
+        auto = within.get("auto")
+        lat = m.get("latency_ms")
+        lines.append(
+            f"{name:<11}{m['R@5']:>7.3f}{m['R@10']:>7.3f}{m['R@20']:>7.3f}"
+            f"{within['500']:>8.3f}{within['2000']:>8.3f}{within['5000']:>8.3f}"
+            + (f"{auto:>8.3f}{m['mean_tokens_auto']:>10.0f}" if auto is not None else f"{'-':>8}{'-':>10}")
+            + (f"{lat['p50']:>8.1f}{lat['p95']:>8.1f}" if lat else f"{'-':>8}{'-':>8}")
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print the table, write the JSON report."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--data", type=Path, default=bl.DEFAULT_DATA, help="LoCoMo json file")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/locomo.json"))
+    parser.add_argument("--conversations", default=None, help="comma-separated sample ids")
+    parser.add_argument("--limit", type=int, default=None, help="questions per conversation")
+    parser.add_argument("--profile", default="gated", choices=[p.value for p in Profile],
+                        help="the default configuration's profile")  # fmt: skip
+    args = parser.parse_args(argv)
+    ids = args.conversations.split(",") if args.conversations else None
+    report = run(args.data, ids, args.limit, args.profile)
+    print(format_table(report))
+    print(f"\n{report['questions']} questions, {len(report['conversations'])} conversations, "
+          f"{report['elapsed_s']:.0f} s")  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

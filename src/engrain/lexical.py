@@ -1,0 +1,103 @@
+"""Lexical relevance: Okapi BM25 over one user's memories, in-process with numpy.
+
+Dense embeddings miss exact names, rare terms and numbers that lexical matching finds (the
+LoCoMo baselines show it), so recall draws candidates from both. Document frequencies are
+the user's own, so a term's rarity is rarity *for that user*. The SQLite store keeps one
+index per user next to its vector matrix; the in-memory store builds one per search.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+K1 = 1.5
+B = 0.75
+
+#: English stopwords (the common NLTK/sklearn core): words that carry no topic.
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each few for from further had hadn't has hasn't have
+    haven't having he he'd he'll he's her here here's hers herself him himself his how how's i
+    i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my
+    myself no nor not of off on once only or other ought our ours ourselves out over own same
+    shan't she she'd she'll she's should shouldn't so some such than that that's the their
+    theirs them themselves then there there's these they they'd they'll they're they've this
+    those through to too under until up very was wasn't we we'd we'll we're we've were weren't
+    what what's when when's where where's which while who who's whom why why's with won't would
+    wouldn't you you'd you'll you're you've your yours yourself yourselves will just also""".split()
+)
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+@lru_cache(maxsize=65_536)
+def _stem(word: str) -> str:
+    """A light suffix stripper (plural and common verb endings), enough to match "paints"
+    with "painted" and "painting" without a stemming dependency."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)] + keep
+            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
+                base = base[:-1]  # running → run, planned → plan
+            if suffix == "s" and word.endswith("ss"):
+                return word
+            return base
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens without stopwords or possessive endings, lightly stemmed."""
+    out = []
+    for token in _TOKEN.findall(text.lower()):
+        if token.endswith("'s"):
+            token = token[:-2]
+        if token and token not in STOPWORDS:
+            out.append(_stem(token))
+    return out
+
+
+class LexicalIndex:
+    """A BM25 index over a fixed list of documents (rebuilt when they change)."""
+
+    def __init__(self, documents: Sequence[str]) -> None:
+        self.size = len(documents)
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        lengths = np.zeros(self.size, dtype=np.float32)
+        for index, text in enumerate(documents):
+            counts = Counter(tokenize(text))
+            lengths[index] = sum(counts.values())
+            for term, tf in counts.items():
+                docs, tfs = postings.setdefault(term, ([], []))
+                docs.append(index)
+                tfs.append(tf)
+        average = float(lengths.mean()) if self.size else 0.0
+        self._norm = K1 * (1.0 - B + B * lengths / max(average, 1e-9))
+        self._postings: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32], float]] = {}
+        for term, (docs, tfs) in postings.items():
+            df = len(docs)
+            idf = math.log(1.0 + (self.size - df + 0.5) / (df + 0.5))
+            self._postings[term] = (
+                np.asarray(docs, dtype=np.int32),
+                np.asarray(tfs, dtype=np.float32),
+                idf,
+            )
+
+    def scores(self, query: str) -> npt.NDArray[np.float32]:
+        """The BM25 score of every document for ``query`` (0 where no term matches)."""
+        out = np.zeros(self.size, dtype=np.float32)
+        for term in set(tokenize(query)):
+            entry = self._postings.get(term)
+            if entry is None:
+                continue
+            docs, tfs, idf = entry
+            out[docs] += idf * tfs * (K1 + 1.0) / (tfs + self._norm[docs])
+        return out

@@ -1,0 +1,191 @@
+"""Relevance gating, end to end: classify → budget → candidates → score → select → assemble.
+
+:func:`gate` returns everything it decided, so ``Engine.context`` renders the block and
+``Engine.explain`` shows why each candidate was or was not injected.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from engrain.model import Memory, MemoryType, ScoredMemory, Vector
+from engrain.recall import candidates as cand
+from engrain.recall.assemble import Format, item_line, render
+from engrain.recall.budget import DEPTH_EFFECT, Budget, Depth, assign_budget
+from engrain.recall.classify import Classification, Complexity, classify
+from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, gather
+from engrain.recall.score import (
+    STATIC_TOP,
+    Profile,
+    Scored,
+    gated_weights,
+    score_composite,
+    score_gated,
+    score_static,
+)
+from engrain.recall.select import Decision, select_gated
+from engrain.store.base import MemoryFilter, Store
+from engrain.tokens import count_tokens
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Per-call options of the gating pipeline; :meth:`update` gives a changed copy."""
+
+    profile: Profile = Profile.GATED
+    format: Format = Format.TAGGED
+    depth: Depth = Depth.NORMAL
+    prioritize_speed: bool = False
+    focus_areas: tuple[str, ...] = ()
+    hybrid: bool = True
+    lexical_weight: float = LEXICAL_WEIGHT
+    pool: int = 50
+    min_importance: float = 0.2
+
+    def update(self, **changes: Any) -> GateOptions:
+        """A copy with ``changes`` applied."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Gated:
+    """What the pipeline decided for one message."""
+
+    classification: Classification
+    budget: Budget
+    weights: Mapping[str, float]
+    selected: list[ScoredMemory]
+    tokens_used: int
+    text: str
+    decisions: list[Decision] = field(default_factory=list)
+    ranked: list[ScoredMemory] = field(default_factory=list)
+    components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    timings_ms: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def memories(self) -> list[Memory]:
+        """The injected memories, in rendering order."""
+        return [s.memory for s in self.selected]
+
+
+def gate(
+    store: Store,
+    embed_query: Callable[[str], Vector],
+    message: str,
+    user_id: str,
+    *,
+    options: GateOptions,
+    now: datetime,
+    turn: int = 0,
+    token_budget: int | None = None,
+    memory_types: Sequence[MemoryType] | None = None,
+    project: str | None = None,
+    include_compressed: bool = False,
+    cooccurrence: Mapping[str, float] | None = None,
+) -> Gated:
+    """Run the gating pipeline for ``message``. ``token_budget`` overrides the automatic
+    budget; without it, trivial messages skip the pipeline and inject nothing."""
+    clock = _Clock()
+    classification = classify(message, turn=turn)
+    clock.lap("classify")
+    if token_budget is not None:
+        budget = Budget(token_budget, (f"explicit: {token_budget}",))
+    else:
+        budget = assign_budget(
+            classification, depth=options.depth, prioritize_speed=options.prioritize_speed
+        )
+    weights = gated_weights(classification)
+    clock.lap("budget")
+    if budget.tokens == 0 and classification.complexity is Complexity.TRIVIAL:
+        return Gated(classification, budget, weights, [], 0, "", timings_ms=clock.laps)
+
+    vector = embed_query(message)
+    clock.lap("embed")
+    flt = MemoryFilter(
+        project=project,
+        memory_types=tuple(memory_types) if memory_types is not None else None,
+        include_compressed=include_compressed,
+        include_muted=False,
+        min_importance=options.min_importance,
+    )
+    if options.profile is Profile.STATIC:
+        pool = [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
+    else:
+        pool = gather(
+            store, user_id, message, vector, pool=options.pool,
+            min_importance=options.min_importance, memory_types=memory_types, project=project,
+            include_compressed=include_compressed, hybrid=options.hybrid,
+            lexical_weight=options.lexical_weight,
+        )  # fmt: skip
+    pool = _with_pinned(store, user_id, flt, pool, vector)
+    clock.lap("candidates")
+
+    co = cooccurrence or {}
+    scored: list[tuple[Candidate, Scored]] = []
+    for c in pool:
+        if options.profile is Profile.GATED:
+            s = score_gated(c.memory, c.relevance, classification, weights, now,
+                            cooccurrence=co.get(c.id, 0.0), focus_areas=options.focus_areas)  # fmt: skip
+        elif options.profile is Profile.COMPOSITE:
+            s = score_composite(c.memory, c.relevance, now)
+        else:
+            s = score_static(c.memory, now)
+        scored.append((c, s))
+    scored.sort(key=lambda pair: pair[1].total, reverse=True)
+    if options.profile is Profile.STATIC:
+        scored = scored[:STATIC_TOP]
+    ranked = [_item(c, s.total, options.format) for c, s in scored]
+    components = {c.id: dict(s.components) for c, s in scored}
+    clock.lap("score")
+
+    procedural = [
+        _item(Candidate(m, 0.0, 0.0, 0.0), 1.0, options.format)
+        for m in cand.procedural(store, user_id, project=project, memory_types=memory_types)
+        if m.importance >= options.min_importance
+    ]
+    shift = DEPTH_EFFECT[options.depth][1]
+    selected, used, decisions = select_gated(
+        procedural, ranked, token_budget=budget.tokens, intent=classification.intent,
+        threshold_shift=shift, apply_threshold=options.profile is Profile.GATED,
+    )  # fmt: skip
+    clock.lap("select")
+    text = render([s.memory for s in selected], options.format)
+    clock.lap("assemble")
+    return Gated(classification, budget, weights, selected, used, text, decisions, ranked,
+                 components, clock.laps)  # fmt: skip
+
+
+def _item(candidate: Candidate, score: float, fmt: Format) -> ScoredMemory:
+    memory = candidate.memory
+    return ScoredMemory(memory, score, candidate.similarity, count_tokens(item_line(memory, fmt)))
+
+
+def _with_pinned(
+    store: Store, user_id: str, flt: MemoryFilter, pool: list[Candidate], vector: Vector
+) -> list[Candidate]:
+    """Pinned memories join the pool whatever their relevance: they bypass the threshold."""
+    have = {c.id for c in pool}
+    extra = [
+        Candidate(m, sim, 0.0, max(0.0, sim))
+        for m in store.query(user_id, flt.update(pinned=True))
+        if m.id not in have
+        for sim in [float(m.embedding @ vector) if m.embedding is not None else 0.0]
+    ]
+    return pool + extra
+
+
+class _Clock:
+    """Per-stage wall-clock laps in milliseconds."""
+
+    def __init__(self) -> None:
+        self._last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = (now - self._last) * 1000.0
+        self._last = now
