@@ -312,6 +312,7 @@ class Engine:
         """Score, route and dedup ``drafts`` into ``staged`` (id → memory to write); the
         caller writes ``staged`` in one transaction."""
         centroid = self._centroid(user_id, staged)
+        memo: dict[MemoryType, builtins.list[Memory]] = {}
         outcomes: builtins.list[Outcome] = []
         for draft in drafts:
             novelty = imp.novelty(draft.vector, centroid)
@@ -329,7 +330,7 @@ class Engine:
             mtype = route(draft.text, hint)
             key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
             mine = [m for m in staged.values() if m.user_id == user_id]
-            existing = self._find_existing(user_id, project, mtype, key, draft.text, mine)
+            existing = self._find_existing(user_id, project, mtype, key, draft.text, mine, memo)
             if existing is not None:
                 merged = _merge(existing, draft.text, draft.vector, now, draft.turn_ids,
                                 draft.event_at, meta)  # fmt: skip
@@ -376,9 +377,11 @@ class Engine:
         key: str | None,
         text: str,
         staged: Sequence[Memory],
+        recent_memo: dict[MemoryType, builtins.list[Memory]] | None = None,
     ) -> Memory | None:
         """The memory a new item should update: same key for procedural memories, else a
-        bigram near-duplicate among the recent memories of the same type."""
+        bigram near-duplicate among the recent memories of the same type. ``recent_memo``
+        keeps the store's recent memories across the chunks of one call."""
         same_type = [m for m in reversed(staged) if m.memory_type is mtype]
         if key is not None:
             for memory in same_type:
@@ -390,8 +393,11 @@ class Engine:
                 return found[0]
         if self.settings.dedup_window == 0:
             return None
-        flt = MemoryFilter(project=project, memory_types=(mtype,))
-        recent = self.store.query(user_id, flt, limit=self.settings.dedup_window)
+        memo = {} if recent_memo is None else recent_memo
+        if mtype not in memo:
+            flt = MemoryFilter(project=project, memory_types=(mtype,))
+            memo[mtype] = self.store.query(user_id, flt, limit=self.settings.dedup_window)
+        recent = memo[mtype]
         staged_ids = {m.id for m in same_type}
         pool = same_type + [m for m in recent if m.id not in staged_ids]
         return find_duplicate(text, pool, self.settings.dedup_threshold)

@@ -8,92 +8,79 @@ from datetime import datetime
 
 import numpy as np
 
-from engrain.lexical import LexicalIndex
 from engrain.model import Memory, Vector
 from engrain.store.base import ALL, MemoryFilter
+from engrain.store.cache import UserCache
 
 
 class MemoryStore:
-    """Keeps everything in dicts. Writes are atomic because they are applied under one lock
-    after being validated."""
+    """Keeps every user's memories in a :class:`UserCache`. A write reads every item it is
+    given before changing anything, so a bad item leaves the store as it was."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, dict[str, Memory]] = {}
-        self._cache: dict[tuple[str, str], Vector] = {}
+        self._users: dict[str, UserCache] = {}
+        self._vectors: dict[tuple[str, str], Vector] = {}
         self._lock = threading.RLock()
 
     def write(self, upserts: Sequence[Memory] = (), deletes: Sequence[Memory] = ()) -> None:
+        plan_upserts = [(m.user_id, m.id, m) for m in upserts]
+        plan_deletes = [(m.user_id, m.id) for m in deletes]
         with self._lock:
-            staged = {user: dict(rows) for user, rows in self._rows.items()}
-            for memory in upserts:
-                staged.setdefault(memory.user_id, {})[memory.id] = memory
-            for memory in deletes:
-                staged.get(memory.user_id, {}).pop(memory.id, None)
-            self._rows = {user: rows for user, rows in staged.items() if rows}
+            for user, _, memory in plan_upserts:
+                self._users.setdefault(user, UserCache()).upsert([memory])
+            for user, memory_id in plan_deletes:
+                if user in self._users:
+                    self._users[user].delete([memory_id])
+            for user in [u for u, cache in self._users.items() if not len(cache)]:
+                del self._users[user]
+
+    def _cache(self, user_id: str) -> UserCache:
+        return self._users.get(user_id) or UserCache()
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
-        rows = self._rows.get(user_id, {})
-        return [rows[i] for i in ids if i in rows]
+        with self._lock:
+            return self._cache(user_id).get(ids)
 
     def query(
         self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
     ) -> list[Memory]:
-        found = [m for m in self._rows.get(user_id, {}).values() if flt.matches(m)]
-        found.sort(key=lambda m: (m.updated_at, m.id), reverse=True)
-        end = None if limit is None else offset + limit
-        return found[offset:end]
+        with self._lock:
+            return self._cache(user_id).query(flt, limit, offset)
 
     def search(
         self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
-        found = [
-            m for m in self._rows.get(user_id, {}).values()
-            if flt.matches(m) and m.embedding is not None
-        ]
-        if not found or k <= 0:
-            return []
-        matrix = np.vstack([m.embedding for m in found if m.embedding is not None])
-        sims = matrix @ vector.astype(np.float32)
-        order = np.argsort(-sims, kind="stable")[:k]
-        return [(found[i], float(sims[i])) for i in order]
+        with self._lock:
+            return self._cache(user_id).search(vector, k, flt)
 
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
-        found = [m for m in self._rows.get(user_id, {}).values() if flt.matches(m)]
-        if not found or k <= 0:
-            return []
-        scores = LexicalIndex([m.content for m in found]).scores(text)
-        order = [i for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
-        return [(found[i], float(scores[i])) for i in order]
+        with self._lock:
+            return self._cache(user_id).lexical_search(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         with self._lock:
-            rows = self._rows.get(user_id, {})
-            for memory_id in ids:
-                if memory_id in rows:
-                    m = rows[memory_id]
-                    rows[memory_id] = m.evolve(access_count=m.access_count + 1, last_accessed_at=at)
+            self._cache(user_id).touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
-        return sum(1 for m in self._rows.get(user_id, {}).values() if flt.matches(m))
+        with self._lock:
+            return self._cache(user_id).count(flt)
 
     def centroid(self, user_id: str) -> Vector | None:
-        vectors = [m.embedding for m in self._rows.get(user_id, {}).values() if m.embedding is not None]
-        if not vectors:
-            return None
-        return np.mean(np.vstack(vectors), axis=0).astype(np.float32)
+        with self._lock:
+            return self._cache(user_id).centroid()
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
-        return {h: self._cache[(model_id, h)] for h in hashes if (model_id, h) in self._cache}
+        return {h: self._vectors[(model_id, h)] for h in hashes if (model_id, h) in self._vectors}
 
     def cache_embeddings(self, model_id: str, vectors: dict[str, Vector]) -> None:
         with self._lock:
             for h, v in vectors.items():
-                self._cache[(model_id, h)] = np.asarray(v, dtype=np.float32)
+                self._vectors.setdefault((model_id, h), np.asarray(v, dtype=np.float32))
 
     def users(self) -> list[str]:
-        return sorted(self._rows)
+        return sorted(self._users)
 
     def close(self) -> None:
         """Nothing to release."""

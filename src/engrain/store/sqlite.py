@@ -11,20 +11,19 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from engrain.errors import MigrationError, StoreError
-from engrain.lexical import LexicalIndex
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
 from engrain.store.base import ALL, MemoryFilter
+from engrain.store.cache import UserCache
 
 _COLUMNS = (
     "id", "user_id", "project", "content", "memory_type", "kind", "domains", "session_id",
@@ -32,6 +31,8 @@ _COLUMNS = (
     "access_count", "last_accessed_at", "pinned", "muted", "promoted_at", "compressed",
     "compression_source", "source_session_id", "provenance", "content_hash", "embedding",
 )  # fmt: skip
+#: Users whose memories stay cached in process (least recently used are dropped first).
+CACHED_USERS = 64
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
 
 
@@ -132,22 +133,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
 ]
 
 
-@dataclass
-class _UserIndex:
-    """One user's vectors and the columns the search filter needs, as numpy arrays."""
-
-    ids: list[str]
-    matrix: npt.NDArray[np.float32]
-    memory_type: npt.NDArray[np.str_]
-    kind: npt.NDArray[np.str_]
-    project: list[str | None]
-    compressed: npt.NDArray[np.bool_]
-    muted: npt.NDArray[np.bool_]
-    importance: npt.NDArray[np.float64]
-    contents: list[str]
-    lexical: LexicalIndex | None = None
-
-
 class SQLiteStore:
     """The default store: one SQLite file, WAL journal, named migrations."""
 
@@ -164,7 +149,7 @@ class SQLiteStore:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
-        self._indexes: dict[str, _UserIndex] = {}
+        self._caches: OrderedDict[str, UserCache] = OrderedDict()
         self._data_version = -1
         self.migrate()
 
@@ -245,11 +230,19 @@ class SQLiteStore:
                     "DELETE FROM memories WHERE user_id = ? AND id = ?",
                     [(m.user_id, m.id) for m in deletes],
                 )
-        except sqlite3.Error as exc:
-            raise StoreError(f"write to {self.path} failed: {exc}") from exc
-        finally:
-            for user in {m.user_id for m in (*upserts, *deletes)}:
-                self._indexes.pop(user, None)
+        except BaseException as exc:
+            for user in {m.user_id for m in upserts} | {m.user_id for m in deletes}:
+                self._caches.pop(user, None)
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"write to {self.path} failed: {exc}") from exc
+            raise
+        self._sync_version()
+        for memory in upserts:
+            if memory.user_id in self._caches:
+                self._caches[memory.user_id].upsert([memory])
+        for memory in deletes:
+            if memory.user_id in self._caches:
+                self._caches[memory.user_id].delete([memory.id])
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
@@ -269,73 +262,17 @@ class SQLiteStore:
     def query(
         self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
     ) -> list[Memory]:
-        where, params = _where(user_id, flt)
-        sql = f"{_SELECT} WHERE {where} ORDER BY updated_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ? OFFSET ?"
-            params += [limit, offset]
-        elif offset:
-            sql += " LIMIT -1 OFFSET ?"
-            params.append(offset)
-        return [_from_row(r) for r in self._read(sql, params)]
+        return self._cache(user_id).query(flt, limit, offset)
 
     def search(
         self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
-        if k <= 0:
-            return []
-        if _needs_sql(flt):
-            return _exact_search(self.query(user_id, flt), vector, k)
-        index = self._index(user_id)
-        if index is None:
-            return []
-        sims = index.matrix @ np.asarray(vector, dtype=np.float32)
-        return self._top(user_id, index, sims, _mask(index, flt), k)
+        return self._cache(user_id).search(vector, k, flt)
 
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
-        if k <= 0:
-            return []
-        if _needs_sql(flt):
-            found = self.query(user_id, flt)
-            scores = LexicalIndex([m.content for m in found]).scores(text)
-            order = [i for i in np.argsort(-scores, kind="stable")[:k] if scores[i] > 0]
-            return [(found[i], float(scores[i])) for i in order]
-        index = self._index(user_id)
-        if index is None:
-            return []
-        with self._lock:
-            if index.lexical is None:
-                index.lexical = LexicalIndex(index.contents)
-        scores = index.lexical.scores(text)
-        return self._top(user_id, index, scores, _mask(index, flt) & (scores > 0), k)
-
-    def _top(
-        self,
-        user_id: str,
-        index: _UserIndex,
-        scores: npt.NDArray[np.float32],
-        mask: npt.NDArray[np.bool_],
-        k: int,
-    ) -> list[tuple[Memory, float]]:
-        """The ``k`` best-scoring rows passing ``mask``, best first, as memories."""
-        candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
-            return []
-        picked = scores[candidates]
-        if candidates.size > k:
-            top = np.argpartition(-picked, k - 1)[:k]
-        else:
-            top = np.arange(candidates.size)
-        top = top[np.argsort(-picked[top], kind="stable")]
-        chosen = [index.ids[candidates[i]] for i in top]
-        memories = {m.id: m for m in self.get(user_id, chosen)}
-        return [
-            (memories[memory_id], float(picked[i]))
-            for memory_id, i in zip(chosen, top, strict=True)
-            if memory_id in memories
-        ]
+        return self._cache(user_id).lexical_search(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         if not ids:
@@ -346,16 +283,15 @@ class SQLiteStore:
                 "WHERE user_id = ? AND id = ?",
                 [(_dt(at), user_id, i) for i in ids],
             )
+        self._sync_version()
+        if user_id in self._caches:
+            self._caches[user_id].touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
-        where, params = _where(user_id, flt)
-        return int(self._read(f"SELECT COUNT(*) FROM memories WHERE {where}", params)[0][0])
+        return self._cache(user_id).count(flt)
 
     def centroid(self, user_id: str) -> Vector | None:
-        index = self._index(user_id)
-        if index is None:
-            return None
-        return index.matrix.mean(axis=0).astype(np.float32)
+        return self._cache(user_id).centroid()
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
@@ -389,104 +325,29 @@ class SQLiteStore:
         with self._lock:
             self._db.close()
 
-    # -- the in-process vector index ------------------------------------------------------
+    # -- the per-user working set -------------------------------------------------------
 
-    def _index(self, user_id: str) -> _UserIndex | None:
+    def _sync_version(self) -> None:
+        """Drop every cache if another connection committed since we last looked; our own
+        commits are applied to the caches directly."""
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            self._caches.clear()
+            self._data_version = version
+
+    def _cache(self, user_id: str) -> UserCache:
         with self._lock:
-            version = self._db.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._data_version:  # another connection committed
-                self._indexes.clear()
-                self._data_version = version
-            index = self._indexes.get(user_id)
-            if index is None:
-                index = self._build_index(user_id)
-                if index is not None:
-                    self._indexes[user_id] = index
-            return index
-
-    def _build_index(self, user_id: str) -> _UserIndex | None:
-        rows = self._read(
-            "SELECT id, embedding, memory_type, kind, project, compressed, muted, importance, "
-            "content FROM memories WHERE user_id = ? AND embedding IS NOT NULL ORDER BY rowid",
-            (user_id,),
-        )
-        if not rows:
-            return None
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-        return _UserIndex(
-            ids=[r[0] for r in rows],
-            matrix=matrix.reshape(len(rows), -1),
-            memory_type=np.array([r[2] for r in rows]),
-            kind=np.array([r[3] for r in rows]),
-            project=[r[4] for r in rows],
-            compressed=np.array([bool(r[5]) for r in rows]),
-            muted=np.array([bool(r[6]) for r in rows]),
-            importance=np.array([r[7] for r in rows], dtype=np.float64),
-            contents=[r[8] for r in rows],
-        )
-
-
-def _mask(index: _UserIndex, flt: MemoryFilter) -> npt.NDArray[np.bool_]:
-    mask = np.ones(len(index.ids), dtype=bool)
-    if flt.memory_types is not None:
-        mask &= np.isin(index.memory_type, [t.value for t in flt.memory_types])
-    if flt.kinds is not None:
-        mask &= np.isin(index.kind, [k.value for k in flt.kinds])
-    if flt.project is not None:
-        mask &= np.array([p == flt.project for p in index.project], dtype=bool)
-    if not flt.include_compressed:
-        mask &= ~index.compressed
-    if not flt.include_muted:
-        mask &= ~index.muted
-    if flt.min_importance is not None:
-        mask &= index.importance >= flt.min_importance
-    return mask
-
-
-def _needs_sql(flt: MemoryFilter) -> bool:
-    """Filters the cached index does not hold (rare in search): answered via SQL."""
-    return flt.session_id is not None or flt.key is not None or flt.pinned is not None
-
-
-def _exact_search(memories: list[Memory], vector: Vector, k: int) -> list[tuple[Memory, float]]:
-    """Search a small, already filtered list (session or key filters) without the index."""
-    found = [m for m in memories if m.embedding is not None]
-    if not found:
-        return []
-    sims = np.vstack([m.embedding for m in found if m.embedding is not None]) @ vector
-    order = np.argsort(-sims, kind="stable")[:k]
-    return [(found[i], float(sims[i])) for i in order]
-
-
-def _where(user_id: str, flt: MemoryFilter) -> tuple[str, list[Any]]:
-    clauses = ["user_id = ?"]
-    params: list[Any] = [user_id]
-    if flt.project is not None:
-        clauses.append("project = ?")
-        params.append(flt.project)
-    if flt.memory_types is not None:
-        clauses.append(f"memory_type IN ({', '.join('?' for _ in flt.memory_types)})")
-        params += [t.value for t in flt.memory_types]
-    if flt.kinds is not None:
-        clauses.append(f"kind IN ({', '.join('?' for _ in flt.kinds)})")
-        params += [k.value for k in flt.kinds]
-    if flt.session_id is not None:
-        clauses.append("session_id = ?")
-        params.append(flt.session_id)
-    if flt.key is not None:
-        clauses.append("key = ?")
-        params.append(flt.key)
-    if not flt.include_compressed:
-        clauses.append("compressed = 0")
-    if not flt.include_muted:
-        clauses.append("muted = 0")
-    if flt.min_importance is not None:
-        clauses.append("importance >= ?")
-        params.append(flt.min_importance)
-    if flt.pinned is not None:
-        clauses.append("pinned = ?")
-        params.append(int(flt.pinned))
-    return " AND ".join(clauses), params
+            self._sync_version()
+            cache = self._caches.get(user_id)
+            if cache is None:
+                rows = self._read(f"{_SELECT} WHERE user_id = ? ORDER BY rowid", (user_id,))
+                cache = UserCache(_from_row(r) for r in rows)
+                self._caches[user_id] = cache
+                while len(self._caches) > CACHED_USERS:
+                    self._caches.popitem(last=False)
+            else:
+                self._caches.move_to_end(user_id)
+            return cache
 
 
 def _dt(value: datetime | None) -> str | None:
