@@ -359,3 +359,18 @@ def test_import_bad_record_names_its_line(invoke: Invoke) -> None:
     assert result.stderr.endswith("\nerror: line 2: a conversation needs at least one turn\n")
     unknown = invoke("import", "-", input='{"type": "video"}\n')
     assert unknown.exit_code == 1 and "line 1: unknown record type 'video'" in unknown.stderr
+
+
+def test_explain_shows_classification_budget_and_verdicts(
+    invoke: Invoke, two: tuple[str, str]
+) -> None:
+    result = ok(invoke("explain", "Where do we deploy?", "--all"))
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("complexity simple, intent question")
+    assert lines[1] == "budget 500 tokens: simple: 500"
+    assert any(line.startswith("+ ") for line in lines)
+    [report] = json_lines(invoke("--json", "explain", "thanks!"))
+    assert report["budget"] == {"tokens": 0, "steps": ["trivial: 0"]}
+    assert report["candidates"] == []
+    bad = invoke("explain", "Where?", "--turn", "-1")
+    assert bad.exit_code == 1 and "turn" in bad.stderr

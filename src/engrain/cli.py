@@ -332,6 +332,46 @@ if click is not None:
             err=True,
         )
 
+    @cli.command()
+    @click.argument("message")
+    @click.option("--budget", "-b", type=int, help="Token budget (default: automatic).")
+    @click.option("--turn", type=int, default=0, help="Position of MESSAGE in its conversation.")
+    @click.option("--project", "-p", help="Only this project (and memories of no project).")
+    @click.option("--all", "show_all", is_flag=True, help="Also list candidates not selected.")
+    @pass_state
+    def explain(
+        state: _State,
+        message: str,
+        budget: int | None,
+        turn: int,
+        project: str | None,
+        show_all: bool,
+    ) -> None:
+        """Why MESSAGE gets the memory it gets: classification, budget and how it was
+        derived, and each candidate's score components, selected or why not."""
+        gated = state.engine().explain(
+            message, state.user, token_budget=budget, turn=turn, project=project
+        )
+        report = gated.to_dict()
+        if state.as_json:
+            state.emit([report], str)
+            return
+        c = report["classification"]
+        click.echo(f"complexity {c['complexity']}, intent {c['intent']}, domains "
+                   f"{', '.join(c['domains']) or '-'}, signals {', '.join(c['signals']) or '-'}")
+        click.echo(f"budget {report['budget']['tokens']} tokens: "
+                   + "; ".join(report["budget"]["steps"]))
+        click.echo("weights " + ", ".join(f"{k} {v:.2f}" for k, v in report["weights"].items()))
+        click.echo(f"selected {sum(r['selected'] for r in report['candidates'])} memories, "
+                   f"{report['tokens_used']} tokens")
+        for row in report["candidates"]:
+            if not (row["selected"] or show_all):
+                continue
+            mark = "+" if row["selected"] else "-"
+            parts = " ".join(f"{k}={v:.3f}" for k, v in row["components"].items() if v)
+            click.echo(f"{mark} {row['score']:.3f} {_one_line(row['content'], 60):<60} "
+                       f"{row['reason']}; {parts}")  # fmt: skip
+
     @cli.command(name="list")
     @click.option("--type", "-t", "memory_type", help="Only this memory type.")
     @click.option("--kind", "-k", help="Only this kind.")

@@ -48,6 +48,7 @@ from engrain.model import (
 from engrain.recall import Reranker, enforce_budget, rerank
 from engrain.recall.assemble import Format, render
 from engrain.recall.budget import Depth
+from engrain.recall.classify import domains_of
 from engrain.recall.gate import GateOptions, Gated, gate
 from engrain.recall.score import Profile
 from engrain.recall import candidates as cand
@@ -289,7 +290,8 @@ class Engine:
                            memory_type=mtype)  # fmt: skip
         memory = Memory(
             id=new_id(), user_id=user_id, project=project, content=text, memory_type=mtype,
-            kind=kind, created_at=now, updated_at=now, domains=ensure_sequence(domains),
+            kind=kind, created_at=now, updated_at=now,
+            domains=ensure_sequence(domains) or domains_of(text),
             session_id=session_id, event_at=as_utc(event_at) if event_at else None, key=key,
             importance=_unit(importance, "importance"), confidence=conf, pinned=pinned,
             provenance=Provenance((), meta), content_hash=content_hash(text), embedding=vector,
@@ -341,7 +343,8 @@ class Engine:
             kind = TYPE_DEFAULT_KIND[mtype]
             memory = Memory(
                 id=new_id(), user_id=user_id, project=project, content=draft.text,
-                memory_type=mtype, kind=kind, created_at=now, updated_at=now, domains=domains,
+                memory_type=mtype, kind=kind, created_at=now, updated_at=now,
+                domains=domains or domains_of(draft.text),
                 session_id=session_id, event_at=draft.event_at, key=key, importance=score,
                 confidence=kind.default_confidence,
                 provenance=Provenance(draft.turn_ids, meta),

@@ -71,6 +71,33 @@ class Gated:
         """The injected memories, in rendering order."""
         return [s.memory for s in self.selected]
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready explanation: classification, budget derivation, weights, and every
+        candidate's score components with its verdict."""
+        c = self.classification
+        return {
+            "classification": {
+                "complexity": c.complexity.value, "intent": c.intent.value,
+                "domains": list(c.domains), "turn": c.turn, "has_code": c.has_code,
+                "references_history": c.references_history, "signals": list(c.signals),
+            },
+            "budget": {"tokens": self.budget.tokens, "steps": list(self.budget.steps)},
+            "weights": dict(self.weights),
+            "tokens_used": self.tokens_used,
+            "candidates": [
+                {
+                    "id": d.item.memory.id, "content": d.item.memory.content,
+                    "kind": d.item.memory.kind.value, "score": round(d.item.score, 6),
+                    "similarity": round(d.item.similarity, 6), "tokens": d.item.tokens,
+                    "components": {k: round(v, 6) for k, v in
+                                   self.components.get(d.item.memory.id, {}).items()},
+                    "selected": d.selected, "reason": d.reason,
+                }
+                for d in self.decisions
+            ],
+            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
+        }  # fmt: skip
+
 
 def gate(
     store: Store,
@@ -115,8 +142,10 @@ def gate(
     if options.profile is Profile.STATIC:
         pool = [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
     else:
+        # a pool deep enough to fill the budget with chunk-sized memories (~40 tokens each)
+        size = max(options.pool, budget.tokens // 40)
         pool = gather(
-            store, user_id, message, vector, pool=options.pool,
+            store, user_id, message, vector, pool=size,
             min_importance=options.min_importance, memory_types=memory_types, project=project,
             include_compressed=include_compressed, hybrid=options.hybrid,
             lexical_weight=options.lexical_weight,

@@ -2,10 +2,12 @@
 
 The spec's candidates are the ``top_k × 4`` nearest neighbours by embedding only; on LoCoMo
 that misses much evidence that lexical matching finds (names, rare words, numbers). Here the
-pool is the union of the dense and the lexical top lists, and each candidate's relevance in
-[0, 1] is a convex blend of its cosine similarity and its BM25 score divided by the best
-BM25 score of the query — both on scales that mean the same from query to query, so the
-gated thresholds keep their meaning.
+pool is the union of the dense and the lexical top lists. Each candidate's blend is
+``0.65 × cosine + 0.35 × BM25 / best BM25``, and its relevance in [0, 1] is the blend over
+the best blend of the query (but never over less than ``RELEVANCE_FLOOR``): the best match
+of a query that has one scores 1.0, whatever the model's cosine range, so the gated
+thresholds mean "this close to the best evidence"; a query with nothing close keeps low
+relevance everywhere and the thresholds keep noise out.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from engrain.store.base import MemoryFilter, Store
 
 #: Weight of the lexical side in the relevance blend (the dense side gets the rest).
 LEXICAL_WEIGHT = 0.35
+#: The blend a clearly relevant memory reaches; the best candidate's blend is scaled to 1.0
+#: only when it is at least this high, so an unrelated query keeps low relevance throughout.
+RELEVANCE_FLOOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ def gather(
     include_compressed: bool = False,
     hybrid: bool = True,
     lexical_weight: float = LEXICAL_WEIGHT,
+    floor: float = RELEVANCE_FLOOR,
 ) -> list[Candidate]:
     """The candidate pool: the ``pool`` nearest memories and (``hybrid``) the ``pool`` best
     BM25 matches, muted ones and the spec's filters excluded, best relevance first."""
@@ -71,12 +77,16 @@ def gather(
             memories[memory.id] = memory
             sims[memory.id] = _cosine(memory, vector)
     weight = lexical_weight if hybrid else 0.0
+    blends = {
+        mid: (1.0 - weight) * max(0.0, sims[mid]) + weight * lex.get(mid, 0.0) for mid in memories
+    }
+    scale = max(max(blends.values(), default=0.0), floor)
     out = [
         Candidate(
             memory=memory,
             similarity=sims[mid],
             lexical=lex.get(mid, 0.0),
-            relevance=(1.0 - weight) * max(0.0, sims[mid]) + weight * lex.get(mid, 0.0),
+            relevance=min(1.0, blends[mid] / scale),
         )
         for mid, memory in memories.items()
     ]
