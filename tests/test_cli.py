@@ -367,7 +367,7 @@ def test_explain_shows_classification_budget_and_verdicts(
     result = ok(invoke("explain", "Where do we deploy?", "--all"))
     lines = result.stdout.splitlines()
     assert lines[0].startswith("complexity simple, intent question")
-    assert lines[1] == "budget 500 tokens: simple: 500"
+    assert lines[1] == "budget 750 tokens: simple: 500; history reference +50%: ×1.5 → 750"
     assert any(line.startswith("+ ") for line in lines)
     [report] = json_lines(invoke("--json", "explain", "thanks!"))
     assert report["budget"] == {"tokens": 0, "steps": ["trivial: 0"]}
