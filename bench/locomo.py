@@ -35,13 +35,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import baselines as bl  # noqa: E402
+import baselines as bl
 
-from engrain import Engine, Settings, Turn  # noqa: E402
-from engrain.embed.minilm import MiniLMEmbedder  # noqa: E402
-from engrain.recall.gate import GateOptions  # noqa: E402
-from engrain.recall.score import Profile  # noqa: E402
-from engrain.store.sqlite import SQLiteStore  # noqa: E402
+from engrain import Engine, Settings, Turn
+from engrain.embed.minilm import MiniLMEmbedder
+from engrain.recall.gate import GateOptions
+from engrain.recall.score import Profile
+from engrain.store.sqlite import SQLiteStore
 
 BUDGETS = (500, 2000, 5000)
 KS = (5, 10, 20)
@@ -235,7 +235,11 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append(
             f"{name:<11}{m['R@5']:>7.3f}{m['R@10']:>7.3f}{m['R@20']:>7.3f}"
             f"{within['500']:>8.3f}{within['2000']:>8.3f}{within['5000']:>8.3f}"
-            + (f"{auto:>8.3f}{m['mean_tokens_auto']:>10.0f}" if auto is not None else f"{'-':>8}{'-':>10}")
+            + (
+                f"{auto:>8.3f}{m['mean_tokens_auto']:>10.0f}"
+                if auto is not None
+                else f"{'-':>8}{'-':>10}"
+            )
             + (f"{lat['p50']:>8.1f}{lat['p95']:>8.1f}" if lat else f"{'-':>8}{'-':>8}")
         )
     return "\n".join(lines)

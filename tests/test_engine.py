@@ -323,8 +323,10 @@ def test_pin_sets_the_flag(engine: Engine) -> None:
         (lambda e: e.remember("hello world", "ada", kind="rumour"), UnknownValueError),
         (lambda e: e.remember("hello", "ada", metadata={"x": object()}), ValidationError),
         (lambda e: e.ingest_conversation([], "ada"), EmptyInputError),
-        (lambda e: e.ingest_conversation([Turn("a", "fine"), Turn("b", " ")], "ada"),
-         EmptyInputError),
+        (
+            lambda e: e.ingest_conversation([Turn("a", "fine"), Turn("b", " ")], "ada"),
+            EmptyInputError,
+        ),
         (lambda e: e.recall("", "ada"), EmptyInputError),
         (lambda e: e.recall("q", "ada", top_k=0), ValidationError),
     ],
@@ -366,3 +368,11 @@ def test_failed_batch_leaves_store_unchanged(tmp_path, monkeypatch) -> None:  # 
         engine.ingest(text, "ada", now=NOW)
     monkeypatch.undo()
     assert [m.to_dict() for m in engine.list("ada")] == before
+
+
+def test_changing_to_a_longer_type_or_kind_is_found_by_filters(engine: Engine) -> None:
+    out = engine.remember("Deploys go out on Tuesdays", "ada", "fact", now=NOW)
+    assert len(engine.list("ada", kind="fact")) == 1  # the working set is built
+    engine.update(out.memory_id or "", "ada", kind="golden_path", memory_type="procedural")
+    assert [m.id for m in engine.list("ada", kind="golden_path")] == [out.memory_id]
+    assert [m.id for m in engine.list("ada", memory_type="procedural")] == [out.memory_id]

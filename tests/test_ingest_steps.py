@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engrain.ingest import chunk_text, chunk_turns, clean_text, dice_coefficient, route
+from engrain.ingest import chunk_text, chunk_turns, clean_text, dice_coefficient, route, signals
 from engrain.ingest import importance as imp
-from engrain.ingest import signals
 from engrain.ingest.chunk import split_sentences
 from engrain.ingest.dedup import find_duplicate
 from engrain.model import Kind, Memory, MemoryType
@@ -35,7 +34,19 @@ def test_clean_keeps_code_blocks_and_markers() -> None:
 
 def _paragraph(words: int, seed: int) -> str:
     rng = np.random.default_rng(seed)
-    vocab = "database server request cache token model user memory index query budget".split()
+    vocab = [
+        "database",
+        "server",
+        "request",
+        "cache",
+        "token",
+        "model",
+        "user",
+        "memory",
+        "index",
+        "query",
+        "budget",
+    ]
     sentences = []
     for _ in range(max(1, words // 10)):
         body = " ".join(rng.choice(vocab, size=9))
@@ -183,7 +194,9 @@ def test_preference_key_is_stable_and_content_based() -> None:
 
 
 def test_dice_coefficient_examples() -> None:
-    assert dice_coefficient("night", "nacht") == pytest.approx(0.25)  # {ni,ig,gh,ht} vs {na,ac,ch,ht}
+    assert dice_coefficient("night", "nacht") == pytest.approx(
+        0.25
+    )  # {ni,ig,gh,ht} vs {na,ac,ch,ht}
     assert dice_coefficient("same text", "same text") == 1.0
     assert dice_coefficient("abc", "xyz") == 0.0
 

@@ -55,3 +55,14 @@ def test_engine_with_real_model_recalls_by_meaning(minilm, tmp_path: Path) -> No
     engine.remember("The invoices table is partitioned by month", "ada", now=NOW)
     top = engine.recall("what is the name of my pet?", "ada", top_k=1).memories[0]
     assert "Turing" in top.content
+
+
+def test_repeated_queries_are_embedded_once(minilm) -> None:  # type: ignore[no-untyped-def]
+    cached = CachedEmbedder(minilm, MemoryStore(), queries=2)
+    before = minilm.texts_embedded
+    first = cached.embed_query("which port?")
+    assert np.array_equal(cached.embed_query("which port?"), first)
+    cached.embed_query("b")
+    cached.embed_query("c")  # evicts "which port?"
+    cached.embed_query("which port?")
+    assert minilm.texts_embedded - before == 4

@@ -182,9 +182,7 @@ def test_half_lives(kind: Kind, half_life: float | None) -> None:
 def test_domain_match_is_proportional() -> None:
     assert sc.domain_match(("database", "security"), ("database", "security")) == 0.2
     assert sc.domain_match(("database", "security"), ("database",)) == pytest.approx(0.1)
-    assert sc.domain_match(("database",), ("database", "security", "api")) == pytest.approx(
-        0.2 / 3
-    )
+    assert sc.domain_match(("database",), ("database", "security", "api")) == pytest.approx(0.2 / 3)
     assert sc.domain_match((), ("database",)) == 0.0
 
 
@@ -352,6 +350,4 @@ def test_classification_signals() -> None:
     assert classify("as we discussed, which database did we pick?").references_history
     assert classify("Fix this:\n```python\nx = 1\n```").has_code
     assert classify("and what about the cache?", turn=8).intent is Intent.CONTINUATION
-    assert classify("tune the postgres index for the login query").domains == (
-        "database", "auth"
-    )
+    assert classify("tune the postgres index for the login query").domains == ("database", "auth")

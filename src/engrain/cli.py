@@ -357,13 +357,18 @@ if click is not None:
             state.emit([report], str)
             return
         c = report["classification"]
-        click.echo(f"complexity {c['complexity']}, intent {c['intent']}, domains "
-                   f"{', '.join(c['domains']) or '-'}, signals {', '.join(c['signals']) or '-'}")
-        click.echo(f"budget {report['budget']['tokens']} tokens: "
-                   + "; ".join(report["budget"]["steps"]))
+        click.echo(
+            f"complexity {c['complexity']}, intent {c['intent']}, domains "
+            f"{', '.join(c['domains']) or '-'}, signals {', '.join(c['signals']) or '-'}"
+        )
+        click.echo(
+            f"budget {report['budget']['tokens']} tokens: " + "; ".join(report["budget"]["steps"])
+        )
         click.echo("weights " + ", ".join(f"{k} {v:.2f}" for k, v in report["weights"].items()))
-        click.echo(f"selected {sum(r['selected'] for r in report['candidates'])} memories, "
-                   f"{report['tokens_used']} tokens")
+        click.echo(
+            f"selected {sum(r['selected'] for r in report['candidates'])} memories, "
+            f"{report['tokens_used']} tokens"
+        )
         for row in report["candidates"]:
             if not (row["selected"] or show_all):
                 continue

@@ -61,12 +61,12 @@ class Settings(BaseModel):
         default="gated", description="Scoring profile of context(): gated, composite, static."
     )
     prompt_format: Literal["tagged", "sections"] = Field(
-        default="tagged", description="How context() renders: the spec's tagged lines or titled "
-        "sections."
+        default="tagged",
+        description="How context() renders: the spec's tagged lines or titled sections.",
     )
     depth: Literal["light", "normal", "rich"] = Field(
-        default="normal", description="Memory depth: 0.7x / 1x / 1.3x budget, +0.10 / 0 / -0.10 "
-        "thresholds."
+        default="normal",
+        description="Memory depth: 0.7x / 1x / 1.3x budget, +0.10 / 0 / -0.10 thresholds.",
     )
     prioritize_speed: bool = Field(default=False, description="Halve every automatic budget.")
     focus_areas: tuple[str, ...] = Field(default=(), description="Domains given +0.05.")

@@ -46,12 +46,12 @@ from engrain.model import (
     utcnow,
 )
 from engrain.recall import Reranker, enforce_budget, rerank
+from engrain.recall import candidates as cand
 from engrain.recall.assemble import Format, render
 from engrain.recall.budget import Depth
 from engrain.recall.classify import domains_of
-from engrain.recall.gate import GateOptions, Gated, gate
+from engrain.recall.gate import Gated, GateOptions, gate
 from engrain.recall.score import Profile
-from engrain.recall import candidates as cand
 from engrain.store import MemoryFilter, Store, open_store
 from engrain.tokens import count_tokens
 
@@ -362,15 +362,18 @@ class Engine:
         if not staged:
             return centroid
         existing = {m.id for m in self.store.get(user_id, list(staged))}
-        new = [m.embedding for m in staged.values()
-               if m.user_id == user_id and m.embedding is not None and m.id not in existing]  # fmt: skip
+        new = [
+            m.embedding
+            for m in staged.values()
+            if m.user_id == user_id and m.embedding is not None and m.id not in existing
+        ]
         if not new:
             return centroid
         total = np.sum(np.vstack(new), axis=0)
-        if centroid is None:
-            return (total / len(new)).astype(np.float32)
-        count = self.store.count(user_id, MemoryFilter())
-        return ((centroid * count + total) / (count + len(new))).astype(np.float32)
+        count = 0 if centroid is None else self.store.count(user_id, MemoryFilter())
+        base = np.zeros_like(total) if centroid is None else centroid * count
+        mean: Vector = ((base + total) / (count + len(new))).astype(np.float32)
+        return mean
 
     def _find_existing(
         self,
@@ -484,8 +487,9 @@ class Engine:
                            include_compressed, turn, options, now)  # fmt: skip
         selected = gated.selected[:top_k] if top_k is not None else gated.selected
         if top_k is not None and len(selected) < len(gated.selected):
-            gated = replace(gated, selected=selected, tokens_used=sum(s.tokens for s in selected),
-                            text=render([s.memory for s in selected], self._options(options).format))  # fmt: skip
+            text = render([s.memory for s in selected], self._options(options).format)
+            used = sum(s.tokens for s in selected)
+            gated = replace(gated, selected=selected, tokens_used=used, text=text)
         when = as_utc(now or utcnow())
         self.store.record_access(user_id, [s.memory.id for s in selected], when)
         budget = gated.budget.tokens
@@ -591,12 +595,12 @@ class Engine:
             session_id=session_id,
             include_compressed=include_compressed,
         )
-        if limit is not None and limit < 0 or offset < 0:
+        if (limit is not None and limit < 0) or offset < 0:
             raise ValidationError("limit and offset must be >= 0")
         return self.store.query(user_id, flt, limit=limit, offset=offset)
 
     def update(
-        self, memory_id: str, user_id: str, *, now: datetime | None = None, **changes: Any
+        self, /, memory_id: str, user_id: str, *, now: datetime | None = None, **changes: Any
     ) -> Memory:
         """Change fields of a memory (content, kind, memory_type, domains, importance,
         confidence, usefulness, pinned, muted, event_at, key, project, metadata). A new
@@ -852,10 +856,10 @@ def _threaded(
 ) -> Callable[Concatenate[AsyncEngine, P], Awaitable[R]]:
     """The async twin of an Engine method: the same call, run in a worker thread."""
 
-    @functools.wraps(method)
-    async def run(self: AsyncEngine, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def run(self: AsyncEngine, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await asyncio.to_thread(method, self.sync, *args, **kwargs)
 
+    functools.update_wrapper(run, method)
     return run
 
 

@@ -298,7 +298,7 @@ def _parse_dt(value: str | datetime) -> datetime:
 
 
 def _parse_opt_dt(value: str | datetime | None) -> datetime | None:
-    return None if value in (None, "") else _parse_dt(value)  # type: ignore[arg-type]
+    return None if value is None or value == "" else _parse_dt(value)
 
 
 @dataclass(frozen=True)

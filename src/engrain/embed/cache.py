@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -27,9 +29,12 @@ class CachedEmbedder:
     """Wraps an embedder: looks every text up by content hash first, embeds only the rest
     (each distinct text once, in one batch), and writes the new vectors back."""
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache) -> None:
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache, queries: int = 256) -> None:
         self.inner = embedder
         self._cache = cache
+        self._queries: OrderedDict[str, Vector] = OrderedDict()
+        self._query_slots = queries
+        self._lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -57,5 +62,16 @@ class CachedEmbedder:
         return out
 
     def embed_query(self, text: str) -> Vector:
-        """One query vector, without touching the cache (queries are rarely repeated)."""
-        return self.inner.embed([text])[0]
+        """One query vector. Recent queries are kept in a small in-process LRU (a message is
+        often explained, then answered); the store's cache is left to memory texts."""
+        with self._lock:
+            vector = self._queries.get(text)
+            if vector is not None:
+                self._queries.move_to_end(text)
+                return vector
+        fresh: Vector = self.inner.embed([text])[0]
+        with self._lock:
+            self._queries[text] = fresh
+            if len(self._queries) > self._query_slots:
+                self._queries.popitem(last=False)
+        return fresh

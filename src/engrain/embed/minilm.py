@@ -81,14 +81,16 @@ class MiniLMEmbedder:
             mask[row, : len(enc.ids)] = 1
         try:
             hidden = self._session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                None,
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )[0]
         except Exception as exc:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        out: Matrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return out
 
 
 def _load(threads: int) -> tuple[Any, Any]:

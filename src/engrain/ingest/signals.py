@@ -28,11 +28,67 @@ CURRENT = re.compile(
     re.IGNORECASE,
 )
 _NOT_NAMES = frozenset(
-    "i i'm i've i'd i'll im ive ok okay yes no hi hey hello thanks thank wow oh yeah sure "
-    "the a an and but or so if when what why how where who which this that these those "
-    "it its it's we you he she they my our your his her their there here".split()
-    + _MONTHS.split("|")
-    + _DAYS.split("|")
+    [
+        *[
+            "i",
+            "i'm",
+            "i've",
+            "i'd",
+            "i'll",
+            "im",
+            "ive",
+            "ok",
+            "okay",
+            "yes",
+            "no",
+            "hi",
+            "hey",
+            "hello",
+            "thanks",
+            "thank",
+            "wow",
+            "oh",
+            "yeah",
+            "sure",
+            "the",
+            "a",
+            "an",
+            "and",
+            "but",
+            "or",
+            "so",
+            "if",
+            "when",
+            "what",
+            "why",
+            "how",
+            "where",
+            "who",
+            "which",
+            "this",
+            "that",
+            "these",
+            "those",
+            "it",
+            "its",
+            "it's",
+            "we",
+            "you",
+            "he",
+            "she",
+            "they",
+            "my",
+            "our",
+            "your",
+            "his",
+            "her",
+            "their",
+            "there",
+            "here",
+        ],
+        *_MONTHS.split("|"),
+        *_DAYS.split("|"),
+    ]
 )
 _WORD = re.compile(r"[A-Za-z][\w'\-]*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n]\s*|[\"“(]\s*)$")
@@ -52,7 +108,7 @@ SPO_FACT = re.compile(
 
 
 def has_preference(text: str) -> bool:
-    """"I prefer", "I always", "I hate", "my favorite" and their close variants."""
+    """ "I prefer", "I always", "I hate", "my favorite" and their close variants."""
     return PREFERENCE.search(text) is not None
 
 
@@ -100,9 +156,47 @@ def is_fact(text: str) -> bool:
 
 
 _KEY_STOP = frozenset(
-    "i a an the to of in on for with my me and or over than that this it is be use using "
-    "prefer always never hate love dislike like rather favorite favourite really strongly "
-    "d i'd when please".split()
+    [
+        "i",
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "in",
+        "on",
+        "for",
+        "with",
+        "my",
+        "me",
+        "and",
+        "or",
+        "over",
+        "than",
+        "that",
+        "this",
+        "it",
+        "is",
+        "be",
+        "use",
+        "using",
+        "prefer",
+        "always",
+        "never",
+        "hate",
+        "love",
+        "dislike",
+        "like",
+        "rather",
+        "favorite",
+        "favourite",
+        "really",
+        "strongly",
+        "d",
+        "i'd",
+        "when",
+        "please",
+    ]
 )
 
 

@@ -157,8 +157,10 @@ def gate(
     scored: list[tuple[Candidate, Scored]] = []
     for c in pool:
         if options.profile is Profile.GATED:
-            s = score_gated(c.memory, c.relevance, classification, weights, now,
-                            cooccurrence=co.get(c.id, 0.0), focus_areas=options.focus_areas)  # fmt: skip
+            s = score_gated(
+                c.memory, c.relevance, classification, weights, now,
+                cooccurrence=co.get(c.id, 0.0), focus_areas=options.focus_areas,
+            )  # fmt: skip
         elif options.profile is Profile.COMPOSITE:
             s = score_composite(c.memory, c.relevance, now)
         else:

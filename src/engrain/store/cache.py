@@ -31,8 +31,8 @@ class _Arrays:
     ids: npt.NDArray[np.str_]
     matrix: npt.NDArray[np.float32]
     has_vector: BoolArray
-    memory_type: npt.NDArray[np.str_]
-    kind: npt.NDArray[np.str_]
+    memory_type: npt.NDArray[np.object_]
+    kind: npt.NDArray[np.object_]
     project: npt.NDArray[np.object_]
     session_id: npt.NDArray[np.object_]
     key: npt.NDArray[np.object_]
@@ -197,7 +197,6 @@ class UserCache:
         self._arrays = _columns(memories, dim)
         return self._arrays
 
-
     @staticmethod
     def _mask(a: _Arrays, flt: MemoryFilter) -> BoolArray:
         mask = np.ones(len(a.memories), dtype=bool)
@@ -248,8 +247,9 @@ def _columns(memories: list[Memory], dim: int) -> _Arrays:
         ids=np.array([m.id for m in memories], dtype=str),
         matrix=matrix,
         has_vector=has_vector,
-        memory_type=np.array([m.memory_type.value for m in memories], dtype=str),
-        kind=np.array([m.kind.value for m in memories], dtype=str),
+        # object, not fixed-width str: patch() may write a longer value into a row
+        memory_type=np.array([m.memory_type.value for m in memories], dtype=object),
+        kind=np.array([m.kind.value for m in memories], dtype=object),
         project=np.array([m.project for m in memories], dtype=object),
         session_id=np.array([m.session_id for m in memories], dtype=object),
         key=np.array([m.key for m in memories], dtype=object),

@@ -177,9 +177,7 @@ class SQLiteStore:
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
                     step(self._db)
-                    self._db.execute(
-                        "INSERT INTO migrations VALUES (?, datetime('now'))", (name,)
-                    )
+                    self._db.execute("INSERT INTO migrations VALUES (?, datetime('now'))", (name,))
                     self._db.execute("COMMIT")
                 except sqlite3.Error as exc:
                     self._db.execute("ROLLBACK")

@@ -1,0 +1,252 @@
+"""Ingest throughput of the engine against the raw embedder, on the same texts, in one run.
+
+    python bench/ingest_throughput.py --out bench/results/ingest.json [--texts 2000]
+
+The inputs are realistic notes (one paragraph, 20–80 words) and multi-paragraph texts
+(3–8 paragraphs), generated from a seed. Two engine paths are measured, each on a fresh
+SQLite file so the embedding cache starts empty:
+
+* ``ingest``: one ``Engine.ingest(text)`` call per input (clean, chunk, embed, importance,
+  route, dedup, write);
+* ``ingest_conversation``: the single-paragraph notes as turns, ``--turns`` per call.
+
+Both go through the real all-MiniLM-L6-v2. Chunking means the engine embeds chunk texts,
+not the inputs, so each engine run records exactly the texts it handed to the model, and
+the raw embedder (``MiniLMEmbedder().embed``) is then timed on those same texts — in
+batches of ``--batch`` (its best case) and in the engine's own call grouping. The headline
+ratio is engine chunks/s ÷ raw batched chunks/s (target ≥ 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import common
+
+from engrain import Engine
+from engrain.embed.base import Matrix
+from engrain.embed.minilm import MiniLMEmbedder
+
+USER = "bench-user"
+TARGET_RATIO = 0.9
+
+
+class RecordingEmbedder:
+    """Delegates to the real embedder and remembers every batch it was given and how long
+    the model took on it."""
+
+    def __init__(self, inner: MiniLMEmbedder) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+        self.seconds = 0.0
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        start = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.calls.append(list(texts))
+
+    @property
+    def texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+def engine_run(
+    name: str,
+    workdir: Path,
+    embedder: MiniLMEmbedder,
+    feed: Any,
+    inputs: int,
+) -> tuple[dict[str, Any], RecordingEmbedder]:
+    """Run ``feed(engine)`` on a fresh store and describe the throughput and where the
+    time went."""
+    recorder = RecordingEmbedder(embedder)
+    before = embedder.texts_embedded
+    engine = common.open_engine(workdir, f"{name}.db", embedder=recorder)  # type: ignore[arg-type]
+    spent: dict[str, float] = {}
+    store = engine.store
+    targets = [
+        (store, "write", "store_write"),
+        (store, "query", "store_query"),  # the dedup window and key lookups
+        (store, "centroid", "centroid"),  # novelty; rebuilds the user's matrix after writes
+        (store, "cached_embeddings", "cache_lookup"),
+        (store, "cache_embeddings", "cache_write"),
+    ]
+    with engine, common.timing(targets, spent):
+        start = time.perf_counter()
+        outcomes = feed(engine)
+        seconds = time.perf_counter() - start
+    chunks = len(recorder.texts)
+    assert embedder.texts_embedded - before == chunks  # nothing bypassed the recorder
+    stages = {k: round(v / 1000.0, 3) for k, v in sorted(spent.items())}
+    stages["embed_model"] = round(recorder.seconds, 3)
+    stages["other"] = round(seconds - recorder.seconds - sum(spent.values()) / 1000.0, 3)
+    return {
+        "inputs": inputs,
+        "calls": len(recorder.calls),
+        "chunks_embedded": chunks,
+        "seconds": round(seconds, 3),
+        "inputs_per_s": round(inputs / seconds, 2),
+        "chunks_per_s": round(chunks / seconds, 2),
+        "outcomes": outcomes,
+        "stage_seconds": stages,
+    }, recorder
+
+
+def raw_runs(embedder: MiniLMEmbedder, recorder: RecordingEmbedder, batch: int) -> dict[str, Any]:
+    """The raw embedder on exactly the texts the engine embedded: in ``batch``-sized calls,
+    and in the engine's own calls."""
+    texts = recorder.texts
+    start = time.perf_counter()
+    for offset in range(0, len(texts), batch):
+        embedder.embed(texts[offset : offset + batch])
+    batched = time.perf_counter() - start
+    start = time.perf_counter()
+    for call in recorder.calls:
+        embedder.embed(call)
+    same_calls = time.perf_counter() - start
+    return {
+        "texts": len(texts),
+        "batch": batch,
+        "seconds": round(batched, 3),
+        "texts_per_s": round(len(texts) / batched, 2),
+        "same_calls_seconds": round(same_calls, 3),
+        "same_calls_texts_per_s": round(len(texts) / same_calls, 2),
+    }
+
+
+def tally(reports: Sequence[Any]) -> dict[str, int]:
+    """How many chunks were stored, merged and discarded over several ingest reports."""
+    counts = {"stored": 0, "merged": 0, "discarded": 0}
+    for report in reports:
+        for outcome in report.outcomes:
+            counts[outcome.action] += 1
+    return counts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    parser.add_argument("--texts", type=int, default=2000, help="inputs per engine path")
+    parser.add_argument("--turns", type=int, default=50, help="turns per ingest_conversation")
+    parser.add_argument("--batch", type=int, default=256, help="raw embedder batch size")
+    parser.add_argument("--seed", type=int, default=11)
+    args = parser.parse_args(argv)
+    if min(args.texts, args.turns, args.batch) < 1:
+        parser.error("--texts, --turns and --batch must be positive")
+
+    embedder = MiniLMEmbedder()
+    documents = common.make_documents(args.texts, seed=args.seed)
+    turns_text = [n.text for n in common.make_notes(args.texts, seed=args.seed + 100)]
+    embedder.embed([n.text for n in common.make_notes(64, seed=args.seed + 200)])  # warm-up
+
+    def feed_ingest(engine: Engine) -> dict[str, int]:
+        reports = []
+        for i, text in enumerate(documents):
+            reports.append(engine.ingest(text, USER, session_id=f"doc-{i}", now=common.NOW))
+        return tally(reports)
+
+    def feed_conversation(engine: Engine) -> dict[str, int]:
+        reports = []
+        for offset in range(0, len(turns_text), args.turns):
+            part = turns_text[offset : offset + args.turns]
+            turns = [
+                {"speaker": ("ada", "assistant")[j % 2], "text": t, "turn_id": f"t{offset + j}"}
+                for j, t in enumerate(part)
+            ]
+            reports.append(
+                engine.ingest_conversation(turns, USER, f"conv-{offset}", now=common.NOW)
+            )
+        return tally(reports)
+
+    multi = sum("\n\n" in d for d in documents)
+    paths: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="engrain-ingest-") as tmp:
+        for name, feed, inputs, what in (
+            ("ingest", feed_ingest, len(documents), f"{len(documents)} texts, one call each"),
+            (
+                "ingest_conversation",
+                feed_conversation,
+                len(turns_text),
+                f"{len(turns_text)} turns, {args.turns} per call",
+            ),
+        ):
+            print(f"{name}: {what}", file=sys.stderr)
+            engine_result, recorder = engine_run(name, Path(tmp), embedder, feed, inputs)
+            raw = raw_runs(embedder, recorder, args.batch)
+            ratio = engine_result["chunks_per_s"] / raw["texts_per_s"]
+            paths[name] = {
+                "engine": engine_result,
+                "raw": raw,
+                "ratio": round(ratio, 3),
+                "ratio_vs_same_calls": round(
+                    engine_result["chunks_per_s"] / raw["same_calls_texts_per_s"], 3
+                ),
+                "meets_target": ratio >= TARGET_RATIO,
+            }
+
+    report = {
+        "paths": paths,
+        "target": {"ratio": TARGET_RATIO},
+        "corpus": {
+            "seed": args.seed,
+            "ingest_texts": len(documents),
+            "multi_paragraph": multi,
+            "ingest_words_mean": round(sum(len(d.split()) for d in documents) / len(documents), 1),
+            "turns": len(turns_text),
+            "turns_per_call": args.turns,
+        },
+        "machine": common.machine_info(),
+        "embedder": embedder.model_id,
+    }
+    common.write_json(args.out, report)
+    print_table(report)
+    return 0
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """Side by side: engine vs raw embedder on the same chunk texts."""
+    print()
+    print(f"ingest throughput vs raw embedder (target ratio ≥ {report['target']['ratio']})")
+    header = (
+        f"{'path':<20} {'inputs/s':>9} {'chunks':>7} {'engine ch/s':>12} {'raw ch/s':>9} "
+        f"{'ratio':>6} {'raw same-calls':>15} {'ratio':>6}"
+    )
+    print(header)
+    for name, row in report["paths"].items():
+        e, r = row["engine"], row["raw"]
+        print(
+            f"{name:<20} {e['inputs_per_s']:>9.1f} {e['chunks_embedded']:>7} "
+            f"{e['chunks_per_s']:>12.1f} {r['texts_per_s']:>9.1f} {row['ratio']:>6.2f} "
+            f"{r['same_calls_texts_per_s']:>15.1f} {row['ratio_vs_same_calls']:>6.2f}"
+        )
+    print()
+    print("where the engine's time went (seconds)")
+    for name, row in report["paths"].items():
+        stages = ", ".join(f"{k} {v:.2f}" for k, v in row["engine"]["stage_seconds"].items())
+        print(f"  {name}: total {row['engine']['seconds']:.2f} = {stages}")
+    machine = report["machine"]
+    print(
+        f"\n{machine['cores']} cores, Python {machine['python']}, "
+        f"load average {machine.get('load_average_1m', '?')}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
