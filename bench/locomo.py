@@ -52,26 +52,34 @@ class Variant:
     """One engine configuration to evaluate: how memories are stored and how recall runs."""
 
     name: str
-    chunked: bool  # merge short turns into 50-300 token chunks (the default) or one per turn
+    store: str  # which ingestion the variant reads: "chunks" (default), "turns", "keep-all"
     options: dict[str, Any]
     note: str
 
 
 def variants(default_profile: str) -> list[Variant]:
     """The default configuration ("engrain"), each scoring profile, and the ablations."""
-    out = [
-        Variant("engrain", True, {"profile": Profile(default_profile)}, "default configuration"),
-    ]
-    for profile in Profile:
-        if profile.value != default_profile:
-            out.append(Variant(profile.value, True, {"profile": profile}, f"{profile} profile"))
+    default = Profile(default_profile)
+    out = [Variant("engrain", "chunks", {"profile": default}, "default configuration")]
     out += [
-        Variant("dense-only", True, {"profile": Profile(default_profile), "hybrid": False},
+        Variant(p.value, "chunks", {"profile": p}, f"{p} profile")
+        for p in Profile
+        if p is not default
+    ]
+    out += [
+        Variant("dense-only", "chunks", {"profile": default, "hybrid": False},
                 "spec candidates: embedding neighbours only"),
-        Variant("turns", False, {"profile": Profile(default_profile)},
-                "one memory per turn (no chunk merging)"),
+        Variant("gate-all", "chunks", {"profile": default, "thresholds": "always"},
+                "intent thresholds also at fixed budgets"),
+        Variant("turns", "turns", {"profile": default}, "one memory per turn (no chunk merging)"),
+        Variant("keep-all", "keep-all", {"profile": default},
+                "no importance discard at ingestion (importance_threshold 0)"),
     ]  # fmt: skip
     return out
+
+
+#: How each store is ingested: (min_chunk_tokens, importance_threshold).
+INGESTIONS = {"chunks": (50, 0.3), "turns": (0, 0.3), "keep-all": (50, 0.0)}
 
 
 def parse_session_time(value: str) -> datetime:
@@ -189,17 +197,19 @@ def run(
     rows: dict[str, list[dict[str, Any]]] = {}
     ingest_stats: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for chunked in (True, False):
-            settings = Settings(data_dir=Path(tmp), min_chunk_tokens=50 if chunked else 0)
-            store = SQLiteStore(Path(tmp) / f"locomo-{'chunks' if chunked else 'turns'}.db")
+        for name, (min_chunk, threshold) in INGESTIONS.items():
+            settings = Settings(
+                data_dir=Path(tmp), min_chunk_tokens=min_chunk, importance_threshold=threshold
+            )
+            store = SQLiteStore(Path(tmp) / f"locomo-{name}.db")
             engine = Engine(settings=settings, store=store, embedder=embedder)
             totals: dict[str, int] = {}
             for conv in conversations:
                 for key, value in ingest(engine, conv).items():
                     totals[key] = totals.get(key, 0) + value
-            ingest_stats["chunks" if chunked else "turns"] = totals
+            ingest_stats[name] = totals
             for variant in variants(profile):
-                if variant.chunked != chunked:
+                if variant.store != name:
                     continue
                 options = engine._options(None).update(**variant.options)
                 rows[variant.name] = []

@@ -146,3 +146,14 @@ def test_explain_is_json_ready(engine: Engine) -> None:
 def test_memories_are_tagged_with_domains_at_ingestion(engine: Engine) -> None:
     ids = _project(engine)
     assert engine.get(ids["dec"], "ada").domains == ("database", "billing")
+
+
+def test_explicit_budget_fills_in_score_order_unless_told_to_gate(engine: Engine) -> None:
+    ids = _project(engine)
+    query = "which port does the staging database use?"
+    filled = engine.explain(query, "ada", token_budget=2000, now=NOW)
+    assert ids["cat"] in {m.id for m in filled.memories}  # weak, but the caller asked for room
+    gated = engine.explain(query, "ada", token_budget=2000, now=NOW,
+                           options=GateOptions(thresholds="always"))  # fmt: skip
+    assert ids["cat"] not in {m.id for m in gated.memories}
+    assert ids["fact"] in {m.id for m in gated.memories}

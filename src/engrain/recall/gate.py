@@ -45,6 +45,8 @@ class GateOptions:
     lexical_weight: float = LEXICAL_WEIGHT
     pool: int = 50
     min_importance: float = 0.2
+    thresholds: str = "auto"
+    fusion: str = "blend"
 
     def update(self, **changes: Any) -> GateOptions:
         """A copy with ``changes`` applied."""
@@ -148,7 +150,7 @@ def gate(
             store, user_id, message, vector, pool=size,
             min_importance=options.min_importance, memory_types=memory_types, project=project,
             include_compressed=include_compressed, hybrid=options.hybrid,
-            lexical_weight=options.lexical_weight,
+            lexical_weight=options.lexical_weight, fusion=options.fusion,
         )  # fmt: skip
     pool = _with_pinned(store, user_id, flt, pool, vector)
     clock.lap("candidates")
@@ -181,13 +183,22 @@ def gate(
     shift = DEPTH_EFFECT[options.depth][1]
     selected, used, decisions = select_gated(
         procedural, ranked, token_budget=budget.tokens, intent=classification.intent,
-        threshold_shift=shift, apply_threshold=options.profile is Profile.GATED,
+        threshold_shift=shift, apply_threshold=_thresholds_apply(options, token_budget),
     )  # fmt: skip
     clock.lap("select")
     text = render([s.memory for s in selected], options.format)
     clock.lap("assemble")
     return Gated(classification, budget, weights, selected, used, text, decisions, ranked,
                  components, clock.laps)  # fmt: skip
+
+
+def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool:
+    """Intent thresholds gate the gated profile's automatic selection. An explicit budget
+    is the caller deciding how much memory to inject (the spec's recall): it is filled in
+    score order unless ``thresholds="always"``."""
+    if options.profile is not Profile.GATED or options.thresholds == "never":
+        return False
+    return options.thresholds == "always" or explicit_budget is None
 
 
 def _item(candidate: Candidate, score: float, fmt: Format) -> ScoredMemory:

@@ -25,6 +25,7 @@ LEXICAL_WEIGHT = 0.35
 #: The blend a clearly relevant memory reaches; the best candidate's blend is scaled to 1.0
 #: only when it is at least this high, so an unrelated query keeps low relevance throughout.
 RELEVANCE_FLOOR = 0.5
+RRF_K = 60
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def gather(
     hybrid: bool = True,
     lexical_weight: float = LEXICAL_WEIGHT,
     floor: float = RELEVANCE_FLOOR,
+    fusion: str = "blend",
 ) -> list[Candidate]:
     """The candidate pool: the ``pool`` nearest memories and (``hybrid``) the ``pool`` best
     BM25 matches, muted ones and the spec's filters excluded, best relevance first."""
@@ -80,6 +82,16 @@ def gather(
     blends = {
         mid: (1.0 - weight) * max(0.0, sims[mid]) + weight * lex.get(mid, 0.0) for mid in memories
     }
+    if fusion == "rrf" and hybrid:
+        dense_rank = {m.id: r for r, (m, _) in enumerate(dense)}
+        lex_rank = {m.id: r for r, (m, _) in enumerate(lexical)}
+        worst = pool + 1
+        blends = {
+            mid: (1.0 - weight) / (RRF_K + dense_rank.get(mid, worst))
+            + weight / (RRF_K + lex_rank.get(mid, worst))
+            for mid in memories
+        }
+        floor = 0.0
     scale = max(max(blends.values(), default=0.0), floor)
     out = [
         Candidate(
