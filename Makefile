@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all lint typecheck bench bench-locomo bench-latency bench-ingest clean
+.PHONY: demo test test-all lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,9 @@ bench-latency: $(STAMP)
 
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
+
+bench-locomo-ablations: $(STAMP)
+	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --ablations --out bench/results/locomo-ablations.json
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

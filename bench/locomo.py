@@ -57,8 +57,9 @@ class Variant:
     note: str
 
 
-def variants(default_profile: str) -> list[Variant]:
-    """The default configuration ("engrain"), each scoring profile, and the ablations."""
+def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
+    """The default configuration ("engrain"), each scoring profile, and (``ablations``) the
+    variants that show what each idea is worth."""
     default = Profile(default_profile)
     out = [Variant("engrain", "chunks", {"profile": default}, "default configuration")]
     out += [
@@ -66,6 +67,8 @@ def variants(default_profile: str) -> list[Variant]:
         for p in Profile
         if p is not default
     ]
+    if not ablations:
+        return out
     out += [
         Variant("dense-only", "chunks", {"profile": default, "hybrid": False},
                 "spec candidates: embedding neighbours only"),
@@ -180,7 +183,11 @@ def baseline_methods(conversations: Sequence[bl.Conversation], embed: bl.Embed) 
 
 
 def run(
-    data: Path, conversation_ids: Sequence[str] | None, limit: int | None, profile: str
+    data: Path,
+    conversation_ids: Sequence[str] | None,
+    limit: int | None,
+    profile: str,
+    ablations: bool = False,
 ) -> dict[str, Any]:
     """The whole benchmark; returns the report."""
     started = time.perf_counter()
@@ -197,7 +204,10 @@ def run(
     rows: dict[str, list[dict[str, Any]]] = {}
     ingest_stats: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        chosen = variants(profile, ablations)
         for name, (min_chunk, threshold) in INGESTIONS.items():
+            if not any(v.store == name for v in chosen):
+                continue
             settings = Settings(
                 data_dir=Path(tmp), min_chunk_tokens=min_chunk, importance_threshold=threshold
             )
@@ -208,7 +218,7 @@ def run(
                 for key, value in ingest(engine, conv).items():
                     totals[key] = totals.get(key, 0) + value
             ingest_stats[name] = totals
-            for variant in variants(profile):
+            for variant in chosen:
                 if variant.store != name:
                     continue
                 options = engine._options(None).update(**variant.options)
@@ -264,9 +274,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None, help="questions per conversation")
     parser.add_argument("--profile", default="gated", choices=[p.value for p in Profile],
                         help="the default configuration's profile")  # fmt: skip
+    parser.add_argument("--ablations", action="store_true",
+                        help="also run the ablation variants (about twice as long)")  # fmt: skip
     args = parser.parse_args(argv)
     ids = args.conversations.split(",") if args.conversations else None
-    report = run(args.data, ids, args.limit, args.profile)
+    report = run(args.data, ids, args.limit, args.profile, args.ablations)
     print(format_table(report))
     print(f"\n{report['questions']} questions, {len(report['conversations'])} conversations, "
           f"{report['elapsed_s']:.0f} s")  # fmt: skip

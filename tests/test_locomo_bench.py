@@ -1,0 +1,48 @@
+"""The LoCoMo benchmark as a CI smoke test: the report's shape on a small run, and the
+baselines reproducing the published numbers on the whole development split."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+pytestmark = [
+    pytest.mark.model,
+    pytest.mark.skipif(not DATA.exists(), reason=f"LoCoMo development split not at {DATA}"),
+]
+sys.path.insert(0, str(REPO / "bench"))
+
+import baselines  # noqa: E402
+import locomo  # noqa: E402
+
+
+def test_small_run_has_the_report_shape() -> None:
+    report = locomo.run(DATA, ["conv-26"], 5, "gated")
+    assert report["questions"] == 5
+    methods = report["methods"]
+    assert next(iter(methods)) == "engrain"
+    assert {"engrain", "composite", "static", "dense", "bm25", "rrf"} <= set(methods)
+    engrain = methods["engrain"]
+    for key in ("R@5", "R@10", "R@20"):
+        assert 0.0 <= engrain[key] <= 1.0
+    assert set(engrain["recall_within"]) == {"500", "2000", "5000", "auto"}
+    assert set(engrain["latency_ms"]) == {"p50", "p95"}
+    assert engrain["mean_tokens_auto"] > 0
+    assert set(engrain["by_category"]) <= {"1", "2", "3", "4"}
+    assert set(methods["rrf"]["recall_within"]) == {"500", "2000", "5000"}
+
+
+def test_baselines_reproduce_the_published_numbers() -> None:
+    conversations = baselines.load_locomo(DATA)
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    report = baselines.evaluate(conversations, MiniLMEmbedder().embed)
+    assert report["n_questions"] == 1_223
+    for method, published in baselines.PUBLISHED.items():
+        measured = [report["results"][method][m] for m in baselines.METRICS]
+        assert measured == pytest.approx(published, abs=0.01), method
