@@ -81,6 +81,7 @@ def select_gated(
     selected: list[ScoredMemory] = []
     decisions: list[Decision] = []
     seen: set[str] = set()
+    leading = {item.memory.id for item in first}
     used = 0
     for item in (*first, *ranked):
         memory = item.memory
@@ -98,6 +99,6 @@ def select_gated(
             continue
         selected.append(item)
         used += item.tokens
-        why = "pinned" if memory.pinned else "procedural" if item in first else "selected"
+        why = "pinned" if memory.pinned else "procedural" if memory.id in leading else "selected"
         decisions.append(Decision(item, True, why))
     return selected, used, decisions
