@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
-from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
