@@ -8,6 +8,24 @@ from engrain.model import Memory, MemoryType, Vector
 from engrain.store.base import MemoryFilter, Store
 
 
+def recall_filter(
+    *,
+    min_importance: float,
+    memory_types: Sequence[MemoryType] | None = None,
+    project: str | None = None,
+    include_compressed: bool = False,
+) -> MemoryFilter:
+    """The spec's candidate filters (2.4) plus mutes: importance at least ``min_importance``,
+    not compressed unless asked, of the requested memory types, never muted."""
+    return MemoryFilter(
+        project=project,
+        memory_types=tuple(memory_types) if memory_types is not None else None,
+        include_compressed=include_compressed,
+        include_muted=False,
+        min_importance=min_importance,
+    )
+
+
 def candidates(
     store: Store,
     user_id: str,
@@ -23,12 +41,11 @@ def candidates(
     the filters: importance at least ``min_importance``, not compressed unless asked, of the
     requested memory types, not muted. The filters run inside the search, so ``k`` results
     come back whenever that many memories pass them."""
-    flt = MemoryFilter(
-        project=project,
-        memory_types=tuple(memory_types) if memory_types is not None else None,
-        include_compressed=include_compressed,
-        include_muted=False,
+    flt = recall_filter(
         min_importance=min_importance,
+        memory_types=memory_types,
+        project=project,
+        include_compressed=include_compressed,
     )
     return store.search(user_id, vector, k, flt)
 

@@ -134,12 +134,11 @@ def gate(
 
     vector = embed_query(message)
     clock.lap("embed")
-    flt = MemoryFilter(
-        project=project,
-        memory_types=tuple(memory_types) if memory_types is not None else None,
-        include_compressed=include_compressed,
-        include_muted=False,
+    flt = cand.recall_filter(
         min_importance=options.min_importance,
+        memory_types=memory_types,
+        project=project,
+        include_compressed=include_compressed,
     )
     if options.profile is Profile.STATIC:
         pool = [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
@@ -147,9 +146,7 @@ def gate(
         # a pool deep enough to fill the budget with chunk-sized memories (~40 tokens each)
         size = max(options.pool, budget.tokens // 40)
         pool = gather(
-            store, user_id, message, vector, pool=size,
-            min_importance=options.min_importance, memory_types=memory_types, project=project,
-            include_compressed=include_compressed, hybrid=options.hybrid,
+            store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
             lexical_weight=options.lexical_weight, fusion=options.fusion,
         )  # fmt: skip
     pool = _with_pinned(store, user_id, flt, pool, vector)

@@ -12,12 +12,11 @@ relevance everywhere and the thresholds keep noise out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from engrain.model import Memory, MemoryType, Vector
+from engrain.model import Memory, Vector
 from engrain.store.base import MemoryFilter, Store
 
 #: Weight of the lexical side in the relevance blend (the dense side gets the rest).
@@ -48,26 +47,16 @@ def gather(
     user_id: str,
     query: str,
     vector: Vector,
+    flt: MemoryFilter,
     *,
     pool: int,
-    min_importance: float,
-    memory_types: Sequence[MemoryType] | None = None,
-    project: str | None = None,
-    include_compressed: bool = False,
     hybrid: bool = True,
     lexical_weight: float = LEXICAL_WEIGHT,
     floor: float = RELEVANCE_FLOOR,
     fusion: str = "blend",
 ) -> list[Candidate]:
-    """The candidate pool: the ``pool`` nearest memories and (``hybrid``) the ``pool`` best
-    BM25 matches, muted ones and the spec's filters excluded, best relevance first."""
-    flt = MemoryFilter(
-        project=project,
-        memory_types=tuple(memory_types) if memory_types is not None else None,
-        include_compressed=include_compressed,
-        include_muted=False,
-        min_importance=min_importance,
-    )
+    """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
+    (``hybrid``) the ``pool`` best BM25 matches, best relevance first."""
     dense = store.search(user_id, vector, pool, flt)
     lexical = store.lexical_search(user_id, query, pool, flt) if hybrid else []
     best = max((score for _, score in lexical), default=0.0)
