@@ -217,3 +217,14 @@ def test_find_duplicate_uses_strictly_greater_than_080() -> None:
     # exactly at the threshold is not a duplicate
     score = dice_coefficient(a, near)
     assert find_duplicate(near, [_memory(a)], threshold=score) is None
+
+
+def test_vector_prefilter_skips_far_memories_only() -> None:
+    a = "My timezone is EST"
+    near = "My timezone is EST timezone"
+    close = _memory(a).evolve(embedding=np.array([1.0, 0.0], dtype=np.float32))
+    far = _memory(a).evolve(embedding=np.array([0.0, 1.0], dtype=np.float32))
+    query = np.array([1.0, 0.0], dtype=np.float32)
+    assert find_duplicate(near, [close], vector=query) is close
+    assert find_duplicate(near, [far], vector=query) is None  # skipped: cosine 0 < 0.5
+    assert find_duplicate(near, [far]) is far  # without a vector, Dice alone decides

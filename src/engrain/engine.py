@@ -282,7 +282,7 @@ class Engine:
         if mtype is MemoryType.PROCEDURAL:
             key = _check_key(key) if key is not None else preference_key(text)
         vector = self.embedder.embed([text])[0]
-        existing = self._find_existing(user_id, project, mtype, key, text, ())
+        existing = self._find_existing(user_id, project, mtype, key, text, (), None, vector)
         if existing is not None:
             merged = _merge(existing, text, vector, now, (), event_at, meta)
             self.store.write([merged])
@@ -332,7 +332,9 @@ class Engine:
             mtype = route(draft.text, hint)
             key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
             mine = [m for m in staged.values() if m.user_id == user_id]
-            existing = self._find_existing(user_id, project, mtype, key, draft.text, mine, memo)
+            existing = self._find_existing(
+                user_id, project, mtype, key, draft.text, mine, memo, draft.vector
+            )
             if existing is not None:
                 merged = _merge(existing, draft.text, draft.vector, now, draft.turn_ids,
                                 draft.event_at, meta)  # fmt: skip
@@ -384,6 +386,7 @@ class Engine:
         text: str,
         staged: Sequence[Memory],
         recent_memo: dict[MemoryType, builtins.list[Memory]] | None = None,
+        vector: Vector | None = None,
     ) -> Memory | None:
         """The memory a new item should update: same key for procedural memories, else a
         bigram near-duplicate among the recent memories of the same type. ``recent_memo``
@@ -406,7 +409,7 @@ class Engine:
         recent = memo[mtype]
         staged_ids = {m.id for m in same_type}
         pool = same_type + [m for m in recent if m.id not in staged_ids]
-        return find_duplicate(text, pool, self.settings.dedup_threshold)
+        return find_duplicate(text, pool, self.settings.dedup_threshold, vector)
 
     # -- recall ----------------------------------------------------------------------------
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import lru_cache
 
-from engrain.model import Memory
+import numpy as np
+
+from engrain.model import Memory, Vector
 
 DICE_THRESHOLD = 0.80
+PREFILTER_COSINE = 0.5
 
 
 @lru_cache(maxsize=16_384)
@@ -34,14 +37,24 @@ def dice_coefficient(a: str, b: str) -> float:
 
 
 def find_duplicate(
-    text: str, recent: Iterable[Memory], threshold: float = DICE_THRESHOLD
+    text: str,
+    recent: Iterable[Memory],
+    threshold: float = DICE_THRESHOLD,
+    vector: Vector | None = None,
 ) -> Memory | None:
     """The most similar of ``recent`` whose Dice coefficient with ``text`` exceeds
-    ``threshold``, or ``None``."""
+    ``threshold``, or ``None``.
+
+    With ``vector`` (the text's embedding), memories whose cosine with it is below
+    ``PREFILTER_COSINE`` are skipped without computing Dice: texts sharing more than 80% of
+    their bigrams are near-identical and embed far closer than that."""
+    pool = list(recent)
+    if vector is not None:
+        pool = _close(pool, vector)
     best: Memory | None = None
     best_score = threshold
     size = len(bigrams(text))
-    for memory in recent:
+    for memory in pool:
         # Dice cannot exceed 2·min/(sum) of the two set sizes: skip hopeless pairs cheaply.
         other = len(bigrams(memory.content))
         if 2 * min(size, other) <= threshold * (size + other):
@@ -50,3 +63,14 @@ def find_duplicate(
         if score > best_score:
             best, best_score = memory, score
     return best
+
+
+def _close(pool: list[Memory], vector: Vector) -> list[Memory]:
+    with_vectors = [
+        m for m in pool if m.embedding is not None and m.embedding.shape == vector.shape
+    ]
+    if not with_vectors:
+        return [m for m in pool if m.embedding is None]
+    sims = np.vstack([m.embedding for m in with_vectors]) @ vector  # type: ignore[misc]
+    close = [m for m, s in zip(with_vectors, sims, strict=True) if s >= PREFILTER_COSINE]
+    return close + [m for m in pool if m.embedding is None]
