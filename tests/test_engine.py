@@ -376,3 +376,12 @@ def test_changing_to_a_longer_type_or_kind_is_found_by_filters(engine: Engine) -
     engine.update(out.memory_id or "", "ada", kind="golden_path", memory_type="procedural")
     assert [m.id for m in engine.list("ada", kind="golden_path")] == [out.memory_id]
     assert [m.id for m in engine.list("ada", memory_type="procedural")] == [out.memory_id]
+
+
+def test_conversation_chunks_get_their_speakers_salience(mem_engine: Engine) -> None:
+    turns = [Turn("Caroline", "I'm thrilled to make a family for kids who need one.", "D1:1")]
+    [outcome] = mem_engine.ingest_conversation(turns, "conv", "s1", now=NOW).outcomes
+    text_only = mem_engine.ingest("Caroline: I'm thrilled to make a family for the kids.",
+                                  "other", now=NOW).outcomes[0]  # fmt: skip
+    assert outcome.importance == pytest.approx(0.6 * 1.0 + 0.4 * 0.3)
+    assert text_only.importance == pytest.approx(0.6 * 1.0)

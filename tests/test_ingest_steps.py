@@ -228,3 +228,9 @@ def test_vector_prefilter_skips_far_memories_only() -> None:
     assert find_duplicate(near, [close], vector=query) is close
     assert find_duplicate(near, [far], vector=query) is None  # skipped: cosine 0 < 0.5
     assert find_duplicate(near, [far]) is far  # without a vector, Dice alone decides
+
+
+def test_conversation_speakers_count_as_named_entities() -> None:
+    text = "Caroline: I'm thrilled to make a family for kids who need one."
+    assert imp.salience(text) == (0.0, [])  # a name at a line start reads as a sentence start
+    assert imp.salience(text, speakers=("Caroline",)) == (0.3, ["named_entity"])

@@ -83,6 +83,7 @@ class _Draft:
     vector: Vector
     turn_ids: tuple[str, ...]
     event_at: datetime | None
+    speakers: tuple[str, ...] = ()
 
 
 class Engine:
@@ -245,7 +246,8 @@ class Engine:
             sources = [parsed[i] for i in piece.sources]
             ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
             times = [as_utc(t.at) for t in sources if t.at is not None]
-            drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None))
+            speakers = tuple(dict.fromkeys(t.speaker for t in sources if t.speaker))
+            drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None, speakers))
         return self._plan(
             drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
             as_utc(now or utcnow()), staged,
@@ -318,7 +320,7 @@ class Engine:
         outcomes: builtins.list[Outcome] = []
         for draft in drafts:
             novelty = imp.novelty(draft.vector, centroid)
-            salience, fired = imp.salience(draft.text)
+            salience, fired = imp.salience(draft.text, draft.speakers)
             score = round(imp.importance(novelty, salience), 6)
             if score < self.settings.importance_threshold:
                 reason = (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from engrain.ingest import signals
@@ -30,12 +32,17 @@ def novelty(vector: Vector, centroid: Vector | None) -> float:
     return min(1.0, max(0.0, distance))
 
 
-def salience(text: str) -> tuple[float, list[str]]:
-    """The heuristic salience of ``text`` and the names of the signals that fired."""
+def salience(text: str, speakers: Sequence[str] = ()) -> tuple[float, list[str]]:
+    """The heuristic salience of ``text`` and the names of the signals that fired.
+
+    ``speakers`` are the people a conversation chunk's turns are labelled with ("Caroline:
+    …"): they are persons named in the text, so they count as named entities even where the
+    capitalisation rule cannot tell a name at the start of a line from a sentence start."""
     fired: list[str] = []
     score = 0.0
+    named = bool(speakers) or signals.has_named_entity(text)
     for name, weight, test in (
-        ("named_entity", SALIENCE_NAMED_ENTITY, signals.has_named_entity),
+        ("named_entity", SALIENCE_NAMED_ENTITY, lambda _: named),
         ("number_or_date", SALIENCE_NUMBER_OR_DATE, signals.has_number_or_date),
         ("preference", SALIENCE_PREFERENCE, signals.has_preference),
         ("technical_term", SALIENCE_TECHNICAL_TERM, signals.has_technical_term),
