@@ -351,3 +351,13 @@ def test_classification_signals() -> None:
     assert classify("Fix this:\n```python\nx = 1\n```").has_code
     assert classify("and what about the cache?", turn=8).intent is Intent.CONTINUATION
     assert classify("tune the postgres index for the login query").domains == ("database", "auth")
+
+
+@pytest.mark.parametrize(
+    ("kind", "half_life"),
+    [(Kind.PREFERENCE, 365.0), (Kind.FACT, 365.0), (Kind.CORRECTION, 365.0),
+     (Kind.EVENT, 365.0), (Kind.SUMMARY, 90.0), (Kind.CONTEXT, 14.0)],
+)  # fmt: skip
+def test_half_lives_of_the_other_kinds(kind: Kind, half_life: float) -> None:
+    assert sc.HALF_LIFE_DAYS[kind] == half_life
+    assert sc.decay(kind, half_life) == pytest.approx(0.5)

@@ -58,7 +58,7 @@ HALF_LIFE_DAYS: Mapping[Kind, float | None] = {
     Kind.FACT: 365.0,
     Kind.CORRECTION: 365.0,
     Kind.SUMMARY: 90.0,
-    Kind.EVENT: 90.0,
+    Kind.EVENT: 365.0,
     Kind.CONTEXT: 14.0,
 }
 
