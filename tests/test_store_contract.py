@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, cast
 
 import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
-from engrain.store import ALL, MemoryFilter, Store
+from engrain.errors import ValidationError
+from engrain.store import ALL, MemoryFilter, State, Store
 
 from .conftest import NOW
 
@@ -118,6 +119,7 @@ def test_round_trip_keeps_every_field(store: Store) -> None:
         compressed=True,
         compression_source=True,
         source_session_id="s-0",
+        superseded_by="newer",
         provenance=Provenance(
             turn_ids=("t1", "t2"),
             metadata={"source": "chat", "n": 3, "score": 0.5, "tags": ["a", "b"], "x": None},
@@ -224,7 +226,8 @@ def _filter_dataset() -> list[Memory]:
             memory_type=MemoryType.PROCEDURAL, kind=Kind.PREFERENCE),
         mem("d", minutes=4, session_id="s1", importance=0.5, compressed=True,
             memory_type=MemoryType.WORKING, kind=Kind.CONTEXT),
-        mem("e", minutes=5, project="p1", importance=0.5, kind=Kind.DECISION, pinned=True),
+        mem("e", minutes=5, project="p1", importance=0.5, kind=Kind.DECISION, pinned=True,
+            superseded_by="a"),
         mem("bob-a", "bob", project="p1", session_id="s1", key="editor"),
     ]  # fmt: skip
 
@@ -240,6 +243,7 @@ FILTER_CASES: list[tuple[MemoryFilter, set[str]]] = [
     (MemoryFilter(include_compressed=False), {"a", "b", "c", "e"}),
     (MemoryFilter(include_muted=False), {"a", "b", "d", "e"}),
     (MemoryFilter(min_importance=0.5), {"a", "c", "d", "e"}),
+    (MemoryFilter(include_superseded=False), {"a", "b", "c", "d"}),
     (MemoryFilter(pinned=True), {"e"}),
     (MemoryFilter(pinned=False), {"a", "b", "c", "d"}),
     (MemoryFilter(project="p1", include_muted=False, min_importance=0.6), {"a"}),
@@ -249,7 +253,7 @@ FILTER_CASES: list[tuple[MemoryFilter, set[str]]] = [
 ]
 FILTER_IDS = [
     "all", "project", "type", "types", "kinds", "session", "key", "no-compressed", "no-muted",
-    "min-importance", "pinned", "unpinned", "combined", "session+no-compressed", "no-match",
+    "no-superseded", "min-importance", "pinned", "unpinned", "combined", "session+no-compressed", "no-match",
     "no-kinds",
 ]  # fmt: skip
 
@@ -559,3 +563,57 @@ def test_a_write_that_fails_midway_changes_nothing(store: Store, where: str) -> 
     assert snapshot(store) == before
     store.write([mem("after")])  # the store is still usable
     assert "after" in ids(store.query("alice"))
+
+
+# -- state and revisions --------------------------------------------------------------------
+
+
+def test_state_round_trip_update_and_delete(store: Store) -> None:
+    doc = {"tier": 1, "text": "café ☕", "ids": ["a", "b"], "nested": {"x": 0.5, "n": None}}
+    store.write(state=[State("alice", "tiers", "p1", doc)])
+    assert store.get_state("alice", "tiers", "p1") == doc
+    assert store.get_state("alice", "tiers", "p2") is None
+    assert store.get_state("alice", "other", "p1") is None
+    assert store.get_state("bob", "tiers", "p1") is None
+
+    store.write(state=[State("alice", "tiers", "p1", {"tier": 2})])
+    assert store.get_state("alice", "tiers", "p1") == {"tier": 2}
+    store.write(state=[State("alice", "tiers", "p1", None)])
+    assert store.get_state("alice", "tiers", "p1") is None
+
+
+def test_state_that_is_not_json_is_refused_and_nothing_is_written(store: Store) -> None:
+    with pytest.raises(ValidationError):
+        store.write([mem("a")], state=[State("alice", "ns", "k", {"bad": object()})])
+    assert store.query("alice") == []
+    assert store.get_state("alice", "ns", "k") is None
+
+
+def test_revision_changes_on_every_memory_write_of_that_user_only(store: Store) -> None:
+    assert store.revision("alice") == 0
+    store.write([mem("a")])
+    first = store.revision("alice")
+    assert first != 0 and store.revision("bob") == 0
+
+    store.write([mem("a", content="edited")])
+    second = store.revision("alice")
+    assert second != first
+    store.write(deletes=[mem("a")])
+    third = store.revision("alice")
+    assert third not in (first, second)
+
+    store.record_access("alice", ["a"], NOW)
+    store.write(state=[State("alice", "ns", "k", {"v": 1})])
+    store.write([mem("b1", "bob")])
+    assert store.revision("alice") == third
+
+
+def test_expire_state_deletes_only_older_documents_of_that_namespace(store: Store) -> None:
+    store.write(state=[State("alice", "contexts", "c1", {"ids": ["a"]}),
+                       State("alice", "tiers", "t", {"tier": 1}),
+                       State("bob", "contexts", "c1", {"ids": []})])  # fmt: skip
+    assert store.expire_state("alice", "contexts", datetime.now(UTC) - timedelta(hours=1)) == 0
+    assert store.expire_state("alice", "contexts", datetime.now(UTC) + timedelta(hours=1)) == 1
+    assert store.get_state("alice", "contexts", "c1") is None
+    assert store.get_state("alice", "tiers", "t") == {"tier": 1}
+    assert store.get_state("bob", "contexts", "c1") == {"ids": []}

@@ -206,6 +206,7 @@ class Memory:
     compressed: bool = False
     compression_source: bool = False
     source_session_id: str | None = None
+    superseded_by: str | None = None
     provenance: Provenance = field(default_factory=Provenance)
     content_hash: str = ""
     embedding: Vector | None = field(default=None, compare=False, repr=False)
@@ -245,6 +246,7 @@ class Memory:
             "compressed": self.compressed,
             "compression_source": self.compression_source,
             "source_session_id": self.source_session_id,
+            "superseded_by": self.superseded_by,
             "provenance": self.provenance.to_dict(),
             "content_hash": self.content_hash,
         }
@@ -281,6 +283,7 @@ class Memory:
             compressed=bool(data.get("compressed", False)),
             compression_source=bool(data.get("compression_source", False)),
             source_session_id=data.get("source_session_id"),
+            superseded_by=data.get("superseded_by"),
             provenance=Provenance.from_dict(data.get("provenance")),
             content_hash=str(data.get("content_hash") or content_hash(content)),
             embedding=None if embedding is None else np.asarray(embedding, dtype=np.float32),

@@ -6,10 +6,10 @@ import importlib
 from pathlib import Path
 
 from engrain.errors import ConfigError
-from engrain.store.base import ALL, MemoryFilter, Store
+from engrain.store.base import ALL, MemoryFilter, State, Store
 from engrain.store.memory import MemoryStore
 
-__all__ = ["ALL", "MemoryFilter", "MemoryStore", "Store", "open_store"]
+__all__ = ["ALL", "MemoryFilter", "MemoryStore", "State", "Store", "open_store"]
 
 
 def open_store(url: str) -> Store:

@@ -7,11 +7,13 @@ tests against every backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from engrain.errors import ValidationError
 from engrain.model import Kind, Memory, MemoryType, Vector
 
 
@@ -26,6 +28,7 @@ class MemoryFilter:
     key: str | None = None
     include_compressed: bool = True
     include_muted: bool = True
+    include_superseded: bool = True
     min_importance: float | None = None
     pinned: bool | None = None
 
@@ -43,6 +46,7 @@ class MemoryFilter:
             and (self.key is None or memory.key == self.key)
             and (self.include_compressed or not memory.compressed)
             and (self.include_muted or not memory.muted)
+            and (self.include_superseded or memory.superseded_by is None)
             and (self.min_importance is None or memory.importance >= self.min_importance)
             and (self.pinned is None or memory.pinned == self.pinned)
         )
@@ -51,13 +55,59 @@ class MemoryFilter:
 ALL = MemoryFilter()
 
 
+@dataclass(frozen=True)
+class State:
+    """A small JSON document a user owns beside their memories, by namespace and key:
+    compiled tiers, learned co-occurrence, the memories each context injected. Written with
+    :meth:`Store.write` (``value=None`` deletes it), read with :meth:`Store.get_state`."""
+
+    user_id: str
+    namespace: str
+    key: str
+    value: Mapping[str, Any] | None
+
+    def encoded(self) -> str | None:
+        """The value as JSON text (``None`` for a delete); :class:`ValidationError` if it is
+        not JSON."""
+        if self.value is None:
+            return None
+        try:
+            return json.dumps(dict(self.value), sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"state {self.namespace}/{self.key} is not a JSON object: {exc}"
+            ) from exc
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where memories live. Every method is scoped to one ``user_id``: a user never sees
     another user's memories. Multi-row writes are atomic: all of them or none."""
 
-    def write(self, upserts: Sequence[Memory] = (), deletes: Sequence[Memory] = ()) -> None:
-        """Insert or replace ``upserts`` (by id) and delete ``deletes``, in one transaction."""
+    def write(
+        self,
+        upserts: Sequence[Memory] = (),
+        deletes: Sequence[Memory] = (),
+        state: Sequence[State] = (),
+    ) -> None:
+        """Insert or replace ``upserts`` (by id), delete ``deletes`` and put (or, with
+        ``value=None``, delete) ``state``, in one transaction. Each user whose memories
+        changed gets a new :meth:`revision`."""
+        ...
+
+    def revision(self, user_id: str) -> int:
+        """A number that changes whenever the user's memories are added, edited or deleted
+        (by this process or another); 0 for a user never written. Access counting does not
+        change it."""
+        ...
+
+    def get_state(self, user_id: str, namespace: str, key: str) -> dict[str, Any] | None:
+        """The state document at ``(namespace, key)``, or ``None``."""
+        ...
+
+    def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
+        """Delete the user's state documents in ``namespace`` last written before ``before``;
+        how many."""
         ...
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:

@@ -41,6 +41,7 @@ class _Arrays:
     key: npt.NDArray[np.object_]
     compressed: BoolArray
     muted: BoolArray
+    superseded: BoolArray
     pinned: BoolArray
     importance: npt.NDArray[np.float64]
     updated: npt.NDArray[np.float64]
@@ -59,6 +60,7 @@ class _Arrays:
         self.key[row] = m.key
         self.compressed[row] = m.compressed
         self.muted[row] = m.muted
+        self.superseded[row] = m.superseded_by is not None
         self.pinned[row] = m.pinned
         self.importance[row] = m.importance
         self.updated[row] = m.updated_at.timestamp()
@@ -79,7 +81,7 @@ class _Arrays:
 
 _ARRAY_FIELDS = (
     "ids", "matrix", "has_vector", "memory_type", "kind", "project", "session_id", "key",
-    "compressed", "muted", "pinned", "importance", "updated",
+    "compressed", "muted", "superseded", "pinned", "importance", "updated",
 )  # fmt: skip
 
 
@@ -218,6 +220,8 @@ class UserCache:
             mask &= ~a.compressed
         if not flt.include_muted:
             mask &= ~a.muted
+        if not flt.include_superseded:
+            mask &= ~a.superseded
         if flt.min_importance is not None:
             mask &= a.importance >= flt.min_importance
         if flt.pinned is not None:
@@ -271,6 +275,7 @@ def _columns(memories: list[Memory], dim: int) -> _Arrays:
         key=np.array([m.key for m in memories], dtype=object),
         compressed=np.array([m.compressed for m in memories], dtype=bool),
         muted=np.array([m.muted for m in memories], dtype=bool),
+        superseded=np.array([m.superseded_by is not None for m in memories], dtype=bool),
         pinned=np.array([m.pinned for m in memories], dtype=bool),
         importance=np.array([m.importance for m in memories], dtype=np.float64),
         updated=np.array([m.updated_at.timestamp() for m in memories], dtype=np.float64),

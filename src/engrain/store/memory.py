@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, MemoryFilter
+from engrain.store.base import ALL, MemoryFilter, State
 from engrain.store.cache import UserCache
 
 
@@ -20,12 +23,28 @@ class MemoryStore:
     def __init__(self) -> None:
         self._users: dict[str, UserCache] = {}
         self._vectors: dict[tuple[str, str], Vector] = {}
+        self._state: dict[tuple[str, str, str], tuple[str, datetime]] = {}
+        self._revisions: Counter[str] = Counter()
         self._lock = threading.RLock()
 
-    def write(self, upserts: Sequence[Memory] = (), deletes: Sequence[Memory] = ()) -> None:
+    def write(
+        self,
+        upserts: Sequence[Memory] = (),
+        deletes: Sequence[Memory] = (),
+        state: Sequence[State] = (),
+    ) -> None:
         plan_upserts = [(m.user_id, m.id, m) for m in upserts]
         plan_deletes = [(m.user_id, m.id) for m in deletes]
+        plan_state = [((s.user_id, s.namespace, s.key), s.encoded()) for s in state]
+        now = datetime.now(UTC)
         with self._lock:
+            for user in {u for u, _, _ in plan_upserts} | {u for u, _ in plan_deletes}:
+                self._revisions[user] += 1
+            for where, value in plan_state:
+                if value is None:
+                    self._state.pop(where, None)
+                else:
+                    self._state[where] = (value, now)
             for user, _, memory in plan_upserts:
                 self._users.setdefault(user, UserCache()).upsert([memory])
             for user, memory_id in plan_deletes:
@@ -78,6 +97,25 @@ class MemoryStore:
         with self._lock:
             for h, v in vectors.items():
                 self._vectors.setdefault((model_id, h), np.asarray(v, dtype=np.float32))
+
+    def revision(self, user_id: str) -> int:
+        with self._lock:
+            return self._revisions[user_id]
+
+    def get_state(self, user_id: str, namespace: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._state.get((user_id, namespace, key))
+            return None if found is None else dict(json.loads(found[0]))
+
+    def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
+        with self._lock:
+            old = [
+                where for where, (_, at) in self._state.items()
+                if where[:2] == (user_id, namespace) and at < before
+            ]  # fmt: skip
+            for where in old:
+                del self._state[where]
+            return len(old)
 
     def users(self) -> list[str]:
         return sorted(self._users)

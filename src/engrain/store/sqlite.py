@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.base import ALL, MemoryFilter
+from engrain.store.base import ALL, MemoryFilter, State
 from engrain.store.cache import UserCache
 
 _COLUMNS = (
@@ -30,6 +30,7 @@ _COLUMNS = (
     "created_at", "updated_at", "event_at", "key", "importance", "confidence", "usefulness",
     "access_count", "last_accessed_at", "pinned", "muted", "promoted_at", "compressed",
     "compression_source", "source_session_id", "provenance", "content_hash", "embedding",
+    "superseded_by",
 )  # fmt: skip
 #: Users whose memories stay cached in process (least recently used are dropped first).
 CACHED_USERS = 64
@@ -115,7 +116,7 @@ def _m002_user_scoped_ids(db: sqlite3.Connection) -> None:
             PRIMARY KEY (user_id, id)
         )"""
     )
-    columns = ", ".join(_COLUMNS)
+    columns = ", ".join(_COLUMNS[:26])  # the columns of 001
     db.execute(
         f"INSERT INTO memories_002 ({columns}) SELECT {columns} FROM memories ORDER BY rowid"
     )
@@ -126,10 +127,26 @@ def _m002_user_scoped_ids(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX memories_user_session ON memories (user_id, session_id)")
 
 
+def _m003_corrections_and_state(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE memories ADD COLUMN superseded_by TEXT")
+    db.execute(
+        """CREATE TABLE state (
+            user_id TEXT NOT NULL,
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (user_id, namespace, key)
+        )"""
+    )
+    db.execute("CREATE TABLE revisions (user_id TEXT PRIMARY KEY, revision INTEGER NOT NULL)")
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_user_scoped_ids", _m002_user_scoped_ids),
+    ("003_corrections_and_state", _m003_corrections_and_state),
 ]
 
 
@@ -212,10 +229,18 @@ class SQLiteStore:
 
     # -- protocol -----------------------------------------------------------------------
 
-    def write(self, upserts: Sequence[Memory] = (), deletes: Sequence[Memory] = ()) -> None:
-        if not upserts and not deletes:
+    def write(
+        self,
+        upserts: Sequence[Memory] = (),
+        deletes: Sequence[Memory] = (),
+        state: Sequence[State] = (),
+    ) -> None:
+        if not upserts and not deletes and not state:
             return
         rows = [_to_row(m) for m in upserts]
+        documents = [(s, s.encoded()) for s in state]
+        changed = sorted({m.user_id for m in upserts} | {m.user_id for m in deletes})
+        now = _dt(datetime.now(UTC))
         placeholders = ", ".join("?" for _ in _COLUMNS)
         try:
             with self._transaction() as db:
@@ -227,6 +252,23 @@ class SQLiteStore:
                 db.executemany(
                     "DELETE FROM memories WHERE user_id = ? AND id = ?",
                     [(m.user_id, m.id) for m in deletes],
+                )
+                db.executemany(
+                    "INSERT INTO revisions VALUES (?, 1) "
+                    "ON CONFLICT (user_id) DO UPDATE SET revision = revision + 1",
+                    [(u,) for u in changed],
+                )
+                db.executemany(
+                    "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
+                    [
+                        (s.user_id, s.namespace, s.key, v, now)
+                        for s, v in documents
+                        if v is not None
+                    ],
+                )
+                db.executemany(
+                    "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
+                    [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
                 )
         except BaseException as exc:
             for user in {m.user_id for m in upserts} | {m.user_id for m in deletes}:
@@ -316,6 +358,25 @@ class SQLiteStore:
                 ],
             )
 
+    def revision(self, user_id: str) -> int:
+        rows = self._read("SELECT revision FROM revisions WHERE user_id = ?", (user_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def get_state(self, user_id: str, namespace: str, key: str) -> dict[str, Any] | None:
+        rows = self._read(
+            "SELECT value FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
+            (user_id, namespace, key),
+        )
+        return dict(json.loads(rows[0][0])) if rows else None
+
+    def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM state WHERE user_id = ? AND namespace = ? AND updated_at < ?",
+                (user_id, namespace, _dt(before)),
+            )
+            return int(cursor.rowcount)
+
     def users(self) -> list[str]:
         return [r[0] for r in self._read("SELECT DISTINCT user_id FROM memories ORDER BY 1")]
 
@@ -365,6 +426,7 @@ def _to_row(m: Memory) -> tuple[Any, ...]:
         int(m.compressed), int(m.compression_source), m.source_session_id,
         json.dumps(m.provenance.to_dict()), m.content_hash,
         None if m.embedding is None else np.asarray(m.embedding, dtype=np.float32).tobytes(),
+        m.superseded_by,
     )  # fmt: skip
 
 
@@ -381,4 +443,5 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
         source_session_id=r[22], provenance=Provenance.from_dict(json.loads(r[23])),
         content_hash=r[24],
         embedding=None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy(),
+        superseded_by=r[26],
     )  # fmt: skip
