@@ -14,8 +14,8 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
 from engrain.errors import ValidationError
+from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
 from engrain.store import ALL, MemoryFilter, State, Store
 
 from .conftest import NOW
@@ -253,8 +253,8 @@ FILTER_CASES: list[tuple[MemoryFilter, set[str]]] = [
 ]
 FILTER_IDS = [
     "all", "project", "type", "types", "kinds", "session", "key", "no-compressed", "no-muted",
-    "no-superseded", "min-importance", "pinned", "unpinned", "combined", "session+no-compressed", "no-match",
-    "no-kinds",
+    "no-superseded", "min-importance", "pinned", "unpinned", "combined", "session+no-compressed",
+    "no-match", "no-kinds",
 ]  # fmt: skip
 
 
