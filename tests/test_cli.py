@@ -318,11 +318,11 @@ def test_import_conversations_and_text(invoke: Invoke) -> None:
         json.dumps(CONVERSATION),
         "",
         json.dumps({"type": "text", "user_id": "bob", "text": NOTE}),
-        json.dumps({**CONVERSATION, "session_id": "s2"}),  # nothing new: discarded
+        json.dumps({**CONVERSATION, "session_id": "s2"}),  # a repeat: merged, not lost
     ]
     result = ok(invoke("--json", "import", "-", input="\n".join(lines) + "\n"))
     [summary] = json_lines(result)
-    assert summary == {"records": 3, "memories": 0, "stored": 2, "merged": 0, "discarded": 1}
+    assert summary == {"records": 3, "memories": 0, "stored": 2, "merged": 1, "discarded": 0}
     assert result.stderr == ""  # no progress bar with --json
     [memory] = json_lines(invoke("--json", "list"))  # the record without user_id: --user's
     assert memory["session_id"] == "s1"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,10 +20,11 @@ from engrain import (
     UnknownValueError,
     ValidationError,
 )
+from engrain.embed import HashEmbedder
 from engrain.model import KIND_DEFAULT_CONFIDENCE
 from engrain.store import MemoryStore
 
-from .conftest import NOW
+from .conftest import NOW, make_settings
 
 # -- the learning path ---------------------------------------------------------------------
 
@@ -385,3 +387,26 @@ def test_conversation_chunks_get_their_speakers_salience(mem_engine: Engine) -> 
                                   "other", now=NOW).outcomes[0]  # fmt: skip
     assert outcome.importance == pytest.approx(0.6 * 1.0 + 0.4 * 0.3)
     assert text_only.importance == pytest.approx(0.6 * 1.0)
+
+
+def test_conversation_turns_below_the_threshold_are_kept_unless_told(tmp_path: Path) -> None:
+    first = [Turn("", "we talked about the weather and the garden today and the roses", "t1")]
+    echo = [Turn("", "the garden, the roses: we talked", "t2")]
+    kept = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+    kept.ingest_conversation(first, "u", "s1", now=NOW)
+    [outcome] = kept.ingest_conversation(echo, "u", "s2", now=NOW).outcomes
+    assert outcome.action == "stored" and outcome.importance is not None
+    assert outcome.importance < 0.3
+    assert outcome.reason is not None and "kept" in outcome.reason
+    [memory] = kept.store.get("u", [outcome.memory_id or ""])
+    assert memory.importance == outcome.importance and memory.provenance.turn_ids == ("t2",)
+    # free text below the threshold is still discarded (the spec's discard)
+    [text] = kept.ingest("the garden, the roses: we talked", "u", now=NOW).outcomes
+    assert text.action == "discarded"
+
+    strict = Engine(settings=make_settings(tmp_path, conversation_discard=True),
+                    store=MemoryStore(), embedder=HashEmbedder())  # fmt: skip
+    strict.ingest_conversation(first, "u", "s1", now=NOW)
+    [dropped] = strict.ingest_conversation(echo, "u", "s2", now=NOW).outcomes
+    assert dropped.action == "discarded" and dropped.memory_id is None
+    assert strict.store.count("u") == 1

@@ -50,6 +50,11 @@ class Settings(BaseModel):
     max_chunk_tokens: int = Field(default=300, gt=0)
     min_chunk_tokens: int = Field(default=50, ge=0)
     importance_threshold: float = Field(default=0.3, ge=0, le=1)
+    conversation_discard: bool = Field(
+        default=False,
+        description="Apply the importance discard to conversation turns too. Off: a turn is "
+        "the record of what was said, kept (with its low importance) rather than lost.",
+    )
     recall_min_importance: float = Field(default=0.2, ge=0, le=1)
     dedup_threshold: float = Field(default=0.80, gt=0, le=1)
     dedup_window: int = Field(default=200, ge=0, description="Recent memories checked for dedup.")

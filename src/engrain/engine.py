@@ -250,7 +250,7 @@ class Engine:
             drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None, speakers))
         return self._plan(
             drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
-            as_utc(now or utcnow()), staged,
+            as_utc(now or utcnow()), staged, discard=self.settings.conversation_discard,
         )  # fmt: skip
 
     def remember(
@@ -312,9 +312,13 @@ class Engine:
         meta: Mapping[str, Any],
         now: datetime,
         staged: dict[str, Memory],
+        *,
+        discard: bool = True,
     ) -> IngestReport:
         """Score, route and dedup ``drafts`` into ``staged`` (id → memory to write); the
-        caller writes ``staged`` in one transaction."""
+        caller writes ``staged`` in one transaction. With ``discard`` (free text, and
+        conversations when ``conversation_discard`` is set) drafts below the importance
+        threshold are dropped; without it they are kept with their low importance."""
         centroid = self._centroid(user_id, staged)
         memo: dict[MemoryType, builtins.list[Memory]] = {}
         outcomes: builtins.list[Outcome] = []
@@ -322,15 +326,18 @@ class Engine:
             novelty = imp.novelty(draft.vector, centroid)
             salience, fired = imp.salience(draft.text, draft.speakers)
             score = round(imp.importance(novelty, salience), 6)
+            note = None
             if score < self.settings.importance_threshold:
-                reason = (
+                note = (
                     f"importance {score:.2f} below {self.settings.importance_threshold} "
                     f"(novelty {novelty:.2f}, salience {salience:.2f}"
                     f"{': ' + ', '.join(fired) if fired else ''})"
                 )
-                outcomes.append(Outcome("discarded", draft.text, None, reason, score,
-                                        turn_ids=draft.turn_ids))  # fmt: skip
-                continue
+                if discard:
+                    outcomes.append(Outcome("discarded", draft.text, None, note, score,
+                                            turn_ids=draft.turn_ids))  # fmt: skip
+                    continue
+                note += "; kept: conversation turns are not discarded"
             mtype = route(draft.text, hint)
             key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
             mine = [m for m in staged.values() if m.user_id == user_id]
@@ -341,7 +348,7 @@ class Engine:
                 merged = _merge(existing, draft.text, draft.vector, now, draft.turn_ids,
                                 draft.event_at, meta)  # fmt: skip
                 staged[merged.id] = merged
-                outcomes.append(Outcome("merged", draft.text, merged.id, None, score, mtype,
+                outcomes.append(Outcome("merged", draft.text, merged.id, note, score, mtype,
                                         draft.turn_ids))  # fmt: skip
                 continue
             kind = TYPE_DEFAULT_KIND[mtype]
@@ -355,7 +362,7 @@ class Engine:
                 content_hash=content_hash(draft.text), embedding=draft.vector,
             )  # fmt: skip
             staged[memory.id] = memory
-            outcomes.append(Outcome("stored", draft.text, memory.id, None, score, mtype,
+            outcomes.append(Outcome("stored", draft.text, memory.id, note, score, mtype,
                                     draft.turn_ids))  # fmt: skip
         return IngestReport(tuple(outcomes))
 

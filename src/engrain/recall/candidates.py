@@ -15,13 +15,15 @@ def recall_filter(
     project: str | None = None,
     include_compressed: bool = False,
 ) -> MemoryFilter:
-    """The spec's candidate filters (2.4) plus mutes: importance at least ``min_importance``,
-    not compressed unless asked, of the requested memory types, never muted."""
+    """The spec's candidate filters (2.4) plus mutes and corrections: importance at least
+    ``min_importance``, not compressed unless asked, of the requested memory types, never
+    muted, never superseded by a correction."""
     return MemoryFilter(
         project=project,
         memory_types=tuple(memory_types) if memory_types is not None else None,
         include_compressed=include_compressed,
         include_muted=False,
+        include_superseded=False,
         min_importance=min_importance,
     )
 
@@ -63,6 +65,6 @@ def procedural(
         return []
     flt = MemoryFilter(
         project=project, memory_types=(MemoryType.PROCEDURAL,), include_muted=False,
-        include_compressed=False,
+        include_compressed=False, include_superseded=False,
     )  # fmt: skip
     return sorted(store.query(user_id, flt), key=lambda m: (m.created_at, m.id))
