@@ -193,7 +193,8 @@ def test_context_block_and_summary(invoke: Invoke, two: tuple[str, str]) -> None
     assert result.stdout.startswith("<memory>\n") and f"[SEMANTIC] {K8S}" in result.stdout
     assert "2 memories" in result.stderr and "tokens" in result.stderr and "ms" in result.stderr
     [ctx] = json_lines(invoke("--json", "context", "Where do we deploy?", "--top-k", "1"))
-    assert set(ctx) == {"id", "text", "tokens", "elapsed_ms", "memories"}
+    assert set(ctx) == {"id", "tier", "fallback", "text", "tokens", "elapsed_ms", "memories"}
+    assert ctx["tier"] == 3 and ctx["fallback"] is False
     assert ctx["text"].startswith("<memory>") and ctx["tokens"] > 0
     assert len(ctx["memories"]) == 1 and "score" in ctx["memories"][0]
 
@@ -261,8 +262,9 @@ def test_errors_as_json(invoke: Invoke) -> None:
 
 def test_store_and_config_errors_exit_3(runner: CliRunner, tmp_path: Path) -> None:
     env = {"ENGRAIN_EMBEDDER": "hash", "ENGRAIN_DATA_DIR": str(tmp_path)}
-    result = runner.invoke(cli, ["--url", "postgresql://db/x", "list"], env=env)
-    assert result.exit_code == 3 and result.stderr.startswith("error: the PostgreSQL backend")
+    result = runner.invoke(cli, ["--url", "postgresql://nohost.invalid/x", "list"], env=env)
+    assert result.exit_code == 3 and result.stderr.startswith("error: ")
+    assert "PostgreSQL" in result.stderr
     bad = runner.invoke(cli, ["--json", "list"], env={**env, "ENGRAIN_EMBEDDER": "nope"})
     assert bad.exit_code == 3 and json.loads(bad.stderr)["status"] >= 500
 
@@ -374,3 +376,35 @@ def test_explain_shows_classification_budget_and_verdicts(
     assert report["candidates"] == []
     bad = invoke("explain", "Where?", "--turn", "-1")
     assert bad.exit_code == 1 and "turn" in bad.stderr
+
+
+# -- tiers --------------------------------------------------------------------------------------
+
+
+def test_tiers_show_and_rebuild(invoke: Invoke) -> None:
+    remember(invoke, "Never deploy on Fridays", "--kind", "invariant")
+    remember(invoke, "Use early returns to keep nesting shallow", "--kind", "pattern")
+    shown = ok(invoke("tiers", "show")).stdout
+    assert shown.startswith("# tier 1: DNA summary (")
+    assert "Never deploy on Fridays. Use early returns to keep nesting shallow." in shown
+    assert "# tier 2: field guide" in shown and "## Rules (Never Violate)" in shown
+    [only] = json_lines(invoke("--json", "tiers", "show", "--tier", "2"))
+    assert only["tier"] == 2 and "- Never deploy on Fridays." in only["text"]
+    assert only["tokens"] <= 2500 and len(only["memory_ids"]) == 2
+    rebuilt = ok(invoke("tiers", "rebuild")).stdout.splitlines()
+    assert rebuilt[0].startswith("tier 1: ") and rebuilt[1].startswith("tier 2: ")
+    bad = invoke("tiers", "show", "--tier", "3")
+    assert bad.exit_code == 2 and "'3' is not one of" in bad.stderr
+
+
+def test_context_with_a_model_serves_the_compiled_tier(invoke: Invoke) -> None:
+    remember(invoke, "Never deploy on Fridays", "--kind", "invariant")
+    [cold] = json_lines(invoke("--json", "context", "can we deploy today?", "--model", "gpt-4"))
+    assert cold["tier"] == 3 and cold["fallback"] is True  # compiled in the background
+    [warm] = json_lines(invoke("--json", "context", "can we deploy today?", "--window", "8000"))
+    assert warm["tier"] == 1 and warm["fallback"] is False
+    assert warm["text"] == "Never deploy on Fridays." and warm["memories"][0]["content"]
+    text = ok(invoke("context", "can we deploy today?", "--model", "gpt-4"))
+    assert text.stdout == "Never deploy on Fridays.\n" and text.stderr.startswith("tier 1, ")
+    unknown = invoke("context", "can we deploy today?", "--model", "nope-9000")
+    assert unknown.exit_code == 1 and "unknown model" in unknown.stderr

@@ -23,6 +23,7 @@ from engrain.config import load_settings
 from engrain.engine import Engine
 from engrain.errors import EngrainError, ValidationError
 from engrain.model import Memory, Outcome, ScoredMemory
+from engrain.tiers import Tier
 
 try:
     import click
@@ -300,26 +301,40 @@ if click is not None:
     @click.option("--top-k", "-n", type=int, help="Most memories to inject.")
     @click.option("--budget", "-b", type=int, help="Token budget.")
     @click.option("--project", "-p", help="Only this project (and memories of no project).")
+    @click.option("--model", "-m", help="Target model: its context window picks the tier.")
+    @click.option("--window", type=int, help="Target model's context window, in tokens.")
     @pass_state
     def context(
-        state: _State, message: str, top_k: int | None, budget: int | None, project: str | None
+        state: _State,
+        message: str,
+        top_k: int | None,
+        budget: int | None,
+        project: str | None,
+        model: str | None,
+        window: int | None,
     ) -> None:
         """The <memory> block for MESSAGE, ready for a prompt.
 
-        A summary (memories, tokens, milliseconds) goes to stderr; --json prints one object
-        with id, text, tokens, elapsed_ms and the memories."""
+        With --model or --window, small windows get the compiled tier 1 or 2 (compiled in
+        the background on first use; tier 3 answers meanwhile). A summary (tier, memories,
+        tokens, milliseconds) goes to stderr; --json prints one object with id, tier,
+        fallback, text, tokens, elapsed_ms and the memories."""
         found = state.engine().context(
-            message, state.user, top_k=top_k, token_budget=budget, project=project
-        )
+            message, state.user, top_k=top_k, token_budget=budget, project=project,
+            model=model, context_window=window,
+        )  # fmt: skip
         if state.as_json:
             state.emit(
                 [
                     {
                         "id": found.id,
+                        "tier": found.tier,
+                        "fallback": found.fallback,
                         "text": found.text,
                         "tokens": found.tokens,
                         "elapsed_ms": found.elapsed_ms,
-                        "memories": [_scored_dict(s) for s in found.recall.scored],
+                        "memories": [_scored_dict(s) for s in found.recall.scored]
+                        or [{"id": m.id, "content": m.content} for m in found.memories],
                     }
                 ],
                 str,
@@ -327,10 +342,52 @@ if click is not None:
             return
         if found.text:
             click.echo(found.text)
+        note = " (tier 3 while tiers compile)" if found.fallback else ""
         click.echo(
-            f"{len(found.memories)} memories, {found.tokens} tokens, {found.elapsed_ms:.1f} ms",
+            f"tier {found.tier}{note}, {len(found.memories)} memories, {found.tokens} tokens, "
+            f"{found.elapsed_ms:.1f} ms",
             err=True,
         )
+
+    @cli.group()
+    def tiers() -> None:
+        """The pre-compiled tiers for small and medium context windows."""
+
+    @tiers.command(name="show")
+    @click.option("--tier", "-t", "which", type=click.Choice(["1", "2"]), help="Only this tier.")
+    @click.option("--project", "-p", help="This project's tiers (default: all memories).")
+    @pass_state
+    def tiers_show(state: _State, which: str | None, project: str | None) -> None:
+        """Print tier 1 (DNA summary) and tier 2 (field guide), compiling them first if
+        they are missing or stale."""
+        compiled = state.engine().tiers(state.user, project)
+        wanted = [Tier(int(which))] if which else [Tier.DNA, Tier.FIELD_GUIDE]
+        rows = [compiled.tiers[t] for t in wanted]
+        if state.as_json:
+            when = compiled.compiled_at.isoformat()
+            state.emit(
+                [{**r.to_dict(), "revision": compiled.revision, "compiled_at": when} for r in rows],
+                str,
+            )
+            return
+        for row in rows:
+            title = "DNA summary" if row.tier is Tier.DNA else "field guide"
+            click.echo(f"# tier {int(row.tier)}: {title} ({row.tokens} tokens, "
+                       f"{len(row.memory_ids)} memories, by {row.compiled_by})")  # fmt: skip
+            click.echo(row.text or "(nothing to compile)")
+            click.echo("")
+
+    @tiers.command(name="rebuild")
+    @click.option("--project", "-p", help="This project's tiers (default: all memories).")
+    @pass_state
+    def tiers_rebuild(state: _State, project: str | None) -> None:
+        """Compile tiers 1 and 2 now (promotion, dedup, decay filter, compilers)."""
+        compiled = state.engine().tiers(state.user, project, rebuild=True)
+        state.emit(
+            [{"tier": int(t), "tokens": c.tokens, "memories": len(c.memory_ids),
+              **{k: v for k, v in compiled.stats.items()}} for t, c in compiled.tiers.items()],
+            lambda r: f"tier {r['tier']}: {r['tokens']} tokens, {r['memories']} memories",
+        )  # fmt: skip
 
     @cli.command()
     @click.argument("message")

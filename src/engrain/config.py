@@ -75,6 +75,20 @@ class Settings(BaseModel):
     )
     prioritize_speed: bool = Field(default=False, description="Halve every automatic budget.")
     focus_areas: tuple[str, ...] = Field(default=(), description="Domains given +0.05.")
+    model: str | None = Field(
+        default=None,
+        description="The target model (e.g. 'gpt-4o', 'llama3.1:8b'): its context window picks "
+        "the tier of context(). None: tier 3 unless a call names a model or window.",
+    )
+    context_window: int | None = Field(
+        default=None, gt=0, description="The target model's context window, in tokens."
+    )
+    model_windows: dict[str, int] = Field(
+        default_factory=dict, description="Context windows of models the registry lacks."
+    )
+    force_tier3: bool = Field(
+        default=False, description="Always use the full relevance pipeline (tier 3)."
+    )
     hybrid: bool = Field(default=True, description="Lexical (BM25) candidates beside dense ones.")
     lexical_weight: float = Field(default=0.35, ge=0, le=1)
     candidate_pool: int = Field(default=50, ge=1, description="Dense and lexical pool sizes.")

@@ -49,10 +49,19 @@ from engrain.recall import Reranker, enforce_budget, rerank
 from engrain.recall import candidates as cand
 from engrain.recall.assemble import Format, render
 from engrain.recall.budget import Depth
-from engrain.recall.classify import domains_of
+from engrain.recall.classify import Complexity, classify, domains_of
 from engrain.recall.gate import Gated, GateOptions, gate
 from engrain.recall.score import Profile
 from engrain.store import MemoryFilter, Store, open_store
+from engrain.tiers import (
+    PROMOTION_USES,
+    TIER_BUDGETS,
+    Tier,
+    TierCache,
+    TierSet,
+    choose_tier,
+    context_window,
+)
 from engrain.tokens import count_tokens
 
 P = ParamSpec("P")
@@ -115,11 +124,13 @@ class Engine:
         raw = embedder or make_embedder(settings.embedder, threads=settings.onnx_threads)
         self.embedder = CachedEmbedder(raw, self.store)
         self.reranker = reranker
+        self.tier_cache = TierCache(self.store)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the store."""
+        """Finish background tier compilation, then close the store."""
+        self.tier_cache.close()
         self.store.close()
 
     def __enter__(self) -> Engine:
@@ -484,26 +495,53 @@ class Engine:
         include_compressed: bool = False,
         turn: int = 0,
         options: GateOptions | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
         now: datetime | None = None,
     ) -> Context:
-        """The memory block to inject for ``message``, by relevance gating: classify the
-        message, set a token budget (or use ``token_budget``), score every candidate with the
-        configured profile, fill the budget greedily above the intent's threshold, render.
+        """The memory block to inject for ``message``.
 
-        ``turn`` is the message's position in its conversation (it shifts weights and the
-        budget); ``top_k`` optionally caps the number of memories; ``options`` overrides
-        the settings' profile, format, depth, speed and focus areas for this call. Trivial
-        messages ("thanks!") get the empty string without touching the store."""
+        The target model's context window (``context_window``, else ``model`` looked up in
+        the registry, else the settings) picks the tier: up to 16K tokens gets the compiled
+        DNA summary (tier 1), up to 64K the compiled field guide (tier 2), larger windows and
+        calls naming no model the relevance-gating pipeline (tier 3). A tier 1 or 2 that is
+        not compiled yet (or stale) is rebuilt in the background while tier 3 answers within
+        that tier's budget (``Context.fallback``).
+
+        Tier 3 classifies the message, sets a token budget (or uses ``token_budget``, which
+        also means tier 3), scores every candidate with the configured profile, fills the
+        budget greedily above the intent's threshold and renders. ``turn`` is the message's
+        position in its conversation (it shifts weights and the budget); ``top_k`` caps the
+        number of memories; ``options`` overrides the settings' profile, format, depth,
+        speed and focus areas. Trivial messages ("thanks!") get the empty string without
+        touching the store, in every tier. Every memory injected counts one use; at 10 uses
+        it is promoted (tiers keep it whatever its age)."""
         start = time.perf_counter()
+        user_id = _check_user(user_id)
+        when = as_utc(now or utcnow())
+        tier = self._tier(model, context_window, token_budget)
+        cap = None
+        if tier is not Tier.DOSSIER:
+            if classify(self._check_text(message), turn=turn).complexity is Complexity.TRIVIAL:
+                return self._tier_context("", tier, [], start)
+            compiled = self.tier_cache.fresh(user_id, project)
+            if compiled is not None:
+                part = compiled.tiers[tier]
+                memories = [compiled.memories[i] for i in part.memory_ids
+                            if i in compiled.memories]  # fmt: skip
+                self._count_uses(user_id, memories, when, reread=True)
+                return self._tier_context(part.text, tier, memories, start, part.tokens)
+            cap = TIER_BUDGETS[tier]
         gated = self._gate(message, user_id, token_budget, memory_types, project,
-                           include_compressed, turn, options, now)  # fmt: skip
+                           include_compressed, turn, options, now, cap)  # fmt: skip
         selected = gated.selected[:top_k] if top_k is not None else gated.selected
         if top_k is not None and len(selected) < len(gated.selected):
             text = render([s.memory for s in selected], self._options(options).format)
             used = sum(s.tokens for s in selected)
             gated = replace(gated, selected=selected, tokens_used=used, text=text)
-        when = as_utc(now or utcnow())
-        self.store.record_access(user_id, [s.memory.id for s in selected], when)
+        self._count_uses(user_id, [s.memory for s in selected], when)
+        if cap is not None:  # after this call's own writes, so the rebuild sees them
+            self.tier_cache.schedule(user_id, project)
         budget = gated.budget.tokens
         result = RecallResult(
             memories=[s.memory for s in selected],
@@ -518,7 +556,70 @@ class Engine:
             tokens=count_tokens(gated.text) if gated.text else 0,
             elapsed_ms=(time.perf_counter() - start) * 1000.0,
             gated=gated,
+            fallback=cap is not None,
         )
+
+    def _tier(self, model: str | None, window: int | None, token_budget: int | None) -> Tier:
+        """The tier for this call: an explicit token budget or ``force_tier3`` means tier 3;
+        else the call's window or model, else the settings' (none at all: tier 3)."""
+        s = self.settings
+        if token_budget is not None or s.force_tier3:
+            return Tier.DOSSIER
+        if window is None and model is not None:
+            window = context_window(model, s.model_windows)
+        if window is None:
+            window = s.context_window
+        if window is None and s.model is not None:
+            window = context_window(s.model, s.model_windows)
+        return Tier.DOSSIER if window is None else choose_tier(window)
+
+    def _tier_context(
+        self, text: str, tier: Tier, memories: builtins.list[Memory], start: float,
+        tokens: int = 0,
+    ) -> Context:  # fmt: skip
+        budget = TIER_BUDGETS[tier]
+        result = RecallResult(memories=memories, total_tokens=tokens,
+                              budget_used=tokens / budget if budget else 0.0)  # fmt: skip
+        elapsed = (time.perf_counter() - start) * 1000.0
+        return Context(id=new_id(), text=text, recall=result, tokens=tokens,
+                       elapsed_ms=elapsed, tier=int(tier))  # fmt: skip
+
+    def _count_uses(
+        self, user_id: str, memories: Sequence[Memory], when: datetime, *, reread: bool = False
+    ) -> None:
+        """One use of each injected memory; those reaching 10 uses are promoted. ``memories``
+        are as the store had them just before (else ``reread`` fetches them after)."""
+        ids = [m.id for m in memories]
+        self.store.record_access(user_id, ids, when)
+        if reread:
+            now_counted = self.store.get(user_id, ids)
+        else:
+            now_counted = [m.evolve(access_count=m.access_count + 1, last_accessed_at=when)
+                           for m in memories]  # fmt: skip
+        promoted = [
+            m.evolve(promoted_at=when)
+            for m in now_counted
+            if m.promoted_at is None and m.access_count >= PROMOTION_USES
+        ]
+        if promoted:
+            self.store.write(promoted)
+
+    def tiers(
+        self,
+        user_id: str,
+        project: str | None = None,
+        *,
+        rebuild: bool = False,
+        now: datetime | None = None,
+    ) -> TierSet:
+        """Tiers 1 and 2 of the user's memories (of ``project``, or all of them): the cached
+        ones when they are fresh, else (or with ``rebuild``) compiled now and cached."""
+        user_id = _check_user(user_id)
+        if not rebuild:
+            fresh = self.tier_cache.fresh(user_id, project)
+            if fresh is not None:
+                return fresh
+        return self.tier_cache.compile(user_id, project, as_utc(now or utcnow()))
 
     def explain(
         self,
@@ -561,6 +662,7 @@ class Engine:
         turn: int,
         options: GateOptions | None,
         now: datetime | None,
+        max_budget: int | None = None,
     ) -> Gated:
         user_id = _check_user(user_id)
         message = self._check_text(message)
@@ -573,7 +675,7 @@ class Engine:
             self.store, self.embedder.embed_query, message, user_id,
             options=self._options(options), now=as_utc(now or utcnow()), turn=turn,
             token_budget=token_budget, memory_types=types, project=project,
-            include_compressed=include_compressed,
+            include_compressed=include_compressed, max_budget=max_budget,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------
@@ -911,6 +1013,7 @@ class AsyncEngine:
     mute = _threaded(Engine.mute)
     forget = _threaded(Engine.forget)
     import_records = _threaded(Engine.import_records)
+    tiers = _threaded(Engine.tiers)
 
     async def export_records(self, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
         """Every memory as lossless records (a list: the export runs in one worker call)."""

@@ -397,7 +397,10 @@ class Context:
     """A rendered memory block ready for a prompt, with what produced it.
 
     ``gated`` holds the relevance-gating decisions (classification, budget, per-candidate
-    scores and reasons); ``recall`` the selection in the spec's RecallResult shape."""
+    scores and reasons); ``recall`` the selection in the spec's RecallResult shape. ``tier``
+    is the tier served (1 DNA summary, 2 field guide, 3 gated pipeline); ``fallback`` is
+    true when tier 1 or 2 was asked for but not compiled yet, so tier 3 answered within
+    the asked tier's budget while the tiers compile in the background."""
 
     id: str
     text: str
@@ -405,6 +408,8 @@ class Context:
     tokens: int
     elapsed_ms: float
     gated: Gated | None = None
+    tier: int = 3
+    fallback: bool = False
 
     @property
     def memories(self) -> list[Memory]:

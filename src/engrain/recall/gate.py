@@ -115,9 +115,11 @@ def gate(
     project: str | None = None,
     include_compressed: bool = False,
     cooccurrence: Mapping[str, float] | None = None,
+    max_budget: int | None = None,
 ) -> Gated:
     """Run the gating pipeline for ``message``. ``token_budget`` overrides the automatic
-    budget; without it, trivial messages skip the pipeline and inject nothing."""
+    budget; without it, trivial messages skip the pipeline and inject nothing, and
+    ``max_budget`` caps the automatic budget (a small model's tier budget)."""
     clock = _Clock()
     classification = classify(message, turn=turn)
     clock.lap("classify")
@@ -127,6 +129,8 @@ def gate(
         budget = assign_budget(
             classification, depth=options.depth, prioritize_speed=options.prioritize_speed
         )
+        if max_budget is not None and budget.tokens > max_budget:
+            budget = Budget(max_budget, (*budget.steps, f"capped at {max_budget} (tier)"))
     weights = gated_weights(classification)
     clock.lap("budget")
     if budget.tokens == 0 and classification.complexity is Complexity.TRIVIAL:

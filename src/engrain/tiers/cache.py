@@ -1,0 +1,174 @@
+"""Compiled tiers per user and project: stored, checked for staleness, rebuilt off-thread.
+
+A compiled tier set is a state document (namespace ``tiers``, key = the project or ``*``)
+that records the store :meth:`~engrain.store.Store.revision` it was compiled from. Any add,
+edit or delete of the user's memories changes the revision, so the cache is stale from that
+moment without anyone having to remember to invalidate it. A reader that finds the cache
+fresh gets it from an in-process copy (one revision lookup); one that finds it stale or
+missing gets ``None``, schedules a rebuild on a background thread and falls back to tier 3,
+so no request waits on compilation.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from engrain.model import Memory, as_utc, utcnow
+from engrain.store.base import MemoryFilter, State, Store
+from engrain.tiers.compile import CompiledTier, Summarize, compile_dna, compile_field_guide
+from engrain.tiers.prepare import eligible, promote_high_usage
+from engrain.tiers.registry import Tier
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "tiers"
+ALL_PROJECTS = "*"
+
+
+@dataclass(frozen=True)
+class TierSet:
+    """Tiers 1 and 2 of one user and project, and what they were compiled from."""
+
+    user_id: str
+    project: str | None
+    revision: int
+    compiled_at: datetime
+    tiers: dict[Tier, CompiledTier]
+    stats: dict[str, int] = field(default_factory=dict)
+    memories: dict[str, Memory] = field(default_factory=dict, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the cache document)."""
+        return {
+            "revision": self.revision,
+            "compiled_at": self.compiled_at.isoformat(),
+            "tiers": {str(int(t)): c.to_dict() for t, c in self.tiers.items()},
+            "stats": dict(self.stats),
+        }
+
+    @classmethod
+    def from_dict(cls, user_id: str, project: str | None, data: dict[str, Any]) -> TierSet:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            user_id, project, int(data["revision"]),
+            as_utc(datetime.fromisoformat(data["compiled_at"])),
+            {Tier(int(k)): CompiledTier.from_dict(v) for k, v in data["tiers"].items()},
+            {k: int(v) for k, v in data.get("stats", {}).items()},
+        )  # fmt: skip
+
+
+class TierCache:
+    """Compiles, stores and serves tiers 1 and 2 for the users of one store."""
+
+    def __init__(self, store: Store, summarize: Summarize | None = None) -> None:
+        self.store = store
+        self.summarize = summarize
+        self._fresh: dict[tuple[str, str], TierSet] = {}
+        self._pending: dict[tuple[str, str], Future[TierSet]] = {}
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def fresh(self, user_id: str, project: str | None) -> TierSet | None:
+        """The compiled tiers if they match the user's memories as they are now, else
+        ``None``. Costs one revision lookup when this process has them already."""
+        key = (user_id, project or ALL_PROJECTS)
+        revision = self.store.revision(user_id)
+        found = self._fresh.get(key)
+        if found is not None and found.revision == revision:
+            return found
+        stored = self.stored(user_id, project)
+        if stored is None or stored.revision != revision:
+            return None
+        loaded = self._with_memories(stored)
+        self._fresh[key] = loaded
+        return loaded
+
+    def stored(self, user_id: str, project: str | None) -> TierSet | None:
+        """The last compiled tiers, fresh or not (``None`` if never compiled)."""
+        data = self.store.get_state(user_id, NAMESPACE, project or ALL_PROJECTS)
+        return None if data is None else TierSet.from_dict(user_id, project, data)
+
+    def is_fresh(self, tiers: TierSet) -> bool:
+        """Whether ``tiers`` still match the user's memories."""
+        return tiers.revision == self.store.revision(tiers.user_id)
+
+    # -- compilation ------------------------------------------------------------------------
+
+    def compile(self, user_id: str, project: str | None, now: datetime | None = None) -> TierSet:
+        """Compile tiers 1 and 2 now and store them: promotion first, then semantic dedup,
+        the decay filter and the two compilers."""
+        now = as_utc(now or utcnow())
+        flt = MemoryFilter(project=project, include_muted=False, include_compressed=False,
+                           include_superseded=False)  # fmt: skip
+        memories = self.store.query(user_id, flt)
+        promoted = promote_high_usage(memories, now)
+        if promoted:
+            self.store.write(promoted)
+            fresh = {m.id: m for m in promoted}
+            memories = [fresh.get(m.id, m) for m in memories]
+        # the revision before compiling: a write that lands meanwhile makes this set stale
+        revision = self.store.revision(user_id)
+        items, stats = eligible(memories, now)
+        tiers = {
+            Tier.DNA: compile_dna(items, summarize=self.summarize),
+            Tier.FIELD_GUIDE: compile_field_guide(items, summarize=self.summarize),
+        }
+        stats["promoted"] = len(promoted)
+        result = TierSet(user_id, project, revision, now, tiers, stats,
+                         {m.id: m for m in items})  # fmt: skip
+        self.store.write(
+            state=[State(user_id, NAMESPACE, project or ALL_PROJECTS, result.to_dict())]
+        )
+        self._fresh[(user_id, project or ALL_PROJECTS)] = result
+        return result
+
+    def schedule(self, user_id: str, project: str | None) -> Future[TierSet]:
+        """Compile in the background (once per user and project at a time)."""
+        key = (user_id, project or ALL_PROJECTS)
+        with self._lock:
+            running = self._pending.get(key)
+            if running is not None and not running.done():
+                return running
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(1, thread_name_prefix="engrain-tiers")
+            future = self._executor.submit(self._compile_logged, user_id, project)
+            self._pending[key] = future
+            return future
+
+    def _compile_logged(self, user_id: str, project: str | None) -> TierSet:
+        try:
+            return self.compile(user_id, project)
+        except Exception:
+            log.exception("background tier compilation failed for %s/%s", user_id, project)
+            raise
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the scheduled compilations are done (tests, CLI, shutdown)."""
+        with self._lock:
+            pending = list(self._pending.values())
+        for future in pending:
+            try:
+                future.result(timeout)
+            except Exception:  # already logged; a failed build leaves the cache stale
+                continue
+
+    def close(self) -> None:
+        """Finish the compilations under way and stop the worker thread."""
+        self.wait()
+        with self._lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def _with_memories(self, tiers: TierSet) -> TierSet:
+        ids = list(dict.fromkeys(i for c in tiers.tiers.values() for i in c.memory_ids))
+        found = {m.id: m for m in self.store.get(tiers.user_id, ids)}
+        return TierSet(tiers.user_id, tiers.project, tiers.revision, tiers.compiled_at,
+                       tiers.tiers, tiers.stats, found)  # fmt: skip
