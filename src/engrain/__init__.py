@@ -14,6 +14,7 @@ from engrain.engine import AsyncEngine, Engine, ImportResult
 from engrain.errors import (
     ConfigError,
     EmbeddingError,
+    LLMError,
     EmptyInputError,
     EngrainError,
     InputTooLargeError,
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "Context",
     "EmbeddingError",
+    "LLMError",
     "EmptyInputError",
     "Engine",
     "EngrainError",

@@ -89,6 +89,37 @@ class Settings(BaseModel):
     force_tier3: bool = Field(
         default=False, description="Always use the full relevance pipeline (tier 3)."
     )
+    llm_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL (e.g. http://localhost:11434/v1 for Ollama). "
+        "None: no LLM; tier 1 prose and session summaries are rule-based.",
+    )
+    llm_model: str | None = Field(default=None, description="Model name the endpoint serves.")
+    llm_api_key: str | None = Field(default=None, repr=False, description="Bearer key, if any.")
+    llm_timeout: float = Field(default=30.0, gt=0, description="Seconds per LLM request.")
+    llm_retries: int = Field(default=2, ge=0, description="Retries of a failed LLM request.")
+    compression_threshold: int = Field(
+        default=50, ge=1, description="Compress when a user has more uncompressed sessions."
+    )
+    sessions_to_compress: int | None = Field(
+        default=None, ge=1, description="Oldest sessions compressed at once (threshold / 2)."
+    )
+    auto_compress: bool = Field(
+        default=True, description="Check for compression in the background after ingestion."
+    )
+    feedback_rate: float = Field(
+        default=0.2, gt=0, le=1, description="How far one feedback moves usefulness."
+    )
+    correction_similarity: float = Field(
+        default=0.6, ge=0, le=1,
+        description="A correction without `corrects` supersedes its nearest memory this close.",
+    )  # fmt: skip
+    conflict_similarity: float = Field(
+        default=0.8, ge=0, le=1, description="Memories this close that disagree are flagged."
+    )
+    context_retention_days: int = Field(
+        default=30, ge=1, description="Days a context id stays valid for feedback."
+    )
     hybrid: bool = Field(default=True, description="Lexical (BM25) candidates beside dense ones.")
     lexical_weight: float = Field(default=0.35, ge=0, le=1)
     candidate_pool: int = Field(default=50, ge=1, description="Dense and lexical pool sizes.")

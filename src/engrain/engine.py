@@ -11,15 +11,28 @@ import asyncio
 import builtins
 import functools
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import numpy as np
 
+from engrain import compress as compression
+from engrain import feedback as fb
+from engrain.background import Worker
 from engrain.config import Settings, load_settings
+from engrain.corrections import (
+    CONFLICT_KINDS,
+    CORRECTS,
+    conflicts_of,
+    disagreement,
+    flag,
+    unflag,
+    with_meta,
+)
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
 from engrain.errors import EmptyInputError, InputTooLargeError, NotFoundError, ValidationError
 from engrain.ingest import chunk_text, chunk_turns, clean_text, route
@@ -51,8 +64,9 @@ from engrain.recall.assemble import Format, render
 from engrain.recall.budget import Depth
 from engrain.recall.classify import Complexity, classify, domains_of
 from engrain.recall.gate import Gated, GateOptions, gate
+from engrain.llm import make_llm
 from engrain.recall.score import Profile
-from engrain.store import MemoryFilter, Store, open_store
+from engrain.store import MemoryFilter, State, Store, open_store
 from engrain.tiers import (
     PROMOTION_USES,
     TIER_BUDGETS,
@@ -124,14 +138,25 @@ class Engine:
         raw = embedder or make_embedder(settings.embedder, threads=settings.onnx_threads)
         self.embedder = CachedEmbedder(raw, self.store)
         self.reranker = reranker
-        self.tier_cache = TierCache(self.store)
+        self.llm = make_llm(settings.llm_url, settings.llm_model, settings.llm_api_key,
+                            timeout=settings.llm_timeout, retries=settings.llm_retries)  # fmt: skip
+        self.worker = Worker()
+        self.tier_cache = TierCache(
+            self.store, self.llm.complete if self.llm else None, worker=self.worker
+        )
+        self._lock = threading.RLock()  # read-modify-write sequences of this process
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish background tier compilation, then close the store."""
-        self.tier_cache.close()
+        """Finish background work (tier compilation, compression), then close the store."""
+        self.worker.close()
         self.store.close()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the background work scheduled so far (tier compilation, automatic
+        compression) is done."""
+        self.worker.wait(timeout)
 
     def __enter__(self) -> Engine:
         return self
@@ -160,11 +185,13 @@ class Engine:
         same type update those memories. The report says what happened to every chunk.
         """
         staged: dict[str, Memory] = {}
-        report = self._plan_text(
-            text, user_id, session_id, memory_type_hint, project, domains, event_at, metadata,
-            now, staged,
-        )  # fmt: skip
-        self.store.write(list(staged.values()))
+        with self._lock:
+            report = self._plan_text(
+                text, user_id, session_id, memory_type_hint, project, domains, event_at,
+                metadata, now, staged,
+            )  # fmt: skip
+            self.store.write(list(staged.values()))
+        self._after_ingest(staged.values())
         return report
 
     def _plan_text(
@@ -218,10 +245,13 @@ class Engine:
         is a record of events, so chunks are episodic unless a hint says otherwise.
         """
         staged: dict[str, Memory] = {}
-        report = self._plan_conversation(
-            turns, user_id, session_id, project, domains, memory_type_hint, metadata, now, staged
-        )
-        self.store.write(list(staged.values()))
+        with self._lock:
+            report = self._plan_conversation(
+                turns, user_id, session_id, project, domains, memory_type_hint, metadata, now,
+                staged,
+            )  # fmt: skip
+            self.store.write(list(staged.values()))
+        self._after_ingest(staged.values())
         return report
 
     def _plan_conversation(
@@ -279,12 +309,19 @@ class Engine:
         pinned: bool = False,
         session_id: str | None = None,
         event_at: datetime | None = None,
+        corrects: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         now: datetime | None = None,
     ) -> Outcome:
         """Store one typed item as given (the learning path): no chunking, no importance
         discard. A near-duplicate of a recent memory of the same type (or, for procedural
-        memories, the memory with the same key) is updated instead."""
+        memories, the memory with the same key) is updated instead.
+
+        A ``correction`` supersedes the memory it corrects (``corrects=id``, else the
+        nearest active memory at least ``correction_similarity`` close): the old memory is
+        kept and linked, and never injected again. A new fact, preference, decision, rule or
+        context that disagrees with a close active memory is stored and both are flagged
+        as conflicting (``Outcome.reason`` says which); they are then injected together."""
         user_id = _check_user(user_id)
         text = clean_text(self._check_text(content))
         kind = Kind.parse(kind)
@@ -292,25 +329,81 @@ class Engine:
         conf = kind.default_confidence if confidence is None else _unit(confidence, "confidence")
         meta = _check_metadata(metadata)
         now = as_utc(now or utcnow())
+        if corrects is not None and kind is not Kind.CORRECTION:
+            raise ValidationError("corrects= is for kind='correction'")
         if mtype is MemoryType.PROCEDURAL:
             key = _check_key(key) if key is not None else preference_key(text)
         vector = self.embedder.embed([text])[0]
-        existing = self._find_existing(user_id, project, mtype, key, text, (), None, vector)
-        if existing is not None:
-            merged = _merge(existing, text, vector, now, (), event_at, meta)
-            self.store.write([merged])
-            return Outcome("merged", text, merged.id, importance=merged.importance,
-                           memory_type=mtype)  # fmt: skip
-        memory = Memory(
-            id=new_id(), user_id=user_id, project=project, content=text, memory_type=mtype,
-            kind=kind, created_at=now, updated_at=now,
-            domains=ensure_sequence(domains) or domains_of(text),
-            session_id=session_id, event_at=as_utc(event_at) if event_at else None, key=key,
-            importance=_unit(importance, "importance"), confidence=conf, pinned=pinned,
-            provenance=Provenance((), meta), content_hash=content_hash(text), embedding=vector,
-        )  # fmt: skip
-        self.store.write([memory])
-        return Outcome("stored", text, memory.id, importance=memory.importance, memory_type=mtype)
+        with self._lock:
+            target = None
+            if kind is Kind.CORRECTION:
+                target = self._corrected(user_id, project, corrects, vector)
+            else:
+                existing = self._find_existing(user_id, project, mtype, key, text, (), None, vector)
+                if existing is not None:
+                    merged = _merge(existing, text, vector, now, (), event_at, meta)
+                    self.store.write([merged])
+                    return Outcome("merged", text, merged.id, importance=merged.importance,
+                                   memory_type=mtype)  # fmt: skip
+            memory = Memory(
+                id=new_id(), user_id=user_id, project=project, content=text, memory_type=mtype,
+                kind=kind, created_at=now, updated_at=now,
+                domains=ensure_sequence(domains) or domains_of(text),
+                session_id=session_id, event_at=as_utc(event_at) if event_at else None,
+                key=key, importance=_unit(importance, "importance"), confidence=conf,
+                pinned=pinned, provenance=Provenance((), meta),
+                content_hash=content_hash(text), embedding=vector,
+            )  # fmt: skip
+            writes, reason = self._relate(memory, target, now)
+            self.store.write(writes)
+        self._after_ingest(writes)
+        return Outcome("stored", text, memory.id, reason, memory.importance, mtype)
+
+    def _corrected(
+        self, user_id: str, project: str | None, corrects: str | None, vector: Vector
+    ) -> Memory | None:
+        """The memory a correction supersedes: the one named, else the nearest active one
+        that is close enough (``None``: the correction stands alone)."""
+        if corrects is not None:
+            target = self.get(corrects, user_id)
+            if target.superseded_by is not None:
+                raise ValidationError(f"memory {corrects!r} is already superseded")
+            return target
+        flt = MemoryFilter(project=project, include_superseded=False, include_compressed=False)
+        for memory, sim in self.store.search(user_id, vector, 3, flt):
+            if sim >= self.settings.correction_similarity and memory.kind is not Kind.CORRECTION:
+                return memory
+        return None
+
+    def _relate(
+        self, memory: Memory, target: Memory | None, now: datetime
+    ) -> tuple[builtins.list[Memory], str | None]:
+        """What to write with a new memory: a superseded target (and its conflicts resolved),
+        or the close memories it disagrees with, flagged both ways. Returns the writes and
+        the outcome's reason."""
+        if target is not None:
+            partners = self.store.get(memory.user_id, list(conflicts_of(target)))
+            memory = with_meta(memory, **{CORRECTS: target.id})
+            old = unflag(target, conflicts_of(target)).evolve(superseded_by=memory.id,
+                                                               updated_at=now)  # fmt: skip
+            return [memory, old, *(unflag(p, [target.id]) for p in partners)], (
+                f"supersedes {target.id}"
+            )
+        if memory.kind not in CONFLICT_KINDS or memory.embedding is None:
+            return [memory], None
+        flt = MemoryFilter(project=memory.project, kinds=tuple(CONFLICT_KINDS),
+                           include_superseded=False, include_muted=False)  # fmt: skip
+        clashes: builtins.list[tuple[Memory, str]] = []
+        for other, sim in self.store.search(memory.user_id, memory.embedding, 5, flt):
+            why = disagreement(memory.content, other.content)
+            if sim >= self.settings.conflict_similarity and why:
+                clashes.append((other, why))
+        if not clashes:
+            return [memory], None
+        memory = flag(memory, [o.id for o, _ in clashes])
+        others = [flag(o, [memory.id]) for o, _ in clashes]
+        reason = "conflicts with " + ", ".join(f"{o.id} ({why})" for o, why in clashes)
+        return [memory, *others], reason
 
     def _plan(
         self,
@@ -416,7 +509,8 @@ class Engine:
             for memory in same_type:
                 if memory.key == key and memory.project == project:
                     return memory
-            flt = MemoryFilter(project=project, key=key, memory_types=(mtype,))
+            flt = MemoryFilter(project=project, key=key, memory_types=(mtype,),
+                               include_superseded=False, include_compressed=False)  # fmt: skip
             found = self.store.query(user_id, flt, limit=1)
             if found:
                 return found[0]
@@ -424,12 +518,129 @@ class Engine:
             return None
         memo = {} if recent_memo is None else recent_memo
         if mtype not in memo:
-            flt = MemoryFilter(project=project, memory_types=(mtype,))
+            flt = MemoryFilter(project=project, memory_types=(mtype,),
+                               include_superseded=False, include_compressed=False)  # fmt: skip
             memo[mtype] = self.store.query(user_id, flt, limit=self.settings.dedup_window)
         recent = memo[mtype]
         staged_ids = {m.id for m in same_type}
         pool = same_type + [m for m in recent if m.id not in staged_ids]
         return find_duplicate(text, pool, self.settings.dedup_threshold, vector)
+
+    def _after_ingest(self, written: Iterable[Memory]) -> None:
+        """Schedule the compression check of each user who got a new episodic memory (in
+        the background: the ingest call never waits for it)."""
+        if not self.settings.auto_compress:
+            return
+        users = {m.user_id for m in written if m.memory_type is MemoryType.EPISODIC}
+        for user in users:
+            self.worker.submit(("compress", user), functools.partial(self.compress, user))
+
+    # -- compression -------------------------------------------------------------------------
+
+    def compress(
+        self, user_id: str, *, force: bool = False, now: datetime | None = None
+    ) -> compression.CompressionReport:
+        """Compress old sessions (spec section 3) when the user has more than
+        ``compression_threshold`` uncompressed episodic sessions (or now, with ``force``):
+        the oldest ``sessions_to_compress`` each become one semantic summary memory
+        (``source_session_id``, ``compression_source=True``; by the LLM when one is
+        configured, else extractive), and their episodic memories are marked compressed,
+        kept, and left out of recall unless ``include_compressed=True``. One transaction
+        per call. Also drops context records older than ``context_retention_days``."""
+        user_id = _check_user(user_id)
+        when = as_utc(now or utcnow())
+        s = self.settings
+        self.store.expire_state(user_id, fb.CONTEXTS,
+                                when - timedelta(days=s.context_retention_days))  # fmt: skip
+        flt = MemoryFilter(memory_types=(MemoryType.EPISODIC,), include_compressed=False)
+        due = compression.due(self.store.query(user_id, flt), s.compression_threshold,
+                              s.sessions_to_compress, force=force)  # fmt: skip
+        if not due:
+            return compression.CompressionReport()
+        written = [compression.summarize(session, self.llm.complete if self.llm else None)
+                   for session in due]  # fmt: skip
+        vectors = self.embedder.embed([text for text, _ in written])
+        summaries, originals = [], []
+        with self._lock:
+            for session, (text, by), vector in zip(due, written, vectors, strict=True):
+                current = self.store.get(user_id, [m.id for m in session.memories])
+                projects = {m.project for m in current}
+                turn_ids = tuple(dict.fromkeys(t for m in current for t in m.provenance.turn_ids))
+                summaries.append(Memory(
+                    id=new_id(), user_id=user_id, content=text,
+                    memory_type=MemoryType.SEMANTIC, kind=Kind.SUMMARY,
+                    created_at=when, updated_at=when, event_at=session.when,
+                    project=projects.pop() if len(projects) == 1 else None,
+                    domains=domains_of(text), source_session_id=session.session_id,
+                    compression_source=True, importance=max(m.importance for m in current),
+                    confidence=Kind.SUMMARY.default_confidence,
+                    provenance=Provenance(turn_ids, {"summarized_by": by,
+                                                     "compressed_from": [m.id for m in current]}),
+                    content_hash=content_hash(text), embedding=vector,
+                ))  # fmt: skip
+                originals += [m.evolve(compressed=True) for m in current if not m.compressed]
+            self.store.write([*summaries, *originals])
+        return compression.CompressionReport(
+            tuple(x.session_id for x in due), tuple(m.id for m in summaries), len(originals),
+            tuple(by for _, by in written),
+        )  # fmt: skip
+
+    # -- feedback ------------------------------------------------------------------------------
+
+    def feedback(
+        self,
+        user_id: str,
+        context_id: str | None = None,
+        memory_ids: Sequence[str] | None = None,
+        *,
+        helpful: bool | None = None,
+        score: float | None = None,
+    ) -> fb.FeedbackResult:
+        """Tell engrain whether injected memory helped: for a context (its id, from
+        ``context()``) or for named memories, ``helpful=True/False`` or ``score`` in [0, 1].
+        Each memory's usefulness moves 20% of the way to the target (``feedback.py``);
+        positive feedback on a context also teaches which memories work well together (the
+        gated profile's co-occurrence bonus). Unknown or expired context ids raise
+        :class:`NotFoundError`; memories deleted since are skipped."""
+        user_id = _check_user(user_id)
+        target = fb.feedback_target(helpful, score)
+        if context_id is None and not memory_ids:
+            raise ValidationError("give a context_id or memory_ids")
+        ids = list(memory_ids or [])
+        record = None
+        if context_id is not None:
+            record = self.store.get_state(user_id, fb.CONTEXTS, context_id)
+            if record is None:
+                raise NotFoundError(f"no context {context_id!r} for user {user_id!r} "
+                                    "(unknown, or older than context_retention_days)")  # fmt: skip
+            ids = list(dict.fromkeys([*record["memory_ids"], *ids]))
+        with self._lock:
+            found = self.store.get(user_id, ids)
+            changed = [
+                m.evolve(usefulness=fb.updated_usefulness(m.usefulness, target,
+                                                          self.settings.feedback_rate))
+                for m in found
+            ]  # fmt: skip
+            state = []
+            learned = 0
+            if record is not None and context_id is not None:
+                positive = target > fb.POSITIVE and not record.get("learned")
+                alive = [m.id for m in found if m.id in record["memory_ids"]]
+                if positive and len(alive) > 1:
+                    doc = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
+                    state.append(State(user_id, fb.COOCCURRENCE, fb.PAIRS,
+                                       fb.learn_pairs(doc, alive)))  # fmt: skip
+                    learned = len(alive) * (len(alive) - 1) // 2
+                given = [*record.get("feedback", []), target]
+                updated = {**record, "feedback": given, "learned": bool(record.get("learned"))
+                           or learned > 0}  # fmt: skip
+                state.append(State(user_id, fb.CONTEXTS, context_id, updated))
+            self.store.write(changed, state=state)
+        return fb.FeedbackResult(
+            target, {m.id: (old.usefulness, m.usefulness) for old, m in zip(found, changed,
+                                                                            strict=True)},
+            learned,
+        )  # fmt: skip
 
     # -- recall ----------------------------------------------------------------------------
 
@@ -529,17 +740,22 @@ class Engine:
                 part = compiled.tiers[tier]
                 memories = [compiled.memories[i] for i in part.memory_ids
                             if i in compiled.memories]  # fmt: skip
-                self._count_uses(user_id, memories, when, reread=True)
-                return self._tier_context(part.text, tier, memories, start, part.tokens)
+                context_id = new_id()
+                self._count_uses(user_id, memories, when, reread=True, context_id=context_id)
+                return self._tier_context(part.text, tier, memories, start, part.tokens,
+                                          context_id)  # fmt: skip
             cap = TIER_BUDGETS[tier]
+        pairs = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
         gated = self._gate(message, user_id, token_budget, memory_types, project,
-                           include_compressed, turn, options, now, cap)  # fmt: skip
+                           include_compressed, turn, options, now, cap,
+                           (pairs or {}).get(fb.PAIRS))  # fmt: skip
         selected = gated.selected[:top_k] if top_k is not None else gated.selected
         if top_k is not None and len(selected) < len(gated.selected):
             text = render([s.memory for s in selected], self._options(options).format)
             used = sum(s.tokens for s in selected)
             gated = replace(gated, selected=selected, tokens_used=used, text=text)
-        self._count_uses(user_id, [s.memory for s in selected], when)
+        context_id = new_id()
+        self._count_uses(user_id, [s.memory for s in selected], when, context_id=context_id)
         if cap is not None:  # after this call's own writes, so the rebuild sees them
             self.tier_cache.schedule(user_id, project)
         budget = gated.budget.tokens
@@ -550,7 +766,7 @@ class Engine:
             scored=selected,
         )
         return Context(
-            id=new_id(),
+            id=context_id,
             text=gated.text,
             recall=result,
             tokens=count_tokens(gated.text) if gated.text else 0,
@@ -575,34 +791,45 @@ class Engine:
 
     def _tier_context(
         self, text: str, tier: Tier, memories: builtins.list[Memory], start: float,
-        tokens: int = 0,
+        tokens: int = 0, context_id: str | None = None,
     ) -> Context:  # fmt: skip
         budget = TIER_BUDGETS[tier]
         result = RecallResult(memories=memories, total_tokens=tokens,
                               budget_used=tokens / budget if budget else 0.0)  # fmt: skip
         elapsed = (time.perf_counter() - start) * 1000.0
-        return Context(id=new_id(), text=text, recall=result, tokens=tokens,
+        return Context(id=context_id or new_id(), text=text, recall=result, tokens=tokens,
                        elapsed_ms=elapsed, tier=int(tier))  # fmt: skip
 
     def _count_uses(
-        self, user_id: str, memories: Sequence[Memory], when: datetime, *, reread: bool = False
+        self,
+        user_id: str,
+        memories: Sequence[Memory],
+        when: datetime,
+        *,
+        reread: bool = False,
+        context_id: str | None = None,
     ) -> None:
-        """One use of each injected memory; those reaching 10 uses are promoted. ``memories``
-        are as the store had them just before (else ``reread`` fetches them after)."""
+        """One use of each injected memory; those reaching 10 uses are promoted; the context
+        id remembers what it injected (for feedback). ``memories`` are as the store had them
+        just before (else ``reread`` fetches them after counting)."""
+        if not memories:
+            return
         ids = [m.id for m in memories]
         self.store.record_access(user_id, ids, when)
-        if reread:
-            now_counted = self.store.get(user_id, ids)
-        else:
-            now_counted = [m.evolve(access_count=m.access_count + 1, last_accessed_at=when)
-                           for m in memories]  # fmt: skip
-        promoted = [
-            m.evolve(promoted_at=when)
-            for m in now_counted
-            if m.promoted_at is None and m.access_count >= PROMOTION_USES
-        ]
-        if promoted:
-            self.store.write(promoted)
+        counted = (
+            self.store.get(user_id, ids)
+            if reread
+            else [m.evolve(access_count=m.access_count + 1) for m in memories]
+        )
+        due = [m.id for m in counted if m.promoted_at is None and m.access_count >= PROMOTION_USES]
+        state = []
+        if context_id is not None:
+            record = fb.context_record(ids, when)
+            state.append(State(user_id, fb.CONTEXTS, context_id, record))
+        with self._lock:
+            promoted = [m.evolve(promoted_at=when) for m in self.store.get(user_id, due)
+                        if m.promoted_at is None]  # fmt: skip
+            self.store.write(promoted, state=state)
 
     def tiers(
         self,
@@ -663,6 +890,7 @@ class Engine:
         options: GateOptions | None,
         now: datetime | None,
         max_budget: int | None = None,
+        cooccurrence: fb.Pairs | None = None,
     ) -> Gated:
         user_id = _check_user(user_id)
         message = self._check_text(message)
@@ -676,6 +904,7 @@ class Engine:
             options=self._options(options), now=as_utc(now or utcnow()), turn=turn,
             token_budget=token_budget, memory_types=types, project=project,
             include_compressed=include_compressed, max_budget=max_budget,
+            cooccurrence=cooccurrence,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------
@@ -753,8 +982,10 @@ class Engine:
                 fields["provenance"] = Provenance(memory.provenance.turn_ids, meta)
             else:
                 fields[name] = value
-        updated = memory.evolve(updated_at=as_utc(now or utcnow()), **fields)
-        self.store.write([updated])
+        with self._lock:
+            current = self.get(memory_id, user_id)  # another writer may have changed it
+            updated = current.evolve(updated_at=as_utc(now or utcnow()), **fields)
+            self.store.write([updated])
         return updated
 
     def pin(self, memory_id: str, user_id: str, pinned: bool = True) -> Memory:
@@ -769,8 +1000,14 @@ class Engine:
         """Delete these memories of the user, atomically; returns how many existed."""
         user_id = _check_user(user_id)
         ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
-        found = self.store.get(user_id, ids)
-        self.store.write(deletes=found)
+        with self._lock:
+            found = self.store.get(user_id, ids)
+            gone = [m.id for m in found]
+            partners = {i for m in found for i in conflicts_of(m)} - set(gone)
+            resolved = [unflag(m, gone) for m in self.store.get(user_id, sorted(partners))]
+            doc = fb.forget_pairs(self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS), gone)
+            state = [] if doc is None else [State(user_id, fb.COOCCURRENCE, fb.PAIRS, doc)]
+            self.store.write(resolved, deletes=found, state=state)
         return len(found)
 
     # -- import / export -------------------------------------------------------------------
@@ -834,7 +1071,9 @@ class Engine:
             vectors = self.embedder.embed([m.content for m in missing])
             fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
             restored = [fixed.get(m.id, m) for m in restored]
-        self.store.write([*restored, *staged.values()])
+        with self._lock:
+            self.store.write([*restored, *staged.values()])
+        self._after_ingest(staged.values())
         return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"])
 
     def _restore(self, record: Mapping[str, Any]) -> Memory:
@@ -1014,6 +1253,9 @@ class AsyncEngine:
     forget = _threaded(Engine.forget)
     import_records = _threaded(Engine.import_records)
     tiers = _threaded(Engine.tiers)
+    compress = _threaded(Engine.compress)
+    feedback = _threaded(Engine.feedback)
+    wait = _threaded(Engine.wait)
 
     async def export_records(self, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
         """Every memory as lossless records (a list: the export runs in one worker call)."""

@@ -10,6 +10,7 @@ Every error carries a stable ``code`` and the ``http_status`` a server maps it t
     ├── NotFoundError                 code "not_found",        404
     ├── ConfigError                   code "config_error",     500
     ├── EmbeddingError                code "embedding_error",  503
+    ├── LLMError                      code "llm_error",        502
     └── StoreError                    code "store_error",      503
         └── MigrationError            code "migration_error",  500
 
@@ -74,6 +75,14 @@ class ConfigError(EngrainError):
     """A setting is missing, malformed or points at something that cannot be used."""
 
     code = "config_error"
+
+
+class LLMError(EngrainError):
+    """The configured LLM endpoint failed, timed out or replied with something unusable.
+    Callers of the optional LLM catch it and fall back to the rule-based path."""
+
+    code = "llm_error"
+    http_status = 502
 
 
 class EmbeddingError(EngrainError):

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 
+from engrain.corrections import conflicts_of
 from engrain.model import Kind, Memory, MemoryType
 
 
@@ -20,12 +21,18 @@ class Format(StrEnum):
     SECTIONS = "sections"
 
 
+#: Appended to a memory flagged as contradicting another one (both are injected).
+CONFLICT_NOTE = " (conflicts with another memory; confirm which is current)"
+
+
 def render_line(memory: Memory) -> str:
-    """``[TYPE] content``; episodic memories carry their date, as in the spec's example."""
+    """``[TYPE] content``; episodic memories carry their date, as in the spec's example, and
+    so does a memory in conflict with another (with a note to confirm which holds)."""
     prefix = f"[{memory.memory_type.value.upper()}] "
-    if memory.memory_type is MemoryType.EPISODIC:
+    conflicted = bool(conflicts_of(memory))
+    if memory.memory_type is MemoryType.EPISODIC or conflicted:
         prefix += f"{memory.when.date().isoformat()}: "
-    return prefix + memory.content
+    return prefix + memory.content + (CONFLICT_NOTE if conflicted else "")
 
 
 def render_tagged(memories: Sequence[Memory]) -> str:
@@ -60,9 +67,10 @@ def _date(value: datetime) -> str:
 def render_item(memory: Memory) -> str:
     """One bullet of the ``sections`` format: the content and the date it was learned (or,
     for events, when it happened)."""
+    note = CONFLICT_NOTE if conflicts_of(memory) else ""
     if memory.kind is Kind.EVENT or memory.event_at is not None:
-        return f"- {_date(memory.when)}: {memory.content}"
-    return f"- {memory.content} (learned {_date(memory.created_at)})"
+        return f"- {_date(memory.when)}: {memory.content}{note}"
+    return f"- {memory.content} (learned {_date(memory.created_at)}){note}"
 
 
 def render_sections(memories: Sequence[Memory]) -> str:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from engrain.corrections import conflicts_of
+from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
 from engrain.model import Memory, MemoryType, ScoredMemory, Vector
 from engrain.recall import candidates as cand
 from engrain.recall.assemble import Format, item_line, render
@@ -114,7 +116,7 @@ def gate(
     memory_types: Sequence[MemoryType] | None = None,
     project: str | None = None,
     include_compressed: bool = False,
-    cooccurrence: Mapping[str, float] | None = None,
+    cooccurrence: Pairs | None = None,
     max_budget: int | None = None,
 ) -> Gated:
     """Run the gating pipeline for ``message``. ``token_budget`` overrides the automatic
@@ -156,13 +158,12 @@ def gate(
     pool = _with_pinned(store, user_id, flt, pool, vector)
     clock.lap("candidates")
 
-    co = cooccurrence or {}
     scored: list[tuple[Candidate, Scored]] = []
     for c in pool:
         if options.profile is Profile.GATED:
             s = score_gated(
                 c.memory, c.relevance, classification, weights, now,
-                cooccurrence=co.get(c.id, 0.0), focus_areas=options.focus_areas,
+                focus_areas=options.focus_areas,
             )  # fmt: skip
         elif options.profile is Profile.COMPOSITE:
             s = score_composite(c.memory, c.relevance, now)
@@ -170,6 +171,19 @@ def gate(
             s = score_static(c.memory, now)
         scored.append((c, s))
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
+    if cooccurrence and options.profile is Profile.GATED:
+        # the learned bonus: co-occurring with the best-scoring candidates (feedback.py)
+        anchors = [c.id for c, _ in scored[:ANCHORS]]
+        rescored = []
+        for c, s in scored:
+            bonus = cooccurrence_bonus(cooccurrence, c.id, anchors)
+            if bonus:
+                s = score_gated(
+                    c.memory, c.relevance, classification, weights, now,
+                    cooccurrence=bonus, focus_areas=options.focus_areas,
+                )  # fmt: skip
+            rescored.append((c, s))
+        scored = sorted(rescored, key=lambda pair: pair[1].total, reverse=True)
     if options.profile is Profile.STATIC:
         scored = scored[:STATIC_TOP]
     ranked = [_item(c, s.total, options.format) for c, s in scored]
@@ -186,11 +200,38 @@ def gate(
         procedural, ranked, token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=shift, apply_threshold=_thresholds_apply(options, token_budget),
     )  # fmt: skip
+    selected, used = _with_conflicting(store, user_id, selected, used, budget.tokens, options)
     clock.lap("select")
     text = render([s.memory for s in selected], options.format)
     clock.lap("assemble")
     return Gated(classification, budget, weights, selected, used, text, decisions, ranked,
                  components, clock.laps)  # fmt: skip
+
+
+def _with_conflicting(
+    store: Store,
+    user_id: str,
+    selected: list[ScoredMemory],
+    used: int,
+    budget: int,
+    options: GateOptions,
+) -> tuple[list[ScoredMemory], int]:
+    """Memories flagged as contradicting a selected one are injected beside it (budget
+    permitting), so the model sees both versions with their dates (``corrections.py``)."""
+    have = {s.memory.id for s in selected}
+    wanted = [i for s in selected for i in conflicts_of(s.memory) if i not in have]
+    if not wanted:
+        return selected, used
+    out = list(selected)
+    for memory in store.get(user_id, list(dict.fromkeys(wanted))):
+        if memory.muted or memory.superseded_by is not None or memory.id in have:
+            continue
+        item = _item(Candidate(memory, 0.0, 0.0, 0.0), 0.0, options.format)
+        if used + item.tokens <= budget:
+            out.append(item)
+            have.add(memory.id)
+            used += item.tokens
+    return out, used
 
 
 def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool:

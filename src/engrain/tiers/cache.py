@@ -11,20 +11,17 @@ so no request waits on compilation.
 
 from __future__ import annotations
 
-import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from engrain.background import Worker
 from engrain.model import Memory, as_utc, utcnow
 from engrain.store.base import MemoryFilter, State, Store
 from engrain.tiers.compile import CompiledTier, Summarize, compile_dna, compile_field_guide
 from engrain.tiers.prepare import eligible, promote_high_usage
 from engrain.tiers.registry import Tier
-
-log = logging.getLogger(__name__)
 
 NAMESPACE = "tiers"
 ALL_PROJECTS = "*"
@@ -65,13 +62,13 @@ class TierSet:
 class TierCache:
     """Compiles, stores and serves tiers 1 and 2 for the users of one store."""
 
-    def __init__(self, store: Store, summarize: Summarize | None = None) -> None:
+    def __init__(
+        self, store: Store, summarize: Summarize | None = None, worker: Worker | None = None
+    ) -> None:
         self.store = store
         self.summarize = summarize
+        self.worker = worker or Worker()
         self._fresh: dict[tuple[str, str], TierSet] = {}
-        self._pending: dict[tuple[str, str], Future[TierSet]] = {}
-        self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -131,41 +128,16 @@ class TierCache:
 
     def schedule(self, user_id: str, project: str | None) -> Future[TierSet]:
         """Compile in the background (once per user and project at a time)."""
-        key = (user_id, project or ALL_PROJECTS)
-        with self._lock:
-            running = self._pending.get(key)
-            if running is not None and not running.done():
-                return running
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="engrain-tiers")
-            future = self._executor.submit(self._compile_logged, user_id, project)
-            self._pending[key] = future
-            return future
-
-    def _compile_logged(self, user_id: str, project: str | None) -> TierSet:
-        try:
-            return self.compile(user_id, project)
-        except Exception:
-            log.exception("background tier compilation failed for %s/%s", user_id, project)
-            raise
+        key = ("tiers", user_id, project or ALL_PROJECTS)
+        return self.worker.submit(key, lambda: self.compile(user_id, project))
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until the scheduled compilations are done (tests, CLI, shutdown)."""
-        with self._lock:
-            pending = list(self._pending.values())
-        for future in pending:
-            try:
-                future.result(timeout)
-            except Exception:  # already logged; a failed build leaves the cache stale
-                continue
+        """Block until the scheduled background work is done (tests, CLI, shutdown)."""
+        self.worker.wait(timeout)
 
     def close(self) -> None:
-        """Finish the compilations under way and stop the worker thread."""
-        self.wait()
-        with self._lock:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+        """Finish the work under way and stop the worker thread."""
+        self.worker.close()
 
     def _with_memories(self, tiers: TierSet) -> TierSet:
         ids = list(dict.fromkeys(i for c in tiers.tiers.values() for i in c.memory_ids))

@@ -1,0 +1,106 @@
+"""The feedback loop: usefulness from explicit feedback, co-occurrence from good contexts.
+
+- **Usefulness** (the ``composite`` profile's input, default 0.5) moves toward the feedback
+  target by a fixed share: ``u ← u + rate × (target − u)`` with ``rate = 0.2`` (setting
+  ``feedback_rate``), target 1.0 for helpful, 0.0 for unhelpful, or a score in [0, 1]. It
+  stays in [0, 1] by construction, and after *n* identical feedbacks it has covered
+  ``1 − 0.8ⁿ`` of the way (half after 3, 90% after 10): one bad day cannot bury a memory.
+- **Co-occurrence** counts, for each pair of memories injected together in a context that
+  got positive feedback (target above 0.5), how many such contexts they shared. At
+  recall, a candidate's bonus (the ``gated`` profile's co-occurrence term, up to +0.10)
+  is ``min(1, n / 5)`` where *n* is its largest count with one of the five best-scoring
+  candidates: knowledge that keeps working together surfaces together.
+- **Context ids**: every ``context()`` that injects memories records which ones under its
+  id (kept ``context_retention_days``), so feedback can point at the context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import combinations
+from typing import Any
+
+from engrain.errors import ValidationError
+
+#: Share of the distance to the target one feedback covers (``feedback_rate``).
+FEEDBACK_RATE = 0.2
+#: Targets above this are positive: they teach co-occurrence.
+POSITIVE = 0.5
+#: Positive contexts shared at which the co-occurrence bonus is full.
+COOCCURRENCE_PLATEAU = 5
+#: How many of the best-scoring candidates anchor the co-occurrence bonus.
+ANCHORS = 5
+
+#: State namespaces and keys.
+CONTEXTS = "contexts"
+COOCCURRENCE = "cooccurrence"
+PAIRS = "pairs"
+
+Pairs = Mapping[str, Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class FeedbackResult:
+    """What one feedback changed: each memory's usefulness before and after, and how many
+    pairs of memories learned one more shared positive context."""
+
+    target: float
+    usefulness: dict[str, tuple[float, float]] = field(default_factory=dict)
+    pairs_learned: int = 0
+
+
+def feedback_target(helpful: bool | None, score: float | None) -> float:
+    """The usefulness target of one feedback: exactly one of ``helpful`` or ``score``."""
+    if (helpful is None) == (score is None):
+        raise ValidationError("give exactly one of helpful (true/false) or score (0..1)")
+    if score is not None:
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+            raise ValidationError("score must be a number between 0 and 1")
+        return float(score)
+    return 1.0 if helpful else 0.0
+
+
+def updated_usefulness(current: float, target: float, rate: float = FEEDBACK_RATE) -> float:
+    """``current`` moved ``rate`` of the way to ``target``, clamped to [0, 1]."""
+    return min(1.0, max(0.0, current + rate * (target - current)))
+
+
+def learn_pairs(doc: Mapping[str, Any] | None, ids: Sequence[str]) -> dict[str, Any]:
+    """The co-occurrence document with one more shared positive context for every pair of
+    ``ids`` (stored both ways, so a lookup is one dict access)."""
+    pairs: dict[str, dict[str, int]] = {
+        k: dict(v) for k, v in ((doc or {}).get(PAIRS) or {}).items()
+    }
+    for a, b in combinations(sorted(set(ids)), 2):
+        pairs.setdefault(a, {})[b] = pairs.get(a, {}).get(b, 0) + 1
+        pairs.setdefault(b, {})[a] = pairs.get(b, {}).get(a, 0) + 1
+    return {PAIRS: pairs}
+
+
+def forget_pairs(doc: Mapping[str, Any] | None, ids: Sequence[str]) -> dict[str, Any] | None:
+    """The document without the deleted ``ids`` (``None`` if it had none of them)."""
+    pairs = (doc or {}).get(PAIRS) or {}
+    gone = set(ids)
+    if not gone & (set(pairs) | {o for v in pairs.values() for o in v}):
+        return None
+    kept = {
+        k: {o: n for o, n in v.items() if o not in gone} for k, v in pairs.items() if k not in gone
+    }
+    return {PAIRS: {k: v for k, v in kept.items() if v}}
+
+
+def cooccurrence_bonus(pairs: Pairs, candidate: str, anchors: Sequence[str]) -> float:
+    """The candidate's bonus in [0, 1]: its largest shared-context count with an anchor
+    (another of the best-scoring candidates) over :data:`COOCCURRENCE_PLATEAU`."""
+    mine = pairs.get(candidate)
+    if not mine:
+        return 0.0
+    best = max((mine.get(a, 0) for a in anchors if a != candidate), default=0)
+    return min(1.0, best / COOCCURRENCE_PLATEAU)
+
+
+def context_record(memory_ids: Sequence[str], at: datetime) -> dict[str, Any]:
+    """What a context id remembers: the memories it injected, and when."""
+    return {"memory_ids": list(memory_ids), "at": at.isoformat(), "feedback": []}
