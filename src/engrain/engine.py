@@ -39,6 +39,7 @@ from engrain.ingest import chunk_text, chunk_turns, clean_text, route
 from engrain.ingest import importance as imp
 from engrain.ingest.dedup import find_duplicate
 from engrain.ingest.signals import preference_key
+from engrain.llm import make_llm
 from engrain.model import (
     TYPE_DEFAULT_KIND,
     Context,
@@ -64,7 +65,6 @@ from engrain.recall.assemble import Format, render
 from engrain.recall.budget import Depth
 from engrain.recall.classify import Complexity, classify, domains_of
 from engrain.recall.gate import Gated, GateOptions, gate
-from engrain.llm import make_llm
 from engrain.recall.score import Profile
 from engrain.store import MemoryFilter, State, Store, open_store
 from engrain.tiers import (

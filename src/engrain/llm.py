@@ -15,7 +15,6 @@ LLM failure: the caller's data is written either way.
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -93,7 +92,7 @@ class LLMClient:
                 if exc.code in RETRYABLE_STATUS:
                     continue
                 raise LLMError(f"{self.endpoint} refused the request: HTTP {exc.code}") from exc
-            except (TimeoutError, socket.timeout) as exc:
+            except TimeoutError as exc:
                 last = f"timed out after {self.timeout:g} s"
                 del exc
                 continue
