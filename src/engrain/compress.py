@@ -49,8 +49,10 @@ _MONTH_OR_DAY = re.compile(
     re.IGNORECASE,
 )
 _COMMON_CAPS = frozenset(
-    "I The A An And But So Then This That It We You He She They My Our Your His Her Their "
-    "Yes No Oh Hey Hi Hello Thanks Thank Wow Well Okay OK Sure Great Nice Cool Also Just".split()
+    ("I", "The", "A", "An", "And", "But", "So", "Then", "This", "That", "It", "We", "You",
+     "He", "She", "They", "My", "Our", "Your", "His", "Her", "Their", "Yes", "No", "Oh",
+     "Hey", "Hi", "Hello", "Thanks", "Thank", "Wow", "Well", "Okay", "OK", "Sure", "Great",
+     "Nice", "Cool", "Also", "Just")
 )  # fmt: skip
 
 
