@@ -408,3 +408,48 @@ def test_context_with_a_model_serves_the_compiled_tier(invoke: Invoke) -> None:
     assert text.stdout == "Never deploy on Fridays.\n" and text.stderr.startswith("tier 1, ")
     unknown = invoke("context", "can we deploy today?", "--model", "nope-9000")
     assert unknown.exit_code == 1 and "unknown model" in unknown.stderr
+
+
+# -- feedback, corrections, compression -----------------------------------------------------------
+
+
+def test_feedback_on_a_context_and_on_memories(invoke: Invoke) -> None:
+    first = remember(invoke, "Deploys go through the GitHub Actions release workflow")
+    remember(invoke, "The release workflow needs the DEPLOY_TOKEN secret")
+    [ctx] = json_lines(invoke("--json", "context", "how do deploys work?", "--budget", "500"))
+    rows = json_lines(invoke("--json", "feedback", ctx["id"], "--helpful"))
+    assert {r["after"] for r in rows} == {0.6} and len(rows) == 2
+    text = ok(invoke("feedback", "--memory", first, "--score", "0"))
+    assert text.stdout == f"{first} usefulness 0.600 -> 0.480\n"
+    missing = invoke("feedback", "nope", "--helpful")
+    assert missing.exit_code == 1 and "no context" in missing.stderr
+    both = invoke("feedback", ctx["id"], "--helpful", "--score", "1")
+    assert both.exit_code == 1 and "exactly one" in both.stderr
+
+
+def test_remember_a_correction(invoke: Invoke) -> None:
+    old = remember(invoke, "Lunch is at noon")
+    out = ok(invoke("remember", "Lunch moved to 12:30", "--kind", "correction",
+                    "--corrects", old))  # fmt: skip
+    assert out.stdout.startswith("stored ") and out.stdout.endswith(f"(supersedes {old})\n")
+    [memory] = json_lines(invoke("--json", "get", old))
+    assert memory["superseded_by"] is not None
+
+
+def test_compress_on_demand(invoke: Invoke) -> None:
+    convo = {
+        "type": "conversation",
+        "session_id": "s1",
+        "turns": [
+            {"speaker": "Ann", "text": "We booked Yosemite for June 14, site 42.", "turn_id": "t1"}
+        ],
+    }
+    ok(invoke("import", "-", input=json.dumps(convo) + "\n"))
+    assert ok(invoke("compress")).stdout == (
+        "compressed 0 sessions (0 memories) into 0 summaries\n"
+    )
+    [report] = json_lines(invoke("--json", "compress", "--force"))
+    assert report["sessions"] == ["s1"] and report["compressed"] == 1
+    assert report["summarized_by"] == ["extractive"]
+    [summary] = json_lines(invoke("--json", "list", "--kind", "summary"))
+    assert summary["source_session_id"] == "s1" and "June 14" in summary["content"]

@@ -211,6 +211,7 @@ if click is not None:
     @click.option("--domain", "-d", "domains", multiple=True, help="Domain tag (repeatable).")
     @click.option("--key", help="Key of a procedural memory (default: derived from the text).")
     @click.option("--pin", is_flag=True, help="Pin it: injected whenever the budget allows.")
+    @click.option("--corrects", help="With --kind correction: the id of the memory it corrects.")
     @pass_state
     def remember(
         state: _State,
@@ -221,11 +222,14 @@ if click is not None:
         domains: tuple[str, ...],
         key: str | None,
         pin: bool,
+        corrects: str | None,
     ) -> None:
         """Store TEXT as one memory.
 
         No chunking and no importance filter: TEXT is kept as given, unless it nearly
-        duplicates a recent memory of the same type, which is then updated instead."""
+        duplicates a recent memory of the same type, which is then updated instead. A
+        correction supersedes the memory it corrects (--corrects ID, else the closest one);
+        a memory that disagrees with a close one is stored and both are flagged."""
         outcome = state.engine().remember(
             text,
             state.user,
@@ -235,8 +239,12 @@ if click is not None:
             domains=domains,
             key=key,
             pinned=pin,
+            corrects=corrects,
         )
-        state.emit([outcome], lambda o: f"{o.action} {o.memory_id}")
+        state.emit(
+            [outcome],
+            lambda o: f"{o.action} {o.memory_id}" + (f" ({o.reason})" if o.reason else ""),
+        )
 
     @cli.command()
     @click.argument("text", default="-")
@@ -347,6 +355,50 @@ if click is not None:
             f"tier {found.tier}{note}, {len(found.memories)} memories, {found.tokens} tokens, "
             f"{found.elapsed_ms:.1f} ms",
             err=True,
+        )
+
+    @cli.command()
+    @click.argument("context_id", required=False)
+    @click.option("--helpful/--unhelpful", default=None, help="Did the injected memory help?")
+    @click.option("--score", type=float, help="How much it helped, 0 to 1.")
+    @click.option("--memory", "-m", "memory_ids", multiple=True, help="A memory id (repeatable).")
+    @pass_state
+    def feedback(
+        state: _State,
+        context_id: str | None,
+        helpful: bool | None,
+        score: float | None,
+        memory_ids: tuple[str, ...],
+    ) -> None:
+        """Tell engrain whether a context (CONTEXT_ID, printed by `context --json`) or some
+        memories helped: --helpful, --unhelpful or --score X. Usefulness moves 20% of the
+        way to the target; positive feedback on a context teaches co-occurrence."""
+        result = state.engine().feedback(
+            state.user, context_id, list(memory_ids), helpful=helpful, score=score
+        )
+        rows = [
+            {"memory_id": i, "before": round(b, 6), "after": round(a, 6)}
+            for i, (b, a) in result.usefulness.items()
+        ]
+        state.emit(rows, lambda r: f"{r['memory_id']} usefulness {r['before']:.3f} -> "
+                                   f"{r['after']:.3f}")  # fmt: skip
+        if not state.as_json and result.pairs_learned:
+            click.echo(f"learned {result.pairs_learned} co-occurring pairs", err=True)
+
+    @cli.command()
+    @click.option("--force", is_flag=True, help="Compress the oldest sessions even below the "
+                  "threshold.")  # fmt: skip
+    @pass_state
+    def compress(state: _State, force: bool) -> None:
+        """Summarise the oldest sessions when there are more than compression_threshold
+        (originals are kept, marked compressed, left out of recall)."""
+        report = state.engine().compress(state.user, force=force)
+        state.emit(
+            [dataclasses.asdict(report)],
+            lambda r: (
+                f"compressed {len(r['sessions'])} sessions ({r['compressed']} memories) "
+                f"into {len(r['summaries'])} summaries"
+            ),
         )
 
     @cli.group()

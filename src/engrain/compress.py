@@ -48,6 +48,11 @@ _MONTH_OR_DAY = re.compile(
     r"|tomorrow|tonight|last\s+(?:week|month|year)|next\s+(?:week|month|year))\b",
     re.IGNORECASE,
 )
+_PLEASANTRY = re.compile(
+    r"^(?:hey|hi|hello|thanks|thank you|bye|goodbye|good (?:night|morning)|see you|talk soon"
+    r"|congrat\w*|wow|aw+|haha)\b",
+    re.IGNORECASE,
+)
 _COMMON_CAPS = frozenset(
     ("I", "The", "A", "An", "And", "But", "So", "Then", "This", "That", "It", "We", "You",
      "He", "She", "They", "My", "Our", "Your", "His", "Her", "Their", "Yes", "No", "Oh",
@@ -112,13 +117,17 @@ def due(
 
 def key_terms(sentence: str) -> set[str]:
     """What a summary must not lose from ``sentence``: names (capitalised words that do not
-    start it, and the speaker), numbers and dates, technical terms."""
+    start it, and the speaker), numbers and dates, technical terms. A short greeting has
+    none, whoever it names."""
     terms: set[str] = set()
     speaker = _SPEAKER.match(sentence)
     body = sentence
     if speaker:
-        terms.add(speaker.group(1).strip())
         body = sentence[speaker.end() :]
+    if _PLEASANTRY.match(body.strip()) and len(body.split()) <= 4:
+        return terms  # "Hey Mel!", "Thanks, Caroline!": a greeting names no fact
+    if speaker:
+        terms.add(speaker.group(1).strip())
     for match in _NAME.finditer(body):
         if match.start() == 0 or match.group(0) in _COMMON_CAPS:
             continue

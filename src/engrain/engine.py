@@ -340,7 +340,14 @@ class Engine:
                 target = self._corrected(user_id, project, corrects, vector)
             else:
                 existing = self._find_existing(user_id, project, mtype, key, text, (), None, vector)
-                if existing is not None:
+                if (
+                    existing is not None
+                    and mtype is not MemoryType.PROCEDURAL  # a key's new value replaces it
+                    and kind in CONFLICT_KINDS
+                    and disagreement(existing.content, text)
+                ):
+                    target = existing  # a near-duplicate that disagrees: kept apart, flagged
+                elif existing is not None:
                     merged = _merge(existing, text, vector, now, (), event_at, meta)
                     self.store.write([merged])
                     return Outcome("merged", text, merged.id, importance=merged.importance,
@@ -354,7 +361,10 @@ class Engine:
                 pinned=pinned, provenance=Provenance((), meta),
                 content_hash=content_hash(text), embedding=vector,
             )  # fmt: skip
-            writes, reason = self._relate(memory, target, now)
+            if kind is Kind.CORRECTION:
+                writes, reason = self._relate(memory, target, now)
+            else:
+                writes, reason = self._relate(memory, None, now, target)
             self.store.write(writes)
         self._after_ingest(writes)
         return Outcome("stored", text, memory.id, reason, memory.importance, mtype)
@@ -376,11 +386,11 @@ class Engine:
         return None
 
     def _relate(
-        self, memory: Memory, target: Memory | None, now: datetime
+        self, memory: Memory, target: Memory | None, now: datetime, twin: Memory | None = None
     ) -> tuple[builtins.list[Memory], str | None]:
         """What to write with a new memory: a superseded target (and its conflicts resolved),
-        or the close memories it disagrees with, flagged both ways. Returns the writes and
-        the outcome's reason."""
+        or the close memories it disagrees with (``twin``: a near-duplicate that does),
+        flagged both ways. Returns the writes and the outcome's reason."""
         if target is not None:
             partners = self.store.get(memory.user_id, list(conflicts_of(target)))
             memory = with_meta(memory, **{CORRECTS: target.id})
@@ -394,9 +404,15 @@ class Engine:
         flt = MemoryFilter(project=memory.project, kinds=tuple(CONFLICT_KINDS),
                            include_superseded=False, include_muted=False)  # fmt: skip
         clashes: builtins.list[tuple[Memory, str]] = []
+        if twin is not None:
+            clashes.append((twin, disagreement(twin.content, memory.content) or ""))
         for other, sim in self.store.search(memory.user_id, memory.embedding, 5, flt):
-            why = disagreement(memory.content, other.content)
-            if sim >= self.settings.conflict_similarity and why:
+            why = disagreement(other.content, memory.content)
+            if (
+                sim >= self.settings.conflict_similarity
+                and why
+                and other.id != getattr(twin, "id", None)
+            ):
                 clashes.append((other, why))
         if not clashes:
             return [memory], None
@@ -864,8 +880,10 @@ class Engine:
         """What :meth:`context` would decide for ``message``, without counting an access:
         the classification, the budget and how it was derived, the weights, and for each
         candidate its score components, whether it was selected and why not."""
+        pairs = self.store.get_state(_check_user(user_id), fb.COOCCURRENCE, fb.PAIRS)
         return self._gate(message, user_id, token_budget, memory_types, project,
-                          include_compressed, turn, options, now)  # fmt: skip
+                          include_compressed, turn, options, now, None,
+                          (pairs or {}).get(fb.PAIRS))  # fmt: skip
 
     def _options(self, options: GateOptions | None) -> GateOptions:
         if options is not None:
