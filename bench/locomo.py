@@ -192,8 +192,9 @@ def run(
     limit: int | None,
     profile: str,
     ablations: bool = False,
+    extra: Sequence[Variant] = (),
 ) -> dict[str, Any]:
-    """The whole benchmark; returns the report."""
+    """The whole benchmark; returns the report. ``extra`` variants run beside the others."""
     started = time.perf_counter()
     conversations = bl.load_locomo(data)
     if conversation_ids:
@@ -208,7 +209,7 @@ def run(
     rows: dict[str, list[dict[str, Any]]] = {}
     ingest_stats: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        chosen = variants(profile, ablations)
+        chosen = [*variants(profile, ablations), *extra]
         for name, changes in INGESTIONS.items():
             if not any(v.store == name for v in chosen):
                 continue
@@ -278,9 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the default configuration's profile")  # fmt: skip
     parser.add_argument("--ablations", action="store_true",
                         help="also run the ablation variants (about twice as long)")  # fmt: skip
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
+                        help='an extra variant: GateOptions changes, e.g. pool100={"pool": 100}')  # fmt: skip
     args = parser.parse_args(argv)
     ids = args.conversations.split(",") if args.conversations else None
-    report = run(args.data, ids, args.limit, args.profile, args.ablations)
+    extra = []
+    for spec in args.variant:
+        name, _, changes = spec.partition("=")
+        extra.append(Variant(name, "chunks", {"profile": Profile(args.profile),
+                                              **json.loads(changes)}, f"extra: {changes}"))  # fmt: skip
+    report = run(args.data, ids, args.limit, args.profile, args.ablations, extra)
     print(format_table(report))
     print(f"\n{report['questions']} questions, {len(report['conversations'])} conversations, "
           f"{report['elapsed_s']:.0f} s")  # fmt: skip

@@ -453,3 +453,23 @@ def test_compress_on_demand(invoke: Invoke) -> None:
     assert report["summarized_by"] == ["extractive"]
     [summary] = json_lines(invoke("--json", "list", "--kind", "summary"))
     assert summary["source_session_id"] == "s1" and "June 14" in summary["content"]
+
+
+def test_migrate_copies_another_store_losslessly(invoke: Invoke, tmp_path: Path) -> None:
+    remember(invoke, "Deploys go through the GitHub Actions release workflow", "--pin")
+    remember(invoke, "I prefer tabs over spaces", "--kind", "preference")
+    ok(invoke("-u", "bob", "remember", "Bob's cat is called Miso"))
+    ok(invoke("recall", "deploy"))
+    [fresh] = json_lines(invoke("--json", "migrate", db="new.db"))
+    assert fresh == {"applied": []}  # opening the store already brought it up to date
+    source = f"sqlite:///{tmp_path / 'x.db'}"
+    moved = ok(invoke("migrate", "--from", source, "--verify", db="new.db"))
+    assert (
+        moved.stdout == "schema current (0 migrations applied now); copied 3 memories of 2 users\n"
+    )
+    before = ok(invoke("export", "--all-users")).stdout
+    after = ok(invoke("export", "--all-users", db="new.db")).stdout
+    assert after == before
+    again = ok(invoke("migrate", "--from", source, db="new.db"))  # re-runnable
+    assert "copied 3 memories" in again.stdout
+    assert ok(invoke("export", "--all-users", db="new.db")).stdout == before

@@ -23,6 +23,8 @@ from engrain.config import load_settings
 from engrain.engine import Engine
 from engrain.errors import EngrainError, ValidationError
 from engrain.model import Memory, Outcome, ScoredMemory
+from engrain.store import open_store
+from engrain.store.transfer import copy_store
 from engrain.tiers import Tier
 
 try:
@@ -400,6 +402,36 @@ if click is not None:
                 f"into {len(r['summaries'])} summaries"
             ),
         )
+
+    @cli.command()
+    @click.option("--from", "source_url", metavar="URL",
+                  help="Also copy every memory of the store at URL into this one.")  # fmt: skip
+    @click.option("--verify", is_flag=True, help="Read each copied batch back and compare it.")
+    @pass_state
+    def migrate(state: _State, source_url: str | None, verify: bool) -> None:
+        """Bring the store at --url to the current schema (named migrations), and with
+        --from copy another store into it: how a SQLite file moves to PostgreSQL
+        (`engrain --url postgresql://… migrate --from sqlite:////path/engrain.db`). The copy
+        is lossless (ids, embeddings, every field) and can be re-run."""
+        engine = state.engine()
+        store: Any = engine.store
+        applied = store.migrate() if hasattr(store, "migrate") else []
+        row: dict[str, Any] = {"applied": list(applied)}
+        if source_url is not None:
+            source = open_store(source_url)
+            try:
+                row["copied"] = copy_store(
+                    source, engine.store, verify=verify,
+                    cache_models=[engine.embedder.model_id],
+                )  # fmt: skip
+            finally:
+                source.close()
+        state.emit(
+            [row],
+            lambda r: (f"schema current ({len(r['applied'])} migrations applied now)"
+                       + (f"; copied {r['copied']['memories']} memories of "
+                          f"{r['copied']['users']} users" if "copied" in r else "")),
+        )  # fmt: skip
 
     @cli.group()
     def tiers() -> None:
