@@ -14,6 +14,7 @@ LLM failure: the caller's data is written either way.
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -98,6 +99,9 @@ class LLMClient:
                 continue
             except (urllib.error.URLError, ConnectionError, OSError) as exc:
                 last = f"cannot reach it ({getattr(exc, 'reason', exc)})"
+                continue
+            except http.client.HTTPException as exc:  # a cut-off body, a garbled status line
+                last = f"broken reply ({exc!r})"
                 continue
             try:
                 data = json.loads(raw)
