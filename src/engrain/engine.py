@@ -764,7 +764,7 @@ class Engine:
         pairs = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
         gated = self._gate(message, user_id, token_budget, memory_types, project,
                            include_compressed, turn, options, now, cap,
-                           (pairs or {}).get(fb.PAIRS))  # fmt: skip
+                           (pairs or {}).get(fb.PAIRS), explain=False)  # fmt: skip
         selected = gated.selected[:top_k] if top_k is not None else gated.selected
         if top_k is not None and len(selected) < len(gated.selected):
             text = render([s.memory for s in selected], self._options(options).format)
@@ -832,12 +832,11 @@ class Engine:
             return
         ids = [m.id for m in memories]
         self.store.record_access(user_id, ids, when)
-        counted = (
-            self.store.get(user_id, ids)
-            if reread
-            else [m.evolve(access_count=m.access_count + 1) for m in memories]
-        )
-        due = [m.id for m in counted if m.promoted_at is None and m.access_count >= PROMOTION_USES]
+        if reread:
+            counted = [(m, m.access_count) for m in self.store.get(user_id, ids)]
+        else:
+            counted = [(m, m.access_count + 1) for m in memories]
+        due = [m.id for m, n in counted if m.promoted_at is None and n >= PROMOTION_USES]
         state = []
         if context_id is not None:
             record = fb.context_record(ids, when)
@@ -909,6 +908,7 @@ class Engine:
         now: datetime | None,
         max_budget: int | None = None,
         cooccurrence: fb.Pairs | None = None,
+        explain: bool = True,
     ) -> Gated:
         user_id = _check_user(user_id)
         message = self._check_text(message)
@@ -922,7 +922,7 @@ class Engine:
             options=self._options(options), now=as_utc(now or utcnow()), turn=turn,
             token_budget=token_budget, memory_types=types, project=project,
             include_compressed=include_compressed, max_budget=max_budget,
-            cooccurrence=cooccurrence,
+            cooccurrence=cooccurrence, explain=explain,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------

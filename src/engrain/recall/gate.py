@@ -118,10 +118,13 @@ def gate(
     include_compressed: bool = False,
     cooccurrence: Pairs | None = None,
     max_budget: int | None = None,
+    explain: bool = True,
 ) -> Gated:
     """Run the gating pipeline for ``message``. ``token_budget`` overrides the automatic
     budget; without it, trivial messages skip the pipeline and inject nothing, and
-    ``max_budget`` caps the automatic budget (a small model's tier budget)."""
+    ``max_budget`` caps the automatic budget (a small model's tier budget). Without
+    ``explain`` the per-candidate decisions are not recorded and selection stops once the
+    budget is full (what ``context()`` needs; ``explain()`` records them all)."""
     clock = _Clock()
     classification = classify(message, turn=turn)
     clock.lap("classify")
@@ -190,15 +193,16 @@ def gate(
     components = {c.id: dict(s.components) for c, s in scored}
     clock.lap("score")
 
-    procedural = [
+    procedural = (
         _item(Candidate(m, 0.0, 0.0, 0.0), 1.0, options.format)
         for m in cand.procedural(store, user_id, project=project, memory_types=memory_types)
         if m.importance >= options.min_importance
-    ]
+    )
     shift = DEPTH_EFFECT[options.depth][1]
     selected, used, decisions = select_gated(
         procedural, ranked, token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=shift, apply_threshold=_thresholds_apply(options, token_budget),
+        explain=explain,
     )  # fmt: skip
     selected, used = _with_conflicting(store, user_id, selected, used, budget.tokens, options)
     clock.lap("select")
@@ -245,7 +249,28 @@ def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool
 
 def _item(candidate: Candidate, score: float, fmt: Format) -> ScoredMemory:
     memory = candidate.memory
-    return ScoredMemory(memory, score, candidate.similarity, count_tokens(item_line(memory, fmt)))
+    return ScoredMemory(memory, score, candidate.similarity, line_tokens(memory, fmt))
+
+
+#: Token cost of each memory object's line, per format. Memories are immutable and the
+#: stores hand out the same object until it changes, so a cost is computed once per version
+#: (10,000 memories with 337 procedural ones: 5 ms less per call). Holding the object keeps
+#: its ``id()`` from being reused while the entry lives.
+_LINE_TOKENS: dict[tuple[int, Format], tuple[Memory, int]] = {}
+_LINE_TOKENS_MAX = 200_000
+
+
+def line_tokens(memory: Memory, fmt: Format) -> int:
+    """``count_tokens(item_line(memory, fmt))``, remembered per memory object."""
+    key = (id(memory), fmt)
+    hit = _LINE_TOKENS.get(key)
+    if hit is not None and hit[0] is memory:
+        return hit[1]
+    tokens = count_tokens(item_line(memory, fmt))
+    if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
+        _LINE_TOKENS.clear()
+    _LINE_TOKENS[key] = (memory, tokens)
+    return tokens
 
 
 def _with_pinned(

@@ -3,7 +3,7 @@ greedy fill (step 4). Procedural memories always lead."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engrain.model import Kind, ScoredMemory
@@ -67,38 +67,49 @@ class Decision:
 
 
 def select_gated(
-    first: Sequence[ScoredMemory],
+    first: Iterable[ScoredMemory],
     ranked: Sequence[ScoredMemory],
     *,
     token_budget: int,
     intent: Intent,
     threshold_shift: float = 0.0,
     apply_threshold: bool = True,
+    explain: bool = True,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill in score order: procedural memories (``first``) lead; then each
     candidate at or above its intent's threshold (pinned items bypass it) is added while
-    its tokens fit. Returns the selection, tokens used, and a decision per candidate."""
+    its tokens fit. Returns the selection, tokens used, and (with ``explain``) a decision per
+    candidate; without it the walk stops as soon as the budget is full, and ``first`` may be
+    a lazy iterable, built only as far as the walk goes."""
     selected: list[ScoredMemory] = []
     decisions: list[Decision] = []
     seen: set[str] = set()
-    leading = {item.memory.id for item in first}
     used = 0
-    for item in (*first, *ranked):
-        memory = item.memory
-        if memory.id in seen:
-            continue
-        seen.add(memory.id)
-        limit = threshold_for(memory.kind, intent, threshold_shift)
-        if apply_threshold and not memory.pinned and item.score < limit:
-            decisions.append(Decision(item, False, f"score {item.score:.3f} below {limit:.2f}"))
-            continue
-        if used + item.tokens > token_budget:
-            decisions.append(
-                Decision(item, False, f"{item.tokens} tokens do not fit ({used}/{token_budget})")
-            )
-            continue
-        selected.append(item)
-        used += item.tokens
-        why = "pinned" if memory.pinned else "procedural" if memory.id in leading else "selected"
-        decisions.append(Decision(item, True, why))
+    for leading, items in ((True, first), (False, ranked)):
+        for item in items:
+            if not explain and used >= token_budget:
+                return selected, used, decisions
+            memory = item.memory
+            if memory.id in seen:
+                continue
+            seen.add(memory.id)
+            if not leading:
+                limit = threshold_for(memory.kind, intent, threshold_shift)
+                if apply_threshold and not memory.pinned and item.score < limit:
+                    if explain:
+                        decisions.append(
+                            Decision(item, False, f"score {item.score:.3f} below {limit:.2f}")
+                        )
+                    continue
+            if used + item.tokens > token_budget:
+                if explain:
+                    decisions.append(Decision(
+                        item, False, f"{item.tokens} tokens do not fit ({used}/{token_budget})"
+                    ))  # fmt: skip
+                continue
+            selected.append(item)
+            used += item.tokens
+            if explain:
+                why = "pinned" if memory.pinned else "procedural" if leading else "selected"
+                decisions.append(Decision(item, True, why))
     return selected, used, decisions
