@@ -190,7 +190,9 @@ def show(title: str, message: str, context: Context, number: int, width: int, st
         f"{len(context.memories)} memories · {context.tokens} tokens · {context.elapsed_ms:.1f} ms"
     )
     gated = getattr(context, "gated", None)  # the relevance gate's verdict, when present
-    if gated is not None:
+    if context.tier != 3:
+        stats += f" · tier {context.tier}, pre-compiled"
+    elif gated is not None:
         intent = gated.classification.intent
         stats += f" · intent {getattr(intent, 'value', intent)} · budget {gated.budget.tokens}"
     print("  " + style.dim(stats))
@@ -263,6 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             for number, (title, message) in enumerate(messages, 1):
                 context = engine.context(message, USER, now=NOW)
                 show(title, message, context, number, width, style)
+            # a small local model gets the pre-compiled DNA summary instead (tier 1)
+            engine.tiers(USER, PROJECT, now=NOW)
+            title, message = messages[0]
+            small = engine.context(message, USER, project=PROJECT, model="llama3.1:8b", now=NOW)
+            show(f"{title}, for llama3.1:8b (8K window: tier 1)", message, small,
+                 len(messages) + 1, width, style)  # fmt: skip
     except EngrainError as exc:
         print(f"engrain: {exc.message}", file=sys.stderr)
         return 1

@@ -403,9 +403,11 @@ def test_context_with_a_model_serves_the_compiled_tier(invoke: Invoke) -> None:
     assert cold["tier"] == 3 and cold["fallback"] is True  # compiled in the background
     [warm] = json_lines(invoke("--json", "context", "can we deploy today?", "--window", "8000"))
     assert warm["tier"] == 1 and warm["fallback"] is False
-    assert warm["text"] == "Never deploy on Fridays." and warm["memories"][0]["content"]
+    assert warm["text"] == "<memory>\nNever deploy on Fridays.\n</memory>"
+    assert warm["memories"][0]["content"] == "Never deploy on Fridays"
     text = ok(invoke("context", "can we deploy today?", "--model", "gpt-4"))
-    assert text.stdout == "Never deploy on Fridays.\n" and text.stderr.startswith("tier 1, ")
+    assert text.stdout == "<memory>\nNever deploy on Fridays.\n</memory>\n"
+    assert text.stderr.startswith("tier 1, ")
     unknown = invoke("context", "can we deploy today?", "--model", "nope-9000")
     assert unknown.exit_code == 1 and "unknown model" in unknown.stderr
 

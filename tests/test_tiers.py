@@ -278,10 +278,12 @@ def test_cold_cache_falls_back_to_tier3_and_rebuilds(engine: Engine) -> None:
                           model="llama3.1:8b", now=NOW)  # fmt: skip
     assert not warm.fallback and warm.tier == 1
     compiled = engine.tiers(USER, PROJECT)
-    assert warm.text == compiled.tiers[Tier.DNA].text and warm.tokens <= 480
+    assert warm.text == f"<memory>\n{compiled.tiers[Tier.DNA].text}\n</memory>"
+    assert warm.tokens == count_tokens(warm.text) <= 480
     guide = engine.context("How do I add a new API endpoint?", USER, project=PROJECT,
                            context_window=32_768, now=NOW)  # fmt: skip
-    assert guide.tier == 2 and guide.text == compiled.tiers[Tier.FIELD_GUIDE].text
+    assert guide.tier == 2 and guide.text == f"<memory>\n{compiled.tiers[2].text}\n</memory>"
+    assert guide.tokens <= 2_500
     big = engine.context("How do I add a new API endpoint?", USER, project=PROJECT,
                          model="gpt-4o", now=NOW)  # fmt: skip
     assert big.tier == 3 and not big.fallback

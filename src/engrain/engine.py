@@ -76,6 +76,7 @@ from engrain.tiers import (
     choose_tier,
     context_window,
 )
+from engrain.tiers.cache import wrap
 from engrain.tokens import count_tokens
 
 P = ParamSpec("P")
@@ -758,7 +759,9 @@ class Engine:
                             if i in compiled.memories]  # fmt: skip
                 context_id = new_id()
                 self._count_uses(user_id, memories, when, reread=True, context_id=context_id)
-                return self._tier_context(part.text, tier, memories, start, part.tokens,
+                block = wrap(part.text)
+                tokens = count_tokens(block) if block else 0
+                return self._tier_context(block, tier, memories, start, tokens,
                                           context_id)  # fmt: skip
             cap = TIER_BUDGETS[tier]
         pairs = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)

@@ -21,7 +21,17 @@ from engrain.model import Memory, as_utc, utcnow
 from engrain.store.base import MemoryFilter, State, Store
 from engrain.tiers.compile import CompiledTier, Summarize, compile_dna, compile_field_guide
 from engrain.tiers.prepare import eligible, promote_high_usage
-from engrain.tiers.registry import Tier
+from engrain.tiers.registry import TIER_BUDGETS, Tier
+from engrain.tokens import count_tokens
+
+#: Tokens of the ``<memory>`` wrapper a tier is injected in (kept out of its budget).
+WRAPPER_TOKENS = count_tokens("<memory>\n\n</memory>")
+
+
+def wrap(text: str) -> str:
+    """A compiled tier as injected: in the spec's ``<memory>`` block (empty stays empty)."""
+    return f"<memory>\n{text}\n</memory>" if text else ""
+
 
 NAMESPACE = "tiers"
 ALL_PROJECTS = "*"
@@ -114,8 +124,14 @@ class TierCache:
         revision = self.store.revision(user_id)
         items, stats = eligible(memories, now)
         tiers = {
-            Tier.DNA: compile_dna(items, summarize=self.summarize),
-            Tier.FIELD_GUIDE: compile_field_guide(items, summarize=self.summarize),
+            Tier.DNA: compile_dna(
+                items, budget=TIER_BUDGETS[Tier.DNA] - WRAPPER_TOKENS, summarize=self.summarize
+            ),
+            Tier.FIELD_GUIDE: compile_field_guide(
+                items,
+                budget=TIER_BUDGETS[Tier.FIELD_GUIDE] - WRAPPER_TOKENS,
+                summarize=self.summarize,
+            ),
         }
         stats["promoted"] = len(promoted)
         result = TierSet(user_id, project, revision, now, tiers, stats,
