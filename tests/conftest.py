@@ -1,5 +1,6 @@
-"""Shared fixtures: engines over the in-memory and SQLite stores with the deterministic test
-embedder (fast), and one with the real all-MiniLM-L6-v2 model (marked ``model``)."""
+"""Shared fixtures: engines over the in-memory, SQLite and PostgreSQL stores with the
+deterministic test embedder (fast), and one with the real all-MiniLM-L6-v2 model (marked
+``model``). PostgreSQL runs on one private server per session (``tests/pg.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from engrain.embed import HashEmbedder
 from engrain.store import MemoryStore, Store
 from engrain.store.sqlite import SQLiteStore
 
+from .pg import pg_server, pg_url  # noqa: F401  (fixtures)
+
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
 
@@ -23,10 +26,18 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
     return Settings(**values)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """Every backend, one test body (the contract suite)."""
-    backend: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "t.db")
+    backend: Store
+    if request.param == "memory":
+        backend = MemoryStore()
+    elif request.param == "sqlite":
+        backend = SQLiteStore(tmp_path / "t.db")
+    else:
+        from engrain.store.postgres import PostgresStore
+
+        backend = PostgresStore(request.getfixturevalue("pg_url"), pool_size=2)
     yield backend
     backend.close()
 

@@ -240,7 +240,7 @@ def test_dotted_url_loads_a_third_party_backend(
     [
         "sqlite://",
         "sqlite:///",
-        "postgresql://localhost/engrain",
+        "postgresql://a b c",  # malformed
         "nonsense",
         "sqlite:",
         "no_such_module_xyz:Store",

@@ -1,4 +1,5 @@
-"""Stores, chosen by URL: ``sqlite:///path``, ``memory://``, or a dotted path to a class."""
+"""Stores, chosen by URL: ``sqlite:///path``, ``postgresql://…``, ``memory://``, or a dotted
+path to a class."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ def open_store(url: str) -> Store:
     """The store a URL names.
 
     * ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs`` also works) — the default.
+    * ``postgresql://user:password@host:5432/dbname`` (or ``postgres://``) — PostgreSQL with
+      pgvector, for many users and many processes; needs ``pip install 'engrain[postgres]'``.
     * ``memory://`` — in-process, gone when the process ends (tests, experiments).
     * ``package.module:ClassName`` or ``package.module.ClassName`` — a third-party backend,
       constructed with the URL's remainder after ``?`` (if any) as its only argument.
@@ -31,9 +34,14 @@ def open_store(url: str) -> Store:
     if url in ("memory://", "memory:"):
         return MemoryStore()
     if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError(
-            "the PostgreSQL backend is not available in this version; use sqlite:///path"
-        )
+        try:
+            from engrain.store.postgres import PostgresStore
+        except ImportError as exc:
+            raise ConfigError(
+                f"the PostgreSQL backend needs {exc.name or 'psycopg'}: "
+                "pip install 'engrain[postgres]'"
+            ) from exc
+        return PostgresStore(url)
     dotted, _, arg = url.partition("?")
     module_name, sep, attr = dotted.partition(":")
     if not sep:

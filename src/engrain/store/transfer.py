@@ -1,0 +1,132 @@
+"""Copy memories from one store to another: how a SQLite store moves into PostgreSQL.
+
+    from engrain.store import open_store
+    from engrain.store.transfer import copy_store
+
+    source = open_store("sqlite:////home/me/.local/share/engrain/engrain.db")
+    target = open_store("postgresql://engrain@db.internal/engrain")
+    print(copy_store(source, target, verify=True))
+
+The copy goes through the :class:`~engrain.store.base.Store` protocol, so any backend can be
+either side. It is lossless: every field of every memory, embeddings included, arrives as
+it was (ids too, so it can be re-run: a second run replaces the same rows). Each batch is one
+transaction of the target; a failure leaves the batches already written in place and raises,
+and running the copy again finishes the job.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from engrain.errors import StoreError, ValidationError
+from engrain.model import Memory, Vector
+from engrain.store.base import State, Store
+
+
+def copy_store(
+    source: Store,
+    target: Store,
+    *,
+    users: Sequence[str] | None = None,
+    batch: int = 500,
+    cache_models: Sequence[str] = (),
+    state: bool = True,
+    verify: bool = False,
+    on_batch: Callable[[str, int], None] | None = None,
+) -> dict[str, int]:
+    """Copy every memory of ``users`` (default: every user of ``source``) into ``target``.
+
+    * ``batch`` — memories per write transaction on the target.
+    * ``cache_models`` — embedding-cache entries of these model ids whose content hash is
+      one of a copied memory's are copied too (the cache only saves re-embedding; leave it
+      empty to skip it).
+    * ``state`` — also copy each user's state documents (compiled tiers, learned
+      co-occurrence, recent contexts) when ``source`` is one of engrain's own stores; the
+      protocol cannot list them, so a third-party source's are skipped.
+    * ``verify`` — read every batch back from ``target`` and compare it field by field
+      (embeddings included); :class:`~engrain.errors.StoreError` on any difference.
+    * ``on_batch(user_id, copied_so_far)`` — called after each batch (progress bars).
+
+    Memories are written oldest first, so the target keeps the source's insertion order.
+    Returns counts: ``users``, ``memories``, ``embeddings`` (memories that had a vector),
+    ``state`` and ``cached_embeddings``.
+    """
+    if batch < 1:
+        raise ValidationError(f"batch must be at least 1, not {batch}")
+    counts = {"users": 0, "memories": 0, "embeddings": 0, "state": 0, "cached_embeddings": 0}
+    wanted = list(users) if users is not None else source.users()
+    documents: dict[str, list[State]] | None = None
+    if state and (listed := _state_documents(source)) is not None:
+        documents = {}
+        for document in listed:
+            documents.setdefault(document.user_id, []).append(document)
+    hashes: set[str] = set()
+    for user_id in wanted:
+        memories = list(reversed(source.query(user_id)))
+        for start in range(0, len(memories), batch):
+            part = memories[start : start + batch]
+            target.write(part)
+            if verify:
+                _verify(part, target.get(user_id, [m.id for m in part]))
+            counts["memories"] += len(part)
+            counts["embeddings"] += sum(m.embedding is not None for m in part)
+            if on_batch is not None:
+                on_batch(user_id, start + len(part))
+        if documents is not None:
+            mine = documents.get(user_id, [])
+            for start in range(0, len(mine), batch):
+                target.write(state=mine[start : start + batch])
+            counts["state"] += len(mine)
+        hashes.update(m.content_hash for m in memories if m.content_hash)
+        counts["users"] += 1
+    ordered = sorted(hashes)
+    for model_id in cache_models:
+        for start in range(0, len(ordered), batch):
+            found = source.cached_embeddings(model_id, ordered[start : start + batch])
+            target.cache_embeddings(model_id, found)
+            counts["cached_embeddings"] += len(found)
+    return counts
+
+
+def _verify(written: Sequence[Memory], read_back: Sequence[Memory]) -> None:
+    """Every field equal (times as instants: a store may return them in UTC) and the same
+    embedding bit for bit."""
+    back = {m.id: m for m in read_back}
+    for memory in written:
+        got = back.get(memory.id)
+        if got is None or got != memory or not _same_vector(got.embedding, memory.embedding):
+            raise StoreError(
+                f"copy of memory {memory.id} of user {memory.user_id} does not read back equal"
+            )
+
+
+def _same_vector(a: Vector | None, b: Vector | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))
+
+
+def _state_documents(store: Store) -> list[State] | None:
+    """Every state document of one of engrain's own stores; ``None`` for another store (the
+    protocol reads state by key only, it cannot list it)."""
+    from engrain.store.memory import MemoryStore
+    from engrain.store.sqlite import SQLiteStore
+
+    rows: list[Any]
+    if isinstance(store, SQLiteStore):
+        rows = store._read("SELECT user_id, namespace, key, value FROM state ORDER BY 1, 2, 3")
+    elif isinstance(store, MemoryStore):
+        rows = [(*where, value) for where, (value, _) in sorted(store._state.items())]
+    else:
+        try:
+            from engrain.store.postgres import PostgresStore
+        except ImportError:
+            return None
+        if not isinstance(store, PostgresStore):
+            return None
+        return store.state_documents()
+    return [State(u, ns, k, json.loads(v)) for u, ns, k, v in rows]
