@@ -30,7 +30,8 @@ from engrain.recall.score import (
     score_static,
 )
 from engrain.recall.select import Decision, select_gated
-from engrain.store.base import MemoryFilter, Store
+from engrain.store.base import Store
+from engrain.store.reads import Reads
 from engrain.tokens import count_tokens
 
 
@@ -141,24 +142,38 @@ def gate(
     if budget.tokens == 0 and classification.complexity is Complexity.TRIVIAL:
         return Gated(classification, budget, weights, [], 0, "", timings_ms=clock.laps)
 
-    vector = embed_query(message)
-    clock.lap("embed")
     flt = cand.recall_filter(
         min_importance=options.min_importance,
         memory_types=memory_types,
         project=project,
         include_compressed=include_compressed,
     )
-    if options.profile is Profile.STATIC:
+    # a pool deep enough to fill the budget with chunk-sized memories (~40 tokens each)
+    size = max(options.pool, budget.tokens // 40)
+    static = options.profile is Profile.STATIC
+    # the reads that do not need the query vector overlap its computation where they can
+    reads = Reads(store)
+    lexical = reads.start(
+        lambda: (
+            store.lexical_search(user_id, message, size, flt)
+            if options.hybrid and not static
+            else []
+        )
+    )
+    pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
+    procedurals = reads.start(
+        lambda: cand.procedural(store, user_id, project=project, memory_types=memory_types)
+    )
+    vector = embed_query(message)
+    clock.lap("embed")
+    if static:
         pool = [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
     else:
-        # a pool deep enough to fill the budget with chunk-sized memories (~40 tokens each)
-        size = max(options.pool, budget.tokens // 40)
         pool = gather(
             store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
-            lexical_weight=options.lexical_weight, fusion=options.fusion,
+            lexical_weight=options.lexical_weight, fusion=options.fusion, lexical=lexical(),
         )  # fmt: skip
-    pool = _with_pinned(store, user_id, flt, pool, vector)
+    pool = _with_pinned(pinned(), pool, vector)
     clock.lap("candidates")
 
     scored: list[tuple[Candidate, Scored]] = []
@@ -195,7 +210,7 @@ def gate(
 
     procedural = (
         _item(Candidate(m, 0.0, 0.0, 0.0), 1.0, options.format)
-        for m in cand.procedural(store, user_id, project=project, memory_types=memory_types)
+        for m in procedurals()
         if m.importance >= options.min_importance
     )
     shift = DEPTH_EFFECT[options.depth][1]
@@ -274,13 +289,13 @@ def line_tokens(memory: Memory, fmt: Format) -> int:
 
 
 def _with_pinned(
-    store: Store, user_id: str, flt: MemoryFilter, pool: list[Candidate], vector: Vector
+    pinned: Sequence[Memory], pool: list[Candidate], vector: Vector
 ) -> list[Candidate]:
     """Pinned memories join the pool whatever their relevance: they bypass the threshold."""
     have = {c.id for c in pool}
     extra = [
         Candidate(m, sim, 0.0, max(0.0, sim))
-        for m in store.query(user_id, flt.update(pinned=True))
+        for m in pinned
         if m.id not in have
         for sim in [float(m.embedding @ vector) if m.embedding is not None else 0.0]
     ]

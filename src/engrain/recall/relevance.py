@@ -12,6 +12,7 @@ relevance everywhere and the thresholds keep noise out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,11 +55,16 @@ def gather(
     lexical_weight: float = LEXICAL_WEIGHT,
     floor: float = RELEVANCE_FLOOR,
     fusion: str = "blend",
+    lexical: Sequence[tuple[Memory, float]] | None = None,
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
-    (``hybrid``) the ``pool`` best BM25 matches, best relevance first."""
+    (``hybrid``) the ``pool`` best BM25 matches, best relevance first. ``lexical`` is
+    ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it."""
     dense = store.search(user_id, vector, pool, flt)
-    lexical = store.lexical_search(user_id, query, pool, flt) if hybrid else []
+    if not hybrid:
+        lexical = []
+    elif lexical is None:
+        lexical = store.lexical_search(user_id, query, pool, flt)
     best = max((score for _, score in lexical), default=0.0)
     lex = {m.id: score / best for m, score in lexical} if best > 0 else {}
     memories: dict[str, Memory] = {m.id: m for m, _ in dense}

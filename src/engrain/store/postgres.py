@@ -320,6 +320,11 @@ class PostgresStore:
     schema is migrated on open.
     """
 
+    #: Reads may run from several threads at once, each on its own pooled connection:
+    #: ``context()`` overlaps its lexical, pinned and procedural reads with the query
+    #: embedding and the vector search (``engrain.store.reads``).
+    concurrent_reads = True
+
     def __init__(
         self,
         url: str,
