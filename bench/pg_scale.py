@@ -343,7 +343,12 @@ def measure_engine(
     url: str, users: Sequence[str], queries: Sequence[str], seed: int, embedder: Any, tmp: Path
 ) -> dict[str, Any]:
     """``Engine.context()`` end to end over PostgreSQL with the real embedder, and the time
-    it spends in each store call (mean ms per ``context()``)."""
+    it spends in each store call (mean ms per ``context()``; reads that overlap are each
+    counted in full).
+
+    Every query runs twice, side by side: with the reads that do not need the query vector
+    overlapping its computation (the store's default, ``concurrent_reads``) and with every
+    read in turn (``serial``); which goes first alternates."""
     rng = np.random.default_rng(seed)
     who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
     engine = Engine(settings=Settings(url=url, data_dir=tmp), embedder=embedder)
@@ -361,22 +366,27 @@ def measure_engine(
                 calls[_name] += 1
 
         setattr(engine.store, name, wrapper)
+    store: Any = engine.store
+    times: dict[bool, list[float]] = {True: [], False: []}
     with engine:
         for i in range(min(10, len(queries))):
             engine.context(queries[-1 - i], who[-1 - i], now=common.NOW)
         spent.clear()
         calls.clear()
-        out: dict[str, Any] = timed(
-            [
-                lambda i=i: engine.context(queries[i], who[i], now=common.NOW)
-                for i in range(len(queries))
-            ]
-        )
+        for i in range(len(queries)):
+            for parallel in (True, False) if i % 2 == 0 else (False, True):
+                store.concurrent_reads = parallel
+                start = time.perf_counter()
+                engine.context(queries[i], who[i], now=common.NOW)
+                times[parallel].append((time.perf_counter() - start) * 1000.0)
+    runs = 2 * len(queries)
+    out: dict[str, Any] = common.summarize(times[True])
+    out["serial"] = common.summarize(times[False])
     out["store_ms_per_context"] = {
-        name: round(spent[name] / len(queries), 2) for name in STORE_CALLS if calls[name]
+        name: round(spent[name] / runs, 2) for name in STORE_CALLS if calls[name]
     }
     out["store_calls_per_context"] = {
-        name: round(calls[name] / len(queries), 2) for name in STORE_CALLS if calls[name]
+        name: round(calls[name] / runs, 2) for name in STORE_CALLS if calls[name]
     }
     return out
 
@@ -502,6 +512,8 @@ def print_table(report: dict[str, Any]) -> None:
         }
         if "engine_context" in row:
             measures["engine.context"] = row["engine_context"]
+            if "serial" in row["engine_context"]:
+                measures["engine.context serial"] = row["engine_context"]["serial"]
         for measure, stats in measures.items():
             print(f"{name:>10} {row['memories']:>10,} {measure:>20} "
                   f"{stats['p50_ms']:>8.2f} {stats['p95_ms']:>8.2f}")  # fmt: skip

@@ -475,3 +475,20 @@ def test_migrate_copies_another_store_losslessly(invoke: Invoke, tmp_path: Path)
     again = ok(invoke("migrate", "--from", source, db="new.db"))  # re-runnable
     assert "copied 3 memories" in again.stdout
     assert ok(invoke("export", "--all-users", db="new.db")).stdout == before
+
+
+def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(
+    invoke: Invoke, tmp_path: Path, pg_url: str
+) -> None:
+    remember(invoke, "Deploys go through the GitHub Actions release workflow", "--pin")
+    remember(invoke, "I prefer tabs over spaces", "--kind", "preference")
+    ok(invoke("-u", "bob", "remember", "Bob's cat is called Miso"))
+    ok(invoke("recall", "deploy"))  # an access count and time to carry over
+    source = f"sqlite:///{tmp_path / 'x.db'}"
+    # the last --url wins: the target is PostgreSQL
+    moved = ok(invoke("--url", pg_url, "migrate", "--from", source, "--verify"))
+    assert moved.stdout.endswith("copied 3 memories of 2 users\n")
+    before = ok(invoke("export", "--all-users")).stdout
+    assert ok(invoke("--url", pg_url, "export", "--all-users")).stdout == before
+    found = json_lines(invoke("--url", pg_url, "--json", "recall", "which workflow deploys?"))
+    assert any("GitHub Actions" in m["content"] for m in found)  # served from PostgreSQL
