@@ -178,7 +178,7 @@ if click is not None:
     @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
     @click.option(
         "--url",
-        help="Store URL (sqlite:///path, memory://); default "
+        help="Store URL (sqlite:///path, postgresql://…, memory://); default "
         "from settings (ENGRAIN_URL, else engrain.db in the data directory).",
     )
     @click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory.")
