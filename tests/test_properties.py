@@ -130,19 +130,23 @@ def test_to_dict_without_embedding_drops_only_the_embedding(memory: Memory) -> N
 @FAST
 @given(batch=st.lists(memories(user_id=st.sampled_from(["u1", "u2"])), min_size=1, max_size=5))
 def test_store_round_trip_is_lossless(backend: str, batch: list[Memory]) -> None:
-    latest = {(m.user_id, m.id): m for m in batch}  # a batch may repeat an id: last one wins
     with fresh(backend) as store:
-        store.write(batch)
+        assert_round_trip(store, batch)
 
-        for (user, memory_id), memory in latest.items():
-            assert_same(store.get(user, [memory_id]), [memory])
-        for user in {m.user_id for m in batch}:
-            expected = sorted(
-                (m for m in latest.values() if m.user_id == user),
-                key=lambda m: (m.updated_at, m.id),
-                reverse=True,
-            )
-            assert_same(store.query(user), expected)
+
+def assert_round_trip(store: Store, batch: list[Memory]) -> None:
+    """Write ``batch``; each memory reads back equal by id and in the user's listing."""
+    latest = {(m.user_id, m.id): m for m in batch}  # a batch may repeat an id: last one wins
+    store.write(batch)
+    for (user, memory_id), memory in latest.items():
+        assert_same(store.get(user, [memory_id]), [memory])
+    for user in {m.user_id for m in batch}:
+        expected = sorted(
+            (m for m in latest.values() if m.user_id == user),
+            key=lambda m: (m.updated_at, m.id),
+            reverse=True,
+        )
+        assert_same(store.query(user), expected)
 
 
 # -- isolation ------------------------------------------------------------------------------

@@ -32,8 +32,8 @@ from engrain.store.transfer import copy_store
 
 from .conftest import NOW
 from .pg import new_schema
-from .test_properties import FAST, memories
-from .test_store_contract import assert_same, ids, mem, unit
+from .test_properties import FAST, assert_round_trip, memories
+from .test_store_contract import ids, mem, unit
 
 psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
@@ -349,18 +349,7 @@ def test_round_trip_of_any_memory_is_lossless(shared_pg: Any, batch: list[Memory
     batch = [
         m.evolve(user_id=f"{prefix}-{m.user_id}") for m in batch if "\x00" not in "".join(_texts(m))
     ]
-    latest = {(m.user_id, m.id): m for m in batch}
-    shared_pg.write(batch)
-
-    for (user, memory_id), memory in latest.items():
-        assert_same(shared_pg.get(user, [memory_id]), [memory])
-    for user in {m.user_id for m in batch}:
-        expected = sorted(
-            (m for m in latest.values() if m.user_id == user),
-            key=lambda m: (m.updated_at, m.id),
-            reverse=True,
-        )
-        assert_same(shared_pg.query(user), expected)
+    assert_round_trip(shared_pg, batch)
 
 
 # -- copying a SQLite store ---------------------------------------------------------------
