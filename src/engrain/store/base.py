@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from engrain.errors import ValidationError
+from engrain.errors import MigrationError, ValidationError
 from engrain.model import Kind, Memory, MemoryType, Vector
 
 
@@ -162,3 +162,19 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections and files."""
         ...
+
+
+Step = TypeVar("Step")
+
+
+def pending_migrations(
+    done: set[str], migrations: Sequence[tuple[str, Step]], where: str
+) -> list[tuple[str, Step]]:
+    """The named ``migrations`` not in ``done``, in order. A database that has applied a
+    migration this version does not know was written by a newer engrain: refused with a
+    :class:`MigrationError` rather than misread."""
+    if unknown := done - {name for name, _ in migrations}:
+        raise MigrationError(
+            f"{where} was written by a newer engrain (migrations {sorted(unknown)})"
+        )
+    return [(name, step) for name, step in migrations if name not in done]

@@ -84,7 +84,7 @@ from psycopg_pool import ConnectionPool
 from engrain.errors import ConfigError, MigrationError, StoreError, ValidationError
 from engrain.lexical import K1, B, tokenize
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.base import ALL, MemoryFilter, State
+from engrain.store.base import ALL, MemoryFilter, State, pending_migrations
 
 #: The dimension the HNSW index serves (all-MiniLM-L6-v2). Vectors of other sizes are
 #: stored and searched exactly.
@@ -385,14 +385,7 @@ class PostgresStore:
                 done = {r[0] for r in db.execute("SELECT name FROM migrations")}
             except psycopg.Error as exc:
                 raise MigrationError(f"cannot read migrations of {self._where}: {exc}") from exc
-            known = {name for name, _ in MIGRATIONS}
-            if unknown := done - known:
-                raise MigrationError(
-                    f"{self._where} was written by a newer engrain (migrations {sorted(unknown)})"
-                )
-            for name, step in MIGRATIONS:
-                if name in done:
-                    continue
+            for name, step in pending_migrations(done, MIGRATIONS, str(self._where)):
                 try:
                     with db.transaction():
                         step(db)
@@ -563,16 +556,20 @@ class PostgresStore:
         """The user's memories with these ids, in the order given; unknown ids skipped."""
         if not ids:
             return []
-        found: dict[str, Memory] = {}
-        for part in _chunks(list(dict.fromkeys(ids))):
+        found = {m.id: m for _, m in self._fetch(user_id, list(dict.fromkeys(ids)))}
+        return [found[i] for i in ids if i in found]
+
+    def _fetch(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, Memory]]:
+        """The user's memories with these (distinct) ids, each with its row version."""
+        fetched: list[tuple[str, Memory]] = []
+        for part in _chunks(ids):
             for row in self._read(
-                f"SELECT {_SELECT_COLUMNS} FROM memories m {_WITH_ACCESS} "
+                f"SELECT {_SELECT_COLUMNS}, {_VERSION} FROM memories m {_WITH_ACCESS} "
                 "WHERE m.user_id = %s AND m.id = ANY(%s::text[])",
                 (user_id, part),
             ):
-                memory = _from_row(row)
-                found[memory.id] = memory
-        return [found[i] for i in ids if i in found]
+                fetched.append((row[-1], _from_row(row)))
+        return fetched
 
     def query(
         self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
@@ -599,16 +596,8 @@ class PostgresStore:
                     found[memory_id] = hit[1]
                     self._rows.move_to_end((user_id, memory_id))
         missing = [memory_id for memory_id, _ in listing if memory_id not in found]
-        fetched: list[tuple[str, Memory]] = []
-        for part in _chunks(missing):
-            for row in self._read(
-                f"SELECT {_SELECT_COLUMNS}, {_VERSION} FROM memories m {_WITH_ACCESS} "
-                "WHERE m.user_id = %s AND m.id = ANY(%s::text[])",
-                (user_id, part),
-            ):
-                memory = _from_row(row)
-                found[memory.id] = memory
-                fetched.append((row[-1], memory))
+        fetched = self._fetch(user_id, missing)
+        found.update((memory.id, memory) for _, memory in fetched)
         if fetched and self.cached_rows > 0:
             with self._lock:
                 for version, memory in fetched:

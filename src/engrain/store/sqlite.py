@@ -22,7 +22,7 @@ import numpy as np
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.base import ALL, MemoryFilter, State
+from engrain.store.base import ALL, MemoryFilter, State, pending_migrations
 from engrain.store.cache import UserCache
 
 _COLUMNS = (
@@ -183,14 +183,7 @@ class SQLiteStore:
                 done = {r[0] for r in self._db.execute("SELECT name FROM migrations")}
             except sqlite3.Error as exc:
                 raise MigrationError(f"cannot read migrations of {self.path}: {exc}") from exc
-            known = {name for name, _ in MIGRATIONS}
-            if unknown := done - known:
-                raise MigrationError(
-                    f"{self.path} was written by a newer engrain (migrations {sorted(unknown)})"
-                )
-            for name, step in MIGRATIONS:
-                if name in done:
-                    continue
+            for name, step in pending_migrations(done, MIGRATIONS, str(self.path)):
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
                     step(self._db)
