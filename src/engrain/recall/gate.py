@@ -153,12 +153,10 @@ def gate(
     static = options.profile is Profile.STATIC
     # the reads that do not need the query vector overlap its computation where they can
     reads = Reads(store)
-    lexical = reads.start(
-        lambda: (
-            store.lexical_search(user_id, message, size, flt)
-            if options.hybrid and not static
-            else []
-        )
+    lexical = (
+        reads.start(lambda: store.lexical_search(user_id, message, size, flt))
+        if options.hybrid and not static
+        else None
     )
     pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
     procedurals = reads.start(
@@ -171,7 +169,8 @@ def gate(
     else:
         pool = gather(
             store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
-            lexical_weight=options.lexical_weight, fusion=options.fusion, lexical=lexical(),
+            lexical_weight=options.lexical_weight, fusion=options.fusion,
+            lexical=lexical() if lexical else None,
         )  # fmt: skip
     pool = _with_pinned(pinned(), pool, vector)
     clock.lap("candidates")
