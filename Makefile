@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest clean
+.PHONY: demo test test-all lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ bench-ingest: $(STAMP)
 
 bench-latency: $(STAMP)
 	$(BIN)/python bench/latency.py --out bench/results/latency.json
+
+bench-concurrency: $(STAMP)
+	$(BIN)/python bench/concurrency.py --out bench/results/concurrency.json
 
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
