@@ -1,0 +1,387 @@
+"""The one boundary check: every public call and every import record passes here first.
+
+Each function takes a value as a caller sent it, checks its type, range and encoding, and
+returns it typed and normalised, or raises :class:`~engrain.errors.ValidationError` (or a
+subclass) whose message starts with the field's name. Nothing past this module checks types
+again, and nothing is read or written before it has run, so a refused call writes nothing.
+
+Text rules, for memory content, queries and names alike:
+
+* it must be a ``str`` that UTF-8 can encode (a lone surrogate, e.g. from undecodable
+  bytes read with ``surrogateescape``, is refused rather than stored);
+* control characters other than tab, newline and carriage return (NUL included) are
+  removed from content: no backend can store NUL, and they carry no meaning;
+* text that is empty once control, format (zero-width, BOM…) and whitespace characters are
+  set aside is :class:`~engrain.errors.EmptyInputError`.
+
+User ids (and project, session and memory ids) are opaque, exact strings: case and
+surrounding whitespace are significant (``"Ada"``, ``"ada"`` and ``" ada "`` are three
+users), the only normalisation is Unicode NFC (so a composed and a decomposed ``"é"`` are
+one user), and control or format characters are refused. An id with surrounding whitespace
+is almost always a caller's slip, so it is accepted (refusing it would lock out data already
+stored under it) but warned about with :class:`UserIdWarning`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from engrain.errors import EmptyInputError, InputTooLargeError, ValidationError
+from engrain.model import (
+    Kind,
+    Memory,
+    MemoryType,
+    Provenance,
+    Turn,
+    as_utc,
+    content_hash,
+    new_id,
+)
+
+#: The longest id (user, project, session, memory, key) accepted, in characters.
+MAX_ID_CHARS = 256
+
+_KEEP = frozenset("\t\n\r")
+
+
+class UserIdWarning(UserWarning):
+    """A user id with surrounding whitespace: a different user from the trimmed one."""
+
+
+# -- text ----------------------------------------------------------------------------------
+
+
+def text(value: object, field: str = "text", *, max_chars: int | None = None) -> str:
+    """Content or a query: a non-empty, encodable string within ``max_chars``, with control
+    characters other than tab and line breaks removed."""
+    checked = _string(value, field)
+    if any(_is_control(c) for c in checked):
+        checked = "".join(c for c in checked if not _is_control(c))
+    if not any(_is_visible(c) for c in checked):
+        raise EmptyInputError(f"{field} is empty (no visible characters)")
+    if max_chars is not None and len(checked) > max_chars:
+        raise InputTooLargeError(
+            f"{field} has {len(checked):,} characters; the limit is {max_chars:,} "
+            "(setting max_text_chars)"
+        )
+    return checked
+
+
+def user_id(value: object, field: str = "user_id") -> str:
+    """A user id: an exact, NFC-normalised string (see the module's rules)."""
+    checked = identifier(value, field)
+    if checked != checked.strip():
+        warnings.warn(
+            f"{field} {checked!r} has surrounding whitespace: it is a different user from "
+            f"{checked.strip()!r}",
+            UserIdWarning,
+            stacklevel=3,
+        )
+    return checked
+
+
+def identifier(value: object, field: str) -> str:
+    """An id (memory, project, session, key): a non-empty string of at most
+    :data:`MAX_ID_CHARS` characters without control or format characters, NFC-normalised."""
+    checked = unicodedata.normalize("NFC", _string(value, field))
+    if not checked.strip():
+        raise EmptyInputError(f"{field} is empty")
+    if len(checked) > MAX_ID_CHARS:
+        raise InputTooLargeError(f"{field} is longer than {MAX_ID_CHARS} characters")
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in checked):
+        raise ValidationError(f"{field} contains control or invisible characters")
+    return checked
+
+
+def optional_identifier(value: object, field: str) -> str | None:
+    """``None``, or an :func:`identifier`."""
+    return None if value is None else identifier(value, field)
+
+
+def identifiers(value: object, field: str = "memory_ids") -> list[str]:
+    """One id or a list of ids (deduplicated, in order); at least one."""
+    if isinstance(value, str):
+        return [identifier(value, field)]
+    if isinstance(value, bytes | bytearray | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(f"{field} must be an id or a list of ids, not {_name(value)}")
+    if not value:
+        raise EmptyInputError(f"{field} is empty")
+    return list(dict.fromkeys(identifier(v, f"{field}[{i}]") for i, v in enumerate(value)))
+
+
+def domains(value: object, field: str = "domains") -> tuple[str, ...]:
+    """Domain tags: ``None``, one string or a list of strings; lower-cased, deduplicated."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if isinstance(items, bytes | bytearray | Mapping) or not isinstance(items, Sequence):
+        raise ValidationError(f"{field} must be a string or a list of strings, not {_name(value)}")
+    seen: dict[str, None] = {}
+    for i, item in enumerate(items):
+        tag = _string(item, f"{field}[{i}]").strip().lower()
+        if any(unicodedata.category(c) in ("Cc", "Cf") for c in tag):
+            raise ValidationError(f"{field}[{i}] contains control or invisible characters")
+        if tag:
+            seen.setdefault(tag, None)
+    return tuple(seen)
+
+
+# -- numbers, flags, times --------------------------------------------------------------------
+
+
+def unit(value: object, field: str) -> float:
+    """A finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"{field} must be a number in [0, 1], not {_name(value)}")
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ValidationError(f"{field} must be a number in [0, 1], not {value!r}")
+    return float(value)
+
+
+def integer(value: object, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """An ``int`` (not a bool, not a float) in ``[minimum, maximum]``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{field} must be an integer, not {_name(value)}")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = "" if maximum is None else f" and <= {maximum}"
+        raise ValidationError(f"{field} must be >= {minimum}{upper}, not {value}")
+    return value
+
+
+def optional_integer(value: object, field: str, *, minimum: int = 0) -> int | None:
+    """``None``, or an :func:`integer`."""
+    return None if value is None else integer(value, field, minimum=minimum)
+
+
+def flag(value: object, field: str) -> bool:
+    """A ``bool`` (``"no"`` or ``0`` are refused: they are not what they look like)."""
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field} must be true or false, not {_name(value)}")
+    return value
+
+
+def moment(value: object, field: str) -> datetime | None:
+    """``None`` or a ``datetime`` (naive means UTC), as aware UTC."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{field} must be a datetime, not {_name(value)}")
+    try:
+        return as_utc(value)
+    except (OverflowError, ValueError) as exc:
+        raise ValidationError(f"{field} is out of range: {exc}") from exc
+
+
+def timestamp(value: object, field: str) -> datetime | None:
+    """``None``, a ``datetime`` or an ISO-8601 string (JSON input), as aware UTC."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise ValidationError(f"{field} is not an ISO-8601 time: {value!r}") from exc
+    return moment(value, field)
+
+
+# -- structured values ------------------------------------------------------------------------
+
+
+def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
+    """A JSON object (string keys, JSON values, encodable text); ``None`` is ``{}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{field} must be a mapping, not {_name(value)}")
+    try:
+        encoded = json.dumps(dict(value), allow_nan=False)
+        encoded.encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
+        raise ValidationError(f"{field} must be a JSON object: {exc}") from exc
+    result: dict[str, Any] = json.loads(encoded)
+    return result
+
+
+def memory_type(value: object, field: str = "memory_type") -> MemoryType:
+    """One of the four memory types."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, not {_name(value)}")
+    return MemoryType.parse(value)
+
+
+def optional_memory_type(value: object, field: str = "memory_type") -> MemoryType | None:
+    """``None``, or a :func:`memory_type`."""
+    return None if value is None else memory_type(value, field)
+
+
+def memory_types(value: object, field: str = "memory_types") -> list[MemoryType] | None:
+    """``None`` (any type) or a list of memory types."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [memory_type(value, field)]
+    if isinstance(value, bytes | bytearray | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(f"{field} must be a list of memory types, not {_name(value)}")
+    return [memory_type(v, f"{field}[{i}]") for i, v in enumerate(value)]
+
+
+def kind(value: object, field: str = "kind") -> Kind:
+    """One of the memory kinds."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, not {_name(value)}")
+    return Kind.parse(value)
+
+
+def turns(value: object, *, max_chars: int | None = None) -> list[Turn]:
+    """A conversation: a non-empty list of :class:`Turn` or mappings with ``speaker``,
+    ``text``, ``turn_id`` (or LoCoMo's ``dia_id``) and ``at`` (datetime or ISO string)."""
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(f"turns must be a list of turns, not {_name(value)}")
+    if not value:
+        raise EmptyInputError("turns is empty: a conversation needs at least one turn")
+    return [_turn(t, i, max_chars) for i, t in enumerate(value)]
+
+
+def _turn(value: object, index: int, max_chars: int | None) -> Turn:
+    field = f"turns[{index}]"
+    if isinstance(value, Turn):
+        raw: Mapping[str, Any] = {"speaker": value.speaker, "text": value.text,
+                                  "turn_id": value.turn_id, "at": value.at}  # fmt: skip
+    elif isinstance(value, Mapping):
+        raw = value
+    else:
+        raise ValidationError(f"{field} must be a Turn or a mapping, not {_name(value)}")
+    speaker = raw.get("speaker")
+    turn_id = raw.get("turn_id", raw.get("dia_id"))
+    return Turn(
+        speaker="" if speaker is None else _string(speaker, f"{field}.speaker").strip(),
+        text=text(raw.get("text"), f"{field}.text", max_chars=max_chars),
+        turn_id=optional_identifier(turn_id, f"{field}.turn_id"),
+        at=timestamp(raw.get("at"), f"{field}.at"),
+    )
+
+
+# -- import records ---------------------------------------------------------------------------
+
+_STRINGS = ("project", "session_id", "key", "source_session_id", "superseded_by")
+_UNITS = ("importance", "confidence", "usefulness")
+_FLAGS = ("pinned", "muted", "compressed", "compression_source")
+_TIMES = ("event_at", "last_accessed_at", "promoted_at")
+
+
+@dataclass(frozen=True)
+class StateRecord:
+    """An exported per-user state document (learned co-occurrence, context records…)."""
+
+    user_id: str
+    namespace: str
+    key: str
+    value: dict[str, Any]
+
+
+def memory_record(record: Mapping[str, Any], *, max_chars: int | None = None) -> Memory:
+    """An exported memory (``Memory.to_dict(with_embedding=True)``), checked field by field:
+    wrong types, out-of-range numbers and malformed times are refused, never coerced."""
+    content = text(record.get("content"), "content", max_chars=max_chars)
+    created = timestamp(record.get("created_at"), "created_at")
+    if created is None:
+        raise ValidationError("created_at is required")
+    fields: dict[str, Any] = {
+        "id": new_id() if record.get("id") is None else identifier(record["id"], "id"),
+        "user_id": user_id(record.get("user_id")),
+        "content": content,
+        "memory_type": memory_type(record.get("memory_type")),
+        "kind": kind(record.get("kind")),
+        "created_at": created,
+        "updated_at": timestamp(record.get("updated_at"), "updated_at") or created,
+        "domains": domains(record.get("domains")),
+        "access_count": integer(record.get("access_count", 0), "access_count"),
+        "provenance": _provenance(record.get("provenance")),
+        "content_hash": content_hash(content),
+        "embedding": _embedding(record.get("embedding")),
+    }
+    for name in _STRINGS:
+        fields[name] = optional_identifier(record.get(name), name)
+    for name in _UNITS:
+        if record.get(name) is not None:
+            fields[name] = unit(record[name], name)
+    for name in _FLAGS:
+        if record.get(name) is not None:
+            fields[name] = flag(record[name], name)
+    for name in _TIMES:
+        fields[name] = timestamp(record.get(name), name)
+    return Memory(**fields)
+
+
+def state_record(record: Mapping[str, Any]) -> StateRecord:
+    """An exported state document: ``user_id``, ``namespace``, ``key`` and a JSON ``value``."""
+    value = record.get("value")
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"value must be a JSON object, not {_name(value)}")
+    return StateRecord(
+        user_id=user_id(record.get("user_id")),
+        namespace=identifier(record.get("namespace"), "namespace"),
+        key=identifier(record.get("key"), "key"),
+        value=metadata(value, "value"),
+    )
+
+
+def _provenance(value: object) -> Provenance:
+    if value is None:
+        return Provenance()
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"provenance must be a mapping, not {_name(value)}")
+    ids = value.get("turn_ids") or []
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise ValidationError("provenance.turn_ids must be a list of ids")
+    return Provenance(
+        tuple(identifier(t, f"provenance.turn_ids[{i}]") for i, t in enumerate(ids)),
+        metadata(value.get("metadata"), "provenance.metadata"),
+    )
+
+
+def _embedding(value: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(f"embedding must be a list of numbers, not {_name(value)}")
+    if not value or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+    ):
+        raise ValidationError("embedding must be a non-empty list of finite numbers")
+    return np.asarray(value, dtype=np.float32)
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _string(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, not {_name(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{field} contains characters UTF-8 cannot encode (a lone surrogate at position "
+            f"{exc.start}: undecodable input?)"
+        ) from exc
+    return value
+
+
+def _is_control(char: str) -> bool:
+    return unicodedata.category(char) == "Cc" and char not in _KEEP
+
+
+def _is_visible(char: str) -> bool:
+    return not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf", "Zs")
+
+
+def _name(value: object) -> str:
+    return "None" if value is None else type(value).__name__
