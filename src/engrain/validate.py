@@ -28,14 +28,19 @@ import json
 import math
 import unicodedata
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from engrain.errors import EmptyInputError, InputTooLargeError, ValidationError
+from engrain.errors import (
+    EmptyInputError,
+    InputTooLargeError,
+    UnknownValueError,
+    ValidationError,
+)
 from engrain.model import (
     Kind,
     Memory,
@@ -51,6 +56,8 @@ from engrain.model import (
 MAX_ID_CHARS = 256
 
 _KEEP = frozenset("\t\n\r")
+
+E = TypeVar("E")
 
 
 class UserIdWarning(UserWarning):
@@ -201,7 +208,7 @@ def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise ValidationError(f"{field} must be a mapping, not {_name(value)}")
     try:
-        encoded = json.dumps(dict(value), allow_nan=False)
+        encoded = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
         encoded.encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
         raise ValidationError(f"{field} must be a JSON object: {exc}") from exc
@@ -211,9 +218,7 @@ def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
 
 def memory_type(value: object, field: str = "memory_type") -> MemoryType:
     """One of the four memory types."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{field} must be a string, not {_name(value)}")
-    return MemoryType.parse(value)
+    return _enum(MemoryType.parse, value, field)
 
 
 def optional_memory_type(value: object, field: str = "memory_type") -> MemoryType | None:
@@ -234,9 +239,7 @@ def memory_types(value: object, field: str = "memory_types") -> list[MemoryType]
 
 def kind(value: object, field: str = "kind") -> Kind:
     """One of the memory kinds."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{field} must be a string, not {_name(value)}")
-    return Kind.parse(value)
+    return _enum(Kind.parse, value, field)
 
 
 def turns(value: object, *, max_chars: int | None = None) -> list[Turn]:
@@ -301,7 +304,7 @@ def memory_record(record: Mapping[str, Any], *, max_chars: int | None = None) ->
         "kind": kind(record.get("kind")),
         "created_at": created,
         "updated_at": timestamp(record.get("updated_at"), "updated_at") or created,
-        "domains": domains(record.get("domains")),
+        "domains": _tag_list(record.get("domains")),
         "access_count": integer(record.get("access_count", 0), "access_count"),
         "provenance": _provenance(record.get("provenance")),
         "content_hash": content_hash(content),
@@ -333,6 +336,12 @@ def state_record(record: Mapping[str, Any]) -> StateRecord:
     )
 
 
+def _tag_list(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):  # an export always writes a list; a string is a mistake
+        raise ValidationError(f"domains must be a list of strings, not str ({value!r})")
+    return domains(value)
+
+
 def _provenance(value: object) -> Provenance:
     if value is None:
         return Provenance()
@@ -360,6 +369,15 @@ def _embedding(value: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _enum(parse: Callable[[str], E], value: object, field: str) -> E:
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, not {_name(value)}")
+    try:
+        return parse(value)
+    except UnknownValueError as exc:
+        raise UnknownValueError(f"{field}: {exc.message}") from exc
 
 
 def _string(value: object, field: str) -> str:
