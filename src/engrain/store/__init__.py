@@ -7,10 +7,10 @@ import importlib
 from pathlib import Path
 
 from engrain.errors import ConfigError
-from engrain.store.base import ALL, MemoryFilter, State, Store
+from engrain.store.base import ALL, MemoryFilter, Patch, State, Store
 from engrain.store.memory import MemoryStore
 
-__all__ = ["ALL", "MemoryFilter", "MemoryStore", "State", "Store", "open_store"]
+__all__ = ["ALL", "MemoryFilter", "MemoryStore", "Patch", "State", "Store", "open_store"]
 
 
 def open_store(url: str) -> Store:

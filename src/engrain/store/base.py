@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from engrain.errors import MigrationError, ValidationError
@@ -79,6 +80,44 @@ class State:
             ) from exc
 
 
+#: The Memory fields a :class:`Patch` may set: all but the row's identity.
+PATCHABLE = frozenset(f.name for f in fields(Memory)) - {"id", "user_id"}
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Set some fields of one existing memory, in the write's transaction; a memory that
+    no longer exists (forgotten) is left alone — a forget wins over any concurrent change.
+
+    ``changes`` maps :class:`~engrain.model.Memory` field names (any but ``id`` and
+    ``user_id``) to new values, typed as on ``Memory``; another key is a
+    :class:`ValidationError` when the patch is made, before any I/O."""
+
+    user_id: str
+    memory_id: str
+    changes: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.changes, Mapping):
+            raise ValidationError(f"patch changes must be a mapping, not {self.changes!r}")
+        if unknown := sorted(set(self.changes) - PATCHABLE):
+            raise ValidationError(
+                f"a patch cannot set {', '.join(map(repr, unknown))}: "
+                "it sets Memory fields other than id and user_id"
+            )
+        # a private read-only copy: a caller mutating its dict later changes nothing here
+        object.__setattr__(self, "changes", MappingProxyType(dict(self.changes)))
+
+    @property
+    def where(self) -> tuple[str, str]:
+        """The row it changes: ``(user_id, memory_id)``."""
+        return (self.user_id, self.memory_id)
+
+    def apply(self, memory: Memory) -> Memory:
+        """``memory`` with these changes applied."""
+        return memory.evolve(**self.changes)
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where memories live. Every method is scoped to one ``user_id``: a user never sees
@@ -89,10 +128,17 @@ class Store(Protocol):
         upserts: Sequence[Memory] = (),
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
+        patches: Sequence[Patch] = (),
     ) -> None:
-        """Insert or replace ``upserts`` (by id), delete ``deletes`` and put (or, with
-        ``value=None``, delete) ``state``, in one transaction. Each user whose memories
-        changed gets a new :meth:`revision`."""
+        """Insert or replace ``upserts`` (by id), apply ``patches``, delete ``deletes`` and
+        put (or, with ``value=None``, delete) ``state``, in one transaction. Each user whose
+        memories changed gets a new :meth:`revision`.
+
+        ``upserts`` write whole memories (new ones, imports). ``patches`` change fields of
+        existing rows only: each row is read and rewritten inside the transaction with just
+        its ``changes`` applied (to the row as this write's upserts left it), so concurrent
+        changes of other fields are kept; a row that does not exist is skipped, never
+        inserted. ``deletes`` come last: a memory deleted here stays deleted."""
         ...
 
     def revision(self, user_id: str) -> int:
@@ -103,6 +149,11 @@ class Store(Protocol):
 
     def get_state(self, user_id: str, namespace: str, key: str) -> dict[str, Any] | None:
         """The state document at ``(namespace, key)``, or ``None``."""
+        ...
+
+    def states(self, user_id: str, namespace: str | None = None) -> list[State]:
+        """Every state document of the user (in ``namespace``, or in all), sorted by
+        namespace and key."""
         ...
 
     def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
@@ -136,7 +187,8 @@ class Store(Protocol):
         ...
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
-        """Increment the access count and set the last access time of these memories."""
+        """Increment the access count (atomically, once per occurrence of the id) and set
+        the last access time of these memories; unknown or deleted ids are skipped."""
         ...
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:

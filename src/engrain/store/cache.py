@@ -4,12 +4,22 @@ The in-memory store is a dict of these; the SQLite store keeps one per recently 
 beside the file (the file stays the source of truth). Filters, ordering, vector search and
 BM25 run on numpy arrays built lazily after each change, so a burst of writes costs one
 rebuild, and reads never decode rows again. Both backends therefore rank identically.
+
+**Copy-on-write.** A :class:`UserCache` holds one immutable :class:`Snapshot` (the rows, the
+column arrays built from them, the BM25 index). Nothing in a published snapshot is ever
+changed: a writer builds the next snapshot from the current one plus its changes (patching
+or extending *copies* of the arrays, so a write still costs O(changed rows) plus a memcpy)
+and swaps the one reference under a lock. A reader takes the reference once per call and
+works on that snapshot alone, so it never sees a half-patched array, and readers take no
+lock. Lazy builds (arrays, BM25) publish a new snapshot only if no write replaced the one
+they were built from; two racing builders do the same work twice, harmlessly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -25,9 +35,10 @@ from engrain.store.base import ALL, MemoryFilter
 BoolArray = npt.NDArray[np.bool_]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Arrays:
-    """Column arrays of the cached memories, in insertion order."""
+    """Column arrays of the cached memories, in insertion order. Never changed once built:
+    :meth:`patched`, :meth:`extend` and :meth:`without` return new ones."""
 
     memories: list[Memory]
     position: dict[str, int]
@@ -46,25 +57,39 @@ class _Arrays:
     importance: npt.NDArray[np.float64]
     updated: npt.NDArray[np.float64]
 
-    def patch(self, row: int, m: Memory) -> bool:
-        """Overwrite one row in place; False if the memory no longer fits (new vector size)."""
-        if m.embedding is not None and m.embedding.shape != (self.matrix.shape[1],):
-            return False
-        self.memories[row] = m
-        self.matrix[row] = 0.0 if m.embedding is None else m.embedding
-        self.has_vector[row] = m.embedding is not None
-        self.memory_type[row] = m.memory_type.value
-        self.kind[row] = m.kind.value
-        self.project[row] = m.project
-        self.session_id[row] = m.session_id
-        self.key[row] = m.key
-        self.compressed[row] = m.compressed
-        self.muted[row] = m.muted
-        self.superseded[row] = m.superseded_by is not None
-        self.pinned[row] = m.pinned
-        self.importance[row] = m.importance
-        self.updated[row] = m.updated_at.timestamp()
-        return True
+    def patched(self, changed: Mapping[int, Memory]) -> _Arrays | None:
+        """A copy with these rows overwritten; ``None`` if one no longer fits (a vector of
+        another size). The vector matrix is copied only if a vector changed."""
+        dim = self.matrix.shape[1]
+        if any(m.embedding is not None and m.embedding.shape != (dim,)
+               for m in changed.values()):  # fmt: skip
+            return None
+        memories = list(self.memories)
+        columns = {name: getattr(self, name).copy() for name in _SMALL_FIELDS}
+        vectors_changed = any(
+            not _same_vector(self.memories[row].embedding, m.embedding)
+            for row, m in changed.items()
+        )
+        matrix = self.matrix.copy() if vectors_changed else self.matrix
+        for row, m in changed.items():
+            memories[row] = m
+            if vectors_changed:
+                matrix[row] = 0.0 if m.embedding is None else m.embedding
+            columns["has_vector"][row] = m.embedding is not None
+            columns["memory_type"][row] = m.memory_type.value
+            columns["kind"][row] = m.kind.value
+            columns["project"][row] = m.project
+            columns["session_id"][row] = m.session_id
+            columns["key"][row] = m.key
+            columns["compressed"][row] = m.compressed
+            columns["muted"][row] = m.muted
+            columns["superseded"][row] = m.superseded_by is not None
+            columns["pinned"][row] = m.pinned
+            columns["importance"][row] = m.importance
+            columns["updated"][row] = m.updated_at.timestamp()
+        return _Arrays(
+            memories=memories, position=self.position, ids=self.ids, matrix=matrix, **columns
+        )
 
     def extend(self, more: _Arrays) -> _Arrays:
         """These rows followed by ``more``'s."""
@@ -78,78 +103,141 @@ class _Arrays:
             },
         )
 
+    def without(self, rows: Iterable[int]) -> _Arrays:
+        """These columns with ``rows`` left out (the others keep their order)."""
+        keep = np.ones(len(self.memories), dtype=bool)
+        keep[list(rows)] = False
+        memories = [m for m, kept in zip(self.memories, keep, strict=True) if kept]
+        return _Arrays(
+            memories=memories,
+            position={m.id: row for row, m in enumerate(memories)},
+            **{name: getattr(self, name)[keep] for name in _ARRAY_FIELDS},
+        )
 
-_ARRAY_FIELDS = (
-    "ids", "matrix", "has_vector", "memory_type", "kind", "project", "session_id", "key",
+
+_SMALL_FIELDS = (
+    "has_vector", "memory_type", "kind", "project", "session_id", "key",
     "compressed", "muted", "superseded", "pinned", "importance", "updated",
 )  # fmt: skip
+_ARRAY_FIELDS = ("ids", "matrix", *_SMALL_FIELDS)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One published state of a user's working set; never changed after publication.
+    ``arrays`` and ``lexical`` (built over ``arrays.memories``) are ``None`` until a read
+    needs them."""
+
+    rows: Mapping[str, Memory]
+    arrays: _Arrays | None = None
+    lexical: LexicalIndex | None = None
 
 
 class UserCache:
-    """A user's memories with vectorised filter, order, search and BM25."""
+    """A user's memories with vectorised filter, order, search and BM25; safe to share
+    between threads (see the module docstring)."""
 
     def __init__(self, memories: Iterable[Memory] = ()) -> None:
-        self._rows: dict[str, Memory] = {m.id: m for m in memories}
-        self._arrays: _Arrays | None = None
-        self._lexical: LexicalIndex | None = None
+        self._snapshot = Snapshot({m.id: m for m in memories})
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._snapshot.rows)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current snapshot (immutable: read it as long as you like)."""
+        return self._snapshot
 
     # -- changes ----------------------------------------------------------------------------
 
     def upsert(self, memories: Iterable[Memory]) -> None:
-        """Insert or replace by id. Built arrays are patched in place (replacements) or
-        extended (new ids) rather than rebuilt, so a write costs O(changed rows)."""
-        fresh: list[Memory] = []
-        for memory in memories:
-            old = self._rows.get(memory.id)
-            if old is None or old.content != memory.content:
-                self._lexical = None
-            self._rows[memory.id] = memory
-            if self._arrays is not None:
-                row = self._arrays.position.get(memory.id)
+        """Insert or replace by id. Built arrays are copied and patched (replacements) or
+        extended (new ids) rather than rebuilt, so a write costs O(changed rows) plus the
+        copy."""
+        batch = list(memories)
+        if not batch:
+            return
+        with self._lock:
+            old = self._snapshot
+            rows = dict(old.rows)
+            keep_lexical = old.lexical is not None
+            changed: dict[int, Memory] = {}
+            fresh: dict[str, Memory] = {}
+            for memory in batch:
+                previous = rows.get(memory.id)
+                if previous is None or previous.content != memory.content:
+                    keep_lexical = False
+                rows[memory.id] = memory
+                row = None if old.arrays is None else old.arrays.position.get(memory.id)
                 if row is None:
-                    fresh.append(memory)
-                elif not self._arrays.patch(row, memory):
-                    self._arrays = None
-        if self._arrays is not None and fresh:
-            dim = self._arrays.matrix.shape[1]
-            if dim == 0 or any(m.embedding is not None and m.embedding.shape != (dim,)
-                               for m in fresh):  # fmt: skip
-                self._arrays = None  # the first vectors, or another size: rebuild lazily
-            else:
-                self._arrays = self._arrays.extend(_columns(fresh, dim))
+                    fresh[memory.id] = memory
+                else:
+                    changed[row] = memory
+            arrays = old.arrays
+            if arrays is not None and changed:
+                arrays = arrays.patched(changed)
+            if arrays is not None and fresh:
+                dim = arrays.matrix.shape[1]
+                if dim == 0 or any(m.embedding is not None and m.embedding.shape != (dim,)
+                                   for m in fresh.values()):  # fmt: skip
+                    arrays = None  # the first vectors, or another size: rebuild lazily
+                else:
+                    arrays = arrays.extend(_columns(list(fresh.values()), dim))
+            lexical = old.lexical if keep_lexical and arrays is not None else None
+            self._snapshot = Snapshot(rows, arrays, lexical)
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove these ids (unknown ids are ignored)."""
-        for memory_id in ids:
-            if self._rows.pop(memory_id, None) is not None:
-                self._lexical = None
-                self._arrays = None
+        with self._lock:
+            old = self._snapshot
+            gone = {i for i in ids if i in old.rows}
+            if not gone:
+                return
+            rows = {i: m for i, m in old.rows.items() if i not in gone}
+            arrays = None
+            if old.arrays is not None:
+                arrays = old.arrays.without(old.arrays.position[i] for i in gone)
+            self._snapshot = Snapshot(rows, arrays, None)
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
-        """Count one access of each id (no array rebuild: access fields are not indexed)."""
-        for memory_id in ids:
-            memory = self._rows.get(memory_id)
-            if memory is not None:
-                self._rows[memory_id] = memory.evolve(
-                    access_count=memory.access_count + 1, last_accessed_at=at
+        """Count one access of each id (once per occurrence); unknown ids are skipped. No
+        array is copied: access fields are not indexed."""
+        with self._lock:
+            old = self._snapshot
+            counts: dict[str, int] = {}
+            for memory_id in ids:
+                if memory_id in old.rows:
+                    counts[memory_id] = counts.get(memory_id, 0) + 1
+            if not counts:
+                return
+            rows = dict(old.rows)
+            for memory_id, n in counts.items():
+                memory = rows[memory_id]
+                rows[memory_id] = memory.evolve(
+                    access_count=memory.access_count + n, last_accessed_at=at
                 )
-        if self._arrays is not None:
-            self._arrays.memories = list(self._rows.values())
+            arrays = old.arrays
+            if arrays is not None:
+                memories = list(arrays.memories)
+                for memory_id in counts:
+                    memories[arrays.position[memory_id]] = rows[memory_id]
+                arrays = replace(arrays, memories=memories)
+            self._snapshot = Snapshot(rows, arrays, old.lexical)
 
     # -- reads ------------------------------------------------------------------------------
 
     def get(self, ids: Sequence[str]) -> list[Memory]:
         """These memories in the order given; unknown ids skipped."""
-        return [self._rows[i] for i in ids if i in self._rows]
+        rows = self._snapshot.rows
+        return [rows[i] for i in ids if i in rows]
 
     def query(
         self, flt: MemoryFilter = ALL, limit: int | None = None, offset: int = 0
     ) -> list[Memory]:
         """Memories passing ``flt``, most recently updated first (ties: larger id first)."""
-        arrays = self._build()
+        arrays = self._built().arrays
+        assert arrays is not None
         rows = np.flatnonzero(self._mask(arrays, flt))
         if rows.size == 0:
             return []
@@ -159,11 +247,14 @@ class UserCache:
 
     def count(self, flt: MemoryFilter = ALL) -> int:
         """How many memories pass ``flt``."""
-        return int(self._mask(self._build(), flt).sum())
+        arrays = self._built().arrays
+        assert arrays is not None
+        return int(self._mask(arrays, flt).sum())
 
     def search(self, vector: Vector, k: int, flt: MemoryFilter = ALL) -> list[tuple[Memory, float]]:
         """The ``k`` best cosine matches among memories with a vector passing ``flt``."""
-        arrays = self._build()
+        arrays = self._built().arrays
+        assert arrays is not None
         query = np.asarray(vector, dtype=np.float32)
         if k <= 0 or not arrays.has_vector.any() or arrays.matrix.shape[1] != query.shape[0]:
             return []
@@ -176,32 +267,44 @@ class UserCache:
     ) -> list[tuple[Memory, float]]:
         """The ``k`` best BM25 matches passing ``flt`` (statistics over all the user's
         memories); memories sharing no term with ``text`` are left out."""
-        arrays = self._build()
+        snapshot = self._built()
+        arrays = snapshot.arrays
+        assert arrays is not None
         if k <= 0 or not arrays.memories:
             return []
-        if self._lexical is None:
-            self._lexical = LexicalIndex([m.content for m in arrays.memories])
-        scores = self._lexical.scores(text)
+        lexical = snapshot.lexical
+        if lexical is None:
+            lexical = LexicalIndex([m.content for m in arrays.memories])
+            self._publish(snapshot, replace(snapshot, lexical=lexical))
+        scores = lexical.scores(text)
         return _top(arrays, scores, self._mask(arrays, flt) & (scores > 0), k)
 
     def centroid(self) -> Vector | None:
         """The mean of the memories' vectors, or ``None`` without any."""
-        arrays = self._build()
+        arrays = self._built().arrays
+        assert arrays is not None
         if not arrays.has_vector.any():
             return None
         return np.asarray(arrays.matrix[arrays.has_vector].mean(axis=0), dtype=np.float32)
 
     # -- internals --------------------------------------------------------------------------
 
-    def _build(self) -> _Arrays:
-        if self._arrays is not None:
-            return self._arrays
-        memories = list(self._rows.values())
-        if self._lexical is not None and self._lexical.size != len(memories):
-            self._lexical = None
+    def _built(self) -> Snapshot:
+        """The current snapshot with its arrays built (and published, if still current)."""
+        snapshot = self._snapshot
+        if snapshot.arrays is not None:
+            return snapshot
+        memories = list(snapshot.rows.values())
         dim = next((m.embedding.shape[0] for m in memories if m.embedding is not None), 0)
-        self._arrays = _columns(memories, dim)
-        return self._arrays
+        built = Snapshot(snapshot.rows, _columns(memories, dim), None)
+        self._publish(snapshot, built)
+        return built
+
+    def _publish(self, old: Snapshot, new: Snapshot) -> None:
+        """Make ``new`` current if ``old`` still is: a write since then wins."""
+        with self._lock:
+            if self._snapshot is old:
+                self._snapshot = new
 
     @staticmethod
     def _mask(a: _Arrays, flt: MemoryFilter) -> BoolArray:
@@ -227,6 +330,12 @@ class UserCache:
         if flt.pinned is not None:
             mask &= a.pinned == flt.pinned
         return mask
+
+
+def _same_vector(a: Vector | None, b: Vector | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return a is b or bool(np.array_equal(a, b))
 
 
 @lru_cache(maxsize=1)

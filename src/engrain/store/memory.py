@@ -12,13 +12,17 @@ from typing import Any
 import numpy as np
 
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, MemoryFilter, State
+from engrain.store.base import ALL, MemoryFilter, Patch, State
 from engrain.store.cache import UserCache
 
 
 class MemoryStore:
     """Keeps every user's memories in a :class:`UserCache`. A write reads every item it is
-    given before changing anything, so a bad item leaves the store as it was."""
+    given before changing anything, so a bad item leaves the store as it was.
+
+    Writes (and :meth:`record_access`) hold the store's lock from reading a row to replacing
+    it, so a patch and a delete are serialised and a forget wins; reads take no store lock
+    beyond finding the user's cache, whose snapshots are immutable."""
 
     def __init__(self) -> None:
         self._users: dict[str, UserCache] = {}
@@ -32,66 +36,81 @@ class MemoryStore:
         upserts: Sequence[Memory] = (),
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
+        patches: Sequence[Patch] = (),
     ) -> None:
+        """Upserts, then patches (of rows that exist), then deletes, then state, atomically
+        (see :meth:`Store.write`)."""
         plan_upserts = [(m.user_id, m.id, m) for m in upserts]
         plan_deletes = [(m.user_id, m.id) for m in deletes]
         plan_state = [((s.user_id, s.namespace, s.key), s.encoded()) for s in state]
         now = datetime.now(UTC)
         with self._lock:
-            for user in {u for u, _, _ in plan_upserts} | {u for u, _ in plan_deletes}:
+            # every patched row is computed before anything changes: a patch that does not
+            # fit (a bad value) raises here and the store stays as it was
+            staged = {(m.user_id, m.id): m for _, _, m in plan_upserts}
+            for patch in patches:
+                current = staged.get(patch.where)
+                if current is None and patch.user_id in self._users:
+                    found = self._users[patch.user_id].get([patch.memory_id])
+                    current = found[0] if found else None
+                if current is not None:
+                    staged[patch.where] = patch.apply(current)
+            changed = {u for u, _ in staged} | {u for u, _ in plan_deletes}
+            for user in changed:
                 self._revisions[user] += 1
             for where, value in plan_state:
                 if value is None:
                     self._state.pop(where, None)
                 else:
                     self._state[where] = (value, now)
-            for user, _, memory in plan_upserts:
-                self._users.setdefault(user, UserCache()).upsert([memory])
+            by_user: dict[str, list[Memory]] = {}
+            for (user, _), memory in staged.items():
+                by_user.setdefault(user, []).append(memory)
+            for user, memories in by_user.items():
+                self._users.setdefault(user, UserCache()).upsert(memories)
             for user, memory_id in plan_deletes:
                 if user in self._users:
                     self._users[user].delete([memory_id])
-            for user in [u for u, cache in self._users.items() if not len(cache)]:
+            for user in [u for u in changed if u in self._users and not len(self._users[u])]:
                 del self._users[user]
 
     def _cache(self, user_id: str) -> UserCache:
-        return self._users.get(user_id) or UserCache()
+        with self._lock:
+            return self._users.get(user_id) or UserCache()
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
-        with self._lock:
-            return self._cache(user_id).get(ids)
+        return self._cache(user_id).get(ids)
 
     def query(
         self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
     ) -> list[Memory]:
-        with self._lock:
-            return self._cache(user_id).query(flt, limit, offset)
+        return self._cache(user_id).query(flt, limit, offset)
 
     def search(
         self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
-        with self._lock:
-            return self._cache(user_id).search(vector, k, flt)
+        return self._cache(user_id).search(vector, k, flt)
 
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
-        with self._lock:
-            return self._cache(user_id).lexical_search(text, k, flt)
+        return self._cache(user_id).lexical_search(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         with self._lock:
             self._cache(user_id).touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
-        with self._lock:
-            return self._cache(user_id).count(flt)
+        return self._cache(user_id).count(flt)
 
     def centroid(self, user_id: str) -> Vector | None:
-        with self._lock:
-            return self._cache(user_id).centroid()
+        return self._cache(user_id).centroid()
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
-        return {h: self._vectors[(model_id, h)] for h in hashes if (model_id, h) in self._vectors}
+        with self._lock:
+            return {
+                h: self._vectors[(model_id, h)] for h in hashes if (model_id, h) in self._vectors
+            }
 
     def cache_embeddings(self, model_id: str, vectors: dict[str, Vector]) -> None:
         with self._lock:
@@ -107,6 +126,16 @@ class MemoryStore:
             found = self._state.get((user_id, namespace, key))
             return None if found is None else dict(json.loads(found[0]))
 
+    def states(self, user_id: str, namespace: str | None = None) -> list[State]:
+        """Every state document of the user (in ``namespace``, or in all), sorted by
+        namespace and key."""
+        with self._lock:
+            found = [
+                (where, value) for where, (value, _) in self._state.items()
+                if where[0] == user_id and namespace in (None, where[1])
+            ]  # fmt: skip
+        return [State(*where, json.loads(value)) for where, value in sorted(found)]
+
     def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
         with self._lock:
             old = [
@@ -118,7 +147,8 @@ class MemoryStore:
             return len(old)
 
     def users(self) -> list[str]:
-        return sorted(self._users)
+        with self._lock:
+            return sorted(self._users)
 
     def close(self) -> None:
         """Nothing to release."""
