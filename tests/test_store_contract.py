@@ -7,7 +7,8 @@ backend passes this file before it ships.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, cast
 
@@ -16,7 +17,7 @@ import pytest
 
 from engrain.errors import ValidationError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
-from engrain.store import ALL, MemoryFilter, State, Store
+from engrain.store import ALL, MemoryFilter, Patch, State, Store
 
 from .conftest import NOW
 
@@ -617,3 +618,215 @@ def test_expire_state_deletes_only_older_documents_of_that_namespace(store: Stor
     assert store.get_state("alice", "contexts", "c1") is None
     assert store.get_state("alice", "tiers", "t") == {"tier": 1}
     assert store.get_state("bob", "contexts", "c1") == {"ids": []}
+
+
+def test_states_lists_a_users_documents_by_namespace_and_key(store: Store) -> None:
+    store.write(state=[State("alice", "tiers", "b", {"n": 2}),
+                       State("alice", "contexts", "z", {"ids": ["a"]}),
+                       State("alice", "tiers", "a", {"n": 1}),
+                       State("bob", "tiers", "a", {"n": 9})])  # fmt: skip
+    assert store.states("alice") == [
+        State("alice", "contexts", "z", {"ids": ["a"]}),
+        State("alice", "tiers", "a", {"n": 1}),
+        State("alice", "tiers", "b", {"n": 2}),
+    ]
+    assert store.states("alice", "tiers") == [
+        State("alice", "tiers", "a", {"n": 1}),
+        State("alice", "tiers", "b", {"n": 2}),
+    ]
+    assert store.states("alice", "missing") == []
+    assert store.states("carol") == []
+    store.write(state=[State("alice", "tiers", "a", None)])
+    assert [s.key for s in store.states("alice", "tiers")] == ["b"]
+
+
+# -- patches: field-level changes of existing memories ------------------------------------
+
+
+def test_patch_changes_only_the_named_fields_and_keeps_other_changes(store: Store) -> None:
+    store.write([mem("a", minutes=1), mem("b", minutes=2)])
+    before = store.revision("alice")
+    # two changes made from the same stale read: neither undoes the other
+    store.write(patches=[Patch("alice", "a", {"pinned": True})])
+    store.write(patches=[Patch("alice", "a", {"muted": True, "importance": 0.25})])
+    store.record_access("alice", ["a"], NOW)
+    store.write(patches=[Patch("alice", "a", {"content": "edited a"})])
+
+    (got,) = store.get("alice", ["a"])
+    assert (got.pinned, got.muted, got.importance, got.content) == (True, True, 0.25, "edited a")
+    assert got.access_count == 1
+    assert_same([got], [mem("a", minutes=1).evolve(
+        pinned=True, muted=True, importance=0.25, content="edited a",
+        access_count=1, last_accessed_at=NOW)])  # fmt: skip
+    assert store.revision("alice") != before
+    # reads served from a working set see the committed row too
+    assert ids(store.query("alice", MemoryFilter(pinned=True))) == ["a"]
+    assert ids(store.query("alice", MemoryFilter(include_muted=False))) == ["b"]
+    assert [m.id for m, _ in store.lexical_search("alice", "edited", 5)] == ["a"]
+    assert_same(store.get("alice", ["b"]), [mem("b", minutes=2)])
+
+
+def test_patch_of_a_deleted_or_unknown_memory_writes_nothing(store: Store) -> None:
+    store.write([mem("a"), mem("b1", "bob")])
+    store.write(deletes=[mem("a")])
+    store.write(patches=[Patch("alice", "a", {"pinned": True}),
+                         Patch("alice", "never", {"muted": True}),
+                         Patch("alice", "b1", {"pinned": True})])  # fmt: skip
+    assert store.get("alice", ["a", "never", "b1"]) == []
+    assert store.query("alice") == [] and store.count("alice") == 0
+    assert store.search("alice", unit(1, 0, 0, 0), 5) == []
+    assert store.users() == ["bob"]
+    assert store.get("bob", ["b1"])[0].pinned is False  # another user's id is not this one
+
+
+def test_patch_within_one_write_applies_to_the_upsert_and_a_delete_wins(store: Store) -> None:
+    store.write([mem("gone")])
+    store.write(
+        [mem("new", minutes=3)],
+        deletes=[mem("gone")],
+        patches=[Patch("alice", "new", {"pinned": True}), Patch("alice", "gone", {"muted": True})],
+    )
+    assert ids(store.query("alice")) == ["new"]
+    assert store.get("alice", ["new"])[0].pinned is True
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"id": "other"}, {"user_id": "mallory"}, {"no_such_field": 1}, {"embedding": None, "x": 2}],
+)
+def test_patch_of_identity_or_unknown_fields_is_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        Patch("alice", "a", changes)
+
+
+def test_a_patch_made_from_a_mutable_dict_is_frozen() -> None:
+    changes: dict[str, Any] = {"pinned": True}
+    patch = Patch("alice", "a", changes)
+    changes["muted"] = True
+    assert dict(patch.changes) == {"pinned": True}
+
+
+def test_patch_racing_a_delete_never_brings_the_memory_back(store: Store) -> None:
+    doomed = [mem(f"m{i}", minutes=i) for i in range(40)]
+    store.write(doomed)
+    start = threading.Barrier(2)
+
+    def patcher() -> None:
+        start.wait()
+        for round_ in range(3):
+            for m in doomed:
+                store.write(patches=[Patch("alice", m.id, {"pinned": round_ % 2 == 0})])
+
+    def deleter() -> None:
+        start.wait()
+        for m in doomed:
+            store.write(deletes=[m])
+            store.record_access("alice", [m.id], NOW)
+
+    run_threads([patcher, deleter])
+    assert store.get("alice", [m.id for m in doomed]) == []
+    assert store.query("alice") == [] and store.count("alice") == 0
+
+
+def test_record_access_of_a_deleted_id_does_nothing(store: Store) -> None:
+    store.write([mem("a"), mem("b")])
+    store.write(deletes=[mem("a")])
+    store.record_access("alice", ["a", "b"], NOW)
+    assert store.get("alice", ["a"]) == []
+    assert ids(store.query("alice")) == ["b"]
+    assert store.get("alice", ["b"])[0].access_count == 1
+
+
+def test_record_access_from_many_threads_counts_every_access(store: Store) -> None:
+    store.write([mem("a"), mem("b")])
+
+    def counter() -> None:
+        for _ in range(20):
+            store.record_access("alice", ["a", "b"], NOW)
+
+    run_threads([counter] * 4)
+    assert [m.access_count for m in store.get("alice", ["a", "b"])] == [80, 80]
+    assert [m.access_count for m in store.query("alice")] == [80, 80]
+
+
+def test_threads_sharing_a_store_see_consistent_results(store: Store) -> None:
+    """Writers add, patch and delete their own memories while readers query, search and
+    count the same user: no call fails, every result is well formed, and the end state is
+    exactly what the writers did."""
+    expected: dict[str, dict[str, bool]] = {}  # writer -> id -> pinned, for the survivors
+    errors: list[BaseException] = []
+    rounds = 60
+
+    def writer(name: str) -> Callable[[], None]:
+        def work() -> None:
+            mine = expected.setdefault(name, {})
+            for i in range(rounds):
+                memory_id = f"{name}-{i}"
+                text = f"note {name} number {i} about topic{i % 5}"
+                vector = (1.0, (i % 7) / 7.0, 0.0, 0.5)
+                store.write([mem(memory_id, minutes=i, vector=vector, content=text)])
+                mine[memory_id] = False
+                if i % 3 == 0:
+                    store.write(patches=[Patch("alice", memory_id, {"pinned": True})])
+                    mine[memory_id] = True
+                if i % 4 == 1:
+                    victim = f"{name}-{i - 1}"
+                    store.write(deletes=[mem(victim)])
+                    mine.pop(victim, None)
+
+        return work
+
+    def reader() -> None:
+        for i in range(rounds):
+            listed = store.query("alice")
+            assert all(m.user_id == "alice" for m in listed)
+            times = [(m.updated_at, m.id) for m in listed]
+            assert times == sorted(times, reverse=True)
+            pinned = store.query("alice", MemoryFilter(pinned=True))
+            assert all(m.pinned for m in pinned)
+            found = store.search("alice", unit(1.0, (i % 7) / 7.0, 0.0, 0.5), 5)
+            sims = [s for _, s in found]
+            assert sims == sorted(sims, reverse=True) and len(found) <= 5
+            hits = store.lexical_search("alice", f"topic{i % 5}", 5)
+            assert all(f"topic{i % 5}" in m.content for m, _ in hits)
+            assert store.count("alice") >= 0
+            store.get("alice", [m.id for m in listed[:3]])
+            if listed:
+                store.record_access("alice", [listed[0].id], NOW)
+
+    def guarded(work: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:  # reported below, with its traceback
+                errors.append(exc)
+
+        return run
+
+    run_threads([guarded(writer("w1")), guarded(writer("w2")), *[guarded(reader)] * 4])
+    if errors:
+        raise errors[0]
+    survivors = {i: p for mine in expected.values() for i, p in mine.items()}
+    listed = store.query("alice")
+    assert {m.id: m.pinned for m in listed} == survivors
+    assert store.count("alice") == len(survivors)
+    assert {m.id for m, _ in store.search("alice", unit(1, 0, 0, 0.5), 1000)} == set(survivors)
+
+
+def run_threads(work: Sequence[Callable[[], None]]) -> None:
+    """Run each function in its own thread and wait for all; the first error is raised."""
+    errors: list[BaseException] = []
+
+    def run(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(fn,)) for fn in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]

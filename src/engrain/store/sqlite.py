@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import numpy as np
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.base import ALL, MemoryFilter, State, pending_migrations
+from engrain.store.base import ALL, MemoryFilter, Patch, State, pending_migrations
 from engrain.store.cache import UserCache
 
 _COLUMNS = (
@@ -34,6 +34,8 @@ _COLUMNS = (
 )  # fmt: skip
 #: Users whose memories stay cached in process (least recently used are dropped first).
 CACHED_USERS = 64
+_SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
+_BEGIN_RETRIES = 3
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
 
 
@@ -190,35 +192,56 @@ class SQLiteStore:
                     self._db.execute("INSERT INTO migrations VALUES (?, datetime('now'))", (name,))
                     self._db.execute("COMMIT")
                 except sqlite3.Error as exc:
-                    self._db.execute("ROLLBACK")
-                    raise MigrationError(f"migration {name} failed: {exc}") from exc
+                    self._rollback()
+                    raise MigrationError(f"migration {name} failed: {_reason(exc)}") from exc
                 applied.append(name)
         return applied
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction under the store's lock: the write lock is
+        taken first (waiting up to the busy timeout), so no read inside it is ever upgraded
+        to a write (which SQLite refuses at once, SQLITE_BUSY_SNAPSHOT). Any sqlite3 error is
+        a :class:`StoreError`."""
         with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
+            self._begin()
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            try:
                 self._db.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"write to {self.path} failed: {_reason(exc)}") from exc
+                raise
+
+    def _begin(self) -> None:
+        # A stale read snapshot of this connection makes BEGIN IMMEDIATE fail at once with
+        # SQLITE_BUSY_SNAPSHOT; every statement here is read to its end, so that should not
+        # happen, but a retry costs nothing and the busy timeout covers the ordinary wait.
+        for attempt in range(_BEGIN_RETRIES):
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                return
             except sqlite3.Error as exc:
+                busy = getattr(exc, "sqlite_errorcode", None) == _SQLITE_BUSY_SNAPSHOT
+                if not busy or attempt == _BEGIN_RETRIES - 1:
+                    raise StoreError(
+                        f"cannot start a write on {self.path}: {_reason(exc)}"
+                    ) from exc
+                self._rollback()
+
+    def _rollback(self) -> None:
+        # SQLite may have rolled back already (after an I/O error, say): nothing to undo
+        with suppress(sqlite3.Error):
+            if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-                raise StoreError(f"write to {self.path} failed: {exc}") from exc
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._db.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise StoreError(f"read from {self.path} failed: {exc}") from exc
+                raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -227,55 +250,107 @@ class SQLiteStore:
         upserts: Sequence[Memory] = (),
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
+        patches: Sequence[Patch] = (),
     ) -> None:
-        if not upserts and not deletes and not state:
+        """Upserts, then patches of the rows that exist (read and rewritten inside the
+        transaction), then deletes, then state, in one ``BEGIN IMMEDIATE`` transaction."""
+        if not upserts and not deletes and not state and not patches:
             return
         rows = [_to_row(m) for m in upserts]
         documents = [(s, s.encoded()) for s in state]
-        changed = sorted({m.user_id for m in upserts} | {m.user_id for m in deletes})
+        staged = {(m.user_id, m.id): m for m in upserts}
+        removed = {(m.user_id, m.id) for m in deletes}
         now = _dt(datetime.now(UTC))
         placeholders = ", ".join("?" for _ in _COLUMNS)
-        try:
-            with self._transaction() as db:
-                db.executemany(
-                    f"INSERT OR REPLACE INTO memories ({', '.join(_COLUMNS)}) "
-                    f"VALUES ({placeholders})",
-                    rows,
-                )
-                db.executemany(
-                    "DELETE FROM memories WHERE user_id = ? AND id = ?",
-                    [(m.user_id, m.id) for m in deletes],
-                )
-                db.executemany(
-                    "INSERT INTO revisions VALUES (?, 1) "
-                    "ON CONFLICT (user_id) DO UPDATE SET revision = revision + 1",
-                    [(u,) for u in changed],
-                )
-                db.executemany(
-                    "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
-                    [
-                        (s.user_id, s.namespace, s.key, v, now)
-                        for s, v in documents
-                        if v is not None
-                    ],
-                )
-                db.executemany(
-                    "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
-                    [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
-                )
-        except BaseException as exc:
-            for user in {m.user_id for m in upserts} | {m.user_id for m in deletes}:
-                self._caches.pop(user, None)
-            if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"write to {self.path} failed: {exc}") from exc
-            raise
-        self._sync_version()
-        for memory in upserts:
-            if memory.user_id in self._caches:
-                self._caches[memory.user_id].upsert([memory])
-        for memory in deletes:
-            if memory.user_id in self._caches:
-                self._caches[memory.user_id].delete([memory.id])
+        with self._lock:
+            try:
+                with self._transaction() as db:
+                    db.executemany(
+                        f"INSERT OR REPLACE INTO memories ({', '.join(_COLUMNS)}) "
+                        f"VALUES ({placeholders})",
+                        rows,
+                    )
+                    patched = self._patch(db, patches, staged)
+                    db.executemany(
+                        "DELETE FROM memories WHERE user_id = ? AND id = ?", sorted(removed)
+                    )
+                    changed = sorted({u for u, _ in staged} | {u for u, _ in patched} |
+                                     {u for u, _ in removed})  # fmt: skip
+                    db.executemany(
+                        "INSERT INTO revisions VALUES (?, 1) "
+                        "ON CONFLICT (user_id) DO UPDATE SET revision = revision + 1",
+                        [(u,) for u in changed],
+                    )
+                    db.executemany(
+                        "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
+                        [
+                            (s.user_id, s.namespace, s.key, v, now)
+                            for s, v in documents
+                            if v is not None
+                        ],
+                    )
+                    db.executemany(
+                        "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
+                        [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
+                    )
+            except BaseException:
+                # the caches may no longer match the file: reload them on next use
+                for user in {u for u, _ in staged} | {p.user_id for p in patches} | {
+                    u for u, _ in removed
+                }:
+                    self._caches.pop(user, None)
+                raise
+            self._sync_version()
+            self._apply_to_caches({**staged, **patched}, removed)
+
+    def _patch(
+        self,
+        db: sqlite3.Connection,
+        patches: Sequence[Patch],
+        staged: dict[tuple[str, str], Memory],
+    ) -> dict[tuple[str, str], Memory]:
+        """Apply ``patches`` inside the open transaction to the rows as they are now (or as
+        this write's upserts left them); the rewritten memories by key. Missing rows are
+        skipped: nothing is inserted."""
+        patched: dict[tuple[str, str], Memory] = {}
+        assignments = ", ".join(f"{c} = ?" for c in _COLUMNS[2:])
+        for patch in patches:
+            current = patched.get(patch.where) or staged.get(patch.where)
+            if current is None:
+                found = db.execute(
+                    f"{_SELECT} WHERE user_id = ? AND id = ?", patch.where
+                ).fetchall()
+                current = _from_row(found[0]) if found else None
+            if current is None:
+                continue
+            memory = patch.apply(current)
+            row = _to_row(memory)
+            # UPDATE, not INSERT OR REPLACE: the row keeps its rowid, hence its place
+            db.execute(
+                f"UPDATE memories SET {assignments} WHERE user_id = ? AND id = ?",
+                (*row[2:], memory.user_id, memory.id),
+            )
+            patched[patch.where] = memory
+        return patched
+
+    def _apply_to_caches(
+        self, written: dict[tuple[str, str], Memory], removed: set[tuple[str, str]]
+    ) -> None:
+        """Bring the cached working sets in line with a write just committed (under the
+        lock, so caches change in commit order)."""
+        by_user: dict[str, list[Memory]] = {}
+        for (user, memory_id), memory in written.items():
+            if (user, memory_id) not in removed:
+                by_user.setdefault(user, []).append(memory)
+        for user, memories in by_user.items():
+            if user in self._caches:
+                self._caches[user].upsert(memories)
+        gone: dict[str, list[str]] = {}
+        for user, memory_id in removed:
+            gone.setdefault(user, []).append(memory_id)
+        for user, memory_ids in gone.items():
+            if user in self._caches:
+                self._caches[user].delete(memory_ids)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
@@ -308,17 +383,20 @@ class SQLiteStore:
         return self._cache(user_id).lexical_search(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
+        """An atomic ``access_count + 1`` per occurrence of each id; a deleted id matches no
+        row and is not brought back."""
         if not ids:
             return
-        with self._transaction() as db:
-            db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
-                "WHERE user_id = ? AND id = ?",
-                [(_dt(at), user_id, i) for i in ids],
-            )
-        self._sync_version()
-        if user_id in self._caches:
-            self._caches[user_id].touch(ids, at)
+        with self._lock:
+            with self._transaction() as db:
+                db.executemany(
+                    "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
+                    "WHERE user_id = ? AND id = ?",
+                    [(_dt(at), user_id, i) for i in ids],
+                )
+            self._sync_version()
+            if user_id in self._caches:
+                self._caches[user_id].touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
         return self._cache(user_id).count(flt)
@@ -362,6 +440,16 @@ class SQLiteStore:
         )
         return dict(json.loads(rows[0][0])) if rows else None
 
+    def states(self, user_id: str, namespace: str | None = None) -> list[State]:
+        """Every state document of the user (in ``namespace``, or in all), sorted by
+        namespace and key."""
+        rows = self._read(
+            "SELECT namespace, key, value FROM state WHERE user_id = ? "
+            "AND (? IS NULL OR namespace = ?) ORDER BY namespace, key",
+            (user_id, namespace, namespace),
+        )
+        return [State(user_id, ns, k, json.loads(v)) for ns, k, v in rows]
+
     def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
         with self._transaction() as db:
             cursor = db.execute(
@@ -381,13 +469,18 @@ class SQLiteStore:
 
     def _sync_version(self) -> None:
         """Drop every cache if another connection committed since we last looked; our own
-        commits are applied to the caches directly."""
-        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        commits are applied to the caches directly. Called under the lock."""
+        # fetchall, not fetchone: a statement left unfinished keeps a read snapshot open on
+        # the connection, and the next BEGIN IMMEDIATE then fails at once (BUSY_SNAPSHOT)
+        # as soon as another process has committed
+        version = self._read("PRAGMA data_version")[0][0]
         if version != self._data_version:
             self._caches.clear()
             self._data_version = version
 
     def _cache(self, user_id: str) -> UserCache:
+        """The user's working set (loaded on first use), current as of this call. The store
+        lock covers only finding or loading it; the cache itself is safe to read unlocked."""
         with self._lock:
             self._sync_version()
             cache = self._caches.get(user_id)
@@ -400,6 +493,15 @@ class SQLiteStore:
             else:
                 self._caches.move_to_end(user_id)
             return cache
+
+
+def _reason(exc: sqlite3.Error) -> str:
+    """The driver's message, with what to do about the common one a user can fix."""
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY or "readonly" in str(
+        exc
+    ):
+        return f"{exc} (the file or its directory is read-only for this user)"
+    return str(exc)
 
 
 def _dt(value: datetime | None) -> str | None:
