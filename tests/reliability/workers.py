@@ -1,0 +1,115 @@
+"""Bodies of the processes the reliability tests spawn (``multiprocessing`` with the spawn
+start method imports this module by name in the child). Each opens its own engine, says it
+is ready, waits for the common start, and leaves its results in files: a JSON summary and,
+for writes, a ledger of ids flushed after each call returned."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.reliability import helpers
+
+USERS = ("u0", "u1", "u2", "u3")
+
+
+def _wait_for_start(ready: Any, go: Any) -> None:
+    ready.set()
+    if not go.wait(timeout=300):
+        raise RuntimeError("the start signal never came")
+
+
+def churn(
+    role: str, index: int, url: str, data_dir: str, seconds: float, threads: int, out: str,
+    ready: Any, go: Any,
+) -> None:  # fmt: skip
+    """``threads`` threads sharing one engine for ``seconds``: a writer loops remember (70%)
+    and ingest (30%), a reader context (60%) and recall (40%), over users shared by every
+    process. Every exception is counted; logged background errors too."""
+    tally = helpers.Tally()
+    ledger = helpers.Ledger(Path(f"{out}.ids")) if role == "writer" else None
+    with helpers.LoggedErrors() as logged:
+        engine = helpers.open_engine(url, Path(data_dir))
+        _wait_for_start(ready, go)
+        deadline = time.monotonic() + seconds
+
+        def loop(thread: int) -> None:
+            rng = random.Random(index * 1009 + thread * 17 + (role == "reader"))
+            while time.monotonic() < deadline:
+                user = rng.choice(USERS)
+                op = "?"
+                try:
+                    if role == "writer":
+                        if rng.random() < 0.7:
+                            op = "remember"
+                            outcomes = [engine.remember(helpers.sentence(rng, f"w{index}"), user)]
+                        else:
+                            op = "ingest"
+                            text = helpers.paragraph(rng, f"w{index}", 3)
+                            outcomes = engine.ingest(text, user).outcomes
+                        assert ledger is not None
+                        ledger.write("C", user, [o.memory_id for o in outcomes if o.memory_id])
+                    elif rng.random() < 0.6:
+                        op = "context"
+                        engine.context(helpers.query(rng), user)
+                    else:
+                        op = "recall"
+                        engine.recall(helpers.query(rng), user, top_k=10)
+                except Exception as exc:  # counted, never hidden
+                    tally.failed(op, exc)
+                else:
+                    tally.ok(op)
+
+        try:
+            pool = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+            engine.wait(timeout=60)
+        finally:
+            with contextlib.suppress(Exception):
+                engine.close()
+            if ledger is not None:
+                ledger.close()
+    result = {**tally.to_dict(), "background_errors": dict(logged.counts)}
+    Path(f"{out}.json").write_text(json.dumps(result))
+
+
+def flip(
+    action: str, url: str, data_dir: str, user: str, ids: list[str], out: str, ready: Any,
+    go: Any,
+) -> None:  # fmt: skip
+    """One side of a lost-update race: ``pin``, ``mute`` or ``forget`` each of ``ids`` in
+    order. Records which calls took effect (``forget`` returned 1, or the flag was set) and
+    how many answered NotFoundError; any other exception is counted."""
+    from engrain import NotFoundError
+
+    tally = helpers.Tally()
+    done: list[str] = []
+    not_found = 0
+    engine = helpers.open_engine(url, Path(data_dir), auto_compress=False)
+    _wait_for_start(ready, go)
+    try:
+        for memory_id in ids:
+            try:
+                if action == "forget":
+                    if engine.forget([memory_id], user) == 1:
+                        done.append(memory_id)
+                else:
+                    getattr(engine, action)(memory_id, user)
+                    done.append(memory_id)
+            except NotFoundError:
+                not_found += 1
+            except Exception as exc:  # counted, never hidden
+                tally.failed(action, exc)
+            else:
+                tally.ok(action)
+    finally:
+        engine.close()
+    Path(out).write_text(json.dumps({**tally.to_dict(), "done": done, "not_found": not_found}))
