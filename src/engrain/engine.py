@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
-import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ import numpy as np
 
 from engrain import compress as compression
 from engrain import feedback as fb
+from engrain import validate
 from engrain.background import Worker
 from engrain.config import Settings, load_settings
 from engrain.corrections import (
@@ -34,7 +34,7 @@ from engrain.corrections import (
     with_meta,
 )
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
-from engrain.errors import EmptyInputError, InputTooLargeError, NotFoundError, ValidationError
+from engrain.errors import InputTooLargeError, NotFoundError, ValidationError
 from engrain.ingest import chunk_text, chunk_turns, clean_text, route
 from engrain.ingest import importance as imp
 from engrain.ingest.dedup import find_duplicate
@@ -185,12 +185,20 @@ class Engine:
         Chunks below importance 0.3 are discarded; near-duplicates of recent memories of the
         same type update those memories. The report says what happened to every chunk.
         """
+        user_id = validate.user_id(user_id)
+        text = validate.text(text, max_chars=self.settings.max_text_chars)
+        session_id = validate.optional_identifier(session_id, "session_id")
+        hint = validate.optional_memory_type(memory_type_hint, "memory_type_hint")
+        project = validate.optional_identifier(project, "project")
+        tags = validate.domains(domains)
+        event_at = validate.moment(event_at, "event_at")
+        meta = validate.metadata(metadata)
+        when = validate.moment(now, "now") or utcnow()
         staged: dict[str, Memory] = {}
         with self._lock:
             report = self._plan_text(
-                text, user_id, session_id, memory_type_hint, project, domains, event_at,
-                metadata, now, staged,
-            )  # fmt: skip
+                text, user_id, session_id, hint, project, tags, event_at, meta, when, staged
+            )
             self.store.write(list(staged.values()))
         self._after_ingest(staged.values())
         return report
@@ -200,18 +208,14 @@ class Engine:
         text: str,
         user_id: str,
         session_id: str | None,
-        memory_type_hint: MemoryType | str | None,
+        hint: MemoryType | None,
         project: str | None,
-        domains: Sequence[str] | str | None,
+        domains: tuple[str, ...],
         event_at: datetime | None,
-        metadata: Mapping[str, Any] | None,
-        now: datetime | None,
+        meta: Mapping[str, Any],
+        now: datetime,
         staged: dict[str, Memory],
     ) -> IngestReport:
-        user_id = _check_user(user_id)
-        text = self._check_text(text)
-        hint = MemoryType.parse(memory_type_hint) if memory_type_hint is not None else None
-        meta = _check_metadata(metadata)
         cleaned = clean_text(text)
         chunks = chunk_text(
             cleaned,
@@ -219,12 +223,8 @@ class Engine:
             min_tokens=self.settings.min_chunk_tokens,
         )
         vectors = self.embedder.embed(chunks)
-        when = as_utc(event_at) if event_at else None
-        drafts = [_Draft(c, vectors[i], (), when) for i, c in enumerate(chunks)]
-        return self._plan(
-            drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
-            as_utc(now or utcnow()), staged,
-        )  # fmt: skip
+        drafts = [_Draft(c, vectors[i], (), event_at) for i, c in enumerate(chunks)]
+        return self._plan(drafts, user_id, session_id, hint, project, domains, meta, now, staged)
 
     def ingest_conversation(
         self,
@@ -245,38 +245,36 @@ class Engine:
         turns as provenance and the time of its first turn as its event time. A conversation
         is a record of events, so chunks are episodic unless a hint says otherwise.
         """
+        user_id = validate.user_id(user_id)
+        parsed = self._turns(turns)
+        session_id = validate.optional_identifier(session_id, "session_id")
+        project = validate.optional_identifier(project, "project")
+        tags = validate.domains(domains)
+        hint = validate.optional_memory_type(memory_type_hint, "memory_type_hint")
+        meta = validate.metadata(metadata)
+        when = validate.moment(now, "now") or utcnow()
         staged: dict[str, Memory] = {}
         with self._lock:
             report = self._plan_conversation(
-                turns, user_id, session_id, project, domains, memory_type_hint, metadata, now,
-                staged,
-            )  # fmt: skip
+                parsed, user_id, session_id, project, tags, hint, meta, when, staged
+            )
             self.store.write(list(staged.values()))
         self._after_ingest(staged.values())
         return report
 
     def _plan_conversation(
         self,
-        turns: Sequence[Turn | Mapping[str, Any]],
+        parsed: Sequence[Turn],
         user_id: str,
         session_id: str | None,
         project: str | None,
-        domains: Sequence[str] | str | None,
-        memory_type_hint: MemoryType | str | None,
-        metadata: Mapping[str, Any] | None,
-        now: datetime | None,
+        domains: tuple[str, ...],
+        hint: MemoryType | None,
+        meta: Mapping[str, Any],
+        now: datetime,
         staged: dict[str, Memory],
     ) -> IngestReport:
-        user_id = _check_user(user_id)
-        if isinstance(turns, str | bytes) or not isinstance(turns, Sequence):
-            raise ValidationError("turns must be a list of turns")
-        parsed = [_parse_turn(t, i) for i, t in enumerate(turns)]
-        if not parsed:
-            raise EmptyInputError("a conversation needs at least one turn")
-        hint = MemoryType.parse(memory_type_hint) if memory_type_hint else MemoryType.EPISODIC
-        meta = _check_metadata(metadata)
         lines = [clean_text(f"{t.speaker}: {t.text}" if t.speaker else t.text) for t in parsed]
-        self._check_text("\n".join(lines))
         pieces = chunk_turns(
             lines,
             max_tokens=self.settings.max_chunk_tokens,
@@ -287,13 +285,23 @@ class Engine:
         for piece, vector in zip(pieces, vectors, strict=True):
             sources = [parsed[i] for i in piece.sources]
             ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
-            times = [as_utc(t.at) for t in sources if t.at is not None]
+            times = [t.at for t in sources if t.at is not None]
             speakers = tuple(dict.fromkeys(t.speaker for t in sources if t.speaker))
             drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None, speakers))
         return self._plan(
-            drafts, user_id, session_id, hint, project, ensure_sequence(domains), meta,
-            as_utc(now or utcnow()), staged, discard=self.settings.conversation_discard,
+            drafts, user_id, session_id, hint or MemoryType.EPISODIC, project, domains, meta,
+            now, staged, discard=self.settings.conversation_discard,
         )  # fmt: skip
+
+    def _turns(self, turns: object) -> builtins.list[Turn]:
+        """The validated turns of a conversation, within ``max_text_chars`` in all."""
+        limit = self.settings.max_text_chars
+        parsed = validate.turns(turns, max_chars=limit)
+        total = sum(len(t.speaker) + len(t.text) + 3 for t in parsed)
+        if total > limit:
+            raise InputTooLargeError(f"turns have {total:,} characters in all; the limit is "
+                                     f"{limit:,} (setting max_text_chars)")  # fmt: skip
+        return parsed
 
     def remember(
         self,
@@ -323,17 +331,26 @@ class Engine:
         kept and linked, and never injected again. A new fact, preference, decision, rule or
         context that disagrees with a close active memory is stored and both are flagged
         as conflicting (``Outcome.reason`` says which); they are then injected together."""
-        user_id = _check_user(user_id)
-        text = clean_text(self._check_text(content))
-        kind = Kind.parse(kind)
-        mtype = MemoryType.parse(memory_type) if memory_type else kind.default_memory_type
-        conf = kind.default_confidence if confidence is None else _unit(confidence, "confidence")
-        meta = _check_metadata(metadata)
-        now = as_utc(now or utcnow())
+        user_id = validate.user_id(user_id)
+        text = clean_text(validate.text(content, "content", max_chars=self.settings.max_text_chars))
+        kind = validate.kind(kind)
+        mtype = validate.optional_memory_type(memory_type) or kind.default_memory_type
+        project = validate.optional_identifier(project, "project")
+        tags = validate.domains(domains)
+        key = validate.optional_identifier(key, "key")
+        conf = validate.unit(kind.default_confidence if confidence is None else confidence,
+                             "confidence")  # fmt: skip
+        importance = validate.unit(importance, "importance")
+        pinned = validate.flag(pinned, "pinned")
+        session_id = validate.optional_identifier(session_id, "session_id")
+        event_at = validate.moment(event_at, "event_at")
+        corrects = validate.optional_identifier(corrects, "corrects")
+        meta = validate.metadata(metadata)
+        now = validate.moment(now, "now") or utcnow()
         if corrects is not None and kind is not Kind.CORRECTION:
             raise ValidationError("corrects= is for kind='correction'")
         if mtype is MemoryType.PROCEDURAL:
-            key = _check_key(key) if key is not None else preference_key(text)
+            key = key.strip() if key is not None else preference_key(text)
         vector = self.embedder.embed([text])[0]
         with self._lock:
             target = None
@@ -356,9 +373,9 @@ class Engine:
             memory = Memory(
                 id=new_id(), user_id=user_id, project=project, content=text, memory_type=mtype,
                 kind=kind, created_at=now, updated_at=now,
-                domains=ensure_sequence(domains) or domains_of(text),
-                session_id=session_id, event_at=as_utc(event_at) if event_at else None,
-                key=key, importance=_unit(importance, "importance"), confidence=conf,
+                domains=tags or domains_of(text),
+                session_id=session_id, event_at=event_at,
+                key=key, importance=importance, confidence=conf,
                 pinned=pinned, provenance=Provenance((), meta),
                 content_hash=content_hash(text), embedding=vector,
             )  # fmt: skip
@@ -564,8 +581,9 @@ class Engine:
         configured, else extractive), and their episodic memories are marked compressed,
         kept, and left out of recall unless ``include_compressed=True``. One transaction
         per call. Also drops context records older than ``context_retention_days``."""
-        user_id = _check_user(user_id)
-        when = as_utc(now or utcnow())
+        user_id = validate.user_id(user_id)
+        force = validate.flag(force, "force")
+        when = validate.moment(now, "now") or utcnow()
         s = self.settings
         self.store.expire_state(user_id, fb.CONTEXTS,
                                 when - timedelta(days=s.context_retention_days))  # fmt: skip
@@ -619,11 +637,14 @@ class Engine:
         positive feedback on a context also teaches which memories work well together (the
         gated profile's co-occurrence bonus). Unknown or expired context ids raise
         :class:`NotFoundError`; memories deleted since are skipped."""
-        user_id = _check_user(user_id)
+        user_id = validate.user_id(user_id)
+        context_id = validate.optional_identifier(context_id, "context_id")
+        ids = [] if memory_ids is None else validate.identifiers(memory_ids)
+        helpful = None if helpful is None else validate.flag(helpful, "helpful")
+        score = None if score is None else validate.unit(score, "score")
         target = fb.feedback_target(helpful, score)
-        if context_id is None and not memory_ids:
+        if context_id is None and not ids:
             raise ValidationError("give a context_id or memory_ids")
-        ids = list(memory_ids or [])
         record = None
         if context_id is not None:
             record = self.store.get_state(user_id, fb.CONTEXTS, context_id)
@@ -676,13 +697,15 @@ class Engine:
         """The memories to inject for ``query`` (spec section 2): the ``top_k × 4`` nearest
         candidates of this user, filtered, optionally re-ranked, procedural memories first,
         within ``token_budget`` and ``top_k``. Access counts of the selected memories grow."""
-        user_id = _check_user(user_id)
-        query = self._check_text(query)
-        top_k = _positive(top_k if top_k is not None else self.settings.top_k, "top_k")
-        budget = token_budget if token_budget is not None else self.settings.token_budget
-        if budget < 0:
-            raise ValidationError("token_budget must be >= 0")
-        types = [MemoryType.parse(t) for t in memory_types] if memory_types is not None else None
+        query = validate.text(query, "query", max_chars=self.settings.max_text_chars)
+        user_id = validate.user_id(user_id)
+        top_k = validate.optional_integer(top_k, "top_k", minimum=1) or self.settings.top_k
+        budget = validate.optional_integer(token_budget, "token_budget")
+        budget = self.settings.token_budget if budget is None else budget
+        types = validate.memory_types(memory_types)
+        project = validate.optional_identifier(project, "project")
+        include_compressed = validate.flag(include_compressed, "include_compressed")
+        when = validate.moment(now, "now") or utcnow()
         vector = self.embedder.embed_query(query)
         found = cand.candidates(
             self.store, user_id, vector,
@@ -703,7 +726,7 @@ class Engine:
             for s in [_similarity(m, vector)]
         ]
         selected, used = enforce_budget(first, scored, token_budget=budget, top_k=top_k)
-        self.store.record_access(user_id, [s.memory.id for s in selected], as_utc(now or utcnow()))
+        self.store.record_access(user_id, [s.memory.id for s in selected], when)
         return RecallResult(
             memories=[s.memory for s in selected],
             total_tokens=used,
@@ -745,12 +768,17 @@ class Engine:
         touching the store, in every tier. Every memory injected counts one use; at 10 uses
         it is promoted (tiers keep it whatever its age)."""
         start = time.perf_counter()
-        user_id = _check_user(user_id)
-        when = as_utc(now or utcnow())
-        tier = self._tier(model, context_window, token_budget)
+        request = self._request(message, user_id, token_budget, memory_types, project,
+                                include_compressed, turn, options, now)  # fmt: skip
+        user_id, message, project = request.user_id, request.message, request.project
+        top_k = validate.optional_integer(top_k, "top_k", minimum=1)
+        model = validate.optional_identifier(model, "model")
+        context_window = validate.optional_integer(context_window, "context_window", minimum=1)
+        when = request.now
+        tier = self._tier(model, context_window, request.token_budget)
         cap = None
         if tier is not Tier.DOSSIER:
-            if classify(self._check_text(message), turn=turn).complexity is Complexity.TRIVIAL:
+            if classify(message, turn=request.turn).complexity is Complexity.TRIVIAL:
                 return self._tier_context("", tier, [], start)
             compiled = self.tier_cache.fresh(user_id, project)
             if compiled is not None:
@@ -765,12 +793,10 @@ class Engine:
                                           context_id)  # fmt: skip
             cap = TIER_BUDGETS[tier]
         pairs = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
-        gated = self._gate(message, user_id, token_budget, memory_types, project,
-                           include_compressed, turn, options, now, cap,
-                           (pairs or {}).get(fb.PAIRS), explain=False)  # fmt: skip
+        gated = self._gate(request, cap, (pairs or {}).get(fb.PAIRS), explain=False)
         selected = gated.selected[:top_k] if top_k is not None else gated.selected
         if top_k is not None and len(selected) < len(gated.selected):
-            text = render([s.memory for s in selected], self._options(options).format)
+            text = render([s.memory for s in selected], request.options.format)
             used = sum(s.tokens for s in selected)
             gated = replace(gated, selected=selected, tokens_used=used, text=text)
         context_id = new_id()
@@ -859,12 +885,15 @@ class Engine:
     ) -> TierSet:
         """Tiers 1 and 2 of the user's memories (of ``project``, or all of them): the cached
         ones when they are fresh, else (or with ``rebuild``) compiled now and cached."""
-        user_id = _check_user(user_id)
+        user_id = validate.user_id(user_id)
+        project = validate.optional_identifier(project, "project")
+        rebuild = validate.flag(rebuild, "rebuild")
+        when = validate.moment(now, "now") or utcnow()
         if not rebuild:
             fresh = self.tier_cache.fresh(user_id, project)
             if fresh is not None:
                 return fresh
-        return self.tier_cache.compile(user_id, project, as_utc(now or utcnow()))
+        return self.tier_cache.compile(user_id, project, when)
 
     def explain(
         self,
@@ -882,10 +911,10 @@ class Engine:
         """What :meth:`context` would decide for ``message``, without counting an access:
         the classification, the budget and how it was derived, the weights, and for each
         candidate its score components, whether it was selected and why not."""
-        pairs = self.store.get_state(_check_user(user_id), fb.COOCCURRENCE, fb.PAIRS)
-        return self._gate(message, user_id, token_budget, memory_types, project,
-                          include_compressed, turn, options, now, None,
-                          (pairs or {}).get(fb.PAIRS))  # fmt: skip
+        request = self._request(message, user_id, token_budget, memory_types, project,
+                                include_compressed, turn, options, now)  # fmt: skip
+        pairs = self.store.get_state(request.user_id, fb.COOCCURRENCE, fb.PAIRS)
+        return self._gate(request, None, (pairs or {}).get(fb.PAIRS))
 
     def _options(self, options: GateOptions | None) -> GateOptions:
         if options is not None:
@@ -898,33 +927,45 @@ class Engine:
             min_importance=s.recall_min_importance,
         )  # fmt: skip
 
+    def _request(
+        self,
+        message: object,
+        user_id: object,
+        token_budget: object,
+        memory_types: object,
+        project: object,
+        include_compressed: object,
+        turn: object,
+        options: object,
+        now: object,
+    ) -> _Request:
+        """The arguments ``context`` and ``explain`` share, validated."""
+        if options is not None and not isinstance(options, GateOptions):
+            raise ValidationError(f"options must be GateOptions, not {type(options).__name__}")
+        return _Request(
+            message=validate.text(message, "message", max_chars=self.settings.max_text_chars),
+            user_id=validate.user_id(user_id),
+            token_budget=validate.optional_integer(token_budget, "token_budget"),
+            memory_types=validate.memory_types(memory_types),
+            project=validate.optional_identifier(project, "project"),
+            include_compressed=validate.flag(include_compressed, "include_compressed"),
+            turn=validate.integer(turn, "turn"),
+            options=self._options(options),
+            now=validate.moment(now, "now") or utcnow(),
+        )
+
     def _gate(
         self,
-        message: str,
-        user_id: str,
-        token_budget: int | None,
-        memory_types: Sequence[MemoryType | str] | None,
-        project: str | None,
-        include_compressed: bool,
-        turn: int,
-        options: GateOptions | None,
-        now: datetime | None,
+        request: _Request,
         max_budget: int | None = None,
         cooccurrence: fb.Pairs | None = None,
         explain: bool = True,
     ) -> Gated:
-        user_id = _check_user(user_id)
-        message = self._check_text(message)
-        if token_budget is not None and (isinstance(token_budget, bool) or token_budget < 0):
-            raise ValidationError("token_budget must be >= 0")
-        if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
-            raise ValidationError("turn must be a non-negative integer")
-        types = [MemoryType.parse(t) for t in memory_types] if memory_types is not None else None
+        r = request
         return gate(
-            self.store, self.embedder.embed_query, message, user_id,
-            options=self._options(options), now=as_utc(now or utcnow()), turn=turn,
-            token_budget=token_budget, memory_types=types, project=project,
-            include_compressed=include_compressed, max_budget=max_budget,
+            self.store, self.embedder.embed_query, r.message, r.user_id, options=r.options,
+            now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
+            project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
             cooccurrence=cooccurrence, explain=explain,
         )  # fmt: skip
 
@@ -932,7 +973,11 @@ class Engine:
 
     def get(self, memory_id: str, user_id: str) -> Memory:
         """The user's memory with this id, or :class:`NotFoundError`."""
-        user_id = _check_user(user_id)
+        memory_id = validate.identifier(memory_id, "memory_id")
+        user_id = validate.user_id(user_id)
+        return self._get(memory_id, user_id)
+
+    def _get(self, memory_id: str, user_id: str) -> Memory:
         found = self.store.get(user_id, [memory_id])
         if not found:
             raise NotFoundError(f"no memory {memory_id!r} for user {user_id!r}")
@@ -951,16 +996,17 @@ class Engine:
         offset: int = 0,
     ) -> builtins.list[Memory]:
         """The user's memories, most recently updated first."""
-        user_id = _check_user(user_id)
+        user_id = validate.user_id(user_id)
+        mtype = validate.optional_memory_type(memory_type)
         flt = MemoryFilter(
-            project=project,
-            memory_types=(MemoryType.parse(memory_type),) if memory_type else None,
-            kinds=(Kind.parse(kind),) if kind else None,
-            session_id=session_id,
-            include_compressed=include_compressed,
+            project=validate.optional_identifier(project, "project"),
+            memory_types=(mtype,) if mtype else None,
+            kinds=None if kind is None else (validate.kind(kind),),
+            session_id=validate.optional_identifier(session_id, "session_id"),
+            include_compressed=validate.flag(include_compressed, "include_compressed"),
         )
-        if (limit is not None and limit < 0) or offset < 0:
-            raise ValidationError("limit and offset must be >= 0")
+        limit = validate.optional_integer(limit, "limit")
+        offset = validate.integer(offset, "offset")
         return self.store.query(user_id, flt, limit=limit, offset=offset)
 
     def update(
@@ -969,7 +1015,23 @@ class Engine:
         """Change fields of a memory (content, kind, memory_type, domains, importance,
         confidence, usefulness, pinned, muted, event_at, key, project, metadata). A new
         content is re-embedded."""
-        memory = self.get(memory_id, user_id)
+        memory_id = validate.identifier(memory_id, "memory_id")
+        user_id = validate.user_id(user_id)
+        when = validate.moment(now, "now") or utcnow()
+        fields = self._changes(changes)
+        if "content" in fields:
+            fields["embedding"] = self.embedder.embed([fields["content"]])[0]
+        with self._lock:
+            current = self._get(memory_id, user_id)  # another writer may have changed it
+            if "metadata" in fields:
+                meta = {**current.provenance.metadata, **fields.pop("metadata")}
+                fields["provenance"] = Provenance(current.provenance.turn_ids, meta)
+            updated = current.evolve(updated_at=when, **fields)
+            self.store.write([updated])
+        return updated
+
+    def _changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """``update``'s changes, validated (``metadata`` is merged into the memory's own)."""
         unknown = set(changes) - UPDATABLE
         if unknown:
             raise ValidationError(
@@ -978,49 +1040,39 @@ class Engine:
         fields: dict[str, Any] = {}
         for name, value in changes.items():
             if name == "content":
-                text = clean_text(self._check_text(value))
-                fields.update(
-                    content=text,
-                    content_hash=content_hash(text),
-                    embedding=self.embedder.embed([text])[0],
-                )
+                text = validate.text(value, "content", max_chars=self.settings.max_text_chars)
+                text = clean_text(text)
+                fields.update(content=text, content_hash=content_hash(text))
             elif name == "kind":
-                fields["kind"] = Kind.parse(value)
+                fields[name] = validate.kind(value)
             elif name == "memory_type":
-                fields["memory_type"] = MemoryType.parse(value)
+                fields[name] = validate.memory_type(value)
             elif name == "domains":
-                fields["domains"] = ensure_sequence(value)
+                fields[name] = validate.domains(value)
             elif name in ("importance", "confidence", "usefulness"):
-                fields[name] = _unit(value, name)
+                fields[name] = validate.unit(value, name)
             elif name in ("pinned", "muted"):
-                fields[name] = bool(value)
+                fields[name] = validate.flag(value, name)
             elif name == "event_at":
-                fields[name] = as_utc(value) if value else None
-            elif name == "key":
-                fields[name] = _check_key(value) if value is not None else None
-            elif name == "metadata":
-                meta = {**memory.provenance.metadata, **_check_metadata(value)}
-                fields["provenance"] = Provenance(memory.provenance.turn_ids, meta)
-            else:
-                fields[name] = value
-        with self._lock:
-            current = self.get(memory_id, user_id)  # another writer may have changed it
-            updated = current.evolve(updated_at=as_utc(now or utcnow()), **fields)
-            self.store.write([updated])
-        return updated
+                fields[name] = validate.moment(value, name)
+            elif name in ("key", "project"):
+                fields[name] = validate.optional_identifier(value, name)
+            else:  # metadata
+                fields[name] = validate.metadata(value)
+        return fields
 
     def pin(self, memory_id: str, user_id: str, pinned: bool = True) -> Memory:
         """Pin (or unpin) a memory: pinned memories are injected whenever the budget allows."""
-        return self.update(memory_id, user_id, pinned=pinned)
+        return self.update(memory_id, user_id, pinned=validate.flag(pinned, "pinned"))
 
     def mute(self, memory_id: str, user_id: str, muted: bool = True) -> Memory:
         """Mute (or unmute) a memory: muted memories are never injected."""
-        return self.update(memory_id, user_id, muted=muted)
+        return self.update(memory_id, user_id, muted=validate.flag(muted, "muted"))
 
     def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
         """Delete these memories of the user, atomically; returns how many existed."""
-        user_id = _check_user(user_id)
-        ids = [memory_ids] if isinstance(memory_ids, str) else list(memory_ids)
+        ids = validate.identifiers(memory_ids)
+        user_id = validate.user_id(user_id)
         with self._lock:
             found = self.store.get(user_id, ids)
             gone = [m.id for m in found]
@@ -1036,7 +1088,7 @@ class Engine:
     def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
         included, in a stable order."""
-        users = [_check_user(user_id)] if user_id is not None else self.store.users()
+        users = [validate.user_id(user_id)] if user_id is not None else self.store.users()
         for user in users:
             for memory in reversed(self.store.query(user)):
                 record = memory.to_dict(with_embedding=True)
@@ -1050,57 +1102,84 @@ class Engine:
         now: datetime | None = None,
         on_record: Callable[[int], None] | None = None,
     ) -> ImportResult:
-        """Load records of three types: ``memory`` (an exported memory, restored as is,
-        re-embedded if its vector is missing or from another model), ``conversation``
-        (``user_id``, ``session_id``, ``turns``: the conversation path) and ``text``
-        (``user_id``, ``text``: the ingest path). Everything is written in one transaction
-        at the end: a bad record raises and nothing of the import is written."""
+        """Load records of four types: ``memory`` (an exported memory, restored as is,
+        re-embedded if its vector is missing or from another model), ``state`` (an exported
+        per-user state document), ``conversation`` (``user_id``, ``session_id``, ``turns``:
+        the conversation path) and ``text`` (``user_id``, ``text``: the ingest path).
+
+        Every record is validated before anything is embedded or written (a bad one raises
+        :class:`ValidationError` naming its number and field), and everything is written in
+        one transaction at the end: an import is all or nothing."""
+        when = validate.moment(now, "now") or utcnow()
+        if on_record is not None and not callable(on_record):
+            raise ValidationError("on_record must be callable")
+        if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
+            raise ValidationError("records must be an iterable of records")
+        checked = [self._record(number, record) for number, record in enumerate(records, 1)]
         restored: builtins.list[Memory] = []
+        states: builtins.list[State] = []
         staged: dict[str, Memory] = {}
         counts = {"stored": 0, "merged": 0, "discarded": 0}
-        when = as_utc(now or utcnow())
-        for number, record in enumerate(records, 1):
-            kind = record.get("type", "memory")
-            try:
-                if kind == "memory":
-                    restored.append(self._restore(record))
-                    continue
-                if kind == "conversation":
-                    report = self._plan_conversation(
-                        record["turns"], record["user_id"], record.get("session_id"),
-                        record.get("project"), record.get("domains"), record.get("memory_type"),
-                        record.get("metadata"), when, staged,
-                    )  # fmt: skip
-                elif kind == "text":
-                    report = self._plan_text(
-                        record["text"], record["user_id"], record.get("session_id"),
-                        record.get("memory_type"), record.get("project"), record.get("domains"),
-                        None, record.get("metadata"), when, staged,
-                    )  # fmt: skip
-                else:
-                    raise ValidationError(f"unknown record type {kind!r}")
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ValidationError(f"record {number}: {exc!r}") from exc
-            except ValidationError as exc:
-                raise type(exc)(f"record {number}: {exc.message}") from exc
-            for outcome in report.outcomes:
-                counts[outcome.action] += 1
-            if on_record:
-                on_record(number)
-        missing = [m for m in restored if m.embedding is None]
-        if missing:
-            vectors = self.embedder.embed([m.content for m in missing])
-            fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
-            restored = [fixed.get(m.id, m) for m in restored]
         with self._lock:
-            self.store.write([*restored, *staged.values()])
+            for number, item in enumerate(checked, 1):
+                if isinstance(item, Memory):
+                    restored.append(item)
+                elif isinstance(item, validate.StateRecord):
+                    states.append(State(item.user_id, item.namespace, item.key, item.value))
+                else:
+                    report = self._plan_record(item, when, staged)
+                    for outcome in report.outcomes:
+                        counts[outcome.action] += 1
+                if on_record:
+                    on_record(number)
+            missing = [m for m in restored if m.embedding is None]
+            if missing:
+                vectors = self.embedder.embed([m.content for m in missing])
+                fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
+                restored = [fixed.get(m.id, m) for m in restored]
+            self.store.write([*restored, *staged.values()], state=states)
         self._after_ingest(staged.values())
         return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"])
 
-    def _restore(self, record: Mapping[str, Any]) -> Memory:
-        memory = Memory.from_dict(record)
-        _check_user(memory.user_id)
-        self._check_text(memory.content)
+    def _record(self, number: int, record: object) -> Memory | validate.StateRecord | _Input:
+        """One import record, validated (``record N: field …`` when it is not valid)."""
+        try:
+            if not isinstance(record, Mapping):
+                raise ValidationError(f"must be a JSON object, not {type(record).__name__}")
+            kind = record.get("type", "memory")
+            limit = self.settings.max_text_chars
+            if kind == "memory":
+                return self._restore(validate.memory_record(record, max_chars=limit), record)
+            if kind == "state":
+                return validate.state_record(record)
+            if kind not in ("conversation", "text"):
+                raise ValidationError(f"type: unknown record type {kind!r}")
+            conversation = kind == "conversation"
+            return _Input(
+                user_id=validate.user_id(record.get("user_id")),
+                text=None if conversation else validate.text(record.get("text"), max_chars=limit),
+                turns=self._turns(record.get("turns")) if conversation else None,
+                session_id=validate.optional_identifier(record.get("session_id"), "session_id"),
+                project=validate.optional_identifier(record.get("project"), "project"),
+                domains=validate.domains(record.get("domains")),
+                hint=validate.optional_memory_type(record.get("memory_type")),
+                metadata=validate.metadata(record.get("metadata")),
+            )
+        except ValidationError as exc:
+            raise type(exc)(f"record {number}: {exc.message}") from exc
+
+    def _plan_record(self, item: _Input, now: datetime, staged: dict[str, Memory]) -> IngestReport:
+        if item.turns is not None:
+            return self._plan_conversation(item.turns, item.user_id, item.session_id,
+                                           item.project, item.domains, item.hint, item.metadata,
+                                           now, staged)  # fmt: skip
+        assert item.text is not None
+        return self._plan_text(item.text, item.user_id, item.session_id, item.hint,
+                               item.project, item.domains, None, item.metadata, now,
+                               staged)  # fmt: skip
+
+    def _restore(self, memory: Memory, record: Mapping[str, Any]) -> Memory:
+        """An imported memory, without its vector if another model made it."""
         model = record.get("embedding_model")
         if memory.embedding is not None and (
             (model and model != self.embedder.model_id)
@@ -1109,79 +1188,34 @@ class Engine:
             memory = memory.evolve(embedding=None)
         return memory
 
-    # -- validation ------------------------------------------------------------------------
 
-    def _check_text(self, text: object) -> str:
-        if not isinstance(text, str):
-            raise ValidationError(f"text must be a string, not {type(text).__name__}")
-        if not text.strip():
-            raise EmptyInputError("text is empty")
-        if len(text) > self.settings.max_text_chars:
-            raise InputTooLargeError(
-                f"text has {len(text):,} characters; the limit is "
-                f"{self.settings.max_text_chars:,} (setting max_text_chars)"
-            )
-        return text
+@dataclass(frozen=True)
+class _Request:
+    """The validated arguments of ``context`` and ``explain``."""
 
-
-def _check_user(user_id: object) -> str:
-    if not isinstance(user_id, str):
-        raise ValidationError(f"user_id must be a string, not {type(user_id).__name__}")
-    if not user_id.strip():
-        raise EmptyInputError("user_id is empty")
-    return user_id
+    message: str
+    user_id: str
+    token_budget: int | None
+    memory_types: builtins.list[MemoryType] | None
+    project: str | None
+    include_compressed: bool
+    turn: int
+    options: GateOptions
+    now: datetime
 
 
-def _check_key(key: object) -> str:
-    if not isinstance(key, str) or not key.strip():
-        raise EmptyInputError("a procedural memory's key must be a non-empty string")
-    return key.strip()
+@dataclass(frozen=True)
+class _Input:
+    """A validated ``conversation`` (``turns``) or ``text`` import record."""
 
-
-def _check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise ValidationError("metadata must be a mapping")
-    try:
-        json.dumps(metadata)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"metadata must be JSON-serialisable: {exc}") from exc
-    return dict(metadata)
-
-
-def _unit(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ValidationError(f"{name} must be a number in [0, 1], not {value!r}")
-    return float(value)
-
-
-def _positive(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValidationError(f"{name} must be a positive integer, not {value!r}")
-    return value
-
-
-def _parse_turn(turn: Turn | Mapping[str, Any], index: int) -> Turn:
-    if isinstance(turn, Turn):
-        parsed = turn
-    elif isinstance(turn, Mapping):
-        at = turn.get("at")
-        if isinstance(at, str):
-            at = datetime.fromisoformat(at)
-        parsed = Turn(
-            speaker=str(turn.get("speaker") or ""),
-            text=turn.get("text"),  # type: ignore[arg-type]
-            turn_id=turn.get("turn_id") or turn.get("dia_id"),
-            at=at,
-        )
-    else:
-        raise ValidationError(f"turn {index}: expected a Turn or a mapping")
-    if not isinstance(parsed.text, str):
-        raise ValidationError(f"turn {index}: text must be a string")
-    if not parsed.text.strip():
-        raise EmptyInputError(f"turn {index}: text is empty")
-    return parsed
+    user_id: str
+    text: str | None
+    turns: builtins.list[Turn] | None
+    session_id: str | None
+    project: str | None
+    domains: tuple[str, ...]
+    hint: MemoryType | None
+    metadata: dict[str, Any]
 
 
 def _similarity(memory: Memory, vector: Vector) -> float:
