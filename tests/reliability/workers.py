@@ -113,3 +113,41 @@ def flip(
     finally:
         engine.close()
     Path(out).write_text(json.dumps({**tally.to_dict(), "done": done, "not_found": not_found}))
+
+
+def crash_writer(url: str, data_dir: str, seed: int, ledger_path: str, ready: Any) -> None:
+    """Write until killed: remember, ingest, a conversation or a bulk import of 20-300
+    records with ids chosen in advance. Each id goes to the ledger after the call that wrote
+    it returned; an import's ids also go there before the call (``I.<batch>``), and its
+    commit after (``B.<batch>``), so the parent can check the batch is all-or-nothing."""
+    import uuid
+
+    rng = random.Random(seed)
+    ledger = helpers.Ledger(Path(ledger_path))
+    engine = helpers.open_engine(url, Path(data_dir))
+    ready.set()
+    users = ("ada", "bob", "cyd")
+    while True:
+        user = rng.choice(users)
+        op = rng.choices(["remember", "ingest", "conversation", "import"], [4, 2, 1, 3])[0]
+        if op == "remember":
+            outcomes = [engine.remember(helpers.sentence(rng, f"mk{user}"), user)]
+        elif op == "ingest":
+            text = helpers.paragraph(rng, f"mk{user}", rng.randint(2, 12))
+            outcomes = engine.ingest(text, user).outcomes
+        elif op == "conversation":
+            turns = [{"speaker": rng.choice(["ada", "assistant"]),
+                      "text": helpers.sentence(rng), "turn_id": f"t{i}"}
+                     for i in range(rng.randint(2, 20))]  # fmt: skip
+            outcomes = engine.ingest_conversation(turns, user, session_id=uuid.uuid4().hex).outcomes
+        else:
+            batch = uuid.uuid4().hex[:12]
+            records = [{"type": "memory", "id": f"{batch}-{i}", "user_id": user,
+                        "content": helpers.sentence(rng, f"mk{user}"), "memory_type": "semantic",
+                        "kind": "fact", "created_at": "2025-06-01T00:00:00+00:00"}
+                       for i in range(rng.randint(20, 300))]  # fmt: skip
+            ledger.write(f"I.{batch}", user, [r["id"] for r in records])
+            engine.import_records(records)
+            ledger.write(f"B.{batch}", user, ["-"])
+            continue
+        ledger.write("C", user, [o.memory_id for o in outcomes if o.memory_id])
