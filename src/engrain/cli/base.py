@@ -1,0 +1,219 @@
+"""What every command shares: the global options, the engine they open, the exit codes, and
+the one place an :class:`EngrainError` becomes a message.
+
+Exit codes (the README's table)::
+
+    0  success
+    1  not found: an unknown memory or context id (HTTP 404)
+    2  usage or invalid input: click's usage errors, ValidationError (4xx), text that is
+       not valid UTF-8 (argv, stdin, import files)
+    3  failure of the configuration, the store, the model or the LLM (5xx)
+
+The global options (``--url``, ``--data-dir``, ``--json``, ``--user/-u``) are accepted
+before the subcommand and after it: the group's values (with ``ENGRAIN_USER`` and the
+defaults) are set first, then any given to the subcommand on its command line win.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from engrain.config import load_settings
+from engrain.engine import Engine
+from engrain.errors import EngrainError, ValidationError
+from engrain.model import ScoredMemory
+
+EXIT_NOT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_FAILURE = 3
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def exit_code(error: EngrainError) -> int:
+    """1 for an unknown id (404), 2 for other caller mistakes (4xx), 3 for failures of the
+    configuration, store, model or LLM (5xx)."""
+    if error.http_status == 404:
+        return EXIT_NOT_FOUND
+    return EXIT_USAGE if error.http_status < 500 else EXIT_FAILURE
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, with anything UTF-8 cannot encode (lone surrogates) escaped, so
+    printing it can never fail."""
+    lines = (line.strip() for line in text.splitlines())
+    flat = "; ".join(line for line in lines if line)
+    return flat.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def report(error: EngrainError, *, as_json: bool) -> None:
+    """Print ``error`` on stderr: ``error: <message>`` on one line, or its JSON object."""
+    if as_json:
+        click.echo(json.dumps(error.to_dict()), err=True)
+    else:
+        click.echo(f"error: {printable(error.message)}", err=True)
+
+
+def require_utf8(value: str, what: str) -> str:
+    """``value`` unchanged, or :class:`ValidationError` if it holds a lone surrogate: what
+    Python makes of bytes that are not UTF-8 in argv, the environment or a file name."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = value.encode("utf-8", "surrogateescape")
+        raise ValidationError(f"{what} is not valid UTF-8: {raw!r}") from exc
+    return value
+
+
+def decode_utf8(data: bytes, what: str) -> str:
+    """``data`` decoded as UTF-8, or :class:`ValidationError` naming the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1].hex()
+        raise ValidationError(
+            f"{what} is not valid UTF-8 (byte 0x{bad} at offset {exc.start})"
+        ) from exc
+
+
+@dataclass
+class State:
+    """The global options, and the engine opened from them on first use."""
+
+    url: str | None = None
+    data_dir: str | None = None
+    as_json: bool = False
+    user: str = "default"
+    #: the user came from ``--user`` or ``ENGRAIN_USER``, not from the default
+    user_explicit: bool = False
+
+    def engine(self) -> Engine:
+        """The engine for these options, closed when the command ends."""
+        require_utf8(self.user, "the user id")
+        for value, what in ((self.url, "--url"), (self.data_dir, "--data-dir")):
+            if value is not None:
+                require_utf8(value, what)
+        settings = load_settings({"url": self.url, "data_dir": self.data_dir})
+        return click.get_current_context().with_resource(Engine(settings=settings))
+
+    def emit(self, rows: Iterable[Any], text: Callable[[Any], str]) -> None:
+        """Each row as a line of text, or with ``--json`` as a JSON object."""
+        for row in rows:
+            if self.as_json:
+                click.echo(json.dumps(_jsonable(row), ensure_ascii=False))
+            else:
+                click.echo(text(row))
+
+
+def _jsonable(row: Any) -> Any:
+    if isinstance(row, ScoredMemory):
+        return scored_dict(row)
+    return row.to_dict() if hasattr(row, "to_dict") else row
+
+
+def scored_dict(scored: ScoredMemory) -> dict[str, Any]:
+    """A recalled memory as JSON: every field of the memory plus its score, similarity and
+    tokens."""
+    return {
+        **scored.memory.to_dict(),
+        "score": scored.score,
+        "similarity": scored.similarity,
+        "tokens": scored.tokens,
+    }
+
+
+pass_state = click.make_pass_decorator(State, ensure=True)
+
+
+def _setter(field: str, *, top: bool) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback storing an option's value in the :class:`State`: always for the group's
+    options, and for a subcommand's only when given on its command line (so it wins)."""
+
+    def store(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        source = ctx.get_parameter_source(param.name or field)
+        if not top and source is not ParameterSource.COMMANDLINE:
+            return
+        state = ctx.ensure_object(State)
+        setattr(state, field, value)
+        if field == "user":
+            state.user_explicit = source is not ParameterSource.DEFAULT
+
+    return store
+
+
+def global_options(*, top: bool = False) -> Callable[[F], F]:
+    """Add ``--url``, ``--data-dir``, ``--json`` and ``--user/-u`` to a command: the group
+    (``top=True``, with ``ENGRAIN_USER`` and the default user) or any subcommand."""
+    options = [
+        click.option(
+            "--url",
+            callback=_setter("url", top=top),
+            expose_value=False,
+            help="Store URL (sqlite:///path, postgresql://…, memory://); default from "
+            "settings (ENGRAIN_URL, else engrain.db in the data directory).",
+        ),
+        click.option(
+            "--data-dir",
+            type=click.Path(file_okay=False),
+            callback=_setter("data_dir", top=top),
+            expose_value=False,
+            help="Data directory (default: ENGRAIN_DATA_DIR, else $XDG_DATA_HOME/engrain).",
+        ),
+        click.option(
+            "--json",
+            "as_json",
+            is_flag=True,
+            callback=_setter("as_json", top=top),
+            expose_value=False,
+            help="Output JSON, one object per line; errors as a JSON object on stderr.",
+        ),
+        click.option(
+            "--user",
+            "-u",
+            callback=_setter("user", top=top),
+            expose_value=False,
+            envvar="ENGRAIN_USER" if top else None,
+            default="default" if top else None,
+            help="User id (default: ENGRAIN_USER, else 'default').",
+        ),
+    ]
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+class EngrainGroup(click.Group):
+    """The top-level group: refuses argv that is not UTF-8 and turns every
+    :class:`EngrainError` into one line on stderr and its exit code."""
+
+    def main(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
+    ) -> Any:
+        """Check argv before click parses it, then run as click does."""
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            for position, arg in enumerate(argv, 1):
+                require_utf8(arg, f"argument {position}")
+        except ValidationError as error:
+            report(error, as_json="--json" in argv)
+            sys.exit(exit_code(error))
+        return super().main(argv, prog_name, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand; an :class:`EngrainError` exits with its code, no traceback."""
+        try:
+            return super().invoke(ctx)
+        except EngrainError as error:
+            report(error, as_json=ctx.ensure_object(State).as_json)
+            ctx.exit(exit_code(error))
