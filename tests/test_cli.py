@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from engrain.cli import INSTALL_HINT
+from engrain.cli import INSTALL_HINT, memories
 from engrain.cli.app import cli
 
 Invoke = Callable[..., Result]
@@ -560,3 +560,163 @@ def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(
     assert ok(invoke("--url", pg_url, "export", "--all-users")).stdout == before
     found = json_lines(invoke("--url", pg_url, "--json", "recall", "which workflow deploys?"))
     assert any("GitHub Actions" in m["content"] for m in found)  # served from PostgreSQL
+
+
+# -- global options anywhere ---------------------------------------------------------------------
+
+
+def test_global_options_work_after_the_subcommand(invoke: Invoke, tmp_path: Path) -> None:
+    ok(invoke("remember", TABS, "-u", "bob"))
+    ok(invoke("remember", K8S, "--user", "ada", "--json"))
+    assert ok(invoke("list")).stdout == ""  # neither went to the default user
+    [bobs] = json_lines(invoke("list", "--json", "-u", "bob"))
+    assert bobs["content"] == TABS and bobs["user_id"] == "bob"
+    [adas] = json_lines(invoke("-u", "ada", "list", "--json"))
+    assert adas["content"] == K8S
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    ok(invoke("remember", "Lunch is at noon", "--url", other))
+    assert "Lunch is at noon" in ok(invoke("list", "--url", other)).stdout
+    assert "Lunch" not in ok(invoke("list")).stdout
+    shown = json_lines(invoke("tiers", "show", "--tier", "1", "--json", "-u", "bob"))
+    assert shown[0]["tier"] == 1
+
+
+def test_a_subcommand_option_wins_over_the_group_and_the_environment(invoke: Invoke) -> None:
+    ok(invoke("-u", "ada", "remember", TABS, "-u", "bob"))
+    assert TABS in ok(invoke("list", "-u", "bob")).stdout
+    assert ok(invoke("list", "-u", "ada")).stdout == ""
+    assert TABS in ok(invoke("list", "-u", "bob", ENGRAIN_USER="ada")).stdout
+    assert ok(invoke("-u", "bob", "list", "-u", "ada", ENGRAIN_USER="bob")).stdout == ""
+    # --json before the command stays on when the subcommand does not repeat it
+    assert json_lines(invoke("--json", "list", "-u", "bob"))[0]["content"] == TABS
+
+
+def test_data_dir_after_the_subcommand(runner: CliRunner, tmp_path: Path) -> None:
+    env = {"ENGRAIN_EMBEDDER": "hash", "ENGRAIN_URL": None, "ENGRAIN_CONFIG": None,
+           "ENGRAIN_DATA_DIR": str(tmp_path / "unused")}  # fmt: skip
+    data = tmp_path / "mine"
+    result = runner.invoke(cli, ["remember", TABS, "--data-dir", str(data)], env=env)
+    assert result.exit_code == 0, result.stderr
+    assert (data / "engrain.db").is_file() and not (tmp_path / "unused").exists()
+
+
+# -- ingest and stdin --------------------------------------------------------------------------
+
+
+def test_ingest_without_text_on_a_terminal_is_a_usage_error(
+    invoke: Invoke, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memories, "stdin_is_terminal", lambda: True)
+    result = invoke("ingest", input=NOTE)
+    assert result.exit_code == 2 and "missing TEXT" in result.stderr
+    assert ok(invoke("list")).stdout == ""  # stdin was not read
+    [outcome] = json_lines(invoke("--json", "ingest", "-", input=NOTE))  # - still reads it
+    assert outcome["action"] == "stored"
+
+
+def test_ingest_without_text_reads_a_pipe(invoke: Invoke) -> None:
+    [outcome] = json_lines(invoke("--json", "ingest", input=NOTE))
+    assert outcome["action"] == "stored" and outcome["content"] == NOTE
+
+
+def test_ingest_of_stdin_that_is_not_utf8_exits_2(invoke: Invoke) -> None:
+    result = invoke("ingest", "-", input=NOTE.encode() + b"\xff\xfe caf\xe9")  # type: ignore[arg-type]
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: stdin is not valid UTF-8 (byte 0xff at offset {len(NOTE.encode())})\n"
+    )
+    assert ok(invoke("list")).stdout == ""
+
+
+@pytest.mark.parametrize("bad", ["caf\udce9", "\ud800", "ok\udcff"])
+def test_arguments_that_are_not_utf8_exit_2(invoke: Invoke, bad: str) -> None:
+    """Python hands undecodable argv bytes over as lone surrogates (surrogateescape)."""
+    for args in (["remember", bad], ["remember", TABS, "-u", bad], ["ingest", bad]):
+        result = invoke(*args)
+        assert result.exit_code == 2, args
+        [line] = result.stderr.splitlines()
+        assert line.startswith("error: argument ") and "is not valid UTF-8" in line
+    as_json = invoke("--json", "remember", bad)
+    assert as_json.exit_code == 2 and json.loads(as_json.stderr)["error"] == "invalid_input"
+    assert ok(invoke("export", "--all-users")).stdout == ""
+
+
+def test_a_user_from_the_environment_that_is_not_utf8_exits_2(invoke: Invoke) -> None:
+    result = invoke("remember", TABS, ENGRAIN_USER="b\udcffb")
+    assert result.exit_code == 2
+    assert result.stderr == "error: the user id is not valid UTF-8: b'b\\xffb'\n"
+
+
+# -- import: users and encodings -----------------------------------------------------------------
+
+
+def _memory_records(invoke: Invoke, tmp_path: Path) -> Path:
+    """A file of alice's exported memories, and one record without a user."""
+    ok(invoke("-u", "alice", "remember", TABS, db="alice.db"))
+    ok(invoke("-u", "alice", "remember", K8S, db="alice.db"))
+    path = tmp_path / "alice.jsonl"
+    path.write_text(ok(invoke("-u", "alice", "export", db="alice.db")).stdout
+                    + json.dumps({"type": "text", "text": NOTE}) + "\n")  # fmt: skip
+    return path
+
+
+def test_import_refuses_records_of_another_user_than_the_one_given(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    path = _memory_records(invoke, tmp_path)
+    for args, env in (((("-u", "bob")), {}), ((), {"ENGRAIN_USER": "bob"})):
+        result = invoke(*args, "import", str(path), **env)
+        assert result.exit_code == 2
+        assert result.stderr == (
+            "error: line 1: the record belongs to user 'alice', not 'bob' "
+            "(--keep-users imports records under their own users)\n"
+        )
+        assert ok(invoke("export", "--all-users")).stdout == ""  # nothing written
+    assert "--keep-users" in ok(invoke("import", "--help")).stdout
+
+
+def test_import_keep_users_and_the_default_user(invoke: Invoke, tmp_path: Path) -> None:
+    path = _memory_records(invoke, tmp_path)
+    ok(invoke("import", str(path), "-u", "bob", "--keep-users"))
+    assert {m["content"] for m in json_lines(invoke("--json", "list", "-u", "alice"))} == {
+        TABS, K8S
+    }  # fmt: skip
+    [bobs] = json_lines(invoke("--json", "list", "-u", "bob"))  # the record without a user
+    assert bobs["content"] == NOTE
+    # with no user given, every record keeps its own and the rest go to 'default'
+    ok(invoke("import", str(path), db="fresh.db"))
+    assert len(json_lines(invoke("--json", "list", "-u", "alice", db="fresh.db"))) == 2
+    assert json_lines(invoke("--json", "list", db="fresh.db"))[0]["content"] == NOTE
+    # the records' own user, named explicitly, is accepted
+    ok(invoke("-u", "alice", "import", str(path), db="third.db"))
+    assert len(json_lines(invoke("--json", "list", "-u", "alice", db="third.db"))) == 3
+
+
+def test_import_of_a_file_that_is_not_utf8_exits_2(invoke: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps({"type": "text", "text": NOTE}).encode()
+    path.write_bytes(good + b"\n" + '{"type": "text", "text": "café"}'.encode("latin-1") + b"\n")
+    result = invoke("import", str(path))
+    assert result.exit_code == 2
+    assert result.stderr == "error: line 2 is not valid UTF-8 (byte 0xe9 at offset 29)\n"
+    assert ok(invoke("export", "--all-users")).stdout == ""
+
+
+def test_import_refuses_escaped_lone_surrogates(invoke: Invoke) -> None:
+    good = json.dumps({"type": "text", "text": NOTE})
+    for bad in (
+        '{"type": "text", "text": "caf\\udce9"}',
+        '{"type": "text", "\\ud800": 1}',
+        '{"type": "conversation", "turns": [{"speaker": "u", "text": "\\udfff"}]}',
+    ):
+        result = invoke("import", "-", input=f"{good}\n{bad}\n")
+        assert result.exit_code == 2, bad
+        [line] = result.stderr.splitlines()
+        assert line.startswith("error: line 2: ") and "is not valid UTF-8" in line
+    assert ok(invoke("export", "--all-users")).stdout == ""
+
+
+def test_import_accepts_a_byte_order_mark(invoke: Invoke, tmp_path: Path) -> None:
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"type": "text", "text": NOTE}).encode())
+    assert ok(invoke("import", str(path))).stdout.startswith("imported 1 records")

@@ -67,8 +67,11 @@ def require_utf8(value: str, what: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raw = value.encode("utf-8", "surrogateescape")
-        raise ValidationError(f"{what} is not valid UTF-8: {raw!r}") from exc
+        try:  # show the bytes argv had; a surrogate from elsewhere (a JSON escape) as is
+            shown = repr(value.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:
+            shown = repr(value.encode("utf-8", "backslashreplace").decode("utf-8"))
+        raise ValidationError(f"{what} is not valid UTF-8: {shown}") from exc
     return value
 
 
