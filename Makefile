@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency clean
+.PHONY: demo test test-all test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,10 +16,16 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow and not reliability" -q
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -m "not reliability" -q
+
+# Long reliability runs (tests/reliability, ~30 min on 2 cores): kill -9 loops, 8 writer +
+# 4 reader processes, threads and AsyncEngine tasks sharing an engine, lost-update races and
+# look-alike users, on SQLite and PostgreSQL; each prints its counts.
+test-reliability: $(STAMP)
+	$(BIN)/python -m pytest tests/reliability -m reliability -s -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
