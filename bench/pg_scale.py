@@ -47,9 +47,9 @@ import numpy as np
 import psycopg
 
 from engrain import Engine, Settings
-from engrain.lexical import tokenize
 from engrain.model import Kind, Memory, MemoryType, content_hash
 from engrain.recall.candidates import recall_filter
+from engrain.store.lexical import tokenize
 from engrain.store.postgres import INDEXED_DIM, PostgresStore
 
 DIM = INDEXED_DIM
@@ -151,7 +151,7 @@ def bulk_load(
     rng, pyrng = np.random.default_rng(seed), random.Random(seed)
     timings: dict[str, float] = {}
     with psycopg.connect(url, autocommit=True) as db:
-        from engrain.store.postgres import _configure
+        from engrain.store.postgres import configure as _configure
 
         _configure(db)
         indexes = [

@@ -24,9 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engrain.errors import ConfigError, MigrationError, StoreError, ValidationError
-from engrain.lexical import LexicalIndex, tokenize
 from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.store import MemoryFilter, MemoryStore, State, Store, open_store
+from engrain.store.lexical import LexicalIndex, tokenize
 from engrain.store.sqlite import SQLiteStore
 from engrain.store.transfer import copy_store
 
@@ -100,7 +100,8 @@ def test_a_failing_migration_is_rolled_back(pg_url: str, monkeypatch: pytest.Mon
         db.execute("CREATE TABLE half_done (x int)")
         db.execute("SELECT no_such_column FROM memories")
 
-    monkeypatch.setattr(postgres, "MIGRATIONS", [*postgres.MIGRATIONS, ("900_broken", broken)])
+    broken_too = [*postgres.MIGRATIONS, ("900_broken", broken)]
+    monkeypatch.setattr(postgres.schema, "MIGRATIONS", broken_too)
 
     with pytest.raises(MigrationError, match="900_broken"):
         PostgresStore(pg_url)

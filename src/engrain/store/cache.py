@@ -28,9 +28,9 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
-from engrain.lexical import LexicalIndex
 from engrain.model import Memory, Vector
 from engrain.store.base import ALL, MemoryFilter
+from engrain.store.lexical import LexicalIndex
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -16,15 +16,13 @@ and running the copy again finishes the job.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
 from engrain.errors import StoreError, ValidationError
 from engrain.model import Memory, Vector
-from engrain.store.base import State, Store
+from engrain.store.base import Store
 
 
 def copy_store(
@@ -45,8 +43,7 @@ def copy_store(
       one of a copied memory's are copied too (the cache only saves re-embedding; leave it
       empty to skip it).
     * ``state`` — also copy each user's state documents (compiled tiers, learned
-      co-occurrence, recent contexts) when ``source`` is one of engrain's own stores; the
-      protocol cannot list them, so a third-party source's are skipped.
+      co-occurrence, recent contexts), read with :meth:`Store.states`.
     * ``verify`` — read every batch back from ``target`` and compare it field by field
       (embeddings included); :class:`~engrain.errors.StoreError` on any difference.
     * ``on_batch(user_id, copied_so_far)`` — called after each batch (progress bars).
@@ -59,11 +56,6 @@ def copy_store(
         raise ValidationError(f"batch must be at least 1, not {batch}")
     counts = {"users": 0, "memories": 0, "embeddings": 0, "state": 0, "cached_embeddings": 0}
     wanted = list(users) if users is not None else source.users()
-    documents: dict[str, list[State]] | None = None
-    if state and (listed := _state_documents(source)) is not None:
-        documents = {}
-        for document in listed:
-            documents.setdefault(document.user_id, []).append(document)
     hashes: set[str] = set()
     for user_id in wanted:
         memories = list(reversed(source.query(user_id)))
@@ -76,8 +68,8 @@ def copy_store(
             counts["embeddings"] += sum(m.embedding is not None for m in part)
             if on_batch is not None:
                 on_batch(user_id, start + len(part))
-        if documents is not None:
-            mine = documents.get(user_id, [])
+        if state:
+            mine = source.states(user_id)
             for start in range(0, len(mine), batch):
                 target.write(state=mine[start : start + batch])
             counts["state"] += len(mine)
@@ -108,25 +100,3 @@ def _same_vector(a: Vector | None, b: Vector | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return bool(np.array_equal(a, b))
-
-
-def _state_documents(store: Store) -> list[State] | None:
-    """Every state document of one of engrain's own stores; ``None`` for another store (the
-    protocol reads state by key only, it cannot list it)."""
-    from engrain.store.memory import MemoryStore
-    from engrain.store.sqlite import SQLiteStore
-
-    rows: list[Any]
-    if isinstance(store, SQLiteStore):
-        rows = store._read("SELECT user_id, namespace, key, value FROM state ORDER BY 1, 2, 3")
-    elif isinstance(store, MemoryStore):
-        rows = [(*where, value) for where, (value, _) in sorted(store._state.items())]
-    else:
-        try:
-            from engrain.store.postgres import PostgresStore
-        except ImportError:
-            return None
-        if not isinstance(store, PostgresStore):
-            return None
-        return store.state_documents()
-    return [State(u, ns, k, json.loads(v)) for u, ns, k, v in rows]

@@ -1,0 +1,463 @@
+"""PostgreSQL with pgvector: the store for multi-user deployments and the path to scale.
+
+Selected by URL (``postgresql://user:pass@host/db`` or ``postgres://…``). Every process —
+API replicas, workers, the CLI — opens its own pool over the same database, and a write by
+one is seen by the next read of any other.
+
+**Schema.** Named migrations in a ``migrations`` table (the first creates the ``vector``
+extension). ``memories`` is keyed by ``(user_id, id)`` and holds every field of
+:class:`~engrain.model.Memory`; timestamps are ``timestamptz`` (read back in UTC, like the
+SQLite store), floats ``double precision`` — except the access count and last access time,
+which live in the narrow ``access`` table: they change on every ``context()`` call, and
+there they update in place instead of copying a 2 kB row into every index, the HNSW graph
+included (17 ms a call, and index bloat, at a million memories when they were columns).
+``state`` holds the per-user JSON documents, ``revisions`` one row per user with its
+revision number and the document count and total token length BM25 needs;
+``embedding_cache`` the content-hash cache. Provenance and state documents are ``json``,
+not ``jsonb``: jsonb rewrites numbers (``6.07e16`` comes back as an int, ``-0.0`` as ``0``)
+and refuses the ``\\u0000`` escape, while ``json`` keeps the exact text engrain wrote, and
+nothing queries inside these documents.
+
+**Vectors of any size, an index for the production size.** ``embedding`` is an untyped
+``vector`` column, so the 4-dimensional vectors of the contract tests and the 384-dimensional
+vectors of all-MiniLM-L6-v2 live in the same table. HNSW needs a fixed dimension, so the
+index is a partial expression index: ``(embedding::vector(384)) vector_cosine_ops WHERE
+vector_dims(embedding) = 384``. Another model size needs one more such index, nothing else.
+A search for a user with at least :data:`EXACT_SEARCH_BELOW` memories and at least
+:data:`INDEXED_SHARE` of the table runs the indexed form (``ORDER BY
+embedding::vector(384) <=> q LIMIT k`` with the user and every filter in its ``WHERE``,
+``hnsw.iterative_scan = relaxed_order`` so filtered scans keep going until ``k`` rows
+pass). Any other user is searched exactly through the ``(user_id, …)`` b-tree: for a small
+user that is faster than the graph (2,000 rows ≈ 4 ms here), and for a user holding a
+sliver of a large multi-tenant table the graph walk would mostly visit other users' rows.
+If an indexed scan still returns fewer than ``k`` rows (a very selective filter), the exact
+form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
+promises. (One graph per tenant — a partitioned table — is the next step if a deployment
+has many users each far above the threshold.)
+
+**BM25 in SQL, equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
+Python with :func:`engrain.store.lexical.tokenize` at write time into ``postings (user_id, term,
+memory_id, tf, doc_length)``; ``revisions`` keeps each user's document count and total
+length. A query computes idf from the user's own document frequencies and the score with
+one aggregate, with the filter applied in SQL. The arithmetic is written in ``real``
+(float4) in the same order numpy evaluates it, and the per-term contributions are summed
+in the order ``LexicalIndex.scores`` visits the terms, so the scores are bit-for-bit the
+same (while a user's total token length stays below 2**24, where float32 sums are exact).
+
+**Reads.** Nothing is trusted from process memory: every call asks the database. One
+shortcut: :meth:`PostgresStore.query` (which can return thousands of rows, all the user's
+procedural memories for example) first lists ids with their row versions (``xmin`` of the
+memory and of its access row: new on any change, by any process) and decodes only the rows
+it has not already decoded at that version; reading and decoding full rows with their
+vectors costs ~40 µs a row, listing them ~1 µs.
+
+**Writes** (``writes.py``). One READ COMMITTED transaction per :meth:`PostgresStore.write`.
+It first bumps the revision row of every user it changes (in sorted order: writers of one
+user queue there, writers of different users never wait on each other), then locks the
+rows it replaces, patches or deletes with ``SELECT … FOR UPDATE`` in ``(user_id, id)``
+order. A patch is applied to the row read under that lock, so concurrent changes of other
+fields are kept, and a row a concurrent forget deleted is gone by the time the lock is
+granted: the patch is skipped, never re-inserted. :meth:`PostgresStore.record_access`
+takes a shared lock on the same rows in the same order before it counts (an atomic
+``access_count + n``), so the two never deadlock and a count never brings a row back.
+Everything the write needs from the items it is given (rows, tokens, JSON) is computed
+before the transaction opens, so a bad item changes nothing; a deadlock or serialization
+failure rolls back and reruns the whole transaction.
+
+**Modules.** ``schema`` (migrations), ``codec`` (rows ↔ memories, vectors), ``sql`` (the
+queries), ``writes`` (the write transactions); this module holds the store itself.
+"""
+
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+
+import numpy as np
+import psycopg
+import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from engrain.errors import ConfigError, StoreError, ValidationError
+from engrain.model import Memory, Vector, as_utc
+from engrain.store.base import ALL, MemoryFilter, Patch, State
+from engrain.store.lexical import tokenize
+from engrain.store.postgres import schema
+from engrain.store.postgres.codec import EF_SEARCH, Conn, configure, from_row
+from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATIONS
+from engrain.store.postgres.sql import (
+    FETCH,
+    chunks,
+    filter_sql,
+    lexical_sql,
+    listing_sql,
+    redact,
+    search_sql,
+)
+from engrain.store.postgres.writes import access_body, write_body
+
+__all__ = [
+    "CACHED_ROWS",
+    "EF_SEARCH",
+    "EXACT_SEARCH_BELOW",
+    "HNSW_INDEX_SQL",
+    "INDEXED_DIM",
+    "INDEXED_SHARE",
+    "MIGRATIONS",
+    "PostgresStore",
+    "configure",
+]
+
+#: Users with fewer memories are searched exactly: reading their rows through the b-tree
+#: and sorting by distance (~2 µs a row here) beats a graph walk at that size.
+EXACT_SEARCH_BELOW = 2_000
+#: ... and so are users holding less than this share of the table: one global graph is
+#: mostly other users' rows, and a filtered walk visits about k / share of them.
+INDEXED_SHARE = 0.01
+#: Decoded rows :meth:`PostgresStore.query` keeps, each checked against its row version.
+CACHED_ROWS = 20_000
+#: Times a write is retried after a deadlock or serialization failure.
+_RETRIES = 3
+T = TypeVar("T")
+
+
+class PostgresStore:
+    """A PostgreSQL database with pgvector, shared by any number of processes.
+
+    ``url`` is a libpq URL or conninfo string; ``pool_size`` the most connections this
+    process opens; ``exact_search_below`` and ``indexed_share`` the user size, absolute and
+    as a share of the table, under which vector search skips the HNSW index (see the module
+    docstring); ``cached_rows`` how many decoded rows :meth:`query` keeps (0: none). The
+    schema is migrated on open.
+    """
+
+    #: Reads may run from several threads at once, each on its own pooled connection:
+    #: ``context()`` overlaps its lexical, pinned and procedural reads with the query
+    #: embedding and the vector search (``engrain.store.reads``).
+    concurrent_reads = True
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 8,
+        exact_search_below: int = EXACT_SEARCH_BELOW,
+        indexed_share: float = INDEXED_SHARE,
+        cached_rows: int = CACHED_ROWS,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        try:
+            conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise ConfigError(f"malformed PostgreSQL URL: {str(exc).strip()}") from exc
+        self.url = url
+        self.exact_search_below = exact_search_below
+        self.indexed_share = indexed_share
+        self.cached_rows = cached_rows
+        self._rows: OrderedDict[tuple[str, str], tuple[str, Memory]] = OrderedDict()
+        self._where = redact(url)
+        self._closed = False
+        self._lock = threading.Lock()
+        self.migrate()
+        try:
+            self._pool: ConnectionPool[Conn] = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(1, pool_size),
+                kwargs={"autocommit": True},
+                configure=configure,
+                timeout=connect_timeout,
+                name="engrain",
+                open=True,
+            )
+            self._pool.wait(timeout=connect_timeout)
+        except psycopg.Error as exc:
+            if hasattr(self, "_pool"):
+                self._pool.close()
+            raise StoreError(f"cannot open PostgreSQL store at {self._where}: {exc}") from exc
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations not yet applied, each in its own transaction, one process
+        at a time (an advisory lock); their names."""
+        return schema.migrate(self.url, self._where)
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    @contextmanager
+    def _connection(self) -> Iterator[Conn]:
+        if self._closed:
+            raise StoreError(f"the PostgreSQL store at {self._where} is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.errors.DataError as exc:
+            raise ValidationError(f"PostgreSQL refused a value: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL at {self._where} failed: {exc}") from exc
+
+    def _read(self, query: Any, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        with self._connection() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(query, params)
+            return cur.fetchall()
+
+    def _transaction(self, body: Callable[[Conn], T]) -> T:
+        """``body`` in one transaction, retried from the start after a deadlock or a
+        serialization failure (the transaction was rolled back, so it is safe)."""
+        for attempt in range(_RETRIES + 1):
+            try:
+                with self._connection() as conn, conn.transaction():
+                    return body(conn)
+            except StoreError as exc:
+                retry = isinstance(
+                    exc.__cause__,
+                    psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure,
+                )
+                if not retry or attempt == _RETRIES:
+                    raise
+        raise AssertionError("unreachable")
+
+    # -- protocol -----------------------------------------------------------------------
+
+    def write(
+        self,
+        upserts: Sequence[Memory] = (),
+        deletes: Sequence[Memory] = (),
+        state: Sequence[State] = (),
+        patches: Sequence[Patch] = (),
+    ) -> None:
+        """Insert or replace ``upserts``, apply ``patches`` to the rows that exist (read
+        ``FOR UPDATE`` inside the transaction), delete ``deletes`` and put ``state``, in one
+        transaction; each user whose memories changed gets a new revision."""
+        if not upserts and not deletes and not state and not patches:
+            return
+        # Read every item before the transaction: a bad one raises here, nothing written.
+        self._transaction(write_body(upserts, deletes, state, patches))
+
+    def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
+        """The user's memories with these ids, in the order given; unknown ids skipped."""
+        if not ids:
+            return []
+        found = {m.id: m for _, m in self._fetch(user_id, list(dict.fromkeys(ids)))}
+        return [found[i] for i in ids if i in found]
+
+    def _fetch(self, user_id: str, ids: Sequence[str]) -> list[tuple[str, Memory]]:
+        """The user's memories with these (distinct) ids, each with its row version."""
+        fetched: list[tuple[str, Memory]] = []
+        for part in chunks(ids):
+            for row in self._read(FETCH, (user_id, part)):
+                fetched.append((row[-1], from_row(row)))
+        return fetched
+
+    def query(
+        self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
+    ) -> list[Memory]:
+        """The user's memories passing ``flt``, most recently updated first (ties: the
+        larger id first, so pages are stable)."""
+        listing = self._read(*listing_sql(user_id, flt, limit, offset))
+        return self._decoded(user_id, listing)
+
+    def _decoded(self, user_id: str, listing: Sequence[tuple[str, str]]) -> list[Memory]:
+        """The memories of ``listing`` (id, row version), from the row cache where the
+        version still matches, else read and cached."""
+        found: dict[str, Memory] = {}
+        with self._lock:
+            for memory_id, version in listing:
+                hit = self._rows.get((user_id, memory_id))
+                if hit is not None and hit[0] == version:
+                    found[memory_id] = hit[1]
+                    self._rows.move_to_end((user_id, memory_id))
+        missing = [memory_id for memory_id, _ in listing if memory_id not in found]
+        fetched = self._fetch(user_id, missing)
+        found.update((memory.id, memory) for _, memory in fetched)
+        if fetched and self.cached_rows > 0:
+            with self._lock:
+                for version, memory in fetched:
+                    self._rows[(user_id, memory.id)] = (version, memory)
+                    self._rows.move_to_end((user_id, memory.id))
+                while len(self._rows) > self.cached_rows:
+                    self._rows.popitem(last=False)
+        # a row deleted between the two reads is left out
+        return [found[memory_id] for memory_id, _ in listing if memory_id in found]
+
+    def search(
+        self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[Memory, float]]:
+        """The ``k`` memories most cosine-similar to ``vector`` among those passing ``flt``,
+        best first, with their cosine similarity (1 − pgvector's cosine distance)."""
+        query = np.asarray(vector, dtype=np.float32)
+        if k <= 0 or query.ndim != 1 or query.shape[0] == 0:
+            return []
+        with self._connection() as conn, conn.cursor(binary=True) as cur:
+            indexed = self._indexed(cur, user_id, query.shape[0])
+            rows: list[Any] = []
+            if indexed:
+                cur.execute(*search_sql(user_id, query, k, flt, indexed=True))
+                rows = cur.fetchall()
+            if not indexed or len(rows) < k:
+                cur.execute(*search_sql(user_id, query, k, flt, indexed=False))
+                rows = cur.fetchall()
+        rows.sort(key=lambda r: r[-1])  # relaxed_order: the index may return near-sorted rows
+        return [(from_row(r), 1.0 - float(r[-1])) for r in rows]
+
+    def _indexed(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> bool:
+        """Whether a search of this user goes through the HNSW index (module docstring)."""
+        if dim != INDEXED_DIM:
+            return False
+        # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed
+        cur.execute(
+            "SELECT r.documents, greatest(c.reltuples, 0) FROM revisions r, pg_class c "
+            "WHERE r.user_id = %s AND c.oid = 'memories'::regclass",
+            (user_id,),
+        )
+        found = cur.fetchone()
+        return found is not None and found[0] >= max(
+            self.exact_search_below, self.indexed_share * found[1]
+        )
+
+    def explain_search(
+        self,
+        user_id: str,
+        vector: Vector,
+        k: int,
+        flt: MemoryFilter = ALL,
+        *,
+        indexed: bool | None = None,
+        analyze: bool = False,
+    ) -> str:
+        """The query plan of the vector search :meth:`search` runs for this user (or, with
+        ``indexed``, of the HNSW form or the exact form), to check what serves it."""
+        query = np.asarray(vector, dtype=np.float32)
+        with self._connection() as conn, conn.cursor(binary=True) as cur:
+            if indexed is None:
+                indexed = self._indexed(cur, user_id, query.shape[0])
+            text, params = search_sql(user_id, query, k, flt, indexed=indexed)
+            prefix = "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
+            cur.execute(prefix + text, params)
+            return "\n".join(r[0] for r in cur.fetchall())
+
+
+
+    def lexical_search(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[Memory, float]]:
+        """The ``k`` memories passing ``flt`` with the highest BM25 score for ``text`` over
+        the user's own term statistics; the scores equal :class:`LexicalIndex`'s."""
+        # LexicalIndex.scores sums the terms in this set's order; so does the SQL (``ord``).
+        terms = list(set(tokenize(text)))
+        if k <= 0 or not terms:
+            return []
+        rows = self._read(*lexical_sql(user_id, terms, k, flt))
+        return [(from_row(r), float(r[-1])) for r in rows]
+
+    def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
+        """Add one to the access count of each id (once per occurrence) and stamp it; the
+        revision does not change, and a deleted id is not brought back."""
+        if ids:
+            self._transaction(access_body(user_id, ids, at))
+
+    def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
+        """How many of the user's memories pass ``flt``."""
+        where, params = filter_sql(flt)
+        rows = self._read(
+            f"SELECT count(*) FROM memories m WHERE m.user_id = %s{where}", (user_id, *params)
+        )
+        return int(rows[0][0])
+
+    def centroid(self, user_id: str) -> Vector | None:
+        """The mean embedding of the user's memories (computed in SQL), or ``None``. Vectors
+        of another size than the user's first are left out, as in the other stores."""
+        rows = self._read(
+            "SELECT avg(m.embedding) FROM memories m WHERE m.user_id = %s "
+            "AND m.embedding IS NOT NULL AND vector_dims(m.embedding) = ("
+            "  SELECT vector_dims(f.embedding) FROM memories f "
+            "  WHERE f.user_id = %s AND f.embedding IS NOT NULL ORDER BY f.seq LIMIT 1)",
+            (user_id, user_id),
+        )
+        mean = rows[0][0] if rows else None
+        return None if mean is None else np.asarray(mean, dtype=np.float32)
+
+    def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
+        """Embedding cache lookup: content hash → vector, for the hashes known."""
+        found: dict[str, Vector] = {}
+        for part in chunks(list(hashes)):
+            for h, vector in self._read(
+                "SELECT content_hash, vector FROM embedding_cache "
+                "WHERE model_id = %s AND content_hash = ANY(%s::text[])",
+                (model_id, part),
+            ):
+                found[h] = vector
+        return found
+
+    def cache_embeddings(self, model_id: str, vectors: dict[str, Vector]) -> None:
+        """Embedding cache write (an existing entry is kept)."""
+        if not vectors:
+            return
+        rows = [(model_id, h, np.asarray(v, dtype=np.float32)) for h, v in sorted(vectors.items())]
+
+        def body(db: Conn) -> None:
+            with db.cursor(binary=True) as cur:
+                cur.executemany(
+                    "INSERT INTO embedding_cache (model_id, content_hash, vector) "
+                    "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    rows,
+                )
+
+        self._transaction(body)
+
+    def revision(self, user_id: str) -> int:
+        """The user's revision: changes with every write of their memories; 0 if never."""
+        rows = self._read("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
+        return int(rows[0][0]) if rows else 0
+
+    def get_state(self, user_id: str, namespace: str, key: str) -> dict[str, Any] | None:
+        """The state document at ``(namespace, key)``, or ``None``."""
+        rows = self._read(
+            "SELECT value FROM state WHERE user_id = %s AND namespace = %s AND key = %s",
+            (user_id, namespace, key),
+        )
+        return dict(rows[0][0]) if rows else None
+
+    def states(self, user_id: str, namespace: str | None = None) -> list[State]:
+        """Every state document of the user (in ``namespace``, or in all), sorted by
+        namespace and key."""
+        rows = self._read(
+            "SELECT namespace, key, value FROM state WHERE user_id = %s "
+            "AND (%s::text IS NULL OR namespace = %s) ORDER BY namespace, key",
+            (user_id, namespace, namespace),
+        )
+        return [State(user_id, ns, k, dict(v)) for ns, k, v in rows]
+
+    def expire_state(self, user_id: str, namespace: str, before: datetime) -> int:
+        """Delete the user's documents in ``namespace`` written before ``before``; how many."""
+        when = as_utc(before)
+
+        def body(db: Conn) -> int:
+            cursor = db.execute(
+                "DELETE FROM state WHERE user_id = %s AND namespace = %s AND updated_at < %s",
+                (user_id, namespace, when),
+            )
+            return int(cursor.rowcount)
+
+        return self._transaction(body)
+
+    def users(self) -> list[str]:
+        """Every user id with at least one memory, sorted."""
+        return [
+            r[0]
+            for r in self._read(
+                "SELECT user_id FROM revisions WHERE documents > 0 ORDER BY user_id"
+            )
+        ]
+
+    def close(self) -> None:
+        """Close the pool's connections (idempotent)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._pool.close()

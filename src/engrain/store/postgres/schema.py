@@ -1,0 +1,173 @@
+"""The PostgreSQL schema: named, ordered, transactional migrations (see the package
+docstring for what each table holds and why)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+import psycopg.errors
+
+from engrain.errors import MigrationError, StoreError
+from engrain.store.base import pending_migrations
+from engrain.store.postgres.codec import Conn
+
+#: The dimension the HNSW index serves (all-MiniLM-L6-v2). Vectors of other sizes are
+#: stored and searched exactly.
+INDEXED_DIM = 384
+#: The HNSW index, also used by bulk loaders that drop it and build it after a COPY.
+HNSW_INDEX_SQL = (
+    f"CREATE INDEX IF NOT EXISTS memories_embedding_hnsw ON memories "
+    f"USING hnsw ((embedding::vector({INDEXED_DIM})) vector_cosine_ops) "
+    f"WHERE vector_dims(embedding) = {INDEXED_DIM}"
+)
+_MIGRATION_LOCK = 0x656E67_7261696E  # "engrain": one migrator at a time per database
+
+
+def _m001_initial(db: Conn) -> None:
+    try:
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise MigrationError(
+            "the pgvector extension is not installed in this database and this role may not "
+            "create it; run `CREATE EXTENSION vector` as a superuser once"
+        ) from exc
+    # Ids are compared and ordered byte-wise ("C"), like Python strings, so the query order
+    # (ties by id) and users() are the same as in the other stores on any server locale.
+    db.execute(
+        """CREATE TABLE memories (
+            user_id text COLLATE "C" NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            seq bigint GENERATED ALWAYS AS IDENTITY,
+            project text,
+            content text NOT NULL,
+            memory_type text NOT NULL,
+            kind text NOT NULL,
+            domains text[] NOT NULL DEFAULT '{}',
+            session_id text,
+            created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL,
+            event_at timestamptz,
+            key text,
+            importance double precision NOT NULL,
+            confidence double precision NOT NULL,
+            usefulness double precision NOT NULL,
+            pinned boolean NOT NULL DEFAULT false,
+            muted boolean NOT NULL DEFAULT false,
+            promoted_at timestamptz,
+            compressed boolean NOT NULL DEFAULT false,
+            compression_source boolean NOT NULL DEFAULT false,
+            source_session_id text,
+            superseded_by text,
+            provenance json NOT NULL DEFAULT '{}',
+            content_hash text NOT NULL,
+            embedding vector,
+            doc_length integer NOT NULL DEFAULT 0,
+            PRIMARY KEY (user_id, id)
+        )"""
+    )
+    # A 384-d vector is 1.5 kB: kept in the row (not TOAST), exact search reads it in place.
+    db.execute("ALTER TABLE memories ALTER COLUMN embedding SET STORAGE PLAIN")
+    db.execute("CREATE INDEX memories_user_updated ON memories (user_id, updated_at DESC, id DESC)")
+    # what recall reads on every call besides the searches: a user's procedural memories
+    # (by type) and pinned ones, without scanning the rest of the user's rows
+    db.execute(
+        "CREATE INDEX memories_user_type ON memories "
+        "(user_id, memory_type, updated_at DESC, id DESC)"
+    )
+    db.execute(
+        "CREATE INDEX memories_user_pinned ON memories (user_id, updated_at DESC, id DESC) "
+        "WHERE pinned"
+    )
+    db.execute("CREATE INDEX memories_user_key ON memories (user_id, key) WHERE key IS NOT NULL")
+    db.execute(
+        "CREATE INDEX memories_user_session ON memories (user_id, session_id) "
+        "WHERE session_id IS NOT NULL"
+    )
+    db.execute(HNSW_INDEX_SQL)
+    db.execute(
+        """CREATE TABLE postings (
+            user_id text COLLATE "C" NOT NULL,
+            term text COLLATE "C" NOT NULL,
+            memory_id text COLLATE "C" NOT NULL,
+            tf integer NOT NULL,
+            doc_length integer NOT NULL,
+            PRIMARY KEY (user_id, term, memory_id) INCLUDE (tf, doc_length)
+        )"""
+    )
+    db.execute("CREATE INDEX postings_memory ON postings (user_id, memory_id)")
+    # Access counts change on every context() call: in their own narrow rows they update in
+    # place (HOT), instead of copying a 2 kB memory row and inserting it into every index,
+    # the HNSW graph included (17 ms a call at a million memories when they were columns).
+    db.execute(
+        """CREATE TABLE access (
+            user_id text COLLATE "C" NOT NULL,
+            id text COLLATE "C" NOT NULL,
+            access_count bigint NOT NULL,
+            last_accessed_at timestamptz,
+            PRIMARY KEY (user_id, id)
+        ) WITH (fillfactor = 70)"""
+    )
+    db.execute(
+        """CREATE TABLE embedding_cache (
+            model_id text COLLATE "C" NOT NULL,
+            content_hash text COLLATE "C" NOT NULL,
+            vector vector NOT NULL,
+            PRIMARY KEY (model_id, content_hash)
+        )"""
+    )
+    db.execute("ALTER TABLE embedding_cache ALTER COLUMN vector SET STORAGE PLAIN")
+    db.execute(
+        """CREATE TABLE state (
+            user_id text COLLATE "C" NOT NULL,
+            namespace text COLLATE "C" NOT NULL,
+            key text COLLATE "C" NOT NULL,
+            value json NOT NULL,
+            updated_at timestamptz NOT NULL,
+            PRIMARY KEY (user_id, namespace, key)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE revisions (
+            user_id text COLLATE "C" PRIMARY KEY,
+            revision bigint NOT NULL,
+            documents bigint NOT NULL DEFAULT 0,
+            total_length bigint NOT NULL DEFAULT 0
+        )"""
+    )
+
+
+#: Named, ordered migrations. Append only; never edit one that has shipped.
+MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
+    ("001_initial", _m001_initial),
+]
+
+
+def migrate(url: str, where: str) -> list[str]:
+    """Apply the migrations not yet applied to the database at ``url`` (``where`` names it
+    in messages, without its password), each in its own transaction, one process at a time
+    (an advisory lock); their names."""
+    applied: list[str] = []
+    try:
+        db = psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+    with db:
+        try:
+            db.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS migrations "
+                "(name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {r[0] for r in db.execute("SELECT name FROM migrations")}
+        except psycopg.Error as exc:
+            raise MigrationError(f"cannot read migrations of {where}: {exc}") from exc
+        for name, step in pending_migrations(done, MIGRATIONS, where):
+            try:
+                with db.transaction():
+                    step(db)
+                    db.execute("INSERT INTO migrations (name) VALUES (%s)", (name,))
+            except psycopg.Error as exc:
+                raise MigrationError(f"migration {name} failed: {exc}") from exc
+            applied.append(name)
+    return applied

@@ -1,0 +1,192 @@
+"""The SQL the PostgreSQL store sends, built in one place: the upsert, filters, the vector
+search in its two forms and BM25 (see the package docstring for why each looks as it does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from engrain.model import Vector
+from engrain.store.base import MemoryFilter
+from engrain.store.lexical import K1, B
+from engrain.store.postgres.codec import INSERT_COLUMNS, SELECT_COLUMNS, VERSION, WITH_ACCESS
+
+T = TypeVar("T")
+
+#: Rows per statement when a list of keys is sent as arrays.
+CHUNK = 5_000
+
+#: Insert a memory row, or replace every column of the one with its key.
+UPSERT = (
+    f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) VALUES ("
+    + ", ".join(
+        "%s::text[]" if c == "domains" else "%s::json" if c == "provenance" else "%s"
+        for c in INSERT_COLUMNS
+    )
+    + ") ON CONFLICT (user_id, id) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in INSERT_COLUMNS if c not in ("user_id", "id"))
+)
+
+#: The memories of one user with these ids, each with its row version (last column).
+FETCH = (
+    f"SELECT {SELECT_COLUMNS}, {VERSION} FROM memories m {WITH_ACCESS} "
+    "WHERE m.user_id = %s AND m.id = ANY(%s::text[])"
+)
+
+#: Full rows of these ``(user_id, id)`` keys, locked for update in key order (a write's
+#: patches read them so; :func:`engrain.store.postgres.writes.write_body`).
+LOCK_FULL_ROWS = (
+    f"SELECT {SELECT_COLUMNS} FROM memories m "
+    "JOIN unnest(%s::text[], %s::text[]) AS k(u, i) ON m.user_id = k.u AND m.id = k.i "
+    f"{WITH_ACCESS} ORDER BY m.user_id, m.id FOR UPDATE OF m"
+)
+
+
+def filter_sql(flt: MemoryFilter) -> tuple[str, list[Any]]:
+    """``AND …`` clauses over the alias ``m`` for every field of ``flt``, and their values."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.project is not None:
+        clauses.append("m.project = %s")
+        params.append(flt.project)
+    if flt.memory_types is not None:
+        clauses.append("m.memory_type = ANY(%s::text[])")
+        params.append([t.value for t in flt.memory_types])
+    if flt.kinds is not None:
+        clauses.append("m.kind = ANY(%s::text[])")
+        params.append([k.value for k in flt.kinds])
+    if flt.session_id is not None:
+        clauses.append("m.session_id = %s")
+        params.append(flt.session_id)
+    if flt.key is not None:
+        clauses.append("m.key = %s")
+        params.append(flt.key)
+    if not flt.include_compressed:
+        clauses.append("NOT m.compressed")
+    if not flt.include_muted:
+        clauses.append("NOT m.muted")
+    if not flt.include_superseded:
+        clauses.append("m.superseded_by IS NULL")
+    if flt.min_importance is not None:
+        clauses.append("m.importance >= %s")
+        params.append(float(flt.min_importance))
+    if flt.pinned is not None:
+        clauses.append("m.pinned = %s")
+        params.append(bool(flt.pinned))
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+def listing_sql(
+    user_id: str, flt: MemoryFilter, limit: int | None, offset: int
+) -> tuple[str, list[Any]]:
+    """Ids and row versions of the user's memories passing ``flt``, most recently updated
+    first (ties: the larger id first, so pages are stable)."""
+    where, params = filter_sql(flt)
+    text = (
+        f"SELECT m.id, {VERSION} FROM memories m {WITH_ACCESS} "
+        f"WHERE m.user_id = %s{where} "
+        "ORDER BY m.updated_at DESC, m.id DESC LIMIT %s OFFSET %s"
+    )
+    return text, [user_id, *params, limit, max(0, offset)]
+
+
+def search_sql(
+    user_id: str, query: Vector, k: int, flt: MemoryFilter, *, indexed: bool
+) -> tuple[str, list[Any]]:
+    """The vector search: the HNSW form orders by the index's own expression; the exact
+    form by a plain distance the index cannot serve (so the planner reads the user's rows
+    through a b-tree), with insertion order breaking ties."""
+    where, params = filter_sql(flt)
+    dim = query.shape[0]
+    if indexed:
+        distance = f"(m.embedding::vector({dim}) <=> %s::vector({dim}))"
+        dims = f"vector_dims(m.embedding) = {dim}"  # a literal: proves the partial index
+        order = "distance"
+    else:
+        distance = "(m.embedding <=> %s::vector)"
+        dims = f"vector_dims(m.embedding) = {int(dim)}"
+        order = "distance, m.seq"
+    # the k nearest first, then their access counts: the join never sits between the
+    # index scan and its LIMIT
+    text = (
+        f"SELECT {SELECT_COLUMNS}, m.distance FROM ("
+        f"SELECT m.*, {distance} AS distance FROM memories m "
+        f"WHERE m.user_id = %s AND m.embedding IS NOT NULL AND {dims}{where} "
+        f"ORDER BY {order} LIMIT %s"
+        f") m {WITH_ACCESS} ORDER BY m.distance, m.seq"
+    )
+    return text, [query, user_id, *params, k]
+
+
+def lexical_sql(
+    user_id: str, terms: Sequence[str], k: int, flt: MemoryFilter
+) -> tuple[str, list[Any]]:
+    """BM25 over the user's postings, equal to :class:`~engrain.store.lexical.LexicalIndex`:
+    ``terms`` in the order ``LexicalIndex.scores`` sums them (``ord``), the arithmetic in
+    ``real`` in numpy's order; the score is the last column."""
+    where, params = filter_sql(flt)
+    text = f"""WITH q AS (
+            SELECT t.term, t.ord FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)
+        ),
+        st AS (
+            SELECT documents, total_length::real / documents::real AS avgdl
+            FROM revisions WHERE user_id = %s AND documents > 0
+        ),
+        w AS (
+            SELECT q.term, q.ord,
+                ln(1.0::float8 + ((st.documents - d.df)::float8 + 0.5::float8)
+                    / (d.df::float8 + 0.5::float8))::real AS idf
+            FROM q CROSS JOIN st
+            CROSS JOIN LATERAL (
+                SELECT count(*) AS df FROM postings p
+                WHERE p.user_id = %s AND p.term = q.term
+            ) d
+            WHERE d.df > 0
+        ),
+        s AS (
+            SELECT p.memory_id,
+                sum(((w.idf * p.tf::real) * {K1 + 1.0}::real)
+                    / (p.tf::real + {K1}::real * ({1.0 - B}::real
+                       + ({B}::real * p.doc_length::real) / st.avgdl))
+                    ORDER BY w.ord) AS score
+            FROM w JOIN postings p ON p.user_id = %s AND p.term = w.term
+            CROSS JOIN st
+            GROUP BY p.memory_id
+        )
+        SELECT {SELECT_COLUMNS}, r.score
+        FROM (SELECT s.memory_id, s.score FROM s ORDER BY s.score DESC, s.memory_id) r
+        -- best scores first, a row lookup each until k pass the filter: the full
+        -- rows of the (often thousands of) lower-scored matches are never read
+        CROSS JOIN LATERAL (
+            SELECT * FROM memories m
+            WHERE m.user_id = %s AND m.id = r.memory_id{where}
+        ) m
+        {WITH_ACCESS}
+        ORDER BY r.score DESC, r.memory_id
+        LIMIT %s"""
+    return text, [list(terms), user_id, user_id, user_id, user_id, *params, k]
+
+
+def keys(part: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """``(user_id, id)`` keys as the two arrays ``unnest(%s::text[], %s::text[])`` takes."""
+    return [u for u, _ in part], [i for _, i in part]
+
+
+def chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most :data:`CHUNK`."""
+    for start in range(0, len(items), CHUNK):
+        yield items[start : start + CHUNK]
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error:
+        return "<unparsable PostgreSQL URL>"
+    params.pop("password", None)
+    return make_conninfo("", **params)

@@ -1,0 +1,212 @@
+"""The write transactions of the PostgreSQL store: :func:`write_body` (upserts, patches,
+deletes and state in one transaction) and :func:`access_body` (access counting).
+
+Everything a write needs from the items it is given (rows, tokens, JSON) is computed before
+the transaction opens, so a bad item changes nothing; what depends on the rows as they are
+(a patch's current row) is read inside it, under the row lock. Locks are always taken in
+the same order — the users' revision rows sorted, then the memory rows sorted by
+``(user_id, id)`` — so concurrent writes queue instead of deadlocking.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from engrain.errors import ValidationError
+from engrain.model import Memory
+from engrain.store.base import Patch, State
+from engrain.store.lexical import tokenize
+from engrain.store.postgres.codec import Conn, from_row, to_row, utc
+from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, keys
+
+Key = tuple[str, str]
+#: A memory's row, its term counts and its token count.
+Prepared = tuple[tuple[Any, ...], Counter[str], int]
+
+
+def prepare(memory: Memory) -> Prepared:
+    """The row, term counts and length of ``memory``; :class:`ValidationError` if a field
+    does not have its type (a patch's value, say)."""
+    try:
+        counts = Counter(tokenize(memory.content))
+        length = sum(counts.values())
+        return to_row(memory, length), counts, length
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ValidationError(f"memory {memory.id} has a field of the wrong type: {exc}") from exc
+
+
+def write_body(
+    upserts: Sequence[Memory],
+    deletes: Sequence[Memory],
+    state: Sequence[State],
+    patches: Sequence[Patch],
+) -> Callable[[Conn], None]:
+    """The transaction of :meth:`Store.write`, prepared: a function of an open
+    transaction's connection, safe to run again after a rollback."""
+    staged: dict[Key, Memory] = {(m.user_id, m.id): m for m in upserts}  # last wins
+    prepared = {key: prepare(memory) for key, memory in staged.items()}
+    removed = {(m.user_id, m.id) for m in deletes}
+    latest = {(s.user_id, s.namespace, s.key): s.encoded() for s in state}  # last wins
+    # sorted, like every set of rows a write locks: concurrent writes never deadlock
+    documents = [(*where, latest[where]) for where in sorted(latest)]
+    live_patches = [p for p in patches if p.where not in removed]  # a delete here wins
+    to_read = sorted({p.where for p in live_patches} - staged.keys())
+    changed = sorted({u for u, _ in staged} | {u for u, _ in removed}
+                     | {p.user_id for p in live_patches})  # fmt: skip
+    touched = sorted(staged.keys() | removed | set(to_read))
+    now = datetime.now(UTC)
+
+    def body(db: Conn) -> None:
+        with db.cursor(binary=True) as cur:
+            # 1. Queue behind other writers of these users (sorted: no deadlock).
+            cur.executemany(
+                "INSERT INTO revisions (user_id, revision) VALUES (%s, 1) "
+                "ON CONFLICT (user_id) DO UPDATE SET revision = revisions.revision + 1",
+                [(u,) for u in changed],
+            )
+            # 2. Lock the rows this write replaces, patches or deletes, in key order; a row
+            #    deleted by a concurrent forget is gone once we get its lock.
+            old: dict[Key, tuple[str, int]] = {}
+            for part in chunks(touched):
+                cur.execute(
+                    "SELECT m.user_id, m.id, m.content, m.doc_length FROM memories m "
+                    "JOIN unnest(%s::text[], %s::text[]) AS k(u, i) "
+                    "ON m.user_id = k.u AND m.id = k.i "
+                    "ORDER BY m.user_id, m.id FOR UPDATE OF m",
+                    keys(part),
+                )
+                old.update({(u, i): (c, n) for u, i, c, n in cur.fetchall()})
+            # 3. Patches, on the rows as they are now (we hold their locks) or as this
+            #    write's upserts leave them; rows that do not exist are skipped.
+            current: dict[Key, Memory] = dict(staged)
+            for part in chunks([k for k in to_read if k in old]):
+                cur.execute(LOCK_FULL_ROWS, keys(part))
+                current.update(((m.user_id, m.id), m) for m in map(from_row, cur.fetchall()))
+            rows = dict(prepared)
+            for patch in live_patches:
+                if (memory := current.get(patch.where)) is not None:
+                    current[patch.where] = patch.apply(memory)
+                    rows[patch.where] = prepare(current[patch.where])
+            written = {k: current[k] for k in rows}
+            _replace(cur, rows, written, removed, old)
+            cur.executemany(
+                "INSERT INTO state (user_id, namespace, key, value, updated_at) "
+                "VALUES (%s, %s, %s, %s::json, %s) ON CONFLICT (user_id, namespace, key) "
+                "DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+                [(u, ns, k, v, now) for u, ns, k, v in documents if v is not None],
+            )
+            cur.executemany(
+                "DELETE FROM state WHERE user_id = %s AND namespace = %s AND key = %s",
+                [(u, ns, k) for u, ns, k, v in documents if v is None],
+            )
+
+    return body
+
+
+def _replace(
+    cur: Any,
+    rows: dict[Key, Prepared],
+    written: dict[Key, Memory],
+    removed: set[Key],
+    old: dict[Key, tuple[str, int]],
+) -> None:
+    """Write ``rows`` and delete ``removed`` (whose existing rows, ``old``, are locked),
+    keeping postings, access rows and each user's document statistics in step."""
+    for key in removed:
+        rows.pop(key, None)  # upserted then deleted in the same write: deleted
+    stale = [k for k in old if k in removed or (k in rows and old[k][0] != rows[k][0][3])]
+    fresh = [k for k in rows if k not in old or k in stale]
+    delta: Counter[tuple[str, str]] = Counter()
+    for key in stale:
+        delta[(key[0], "documents")] -= 1
+        delta[(key[0], "total_length")] -= old[key][1]
+    for key in fresh:
+        delta[(key[0], "documents")] += 1
+        delta[(key[0], "total_length")] += rows[key][2]
+    for part in chunks(sorted(removed)):
+        cur.execute(
+            "DELETE FROM memories m USING unnest(%s::text[], %s::text[]) AS k(u, i) "
+            "WHERE m.user_id = k.u AND m.id = k.i",
+            keys(part),
+        )
+    for part in chunks(sorted(stale)):
+        cur.execute(
+            "DELETE FROM postings p USING unnest(%s::text[], %s::text[]) AS k(u, i) "
+            "WHERE p.user_id = k.u AND p.memory_id = k.i",
+            keys(part),
+        )
+    if rows:
+        cur.executemany(UPSERT, [rows[k][0] for k in sorted(rows)])
+    # access counts are replaced with the memory (we hold its row lock)
+    for part in chunks(sorted(old)):
+        cur.execute(
+            "DELETE FROM access a USING unnest(%s::text[], %s::text[]) AS k(u, i) "
+            "WHERE a.user_id = k.u AND a.id = k.i",
+            keys(part),
+        )
+    accesses = [
+        (u, i, int(m.access_count), utc(m.last_accessed_at))
+        for (u, i), m in sorted(written.items())
+        if (u, i) in rows and (m.access_count or m.last_accessed_at is not None)
+    ]
+    cur.executemany(
+        "INSERT INTO access (user_id, id, access_count, last_accessed_at) "
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (user_id, id) DO UPDATE SET "
+        "access_count = EXCLUDED.access_count, "
+        "last_accessed_at = EXCLUDED.last_accessed_at",
+        accesses,
+    )
+    if fresh:
+        copying = "COPY postings (user_id, term, memory_id, tf, doc_length) FROM STDIN"
+        with cur.copy(copying) as copy:
+            for user_id, memory_id in sorted(fresh):
+                _, counts, length = rows[(user_id, memory_id)]
+                for term, tf in counts.items():
+                    copy.write_row((user_id, term, memory_id, tf, length))
+    users = sorted({u for u, _ in delta})
+    cur.executemany(
+        "UPDATE revisions SET documents = documents + %s, "
+        "total_length = total_length + %s WHERE user_id = %s",
+        [
+            (delta[(u, "documents")], delta[(u, "total_length")], u)
+            for u in users
+            if delta[(u, "documents")] or delta[(u, "total_length")]
+        ],
+    )
+
+
+def access_body(user_id: str, ids: Sequence[str], at: datetime) -> Callable[[Conn], None]:
+    """The transaction of :meth:`Store.record_access`: an atomic increment per id (once per
+    occurrence) of memories that exist; a deleted one is not brought back."""
+    times = Counter(ids)
+    wanted = sorted(times)
+    when = utc(at)
+
+    def body(db: Conn) -> None:
+        with db.cursor(binary=True) as cur:
+            # Every context() counts its accesses: do not wait for the WAL flush. A crash
+            # can lose the last fraction of a second of counts, never a memory.
+            cur.execute("SET LOCAL synchronous_commit = off")
+            # The memories must exist and stay while we count: a shared lock, taken in id
+            # order like a write's exclusive one, so the two never deadlock.
+            cur.execute(
+                "SELECT m.id FROM memories m WHERE m.user_id = %s "
+                "AND m.id = ANY(%s::text[]) ORDER BY m.id FOR KEY SHARE",
+                (user_id, wanted),
+            )
+            present = [r[0] for r in cur.fetchall()]
+            if not present:
+                return
+            cur.execute(
+                "INSERT INTO access (user_id, id, access_count, last_accessed_at) "
+                "SELECT %s, x.id, x.n, %s FROM unnest(%s::text[], %s::bigint[]) AS x(id, n) "
+                "ORDER BY x.id ON CONFLICT (user_id, id) DO UPDATE SET "
+                "access_count = access.access_count + EXCLUDED.access_count, "
+                "last_accessed_at = EXCLUDED.last_accessed_at",
+                (user_id, when, present, [times[i] for i in present]),
+            )
+
+    return body
