@@ -1,24 +1,52 @@
 """Settings: explicit argument > config file > ``ENGRAIN_*`` environment > defaults.
 
 The config file is TOML, ``config.toml`` in the data directory (or the path in
-``ENGRAIN_CONFIG``), with the same keys as :class:`Settings`. Tests pass ``environ=`` instead
-of mutating ``os.environ``.
+``ENGRAIN_CONFIG``), with the same keys as :class:`Settings`. In the environment, a list
+(``focus_areas``) is comma-separated and a mapping (``model_windows``) is a JSON object. Tests
+pass ``environ=`` instead of mutating ``os.environ``.
+
+A setting has one default, held by the stage it tunes (:class:`GateOptions` for recall,
+:mod:`engrain.feedback`, :mod:`engrain.ingest`); :class:`Settings` refers to it. A bad value
+raises :class:`~engrain.errors.ConfigError` with one line per problem naming the setting and
+where it came from.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import tomllib
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic import ValidationError as PydanticValidationError
 
 from engrain.errors import ConfigError
+from engrain.feedback import FEEDBACK_RATE
+from engrain.ingest.dedup import DICE_THRESHOLD
+from engrain.ingest.importance import DISCARD_BELOW
+from engrain.recall.assemble import Format
+from engrain.recall.budget import Depth
+from engrain.recall.gate import GateOptions
+from engrain.recall.score import Profile
 
 ENV_PREFIX = "ENGRAIN_"
+#: Where recall settings take their defaults from: the pipeline's own.
+_GATE = GateOptions()
+#: The ``validation context`` key naming where each key of the input came from.
+SOURCES = "sources"
+_ARGUMENT = "given as an argument"
 
 
 def default_data_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -42,7 +70,7 @@ class Settings(BaseModel):
         "Default: sqlite file engrain.db in the data directory.",
     )
     data_dir: Path = Field(default_factory=default_data_dir)
-    embedder: str = Field(
+    embedder: Literal["minilm", "hash"] = Field(
         default="minilm",
         description="'minilm' (all-MiniLM-L6-v2, int8 ONNX) or 'hash' (deterministic, tests).",
     )
@@ -50,32 +78,36 @@ class Settings(BaseModel):
     max_text_chars: int = Field(default=200_000, gt=0, description="Largest text one call takes.")
     max_chunk_tokens: int = Field(default=300, gt=0)
     min_chunk_tokens: int = Field(default=50, ge=0)
-    importance_threshold: float = Field(default=0.3, ge=0, le=1)
+    importance_threshold: float = Field(default=DISCARD_BELOW, ge=0, le=1)
     conversation_discard: bool = Field(
         default=False,
         description="Apply the importance discard to conversation turns too. Off: a turn is "
         "the record of what was said, kept (with its low importance) rather than lost.",
     )
-    recall_min_importance: float = Field(default=0.2, ge=0, le=1)
-    dedup_threshold: float = Field(default=0.80, gt=0, le=1)
+    recall_min_importance: float = Field(default=_GATE.min_importance, ge=0, le=1)
+    dedup_threshold: float = Field(default=DICE_THRESHOLD, gt=0, le=1)
     dedup_window: int = Field(default=200, ge=0, description="Recent memories checked for dedup.")
     candidate_multiplier: int = Field(default=4, ge=1)
     top_k: int = Field(default=5, ge=1)
     token_budget: int = Field(default=2000, ge=0)
     reranker_enabled: bool = False
-    profile: Literal["gated", "composite", "static"] = Field(
-        default="gated", description="Scoring profile of context(): gated, composite, static."
+    profile: Profile = Field(
+        default=_GATE.profile, description="Scoring profile of context(): gated, composite, static."
     )
-    prompt_format: Literal["tagged", "sections"] = Field(
-        default="tagged",
+    prompt_format: Format = Field(
+        default=_GATE.format,
         description="How context() renders: the spec's tagged lines or titled sections.",
     )
-    depth: Literal["light", "normal", "rich"] = Field(
-        default="normal",
+    depth: Depth = Field(
+        default=_GATE.depth,
         description="Memory depth: 0.7x / 1x / 1.3x budget, +0.10 / 0 / -0.10 thresholds.",
     )
-    prioritize_speed: bool = Field(default=False, description="Halve every automatic budget.")
-    focus_areas: tuple[str, ...] = Field(default=(), description="Domains given +0.05.")
+    prioritize_speed: bool = Field(
+        default=_GATE.prioritize_speed, description="Halve every automatic budget."
+    )
+    focus_areas: tuple[str, ...] = Field(
+        default=_GATE.focus_areas, description="Domains given +0.05."
+    )
     model: str | None = Field(
         default=None,
         description="The target model (e.g. 'gpt-4o', 'llama3.1:8b'): its context window picks "
@@ -109,7 +141,7 @@ class Settings(BaseModel):
         default=True, description="Check for compression in the background after ingestion."
     )
     feedback_rate: float = Field(
-        default=0.2, gt=0, le=1, description="How far one feedback moves usefulness."
+        default=FEEDBACK_RATE, gt=0, le=1, description="How far one feedback moves usefulness."
     )
     correction_similarity: float = Field(
         default=0.6, ge=0, le=1,
@@ -121,9 +153,26 @@ class Settings(BaseModel):
     context_retention_days: int = Field(
         default=30, ge=1, description="Days a context id stays valid for feedback."
     )
-    hybrid: bool = Field(default=True, description="Lexical (BM25) candidates beside dense ones.")
-    lexical_weight: float = Field(default=0.35, ge=0, le=1)
-    candidate_pool: int = Field(default=50, ge=1, description="Dense and lexical pool sizes.")
+    hybrid: bool = Field(
+        default=_GATE.hybrid, description="Lexical (BM25) candidates beside dense ones."
+    )
+    lexical_weight: float = Field(default=_GATE.lexical_weight, ge=0, le=1)
+    candidate_pool: int = Field(
+        default=_GATE.pool, ge=1, description="Dense and lexical pool sizes."
+    )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _in_the_error_tree(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Settings], info: ValidationInfo
+    ) -> Settings:
+        """Turn pydantic's report into a :class:`ConfigError`, one line per problem, however
+        the settings were built (``load_settings`` passes where each key came from)."""
+        try:
+            return handler(data)
+        except PydanticValidationError as exc:
+            context = info.context or {}
+            raise ConfigError(_describe(exc, context.get(SOURCES) or {})) from exc
 
     @property
     def store_url(self) -> str:
@@ -137,15 +186,22 @@ def load_settings(
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
-    """Settings from ``overrides`` > config file > ``ENGRAIN_*`` environment > defaults."""
+    """Settings from ``overrides`` > config file > ``ENGRAIN_*`` environment > defaults.
+
+    Raises :class:`ConfigError` listing every bad value, each with the environment variable,
+    config file or argument it came from."""
     env = os.environ if environ is None else environ
-    fields = set(Settings.model_fields)
     merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    unreadable: dict[str, str] = {}  # environment values that are not even text of a type
     for name, value in env.items():
-        if name.startswith(ENV_PREFIX):
-            key = name[len(ENV_PREFIX) :].lower()
-            if key in fields:
-                merged[key] = value
+        key = name[len(ENV_PREFIX) :].lower()
+        if name.startswith(ENV_PREFIX) and key in Settings.model_fields:
+            try:
+                merged[key] = _from_env(key, value)
+            except ValueError as exc:
+                unreadable[key] = f"invalid {key} from environment variable {name}: {exc}"
+            sources[key] = f"from environment variable {name}"
     explicit = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "data_dir" in explicit:
         merged["data_dir"] = explicit["data_dir"]
@@ -157,11 +213,62 @@ def load_settings(
         path = candidate if candidate.is_file() else None
     if path is not None:
         try:
-            merged.update(tomllib.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+            from_file = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        merged.update(from_file)
+        sources.update(dict.fromkeys(from_file, f"in config file {path}"))
     merged.update(explicit)
+    sources.update(dict.fromkeys(explicit, _ARGUMENT))
+    for key in (*(from_file if path is not None else ()), *explicit):
+        unreadable.pop(key, None)  # overridden: the environment's value does not matter
     try:
-        return Settings(**merged)
-    except PydanticValidationError as exc:
-        raise ConfigError(f"invalid settings: {exc}") from exc
+        settings = Settings.model_validate(merged, context={SOURCES: sources})
+    except ConfigError as exc:
+        raise ConfigError("\n".join([*unreadable.values(), exc.message])) from exc.__cause__
+    if unreadable:
+        raise ConfigError("\n".join(unreadable.values()))
+    return settings
+
+
+def _from_env(key: str, raw: str) -> Any:
+    """An environment variable's text as the value its setting takes: a comma-separated
+    list for a tuple, a JSON object for a mapping, the text itself otherwise."""
+    origin = typing.get_origin(Settings.model_fields[key].annotation)
+    if origin is tuple:
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    if origin is dict:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"expected a JSON object ({exc.msg}, got {raw[:40]!r})") from exc
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a JSON object (got {raw[:40]!r})")
+        return value
+    return raw
+
+
+def _describe(exc: PydanticValidationError, sources: Mapping[str, str]) -> str:
+    """One line per problem: the setting, where its value came from, what is wrong. Values
+    of settings hidden from ``repr`` (the API key) are not echoed."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        loc = [str(part) for part in error["loc"]]
+        key = loc[0] if loc else "settings"
+        source = sources.get(key, _ARGUMENT)
+        if error["type"] == "extra_forbidden":
+            near = difflib.get_close_matches(key, Settings.model_fields, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            lines.append(f"unknown setting {key!r} {source}{hint}")
+            continue
+        field = Settings.model_fields.get(key)
+        shown = field is None or field.repr
+        got = f" (got {_short(error['input'])})" if shown and "input" in error else ""
+        message = error["msg"][:1].lower() + error["msg"][1:]
+        lines.append(f"invalid {'.'.join(loc) or key} {source}: {message}{got}")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
@@ -34,6 +34,9 @@ from engrain.store.base import Store
 from engrain.store.reads import Reads
 from engrain.tokens import count_tokens
 
+if TYPE_CHECKING:  # config.py takes its recall defaults from GateOptions: no runtime import
+    from engrain.config import Settings
+
 
 @dataclass(frozen=True)
 class GateOptions:
@@ -54,6 +57,17 @@ class GateOptions:
     def update(self, **changes: Any) -> GateOptions:
         """A copy with ``changes`` applied."""
         return replace(self, **changes)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GateOptions:
+        """The options ``settings`` configure: what ``context()`` uses unless a call passes
+        its own. ``thresholds`` and ``fusion`` are per-call only and keep their defaults."""
+        return cls(
+            profile=settings.profile, format=settings.prompt_format, depth=settings.depth,
+            prioritize_speed=settings.prioritize_speed, focus_areas=settings.focus_areas,
+            hybrid=settings.hybrid, lexical_weight=settings.lexical_weight,
+            pool=settings.candidate_pool, min_importance=settings.recall_min_importance,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
