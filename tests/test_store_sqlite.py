@@ -4,19 +4,25 @@ several connections on one file, and the URLs that open it."""
 from __future__ import annotations
 
 import sqlite3
+import sys
+import threading
+import time
 from collections.abc import Iterator
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from engrain import store as store_package
 from engrain.errors import ConfigError, MigrationError, StoreError
 from engrain.model import Memory
-from engrain.store import MemoryStore, Store, open_store
+from engrain.store import MemoryFilter, MemoryStore, State, Store, known_schemes, open_store
 from engrain.store import sqlite as sqlite_module
 from engrain.store.sqlite import MIGRATIONS, SQLiteStore
 
+from .conftest import NOW
 from .test_store_contract import assert_same, centroid_of, ids, mem, snapshot, unit
 
 
@@ -188,6 +194,74 @@ def test_a_second_connection_sees_deletes_in_search(db_path: Path) -> None:
     reader.close()
 
 
+# -- locking and errors ---------------------------------------------------------------------
+
+
+def test_a_write_waits_for_another_connections_lock_while_threads_use_the_store(
+    db_path: Path,
+) -> None:
+    store = SQLiteStore(db_path)
+    store.write([mem("a")])
+    assert ids(store.query("alice")) == ["a"]  # the working set is cached now
+    other = sqlite3.connect(db_path, isolation_level=None, timeout=30)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    other.execute("UPDATE memories SET importance = 0.5 WHERE user_id = 'alice' AND id = 'a'")
+    errors: list[BaseException] = []
+
+    def guarded(work: Any) -> threading.Thread:
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:
+                errors.append(exc)
+
+        return threading.Thread(target=run)
+
+    def reads() -> None:
+        for _ in range(20):
+            store.query("alice")
+            store.count("alice")
+            store.record_access("alice", ["a"], NOW)
+
+    threads = [guarded(lambda: store.write([mem("b")])), guarded(reads), guarded(reads)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)  # let them queue behind the other connection's lock (no assertion on time)
+    other.execute("COMMIT")
+    other.close()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert sorted(ids(store.query("alice"))) == ["a", "b"]
+    # the other connection's commit reached the cached working set too
+    assert store.query("alice", MemoryFilter(min_importance=0.9)) == store.get("alice", ["b"])
+    assert store.get("alice", ["a"])[0].access_count == 40
+    store.close()
+
+
+def test_a_read_only_database_gives_store_errors_and_still_reads(db_path: Path) -> None:
+    store = SQLiteStore(db_path)
+    store.write([mem("a")], state=[State("alice", "ns", "k", {"v": 1})])
+    # root ignores file modes; query_only makes SQLite answer SQLITE_READONLY the same way
+    store._db.execute("PRAGMA query_only = ON")
+
+    with pytest.raises(StoreError, match="read-only"):
+        store.write([mem("b")])
+    with pytest.raises(StoreError):
+        store.record_access("alice", ["a"], NOW)
+    with pytest.raises(StoreError):
+        store.cache_embeddings("m", {"h": unit(1, 0, 0, 0)})
+    with pytest.raises(StoreError):
+        store.expire_state("alice", "ns", NOW)
+    assert ids(store.query("alice")) == ["a"]
+    assert store.states("alice") == [State("alice", "ns", "k", {"v": 1})]
+    store._db.execute("PRAGMA query_only = OFF")
+    store.write([mem("b")])  # nothing was left half open
+    assert sorted(ids(store.query("alice"))) == ["a", "b"]
+    store.close()
+
+
 # -- URLs -----------------------------------------------------------------------------------
 
 
@@ -214,25 +288,78 @@ def test_memory_url() -> None:
     assert isinstance(open_store("memory://"), MemoryStore)
 
 
-def test_dotted_url_loads_a_third_party_backend(
+def _register(monkeypatch: pytest.MonkeyPatch, *entries: EntryPoint) -> None:
+    """Pretend these ``engrain.stores`` entry points are installed."""
+
+    def installed(*, group: str) -> list[EntryPoint]:
+        return [e for e in entries if e.group == group]
+
+    monkeypatch.setattr(store_package, "entry_points", installed)
+
+
+def test_a_scheme_registered_through_an_entry_point_opens_its_backend(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "acme_store.py").write_text(
         "from engrain.store import MemoryStore\n\n"
         "class AcmeStore(MemoryStore):\n"
-        "    def __init__(self, arg: str = '') -> None:\n"
+        "    def __init__(self, url: str) -> None:\n"
         "        super().__init__()\n"
-        "        self.arg = arg\n"
+        "        self.url = url\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _register(monkeypatch, EntryPoint("acme", "acme_store:AcmeStore", "engrain.stores"),
+              EntryPoint("other", "acme_store:AcmeStore", "some.other.group"))  # fmt: skip
+
+    store = open_store("acme://eu-west/bucket")
+
+    assert type(store).__name__ == "AcmeStore" and isinstance(store, Store)
+    assert store.url == "acme://eu-west/bucket"  # type: ignore[attr-defined]
+    assert known_schemes() == ["acme", "memory", "postgres", "postgresql", "sqlite"]
+    with pytest.raises(ConfigError, match="unknown store URL scheme 'other'"):
+        open_store("other://x")
+
+
+def test_a_registered_backend_that_is_not_a_store_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _register(monkeypatch, EntryPoint("odd", "builtins:str", "engrain.stores"),
+              EntryPoint("gone", "no_such_module_xyz:Store", "engrain.stores"),
+              EntryPoint("fails", "builtins:int", "engrain.stores"))  # fmt: skip
+    with pytest.raises(ConfigError, match="does not return a Store"):
+        open_store("odd://x")
+    with pytest.raises(StoreError, match="'fails' store backend failed to open"):
+        open_store("fails://x")
+    with pytest.raises(ConfigError, match="failed to load"):
+        open_store("gone://x")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["pwned_mod:run?marker", "pwned_mod.run", "os:system?touch {marker}", "builtins:exec?1"],
+)
+def test_a_url_never_imports_or_runs_what_it_names(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "pwned"
+    (tmp_path / "pwned_mod.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n\ndef run(arg=''):\n    return None\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    with_colon = open_store("acme_store:AcmeStore?region=eu")
-    with_dot = open_store("acme_store.AcmeStore")
+    with pytest.raises(ConfigError, match="known: memory, postgres, postgresql, sqlite"):
+        open_store(url.format(marker=marker))
 
-    assert type(with_colon).__name__ == "AcmeStore"
-    assert with_colon.arg == "region=eu"  # type: ignore[attr-defined]
-    assert with_dot.arg == ""  # type: ignore[attr-defined]
-    assert isinstance(with_dot, Store)
+    assert not marker.exists()
+    assert "pwned_mod" not in sys.modules
+
+
+def test_an_unknown_scheme_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as caught:
+        open_store("mysql://db/engrain")
+    assert str(caught.value) == (
+        "unknown store URL scheme 'mysql'; known: memory, postgres, postgresql, sqlite"
+    )
 
 
 @pytest.mark.parametrize(
@@ -245,8 +372,9 @@ def test_dotted_url_loads_a_third_party_backend(
         "sqlite:",
         "no_such_module_xyz:Store",
         "engrain.store:NoSuchClass",
-        "collections:OrderedDict",  # constructs, but is not a store
-        "engrain.model:Memory",  # needs arguments the URL cannot give
+        "collections:OrderedDict",
+        "memory://extra",
+        "://x",
     ],
 )
 def test_bad_url_is_a_config_error(url: str) -> None:

@@ -1,16 +1,90 @@
-"""Stores, chosen by URL: ``sqlite:///path``, ``postgresql://…``, ``memory://``, or a dotted
-path to a class."""
+"""Stores, chosen by URL scheme: ``sqlite:///path``, ``postgresql://…``, ``memory://``, or a
+scheme a third-party package registers through the ``engrain.stores`` entry point group.
+
+Nothing named in a URL is ever imported or called: a scheme is looked up among the
+built-in backends and the installed entry points, and anything else is refused with a
+:class:`~engrain.errors.ConfigError` that lists the schemes known.
+
+A package adds a backend by declaring, in its ``pyproject.toml``::
+
+    [project.entry-points."engrain.stores"]
+    mystore = "mypackage.store:open_mystore"
+
+where ``open_mystore(url: str) -> Store`` receives the whole URL (``mystore://…``).
+"""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
-from engrain.errors import ConfigError
+from engrain.errors import ConfigError, EngrainError, StoreError
 from engrain.store.base import ALL, MemoryFilter, Patch, State, Store
 from engrain.store.memory import MemoryStore
 
-__all__ = ["ALL", "MemoryFilter", "MemoryStore", "Patch", "State", "Store", "open_store"]
+__all__ = [
+    "ALL",
+    "ENTRY_POINT_GROUP",
+    "MemoryFilter",
+    "MemoryStore",
+    "Patch",
+    "State",
+    "Store",
+    "known_schemes",
+    "open_store",
+]
+
+#: The entry point group third-party backends register their URL scheme in.
+ENTRY_POINT_GROUP = "engrain.stores"
+
+StoreFactory = Callable[[str], Store]
+
+
+def _sqlite(url: str) -> Store:
+    from engrain.store.sqlite import SQLiteStore
+
+    # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db
+    path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
+    if not path:
+        raise ConfigError(f"sqlite URL has no path: {url!r} (sqlite:///relative/or/abs.db)")
+    return SQLiteStore(Path(path))
+
+
+def _memory(url: str) -> Store:
+    if url not in ("memory://", "memory:"):
+        raise ConfigError(f"a memory store URL takes nothing after the scheme: {url!r}")
+    return MemoryStore()
+
+
+def _postgres(url: str) -> Store:
+    try:
+        from engrain.store.postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigError(
+            f"the PostgreSQL backend needs {exc.name or 'psycopg'}: "
+            "pip install 'engrain[postgres]'"
+        ) from exc
+    return PostgresStore(url)
+
+
+#: The backends engrain ships, by URL scheme.
+BUILT_IN: dict[str, StoreFactory] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+    "postgres": _postgres,
+    "memory": _memory,
+}
+
+
+def _registered() -> dict[str, EntryPoint]:
+    """The installed ``engrain.stores`` entry points by name (not loaded yet)."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_schemes() -> list[str]:
+    """Every URL scheme :func:`open_store` accepts: built in and registered, sorted."""
+    return sorted(BUILT_IN.keys() | _registered().keys())
 
 
 def open_store(url: str) -> Store:
@@ -20,42 +94,46 @@ def open_store(url: str) -> Store:
     * ``postgresql://user:password@host:5432/dbname`` (or ``postgres://``) — PostgreSQL with
       pgvector, for many users and many processes; needs ``pip install 'engrain[postgres]'``.
     * ``memory://`` — in-process, gone when the process ends (tests, experiments).
-    * ``package.module:ClassName`` or ``package.module.ClassName`` — a third-party backend,
-      constructed with the URL's remainder after ``?`` (if any) as its only argument.
-    """
-    if url.startswith("sqlite://"):
-        from engrain.store.sqlite import SQLiteStore
+    * ``<scheme>://…`` — a third-party backend whose package registered ``<scheme>`` in the
+      ``engrain.stores`` entry point group; its factory is called with the whole URL.
 
-        # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db
-        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
-        if not path:
-            raise ConfigError(f"sqlite URL has no path: {url!r}")
-        return SQLiteStore(Path(path))
-    if url in ("memory://", "memory:"):
-        return MemoryStore()
-    if url.startswith(("postgresql://", "postgres://")):
-        try:
-            from engrain.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise ConfigError(
-                f"the PostgreSQL backend needs {exc.name or 'psycopg'}: "
-                "pip install 'engrain[postgres]'"
-            ) from exc
-        return PostgresStore(url)
-    dotted, _, arg = url.partition("?")
-    module_name, sep, attr = dotted.partition(":")
-    if not sep:
-        module_name, _, attr = dotted.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(f"unrecognised store URL {url!r}")
+    Any other URL is a :class:`ConfigError` listing the known schemes.
+    """
+    if not isinstance(url, str):
+        raise ConfigError(f"a store URL is a string, not {type(url).__name__}")
+    scheme, sep, _ = url.partition(":")
+    if not sep or not scheme:
+        raise ConfigError(
+            f"store URL {url!r} has no scheme; known: {', '.join(known_schemes())}"
+        )
+    factory = BUILT_IN.get(scheme)
+    if factory is not None:
+        return factory(url)
+    entry = _registered().get(scheme)
+    if entry is None:
+        raise ConfigError(
+            f"unknown store URL scheme {scheme!r}; known: {', '.join(known_schemes())}"
+        )
+    return _open_registered(scheme, entry, url)
+
+
+def _open_registered(scheme: str, entry: EntryPoint, url: str) -> Store:
+    """Load an installed entry point (the package's author chose what it names, not the
+    URL) and build the store with it."""
     try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load store class {dotted!r}: {exc}") from exc
+        factory = entry.load()
+    except Exception as exc:  # a broken plugin: its own error, whatever it is
+        raise ConfigError(
+            f"the store backend registered for {scheme!r} failed to load: {exc}"
+        ) from exc
+    if not callable(factory):
+        raise ConfigError(f"the store backend registered for {scheme!r} is not callable")
     try:
-        store = cls(arg) if arg else cls()
-    except TypeError as exc:  # not a class, or one that takes other arguments
-        raise ConfigError(f"cannot construct store {dotted!r}: {exc}") from exc
+        store = factory(url)
+    except EngrainError:
+        raise
+    except Exception as exc:  # the URL may hold a password: not repeated here
+        raise StoreError(f"the {scheme!r} store backend failed to open: {exc}") from exc
     if not isinstance(store, Store):
-        raise ConfigError(f"{dotted!r} does not implement the engrain Store protocol")
+        raise ConfigError(f"the backend registered for {scheme!r} does not return a Store")
     return store
