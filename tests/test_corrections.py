@@ -45,6 +45,8 @@ TRUE_CONFLICTS = [
     ("I prefer dark mode", "I prefer light mode"),
     ("Our staging database runs PostgreSQL 15", "The staging database now runs PostgreSQL 16"),
     ("Alice lives in Berlin with her partner", "Alice lives in Munich now, with her partner"),
+    ("Update: the API runs on port 9000", "The API runs on port 8033"),
+    ("Deadline: March 3", "Deadline: March 10"),
 ]
 
 #: Different subjects, or statements that add to each other: none may be flagged.
@@ -71,6 +73,8 @@ COMPATIBLE = [
     ("Alice prefers tabs", "Alice's team prefers spaces"),
     ("Alice lives in Berlin with her partner", "Alice lives in Berlin and works at Zalando"),
     ("In Service 3, the timeout is 30 seconds", "In Service 5, the timeout is 50 seconds"),
+    ("Kubernetes cluster A runs 1.27", "Kubernetes cluster B runs 1.28"),
+    ("Service 3: port 8033", "Service 5: port 8055"),
 ]
 
 

@@ -147,13 +147,24 @@ class _Statement:
     def subject_words(self) -> frozenset[str]:
         return frozenset(w for w in self.subject or () if w not in _FILLER)
 
-    def subject_numbers(self) -> frozenset[str]:
-        return frozenset(w for w in self.subject or () if w[0].isdigit())
+    def identifiers(self) -> frozenset[str]:
+        """The numbers and single capital letters that tell one thing from another
+        ("Service 3", "cluster B")."""
+        return frozenset(w for w in self.subject or () if _is_identifier(w))
 
     def head(self) -> str | None:
-        """The subject's head noun: its last word that is not a number or filler."""
-        words = [w for w in self.subject or () if w not in _FILLER and not w[0].isdigit()]
+        """The subject's head noun: its last word that is not an identifier or filler."""
+        words = [w for w in self.subject or () if w not in _FILLER and not _is_identifier(w)]
         return words[-1] if words else None
+
+
+def _is_letter_id(word: str) -> bool:
+    """A single capital letter after the text's start: "cluster A", not the article."""
+    return len(word) == 1 and word.isupper()
+
+
+def _is_identifier(token: str) -> bool:
+    return token[0].isdigit() or _is_letter_id(token)
 
 
 def _normal(word: str) -> str:
@@ -166,7 +177,10 @@ def _split(text: str) -> _Statement:
     lone pronoun ("I | prefer tabs") or a label ("Deadline: | March 3"). Without a verb, the
     text up to its first preposition; failing that, the subject is unknown."""
     matches = list(_TOKEN.finditer(text))
-    tokens = [("sep" if m["sep"] else _normal(m[0])) for m in matches]
+    tokens = [
+        "sep" if m["sep"] else m[0] if i and _is_letter_id(m[0]) else _normal(m[0])
+        for i, m in enumerate(matches)
+    ]
     first = 0
     if len(tokens) > 1 and tokens[0] in _LABELS and tokens[1] == "sep":
         first = 2  # "Update: the API runs on ..." is about the API
@@ -194,7 +208,7 @@ def _same_subject(a: _Statement, b: _Statement) -> bool:
     An unknown subject cannot be told apart, so it counts as the same."""
     if not (a.known and b.known):
         return True
-    if a.subject_numbers() != b.subject_numbers() or a.head() != b.head():
+    if a.identifiers() != b.identifiers() or a.head() != b.head():
         return False
     wa, wb = a.subject_words(), b.subject_words()
     return wa <= wb or wb <= wa
