@@ -46,6 +46,7 @@ _TOKEN = re.compile(
     r"(?P<num>\d+(?:[.,:/]\d+)*)|(?P<word>[A-Za-z][\w'/.-]*)|(?P<sep>:\s|\s[=\u2013\u2014-]\s)"
 )
 
+_SEP = ":"  # a separator's token: no word normalises to it
 _PRONOUNS = frozenset({"i", "we", "you", "he", "she", "they", "it"})
 _DETERMINERS = frozenset(
     {"the", "a", "an", "my", "our", "your", "his", "her", "their", "its", "this", "that",
@@ -159,8 +160,9 @@ class _Statement:
 
 
 def _is_letter_id(word: str) -> bool:
-    """A single capital letter after the text's start: "cluster A", not the article."""
-    return len(word) == 1 and word.isupper()
+    """A single capital letter after the text's start: "cluster A", not the article (nor
+    the pronoun "I")."""
+    return len(word) == 1 and word.isupper() and word != "I"
 
 
 def _is_identifier(token: str) -> bool:
@@ -178,11 +180,11 @@ def _split(text: str) -> _Statement:
     text up to its first preposition; failing that, the subject is unknown."""
     matches = list(_TOKEN.finditer(text))
     tokens = [
-        "sep" if m["sep"] else m[0] if i and _is_letter_id(m[0]) else _normal(m[0])
+        _SEP if m["sep"] else m[0] if i and _is_letter_id(m[0]) else _normal(m[0])
         for i, m in enumerate(matches)
     ]
     first = 0
-    if len(tokens) > 1 and tokens[0] in _LABELS and tokens[1] == "sep":
+    if len(tokens) > 1 and tokens[0] in _LABELS and tokens[1] == _SEP:
         first = 2  # "Update: the API runs on ..." is about the API
     if first < len(tokens) and tokens[first].split("'")[0] in _PRONOUNS:
         return _Statement((tokens[first].split("'")[0],), text[matches[first].end() :])
@@ -193,7 +195,7 @@ def _split(text: str) -> _Statement:
             word in _VERBS and before not in _DETERMINERS
             and after not in _VERBS and after not in _AUXILIARIES
         )  # fmt: skip
-        if is_verb or word == "sep":
+        if is_verb or word == _SEP:
             return _Statement(tuple(tokens[first:i]), text[matches[i].start() :])
     for i in range(first + 1, len(tokens)):
         if tokens[i] in _PREPOSITIONS:
