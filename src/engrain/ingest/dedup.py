@@ -8,6 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engrain.corrections import same_subject
 from engrain.model import Memory, Vector
 
 DICE_THRESHOLD = 0.80
@@ -47,7 +48,8 @@ def find_duplicate(
 
     With ``vector`` (the text's embedding), memories whose cosine with it is below
     ``PREFILTER_COSINE`` are skipped without computing Dice: texts sharing more than 80% of
-    their bigrams are near-identical and embed far closer than that."""
+    their bigrams are near-identical and embed far closer than that. Texts about different
+    subjects (``corrections.same_subject``) are never duplicates, however alike."""
     pool = list(recent)
     if vector is not None:
         pool = _close(pool, vector)
@@ -60,7 +62,8 @@ def find_duplicate(
         if 2 * min(size, other) <= threshold * (size + other):
             continue
         score = dice_coefficient(text, memory.content)
-        if score > best_score:
+        # "Service 3 runs on port 8033" / "Service 5 …": alike letters, another subject
+        if score > best_score and same_subject(memory.content, text):
             best, best_score = memory, score
     return best
 
