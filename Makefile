@@ -21,7 +21,7 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -m "not reliability" -q
 
-# Long reliability runs (tests/reliability, ~30 min on 2 cores): kill -9 loops, 8 writer +
+# Long reliability runs (tests/reliability, ~20 min on 2 cores): kill -9 loops, 8 writer +
 # 4 reader processes, threads and AsyncEngine tasks sharing an engine, lost-update races and
 # look-alike users, on SQLite and PostgreSQL; each prints its counts.
 test-reliability: $(STAMP)
