@@ -359,11 +359,11 @@ def test_failed_batch_leaves_store_unchanged(tmp_path, monkeypatch) -> None:  # 
     )
     original = store.write
 
-    def failing_write(upserts=(), deletes=()):  # type: ignore[no-untyped-def]
+    def failing_write(upserts=(), deletes=(), **rest):  # type: ignore[no-untyped-def]
         # the fourth row breaks a NOT NULL constraint half-way through the batch
         broken = list(upserts)
         broken[3] = broken[3].evolve(content=None)
-        return original(broken, deletes)
+        return original(broken, deletes, **rest)
 
     monkeypatch.setattr(store, "write", failing_write)
     with pytest.raises(StoreError):

@@ -23,7 +23,10 @@ from datetime import datetime
 from engrain.errors import LLMError
 from engrain.ingest.chunk import split_sentences
 from engrain.ingest.signals import has_technical_term
-from engrain.model import Memory, MemoryType
+from engrain.model import Kind, Memory, MemoryType, Provenance, Vector
+from engrain.recall.classify import domains_of
+from engrain.store import MemoryFilter, Store
+from engrain.store.base import Patch
 
 log = logging.getLogger(__name__)
 
@@ -212,3 +215,68 @@ def summarize(session: Session, complete: Callable[[str], str] | None = None) ->
     if not text:  # nothing but pleasantries: keep the opening lines rather than nothing
         text = " ".join(" ".join(texts).split()[:SUMMARY_MAX_WORDS])
     return text, "extractive"
+
+
+@dataclass(frozen=True)
+class Compression:
+    """What one compression writes: the summary memories (new) and the patches marking
+    their sessions' episodic memories compressed, with the report to return."""
+
+    summaries: tuple[Memory, ...] = ()
+    patches: tuple[Patch, ...] = ()
+    report: CompressionReport = CompressionReport()
+
+
+def compress(
+    store: Store,
+    embed: Callable[[Sequence[str]], Vector],
+    complete: Callable[[str], str] | None,
+    user_id: str,
+    *,
+    threshold: int,
+    count: int | None,
+    force: bool,
+    now: datetime,
+) -> Compression:
+    """Plan the compression of the user's due sessions (nothing when none is due): each
+    summarised (the LLM's ``complete`` when given, else extractive) and embedded, the
+    summary built from the session's memories as they are after that (slow) work, so a
+    memory forgotten meanwhile does not reach it."""
+    flt = MemoryFilter(memory_types=(MemoryType.EPISODIC,), include_compressed=False)
+    sessions_due = due(store.query(user_id, flt), threshold, count, force=force)
+    if not sessions_due:
+        return Compression()
+    written = [summarize(session, complete) for session in sessions_due]
+    vectors = embed([text for text, _ in written])
+    summaries: list[Memory] = []
+    patches: list[Patch] = []
+    for session, (text, by), vector in zip(sessions_due, written, vectors, strict=True):
+        current = store.get(user_id, [m.id for m in session.memories])
+        if not current:
+            continue
+        summaries.append(summary_memory(session, current, text, by, vector, now))
+        patches += [Patch(user_id, m.id, {"compressed": True}) for m in current if not m.compressed]
+    report = CompressionReport(
+        tuple(s.source_session_id or "" for s in summaries), tuple(m.id for m in summaries),
+        len(patches), tuple(m.provenance.metadata["summarized_by"] for m in summaries),
+    )  # fmt: skip
+    return Compression(tuple(summaries), tuple(patches), report)
+
+
+def summary_memory(
+    session: Session, current: Sequence[Memory], text: str, by: str, vector: Vector, now: datetime
+) -> Memory:
+    """The semantic summary memory of ``session`` (its memories as they are now:
+    ``current``), written by ``by``: it keeps their turn ids and ids as provenance, their
+    project if they share one, and the highest importance among them."""
+    projects = {m.project for m in current}
+    turn_ids = tuple(dict.fromkeys(t for m in current for t in m.provenance.turn_ids))
+    return Memory.new(
+        current[0].user_id, text, MemoryType.SEMANTIC, Kind.SUMMARY, now=now, embedding=vector,
+        event_at=session.when, project=projects.pop() if len(projects) == 1 else None,
+        domains=domains_of(text), source_session_id=session.session_id,
+        compression_source=True, importance=max(m.importance for m in current),
+        confidence=Kind.SUMMARY.default_confidence,
+        provenance=Provenance(turn_ids, {"summarized_by": by,
+                                         "compressed_from": [m.id for m in current]}),
+    )  # fmt: skip

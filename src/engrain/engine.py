@@ -1,14 +1,20 @@
 """The public facade: :class:`Engine` (sync) and :class:`AsyncEngine` (async), same methods.
 
-The engine validates input, wires the pipeline stages together and writes through the
-store in one transaction per call; the stages themselves live in ``ingest/`` and
-``recall/``. Every time computation takes ``now`` (default: the wall clock).
+Each method validates all its arguments (``validate.py``) before any read or write, makes
+one call into the stage that owns the work (``ingest/plan.py``, ``relate.py``,
+``compress.py``, ``feedback.py``, ``recall/``, ``tiers/``) and writes its result through
+the store in one transaction. Changes of existing memories are field-level patches, so a
+concurrent change of another field is kept and a forgotten memory is never written back.
+The engine's lock guards only read-plan-write sequences against this process's other
+threads (dedup on ingest, the co-occurrence document on forget), never embedding or an LLM
+call. Every time computation takes ``now`` (default: the wall clock).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import functools
 import threading
 import time
@@ -17,31 +23,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import numpy as np
-
 from engrain import compress as compression
 from engrain import feedback as fb
-from engrain import validate
+from engrain import relate, validate
 from engrain.background import Worker
 from engrain.config import Settings, load_settings
-from engrain.corrections import (
-    CONFLICT_KINDS,
-    CORRECTS,
-    conflicts_of,
-    disagreement,
-    flag,
-    unflag,
-    with_meta,
-)
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
 from engrain.errors import InputTooLargeError, NotFoundError, ValidationError
-from engrain.ingest import chunk_text, chunk_turns, clean_text, route
-from engrain.ingest import importance as imp
-from engrain.ingest.dedup import find_duplicate
+from engrain.ingest.clean import clean_text
+from engrain.ingest.plan import Item, Origin, Planner, Staged
 from engrain.ingest.signals import preference_key
 from engrain.llm import make_llm
 from engrain.model import (
-    TYPE_DEFAULT_KIND,
     Context,
     IngestReport,
     Kind,
@@ -50,32 +43,22 @@ from engrain.model import (
     Outcome,
     Provenance,
     RecallResult,
-    ScoredMemory,
     Turn,
-    Vector,
-    as_utc,
     content_hash,
     ensure_sequence,
     new_id,
     utcnow,
 )
-from engrain.recall import Reranker, enforce_budget, rerank
-from engrain.recall import candidates as cand
+from engrain.recall import Reranker, spec, uses
 from engrain.recall.assemble import Format, render
 from engrain.recall.budget import Depth
-from engrain.recall.classify import Complexity, classify, domains_of
+from engrain.recall.classify import Complexity, classify
 from engrain.recall.gate import Gated, GateOptions, gate
 from engrain.recall.score import Profile
 from engrain.store import MemoryFilter, State, Store, open_store
-from engrain.tiers import (
-    PROMOTION_USES,
-    TIER_BUDGETS,
-    Tier,
-    TierCache,
-    TierSet,
-    choose_tier,
-    context_window,
-)
+from engrain.store.base import Patch
+from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet, choose_tier, context_window
+from engrain.tiers.cache import NAMESPACE as TIERS_NAMESPACE
 from engrain.tiers.cache import wrap
 from engrain.tokens import count_tokens
 
@@ -97,17 +80,7 @@ class ImportResult:
     stored: int
     merged: int
     discarded: int
-
-
-@dataclass
-class _Draft:
-    """A chunk on its way into the store."""
-
-    text: str
-    vector: Vector
-    turn_ids: tuple[str, ...]
-    event_at: datetime | None
-    speakers: tuple[str, ...] = ()
+    states: int = 0
 
 
 class Engine:
@@ -145,7 +118,9 @@ class Engine:
         self.tier_cache = TierCache(
             self.store, self.llm.complete if self.llm else None, worker=self.worker
         )
-        self._lock = threading.RLock()  # read-modify-write sequences of this process
+        self.planner = Planner(self.store, self.embedder, settings)
+        self._lock = threading.RLock()  # read-plan-write sequences of this process
+        self._ingests: dict[str, int] = {}  # episodic ingests per user, for compression
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -185,46 +160,17 @@ class Engine:
         Chunks below importance 0.3 are discarded; near-duplicates of recent memories of the
         same type update those memories. The report says what happened to every chunk.
         """
-        user_id = validate.user_id(user_id)
-        text = validate.text(text, max_chars=self.settings.max_text_chars)
-        session_id = validate.optional_identifier(session_id, "session_id")
-        hint = validate.optional_memory_type(memory_type_hint, "memory_type_hint")
-        project = validate.optional_identifier(project, "project")
-        tags = validate.domains(domains)
+        text = self._text(text, "text")
+        origin = _origin(user_id, session_id, project, domains, memory_type_hint, metadata)
         event_at = validate.moment(event_at, "event_at")
-        meta = validate.metadata(metadata)
         when = validate.moment(now, "now") or utcnow()
-        staged: dict[str, Memory] = {}
+        drafts = self.planner.text_drafts(text, event_at)
+        staged = Staged()
         with self._lock:
-            report = self._plan_text(
-                text, user_id, session_id, hint, project, tags, event_at, meta, when, staged
-            )
-            self.store.write(list(staged.values()))
-        self._after_ingest(staged.values())
+            report = self.planner.plan(drafts, origin, when, staged)
+            self._write(staged)
+        self._after_ingest(staged)
         return report
-
-    def _plan_text(
-        self,
-        text: str,
-        user_id: str,
-        session_id: str | None,
-        hint: MemoryType | None,
-        project: str | None,
-        domains: tuple[str, ...],
-        event_at: datetime | None,
-        meta: Mapping[str, Any],
-        now: datetime,
-        staged: dict[str, Memory],
-    ) -> IngestReport:
-        cleaned = clean_text(text)
-        chunks = chunk_text(
-            cleaned,
-            max_tokens=self.settings.max_chunk_tokens,
-            min_tokens=self.settings.min_chunk_tokens,
-        )
-        vectors = self.embedder.embed(chunks)
-        drafts = [_Draft(c, vectors[i], (), event_at) for i, c in enumerate(chunks)]
-        return self._plan(drafts, user_id, session_id, hint, project, domains, meta, now, staged)
 
     def ingest_conversation(
         self,
@@ -245,63 +191,16 @@ class Engine:
         turns as provenance and the time of its first turn as its event time. A conversation
         is a record of events, so chunks are episodic unless a hint says otherwise.
         """
-        user_id = validate.user_id(user_id)
         parsed = self._turns(turns)
-        session_id = validate.optional_identifier(session_id, "session_id")
-        project = validate.optional_identifier(project, "project")
-        tags = validate.domains(domains)
-        hint = validate.optional_memory_type(memory_type_hint, "memory_type_hint")
-        meta = validate.metadata(metadata)
+        origin = _origin(user_id, session_id, project, domains, memory_type_hint, metadata)
         when = validate.moment(now, "now") or utcnow()
-        staged: dict[str, Memory] = {}
+        drafts = self.planner.conversation_drafts(parsed)
+        staged = Staged()
         with self._lock:
-            report = self._plan_conversation(
-                parsed, user_id, session_id, project, tags, hint, meta, when, staged
-            )
-            self.store.write(list(staged.values()))
-        self._after_ingest(staged.values())
+            report = self._plan_conversation(drafts, origin, when, staged)
+            self._write(staged)
+        self._after_ingest(staged)
         return report
-
-    def _plan_conversation(
-        self,
-        parsed: Sequence[Turn],
-        user_id: str,
-        session_id: str | None,
-        project: str | None,
-        domains: tuple[str, ...],
-        hint: MemoryType | None,
-        meta: Mapping[str, Any],
-        now: datetime,
-        staged: dict[str, Memory],
-    ) -> IngestReport:
-        lines = [clean_text(f"{t.speaker}: {t.text}" if t.speaker else t.text) for t in parsed]
-        pieces = chunk_turns(
-            lines,
-            max_tokens=self.settings.max_chunk_tokens,
-            min_tokens=self.settings.min_chunk_tokens,
-        )
-        vectors = self.embedder.embed([p.text for p in pieces])
-        drafts = []
-        for piece, vector in zip(pieces, vectors, strict=True):
-            sources = [parsed[i] for i in piece.sources]
-            ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
-            times = [t.at for t in sources if t.at is not None]
-            speakers = tuple(dict.fromkeys(t.speaker for t in sources if t.speaker))
-            drafts.append(_Draft(piece.text, vector, ids, min(times) if times else None, speakers))
-        return self._plan(
-            drafts, user_id, session_id, hint or MemoryType.EPISODIC, project, domains, meta,
-            now, staged, discard=self.settings.conversation_discard,
-        )  # fmt: skip
-
-    def _turns(self, turns: object) -> builtins.list[Turn]:
-        """The validated turns of a conversation, within ``max_text_chars`` in all."""
-        limit = self.settings.max_text_chars
-        parsed = validate.turns(turns, max_chars=limit)
-        total = sum(len(t.speaker) + len(t.text) + 3 for t in parsed)
-        if total > limit:
-            raise InputTooLargeError(f"turns have {total:,} characters in all; the limit is "
-                                     f"{limit:,} (setting max_text_chars)")  # fmt: skip
-        return parsed
 
     def remember(
         self,
@@ -331,243 +230,65 @@ class Engine:
         kept and linked, and never injected again. A new fact, preference, decision, rule or
         context that disagrees with a close active memory is stored and both are flagged
         as conflicting (``Outcome.reason`` says which); they are then injected together."""
-        user_id = validate.user_id(user_id)
-        text = clean_text(validate.text(content, "content", max_chars=self.settings.max_text_chars))
+        text = clean_text(self._text(content, "content"))
+        origin = _origin(user_id, session_id, project, domains, None, metadata)
         kind = validate.kind(kind)
         mtype = validate.optional_memory_type(memory_type) or kind.default_memory_type
-        project = validate.optional_identifier(project, "project")
-        tags = validate.domains(domains)
         key = validate.optional_identifier(key, "key")
-        conf = validate.unit(kind.default_confidence if confidence is None else confidence,
-                             "confidence")  # fmt: skip
-        importance = validate.unit(importance, "importance")
-        pinned = validate.flag(pinned, "pinned")
-        session_id = validate.optional_identifier(session_id, "session_id")
-        event_at = validate.moment(event_at, "event_at")
-        corrects = validate.optional_identifier(corrects, "corrects")
-        meta = validate.metadata(metadata)
-        now = validate.moment(now, "now") or utcnow()
-        if corrects is not None and kind is not Kind.CORRECTION:
-            raise ValidationError("corrects= is for kind='correction'")
         if mtype is MemoryType.PROCEDURAL:
             key = key.strip() if key is not None else preference_key(text)
+        item = Item(
+            text=text, kind=kind, memory_type=mtype, key=key,
+            importance=validate.unit(importance, "importance"),
+            confidence=validate.unit(kind.default_confidence if confidence is None
+                                     else confidence, "confidence"),
+            pinned=validate.flag(pinned, "pinned"),
+            event_at=validate.moment(event_at, "event_at"),
+            corrects=validate.optional_identifier(corrects, "corrects"),
+        )  # fmt: skip
+        when = validate.moment(now, "now") or utcnow()
+        if item.corrects is not None and kind is not Kind.CORRECTION:
+            raise ValidationError("corrects: is for kind='correction'")
         vector = self.embedder.embed([text])[0]
+        staged = Staged()
         with self._lock:
-            target = None
-            if kind is Kind.CORRECTION:
-                target = self._corrected(user_id, project, corrects, vector)
-            else:
-                existing = self._find_existing(user_id, project, mtype, key, text, (), None, vector)
-                if (
-                    existing is not None
-                    and mtype is not MemoryType.PROCEDURAL  # a key's new value replaces it
-                    and kind in CONFLICT_KINDS
-                    and disagreement(existing.content, text)
-                ):
-                    target = existing  # a near-duplicate that disagrees: kept apart, flagged
-                elif existing is not None:
-                    merged = _merge(existing, text, vector, now, (), event_at, meta)
-                    self.store.write([merged])
-                    return Outcome("merged", text, merged.id, importance=merged.importance,
-                                   memory_type=mtype)  # fmt: skip
-            memory = Memory(
-                id=new_id(), user_id=user_id, project=project, content=text, memory_type=mtype,
-                kind=kind, created_at=now, updated_at=now,
-                domains=tags or domains_of(text),
-                session_id=session_id, event_at=event_at,
-                key=key, importance=importance, confidence=conf,
-                pinned=pinned, provenance=Provenance((), meta),
-                content_hash=content_hash(text), embedding=vector,
-            )  # fmt: skip
-            if kind is Kind.CORRECTION:
-                writes, reason = self._relate(memory, target, now)
-            else:
-                writes, reason = self._relate(memory, None, now, target)
-            self.store.write(writes)
-        self._after_ingest(writes)
-        return Outcome("stored", text, memory.id, reason, memory.importance, mtype)
+            outcome = self.planner.item(item, origin, vector, when, staged)
+            self._write(staged)
+        self._after_ingest(staged)
+        return outcome
 
-    def _corrected(
-        self, user_id: str, project: str | None, corrects: str | None, vector: Vector
-    ) -> Memory | None:
-        """The memory a correction supersedes: the one named, else the nearest active one
-        that is close enough (``None``: the correction stands alone)."""
-        if corrects is not None:
-            target = self.get(corrects, user_id)
-            if target.superseded_by is not None:
-                raise ValidationError(f"memory {corrects!r} is already superseded")
-            return target
-        flt = MemoryFilter(project=project, include_superseded=False, include_compressed=False)
-        for memory, sim in self.store.search(user_id, vector, 3, flt):
-            if sim >= self.settings.correction_similarity and memory.kind is not Kind.CORRECTION:
-                return memory
-        return None
-
-    def _relate(
-        self, memory: Memory, target: Memory | None, now: datetime, twin: Memory | None = None
-    ) -> tuple[builtins.list[Memory], str | None]:
-        """What to write with a new memory: a superseded target (and its conflicts resolved),
-        or the close memories it disagrees with (``twin``: a near-duplicate that does),
-        flagged both ways. Returns the writes and the outcome's reason."""
-        if target is not None:
-            partners = self.store.get(memory.user_id, list(conflicts_of(target)))
-            memory = with_meta(memory, **{CORRECTS: target.id})
-            old = unflag(target, conflicts_of(target)).evolve(superseded_by=memory.id,
-                                                               updated_at=now)  # fmt: skip
-            return [memory, old, *(unflag(p, [target.id]) for p in partners)], (
-                f"supersedes {target.id}"
-            )
-        if memory.kind not in CONFLICT_KINDS or memory.embedding is None:
-            return [memory], None
-        flt = MemoryFilter(project=memory.project, kinds=tuple(CONFLICT_KINDS),
-                           include_superseded=False, include_muted=False)  # fmt: skip
-        clashes: builtins.list[tuple[Memory, str]] = []
-        if twin is not None:
-            clashes.append((twin, disagreement(twin.content, memory.content) or ""))
-        for other, sim in self.store.search(memory.user_id, memory.embedding, 5, flt):
-            why = disagreement(other.content, memory.content)
-            if (
-                sim >= self.settings.conflict_similarity
-                and why
-                and other.id != getattr(twin, "id", None)
-            ):
-                clashes.append((other, why))
-        if not clashes:
-            return [memory], None
-        memory = flag(memory, [o.id for o, _ in clashes])
-        others = [flag(o, [memory.id]) for o, _ in clashes]
-        reason = "conflicts with " + ", ".join(f"{o.id} ({why})" for o, why in clashes)
-        return [memory, *others], reason
-
-    def _plan(
-        self,
-        drafts: Sequence[_Draft],
-        user_id: str,
-        session_id: str | None,
-        hint: MemoryType | None,
-        project: str | None,
-        domains: tuple[str, ...],
-        meta: Mapping[str, Any],
-        now: datetime,
-        staged: dict[str, Memory],
-        *,
-        discard: bool = True,
+    def _plan_conversation(
+        self, drafts: Sequence[Any], origin: Origin, now: datetime, staged: Staged
     ) -> IngestReport:
-        """Score, route and dedup ``drafts`` into ``staged`` (id → memory to write); the
-        caller writes ``staged`` in one transaction. With ``discard`` (free text, and
-        conversations when ``conversation_discard`` is set) drafts below the importance
-        threshold are dropped; without it they are kept with their low importance."""
-        centroid = self._centroid(user_id, staged)
-        memo: dict[MemoryType, builtins.list[Memory]] = {}
-        outcomes: builtins.list[Outcome] = []
-        for draft in drafts:
-            novelty = imp.novelty(draft.vector, centroid)
-            salience, fired = imp.salience(draft.text, draft.speakers)
-            score = round(imp.importance(novelty, salience), 6)
-            note = None
-            if score < self.settings.importance_threshold:
-                note = (
-                    f"importance {score:.2f} below {self.settings.importance_threshold} "
-                    f"(novelty {novelty:.2f}, salience {salience:.2f}"
-                    f"{': ' + ', '.join(fired) if fired else ''})"
-                )
-                if discard:
-                    outcomes.append(Outcome("discarded", draft.text, None, note, score,
-                                            turn_ids=draft.turn_ids))  # fmt: skip
-                    continue
-                note += "; kept: conversation turns are not discarded"
-            mtype = route(draft.text, hint)
-            key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
-            mine = [m for m in staged.values() if m.user_id == user_id]
-            existing = self._find_existing(
-                user_id, project, mtype, key, draft.text, mine, memo, draft.vector
-            )
-            if existing is not None:
-                merged = _merge(existing, draft.text, draft.vector, now, draft.turn_ids,
-                                draft.event_at, meta)  # fmt: skip
-                staged[merged.id] = merged
-                outcomes.append(Outcome("merged", draft.text, merged.id, note, score, mtype,
-                                        draft.turn_ids))  # fmt: skip
-                continue
-            kind = TYPE_DEFAULT_KIND[mtype]
-            memory = Memory(
-                id=new_id(), user_id=user_id, project=project, content=draft.text,
-                memory_type=mtype, kind=kind, created_at=now, updated_at=now,
-                domains=domains or domains_of(draft.text),
-                session_id=session_id, event_at=draft.event_at, key=key, importance=score,
-                confidence=kind.default_confidence,
-                provenance=Provenance(draft.turn_ids, meta),
-                content_hash=content_hash(draft.text), embedding=draft.vector,
-            )  # fmt: skip
-            staged[memory.id] = memory
-            outcomes.append(Outcome("stored", draft.text, memory.id, note, score, mtype,
-                                    draft.turn_ids))  # fmt: skip
-        return IngestReport(tuple(outcomes))
+        """A conversation's drafts planned: episodic unless hinted, kept below the
+        importance threshold unless ``conversation_discard``."""
+        origin = replace(origin, hint=origin.hint or MemoryType.EPISODIC)
+        return self.planner.plan(drafts, origin, now, staged,
+                                 discard=self.settings.conversation_discard)  # fmt: skip
 
-    def _centroid(self, user_id: str, staged: Mapping[str, Memory]) -> Vector | None:
-        """The centroid of the user's stored memories and of the new ones staged by earlier
-        records of the same call (an import), so novelty is what sequential calls would see."""
-        centroid = self.store.centroid(user_id)
-        if not staged:
-            return centroid
-        existing = {m.id for m in self.store.get(user_id, list(staged))}
-        new = [
-            m.embedding
-            for m in staged.values()
-            if m.user_id == user_id and m.embedding is not None and m.id not in existing
-        ]
-        if not new:
-            return centroid
-        total = np.sum(np.vstack(new), axis=0)
-        count = 0 if centroid is None else self.store.count(user_id, MemoryFilter())
-        base = np.zeros_like(total) if centroid is None else centroid * count
-        mean: Vector = ((base + total) / (count + len(new))).astype(np.float32)
-        return mean
+    def _write(self, staged: Staged, state: Sequence[State] = ()) -> None:
+        self.store.write(staged.upserts, state=state, patches=staged.patches)
 
-    def _find_existing(
-        self,
-        user_id: str,
-        project: str | None,
-        mtype: MemoryType,
-        key: str | None,
-        text: str,
-        staged: Sequence[Memory],
-        recent_memo: dict[MemoryType, builtins.list[Memory]] | None = None,
-        vector: Vector | None = None,
-    ) -> Memory | None:
-        """The memory a new item should update: same key for procedural memories, else a
-        bigram near-duplicate among the recent memories of the same type. ``recent_memo``
-        keeps the store's recent memories across the chunks of one call."""
-        same_type = [m for m in reversed(staged) if m.memory_type is mtype]
-        if key is not None:
-            for memory in same_type:
-                if memory.key == key and memory.project == project:
-                    return memory
-            flt = MemoryFilter(project=project, key=key, memory_types=(mtype,),
-                               include_superseded=False, include_compressed=False)  # fmt: skip
-            found = self.store.query(user_id, flt, limit=1)
-            if found:
-                return found[0]
-        if self.settings.dedup_window == 0:
-            return None
-        memo = {} if recent_memo is None else recent_memo
-        if mtype not in memo:
-            flt = MemoryFilter(project=project, memory_types=(mtype,),
-                               include_superseded=False, include_compressed=False)  # fmt: skip
-            memo[mtype] = self.store.query(user_id, flt, limit=self.settings.dedup_window)
-        recent = memo[mtype]
-        staged_ids = {m.id for m in same_type}
-        pool = same_type + [m for m in recent if m.id not in staged_ids]
-        return find_duplicate(text, pool, self.settings.dedup_threshold, vector)
-
-    def _after_ingest(self, written: Iterable[Memory]) -> None:
+    def _after_ingest(self, staged: Staged) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
         the background: the ingest call never waits for it)."""
         if not self.settings.auto_compress:
             return
-        users = {m.user_id for m in written if m.memory_type is MemoryType.EPISODIC}
+        users = {m.user_id for m in staged.memories.values()
+                 if m.memory_type is MemoryType.EPISODIC}  # fmt: skip
         for user in users:
-            self.worker.submit(("compress", user), functools.partial(self.compress, user))
+            with self._lock:
+                self._ingests[user] = self._ingests.get(user, 0) + 1
+            self.worker.submit(("compress", user), functools.partial(self._settle, user))
+
+    def _settle(self, user_id: str) -> None:
+        """Compress until no ingest of the user landed meanwhile: the worker drops a request
+        while the same job runs, and that run may have read the sessions before it."""
+        while True:
+            seen = self._ingests.get(user_id)
+            self.compress(user_id)
+            if self._ingests.get(user_id) == seen:
+                return
 
     # -- compression -------------------------------------------------------------------------
 
@@ -587,38 +308,14 @@ class Engine:
         s = self.settings
         self.store.expire_state(user_id, fb.CONTEXTS,
                                 when - timedelta(days=s.context_retention_days))  # fmt: skip
-        flt = MemoryFilter(memory_types=(MemoryType.EPISODIC,), include_compressed=False)
-        due = compression.due(self.store.query(user_id, flt), s.compression_threshold,
-                              s.sessions_to_compress, force=force)  # fmt: skip
-        if not due:
-            return compression.CompressionReport()
-        written = [compression.summarize(session, self.llm.complete if self.llm else None)
-                   for session in due]  # fmt: skip
-        vectors = self.embedder.embed([text for text, _ in written])
-        summaries, originals = [], []
-        with self._lock:
-            for session, (text, by), vector in zip(due, written, vectors, strict=True):
-                current = self.store.get(user_id, [m.id for m in session.memories])
-                projects = {m.project for m in current}
-                turn_ids = tuple(dict.fromkeys(t for m in current for t in m.provenance.turn_ids))
-                summaries.append(Memory(
-                    id=new_id(), user_id=user_id, content=text,
-                    memory_type=MemoryType.SEMANTIC, kind=Kind.SUMMARY,
-                    created_at=when, updated_at=when, event_at=session.when,
-                    project=projects.pop() if len(projects) == 1 else None,
-                    domains=domains_of(text), source_session_id=session.session_id,
-                    compression_source=True, importance=max(m.importance for m in current),
-                    confidence=Kind.SUMMARY.default_confidence,
-                    provenance=Provenance(turn_ids, {"summarized_by": by,
-                                                     "compressed_from": [m.id for m in current]}),
-                    content_hash=content_hash(text), embedding=vector,
-                ))  # fmt: skip
-                originals += [m.evolve(compressed=True) for m in current if not m.compressed]
-            self.store.write([*summaries, *originals])
-        return compression.CompressionReport(
-            tuple(x.session_id for x in due), tuple(m.id for m in summaries), len(originals),
-            tuple(by for _, by in written),
+        plan = compression.compress(
+            self.store, self.embedder.embed, self.llm.complete if self.llm else None, user_id,
+            threshold=s.compression_threshold, count=s.sessions_to_compress, force=force,
+            now=when,
         )  # fmt: skip
+        if plan.summaries:
+            self.store.write(plan.summaries, patches=plan.patches)
+        return plan.report
 
     # -- feedback ------------------------------------------------------------------------------
 
@@ -640,45 +337,17 @@ class Engine:
         user_id = validate.user_id(user_id)
         context_id = validate.optional_identifier(context_id, "context_id")
         ids = [] if memory_ids is None else validate.identifiers(memory_ids)
-        helpful = None if helpful is None else validate.flag(helpful, "helpful")
-        score = None if score is None else validate.unit(score, "score")
-        target = fb.feedback_target(helpful, score)
+        target = fb.feedback_target(
+            None if helpful is None else validate.flag(helpful, "helpful"),
+            None if score is None else validate.unit(score, "score"),
+        )
         if context_id is None and not ids:
-            raise ValidationError("give a context_id or memory_ids")
-        record = None
-        if context_id is not None:
-            record = self.store.get_state(user_id, fb.CONTEXTS, context_id)
-            if record is None:
-                raise NotFoundError(f"no context {context_id!r} for user {user_id!r} "
-                                    "(unknown, or older than context_retention_days)")  # fmt: skip
-            ids = list(dict.fromkeys([*record["memory_ids"], *ids]))
-        with self._lock:
-            found = self.store.get(user_id, ids)
-            changed = [
-                m.evolve(usefulness=fb.updated_usefulness(m.usefulness, target,
-                                                          self.settings.feedback_rate))
-                for m in found
-            ]  # fmt: skip
-            state = []
-            learned = 0
-            if record is not None and context_id is not None:
-                positive = target > fb.POSITIVE and not record.get("learned")
-                alive = [m.id for m in found if m.id in record["memory_ids"]]
-                if positive and len(alive) > 1:
-                    doc = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
-                    state.append(State(user_id, fb.COOCCURRENCE, fb.PAIRS,
-                                       fb.learn_pairs(doc, alive)))  # fmt: skip
-                    learned = len(alive) * (len(alive) - 1) // 2
-                given = [*record.get("feedback", []), target]
-                updated = {**record, "feedback": given, "learned": bool(record.get("learned"))
-                           or learned > 0}  # fmt: skip
-                state.append(State(user_id, fb.CONTEXTS, context_id, updated))
-            self.store.write(changed, state=state)
-        return fb.FeedbackResult(
-            target, {m.id: (old.usefulness, m.usefulness) for old, m in zip(found, changed,
-                                                                            strict=True)},
-            learned,
-        )  # fmt: skip
+            raise ValidationError("context_id: give a context_id or memory_ids")
+        with self._lock:  # the co-occurrence and context documents are read, then rewritten
+            plan = fb.plan(self.store, user_id, context_id, ids, target,
+                           self.settings.feedback_rate)  # fmt: skip
+            self.store.write(patches=plan.patches, state=plan.state)
+        return plan.result
 
     # -- recall ----------------------------------------------------------------------------
 
@@ -697,42 +366,24 @@ class Engine:
         """The memories to inject for ``query`` (spec section 2): the ``top_k × 4`` nearest
         candidates of this user, filtered, optionally re-ranked, procedural memories first,
         within ``token_budget`` and ``top_k``. Access counts of the selected memories grow."""
-        query = validate.text(query, "query", max_chars=self.settings.max_text_chars)
+        s = self.settings
+        query = self._text(query, "query")
         user_id = validate.user_id(user_id)
-        top_k = validate.optional_integer(top_k, "top_k", minimum=1) or self.settings.top_k
+        top_k = validate.optional_integer(top_k, "top_k", minimum=1) or s.top_k
         budget = validate.optional_integer(token_budget, "token_budget")
-        budget = self.settings.token_budget if budget is None else budget
         types = validate.memory_types(memory_types)
         project = validate.optional_identifier(project, "project")
         include_compressed = validate.flag(include_compressed, "include_compressed")
         when = validate.moment(now, "now") or utcnow()
-        vector = self.embedder.embed_query(query)
-        found = cand.candidates(
-            self.store, user_id, vector,
-            k=top_k * self.settings.candidate_multiplier,
-            min_importance=self.settings.recall_min_importance,
+        result = spec.recall(
+            self.store, self.embedder.embed_query, query, user_id, top_k=top_k,
+            token_budget=s.token_budget if budget is None else budget,
+            candidate_multiplier=s.candidate_multiplier, min_importance=s.recall_min_importance,
             memory_types=types, project=project, include_compressed=include_compressed,
+            reranker=self.reranker, use_reranker=s.reranker_enabled,
         )  # fmt: skip
-        if self.settings.reranker_enabled:
-            ranked = rerank(query, found, self.reranker)
-            sims = {m.id: s for m, s in found}
-            scored = [_scored(m, sims[m.id], s) for m, s in ranked]
-        else:
-            scored = [_scored(m, s, s) for m, s in found]
-        first = [
-            _scored(m, s, s)
-            for m in cand.procedural(self.store, user_id, project=project, memory_types=types)
-            if m.importance >= self.settings.recall_min_importance
-            for s in [_similarity(m, vector)]
-        ]
-        selected, used = enforce_budget(first, scored, token_budget=budget, top_k=top_k)
-        self.store.record_access(user_id, [s.memory.id for s in selected], when)
-        return RecallResult(
-            memories=[s.memory for s in selected],
-            total_tokens=used,
-            budget_used=used / budget if budget else 0.0,
-            scored=selected,
-        )
+        self.store.record_access(user_id, [m.id for m in result.memories], when)
+        return result
 
     def context(
         self,
@@ -768,41 +419,37 @@ class Engine:
         touching the store, in every tier. Every memory injected counts one use; at 10 uses
         it is promoted (tiers keep it whatever its age)."""
         start = time.perf_counter()
-        request = self._request(message, user_id, token_budget, memory_types, project,
-                                include_compressed, turn, options, now)  # fmt: skip
-        user_id, message, project = request.user_id, request.message, request.project
+        r = self._request(message, user_id, token_budget, memory_types, project,
+                          include_compressed, turn, options, now)  # fmt: skip
         top_k = validate.optional_integer(top_k, "top_k", minimum=1)
         model = validate.optional_identifier(model, "model")
-        context_window = validate.optional_integer(context_window, "context_window", minimum=1)
-        when = request.now
-        tier = self._tier(model, context_window, request.token_budget)
+        window = validate.optional_integer(context_window, "context_window", minimum=1)
+        tier = self._tier(model, window, r.token_budget)
         cap = None
         if tier is not Tier.DOSSIER:
-            if classify(message, turn=request.turn).complexity is Complexity.TRIVIAL:
-                return self._tier_context("", tier, [], start)
-            compiled = self.tier_cache.fresh(user_id, project)
+            if classify(r.message, turn=r.turn).complexity is Complexity.TRIVIAL:
+                return _tier_context("", tier, [], start)
+            compiled = self.tier_cache.fresh(r.user_id, r.project)
             if compiled is not None:
                 part = compiled.tiers[tier]
                 memories = [compiled.memories[i] for i in part.memory_ids
                             if i in compiled.memories]  # fmt: skip
                 context_id = new_id()
-                self._count_uses(user_id, memories, when, reread=True, context_id=context_id)
+                self._count_uses(r.user_id, memories, r.now, context_id, reread=True)
                 block = wrap(part.text)
-                tokens = count_tokens(block) if block else 0
-                return self._tier_context(block, tier, memories, start, tokens,
-                                          context_id)  # fmt: skip
+                return _tier_context(block, tier, memories, start,
+                                     count_tokens(block) if block else 0, context_id)  # fmt: skip
             cap = TIER_BUDGETS[tier]
-        pairs = self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
-        gated = self._gate(request, cap, (pairs or {}).get(fb.PAIRS), explain=False)
+        gated = self._gate(r, cap, explain=False)
         selected = gated.selected[:top_k] if top_k is not None else gated.selected
-        if top_k is not None and len(selected) < len(gated.selected):
-            text = render([s.memory for s in selected], request.options.format)
-            used = sum(s.tokens for s in selected)
-            gated = replace(gated, selected=selected, tokens_used=used, text=text)
+        if len(selected) < len(gated.selected):
+            text = render([s.memory for s in selected], r.options.format)
+            gated = replace(gated, selected=selected, tokens_used=sum(s.tokens for s in selected),
+                            text=text)  # fmt: skip
         context_id = new_id()
-        self._count_uses(user_id, [s.memory for s in selected], when, context_id=context_id)
+        self._count_uses(r.user_id, [s.memory for s in selected], r.now, context_id)
         if cap is not None:  # after this call's own writes, so the rebuild sees them
-            self.tier_cache.schedule(user_id, project)
+            self.tier_cache.schedule(r.user_id, r.project)
         budget = gated.budget.tokens
         result = RecallResult(
             memories=[s.memory for s in selected],
@@ -834,46 +481,20 @@ class Engine:
             window = context_window(s.model, s.model_windows)
         return Tier.DOSSIER if window is None else choose_tier(window)
 
-    def _tier_context(
-        self, text: str, tier: Tier, memories: builtins.list[Memory], start: float,
-        tokens: int = 0, context_id: str | None = None,
-    ) -> Context:  # fmt: skip
-        budget = TIER_BUDGETS[tier]
-        result = RecallResult(memories=memories, total_tokens=tokens,
-                              budget_used=tokens / budget if budget else 0.0)  # fmt: skip
-        elapsed = (time.perf_counter() - start) * 1000.0
-        return Context(id=context_id or new_id(), text=text, recall=result, tokens=tokens,
-                       elapsed_ms=elapsed, tier=int(tier))  # fmt: skip
-
     def _count_uses(
         self,
         user_id: str,
         memories: Sequence[Memory],
         when: datetime,
+        context_id: str,
         *,
         reread: bool = False,
-        context_id: str | None = None,
     ) -> None:
-        """One use of each injected memory; those reaching 10 uses are promoted; the context
-        id remembers what it injected (for feedback). ``memories`` are as the store had them
-        just before (else ``reread`` fetches them after counting)."""
-        if not memories:
-            return
-        ids = [m.id for m in memories]
-        self.store.record_access(user_id, ids, when)
-        if reread:
-            counted = [(m, m.access_count) for m in self.store.get(user_id, ids)]
-        else:
-            counted = [(m, m.access_count + 1) for m in memories]
-        due = [m.id for m, n in counted if m.promoted_at is None and n >= PROMOTION_USES]
-        state = []
-        if context_id is not None:
-            record = fb.context_record(ids, when)
-            state.append(State(user_id, fb.CONTEXTS, context_id, record))
-        with self._lock:
-            promoted = [m.evolve(promoted_at=when) for m in self.store.get(user_id, due)
-                        if m.promoted_at is None]  # fmt: skip
-            self.store.write(promoted, state=state)
+        """One use of each injected memory, its promotions and the context's record."""
+        patches, state = uses.count(self.store, user_id, memories, when, reread=reread,
+                                    context_id=context_id)  # fmt: skip
+        if patches or state:
+            self.store.write(patches=patches, state=state)
 
     def tiers(
         self,
@@ -913,8 +534,7 @@ class Engine:
         candidate its score components, whether it was selected and why not."""
         request = self._request(message, user_id, token_budget, memory_types, project,
                                 include_compressed, turn, options, now)  # fmt: skip
-        pairs = self.store.get_state(request.user_id, fb.COOCCURRENCE, fb.PAIRS)
-        return self._gate(request, None, (pairs or {}).get(fb.PAIRS))
+        return self._gate(request, None)
 
     def _options(self, options: GateOptions | None) -> GateOptions:
         if options is not None:
@@ -943,7 +563,7 @@ class Engine:
         if options is not None and not isinstance(options, GateOptions):
             raise ValidationError(f"options must be GateOptions, not {type(options).__name__}")
         return _Request(
-            message=validate.text(message, "message", max_chars=self.settings.max_text_chars),
+            message=self._text(message, "message"),
             user_id=validate.user_id(user_id),
             token_budget=validate.optional_integer(token_budget, "token_budget"),
             memory_types=validate.memory_types(memory_types),
@@ -954,19 +574,13 @@ class Engine:
             now=validate.moment(now, "now") or utcnow(),
         )
 
-    def _gate(
-        self,
-        request: _Request,
-        max_budget: int | None = None,
-        cooccurrence: fb.Pairs | None = None,
-        explain: bool = True,
-    ) -> Gated:
-        r = request
+    def _gate(self, r: _Request, max_budget: int | None, *, explain: bool = True) -> Gated:
+        pairs = self.store.get_state(r.user_id, fb.COOCCURRENCE, fb.PAIRS) or {}
         return gate(
             self.store, self.embedder.embed_query, r.message, r.user_id, options=r.options,
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
-            cooccurrence=cooccurrence, explain=explain,
+            cooccurrence=pairs.get(fb.PAIRS), explain=explain,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------
@@ -974,8 +588,7 @@ class Engine:
     def get(self, memory_id: str, user_id: str) -> Memory:
         """The user's memory with this id, or :class:`NotFoundError`."""
         memory_id = validate.identifier(memory_id, "memory_id")
-        user_id = validate.user_id(user_id)
-        return self._get(memory_id, user_id)
+        return self._get(memory_id, validate.user_id(user_id))
 
     def _get(self, memory_id: str, user_id: str) -> Memory:
         found = self.store.get(user_id, [memory_id])
@@ -1014,24 +627,27 @@ class Engine:
     ) -> Memory:
         """Change fields of a memory (content, kind, memory_type, domains, importance,
         confidence, usefulness, pinned, muted, event_at, key, project, metadata). A new
-        content is re-embedded."""
+        content is re-embedded. Only the named fields are written (a concurrent change of
+        another field is kept); a memory forgotten meanwhile stays forgotten
+        (:class:`NotFoundError`)."""
         memory_id = validate.identifier(memory_id, "memory_id")
         user_id = validate.user_id(user_id)
         when = validate.moment(now, "now") or utcnow()
         fields = self._changes(changes)
         if "content" in fields:
             fields["embedding"] = self.embedder.embed([fields["content"]])[0]
-        with self._lock:
-            current = self._get(memory_id, user_id)  # another writer may have changed it
-            if "metadata" in fields:
-                meta = {**current.provenance.metadata, **fields.pop("metadata")}
-                fields["provenance"] = Provenance(current.provenance.turn_ids, meta)
-            updated = current.evolve(updated_at=when, **fields)
-            self.store.write([updated])
-        return updated
+        meta = fields.pop("metadata", None)
+        # merging metadata reads the memory's own: guard that read-write against our threads
+        with self._lock if meta is not None else contextlib.nullcontext():
+            current = self._get(memory_id, user_id)
+            if meta is not None:
+                merged = {**current.provenance.metadata, **meta}
+                fields["provenance"] = Provenance(current.provenance.turn_ids, merged)
+            self.store.write(patches=[Patch(user_id, memory_id, {**fields, "updated_at": when})])
+        return self._get(memory_id, user_id)
 
     def _changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """``update``'s changes, validated (``metadata`` is merged into the memory's own)."""
+        """``update``'s changes, validated (``metadata`` still to merge into the memory's)."""
         unknown = set(changes) - UPDATABLE
         if unknown:
             raise ValidationError(
@@ -1040,8 +656,7 @@ class Engine:
         fields: dict[str, Any] = {}
         for name, value in changes.items():
             if name == "content":
-                text = validate.text(value, "content", max_chars=self.settings.max_text_chars)
-                text = clean_text(text)
+                text = clean_text(self._text(value, "content"))
                 fields.update(content=text, content_hash=content_hash(text))
             elif name == "kind":
                 fields[name] = validate.kind(value)
@@ -1070,30 +685,39 @@ class Engine:
         return self.update(memory_id, user_id, muted=validate.flag(muted, "muted"))
 
     def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
-        """Delete these memories of the user, atomically; returns how many existed."""
+        """Delete these memories of the user, atomically; returns how many existed. Their
+        conflict partners are unflagged and their learned co-occurrence dropped."""
         ids = validate.identifiers(memory_ids)
         user_id = validate.user_id(user_id)
-        with self._lock:
+        with self._lock:  # the co-occurrence document is read, then rewritten
             found = self.store.get(user_id, ids)
             gone = [m.id for m in found]
-            partners = {i for m in found for i in conflicts_of(m)} - set(gone)
-            resolved = [unflag(m, gone) for m in self.store.get(user_id, sorted(partners))]
             doc = fb.forget_pairs(self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS), gone)
             state = [] if doc is None else [State(user_id, fb.COOCCURRENCE, fb.PAIRS, doc)]
-            self.store.write(resolved, deletes=found, state=state)
+            resolved = relate.resolve(self.store, user_id, found)
+            self.store.write(deletes=found, state=state, patches=resolved)
         return len(found)
 
     # -- import / export -------------------------------------------------------------------
 
     def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
-        included, in a stable order."""
+        included, in a stable order; after each user's memories, every state document the
+        engine learned for them (``{"type": "state", "user_id", "namespace", "key",
+        "value"}``: co-occurrence, context records). Compiled tiers are not exported: they
+        are a cache of the memories (their inputs, access counts and promotions, travel
+        with the memories) and are rebuilt on first use. Import → export gives the same
+        records, and ``context()`` answers the same before and after."""
         users = [validate.user_id(user_id)] if user_id is not None else self.store.users()
         for user in users:
             for memory in reversed(self.store.query(user)):
                 record = memory.to_dict(with_embedding=True)
                 record["embedding_model"] = self.embedder.model_id
                 yield {"type": "memory", **record}
+            for doc in self.store.states(user):
+                if doc.namespace != TIERS_NAMESPACE and doc.value is not None:
+                    yield {"type": "state", "user_id": doc.user_id, "namespace": doc.namespace,
+                           "key": doc.key, "value": dict(doc.value)}  # fmt: skip
 
     def import_records(
         self,
@@ -1116,30 +740,26 @@ class Engine:
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
             raise ValidationError("records must be an iterable of records")
         checked = [self._record(number, record) for number, record in enumerate(records, 1)]
-        restored: builtins.list[Memory] = []
-        states: builtins.list[State] = []
-        staged: dict[str, Memory] = {}
+        drafts = [self._drafts(item) for item in checked]  # embedding, outside the lock
+        restored = self._embedded([i for i in checked if isinstance(i, Memory)])
+        states = [State(i.user_id, i.namespace, i.key, i.value) for i in checked
+                  if isinstance(i, validate.StateRecord)]  # fmt: skip
+        staged = Staged()
         counts = {"stored": 0, "merged": 0, "discarded": 0}
         with self._lock:
-            for number, item in enumerate(checked, 1):
-                if isinstance(item, Memory):
-                    restored.append(item)
-                elif isinstance(item, validate.StateRecord):
-                    states.append(State(item.user_id, item.namespace, item.key, item.value))
-                else:
-                    report = self._plan_record(item, when, staged)
+            for number, (item, found) in enumerate(zip(checked, drafts, strict=True), 1):
+                if isinstance(item, _Input):
+                    report = (self._plan_conversation(found, item.origin, when, staged)
+                              if item.turns is not None
+                              else self.planner.plan(found, item.origin, when, staged))  # fmt: skip
                     for outcome in report.outcomes:
                         counts[outcome.action] += 1
                 if on_record:
                     on_record(number)
-            missing = [m for m in restored if m.embedding is None]
-            if missing:
-                vectors = self.embedder.embed([m.content for m in missing])
-                fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
-                restored = [fixed.get(m.id, m) for m in restored]
-            self.store.write([*restored, *staged.values()], state=states)
-        self._after_ingest(staged.values())
-        return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"])
+            self.store.write([*restored, *staged.upserts], state=states, patches=staged.patches)
+        self._after_ingest(staged)
+        return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"],
+                            len(states))  # fmt: skip
 
     def _record(self, number: int, record: object) -> Memory | validate.StateRecord | _Input:
         """One import record, validated (``record N: field …`` when it is not valid)."""
@@ -1147,36 +767,31 @@ class Engine:
             if not isinstance(record, Mapping):
                 raise ValidationError(f"must be a JSON object, not {type(record).__name__}")
             kind = record.get("type", "memory")
-            limit = self.settings.max_text_chars
             if kind == "memory":
-                return self._restore(validate.memory_record(record, max_chars=limit), record)
+                memory = validate.memory_record(record, max_chars=self.settings.max_text_chars)
+                return self._restore(memory, record)
             if kind == "state":
                 return validate.state_record(record)
             if kind not in ("conversation", "text"):
                 raise ValidationError(f"type: unknown record type {kind!r}")
             conversation = kind == "conversation"
             return _Input(
-                user_id=validate.user_id(record.get("user_id")),
-                text=None if conversation else validate.text(record.get("text"), max_chars=limit),
+                origin=_origin(record.get("user_id"), record.get("session_id"),
+                               record.get("project"), record.get("domains"),
+                               record.get("memory_type"), record.get("metadata"),
+                               "memory_type"),
+                text=None if conversation else self._text(record.get("text"), "text"),
                 turns=self._turns(record.get("turns")) if conversation else None,
-                session_id=validate.optional_identifier(record.get("session_id"), "session_id"),
-                project=validate.optional_identifier(record.get("project"), "project"),
-                domains=validate.domains(record.get("domains")),
-                hint=validate.optional_memory_type(record.get("memory_type")),
-                metadata=validate.metadata(record.get("metadata")),
-            )
+            )  # fmt: skip
         except ValidationError as exc:
             raise type(exc)(f"record {number}: {exc.message}") from exc
 
-    def _plan_record(self, item: _Input, now: datetime, staged: dict[str, Memory]) -> IngestReport:
+    def _drafts(self, item: object) -> builtins.list[Any]:
+        if not isinstance(item, _Input):
+            return []
         if item.turns is not None:
-            return self._plan_conversation(item.turns, item.user_id, item.session_id,
-                                           item.project, item.domains, item.hint, item.metadata,
-                                           now, staged)  # fmt: skip
-        assert item.text is not None
-        return self._plan_text(item.text, item.user_id, item.session_id, item.hint,
-                               item.project, item.domains, None, item.metadata, now,
-                               staged)  # fmt: skip
+            return self.planner.conversation_drafts(item.turns)
+        return self.planner.text_drafts(item.text or "", None)
 
     def _restore(self, memory: Memory, record: Mapping[str, Any]) -> Memory:
         """An imported memory, without its vector if another model made it."""
@@ -1187,6 +802,67 @@ class Engine:
         ):
             memory = memory.evolve(embedding=None)
         return memory
+
+    def _embedded(self, memories: builtins.list[Memory]) -> builtins.list[Memory]:
+        """``memories`` with the missing vectors computed."""
+        missing = [m for m in memories if m.embedding is None]
+        if not missing:
+            return memories
+        vectors = self.embedder.embed([m.content for m in missing])
+        fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
+        return [fixed.get(m.id, m) for m in memories]
+
+    # -- validation ------------------------------------------------------------------------
+
+    def _text(self, value: object, field: str) -> str:
+        return validate.text(value, field, max_chars=self.settings.max_text_chars)
+
+    def _turns(self, turns: object) -> builtins.list[Turn]:
+        """The validated turns of a conversation, within ``max_text_chars`` in all."""
+        limit = self.settings.max_text_chars
+        parsed = validate.turns(turns, max_chars=limit)
+        total = sum(len(t.speaker) + len(t.text) + 3 for t in parsed)
+        if total > limit:
+            raise InputTooLargeError(f"turns have {total:,} characters in all; the limit is "
+                                     f"{limit:,} (setting max_text_chars)")  # fmt: skip
+        return parsed
+
+
+def _origin(
+    user_id: object,
+    session_id: object,
+    project: object,
+    domains: object,
+    hint: object,
+    metadata: object,
+    hint_field: str = "memory_type_hint",
+) -> Origin:
+    """Who and where input comes from, validated."""
+    return Origin(
+        user_id=validate.user_id(user_id),
+        session_id=validate.optional_identifier(session_id, "session_id"),
+        project=validate.optional_identifier(project, "project"),
+        domains=validate.domains(domains),
+        hint=validate.optional_memory_type(hint, hint_field),
+        metadata=validate.metadata(metadata),
+    )
+
+
+def _tier_context(
+    text: str,
+    tier: Tier,
+    memories: builtins.list[Memory],
+    start: float,
+    tokens: int = 0,
+    context_id: str | None = None,
+) -> Context:
+    """A context served from a compiled tier (or the empty one of a trivial message)."""
+    budget = TIER_BUDGETS[tier]
+    result = RecallResult(memories=memories, total_tokens=tokens,
+                          budget_used=tokens / budget if budget else 0.0)  # fmt: skip
+    elapsed = (time.perf_counter() - start) * 1000.0
+    return Context(id=context_id or new_id(), text=text, recall=result, tokens=tokens,
+                   elapsed_ms=elapsed, tier=int(tier))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -1208,52 +884,9 @@ class _Request:
 class _Input:
     """A validated ``conversation`` (``turns``) or ``text`` import record."""
 
-    user_id: str
+    origin: Origin
     text: str | None
     turns: builtins.list[Turn] | None
-    session_id: str | None
-    project: str | None
-    domains: tuple[str, ...]
-    hint: MemoryType | None
-    metadata: dict[str, Any]
-
-
-def _similarity(memory: Memory, vector: Vector) -> float:
-    if memory.embedding is None:
-        return 0.0
-    return float(np.dot(memory.embedding, vector))
-
-
-def _scored(memory: Memory, similarity: float, score: float) -> ScoredMemory:
-    return ScoredMemory(memory, score, similarity, count_tokens(memory.content))
-
-
-def _merge(
-    existing: Memory,
-    text: str,
-    vector: Vector,
-    now: datetime,
-    turn_ids: tuple[str, ...],
-    event_at: datetime | None,
-    meta: Mapping[str, Any],
-) -> Memory:
-    """ADR-002: the near-duplicate's content and timestamp are updated. The text it had is
-    kept in its provenance, so nothing is lost."""
-    history = list(existing.provenance.metadata.get("history", []))
-    if existing.content != text:
-        history.append({"content": existing.content, "updated_at": existing.updated_at.isoformat()})
-    metadata = {**existing.provenance.metadata, **meta}
-    if history:
-        metadata["history"] = history
-    provenance = Provenance(tuple(dict.fromkeys(existing.provenance.turn_ids + turn_ids)), metadata)
-    return existing.evolve(
-        content=text,
-        content_hash=content_hash(text),
-        embedding=vector,
-        updated_at=now,
-        event_at=as_utc(event_at) if event_at else existing.event_at,
-        provenance=provenance,
-    )
 
 
 # -- async twin --------------------------------------------------------------------------------
@@ -1313,5 +946,6 @@ class AsyncEngine:
     wait = _threaded(Engine.wait)
 
     async def export_records(self, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
-        """Every memory as lossless records (a list: the export runs in one worker call)."""
+        """Every memory and learned state document as lossless records (a list: the export
+        runs in one worker call)."""
         return await asyncio.to_thread(lambda: list(self.sync.export_records(user_id)))

@@ -22,7 +22,8 @@ from datetime import datetime
 from itertools import combinations
 from typing import Any
 
-from engrain.errors import ValidationError
+from engrain.errors import NotFoundError, ValidationError
+from engrain.store.base import Patch, State, Store
 
 #: Share of the distance to the target one feedback covers (``feedback_rate``).
 FEEDBACK_RATE = 0.2
@@ -104,3 +105,51 @@ def cooccurrence_bonus(pairs: Pairs, candidate: str, anchors: Sequence[str]) -> 
 def context_record(memory_ids: Sequence[str], at: datetime) -> dict[str, Any]:
     """What a context id remembers: the memories it injected, and when."""
     return {"memory_ids": list(memory_ids), "at": at.isoformat(), "feedback": []}
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What one feedback writes: usefulness patches and state documents, and its result."""
+
+    result: FeedbackResult
+    patches: tuple[Patch, ...] = ()
+    state: tuple[State, ...] = ()
+
+
+def plan(
+    store: Store,
+    user_id: str,
+    context_id: str | None,
+    memory_ids: Sequence[str],
+    target: float,
+    rate: float = FEEDBACK_RATE,
+) -> Feedback:
+    """The changes of one feedback toward ``target`` on the memories of ``context_id``
+    (:class:`NotFoundError` if unknown or expired) and ``memory_ids``: each memory still
+    there moves its usefulness; a positive first feedback on a context teaches its pairs,
+    and the context record remembers the feedback."""
+    ids = list(memory_ids)
+    record = None
+    if context_id is not None:
+        record = store.get_state(user_id, CONTEXTS, context_id)
+        if record is None:
+            raise NotFoundError(f"no context {context_id!r} for user {user_id!r} "
+                                "(unknown, or older than context_retention_days)")  # fmt: skip
+        ids = list(dict.fromkeys([*record["memory_ids"], *ids]))
+    found = store.get(user_id, ids)
+    usefulness = {m.id: (m.usefulness, updated_usefulness(m.usefulness, target, rate))
+                  for m in found}  # fmt: skip
+    patches = tuple(Patch(user_id, i, {"usefulness": new}) for i, (_, new) in usefulness.items())
+    state: list[State] = []
+    learned = 0
+    if record is not None and context_id is not None:
+        alive = [m.id for m in found if m.id in record["memory_ids"]]
+        if target > POSITIVE and not record.get("learned") and len(alive) > 1:
+            doc = store.get_state(user_id, COOCCURRENCE, PAIRS)
+            state.append(State(user_id, COOCCURRENCE, PAIRS, learn_pairs(doc, alive)))
+            learned = len(alive) * (len(alive) - 1) // 2
+        given = [*record.get("feedback", []), target]
+        updated = {**record, "feedback": given,
+                   "learned": bool(record.get("learned")) or learned > 0}  # fmt: skip
+        state.append(State(user_id, CONTEXTS, context_id, updated))
+    return Feedback(FeedbackResult(target, usefulness, learned), patches, tuple(state))

@@ -211,6 +211,26 @@ class Memory:
     content_hash: str = ""
     embedding: Vector | None = field(default=None, compare=False, repr=False)
 
+    @classmethod
+    def new(
+        cls,
+        user_id: str,
+        content: str,
+        memory_type: MemoryType,
+        kind: Kind,
+        *,
+        now: datetime,
+        embedding: Vector | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """A memory created ``now``: a fresh id, ``created_at = updated_at = now`` and the
+        content's hash; ``fields`` sets any other field (project, importance, …)."""
+        return cls(
+            id=new_id(), user_id=user_id, content=content, memory_type=memory_type, kind=kind,
+            created_at=now, updated_at=now, content_hash=content_hash(content),
+            embedding=embedding, **fields,
+        )  # fmt: skip
+
     def evolve(self, **changes: Any) -> Memory:
         """A copy with ``changes`` applied."""
         return replace(self, **changes)

@@ -1,0 +1,357 @@
+"""The ingest planner: what an ingest, a conversation, a ``remember`` or an import writes.
+
+Two phases, so the engine's lock is never held around embedding: :meth:`Planner.text_drafts`
+and :meth:`Planner.conversation_drafts` clean, chunk and embed (no store access); then
+:meth:`Planner.plan` and :meth:`Planner.item` read the store and decide, chunk by chunk,
+what is discarded, what is new and which existing memory a near-duplicate updates. The
+decisions accumulate in a :class:`Staged`: new memories (upserts) and the field changes of
+existing ones (patches), written by the caller in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from engrain import relate
+from engrain.config import Settings
+from engrain.corrections import CONFLICT_KINDS, disagreement
+from engrain.embed import Embedder
+from engrain.ingest import importance as imp
+from engrain.ingest.chunk import chunk_text, chunk_turns
+from engrain.ingest.clean import clean_text
+from engrain.ingest.dedup import find_duplicate
+from engrain.ingest.route import route
+from engrain.ingest.signals import preference_key
+from engrain.model import (
+    TYPE_DEFAULT_KIND,
+    IngestReport,
+    Kind,
+    Memory,
+    MemoryType,
+    Outcome,
+    Provenance,
+    Turn,
+    Vector,
+    content_hash,
+)
+from engrain.recall.classify import domains_of
+from engrain.store import MemoryFilter, Store
+from engrain.store.base import Patch
+
+
+@dataclass(frozen=True)
+class Draft:
+    """A chunk on its way into the store."""
+
+    text: str
+    vector: Vector
+    turn_ids: tuple[str, ...]
+    event_at: datetime | None
+    speakers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where input comes from and what the caller said about it (validated values)."""
+
+    user_id: str
+    session_id: str | None = None
+    project: str | None = None
+    domains: tuple[str, ...] = ()
+    hint: MemoryType | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One typed item of the learning path (``Engine.remember``), validated."""
+
+    text: str
+    kind: Kind
+    memory_type: MemoryType
+    key: str | None
+    importance: float
+    confidence: float
+    pinned: bool
+    event_at: datetime | None
+    corrects: str | None
+
+
+@dataclass
+class Staged:
+    """What one call writes: every memory it creates or changes, as it will be, in the
+    order first touched; which of them are new; and the fields changed on the others."""
+
+    memories: dict[str, Memory] = field(default_factory=dict)
+    created: set[str] = field(default_factory=set)
+    changes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)
+
+    def add(self, memory: Memory) -> None:
+        """Stage a new memory."""
+        self.memories[memory.id] = memory
+        self.created.add(memory.id)
+
+    def change(self, memory: Memory, fields: Mapping[str, Any]) -> Memory:
+        """Stage changed ``fields`` of ``memory`` (new in this call, or stored); returns the
+        memory as it will be."""
+        current = self.memories.get(memory.id, memory).evolve(**fields)
+        self.memories[memory.id] = current
+        if memory.id not in self.created:
+            self.changes.setdefault(memory.id, {}).update(fields)
+            self.owners[memory.id] = memory.user_id
+        return current
+
+    def patch(self, patches: Sequence[Patch]) -> None:
+        """Stage patches made by another stage (the corrections)."""
+        for p in patches:
+            found = self.memories.get(p.memory_id)
+            if found is not None:
+                self.change(found, p.changes)
+            else:
+                self.changes.setdefault(p.memory_id, {}).update(p.changes)
+                self.owners[p.memory_id] = p.user_id
+
+    def mine(self, user_id: str) -> list[Memory]:
+        """The user's staged memories, in the order first touched."""
+        return [m for m in self.memories.values() if m.user_id == user_id]
+
+    @property
+    def upserts(self) -> list[Memory]:
+        """The new memories."""
+        return [m for i, m in self.memories.items() if i in self.created]
+
+    @property
+    def patches(self) -> list[Patch]:
+        """The field changes of memories that existed before this call."""
+        return [Patch(self.owners[i], i, fields) for i, fields in self.changes.items()]
+
+
+class Planner:
+    """Turns validated input into staged writes, reading ``store`` for novelty, dedup and
+    corrections; the settings give the chunk sizes and thresholds."""
+
+    def __init__(self, store: Store, embedder: Embedder, settings: Settings) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+
+    # -- phase 1: clean, chunk, embed (no store) ----------------------------------------------
+
+    def text_drafts(self, text: str, event_at: datetime | None) -> list[Draft]:
+        """The chunks of free text, embedded."""
+        chunks = chunk_text(
+            clean_text(text),
+            max_tokens=self.settings.max_chunk_tokens,
+            min_tokens=self.settings.min_chunk_tokens,
+        )
+        vectors = self.embedder.embed(chunks)
+        return [Draft(c, vectors[i], (), event_at) for i, c in enumerate(chunks)]
+
+    def conversation_drafts(self, turns: Sequence[Turn]) -> list[Draft]:
+        """The chunks of a conversation, embedded: consecutive short turns merged, each
+        chunk with the ids of its turns, its speakers and the time of its first turn."""
+        lines = [clean_text(f"{t.speaker}: {t.text}" if t.speaker else t.text) for t in turns]
+        pieces = chunk_turns(
+            lines,
+            max_tokens=self.settings.max_chunk_tokens,
+            min_tokens=self.settings.min_chunk_tokens,
+        )
+        vectors = self.embedder.embed([p.text for p in pieces])
+        drafts = []
+        for piece, vector in zip(pieces, vectors, strict=True):
+            sources = [turns[i] for i in piece.sources]
+            ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
+            times = [t.at for t in sources if t.at is not None]
+            speakers = tuple(dict.fromkeys(t.speaker for t in sources if t.speaker))
+            drafts.append(Draft(piece.text, vector, ids, min(times) if times else None, speakers))
+        return drafts
+
+    # -- phase 2: decide (reads the store) ----------------------------------------------------
+
+    def plan(
+        self,
+        drafts: Sequence[Draft],
+        origin: Origin,
+        now: datetime,
+        staged: Staged,
+        *,
+        discard: bool = True,
+    ) -> IngestReport:
+        """Score, route and dedup ``drafts`` into ``staged``. With ``discard`` (free text,
+        and conversations when ``conversation_discard`` is set) drafts below the importance
+        threshold are dropped; without it they are kept with their low importance."""
+        threshold = self.settings.importance_threshold
+        centroid = self._centroid(origin.user_id, staged)
+        memo: dict[MemoryType, list[Memory]] = {}
+        outcomes: list[Outcome] = []
+        for draft in drafts:
+            novelty = imp.novelty(draft.vector, centroid)
+            salience, fired = imp.salience(draft.text, draft.speakers)
+            score = round(imp.importance(novelty, salience), 6)
+            note = None
+            if score < threshold:
+                note = (
+                    f"importance {score:.2f} below {threshold} (novelty {novelty:.2f}, "
+                    f"salience {salience:.2f}{': ' + ', '.join(fired) if fired else ''})"
+                )
+                if discard:
+                    outcomes.append(Outcome("discarded", draft.text, None, note, score,
+                                            turn_ids=draft.turn_ids))  # fmt: skip
+                    continue
+                note += "; kept: conversation turns are not discarded"
+            mtype = route(draft.text, origin.hint)
+            key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
+            existing = self.find_existing(origin, mtype, key, draft.text, staged, memo,
+                                          draft.vector)  # fmt: skip
+            if existing is not None:
+                fields = merge(existing, draft.text, draft.vector, now, draft.turn_ids,
+                               draft.event_at, origin.metadata)  # fmt: skip
+                staged.change(existing, fields)
+                outcomes.append(Outcome("merged", draft.text, existing.id, note, score, mtype,
+                                        draft.turn_ids))  # fmt: skip
+                continue
+            kind = TYPE_DEFAULT_KIND[mtype]
+            memory = Memory.new(
+                origin.user_id, draft.text, mtype, kind, now=now, embedding=draft.vector,
+                project=origin.project, domains=origin.domains or domains_of(draft.text),
+                session_id=origin.session_id, event_at=draft.event_at, key=key,
+                importance=score, confidence=kind.default_confidence,
+                provenance=Provenance(draft.turn_ids, origin.metadata),
+            )  # fmt: skip
+            staged.add(memory)
+            outcomes.append(Outcome("stored", draft.text, memory.id, note, score, mtype,
+                                    draft.turn_ids))  # fmt: skip
+        return IngestReport(tuple(outcomes))
+
+    def item(
+        self, item: Item, origin: Origin, vector: Vector, now: datetime, staged: Staged
+    ) -> Outcome:
+        """Stage one typed item: a correction supersedes what it corrects; a near-duplicate
+        of the same type (or the procedural memory with the same key) is updated, unless it
+        disagrees (then both are kept and flagged); a new statement is flagged against the
+        close memories it disagrees with."""
+        target = twin = None
+        if item.kind is Kind.CORRECTION:
+            target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
+                                      item.corrects, vector)  # fmt: skip
+        else:
+            existing = self.find_existing(origin, item.memory_type, item.key, item.text,
+                                          staged, None, vector)  # fmt: skip
+            if (
+                existing is not None
+                and item.memory_type is not MemoryType.PROCEDURAL  # a key's new value replaces it
+                and item.kind in CONFLICT_KINDS
+                and disagreement(existing.content, item.text)
+            ):
+                twin = existing  # a near-duplicate that disagrees: kept apart, flagged
+            elif existing is not None:
+                fields = merge(existing, item.text, vector, now, (), item.event_at,
+                               origin.metadata)  # fmt: skip
+                merged = staged.change(existing, fields)
+                return Outcome("merged", item.text, merged.id, importance=merged.importance,
+                               memory_type=item.memory_type)  # fmt: skip
+        memory = Memory.new(
+            origin.user_id, item.text, item.memory_type, item.kind, now=now, embedding=vector,
+            project=origin.project, domains=origin.domains or domains_of(item.text),
+            session_id=origin.session_id, event_at=item.event_at, key=item.key,
+            importance=item.importance, confidence=item.confidence, pinned=item.pinned,
+            provenance=Provenance((), origin.metadata),
+        )  # fmt: skip
+        reason: str | None
+        if target is not None:
+            memory, patches, reason = relate.supersede(self.store, memory, target, now)
+        else:
+            memory, patches, reason = relate.conflicts(self.store, self.settings, memory, twin)
+        staged.add(memory)
+        staged.patch(patches)
+        return Outcome("stored", item.text, memory.id, reason, memory.importance,
+                       item.memory_type)  # fmt: skip
+
+    def _centroid(self, user_id: str, staged: Staged) -> Vector | None:
+        """The centroid of the user's stored memories and of the new ones staged by earlier
+        records of the same call (an import), so novelty is what sequential calls would see."""
+        centroid = self.store.centroid(user_id)
+        new = [
+            m.embedding
+            for i, m in staged.memories.items()
+            if i in staged.created and m.user_id == user_id and m.embedding is not None
+        ]
+        if not new:
+            return centroid
+        total = np.sum(np.vstack(new), axis=0)
+        count = 0 if centroid is None else self.store.count(user_id, MemoryFilter())
+        base = np.zeros_like(total) if centroid is None else centroid * count
+        mean: Vector = ((base + total) / (count + len(new))).astype(np.float32)
+        return mean
+
+    def find_existing(
+        self,
+        origin: Origin,
+        mtype: MemoryType,
+        key: str | None,
+        text: str,
+        staged: Staged,
+        recent_memo: dict[MemoryType, list[Memory]] | None = None,
+        vector: Vector | None = None,
+    ) -> Memory | None:
+        """The memory a new item should update: same key for procedural memories, else a
+        bigram near-duplicate among the recent memories of the same type (staged ones of
+        this call first). ``recent_memo`` keeps the store's recent memories across the
+        chunks of one call."""
+        user_id = origin.user_id
+        project = origin.project
+        same_type = [m for m in reversed(staged.mine(user_id)) if m.memory_type is mtype]
+        if key is not None:
+            for memory in same_type:
+                if memory.key == key and memory.project == project:
+                    return memory
+            flt = MemoryFilter(project=project, key=key, memory_types=(mtype,),
+                               include_superseded=False, include_compressed=False)  # fmt: skip
+            found = self.store.query(user_id, flt, limit=1)
+            if found:
+                return staged.memories.get(found[0].id, found[0])
+        if self.settings.dedup_window == 0:
+            return None
+        memo = {} if recent_memo is None else recent_memo
+        if mtype not in memo:
+            flt = MemoryFilter(project=project, memory_types=(mtype,),
+                               include_superseded=False, include_compressed=False)  # fmt: skip
+            memo[mtype] = self.store.query(user_id, flt, limit=self.settings.dedup_window)
+        staged_ids = {m.id for m in same_type}
+        pool = same_type + [m for m in memo[mtype] if m.id not in staged_ids]
+        return find_duplicate(text, pool, self.settings.dedup_threshold, vector)
+
+
+def merge(
+    existing: Memory,
+    text: str,
+    vector: Vector,
+    now: datetime,
+    turn_ids: tuple[str, ...],
+    event_at: datetime | None,
+    meta: Mapping[str, Any],
+) -> dict[str, Any]:
+    """ADR-002: the fields a near-duplicate's update sets, its content and timestamp. The
+    text it had is kept in its provenance, so nothing is lost."""
+    history = list(existing.provenance.metadata.get("history", []))
+    if existing.content != text:
+        history.append({"content": existing.content, "updated_at": existing.updated_at.isoformat()})
+    metadata = {**existing.provenance.metadata, **meta}
+    if history:
+        metadata["history"] = history
+    provenance = Provenance(tuple(dict.fromkeys(existing.provenance.turn_ids + turn_ids)), metadata)
+    return {
+        "content": text,
+        "content_hash": content_hash(text),
+        "embedding": vector,
+        "updated_at": now,
+        "event_at": event_at or existing.event_at,
+        "provenance": provenance,
+    }
+

@@ -1,0 +1,109 @@
+"""The corrections stage: how a new memory relates to the ones already stored.
+
+``corrections.py`` says what a conflict or a correction *is* (``disagreement``, the
+``conflicts_with`` flags); this module decides what a new memory *does* to the store: which
+memory a correction supersedes, and which close memories a new statement disagrees with.
+It only reads; every change to an existing memory comes back as a
+:class:`~engrain.store.base.Patch` of the fields it sets, for the caller's one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from engrain.config import Settings
+from engrain.corrections import (
+    CONFLICT_KINDS,
+    CORRECTS,
+    conflicts_of,
+    disagreement,
+    flag,
+    unflag,
+    with_meta,
+)
+from engrain.errors import NotFoundError, ValidationError
+from engrain.model import Kind, Memory, Vector
+from engrain.store import MemoryFilter, Store
+from engrain.store.base import Patch
+
+
+def corrected(
+    store: Store,
+    settings: Settings,
+    user_id: str,
+    project: str | None,
+    corrects: str | None,
+    vector: Vector,
+) -> Memory | None:
+    """The memory a correction supersedes: the one named (:class:`NotFoundError` if the user
+    has none with that id), else the nearest active one at least ``correction_similarity``
+    close (``None``: the correction stands alone)."""
+    if corrects is not None:
+        found = store.get(user_id, [corrects])
+        if not found:
+            raise NotFoundError(f"no memory {corrects!r} for user {user_id!r}")
+        if found[0].superseded_by is not None:
+            raise ValidationError(f"corrects: memory {corrects!r} is already superseded")
+        return found[0]
+    flt = MemoryFilter(project=project, include_superseded=False, include_compressed=False)
+    for memory, sim in store.search(user_id, vector, 3, flt):
+        if sim >= settings.correction_similarity and memory.kind is not Kind.CORRECTION:
+            return memory
+    return None
+
+
+def supersede(
+    store: Store, memory: Memory, target: Memory, now: datetime
+) -> tuple[Memory, list[Patch], str]:
+    """A correction ``memory`` superseding ``target``: the correction records what it
+    corrects; the target is linked (``superseded_by``) and its conflicts are resolved on
+    both sides. Returns the new memory, the patches and the outcome's reason."""
+    partners = store.get(memory.user_id, list(conflicts_of(target)))
+    memory = with_meta(memory, **{CORRECTS: target.id})
+    old = unflag(target, conflicts_of(target))
+    patches = [
+        Patch(target.user_id, target.id, {"superseded_by": memory.id, "updated_at": now,
+                                          "provenance": old.provenance}),
+        *(_provenance(unflag(p, [target.id])) for p in partners),
+    ]  # fmt: skip
+    return memory, patches, f"supersedes {target.id}"
+
+
+def conflicts(
+    store: Store, settings: Settings, memory: Memory, twin: Memory | None = None
+) -> tuple[Memory, list[Patch], str | None]:
+    """A new ``memory`` flagged against the close active memories it disagrees with (and
+    ``twin``, a near-duplicate known to disagree), each of them flagged back. Returns the
+    memory, the patches of the others and the outcome's reason (``None``: no conflict)."""
+    if memory.kind not in CONFLICT_KINDS or memory.embedding is None:
+        return memory, [], None
+    flt = MemoryFilter(project=memory.project, kinds=tuple(CONFLICT_KINDS),
+                       include_superseded=False, include_muted=False)  # fmt: skip
+    clashes: list[tuple[Memory, str]] = []
+    if twin is not None:
+        clashes.append((twin, disagreement(twin.content, memory.content) or ""))
+    for other, sim in store.search(memory.user_id, memory.embedding, 5, flt):
+        if sim < settings.conflict_similarity or other.id == getattr(twin, "id", None):
+            continue
+        why = disagreement(other.content, memory.content)
+        if why:
+            clashes.append((other, why))
+    if not clashes:
+        return memory, [], None
+    memory = flag(memory, [o.id for o, _ in clashes])
+    patches = [_provenance(flag(o, [memory.id])) for o, _ in clashes]
+    reason = "conflicts with " + ", ".join(f"{o.id} ({why})" for o, why in clashes)
+    return memory, patches, reason
+
+
+def resolve(store: Store, user_id: str, gone: Iterable[Memory]) -> list[Patch]:
+    """The patches unflagging the conflict partners of memories about to be deleted."""
+    gone = list(gone)
+    ids = {m.id for m in gone}
+    partners = sorted({i for m in gone for i in conflicts_of(m)} - ids)
+    return [_provenance(unflag(p, ids)) for p in store.get(user_id, partners)]
+
+
+def _provenance(memory: Memory) -> Patch:
+    return Patch(memory.user_id, memory.id, {"provenance": memory.provenance})
