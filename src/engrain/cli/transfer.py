@@ -8,6 +8,7 @@ own users. A refused file writes nothing."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -118,8 +119,9 @@ def import_(state: State, source: IO[bytes], keep_users: bool) -> None:
     """Load JSONL records from FILE, or stdin with -.
 
     \b
-    Three record types:
+    Record types:
       {"type": "memory", ...}   an exported memory, restored as is
+      {"type": "state", ...}    an exported per-user state (what engrain learned)
       {"type": "conversation", "session_id": ..., "turns": [{"speaker", "text",
        "turn_id", "at"}, ...]}  the conversation path
       {"type": "text", "text": ...}   the ingest path
@@ -139,6 +141,7 @@ def import_(state: State, source: IO[bytes], keep_users: bool) -> None:
         lambda r: (
             f"imported {r['records']} records: {r['memories']} memories restored, "
             f"{r['stored']} stored, {r['merged']} merged, {r['discarded']} discarded"
+            + (f", {r['states']} states restored" if r.get("states") else "")
         ),
     )
 
@@ -155,16 +158,17 @@ def export(state: State, target: str, all_users: bool) -> None:
 
     The records are lossless (embeddings included): `engrain import` restores them."""
     records = state.engine().export_records(None if all_users else state.user)
-    count = 0
+    counts: collections.Counter[str] = collections.Counter()
     try:
         with click.open_file(target, "w", encoding="utf-8") as out:
             for record in records:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                count += 1
+                counts[record.get("type", "memory")] += 1
     except OSError as exc:
         raise click.BadParameter(f"cannot write {target}: {exc.strerror}") from exc
     if not state.as_json:
-        click.echo(f"exported {count} memories", err=True)
+        states = f" and {counts['state']} states" if counts["state"] else ""
+        click.echo(f"exported {counts['memory']} memories{states}", err=True)
 
 
 @click.command()
