@@ -24,14 +24,16 @@ from datetime import datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from engrain import compress as compression
+from engrain import curate, relate, validate
 from engrain import feedback as fb
-from engrain import relate, validate
+from engrain import records as record_io
 from engrain.background import Worker
 from engrain.config import Settings, load_settings
+from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
-from engrain.errors import InputTooLargeError, NotFoundError, ValidationError
+from engrain.errors import NotFoundError, ValidationError
 from engrain.ingest.clean import clean_text
-from engrain.ingest.plan import Item, Origin, Planner, Staged
+from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
 from engrain.ingest.signals import preference_key
 from engrain.llm import make_llm
 from engrain.model import (
@@ -41,35 +43,25 @@ from engrain.model import (
     Memory,
     MemoryType,
     Outcome,
-    Provenance,
     RecallResult,
     Turn,
-    content_hash,
-    ensure_sequence,
     new_id,
     utcnow,
 )
 from engrain.recall import Reranker, spec, uses
-from engrain.recall.assemble import Format, render
-from engrain.recall.budget import Depth
 from engrain.recall.classify import Complexity, classify
 from engrain.recall.gate import Gated, GateOptions, gate
-from engrain.recall.score import Profile
+from engrain.recall.request import Request, capped, gated_context, tier_context, tier_for
 from engrain.store import MemoryFilter, State, Store, open_store
 from engrain.store.base import Patch
-from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet, choose_tier, context_window
-from engrain.tiers.cache import NAMESPACE as TIERS_NAMESPACE
+from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet
 from engrain.tiers.cache import wrap
 from engrain.tokens import count_tokens
 
+__all__ = ["UPDATABLE", "AsyncEngine", "Engine", "ImportResult"]
+
 P = ParamSpec("P")
 R = TypeVar("R")
-
-#: Fields ``Engine.update`` may change.
-UPDATABLE = frozenset(
-    {"content", "kind", "memory_type", "domains", "importance", "confidence", "usefulness",
-     "pinned", "muted", "event_at", "key", "project", "metadata"}
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -119,6 +111,7 @@ class Engine:
             self.store, self.llm.complete if self.llm else None, worker=self.worker
         )
         self.planner = Planner(self.store, self.embedder, settings)
+        self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
         self._lock = threading.RLock()  # read-plan-write sequences of this process
         self._ingests: dict[str, int] = {}  # episodic ingests per user, for compression
 
@@ -161,7 +154,7 @@ class Engine:
         same type update those memories. The report says what happened to every chunk.
         """
         text = self._text(text, "text")
-        origin = _origin(user_id, session_id, project, domains, memory_type_hint, metadata)
+        origin = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata)
         event_at = validate.moment(event_at, "event_at")
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.text_drafts(text, event_at)
@@ -191,8 +184,8 @@ class Engine:
         turns as provenance and the time of its first turn as its event time. A conversation
         is a record of events, so chunks are episodic unless a hint says otherwise.
         """
-        parsed = self._turns(turns)
-        origin = _origin(user_id, session_id, project, domains, memory_type_hint, metadata)
+        parsed = checked_turns(turns, self.settings.max_text_chars)
+        origin = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata)
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.conversation_drafts(parsed)
         staged = Staged()
@@ -231,7 +224,7 @@ class Engine:
         context that disagrees with a close active memory is stored and both are flagged
         as conflicting (``Outcome.reason`` says which); they are then injected together."""
         text = clean_text(self._text(content, "content"))
-        origin = _origin(user_id, session_id, project, domains, None, metadata)
+        origin = Origin.checked(user_id, session_id, project, domains, None, metadata)
         kind = validate.kind(kind)
         mtype = validate.optional_memory_type(memory_type) or kind.default_memory_type
         key = validate.optional_identifier(key, "key")
@@ -258,7 +251,7 @@ class Engine:
         return outcome
 
     def _plan_conversation(
-        self, drafts: Sequence[Any], origin: Origin, now: datetime, staged: Staged
+        self, drafts: Sequence[Draft], origin: Origin, now: datetime, staged: Staged
     ) -> IngestReport:
         """A conversation's drafts planned: episodic unless hinted, kept below the
         importance threshold unless ``conversation_discard``."""
@@ -424,11 +417,11 @@ class Engine:
         top_k = validate.optional_integer(top_k, "top_k", minimum=1)
         model = validate.optional_identifier(model, "model")
         window = validate.optional_integer(context_window, "context_window", minimum=1)
-        tier = self._tier(model, window, r.token_budget)
+        tier = tier_for(self.settings, model, window, r.token_budget)
         cap = None
         if tier is not Tier.DOSSIER:
             if classify(r.message, turn=r.turn).complexity is Complexity.TRIVIAL:
-                return _tier_context("", tier, [], start)
+                return tier_context("", tier, [], start, context_id=new_id())
             compiled = self.tier_cache.fresh(r.user_id, r.project)
             if compiled is not None:
                 part = compiled.tiers[tier]
@@ -437,49 +430,15 @@ class Engine:
                 context_id = new_id()
                 self._count_uses(r.user_id, memories, r.now, context_id, reread=True)
                 block = wrap(part.text)
-                return _tier_context(block, tier, memories, start,
-                                     count_tokens(block) if block else 0, context_id)  # fmt: skip
+                return tier_context(block, tier, memories, start,
+                                    count_tokens(block) if block else 0, context_id)  # fmt: skip
             cap = TIER_BUDGETS[tier]
-        gated = self._gate(r, cap, explain=False)
-        selected = gated.selected[:top_k] if top_k is not None else gated.selected
-        if len(selected) < len(gated.selected):
-            text = render([s.memory for s in selected], r.options.format)
-            gated = replace(gated, selected=selected, tokens_used=sum(s.tokens for s in selected),
-                            text=text)  # fmt: skip
+        gated = capped(self._gate(r, cap, explain=False), top_k, r.options)
         context_id = new_id()
-        self._count_uses(r.user_id, [s.memory for s in selected], r.now, context_id)
+        self._count_uses(r.user_id, gated.memories, r.now, context_id)
         if cap is not None:  # after this call's own writes, so the rebuild sees them
             self.tier_cache.schedule(r.user_id, r.project)
-        budget = gated.budget.tokens
-        result = RecallResult(
-            memories=[s.memory for s in selected],
-            total_tokens=gated.tokens_used,
-            budget_used=gated.tokens_used / budget if budget else 0.0,
-            scored=selected,
-        )
-        return Context(
-            id=context_id,
-            text=gated.text,
-            recall=result,
-            tokens=count_tokens(gated.text) if gated.text else 0,
-            elapsed_ms=(time.perf_counter() - start) * 1000.0,
-            gated=gated,
-            fallback=cap is not None,
-        )
-
-    def _tier(self, model: str | None, window: int | None, token_budget: int | None) -> Tier:
-        """The tier for this call: an explicit token budget or ``force_tier3`` means tier 3;
-        else the call's window or model, else the settings' (none at all: tier 3)."""
-        s = self.settings
-        if token_budget is not None or s.force_tier3:
-            return Tier.DOSSIER
-        if window is None and model is not None:
-            window = context_window(model, s.model_windows)
-        if window is None:
-            window = s.context_window
-        if window is None and s.model is not None:
-            window = context_window(s.model, s.model_windows)
-        return Tier.DOSSIER if window is None else choose_tier(window)
+        return gated_context(gated, context_id, start, fallback=cap is not None)
 
     def _count_uses(
         self,
@@ -536,17 +495,6 @@ class Engine:
                                 include_compressed, turn, options, now)  # fmt: skip
         return self._gate(request, None)
 
-    def _options(self, options: GateOptions | None) -> GateOptions:
-        if options is not None:
-            return options
-        s = self.settings
-        return GateOptions(
-            profile=Profile(s.profile), format=Format(s.prompt_format), depth=Depth(s.depth),
-            prioritize_speed=s.prioritize_speed, focus_areas=ensure_sequence(s.focus_areas),
-            hybrid=s.hybrid, lexical_weight=s.lexical_weight, pool=s.candidate_pool,
-            min_importance=s.recall_min_importance,
-        )  # fmt: skip
-
     def _request(
         self,
         message: object,
@@ -558,23 +506,12 @@ class Engine:
         turn: object,
         options: object,
         now: object,
-    ) -> _Request:
-        """The arguments ``context`` and ``explain`` share, validated."""
-        if options is not None and not isinstance(options, GateOptions):
-            raise ValidationError(f"options must be GateOptions, not {type(options).__name__}")
-        return _Request(
-            message=self._text(message, "message"),
-            user_id=validate.user_id(user_id),
-            token_budget=validate.optional_integer(token_budget, "token_budget"),
-            memory_types=validate.memory_types(memory_types),
-            project=validate.optional_identifier(project, "project"),
-            include_compressed=validate.flag(include_compressed, "include_compressed"),
-            turn=validate.integer(turn, "turn"),
-            options=self._options(options),
-            now=validate.moment(now, "now") or utcnow(),
-        )
+    ) -> Request:
+        return Request.checked(message, user_id, token_budget, memory_types, project,
+                               include_compressed, turn, options, now, defaults=self.options,
+                               max_chars=self.settings.max_text_chars)  # fmt: skip
 
-    def _gate(self, r: _Request, max_budget: int | None, *, explain: bool = True) -> Gated:
+    def _gate(self, r: Request, max_budget: int | None, *, explain: bool = True) -> Gated:
         pairs = self.store.get_state(r.user_id, fb.COOCCURRENCE, fb.PAIRS) or {}
         return gate(
             self.store, self.embedder.embed_query, r.message, r.user_id, options=r.options,
@@ -633,48 +570,17 @@ class Engine:
         memory_id = validate.identifier(memory_id, "memory_id")
         user_id = validate.user_id(user_id)
         when = validate.moment(now, "now") or utcnow()
-        fields = self._changes(changes)
+        fields = curate.changes(changes, max_chars=self.settings.max_text_chars)
         if "content" in fields:
             fields["embedding"] = self.embedder.embed([fields["content"]])[0]
         meta = fields.pop("metadata", None)
         # merging metadata reads the memory's own: guard that read-write against our threads
         with self._lock if meta is not None else contextlib.nullcontext():
-            current = self._get(memory_id, user_id)
+            current = self._get(memory_id, user_id)  # NotFoundError before any write
             if meta is not None:
-                merged = {**current.provenance.metadata, **meta}
-                fields["provenance"] = Provenance(current.provenance.turn_ids, merged)
+                fields["provenance"] = curate.merged_metadata(current, meta)
             self.store.write(patches=[Patch(user_id, memory_id, {**fields, "updated_at": when})])
         return self._get(memory_id, user_id)
-
-    def _changes(self, changes: Mapping[str, Any]) -> dict[str, Any]:
-        """``update``'s changes, validated (``metadata`` still to merge into the memory's)."""
-        unknown = set(changes) - UPDATABLE
-        if unknown:
-            raise ValidationError(
-                f"cannot update {sorted(unknown)}; updatable: {sorted(UPDATABLE)}"
-            )
-        fields: dict[str, Any] = {}
-        for name, value in changes.items():
-            if name == "content":
-                text = clean_text(self._text(value, "content"))
-                fields.update(content=text, content_hash=content_hash(text))
-            elif name == "kind":
-                fields[name] = validate.kind(value)
-            elif name == "memory_type":
-                fields[name] = validate.memory_type(value)
-            elif name == "domains":
-                fields[name] = validate.domains(value)
-            elif name in ("importance", "confidence", "usefulness"):
-                fields[name] = validate.unit(value, name)
-            elif name in ("pinned", "muted"):
-                fields[name] = validate.flag(value, name)
-            elif name == "event_at":
-                fields[name] = validate.moment(value, name)
-            elif name in ("key", "project"):
-                fields[name] = validate.optional_identifier(value, name)
-            else:  # metadata
-                fields[name] = validate.metadata(value)
-        return fields
 
     def pin(self, memory_id: str, user_id: str, pinned: bool = True) -> Memory:
         """Pin (or unpin) a memory: pinned memories are injected whenever the budget allows."""
@@ -704,20 +610,11 @@ class Engine:
         """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
         included, in a stable order; after each user's memories, every state document the
         engine learned for them (``{"type": "state", "user_id", "namespace", "key",
-        "value"}``: co-occurrence, context records). Compiled tiers are not exported: they
-        are a cache of the memories (their inputs, access counts and promotions, travel
-        with the memories) and are rebuilt on first use. Import → export gives the same
-        records, and ``context()`` answers the same before and after."""
+        "value"}``: co-occurrence, context records). Compiled tiers are a cache and are
+        rebuilt instead (``records.py``). Export → import → export gives the same bytes,
+        and ``context()`` answers the same after."""
         users = [validate.user_id(user_id)] if user_id is not None else self.store.users()
-        for user in users:
-            for memory in reversed(self.store.query(user)):
-                record = memory.to_dict(with_embedding=True)
-                record["embedding_model"] = self.embedder.model_id
-                yield {"type": "memory", **record}
-            for doc in self.store.states(user):
-                if doc.namespace != TIERS_NAMESPACE and doc.value is not None:
-                    yield {"type": "state", "user_id": doc.user_id, "namespace": doc.namespace,
-                           "key": doc.key, "value": dict(doc.value)}  # fmt: skip
+        return record_io.export(self.store, users, self.embedder.model_id)
 
     def import_records(
         self,
@@ -739,16 +636,18 @@ class Engine:
             raise ValidationError("on_record must be callable")
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
             raise ValidationError("records must be an iterable of records")
-        checked = [self._record(number, record) for number, record in enumerate(records, 1)]
+        s = self.settings
+        checked = [record_io.check(n, record, max_chars=s.max_text_chars,
+                                 model_id=self.embedder.model_id, dim=self.embedder.dim)
+                   for n, record in enumerate(records, 1)]  # fmt: skip
         drafts = [self._drafts(item) for item in checked]  # embedding, outside the lock
         restored = self._embedded([i for i in checked if isinstance(i, Memory)])
-        states = [State(i.user_id, i.namespace, i.key, i.value) for i in checked
-                  if isinstance(i, validate.StateRecord)]  # fmt: skip
+        states = [i for i in checked if isinstance(i, State)]
         staged = Staged()
         counts = {"stored": 0, "merged": 0, "discarded": 0}
         with self._lock:
             for number, (item, found) in enumerate(zip(checked, drafts, strict=True), 1):
-                if isinstance(item, _Input):
+                if isinstance(item, record_io.Input):
                     report = (self._plan_conversation(found, item.origin, when, staged)
                               if item.turns is not None
                               else self.planner.plan(found, item.origin, when, staged))  # fmt: skip
@@ -761,47 +660,12 @@ class Engine:
         return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"],
                             len(states))  # fmt: skip
 
-    def _record(self, number: int, record: object) -> Memory | validate.StateRecord | _Input:
-        """One import record, validated (``record N: field …`` when it is not valid)."""
-        try:
-            if not isinstance(record, Mapping):
-                raise ValidationError(f"must be a JSON object, not {type(record).__name__}")
-            kind = record.get("type", "memory")
-            if kind == "memory":
-                memory = validate.memory_record(record, max_chars=self.settings.max_text_chars)
-                return self._restore(memory, record)
-            if kind == "state":
-                return validate.state_record(record)
-            if kind not in ("conversation", "text"):
-                raise ValidationError(f"type: unknown record type {kind!r}")
-            conversation = kind == "conversation"
-            return _Input(
-                origin=_origin(record.get("user_id"), record.get("session_id"),
-                               record.get("project"), record.get("domains"),
-                               record.get("memory_type"), record.get("metadata"),
-                               "memory_type"),
-                text=None if conversation else self._text(record.get("text"), "text"),
-                turns=self._turns(record.get("turns")) if conversation else None,
-            )  # fmt: skip
-        except ValidationError as exc:
-            raise type(exc)(f"record {number}: {exc.message}") from exc
-
-    def _drafts(self, item: object) -> builtins.list[Any]:
-        if not isinstance(item, _Input):
+    def _drafts(self, item: object) -> builtins.list[Draft]:
+        if not isinstance(item, record_io.Input):
             return []
         if item.turns is not None:
             return self.planner.conversation_drafts(item.turns)
         return self.planner.text_drafts(item.text or "", None)
-
-    def _restore(self, memory: Memory, record: Mapping[str, Any]) -> Memory:
-        """An imported memory, without its vector if another model made it."""
-        model = record.get("embedding_model")
-        if memory.embedding is not None and (
-            (model and model != self.embedder.model_id)
-            or memory.embedding.shape != (self.embedder.dim,)
-        ):
-            memory = memory.evolve(embedding=None)
-        return memory
 
     def _embedded(self, memories: builtins.list[Memory]) -> builtins.list[Memory]:
         """``memories`` with the missing vectors computed."""
@@ -812,81 +676,8 @@ class Engine:
         fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
         return [fixed.get(m.id, m) for m in memories]
 
-    # -- validation ------------------------------------------------------------------------
-
     def _text(self, value: object, field: str) -> str:
         return validate.text(value, field, max_chars=self.settings.max_text_chars)
-
-    def _turns(self, turns: object) -> builtins.list[Turn]:
-        """The validated turns of a conversation, within ``max_text_chars`` in all."""
-        limit = self.settings.max_text_chars
-        parsed = validate.turns(turns, max_chars=limit)
-        total = sum(len(t.speaker) + len(t.text) + 3 for t in parsed)
-        if total > limit:
-            raise InputTooLargeError(f"turns have {total:,} characters in all; the limit is "
-                                     f"{limit:,} (setting max_text_chars)")  # fmt: skip
-        return parsed
-
-
-def _origin(
-    user_id: object,
-    session_id: object,
-    project: object,
-    domains: object,
-    hint: object,
-    metadata: object,
-    hint_field: str = "memory_type_hint",
-) -> Origin:
-    """Who and where input comes from, validated."""
-    return Origin(
-        user_id=validate.user_id(user_id),
-        session_id=validate.optional_identifier(session_id, "session_id"),
-        project=validate.optional_identifier(project, "project"),
-        domains=validate.domains(domains),
-        hint=validate.optional_memory_type(hint, hint_field),
-        metadata=validate.metadata(metadata),
-    )
-
-
-def _tier_context(
-    text: str,
-    tier: Tier,
-    memories: builtins.list[Memory],
-    start: float,
-    tokens: int = 0,
-    context_id: str | None = None,
-) -> Context:
-    """A context served from a compiled tier (or the empty one of a trivial message)."""
-    budget = TIER_BUDGETS[tier]
-    result = RecallResult(memories=memories, total_tokens=tokens,
-                          budget_used=tokens / budget if budget else 0.0)  # fmt: skip
-    elapsed = (time.perf_counter() - start) * 1000.0
-    return Context(id=context_id or new_id(), text=text, recall=result, tokens=tokens,
-                   elapsed_ms=elapsed, tier=int(tier))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Request:
-    """The validated arguments of ``context`` and ``explain``."""
-
-    message: str
-    user_id: str
-    token_budget: int | None
-    memory_types: builtins.list[MemoryType] | None
-    project: str | None
-    include_compressed: bool
-    turn: int
-    options: GateOptions
-    now: datetime
-
-
-@dataclass(frozen=True)
-class _Input:
-    """A validated ``conversation`` (``turns``) or ``text`` import record."""
-
-    origin: Origin
-    text: str | None
-    turns: builtins.list[Turn] | None
 
 
 # -- async twin --------------------------------------------------------------------------------

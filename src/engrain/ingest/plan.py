@@ -17,10 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from engrain import relate
+from engrain import relate, validate
 from engrain.config import Settings
 from engrain.corrections import CONFLICT_KINDS, disagreement
 from engrain.embed import Embedder
+from engrain.errors import InputTooLargeError
 from engrain.ingest import importance as imp
 from engrain.ingest.chunk import chunk_text, chunk_turns
 from engrain.ingest.clean import clean_text
@@ -65,6 +66,38 @@ class Origin:
     domains: tuple[str, ...] = ()
     hint: MemoryType | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def checked(
+        cls,
+        user_id: object,
+        session_id: object = None,
+        project: object = None,
+        domains: object = None,
+        hint: object = None,
+        metadata: object = None,
+        *,
+        hint_field: str = "memory_type_hint",
+    ) -> Origin:
+        """An origin from values as a caller sent them, each validated."""
+        return cls(
+            user_id=validate.user_id(user_id),
+            session_id=validate.optional_identifier(session_id, "session_id"),
+            project=validate.optional_identifier(project, "project"),
+            domains=validate.domains(domains),
+            hint=validate.optional_memory_type(hint, hint_field),
+            metadata=validate.metadata(metadata),
+        )
+
+
+def checked_turns(turns: object, max_chars: int) -> list[Turn]:
+    """A conversation's turns, validated, within ``max_chars`` characters in all."""
+    parsed = validate.turns(turns, max_chars=max_chars)
+    total = sum(len(t.speaker) + len(t.text) + 3 for t in parsed)
+    if total > max_chars:
+        raise InputTooLargeError(f"turns have {total:,} characters in all; the limit is "
+                                 f"{max_chars:,} (setting max_text_chars)")  # fmt: skip
+    return parsed
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,87 @@
+"""The import/export stage: a user's memories and learned state as JSON-ready records.
+
+Four record types: ``memory`` (every field of a memory, embedding included, and the model
+that made the embedding), ``state`` (a per-user state document: ``user_id``,
+``namespace``, ``key``, ``value``), ``conversation`` (``user_id``, ``session_id``,
+``turns``: the conversation path) and ``text`` (``user_id``, ``text``: the ingest path).
+
+Export is lossless: after each user's memories (oldest first) come every state document
+the engine learned for them, co-occurrence and context records, sorted by namespace and
+key. Compiled tiers are left out: they are a cache of the memories (whose access counts
+and promotions, the tiers' inputs, travel with them) and are rebuilt on first use. So
+export → import → export is byte-identical, and ``context()`` answers the same after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engrain import validate
+from engrain.errors import ValidationError
+from engrain.ingest.plan import Origin, checked_turns
+from engrain.model import Memory, Turn
+from engrain.store.base import State, Store
+from engrain.tiers.cache import NAMESPACE as TIERS
+
+#: State namespaces that are caches, rebuilt rather than exported.
+CACHES = frozenset({TIERS})
+
+
+@dataclass(frozen=True)
+class Input:
+    """A validated ``conversation`` (``turns``) or ``text`` import record."""
+
+    origin: Origin
+    text: str | None
+    turns: list[Turn] | None
+
+
+def export(store: Store, users: list[str], model_id: str) -> Iterator[dict[str, Any]]:
+    """The records of ``users``: memories oldest first, then their learned state."""
+    for user in users:
+        for memory in reversed(store.query(user)):
+            record = memory.to_dict(with_embedding=True)
+            record["embedding_model"] = model_id
+            yield {"type": "memory", **record}
+        for doc in store.states(user):
+            if doc.namespace not in CACHES and doc.value is not None:
+                yield {"type": "state", "user_id": doc.user_id, "namespace": doc.namespace,
+                       "key": doc.key, "value": dict(doc.value)}  # fmt: skip
+
+
+def check(
+    number: int, record: object, *, max_chars: int, model_id: str, dim: int
+) -> Memory | State | Input:
+    """Import record ``number``, validated: a memory (without its vector if another model,
+    or another dimension, made it), a state document or an ingest input. A bad record is a
+    :class:`ValidationError` starting ``record N:`` and naming the field."""
+    try:
+        if not isinstance(record, Mapping):
+            raise ValidationError(f"must be a JSON object, not {type(record).__name__}")
+        kind = record.get("type", "memory")
+        if kind == "memory":
+            memory = validate.memory_record(record, max_chars=max_chars)
+            model = record.get("embedding_model")
+            if memory.embedding is not None and (
+                (model and model != model_id) or memory.embedding.shape != (dim,)
+            ):
+                memory = memory.evolve(embedding=None)
+            return memory
+        if kind == "state":
+            doc = validate.state_record(record)
+            return State(doc.user_id, doc.namespace, doc.key, doc.value)
+        if kind not in ("conversation", "text"):
+            raise ValidationError(f"type: unknown record type {kind!r}")
+        conversation = kind == "conversation"
+        origin = Origin.checked(
+            record.get("user_id"), record.get("session_id"), record.get("project"),
+            record.get("domains"), record.get("memory_type"), record.get("metadata"),
+            hint_field="memory_type",
+        )  # fmt: skip
+        if conversation:
+            return Input(origin, None, checked_turns(record.get("turns"), max_chars))
+        return Input(origin, validate.text(record.get("text"), max_chars=max_chars), None)
+    except ValidationError as exc:
+        raise type(exc)(f"record {number}: {exc.message}") from exc
