@@ -45,7 +45,8 @@ def _run(url: str, data_dir: Path, tmp_path: Path, roles: list[tuple[str, int]],
     finally:
         engine.close()
     summary = {
-        "roles": roles, "seconds": seconds, "exit_codes": codes, "ops": dict(tally.ops),
+        "processes": dict(collections.Counter(f"{r} ({t} threads)" for r, t in roles)),
+        "seconds": seconds, "exit_codes": codes, "ops": dict(tally.ops),
         "errors": dict(tally.errors), "background_errors": dict(background),
         "committed": sum(len(v) for v in committed.values()), "rows": len(present),
         "lost": len(lost), "lost_examples": lost[:5],
