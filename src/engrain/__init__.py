@@ -9,8 +9,9 @@ exactly the memory that makes the answer better::
     print(engine.context("How should I indent this?", user_id="ada").text)
 """
 
+from engrain.aio import AsyncEngine
 from engrain.config import Settings, load_settings
-from engrain.engine import AsyncEngine, Engine, ImportResult
+from engrain.engine import Engine, ImportResult
 from engrain.errors import (
     ConfigError,
     EmbeddingError,

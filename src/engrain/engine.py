@@ -12,16 +12,15 @@ call. Every time computation takes ``now`` (default: the wall clock).
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import contextlib
 import functools
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 from engrain import compress as compression
 from engrain import curate, relate, validate
@@ -33,7 +32,7 @@ from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
 from engrain.errors import NotFoundError, ValidationError
 from engrain.ingest.clean import clean_text
-from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
+from engrain.ingest.plan import Item, Origin, Planner, Staged, checked_turns
 from engrain.ingest.signals import preference_key
 from engrain.llm import make_llm
 from engrain.model import (
@@ -58,10 +57,8 @@ from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet
 from engrain.tiers.cache import wrap
 from engrain.tokens import count_tokens
 
-__all__ = ["UPDATABLE", "AsyncEngine", "Engine", "ImportResult"]
+__all__ = ["UPDATABLE", "Engine", "ImportResult"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -190,7 +187,7 @@ class Engine:
         drafts = self.planner.conversation_drafts(parsed)
         staged = Staged()
         with self._lock:
-            report = self._plan_conversation(drafts, origin, when, staged)
+            report = self.planner.conversation(drafts, origin, when, staged)
             self._write(staged)
         self._after_ingest(staged)
         return report
@@ -249,15 +246,6 @@ class Engine:
             self._write(staged)
         self._after_ingest(staged)
         return outcome
-
-    def _plan_conversation(
-        self, drafts: Sequence[Draft], origin: Origin, now: datetime, staged: Staged
-    ) -> IngestReport:
-        """A conversation's drafts planned: episodic unless hinted, kept below the
-        importance threshold unless ``conversation_discard``."""
-        origin = replace(origin, hint=origin.hint or MemoryType.EPISODIC)
-        return self.planner.plan(drafts, origin, now, staged,
-                                 discard=self.settings.conversation_discard)  # fmt: skip
 
     def _write(self, staged: Staged, state: Sequence[State] = ()) -> None:
         self.store.write(staged.upserts, state=state, patches=staged.patches)
@@ -412,8 +400,9 @@ class Engine:
         touching the store, in every tier. Every memory injected counts one use; at 10 uses
         it is promoted (tiers keep it whatever its age)."""
         start = time.perf_counter()
-        r = self._request(message, user_id, token_budget, memory_types, project,
-                          include_compressed, turn, options, now)  # fmt: skip
+        r = Request.checked(message, user_id, token_budget, memory_types, project,
+                            include_compressed, turn, options, now, defaults=self.options,
+                            max_chars=self.settings.max_text_chars)  # fmt: skip
         top_k = validate.optional_integer(top_k, "top_k", minimum=1)
         model = validate.optional_identifier(model, "model")
         window = validate.optional_integer(context_window, "context_window", minimum=1)
@@ -491,25 +480,10 @@ class Engine:
         """What :meth:`context` would decide for ``message``, without counting an access:
         the classification, the budget and how it was derived, the weights, and for each
         candidate its score components, whether it was selected and why not."""
-        request = self._request(message, user_id, token_budget, memory_types, project,
-                                include_compressed, turn, options, now)  # fmt: skip
+        request = Request.checked(message, user_id, token_budget, memory_types, project,
+                                  include_compressed, turn, options, now, defaults=self.options,
+                                  max_chars=self.settings.max_text_chars)  # fmt: skip
         return self._gate(request, None)
-
-    def _request(
-        self,
-        message: object,
-        user_id: object,
-        token_budget: object,
-        memory_types: object,
-        project: object,
-        include_compressed: object,
-        turn: object,
-        options: object,
-        now: object,
-    ) -> Request:
-        return Request.checked(message, user_id, token_budget, memory_types, project,
-                               include_compressed, turn, options, now, defaults=self.options,
-                               max_chars=self.settings.max_text_chars)  # fmt: skip
 
     def _gate(self, r: Request, max_budget: int | None, *, explain: bool = True) -> Gated:
         pairs = self.store.get_state(r.user_id, fb.COOCCURRENCE, fb.PAIRS) or {}
@@ -636,107 +610,16 @@ class Engine:
             raise ValidationError("on_record must be callable")
         if isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
             raise ValidationError("records must be an iterable of records")
-        s = self.settings
-        checked = [record_io.check(n, record, max_chars=s.max_text_chars,
-                                 model_id=self.embedder.model_id, dim=self.embedder.dim)
-                   for n, record in enumerate(records, 1)]  # fmt: skip
-        drafts = [self._drafts(item) for item in checked]  # embedding, outside the lock
-        restored = self._embedded([i for i in checked if isinstance(i, Memory)])
-        states = [i for i in checked if isinstance(i, State)]
+        batch = record_io.prepare(records, self.planner, self.embedder,
+                                  max_chars=self.settings.max_text_chars)  # fmt: skip
         staged = Staged()
-        counts = {"stored": 0, "merged": 0, "discarded": 0}
         with self._lock:
-            for number, (item, found) in enumerate(zip(checked, drafts, strict=True), 1):
-                if isinstance(item, record_io.Input):
-                    report = (self._plan_conversation(found, item.origin, when, staged)
-                              if item.turns is not None
-                              else self.planner.plan(found, item.origin, when, staged))  # fmt: skip
-                    for outcome in report.outcomes:
-                        counts[outcome.action] += 1
-                if on_record:
-                    on_record(number)
-            self.store.write([*restored, *staged.upserts], state=states, patches=staged.patches)
+            counts = record_io.plan(batch, self.planner, when, staged, on_record)
+            self.store.write([*batch.memories, *staged.upserts], state=batch.states,
+                             patches=staged.patches)  # fmt: skip
         self._after_ingest(staged)
-        return ImportResult(len(restored), counts["stored"], counts["merged"], counts["discarded"],
-                            len(states))  # fmt: skip
-
-    def _drafts(self, item: object) -> builtins.list[Draft]:
-        if not isinstance(item, record_io.Input):
-            return []
-        if item.turns is not None:
-            return self.planner.conversation_drafts(item.turns)
-        return self.planner.text_drafts(item.text or "", None)
-
-    def _embedded(self, memories: builtins.list[Memory]) -> builtins.list[Memory]:
-        """``memories`` with the missing vectors computed."""
-        missing = [m for m in memories if m.embedding is None]
-        if not missing:
-            return memories
-        vectors = self.embedder.embed([m.content for m in missing])
-        fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
-        return [fixed.get(m.id, m) for m in memories]
+        return ImportResult(len(batch.memories), counts["stored"], counts["merged"],
+                            counts["discarded"], len(batch.states))  # fmt: skip
 
     def _text(self, value: object, field: str) -> str:
         return validate.text(value, field, max_chars=self.settings.max_text_chars)
-
-
-# -- async twin --------------------------------------------------------------------------------
-
-
-def _threaded(
-    method: Callable[Concatenate[Engine, P], R],
-) -> Callable[Concatenate[AsyncEngine, P], Awaitable[R]]:
-    """The async twin of an Engine method: the same call, run in a worker thread."""
-
-    async def run(self: AsyncEngine, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(method, self.sync, *args, **kwargs)
-
-    functools.update_wrapper(run, method)
-    return run
-
-
-class AsyncEngine:
-    """The async twin of :class:`Engine`: the same methods and arguments, awaitable. Blocking
-    work (embedding, SQLite) runs in worker threads so the event loop never stalls."""
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        settings: Settings | None = None,
-        store: Store | None = None,
-        embedder: Embedder | None = None,
-        reranker: Reranker | None = None,
-    ) -> None:
-        self.sync = Engine(url, settings=settings, store=store, embedder=embedder,
-                           reranker=reranker)  # fmt: skip
-
-    async def __aenter__(self) -> AsyncEngine:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    close = _threaded(Engine.close)
-    ingest = _threaded(Engine.ingest)
-    ingest_conversation = _threaded(Engine.ingest_conversation)
-    remember = _threaded(Engine.remember)
-    recall = _threaded(Engine.recall)
-    context = _threaded(Engine.context)
-    explain = _threaded(Engine.explain)
-    get = _threaded(Engine.get)
-    list = _threaded(Engine.list)
-    update = _threaded(Engine.update)
-    pin = _threaded(Engine.pin)
-    mute = _threaded(Engine.mute)
-    forget = _threaded(Engine.forget)
-    import_records = _threaded(Engine.import_records)
-    tiers = _threaded(Engine.tiers)
-    compress = _threaded(Engine.compress)
-    feedback = _threaded(Engine.feedback)
-    wait = _threaded(Engine.wait)
-
-    async def export_records(self, user_id: str | None = None) -> builtins.list[dict[str, Any]]:
-        """Every memory and learned state document as lossless records (a list: the export
-        runs in one worker call)."""
-        return await asyncio.to_thread(lambda: list(self.sync.export_records(user_id)))

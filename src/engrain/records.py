@@ -14,13 +14,15 @@ export → import → export is byte-identical, and ``context()`` answers the sa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from engrain import validate
+from engrain.embed import Embedder
 from engrain.errors import ValidationError
-from engrain.ingest.plan import Origin, checked_turns
+from engrain.ingest.plan import Draft, Origin, Planner, Staged, checked_turns
 from engrain.model import Memory, Turn
 from engrain.store.base import State, Store
 from engrain.tiers.cache import NAMESPACE as TIERS
@@ -85,3 +87,72 @@ def check(
         return Input(origin, validate.text(record.get("text"), max_chars=max_chars), None)
     except ValidationError as exc:
         raise type(exc)(f"record {number}: {exc.message}") from exc
+
+
+@dataclass(frozen=True)
+class Batch:
+    """An import validated and embedded, ready to plan: each record as a memory (vector
+    filled in), a state document, or an ingest input with its embedded drafts."""
+
+    items: tuple[Memory | State | tuple[Input, list[Draft]], ...]
+
+    @property
+    def memories(self) -> list[Memory]:
+        """The restored memories."""
+        return [i for i in self.items if isinstance(i, Memory)]
+
+    @property
+    def states(self) -> list[State]:
+        """The restored state documents."""
+        return [i for i in self.items if isinstance(i, State)]
+
+
+def prepare(
+    records: Iterable[object], planner: Planner, embedder: Embedder, *, max_chars: int
+) -> Batch:
+    """Every record validated (all before any embedding), then embedded: the drafts of
+    ingest inputs, and memories whose vector is missing or from another model. No store
+    access."""
+    checked = [check(n, r, max_chars=max_chars, model_id=embedder.model_id, dim=embedder.dim)
+               for n, r in enumerate(records, 1)]  # fmt: skip
+    missing = [m for m in checked if isinstance(m, Memory) and m.embedding is None]
+    fixed: dict[str, Memory] = {}
+    if missing:
+        vectors = embedder.embed([m.content for m in missing])
+        fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
+    items: list[Memory | State | tuple[Input, list[Draft]]] = []
+    for item in checked:
+        if isinstance(item, Memory):
+            items.append(fixed.get(item.id, item))
+        elif isinstance(item, State):
+            items.append(item)
+        elif item.turns is not None:
+            items.append((item, planner.conversation_drafts(item.turns)))
+        else:
+            items.append((item, planner.text_drafts(item.text or "", None)))
+    return Batch(tuple(items))
+
+
+def plan(
+    batch: Batch,
+    planner: Planner,
+    now: datetime,
+    staged: Staged,
+    on_record: Callable[[int], None] | None = None,
+) -> dict[str, int]:
+    """Plan the ingest inputs of ``batch`` in order into ``staged`` (later records see the
+    earlier ones, as sequential calls would); how many chunks were stored, merged and
+    discarded. ``on_record`` is called with each record's number."""
+    counts = {"stored": 0, "merged": 0, "discarded": 0}
+    for number, item in enumerate(batch.items, 1):
+        if isinstance(item, tuple):
+            source, drafts = item
+            if source.turns is not None:
+                report = planner.conversation(drafts, source.origin, now, staged)
+            else:
+                report = planner.plan(drafts, source.origin, now, staged)
+            for outcome in report.outcomes:
+                counts[outcome.action] += 1
+        if on_record:
+            on_record(number)
+    return counts

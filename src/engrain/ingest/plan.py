@@ -11,7 +11,7 @@ existing ones (patches), written by the caller in one transaction.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -261,6 +261,14 @@ class Planner:
             outcomes.append(Outcome("stored", draft.text, memory.id, note, score, mtype,
                                     draft.turn_ids))  # fmt: skip
         return IngestReport(tuple(outcomes))
+
+    def conversation(
+        self, drafts: Sequence[Draft], origin: Origin, now: datetime, staged: Staged
+    ) -> IngestReport:
+        """:meth:`plan` for a conversation's drafts: episodic unless hinted, and kept below
+        the importance threshold unless ``conversation_discard``."""
+        origin = replace(origin, hint=origin.hint or MemoryType.EPISODIC)
+        return self.plan(drafts, origin, now, staged, discard=self.settings.conversation_discard)
 
     def item(
         self, item: Item, origin: Origin, vector: Vector, now: datetime, staged: Staged
