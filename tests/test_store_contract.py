@@ -830,3 +830,13 @@ def run_threads(work: Sequence[Callable[[], None]]) -> None:
         thread.join()
     if errors:
         raise errors[0]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"pinned": "no"}, {"importance": True}, {"domains": "abc"}, {"domains": (1,)},
+     {"access_count": 1.5}, {"memory_type": "nonsense"}, {"content": None}],
+)  # fmt: skip
+def test_patch_values_of_the_wrong_type_are_refused(changes: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        Patch("alice", "a", changes)

@@ -11,8 +11,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from types import MappingProxyType
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from types import MappingProxyType, UnionType
+from typing import (
+    Any,
+    Protocol,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    runtime_checkable,
+)
 
 from engrain.errors import MigrationError, ValidationError
 from engrain.model import Kind, Memory, MemoryType, Vector
@@ -80,8 +89,35 @@ class State:
             ) from exc
 
 
-#: The Memory fields a :class:`Patch` may set: all but the row's identity.
-PATCHABLE = frozenset(f.name for f in fields(Memory)) - {"id", "user_id"}
+def _expected(annotation: Any) -> tuple[tuple[type, ...], bool]:
+    """The runtime types a Memory field's annotation allows, and whether ``None`` is one."""
+    nullable = False
+    if get_origin(annotation) in (UnionType, Union):
+        nullable = type(None) in get_args(annotation)
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    origin = get_origin(annotation)
+    if origin is not None:  # tuple[str, ...], np.ndarray[...]
+        return (origin,), nullable
+    return ((int, float) if annotation is float else (annotation,)), nullable
+
+
+#: The Memory fields a :class:`Patch` may set (all but the row's identity), with the types
+#: each accepts.
+PATCHABLE: dict[str, tuple[tuple[type, ...], bool]] = {
+    name: _expected(hint)
+    for name, hint in get_type_hints(Memory).items()
+    if name in {f.name for f in fields(Memory)} - {"id", "user_id"}
+}
+
+
+def _check_value(name: str, value: Any) -> None:
+    allowed, nullable = PATCHABLE[name]
+    if value is None and nullable:
+        return
+    wrong_bool = isinstance(value, bool) and bool not in allowed  # True is an int
+    items_ok = not isinstance(value, tuple) or all(isinstance(v, str) for v in value)
+    if wrong_bool or not isinstance(value, allowed) or not items_ok:
+        raise ValidationError(f"a patch sets {name} to {value!r}, not a valid {name}")
 
 
 @dataclass(frozen=True)
@@ -90,8 +126,8 @@ class Patch:
     no longer exists (forgotten) is left alone — a forget wins over any concurrent change.
 
     ``changes`` maps :class:`~engrain.model.Memory` field names (any but ``id`` and
-    ``user_id``) to new values, typed as on ``Memory``; another key is a
-    :class:`ValidationError` when the patch is made, before any I/O."""
+    ``user_id``) to new values, typed as on ``Memory``; another key, or a value of another
+    type, is a :class:`ValidationError` when the patch is made, before any I/O."""
 
     user_id: str
     memory_id: str
@@ -100,11 +136,13 @@ class Patch:
     def __post_init__(self) -> None:
         if not isinstance(self.changes, Mapping):
             raise ValidationError(f"patch changes must be a mapping, not {self.changes!r}")
-        if unknown := sorted(set(self.changes) - PATCHABLE):
+        if unknown := sorted(set(self.changes) - PATCHABLE.keys()):
             raise ValidationError(
                 f"a patch cannot set {', '.join(map(repr, unknown))}: "
                 "it sets Memory fields other than id and user_id"
             )
+        for name, value in self.changes.items():
+            _check_value(name, value)
         # a private read-only copy: a caller mutating its dict later changes nothing here
         object.__setattr__(self, "changes", MappingProxyType(dict(self.changes)))
 
