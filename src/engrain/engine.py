@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engrain import compress as compression
@@ -287,8 +287,10 @@ class Engine:
         force = validate.flag(force, "force")
         when = validate.moment(now, "now") or utcnow()
         s = self.settings
-        self.store.expire_state(user_id, fb.CONTEXTS,
-                                when - timedelta(days=s.context_retention_days))  # fmt: skip
+        retention = timedelta(days=s.context_retention_days)
+        cutoff = when - retention if when - datetime.min.replace(tzinfo=UTC) > retention else None
+        if cutoff is not None:  # a ``now`` near year 1 has nothing older to drop
+            self.store.expire_state(user_id, fb.CONTEXTS, cutoff)
         plan = compression.compress(
             self.store, self.embedder.embed, self.llm.complete if self.llm else None, user_id,
             threshold=s.compression_threshold, count=s.sessions_to_compress, force=force,
