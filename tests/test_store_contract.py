@@ -18,6 +18,7 @@ import pytest
 from engrain.errors import ValidationError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
 from engrain.store import ALL, MemoryFilter, Patch, State, Store
+from engrain.store.cache import UserCache
 
 from .conftest import NOW
 
@@ -840,3 +841,29 @@ def run_threads(work: Sequence[Callable[[], None]]) -> None:
 def test_patch_values_of_the_wrong_type_are_refused(changes: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         Patch("alice", "a", changes)
+
+
+# -- the per-user working set ----------------------------------------------------------------
+
+
+def test_a_working_set_snapshot_never_changes_after_it_is_published() -> None:
+    """What a reader holds stays whole while writers replace the working set: every write
+    builds a new snapshot instead of patching the arrays a reader may be using."""
+    cache = UserCache([mem("a", minutes=1), mem("b", minutes=2, vector=(0, 1, 0, 0))])
+    assert ids(cache.query()) == ["b", "a"]
+    cache.lexical_search("memory", 5)
+    held = cache.snapshot
+    assert held.arrays is not None and held.lexical is not None
+    rows, memories = dict(held.rows), list(held.arrays.memories)
+    matrix, pinned = held.arrays.matrix.copy(), held.arrays.pinned.copy()
+
+    cache.upsert([mem("a", minutes=1, pinned=True, vector=(0, 0, 1, 0)), mem("c", minutes=3)])
+    cache.touch(["b"], NOW)
+    cache.delete(["b"])
+
+    assert dict(held.rows) == rows and held.arrays.memories == memories
+    np.testing.assert_array_equal(held.arrays.matrix, matrix)
+    np.testing.assert_array_equal(held.arrays.pinned, pinned)
+    assert ids(cache.query()) == ["c", "a"]
+    assert ids(cache.query(MemoryFilter(pinned=True))) == ["a"]
+    assert [m.id for m, _ in cache.search(unit(0, 0, 1, 0), 1)] == ["a"]
