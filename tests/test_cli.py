@@ -731,7 +731,8 @@ def test_export_counts_learned_state_apart_from_memories(invoke: Invoke, tmp_pat
     path = tmp_path / "all.jsonl"
     result = ok(invoke("export", str(path), "--all-users"))
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    states = sum(r["type"] == "state" for r in records)
+    assert {r["type"] for r in records} == {"memory"}
+    states = sum(len(r.get("state", ())) for r in records)
     assert states > 0
     assert result.stderr == f"exported 2 memories and {states} states\n"
     ok(invoke("import", str(path), db="fresh.db"))

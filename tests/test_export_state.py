@@ -14,6 +14,7 @@ from engrain import Engine
 from engrain.embed import HashEmbedder
 from engrain.errors import ValidationError
 from engrain.feedback import CONTEXTS, COOCCURRENCE, PAIRS
+from engrain.model import Memory
 from engrain.store import MemoryStore, Store
 from engrain.store.sqlite import SQLiteStore
 
@@ -52,7 +53,10 @@ def test_learned_state_survives_export_and_import(tmp_path: Path, backend: str) 
 
     source = _taught(tmp_path, fresh("source"))
     first = _lines(source)
-    states = [json.loads(x) for x in first.splitlines() if json.loads(x)["type"] == "state"]
+    records = [json.loads(x) for x in first.splitlines()]
+    assert {r["type"] for r in records} == {"memory"}  # every line stays a memory
+    assert "state" in records[0] and all("state" not in r for r in records[1:])
+    states = records[0]["state"]
     assert {(s["namespace"], s["key"]) for s in states} >= {(COOCCURRENCE, PAIRS)}
     assert any(s["namespace"] == CONTEXTS for s in states)
 
@@ -71,6 +75,29 @@ def test_learned_state_survives_export_and_import(tmp_path: Path, backend: str) 
         after = copy.context(question, "ada", now=later)
         assert after.text == before.text
         assert [m.id for m in after.memories] == [m.id for m in before.memories]
+
+
+def test_an_older_reader_sees_only_memories(mem_engine: Engine) -> None:
+    """Every export line is a memory a plain ``Memory.from_dict`` reads (unknown fields such
+    as the carried state are ignored), so tools written for the memory format keep working."""
+    mem_engine.remember("Ada deploys with Kubernetes", "ada", now=NOW)
+    ctx = mem_engine.context("How does Ada deploy?", "ada", token_budget=500, now=NOW)
+    mem_engine.feedback("ada", ctx.id, helpful=True)
+    records = list(mem_engine.export_records("ada"))
+    assert records[0]["state"]
+    assert [Memory.from_dict(r).id for r in records] == [m.id for m in reversed(
+        mem_engine.list("ada"))]  # fmt: skip
+
+
+def test_a_corrupt_carried_state_writes_nothing(mem_engine: Engine) -> None:
+    mem_engine.remember("Ada deploys with Kubernetes", "ada", now=NOW)
+    [record] = mem_engine.export_records("ada")
+    fresh = Engine(settings=mem_engine.settings, store=MemoryStore(), embedder=HashEmbedder())
+    bad = {**record, "state": [{"namespace": COOCCURRENCE, "key": PAIRS, "value": "x"}]}
+    with pytest.raises(ValidationError) as info:
+        fresh.import_records([bad])
+    assert info.value.message.startswith("record 1: state[0].value")
+    assert fresh.store.users() == []
 
 
 def test_a_corrupt_state_record_writes_nothing(mem_engine: Engine) -> None:

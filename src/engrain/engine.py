@@ -584,11 +584,11 @@ class Engine:
 
     def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
-        included, in a stable order; after each user's memories, every state document the
-        engine learned for them (``{"type": "state", "user_id", "namespace", "key",
-        "value"}``: co-occurrence, context records). Compiled tiers are a cache and are
-        rebuilt instead (``records.py``). Export → import → export gives the same bytes,
-        and ``context()`` answers the same after."""
+        included, oldest first; each user's first record also carries ``state``: every
+        state document the engine learned for them (co-occurrence, context records). Every
+        record is a memory, so readers of the memory format keep working. Compiled tiers are
+        a cache and are rebuilt instead (``records.py``). Export → import → export gives the
+        same bytes, and ``context()`` answers the same after."""
         users = [validate.user_id(user_id)] if user_id is not None else self.store.users()
         return record_io.export(self.store, users, self.embedder.model_id)
 
@@ -600,9 +600,10 @@ class Engine:
         on_record: Callable[[int], None] | None = None,
     ) -> ImportResult:
         """Load records of four types: ``memory`` (an exported memory, restored as is,
-        re-embedded if its vector is missing or from another model), ``state`` (an exported
-        per-user state document), ``conversation`` (``user_id``, ``session_id``, ``turns``:
-        the conversation path) and ``text`` (``user_id``, ``text``: the ingest path).
+        re-embedded if its vector is missing or from another model, with the learned
+        ``state`` it carries), ``state`` (one per-user state document), ``conversation``
+        (``user_id``, ``session_id``, ``turns``: the conversation path) and ``text``
+        (``user_id``, ``text``: the ingest path).
 
         Every record is validated before anything is embedded or written (a bad one raises
         :class:`ValidationError` naming its number and field), and everything is written in

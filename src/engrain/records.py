@@ -1,15 +1,19 @@
 """The import/export stage: a user's memories and learned state as JSON-ready records.
 
-Four record types: ``memory`` (every field of a memory, embedding included, and the model
-that made the embedding), ``state`` (a per-user state document: ``user_id``,
-``namespace``, ``key``, ``value``), ``conversation`` (``user_id``, ``session_id``,
-``turns``: the conversation path) and ``text`` (``user_id``, ``text``: the ingest path).
+Three record types: ``memory`` (every field of a memory, embedding included, and the model
+that made the embedding), ``conversation`` (``user_id``, ``session_id``, ``turns``: the
+conversation path) and ``text`` (``user_id``, ``text``: the ingest path).
 
-Export is lossless: after each user's memories (oldest first) come every state document
-the engine learned for them, co-occurrence and context records, sorted by namespace and
-key. Compiled tiers are left out: they are a cache of the memories (whose access counts
-and promotions, the tiers' inputs, travel with them) and are rebuilt on first use. So
-export → import → export is byte-identical, and ``context()`` answers the same after.
+Export is lossless: each user's memories, oldest first, and on the first of them a
+``state`` list holding every state document the engine learned for that user
+(co-occurrence, context records; ``namespace``, ``key``, ``value``), sorted by namespace
+and key. The learned state rides on a memory record rather than in a record type of its
+own so that every line of an export stays a memory: readers of the memory format (and
+older engrain versions, which ignore the unknown field) keep working. Compiled tiers are
+left out: they are a cache of the memories (whose access counts and promotions, the tiers'
+inputs, travel with them) and are rebuilt on first use. So export → import → export is
+byte-identical, and ``context()`` answers the same after. A ``{"type": "state", "user_id",
+"namespace", "key", "value"}`` record is also accepted on import.
 """
 
 from __future__ import annotations
@@ -40,24 +44,35 @@ class Input:
     turns: list[Turn] | None
 
 
+@dataclass(frozen=True)
+class Restored:
+    """An exported memory record, validated: the memory and the user state it carried."""
+
+    memory: Memory
+    states: tuple[State, ...] = ()
+
+
 def export(store: Store, users: list[str], model_id: str) -> Iterator[dict[str, Any]]:
-    """The records of ``users``: memories oldest first, then their learned state."""
+    """The records of ``users``: memories oldest first, the first carrying the user's
+    learned state (a user without memories has nothing to export)."""
     for user in users:
+        learned = [{"namespace": doc.namespace, "key": doc.key, "value": dict(doc.value)}
+                   for doc in store.states(user)
+                   if doc.namespace not in CACHES and doc.value is not None]  # fmt: skip
         for memory in reversed(store.query(user)):
-            record = memory.to_dict(with_embedding=True)
+            record = {"type": "memory", **memory.to_dict(with_embedding=True)}
             record["embedding_model"] = model_id
-            yield {"type": "memory", **record}
-        for doc in store.states(user):
-            if doc.namespace not in CACHES and doc.value is not None:
-                yield {"type": "state", "user_id": doc.user_id, "namespace": doc.namespace,
-                       "key": doc.key, "value": dict(doc.value)}  # fmt: skip
+            if learned:
+                record["state"], learned = learned, []
+            yield record
 
 
 def check(
     number: int, record: object, *, max_chars: int, model_id: str, dim: int
-) -> Memory | State | Input:
+) -> Restored | State | Input:
     """Import record ``number``, validated: a memory (without its vector if another model,
-    or another dimension, made it), a state document or an ingest input. A bad record is a
+    or another dimension, made it) with the state it carries, a state document or an ingest
+    input. A bad record is a
     :class:`ValidationError` starting ``record N:`` and naming the field."""
     try:
         if not isinstance(record, Mapping):
@@ -70,7 +85,9 @@ def check(
                 (model and model != model_id) or memory.embedding.shape != (dim,)
             ):
                 memory = memory.evolve(embedding=None)
-            return memory
+            docs = validate.attached_states(record.get("state"), memory.user_id)
+            return Restored(memory, tuple(State(d.user_id, d.namespace, d.key, d.value)
+                                          for d in docs))  # fmt: skip
         if kind == "state":
             doc = validate.state_record(record)
             return State(doc.user_id, doc.namespace, doc.key, doc.value)
@@ -94,17 +111,19 @@ class Batch:
     """An import validated and embedded, ready to plan: each record as a memory (vector
     filled in), a state document, or an ingest input with its embedded drafts."""
 
-    items: tuple[Memory | State | tuple[Input, list[Draft]], ...]
+    items: tuple[Restored | State | tuple[Input, list[Draft]], ...]
 
     @property
     def memories(self) -> list[Memory]:
         """The restored memories."""
-        return [i for i in self.items if isinstance(i, Memory)]
+        return [i.memory for i in self.items if isinstance(i, Restored)]
 
     @property
     def states(self) -> list[State]:
-        """The restored state documents."""
-        return [i for i in self.items if isinstance(i, State)]
+        """The restored state documents: those memory records carried, and state records."""
+        return [s for i in self.items if isinstance(i, Restored) for s in i.states] + [
+            i for i in self.items if isinstance(i, State)
+        ]
 
 
 def prepare(
@@ -115,15 +134,15 @@ def prepare(
     access."""
     checked = [check(n, r, max_chars=max_chars, model_id=embedder.model_id, dim=embedder.dim)
                for n, r in enumerate(records, 1)]  # fmt: skip
-    missing = [m for m in checked if isinstance(m, Memory) and m.embedding is None]
+    missing = [r.memory for r in checked if isinstance(r, Restored) and r.memory.embedding is None]
     fixed: dict[str, Memory] = {}
     if missing:
         vectors = embedder.embed([m.content for m in missing])
         fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
-    items: list[Memory | State | tuple[Input, list[Draft]]] = []
+    items: list[Restored | State | tuple[Input, list[Draft]]] = []
     for item in checked:
-        if isinstance(item, Memory):
-            items.append(fixed.get(item.id, item))
+        if isinstance(item, Restored):
+            items.append(Restored(fixed.get(item.memory.id, item.memory), item.states))
         elif isinstance(item, State):
             items.append(item)
         elif item.turns is not None:

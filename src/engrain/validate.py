@@ -336,6 +336,24 @@ def state_record(record: Mapping[str, Any]) -> StateRecord:
     )
 
 
+def attached_states(value: object, owner: str) -> list[StateRecord]:
+    """The ``state`` list an exported memory record carries for its user: documents of
+    ``namespace``, ``key`` and a JSON object ``value``, owned by ``owner``."""
+    if value is None:
+        return []
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise ValidationError(f"state must be a list of state documents, not {_name(value)}")
+    docs = []
+    for i, doc in enumerate(value):
+        if not isinstance(doc, Mapping):
+            raise ValidationError(f"state[{i}] must be an object, not {_name(doc)}")
+        try:
+            docs.append(state_record({**doc, "user_id": owner}))
+        except ValidationError as exc:
+            raise type(exc)(f"state[{i}].{exc.message}") from exc
+    return docs
+
+
 def _tag_list(value: object) -> tuple[str, ...]:
     if isinstance(value, str):  # an export always writes a list; a string is a mistake
         raise ValidationError(f"domains must be a list of strings, not str ({value!r})")

@@ -120,8 +120,9 @@ def import_(state: State, source: IO[bytes], keep_users: bool) -> None:
 
     \b
     Record types:
-      {"type": "memory", ...}   an exported memory, restored as is
-      {"type": "state", ...}    an exported per-user state (what engrain learned)
+      {"type": "memory", ...}   an exported memory, restored as is (the first of
+                                each user carries "state": what engrain learned)
+      {"type": "state", ...}    one per-user state document
       {"type": "conversation", "session_id": ..., "turns": [{"speaker", "text",
        "turn_id", "at"}, ...]}  the conversation path
       {"type": "text", "text": ...}   the ingest path
@@ -164,6 +165,7 @@ def export(state: State, target: str, all_users: bool) -> None:
             for record in records:
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
                 counts[record.get("type", "memory")] += 1
+                counts["state"] += len(record.get("state") or ())
     except OSError as exc:
         raise click.BadParameter(f"cannot write {target}: {exc.strerror}") from exc
     if not state.as_json:
