@@ -1,7 +1,9 @@
 """One background thread per engine for work no caller should wait on: recompiling stale
 tiers and compressing old sessions. A job is keyed (e.g. ``("tiers", user, project)``), so
-a burst of requests for the same work runs it once; failures are logged, never raised into
-a request, and leave things as they were (a stale cache, uncompressed sessions)."""
+a burst of requests for the same work runs it once; a request that arrives while that job
+is already running (and may have read the data before the request's write) runs it once
+more afterwards, so no request is lost. Failures are logged, never raised into a request,
+and leave things as they were (a stale cache, uncompressed sessions)."""
 
 from __future__ import annotations
 
@@ -20,44 +22,60 @@ class Worker:
     def __init__(self, name: str = "engrain-background") -> None:
         self._name = name
         self._pending: dict[Hashable, Future[Any]] = {}
+        self._again: dict[Hashable, Callable[[], Any]] = {}  # asked for while running
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
 
     def submit(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
-        """Run ``job`` in the background unless the job of that ``key`` is already queued
-        or running (then its future is returned)."""
+        """Run ``job`` in the background. If the job of that ``key`` is queued, that run
+        serves this request too (its future is returned); if it is running, it runs once
+        more when it finishes."""
         with self._lock:
-            running = self._pending.get(key)
-            if running is not None and not running.done():
-                return running
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-            future = self._executor.submit(self._logged, key, job)
-            self._pending[key] = future
-            return future
+            current = self._pending.get(key)
+            if current is not None and not current.done():
+                if current.running():
+                    self._again[key] = job
+                return current
+            return self._start(key, job)
 
-    @staticmethod
-    def _logged(key: Hashable, job: Callable[[], Any]) -> Any:
+    def _start(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+        future = self._executor.submit(self._logged, key, job)
+        self._pending[key] = future
+        return future
+
+    def _logged(self, key: Hashable, job: Callable[[], Any]) -> Any:
         try:
             return job()
         except Exception:
             log.exception("background job %r failed", key)
             raise
+        finally:
+            with self._lock:
+                again = self._again.pop(key, None)
+                if again is not None and self._executor is not None:
+                    self._start(key, again)
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until every job submitted so far is done (failed ones included)."""
-        with self._lock:
-            pending = list(self._pending.values())
-        for future in pending:
-            try:
-                future.result(timeout)
-            except Exception:  # already logged
-                continue
+        """Block until every job submitted so far, and every re-run they asked for, is done
+        (failed ones included)."""
+        while True:
+            with self._lock:
+                pending = [f for f in self._pending.values() if not f.done()]
+            if not pending:
+                return
+            for future in pending:
+                try:
+                    future.result(timeout)
+                except Exception:  # already logged
+                    continue
 
     def close(self) -> None:
         """Finish the jobs under way and stop the thread."""
         self.wait()
-        with self._lock:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+        with self._lock:  # taken out first: a finishing job then schedules no re-run
+            executor, self._executor = self._executor, None
+            self._again.clear()
+        if executor is not None:
+            executor.shutdown(wait=True)

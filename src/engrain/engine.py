@@ -110,7 +110,6 @@ class Engine:
         self.planner = Planner(self.store, self.embedder, settings)
         self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
         self._lock = threading.RLock()  # read-plan-write sequences of this process
-        self._ingests: dict[str, int] = {}  # episodic ingests per user, for compression
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -258,18 +257,7 @@ class Engine:
         users = {m.user_id for m in staged.memories.values()
                  if m.memory_type is MemoryType.EPISODIC}  # fmt: skip
         for user in users:
-            with self._lock:
-                self._ingests[user] = self._ingests.get(user, 0) + 1
-            self.worker.submit(("compress", user), functools.partial(self._settle, user))
-
-    def _settle(self, user_id: str) -> None:
-        """Compress until no ingest of the user landed meanwhile: the worker drops a request
-        while the same job runs, and that run may have read the sessions before it."""
-        while True:
-            seen = self._ingests.get(user_id)
-            self.compress(user_id)
-            if self._ingests.get(user_id) == seen:
-                return
+            self.worker.submit(("compress", user), functools.partial(self.compress, user))
 
     # -- compression -------------------------------------------------------------------------
 

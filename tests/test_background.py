@@ -1,0 +1,59 @@
+"""The background worker: keyed jobs run once per burst, and a request that arrives while
+its job runs is not lost."""
+
+from __future__ import annotations
+
+import threading
+
+from engrain.background import Worker
+
+
+def test_a_burst_of_queued_requests_runs_once() -> None:
+    worker = Worker()
+    gate = threading.Event()
+    runs: list[str] = []
+    worker.submit("block", gate.wait)  # occupies the single thread
+    futures = [worker.submit("job", lambda: runs.append("job")) for _ in range(5)]
+    assert len({id(f) for f in futures}) == 1
+    gate.set()
+    worker.wait()
+    assert runs == ["job"]
+    worker.close()
+
+
+def test_a_request_during_a_run_runs_it_once_more() -> None:
+    worker = Worker()
+    started, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+    data = [1]
+
+    def job() -> None:
+        snapshot = list(data)  # the job reads first …
+        started.set()
+        release.wait()
+        seen.append(len(snapshot))  # … and acts on what it read
+
+    worker.submit("compress", job)
+    started.wait()
+    data.append(2)  # a write the running job did not see
+    worker.submit("compress", job)
+    worker.submit("compress", job)  # several requests during one run: one re-run
+    release.set()
+    worker.wait()
+    assert seen == [1, 2]
+    worker.close()
+
+
+def test_a_failed_job_is_logged_and_the_worker_goes_on(caplog) -> None:  # type: ignore[no-untyped-def]
+    worker = Worker()
+
+    def boom() -> None:
+        raise RuntimeError("disk full")
+
+    worker.submit("bad", boom)
+    worker.wait()
+    assert "background job 'bad' failed" in caplog.text
+    done: list[bool] = []
+    worker.submit("good", lambda: done.append(True))
+    worker.close()
+    assert done == [True]
