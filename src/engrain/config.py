@@ -66,7 +66,8 @@ class Settings(BaseModel):
     url: str | None = Field(
         default=None,
         description="Store URL: sqlite:///path, postgresql://user:pass@host/db (needs the "
-        "postgres extra), memory://, or a dotted path to a Store class. "
+        "postgres extra), memory://, or a scheme a package registers in the "
+        "engrain.stores entry point group. "
         "Default: sqlite file engrain.db in the data directory.",
     )
     data_dir: Path = Field(default_factory=default_data_dir)
