@@ -17,9 +17,11 @@ all-MiniLM-L6-v2 and written through ``engine.store.write``). Then, in one run:
   awaiting ``context()`` in a loop (``asyncio.to_thread`` runs them on the loop's default
   executor, ``min(32, cores + 4)`` threads).
 
-Each setting opens its own engine on the same file (the loaded model is shared), so an error
-in one setting cannot leave a broken working set to the next; a few untimed calls warm it,
-then its callers share ``--seconds`` of wall time (or exactly ``--calls`` calls). Queries
+Each setting runs in ``--rounds`` interleaved rounds (every setting once per round, the
+order reversed every other round, so a change in the machine's load weighs on all of them
+alike). Each round opens its own engine on the same file (the loaded model is shared), so an
+error cannot leave a broken working set to the next; a few untimed calls warm it, then its
+callers share the round's part of ``--seconds`` (or of ``--calls``). Queries
 cycle through a pool of distinct questions larger than the engine's query-vector LRU, so
 every call embeds its message as a real one would. Every exception a call raises is counted
 as an error (by type and message) and so is every error engrain only logs (a failed
@@ -66,6 +68,8 @@ class Tally:
     latencies_ms: list[float] = field(default_factory=list)
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    logged: collections.Counter[str] = field(default_factory=collections.Counter)
+    wall_seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def ok(self, ms: float) -> None:
@@ -223,32 +227,38 @@ def run_setting(
     embedder: MiniLMEmbedder,
     queries: Sequence[str],
     warmup: Sequence[str],
+    tally: Tally,
     *,
     seconds: float,
     calls: int | None,
-) -> dict[str, Any]:
-    """One setting on its own engine: warm-up, then ``callers`` callers until the pacer
-    stops them."""
+) -> None:
+    """One round of a setting on its own engine: warm-up, then ``callers`` callers until
+    the pacer stops them; what they did is added to ``tally``."""
     engine = open_engine(path, embedder)
-    tally = Tally()
     try:
         for query in warmup:
             engine.sync.context(query, USER, now=common.NOW)
         pacer = Pacer(queries, seconds=seconds, calls=calls)
         with logged_errors() as logged:
-            wall = MODES[mode](engine, pacer, tally, callers)
+            tally.wall_seconds += MODES[mode](engine, pacer, tally, callers)
             engine.sync.wait()
+        tally.logged.update(logged)
     finally:
         engine.sync.close()
+
+
+def summarize(mode: str, callers: int, tally: Tally) -> dict[str, Any]:
+    """One setting's row of the report, over all its rounds."""
     done = len(tally.latencies_ms)
     failed = sum(tally.errors.values())
+    wall = tally.wall_seconds
     row: dict[str, Any] = {
         "mode": mode,
         "callers": callers,
         "wall_seconds": round(wall, 2),
         "calls": done,
         "errors": failed,
-        "logged_errors": sum(logged.values()),
+        "logged_errors": sum(tally.logged.values()),
         "calls_per_s": round(done / wall, 1) if wall > 0 else None,
     }
     if tally.latencies_ms:
@@ -258,8 +268,8 @@ def run_setting(
     if failed:
         row["errors_by_type"] = dict(tally.errors.most_common())
         row["error_examples"] = tally.examples
-    if logged:
-        row["logged_errors_by_type"] = dict(logged.most_common())
+    if tally.logged:
+        row["logged_errors_by_type"] = dict(tally.logged.most_common())
     return row
 
 
@@ -298,9 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
     parser.add_argument("--memories", type=int, default=10_000, help="memories of the user")
     parser.add_argument("--callers", default="1,4,16", help="comma-separated caller counts")
-    parser.add_argument("--seconds", type=float, default=10.0,
-                        help="wall seconds of each setting (default 10)")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=12.0,
+                        help="wall seconds of each setting, all rounds (default 12)")  # fmt: skip
     parser.add_argument("--calls", type=int, help="instead of --seconds: calls per setting")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="split each setting into this many interleaved rounds")  # fmt: skip
     parser.add_argument("--queries", type=int, default=200,
                         help="timed queries of the single caller (as latency.py)")  # fmt: skip
     parser.add_argument("--warmup", type=int, default=10,
@@ -313,13 +325,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if (
         args.memories < 1 or not callers or callers[0] < 1 or args.seconds <= 0
         or (args.calls is not None and args.calls < 1) or args.queries < 1 or args.warmup < 1
+        or args.rounds < 1
     ):  # fmt: skip
-        parser.error("--memories, --callers, --seconds, --calls, --queries and --warmup "
-                     "must be positive")  # fmt: skip
+        parser.error("--memories, --callers, --seconds, --calls, --rounds, --queries and "
+                     "--warmup must be positive")  # fmt: skip
 
     embedder = MiniLMEmbedder()
     cache_dir = None if args.no_vector_cache else Path(tempfile.gettempdir()) / "engrain-bench"
-    settings: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="engrain-concurrency-") as tmp:
         path = Path(tmp) / "concurrency.db"
         single, corpus = build(path, args.memories, embedder, args.seed, args.warmup,
@@ -329,10 +341,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool = common.make_queries(QUERY_POOL + WARMUP_CALLS, seed=args.seed + 2)
         warmup, queries = pool[:WARMUP_CALLS], pool[WARMUP_CALLS:]
         plan = [("sequential", 1)] + [(m, n) for m in ("threads", "async") for n in callers]
-        for mode, n in plan:
-            print(f"{mode} × {n}", file=sys.stderr)
-            settings.append(run_setting(mode, n, path, embedder, queries, warmup,
-                                        seconds=args.seconds, calls=args.calls))  # fmt: skip
+        tallies = {setting: Tally() for setting in plan}
+        seconds = args.seconds / args.rounds
+        calls = -(-args.calls // args.rounds) if args.calls else None
+        for round_ in range(args.rounds):
+            # ABBA order: a drift in the machine's load weighs on every setting alike
+            for mode, n in plan if round_ % 2 == 0 else reversed(plan):
+                print(f"round {round_ + 1}/{args.rounds}: {mode} × {n}", file=sys.stderr)
+                run_setting(mode, n, path, embedder, queries, warmup, tallies[mode, n],
+                            seconds=seconds, calls=calls)  # fmt: skip
+        settings = [summarize(mode, n, tallies[mode, n]) for mode, n in plan]
 
     machine = common.machine_info()
     report = {
@@ -343,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "run": {
             "seconds_per_setting": None if args.calls else args.seconds,
             "calls_per_setting": args.calls,
+            "rounds": args.rounds,
             "warmup_calls_per_setting": WARMUP_CALLS,
             "query_pool": QUERY_POOL,
             "async_default_executor_threads": min(32, (os.cpu_count() or 1) + 4),
