@@ -330,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--memories, --callers, --seconds, --calls, --rounds, --queries and "
                      "--warmup must be positive")  # fmt: skip
 
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     embedder = MiniLMEmbedder()
     cache_dir = None if args.no_vector_cache else Path(tempfile.gettempdir()) / "engrain-bench"
     with tempfile.TemporaryDirectory(prefix="engrain-concurrency-") as tmp:
@@ -352,7 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             seconds=seconds, calls=calls)  # fmt: skip
         settings = [summarize(mode, n, tallies[mode, n]) for mode, n in plan]
 
-    machine = common.machine_info()
+    machine = common.machine_info()  # its load average is the run's own, taken at the end
+    machine["load_average_1m_before"] = None if load_before is None else round(load_before, 2)
     report = {
         "memories": args.memories,
         "single_caller": single,
@@ -402,9 +404,9 @@ def print_table(report: dict[str, Any]) -> None:
           f"p50 {single['p50_ms']:.1f} ms, p95 {single['p95_ms']:.1f} ms "
           f"(before: {baseline['p50_ms']} / {baseline['p95_ms']} ms)")  # fmt: skip
     machine = report["machine"]
-    load, commit = machine.get("load_average_1m", "?"), str(report["commit"])[:10]
-    print(f"{machine['cores']} cores, Python {machine['python']}, load average {load}, "
-          f"commit {commit}")  # fmt: skip
+    before, after = machine.get("load_average_1m_before", "?"), machine.get("load_average_1m", "?")
+    print(f"{machine['cores']} cores, Python {machine['python']}, load average {before} before, "
+          f"{after} after, commit {str(report['commit'])[:10]}")  # fmt: skip
 
 
 if __name__ == "__main__":
