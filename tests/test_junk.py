@@ -290,7 +290,7 @@ def call(*positional: Arg, **optional: Arg) -> st.SearchStrategy[Any]:
     return _call(positional, optional)
 
 
-ANY = Arg(st.nothing())  # a parameter that only ever gets junk
+ANY = Arg(JUNK)  # a parameter no value of which is valid
 
 CALLS: dict[str, st.SearchStrategy[Any]] = {
     "ingest": call(TEXT, USER, session_id=ID, memory_type_hint=MEMORY_TYPE, project=ID,
