@@ -26,6 +26,16 @@ from typing import (
 from engrain.errors import MigrationError, ValidationError
 from engrain.model import Kind, Memory, MemoryType, Vector
 
+#: A memory row's columns, in the order both SQL backends store them (the order of migration
+#: 001's table, then the columns later migrations added).
+MEMORY_COLUMNS = (
+    "id", "user_id", "project", "content", "memory_type", "kind", "domains", "session_id",
+    "created_at", "updated_at", "event_at", "key", "importance", "confidence", "usefulness",
+    "access_count", "last_accessed_at", "pinned", "muted", "promoted_at", "compressed",
+    "compression_source", "source_session_id", "provenance", "content_hash", "embedding",
+    "superseded_by",
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class MemoryFilter:

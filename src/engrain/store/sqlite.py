@@ -22,16 +22,17 @@ import numpy as np
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.base import ALL, MemoryFilter, Patch, State, pending_migrations
+from engrain.store.base import (
+    ALL,
+    MEMORY_COLUMNS,
+    MemoryFilter,
+    Patch,
+    State,
+    pending_migrations,
+)
 from engrain.store.cache import UserCache
 
-_COLUMNS = (
-    "id", "user_id", "project", "content", "memory_type", "kind", "domains", "session_id",
-    "created_at", "updated_at", "event_at", "key", "importance", "confidence", "usefulness",
-    "access_count", "last_accessed_at", "pinned", "muted", "promoted_at", "compressed",
-    "compression_source", "source_session_id", "provenance", "content_hash", "embedding",
-    "superseded_by",
-)  # fmt: skip
+_COLUMNS = MEMORY_COLUMNS
 #: Users whose memories stay cached in process (least recently used are dropped first).
 CACHED_USERS = 64
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)

@@ -17,19 +17,14 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
+from engrain.store.base import MEMORY_COLUMNS
 
 Conn = Connection[tuple[Any, ...]]
 
 #: ``hnsw.ef_search`` for every connection: the candidate list of one index scan.
 EF_SEARCH = 100
 
-COLUMNS = (
-    "id", "user_id", "project", "content", "memory_type", "kind", "domains", "session_id",
-    "created_at", "updated_at", "event_at", "key", "importance", "confidence", "usefulness",
-    "access_count", "last_accessed_at", "pinned", "muted", "promoted_at", "compressed",
-    "compression_source", "source_session_id", "provenance", "content_hash", "embedding",
-    "superseded_by",
-)  # fmt: skip
+COLUMNS = MEMORY_COLUMNS
 #: Kept in the narrow ``access`` table, not in ``memories`` (see the package docstring).
 ACCESS_COLUMNS = ("access_count", "last_accessed_at")
 
