@@ -258,7 +258,7 @@ def run(
             for variant in chosen:
                 if variant.store != name:
                     continue
-                options = engine._options(None).update(**variant.options)
+                options = engine.options.update(**variant.options)
                 rows[variant.name] = []
                 for conv in conversations:
                     now = parse_session_time(conv.sessions[-1].date_time)
