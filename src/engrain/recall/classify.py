@@ -1,24 +1,42 @@
 """Query classification (relevance gating, step 1): local rules, no model, well under 1 ms.
 
-From the message alone (plus the caller's turn number) it decides:
+From the message alone (plus the caller's turn number and the user's domain vocabulary) it
+decides:
 
 * **complexity** — trivial, simple, moderate, complex, deep;
 * **intent** — question, generation, analysis, debugging, discussion, continuation, greeting;
 * **domains** — tags from a keyword table (database, security, …), the same table that tags
-  memories at ingestion, so domain match compares like with like;
+  memories at ingestion, so domain match compares like with like, plus the user's own
+  domains (:func:`domains_of`);
 * **conversation depth** (the turn number), **code context** and **history references**.
 
 The signals are the document's: message length (< 50 characters: likely trivial or simple),
-code blocks (needs accuracy, likely complex), "we" / "our" / "before" (history-dependent),
-turn > 5 (deep context built), technical jargon density (domain-specific).
+code blocks (needs accuracy), "we" / "our" / "before" (history-dependent), turn > 5 (deep
+context built), technical jargon density (domain-specific). On top of them, what labelled
+messages showed (``tests/test_classify.py``):
+
+* a message made only of acknowledgements, laughter and emoji is trivial;
+* debugging is recognised by its symptoms (hangs, 500s, OOM, timeouts, flaky, slow, exit
+  codes, "doesn't work"), not by the words "error" and "bug" — which, in a question about
+  a fact ("which error tracker do we use?"), name a topic, not a problem;
+* generation is a request to produce or change something, however it is phrased:
+  an imperative ("Cover … with tests", "Let users …"), a need ("We need …", "Users want …")
+  or a requirement ("The form should …");
+* continuation is an opener ("and…", "what about…", "same for…") or a leading anaphor
+  ("does that…", "it should…") at any turn after the first;
+* code or a debugging word alone no longer makes a message complex: debugging, analysis and
+  multi-file work do, as the seed's table says.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
+from engrain.errors import ValidationError
 from engrain.ingest.signals import has_technical_term
 
 
@@ -60,6 +78,19 @@ class Classification:
     def deep_conversation(self) -> bool:
         """Past turn 10: recency matters more, and the budget grows by 25%."""
         return self.turn > 10
+
+    @property
+    def threshold_shift(self) -> float:
+        """How much this message moves every selection threshold: deep questions ("Help me
+        understand the full auth flow") get the seed's lower thresholds, everything else 0.
+        Added to the memory-depth shift by the gate."""
+        return DEEP_THRESHOLD_SHIFT if self.complexity is Complexity.DEEP else 0.0
+
+
+#: The threshold shift of a deep question. The seed gives deep questions "higher
+#: complexity, larger budget, lower thresholds" without a number; half the rich depth's
+#: -0.10 lowers every threshold without letting a deep question take what rich would.
+DEEP_THRESHOLD_SHIFT = -0.05
 
 
 #: Domain tags and the words that signal them (whole words, case-insensitive). The same
@@ -104,15 +135,43 @@ for _domain, _words in DOMAIN_KEYWORDS.items():
     for _word in _words:
         _WORD_TO_DOMAINS.setdefault(_word, []).append(_domain)
 
+#: A user's own domains: domain name → keywords. The name itself always counts.
+Vocabulary = Mapping[str, Sequence[str]]
+
 _TOKEN = re.compile(r"[a-z][a-z0-9.+#-]*[a-z0-9+#]|[a-z]")
-_TRIVIAL = re.compile(
-    r"^(?:hi|hello|hey|yo|hiya|thanks|thank you|thx|ty|cheers|ok|okay|k|cool|great|nice|"
-    r"awesome|perfect|yes|yep|yeah|no|nope|sure|got it|sounds good|bye|goodbye|"
-    r"good (?:morning|afternoon|evening|night)|lol|haha)(?:[\s,]+(?:there|so much|a lot|"
-    r"again|everyone|all))?[\s!.?:)]*$",
+
+# -- trivial: a message made only of acknowledgements, laughter, greetings and emoji -------
+
+_ACK_WORDS = frozenset(
+    [
+        "hi", "hello", "hey", "heya", "hiya", "yo", "howdy", "morning", "afternoon", "evening",
+        "night", "good", "gm", "gn", "thanks", "thank", "thx", "ty", "tysm", "tyvm", "cheers",
+        "appreciated", "appreciate", "much", "so", "a", "lot", "you", "all", "ok", "okay", "k",
+        "kk", "cool", "great", "nice", "neat", "sweet", "awesome", "perfect", "excellent",
+        "amazing", "brilliant", "wonderful", "wow", "yes", "yep", "yeah", "yup", "ya", "no",
+        "nope", "nah", "sure", "right", "alright", "fair", "enough", "exactly", "indeed", "true",
+        "got", "it", "gotcha", "that", "this", "works", "worked", "working", "sounds", "looks",
+        "makes", "sense", "lgtm", "sgtm", "np", "noted", "done", "bye", "goodbye", "later", "cya",
+        "ah", "oh", "aha", "i", "see", "now", "again", "there", "everyone", "lol", "lmao", "rofl",
+        "haha", "hehe", "heh", "love", "one",
+    ]
+)  # fmt: skip
+_LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
+_WORDS = re.compile(r"[a-z0-9']+")
+_REPEATS = re.compile(r"(.)\1{2,}")
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
+)
+#: An acknowledgement in front of the real message ("ok, and …", "thanks! now …").
+_LEAD = re.compile(
+    r"^(?:(?:hi|hello|hey|yo|ok|okay|k|cool|great|nice|perfect|awesome|thanks|thank you|"
+    r"thx|ty|np|sure|yes|yep|yeah|alright|right|well|hmm+|haha|lol|got it|i see)\b"
+    r"[\s,.!:;\-—–]*|[^\w\s`'\"/({\[<#@$~.-]+\s*)+",
     re.IGNORECASE,
 )
-_GREETING = re.compile(r"^(?:hi|hello|hey|yo|hiya|good (?:morning|afternoon|evening))\b", re.I)
+
+# -- code and history ------------------------------------------------------------------------
+
 _CODE_BLOCK = re.compile(r"```|~~~|^( {4}|\t)\S", re.MULTILINE)
 _INLINE_CODE = re.compile(
     r"`[^`\n]+`|\b[A-Za-z_]\w*\([^)]*\)|=>|::|\b(?:def|class|const|let|var|fn|func)\s+\w+\s*[(=:<{]"
@@ -124,24 +183,116 @@ _HISTORY = re.compile(
     r"mentioned)|remember|again|you said|i told you|we talked)\b",
     re.IGNORECASE,
 )
-_DEBUGGING = re.compile(
-    r"\b(?:debug\w*|fix\w*|error\w*|bugs?|trace\w*|stack|exceptions?|breakpoints?|crash\w*|"
-    r"fail\w*|broken|traceback|segfault|panic\w*|doesn'?t work|not working|regression)\b",
+
+# -- debugging: symptoms, and the words that only name a topic in a question about a fact --
+
+_SYMPTOM = re.compile(
+    r"\b(?:debug\w*|troubleshoot\w*|diagnos\w+|investigat\w+|root[- ]cause|"
+    r"hang|hangs|hanging|hung|stuck|freez\w*|frozen|deadlock\w*|race condition|"
+    r"crash\w*|segfault\w*|core dump|panic\w*|traceback|stack ?trace|"
+    r"oom\w*|out of memory|memory leak|leak(?:s|ing|ed)?|killed|sigkill|sigsegv|"
+    r"crashloopbackoff|exit(?:s|ed)? (?:with )?(?:code|status) \d+|exit (?:code|status) \d+|"
+    r"times? out|timed out|timing out|timeouts|"
+    r"(?:returning|returns|returned|throwing|throws|threw|getting|got|gives|giving) "
+    r"(?:an? |some |lots of |random )?(?:[45]\d\d|[45]xx)s?|[45]\d\ds|[45]xx|"
+    r"fail|fails|failed|failing|failure|failures|flak\w+|intermittent\w*|"
+    r"broken|breaks|broke|"
+    r"(?:doesn'?t|does not|isn'?t|is not|aren'?t|are not|not|stopped|won'?t|can'?t|cannot|"
+    r"couldn'?t|never) (?:work\w*|start\w*|load\w*|build\w*|compil\w+|connect\w*|run\w*|"
+    r"render\w*|respond\w*|trigger\w*|fire|fires|show\w*|updat\w+|sav\w+|finish\w*)|"
+    r"(?:goes|went|turns?|becomes?) (?:to )?nan|nans?\b|"
+    r"(?:returns?|returning|gives?|giving|produces?|producing|shows?|showing) (?:an? |the )?"
+    r"(?:empty|wrong|none|null|nothing|duplicate\w*|incorrect|stale)|"
+    r"wrong|incorrect|unexpected\w*|duplicate (?:rows|entries|records|events|emails|charges)|"
+    r"off[- ]by[- ]one|"
+    r"slow|slower|slowly|sluggish|takes (?:forever|ages|\d+ ?(?:s|sec|secs|seconds|min|"
+    r"mins|minutes|hours))|used to (?:be|work)|"
+    r"(?:an?|the|this|that|same|weird|strange|getting|get|got|throws?|raises?|raised|see|"
+    r"seeing|hit|hitting) (?:\w+ )?(?:error|exception)s?(?! (?:log|tracker|handl|message|code|"
+    r"page|rate|budget|type|format|boundar|report|track|monitor))|exceptions?|"
+    r"errors? (?:when|on|in|"
+    r"after|while|with|from|at)|warnings? (?:when|on|in|after|while|about)|"
+    r"redirect(?:ed|s)? (?:in )?(?:a )?loop|infinite loop|"
+    r"how (?:do|can|should|would) (?:i|we|you) (?:fix|debug|solve|resolve|get rid of))\b"
+    r"|\w+(?:Error|Exception):",
     re.IGNORECASE,
 )
-_GENERATION = re.compile(
-    r"^(?:please\s+|can you\s+|could you\s+)?(?:write|create|implement|generate|build|add|"
-    r"make|scaffold|draft|refactor|convert|port)\b|\b(?:write|implement|generate) (?:a|an|"
-    r"the|me)\b",
+_ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
+#: Words that mean a problem when someone reports it, and only a topic in a question
+#: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
+_PROBLEM_WORD = re.compile(
+    r"\b(?:fix\w*|bugs?|buggy|errors?|issues?|problems?|regression\w*|timeout)\b", re.I
+)
+_FACT_QUESTION = re.compile(
+    r"^(?:what(?:'s| is| was| are| were| does| do)?|which|where|who|whom|whose|when|"
+    r"is there|are there|how (?:do|does|did) (?:we|i|you|they) (?:log|track|report|handle|"
+    r"name|store|show|surface|alert))\b",
     re.IGNORECASE,
 )
+_REPAIR = re.compile(
+    r"^(?:fix|debug|resolve|solve|investigate|diagnose|troubleshoot|find out why|"
+    r"figure out why|look into|track down)\b",
+    re.IGNORECASE,
+)
+
+# -- generation: a request to produce or change something ----------------------------------
+
+_POLITE = (
+    r"^(?:(?:please|pls|kindly|can you|could you|would you|will you|can u|could u|"
+    r"can we|could we|let'?s|i need you to|i want you to|i'?d like you to|help me|"
+    r"go ahead and|quickly|just|now|then|also|and)[\s,]+)*"
+)
+_GENERATION_VERB = re.compile(
+    _POLITE + r"(?:write|create|implement|generate|build|add|make|scaffold|draft|refactor|"
+    r"convert|port|rename|extract|cover|set up|setup|wire|hook up|update|change|replace|"
+    r"remove|delete|drop|move|split|merge|rewrite|migrate|introduce|expose|support|extend|"
+    r"bump|upgrade|downgrade|translate|produce|sketch|give me|show me how to|plot|chart|"
+    r"visuali[sz]e|train|fit|compute|calculate|load|parse|deprecate|enable|disable|allow|"
+    r"let(?!'s\b)|swap|switch|clean up|tidy|format|document|annotate|integrate|configure|schedule|"
+    r"automate|send|store|save|persist|cache|emit|track|validate|sanitize|normalize|"
+    r"dedupe|deduplicate|backfill|seed|mock|stub|insert|append|prepend|wrap|limit|cap|"
+    r"paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
+    r"encode|impute|resample|retrain|tune|optimi[sz]e|speed up|shorten|simplify|"
+    r"rework|restructure|reorganize|inline|prepare|fill|fetch|scrape|ship|publish|"
+    r"release|deploy|roll out|provision|spin up)\b",
+    re.IGNORECASE,
+)
+_NEED = re.compile(
+    r"^(?:(?:users?|customers?|clients?|people|admins?|the team|product|the pm|pm|marketing|"
+    r"sales|support|ops|finance|they)\s+(?:\w+\s+)?(?:need|needs|want|wants|would like|"
+    r"'d like|asked for|requested|should be able to|must be able to|expect)"
+    r"|(?:we|i)\s+(?:really\s+|also\s+|still\s+|now\s+)?(?:need|want|'d like|would like)\s+"
+    r"(?:a|an|some|the ability|support|to be able|(?:to\s+)?(?:write|create|implement|"
+    r"generate|build|add|make|set up|support|have|get|expose|ship|store|send|track|export|"
+    r"import|migrate|replace|remove|rename|move|split|refactor|automate|plot|train|"
+    r"compute)\b))",
+    re.IGNORECASE,
+)
+_REQUIREMENT = re.compile(
+    r"^(?:the|our|this|each|every|all|a|an)\s+(?:[\w/.`'-]+\s+){0,5}?(?:should|must|"
+    r"needs to|has to|ought to)\s+(?:also\s+|always\s+|now\s+|only\s+)?(?!be\b|have been\b)"
+    r"[a-z]+",
+    re.IGNORECASE,
+)
+
+# -- analysis, discussion, question, continuation --------------------------------------------
+
 _ANALYSIS = re.compile(
-    r"\b(?:why|analy[sz]e|analysis|explain|compare|comparison|review|evaluate|assess|"
-    r"trade-?offs?|pros and cons|understand)\b",
+    r"\b(?:why|analy[sz]\w+|explain\w*|compare|comparison|comparing|review|evaluate|"
+    r"assess\w*|audit|trade-?offs?|pros and cons|understand|walk me through|"
+    r"what(?:'s| is| are) the difference|difference between|versus|vs\.?|better than|"
+    r"which (?:is|one is|would be) better|is it worth|worth it|does it make sense|"
+    r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
+    r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
+    r"anything suspicious|sanity[- ]check)\b",
     re.IGNORECASE,
 )
-_CONTINUATION = re.compile(
-    r"^(?:and|also|then|so|what about|how about|continue|go on|next|more|another|same)\b",
+_DISCUSSION = re.compile(
+    r"^(?:i think|i'?m thinking|i was thinking|i feel|i don'?t (?:love|like|think)|"
+    r"i (?:like|love|prefer|hate|wonder)|i'?m (?:leaning|not sure|wondering|torn)|"
+    r"honestly|imo|imho|personally|not sure (?:if|whether)|let'?s (?:talk|discuss|chat|"
+    r"think)|thoughts on|any thoughts|what do you think|how do you feel|"
+    r"(?:it|that) (?:feels|seems)|maybe we|we (?:could|might) (?:also )?(?:consider|try))\b",
     re.IGNORECASE,
 )
 _QUESTION = re.compile(
@@ -149,59 +300,183 @@ _QUESTION = re.compile(
     r"would|will|should|has|have)\b",
     re.IGNORECASE,
 )
-_DEEP = re.compile(
-    r"\b(?:architecture|architect|system design|design (?:of|for) the|overall|entire|whole "
-    r"(?:system|codebase|project)|end[- ]to[- ]end|full (?:\w+ )?flow|strategy|roadmap|"
-    r"trade-?offs?|scal(?:e|ing) (?:out|up))\b",
+_CONTINUATION = re.compile(
+    r"^(?:and|also|plus|then|next|now|so|what about|how about|what if|"
+    r"same (?:for|with|thing|here|again)|do the same|the same for|continue|go on|"
+    r"keep going|carry on|more|another|one more|what else|anything else|ok and)\b",
     re.IGNORECASE,
 )
-_QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me)\b", re.I)
+#: A follow-up that leans on the previous turn: its subject is a pronoun ("it should also
+#: …", "does that apply …", "why?"). "this"/"these" are left out: they usually point at
+#: code pasted in the same message.
+_ANAPHORA = re.compile(
+    r"^(?:(?:does|do|did|is|are|was|were|will|would|can|could|should|shouldn'?t|"
+    r"why|how|what|where|when)\s+){0,2}(?:it|that|those|they|them|the same)\b"
+    r"|^(?:why|how|how so|really|where|when|which|how come|for what)\s*\?*$",
+    re.IGNORECASE,
+)
+
+# -- complexity ------------------------------------------------------------------------------
+
+_DEEP = re.compile(
+    r"\b(?:architecture|architect\w*|system design|design (?:of|for) the|overall|"
+    r"entire (?:system|codebase|project|pipeline|app|stack|platform|service|flow)|"
+    r"whole (?:system|codebase|project|pipeline|app|stack|platform|thing)|end[- ]to[- ]end|"
+    r"full (?:\w+ )?flow|how everything fits|big picture|roadmap)\b",
+    re.IGNORECASE,
+)
+_MULTI_FILE = re.compile(
+    r"\b(?:across (?:all |every |the |our )?\w+|every (?:service|module|file|endpoint|"
+    r"provider|repo|package|notebook|handler|model|table|component)|all (?:the |our )?"
+    r"(?:services|modules|files|endpoints|providers|repos|packages|notebooks|handlers|"
+    r"models|tables|components|call ?sites)|codebase|monorepo|multiple files|"
+    r"several files|everywhere|throughout)\b",
+    re.IGNORECASE,
+)
+_QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
+SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
+ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
+LONG = 400  # a message this long carries enough context to need rich memory
 
 
-def domains_of(text: str) -> tuple[str, ...]:
-    """The domain tags whose keywords occur in ``text``, in table order."""
+def domains_of(text: str, vocabulary: Vocabulary | None = None) -> tuple[str, ...]:
+    """The domain tags whose keywords occur in ``text``: the built-in ones in table order,
+    then the user's ``vocabulary`` (domain → keywords) in its order.
+
+    A user domain matches its own name or any of its keywords, singular or plural and in
+    simple inflections ("payment" / "payments", "deploy" / "deployed"); a keyword of several
+    words ("a/b test") matches those words in a row. A user domain named like a built-in
+    one adds its keywords to it.
+    """
+    tokens = _TOKEN.findall(text.lower())
     found: set[str] = set()
-    for token in _TOKEN.findall(text.lower()):
+    for token in tokens:
         for domain in _WORD_TO_DOMAINS.get(token, ()):
             found.add(domain)
-    return tuple(d for d in DOMAIN_KEYWORDS if d in found)
+    extra: list[str] = []
+    if vocabulary:
+        index, phrases, order = _compile(_freeze(vocabulary))
+        stems = [_stem(t) for t in tokens]
+        for stem in stems:
+            for domain in index.get(stem, ()):
+                found.add(domain)
+        for phrase, domain in phrases:
+            if domain not in found and _contains(stems, phrase):
+                found.add(domain)
+        extra = [d for d in order if d in found and d not in DOMAIN_KEYWORDS]
+    return (*(d for d in DOMAIN_KEYWORDS if d in found), *extra)
 
 
-def classify(message: str, *, turn: int = 0) -> Classification:
-    """Classify ``message``, the ``turn``-th of its conversation (0 if unknown)."""
+def _freeze(vocabulary: Vocabulary) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple((name, tuple(words)) for name, words in vocabulary.items())
+
+
+@lru_cache(maxsize=32)
+def _compile(
+    frozen: tuple[tuple[str, tuple[str, ...]], ...],
+) -> tuple[dict[str, tuple[str, ...]], tuple[tuple[tuple[str, ...], str], ...], tuple[str, ...]]:
+    """Stem → domains for one-word keywords, (stems, domain) for phrases, domain order."""
+    index: dict[str, list[str]] = {}
+    phrases: list[tuple[tuple[str, ...], str]] = []
+    order: list[str] = []
+    for name, words in frozen:
+        domain = name.strip()
+        if not domain:
+            raise ValidationError("domain vocabulary: a domain name is empty")
+        order.append(domain)
+        for keyword in (domain, *words):
+            stems = tuple(_stem(t) for t in _TOKEN.findall(keyword.lower()))
+            if len(stems) == 1:
+                index.setdefault(stems[0], []).append(domain)
+            elif stems:
+                phrases.append((stems, domain))
+    return {s: tuple(d) for s, d in index.items()}, tuple(phrases), tuple(order)
+
+
+def _stem(word: str) -> str:
+    """A light stem so that "payments" meets "payment" and "deployed" meets "deploy": plural
+    and -ing/-ed endings and a final "e" come off words long enough to keep a root."""
+    if len(word) > 4 and word.endswith("ies"):
+        word = word[:-3] + "y"
+    elif len(word) > 4 and word.endswith(("sses", "ches", "shes", "xes", "zes")):
+        word = word[:-2]
+    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if len(word) > 5 and word.endswith("ing"):
+        word = word[:-3]
+    elif len(word) > 4 and word.endswith("ed"):
+        word = word[:-2]
+    if len(word) > 4 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
+def _contains(stems: list[str], phrase: tuple[str, ...]) -> bool:
+    width = len(phrase)
+    return any(tuple(stems[i : i + width]) == phrase for i in range(len(stems) - width + 1))
+
+
+def classify(
+    message: str, *, turn: int = 0, vocabulary: Vocabulary | None = None
+) -> Classification:
+    """Classify ``message``, the ``turn``-th of its conversation (0 if unknown), tagging it
+    with the built-in domains and the user's ``vocabulary`` (domain → keywords)."""
     text = message.strip()
     fired: list[str] = []
+    if _is_trivial(text):
+        intent = Intent.GREETING if _GREETING.match(text) else Intent.DISCUSSION
+        fired.append("trivial_phrase")
+        return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
+
     has_code = bool(_CODE_BLOCK.search(text) or _INLINE_CODE.search(text))
     history = bool(_HISTORY.search(text))
-    domains = domains_of(text)
+    domains = domains_of(text, vocabulary)
     if has_code:
         fired.append("code")
     if history:
         fired.append("history_reference")
     if turn > 5:
         fired.append("turn>5")
-
-    if _TRIVIAL.match(text) and len(text) < 50:
-        intent = Intent.GREETING if _GREETING.match(text) else Intent.DISCUSSION
-        fired.append("trivial_phrase")
-        return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
-
-    intent = _intent(text, turn)
+    body = _LEAD.sub("", text, count=1) or text
+    intent = _intent(text, body, turn, fired)
     fired.append(f"intent:{intent.value}")
-    complexity = _complexity(text, intent, has_code, domains, fired)
+    complexity = _complexity(text, intent, domains, fired)
+    if complexity is Complexity.DEEP:
+        fired.append("deep: lower thresholds")
     return Classification(complexity, intent, domains, turn, has_code, history, tuple(fired))
 
 
-def _intent(text: str, turn: int) -> Intent:
-    if _DEBUGGING.search(text):
+def _is_trivial(text: str) -> bool:
+    """Only acknowledgements, laughter, greetings, punctuation and emoji, and short."""
+    if not text or len(text) >= SHORT:
+        return False
+    words = _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
+    return all(w in _ACK_WORDS or _LAUGH.match(w) for w in words)
+
+
+def _intent(text: str, body: str, turn: int, fired: list[str]) -> Intent:
+    symptom = bool(_SYMPTOM.search(text) or _ERROR_CLASS.search(text))
+    if symptom:
+        fired.append("symptom")
+    if turn > 0 and (_CONTINUATION.match(body) or _ANAPHORA.match(body)):
+        fired.append("follow-up")
+        return Intent.DEBUGGING if symptom else Intent.CONTINUATION
+    if _REPAIR.match(body):
         return Intent.DEBUGGING
-    if _GENERATION.search(text):
+    if _GENERATION_VERB.match(body):
         return Intent.GENERATION
-    if _ANALYSIS.search(text):
+    if symptom:
+        return Intent.DEBUGGING
+    if _PROBLEM_WORD.search(text) and not _FACT_QUESTION.match(body):
+        fired.append("problem word")
+        return Intent.DEBUGGING
+    if _NEED.match(body) or _REQUIREMENT.match(body):
+        return Intent.GENERATION
+    if _DISCUSSION.match(body):
+        return Intent.DISCUSSION
+    if _ANALYSIS.search(body):
         return Intent.ANALYSIS
-    if turn > 5 and _CONTINUATION.match(text):
-        return Intent.CONTINUATION
-    if _QUESTION.search(text):
+    if _QUESTION.search(body):
         return Intent.QUESTION
     if _GREETING.match(text):
         return Intent.GREETING
@@ -209,22 +484,28 @@ def _intent(text: str, turn: int) -> Intent:
 
 
 def _complexity(
-    text: str, intent: Intent, has_code: bool, domains: tuple[str, ...], fired: list[str]
+    text: str, intent: Intent, domains: tuple[str, ...], fired: list[str]
 ) -> Complexity:
     length = len(text)
     jargon = has_technical_term(text) or len(domains) >= 2
     if jargon:
         fired.append("jargon")
-    if _DEEP.search(text) or (intent is Intent.ANALYSIS and length > 400):
+    if _DEEP.search(text) or (intent is Intent.ANALYSIS and length > LONG):
         fired.append("architecture")
         return Complexity.DEEP
-    if intent is Intent.DEBUGGING or has_code or length > 400:
+    if intent in (Intent.DEBUGGING, Intent.ANALYSIS):
         return Complexity.COMPLEX
-    if intent is Intent.ANALYSIS:
-        return Complexity.COMPLEX if length > 120 or jargon else Complexity.MODERATE
+    if _MULTI_FILE.search(text):
+        fired.append("multi-file")
+        return Complexity.COMPLEX
+    if length > LONG:
+        fired.append("long")
+        return Complexity.COMPLEX
     if intent is Intent.GENERATION:
         return Complexity.MODERATE
-    if _QUICK.search(text) or length < 50:
-        fired.append("short" if length < 50 else "quick")
+    if _QUICK.search(text) or length < SHORT:
+        fired.append("short" if length < SHORT else "quick")
         return Complexity.SIMPLE
-    return Complexity.MODERATE if length > 120 or jargon else Complexity.SIMPLE
+    if intent is Intent.CONTINUATION:
+        return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
+    return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
