@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency clean
+.PHONY: demo test test-all test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ bench-concurrency: $(STAMP)
 
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
+
+# The project's own labelled gating evaluation (bench/gating/: two projects, labelled and
+# trivial messages, a tune and a held split), every scoring profile, real MiniLM.
+bench-gating: $(STAMP)
+	$(BIN)/python bench/gating.py --out bench/results/gating.json
 
 bench-locomo-ablations: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --ablations --out bench/results/locomo-ablations.json

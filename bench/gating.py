@@ -1,0 +1,355 @@
+"""The project's own labelled gating evaluation: does ``context()`` inject what helps?
+
+Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
+notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
+superseded memories) are loaded through the public API (``import_records``), and every
+labelled message is answered with ``explain()`` (the classification) and ``context()``
+(what is injected). Each message is answered by a fresh copy of its project, so the uses
+one answer counts cannot change the next; the copy is an ``export_records`` of the loaded
+project, vectors included, so nothing is embedded twice.
+
+Measured per profile (``gated``, ``composite``, ``static``) and per split (``held``,
+``tune``, ``all``; the split is fixed in the data, see ``bench/gating/README.md``):
+
+- ``trivial_empty``: trivial messages ("thanks!", "👍") that get no memory, and
+  ``trivial_empty_with_budget`` the same with ``token_budget=2000``;
+- ``must_include_recall``: labelled must-include memories injected, over all of them;
+- ``must_exclude_rate``: messages injecting at least one memory labelled must-exclude;
+- ``mean_tokens`` / ``mean_budget``: the block's tokens and the assigned budget, per
+  labelled message;
+- ``complexity_accuracy`` / ``intent_accuracy``: ``explain().classification`` against the
+  labels;
+- ``over_budget``: blocks whose tokens exceed their assigned budget;
+
+and the same by labelled intent, with must-include recall by the kind of the memory.
+
+Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
+[--profiles gated,composite,static] [--limit N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import NOW, machine_info, open_engine, write_json
+
+from engrain import Engine, Kind
+from engrain.embed import Embedder, make_embedder
+from engrain.recall.gate import GateOptions
+from engrain.recall.score import Profile
+
+DATA = Path(__file__).resolve().parent / "gating"
+USER = "dev"
+SPLITS = ("held", "tune", "all")
+#: The budget passed with trivial messages: a caller's explicit budget must not make
+#: "thanks!" fetch memory either.
+TRIVIAL_BUDGET = 2000
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The evaluation's data: each project's memory rows, labelled and trivial messages."""
+
+    projects: dict[str, list[dict[str, Any]]]
+    messages: list[dict[str, Any]]
+    trivial: list[dict[str, Any]]
+
+    def kinds(self) -> dict[str, str]:
+        """Each memory id's kind."""
+        return {row["id"]: row["kind"] for rows in self.projects.values() for row in rows}
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_data(root: Path = DATA) -> Dataset:
+    """The projects (one ``<name>.jsonl`` of memories each), ``messages.jsonl`` and
+    ``trivial.jsonl`` under ``root``; every label must name a memory of its project."""
+    messages = _jsonl(root / "messages.jsonl")
+    trivial = _jsonl(root / "trivial.jsonl")
+    names = sorted({m["project"] for m in [*messages, *trivial]})
+    projects = {name: _jsonl(root / f"{name}.jsonl") for name in names}
+    for m in messages:
+        known = {row["id"] for row in projects[m["project"]]}
+        unknown = [i for i in [*m["must_include"], *m["must_exclude"]] if i not in known]
+        if unknown:
+            raise ValueError(f"{m['id']}: labels {unknown} are not memories of {m['project']}")
+    return Dataset(projects, messages, trivial)
+
+
+def memory_records(rows: Iterable[Mapping[str, Any]], project: str) -> list[dict[str, Any]]:
+    """Import records (``type: memory``) for a project's rows: the row's fields as given,
+    plus the user, the project and the kind's default memory type."""
+    return [
+        {"type": "memory", "user_id": USER, "project": project,
+         "memory_type": Kind(row["kind"]).default_memory_type.value, **row}
+        for row in rows
+    ]  # fmt: skip
+
+
+class Projects:
+    """Fresh engines over each loaded project, one per message answered."""
+
+    def __init__(self, data: Dataset, embedder: Embedder, directory: Path) -> None:
+        self.embedder = embedder
+        self.directory = directory
+        self.snapshots: dict[str, list[dict[str, Any]]] = {}
+        for name, rows in data.projects.items():
+            with self._engine("load") as engine:
+                engine.import_records(memory_records(rows, name), now=NOW)
+                self.snapshots[name] = list(engine.export_records(USER))
+
+    def _engine(self, name: str) -> Engine:
+        return open_engine(self.directory, f"{name}.db", embedder=self.embedder)
+
+    def fresh(self, project: str) -> Engine:
+        """An engine holding ``project`` exactly as loaded (vectors included)."""
+        engine = self._engine("answer")
+        engine.import_records(self.snapshots[project], now=NOW)
+        return engine
+
+
+def answer(engine: Engine, message: Mapping[str, Any], options: GateOptions) -> dict[str, Any]:
+    """One labelled message answered: predicted labels, what was injected, tokens, budget."""
+    project, turn = message["project"], message.get("turn", 0)
+    gated = engine.explain(message["text"], USER, project=project, turn=turn,
+                           options=options, now=NOW)  # fmt: skip
+    context = engine.context(message["text"], USER, project=project, turn=turn,
+                             options=options, now=NOW)  # fmt: skip
+    injected = [m.id for m in context.memories]
+    budget = context.gated.budget.tokens if context.gated is not None else gated.budget.tokens
+    return {
+        "id": message["id"], "project": project, "split": message["split"],
+        "intent": message["intent"], "complexity": message["complexity"],
+        "predicted_intent": gated.classification.intent.value,
+        "predicted_complexity": gated.classification.complexity.value,
+        "injected": injected,
+        "included": [i for i in message["must_include"] if i in injected],
+        "missed": [i for i in message["must_include"] if i not in injected],
+        "leaked": [i for i in message["must_exclude"] if i in injected],
+        "tokens": context.tokens, "budget": budget,
+    }  # fmt: skip
+
+
+def answer_trivial(
+    engine: Engine, message: Mapping[str, Any], options: GateOptions
+) -> dict[str, Any]:
+    """One trivial message answered without and with an explicit ``token_budget``."""
+    project, text = message["project"], message["text"]
+    gated = engine.explain(text, USER, project=project, options=options, now=NOW)
+    plain = engine.context(text, USER, project=project, options=options, now=NOW)
+    budgeted = engine.context(text, USER, project=project, token_budget=TRIVIAL_BUDGET,
+                              options=options, now=NOW)  # fmt: skip
+    return {
+        "id": message["id"], "project": project, "split": message["split"], "text": text,
+        "predicted_complexity": gated.classification.complexity.value,
+        "injected": [m.id for m in plain.memories], "tokens": plain.tokens,
+        "injected_with_budget": [m.id for m in budgeted.memories],
+        "tokens_with_budget": budgeted.tokens,
+    }  # fmt: skip
+
+
+def _rate(hits: int, total: int) -> float | None:
+    return round(hits / total, 4) if total else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 1) if values else None
+
+
+def measures(rows: Sequence[Mapping[str, Any]], trivial: Sequence[Mapping[str, Any]],
+             kinds: Mapping[str, str]) -> dict[str, Any]:  # fmt: skip
+    """The evaluation's measures over answered labelled ``rows`` and ``trivial`` rows
+    (``kinds`` maps memory ids to kinds, for recall by kind)."""
+    wanted = sum(len(r["included"]) + len(r["missed"]) for r in rows)
+    out: dict[str, Any] = {
+        "messages": len(rows),
+        "trivial_messages": len(trivial),
+        "trivial_empty": _rate(sum(not t["injected"] and not t["tokens"] for t in trivial),
+                               len(trivial)),
+        "trivial_empty_with_budget": _rate(
+            sum(not t["injected_with_budget"] and not t["tokens_with_budget"] for t in trivial),
+            len(trivial)),
+        "trivial_classified_trivial": _rate(
+            sum(t["predicted_complexity"] == "trivial" for t in trivial), len(trivial)),
+        "must_include_recall": _rate(sum(len(r["included"]) for r in rows), wanted),
+        "must_exclude_rate": _rate(sum(bool(r["leaked"]) for r in rows), len(rows)),
+        "mean_tokens": _mean([r["tokens"] for r in rows]),
+        "mean_budget": _mean([r["budget"] for r in rows]),
+        "complexity_accuracy": _rate(
+            sum(r["predicted_complexity"] == r["complexity"] for r in rows), len(rows)),
+        "intent_accuracy": _rate(sum(r["predicted_intent"] == r["intent"] for r in rows),
+                                 len(rows)),
+        "over_budget": sum(r["tokens"] > r["budget"] for r in rows),
+        "mean_injected": _mean([len(r["injected"]) for r in rows]),
+    }  # fmt: skip
+    by_kind: dict[str, list[int]] = {}
+    for r in rows:
+        for ids, hit in ((r["included"], 1), (r["missed"], 0)):
+            for i in ids:
+                by_kind.setdefault(kinds[i], []).append(hit)
+    out["must_include_recall_by_kind"] = {
+        kind: {"recall": _rate(sum(hits), len(hits)), "labelled": len(hits)}
+        for kind, hits in sorted(by_kind.items())
+    }
+    leaked: dict[str, int] = {}
+    injected: dict[str, int] = {}
+    for r in rows:
+        for i in r["leaked"]:
+            leaked[kinds[i]] = leaked.get(kinds[i], 0) + 1
+        for i in r["injected"]:
+            injected[kinds[i]] = injected.get(kinds[i], 0) + 1
+    out["must_exclude_leaks_by_kind"] = dict(sorted(leaked.items()))
+    out["injected_by_kind"] = dict(sorted(injected.items()))
+    return out
+
+
+def by_intent(rows: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> dict[str, Any]:
+    """The labelled measures for each labelled intent."""
+    intents = sorted({r["intent"] for r in rows})
+    keep = ("messages", "must_include_recall", "must_exclude_rate", "mean_tokens",
+            "mean_budget", "complexity_accuracy", "intent_accuracy", "over_budget")  # fmt: skip
+    out = {}
+    for intent in intents:
+        m = measures([r for r in rows if r["intent"] == intent], [], kinds)
+        out[intent] = {k: m[k] for k in keep}
+    return out
+
+
+def split_rows(rows: Sequence[Mapping[str, Any]], split: str) -> list[Mapping[str, Any]]:
+    """The rows of ``split`` (``all``: every row)."""
+    return [r for r in rows if split == "all" or r["split"] == split]
+
+
+def evaluate(projects: Projects, data: Dataset, profile: Profile) -> dict[str, Any]:
+    """Every message answered with ``profile``, and the measures per split."""
+    rows, trivial = [], []
+    for message in data.messages:
+        engine = projects.fresh(message["project"])
+        try:
+            rows.append(answer(engine, message, engine.options.update(profile=profile)))
+        finally:
+            engine.close()
+    for message in data.trivial:
+        engine = projects.fresh(message["project"])
+        try:
+            trivial.append(answer_trivial(engine, message, engine.options.update(profile=profile)))
+        finally:
+            engine.close()
+    kinds = data.kinds()
+    splits = {}
+    for split in SPLITS:
+        r, t = split_rows(rows, split), split_rows(trivial, split)
+        splits[split] = {**measures(r, t, kinds), "by_intent": by_intent(r, kinds)}
+    return {"splits": splits, "messages": rows, "trivial": trivial}
+
+
+def run(
+    embedder_name: str = "minilm",
+    profiles: Sequence[str] = ("gated", "composite", "static"),
+    limit: int | None = None,
+    data: Dataset | None = None,
+) -> dict[str, Any]:
+    """The full report: measures per profile and split, every answer, the data's shape and
+    the machine. ``limit`` keeps the first ``limit`` labelled and trivial messages."""
+    data = data or load_data()
+    if limit is not None:
+        data = Dataset(data.projects, data.messages[:limit], data.trivial[:limit])
+    embedder = make_embedder(embedder_name)
+    start = time.perf_counter()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="engrain-gating-") as tmp:
+        projects = Projects(data, embedder, Path(tmp))
+        for name in profiles:
+            results[name] = evaluate(projects, data, Profile(name))
+    kinds = data.kinds()
+    return {
+        "benchmark": "gating",
+        "embedder": embedder.model_id,
+        "now": NOW.isoformat(),
+        "data": {
+            "projects": {name: {"memories": len(rows),
+                                "kinds": {k: sum(r["kind"] == k for r in rows)
+                                          for k in sorted({r["kind"] for r in rows})}}
+                         for name, rows in data.projects.items()},
+            "messages": len(data.messages), "trivial": len(data.trivial),
+            "labelled_must_include": sum(len(m["must_include"]) for m in data.messages),
+            "labelled_must_exclude": sum(len(m["must_exclude"]) for m in data.messages),
+            "memory_kinds": len(set(kinds.values())),
+        },
+        "trivial_budget": TRIVIAL_BUDGET,
+        "seconds": round(time.perf_counter() - start, 1),
+        "profiles": results,
+        "machine": machine_info(),
+    }  # fmt: skip
+
+
+COLUMNS = (
+    ("trivial_empty", "triv∅", "{:.2f}"), ("trivial_empty_with_budget", "triv∅+b", "{:.2f}"),
+    ("must_include_recall", "incl", "{:.3f}"), ("must_exclude_rate", "excl", "{:.2f}"),
+    ("mean_tokens", "tokens", "{:.0f}"), ("mean_budget", "budget", "{:.0f}"),
+    ("complexity_accuracy", "cplx", "{:.2f}"), ("intent_accuracy", "intent", "{:.2f}"),
+    ("over_budget", "over", "{}"),
+)  # fmt: skip
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def table(report: Mapping[str, Any]) -> str:
+    """A compact text table: held split first, each profile a row; then the default
+    profile's held split by intent."""
+    head = f"{'split':<5} {'profile':<9} " + " ".join(f"{c[1]:>7}" for c in COLUMNS)
+    lines = [head]
+    for split in SPLITS:
+        for name, result in report["profiles"].items():
+            m = result["splits"][split]
+            cells = " ".join(f"{_cell(m[key], fmt):>7}" for key, _, fmt in COLUMNS)
+            lines.append(f"{split:<5} {name:<9} {cells}")
+    first = next(iter(report["profiles"]))
+    lines.append(f"\nheld split by intent ({first}):")
+    for intent, m in report["profiles"][first]["splits"]["held"]["by_intent"].items():
+        cells = " ".join(f"{_cell(m.get(key), fmt):>7}" for key, _, fmt in COLUMNS)
+        lines.append(f"{intent:<15} {cells}")
+    lines.append(f"\nheld split must-include recall by kind ({first}):")
+    for kind, m in report["profiles"][first]["splits"]["held"][
+        "must_include_recall_by_kind"
+    ].items():
+        lines.append(f"  {kind:<12} {_cell(m['recall'], '{:.3f}')} of {m['labelled']}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the evaluation, print the table and write the JSON report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="where to write the JSON report")
+    parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
+    parser.add_argument("--profiles", default="gated,composite,static",
+                        help="comma-separated scoring profiles")  # fmt: skip
+    parser.add_argument("--limit", type=int, help="only the first N labelled and trivial messages")
+    args = parser.parse_args(argv)
+    profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    for p in profiles:
+        Profile(p)
+    report = run(args.embedder, profiles, args.limit)
+    print(table(report))
+    print(f"({report['seconds']} s, embedder {report['embedder']})")
+    write_json(args.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

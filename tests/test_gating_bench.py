@@ -1,0 +1,149 @@
+"""The gating evaluation (``bench/gating.py``) as a fast smoke test: the data keeps the
+rules the evaluation depends on, the measures are right on a hand-checked case, and a small
+run with the hash embedder has the report's shape. No assertion on any score."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import gating  # noqa: E402
+
+from engrain import Kind  # noqa: E402
+
+LEARNING_KINDS = {"invariant", "pattern", "decision", "antipattern", "golden_path",
+                  "preference", "fact", "context", "correction"}  # fmt: skip
+
+
+def row(intent: str, complexity: str, predicted: tuple[str, str], included: list[str],
+        missed: list[str], leaked: list[str], injected: list[str], tokens: int, budget: int,
+        split: str = "held") -> dict[str, Any]:  # fmt: skip
+    return {
+        "id": f"m-{intent}-{tokens}", "project": "p", "split": split, "intent": intent,
+        "complexity": complexity, "predicted_intent": predicted[0],
+        "predicted_complexity": predicted[1], "injected": injected, "included": included,
+        "missed": missed, "leaked": leaked, "tokens": tokens, "budget": budget,
+    }  # fmt: skip
+
+
+def trivial_row(injected: list[str], tokens: int, with_budget: list[str], tokens_b: int,
+                predicted: str = "trivial") -> dict[str, Any]:  # fmt: skip
+    return {
+        "id": "t", "project": "p", "split": "held", "text": "ok",
+        "predicted_complexity": predicted, "injected": injected, "tokens": tokens,
+        "injected_with_budget": with_budget, "tokens_with_budget": tokens_b,
+    }  # fmt: skip
+
+
+def test_measures_on_a_hand_checked_case() -> None:
+    kinds = {"a": "invariant", "b": "pattern", "c": "fact", "x": "decision", "y": "fact"}
+    rows = [
+        # 2 of 2 wanted, nothing leaked, over its budget by 10, both labels right
+        row("debugging", "complex", ("debugging", "complex"), ["a", "b"], [], [],
+            ["a", "b"], 510, 500),
+        # 0 of 1 wanted (a fact), leaks x, intent wrong, complexity right
+        row("question", "simple", ("discussion", "simple"), [], ["c"], ["x"], ["x", "y"],
+            100, 500),
+        # 1 of 2 wanted (the pattern missed), leaks nothing, both labels wrong
+        row("debugging", "moderate", ("question", "simple"), ["a"], ["b"], [], ["a"], 0, 2000),
+    ]  # fmt: skip
+    trivial = [
+        trivial_row([], 0, [], 0),
+        trivial_row([], 0, ["a"], 40),
+        trivial_row(["b"], 30, ["b"], 30, predicted="simple"),
+        trivial_row([], 0, [], 0),
+    ]
+    m = gating.measures(rows, trivial, kinds)
+    assert m["messages"] == 3 and m["trivial_messages"] == 4
+    assert m["trivial_empty"] == 0.75
+    assert m["trivial_empty_with_budget"] == 0.5
+    assert m["trivial_classified_trivial"] == 0.75
+    assert m["must_include_recall"] == round(3 / 5, 4)
+    assert m["must_exclude_rate"] == round(1 / 3, 4)
+    assert m["mean_tokens"] == round(610 / 3, 1)
+    assert m["mean_budget"] == 1000.0
+    assert m["complexity_accuracy"] == round(2 / 3, 4)
+    assert m["intent_accuracy"] == round(1 / 3, 4)
+    assert m["over_budget"] == 1
+    assert m["must_include_recall_by_kind"] == {
+        "fact": {"recall": 0.0, "labelled": 1},
+        "invariant": {"recall": 1.0, "labelled": 2},
+        "pattern": {"recall": 0.5, "labelled": 2},
+    }
+    assert m["must_exclude_leaks_by_kind"] == {"decision": 1}
+    assert m["injected_by_kind"] == {"invariant": 2, "pattern": 1, "decision": 1, "fact": 1}
+
+    intents = gating.by_intent(rows, kinds)
+    assert set(intents) == {"debugging", "question"}
+    assert intents["debugging"]["messages"] == 2
+    assert intents["debugging"]["must_include_recall"] == 0.75
+    assert intents["debugging"]["over_budget"] == 1
+    assert intents["question"]["must_exclude_rate"] == 1.0
+    assert gating.measures([], [], kinds)["must_include_recall"] is None
+
+
+def test_split_rows_keeps_one_half_or_all() -> None:
+    rows = [{"split": "tune"}, {"split": "held"}, {"split": "tune"}]
+    assert len(gating.split_rows(rows, "tune")) == 2
+    assert len(gating.split_rows(rows, "held")) == 1
+    assert len(gating.split_rows(rows, "all")) == 3
+
+
+def test_the_data_keeps_the_evaluation_rules() -> None:
+    data = gating.load_data()
+    for name, rows in data.projects.items():
+        assert len(rows) >= 80, name
+        assert {r["kind"] for r in rows} >= LEARNING_KINDS, name
+        assert all(Kind(r["kind"]) for r in rows)
+        ids = {r["id"] for r in rows}
+        assert all(r["superseded_by"] in ids for r in rows if "superseded_by" in r)
+        assert any(r.get("pinned") for r in rows) and any(r.get("muted") for r in rows)
+        assert sum(r["kind"] == "preference" for r in rows) >= 20
+    assert len(data.messages) >= 50 and len(data.trivial) >= 30
+    assert len({m["id"] for m in [*data.messages, *data.trivial]}) == (
+        len(data.messages) + len(data.trivial)
+    )
+    halves = Counter((m["split"], m["intent"]) for m in data.messages)
+    for intent in {m["intent"] for m in data.messages}:
+        assert halves["tune", intent] and halves["held", intent], intent
+    assert {t["split"] for t in data.trivial} == {"tune", "held"}
+
+
+@pytest.fixture(scope="module")
+def small_run() -> dict[str, Any]:
+    data = gating.load_data()
+    subset = gating.Dataset(data.projects, data.messages[:3] + data.messages[-3:],
+                            data.trivial[:4])  # fmt: skip
+    return gating.run("hash", ("gated", "static"), data=subset)
+
+
+def test_a_small_run_has_the_report_shape(small_run: dict[str, Any]) -> None:
+    report = small_run
+    assert report["embedder"].startswith("hash")
+    assert report["data"]["messages"] == 6 and report["data"]["trivial"] == 4
+    assert list(report["profiles"]) == ["gated", "static"]
+    assert "commit" in (report["machine"]["git"] or {"commit": None})
+    for result in report["profiles"].values():
+        assert set(result["splits"]) == {"held", "tune", "all"}
+        assert result["splits"]["all"]["messages"] == 6
+        assert (result["splits"]["held"]["messages"] + result["splits"]["tune"]["messages"]) == 6
+        assert result["splits"]["all"]["trivial_messages"] == 4
+        for value in ("must_include_recall", "must_exclude_rate", "trivial_empty",
+                      "complexity_accuracy", "intent_accuracy"):  # fmt: skip
+            assert 0.0 <= result["splits"]["all"][value] <= 1.0
+        assert set(result["splits"]["all"]["by_intent"]) == {
+            m["intent"] for m in result["messages"]
+        }
+        for answered in result["messages"]:
+            assert set(answered["included"]) <= set(answered["injected"])
+            assert not set(answered["missed"]) & set(answered["injected"])
+            assert set(answered["leaked"]) <= set(answered["injected"])
+            assert answered["budget"] > 0
+    assert gating.table(report).splitlines()[1].startswith("held  gated")
