@@ -204,8 +204,11 @@ def test_explicit_corrections_and_their_errors(eng: Engine) -> None:
         eng.remember("Lunch moved to 1pm", "u", "correction", corrects=b)  # superseded
     with pytest.raises(NotFoundError):
         eng.remember("Lunch moved to 1pm", "u", "correction", corrects="nope")
-    with pytest.raises(ValidationError):
-        eng.remember("Lunch moved to 1pm", "u", "fact", corrects=a)
+    # any kind may supersede, and keeps its own kind (a new fact replaces an old fact)
+    fact = eng.remember("The office wifi is StaffNet", "u", "fact", corrects=a, now=NOW)
+    assert fact.reason == f"supersedes {a}"
+    assert eng.get(fact.memory_id or "", "u").kind is Kind.FACT
+    assert eng.get(a, "u").superseded_by == fact.memory_id
     alone = eng.remember("Completely unrelated: the cat is called Miso", "u", "correction")
     assert alone.reason is None  # nothing close enough to correct
 

@@ -1,9 +1,11 @@
 """The curation stage: what ``Engine.update`` (and ``pin``, ``mute``) may change, validated
-into the fields of one :class:`~engrain.store.base.Patch`."""
+into the fields of one :class:`~engrain.store.base.Patch`, and whether the change dates the
+memory."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from engrain import validate
@@ -16,6 +18,11 @@ UPDATABLE = frozenset(
     {"content", "kind", "memory_type", "domains", "importance", "confidence", "usefulness",
      "pinned", "muted", "event_at", "key", "project", "metadata"}
 )  # fmt: skip
+
+#: Fields that say how to use a memory, not what it says: changing only these leaves its
+#: ``updated_at`` (which recency and the tiers' age filter read) alone, so pinning or
+#: muting an old memory does not make it look new. Feedback changes usefulness the same way.
+FLAGS = frozenset({"pinned", "muted", "usefulness"})
 
 
 def changes(requested: Mapping[str, Any], *, max_chars: int) -> dict[str, Any]:
@@ -47,6 +54,14 @@ def changes(requested: Mapping[str, Any], *, max_chars: int) -> dict[str, Any]:
         else:  # metadata
             fields[name] = validate.metadata(value)
     return fields
+
+
+def stamped(fields: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The patch of ``fields``: with ``updated_at = now`` when any of them changes what the
+    memory says (content, kind, metadata, …), as they are when only :data:`FLAGS` change."""
+    if set(fields) <= FLAGS:
+        return dict(fields)
+    return {**fields, "updated_at": now}
 
 
 def merged_metadata(memory: Memory, metadata: Mapping[str, Any]) -> Provenance:

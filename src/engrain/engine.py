@@ -31,9 +31,7 @@ from engrain.config import Settings, load_settings
 from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
 from engrain.errors import NotFoundError, ValidationError
-from engrain.ingest.clean import clean_text
 from engrain.ingest.plan import Item, Origin, Planner, Staged, checked_turns
-from engrain.ingest.signals import preference_key
 from engrain.llm import make_llm
 from engrain.model import (
     Context,
@@ -204,6 +202,8 @@ class Engine:
         confidence: float | None = None,
         importance: float = 1.0,
         pinned: bool = False,
+        muted: bool = False,
+        access_count: int = 0,
         session_id: str | None = None,
         event_at: datetime | None = None,
         corrects: str | None = None,
@@ -211,34 +211,26 @@ class Engine:
         now: datetime | None = None,
     ) -> Outcome:
         """Store one typed item as given (the learning path): no chunking, no importance
-        discard. A near-duplicate of a recent memory of the same type (or, for procedural
-        memories, the memory with the same key) is updated instead.
+        discard. A near-duplicate of a recent memory of the same kind (or, for procedural
+        memories, the memory with the same key) is updated instead. ``access_count`` carries
+        usage counted elsewhere (an import of a project's history), ``muted`` stores the
+        item without ever injecting it.
 
-        A ``correction`` supersedes the memory it corrects (``corrects=id``, else the
-        nearest active memory at least ``correction_similarity`` close): the old memory is
-        kept and linked, and never injected again. A new fact, preference, decision, rule or
-        context that disagrees with a close active memory is stored and both are flagged
-        as conflicting (``Outcome.reason`` says which); they are then injected together."""
-        text = clean_text(self._text(content, "content"))
-        origin = Origin.checked(user_id, session_id, project, domains, None, metadata)
-        kind = validate.kind(kind)
-        mtype = validate.optional_memory_type(memory_type) or kind.default_memory_type
-        key = validate.optional_identifier(key, "key")
-        if mtype is MemoryType.PROCEDURAL:
-            key = key.strip() if key is not None else preference_key(text)
-        item = Item(
-            text=text, kind=kind, memory_type=mtype, key=key,
-            importance=validate.unit(importance, "importance"),
-            confidence=validate.unit(kind.default_confidence if confidence is None
-                                     else confidence, "confidence"),
-            pinned=validate.flag(pinned, "pinned"),
-            event_at=validate.moment(event_at, "event_at"),
-            corrects=validate.optional_identifier(corrects, "corrects"),
+        ``corrects=id`` supersedes that memory with this one, whatever its kind (a new
+        decision supersedes an old decision and stays a decision); a ``correction`` without
+        ``corrects`` supersedes the nearest active memory at least ``correction_similarity``
+        close. The old memory is kept and linked, and never injected again. A new fact,
+        preference, decision, rule or context that disagrees with a close active memory is
+        stored and both are flagged as conflicting (``Outcome.reason`` says which); they are
+        then injected together."""
+        item = Item.checked(
+            content, kind, max_chars=self.settings.max_text_chars, memory_type=memory_type,
+            key=key, confidence=confidence, importance=importance, pinned=pinned, muted=muted,
+            access_count=access_count, event_at=event_at, corrects=corrects,
         )  # fmt: skip
+        origin = Origin.checked(user_id, session_id, project, domains, None, metadata)
         when = validate.moment(now, "now") or utcnow()
-        if item.corrects is not None and kind is not Kind.CORRECTION:
-            raise ValidationError("corrects: is for kind='correction'")
-        vector = self.embedder.embed([text])[0]
+        vector = self.embedder.embed([item.text])[0]
         staged = Staged()
         with self._lock:
             outcome = self.planner.item(item, origin, vector, when, staged)
@@ -416,7 +408,7 @@ class Engine:
         context_id = new_id()
         self._count_uses(r.user_id, gated.memories, r.now, context_id)
         if cap is not None:  # after this call's own writes, so the rebuild sees them
-            self.tier_cache.schedule(r.user_id, r.project)
+            self.tier_cache.schedule(r.user_id, r.project, r.now)
         return gated_context(gated, context_id, start, fallback=cap is not None)
 
     def _count_uses(
@@ -528,9 +520,10 @@ class Engine:
     ) -> Memory:
         """Change fields of a memory (content, kind, memory_type, domains, importance,
         confidence, usefulness, pinned, muted, event_at, key, project, metadata). A new
-        content is re-embedded. Only the named fields are written (a concurrent change of
-        another field is kept); a memory forgotten meanwhile stays forgotten
-        (:class:`NotFoundError`)."""
+        content is re-embedded. A change of what the memory says sets its ``updated_at`` to
+        ``now``; flags alone (pinned, muted, usefulness) leave its time as it is. Only the
+        named fields are written (a concurrent change of another field is kept); a memory
+        forgotten meanwhile stays forgotten (:class:`NotFoundError`)."""
         memory_id = validate.identifier(memory_id, "memory_id")
         user_id = validate.user_id(user_id)
         when = validate.moment(now, "now") or utcnow()
@@ -543,16 +536,22 @@ class Engine:
             current = self._get(memory_id, user_id)  # NotFoundError before any write
             if meta is not None:
                 fields["provenance"] = curate.merged_metadata(current, meta)
-            self.store.write(patches=[Patch(user_id, memory_id, {**fields, "updated_at": when})])
+            self.store.write(patches=[Patch(user_id, memory_id, curate.stamped(fields, when))])
         return self._get(memory_id, user_id)
 
-    def pin(self, memory_id: str, user_id: str, pinned: bool = True) -> Memory:
-        """Pin (or unpin) a memory: pinned memories are injected whenever the budget allows."""
-        return self.update(memory_id, user_id, pinned=validate.flag(pinned, "pinned"))
+    def pin(
+        self, memory_id: str, user_id: str, pinned: bool = True, *, now: datetime | None = None
+    ) -> Memory:
+        """Pin (or unpin) a memory: pinned memories are injected whenever the budget allows.
+        A flag, not an edit: the memory keeps its time (and so its recency)."""
+        return self.update(memory_id, user_id, pinned=validate.flag(pinned, "pinned"), now=now)
 
-    def mute(self, memory_id: str, user_id: str, muted: bool = True) -> Memory:
-        """Mute (or unmute) a memory: muted memories are never injected."""
-        return self.update(memory_id, user_id, muted=validate.flag(muted, "muted"))
+    def mute(
+        self, memory_id: str, user_id: str, muted: bool = True, *, now: datetime | None = None
+    ) -> Memory:
+        """Mute (or unmute) a memory: muted memories are never injected. A flag, not an
+        edit: the memory keeps its time."""
+        return self.update(memory_id, user_id, muted=validate.flag(muted, "muted"), now=now)
 
     def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
         """Delete these memories of the user, atomically; returns how many existed. Their
@@ -587,11 +586,13 @@ class Engine:
         now: datetime | None = None,
         on_record: Callable[[int], None] | None = None,
     ) -> ImportResult:
-        """Load records of four types: ``memory`` (an exported memory, restored as is,
+        """Load records of five types: ``memory`` (an exported memory, restored as is,
         re-embedded if its vector is missing or from another model, with the learned
         ``state`` it carries), ``state`` (one per-user state document), ``conversation``
-        (``user_id``, ``session_id``, ``turns``: the conversation path) and ``text``
-        (``user_id``, ``text``: the ingest path).
+        (``user_id``, ``session_id``, ``turns``: the conversation path), ``text``
+        (``user_id``, ``text``: the ingest path) and ``remember`` (``user_id``, ``content``
+        and :meth:`remember`'s other arguments, usage, pins and mutes included, with ``at``
+        for its time: a hand-written memory, see ``records.py``).
 
         Every record is validated before anything is embedded or written (a bad one raises
         :class:`ValidationError` naming its number and field), and everything is written in

@@ -1,8 +1,19 @@
 """The import/export stage: a user's memories and learned state as JSON-ready records.
 
-Three record types: ``memory`` (every field of a memory, embedding included, and the model
+Four record types: ``memory`` (every field of a memory, embedding included, and the model
 that made the embedding), ``conversation`` (``user_id``, ``session_id``, ``turns``: the
-conversation path) and ``text`` (``user_id``, ``text``: the ingest path).
+conversation path), ``text`` (``user_id``, ``text``: the ingest path) and ``remember``
+(``user_id``, ``content`` and any other argument of ``Engine.remember``: the learning path).
+
+A ``remember`` record is how a user writes their own memories by hand: ``kind``,
+``memory_type``, ``project``, ``domains``, ``key``, ``confidence``, ``importance``,
+``pinned``, ``muted``, ``access_count`` (usage counted elsewhere), ``session_id``,
+``event_at``, ``corrects``, ``metadata``, and ``at``, the time it was remembered (default:
+the import's ``now``), as ISO 8601 strings. Each is validated as ``remember`` validates it;
+a field ``remember`` does not take is refused, so a misspelt ``pinned`` is not lost. Records
+are planned in order as sequential calls would be: a later record merges into an earlier
+near-duplicate, supersedes an earlier memory it corrects, or is flagged against one it
+contradicts.
 
 Export is lossless: each user's memories, oldest first, and on the first of them a
 ``state`` list holding every state document the engine learned for that user
@@ -26,8 +37,8 @@ from typing import Any
 from engrain import validate
 from engrain.embed import Embedder
 from engrain.errors import ValidationError
-from engrain.ingest.plan import Draft, Origin, Planner, Staged, checked_turns
-from engrain.model import Memory, Turn
+from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
+from engrain.model import Kind, Memory, Turn, Vector
 from engrain.store.base import State, Store
 from engrain.tiers.cache import NAMESPACE as TIERS
 
@@ -42,6 +53,23 @@ class Input:
     origin: Origin
     text: str | None
     turns: list[Turn] | None
+
+
+#: The fields of a ``remember`` record: ``Engine.remember``'s arguments and its time.
+REMEMBER_FIELDS = frozenset(
+    {"type", "user_id", "content", "kind", "memory_type", "project", "domains", "key",
+     "confidence", "importance", "pinned", "muted", "access_count", "session_id", "event_at",
+     "corrects", "metadata", "at"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """A validated ``remember`` record: the item, where it comes from and when."""
+
+    origin: Origin
+    item: Item
+    at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -67,9 +95,30 @@ def export(store: Store, users: list[str], model_id: str) -> Iterator[dict[str, 
             yield record
 
 
+def remembered(record: Mapping[str, Any], *, max_chars: int) -> Remembered:
+    """A ``remember`` record, validated as ``Engine.remember`` validates its arguments."""
+    unknown = sorted(set(record) - REMEMBER_FIELDS)
+    if unknown:
+        raise ValidationError(f"{unknown[0]}: not a field of a remember record "
+                              f"(fields: {', '.join(sorted(REMEMBER_FIELDS))})")  # fmt: skip
+    item = Item.checked(
+        record.get("content"), record.get("kind", Kind.FACT), max_chars=max_chars,
+        memory_type=record.get("memory_type"), key=record.get("key"),
+        confidence=record.get("confidence"), importance=record.get("importance", 1.0),
+        pinned=record.get("pinned", False), muted=record.get("muted", False),
+        access_count=record.get("access_count", 0),
+        event_at=validate.timestamp(record.get("event_at"), "event_at"),
+        corrects=record.get("corrects"),
+    )  # fmt: skip
+    origin = Origin.checked(record.get("user_id"), record.get("session_id"),
+                            record.get("project"), record.get("domains"), None,
+                            record.get("metadata"))  # fmt: skip
+    return Remembered(origin, item, validate.timestamp(record.get("at"), "at"))
+
+
 def check(
     number: int, record: object, *, max_chars: int, model_id: str, dim: int
-) -> Restored | State | Input:
+) -> Restored | State | Input | Remembered:
     """Import record ``number``, validated: a memory (without its vector if another model,
     or another dimension, made it) with the state it carries, a state document or an ingest
     input. A bad record is a
@@ -91,6 +140,8 @@ def check(
         if kind == "state":
             doc = validate.state_record(record)
             return State(doc.user_id, doc.namespace, doc.key, doc.value)
+        if kind == "remember":
+            return remembered(record, max_chars=max_chars)
         if kind not in ("conversation", "text"):
             raise ValidationError(f"type: unknown record type {kind!r}")
         conversation = kind == "conversation"
@@ -109,9 +160,10 @@ def check(
 @dataclass(frozen=True)
 class Batch:
     """An import validated and embedded, ready to plan: each record as a memory (vector
-    filled in), a state document, or an ingest input with its embedded drafts."""
+    filled in), a state document, an ingest input with its embedded drafts, or a remembered
+    item with its vector."""
 
-    items: tuple[Restored | State | tuple[Input, list[Draft]], ...]
+    items: tuple[Restored | State | tuple[Input, list[Draft]] | tuple[Remembered, Vector], ...]
 
     @property
     def memories(self) -> list[Memory]:
@@ -139,12 +191,18 @@ def prepare(
     if missing:
         vectors = embedder.embed([m.content for m in missing])
         fixed = {m.id: m.evolve(embedding=vectors[i]) for i, m in enumerate(missing)}
-    items: list[Restored | State | tuple[Input, list[Draft]]] = []
+    said = [r for r in checked if isinstance(r, Remembered)]
+    said_vectors: Iterator[Vector] = iter(
+        embedder.embed([r.item.text for r in said]) if said else []
+    )
+    items: list[Restored | State | tuple[Input, list[Draft]] | tuple[Remembered, Vector]] = []
     for item in checked:
         if isinstance(item, Restored):
             items.append(Restored(fixed.get(item.memory.id, item.memory), item.states))
         elif isinstance(item, State):
             items.append(item)
+        elif isinstance(item, Remembered):
+            items.append((item, next(said_vectors)))
         elif item.turns is not None:
             items.append((item, planner.conversation_drafts(item.turns)))
         else:
@@ -159,12 +217,17 @@ def plan(
     staged: Staged,
     on_record: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
-    """Plan the ingest inputs of ``batch`` in order into ``staged`` (later records see the
-    earlier ones, as sequential calls would); how many chunks were stored, merged and
-    discarded. ``on_record`` is called with each record's number."""
+    """Plan the ingest inputs and remembered items of ``batch`` in order into ``staged``
+    (later records see the earlier ones, as sequential calls would); how many chunks and
+    items were stored, merged and discarded. ``on_record`` is called with each record's
+    number."""
     counts = {"stored": 0, "merged": 0, "discarded": 0}
     for number, item in enumerate(batch.items, 1):
-        if isinstance(item, tuple):
+        if isinstance(item, tuple) and isinstance(item[0], Remembered):
+            said, vector = item
+            outcome = planner.item(said.item, said.origin, vector, said.at or now, staged)
+            counts[outcome.action] += 1
+        elif isinstance(item, tuple):
             source, drafts = item
             if source.turns is not None:
                 report = planner.conversation(drafts, source.origin, now, staged)

@@ -9,7 +9,7 @@ It only reads; every change to an existing memory comes back as a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from engrain.config import Settings
@@ -35,10 +35,12 @@ def corrected(
     project: str | None,
     corrects: str | None,
     vector: Vector,
+    staged: Sequence[Memory] = (),
 ) -> Memory | None:
     """The memory a correction supersedes: the one named (:class:`NotFoundError` if the user
     has none with that id), else the nearest active one at least ``correction_similarity``
-    close (``None``: the correction stands alone)."""
+    close (``None``: the correction stands alone). ``staged`` are the memories an earlier
+    record of the same import created or changed, seen as sequential calls would see them."""
     if corrects is not None:
         found = store.get(user_id, [corrects])
         if not found:
@@ -47,7 +49,7 @@ def corrected(
             raise ValidationError(f"corrects: memory {corrects!r} is already superseded")
         return found[0]
     flt = MemoryFilter(project=project, include_superseded=False, include_compressed=False)
-    for memory, sim in store.search(user_id, vector, 3, flt):
+    for memory, sim in near(store, user_id, vector, 3, flt, staged):
         if sim >= settings.correction_similarity and memory.kind is not Kind.CORRECTION:
             return memory
     return None
@@ -71,11 +73,16 @@ def supersede(
 
 
 def conflicts(
-    store: Store, settings: Settings, memory: Memory, twin: Memory | None = None
+    store: Store,
+    settings: Settings,
+    memory: Memory,
+    twin: Memory | None = None,
+    staged: Sequence[Memory] = (),
 ) -> tuple[Memory, list[Patch], str | None]:
     """A new ``memory`` flagged against the close active memories it disagrees with (and
-    ``twin``, a near-duplicate known to disagree), each of them flagged back. Returns the
-    memory, the patches of the others and the outcome's reason (``None``: no conflict)."""
+    ``twin``, a near-duplicate known to disagree), each of them flagged back; ``staged`` as
+    for :func:`corrected`. Returns the memory, the patches of the others and the outcome's
+    reason (``None``: no conflict)."""
     if memory.kind not in CONFLICT_KINDS or memory.embedding is None:
         return memory, [], None
     flt = MemoryFilter(project=memory.project, kinds=tuple(CONFLICT_KINDS),
@@ -83,7 +90,7 @@ def conflicts(
     clashes: list[tuple[Memory, str]] = []
     if twin is not None:
         clashes.append((twin, disagreement(twin.content, memory.content) or ""))
-    for other, sim in store.search(memory.user_id, memory.embedding, 5, flt):
+    for other, sim in near(store, memory.user_id, memory.embedding, 5, flt, staged):
         if sim < settings.conflict_similarity or other.id == getattr(twin, "id", None):
             continue
         why = disagreement(other.content, memory.content)
@@ -95,6 +102,25 @@ def conflicts(
     patches = [_provenance(flag(o, [memory.id])) for o, _ in clashes]
     reason = "conflicts with " + ", ".join(f"{o.id} ({why})" for o, why in clashes)
     return memory, patches, reason
+
+
+def near(
+    store: Store,
+    user_id: str,
+    vector: Vector,
+    k: int,
+    flt: MemoryFilter,
+    staged: Sequence[Memory] = (),
+) -> list[tuple[Memory, float]]:
+    """The ``k`` memories passing ``flt`` nearest to ``vector``, best first: the store's,
+    as ``staged`` (this call's new and changed memories, not written yet) makes them."""
+    mine = {m.id: m for m in staged if m.user_id == user_id}
+    found = [(mine.get(m.id, m), sim) for m, sim in store.search(user_id, vector, k, flt)]
+    seen = {m.id for m, _ in found}
+    for m in mine.values():
+        if m.id not in seen and m.embedding is not None and m.embedding.shape == vector.shape:
+            found.append((m, float(m.embedding @ vector)))
+    return sorted(((m, s) for m, s in found if flt.matches(m)), key=lambda p: -p[1])[:k]
 
 
 def resolve(store: Store, user_id: str, gone: Iterable[Memory]) -> list[Patch]:

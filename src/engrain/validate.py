@@ -169,6 +169,15 @@ def optional_integer(value: object, field: str, *, minimum: int = 0) -> int | No
     return None if value is None else integer(value, field, minimum=minimum)
 
 
+#: The largest usage count a caller may set: a 64-bit column holds it with room to count on.
+MAX_COUNT = 2**62
+
+
+def count(value: object, field: str = "access_count") -> int:
+    """A usage count: an :func:`integer` in ``[0, MAX_COUNT]``."""
+    return integer(value, field, maximum=MAX_COUNT)
+
+
 def flag(value: object, field: str) -> bool:
     """A ``bool`` (``"no"`` or ``0`` are refused: they are not what they look like)."""
     if not isinstance(value, bool):

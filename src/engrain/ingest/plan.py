@@ -102,7 +102,8 @@ def checked_turns(turns: object, max_chars: int) -> list[Turn]:
 
 @dataclass(frozen=True)
 class Item:
-    """One typed item of the learning path (``Engine.remember``), validated."""
+    """One typed item of the learning path (``Engine.remember``, an import's ``remember``
+    record), validated."""
 
     text: str
     kind: Kind
@@ -113,6 +114,58 @@ class Item:
     pinned: bool
     event_at: datetime | None
     corrects: str | None
+    muted: bool = False
+    access_count: int = 0
+
+    @classmethod
+    def checked(
+        cls,
+        content: object,
+        kind: object = Kind.FACT,
+        *,
+        max_chars: int,
+        memory_type: object = None,
+        key: object = None,
+        confidence: object = None,
+        importance: object = 1.0,
+        pinned: object = False,
+        muted: object = False,
+        access_count: object = 0,
+        event_at: object = None,
+        corrects: object = None,
+    ) -> Item:
+        """An item from ``remember``'s arguments as a caller sent them, each validated; a
+        procedural item without a key gets one from its text."""
+        text = clean_text(validate.text(content, "content", max_chars=max_chars))
+        kind = validate.kind(kind)
+        mtype = validate.optional_memory_type(memory_type) or kind.default_memory_type
+        name = validate.optional_identifier(key, "key")
+        if mtype is MemoryType.PROCEDURAL:
+            name = name.strip() if name is not None else preference_key(text)
+        return cls(
+            text=text, kind=kind, memory_type=mtype, key=name,
+            importance=validate.unit(importance, "importance"),
+            confidence=validate.unit(kind.default_confidence if confidence is None
+                                     else confidence, "confidence"),
+            pinned=validate.flag(pinned, "pinned"),
+            event_at=validate.moment(event_at, "event_at"),
+            corrects=validate.optional_identifier(corrects, "corrects"),
+            muted=validate.flag(muted, "muted"),
+            access_count=validate.count(access_count),
+        )  # fmt: skip
+
+    def carried(self, existing: Memory) -> dict[str, Any]:
+        """What this item adds to the near-duplicate it updates besides its text: the pin
+        or mute it asks for, and its usage when higher (a restatement never unpins, unmutes
+        or forgets uses)."""
+        fields: dict[str, Any] = {}
+        if self.pinned and not existing.pinned:
+            fields["pinned"] = True
+        if self.muted and not existing.muted:
+            fields["muted"] = True
+        if self.access_count > existing.access_count:
+            fields["access_count"] = self.access_count
+        return fields
 
 
 @dataclass
@@ -221,7 +274,7 @@ class Planner:
         threshold are dropped; without it they are kept with their low importance."""
         threshold = self.settings.importance_threshold
         centroid = self._centroid(origin.user_id, staged)
-        memo: dict[MemoryType, list[Memory]] = {}
+        memo: dict[MemoryType | Kind, list[Memory]] = {}
         outcomes: list[Outcome] = []
         for draft in drafts:
             novelty = imp.novelty(draft.vector, centroid)
@@ -239,6 +292,7 @@ class Planner:
                     continue
                 note += "; kept: conversation turns are not discarded"
             mtype = route(draft.text, origin.hint)
+            kind = TYPE_DEFAULT_KIND[mtype]
             key = preference_key(draft.text) if mtype is MemoryType.PROCEDURAL else None
             existing = self.find_existing(origin, mtype, key, draft.text, staged, memo,
                                           draft.vector)  # fmt: skip
@@ -249,7 +303,6 @@ class Planner:
                 outcomes.append(Outcome("merged", draft.text, existing.id, note, score, mtype,
                                         draft.turn_ids))  # fmt: skip
                 continue
-            kind = TYPE_DEFAULT_KIND[mtype]
             memory = Memory.new(
                 origin.user_id, draft.text, mtype, kind, now=now, embedding=draft.vector,
                 project=origin.project, domains=origin.domains or domains_of(draft.text),
@@ -273,16 +326,18 @@ class Planner:
     def item(
         self, item: Item, origin: Origin, vector: Vector, now: datetime, staged: Staged
     ) -> Outcome:
-        """Stage one typed item: a correction supersedes what it corrects; a near-duplicate
-        of the same type (or the procedural memory with the same key) is updated, unless it
-        disagrees (then both are kept and flagged); a new statement is flagged against the
-        close memories it disagrees with."""
+        """Stage one typed item: an item naming what it corrects (``corrects``, any kind),
+        or a correction, supersedes it, keeping its own kind; a near-duplicate of the same
+        kind (or the procedural memory with the same key) is updated, unless it disagrees
+        (then both are kept and flagged); a new statement is flagged against the close
+        memories it disagrees with."""
         target = twin = None
-        if item.kind is Kind.CORRECTION:
+        mine = staged.mine(origin.user_id)
+        if item.kind is Kind.CORRECTION or item.corrects is not None:
             target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
-                                      item.corrects, vector)  # fmt: skip
+                                      item.corrects, vector, mine)  # fmt: skip
         else:
-            existing = self.find_existing(origin, item.memory_type, item.key, item.text,
+            existing = self.find_existing(origin, item.kind, item.key, item.text,
                                           staged, None, vector)  # fmt: skip
             if (
                 existing is not None
@@ -294,7 +349,7 @@ class Planner:
             elif existing is not None:
                 fields = merge(existing, item.text, vector, now, (), item.event_at,
                                origin.metadata)  # fmt: skip
-                merged = staged.change(existing, fields)
+                merged = staged.change(existing, {**fields, **item.carried(existing)})
                 return Outcome("merged", item.text, merged.id, importance=merged.importance,
                                memory_type=item.memory_type)  # fmt: skip
         memory = Memory.new(
@@ -302,13 +357,15 @@ class Planner:
             project=origin.project, domains=origin.domains or domains_of(item.text),
             session_id=origin.session_id, event_at=item.event_at, key=item.key,
             importance=item.importance, confidence=item.confidence, pinned=item.pinned,
+            muted=item.muted, access_count=item.access_count,
             provenance=Provenance((), origin.metadata),
         )  # fmt: skip
         reason: str | None
         if target is not None:
             memory, patches, reason = relate.supersede(self.store, memory, target, now)
         else:
-            memory, patches, reason = relate.conflicts(self.store, self.settings, memory, twin)
+            memory, patches, reason = relate.conflicts(self.store, self.settings, memory, twin,
+                                                       mine)  # fmt: skip
         staged.add(memory)
         staged.patch(patches)
         return Outcome("stored", item.text, memory.id, reason, memory.importance,
@@ -334,38 +391,44 @@ class Planner:
     def find_existing(
         self,
         origin: Origin,
-        mtype: MemoryType,
+        like: MemoryType | Kind,
         key: str | None,
         text: str,
         staged: Staged,
-        recent_memo: dict[MemoryType, list[Memory]] | None = None,
+        recent_memo: dict[MemoryType | Kind, list[Memory]] | None = None,
         vector: Vector | None = None,
     ) -> Memory | None:
-        """The memory a new item should update: same key for procedural memories, else a
-        bigram near-duplicate among the recent memories of the same type (staged ones of
-        this call first). ``recent_memo`` keeps the store's recent memories across the
-        chunks of one call."""
+        """The memory a new item should update: the one with the same key (procedural
+        memories), else a bigram near-duplicate among the recent memories ``like`` it
+        (staged ones of this call first). A typed item compares its kind, ADR-002's "same
+        type": an invariant restating a pattern is stored apart and keeps its own boost,
+        threshold and tier. A routed chunk, whose kind is only its memory type's default,
+        compares its memory type, so free text restating a learning updates it.
+        ``recent_memo`` keeps the store's recent memories across the chunks of one call."""
         user_id = origin.user_id
         project = origin.project
-        same_type = [m for m in reversed(staged.mine(user_id)) if m.memory_type is mtype]
+        by_kind = isinstance(like, Kind)
+        alike = [m for m in reversed(staged.mine(user_id))
+                 if (m.kind if by_kind else m.memory_type) is like]  # fmt: skip
+        same = MemoryFilter(project=project, include_superseded=False, include_compressed=False)
+        if isinstance(like, Kind):
+            same = same.update(kinds=(like,))
+        else:
+            same = same.update(memory_types=(like,))
         if key is not None:
-            for memory in same_type:
+            for memory in alike:
                 if memory.key == key and memory.project == project:
                     return memory
-            flt = MemoryFilter(project=project, key=key, memory_types=(mtype,),
-                               include_superseded=False, include_compressed=False)  # fmt: skip
-            found = self.store.query(user_id, flt, limit=1)
+            found = self.store.query(user_id, same.update(key=key), limit=1)
             if found:
                 return staged.memories.get(found[0].id, found[0])
         if self.settings.dedup_window == 0:
             return None
         memo = {} if recent_memo is None else recent_memo
-        if mtype not in memo:
-            flt = MemoryFilter(project=project, memory_types=(mtype,),
-                               include_superseded=False, include_compressed=False)  # fmt: skip
-            memo[mtype] = self.store.query(user_id, flt, limit=self.settings.dedup_window)
-        staged_ids = {m.id for m in same_type}
-        pool = same_type + [m for m in memo[mtype] if m.id not in staged_ids]
+        if like not in memo:
+            memo[like] = self.store.query(user_id, same, limit=self.settings.dedup_window)
+        staged_ids = {m.id for m in alike}
+        pool = alike + [m for m in memo[like] if m.id not in staged_ids]
         return find_duplicate(text, pool, self.settings.dedup_threshold, vector)
 
 

@@ -9,8 +9,17 @@ from engrain.tokens import encode
 
 PREFERENCE = re.compile(
     r"\b(?:i\s+(?:really\s+|strongly\s+)?(?:prefer|always|never|hate|love|dislike|like)"
-    r"|i'?d\s+rather|my\s+favou?rite)\b",
+    r"|i'?d\s+rather|my\s+favou?rite"
+    # stated about the user, as the seeds' own examples are ("User prefers Jellyfin over Plex")
+    r"|(?:user|he|she|(?-i:[A-Z][a-z]+))\s+(?:really\s+|strongly\s+)?prefers"
+    r"|(?:we|they)\s+(?:really\s+|strongly\s+)?prefer"
+    r"|(?:the\s+)?user\s+(?:really\s+|strongly\s+)?(?:likes|loves|hates|dislikes|wants))\b",
     re.IGNORECASE,
+)
+#: A preference written as a labelled note ("Communication style: direct, technical, no
+#: preamble."): the label names what the preference is about, so it is also the key.
+PREFERENCE_LABEL = re.compile(
+    r"^\s*((?:[A-Za-z][\w-]*\s+){0,2}(?:style|preferences?|tone))\s*:", re.IGNORECASE
 )
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -108,8 +117,9 @@ SPO_FACT = re.compile(
 
 
 def has_preference(text: str) -> bool:
-    """ "I prefer", "I always", "I hate", "my favorite" and their close variants."""
-    return PREFERENCE.search(text) is not None
+    """ "I prefer", "I always", "I hate", "my favorite" and their close variants, the same
+    said of the user ("User prefers …"), or a labelled note ("Communication style: …")."""
+    return PREFERENCE.search(text) is not None or PREFERENCE_LABEL.match(text) is not None
 
 
 def has_number_or_date(text: str) -> bool:
@@ -196,13 +206,24 @@ _KEY_STOP = frozenset(
         "i'd",
         "when",
         "please",
+        "user",
+        "prefers",
+        "likes",
+        "loves",
+        "hates",
+        "dislikes",
+        "wants",
     ]
 )
 
 
 def preference_key(text: str) -> str:
-    """A stable key for a procedural memory: up to four content words after the preference
-    phrase ("I prefer tabs over spaces" → "tabs-spaces")."""
+    """A stable key for a procedural memory: a labelled note's label ("Communication style:
+    …" → "communication-style", so a new style replaces the old), else up to four content
+    words after the preference phrase ("I prefer tabs over spaces" → "tabs-spaces")."""
+    label = PREFERENCE_LABEL.match(text)
+    if label:
+        return "-".join(w.lower() for w in _WORD.findall(label.group(1)))
     match = PREFERENCE.search(text)
     tail = text[match.end() :] if match else text
     words = [w.lower() for w in _WORD.findall(tail) if w.lower() not in _KEY_STOP]

@@ -142,10 +142,14 @@ class TierCache:
         self._fresh[(user_id, project or ALL_PROJECTS)] = result
         return result
 
-    def schedule(self, user_id: str, project: str | None) -> Future[TierSet]:
-        """Compile in the background (once per user and project at a time)."""
+    def schedule(
+        self, user_id: str, project: str | None, now: datetime | None = None
+    ) -> Future[TierSet]:
+        """Compile in the background (once per user and project at a time) as of ``now``,
+        the time of the request that asked for it (a replayed history compiles with its own
+        time, not the wall clock's; default: the wall clock when the compile runs)."""
         key = ("tiers", user_id, project or ALL_PROJECTS)
-        return self.worker.submit(key, lambda: self.compile(user_id, project))
+        return self.worker.submit(key, lambda: self.compile(user_id, project, now))
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the scheduled background work is done (tests, CLI, shutdown)."""
