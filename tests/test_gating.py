@@ -58,14 +58,28 @@ def test_thresholds_keep_weak_matches_out(engine: Engine) -> None:
     assert "below" in verdict[ids["cat"]].reason
 
 
-def test_pinned_bypasses_threshold_and_muted_is_never_scored(engine: Engine) -> None:
+def test_a_relevant_pin_bypasses_the_threshold_and_muted_is_never_scored(
+    engine: Engine,
+) -> None:
+    ids = _project(engine)
+    engine.pin(ids["fact"], "ada")
+    engine.mute(ids["dec"], "ada")
+    strict = GateOptions(depth=Depth.LIGHT)  # +0.10 on every threshold
+    gated = engine.explain("which port does the staging database use?", "ada", now=NOW,
+                           options=strict)  # fmt: skip
+    verdict = {d.item.memory.id: d for d in gated.decisions}
+    assert verdict[ids["fact"]].selected and verdict[ids["fact"]].reason == "pinned"
+    assert gated.memories[0].id == ids["fact"]  # pins lead
+    assert ids["dec"] not in verdict
+
+
+def test_an_off_topic_pin_is_not_injected(engine: Engine) -> None:
     ids = _project(engine)
     engine.pin(ids["cat"], "ada")
-    engine.mute(ids["fact"], "ada")
     gated = engine.explain("which port does the staging database use?", "ada", now=NOW)
-    selected = {m.id for m in gated.memories}
-    assert ids["cat"] in selected
-    assert ids["fact"] not in {d.item.memory.id for d in gated.decisions}
+    verdict = {d.item.memory.id: d for d in gated.decisions}
+    assert ids["cat"] not in {m.id for m in gated.memories}
+    assert "below" in verdict[ids["cat"]].reason
 
 
 def test_pinned_still_respects_the_budget(engine: Engine) -> None:
@@ -76,11 +90,15 @@ def test_pinned_still_respects_the_budget(engine: Engine) -> None:
     assert ids["cat"] not in {m.id for m in gated.memories}
 
 
-def test_procedural_first_then_score_order(engine: Engine) -> None:
+def test_relevant_procedural_first_then_score_order(engine: Engine) -> None:
     _project(engine)
-    pref = engine.remember("I prefer short answers with code first", "ada", "preference", now=NOW)
+    pref = engine.remember("For the staging database I prefer the port in the answer first",
+                           "ada", "preference", now=NOW)  # fmt: skip
+    other = engine.remember("I prefer short answers with code first", "ada", "preference",
+                            now=NOW)  # fmt: skip
     gated = engine.explain("which port does the staging database use?", "ada", now=NOW)
     assert gated.memories[0].id == pref.memory_id
+    assert other.memory_id not in {m.id for m in gated.memories}
     scores = [s.score for s in gated.selected[1:]]
     assert scores == sorted(scores, reverse=True)
 
@@ -100,7 +118,7 @@ def test_sections_format_puts_invariants_first(engine: Engine) -> None:
                          "ada", token_budget=2000, options=options, now=NOW)  # fmt: skip
     text = ctx.text
     assert text.startswith("<memory>\n## Active Invariants\n- Never log personal data")
-    assert "(learned 2026-01-10)" in text
+    assert "(learned: Jan 10)" in text  # the document's label; the year only if not now's
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings[0] == "## Active Invariants"
 
@@ -108,9 +126,11 @@ def test_sections_format_puts_invariants_first(engine: Engine) -> None:
 def test_generation_intent_boosts_patterns(engine: Engine) -> None:
     ids = _project(engine)
     gated = engine.explain("Write a repository class for invoices", "ada", now=NOW)
-    assert gated.components[ids["pat"]]["type_boost"] == pytest.approx(0.20)
+    pattern = gated.components[ids["pat"]]
+    assert pattern["boost_table"] == pytest.approx(0.20)
+    assert pattern["type_boost"] == pytest.approx(0.20 * pattern["boost_scale"])
     debugging = engine.explain("Fix the crash in the payment workers", "ada", now=NOW)
-    assert debugging.components[ids["anti"]]["type_boost"] == pytest.approx(0.10)
+    assert debugging.components[ids["anti"]]["boost_table"] == pytest.approx(0.10)
 
 
 def test_profiles_rank_differently(engine: Engine) -> None:
@@ -120,10 +140,11 @@ def test_profiles_rank_differently(engine: Engine) -> None:
                             options=GateOptions(profile=Profile.STATIC))  # fmt: skip
     composite = engine.explain(query, "ada", token_budget=2000, now=NOW,
                                options=GateOptions(profile=Profile.COMPOSITE))  # fmt: skip
-    assert set(static.components[static.ranked[0].memory.id]) == {"recency", "access",
-                                                                  "confidence"}  # fmt: skip
+    evidence = {"cosine", "lexical", "calibrated_relevance"}  # what relevance is made of
+    assert set(static.components[static.ranked[0].memory.id]) == {
+        "recency", "access", "confidence"} | evidence  # fmt: skip
     assert set(composite.components[composite.ranked[0].memory.id]) == {
-        "relevance", "recency", "usefulness", "confidence", "frequency"}  # fmt: skip
+        "relevance", "recency", "usefulness", "confidence", "frequency"} | evidence  # fmt: skip
 
 
 def test_context_counts_access_but_explain_does_not(engine: Engine) -> None:

@@ -25,18 +25,8 @@ from engrain.errors import (
     UnknownValueError,
     ValidationError,
 )
-from engrain.model import (
-    Context,
-    IngestReport,
-    Kind,
-    Memory,
-    MemoryType,
-    Outcome,
-    Provenance,
-    RecallResult,
-    ScoredMemory,
-    Turn,
-)
+from engrain.model import IngestReport, Kind, Memory, MemoryType, Outcome, Provenance, Turn
+from engrain.recall.results import Context, RecallResult, ScoredMemory
 
 __version__ = "0.1.0"
 

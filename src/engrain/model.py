@@ -1,4 +1,4 @@
-"""The data model: memories, their two labels, turns, and the results of ingest and recall.
+"""The data model: memories, their two labels, turns, and the results of ingest.
 
 Every memory carries two labels (DESIGN.md):
 
@@ -19,15 +19,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import UnknownValueError
-
-if TYPE_CHECKING:
-    from engrain.recall.gate import Gated
 
 Vector = npt.NDArray[np.float32]
 E = TypeVar("E", bound=StrEnum)
@@ -179,6 +176,11 @@ class Provenance:
         )
 
 
+#: The confidence of a memory nobody set one for: Phase 3's scorer reads a missing
+#: confidence as 0.8 (``memory.get("confidence", 0.8)``), not as certainty.
+UNSET_CONFIDENCE = 0.8
+
+
 @dataclass(frozen=True)
 class Memory:
     """One memory of one user. Immutable: changes go through :meth:`evolve`."""
@@ -196,7 +198,7 @@ class Memory:
     event_at: datetime | None = None
     key: str | None = None
     importance: float = 1.0
-    confidence: float = 1.0
+    confidence: float = UNSET_CONFIDENCE
     usefulness: float = 0.5
     access_count: int = 0
     last_accessed_at: datetime | None = None
@@ -293,7 +295,7 @@ class Memory:
             event_at=_parse_opt_dt(data.get("event_at")),
             key=data.get("key"),
             importance=float(data.get("importance", 1.0)),
-            confidence=float(data.get("confidence", 1.0)),
+            confidence=float(data.get("confidence", UNSET_CONFIDENCE)),
             usefulness=float(data.get("usefulness", 0.5)),
             access_count=int(data.get("access_count", 0)),
             last_accessed_at=_parse_opt_dt(data.get("last_accessed_at")),
@@ -392,49 +394,19 @@ class IngestReport:
         return {"outcomes": [o.to_dict() for o in self.outcomes]}
 
 
-@dataclass(frozen=True)
-class ScoredMemory:
-    """A memory with the score recall ranked it by and its token count."""
-
-    memory: Memory
-    score: float
-    similarity: float
-    tokens: int
+#: Recall's result types now live in ``engrain.recall.results`` (below the stages that
+#: produce them); these names resolve there lazily for code that still imports them from
+#: here, without this module importing ``recall`` when it loads.
+_MOVED_TO_RESULTS = frozenset({"Context", "RecallResult", "ScoredMemory"})
 
 
-@dataclass(frozen=True)
-class RecallResult:
-    """The spec's ``RecallResult(memories, total_tokens, budget_used)``, plus the scores."""
+def __getattr__(name: str) -> Any:
+    """``Context``, ``RecallResult`` and ``ScoredMemory`` from ``engrain.recall.results``."""
+    if name in _MOVED_TO_RESULTS:
+        from engrain.recall import results
 
-    memories: list[Memory]
-    total_tokens: int
-    budget_used: float
-    scored: list[ScoredMemory] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Context:
-    """A rendered memory block ready for a prompt, with what produced it.
-
-    ``gated`` holds the relevance-gating decisions (classification, budget, per-candidate
-    scores and reasons); ``recall`` the selection in the spec's RecallResult shape. ``tier``
-    is the tier served (1 DNA summary, 2 field guide, 3 gated pipeline); ``fallback`` is
-    true when tier 1 or 2 was asked for but not compiled yet, so tier 3 answered within
-    the asked tier's budget while the tiers compile in the background."""
-
-    id: str
-    text: str
-    recall: RecallResult
-    tokens: int
-    elapsed_ms: float
-    gated: Gated | None = None
-    tier: int = 3
-    fallback: bool = False
-
-    @property
-    def memories(self) -> list[Memory]:
-        """The memories the block holds, in the order rendered."""
-        return self.recall.memories
+        return getattr(results, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def ensure_sequence(value: Sequence[str] | str | None) -> tuple[str, ...]:

@@ -1,7 +1,9 @@
 """Context assembly: the spec's ``tagged`` block or relevance gating's ``sections`` block.
 
 Same selection, different rendering (DESIGN.md). Both are wrapped in ``<memory>`` tags and
-both are empty strings when nothing is selected: an empty block is noise.
+both are empty strings when nothing is selected: an empty block is noise. The wrapper, the
+section headings and the newlines are part of the block, so selection counts them too
+(:func:`wrapper_tokens`, :func:`section_tokens`, one newline per line).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from enum import StrEnum
 
 from engrain.corrections import conflicts_of
 from engrain.model import Kind, Memory, MemoryType
+from engrain.tokens import count_tokens
 
 
 class Format(StrEnum):
@@ -39,11 +42,12 @@ def render_tagged(memories: Sequence[Memory]) -> str:
     """The spec's block, or the empty string when there is nothing to inject."""
     if not memories:
         return ""
-    lines = "\n".join(render_line(m) for m in memories)
-    return f"<memory>\n{lines}\n</memory>"
+    return OPEN + "\n".join(render_line(m) for m in memories) + CLOSE
 
 
-#: Section titles in rendering order (invariants first), and the kinds each one holds.
+#: Section titles in rendering order (invariants first), and the kinds each one holds. The
+#: four the relevance-gating document shows keep its wording ("Active Invariants",
+#: "Relevant Patterns", "Recent Decisions", "Project Facts"); the others are engrain's kinds.
 SECTIONS: Sequence[tuple[str, tuple[Kind, ...]]] = (
     ("Active Invariants", (Kind.INVARIANT,)),
     ("Preferences", (Kind.PREFERENCE,)),
@@ -52,7 +56,7 @@ SECTIONS: Sequence[tuple[str, tuple[Kind, ...]]] = (
     ("Recent Decisions", (Kind.DECISION,)),
     ("Known Pitfalls", (Kind.ANTIPATTERN,)),
     ("Recipes", (Kind.GOLDEN_PATH,)),
-    ("Facts", (Kind.FACT,)),
+    ("Project Facts", (Kind.FACT,)),
     ("Current Context", (Kind.CONTEXT,)),
     ("Summaries", (Kind.SUMMARY,)),
     ("Past Conversations and Events", (Kind.EVENT,)),
@@ -60,37 +64,68 @@ SECTIONS: Sequence[tuple[str, tuple[Kind, ...]]] = (
 _SECTION_OF: Mapping[Kind, str] = {kind: title for title, kinds in SECTIONS for kind in kinds}
 
 
-def _date(value: datetime) -> str:
-    return value.date().isoformat()
+def short_date(value: datetime, year: int | None = None) -> str:
+    """The document's date label, ``Jan 15``; with the year (``Jan 15 2024``) unless it is
+    ``year`` (the year of the call's ``now``)."""
+    day = f"{value:%b} {value.day}"
+    return day if value.year == year else f"{day} {value.year}"
 
 
-def render_item(memory: Memory) -> str:
-    """One bullet of the ``sections`` format: the content and the date it was learned (or,
-    for events, when it happened)."""
+def render_item(memory: Memory, year: int | None = None) -> str:
+    """One bullet of the ``sections`` format, as the relevance-gating document shows it: the
+    content and ``(learned: Jan 15)``, or for events ``Jan 15: content``. ``year`` is the
+    current year, whose dates are shown without it."""
     note = CONFLICT_NOTE if conflicts_of(memory) else ""
     if memory.kind is Kind.EVENT or memory.event_at is not None:
-        return f"- {_date(memory.when)}: {memory.content}{note}"
-    return f"- {memory.content} (learned {_date(memory.created_at)}){note}"
+        return f"- {short_date(memory.when, year)}: {memory.content}{note}"
+    return f"- {memory.content} (learned: {short_date(memory.created_at, year)}){note}"
 
 
-def render_sections(memories: Sequence[Memory]) -> str:
-    """Titled sections, invariants first, items in selection (score) order within each."""
+def section_of(memory: Memory) -> str:
+    """The title of the section ``memory`` is rendered under."""
+    return _SECTION_OF[memory.kind]
+
+
+def render_sections(memories: Sequence[Memory], year: int | None = None) -> str:
+    """Titled sections, invariants first, items in selection order within each."""
     if not memories:
         return ""
     grouped: dict[str, list[str]] = {}
     for memory in memories:
-        grouped.setdefault(_SECTION_OF[memory.kind], []).append(render_item(memory))
+        grouped.setdefault(section_of(memory), []).append(render_item(memory, year))
     blocks = [
-        f"## {title}\n" + "\n".join(grouped[title]) for title, _ in SECTIONS if title in grouped
+        heading(title) + "\n".join(grouped[title]) for title, _ in SECTIONS if title in grouped
     ]
-    return "<memory>\n" + "\n\n".join(blocks) + "\n</memory>"
+    return OPEN + "\n\n".join(blocks) + CLOSE
 
 
-def render(memories: Sequence[Memory], fmt: Format) -> str:
-    """The block for ``memories`` in format ``fmt``."""
-    return render_tagged(memories) if fmt is Format.TAGGED else render_sections(memories)
+def render(memories: Sequence[Memory], fmt: Format, *, year: int | None = None) -> str:
+    """The block for ``memories`` in format ``fmt`` (``year``: the current year, which
+    ``sections`` dates leave out)."""
+    return render_tagged(memories) if fmt is Format.TAGGED else render_sections(memories, year)
 
 
-def item_line(memory: Memory, fmt: Format) -> str:
+def item_line(memory: Memory, fmt: Format, year: int | None = None) -> str:
     """The line one memory costs in format ``fmt`` (what the budget counts)."""
-    return render_line(memory) if fmt is Format.TAGGED else render_item(memory)
+    return render_line(memory) if fmt is Format.TAGGED else render_item(memory, year)
+
+
+# -- what the block costs beyond its lines ---------------------------------------------------
+
+OPEN = "<memory>\n"
+CLOSE = "\n</memory>"
+
+
+def heading(title: str) -> str:
+    """A section's heading line in the ``sections`` format."""
+    return f"## {title}\n"
+
+
+def wrapper_tokens() -> int:
+    """Tokens of the ``<memory>`` … ``</memory>`` wrapper, counted once per block."""
+    return count_tokens(OPEN) + count_tokens(CLOSE)
+
+
+def section_tokens(title: str) -> int:
+    """Tokens a section adds beyond its items: its heading and the blank line before it."""
+    return count_tokens(heading(title)) + count_tokens("\n")

@@ -1,38 +1,42 @@
 """Relevance gating, end to end: classify → budget → candidates → score → select → assemble.
 
-:func:`gate` returns everything it decided, so ``Engine.context`` renders the block and
-``Engine.explain`` shows why each candidate was or was not injected.
+:func:`gate` is a straight pipeline, one call per stage; it reads the store only before
+selection and returns everything it decided (:class:`~engrain.recall.results.Gated`), so
+``Engine.context`` has the block and ``Engine.explain`` shows why each candidate was or
+was not injected.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
-from engrain.model import Memory, MemoryType, ScoredMemory, Vector
+from engrain.model import Kind, Memory, MemoryType, Vector
 from engrain.recall import candidates as cand
-from engrain.recall.assemble import Format, item_line, render
+from engrain.recall.assemble import (
+    Format,
+    item_line,
+    render,
+    section_of,
+    section_tokens,
+    wrapper_tokens,
+)
 from engrain.recall.budget import DEPTH_EFFECT, Budget, Depth, assign_budget
 from engrain.recall.classify import Classification, Complexity, classify
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, gather
-from engrain.recall.score import (
-    STATIC_TOP,
-    Profile,
-    Scored,
-    gated_weights,
-    score_composite,
-    score_gated,
-    score_static,
-)
-from engrain.recall.select import Decision, select_gated
-from engrain.store.base import Store
+from engrain.recall.results import Decision, Gated, ScoredMemory
+from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
+from engrain.recall.select import Layout, select_gated
+from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
 from engrain.tokens import count_tokens
+
+__all__ = ["LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens"]
 
 if TYPE_CHECKING:  # config.py takes its recall defaults from GateOptions: no runtime import
     from engrain.config import Settings
@@ -70,52 +74,13 @@ class GateOptions:
         )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Gated:
-    """What the pipeline decided for one message."""
-
-    classification: Classification
-    budget: Budget
-    weights: Mapping[str, float]
-    selected: list[ScoredMemory]
-    tokens_used: int
-    text: str
-    decisions: list[Decision] = field(default_factory=list)
-    ranked: list[ScoredMemory] = field(default_factory=list)
-    components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    timings_ms: Mapping[str, float] = field(default_factory=dict)
-
-    @property
-    def memories(self) -> list[Memory]:
-        """The injected memories, in rendering order."""
-        return [s.memory for s in self.selected]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready explanation: classification, budget derivation, weights, and every
-        candidate's score components with its verdict."""
-        c = self.classification
-        return {
-            "classification": {
-                "complexity": c.complexity.value, "intent": c.intent.value,
-                "domains": list(c.domains), "turn": c.turn, "has_code": c.has_code,
-                "references_history": c.references_history, "signals": list(c.signals),
-            },
-            "budget": {"tokens": self.budget.tokens, "steps": list(self.budget.steps)},
-            "weights": dict(self.weights),
-            "tokens_used": self.tokens_used,
-            "candidates": [
-                {
-                    "id": d.item.memory.id, "content": d.item.memory.content,
-                    "kind": d.item.memory.kind.value, "score": round(d.item.score, 6),
-                    "similarity": round(d.item.similarity, 6), "tokens": d.item.tokens,
-                    "components": {k: round(v, 6) for k, v in
-                                   self.components.get(d.item.memory.id, {}).items()},
-                    "selected": d.selected, "reason": d.reason,
-                }
-                for d in self.decisions
-            ],
-            "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
-        }  # fmt: skip
+#: The typed learnings every call scores, relevant or not (the seed: "every learning in
+#: your project memory is scored"); they are few. Facts, events, context and summaries
+#: (what conversations produce, by the thousand) come from the candidate pool.
+LEARNING_KINDS = (
+    Kind.INVARIANT, Kind.PATTERN, Kind.DECISION, Kind.ANTIPATTERN, Kind.GOLDEN_PATH,
+    Kind.PREFERENCE, Kind.CORRECTION,
+)  # fmt: skip
 
 
 def gate(
@@ -133,39 +98,82 @@ def gate(
     include_compressed: bool = False,
     cooccurrence: Pairs | None = None,
     max_budget: int | None = None,
+    top_k: int | None = None,
     explain: bool = True,
 ) -> Gated:
-    """Run the gating pipeline for ``message``. ``token_budget`` overrides the automatic
-    budget; without it, trivial messages skip the pipeline and inject nothing, and
-    ``max_budget`` caps the automatic budget (a small model's tier budget). Without
+    """Run the gating pipeline for ``message``: classify → budget → candidates → score →
+    select → assemble, one call each. ``token_budget`` overrides the automatic budget and
+    ``max_budget`` caps it (a small model's tier budget); a trivial message gets nothing
+    either way, without touching the store. ``top_k`` caps the number of memories. Without
     ``explain`` the per-candidate decisions are not recorded and selection stops once the
     budget is full (what ``context()`` needs; ``explain()`` records them all)."""
     clock = _Clock()
     classification = classify(message, turn=turn)
     clock.lap("classify")
-    if token_budget is not None:
-        budget = Budget(token_budget, (f"explicit: {token_budget}",))
-    else:
-        budget = assign_budget(
-            classification, depth=options.depth, prioritize_speed=options.prioritize_speed
-        )
-        if max_budget is not None and budget.tokens > max_budget:
-            budget = Budget(max_budget, (*budget.steps, f"capped at {max_budget} (tier)"))
+    budget = _budget(classification, options, token_budget, max_budget)
     weights = gated_weights(classification)
     clock.lap("budget")
-    if budget.tokens == 0 and classification.complexity is Complexity.TRIVIAL:
+    if budget.tokens == 0 or classification.complexity is Complexity.TRIVIAL:
         return Gated(classification, budget, weights, [], 0, "", timings_ms=clock.laps)
 
     flt = cand.recall_filter(
-        min_importance=options.min_importance,
-        memory_types=memory_types,
-        project=project,
+        min_importance=options.min_importance, memory_types=memory_types, project=project,
         include_compressed=include_compressed,
+    )  # fmt: skip
+    pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock)
+    clock.lap("candidates")
+
+    query = Query(classification, weights, now, options.focus_areas)
+    ranked, relevance, components = _score(pool, options, query, cooccurrence)
+    partners = _partners(store, user_id, ranked, options, now)
+    clock.lap("score")
+
+    year = now.year
+    selected, _, decisions = select_gated(
+        ranked, relevance=relevance, token_budget=budget.tokens, intent=classification.intent,
+        threshold_shift=DEPTH_EFFECT[options.depth][1],
+        apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
+        layout=_layout(options.format, year), partners=partners,
+    )  # fmt: skip
+    clock.lap("select")
+    text, selected = _fit(selected, options.format, budget.tokens, year)
+    clock.lap("assemble")
+    return Gated(classification, budget, weights, selected, count_tokens(text) if text else 0,
+                 text, decisions, ranked, components, clock.laps)  # fmt: skip
+
+
+def _budget(
+    classification: Classification,
+    options: GateOptions,
+    token_budget: int | None,
+    max_budget: int | None,
+) -> Budget:
+    """The explicit budget, else the classification's, capped at ``max_budget``."""
+    if token_budget is not None:
+        return Budget(token_budget, (f"explicit: {token_budget}",))
+    budget = assign_budget(
+        classification, depth=options.depth, prioritize_speed=options.prioritize_speed
     )
-    # a pool deep enough to fill the budget with chunk-sized memories (~40 tokens each)
+    if max_budget is not None and budget.tokens > max_budget:
+        return Budget(max_budget, (*budget.steps, f"capped at {max_budget} (tier)"))
+    return budget
+
+
+def _candidates(
+    store: Store,
+    embed_query: Callable[[str], Vector],
+    message: str,
+    user_id: str,
+    flt: MemoryFilter,
+    options: GateOptions,
+    budget: Budget,
+    clock: _Clock,
+) -> list[Candidate]:
+    """The pool: nearest and lexical matches (a pool deep enough to fill the budget with
+    chunk-sized memories, ~40 tokens each), every typed learning and every pinned memory.
+    The reads that do not need the query vector overlap its computation where they can."""
     size = max(options.pool, budget.tokens // 40)
     static = options.profile is Profile.STATIC
-    # the reads that do not need the query vector overlap its computation where they can
     reads = Reads(store)
     lexical = (
         reads.start(lambda: store.lexical_search(user_id, message, size, flt))
@@ -173,97 +181,95 @@ def gate(
         else None
     )
     pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
-    procedurals = reads.start(
-        lambda: cand.procedural(store, user_id, project=project, memory_types=memory_types)
-    )
+    learnings = reads.start(lambda: store.query(user_id, flt.update(kinds=LEARNING_KINDS)))
     vector = embed_query(message)
     clock.lap("embed")
     if static:
-        pool = [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
-    else:
-        pool = gather(
-            store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
-            lexical_weight=options.lexical_weight, fusion=options.fusion,
-            lexical=lexical() if lexical else None,
-        )  # fmt: skip
-    pool = _with_pinned(pinned(), pool, vector)
-    clock.lap("candidates")
+        return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
+    return gather(
+        store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
+        lexical_weight=options.lexical_weight, fusion=options.fusion,
+        lexical=lexical() if lexical else None, include=[*pinned(), *learnings()],
+    )  # fmt: skip
 
-    scored: list[tuple[Candidate, Scored]] = []
+
+def _score(
+    pool: Sequence[Candidate],
+    options: GateOptions,
+    query: Query,
+    cooccurrence: Pairs | None,
+) -> tuple[list[ScoredMemory], dict[str, float], dict[str, dict[str, float]]]:
+    """Every candidate scored once by the profile's scorer, best first (the static profile
+    keeps its top 10). The learned co-occurrence bonus is with the most relevant candidates
+    (the pool comes ordered by relevance), so one pass scores everything."""
+    score = scorer(options.profile, query)
+    anchors = [c.id for c in pool[:ANCHORS]] if cooccurrence else []
+    scored = []
     for c in pool:
-        if options.profile is Profile.GATED:
-            s = score_gated(
-                c.memory, c.relevance, classification, weights, now,
-                focus_areas=options.focus_areas,
-            )  # fmt: skip
-        elif options.profile is Profile.COMPOSITE:
-            s = score_composite(c.memory, c.relevance, now)
-        else:
-            s = score_static(c.memory, now)
-        scored.append((c, s))
+        bonus = cooccurrence_bonus(cooccurrence, c.id, anchors) if cooccurrence else 0.0
+        scored.append((c, score(c.memory, c.relevance, bonus)))
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
-    if cooccurrence and options.profile is Profile.GATED:
-        # the learned bonus: co-occurring with the best-scoring candidates (feedback.py)
-        anchors = [c.id for c, _ in scored[:ANCHORS]]
-        rescored = []
-        for c, s in scored:
-            bonus = cooccurrence_bonus(cooccurrence, c.id, anchors)
-            if bonus:
-                s = score_gated(
-                    c.memory, c.relevance, classification, weights, now,
-                    cooccurrence=bonus, focus_areas=options.focus_areas,
-                )  # fmt: skip
-            rescored.append((c, s))
-        scored = sorted(rescored, key=lambda pair: pair[1].total, reverse=True)
     if options.profile is Profile.STATIC:
         scored = scored[:STATIC_TOP]
-    ranked = [_item(c, s.total, options.format) for c, s in scored]
-    components = {c.id: dict(s.components) for c, s in scored}
-    clock.lap("score")
-
-    procedural = (
-        _item(Candidate(m, 0.0, 0.0, 0.0), 1.0, options.format)
-        for m in procedurals()
-        if m.importance >= options.min_importance
-    )
-    shift = DEPTH_EFFECT[options.depth][1]
-    selected, used, decisions = select_gated(
-        procedural, ranked, token_budget=budget.tokens, intent=classification.intent,
-        threshold_shift=shift, apply_threshold=_thresholds_apply(options, token_budget),
-        explain=explain,
-    )  # fmt: skip
-    selected, used = _with_conflicting(store, user_id, selected, used, budget.tokens, options)
-    clock.lap("select")
-    text = render([s.memory for s in selected], options.format)
-    clock.lap("assemble")
-    return Gated(classification, budget, weights, selected, used, text, decisions, ranked,
-                 components, clock.laps)  # fmt: skip
+    year = query.now.year
+    ranked = [_item(c.memory, s.total, c.similarity, options.format, year) for c, s in scored]
+    relevance = {c.id: c.relevance for c, _ in scored}
+    components = {
+        c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
+               "calibrated_relevance": c.relevance}
+        for c, s in scored
+    }  # fmt: skip
+    return ranked, relevance, components
 
 
-def _with_conflicting(
+def _partners(
     store: Store,
     user_id: str,
-    selected: list[ScoredMemory],
-    used: int,
-    budget: int,
+    ranked: Sequence[ScoredMemory],
     options: GateOptions,
-) -> tuple[list[ScoredMemory], int]:
-    """Memories flagged as contradicting a selected one are injected beside it (budget
-    permitting), so the model sees both versions with their dates (``corrections.py``)."""
-    have = {s.memory.id for s in selected}
-    wanted = [i for s in selected for i in conflicts_of(s.memory) if i not in have]
+    now: datetime,
+) -> dict[str, list[ScoredMemory]]:
+    """For each ranked memory flagged as contradicting others (``corrections.py``), those
+    others, so selection can inject them beside it: read here, before selection, so
+    nothing reads the store after it."""
+    wanted = {s.memory.id: conflicts_of(s.memory) for s in ranked}
+    wanted = {mid: ids for mid, ids in wanted.items() if ids}
     if not wanted:
-        return selected, used
-    out = list(selected)
-    for memory in store.get(user_id, list(dict.fromkeys(wanted))):
-        if memory.muted or memory.superseded_by is not None or memory.id in have:
-            continue
-        item = _item(Candidate(memory, 0.0, 0.0, 0.0), 0.0, options.format)
-        if used + item.tokens <= budget:
-            out.append(item)
-            have.add(memory.id)
-            used += item.tokens
-    return out, used
+        return {}
+    known = {s.memory.id: s for s in ranked}
+    missing = [i for ids in wanted.values() for i in ids if i not in known]
+    for memory in store.get(user_id, list(dict.fromkeys(missing))) if missing else []:
+        if not memory.muted and memory.superseded_by is None:
+            known[memory.id] = _item(memory, 0.0, 0.0, options.format, now.year)
+    return {mid: [known[i] for i in ids if i in known] for mid, ids in wanted.items()}
+
+
+def _layout(fmt: Format, year: int) -> Layout:
+    """What a block in ``fmt`` costs beyond its lines."""
+    if fmt is Format.TAGGED:
+        return Layout(wrapper_tokens())
+    titles: dict[str, int] = {}
+
+    def section(memory: Memory) -> tuple[str, int]:
+        title = section_of(memory)
+        if title not in titles:
+            titles[title] = section_tokens(title)
+        return title, titles[title]
+
+    return Layout(wrapper_tokens(), section)
+
+
+def _fit(
+    selected: list[ScoredMemory], fmt: Format, budget: int, year: int
+) -> tuple[str, list[ScoredMemory]]:
+    """The rendered block and what it holds. Selection counted every line, newline,
+    heading and the wrapper; should the tokenizer still merge differently across lines,
+    the last memories are dropped until the block fits: no block exceeds its budget."""
+    while True:
+        text = render([s.memory for s in selected], fmt, year=year)
+        if not text or count_tokens(text) <= budget:
+            return text, selected
+        selected = selected[:-1]
 
 
 def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool:
@@ -275,44 +281,29 @@ def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool
     return options.thresholds == "always" or explicit_budget is None
 
 
-def _item(candidate: Candidate, score: float, fmt: Format) -> ScoredMemory:
-    memory = candidate.memory
-    return ScoredMemory(memory, score, candidate.similarity, line_tokens(memory, fmt))
+def _item(memory: Memory, score: float, similarity: float, fmt: Format, year: int) -> ScoredMemory:
+    return ScoredMemory(memory, score, similarity, line_tokens(memory, fmt, year))
 
 
-#: Token cost of each memory object's line, per format. Memories are immutable and the
-#: stores hand out the same object until it changes, so a cost is computed once per version
-#: (10,000 memories with 337 procedural ones: 5 ms less per call). Holding the object keeps
-#: its ``id()`` from being reused while the entry lives.
-_LINE_TOKENS: dict[tuple[int, Format], tuple[Memory, int]] = {}
+#: Token cost of each memory object's line, per format and current year. Memories are
+#: immutable and the stores hand out the same object until it changes, so a cost is
+#: computed once per version (10,000 memories with 337 procedural ones: 5 ms less per
+#: call). Holding the object keeps its ``id()`` from being reused while the entry lives.
+_LINE_TOKENS: dict[tuple[int, Format, int], tuple[Memory, int]] = {}
 _LINE_TOKENS_MAX = 200_000
 
 
-def line_tokens(memory: Memory, fmt: Format) -> int:
-    """``count_tokens(item_line(memory, fmt))``, remembered per memory object."""
-    key = (id(memory), fmt)
+def line_tokens(memory: Memory, fmt: Format, year: int) -> int:
+    """``count_tokens(item_line(memory, fmt, year))``, remembered per memory object."""
+    key = (id(memory), fmt, year)
     hit = _LINE_TOKENS.get(key)
     if hit is not None and hit[0] is memory:
         return hit[1]
-    tokens = count_tokens(item_line(memory, fmt))
+    tokens = count_tokens(item_line(memory, fmt, year))
     if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
         _LINE_TOKENS.clear()
     _LINE_TOKENS[key] = (memory, tokens)
     return tokens
-
-
-def _with_pinned(
-    pinned: Sequence[Memory], pool: list[Candidate], vector: Vector
-) -> list[Candidate]:
-    """Pinned memories join the pool whatever their relevance: they bypass the threshold."""
-    have = {c.id for c in pool}
-    extra = [
-        Candidate(m, sim, 0.0, max(0.0, sim))
-        for m in pinned
-        if m.id not in have
-        for sim in [float(m.embedding @ vector) if m.embedding is not None else 0.0]
-    ]
-    return pool + extra
 
 
 class _Clock:

@@ -2,12 +2,15 @@
 
 The spec's candidates are the ``top_k × 4`` nearest neighbours by embedding only; on LoCoMo
 that misses much evidence that lexical matching finds (names, rare words, numbers). Here the
-pool is the union of the dense and the lexical top lists. Each candidate's blend is
-``0.65 × cosine + 0.35 × BM25 / best BM25``, and its relevance in [0, 1] is the blend over
-the best blend of the query (but never over less than ``RELEVANCE_FLOOR``): the best match
-of a query that has one scores 1.0, whatever the model's cosine range, so the gated
-thresholds mean "this close to the best evidence"; a query with nothing close keeps low
-relevance everywhere and the thresholds keep noise out.
+pool is the union of the dense and the lexical top lists, plus the memories the caller
+always wants scored (every typed learning, pinned memories). Each candidate's blend is
+``0.65 × cosine + 0.35 × support × BM25 / best BM25``, where ``support = min(1, cosine /
+0.2)``: a lexical match counts in full only when the meanings overlap too, so one shared
+word ("server") with a near-zero cosine adds almost nothing. Its relevance in [0, 1] is
+the blend over the best blend of the query (but never over less than ``RELEVANCE_FLOOR``):
+the best match of a query that has one scores 1.0, whatever the model's cosine range, so
+the gated thresholds mean "this close to the best evidence"; a query with nothing close
+keeps low relevance everywhere and the thresholds keep noise out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ LEXICAL_WEIGHT = 0.35
 #: only when it is at least this high, so an unrelated query keeps low relevance throughout.
 RELEVANCE_FLOOR = 0.5
 RRF_K = 60
+#: The cosine from which a lexical match counts in full; below it, in proportion.
+#: all-MiniLM-L6-v2 gives unrelated sentences 0.0-0.1 and related ones 0.3 and more.
+LEXICAL_SUPPORT_COSINE = 0.2
+#: At most this many of the memories a caller always wants scored join the pool, the
+#: nearest first (a project's typed learnings are hundreds; this bounds a huge store).
+INCLUDE_MAX = 1_000
 
 
 @dataclass(frozen=True)
@@ -56,9 +65,11 @@ def gather(
     floor: float = RELEVANCE_FLOOR,
     fusion: str = "blend",
     lexical: Sequence[tuple[Memory, float]] | None = None,
+    include: Sequence[Memory] = (),
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
-    (``hybrid``) the ``pool`` best BM25 matches, best relevance first. ``lexical`` is
+    (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored:
+    the :data:`INCLUDE_MAX` nearest of them), best relevance first. ``lexical`` is
     ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it."""
     dense = store.search(user_id, vector, pool, flt)
     if not hybrid:
@@ -73,10 +84,12 @@ def gather(
         if memory.id not in memories:
             memories[memory.id] = memory
             sims[memory.id] = _cosine(memory, vector)
+    extra = [m for m in dict((m.id, m) for m in include).values() if m.id not in memories]
+    for memory, sim in _nearest(extra, vector, INCLUDE_MAX):
+        memories[memory.id] = memory
+        sims[memory.id] = sim
     weight = lexical_weight if hybrid else 0.0
-    blends = {
-        mid: (1.0 - weight) * max(0.0, sims[mid]) + weight * lex.get(mid, 0.0) for mid in memories
-    }
+    blends = {mid: blend(sims[mid], lex.get(mid, 0.0), weight) for mid in memories}
     if fusion == "rrf" and hybrid:
         dense_rank = {m.id: r for r, (m, _) in enumerate(dense)}
         lex_rank = {m.id: r for r, (m, _) in enumerate(lexical)}
@@ -98,6 +111,29 @@ def gather(
         for mid, memory in memories.items()
     ]
     out.sort(key=lambda c: c.relevance, reverse=True)
+    return out
+
+
+def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEIGHT) -> float:
+    """``(1 - w) × cosine + w × support × lexical``, ``support = min(1, cosine / 0.2)``:
+    the lexical side needs some meaning overlap to count."""
+    cosine = max(0.0, similarity)
+    support = min(1.0, cosine / LEXICAL_SUPPORT_COSINE)
+    return (1.0 - lexical_weight) * cosine + lexical_weight * support * lexical
+
+
+def _nearest(
+    memories: Sequence[Memory], vector: Vector, limit: int
+) -> list[tuple[Memory, float]]:
+    """``memories`` with their cosine to ``vector``, the ``limit`` nearest (one product)."""
+    with_vectors = [m for m in memories if m.embedding is not None]
+    out = [(m, 0.0) for m in memories if m.embedding is None]
+    if with_vectors:
+        sims = np.stack([m.embedding for m in with_vectors if m.embedding is not None]) @ vector
+        out.extend(zip(with_vectors, (float(s) for s in sims), strict=True))
+    if len(out) > limit:
+        out.sort(key=lambda pair: pair[1], reverse=True)
+        del out[limit:]
     return out
 
 

@@ -1,6 +1,6 @@
 """A ``context()`` or ``explain()`` call, validated, and what serves it: the tier its model
-calls for, and the :class:`~engrain.model.Context` built from a compiled tier or from the
-gating pipeline's decisions."""
+calls for, and the :class:`~engrain.recall.results.Context` built from a compiled tier or
+from the gating pipeline's decisions."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from datetime import datetime
 from engrain import validate
 from engrain.config import Settings
 from engrain.errors import ValidationError
-from engrain.model import Context, Memory, MemoryType, RecallResult, utcnow
+from engrain.model import Memory, MemoryType, utcnow
 from engrain.recall.assemble import render
-from engrain.recall.gate import Gated, GateOptions
+from engrain.recall.gate import GateOptions
+from engrain.recall.results import Context, Gated, RecallResult
 from engrain.tiers import TIER_BUDGETS, Tier, choose_tier, context_window
 from engrain.tokens import count_tokens
 
@@ -99,12 +100,16 @@ def tier_context(
 
 
 def capped(gated: Gated, top_k: int | None, options: GateOptions) -> Gated:
-    """The decisions with at most ``top_k`` memories selected (re-rendered if cut)."""
+    """The decisions with at most ``top_k`` memories selected (re-rendered if cut).
+
+    For callers that ran :func:`~engrain.recall.gate.gate` without its ``top_k``, which
+    applies the cap inside selection (and fills the room it leaves with nothing else)."""
     if top_k is None or len(gated.selected) <= top_k:
         return gated
     selected = gated.selected[:top_k]
-    return replace(gated, selected=selected, tokens_used=sum(s.tokens for s in selected),
-                   text=render([s.memory for s in selected], options.format))  # fmt: skip
+    text = render([s.memory for s in selected], options.format)
+    return replace(gated, selected=selected, tokens_used=count_tokens(text) if text else 0,
+                   text=text)  # fmt: skip
 
 
 def gated_context(
@@ -122,7 +127,7 @@ def gated_context(
         id=context_id,
         text=gated.text,
         recall=result,
-        tokens=count_tokens(gated.text) if gated.text else 0,
+        tokens=gated.tokens_used,
         elapsed_ms=(time.perf_counter() - start) * 1000.0,
         gated=gated,
         fallback=fallback,

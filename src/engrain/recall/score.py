@@ -6,14 +6,15 @@
   usefulness + 0.10 confidence + 0.05 access frequency.
 * ``static`` — ADR-002's query-free ranking: recency, log(access count + 1), confidence.
 
-Each returns the total and its named components, so ``explain`` can show them.
+Each returns the total and its named components, so ``explain`` can show them; the gate
+makes one call per candidate through :func:`scorer`, a mapping from profile to scorer.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
@@ -31,10 +32,12 @@ class Profile(StrEnum):
 
 @dataclass(frozen=True)
 class Scored:
-    """A score and the components it is made of."""
+    """A score, the components it is the sum of, and the factors behind them (shown by
+    ``explain``, not added)."""
 
     total: float
     components: Mapping[str, float]
+    factors: Mapping[str, float] = field(default_factory=dict)
 
 
 def age_days(when: datetime | None, now: datetime) -> float | None:
@@ -146,6 +149,20 @@ def type_boost(kind: Kind, intent: Intent) -> float:
     return TYPE_BOOST.get(kind, 0.0) * INTENT_TYPE_MULTIPLIER.get((intent, kind), 1.0)
 
 
+#: The relevance at which a memory earns its whole type boost; below it the boost shrinks in
+#: proportion. Calibrated relevance reaches 1.0 for a query's best evidence and stays under
+#: ~0.2 for an unrelated memory (``recall.relevance``), so 0.5 is "clearly about this".
+BOOST_FULL_RELEVANCE = 0.5
+
+
+def boost_scale(relevance: float, recency: float) -> float:
+    """The share of its type boost a memory earns: its recency decay times
+    ``min(1, relevance / 0.5)``. A boost lifts a relevant, current memory; it cannot carry
+    an irrelevant one (relevance near 0) or a fully decayed one (recency near 0) over a
+    threshold, which a flat +0.25 against thresholds of 0.15-0.40 did."""
+    return recency * min(1.0, max(0.0, relevance) / BOOST_FULL_RELEVANCE)
+
+
 def score_gated(
     memory: Memory,
     relevance: float,
@@ -156,7 +173,8 @@ def score_gated(
     cooccurrence: float = 0.0,
     focus_areas: tuple[str, ...] = (),
 ) -> Scored:
-    """The relevance-gating score of one memory, clamped to [0, 1].
+    """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
+    table's, scaled by :func:`boost_scale` (recency and relevance bound what it adds).
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
@@ -165,16 +183,19 @@ def score_gated(
     recency = decay(memory.kind, age_days(memory.when, now))
     domain = domain_match(classification.domains, memory.domains)
     usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
+    boost = type_boost(memory.kind, classification.intent)
+    scale = boost_scale(semantic, recency)
     parts = {
         "semantic": weights["semantic"] * semantic,
         "recency": weights["recency"] * recency,
         "domain": weights["domain"] * domain,
         "usage": usage,
         "cooccurrence": COOCCURRENCE_CAP * min(1.0, max(0.0, cooccurrence)),
-        "type_boost": type_boost(memory.kind, classification.intent),
+        "type_boost": boost * scale,
         "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
     }
-    return Scored(min(1.0, max(0.0, sum(parts.values()))), parts)
+    factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
+    return Scored(min(1.0, max(0.0, sum(parts.values()))), parts, factors)
 
 
 # -- composite (Phase 3) -----------------------------------------------------------------------
@@ -212,7 +233,7 @@ def score_composite(memory: Memory, relevance: float, now: datetime) -> Scored:
         "relevance": WEIGHT_RELEVANCE * min(1.0, max(0.0, relevance)),
         "recency": WEIGHT_RECENCY * composite_recency(memory.created_at, now),
         "usefulness": WEIGHT_USEFULNESS * memory.usefulness,
-        "confidence": WEIGHT_CONFIDENCE * memory.confidence,
+        "confidence": WEIGHT_CONFIDENCE * memory.confidence,  # 0.8 when unset (model.py)
         "frequency": WEIGHT_FREQUENCY * frequency_score(memory.access_count),
     }
     return Scored(round(sum(parts.values()), 6), parts)
@@ -237,3 +258,58 @@ def score_static(memory: Memory, now: datetime) -> Scored:
         "confidence": STATIC_CONFIDENCE_WEIGHT * memory.confidence,
     }
     return Scored(sum(parts.values()), parts)
+
+
+
+# -- one scorer per profile ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a scorer knows about the message: its classification, the weights derived from
+    it, the moment of the call and the focus areas."""
+
+    classification: Classification
+    weights: Mapping[str, float]
+    now: datetime
+    focus_areas: tuple[str, ...] = ()
+
+
+#: A profile's score of one memory from its relevance and its co-occurrence bonus.
+Scorer = Callable[[Memory, float, float], Scored]
+
+
+def _gated(query: Query) -> Scorer:
+    def score(memory: Memory, relevance: float, cooccurrence: float) -> Scored:
+        return score_gated(
+            memory, relevance, query.classification, query.weights, query.now,
+            cooccurrence=cooccurrence, focus_areas=query.focus_areas,
+        )  # fmt: skip
+
+    return score
+
+
+def _composite(query: Query) -> Scorer:
+    def score(memory: Memory, relevance: float, cooccurrence: float) -> Scored:
+        return score_composite(memory, relevance, query.now)
+
+    return score
+
+
+def _static(query: Query) -> Scorer:
+    def score(memory: Memory, relevance: float, cooccurrence: float) -> Scored:
+        return score_static(memory, query.now)
+
+    return score
+
+
+SCORERS: Mapping[Profile, Callable[[Query], Scorer]] = {
+    Profile.GATED: _gated,
+    Profile.COMPOSITE: _composite,
+    Profile.STATIC: _static,
+}
+
+
+def scorer(profile: Profile, query: Query) -> Scorer:
+    """The scoring function of ``profile`` for ``query``."""
+    return SCORERS[profile](query)

@@ -1,13 +1,14 @@
 """Selection: the spec's token budget enforcement (2.6) and relevance gating's threshold
-greedy fill (step 4). Procedural memories always lead."""
+greedy fill (step 4), where pins and procedural memories lead only when relevant."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from engrain.model import Kind, ScoredMemory
+from engrain.model import Kind, Memory, MemoryType
 from engrain.recall.classify import Intent
+from engrain.recall.results import Decision, ScoredMemory
 
 
 def enforce_budget(
@@ -57,59 +58,139 @@ def threshold_for(kind: Kind, intent: Intent, shift: float = 0.0) -> float:
     return max(0.0, base + shift)
 
 
-@dataclass(frozen=True)
-class Decision:
-    """Why a candidate was or was not injected (for ``explain``)."""
+#: A pinned memory leads the block and bypasses its threshold when its relevance is at
+#: least this: a pin guarantees a relevant memory its place, it does not inject an
+#: off-topic one (an off-topic pin competes like any other memory).
+PIN_MIN_RELEVANCE = 0.25
+#: Procedural memories (preferences) are injected only when this relevant, and together
+#: take at most ``PROCEDURAL_SHARE`` of the budget, so they can never crowd a relevant
+#: fact out. Within the block they come first, after pinned memories.
+PROCEDURAL_MIN_RELEVANCE = 0.25
+PROCEDURAL_SHARE = 0.15
 
-    item: ScoredMemory
-    selected: bool
-    reason: str
+
+@dataclass(frozen=True)
+class Layout:
+    """What a block costs beyond its lines: the wrapper once, a newline per line and, in
+    the ``sections`` format, a heading per section (``section`` gives a memory's section
+    and that cost; ``None`` for the flat format)."""
+
+    wrapper: int
+    section: Callable[[Memory], tuple[str, int]] | None = None
+
+
+class _Fill:
+    """The block being filled: selected items in three groups, tokens used, decisions."""
+
+    def __init__(self, budget: int, layout: Layout, explain: bool) -> None:
+        self.budget = budget
+        self.layout = layout
+        self.explain = explain
+        self.groups: tuple[list[ScoredMemory], ...] = ([], [], [])
+        self.count = 0
+        self.used = 0
+        self.procedural_used = 0
+        self.sections: set[str] = set()
+        self.decisions: list[Decision] = []
+
+    def cost(self, memory: Memory, tokens: int) -> int:
+        extra = 0 if self.count else self.layout.wrapper
+        if self.layout.section is not None:
+            title, heading = self.layout.section(memory)
+            extra += 0 if title in self.sections else heading
+        return tokens + 1 + extra
+
+    def note(self, item: ScoredMemory, selected: bool, reason: str) -> None:
+        if self.explain:
+            self.decisions.append(Decision(item, selected, reason))
+
+    def add(self, item: ScoredMemory, group: int, reason: str) -> bool:
+        cost = self.cost(item.memory, item.tokens)
+        if self.used + cost > self.budget:
+            self.note(item, False, f"{item.tokens} tokens do not fit ({self.used}/{self.budget})")
+            return False
+        self.groups[group].append(item)
+        self.count += 1
+        self.used += cost
+        if self.layout.section is not None:
+            self.sections.add(self.layout.section(item.memory)[0])
+        self.note(item, True, reason)
+        return True
 
 
 def select_gated(
-    first: Iterable[ScoredMemory],
     ranked: Sequence[ScoredMemory],
     *,
+    relevance: Mapping[str, float],
     token_budget: int,
     intent: Intent,
     threshold_shift: float = 0.0,
     apply_threshold: bool = True,
     explain: bool = True,
+    top_k: int | None = None,
+    layout: Layout = Layout(0),
+    partners: Mapping[str, Sequence[ScoredMemory]] | None = None,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
-    """Greedy fill in score order: procedural memories (``first``) lead; then each
-    candidate at or above its intent's threshold (pinned items bypass it) is added while
-    its tokens fit. Returns the selection, tokens used, and (with ``explain``) a decision per
-    candidate; without it the walk stops as soon as the budget is full, and ``first`` may be
-    a lazy iterable, built only as far as the walk goes."""
-    selected: list[ScoredMemory] = []
-    decisions: list[Decision] = []
+    """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
+    and headings included, and at most ``top_k`` memories:
+
+    1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold;
+    2. every other candidate needs its intent's threshold (when ``apply_threshold``);
+       procedural ones also :data:`PROCEDURAL_MIN_RELEVANCE` and a place in their share;
+    3. a selected memory's conflict ``partners`` (read before selection) join it, budget
+       permitting, so the model sees both versions.
+
+    Returns the selection (pinned, then procedural, then the rest in score order), the
+    tokens the block will use, and (with ``explain``) a decision per candidate; without
+    ``explain`` the walk stops once the budget is full."""
+    fill = _Fill(token_budget, layout, explain)
+    share = int(token_budget * PROCEDURAL_SHARE)
+    partners = partners or {}
+    leading = [
+        s for s in ranked
+        if s.memory.pinned and relevance.get(s.memory.id, 0.0) >= PIN_MIN_RELEVANCE
+    ]  # fmt: skip
+    lead_ids = {s.memory.id for s in leading}
     seen: set[str] = set()
-    used = 0
-    for leading, items in ((True, first), (False, ranked)):
-        for item in items:
-            if not explain and used >= token_budget:
-                return selected, used, decisions
-            memory = item.memory
-            if memory.id in seen:
+    for item in (*leading, *(s for s in ranked if s.memory.id not in lead_ids)):
+        memory = item.memory
+        if memory.id in seen:
+            continue
+        if top_k is not None and fill.count >= top_k:
+            if not explain:
+                break
+            fill.note(item, False, f"top_k={top_k} reached")
+            continue
+        if not explain and fill.used >= token_budget:
+            break
+        seen.add(memory.id)
+        group = 2
+        if memory.id in lead_ids:
+            group, why = 0, "pinned"
+        else:
+            rel = relevance.get(memory.id, 0.0)
+            limit = threshold_for(memory.kind, intent, threshold_shift)
+            if apply_threshold and item.score < limit:
+                fill.note(item, False, f"score {item.score:.3f} below {limit:.2f}")
                 continue
-            seen.add(memory.id)
-            if not leading:
-                limit = threshold_for(memory.kind, intent, threshold_shift)
-                if apply_threshold and not memory.pinned and item.score < limit:
-                    if explain:
-                        decisions.append(
-                            Decision(item, False, f"score {item.score:.3f} below {limit:.2f}")
-                        )
+            why = "selected"
+            if memory.memory_type is MemoryType.PROCEDURAL:
+                if rel < PROCEDURAL_MIN_RELEVANCE:
+                    fill.note(item, False, f"procedural, relevance {rel:.3f} below "
+                                           f"{PROCEDURAL_MIN_RELEVANCE:.2f}")  # fmt: skip
                     continue
-            if used + item.tokens > token_budget:
-                if explain:
-                    decisions.append(Decision(
-                        item, False, f"{item.tokens} tokens do not fit ({used}/{token_budget})"
-                    ))  # fmt: skip
-                continue
-            selected.append(item)
-            used += item.tokens
-            if explain:
-                why = "pinned" if memory.pinned else "procedural" if leading else "selected"
-                decisions.append(Decision(item, True, why))
-    return selected, used, decisions
+                if fill.procedural_used + item.tokens > share:
+                    fill.note(item, False, f"procedural share full ({fill.procedural_used}"
+                                           f"/{share} tokens)")  # fmt: skip
+                    continue
+                group, why = 1, "procedural"
+        if not fill.add(item, group, why):
+            continue
+        if group == 1:
+            fill.procedural_used += item.tokens
+        for partner in partners.get(memory.id, ()):
+            if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
+                seen.add(partner.memory.id)
+                fill.add(partner, group, f"conflicts with {memory.id}")
+    selected = [s for group in fill.groups for s in group]
+    return selected, fill.used, fill.decisions

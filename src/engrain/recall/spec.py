@@ -1,6 +1,11 @@
 """The spec's recall (section 2): nearest candidates, optional re-ranking, procedural
 memories first, then the token budget and ``top_k``. The relevance-gating pipeline
-(``gate.py``) is what ``context()`` uses; this is ``Engine.recall``."""
+(``gate.py``) is what ``context()`` uses; this is ``Engine.recall``.
+
+Procedural memories lead only when they are about the query (cosine at least
+:data:`PROCEDURAL_MIN_SIMILARITY`) and within :data:`~engrain.recall.select.PROCEDURAL_SHARE`
+of the budget: with thirty stored preferences, leading with all of them filled a 500-token
+budget and left the one relevant fact out."""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engrain.model import Memory, MemoryType, RecallResult, ScoredMemory, Vector
+from engrain.model import Memory, MemoryType, Vector
 from engrain.recall import candidates as cand
 from engrain.recall.rerank import Reranker, rerank
-from engrain.recall.select import enforce_budget
+from engrain.recall.results import RecallResult, ScoredMemory
+from engrain.recall.select import PROCEDURAL_SHARE, enforce_budget
 from engrain.store.base import Store
 from engrain.tokens import count_tokens
 
@@ -34,8 +40,9 @@ def recall(
 ) -> RecallResult:
     """The memories to inject for ``query``: the ``top_k × candidate_multiplier`` nearest
     candidates of this user above ``min_importance``, re-ranked when ``use_reranker``
-    (``reranker``, else the built-in blend), the user's procedural memories first, within
-    ``token_budget`` tokens and ``top_k`` memories. Reads only."""
+    (``reranker``, else the built-in blend), the user's procedural memories about the query
+    first (within 15% of the budget), within ``token_budget`` tokens and ``top_k`` memories.
+    Reads only."""
     vector = embed_query(query)
     found = cand.candidates(
         store, user_id, vector, k=top_k * candidate_multiplier, min_importance=min_importance,
@@ -46,12 +53,15 @@ def recall(
         scored = [_scored(m, sims[m.id], s) for m, s in rerank(query, found, reranker)]
     else:
         scored = [_scored(m, s, s) for m, s in found]
-    first = [
-        _scored(m, s, s)
-        for m in cand.procedural(store, user_id, project=project, memory_types=memory_types)
-        if m.importance >= min_importance
-        for s in [_similarity(m, vector)]
-    ]
+    first = _leading_procedural(
+        [
+            _scored(m, s, s)
+            for m in cand.procedural(store, user_id, project=project, memory_types=memory_types)
+            if m.importance >= min_importance
+            for s in [_similarity(m, vector)]
+        ],
+        int(token_budget * PROCEDURAL_SHARE),
+    )
     selected, used = enforce_budget(first, scored, token_budget=token_budget, top_k=top_k)
     return RecallResult(
         memories=[s.memory for s in selected],
@@ -59,6 +69,23 @@ def recall(
         budget_used=used / token_budget if token_budget else 0.0,
         scored=selected,
     )
+
+
+#: The cosine from which a procedural memory is about the query (all-MiniLM-L6-v2 gives
+#: unrelated sentences 0.0-0.1).
+PROCEDURAL_MIN_SIMILARITY = 0.2
+
+
+def _leading_procedural(items: list[ScoredMemory], share: int) -> list[ScoredMemory]:
+    """The procedural memories that lead: the relevant ones, most similar first, within
+    ``share`` tokens. The others compete with the candidates on similarity."""
+    out = []
+    used = 0
+    for item in sorted(items, key=lambda s: s.similarity, reverse=True):
+        if item.similarity >= PROCEDURAL_MIN_SIMILARITY and used + item.tokens <= share:
+            out.append(item)
+            used += item.tokens
+    return out
 
 
 def _similarity(memory: Memory, vector: Vector) -> float:

@@ -1,0 +1,273 @@
+"""The gate's rules that make a score mean "this helps with this message" (issue 12): boosts
+bounded by relevance and decay, preferences competing on relevance, calibrated lexical
+relevance, pins, every learning scored, trivial messages, the block within its budget,
+Phase 3's unset confidence, the document's sections and ``top_k`` inside selection.
+
+The embedder here gives each text a planned cosine with the one query that matters, so the
+tests state relevance in the units the rules are written in (all-MiniLM-L6-v2's cosines).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain import Engine, Kind, Memory, MemoryType
+from engrain.embed.base import Matrix
+from engrain.recall import score as sc
+from engrain.recall.assemble import Format, render
+from engrain.recall.gate import GateOptions, gate
+from engrain.recall.relevance import blend
+from engrain.store import MemoryStore
+from engrain.tokens import count_tokens
+
+from .conftest import NOW, make_settings
+
+DIM = 384
+
+
+class PlannedEmbedder:
+    """Query texts point along axis 0; a planned memory text has its cosine with them and
+    an axis of its own; any other text gets a fresh axis (cosine 0 with everything)."""
+
+    def __init__(self, queries: Sequence[str], cosines: Mapping[str, float]) -> None:
+        self._queries = set(queries)
+        self._cosines = dict(cosines)
+        self._axes: dict[str, int] = {}
+
+    @property
+    def model_id(self) -> str:
+        return "planned"
+
+    @property
+    def dim(self) -> int:
+        return DIM
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        for row, text in enumerate(texts):
+            if text in self._queries:
+                out[row, 0] = 1.0
+                continue
+            axis = self._axes.setdefault(text, 1 + len(self._axes) % (DIM - 1))
+            cos = self._cosines.get(text, 0.0)
+            out[row, 0] = cos
+            out[row, axis] = np.sqrt(1.0 - cos * cos)
+        return out
+
+
+def _engine(tmp_path: Path, queries: Sequence[str], cosines: Mapping[str, float]) -> Engine:
+    embedder = PlannedEmbedder(queries, cosines)
+    return Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=embedder)
+
+
+# -- 1. type boosts ---------------------------------------------------------------------------
+
+STALE = "To restore the database from a backup, stop the writers and replay the WAL"
+FRESH = "To fix a failing database migration, roll back and rerun it on a copy"
+MIGRATION = "Database migrations run from the deploy job, one per release"
+DEBUG_MSG = "Fix the database migration error"
+
+
+def test_a_decayed_irrelevant_golden_path_does_not_pass_on_its_boost(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, [DEBUG_MSG], {STALE: 0.02, FRESH: 0.6, MIGRATION: 0.6})
+    stale = engine.remember(STALE, "ada", "golden_path", now=NOW - timedelta(days=730))
+    fresh = engine.remember(FRESH, "ada", "golden_path", now=NOW - timedelta(days=2))
+    engine.remember(MIGRATION, "ada", "fact", now=NOW - timedelta(days=2))
+    gated = engine.explain(DEBUG_MSG, "ada", now=NOW)
+    chosen = {m.id for m in gated.memories}
+    assert stale.memory_id not in chosen  # a flat +0.225 carried it over 0.25
+    assert gated.components[stale.memory_id or ""]["type_boost"] < 0.01
+    assert fresh.memory_id in chosen  # a relevant, current one is still lifted
+    assert gated.components[fresh.memory_id or ""]["type_boost"] > 0.2
+
+
+def test_boost_scale_is_decay_times_relevance_up_to_half() -> None:
+    assert sc.boost_scale(1.0, 1.0) == 1.0
+    assert sc.boost_scale(0.5, 1.0) == 1.0
+    assert sc.boost_scale(0.25, 1.0) == pytest.approx(0.5)
+    assert sc.boost_scale(1.0, 0.25) == pytest.approx(0.25)
+    assert sc.boost_scale(0.0, 1.0) == 0.0
+
+
+# -- 2. preferences ---------------------------------------------------------------------------
+
+PORT_MSG = "Which port does the staging database listen on?"
+PORT_FACT = "The staging database listens on port 5433 behind the bastion host"
+
+
+def _preferences(engine: Engine, n: int = 31) -> list[str]:
+    return [
+        engine.remember(
+            f"Preference number {i}: when writing prose about topic {i}, keep paragraphs short, "
+            "avoid jargon, prefer concrete examples and cite the relevant source",
+            "ada", "preference", key=f"style-{i}", now=NOW - timedelta(days=3),
+        ).memory_id or ""
+        for i in range(n)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("token_budget", [None, 500])
+def test_preferences_never_crowd_out_a_relevant_fact(
+    tmp_path: Path, token_budget: int | None
+) -> None:
+    engine = _engine(tmp_path, [PORT_MSG], {PORT_FACT: 0.6})
+    prefs = set(_preferences(engine))
+    fact = engine.remember(PORT_FACT, "ada", "fact", now=NOW - timedelta(days=3)).memory_id
+    ctx = engine.context(PORT_MSG, "ada", token_budget=token_budget, now=NOW)
+    chosen = [m.id for m in ctx.memories]
+    assert fact in chosen
+    injected_prefs = [s for s in ctx.recall.scored if s.memory.id in prefs]
+    assert sum(s.tokens for s in injected_prefs) <= 0.15 * ctx.gated.budget.tokens  # type: ignore[union-attr]
+
+
+def test_recall_does_not_return_only_preferences(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, [PORT_MSG], {PORT_FACT: 0.6})
+    _preferences(engine)
+    fact = engine.remember(PORT_FACT, "ada", "fact", now=NOW - timedelta(days=3)).memory_id
+    result = engine.recall(PORT_MSG, "ada", top_k=5, token_budget=500, now=NOW)
+    assert fact in {m.id for m in result.memories}
+    assert any(m.memory_type is not MemoryType.PROCEDURAL for m in result.memories)
+
+
+# -- 3. calibrated relevance ------------------------------------------------------------------
+
+NGINX_MSG = "How do I restart nginx on the server?"
+CAT = "Ada's cat Turing sleeps in the server closet"
+
+
+def test_one_shared_keyword_does_not_clear_a_threshold(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, [NGINX_MSG], {CAT: 0.05})
+    cat = engine.remember(CAT, "ada", "fact", now=NOW - timedelta(days=1)).memory_id or ""
+    gated = engine.explain(NGINX_MSG, "ada", now=NOW)
+    assert cat not in {m.id for m in gated.memories}
+    parts = gated.components[cat]
+    assert parts["lexical"] == 1.0 and parts["calibrated_relevance"] < 0.3
+
+
+def test_a_lexical_match_counts_in_full_only_with_meaning_overlap() -> None:
+    assert blend(0.05, 1.0, 0.35) == pytest.approx(0.65 * 0.05 + 0.35 * 0.25)
+    assert blend(0.4, 1.0, 0.35) == pytest.approx(0.65 * 0.4 + 0.35)
+    assert blend(-0.2, 1.0, 0.35) == 0.0
+
+
+# -- 4. pins ----------------------------------------------------------------------------------
+
+PINNED = ("The staging database replica is read-only; connect writers to the primary on "
+          "port 5432 through the bastion host, never to the replica directly")  # fmt: skip
+
+
+def test_a_relevant_pin_is_injected_first_even_when_the_budget_is_tight(tmp_path: Path) -> None:
+    notes = {
+        f"Staging database note {i}: the replica lag alarm fires at {i} seconds and pages "
+        f"the on-call engineer of team {i} who checks the port and the bastion host": 0.6
+        for i in range(20)
+    }
+    engine = _engine(tmp_path, [PORT_MSG], {**notes, PINNED: 0.35})
+    for text in notes:
+        engine.remember(text, "ada", "fact", now=NOW - timedelta(days=1))
+    pin = engine.remember(PINNED, "ada", "fact", pinned=True, now=NOW - timedelta(days=1))
+    gated = engine.explain(PORT_MSG, "ada", token_budget=500, now=NOW)
+    assert gated.memories[0].id == pin.memory_id  # it was ranked last and did not fit
+
+
+# -- 5. every learning scored -----------------------------------------------------------------
+
+INVARIANT = "Never point a writer at the staging replica"
+
+
+def test_every_typed_learning_is_scored_not_just_the_pool(tmp_path: Path) -> None:
+    notes = {f"Staging database port note {i} about replicas and bastions": 0.6 for i in range(40)}
+    engine = _engine(tmp_path, [PORT_MSG], {**notes, INVARIANT: 0.3})
+    for text in notes:
+        engine.remember(text, "ada", "fact", now=NOW - timedelta(days=1))
+    inv = engine.remember(INVARIANT, "ada", "invariant", now=NOW - timedelta(days=1)).memory_id
+    gated = engine.explain(PORT_MSG, "ada", options=GateOptions(pool=5), now=NOW)
+    assert inv in {s.memory.id for s in gated.ranked}
+
+
+# -- 6. trivial messages ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token_budget", [None, 500, 5000])
+def test_a_trivial_message_gets_nothing_even_with_a_budget(
+    mem_engine: Engine, token_budget: int | None
+) -> None:
+    mem_engine.remember("Thanks are always welcome in code reviews", "ada", now=NOW)
+    ctx = mem_engine.context("thanks!", "ada", token_budget=token_budget, now=NOW)
+    assert ctx.text == "" and ctx.memories == []
+
+
+# -- 7. the block within its budget -----------------------------------------------------------
+
+
+@pytest.fixture
+def filled(mem_engine: Engine) -> Iterator[Engine]:
+    for i in range(12):
+        mem_engine.remember(f"Billing database note {i}: invoices are archived after {i} "
+                            "months and the port is 5433", "ada", "fact",
+                            now=NOW - timedelta(days=i))  # fmt: skip
+        mem_engine.remember(f"Billing invariant {i}: never log card number {i}", "ada",
+                            "invariant", now=NOW - timedelta(days=i))  # fmt: skip
+    yield mem_engine
+
+
+@pytest.mark.parametrize("fmt", list(Format))
+def test_no_block_is_larger_than_its_budget(filled: Engine, fmt: Format) -> None:
+    for budget in range(8, 400, 9):
+        ctx = filled.context("billing database invoices card port", "ada", token_budget=budget,
+                             options=GateOptions(format=fmt), now=NOW)  # fmt: skip
+        assert count_tokens(ctx.text) <= budget
+        assert ctx.tokens == ctx.recall.total_tokens == count_tokens(ctx.text)
+
+
+# -- 8. Phase 3's unset confidence ------------------------------------------------------------
+
+
+def test_composite_reads_an_unset_confidence_as_08() -> None:
+    memory = Memory(id="m", user_id="u", content="x", memory_type=MemoryType.SEMANTIC,
+                    kind=Kind.FACT, created_at=NOW, updated_at=NOW)  # fmt: skip
+    assert memory.confidence == 0.8
+    assert sc.score_composite(memory, 0.0, NOW).components["confidence"] == pytest.approx(0.08)
+    data = memory.to_dict()
+    del data["confidence"]
+    assert Memory.from_dict(data).confidence == 0.8
+
+
+# -- 9. the document's sections ---------------------------------------------------------------
+
+
+def test_sections_follow_the_relevance_gating_document() -> None:
+    def mem(kind: Kind, text: str, days: int) -> Memory:
+        when = NOW - timedelta(days=days)
+        return Memory(id=text, user_id="u", content=text, memory_type=MemoryType.SEMANTIC,
+                      kind=kind, created_at=when, updated_at=when)  # fmt: skip
+
+    block = render(
+        [mem(Kind.FACT, "Tech stack: Next.js", 400), mem(Kind.INVARIANT, "Always use Zod", 0),
+         mem(Kind.PATTERN, "Repository pattern", 3), mem(Kind.DECISION, "PostgreSQL", 1)],
+        Format.SECTIONS, year=NOW.year,
+    )  # fmt: skip
+    assert block == (
+        "<memory>\n## Active Invariants\n- Always use Zod (learned: Jan 15)\n\n"
+        "## Relevant Patterns\n- Repository pattern (learned: Jan 12)\n\n"
+        "## Recent Decisions\n- PostgreSQL (learned: Jan 14)\n\n"
+        "## Project Facts\n- Tech stack: Next.js (learned: Dec 11 2024)\n</memory>"
+    )
+
+
+# -- 10. top_k inside selection ---------------------------------------------------------------
+
+
+def test_top_k_is_applied_by_selection(filled: Engine) -> None:
+    gated = gate(
+        filled.store, filled.embedder.embed_query, "billing database invoices card port", "ada",
+        options=filled.options, now=NOW, token_budget=2000, top_k=3,
+    )  # fmt: skip
+    assert len(gated.selected) == 3
+    assert gated.text.count("\n") == 4  # three lines between the wrapper's two
+    assert any(d.reason == "top_k=3 reached" for d in gated.decisions)
