@@ -153,7 +153,7 @@ _ACK_WORDS = frozenset(
         "got", "it", "gotcha", "that", "this", "works", "worked", "working", "sounds", "looks",
         "makes", "sense", "lgtm", "sgtm", "np", "noted", "done", "bye", "goodbye", "later", "cya",
         "ah", "oh", "aha", "i", "see", "now", "again", "there", "everyone", "lol", "lmao", "rofl",
-        "haha", "hehe", "heh", "love", "one",
+        "merci", "danke", "gracias", "grazie", "ta", "haha", "hehe", "heh", "love", "one",
     ]
 )  # fmt: skip
 _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
@@ -213,6 +213,18 @@ _SYMPTOM = re.compile(
     r"errors? (?:when|on|in|"
     r"after|while|with|from|at)|warnings? (?:when|on|in|after|while|about)|"
     r"redirect(?:ed|s)? (?:in )?(?:a )?loop|infinite loop|"
+    r"(?:a|an|one|two|\d+) (?:day|hour|minute|week|month)s? (?:early|late|off|behind|ahead)|"
+    r"too (?:early|late)|too good to be true|stall\w*|sitting at|"
+    r"(?:been|is|are|keeps?|kept) \w+ing (?:\w+ ){0,4}?for \d+ ?(?:minutes|mins|hours|hrs|days)|"
+    r"but (?:\S+ ){0,8}?still|keeps? \w+ing|kept \w+ing|zombie\w*|preempt\w*|evicted|"
+    r"throttl\w+|lose|loses|losing|lost|"
+    r"(?<!\bi )(?<!\bwe )(?:didn'?t|did not|no longer) \w+|"
+    r"(?:twice|two times|three times|multiple times|\d+ times)(?! (?:a|per|an|each) )|"
+    r"all (?:zeros?|nans?|nulls?|nones?|empty)|(?:is|are) (?:always )?(?:zero|null|empty)\b|"
+    r"(?:dropped|jumped|spiked|doubled|halved|tripled|regressed|went (?:up|down)) "
+    r"(?:\S+ ){0,4}?(?:after|since)|"
+    r"(?:since|after) (?:the |our |last |\w+'s )?(?:deploy|release|upgrade|update|migration|"
+    r"merge|bump|rollout)\w*|"
     r"how (?:do|can|should|would) (?:i|we|you) (?:fix|debug|solve|resolve|get rid of))\b"
     r"|\w+(?:Error|Exception):",
     re.IGNORECASE,
@@ -229,6 +241,8 @@ _FACT_QUESTION = re.compile(
     r"name|store|show|surface|alert))\b",
     re.IGNORECASE,
 )
+#: "why does this …" about code in the message asks why the code misbehaves.
+_WHY_CODE = re.compile(r"^why (?:does|is|do|are|did|would|doesn'?t|isn'?t) (?:this|my|it)\b", re.I)
 _REPAIR = re.compile(
     r"^(?:fix|debug|resolve|solve|investigate|diagnose|troubleshoot|find out why|"
     r"figure out why|look into|track down)\b",
@@ -251,10 +265,16 @@ _GENERATION_VERB = re.compile(
     r"let(?!'s\b)|swap|switch|clean up|tidy|format|document|annotate|integrate|configure|schedule|"
     r"automate|send|store|save|persist|cache|emit|track|validate|sanitize|normalize|"
     r"dedupe|deduplicate|backfill|seed|mock|stub|insert|append|prepend|wrap|limit|cap|"
-    r"paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
+    r"give|turn|put|attach|hide|show|paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
     r"encode|impute|resample|retrain|tune|optimi[sz]e|speed up|shorten|simplify|"
     r"rework|restructure|reorganize|inline|prepare|fill|fetch|scrape|ship|publish|"
     r"release|deploy|roll out|provision|spin up)\b",
+    re.IGNORECASE,
+)
+#: An explicit request for analysis names the intent, even about a misbehaviour.
+_EXPLAIN = re.compile(
+    _POLITE + r"(?:explain|analy[sz]e|understand|walk me through|compare|review|"
+    r"evaluate|assess|audit)\b",
     re.IGNORECASE,
 )
 _NEED = re.compile(
@@ -278,7 +298,8 @@ _REQUIREMENT = re.compile(
 # -- analysis, discussion, question, continuation --------------------------------------------
 
 _ANALYSIS = re.compile(
-    r"\b(?:why|analy[sz]\w+|explain\w*|compare|comparison|comparing|review|evaluate|"
+    r"\b(?:why|analy[sz](?:e|es|ed|ing)|analysis of|explain\w*|compare|comparison|comparing|"
+    r"review|evaluate|"
     r"assess\w*|audit|trade-?offs?|pros and cons|understand|walk me through|"
     r"what(?:'s| is| are) the difference|difference between|versus|vs\.?|better than|"
     r"which (?:is|one is|would be) better|is it worth|worth it|does it make sense|"
@@ -293,6 +314,12 @@ _DISCUSSION = re.compile(
     r"honestly|imo|imho|personally|not sure (?:if|whether)|let'?s (?:talk|discuss|chat|"
     r"think)|thoughts on|any thoughts|what do you think|how do you feel|"
     r"(?:it|that) (?:feels|seems)|maybe we|we (?:could|might) (?:also )?(?:consider|try))\b",
+    re.IGNORECASE,
+)
+_DISCUSSION_ANYWHERE = re.compile(
+    r"\b(?:thoughts\s*\?|any thoughts|on the fence|torn between|wdyt|"
+    r"(?:we'?re|i'?m|we are|i am) (?:debating|discussing|considering|weighing|wondering|"
+    r"thinking about|not sure)|\w+ (?:suggests|suggested|proposes|proposed) )",
     re.IGNORECASE,
 )
 _QUESTION = re.compile(
@@ -320,9 +347,9 @@ _ANAPHORA = re.compile(
 
 _DEEP = re.compile(
     r"\b(?:architecture|architect\w*|system design|design (?:of|for) the|overall|"
-    r"entire (?:system|codebase|project|pipeline|app|stack|platform|service|flow)|"
-    r"whole (?:system|codebase|project|pipeline|app|stack|platform|thing)|end[- ]to[- ]end|"
-    r"full (?:\w+ )?flow|how everything fits|big picture|roadmap)\b",
+    r"(?:entire|whole|full|complete) (?:\w+ )?(?:system|codebase|project|pipeline|app|stack|"
+    r"platform|flow|path|process|lifecycle|chain|journey)|end[- ]to[- ]end|"
+    r"how everything fits|big picture|roadmap)\b",
     re.IGNORECASE,
 )
 _MULTI_FILE = re.compile(
@@ -334,6 +361,25 @@ _MULTI_FILE = re.compile(
     re.IGNORECASE,
 )
 _QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
+_RATIONALE = re.compile(r"^why (?:do|did|does|are|is|was|were)\b", re.I)
+#: A choice between alternatives or one of ours ("instead of", "and not", "we chose").
+_CHOICE = re.compile(
+    r"\b(?:we|our|instead of|rather than|and not|over (?:a|an|the|\w+ for))\b", re.I
+)
+_HOW_TO = re.compile(
+    r"^(?:how (?:do|can|should|would|could) (?:i|we)|where (?:do|can|should) (?:i|we) "
+    r"(?:get|find|obtain|request|download|pull))\b",
+    re.I,
+)
+_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Warning)\b:?", re.I)
+#: What runs beyond one snippet: a failure there needs the project's whole picture.
+_SYSTEM = re.compile(
+    r"\b(?:job|jobs|endpoint|endpoints|service|services|pipeline|prod|production|staging|"
+    r"deploy\w*|release|container|pod|pods|dag|queue|worker|workers|cluster|ci|cron|server|"
+    r"traceback|database|migration)\b",
+    re.IGNORECASE,
+)
+SNIPPET = 200  # a one-line bug question with its snippet
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -438,9 +484,9 @@ def classify(
     if turn > 5:
         fired.append("turn>5")
     body = _LEAD.sub("", text, count=1) or text
-    intent = _intent(text, body, turn, fired)
+    intent = _intent(text, body, turn, has_code, fired)
     fired.append(f"intent:{intent.value}")
-    complexity = _complexity(text, intent, domains, fired)
+    complexity = _complexity(text, body, intent, has_code, domains, fired)
     if complexity is Complexity.DEEP:
         fired.append("deep: lower thresholds")
     return Classification(complexity, intent, domains, turn, has_code, history, tuple(fired))
@@ -454,7 +500,7 @@ def _is_trivial(text: str) -> bool:
     return all(w in _ACK_WORDS or _LAUGH.match(w) for w in words)
 
 
-def _intent(text: str, body: str, turn: int, fired: list[str]) -> Intent:
+def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
     symptom = bool(_SYMPTOM.search(text) or _ERROR_CLASS.search(text))
     if symptom:
         fired.append("symptom")
@@ -463,16 +509,18 @@ def _intent(text: str, body: str, turn: int, fired: list[str]) -> Intent:
         return Intent.DEBUGGING if symptom else Intent.CONTINUATION
     if _REPAIR.match(body):
         return Intent.DEBUGGING
+    if _EXPLAIN.match(body):
+        return Intent.ANALYSIS
     if _GENERATION_VERB.match(body):
         return Intent.GENERATION
-    if symptom:
+    if symptom or (has_code and _WHY_CODE.match(body)):
         return Intent.DEBUGGING
     if _PROBLEM_WORD.search(text) and not _FACT_QUESTION.match(body):
         fired.append("problem word")
         return Intent.DEBUGGING
     if _NEED.match(body) or _REQUIREMENT.match(body):
         return Intent.GENERATION
-    if _DISCUSSION.match(body):
+    if _DISCUSSION.match(body) or _DISCUSSION_ANYWHERE.search(body):
         return Intent.DISCUSSION
     if _ANALYSIS.search(body):
         return Intent.ANALYSIS
@@ -484,7 +532,12 @@ def _intent(text: str, body: str, turn: int, fired: list[str]) -> Intent:
 
 
 def _complexity(
-    text: str, intent: Intent, domains: tuple[str, ...], fired: list[str]
+    text: str,
+    body: str,
+    intent: Intent,
+    has_code: bool,
+    domains: tuple[str, ...],
+    fired: list[str],
 ) -> Complexity:
     length = len(text)
     jargon = has_technical_term(text) or len(domains) >= 2
@@ -493,19 +546,41 @@ def _complexity(
     if _DEEP.search(text) or (intent is Intent.ANALYSIS and length > LONG):
         fired.append("architecture")
         return Complexity.DEEP
-    if intent in (Intent.DEBUGGING, Intent.ANALYSIS):
-        return Complexity.COMPLEX
+    if intent is Intent.DEBUGGING:
+        return _debugging_complexity(text, has_code, fired)
     if _MULTI_FILE.search(text):
         fired.append("multi-file")
         return Complexity.COMPLEX
     if length > LONG:
         fired.append("long")
         return Complexity.COMPLEX
-    if intent is Intent.GENERATION:
+    if intent is Intent.ANALYSIS:
+        if _RATIONALE.match(body) and _CHOICE.search(body):
+            fired.append("rationale")  # the answer is one recorded decision
+            return Complexity.MODERATE
+        return Complexity.COMPLEX
+    if intent in (Intent.GENERATION, Intent.DISCUSSION):
         return Complexity.MODERATE
-    if _QUICK.search(text) or length < SHORT:
-        fired.append("short" if length < SHORT else "quick")
+    if _QUICK.search(text):
+        fired.append("quick")
         return Complexity.SIMPLE
-    if intent is Intent.CONTINUATION:
-        return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
+    if intent is Intent.QUESTION and _HOW_TO.match(body):
+        fired.append("how-to")  # a procedure: the golden path and its pitfalls
+        return Complexity.MODERATE
+    if length < SHORT:
+        fired.append("short")
+        return Complexity.SIMPLE
     return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
+
+
+def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Complexity:
+    """A pasted error line alone asks for its known fix; a snippet that misbehaves is a
+    local problem; a system that misbehaves (a job, an endpoint, a pipeline, a test run)
+    is complex, as the seed says."""
+    if "\n" not in text and _ERROR_LINE.match(text):
+        fired.append("error line")
+        return Complexity.SIMPLE
+    if has_code and len(text) <= SNIPPET and not _SYSTEM.search(text):
+        fired.append("snippet")
+        return Complexity.MODERATE
+    return Complexity.COMPLEX
