@@ -67,10 +67,12 @@ def test_remember_near_duplicate_updates_existing(engine: Engine) -> None:
     assert memories[0].provenance.metadata["history"][0]["content"] == "My timezone is EST"
 
 
-def test_dedup_only_against_same_memory_type(engine: Engine) -> None:
+def test_dedup_only_against_same_kind(engine: Engine) -> None:
     engine.remember("My timezone is EST", "ada", "fact", now=NOW)
-    out = engine.remember("My timezone is EST", "ada", "event", now=NOW)
-    assert out.action == "stored"
+    assert engine.remember("My timezone is EST", "ada", "event", now=NOW).action == "stored"
+    # same memory type (semantic), another kind: kept apart, each with its own kind
+    assert engine.remember("My timezone is EST", "ada", "invariant", now=NOW).action == "stored"
+    assert engine.remember("My timezone is EST!", "ada", "fact", now=NOW).action == "merged"
 
 
 def test_procedural_memories_are_a_key_value_store(engine: Engine) -> None:

@@ -170,6 +170,14 @@ def test_novelty_is_cosine_distance_to_centroid_clamped() -> None:
     [
         ("I prefer dark mode in every editor", MemoryType.PROCEDURAL),
         ("My favorite database is Postgres", MemoryType.PROCEDURAL),
+        # the seeds' own preference examples (memory-logic spec 4, ADR-002's table), verbatim
+        ("Communication style: direct, technical, no preamble.", MemoryType.PROCEDURAL),
+        ("User prefers Jellyfin over Plex", MemoryType.PROCEDURAL),
+        ("Ada strongly prefers squash merges", MemoryType.PROCEDURAL),
+        ("We prefer small pull requests", MemoryType.PROCEDURAL),
+        ("The scheduler prefers idle nodes.", MemoryType.EPISODIC),  # not a person's taste
+        ("The API prefers JSON bodies.", MemoryType.EPISODIC),
+        ("User is a backend engineer specializing in Python and PostgreSQL.", MemoryType.SEMANTIC),
         ("Right now I'm debugging the login flow", MemoryType.WORKING),
         ("My media drive is mounted at /mnt/media.", MemoryType.SEMANTIC),
         ("Caroline works at the adoption agency.", MemoryType.SEMANTIC),
@@ -188,6 +196,12 @@ def test_hint_overrides_routing() -> None:
 def test_preference_key_is_stable_and_content_based() -> None:
     assert signals.preference_key("I prefer tabs over spaces") == "tabs-spaces"
     assert signals.preference_key("I really prefer tabs over spaces!") == "tabs-spaces"
+    assert signals.preference_key("User prefers tabs over spaces") == "tabs-spaces"
+    # a labelled note is keyed by its label, so a new style replaces the old one
+    assert signals.preference_key("Communication style: direct, no preamble.") == (
+        "communication-style"
+    )
+    assert signals.preference_key("Code style: black, 100 columns") == "code-style"
 
 
 # -- dedup ------------------------------------------------------------------------------

@@ -382,6 +382,17 @@ def test_background_rebuilds_run_once_at_a_time(tmp_path: Path) -> None:
     eng.close()
 
 
+def test_a_background_rebuild_compiles_as_of_the_time_it_was_asked_for(tmp_path: Path) -> None:
+    eng = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+    then = NOW - timedelta(days=3 * 365)
+    decision = eng.remember("We chose Postgres for the ledger.", USER, "decision",
+                            now=then - timedelta(days=1)).memory_id  # fmt: skip
+    built = eng.tier_cache.schedule(USER, None, then).result(10)
+    assert built.compiled_at == then
+    assert decision in built.tiers[Tier.DNA].memory_ids  # one day old then, not three years
+    eng.close()
+
+
 def test_a_failed_background_build_leaves_the_cache_stale(tmp_path: Path) -> None:
     class BrokenStore(MemoryStore):
         def get_state(self, *args, **kwargs):  # type: ignore[no-untyped-def]
