@@ -20,6 +20,8 @@ Measured per profile (``gated``, ``composite``, ``static``) and per split (``hel
 - ``complexity_accuracy`` / ``intent_accuracy``: ``explain().classification`` against the
   labels;
 - ``over_budget``: blocks whose tokens exceed their assigned budget;
+- ``injected_labelled_share``: injected memories labelled must-include, over all injected
+  (a lower bound on precision: only what a good answer needs is labelled);
 
 and the same by labelled intent, with must-include recall by the kind of the memory.
 
@@ -43,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import NOW, machine_info, open_engine, write_json
 
+import engrain
 from engrain import Engine, Kind
 from engrain.embed import Embedder, make_embedder
 from engrain.recall.gate import GateOptions
@@ -194,6 +197,9 @@ def measures(rows: Sequence[Mapping[str, Any]], trivial: Sequence[Mapping[str, A
                                  len(rows)),
         "over_budget": sum(r["tokens"] > r["budget"] for r in rows),
         "mean_injected": _mean([len(r["injected"]) for r in rows]),
+        # a lower bound on precision: only must-include memories are labelled relevant
+        "injected_labelled_share": _rate(sum(len(r["included"]) for r in rows),
+                                         sum(len(r["injected"]) for r in rows)),
     }  # fmt: skip
     by_kind: dict[str, list[int]] = {}
     for r in rows:
@@ -220,7 +226,8 @@ def by_intent(rows: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> di
     """The labelled measures for each labelled intent."""
     intents = sorted({r["intent"] for r in rows})
     keep = ("messages", "must_include_recall", "must_exclude_rate", "mean_tokens",
-            "mean_budget", "complexity_accuracy", "intent_accuracy", "over_budget")  # fmt: skip
+            "mean_budget", "complexity_accuracy", "intent_accuracy", "over_budget",
+            "injected_labelled_share")  # fmt: skip
     out = {}
     for intent in intents:
         m = measures([r for r in rows if r["intent"] == intent], [], kinds)
@@ -261,6 +268,7 @@ def run(
     profiles: Sequence[str] = ("gated", "composite", "static"),
     limit: int | None = None,
     data: Dataset | None = None,
+    note: str | None = None,
 ) -> dict[str, Any]:
     """The full report: measures per profile and split, every answer, the data's shape and
     the machine. ``limit`` keeps the first ``limit`` labelled and trivial messages."""
@@ -278,6 +286,8 @@ def run(
     return {
         "benchmark": "gating",
         "embedder": embedder.model_id,
+        "engrain_source": str(Path(engrain.__file__).resolve().parent),
+        "note": note,
         "now": NOW.isoformat(),
         "data": {
             "projects": {name: {"memories": len(rows),
@@ -301,7 +311,7 @@ COLUMNS = (
     ("must_include_recall", "incl", "{:.3f}"), ("must_exclude_rate", "excl", "{:.2f}"),
     ("mean_tokens", "tokens", "{:.0f}"), ("mean_budget", "budget", "{:.0f}"),
     ("complexity_accuracy", "cplx", "{:.2f}"), ("intent_accuracy", "intent", "{:.2f}"),
-    ("over_budget", "over", "{}"),
+    ("over_budget", "over", "{}"), ("injected_labelled_share", "labelled", "{:.2f}"),
 )  # fmt: skip
 
 
@@ -340,11 +350,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profiles", default="gated,composite,static",
                         help="comma-separated scoring profiles")  # fmt: skip
     parser.add_argument("--limit", type=int, help="only the first N labelled and trivial messages")
+    parser.add_argument("--note", help="what was measured, stored in the report (e.g. the "
+                        "source when engrain is imported from elsewhere)")  # fmt: skip
     args = parser.parse_args(argv)
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     for p in profiles:
         Profile(p)
-    report = run(args.embedder, profiles, args.limit)
+    report = run(args.embedder, profiles, args.limit, note=args.note)
     print(table(report))
     print(f"({report['seconds']} s, embedder {report['embedder']})")
     write_json(args.out, report)

@@ -72,6 +72,7 @@ def test_measures_on_a_hand_checked_case() -> None:
     assert m["complexity_accuracy"] == round(2 / 3, 4)
     assert m["intent_accuracy"] == round(1 / 3, 4)
     assert m["over_budget"] == 1
+    assert m["injected_labelled_share"] == 0.6
     assert m["must_include_recall_by_kind"] == {
         "fact": {"recall": 0.0, "labelled": 1},
         "invariant": {"recall": 1.0, "labelled": 2},
