@@ -51,3 +51,37 @@ def test_same_results(tmp_path: Path) -> None:
     sync.remember("Deploys happen on Fridays", "ada", now=LATER)
     expected = ([m.content for m in sync.list("ada")], sync.context("which port?", "ada").text)
     assert asyncio.run(run()) == expected
+
+
+def test_new_arguments_are_twins(tmp_path: Path) -> None:
+    """Issue 12's arguments (usage and mutes on remember, ``now`` on pin and mute, remember
+    records on import) behave the same on both."""
+    settings = make_settings(tmp_path)
+    record = {"type": "remember", "user_id": "ada", "content": "Invoices are gapless",
+              "kind": "invariant", "pinned": True, "access_count": 3,
+              "at": "2025-01-01T00:00:00Z"}  # fmt: skip
+
+    def sync_run() -> list[tuple[object, ...]]:
+        eng = Engine(settings=settings, store=MemoryStore(), embedder=HashEmbedder())
+        out = eng.remember("Deploys go out on Tuesdays", "ada", "decision", access_count=4,
+                           muted=True, now=NOW)  # fmt: skip
+        eng.pin(out.memory_id or "", "ada", now=LATER)
+        eng.import_records([record], now=NOW)
+        return [(m.content, m.kind, m.pinned, m.muted, m.access_count, m.updated_at)
+                for m in eng.list("ada")]  # fmt: skip
+
+    async def async_run() -> list[tuple[object, ...]]:
+        async with AsyncEngine(settings=settings, store=MemoryStore(),
+                               embedder=HashEmbedder()) as eng:  # fmt: skip
+            out = await eng.remember("Deploys go out on Tuesdays", "ada", "decision",
+                                     access_count=4, muted=True, now=NOW)  # fmt: skip
+            await eng.pin(out.memory_id or "", "ada", now=LATER)
+            await eng.import_records([record], now=NOW)
+            return [(m.content, m.kind, m.pinned, m.muted, m.access_count, m.updated_at)
+                    for m in await eng.list("ada")]  # fmt: skip
+
+    expected = sync_run()
+    assert asyncio.run(async_run()) == expected
+    assert {row[0]: row[2:] for row in expected}["Deploys go out on Tuesdays"] == (
+        True, True, 4, NOW
+    )
