@@ -218,6 +218,25 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("ok, now the same for the EU region", 4, CON, S),
     ("go on", 2, CON, S),
     ("and how would that work with proration?", 6, CON, S),
+    # a third batch, written before the rules' third revision
+    ("How does the proration job decide which invoices to touch?", 0, QUE, M),
+    ("What's the best way to add a new store to the forecast?", 0, QUE, M),
+    ("How many features does the champion model use?", 0, QUE, S),
+    ("Who approves schema changes to the curated tables?", 0, QUE, S),
+    ("I'd like a weekly email with the forecast accuracy per region", 0, GEN, M),
+    ("It would be nice if the CLI printed the run id at the end", 0, GEN, M),
+    ("Run a backtest of the champion over the last 12 weeks", 0, GEN, M),
+    ("Can we get a Grafana panel for the dunning queue depth?", 0, GEN, M),
+    ("The payment form is unable to load the Stripe script in Firefox", 0, DBG, C),
+    ("Some invoices are missing the VAT line, only for EU customers", 0, DBG, C),
+    ("the celery worker isn't picking up new tasks", 0, DBG, C),
+    ("Forecast accuracy is much lower than expected for the new stores", 0, DBG, C),
+    ("the weekly one too?", 3, CON, S),
+    ("what if the retry also fails?", 4, CON, S),
+    ("What's the impact of the price change on churn?", 0, ANA, C),
+    ("What caused the spike in refunds last week?", 0, ANA, C),
+    ("I'm not a fan of the new invoice numbering", 0, DIS, M),
+    ("We could probably drop the holiday features without losing much", 0, DIS, M),
 ]  # fmt: skip
 
 _TRIVIAL = [m for m, _, _, c in TABLE if c is T]
@@ -309,8 +328,9 @@ def test_continuation_needs_a_conversation_to_continue(message: str) -> None:
     assert classify(message, turn=0).intent is not CON
 
 
-def test_a_symptom_in_a_follow_up_is_debugging() -> None:
+def test_a_symptom_reported_in_a_follow_up_is_debugging() -> None:
     assert classify("also, the export now times out for big accounts", turn=4).intent is DBG
+    assert classify("what if the export times out?", turn=4).intent is CON
 
 
 def test_deep_questions_get_lower_thresholds() -> None:

@@ -217,7 +217,11 @@ _SYMPTOM = re.compile(
     r"too (?:early|late)|too good to be true|stall\w*|sitting at|"
     r"(?:been|is|are|keeps?|kept) \w+ing (?:\w+ ){0,4}?for \d+ ?(?:minutes|mins|hours|hrs|days)|"
     r"but (?:\S+ ){0,8}?still|keeps? \w+ing|kept \w+ing|zombie\w*|preempt\w*|evicted|"
-    r"throttl\w+|lose|loses|losing|lost|"
+    r"throttl\w+|(?:lose|loses|losing|lost) (?:all |the |its |their |some )?(?:data|progress|"
+    r"messages|events|rows|records|state|connection|track)|"
+    r"(?:unable to|fails to|failed to|isn'?t|aren'?t|wasn'?t|weren'?t) \w+ing\b|unable to|"
+    r"(?:is|are) missing|missing (?:the|a|an|some|rows|data|values|records|events)|"
+    r"(?:higher|lower|worse|bigger|smaller|more|less|fewer) than expected|"
     r"(?<!\bi )(?<!\bwe )(?:didn'?t|did not|no longer) \w+|"
     r"(?:twice|two times|three times|multiple times|\d+ times)(?! (?:a|per|an|each) )|"
     r"all (?:zeros?|nans?|nulls?|nones?|empty)|(?:is|are) (?:always )?(?:zero|null|empty)\b|"
@@ -265,7 +269,8 @@ _GENERATION_VERB = re.compile(
     r"let(?!'s\b)|swap|switch|clean up|tidy|format|document|annotate|integrate|configure|schedule|"
     r"automate|send|store|save|persist|cache|emit|track|validate|sanitize|normalize|"
     r"dedupe|deduplicate|backfill|seed|mock|stub|insert|append|prepend|wrap|limit|cap|"
-    r"give|turn|put|attach|hide|show|paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
+    r"give|turn|put|attach|hide|show|run|rerun|re-run|kick off|launch|trigger|backtest|"
+    r"paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
     r"encode|impute|resample|retrain|tune|optimi[sz]e|speed up|shorten|simplify|"
     r"rework|restructure|reorganize|inline|prepare|fill|fetch|scrape|ship|publish|"
     r"release|deploy|roll out|provision|spin up)\b",
@@ -281,7 +286,9 @@ _NEED = re.compile(
     r"^(?:(?:users?|customers?|clients?|people|admins?|the team|product|the pm|pm|marketing|"
     r"sales|support|ops|finance|they)\s+(?:\w+\s+)?(?:need|needs|want|wants|would like|"
     r"'d like|asked for|requested|should be able to|must be able to|expect)"
-    r"|(?:we|i)\s+(?:really\s+|also\s+|still\s+|now\s+)?(?:need|want|'d like|would like)\s+"
+    r"|it would be (?:nice|great|good|useful|handy|helpful) (?:if|to)"
+    r"|can (?:we|i) (?:get|have|add)\b"
+    r"|(?:we|i)(?:'d|\s+would)?\s*(?:really\s+|also\s+|still\s+|now\s+)?(?:need|want|like|love)\s+"
     r"(?:a|an|some|the ability|support|to be able|(?:to\s+)?(?:write|create|implement|"
     r"generate|build|add|make|set up|support|have|get|expose|ship|store|send|track|export|"
     r"import|migrate|replace|remove|rename|move|split|refactor|automate|plot|train|"
@@ -305,7 +312,8 @@ _ANALYSIS = re.compile(
     r"which (?:is|one is|would be) better|is it worth|worth it|does it make sense|"
     r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
     r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
-    r"anything suspicious|sanity[- ]check)\b",
+    r"anything suspicious|sanity[- ]check|(?:impact|effect|effects|influence) of|"
+    r"what (?:caused|causes|drove|drives|explains)|cause of|contribut\w+ to)\b",
     re.IGNORECASE,
 )
 _DISCUSSION = re.compile(
@@ -313,7 +321,8 @@ _DISCUSSION = re.compile(
     r"i (?:like|love|prefer|hate|wonder)|i'?m (?:leaning|not sure|wondering|torn)|"
     r"honestly|imo|imho|personally|not sure (?:if|whether)|let'?s (?:talk|discuss|chat|"
     r"think)|thoughts on|any thoughts|what do you think|how do you feel|"
-    r"(?:it|that) (?:feels|seems)|maybe we|we (?:could|might) (?:also )?(?:consider|try))\b",
+    r"(?:it|that) (?:feels|seems)|maybe we|we (?:could|might)|i'?d rather|i'?m not a fan|"
+    r"not (?:convinced|sure|a fan))\b",
     re.IGNORECASE,
 )
 _DISCUSSION_ANYWHERE = re.compile(
@@ -336,6 +345,8 @@ _CONTINUATION = re.compile(
 #: A follow-up that leans on the previous turn: its subject is a pronoun ("it should also
 #: …", "does that apply …", "why?"). "this"/"these" are left out: they usually point at
 #: code pasted in the same message.
+#: "the weekly one too?", "for the EU as well?"
+_ALSO_THIS = re.compile(r"\b(?:too|as well)\s*[?.!]*$", re.IGNORECASE)
 _ANAPHORA = re.compile(
     r"^(?:(?:does|do|did|is|are|was|were|will|would|can|could|should|shouldn'?t|"
     r"why|how|what|where|when)\s+){0,2}(?:it|that|those|they|them|the same)\b"
@@ -366,9 +377,12 @@ _RATIONALE = re.compile(r"^why (?:do|did|does|are|is|was|were)\b", re.I)
 _CHOICE = re.compile(
     r"\b(?:we|our|instead of|rather than|and not|over (?:a|an|the|\w+ for))\b", re.I
 )
+#: A question about a procedure or a mechanism ("how do I …", "how does X decide …", "what's
+#: the best way …"), unlike one about a fact ("how many …", "where's …").
 _HOW_TO = re.compile(
-    r"^(?:how (?:do|can|should|would|could) (?:i|we)|where (?:do|can|should) (?:i|we) "
-    r"(?:get|find|obtain|request|download|pull))\b",
+    r"^(?:how (?!many|much|long|often|big|old|far|come)|where (?:do|can|should) (?:i|we) "
+    r"(?:get|find|obtain|request|download|pull)|what(?:'s| is) the (?:best|right|recommended|"
+    r"preferred|proper|correct|easiest|safest|usual) way|what should (?:i|we) do)\b",
     re.I,
 )
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Warning)\b:?", re.I)
@@ -504,9 +518,14 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     symptom = bool(_SYMPTOM.search(text) or _ERROR_CLASS.search(text))
     if symptom:
         fired.append("symptom")
-    if turn > 0 and (_CONTINUATION.match(body) or _ANAPHORA.match(body)):
+    if turn > 0 and (
+        _CONTINUATION.match(body) or _ANAPHORA.match(body) or _ALSO_THIS.search(body)
+    ):
         fired.append("follow-up")
-        return Intent.DEBUGGING if symptom else Intent.CONTINUATION
+        # a follow-up that reports a new symptom is a bug report; one that asks about a
+        # failure ("what if the retry fails?") continues the thread
+        reported = symptom and not body.rstrip().endswith("?")
+        return Intent.DEBUGGING if reported else Intent.CONTINUATION
     if _REPAIR.match(body):
         return Intent.DEBUGGING
     if _EXPLAIN.match(body):
