@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from engrain.config import load_settings
+from engrain.errors import ConfigError, ValidationError
 from engrain.recall.classify import (
     DEEP_THRESHOLD_SHIFT,
     Classification,
@@ -404,3 +406,21 @@ def test_a_stem_does_not_match_an_unrelated_short_word() -> None:
     assert domains_of("alerts fired", vocabulary={"observability": ["alert"]}) == (
         "observability",
     )
+
+
+def test_the_vocabulary_setting_reads_a_json_object_and_refuses_blank_names() -> None:
+    settings = load_settings(
+        environ={"ENGRAIN_DOMAIN_VOCABULARY": '{"payments": ["stripe", "refund"]}'}
+    )
+    assert settings.domain_vocabulary == {"payments": ["stripe", "refund"]}
+    assert "payments" in classify(
+        "the refund webhook", vocabulary=settings.domain_vocabulary
+    ).domains
+    assert load_settings(environ={}).domain_vocabulary == {}
+    with pytest.raises(ConfigError, match="domain_vocabulary"):
+        load_settings(environ={"ENGRAIN_DOMAIN_VOCABULARY": '{" ": ["x"]}'})
+
+
+def test_a_blank_domain_name_passed_directly_is_refused() -> None:
+    with pytest.raises(ValidationError, match="domain name is empty"):
+        domains_of("anything", vocabulary={"  ": ["x"]})

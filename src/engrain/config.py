@@ -20,13 +20,14 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    StringConstraints,
     ValidationInfo,
     model_validator,
 )
@@ -41,6 +42,8 @@ from engrain.recall.budget import Depth
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
 
+#: A user domain's name: not blank once stripped.
+DomainName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 ENV_PREFIX = "ENGRAIN_"
 #: Where recall settings take their defaults from: the pipeline's own.
 _GATE = GateOptions()
@@ -108,6 +111,13 @@ class Settings(BaseModel):
     )
     focus_areas: tuple[str, ...] = Field(
         default=_GATE.focus_areas, description="Domains given +0.05."
+    )
+    domain_vocabulary: dict[DomainName, list[str]] = Field(
+        default_factory=dict,
+        description="Your own domains and their keywords, e.g. "
+        '{"payments": ["stripe", "refund"]}: a message naming a domain (singular or plural) '
+        "or one of its keywords is tagged with it, beside the built-in domains. "
+        "Environment: a JSON object.",
     )
     model: str | None = Field(
         default=None,
