@@ -239,6 +239,15 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("What caused the spike in refunds last week?", 0, ANA, C),
     ("I'm not a fan of the new invoice numbering", 0, DIS, M),
     ("We could probably drop the holiday features without losing much", 0, DIS, M),
+    # a fourth batch, written before the rules' fourth revision
+    ("What do we do when a customer disputes a charge?", 0, QUE, M),
+    ("What's our policy on refunds after 30 days?", 0, QUE, S),
+    ("Need a script that re-sends failed invoice emails for one account", 0, GEN, M),
+    ("I get 'permission denied' when the notebook writes to the shared bucket", 0, DBG, C),
+    ("the training loss diverges after the LR warmup ends", 0, DBG, C),
+    ("Stripe rejects the webhook signature on staging only", 0, DBG, C),
+    ("Which is the better fit for the promo features, LightGBM or the TFT?", 0, ANA, C),
+    ("hey, quick question: which region is the prod cluster in?", 0, QUE, S),
 ]  # fmt: skip
 
 _TRIVIAL = [m for m, _, _, c in TABLE if c is T]

@@ -25,7 +25,12 @@ messages showed (``tests/test_classify.py``):
 * continuation is an opener ("and…", "what about…", "same for…") or a leading anaphor
   ("does that…", "it should…") at any turn after the first;
 * code or a debugging word alone no longer makes a message complex: debugging, analysis and
-  multi-file work do, as the seed's table says.
+  multi-file work do, as the seed's table says — except a pasted error line (simple: its
+  known fix) and a one-line question about a snippet (moderate);
+* a question about a procedure or mechanism ("how do I ship …"), the rationale of a recorded
+  decision ("why do we … instead of …") and a discussion are moderate, a question about a
+  fact is simple;
+* a deep question lowers the selection thresholds (:attr:`Classification.threshold_shift`).
 """
 
 from __future__ import annotations
@@ -222,6 +227,8 @@ _SYMPTOM = re.compile(
     r"(?:unable to|fails to|failed to|isn'?t|aren'?t|wasn'?t|weren'?t) \w+ing\b|unable to|"
     r"(?:is|are) missing|missing (?:the|a|an|some|rows|data|values|records|events)|"
     r"(?:higher|lower|worse|bigger|smaller|more|less|fewer) than expected|"
+    r"denied|forbidden|refused|rejects|rejected|rejecting|unauthori[sz]ed|mismatch\w*|corrupt\w*|"
+    r"garbled|truncated|blank page|nothing happens|diverg\w+|explod\w+|overfit\w*|leakage|"
     r"(?<!\bi )(?<!\bwe )(?:didn'?t|did not|no longer) \w+|"
     r"(?:twice|two times|three times|multiple times|\d+ times)(?! (?:a|per|an|each) )|"
     r"all (?:zeros?|nans?|nulls?|nones?|empty)|(?:is|are) (?:always )?(?:zero|null|empty)\b|"
@@ -283,7 +290,8 @@ _EXPLAIN = re.compile(
     re.IGNORECASE,
 )
 _NEED = re.compile(
-    r"^(?:(?:users?|customers?|clients?|people|admins?|the team|product|the pm|pm|marketing|"
+    r"^(?:(?:need|want) (?:a|an|some|to)\b|"
+    r"(?:users?|customers?|clients?|people|admins?|the team|product|the pm|pm|marketing|"
     r"sales|support|ops|finance|they)\s+(?:\w+\s+)?(?:need|needs|want|wants|would like|"
     r"'d like|asked for|requested|should be able to|must be able to|expect)"
     r"|it would be (?:nice|great|good|useful|handy|helpful) (?:if|to)"
@@ -309,6 +317,7 @@ _ANALYSIS = re.compile(
     r"review|evaluate|"
     r"assess\w*|audit|trade-?offs?|pros and cons|understand|walk me through|"
     r"what(?:'s| is| are) the difference|difference between|versus|vs\.?|better than|"
+    r"better (?:fit|option|choice|approach|bet)|"
     r"which (?:is|one is|would be) better|is it worth|worth it|does it make sense|"
     r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
     r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
@@ -382,7 +391,8 @@ _CHOICE = re.compile(
 _HOW_TO = re.compile(
     r"^(?:how (?!many|much|long|often|big|old|far|come)|where (?:do|can|should) (?:i|we) "
     r"(?:get|find|obtain|request|download|pull)|what(?:'s| is) the (?:best|right|recommended|"
-    r"preferred|proper|correct|easiest|safest|usual) way|what should (?:i|we) do)\b",
+    r"preferred|proper|correct|easiest|safest|usual) way|what should (?:i|we) do|"
+    r"what do (?:i|we) do (?:when|if|about|with))\b",
     re.I,
 )
 _ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Warning)\b:?", re.I)
@@ -530,14 +540,14 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         return Intent.DEBUGGING
     if _EXPLAIN.match(body):
         return Intent.ANALYSIS
-    if _GENERATION_VERB.match(body):
+    if _GENERATION_VERB.match(body) or _NEED.match(body):
         return Intent.GENERATION
     if symptom or (has_code and _WHY_CODE.match(body)):
         return Intent.DEBUGGING
     if _PROBLEM_WORD.search(text) and not _FACT_QUESTION.match(body):
         fired.append("problem word")
         return Intent.DEBUGGING
-    if _NEED.match(body) or _REQUIREMENT.match(body):
+    if _REQUIREMENT.match(body):
         return Intent.GENERATION
     if _DISCUSSION.match(body) or _DISCUSSION_ANYWHERE.search(body):
         return Intent.DISCUSSION
