@@ -34,21 +34,20 @@ from engrain.errors import NotFoundError, ValidationError
 from engrain.ingest.plan import Item, Origin, Planner, Staged, checked_turns
 from engrain.llm import make_llm
 from engrain.model import (
-    Context,
     IngestReport,
     Kind,
     Memory,
     MemoryType,
     Outcome,
-    RecallResult,
     Turn,
     new_id,
     utcnow,
 )
 from engrain.recall import Reranker, spec, uses
 from engrain.recall.classify import Complexity, classify
-from engrain.recall.gate import Gated, GateOptions, gate
+from engrain.recall.gate import GateOptions, gate
 from engrain.recall.request import Request, capped, gated_context, tier_context, tier_for
+from engrain.recall.results import Context, Gated, RecallResult
 from engrain.store import MemoryFilter, State, Store, open_store
 from engrain.store.base import Patch
 from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet
