@@ -268,13 +268,15 @@ def summary_memory(
 ) -> Memory:
     """The semantic summary memory of ``session`` (its memories as they are now:
     ``current``), written by ``by``: it keeps their turn ids and ids as provenance, their
-    project if they share one, and the highest importance among them."""
+    project if they share one, their domains (else the text's), and the highest importance
+    among them."""
     projects = {m.project for m in current}
     turn_ids = tuple(dict.fromkeys(t for m in current for t in m.provenance.turn_ids))
     return Memory.new(
         current[0].user_id, text, MemoryType.SEMANTIC, Kind.SUMMARY, now=now, embedding=vector,
         event_at=session.when, project=projects.pop() if len(projects) == 1 else None,
-        domains=domains_of(text), source_session_id=session.session_id,
+        domains=tuple(dict.fromkeys(d for m in current for d in m.domains)) or domains_of(text),
+        source_session_id=session.session_id,
         compression_source=True, importance=max(m.importance for m in current),
         confidence=Kind.SUMMARY.default_confidence,
         provenance=Provenance(turn_ids, {"summarized_by": by,

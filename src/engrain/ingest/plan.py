@@ -227,6 +227,11 @@ class Planner:
         self.embedder = embedder
         self.settings = settings
 
+    def _domains(self, text: str) -> tuple[str, ...]:
+        """The domains of a memory stored without any: the built-in ones and the user's
+        ``domain_vocabulary`` found in its text."""
+        return domains_of(text, self.settings.domain_vocabulary)
+
     # -- phase 1: clean, chunk, embed (no store) ----------------------------------------------
 
     def text_drafts(self, text: str, event_at: datetime | None) -> list[Draft]:
@@ -305,7 +310,7 @@ class Planner:
                 continue
             memory = Memory.new(
                 origin.user_id, draft.text, mtype, kind, now=now, embedding=draft.vector,
-                project=origin.project, domains=origin.domains or domains_of(draft.text),
+                project=origin.project, domains=origin.domains or self._domains(draft.text),
                 session_id=origin.session_id, event_at=draft.event_at, key=key,
                 importance=score, confidence=kind.default_confidence,
                 provenance=Provenance(draft.turn_ids, origin.metadata),
@@ -354,7 +359,7 @@ class Planner:
                                memory_type=item.memory_type)  # fmt: skip
         memory = Memory.new(
             origin.user_id, item.text, item.memory_type, item.kind, now=now, embedding=vector,
-            project=origin.project, domains=origin.domains or domains_of(item.text),
+            project=origin.project, domains=origin.domains or self._domains(item.text),
             session_id=origin.session_id, event_at=item.event_at, key=item.key,
             importance=item.importance, confidence=item.confidence, pinned=item.pinned,
             muted=item.muted, access_count=item.access_count,
