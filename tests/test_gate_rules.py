@@ -271,3 +271,18 @@ def test_top_k_is_applied_by_selection(filled: Engine) -> None:
     assert len(gated.selected) == 3
     assert gated.text.count("\n") == 4  # three lines between the wrapper's two
     assert any(d.reason == "top_k=3 reached" for d in gated.decisions)
+
+
+# -- 11. the user's domain vocabulary ---------------------------------------------------------
+
+
+def test_the_users_domains_reach_the_classifier(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, domain_vocabulary={"payments": ["stripe", "refund"]})
+    options = GateOptions.from_settings(settings)
+    assert options.vocabulary == {"payments": ["stripe", "refund"]}
+    engine = Engine(settings=settings, store=MemoryStore(), embedder=PlannedEmbedder([], {}))
+    gated = engine.explain("Why did the stripe webhook retry twice?", "ada", now=NOW)
+    assert "payments" in gated.classification.domains
+    plain = engine.explain("Why did the stripe webhook retry twice?", "ada", now=NOW,
+                           options=GateOptions())  # fmt: skip
+    assert "payments" not in plain.classification.domains

@@ -81,8 +81,8 @@ def test_context_on_postgres_reads_in_parallel_and_decides_the_same(
     engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
     for i in range(30):
         engine.remember(f"note {i}: the deploy script lives in tools/deploy{i}.sh", "u", now=NOW)
-    engine.remember("Always run the linter before committing", "u", memory_type="procedural",
-                    now=NOW)  # fmt: skip
+    engine.remember("Always run the deploy script for staging with the linter first", "u",
+                    memory_type="procedural", now=NOW)  # fmt: skip
     pinned = engine.remember("The staging database is called atlas", "u", now=NOW)
     assert pinned.memory_id is not None
     engine.pin(pinned.memory_id, "u")

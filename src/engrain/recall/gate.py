@@ -27,11 +27,11 @@ from engrain.recall.assemble import (
     wrapper_tokens,
 )
 from engrain.recall.budget import DEPTH_EFFECT, Budget, Depth, assign_budget
-from engrain.recall.classify import Classification, Complexity, classify
-from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, gather
+from engrain.recall.classify import Classification, Complexity, Vocabulary, classify
+from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
-from engrain.recall.select import Layout, select_gated
+from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
 from engrain.tokens import count_tokens
@@ -57,6 +57,7 @@ class GateOptions:
     min_importance: float = 0.2
     thresholds: str = "auto"
     fusion: str = "blend"
+    vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
         """A copy with ``changes`` applied."""
@@ -71,12 +72,15 @@ class GateOptions:
             prioritize_speed=settings.prioritize_speed, focus_areas=settings.focus_areas,
             hybrid=settings.hybrid, lexical_weight=settings.lexical_weight,
             pool=settings.candidate_pool, min_importance=settings.recall_min_importance,
+            vocabulary=settings.domain_vocabulary or None,
         )  # fmt: skip
 
 
 #: The typed learnings every call scores, relevant or not (the seed: "every learning in
 #: your project memory is scored"); they are few. Facts, events, context and summaries
-#: (what conversations produce, by the thousand) come from the candidate pool.
+#: (what conversations produce, by the thousand) come from the candidate pool. A store
+#: with more than :data:`LEARNINGS_MAX` learnings has its nearest that many scored.
+LEARNINGS_MAX = 100
 LEARNING_KINDS = (
     Kind.INVARIANT, Kind.PATTERN, Kind.DECISION, Kind.ANTIPATTERN, Kind.GOLDEN_PATH,
     Kind.PREFERENCE, Kind.CORRECTION,
@@ -108,7 +112,7 @@ def gate(
     ``explain`` the per-candidate decisions are not recorded and selection stops once the
     budget is full (what ``context()`` needs; ``explain()`` records them all)."""
     clock = _Clock()
-    classification = classify(message, turn=turn)
+    classification = classify(message, turn=turn, vocabulary=options.vocabulary)
     clock.lap("classify")
     budget = _budget(classification, options, token_budget, max_budget)
     weights = gated_weights(classification)
@@ -124,22 +128,24 @@ def gate(
     clock.lap("candidates")
 
     query = Query(classification, weights, now, options.focus_areas)
-    ranked, relevance, components = _score(pool, options, query, cooccurrence)
-    partners = _partners(store, user_id, ranked, options, now)
+    ranked, components = _score(pool, options, query, cooccurrence, explain=explain)
+    partners = _partners(store, user_id, ranked)
     clock.lap("score")
 
     year = now.year
     selected, _, decisions = select_gated(
-        ranked, relevance=relevance, token_budget=budget.tokens, intent=classification.intent,
+        ranked, line_tokens=lambda m: line_tokens(m, options.format, year),
+        token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=DEPTH_EFFECT[options.depth][1],
         apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
-        layout=_layout(options.format, year), partners=partners,
+        layout=_layout(options.format), partners=partners,
     )  # fmt: skip
     clock.lap("select")
     text, selected = _fit(selected, options.format, budget.tokens, year)
     clock.lap("assemble")
+    costed = [_costed(r, options.format, year) for r in ranked] if explain else selected
     return Gated(classification, budget, weights, selected, count_tokens(text) if text else 0,
-                 text, decisions, ranked, components, clock.laps)  # fmt: skip
+                 text, decisions, costed, components, clock.laps)  # fmt: skip
 
 
 def _budget(
@@ -181,15 +187,16 @@ def _candidates(
         else None
     )
     pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
-    learnings = reads.start(lambda: store.query(user_id, flt.update(kinds=LEARNING_KINDS)))
     vector = embed_query(message)
     clock.lap("embed")
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
+    learnings = store.search(user_id, vector, LEARNINGS_MAX, flt.update(kinds=LEARNING_KINDS))
     return gather(
         store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
         lexical_weight=options.lexical_weight, fusion=options.fusion,
-        lexical=lexical() if lexical else None, include=[*pinned(), *learnings()],
+        lexical=lexical() if lexical else None,
+        include=[*learnings, *((m, cosine(m, vector)) for m in pinned())],
     )  # fmt: skip
 
 
@@ -198,10 +205,13 @@ def _score(
     options: GateOptions,
     query: Query,
     cooccurrence: Pairs | None,
-) -> tuple[list[ScoredMemory], dict[str, float], dict[str, dict[str, float]]]:
+    *,
+    explain: bool,
+) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
-    keeps its top 10). The learned co-occurrence bonus is with the most relevant candidates
-    (the pool comes ordered by relevance), so one pass scores everything."""
+    keeps its top 10), with (``explain``) each one's components and the factors behind
+    them. The learned co-occurrence bonus is with the most relevant candidates (the pool
+    comes ordered by relevance), so one pass scores everything."""
     score = scorer(options.profile, query)
     anchors = [c.id for c in pool[:ANCHORS]] if cooccurrence else []
     scored = []
@@ -211,40 +221,32 @@ def _score(
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
     if options.profile is Profile.STATIC:
         scored = scored[:STATIC_TOP]
-    year = query.now.year
-    ranked = [_item(c.memory, s.total, c.similarity, options.format, year) for c, s in scored]
-    relevance = {c.id: c.relevance for c, _ in scored}
+    ranked = [Ranked(c.memory, s.total, c.similarity, c.relevance) for c, s in scored]
     components = {
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
                "calibrated_relevance": c.relevance}
         for c, s in scored
-    }  # fmt: skip
-    return ranked, relevance, components
+    } if explain else {}  # fmt: skip
+    return ranked, components
 
 
-def _partners(
-    store: Store,
-    user_id: str,
-    ranked: Sequence[ScoredMemory],
-    options: GateOptions,
-    now: datetime,
-) -> dict[str, list[ScoredMemory]]:
+def _partners(store: Store, user_id: str, ranked: Sequence[Ranked]) -> dict[str, list[Ranked]]:
     """For each ranked memory flagged as contradicting others (``corrections.py``), those
     others, so selection can inject them beside it: read here, before selection, so
     nothing reads the store after it."""
-    wanted = {s.memory.id: conflicts_of(s.memory) for s in ranked}
+    wanted = {r.memory.id: conflicts_of(r.memory) for r in ranked}
     wanted = {mid: ids for mid, ids in wanted.items() if ids}
     if not wanted:
         return {}
-    known = {s.memory.id: s for s in ranked}
+    known = {r.memory.id: r for r in ranked}
     missing = [i for ids in wanted.values() for i in ids if i not in known]
     for memory in store.get(user_id, list(dict.fromkeys(missing))) if missing else []:
         if not memory.muted and memory.superseded_by is None:
-            known[memory.id] = _item(memory, 0.0, 0.0, options.format, now.year)
+            known[memory.id] = Ranked(memory, 0.0, 0.0, 0.0)
     return {mid: [known[i] for i in ids if i in known] for mid, ids in wanted.items()}
 
 
-def _layout(fmt: Format, year: int) -> Layout:
+def _layout(fmt: Format) -> Layout:
     """What a block in ``fmt`` costs beyond its lines."""
     if fmt is Format.TAGGED:
         return Layout(wrapper_tokens())
@@ -281,8 +283,8 @@ def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool
     return options.thresholds == "always" or explicit_budget is None
 
 
-def _item(memory: Memory, score: float, similarity: float, fmt: Format, year: int) -> ScoredMemory:
-    return ScoredMemory(memory, score, similarity, line_tokens(memory, fmt, year))
+def _costed(r: Ranked, fmt: Format, year: int) -> ScoredMemory:
+    return ScoredMemory(r.memory, r.score, r.similarity, line_tokens(r.memory, fmt, year))
 
 
 #: Token cost of each memory object's line, per format and current year. Memories are

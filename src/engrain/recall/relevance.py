@@ -34,7 +34,7 @@ RRF_K = 60
 LEXICAL_SUPPORT_COSINE = 0.2
 #: At most this many of the memories a caller always wants scored join the pool, the
 #: nearest first (a project's typed learnings are hundreds; this bounds a huge store).
-INCLUDE_MAX = 1_000
+INCLUDE_MAX = 200
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,11 @@ def gather(
     floor: float = RELEVANCE_FLOOR,
     fusion: str = "blend",
     lexical: Sequence[tuple[Memory, float]] | None = None,
-    include: Sequence[Memory] = (),
+    include: Sequence[tuple[Memory, float]] = (),
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
-    (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored:
-    the :data:`INCLUDE_MAX` nearest of them), best relevance first. ``lexical`` is
+    (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored,
+    with their cosine), best relevance first. ``lexical`` is
     ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it."""
     dense = store.search(user_id, vector, pool, flt)
     if not hybrid:
@@ -83,11 +83,11 @@ def gather(
     for memory, _ in lexical:
         if memory.id not in memories:
             memories[memory.id] = memory
-            sims[memory.id] = _cosine(memory, vector)
-    extra = [m for m in dict((m.id, m) for m in include).values() if m.id not in memories]
-    for memory, sim in _nearest(extra, vector, INCLUDE_MAX):
-        memories[memory.id] = memory
-        sims[memory.id] = sim
+            sims[memory.id] = cosine(memory, vector)
+    for memory, sim in include:
+        if memory.id not in memories:
+            memories[memory.id] = memory
+            sims[memory.id] = sim
     weight = lexical_weight if hybrid else 0.0
     blends = {mid: blend(sims[mid], lex.get(mid, 0.0), weight) for mid in memories}
     if fusion == "rrf" and hybrid:
@@ -122,22 +122,8 @@ def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEI
     return (1.0 - lexical_weight) * cosine + lexical_weight * support * lexical
 
 
-def _nearest(
-    memories: Sequence[Memory], vector: Vector, limit: int
-) -> list[tuple[Memory, float]]:
-    """``memories`` with their cosine to ``vector``, the ``limit`` nearest (one product)."""
-    with_vectors = [m for m in memories if m.embedding is not None]
-    out = [(m, 0.0) for m in memories if m.embedding is None]
-    if with_vectors:
-        sims = np.stack([m.embedding for m in with_vectors if m.embedding is not None]) @ vector
-        out.extend(zip(with_vectors, (float(s) for s in sims), strict=True))
-    if len(out) > limit:
-        out.sort(key=lambda pair: pair[1], reverse=True)
-        del out[limit:]
-    return out
-
-
-def _cosine(memory: Memory, vector: Vector) -> float:
+def cosine(memory: Memory, vector: Vector) -> float:
+    """The memory's cosine with ``vector`` (0 without an embedding)."""
     if memory.embedding is None:
         return 0.0
     return float(np.dot(memory.embedding, vector))

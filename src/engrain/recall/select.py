@@ -69,6 +69,21 @@ PROCEDURAL_MIN_RELEVANCE = 0.25
 PROCEDURAL_SHARE = 0.15
 
 
+#: Fewer free tokens than this and no line fits: ``context()`` stops walking the ranking.
+MIN_LINE_TOKENS = 6
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A scored candidate before its line is costed (costing every candidate's line is
+    most of a call's time at 10,000 memories; selection costs only what it considers)."""
+
+    memory: Memory
+    score: float
+    similarity: float
+    relevance: float
+
+
 @dataclass(frozen=True)
 class Layout:
     """What a block costs beyond its lines: the wrapper once, a newline per line and, in
@@ -94,6 +109,8 @@ class _Fill:
         self.decisions: list[Decision] = []
 
     def cost(self, memory: Memory, tokens: int) -> int:
+        """What adding ``memory`` costs: its line, a newline, the wrapper if it is the
+        first line and a heading if it opens a section."""
         extra = 0 if self.count else self.layout.wrapper
         if self.layout.section is not None:
             title, heading = self.layout.section(memory)
@@ -101,10 +118,12 @@ class _Fill:
         return tokens + 1 + extra
 
     def note(self, item: ScoredMemory, selected: bool, reason: str) -> None:
+        """Record a decision (only when explaining)."""
         if self.explain:
             self.decisions.append(Decision(item, selected, reason))
 
     def add(self, item: ScoredMemory, group: int, reason: str) -> bool:
+        """Select ``item`` into ``group`` if it fits; record the decision either way."""
         cost = self.cost(item.memory, item.tokens)
         if self.used + cost > self.budget:
             self.note(item, False, f"{item.tokens} tokens do not fit ({self.used}/{self.budget})")
@@ -119,9 +138,9 @@ class _Fill:
 
 
 def select_gated(
-    ranked: Sequence[ScoredMemory],
+    ranked: Sequence[Ranked],
     *,
-    relevance: Mapping[str, float],
+    line_tokens: Callable[[Memory], int],
     token_budget: int,
     intent: Intent,
     threshold_shift: float = 0.0,
@@ -129,7 +148,7 @@ def select_gated(
     explain: bool = True,
     top_k: int | None = None,
     layout: Layout = Layout(0),
-    partners: Mapping[str, Sequence[ScoredMemory]] | None = None,
+    partners: Mapping[str, Sequence[Ranked]] | None = None,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
@@ -140,50 +159,52 @@ def select_gated(
     3. a selected memory's conflict ``partners`` (read before selection) join it, budget
        permitting, so the model sees both versions.
 
+    ``line_tokens`` costs a memory's line; it is called only for memories considered.
     Returns the selection (pinned, then procedural, then the rest in score order), the
     tokens the block will use, and (with ``explain``) a decision per candidate; without
-    ``explain`` the walk stops once the budget is full."""
+    ``explain`` the walk stops once no line fits any more."""
     fill = _Fill(token_budget, layout, explain)
     share = int(token_budget * PROCEDURAL_SHARE)
     partners = partners or {}
-    leading = [
-        s for s in ranked
-        if s.memory.pinned and relevance.get(s.memory.id, 0.0) >= PIN_MIN_RELEVANCE
-    ]  # fmt: skip
-    lead_ids = {s.memory.id for s in leading}
+
+    def costed(r: Ranked) -> ScoredMemory:
+        return ScoredMemory(r.memory, r.score, r.similarity, line_tokens(r.memory))
+
+    leading = [r for r in ranked if r.memory.pinned and r.relevance >= PIN_MIN_RELEVANCE]
+    lead_ids = {r.memory.id for r in leading}
     seen: set[str] = set()
-    for item in (*leading, *(s for s in ranked if s.memory.id not in lead_ids)):
-        memory = item.memory
+    for r in (*leading, *(r for r in ranked if r.memory.id not in lead_ids)):
+        memory = r.memory
         if memory.id in seen:
             continue
-        if top_k is not None and fill.count >= top_k:
-            if not explain:
-                break
-            fill.note(item, False, f"top_k={top_k} reached")
-            continue
-        if not explain and fill.used >= token_budget:
+        capped = top_k is not None and fill.count >= top_k
+        if not explain and (capped or token_budget - fill.used < MIN_LINE_TOKENS):
             break
         seen.add(memory.id)
+        if capped:
+            fill.note(costed(r), False, f"top_k={top_k} reached")
+            continue
         group = 2
         if memory.id in lead_ids:
             group, why = 0, "pinned"
         else:
-            rel = relevance.get(memory.id, 0.0)
             limit = threshold_for(memory.kind, intent, threshold_shift)
-            if apply_threshold and item.score < limit:
-                fill.note(item, False, f"score {item.score:.3f} below {limit:.2f}")
+            if apply_threshold and r.score < limit:
+                if explain:
+                    fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
                 continue
             why = "selected"
             if memory.memory_type is MemoryType.PROCEDURAL:
-                if rel < PROCEDURAL_MIN_RELEVANCE:
-                    fill.note(item, False, f"procedural, relevance {rel:.3f} below "
-                                           f"{PROCEDURAL_MIN_RELEVANCE:.2f}")  # fmt: skip
-                    continue
-                if fill.procedural_used + item.tokens > share:
-                    fill.note(item, False, f"procedural share full ({fill.procedural_used}"
-                                           f"/{share} tokens)")  # fmt: skip
+                if r.relevance < PROCEDURAL_MIN_RELEVANCE:
+                    if explain:
+                        why = f"relevance {r.relevance:.3f} below {PROCEDURAL_MIN_RELEVANCE:.2f}"
+                        fill.note(costed(r), False, f"procedural, {why}")
                     continue
                 group, why = 1, "procedural"
+        item = costed(r)
+        if group == 1 and fill.procedural_used + item.tokens > share:
+            fill.note(item, False, f"procedural share full ({fill.procedural_used}/{share} tokens)")
+            continue
         if not fill.add(item, group, why):
             continue
         if group == 1:
@@ -191,6 +212,6 @@ def select_gated(
         for partner in partners.get(memory.id, ()):
             if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
                 seen.add(partner.memory.id)
-                fill.add(partner, group, f"conflicts with {memory.id}")
+                fill.add(costed(partner), group, f"conflicts with {memory.id}")
     selected = [s for group in fill.groups for s in group]
     return selected, fill.used, fill.decisions
