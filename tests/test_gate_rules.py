@@ -20,6 +20,7 @@ from engrain import Engine, Kind, Memory, MemoryType
 from engrain.embed.base import Matrix
 from engrain.recall import score as sc
 from engrain.recall.assemble import Format, render
+from engrain.recall.classify import Classification, Complexity, Intent
 from engrain.recall.gate import GateOptions, gate
 from engrain.recall.relevance import blend
 from engrain.store import MemoryStore
@@ -81,17 +82,35 @@ def test_a_decayed_irrelevant_golden_path_does_not_pass_on_its_boost(tmp_path: P
     gated = engine.explain(DEBUG_MSG, "ada", now=NOW)
     chosen = {m.id for m in gated.memories}
     assert stale.memory_id not in chosen  # a flat +0.225 carried it over 0.25
-    assert gated.components[stale.memory_id or ""]["type_boost"] < 0.01
+    assert gated.components[stale.memory_id or ""]["type_boost"] < 0.015
     assert fresh.memory_id in chosen  # a relevant, current one is still lifted
     assert gated.components[fresh.memory_id or ""]["type_boost"] > 0.2
 
 
-def test_boost_scale_is_decay_times_relevance_up_to_half() -> None:
+def test_boost_scale_is_relevance_up_to_half_times_at_most_halving_age() -> None:
     assert sc.boost_scale(1.0, 1.0) == 1.0
     assert sc.boost_scale(0.5, 1.0) == 1.0
     assert sc.boost_scale(0.25, 1.0) == pytest.approx(0.5)
-    assert sc.boost_scale(1.0, 0.25) == pytest.approx(0.25)
-    assert sc.boost_scale(0.0, 1.0) == 0.0
+    assert sc.boost_scale(1.0, 0.0) == pytest.approx(0.5)  # age takes half at most
+    assert sc.boost_scale(1.0, 0.5) == pytest.approx(0.75)
+    assert sc.boost_scale(0.0, 1.0) == 0.0  # an irrelevant memory earns no boost
+
+
+def test_a_stale_context_note_loses_its_relevance() -> None:
+    classification = Classification(Complexity.MODERATE, Intent.QUESTION, (), 0, False, False,
+                                     ())  # fmt: skip
+    w = sc.gated_weights(classification)
+
+    def semantic(kind: Kind, days: int) -> float:
+        when = NOW - timedelta(days=days)
+        memory = Memory(id="m", user_id="u", content="x", memory_type=MemoryType.WORKING,
+                        kind=kind, created_at=when, updated_at=when)  # fmt: skip
+        return sc.score_gated(memory, 1.0, classification, w, NOW).components["semantic"]
+
+    assert semantic(Kind.CONTEXT, 0) == pytest.approx(0.55)
+    assert semantic(Kind.CONTEXT, 90) == pytest.approx(0.55 * 0.5)
+    assert semantic(Kind.CONTEXT, 420) < 0.03  # "halfway through moving off Heroku", 2024
+    assert semantic(Kind.FACT, 420) == pytest.approx(0.55)  # other kinds keep theirs
 
 
 # -- 2. preferences ---------------------------------------------------------------------------

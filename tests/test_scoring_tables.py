@@ -242,11 +242,11 @@ def test_gated_score_composition() -> None:
     w = sc.gated_weights(_cls(domains=("database",)))
     memory = _memory(Kind.PATTERN, domains=("database",), updated_at=NOW - timedelta(days=90))
     result = sc.score_gated(memory, 0.8, _cls(domains=("database",)), w, NOW)
-    # the pattern's +0.10 boost is scaled by its decay (0.5 at one half-life) and relevance
-    # (full from 0.5 up)
-    expected = 0.55 * 0.8 + 0.10 * 0.5 + 0.25 * 0.2 + 0.0 + 0.10 * 0.5
+    # the pattern's +0.10 boost is scaled by its age (0.5 + 0.5 × decay, decay 0.5 at one
+    # half-life) and relevance (full from 0.5 up)
+    expected = 0.55 * 0.8 + 0.10 * 0.5 + 0.25 * 0.2 + 0.0 + 0.10 * 0.75
     assert result.total == pytest.approx(expected)
-    assert result.factors == {"decay": 0.5, "boost_table": 0.10, "boost_scale": 0.5}
+    assert result.factors == {"decay": 0.5, "boost_table": 0.10, "boost_scale": 0.75}
 
 
 # -- composite (Phase 3) -------------------------------------------------------------------------

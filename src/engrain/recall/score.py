@@ -155,12 +155,34 @@ def type_boost(kind: Kind, intent: Intent) -> float:
 BOOST_FULL_RELEVANCE = 0.5
 
 
+#: What a fully decayed memory keeps of its type boost: age halves a boost at most, so a
+#: relevant old golden path is still lifted (relevance alone keeps irrelevant ones out).
+BOOST_AGE_FLOOR = 0.5
+
+
 def boost_scale(relevance: float, recency: float) -> float:
-    """The share of its type boost a memory earns: its recency decay times
-    ``min(1, relevance / 0.5)``. A boost lifts a relevant, current memory; it cannot carry
-    an irrelevant one (relevance near 0) or a fully decayed one (recency near 0) over a
-    threshold, which a flat +0.25 against thresholds of 0.15-0.40 did."""
-    return recency * min(1.0, max(0.0, relevance) / BOOST_FULL_RELEVANCE)
+    """The share of its type boost a memory earns: ``min(1, relevance / 0.5)`` times
+    ``0.5 + 0.5 × decay``. A boost lifts a relevant memory; it cannot carry an irrelevant
+    one (relevance near 0) over a threshold, which a flat +0.25 against thresholds of
+    0.15-0.40 did, and age takes up to half of it."""
+    age = BOOST_AGE_FLOOR + (1.0 - BOOST_AGE_FLOOR) * recency
+    return age * min(1.0, max(0.0, relevance) / BOOST_FULL_RELEVANCE)
+
+
+#: Kinds about the present ("current context"): their relevance halves every
+#: ``PRESENT_HALF_LIFE_DAYS`` of age, so "we are halfway through moving off Heroku",
+#: written a year ago, no longer passes on its wording (a stale context misleads) while a
+#: two-month-old "in beta for 12 customers" still does. The recency term's 14-day
+#: half-life is too short for this: it would drop every context older than a few weeks.
+PRESENT_KINDS = frozenset({Kind.CONTEXT})
+PRESENT_HALF_LIFE_DAYS = 90.0
+
+
+def present_scale(kind: Kind, age: float | None) -> float:
+    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0."""
+    if kind not in PRESENT_KINDS or age is None:
+        return 1.0
+    return float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
 
 
 def score_gated(
@@ -174,13 +196,15 @@ def score_gated(
     focus_areas: tuple[str, ...] = (),
 ) -> Scored:
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
-    table's, scaled by :func:`boost_scale` (recency and relevance bound what it adds).
+    table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
+    relevance of a kind about the present is scaled by :func:`present_scale`.
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
     """
-    semantic = min(1.0, max(0.0, relevance))
-    recency = decay(memory.kind, age_days(memory.when, now))
+    age = age_days(memory.when, now)
+    semantic = min(1.0, max(0.0, relevance)) * present_scale(memory.kind, age)
+    recency = decay(memory.kind, age)
     domain = domain_match(classification.domains, memory.domains)
     usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
     boost = type_boost(memory.kind, classification.intent)
