@@ -47,7 +47,12 @@ class Decision:
 
 @dataclass(frozen=True)
 class Gated:
-    """What the pipeline decided for one message."""
+    """What the pipeline decided for one message. ``tokens_used`` is the rendered block's
+    size, wrapper included; ``ranked`` holds every candidate best first when explaining
+    (``explain()``), only the selection otherwise (``context()`` does not cost the lines
+    it does not consider); ``components`` (explaining only) each candidate's score terms
+    and the factors behind them: decay, boost_table, boost_scale, cosine, lexical and
+    calibrated_relevance."""
 
     classification: Classification
     budget: Budget
