@@ -46,7 +46,7 @@ from engrain.model import (
 from engrain.recall import Reranker, spec, uses
 from engrain.recall.classify import Complexity, classify
 from engrain.recall.gate import GateOptions, gate
-from engrain.recall.request import Request, capped, gated_context, tier_context, tier_for
+from engrain.recall.request import Request, gated_context, tier_context, tier_for
 from engrain.recall.results import Context, Gated, RecallResult
 from engrain.store import MemoryFilter, State, Store, open_store
 from engrain.store.base import Patch
@@ -403,7 +403,7 @@ class Engine:
                 return tier_context(block, tier, memories, start,
                                     count_tokens(block) if block else 0, context_id)  # fmt: skip
             cap = TIER_BUDGETS[tier]
-        gated = capped(self._gate(r, cap, explain=False), top_k, r.options)
+        gated = self._gate(r, cap, explain=False, top_k=top_k)
         context_id = new_id()
         self._count_uses(r.user_id, gated.memories, r.now, context_id)
         if cap is not None:  # after this call's own writes, so the rebuild sees them
@@ -466,13 +466,15 @@ class Engine:
                                   max_chars=self.settings.max_text_chars)  # fmt: skip
         return self._gate(request, None)
 
-    def _gate(self, r: Request, max_budget: int | None, *, explain: bool = True) -> Gated:
+    def _gate(
+        self, r: Request, max_budget: int | None, *, explain: bool = True, top_k: int | None = None
+    ) -> Gated:
         pairs = self.store.get_state(r.user_id, fb.COOCCURRENCE, fb.PAIRS) or {}
         return gate(
             self.store, self.embedder.embed_query, r.message, r.user_id, options=r.options,
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
-            cooccurrence=pairs.get(fb.PAIRS), explain=explain,
+            cooccurrence=pairs.get(fb.PAIRS), explain=explain, top_k=top_k,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------

@@ -397,18 +397,6 @@ class IngestReport:
 #: Recall's result types now live in ``engrain.recall.results`` (below the stages that
 #: produce them); these names resolve there lazily for code that still imports them from
 #: here, without this module importing ``recall`` when it loads.
-_MOVED_TO_RESULTS = frozenset({"Context", "RecallResult", "ScoredMemory"})
-
-
-def __getattr__(name: str) -> Any:
-    """``Context``, ``RecallResult`` and ``ScoredMemory`` from ``engrain.recall.results``."""
-    if name in _MOVED_TO_RESULTS:
-        from engrain.recall import results
-
-        return getattr(results, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def ensure_sequence(value: Sequence[str] | str | None) -> tuple[str, ...]:
     """Normalise a domains-like argument: one string or a sequence of strings, deduplicated."""
     if value is None:

@@ -28,7 +28,7 @@ from click.core import ParameterSource
 from engrain.config import load_settings
 from engrain.engine import Engine
 from engrain.errors import EngrainError, ValidationError
-from engrain.model import ScoredMemory
+from engrain.recall.results import ScoredMemory
 
 EXIT_NOT_FOUND = 1
 EXIT_USAGE = 2

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from engrain.model import Memory, Outcome, ScoredMemory
+from engrain.model import Memory, Outcome
+from engrain.recall.results import ScoredMemory
 
 
 def one_line(text: str, width: int = 100) -> str:
