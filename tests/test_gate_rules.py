@@ -305,3 +305,23 @@ def test_the_users_domains_reach_the_classifier(tmp_path: Path) -> None:
     plain = engine.explain("Why did the stripe webhook retry twice?", "ada", now=NOW,
                            options=GateOptions())  # fmt: skip
     assert "payments" not in plain.classification.domains
+
+
+PAY_MSG = "Why did the payment webhook retry twice?"
+PAY_FACT = "Webhook retries back off exponentially, capped at five attempts"
+
+
+def test_the_candidates_own_domains_tag_the_message(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, [PAY_MSG], {PAY_FACT: 0.4})
+    fact = engine.remember(PAY_FACT, "ada", "fact", domains=["payments", "data-quality"],
+                           now=NOW - timedelta(days=3)).memory_id or ""  # fmt: skip
+    gated = engine.explain(PAY_MSG, "ada", now=NOW)
+    assert gated.classification.domains[-1] == "payments"  # no vocabulary configured
+    assert "candidate domains: payments" in gated.classification.signals
+    assert gated.components[fact]["domain"] > 0.0  # explain shows the term it earns
+    other = engine.explain("Which data quality checks run nightly?", "ada", now=NOW)
+    assert "data-quality" in other.classification.domains  # a hyphenated name, spaced
+    assert "payments" not in other.classification.domains
+    unrelated = engine.explain("Why did the webhook retry twice?", "ada", now=NOW)
+    assert "payments" not in unrelated.classification.domains
+    assert unrelated.components[fact]["domain"] == 0.0

@@ -8,6 +8,7 @@ was not injected.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -27,7 +28,14 @@ from engrain.recall.assemble import (
     wrapper_tokens,
 )
 from engrain.recall.budget import DEPTH_EFFECT, Budget, Depth, assign_budget
-from engrain.recall.classify import Classification, Complexity, Vocabulary, classify
+from engrain.recall.classify import (
+    DOMAIN_KEYWORDS,
+    Classification,
+    Complexity,
+    Vocabulary,
+    classify,
+    domains_of,
+)
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
@@ -125,6 +133,7 @@ def gate(
         include_compressed=include_compressed,
     )  # fmt: skip
     pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock)
+    classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     clock.lap("candidates")
 
     query = Query(classification, weights, now, options.focus_areas)
@@ -198,6 +207,40 @@ def _candidates(
         lexical=lexical() if lexical else None,
         include=[*learnings, *((m, cosine(m, vector)) for m in pinned())],
     )  # fmt: skip
+
+
+def with_candidate_domains(
+    classification: Classification,
+    message: str,
+    pool: Sequence[Candidate],
+    vocabulary: Vocabulary | None = None,
+) -> Classification:
+    """``classification`` with the candidates' own domain names that ``message`` uses
+    added to its domains (signal ``candidate domains: …``).
+
+    A message is tagged with the built-in domains and the configured vocabulary only, yet
+    memories carry the user's domains ("payments", "experiments"): a domain name the user
+    gave a memory is a word that tags a message saying it ("the payments webhook", "rerun
+    the experiment"), so without any configuration the domain term can match. Matching is
+    :func:`~engrain.recall.classify.domains_of`'s for a user domain without keywords (the
+    name, singular or plural, simple inflections; "data-quality" also as "data quality").
+    """
+    known = {*classification.domains, *DOMAIN_KEYWORDS, *(vocabulary or ())}
+    named = sorted({d for c in pool for d in c.memory.domains} - known)
+    if not named:
+        return classification
+    spelled = {d: [spaced] if (spaced := _SEPARATORS.sub(" ", d)) != d else [] for d in named}
+    found = [d for d in domains_of(message, spelled) if d in spelled]
+    if not found:
+        return classification
+    return replace(
+        classification,
+        domains=(*classification.domains, *found),
+        signals=(*classification.signals, f"candidate domains: {', '.join(found)}"),
+    )
+
+
+_SEPARATORS = re.compile(r"[-_/]+")
 
 
 def _score(
