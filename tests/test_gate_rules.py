@@ -325,3 +325,67 @@ def test_the_candidates_own_domains_tag_the_message(tmp_path: Path) -> None:
     unrelated = engine.explain("Why did the webhook retry twice?", "ada", now=NOW)
     assert "payments" not in unrelated.classification.domains
     assert unrelated.components[fact]["domain"] == 0.0
+
+
+# -- 12. the learnings' nearest, from one small product ----------------------------------------
+
+
+def _stored(n_learnings: int, n_facts: int) -> tuple[MemoryStore, np.ndarray]:
+    rng = np.random.default_rng(7)
+    kinds = [Kind.PATTERN, Kind.INVARIANT, Kind.PREFERENCE, Kind.DECISION]
+    memories = []
+    for i in range(n_learnings + n_facts):
+        kind = kinds[i % len(kinds)] if i < n_learnings else Kind.FACT
+        vec = rng.normal(size=DIM).astype(np.float32)
+        memories.append(Memory(
+            id=f"m{i:03d}", user_id="ada", content=f"memory {i}",
+            memory_type=kind.default_memory_type, kind=kind, created_at=NOW, updated_at=NOW,
+            embedding=vec / np.linalg.norm(vec), muted=i % 9 == 0,
+        ))  # fmt: skip
+    store = MemoryStore()
+    store.write(memories)
+    query = rng.normal(size=DIM).astype(np.float32)
+    return store, query / np.linalg.norm(query)
+
+
+@pytest.mark.parametrize("k", [5, 100])
+def test_the_nearest_learnings_are_the_stores_search(k: int) -> None:
+    from engrain.recall import gate as gate_module
+    from engrain.recall.candidates import recall_filter
+
+    store, query = _stored(40, 60)
+    typed = recall_filter(min_importance=0.0).update(kinds=gate_module.LEARNING_KINDS)
+    read = store.query("ada", typed)
+    ours = gate_module.nearest_learnings(read, query, k)
+    theirs = store.search("ada", query, k, typed)
+    assert ours is not None and len(ours) == min(k, 35)  # 5 of the 40 are muted
+    assert [m.id for m, _ in ours] == [m.id for m, _ in theirs]
+    assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-5)
+    assert all(m.kind is not Kind.FACT and not m.muted for m, _ in ours)
+
+
+def test_a_store_with_more_learnings_than_one_read_falls_back_to_its_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engrain.recall import gate as gate_module
+
+    store, query = _stored(40, 0)
+    read = store.query("ada")
+    monkeypatch.setattr(gate_module, "LEARNINGS_READ_MAX", 30)
+    assert gate_module.nearest_learnings(read, query, 5) is None
+    calls: list[int] = []
+    search = store.search
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return search(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "search", counted)
+    gate(store, lambda _: query, "How do we deploy the worker?", "ada",
+         options=GateOptions(), now=NOW)  # fmt: skip
+    assert len(calls) == 2  # the pool's search, then the learnings' own
+    calls.clear()
+    monkeypatch.setattr(gate_module, "LEARNINGS_READ_MAX", 1000)
+    gate(store, lambda _: query, "How do we deploy the worker?", "ada",
+         options=GateOptions(), now=NOW)  # fmt: skip
+    assert len(calls) == 1  # one product: the learnings' cosines come from their read
