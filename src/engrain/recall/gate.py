@@ -15,8 +15,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
 from engrain.model import Kind, Memory, MemoryType, Vector
@@ -91,11 +89,6 @@ class GateOptions:
 #: (what conversations produce, by the thousand) come from the candidate pool. A store
 #: with more than :data:`LEARNINGS_MAX` learnings has its nearest that many scored.
 LEARNINGS_MAX = 100
-#: Up to this many learnings are read with the other pre-embedding reads and their cosines
-#: computed here on their own vectors (a few hundred rows: ~0.2 ms), instead of a second
-#: product over the whole matrix (10,000 memories: ~2-4 ms, the first search's cost again).
-#: A store holding more learnings has its nearest found by its vector search.
-LEARNINGS_READ_MAX = 1000
 LEARNING_KINDS = (
     Kind.INVARIANT, Kind.PATTERN, Kind.DECISION, Kind.ANTIPATTERN, Kind.GOLDEN_PATH,
     Kind.PREFERENCE, Kind.CORRECTION,
@@ -203,17 +196,11 @@ def _candidates(
         else None
     )
     pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
-    typed = flt.update(kinds=LEARNING_KINDS)
-    read = None if static else reads.start(
-        lambda: store.query(user_id, typed, limit=LEARNINGS_READ_MAX + 1)
-    )
     vector = embed_query(message)
     clock.lap("embed")
-    if static or read is None:
+    if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
-    learnings = nearest_learnings(read(), vector, LEARNINGS_MAX)
-    if learnings is None:
-        learnings = store.search(user_id, vector, LEARNINGS_MAX, typed)
+    learnings = store.search(user_id, vector, LEARNINGS_MAX, flt.update(kinds=LEARNING_KINDS))
     return gather(
         store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
         lexical_weight=options.lexical_weight, fusion=options.fusion,
@@ -254,30 +241,6 @@ def with_candidate_domains(
 
 
 _SEPARATORS = re.compile(r"[-_/]+")
-
-
-def nearest_learnings(
-    learnings: Sequence[Memory], vector: Vector, k: int
-) -> list[tuple[Memory, float]] | None:
-    """The ``k`` of ``learnings`` (one read of the typed learnings passing the filter) most
-    cosine-similar to ``vector``, best first, with their cosine: what ``store.search`` with
-    the same filter returns, from one small product over their own vectors. ``None`` when
-    the read hit its limit (more than :data:`LEARNINGS_READ_MAX`): the store's search
-    finds them then. Memories without a vector of the query's size are left out, as the
-    search leaves them."""
-    if len(learnings) > LEARNINGS_READ_MAX:
-        return None
-    query = np.asarray(vector, dtype=np.float32)
-    rows = [m for m in learnings if m.embedding is not None and m.embedding.shape == query.shape]
-    if not rows or k <= 0:
-        return []
-    sims = np.stack([m.embedding for m in rows if m.embedding is not None]) @ query
-    if k < len(rows):
-        top = np.argpartition(-sims, k - 1)[:k]
-        order = top[np.argsort(-sims[top], kind="stable")]
-    else:
-        order = np.argsort(-sims, kind="stable")
-    return [(rows[i], float(sims[i])) for i in order]
 
 
 def _score(
