@@ -18,17 +18,20 @@ import pytest
 
 from engrain import Engine, Kind, Memory, MemoryType
 from engrain.embed.base import Matrix
+from engrain.model import Vector
 from engrain.recall import score as sc
 from engrain.recall.assemble import Format, render
 from engrain.recall.classify import Classification, Complexity, Intent
 from engrain.recall.gate import GateOptions, gate
 from engrain.recall.relevance import blend
 from engrain.store import MemoryStore
+from engrain.store.base import ALL, MemoryFilter
 from engrain.tokens import count_tokens
 
 from .conftest import NOW, make_settings
 
 DIM = 384
+Found = list[tuple[Memory, float]]
 
 
 class PlannedEmbedder:
@@ -325,3 +328,48 @@ def test_the_candidates_own_domains_tag_the_message(tmp_path: Path) -> None:
     unrelated = engine.explain("Why did the webhook retry twice?", "ada", now=NOW)
     assert "payments" not in unrelated.classification.domains
     assert unrelated.components[fact]["domain"] == 0.0
+
+
+# -- 12. one product for the pool and the learnings --------------------------------------------
+
+
+class OneProductStore(MemoryStore):
+    """A store answering several searches from one call, counting its searches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.searches: list[str] = []
+
+    def search(self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL) -> Found:
+        self.searches.append("search")
+        return super().search(user_id, vector, k, flt)
+
+    def search_many(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[Found]:
+        self.searches.append("search_many")
+        return [super(OneProductStore, self).search(user_id, vector, k, flt)
+                for k, flt in searches]  # fmt: skip
+
+
+def test_a_store_with_search_many_answers_the_pool_and_the_learnings_at_once(
+    tmp_path: Path,
+) -> None:
+    texts = {PORT_FACT: 0.6, STALE: 0.3, FRESH: 0.5, MIGRATION: 0.4}
+    engines = []
+    one_product = OneProductStore()
+    for store in (MemoryStore(), one_product):
+        embedder = PlannedEmbedder([PORT_MSG], texts)
+        engine = Engine(settings=make_settings(tmp_path), store=store, embedder=embedder)
+        engine.remember(PORT_FACT, "ada", "fact", now=NOW - timedelta(days=3))
+        engine.remember(STALE, "ada", "golden_path", now=NOW - timedelta(days=30))
+        engine.remember(FRESH, "ada", "pattern", now=NOW - timedelta(days=3))
+        engine.remember(MIGRATION, "ada", "decision", now=NOW - timedelta(days=3))
+        engines.append(engine)
+    one_product.searches.clear()  # remember() searches for duplicates
+    plain, one = (e.explain(PORT_MSG, "ada", now=NOW) for e in engines)
+    assert one_product.searches == ["search_many"]
+    assert [(s.memory.content, s.score) for s in one.ranked] == [
+        (s.memory.content, s.score) for s in plain.ranked
+    ]
+    assert {s.memory.content for s in one.ranked} == set(texts)

@@ -66,12 +66,15 @@ def gather(
     fusion: str = "blend",
     lexical: Sequence[tuple[Memory, float]] | None = None,
     include: Sequence[tuple[Memory, float]] = (),
+    dense: Sequence[tuple[Memory, float]] | None = None,
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
     (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored,
     with their cosine), best relevance first. ``lexical`` is
-    ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it."""
-    dense = store.search(user_id, vector, pool, flt)
+    ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it, and
+    ``dense`` likewise ``store.search(user_id, vector, pool, flt)``."""
+    if dense is None:
+        dense = store.search(user_id, vector, pool, flt)
     if not hybrid:
         lexical = []
     elif lexical is None:
