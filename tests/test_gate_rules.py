@@ -24,6 +24,7 @@ from engrain.recall.assemble import Format, render
 from engrain.recall.classify import Classification, Complexity, Intent
 from engrain.recall.gate import GateOptions, gate
 from engrain.recall.relevance import blend
+from engrain.recall.select import threshold_for
 from engrain.store import MemoryStore
 from engrain.store.base import ALL, MemoryFilter
 from engrain.tokens import count_tokens
@@ -373,3 +374,24 @@ def test_a_store_with_search_many_answers_the_pool_and_the_learnings_at_once(
         (s.memory.content, s.score) for s in plain.ranked
     ]
     assert {s.memory.content for s in one.ranked} == set(texts)
+
+
+# -- deep questions lower the thresholds ---------------------------------------------------------
+
+DEEP = "Help me understand the full auth flow end to end"
+PLAIN = "How does the auth check work?"
+NOTE = "Tokens are refreshed by the gateway before they reach the services"
+
+
+def test_a_deep_question_gets_lower_thresholds(tmp_path: Path) -> None:
+    engine = _engine(tmp_path, [DEEP], {NOTE: 0.0})
+    engine.remember(NOTE, "ada", kind="fact")
+    gated = engine.explain(DEEP, "ada")
+    shift = gated.classification.threshold_shift
+    assert shift < 0
+    [decision] = [d for d in gated.decisions if d.item.memory.content == NOTE]
+    assert not decision.selected and " below " in decision.reason
+    limit = float(decision.reason.rsplit(" ", 1)[1])
+    intent = gated.classification.intent
+    assert limit == pytest.approx(threshold_for(Kind.FACT, intent, shift), abs=0.005)
+    assert limit < threshold_for(Kind.FACT, intent, 0.0)

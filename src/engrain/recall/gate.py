@@ -145,7 +145,7 @@ def gate(
     selected, _, decisions = select_gated(
         ranked, line_tokens=lambda m: line_tokens(m, options.format, year),
         token_budget=budget.tokens, intent=classification.intent,
-        threshold_shift=DEPTH_EFFECT[options.depth][1],
+        threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
         layout=_layout(options.format), partners=partners,
     )  # fmt: skip
@@ -345,24 +345,22 @@ def _costed(r: Ranked, fmt: Format, year: int) -> ScoredMemory:
     return ScoredMemory(r.memory, r.score, r.similarity, line_tokens(r.memory, fmt, year))
 
 
-#: Token cost of each memory object's line, per format and current year. Memories are
-#: immutable and the stores hand out the same object until it changes, so a cost is
-#: computed once per version (10,000 memories with 337 procedural ones: 5 ms less per
-#: call). Holding the object keeps its ``id()`` from being reused while the entry lives.
-_LINE_TOKENS: dict[tuple[int, Format, int], tuple[Memory, int]] = {}
+#: Token cost of each rendered line, per line text. Counting is the costly part (tiktoken);
+#: rendering is cheap, and the text is exactly what the cost depends on, so a memory whose
+#: access count changed (a new object after every injection) still hits.
+_LINE_TOKENS: dict[str, int] = {}
 _LINE_TOKENS_MAX = 200_000
 
 
 def line_tokens(memory: Memory, fmt: Format, year: int) -> int:
-    """``count_tokens(item_line(memory, fmt, year))``, remembered per memory object."""
-    key = (id(memory), fmt, year)
-    hit = _LINE_TOKENS.get(key)
-    if hit is not None and hit[0] is memory:
-        return hit[1]
-    tokens = count_tokens(item_line(memory, fmt, year))
-    if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
-        _LINE_TOKENS.clear()
-    _LINE_TOKENS[key] = (memory, tokens)
+    """``count_tokens(item_line(memory, fmt, year))``, remembered per line text."""
+    line = item_line(memory, fmt, year)
+    tokens = _LINE_TOKENS.get(line)
+    if tokens is None:
+        tokens = count_tokens(line)
+        if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
+            _LINE_TOKENS.clear()
+        _LINE_TOKENS[line] = tokens
     return tokens
 
 
