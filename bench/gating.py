@@ -244,17 +244,11 @@ def evaluate(projects: Projects, data: Dataset, profile: Profile) -> dict[str, A
     """Every message answered with ``profile``, and the measures per split."""
     rows, trivial = [], []
     for message in data.messages:
-        engine = projects.fresh(message["project"])
-        try:
+        with projects.fresh(message["project"]) as engine:
             rows.append(answer(engine, message, engine.options.update(profile=profile)))
-        finally:
-            engine.close()
     for message in data.trivial:
-        engine = projects.fresh(message["project"])
-        try:
+        with projects.fresh(message["project"]) as engine:
             trivial.append(answer_trivial(engine, message, engine.options.update(profile=profile)))
-        finally:
-            engine.close()
     kinds = data.kinds()
     splits = {}
     for split in SPLITS:

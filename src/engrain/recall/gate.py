@@ -150,11 +150,11 @@ def gate(
         layout=_layout(options.format), partners=partners,
     )  # fmt: skip
     clock.lap("select")
-    text, selected = _fit(selected, options.format, budget.tokens, year)
+    text, tokens, selected = _fit(selected, options.format, budget.tokens, year)
     clock.lap("assemble")
     costed = [_costed(r, options.format, year) for r in ranked] if explain else selected
-    return Gated(classification, budget, weights, selected, count_tokens(text) if text else 0,
-                 text, decisions, costed, components, clock.laps)  # fmt: skip
+    return Gated(classification, budget, weights, selected, tokens, text, decisions, costed,
+                 components, clock.laps)  # fmt: skip
 
 
 def _budget(
@@ -321,14 +321,15 @@ def _layout(fmt: Format) -> Layout:
 
 def _fit(
     selected: list[ScoredMemory], fmt: Format, budget: int, year: int
-) -> tuple[str, list[ScoredMemory]]:
-    """The rendered block and what it holds. Selection counted every line, newline,
-    heading and the wrapper; should the tokenizer still merge differently across lines,
-    the last memories are dropped until the block fits: no block exceeds its budget."""
+) -> tuple[str, int, list[ScoredMemory]]:
+    """The rendered block, its tokens and what it holds. Selection counted every line,
+    newline, heading and the wrapper; should the tokenizer still merge differently across
+    lines, the last memories are dropped until the block fits: no block exceeds its budget."""
     while True:
         text = render([s.memory for s in selected], fmt, year=year)
-        if not text or count_tokens(text) <= budget:
-            return text, selected
+        tokens = count_tokens(text) if text else 0
+        if tokens <= budget:
+            return text, tokens, selected
         selected = selected[:-1]
 
 

@@ -5,18 +5,16 @@ from the gating pipeline's decisions."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from engrain import validate
 from engrain.config import Settings
 from engrain.errors import ValidationError
 from engrain.model import Memory, MemoryType, utcnow
-from engrain.recall.assemble import render
 from engrain.recall.gate import GateOptions
 from engrain.recall.results import Context, Gated, RecallResult
 from engrain.tiers import TIER_BUDGETS, Tier, choose_tier, context_window
-from engrain.tokens import count_tokens
 
 
 @dataclass(frozen=True)
@@ -97,19 +95,6 @@ def tier_context(
     elapsed = (time.perf_counter() - start) * 1000.0
     return Context(id=context_id, text=text, recall=result, tokens=tokens, elapsed_ms=elapsed,
                    tier=int(tier))  # fmt: skip
-
-
-def capped(gated: Gated, top_k: int | None, options: GateOptions) -> Gated:
-    """The decisions with at most ``top_k`` memories selected (re-rendered if cut).
-
-    For callers that ran :func:`~engrain.recall.gate.gate` without its ``top_k``, which
-    applies the cap inside selection (and fills the room it leaves with nothing else)."""
-    if top_k is None or len(gated.selected) <= top_k:
-        return gated
-    selected = gated.selected[:top_k]
-    text = render([s.memory for s in selected], options.format)
-    return replace(gated, selected=selected, tokens_used=count_tokens(text) if text else 0,
-                   text=text)  # fmt: skip
 
 
 def gated_context(
