@@ -8,6 +8,8 @@ Every error carries a stable ``code`` and the ``http_status`` a server maps it t
     │   ├── InputTooLargeError        code "input_too_large",  413
     │   └── UnknownValueError         code "unknown_value",    400
     ├── NotFoundError                 code "not_found",        404
+    ├── AuthenticationError           code "unauthenticated",  401
+    ├── PermissionDeniedError         code "forbidden",        403
     ├── ConfigError                   code "config_error",     500
     ├── EmbeddingError                code "embedding_error",  503
     ├── LLMError                      code "llm_error",        502
@@ -69,6 +71,20 @@ class NotFoundError(EngrainError):
 
     code = "not_found"
     http_status = 404
+
+
+class AuthenticationError(EngrainError):
+    """No API key, or a key engrain does not know (or one that was revoked)."""
+
+    code = "unauthenticated"
+    http_status = 401
+
+
+class PermissionDeniedError(EngrainError):
+    """A valid API key used for a user or project it does not hold."""
+
+    code = "forbidden"
+    http_status = 403
 
 
 class ConfigError(EngrainError):
