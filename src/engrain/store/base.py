@@ -99,6 +99,22 @@ class State:
             ) from exc
 
 
+@dataclass(frozen=True)
+class KeyRecord:
+    """An API key as a store keeps it: the public ``id``, the SHA-256 ``digest`` (hex) of
+    its secret — never the secret — and its scope. Keys are store-wide, not per user, so
+    every process over one store sees the same keys (see :mod:`engrain.keys`)."""
+
+    id: str
+    digest: str
+    name: str | None
+    users: tuple[str, ...]
+    projects: tuple[str, ...]
+    admin: bool
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
 def _expected(annotation: Any) -> tuple[tuple[type, ...], bool]:
     """The runtime types a Memory field's annotation allows, and whether ``None`` is one."""
     nullable = False
@@ -257,6 +273,26 @@ class Store(Protocol):
 
     def users(self) -> list[str]:
         """Every user id with at least one memory."""
+        ...
+
+    def put_key(self, record: KeyRecord) -> bool:
+        """Store a new API key; ``False`` (and nothing written) if a key with its id is
+        already stored."""
+        ...
+
+    def key_record(self, digest: str) -> KeyRecord | None:
+        """The key whose secret hashes to ``digest`` (revoked or not), or ``None``. Always
+        read from the store, never from a cache: another process's revocation counts at
+        once."""
+        ...
+
+    def key_records(self) -> list[KeyRecord]:
+        """Every key, revoked ones included, oldest first (ties by id)."""
+        ...
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        """Mark the key ``key_id`` revoked at ``at`` (a key already revoked keeps its first
+        revocation time); ``False`` if there is no such key."""
         ...
 
     def close(self) -> None:

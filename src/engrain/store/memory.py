@@ -6,13 +6,14 @@ import json
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, MemoryFilter, Patch, State
+from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.cache import UserCache
 
 
@@ -29,6 +30,7 @@ class MemoryStore:
         self._vectors: dict[tuple[str, str], Vector] = {}
         self._state: dict[tuple[str, str, str], tuple[str, datetime]] = {}
         self._revisions: Counter[str] = Counter()
+        self._keys: dict[str, KeyRecord] = {}
         self._lock = threading.RLock()
 
     def write(
@@ -155,6 +157,34 @@ class MemoryStore:
     def users(self) -> list[str]:
         with self._lock:
             return sorted(self._users)
+
+    def put_key(self, record: KeyRecord) -> bool:
+        """Store a new API key; ``False`` if its id is taken."""
+        with self._lock:
+            if record.id in self._keys:
+                return False
+            self._keys[record.id] = record
+            return True
+
+    def key_record(self, digest: str) -> KeyRecord | None:
+        """The key whose secret hashes to ``digest``, or ``None``."""
+        with self._lock:
+            return next((k for k in self._keys.values() if k.digest == digest), None)
+
+    def key_records(self) -> list[KeyRecord]:
+        """Every key, oldest first (ties by id)."""
+        with self._lock:
+            return sorted(self._keys.values(), key=lambda k: (k.created_at, k.id))
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        """Mark the key revoked (the first revocation time is kept); ``False`` if unknown."""
+        with self._lock:
+            found = self._keys.get(key_id)
+            if found is None:
+                return False
+            if found.revoked_at is None:
+                self._keys[key_id] = replace(found, revoked_at=at)
+            return True
 
     def close(self) -> None:
         """Nothing to release."""

@@ -25,6 +25,7 @@ from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
 from engrain.store.base import (
     ALL,
     MEMORY_COLUMNS,
+    KeyRecord,
     MemoryFilter,
     Patch,
     State,
@@ -145,11 +146,29 @@ def _m003_corrections_and_state(db: sqlite3.Connection) -> None:
     db.execute("CREATE TABLE revisions (user_id TEXT PRIMARY KEY, revision INTEGER NOT NULL)")
 
 
+def _m004_api_keys(db: sqlite3.Connection) -> None:
+    # Store-wide, not per user: one key may act for several users. The digest is unique
+    # and indexed: a request's key is found by the hash of the secret it presents.
+    db.execute(
+        """CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY,
+            digest TEXT NOT NULL UNIQUE,
+            name TEXT,
+            users TEXT NOT NULL DEFAULT '[]',
+            projects TEXT NOT NULL DEFAULT '[]',
+            admin INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL,
+            revoked_at TEXT
+        )"""
+    )
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_user_scoped_ids", _m002_user_scoped_ids),
     ("003_corrections_and_state", _m003_corrections_and_state),
+    ("004_api_keys", _m004_api_keys),
 ]
 
 
@@ -468,6 +487,35 @@ class SQLiteStore:
     def users(self) -> list[str]:
         return [r[0] for r in self._read("SELECT DISTINCT user_id FROM memories ORDER BY 1")]
 
+    def put_key(self, record: KeyRecord) -> bool:
+        """Store a new API key; ``False`` (nothing written) if its id is taken."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                _key_row(record),
+            )
+            return cursor.rowcount == 1
+
+    def key_record(self, digest: str) -> KeyRecord | None:
+        """The key whose secret hashes to ``digest``, read from the file (so another
+        process's revocation is seen at once), or ``None``."""
+        rows = self._read(f"{_SELECT_KEYS} WHERE digest = ?", (digest,))
+        return _key_from_row(rows[0]) if rows else None
+
+    def key_records(self) -> list[KeyRecord]:
+        """Every key, oldest first (ties by id)."""
+        return [_key_from_row(r) for r in self._read(f"{_SELECT_KEYS} ORDER BY created_at, id")]
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        """Mark the key revoked (the first revocation time is kept); ``False`` if unknown."""
+        with self._transaction() as db:
+            db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (_dt(at), key_id),
+            )
+            found = db.execute("SELECT 1 FROM api_keys WHERE id = ?", (key_id,)).fetchall()
+            return bool(found)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -517,6 +565,28 @@ def _dt(value: datetime | None) -> str | None:
 
 def _parse(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
+
+
+_SELECT_KEYS = (
+    "SELECT id, digest, name, users, projects, admin, created_at, revoked_at FROM api_keys"
+)
+
+
+def _key_row(k: KeyRecord) -> tuple[Any, ...]:
+    return (
+        k.id, k.digest, k.name, json.dumps(list(k.users)), json.dumps(list(k.projects)),
+        int(k.admin), _dt(k.created_at), _dt(k.revoked_at),
+    )  # fmt: skip
+
+
+def _key_from_row(r: tuple[Any, ...]) -> KeyRecord:
+    created = _parse(r[6])
+    assert created is not None
+    return KeyRecord(
+        id=r[0], digest=r[1], name=r[2], users=tuple(json.loads(r[3])),
+        projects=tuple(json.loads(r[4])), admin=bool(r[5]), created_at=created,
+        revoked_at=_parse(r[7]),
+    )  # fmt: skip
 
 
 def _to_row(m: Memory) -> tuple[Any, ...]:

@@ -86,10 +86,18 @@ from psycopg_pool import ConnectionPool
 
 from engrain.errors import ConfigError, StoreError, ValidationError
 from engrain.model import Memory, Vector, as_utc
-from engrain.store.base import ALL, MemoryFilter, Patch, State
+from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import schema
-from engrain.store.postgres.codec import EF_SEARCH, Conn, configure, from_row
+from engrain.store.postgres.codec import (
+    EF_SEARCH,
+    KEY_COLUMNS,
+    Conn,
+    configure,
+    from_row,
+    key_from_row,
+    key_row,
+)
 from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATIONS
 from engrain.store.postgres.sql import (
     FETCH,
@@ -454,6 +462,43 @@ class PostgresStore:
                 "SELECT user_id FROM revisions WHERE documents > 0 ORDER BY user_id"
             )
         ]
+
+    def put_key(self, record: KeyRecord) -> bool:
+        """Store a new API key; ``False`` (nothing written) if its id is taken."""
+
+        def body(db: Conn) -> bool:
+            cursor = db.execute(
+                f"INSERT INTO api_keys ({KEY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (id) DO NOTHING",
+                key_row(record),
+            )
+            return cursor.rowcount == 1
+
+        return self._transaction(body)
+
+    def key_record(self, digest: str) -> KeyRecord | None:
+        """The key whose secret hashes to ``digest`` (asked of the database on every call),
+        or ``None``."""
+        rows = self._read(f"SELECT {KEY_COLUMNS} FROM api_keys WHERE digest = %s", (digest,))
+        return key_from_row(rows[0]) if rows else None
+
+    def key_records(self) -> list[KeyRecord]:
+        """Every key, oldest first (ties by id)."""
+        rows = self._read(f"SELECT {KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
+        return [key_from_row(r) for r in rows]
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        """Mark the key revoked (the first revocation time is kept); ``False`` if unknown."""
+        when = as_utc(at)
+
+        def body(db: Conn) -> bool:
+            cursor = db.execute(
+                "UPDATE api_keys SET revoked_at = coalesce(revoked_at, %s) WHERE id = %s",
+                (when, key_id),
+            )
+            return cursor.rowcount == 1
+
+        return self._transaction(body)
 
     def close(self) -> None:
         """Close the pool's connections (idempotent)."""

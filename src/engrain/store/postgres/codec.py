@@ -17,7 +17,7 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.base import MEMORY_COLUMNS
+from engrain.store.base import MEMORY_COLUMNS, KeyRecord
 
 Conn = Connection[tuple[Any, ...]]
 
@@ -117,6 +117,24 @@ def from_row(r: Sequence[Any]) -> Memory:
         muted=r[18], promoted_at=_from_ts(r[19]), compressed=r[20], compression_source=r[21],
         source_session_id=r[22], provenance=_provenance(r[23]), content_hash=r[24],
         embedding=r[25], superseded_by=r[26],
+    )  # fmt: skip
+
+
+#: The columns of ``api_keys``, in :class:`~engrain.store.base.KeyRecord`'s order.
+KEY_COLUMNS = "id, digest, name, users, projects, admin, created_at, revoked_at"
+
+
+def key_row(k: KeyRecord) -> tuple[Any, ...]:
+    """The values of :data:`KEY_COLUMNS` for ``k``."""
+    return (k.id, k.digest, k.name, list(k.users), list(k.projects), bool(k.admin),
+            utc(k.created_at), utc(k.revoked_at))  # fmt: skip
+
+
+def key_from_row(r: Sequence[Any]) -> KeyRecord:
+    """The key of a row read with :data:`KEY_COLUMNS`."""
+    return KeyRecord(
+        id=r[0], digest=r[1], name=r[2], users=tuple(r[3]), projects=tuple(r[4]),
+        admin=bool(r[5]), created_at=r[6].astimezone(UTC), revoked_at=_from_ts(r[7]),
     )  # fmt: skip
 
 

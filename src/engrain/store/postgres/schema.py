@@ -137,9 +137,27 @@ def _m001_initial(db: Conn) -> None:
     )
 
 
+def _m002_api_keys(db: Conn) -> None:
+    # Store-wide, not per user: one key may act for several users. A request's key is
+    # found by the hash of the secret it presents, hence the unique digest.
+    db.execute(
+        """CREATE TABLE api_keys (
+            id text COLLATE "C" PRIMARY KEY,
+            digest text COLLATE "C" NOT NULL UNIQUE,
+            name text,
+            users text[] COLLATE "C" NOT NULL DEFAULT '{}',
+            projects text[] COLLATE "C" NOT NULL DEFAULT '{}',
+            admin boolean NOT NULL DEFAULT false,
+            created_at timestamptz NOT NULL,
+            revoked_at timestamptz
+        )"""
+    )
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
+    ("002_api_keys", _m002_api_keys),
 ]
 
 
