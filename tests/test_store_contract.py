@@ -7,6 +7,7 @@ backend passes this file before it ships.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -18,6 +19,7 @@ import pytest
 from engrain.errors import ValidationError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
 from engrain.store import ALL, MemoryFilter, Patch, State, Store
+from engrain.store.base import KeyRecord
 from engrain.store.cache import UserCache
 
 from .conftest import NOW
@@ -867,3 +869,81 @@ def test_a_working_set_snapshot_never_changes_after_it_is_published() -> None:
     assert ids(cache.query()) == ["c", "a"]
     assert ids(cache.query(MemoryFilter(pinned=True))) == ["a"]
     assert [m.id for m, _ in cache.search(unit(0, 0, 1, 0), 1)] == ["a"]
+
+
+# -- API keys -------------------------------------------------------------------------------
+
+
+def key_record(key_id: str, *, minutes: int = 0, **fields: Any) -> KeyRecord:
+    """A key record created ``minutes`` after NOW, with a digest derived from its id."""
+    values: dict[str, Any] = {
+        "id": key_id,
+        "digest": hashlib.sha256(key_id.encode()).hexdigest(),
+        "name": None,
+        "users": ("alice",),
+        "projects": (),
+        "admin": False,
+        "created_at": NOW + timedelta(minutes=minutes),
+        **fields,
+    }
+    return KeyRecord(**values)
+
+
+def test_key_records_round_trip_every_field(store: Store) -> None:
+    ist = timezone(timedelta(hours=5, minutes=30))
+    full = key_record(
+        "key_0123456789ab",
+        name="ci — déploiement",
+        users=("alice", "Alice", "é", "ä ", "bob"),
+        projects=("web", "Web"),
+        created_at=datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=ist),
+    )
+    admin = key_record("key_ffffffffffff", minutes=1, users=(), admin=True)
+    assert store.put_key(full) and store.put_key(admin)
+    assert store.key_record(full.digest) == full
+    assert store.key_record(admin.digest) == admin
+    assert store.key_records() == [full, admin]
+
+
+def test_key_records_are_listed_oldest_first(store: Store) -> None:
+    for key_id, minutes in [("key_b", 5), ("key_c", 0), ("key_a", 5), ("key_d", -3)]:
+        assert store.put_key(key_record(key_id, minutes=minutes))
+    assert [k.id for k in store.key_records()] == ["key_d", "key_c", "key_a", "key_b"]
+
+
+def test_a_taken_key_id_is_refused_and_the_stored_key_kept(store: Store) -> None:
+    first = key_record("key_1")
+    assert store.put_key(first)
+    assert not store.put_key(key_record("key_1", digest="0" * 64, users=("mallory",)))
+    assert store.key_records() == [first]
+    assert store.key_record("0" * 64) is None
+
+
+def test_an_unknown_digest_finds_no_key(store: Store) -> None:
+    assert store.key_record("0" * 64) is None
+    store.put_key(key_record("key_1"))
+    assert store.key_record(key_record("key_2").digest) is None
+    assert store.key_record(key_record("key_1").digest.upper()) is None
+
+
+def test_revoking_a_key_keeps_its_first_revocation_time(store: Store) -> None:
+    kept, revoked = key_record("key_1"), key_record("key_2")
+    store.put_key(kept)
+    store.put_key(revoked)
+    first = NOW + timedelta(hours=1)
+    assert store.revoke_key("key_2", first)
+    assert store.revoke_key("key_2", first + timedelta(hours=1))
+    assert not store.revoke_key("key_3", first)
+    found = store.key_record(revoked.digest)
+    assert found is not None and found.revoked_at == first
+    assert store.key_record(kept.digest) == kept
+    assert [k.revoked_at for k in store.key_records()] == [None, first]
+
+
+def test_keys_are_not_memories(store: Store) -> None:
+    store.write([mem("a")])
+    before = (store.users(), store.revision("alice"), snapshot(store))
+    store.put_key(key_record("key_1", users=("alice", "bob")))
+    store.revoke_key("key_1", NOW)
+    assert (store.users(), store.revision("alice"), snapshot(store)) == before
+    assert store.revision("bob") == 0
