@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from engrain.cli import memories, transfer
+from engrain.cli import keys, mcp, memories, transfer
 from engrain.cli.base import EngrainGroup, global_options
 
 
@@ -20,5 +20,5 @@ def cli() -> None:
     model failure."""
 
 
-for _command in [*memories.COMMANDS, *transfer.COMMANDS]:
+for _command in [*memories.COMMANDS, *transfer.COMMANDS, *mcp.COMMANDS, *keys.COMMANDS]:
     cli.add_command(_command)
