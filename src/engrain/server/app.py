@@ -1,0 +1,87 @@
+"""The HTTP app: :func:`create_app` wires one :class:`Engine` (shared by every request),
+the API keys, the routes, the error handlers and the service middleware.
+
+Routes are plain ``def`` functions: FastAPI runs them in its threadpool, where each makes
+one blocking engine call (``docs/http-api.md`` says why this and not ``AsyncEngine``).
+The streaming import is the one ``async`` route: it reads the body on the event loop and
+runs the engine in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp
+
+from engrain.engine import Engine
+from engrain.keys import KeyRing
+from engrain.server import errors
+from engrain.server.metrics import Metrics
+from engrain.server.middleware import ServiceMiddleware
+from engrain.server.routes_health import router as health
+from engrain.server.routes_memories import router as memories
+from engrain.server.routes_recall import router as recall
+from engrain.server.routes_transfer import router as transfer
+
+#: Largest JSON body: a remember or context call is a few KB; 1 MiB leaves room for a
+#: long conversation while refusing a runaway client early.
+MAX_BODY_BYTES = 1 << 20
+#: Largest import body: a whole export (embeddings included) of a large user.
+MAX_IMPORT_BYTES = 1 << 30
+#: Longest time before a response starts (seconds); streaming import/export are exempt.
+REQUEST_TIMEOUT = 30.0
+#: Where the MCP server's streamable HTTP app is mounted (``extra_mounts``).
+MCP_PATH = "/mcp"
+
+DESCRIPTION = """\
+engrain's memory engine over HTTP. Every `/v1` route needs `Authorization: Bearer <key>`
+(create one with `engrain keys create --user ID`); a key acts only for the users it holds.
+Errors are JSON: `{"error": code, "message": ..., "status": ..., "request_id": ...}`.
+"""
+
+
+def create_app(
+    engine: Engine,
+    keys: KeyRing | None = None,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    max_import_bytes: int = MAX_IMPORT_BYTES,
+    request_timeout: float | None = REQUEST_TIMEOUT,
+    extra_mounts: Mapping[str, ASGIApp] | None = None,
+) -> FastAPI:
+    """The ASGI app serving ``engine`` (one engine for every request; the caller closes it).
+
+    ``keys`` defaults to the key ring of the engine's own store. ``extra_mounts`` maps a
+    path to an ASGI app mounted there, behind the same middleware: the MCP server's
+    streamable HTTP app goes at :data:`MCP_PATH` (``{"/mcp": app}``) and checks the same
+    Bearer keys itself."""
+    app = FastAPI(
+        title="engrain",
+        version=_version(),
+        description=DESCRIPTION,
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    app.state.engine = engine
+    app.state.keys = keys if keys is not None else KeyRing(engine.store)
+    app.state.metrics = Metrics()
+    errors.install(app)
+    for router in (memories, recall, transfer, health):
+        app.include_router(router)
+    for path, mounted in (extra_mounts or {}).items():
+        app.mount(path, mounted)
+    app.add_middleware(
+        ServiceMiddleware,
+        metrics=app.state.metrics,
+        max_body_bytes=max_body_bytes,
+        max_import_bytes=max_import_bytes,
+        request_timeout=request_timeout,
+    )
+    return app
+
+
+def _version() -> str:
+    from engrain import __version__
+
+    return __version__

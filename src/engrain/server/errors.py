@@ -1,0 +1,114 @@
+"""Every error leaves the server as JSON in one shape (:class:`~.models.ErrorOut`)::
+
+    {"error": "<code>", "message": "...", "status": 404, "request_id": "..."}
+
+An :class:`EngrainError` keeps its own code and HTTP status (the error tree decides, not
+the route). A body or query that does not fit the request model is 422 ``invalid_input``
+(its message names the field); the engine's own refusals are 400. Anything unexpected is
+logged with its traceback and answered 500 ``error`` without one: no stack trace, path or
+driver message ever reaches a caller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse
+
+from engrain.errors import AuthenticationError, EngrainError, ValidationError
+from engrain.server.context import current_request_id
+
+log = logging.getLogger("engrain.server")
+
+
+class RequestTimeoutError(EngrainError):
+    """The request ran past the server's time limit (``create_app(request_timeout=)``);
+    the work may still complete in the background."""
+
+    code = "timeout"
+    http_status = 503
+
+
+class RequestValidationFailed(ValidationError):
+    """The body or query does not fit the route's request model (HTTP 422)."""
+
+    http_status = 422
+
+
+def error_body(error: EngrainError) -> dict[str, Any]:
+    """The JSON object of ``error``, with this request's id."""
+    return {**error.to_dict(), "request_id": current_request_id()}
+
+
+def error_headers(error: EngrainError) -> dict[str, str]:
+    """The headers an error response carries beyond the request id (which the middleware
+    adds to every response): for a 401 the ``WWW-Authenticate: Bearer`` challenge."""
+    headers: dict[str, str] = {}
+    if isinstance(error, AuthenticationError):
+        headers["WWW-Authenticate"] = "Bearer"
+    return headers
+
+
+def error_response(error: EngrainError) -> JSONResponse:
+    """``error`` as an HTTP response with its own status."""
+    return JSONResponse(error_body(error), error.http_status, headers=error_headers(error))
+
+
+def error_bytes(error: EngrainError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """``error`` as raw ASGI parts (status, headers, body), for middleware answering before
+    or instead of the app."""
+    body = json.dumps(error_body(error)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
+    headers.append((b"x-request-id", current_request_id().encode()))
+    return error.http_status, headers, body
+
+
+def _field_errors(errors: Any) -> str:
+    parts = []
+    for item in errors:
+        where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts) or "the request does not fit its schema"
+
+
+async def _engrain_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, EngrainError)
+    return error_response(exc)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(RequestValidationFailed(_field_errors(exc.errors())))
+
+
+_HTTP_CODES: Mapping[int, str] = {404: "not_found", 405: "method_not_allowed",
+                                  400: "invalid_input"}  # fmt: skip
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own errors (no such route, wrong method, an unparsable body)."""
+    assert isinstance(exc, HTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "error")
+    body = {"error": code, "message": str(exc.detail), "status": exc.status_code,
+            "request_id": current_request_id()}  # fmt: skip
+    return JSONResponse(body, exc.status_code, headers=exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(EngrainError("internal error; the server log has the details"))
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into the one error shape."""
+    app.add_exception_handler(EngrainError, _engrain_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

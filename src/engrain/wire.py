@@ -1,0 +1,283 @@
+"""JSON forms of engrain's result types, both directions: what the HTTP server sends and
+what :mod:`engrain.client` rebuilds, so a caller gets the same types from a server as from
+an embedded :class:`~engrain.engine.Engine`.
+
+Each ``dump_*`` returns a JSON-ready dict (the shapes ``engrain.server.models`` declares
+in the OpenAPI document); each ``load_*`` is its inverse. Memories travel without their
+embedding (``Memory.embedding`` is ``None`` on the client side): vectors are the store's
+business and would multiply the size of every answer. Errors travel as
+:meth:`EngrainError.to_dict` and come back as the same class (:func:`load_error`).
+
+This module imports only the core: no web framework, no HTTP client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from engrain import errors
+from engrain.engine import ImportResult
+from engrain.feedback import FeedbackResult
+from engrain.model import IngestReport, Memory, MemoryType, Outcome, as_utc
+from engrain.recall.budget import Budget
+from engrain.recall.classify import Classification, Complexity, Intent
+from engrain.recall.results import Context, Decision, Gated, RecallResult, ScoredMemory
+from engrain.tiers import Tier, TierSet
+from engrain.tiers.compile import CompiledTier
+
+JSON = dict[str, Any]
+
+# -- memories and ingest ------------------------------------------------------------------
+
+
+def dump_memory(memory: Memory) -> JSON:
+    """A memory as JSON (every field but the embedding)."""
+    return memory.to_dict()
+
+
+def load_memory(data: Mapping[str, Any]) -> Memory:
+    """Inverse of :func:`dump_memory`."""
+    return Memory.from_dict({k: v for k, v in data.items() if k != "embedding"})
+
+
+def dump_outcome(outcome: Outcome) -> JSON:
+    """What happened to one piece of input."""
+    return outcome.to_dict()
+
+
+def load_outcome(data: Mapping[str, Any]) -> Outcome:
+    """Inverse of :func:`dump_outcome`."""
+    mtype = data.get("memory_type")
+    importance = data.get("importance")
+    return Outcome(
+        action=data["action"], content=str(data["content"]), memory_id=data.get("memory_id"),
+        reason=data.get("reason"), importance=None if importance is None else float(importance),
+        memory_type=None if mtype is None else MemoryType.parse(mtype),
+        turn_ids=tuple(data.get("turn_ids") or ()),
+    )  # fmt: skip
+
+
+def dump_ingest_report(report: IngestReport) -> JSON:
+    """The outcome of every chunk, plus the ids stored and merged (for readers in a hurry)."""
+    return {**report.to_dict(), "stored": report.stored, "merged": report.merged}
+
+
+def load_ingest_report(data: Mapping[str, Any]) -> IngestReport:
+    """Inverse of :func:`dump_ingest_report`."""
+    return IngestReport(tuple(load_outcome(o) for o in data["outcomes"]))
+
+
+# -- recall ---------------------------------------------------------------------------------
+
+
+def dump_scored(item: ScoredMemory) -> JSON:
+    """A memory with the score recall ranked it by."""
+    return {"memory": dump_memory(item.memory), "score": item.score,
+            "similarity": item.similarity, "tokens": item.tokens}  # fmt: skip
+
+
+def load_scored(data: Mapping[str, Any]) -> ScoredMemory:
+    """Inverse of :func:`dump_scored`."""
+    return ScoredMemory(load_memory(data["memory"]), float(data["score"]),
+                        float(data["similarity"]), int(data["tokens"]))  # fmt: skip
+
+
+def dump_recall(result: RecallResult) -> JSON:
+    """The spec's RecallResult: memories, total tokens, budget used, and the scores."""
+    return {
+        "memories": [dump_memory(m) for m in result.memories],
+        "total_tokens": result.total_tokens,
+        "budget_used": result.budget_used,
+        "scored": [dump_scored(s) for s in result.scored],
+    }
+
+
+def load_recall(data: Mapping[str, Any]) -> RecallResult:
+    """Inverse of :func:`dump_recall`."""
+    return RecallResult(
+        memories=[load_memory(m) for m in data["memories"]],
+        total_tokens=int(data["total_tokens"]), budget_used=float(data["budget_used"]),
+        scored=[load_scored(s) for s in data.get("scored") or ()],
+    )  # fmt: skip
+
+
+def dump_classification(c: Classification) -> JSON:
+    """The classifier's verdict."""
+    return {"complexity": c.complexity.value, "intent": c.intent.value,
+            "domains": list(c.domains), "turn": c.turn, "has_code": c.has_code,
+            "references_history": c.references_history, "signals": list(c.signals)}  # fmt: skip
+
+
+def load_classification(data: Mapping[str, Any]) -> Classification:
+    """Inverse of :func:`dump_classification`."""
+    return Classification(
+        Complexity(data["complexity"]), Intent(data["intent"]), tuple(data["domains"]),
+        int(data["turn"]), bool(data["has_code"]), bool(data["references_history"]),
+        tuple(data["signals"]),
+    )  # fmt: skip
+
+
+def dump_gated(g: Gated) -> JSON:
+    """Everything the gating pipeline decided: classification, budget and its steps,
+    weights, selection, every decision and score component, timings."""
+    return {
+        "classification": dump_classification(g.classification),
+        "budget": {"tokens": g.budget.tokens, "steps": list(g.budget.steps)},
+        "weights": dict(g.weights),
+        "selected": [dump_scored(s) for s in g.selected],
+        "tokens_used": g.tokens_used,
+        "text": g.text,
+        "decisions": [{"item": dump_scored(d.item), "selected": d.selected, "reason": d.reason}
+                      for d in g.decisions],
+        "ranked": [dump_scored(s) for s in g.ranked],
+        "components": {k: dict(v) for k, v in g.components.items()},
+        "timings_ms": dict(g.timings_ms),
+    }
+
+
+def load_gated(data: Mapping[str, Any]) -> Gated:
+    """Inverse of :func:`dump_gated`."""
+    budget = data["budget"]
+    return Gated(
+        classification=load_classification(data["classification"]),
+        budget=Budget(int(budget["tokens"]), tuple(budget["steps"])),
+        weights={k: float(v) for k, v in data["weights"].items()},
+        selected=[load_scored(s) for s in data["selected"]],
+        tokens_used=int(data["tokens_used"]),
+        text=str(data["text"]),
+        decisions=[Decision(load_scored(d["item"]), bool(d["selected"]), str(d["reason"]))
+                   for d in data.get("decisions") or ()],
+        ranked=[load_scored(s) for s in data.get("ranked") or ()],
+        components={k: {n: float(x) for n, x in v.items()}
+                    for k, v in (data.get("components") or {}).items()},
+        timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
+    )
+
+
+def context_budget(ctx: Context) -> int | None:
+    """The token budget a context was assembled within: the gate's, or ``None`` when a
+    compiled tier answered (its size is fixed by the tier)."""
+    return ctx.gated.budget.tokens if ctx.gated is not None else None
+
+
+def dump_context(ctx: Context) -> JSON:
+    """A context: the block ``text`` and its ``context_id`` (for feedback), ``tokens``,
+    ``budget``, ``tier``, ``fallback``, the ``memories`` it holds, the recall result and
+    the gating decisions."""
+    return {
+        "context_id": ctx.id,
+        "text": ctx.text,
+        "tokens": ctx.tokens,
+        "budget": context_budget(ctx),
+        "tier": ctx.tier,
+        "fallback": ctx.fallback,
+        "elapsed_ms": ctx.elapsed_ms,
+        "memories": [dump_memory(m) for m in ctx.memories],
+        "recall": dump_recall(ctx.recall),
+        "gated": None if ctx.gated is None else dump_gated(ctx.gated),
+    }
+
+
+def load_context(data: Mapping[str, Any]) -> Context:
+    """Inverse of :func:`dump_context`."""
+    gated = data.get("gated")
+    return Context(
+        id=str(data["context_id"]), text=str(data["text"]), recall=load_recall(data["recall"]),
+        tokens=int(data["tokens"]), elapsed_ms=float(data["elapsed_ms"]),
+        gated=None if gated is None else load_gated(gated), tier=int(data["tier"]),
+        fallback=bool(data["fallback"]),
+    )  # fmt: skip
+
+
+# -- feedback, tiers, import ---------------------------------------------------------------
+
+
+def dump_feedback(result: FeedbackResult) -> JSON:
+    """What one feedback changed: the target, each memory's usefulness before and after,
+    the pairs learned."""
+    return {
+        "target": result.target,
+        "usefulness": {k: {"before": b, "after": a} for k, (b, a) in result.usefulness.items()},
+        "pairs_learned": result.pairs_learned,
+    }
+
+
+def load_feedback(data: Mapping[str, Any]) -> FeedbackResult:
+    """Inverse of :func:`dump_feedback`."""
+    return FeedbackResult(
+        target=float(data["target"]),
+        usefulness={k: (float(v["before"]), float(v["after"]))
+                    for k, v in data["usefulness"].items()},
+        pairs_learned=int(data["pairs_learned"]),
+    )
+
+
+def dump_tiers(tiers: TierSet) -> JSON:
+    """Tiers 1 and 2 of a user and project, and the memories they hold."""
+    return {
+        "user_id": tiers.user_id,
+        "project": tiers.project,
+        **tiers.to_dict(),
+        "memories": [dump_memory(m) for m in tiers.memories.values()],
+    }
+
+
+def load_tiers(data: Mapping[str, Any]) -> TierSet:
+    """Inverse of :func:`dump_tiers`."""
+    memories = [load_memory(m) for m in data.get("memories") or ()]
+    return TierSet(
+        str(data["user_id"]), data.get("project"), int(data["revision"]),
+        as_utc(datetime.fromisoformat(data["compiled_at"])),
+        {Tier(int(k)): CompiledTier.from_dict(v) for k, v in data["tiers"].items()},
+        {k: int(v) for k, v in (data.get("stats") or {}).items()},
+        {m.id: m for m in memories},
+    )  # fmt: skip
+
+
+def dump_import(result: ImportResult) -> JSON:
+    """What an import did."""
+    return {"memories": result.memories, "stored": result.stored, "merged": result.merged,
+            "discarded": result.discarded, "states": result.states}  # fmt: skip
+
+
+def load_import(data: Mapping[str, Any]) -> ImportResult:
+    """Inverse of :func:`dump_import`."""
+    return ImportResult(int(data["memories"]), int(data["stored"]), int(data["merged"]),
+                        int(data["discarded"]), int(data.get("states", 0)))  # fmt: skip
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def _error_classes() -> dict[str, type[errors.EngrainError]]:
+    found: dict[str, type[errors.EngrainError]] = {}
+    stack: list[type[errors.EngrainError]] = [errors.EngrainError]
+    while stack:
+        cls = stack.pop()
+        found.setdefault(cls.code, cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def load_error(data: Mapping[str, Any], status: int | None = None) -> errors.EngrainError:
+    """The :class:`EngrainError` a server's JSON error describes: the class whose ``code``
+    it names, else the class of the HTTP status, else :class:`EngrainError`. Only classes
+    of engrain's own tree are ever built (a code is looked up, never imported)."""
+    message = str(data.get("message") or data.get("error") or "error")
+    cls = _error_classes().get(str(data.get("error")))
+    if cls is None:
+        cls = _BY_STATUS.get(status or 0, errors.EngrainError)
+    return cls(message)
+
+
+_BY_STATUS: Mapping[int, type[errors.EngrainError]] = {
+    400: errors.ValidationError,
+    401: errors.AuthenticationError,
+    403: errors.PermissionDeniedError,
+    404: errors.NotFoundError,
+    413: errors.InputTooLargeError,
+    422: errors.ValidationError,
+    503: errors.StoreError,
+}
