@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from engrain.cli import keys, mcp, memories, transfer
+from engrain.cli import keys, mcp, memories, serve, transfer
 from engrain.cli.base import EngrainGroup, global_options
 
 
@@ -20,5 +20,6 @@ def cli() -> None:
     model failure."""
 
 
-for _command in [*memories.COMMANDS, *transfer.COMMANDS, *mcp.COMMANDS, *keys.COMMANDS]:
+_COMMANDS = [*memories.COMMANDS, *transfer.COMMANDS, *mcp.COMMANDS, *keys.COMMANDS, *serve.COMMANDS]
+for _command in _COMMANDS:
     cli.add_command(_command)

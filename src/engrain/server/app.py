@@ -9,11 +9,14 @@ runs the engine in a worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
+from engrain.config import load_settings
 from engrain.engine import Engine
 from engrain.keys import KeyRing
 from engrain.server import errors
@@ -78,6 +81,37 @@ def create_app(
         max_import_bytes=max_import_bytes,
         request_timeout=request_timeout,
     )
+    return app
+
+
+def serve_app(engine: Engine, keys: KeyRing | None = None, **limits: Any) -> FastAPI:
+    """The app ``engrain serve`` runs: :func:`create_app` with the MCP server's streamable
+    HTTP endpoint at :data:`MCP_PATH` (the same keys and scopes, ``engrain.mcp``)."""
+    from engrain.mcp import mount, streamable_http_app
+
+    keys = keys if keys is not None else KeyRing(engine.store)
+    app = create_app(engine, keys, **limits)
+    mount(app, streamable_http_app(engine, keys), MCP_PATH)
+    return app
+
+
+def from_environment() -> FastAPI:
+    """The app of one worker process of ``engrain serve --workers N`` (uvicorn's factory
+    mode): its own :class:`Engine` from the settings (``ENGRAIN_URL``,
+    ``ENGRAIN_DATA_DIR``, the config file), closed when the worker shuts down."""
+    engine = Engine(settings=load_settings({}))
+    app = serve_app(engine)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(host: Any) -> AsyncIterator[Any]:
+        try:
+            async with inner(host) as state:
+                yield state
+        finally:
+            engine.close()
+
+    app.router.lifespan_context = lifespan
     return app
 
 
