@@ -1,0 +1,297 @@
+"""The MCP server through the SDK's real ``ClientSession``: over stdio (``engrain mcp`` as a
+subprocess, as a desktop assistant starts it) and over streamable HTTP (the ASGI app mounted
+in a Starlette app served by uvicorn on loopback), with API keys from :class:`KeyRing`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from click.testing import CliRunner
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult
+from starlette.applications import Starlette
+
+from engrain import Engine
+from engrain.cli.app import cli
+from engrain.embed import HashEmbedder
+from engrain.keys import KeyRing
+from engrain.mcp import build_server, fixed_user, mount, streamable_http_app
+from engrain.store.sqlite import SQLiteStore
+
+from .conftest import make_settings
+
+TOOLS = {"remember", "context", "recall", "explain", "list_memories", "forget", "pin", "mute",
+         "feedback"}  # fmt: skip
+TABS = "Prefers tabs over spaces in Python"
+K8S = "The deploy target is Kubernetes on Google Cloud"
+
+Session = Callable[[ClientSession], Awaitable[None]]
+
+
+def ok(result: CallToolResult) -> dict[str, Any]:
+    """The structured result of a successful call (its text is the same JSON)."""
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert json.loads(text) == result.structured_content
+    return result.structured_content
+
+
+def failed(result: CallToolResult) -> str:
+    """The error code of a failed call; its text starts with the code, no traceback."""
+    assert result.is_error
+    assert result.structured_content is not None
+    code = str(result.structured_content["error"])
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith(f"{code}: ") and "Traceback" not in text
+    return code
+
+
+# -- stdio ---------------------------------------------------------------------------------
+
+
+def run_stdio(tmp_path: Path, body: Session, *args: str) -> None:
+    """Start ``python -m engrain.cli mcp ARGS`` and run ``body`` in a session with it."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "engrain.cli", "mcp", *args, "--url", f"sqlite:///{tmp_path / 'm.db'}"],
+        env={"ENGRAIN_EMBEDDER": "hash", "ENGRAIN_DATA_DIR": str(tmp_path)},
+    )
+
+    async def main() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await body(session)
+
+    anyio.run(main)
+
+
+def test_stdio_serves_every_tool_and_the_tiers(tmp_path: Path) -> None:
+    async def body(s: ClientSession) -> None:
+        listed = (await s.list_tools()).tools
+        assert {t.name for t in listed} == TOOLS
+        resources = {str(r.uri) for r in (await s.list_resources()).resources}
+        assert resources == {"engrain://tiers/1", "engrain://tiers/2"}
+
+        # the agent's flow: remember, then the context for a related message holds it
+        stored = ok(await s.call_tool("remember", {"content": TABS, "kind": "preference"}))
+        assert stored["action"] == "stored"
+        tabs = stored["memory_id"]
+        k8s = ok(await s.call_tool("remember", {"content": K8S, "project": "infra"}))
+        found = ok(await s.call_tool("context", {"message": "How should I indent my Python?"}))
+        assert TABS in found["text"] and tabs in [m["id"] for m in found["memories"]]
+
+        fed = ok(await s.call_tool("feedback", {"context_id": found["context_id"],
+                                                "helpful": True}))  # fmt: skip
+        assert fed["usefulness"][tabs] > 0.5
+        recalled = ok(await s.call_tool("recall", {"query": "Kubernetes deploy target"}))
+        assert recalled["memories"][0]["memory"]["id"] == k8s["memory_id"]
+        listed_infra = ok(await s.call_tool("list_memories", {"project": "infra"}))
+        assert [m["content"] for m in listed_infra["memories"]] == [K8S]
+        why = ok(await s.call_tool("explain", {"message": "How should I indent my Python?"}))
+        assert any(c["content"] == TABS for c in why["explanation"]["candidates"])
+        assert ok(await s.call_tool("pin", {"memory_id": tabs}))["memory"]["pinned"] is True
+        assert ok(await s.call_tool("mute", {"memory_id": k8s["memory_id"]}))["memory"]["muted"]
+
+        tier1 = (await s.read_resource("engrain://tiers/1")).contents[0]
+        tier2 = (await s.read_resource("engrain://tiers/2")).contents[0]
+        assert "tabs over spaces" in tier1.text  # type: ignore[union-attr]
+        assert "tabs over spaces" in tier2.text  # type: ignore[union-attr]
+
+        gone = ok(await s.call_tool("forget", {"memory_ids": [tabs]}))
+        assert gone == {"forgotten": 1, "requested": 1}
+        again = ok(await s.call_tool("context", {"message": "How should I indent my Python?"}))
+        assert TABS not in again["text"]
+
+    run_stdio(tmp_path, body, "--user", "alice")
+
+
+def test_stdio_errors_are_tool_errors_with_the_engine_code(tmp_path: Path) -> None:
+    async def body(s: ClientSession) -> None:
+        assert failed(await s.call_tool("forget", {"memory_ids": ["no-such-id"]})) == "not_found"
+        assert failed(await s.call_tool("pin", {"memory_id": "no-such-id"})) == "not_found"
+        bad_kind = {"content": "x", "kind": "bogus"}
+        assert failed(await s.call_tool("remember", bad_kind)) == "unknown_value"
+        assert failed(await s.call_tool("context", {"message": "  "})) == "empty_input"
+        assert failed(await s.call_tool("feedback", {"helpful": True})) == "invalid_input"
+        # the process serves alice only: naming another user is refused
+        other = {"content": TABS, "user_id": "bob"}
+        assert failed(await s.call_tool("remember", other)) == "forbidden"
+        with pytest.raises(MCPError, match="no tier '3'"):
+            await s.read_resource("engrain://tiers/3")
+        # the server is still up after every error
+        assert ok(await s.call_tool("list_memories", {}))["memories"] == []
+
+    run_stdio(tmp_path, body, "--user", "alice")
+
+
+def test_mcp_command_requires_a_user(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        cli, ["mcp", "--url", f"sqlite:///{tmp_path / 'm.db'}"], env={"ENGRAIN_USER": None}
+    )
+    assert result.exit_code == 2
+    assert "--user" in result.output and "ENGRAIN_USER" in result.output
+
+
+def test_every_tool_and_argument_is_described_for_a_model(tmp_path: Path) -> None:
+    engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "m.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    with engine:
+        tools = anyio.run(build_server(engine, fixed_user("alice")).list_tools)
+    for tool in tools:
+        assert tool.description and len(tool.description) > 80, tool.name
+        assert tool.output_schema is not None, tool.name
+        properties = tool.input_schema["properties"]
+        assert "ctx" not in properties
+        for name, schema in properties.items():
+            assert schema.get("description"), f"{tool.name}.{name}"
+
+
+# -- streamable HTTP -----------------------------------------------------------------------
+
+
+@dataclass
+class Live:
+    """A server on loopback: its base URL and the secrets of its keys."""
+
+    url: str
+    secrets: dict[str, str]
+
+    def session(self, key: str | None, path: str = "/mcp") -> Any:
+        """A connected, initialized ClientSession using the key named ``key``."""
+        headers = {} if key is None else {"Authorization": f"Bearer {self.secrets[key]}"}
+
+        @asynccontextmanager
+        async def connect() -> Any:
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=30) as client,
+                streamable_http_client(self.url + path, http_client=client) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield session
+
+        return connect()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """The MCP app mounted in a Starlette app, served by uvicorn on a free loopback port."""
+    engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "m.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    keys = KeyRing(engine.store)
+    secrets = {
+        "alice": keys.create(["alice"])[0],
+        "bob": keys.create(["bob"])[0],
+        "team": keys.create(["alice", "carol"])[0],
+        "admin": keys.create(admin=True)[0],
+        "revoked": (revoked := keys.create(["alice"]))[0],
+    }
+    keys.revoke(revoked[1].id)
+    app = Starlette()
+    mount(app, streamable_http_app(engine, keys))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:  # bounded by the test timeout; a failed start ends the thread
+        assert thread.is_alive(), "uvicorn did not start"
+        thread.join(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield Live(f"http://127.0.0.1:{port}", secrets)
+    server.should_exit = True
+    thread.join()
+    engine.close()
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "test", "version": "0"}},
+}  # fmt: skip
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize("key", [None, "unknown", "revoked"])
+def test_http_refuses_a_request_without_a_valid_key(live: Live, key: str | None) -> None:
+    headers = dict(MCP_HEADERS)
+    if key is not None:
+        secret = live.secrets.get(key, "egk_" + "A" * 43)
+        headers["Authorization"] = f"Bearer {secret}"
+    response = httpx.post(live.url + "/mcp", json=INITIALIZE, headers=headers)
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthenticated"
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/mcp/"])
+def test_http_endpoint_answers_post_at_both_paths_without_redirect(live: Live, path: str) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {live.secrets['alice']}"}
+    response = httpx.post(live.url + path, json=INITIALIZE, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["serverInfo"]["name"] == "engrain"
+
+
+def test_http_agent_flow_with_a_key_of_one_user(live: Live) -> None:
+    async def main() -> None:
+        async with live.session("alice") as s:
+            assert {t.name for t in (await s.list_tools()).tools} == TOOLS
+            stored = ok(await s.call_tool("remember", {"content": TABS, "kind": "preference"}))
+            found = ok(await s.call_tool("context", {"message": "How do I indent Python?"}))
+            assert TABS in found["text"]
+            assert [m["id"] for m in found["memories"]] == [stored["memory_id"]]
+            tier = (await s.read_resource("engrain://tiers/1")).contents[0]
+            assert "tabs over spaces" in tier.text  # type: ignore[union-attr]
+
+    anyio.run(main)
+
+
+def test_http_a_key_never_reaches_another_users_memory(live: Live) -> None:
+    async def main() -> None:
+        async with live.session("alice") as s:
+            tabs = ok(await s.call_tool("remember", {"content": TABS}))["memory_id"]
+        async with live.session("bob") as s:
+            found = ok(await s.call_tool("context", {"message": "How do I indent Python?"}))
+            assert found["memories"] == [] and TABS not in found["text"]
+            assert ok(await s.call_tool("list_memories", {}))["memories"] == []
+            assert failed(await s.call_tool("forget", {"memory_ids": [tabs]})) == "not_found"
+            assert failed(await s.call_tool("pin", {"memory_id": tabs})) == "not_found"
+            for user in ("alice", "alice ", "Alice", "alice\u200b"):
+                call = await s.call_tool("list_memories", {"user_id": user})
+                assert failed(call) in ("forbidden", "invalid_input"), user
+            with pytest.raises(MCPError, match="forbidden"):
+                await s.read_resource("engrain://tiers/1?user_id=alice")
+        async with live.session("alice") as s:  # bob's calls changed nothing
+            memory = ok(await s.call_tool("list_memories", {}))["memories"][0]
+            assert memory["id"] == tabs and memory["pinned"] is False
+
+    anyio.run(main)
+
+
+def test_http_keys_of_several_users_and_admin_keys_name_the_user(live: Live) -> None:
+    async def main() -> None:
+        async with live.session("team") as s:
+            code = failed(await s.call_tool("remember", {"content": K8S}))
+            assert code == "invalid_input"  # which of its users? it must say
+            ok(await s.call_tool("remember", {"content": K8S, "user_id": "carol"}))
+            denied = await s.call_tool("remember", {"content": K8S, "user_id": "bob"})
+            assert failed(denied) == "forbidden"
+        async with live.session("admin") as s:
+            carol = ok(await s.call_tool("list_memories", {"user_id": "carol"}))["memories"]
+            assert [m["content"] for m in carol] == [K8S]
+            assert ok(await s.call_tool("list_memories", {"user_id": "bob"}))["memories"] == []
+
+    anyio.run(main)
