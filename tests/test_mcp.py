@@ -5,6 +5,7 @@ in a Starlette app served by uvicorn on loopback), with API keys from :class:`Ke
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -295,3 +296,19 @@ def test_http_keys_of_several_users_and_admin_keys_name_the_user(live: Live) -> 
             assert ok(await s.call_tool("list_memories", {"user_id": "bob"}))["memories"] == []
 
     anyio.run(main)
+
+
+def test_core_and_cli_start_without_the_server_extra(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['mcp'] = None  # as if the 'server' extra were not installed\n"
+        "import engrain, engrain.cli.app\n"
+        "assert not {'mcp', 'starlette', 'uvicorn'} & {m for m in sys.modules if sys.modules[m]}\n"
+        "from engrain.cli import main\n"
+        f"sys.argv = ['engrain', 'mcp', '--user', 'alice', '--data-dir', {str(tmp_path)!r}]\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1, done.stderr
+    assert "pip install 'engrain[server]'" in done.stderr
+    assert "Traceback" not in done.stderr
