@@ -23,6 +23,7 @@ from engrain.errors import (
     AuthenticationError,
     NotFoundError,
     PermissionDeniedError,
+    StoreError,
     ValidationError,
 )
 from engrain.keys import ApiKey, KeyRing, digest
@@ -283,3 +284,52 @@ def test_another_process_sees_a_key_and_its_revocation(tmp_path: Path) -> None:
         assert other_process() == f"ok {key.id} alice web"
         ring.revoke(key.id)
         assert other_process() == f"refused API key {key.id} was revoked"
+
+
+# -- stores written before keys ---------------------------------------------------------------
+
+
+def test_a_sqlite_file_from_before_keys_gains_them_and_keeps_its_memories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engrain.store import sqlite as sqlite_module
+
+    db = tmp_path / "old.db"
+    settings = make_settings(tmp_path, url=f"sqlite:///{db}")
+    with monkeypatch.context() as patch:
+        patch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:3])
+        with Engine(settings=settings, embedder=HashEmbedder()) as old:
+            kept = old.remember("I prefer tabs over spaces", "alice", "preference").memory_id
+    assert "004_api_keys" not in _sql(db, "SELECT name FROM migrations")
+    with Engine(settings=settings, embedder=HashEmbedder()) as engine:
+        assert "004_api_keys" in _sql(db, "SELECT name FROM migrations")
+        secret, key = KeyRing(engine.store).create(["alice"])
+        assert KeyRing(engine.store).authenticate(secret) == key
+        assert [m.id for m in engine.store.query("alice")] == [kept]
+
+
+def _sql(db: Path, query: str) -> list[str]:
+    with sqlite3.connect(db) as raw:
+        return [r[0] for r in raw.execute(query)]
+
+
+def test_a_postgres_database_from_before_keys_gains_them(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    postgres = pytest.importorskip("engrain.store.postgres")
+    with monkeypatch.context() as patch:
+        patch.setattr(postgres.schema, "MIGRATIONS", postgres.MIGRATIONS[:1])
+        old_store = postgres.PostgresStore(pg_url, pool_size=1)
+        with Engine(
+            settings=make_settings(tmp_path), store=old_store, embedder=HashEmbedder()
+        ) as old:
+            kept = old.remember("I prefer tabs over spaces", "alice", "preference").memory_id
+            with pytest.raises(StoreError):  # no api_keys table yet
+                old_store.key_records()
+    store = postgres.PostgresStore(pg_url, pool_size=1)
+    try:
+        secret, key = KeyRing(store).create(["alice"])
+        assert KeyRing(store).authenticate(secret) == key
+        assert [m.id for m in store.query("alice")] == [kept]
+    finally:
+        store.close()
