@@ -1,0 +1,436 @@
+"""The HTTP server through real HTTP on loopback: uvicorn in a thread on a free port, httpx
+as the client. The auth matrix (every endpoint × no key, another user's key, the right
+key, an admin key), isolation of look-alike users, every error shape, import → export,
+pagination, limits, metrics and the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from engrain import Engine
+from engrain.embed import HashEmbedder
+from engrain.keys import KeyRing
+from engrain.server import create_app
+from engrain.store import MemoryStore
+
+from .conftest import make_settings
+
+pytestmark = pytest.mark.filterwarnings("ignore::engrain.validate.UserIdWarning")
+
+ALICE_LOOKALIKES = ["Alice", "alice ", "ａlice"]  # capital, trailing space, fullwidth a
+
+
+class LiveServer:
+    """An ASGI app served by uvicorn in a daemon thread on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       daemon=True)  # fmt: skip
+        self.thread.start()
+        started = threading.Event()
+        for _ in range(500):  # wait for the startup flag (bounded: 500 × 10 ms)
+            if self.server.started or started.wait(0.01) or self.server.started:
+                break
+        assert self.server.started, "uvicorn did not start"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+def make_engine(tmp_path: Path, embedder: Any = None) -> Engine:
+    return Engine(settings=make_settings(tmp_path), store=MemoryStore(),
+                  embedder=embedder or HashEmbedder())  # fmt: skip
+
+
+class Service:
+    """One live server with keys for alice, bob, the look-alikes, an admin and two
+    limited keys, and one memory of alice's."""
+
+    def __init__(self, tmp_path: Path, **limits: Any) -> None:
+        self.engine = make_engine(tmp_path)
+        ring = KeyRing(self.engine.store)
+        self.keys = {u: ring.create([u])[0] for u in ["alice", "bob", *ALICE_LOOKALIKES]}
+        self.keys["admin"] = ring.create(admin=True)[0]
+        self.keys["alice+bob"] = ring.create(["alice", "bob"])[0]
+        self.keys["alice/work"] = ring.create(["alice"], projects=["work"])[0]
+        self.live = LiveServer(create_app(self.engine, ring, **limits))
+        self.client = httpx.Client(base_url=self.live.url, timeout=30)
+        out = self.engine.remember("alice keeps her notes in org-mode", "alice", "preference")
+        assert out.memory_id is not None
+        self.alice_memory = out.memory_id
+
+    def call(self, method: str, path: str, key: str | None = None, **kw: Any) -> httpx.Response:
+        headers = dict(kw.pop("headers", {}))
+        if key is not None:
+            headers["Authorization"] = f"Bearer {self.keys.get(key, key)}"
+        return self.client.request(method, path, headers=headers, **kw)
+
+    def close(self) -> None:
+        self.client.close()
+        self.live.stop()
+        self.engine.close()
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    service = Service(tmp_path_factory.mktemp("server"))
+    yield service
+    service.close()
+
+
+def assert_error(r: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    """The one error shape: code, message, status, request id (the header's)."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error", "message", "status", "request_id"}
+    assert body["status"] == status
+    assert body["request_id"] == r.headers["x-request-id"]
+    assert "Traceback" not in body["message"]
+    if code is not None:
+        assert body["error"] == code
+    return body
+
+
+# -- the auth matrix -----------------------------------------------------------------------
+
+
+def endpoints(memory_id: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """Every authenticated endpoint, acting for alice (user in the body or the query)."""
+    q = {"params": {"user_id": "alice"}}
+    return [
+        ("POST", "/v1/memories", {"json": {"user_id": "alice", "content": "likes green tea"}}),
+        ("POST", "/v1/ingest", {"json": {"user_id": "alice", "text": "I moved to Lyon in "
+                                         "2024 and started working at a bakery."}}),
+        ("POST", "/v1/conversations", {"json": {"user_id": "alice", "turns": [
+            {"speaker": "alice", "text": "My sister Mia is visiting from Oslo next week."}]}}),
+        ("POST", "/v1/context", {"json": {"user_id": "alice", "message": "Where are my notes?"}}),
+        ("POST", "/v1/recall", {"json": {"user_id": "alice", "query": "notes"}}),
+        ("POST", "/v1/explain", {"json": {"user_id": "alice", "message": "Where are my notes?"}}),
+        ("GET", "/v1/memories", q),
+        ("GET", f"/v1/memories/{memory_id}", q),
+        ("PATCH", f"/v1/memories/{memory_id}", {**q, "json": {"importance": 0.9}}),
+        ("POST", f"/v1/memories/{memory_id}/pin", {**q, "json": {"value": True}}),
+        ("POST", f"/v1/memories/{memory_id}/mute", {**q, "json": {"value": False}}),
+        ("POST", "/v1/feedback", {"json": {"user_id": "alice", "memory_ids": [memory_id],
+                                           "helpful": True}}),
+        ("GET", "/v1/tiers", q),
+        ("GET", "/v1/export", q),
+        ("POST", "/v1/import", {"content": json.dumps({"type": "remember", "user_id": "alice",
+                                                        "content": "imported line"}) + "\n"}),
+        ("POST", "/v1/forget", {"json": {"user_id": "alice", "memory_ids": ["no-such-id"]}}),
+        ("DELETE", "/v1/memories/no-such-id", q),
+    ]
+
+
+ENDPOINT_IDS = [f"{m} {p}" for m, p, _ in endpoints("{id}")]
+
+
+@pytest.mark.parametrize("index", range(len(ENDPOINT_IDS)), ids=ENDPOINT_IDS)
+def test_auth_matrix(svc: Service, index: int) -> None:
+    method, path, kw = endpoints(svc.alice_memory)[index]
+    r = svc.call(method, path, None, **kw)
+    assert_error(r, 401, "unauthenticated")
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert_error(svc.call(method, path, "egk_" + "x" * 43, **kw), 401, "unauthenticated")
+    assert_error(svc.call(method, path, "bob", **kw), 403, "forbidden")
+    assert_error(svc.call(method, path, "Alice", **kw), 403, "forbidden")
+    expected = 404 if method == "DELETE" else (201 if path == "/v1/memories"
+                                               and method == "POST" else 200)  # fmt: skip
+    for key in ("alice", "admin", "alice+bob"):
+        r = svc.call(method, path, key, **kw)
+        assert r.status_code == expected, (key, r.text)
+
+
+def test_the_user_may_be_left_out_when_the_key_holds_one(svc: Service) -> None:
+    r = svc.call("GET", "/v1/memories", "alice")
+    assert r.status_code == 200
+    assert svc.alice_memory in [m["id"] for m in r.json()["memories"]]
+    assert_error(svc.call("GET", "/v1/memories", "alice+bob"), 400, "invalid_input")
+    assert_error(svc.call("GET", "/v1/memories", "admin"), 400, "invalid_input")
+
+
+def test_a_project_limited_key(svc: Service) -> None:
+    r = svc.call("POST", "/v1/memories", "alice/work", json={"content": "standup at 9:30"})
+    assert r.status_code == 201
+    work_id = r.json()["memory_id"]
+    assert svc.engine.get(work_id, "alice").project == "work"  # the key's only project
+    assert_error(svc.call("POST", "/v1/context", "alice/work",
+                          json={"message": "when is standup?", "project": "home"}), 403)
+    listed = svc.call("GET", "/v1/memories", "alice/work").json()["memories"]
+    assert [m["id"] for m in listed] == [work_id]
+    # alice's memory outside the project is invisible by id, like a missing one
+    for method in ("GET", "DELETE"):
+        assert_error(svc.call(method, f"/v1/memories/{svc.alice_memory}", "alice/work"), 404)
+    assert_error(svc.call("GET", "/v1/export", "alice/work"), 403, "forbidden")
+
+
+def test_a_revoked_key_is_refused(tmp_path: Path) -> None:
+    service = Service(tmp_path)
+    try:
+        ring = KeyRing(service.engine.store)
+        secret, key = ring.create(["carol"])
+        assert service.call("GET", "/v1/memories", secret).status_code == 200
+        ring.revoke(key.id)
+        assert_error(service.call("GET", "/v1/memories", secret), 401, "unauthenticated")
+    finally:
+        service.close()
+
+
+# -- isolation -----------------------------------------------------------------------------
+
+
+def test_look_alike_users_never_see_each_other(svc: Service) -> None:
+    secrets = {}
+    for user in ALICE_LOOKALIKES:
+        r = svc.call("POST", "/v1/memories", user, json={"content": f"secret of {user!r}: "
+                                                         f"notes in {user!r}-mode"})  # fmt: skip
+        assert r.status_code == 201
+        secrets[user] = r.json()["memory_id"]
+    for user in ["alice", *ALICE_LOOKALIKES]:
+        mine = {m["id"] for m in svc.call("GET", "/v1/memories", user).json()["memories"]}
+        others = set(secrets.values()) - {secrets.get(user)}
+        assert not mine & others, user
+        assert all(m["user_id"] == user for m in
+                   svc.call("GET", "/v1/memories", user).json()["memories"])  # fmt: skip
+        ctx = svc.call("POST", "/v1/context", user, json={"message": "where are my notes?",
+                                                          "token_budget": 2000}).json()
+        assert all(m["user_id"] == user for m in ctx["memories"])
+        for other in others:
+            assert_error(svc.call("GET", f"/v1/memories/{other}", user), 404, "not_found")
+            assert_error(svc.call("PATCH", f"/v1/memories/{other}", user,
+                                  json={"content": "overwritten"}), 404)  # fmt: skip
+            assert_error(svc.call("POST", f"/v1/memories/{other}/pin", user), 404)
+            assert_error(svc.call("DELETE", f"/v1/memories/{other}", user), 404)
+    # alice's memory survived every attempt, unchanged
+    kept = svc.engine.get(svc.alice_memory, "alice")
+    assert kept.content == "alice keeps her notes in org-mode"
+    for user, memory_id in secrets.items():
+        assert svc.engine.get(memory_id, user).content.startswith("secret of")
+
+
+def test_a_key_naming_a_look_alike_user_is_refused(svc: Service) -> None:
+    for user in ALICE_LOOKALIKES:
+        assert_error(svc.call("GET", "/v1/memories", "alice", params={"user_id": user}), 403)
+        assert_error(svc.call("POST", "/v1/memories", user,
+                              json={"user_id": "alice", "content": "x"}), 403)  # fmt: skip
+
+
+def test_export_holds_only_the_keys_users(svc: Service) -> None:
+    for key, users in (("alice", {"alice"}), ("alice+bob", {"alice", "bob"})):
+        svc.call("POST", "/v1/memories", "bob", json={"content": "bob likes chess"})
+        lines = svc.call("GET", "/v1/export", key).text.splitlines()
+        assert lines and {json.loads(line)["user_id"] for line in lines} <= users
+    everyone = svc.call("GET", "/v1/export", "admin").text.splitlines()
+    assert {json.loads(line)["user_id"] for line in everyone} >= {"alice", "bob", "Alice"}
+
+
+# -- error shapes ----------------------------------------------------------------------------
+
+
+def test_error_shapes(svc: Service) -> None:
+    assert_error(svc.call("POST", "/v1/memories", "alice",
+                          json={"content": "x", "kind": "bogus"}), 400, "unknown_value")
+    assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "   "}), 400,
+                 "empty_input")  # fmt: skip
+    assert_error(svc.call("POST", "/v1/memories", "alice", json={"kind": "fact"}), 422,
+                 "invalid_input")  # fmt: skip
+    assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "x", "typo": 1}),
+                 422)  # fmt: skip
+    assert_error(svc.call("POST", "/v1/context", "alice", content=b"{not json",
+                          headers={"content-type": "application/json"}), 422)  # fmt: skip
+    assert_error(svc.call("GET", "/v1/memories", "alice", params={"limit": 0}), 422)
+    assert_error(svc.call("GET", "/v1/memories", "alice", params={"cursor": "garbage!"}), 400)
+    assert_error(svc.call("POST", "/v1/feedback", "alice",
+                          json={"context_id": "nope", "helpful": True}), 404, "not_found")
+    assert_error(svc.call("GET", "/v1/no-such-route", "alice"), 404, "not_found")
+    assert_error(svc.call("PUT", "/v1/memories", "alice"), 405)
+
+
+def test_request_ids_are_echoed_or_made(svc: Service) -> None:
+    r = svc.call("GET", "/healthz", headers={"X-Request-ID": "trace-42.a_b"})
+    assert r.headers["x-request-id"] == "trace-42.a_b"
+    r = svc.call("GET", "/healthz", headers={"X-Request-ID": "bad id\twith tab"})
+    assert r.headers["x-request-id"] != "bad id\twith tab" and len(r.headers["x-request-id"]) == 32
+
+
+def test_bodies_over_the_limit_are_413(tmp_path: Path) -> None:
+    service = Service(tmp_path, max_body_bytes=2_000, max_import_bytes=3_000)
+    try:
+        big = {"content": "x" * 5_000}
+        assert_error(service.call("POST", "/v1/memories", "alice", json=big), 413,
+                     "input_too_large")  # fmt: skip
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: counted as it streams
+            yield b'{"content": "'
+            for _ in range(10):
+                yield b"y" * 500
+            yield b'"}'
+
+        assert_error(service.call("POST", "/v1/memories", "alice", content=chunks(),
+                                  headers={"content-type": "application/json"}), 413)  # fmt: skip
+        before = service.engine.list("alice", limit=None)
+        record = json.dumps({"type": "remember", "user_id": "alice", "content": "z" * 100})
+        body = ((record + "\n") * 40).encode()
+        assert_error(service.call("POST", "/v1/import", "alice", content=iter([body])), 413)
+        assert service.engine.list("alice", limit=None) == before  # nothing half-imported
+    finally:
+        service.close()
+
+
+class GatedEmbedder(HashEmbedder):
+    """Blocks every embedding until the test opens the gate (no wall-clock assertions)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def embed(self, texts: Any) -> Any:
+        self.gate.wait(30)
+        return super().embed(texts)
+
+
+def test_a_request_past_the_time_limit_is_503(tmp_path: Path) -> None:
+    embedder = GatedEmbedder()
+    engine = make_engine(tmp_path, embedder)
+    ring = KeyRing(engine.store)
+    secret, _ = ring.create(["alice"])
+    live = LiveServer(create_app(engine, ring, request_timeout=0.2))
+    try:
+        r = httpx.post(f"{live.url}/v1/memories", json={"content": "slow to embed"},
+                       headers={"Authorization": f"Bearer {secret}"}, timeout=30)  # fmt: skip
+        assert_error(r, 503, "timeout")
+        embedder.gate.set()
+        assert httpx.get(f"{live.url}/healthz", timeout=30).status_code == 200
+    finally:
+        embedder.gate.set()
+        live.stop()
+        engine.close()
+
+
+def test_store_failure_is_503_on_readyz(tmp_path: Path) -> None:
+    class Broken(MemoryStore):
+        def revision(self, user_id: str) -> int:
+            raise OSError("disk gone")
+
+    engine = Engine(settings=make_settings(tmp_path), store=Broken(), embedder=HashEmbedder())
+    live = LiveServer(create_app(engine))
+    try:
+        assert httpx.get(f"{live.url}/healthz").json() == {"status": "ok"}
+        assert_error(httpx.get(f"{live.url}/readyz"), 503, "store_error")
+    finally:
+        live.stop()
+        engine.close()
+
+
+# -- data paths -------------------------------------------------------------------------------
+
+
+def test_pagination_walks_every_memory_once(tmp_path: Path) -> None:
+    service = Service(tmp_path)
+    try:
+        for i in range(6):
+            service.call("POST", "/v1/memories", "bob", json={"content": f"bob fact {i} " * 3})
+        seen: list[str] = []
+        cursor = None
+        pages = 0
+        while True:
+            params = {"limit": 4, **({"cursor": cursor} if cursor else {})}
+            page = service.call("GET", "/v1/memories", "bob", params=params).json()
+            seen += [m["id"] for m in page["memories"]]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert pages == 2
+        assert sorted(seen) == sorted(m.id for m in service.engine.list("bob", limit=None))
+        assert len(seen) == len(set(seen)) == 6
+    finally:
+        service.close()
+
+
+def test_import_then_export_round_trip(tmp_path: Path) -> None:
+    source = Service(tmp_path / "a")
+    target = Service(tmp_path / "b")
+    try:
+        source.call("POST", "/v1/ingest", "alice", json={"text": "I adopted a cat named "
+                                                          "Pixel in March; she hates rain."})
+        exported = source.call("GET", "/v1/export", "alice").content
+        assert exported.count(b"\n") >= 2
+        target.call("DELETE", f"/v1/memories/{target.alice_memory}", "alice")
+        r = target.call("POST", "/v1/import", "alice", content=exported,
+                        headers={"content-type": "application/x-ndjson"})  # fmt: skip
+        assert r.status_code == 200, r.text
+        assert r.json()["memories"] == exported.count(b"\n")
+        assert target.call("GET", "/v1/export", "alice").content == exported
+        # a record of a user the key does not hold: refused, nothing written
+        stray = json.dumps({"type": "remember", "user_id": "bob", "content": "sneaky"})
+        ok = json.dumps({"type": "remember", "user_id": "alice", "content": "fine"})
+        assert_error(target.call("POST", "/v1/import", "alice",
+                                 content=f"{ok}\n{stray}\n"), 403)  # fmt: skip
+        assert_error(target.call("POST", "/v1/import", "alice", content=b"{oops\n"), 400)
+        assert target.call("GET", "/v1/export", "alice").content == exported
+    finally:
+        source.close()
+        target.close()
+
+
+def test_context_then_feedback(svc: Service) -> None:
+    ctx = svc.call("POST", "/v1/context", "alice",
+                   json={"message": "which mode do I keep notes in?", "token_budget": 500})
+    body = ctx.json()
+    assert ctx.status_code == 200
+    assert {"text", "context_id", "tokens", "budget", "memories"} <= set(body)
+    assert body["budget"] == 500
+    if body["memories"]:
+        fb = svc.call("POST", "/v1/feedback", "alice",
+                      json={"context_id": body["context_id"], "helpful": True})
+        assert fb.status_code == 200, fb.text
+        assert set(fb.json()["usefulness"]) == {m["id"] for m in body["memories"]}
+
+
+def test_pin_and_mute_flip_the_flags(svc: Service) -> None:
+    path = f"/v1/memories/{svc.alice_memory}"
+    assert svc.call("POST", path + "/mute", "alice").json()["muted"] is True
+    assert svc.call("POST", path + "/mute", "alice", json={"value": False}).json()["muted"] is False
+    assert svc.call("POST", path + "/pin", "alice", json={"value": True}).json()["pinned"] is True
+    assert svc.engine.get(svc.alice_memory, "alice").pinned is True
+
+
+# -- public endpoints ---------------------------------------------------------------------------
+
+
+def test_health_metrics_and_openapi(svc: Service) -> None:
+    assert svc.call("GET", "/healthz").json() == {"status": "ok"}
+    assert svc.call("GET", "/readyz").json() == {"status": "ok"}
+    svc.call("GET", "/v1/memories", "alice")
+    text = svc.call("GET", "/metrics").text
+    assert 'engrain_http_requests_total{method="GET",route="/v1/memories",status="200"}' in text
+    assert "engrain_http_request_duration_seconds_bucket" in text
+    assert svc.alice_memory not in text  # routes by template, never by id
+    doc = svc.call("GET", "/openapi.json").json()
+    assert doc["openapi"].startswith("3.1")
+    op = doc["paths"]["/v1/context"]["post"]
+    assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "ContextRequest")
+    assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
+        "ContextOut")
+    for status in ("400", "401", "403", "413", "422", "503"):
+        assert op["responses"][status]["content"]["application/json"]["schema"][
+            "$ref"].endswith("ErrorOut")
+    assert "HTTPBearer" in doc["components"]["securitySchemes"]
