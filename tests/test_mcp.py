@@ -246,6 +246,15 @@ def test_http_endpoint_answers_post_at_both_paths_without_redirect(live: Live, p
     assert response.json()["result"]["serverInfo"]["name"] == "engrain"
 
 
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_http_other_methods_answer_405_at_once(live: Live, method: str) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {live.secrets['alice']}"}
+    response = httpx.request(method, live.url + "/mcp", headers=headers, timeout=10)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST"
+    assert response.json()["error"] == "method_not_allowed"
+
+
 def test_http_agent_flow_with_a_key_of_one_user(live: Live) -> None:
     async def main() -> None:
         async with live.session("alice") as s:

@@ -84,21 +84,32 @@ def bearer_secret(scope: Scope) -> str | None:
     return None
 
 
-async def _send_error(error: EngrainError, send: Send) -> None:
-    body = json.dumps(error.to_dict()).encode()
+#: The answer to any method but POST: the transport is stateless, so there is no
+#: server-initiated stream to GET (the SDK would hold such a GET open, idle, forever)
+#: and no session to DELETE.
+METHOD_NOT_ALLOWED = {
+    "error": "method_not_allowed",
+    "status": 405,
+    "message": "the MCP endpoint takes POST only (stateless streamable HTTP)",
+}
+
+
+async def _send_json(
+    send: Send, status: int, body: Mapping[str, object], headers: list[tuple[bytes, bytes]]
+) -> None:
+    data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode())]  # fmt: skip
-    if error.http_status == 401:
-        headers.append((b"www-authenticate", b'Bearer realm="engrain"'))
-    await send({"type": "http.response.start", "status": error.http_status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+               (b"content-length", str(len(data)).encode()), *headers]  # fmt: skip
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
 class MCPApp:
-    """An ASGI app serving the MCP endpoint at whatever path it is routed to (POST for
-    messages; GET answers 405, as the spec allows a server without a server-initiated
-    stream). Its :meth:`run` must be entered in the host's lifespan (:func:`mount` does
-    it); served alone, it runs it from the ASGI lifespan protocol itself."""
+    """An ASGI app serving the MCP endpoint at whatever path it is routed to: POST carries
+    the messages; any other method answers 405 (the protocol lets a server without a
+    server-initiated stream refuse GET). Its :meth:`run` must be entered in the host's
+    lifespan (:func:`mount` does it); served alone, it runs it from the ASGI lifespan
+    protocol itself."""
 
     def __init__(self, manager: StreamableHTTPSessionManager, keys: KeyRing) -> None:
         self.manager = manager
@@ -121,7 +132,12 @@ class MCPApp:
             secret = bearer_secret(scope)
             key = await anyio.to_thread.run_sync(self.keys.authenticate, secret)
         except EngrainError as error:
-            await _send_error(error, send)
+            challenge = [(b"www-authenticate", b'Bearer realm="engrain"')]
+            await _send_json(send, error.http_status, error.to_dict(),
+                             challenge if error.http_status == 401 else [])  # fmt: skip
+            return
+        if scope["method"] != "POST":
+            await _send_json(send, 405, METHOD_NOT_ALLOWED, [(b"allow", b"POST")])
             return
         await self.manager.handle_request({**scope, SCOPE_KEY: key}, receive, send)
 
