@@ -109,6 +109,20 @@ def test_create_json_is_one_object_with_the_key_as_the_last_line(
         keys.authorize(key, "alice", "api")
 
 
+def test_a_user_typed_before_create_scopes_the_key_but_engrain_user_does_not(
+    invoke: Invoke, runner: CliRunner, db: Path
+) -> None:
+    before = json_lines(invoke("--user", "alice", "--json", "keys", "create"))[-1]
+    inside = json_lines(invoke("keys", "-u", "bob", "create", "--json"))[-1]
+    both = json_lines(invoke("-u", "alice", "keys", "create", "-u", "carol", "--json"))[-1]
+    assert (before["users"], inside["users"], both["users"]) == (["alice"], ["bob"], ["carol"])
+    from_env = runner.invoke(
+        cli, ["keys", "create", "--url", f"sqlite:///{db}"], env={"ENGRAIN_USER": "dave"}
+    )
+    assert from_env.exit_code == 2 and "--user" in from_env.stderr
+    assert len(json_lines(invoke("keys", "list", "--json"))) == 3
+
+
 def test_an_admin_key_acts_for_anyone(invoke: Invoke, ring: Callable[[], KeyRing]) -> None:
     created = json_lines(invoke("keys", "create", "--admin", "--json"))[-1]
     assert created["admin"] is True and created["users"] == []

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
-from engrain.cli.base import State, _setter, pass_state
+from engrain.cli.base import State, _setter, global_options, pass_state
 from engrain.keys import ApiKey, KeyRing
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -66,12 +67,25 @@ def key_line(key: ApiKey) -> str:
     return f"{key.id}  {status:<7}  {key.created_at:%Y-%m-%d %H:%M}  {scope}{name}"
 
 
+def typed_user(ctx: click.Context) -> tuple[str, ...]:
+    """The ``--user`` typed before ``keys create`` (``engrain -u alice keys create``), if
+    any. Not one from ``ENGRAIN_USER``: a default must never silently become a key's scope."""
+    parent = ctx.parent
+    while parent is not None:
+        if parent.get_parameter_source("user") is ParameterSource.COMMANDLINE:
+            return (parent.ensure_object(State).user,)
+        parent = parent.parent
+    return ()
+
+
 @click.group()
+@global_options()
 def keys() -> None:
     """API keys for `engrain serve`: create, list, revoke.
 
     A key acts for the users it names (--user, repeatable), optionally only in some
-    projects (--project); an admin key (--admin) acts for every user and manages keys."""
+    projects (--project); an admin key (--admin) acts for every user and manages keys.
+    Keys belong to the store (--url, --data-dir), not to a user."""
 
 
 @keys.command()
@@ -80,7 +94,8 @@ def keys() -> None:
     "-u",
     "users",
     multiple=True,
-    help="A user the key may act for (repeatable; at least one unless --admin).",
+    help="A user the key may act for (repeatable; at least one unless --admin; default: "
+    "a --user typed before 'keys create', never ENGRAIN_USER).",
 )
 @click.option(
     "--project", "-p", "projects", multiple=True, help="Only this project (repeatable)."
@@ -97,6 +112,7 @@ def create(
     Text output: the key alone on stdout (KEY=$(engrain keys create -u alice) works) and
     what it allows on stderr. With --json, one object: key, id, users, projects, admin,
     name, created_at."""
+    users = users or typed_user(click.get_current_context())
     if not users and not admin:
         raise click.UsageError(
             "give the users the key acts for with --user after 'keys create' "
@@ -114,7 +130,7 @@ def create(
 
 
 @keys.command(name="list")
-@store_options
+@global_options()
 @pass_state
 def list_(state: State) -> None:
     """Every key, oldest first: id, active or revoked, created, scope, name.
@@ -128,7 +144,7 @@ def list_(state: State) -> None:
 
 @keys.command()
 @click.argument("key_id")
-@store_options
+@global_options()
 @pass_state
 def revoke(state: State, key_id: str) -> None:
     """Revoke the key KEY_ID: every server over this store refuses it from now on."""
