@@ -11,11 +11,14 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import unicodedata
 import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engrain import Engine
 from engrain.embed import HashEmbedder
@@ -333,3 +336,40 @@ def test_a_postgres_database_from_before_keys_gains_them(
         assert [m.id for m in store.query("alice")] == [kept]
     finally:
         store.close()
+
+
+# -- no look-alike gets through ---------------------------------------------------------------
+
+_ids = st.text(
+    alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Cs")), min_size=1, max_size=8
+).filter(str.strip)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    users=st.lists(_ids, min_size=1, max_size=3),
+    asked=_ids,
+    projects=st.lists(_ids, max_size=2),
+)
+def test_a_key_allows_exactly_its_users_never_a_look_alike(
+    users: list[str], asked: str, projects: list[str]
+) -> None:
+    """Whatever the ids — case variants, accents composed or not, spaces — a key allows a
+    user only if the id equals one of its users after NFC, and nothing else."""
+    ring = KeyRing(MemoryStore())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserIdWarning)
+        secret, _ = ring.create(users, projects=projects)
+        key = ring.authenticate(secret)
+        nfc = {unicodedata.normalize("NFC", u) for u in users}
+        project = unicodedata.normalize("NFC", projects[0]) if projects else None
+        expected = unicodedata.normalize("NFC", asked) in nfc
+        assert key.allows(asked, project) is expected
+        for variant in {asked.upper(), asked.lower(), f" {asked}", asked.casefold()} - {asked}:
+            allowed = unicodedata.normalize("NFC", variant) in nfc
+            assert key.allows(variant, project) is allowed
+        for user in users:
+            assert key.allows(user, project)
+            assert key.allows(unicodedata.normalize("NFD", user), project)
+        if projects:
+            assert not key.allows(users[0], None)
