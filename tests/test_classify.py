@@ -433,3 +433,56 @@ def test_the_vocabulary_setting_reads_a_json_object_and_refuses_blank_names() ->
 def test_a_blank_domain_name_passed_directly_is_refused() -> None:
     with pytest.raises(ValidationError, match="domain name is empty"):
         domains_of("anything", vocabulary={"  ": ["x"]})
+
+
+# -- rules added from the evaluation's tuning half (issue 12) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "turn", "intent", "complexity"),
+    [
+        # a statement of need followed by a how-question asks how, not for the work
+        ("I need an index on orders(user_id). The table is huge, what's the safe way to add it?",
+         0, QUE, M),
+        ("We need CSV export of the usage report. Can you add it?", 0, GEN, M),
+        # a request in the final question
+        ("The sales team wants a monthly churn chart. Could you put that together?", 0, GEN, M),
+        # the onset of an incident, dropped sessions, a result that looks wrong
+        ("Since this morning people get logged out every few minutes on mobile", 0, DBG, C),
+        ("the new lag feature is worth 6 points of accuracy, which looks suspicious", 0, DBG, C),
+        # "why X and not Y" without a verb is a recorded decision's rationale
+        ("why redis and not memcached for the rate limiter?", 0, ANA, M),
+        # a log line pasted alone asks for its known fix
+        ("celery: ERROR consumer: Cannot connect to amqp://guest@localhost:5672//", 0, DBG, S),
+        # a whole lifecycle asked as a question is a deep analysis
+        ("how does a change get from a pull request to being live in production?", 0, ANA, D),
+        # follow-ups: an acknowledgement in front, "same …", a trailing "then"
+        ("makes sense. where does the retry limit live then", 4, CON, S),
+        ("good. same chart but only for the EU stores, keep the colours", 4, CON, M),
+        ("wait, so which queue does that go to then", 4, CON, S),
+    ],
+)  # fmt: skip
+def test_rules_from_the_tuning_half(
+    message: str, turn: int, intent: Intent, complexity: Complexity
+) -> None:
+    result = classify(message, turn=turn)
+    assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["ty!!", "okie 👍", "no worries", "my bad lol", "that fixed it, thanks mate",
+     "yay 🎉", "crystal clear", "agreed", "all sorted, cheers", "just perfect, really helpful"],
+)  # fmt: skip
+def test_more_ways_of_saying_thanks_are_trivial(message: str) -> None:
+    assert classify(message).complexity is T
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Jonas floated moving the cron jobs to Airflow. Not convinced tbh",
+     "tempted to drop the staging environment altogether",
+     "would it be overkill to split the API into two services? what do you think"],
+)  # fmt: skip
+def test_opinions_and_proposals_are_discussion(message: str) -> None:
+    assert classify(message).intent is DIS

@@ -395,3 +395,78 @@ def test_a_deep_question_gets_lower_thresholds(tmp_path: Path) -> None:
     intent = gated.classification.intent
     assert limit == pytest.approx(threshold_for(Kind.FACT, intent, shift), abs=0.005)
     assert limit < threshold_for(Kind.FACT, intent, 0.0)
+
+
+# -- 14. the conventions of a generation request's area ---------------------------------------
+
+ZIP_MSG = "Let customers download all invoices of a year as one zip file"
+INVOICE_NOTE = "Invoice PDFs are rendered once and kept in the invoices bucket by account"
+ENDPOINT_PATTERN = "Endpoints live in api/v2 as routers, with pydantic request models"
+TEST_PATTERN = "Tests build their data with the factories in tests/factories.py"
+METRIC_PREF = "Metric names in snake_case with a ledgerly. prefix"
+
+
+def _area_engine(tmp_path: Path) -> tuple[Engine, dict[str, str]]:
+    engine = _engine(tmp_path, [ZIP_MSG, "Where are invoice PDFs kept?"], {
+        INVOICE_NOTE: 0.7, ENDPOINT_PATTERN: 0.03, TEST_PATTERN: 0.03, METRIC_PREF: 0.03,
+    })  # fmt: skip
+    when = NOW - timedelta(days=30)
+    ids = {
+        "note": engine.remember(INVOICE_NOTE, "ada", "fact", domains=["api", "billing"],
+                                now=when).memory_id or "",
+        "endpoint": engine.remember(ENDPOINT_PATTERN, "ada", "pattern", domains=["api"],
+                                    access_count=40, now=when).memory_id or "",
+        "tests": engine.remember(TEST_PATTERN, "ada", "pattern", domains=["testing"],
+                                 access_count=40, now=when).memory_id or "",
+        "metric": engine.remember(METRIC_PREF, "ada", "preference", domains=["observability"],
+                                  now=when).memory_id or "",
+    }  # fmt: skip
+    return engine, ids
+
+
+def test_a_generation_request_gets_the_conventions_of_its_area(tmp_path: Path) -> None:
+    engine, ids = _area_engine(tmp_path)
+    gated = engine.explain(ZIP_MSG, "ada", now=NOW)
+    assert gated.classification.intent is Intent.GENERATION
+    assert "area: api, billing" in gated.classification.signals  # the best match's domains
+    chosen = {m.id for m in gated.memories}
+    assert ids["endpoint"] in chosen  # cosine 0.03, but the convention of the area
+    assert gated.components[ids["endpoint"]]["area_convention"] == 1.0
+    assert gated.components[ids["endpoint"]]["calibrated_relevance"] == pytest.approx(0.5)
+    assert ids["tests"] not in chosen  # a convention of another area stays out
+    assert "area_convention" not in gated.components[ids["tests"]]
+
+
+def test_only_a_generation_request_has_an_area(tmp_path: Path) -> None:
+    engine, ids = _area_engine(tmp_path)
+    gated = engine.explain("Where are invoice PDFs kept?", "ada", now=NOW)
+    assert gated.classification.intent is Intent.QUESTION
+    assert not any(s.startswith("area:") for s in gated.classification.signals)
+    assert ids["endpoint"] not in {m.id for m in gated.memories}
+    assert "area_convention" not in gated.components[ids["endpoint"]]
+
+
+def test_the_area_is_the_domains_of_the_clear_best_matches() -> None:
+    from engrain.recall.area import AREA_RELEVANCE, CONVENTION_RELEVANCE, area_of, with_area
+    from engrain.recall.relevance import Candidate
+
+    def cand(kind: str, relevance: float, *domains: str) -> Candidate:
+        memory = Memory.new(f"{kind} {relevance} {domains}", "ada", MemoryType.SEMANTIC,
+                            kind=Kind(kind), domains=domains, now=NOW)  # fmt: skip
+        return Candidate(memory, relevance, 0.0, relevance)
+
+    pool = [cand("fact", 1.0, "api"), cand("fact", AREA_RELEVANCE, "billing"),
+            cand("fact", 0.8, "database"), cand("pattern", 0.1, "database"),
+            cand("pattern", 0.1, "billing"), cand("decision", 0.1, "api"),
+            cand("preference", 0.7, "api")]  # fmt: skip
+    assert area_of(pool) == ("api", "billing")
+    assert area_of([cand("fact", 0.8, "api")]) == ()  # nothing clearly matches
+    generation = Classification(Complexity.MODERATE, Intent.GENERATION, (), 0, False, False, ())
+    raised_pool, area, raised = with_area(pool, generation)
+    by_id = {c.id: c.relevance for c in raised_pool}
+    assert area == ("api", "billing")
+    assert raised == {pool[4].id}  # the billing pattern; not the database one, not a decision
+    assert by_id[pool[4].id] == CONVENTION_RELEVANCE
+    assert by_id[pool[6].id] == 0.7  # never lowered
+    question = Classification(Complexity.SIMPLE, Intent.QUESTION, (), 0, False, False, ())
+    assert with_area(pool, question)[2] == frozenset()

@@ -159,6 +159,13 @@ _ACK_WORDS = frozenset(
         "makes", "sense", "lgtm", "sgtm", "np", "noted", "done", "bye", "goodbye", "later", "cya",
         "ah", "oh", "aha", "i", "see", "now", "again", "there", "everyone", "lol", "lmao", "rofl",
         "merci", "danke", "gracias", "grazie", "ta", "haha", "hehe", "heh", "love", "one",
+        "thankyou", "thanku", "tq", "okie", "oki", "okey", "okies", "alrighty", "aight", "bet",
+        "dope", "lovely", "ace", "legend", "fantastic", "super", "splendid", "solid", "well",
+        "job", "stuff", "worries", "problem", "nw", "yw", "welcome", "you're", "youre", "my",
+        "bad", "oops", "whoops", "phew", "yay", "woo", "woohoo", "hooray", "agreed", "agree",
+        "ikr", "omg", "did", "fixed", "solved", "sorted", "set", "helped", "helps", "helpful",
+        "very", "really", "just", "needed", "mate", "man", "dude", "buddy", "folks",
+        "understood", "clear", "crystal", "roger", "ack", "kthx", "kthxbye", "cheerio", "bravo",
     ]
 )  # fmt: skip
 _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
@@ -169,8 +176,9 @@ _GREETING = re.compile(
 )
 #: An acknowledgement in front of the real message ("ok, and …", "thanks! now …").
 _LEAD = re.compile(
-    r"^(?:(?:hi|hello|hey|yo|ok|okay|k|cool|great|nice|perfect|awesome|thanks|thank you|"
-    r"thx|ty|np|sure|yes|yep|yeah|alright|right|well|hmm+|haha|lol|got it|i see)\b"
+    r"^(?:(?:hi|hello|hey|yo|ok|okay|k|cool|great|good|nice|perfect|awesome|thanks|thank you|"
+    r"thx|ty|np|sure|yes|yep|yeah|alright|right|well|hmm+|haha|lol|got it|i see|makes sense|"
+    r"fair enough|wait|ah|oh)\b"
     r"[\s,.!:;\-—–]*|[^\w\s`'\"/({\[<#@$~.-]+\s*)+",
     re.IGNORECASE,
 )
@@ -220,6 +228,11 @@ _SYMPTOM = re.compile(
     r"redirect(?:ed|s)? (?:in )?(?:a )?loop|infinite loop|"
     r"(?:a|an|one|two|\d+) (?:day|hour|minute|week|month)s? (?:early|late|off|behind|ahead)|"
     r"too (?:early|late)|too good to be true|stall\w*|sitting at|"
+    r"(?:kicked|logged|signed|thrown|bounced) (?:back|out)|"
+    r"since (?:this morning|yesterday|last night|this week|(?:mon|tues|wednes|thurs|fri|"
+    r"satur|sun)day)|"
+    r"(?:seems|seem|looks|look|is|are) (?:\w+ )?(?:suspicious|fishy|off)\b|"
+    r"(?:doesn'?t|does not|don'?t) add up|can'?t be right|"
     r"(?:been|is|are|keeps?|kept) \w+ing (?:\w+ ){0,4}?for \d+ ?(?:minutes|mins|hours|hrs|days)|"
     r"but (?:\S+ ){0,8}?still|keeps? \w+ing|kept \w+ing|zombie\w*|preempt\w*|evicted|"
     r"throttl\w+|(?:lose|loses|losing|lost) (?:all |the |its |their |some )?(?:data|progress|"
@@ -327,6 +340,8 @@ _ANALYSIS = re.compile(
 )
 _DISCUSSION = re.compile(
     r"^(?:i think|i'?m thinking|i was thinking|i feel|i don'?t (?:love|like|think)|"
+    r"i reckon|i guess|kinda|part of me|hot take|unpopular opinion|random thought|"
+    r"(?:i'?ve |we'?ve )?been thinking|just thinking|"
     r"i (?:like|love|prefer|hate|wonder)|i'?m (?:leaning|not sure|wondering|torn)|"
     r"honestly|imo|imho|personally|not sure (?:if|whether)|let'?s (?:talk|discuss|chat|"
     r"think)|thoughts on|any thoughts|what do you think|how do you feel|"
@@ -335,7 +350,10 @@ _DISCUSSION = re.compile(
     re.IGNORECASE,
 )
 _DISCUSSION_ANYWHERE = re.compile(
-    r"\b(?:thoughts\s*\?|any thoughts|on the fence|torn between|wdyt|"
+    r"\b(?:thoughts\s*\?|any thoughts|on the fence|torn between|wdyt|tbh|imo|imho|"
+    r"not convinced|tempted to|(?:floated|pitched|raised) (?:the idea|going|moving|switching|"
+    r"dropping|adding|replacing)|(?:is|would) it be (?:crazy|overkill|silly|a good idea)|"
+    r"how do (?:you|we) feel|what do you think|your take|(?:do|would) you agree|"
     r"(?:we'?re|i'?m|we are|i am) (?:debating|discussing|considering|weighing|wondering|"
     r"thinking about|not sure)|\w+ (?:suggests|suggested|proposes|proposed) )",
     re.IGNORECASE,
@@ -347,7 +365,7 @@ _QUESTION = re.compile(
 )
 _CONTINUATION = re.compile(
     r"^(?:and|also|plus|then|next|now|so|what about|how about|what if|"
-    r"same (?:for|with|thing|here|again)|do the same|the same for|continue|go on|"
+    r"same|do the same|the same for|continue|go on|"
     r"keep going|carry on|more|another|one more|what else|anything else|ok and)\b",
     re.IGNORECASE,
 )
@@ -355,7 +373,7 @@ _CONTINUATION = re.compile(
 #: …", "does that apply …", "why?"). "this"/"these" are left out: they usually point at
 #: code pasted in the same message.
 #: "the weekly one too?", "for the EU as well?"
-_ALSO_THIS = re.compile(r"\b(?:too|as well)\s*[?.!]*$", re.IGNORECASE)
+_ALSO_THIS = re.compile(r"\b(?:too|as well|then)\s*[?.!]*$", re.IGNORECASE)
 _ANAPHORA = re.compile(
     r"^(?:(?:does|do|did|is|are|was|were|will|would|can|could|should|shouldn'?t|"
     r"why|how|what|where|when)\s+){0,2}(?:it|that|those|they|them|the same)\b"
@@ -369,7 +387,8 @@ _DEEP = re.compile(
     r"\b(?:architecture|architect\w*|system design|design (?:of|for) the|overall|"
     r"(?:entire|whole|full|complete) (?:\w+ )?(?:system|codebase|project|pipeline|app|stack|"
     r"platform|flow|path|process|lifecycle|chain|journey)|end[- ]to[- ]end|"
-    r"how everything fits|big picture|roadmap)\b",
+    r"how everything fits|big picture|roadmap|"
+    r"from (?:\S+ ){1,3}(?:all the way )?to (?:\S+ ){0,3}(?:production|prod)(?: \w+)?)\b",
     re.IGNORECASE,
 )
 _MULTI_FILE = re.compile(
@@ -381,7 +400,7 @@ _MULTI_FILE = re.compile(
     re.IGNORECASE,
 )
 _QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
-_RATIONALE = re.compile(r"^why (?:do|did|does|are|is|was|were)\b", re.I)
+_RATIONALE = re.compile(r"^why\b", re.I)
 #: A choice between alternatives or one of ours ("instead of", "and not", "we chose").
 _CHOICE = re.compile(
     r"\b(?:we|our|instead of|rather than|and not|over (?:a|an|the|\w+ for))\b", re.I
@@ -395,13 +414,28 @@ _HOW_TO = re.compile(
     r"what do (?:i|we) do (?:when|if|about|with))\b",
     re.I,
 )
-_ERROR_LINE = re.compile(r"^[\w.]*(?:Error|Exception|Warning)\b:?", re.I)
+_ERROR_LINE = re.compile(
+    r"^[\w.]*(?:Error|Exception|Warning)\b:?|^(?:[\w.-]+:\s*)?(?:ERROR|FATAL|CRITICAL)\b"
+)
 #: What runs beyond one snippet: a failure there needs the project's whole picture.
 _SYSTEM = re.compile(
     r"\b(?:job|jobs|endpoint|endpoints|service|services|pipeline|prod|production|staging|"
     r"deploy\w*|release|container|pod|pods|dag|queue|worker|workers|cluster|ci|cron|server|"
     r"traceback|database|migration)\b",
     re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: A question about the way to do something, anywhere in a sentence ("…, what's the safe
+#: way to get it in?"): a statement of need followed by it asks how, not for the work.
+_ASKS_HOW = re.compile(
+    r"(?:^|[,;:]\s*)(?:how (?:do|can|should|would) (?:i|we|you)|what(?:'s| is) the (?:best|"
+    r"right|recommended|preferred|proper|correct|easiest|safest|safe|usual) way)\b",
+    re.I,
+)
+#: A follow-up that revises what was just produced ("same plot but only …", "what would
+#: the sbatch line look like …"): a development task like the one it continues.
+_REVISE = re.compile(
+    r"\b(?:look like|same \w+ but|but (?:only|with|without|for)|keep the|instead)\b", re.I
 )
 SNIPPET = 200  # a one-line bug question with its snippet
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
@@ -540,7 +574,11 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         return Intent.DEBUGGING
     if _EXPLAIN.match(body):
         return Intent.ANALYSIS
-    if _GENERATION_VERB.match(body) or _NEED.match(body):
+    ask = _final_question(body)
+    if _GENERATION_VERB.match(body) or (_NEED.match(body) and not _ASKS_HOW.search(ask)):
+        return Intent.GENERATION
+    if ask and not symptom and _GENERATION_VERB.match(ask):
+        fired.append("request in the final question")
         return Intent.GENERATION
     if symptom or (has_code and _WHY_CODE.match(body)):
         return Intent.DEBUGGING
@@ -554,10 +592,22 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _ANALYSIS.search(body):
         return Intent.ANALYSIS
     if _QUESTION.search(body):
-        return Intent.QUESTION
+        # how a whole system or lifecycle works is analysis (the seed: deep = architecture,
+        # analysis), not a question about one fact or procedure
+        return Intent.ANALYSIS if _DEEP.search(body) else Intent.QUESTION
     if _GREETING.match(text):
         return Intent.GREETING
     return Intent.DISCUSSION
+
+
+def _final_question(body: str) -> str:
+    """The last sentence of a message of several when it is a question ("I need an index on
+    a 40M-row table. What's the safe way to get it in?"), else "": what such a message asks
+    is its final question."""
+    sentences = _SENTENCE_END.split(body.strip())
+    if len(sentences) < 2 or not sentences[-1].rstrip().endswith("?"):
+        return ""
+    return sentences[-1].strip()
 
 
 def _complexity(
@@ -590,10 +640,14 @@ def _complexity(
         return Complexity.COMPLEX
     if intent in (Intent.GENERATION, Intent.DISCUSSION):
         return Complexity.MODERATE
+    if intent is Intent.CONTINUATION and _REVISE.search(body):
+        fired.append("revision")
+        return Complexity.MODERATE
     if _QUICK.search(text):
         fired.append("quick")
         return Complexity.SIMPLE
-    if intent is Intent.QUESTION and _HOW_TO.match(body):
+    asks_how = _HOW_TO.match(body) or _ASKS_HOW.search(_final_question(body))
+    if intent is Intent.QUESTION and asks_how:
         fired.append("how-to")  # a procedure: the golden path and its pitfalls
         return Complexity.MODERATE
     if length < SHORT:

@@ -19,6 +19,7 @@ from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
 from engrain.model import Kind, Memory, MemoryType, Vector
 from engrain.recall import candidates as cand
+from engrain.recall.area import with_area
 from engrain.recall.assemble import (
     Format,
     item_line,
@@ -134,10 +135,16 @@ def gate(
     )  # fmt: skip
     pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
+    pool, area, raised = with_area(pool, classification)
+    if area:
+        classification = replace(
+            classification, signals=(*classification.signals, f"area: {', '.join(area)}")
+        )
     clock.lap("candidates")
 
     query = Query(classification, weights, now, options.focus_areas)
-    ranked, components = _score(pool, options, query, cooccurrence, explain=explain)
+    ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
+                                raised=raised)  # fmt: skip
     partners = _partners(store, user_id, ranked)
     clock.lap("score")
 
@@ -265,10 +272,12 @@ def _score(
     cooccurrence: Pairs | None,
     *,
     explain: bool,
+    raised: frozenset[str] = frozenset(),
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
-    them. The learned co-occurrence bonus is with the most relevant candidates (the pool
+    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``).
+    The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything."""
     score = scorer(options.profile, query)
     anchors = [c.id for c in pool[:ANCHORS]] if cooccurrence else []
@@ -282,7 +291,8 @@ def _score(
     ranked = [Ranked(c.memory, s.total, c.similarity, c.relevance) for c, s in scored]
     components = {
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
-               "calibrated_relevance": c.relevance}
+               "calibrated_relevance": c.relevance,
+               **({"area_convention": 1.0} if c.id in raised else {})}
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -61,6 +61,10 @@ class _Arrays:
     pinned: BoolArray
     importance: npt.NDArray[np.float64]
     updated: npt.NDArray[np.float64]
+    #: Filter → rows passing it, computed once per set of columns: every call of the gate
+    #: asks for the same few filters (the pool's, the learnings', the pinned ones). Only
+    #: the columns decide a mask, so :meth:`~UserCache.touch`, which changes none, keeps it.
+    masks: dict[MemoryFilter, BoolArray] = field(default_factory=dict, compare=False, repr=False)
 
     def patched(self, changed: Mapping[int, Memory]) -> _Arrays | None:
         """A copy with these rows overwritten; ``None`` if one no longer fits (a vector of
@@ -99,13 +103,14 @@ class _Arrays:
     def extend(self, more: _Arrays) -> _Arrays:
         """These rows followed by ``more``'s."""
         offset = len(self.memories)
+        columns: dict[str, Any] = {
+            name: np.concatenate([getattr(self, name), getattr(more, name)])
+            for name in _ARRAY_FIELDS
+        }
         return _Arrays(
             memories=self.memories + more.memories,
             position={**self.position, **{k: v + offset for k, v in more.position.items()}},
-            **{
-                name: np.concatenate([getattr(self, name), getattr(more, name)])
-                for name in _ARRAY_FIELDS
-            },
+            **columns,
         )
 
     def without(self, rows: Iterable[int]) -> _Arrays:
@@ -323,28 +328,44 @@ class UserCache:
 
     @staticmethod
     def _mask(a: _Arrays, flt: MemoryFilter) -> BoolArray:
-        mask = np.ones(len(a.memories), dtype=bool)
-        if flt.project is not None:
-            mask &= a.project == flt.project
-        if flt.memory_types is not None:
-            mask &= _codes(MEMORY_TYPES, flt.memory_types)[a.memory_type]
-        if flt.kinds is not None:
-            mask &= _codes(KINDS, flt.kinds)[a.kind]
-        if flt.session_id is not None:
-            mask &= a.session_id == flt.session_id
-        if flt.key is not None:
-            mask &= a.key == flt.key
-        if not flt.include_compressed:
-            mask &= ~a.compressed
-        if not flt.include_muted:
-            mask &= ~a.muted
-        if not flt.include_superseded:
-            mask &= ~a.superseded
-        if flt.min_importance is not None:
-            mask &= a.importance >= flt.min_importance
-        if flt.pinned is not None:
-            mask &= a.pinned == flt.pinned
+        """The rows passing ``flt`` (read-only: it is shared through ``a.masks``)."""
+        mask = a.masks.get(flt)
+        if mask is None:
+            mask = _filter_rows(a, flt)
+            mask.flags.writeable = False
+            if len(a.masks) >= _MASKS_MAX:
+                a.masks.clear()
+            a.masks[flt] = mask
         return mask
+
+
+_MASKS_MAX = 32
+
+
+def _filter_rows(a: _Arrays, flt: MemoryFilter) -> BoolArray:
+    """A fresh boolean row mask of the memories passing ``flt``."""
+    mask = np.ones(len(a.memories), dtype=bool)
+    if flt.project is not None:
+        mask &= a.project == flt.project
+    if flt.memory_types is not None:
+        mask &= _codes(MEMORY_TYPES, flt.memory_types)[a.memory_type]
+    if flt.kinds is not None:
+        mask &= _codes(KINDS, flt.kinds)[a.kind]
+    if flt.session_id is not None:
+        mask &= a.session_id == flt.session_id
+    if flt.key is not None:
+        mask &= a.key == flt.key
+    if not flt.include_compressed:
+        mask &= ~a.compressed
+    if not flt.include_muted:
+        mask &= ~a.muted
+    if not flt.include_superseded:
+        mask &= ~a.superseded
+    if flt.min_importance is not None:
+        mask &= a.importance >= flt.min_importance
+    if flt.pinned is not None:
+        mask &= a.pinned == flt.pinned
+    return mask
 
 
 def _same_vector(a: Vector | None, b: Vector | None) -> bool:

@@ -1,0 +1,71 @@
+"""The area of a request (relevance gating, between candidates and scoring).
+
+A request to write code needs the conventions of the part of the project it touches: how
+endpoints are laid out, how tests build their data, how metrics are named. Those memories
+rarely share words or meaning with the request ("Let customers download a year of invoices
+as a zip" never says "endpoint"), so embeddings and BM25 rank them near zero. The memories
+that do match the request name its area: the domains of the best matches ("api",
+"payments") are the part of the project being changed. For a generation request, every
+convention of that area — its patterns, golden paths and preferences — is raised to the
+relevance of a memory "clearly about this" (:data:`CONVENTION_RELEVANCE`); nothing else
+changes, and no other intent is affected (a question wants its one fact, a bug report its
+symptoms' matches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from engrain.model import Kind
+from engrain.recall.classify import Classification, Intent
+from engrain.recall.relevance import Candidate
+
+#: A candidate at least this close to the request's best match names the request's area
+#: (relevance is calibrated so the best match of a request that has one is 1.0).
+AREA_RELEVANCE = 0.9
+#: The relevance an area's convention is raised to: the boost's "clearly about this" level
+#: (``score.BOOST_FULL_RELEVANCE``), so the convention competes as a relevant memory does.
+CONVENTION_RELEVANCE = 0.5
+#: How the project is done: the kinds a change must follow.
+CONVENTION_KINDS = frozenset({Kind.PATTERN, Kind.GOLDEN_PATH, Kind.PREFERENCE})
+#: The intents that change the project.
+AREA_INTENTS = frozenset({Intent.GENERATION})
+
+
+def area_of(pool: Sequence[Candidate]) -> tuple[str, ...]:
+    """The domains of the candidates within :data:`AREA_RELEVANCE` of the best match, in
+    order of first appearance; empty when nothing matches clearly."""
+    found: dict[str, None] = {}
+    for candidate in pool:
+        if candidate.relevance >= AREA_RELEVANCE:
+            found.update(dict.fromkeys(candidate.memory.domains))
+    return tuple(found)
+
+
+def with_area(
+    pool: Sequence[Candidate], classification: Classification
+) -> tuple[list[Candidate], tuple[str, ...], frozenset[str]]:
+    """``pool`` with the conventions of the request's area raised to
+    :data:`CONVENTION_RELEVANCE`, the area, and the ids of the raised candidates. Only a
+    generation request has an area; for any other the pool comes back unchanged."""
+    if classification.intent not in AREA_INTENTS:
+        return list(pool), (), frozenset()
+    area = area_of(pool)
+    if not area:
+        return list(pool), (), frozenset()
+    inside = set(area)
+    out: list[Candidate] = []
+    raised: set[str] = set()
+    for candidate in pool:
+        memory = candidate.memory
+        if (
+            memory.kind in CONVENTION_KINDS
+            and candidate.relevance < CONVENTION_RELEVANCE
+            and inside.intersection(memory.domains)
+        ):
+            candidate = replace(candidate, relevance=CONVENTION_RELEVANCE)
+            raised.add(memory.id)
+        out.append(candidate)
+    out.sort(key=lambda c: c.relevance, reverse=True)
+    return out, area, frozenset(raised)
