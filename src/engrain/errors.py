@@ -13,6 +13,7 @@ Every error carries a stable ``code`` and the ``http_status`` a server maps it t
     ├── ConfigError                   code "config_error",     500
     ├── EmbeddingError                code "embedding_error",  503
     ├── LLMError                      code "llm_error",        502
+    ├── RequestTimeoutError           code "timeout",          503
     └── StoreError                    code "store_error",      503
         └── MigrationError            code "migration_error",  500
 
@@ -105,6 +106,14 @@ class EmbeddingError(EngrainError):
     """The embedding model could not be loaded or failed on an input."""
 
     code = "embedding_error"
+    http_status = 503
+
+
+class RequestTimeoutError(EngrainError):
+    """A server request ran past its time limit (``create_app(request_timeout=)``) before
+    its response started; the work may still complete in the background."""
+
+    code = "timeout"
     http_status = 503
 
 

@@ -151,10 +151,8 @@ def _setter(field: str, *, top: bool) -> Callable[[click.Context, click.Paramete
     return store
 
 
-def global_options(*, top: bool = False) -> Callable[[F], F]:
-    """Add ``--url``, ``--data-dir``, ``--json`` and ``--user/-u`` to a command: the group
-    (``top=True``, with ``ENGRAIN_USER`` and the default user) or any subcommand."""
-    options = [
+def _store_option_list(top: bool) -> list[Callable[[F], F]]:
+    return [
         click.option(
             "--url",
             callback=_setter("url", top=top),
@@ -177,23 +175,38 @@ def global_options(*, top: bool = False) -> Callable[[F], F]:
             expose_value=False,
             help="Output JSON, one object per line; errors as a JSON object on stderr.",
         ),
-        click.option(
-            "--user",
-            "-u",
-            callback=_setter("user", top=top),
-            expose_value=False,
-            envvar="ENGRAIN_USER" if top else None,
-            default="default" if top else None,
-            help="User id (default: ENGRAIN_USER, else 'default').",
-        ),
     ]
 
+
+def _decorator(options: list[Callable[[F], F]]) -> Callable[[F], F]:
     def decorate(command: F) -> F:
         for option in reversed(options):
             command = option(command)
         return command
 
     return decorate
+
+
+def store_options(*, top: bool = False) -> Callable[[F], F]:
+    """Add ``--url``, ``--data-dir`` and ``--json`` (the global options without ``--user``)
+    to a command whose ``--user`` means something else, such as ``keys create`` (the key's
+    users). Values land in the :class:`State` exactly as :func:`global_options` puts them."""
+    return _decorator(_store_option_list(top))
+
+
+def global_options(*, top: bool = False) -> Callable[[F], F]:
+    """Add ``--url``, ``--data-dir``, ``--json`` and ``--user/-u`` to a command: the group
+    (``top=True``, with ``ENGRAIN_USER`` and the default user) or any subcommand."""
+    user: Callable[[F], F] = click.option(
+        "--user",
+        "-u",
+        callback=_setter("user", top=top),
+        expose_value=False,
+        envvar="ENGRAIN_USER" if top else None,
+        default="default" if top else None,
+        help="User id (default: ENGRAIN_USER, else 'default').",
+    )
+    return _decorator([*_store_option_list(top), user])
 
 
 class EngrainGroup(click.Group):

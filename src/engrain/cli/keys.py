@@ -7,49 +7,14 @@ printed once, by ``keys create``, and never again: only its hash is stored."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
-from engrain.cli.base import State, _setter, global_options, pass_state
+from engrain.cli.base import State, global_options, pass_state, store_options
 from engrain.keys import ApiKey, KeyRing
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 ONCE_WARNING = "this key is shown only now and cannot be shown again: store it somewhere safe"
-
-
-def store_options(command: F) -> F:
-    """The global ``--url``, ``--data-dir`` and ``--json``, accepted after a ``keys``
-    subcommand too. Not ``--user``: ``keys create`` has its own (the key's users)."""
-    options = [
-        click.option(
-            "--url",
-            callback=_setter("url", top=False),
-            expose_value=False,
-            help="Store URL (sqlite:///path, postgresql://…); default from settings.",
-        ),
-        click.option(
-            "--data-dir",
-            type=click.Path(file_okay=False),
-            callback=_setter("data_dir", top=False),
-            expose_value=False,
-            help="Data directory (default: ENGRAIN_DATA_DIR, else $XDG_DATA_HOME/engrain).",
-        ),
-        click.option(
-            "--json",
-            "as_json",
-            is_flag=True,
-            callback=_setter("as_json", top=False),
-            expose_value=False,
-            help="Output JSON, one object per line; errors as a JSON object on stderr.",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
 
 
 def key_ring(state: State) -> KeyRing:
@@ -102,7 +67,7 @@ def keys() -> None:
 )
 @click.option("--admin", is_flag=True, help="Any user and project, and key management.")
 @click.option("--name", "-n", help="A label to recognise the key by (shown in lists).")
-@store_options
+@store_options()
 @pass_state
 def create(
     state: State, users: tuple[str, ...], projects: tuple[str, ...], admin: bool, name: str | None

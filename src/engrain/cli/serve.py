@@ -37,11 +37,13 @@ def log_config(level: str) -> dict[str, Any]:
 @click.command(name="serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Interface to bind (the default answers this machine only).")
-@click.option("--port", default=8420, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--port", default=8420, show_default=True, type=click.IntRange(0, 65535),
+              help="TCP port to listen on (0: any free port).")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Processes, each with its own engine over the same store.")
 @click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+              type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+              help="Least severe log lines printed (each carries its request id).")
 @global_options()
 @pass_state
 def serve_command(state: State, host: str, port: int, workers: int, log_level: str) -> None:

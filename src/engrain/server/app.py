@@ -10,11 +10,10 @@ runs the engine in a worker thread.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp
 
 from engrain.config import load_settings
 from engrain.engine import Engine
@@ -34,7 +33,7 @@ MAX_BODY_BYTES = 1 << 20
 MAX_IMPORT_BYTES = 1 << 30
 #: Longest time before a response starts (seconds); streaming import/export are exempt.
 REQUEST_TIMEOUT = 30.0
-#: Where the MCP server's streamable HTTP app is mounted (``extra_mounts``).
+#: Where :func:`serve_app` mounts the MCP server's streamable HTTP app.
 MCP_PATH = "/mcp"
 
 DESCRIPTION = """\
@@ -51,14 +50,14 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     max_import_bytes: int = MAX_IMPORT_BYTES,
     request_timeout: float | None = REQUEST_TIMEOUT,
-    extra_mounts: Mapping[str, ASGIApp] | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``engine`` (one engine for every request; the caller closes it).
 
-    ``keys`` defaults to the key ring of the engine's own store. ``extra_mounts`` maps a
-    path to an ASGI app mounted there, behind the same middleware: the MCP server's
-    streamable HTTP app goes at :data:`MCP_PATH` (``{"/mcp": app}``) and checks the same
-    Bearer keys itself."""
+    ``keys`` defaults to the key ring of the engine's own store. The HTTP API only: for
+    the MCP server at :data:`MCP_PATH` as well, use :func:`serve_app`, or add it to this
+    app with :func:`engrain.mcp.mount` (exact routes at ``/mcp`` and ``/mcp/``, no
+    redirect, and the SDK's session manager run inside the app's lifespan; a plain
+    Starlette ``app.mount`` would do neither)."""
     app = FastAPI(
         title="engrain",
         version=_version(),
@@ -72,8 +71,6 @@ def create_app(
     errors.install(app)
     for router in (memories, recall, transfer, health):
         app.include_router(router)
-    for path, mounted in (extra_mounts or {}).items():
-        app.mount(path, mounted)
     app.add_middleware(
         ServiceMiddleware,
         metrics=app.state.metrics,

@@ -27,14 +27,6 @@ from engrain.server.context import current_request_id
 log = logging.getLogger("engrain.server")
 
 
-class RequestTimeoutError(EngrainError):
-    """The request ran past the server's time limit (``create_app(request_timeout=)``);
-    the work may still complete in the background."""
-
-    code = "timeout"
-    http_status = 503
-
-
 class RequestValidationFailed(ValidationError):
     """The body or query does not fit the route's request model (HTTP 422)."""
 

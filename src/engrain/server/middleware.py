@@ -27,9 +27,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engrain.errors import EngrainError, InputTooLargeError
+from engrain.errors import EngrainError, InputTooLargeError, RequestTimeoutError
 from engrain.server.context import REQUEST_ID
-from engrain.server.errors import RequestTimeoutError, error_bytes
+from engrain.server.errors import error_bytes
 from engrain.server.metrics import Metrics
 
 log = logging.getLogger("engrain.server.access")
