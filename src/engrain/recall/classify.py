@@ -234,7 +234,9 @@ _SYMPTOM = re.compile(
     r"(?:seems|seem|looks|look|is|are) (?:\w+ )?(?:suspicious|fishy|off)\b|"
     r"(?:doesn'?t|does not|don'?t) add up|can'?t be right|"
     r"(?:been|is|are|keeps?|kept) \w+ing (?:\w+ ){0,4}?for \d+ ?(?:minutes|mins|hours|hrs|days)|"
-    r"but (?:\S+ ){0,8}?still|keeps? \w+ing|kept \w+ing|zombie\w*|preempt\w*|evicted|"
+    r"but (?:\S+ ){0,8}?still|zombie\w*|preempt\w*|evicted|"
+    r"(?:keeps?|kept) (?!asking|going|saying|telling|coming|bringing|wanting|suggesting|"
+    r"pushing|talking|thinking)\w+ing|"
     r"throttl\w+|(?:lose|loses|losing|lost) (?:all |the |its |their |some )?(?:data|progress|"
     r"messages|events|rows|records|state|connection|track)|"
     r"(?:unable to|fails to|failed to|isn'?t|aren'?t|wasn'?t|weren'?t) \w+ing\b|unable to|"
@@ -243,7 +245,16 @@ _SYMPTOM = re.compile(
     r"denied|forbidden|refused|rejects|rejected|rejecting|unauthori[sz]ed|mismatch\w*|corrupt\w*|"
     r"garbled|truncated|blank page|nothing happens|diverg\w+|explod\w+|overfit\w*|leakage|"
     r"(?<!\bi )(?<!\bwe )(?:didn'?t|did not|no longer) \w+|"
-    r"(?:twice|two times|three times|multiple times|\d+ times)(?! (?:a|per|an|each) )|"
+    r"(?:twice|two times|three times|several times|multiple times|\d+ times)"
+    r"(?! (?:a|per|an|each) )|skips|skipping|skipped|"
+    r"(?:came|come|comes|coming|turned|turns) out (?:as |to be )?(?:\w+ )?(?:zero|zeros|empty|"
+    r"null|nan|negative|wrong|different)|exactly zero|"
+    r"(?:gives?|giving|returns?|returning|produces?|producing|shows?) (?:me )?(?:\S+ ){1,4}?"
+    r"instead of|"
+    r"stopped (?:being )?\w+(?:ed|ing)|a gap in|gaps in|"
+    r"even though (?:nobody|no one|we|i|it) (?:\w+ )?(?:touched|changed|didn'?t|never|hasn'?t)|"
+    r"how (?:that|this|it) (?:could|can|would|might) (?:have )?happen(?:ed)?|"
+    r"(?:points?|%|percent|x|times) (?:worse|lower|higher|slower|bigger) than|"
     r"all (?:zeros?|nans?|nulls?|nones?|empty)|(?:is|are) (?:always )?(?:zero|null|empty)\b|"
     r"(?:dropped|jumped|spiked|doubled|halved|tripled|regressed|went (?:up|down)) "
     r"(?:\S+ ){0,4}?(?:after|since)|"
@@ -253,7 +264,7 @@ _SYMPTOM = re.compile(
     r"|\w+(?:Error|Exception):",
     re.IGNORECASE,
 )
-_ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b")
+_ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
 #: Words that mean a problem when someone reports it, and only a topic in a question
 #: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
 _PROBLEM_WORD = re.compile(
@@ -284,7 +295,8 @@ _GENERATION_VERB = re.compile(
     _POLITE + r"(?:write|create|implement|generate|build|add|make|scaffold|draft|refactor|"
     r"convert|port|rename|extract|cover|set up|setup|wire|hook up|update|change|replace|"
     r"remove|delete|drop|move|split|merge|rewrite|migrate|introduce|expose|support|extend|"
-    r"bump|upgrade|downgrade|translate|produce|sketch|give me|show me how to|plot|chart|"
+    r"bump|upgrade|downgrade|translate|produce|sketch|give me|gimme|show me how to|plot|chart|"
+    r"redo|"
     r"visuali[sz]e|train|fit|compute|calculate|load|parse|deprecate|enable|disable|allow|"
     r"let(?!'s\b)|swap|switch|clean up|tidy|format|document|annotate|integrate|configure|schedule|"
     r"automate|send|store|save|persist|cache|emit|track|validate|sanitize|normalize|"
@@ -298,8 +310,11 @@ _GENERATION_VERB = re.compile(
 )
 #: An explicit request for analysis names the intent, even about a misbehaviour.
 _EXPLAIN = re.compile(
-    _POLITE + r"(?:explain|analy[sz]e|understand|walk me through|compare|review|"
-    r"evaluate|assess|audit)\b",
+    r"(?:^|(?<=[,;:]\s))"
+    + _POLITE[1:]
+    + r"(?:explain|analy[sz]e|understand|walk me through|compare|review|evaluate|assess|audit|"
+    r"(?:give me|gimme) (?:an? |the |a short )?(?:[\w-]+ )?(?:picture|overview|rundown|"
+    r"breakdown|walkthrough|tour))\b",
     re.IGNORECASE,
 )
 _NEED = re.compile(
@@ -316,6 +331,13 @@ _NEED = re.compile(
     r"compute)\b))",
     re.IGNORECASE,
 )
+#: Someone named wants something ("Priya wants a small table every Monday …").
+_NAMED_NEED = re.compile(
+    r"^[A-Z][a-z]+(?: and [A-Z][a-z]+)?(?:'s team)? (?:really )?(?:wants|needs|asked for|"
+    r"asked me for|would like|requested)\b"
+)
+#: A request ending in "please" ("… Snowflake SQL please").
+_PLEASE = re.compile(r"\b(?:please|pls|plz)\s*[.!]*$", re.I)
 _REQUIREMENT = re.compile(
     r"^(?:the|our|this|each|every|all|a|an)\s+(?:[\w/.`'-]+\s+){0,5}?(?:should|must|"
     r"needs to|has to|ought to)\s+(?:also\s+|always\s+|now\s+|only\s+)?(?!be\b|have been\b)"
@@ -354,13 +376,16 @@ _DISCUSSION_ANYWHERE = re.compile(
     r"not convinced|tempted to|(?:floated|pitched|raised) (?:the idea|going|moving|switching|"
     r"dropping|adding|replacing)|(?:is|would) it be (?:crazy|overkill|silly|a good idea)|"
     r"how do (?:you|we) feel|what do you think|your take|(?:do|would) you agree|"
+    r"back and forth|where do you (?:land|stand)|maybe it'?s time|opinions\s*\?|overkill|"
+    r"premature|more trouble than|what do (?:we|you|people|folks) think|random idea|"
+    r"wondering (?:if|whether)|useful,? or|"
     r"(?:we'?re|i'?m|we are|i am) (?:debating|discussing|considering|weighing|wondering|"
     r"thinking about|not sure)|\w+ (?:suggests|suggested|proposes|proposed) )",
     re.IGNORECASE,
 )
 _QUESTION = re.compile(
-    r"\?\s*$|^(?:what|how|when|where|who|whom|which|whose|is|are|do|does|did|can|could|"
-    r"would|will|should|has|have)\b",
+    r"\?\s*$|^(?:what|whats|how|hows|when|where|wheres|who|whos|whom|which|whose|is|are|do|"
+    r"does|did|can|could|would|will|should|has|have|remind me|quick q)\b",
     re.IGNORECASE,
 )
 _CONTINUATION = re.compile(
@@ -400,10 +425,10 @@ _MULTI_FILE = re.compile(
     re.IGNORECASE,
 )
 _QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
-_RATIONALE = re.compile(r"^why\b", re.I)
+_RATIONALE = re.compile(r"^(?:(?:explain|tell me|remind me) )?why\b", re.I)
 #: A choice between alternatives or one of ours ("instead of", "and not", "we chose").
 _CHOICE = re.compile(
-    r"\b(?:we|our|instead of|rather than|and not|over (?:a|an|the|\w+ for))\b", re.I
+    r"\b(?:we|our|instead of|rather than|and not|but|over (?:a|an|the|\w+ for))\b", re.I
 )
 #: A question about a procedure or a mechanism ("how do I …", "how does X decide …", "what's
 #: the best way …"), unlike one about a fact ("how many …", "where's …").
@@ -411,11 +436,14 @@ _HOW_TO = re.compile(
     r"^(?:how (?!many|much|long|often|big|old|far|come)|where (?:do|can|should) (?:i|we) "
     r"(?:get|find|obtain|request|download|pull)|what(?:'s| is) the (?:best|right|recommended|"
     r"preferred|proper|correct|easiest|safest|usual) way|what should (?:i|we) do|"
-    r"what do (?:i|we) do (?:when|if|about|with))\b",
+    r"what do (?:i|we) do (?:when|if|about|with)|(?:the )?steps to)\b",
     re.I,
 )
 _ERROR_LINE = re.compile(
-    r"^[\w.]*(?:Error|Exception|Warning)\b:?|^(?:[\w.-]+:\s*)?(?:ERROR|FATAL|CRITICAL)\b"
+    r"^(?:[A-Z]\w* )?[\w.]*(?:Error|Exception|Warning|Violation|Fault)\b:?"
+    r"|^(?:[\w.-]+:\s*)?(?:ERROR|FATAL|CRITICAL)\b"
+    r"|^(?:[\w.-]+:\s*)?(?i:error|fatal|critical|panic)(?:\[\w+\])?:"
+    r"|^[a-z_]\w*(?:\.\w+)+:\s"
 )
 #: What runs beyond one snippet: a failure there needs the project's whole picture.
 _SYSTEM = re.compile(
@@ -423,6 +451,38 @@ _SYSTEM = re.compile(
     r"deploy\w*|release|container|pod|pods|dag|queue|worker|workers|cluster|ci|cron|server|"
     r"traceback|database|migration)\b",
     re.IGNORECASE,
+)
+#: A verb right after the opening word(s): they were the subject ("build step is failing").
+_SUBJECT_VERB = re.compile(
+    r"(?:\s+[\w./-]+){0,2}?\s+(?:has|have|had|is|are|was|were|keeps|kept|started|stopped|"
+    r"takes|took|seems|looks|fails|failed|hangs|hung|crashes|crashed|returns|returned|throws|"
+    r"threw|broke|won'?t|doesn'?t|didn'?t|isn'?t|aren'?t|wasn'?t)\b",
+    re.I,
+)
+#: A request about the previous answer ("could you redo that with generics", "turn that into
+#: a module"): at any turn after the first, it continues the thread.
+_REDO = re.compile(
+    _POLITE + r"(?:re\w+|turn|do|make|change|convert|split|put|move|rewrite|wrap|port) "
+    r"(?:that|it|those|them|this one)\b",
+    re.I,
+)
+#: Several parts listed ("a local store, a sync queue, conflict handling and the endpoints"):
+#: a task of many pieces.
+_ENUMERATION = re.compile(r"(?:[^,]+,){2,}[^,]*\band\b|(?:[^,]+,){3,}")
+#: A question about how to do something, whatever failure it mentions ("how do I roll back
+#: prod if the release turns out to be broken?"), unless it asks how to fix one.
+_PROCEDURE = re.compile(
+    r"^(?:how (?:do|can|should|would|could) (?:i|we|you|one)|what(?:'s| is) the (?:best|right|"
+    r"recommended|preferred|proper|correct|easiest|safest|safe|usual) way)\b"
+    r"(?!\s+(?:fix|debug|solve|resolve|get rid of|stop|prevent|troubleshoot|diagnose)\b)",
+    re.I,
+)
+#: Deliberation opening a message: a discussion, whatever symptom it mentions in passing.
+_DELIBERATE = re.compile(
+    r"^(?:thoughts on|any thoughts|not sure (?:if|whether|the|that|we|it|about)|"
+    r"i'?m (?:torn|on the fence|not convinced|not sure)|what do you think|"
+    r"maybe (?:we|it'?s time)|we keep going back and forth)\b",
+    re.I,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 #: A question about the way to do something, anywhere in a sentence ("…, what's the safe
@@ -559,11 +619,14 @@ def _is_trivial(text: str) -> bool:
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
-    symptom = bool(_SYMPTOM.search(text) or _ERROR_CLASS.search(text))
+    symptom = bool(
+        _SYMPTOM.search(text) or _ERROR_CLASS.search(text) or _ERROR_LINE.match(text)
+    )
     if symptom:
         fired.append("symptom")
     if turn > 0 and (
         _CONTINUATION.match(body) or _ANAPHORA.match(body) or _ALSO_THIS.search(body)
+        or _REDO.match(body)
     ):
         fired.append("follow-up")
         # a follow-up that reports a new symptom is a bug report; one that asks about a
@@ -572,24 +635,34 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         return Intent.DEBUGGING if reported else Intent.CONTINUATION
     if _REPAIR.match(body):
         return Intent.DEBUGGING
-    if _EXPLAIN.match(body):
+    if _EXPLAIN.search(body):
         return Intent.ANALYSIS
+    if _PROCEDURE.match(body):
+        fired.append("procedure")  # "how do I roll back if the release is broken?"
+        return Intent.QUESTION
+    if _DELIBERATE.match(body):
+        fired.append("deliberation")  # "not sure the monorepo still makes sense, builds …"
+        return Intent.DISCUSSION
     ask = _final_question(body)
-    if _GENERATION_VERB.match(body) or (_NEED.match(body) and not _ASKS_HOW.search(ask)):
+    need = _NEED.match(body) or _NAMED_NEED.match(body)
+    if _request(body) or (need and not _ASKS_HOW.search(ask)):
         return Intent.GENERATION
-    if ask and not symptom and _GENERATION_VERB.match(ask):
+    if ask and not symptom and _request(ask):
         fired.append("request in the final question")
         return Intent.GENERATION
     if symptom or (has_code and _WHY_CODE.match(body)):
         return Intent.DEBUGGING
+    if _REQUIREMENT.match(body) or (_PLEASE.search(body) and not _QUESTION.search(body)):
+        return Intent.GENERATION
     if _PROBLEM_WORD.search(text) and not _FACT_QUESTION.match(body):
         fired.append("problem word")
         return Intent.DEBUGGING
-    if _REQUIREMENT.match(body):
-        return Intent.GENERATION
     if _DISCUSSION.match(body) or _DISCUSSION_ANYWHERE.search(body):
         return Intent.DISCUSSION
-    if _ANALYSIS.search(body):
+    # a question about a fact states its intent first; what follows is context ("who owns
+    # payments? need someone to review a refund PR")
+    opening = _first_sentence(body) if _FACT_QUESTION.match(body) else body
+    if _ANALYSIS.search(opening):
         return Intent.ANALYSIS
     if _QUESTION.search(body):
         # how a whole system or lifecycle works is analysis (the seed: deep = architecture,
@@ -598,6 +671,18 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _GREETING.match(text):
         return Intent.GREETING
     return Intent.DISCUSSION
+
+
+def _request(text: str) -> bool:
+    """Whether ``text`` opens with a request verb used as one: "make snapshot has been
+    running for 3 hours" names a command, it does not ask to make anything."""
+    found = _GENERATION_VERB.match(text)
+    return found is not None and not _SUBJECT_VERB.match(text, found.end())
+
+
+def _first_sentence(body: str) -> str:
+    """The first sentence of ``body``."""
+    return _SENTENCE_END.split(body.strip(), maxsplit=1)[0]
 
 
 def _final_question(body: str) -> str:
@@ -622,11 +707,17 @@ def _complexity(
     jargon = has_technical_term(text) or len(domains) >= 2
     if jargon:
         fired.append("jargon")
-    if _DEEP.search(text) or (intent is Intent.ANALYSIS and length > LONG):
+    deep = bool(_DEEP.search(text))
+    if intent is Intent.GENERATION and (deep or _ENUMERATION.search(_prose(text))):
+        fired.append("many parts")  # building a whole flow is complex work, not a design
+        return Complexity.COMPLEX
+    if deep or (intent is Intent.ANALYSIS and length > LONG):
         fired.append("architecture")
         return Complexity.DEEP
     if intent is Intent.DEBUGGING:
         return _debugging_complexity(text, has_code, fired)
+    if intent is Intent.DISCUSSION:
+        return Complexity.COMPLEX if length > LONG else Complexity.MODERATE
     if _MULTI_FILE.search(text):
         fired.append("multi-file")
         return Complexity.COMPLEX
@@ -640,7 +731,7 @@ def _complexity(
         return Complexity.COMPLEX
     if intent in (Intent.GENERATION, Intent.DISCUSSION):
         return Complexity.MODERATE
-    if intent is Intent.CONTINUATION and _REVISE.search(body):
+    if intent is Intent.CONTINUATION and (_REVISE.search(body) or _produces(body)):
         fired.append("revision")
         return Complexity.MODERATE
     if _QUICK.search(text):
@@ -656,6 +747,21 @@ def _complexity(
     return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
 
 
+_OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
+_CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+
+
+def _produces(body: str) -> bool:
+    """Whether a follow-up asks to produce or change something ("now add tests for it")."""
+    rest = _OPENERS.sub("", body, count=1)
+    return _request(rest) or bool(_REDO.match(rest))
+
+
+def _prose(text: str) -> str:
+    """``text`` without its code blocks and inline code."""
+    return _CODE_SPAN.sub(" ", text)
+
+
 def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Complexity:
     """A pasted error line alone asks for its known fix; a snippet that misbehaves is a
     local problem; a system that misbehaves (a job, an endpoint, a pipeline, a test run)
@@ -663,7 +769,8 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
     if "\n" not in text and _ERROR_LINE.match(text):
         fired.append("error line")
         return Complexity.SIMPLE
-    if has_code and len(text) <= SNIPPET and not _SYSTEM.search(text):
+    prose = _prose(text)
+    if has_code and len(prose) <= SNIPPET and not _SYSTEM.search(prose):
         fired.append("snippet")
         return Complexity.MODERATE
     return Complexity.COMPLEX
