@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating clean
+.PHONY: demo test test-all test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ bench-latency: $(STAMP)
 
 bench-concurrency: $(STAMP)
 	$(BIN)/python bench/concurrency.py --out bench/results/concurrency.json
+
+# engrain serve as a subprocess on loopback: 4 users x 10,000 memories, one client on
+# POST /v1/context, then 16 concurrent clients (mixed context/recall/remember), 60 s each,
+# on SQLite and on a private PostgreSQL (~6 min in all).
+bench-load: $(STAMP)
+	$(BIN)/python bench/load.py --backends sqlite,postgres --out bench/results/load.json
 
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json

@@ -321,15 +321,17 @@ async def client_loop(
     budget: Budget,
     tally: Tally,
     ops: Sequence[str],
+    transport: Any = None,
 ) -> None:
     """One client: its own connection, acting for one user, sending requests one after
-    another (the operation from ``ops`` by request number) until the budget is spent."""
+    another (the operation from ``ops`` by request number) until the budget is spent.
+    ``transport`` replaces the network (an ``httpx.MockTransport`` in the tests)."""
     import httpx
 
     user = workload.users[index % len(workload.users)]
     headers = {"Authorization": f"Bearer {workload.keys[user]}"}
-    async with httpx.AsyncClient(base_url=base, headers=headers,
-                                 timeout=REQUEST_TIMEOUT) as client:  # fmt: skip
+    async with httpx.AsyncClient(base_url=base, headers=headers, timeout=REQUEST_TIMEOUT,
+                                 transport=transport) as client:  # fmt: skip
         while (n := budget.take()) is not None:
             op = ops[n % len(ops)]
             body = workload.body(op, user, n)
@@ -363,6 +365,7 @@ async def run_phase(
     seconds: float,
     max_requests: int | None,
     ops: Sequence[str],
+    transport: Any = None,
 ) -> Tally:
     """``clients`` concurrent clients until ``seconds`` pass or ``max_requests`` are sent."""
     budget = Budget(seconds, max_requests)
@@ -370,7 +373,7 @@ async def run_phase(
     budget.start()
     start = time.perf_counter()
     await asyncio.gather(
-        *(client_loop(i, base, workload, budget, tally, ops) for i in range(clients))
+        *(client_loop(i, base, workload, budget, tally, ops, transport) for i in range(clients))
     )
     tally.wall_seconds = time.perf_counter() - start
     return tally
