@@ -475,7 +475,8 @@ def test_rules_from_the_tuning_half(
 @pytest.mark.parametrize(
     "message",
     ["ty!!", "okie 👍", "no worries", "my bad lol", "that fixed it, thanks mate",
-     "yay 🎉", "crystal clear", "agreed", "all sorted, cheers", "just perfect, really helpful"],
+     "yay 🎉", "crystal clear", "agreed", "all sorted, cheers", "just perfect, really helpful",
+     "that's perfect, thanks", "you're the best", "nailed it 🎉", "much obliged"],
 )  # fmt: skip
 def test_more_ways_of_saying_thanks_are_trivial(message: str) -> None:
     assert classify(message).complexity is T

@@ -166,6 +166,8 @@ _ACK_WORDS = frozenset(
         "ikr", "omg", "did", "fixed", "solved", "sorted", "set", "helped", "helps", "helpful",
         "very", "really", "just", "needed", "mate", "man", "dude", "buddy", "folks",
         "understood", "clear", "crystal", "roger", "ack", "kthx", "kthxbye", "cheerio", "bravo",
+        "that's", "thats", "it's", "its", "that'll", "i'm", "im", "fine", "best", "the", "glad",
+        "happy", "help", "rock", "rocks", "nailed", "obliged", "totally",
     ]
 )  # fmt: skip
 _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
