@@ -131,8 +131,8 @@ def ingest_conversation(
     turn is ``Turn(speaker, text, turn_id, at)`` or a mapping with those keys."""
     parsed = validate.turns(turns)
     o = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata)
-    body = _body(turns=[{"speaker": t.speaker, "text": t.text, "turn_id": t.turn_id,
-                         "at": jsonable(t.at)} for t in parsed],
+    body = _body(turns=[_body(speaker=t.speaker, text=t.text, turn_id=t.turn_id, at=t.at)
+                        for t in parsed],
                  user_id=o.user_id, session_id=o.session_id, project=o.project,
                  memory_type_hint=o.hint, domains=o.domains, metadata=o.metadata,
                  now=validate.moment(now, "now"))  # fmt: skip
@@ -358,11 +358,13 @@ def update(
     return wire.load_memory((yield Req("PATCH", _memory_path(memory_id), params, body)))
 
 
-def _flag(memory_id: str, user_id: str, value: bool, which: str, now: datetime | None) -> Req:
+def _flag(
+    memory_id: str, user_id: str, value: bool, which: str, action: str, now: datetime | None
+) -> Req:
     memory_id = validate.identifier(memory_id, "memory_id")
-    body = _body(value=validate.flag(value, which), user_id=validate.user_id(user_id),
-                 now=validate.moment(now, "now"))  # fmt: skip
-    return Req("POST", _memory_path(memory_id, f"/{which[:-2]}"), json=body)
+    params = {"user_id": validate.user_id(user_id)}
+    body = _body(value=validate.flag(value, which), now=validate.moment(now, "now"))
+    return Req("POST", _memory_path(memory_id, f"/{action}"), params, body)
 
 
 def pin(
@@ -370,7 +372,7 @@ def pin(
 ) -> Op[Memory]:
     """Pin (or unpin) a memory (``POST /v1/memories/{id}/pin``): pinned memories are
     injected whenever the budget allows. A flag, not an edit: the memory keeps its time."""
-    return wire.load_memory((yield _flag(memory_id, user_id, pinned, "pinned", now)))
+    return wire.load_memory((yield _flag(memory_id, user_id, pinned, "pinned", "pin", now)))
 
 
 def mute(
@@ -378,7 +380,7 @@ def mute(
 ) -> Op[Memory]:
     """Mute (or unmute) a memory (``POST /v1/memories/{id}/mute``): muted memories are
     never injected. A flag, not an edit: the memory keeps its time."""
-    return wire.load_memory((yield _flag(memory_id, user_id, muted, "muted", now)))
+    return wire.load_memory((yield _flag(memory_id, user_id, muted, "muted", "mute", now)))
 
 
 def forget(memory_ids: str | Sequence[str], user_id: str) -> Op[int]:

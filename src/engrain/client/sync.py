@@ -36,8 +36,13 @@ def with_self(method: Any, build: Callable[..., Any]) -> Any:
     ``self`` (so ``help()`` and ``inspect`` show the engine's arguments)."""
     functools.update_wrapper(method, build)
     sig = inspect.signature(build)
-    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    method.__signature__ = sig.replace(parameters=[this, *sig.parameters.values()],
+    params = list(sig.parameters.values())
+    # ``self`` is positional-only where keywords are open-ended (``update(**changes)``)
+    kinds = inspect.Parameter
+    open_ended = any(p.kind is kinds.VAR_KEYWORD for p in params)
+    kind = kinds.POSITIONAL_ONLY if open_ended else kinds.POSITIONAL_OR_KEYWORD
+    this = inspect.Parameter("self", kind)
+    method.__signature__ = sig.replace(parameters=[this, *params],
                                        return_annotation=inspect.Signature.empty)  # fmt: skip
     del method.__wrapped__  # the signature above is the method's, not the bare call's
     return method
