@@ -6,6 +6,7 @@ the key never shown, and the core importing no httpx."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from engrain import Engine, ImportResult, Memory, Outcome
 from engrain import errors as e
 from engrain.client import AsyncClient, Client, Records, calls
 from engrain.embed import HashEmbedder
+from engrain.errors import EngrainError
 from engrain.keys import KeyRing
 from engrain.server import create_app
 from engrain.store import MemoryStore
@@ -144,11 +146,21 @@ def test_every_error_status(crafted: str, status: int, code: str, cls: type) -> 
     with (Client(f"{crafted}/{status}/{code}", "egk_secret") as client,
           pytest.raises(e.EngrainError) as caught):  # fmt: skip
         client.recall("anything", "ada")
-    assert type(caught.value) is cls
-    if code == "html":
-        assert "not an engrain error" in caught.value.message
-    else:
-        assert caught.value.message == f"said {code}"
+
+    async def twin() -> EngrainError:
+        async with AsyncClient(f"{crafted}/{status}/{code}", "egk_secret") as client:
+            try:
+                await client.recall("anything", "ada")
+            except EngrainError as exc:
+                return exc
+        raise AssertionError("no error")
+
+    for error in (caught.value, asyncio.run(twin())):
+        assert type(error) is cls
+        if code == "html":
+            assert "not an engrain error" in error.message
+        else:
+            assert error.message == f"said {code}"
 
 
 def test_a_non_json_success_means_a_wrong_url(crafted: str) -> None:
@@ -338,18 +350,26 @@ def test_a_partial_export_can_be_closed(served: Served) -> None:
 
 def test_a_refused_import_writes_nothing(served: Served) -> None:
     good = {"type": "remember", "user_id": "alice", "content": "alice lives in Porto"}
+    refused = [{**good, "content": f"refused record {i}"} for i in range(3)]
     sent: list[int] = []
     with served.client() as alice:
         with pytest.raises(e.ValidationError, match="record 3: must be a JSON object"):
-            alice.import_records([good, good, ["not", "a", "record"]], on_record=sent.append)
-        assert sent == [1, 2]  # the upload stopped at the bad record
+            alice.import_records([*refused[:2], ["not", "a", "record"]], on_record=sent.append)
+        assert sent == [1, 2]  # the upload stopped at the bad record, two lines sent
         with pytest.raises(e.PermissionDeniedError):
-            alice.import_records([good, {**good, "user_id": "bob"}])
+            alice.import_records([refused[0], {**refused[1], "user_id": "bob"}])
         with pytest.raises(e.ValidationError, match="record 2: not JSON"):
-            alice.import_records([good, {**good, "metadata": {"when": object()}}])
-        assert alice.list("alice") == []
+            alice.import_records([refused[0], {**refused[1], "metadata": {"when": object()}}])
+
+        async def abort() -> None:
+            async with AsyncClient(served.url, served.keys["alice"]) as twin:
+                await twin.import_records([refused[2], 42])  # type: ignore[list-item]
+
+        with pytest.raises(e.ValidationError, match="record 2: must be a JSON object"):
+            asyncio.run(abort())
         assert alice.import_records([good], on_record=sent.append).stored == 1
     assert sent == [1, 2, 1]
+    # the engine imports in one transaction and one at a time: the good import came after
     assert [m.content for m in served.engine.list("alice")] == ["alice lives in Porto"]
 
 
