@@ -244,10 +244,17 @@ def test_export_holds_only_the_keys_users(svc: Service) -> None:
 
 
 def test_error_shapes(svc: Service) -> None:
+    # the schema states what the engine takes: an unknown kind or blank text is 422 there
     assert_error(svc.call("POST", "/v1/memories", "alice",
-                          json={"content": "x", "kind": "bogus"}), 400, "unknown_value")
-    assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "   "}), 400,
-                 "empty_input")  # fmt: skip
+                          json={"content": "x", "kind": "bogus"}), 422, "invalid_input")
+    assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "   "}), 422,
+                 "invalid_input")  # fmt: skip
+    assert_error(svc.call("PATCH", f"/v1/memories/{svc.alice_memory}", "alice",
+                          json={"content": None}), 422)  # fmt: skip
+    assert_error(svc.call("POST", "/v1/feedback", "alice",
+                          json={"memory_ids": ["x"], "helpful": True, "score": 1}), 422)
+    assert_error(svc.call("POST", "/v1/context", "alice", json={"message": "hi", "model": "x",
+                                                               "context_window": 9000}), 422)
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"kind": "fact"}), 422,
                  "invalid_input")  # fmt: skip
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "x", "typo": 1}),
@@ -255,11 +262,15 @@ def test_error_shapes(svc: Service) -> None:
     assert_error(svc.call("POST", "/v1/context", "alice", content=b"{not json",
                           headers={"content-type": "application/json"}), 422)  # fmt: skip
     assert_error(svc.call("GET", "/v1/memories", "alice", params={"limit": 0}), 422)
-    assert_error(svc.call("GET", "/v1/memories", "alice", params={"cursor": "garbage!"}), 400)
+    assert_error(svc.call("GET", "/v1/memories", "alice", params={"cursor": "garbage!"}), 422)
     assert_error(svc.call("POST", "/v1/feedback", "alice",
                           json={"context_id": "nope", "helpful": True}), 404, "not_found")
     assert_error(svc.call("GET", "/v1/no-such-route", "alice"), 404, "not_found")
-    assert_error(svc.call("PUT", "/v1/memories", "alice"), 405)
+    r = svc.call("PUT", "/v1/memories", "alice")
+    assert_error(r, 405)
+    assert r.headers["allow"] == "GET, POST"  # both routes of the path, not the first only
+    r = svc.call("PUT", f"/v1/memories/{svc.alice_memory}", "alice")
+    assert r.headers["allow"] == "DELETE, GET, PATCH"
 
 
 def test_request_ids_are_echoed_or_made(svc: Service) -> None:

@@ -11,12 +11,13 @@ that names none gets the key's only project, or 403 when it has several.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from engrain import validate
+from engrain import feedback, validate
 from engrain.engine import Engine
 from engrain.errors import NotFoundError, PermissionDeniedError, ValidationError
 from engrain.keys import ApiKey, KeyRing
@@ -91,6 +92,35 @@ class Scope:
         if self.key.projects and not self.key.allows(memory.user_id, memory.project):
             raise NotFoundError(f"no memory {memory.id!r} for user {memory.user_id!r}")
         return memory
+
+    def visible_ids(self, engine: Engine, user: str, memory_ids: Sequence[str]) -> list[str]:
+        """``memory_ids`` without those a project-limited key may not see (of another
+        project, or missing: the engine skips a missing one in the same way); every id as
+        given for any other key."""
+        if not self.key.projects:
+            return list(memory_ids)
+        visible = []
+        for memory_id in memory_ids:
+            try:
+                self.check_memory(engine.get(memory_id, user))
+            except NotFoundError:
+                continue
+            visible.append(memory_id)
+        return visible
+
+    def check_context(self, engine: Engine, user: str, context_id: str) -> None:
+        """For a project-limited key, 404 (as for an unknown context) unless every memory
+        still there of the context ``context_id`` is in one of its projects: feedback on a
+        context changes the usefulness of all of them."""
+        if not self.key.projects:
+            return
+        context_id = validate.identifier(context_id, "context_id")
+        record = engine.store.get_state(user, feedback.CONTEXTS, context_id)
+        if record is None:
+            return  # the engine answers 404 for it
+        for memory in engine.store.get(user, list(record.get("memory_ids", []))):
+            if not self.key.allows(memory.user_id, memory.project):
+                raise NotFoundError(f"no context {context_id!r} for user {user!r}")
 
     def users_for_export(self, user_id: str | None) -> list[str] | None:
         """The users an export may read: the one named, else every user the key holds;

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from engrain.errors import AuthenticationError, EngrainError, ValidationError
 from engrain.server.context import current_request_id
@@ -84,13 +86,33 @@ _HTTP_CODES: Mapping[int, str] = {404: "not_found", 405: "method_not_allowed",
                                   400: "invalid_input"}  # fmt: skip
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the app answers at this request's path, from its OpenAPI paths (every
+    API route) and its plain routes (``/docs``, ``/openapi.json``, a mounted ``/mcp``).
+    Starlette's own 405 names only the first route matching the path, where
+    ``GET /v1/memories`` and ``POST /v1/memories`` are two routes."""
+    methods: set[str] = set()
+    path = request.url.path
+    for template, operations in request.app.openapi().get("paths", {}).items():
+        if re.fullmatch(re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)), path):
+            methods |= {method.upper() for method in operations}
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.path == path and route.methods:
+            methods |= route.methods
+    return sorted(methods)
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    """Starlette's own errors (no such route, wrong method, an unparsable body)."""
+    """Starlette's own errors (no such route, wrong method, an unparsable body); a 405
+    carries ``Allow`` with every method of the path."""
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "error")
     body = {"error": code, "message": str(exc.detail), "status": exc.status_code,
             "request_id": current_request_id()}  # fmt: skip
-    return JSONResponse(body, exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
+    return JSONResponse(body, exc.status_code, headers=headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

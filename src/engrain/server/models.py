@@ -1,33 +1,163 @@
 """The pydantic models of the HTTP API: what every route accepts and returns.
 
 The same models validate requests and generate the OpenAPI 3.1 document
-(``/openapi.json``), so the document cannot drift from the server. Request models check
-shapes only (types, required fields, ranges the HTTP layer owns such as page sizes); the
-engine's own validation (``engrain/validate.py``) stays the authority on values, so a kind
-or memory type is a string here and an unknown one is refused by the engine (400
-``unknown_value``), exactly as from Python. Response models mirror :mod:`engrain.wire`.
+(``/openapi.json``), so the document cannot drift from the server. Request models state
+what the engine accepts (``engrain/validate.py``): ids and texts with the characters it
+takes, numbers within its ranges, kinds and memory types as enums, times as ISO-8601
+strings; a request outside them is 422 before the engine runs. The engine's validation
+stays the authority: whatever it still refuses is 400 with its own code. Response models
+mirror :mod:`engrain.wire`.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    WithJsonSchema,
+    model_validator,
+)
+
+from engrain.tiers.registry import MODEL_WINDOWS
+from engrain.validate import MAX_ID_CHARS
 
 USER_ID = (
     "The user whose memory this is. May be left out when the API key holds exactly one "
     "user; a key may only name users it holds (else 403)."
 )
-KINDS = ("invariant, pattern, decision, antipattern, golden_path, preference, fact, "
-         "context, correction, summary, event")  # fmt: skip
-TYPES = "episodic, semantic, procedural, working"
+
+
+def _classes() -> dict[str, str]:
+    """Regex character-class bodies of the code points in planes 0, 1 and 14 (where every
+    control, format and space character lives), from this Python's ``unicodedata`` (the
+    tables the engine checks with): ``control`` (categories Cc and Cf), ``space`` (what
+    ``str.isspace`` and ``str.strip`` see) and ``invisible`` (both, and Zs)."""
+    spans: dict[str, list[list[int]]] = {"control": [], "space": [], "invisible": []}
+    for code in (*range(0x20000), *range(0xE0000, 0xE1000)):
+        char = chr(code)
+        category = unicodedata.category(char)
+        control = category in ("Cc", "Cf")
+        space = char.isspace()
+        for name, member in (("control", control), ("space", space),
+                             ("invisible", control or space or category == "Zs")):  # fmt: skip
+            if not member:
+                continue
+            found = spans[name]
+            if found and found[-1][1] == code - 1:
+                found[-1][1] = code
+            else:
+                found.append([code, code])
+    return {name: "".join(_escape(a) if a == b else f"{_escape(a)}-{_escape(b)}"
+                          for a, b in found) for name, found in spans.items()}  # fmt: skip
+
+
+def _escape(code: int) -> str:
+    return f"\\u{code:04X}" if code <= 0xFFFF else f"\\U{code:08X}"
+
+
+_CLASSES = _classes()
+_CONTROL, _SPACE, _INVISIBLE = _CLASSES["control"], _CLASSES["space"], _CLASSES["invisible"]
+
+#: An id (user, project, session, memory, key): no control or format character, at least
+#: one character that is not a space (``validate.identifier``).
+ID_PATTERN = f"^[^{_CONTROL}]*[^{_CONTROL}{_SPACE}][^{_CONTROL}]*$"
+#: Text (content, a message, a query): at least one visible character; control characters
+#: are allowed (the engine drops them), so the pattern only looks for one visible.
+TEXT_PATTERN = f"[^{_INVISIBLE}]"
+#: A domain tag: control and format characters only among the spaces around it (which
+#: the engine strips); an empty tag is ignored.
+TAG_PATTERN = f"^[{_SPACE}]*[^{_CONTROL}]*[{_SPACE}]*$"
+
+#: The largest integer the HTTP API takes for a budget, a count of results or a window.
+MAX_INT = 2**31 - 1
+#: Years a time may fall in: the engine adds and subtracts retention periods to times, and
+#: a date near year 1 or 9999 would leave the calendar.
+FIRST_YEAR, LAST_YEAR = 1000, 8999
+
+
+def _text_time(value: Any) -> Any:
+    """JSON times are strings: a number is not taken for a Unix time."""
+    if not isinstance(value, str | datetime):
+        raise ValueError("a time must be an ISO-8601 string")
+    return value
+
+
+def _in_range(value: datetime) -> datetime:
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise ValueError(f"the year must be between {FIRST_YEAR} and {LAST_YEAR}")
+    return value
+
+
+#: The constraints of an id, for a query or path parameter (``Query(**ID_RULES)``).
+ID_RULES: dict[str, Any] = {"min_length": 1, "max_length": MAX_ID_CHARS, "pattern": ID_PATTERN}
+Id = Annotated[str, Field(**ID_RULES)]
+Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
+Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
+Unit = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+Budget = Annotated[int, Field(ge=0, le=MAX_INT)]
+Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
+#: The largest usage count taken over HTTP: every JSON reader holds it exactly (the engine
+#: takes up to 2**62).
+MAX_USES = 2**53 - 1
+#: A JSON boolean only: ``"false"`` or ``0`` are not taken for one.
+Flag = StrictBool
+#: A model the engine knows (the registry, ``engrain/tiers/registry.py``): a registered
+#: name, or one followed by a version suffix (``gpt-4o-2024-08-06``).
+_MODELS = "|".join(name.replace(".", "\\.") for name in sorted(MODEL_WINDOWS))
+MODEL_PATTERN = f"^(?:{_MODELS})(?:-[a-z0-9.]+)*$"
+Moment = Annotated[
+    datetime,
+    BeforeValidator(_text_time),
+    AfterValidator(_in_range),
+    WithJsonSchema({"type": "string", "format": "date-time",
+                    "pattern": f"^[{FIRST_YEAR // 1000}-{LAST_YEAR // 1000}][0-9]{{3}}-"}),
+]  # fmt: skip
+Kind = Literal["invariant", "pattern", "decision", "antipattern", "golden_path", "preference",
+               "fact", "context", "correction", "summary", "event"]  # fmt: skip
+MemoryType = Literal["episodic", "semantic", "procedural", "working"]
+Metadata = dict[str, Any]
+
+
+def _absent(schema: dict[str, Any]) -> None:
+    """The schema of an :func:`optional` field: its type without null, and no default."""
+    schema.pop("default", None)
+    branches = schema.pop("anyOf", None)
+    if branches is not None:
+        kept = [b for b in branches if b != {"type": "null"}]
+        if len(kept) == 1:
+            schema.update(kept[0])
+        else:
+            schema["anyOf"] = kept
+
+
+def optional(**kw: Any) -> Any:
+    """A field that may be left out but, when present, may not be null (the engine has no
+    meaning for null there): ``None`` in Python stands for "left out"; the schema shows
+    the type without null and without a default."""
+    return Field(None, json_schema_extra=_absent, **kw)
 
 
 class Strict(BaseModel):
-    """A request body: unknown fields are refused, so a typo is an error, not a no-op."""
+    """A request body: unknown fields are refused, so a typo is an error, not a no-op; an
+    :func:`optional` field given as null is refused too."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _no_null(self) -> Self:
+        for name in self.model_fields_set:
+            field = type(self).model_fields[name]
+            if field.json_schema_extra is _absent and getattr(self, name) is None:
+                raise ValueError(f"{name} may be left out but not null")
+        return self
 
 
 # -- requests -----------------------------------------------------------------------------
@@ -36,146 +166,166 @@ class Strict(BaseModel):
 class RememberRequest(Strict):
     """``Engine.remember``: store one typed item as given."""
 
-    content: str = Field(description="The memory's text.")
-    user_id: str | None = Field(None, description=USER_ID)
-    kind: str = Field("fact", description=f"One of: {KINDS}.")
-    memory_type: str | None = Field(None, description=f"One of: {TYPES}; default by kind.")
-    project: str | None = None
-    domains: list[str] | None = None
-    key: str | None = Field(None, description="Key of a procedural memory (replaces).")
-    confidence: float | None = None
-    importance: float = 1.0
-    pinned: bool = False
-    muted: bool = False
-    access_count: int = 0
-    session_id: str | None = None
-    event_at: datetime | None = None
-    corrects: str | None = Field(None, description="Id of a memory this one supersedes.")
-    metadata: dict[str, Any] | None = None
-    now: datetime | None = Field(None, description="The time of the call (default: now).")
+    content: Text = Field(description="The memory's text.")
+    user_id: Id | None = Field(None, description=USER_ID)
+    kind: Kind = "fact"
+    memory_type: MemoryType | None = Field(None, description="Default: by kind.")
+    project: Id | None = None
+    domains: list[Tag] | None = None
+    key: Id | None = Field(None, description="Key of a procedural memory (replaces).")
+    confidence: Unit | None = Field(None, description="Default: by kind.")
+    importance: Unit = 1.0
+    pinned: Flag = False
+    muted: Flag = False
+    access_count: Annotated[int, Field(ge=0, le=MAX_USES)] = 0
+    session_id: Id | None = None
+    event_at: Moment | None = None
+    corrects: Id | None = Field(None, description="Id of a memory this one supersedes.")
+    metadata: Metadata | None = None
+    now: Moment | None = Field(None, description="The time of the call (default: now).")
 
 
 class IngestRequest(Strict):
     """``Engine.ingest``: clean, chunk, score, route and store free text."""
 
-    text: str
-    user_id: str | None = Field(None, description=USER_ID)
-    session_id: str | None = None
-    memory_type_hint: str | None = Field(None, description=f"One of: {TYPES}.")
-    project: str | None = None
-    domains: list[str] | None = None
-    event_at: datetime | None = None
-    metadata: dict[str, Any] | None = None
-    now: datetime | None = None
+    text: Text
+    user_id: Id | None = Field(None, description=USER_ID)
+    session_id: Id | None = None
+    memory_type_hint: MemoryType | None = None
+    project: Id | None = None
+    domains: list[Tag] | None = None
+    event_at: Moment | None = None
+    metadata: Metadata | None = None
+    now: Moment | None = None
 
 
 class TurnIn(Strict):
     """One turn of a conversation."""
 
     speaker: str
-    text: str
-    turn_id: str | None = None
-    at: datetime | None = None
+    text: Text
+    turn_id: Id | None = None
+    at: Moment | None = None
 
 
 class ConversationRequest(Strict):
     """``Engine.ingest_conversation``: a session's turns at once."""
 
-    turns: list[TurnIn]
-    user_id: str | None = Field(None, description=USER_ID)
-    session_id: str | None = None
-    project: str | None = None
-    domains: list[str] | None = None
-    memory_type_hint: str | None = Field(None, description=f"One of: {TYPES}.")
-    metadata: dict[str, Any] | None = None
-    now: datetime | None = None
+    turns: list[TurnIn] = Field(min_length=1)
+    user_id: Id | None = Field(None, description=USER_ID)
+    session_id: Id | None = None
+    project: Id | None = None
+    domains: list[Tag] | None = None
+    memory_type_hint: MemoryType | None = None
+    metadata: Metadata | None = None
+    now: Moment | None = None
 
 
 class ContextRequest(Strict):
     """``Engine.context``: the memory block to inject for a message."""
 
-    message: str
-    user_id: str | None = Field(None, description=USER_ID)
-    token_budget: int | None = None
-    top_k: int | None = None
-    memory_types: list[str] | None = None
-    project: str | None = None
-    include_compressed: bool = False
-    turn: int = 0
-    model: str | None = Field(None, description="The target model (picks the tier).")
-    context_window: int | None = Field(None, description="The target's window in tokens.")
-    now: datetime | None = None
+    message: Text
+    user_id: Id | None = Field(None, description=USER_ID)
+    token_budget: Budget | None = Field(None, description="A fixed budget (and the gated tier).")
+    top_k: Positive | None = None
+    memory_types: list[MemoryType] | None = None
+    project: Id | None = None
+    include_compressed: Flag = False
+    turn: Budget = 0
+    model: Annotated[str, Field(pattern=MODEL_PATTERN)] | None = Field(
+        None, description="The target model (picks the tier): a model the server knows."
+    )
+    context_window: Positive | None = Field(None, description="The target's window in tokens.")
+    now: Moment | None = None
 
 
 class RecallRequest(Strict):
     """``Engine.recall``: the spec's recall (nearest candidates, filtered, within budget)."""
 
-    query: str
-    user_id: str | None = Field(None, description=USER_ID)
-    top_k: int | None = None
-    token_budget: int | None = None
-    memory_types: list[str] | None = None
-    project: str | None = None
-    include_compressed: bool = False
-    now: datetime | None = None
+    query: Text
+    user_id: Id | None = Field(None, description=USER_ID)
+    top_k: Positive | None = None
+    token_budget: Budget | None = None
+    memory_types: list[MemoryType] | None = None
+    project: Id | None = None
+    include_compressed: Flag = False
+    now: Moment | None = None
 
 
 class ExplainRequest(Strict):
     """``Engine.explain``: what ``context`` would decide, without counting an access."""
 
-    message: str
-    user_id: str | None = Field(None, description=USER_ID)
-    token_budget: int | None = None
-    memory_types: list[str] | None = None
-    project: str | None = None
-    include_compressed: bool = False
-    turn: int = 0
-    now: datetime | None = None
+    message: Text
+    user_id: Id | None = Field(None, description=USER_ID)
+    token_budget: Budget | None = None
+    memory_types: list[MemoryType] | None = None
+    project: Id | None = None
+    include_compressed: Flag = False
+    turn: Budget = 0
+    now: Moment | None = None
+
+
+def _given(name: str, json_type: str) -> dict[str, Any]:
+    """A JSON schema clause: ``name`` is present and not null."""
+    return {"required": [name], "properties": {name: {"type": json_type}}}
 
 
 class FeedbackRequest(Strict):
-    """``Engine.feedback``: whether injected memory helped (exactly one of ``helpful`` or
-    ``score``; a ``context_id`` or ``memory_ids``)."""
+    """``Engine.feedback``: whether injected memory helped: exactly one of ``helpful`` or
+    ``score``, for a ``context_id``, named ``memory_ids``, or both."""
 
-    user_id: str | None = Field(None, description=USER_ID)
-    context_id: str | None = None
-    memory_ids: list[str] | None = None
-    helpful: bool | None = None
-    score: float | None = None
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [
+        {"oneOf": [_given("helpful", "boolean"), _given("score", "number")]},
+        {"anyOf": [_given("context_id", "string"), _given("memory_ids", "array")]},
+    ]})  # fmt: skip
+
+    user_id: Id | None = Field(None, description=USER_ID)
+    context_id: Id | None = Field(None, description="The `context_id` of `POST /v1/context`.")
+    memory_ids: list[Id] | None = Field(None, min_length=1)
+    helpful: Flag | None = None
+    score: Unit | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Self:
+        if (self.helpful is None) == (self.score is None):
+            raise ValueError("give exactly one of helpful (true/false) or score (0..1)")
+        if self.context_id is None and self.memory_ids is None:
+            raise ValueError("give a context_id or memory_ids")
+        return self
 
 
 class ForgetRequest(Strict):
     """``Engine.forget`` of several memories at once (atomically)."""
 
-    memory_ids: list[str]
-    user_id: str | None = Field(None, description=USER_ID)
+    memory_ids: list[Id] = Field(min_length=1)
+    user_id: Id | None = Field(None, description=USER_ID)
 
 
 class UpdateRequest(Strict):
-    """``Engine.update``: only the fields present are changed."""
+    """``Engine.update``: only the fields present are changed (``key``, ``project`` and
+    ``event_at`` may be set to null to clear them)."""
 
-    content: str | None = None
-    kind: str | None = None
-    memory_type: str | None = None
-    domains: list[str] | None = None
-    importance: float | None = None
-    confidence: float | None = None
-    usefulness: float | None = None
-    pinned: bool | None = None
-    muted: bool | None = None
-    event_at: datetime | None = None
-    key: str | None = None
-    project: str | None = None
-    metadata: dict[str, Any] | None = None
-    now: datetime | None = None
+    content: Text | None = optional()
+    kind: Kind | None = optional()
+    memory_type: MemoryType | None = optional()
+    domains: list[Tag] | None = optional()
+    importance: Unit | None = optional()
+    confidence: Unit | None = optional()
+    usefulness: Unit | None = optional()
+    pinned: Flag | None = optional()
+    muted: Flag | None = optional()
+    event_at: Moment | None = None
+    key: Id | None = None
+    project: Id | None = None
+    metadata: Metadata | None = optional()
+    now: Moment | None = optional()
 
 
 class FlagRequest(Strict):
     """Pin or mute (``value: true``), unpin or unmute (``value: false``)."""
 
-    value: bool = True
-    user_id: str | None = Field(None, description=USER_ID + " Or in the query.")
-    now: datetime | None = None
+    value: Flag = True
+    now: Moment | None = None
 
 
 # -- responses ------------------------------------------------------------------------------

@@ -4,15 +4,12 @@ renders its result with :mod:`engrain.wire`."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from engrain import wire
-from engrain.errors import NotFoundError, ValidationError
+from engrain.errors import NotFoundError
 from engrain.model import Turn
 from engrain.server import models as m
 from engrain.server.auth import EngineDep, Scope, ScopeDep
@@ -20,8 +17,14 @@ from engrain.server.responses import errors
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
-UserQuery = Annotated[str | None, Query(description=m.USER_ID)]
 MAX_PAGE = 1000
+#: A cursor: the position of the next page, as digits (opaque to callers).
+CURSOR_PATTERN = "^[0-9]{1,15}$"
+
+ID = m.ID_RULES
+UserQuery = Annotated[str | None, Query(description=m.USER_ID, **ID)]
+IdQuery = Annotated[str | None, Query(**ID)]
+MemoryId = Annotated[str, Path(description="The memory's id.", **ID)]
 
 
 @router.post("/memories", status_code=201, response_model=m.OutcomeOut, responses=errors(404))
@@ -53,22 +56,13 @@ def conversations(body: m.ConversationRequest, s: ScopeDep, engine: EngineDep) -
 
 
 def _offset(cursor: str | None) -> int:
-    """The position a cursor of :func:`_cursor` stands for."""
-    if cursor is None:
-        return 0
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii") + b"=="))
-        offset = data["offset"]
-    except (ValueError, KeyError, TypeError, UnicodeEncodeError, binascii.Error) as exc:
-        raise ValidationError("cursor: not a cursor this server issued") from exc
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValidationError("cursor: not a cursor this server issued")
-    return offset
+    """The position a cursor of :func:`_cursor` stands for (its pattern is checked by the
+    request model: digits only)."""
+    return 0 if cursor is None else int(cursor)
 
 
 def _cursor(offset: int) -> str:
-    raw = json.dumps({"offset": offset}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return str(offset)
 
 
 @router.get("/memories", response_model=m.MemoryPage, responses=errors())
@@ -76,13 +70,14 @@ def list_memories(
     s: ScopeDep,
     engine: EngineDep,
     user_id: UserQuery = None,
-    project: str | None = None,
-    memory_type: str | None = None,
-    kind: str | None = None,
-    session_id: str | None = None,
+    project: IdQuery = None,
+    memory_type: m.MemoryType | None = None,
+    kind: m.Kind | None = None,
+    session_id: IdQuery = None,
     include_compressed: bool = True,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.")] = None,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.",
+                                        pattern=CURSOR_PATTERN)] = None,
 ) -> dict[str, Any]:
     """The user's memories, most recently updated first (`Engine.list`), a page at a time.
     The cursor is a position: memories written between two pages may shift the next page
@@ -102,7 +97,8 @@ def forget_many(body: m.ForgetRequest, s: ScopeDep, engine: EngineDep) -> dict[s
     """Delete several memories of the user at once, atomically (`Engine.forget`);
     `forgotten` is how many of them existed."""
     user = s.user(body.user_id)
-    return {"forgotten": engine.forget(body.memory_ids, user)}
+    ids = s.visible_ids(engine, user, body.memory_ids)
+    return {"forgotten": engine.forget(ids, user) if ids else 0}
 
 
 def _id_user(s: Scope, user_id: str | None) -> str:
@@ -120,7 +116,7 @@ def _visible(s: Scope, engine: EngineDep, memory_id: str, user: str) -> None:
 
 @router.get("/memories/{memory_id}", response_model=m.MemoryOut, responses=errors(404))
 def get_memory(
-    memory_id: str, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None
+    memory_id: MemoryId, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None
 ) -> dict[str, Any]:
     """One memory of the user (`Engine.get`); another user's id is 404 like a missing one."""
     user = _id_user(s, user_id)
@@ -129,7 +125,7 @@ def get_memory(
 
 @router.patch("/memories/{memory_id}", response_model=m.MemoryOut, responses=errors(404))
 def update_memory(
-    memory_id: str, body: m.UpdateRequest, s: ScopeDep, engine: EngineDep,
+    memory_id: MemoryId, body: m.UpdateRequest, s: ScopeDep, engine: EngineDep,
     user_id: UserQuery = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Change the fields present in the body (`Engine.update`); a new content is
@@ -142,11 +138,9 @@ def update_memory(
     return wire.dump_memory(engine.update(memory_id, user, **changes))
 
 
-
-
 @router.delete("/memories/{memory_id}", response_model=m.ForgottenOut, responses=errors(404))
 def forget(
-    memory_id: str, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None
+    memory_id: MemoryId, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None
 ) -> dict[str, Any]:
     """Delete one memory (`Engine.forget`); 404 if the user has no memory with that id."""
     user = _id_user(s, user_id)
@@ -156,33 +150,27 @@ def forget(
     return {"forgotten": 1}
 
 
-def _flag_user(s: Scope, body: m.FlagRequest, user_id: str | None) -> str:
-    if body.user_id is not None and user_id is not None and body.user_id != user_id:
-        raise ValidationError("user_id: the body and the query name different users")
-    return _id_user(s, body.user_id if body.user_id is not None else user_id)
-
-
 @router.post("/memories/{memory_id}/pin", response_model=m.MemoryOut, responses=errors(404))
 def pin(
-    memory_id: str, s: ScopeDep, engine: EngineDep, body: m.FlagRequest | None = None,
+    memory_id: MemoryId, s: ScopeDep, engine: EngineDep, body: m.FlagRequest | None = None,
     user_id: UserQuery = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Pin (`{"value": true}`, the default) or unpin a memory (`Engine.pin`): pinned
     memories are injected whenever the budget allows."""
-    body = body or m.FlagRequest(user_id=None)
-    user = _flag_user(s, body, user_id)
+    body = body or m.FlagRequest()
+    user = _id_user(s, user_id)
     _visible(s, engine, memory_id, user)
     return wire.dump_memory(engine.pin(memory_id, user, body.value, now=body.now))
 
 
 @router.post("/memories/{memory_id}/mute", response_model=m.MemoryOut, responses=errors(404))
 def mute(
-    memory_id: str, s: ScopeDep, engine: EngineDep, body: m.FlagRequest | None = None,
+    memory_id: MemoryId, s: ScopeDep, engine: EngineDep, body: m.FlagRequest | None = None,
     user_id: UserQuery = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Mute (`{"value": true}`, the default) or unmute a memory (`Engine.mute`): muted
     memories are never injected."""
-    body = body or m.FlagRequest(user_id=None)
-    user = _flag_user(s, body, user_id)
+    body = body or m.FlagRequest()
+    user = _id_user(s, user_id)
     _visible(s, engine, memory_id, user)
     return wire.dump_memory(engine.mute(memory_id, user, body.value, now=body.now))

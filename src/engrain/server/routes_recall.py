@@ -7,12 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from engrain import feedback as fb
 from engrain import wire
 from engrain.server import models as m
 from engrain.server.auth import EngineDep, ScopeDep
 from engrain.server.responses import errors
+from engrain.tiers import registry
 
 router = APIRouter(prefix="/v1", tags=["recall"])
+
+ID = m.ID_RULES
 
 
 @router.post("/context", response_model=m.ContextOut, responses=errors())
@@ -21,6 +25,8 @@ def context(body: m.ContextRequest, s: ScopeDep, engine: EngineDep) -> dict[str,
     prompt as is, `context_id` into `POST /v1/feedback`; `tokens`, `budget` and the
     `memories` it holds say what it cost and why."""
     user, project = s.resolve(body.user_id, body.project)
+    if body.model is not None:  # a model the server does not know, even with a window: 400
+        registry.context_window(body.model, engine.settings.model_windows)
     fields = body.model_dump(exclude={"user_id", "project", "message"})
     return wire.dump_context(engine.context(body.message, user, project=project, **fields))
 
@@ -50,7 +56,12 @@ def feedback(body: m.FeedbackRequest, s: ScopeDep, engine: EngineDep) -> dict[st
     `memory_ids`, `helpful` true/false or a `score` in [0, 1]. An unknown context id is
     404."""
     user = s.user(body.user_id)
-    result = engine.feedback(user, body.context_id, body.memory_ids, helpful=body.helpful,
+    if body.context_id is not None:
+        s.check_context(engine, user, body.context_id)
+    ids = None if body.memory_ids is None else s.visible_ids(engine, user, body.memory_ids)
+    if body.context_id is None and not ids:  # only memories the key cannot see: as missing
+        return wire.dump_feedback(fb.FeedbackResult(fb.feedback_target(body.helpful, body.score)))
+    result = engine.feedback(user, body.context_id, ids, helpful=body.helpful,
                              score=body.score)  # fmt: skip
     return wire.dump_feedback(result)
 
@@ -59,8 +70,8 @@ def feedback(body: m.FeedbackRequest, s: ScopeDep, engine: EngineDep) -> dict[st
 def tiers(
     s: ScopeDep,
     engine: EngineDep,
-    user_id: Annotated[str | None, Query(description=m.USER_ID)] = None,
-    project: str | None = None,
+    user_id: Annotated[str | None, Query(description=m.USER_ID, **ID)] = None,
+    project: Annotated[str | None, Query(**ID)] = None,
     rebuild: bool = False,
 ) -> dict[str, Any]:
     """Tiers 1 (DNA summary) and 2 (field guide) of the user's memories (`Engine.tiers`):

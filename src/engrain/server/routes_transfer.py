@@ -92,7 +92,7 @@ class _Records:
     "/import",
     response_model=m.ImportOut,
     responses=errors(),
-    openapi_extra={"requestBody": {"required": True, "content": {
+    openapi_extra={"requestBody": {"required": False, "content": {
         NDJSON: {"schema": {"type": "string", "description": "one JSON record per line"}}}}},
 )  # fmt: skip
 async def import_records(request: Request, s: ScopeDep, engine: EngineDep) -> dict[str, Any]:
@@ -118,7 +118,8 @@ def export_records(
     s: ScopeDep,
     engine: EngineDep,
     user_id: Annotated[str | None, Query(description="One user (default: every user the "
-                                         "key holds; an admin key: every user).")] = None,
+                                         "key holds; an admin key: every user).",
+                                         **m.ID_RULES)] = None,
 ) -> StreamingResponse:  # fmt: skip
     """Every memory of the users the key holds as NDJSON (`Engine.export_records`),
     embeddings and learned state included: the input of `POST /v1/import`."""
