@@ -435,14 +435,26 @@ def phase_report(tally: Tally, *, server_cpu: float, client_cpu: float) -> dict[
 
 
 def measured_phase(server: Server, workload: Workload, **kwargs: Any) -> dict[str, Any]:
-    """One phase against ``server``, with the CPU time each side spent in it."""
+    """One phase against ``server``, with the CPU time each side spent in it and the
+    machine's load average around it (others' work on the machine shows there)."""
+    load_before = _load_average()
     server_before, client_before = server.cpu_seconds(), time.process_time()
     tally = asyncio.run(run_phase(server.url, workload, **kwargs))
-    return phase_report(
+    report = phase_report(
         tally,
         server_cpu=server.cpu_seconds() - server_before,
         client_cpu=time.process_time() - client_before,
     )
+    report["load_average_1m"] = {"before": load_before, "after": _load_average()}
+    return report
+
+
+def _load_average() -> float | None:
+    """The machine's 1-minute load average, where the system tells it."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 # -- one backend ------------------------------------------------------------------------
@@ -624,9 +636,11 @@ def print_table(report: dict[str, Any]) -> None:
                       f"{row.get('p50_ms', float('nan')):>8.1f}"
                       f"{row.get('p95_ms', float('nan')):>8.1f}"
                       f"{row.get('p99_ms', float('nan')):>8.1f}{row['per_s']:>8.1f}")  # fmt: skip
+            load_avg = data.get("load_average_1m", {})
             print(f"{'':<23}{'all':<10}{data['requests']:>7}{data['errors']:>7}"
                   f"{'':>24}{data['per_s']:>8.1f}   cores busy: server "
-                  f"{data['server_cores_busy']}, client {data['client_cores_busy']}")  # fmt: skip
+                  f"{data['server_cores_busy']}, client {data['client_cores_busy']}; "
+                  f"load avg {load_avg.get('before')} → {load_avg.get('after')}")  # fmt: skip
     print()
     for backend, result in report["backends"].items():
         p95 = result["one_client"]["endpoints"].get("context", {}).get("p95_ms", float("nan"))
