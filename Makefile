@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load clean
+.PHONY: demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -m "not reliability" -q
+
+# A long schemathesis run against a live server (every check and phase, 200 examples per
+# operation, a new seed each run; a few minutes on 2 cores): tests/test_server_schema.py.
+test-schema: $(STAMP)
+	ENGRAIN_SCHEMA_EXAMPLES=$${ENGRAIN_SCHEMA_EXAMPLES:-200} $(BIN)/python -m pytest tests/test_server_schema.py -q --timeout 3600
 
 # Long reliability runs (tests/reliability, ~20 min on 2 cores): kill -9 loops, 8 writer +
 # 4 reader processes, threads and AsyncEngine tasks sharing an engine, lost-update races and

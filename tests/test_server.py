@@ -34,6 +34,10 @@ class LiveServer:
 
     def __init__(self, app: Any) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # uvicorn leaves Nagle on for sockets handed to it (with host/port it does not):
+        # a response's start and body then wait for a delayed ACK, 40 ms per request on
+        # a kept-alive connection. Accepted sockets inherit the option from this one.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
@@ -178,6 +182,45 @@ def test_a_project_limited_key(svc: Service) -> None:
     for method in ("GET", "DELETE"):
         assert_error(svc.call(method, f"/v1/memories/{svc.alice_memory}", "alice/work"), 404)
     assert_error(svc.call("GET", "/v1/export", "alice/work"), 403, "forbidden")
+
+
+def test_a_project_limited_key_cannot_touch_another_projects_memory(tmp_path: Path) -> None:
+    """Every route naming a memory by id treats one of another project as missing."""
+    service = Service(tmp_path)
+    try:
+        home = service.engine.remember("alice waters the plants on sunday", "alice",
+                                       project="home").memory_id  # fmt: skip
+        assert home is not None
+        before = service.engine.get(home, "alice")
+        path = f"/v1/memories/{home}"
+        for method, route, kw in [
+            ("GET", path, {}), ("PATCH", path, {"json": {"content": "rewritten"}}),
+            ("POST", path + "/pin", {}), ("POST", path + "/mute", {}), ("DELETE", path, {}),
+        ]:  # fmt: skip
+            assert_error(service.call(method, route, "alice/work", **kw), 404, "not_found")
+        r = service.call("POST", "/v1/forget", "alice/work", json={"memory_ids": [home]})
+        assert r.json() == {"forgotten": 0}  # as for a missing id
+        r = service.call("POST", "/v1/feedback", "alice/work",
+                         json={"memory_ids": [home], "helpful": False})  # fmt: skip
+        assert r.status_code == 200 and r.json()["usefulness"] == {}
+        # a context made for the home project (by an unlimited key) is unknown to this key
+        ctx = service.call("POST", "/v1/context", "alice", json={
+            "message": "when do I water the plants?", "project": "home", "token_budget": 500})
+        assert home in [m["id"] for m in ctx.json()["memories"]]
+        assert_error(service.call("POST", "/v1/feedback", "alice/work", json={
+            "context_id": ctx.json()["context_id"], "helpful": False}), 404, "not_found")
+        after = service.engine.get(home, "alice")
+        assert (after.content, after.pinned, after.muted, after.usefulness) == (
+            before.content, before.pinned, before.muted, before.usefulness)
+        # the same key still acts on its own project's memories by id
+        work = service.call("POST", "/v1/memories", "alice/work",
+                            json={"content": "deploys happen on thursday"}).json()["memory_id"]
+        assert service.call("POST", f"/v1/memories/{work}/pin", "alice/work").json()["pinned"]
+        r = service.call("POST", "/v1/forget", "alice/work", json={"memory_ids": [work, home]})
+        assert r.json() == {"forgotten": 1}
+        assert service.engine.get(home, "alice").content == before.content
+    finally:
+        service.close()
 
 
 def test_a_revoked_key_is_refused(tmp_path: Path) -> None:
