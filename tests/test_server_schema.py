@@ -98,6 +98,7 @@ def schemathesis(live: Live, tmp_path: Path, *extra: str) -> subprocess.Complete
         "--workers", "1",
         "--generation-database", "none",  # nothing learned carries over between runs
         "--no-color",
+        "--output-sanitize", "false",  # show token_budget & co. in a failure (a test key)
         "--report", "junit", "--report-dir", str(tmp_path / "report"),
         *extra,
     ]  # fmt: skip

@@ -102,8 +102,19 @@ Id = Annotated[str, Field(**ID_RULES)]
 Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
 Unit = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
-Budget = Annotated[int, Field(ge=0, le=MAX_INT)]
-Positive = Annotated[int, Field(ge=1, le=MAX_INT)]
+
+
+def _json_number(value: Any) -> Any:
+    """A body's integers are JSON numbers (``5``, or ``5.0``, which JSON Schema counts as
+    an integer): not ``"5"`` or ``true``."""
+    if isinstance(value, str | bool):
+        raise ValueError("must be a JSON number")
+    return value
+
+
+Number = BeforeValidator(_json_number)
+Budget = Annotated[int, Field(ge=0, le=MAX_INT), Number]
+Positive = Annotated[int, Field(ge=1, le=MAX_INT), Number]
 #: The largest usage count taken over HTTP: every JSON reader holds it exactly (the engine
 #: takes up to 2**62).
 MAX_USES = 2**53 - 1
@@ -177,7 +188,7 @@ class RememberRequest(Strict):
     importance: Unit = 1.0
     pinned: Flag = False
     muted: Flag = False
-    access_count: Annotated[int, Field(ge=0, le=MAX_USES)] = 0
+    access_count: Annotated[int, Field(ge=0, le=MAX_USES), Number] = 0
     session_id: Id | None = None
     event_at: Moment | None = None
     corrects: Id | None = Field(None, description="Id of a memory this one supersedes.")
