@@ -13,7 +13,7 @@ This module imports only the core: no web framework, no HTTP client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -137,19 +137,23 @@ def dump_gated(g: Gated) -> JSON:
     }
 
 
-def load_gated(data: Mapping[str, Any]) -> Gated:
-    """Inverse of :func:`dump_gated`."""
+def load_gated(
+    data: Mapping[str, Any],
+    scored: Callable[[Mapping[str, Any]], ScoredMemory] = load_scored,
+) -> Gated:
+    """Inverse of :func:`dump_gated` (``scored`` reads one scored memory: a context's
+    compact form names its memories by id)."""
     budget = data["budget"]
     return Gated(
         classification=load_classification(data["classification"]),
         budget=Budget(int(budget["tokens"]), tuple(budget["steps"])),
         weights={k: float(v) for k, v in data["weights"].items()},
-        selected=[load_scored(s) for s in data["selected"]],
+        selected=[scored(s) for s in data["selected"]],
         tokens_used=int(data["tokens_used"]),
         text=str(data["text"]),
-        decisions=[Decision(load_scored(d["item"]), bool(d["selected"]), str(d["reason"]))
+        decisions=[Decision(scored(d["item"]), bool(d["selected"]), str(d["reason"]))
                    for d in data.get("decisions") or ()],
-        ranked=[load_scored(s) for s in data.get("ranked") or ()],
+        ranked=[scored(s) for s in data.get("ranked") or ()],
         components={k: {n: float(x) for n, x in v.items()}
                     for k, v in (data.get("components") or {}).items()},
         timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
@@ -165,7 +169,15 @@ def context_budget(ctx: Context) -> int | None:
 def dump_context(ctx: Context) -> JSON:
     """A context: the block ``text`` and its ``context_id`` (for feedback), ``tokens``,
     ``budget``, ``tier``, ``fallback``, the ``memories`` it holds, the recall result and
-    the gating decisions."""
+    the gating decisions.
+
+    Compact: every memory is written once. ``memories`` holds the injected ones (and
+    ``other_memories`` any other memory the recall result or the decisions name, usually
+    none); ``recall`` and ``gated`` name them by ``memory_id``, and ``gated`` leaves out
+    the block text, which is ``text``. A context travels on every request of a chat, so
+    the same memory written five times was most of its bytes."""
+    injected = {m.id: m for m in ctx.memories}
+    named = {s.memory.id: s.memory for s in _scored_items(ctx)}
     return {
         "context_id": ctx.id,
         "text": ctx.text,
@@ -175,19 +187,63 @@ def dump_context(ctx: Context) -> JSON:
         "fallback": ctx.fallback,
         "elapsed_ms": ctx.elapsed_ms,
         "memories": [dump_memory(m) for m in ctx.memories],
-        "recall": dump_recall(ctx.recall),
-        "gated": None if ctx.gated is None else dump_gated(ctx.gated),
+        "other_memories": [dump_memory(m) for i, m in named.items() if i not in injected],
+        "recall": {
+            "memory_ids": [m.id for m in ctx.recall.memories],
+            "total_tokens": ctx.recall.total_tokens,
+            "budget_used": ctx.recall.budget_used,
+            "scored": [_scored_ref(s) for s in ctx.recall.scored],
+        },
+        "gated": None if ctx.gated is None else _gated_refs(ctx.gated),
     }
+
+
+def _scored_items(ctx: Context) -> list[ScoredMemory]:
+    items = list(ctx.recall.scored)
+    if ctx.gated is not None:
+        items += [*ctx.gated.selected, *ctx.gated.ranked, *(d.item for d in ctx.gated.decisions)]
+    items += [ScoredMemory(m, 0.0, 0.0, 0) for m in ctx.recall.memories]
+    return items
+
+
+def _scored_ref(item: ScoredMemory) -> JSON:
+    return {"memory_id": item.memory.id, "score": item.score,
+            "similarity": item.similarity, "tokens": item.tokens}  # fmt: skip
+
+
+def _gated_refs(g: Gated) -> JSON:
+    full = dump_gated(g)
+    del full["text"]
+    full["selected"] = [_scored_ref(s) for s in g.selected]
+    full["ranked"] = [_scored_ref(s) for s in g.ranked]
+    full["decisions"] = [{"item": _scored_ref(d.item), "selected": d.selected,
+                          "reason": d.reason} for d in g.decisions]  # fmt: skip
+    return full
 
 
 def load_context(data: Mapping[str, Any]) -> Context:
     """Inverse of :func:`dump_context`."""
+    memories = {m.id: m for m in map(load_memory, [*data["memories"],
+                                                   *(data.get("other_memories") or ())])}
+
+    def scored(ref: Mapping[str, Any]) -> ScoredMemory:
+        return ScoredMemory(memories[str(ref["memory_id"])], float(ref["score"]),
+                            float(ref["similarity"]), int(ref["tokens"]))  # fmt: skip
+
+    recall = data["recall"]
     gated = data.get("gated")
     return Context(
-        id=str(data["context_id"]), text=str(data["text"]), recall=load_recall(data["recall"]),
+        id=str(data["context_id"]), text=str(data["text"]),
+        recall=RecallResult(
+            memories=[memories[str(i)] for i in recall["memory_ids"]],
+            total_tokens=int(recall["total_tokens"]), budget_used=float(recall["budget_used"]),
+            scored=[scored(s) for s in recall.get("scored") or ()],
+        ),
         tokens=int(data["tokens"]), elapsed_ms=float(data["elapsed_ms"]),
-        gated=None if gated is None else load_gated(gated), tier=int(data["tier"]),
-        fallback=bool(data["fallback"]),
+        gated=None if gated is None else load_gated(
+            {**gated, "text": data["text"]}, scored=scored
+        ),
+        tier=int(data["tier"]), fallback=bool(data["fallback"]),
     )  # fmt: skip
 
 

@@ -35,8 +35,9 @@ def key_ring(request: Request) -> KeyRing:
     return keys
 
 
-def engine_of(request: Request) -> Engine:
-    """The app's one engine, shared by every request."""
+async def engine_of(request: Request) -> Engine:
+    """The app's one engine, shared by every request. ``async``: no I/O, so FastAPI runs
+    it in the event loop instead of sending it to the threadpool."""
     engine: Engine = request.app.state.engine
     return engine
 
@@ -139,8 +140,9 @@ class Scope:
             raise PermissionDeniedError(f"API key {self.key.id} is not an admin key")
 
 
-def scope(request: Request, key: Caller) -> Scope:
-    """The scope dependency of every authenticated route."""
+async def scope(request: Request, key: Caller) -> Scope:
+    """The scope dependency of every authenticated route (``async``: no I/O; the key
+    itself is read from the store by :func:`caller`, in the threadpool)."""
     return Scope(key_ring(request), key)
 
 

@@ -460,9 +460,52 @@ class GatedOut(BaseModel):
     timings_ms: dict[str, float]
 
 
+class ScoredRef(BaseModel):
+    """A memory of the context (``memories`` or ``other_memories``), named by id, with the
+    score it was ranked by."""
+
+    memory_id: str
+    score: float
+    similarity: float
+    tokens: int
+
+
+class RecallRefs(BaseModel):
+    """The context's recall result, its memories named by id."""
+
+    memory_ids: list[str]
+    total_tokens: int
+    budget_used: float
+    scored: list[ScoredRef]
+
+
+class DecisionRef(BaseModel):
+    """Why a candidate was or was not injected, the candidate named by id."""
+
+    item: ScoredRef
+    selected: bool
+    reason: str
+
+
+class GatedRefs(BaseModel):
+    """The gating decisions behind a context, memories named by id (the block text is the
+    context's ``text``)."""
+
+    classification: ClassificationOut
+    budget: BudgetOut
+    weights: dict[str, float]
+    selected: list[ScoredRef]
+    tokens_used: int
+    decisions: list[DecisionRef]
+    ranked: list[ScoredRef]
+    components: dict[str, dict[str, float]]
+    timings_ms: dict[str, float]
+
+
 class ContextOut(BaseModel):
     """The memory block for a message: ``text`` goes into the prompt, ``context_id`` into
-    ``POST /v1/feedback``."""
+    ``POST /v1/feedback``. Each memory is written once, in ``memories`` (the injected ones)
+    or ``other_memories``; ``recall`` and ``gated`` name them by id."""
 
     context_id: str
     text: str
@@ -473,8 +516,9 @@ class ContextOut(BaseModel):
     fallback: bool
     elapsed_ms: float
     memories: list[MemoryOut]
-    recall: RecallOut
-    gated: GatedOut | None
+    other_memories: list[MemoryOut]
+    recall: RecallRefs
+    gated: GatedRefs | None
 
 
 class UsefulnessChange(BaseModel):

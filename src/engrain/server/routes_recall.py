@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 
 from engrain import feedback as fb
 from engrain import wire
@@ -20,7 +21,7 @@ ID = m.ID_RULES
 
 
 @router.post("/context", response_model=m.ContextOut, responses=errors())
-def context(body: m.ContextRequest, s: ScopeDep, engine: EngineDep) -> dict[str, Any]:
+def context(body: m.ContextRequest, s: ScopeDep, engine: EngineDep) -> JSONResponse:
     """The memory block to inject for a message (`Engine.context`): `text` goes into the
     prompt as is, `context_id` into `POST /v1/feedback`; `tokens`, `budget` and the
     `memories` it holds say what it cost and why."""
@@ -28,7 +29,11 @@ def context(body: m.ContextRequest, s: ScopeDep, engine: EngineDep) -> dict[str,
     if body.model is not None:  # a model the server does not know, even with a window: 400
         registry.context_window(body.model, engine.settings.model_windows)
     fields = body.model_dump(exclude={"user_id", "project", "message"})
-    return wire.dump_context(engine.context(body.message, user, project=project, **fields))
+    # the hot path of every chat turn: wire's dict is already ContextOut's shape (the
+    # schemathesis run checks it), so it is not validated a second time
+    return JSONResponse(
+        wire.dump_context(engine.context(body.message, user, project=project, **fields))
+    )
 
 
 @router.post("/recall", response_model=m.RecallOut, responses=errors())
