@@ -42,6 +42,8 @@ from engrain.recall.budget import Depth
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
 
+#: Where the proxy puts the memory block in a chat-completions request.
+ProxyInject = Literal["system", "append"]
 #: A user domain's name: not blank once stripped.
 DomainName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 ENV_PREFIX = "ENGRAIN_"
@@ -170,6 +172,34 @@ class Settings(BaseModel):
     lexical_weight: float = Field(default=_GATE.lexical_weight, ge=0, le=1)
     candidate_pool: int = Field(
         default=_GATE.pool, ge=1, description="Dense and lexical pool sizes."
+    )
+    proxy_upstream: str | None = Field(
+        default=None,
+        description="OpenAI-compatible base URL the proxy forwards chat completions to "
+        "(e.g. https://api.openai.com/v1, http://localhost:11434/v1). None: no proxy routes.",
+    )
+    proxy_upstream_key_env: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of the environment variable holding the upstream's API key (the "
+        "key itself is never a setting). None: requests go upstream without a key, unless "
+        "the caller sends its own (X-Engrain-Key mode).",
+    )
+    proxy_timeout: float = Field(
+        default=120.0, gt=0,
+        description="Seconds the proxy waits to connect upstream, for the reply to start, "
+        "and between two chunks of a streamed reply; past it the caller gets 504.",
+    )  # fmt: skip
+    proxy_inject: ProxyInject = Field(
+        default="system",
+        description="Where the proxy puts the memory block: 'system' adds a system message "
+        "after the request's own system messages, 'append' appends it to the first one.",
+    )
+    proxy_record: bool = Field(
+        default=True,
+        description="Record each exchange through the proxy (user message and answer) as "
+        "a conversation turn, in the background. A request can opt out with "
+        "X-Engrain-Record: false.",
     )
 
     @model_validator(mode="wrap")

@@ -21,6 +21,9 @@ from engrain.keys import KeyRing
 from engrain.server import errors
 from engrain.server.metrics import Metrics
 from engrain.server.middleware import ServiceMiddleware
+from engrain.server.proxy import ProxyConfig
+from engrain.server.proxy import install as install_proxy
+from engrain.server.proxy.routes import CHAT_PATH
 from engrain.server.routes_health import router as health
 from engrain.server.routes_memories import router as memories
 from engrain.server.routes_recall import router as recall
@@ -50,6 +53,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     max_import_bytes: int = MAX_IMPORT_BYTES,
     request_timeout: float | None = REQUEST_TIMEOUT,
+    proxy: ProxyConfig | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``engine`` (one engine for every request; the caller closes it).
 
@@ -57,7 +61,11 @@ def create_app(
     the MCP server at :data:`MCP_PATH` as well, use :func:`serve_app`, or add it to this
     app with :func:`engrain.mcp.mount` (exact routes at ``/mcp`` and ``/mcp/``, no
     redirect, and the SDK's session manager run inside the app's lifespan; a plain
-    Starlette ``app.mount`` would do neither)."""
+    Starlette ``app.mount`` would do neither).
+
+    With ``proxy``, the app also serves the OpenAI-compatible proxy (``POST
+    /v1/chat/completions``, ``GET /v1/models``, ``docs/proxy.md``); its replies are bounded
+    by the proxy's own upstream timeout, not ``request_timeout``."""
     app = FastAPI(
         title="engrain",
         version=_version(),
@@ -71,23 +79,32 @@ def create_app(
     errors.install(app)
     for router in (memories, recall, transfer, health):
         app.include_router(router)
+    untimed = ["/v1/import", "/v1/export"]
+    if proxy is not None:
+        install_proxy(app, engine, app.state.keys, proxy)
+        untimed.append(CHAT_PATH)  # a streamed completion lasts as long as the model writes
     app.add_middleware(
         ServiceMiddleware,
         metrics=app.state.metrics,
         max_body_bytes=max_body_bytes,
         max_import_bytes=max_import_bytes,
         request_timeout=request_timeout,
+        untimed_paths=untimed,
     )
     return app
 
 
-def serve_app(engine: Engine, keys: KeyRing | None = None, **limits: Any) -> FastAPI:
+def serve_app(
+    engine: Engine, keys: KeyRing | None = None, *, proxy: ProxyConfig | None = None,
+    **limits: Any,
+) -> FastAPI:
     """The app ``engrain serve`` runs: :func:`create_app` with the MCP server's streamable
-    HTTP endpoint at :data:`MCP_PATH` (the same keys and scopes, ``engrain.mcp``)."""
+    HTTP endpoint at :data:`MCP_PATH` (the same keys and scopes, ``engrain.mcp``), and the
+    OpenAI-compatible proxy when ``proxy`` is given."""
     from engrain.mcp import mount, streamable_http_app
 
     keys = keys if keys is not None else KeyRing(engine.store)
-    app = create_app(engine, keys, **limits)
+    app = create_app(engine, keys, proxy=proxy, **limits)
     mount(app, streamable_http_app(engine, keys), MCP_PATH)
     return app
 
@@ -95,9 +112,10 @@ def serve_app(engine: Engine, keys: KeyRing | None = None, **limits: Any) -> Fas
 def from_environment() -> FastAPI:
     """The app of one worker process of ``engrain serve --workers N`` (uvicorn's factory
     mode): its own :class:`Engine` from the settings (``ENGRAIN_URL``,
-    ``ENGRAIN_DATA_DIR``, the config file), closed when the worker shuts down."""
+    ``ENGRAIN_DATA_DIR``, the config file, ``ENGRAIN_PROXY_*`` for the proxy), closed when
+    the worker shuts down."""
     engine = Engine(settings=load_settings({}))
-    app = serve_app(engine)
+    app = serve_app(engine, proxy=ProxyConfig.from_settings(engine.settings))
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

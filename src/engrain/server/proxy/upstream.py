@@ -1,0 +1,108 @@
+"""The upstream side: one :class:`httpx.AsyncClient` per app, the headers that go up and
+come back, and upstream failures in the error tree.
+
+The reply is streamed through as it arrives (never read whole): a streamed completion
+reaches the caller chunk by chunk. The timeout bounds the connection, the wait for the
+reply to start and every gap between two chunks; a reply that never starts is a 504, one
+that stalls mid-stream is cut off (its status has already been sent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import httpx
+
+from engrain.errors import LLMError, RequestTimeoutError
+from engrain.server.proxy.config import ProxyConfig
+
+#: Headers of one hop only (RFC 9110 §7.6.1), never forwarded either way; ``host``,
+#: ``content-length`` and the encodings are set anew for the next hop.
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length", "accept-encoding",
+    "content-encoding",
+})  # fmt: skip
+#: The caller's headers for engrain itself, never sent upstream.
+ENGRAIN_PREFIX = "x-engrain-"
+#: The upstream's response headers that must not reach the caller: the middleware sets
+#: its own request id, and the response's framing is the proxy's.
+DROPPED_REPLY = HOP_BY_HOP | {"x-request-id"}
+
+
+class UpstreamError(LLMError):
+    """The upstream could not be reached or broke the connection (HTTP 502)."""
+
+    code = "upstream_unavailable"
+
+
+class UpstreamTimeoutError(RequestTimeoutError):
+    """The upstream did not answer within the proxy's timeout (HTTP 504)."""
+
+    code = "upstream_timeout"
+    http_status = 504
+
+
+class Upstream:
+    """The client of one upstream, opened on first use (inside the server's event loop)
+    and closed with the app."""
+
+    def __init__(self, config: ProxyConfig, transport: httpx.AsyncBaseTransport | None = None):
+        self.config = config
+        self._transport = transport
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The shared client (keep-alive connections to the upstream)."""
+        if self._client is None:
+            limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout),
+                                             limits=limits, transport=self._transport)  # fmt: skip
+        return self._client
+
+    async def open(
+        self, method: str, path: str, headers: Iterable[tuple[str, str]], content: bytes,
+        query: str = "",
+    ) -> httpx.Response:
+        """Send one request and return the response with its body not yet read (the
+        caller streams it and closes it). Failures before the reply starts raise
+        :class:`UpstreamTimeoutError` or :class:`UpstreamError`, without the URL's
+        credentials or the key."""
+        url = self.config.url(path) + (f"?{query}" if query else "")
+        request = self.client.build_request(method, url, headers=list(headers), content=content)
+        try:
+            return await self.client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamTimeoutError(
+                f"the upstream did not answer within {self.config.timeout:g} s") from exc
+        except httpx.HTTPError as exc:
+            reason = type(exc).__name__  # not its text: that may hold the URL
+            raise UpstreamError(f"the upstream could not be reached ({reason})") from exc
+
+    async def close(self) -> None:
+        """Close the client's connections."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+
+def request_headers(
+    caller: Iterable[tuple[str, str]], authorization: str | None
+) -> list[tuple[str, str]]:
+    """The headers sent upstream: the caller's, less hop-by-hop ones, engrain's own and its
+    ``Authorization``, with ``authorization`` (the upstream key, or the caller's own
+    header in the ``X-Engrain-Key`` mode) instead."""
+    kept = [(k, v) for k, v in caller
+            if k.lower() not in HOP_BY_HOP and k.lower() != "authorization"
+            and not k.lower().startswith(ENGRAIN_PREFIX)]  # fmt: skip
+    kept.append(("accept-encoding", "identity"))  # bytes pass through as they come
+    if authorization is not None:
+        kept.append(("authorization", authorization))
+    return kept
+
+
+def reply_headers(upstream: httpx.Headers, extra: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The upstream's response headers for the caller, plus ``extra`` (engrain's own)."""
+    kept = [(k, v) for k, v in upstream.multi_items() if k.lower() not in DROPPED_REPLY]
+    return kept + list(extra.items())
