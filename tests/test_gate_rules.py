@@ -451,8 +451,8 @@ def test_the_area_is_the_domains_of_the_clear_best_matches() -> None:
     from engrain.recall.relevance import Candidate
 
     def cand(kind: str, relevance: float, *domains: str) -> Candidate:
-        memory = Memory.new(f"{kind} {relevance} {domains}", "ada", MemoryType.SEMANTIC,
-                            kind=Kind(kind), domains=domains, now=NOW)  # fmt: skip
+        memory = Memory.new("ada", f"{kind} {relevance} {domains}", MemoryType.SEMANTIC,
+                            Kind(kind), domains=domains, now=NOW)  # fmt: skip
         return Candidate(memory, relevance, 0.0, relevance)
 
     pool = [cand("fact", 1.0, "api"), cand("fact", AREA_RELEVANCE, "billing"),

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import MemoryFilter, MemoryStore
@@ -57,3 +59,47 @@ def test_kind_filter_after_a_kind_change_reads_the_new_code() -> None:
     store.write([first.evolve(kind=Kind.ANTIPATTERN)])
     after = store.query("ada", MemoryFilter(kinds=(Kind.ANTIPATTERN,)))
     assert first.id in {m.id for m in after} and first.id not in {m.id for m in before}
+
+
+# -- the BM25 index grows with new memories instead of being rebuilt -------------------------
+
+
+@given(
+    st.lists(st.text(alphabet="abc de", min_size=0, max_size=30), min_size=0, max_size=12),
+    st.lists(st.text(alphabet="abc de", min_size=0, max_size=30), min_size=1, max_size=6),
+    st.text(alphabet="abc de", min_size=1, max_size=12),
+)
+def test_an_extended_index_scores_like_a_rebuilt_one(
+    first: list[str], more: list[str], query: str
+) -> None:
+    from engrain.store.lexical import LexicalIndex
+
+    base = LexicalIndex(first)
+    grown = base.extended(more)
+    np.testing.assert_allclose(grown.scores(query), LexicalIndex(first + more).scores(query),
+                               rtol=1e-5, atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(base.scores(query), LexicalIndex(first).scores(query))
+
+
+def test_a_new_memory_extends_the_users_bm25_index() -> None:
+    from engrain.store.cache import UserCache
+
+    vector = np.ones(4, dtype=np.float32) / 2.0
+    old = [Memory.new("ada", f"note {i} about the {w} pipeline", MemoryType.SEMANTIC,
+                      Kind.FACT, now=NOW, embedding=vector)
+           for i, w in enumerate(["billing", "forecast", "deploy"])]  # fmt: skip
+    cache = UserCache(old)
+    assert [m.id for m, _ in cache.lexical_search("billing", 5)] == [old[0].id]
+    before = cache.snapshot.lexical
+    assert before is not None
+    new = Memory.new("ada", "the billing retry pipeline", MemoryType.SEMANTIC, Kind.FACT,
+                     now=NOW, embedding=vector)
+    cache.upsert([new])
+    after = cache.snapshot.lexical
+    assert after is not None and after is not before  # extended, not dropped
+    found = {m.id for m, _ in cache.lexical_search("billing retry", 5)}
+    assert found == {old[0].id, new.id}
+    edited = old[1].evolve(content="the billing forecast")
+    cache.upsert([edited])
+    assert cache.snapshot.lexical is None  # an edited text: rebuilt on the next search
+    assert old[1].id in {m.id for m, _ in cache.lexical_search("billing", 5)}

@@ -176,8 +176,8 @@ class UserCache:
             fresh: dict[str, Memory] = {}
             for memory in batch:
                 previous = rows.get(memory.id)
-                if previous is None or previous.content != memory.content:
-                    keep_lexical = False
+                if previous is not None and previous.content != memory.content:
+                    keep_lexical = False  # an edited text: rebuild the index lazily
                 rows[memory.id] = memory
                 row = None if old.arrays is None else old.arrays.position.get(memory.id)
                 if row is None:
@@ -194,7 +194,13 @@ class UserCache:
                     arrays = None  # the first vectors, or another size: rebuild lazily
                 else:
                     arrays = arrays.extend(_columns(list(fresh.values()), dim))
-            lexical = old.lexical if keep_lexical and arrays is not None else None
+            lexical = None
+            if keep_lexical and arrays is not None and old.lexical is not None:
+                # new memories are appended to the arrays in ``fresh`` order, and so to
+                # the index: its document numbers stay the arrays' rows
+                lexical = old.lexical
+                if fresh:
+                    lexical = lexical.extended([m.content for m in fresh.values()])
             self._snapshot = Snapshot(rows, arrays, lexical)
 
     def delete(self, ids: Iterable[str]) -> None:
