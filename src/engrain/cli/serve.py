@@ -44,17 +44,40 @@ def log_config(level: str) -> dict[str, Any]:
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               help="Least severe log lines printed (each carries its request id).")
+@click.option("--upstream", metavar="URL", default=None,
+              help="Also serve an OpenAI-compatible proxy with memory (POST "
+                   "/v1/chat/completions, GET /v1/models) forwarding to this base URL, "
+                   "e.g. https://api.openai.com/v1 or http://localhost:11434/v1.")
+@click.option("--upstream-key-env", metavar="NAME", default=None,
+              help="Environment variable holding the upstream's API key, e.g. OPENAI_API_KEY "
+                   "(the key itself is never a flag: it would show in the process list).")
+@click.option("--upstream-timeout", metavar="SECONDS", default=None,
+              type=click.FloatRange(0, min_open=True),
+              help="Seconds to wait for the upstream to connect, to start its reply and "
+                   "between two streamed chunks; past it the caller gets 504. [default: 120]")
+@click.option("--inject", "inject", default=None, type=click.Choice(["system", "append"]),
+              help="Where the proxy puts memory: a system message after the request's own "
+                   "(system), or appended to its first system message (append). "
+                   "[default: system]")
+@click.option("--record/--no-record", default=None,
+              help="Record each proxied exchange into memory in the background (a request "
+                   "opts out with 'X-Engrain-Record: false'). [default: record]")
 @global_options()
 @pass_state
-def serve_command(state: State, host: str, port: int, workers: int, log_level: str) -> None:
+def serve_command(state: State, host: str, port: int, workers: int, log_level: str,
+                  upstream: str | None, upstream_key_env: str | None,
+                  upstream_timeout: float | None, inject: str | None,
+                  record: bool | None) -> None:  # fmt: skip
     """Serve the HTTP API (OpenAPI at /openapi.json, MCP at /mcp) until interrupted.
 
     Every /v1 request needs 'Authorization: Bearer <key>' (engrain keys create --user ID).
-    The store is the usual one (--url, --data-dir, ENGRAIN_URL)."""
+    The store is the usual one (--url, --data-dir, ENGRAIN_URL). With --upstream the
+    server is also an OpenAI-compatible proxy that adds each user's memory (docs/proxy.md)."""
     try:
         import uvicorn
 
         from engrain.server.app import serve_app
+        from engrain.server.proxy import ProxyConfig
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in (
             "fastapi", "uvicorn", "starlette", "mcp", "anyio", "httpx"
@@ -62,16 +85,29 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
             raise
         raise click.ClickException(INSTALL_HINT) from exc
     logging = log_config(log_level)
+    proxy = {"proxy_upstream": upstream, "proxy_upstream_key_env": upstream_key_env,
+             "proxy_timeout": upstream_timeout, "proxy_inject": inject, "proxy_record": record}
+    proxy = {k: v for k, v in proxy.items() if v is not None}  # fmt: skip
     if workers == 1:
-        app = serve_app(state.engine())
+        engine = state.engine()
+        config = ProxyConfig.from_settings(engine.settings.model_validate(
+            {**engine.settings.model_dump(), **proxy}))  # fmt: skip
+        app = serve_app(engine, proxy=config)
         uvicorn.run(app, host=host, port=port, log_config=logging, access_log=False)
         return
     # each worker process builds its own engine from the environment (factory mode)
-    for name, value in (("ENGRAIN_URL", state.url), ("ENGRAIN_DATA_DIR", state.data_dir)):
+    given = {"ENGRAIN_URL": state.url, "ENGRAIN_DATA_DIR": state.data_dir,
+             **{f"ENGRAIN_{k.upper()}": _env_text(v) for k, v in proxy.items()}}  # fmt: skip
+    for name, value in given.items():
         if value is not None:
             os.environ[name] = value
     uvicorn.run("engrain.server.app:from_environment", factory=True, host=host, port=port,
                 workers=workers, log_config=logging, access_log=False)  # fmt: skip
+
+
+def _env_text(value: object) -> str:
+    """A flag's value as its ``ENGRAIN_*`` variable spells it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 COMMANDS = [serve_command]

@@ -1,0 +1,507 @@
+"""The OpenAI-compatible proxy through real HTTP on loopback, with the real ``openai`` SDK
+(sync, async, streaming) as the client and a fake upstream (a FastAPI app under uvicorn in
+a thread) that records every request it receives and answers canned completions.
+
+What a user would notice: the block lands where configured and nothing else in the
+request changes; trivial messages inject nothing; a small model gets the compiled tier 1;
+an exchange is recorded once and found by the next request; memory failures, upstream
+errors and timeouts; both auth modes; one user's key never reaches another's memory; the
+upstream key never shows in a response or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from fastapi import FastAPI, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from engrain import Engine
+from engrain.embed import HashEmbedder
+from engrain.errors import ConfigError, StoreError
+from engrain.keys import KeyRing
+from engrain.server import create_app
+from engrain.server.proxy import ProxyConfig
+from engrain.server.proxy.inject import parse, with_memory
+from engrain.server.proxy.record import AnswerReader
+from engrain.store import MemoryStore
+from engrain.tiers.cache import wrap
+from engrain.tiers.registry import Tier
+
+from .conftest import make_settings
+from .test_server import LiveServer
+
+UPSTREAM_KEY = "sk-upstream-" + secrets.token_urlsafe(24)
+ANSWER = "Helix it is: modal editing with tree-sitter built in."
+SYSTEM = "You are a terse assistant."
+
+
+class FakeUpstream:
+    """An OpenAI-compatible endpoint that records what it receives. ``status`` and
+    ``error`` make it fail; ``hold`` makes it wait (for the timeout test) until released."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.status = 200
+        self.error: dict[str, Any] = {}
+        self.answer = ANSWER
+        self.hold: asyncio.Event | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        app = FastAPI()
+        app.add_api_route("/v1/chat/completions", self.chat, methods=["POST"])
+        app.add_api_route("/v1/models", self.models, methods=["GET"])
+        self.live = LiveServer(app)
+        self.url = self.live.url + "/v1"
+
+    async def chat(self, request: Request) -> Response:
+        raw = await request.body()
+        self.received.append({"headers": dict(request.headers), "raw": raw,
+                              "body": json.loads(raw)})  # fmt: skip
+        self.loop = asyncio.get_running_loop()
+        if self.hold is not None:
+            await asyncio.wait_for(self.hold.wait(), 30)  # released by the test
+        if self.status != 200:
+            return JSONResponse(self.error, self.status, headers={"x-request-id": "up-err"})
+        body = json.loads(raw)
+        if body.get("stream"):
+            return StreamingResponse(self._events(body["model"]), media_type="text/event-stream",
+                                     headers={"x-request-id": "up-1"})  # fmt: skip
+        return JSONResponse(self._completion(body["model"]), headers={"x-request-id": "up-1"})
+
+    def _completion(self, model: str) -> dict[str, Any]:
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
+                "model": model, "choices": [{"index": 0, "finish_reason": "stop",
+                "message": {"role": "assistant", "content": self.answer}}],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 9,
+                          "total_tokens": 18}}  # fmt: skip
+
+    async def _events(self, model: str) -> AsyncIterator[bytes]:
+        words = self.answer.split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                     "created": 1700000000, "model": model,
+                     "choices": [{"index": 0, "delta": {"content": piece},
+                                  "finish_reason": None}]}  # fmt: skip
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    async def models(self) -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": "fake-small", "object": "model", "created": 0, "owned_by": "test"},
+            {"id": "fake-large", "object": "model", "created": 0, "owned_by": "test"}]}  # fmt: skip
+
+    def release(self) -> None:
+        if self.hold is not None and self.loop is not None:
+            self.loop.call_soon_threadsafe(self.hold.set)
+
+    def last(self) -> dict[str, Any]:
+        return self.received[-1]
+
+
+class Proxied:
+    """A live engrain server with the proxy in front of a live fake upstream."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.upstream = FakeUpstream()
+        self.engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(),
+                             embedder=HashEmbedder())  # fmt: skip
+        self.ring = KeyRing(self.engine.store)
+        self.keys = {u: self.ring.create([u])[0] for u in ("alice", "bob", "carol", "dave",
+                                                            "erin", "frank")}  # fmt: skip
+        self.keys["admin"] = self.ring.create(admin=True)[0]
+        self.servers: list[LiveServer] = []
+        self.apps: list[Any] = []
+        self.url = self.serve()
+        self.engine.remember("my favourite code editor is helix, with its modal editing",
+                             "alice", "preference")  # fmt: skip
+
+    def serve(self, **proxy: Any) -> str:
+        """A proxy server over the same engine; its OpenAI base URL."""
+        config = ProxyConfig(**{"upstream": self.upstream.url, "upstream_key": UPSTREAM_KEY,
+                                **proxy})  # fmt: skip
+        app = create_app(self.engine, self.ring, proxy=config)
+        self.apps.append(app)
+        live = LiveServer(app)
+        self.servers.append(live)
+        return live.url + "/v1"
+
+    def client(self, user: str = "alice", **kw: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url, api_key=self.keys[user], max_retries=0, **kw)
+
+    def recorder(self, index: int = 0) -> Any:
+        return self.apps[index].state.proxy.recorder
+
+    def close(self) -> None:
+        for live in self.servers:
+            live.stop()
+        self.upstream.live.stop()
+        self.engine.close()
+
+
+@pytest.fixture(scope="module")
+def px(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
+    service = Proxied(tmp_path_factory.mktemp("proxy"))
+    yield service
+    service.close()
+
+
+def chat(text: str, system: str | None = SYSTEM) -> list[dict[str, Any]]:
+    messages = [] if system is None else [{"role": "system", "content": system}]
+    return [*messages, {"role": "user", "content": text}]
+
+
+QUESTION = "which code editor should I use for this refactor?"
+TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look up.",
+          "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]  # fmt: skip
+
+
+# -- injection ---------------------------------------------------------------------------
+
+
+def test_block_is_injected_as_a_system_message_and_nothing_else_changes(px: Proxied) -> None:
+    raw = px.client().chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=chat(QUESTION), temperature=0.3, tools=TOOLS,
+        response_format={"type": "text"}, extra_body={"vendor_knob": {"a": [1, 2.5]}},
+        extra_headers={"X-Engrain-Record": "false"},
+    )  # fmt: skip
+    completion = raw.parse()
+    assert completion.choices[0].message.content == ANSWER
+    assert raw.headers["x-engrain-memory"] == "injected"
+    assert raw.headers["x-engrain-context-id"]
+    assert raw.headers["x-upstream-request-id"] == "up-1"
+    sent = px.upstream.last()["body"]
+    messages = sent.pop("messages")
+    assert messages[0] == {"role": "system", "content": SYSTEM}
+    assert messages[1]["role"] == "system" and "helix" in messages[1]["content"]
+    assert messages[1]["content"].startswith("<memory>")
+    assert messages[2] == {"role": "user", "content": QUESTION}
+    assert sent == {"model": "gpt-4o", "temperature": 0.3, "tools": TOOLS,
+                    "response_format": {"type": "text"},
+                    "vendor_knob": {"a": [1, 2.5]}}  # fmt: skip
+    headers = px.upstream.last()["headers"]
+    assert headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+    assert not [h for h in headers if h.startswith("x-engrain")]
+
+
+def test_append_mode_extends_the_existing_system_message(px: Proxied) -> None:
+    url = px.serve(inject="append", record=False)
+    client = openai.OpenAI(base_url=url, api_key=px.keys["alice"], max_retries=0)
+    client.chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+    messages = px.upstream.last()["body"]["messages"]
+    assert len(messages) == 2
+    assert messages[0]["role"] == "system"
+    assert messages[0]["content"].startswith(SYSTEM + "\n\n<memory>")
+    assert "helix" in messages[0]["content"]
+    assert messages[1] == {"role": "user", "content": QUESTION}
+
+
+def test_a_trivial_message_injects_nothing_and_goes_up_byte_for_byte(px: Proxied) -> None:
+    body = {"model": "gpt-4o", "messages": chat("thanks!"), "seed": 7}
+    raw = json.dumps(body, indent=1).encode()  # an odd layout the proxy must not redo
+    reply = httpx.post(f"{px.url}/chat/completions", content=raw,
+                       headers={"Authorization": f"Bearer {px.keys['alice']}",
+                                "Content-Type": "application/json"})  # fmt: skip
+    assert reply.status_code == 200
+    assert reply.headers["x-engrain-memory"] == "empty"
+    assert "x-engrain-context-id" not in reply.headers
+    assert px.upstream.last()["raw"] == raw
+
+
+def test_a_small_model_gets_the_compiled_tier_1_text(px: Proxied) -> None:
+    for text, kind in [("erin is allergic to peanuts", "fact"),
+                       ("erin works as a nurse on night shifts", "fact"),
+                       ("I prefer short answers without emojis", "preference"),
+                       ("always answer in British English", "invariant")]:  # fmt: skip
+        px.engine.remember(text, "erin", kind)
+    compiled = px.engine.tiers("erin", rebuild=True)
+    assert compiled.tiers[Tier.DNA].text  # compiled: enough memories for tier 1
+    px.client("erin").chat.completions.create(
+        model="llama3.1:8b", messages=chat("what snacks could I take to my night shift?"),
+        extra_headers={"X-Engrain-Record": "false"})  # fmt: skip
+    injected = px.upstream.last()["body"]["messages"][1]
+    assert injected == {"role": "system", "content": wrap(compiled.tiers[Tier.DNA].text)}
+
+
+# -- recording ---------------------------------------------------------------------------
+
+
+def test_an_exchange_is_recorded_once_and_found_by_the_next_request(px: Proxied) -> None:
+    px.upstream.answer = "Congratulations on adopting Biscuit the greyhound!"
+    first = chat("I just adopted a retired greyhound named Biscuit")
+    try:
+        for _ in range(2):  # a retried identical request records nothing more
+            px.client("carol").chat.completions.create(model="gpt-4o", messages=first)
+        px.recorder().drain()
+    finally:
+        px.upstream.answer = ANSWER
+    recorded = px.engine.list("carol")
+    assert len(recorded) == 1
+    assert "Biscuit" in recorded[0].content and "Congratulations" in recorded[0].content
+    follow = [*first, {"role": "assistant", "content": "Congratulations!"},
+              {"role": "user", "content": "what is the name of my greyhound again?"}]  # fmt: skip
+    px.client("carol").chat.completions.create(
+        model="gpt-4o", messages=follow, extra_headers={"X-Engrain-Record": "false"})
+    block = px.upstream.last()["body"]["messages"][1]
+    assert block["role"] == "system" and "Biscuit" in block["content"]
+
+
+def test_recording_opt_out_and_setting(px: Proxied) -> None:
+    px.client("dave").chat.completions.create(
+        model="gpt-4o", messages=chat("my locker code at the gym is 4711"),
+        extra_headers={"X-Engrain-Record": "false"})  # fmt: skip
+    url = px.serve(record=False)
+    client = openai.OpenAI(base_url=url, api_key=px.keys["dave"], max_retries=0)
+    client.chat.completions.create(model="gpt-4o", messages=chat("my bike lock code is 1234"))
+    px.recorder().drain()
+    px.recorder(-1).drain()
+    assert px.engine.list("dave") == []
+
+
+def test_streaming_sync_passes_chunks_through_and_records_the_assembled_answer(
+    px: Proxied,
+) -> None:
+    with px.client("frank").chat.completions.with_streaming_response.create(
+        model="gpt-4o", stream=True, messages=chat("I am training for the Lisbon marathon"),
+    ) as response:  # fmt: skip
+        assert response.headers["content-type"].startswith("text/event-stream")
+        assert response.headers["x-engrain-memory"] in ("empty", "injected")
+        pieces = [c.choices[0].delta.content for c in response.parse() if c.choices]
+    assert len(pieces) == len(ANSWER.split(" "))
+    assert "".join(p or "" for p in pieces) == ANSWER
+    assert px.upstream.last()["body"]["stream"] is True
+    px.recorder().drain()
+    recorded = px.engine.list("frank")
+    assert len(recorded) == 1 and "Lisbon marathon" in recorded[0].content
+    assert "tree-sitter" in recorded[0].content  # the answer, assembled from the deltas
+
+
+def test_async_client_plain_and_streaming(px: Proxied) -> None:
+    async def run() -> tuple[str | None, str]:
+        client = openai.AsyncOpenAI(base_url=px.url, api_key=px.keys["alice"], max_retries=0)
+        async with client:
+            plain = await client.chat.completions.create(
+                model="gpt-4o", messages=chat(QUESTION),
+                extra_headers={"X-Engrain-Record": "false"})  # fmt: skip
+            stream = await client.chat.completions.create(
+                model="gpt-4o", messages=chat(QUESTION), stream=True,
+                extra_headers={"X-Engrain-Record": "false"})  # fmt: skip
+            text = "".join([c.choices[0].delta.content or "" async for c in stream])
+        return plain.choices[0].message.content, text
+
+    plain, streamed = asyncio.run(run())
+    assert plain == ANSWER and streamed == ANSWER
+    assert "helix" in px.upstream.last()["body"]["messages"][1]["content"]
+
+
+# -- failures ----------------------------------------------------------------------------
+
+
+def test_memory_failure_still_forwards_the_request(
+    px: Proxied, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StoreError("the store is down")
+
+    monkeypatch.setattr(px.engine, "context", broken)
+    with caplog.at_level(logging.WARNING, logger="engrain"):
+        raw = px.client().chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-Record": "false"})
+    assert raw.parse().choices[0].message.content == ANSWER
+    assert raw.headers["x-engrain-memory"] == "unavailable"
+    assert px.upstream.last()["body"]["messages"] == chat(QUESTION)
+    assert "memory unavailable" in caplog.text and "the store is down" in caplog.text
+
+
+@pytest.mark.parametrize("status", [400, 429, 500, 503])
+def test_upstream_errors_pass_through_with_their_bodies(px: Proxied, status: int) -> None:
+    error = {"error": {"message": f"upstream says {status}", "type": "x", "code": "c"}}
+    px.upstream.status, px.upstream.error = status, error
+    try:
+        with pytest.raises(openai.APIStatusError) as caught:
+            px.client().chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+        reply = httpx.post(f"{px.url}/chat/completions",
+                           json={"model": "gpt-4o", "messages": chat(QUESTION)},
+                           headers={"Authorization": f"Bearer {px.keys['alice']}"})  # fmt: skip
+    finally:
+        px.upstream.status, px.upstream.error = 200, {}
+    assert caught.value.status_code == status
+    assert caught.value.body == error["error"]
+    assert reply.status_code == status and reply.json() == error
+    px.recorder().drain()
+    assert [m for m in px.engine.list("alice") if "upstream says" in m.content] == []
+
+
+def test_upstream_timeout_is_a_504_in_the_error_shape(px: Proxied) -> None:
+    url = px.serve(timeout=0.3)
+    px.upstream.hold = asyncio.Event()
+    try:
+        reply = httpx.post(f"{url}/chat/completions",
+                           json={"model": "gpt-4o", "messages": chat(QUESTION)},
+                           headers={"Authorization": f"Bearer {px.keys['alice']}"})  # fmt: skip
+    finally:
+        px.upstream.release()
+        px.upstream.hold = None
+    assert reply.status_code == 504
+    body = reply.json()
+    assert body["error"] == "upstream_timeout" and body["status"] == 504
+    assert body["request_id"] == reply.headers["x-request-id"]
+
+
+def test_an_unreachable_upstream_is_a_502(px: Proxied) -> None:
+    closed = LiveServer(FastAPI())
+    closed.stop()  # its port now refuses connections
+    engine_url = LiveServer(create_app(px.engine, px.ring, proxy=ProxyConfig(
+        closed.url + "/v1", UPSTREAM_KEY, timeout=5)))  # fmt: skip
+    px.servers.append(engine_url)
+    with pytest.raises(openai.APIStatusError) as caught:
+        openai.OpenAI(base_url=engine_url.url + "/v1", api_key=px.keys["alice"],
+                      max_retries=0).chat.completions.create(model="gpt-4o", messages=chat("hi"))
+    assert caught.value.status_code == 502
+    assert caught.value.response.json()["error"] == "upstream_unavailable"
+
+
+# -- auth --------------------------------------------------------------------------------
+
+
+def test_second_mode_forwards_the_callers_own_upstream_key(px: Proxied) -> None:
+    client = openai.OpenAI(base_url=px.url, api_key="sk-callers-own", max_retries=0,
+                           default_headers={"X-Engrain-Key": px.keys["alice"]})  # fmt: skip
+    out = client.chat.completions.create(model="gpt-4o", messages=chat(QUESTION),
+                                         extra_headers={"X-Engrain-Record": "false"})  # fmt: skip
+    assert out.choices[0].message.content == ANSWER
+    received = px.upstream.last()
+    assert received["headers"]["authorization"] == "Bearer sk-callers-own"
+    assert "helix" in received["body"]["messages"][1]["content"]
+    bad = openai.OpenAI(base_url=px.url, api_key="sk-callers-own", max_retries=0,
+                        default_headers={"X-Engrain-Key": "egk_not-a-key"})  # fmt: skip
+    with pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+
+
+def test_keys_act_only_for_their_users(px: Proxied) -> None:
+    count = len(px.upstream.received)
+    with pytest.raises(openai.PermissionDeniedError):  # bob naming alice
+        px.client("bob").chat.completions.create(
+            model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-User": "alice"})
+    with pytest.raises(openai.AuthenticationError):
+        stranger = openai.OpenAI(base_url=px.url, api_key="egk_" + "x" * 43, max_retries=0)
+        stranger.chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+    with pytest.raises(openai.BadRequestError):  # an admin key must name the user
+        px.client("admin").chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+    assert len(px.upstream.received) == count  # refused before anything went up
+    noheaders = {"X-Engrain-Record": "false"}
+    px.client("bob").chat.completions.create(model="gpt-4o", messages=chat(QUESTION),
+                                             user="alice", extra_headers=noheaders)  # fmt: skip
+    assert "helix" not in json.dumps(px.upstream.last()["body"])  # bob's own memory: none
+    px.client("admin").chat.completions.create(model="gpt-4o", messages=chat(QUESTION),
+                                               user="alice", extra_headers=noheaders)  # fmt: skip
+    assert "helix" in px.upstream.last()["body"]["messages"][1]["content"]
+    assert px.upstream.last()["body"]["user"] == "alice"  # the field still goes up
+
+
+def test_models_pass_through_and_need_a_key(px: Proxied) -> None:
+    assert [m.id for m in px.client().models.list()] == ["fake-small", "fake-large"]
+    assert httpx.get(f"{px.url}/models").status_code == 401
+
+
+def test_the_upstream_key_never_leaks(px: Proxied, caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[str] = []
+    with caplog.at_level(logging.DEBUG):
+        for status in (200, 500):
+            px.upstream.status, px.upstream.error = status, {"error": {"message": "no"}}
+            for stream in (False, True):
+                body = {"model": "gpt-4o", "messages": chat(QUESTION), "stream": stream}
+                key = {"Authorization": f"Bearer {px.keys['alice']}"}
+                reply = httpx.post(f"{px.url}/chat/completions", json=body, headers=key)
+                seen += [reply.text, repr(reply.headers)]
+        px.upstream.status, px.upstream.error = 200, {}
+        reply = httpx.post(f"{px.url}/chat/completions", json={"messages": []})
+        seen += [reply.text, repr(reply.headers)]
+        px.recorder().drain()
+    config = ProxyConfig("http://127.0.0.1:9/v1", UPSTREAM_KEY)
+    assert UPSTREAM_KEY in px.upstream.last()["headers"]["authorization"]  # it was sent
+    assert all(UPSTREAM_KEY not in text for text in seen)
+    assert UPSTREAM_KEY not in caplog.text and UPSTREAM_KEY not in repr(config)
+
+
+# -- units -------------------------------------------------------------------------------
+
+
+def test_parse_reads_turns_conversation_and_content_parts() -> None:
+    history = [{"role": "system", "content": "be brief"},
+               {"role": "user", "content": [{"type": "text", "text": "first"},
+                                            {"type": "image_url", "image_url": {"url": "x"}}]},
+               {"role": "assistant", "content": "ok"},
+               {"role": "user", "content": "second"}]  # fmt: skip
+    first = parse(json.dumps({"model": "m", "messages": history[:2]}).encode())
+    later = parse(json.dumps({"model": "m", "messages": history, "stream": True}).encode())
+    assert (first.message, first.turn, later.message, later.turn) == ("first", 0, "second", 1)
+    assert first.conversation == later.conversation and later.stream
+    other = parse(json.dumps({"messages": [{"role": "user", "content": "else"}]}).encode())
+    assert other.conversation != first.conversation
+    assert parse(b"not json").body is None and parse(b'{"messages": 3}').body is None
+
+
+def test_with_memory_places_the_block() -> None:
+    body = {"messages": [{"role": "developer", "content": "d"}, {"role": "user", "content": "q"}],
+            "n": 2}  # fmt: skip
+    added = json.loads(with_memory(body, "<memory>m</memory>", "system"))
+    assert [m["role"] for m in added["messages"]] == ["developer", "system", "user"]
+    appended = json.loads(with_memory(body, "B", "append"))
+    assert appended["messages"][0] == {"role": "developer", "content": "d\n\nB"}
+    bare = {"messages": [{"role": "user", "content": "q"}]}
+    assert json.loads(with_memory(bare, "B", "append"))["messages"][0] == {
+        "role": "system", "content": "B"}  # fmt: skip
+    assert body["messages"][0] == {"role": "developer", "content": "d"}  # not mutated
+
+
+def test_answer_reader_assembles_deltas_split_across_chunks() -> None:
+    events = b"".join(
+        b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % piece
+        for piece in (b"Hel", b"lo", b" world")) + b"data: [DONE]\n\n"  # fmt: skip
+    reader = AnswerReader("text/event-stream; charset=utf-8")
+    for i in range(0, len(events), 7):
+        reader.feed(events[i : i + 7])
+    assert reader.text() == "Hello world"
+    plain = AnswerReader("application/json")
+    plain.feed(b'{"choices":[{"message":{"content":null,"tool_calls":[]}}]}')
+    assert plain.text() is None
+
+
+def test_config_from_settings(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path, proxy_upstream="http://localhost:11434/v1/",
+                             proxy_upstream_key_env="MY_KEY", proxy_inject="append")  # fmt: skip
+    config = ProxyConfig.from_settings(settings, {"MY_KEY": "sk-1"})
+    assert config is not None
+    assert (config.upstream, config.upstream_key, config.inject) == (
+        "http://localhost:11434/v1", "sk-1", "append")  # fmt: skip
+    with pytest.raises(ConfigError, match="MY_KEY"):
+        ProxyConfig.from_settings(settings, {})
+    with pytest.raises(ConfigError):
+        ProxyConfig("localhost:11434")
+    assert ProxyConfig.from_settings(make_settings(tmp_path)) is None
+
+
+def test_recording_does_not_block_the_reply(px: Proxied) -> None:
+    gate = threading.Event()
+    recorder = px.recorder()
+    recorder._executor.submit(gate.wait, 30)  # the recording thread is busy
+    try:
+        out = px.client("bob").chat.completions.create(
+            model="gpt-4o", messages=chat("I moved to Porto last spring"))
+        assert out.choices[0].message.content == ANSWER  # answered while recording waits
+    finally:
+        gate.set()
+    recorder.drain()
+    assert any("Porto" in m.content for m in px.engine.list("bob"))
