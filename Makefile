@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load clean
+.PHONY: demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ bench-concurrency: $(STAMP)
 # on SQLite and on a private PostgreSQL (~6 min in all).
 bench-load: $(STAMP)
 	$(BIN)/python bench/load.py --backends sqlite,postgres --out bench/results/load.json
+
+# The OpenAI-compatible proxy's added latency: one user with 10,000 memories, a fake
+# upstream in its own process, direct vs through engrain (~3 min).
+bench-proxy: $(STAMP)
+	$(BIN)/python bench/proxy.py --out bench/results/proxy.json
 
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
