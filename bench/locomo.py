@@ -14,9 +14,16 @@ question's evidence turn counts as found when a selected memory's provenance hol
 * baselines (``bench/baselines.py``): one turn per memory; dense all-MiniLM-L6-v2, BM25
   (bm25s) and their RRF fusion, on the same turns and questions.
 
+Halves (guarding against fitting the development split): the conversations' sample ids are
+sorted and alternate, the 1st, 3rd, 5th, … in half ``A`` (tune here), the 2nd, 4th, … in
+half ``B`` (report only). On the development split: A = conv-26, conv-41, conv-43, conv-47;
+B = conv-30, conv-42, conv-44, conv-48. ``--half A|B`` runs one half; every report gives
+each method's numbers per half (``halves``) and per category (``by_category``).
+
 Usage::
 
     python bench/locomo.py --data PATH --out report.json [--conversations ID,...] [--limit N]
+    python bench/locomo.py --half A ...   # only half A
     python bench/locomo.py --backend postgres ...   # the same on a private PostgreSQL
 
 ``--backend postgres`` stores the memories in PostgreSQL with pgvector (a private server from
@@ -82,6 +89,8 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("gate-all", "chunks", {"profile": default, "thresholds": "always"},
                 "intent thresholds also at fixed budgets"),
         Variant("turns", "turns", {"profile": default}, "one memory per turn (no chunk merging)"),
+        Variant("no-compact", "chunks", {"profile": default, "compact": False},
+                "conversation chunks rendered with their filler sentences"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip
@@ -94,6 +103,15 @@ INGESTIONS: dict[str, dict[str, Any]] = {
     "turns": {"min_chunk_tokens": 0},
     "discard": {"conversation_discard": True},
 }
+
+
+HALVES = ("A", "B")
+
+
+def halves(conversation_ids: Sequence[str]) -> dict[str, list[str]]:
+    """The two fixed halves: sample ids sorted, alternately A (1st, 3rd, …) and B."""
+    ordered = sorted(conversation_ids)
+    return {"A": ordered[0::2], "B": ordered[1::2]}
 
 
 def parse_session_time(value: str) -> datetime:
@@ -131,7 +149,7 @@ def evaluate_variant(
     rows = []
     user = conversation.conversation_id
     for q in conversation.questions:
-        row: dict[str, Any] = {"category": q.category}
+        row: dict[str, Any] = {"category": q.category, "conversation": user}
         start = time.perf_counter()
         auto = engine.explain(q.question, user, options=options, now=now)
         row["latency_ms"] = (time.perf_counter() - start) * 1000.0
@@ -181,15 +199,55 @@ def _pct(values: Sequence[float], p: float) -> float:
     return float(values[index])
 
 
-def baseline_methods(conversations: Sequence[bl.Conversation], embed: bl.Embed) -> dict[str, Any]:
-    """The three baselines in the report's shape (auto = not applicable)."""
-    report = bl.evaluate(conversations, embed)
+def baseline_methods(
+    conversations: Sequence[bl.Conversation], embed: bl.Embed, split: dict[str, list[str]]
+) -> dict[str, Any]:
+    """The three baselines in the report's shape (auto = not applicable), per half of
+    ``split`` and overall (the question-weighted mean of the halves: every metric is a
+    mean over questions)."""
+    per_half: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, int] = {}
+    for half, ids in split.items():
+        subset = [c for c in conversations if c.conversation_id in ids]
+        if not subset:
+            continue
+        report = bl.evaluate(subset, embed)
+        sizes[half] = report["n_questions"]
+        for method, values in report["results"].items():
+            per_half.setdefault(method, {})[half] = {
+                **{f"R@{k}": values[f"R@{k}"] for k in KS},
+                "recall_within": {str(b): values[f"within_{b}"] for b in BUDGETS},
+                "questions": report["n_questions"],
+            }
+    total = sum(sizes.values())
     out = {}
-    for method, values in report["results"].items():
+    for method, by_half in per_half.items():
+
+        def mean(
+            get: Callable[[dict[str, Any]], float], by_half: dict[str, Any] = by_half
+        ) -> float:
+            return sum(get(v) * sizes[h] for h, v in by_half.items()) / total
+
         out[method] = {
-            **{f"R@{k}": values[f"R@{k}"] for k in KS},
-            "recall_within": {str(b): values[f"within_{b}"] for b in BUDGETS},
+            **{f"R@{k}": mean(lambda v, k=k: v[f"R@{k}"]) for k in KS},
+            "recall_within": {
+                str(b): mean(lambda v, b=b: v["recall_within"][str(b)]) for b in BUDGETS
+            },
+            "halves": by_half,
         }
+    return out
+
+
+def with_halves(
+    rows: Sequence[dict[str, Any]], split: dict[str, list[str]]
+) -> dict[str, Any]:
+    """:func:`summarise` of ``rows``, with the same summary for each half of ``split``."""
+    out = summarise(rows)
+    out["halves"] = {
+        half: summarise(subset)
+        for half, ids in split.items()
+        if (subset := [r for r in rows if r["conversation"] in ids])
+    }
     return out
 
 
@@ -227,11 +285,16 @@ def run(
     ablations: bool = False,
     extra: Sequence[Variant] = (),
     backend: str = "sqlite",
+    half: str = "all",
 ) -> dict[str, Any]:
     """The whole benchmark; returns the report. ``extra`` variants run beside the others;
-    ``backend`` is where the memories are stored ("sqlite" or "postgres")."""
+    ``backend`` is where the memories are stored ("sqlite" or "postgres"); ``half`` ("A",
+    "B" or "all") which half of the conversations runs."""
     started = time.perf_counter()
     conversations = bl.load_locomo(data)
+    split = halves([c.conversation_id for c in conversations])
+    if half != "all":
+        conversations = [c for c in conversations if c.conversation_id in split[half]]
     if conversation_ids:
         conversations = [c for c in conversations if c.conversation_id in conversation_ids]
     if limit is not None:
@@ -263,13 +326,18 @@ def run(
                 for conv in conversations:
                     now = parse_session_time(conv.sessions[-1].date_time)
                     rows[variant.name] += evaluate_variant(engine, conv, options, now)
-                methods[variant.name] = {**summarise(rows[variant.name]), "note": variant.note}
+                methods[variant.name] = {
+                    **with_halves(rows[variant.name], split), "note": variant.note
+                }
             engine.close()
-    methods.update(baseline_methods(conversations, embedder.embed))
+    methods.update(baseline_methods(conversations, embedder.embed, split))
     ordered = {"engrain": methods.pop("engrain"), **methods}
     return {
         "dataset": str(data),
         "conversations": [c.conversation_id for c in conversations],
+        "half": half,
+        "halves": {h: [i for i in ids if any(c.conversation_id == i for c in conversations)]
+                   for h, ids in split.items()},
         "questions": sum(len(c.questions) for c in conversations),
         "default_profile": profile,
         "backend": backend,
@@ -280,13 +348,32 @@ def run(
 
 
 def format_table(report: dict[str, Any]) -> str:
-    """One table: every method's R@k and recall within each budget."""
+    """Every method's R@k and recall within each budget: overall, then per half, then the
+    default configuration's numbers per category."""
+    parts = [_table(report["methods"])]
+    for half in HALVES:
+        rows = {n: m["halves"][half] for n, m in report["methods"].items()
+                if half in m.get("halves", {})}  # fmt: skip
+        if rows:
+            parts.append(f"half {half}\n" + _table(rows))
+    categories = report["methods"]["engrain"].get("by_category", {})
+    parts.append("engrain by category\n" + _table({f"cat {c}": m for c, m in categories.items()}))
+    for half in HALVES:
+        by_half = report["methods"]["engrain"].get("halves", {}).get(half)
+        if by_half:
+            rows = {f"{half} cat {c}": m for c, m in by_half["by_category"].items()}
+            parts.append(f"engrain half {half} by category\n" + _table(rows))
+    return "\n\n".join(parts)
+
+
+def _table(methods: dict[str, Any]) -> str:
+    """One table of ``methods``' R@k and recall within each budget."""
     header = (
         f"{'method':<11}{'R@5':>7}{'R@10':>7}{'R@20':>7}{'@500':>8}{'@2000':>8}{'@5000':>8}"
         f"{'@auto':>8}{'tok auto':>10}{'p50 ms':>8}{'p95 ms':>8}"
     )
     lines = [header, "-" * len(header)]
-    for name, m in report["methods"].items():
+    for name, m in methods.items():
         within = m["recall_within"]
         auto = within.get("auto")
         lat = m.get("latency_ms")
@@ -295,7 +382,7 @@ def format_table(report: dict[str, Any]) -> str:
             f"{within['500']:>8.3f}{within['2000']:>8.3f}{within['5000']:>8.3f}"
             + (
                 f"{auto:>8.3f}{m['mean_tokens_auto']:>10.0f}"
-                if auto is not None
+                if auto is not None and "mean_tokens_auto" in m
                 else f"{'-':>8}{'-':>10}"
             )
             + (f"{lat['p50']:>8.1f}{lat['p95']:>8.1f}" if lat else f"{'-':>8}{'-':>8}")
@@ -317,6 +404,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
                         help="an extra variant: GateOptions changes, "
                              'e.g. pool100={"pool": 100}')  # fmt: skip
+    parser.add_argument("--half", default="all", choices=["A", "B", "all"],
+                        help="run one half of the conversations (see the module)")  # fmt: skip
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres"],
                         help="where the memories are stored")  # fmt: skip
     args = parser.parse_args(argv)
@@ -326,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, _, changes = spec.partition("=")
         options = {"profile": Profile(args.profile), **json.loads(changes)}
         extra.append(Variant(name, "chunks", options, f"extra: {changes}"))
-    report = run(args.data, ids, args.limit, args.profile, args.ablations, extra, args.backend)
+    report = run(args.data, ids, args.limit, args.profile, args.ablations, extra, args.backend,
+                 args.half)  # fmt: skip
     print(format_table(report))
     print(f"\n{report['questions']} questions, {len(report['conversations'])} conversations, "
           f"{report['elapsed_s']:.0f} s")  # fmt: skip

@@ -41,6 +41,28 @@ def test_small_run_has_the_report_shape(small_run: dict[str, Any]) -> None:
     assert engrain["mean_tokens_auto"] > 0
     assert set(engrain["by_category"]) <= {"1", "2", "3", "4"}
     assert set(methods["rrf"]["recall_within"]) == {"500", "2000", "5000"}
+    # conv-26 is in half A: its numbers are half A's, and half B has none
+    assert set(engrain["halves"]) == {"A"}
+    assert engrain["halves"]["A"]["questions"] == 5
+    assert engrain["halves"]["A"]["R@10"] == engrain["R@10"]
+    assert set(methods["rrf"]["halves"]) == {"A"}
+    assert methods["rrf"]["R@10"] == pytest.approx(methods["rrf"]["halves"]["A"]["R@10"])
+    assert "half A" in locomo.format_table(report)
+
+
+def test_halves_alternate_over_the_sorted_sample_ids() -> None:
+    split = locomo.halves(["conv-30", "conv-26", "conv-42", "conv-41", "conv-43"])
+    assert split == {"A": ["conv-26", "conv-41", "conv-43"], "B": ["conv-30", "conv-42"]}
+    ids = [c.conversation_id for c in baselines.load_locomo(DATA)]
+    assert locomo.halves(ids) == {
+        "A": ["conv-26", "conv-41", "conv-43", "conv-47"],
+        "B": ["conv-30", "conv-42", "conv-44", "conv-48"],
+    }
+
+
+def test_ablations_include_compaction() -> None:
+    names = {v.name: v for v in locomo.variants("gated")}
+    assert names["no-compact"].options["compact"] is False
 
 
 def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from engrain.corrections import conflicts_of
 from engrain.model import Kind, Memory, MemoryType
+from engrain.recall.compact import compact_chunk
 from engrain.tokens import count_tokens
 
 
@@ -28,21 +29,31 @@ class Format(StrEnum):
 CONFLICT_NOTE = " (conflicts with another memory; confirm which is current)"
 
 
-def render_line(memory: Memory) -> str:
+def shown_content(memory: Memory, compact: bool = True) -> str:
+    """The text a memory is rendered with: its content, or for a conversation chunk (a
+    memory with turn ids) and ``compact``, the content without filler sentences and
+    all-filler turns (:func:`~engrain.recall.compact.compact_chunk`)."""
+    if compact and memory.provenance.turn_ids:
+        return compact_chunk(memory.content)
+    return memory.content
+
+
+def render_line(memory: Memory, compact: bool = True) -> str:
     """``[TYPE] content``; episodic memories carry their date, as in the spec's example, and
-    so does a memory in conflict with another (with a note to confirm which holds)."""
+    so does a memory in conflict with another (with a note to confirm which holds).
+    ``compact``: conversation chunks without their filler (:func:`shown_content`)."""
     prefix = f"[{memory.memory_type.value.upper()}] "
     conflicted = bool(conflicts_of(memory))
     if memory.memory_type is MemoryType.EPISODIC or conflicted:
         prefix += f"{memory.when.date().isoformat()}: "
-    return prefix + memory.content + (CONFLICT_NOTE if conflicted else "")
+    return prefix + shown_content(memory, compact) + (CONFLICT_NOTE if conflicted else "")
 
 
-def render_tagged(memories: Sequence[Memory]) -> str:
+def render_tagged(memories: Sequence[Memory], compact: bool = True) -> str:
     """The spec's block, or the empty string when there is nothing to inject."""
     if not memories:
         return ""
-    return OPEN + "\n".join(render_line(m) for m in memories) + CLOSE
+    return OPEN + "\n".join(render_line(m, compact) for m in memories) + CLOSE
 
 
 #: Section titles in rendering order (invariants first), and the kinds each one holds. The
@@ -71,14 +82,15 @@ def short_date(value: datetime, year: int | None = None) -> str:
     return day if value.year == year else f"{day} {value.year}"
 
 
-def render_item(memory: Memory, year: int | None = None) -> str:
+def render_item(memory: Memory, year: int | None = None, compact: bool = True) -> str:
     """One bullet of the ``sections`` format, as the relevance-gating document shows it: the
     content and ``(learned: Jan 15)``, or for events ``Jan 15: content``. ``year`` is the
-    current year, whose dates are shown without it."""
+    current year, whose dates are shown without it; ``compact`` as for :func:`render_line`."""
     note = CONFLICT_NOTE if conflicts_of(memory) else ""
+    content = shown_content(memory, compact)
     if memory.kind is Kind.EVENT or memory.event_at is not None:
-        return f"- {short_date(memory.when, year)}: {memory.content}{note}"
-    return f"- {memory.content} (learned: {short_date(memory.created_at, year)}){note}"
+        return f"- {short_date(memory.when, year)}: {content}{note}"
+    return f"- {content} (learned: {short_date(memory.created_at, year)}){note}"
 
 
 def section_of(memory: Memory) -> str:
@@ -86,28 +98,38 @@ def section_of(memory: Memory) -> str:
     return _SECTION_OF[memory.kind]
 
 
-def render_sections(memories: Sequence[Memory], year: int | None = None) -> str:
+def render_sections(
+    memories: Sequence[Memory], year: int | None = None, compact: bool = True
+) -> str:
     """Titled sections, invariants first, items in selection order within each."""
     if not memories:
         return ""
     grouped: dict[str, list[str]] = {}
     for memory in memories:
-        grouped.setdefault(section_of(memory), []).append(render_item(memory, year))
+        grouped.setdefault(section_of(memory), []).append(render_item(memory, year, compact))
     blocks = [
         heading(title) + "\n".join(grouped[title]) for title, _ in SECTIONS if title in grouped
     ]
     return OPEN + "\n\n".join(blocks) + CLOSE
 
 
-def render(memories: Sequence[Memory], fmt: Format, *, year: int | None = None) -> str:
+def render(
+    memories: Sequence[Memory], fmt: Format, *, year: int | None = None, compact: bool = True
+) -> str:
     """The block for ``memories`` in format ``fmt`` (``year``: the current year, which
-    ``sections`` dates leave out)."""
-    return render_tagged(memories) if fmt is Format.TAGGED else render_sections(memories, year)
+    ``sections`` dates leave out; ``compact``: conversation chunks without filler)."""
+    if fmt is Format.TAGGED:
+        return render_tagged(memories, compact)
+    return render_sections(memories, year, compact)
 
 
-def item_line(memory: Memory, fmt: Format, year: int | None = None) -> str:
+def item_line(
+    memory: Memory, fmt: Format, year: int | None = None, compact: bool = True
+) -> str:
     """The line one memory costs in format ``fmt`` (what the budget counts)."""
-    return render_line(memory) if fmt is Format.TAGGED else render_item(memory, year)
+    if fmt is Format.TAGGED:
+        return render_line(memory, compact)
+    return render_item(memory, year, compact)
 
 
 # -- what the block costs beyond its lines ---------------------------------------------------

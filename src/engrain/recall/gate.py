@@ -66,6 +66,7 @@ class GateOptions:
     min_importance: float = 0.2
     thresholds: str = "auto"
     fusion: str = "blend"
+    compact: bool = True  # conversation chunks rendered without filler (recall.compact)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -150,16 +151,20 @@ def gate(
 
     year = now.year
     selected, _, decisions = select_gated(
-        ranked, line_tokens=lambda m: line_tokens(m, options.format, year),
+        ranked, line_tokens=lambda m: line_tokens(m, options.format, year, options.compact),
         token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
         layout=_layout(options.format), partners=partners,
     )  # fmt: skip
     clock.lap("select")
-    text, tokens, selected = _fit(selected, options.format, budget.tokens, year)
+    text, tokens, selected = _fit(selected, options.format, budget.tokens, year, options.compact)
     clock.lap("assemble")
-    costed = [_costed(r, options.format, year) for r in ranked] if explain else selected
+    costed = (
+        [_costed(r, options.format, year, options.compact) for r in ranked]
+        if explain
+        else selected
+    )
     return Gated(classification, budget, weights, selected, tokens, text, decisions, costed,
                  components, clock.laps)  # fmt: skip
 
@@ -330,13 +335,13 @@ def _layout(fmt: Format) -> Layout:
 
 
 def _fit(
-    selected: list[ScoredMemory], fmt: Format, budget: int, year: int
+    selected: list[ScoredMemory], fmt: Format, budget: int, year: int, compact: bool = True
 ) -> tuple[str, int, list[ScoredMemory]]:
     """The rendered block, its tokens and what it holds. Selection counted every line,
     newline, heading and the wrapper; should the tokenizer still merge differently across
     lines, the last memories are dropped until the block fits: no block exceeds its budget."""
     while True:
-        text = render([s.memory for s in selected], fmt, year=year)
+        text = render([s.memory for s in selected], fmt, year=year, compact=compact)
         tokens = count_tokens(text) if text else 0
         if tokens <= budget:
             return text, tokens, selected
@@ -352,8 +357,9 @@ def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool
     return options.thresholds == "always" or explicit_budget is None
 
 
-def _costed(r: Ranked, fmt: Format, year: int) -> ScoredMemory:
-    return ScoredMemory(r.memory, r.score, r.similarity, line_tokens(r.memory, fmt, year))
+def _costed(r: Ranked, fmt: Format, year: int, compact: bool = True) -> ScoredMemory:
+    cost = line_tokens(r.memory, fmt, year, compact)
+    return ScoredMemory(r.memory, r.score, r.similarity, cost)
 
 
 #: Token cost of each rendered line, per line text. Counting is the costly part (tiktoken);
@@ -363,9 +369,9 @@ _LINE_TOKENS: dict[str, int] = {}
 _LINE_TOKENS_MAX = 200_000
 
 
-def line_tokens(memory: Memory, fmt: Format, year: int) -> int:
-    """``count_tokens(item_line(memory, fmt, year))``, remembered per line text."""
-    line = item_line(memory, fmt, year)
+def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
+    """``count_tokens(item_line(memory, fmt, year, compact))``, remembered per line text."""
+    line = item_line(memory, fmt, year, compact)
     tokens = _LINE_TOKENS.get(line)
     if tokens is None:
         tokens = count_tokens(line)
