@@ -101,5 +101,25 @@ def test_a_new_memory_extends_the_users_bm25_index() -> None:
     assert found == {old[0].id, new.id}
     edited = old[1].evolve(content="the billing forecast")
     cache.upsert([edited])
-    assert cache.snapshot.lexical is None  # an edited text: rebuilt on the next search
+    assert cache.snapshot.lexical is not None  # an edited text is replaced in place
     assert old[1].id in {m.id for m, _ in cache.lexical_search("billing", 5)}
+    assert old[1].id in {m.id for m, _ in cache.lexical_search("forecast", 5)}
+    cache.upsert([edited.evolve(content="the deploy train")])
+    assert old[1].id not in {m.id for m, _ in cache.lexical_search("billing forecast", 5)}
+
+
+@given(
+    st.lists(st.text(alphabet="abc de", min_size=0, max_size=30), min_size=1, max_size=10),
+    st.dictionaries(st.integers(0, 9), st.text(alphabet="abc de", max_size=30), max_size=4),
+    st.text(alphabet="abc de", min_size=1, max_size=12),
+)
+def test_a_replaced_text_scores_like_a_rebuilt_index(
+    docs: list[str], edits: dict[int, str], query: str
+) -> None:
+    from engrain.store.lexical import LexicalIndex
+
+    edits = {row: text for row, text in edits.items() if row < len(docs)}
+    changed = [edits.get(row, text) for row, text in enumerate(docs)]
+    replaced = LexicalIndex(docs).replaced({r: (docs[r], t) for r, t in edits.items()})
+    np.testing.assert_allclose(replaced.scores(query), LexicalIndex(changed).scores(query),
+                               rtol=1e-5, atol=1e-6)  # fmt: skip

@@ -171,19 +171,20 @@ class UserCache:
         with self._lock:
             old = self._snapshot
             rows = dict(old.rows)
-            keep_lexical = old.lexical is not None
             changed: dict[int, Memory] = {}
             fresh: dict[str, Memory] = {}
+            edited: dict[int, tuple[str, str]] = {}  # row → (old text, new text)
             for memory in batch:
                 previous = rows.get(memory.id)
-                if previous is not None and previous.content != memory.content:
-                    keep_lexical = False  # an edited text: rebuild the index lazily
                 rows[memory.id] = memory
                 row = None if old.arrays is None else old.arrays.position.get(memory.id)
                 if row is None:
                     fresh[memory.id] = memory
                 else:
                     changed[row] = memory
+                    if previous is not None and previous.content != memory.content:
+                        edited[row] = (edited.get(row, (previous.content, ""))[0],
+                                       memory.content)  # fmt: skip
             arrays = old.arrays
             if arrays is not None and changed:
                 arrays = arrays.patched(changed)
@@ -195,10 +196,12 @@ class UserCache:
                 else:
                     arrays = arrays.extend(_columns(list(fresh.values()), dim))
             lexical = None
-            if keep_lexical and arrays is not None and old.lexical is not None:
-                # new memories are appended to the arrays in ``fresh`` order, and so to
-                # the index: its document numbers stay the arrays' rows
+            if arrays is not None and old.lexical is not None:
+                # edited rows keep their place; new memories are appended to the arrays in
+                # ``fresh`` order, and so to the index: its document numbers stay the rows
                 lexical = old.lexical
+                if edited:
+                    lexical = lexical.replaced(edited)
                 if fresh:
                     lexical = lexical.extended([m.content for m in fresh.values()])
             self._snapshot = Snapshot(rows, arrays, lexical)

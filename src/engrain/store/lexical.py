@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -269,6 +269,38 @@ class LexicalIndex:
                 new_tfs = np.concatenate([old[1], new_tfs])
             out._postings[term] = (new_docs, new_tfs)
         out._set_lengths(np.concatenate([self._lengths, np.asarray(lengths, dtype=np.float32)]))
+        return out
+
+    def replaced(self, texts: Mapping[int, tuple[str, str]]) -> LexicalIndex:
+        """A new index with document ``row`` changed from ``old`` to ``new`` for each
+        ``row: (old, new)`` (a merge rewrites a memory's text); the same scores as an index
+        built over the changed documents. Only the terms of those texts are touched."""
+        out = LexicalIndex.__new__(LexicalIndex)
+        out._postings = dict(self._postings)
+        lengths = self._lengths.copy()
+        rows = np.asarray(sorted(texts), dtype=np.int32)
+        for term in {t for old, _ in texts.values() for t in tokenize(old)}:
+            docs, tfs = out._postings[term]
+            keep = ~np.isin(docs, rows)
+            if keep.all():
+                continue
+            if keep.any():
+                out._postings[term] = (docs[keep], tfs[keep])
+            else:
+                del out._postings[term]
+        for row, (_, new) in sorted(texts.items()):
+            counts = Counter(tokenize(new))
+            lengths[row] = sum(counts.values())
+            for term, tf in counts.items():
+                entry = out._postings.get(term)
+                docs = np.asarray([row], dtype=np.int32)
+                tfs = np.asarray([tf], dtype=np.float32)
+                if entry is not None:
+                    order = np.searchsorted(entry[0], row)
+                    docs = np.insert(entry[0], order, row)
+                    tfs = np.insert(entry[1], order, tf)
+                out._postings[term] = (docs, tfs)
+        out._set_lengths(lengths)
         return out
 
     def scores(self, query: str) -> npt.NDArray[np.float32]:
