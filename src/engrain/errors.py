@@ -13,7 +13,9 @@ Every error carries a stable ``code`` and the ``http_status`` a server maps it t
     ├── ConfigError                   code "config_error",     500
     ├── EmbeddingError                code "embedding_error",  503
     ├── LLMError                      code "llm_error",        502
+    │   └── UpstreamError             code "upstream_unavailable", 502
     ├── RequestTimeoutError           code "timeout",          503
+    │   └── UpstreamTimeoutError      code "upstream_timeout", 504
     └── StoreError                    code "store_error",      503
         └── MigrationError            code "migration_error",  500
 
@@ -115,6 +117,19 @@ class RequestTimeoutError(EngrainError):
 
     code = "timeout"
     http_status = 503
+
+
+class UpstreamError(LLMError):
+    """The proxy's upstream chat endpoint could not be reached or broke the connection."""
+
+    code = "upstream_unavailable"
+
+
+class UpstreamTimeoutError(RequestTimeoutError):
+    """The proxy's upstream did not answer within its timeout."""
+
+    code = "upstream_timeout"
+    http_status = 504
 
 
 class StoreError(EngrainError):

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
-from engrain.errors import LLMError, RequestTimeoutError
+from engrain.errors import UpstreamError, UpstreamTimeoutError
 from engrain.server.proxy.config import ProxyConfig
 
 #: Headers of one hop only (RFC 9110 §7.6.1), never forwarded either way; ``host``,
@@ -28,19 +28,6 @@ ENGRAIN_PREFIX = "x-engrain-"
 #: The upstream's response headers that must not reach the caller: the middleware sets
 #: its own request id, and the response's framing is the proxy's.
 DROPPED_REPLY = HOP_BY_HOP | {"x-request-id"}
-
-
-class UpstreamError(LLMError):
-    """The upstream could not be reached or broke the connection (HTTP 502)."""
-
-    code = "upstream_unavailable"
-
-
-class UpstreamTimeoutError(RequestTimeoutError):
-    """The upstream did not answer within the proxy's timeout (HTTP 504)."""
-
-    code = "upstream_timeout"
-    http_status = 504
 
 
 class Upstream:
