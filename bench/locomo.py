@@ -91,6 +91,8 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("turns", "turns", {"profile": default}, "one memory per turn (no chunk merging)"),
         Variant("no-compact", "chunks", {"profile": default, "compact": False},
                 "conversation chunks rendered with their filler sentences"),
+        Variant("no-speakers", "chunks", {"profile": default, "speaker_weight": 0.0},
+                "relevance ignores who the question names (recall.speakers)"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

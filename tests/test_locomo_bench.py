@@ -60,9 +60,10 @@ def test_halves_alternate_over_the_sorted_sample_ids() -> None:
     }
 
 
-def test_ablations_include_compaction() -> None:
+def test_ablations_include_compaction_and_speakers() -> None:
     names = {v.name: v for v in locomo.variants("gated")}
     assert names["no-compact"].options["compact"] is False
+    assert names["no-speakers"].options["speaker_weight"] == 0.0
 
 
 def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:
