@@ -93,6 +93,11 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "conversation chunks rendered with their filler sentences"),
         Variant("no-speakers", "chunks", {"profile": default, "speaker_weight": 0.0},
                 "relevance ignores who the question names (recall.speakers)"),
+        Variant("no-time", "chunks", {"profile": default, "time_weight": 0.0},
+                "relevance ignores the time the question names (recall.when)"),
+        Variant("none-new", "chunks",
+                {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0},
+                "without compact, speakers and time: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

@@ -60,10 +60,13 @@ def test_halves_alternate_over_the_sorted_sample_ids() -> None:
     }
 
 
-def test_ablations_include_compaction_and_speakers() -> None:
+def test_ablations_include_each_new_signal() -> None:
     names = {v.name: v for v in locomo.variants("gated")}
     assert names["no-compact"].options["compact"] is False
     assert names["no-speakers"].options["speaker_weight"] == 0.0
+    assert names["no-time"].options["time_weight"] == 0.0
+    before = names["none-new"].options
+    assert (before["compact"], before["speaker_weight"], before["time_weight"]) == (False, 0, 0)
 
 
 def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:

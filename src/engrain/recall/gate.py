@@ -42,6 +42,7 @@ from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
+from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
 from engrain.tokens import count_tokens
@@ -69,6 +70,7 @@ class GateOptions:
     fusion: str = "blend"
     compact: bool = True  # conversation chunks rendered without filler (recall.compact)
     speaker_weight: float = SPEAKER_WEIGHT  # who is asked about (recall.speakers)
+    time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -138,6 +140,7 @@ def gate(
     )  # fmt: skip
     pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock)
     pool = with_speakers(pool, message, options.speaker_weight)
+    pool = with_time(pool, message, now, options.time_weight)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     pool, area, raised = with_area(pool, classification)
     if area:
