@@ -3,12 +3,13 @@
 A conversation chunk is stored as its turns, one ``Speaker: text`` line each, and kept whole
 in the store (the transcript is the record). When a chunk is *rendered* into a context,
 the sentences that carry nothing a question can ask about are left out: reactions and
-pleasantries ("Wow, that's awesome!", "Thanks, Mel!", "haha", "Take care, bye!"). A turn
-made only of them is dropped from the rendered chunk; the chunk keeps every other line, in
-order, and its provenance still names every turn.
+pleasantries ("Wow, that's awesome!", "Thanks, Mel!", "haha"). A turn made only of them is
+kept as it is (LoCoMo counts some "Take care!" turns as evidence, and a context must show
+every turn its provenance names); the chunk keeps every line, in order.
 
 A sentence is filler when every word of it is an interjection, a courtesy, a generic
-evaluation or a name being addressed (a capitalised word after a comma or at the end), and
+evaluation or a name being addressed (a capitalised word after a comma or after a greeting
+or thanks: "Thanks, Mel!", "Bye Joanna!"; not "It's Shia Labeouf!"), and
 it has at most :data:`FILLER_MAX_WORDS` words. Questions are never filler ("What did you
 get?" asks what the next turn answers); neither is anything with a number.
 """
@@ -34,6 +35,9 @@ _FILLER_TEXT = """
 """
 FILLER_WORDS = frozenset(_FILLER_TEXT.split())
 
+#: Words after which a capitalised word is a name being addressed ("Bye Joanna!").
+_ADDRESSING = frozenset(["hey", "hi", "hello", "thanks", "thank", "bye", "congrats", "you", "too"])
+
 _SENTENCE = re.compile(r"[^.!?]+[.!?]*\s*")
 _WORD = re.compile(r"[A-Za-z']+|\d")
 _LINE = re.compile(r"^([^:\n]{1,40}): (.*)$")
@@ -47,26 +51,32 @@ def is_filler(sentence: str) -> bool:
     words = _WORD.findall(text)
     if not words or len(words) > FILLER_MAX_WORDS:
         return False
-    for index, word in enumerate(words):
+    previous = ""
+    for match in _WORD.finditer(text):
+        word = match.group()
+        addressed = text[: match.start()].rstrip().endswith(",") or previous in _ADDRESSING
         if word.lower() in FILLER_WORDS:
+            previous = word.lower()
             continue
-        if word[0].isupper() and index > 0:  # a name being addressed: "Thanks, Mel!"
+        if word[0].isupper() and previous and addressed:  # a name: "Thanks, Mel!", "Bye Jo!"
+            previous = word.lower()
             continue
         return False
     return True
 
 
 def compact_turn(text: str) -> str:
-    """``text`` without its filler sentences ("" when it is all filler)."""
+    """``text`` without its filler sentences; ``text`` itself when it is all filler (a
+    turn is never left out: some questions' evidence is a "Take care!")."""
     kept = [s for s in _SENTENCE.findall(text) if not is_filler(s)]
-    return "".join(kept).strip()
+    return "".join(kept).strip() or text.strip()
 
 
 @lru_cache(maxsize=65_536)
 def compact_chunk(content: str) -> str:
-    """A conversation chunk (``Speaker: text`` lines) with filler sentences and all-filler
-    turns left out; ``content`` itself when nothing is filler or everything would go.
-    Lines that are not ``Speaker: text`` are kept as they are."""
+    """A conversation chunk (``Speaker: text`` lines) with the filler sentences of each
+    turn left out (:func:`compact_turn`). Lines that are not ``Speaker: text`` are kept as
+    they are."""
     lines = content.split("\n")
     out = []
     changed = False
