@@ -203,7 +203,7 @@ _HISTORY = re.compile(
 
 _SYMPTOM = re.compile(
     r"\b(?:debug\w*|troubleshoot\w*|diagnos\w+|investigat\w+|root[- ]cause|"
-    r"hang|hangs|hanging|hung|stuck|freez\w*|frozen|deadlock\w*|race condition|"
+    r"hang|hangs|hanging|hung|stuck|freezes|freezing|froze|frozen|deadlock\w*|race condition|"
     r"crash\w*|segfault\w*|core dump|panic\w*|traceback|stack ?trace|"
     r"oom\w*|out of memory|memory leak|leak(?:s|ing|ed)?|killed|sigkill|sigsegv|"
     r"crashloopbackoff|exit(?:s|ed)? (?:with )?(?:code|status) \d+|exit (?:code|status) \d+|"

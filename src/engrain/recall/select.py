@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from engrain.model import Kind, Memory, MemoryType
 from engrain.recall.classify import Intent
@@ -73,10 +74,11 @@ PROCEDURAL_SHARE = 0.15
 MIN_LINE_TOKENS = 6
 
 
-@dataclass(frozen=True)
-class Ranked:
+class Ranked(NamedTuple):
     """A scored candidate before its line is costed (costing every candidate's line is
-    most of a call's time at 10,000 memories; selection costs only what it considers)."""
+    most of a call's time at 10,000 memories; selection costs only what it considers).
+    A named tuple, not a frozen dataclass: every call makes one per candidate (~200), and
+    a tuple is built several times faster."""
 
     memory: Memory
     score: float

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
@@ -413,13 +413,20 @@ class SQLiteStore:
         row and is not brought back."""
         if not ids:
             return
+        counts = Counter(ids)
         with self._lock:
             with self._transaction() as db:
-                db.executemany(
-                    "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
-                    "WHERE user_id = ? AND id = ?",
-                    [(_dt(at), user_id, i) for i in ids],
-                )
+                # one statement per use count: a context's ids are distinct, so a 100-memory
+                # context is one UPDATE … IN (…), not 100 executions
+                for n, group in _by_count(counts).items():
+                    for start in range(0, len(group), _IN_CHUNK):
+                        part = group[start : start + _IN_CHUNK]
+                        db.execute(
+                            "UPDATE memories SET access_count = access_count + ?, "
+                            "last_accessed_at = ? WHERE user_id = ? AND id IN "
+                            f"({', '.join('?' for _ in part)})",
+                            (n, _dt(at), user_id, *part),
+                        )
             self._sync_version()
             if user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
@@ -617,3 +624,15 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
         embedding=None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy(),
         superseded_by=r[26],
     )  # fmt: skip
+
+
+#: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.
+_IN_CHUNK = 500
+
+
+def _by_count(counts: Counter[str]) -> dict[int, list[str]]:
+    """Ids grouped by how many times each occurs."""
+    groups: dict[int, list[str]] = {}
+    for memory_id, n in counts.items():
+        groups.setdefault(n, []).append(memory_id)
+    return groups
