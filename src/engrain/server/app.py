@@ -9,8 +9,6 @@ runs the engine in a worker thread.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI
@@ -19,6 +17,7 @@ from engrain.config import load_settings
 from engrain.engine import Engine
 from engrain.keys import KeyRing
 from engrain.server import errors
+from engrain.server.lifespan import on_close
 from engrain.server.metrics import Metrics
 from engrain.server.middleware import ServiceMiddleware
 from engrain.server.proxy import ProxyConfig
@@ -116,17 +115,7 @@ def from_environment() -> FastAPI:
     the worker shuts down."""
     engine = Engine(settings=load_settings({}))
     app = serve_app(engine, proxy=ProxyConfig.from_settings(engine.settings))
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(host: Any) -> AsyncIterator[Any]:
-        try:
-            async with inner(host) as state:
-                yield state
-        finally:
-            engine.close()
-
-    app.router.lifespan_context = lifespan
+    on_close(app, engine.close)
     return app
 
 

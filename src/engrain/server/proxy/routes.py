@@ -9,7 +9,6 @@ without memory (``X-Engrain-Memory: unavailable``) and the failure is logged.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from engrain.errors import EngrainError
 from engrain.keys import ApiKey, KeyRing
 from engrain.recall.results import Context
 from engrain.server.auth import Scope
+from engrain.server.lifespan import on_close
 from engrain.server.proxy import inject
 from engrain.server.proxy.config import ProxyConfig
 from engrain.server.proxy.record import AnswerReader, Exchange, Recorder
@@ -206,16 +206,6 @@ def install(app: FastAPI, engine: Engine, keys: KeyRing, config: ProxyConfig,
                       include_in_schema=False)  # fmt: skip
     app.add_api_route(MODELS_PATH, models, methods=["GET"], tags=["proxy"],
                       include_in_schema=False)  # fmt: skip
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(host: Any) -> AsyncIterator[Any]:
-        try:
-            async with inner(host) as state:
-                yield state
-        finally:
-            await proxy.close()
-
-    app.router.lifespan_context = lifespan
+    on_close(app, proxy.close)
     return proxy
 
