@@ -66,3 +66,30 @@ def test_repeated_queries_are_embedded_once(minilm) -> None:  # type: ignore[no-
     cached.embed_query("c")  # evicts "which port?"
     cached.embed_query("which port?")
     assert minilm.texts_embedded - before == 4
+
+
+@pytest.mark.model
+def test_spinning_is_an_onnxruntime_session_option() -> None:
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    quiet = MiniLMEmbedder(spinning=False)
+    quiet.load()
+    options = quiet._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    default = MiniLMEmbedder()
+    default.load()
+    with pytest.raises(Exception, match="does not have configuration"):  # the default: spin
+        default._session.get_session_options().get_session_config_entry(
+            "session.intra_op.allow_spinning"
+        )
+    np.testing.assert_allclose(quiet.embed(["same text"]), default.embed(["same text"]))
+
+
+def test_onnx_spinning_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from engrain.config import load_settings
+
+    monkeypatch.setenv("ENGRAIN_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("ENGRAIN_ONNX_SPINNING", raising=False)
+    assert load_settings({}).onnx_spinning is True
+    monkeypatch.setenv("ENGRAIN_ONNX_SPINNING", "false")
+    assert load_settings({}).onnx_spinning is False

@@ -95,7 +95,9 @@ class Engine:
             settings = settings.model_copy(update={"url": url})
         self.settings = settings
         self.store: Store = store if store is not None else open_store(settings.store_url)
-        raw = embedder or make_embedder(settings.embedder, threads=settings.onnx_threads)
+        raw = embedder or make_embedder(
+            settings.embedder, threads=settings.onnx_threads, spinning=settings.onnx_spinning
+        )
         self.embedder = CachedEmbedder(raw, self.store)
         self.reranker = reranker
         self.llm = make_llm(settings.llm_url, settings.llm_model, settings.llm_api_key,

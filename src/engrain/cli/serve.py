@@ -85,6 +85,9 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
             raise
         raise click.ClickException(INSTALL_HINT) from exc
     logging = log_config(log_level)
+    # one engine serves many concurrent calls: onnxruntime's spinning threads would take the
+    # cores the other requests need (a config file or ENGRAIN_ONNX_SPINNING still decides)
+    os.environ.setdefault("ENGRAIN_ONNX_SPINNING", "false")
     proxy = {"proxy_upstream": upstream, "proxy_upstream_key_env": upstream_key_env,
              "proxy_timeout": upstream_timeout, "proxy_inject": inject, "proxy_record": record}
     proxy = {k: v for k, v in proxy.items() if v is not None}  # fmt: skip

@@ -32,12 +32,12 @@ class Embedder(Protocol):
         ...
 
 
-def make_embedder(name: str, *, threads: int = 0) -> Embedder:
+def make_embedder(name: str, *, threads: int = 0, spinning: bool = True) -> Embedder:
     """The embedder called ``name`` in settings: ``minilm`` or ``hash``."""
     if name == "minilm":
         from engrain.embed.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(threads=threads)
+        return MiniLMEmbedder(threads=threads, spinning=spinning)
     if name == "hash":
         from engrain.embed.hashing import HashEmbedder
 

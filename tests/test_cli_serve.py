@@ -1,0 +1,51 @@
+"""``engrain serve`` hands uvicorn one app over one engine, with onnxruntime's thread
+spinning off unless the user set it (many concurrent calls share the cores)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+uvicorn = pytest.importorskip("uvicorn")
+
+from click.testing import CliRunner  # noqa: E402
+
+from engrain.cli.app import cli  # noqa: E402
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def run(app: Any, **kwargs: Any) -> None:
+        seen["engine"] = app.state.engine
+        seen["kwargs"] = kwargs
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    # serve sets a default in os.environ: give it a copy, so nothing leaks into other tests
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    monkeypatch.setenv("ENGRAIN_EMBEDDER", "hash")
+    result = CliRunner().invoke(
+        cli, ["serve", "--url", f"sqlite:///{tmp_path / 'serve.db'}", *args],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    seen["engine"].close()
+    return seen
+
+
+def test_serve_runs_one_engine_without_spinning_on_loopback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("ENGRAIN_ONNX_SPINNING", raising=False)
+    seen = _serve(monkeypatch, tmp_path, "--port", "8499")
+    assert seen["engine"].settings.onnx_spinning is False
+    assert seen["kwargs"]["host"] == "127.0.0.1"
+    assert seen["kwargs"]["port"] == 8499
+
+
+def test_a_users_spinning_setting_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ENGRAIN_ONNX_SPINNING", "true")
+    assert _serve(monkeypatch, tmp_path)["engine"].settings.onnx_spinning is True
