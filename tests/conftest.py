@@ -12,6 +12,7 @@ import pytest
 
 from engrain import Engine, Settings
 from engrain.embed import HashEmbedder
+from engrain.recall.results import Gated
 from engrain.store import MemoryStore, Store
 from engrain.store.sqlite import SQLiteStore
 
@@ -61,3 +62,11 @@ def minilm():  # type: ignore[no-untyped-def]
     from engrain.embed.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+def score_of_turn(result: Gated, turn: str) -> float:
+    """The score ``explain()`` gave the memory holding conversation turn ``turn``."""
+    for scored in result.ranked:
+        if turn in scored.memory.provenance.turn_ids:
+            return float(scored.score)
+    raise AssertionError(f"no ranked memory holds turn {turn}")

@@ -9,7 +9,7 @@ from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.recall.relevance import Candidate
 from engrain.recall.speakers import named, speaker_shares, with_speakers
 
-from .conftest import NOW
+from .conftest import NOW, score_of_turn
 
 
 def _candidate(mid: str, content: str, relevance: float, turns: bool = True) -> Candidate:
@@ -71,11 +71,5 @@ def test_the_gate_applies_the_signal_and_the_option_turns_it_off(mem_engine: Eng
     off = mem_engine.explain(question, "u", token_budget=500, now=NOW,
                              options=options.update(speaker_weight=0.0))  # fmt: skip
 
-    def score(result: object, turn: str) -> float:
-        for scored in result.ranked:  # type: ignore[attr-defined]
-            if turn in scored.memory.provenance.turn_ids:
-                return float(scored.score)
-        raise AssertionError(turn)
-
-    assert score(on, "D1:1") < score(off, "D1:1")
-    assert score(on, "D2:1") == pytest.approx(score(off, "D2:1"))
+    assert score_of_turn(on, "D1:1") < score_of_turn(off, "D1:1")
+    assert score_of_turn(on, "D2:1") == pytest.approx(score_of_turn(off, "D2:1"))

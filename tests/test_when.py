@@ -11,6 +11,8 @@ from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.recall.relevance import Candidate
 from engrain.recall.when import Window, windows, with_time
 
+from .conftest import score_of_turn
+
 NOW = datetime(2023, 10, 20, 12, 0, tzinfo=UTC)
 
 
@@ -85,11 +87,5 @@ def test_the_gate_applies_the_signal_and_the_option_turns_it_off(mem_engine: Eng
     off = mem_engine.explain(question, "u", token_budget=500, now=NOW,
                              options=options.update(time_weight=0.0))  # fmt: skip
 
-    def score(result: object, turn: str) -> float:
-        for scored in result.ranked:  # type: ignore[attr-defined]
-            if turn in scored.memory.provenance.turn_ids:
-                return float(scored.score)
-        raise AssertionError(turn)
-
-    assert score(on, "D1:1") < score(off, "D1:1")
-    assert score(on, "D2:1") == pytest.approx(score(off, "D2:1"))
+    assert score_of_turn(on, "D1:1") < score_of_turn(off, "D1:1")
+    assert score_of_turn(on, "D2:1") == pytest.approx(score_of_turn(off, "D2:1"))
