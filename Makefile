@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy clean
+.PHONY: chromium demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,13 +12,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The browser for the web inspector's end-to-end tests (Playwright drives Debian's Chromium;
+# `playwright install` cannot download its own here). Installed once, as root or with sudo.
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	elif sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo apt-get install -y -q chromium; \
+	else echo "engrain: Chromium is missing and this user cannot install it (run as root: apt-get install -y chromium); the browser tests will be skipped"; fi
+
+chromium: $(CHROMIUM)
+
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -m "not slow and not reliability" -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -m "not reliability" -q
 
 # A long schemathesis run against a live server (every check and phase, 200 examples per
