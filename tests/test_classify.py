@@ -483,6 +483,19 @@ def test_more_ways_of_saying_thanks_are_trivial(message: str) -> None:
 
 
 @pytest.mark.parametrize(
+    "message", ["thanks a bunch", "thx a million", "ohh ok", "yess got it", "ahh i see now",
+                "okk cool", "heaps of thanks"],
+)  # fmt: skip
+def test_intensified_and_stretched_acknowledgements_are_trivial(message: str) -> None:
+    assert classify(message).complexity is T
+
+
+@pytest.mark.parametrize("message", ["hmm", "ahh the build fails again", "a million rows"])
+def test_stretching_does_not_make_other_words_acknowledgements(message: str) -> None:
+    assert classify(message).complexity is not T
+
+
+@pytest.mark.parametrize(
     "message",
     ["Jonas floated moving the cron jobs to Airflow. Not convinced tbh",
      "tempted to drop the staging environment altogether",

@@ -168,11 +168,16 @@ _ACK_WORDS = frozenset(
         "understood", "clear", "crystal", "roger", "ack", "kthx", "kthxbye", "cheerio", "bravo",
         "that's", "thats", "it's", "its", "that'll", "i'm", "im", "fine", "best", "the", "glad",
         "happy", "help", "rock", "rocks", "nailed", "obliged", "totally",
+        # intensifiers of thanks ("thanks a ton", "thanks a bunch", "a million thanks")
+        "ton", "tons", "bunch", "heaps", "loads", "lots", "of", "million", "mil", "gazillion",
+        "infinitely",
     ]
 )  # fmt: skip
 _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 _WORDS = re.compile(r"[a-z0-9']+")
 _REPEATS = re.compile(r"(.)\1{2,}")
+#: A stretched ending of an interjection ("ahh", "ohh", "yess", "thxx").
+_STRETCHED = re.compile(r"(\w)\1+$")
 _GREETING = re.compile(
     r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
 )
@@ -617,7 +622,15 @@ def _is_trivial(text: str) -> bool:
     if not text or len(text) >= SHORT:
         return False
     words = _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
-    return all(w in _ACK_WORDS or _LAUGH.match(w) for w in words)
+    return all(_acknowledges(w) for w in words)
+
+
+def _acknowledges(word: str) -> bool:
+    """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
+    if word in _ACK_WORDS or _LAUGH.match(word):
+        return True
+    short = _STRETCHED.sub(r"\1", word)
+    return short != word and short in _ACK_WORDS
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
