@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from engrain import activity, curate, relate, validate
 from engrain import compress as compression
-from engrain import curate, relate, validate
 from engrain import feedback as fb
 from engrain import records as record_io
+from engrain import review as review_queue
 from engrain.background import Worker
 from engrain.config import Settings, load_settings
 from engrain.curate import UPDATABLE
@@ -43,11 +44,13 @@ from engrain.model import (
     new_id,
     utcnow,
 )
+from engrain.preview import Preview, served
 from engrain.recall import Reranker, spec, uses
 from engrain.recall.classify import Complexity, classify
 from engrain.recall.gate import GateOptions, gate
 from engrain.recall.request import Request, gated_context, tier_context, tier_for
 from engrain.recall.results import Context, Gated, RecallResult
+from engrain.review import FlaggedPair, Resolution, Resolved
 from engrain.store import MemoryFilter, State, Store, open_store
 from engrain.store.base import Patch
 from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet
@@ -468,6 +471,32 @@ class Engine:
                                   max_chars=self.settings.max_text_chars)  # fmt: skip
         return self._gate(request, None)
 
+    def preview(
+        self,
+        message: str,
+        user_id: str,
+        *,
+        token_budget: int | None = None,
+        project: str | None = None,
+        model: str | None = None,
+        context_window: int | None = None,
+        turn: int = 0,
+        now: datetime | None = None,
+    ) -> Preview:
+        """What :meth:`context` would return for ``message`` (the tier the model calls for,
+        the exact block, the memories it holds) with the gating pipeline's explanation,
+        without writing anything: no use is counted, no context recorded, no tier compiled
+        (``preview.py``)."""
+        r = Request.checked(message, user_id, token_budget, None, project, False, turn, None,
+                            now, defaults=self.options,
+                            max_chars=self.settings.max_text_chars)  # fmt: skip
+        model = validate.optional_identifier(model, "model")
+        window = validate.optional_integer(context_window, "context_window", minimum=1)
+        tier = tier_for(self.settings, model, window, r.token_budget)
+        cap = None if tier is Tier.DOSSIER else TIER_BUDGETS[tier]
+        compiled = None if tier is Tier.DOSSIER else self.tier_cache.fresh(r.user_id, r.project)
+        return served(tier, self._gate(r, cap), compiled)
+
     def _gate(
         self, r: Request, max_budget: int | None, *, explain: bool = True, top_k: int | None = None
     ) -> Gated:
@@ -569,6 +598,50 @@ class Engine:
             resolved = relate.resolve(self.store, user_id, found)
             self.store.write(deletes=found, state=state, patches=resolved)
         return len(found)
+
+    def review(
+        self, user_id: str, *, project: str | None = None, limit: int | None = 50
+    ) -> builtins.list[FlaggedPair]:
+        """The review queue (``review.py``): pairs of the user's active memories flagged as
+        conflicting, newest first, then near-duplicates ingestion did not merge, closest
+        first; at most ``limit`` pairs. Reads only."""
+        user_id = validate.user_id(user_id)
+        project = validate.optional_identifier(project, "project")
+        limit = validate.optional_integer(limit, "limit", minimum=1)
+        return review_queue.queue(self.store, user_id, project, limit=limit)
+
+    def resolve(
+        self,
+        memory_id: str,
+        other_id: str,
+        user_id: str,
+        resolution: Resolution | str,
+        *,
+        now: datetime | None = None,
+    ) -> Resolved:
+        """Resolve a reviewed pair in one transaction: ``keep`` the first and forget the
+        other, the first ``correct``s (supersedes) the other, or keep ``both`` (their flags
+        on each other are cleared and the pair is not queued again)."""
+        memory_id = validate.identifier(memory_id, "memory_id")
+        other_id = validate.identifier(other_id, "other_id")
+        user_id = validate.user_id(user_id)
+        action = Resolution.parse(resolution)
+        when = validate.moment(now, "now") or utcnow()
+        with self._lock:  # the memories and the co-occurrence document are read, then written
+            plan = review_queue.plan(self.store, user_id, memory_id, other_id, action, when)
+            self.store.write(deletes=plan.deletes, state=plan.state, patches=plan.patches)
+        return plan.result
+
+    def contexts(
+        self, user_id: str, *, project: str | None = None, limit: int = 20
+    ) -> builtins.list[activity.ContextRecord]:
+        """The user's most recent recorded contexts (those that injected memories), newest
+        first: when, the memories injected (those still stored) and the feedback given.
+        With ``project``, only contexts whose memories all belong to it. Reads only."""
+        user_id = validate.user_id(user_id)
+        project = validate.optional_identifier(project, "project")
+        limit = validate.integer(limit, "limit", minimum=1)
+        return activity.recent(self.store, user_id, project=project, limit=limit)
 
     # -- import / export -------------------------------------------------------------------
 
