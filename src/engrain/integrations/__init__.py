@@ -1,0 +1,128 @@
+"""Adapters for the frameworks applications already run, each an optional extra:
+
+- ``engrain.integrations.langchain`` (``pip install 'engrain[langchain]'``): a LangChain
+  retriever, a LangGraph ``BaseStore`` for long-term memory and a helper that puts
+  ``context()`` into a chat prompt;
+- ``engrain.integrations.llamaindex`` (``pip install 'engrain[llamaindex]'``): a LlamaIndex
+  retriever and a memory block.
+
+Importing this package imports neither framework (``import engrain`` never does); importing
+an adapter whose framework is missing raises ``ImportError`` naming the extra to install
+(as ``engrain.client`` does without httpx). The adapters hold no memory logic: each call
+is one call into the engine's public facade (or a :class:`~engrain.client.Client`'s, which
+has the same methods), and what comes back is translated into the framework's types. This
+module holds what both frameworks share: a memory's metadata as JSON-ready values.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from engrain.errors import ValidationError
+from engrain.model import Memory, MemoryType
+from engrain.recall.results import Context, RecallResult
+
+__all__ = ["MemorySource", "memory_metadata", "require", "scored_memories"]
+
+
+@runtime_checkable
+class MemorySource(Protocol):
+    """What the retrievers call: :class:`~engrain.Engine` and
+    :class:`~engrain.client.Client` both fit."""
+
+    def recall(
+        self,
+        query: str,
+        user_id: str,
+        top_k: int | None = None,
+        token_budget: int | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        *,
+        project: str | None = None,
+        include_compressed: bool = False,
+        now: datetime | None = None,
+    ) -> RecallResult:
+        """The memories to inject for ``query``."""
+        ...
+
+    def context(
+        self,
+        message: str,
+        user_id: str,
+        *,
+        token_budget: int | None = None,
+        top_k: int | None = None,
+        project: str | None = None,
+    ) -> Context:
+        """The memory block to inject for ``message``."""
+        ...
+
+
+def require(modules: Sequence[str], extra: str) -> None:
+    """Import ``modules`` (the framework an adapter needs), or raise ``ImportError`` with
+    the install command of ``extra``."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(
+                f"engrain.integrations.{extra} needs {exc.name or name}: "
+                f"pip install 'engrain[{extra}]'"
+            ) from exc
+
+
+def memory_metadata(memory: Memory, score: float | None = None) -> dict[str, Any]:
+    """A memory's labels as JSON-ready values, the metadata of a retrieved document or node:
+    ``id``, ``user_id``, ``project``, ``memory_type``, ``kind``, ``score``, the times
+    (``created_at``, ``updated_at``, ``event_at``, ISO 8601), ``session_id``, ``domains``,
+    ``pinned``, ``confidence``, ``importance`` and ``provenance`` (the ids of the turns it
+    came from and the caller's metadata)."""
+    return {
+        "id": memory.id,
+        "user_id": memory.user_id,
+        "project": memory.project,
+        "memory_type": memory.memory_type.value,
+        "kind": memory.kind.value,
+        "score": score,
+        "created_at": memory.created_at.isoformat(),
+        "updated_at": memory.updated_at.isoformat(),
+        "event_at": memory.event_at.isoformat() if memory.event_at else None,
+        "session_id": memory.session_id,
+        "domains": list(memory.domains),
+        "pinned": memory.pinned,
+        "confidence": memory.confidence,
+        "importance": memory.importance,
+        "provenance": memory.provenance.to_dict(),
+        "source": "engrain",
+    }
+
+
+def scored_memories(
+    source: MemorySource,
+    query: str,
+    user_id: str,
+    *,
+    k: int,
+    mode: str,
+    project: str | None,
+    token_budget: int | None,
+) -> list[tuple[Memory, float | None]]:
+    """The memories a retriever returns for ``query``, best first, with their scores: one
+    ``recall`` call (``mode="recall"``: the ``k`` nearest within the budget) or one
+    ``context`` call (``mode="context"``: what the relevance gate would inject, at most
+    ``k``, with the gate's scores)."""
+    if mode == "recall":
+        result = source.recall(query, user_id, top_k=k, token_budget=token_budget,
+                               project=project)  # fmt: skip
+        scores = {s.memory.id: float(s.score) for s in result.scored}
+        return [(m, scores.get(m.id)) for m in result.memories]
+    if mode == "context":
+        block = source.context(query, user_id, top_k=k, token_budget=token_budget,
+                               project=project)  # fmt: skip
+        selected = block.gated.selected if block.gated is not None else []
+        scores = {s.memory.id: float(s.score) for s in selected}
+        return [(m, scores.get(m.id)) for m in block.memories]
+    raise ValidationError(f"mode must be 'recall' or 'context', not {mode!r}")
