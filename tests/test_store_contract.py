@@ -1,7 +1,8 @@
 """The store contract: one test body per behaviour, run against every backend.
 
-The ``store`` fixture (conftest) is parametrized over the in-memory and SQLite stores; a new
-backend passes this file before it ships.
+The ``store`` fixture (conftest) is parametrized over the in-memory, SQLite and PostgreSQL
+stores; this file widens it to Chroma, embedded and over HTTP (a server the session starts,
+``tests/chroma.py``). A new backend passes this file before it ships.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -18,11 +20,39 @@ import pytest
 
 from engrain.errors import ValidationError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
-from engrain.store import ALL, MemoryFilter, Patch, State, Store
+from engrain.store import ALL, MemoryFilter, MemoryStore, Patch, State, Store, open_store
 from engrain.store.base import KeyRecord
 from engrain.store.cache import UserCache
+from engrain.store.sqlite import SQLiteStore
 
+from .chroma import chroma_http_url, chroma_server  # noqa: F401  (fixtures)
 from .conftest import NOW
+
+BACKENDS = ["memory", "sqlite", "postgres", "chroma", "chroma+http"]
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """conftest's backends (built the same way), and Chroma embedded (``chroma://``) and
+    over HTTP on the session's server."""
+    backend: Store
+    if request.param == "memory":
+        backend = MemoryStore()
+    elif request.param == "sqlite":
+        backend = SQLiteStore(tmp_path / "t.db")
+    elif request.param == "postgres":
+        from engrain.store.postgres import PostgresStore
+
+        backend = PostgresStore(request.getfixturevalue("pg_url"), pool_size=2)
+    else:
+        pytest.importorskip("chromadb")
+        if request.param == "chroma":
+            url = f"chroma://{tmp_path / 'chroma'}"
+        else:
+            url = request.getfixturevalue("chroma_http_url")
+        backend = open_store(url)
+    yield backend
+    backend.close()
 
 
 def unit(*xs: float) -> Vector:

@@ -1,4 +1,5 @@
-"""Stores, chosen by URL scheme: ``sqlite:///path``, ``postgresql://…``, ``memory://``, or a
+"""Stores, chosen by URL scheme: ``sqlite:///path``, ``postgresql://…``, ``chroma://path``,
+``chroma+http://host:port?state=…``, ``memory://``, or a
 scheme a third-party package registers through the ``engrain.stores`` entry point group.
 
 Nothing named in a URL is ever imported or called: a scheme is looked up among the
@@ -68,12 +69,25 @@ def _postgres(url: str) -> Store:
     return PostgresStore(url)
 
 
+def _chroma(url: str) -> Store:
+    try:
+        from engrain.store.chroma import open_chroma
+    except ImportError as exc:
+        raise ConfigError(
+            f"the Chroma backend needs {exc.name or 'chromadb'}: pip install 'engrain[chroma]'"
+        ) from exc
+    return open_chroma(url)
+
+
 #: The backends engrain ships, by URL scheme.
 BUILT_IN: dict[str, StoreFactory] = {
     "sqlite": _sqlite,
     "postgresql": _postgres,
     "postgres": _postgres,
     "memory": _memory,
+    "chroma": _chroma,
+    "chroma+http": _chroma,
+    "chroma+https": _chroma,
 }
 
 
@@ -93,6 +107,10 @@ def open_store(url: str) -> Store:
     * ``sqlite:///relative/or/absolute/path.db`` (``sqlite:////abs`` also works) — the default.
     * ``postgresql://user:password@host:5432/dbname`` (or ``postgres://``) — PostgreSQL with
       pgvector, for many users and many processes; needs ``pip install 'engrain[postgres]'``.
+    * ``chroma://relative/or/abs/dir`` — vectors in an embedded Chroma, rows in a SQLite
+      sidecar inside that directory; ``chroma+http://host:port?state=/path/state.db`` — a
+      Chroma server, the sidecar where ``state`` says; needs ``pip install 'engrain[chroma]'``
+      (``docs/chroma.md``).
     * ``memory://`` — in-process, gone when the process ends (tests, experiments).
     * ``<scheme>://…`` — a third-party backend whose package registered ``<scheme>`` in the
       ``engrain.stores`` entry point group; its factory is called with the whole URL.
