@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engrain import activity, curate, relate, validate
+from engrain import browse as browsing
 from engrain import compress as compression
 from engrain import feedback as fb
 from engrain import records as record_io
@@ -598,6 +599,42 @@ class Engine:
             resolved = relate.resolve(self.store, user_id, found)
             self.store.write(deletes=found, state=state, patches=resolved)
         return len(found)
+
+    def browse(
+        self,
+        user_id: str,
+        *,
+        text: str | None = None,
+        memory_types: Sequence[MemoryType | str] | None = None,
+        kinds: Sequence[Kind | str] | None = None,
+        domain: str | None = None,
+        project: str | None = None,
+        pinned: bool | None = None,
+        muted: bool | None = None,
+        superseded: bool | None = None,
+        conflicting: bool | None = None,
+        sort: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        projects: Sequence[str] | None = None,
+    ) -> browsing.Page:
+        """A page of the user's memories for people to look through (the inspector's
+        table, ``browse.py``): ``text`` searches (BM25, best first); the filters narrow
+        (``None`` is any; ``True``/``False`` for only those / none of those; ``projects``
+        limits to these projects); ``sort`` is updated, used, importance or relevance;
+        ``cursor`` is the previous page's ``next_cursor``. Reads only."""
+        user_id = validate.user_id(user_id)
+        request = browsing.Browse.checked(
+            text=text, memory_types=memory_types, kinds=kinds, domain=domain, project=project,
+            pinned=pinned, muted=muted, superseded=superseded, conflicting=conflicting,
+            sort=sort, limit=limit, cursor=cursor, projects=projects,
+            max_chars=self.settings.max_text_chars,
+        )  # fmt: skip
+        return browsing.browse(self.store, user_id, request)
+
+    def relations(self, memory_id: str, user_id: str) -> browsing.Relations:
+        """The memory's conflicts, the memories it corrected and the one correcting it."""
+        return browsing.relations(self.store, self.get(memory_id, user_id))
 
     def review(
         self, user_id: str, *, project: str | None = None, limit: int | None = 50

@@ -27,6 +27,7 @@ from engrain.server.routes_health import router as health
 from engrain.server.routes_memories import router as memories
 from engrain.server.routes_recall import router as recall
 from engrain.server.routes_transfer import router as transfer
+from engrain.server.ui import install as install_ui
 
 #: Largest JSON body: a remember or context call is a few KB; 1 MiB leaves room for a
 #: long conversation while refusing a runaway client early.
@@ -53,6 +54,8 @@ def create_app(
     max_import_bytes: int = MAX_IMPORT_BYTES,
     request_timeout: float | None = REQUEST_TIMEOUT,
     proxy: ProxyConfig | None = None,
+    ui: bool = True,
+    ui_secret: str | bytes | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``engine`` (one engine for every request; the caller closes it).
 
@@ -64,7 +67,11 @@ def create_app(
 
     With ``proxy``, the app also serves the OpenAI-compatible proxy (``POST
     /v1/chat/completions``, ``GET /v1/models``, ``docs/proxy.md``); its replies are bounded
-    by the proxy's own upstream timeout, not ``request_timeout``."""
+    by the proxy's own upstream timeout, not ``request_timeout``.
+
+    With ``ui`` (the default), the web inspector is served at ``/ui`` (``docs/inspector.md``);
+    ``ui_secret`` signs its session cookies (default ``ENGRAIN_UI_SECRET``, else a random
+    secret of this process)."""
     app = FastAPI(
         title="engrain",
         version=_version(),
@@ -82,6 +89,8 @@ def create_app(
     if proxy is not None:
         install_proxy(app, engine, app.state.keys, proxy)
         untimed.append(CHAT_PATH)  # a streamed completion lasts as long as the model writes
+    if ui:
+        install_ui(app, app.state.keys, ui_secret)
     app.add_middleware(
         ServiceMiddleware,
         metrics=app.state.metrics,
