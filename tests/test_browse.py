@@ -1,0 +1,211 @@
+"""The browse stage behind the inspector's table (``browse.py``, ``Engine.browse``): every
+filter, the search, the sorts, and keyset pages that show each memory exactly once, on the
+in-memory and SQLite stores; the relations of one memory."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engrain import Engine
+from engrain.browse import Browse, Sort, decode_cursor, encode_cursor
+from engrain.corrections import flag
+from engrain.embed import HashEmbedder
+from engrain.errors import NotFoundError, ValidationError
+from engrain.model import Kind, Memory, MemoryType
+from engrain.store import MemoryStore
+from engrain.store.sqlite import SQLiteStore
+
+from .conftest import NOW, make_settings
+
+WORDS = ["deploy", "port", "invoice", "tabs", "coffee", "staging", "friday", "backup"]
+PROJECTS = [None, "web", "billing"]
+DOMAINS = [(), ("ops",), ("ops", "db"), ("finance",)]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    """An engine over the in-memory and the SQLite store (the two working-set stores)."""
+    store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "b.db")
+    eng = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    yield eng
+    eng.close()
+
+
+def _population(engine: Engine, user: str = "ada", n: int = 120, seed: int = 7) -> list[Memory]:
+    """``n`` memories of ``user`` with every flag and label mixed, written directly (ties in
+    time, counts and importance on purpose: the cursor must break them by id)."""
+    rng = random.Random(seed)
+    embed = HashEmbedder()
+    memories = []
+    for i in range(n):
+        kind = rng.choice(list(Kind))
+        text = f"note {i} about {rng.choice(WORDS)} and {rng.choice(WORDS)}"
+        used = None if rng.random() < 0.3 else NOW + timedelta(hours=rng.randrange(3))
+        memory = Memory.new(
+            user, text, kind.default_memory_type, kind,
+            now=NOW + timedelta(minutes=rng.randrange(30)),
+            embedding=embed.embed([text])[0], project=rng.choice(PROJECTS),
+            domains=rng.choice(DOMAINS), pinned=rng.random() < 0.2, muted=rng.random() < 0.2,
+            importance=rng.choice([0.3, 0.5, 1.0]), access_count=rng.randrange(4),
+            last_accessed_at=used,
+        )  # fmt: skip
+        memories.append(memory)
+    for a, b in zip(memories[0:10:2], memories[1:10:2], strict=True):  # five conflicting pairs
+        memories[memories.index(a)] = flag(a, [b.id])
+        memories[memories.index(b)] = flag(b, [a.id])
+    memories[20] = memories[20].evolve(superseded_by=memories[21].id)
+    memories[22] = memories[22].evolve(superseded_by=memories[23].id)
+    engine.store.write(memories)
+    return engine.store.query(user)
+
+
+def _walk(engine: Engine, user: str = "ada", limit: int = 7, **filters: Any) -> list[Memory]:
+    """Every page of a browse, following the cursors to the end."""
+    shown: list[Memory] = []
+    cursor = None
+    for _ in range(1000):
+        page = engine.browse(user, limit=limit, cursor=cursor, **filters)
+        assert len(page.memories) <= limit
+        shown.extend(page.memories)
+        cursor = page.next_cursor
+        if cursor is None:
+            return shown
+    raise AssertionError("the cursor never ended")
+
+
+FILTERS: list[tuple[dict[str, Any], Callable[[Memory], bool]]] = [
+    ({"memory_types": ["procedural"]}, lambda m: m.memory_type is MemoryType.PROCEDURAL),
+    ({"kinds": ["decision", "fact"]}, lambda m: m.kind in (Kind.DECISION, Kind.FACT)),
+    ({"domain": "ops"}, lambda m: "ops" in m.domains),
+    ({"project": "web"}, lambda m: m.project == "web"),
+    ({"pinned": True}, lambda m: m.pinned),
+    ({"pinned": False}, lambda m: not m.pinned),
+    ({"muted": True}, lambda m: m.muted),
+    ({"muted": False}, lambda m: not m.muted),
+    ({"superseded": True}, lambda m: m.superseded_by is not None),
+    ({"superseded": False}, lambda m: m.superseded_by is None),
+    ({"conflicting": True}, lambda m: bool(m.provenance.metadata.get("conflicts_with"))),
+    ({"conflicting": False}, lambda m: not m.provenance.metadata.get("conflicts_with")),
+    ({"projects": ["billing"]}, lambda m: m.project == "billing"),
+    ({"domain": "ops", "muted": False, "project": "web"},
+     lambda m: "ops" in m.domains and not m.muted and m.project == "web"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("filters", "wanted"), FILTERS, ids=lambda v: str(v)[:40])
+def test_each_filter_shows_exactly_its_memories(
+    engine: Engine, filters: dict[str, Any], wanted: Callable[[Memory], bool]
+) -> None:
+    everything = _population(engine)
+    expected = {m.id for m in everything if wanted(m)}
+    assert expected and expected != {m.id for m in everything}  # the filter narrows
+    shown = _walk(engine, **filters)
+    assert [m.id for m in shown if m.id in expected] == [m.id for m in shown]
+    assert {m.id for m in shown} == expected
+    assert engine.browse("ada", **filters).total == len(expected)
+
+
+@pytest.mark.parametrize("sort", ["updated", "used", "importance"])
+def test_pages_walk_every_memory_once_in_order(engine: Engine, sort: str) -> None:
+    everything = _population(engine)
+    shown = _walk(engine, sort=sort)
+    assert len(shown) == len({m.id for m in shown}) == len(everything)
+    keys = {
+        "updated": lambda m: (m.updated_at, m.id),
+        "used": lambda m: (m.access_count, m.last_accessed_at or NOW - timedelta(days=1e5), m.id),
+        "importance": lambda m: (m.importance, m.updated_at, m.id),
+    }[sort]
+    assert shown == sorted(everything, key=keys, reverse=True)
+
+
+def test_the_default_order_is_the_stores(engine: Engine) -> None:
+    everything = _population(engine)
+    assert _walk(engine, limit=50) == everything  # most recently updated first, ties by id
+
+
+def test_a_memory_added_between_pages_shifts_nothing(engine: Engine) -> None:
+    everything = _population(engine)
+    first = engine.browse("ada", limit=30)
+    engine.remember("a brand new note about coffee", "ada", now=NOW + timedelta(days=1))
+    engine.forget(first.memories[0].id, "ada")
+    rest: list[Memory] = []
+    cursor = first.next_cursor
+    while cursor is not None:
+        page = engine.browse("ada", limit=30, cursor=cursor)
+        rest.extend(page.memories)
+        cursor = page.next_cursor
+    # the new memory sorts before the cursor, the forgotten one was already shown
+    assert [m.id for m in first.memories + rest] == [m.id for m in everything]
+
+
+def test_search_finds_only_memories_sharing_a_word_best_first(engine: Engine) -> None:
+    _population(engine)
+    page = engine.browse("ada", text="invoice", limit=200)
+    assert page.sort is Sort.RELEVANCE
+    assert page.memories and all("invoice" in m.content.lower() for m in page.memories)
+    score = {m.id: s for m, s in engine.store.lexical_search("ada", "invoice", 200)}
+    assert set(score) == {m.id for m in page.memories}
+    shown = [score[m.id] for m in page.memories]
+    assert shown == sorted(shown, reverse=True) and shown[0] > shown[-1]  # best BM25 first
+    everything = engine.store.query("ada")
+    assert page.total == sum("invoice" in m.content for m in everything)
+    assert _walk(engine, text="invoice", limit=3) == page.memories
+    pinned = engine.browse("ada", text="invoice", pinned=True, sort="updated", limit=200)
+    assert {m.id for m in pinned.memories} == {m.id for m in page.memories if m.pinned}
+    assert engine.browse("ada", text="zebra").total == 0
+    assert engine.browse("ada", text="   ").total == len(everything)  # blank: no search
+
+
+def test_another_users_memories_never_appear(engine: Engine) -> None:
+    mine = _population(engine, "ada", n=40)
+    theirs = _population(engine, "bob", n=40, seed=8)
+    assert {m.id for m in _walk(engine, "ada")} == {m.id for m in mine}
+    assert {m.id for m in _walk(engine, "bob", text="note")} <= {m.id for m in theirs}
+    with pytest.raises(NotFoundError):
+        engine.relations(theirs[0].id, "ada")
+
+
+def test_relations_show_conflicts_and_corrections(engine: Engine) -> None:
+    old = engine.remember("The API listens on port 8080", "ada", now=NOW).memory_id
+    new = engine.remember("The API listens on port 9090", "ada", now=NOW).memory_id
+    assert old and new
+    assert [m.id for m in engine.relations(old, "ada").conflicts] == [new]
+    assert {m.id for m in engine.browse("ada", conflicting=True).memories} == {new, old}
+    engine.resolve(new, old, "ada", "correct", now=NOW + timedelta(minutes=1))
+    assert [m.id for m in engine.relations(new, "ada").corrects] == [old]
+    assert engine.relations(old, "ada").corrected_by is not None
+    assert engine.relations(old, "ada").conflicts == []
+    assert [m.id for m in engine.browse("ada", superseded=True).memories] == [old]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"sort": "random"}, {"limit": 0}, {"limit": True}, {"pinned": "yes"}, {"kinds": ["nope"]},
+     {"memory_types": ["nope"]}, {"domain": ["a", "b"]}, {"cursor": "!!not-a-cursor!!"},
+     {"projects": []}],
+)  # fmt: skip
+def test_bad_arguments_are_refused(mem_engine: Engine, bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        mem_engine.browse("ada", **bad)
+
+
+def test_a_cursor_of_another_order_is_refused(mem_engine: Engine) -> None:
+    _population(mem_engine, n=40)
+    cursor = mem_engine.browse("ada", limit=5, sort="used").next_cursor
+    assert cursor is not None
+    with pytest.raises(ValidationError, match="cursor"):
+        mem_engine.browse("ada", limit=5, sort="updated", cursor=cursor)
+    assert decode_cursor(encode_cursor(Sort.IMPORTANCE, (0.5, 12, "x")), Sort.IMPORTANCE) == (
+        0.5, 12, "x")  # fmt: skip
+
+
+def test_relevance_without_a_search_is_the_time_order() -> None:
+    assert Browse(sort=Sort.RELEVANCE).order is Sort.UPDATED
+    assert Browse(text="port").order is Sort.RELEVANCE
+    assert Browse(text="port", sort=Sort.USED).order is Sort.USED
