@@ -22,7 +22,6 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT
-from chromadb.config import Settings as ChromaSettings
 
 from engrain.errors import StoreError
 from engrain.model import Memory, Vector
@@ -45,12 +44,14 @@ def _call(what: str, target: ChromaTarget, fn: Callable[[], T]) -> T:
 
 
 def connect(target: ChromaTarget) -> ClientAPI:
-    """A client for ``target``, telemetry off; :class:`StoreError` if it cannot start or
-    reach the server."""
-    settings = ChromaSettings(anonymized_telemetry=False)
+    """A client for ``target``; :class:`StoreError` if it cannot start or reach the server.
+
+    Chroma's default settings, on purpose: an application holding its own client on the
+    same directory shares one Chroma system only if the settings are equal (Chroma refuses
+    a second one), and its product telemetry is a no-op in the versions engrain supports."""
     if target.path is not None:
         path = target.path
-        return _call("opening", target, lambda: chromadb.PersistentClient(path, settings))
+        return _call("opening", target, lambda: chromadb.PersistentClient(path))
     assert target.host is not None and target.port is not None
     host, port = target.host, target.port
     return _call(
@@ -60,7 +61,6 @@ def connect(target: ChromaTarget) -> ClientAPI:
             host=host,
             port=port,
             ssl=target.ssl,
-            settings=settings,
             tenant=target.tenant or DEFAULT_TENANT,
             database=target.database or DEFAULT_DATABASE,
         ),
@@ -139,10 +139,11 @@ class ChromaIndex:
                 configuration={"hnsw": {"space": "cosine"}},
             ),
         )
-        space = (self._collection.configuration or {}).get("hnsw") or {}
-        if space.get("space", "cosine") != "cosine":
+        # the raw JSON: the parsed configuration warns about the absent embedding function
+        hnsw = (self._collection.configuration_json or {}).get("hnsw") or {}
+        if hnsw.get("space", "cosine") != "cosine":
             raise StoreError(
-                f"{target.describe()} uses {space.get('space')!r} distance, not cosine: "
+                f"{target.describe()} uses {hnsw.get('space')!r} distance, not cosine: "
                 "engrain ranks by cosine similarity; name another collection"
             )
         limit = _call("asking the batch size", target, client.get_max_batch_size)
