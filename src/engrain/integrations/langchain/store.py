@@ -139,6 +139,7 @@ class EngrainStore(BaseStore):
         return _item(memory)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
+        check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
         project = prefix[1] if len(prefix) > 1 else None
         found: list[tuple[Memory, Item, float | None]] = []
@@ -244,6 +245,22 @@ def matches(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
     return not flt or all(_compare(value.get(k), wanted) for k, wanted in flt.items())
 
 
+def check_filter(flt: Any) -> None:
+    """Refuse a filter naming an operator :func:`matches` does not know, before any read
+    (an empty namespace would otherwise accept it silently)."""
+    if isinstance(flt, Mapping):
+        for key, wanted in flt.items():
+            if str(key).startswith("$") and key not in _OPERATORS:
+                raise ValidationError(f"filter: unknown operator {key!r} "
+                                      f"(use {', '.join(_OPERATORS)})")  # fmt: skip
+            check_filter(wanted)
+    elif isinstance(flt, list | tuple):
+        for wanted in flt:
+            check_filter(wanted)
+    elif flt is not None and not isinstance(flt, str | int | float | bool):
+        raise ValidationError(f"filter: {type(flt).__name__} is not a JSON value")
+
+
 def namespace_matches(condition: MatchCondition, namespace: Namespace) -> bool:
     """Whether ``namespace`` starts (``prefix``) or ends (``suffix``) with the condition's
     path, ``"*"`` matching any label."""
@@ -285,8 +302,6 @@ def _compare(actual: Any, wanted: Any) -> bool:
 
 
 def _operator(name: str, actual: Any, operand: Any) -> bool:
-    if name not in _OPERATORS:
-        raise ValidationError(f"filter: unknown operator {name!r} (use {', '.join(_OPERATORS)})")
     try:
         return _OPERATORS[name](actual, operand)
     except (TypeError, ValueError):  # a missing or non-numeric field is not greater than 3
