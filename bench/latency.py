@@ -1,8 +1,12 @@
 """Latency of ``Engine.context()`` for one user with 1k / 10k / … memories.
 
     python bench/latency.py --out bench/results/latency.json [--sizes 1000,10000] [--queries 200]
+    python bench/latency.py --url 'sqlite:///{tmp}/latency-{size}.db' \
+        --url 'chroma://{tmp}/chroma-{size}'      # backends side by side, in one run
 
-For each size: a fresh SQLite file holding one user with N memories (realistic 20–80 word
+For each store URL (``--url``, repeatable; ``{tmp}`` is the run's temporary directory and
+``{size}`` the memory count; the default is a SQLite file there) and each size: a fresh store
+holding one user with N memories (realistic 20–80 word
 texts generated from a seed, embedded with the real all-MiniLM-L6-v2 in batches and written
 through ``engine.store.write``), a few untimed warm-up calls, then one ``context()`` call per
 distinct query, timed end to end (query embedding included). A second pass over other
@@ -112,6 +116,7 @@ def _stats(groups: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, Any
 
 
 def run_size(
+    url: str,
     size: int,
     notes: Sequence[common.Note],
     vectors: Any,
@@ -121,8 +126,9 @@ def run_size(
     warmup: Sequence[str],
     workdir: Path,
 ) -> dict[str, Any]:
-    """Build one user with ``size`` memories and time ``context()`` on it."""
-    engine = common.open_engine(workdir, f"latency-{size}.db", embedder=embedder)
+    """Build one user with ``size`` memories in the store ``url`` and time ``context()``."""
+    settings = Settings(url=url, data_dir=workdir)
+    engine = Engine(settings=settings, embedder=embedder)
     with engine:
         memories = common.make_memories(notes[:size], vectors[:size], USER)
         start = time.perf_counter()
@@ -158,6 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10, help="untimed queries per size")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
+        "--url",
+        action="append",
+        metavar="TEMPLATE",
+        help="a store URL to measure (repeatable; {tmp} and {size} are filled in); "
+        f"default {DEFAULT_URL}",
+    )
+    parser.add_argument(
         "--no-vector-cache",
         action="store_true",
         help="embed the corpus even if an earlier run cached its vectors",
@@ -166,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     if not sizes or sizes[0] < 1 or args.queries < 1 or args.warmup < 1:
         parser.error("sizes, --queries and --warmup must be positive")
+    templates = args.url or [DEFAULT_URL]
+    if len(sizes) > 1 and (shared := [t for t in templates if "{size}" not in t]):
+        parser.error(f"with several sizes each --url needs {{size}} (a fresh store): {shared}")
 
     embedder = MiniLMEmbedder()
     notes = common.make_notes(sizes[-1], seed=args.seed)
@@ -179,16 +195,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         embedder, [n.text for n in notes], cache_dir=cache_dir
     )
 
-    results: dict[str, Any] = {}
+    backends: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="engrain-latency-") as tmp:
-        for size in sizes:
-            print(f"size {size:,}: writing and querying", file=sys.stderr)
-            results[str(size)] = run_size(
-                size, notes, vectors, embedder, queries, stage_queries, warmup, Path(tmp)
-            )
+        for label, template in backend_labels(templates).items():
+            results: dict[str, Any] = {}
+            for size in sizes:
+                url = template.replace("{tmp}", tmp).replace("{size}", str(size))
+                print(f"{label}, size {size:,}: writing and querying", file=sys.stderr)
+                results[str(size)] = run_size(
+                    url, size, notes, vectors, embedder, queries, stage_queries, warmup, Path(tmp)
+                )
+            backends[label] = {"url": template, "sizes": results}
 
     report = {
-        "sizes": results,
+        # the first backend's numbers where earlier reports kept them
+        "sizes": next(iter(backends.values()))["sizes"],
+        "backends": backends,
         "targets": TARGETS,
         "machine": common.machine_info(),
         "corpus": {
@@ -199,18 +221,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             "embedding_texts_per_s": round(len(notes) / embed_s, 1) if embed_s else None,
             "vectors_from_cache": from_cache,
         },
-        "engine": _engine_settings(embedder.model_id),
+        "engine": _engine_settings(embedder.model_id, list(backends)),
     }
     common.write_json(args.out, report)
     print_table(report)
     return 0
 
 
-def _engine_settings(model_id: str) -> dict[str, Any]:
+DEFAULT_URL = "sqlite:///{tmp}/latency-{size}.db"
+
+
+def backend_labels(templates: Sequence[str]) -> dict[str, str]:
+    """Each URL template by a short label: its scheme (numbered when repeated)."""
+    labels: dict[str, str] = {}
+    for template in templates:
+        scheme = template.partition(":")[0] or "store"
+        label, n = scheme, 1
+        while label in labels:
+            n += 1
+            label = f"{scheme}-{n}"
+        labels[label] = template
+    return labels
+
+
+def _engine_settings(model_id: str, stores: Sequence[str] = ("sqlite",)) -> dict[str, Any]:
     """The defaults the measured engines ran with."""
     s = Settings()
     return {
-        "store": "sqlite",
+        "store": stores[0] if len(stores) == 1 else list(stores),
         "embedder": model_id,
         "top_k": s.top_k,
         "token_budget": s.token_budget,
@@ -224,10 +262,19 @@ def first_row(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_table(report: dict[str, Any]) -> None:
-    """The headline table and the per-stage split, for a terminal."""
+    """The headline table and the per-stage split of each backend, for a terminal."""
+    backends = report.get("backends") or {"sqlite": {"sizes": report["sizes"]}}
+    for label, backend in backends.items():
+        _print_backend(label, {**report, "sizes": backend["sizes"]})
+    machine = report["machine"]
+    print(f"\n{machine['cores']} cores, Python {machine['python']}, "
+          f"load average {machine.get('load_average_1m', '?')}")  # fmt: skip
+
+
+def _print_backend(label: str, report: dict[str, Any]) -> None:
     targets = report["targets"]
     print()
-    print(f"context() latency, one user, SQLite  (targets: p50 ≤ {targets['p50_ms']:g} ms, "
+    print(f"context() latency, one user, {label}  (targets: p50 ≤ {targets['p50_ms']:g} ms, "
           f"p95 ≤ {targets['p95_ms']:g} ms)")  # fmt: skip
     print(f"{'memories':>10} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mean ms':>8}  verdict")
     for size, row in report["sizes"].items():
@@ -256,9 +303,6 @@ def print_table(report: dict[str, Any]) -> None:
                 for n in names
             )
             print(f"{int(size):>10,} {cells}")
-    machine = report["machine"]
-    print(f"\n{machine['cores']} cores, Python {machine['python']}, "
-          f"load average {machine.get('load_average_1m', '?')}")  # fmt: skip
 
 
 if __name__ == "__main__":
