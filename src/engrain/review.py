@@ -51,7 +51,7 @@ from engrain.tiers import DEDUP_SIMILARITY
 #: Cosine at or above which two memories of the same subject are duplicates.
 DUPLICATE_SIMILARITY = DEDUP_SIMILARITY
 #: How many of the most recently updated memories the duplicate search looks at.
-DUPLICATE_WINDOW = 2_000
+DUPLICATE_WINDOW = 1_000
 #: Provenance metadata key: the memories a person reviewed and chose to keep beside this one.
 DISTINCT_FROM = "distinct_from"
 
@@ -168,11 +168,13 @@ def duplicates(
     *,
     window: int = DUPLICATE_WINDOW,
     similarity: float = DUPLICATE_SIMILARITY,
+    limit: int | None = None,
 ) -> list[FlaggedPair]:
     """Pairs among the user's ``window`` most recently updated active memories of the same
     subject at least ``similarity`` close, not flagged as conflicting (those are
     conflicts) nor reviewed as distinct; each memory appears in at most one pair (with its
-    closest twin), the closest pairs first."""
+    closest twin), the closest pairs first, at most ``limit`` of them (the search stops
+    there: comparing subjects is the costly part)."""
     recent = [m for m in store.query(user_id, _active(project), limit=window)
               if m.embedding is not None and not m.muted]  # fmt: skip
     if len(recent) < 2:
@@ -190,6 +192,8 @@ def duplicates(
     taken: set[str] = set()
     found: list[FlaggedPair] = []
     for i, j in zip(rows[order].tolist(), cols[order].tolist(), strict=True):
+        if limit is not None and len(found) >= limit:
+            break
         a, b = recent[i], recent[j]
         if a.id in taken or b.id in taken or b.id in conflicts_of(a) or _distinct(a, b):
             continue
@@ -206,8 +210,11 @@ def queue(
 ) -> list[FlaggedPair]:
     """The review queue: conflicts first (newest first), then duplicates (closest first),
     at most ``limit`` pairs."""
-    pairs = [*conflicts(store, user_id, project), *duplicates(store, user_id, project)]
-    return pairs if limit is None else pairs[:limit]
+    pairs = conflicts(store, user_id, project)
+    if limit is not None and len(pairs) >= limit:
+        return pairs[:limit]
+    rest = None if limit is None else limit - len(pairs)
+    return [*pairs, *duplicates(store, user_id, project, limit=rest)]
 
 
 # -- resolving a pair -----------------------------------------------------------------------
