@@ -170,3 +170,20 @@ def test_a_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setitem(sys.modules, "llama_index.core", None)
     with pytest.raises(ImportError, match=r"pip install 'engrain\[llamaindex\]'"):
         import engrain.integrations.llamaindex  # noqa: F401
+
+
+def test_a_client_of_an_engrain_server_retrieves_the_same(tmp_path: Path) -> None:
+    from ..test_client import Served
+
+    served = Served(tmp_path)
+    try:
+        for fact in FACTS:
+            served.engine.remember(fact, user_id="alice", now=NOW)
+        query = "Which database does Ada prefer for invoicing?"
+        local = EngrainRetriever(engine=served.engine, user_id="alice", k=3).invoke(query)
+        with served.client() as client:
+            remote = EngrainRetriever(engine=client, user_id="alice", k=3).invoke(query)
+        assert [(d.id, d.page_content) for d in remote] == [(d.id, d.page_content) for d in local]
+        assert [d.metadata["kind"] for d in remote] == ["fact"] * 3
+    finally:
+        served.close()
