@@ -1,0 +1,129 @@
+"""Fixtures of the analysis pages' browser tests (try, tiers, conflicts, activity): a live
+``engrain`` app on a loopback port (uvicorn in a thread, the in-memory store and the hash
+embedder) and one headless Debian Chromium per session, driven by Playwright.
+
+Test modules import the fixtures they use (``from .helpers_pages import browser, live``).
+Without ``/usr/bin/chromium`` the browser tests are skipped (``make chromium``)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engrain import Engine
+from engrain.embed import HashEmbedder
+from engrain.keys import KeyRing
+from engrain.store import MemoryStore
+
+from ..conftest import make_settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking"]
+LAPTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+
+
+@dataclass
+class Live:
+    """A served app: where it answers, its engine and its key ring."""
+
+    url: str
+    engine: Engine
+    keys: KeyRing
+
+    def key(self, *users: str, projects: tuple[str, ...] = ()) -> str:
+        """A new API key's secret for ``users``."""
+        return self.keys.create(list(users), projects=list(projects))[0]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """``create_app`` (web inspector included) served by uvicorn on a free loopback port
+    in a thread, over a fresh in-memory store."""
+    import uvicorn
+
+    from engrain.server.app import create_app
+
+    engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(),
+                    embedder=HashEmbedder())  # fmt: skip
+    app = create_app(engine, ui_secret="pages-test-secret-" + "x" * 16)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           lifespan="off"))  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield Live(f"http://127.0.0.1:{port}", engine, app.state.keys)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        engine.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless Debian Chromium for the session."""
+    if not CHROMIUM.exists():
+        pytest.skip("no /usr/bin/chromium (make chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def signed_in(
+    browser: Any, live: Live, secret: str, *, viewport: dict[str, int] = LAPTOP,
+    javascript: bool = True,
+) -> Any:
+    """A new browser page signed in with ``secret`` (on the memories page)."""
+    context = browser.new_context(viewport=viewport, java_script_enabled=javascript)
+    page = context.new_page()
+    page.goto(f"{live.url}/ui/signin")
+    page.fill("#key", secret)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/ui/memories**")
+    return page
+
+
+def client(live: Live, secret: str) -> Any:
+    """An ``httpx.Client`` signed in with ``secret`` through the form (no browser: for the
+    checks a browser adds nothing to); its ``csrf`` attribute holds the session's token."""
+    import re
+
+    import httpx
+
+    http = httpx.Client(base_url=live.url, timeout=30.0)
+    answer = http.post("/ui/signin", data={"key": secret, "next": "/ui/tiers"})
+    assert answer.status_code == 303, answer.text
+    page = http.get("/ui/tiers").text
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None
+    http.csrf = found.group(1)  # type: ignore[attr-defined]
+    return http
+
+
+def text_of(html: str) -> str:
+    """A page's text as a reader sees it: tags dropped, whitespace folded."""
+    import re
+
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split()).replace(" -token", "-token")

@@ -1,0 +1,87 @@
+"""Try a message, in Chromium and over HTTP: the exact block, the classification, the
+budget and every candidate with its verdict, for the signed-in user only, and nothing
+written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import helpers_pages
+from .helpers_pages import PHONE, Live, client, signed_in, text_of
+
+live = helpers_pages.live  # the fixtures this module uses
+browser = helpers_pages.browser
+
+QUESTION = "Which port does the API listen on?"
+
+
+def _seed(live: Live) -> dict[str, str]:
+    e = live.engine
+    return {
+        "port": e.remember("The API listens on port 8080", "ada").memory_id or "",
+        "deploy": e.remember("Deploys happen on Fridays", "ada", "decision").memory_id or "",
+        "tabs": e.remember("I prefer tabs over spaces", "ada", "preference").memory_id or "",
+        "bob": e.remember("Bob's API listens on port 7070", "bob").memory_id or "",
+    }
+
+
+def test_try_a_message_shows_the_block_the_budget_and_the_selected_memories(
+    browser: Any, live: Live
+) -> None:
+    ids = _seed(live)
+    page = signed_in(browser, live, live.key("ada"))
+    page.get_by_role("link", name="Try a message").click()
+    page.get_by_label("Message").fill(QUESTION)
+    page.get_by_role("button", name="Try it").click()
+    page.wait_for_selector("#try-summary")
+    assert "500-token budget" in page.inner_text("#try-summary")
+    assert "simple: 500" in page.inner_text("#try-budget-steps")
+    assert page.inner_text("#try-intent") == "question"
+    assert "[SEMANTIC] The API listens on port 8080" in page.inner_text("#try-text")
+    selected = page.locator("tr.selected")
+    assert selected.count() == 1
+    assert selected.get_attribute("data-memory-id") == ids["port"]
+    assert "Selected" in selected.inner_text()
+    rows = page.locator("tr[data-memory-id]")
+    assert rows.count() == 3  # ada's three memories, never bob's
+    assert "7070" not in page.content()
+    assert "below" in page.locator(f'tr[data-memory-id="{ids["tabs"]}"]').inner_text()
+    # trying wrote nothing: no use counted, no context recorded
+    assert live.engine.get(ids["port"], "ada").access_count == 0
+    assert live.engine.contexts("ada") == []
+
+
+def test_a_small_model_shows_its_tier_and_a_budget_overrides(live: Live) -> None:
+    _seed(live)
+    http = client(live, live.key("ada"))
+    small = http.get("/ui/try", params={"message": QUESTION, "model": "gpt-4"})
+    assert small.status_code == 200
+    shown = text_of(small.text)
+    assert "Tier 1 (compiled DNA summary)" in shown and "of a 480-token budget" in shown
+    assert "not compiled yet" in shown
+    fixed = http.get("/ui/try", params={"message": QUESTION, "budget": "1200", "model": ""})
+    assert "Tier 3 (relevance-gated)" in text_of(fixed.text)
+    assert "of a 1200-token budget" in text_of(fixed.text)
+    bad = http.get("/ui/try", params={"message": QUESTION, "budget": "lots"})
+    assert bad.status_code == 400 and "whole number of tokens" in bad.text
+
+
+def test_a_project_limited_key_tries_only_in_its_project(live: Live) -> None:
+    e = live.engine
+    e.remember("The web API listens on port 8080", "ada", project="web")
+    e.remember("The billing API listens on port 9090", "ada", project="billing")
+    http = client(live, live.key("ada", projects=("web",)))
+    mine = http.get("/ui/try", params={"message": QUESTION})
+    assert "8080" in mine.text and "9090" not in mine.text
+    other = http.get("/ui/try", params={"message": QUESTION, "project": "billing"})
+    assert other.status_code == 403 and "9090" not in other.text
+
+
+def test_try_works_at_phone_width_without_javascript(browser: Any, live: Live) -> None:
+    _seed(live)
+    page = signed_in(browser, live, live.key("ada"), viewport=PHONE, javascript=False)
+    page.goto(f"{live.url}/ui/try")
+    page.get_by_label("Message").fill(QUESTION)
+    page.get_by_role("button", name="Try it").click()
+    page.wait_for_selector("tr.selected")
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
