@@ -78,17 +78,32 @@ def live(tmp_path: Path) -> Iterator[Live]:
         engine.close()
 
 
+#: The one Playwright and Chromium of this test process: the sync API allows a single
+#: Playwright per thread, and every module importing :func:`browser` gets its own
+#: session fixture, so they share this one (stopped when the process exits).
+_SHARED: dict[str, Any] = {}
+
+
+def _shared_browser() -> Any:
+    if "browser" not in _SHARED:
+        import atexit
+
+        from playwright.sync_api import sync_playwright
+
+        playwright = sync_playwright().start()
+        _SHARED["browser"] = playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                                        args=CHROMIUM_ARGS)  # fmt: skip
+        atexit.register(playwright.stop)
+        atexit.register(_SHARED["browser"].close)
+    return _SHARED["browser"]
+
+
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    """One headless Debian Chromium for the session."""
+def browser() -> Any:
+    """The headless Debian Chromium of this test process."""
     if not CHROMIUM.exists():
         pytest.skip("no /usr/bin/chromium (make chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
+    return _shared_browser()
 
 
 def signed_in(
