@@ -30,7 +30,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph.store.base import (
     BaseStore,
@@ -142,25 +142,28 @@ class EngrainStore(BaseStore):
         check_filter(op.filter)
         prefix = tuple(op.namespace_prefix)
         project = prefix[1] if len(prefix) > 1 else None
-        found: list[tuple[Memory, Item, float | None]] = []
+        found: list[tuple[Memory, Entry, float | None]] = []
         for user in self._users(prefix[:1]):
             memories = self.engine.list(user, project=project, limit=None)
-            items = [(m, item) for m, item in _items(memories, prefix)
-                     if matches(item.value, op.filter)]  # fmt: skip
+            entries = [(m, e) for m, e in _entries(memories, prefix)
+                       if matches(e.value, op.filter)]  # fmt: skip
             scores: dict[str, float] = {}
-            if op.query and items:
-                scores = self._ranks(op.query, user, project, len(memories))
-            found += [(m, item, scores.get(m.id)) for m, item in items]
+            if op.query and entries:
+                # recall's top k then holds at least the page's items, whatever else the
+                # user has in the project (other memories, items the filter refused)
+                wanted = op.offset + op.limit + len(memories) - len(entries)
+                scores = self._ranks(op.query, user, project, min(wanted, len(memories)))
+            found += [(m, e, scores.get(m.id)) for m, e in entries]
         if op.query:  # ranked first, best first; the rest (muted) after, newest first
             found.sort(key=lambda f: (f[2] is None, -(f[2] or 0.0)))
         page = found[op.offset : op.offset + op.limit]
-        return [SearchItem(item.namespace, item.key, item.value, item.created_at,
-                           item.updated_at, score) for _, item, score in page]  # fmt: skip
+        return [SearchItem(e.namespace, e.key, dict(e.value), m.created_at, m.updated_at, score)
+                for m, e, score in page]  # fmt: skip
 
-    def _ranks(self, query: str, user: str, project: str | None, total: int) -> dict[str, float]:
-        """Recall's score of each of the user's memories (in ``project``) for ``query``:
-        ``top_k`` covers them all, so no item of the namespace is crowded out."""
-        result = self.engine.recall(query, user, top_k=max(total, 1),
+    def _ranks(self, query: str, user: str, project: str | None, top_k: int) -> dict[str, float]:
+        """Recall's score of the user's ``top_k`` best memories (in ``project``) for
+        ``query``, within no token budget."""
+        result = self.engine.recall(query, user, top_k=max(top_k, 1),
                                     token_budget=UNLIMITED_TOKENS, project=project)  # fmt: skip
         return {s.memory.id: float(s.score) for s in result.scored}
 
@@ -168,8 +171,8 @@ class EngrainStore(BaseStore):
         conditions = op.match_conditions or ()
         users = next(((c.path[0],) for c in conditions
                       if c.match_type == "prefix" and c.path and c.path[0] != "*"), ())  # fmt: skip
-        names = {item.namespace for user in self._users(users)
-                 for _, item in _items(self.engine.list(user, limit=None), ())}  # fmt: skip
+        names = {e.namespace for user in self._users(users)
+                 for _, e in _entries(self.engine.list(user, limit=None), ())}  # fmt: skip
         kept = {ns for ns in names if all(namespace_matches(c, ns) for c in conditions)}
         if op.max_depth is not None:
             kept = {ns[: op.max_depth] for ns in kept}
@@ -321,19 +324,34 @@ def _value(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return validate.metadata(value, "value")
 
 
-def _item(memory: Memory) -> Item | None:
+class Entry(NamedTuple):
+    """What a memory's metadata says of its LangGraph item."""
+
+    namespace: Namespace
+    key: str
+    value: Mapping[str, Any]
+
+
+def _entry(memory: Memory) -> Entry | None:
     """The LangGraph item a memory holds, or ``None`` for a memory the store did not write."""
     entry = memory.provenance.metadata.get(METADATA_KEY)
     if not isinstance(entry, Mapping):
         return None
-    return Item(value=dict(entry["value"]), key=str(entry["key"]),
-                namespace=tuple(entry["namespace"]), created_at=memory.created_at,
-                updated_at=memory.updated_at)  # fmt: skip
+    return Entry(tuple(entry["namespace"]), str(entry["key"]), entry["value"])
 
 
-def _items(memories: Iterable[Memory], prefix: Namespace) -> Iterator[tuple[Memory, Item]]:
-    """The store's items among ``memories`` whose namespace starts with ``prefix``."""
+def _item(memory: Memory) -> Item | None:
+    entry = _entry(memory)
+    if entry is None:
+        return None
+    return Item(value=dict(entry.value), key=entry.key, namespace=entry.namespace,
+                created_at=memory.created_at, updated_at=memory.updated_at)  # fmt: skip
+
+
+def _entries(memories: Iterable[Memory], prefix: Namespace) -> Iterator[tuple[Memory, Entry]]:
+    """The store's items among ``memories`` whose namespace starts with ``prefix`` (no
+    ``Item`` built: a search builds only its page's)."""
     for memory in memories:
-        item = _item(memory)
-        if item is not None and item.namespace[: len(prefix)] == prefix:
-            yield memory, item
+        entry = _entry(memory)
+        if entry is not None and entry.namespace[: len(prefix)] == prefix:
+            yield memory, entry
