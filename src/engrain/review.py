@@ -36,6 +36,7 @@ from engrain import feedback as fb
 from engrain import relate
 from engrain.corrections import (
     CONFLICT_KINDS,
+    CONFLICTS_WITH,
     CORRECTS,
     conflicts_of,
     disagreement,
@@ -143,7 +144,8 @@ def conflicts(store: Store, user_id: str, project: str | None = None) -> list[Fl
     """Every pair of the user's active memories (of ``project``, or all) flagged as
     conflicting, newest first (by the later update of the two)."""
     flt = _active(project)
-    flagged = [m for m in store.query(user_id, flt) if conflicts_of(m)]
+    # the metadata read directly: this loop visits every active memory of the user
+    flagged = [m for m in store.query(user_id, flt) if m.provenance.metadata.get(CONFLICTS_WITH)]
     known = {m.id: m for m in flagged}
     missing = sorted({i for m in flagged for i in conflicts_of(m)} - known.keys())
     known.update({m.id: m for m in store.get(user_id, missing) if flt.matches(m)})
