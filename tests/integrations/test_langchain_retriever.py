@@ -187,3 +187,19 @@ def test_a_client_of_an_engrain_server_retrieves_the_same(tmp_path: Path) -> Non
         assert [d.metadata["kind"] for d in remote] == ["fact"] * 3
     finally:
         served.close()
+
+
+def test_an_async_engine_is_used_through_its_sync_engine(tmp_path: Path) -> None:
+    from engrain.aio import AsyncEngine
+
+    aengine = AsyncEngine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "a.db"),
+                          embedder=HashEmbedder())  # fmt: skip
+    aengine.sync.remember(FACTS[3], user_id="ada", now=NOW)
+    retriever = EngrainRetriever(engine=aengine, user_id="ada", k=1)
+    assert retriever.engine is aengine.sync
+    assert [d.page_content for d in asyncio.run(retriever.ainvoke("cat Biscuit"))] == [FACTS[3]]
+
+
+def test_with_memory_leaves_a_prompt_without_human_text_alone(engine: Engine) -> None:
+    for messages in ([SystemMessage("Be brief.")], [HumanMessage("   ")], []):
+        assert with_memory(messages, engine, "ada") == messages

@@ -254,3 +254,18 @@ def test_the_langgraph_agent_remembers_across_threads(engine: Engine) -> None:
     assert "I always take a window seat when I fly" in second[0].text
     list(conversation(agent, "bob", "t3", asked, recorder))
     assert recorder.prompts[-1][0].text == "You know nothing about the user yet."
+
+
+def test_a_query_search_is_not_crowded_out_by_the_users_other_memories(
+    store: EngrainStore, engine: Engine
+) -> None:
+    for i in range(30):  # the project also holds memories the store did not write
+        engine.remember(f"Ada's cat Biscuit chased laser dot number {i}", user_id="ada",
+                        project="memories")  # fmt: skip
+    ns = ("ada", "memories", "agent")
+    store.put(ns, "cat", {"content": "Ada's cat Biscuit sleeps on the keyboard"})
+    store.put(ns, "tea", {"content": "Ada drinks green tea"})
+    found = store.search(ns, query="cat Biscuit chased laser dot", limit=1)
+    assert [i.key for i in found] == ["cat"] and found[0].score is not None
+    found = store.search(ns, query="cat Biscuit chased laser dot", limit=2, offset=1)
+    assert [i.key for i in found] == ["tea"] and found[0].score is not None

@@ -111,3 +111,16 @@ def test_flushed_messages_are_ingested_with_the_session(engine: Engine) -> None:
     assert stored and all(m.session_id == "trip" for m in stored)
     assert "Lisbon" in " ".join(m.content for m in stored)
     assert "Lisbon" in engine.context("Where am I travelling in May? Lisbon?", user_id="carol").text
+
+
+def test_an_async_engine_is_used_through_its_sync_engine(tmp_path: Path) -> None:
+    from engrain.aio import AsyncEngine
+
+    aengine = AsyncEngine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "a.db"),
+                          embedder=HashEmbedder())  # fmt: skip
+    aengine.sync.remember("Ada's cat is called Biscuit", user_id="ada", now=NOW)
+    found = asyncio.run(EngrainRetriever(aengine, "ada", k=1).aretrieve("cat Biscuit"))
+    assert [n.node.get_content() for n in found] == ["Ada's cat is called Biscuit"]
+    block = EngrainMemoryBlock(engine=aengine, user_id="ada")
+    text = asyncio.run(block.aget([ChatMessage(role="user", content="What is my cat called?")]))
+    assert "Biscuit" in text

@@ -25,7 +25,7 @@ from engrain.errors import ValidationError
 from engrain.model import Memory, MemoryType
 from engrain.recall.results import Context, RecallResult
 
-__all__ = ["MemorySource", "memory_metadata", "require", "scored_memories"]
+__all__ = ["MemorySource", "memory_metadata", "require", "scored_memories", "sync_engine"]
 
 
 @runtime_checkable
@@ -59,6 +59,15 @@ class MemorySource(Protocol):
     ) -> Context:
         """The memory block to inject for ``message``."""
         ...
+
+
+def sync_engine(engine: Any) -> Any:
+    """The engine to call from the frameworks' sync paths: an
+    :class:`~engrain.AsyncEngine`'s own sync engine (its async methods run that engine in
+    worker threads too), anything else as it is."""
+    from engrain.aio import AsyncEngine  # here: engrain.aio imports the engine
+
+    return engine.sync if isinstance(engine, AsyncEngine) else engine
 
 
 def require(modules: Sequence[str], extra: str) -> None:

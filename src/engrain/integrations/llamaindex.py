@@ -14,17 +14,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Literal
 
-from engrain.integrations import MemorySource, memory_metadata, require, scored_memories
+from engrain.integrations import (
+    MemorySource,
+    memory_metadata,
+    require,
+    scored_memories,
+    sync_engine,
+)
 
 require(["llama_index.core"], "llamaindex")
 
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.base.llms.types import ChatMessage, MessageRole  # noqa: E402
-from llama_index.core.bridge.pydantic import Field  # noqa: E402
+from llama_index.core.bridge.pydantic import Field, field_validator  # noqa: E402
 from llama_index.core.callbacks import CallbackManager  # noqa: E402
 from llama_index.core.memory import BaseMemoryBlock  # noqa: E402
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
+from engrain.aio import AsyncEngine  # noqa: E402
 from engrain.engine import Engine  # noqa: E402
 from engrain.model import Memory, Turn  # noqa: E402
 
@@ -37,17 +44,17 @@ class EngrainRetriever(BaseRetriever):
     >>> retriever = EngrainRetriever(Engine(), user_id="ada", k=4)
     >>> retriever.retrieve("How should I indent this file?")
 
-    ``engine`` is an :class:`~engrain.Engine` or a :class:`~engrain.client.Client`.
-    ``mode="recall"`` (the default) returns the ``k`` nearest memories within
-    ``token_budget`` (``Engine.recall``); ``mode="context"`` what the relevance gate would
-    inject (``Engine.context``), at most ``k``. Each node's text is the memory's, its id the
-    memory's id, its metadata the memory's labels
+    ``engine`` is an :class:`~engrain.Engine` (or an :class:`~engrain.AsyncEngine`) or a
+    :class:`~engrain.client.Client`. ``mode="recall"`` (the default) returns the ``k``
+    nearest memories within ``token_budget`` (``Engine.recall``); ``mode="context"`` what
+    the relevance gate would inject (``Engine.context``), at most ``k``. Each node's text is
+    the memory's, its id the memory's id, its metadata the memory's labels
     (:func:`engrain.integrations.memory_metadata`), its score recall's (or the gate's).
     """
 
     def __init__(
         self,
-        engine: MemorySource,
+        engine: MemorySource | AsyncEngine,
         user_id: str,
         *,
         project: str | None = None,
@@ -57,7 +64,7 @@ class EngrainRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager)
-        self.engine = engine
+        self.engine: MemorySource = sync_engine(engine)
         self.user_id = user_id
         self.project = project
         self.k = k
@@ -114,6 +121,11 @@ class EngrainMemoryBlock(BaseMemoryBlock[str]):
     ingest: bool = Field(
         default=True, description="Store the messages flushed from short-term memory."
     )
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _sync_engine(cls, engine: Any) -> Any:
+        return sync_engine(engine)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         latest = next((m for m in reversed(messages or []) if m.role is MessageRole.USER

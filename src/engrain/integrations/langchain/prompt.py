@@ -33,7 +33,7 @@ def with_memory(
     """
     listed = messages.to_messages() if isinstance(messages, PromptValue) else list(messages)
     latest = next((m for m in reversed(listed) if isinstance(m, HumanMessage)), None)
-    if latest is None:
+    if latest is None or not latest.text.strip():
         return listed
     block = engine.context(latest.text, user_id, project=project, token_budget=token_budget)
     if not block.text:

@@ -11,9 +11,9 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
-from engrain.integrations import MemorySource, memory_metadata, scored_memories
+from engrain.integrations import MemorySource, memory_metadata, scored_memories, sync_engine
 
 __all__ = ["EngrainRetriever"]
 
@@ -24,7 +24,8 @@ class EngrainRetriever(BaseRetriever):
     >>> retriever = EngrainRetriever(engine=Engine(), user_id="ada", k=4)
     >>> retriever.invoke("How should I indent this file?")
 
-    ``engine`` is an :class:`~engrain.Engine` or a :class:`~engrain.client.Client`.
+    ``engine`` is an :class:`~engrain.Engine` (or an :class:`~engrain.AsyncEngine`) or a
+    :class:`~engrain.client.Client`.
     ``mode="recall"`` (the default) returns the ``k`` nearest memories within
     ``token_budget`` (``Engine.recall``); ``mode="context"`` returns what the relevance
     gate would inject for the message (``Engine.context``), at most ``k``, possibly none.
@@ -41,6 +42,11 @@ class EngrainRetriever(BaseRetriever):
     k: int = 4
     mode: Literal["recall", "context"] = "recall"
     token_budget: int | None = None
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _sync_engine(cls, engine: Any) -> Any:
+        return sync_engine(engine)
 
     def _get_relevant_documents(
         self,
