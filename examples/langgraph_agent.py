@@ -108,26 +108,28 @@ def conversation(
         yield state["messages"][-1].text
 
 
-def main(argv: Sequence[str] | None = None) -> str:
-    """Run the two threads; returns (and prints) the second thread's system prompt."""
+def run(engine: Engine) -> str:
+    """The two threads of user ``ada``; returns the second thread's system prompt."""
+    agent = build_agent(engine, fake_model(["Noted!", "Try a window seat on the left side."]))
+    recorder = PromptRecorder()
+    first = ["Remember that I always take a window seat when I fly"]
+    second = ["Which seat should I book for my flight to Lisbon?"]
+    for reply in conversation(agent, "ada", "thread-1", first, recorder):
+        print(f"thread-1 agent: {reply}")
+    for reply in conversation(agent, "ada", "thread-2", second, recorder):
+        print(f"thread-2 agent: {reply}")
+    return recorder.prompts[-1][0].text
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the example on a SQLite file (a temporary one unless ``--db``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, help="SQLite file (default: a temporary one)")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        url = f"sqlite:///{args.db or Path(tmp) / 'agent.db'}"
-        with Engine(url) as engine:
-            model = fake_model(["Noted!", "Try a window seat on the left side."])
-            agent = build_agent(engine, model)
-            recorder = PromptRecorder()
-            first = ["Remember that I always take a window seat when I fly"]
-            second = ["Which seat should I book for my flight to Lisbon?"]
-            for reply in conversation(agent, "ada", "thread-1", first, recorder):
-                print(f"thread-1 agent: {reply}")
-            for reply in conversation(agent, "ada", "thread-2", second, recorder):
-                print(f"thread-2 agent: {reply}")
-            system = recorder.prompts[-1][0].text
-            print(f"\nthe model's system prompt in thread-2:\n{system}")
-            return system
+    with tempfile.TemporaryDirectory() as tmp, \
+            Engine(f"sqlite:///{args.db or Path(tmp) / 'agent.db'}") as engine:  # fmt: skip
+        system = run(engine)
+    print(f"\nthe model's system prompt in thread-2:\n{system}")
 
 
 if __name__ == "__main__":

@@ -269,3 +269,13 @@ def test_a_query_search_is_not_crowded_out_by_the_users_other_memories(
     assert [i.key for i in found] == ["cat"] and found[0].score is not None
     found = store.search(ns, query="cat Biscuit chased laser dot", limit=2, offset=1)
     assert [i.key for i in found] == ["tea"] and found[0].score is not None
+
+
+@pytest.mark.model
+def test_the_example_runs_with_the_real_model(tmp_path: Path) -> None:
+    from examples.langgraph_agent import run
+
+    settings = make_settings(tmp_path, embedder="minilm")
+    with Engine(f"sqlite:///{tmp_path / 'agent.db'}", settings=settings) as engine:
+        system = run(engine)
+    assert system == "What you know about the user:\n- I always take a window seat when I fly"
