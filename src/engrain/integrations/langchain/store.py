@@ -99,9 +99,11 @@ class EngrainStore(BaseStore):
     # -- the two methods LangGraph asks for ---------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run ``ops`` in order: reads (``GetOp``, ``SearchOp``, ``ListNamespacesOp``) first,
-        against the store as it was, then the writes (``PutOp``), the last per key winning:
-        puts in one ``import_records`` call, deletes in one ``forget`` call per user."""
+        """One result per op, in order. The reads (``GetOp``, ``SearchOp``,
+        ``ListNamespacesOp``) see the store as it was before the batch; then the writes
+        (``PutOp``) are validated together and made, the last per key winning: puts in one
+        ``import_records`` call, deletes in one ``forget`` call per user. A bad put raises
+        :class:`ValidationError` and writes nothing."""
         listed = list(ops)
         for op in listed:
             validate_op_namespace(op)
