@@ -279,3 +279,9 @@ def test_the_example_runs_with_the_real_model(tmp_path: Path) -> None:
     with Engine(f"sqlite:///{tmp_path / 'agent.db'}", settings=settings) as engine:
         system = run(engine)
     assert system == "What you know about the user:\n- I always take a window seat when I fly"
+
+
+def test_a_bad_delete_in_a_batch_stops_its_puts_too(store: EngrainStore, engine: Engine) -> None:
+    with pytest.raises(ValidationError):
+        store.batch([PutOp(("ada",), "ok", {"content": "fine"}), PutOp(("x" * 300,), "k", None)])
+    assert engine.list("ada") == []

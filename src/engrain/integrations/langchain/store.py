@@ -195,8 +195,8 @@ class EngrainStore(BaseStore):
                 raise ValidationError("ttl: EngrainStore does not expire items (ttl=None)")
             user, project = _scope(op.namespace)
             mid = memory_id(op.namespace, op.key)
-            if op.value is None:
-                forgotten[user].append(mid)
+            if op.value is None:  # checked now: a bad delete must not follow a made put
+                forgotten[validate.user_id(user, "namespace[0]")].append(mid)
             else:
                 records.append(self._record(op, user, project, mid, now))
         if records:
