@@ -118,7 +118,8 @@ def test_pages_walk_every_memory_once_in_order(engine: Engine, sort: str) -> Non
     assert len(shown) == len({m.id for m in shown}) == len(everything)
     keys = {
         "updated": lambda m: (m.updated_at, m.id),
-        "used": lambda m: (m.access_count, m.last_accessed_at or NOW - timedelta(days=1e5), m.id),
+        "used": lambda m: (m.access_count, m.last_accessed_at or NOW - timedelta(days=1e5),
+                           m.updated_at, m.id),
         "importance": lambda m: (m.importance, m.updated_at, m.id),
     }[sort]
     assert shown == sorted(everything, key=keys, reverse=True)
@@ -201,11 +202,20 @@ def test_a_cursor_of_another_order_is_refused(mem_engine: Engine) -> None:
     assert cursor is not None
     with pytest.raises(ValidationError, match="cursor"):
         mem_engine.browse("ada", limit=5, sort="updated", cursor=cursor)
-    assert decode_cursor(encode_cursor(Sort.IMPORTANCE, (0.5, 12, "x")), Sort.IMPORTANCE) == (
-        0.5, 12, "x")  # fmt: skip
+    key = (0.5, 12, "x")
+    assert decode_cursor(encode_cursor(Sort.IMPORTANCE, key), Sort.IMPORTANCE) == key
 
 
 def test_relevance_without_a_search_is_the_time_order() -> None:
     assert Browse(sort=Sort.RELEVANCE).order is Sort.UPDATED
     assert Browse(text="port").order is Sort.RELEVANCE
     assert Browse(text="port", sort=Sort.USED).order is Sort.USED
+
+
+def test_the_used_order_sees_uses_counted_since_the_last_change(engine: Engine) -> None:
+    everything = _population(engine)
+    engine.browse("ada", sort="used")  # the index is built now
+    rarest = min(everything, key=lambda m: (m.access_count, m.id))
+    engine.store.record_access("ada", [rarest.id] * 50, NOW + timedelta(days=1))
+    first = engine.browse("ada", sort="used", limit=1).memories[0]
+    assert (first.id, first.access_count) == (rarest.id, rarest.access_count + 50)
