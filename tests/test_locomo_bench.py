@@ -3,11 +3,15 @@ baselines reproducing the published numbers on the whole development split."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from engrain.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -79,6 +83,28 @@ def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) ->
             assert pg[key] == pytest.approx(sqlite[key], abs=0.01), (method, key)
         for budget, value in sqlite["recall_within"].items():
             assert pg["recall_within"][budget] == pytest.approx(value, abs=0.01)
+
+
+def test_chroma_backend_recalls_what_sqlite_does(
+    small_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("chromadb")
+    from engrain.store import open_store
+
+    @contextlib.contextmanager
+    def chroma_stores(backend: str, directory: Path) -> Iterator[Callable[[str], Store]]:
+        # locomo.py knows sqlite and postgres; the same run with each store in Chroma
+        yield lambda name: open_store(f"chroma://{directory / f'chroma-{name}'}")
+
+    monkeypatch.setattr(locomo, "backend_stores", chroma_stores)
+    report = locomo.run(DATA, ["conv-26"], 5, "gated", backend="chroma")
+    assert report["backend"] == "chroma"
+    for method in ("engrain", "composite"):
+        chroma, sqlite = report["methods"][method], small_run["methods"][method]
+        for key in ("R@5", "R@10", "R@20"):
+            assert chroma[key] == pytest.approx(sqlite[key], abs=0.01), (method, key)
+        for budget, value in sqlite["recall_within"].items():
+            assert chroma["recall_within"][budget] == pytest.approx(value, abs=0.01)
 
 
 def test_baselines_reproduce_the_published_numbers() -> None:

@@ -24,7 +24,7 @@ from .test_store_contract import mem, unit
 chromadb = pytest.importorskip("chromadb")
 
 from engrain.store.chroma import ChromaStore  # noqa: E402
-from engrain.store.chroma.index import record_id  # noqa: E402
+from engrain.store.chroma.index import collection_name  # noqa: E402
 
 # -- URLs -----------------------------------------------------------------------------------
 
@@ -132,10 +132,10 @@ def store(tmp_path: Path) -> Iterator[ChromaStore]:
     backend.close()
 
 
-def raw_collection(path: Path, name: str = "engrain") -> Any:
-    """The collection as any other Chroma user sees it."""
+def raw_collection(path: Path, user_id: str = "alice", prefix: str = "engrain") -> Any:
+    """A user's collection as any other Chroma user sees it."""
     client = chromadb.PersistentClient(path=str(path))
-    return client.get_collection(name, embedding_function=None)
+    return client.get_collection(collection_name(prefix, user_id), embedding_function=None)
 
 
 def test_chroma_holds_each_embedded_memory_with_its_text_and_filter_fields(
@@ -147,16 +147,13 @@ def test_chroma_holds_each_embedded_memory_with_its_text_and_filter_fields(
         mem("a", "bob", content="bob's a"),
     ])  # fmt: skip
 
-    got = raw_collection(tmp_path / "chroma").get(
-        include=["documents", "metadatas", "embeddings"]
-    )
+    alices = raw_collection(tmp_path / "chroma")
+    got = alices.get(include=["documents", "metadatas", "embeddings"])
 
-    records = dict(zip(got["ids"], zip(got["documents"], got["metadatas"], strict=True),
-                       strict=True))  # fmt: skip
-    assert set(records) == {record_id("alice", "a"), record_id("bob", "a")}
-    document, meta = records[record_id("alice", "a")]
-    assert document == "tabs over spaces"
-    assert meta["user_id"] == "alice" and meta["memory_id"] == "a"
+    assert alices.metadata == {"engrain_user_id": "alice"}
+    assert got["ids"] == ["a"] and got["documents"] == ["tabs over spaces"]
+    assert raw_collection(tmp_path / "chroma", "bob").get()["documents"] == ["bob's a"]
+    meta = got["metadatas"][0]
     assert (meta["project"], meta["key"], meta["pinned"], meta["muted"]) == (
         "web", "indent", True, False
     )
@@ -165,6 +162,7 @@ def test_chroma_holds_each_embedded_memory_with_its_text_and_filter_fields(
 
 
 def test_the_collection_is_cosine_and_never_embeds(store: ChromaStore, tmp_path: Path) -> None:
+    store.write([mem("a")])
     configuration = raw_collection(tmp_path / "chroma").configuration_json
     assert configuration["hnsw"]["space"] == "cosine"
     # "legacy" is what Chroma records for embedding_function=None: it has none to call
@@ -192,11 +190,18 @@ def test_chroma_never_embeds_anything(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_a_collection_in_another_space_is_refused(tmp_path: Path) -> None:
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
     client.create_collection(
-        "in-l2", embedding_function=None, configuration={"hnsw": {"space": "l2"}}
+        collection_name("engrain", "alice"),
+        embedding_function=None,
+        configuration={"hnsw": {"space": "l2"}},
     )
-    client.close()
-    with pytest.raises(StoreError, match="not cosine"):
-        open_store(f"chroma://{tmp_path / 'chroma'}?collection=in-l2")
+    store = open_store(f"chroma://{tmp_path / 'chroma'}")
+    try:
+        store.write([mem("a")])  # committed in the sidecar; Chroma refused
+        with pytest.raises(StoreError, match="not cosine"):
+            store.search("alice", unit(1, 0, 0, 0), 1)
+        assert [m.id for m in store.query("alice")] == ["a"]
+    finally:
+        store.close()
 
 
 def test_patches_and_deletes_reach_chroma(store: ChromaStore, tmp_path: Path) -> None:
@@ -204,8 +209,37 @@ def test_patches_and_deletes_reach_chroma(store: ChromaStore, tmp_path: Path) ->
     store.write(patches=[Patch("alice", "a", {"muted": True})], deletes=[mem("b")])
 
     got = raw_collection(tmp_path / "chroma").get(include=["metadatas"])
-    assert got["ids"] == [record_id("alice", "a")]
+    assert got["ids"] == ["a"]
     assert got["metadatas"][0]["muted"] is True
+
+
+def test_when_the_nearest_all_fail_the_filter_chroma_filters(
+    store: ChromaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More blocked memories nearer than the first, unfiltered ask reaches: the second ask
+    filters in Chroma and still finds the k that pass."""
+    blocked = [mem(f"muted{i}", vector=(1, 0.01 * i, 0, 0), muted=True) for i in range(40)]
+    allowed = [mem(f"ok{i}", vector=(0.2 * i, 1, 0, 0)) for i in range(4)]
+    store.write(blocked + allowed)
+    asks: list[MemoryFilter | None] = []
+    nearest = store._index.nearest
+
+    def counted(user_id: str, vector: Any, n: int, flt: MemoryFilter | None = None) -> Any:
+        asks.append(flt)
+        return nearest(user_id, vector, n, flt)
+
+    monkeypatch.setattr(store._index, "nearest", counted)
+    flt = MemoryFilter(include_muted=False)
+
+    found = store.search("alice", unit(1, 0, 0, 0), 3, flt)
+
+    assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1"]
+    assert asks == [None, flt]
+    asks.clear()
+    assert [m.id for m, _ in store.search("alice", unit(1, 0, 0, 0), 3)] == [
+        "muted0", "muted1", "muted2"
+    ]
+    assert asks == [None]  # enough passed the first ask
 
 
 # -- the ledger -----------------------------------------------------------------------------
@@ -278,9 +312,7 @@ def test_a_stale_collection_is_repaired_not_believed(tmp_path: Path) -> None:
         assert [m.id for m, _ in second.search("alice", unit(1, 0, 0, 0), 5)] == ["fresh"]
     finally:
         second.close()
-    assert raw_collection(tmp_path / "chroma").get(include=[])["ids"] == [
-        record_id("alice", "fresh")
-    ]
+    assert raw_collection(tmp_path / "chroma").get(include=[])["ids"] == ["fresh"]
 
 
 def test_a_new_collection_over_an_existing_sidecar_is_filled_from_it(tmp_path: Path) -> None:

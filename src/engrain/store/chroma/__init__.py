@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 #: Times a search repairs a user and asks Chroma again before giving up.
 SEARCH_ATTEMPTS = 3
+#: A search first asks Chroma for ``k × OVERFETCH + OVERFETCH_PAD`` unfiltered neighbours.
+OVERFETCH = 2
+OVERFETCH_PAD = 10
 
 
 def open_chroma(url: str) -> ChromaStore:
@@ -163,18 +166,42 @@ class ChromaStore:
     def _search_in_step(
         self, user_id: str, query: Vector, k: int, flt: MemoryFilter
     ) -> list[tuple[Memory, float]] | None:
-        """The search, or ``None`` if Chroma does not match the sidecar for this user."""
+        """The search, or ``None`` if Chroma does not match the sidecar for this user.
+
+        First the ``k × 2 + 10`` nearest with no filter, checked against the sidecar's rows
+        (recall's filters — not muted, not superseded, important enough — pass almost every
+        memory, and an unfiltered HNSW search is many times faster than Chroma's filtered
+        one); only if fewer than ``k`` of them pass, Chroma filters."""
         if not self._in_step(user_id):
             return None
-        hits = self._index.nearest(user_id, query, k, flt)
+        wide = k * OVERFETCH + OVERFETCH_PAD
+        hits = self._index.nearest(user_id, query, wide)
+        memories = self._confirmed(user_id, hits, ALL)
+        if memories is None:
+            return None
+        passing = [m for m in memories if flt.matches(m)]
+        if len(passing) < k and len(hits) == wide:
+            memories = self._confirmed(
+                user_id, self._index.nearest(user_id, query, k, flt), flt
+            )
+            if memories is None:
+                return None
+            passing = memories
+        scored = [(m, _similarity(m, query)) for m in passing]
+        scored.sort(key=lambda pair: -pair[1])
+        return scored[:k]
+
+    def _confirmed(
+        self, user_id: str, hits: list[str], flt: MemoryFilter
+    ) -> list[Memory] | None:
+        """The sidecar's rows of Chroma's hits, or ``None`` if Chroma holds a record the
+        sidecar does not (a stale collection) or one that should not pass ``flt``."""
         memories = self._sidecar.get(user_id, hits)
         if len(memories) != len(hits) or not all(
             m.embedding is not None and flt.matches(m) for m in memories
         ):
-            return None  # Chroma holds what the sidecar does not: a stale collection
-        scored = [(m, _similarity(m, query)) for m in memories]
-        scored.sort(key=lambda pair: -pair[1])
-        return scored
+            return None
+        return memories
 
     # -- everything else is the sidecar's -----------------------------------------------
 

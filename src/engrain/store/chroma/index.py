@@ -1,10 +1,13 @@
-"""The Chroma side: one collection holding every user's embedded memories.
+"""The Chroma side: one collection per user holding the user's embedded memories.
 
-Each record is one memory: its id is ``[user_id, memory_id]`` as JSON (unambiguous whatever
-the ids contain), its document the memory's text, its embedding the vector engrain computed,
-and its metadata the fields :class:`~engrain.store.base.MemoryFilter` filters on, so Chroma
-filters before it takes the nearest ``k``. The collection is created in cosine space with no
-embedding function: Chroma never embeds anything and never downloads a model.
+One collection per user, not one for the store: a ``where`` on ``user_id`` makes Chroma
+filter every record of the collection before its HNSW search (37 ms at 10,000 memories of
+one user, against 1.7 ms unfiltered), while a user's own collection is searched as it is.
+A collection is named from the URL's ``collection`` and a digest of the user id, with the
+user id in its metadata. Each record is one memory: its id the memory id, its document the
+memory's text, its embedding the vector engrain computed, and its metadata the fields
+:class:`~engrain.store.base.MemoryFilter` filters on. Collections are created in cosine
+space with no embedding function: Chroma never embeds anything and never downloads a model.
 
 Every client call goes through :func:`_call`, which turns whatever the client raises (its
 own errors, ``ValueError`` for a bad dimension, transport errors of the HTTP client) into a
@@ -13,8 +16,8 @@ own errors, ``ValueError`` for a bad dimension, transport errors of the HTTP cli
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import chromadb
@@ -22,6 +25,7 @@ import numpy as np
 from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import DEFAULT_DATABASE, DEFAULT_TENANT
+from chromadb.errors import NotFoundError as ChromaNotFoundError
 
 from engrain.errors import StoreError
 from engrain.model import Memory, Vector
@@ -67,21 +71,17 @@ def connect(target: ChromaTarget) -> ClientAPI:
     )
 
 
-def record_id(user_id: str, memory_id: str) -> str:
-    """The Chroma record id of a user's memory."""
-    return json.dumps([user_id, memory_id], ensure_ascii=False)
-
-
-def _memory_id(record: str) -> str:
-    return str(json.loads(record)[1])
+def collection_name(prefix: str, user_id: str) -> str:
+    """The collection holding one user's memories: the URL's ``collection`` as a prefix and
+    a digest of the user id (Chroma allows few characters in a name; the id is kept in the
+    collection's metadata)."""
+    return f"{prefix}-u-{hashlib.sha256(user_id.encode()).hexdigest()[:32]}"
 
 
 def metadata(memory: Memory) -> dict[str, str | int | float | bool]:
     """What Chroma keeps beside a memory's vector: the fields searches filter on. Chroma
     has no null, so an absent project, session or key is an absent entry."""
     meta: dict[str, str | int | float | bool] = {
-        "user_id": memory.user_id,
-        "memory_id": memory.id,
         "memory_type": memory.memory_type.value,
         "kind": memory.kind.value,
         "importance": float(memory.importance),
@@ -99,9 +99,9 @@ def metadata(memory: Memory) -> dict[str, str | int | float | bool]:
     return meta
 
 
-def where(user_id: str, flt: MemoryFilter) -> dict[str, Any]:
-    """The Chroma ``where`` clause selecting the user's records that pass ``flt``."""
-    terms: list[dict[str, Any]] = [{"user_id": user_id}]
+def where(flt: MemoryFilter) -> dict[str, Any] | None:
+    """The Chroma ``where`` clause selecting the records that pass ``flt`` (``None``: all)."""
+    terms: list[dict[str, Any]] = []
     for name, value in (
         ("project", flt.project), ("session_id", flt.session_id), ("key", flt.key)
     ):  # fmt: skip
@@ -121,94 +121,138 @@ def where(user_id: str, flt: MemoryFilter) -> dict[str, Any]:
         terms.append({"importance": {"$gte": float(flt.min_importance)}})
     if flt.pinned is not None:
         terms.append({"pinned": flt.pinned})
+    if not terms:
+        return None
     return terms[0] if len(terms) == 1 else {"$and": terms}
 
 
 class ChromaIndex:
-    """The collection of one engrain store, and the few operations the store needs."""
+    """The collections of one engrain store (one per user), and the few operations the
+    store needs."""
 
     def __init__(self, target: ChromaTarget, client: ClientAPI) -> None:
         self.target = target
         self._client = client
-        self._collection: Collection = _call(
-            "opening the collection",
-            target,
-            lambda: client.get_or_create_collection(
-                target.collection,
-                embedding_function=None,
-                configuration={"hnsw": {"space": "cosine"}},
-            ),
-        )
-        # the raw JSON: the parsed configuration warns about the absent embedding function
-        hnsw = (self._collection.configuration_json or {}).get("hnsw") or {}
-        if hnsw.get("space", "cosine") != "cosine":
-            raise StoreError(
-                f"{target.describe()} uses {hnsw.get('space')!r} distance, not cosine: "
-                "engrain ranks by cosine similarity; name another collection"
-            )
+        self._collections: dict[str, Collection] = {}
         limit = _call("asking the batch size", target, client.get_max_batch_size)
         self._batch = max(1, int(limit or DEFAULT_BATCH))
 
-    def upsert(self, memories: Sequence[Memory]) -> None:
-        """Put these memories (each with an embedding) in the collection, by id."""
-        for start in range(0, len(memories), self._batch):
-            part = memories[start : start + self._batch]
-            _call(
-                "writing vectors",
+    def _collection(self, user_id: str, *, create: bool) -> Collection | None:
+        """The user's collection (created if ``create``), or ``None`` if there is none.
+        Handles are kept; an absent collection is asked for again next time (another
+        process may create it)."""
+        found = self._collections.get(user_id)
+        if found is not None:
+            return found
+        name = collection_name(self.target.collection, user_id)
+        if create:
+            found = _call(
+                "opening a collection",
                 self.target,
-                lambda part=part: self._collection.upsert(  # type: ignore[misc]
-                    ids=[record_id(m.user_id, m.id) for m in part],
-                    embeddings=np.stack([_vector(m.embedding) for m in part]),
-                    metadatas=[metadata(m) for m in part],
-                    documents=[m.content for m in part],
+                lambda: self._client.get_or_create_collection(
+                    name,
+                    embedding_function=None,
+                    configuration={"hnsw": {"space": "cosine"}},
+                    metadata={"engrain_user_id": user_id},
                 ),
             )
+        else:
+            try:
+                found = self._client.get_collection(name, embedding_function=None)
+            except ChromaNotFoundError:
+                return None
+            except Exception as exc:  # see _call
+                raise StoreError(f"{self.target.describe()}: opening {name} failed: {exc}") from exc
+        # the raw JSON: the parsed configuration warns about the absent embedding function
+        hnsw = (found.configuration_json or {}).get("hnsw") or {}
+        if hnsw.get("space", "cosine") != "cosine":
+            raise StoreError(
+                f"{self.target.describe()}: {name} uses {hnsw.get('space')!r} distance, not "
+                "cosine: engrain ranks by cosine similarity; name another collection"
+            )
+        self._collections[user_id] = found
+        return found
 
-    def delete(self, user_id: str, memory_ids: Iterable[str]) -> None:
+    def upsert(self, memories: Sequence[Memory]) -> None:
+        """Put these memories (each with an embedding) in their users' collections."""
+        by_user: dict[str, list[Memory]] = {}
+        for memory in memories:
+            by_user.setdefault(memory.user_id, []).append(memory)
+        for user_id, mine in by_user.items():
+            collection = self._collection(user_id, create=True)
+            assert collection is not None
+            for start in range(0, len(mine), self._batch):
+                self._put(collection, mine[start : start + self._batch])
+
+    def _put(self, collection: Collection, part: Sequence[Memory]) -> None:
+        _call(
+            "writing vectors",
+            self.target,
+            lambda: collection.upsert(
+                ids=[m.id for m in part],
+                embeddings=np.stack([_vector(m.embedding) for m in part]),
+                metadatas=[metadata(m) for m in part],
+                documents=[m.content for m in part],
+            ),
+        )
+
+    def delete(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """Remove these memories of the user (ids Chroma does not hold are ignored)."""
-        records = [record_id(user_id, i) for i in memory_ids]
-        for start in range(0, len(records), self._batch):
-            part = records[start : start + self._batch]
+        collection = self._collection(user_id, create=False) if memory_ids else None
+        if collection is None:
+            return
+        for start in range(0, len(memory_ids), self._batch):
+            part = list(memory_ids[start : start + self._batch])
             _call(
                 "deleting vectors",
                 self.target,
-                lambda part=part: self._collection.delete(ids=part),  # type: ignore[misc]
+                lambda part=part: collection.delete(ids=part),  # type: ignore[misc]
             )
 
     def memory_ids(self, user_id: str) -> set[str]:
         """Every memory id the collection holds for the user."""
+        collection = self._collection(user_id, create=False)
         found: set[str] = set()
         offset = 0
-        while True:
+        while collection is not None:
             page = _call(
                 "listing vectors",
                 self.target,
-                lambda offset=offset: self._collection.get(  # type: ignore[misc]
-                    where={"user_id": user_id}, include=[], limit=self._batch, offset=offset
+                lambda offset=offset: collection.get(  # type: ignore[misc]
+                    include=[], limit=self._batch, offset=offset
                 ),
             )
-            found.update(_memory_id(r) for r in page["ids"])
+            found.update(page["ids"])
             if len(page["ids"]) < self._batch:
-                return found
+                break
             offset += self._batch
+        return found
 
-    def nearest(self, user_id: str, vector: Vector, k: int, flt: MemoryFilter) -> list[str]:
-        """The ids of the user's ``k`` memories nearest ``vector`` among those passing
-        ``flt``, nearest first (Chroma's HNSW: approximate on large collections)."""
+    def nearest(
+        self, user_id: str, vector: Vector, n: int, flt: MemoryFilter | None = None
+    ) -> list[str]:
+        """The ids of the user's ``n`` memories nearest ``vector`` (among those passing
+        ``flt``, if given), nearest first (Chroma's HNSW: approximate on large
+        collections)."""
+        collection = self._collection(user_id, create=False)
+        if collection is None:
+            return []
+        clause = None if flt is None else where(flt)
         found = _call(
             "searching",
             self.target,
-            lambda: self._collection.query(
+            lambda: collection.query(
                 query_embeddings=_vector(vector)[np.newaxis, :],
-                n_results=k,
-                where=where(user_id, flt),
+                n_results=n,
+                where=clause,
                 include=[],
             ),
         )
-        return [_memory_id(r) for r in found["ids"][0]]
+        return list(found["ids"][0])
 
     def close(self) -> None:
         """Release the client (an embedded one stops when its last client closes)."""
+        self._collections.clear()
         close = getattr(self._client, "close", None)
         if callable(close):
             _call("closing", self.target, close)

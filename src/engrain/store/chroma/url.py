@@ -26,8 +26,8 @@ DEFAULT_COLLECTION = "engrain"
 SIDECAR_NAME = "engrain.db"
 
 # Chroma's own rule for collection names, checked here so a bad name is a ConfigError
-# before any client starts
-_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$")
+# before any client starts; 35 of Chroma's 512 characters name the user (index.py)
+_COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,475}[A-Za-z0-9]$")
 _EMBEDDED_KEYS = frozenset({"collection", "state"})
 _SERVER_KEYS = frozenset({"collection", "state", "tenant", "database"})
 
@@ -70,7 +70,7 @@ def parse_url(url: str) -> ChromaTarget:
     collection = options.get("collection", DEFAULT_COLLECTION)
     if not _COLLECTION_NAME.match(collection) or ".." in collection:
         raise ConfigError(
-            f"Chroma collection name {collection!r} is not valid: 3-512 characters of "
+            f"Chroma collection name {collection!r} is not valid: 3-477 characters of "
             "letters, digits, '.', '_' or '-', starting and ending with a letter or digit"
         )
     state = options.get("state")
