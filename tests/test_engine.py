@@ -418,3 +418,11 @@ def test_conversation_turns_below_the_threshold_are_kept_unless_told(tmp_path: P
     [dropped] = strict.ingest_conversation(echo, "u", "s2", now=NOW).outcomes
     assert dropped.action == "discarded" and dropped.memory_id is None
     assert strict.store.count("u") == 1
+
+
+def test_users_lists_every_user_with_memories(engine: Engine) -> None:
+    engine.remember("Ada prefers tea.", "ada")
+    engine.remember("Bob prefers coffee.", "bob")
+    assert engine.users() == ["ada", "bob"]
+    engine.forget([m.id for m in engine.list("bob")], "bob")
+    assert engine.users() == ["ada"]

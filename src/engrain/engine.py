@@ -682,6 +682,10 @@ class Engine:
 
     # -- import / export -------------------------------------------------------------------
 
+    def users(self) -> builtins.list[str]:
+        """Every user id with at least one memory in the store."""
+        return self.store.users()
+
     def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
         included, oldest first; each user's first record also carries ``state``: every

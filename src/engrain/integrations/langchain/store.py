@@ -182,7 +182,7 @@ class EngrainStore(BaseStore):
 
     def _users(self, first: Namespace) -> Sequence[str]:
         """The user a namespace prefix names, or every user with memories."""
-        return first if first else self.engine.store.users()
+        return first if first else self.engine.users()
 
     # -- writes ---------------------------------------------------------------------------------
 
