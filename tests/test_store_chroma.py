@@ -217,7 +217,8 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
     store: ChromaStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """More blocked memories nearer than the first, unfiltered ask reaches: the second ask
-    filters in Chroma and still finds the k that pass."""
+    filters in Chroma and still finds the k that pass (or, when no more than k pass, the
+    sidecar lists them)."""
     blocked = [mem(f"muted{i}", vector=(1, 0.01 * i, 0, 0), muted=True) for i in range(40)]
     allowed = [mem(f"ok{i}", vector=(0.2 * i, 1, 0, 0)) for i in range(4)]
     store.write(blocked + allowed)
@@ -240,6 +241,31 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
         "muted0", "muted1", "muted2"
     ]
     assert asks == [None]  # enough passed the first ask
+    asks.clear()
+    found = store.search("alice", unit(1, 0, 0, 0), 5, flt)
+    assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1", "ok0"]
+    assert asks == [None]  # only 4 pass: all of them, from the sidecar
+
+
+def test_search_many_answers_each_search_as_search_does(store: ChromaStore) -> None:
+    store.write([
+        mem(f"m{i}", vector=(1, i / 10, (i % 3) / 3, 0), muted=i % 4 == 0, importance=i / 20)
+        for i in range(20)
+    ])  # fmt: skip
+    query = unit(1, 0.3, 0.2, 0)
+    searches = [
+        (5, MemoryFilter()), (3, MemoryFilter(include_muted=False)), (0, MemoryFilter()),
+        (30, MemoryFilter(min_importance=0.5)), (2, MemoryFilter(project="none")),
+    ]  # fmt: skip
+
+    many = store.search_many("alice", query, searches)
+
+    def named(found: list[tuple[Memory, float]]) -> list[tuple[str, float]]:
+        return [(m.id, round(score, 6)) for m, score in found]
+
+    assert [named(f) for f in many] == [named(store.search("alice", query, k, flt))
+                                        for k, flt in searches]  # fmt: skip
+    assert [len(f) for f in many] == [5, 3, 0, 10, 0]
 
 
 # -- the ledger -----------------------------------------------------------------------------

@@ -148,13 +148,20 @@ class ChromaStore:
         the sidecar and scored there (the same cosine as the other backends), best first.
         A user whose records are out of step, or a hit the sidecar does not confirm, is
         repaired from the sidecar and asked again."""
-        if k <= 0:
-            return []
+        return self.search_many(user_id, vector, [(k, flt)])[0]
+
+    def search_many(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[Memory, float]]]:
+        """:meth:`search` for each ``(k, flt)``, from one unfiltered ask of Chroma (and a
+        filtered one for each search it does not answer)."""
+        if all(k <= 0 for k, _ in searches):
+            return [[] for _ in searches]
         query = np.asarray(vector, dtype=np.float32)
         for _ in range(SEARCH_ATTEMPTS):
             with self._lock:
                 with self._ledger.shared():
-                    found = self._search_in_step(user_id, query, k, flt)
+                    found = self._search_in_step(user_id, query, searches)
                 if found is not None:
                     return found
                 self.repair(user_id)
@@ -164,32 +171,44 @@ class ChromaStore:
         )
 
     def _search_in_step(
-        self, user_id: str, query: Vector, k: int, flt: MemoryFilter
-    ) -> list[tuple[Memory, float]] | None:
-        """The search, or ``None`` if Chroma does not match the sidecar for this user.
+        self, user_id: str, query: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[Memory, float]]] | None:
+        """The searches, or ``None`` if Chroma does not match the sidecar for this user.
 
-        First the ``k × 2 + 10`` nearest with no filter, checked against the sidecar's rows
-        (recall's filters — not muted, not superseded, important enough — pass almost every
-        memory, and an unfiltered HNSW search is many times faster than Chroma's filtered
-        one); only if fewer than ``k`` of them pass, Chroma filters."""
+        First the ``k × 2 + 10`` nearest (largest ``k``) with no filter, checked against the
+        sidecar's rows: recall's filters (not muted, not superseded, important enough) pass
+        almost every memory, and an unfiltered HNSW search is many times faster than
+        Chroma's filtered one. Only a search with fewer than ``k`` passing among them, when
+        Chroma holds more, is asked again with Chroma filtering."""
         if not self._in_step(user_id):
             return None
-        wide = k * OVERFETCH + OVERFETCH_PAD
+        wide = max(k for k, _ in searches) * OVERFETCH + OVERFETCH_PAD
         hits = self._index.nearest(user_id, query, wide)
-        memories = self._confirmed(user_id, hits, ALL)
-        if memories is None:
+        nearest = self._confirmed(user_id, hits, ALL)
+        if nearest is None:
             return None
-        passing = [m for m in memories if flt.matches(m)]
-        if len(passing) < k and len(hits) == wide:
-            memories = self._confirmed(
-                user_id, self._index.nearest(user_id, query, k, flt), flt
-            )
-            if memories is None:
-                return None
-            passing = memories
-        scored = [(m, _similarity(m, query)) for m in passing]
-        scored.sort(key=lambda pair: -pair[1])
-        return scored[:k]
+        out: list[list[tuple[Memory, float]]] = []
+        for k, flt in searches:
+            passing = [m for m in nearest if flt.matches(m)] if k > 0 else []
+            if len(passing) < k and len(hits) == wide:  # Chroma may hold more that pass
+                filtered = self._filtered(user_id, query, k, flt)
+                if filtered is None:
+                    return None
+                passing = filtered
+            scored = sorted(((m, _similarity(m, query)) for m in passing), key=_best_first)
+            out.append(scored[:k])
+        return out
+
+    def _filtered(
+        self, user_id: str, query: Vector, k: int, flt: MemoryFilter
+    ) -> list[Memory] | None:
+        """Every memory passing a selective ``flt`` (``None``: out of step). When at most
+        ``k`` pass (recall's typed learnings, a pinned few) the answer is all of them, read
+        from the sidecar; else Chroma filters (its filtered search reads every record's
+        metadata: 40 ms at 10,000 memories)."""
+        if self._sidecar.count(user_id, flt) <= k:
+            return [m for m in self._sidecar.query(user_id, flt) if m.embedding is not None]
+        return self._confirmed(user_id, self._index.nearest(user_id, query, k, flt), flt)
 
     def _confirmed(
         self, user_id: str, hits: list[str], flt: MemoryFilter
@@ -286,6 +305,10 @@ class ChromaStore:
             finally:
                 self._ledger.close()
                 self._sidecar.close()
+
+
+def _best_first(pair: tuple[Memory, float]) -> float:
+    return -pair[1]
 
 
 def _similarity(memory: Memory, query: Vector) -> float:
