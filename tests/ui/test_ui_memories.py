@@ -18,13 +18,16 @@ def test_the_table_shows_only_your_memories_in_pages(page: Any, site: Site) -> N
     sign_in(page, site)
     first = _rows(page)
     assert len(first) == 50
-    assert page.locator("#count").inner_text().startswith(f"{ALICE_NOTES + 4}")
+    total = site.engine.store.count("alice")  # other tests add memories of their own
+    assert total >= ALICE_NOTES + 4
+    assert page.locator("#count").inner_text().startswith(f"{total} memories match")
     page.get_by_role("link", name="Next page").click()
     second = _rows(page)
     assert second and not set(first) & set(second)
     everything = "\n".join(first + second)
     assert "tabs over spaces" in everything and "vault code" not in everything
-    assert page.get_by_role("link", name="Next page").count() == 0
+    if total <= 100:
+        assert page.get_by_role("link", name="Next page").count() == 0
 
 
 def test_search_and_filters(page: Any, site: Site) -> None:
