@@ -9,7 +9,6 @@ ring. ``docs/inspector.md`` describes the pages and the security model.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
 
@@ -22,7 +21,14 @@ from starlette.exceptions import HTTPException
 from engrain.errors import EngrainError
 from engrain.keys import KeyRing
 from engrain.server.middleware import SecurityHeaders
-from engrain.server.ui import pages_auth, pages_memories
+from engrain.server.ui import (
+    pages_activity,
+    pages_auth,
+    pages_conflicts,
+    pages_memories,
+    pages_tiers,
+    pages_try,
+)
 from engrain.server.ui.render import page
 from engrain.server.ui.session import Signer, SignInRequired, sign_in_url
 
@@ -31,21 +37,11 @@ log = logging.getLogger("engrain.server.ui")
 #: Where :func:`install` mounts the inspector.
 UI_PATH = "/ui"
 STATIC = Path(__file__).parent / "static"
-#: The page modules of the other views, each exposing ``router``.
-PAGE_MODULES = ("pages_try", "pages_tiers", "pages_conflicts", "pages_activity")
-
-
-def _routers() -> list[APIRouter]:
-    routers = [pages_auth.router, pages_memories.router]
-    for name in PAGE_MODULES:
-        try:
-            module = importlib.import_module(f"engrain.server.ui.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"engrain.server.ui.{name}":
-                raise
-            continue
-        routers.append(module.router)
-    return routers
+#: Every page's router, in the navigation's order.
+ROUTERS: tuple[APIRouter, ...] = (
+    pages_auth.router, pages_memories.router, pages_try.router, pages_tiers.router,
+    pages_conflicts.router, pages_activity.router,
+)  # fmt: skip
 
 
 def create_ui(app: FastAPI, keys: KeyRing, secret: str | bytes | None = None) -> FastAPI:
@@ -55,7 +51,7 @@ def create_ui(app: FastAPI, keys: KeyRing, secret: str | bytes | None = None) ->
     ui.state.engine = app.state.engine
     ui.state.keys = keys
     ui.state.ui_signer = Signer(secret)
-    for router in _routers():
+    for router in ROUTERS:
         ui.include_router(router)
     ui.mount("/static", StaticFiles(directory=STATIC), name="static")
     ui.add_exception_handler(SignInRequired, _sign_in)
