@@ -247,6 +247,28 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
     assert asks == [None]  # only 4 pass: all of them, from the sidecar
 
 
+def test_a_filter_few_pass_widens_the_unfiltered_ask_first(
+    store: ChromaStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One memory in five passes: the first ask (k × 2 + 10) holds too few, a wider
+    unfiltered ask sized by that share holds enough, and Chroma never filters."""
+    store.write([mem(f"m{i:03}", vector=(1, i / 200, 0, 0), muted=i % 5 != 0)
+                 for i in range(200)])  # fmt: skip
+    asks: list[tuple[int, MemoryFilter | None]] = []
+    nearest = store._index.nearest
+
+    def counted(user_id: str, vector: Any, n: int, flt: MemoryFilter | None = None) -> Any:
+        asks.append((n, flt))
+        return nearest(user_id, vector, n, flt)
+
+    monkeypatch.setattr(store._index, "nearest", counted)
+
+    found = store.search("alice", unit(1, 0, 0, 0), 10, MemoryFilter(include_muted=False))
+
+    assert [m.id for m, _ in found] == [f"m{i:03}" for i in range(0, 50, 5)]
+    assert [flt for _, flt in asks] == [None, None] and asks[1][0] > asks[0][0]
+
+
 def test_search_many_answers_each_search_as_search_does(store: ChromaStore) -> None:
     store.write([
         mem(f"m{i}", vector=(1, i / 10, (i % 3) / 3, 0), muted=i % 4 == 0, importance=i / 20)
