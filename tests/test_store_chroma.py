@@ -23,6 +23,7 @@ from .test_store_contract import mem, unit
 
 chromadb = pytest.importorskip("chromadb")
 
+import engrain.store.chroma as chroma_store  # noqa: E402
 from engrain.store.chroma import ChromaStore  # noqa: E402
 from engrain.store.chroma.index import collection_name  # noqa: E402
 
@@ -216,9 +217,9 @@ def test_patches_and_deletes_reach_chroma(store: ChromaStore, tmp_path: Path) ->
 def test_when_the_nearest_all_fail_the_filter_chroma_filters(
     store: ChromaStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More blocked memories nearer than the first, unfiltered ask reaches: the second ask
-    filters in Chroma and still finds the k that pass (or, when no more than k pass, the
-    sidecar lists them)."""
+    """More blocked memories nearer than the first, unfiltered ask reaches: the few that
+    pass are searched exactly in the sidecar, or, when many pass, Chroma filters; either
+    way the k that pass come back."""
     blocked = [mem(f"muted{i}", vector=(1, 0.01 * i, 0, 0), muted=True) for i in range(40)]
     allowed = [mem(f"ok{i}", vector=(0.2 * i, 1, 0, 0)) for i in range(4)]
     store.write(blocked + allowed)
@@ -233,7 +234,12 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
     flt = MemoryFilter(include_muted=False)
 
     found = store.search("alice", unit(1, 0, 0, 0), 3, flt)
+    assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1"]
+    assert asks == [None]  # 4 pass: searched exactly in the sidecar
 
+    asks.clear()
+    monkeypatch.setattr(chroma_store, "EXACT_MAX", 3)  # as if many passed
+    found = store.search("alice", unit(1, 0, 0, 0), 3, flt)
     assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1"]
     assert asks == [None, flt]
     asks.clear()
@@ -241,10 +247,6 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
         "muted0", "muted1", "muted2"
     ]
     assert asks == [None]  # enough passed the first ask
-    asks.clear()
-    found = store.search("alice", unit(1, 0, 0, 0), 5, flt)
-    assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1", "ok0"]
-    assert asks == [None]  # only 4 pass: all of them, from the sidecar
 
 
 def test_a_filter_few_pass_widens_the_unfiltered_ask_first(
@@ -262,6 +264,7 @@ def test_a_filter_few_pass_widens_the_unfiltered_ask_first(
         return nearest(user_id, vector, n, flt)
 
     monkeypatch.setattr(store._index, "nearest", counted)
+    monkeypatch.setattr(chroma_store, "EXACT_MAX", 10)  # 40 pass: too many to search exactly
 
     found = store.search("alice", unit(1, 0, 0, 0), 10, MemoryFilter(include_muted=False))
 
