@@ -239,6 +239,7 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
 
     asks.clear()
     monkeypatch.setattr(chroma_store, "EXACT_MAX", 3)  # as if many passed
+    monkeypatch.setattr(chroma_store, "EXACT_SHARE", 0.05)
     found = store.search("alice", unit(1, 0, 0, 0), 3, flt)
     assert [m.id for m, _ in found] == ["ok3", "ok2", "ok1"]
     assert asks == [None, flt]
@@ -265,6 +266,7 @@ def test_a_filter_few_pass_widens_the_unfiltered_ask_first(
 
     monkeypatch.setattr(store._index, "nearest", counted)
     monkeypatch.setattr(chroma_store, "EXACT_MAX", 10)  # 40 pass: too many to search exactly
+    monkeypatch.setattr(chroma_store, "EXACT_SHARE", 0.1)
 
     found = store.search("alice", unit(1, 0, 0, 0), 10, MemoryFilter(include_muted=False))
 

@@ -46,6 +46,7 @@ WIDEST = 2000
 #: A filter at most this many of the user's memories pass is searched exactly in the
 #: sidecar (as the PostgreSQL store searches small users exactly, not through HNSW).
 EXACT_MAX = 2000
+EXACT_SHARE = 0.25
 
 
 def open_chroma(url: str) -> ChromaStore:
@@ -210,12 +211,15 @@ class ChromaStore:
         self, user_id: str, query: Vector, k: int, flt: MemoryFilter, rate: float
     ) -> list[Memory] | None:
         """The memories a selective ``flt`` search ranks (``None``: out of step), cheapest
-        way first. When at most :data:`EXACT_MAX` memories pass (recall's typed learnings,
-        a pinned few), the sidecar's exact search over its working set: Chroma's filtered
-        search reads every record's metadata (85-300 ms at 10,000 memories on a busy
-        2-core machine). Else, when the share that passed the first ask says an unfiltered
-        ask of at most :data:`WIDEST` would hold ``k``, that ask; else Chroma filters."""
-        if self._sidecar.count(user_id, flt) <= EXACT_MAX:
+        way first. When at most :data:`EXACT_MAX` memories or :data:`EXACT_SHARE` of the
+        user's pass (recall's typed learnings, a pinned few), the sidecar's exact search
+        over its working set: Chroma's filtered search reads every record's metadata
+        (85-300 ms at 10,000 memories on a busy 2-core machine), and the few that pass may
+        all lie beyond any unfiltered ask. Else, when the share that passed the first ask
+        says an unfiltered ask of at most :data:`WIDEST` would hold ``k``, that ask; else
+        Chroma filters."""
+        passing = self._sidecar.count(user_id, flt)
+        if passing <= max(EXACT_MAX, EXACT_SHARE * self._sidecar.count(user_id)):
             return [m for m, _ in self._sidecar.search(user_id, query, k, flt)]
         wider = math.ceil(k / max(rate, 1e-9) * OVERFETCH) + OVERFETCH_PAD
         if wider <= WIDEST:
@@ -223,9 +227,9 @@ class ChromaStore:
             found = self._confirmed(user_id, hits, ALL)
             if found is None:
                 return None
-            passing = [m for m in found if flt.matches(m)]
-            if len(passing) >= k or len(hits) < wider:
-                return passing
+            kept = [m for m in found if flt.matches(m)]
+            if len(kept) >= k or len(hits) < wider:
+                return kept
         return self._confirmed(user_id, self._index.nearest(user_id, query, k, flt), flt)
 
     def _confirmed(
