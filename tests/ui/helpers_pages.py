@@ -79,31 +79,42 @@ def live(tmp_path: Path) -> Iterator[Live]:
 
 
 #: The one Playwright and Chromium of this test process: the sync API allows a single
-#: Playwright per thread, and every module importing :func:`browser` gets its own
-#: session fixture, so they share this one (stopped when the process exits).
+#: Playwright per thread, and every module naming :func:`browser` gets its own fixture,
+#: so they (and ``conftest.chromium``) share this one.
 _SHARED: dict[str, Any] = {}
 
 
 def _shared_browser() -> Any:
+    """The shared Chromium, launched on first use."""
     if "browser" not in _SHARED:
-        import atexit
-
         from playwright.sync_api import sync_playwright
 
         playwright = sync_playwright().start()
+        _SHARED["playwright"] = playwright
         _SHARED["browser"] = playwright.chromium.launch(executable_path=str(CHROMIUM),
                                                         args=CHROMIUM_ARGS)  # fmt: skip
-        atexit.register(playwright.stop)
-        atexit.register(_SHARED["browser"].close)
     return _SHARED["browser"]
 
 
+def stop_shared() -> None:
+    """Close the shared Chromium and stop Playwright (idempotent). Until then the sync
+    API's event loop stays set in this thread and ``asyncio.run`` refuses to run, so the
+    browser tests come last in a session (``tests/ui`` sorts after ``tests/test_*``)."""
+    browser = _SHARED.pop("browser", None)
+    playwright = _SHARED.pop("playwright", None)
+    if browser is not None:
+        browser.close()
+    if playwright is not None:
+        playwright.stop()
+
+
 @pytest.fixture(scope="session")
-def browser() -> Any:
-    """The headless Debian Chromium of this test process."""
+def browser() -> Iterator[Any]:
+    """The headless Debian Chromium of this test process, stopped at the session's end."""
     if not CHROMIUM.exists():
         pytest.skip("no /usr/bin/chromium (make chromium)")
-    return _shared_browser()
+    yield _shared_browser()
+    stop_shared()
 
 
 def signed_in(
