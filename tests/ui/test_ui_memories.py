@@ -149,3 +149,21 @@ def test_the_table_reads_at_phone_width_without_javascript(chromium: Any, site: 
         assert "Deploys happen on Fridays after the standup" in _rows(page)
     finally:
         context.close()
+
+
+def test_a_memory_page_shows_provenance_usage_and_merged_history(site: Site) -> None:
+    def say(text: str, turn: str) -> Any:
+        return site.engine.ingest_conversation(
+            [{"speaker": "alice", "text": text, "turn_id": turn}], "alice",
+            session_id="session-9", memory_type_hint="semantic",
+        )  # fmt: skip
+
+    memory = say("Our build server is called anvil and it runs Debian", "turn-17").stored[0]
+    assert say("Our build server is called anvil and it runs Debian.", "turn-18").merged == [
+        memory]  # fmt: skip
+    site.engine.recall("build server anvil", "alice")  # one use
+    with site.client() as http:
+        facts = " ".join(http.get(f"/ui/memories/{memory}").text.split()).replace("> <", "><")
+    assert "<code>turn-17</code>, <code>turn-18</code>" in facts and "session-9" in facts
+    assert "Merged history" in facts and "and it runs Debian</li>" in facts
+    assert "<dt>Injected</dt><dd>1 time</dd>" in facts

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from engrain.browse import Sort
-from engrain.corrections import CORRECTS, conflicts_of
+from engrain.corrections import CONFLICTS_WITH, CORRECTS, conflicts_of
 from engrain.errors import NotFoundError, ValidationError
 from engrain.model import Kind, Memory, MemoryType
 from engrain.server.ui.render import engine_of, page
@@ -140,11 +140,14 @@ def memory_page(
     conflicts = [m for m in relations.conflicts if allowed is None or m.project in allowed]
     corrects = [m for m in relations.corrects if allowed is None or m.project in allowed]
     meta = dict(memory.provenance.metadata)
+    history = meta.pop("history", None)  # earlier texts of a merged memory, by the ingest
+    meta.pop(CONFLICTS_WITH, None)  # shown as links below
+    meta.pop(CORRECTS, None)
     return page(
         request, "memory.html", session,
         memory=memory, conflicts=conflicts, corrects=corrects,
-        corrected_by=relations.corrected_by, history=list(meta.pop("history", []) or []),
-        corrects_id=meta.pop(CORRECTS, None), other_meta=meta,
+        corrected_by=relations.corrected_by, other_meta=meta,
+        history=[h for h in history if isinstance(h, dict)] if isinstance(history, list) else [],
         kinds=[k.value for k in Kind], notice=NOTICES.get(done or ""),
     )  # fmt: skip
 
