@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chromium demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy clean
+.PHONY: chromium demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy bench-ui screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -76,6 +76,14 @@ bench-locomo: $(STAMP)
 # trivial messages, a tune and a held split), every scoring profile, real MiniLM.
 bench-gating: $(STAMP)
 	$(BIN)/python bench/gating.py --out bench/results/gating.json
+
+# The web inspector's page timings at 100,000 memories (engrain serve on loopback, ~5 min).
+bench-ui: $(STAMP)
+	$(BIN)/python bench/ui.py --out bench/results/ui.json
+
+# The inspector's screenshots in docs/img/ (a demo store, Playwright with Debian's Chromium).
+screenshots: $(STAMP) $(CHROMIUM)
+	$(BIN)/python bench/screenshots.py
 
 bench-locomo-ablations: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --ablations --out bench/results/locomo-ablations.json
