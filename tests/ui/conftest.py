@@ -134,15 +134,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         engine.close()
 
 
-@pytest.fixture(scope="session")
-def chromium() -> Any:
-    """The headless Debian Chromium of this test process (the analysis pages' tests
-    launch it the same way, through ``helpers_pages``)."""
+@pytest.fixture(scope="package")
+def chromium() -> Iterator[Any]:
+    """The headless Debian Chromium of this test process (shared with the analysis pages'
+    tests through ``helpers_pages``), stopped once the tests of ``tests/ui`` are done: until
+    then the sync API keeps its event loop set in this thread, where ``asyncio.run`` would
+    refuse to run."""
     if not CHROMIUM.exists():
         pytest.skip("no /usr/bin/chromium: Debian's chromium package (make chromium)")
     from . import helpers_pages
 
-    return helpers_pages._shared_browser()
+    yield helpers_pages._shared_browser()
+    helpers_pages.stop_shared()
 
 
 @pytest.fixture
