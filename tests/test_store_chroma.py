@@ -368,6 +368,17 @@ def test_a_stale_collection_is_repaired_not_believed(tmp_path: Path) -> None:
     assert raw_collection(tmp_path / "chroma").get(include=[])["ids"] == ["fresh"]
 
 
+def test_a_collection_deleted_behind_engrains_back_is_rebuilt(
+    store: ChromaStore, tmp_path: Path
+) -> None:
+    store.write([mem("a", vector=(1, 0, 0, 0))])
+    client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
+    client.delete_collection(collection_name("engrain", "alice"))
+    store._index._collections.clear()  # as a process that never opened it
+
+    assert [m.id for m, _ in store.search("alice", unit(1, 0, 0, 0), 5)] == ["a"]
+
+
 def test_a_new_collection_over_an_existing_sidecar_is_filled_from_it(tmp_path: Path) -> None:
     base = f"chroma://{tmp_path / 'chroma'}?state={tmp_path / 's.db'}"
     first = open_store(base)

@@ -193,8 +193,8 @@ class ChromaStore:
         wide = max(k for k, _ in searches) * OVERFETCH + OVERFETCH_PAD
         hits = self._index.nearest(user_id, query, wide)
         nearest = self._confirmed(user_id, hits, ALL)
-        if nearest is None:
-            return None
+        if nearest is None or (not hits and self._sidecar.centroid(user_id) is not None):
+            return None  # Chroma holds what the sidecar does not, or lost the collection
         out: list[list[tuple[Memory, float]]] = []
         for k, flt in searches:
             passing = [m for m in nearest if flt.matches(m)] if k > 0 else []
