@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from engrain import Engine
+from engrain import browse as browse_module
 from engrain.browse import Browse, Sort, decode_cursor, encode_cursor
 from engrain.corrections import flag
 from engrain.embed import HashEmbedder
@@ -219,3 +220,39 @@ def test_the_used_order_sees_uses_counted_since_the_last_change(engine: Engine) 
     engine.store.record_access("ada", [rarest.id] * 50, NOW + timedelta(days=1))
     first = engine.browse("ada", sort="used", limit=1).memories[0]
     assert (first.id, first.access_count) == (rarest.id, rarest.access_count + 50)
+
+
+def test_the_index_follows_every_change_like_a_fresh_one(engine: Engine) -> None:
+    """After pins, mutes, edits, new memories, corrections and forgets, every view equals
+    the one an index built from scratch gives (the index is updated, not rebuilt)."""
+    everything = _population(engine, n=80)
+    rng = random.Random(3)
+    views: list[dict[str, Any]] = [{}, {"sort": "importance"}, {"pinned": True},
+                                   {"domain": "ops"}, {"conflicting": True}, {"text": "port"},
+                                   {"superseded": True, "muted": False}]  # fmt: skip
+    alive = [m.id for m in everything]
+    for step in range(12):
+        target = rng.choice(alive)
+        action = step % 6
+        if action == 0:
+            engine.pin(target, "ada", pinned=rng.random() < 0.5)
+        elif action == 1:
+            engine.update(target, "ada", content=f"edited about port {step}", domains=["ops"],
+                          importance=rng.choice([0.2, 0.9]))  # fmt: skip
+        elif action == 2:
+            new = engine.remember(f"fresh note {step} about backup", "ada", now=NOW).memory_id
+            assert new is not None
+            alive.append(new)
+        elif action == 3:
+            engine.forget(target, "ada")
+            alive.remove(target)
+        elif action == 4:
+            other = rng.choice([i for i in alive if i != target])
+            if not any(m.superseded_by for m in engine.store.get("ada", [target, other])):
+                engine.resolve(target, other, "ada", "correct")
+        else:
+            engine.mute(target, "ada", muted=True)
+        for view in views:
+            kept = [m.id for m in _walk(engine, limit=9, **view)]
+            browse_module._INDEXES.clear()
+            assert kept == [m.id for m in _walk(engine, limit=9, **view)], (step, view)

@@ -4,7 +4,9 @@ inspector's table), with filters, a text search, a sort and a keyset cursor.
 **An index per revision.** The user's memories are read once per store revision (any
 add, edit or delete changes it) into column arrays (:class:`_Index`: time, importance,
 project, type, kind, the flags, conflicting or not, domains on demand); every filter and
-order of a page is then a numpy operation, a few milliseconds at 100,000 memories. A
+order of a page is then a numpy operation, a few milliseconds at 100,000 memories. After a
+change only the memories that changed are read again (the working-set stores hand out the
+same objects for the others). A
 search is the store's own BM25 (:meth:`Store.lexical_search`): only memories sharing a
 word with the text are found, best first. Counted uses change no revision, so the
 ``used`` order reads them afresh, and the memories of a page are read as stored now.
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from itertools import repeat
 from operator import attrgetter, methodcaller
 from typing import Any
 
@@ -216,6 +219,36 @@ class _Index:
                                                   metadata)), bool, n),
         )  # fmt: skip
 
+    def updated_to(self, memories: list[Memory], revision: int) -> _Index:
+        """The index of ``memories`` (the store's order at ``revision``), reusing this
+        one's columns for every memory still the same object: a working-set store hands
+        out the objects it keeps, so after an edit only the rows written are read again.
+        A store that decodes rows anew on every query gets a full :meth:`build`."""
+        n = len(memories)
+        ids = list(map(attrgetter("id"), memories))
+        old = np.fromiter(map(self.position.get, ids, repeat(-1, n)), np.int64, n)
+        kept = self.memories
+        same = np.fromiter((r >= 0 and kept[r] is m for m, r in zip(memories, old.tolist(),
+                                                                     strict=True)), bool, n)
+        changed = np.flatnonzero(~same)
+        if len(changed) > n // 4:
+            return _Index.build(memories, revision)
+        fresh = _Index.build([memories[i] for i in changed], revision)
+        columns: dict[str, Any] = {}
+        for name in _COLUMNS:
+            column = getattr(self, name)[np.maximum(old, 0)]
+            column[changed] = getattr(fresh, name)
+            columns[name] = column
+        masks = {}
+        for tag, mask in self.domain_masks.items():
+            masks[tag] = mask[np.maximum(old, 0)]
+            masks[tag][changed] = fresh.domain(tag)
+        return _Index(
+            revision=revision, memories=memories, ids=ids,
+            position=dict(zip(ids, range(n), strict=True)),
+            rank=np.arange(n - 1, -1, -1, dtype=np.int64), domain_masks=masks, **columns,
+        )  # fmt: skip
+
     def domain(self, tag: str) -> BoolArray:
         """The rows of memories tagged ``tag``."""
         mask = self.domain_masks.get(tag)
@@ -255,6 +288,10 @@ class _Index:
         )  # fmt: skip
 
 
+#: The columns :meth:`_Index.updated_to` carries over.
+_COLUMNS = ("updated", "importance", "project", "memory_type", "kind", "pinned", "muted",
+            "superseded", "conflicting")  # fmt: skip
+
 #: The index of each store's recently browsed users (a store that is closed and dropped
 #: takes its entries with it).
 _INDEXES: weakref.WeakKeyDictionary[Store, dict[str, _Index]] = weakref.WeakKeyDictionary()
@@ -265,11 +302,18 @@ _index_lock = threading.Lock()
 def _index(store: Store, user_id: str) -> _Index:
     """The user's index at the store's current revision (built now if it changed)."""
     revision = store.revision(user_id)
-    with _index_lock:
-        cached = _INDEXES.setdefault(store, {}).get(user_id)
+    try:
+        with _index_lock:
+            cached = _INDEXES.setdefault(store, {}).get(user_id)
+    except TypeError:  # a store that cannot be weakly referenced: no index kept
+        return _Index.build(store.query(user_id), revision)
     if cached is not None and cached.revision == revision:
         return cached
-    built = _Index.build(store.query(user_id), revision)
+    memories = store.query(user_id)
+    if cached is None:
+        built = _Index.build(memories, revision)
+    else:
+        built = cached.updated_to(memories, revision)
     with _index_lock:
         users = _INDEXES.setdefault(store, {})
         users.pop(user_id, None)
