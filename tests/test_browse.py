@@ -256,3 +256,26 @@ def test_the_index_follows_every_change_like_a_fresh_one(engine: Engine) -> None
             kept = [m.id for m in _walk(engine, limit=9, **view)]
             browse_module._INDEXES.clear()
             assert kept == [m.id for m in _walk(engine, limit=9, **view)], (step, view)
+
+
+def test_postgres_browses_like_the_working_set_stores(pg_url: str, tmp_path: Path) -> None:
+    """The stage uses only the storage protocol: PostgreSQL (no working set, rows decoded
+    anew on every query, so every change rebuilds the index) gives the same pages."""
+    from engrain.store.postgres import PostgresStore
+
+    pg = Engine(settings=make_settings(tmp_path), store=PostgresStore(pg_url, pool_size=2),
+                embedder=HashEmbedder())  # fmt: skip
+    mem = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+    try:
+        everything = _population(mem, n=60)
+        pg.store.write(everything)
+        for view in ({}, {"sort": "used"}, {"domain": "ops", "muted": False},
+                     {"text": "invoice", "sort": "updated"}, {"conflicting": True}):  # fmt: skip
+            assert [m.id for m in _walk(pg, limit=8, **view)] == \
+                [m.id for m in _walk(mem, limit=8, **view)], view  # fmt: skip
+        pg.pin(everything[5].id, "ada", pinned=not everything[5].pinned)
+        mem.pin(everything[5].id, "ada", pinned=not everything[5].pinned)
+        assert [m.id for m in _walk(pg, pinned=True)] == [m.id for m in _walk(mem, pinned=True)]
+    finally:
+        pg.close()
+        mem.close()
