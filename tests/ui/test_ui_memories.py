@@ -5,7 +5,10 @@ typed; readable without JavaScript and at phone width; user text shown, never ru
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+import httpx
 
 from .conftest import ALICE_NOTES, Site, sign_in
 
@@ -167,3 +170,21 @@ def test_a_memory_page_shows_provenance_usage_and_merged_history(site: Site) -> 
     assert "<code>turn-17</code>, <code>turn-18</code>" in facts and "session-9" in facts
     assert "Merged history" in facts and "and it runs Debian</li>" in facts
     assert "<dt>Injected</dt><dd>1 time</dd>" in facts
+
+
+def test_a_project_limited_key_sees_only_its_projects(site: Site) -> None:
+    secret = site.ring.create(["alice"], projects=["web"])[0]
+    with httpx.Client(base_url=site.url, timeout=30) as http:
+        assert http.post("/ui/signin", data={"key": secret}).status_code == 303
+        table = http.get("/ui/memories").text
+        assert "listens on port 8080" in table and "tabs over spaces" not in table
+        assert "2 memories match" in table
+        missing = http.get(f"/ui/memories/{site.ids['tabs']}")
+        assert missing.status_code == 404 and "tabs over spaces" not in missing.text
+        assert 'aria-label="Main"' in missing.text  # the error page keeps the navigation
+        token = re.search(r'name="csrf" value="([^"]+)"', table)
+        assert token is not None
+        refused = http.post(f"/ui/memories/{site.ids['tabs']}/mute",
+                            data={"csrf": token.group(1)})  # fmt: skip
+        assert refused.status_code == 404
+    assert site.engine.get(site.ids["tabs"], "alice").muted is False

@@ -30,7 +30,7 @@ from engrain.server.ui import (
     pages_try,
 )
 from engrain.server.ui.render import page
-from engrain.server.ui.session import Signer, SignInRequired, sign_in_url
+from engrain.server.ui.session import Signer, SignInRequired, UiSession, sign_in_url, signed_in
 
 log = logging.getLogger("engrain.server.ui")
 
@@ -74,30 +74,37 @@ async def _sign_in(request: Request, exc: Exception) -> Response:
 
 
 def _error_page(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-    return page(request, "error.html", None, status_code=status, title=title, message=message)
+    """The error page, with the navigation when the browser is signed in."""
+    try:
+        session: UiSession | None = signed_in(request)
+    except EngrainError:
+        session = None
+    return page(request, "error.html", session, status_code=status, title=title,
+                message=message)  # fmt: skip
 
 
-async def _engrain_error(request: Request, exc: Exception) -> Response:
+# Plain functions: Starlette runs them in its threadpool, where the session's key is read.
+def _engrain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, EngrainError)
     titles = {400: "Not accepted", 401: "Sign in", 403: "Not allowed", 404: "Not found"}
     title = titles.get(exc.http_status, "Something went wrong")
     return _error_page(request, exc.http_status, title, exc.message)
 
 
-async def _invalid(request: Request, exc: Exception) -> Response:
+def _invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     fields = ", ".join(str(e.get("loc", ("?",))[-1]) for e in exc.errors()) or "the form"
     return _error_page(request, 422, "Not accepted", f"check these fields: {fields}")
 
 
-async def _http_error(request: Request, exc: Exception) -> Response:
+def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
         return _error_page(request, 404, "Not found", "There is no such page.")
     return _error_page(request, exc.status_code, "Not accepted", str(exc.detail))
 
 
-async def _unexpected(request: Request, exc: Exception) -> Response:
+def _unexpected(request: Request, exc: Exception) -> Response:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return _error_page(request, 500, "Something went wrong",
-                       "An internal error; the server log has the details.")  # fmt: skip
+    return page(request, "error.html", None, status_code=500, title="Something went wrong",
+                message="An internal error; the server log has the details.")  # fmt: skip
