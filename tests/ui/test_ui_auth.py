@@ -86,6 +86,9 @@ def test_a_tampered_cookie_is_no_session(site: Site) -> None:
 
 def test_sign_in_never_redirects_off_the_site(site: Site) -> None:
     with httpx.Client(base_url=site.url, timeout=30) as http:
+        refused = http.post("/ui/signin", data={"key": site.keys["alice"]},
+                            headers={"Sec-Fetch-Site": "cross-site"})  # another site's form
+        assert refused.status_code == 403 and "engrain_ui" not in http.cookies
         for target in ("https://evil.example/", "//evil.example/ui/x", "/ui\\..\\x", "/v1/x"):
             answer = http.post("/ui/signin", data={"key": site.keys["alice"], "next": target})
             assert answer.headers["location"] == "/ui/memories", target

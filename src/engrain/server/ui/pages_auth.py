@@ -49,6 +49,7 @@ def signin(
     """Check the API key and start a session viewing the key's first user (an admin key:
     the first user with memories); the form again, with the reason, when the key is
     refused."""
+    sessions.refuse_cross_site(request)
     target = safe_next(request, next)
     secret = key.strip()
     try:

@@ -192,11 +192,18 @@ def check_csrf(request: Request, session: UiSession, token: str | None) -> None:
     """Pass when ``token`` (the form's ``csrf`` field; else the ``X-CSRF-Token`` header) is
     this session's and the request does not come from another site; else
     :class:`CsrfError` (a 403 page, nothing changed)."""
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        raise CsrfError("a change from another site was refused")
+    refuse_cross_site(request)
     given = token if token is not None else request.headers.get("x-csrf-token")
     if not given or not hmac.compare_digest(given.encode(), session.csrf.encode()):
         raise CsrfError("the form's security token is missing or stale: reload the page")
+
+
+def refuse_cross_site(request: Request) -> None:
+    """:class:`CsrfError` for a request the browser says another site sent
+    (``Sec-Fetch-Site: cross-site``): the sign-in form too, so no other site can sign a
+    browser in with a key of its choosing."""
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        raise CsrfError("a form sent from another site was refused")
 
 
 def default_user(key: ApiKey, known_users: list[str]) -> str | None:
