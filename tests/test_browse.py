@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engrain import Engine
 from engrain import browse as browse_module
@@ -279,3 +281,36 @@ def test_postgres_browses_like_the_working_set_stores(pg_url: str, tmp_path: Pat
     finally:
         pg.close()
         mem.close()
+
+
+_USERS = st.sampled_from(["ada", "Ada", "ada ", "bob"])  # look-alikes are other users
+_VIEWS = st.fixed_dictionaries({}, optional={
+    "text": st.sampled_from(["port", "deploy tabs", "note"]),
+    "pinned": st.booleans(), "muted": st.booleans(), "superseded": st.booleans(),
+    "conflicting": st.booleans(), "domain": st.sampled_from(["ops", "db", "finance"]),
+    "project": st.sampled_from(["web", "billing"]),
+    "sort": st.sampled_from(["updated", "used", "importance", "relevance"]),
+    "limit": st.integers(1, 30),
+})  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::engrain.validate.UserIdWarning")
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(owners=st.lists(_USERS, min_size=1, max_size=40), viewer=_USERS, view=_VIEWS)
+def test_a_user_never_sees_another_users_memory(
+    tmp_path_factory: pytest.TempPathFactory, owners: list[str], viewer: str,
+    view: dict[str, Any],
+) -> None:
+    engine = Engine(settings=make_settings(tmp_path_factory.mktemp("p")), store=MemoryStore(),
+                    embedder=HashEmbedder())  # fmt: skip
+    rng = random.Random(len(owners))
+    rows = [Memory.new(owner, f"note {i} about {rng.choice(WORDS)}", MemoryType.SEMANTIC,
+                       Kind.FACT, now=NOW, project=rng.choice(PROJECTS),
+                       domains=rng.choice(DOMAINS), pinned=rng.random() < 0.5)
+            for i, owner in enumerate(owners)]  # fmt: skip
+    engine.store.write(rows)
+    mine = {m.id for m in rows if m.user_id == viewer}
+    shown = _walk(engine, viewer, **view)
+    assert {m.id for m in shown} <= mine
+    assert all(m.user_id == viewer for m in shown)
+    assert len(shown) == len({m.id for m in shown})
