@@ -374,9 +374,13 @@ def test_a_collection_deleted_behind_engrains_back_is_rebuilt(
     store.write([mem("a", vector=(1, 0, 0, 0))])
     client = chromadb.PersistentClient(path=str(tmp_path / "chroma"))
     client.delete_collection(collection_name("engrain", "alice"))
-    store._index._collections.clear()  # as a process that never opened it
 
+    # the store still holds a handle to the deleted collection: opened again, then rebuilt
     assert [m.id for m, _ in store.search("alice", unit(1, 0, 0, 0), 5)] == ["a"]
+    store.write([mem("b", vector=(0, 1, 0, 0))])
+    client.delete_collection(collection_name("engrain", "alice"))
+    store.write([mem("c", vector=(0, 0, 1, 0))])  # a write reopens (creates) it too
+    assert {m.id for m, _ in store.search("alice", unit(1, 0, 0, 0), 5)} == {"a", "b", "c"}
 
 
 def test_a_new_collection_over_an_existing_sidecar_is_filled_from_it(tmp_path: Path) -> None:

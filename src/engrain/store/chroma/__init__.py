@@ -193,8 +193,11 @@ class ChromaStore:
         wide = max(k for k, _ in searches) * OVERFETCH + OVERFETCH_PAD
         hits = self._index.nearest(user_id, query, wide)
         nearest = self._confirmed(user_id, hits, ALL)
-        if nearest is None or (not hits and self._sidecar.centroid(user_id) is not None):
-            return None  # Chroma holds what the sidecar does not, or lost the collection
+        exhausted = len(hits) < wide  # every record Chroma holds for the user came back
+        if nearest is None or (exhausted and len(hits) != self._embedded(user_id, query, wide)):
+            # Chroma holds what the sidecar does not, or lost records (a collection deleted
+            # and written again)
+            return None
         out: list[list[tuple[Memory, float]]] = []
         for k, flt in searches:
             passing = [m for m in nearest if flt.matches(m)] if k > 0 else []
@@ -231,6 +234,10 @@ class ChromaStore:
             if len(kept) >= k or len(hits) < wider:
                 return kept
         return self._confirmed(user_id, self._index.nearest(user_id, query, k, flt), flt)
+
+    def _embedded(self, user_id: str, query: Vector, at_most: int) -> int:
+        """How many of the user's memories have a vector, counting to ``at_most``."""
+        return len(self._sidecar.search(user_id, query, at_most))
 
     def _confirmed(
         self, user_id: str, hits: list[str], flt: MemoryFilter

@@ -173,60 +173,55 @@ class ChromaIndex:
         self._collections[user_id] = found
         return found
 
+    def _on(
+        self, user_id: str, what: str, fn: Callable[[Collection], T], absent: T, *, create: bool
+    ) -> T:
+        """``fn`` on the user's collection (``absent`` if there is none and ``create`` is
+        false). A collection deleted behind a kept handle (by another tool or process) is
+        opened again once before the error counts."""
+        for attempt in range(2):
+            collection = self._collection(user_id, create=create)
+            if collection is None:
+                return absent
+            try:
+                return fn(collection)
+            except ChromaNotFoundError as exc:
+                self._collections.pop(user_id, None)
+                if attempt:
+                    raise StoreError(f"{self.target.describe()}: {what} failed: {exc}") from exc
+            except Exception as exc:  # see _call
+                raise StoreError(f"{self.target.describe()}: {what} failed: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def upsert(self, memories: Sequence[Memory]) -> None:
         """Put these memories (each with an embedding) in their users' collections."""
         by_user: dict[str, list[Memory]] = {}
         for memory in memories:
             by_user.setdefault(memory.user_id, []).append(memory)
         for user_id, mine in by_user.items():
-            collection = self._collection(user_id, create=True)
-            assert collection is not None
             for start in range(0, len(mine), self._batch):
-                self._put(collection, mine[start : start + self._batch])
-
-    def _put(self, collection: Collection, part: Sequence[Memory]) -> None:
-        _call(
-            "writing vectors",
-            self.target,
-            lambda: collection.upsert(
-                ids=[m.id for m in part],
-                embeddings=np.stack([_vector(m.embedding) for m in part]),
-                metadatas=[metadata(m) for m in part],
-                documents=[m.content for m in part],
-            ),
-        )
+                part = mine[start : start + self._batch]
+                self._on(user_id, "writing vectors", _putter(part), None, create=True)
 
     def delete(self, user_id: str, memory_ids: Sequence[str]) -> None:
         """Remove these memories of the user (ids Chroma does not hold are ignored)."""
-        collection = self._collection(user_id, create=False) if memory_ids else None
-        if collection is None:
-            return
         for start in range(0, len(memory_ids), self._batch):
             part = list(memory_ids[start : start + self._batch])
-            _call(
-                "deleting vectors",
-                self.target,
-                lambda part=part: collection.delete(ids=part),  # type: ignore[misc]
-            )
+            self._on(user_id, "deleting vectors", _deleter(part), None, create=False)
 
     def memory_ids(self, user_id: str) -> set[str]:
         """Every memory id the collection holds for the user."""
-        collection = self._collection(user_id, create=False)
         found: set[str] = set()
         offset = 0
-        while collection is not None:
-            page = _call(
-                "listing vectors",
-                self.target,
-                lambda offset=offset: collection.get(  # type: ignore[misc]
-                    include=[], limit=self._batch, offset=offset
-                ),
+        while True:
+            none: list[str] = []
+            page = self._on(
+                user_id, "listing vectors", _lister(offset, self._batch), none, create=False
             )
-            found.update(page["ids"])
-            if len(page["ids"]) < self._batch:
-                break
+            found.update(page)
+            if len(page) < self._batch:
+                return found
             offset += self._batch
-        return found
 
     def nearest(
         self, user_id: str, vector: Vector, n: int, flt: MemoryFilter | None = None
@@ -234,21 +229,14 @@ class ChromaIndex:
         """The ids of the user's ``n`` memories nearest ``vector`` (among those passing
         ``flt``, if given), nearest first (Chroma's HNSW: approximate on large
         collections)."""
-        collection = self._collection(user_id, create=False)
-        if collection is None:
-            return []
         clause = None if flt is None else where(flt)
-        found = _call(
-            "searching",
-            self.target,
-            lambda: collection.query(
-                query_embeddings=_vector(vector)[np.newaxis, :],
-                n_results=n,
-                where=clause,
-                include=[],
-            ),
-        )
-        return list(found["ids"][0])
+        query = _vector(vector)[np.newaxis, :]
+        return self._on(
+            user_id, "searching",
+            lambda c: list(c.query(query_embeddings=query, n_results=n, where=clause,
+                                   include=[])["ids"][0]),
+            [], create=False,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Release the client (an embedded one stops when its last client closes)."""
@@ -256,6 +244,32 @@ class ChromaIndex:
         close = getattr(self._client, "close", None)
         if callable(close):
             _call("closing", self.target, close)
+
+
+def _putter(part: Sequence[Memory]) -> Callable[[Collection], None]:
+    def put(collection: Collection) -> None:
+        collection.upsert(
+            ids=[m.id for m in part],
+            embeddings=np.stack([_vector(m.embedding) for m in part]),
+            metadatas=[metadata(m) for m in part],
+            documents=[m.content for m in part],
+        )
+
+    return put
+
+
+def _deleter(ids: list[str]) -> Callable[[Collection], None]:
+    def delete(collection: Collection) -> None:
+        collection.delete(ids=ids)
+
+    return delete
+
+
+def _lister(offset: int, limit: int) -> Callable[[Collection], list[str]]:
+    def page(collection: Collection) -> list[str]:
+        return list(collection.get(include=[], limit=limit, offset=offset)["ids"])
+
+    return page
 
 
 def _vector(vector: Vector | None) -> Vector:
