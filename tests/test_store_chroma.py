@@ -396,6 +396,27 @@ def test_a_new_collection_over_an_existing_sidecar_is_filled_from_it(tmp_path: P
         renamed.close()
 
 
+def test_a_sqlite_store_moves_into_chroma_with_copy_store(tmp_path: Path) -> None:
+    from engrain.store.sqlite import SQLiteStore
+    from engrain.store.transfer import copy_store
+
+    source = SQLiteStore(tmp_path / "old.db")
+    source.write([mem(f"m{i}", vector=(1, i / 10, 0, 0), minutes=i) for i in range(30)]
+                 + [mem("b1", "bob", vector=None)])  # fmt: skip
+    target = open_store(f"chroma://{tmp_path / 'chroma'}")
+    try:
+        copy_store(source, target, verify=True)
+        assert [m.id for m in target.query("alice")] == [m.id for m in source.query("alice")]
+        assert target.users() == ["alice", "bob"]
+        query = unit(1, 0.5, 0, 0)
+        assert [(m.id, round(s, 6)) for m, s in target.search("alice", query, 5)] == [
+            (m.id, round(s, 6)) for m, s in source.search("alice", query, 5)
+        ]
+    finally:
+        source.close()
+        target.close()
+
+
 # -- over HTTP: two stores sharing a server and a sidecar, like two processes ----------------
 
 
@@ -414,3 +435,30 @@ def test_two_stores_on_one_server_and_sidecar_see_each_others_writes(
     finally:
         writer.close()
         reader.close()
+
+
+def test_another_process_writing_through_the_server_is_seen_at_once(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = http_url(request.getfixturevalue("chroma_server"), tmp_path / "shared.db")
+    here = open_store(url)
+    try:
+        here.write([mem("mine", vector=(0, 1, 0, 0))])
+        assert [m.id for m, _ in here.search("alice", unit(1, 0, 0, 0), 1)] == ["mine"]
+        done = subprocess.run(
+            [sys.executable, "-c",
+             "import sys\n"
+             "from engrain.store import open_store\n"
+             "from tests.test_store_contract import mem\n"
+             "store = open_store(sys.argv[1])\n"
+             "store.write([mem('theirs', vector=(1, 0, 0, 0))], deletes=[mem('mine')])\n"
+             "store.close()\n",
+             url],
+            capture_output=True, text=True, timeout=120, check=False,
+            cwd=Path(__file__).resolve().parents[1],
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert [m.id for m, _ in here.search("alice", unit(1, 0, 0, 0), 5)] == ["theirs"]
+        assert [m.id for m in here.query("alice")] == ["theirs"]
+    finally:
+        here.close()
