@@ -128,7 +128,7 @@ class ChromaStore:
 
     def _apply(self, user_id: str, memory_ids: set[str]) -> None:
         """Make Chroma's records of these memories what the sidecar now holds."""
-        present = [m for m in self._sidecar.get(user_id, sorted(memory_ids))]
+        present = self._sidecar.get(user_id, sorted(memory_ids))
         embedded = [m for m in present if m.embedding is not None]
         self._index.upsert(embedded)
         self._index.delete(user_id, sorted(memory_ids - {m.id for m in embedded}))
