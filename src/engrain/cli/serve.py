@@ -1,4 +1,5 @@
-"""``engrain serve``: the HTTP API (and MCP at ``/mcp``) over the usual store settings.
+"""``engrain serve``: the HTTP API, MCP at ``/mcp`` and the web inspector at ``/ui``, over the
+usual store settings.
 
 One worker serves every request from one :class:`~engrain.engine.Engine`; with
 ``--workers N`` uvicorn starts N processes in factory mode and each opens its own engine
@@ -68,7 +69,8 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
                   upstream: str | None, upstream_key_env: str | None,
                   upstream_timeout: float | None, inject: str | None,
                   record: bool | None) -> None:  # fmt: skip
-    """Serve the HTTP API (OpenAPI at /openapi.json, MCP at /mcp) until interrupted.
+    """Serve the HTTP API (OpenAPI at /openapi.json), MCP at /mcp and the web inspector at /ui
+    (sign in with an API key) until interrupted.
 
     Every /v1 request needs 'Authorization: Bearer <key>' (engrain keys create --user ID).
     The store is the usual one (--url, --data-dir, ENGRAIN_URL). With --upstream the
