@@ -3,6 +3,7 @@ several connections on one file, and the URLs that open it."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import sys
 import threading
@@ -24,6 +25,9 @@ from engrain.store.sqlite import MIGRATIONS, SQLiteStore
 
 from .conftest import NOW
 from .test_store_contract import assert_same, centroid_of, ids, mem, snapshot, unit
+
+#: The built-in schemes, as an unknown scheme's error lists them.
+KNOWN = "chroma, chroma+http, chroma+https, memory, postgres, postgresql, sqlite"
 
 
 @pytest.fixture
@@ -315,7 +319,8 @@ def test_a_scheme_registered_through_an_entry_point_opens_its_backend(
 
     assert type(store).__name__ == "AcmeStore" and isinstance(store, Store)
     assert store.url == "acme://eu-west/bucket"  # type: ignore[attr-defined]
-    assert known_schemes() == ["acme", "memory", "postgres", "postgresql", "sqlite"]
+    assert known_schemes() == ["acme", "chroma", "chroma+http", "chroma+https", "memory",
+                             "postgres", "postgresql", "sqlite"]
     with pytest.raises(ConfigError, match="unknown store URL scheme 'other'"):
         open_store("other://x")
 
@@ -347,7 +352,7 @@ def test_a_url_never_imports_or_runs_what_it_names(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    with pytest.raises(ConfigError, match="known: memory, postgres, postgresql, sqlite"):
+    with pytest.raises(ConfigError, match=re.escape(f"known: {KNOWN}")):
         open_store(url.format(marker=marker))
 
     assert not marker.exists()
@@ -358,7 +363,7 @@ def test_an_unknown_scheme_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as caught:
         open_store("mysql://db/engrain")
     assert str(caught.value) == (
-        "unknown store URL scheme 'mysql'; known: memory, postgres, postgresql, sqlite"
+        f"unknown store URL scheme 'mysql'; known: {KNOWN}"
     )
 
 
