@@ -18,12 +18,16 @@ from datetime import datetime
 from typing import Any
 
 from engrain import errors
+from engrain.activity import ContextRecord
+from engrain.browse import Page, Relations, Sort
 from engrain.engine import ImportResult
 from engrain.feedback import FeedbackResult
 from engrain.model import IngestReport, Memory, MemoryType, Outcome, as_utc
+from engrain.preview import Preview
 from engrain.recall.budget import Budget
 from engrain.recall.classify import Classification, Complexity, Intent
 from engrain.recall.results import Context, Decision, Gated, RecallResult, ScoredMemory
+from engrain.review import FlaggedPair, Resolution, Resolved
 from engrain.tiers import Tier, TierSet
 from engrain.tiers.compile import CompiledTier
 
@@ -302,6 +306,100 @@ def load_import(data: Mapping[str, Any]) -> ImportResult:
     """Inverse of :func:`dump_import`."""
     return ImportResult(int(data["memories"]), int(data["stored"]), int(data["merged"]),
                         int(data["discarded"]), int(data.get("states", 0)))  # fmt: skip
+
+
+# -- the inspector's reads and curation -----------------------------------------------------
+
+
+def dump_page(page: Page) -> JSON:
+    """A page of :meth:`Engine.browse <engrain.engine.Engine.browse>`: its memories in
+    order, how many match in all, the cursor of the next page and the order in effect."""
+    return {"memories": [dump_memory(m) for m in page.memories], "total": page.total,
+            "next_cursor": page.next_cursor, "sort": page.sort.value}  # fmt: skip
+
+
+def load_page(data: Mapping[str, Any]) -> Page:
+    """Inverse of :func:`dump_page`."""
+    cursor = data.get("next_cursor")
+    return Page([load_memory(m) for m in data["memories"]], int(data["total"]),
+                None if cursor is None else str(cursor), Sort(data["sort"]))  # fmt: skip
+
+
+def dump_relations(relations: Relations) -> JSON:
+    """A memory's conflicts, the memories it corrected and the one correcting it."""
+    by = relations.corrected_by
+    return {"conflicts": [dump_memory(m) for m in relations.conflicts],
+            "corrects": [dump_memory(m) for m in relations.corrects],
+            "corrected_by": None if by is None else dump_memory(by)}  # fmt: skip
+
+
+def load_relations(data: Mapping[str, Any]) -> Relations:
+    """Inverse of :func:`dump_relations`."""
+    by = data.get("corrected_by")
+    return Relations([load_memory(m) for m in data["conflicts"]],
+                     [load_memory(m) for m in data["corrects"]],
+                     None if by is None else load_memory(by))  # fmt: skip
+
+
+def dump_flagged_pair(pair: FlaggedPair) -> JSON:
+    """One pair of the review queue (the similarity unrounded, unlike ``to_dict``)."""
+    return {"first": dump_memory(pair.first), "second": dump_memory(pair.second),
+            "reason": pair.reason, "detail": pair.detail,
+            "similarity": pair.similarity}  # fmt: skip
+
+
+def load_flagged_pair(data: Mapping[str, Any]) -> FlaggedPair:
+    """Inverse of :func:`dump_flagged_pair`."""
+    detail = data.get("detail")
+    return FlaggedPair(load_memory(data["first"]), load_memory(data["second"]),
+                       str(data["reason"]), None if detail is None else str(detail),
+                       float(data["similarity"]))  # fmt: skip
+
+
+def dump_resolved(result: Resolved) -> JSON:
+    """What a resolution did."""
+    return {"resolution": result.resolution.value, "kept": list(result.kept),
+            "forgotten": list(result.forgotten),
+            "superseded": list(result.superseded)}  # fmt: skip
+
+
+def load_resolved(data: Mapping[str, Any]) -> Resolved:
+    """Inverse of :func:`dump_resolved`."""
+    return Resolved(Resolution(data["resolution"]), tuple(map(str, data["kept"])),
+                    tuple(map(str, data.get("forgotten") or ())),
+                    tuple(map(str, data.get("superseded") or ())))  # fmt: skip
+
+
+def dump_context_record(record: ContextRecord) -> JSON:
+    """One recorded context: its id, when, the ids injected, those memories still stored
+    and the feedback given."""
+    return record.to_dict()
+
+
+def load_context_record(data: Mapping[str, Any]) -> ContextRecord:
+    """Inverse of :func:`dump_context_record`."""
+    return ContextRecord(
+        id=str(data["context_id"]), at=as_utc(datetime.fromisoformat(data["at"])),
+        memory_ids=tuple(map(str, data["memory_ids"])),
+        memories=tuple(load_memory(m) for m in data.get("memories") or ()),
+        feedback=tuple(float(t) for t in data.get("feedback") or ()),
+    )  # fmt: skip
+
+
+def dump_preview(preview: Preview) -> JSON:
+    """What ``context()`` would return, with the gating pipeline's full explanation."""
+    return {"tier": preview.tier, "fallback": preview.fallback, "text": preview.text,
+            "tokens": preview.tokens, "budget": preview.budget,
+            "memories": [dump_memory(m) for m in preview.memories],
+            "gated": dump_gated(preview.gated)}  # fmt: skip
+
+
+def load_preview(data: Mapping[str, Any]) -> Preview:
+    """Inverse of :func:`dump_preview`."""
+    return Preview(int(data["tier"]), bool(data["fallback"]), str(data["text"]),
+                   int(data["tokens"]), int(data["budget"]),
+                   [load_memory(m) for m in data["memories"]],
+                   load_gated(data["gated"]))  # fmt: skip
 
 
 # -- errors ---------------------------------------------------------------------------------

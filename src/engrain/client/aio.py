@@ -118,6 +118,13 @@ class AsyncClient:
     pin = remote(calls.pin)
     mute = remote(calls.mute)
     forget = remote(calls.forget)
+    browse = remote(calls.browse)
+    relations = remote(calls.relations)
+    review = remote(calls.review)
+    resolve = remote(calls.resolve)
+    contexts = remote(calls.contexts)
+    preview = remote(calls.preview)
+    users = remote(calls.users)
     import_records = remote(calls.import_records)
 
     async def export_records(self, user_id: str | None = None) -> builtins.list[dict[str, Any]]:

@@ -25,22 +25,28 @@ from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+from engrain import browse as browsing
 from engrain import curate, validate, wire
 from engrain import feedback as fb
+from engrain.activity import ContextRecord
 from engrain.engine import ImportResult
 from engrain.errors import ValidationError
 from engrain.feedback import FeedbackResult
 from engrain.ingest.plan import Item, Origin
 from engrain.model import IngestReport, Kind, Memory, MemoryType, Outcome, Turn, as_utc
+from engrain.preview import Preview
 from engrain.recall.gate import GateOptions
 from engrain.recall.request import Request
 from engrain.recall.results import Context, Gated, RecallResult
+from engrain.review import FlaggedPair, Resolution, Resolved
 from engrain.tiers import TierSet
 
 T = TypeVar("T")
 
 #: The server's largest page of ``GET /v1/memories``.
 MAX_PAGE = 1000
+#: The largest ``limit`` the server takes (``review(limit=None)`` asks for this many).
+MAX_INT = 2**31 - 1
 NDJSON = "application/x-ndjson"
 
 # The engine checks lengths against its own settings; here only the server knows them.
@@ -389,6 +395,130 @@ def forget(memory_ids: str | Sequence[str], user_id: str) -> Op[int]:
     body = {"memory_ids": validate.identifiers(memory_ids), "user_id": validate.user_id(user_id)}
     answer = yield Req("POST", "/v1/forget", json=body)
     return int(answer["forgotten"])
+
+
+# -- the inspector's reads and curation -------------------------------------------------------
+
+
+def browse(
+    user_id: str,
+    *,
+    text: str | None = None,
+    memory_types: Sequence[MemoryType | str] | None = None,
+    kinds: Sequence[Kind | str] | None = None,
+    domain: str | None = None,
+    project: str | None = None,
+    pinned: bool | None = None,
+    muted: bool | None = None,
+    superseded: bool | None = None,
+    conflicting: bool | None = None,
+    sort: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+    projects: Sequence[str] | None = None,
+) -> Op[browsing.Page]:
+    """A page of the user's memories for people to look through (``POST /v1/browse``):
+    ``text`` searches (best first), the filters narrow (``None`` is any), ``sort`` orders;
+    ``cursor`` is the previous page's ``next_cursor``. A project-limited key sees only its
+    projects' memories. Reads only."""
+    user = validate.user_id(user_id)
+    b = browsing.Browse.checked(
+        text=text, memory_types=memory_types, kinds=kinds, domain=domain, project=project,
+        pinned=pinned, muted=muted, superseded=superseded, conflicting=conflicting,
+        sort=sort, limit=limit, cursor=cursor, projects=projects, max_chars=_NO_LIMIT,
+    )  # fmt: skip
+    if b.cursor is not None:  # a cursor of another order: the engine's error, before sending
+        browsing.decode_cursor(b.cursor, b.order)
+    body = _body(user_id=user, text=b.text, memory_types=b.memory_types, kinds=b.kinds,
+                 domain=b.domain, project=b.project, pinned=b.pinned, muted=b.muted,
+                 superseded=b.superseded, conflicting=b.conflicting, sort=b.sort,
+                 limit=b.limit, cursor=b.cursor, projects=b.projects)  # fmt: skip
+    return wire.load_page((yield Req("POST", "/v1/browse", json=body)))
+
+
+def relations(memory_id: str, user_id: str) -> Op[browsing.Relations]:
+    """The memory's conflicts, the memories it corrected and the one correcting it
+    (``GET /v1/memories/{id}/relations``); :class:`NotFoundError` for an unknown id."""
+    memory_id = validate.identifier(memory_id, "memory_id")
+    params = {"user_id": validate.user_id(user_id)}
+    path = _memory_path(memory_id, "/relations")
+    return wire.load_relations((yield Req("GET", path, params=params)))
+
+
+def review(
+    user_id: str, *, project: str | None = None, limit: int | None = 50
+) -> Op[builtins.list[FlaggedPair]]:
+    """The review queue (``GET /v1/review``): pairs of the user's active memories flagged
+    as conflicting, newest first, then near-duplicates, closest first; at most ``limit``
+    pairs (``None``: every one). Reads only."""
+    limit = validate.optional_integer(limit, "limit", minimum=1)
+    params = _body(user_id=validate.user_id(user_id),
+                   project=validate.optional_identifier(project, "project"),
+                   limit=MAX_INT if limit is None else min(limit, MAX_INT))  # fmt: skip
+    answer = yield Req("GET", "/v1/review", params=params)
+    return [wire.load_flagged_pair(p) for p in answer["pairs"]]
+
+
+def resolve(
+    memory_id: str,
+    other_id: str,
+    user_id: str,
+    resolution: Resolution | str,
+    *,
+    now: datetime | None = None,
+) -> Op[Resolved]:
+    """Resolve a reviewed pair in one transaction (``POST /v1/review/resolve``): ``keep``
+    the first and forget the other, the first ``correct``s (supersedes) the other, or keep
+    ``both``; :class:`NotFoundError` if either memory is not the user's."""
+    body = _body(memory_id=validate.identifier(memory_id, "memory_id"),
+                 other_id=validate.identifier(other_id, "other_id"),
+                 user_id=validate.user_id(user_id), resolution=Resolution.parse(resolution),
+                 now=validate.moment(now, "now"))  # fmt: skip
+    return wire.load_resolved((yield Req("POST", "/v1/review/resolve", json=body)))
+
+
+def contexts(
+    user_id: str, *, project: str | None = None, limit: int = 20
+) -> Op[builtins.list[ContextRecord]]:
+    """The user's most recent recorded contexts, newest first (``GET /v1/contexts``): when,
+    the memories injected (those still stored) and the feedback given. Reads only."""
+    limit = validate.integer(limit, "limit", minimum=1)
+    params = _body(user_id=validate.user_id(user_id),
+                   project=validate.optional_identifier(project, "project"),
+                   limit=min(limit, MAX_INT))  # fmt: skip
+    answer = yield Req("GET", "/v1/contexts", params=params)
+    return [wire.load_context_record(c) for c in answer["contexts"]]
+
+
+def preview(
+    message: str,
+    user_id: str,
+    *,
+    token_budget: int | None = None,
+    project: str | None = None,
+    model: str | None = None,
+    context_window: int | None = None,
+    turn: int = 0,
+    now: datetime | None = None,
+) -> Op[Preview]:
+    """What :meth:`context` would return for ``message`` (``POST /v1/preview``): the tier,
+    the exact block, the memories it holds, and the gating pipeline's explanation. The
+    server writes nothing: no use counted, no context recorded, no tier compiled."""
+    r = Request.checked(message, user_id, token_budget, None, project, False, turn, None, now,
+                        defaults=_DEFAULTS, max_chars=_NO_LIMIT)  # fmt: skip
+    body = _body(message=r.message, user_id=r.user_id, token_budget=r.token_budget,
+                 project=r.project, model=validate.optional_identifier(model, "model"),
+                 context_window=validate.optional_integer(context_window, "context_window",
+                                                          minimum=1),
+                 turn=r.turn, now=validate.moment(now, "now"))  # fmt: skip
+    return wire.load_preview((yield Req("POST", "/v1/preview", json=body)))
+
+
+def users() -> Op[builtins.list[str]]:
+    """The users with memories (``GET /v1/users``) that the key holds; with an admin key,
+    every user of the server's store."""
+    answer = yield Req("GET", "/v1/users")
+    return [str(u) for u in answer["users"]]
 
 
 # -- import / export ------------------------------------------------------------------------

@@ -134,6 +134,13 @@ class Client:
     pin = remote(calls.pin)
     mute = remote(calls.mute)
     forget = remote(calls.forget)
+    browse = remote(calls.browse)
+    relations = remote(calls.relations)
+    review = remote(calls.review)
+    resolve = remote(calls.resolve)
+    contexts = remote(calls.contexts)
+    preview = remote(calls.preview)
+    users = remote(calls.users)
     import_records = remote(calls.import_records)
 
     def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:

@@ -24,6 +24,7 @@ from engrain.server.proxy import ProxyConfig
 from engrain.server.proxy import install as install_proxy
 from engrain.server.proxy.routes import CHAT_PATH
 from engrain.server.routes_health import router as health
+from engrain.server.routes_inspect import router as inspect
 from engrain.server.routes_memories import router as memories
 from engrain.server.routes_recall import router as recall
 from engrain.server.routes_transfer import router as transfer
@@ -83,7 +84,7 @@ def create_app(
     app.state.keys = keys if keys is not None else KeyRing(engine.store)
     app.state.metrics = Metrics()
     errors.install(app)
-    for router in (memories, recall, transfer, health):
+    for router in (memories, recall, inspect, transfer, health):
         app.include_router(router)
     untimed = ["/v1/import", "/v1/export"]
     if proxy is not None:

@@ -596,3 +596,145 @@ class StatusOut(BaseModel):
     """Liveness or readiness."""
 
     status: Literal["ok"]
+
+
+# -- the inspector's reads and curation (routes_inspect.py) ---------------------------------
+
+#: The orders of ``POST /v1/browse`` (``engrain.browse.Sort``).
+BrowseSort = Literal["updated", "used", "importance", "relevance"]
+#: How a reviewed pair is resolved (``engrain.review.Resolution``).
+ResolutionName = Literal["keep", "correct", "both"]
+#: A search: blank (no search), or text with at least one visible character.
+SEARCH_PATTERN = f"^[{_SPACE}]*$|[^{_INVISIBLE}]"
+
+
+class BrowseRequest(Strict):
+    """``Engine.browse``: a page of the user's memories for people to look through. Every
+    filter left out is "any"; ``true``/``false`` mean only those / none of those."""
+
+    user_id: Id | None = Field(None, description=USER_ID)
+    text: Annotated[str, Field(pattern=SEARCH_PATTERN)] | None = Field(
+        None, description="A search (BM25, best first); blank: no search."
+    )
+    memory_types: list[MemoryType] | None = None
+    kinds: list[Kind] | None = None
+    domain: Tag | None = Field(None, description="One domain tag.")
+    project: Id | None = None
+    pinned: Flag | None = None
+    muted: Flag | None = None
+    superseded: Flag | None = None
+    conflicting: Flag | None = None
+    sort: BrowseSort | None = Field(None, description="Default: relevance with a search, "
+                                    "else updated.")  # fmt: skip
+    limit: Positive | None = Field(None, description="Default 50; at most 200 a page.")
+    cursor: Id | None = Field(None, description="`next_cursor` of the previous page (the "
+                              "same search, filters and sort).")  # fmt: skip
+    projects: list[Id] | None = Field(None, min_length=1, description="Only these projects "
+                                      "(a project-limited key: some of its own).")  # fmt: skip
+
+
+class ResolveRequest(Strict):
+    """``Engine.resolve``: resolve a reviewed pair in one transaction."""
+
+    memory_id: Id = Field(description="The first memory of the pair (the one kept or "
+                          "correcting).")  # fmt: skip
+    other_id: Id = Field(description="The second memory of the pair.")
+    user_id: Id | None = Field(None, description=USER_ID)
+    resolution: ResolutionName = Field(description="`keep` the first and forget the other, "
+                                       "the first `correct`s the other, or keep `both`.")
+    now: Moment | None = None
+
+
+class PreviewRequest(Strict):
+    """``Engine.preview``: what ``context`` would return for a message, without writing."""
+
+    message: Text
+    user_id: Id | None = Field(None, description=USER_ID)
+    token_budget: Budget | None = Field(None, description="A fixed budget (and the gated tier).")
+    project: Id | None = None
+    model: Annotated[str, Field(pattern=MODEL_PATTERN)] | None = Field(
+        None, description="The target model (picks the tier): a model the server knows."
+    )
+    context_window: Positive | None = Field(None, description="The target's window in tokens.")
+    turn: Budget = 0
+    now: Moment | None = None
+
+
+class PageOut(BaseModel):
+    """One page of ``POST /v1/browse``: the memories in order, how many match in all, the
+    order in effect, and the cursor of the next page (null: the last)."""
+
+    memories: list[MemoryOut]
+    total: int
+    next_cursor: str | None
+    sort: BrowseSort
+
+
+class RelationsOut(BaseModel):
+    """How one memory stands to the others."""
+
+    conflicts: list[MemoryOut]
+    corrects: list[MemoryOut]
+    corrected_by: MemoryOut | None
+
+
+class FlaggedPairOut(BaseModel):
+    """Two memories to review: why they were queued, the disagreement found (conflicts) and
+    their cosine similarity."""
+
+    first: MemoryOut
+    second: MemoryOut
+    reason: Literal["conflict", "duplicate"]
+    detail: str | None
+    similarity: float
+
+
+class ReviewOut(BaseModel):
+    """The review queue: conflicts newest first, then duplicates closest first."""
+
+    pairs: list[FlaggedPairOut]
+
+
+class ResolvedOut(BaseModel):
+    """What a resolution did: the memories kept, forgotten and superseded."""
+
+    resolution: ResolutionName
+    kept: list[str]
+    forgotten: list[str]
+    superseded: list[str]
+
+
+class ContextRecordOut(BaseModel):
+    """One recorded context: when, the ids it injected, those memories still stored, and
+    every feedback target given on it."""
+
+    context_id: str
+    at: str
+    memory_ids: list[str]
+    memories: list[MemoryOut]
+    feedback: list[float]
+
+
+class ContextsOut(BaseModel):
+    """The user's most recent recorded contexts, newest first."""
+
+    contexts: list[ContextRecordOut]
+
+
+class PreviewOut(BaseModel):
+    """What ``POST /v1/context`` would return for the message, with the gating pipeline's
+    explanation; nothing was written."""
+
+    tier: int
+    fallback: bool
+    text: str
+    tokens: int
+    budget: int
+    memories: list[MemoryOut]
+    gated: GatedOut
+
+
+class UsersOut(BaseModel):
+    """The users with memories that the key holds (an admin key: every one)."""
+
+    users: list[str]
