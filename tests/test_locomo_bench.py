@@ -3,15 +3,11 @@ baselines reproducing the published numbers on the whole development split."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from engrain.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
@@ -85,18 +81,8 @@ def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) ->
             assert pg["recall_within"][budget] == pytest.approx(value, abs=0.01)
 
 
-def test_chroma_backend_recalls_what_sqlite_does(
-    small_run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_chroma_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:
     pytest.importorskip("chromadb")
-    from engrain.store import open_store
-
-    @contextlib.contextmanager
-    def chroma_stores(backend: str, directory: Path) -> Iterator[Callable[[str], Store]]:
-        # locomo.py knows sqlite and postgres; the same run with each store in Chroma
-        yield lambda name: open_store(f"chroma://{directory / f'chroma-{name}'}")
-
-    monkeypatch.setattr(locomo, "backend_stores", chroma_stores)
     report = locomo.run(DATA, ["conv-26"], 5, "gated", backend="chroma")
     assert report["backend"] == "chroma"
     for method in ("engrain", "composite"):

@@ -18,7 +18,7 @@ from engrain.model import Memory
 from engrain.store import MemoryFilter, Patch, known_schemes, open_store
 from engrain.store.chroma.url import ChromaTarget, parse_url
 
-from .chroma import chroma_server, http_url  # noqa: F401  (fixtures)
+from .chroma import http_url
 from .test_store_contract import mem, unit
 
 chromadb = pytest.importorskip("chromadb")

@@ -25,7 +25,6 @@ from engrain.store.base import KeyRecord
 from engrain.store.cache import UserCache
 from engrain.store.sqlite import SQLiteStore
 
-from .chroma import chroma_http_url, chroma_server  # noqa: F401  (fixtures)
 from .conftest import NOW
 
 BACKENDS = ["memory", "sqlite", "postgres", "chroma", "chroma+http"]

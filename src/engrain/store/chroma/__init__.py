@@ -245,7 +245,7 @@ class ChromaStore:
         """The sidecar's rows of Chroma's hits, or ``None`` if Chroma holds a record the
         sidecar does not (a stale collection) or one that should not pass ``flt``."""
         # the sidecar's working set, not a SELECT: hundreds of rows per search
-        memories = self._sidecar._cache(user_id).get(hits)
+        memories = self._sidecar.cached(user_id, hits)
         if len(memories) != len(hits) or not all(
             m.embedding is not None and flt.matches(m) for m in memories
         ):
