@@ -41,10 +41,14 @@ def _limited(s: Scope) -> bool:
 
 
 @router.post("/browse", response_model=m.PageOut, responses=errors())
-def browse(body: m.BrowseRequest, s: ScopeDep, engine: EngineDep) -> dict[str, Any]:
+def browse(
+    s: ScopeDep, engine: EngineDep, body: m.BrowseRequest | None = None
+) -> dict[str, Any]:
     """A page of the user's memories for people to look through (`Engine.browse`): `text`
     searches (best first), the filters narrow, `sort` orders; pass `next_cursor` back as
-    `cursor` (with the same search, filters and sort) for the next page. Reads only."""
+    `cursor` (with the same search, filters and sort) for the next page. Reads only; no
+    body is the first page of every memory of the key's only user."""
+    body = body or m.BrowseRequest()
     user = s.user(body.user_id, body.project or (s.key.projects[0] if s.key.projects else None))
     projects = body.projects
     if _limited(s):  # only its own projects: the ones named (each checked), else all of them
