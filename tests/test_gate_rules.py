@@ -178,6 +178,22 @@ def test_a_lexical_match_counts_in_full_only_with_meaning_overlap() -> None:
     assert blend(-0.2, 1.0, 0.35) == 0.0
 
 
+INDENT_MSG = "How should I indent this file?"
+TABS = "I prefer tabs over spaces"
+
+
+def test_without_any_lexical_match_relevance_is_the_dense_side_alone(tmp_path: Path) -> None:
+    # no memory shares a term with the message: the absent lexical side must not cut every
+    # relevance to 0.65 × cosine (the README's first example got nothing that way)
+    engine = _engine(tmp_path, [INDENT_MSG], {TABS: 0.31})
+    tabs = engine.remember(TABS, "ada", "preference", now=NOW - timedelta(days=1)).memory_id
+    gated = engine.explain(INDENT_MSG, "ada", now=NOW)
+    parts = gated.components[tabs or ""]
+    assert parts["lexical"] == 0.0
+    assert parts["calibrated_relevance"] == pytest.approx(0.31 / 0.5, abs=1e-3)
+    assert tabs in {m.id for m in gated.memories}
+
+
 # -- 4. pins ----------------------------------------------------------------------------------
 
 PINNED = ("The staging database replica is read-only; connect writers to the primary on "

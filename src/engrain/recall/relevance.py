@@ -91,7 +91,9 @@ def gather(
         if memory.id not in memories:
             memories[memory.id] = memory
             sims[memory.id] = sim
-    weight = lexical_weight if hybrid else 0.0
+    # no memory shares a term with the query: the lexical side says nothing about any of
+    # them, so it must not halve every memory's relevance (the dense side alone decides)
+    weight = lexical_weight if hybrid and lex else 0.0
     blends = {mid: blend(sims[mid], lex.get(mid, 0.0), weight) for mid in memories}
     if fusion == "rrf" and hybrid:
         dense_rank = {m.id: r for r, (m, _) in enumerate(dense)}
