@@ -612,25 +612,30 @@ class BrowseRequest(Strict):
     """``Engine.browse``: a page of the user's memories for people to look through. Every
     filter left out is "any"; ``true``/``false`` mean only those / none of those."""
 
-    user_id: Id | None = Field(None, description=USER_ID)
+    user_id: Id | None = Field(default=None, description=USER_ID)
     text: Annotated[str, Field(pattern=SEARCH_PATTERN)] | None = Field(
-        None, description="A search (BM25, best first); blank: no search."
+        default=None, description="A search (BM25, best first); blank: no search."
     )
     memory_types: list[MemoryType] | None = None
     kinds: list[Kind] | None = None
-    domain: Tag | None = Field(None, description="One domain tag.")
+    domain: Tag | None = Field(default=None, description="One domain tag.")
     project: Id | None = None
     pinned: Flag | None = None
     muted: Flag | None = None
     superseded: Flag | None = None
     conflicting: Flag | None = None
-    sort: BrowseSort | None = Field(None, description="Default: relevance with a search, "
-                                    "else updated.")  # fmt: skip
-    limit: Positive | None = Field(None, description="Default 50; at most 200 a page.")
-    cursor: Id | None = Field(None, description="`next_cursor` of the previous page (the "
-                              "same search, filters and sort).")  # fmt: skip
-    projects: list[Id] | None = Field(None, min_length=1, description="Only these projects "
-                                      "(a project-limited key: some of its own).")  # fmt: skip
+    sort: BrowseSort | None = Field(
+        default=None, description="Default: relevance with a search, else updated."
+    )
+    limit: Positive | None = Field(default=None, description="Default 50; at most 200 a page.")
+    cursor: Id | None = Field(
+        default=None,
+        description="`next_cursor` of the previous page (the same search, filters and sort).",
+    )
+    projects: list[Id] | None = Field(
+        default=None, min_length=1,
+        description="Only these projects (a project-limited key: some of its own).",
+    )
 
 
 class ResolveRequest(Strict):
