@@ -49,7 +49,7 @@ def browse(
     `cursor` (with the same search, filters and sort) for the next page. Reads only; no
     body is the first page of every memory of the key's only user."""
     body = body or m.BrowseRequest()
-    user = s.user(body.user_id, body.project or (s.key.projects[0] if s.key.projects else None))
+    user = s.user(body.user_id, body.project) if body.project else _id_user(s, body.user_id)
     projects = body.projects
     if _limited(s):  # only its own projects: the ones named (each checked), else all of them
         for project in projects or ():
