@@ -139,6 +139,11 @@ def endpoints(memory_id: str) -> list[tuple[str, str, dict[str, Any]]]:
                                                         "content": "imported line"}) + "\n"}),
         ("POST", "/v1/forget", {"json": {"user_id": "alice", "memory_ids": ["no-such-id"]}}),
         ("DELETE", "/v1/memories/no-such-id", q),
+        ("POST", "/v1/browse", {"json": {"user_id": "alice", "text": "notes"}}),
+        ("GET", f"/v1/memories/{memory_id}/relations", q),
+        ("GET", "/v1/review", q),
+        ("GET", "/v1/contexts", q),
+        ("POST", "/v1/preview", {"json": {"user_id": "alice", "message": "Where are my notes?"}}),
     ]
 
 
