@@ -13,8 +13,10 @@ with the float32 model to a cosine of 0.9995 (DESIGN.md; bench/README.md).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 
@@ -30,7 +32,18 @@ BATCH_SIZE = 32
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 on onnxruntime's CPU provider, loaded on first use. Thread-safe."""
+    """all-MiniLM-L6-v2 on onnxruntime's CPU provider, loaded on first use. Thread-safe.
+
+    One text (a query, a ``remember``) runs on a session with ``threads`` intra-op threads,
+    the lowest latency for one short input. Two texts or more (an ingest) run on a second,
+    single-threaded session loaded on first such call: the length-sorted texts are cut
+    into one group per core (at most ``batch_size`` texts each) and the groups run side by
+    side, one per worker thread. Each group then runs without the intra-op pool's
+    per-operator barriers, which on 2 cores costs a quarter of the CPU time of the same
+    batches on the 2-thread session and stalls whenever another process takes a core
+    (docs/ingest.md). The vectors are identical either way: a row's result does not
+    depend on the rows batched with it, nor on the thread count.
+    """
 
     def __init__(
         self, *, threads: int = 0, batch_size: int = BATCH_SIZE, spinning: bool = True
@@ -45,6 +58,9 @@ class MiniLMEmbedder:
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._session: Any = None
+        self._workers = threads or os.cpu_count() or 1
+        self._bulk: Any = None  # the single-threaded session of multi-text calls
+        self._pool: ThreadPoolExecutor | None = None
         self.calls = 0
         self.texts_embedded = 0
 
@@ -63,23 +79,43 @@ class MiniLMEmbedder:
         return DIM
 
     def embed(self, texts: Sequence[str]) -> Matrix:
-        """Embed ``texts`` in length-sorted batches (less padding), returned in input order."""
+        """Embed ``texts`` in length-sorted batches (less padding), returned in input order;
+        two texts or more are split over one worker thread per core."""
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
         if self._session is None:
             self.load()
+        parallel = len(texts) > 1 and self._workers > 1
+        if parallel and self._bulk is None:
+            self._load_bulk()
         with self._lock:
             self.calls += 1
             self.texts_embedded += len(texts)
             encodings = self._tokenizer.encode_batch(list(texts))
             order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-            for start in range(0, len(order), self._batch_size):
-                rows = order[start : start + self._batch_size]
-                out[rows] = self._run([encodings[i] for i in rows])
+            if not parallel:
+                for start in range(0, len(order), self._batch_size):
+                    rows = order[start : start + self._batch_size]
+                    out[rows] = self._run(self._session, [encodings[i] for i in rows])
+                return out
+            groups = split_sorted(order, self._workers, self._batch_size)
+            assert self._pool is not None
+            vectors = self._pool.map(
+                lambda rows: self._run(self._bulk, [encodings[i] for i in rows]), groups
+            )
+            for rows, block in zip(groups, vectors, strict=True):
+                out[rows] = block
         return out
 
-    def _run(self, encodings: list[Any]) -> Matrix:
+    def _load_bulk(self) -> None:
+        """Load the single-threaded session and the worker threads of multi-text calls."""
+        with self._lock:
+            if self._bulk is None:
+                _, self._bulk = _load(1, self._spinning)
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="minilm")
+
+    def _run(self, session: Any, encodings: list[Any]) -> Matrix:
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -87,7 +123,7 @@ class MiniLMEmbedder:
             ids[row, : len(enc.ids)] = enc.ids
             mask[row, : len(enc.ids)] = 1
         try:
-            hidden = self._session.run(
+            hidden = session.run(
                 None,
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )[0]
@@ -98,6 +134,20 @@ class MiniLMEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out: Matrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return out
+
+
+def split_sorted(order: Sequence[int], workers: int, batch_size: int) -> list[list[int]]:
+    """Cut the length-sorted row indices ``order`` into consecutive groups: at least one per
+    worker (so a 10-text call keeps both cores busy), at most ``batch_size`` rows each, and
+    of near-equal sizes. Consecutive, so each group pads to lengths close to its own."""
+    count = max(min(workers, len(order)), -(-len(order) // batch_size))
+    size, extra = divmod(len(order), count)
+    groups, start = [], 0
+    for g in range(count):
+        end = start + size + (g < extra)
+        groups.append(list(order[start:end]))
+        start = end
+    return groups
 
 
 def _load(threads: int, spinning: bool = True) -> tuple[Any, Any]:
