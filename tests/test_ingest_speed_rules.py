@@ -3,6 +3,8 @@ never changes a vector (docs/ingest.md)."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -14,12 +16,21 @@ from engrain.embed.minilm import MiniLMEmbedder, split_sorted
 def test_groups_cover_the_rows_in_order_and_keep_every_worker_busy(
     count: int, workers: int
 ) -> None:
-    order = list(range(100, 100 + count))[::-1]  # any permutation: the split keeps its order
-    groups = split_sorted(order, workers, batch_size=32)
+    rng = random.Random(count * 10 + workers)
+    lengths = [rng.randint(5, 256) for _ in range(count)]
+    order = sorted(range(count), key=lambda i: lengths[i])
+    groups = split_sorted(order, lengths, workers, batch_size=32)
     assert [i for g in groups for i in g] == order  # consecutive, nothing lost or repeated
     assert all(0 < len(g) <= 32 for g in groups)
     assert len(groups) >= min(workers, count)  # a 10-text session call uses both cores
-    assert max(map(len, groups)) - min(map(len, groups)) <= 1  # near-equal work
+
+
+def test_groups_share_the_tokens_not_the_rows() -> None:
+    lengths = [10] * 8 + [200, 210]  # eight short turns and two long ones
+    order = list(range(10))
+    first, second = split_sorted(order, lengths, workers=2, batch_size=32)
+    assert first == list(range(9)) and second == [9]  # 280 tokens against 210, not 5 rows each
+    assert split_sorted(order, [50] * 10, workers=2, batch_size=32) == [order[:5], order[5:]]
 
 
 @pytest.mark.model

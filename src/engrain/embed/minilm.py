@@ -13,6 +13,7 @@ with the float32 model to a cosine of 0.9995 (DESIGN.md; bench/README.md).
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Sequence
@@ -99,7 +100,8 @@ class MiniLMEmbedder:
                     rows = order[start : start + self._batch_size]
                     out[rows] = self._run(self._session, [encodings[i] for i in rows])
                 return out
-            groups = split_sorted(order, self._workers, self._batch_size)
+            lengths = [len(e.ids) for e in encodings]
+            groups = split_sorted(order, lengths, self._workers, self._batch_size)
             assert self._pool is not None
             vectors = self._pool.map(
                 lambda rows: self._run(self._bulk, [encodings[i] for i in rows]), groups
@@ -136,17 +138,33 @@ class MiniLMEmbedder:
         return out
 
 
-def split_sorted(order: Sequence[int], workers: int, batch_size: int) -> list[list[int]]:
-    """Cut the length-sorted row indices ``order`` into consecutive groups: at least one per
-    worker (so a 10-text call keeps both cores busy), at most ``batch_size`` rows each, and
-    of near-equal sizes. Consecutive, so each group pads to lengths close to its own."""
+def split_sorted(
+    order: Sequence[int], lengths: Sequence[int], workers: int, batch_size: int
+) -> list[list[int]]:
+    """Cut the row indices ``order``, sorted by their token ``lengths`` (indexed by row),
+    into consecutive groups: at least one per worker (so a 10-text call keeps both cores
+    busy), of near-equal token totals (so the worker with the long texts does not finish
+    last), at most ``batch_size`` rows each. Consecutive, so a group pads to lengths close
+    to its own."""
     count = max(min(workers, len(order)), -(-len(order) // batch_size))
-    size, extra = divmod(len(order), count)
-    groups, start = [], 0
-    for g in range(count):
-        end = start + size + (g < extra)
-        groups.append(list(order[start:end]))
-        start = end
+    total = sum(lengths[i] for i in order)
+    cuts, running = [0], 0
+    for position, row in enumerate(order):
+        opened = len(cuts)  # groups opened so far; a cut before ``row`` opens the next
+        if opened < count and position > cuts[-1]:
+            past_half = (running + lengths[row] / 2) * count > total * opened
+            if past_half or len(order) - position == count - opened:
+                cuts.append(position)
+        running += lengths[row]
+    cuts.append(len(order))
+    groups = []
+    for start, end in itertools.pairwise(cuts):
+        parts = -(-(end - start) // batch_size)
+        size, extra = divmod(end - start, parts)
+        for part in range(parts):
+            stop = start + size + (part < extra)
+            groups.append(list(order[start:stop]))
+            start = stop
     return groups
 
 
