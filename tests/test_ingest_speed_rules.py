@@ -3,6 +3,7 @@ never changes a vector (docs/ingest.md)."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -44,11 +45,13 @@ def test_parallel_groups_give_the_vectors_of_one_thread() -> None:
         "bob: The database migration failed twice because of a lock timeout on the users table",
         "ada: " + "a much longer turn about gardening and tomatoes " * 12,
     ]
-    serial = MiniLMEmbedder(threads=1)  # one worker: every batch on the intra-op session
-    parallel = MiniLMEmbedder(threads=2)
+    serial = MiniLMEmbedder(threads=1)  # one thread, batches one after the other
+    pooled = MiniLMEmbedder(threads=2)  # two intra-op threads, batches one after the other
+    split = MiniLMEmbedder()  # the default: groups side by side, one per core
     expected = serial.embed(texts)
-    got = parallel.embed(texts)
-    assert parallel._bulk is not None  # the multi-text path ran
-    assert np.abs(got - expected).max() <= 1e-6
-    alone = np.vstack([parallel.embed([t]) for t in texts])  # the query path
+    assert np.abs(split.embed(texts) - expected).max() <= 1e-6
+    if (os.cpu_count() or 1) > 1:
+        assert split._pool is not None  # the call was split over the cores
+    assert np.abs(pooled.embed(texts) - expected).max() <= 1e-6
+    alone = np.vstack([split.embed([t]) for t in texts])  # the query path
     assert np.abs(alone - expected).max() <= 1e-6

@@ -72,11 +72,11 @@ def test_repeated_queries_are_embedded_once(minilm) -> None:  # type: ignore[no-
 def test_spinning_is_an_onnxruntime_session_option() -> None:
     from engrain.embed.minilm import MiniLMEmbedder
 
-    quiet = MiniLMEmbedder(spinning=False)
+    quiet = MiniLMEmbedder(threads=2, spinning=False)  # spinning concerns an intra-op pool
     quiet.load()
     options = quiet._session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    default = MiniLMEmbedder()
+    default = MiniLMEmbedder(threads=2)
     default.load()
     with pytest.raises(Exception, match="does not have configuration"):  # the default: spin
         default._session.get_session_options().get_session_config_entry(
