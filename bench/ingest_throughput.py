@@ -1,6 +1,16 @@
 """Ingest throughput of the engine against the raw embedder, on the same texts, in one run.
 
     python bench/ingest_throughput.py --out bench/results/ingest.json [--texts 2000]
+    python bench/ingest_throughput.py --paths locomo --backend postgres --repeat 3
+    python bench/ingest_throughput.py --paths locomo --compare /tmp/base/src --repeat 3
+
+``locomo`` (issue 18's target): every session of LoCoMo dev through ``ingest_conversation``,
+one call per session, on a fresh store (SQLite, or a private PostgreSQL with ``--backend
+postgres``), in turns per second of wall time and CPU seconds of the process. Each run is a
+fresh process; ``--repeat`` runs give the median. ``--compare SRC`` runs the same
+measurement with ``PYTHONPATH=SRC`` (another checkout's ``src``, e.g. a ``git worktree`` of
+the previous commit) alternately with this one, so before and after share the machine's
+load; the CPU seconds are the steadier comparison on a busy machine.
 
 The inputs are realistic notes (one paragraph, 20–80 words) and multi-paragraph texts
 (3–8 paragraphs), generated from a seed. Two engine paths are measured, each on a fresh
@@ -20,6 +30,10 @@ ratio is engine chunks/s ÷ raw batched chunks/s (target ≥ 0.9).
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +49,7 @@ from engrain.embed.minilm import MiniLMEmbedder
 
 USER = "bench-user"
 TARGET_RATIO = 0.9
+LOCOMO_TARGET = {"sqlite": 400, "postgres": 300}  # issue 18, turns/s
 
 
 class RecordingEmbedder:
@@ -131,6 +146,86 @@ def raw_runs(embedder: MiniLMEmbedder, recorder: RecordingEmbedder, batch: int) 
     }
 
 
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+
+def locomo_once(data: Path, backend: str) -> dict[str, Any]:
+    """One timed ingest of every LoCoMo session (``ingest_conversation`` per session) into
+    a fresh store, in this process, after the model has been loaded and warmed."""
+    import baselines as bl
+    import locomo
+
+    from engrain import Settings
+
+    conversations = bl.load_locomo(data)
+    embedder = MiniLMEmbedder()
+    embedder.embed([n.text for n in common.make_notes(16, seed=5)])  # load and warm up
+    with tempfile.TemporaryDirectory(prefix="engrain-locomo-ingest-") as tmp, \
+            locomo.backend_stores(backend, Path(tmp)) as new_store:  # fmt: skip
+        engine = Engine(settings=Settings(data_dir=Path(tmp)), store=new_store("ingest"),
+                        embedder=embedder)  # fmt: skip
+        totals = {"stored": 0, "merged": 0, "discarded": 0, "turns": 0}
+        with engine:
+            start, cpu = time.perf_counter(), time.process_time()
+            for conversation in conversations:
+                for key, value in locomo.ingest(engine, conversation).items():
+                    totals[key] += value
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+            engine.wait()
+    return {
+        "turns": totals["turns"],
+        "chunks": embedder.texts_embedded - 16,
+        "calls": embedder.calls - 1,
+        "seconds": round(seconds, 3),
+        "turns_per_s": round(totals["turns"] / seconds, 1),
+        "cpu_seconds": round(cpu, 3),
+        "outcomes": {k: v for k, v in totals.items() if k != "turns"},
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> dict[str, Any]:
+    """``repeat`` runs of :func:`locomo_once`, each in a fresh process, alternating with the
+    ``compare`` checkout's runs when given; medians of each side."""
+    sides = {"after": None} if compare is None else {"before": compare, "after": None}
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for _ in range(repeat):
+        for side, src in sides.items():
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = str(src)
+            command = [sys.executable, __file__, "--locomo-once", str(data), "--backend", backend]
+            done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            run = json.loads(done.stdout.strip().splitlines()[-1])
+            runs[side].append(run)
+            print(f"  locomo {backend} {side}: {run['turns_per_s']} turns/s, "
+                  f"cpu {run['cpu_seconds']} s, load {run['load_average_1m']}",
+                  file=sys.stderr)  # fmt: skip
+    out: dict[str, Any] = {"backend": backend, "dataset": str(data), "repeat": repeat}
+    for side, rows in runs.items():
+        out[side] = {
+            "turns": rows[0]["turns"],
+            "chunks": rows[0]["chunks"],
+            "calls": rows[0]["calls"],
+            "outcomes": rows[0]["outcomes"],
+            "median_turns_per_s": round(statistics.median(r["turns_per_s"] for r in rows), 1),
+            "median_cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in rows), 2),
+            "cpu_ms_per_turn": round(
+                1000 * statistics.median(r["cpu_seconds"] for r in rows) / rows[0]["turns"], 3
+            ),
+            "runs": rows,
+        }
+    if compare is not None:
+        out["compare_src"] = str(compare)
+        out["speedup_wall"] = round(
+            out["after"]["median_turns_per_s"] / out["before"]["median_turns_per_s"], 2
+        )
+        out["cpu_ratio"] = round(
+            out["after"]["median_cpu_seconds"] / out["before"]["median_cpu_seconds"], 2
+        )
+    return out
+
+
 def tally(reports: Sequence[Any]) -> dict[str, int]:
     """How many chunks were stored, merged and discarded over several ingest reports."""
     counts = {"stored": 0, "merged": 0, "discarded": 0}
@@ -147,9 +242,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=50, help="turns per ingest_conversation")
     parser.add_argument("--batch", type=int, default=256, help="raw embedder batch size")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--paths", default="ingest,ingest_conversation,locomo",
+                        help="comma-separated: ingest, ingest_conversation, locomo")  # fmt: skip
+    parser.add_argument("--locomo", type=Path, default=LOCOMO, help="LoCoMo json for 'locomo'")
+    parser.add_argument("--backend", default="sqlite",
+                        help="where 'locomo' stores: sqlite, postgres or both (comma-separated)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of 'locomo' (median)")
+    parser.add_argument("--compare", type=Path, help="another checkout's src: before vs after")
+    parser.add_argument("--locomo-once", type=Path, help=argparse.SUPPRESS)  # one child run
     args = parser.parse_args(argv)
-    if min(args.texts, args.turns, args.batch) < 1:
-        parser.error("--texts, --turns and --batch must be positive")
+    if args.locomo_once is not None:
+        print(json.dumps(locomo_once(args.locomo_once, args.backend)))
+        return 0
+    if min(args.texts, args.turns, args.batch, args.repeat) < 1:
+        parser.error("--texts, --turns, --batch and --repeat must be positive")
+    chosen = set(args.paths.split(","))
+    if not chosen <= {"ingest", "ingest_conversation", "locomo"}:
+        parser.error(f"unknown path in --paths {args.paths!r}")
+    backends = args.backend.split(",")
+    if not set(backends) <= set(LOCOMO_TARGET):
+        parser.error(f"unknown backend in --backend {args.backend!r}")
 
     embedder = MiniLMEmbedder()
     documents = common.make_documents(args.texts, seed=args.seed)
@@ -177,6 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     multi = sum("\n\n" in d for d in documents)
     paths: dict[str, Any] = {}
+    report: dict[str, Any] = {"paths": paths}
+    if "locomo" in chosen:
+        report["locomo"] = {}
+        for backend in backends:
+            print(f"locomo: {args.locomo.name} on {backend}, {args.repeat} runs", file=sys.stderr)
+            report["locomo"][backend] = locomo_runs(args.locomo, backend, args.repeat,
+                                                    args.compare)  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="engrain-ingest-") as tmp:
         for name, feed, inputs, what in (
             ("ingest", feed_ingest, len(documents), f"{len(documents)} texts, one call each"),
@@ -187,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{len(turns_text)} turns, {args.turns} per call",
             ),
         ):
+            if name not in chosen:
+                continue
             print(f"{name}: {what}", file=sys.stderr)
             engine_result, recorder = engine_run(name, Path(tmp), embedder, feed, inputs)
             raw = raw_runs(embedder, recorder, args.batch)
@@ -201,9 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "meets_target": ratio >= TARGET_RATIO,
             }
 
-    report = {
-        "paths": paths,
-        "target": {"ratio": TARGET_RATIO},
+    report.update({
+        "target": {"ratio": TARGET_RATIO, "locomo_turns_per_s": LOCOMO_TARGET},
         "corpus": {
             "seed": args.seed,
             "ingest_texts": len(documents),
@@ -214,14 +334,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "machine": common.machine_info(),
         "embedder": embedder.model_id,
-    }
+    })
     common.write_json(args.out, report)
     print_table(report)
     return 0
 
 
 def print_table(report: dict[str, Any]) -> None:
-    """Side by side: engine vs raw embedder on the same chunk texts."""
+    """Side by side: engine vs raw embedder on the same chunk texts; LoCoMo turns/s."""
+    print_locomo(report)
+    if not report["paths"]:
+        return
     print()
     print(f"ingest throughput vs raw embedder (target ratio ≥ {report['target']['ratio']})")
     header = (
@@ -247,6 +370,22 @@ def print_table(report: dict[str, Any]) -> None:
         f"load average {machine.get('load_average_1m', '?')}"
     )
 
+
+def print_locomo(report: dict[str, Any]) -> None:
+    """The LoCoMo ingest's medians, before and after when compared."""
+    for lo in report.get("locomo", {}).values():
+        _print_locomo(lo)
+
+
+def _print_locomo(lo: dict[str, Any]) -> None:
+    print(f"\nLoCoMo dev through ingest_conversation on {lo['backend']} "
+          f"(median of {lo['repeat']} runs, target {LOCOMO_TARGET[lo['backend']]} turns/s)")
+    for side in ("before", "after"):
+        if side in lo:
+            row = lo[side]
+            print(f"  {side:<7} {row['median_turns_per_s']:>7.1f} turns/s  "
+                  f"cpu {row['median_cpu_seconds']:.2f} s ({row['cpu_ms_per_turn']:.2f} "
+                  f"ms/turn)  {row['turns']} turns, {row['chunks']} chunks")  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())
