@@ -89,3 +89,21 @@ def test_the_gate_applies_the_signal_and_the_option_turns_it_off(mem_engine: Eng
 
     assert score_of_turn(on, "D1:1") < score_of_turn(off, "D1:1")
     assert score_of_turn(on, "D2:1") == pytest.approx(score_of_turn(off, "D2:1"))
+
+
+@pytest.mark.parametrize(
+    ("message", "now"),
+    [("what did we do in march?", datetime(1, 1, 1, tzinfo=UTC)),
+     ("in december", datetime(9999, 12, 31, tzinfo=UTC)),
+     ("march 0000 or december 9999", datetime(2020, 1, 1, tzinfo=UTC)),
+     ("on 31 december, 9999", datetime(2020, 1, 1, tzinfo=UTC)),
+     ("in 0000", datetime(2020, 1, 1, tzinfo=UTC))],
+)  # fmt: skip
+def test_dates_datetime_cannot_hold_name_no_window(message: str, now: datetime) -> None:
+    assert windows(message, now) == []
+
+
+def test_a_window_answers_for_the_first_and_last_datetimes() -> None:
+    (window,) = windows("in May 2023", datetime(2024, 1, 1, tzinfo=UTC))
+    assert not window.holds(datetime(1, 1, 1, tzinfo=UTC))
+    assert not window.holds(datetime(9999, 12, 31, tzinfo=UTC))

@@ -53,21 +53,34 @@ class Window:
 
     def holds(self, when: datetime) -> bool:
         """Whether ``when`` is inside the window or told within the slack after it."""
-        return self.start <= when < self.end + timedelta(days=TELLING_SLACK_DAYS)
+        return self.start <= when and when - self.end < timedelta(days=TELLING_SLACK_DAYS)
 
 
-def _month_window(year: int, month: int) -> Window:
-    start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+def _month_window(year: int, month: int) -> Window | None:
+    """The month, or ``None`` when it (or the next month) is outside datetime's years."""
+    try:
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+    except ValueError:
+        return None
     return Window(start, end)
 
 
 def _day_window(year: int, month: int, day: int) -> Window | None:
+    """The day ±1, or ``None`` when it is no date datetime can hold."""
     try:
         start = datetime(year, month, day, tzinfo=UTC)
+        return Window(start - timedelta(days=1), start + timedelta(days=1))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _span(year: int) -> Window | None:
+    """The year, or ``None`` when it is outside datetime's years."""
+    try:
+        return Window(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
     except ValueError:
         return None
-    return Window(start - timedelta(days=1), start + timedelta(days=1))
 
 
 def windows(message: str, now: datetime) -> list[Window]:
@@ -82,16 +95,15 @@ def windows(message: str, now: datetime) -> list[Window]:
             out.append(found)
     if out:
         return out
-    out += [_month_window(int(year), _MONTHS[month]) for month, year in _MONTH_YEAR.findall(text)]
+    named = [_month_window(int(year), _MONTHS[m]) for m, year in _MONTH_YEAR.findall(text)]
+    out += [w for w in named if w is not None]
     if out:
         return out
     for month in _IN_MONTH.findall(text):
         number = _MONTHS[month]
-        out.append(_month_window(now.year - (number > now.month), number))
-    out += [
-        Window(datetime(int(y), 1, 1, tzinfo=UTC), datetime(int(y) + 1, 1, 1, tzinfo=UTC))
-        for y in _YEAR.findall(text)
-    ]
+        if found := _month_window(now.year - (number > now.month), number):
+            out.append(found)
+    out += [w for y in _YEAR.findall(text) if (w := _span(int(y))) is not None]
     return out
 
 
