@@ -326,6 +326,23 @@ CALLS: dict[str, st.SearchStrategy[Any]] = {
     "feedback": call(USER, context_id=arg(st.sampled_from([Ref("context"), "no-such-context"])),
                      memory_ids=arg(st.lists(MEMORY_ID.either, max_size=3)), helpful=FLAG,
                      score=UNIT),
+    "preview": call(TEXT, USER, token_budget=BUDGET, project=ID,
+                    model=arg(st.sampled_from(["gpt-4o", "nope"])),
+                    context_window=arg(st.sampled_from([1, 8000, 60_000, 10**12])),
+                    turn=arg(st.integers(0, 5), st.just(10**6)), now=TIME),
+    "browse": call(USER, text=TEXT, memory_types=TYPES,
+                   kinds=arg(st.lists(KIND.valid, max_size=2)), domain=ID, project=ID,
+                   pinned=FLAG, muted=FLAG, superseded=FLAG, conflicting=FLAG,
+                   sort=arg(st.sampled_from(["updated", "used", "importance", "relevance", "x"])),
+                   limit=arg(st.integers(1, 50), st.none()),
+                   cursor=arg(st.none(), st.just("bm90LWEtY3Vyc29y")),
+                   projects=arg(st.lists(ID.valid, max_size=2))),
+    "relations": call(MEMORY_ID, USER),
+    "review": call(USER, project=ID, limit=arg(st.integers(1, 50), st.none())),
+    "resolve": call(MEMORY_ID, MEMORY_ID, USER,
+                    arg(st.sampled_from(["keep", "correct", "both", "neither"])), now=TIME),
+    "contexts": call(USER, project=ID, limit=arg(st.integers(1, 50))),
+    "users": call(),
 }
 
 PUBLIC = sorted(n for n in vars(Engine) if not n.startswith("_") and callable(vars(Engine)[n]))
