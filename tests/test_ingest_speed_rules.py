@@ -55,3 +55,27 @@ def test_parallel_groups_give_the_vectors_of_one_thread() -> None:
     assert np.abs(pooled.embed(texts) - expected).max() <= 1e-6
     alone = np.vstack([split.embed([t]) for t in texts])  # the query path
     assert np.abs(alone - expected).max() <= 1e-6
+
+
+def _embed_in_child(embedder: MiniLMEmbedder, texts: list[str], expected: object) -> None:
+    got = embedder.embed(texts)
+    os._exit(0 if np.abs(got - expected).max() <= 1e-6 else 1)
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_a_forked_child_splits_calls_on_its_own_threads() -> None:
+    import multiprocessing
+
+    texts = ["ada: I moved to Lisbon", "bob: how is the light there?", "ada: golden, always"]
+    embedder = MiniLMEmbedder()
+    expected = embedder.embed(texts)  # the parent's worker threads exist now
+    child = multiprocessing.get_context("fork").Process(
+        target=_embed_in_child, args=(embedder, texts, expected)
+    )
+    child.start()
+    child.join(60)  # a guard against a hang, not a timing: the child's threads are new
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung on the parent's worker threads")
+    assert child.exitcode == 0

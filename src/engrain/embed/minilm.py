@@ -66,6 +66,7 @@ class MiniLMEmbedder:
         self._tokenizer: Any = None
         self._session: Any = None
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0  # a forked child has the pool object but not its threads
         self.calls = 0
         self.texts_embedded = 0
 
@@ -74,8 +75,6 @@ class MiniLMEmbedder:
         with self._lock:
             if self._session is None:
                 self._tokenizer, self._session = _load(self._threads, self._spinning)
-                if self._workers > 1:
-                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="minilm")
 
     @property
     def model_id(self) -> str:
@@ -101,14 +100,23 @@ class MiniLMEmbedder:
             order = sorted(range(len(texts)), key=lengths.__getitem__)
             groups = split_sorted(order, lengths, self._workers, self._batch_size)
             blocks: Iterable[Matrix]
-            if self._pool is None or len(groups) == 1:
+            if len(groups) == 1:
                 blocks = (self._run([encodings[i] for i in rows]) for rows in groups)
             else:
-                blocks = self._pool.map(lambda rows: self._run([encodings[i] for i in rows]),
-                                        groups)  # fmt: skip
+                blocks = self._workers_pool().map(
+                    lambda rows: self._run([encodings[i] for i in rows]), groups
+                )
             for rows, block in zip(groups, blocks, strict=True):
                 out[rows] = block
         return out
+
+    def _workers_pool(self) -> ThreadPoolExecutor:
+        """The worker threads, one per core, started on the first split call of this
+        process (called under the lock)."""
+        if self._pool is None or self._pool_pid != os.getpid():
+            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="minilm")
+            self._pool_pid = os.getpid()
+        return self._pool
 
     def _run(self, encodings: list[Any]) -> Matrix:
         width = max(len(e.ids) for e in encodings)
