@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -55,6 +56,20 @@ def test_parallel_groups_give_the_vectors_of_one_thread() -> None:
     assert np.abs(pooled.embed(texts) - expected).max() <= 1e-6
     alone = np.vstack([split.embed([t]) for t in texts])  # the query path
     assert np.abs(alone - expected).max() <= 1e-6
+
+
+@pytest.mark.model
+def test_calls_from_many_threads_run_together_and_give_each_its_own_vectors() -> None:
+    texts = [f"question {i}: where did ada spend the summer of {2000 + i}?" for i in range(24)]
+    embedder = MiniLMEmbedder()
+    expected = MiniLMEmbedder(threads=1).embed(texts)
+    calls: list[list[str]] = [[t] for t in texts] + [texts[:7], texts[7:]]
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(embedder.embed, calls))
+    for batch, got in zip(calls, results, strict=True):
+        rows = [texts.index(t) for t in batch]
+        assert np.abs(got - expected[rows]).max() <= 1e-6
+    assert embedder.calls == len(calls) and embedder.texts_embedded == 2 * len(texts)
 
 
 def _embed_in_child(embedder: MiniLMEmbedder, texts: list[str], expected: object) -> None:

@@ -80,11 +80,16 @@ class Settings(BaseModel):
         default="minilm",
         description="'minilm' (all-MiniLM-L6-v2, int8 ONNX) or 'hash' (deterministic, tests).",
     )
-    onnx_threads: int = Field(default=0, ge=0, description="0 = one per core.")
+    onnx_threads: int = Field(
+        default=0,
+        ge=0,
+        description="0: one single-threaded run per call, a multi-text call split over the "
+        "cores and concurrent calls side by side; N: N intra-op threads per run.",
+    )
     onnx_spinning: bool = Field(
         default=True,
-        description="Let onnxruntime's threads spin between calls: the lowest latency for "
-        "one caller. `engrain serve` turns it off unless set (many concurrent calls: +21% "
+        description="With onnx_threads > 1, let onnxruntime's threads spin between calls: "
+        "the lowest latency for one caller. `engrain serve` turns it off unless set (many concurrent calls: +21% "
         "context requests/s on 2 cores, about +1 ms a call).",
     )
     max_text_chars: int = Field(default=200_000, gt=0, description="Largest text one call takes.")

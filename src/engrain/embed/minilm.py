@@ -95,19 +95,20 @@ class MiniLMEmbedder:
         with self._lock:
             self.calls += 1
             self.texts_embedded += len(texts)
-            encodings = self._tokenizer.encode_batch(list(texts))
-            lengths = [len(e.ids) for e in encodings]
-            order = sorted(range(len(texts)), key=lengths.__getitem__)
-            groups = split_sorted(order, lengths, self._workers, self._batch_size)
-            blocks: Iterable[Matrix]
-            if len(groups) == 1:
-                blocks = (self._run([encodings[i] for i in rows]) for rows in groups)
-            else:
-                blocks = self._workers_pool().map(
-                    lambda rows: self._run([encodings[i] for i in rows]), groups
-                )
-            for rows, block in zip(groups, blocks, strict=True):
-                out[rows] = block
+            pool = self._workers_pool() if self._workers > 1 and len(texts) > 1 else None
+        # outside the lock: onnxruntime runs calls of one session concurrently, so queries
+        # of several threads (a server's requests) use every core, one each
+        encodings = self._tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encodings]
+        order = sorted(range(len(texts)), key=lengths.__getitem__)
+        groups = split_sorted(order, lengths, self._workers, self._batch_size)
+        blocks: Iterable[Matrix]
+        if pool is None or len(groups) == 1:
+            blocks = (self._run([encodings[i] for i in rows]) for rows in groups)
+        else:
+            blocks = pool.map(lambda rows: self._run([encodings[i] for i in rows]), groups)
+        for rows, block in zip(groups, blocks, strict=True):
+            out[rows] = block
         return out
 
     def _workers_pool(self) -> ThreadPoolExecutor:
