@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from itertools import repeat
-from operator import attrgetter, methodcaller
+from operator import attrgetter, is_not, methodcaller, ne
 from typing import Any
 
 import numpy as np
@@ -189,6 +189,9 @@ class _Index:
     superseded: BoolArray
     conflicting: BoolArray
     domain_masks: dict[str, BoolArray] = field(default_factory=dict)
+    #: the ``used`` order's columns (access counts, last use) and the memory objects they
+    #: were read from: :meth:`usage` re-reads only the rows whose object changed
+    usage_of: tuple[list[Memory], IntArray, FloatArray] | None = None
 
     @classmethod
     def build(cls, memories: list[Memory], revision: int) -> _Index:
@@ -243,11 +246,41 @@ class _Index:
         for tag, mask in self.domain_masks.items():
             masks[tag] = mask[np.maximum(old, 0)]
             masks[tag][changed] = fresh.domain(tag)
+        usage = None
+        if self.usage_of is not None:  # a row whose object is not the one read is re-read
+            previous, access, last = self.usage_of
+            rows = np.maximum(old, 0)
+            objects: list[Any] = [previous[r] if r >= 0 else None for r in old.tolist()]
+            usage = (objects, access[rows], last[rows])
         return _Index(
             revision=revision, memories=memories, ids=ids,
             position=dict(zip(ids, range(n), strict=True)),
             rank=np.arange(n - 1, -1, -1, dtype=np.int64), domain_masks=masks, **columns,
+            usage_of=usage,
         )  # fmt: skip
+
+    def usage(self, store: Store, user_id: str) -> tuple[IntArray, FloatArray]:
+        """The access count and last use (POSIX seconds, :data:`_NEVER` if never) of each
+        row as stored now: counted uses change no revision. The memories are fetched as
+        they are now (a working-set store's :meth:`~engrain.store.sqlite.SQLiteStore.cached`
+        hands out the objects it keeps, a touched memory being a new object), and only the
+        rows whose object changed since the last call are read again."""
+        current = _current(store, user_id, self)
+        n = len(current)
+        known = self.usage_of
+        if known is None:
+            access = np.fromiter(map(attrgetter("access_count"), current), np.int64, n)
+            last = _times(map(attrgetter("last_accessed_at"), current), n)
+        else:
+            previous, access, last = known
+            changed = np.flatnonzero(np.fromiter(map(is_not, current, previous), bool, n))
+            if len(changed):
+                access, last = access.copy(), last.copy()
+                touched = [current[i] for i in changed.tolist()]
+                access[changed] = [m.access_count for m in touched]
+                last[changed] = _times((m.last_accessed_at for m in touched), len(touched))
+        self.usage_of = (current, access, last)
+        return access, last
 
     def domain(self, tag: str) -> BoolArray:
         """The rows of memories tagged ``tag``."""
@@ -323,6 +356,13 @@ def _index(store: Store, user_id: str) -> _Index:
     return built
 
 
+def index_of(store: Store, user_id: str) -> _Index:
+    """The column arrays of the user's memories at the store's current revision (kept
+    between calls, refreshed after any change): for other stages that filter on flags,
+    such as the review queue's conflicts."""
+    return _index(store, user_id)
+
+
 def browse(store: Store, user_id: str, request: Browse) -> Page:
     """The page ``request`` asks for of ``user_id``'s memories (arguments already
     validated: :meth:`Browse.checked`)."""
@@ -364,19 +404,28 @@ def _sort_columns(
     """The sort columns of ``rows`` for ``order`` before the time of writing, most
     significant first."""
     if order is Sort.USED:  # counted uses change no revision: read them now
-        current = store.query(user_id)
-        if list(map(attrgetter("id"), current)) != index.ids:  # changed meanwhile
-            known = {m.id: m for m in current}
-            current = [known.get(i, m) for i, m in zip(index.ids, index.memories, strict=True)]
-        n = len(current)
-        access = np.fromiter(map(attrgetter("access_count"), current), np.int64, n)
-        last = _times(map(attrgetter("last_accessed_at"), current), n)
+        access, last = index.usage(store, user_id)
         return [access[rows], last[rows]]
     if order is Sort.IMPORTANCE:
         return [index.importance[rows]]
     if order is Sort.RELEVANCE:
         return [scores[rows]]
     return []
+
+
+def _current(store: Store, user_id: str, index: _Index) -> list[Memory]:
+    """The memories of ``index``'s rows as stored now (a memory forgotten meanwhile: as the
+    index has it). From the working set when the store keeps one (no SQL, one dictionary
+    look-up per row), else from a full query."""
+    cached = getattr(store, "cached", None)
+    current: list[Memory] = (
+        cached(user_id, index.ids) if callable(cached) else store.query(user_id)
+    )
+    if len(current) != len(index.ids) or any(map(ne, map(attrgetter("id"), current),
+                                                 index.ids)):  # fmt: skip
+        known = {m.id: m for m in current}
+        current = [known.get(i, m) for i, m in zip(index.ids, index.memories, strict=True)]
+    return current
 
 
 def _after(index: _Index, rows: IntArray, columns: list[npt.NDArray[Any]], after: Key) -> BoolArray:

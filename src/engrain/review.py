@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from engrain import browse as browsing
 from engrain import feedback as fb
 from engrain import relate
 from engrain.corrections import (
@@ -144,8 +145,12 @@ def conflicts(store: Store, user_id: str, project: str | None = None) -> list[Fl
     """Every pair of the user's active memories (of ``project``, or all) flagged as
     conflicting, newest first (by the later update of the two)."""
     flt = _active(project)
-    # the metadata read directly: this loop visits every active memory of the user
-    flagged = [m for m in store.query(user_id, flt) if m.provenance.metadata.get(CONFLICTS_WITH)]
+    # the browse stage's column arrays (kept per store revision) name the flagged memories:
+    # a few hundred at most, read as stored now, instead of a pass over every memory
+    index = browsing.index_of(store, user_id)
+    rows = np.flatnonzero(index.conflicting & ~index.superseded).tolist()
+    flagged = [m for m in store.get(user_id, [index.ids[r] for r in rows])
+               if flt.matches(m) and m.provenance.metadata.get(CONFLICTS_WITH)]  # fmt: skip
     known = {m.id: m for m in flagged}
     missing = sorted({i for m in flagged for i in conflicts_of(m)} - known.keys())
     known.update({m.id: m for m in store.get(user_id, missing) if flt.matches(m)})
