@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 import random
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from engrain.embed.minilm import MiniLMEmbedder, split_sorted
+from engrain import Engine, Settings
+from engrain.embed.minilm import BATCH_SIZE, SPLIT_BATCH_SIZE, MiniLMEmbedder, split_sorted
+from engrain.store import MemoryStore
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 10, 31, 32, 33, 64, 65, 200])
@@ -48,7 +51,7 @@ def test_parallel_groups_give_the_vectors_of_one_thread() -> None:
     ]
     serial = MiniLMEmbedder(threads=1)  # one thread, batches one after the other
     pooled = MiniLMEmbedder(threads=2)  # two intra-op threads, batches one after the other
-    split = MiniLMEmbedder()  # the default: groups side by side, one per core
+    split = MiniLMEmbedder(split=True)  # groups side by side, one per core
     expected = serial.embed(texts)
     assert np.abs(split.embed(texts) - expected).max() <= 1e-6
     if (os.cpu_count() or 1) > 1:
@@ -61,7 +64,7 @@ def test_parallel_groups_give_the_vectors_of_one_thread() -> None:
 @pytest.mark.model
 def test_calls_from_many_threads_run_together_and_give_each_its_own_vectors() -> None:
     texts = [f"question {i}: where did ada spend the summer of {2000 + i}?" for i in range(24)]
-    embedder = MiniLMEmbedder()
+    embedder = MiniLMEmbedder(split=True)  # no lock while the model runs
     expected = MiniLMEmbedder(threads=1).embed(texts)
     calls: list[list[str]] = [[t] for t in texts] + [texts[:7], texts[7:]]
     with ThreadPoolExecutor(6) as pool:
@@ -83,7 +86,7 @@ def test_a_forked_child_splits_calls_on_its_own_threads() -> None:
     import multiprocessing
 
     texts = ["ada: I moved to Lisbon", "bob: how is the light there?", "ada: golden, always"]
-    embedder = MiniLMEmbedder()
+    embedder = MiniLMEmbedder(split=True)
     expected = embedder.embed(texts)  # the parent's worker threads exist now
     child = multiprocessing.get_context("fork").Process(
         target=_embed_in_child, args=(embedder, texts, expected)
@@ -94,3 +97,13 @@ def test_a_forked_child_splits_calls_on_its_own_threads() -> None:
         child.kill()
         pytest.fail("the forked child hung on the parent's worker threads")
     assert child.exitcode == 0
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_the_onnx_split_setting_picks_the_embedders_mode(tmp_path: Path, split: bool) -> None:
+    settings = Settings(data_dir=tmp_path, onnx_split=split)
+    with Engine(settings=settings, store=MemoryStore()) as engine:
+        inner = engine.embedder.inner  # type: ignore[attr-defined]
+        assert isinstance(inner, MiniLMEmbedder)
+        assert inner._split is split
+        assert inner._batch_size == (SPLIT_BATCH_SIZE if split else BATCH_SIZE)

@@ -83,14 +83,20 @@ class Settings(BaseModel):
     onnx_threads: int = Field(
         default=0,
         ge=0,
-        description="0: one single-threaded run per call, a multi-text call split over the "
-        "cores and concurrent calls side by side; N: N intra-op threads per run.",
+        description="onnxruntime's intra-op threads: 0 = one per core (ignored with "
+        "onnx_split).",
     )
     onnx_spinning: bool = Field(
         default=True,
-        description="With onnx_threads > 1, let onnxruntime's threads spin between calls: "
-        "the lowest latency for one caller. `engrain serve` turns it off unless set (many concurrent calls: +21% "
-        "context requests/s on 2 cores, about +1 ms a call).",
+        description="Let onnxruntime's intra-op threads spin between calls: the lowest "
+        "latency for one caller. `engrain serve` turns it off unless set (many concurrent "
+        "calls: +21% context requests/s on 2 cores, about +1 ms a call).",
+    )
+    onnx_split: bool = Field(
+        default=False,
+        description="Single-threaded model runs: a multi-text call (an ingest) split over the "
+        "cores, concurrent calls side by side. ~30-40% less CPU per ingest on 2 cores, about "
+        "+1.5 ms per query (docs/ingest.md): for processes that mostly ingest.",
     )
     max_text_chars: int = Field(default=200_000, gt=0, description="Largest text one call takes.")
     max_chunk_tokens: int = Field(default=300, gt=0)

@@ -100,7 +100,8 @@ class Engine:
         self.settings = settings
         self.store: Store = store if store is not None else open_store(settings.store_url)
         raw = embedder or make_embedder(
-            settings.embedder, threads=settings.onnx_threads, spinning=settings.onnx_spinning
+            settings.embedder, threads=settings.onnx_threads, spinning=settings.onnx_spinning,
+            split=settings.onnx_split,
         )
         self.embedder = CachedEmbedder(raw, self.store)
         self.reranker = reranker

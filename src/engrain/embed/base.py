@@ -32,12 +32,15 @@ class Embedder(Protocol):
         ...
 
 
-def make_embedder(name: str, *, threads: int = 0, spinning: bool = True) -> Embedder:
-    """The embedder called ``name`` in settings: ``minilm`` or ``hash``."""
+def make_embedder(
+    name: str, *, threads: int = 0, spinning: bool = True, split: bool = False
+) -> Embedder:
+    """The embedder called ``name`` in settings: ``minilm`` or ``hash``; ``threads``,
+    ``spinning`` and ``split`` are :class:`~engrain.embed.minilm.MiniLMEmbedder`'s."""
     if name == "minilm":
         from engrain.embed.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(threads=threads, spinning=spinning)
+        return MiniLMEmbedder(threads=threads, spinning=spinning, split=split)
     if name == "hash":
         from engrain.embed.hashing import HashEmbedder
 

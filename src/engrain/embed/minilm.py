@@ -29,37 +29,52 @@ from engrain.errors import EmbeddingError
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
 MAX_SEQ_TOKENS = 256  # sentence-transformers' max_seq_length for this model
-# Rows per run. Small groups pad little (a LoCoMo session: 1.41x the real tokens in one
-# batch, 1.16x in two); on 2 cores groups of at most 4 took ~7% less CPU than 32
-# (docs/ingest.md). Vectors do not depend on it.
-BATCH_SIZE = 4
+# Rows per run of the intra-op session (less padding per run than one batch, fewer
+# per-run barriers than small groups).
+BATCH_SIZE = 32
+# Rows per group of a split call. Small groups pad little (a LoCoMo session: 1.41x the real
+# tokens in one batch, 1.16x in two); on 2 cores groups of at most 4 took ~7% less CPU than
+# 32 (docs/ingest.md). Vectors depend on neither.
+SPLIT_BATCH_SIZE = 4
 
 
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime's CPU provider, loaded on first use. Thread-safe.
 
-    By default (``threads=0``) the session runs single-threaded and the cores are used by
+    By default the session has one intra-op thread per core (``threads=0``) and a call's
+    length-sorted batches run one after the other, one call at a time: a query (one text)
+    uses every core, the lowest latency for one caller (3.7 against 5.2 ms on 2 quiet
+    cores, ``bench/latency.py``).
+
+    With ``split=True`` the session runs single-threaded and the cores are used by
     splitting a call instead: the length-sorted texts of a multi-text call (an ingest) are
     cut into one group per core, of near-equal token totals and at most ``batch_size``
-    texts each, and the groups run side by side on worker threads; one text (a query)
-    runs on one core. A group then runs without the intra-op pool's per-operator barriers:
-    on these 2-core machines an ingest costs ~40% less CPU than on a 2-thread session, and
-    it does not stall when another process takes a core; a query's p95 is steadier too
-    (docs/ingest.md). ``threads=N`` gives the session N intra-op threads and embeds a call's
-    batches one after the other, as before. The vectors are identical either way: a row's
-    result depends neither on the rows batched with it nor on the thread count.
+    texts each, run side by side on worker threads, and concurrent calls run together (no
+    lock while the model runs); one text runs on one core. Without the intra-op pool's
+    per-operator barriers an ingest costs ~30-40% less CPU on these 2-core machines and
+    does not stall when another process takes a core (docs/ingest.md): the choice for a
+    process that mostly ingests. The vectors are identical either way: a row's result
+    depends neither on the rows batched with it nor on the thread count.
     """
 
     def __init__(
-        self, *, threads: int = 0, batch_size: int = BATCH_SIZE, spinning: bool = True
+        self,
+        *,
+        threads: int = 0,
+        batch_size: int | None = None,
+        spinning: bool = True,
+        split: bool = False,
     ) -> None:
-        """``threads``: 0 splits multi-text calls over one single-threaded run per core;
-        N gives each run N intra-op threads. ``spinning`` (with N > 1): let those threads
-        spin between calls, the lowest latency for one caller; off, a process serving many
-        concurrent calls gets the cores back (``engrain serve``: +21% context requests/s
-        with 16 clients, +1 ms a call)."""
-        self._threads = threads or 1
-        self._workers = 1 if threads else os.cpu_count() or 1
+        """``threads``: the session's intra-op threads (0: one per core); ignored with
+        ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
+        32, or 4 with ``split``). ``spinning``: let the intra-op threads spin between calls,
+        the lowest latency for one caller; off, a process serving many concurrent calls
+        gets the cores back (``engrain serve``: +21% context requests/s with 16 clients,
+        +1 ms a call). ``split``: see the class."""
+        self._split = split
+        self._threads = 1 if split else threads
+        self._workers = (os.cpu_count() or 1) if split else 1
+        batch_size = batch_size or (SPLIT_BATCH_SIZE if split else BATCH_SIZE)
         self._spinning = spinning
         self._batch_size = batch_size
         self._lock = threading.Lock()
@@ -96,8 +111,14 @@ class MiniLMEmbedder:
             self.calls += 1
             self.texts_embedded += len(texts)
             pool = self._workers_pool() if self._workers > 1 and len(texts) > 1 else None
-        # outside the lock: onnxruntime runs calls of one session concurrently, so queries
-        # of several threads (a server's requests) use every core, one each
+        if self._split:
+            # no lock while the model runs: onnxruntime runs calls of one session
+            # concurrently, so several threads' calls (a server's requests) share the cores
+            return self._embed(texts, out, pool)
+        with self._lock:  # one call at a time on the intra-op pool (it uses every core)
+            return self._embed(texts, out, None)
+
+    def _embed(self, texts: Sequence[str], out: Matrix, pool: ThreadPoolExecutor | None) -> Matrix:
         encodings = self._tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
@@ -185,7 +206,7 @@ def _load(threads: int, spinning: bool = True) -> tuple[Any, Any]:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
-        if not spinning and threads > 1:
+        if not spinning and threads != 1:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         session = ort.InferenceSession(
