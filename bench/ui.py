@@ -17,6 +17,9 @@ cookie, as a browser does) and, after an untimed warm-up (the first page loads t
 working set), requests each page ``--requests`` times, one at a time:
 
 * ``memories_first_page`` — ``GET /ui/memories`` (50 most recently updated);
+* ``memories_sort_used``, ``memories_sort_importance`` — the same table sorted by uses
+  (counted uses change no store revision: the counts are checked on every page) and by
+  importance;
 * ``memories_search`` — ``GET /ui/memories?q=…`` with a different word or two each time;
 * ``memory_page`` — ``GET /ui/memories/<id>`` of a different memory each time;
 * ``try_message`` — ``GET /ui/try?message=…`` with a different question each time (the
@@ -151,6 +154,8 @@ def page_urls(client: Any, requests: int, seed: int) -> dict[str, list[str]]:
     searches = [" ".join(rng.sample(words, rng.choice((1, 2)))) for _ in range(requests)]
     return {
         "memories_first_page": ["/ui/memories"] * requests,
+        "memories_sort_used": ["/ui/memories?sort=used"] * requests,
+        "memories_sort_importance": ["/ui/memories?sort=importance"] * requests,
         "memories_search": [f"/ui/memories?q={quote(s)}" for s in searches],
         "memory_page": [f"/ui/memories/{i}" for i in (ids * requests)[:requests]],
         "try_message": [f"/ui/try?message={quote(q)}" for q in questions[5 : 5 + requests]],

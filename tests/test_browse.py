@@ -314,3 +314,47 @@ def test_a_user_never_sees_another_users_memory(
     assert {m.id for m in shown} <= mine
     assert all(m.user_id == viewer for m in shown)
     assert len(shown) == len({m.id for m in shown})
+
+
+def _used_order(memories: list[Memory]) -> list[tuple[str, int]]:
+    """The used order computed from scratch: uses, last use, time of writing, id."""
+    def key(m: Memory) -> tuple[Any, ...]:
+        last = float("-inf") if m.last_accessed_at is None else m.last_accessed_at.timestamp()
+        return (m.access_count, last, m.updated_at.timestamp(), m.id)
+
+    return [(m.id, m.access_count) for m in sorted(memories, key=key, reverse=True)]
+
+
+def test_the_used_order_follows_uses_counted_here_and_by_another_process(
+    tmp_path: Path,
+) -> None:
+    """Contexts and counted uses in this engine and in another engine on the same file
+    (another process's connection), with edits between: every walk of the used order equals
+    a fresh sort of the memories as stored."""
+    path = tmp_path / "shared.db"
+    here = Engine(settings=make_settings(tmp_path), store=SQLiteStore(path),
+                  embedder=HashEmbedder())  # fmt: skip
+    there = Engine(settings=make_settings(tmp_path), store=SQLiteStore(path),
+                   embedder=HashEmbedder())  # fmt: skip
+    try:
+        everything = _population(here, n=60)
+        rng = random.Random(11)
+        for step in range(8):
+            engine = here if step % 2 == 0 else there
+            target = rng.choice(everything).id
+            if step % 4 == 3:
+                engine.pin(target, "ada", pinned=True)  # a change of revision between uses
+            elif step % 3 == 0:
+                engine.context(f"what about {rng.choice(WORDS)}", "ada", now=NOW)
+            else:
+                engine.store.record_access("ada", [target] * (step + 1),
+                                           NOW + timedelta(days=step))  # fmt: skip
+            walked = [(m.id, m.access_count) for m in _walk(here, limit=9, sort="used")]
+            fresh = SQLiteStore(path)
+            try:
+                assert walked == _used_order(fresh.query("ada")), step
+            finally:
+                fresh.close()
+    finally:
+        here.close()
+        there.close()

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from engrain import Engine
+from engrain.corrections import CONFLICT_KINDS
 from engrain.embed import HashEmbedder
 from engrain.errors import NotFoundError, StoreError, ValidationError
 from engrain.store import MemoryStore
+from engrain.store.sqlite import SQLiteStore
 
 from .conftest import NOW, make_settings
 
@@ -221,3 +223,53 @@ def test_a_small_model_previews_its_tier(mem_engine: Engine) -> None:
     assert "linter" in fresh.text
     with pytest.raises(ValidationError):
         mem_engine.preview(message, "ada", context_window=0)
+
+
+def _scanned(engine: Engine, user: str = "ada") -> set[frozenset[str]]:
+    """The conflicting pairs a pass over every active memory finds (the reference)."""
+    active = {m.id: m for m in engine.store.query(user) if m.superseded_by is None
+              and not m.compressed and m.kind in CONFLICT_KINDS}
+    return {frozenset((m.id, other)) for m in active.values()
+            for other in m.provenance.metadata.get("conflicts_with") or ()
+            if other in active and other != m.id}  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_the_conflicts_found_are_exactly_a_full_scans_after_each_change(
+    backend: str, tmp_path: Path
+) -> None:
+    """New conflicts, each resolution, a forget, an edit and a mute: after every change the
+    queue's conflicts are the pairs a scan of every memory finds."""
+    store = MemoryStore() if backend == "memory" else SQLiteStore(tmp_path / "r.db")
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        for i in range(6):
+            for port in (8000 + i, 9000 + i):
+                engine.remember(f"Service {i} listens on port {port}", "ada", now=LATER)
+        engine.remember("Coffee is served at nine", "ada", now=NOW)
+
+        def check() -> list[tuple[str, str]]:
+            found = [p.ids for p in engine.review("ada") if p.reason == "conflict"]
+            assert {frozenset(i) for i in found} == _scanned(engine)
+            assert len(found) == len(set(found))
+            return found
+
+        pairs = check()
+        assert len(pairs) == 6
+        steps = [
+            lambda a, b: engine.resolve(a, b, "ada", "keep"),
+            lambda a, b: engine.resolve(a, b, "ada", "both"),
+            lambda a, b: engine.resolve(a, b, "ada", "correct"),
+            lambda a, b: engine.forget(a, "ada"),
+            lambda a, b: engine.update(b, "ada", content="Service listens on port 7000"),
+            lambda a, b: engine.mute(a, "ada", muted=True),
+        ]
+        for step in steps:
+            first, second = check()[0]
+            step(first, second)
+            check()
+        engine.remember("Service 9 listens on port 8009", "ada", now=LATER)
+        engine.remember("Service 9 listens on port 9009", "ada", now=LATER)
+        check()
+    finally:
+        engine.close()
