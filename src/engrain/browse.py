@@ -189,9 +189,10 @@ class _Index:
     superseded: BoolArray
     conflicting: BoolArray
     domain_masks: dict[str, BoolArray] = field(default_factory=dict)
-    #: the ``used`` order's columns (access counts, last use) and the memory objects they
-    #: were read from: :meth:`usage` re-reads only the rows whose object changed
-    usage_of: tuple[list[Memory], IntArray, FloatArray] | None = None
+    #: the ``used`` order's columns (access counts, last use), the memory objects they
+    #: were read from and the working-set mapping those came from (``None``: a full
+    #: query), one tuple replaced at once: :meth:`usage` re-reads only what changed
+    usage_of: tuple[object, list[Memory], IntArray, FloatArray] | None = None
 
     @classmethod
     def build(cls, memories: list[Memory], revision: int) -> _Index:
@@ -247,11 +248,13 @@ class _Index:
             masks[tag] = mask[np.maximum(old, 0)]
             masks[tag][changed] = fresh.domain(tag)
         usage = None
-        if self.usage_of is not None:  # a row whose object is not the one read is re-read
-            previous, access, last = self.usage_of
+        known = self.usage_of
+        if known is not None:  # a row whose object is not the one read is re-read (a new
+            # row's stand-in, another memory, never is its object)
+            _, previous, access, last = known
             rows = np.maximum(old, 0)
-            objects: list[Any] = [previous[r] if r >= 0 else None for r in old.tolist()]
-            usage = (objects, access[rows], last[rows])
+            usage = (None, list(map(previous.__getitem__, rows.tolist())), access[rows],
+                     last[rows])  # fmt: skip
         return _Index(
             revision=revision, memories=memories, ids=ids,
             position=dict(zip(ids, range(n), strict=True)),
@@ -261,25 +264,36 @@ class _Index:
 
     def usage(self, store: Store, user_id: str) -> tuple[IntArray, FloatArray]:
         """The access count and last use (POSIX seconds, :data:`_NEVER` if never) of each
-        row as stored now: counted uses change no revision. The memories are fetched as
-        they are now (a working-set store's :meth:`~engrain.store.sqlite.SQLiteStore.cached`
-        hands out the objects it keeps, a touched memory being a new object), and only the
-        rows whose object changed since the last call are read again."""
-        current = _current(store, user_id, self)
+        row as stored now: counted uses change no revision. A store keeping a working set
+        (:meth:`~engrain.store.sqlite.SQLiteStore.working_set`) hands out a new mapping
+        after any change, counted uses and other processes' commits included, and a new
+        object for each memory touched: an unchanged mapping costs nothing, a changed one
+        re-reads only the rows whose object changed. Other stores are queried in full."""
+        working_set = getattr(store, "working_set", None)
+        source: object = None
+        if callable(working_set):
+            rows: Mapping[str, Memory] = working_set(user_id)
+            source = rows
+            known = self.usage_of
+            if known is not None and known[0] is rows:
+                return known[2], known[3]
+            current = list(map(rows.get, self.ids, self.memories))  # forgotten since: as read
+        else:
+            current = _current(store, user_id, self)
         n = len(current)
         known = self.usage_of
         if known is None:
             access = np.fromiter(map(attrgetter("access_count"), current), np.int64, n)
             last = _times(map(attrgetter("last_accessed_at"), current), n)
         else:
-            previous, access, last = known
+            _, previous, access, last = known
             changed = np.flatnonzero(np.fromiter(map(is_not, current, previous), bool, n))
             if len(changed):
                 access, last = access.copy(), last.copy()
                 touched = [current[i] for i in changed.tolist()]
                 access[changed] = [m.access_count for m in touched]
                 last[changed] = _times((m.last_accessed_at for m in touched), len(touched))
-        self.usage_of = (current, access, last)
+        self.usage_of = (source, current, access, last)
         return access, last
 
     def domain(self, tag: str) -> BoolArray:

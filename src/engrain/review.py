@@ -25,7 +25,7 @@ This module only reads; :func:`plan` returns the writes for the engine's one tra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -46,7 +46,7 @@ from engrain.corrections import (
     with_meta,
 )
 from engrain.errors import NotFoundError, ValidationError
-from engrain.model import Memory
+from engrain.model import Kind, Memory
 from engrain.store.base import MemoryFilter, Patch, State, Store
 from engrain.tiers import DEDUP_SIMILARITY
 
@@ -168,6 +168,27 @@ def conflicts(store: Store, user_id: str, project: str | None = None) -> list[Fl
     return sorted(pairs.values(), key=lambda p: (p.first.updated_at, p.first.id), reverse=True)
 
 
+def _recent(store: Store, user_id: str, flt: MemoryFilter, window: int) -> list[Memory]:
+    """The user's ``window`` most recently updated memories passing ``flt`` (the store's
+    order), those with a vector and not muted kept: picked from the browse stage's column
+    arrays (kept per store revision) rather than by sorting every memory. Counted uses
+    may be older than stored (they change no revision): a pair found is read again."""
+    index = browsing.index_of(store, user_id)
+    codes = [i for i, k in enumerate(Kind) if flt.kinds is None or k in flt.kinds]
+    mask = np.isin(index.kind, codes) & ~index.superseded & ~index.muted
+    if flt.project is not None:
+        mask &= index.project == flt.project
+    rows = np.flatnonzero(mask).tolist()
+    recent: list[Memory] = []
+    for memory in map(index.memories.__getitem__, rows):
+        if not flt.matches(memory):
+            continue
+        recent.append(memory)
+        if len(recent) >= window:
+            break
+    return [m for m in recent if m.embedding is not None and not m.muted]
+
+
 def duplicates(
     store: Store,
     user_id: str,
@@ -182,8 +203,7 @@ def duplicates(
     conflicts) nor reviewed as distinct; each memory appears in at most one pair (with its
     closest twin), the closest pairs first, at most ``limit`` of them (the search stops
     there: comparing subjects is the costly part)."""
-    recent = [m for m in store.query(user_id, _active(project), limit=window)
-              if m.embedding is not None and not m.muted]  # fmt: skip
+    recent = _recent(store, user_id, _active(project), window)
     if len(recent) < 2:
         return []
     dims = {m.embedding.shape for m in recent if m.embedding is not None}
@@ -209,7 +229,9 @@ def duplicates(
         newer, older = (a, b) if (a.updated_at, a.id) >= (b.updated_at, b.id) else (b, a)
         found.append(FlaggedPair(newer, older, DUPLICATE, None, float(sims[i, j])))
         taken.update((a.id, b.id))
-    return found
+    now = {m.id: m for m in store.get(user_id, [i for p in found for i in p.ids])}
+    return [replace(p, first=now[p.first.id], second=now[p.second.id]) for p in found
+            if p.first.id in now and p.second.id in now]  # fmt: skip
 
 
 def queue(

@@ -12,7 +12,7 @@ import json
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -377,6 +377,13 @@ class SQLiteStore:
         revision first), in the order given, unknown ids skipped: no SQL per call, for a
         caller that resolves hundreds of ids per search (the Chroma store's hits)."""
         return self._cache(user_id).get(ids)
+
+    def working_set(self, user_id: str) -> Mapping[str, Memory]:
+        """The user's working set (brought up to the store's revision and other processes'
+        commits first) by id: an immutable mapping, replaced by a new one on every change,
+        counted uses included, so comparing identities tells a caller keeping per-memory
+        data (the inspector's used order) whether anything changed since it looked."""
+        return self._cache(user_id).snapshot.rows
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         if not ids:
