@@ -358,3 +358,28 @@ def test_the_used_order_follows_uses_counted_here_and_by_another_process(
     finally:
         here.close()
         there.close()
+
+
+def test_the_working_set_mapping_changes_exactly_when_something_changed(tmp_path: Path) -> None:
+    """What the used order relies on: the same mapping while nothing changes, a new one
+    after a counted use here or in another connection, with a new object for the memory
+    touched only."""
+    path = tmp_path / "ws.db"
+    store, other = SQLiteStore(path), SQLiteStore(path)
+    try:
+        engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+        everything = _population(engine, n=30)
+        first = store.working_set("ada")
+        assert store.working_set("ada") is first
+        store.record_access("ada", [everything[0].id], NOW)
+        second = store.working_set("ada")
+        assert second is not first
+        assert [i for i in first if first[i] is not second[i]] == [everything[0].id]
+        assert second[everything[0].id].access_count == everything[0].access_count + 1
+        other.record_access("ada", [everything[1].id], NOW)
+        third = store.working_set("ada")
+        assert third is not second
+        assert third[everything[1].id].access_count == everything[1].access_count + 1
+    finally:
+        store.close()
+        other.close()
