@@ -9,7 +9,10 @@ change only the memories that changed are read again (the working-set stores han
 same objects for the others). A
 search is the store's own BM25 (:meth:`Store.lexical_search`): only memories sharing a
 word with the text are found, best first. Counted uses change no revision, so the
-``used`` order reads them afresh, and the memories of a page are read as stored now.
+``used`` order keeps its own columns and checks them on every page: a working-set store's
+mapping (:meth:`~engrain.store.sqlite.SQLiteStore.working_set`) is a new one after any
+counted use, here or in another process, and then only the rows touched are read again.
+The memories of a page are read as stored now.
 
 **Keyset, not offset.** A cursor is the sort key of the last memory shown (its time,
 count, importance or score, then its id: every key is unique), so the next page starts

@@ -8,7 +8,7 @@ Two sources fill the queue:
 - **Duplicates**: two active memories of the same subject, nearly the same meaning (cosine
   at least :data:`DUPLICATE_SIMILARITY`, the tiers' semantic dedup) that ingestion did not
   merge (it only merges recent items of the same kind). Looked for among the user's
-  :data:`DUPLICATE_WINDOW` most recently updated memories, so the queue costs one small
+  :data:`DUPLICATE_WINDOW` most recently updated unmuted memories, so the queue costs one small
   matrix product however large the store.
 
 A pair is resolved in one of three ways, each one transaction (a failure writes nothing):
@@ -169,8 +169,8 @@ def conflicts(store: Store, user_id: str, project: str | None = None) -> list[Fl
 
 
 def _recent(store: Store, user_id: str, flt: MemoryFilter, window: int) -> list[Memory]:
-    """The user's ``window`` most recently updated memories passing ``flt`` (the store's
-    order), those with a vector and not muted kept: picked from the browse stage's column
+    """The user's ``window`` most recently updated unmuted memories passing ``flt`` (the
+    store's order), those with a vector kept: picked from the browse stage's column
     arrays (kept per store revision) rather than by sorting every memory. Counted uses
     may be older than stored (they change no revision): a pair found is read again."""
     index = browsing.index_of(store, user_id)
@@ -186,7 +186,7 @@ def _recent(store: Store, user_id: str, flt: MemoryFilter, window: int) -> list[
         recent.append(memory)
         if len(recent) >= window:
             break
-    return [m for m in recent if m.embedding is not None and not m.muted]
+    return [m for m in recent if m.embedding is not None]
 
 
 def duplicates(
