@@ -383,3 +383,20 @@ def test_the_working_set_mapping_changes_exactly_when_something_changed(tmp_path
     finally:
         store.close()
         other.close()
+
+
+def test_the_memory_stores_working_set_changes_exactly_when_something_changed(
+    tmp_path: Path,
+) -> None:
+    store = MemoryStore()
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    everything = _population(engine, n=30)
+    first = store.working_set("ada")
+    assert store.working_set("ada") is first
+    store.record_access("ada", [everything[0].id], NOW)
+    second = store.working_set("ada")
+    assert second is not first
+    assert [i for i in first if first[i] is not second[i]] == [everything[0].id]
+    assert second[everything[0].id].access_count == everything[0].access_count + 1
+    engine.pin(everything[1].id, "ada")
+    assert store.working_set("ada") is not second

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -79,6 +79,11 @@ class MemoryStore:
     def _cache(self, user_id: str) -> UserCache:
         with self._lock:
             return self._users.get(user_id) or UserCache()
+
+    def working_set(self, user_id: str) -> Mapping[str, Memory]:
+        """The user's memories by id: an immutable mapping, replaced by a new one on every
+        change, counted uses included (as :meth:`SQLiteStore.working_set`)."""
+        return self._cache(user_id).snapshot.rows
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         return self._cache(user_id).get(ids)
