@@ -268,7 +268,8 @@ class _Index:
     def usage(self, store: Store, user_id: str) -> tuple[IntArray, FloatArray]:
         """The access count and last use (POSIX seconds, :data:`_NEVER` if never) of each
         row as stored now: counted uses change no revision. A store keeping a working set
-        (:meth:`~engrain.store.sqlite.SQLiteStore.working_set`) hands out a new mapping
+        (:meth:`~engrain.store.sqlite.SQLiteStore.working_set`, the memory store's too)
+        hands out a new mapping
         after any change, counted uses and other processes' commits included, and a new
         object for each memory touched: an unchanged mapping costs nothing, a changed one
         re-reads only the rows whose object changed. Other stores are queried in full."""
