@@ -360,6 +360,21 @@ def test_the_used_order_follows_uses_counted_here_and_by_another_process(
         there.close()
 
 
+def _one_use_changes_one_object(store: SQLiteStore | MemoryStore, engine: Engine) -> Any:
+    """The same mapping while nothing changes; after one counted use a new mapping in which
+    only the memory touched is a new object, its count one higher. Returns the memories and
+    the new mapping."""
+    everything = _population(engine, n=30)
+    first = store.working_set("ada")
+    assert store.working_set("ada") is first
+    store.record_access("ada", [everything[0].id], NOW)
+    second = store.working_set("ada")
+    assert second is not first
+    assert [i for i in first if first[i] is not second[i]] == [everything[0].id]
+    assert second[everything[0].id].access_count == everything[0].access_count + 1
+    return everything, second
+
+
 def test_the_working_set_mapping_changes_exactly_when_something_changed(tmp_path: Path) -> None:
     """What the used order relies on: the same mapping while nothing changes, a new one
     after a counted use here or in another connection, with a new object for the memory
@@ -368,14 +383,7 @@ def test_the_working_set_mapping_changes_exactly_when_something_changed(tmp_path
     store, other = SQLiteStore(path), SQLiteStore(path)
     try:
         engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
-        everything = _population(engine, n=30)
-        first = store.working_set("ada")
-        assert store.working_set("ada") is first
-        store.record_access("ada", [everything[0].id], NOW)
-        second = store.working_set("ada")
-        assert second is not first
-        assert [i for i in first if first[i] is not second[i]] == [everything[0].id]
-        assert second[everything[0].id].access_count == everything[0].access_count + 1
+        everything, second = _one_use_changes_one_object(store, engine)
         other.record_access("ada", [everything[1].id], NOW)
         third = store.working_set("ada")
         assert third is not second
@@ -390,13 +398,6 @@ def test_the_memory_stores_working_set_changes_exactly_when_something_changed(
 ) -> None:
     store = MemoryStore()
     engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
-    everything = _population(engine, n=30)
-    first = store.working_set("ada")
-    assert store.working_set("ada") is first
-    store.record_access("ada", [everything[0].id], NOW)
-    second = store.working_set("ada")
-    assert second is not first
-    assert [i for i in first if first[i] is not second[i]] == [everything[0].id]
-    assert second[everything[0].id].access_count == everything[0].access_count + 1
+    everything, second = _one_use_changes_one_object(store, engine)
     engine.pin(everything[1].id, "ada")
     assert store.working_set("ada") is not second
