@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,7 +27,7 @@ from engrain.model import Kind, Memory, MemoryType
 from engrain.store.sqlite import SQLiteStore
 
 from ..conftest import NOW, make_settings
-from .helpers_pages import CHROMIUM
+from .helpers_pages import CHROMIUM, served
 
 #: Alice's seeded memories beyond one page of the table (50), so there is a next page.
 ALICE_NOTES = 56
@@ -91,19 +88,10 @@ def _seed(engine: Engine, site: Site) -> None:
                                "fact", now=NOW).memory_id or ""  # fmt: skip
 
 
-def _free_socket() -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """The app ``engrain serve`` runs (web inspector included) on a free loopback port,
     over a temporary SQLite store with alice's, bob's and an admin's keys."""
-    import uvicorn
-
     from engrain.server.app import create_app
 
     tmp = tmp_path_factory.mktemp("ui")
@@ -111,26 +99,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                     embedder=HashEmbedder())  # fmt: skip
     ring = KeyRing(engine.store)
     app = create_app(engine, ring, ui_secret="ui-test-secret-" + "y" * 16)
-    sock = _free_socket()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    port = sock.getsockname()[1]
-    built = Site(f"http://127.0.0.1:{port}", engine, ring)
-    built.keys = {"alice": ring.create(["alice"])[0], "bob": ring.create(["bob"])[0],
-                  "admin": ring.create(admin=True)[0]}  # fmt: skip
-    _seed(engine, built)
     try:
-        yield built
+        with served(app) as url:
+            built = Site(url, engine, ring)
+            built.keys = {"alice": ring.create(["alice"])[0], "bob": ring.create(["bob"])[0],
+                          "admin": ring.create(admin=True)[0]}  # fmt: skip
+            _seed(engine, built)
+            yield built
     finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
         engine.close()
 
 

@@ -7,6 +7,7 @@ Without ``/usr/bin/chromium`` the browser tests are skipped (``make chromium``).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -43,38 +44,44 @@ class Live:
         return self.keys.create(list(users), projects=list(projects))[0]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@contextlib.contextmanager
+def served(app: Any) -> Iterator[str]:
+    """``app`` served by uvicorn in a thread on a free loopback socket (bound here, so no
+    other process can take the port first); yields its base URL, stops it on exit."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
 
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[Live]:
     """``create_app`` (web inspector included) served by uvicorn on a free loopback port
     in a thread, over a fresh in-memory store."""
-    import uvicorn
-
     from engrain.server.app import create_app
 
     engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(),
                     embedder=HashEmbedder())  # fmt: skip
     app = create_app(engine, ui_secret="pages-test-secret-" + "x" * 16)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
     try:
-        yield Live(f"http://127.0.0.1:{port}", engine, app.state.keys)
+        with served(app) as url:
+            yield Live(url, engine, app.state.keys)
     finally:
-        server.should_exit = True
-        thread.join(10)
         engine.close()
 
 
