@@ -1,0 +1,290 @@
+"""``context()`` latency of several source trees side by side, on the same corpus and queries.
+
+    git worktree add /tmp/engrain-pre12 0649e43        # a tree to compare with
+    python bench/latency_compare.py --tree pre12=/tmp/engrain-pre12 --tree now=. \
+        [--size 10000] [--queries 100] [--rounds 4] [--out bench/results/latency_compare.json]
+
+Each tree is measured with its own ``src`` (and its own ``bench/common.py``) on
+``PYTHONPATH``, in a fresh subprocess per measurement, so nothing of one tree leaks into
+another. The corpus, the queries and the vectors are ``bench/latency.py``'s: the notes of
+``common.make_notes(size, seed)``, the queries of ``common.make_queries(…, seed + 1)``
+(the first ``--warmup`` untimed, the next ``--queries`` timed), vectors from the shared
+cache (``--cache-dir``, the same file for every tree). Each tree writes its own SQLite file
+once (its own schema); every measurement starts from a fresh copy of it, so the uses one
+run counts do not change the next run's data.
+
+Rounds alternate the trees (the order rotates every round), so a busy machine slows them
+alike; each round gives every tree's p50/p95, and the report quotes the median over rounds,
+the spread (min–max) and the ratio to the first tree. Queries are also split by the
+complexity the last tree's classifier gives them (``simple`` / ``complex`` / …), since a
+complex message gets a larger budget and more memories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+USER = "bench-user"
+
+
+# -- inside a tree's subprocess ----------------------------------------------------------------
+
+
+def _build(spec: dict[str, Any]) -> dict[str, Any]:
+    """Write the corpus into a new SQLite file with this tree's engine."""
+    import common
+
+    from engrain import Engine, Settings
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    notes = common.make_notes(spec["size"], seed=spec["seed"])
+    vectors, _, _ = common.embed_corpus(
+        embedder, [n.text for n in notes], cache_dir=Path(spec["cache_dir"])
+    )
+    path = Path(spec["db"])
+    engine = Engine(settings=Settings(url=f"sqlite:///{path}", data_dir=path.parent),
+                    embedder=embedder)  # fmt: skip
+    with engine:
+        memories = common.make_memories(notes, vectors, USER)
+        for offset in range(0, len(memories), 2000):
+            engine.store.write(memories[offset : offset + 2000])
+    return {"memories": len(notes)}
+
+
+def _serve(spec: dict[str, Any]) -> dict[str, Any]:
+    """Time one ``context()`` call per query on the file ``spec["db"]`` (warm-up first)."""
+    import common
+
+    from engrain import Engine, Settings
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    embedder.embed(["warm the model up"])
+    path = Path(spec["db"])
+    engine = Engine(settings=Settings(url=f"sqlite:///{path}", data_dir=path.parent),
+                    embedder=embedder)  # fmt: skip
+    rows = []
+    with engine:
+        for query in spec["warmup"]:
+            engine.context(query, USER, now=common.NOW)
+        for query in spec["queries"]:
+            start = time.perf_counter()
+            context = engine.context(query, USER, now=common.NOW)
+            ms = (time.perf_counter() - start) * 1000.0
+            gated = getattr(context, "gated", None)
+            classification = getattr(gated, "classification", None)
+            complexity = getattr(classification, "complexity", None)
+            rows.append({
+                "ms": ms,
+                "complexity": getattr(complexity, "value", str(complexity)),
+                "memories": len(context.memories),
+                "tokens": context.tokens,
+                "laps": dict(getattr(gated, "timings_ms", None) or {}),
+            })  # fmt: skip
+    return {"rows": rows}
+
+
+# -- the parent ----------------------------------------------------------------------------------
+
+
+def _run(tree: Path, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """``mode`` (``build`` or ``serve``) in a fresh interpreter on ``tree``'s sources."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(spec, handle)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree / "bench")])}
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, f"--{mode}", handle.name],
+            capture_output=True, text=True, check=False, env=env,
+        )  # fmt: skip
+    finally:
+        Path(handle.name).unlink()
+    if done.returncode != 0:
+        raise RuntimeError(f"{mode} on {tree} failed:\n{done.stderr}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _queries(size_seed: int, warmup: int, count: int) -> tuple[list[str], list[str]]:
+    """``bench/latency.py``'s warm-up and timed queries."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import common
+
+    pool = common.make_queries(warmup + 2 * count, seed=size_seed + 1)
+    return pool[:warmup], pool[warmup : warmup + count]
+
+
+def summarize(
+    labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]
+) -> dict[str, Any]:
+    """Per tree and per query group (all, and each complexity of the last tree's
+    classifier): p50/p95 of every round, their median and spread, and the ratio of the
+    medians to the first tree's."""
+    reference = runs[labels[-1]][0]
+    groups: dict[str, list[int]] = {"all": list(range(len(reference)))}
+    for i, row in enumerate(reference):
+        groups.setdefault(str(row["complexity"]), []).append(i)
+    out: dict[str, Any] = {}
+    for group, indexes in groups.items():
+        table: dict[str, Any] = {}
+        for label in labels:
+            per_round = [
+                (_percentile([rows[i]["ms"] for i in indexes], 50),
+                 _percentile([rows[i]["ms"] for i in indexes], 95))
+                for rows in runs[label]
+            ]  # fmt: skip
+            p50s = [p for p, _ in per_round]
+            p95s = [p for _, p in per_round]
+            first = runs[label][0]
+            table[label] = {
+                "p50_ms": round(statistics.median(p50s), 2),
+                "p95_ms": round(statistics.median(p95s), 2),
+                "p50_range": [round(min(p50s), 2), round(max(p50s), 2)],
+                "p95_range": [round(min(p95s), 2), round(max(p95s), 2)],
+                "memories_mean": round(statistics.fmean(first[i]["memories"] for i in indexes), 1),
+                "tokens_mean": round(statistics.fmean(first[i]["tokens"] for i in indexes), 1),
+            }
+        base = table[labels[0]]
+        for label in labels:
+            row = table[label]
+            row["p50_ratio"] = round(row["p50_ms"] / base["p50_ms"], 3)
+            row["p95_ratio"] = round(row["p95_ms"] / base["p95_ms"], 3)
+        out[group] = {"queries": len(indexes), "trees": table}
+    return out
+
+
+def _laps(labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]) -> dict[str, Any]:
+    """Mean milliseconds of each engine stage lap, per tree, over every round."""
+    out: dict[str, Any] = {}
+    for label in labels:
+        sums: dict[str, list[float]] = {}
+        for rows in runs[label]:
+            for row in rows:
+                for name, ms in row["laps"].items():
+                    sums.setdefault(name, []).append(ms)
+        out[label] = {name: round(statistics.fmean(v), 3) for name, v in sums.items()}
+    return out
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The side-by-side table on stdout."""
+    labels = report["labels"]
+    print(f"{report['size']:,} memories, {report['rounds']} rounds of {report['queries']} "
+          f"queries (median over rounds, [min–max], ratio to {labels[0]})")  # fmt: skip
+    for group, data in report["groups"].items():
+        print(f"\n{group} ({data['queries']} queries)")
+        print(f"{'tree':>10} {'p50 ms':>8} {'range':>13} {'ratio':>6} {'p95 ms':>8} "
+              f"{'range':>13} {'ratio':>6} {'mem':>6} {'tokens':>7}")  # fmt: skip
+        for label in labels:
+            r = data["trees"][label]
+            print(f"{label:>10} {r['p50_ms']:>8.2f} {r['p50_range'][0]:>6.2f}–"
+                  f"{r['p50_range'][1]:<6.2f} {r['p50_ratio']:>6.3f} {r['p95_ms']:>8.2f} "
+                  f"{r['p95_range'][0]:>6.2f}–{r['p95_range'][1]:<6.2f} {r['p95_ratio']:>6.3f} "
+                  f"{r['memories_mean']:>6.1f} {r['tokens_mean']:>7.1f}")  # fmt: skip
+    print("\nengine stage laps, mean ms")
+    for label in labels:
+        laps = report["laps"][label]
+        print(f"{label:>10} " + " ".join(f"{k}={v:.2f}" for k, v in laps.items()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", action="append", metavar="LABEL=PATH",
+                        help="a source tree to measure (repeatable; the first is the base)")
+    parser.add_argument("--size", type=int, default=10_000, help="memories of the one user")
+    parser.add_argument("--queries", type=int, default=100, help="timed queries per round")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed queries per run")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="corpus vectors (default $TMPDIR/engrain-bench, latency.py's)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="keep each tree's built SQLite file here between invocations")
+    parser.add_argument("--out", type=Path, help="write the report here as JSON")
+    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    for mode, worker in (("build", _build), ("serve", _serve)):
+        path = getattr(args, mode)
+        if path is not None:
+            print(json.dumps(worker(json.loads(path.read_text(encoding="utf-8")))))
+            return 0
+    if not args.tree or args.size < 1 or args.queries < 1 or args.rounds < 1:
+        parser.error("give at least one --tree; size, queries and rounds must be positive")
+    trees = {}
+    for item in args.tree:
+        label, _, path = item.partition("=")
+        if not path or not (Path(path) / "src" / "engrain").is_dir():
+            parser.error(f"--tree {item!r}: LABEL=PATH to a checkout with src/engrain")
+        trees[label] = Path(path).resolve()
+    labels = list(trees)
+    cache_dir = args.cache_dir or Path(tempfile.gettempdir()) / "engrain-bench"
+    warmup, queries = _queries(args.seed, args.warmup, args.queries)
+
+    keep = args.workdir is not None
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="engrain-compare-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, list[list[dict[str, Any]]]] = {label: [] for label in labels}
+    try:
+        built = {}
+        for label, tree in trees.items():
+            db = workdir / f"{label}-{args.size}.db"
+            if not db.is_file():
+                print(f"{label}: writing {args.size:,} memories", file=sys.stderr)
+                _run(tree, "build", {"size": args.size, "seed": args.seed,
+                                     "cache_dir": str(cache_dir), "db": str(db)})  # fmt: skip
+            built[label] = db
+        for r in range(args.rounds):
+            shift = r % len(labels)
+            for label in labels[shift:] + labels[:shift]:
+                run_dir = Path(tempfile.mkdtemp(prefix=f"run-{label}-", dir=workdir))
+                try:
+                    db = run_dir / "engrain.db"
+                    shutil.copyfile(built[label], db)
+                    served = _run(trees[label], "serve",
+                                  {"db": str(db), "warmup": warmup, "queries": queries})
+                finally:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                runs[label].append(served["rows"])
+                ms = [row["ms"] for row in served["rows"]]
+                print(f"round {r + 1}: {label} p50 {_percentile(ms, 50):.2f} "
+                      f"p95 {_percentile(ms, 95):.2f} ms", file=sys.stderr)  # fmt: skip
+    finally:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report = {
+        "size": args.size, "queries": args.queries, "rounds": args.rounds, "labels": labels,
+        "trees": {label: str(tree) for label, tree in trees.items()},
+        "groups": summarize(labels, runs), "laps": _laps(labels, runs),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }  # fmt: skip
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_report(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
