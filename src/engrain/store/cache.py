@@ -13,6 +13,15 @@ and swaps the one reference under a lock. A reader takes the reference once per 
 works on that snapshot alone, so it never sees a half-patched array, and readers take no
 lock. Lazy builds (arrays, BM25) publish a new snapshot only if no write replaced the one
 they were built from; two racing builders do the same work twice, harmlessly.
+
+**Large users.** Given an :class:`~engrain.store.ann.IndexSlot`, a user with at least
+``slot.min_vectors`` vectors is searched through an approximate index (usearch HNSW) once it
+is ready; until then, and for smaller users, search is the exact matrix product. The index
+only proposes candidates: they are mapped onto the reader's snapshot (a forgotten memory is
+not there), scored exactly with its vectors, and merged with an exact search of the rows the
+index does not hold (written or re-embedded since it was built or patched), so a result is
+always a current memory and a new memory is always found. A snapshot records which rows the
+index holds (:class:`_AnnRows`), carried through writes like the other columns.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
 from engrain.model import Kind, Memory, MemoryType, Vector
+from engrain.store.ann import PATCH_AFTER, REBUILD_SHARE, IndexSlot, Keys, VectorIndex, memory_keys
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.lexical import LexicalIndex
 
@@ -134,23 +144,64 @@ _ARRAY_FIELDS = ("ids", "matrix", *_SMALL_FIELDS)
 
 
 @dataclass(frozen=True)
+class _AnnRows:
+    """Which rows of a snapshot's arrays the approximate ``index`` holds with the vector
+    they have in that snapshot; never changed once built (writes derive new ones)."""
+
+    index: VectorIndex
+    keys: Keys  # per row: memory_keys(ids)
+    held: BoolArray  # per row
+    sorted_keys: Keys
+    order: npt.NDArray[np.intp]  # rows in key order
+
+    @classmethod
+    def of(cls, index: VectorIndex, keys: Keys, held: BoolArray) -> _AnnRows:
+        """The record for rows with these keys, ``held`` by ``index``."""
+        order = np.argsort(keys, kind="stable")
+        held.flags.writeable = False
+        return cls(index, keys, held, keys[order], order)
+
+    def rows_of(self, keys: Keys) -> npt.NDArray[np.intp]:
+        """The row of each key, -1 for a key no row has (a memory forgotten since)."""
+        if not len(self.sorted_keys):
+            return np.full(len(keys), -1, dtype=np.intp)
+        at = np.minimum(np.searchsorted(self.sorted_keys, keys), len(self.sorted_keys) - 1)
+        return np.where(self.sorted_keys[at] == keys, self.order[at], -1)
+
+    def after_write(self, unheld: Iterable[int], fresh_keys: Keys) -> _AnnRows:
+        """The record after a write: rows ``unheld`` got another vector, rows with
+        ``fresh_keys`` were appended (neither is held until the index is patched)."""
+        held = np.concatenate([self.held, np.zeros(len(fresh_keys), dtype=bool)])
+        held[list(unheld)] = False
+        if not len(fresh_keys):
+            return _AnnRows.of(self.index, self.keys, held)
+        return _AnnRows.of(self.index, np.concatenate([self.keys, fresh_keys]), held)
+
+    def without(self, keep: BoolArray) -> _AnnRows:
+        """The record with the rows not kept left out."""
+        return _AnnRows.of(self.index, self.keys[keep], self.held[keep])
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One published state of a user's working set; never changed after publication.
     ``arrays`` and ``lexical`` (built over ``arrays.memories``) are ``None`` until a read
-    needs them."""
+    needs them; ``ann`` is set once a large user's approximate index is ready."""
 
     rows: Mapping[str, Memory]
     arrays: _Arrays | None = None
     lexical: LexicalIndex | None = None
+    ann: _AnnRows | None = None
 
 
 class UserCache:
     """A user's memories with vectorised filter, order, search and BM25; safe to share
     between threads (see the module docstring)."""
 
-    def __init__(self, memories: Iterable[Memory] = ()) -> None:
+    def __init__(self, memories: Iterable[Memory] = (), *, ann: IndexSlot | None = None) -> None:
         self._snapshot = Snapshot({m.id: m for m in memories})
         self._lock = threading.Lock()
+        self._slot = ann
 
     def __len__(self) -> int:
         return len(self._snapshot.rows)
@@ -187,6 +238,11 @@ class UserCache:
                         edited[row] = (edited.get(row, (previous.content, ""))[0],
                                        memory.content)  # fmt: skip
             arrays = old.arrays
+            revectored = [
+                row for row, m in changed.items()
+                if arrays is not None and not _same_vector(arrays.memories[row].embedding,
+                                                           m.embedding)
+            ]  # fmt: skip
             if arrays is not None and changed:
                 arrays = arrays.patched(changed)
             if arrays is not None and fresh:
@@ -196,6 +252,9 @@ class UserCache:
                     arrays = None  # the first vectors, or another size: rebuild lazily
                 else:
                     arrays = arrays.extend(_columns(list(fresh.values()), dim))
+            ann = None
+            if arrays is not None and old.ann is not None:
+                ann = old.ann.after_write(revectored, memory_keys(list(fresh)))
             lexical = None
             if arrays is not None and old.lexical is not None:
                 # edited rows keep their place; new memories are appended to the arrays in
@@ -205,7 +264,7 @@ class UserCache:
                     lexical = lexical.replaced(edited)
                 if fresh:
                     lexical = lexical.extended([m.content for m in fresh.values()])
-            self._snapshot = Snapshot(rows, arrays, lexical)
+            self._snapshot = Snapshot(rows, arrays, lexical, ann)
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove these ids (unknown ids are ignored)."""
@@ -215,10 +274,15 @@ class UserCache:
             if not gone:
                 return
             rows = {i: m for i, m in old.rows.items() if i not in gone}
-            arrays = None
+            arrays = ann = None
             if old.arrays is not None:
-                arrays = old.arrays.without(old.arrays.position[i] for i in gone)
-            self._snapshot = Snapshot(rows, arrays, None)
+                removed = [old.arrays.position[i] for i in gone]
+                arrays = old.arrays.without(removed)
+                if old.ann is not None:
+                    keep = np.ones(len(old.arrays.memories), dtype=bool)
+                    keep[removed] = False
+                    ann = old.ann.without(keep)
+            self._snapshot = Snapshot(rows, arrays, None, ann)
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         """Count one access of each id (once per occurrence); unknown ids are skipped. No
@@ -246,7 +310,7 @@ class UserCache:
                 for memory_id in counts:
                     memories[arrays.position[memory_id]] = rows[memory_id]
                 arrays = replace(arrays, memories=memories)
-            self._snapshot = Snapshot(rows, arrays, old.lexical)
+            self._snapshot = Snapshot(rows, arrays, old.lexical, old.ann)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -282,18 +346,35 @@ class UserCache:
         self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
     ) -> list[list[tuple[Memory, float]]]:
         """:meth:`search` for each ``(k, flt)``, from one product of the query with the
-        matrix (the gate asks for a candidate pool and every learning at once)."""
-        arrays = self._built().arrays
+        matrix (the gate asks for a candidate pool and every learning at once); through the
+        approximate index for a large user once it is ready (see the module docstring)."""
+        snapshot = self._built()
+        arrays = snapshot.arrays
         assert arrays is not None
         query = np.asarray(vector, dtype=np.float32)
         if not arrays.has_vector.any() or arrays.matrix.shape[1] != query.shape[0]:
             return [[] for _ in searches]
+        ann = self._ann_rows(snapshot)
+        if ann is not None:
+            masks = [self._mask(arrays, flt) & arrays.has_vector for _, flt in searches]
+            return _approximate(arrays, ann, query, [k for k, _ in searches], masks)
         with _single_threaded_blas():
             sims = arrays.matrix @ query
         return [
             _top(arrays, sims, self._mask(arrays, flt) & arrays.has_vector, k) if k > 0 else []
             for k, flt in searches
         ]
+
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Start the approximate index if this user is large enough, and wait (up to
+        ``timeout`` seconds) until searches use it; whether they do."""
+        snapshot = self._built()
+        if self._ann_rows(snapshot) is not None:
+            return True
+        if self._slot is None or not self._large(snapshot):
+            return False
+        self._slot.wait(timeout)
+        return self._ann_rows(self._built()) is not None
 
     def lexical_search(
         self, text: str, k: int, flt: MemoryFilter = ALL
@@ -333,11 +414,73 @@ class UserCache:
         self._publish(snapshot, built)
         return built
 
-    def _publish(self, old: Snapshot, new: Snapshot) -> None:
-        """Make ``new`` current if ``old`` still is: a write since then wins."""
+    def _publish(self, old: Snapshot, new: Snapshot) -> bool:
+        """Make ``new`` current if ``old`` still is (a write since then wins); whether it
+        did."""
         with self._lock:
             if self._snapshot is old:
                 self._snapshot = new
+                return True
+            return False
+
+    def _large(self, snapshot: Snapshot) -> bool:
+        arrays = snapshot.arrays
+        slot = self._slot
+        return (slot is not None and arrays is not None
+                and int(arrays.has_vector.sum()) >= slot.min_vectors)  # fmt: skip
+
+    def _ann_rows(self, snapshot: Snapshot) -> _AnnRows | None:
+        """The snapshot's record of the rows the index holds, if the user is large and the
+        index ready; starts the job that builds, loads or patches it when needed (searches
+        stay exact meanwhile)."""
+        slot = self._slot
+        if slot is None or not self._large(snapshot):
+            return None
+        ann = snapshot.ann
+        if ann is not None and ann.index is slot.index:
+            arrays = snapshot.arrays
+            assert arrays is not None
+            if int((arrays.has_vector & ~ann.held).sum()) > PATCH_AFTER:
+                slot.start(self._sync)
+            return ann
+        slot.start(self._sync)
+        # inline (no background) the job may have published already
+        ann = self._snapshot.ann
+        return ann if ann is not None and ann.index is slot.index else None
+
+    def _sync(self) -> None:
+        """The index job: bring the index up to the current snapshot (load, build, patch or
+        rebuild it) and publish which rows it holds. Retried if a write lands meanwhile
+        (the record is then derived from the new snapshot's)."""
+        slot = self._slot
+        assert slot is not None
+        for _ in range(3):
+            snapshot = self._built()
+            arrays = snapshot.arrays
+            assert arrays is not None
+            with_vector = np.flatnonzero(arrays.has_vector)
+            everything = with_vector.size == len(arrays.memories)
+            vectors = arrays.matrix if everything else arrays.matrix[with_vector]
+            ann = snapshot.ann
+            keys = ann.keys if ann is not None else memory_keys(list(arrays.ids))
+            index = slot.index
+            if index is None or index.ndim != arrays.matrix.shape[1]:
+                index = slot.prepare(keys[with_vector], vectors)
+                held = index.holds(keys[with_vector], vectors)
+            else:
+                held = (ann.held[with_vector] if ann is not None and ann.index is index
+                        else index.holds(keys[with_vector], vectors))  # fmt: skip
+                missing = np.flatnonzero(~held)
+                if missing.size > REBUILD_SHARE * with_vector.size:
+                    index = slot.rebuild(keys[with_vector], vectors)
+                    held = np.ones(with_vector.size, dtype=bool)
+                elif missing.size:
+                    slot.update(keys[with_vector][missing], vectors[missing])
+                    held = np.ones(with_vector.size, dtype=bool)
+            rows_held = np.zeros(len(arrays.memories), dtype=bool)
+            rows_held[with_vector] = held
+            if self._publish(snapshot, replace(snapshot, ann=_AnnRows.of(index, keys, rows_held))):
+                return
 
     @staticmethod
     def _mask(a: _Arrays, flt: MemoryFilter) -> BoolArray:
@@ -404,6 +547,71 @@ def _single_threaded_blas() -> Any:
     steal the cores onnxruntime needs for the next query embedding: at 10,000 memories this
     halves context() latency on a 2-core machine (bench/latency.py), for ~0.3 ms here."""
     return _blas().limit(limits=1, user_api="blas")
+
+
+#: A filter keeping at most this many rows is searched exactly over those rows alone.
+EXACT_SUBSET = 2_000
+#: Candidates asked of the index per search at most; a filter so selective that this many
+#: do not yield ``k`` passing rows falls back to exact search over the rows it keeps.
+FETCH_MAX = 4_096
+
+
+def _approximate(
+    arrays: _Arrays,
+    ann: _AnnRows,
+    query: npt.NDArray[np.float32],
+    ks: Sequence[int],
+    masks: Sequence[BoolArray],
+) -> list[list[tuple[Memory, float]]]:
+    """:meth:`UserCache.search_many` through the index: one index search sized for the most
+    demanding filter (over-fetched by how few of the index's vectors each filter keeps),
+    its candidates mapped onto ``arrays`` and kept if they pass, are held with their current
+    vector and score exactly; plus the rows passing that the index does not hold."""
+    size = max(len(ann.index), 1)
+    counts = []
+    for k, mask in zip(ks, masks, strict=True):
+        passing = int((mask & ann.held).sum())
+        if k <= 0 or int(mask.sum()) <= EXACT_SUBSET or passing == 0:
+            counts.append(0)
+        else:
+            counts.append(min(FETCH_MAX, size, int(k * size / passing * 1.2) + 16))
+    found = ann.index.search(query, max(counts, default=0))
+    found_rows = ann.rows_of(found)
+    out: list[list[tuple[Memory, float]]] = []
+    with _single_threaded_blas():
+        for k, mask, count in zip(ks, masks, counts, strict=True):
+            if k <= 0:
+                out.append([])
+                continue
+            if count == 0:
+                rows = np.flatnonzero(mask)
+                out.append(_top_rows(arrays, rows, arrays.matrix[rows] @ query, k))
+                continue
+            rows = found_rows[:count]
+            rows = rows[rows >= 0]
+            rows = rows[mask[rows] & ann.held[rows]]
+            if rows.size < k and len(found) >= count and count < size:
+                # too selective for the fetch: exact over the rows the filter keeps
+                rows = np.flatnonzero(mask)
+                out.append(_top_rows(arrays, rows, arrays.matrix[rows] @ query, k))
+                continue
+            rows = np.unique(np.concatenate([rows, np.flatnonzero(mask & ~ann.held)]))
+            out.append(_top_rows(arrays, rows, arrays.matrix[rows] @ query, k))
+    return out
+
+
+def _top_rows(
+    arrays: _Arrays, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32], k: int
+) -> list[tuple[Memory, float]]:
+    """The ``k`` best of ``rows`` by ``scores`` (one per row), best first; ties keep row
+    order, as in :func:`_top`."""
+    if rows.size == 0:
+        return []
+    order = np.argsort(rows, kind="stable")
+    rows, scores = rows[order], scores[order]
+    top = np.argpartition(-scores, k - 1)[:k] if rows.size > k else np.arange(rows.size)
+    top = top[np.argsort(-scores[top], kind="stable")]
+    return [(arrays.memories[rows[i]], float(scores[i])) for i in top]
 
 
 def _top(

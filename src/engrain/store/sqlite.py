@@ -4,11 +4,17 @@ This Python's ``sqlite3`` cannot load extensions, so vectors are searched in-pro
 numpy: each user's vectors are kept as one contiguous matrix, built on first use and rebuilt
 only after a write that touches that user (or after another process commits, which
 ``PRAGMA data_version`` reveals). Exact search over 10,000 × 384 is well under a millisecond.
+
+A user with many vectors (``ann_min_vectors``, 20,000 by default) is searched through an
+approximate index once it is built (``store/ann.py``, docs/scale.md), kept in
+``<file>.ann/<hash of the user id>.usearch`` and checked against the working set on load.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import sqlite3
 import threading
 from collections import Counter, OrderedDict
@@ -16,12 +22,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
+from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
 from engrain.store.base import (
     ALL,
     MEMORY_COLUMNS,
@@ -172,11 +179,37 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
 ]
 
 
-class SQLiteStore:
-    """The default store: one SQLite file, WAL journal, named migrations."""
+def ann_threshold(environ: Mapping[str, str] | None = None) -> int | None:
+    """The vector count from which a user is searched through the approximate index:
+    ``ENGRAIN_ANN_MIN_VECTORS`` (a count, or ``off``) or :data:`ANN_MIN_VECTORS`."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_ANN_MIN_VECTORS", "")
+    if value.strip().lower() in ("off", "none", "exact"):
+        return None
+    try:
+        return max(0, int(value)) if value.strip() else ANN_MIN_VECTORS
+    except ValueError:
+        return ANN_MIN_VECTORS
 
-    def __init__(self, path: Path | str) -> None:
+
+class SQLiteStore:
+    """The default store: one SQLite file, WAL journal, named migrations.
+
+    ``ann_min_vectors``: users with at least this many vectors are searched through an
+    approximate index (``None``: always exact; ``"auto"``: :func:`ann_threshold`).
+    ``ann_background``: build and patch that index on a background thread (searches stay
+    exact until it is ready) rather than inside the call that needs it."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        ann_min_vectors: int | Literal["auto"] | None = "auto",
+        ann_background: bool = True,
+    ) -> None:
         self.path = Path(path)
+        self._ann_min = ann_threshold() if ann_min_vectors == "auto" else ann_min_vectors
+        self._ann_background = ann_background
+        self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(
@@ -536,8 +569,16 @@ class SQLiteStore:
             found = db.execute("SELECT 1 FROM api_keys WHERE id = ?", (key_id,)).fetchall()
             return bool(found)
 
+    def wait_for_index(self, user_id: str, timeout: float | None = None) -> bool:
+        """Start the user's approximate index if the user is large enough and wait (up to
+        ``timeout`` seconds) until searches use it; whether they do (benchmarks and tests:
+        a caller never needs to, searches are exact until then)."""
+        return self._cache(user_id).wait_for_index(timeout)
+
     def close(self) -> None:
         with self._lock:
+            for slot in self._slots.values():
+                slot.close()
             self._db.close()
 
     # -- the per-user working set -------------------------------------------------------
@@ -561,13 +602,37 @@ class SQLiteStore:
             cache = self._caches.get(user_id)
             if cache is None:
                 rows = self._read(f"{_SELECT} WHERE user_id = ? ORDER BY rowid", (user_id,))
-                cache = UserCache(_from_row(r) for r in rows)
+                cache = UserCache((_from_row(r) for r in rows), ann=self._slot(user_id))
                 self._caches[user_id] = cache
                 while len(self._caches) > CACHED_USERS:
                     self._caches.popitem(last=False)
             else:
                 self._caches.move_to_end(user_id)
             return cache
+
+
+    def _slot(self, user_id: str) -> IndexSlot | None:
+        """The user's approximate index in this process (kept when the working set is
+        dropped after another process's commit: it is checked against the new one)."""
+        if self._ann_min is None:
+            return None
+        slot = self._slots.get(user_id)
+        if slot is None:
+            slot = IndexSlot(self._index_path(user_id), self._ann_min, self._ann_background)
+            self._slots[user_id] = slot
+            while len(self._slots) > CACHED_USERS:
+                self._slots.popitem(last=False)[1].close()
+        else:
+            self._slots.move_to_end(user_id)
+        return slot
+
+    def _index_path(self, user_id: str) -> Path | None:
+        """Where the user's index is saved: beside the file, named by a hash of the user id
+        (any string is a user id; a file name is not)."""
+        if str(self.path) in ("", ":memory:"):
+            return None
+        name = hashlib.sha256(user_id.encode()).hexdigest()[:32]
+        return self.path.with_name(self.path.name + ".ann") / f"{name}.usearch"
 
 
 def _reason(exc: sqlite3.Error) -> str:

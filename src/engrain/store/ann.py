@@ -1,0 +1,277 @@
+"""The approximate vector index of a large user's working set (issue 18; docs/ann.md).
+
+A :class:`VectorIndex` is a usearch HNSW graph (cosine, float16 vectors, connectivity 16,
+expansion 128 on add and 256 on search: R@50 ≥ 0.98 against exact search, docs/scale.md)
+over the vectors of one user's memories, keyed by :func:`memory_keys` (a 64-bit hash of the
+memory id, the same in every process). It is an accelerator, never a source of truth: the
+working set (``store/cache.py``) asks it for candidate keys only, maps them onto its own
+snapshot (a key that is not there, a forgotten memory, is dropped), scores them exactly with
+the snapshot's vectors, and searches the rows the index does not hold (new or re-embedded
+memories) exactly. Which rows it holds is checked, not assumed: :meth:`VectorIndex.holds`
+compares the index's stored vectors with the snapshot's.
+
+An :class:`IndexSlot` is the one index of one user in one process. It outlives the
+working set (which is dropped whenever another process commits), builds the index off the
+request path on a daemon thread (searches stay exact until it is ready), patches it with
+rows it does not hold, and keeps it in a file beside the database: written whole to a
+temporary file and renamed over the old one (readers never see a torn file; with several
+processes the last writer wins), framed with a magic, its length and a CRC-32 so a torn or
+corrupted file is rebuilt rather than loaded. A file that loads still only counts for the
+rows whose vectors it holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import threading
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from usearch.index import Index
+
+log = logging.getLogger(__name__)
+
+BoolArray = npt.NDArray[np.bool_]
+Keys = npt.NDArray[np.uint64]
+Matrix = npt.NDArray[np.float32]
+
+#: Users with fewer vectors are searched exactly: a matrix product over 20,000 × 384 takes
+#: about 1 ms and is exact; an index saves little there and costs a build (docs/scale.md).
+ANN_MIN_VECTORS = 20_000
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 256
+#: Rows not held by the index that trigger a patch in the background (until then they are
+#: searched exactly on every call: 2,000 rows cost ~0.1 ms).
+PATCH_AFTER = 2_000
+#: Above this share of rows not held, a new index is built instead of patching the old one.
+REBUILD_SHARE = 0.5
+
+_MAGIC = b"ENGRANN1"
+_HEADER = struct.Struct("<8sQI")  # magic, payload length, CRC-32 of the payload
+
+
+def memory_keys(ids: Sequence[str]) -> Keys:
+    """The index key of each memory id: the first 63 bits of its BLAKE2b digest (stable
+    across processes; a collision only costs recall, since every result is checked
+    against the snapshot's own ids)."""
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8).digest(), "little") >> 1
+         for i in ids),
+        dtype=np.uint64, count=len(ids),
+    )  # fmt: skip
+
+
+class VectorIndex:
+    """A usearch index of unit vectors by key. Every call holds the index's own lock: the
+    graph is patched by one thread while others search it."""
+
+    def __init__(self, index: Index) -> None:
+        self._index = index
+        self._lock = threading.Lock()
+
+    @property
+    def ndim(self) -> int:
+        """The dimension of the vectors it holds."""
+        return int(self._index.ndim)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._index)
+
+    @classmethod
+    def build(cls, keys: Keys, vectors: Matrix, threads: int = 0) -> VectorIndex:
+        """A new index of these vectors (``threads`` 0: every core)."""
+        index = Index(
+            ndim=int(vectors.shape[1]), metric="cos", dtype="f16", connectivity=CONNECTIVITY,
+            expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
+        )  # fmt: skip
+        if len(keys):
+            index.add(keys, vectors, threads=threads)
+        return cls(index)
+
+    def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
+        """The keys of (about) the ``count`` nearest vectors, nearest first."""
+        with self._lock:
+            if count <= 0 or len(self._index) == 0:
+                return np.zeros(0, dtype=np.uint64)
+            found = self._index.search(vector, min(count, len(self._index)))
+        return np.asarray(found.keys, dtype=np.uint64)
+
+    def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
+        """For each row, whether the index holds this key with this vector (as float16)."""
+        held = np.zeros(len(keys), dtype=bool)
+        if not len(keys) or vectors.shape[1] != self.ndim:
+            return held
+        with self._lock:
+            present = np.asarray(self._index.contains(keys), dtype=bool)
+            rows = np.flatnonzero(present)
+            if rows.size == 0:
+                return held
+            stored: Any = self._index.get(keys[rows], dtype="f16")
+        stored_matrix = np.stack(stored) if isinstance(stored, tuple) else np.asarray(stored)
+        same = (stored_matrix == vectors[rows].astype(np.float16)).all(axis=1)
+        held[rows[same]] = True
+        return held
+
+    def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:
+        """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
+        time so searches are not held up for long."""
+        for start in range(0, len(keys), batch):
+            part, rows = keys[start : start + batch], vectors[start : start + batch]
+            with self._lock:
+                present = part[np.asarray(self._index.contains(part), dtype=bool)]
+                if len(present):
+                    self._index.remove(present)
+                self._index.add(part, rows, threads=1)
+
+    def save(self, path: Path) -> None:
+        """Write the index to ``path`` atomically: a temporary file in the same directory,
+        flushed to disk, then renamed over ``path`` (a reader sees the old or the new file,
+        never a torn one; with several processes the last rename wins)."""
+        with self._lock:
+            saved = self._index.save()
+        assert saved is not None  # no path given: the bytes
+        payload = bytes(saved)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(_HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)))
+                handle.write(payload)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path, ndim: int) -> VectorIndex | None:
+        """The index saved at ``path``, or ``None`` if it is missing, torn, corrupted, of
+        other parameters or of vectors of another dimension (the caller rebuilds)."""
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        if len(data) < _HEADER.size:
+            return None
+        magic, length, crc = _HEADER.unpack_from(data)
+        payload = memoryview(data)[_HEADER.size :]
+        if magic != _MAGIC or length != len(payload) or zlib.crc32(payload) != crc:
+            return None
+        try:
+            index = Index.restore(
+                bytes(payload), connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                expansion_search=EXPANSION_SEARCH,
+            )  # fmt: skip
+        except (ValueError, RuntimeError) as exc:
+            log.warning("approximate index %s unreadable (%s): rebuilding", path, exc)
+            return None
+        if index is None or int(index.ndim) != ndim or index.connectivity != CONNECTIVITY:
+            return None
+        return cls(index)
+
+
+class IndexSlot:
+    """One user's index in this process: ready or not, built or patched off the request
+    path, saved beside the database (``path``; ``None`` keeps it in memory only)."""
+
+    def __init__(self, path: Path | None, min_vectors: int, background: bool = True) -> None:
+        self.path = path
+        self.min_vectors = min_vectors
+        self.background = background
+        self._index: VectorIndex | None = None
+        self._lock = threading.Lock()
+        self._job: threading.Thread | None = None
+        self._idle = threading.Event()
+        self._idle.set()
+        self._closed = False
+
+    @property
+    def index(self) -> VectorIndex | None:
+        """The index, once built or loaded."""
+        return self._index
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a running build or patch; whether an index is ready."""
+        self._idle.wait(timeout)
+        return self._index is not None
+
+    def close(self) -> None:
+        """Stop saving (the store is closing); a running job finishes in memory."""
+        self._closed = True
+
+    def start(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on a daemon thread (inline without background) unless one runs."""
+        with self._lock:
+            if not self._idle.is_set():
+                return
+            self._idle.clear()
+        if not self.background:
+            self._run(job)
+            return
+        thread = threading.Thread(target=self._run, args=(job,), daemon=True,
+                                  name="engrain-ann")  # fmt: skip
+        self._job = thread
+        thread.start()
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except Exception:  # a failed build leaves exact search in place
+            log.exception("approximate index job failed; searches stay exact")
+        finally:
+            self._idle.set()
+
+    def prepare(self, keys: Keys, vectors: Matrix) -> VectorIndex:
+        """Load the saved index, or build one, for these rows; patch it with the rows it
+        does not hold; publish and save it. Runs on the job thread."""
+        index = None if self.path is None else VectorIndex.load(self.path, vectors.shape[1])
+        if index is not None:
+            held = index.holds(keys, vectors)
+            missing = np.flatnonzero(~held)
+            if missing.size > REBUILD_SHARE * len(keys):
+                index = None
+            elif missing.size:
+                index.patch(keys[missing], vectors[missing])
+                self._save(index)
+        if index is None:
+            return self.rebuild(keys, vectors)
+        self._publish(index)
+        return index
+
+    def rebuild(self, keys: Keys, vectors: Matrix) -> VectorIndex:
+        """A new index of exactly these rows, published and saved. Runs on the job
+        thread."""
+        index = VectorIndex.build(keys, vectors)
+        self._publish(index)
+        self._save(index)
+        return index
+
+    def update(self, keys: Keys, vectors: Matrix) -> None:
+        """Patch the index with rows it does not hold, then save it. Runs on the job
+        thread."""
+        index = self._index
+        if index is None:
+            return
+        index.patch(keys, vectors)
+        self._save(index)
+
+    def _publish(self, index: VectorIndex) -> None:
+        with self._lock:
+            self._index = index
+
+    def _save(self, index: VectorIndex) -> None:
+        if self.path is None or self._closed:
+            return
+        try:
+            index.save(self.path)
+        except OSError as exc:  # the index still serves this process; the next one rebuilds
+            log.warning("cannot save the approximate index to %s: %s", self.path, exc)

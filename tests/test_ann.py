@@ -1,0 +1,203 @@
+"""The approximate vector index of large users on SQLite (issue 18, store/ann.py).
+
+The threshold is forced low (``ann_min_vectors=0``), the index is built inside the call
+that needs it (``ann_background=False``) and filters keeping more than 20 rows go through
+it (``EXACT_SUBSET``), so a few hundred memories exercise it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain.model import Kind, Memory
+from engrain.store import MemoryFilter, cache
+from engrain.store.ann import VectorIndex, memory_keys
+from engrain.store.sqlite import SQLiteStore, ann_threshold
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+USER = "ada"
+DIM = 32
+
+
+def _vectors(n: int, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    # clustered, like real embeddings: 20 centres with noise
+    centres = rng.standard_normal((20, DIM))
+    v = centres[rng.integers(0, 20, n)] + 0.4 * rng.standard_normal((n, DIM))
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def _memories(n: int, seed: int = 3) -> list[Memory]:
+    kinds = [Kind.FACT, Kind.PREFERENCE, Kind.EVENT]
+    return [
+        Memory.new(
+            USER, f"note {seed}-{i}", kinds[i % 3].default_memory_type, kinds[i % 3], now=NOW,
+            embedding=vector, project="p1" if i % 2 else "p2", muted=i % 7 == 0,
+            key=f"k{seed}-{i}" if kinds[i % 3] is Kind.PREFERENCE else None,
+        )  # fmt: skip
+        for i, vector in enumerate(_vectors(n, seed))
+    ]
+
+
+def _indexed(path: Path) -> SQLiteStore:
+    return SQLiteStore(path, ann_min_vectors=0, ann_background=False)
+
+
+def _ids(found: list[tuple[Memory, float]]) -> list[str]:
+    return [m.id for m, _ in found]
+
+
+@pytest.fixture(autouse=True)
+def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "engrain.db"
+    store = SQLiteStore(path, ann_min_vectors=None)
+    store.write(_memories(600))
+    store.close()
+    return path
+
+
+def test_the_index_finds_what_exact_search_finds(db: Path) -> None:
+    store, exact = _indexed(db), SQLiteStore(db, ann_min_vectors=None)
+    assert store.wait_for_index(USER)
+    assert not exact.wait_for_index(USER)
+    queries = _vectors(40, seed=99)
+    shared = 0
+    for query in queries:
+        got = store.search(USER, query, 20)
+        want = exact.search(USER, query, 20)
+        shared += len(set(_ids(got)) & set(_ids(want)))
+        # scores are exact, from the snapshot's vectors, whatever proposed the candidate
+        for memory, score in got:
+            assert memory.embedding is not None
+            assert score == pytest.approx(float(memory.embedding @ query), abs=1e-5)
+    assert shared / (20 * len(queries)) >= 0.98
+    assert list((db.parent / "engrain.db.ann").glob("*.usearch"))
+
+
+def test_filters_keep_only_passing_memories_and_match_exact_search(db: Path) -> None:
+    store, exact = _indexed(db), SQLiteStore(db, ann_min_vectors=None)
+    assert store.wait_for_index(USER)
+    filters = [
+        MemoryFilter(project="p1"),
+        MemoryFilter(include_muted=False),
+        MemoryFilter(kinds=(Kind.EVENT,), project="p2"),  # ~100 rows: exact over the subset
+        MemoryFilter(key="k3-4"),  # one row
+    ]
+    for query in _vectors(10, seed=5):
+        results = store.search_many(USER, query, [(10, f) for f in filters])
+        for flt, got in zip(filters, results, strict=True):
+            assert got and all(flt.matches(m) for m, _ in got)
+            want = exact.search(USER, query, 10, flt)
+            assert len(set(_ids(got)) & set(_ids(want))) >= len(want) - 1
+
+
+def test_a_forgotten_memory_is_never_returned_also_after_reopening(db: Path) -> None:
+    store = _indexed(db)
+    assert store.wait_for_index(USER)
+    gone = store.query(USER)[:25]
+    store.write(deletes=gone)
+    for memory in gone:
+        assert memory.id not in _ids(store.search(USER, memory.embedding, 50))
+    store.close()
+    reopened = _indexed(db)  # loads the saved index, which may still hold them
+    assert reopened.wait_for_index(USER)
+    for memory in gone:
+        assert memory.embedding is not None
+        assert memory.id not in _ids(reopened.search(USER, memory.embedding, 50))
+
+
+def test_another_processs_write_is_found_and_its_forget_respected(db: Path) -> None:
+    store, other = _indexed(db), SQLiteStore(db, ann_min_vectors=None)
+    assert store.wait_for_index(USER)
+    fresh = _memories(30, seed=11)
+    victim = store.query(USER)[0]
+    other.write(upserts=fresh, deletes=[victim])
+    for memory in fresh:
+        assert memory.embedding is not None
+        assert _ids(store.search(USER, memory.embedding, 1)) == [memory.id]
+    assert victim.embedding is not None
+    assert victim.id not in _ids(store.search(USER, victim.embedding, 50))
+
+
+def test_a_re_embedded_memory_is_found_by_its_new_vector(db: Path) -> None:
+    store = _indexed(db)
+    assert store.wait_for_index(USER)
+    target = store.query(USER)[3]
+    new_vector = _vectors(1, seed=1234)[0]
+    store.write([target.evolve(content="rewritten", embedding=new_vector)])
+    best = store.search(USER, new_vector, 1)
+    assert _ids(best) == [target.id] and best[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "junk", "empty"])
+def test_a_damaged_index_file_is_rebuilt_never_trusted(db: Path, damage: str) -> None:
+    store = _indexed(db)
+    assert store.wait_for_index(USER)
+    store.close()
+    (path,) = (db.parent / "engrain.db.ann").glob("*.usearch")
+    data = bytearray(path.read_bytes())
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "flipped":
+        data[len(data) // 2] ^= 0xFF
+    elif damage == "junk":
+        data = bytearray(b"\x00" * len(data))
+    else:
+        data = bytearray()
+    path.write_bytes(bytes(data))
+    assert VectorIndex.load(path, DIM) is None
+    reopened = _indexed(db)
+    assert reopened.wait_for_index(USER)
+    query = reopened.query(USER)[10]
+    assert query.embedding is not None
+    assert _ids(reopened.search(USER, query.embedding, 1)) == [query.id]
+    assert VectorIndex.load(path, DIM) is not None  # rebuilt and saved again
+
+
+def test_a_stale_index_file_is_patched_from_the_store(db: Path) -> None:
+    first = _indexed(db)
+    assert first.wait_for_index(USER)
+    first.close()
+    # changes the saved index does not know: re-embedded, forgotten and new memories
+    other = SQLiteStore(db, ann_min_vectors=None)
+    rows = other.query(USER)
+    moved = [m.evolve(embedding=v) for m, v in zip(rows[:40], _vectors(40, seed=77), strict=True)]
+    fresh = _memories(20, seed=12)
+    other.write(upserts=[*moved, *fresh], deletes=rows[40:60])
+    other.close()
+    (path,) = (db.parent / "engrain.db.ann").glob("*.usearch")
+    stale = VectorIndex.load(path, DIM)
+    assert stale is not None
+    keys = memory_keys([m.id for m in moved])
+    assert not stale.holds(keys, np.stack([m.embedding for m in moved])).any()
+
+    reopened = _indexed(db)
+    assert reopened.wait_for_index(USER)
+    for memory in [*moved, *fresh]:
+        assert memory.embedding is not None
+        assert _ids(reopened.search(USER, memory.embedding, 1)) == [memory.id]
+    for memory in rows[40:60]:
+        assert memory.embedding is not None
+        assert memory.id not in _ids(reopened.search(USER, memory.embedding, 50))
+    patched = VectorIndex.load(path, DIM)
+    assert patched is not None
+    assert patched.holds(keys, np.stack([m.embedding for m in moved])).all()
+
+
+def test_small_users_and_the_exact_setting_are_never_indexed(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "e.db", ann_min_vectors=1_000, ann_background=False)
+    store.write(_memories(50))
+    assert not store.wait_for_index(USER)
+    assert store.search(USER, _vectors(1)[0], 5)
+    assert not (tmp_path / "e.db.ann").exists()
+    assert ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "off"}) is None
+    assert ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "500"}) == 500
+    assert ann_threshold({}) == 20_000
