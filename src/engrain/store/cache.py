@@ -198,8 +198,21 @@ class UserCache:
     """A user's memories with vectorised filter, order, search and BM25; safe to share
     between threads (see the module docstring)."""
 
-    def __init__(self, memories: Iterable[Memory] = (), *, ann: IndexSlot | None = None) -> None:
-        self._snapshot = Snapshot({m.id: m for m in memories})
+    def __init__(
+        self,
+        memories: Iterable[Memory] = (),
+        *,
+        ann: IndexSlot | None = None,
+        matrix: npt.NDArray[np.float32] | None = None,
+    ) -> None:
+        """``matrix``: the memories' vectors, one row each in order, when their embeddings
+        are views of its rows (a store that decoded them at once): used as the search matrix
+        rather than copied."""
+        listed = list(memories)
+        self._snapshot = Snapshot({m.id: m for m in listed})
+        if matrix is not None and matrix.shape[0] == len(listed) == len(self._snapshot.rows):
+            arrays = _columns(listed, matrix.shape[1], matrix)
+            self._snapshot = Snapshot(self._snapshot.rows, arrays)
         self._lock = threading.Lock()
         self._slot = ann
 
@@ -626,14 +639,21 @@ def _top(
     return [(arrays.memories[rows[i]], float(picked[i])) for i in top]
 
 
-def _columns(memories: list[Memory], dim: int) -> _Arrays:
-    """Column arrays for ``memories``; vectors of another dimension count as missing."""
-    matrix = np.zeros((len(memories), dim), dtype=np.float32)
-    has_vector = np.zeros(len(memories), dtype=bool)
-    for row, memory in enumerate(memories):
-        if memory.embedding is not None and memory.embedding.shape == (dim,):
-            matrix[row] = memory.embedding
-            has_vector[row] = True
+def _columns(
+    memories: list[Memory], dim: int, vectors: npt.NDArray[np.float32] | None = None
+) -> _Arrays:
+    """Column arrays for ``memories``; vectors of another dimension count as missing.
+    ``vectors``: every memory's vector, in order, to use as the matrix as it is."""
+    if vectors is not None:
+        matrix = vectors
+        has_vector = np.ones(len(memories), dtype=bool)
+    else:
+        matrix = np.zeros((len(memories), dim), dtype=np.float32)
+        has_vector = np.zeros(len(memories), dtype=bool)
+        for row, memory in enumerate(memories):
+            if memory.embedding is not None and memory.embedding.shape == (dim,):
+                matrix[row] = memory.embedding
+                has_vector[row] = True
     return _Arrays(
         memories=memories,
         position={m.id: row for row, m in enumerate(memories)},

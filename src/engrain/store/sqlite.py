@@ -602,7 +602,8 @@ class SQLiteStore:
             cache = self._caches.get(user_id)
             if cache is None:
                 rows = self._read(f"{_SELECT} WHERE user_id = ? ORDER BY rowid", (user_id,))
-                cache = UserCache((_from_row(r) for r in rows), ann=self._slot(user_id))
+                memories, matrix = _from_rows(rows)
+                cache = UserCache(memories, ann=self._slot(user_id), matrix=matrix)
                 self._caches[user_id] = cache
                 while len(self._caches) > CACHED_USERS:
                     self._caches.popitem(last=False)
@@ -702,6 +703,45 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
         embedding=None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy(),
         superseded_by=r[26],
     )  # fmt: skip
+
+
+def _from_rows(rows: Sequence[tuple[Any, ...]]) -> tuple[list[Memory], Any]:
+    """The memories of ``rows`` (a user's working set) and, when every row has a vector of
+    one size, the matrix of those vectors: each memory's embedding is then a read-only view
+    of its row (one buffer instead of a copy per memory, and no second copy for search).
+    Repeated JSON columns (domains, provenance) are decoded once per distinct text."""
+    blobs = [r[25] for r in rows]
+    sizes = {len(b) for b in blobs if b is not None}
+    matrix = None
+    if rows and len(sizes) == 1 and all(b is not None for b in blobs):
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
+    domains: dict[str, tuple[str, ...]] = {}
+    provenances: dict[str, Provenance] = {}
+    memories = []
+    for i, r in enumerate(rows):
+        domain = domains.get(r[6])
+        if domain is None:
+            domain = domains.setdefault(r[6], tuple(json.loads(r[6])))
+        provenance = provenances.get(r[23])
+        if provenance is None:
+            provenance = provenances.setdefault(
+                r[23], Provenance.from_dict(json.loads(r[23])))  # fmt: skip
+        created, updated = _parse(r[8]), _parse(r[9])
+        assert created is not None and updated is not None
+        memories.append(Memory(
+            id=r[0], user_id=r[1], project=r[2], content=r[3],
+            memory_type=MemoryType(r[4]), kind=Kind(r[5]), domains=domain,
+            session_id=r[7], created_at=created, updated_at=updated, event_at=_parse(r[10]),
+            key=r[11], importance=r[12], confidence=r[13], usefulness=r[14],
+            access_count=r[15], last_accessed_at=_parse(r[16]), pinned=bool(r[17]),
+            muted=bool(r[18]), promoted_at=_parse(r[19]), compressed=bool(r[20]),
+            compression_source=bool(r[21]), source_session_id=r[22], provenance=provenance,
+            content_hash=r[24],
+            embedding=(matrix[i] if matrix is not None else
+                       None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy()),
+            superseded_by=r[26],
+        ))  # fmt: skip
+    return memories, matrix
 
 
 #: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.
