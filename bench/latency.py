@@ -25,6 +25,10 @@ measures the recall of the store's vector search against exact search over the s
 queries). A store opened twice on a new file is measured twice: ``first_open`` is the very
 first open (no index file yet), the headline numbers are from the second.
 
+``--baseline-src DIR`` measures an older tree too (``git archive <commit> src | tar -x -C
+/tmp/base``), in its own processes alternating with this tree's (``--rounds`` of each) on
+the same file, so both see the same load; its medians are under ``baseline``.
+
 The corpus vectors are cached between runs (``--cache-dir``, default
 ``$TMPDIR/engrain-bench``; ``--no-vector-cache`` re-embeds); they are the same vectors
 either way, only the build is faster.
@@ -141,9 +145,12 @@ def run_size(
     stage_queries: Sequence[str],
     warmup: Sequence[str],
     workdir: Path,
+    rounds: int = 1,
+    baseline_src: Path | None = None,
 ) -> dict[str, Any]:
     """Build one user with ``size`` memories in the store ``url``, then time ``context()``
-    in two fresh processes (see the module docstring)."""
+    in fresh processes (see the module docstring): ``rounds`` of them, each preceded by
+    one importing engrain from ``baseline_src`` if given."""
     settings = Settings(url=url, data_dir=workdir)
     engine = Engine(settings=settings, embedder=embedder)
     with engine:
@@ -159,32 +166,61 @@ def run_size(
         "stage_queries": list(stage_queries), "warmup": list(warmup),
     }  # fmt: skip
     first_open = _serve_in_subprocess({**spec, "queries": list(queries[:20]), "recall": False})
-    served = _serve_in_subprocess({**spec, "recall": True})
-    return {
+    served: list[dict[str, Any]] = []
+    baseline: list[dict[str, Any]] = []
+    for _ in range(rounds):  # alternating: both trees see the same load on the machine
+        if baseline_src is not None:
+            baseline.append(_serve_in_subprocess({**spec, "recall": False}, baseline_src))
+        served.append(_serve_in_subprocess({**spec, "recall": True}))
+    out = {
         "memories": size,
         "queries": len(queries),
-        **served.pop("latency"),
-        **served,
+        **_median_of(served),
         "first_open": first_open,
         "write_seconds": round(write_s, 2),
         "memory_types": dict(sorted(types.items())),
         "stage_queries": len(stage_queries),
     }
+    if baseline:
+        out["baseline"] = {"src": str(baseline_src), **_median_of(baseline)}
+    return out
 
 
-def _serve_in_subprocess(spec: dict[str, Any]) -> dict[str, Any]:
-    """:func:`serve` in a new interpreter (cold caches); its JSON result."""
+def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One result from several rounds: each number the median over the rounds (stages
+    from the first); the rounds kept under ``rounds``."""
+    import statistics
+
+    flat = [{**r["latency"], **{k: v for k, v in r.items() if k != "latency"}} for r in runs]
+    out: dict[str, Any] = dict(flat[0])
+    for key, value in flat[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            values = [r[key] for r in flat if isinstance(r.get(key), (int, float))]
+            out[key] = round(statistics.median(values), 2)
+    if len(runs) > 1:
+        out["rounds"] = [{k: v for k, v in r.items() if k != "stages"} for r in flat]
+    return out
+
+
+def _serve_in_subprocess(spec: dict[str, Any], src: Path | None = None) -> dict[str, Any]:
+    """:func:`serve` in a new interpreter (cold caches), importing engrain from ``src``
+    if given (a baseline tree); its JSON result."""
+    import os
+
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(":")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
     try:
         done = subprocess.run(
             [sys.executable, __file__, "--serve", handle.name],
-            capture_output=True, text=True, check=False,
+            capture_output=True, text=True, check=False, env=env,
         )  # fmt: skip
     finally:
         Path(handle.name).unlink()
     if done.returncode != 0:
-        raise RuntimeError(f"serving subprocess failed:\n{done.stderr}")
+        raise RuntimeError(f"serving subprocess failed ({done.returncode}):\n{done.stderr}")
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -280,6 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="where corpus vectors are cached (default $TMPDIR/engrain-bench)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measuring processes per size (numbers: their medians)")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="also measure engrain imported from this src directory (an older "
+                             "tree, e.g. from git archive), alternating with this one")
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:  # the measuring subprocess of run_size
@@ -314,7 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 url = template.replace("{tmp}", tmp).replace("{size}", str(size))
                 print(f"{label}, size {size:,}: writing and querying", file=sys.stderr)
                 results[str(size)] = run_size(
-                    url, size, notes, vectors, embedder, queries, stage_queries, warmup, Path(tmp)
+                    url, size, notes, vectors, embedder, queries, stage_queries, warmup,
+                    Path(tmp), max(1, args.rounds), args.baseline_src,
                 )
             backends[label] = {"url": template, "sizes": results}
 
@@ -402,6 +444,13 @@ def _print_backend(label: str, report: dict[str, Any]) -> None:
             f"{row.get('rss_mb', float('nan')):>7.0f} "
             f"{'exact' if recall is None else f'{recall:.3f}':>6}  {verdict}"
         )
+        if "baseline" in row:
+            b = row["baseline"]
+            print(
+                f"{'  baseline':>10} {b['p50_ms']:>8.1f} {b['p95_ms']:>8.1f} "
+                f"{b['p99_ms']:>8.1f} {b['mean_ms']:>8.1f} {b['cold_start_ms']:>8.0f} "
+                f"{'':>8} {b['rss_mb']:>7.0f} {'exact':>6}"
+            )
     for group, title in (
         ("laps", "engine stage laps (Gated.timings_ms), mean ms"),
         ("calls", "time inside wrapped calls, mean ms"),

@@ -29,12 +29,16 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from contextlib import suppress
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-from usearch.index import Index
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,20 @@ REBUILD_SHARE = 0.5
 
 _MAGIC = b"ENGRANN1"
 _HEADER = struct.Struct("<8sQI")  # magic, payload length, CRC-32 of the payload
+
+
+@lru_cache(maxsize=1)
+def _usearch() -> type[Index]:
+    """usearch's ``Index``, imported on first use and after onnxruntime: with usearch's
+    compiled module loaded first, a later ``import onnxruntime`` kills the process with a
+    segmentation fault (usearch 2.26.6, onnxruntime 1.x, Linux x86-64: ``python -c "import
+    usearch.index, onnxruntime"``); the other order is fine."""
+    with suppress(ImportError):
+        import onnxruntime  # noqa: F401
+
+    from usearch.index import Index
+
+    return Index
 
 
 def memory_keys(ids: Sequence[str]) -> Keys:
@@ -89,7 +107,7 @@ class VectorIndex:
     @classmethod
     def build(cls, keys: Keys, vectors: Matrix, threads: int = 0) -> VectorIndex:
         """A new index of these vectors (``threads`` 0: every core)."""
-        index = Index(
+        index = _usearch()(
             ndim=int(vectors.shape[1]), metric="cos", dtype="f16", connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
         )  # fmt: skip
@@ -167,7 +185,7 @@ class VectorIndex:
         if magic != _MAGIC or length != len(payload) or zlib.crc32(payload) != crc:
             return None
         try:
-            index = Index.restore(
+            index = _usearch().restore(
                 bytes(payload), connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
                 expansion_search=EXPANSION_SEARCH,
             )  # fmt: skip

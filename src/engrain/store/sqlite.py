@@ -21,6 +21,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,6 +47,7 @@ CACHED_USERS = 64
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
 _BEGIN_RETRIES = 3
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
+_SELECT_ROWID = f"SELECT {', '.join(_COLUMNS)}, rowid FROM memories"
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -601,7 +603,10 @@ class SQLiteStore:
             self._sync_version()
             cache = self._caches.get(user_id)
             if cache is None:
-                rows = self._read(f"{_SELECT} WHERE user_id = ? ORDER BY rowid", (user_id,))
+                # rowid last, sorted here: ORDER BY rowid made SQLite sort whole rows,
+                # vectors included, in a temporary b-tree (2.2 against 1.1 s at 100,000)
+                rows = self._read(f"{_SELECT_ROWID} WHERE user_id = ?", (user_id,))
+                rows.sort(key=itemgetter(len(_COLUMNS)))
                 memories, matrix = _from_rows(rows)
                 cache = UserCache(memories, ann=self._slot(user_id), matrix=matrix)
                 self._caches[user_id] = cache
@@ -706,7 +711,8 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
 
 
 def _from_rows(rows: Sequence[tuple[Any, ...]]) -> tuple[list[Memory], Any]:
-    """The memories of ``rows`` (a user's working set) and, when every row has a vector of
+    """The memories of ``rows`` (a user's working set; columns after the memory's are
+    ignored) and, when every row has a vector of
     one size, the matrix of those vectors: each memory's embedding is then a read-only view
     of its row (one buffer instead of a copy per memory, and no second copy for search).
     Repeated JSON columns (domains, provenance) are decoded once per distinct text."""
