@@ -8,14 +8,17 @@ section headings and the newlines are part of the block, so selection counts the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
+from typing import TypeVar
 
 from engrain.corrections import conflicts_of
 from engrain.model import Kind, Memory, MemoryType
 from engrain.recall.compact import compact_chunk
-from engrain.tokens import count_tokens
+from engrain.tokens import count_tokens, count_with_suffix
+
+_T = TypeVar("_T")
 
 
 class Format(StrEnum):
@@ -104,13 +107,19 @@ def render_sections(
     """Titled sections, invariants first, items in selection order within each."""
     if not memories:
         return ""
-    grouped: dict[str, list[str]] = {}
-    for memory in memories:
-        grouped.setdefault(section_of(memory), []).append(render_item(memory, year, compact))
-    blocks = [
-        heading(title) + "\n".join(grouped[title]) for title, _ in SECTIONS if title in grouped
-    ]
+    grouped = _sections(memories, lambda m: render_item(m, year, compact))
+    blocks = [heading(title) + "\n".join(items) for title, items in grouped]
     return OPEN + "\n\n".join(blocks) + CLOSE
+
+
+def _sections(
+    memories: Sequence[Memory], item: Callable[[Memory], _T]
+) -> list[tuple[str, list[_T]]]:
+    """``item`` of each memory grouped by section, sections in rendering order."""
+    grouped: dict[str, list[_T]] = {}
+    for memory in memories:
+        grouped.setdefault(section_of(memory), []).append(item(memory))
+    return [(title, grouped[title]) for title, _ in SECTIONS if title in grouped]
 
 
 def render(
@@ -135,7 +144,8 @@ def item_line(
 # -- what the block costs beyond its lines ---------------------------------------------------
 
 OPEN = "<memory>\n"
-CLOSE = "\n</memory>"
+CLOSE_TAG = "</memory>"
+CLOSE = "\n" + CLOSE_TAG
 
 
 def heading(title: str) -> str:
@@ -151,3 +161,50 @@ def wrapper_tokens() -> int:
 def section_tokens(title: str) -> int:
     """Tokens a section adds beyond its items: its heading and the blank line before it."""
     return count_tokens(heading(title)) + count_tokens("\n")
+
+
+# -- what the whole block costs ----------------------------------------------------------------
+
+#: A memory's rendered line and its token count (``count_tokens`` of that line).
+LineCost = Callable[[Memory], tuple[str, int]]
+
+
+def block_tokens(
+    memories: Sequence[Memory],
+    fmt: Format,
+    *,
+    year: int | None = None,
+    compact: bool = True,
+    line: LineCost | None = None,
+) -> int:
+    """``count_tokens(render(memories, fmt, year=year, compact=compact))``, exactly, from
+    each line's own count (``line``: a memory's line and its count, e.g. remembered from
+    selection; by default counted here) without encoding the block again.
+
+    A newline followed by a character other than whitespace always ends a cl100k piece, and
+    every line and heading starts with one (``[``, ``-``, ``#``), so the block's count is
+    the sum of its parts each with the newlines after it: ``<memory>\\n``, every heading,
+    every line with its one or two newlines, and ``</memory>``. A line's count with its
+    newlines follows from its own count (:func:`~engrain.tokens.count_with_suffix`).
+    Tested against ``count_tokens(render(…))`` in ``tests/test_block_tokens.py``."""
+    if not memories:
+        return 0
+    cost = line or (lambda m: _counted(item_line(m, fmt, year, compact)))
+    total = count_tokens(OPEN) + count_tokens(CLOSE_TAG)
+    if fmt is Format.TAGGED:
+        for memory in memories:
+            text, tokens = cost(memory)
+            total += count_with_suffix(text, tokens, "\n")
+        return total
+    sections = _sections(memories, cost)
+    for n, (title, items) in enumerate(sections):
+        total += count_tokens(heading(title))
+        last = len(items) - 1
+        for i, (text, tokens) in enumerate(items):
+            gap = "\n\n" if i == last and n < len(sections) - 1 else "\n"
+            total += count_with_suffix(text, tokens, gap)
+    return total
+
+
+def _counted(text: str) -> tuple[str, int]:
+    return text, count_tokens(text)

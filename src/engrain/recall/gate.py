@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -22,6 +23,7 @@ from engrain.recall import candidates as cand
 from engrain.recall.area import with_area
 from engrain.recall.assemble import (
     Format,
+    block_tokens,
     item_line,
     render,
     section_of,
@@ -345,12 +347,15 @@ def _fit(
 ) -> tuple[str, int, list[ScoredMemory]]:
     """The rendered block, its tokens and what it holds. Selection counted every line,
     newline, heading and the wrapper; should the tokenizer still merge differently across
-    lines, the last memories are dropped until the block fits: no block exceeds its budget."""
+    lines, the last memories are dropped until the block fits: no block exceeds its budget.
+    The block's tokens are :func:`~engrain.recall.assemble.block_tokens` of the lines
+    selection counted, exactly ``count_tokens`` of the block without encoding it again."""
     while True:
-        text = render([s.memory for s in selected], fmt, year=year, compact=compact)
-        tokens = count_tokens(text) if text else 0
+        memories = [s.memory for s in selected]
+        tokens = block_tokens(memories, fmt, year=year, compact=compact,
+                              line=lambda m: line_cost(m, fmt, year, compact))  # fmt: skip
         if tokens <= budget:
-            return text, tokens, selected
+            return render(memories, fmt, year=year, compact=compact), tokens, selected
         selected = selected[:-1]
 
 
@@ -369,14 +374,25 @@ def _costed(r: Ranked, fmt: Format, year: int, compact: bool = True) -> ScoredMe
 
 
 #: Token cost of each rendered line, per line text. Counting is the costly part (tiktoken);
-#: rendering is cheap, and the text is exactly what the cost depends on, so a memory whose
-#: access count changed (a new object after every injection) still hits.
+#: the text is exactly what the cost depends on, so a memory whose access count changed (a
+#: new object after every injection) still hits.
 _LINE_TOKENS: dict[str, int] = {}
 _LINE_TOKENS_MAX = 200_000
+#: Each memory object's line and its cost, per rendering: rendering a line costs more than
+#: looking it up, and the stores hand out the same object until the memory changes. A weak
+#: reference checks that the object is the one remembered (an ``id`` can be reused once it
+#: is gone) without keeping it alive.
+_OBJECT_LINES: dict[tuple[int, Format, int, bool], tuple[weakref.ref[Memory], str, int]] = {}
+_OBJECT_LINES_MAX = 100_000
 
 
-def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
-    """``count_tokens(item_line(memory, fmt, year, compact))``, remembered per line text."""
+def line_cost(memory: Memory, fmt: Format, year: int, compact: bool = True) -> tuple[str, int]:
+    """``item_line(memory, fmt, year, compact)`` and its ``count_tokens``, remembered per
+    memory object and per line text."""
+    key = (id(memory), fmt, year, compact)
+    hit = _OBJECT_LINES.get(key)
+    if hit is not None and hit[0]() is memory:
+        return hit[1], hit[2]
     line = item_line(memory, fmt, year, compact)
     tokens = _LINE_TOKENS.get(line)
     if tokens is None:
@@ -384,7 +400,15 @@ def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) ->
         if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
             _LINE_TOKENS.clear()
         _LINE_TOKENS[line] = tokens
-    return tokens
+    if len(_OBJECT_LINES) >= _OBJECT_LINES_MAX:
+        _OBJECT_LINES.clear()
+    _OBJECT_LINES[key] = (weakref.ref(memory), line, tokens)
+    return line, tokens
+
+
+def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
+    """``count_tokens(item_line(memory, fmt, year, compact))``, remembered (:func:`line_cost`)."""
+    return line_cost(memory, fmt, year, compact)[1]
 
 
 class _Clock:
