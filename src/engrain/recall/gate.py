@@ -42,6 +42,7 @@ from engrain.recall.classify import (
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
+from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
 from engrain.recall.when import TIME_WEIGHT, with_time
@@ -291,13 +292,20 @@ def _score(
     keeps its top 10), with (``explain``) each one's components and the factors behind
     them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
-    comes ordered by relevance), so one pass scores everything."""
-    score = scorer(options.profile, query)
+    comes ordered by relevance), so one pass scores everything. Without ``explain`` the
+    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_totals`
+    (the same numbers, without the components nobody reads)."""
     anchors = [c.id for c in pool[:ANCHORS]] if cooccurrence else []
-    scored = []
-    for c in pool:
-        bonus = cooccurrence_bonus(cooccurrence, c.id, anchors) if cooccurrence else 0.0
-        scored.append((c, score(c.memory, c.relevance, bonus)))
+    bonuses = [
+        cooccurrence_bonus(cooccurrence, c.id, anchors) if cooccurrence else 0.0 for c in pool
+    ]
+    if not explain and options.profile is Profile.GATED:  # the totals alone, in one batch
+        items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
+        totals = zip(pool, gated_totals(items, query), strict=True)
+        best = sorted(totals, key=lambda pair: pair[1], reverse=True)
+        return [Ranked(c.memory, total, c.similarity, c.relevance) for c, total in best], {}
+    score = scorer(options.profile, query)
+    scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
     if options.profile is Profile.STATIC:
         scored = scored[:STATIC_TOP]
