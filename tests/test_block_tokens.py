@@ -17,8 +17,8 @@ from engrain import Kind, Memory, MemoryType
 from engrain.corrections import CONFLICTS_WITH
 from engrain.model import Provenance
 from engrain.recall.assemble import Format, block_tokens, item_line, render
-from engrain.recall.gate import line_cost
-from engrain.tokens import count_tokens, count_with_suffix
+from engrain.recall.gate import line_cost, line_floor, line_tokens
+from engrain.tokens import count_tokens, count_with_suffix, min_tokens
 
 from .conftest import NOW
 
@@ -121,3 +121,23 @@ def test_line_cost_follows_the_memory_object() -> None:
     assert line_cost(edited, Format.TAGGED, NOW.year) == (line, count_tokens(line))
     sections = item_line(edited, Format.SECTIONS, NOW.year)
     assert line_cost(edited, Format.SECTIONS, NOW.year) == (sections, count_tokens(sections))
+
+
+@settings(max_examples=400, deadline=None)
+@given(texts)
+def test_min_tokens_never_exceeds_the_count(text: str) -> None:
+    assert min_tokens(text) <= count_tokens(text)
+
+
+def test_min_tokens_is_the_word_count_of_ordinary_text() -> None:
+    line = "[SEMANTIC] Priya moved the billing service to Kafka because retries are simpler."
+    assert min_tokens(line) == 12 <= count_tokens(line)
+    assert min_tokens("a.\x1c.b") == 0  # Python splits at \x1c, the tokenizer does not
+
+
+@settings(max_examples=100, deadline=None)
+@given(memories(), st.sampled_from(list(Format)), st.booleans())
+def test_line_floor_bounds_the_line_cost(memory: Memory, fmt: Format, remembered: bool) -> None:
+    if remembered:
+        line_cost(memory, fmt, NOW.year)
+    assert line_floor(memory, fmt, NOW.year) <= line_tokens(memory, fmt, NOW.year)

@@ -7,6 +7,7 @@ network is ever touched.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 import tiktoken
@@ -62,3 +63,21 @@ def _last_piece_start(text: str) -> int:
     while i > 0 and text[i - 1].isspace():
         i = text.rfind(" ", 0, i)
     return max(i, 0)
+
+
+#: Characters Python splits words at and cl100k does not count as whitespace.
+_NOT_TOKENIZER_SPACE = re.compile("[\x1c-\x1f]")
+
+
+def min_tokens(text: str) -> int:
+    """A lower bound of ``count_tokens(text)`` without encoding it: the number of its
+    whitespace-separated words (0 for a text holding one of ``\\x1c``-``\\x1f``, which
+    Python splits at and the tokenizer does not).
+
+    Every cl100k piece holds the non-space characters of one word at most (a piece holds
+    whitespace only at its start, or is whitespace only), so each word is at least one
+    piece, and each piece at least one token. A selection that has fewer tokens left than
+    a line's bound can pass over the line without counting it."""
+    if _NOT_TOKENIZER_SPACE.search(text):
+        return 0
+    return len(text.split())

@@ -48,7 +48,7 @@ from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
-from engrain.tokens import count_tokens
+from engrain.tokens import count_tokens, min_tokens
 
 __all__ = ["LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens"]
 
@@ -412,6 +412,17 @@ def line_cost(memory: Memory, fmt: Format, year: int, compact: bool = True) -> t
         _OBJECT_LINES.clear()
     _OBJECT_LINES[key] = (weakref.ref(memory), line, tokens)
     return line, tokens
+
+
+def line_floor(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
+    """A lower bound of :func:`line_tokens`: the count itself when it is remembered, else
+    :func:`~engrain.tokens.min_tokens` of the line (a fifth of the cost of counting it)."""
+    hit = _OBJECT_LINES.get((id(memory), fmt, year, compact))
+    if hit is not None and hit[0]() is memory:
+        return hit[2]
+    line = item_line(memory, fmt, year, compact)
+    known = _LINE_TOKENS.get(line)
+    return known if known is not None else min_tokens(line)
 
 
 def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
