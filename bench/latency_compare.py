@@ -17,12 +17,16 @@ Rounds alternate the trees (the order rotates every round), so a busy machine sl
 alike; each round gives every tree's p50/p95, and the report quotes the median over rounds,
 the spread (min–max) and the ratio to the first tree. Queries are also split by the
 complexity the last tree's classifier gives them (``simple`` / ``complex`` / …), since a
-complex message gets a larger budget and more memories.
+complex message gets a larger budget and more memories. Each tree's blocks (text, tokens,
+the memories' contents, hashed) are compared with the first tree's query by query: a change
+meant only to be faster shows none differing (``PYTHONHASHSEED`` is fixed, so every run
+sums alike).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -86,8 +90,12 @@ def _serve(spec: dict[str, Any]) -> dict[str, Any]:
             gated = getattr(context, "gated", None)
             classification = getattr(gated, "classification", None)
             complexity = getattr(classification, "complexity", None)
+            # contents, not ids: every tree's file gets ids of its own
+            ids = "\0".join(m.content for m in context.memories)
             rows.append({
                 "ms": ms,
+                "block": hashlib.sha256(f"{context.text}\0{context.tokens}\0{ids}".encode())
+                .hexdigest()[:16],
                 "complexity": getattr(complexity, "value", str(complexity)),
                 "memories": len(context.memories),
                 "tokens": context.tokens,
@@ -103,7 +111,8 @@ def _run(tree: Path, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
     """``mode`` (``build`` or ``serve``) in a fresh interpreter on ``tree``'s sources."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree / "bench")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree / "bench")]),
+           "PYTHONHASHSEED": "0"}  # set orders (BM25 sums) alike in every run: same blocks
     try:
         done = subprocess.run(
             [sys.executable, __file__, f"--{mode}", handle.name],
@@ -174,6 +183,24 @@ def summarize(
     return out
 
 
+def same_blocks(
+    labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]
+) -> dict[str, Any]:
+    """Per tree, how many queries got a block (text, tokens and memories) other than the
+    first tree's, and whether its rounds agreed with each other: a change meant only to be
+    faster must show 0 and true against the tree it speeds up."""
+    base = [row["block"] for row in runs[labels[0]][0]]
+    out: dict[str, Any] = {}
+    for label in labels:
+        rounds = [[row["block"] for row in rows] for rows in runs[label]]
+        out[label] = {
+            "differing_from_" + labels[0]: sum(a != b for a, b in zip(rounds[0], base,
+                                                                      strict=True)),
+            "rounds_agree": all(r == rounds[0] for r in rounds),
+        }  # fmt: skip
+    return out
+
+
 def _laps(labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]) -> dict[str, Any]:
     """Mean milliseconds of each engine stage lap, per tree, over every round."""
     out: dict[str, Any] = {}
@@ -202,6 +229,12 @@ def print_report(report: dict[str, Any]) -> None:
                   f"{r['p50_range'][1]:<6.2f} {r['p50_ratio']:>6.3f} {r['p95_ms']:>8.2f} "
                   f"{r['p95_range'][0]:>6.2f}–{r['p95_range'][1]:<6.2f} {r['p95_ratio']:>6.3f} "
                   f"{r['memories_mean']:>6.1f} {r['tokens_mean']:>7.1f}")  # fmt: skip
+    print(f"\nblocks (text, tokens, memories) other than {labels[0]}'s, of "
+          f"{report['queries']} queries")  # fmt: skip
+    for label in labels:
+        same = report["same_blocks"][label]
+        print(f"{label:>10} {same['differing_from_' + labels[0]]:>4}  rounds agree: "
+              f"{same['rounds_agree']}")  # fmt: skip
     print("\nengine stage laps, mean ms")
     for label in labels:
         laps = report["laps"][label]
@@ -277,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "size": args.size, "queries": args.queries, "rounds": args.rounds, "labels": labels,
         "trees": {label: str(tree) for label, tree in trees.items()},
         "groups": summarize(labels, runs), "laps": _laps(labels, runs),
+        "same_blocks": same_blocks(labels, runs),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }  # fmt: skip
     if args.out is not None:
