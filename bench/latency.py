@@ -314,13 +314,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="embed the corpus even if an earlier run cached its vectors",
     )
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="where corpus vectors are cached (default $TMPDIR/engrain-bench)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="measuring processes per size (numbers: their medians)")
-    parser.add_argument("--baseline-src", type=Path, default=None,
-                        help="also measure engrain imported from this src directory (an older "
-                             "tree, e.g. from git archive), alternating with this one")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="where corpus vectors are cached (default $TMPDIR/engrain-bench)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measuring processes per size (numbers: their medians)",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also measure engrain imported from this src directory (an older "
+        "tree, e.g. from git archive), alternating with this one",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:  # the measuring subprocess of run_size
@@ -339,8 +351,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
     warmup, queries = pool[: args.warmup], pool[args.warmup : args.warmup + args.queries]
     stage_queries = pool[args.warmup + args.queries :]
-    cache_dir = None if args.no_vector_cache else (
-        args.cache_dir or Path(tempfile.gettempdir()) / "engrain-bench"
+    cache_dir = (
+        None
+        if args.no_vector_cache
+        else (args.cache_dir or Path(tempfile.gettempdir()) / "engrain-bench")
     )
     print(f"corpus: {len(notes):,} notes; embedding with {embedder.model_id}", file=sys.stderr)
     vectors, embed_s, from_cache = common.embed_corpus(
@@ -355,8 +369,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 url = template.replace("{tmp}", tmp).replace("{size}", str(size))
                 print(f"{label}, size {size:,}: writing and querying", file=sys.stderr)
                 results[str(size)] = run_size(
-                    url, size, notes, vectors, embedder, queries, stage_queries, warmup,
-                    Path(tmp), max(1, args.rounds), args.baseline_src,
+                    url,
+                    size,
+                    notes,
+                    vectors,
+                    embedder,
+                    queries,
+                    stage_queries,
+                    warmup,
+                    Path(tmp),
+                    max(1, args.rounds),
+                    args.baseline_src,
                 )
             backends[label] = {"url": template, "sizes": results}
 

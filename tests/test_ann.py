@@ -34,10 +34,16 @@ def _memories(n: int, seed: int = 3) -> list[Memory]:
     kinds = [Kind.FACT, Kind.PREFERENCE, Kind.EVENT]
     return [
         Memory.new(
-            USER, f"note {seed}-{i}", kinds[i % 3].default_memory_type, kinds[i % 3], now=NOW,
-            embedding=vector, project="p1" if i % 2 else "p2", muted=i % 7 == 0,
+            USER,
+            f"note {seed}-{i}",
+            kinds[i % 3].default_memory_type,
+            kinds[i % 3],
+            now=NOW,
+            embedding=vector,
+            project="p1" if i % 2 else "p2",
+            muted=i % 7 == 0,
             key=f"k{seed}-{i}" if kinds[i % 3] is Kind.PREFERENCE else None,
-        )  # fmt: skip
+        )
         for i, vector in enumerate(_vectors(n, seed))
     ]
 

@@ -21,11 +21,11 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
@@ -47,7 +47,13 @@ CACHED_USERS = 64
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
 _BEGIN_RETRIES = 3
 _SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
-_SELECT_ROWID = f"SELECT {', '.join(_COLUMNS)}, rowid FROM memories"
+#: One chunk of a user's rows in rowid order: the rowid range, never the user index (whose
+#: order would need a sort of whole rows).
+_SELECT_RANGE = (
+    f"SELECT {', '.join(_COLUMNS)} FROM memories NOT INDEXED "
+    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+)
+_LOAD_CHUNK = 4_096
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -603,11 +609,7 @@ class SQLiteStore:
             self._sync_version()
             cache = self._caches.get(user_id)
             if cache is None:
-                # rowid last, sorted here: ORDER BY rowid made SQLite sort whole rows,
-                # vectors included, in a temporary b-tree (2.2 against 1.1 s at 100,000)
-                rows = self._read(f"{_SELECT_ROWID} WHERE user_id = ?", (user_id,))
-                rows.sort(key=itemgetter(len(_COLUMNS)))
-                memories, matrix = _from_rows(rows)
+                memories, matrix = self._load(user_id)
                 cache = UserCache(memories, ann=self._slot(user_id), matrix=matrix)
                 self._caches[user_id] = cache
                 while len(self._caches) > CACHED_USERS:
@@ -616,6 +618,29 @@ class SQLiteStore:
                 self._caches.move_to_end(user_id)
             return cache
 
+    def _load(self, user_id: str) -> tuple[list[Memory], npt.NDArray[np.float32] | None]:
+        """The user's memories in insertion (rowid) order and the matrix of their vectors
+        (see :class:`_Decoder`), read in one read transaction (a consistent snapshot) in
+        chunks of rowids: ``ORDER BY rowid`` over the user index made SQLite sort whole
+        rows, vectors included, in a temporary b-tree (2.2 s of 3.8 at 100,000), and one
+        list of every row's tuple doubled the peak memory of a load. Called under the
+        lock."""
+        try:
+            self._db.execute("BEGIN")
+            try:
+                rowids = [r[0] for r in self._db.execute(
+                    "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
+                ).fetchall()]  # fmt: skip
+                decoder = _Decoder(user_id, len(rowids))
+                for start in range(0, len(rowids), _LOAD_CHUNK):
+                    low, high = rowids[start], rowids[min(start + _LOAD_CHUNK, len(rowids)) - 1]
+                    decoder.add(self._db.execute(_SELECT_RANGE, (low, high, user_id)).fetchall())
+            finally:
+                self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
+        return decoder.finish()
 
     def _slot(self, user_id: str) -> IndexSlot | None:
         """The user's approximate index in this process (kept when the working set is
@@ -710,44 +735,70 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
     )  # fmt: skip
 
 
-def _from_rows(rows: Sequence[tuple[Any, ...]]) -> tuple[list[Memory], Any]:
-    """The memories of ``rows`` (a user's working set; columns after the memory's are
-    ignored) and, when every row has a vector of
-    one size, the matrix of those vectors: each memory's embedding is then a read-only view
-    of its row (one buffer instead of a copy per memory, and no second copy for search).
-    Repeated JSON columns (domains, provenance) are decoded once per distinct text."""
-    blobs = [r[25] for r in rows]
-    sizes = {len(b) for b in blobs if b is not None}
-    matrix = None
-    if rows and len(sizes) == 1 and all(b is not None for b in blobs):
-        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), -1)
-    domains: dict[str, tuple[str, ...]] = {}
-    provenances: dict[str, Provenance] = {}
-    memories = []
-    for i, r in enumerate(rows):
-        domain = domains.get(r[6])
-        if domain is None:
-            domain = domains.setdefault(r[6], tuple(json.loads(r[6])))
-        provenance = provenances.get(r[23])
+class _Decoder:
+    """Memories from rows of one user's working set, chunk by chunk. While every row has a
+    vector of one size, vectors are copied into one matrix and each memory's embedding is a
+    read-only view of its row (one buffer instead of an array per memory, and no second
+    copy for search); :meth:`finish` returns that matrix, or ``None`` if some row had no
+    vector or another size (those memories then own their vectors). Repeated JSON columns
+    (domains, provenance) are decoded once per distinct text."""
+
+    def __init__(self, user_id: str, count: int) -> None:
+        self.user_id = user_id
+        self.count = count
+        self.memories: list[Memory] = []
+        self.matrix: npt.NDArray[np.float32] | None = None
+        self.uniform = True
+        self._domains: dict[str, tuple[str, ...]] = {}
+        self._provenances: dict[str, Provenance] = {}
+
+    def add(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Decode these rows (the next ones in order)."""
+        for r in rows:
+            self.memories.append(self._memory(r, self._vector(len(self.memories), r[25])))
+
+    def finish(self) -> tuple[list[Memory], npt.NDArray[np.float32] | None]:
+        """The memories and, if every one has a vector of one size, their matrix."""
+        matrix = self.matrix
+        if matrix is not None and self.uniform and len(self.memories) == self.count:
+            matrix.flags.writeable = False
+            return self.memories, matrix
+        return self.memories, None
+
+    def _vector(self, row: int, blob: bytes | None) -> Vector | None:
+        if blob is None:
+            self.uniform = False
+            return None
+        if self.matrix is None and row == 0:
+            self.matrix = np.empty((self.count, len(blob) // 4), dtype=np.float32)
+        if self.uniform and self.matrix is not None and len(blob) == 4 * self.matrix.shape[1]:
+            target: npt.NDArray[np.float32] = self.matrix[row]
+            target[:] = np.frombuffer(blob, dtype=np.float32)
+            target.flags.writeable = False
+            return target
+        self.uniform = False
+        return np.frombuffer(blob, dtype=np.float32).copy()
+
+    def _memory(self, r: tuple[Any, ...], embedding: Vector | None) -> Memory:
+        domains = self._domains.get(r[6])
+        if domains is None:
+            domains = self._domains.setdefault(r[6], tuple(json.loads(r[6])))
+        provenance = self._provenances.get(r[23])
         if provenance is None:
-            provenance = provenances.setdefault(
+            provenance = self._provenances.setdefault(
                 r[23], Provenance.from_dict(json.loads(r[23])))  # fmt: skip
         created, updated = _parse(r[8]), _parse(r[9])
         assert created is not None and updated is not None
-        memories.append(Memory(
-            id=r[0], user_id=r[1], project=r[2], content=r[3],
-            memory_type=MemoryType(r[4]), kind=Kind(r[5]), domains=domain,
+        return Memory(
+            id=r[0], user_id=self.user_id, project=r[2], content=r[3],
+            memory_type=MemoryType(r[4]), kind=Kind(r[5]), domains=domains,
             session_id=r[7], created_at=created, updated_at=updated, event_at=_parse(r[10]),
             key=r[11], importance=r[12], confidence=r[13], usefulness=r[14],
             access_count=r[15], last_accessed_at=_parse(r[16]), pinned=bool(r[17]),
             muted=bool(r[18]), promoted_at=_parse(r[19]), compressed=bool(r[20]),
             compression_source=bool(r[21]), source_session_id=r[22], provenance=provenance,
-            content_hash=r[24],
-            embedding=(matrix[i] if matrix is not None else
-                       None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy()),
-            superseded_by=r[26],
-        ))  # fmt: skip
-    return memories, matrix
+            content_hash=r[24], embedding=embedding, superseded_by=r[26],
+        )  # fmt: skip
 
 
 #: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.
