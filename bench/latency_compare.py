@@ -18,9 +18,12 @@ alike; each round gives every tree's p50/p95, and the report quotes the median o
 the spread (min–max) and the ratio to the first tree. Queries are also split by the
 complexity the last tree's classifier gives them (``simple`` / ``complex`` / …), since a
 complex message gets a larger budget and more memories. Each tree's blocks (text, tokens,
-the memories' contents, hashed) are compared with the first tree's query by query: a change
-meant only to be faster shows none differing (``PYTHONHASHSEED`` is fixed, so every run
-sums alike).
+the memories' contents, hashed) are compared with one tree's (``--same-as``, default the
+last) query by query: a change meant only to be faster shows none differing
+(``PYTHONHASHSEED`` is fixed, so every run sums alike). Besides the ratio of the medians,
+``p50_paired`` / ``p95_paired`` are the median over rounds of each round's ratio to the
+first tree's run of the same round (trees run back to back, so a burst of load from
+elsewhere tends to hit them alike).
 """
 
 from __future__ import annotations
@@ -157,12 +160,14 @@ def summarize(
     out: dict[str, Any] = {}
     for group, indexes in groups.items():
         table: dict[str, Any] = {}
+        rounds: dict[str, list[tuple[float, float]]] = {}
         for label in labels:
             per_round = [
                 (_percentile([rows[i]["ms"] for i in indexes], 50),
                  _percentile([rows[i]["ms"] for i in indexes], 95))
                 for rows in runs[label]
             ]  # fmt: skip
+            rounds[label] = per_round
             p50s = [p for p, _ in per_round]
             p95s = [p for _, p in per_round]
             first = runs[label][0]
@@ -179,22 +184,27 @@ def summarize(
             row = table[label]
             row["p50_ratio"] = round(row["p50_ms"] / base["p50_ms"], 3)
             row["p95_ratio"] = round(row["p95_ms"] / base["p95_ms"], 3)
+            for n, name in ((0, "p50_paired"), (1, "p95_paired")):
+                row[name] = round(statistics.median(
+                    mine[n] / theirs[n]
+                    for mine, theirs in zip(rounds[label], rounds[labels[0]], strict=True)
+                ), 3)  # fmt: skip
         out[group] = {"queries": len(indexes), "trees": table}
     return out
 
 
 def same_blocks(
-    labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]
+    labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]], base_label: str
 ) -> dict[str, Any]:
-    """Per tree, how many queries got a block (text, tokens and memories) other than the
-    first tree's, and whether its rounds agreed with each other: a change meant only to be
-    faster must show 0 and true against the tree it speeds up."""
-    base = [row["block"] for row in runs[labels[0]][0]]
+    """Per tree, how many queries got a block (text, tokens and memories) other than
+    ``base_label``'s, and whether its rounds agreed with each other: a change meant only to
+    be faster must show 0 and true against the tree it speeds up."""
+    base = [row["block"] for row in runs[base_label][0]]
     out: dict[str, Any] = {}
     for label in labels:
         rounds = [[row["block"] for row in rows] for rows in runs[label]]
         out[label] = {
-            "differing_from_" + labels[0]: sum(a != b for a, b in zip(rounds[0], base,
+            "differing": sum(a != b for a, b in zip(rounds[0], base,
                                                                       strict=True)),
             "rounds_agree": all(r == rounds[0] for r in rounds),
         }  # fmt: skip
@@ -221,19 +231,21 @@ def print_report(report: dict[str, Any]) -> None:
           f"queries (median over rounds, [min–max], ratio to {labels[0]})")  # fmt: skip
     for group, data in report["groups"].items():
         print(f"\n{group} ({data['queries']} queries)")
-        print(f"{'tree':>10} {'p50 ms':>8} {'range':>13} {'ratio':>6} {'p95 ms':>8} "
-              f"{'range':>13} {'ratio':>6} {'mem':>6} {'tokens':>7}")  # fmt: skip
+        print(f"{'tree':>10} {'p50 ms':>8} {'range':>13} {'ratio':>6} {'paired':>6} "
+              f"{'p95 ms':>8} {'range':>13} {'ratio':>6} {'paired':>6} {'mem':>6} "
+              f"{'tokens':>7}")  # fmt: skip
         for label in labels:
             r = data["trees"][label]
             print(f"{label:>10} {r['p50_ms']:>8.2f} {r['p50_range'][0]:>6.2f}–"
-                  f"{r['p50_range'][1]:<6.2f} {r['p50_ratio']:>6.3f} {r['p95_ms']:>8.2f} "
-                  f"{r['p95_range'][0]:>6.2f}–{r['p95_range'][1]:<6.2f} {r['p95_ratio']:>6.3f} "
+                  f"{r['p50_range'][1]:<6.2f} {r['p50_ratio']:>6.3f} {r['p50_paired']:>6.3f} "
+                  f"{r['p95_ms']:>8.2f} {r['p95_range'][0]:>6.2f}–{r['p95_range'][1]:<6.2f} "
+                  f"{r['p95_ratio']:>6.3f} {r['p95_paired']:>6.3f} "
                   f"{r['memories_mean']:>6.1f} {r['tokens_mean']:>7.1f}")  # fmt: skip
-    print(f"\nblocks (text, tokens, memories) other than {labels[0]}'s, of "
+    print(f"\nblocks (text, tokens, memories) other than {report['same_blocks_base']}'s, of "
           f"{report['queries']} queries")  # fmt: skip
     for label in labels:
         same = report["same_blocks"][label]
-        print(f"{label:>10} {same['differing_from_' + labels[0]]:>4}  rounds agree: "
+        print(f"{label:>10} {same['differing']:>4}  rounds agree: "
               f"{same['rounds_agree']}")  # fmt: skip
     print("\nengine stage laps, mean ms")
     for label in labels:
@@ -254,6 +266,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="corpus vectors (default $TMPDIR/engrain-bench, latency.py's)")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep each tree's built SQLite file here between invocations")
+    parser.add_argument("--same-as", metavar="LABEL",
+                        help="the tree whose blocks the others are compared with (default: "
+                        "the last)")
     parser.add_argument("--out", type=Path, help="write the report here as JSON")
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
@@ -310,7 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "size": args.size, "queries": args.queries, "rounds": args.rounds, "labels": labels,
         "trees": {label: str(tree) for label, tree in trees.items()},
         "groups": summarize(labels, runs), "laps": _laps(labels, runs),
-        "same_blocks": same_blocks(labels, runs),
+        "same_blocks": same_blocks(labels, runs, args.same_as or labels[-1]),
+        "same_blocks_base": args.same_as or labels[-1],
         "load_average_1m": round(os.getloadavg()[0], 2),
     }  # fmt: skip
     if args.out is not None:
