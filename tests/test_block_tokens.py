@@ -140,4 +140,8 @@ def test_min_tokens_is_the_word_count_of_ordinary_text() -> None:
 def test_line_floor_bounds_the_line_cost(memory: Memory, fmt: Format, remembered: bool) -> None:
     if remembered:
         line_cost(memory, fmt, NOW.year)
-    assert line_floor(memory, fmt, NOW.year) <= line_tokens(memory, fmt, NOW.year)
+    line = item_line(memory, fmt, NOW.year)
+    assert line_floor(memory, fmt, NOW.year) <= count_tokens(line)
+    # a line only bounded so far is counted exactly when a selection needs its cost
+    assert line_cost(memory, fmt, NOW.year) == (line, count_tokens(line))
+    assert line_floor(memory, fmt, NOW.year) == line_tokens(memory, fmt, NOW.year)

@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
@@ -386,11 +386,21 @@ def _costed(r: Ranked, fmt: Format, year: int, compact: bool = True) -> ScoredMe
 #: new object after every injection) still hits.
 _LINE_TOKENS: dict[str, int] = {}
 _LINE_TOKENS_MAX = 200_000
+class _Line(NamedTuple):
+    """A remembered line: the memory object it renders, its text and its cost."""
+
+    memory: weakref.ref[Memory]
+    text: str
+    tokens: int
+    exact: bool
+
+
 #: Each memory object's line and its cost, per rendering: rendering a line costs more than
-#: looking it up, and the stores hand out the same object until the memory changes. A weak
-#: reference checks that the object is the one remembered (an ``id`` can be reused once it
-#: is gone) without keeping it alive.
-_OBJECT_LINES: dict[tuple[int, Format, int, bool], tuple[weakref.ref[Memory], str, int]] = {}
+#: looking it up, and the stores hand out the same object until the memory changes. The
+#: cost is the exact count, or (``exact`` false) only :func:`line_floor`'s bound for a line
+#: no selection needed to count. A weak reference checks that the object is the one
+#: remembered (an ``id`` can be reused once it is gone) without keeping it alive.
+_OBJECT_LINES: dict[tuple[int, Format, int, bool], _Line] = {}
 _OBJECT_LINES_MAX = 100_000
 
 
@@ -399,30 +409,42 @@ def line_cost(memory: Memory, fmt: Format, year: int, compact: bool = True) -> t
     memory object and per line text."""
     key = (id(memory), fmt, year, compact)
     hit = _OBJECT_LINES.get(key)
-    if hit is not None and hit[0]() is memory:
-        return hit[1], hit[2]
-    line = item_line(memory, fmt, year, compact)
+    if hit is not None and hit.memory() is memory:
+        if hit.exact:
+            return hit.text, hit.tokens
+        line = hit.text
+    else:
+        line = item_line(memory, fmt, year, compact)
     tokens = _LINE_TOKENS.get(line)
     if tokens is None:
         tokens = count_tokens(line)
         if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
             _LINE_TOKENS.clear()
         _LINE_TOKENS[line] = tokens
-    if len(_OBJECT_LINES) >= _OBJECT_LINES_MAX:
-        _OBJECT_LINES.clear()
-    _OBJECT_LINES[key] = (weakref.ref(memory), line, tokens)
+    _remember(key, _Line(weakref.ref(memory), line, tokens, True))
     return line, tokens
 
 
 def line_floor(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
-    """A lower bound of :func:`line_tokens`: the count itself when it is remembered, else
-    :func:`~engrain.tokens.min_tokens` of the line (a fifth of the cost of counting it)."""
-    hit = _OBJECT_LINES.get((id(memory), fmt, year, compact))
-    if hit is not None and hit[0]() is memory:
-        return hit[2]
+    """A lower bound of :func:`line_tokens` without counting: the count itself when it is
+    known, else :func:`~engrain.tokens.min_tokens` of the line (about a fifth of the cost
+    of counting it, and remembered like the count)."""
+    key = (id(memory), fmt, year, compact)
+    hit = _OBJECT_LINES.get(key)
+    if hit is not None and hit.memory() is memory:
+        return hit.tokens
     line = item_line(memory, fmt, year, compact)
     known = _LINE_TOKENS.get(line)
-    return known if known is not None else min_tokens(line)
+    exact = known is not None
+    tokens = known if known is not None else min_tokens(line)
+    _remember(key, _Line(weakref.ref(memory), line, tokens, exact))
+    return tokens
+
+
+def _remember(key: tuple[int, Format, int, bool], line: _Line) -> None:
+    if len(_OBJECT_LINES) >= _OBJECT_LINES_MAX:
+        _OBJECT_LINES.clear()
+    _OBJECT_LINES[key] = line
 
 
 def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
