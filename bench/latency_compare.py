@@ -112,6 +112,70 @@ def _serve(spec: dict[str, Any]) -> dict[str, Any]:
     return {"rows": rows}
 
 
+def _answers(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every answer a speed-only change must leave as it was, hashed one by one: on the
+    gating evaluation's two projects (``bench/gating``), each labelled and trivial message
+    in both formats, with the gated and the composite profile, with the automatic budget
+    and with 600 tokens, ``explain()`` (everything but its timings) then ``context()``
+    (text, tokens, memories); and on a copy of the latency file, ``spec["queries"]`` in both
+    formats with ``context()`` and the first 15 with ``explain()``."""
+    import common
+    import gating
+
+    from engrain import Engine, Settings
+    from engrain.embed.minilm import MiniLMEmbedder
+    from engrain.recall.assemble import Format
+    from engrain.recall.gate import GateOptions
+    from engrain.recall.score import Profile
+
+    embedder = MiniLMEmbedder()
+    digests: list[str] = []
+
+    def record(context: Any = None, gated: Any = None) -> None:
+        parts: dict[str, Any] = {}
+        if context is not None:
+            parts.update(text=context.text, tokens=context.tokens,
+                         memories=[m.content for m in context.memories])  # fmt: skip
+        if gated is not None:
+            explained = gated.to_dict()
+            explained.pop("timings_ms", None)
+            for candidate in explained["candidates"]:
+                candidate.pop("id")  # ids are the file's own
+            parts["explain"] = explained
+        digests.append(hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest())
+
+    data = gating.load_data()
+    with tempfile.TemporaryDirectory(prefix="engrain-answers-") as tmp:
+        projects = gating.Projects(data, embedder, Path(tmp))
+        for fmt in Format:
+            for profile in (Profile.GATED, Profile.COMPOSITE):
+                options = GateOptions(profile=profile, format=fmt)
+                engines: dict[str, Any] = {}
+                for message in [*data.messages, *data.trivial]:
+                    project = message["project"]
+                    engine = engines.get(project) or engines.setdefault(
+                        project, projects.fresh(project)
+                    )
+                    for budget in (None, 600):
+                        ask = {"project": project, "turn": message.get("turn", 0),
+                               "options": options, "token_budget": budget, "now": gating.NOW}
+                        record(gated=engine.explain(message["text"], gating.USER, **ask))
+                        record(engine.context(message["text"], gating.USER, **ask))
+                for engine in engines.values():
+                    engine.close()
+        path = Path(spec["db"])
+        engine = Engine(settings=Settings(url=f"sqlite:///{path}", data_dir=path.parent),
+                        embedder=embedder)  # fmt: skip
+        with engine:
+            for fmt in Format:
+                options = GateOptions(format=fmt)
+                for query in spec["queries"]:
+                    record(engine.context(query, USER, now=common.NOW, options=options))
+                for query in spec["queries"][:15]:
+                    record(gated=engine.explain(query, USER, now=common.NOW, options=options))
+    return {"digests": digests}
+
+
 # -- the parent ----------------------------------------------------------------------------------
 
 
@@ -232,6 +296,28 @@ def _laps(labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]) ->
     return out
 
 
+def _check_answers(
+    trees: dict[str, Path], built: dict[str, Path], queries: Sequence[str], base: str,
+    workdir: Path,
+) -> dict[str, Any]:
+    """Each tree's answers (``_answers``) against ``base``'s: how many differ, of how many."""
+    digests = {}
+    for label, tree in trees.items():
+        run_dir = Path(tempfile.mkdtemp(prefix=f"answers-{label}-", dir=workdir))
+        try:
+            shutil.copyfile(built[label], run_dir / "engrain.db")
+            spec = {"db": str(run_dir / "engrain.db"), "queries": list(queries)}
+            digests[label] = _run(tree, "answers", spec)["digests"]
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        print(f"{label}: {len(digests[label])} answers", file=sys.stderr)
+    return {
+        label: {"answers": len(d), "differing": sum(a != b for a, b in zip(d, digests[base],
+                                                                           strict=True))}
+        for label, d in digests.items()
+    }  # fmt: skip
+
+
 def print_report(report: dict[str, Any]) -> None:
     """The side-by-side table on stdout."""
     labels = report["labels"]
@@ -256,6 +342,11 @@ def print_report(report: dict[str, Any]) -> None:
         same = report["same_blocks"][label]
         print(f"{label:>10} {same['differing']:>4}  rounds agree: "
               f"{same['rounds_agree']}")  # fmt: skip
+    if report.get("answers"):
+        print(f"\nanswers (explain and context, see --check-answers) other than "
+              f"{report['same_blocks_base']}'s")  # fmt: skip
+        for label, row in report["answers"].items():
+            print(f"{label:>10} {row['differing']:>5} of {row['answers']}")
     print("\nengine stage laps, mean ms")
     for label in labels:
         laps = report["laps"][label]
@@ -281,8 +372,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the report here as JSON")
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--answers", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--check-answers", action="store_true",
+                        help="also compare every tree's answers (see _answers) with --same-as's")
     args = parser.parse_args(argv)
-    for mode, worker in (("build", _build), ("serve", _serve)):
+    for mode, worker in (("build", _build), ("serve", _serve), ("answers", _answers)):
         path = getattr(args, mode)
         if path is not None:
             print(json.dumps(worker(json.loads(path.read_text(encoding="utf-8")))))
@@ -327,6 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ms = [row["ms"] for row in served["rows"]]
                 print(f"round {r + 1}: {label} p50 {_percentile(ms, 50):.2f} "
                       f"p95 {_percentile(ms, 95):.2f} ms", file=sys.stderr)  # fmt: skip
+        answers = _check_answers(trees, built, queries, args.same_as or labels[-1], workdir) \
+            if args.check_answers else None
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -336,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "groups": summarize(labels, runs), "laps": _laps(labels, runs),
         "same_blocks": same_blocks(labels, runs, args.same_as or labels[-1]),
         "same_blocks_base": args.same_as or labels[-1],
+        "answers": answers,
         "load_average_1m": round(os.getloadavg()[0], 2),
     }  # fmt: skip
     if args.out is not None:
