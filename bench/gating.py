@@ -49,6 +49,7 @@ import engrain
 from engrain import Engine, Kind
 from engrain.embed import Embedder, make_embedder
 from engrain.recall.gate import GateOptions
+from engrain.recall.results import Gated
 from engrain.recall.score import Profile
 
 DATA = Path(__file__).resolve().parent / "gating"
@@ -143,7 +144,34 @@ def answer(engine: Engine, message: Mapping[str, Any], options: GateOptions) -> 
         "missed": [i for i in message["must_include"] if i not in injected],
         "leaked": [i for i in message["must_exclude"] if i in injected],
         "tokens": context.tokens, "budget": budget,
+        "why": why_not(gated, message, injected),
     }  # fmt: skip
+
+
+#: The explain() terms shown for a missed or leaked memory (``--details``).
+WHY_TERMS = ("calibrated_relevance", "cosine", "lexical", "semantic", "type_boost",
+             "boost_scale", "domain", "usage", "area_convention")  # fmt: skip
+
+
+def why_not(gated: Gated, message: Mapping[str, Any], injected: Sequence[str]) -> dict[str, Any]:
+    """For each must-include memory missed and each must-exclude memory injected, what
+    ``explain()`` decided: its score, the threshold or budget that dropped it (the
+    decision's reason, or "not a candidate" when it was never scored) and its terms."""
+    decisions = {d.item.memory.id: d for d in gated.decisions}
+    out: dict[str, Any] = {}
+    wanted = [i for i in message["must_include"] if i not in injected]
+    leaked = [i for i in message["must_exclude"] if i in injected]
+    for mid in [*wanted, *leaked]:
+        decision = decisions.get(mid)
+        if decision is None:
+            out[mid] = {"reason": "not a candidate"}
+            continue
+        terms = gated.components.get(mid, {})
+        out[mid] = {
+            "reason": decision.reason, "score": round(decision.item.score, 3),
+            **{t: round(terms[t], 3) for t in WHY_TERMS if t in terms},
+        }
+    return out
 
 
 def answer_trivial(
@@ -313,26 +341,56 @@ def _cell(value: Any, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
-def table(report: Mapping[str, Any]) -> str:
-    """A compact text table: held split first, each profile a row; then the default
-    profile's held split by intent."""
+def table(report: Mapping[str, Any], split: str = "held") -> str:
+    """A compact text table: each split, each profile a row; then the default profile's
+    ``split`` by intent and its must-include recall by kind."""
     head = f"{'split':<5} {'profile':<9} " + " ".join(f"{c[1]:>7}" for c in COLUMNS)
     lines = [head]
-    for split in SPLITS:
+    for name_split in SPLITS:
         for name, result in report["profiles"].items():
-            m = result["splits"][split]
+            m = result["splits"][name_split]
             cells = " ".join(f"{_cell(m[key], fmt):>7}" for key, _, fmt in COLUMNS)
-            lines.append(f"{split:<5} {name:<9} {cells}")
+            lines.append(f"{name_split:<5} {name:<9} {cells}")
     first = next(iter(report["profiles"]))
-    lines.append(f"\nheld split by intent ({first}):")
-    for intent, m in report["profiles"][first]["splits"]["held"]["by_intent"].items():
+    lines.append(f"\n{split} split by intent ({first}):")
+    for intent, m in report["profiles"][first]["splits"][split]["by_intent"].items():
         cells = " ".join(f"{_cell(m.get(key), fmt):>7}" for key, _, fmt in COLUMNS)
         lines.append(f"{intent:<15} {cells}")
-    lines.append(f"\nheld split must-include recall by kind ({first}):")
-    for kind, m in report["profiles"][first]["splits"]["held"][
+    lines.append(f"\n{split} split must-include recall by kind ({first}):")
+    for kind, m in report["profiles"][first]["splits"][split][
         "must_include_recall_by_kind"
     ].items():
         lines.append(f"  {kind:<12} {_cell(m['recall'], '{:.3f}')} of {m['labelled']}")
+    return "\n".join(lines)
+
+
+def details(report: Mapping[str, Any], data: Dataset, split: str = "tune") -> str:
+    """Each message of ``split`` (default profile) that misses a must-include memory or
+    injects a must-exclude one: its text, labelled and predicted intent, and for each such
+    memory its kind, content and what ``explain()`` decided (:func:`why_not`)."""
+    texts = {m["id"]: m["text"] for m in data.messages}
+    memories = {row["id"]: row for rows in data.projects.values() for row in rows}
+    first = next(iter(report["profiles"]))
+    lines = [f"\n{split} split, misses (-) and leaks (+) ({first}):"]
+    for r in split_rows(report["profiles"][first]["messages"], split):
+        if not r["missed"] and not r["leaked"]:
+            continue
+        lines.append(f"{r['id']} [{r['intent']}/{r['predicted_intent']}, "
+                     f"{r['complexity']}/{r['predicted_complexity']}, {r['tokens']}/"
+                     f"{r['budget']} tokens, {len(r['injected'])} injected] "
+                     f"{texts[r['id']]}")  # fmt: skip
+        for sign, ids in (("-", r["missed"]), ("+", r["leaked"])):
+            for mid in ids:
+                row = memories[mid]
+                flags = [f for f in ("pinned", "muted") if row.get(f)]
+                if row.get("superseded_by"):
+                    flags.append(f"superseded by {row['superseded_by']}")
+                why = dict(r.get("why", {}).get(mid, {}))
+                reason = why.pop("reason", "?")
+                terms = " ".join(f"{k}={v}" for k, v in why.items())
+                lines.append(f"  {sign} {mid} ({row['kind']}{', ' if flags else ''}"
+                             f"{', '.join(flags)}): {reason}; {terms}")  # fmt: skip
+                lines.append(f"      {row['content'][:150]}")
     return "\n".join(lines)
 
 
@@ -344,6 +402,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profiles", default="gated,composite,static",
                         help="comma-separated scoring profiles")  # fmt: skip
     parser.add_argument("--limit", type=int, help="only the first N labelled and trivial messages")
+    parser.add_argument("--split", default="held", choices=SPLITS,
+                        help="the split shown by intent and by kind (and by --details)")
+    parser.add_argument("--details", action="store_true",
+                        help="print each message of --split with its misses and leaks and "
+                        "why explain() dropped or kept them (tune on the tune split only)")
     parser.add_argument("--note", help="what was measured, stored in the report (e.g. the "
                         "source when engrain is imported from elsewhere)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -351,7 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p in profiles:
         Profile(p)
     report = run(args.embedder, profiles, args.limit, note=args.note)
-    print(table(report))
+    print(table(report, args.split))
+    if args.details:
+        print(details(report, data=load_data(), split=args.split))
     print(f"({report['seconds']} s, embedder {report['embedder']})")
     write_json(args.out, report)
     return 0

@@ -157,6 +157,30 @@ def test_recall_does_not_return_only_preferences(tmp_path: Path) -> None:
     assert any(m.memory_type is not MemoryType.PROCEDURAL for m in result.memories)
 
 
+HELPER_MSG = "Write a helper that turns a date into an ISO week label"
+ANNOTATE = "Type-annotate every function in the fc package"
+POSTERS = "Always print the conference posters in A0 format"
+
+
+def test_a_relevant_preference_is_judged_on_relevance_not_on_the_threshold(
+    tmp_path: Path,
+) -> None:
+    # a preference has no type boost: at relevance 0.4 it scores ~0.32 against generation's
+    # 0.40, where a pattern as relevant would pass; relevance and the share decide instead
+    engine = _engine(tmp_path, [HELPER_MSG], {ANNOTATE: 0.2, POSTERS: 0.1})
+    when = NOW - timedelta(days=10)
+    annotate = engine.remember(ANNOTATE, "ada", "preference", now=when).memory_id or ""
+    posters = engine.remember(POSTERS, "ada", "preference", now=when).memory_id or ""
+    gated = engine.explain(HELPER_MSG, "ada", now=NOW)
+    assert gated.classification.intent is Intent.GENERATION
+    verdict = {d.item.memory.id: d for d in gated.decisions}
+    limit = threshold_for(Kind.PREFERENCE, Intent.GENERATION)
+    assert verdict[annotate].item.score < limit and verdict[annotate].selected
+    assert verdict[annotate].reason == "procedural, relevance 0.400"
+    assert not verdict[posters].selected  # relevance 0.2: not about the request
+    assert verdict[posters].reason == "procedural, relevance 0.200 below 0.25"
+
+
 # -- 3. calibrated relevance ------------------------------------------------------------------
 
 NGINX_MSG = "How do I restart nginx on the server?"

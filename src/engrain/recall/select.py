@@ -63,9 +63,13 @@ def threshold_for(kind: Kind, intent: Intent, shift: float = 0.0) -> float:
 #: least this: a pin guarantees a relevant memory its place, it does not inject an
 #: off-topic one (an off-topic pin competes like any other memory).
 PIN_MIN_RELEVANCE = 0.25
-#: Procedural memories (preferences) are injected only when this relevant, and together
+#: Procedural memories (preferences) are injected when at least this relevant, and together
 #: take at most ``PROCEDURAL_SHARE`` of the budget, so they can never crowd a relevant
-#: fact out. Within the block they come first, after pinned memories.
+#: fact out. Within the block they come first, after pinned memories. Relevance and the
+#: share are their whole test, not the score threshold: the seed's type boosts give a
+#: preference nothing, so against the thresholds of the boosted kinds a preference needed
+#: more relevance than any learning (a generation request's convention at relevance 0.5
+#: scores ~0.55 as a pattern, ~0.40 as a preference, against 0.40).
 PROCEDURAL_MIN_RELEVANCE = 0.25
 PROCEDURAL_SHARE = 0.15
 
@@ -156,8 +160,9 @@ def select_gated(
     and headings included, and at most ``top_k`` memories:
 
     1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold;
-    2. every other candidate needs its intent's threshold (when ``apply_threshold``);
-       procedural ones also :data:`PROCEDURAL_MIN_RELEVANCE` and a place in their share;
+    2. procedural candidates need :data:`PROCEDURAL_MIN_RELEVANCE` and a place in their
+       share (:data:`PROCEDURAL_SHARE`), every other candidate its intent's threshold
+       (when ``apply_threshold``);
     3. a selected memory's conflict ``partners`` (read before selection) join it, budget
        permitting, so the model sees both versions.
 
@@ -189,6 +194,14 @@ def select_gated(
         group = 2
         if memory.id in lead_ids:
             group, why = 0, "pinned"
+        elif memory.memory_type is MemoryType.PROCEDURAL:
+            # judged on relevance within their share, not on the score threshold (below)
+            if r.relevance < PROCEDURAL_MIN_RELEVANCE:
+                if explain:
+                    why = f"relevance {r.relevance:.3f} below {PROCEDURAL_MIN_RELEVANCE:.2f}"
+                    fill.note(costed(r), False, f"procedural, {why}")
+                continue
+            group, why = 1, f"procedural, relevance {r.relevance:.3f}"
         else:
             limit = threshold_for(memory.kind, intent, threshold_shift)
             if apply_threshold and r.score < limit:
@@ -196,13 +209,6 @@ def select_gated(
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
                 continue
             why = "selected"
-            if memory.memory_type is MemoryType.PROCEDURAL:
-                if r.relevance < PROCEDURAL_MIN_RELEVANCE:
-                    if explain:
-                        why = f"relevance {r.relevance:.3f} below {PROCEDURAL_MIN_RELEVANCE:.2f}"
-                        fill.note(costed(r), False, f"procedural, {why}")
-                    continue
-                group, why = 1, "procedural"
         item = costed(r)
         if group == 1 and fill.procedural_used + item.tokens > share:
             fill.note(item, False, f"procedural share full ({fill.procedural_used}/{share} tokens)")
