@@ -204,6 +204,11 @@ def bulk_load(
         ):
             for stat in stats:
                 rev_copy.write_row(stat)
+        # each user's document frequencies, as the store's writes keep them
+        db.execute(
+            "INSERT INTO term_stats (user_id, term, df) "
+            "SELECT user_id, term, count(*) FROM postings GROUP BY user_id, term"
+        )
         timings["copy_s"] = time.perf_counter() - start
         timings["postings"] = postings
         db.execute("SET maintenance_work_mem = '4GB'")

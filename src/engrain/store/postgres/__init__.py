@@ -68,13 +68,13 @@ failure rolls back and reruns the whole transaction.
 queries), ``writes`` (the write transactions); this module holds the store itself.
 """
 
-
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -100,6 +100,7 @@ from engrain.store.postgres.codec import (
 )
 from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATIONS
 from engrain.store.postgres.sql import (
+    CHANGES,
     FETCH,
     chunks,
     filter_sql,
@@ -132,7 +133,35 @@ INDEXED_SHARE = 0.01
 CACHED_ROWS = 20_000
 #: Times a write is retried after a deadlock or serialization failure.
 _RETRIES = 3
+#: Past any access clock: :meth:`PostgresStore._changes` lists no access rows.
+_NO_CLOCK = 2**63 - 1
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A result of :meth:`PostgresStore.query` as of the user's ``revision`` and access
+    ``clock``."""
+
+    revision: int
+    clock: int
+    memories: tuple[Memory, ...]
+
+    def counted(self, clock: int, counts: Sequence[tuple[str, int, datetime | None]]) -> _Listing:
+        """This listing at access clock ``clock``, given the access rows stamped since
+        (id, count, last access): the memories among them get their new counts."""
+        if clock == self.clock:
+            return self
+        changed = {memory_id: (n, at) for memory_id, n, at in counts}
+        memories = tuple(
+            m
+            if (hit := changed.get(m.id)) is None
+            else replace(
+                m, access_count=hit[0], last_accessed_at=None if hit[1] is None else as_utc(hit[1])
+            )
+            for m in self.memories
+        )
+        return _Listing(self.revision, clock, memories)
 
 
 class PostgresStore:
@@ -169,6 +198,9 @@ class PostgresStore:
         self.indexed_share = indexed_share
         self.cached_rows = cached_rows
         self._rows: OrderedDict[tuple[str, str], tuple[str, Memory]] = OrderedDict()
+        self._listings: OrderedDict[tuple[str, MemoryFilter, int | None, int], _Listing] = (
+            OrderedDict()
+        )
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
@@ -266,9 +298,42 @@ class PostgresStore:
         self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
     ) -> list[Memory]:
         """The user's memories passing ``flt``, most recently updated first (ties: the
-        larger id first, so pages are stable)."""
+        larger id first, so pages are stable). A listing read before is served again while
+        the user's revision is unchanged, with the access counts made since (module
+        docstring)."""
+        key = (user_id, flt, limit, offset)
+        with self._lock:
+            cached = self._listings.get(key)
+        if cached is not None:
+            revision, clock, counts = self._changes(user_id, cached.clock)
+            if revision == cached.revision:
+                fresh = cached.counted(clock, counts)
+                with self._lock:
+                    self._listings[key] = fresh
+                    self._listings.move_to_end(key)
+                return list(fresh.memories)
+        else:
+            revision, clock, _ = self._changes(user_id, None)
         listing = self._read(*listing_sql(user_id, flt, limit, offset))
-        return self._decoded(user_id, listing)
+        memories = self._decoded(user_id, listing)
+        if len(memories) <= self.cached_rows // 4:
+            with self._lock:
+                self._listings[key] = _Listing(revision, clock, tuple(memories))
+                self._listings.move_to_end(key)
+                while sum(len(e.memories) for e in self._listings.values()) > self.cached_rows:
+                    self._listings.popitem(last=False)
+        return memories
+
+    def _changes(
+        self, user_id: str, since: int | None
+    ) -> tuple[int, int, list[tuple[str, int, datetime | None]]]:
+        """The user's revision and access clock, and (``since`` a clock) the access counts
+        stamped after it, all from one snapshot."""
+        after = _NO_CLOCK if since is None else since
+        rows = self._read(CHANGES, (user_id, user_id, user_id, after))
+        revision, clock = int(rows[0][0] or 0), int(rows[0][1] or 0)
+        counts = [(r[2], int(r[3]), r[4]) for r in rows if r[2] is not None]
+        return revision, clock, counts
 
     def _decoded(self, user_id: str, listing: Sequence[tuple[str, str]]) -> list[Memory]:
         """The memories of ``listing`` (id, row version), from the row cache where the
@@ -348,8 +413,6 @@ class PostgresStore:
             prefix = "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
             cur.execute(prefix + text, params)
             return "\n".join(r[0] for r in cur.fetchall())
-
-
 
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL

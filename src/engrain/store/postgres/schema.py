@@ -154,10 +154,39 @@ def _m002_api_keys(db: Conn) -> None:
     )
 
 
+def _m003_term_stats_access_clock(db: Conn) -> None:
+    # Each user's document frequency per term, kept by every write in its own transaction:
+    # BM25's idf is one index lookup per query term instead of counting its postings.
+    db.execute(
+        """CREATE TABLE term_stats (
+            user_id text COLLATE "C" NOT NULL,
+            term text COLLATE "C" NOT NULL,
+            df bigint NOT NULL,
+            PRIMARY KEY (user_id, term)
+        )"""
+    )
+    db.execute(
+        "INSERT INTO term_stats (user_id, term, df) "
+        "SELECT user_id, term, count(*) FROM postings GROUP BY user_id, term"
+    )
+    # A per-user access clock, bumped by every access count (its row lock orders the counts
+    # of one user), and the clock of each access row's last count: a cached listing learns
+    # which access counts changed since it was read from one index range scan.
+    db.execute(
+        """CREATE TABLE access_clocks (
+            user_id text COLLATE "C" PRIMARY KEY,
+            clock bigint NOT NULL
+        )"""
+    )
+    db.execute("ALTER TABLE access ADD COLUMN clock bigint NOT NULL DEFAULT 0")
+    db.execute("CREATE INDEX access_user_clock ON access (user_id, clock)")
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
     ("002_api_keys", _m002_api_keys),
+    ("003_term_stats_access_clock", _m003_term_stats_access_clock),
 ]
 
 

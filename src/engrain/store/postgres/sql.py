@@ -37,6 +37,15 @@ FETCH = (
     "WHERE m.user_id = %s AND m.id = ANY(%s::text[])"
 )
 
+#: A user's revision and access clock, and every access row stamped after a given clock
+#: (id, count, last access; none: one row of NULLs), in one snapshot.
+CHANGES = (
+    "SELECT (SELECT revision FROM revisions WHERE user_id = %s), "
+    "(SELECT clock FROM access_clocks WHERE user_id = %s), "
+    "a.id, a.access_count, a.last_accessed_at "
+    "FROM (SELECT 1) AS one LEFT JOIN access a ON a.user_id = %s AND a.clock > %s"
+)
+
 #: Full rows of these ``(user_id, id)`` keys, locked for update in key order (a write's
 #: patches read them so; :func:`engrain.store.postgres.writes.write_body`).
 LOCK_FULL_ROWS = (
@@ -141,10 +150,7 @@ def lexical_sql(
                 ln(1.0::float8 + ((st.documents - d.df)::float8 + 0.5::float8)
                     / (d.df::float8 + 0.5::float8))::real AS idf
             FROM q CROSS JOIN st
-            CROSS JOIN LATERAL (
-                SELECT count(*) AS df FROM postings p
-                WHERE p.user_id = %s AND p.term = q.term
-            ) d
+            JOIN term_stats d ON d.user_id = %s AND d.term = q.term
             WHERE d.df > 0
         ),
         s AS (

@@ -132,12 +132,15 @@ def _replace(
             "WHERE m.user_id = k.u AND m.id = k.i",
             keys(part),
         )
+    # document frequencies: -1 for each term of a posting list removed, +1 for each added
+    df: Counter[Key] = Counter()
     for part in chunks(sorted(stale)):
         cur.execute(
             "DELETE FROM postings p USING unnest(%s::text[], %s::text[]) AS k(u, i) "
-            "WHERE p.user_id = k.u AND p.memory_id = k.i",
+            "WHERE p.user_id = k.u AND p.memory_id = k.i RETURNING p.user_id, p.term",
             keys(part),
         )
+        df.subtract(Counter((u, t) for u, t in cur.fetchall()))
     if rows:
         cur.executemany(UPSERT, [rows[k][0] for k in sorted(rows)])
     # access counts are replaced with the memory (we hold its row lock)
@@ -166,6 +169,8 @@ def _replace(
                 _, counts, length = rows[(user_id, memory_id)]
                 for term, tf in counts.items():
                     copy.write_row((user_id, term, memory_id, tf, length))
+                df.update((user_id, term) for term in counts)
+    _count_terms(cur, df)
     users = sorted({u for u, _ in delta})
     cur.executemany(
         "UPDATE revisions SET documents = documents + %s, "
@@ -176,6 +181,31 @@ def _replace(
             if delta[(u, "documents")] or delta[(u, "total_length")]
         ],
     )
+
+
+def _count_terms(cur: Any, df: Counter[Key]) -> None:
+    """Add ``df`` (``(user_id, term)`` → change) to the users' document frequencies, in
+    key order (the writers of one user already queue on its revision row); a term no
+    document holds any more loses its row."""
+    changes = sorted((k, n) for k, n in df.items() if n)
+    for part in chunks(changes):
+        users, terms, deltas = (
+            [u for (u, _), _ in part],
+            [t for (_, t), _ in part],
+            [n for _, n in part],
+        )
+        cur.execute(
+            "INSERT INTO term_stats (user_id, term, df) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[]) ORDER BY 1, 2 "
+            "ON CONFLICT (user_id, term) DO UPDATE SET df = term_stats.df + EXCLUDED.df",
+            (users, terms, deltas),
+        )
+        if any(n < 0 for n in deltas):
+            cur.execute(
+                "DELETE FROM term_stats s USING unnest(%s::text[], %s::text[]) AS k(u, t) "
+                "WHERE s.user_id = k.u AND s.term = k.t AND s.df <= 0",
+                (users, terms),
+            )
 
 
 def access_body(user_id: str, ids: Sequence[str], at: datetime) -> Callable[[Conn], None]:
@@ -200,13 +230,23 @@ def access_body(user_id: str, ids: Sequence[str], at: datetime) -> Callable[[Con
             present = [r[0] for r in cur.fetchall()]
             if not present:
                 return
+            # The user's access clock, held until commit: counts of one user commit in
+            # clock order, so a reader that saw clock c has seen every count stamped ≤ c.
             cur.execute(
-                "INSERT INTO access (user_id, id, access_count, last_accessed_at) "
-                "SELECT %s, x.id, x.n, %s FROM unnest(%s::text[], %s::bigint[]) AS x(id, n) "
+                "INSERT INTO access_clocks (user_id, clock) VALUES (%s, 1) "
+                "ON CONFLICT (user_id) DO UPDATE SET clock = access_clocks.clock + 1 "
+                "RETURNING clock",
+                (user_id,),
+            )
+            clock = cur.fetchone()[0]  # type: ignore[index]  # RETURNING: one row
+            cur.execute(
+                "INSERT INTO access (user_id, id, access_count, last_accessed_at, clock) "
+                "SELECT %s, x.id, x.n, %s, %s "
+                "FROM unnest(%s::text[], %s::bigint[]) AS x(id, n) "
                 "ORDER BY x.id ON CONFLICT (user_id, id) DO UPDATE SET "
                 "access_count = access.access_count + EXCLUDED.access_count, "
-                "last_accessed_at = EXCLUDED.last_accessed_at",
-                (user_id, when, present, [times[i] for i in present]),
+                "last_accessed_at = EXCLUDED.last_accessed_at, clock = EXCLUDED.clock",
+                (user_id, when, clock, present, [times[i] for i in present]),
             )
 
     return body
