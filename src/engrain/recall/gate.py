@@ -401,7 +401,7 @@ class _Line(NamedTuple):
 #: no selection needed to count. A weak reference checks that the object is the one
 #: remembered (an ``id`` can be reused once it is gone) without keeping it alive.
 _OBJECT_LINES: dict[tuple[int, Format, int, bool], _Line] = {}
-_OBJECT_LINES_MAX = 20_000  # a few calls of the largest budgets; each entry ~0.5 KB
+_OBJECT_LINES_MAX = 20_000  # the candidates of ~60 complex calls; ~0.5 KB each
 
 
 def line_cost(memory: Memory, fmt: Format, year: int, compact: bool = True) -> tuple[str, int]:
