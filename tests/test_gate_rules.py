@@ -444,10 +444,11 @@ INVOICE_NOTE = "Invoice PDFs are rendered once and kept in the invoices bucket b
 ENDPOINT_PATTERN = "Endpoints live in api/v2 as routers, with pydantic request models"
 TEST_PATTERN = "Tests build their data with the factories in tests/factories.py"
 METRIC_PREF = "Metric names in snake_case with a ledgerly. prefix"
+WHY_MSG = "Explain why invoices end up in the wrong bucket for some accounts"
 
 
 def _area_engine(tmp_path: Path) -> tuple[Engine, dict[str, str]]:
-    engine = _engine(tmp_path, [ZIP_MSG, "Where are invoice PDFs kept?"], {
+    engine = _engine(tmp_path, [ZIP_MSG, "Where are invoice PDFs kept?", WHY_MSG], {
         INVOICE_NOTE: 0.7, ENDPOINT_PATTERN: 0.03, TEST_PATTERN: 0.03, METRIC_PREF: 0.03,
     })  # fmt: skip
     when = NOW - timedelta(days=30)
@@ -477,7 +478,18 @@ def test_a_generation_request_gets_the_conventions_of_its_area(tmp_path: Path) -
     assert "area_convention" not in gated.components[ids["tests"]]
 
 
-def test_only_a_generation_request_has_an_area(tmp_path: Path) -> None:
+def test_an_analysis_gets_the_conventions_of_its_area(tmp_path: Path) -> None:
+    # explaining how a part of the project behaves needs how that part is done
+    engine, ids = _area_engine(tmp_path)
+    gated = engine.explain(WHY_MSG, "ada", now=NOW)
+    assert gated.classification.intent is Intent.ANALYSIS
+    assert "area: api, billing" in gated.classification.signals
+    assert ids["endpoint"] in {m.id for m in gated.memories}
+    assert gated.components[ids["endpoint"]]["area_convention"] == 1.0
+    assert "area_convention" not in gated.components[ids["tests"]]
+
+
+def test_a_question_has_no_area(tmp_path: Path) -> None:
     engine, ids = _area_engine(tmp_path)
     gated = engine.explain("Where are invoice PDFs kept?", "ada", now=NOW)
     assert gated.classification.intent is Intent.QUESTION

@@ -8,8 +8,11 @@ that do match the request name its area: the domains of the best matches ("api",
 "payments") are the part of the project being changed. For a generation request, every
 convention of that area — its patterns, golden paths and preferences — is raised to the
 relevance of a memory "clearly about this" (:data:`CONVENTION_RELEVANCE`); nothing else
-changes, and no other intent is affected (a question wants its one fact, a bug report its
-symptoms' matches).
+changes. An analysis ("explain why some customers get charged three times") asks how or
+why a part of the project behaves as it does, and its conventions are how it behaves (the
+Stripe client's idempotency keys and retries), so it gets its area too. No other intent
+is affected: a question wants its one fact, a bug report its symptoms' matches, and a
+discussion or a follow-up gained nothing from an area on the evaluation's tuning half.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ AREA_RELEVANCE = 0.9
 CONVENTION_RELEVANCE = 0.5
 #: How the project is done: the kinds a change must follow.
 CONVENTION_KINDS = frozenset({Kind.PATTERN, Kind.GOLDEN_PATH, Kind.PREFERENCE})
-#: The intents that change the project.
-AREA_INTENTS = frozenset({Intent.GENERATION})
+#: The intents that change the project or explain how a part of it behaves.
+AREA_INTENTS = frozenset({Intent.GENERATION, Intent.ANALYSIS})
 
 
 def area_of(pool: Sequence[Candidate]) -> tuple[str, ...]:
@@ -48,7 +51,8 @@ def with_area(
 ) -> tuple[list[Candidate], tuple[str, ...], frozenset[str]]:
     """``pool`` with the conventions of the request's area raised to
     :data:`CONVENTION_RELEVANCE`, the area, and the ids of the raised candidates. Only a
-    generation request has an area; for any other the pool comes back unchanged."""
+    request of :data:`AREA_INTENTS` has an area; for any other the pool comes back
+    unchanged."""
     if classification.intent not in AREA_INTENTS:
         return list(pool), (), frozenset()
     area = area_of(pool)
