@@ -196,7 +196,7 @@ def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     for key, value in flat[0].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             values = [r[key] for r in flat if isinstance(r.get(key), (int, float))]
-            out[key] = round(statistics.median(values), 2)
+            out[key] = round(statistics.median(values), 4)
     if len(runs) > 1:
         out["rounds"] = [{k: v for k, v in r.items() if k != "stages"} for r in flat]
     return out
@@ -256,7 +256,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         with stage_timers(engine) as groups:
             time_queries(engine, spec["stage_queries"])
         rss = rss_mb()
-        recall = recall_at(engine, spec["queries"], 50) if spec.get("recall") else None
+        recall = recall_at(engine, spec["queries"], 50) if spec.get("recall") and indexed else None
     return {
         "latency": common.summarize(latencies),
         "cold_start_ms": round(open_ms + first_ms, 1),

@@ -6,6 +6,8 @@ it (``EXACT_SUBSET``), so a few hundred memories exercise it."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory
-from engrain.store import MemoryFilter, cache
+from engrain.store import MemoryFilter, cache, lexical_file
 from engrain.store.ann import VectorIndex, memory_keys
 from engrain.store.sqlite import SQLiteStore, ann_threshold
 
@@ -56,6 +58,23 @@ def _ids(found: list[tuple[Memory, float]]) -> list[str]:
     return [m.id for m, _ in found]
 
 
+def _saved(db: Path, kind: str = "usearch") -> bytes | None:
+    """The saved copy of the user's derived index ``kind``, read from the file."""
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT data FROM derived_indexes WHERE user_id = ? AND kind = ?", (USER, kind)
+        ).fetchall()
+    return bytes(rows[0][0]) if rows else None
+
+
+def _replace_saved(db: Path, data: bytes) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE derived_indexes SET data = ? WHERE user_id = ? AND kind = 'usearch'",
+            (data, USER),
+        )
+
+
 @pytest.fixture(autouse=True)
 def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
@@ -85,7 +104,7 @@ def test_the_index_finds_what_exact_search_finds(db: Path) -> None:
             assert memory.embedding is not None
             assert score == pytest.approx(float(memory.embedding @ query), abs=1e-5)
     assert shared / (20 * len(queries)) >= 0.98
-    assert list((db.parent / "engrain.db.ann").glob("*.usearch"))
+    assert VectorIndex.load(_saved(db), DIM) is not None
 
 
 def test_filters_keep_only_passing_memories_and_match_exact_search(db: Path) -> None:
@@ -148,8 +167,9 @@ def test_a_damaged_index_file_is_rebuilt_never_trusted(db: Path, damage: str) ->
     store = _indexed(db)
     assert store.wait_for_index(USER)
     store.close()
-    (path,) = (db.parent / "engrain.db.ann").glob("*.usearch")
-    data = bytearray(path.read_bytes())
+    saved = _saved(db)
+    assert saved is not None
+    data = bytearray(saved)
     if damage == "truncated":
         data = data[: len(data) // 2]
     elif damage == "flipped":
@@ -158,14 +178,14 @@ def test_a_damaged_index_file_is_rebuilt_never_trusted(db: Path, damage: str) ->
         data = bytearray(b"\x00" * len(data))
     else:
         data = bytearray()
-    path.write_bytes(bytes(data))
-    assert VectorIndex.load(path, DIM) is None
+    _replace_saved(db, bytes(data))
+    assert VectorIndex.load(_saved(db), DIM) is None
     reopened = _indexed(db)
     assert reopened.wait_for_index(USER)
     query = reopened.query(USER)[10]
     assert query.embedding is not None
     assert _ids(reopened.search(USER, query.embedding, 1)) == [query.id]
-    assert VectorIndex.load(path, DIM) is not None  # rebuilt and saved again
+    assert VectorIndex.load(_saved(db), DIM) is not None  # rebuilt and saved again
 
 
 def test_a_stale_index_file_is_patched_from_the_store(db: Path) -> None:
@@ -179,8 +199,7 @@ def test_a_stale_index_file_is_patched_from_the_store(db: Path) -> None:
     fresh = _memories(20, seed=12)
     other.write(upserts=[*moved, *fresh], deletes=rows[40:60])
     other.close()
-    (path,) = (db.parent / "engrain.db.ann").glob("*.usearch")
-    stale = VectorIndex.load(path, DIM)
+    stale = VectorIndex.load(_saved(db), DIM)
     assert stale is not None
     keys = memory_keys([m.id for m in moved])
     assert not stale.holds(keys, np.stack([m.embedding for m in moved])).any()
@@ -193,7 +212,7 @@ def test_a_stale_index_file_is_patched_from_the_store(db: Path) -> None:
     for memory in rows[40:60]:
         assert memory.embedding is not None
         assert memory.id not in _ids(reopened.search(USER, memory.embedding, 50))
-    patched = VectorIndex.load(path, DIM)
+    patched = VectorIndex.load(_saved(db), DIM)
     assert patched is not None
     assert patched.holds(keys, np.stack([m.embedding for m in moved])).all()
 
@@ -203,7 +222,40 @@ def test_small_users_and_the_exact_setting_are_never_indexed(tmp_path: Path) -> 
     store.write(_memories(50))
     assert not store.wait_for_index(USER)
     assert store.search(USER, _vectors(1)[0], 5)
-    assert not (tmp_path / "e.db.ann").exists()
+    assert _saved(tmp_path / "e.db") is None
     assert ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "off"}) is None
     assert ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "500"}) == 500
     assert ann_threshold({}) == 20_000
+
+
+def _join_saves() -> None:
+    for thread in threading.enumerate():
+        if thread.name == "engrain-bm25":
+            thread.join()
+
+
+def test_a_saved_bm25_index_is_used_only_for_the_texts_it_was_built_from(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 10)
+    first = SQLiteStore(db, ann_min_vectors=None)
+    first.lexical_search(USER, "note 3-12", 5)
+    _join_saves()
+    documents = [m.content for m in first.working_set(USER).values()]
+    assert lexical_file.load(_saved(db, "bm25"), documents) is not None
+    # another process edits a text: the saved index no longer matches and is not used
+    target = first.query(USER)[0]
+    SQLiteStore(db, ann_min_vectors=None).write([target.evolve(content="zebra crossing")])
+    _join_saves()
+    reopened = SQLiteStore(db, ann_min_vectors=None)
+    assert _ids(reopened.lexical_search(USER, "zebra", 5)) == [target.id]
+    _join_saves()
+    edited = [m.content for m in reopened.working_set(USER).values()]
+    assert lexical_file.load(_saved(db, "bm25"), documents) is None
+    assert lexical_file.load(_saved(db, "bm25"), edited) is not None  # saved again
+    assert lexical_file.load(b"not an npz", edited) is None
+    # the saved index scores like a fresh build
+    loaded = SQLiteStore(db, ann_min_vectors=None).lexical_search(USER, "note 3-12", 8)
+    monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 10**9)
+    built = SQLiteStore(db, ann_min_vectors=None).lexical_search(USER, "note 3-12", 8)
+    assert [(m.id, round(s, 5)) for m, s in loaded] == [(m.id, round(s, 5)) for m, s in built]

@@ -13,29 +13,32 @@ compares the index's stored vectors with the snapshot's.
 An :class:`IndexSlot` is the one index of one user in one process. It outlives the
 working set (which is dropped whenever another process commits), builds the index off the
 request path on a daemon thread (searches stay exact until it is ready), patches it with
-rows it does not hold, and keeps it in a file beside the database: written whole to a
-temporary file and renamed over the old one (readers never see a torn file; with several
-processes the last writer wins), framed with a magic, its length and a CRC-32 so a torn or
-corrupted file is rebuilt rather than loaded. A file that loads still only counts for the
-rows whose vectors it holds.
+rows it does not hold, and keeps it between processes in a :class:`Stash` (the SQLite
+store's ``derived_indexes`` table: written in one transaction, so a reader never sees a torn
+copy and with several processes the last writer wins), framed with a magic, its length and
+a CRC-32 so a damaged copy is rebuilt rather than loaded. A copy that loads still only
+counts for the rows whose vectors it holds.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
-import os
 import struct
 import threading
+import weakref
 import zlib
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+from engrain.errors import EngrainError
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -58,6 +61,11 @@ PATCH_AFTER = 2_000
 #: Above this share of rows not held, a new index is built instead of patching the old one.
 REBUILD_SHARE = 0.5
 
+#: Vectors added per call while building: between calls the build checks whether the
+#: interpreter is exiting (usearch's worker threads must not outlive it: the process would
+#: abort with "terminate called without an active exception").
+BUILD_CHUNK = 4_096
+
 _MAGIC = b"ENGRANN1"
 _HEADER = struct.Struct("<8sQI")  # magic, payload length, CRC-32 of the payload
 
@@ -74,6 +82,28 @@ def _usearch() -> type[Index]:
     from usearch.index import Index
 
     return Index
+
+
+class _Exiting(Exception):
+    """The interpreter is exiting: the index job stops between two usearch calls."""
+
+
+_EXITING = threading.Event()
+_JOBS: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+def _stop_if_exiting() -> None:
+    if _EXITING.is_set():
+        raise _Exiting
+
+
+@atexit.register
+def _stop_jobs() -> None:
+    """Stop running index jobs at exit and wait for them (a usearch call in flight ends
+    within about a second), so no usearch thread outlives the interpreter."""
+    _EXITING.set()
+    for thread in list(_JOBS):
+        thread.join(timeout=30.0)
 
 
 def memory_keys(ids: Sequence[str]) -> Keys:
@@ -111,8 +141,10 @@ class VectorIndex:
             ndim=int(vectors.shape[1]), metric="cos", dtype="f16", connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
         )  # fmt: skip
-        if len(keys):
-            index.add(keys, vectors, threads=threads)
+        for start in range(0, len(keys), BUILD_CHUNK):
+            _stop_if_exiting()
+            end = start + BUILD_CHUNK
+            index.add(keys[start:end], vectors[start:end], threads=threads)
         return cls(index)
 
     def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
@@ -143,6 +175,7 @@ class VectorIndex:
         """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
         time so searches are not held up for long."""
         for start in range(0, len(keys), batch):
+            _stop_if_exiting()
             part, rows = keys[start : start + batch], vectors[start : start + batch]
             with self._lock:
                 present = part[np.asarray(self._index.contains(part), dtype=bool)]
@@ -150,35 +183,21 @@ class VectorIndex:
                     self._index.remove(present)
                 self._index.add(part, rows, threads=1)
 
-    def save(self, path: Path) -> None:
-        """Write the index to ``path`` atomically: a temporary file in the same directory,
-        flushed to disk, then renamed over ``path`` (a reader sees the old or the new file,
-        never a torn one; with several processes the last rename wins)."""
+    def dump(self) -> bytes:
+        """The index as bytes: a header (magic, payload length, CRC-32) and usearch's own
+        serialisation."""
         with self._lock:
             saved = self._index.save()
         assert saved is not None  # no path given: the bytes
         payload = bytes(saved)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            with open(temporary, "wb") as handle:
-                handle.write(_HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)))
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+        return _HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     @classmethod
-    def load(cls, path: Path, ndim: int) -> VectorIndex | None:
-        """The index saved at ``path``, or ``None`` if it is missing, torn, corrupted, of
-        other parameters or of vectors of another dimension (the caller rebuilds)."""
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        if len(data) < _HEADER.size:
+    def load(cls, data: bytes | None, ndim: int) -> VectorIndex | None:
+        """The index :meth:`dump` made, or ``None`` if there is none, or it is torn,
+        corrupted, of other parameters or of vectors of another dimension (the caller
+        rebuilds)."""
+        if data is None or len(data) < _HEADER.size:
             return None
         magic, length, crc = _HEADER.unpack_from(data)
         payload = memoryview(data)[_HEADER.size :]
@@ -190,19 +209,28 @@ class VectorIndex:
                 expansion_search=EXPANSION_SEARCH,
             )  # fmt: skip
         except (ValueError, RuntimeError) as exc:
-            log.warning("approximate index %s unreadable (%s): rebuilding", path, exc)
+            log.warning("approximate index unreadable (%s): rebuilding", exc)
             return None
         if index is None or int(index.ndim) != ndim or index.connectivity != CONNECTIVITY:
             return None
         return cls(index)
 
 
+@dataclass(frozen=True)
+class Stash:
+    """Where one derived index of one user is kept between processes: ``read()`` returns
+    the bytes last written (or ``None``), ``write(data)`` replaces them atomically."""
+
+    read: Callable[[], bytes | None]
+    write: Callable[[bytes], None]
+
+
 class IndexSlot:
     """One user's index in this process: ready or not, built or patched off the request
-    path, saved beside the database (``path``; ``None`` keeps it in memory only)."""
+    path, kept between processes in ``stash`` (``None``: in this process only)."""
 
-    def __init__(self, path: Path | None, min_vectors: int, background: bool = True) -> None:
-        self.path = path
+    def __init__(self, stash: Stash | None, min_vectors: int, background: bool = True) -> None:
+        self.stash = stash
         self.min_vectors = min_vectors
         self.background = background
         self._index: VectorIndex | None = None
@@ -238,11 +266,14 @@ class IndexSlot:
         thread = threading.Thread(target=self._run, args=(job,), daemon=True,
                                   name="engrain-ann")  # fmt: skip
         self._job = thread
+        _JOBS.add(thread)
         thread.start()
 
     def _run(self, job: Callable[[], None]) -> None:
         try:
             job()
+        except _Exiting:
+            pass
         except Exception:  # a failed build leaves exact search in place
             log.exception("approximate index job failed; searches stay exact")
         finally:
@@ -251,7 +282,7 @@ class IndexSlot:
     def prepare(self, keys: Keys, vectors: Matrix) -> VectorIndex:
         """Load the saved index, or build one, for these rows; patch it with the rows it
         does not hold; publish and save it. Runs on the job thread."""
-        index = None if self.path is None else VectorIndex.load(self.path, vectors.shape[1])
+        index = None if self.stash is None else VectorIndex.load(self._read(), vectors.shape[1])
         if index is not None:
             held = index.holds(keys, vectors)
             missing = np.flatnonzero(~held)
@@ -286,10 +317,19 @@ class IndexSlot:
         with self._lock:
             self._index = index
 
+    def _read(self) -> bytes | None:
+        if self.stash is None:
+            return None
+        try:
+            return self.stash.read()
+        except EngrainError as exc:  # as if there were none: rebuilt
+            log.warning("cannot read the saved approximate index: %s", exc)
+            return None
+
     def _save(self, index: VectorIndex) -> None:
-        if self.path is None or self._closed:
+        if self.stash is None or self._closed:
             return
         try:
-            index.save(self.path)
-        except OSError as exc:  # the index still serves this process; the next one rebuilds
-            log.warning("cannot save the approximate index to %s: %s", self.path, exc)
+            self.stash.write(index.dump())
+        except EngrainError as exc:  # the index still serves this process; the next rebuilds
+            log.warning("cannot save the approximate index: %s", exc)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
@@ -38,8 +39,18 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
+from engrain.errors import EngrainError
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store.ann import PATCH_AFTER, REBUILD_SHARE, IndexSlot, Keys, VectorIndex, memory_keys
+from engrain.store import lexical_file
+from engrain.store.ann import (
+    PATCH_AFTER,
+    REBUILD_SHARE,
+    IndexSlot,
+    Keys,
+    Stash,
+    VectorIndex,
+    memory_keys,
+)
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.lexical import LexicalIndex
 
@@ -210,10 +221,12 @@ class UserCache:
         *,
         ann: IndexSlot | None = None,
         matrix: npt.NDArray[np.float32] | None = None,
+        lexical_stash: Stash | None = None,
     ) -> None:
         """``matrix``: the memories' vectors, one row each in order, when their embeddings
         are views of its rows (a store that decoded them at once): used as the search matrix
-        rather than copied."""
+        rather than copied. ``lexical_stash``: where a large user's BM25 index is kept
+        between processes (``store/lexical_file.py``)."""
         listed = list(memories)
         self._snapshot = Snapshot({m.id: m for m in listed})
         if matrix is not None and matrix.shape[0] == len(listed) == len(self._snapshot.rows):
@@ -221,6 +234,7 @@ class UserCache:
             self._snapshot = Snapshot(self._snapshot.rows, arrays)
         self._lock = threading.Lock()
         self._slot = ann
+        self._lexical_stash = lexical_stash
 
     def __len__(self) -> int:
         return len(self._snapshot.rows)
@@ -406,10 +420,30 @@ class UserCache:
             return []
         lexical = snapshot.lexical
         if lexical is None:
-            lexical = LexicalIndex([m.content for m in arrays.memories])
+            lexical = self._lexical(arrays)
             self._publish(snapshot, replace(snapshot, lexical=lexical))
         scores = lexical.scores(text)
         return _top(arrays, scores, self._mask(arrays, flt) & (scores > 0), k)
+
+    def _lexical(self, arrays: _Arrays) -> LexicalIndex:
+        """A BM25 index of the rows: the user's saved one if it was built from exactly these
+        texts, else built (and, for a large user, saved on another thread; not a daemon: a
+        process that exits at once still leaves it for the next one)."""
+        documents = [m.content for m in arrays.memories]
+        stash = self._lexical_stash
+        if stash is None or len(documents) < lexical_file.PERSIST_MIN_DOCUMENTS:
+            return LexicalIndex(documents)
+        try:
+            index = lexical_file.load(stash.read(), documents)
+        except EngrainError:  # as if none were saved
+            index = None
+        if index is None:
+            index = LexicalIndex(documents)
+            threading.Thread(
+                target=_stash_lexical, args=(stash, index, documents), daemon=False,
+                name="engrain-bm25",
+            ).start()  # fmt: skip
+        return index
 
     def centroid(self) -> Vector | None:
         """The mean of the memories' vectors, or ``None`` without any."""
@@ -577,6 +611,13 @@ def _single_threaded_blas() -> Any:
     steal the cores onnxruntime needs for the next query embedding: at 10,000 memories this
     halves context() latency on a 2-core machine (bench/latency.py), for ~0.3 ms here."""
     return _blas().limit(limits=1, user_api="blas")
+
+
+def _stash_lexical(stash: Stash, index: LexicalIndex, documents: list[str]) -> None:
+    """Save a user's BM25 index (on its own thread); if that fails, the next process
+    builds it again."""
+    with suppress(EngrainError):
+        stash.write(lexical_file.dump(index, documents))
 
 
 #: A filter keeping at most this many rows is searched exactly over those rows alone

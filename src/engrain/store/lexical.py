@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -300,6 +301,43 @@ class LexicalIndex:
                     docs = np.insert(entry[0], order, row)
                     tfs = np.insert(entry[1], order, tf)
                 out._postings[term] = (docs, tfs)
+        out._set_lengths(lengths)
+        return out
+
+    def to_arrays(self) -> dict[str, npt.NDArray[Any]]:
+        """The index as plain arrays, for a file (``numpy.savez``, no pickle): the terms,
+        each one's slice of ``docs``/``tfs`` as ``offsets``, and the document lengths."""
+        terms = list(self._postings)
+        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum([len(self._postings[t][0]) for t in terms], out=offsets[1:])
+        docs = [self._postings[t][0] for t in terms]
+        tfs = [self._postings[t][1] for t in terms]
+        return {
+            "terms": np.array(terms, dtype=str),
+            "offsets": offsets,
+            "docs": np.concatenate(docs) if docs else np.zeros(0, dtype=np.int32),
+            "tfs": np.concatenate(tfs) if tfs else np.zeros(0, dtype=np.float32),
+            "lengths": self._lengths,
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, npt.NDArray[Any]]) -> LexicalIndex:
+        """The index :meth:`to_arrays` described (the same scores)."""
+        terms = [str(t) for t in arrays["terms"].tolist()]
+        offsets = np.asarray(arrays["offsets"], dtype=np.int64)
+        docs = np.asarray(arrays["docs"], dtype=np.int32)
+        tfs = np.asarray(arrays["tfs"], dtype=np.float32)
+        lengths = np.asarray(arrays["lengths"], dtype=np.float32)
+        if len(offsets) != len(terms) + 1 or len(docs) != len(tfs) or offsets[-1] != len(docs):
+            raise ValueError("inconsistent lexical index arrays")
+        if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= len(lengths)):
+            raise ValueError("lexical index arrays name documents it does not have")
+        out = cls.__new__(cls)
+        bounds = offsets.tolist()
+        out._postings = {
+            term: (docs[bounds[i] : bounds[i + 1]], tfs[bounds[i] : bounds[i + 1]])
+            for i, term in enumerate(terms)
+        }
         out._set_lengths(lengths)
         return out
 

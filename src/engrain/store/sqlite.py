@@ -6,13 +6,13 @@ only after a write that touches that user (or after another process commits, whi
 ``PRAGMA data_version`` reveals). Exact search over 10,000 × 384 is well under a millisecond.
 
 A user with many vectors (``ann_min_vectors``, 20,000 by default) is searched through an
-approximate index once it is built (``store/ann.py``, docs/scale.md), kept in
-``<file>.ann/<hash of the user id>.usearch`` and checked against the working set on load.
+approximate index once it is built (``store/ann.py``, docs/scale.md), kept in the
+``derived_indexes`` table with the BM25 index of users with 5,000+ memories, both checked
+against the working set when read.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
+from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.base import (
     ALL,
     MEMORY_COLUMNS,
@@ -178,12 +178,28 @@ def _m004_api_keys(db: sqlite3.Connection) -> None:
     )
 
 
+def _m005_derived_indexes(db: sqlite3.Connection) -> None:
+    # Indexes derived from a user's rows, kept between processes (a large user's
+    # approximate vector index and BM25 index, store/ann.py and store/lexical_file.py):
+    # written in one transaction, so never torn; checked against the rows when read.
+    db.execute(
+        """CREATE TABLE derived_indexes (
+            user_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            data BLOB NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (user_id, kind)
+        )"""
+    )
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_user_scoped_ids", _m002_user_scoped_ids),
     ("003_corrections_and_state", _m003_corrections_and_state),
     ("004_api_keys", _m004_api_keys),
+    ("005_derived_indexes", _m005_derived_indexes),
 ]
 
 
@@ -610,7 +626,10 @@ class SQLiteStore:
             cache = self._caches.get(user_id)
             if cache is None:
                 memories, matrix = self._load(user_id)
-                cache = UserCache(memories, ann=self._slot(user_id), matrix=matrix)
+                cache = UserCache(
+                    memories, ann=self._slot(user_id), matrix=matrix,
+                    lexical_stash=self._stash(user_id, "bm25"),
+                )  # fmt: skip
                 self._caches[user_id] = cache
                 while len(self._caches) > CACHED_USERS:
                     self._caches.popitem(last=False)
@@ -649,7 +668,7 @@ class SQLiteStore:
             return None
         slot = self._slots.get(user_id)
         if slot is None:
-            slot = IndexSlot(self._index_path(user_id), self._ann_min, self._ann_background)
+            slot = IndexSlot(self._stash(user_id, "usearch"), self._ann_min, self._ann_background)
             self._slots[user_id] = slot
             while len(self._slots) > CACHED_USERS:
                 self._slots.popitem(last=False)[1].close()
@@ -657,13 +676,23 @@ class SQLiteStore:
             self._slots.move_to_end(user_id)
         return slot
 
-    def _index_path(self, user_id: str) -> Path | None:
-        """Where the user's index is saved: beside the file, named by a hash of the user id
-        (any string is a user id; a file name is not)."""
-        if str(self.path) in ("", ":memory:"):
-            return None
-        name = hashlib.sha256(user_id.encode()).hexdigest()[:32]
-        return self.path.with_name(self.path.name + ".ann") / f"{name}.usearch"
+    def _stash(self, user_id: str, kind: str) -> Stash:
+        """Where the user's derived index ``kind`` is kept: a row of ``derived_indexes``."""
+
+        def read() -> bytes | None:
+            rows = self._read(
+                "SELECT data FROM derived_indexes WHERE user_id = ? AND kind = ?", (user_id, kind)
+            )
+            return bytes(rows[0][0]) if rows else None
+
+        def write(data: bytes) -> None:
+            with self._transaction() as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO derived_indexes VALUES (?, ?, ?, ?)",
+                    (user_id, kind, data, _dt(datetime.now(UTC))),
+                )
+
+        return Stash(read, write)
 
 
 def _reason(exc: sqlite3.Error) -> str:

@@ -1,0 +1,75 @@
+"""A large user's BM25 index kept between processes (issue 18), as ``numpy.savez`` bytes.
+
+Building the index tokenizes every memory (2.5 s at 100,000 memories, most of a cold
+start); reading it back from arrays takes a small fraction of that. The saved copy (the
+SQLite store keeps it in its ``derived_indexes`` table, written in one transaction) is only
+an accelerator and never trusted on its word: it holds a fingerprint of what it was built
+from (every document's text, in order, and the source of ``store/lexical.py``, so a change
+of the tokenizer invalidates it) and is used only when that equals the fingerprint of the
+working set being loaded. It is read without pickle; a copy that does not load, or does not
+match, is ignored and replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import zipfile
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engrain.store import lexical
+from engrain.store.lexical import LexicalIndex
+
+log = logging.getLogger(__name__)
+
+#: Users with fewer memories build their index in the call (under ~120 ms): no file.
+PERSIST_MIN_DOCUMENTS = 5_000
+
+
+@lru_cache(maxsize=1)
+def _tokenizer_digest() -> bytes:
+    """A digest of the module that tokenizes and builds the index."""
+    return hashlib.blake2b(Path(lexical.__file__).read_bytes(), digest_size=16).digest()
+
+
+def fingerprint(documents: Sequence[str]) -> bytes:
+    """What an index of ``documents`` depends on: their texts in order and the tokenizer."""
+    digest = hashlib.blake2b(_tokenizer_digest(), digest_size=32)
+    digest.update(len(documents).to_bytes(8, "little"))
+    digest.update("\0".join(documents).encode("utf-8", "surrogatepass"))
+    return digest.digest()
+
+
+def load(data: bytes | None, documents: Sequence[str]) -> LexicalIndex | None:
+    """The index :func:`dump` made if it was built from exactly ``documents``, else
+    ``None`` (none saved, unreadable, damaged, or of other documents)."""
+    if data is None:
+        return None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as saved:
+            if bytes(saved["fingerprint"].tobytes()) != fingerprint(documents):
+                return None
+            index = LexicalIndex.from_arrays(
+                {name: saved[name] for name in ("terms", "offsets", "docs", "tfs", "lengths")}
+            )
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        log.warning("saved BM25 index unreadable (%s): rebuilding", exc)
+        return None
+    return index if index.size == len(documents) else None
+
+
+def dump(index: LexicalIndex, documents: Sequence[str]) -> bytes:
+    """``index`` (built from ``documents``) with its fingerprint, as bytes."""
+    arrays: dict[str, Any] = {
+        "fingerprint": np.frombuffer(fingerprint(documents), dtype=np.uint8),
+        **index.to_arrays(),
+    }
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
