@@ -167,7 +167,7 @@ def test_a_relevant_preference_is_judged_on_relevance_not_on_the_threshold(
 ) -> None:
     # a preference has no type boost: at relevance 0.4 it scores ~0.32 against generation's
     # 0.40, where a pattern as relevant would pass; relevance and the share decide instead
-    engine = _engine(tmp_path, [HELPER_MSG], {ANNOTATE: 0.2, POSTERS: 0.1})
+    engine = _engine(tmp_path, [HELPER_MSG], {ANNOTATE: 0.2, POSTERS: 0.09})
     when = NOW - timedelta(days=10)
     annotate = engine.remember(ANNOTATE, "ada", "preference", now=when).memory_id or ""
     posters = engine.remember(POSTERS, "ada", "preference", now=when).memory_id or ""
@@ -177,8 +177,8 @@ def test_a_relevant_preference_is_judged_on_relevance_not_on_the_threshold(
     limit = threshold_for(Kind.PREFERENCE, Intent.GENERATION)
     assert verdict[annotate].item.score < limit and verdict[annotate].selected
     assert verdict[annotate].reason == "procedural, relevance 0.400"
-    assert not verdict[posters].selected  # relevance 0.2: not about the request
-    assert verdict[posters].reason == "procedural, relevance 0.200 below 0.25"
+    assert not verdict[posters].selected  # relevance 0.18: not about the request
+    assert verdict[posters].reason == "procedural, relevance 0.180 below 0.20"
 
 
 # -- 3. calibrated relevance ------------------------------------------------------------------
