@@ -202,3 +202,26 @@ def pg(pg_url: str) -> Iterator[Any]:
     store = PostgresStore(pg_url, pool_size=2)
     yield store
     store.close()
+
+
+def test_cached_posting_lists_follow_writes_of_another_store(two: Any) -> None:
+    """BM25 reads posting lists from process memory while their terms' stamps hold: every
+    write of another store that adds, edits (same terms, other lengths) or removes a
+    document is seen by the next search, whose scores equal the in-process index's."""
+    mine, theirs = two
+    rng = random.Random(3)
+    live: dict[str, str] = {}
+    for step in range(30):
+        memory_id = f"m{rng.randrange(12)}"
+        if rng.random() < 0.25 and memory_id in live:
+            theirs.write(deletes=[mem(memory_id)])
+            del live[memory_id]
+        else:
+            live[memory_id] = _text(rng) + " kafka" * (step % 3)
+            theirs.write([mem(memory_id, content=live[memory_id], minutes=step)])
+        order = sorted(live)
+        index = LexicalIndex([live[i] for i in order])
+        for query in ("kafka billing", "river run paint"):
+            scores = index.scores(query)
+            expected = {i: float(s) for i, s in zip(order, scores, strict=True) if s > 0}
+            assert {m.id: s for m, s in mine.lexical_search("alice", query, 100)} == expected

@@ -89,6 +89,7 @@ from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import schema
+from engrain.store.postgres.bm25 import STATISTICS, PostingsCache, best
 from engrain.store.postgres.codec import (
     EF_SEARCH,
     KEY_COLUMNS,
@@ -104,10 +105,10 @@ from engrain.store.postgres.sql import (
     FETCH,
     chunks,
     filter_sql,
-    lexical_sql,
     listing_sql,
     redact,
     search_sql,
+    versions_sql,
 )
 from engrain.store.postgres.writes import access_body, write_body
 
@@ -201,6 +202,7 @@ class PostgresStore:
         self._listings: OrderedDict[tuple[str, MemoryFilter, int | None, int], _Listing] = (
             OrderedDict()
         )
+        self._postings = PostingsCache()
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
@@ -419,12 +421,33 @@ class PostgresStore:
     ) -> list[tuple[Memory, float]]:
         """The ``k`` memories passing ``flt`` with the highest BM25 score for ``text`` over
         the user's own term statistics; the scores equal :class:`LexicalIndex`'s."""
-        # LexicalIndex.scores sums the terms in this set's order; so does the SQL (``ord``).
+        # LexicalIndex.scores sums the terms in this set's order; so does bm25.scores.
         terms = list(set(tokenize(text)))
         if k <= 0 or not terms:
             return []
-        rows = self._read(*lexical_sql(user_id, terms, k, flt))
-        return [(from_row(r), float(r[-1])) for r in rows]
+        known = self._postings.known(user_id, terms)
+        scored = self._postings.scores(
+            user_id, terms, self._read(STATISTICS, (terms, known, user_id))
+        )
+        if scored is None:  # a list evicted meanwhile: read every list
+            scored = self._postings.scores(
+                user_id, terms, self._read(STATISTICS, (terms, [-1] * len(terms), user_id))
+            )
+        assert scored is not None  # every list came with the rows
+        ids, scores = scored
+        found: list[tuple[Memory, float]] = []
+        checked = 0
+        depth = 2 * k
+        while len(found) < k and checked < len(ids):
+            ranked = best(ids, scores, depth)[checked:]
+            checked += len(ranked)
+            passing = self._read(*versions_sql(user_id, [i for _, i in ranked], flt))
+            version = dict(passing)
+            listing = [(i, version[i]) for _, i in ranked if i in version]
+            memories = {m.id: m for m in self._decoded(user_id, listing)}
+            found.extend((memories[i], s) for s, i in ranked if i in memories)
+            depth *= 4
+        return found[:k]
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Add one to the access count of each id (once per occurrence) and stamp it; the

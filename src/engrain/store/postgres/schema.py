@@ -157,11 +157,16 @@ def _m002_api_keys(db: Conn) -> None:
 def _m003_term_stats_access_clock(db: Conn) -> None:
     # Each user's document frequency per term, kept by every write in its own transaction:
     # BM25's idf is one index lookup per query term instead of counting its postings.
+    # The stamp (from a sequence, never reused) changes whenever a posting of the term is
+    # added or removed: a process that cached the term's posting list at a stamp knows it
+    # is still the list while the stamp is unchanged (``bm25``).
+    db.execute("CREATE SEQUENCE term_stamps")
     db.execute(
         """CREATE TABLE term_stats (
             user_id text COLLATE "C" NOT NULL,
             term text COLLATE "C" NOT NULL,
             df bigint NOT NULL,
+            stamp bigint NOT NULL DEFAULT nextval('term_stamps'),
             PRIMARY KEY (user_id, term)
         )"""
     )

@@ -1,5 +1,6 @@
 """The SQL the PostgreSQL store sends, built in one place: the upsert, filters, the vector
-search in its two forms and BM25 (see the package docstring for why each looks as it does).
+search in its two forms, the candidates of BM25 (see the package docstring for why each
+looks as it does).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from engrain.model import Vector
 from engrain.store.base import MemoryFilter
-from engrain.store.lexical import K1, B
 from engrain.store.postgres.codec import INSERT_COLUMNS, SELECT_COLUMNS, VERSION, WITH_ACCESS
 
 T = TypeVar("T")
@@ -131,50 +131,16 @@ def search_sql(
     return text, [query, user_id, *params, k]
 
 
-def lexical_sql(
-    user_id: str, terms: Sequence[str], k: int, flt: MemoryFilter
-) -> tuple[str, list[Any]]:
-    """BM25 over the user's postings, equal to :class:`~engrain.store.lexical.LexicalIndex`:
-    ``terms`` in the order ``LexicalIndex.scores`` sums them (``ord``), the arithmetic in
-    ``real`` in numpy's order; the score is the last column."""
+def versions_sql(user_id: str, ids: Sequence[str], flt: MemoryFilter) -> tuple[str, list[Any]]:
+    """Ids and row versions of those of the user's memories with these ids that pass
+    ``flt`` (which of BM25's best matches may be returned, and whether cached rows are
+    current)."""
     where, params = filter_sql(flt)
-    text = f"""WITH q AS (
-            SELECT t.term, t.ord FROM unnest(%s::text[]) WITH ORDINALITY AS t(term, ord)
-        ),
-        st AS (
-            SELECT documents, total_length::real / documents::real AS avgdl
-            FROM revisions WHERE user_id = %s AND documents > 0
-        ),
-        w AS (
-            SELECT q.term, q.ord,
-                ln(1.0::float8 + ((st.documents - d.df)::float8 + 0.5::float8)
-                    / (d.df::float8 + 0.5::float8))::real AS idf
-            FROM q CROSS JOIN st
-            JOIN term_stats d ON d.user_id = %s AND d.term = q.term
-            WHERE d.df > 0
-        ),
-        s AS (
-            SELECT p.memory_id,
-                sum(((w.idf * p.tf::real) * {K1 + 1.0}::real)
-                    / (p.tf::real + {K1}::real * ({1.0 - B}::real
-                       + ({B}::real * p.doc_length::real) / st.avgdl))
-                    ORDER BY w.ord) AS score
-            FROM w JOIN postings p ON p.user_id = %s AND p.term = w.term
-            CROSS JOIN st
-            GROUP BY p.memory_id
-        )
-        SELECT {SELECT_COLUMNS}, r.score
-        FROM (SELECT s.memory_id, s.score FROM s ORDER BY s.score DESC, s.memory_id) r
-        -- best scores first, a row lookup each until k pass the filter: the full
-        -- rows of the (often thousands of) lower-scored matches are never read
-        CROSS JOIN LATERAL (
-            SELECT * FROM memories m
-            WHERE m.user_id = %s AND m.id = r.memory_id{where}
-        ) m
-        {WITH_ACCESS}
-        ORDER BY r.score DESC, r.memory_id
-        LIMIT %s"""
-    return text, [list(terms), user_id, user_id, user_id, user_id, *params, k]
+    text = (
+        f"SELECT m.id, {VERSION} FROM memories m {WITH_ACCESS} "
+        f"WHERE m.user_id = %s AND m.id = ANY(%s::text[]){where}"
+    )
+    return text, [user_id, list(ids), *params]
 
 
 def keys(part: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:

@@ -184,10 +184,11 @@ def _replace(
 
 
 def _count_terms(cur: Any, df: Counter[Key]) -> None:
-    """Add ``df`` (``(user_id, term)`` → change) to the users' document frequencies, in
-    key order (the writers of one user already queue on its revision row); a term no
-    document holds any more loses its row."""
-    changes = sorted((k, n) for k, n in df.items() if n)
+    """Add ``df`` (``(user_id, term)`` → change, 0 included) to the users' document
+    frequencies and give each of these terms a new stamp, in key order (the writers of one
+    user already queue on its revision row); a term no document holds any more loses its
+    row."""
+    changes = sorted(df.items())  # a term whose postings changed gets a new stamp
     for part in chunks(changes):
         users, terms, deltas = (
             [u for (u, _), _ in part],
@@ -197,7 +198,8 @@ def _count_terms(cur: Any, df: Counter[Key]) -> None:
         cur.execute(
             "INSERT INTO term_stats (user_id, term, df) "
             "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[]) ORDER BY 1, 2 "
-            "ON CONFLICT (user_id, term) DO UPDATE SET df = term_stats.df + EXCLUDED.df",
+            "ON CONFLICT (user_id, term) DO UPDATE SET df = term_stats.df + EXCLUDED.df, "
+            "stamp = EXCLUDED.stamp",
             (users, terms, deltas),
         )
         if any(n < 0 for n in deltas):
