@@ -36,6 +36,7 @@ import json
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,8 +247,24 @@ def measures(rows: Sequence[Mapping[str, Any]], trivial: Sequence[Mapping[str, A
         for i in r["injected"]:
             injected[kinds[i]] = injected.get(kinds[i], 0) + 1
     out["must_exclude_leaks_by_kind"] = dict(sorted(leaked.items()))
+    reasons = Counter(miss_reason(r.get("why", {}).get(i, {}).get("reason", "?"))
+                      for r in rows for i in r["missed"])  # fmt: skip
+    out["missed_by_reason"] = dict(sorted(reasons.items()))
     out["injected_by_kind"] = dict(sorted(injected.items()))
     return out
+
+
+def miss_reason(reason: str) -> str:
+    """The kind of reason ``explain()`` gave for not injecting a memory: below its
+    threshold, not relevant enough (procedural), over the budget or its share, not a
+    candidate, or another."""
+    for key, name in ((" below ", "below threshold"), ("do not fit", "budget"),
+                      ("share full", "procedural share"), ("not a candidate", "not a candidate"),
+                      ("top_k", "top_k")):  # fmt: skip
+        if key in reason:
+            procedural = name == "below threshold" and "relevance" in reason
+            return "not relevant enough" if procedural else name
+    return reason
 
 
 def by_intent(rows: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> dict[str, Any]:
@@ -361,6 +378,9 @@ def table(report: Mapping[str, Any], split: str = "held") -> str:
         "must_include_recall_by_kind"
     ].items():
         lines.append(f"  {kind:<12} {_cell(m['recall'], '{:.3f}')} of {m['labelled']}")
+    reasons = report["profiles"][first]["splits"][split]["missed_by_reason"]
+    lines.append(f"{split} split must-include misses by reason ({first}): "
+                 + ", ".join(f"{reason} {n}" for reason, n in reasons.items()))  # fmt: skip
     return "\n".join(lines)
 
 

@@ -148,3 +148,34 @@ def test_a_small_run_has_the_report_shape(small_run: dict[str, Any]) -> None:
             assert set(answered["leaked"]) <= set(answered["injected"])
             assert answered["budget"] > 0
     assert gating.table(report).splitlines()[1].startswith("held  gated")
+
+
+def test_a_miss_is_named_by_the_reason_explain_gave() -> None:
+    assert gating.miss_reason("score 0.216 below 0.25") == "below threshold"
+    assert gating.miss_reason("procedural, relevance 0.097 below 0.20") == "not relevant enough"
+    assert gating.miss_reason("31 tokens do not fit (478/500)") == "budget"
+    assert gating.miss_reason("procedural share full (290/300 tokens)") == "procedural share"
+    assert gating.miss_reason("not a candidate") == "not a candidate"
+    assert gating.miss_reason("top_k=5 reached") == "top_k"
+
+
+def test_details_show_each_miss_and_leak_with_its_reason(small_run: dict[str, Any]) -> None:
+    data = gating.load_data()
+    gated = small_run["profiles"]["gated"]
+    for answered in gated["messages"]:
+        # every miss and every leak has explain()'s verdict: a dropped memory a reason,
+        # a leaked one "selected" or "pinned"
+        assert set(answered["why"]) == {*answered["missed"], *answered["leaked"]}
+        for mid in answered["leaked"]:
+            assert answered["why"][mid]["reason"] in {"selected", "pinned"} or answered[
+                "why"][mid]["reason"].startswith(("procedural", "conflicts with"))
+    text = gating.details(small_run, data, split="all")
+    failing = [r for r in gated["messages"] if r["missed"] or r["leaked"]]
+    assert sum(line.startswith("msg-") for line in text.splitlines()) == len(failing)
+    for r in failing:
+        for mid in r["missed"]:
+            assert f"  - {mid} (" in text
+        for mid in r["leaked"]:
+            assert f"  + {mid} (" in text
+    reasons = gated["splits"]["all"]["missed_by_reason"]
+    assert sum(reasons.values()) == sum(len(r["missed"]) for r in gated["messages"])
