@@ -165,12 +165,15 @@ def run_size(
         "url": url, "data_dir": str(workdir), "queries": list(queries),
         "stage_queries": list(stage_queries), "warmup": list(warmup),
     }  # fmt: skip
+    baseline_spec = {**spec, "recall": False}
+    if baseline_src is not None:
+        baseline_spec["url"] = _baseline_copy(url)
     first_open = _serve_in_subprocess({**spec, "queries": list(queries[:20]), "recall": False})
     served: list[dict[str, Any]] = []
     baseline: list[dict[str, Any]] = []
     for _ in range(rounds):  # alternating: both trees see the same load on the machine
         if baseline_src is not None:
-            baseline.append(_serve_in_subprocess({**spec, "recall": False}, baseline_src))
+            baseline.append(_serve_in_subprocess(baseline_spec, baseline_src))
         served.append(_serve_in_subprocess({**spec, "recall": True}))
     out = {
         "memories": size,
@@ -184,6 +187,24 @@ def run_size(
     if baseline:
         out["baseline"] = {"src": str(baseline_src), **_median_of(baseline)}
     return out
+
+
+def _baseline_copy(url: str) -> str:
+    """A copy of the SQLite file at ``url`` for the baseline tree, without what the newer
+    schema added (an older engrain refuses a file with migrations it does not know; the only
+    newer one, 005, adds the ``derived_indexes`` table the baseline never reads)."""
+    import sqlite3
+
+    path = Path(url.removeprefix("sqlite:///"))
+    if not url.startswith("sqlite:///") or not path.is_file():
+        return url
+    copy = path.with_name(path.stem + "-baseline" + path.suffix)
+    with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    with sqlite3.connect(copy) as db:
+        db.execute("DROP TABLE IF EXISTS derived_indexes")
+        db.execute("DELETE FROM migrations WHERE name = '005_derived_indexes'")
+    return f"sqlite:///{copy}"
 
 
 def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
