@@ -89,7 +89,7 @@ from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import schema
-from engrain.store.postgres.bm25 import STATISTICS, PostingsCache, best
+from engrain.store.postgres.bm25 import STATISTICS, PostingsCache
 from engrain.store.postgres.codec import (
     EF_SEARCH,
     KEY_COLUMNS,
@@ -434,12 +434,11 @@ class PostgresStore:
                 user_id, terms, self._read(STATISTICS, (terms, [-1] * len(terms), user_id))
             )
         assert scored is not None  # every list came with the rows
-        ids, scores = scored
         found: list[tuple[Memory, float]] = []
         checked = 0
         depth = 2 * k
-        while len(found) < k and checked < len(ids):
-            ranked = best(ids, scores, depth)[checked:]
+        while len(found) < k and checked < len(scored):
+            ranked = scored.best(depth)[checked:]
             checked += len(ranked)
             passing = self._read(*versions_sql(user_id, [i for _, i in ranked], flt))
             version = dict(passing)

@@ -99,13 +99,13 @@ class PostingsCache:
 
     def scores(
         self, user_id: str, terms: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> tuple[list[str], npt.NDArray[np.float32]] | None:
+    ) -> Scored | None:
         """Every memory with a posting of ``terms`` and its BM25 score, from the rows of
         :data:`STATISTICS` (postings cached or read there), in
         :meth:`LexicalIndex.scores`' arithmetic; the terms are summed in ``terms`` order.
         ``None`` if a list the rows left out (its stamp was known) is no longer cached."""
         if not rows:
-            return [], np.zeros(0, dtype=np.float32)
+            return Scored([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         documents, total = int(rows[0][0]), int(rows[0][1])
         by_term = {r[2]: r for r in rows}
         with self._lock:
@@ -122,9 +122,10 @@ class PostingsCache:
                 if entry is None:
                     return None
                 lists.append((int(row[3]), entry))
-            ids = list(numbers.ids)
-        out = np.zeros(len(ids), dtype=np.float32)
-        touched = np.zeros(len(ids), dtype=bool)
+            ids = numbers.ids  # append-only: the numbers below stay valid after the lock
+            size = len(ids)
+        out = np.zeros(size, dtype=np.float32)
+        touched = np.zeros(size, dtype=bool)
         average = np.float32(total) / np.float32(documents)
         for df, entry in lists:
             idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
@@ -132,7 +133,7 @@ class PostingsCache:
             out[entry.docs] += idf * entry.tfs * (K1 + 1.0) / (entry.tfs + norm)
             touched[entry.docs] = True
         hits = np.flatnonzero(touched)
-        return [ids[i] for i in hits], out[hits]
+        return Scored(ids, hits, out[hits])
 
     def _forget(self, user_id: str) -> None:
         """Drop the user's lists and numbering."""
@@ -171,13 +172,26 @@ class PostingsCache:
         return entry
 
 
-def best(ids: Sequence[str], scores: npt.NDArray[np.float32], n: int) -> list[tuple[float, str]]:
-    """The ``n`` best ``(score, id)`` pairs, best first, ties by id (and every pair that
-    ties with the ``n``-th, so the order never depends on which of them was cut)."""
-    if len(scores) > n:
-        cut = np.partition(scores, len(scores) - n)[len(scores) - n]
-        picked = np.flatnonzero(scores >= cut)
-    else:
-        picked = np.arange(len(scores))
-    pairs = [(float(scores[i]), ids[i]) for i in picked.tolist()]
-    return sorted(pairs, key=lambda p: (-p[0], p[1]))
+@dataclass(frozen=True)
+class Scored:
+    """The memories a query matches: ``ids[numbers[i]]`` has ``scores[i]``."""
+
+    ids: Sequence[str]
+    numbers: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def best(self, n: int) -> list[tuple[float, str]]:
+        """The ``n`` best ``(score, id)`` pairs, best first, ties by id (and every pair
+        that ties with the ``n``-th, so the order never depends on which was cut)."""
+        scores = self.scores
+        if len(scores) > n:
+            cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+            picked = np.flatnonzero(scores >= cut)
+        else:
+            picked = np.arange(len(scores))
+        ids, numbers = self.ids, self.numbers
+        pairs = [(float(scores[i]), ids[numbers[i]]) for i in picked.tolist()]
+        return sorted(pairs, key=lambda p: (-p[0], p[1]))
