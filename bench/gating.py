@@ -250,6 +250,11 @@ def measures(rows: Sequence[Mapping[str, Any]], trivial: Sequence[Mapping[str, A
     reasons = Counter(miss_reason(r.get("why", {}).get(i, {}).get("reason", "?"))
                       for r in rows for i in r["missed"])  # fmt: skip
     out["missed_by_reason"] = dict(sorted(reasons.items()))
+    # why a must-exclude memory got in: "selected" (past its threshold), "pinned",
+    # "procedural", or as a conflict partner
+    leaks = Counter(r.get("why", {}).get(i, {}).get("reason", "?").split(",")[0].split(" with ")[0]
+                    for r in rows for i in r["leaked"])  # fmt: skip
+    out["leaked_by_reason"] = dict(sorted(leaks.items()))
     out["injected_by_kind"] = dict(sorted(injected.items()))
     return out
 
