@@ -298,18 +298,50 @@ def measure_store(
         out["search_exact"] = timed(
             [lambda i=i: exact.search(who[i], vectors[i], k, flt) for i in n]
         )
-        for depth in (10, k):
+        for depth in (10, k, 50):
             hits = total = 0
             for i in range(min(50, len(queries))):
                 approx = {m.id for m, _ in store.search(who[i], vectors[i], depth, flt)}
                 truth = {m.id for m, _ in exact.search(who[i], vectors[i], depth, flt)}
                 hits, total = hits + len(approx & truth), total + len(truth)
             out[f"hnsw_recall_at_{depth}"] = round(hits / total, 3) if total else None
+        out["hnsw_by_ef_search"] = hnsw_by_ef(url, exact, who, vectors, flt)
         out["plan"] = store.explain_search(who[0], vectors[0], k, flt, analyze=True)
         exact.close()
     out["write"] = measure_writes(store, draw(), queries, rng)
     store.close()
     return out
+
+
+def hnsw_by_ef(
+    url: str, exact: PostgresStore, who: Sequence[str], vectors: np.ndarray, flt: Any
+) -> dict[str, dict[str, Any]]:
+    """R@50 of the HNSW search against exact search over the same 50 queries, and the
+    search's latency at k = 50, for a few ``hnsw.ef_search`` values (the store's
+    ``ef_search``, applied with SET LOCAL)."""
+    n = min(50, len(vectors))
+    truth = [{m.id for m, _ in exact.search(who[i], vectors[i], 50, flt)} for i in range(n)]
+    out: dict[str, dict[str, Any]] = {}
+    for ef in (100, 200, 400):
+        store = PostgresStore(url, ef_search=ef)
+        found = [{m.id for m, _ in store.search(who[i], vectors[i], 50, flt)} for i in range(n)]
+        hits = sum(len(f & t) for f, t in zip(found, truth, strict=True))
+        total = sum(len(t) for t in truth)
+        calls = [lambda i=i, s=store: s.search(who[i], vectors[i], 50, flt) for i in range(n)]
+        out[str(ef)] = {
+            "recall_at_50": round(hits / total, 4) if total else None,
+            "search_k50": timed(calls),
+        }
+        store.close()
+    return out
+
+
+def rss_mb() -> float:
+    """The resident memory of this process now (Linux), MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
 
 
 def _new_memory(
@@ -356,7 +388,11 @@ def measure_engine(
     read in turn (``serial``); which goes first alternates."""
     rng = np.random.default_rng(seed)
     who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
+    rss_before = rss_mb()
+    start = time.perf_counter()
     engine = Engine(settings=Settings(url=url, data_dir=tmp), embedder=embedder)
+    engine.context(queries[0], who[0], now=common.NOW)  # cold: a new store, nothing cached
+    cold_start_s = time.perf_counter() - start
     spent: Counter[str] = Counter()
     calls: Counter[str] = Counter()
     for name in STORE_CALLS:
@@ -386,6 +422,8 @@ def measure_engine(
                 times[parallel].append((time.perf_counter() - start) * 1000.0)
     runs = 2 * len(queries)
     out: dict[str, Any] = common.summarize(times[True])
+    out["cold_start_s"] = round(cold_start_s, 3)
+    out["rss_mb"] = {"before_engine": rss_before, "after": rss_mb()}
     out["serial"] = common.summarize(times[False])
     out["store_ms_per_context"] = {
         name: round(spent[name] / runs, 2) for name in STORE_CALLS if calls[name]
@@ -529,6 +567,11 @@ def print_table(report: dict[str, Any]) -> None:
         if "store_ms_per_context" in row.get("engine_context", {}):
             split = row["engine_context"]["store_ms_per_context"]
             print(f"{'':>10} context(): ms per call in the store {split}")
+            engine = row["engine_context"]
+            print(f"{'':>10} cold start {engine.get('cold_start_s')} s, RSS {engine.get('rss_mb')}")
+        for ef, stats in row["store"].get("hnsw_by_ef_search", {}).items():
+            print(f"{'':>10} ef_search {ef}: R@50 {stats['recall_at_50']}, search k=50 "
+                  f"p50 {stats['search_k50']['p50_ms']} ms")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def two(pg_url: str) -> Iterator[tuple[Any, Any]]:
 
 def _sql(url: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as db:
-        return db.execute(query).fetchall()
+        cur = db.execute(query)
+        return cur.fetchall() if cur.description else []
 
 
 def _procedural(memory_id: str, minutes: int = 0, **fields: Any) -> Any:
@@ -225,3 +226,32 @@ def test_cached_posting_lists_follow_writes_of_another_store(two: Any) -> None:
             scores = index.scores(query)
             expected = {i: float(s) for i, s in zip(order, scores, strict=True) if s > 0}
             assert {m.id: s for m, s in mine.lexical_search("alice", query, 100)} == expected
+
+
+def test_ef_search_is_raised_for_one_search_only(pg_url: str) -> None:
+    """A store's ``ef_search`` applies to its indexed searches (SET LOCAL): a wide list
+    finds the exact 10 nearest on a graph it can walk whole, a list of 10 misses some; the
+    pooled connection keeps the default for everything else."""
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((600, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = rng.standard_normal((20, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    wide = PostgresStore(pg_url, pool_size=1, exact_search_below=0, ef_search=1000)
+    narrow = PostgresStore(pg_url, pool_size=1, exact_search_below=0, ef_search=10)
+    wide.write([mem(f"m{i:03d}", vector=None).evolve(embedding=v) for i, v in enumerate(vectors)])
+    _sql(pg_url, "ANALYZE memories")
+    assert "memories_embedding_hnsw" in wide.explain_search("alice", vectors[0], 10)
+
+    def recall(store: Any) -> float:
+        hits = 0
+        for query in queries:
+            found = {m.id for m, _ in store.search("alice", query, 10)}
+            hits += len(found & {f"m{i:03d}" for i in np.argsort(-(vectors @ query))[:10]})
+        return hits / (10 * len(queries))
+
+    assert recall(wide) >= 0.98
+    assert recall(narrow) < 0.95
+    assert wide._read("SHOW hnsw.ef_search") == [(str(postgres.EF_SEARCH),)]
+    wide.close()
+    narrow.close()

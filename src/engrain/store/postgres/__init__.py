@@ -73,7 +73,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -171,7 +171,8 @@ class PostgresStore:
     ``url`` is a libpq URL or conninfo string; ``pool_size`` the most connections this
     process opens; ``exact_search_below`` and ``indexed_share`` the user size, absolute and
     as a share of the table, under which vector search skips the HNSW index (see the module
-    docstring); ``cached_rows`` how many decoded rows :meth:`query` keeps (0: none). The
+    docstring); ``cached_rows`` how many decoded rows :meth:`query` keeps (0: none);
+    ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``). The
     schema is migrated on open.
     """
 
@@ -188,6 +189,7 @@ class PostgresStore:
         exact_search_below: int = EXACT_SEARCH_BELOW,
         indexed_share: float = INDEXED_SHARE,
         cached_rows: int = CACHED_ROWS,
+        ef_search: int = EF_SEARCH,
         connect_timeout: float = 30.0,
     ) -> None:
         try:
@@ -198,6 +200,7 @@ class PostgresStore:
         self.exact_search_below = exact_search_below
         self.indexed_share = indexed_share
         self.cached_rows = cached_rows
+        self.ef_search = ef_search
         self._rows: OrderedDict[tuple[str, str], tuple[str, Memory]] = OrderedDict()
         self._listings: OrderedDict[tuple[str, MemoryFilter, int | None, int], _Listing] = (
             OrderedDict()
@@ -372,8 +375,14 @@ class PostgresStore:
             indexed = self._indexed(cur, user_id, query.shape[0])
             rows: list[Any] = []
             if indexed:
-                cur.execute(*search_sql(user_id, query, k, flt, indexed=True))
-                rows = cur.fetchall()
+                # the candidate list of the walk: at least k, and this store's setting for
+                # this search only (SET LOCAL: the pooled connection keeps its own)
+                ef = max(self.ef_search, k)
+                with conn.transaction() if ef != EF_SEARCH else nullcontext():
+                    if ef != EF_SEARCH:
+                        cur.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+                    cur.execute(*search_sql(user_id, query, k, flt, indexed=True))
+                    rows = cur.fetchall()
             if not indexed or len(rows) < k:
                 cur.execute(*search_sql(user_id, query, k, flt, indexed=False))
                 rows = cur.fetchall()
