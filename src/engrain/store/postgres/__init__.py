@@ -12,7 +12,8 @@ which live in the narrow ``access`` table: they change on every ``context()`` ca
 there they update in place instead of copying a 2 kB row into every index, the HNSW graph
 included (17 ms a call, and index bloat, at a million memories when they were columns).
 ``state`` holds the per-user JSON documents, ``revisions`` one row per user with its
-revision number and the document count and total token length BM25 needs;
+revision number and the document count and total token length BM25 needs, ``term_stats``
+its document frequencies, ``access_clocks`` its access clock;
 ``embedding_cache`` the content-hash cache. Provenance and state documents are ``json``,
 not ``jsonb``: jsonb rewrites numbers (``6.07e16`` comes back as an int, ``-0.0`` as ``0``)
 and refuses the ``\\u0000`` escape, while ``json`` keeps the exact text engrain wrote, and
@@ -35,21 +36,29 @@ form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as th
 promises. (One graph per tenant — a partitioned table — is the next step if a deployment
 has many users each far above the threshold.)
 
-**BM25 in SQL, equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
-Python with :func:`engrain.store.lexical.tokenize` at write time into ``postings (user_id, term,
-memory_id, tf, doc_length)``; ``revisions`` keeps each user's document count and total
-length. A query computes idf from the user's own document frequencies and the score with
-one aggregate, with the filter applied in SQL. The arithmetic is written in ``real``
-(float4) in the same order numpy evaluates it, and the per-term contributions are summed
-in the order ``LexicalIndex.scores`` visits the terms, so the scores are bit-for-bit the
-same (while a user's total token length stays below 2**24, where float32 sums are exact).
+**BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
+Python with :func:`engrain.store.lexical.tokenize` at write time into ``postings (user_id,
+term, memory_id, tf, doc_length)``; ``revisions`` keeps each user's document count and total
+length, ``term_stats`` each term's document frequency and a *stamp* (new whenever a posting
+of the term is added or removed), all in the write's transaction. A query reads the
+statistics of its terms, and the posting lists of those whose stamp is not the one this
+process cached, in one statement (``bm25``), and scores in numpy with LexicalIndex's own
+float32 arithmetic and term order, so the scores are bit-for-bit the same (while a user's
+total token length stays below 2**24, where float32 sums are exact). The best matches are
+then checked against the filter in SQL, best first, until ``k`` pass. At 100,000 memories
+this is ~8 ms a query once the terms are cached, against ~40 ms for the aggregate over
+every posting it replaced.
 
-**Reads.** Nothing is trusted from process memory: every call asks the database. One
-shortcut: :meth:`PostgresStore.query` (which can return thousands of rows, all the user's
-procedural memories for example) first lists ids with their row versions (``xmin`` of the
-memory and of its access row: new on any change, by any process) and decodes only the rows
-it has not already decoded at that version; reading and decoding full rows with their
-vectors costs ~40 µs a row, listing them ~1 µs.
+**Reads.** What process memory holds is always checked against the database in the same
+call. :meth:`PostgresStore.query` (which can return thousands of rows, all the user's
+procedural memories for example) keeps each listing with the user's revision and *access
+clock* (``access_clocks``: bumped by every access count, whose row lock orders the counts
+of one user; each access row records the clock of its last count). Asked again, it reads
+the revision, the clock and the access rows counted since, in one statement: the same
+revision serves the kept listing with those counts applied; another revision lists again.
+A listing lists ids with their row versions (``xmin`` of the memory and of its access row)
+and decodes only the rows it has not already decoded at that version; reading and decoding
+full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
 **Writes** (``writes.py``). One READ COMMITTED transaction per :meth:`PostgresStore.write`.
 It first bumps the revision row of every user it changes (in sorted order: writers of one
@@ -65,7 +74,8 @@ before the transaction opens, so a bad item changes nothing; a deadlock or seria
 failure rolls back and reruns the whole transaction.
 
 **Modules.** ``schema`` (migrations), ``codec`` (rows ↔ memories, vectors), ``sql`` (the
-queries), ``writes`` (the write transactions); this module holds the store itself.
+queries), ``writes`` (the write transactions), ``bm25`` (posting lists and scores); this
+module holds the store itself.
 """
 
 from __future__ import annotations
