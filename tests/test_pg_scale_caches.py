@@ -255,3 +255,35 @@ def test_ef_search_is_raised_for_one_search_only(pg_url: str) -> None:
     assert wide._read("SHOW hnsw.ef_search") == [(str(postgres.EF_SEARCH),)]
     wide.close()
     narrow.close()
+
+
+def test_learnings_search_walks_its_own_graph(pg_url: str) -> None:
+    """Recall's search of the learnings is served by the partial HNSW index over exactly
+    the kinds recall asks for, and returns what the exact search returns on a small graph."""
+    from engrain.model import Kind
+    from engrain.recall.gate import LEARNING_KINDS
+
+    assert set(postgres.schema.LEARNING_KINDS) == {k.value for k in LEARNING_KINDS}
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((300, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    kinds = [Kind.DECISION if i % 3 == 0 else Kind.FACT for i in range(300)]
+    store = PostgresStore(pg_url, pool_size=1, exact_search_below=0)
+    store.write(
+        [
+            mem(f"m{i:03d}", vector=None, kind=kind).evolve(embedding=v)
+            for i, (v, kind) in enumerate(zip(vectors, kinds, strict=True))
+        ]
+    )
+    _sql(pg_url, "ANALYZE memories")
+    learnings = MemoryFilter(kinds=LEARNING_KINDS)
+
+    plan = store.explain_search("alice", vectors[1], 10, learnings)
+    found = store.search("alice", vectors[1], 10, learnings)
+
+    assert "memories_learnings_hnsw" in plan, plan
+    assert "memories_learnings_hnsw" not in store.explain_search("alice", vectors[1], 10)
+    assert {m.kind for m, _ in found} == {Kind.DECISION}
+    exact = [i for i in np.argsort(-(vectors @ vectors[1])) if kinds[i] is Kind.DECISION][:10]
+    assert len({m.id for m, _ in found} & {f"m{i:03d}" for i in exact}) >= 9
+    store.close()

@@ -21,6 +21,19 @@ HNSW_INDEX_SQL = (
     f"USING hnsw ((embedding::vector({INDEXED_DIM})) vector_cosine_ops) "
     f"WHERE vector_dims(embedding) = {INDEXED_DIM}"
 )
+#: The kinds recall searches on their own on every call (``recall.gate.LEARNING_KINDS``,
+#: which a test holds equal): a search filtered to them walks a graph of their own.
+LEARNING_KINDS = (
+    "invariant", "pattern", "decision", "antipattern", "golden_path", "preference",
+    "correction",
+)  # fmt: skip
+#: The HNSW index over those kinds only (``memories_learnings_hnsw``).
+LEARNINGS_INDEX_SQL = (
+    f"CREATE INDEX IF NOT EXISTS memories_learnings_hnsw ON memories "
+    f"USING hnsw ((embedding::vector({INDEXED_DIM})) vector_cosine_ops) "
+    f"WHERE vector_dims(embedding) = {INDEXED_DIM} "
+    f"AND kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})"
+)
 _MIGRATION_LOCK = 0x656E67_7261696E  # "engrain": one migrator at a time per database
 
 
@@ -187,11 +200,21 @@ def _m003_term_stats_access_clock(db: Conn) -> None:
     db.execute("CREATE INDEX access_user_clock ON access (user_id, clock)")
 
 
+def _m004_learnings_index(db: Conn) -> None:
+    # Recall asks for the nearest learnings (a fifth of a large user's memories) besides the
+    # nearest of all: through the one graph, a filtered walk discards ~4,500 rows for 100
+    # (39 ms at 100,000 memories, ~100 ms when it falls back to the exact form); a graph of
+    # their own answers in ~5 ms. The planner picks it when the query's kinds imply its
+    # predicate (the kinds are literals in every custom plan).
+    db.execute(LEARNINGS_INDEX_SQL)
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
     ("002_api_keys", _m002_api_keys),
     ("003_term_stats_access_clock", _m003_term_stats_access_clock),
+    ("004_learnings_index", _m004_learnings_index),
 ]
 
 
