@@ -161,6 +161,7 @@ def gate(
     year = now.year
     selected, _, decisions = select_gated(
         ranked, line_tokens=lambda m: line_tokens(m, options.format, year, options.compact),
+        line_floor=lambda m: line_floor(m, options.format, year, options.compact),
         token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,

@@ -152,6 +152,7 @@ def select_gated(
     *,
     line_tokens: Callable[[Memory], int],
     token_budget: int,
+    line_floor: Callable[[Memory], int] | None = None,
     intent: Intent,
     threshold_shift: float = 0.0,
     apply_threshold: bool = True,
@@ -171,6 +172,8 @@ def select_gated(
        permitting, so the model sees both versions.
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
+    ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
+    without ``explain`` pass over a memory that cannot fit without costing its line.
     Returns the selection (pinned, then procedural, then the rest in score order), the
     tokens the block will use, and (with ``explain``) a decision per candidate; without
     ``explain`` the walk stops once no line fits any more."""
@@ -213,6 +216,10 @@ def select_gated(
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
                 continue
             why = "selected"
+        if not explain and line_floor is not None and (
+            fill.used + line_floor(memory) + 1 > token_budget
+        ):
+            continue  # cannot fit, whatever its exact count: passed over without costing it
         item = costed(r)
         if group == 1 and fill.procedural_used + item.tokens > share:
             fill.note(item, False, f"procedural share full ({fill.procedural_used}/{share} tokens)")
