@@ -234,21 +234,19 @@ def access_body(user_id: str, ids: Sequence[str], at: datetime) -> Callable[[Con
                 return
             # The user's access clock, held until commit: counts of one user commit in
             # clock order, so a reader that saw clock c has seen every count stamped ≤ c.
+            # (One statement: the clock row is locked before any access row, which each
+            # needs the clock.)
             cur.execute(
-                "INSERT INTO access_clocks (user_id, clock) VALUES (%s, 1) "
+                "WITH c AS (INSERT INTO access_clocks (user_id, clock) VALUES (%s, 1) "
                 "ON CONFLICT (user_id) DO UPDATE SET clock = access_clocks.clock + 1 "
-                "RETURNING clock",
-                (user_id,),
-            )
-            clock = cur.fetchone()[0]  # type: ignore[index]  # RETURNING: one row
-            cur.execute(
+                "RETURNING clock) "
                 "INSERT INTO access (user_id, id, access_count, last_accessed_at, clock) "
-                "SELECT %s, x.id, x.n, %s, %s "
-                "FROM unnest(%s::text[], %s::bigint[]) AS x(id, n) "
+                "SELECT %s, x.id, x.n, %s, c.clock "
+                "FROM unnest(%s::text[], %s::bigint[]) AS x(id, n) CROSS JOIN c "
                 "ORDER BY x.id ON CONFLICT (user_id, id) DO UPDATE SET "
                 "access_count = access.access_count + EXCLUDED.access_count, "
                 "last_accessed_at = EXCLUDED.last_accessed_at, clock = EXCLUDED.clock",
-                (user_id, when, clock, present, [times[i] for i in present]),
+                (user_id, user_id, when, present, [times[i] for i in present]),
             )
 
     return body
