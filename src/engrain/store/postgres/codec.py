@@ -24,7 +24,7 @@ Conn = Connection[tuple[Any, ...]]
 #: ``hnsw.ef_search`` for every connection: the candidate list of one index scan (a
 #: search for more than this many rows raises it for itself; ``bench/pg_scale.py``
 #: measures recall@50 against exact search by this value).
-EF_SEARCH = 200
+EF_SEARCH = 400
 
 COLUMNS = MEMORY_COLUMNS
 #: Kept in the narrow ``access`` table, not in ``memories`` (see the package docstring).
