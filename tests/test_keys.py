@@ -321,7 +321,10 @@ def test_a_postgres_database_from_before_keys_gains_them(
 ) -> None:
     postgres = pytest.importorskip("engrain.store.postgres")
     with monkeypatch.context() as patch:
-        patch.setattr(postgres.schema, "MIGRATIONS", postgres.MIGRATIONS[:1])
+        # every migration but the keys' (002): the rest of today's code needs the others
+        patch.setattr(
+            postgres.schema, "MIGRATIONS", postgres.MIGRATIONS[:1] + postgres.MIGRATIONS[2:]
+        )
         old_store = postgres.PostgresStore(pg_url, pool_size=1)
         with Engine(
             settings=make_settings(tmp_path), store=old_store, embedder=HashEmbedder()
