@@ -40,6 +40,7 @@ from engrain.store.base import (
     pending_migrations,
 )
 from engrain.store.cache import UserCache
+from engrain.store.checkpoint import Checkpointer
 
 _COLUMNS = MEMORY_COLUMNS
 #: Users whose memories stay cached in process (least recently used are dropped first).
@@ -242,9 +243,12 @@ class SQLiteStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
+            # checkpoints run on the checkpointer's thread, not inside a caller's commit
+            self._db.execute("PRAGMA wal_autocheckpoint=0")
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._checkpoints = Checkpointer(self.path)
         self._caches: OrderedDict[str, UserCache] = OrderedDict()
         self._data_version = -1
         self.migrate()
@@ -290,6 +294,7 @@ class SQLiteStore:
                 if isinstance(exc, sqlite3.Error):
                     raise StoreError(f"write to {self.path} failed: {_reason(exc)}") from exc
                 raise
+            self._checkpoints.committed()
 
     def _begin(self) -> None:
         # A stale read snapshot of this connection makes BEGIN IMMEDIATE fail at once with
@@ -603,6 +608,7 @@ class SQLiteStore:
         with self._lock:
             for slot in self._slots.values():
                 slot.close()
+            self._checkpoints.close()
             self._db.close()
 
     # -- the per-user working set -------------------------------------------------------

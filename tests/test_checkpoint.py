@@ -1,0 +1,92 @@
+"""WAL checkpoints run on the checkpointer's thread, never inside a caller's commit."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from engrain.model import Kind, Memory, MemoryType
+from engrain.store.checkpoint import Checkpointer
+from engrain.store.sqlite import SQLiteStore
+
+NOW = datetime(2026, 1, 15, 12, tzinfo=UTC)
+
+
+def _memory(i: int) -> Memory:
+    vector = np.random.default_rng(i).standard_normal(384).astype(np.float32)
+    return Memory(
+        id=f"m{i}", user_id="u", content=f"memory number {i} about checkpoints",
+        memory_type=MemoryType.SEMANTIC, kind=Kind.FACT, embedding=vector / np.linalg.norm(vector),
+        created_at=NOW, updated_at=NOW,
+    )  # fmt: skip
+
+
+def _until(condition: object, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if callable(condition) and condition():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _threads() -> set[str]:
+    return {t.name for t in threading.enumerate() if t.name.startswith("engrain-checkpoint")}
+
+
+def test_the_store_never_checkpoints_inside_a_commit(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "e.db")
+    try:
+        assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    finally:
+        store.close()
+
+
+def test_commits_are_checkpointed_by_the_thread_and_every_row_stays(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path)
+    try:
+        for start in range(0, 400, 40):
+            store.write(upserts=[_memory(i) for i in range(start, start + 40)])
+            store.record_access("u", [f"m{i}" for i in range(start, start + 40)], NOW)
+        assert _until(lambda: store._checkpoints.passes > 0)
+        assert _threads()
+    finally:
+        store.close()
+    assert not _threads()  # close stops the thread
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*), sum(access_count) FROM memories").fetchone() == (
+            400, 400,
+        )
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_checkpoint_reloads_no_other_store_s_working_set(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    writer, reader = SQLiteStore(path), SQLiteStore(path)
+    try:
+        writer.write(upserts=[_memory(i) for i in range(50)])
+        assert len(reader.query("u")) == 50
+        cache = reader._caches["u"]
+        passes = writer._checkpoints.passes
+        writer._checkpoints.committed()  # one more pass with nothing committed since
+        assert _until(lambda: writer._checkpoints.passes > passes)
+        assert len(reader.query("u")) == 50
+        assert reader._caches["u"] is cache  # a checkpoint is not a commit
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_removed_file_is_not_created_again(tmp_path: Path) -> None:
+    path = tmp_path / "gone.db"
+    checkpoints = Checkpointer(path, interval=0.01)
+    checkpoints.committed()
+    checkpoints.close()
+    assert not path.exists()
+    assert checkpoints.passes == 0
