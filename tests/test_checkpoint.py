@@ -55,10 +55,11 @@ def test_commits_are_checkpointed_by_the_thread_and_every_row_stays(tmp_path: Pa
             store.write(upserts=[_memory(i) for i in range(start, start + 40)])
             store.record_access("u", [f"m{i}" for i in range(start, start + 40)], NOW)
         assert _until(lambda: store._checkpoints.passes > 0)
-        assert _threads()
+        thread = store._checkpoints._thread
+        assert thread is not None and thread.name in _threads()
     finally:
         store.close()
-    assert not _threads()  # close stops the thread
+    assert not thread.is_alive()  # close stops the thread
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*), sum(access_count) FROM memories").fetchone() == (
             400, 400,
