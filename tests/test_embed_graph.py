@@ -1,0 +1,74 @@
+"""The fused all-MiniLM-L6-v2 graph (``embed/minilm/graph.onnx``, issue 18): same vectors as
+the package's plain model, weights read from the package's file, a safe fallback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain.embed import minilm
+from engrain.embed.minilm import MiniLMEmbedder, model_source
+
+TEXTS = [
+    "ada: I moved to Lisbon last spring and I love the light there",
+    "bob: ok",
+    "ada: my sister is a nurse, she works nights at the children's hospital",
+    "bob: Did you finish the marathon training plan we talked about in March?",
+    "The database migration failed twice because of a lock timeout on the users table.",
+    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
+    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
+]
+
+
+def test_the_fused_graph_is_used_and_keeps_its_weights_in_the_package_file() -> None:
+    model, weights = model_source()
+    assert isinstance(model, bytes) and weights is not None
+    assert (weights / "model.onnx").stat().st_size == minilm.WEIGHTS_SIZE
+    assert len(model) < 1_000_000  # the graph only: the 23 MB of weights stay where they are
+
+
+def test_a_package_file_that_is_not_the_one_the_graph_was_built_against_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(minilm, "WEIGHTS_SHA256", "0" * 64)
+    minilm._weights_match.cache_clear()
+    try:
+        model, weights = model_source()
+        assert isinstance(model, str) and model.endswith("model.onnx") and weights is None
+    finally:
+        minilm._weights_match.cache_clear()
+    model, weights = model_source(fused=False)
+    assert isinstance(model, str) and weights is None
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("split", [False, True])
+def test_the_fused_graph_gives_the_plain_models_vectors(split: bool) -> None:
+    fused = MiniLMEmbedder(split=split).embed(TEXTS)
+    plain = MiniLMEmbedder(split=split, fused=False).embed(TEXTS)
+    cosines = (fused * plain).sum(axis=1)
+    assert cosines.min() >= 0.99999
+    assert np.abs(fused - plain).max() <= 1e-5
+    one = np.vstack([MiniLMEmbedder(threads=1).embed([t]) for t in TEXTS])  # no padding
+    assert np.abs(one - plain).max() <= 1e-5
+
+
+@pytest.mark.model
+def test_the_fused_graph_gives_the_plain_models_vectors_on_locomo_turns() -> None:
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+    if not data.is_file():
+        pytest.skip("LoCoMo dev is not beside the repository")
+    import json
+
+    conversation = json.loads(data.read_text(encoding="utf-8"))[0]["conversation"]
+    turns = [
+        f"{t['speaker']}: {t['text']}"
+        for key, session in conversation.items()
+        if key.startswith("session_") and isinstance(session, list)
+        for t in session
+    ][:200]
+    fused = MiniLMEmbedder(split=True).embed(turns)
+    plain = MiniLMEmbedder(split=True, fused=False).embed(turns)
+    assert (fused * plain).sum(axis=1).min() >= 0.9999
