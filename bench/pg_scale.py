@@ -48,6 +48,7 @@ from typing import Any
 import common
 import numpy as np
 import psycopg
+from pg_side import side_by_side
 
 from engrain import Engine, Settings
 from engrain.model import Kind, Memory, MemoryType, content_hash
@@ -56,6 +57,8 @@ from engrain.store.lexical import tokenize
 from engrain.store.postgres import INDEXED_DIM, PostgresStore
 
 DIM = INDEXED_DIM
+#: The source tree this script belongs to (``--baseline`` runs another beside it).
+ROOT = Path(__file__).resolve().parent.parent
 BIG_USER = "big-user"
 #: The columns COPY fills, and their PostgreSQL types (binary COPY needs them).
 MEMORY_COLUMNS = (
@@ -457,6 +460,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--scenarios", default="many,big", help="which to run")
     parser.add_argument("--no-engine", action="store_true", help="skip Engine.context()")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source tree (e.g. a git worktree of an earlier commit): context() of this "
+        "tree and of that one side by side, alternating, on the same database (pg_side.py)",
+    )
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/pg-scale.json"))
@@ -525,7 +534,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "store": measure_store(url, ids, queries, query_vectors, args.seed,
                                            big=name == "big"),
                 }  # fmt: skip
-                if embedder is not None and not args.no_engine:
+                if args.baseline is not None and not args.no_engine:
+                    result["engine_side_by_side"] = side_by_side(
+                        {"new": ROOT, "base": args.baseline}, url, ids, queries, args.seed,
+                        Path(tmp),
+                    )  # fmt: skip
+                elif embedder is not None and not args.no_engine:
                     result["engine_context"] = measure_engine(
                         url, ids, queries, args.seed, embedder, Path(tmp)
                     )
@@ -556,6 +570,8 @@ def print_table(report: dict[str, Any]) -> None:
             for k, v in row["store"].items()
             if isinstance(v, dict) and "p50_ms" in v
         }
+        for tree, stats in row.get("engine_side_by_side", {}).get("trees", {}).items():
+            measures[f"context {tree}"] = stats
         if "engine_context" in row:
             measures["engine.context"] = row["engine_context"]
             if "serial" in row["engine_context"]:
@@ -572,6 +588,11 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{'':>10} context(): ms per call in the store {split}")
             engine = row["engine_context"]
             print(f"{'':>10} cold start {engine.get('cold_start_s')} s, RSS {engine.get('rss_mb')}")
+        for tree, stats in row.get("engine_side_by_side", {}).get("trees", {}).items():
+            print(f"{'':>10} {tree}: p99 {stats['p99_ms']} ms, cold start "
+                  f"{stats['cold_start_s']} s, RSS {stats['rss_mb']} MB")  # fmt: skip
+            print(f"{'':>10} {tree}: laps {stats['laps_mean_ms']}")
+            print(f"{'':>10} {tree}: store {stats['store_ms_per_context']}")
         for ef, stats in row["store"].get("hnsw_by_ef_search", {}).items():
             print(f"{'':>10} ef_search {ef}: R@50 {stats['recall_at_50']}, search k=50 "
                   f"p50 {stats['search_k50']['p50_ms']} ms")  # fmt: skip

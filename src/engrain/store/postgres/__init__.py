@@ -81,8 +81,10 @@ module holds the store itself.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -144,6 +146,26 @@ INDEXED_SHARE = 0.01
 CACHED_ROWS = 20_000
 #: Times a write is retried after a deadlock or serialization failure.
 _RETRIES = 3
+#: Seconds a user's search plan (HNSW or exact, :meth:`PostgresStore._indexed`) is kept.
+PLAN_SECONDS = 10.0
+#: Users whose search plan is kept, least recently used dropped first.
+PLANS_KEPT = 10_000
+#: Threads running the other searches of :meth:`PostgresStore.search_many`, shared by
+#: every store in the process (a ``context()`` runs two searches).
+SEARCH_THREADS = 8
+
+_searchers: ThreadPoolExecutor | None = None
+_searchers_lock = threading.Lock()
+
+
+def _search_threads() -> ThreadPoolExecutor:
+    global _searchers
+    with _searchers_lock:
+        if _searchers is None:
+            _searchers = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="engrain-search")
+        return _searchers
+
+
 #: Past any access clock: :meth:`PostgresStore._changes` lists no access rows.
 _NO_CLOCK = 2**63 - 1
 T = TypeVar("T")
@@ -216,6 +238,7 @@ class PostgresStore:
             OrderedDict()
         )
         self._postings = PostingsCache()
+        self._plans: OrderedDict[str, tuple[bool, float]] = OrderedDict()
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
@@ -293,6 +316,9 @@ class PostgresStore:
             return
         # Read every item before the transaction: a bad one raises here, nothing written.
         self._transaction(write_body(upserts, deletes, state, patches))
+        with self._lock:  # their sizes changed: plan their next searches afresh
+            for memory in (*upserts, *deletes):
+                self._plans.pop(memory.user_id, None)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """The user's memories with these ids, in the order given; unknown ids skipped."""
@@ -373,6 +399,27 @@ class PostgresStore:
         # a row deleted between the two reads is left out
         return [found[memory_id] for memory_id, _ in listing if memory_id in found]
 
+    def search_many(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[Memory, float]]]:
+        """:meth:`search` for each ``(k, flt)``, all at once: the first in the calling
+        thread, each other one on its own pooled connection in a search thread, so the
+        database walks the graphs (the pool's and the learnings') in parallel instead of
+        one after the other. With ``concurrent_reads`` false, one after the other."""
+        if len(searches) < 2 or not self.concurrent_reads:
+            return [self.search(user_id, vector, k, flt) for k, flt in searches]
+        # no thread holds a connection while it waits for another: the calling thread's
+        # search returns its connection before the others' results are asked for
+        others = [
+            _search_threads().submit(self.search, user_id, vector, k, flt)
+            for k, flt in searches[1:]
+        ]
+        try:
+            first = self.search(user_id, vector, *searches[0])
+        finally:
+            results = [future.result() for future in others]
+        return [first, *results]
+
     def search(
         self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
@@ -400,9 +447,18 @@ class PostgresStore:
         return [(from_row(r), 1.0 - float(r[-1])) for r in rows]
 
     def _indexed(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> bool:
-        """Whether a search of this user goes through the HNSW index (module docstring)."""
+        """Whether a search of this user goes through the HNSW index (module docstring).
+        The answer is kept for :data:`PLAN_SECONDS`: it only chooses between two forms
+        that both return the right rows (exact search; the index scan, which falls back
+        to exact search when it finds fewer than ``k``), so an answer a little out of
+        date costs time at most, never a wrong result."""
         if dim != INDEXED_DIM:
             return False
+        now = time.monotonic()
+        with self._lock:
+            kept = self._plans.get(user_id)
+        if kept is not None and now - kept[1] < PLAN_SECONDS:
+            return kept[0]
         # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed
         cur.execute(
             "SELECT r.documents, greatest(c.reltuples, 0) FROM revisions r, pg_class c "
@@ -410,9 +466,15 @@ class PostgresStore:
             (user_id,),
         )
         found = cur.fetchone()
-        return found is not None and found[0] >= max(
+        indexed = found is not None and found[0] >= max(
             self.exact_search_below, self.indexed_share * found[1]
         )
+        with self._lock:
+            self._plans[user_id] = (indexed, now)
+            self._plans.move_to_end(user_id)
+            while len(self._plans) > PLANS_KEPT:
+                self._plans.popitem(last=False)
+        return indexed
 
     def explain_search(
         self,

@@ -1,0 +1,228 @@
+"""``Engine.context()`` of two source trees side by side, on one PostgreSQL database.
+
+    from pg_side import side_by_side
+    side_by_side({"new": Path("."), "base": Path("/tmp/base")}, url, users, queries, ...)
+
+Each tree gets a worker process (``python bench/pg_side.py``, with ``<tree>/src`` first on
+``PYTHONPATH``, so it imports that tree's engrain) holding one engine with the real
+embedder. The parent sends each query to every worker in turn, one at a time (which worker
+goes first alternates), so the two trees see the same machine load, the same database and
+the same queries; a worker answers with the call's milliseconds, the engine's own stage laps
+(``Gated.timings_ms``: classify, embed, candidates, score, …) and the milliseconds spent in
+each store call (overlapping reads counted in full). Cold start — a new engine's first
+``context()``, the model already loaded — is measured ``cold_rounds`` times per tree,
+alternating, each on a new engine.
+
+The workers only read and count accesses, and write context records (state documents), so
+neither changes the revision of the user the other serves: each keeps its caches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+#: Store calls timed inside ``context()`` (those a tree's store has).
+STORE_CALLS = (
+    "search", "search_many", "lexical_search", "query", "get", "get_state", "record_access",
+    "write",
+)  # fmt: skip
+
+
+class Worker:
+    """One worker process serving ``context()`` calls for the engrain of ``tree``."""
+
+    def __init__(self, name: str, tree: Path, url: str, data_dir: Path) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), url, str(data_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+        self.where = self.ask({"op": "hello"})["engrain"]
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request; its answer (the worker's error re-raised here)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.name} exited ({self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"worker {self.name}: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        """Ask the worker to stop and wait for it."""
+        if self.process.poll() is None:
+            with contextlib.suppress(RuntimeError, BrokenPipeError):
+                self.ask({"op": "quit"})
+            self.process.wait(timeout=60)
+
+
+def side_by_side(
+    trees: dict[str, Path],
+    url: str,
+    users: Sequence[str],
+    queries: Sequence[str],
+    seed: int,
+    data_dir: Path,
+    *,
+    cold_rounds: int = 3,
+    warmup: int = 10,
+) -> dict[str, Any]:
+    """Latency of ``context()`` per tree over the same queries, alternating (module
+    docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
+    call), and the ratios of the first tree's numbers to the second's."""
+    import common
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
+    workers = [Worker(name, tree, url, data_dir) for name, tree in trees.items()]
+    try:
+        cold: dict[str, list[float]] = defaultdict(list)
+        for r in range(cold_rounds):
+            for w in workers if r % 2 == 0 else workers[::-1]:
+                answer = w.ask({"op": "open", "message": queries[0], "user": who[0]})
+                cold[w.name].append(answer["cold_s"])
+        for i in range(min(warmup, len(queries))):
+            for w in workers:
+                w.ask({"op": "context", "message": queries[-1 - i], "user": who[-1 - i]})
+        times: dict[str, list[float]] = defaultdict(list)
+        laps: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        calls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for i, (message, user) in enumerate(zip(queries, who, strict=True)):
+            for w in workers if i % 2 == 0 else workers[::-1]:
+                answer = w.ask({"op": "context", "message": message, "user": user})
+                times[w.name].append(answer["ms"])
+                for stage, ms in answer["laps"].items():
+                    laps[w.name][stage].append(ms)
+                for call, ms in answer["calls"].items():
+                    calls[w.name][call].append(ms)
+        out: dict[str, Any] = {"order": "alternating per query", "trees": {}}
+        for w in workers:
+            row: dict[str, Any] = common.summarize(times[w.name])
+            row["engrain"] = w.where
+            row["cold_start_s"] = {
+                "median": round(float(np.median(cold[w.name])), 3),
+                "runs": [round(c, 3) for c in cold[w.name]],
+            }
+            row["laps_mean_ms"] = {k: round(float(np.mean(v)), 2) for k, v in laps[w.name].items()}
+            row["laps_p95_ms"] = {
+                k: round(common.percentile(v, 95), 2) for k, v in laps[w.name].items()
+            }
+            row["store_ms_per_context"] = {
+                k: round(float(np.mean(v)), 2) for k, v in calls[w.name].items()
+            }
+            row["rss_mb"] = w.ask({"op": "rss"})["rss_mb"]
+            out["trees"][w.name] = row
+        first, second = (out["trees"][w.name] for w in workers[:2])
+        out["ratio_first_to_second"] = {
+            k: round(first[k] / second[k], 3) for k in ("p50_ms", "p95_ms", "p99_ms", "mean_ms")
+        }
+        return out
+    finally:
+        for w in workers:
+            w.close()
+
+
+# -- the worker -------------------------------------------------------------------------
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def _serve(url: str, data_dir: Path) -> None:
+    """Answer requests on stdin, one JSON line each, until ``quit``."""
+    import common
+
+    import engrain
+    from engrain import Engine, Settings
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    engine: Any = None
+    spent: dict[str, float] = defaultdict(float)
+    lock = threading.Lock()
+
+    def timed(name: str, call: Any) -> Any:
+        def wrapper(*args: Any, **kw: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return call(*args, **kw)
+            finally:
+                with lock:
+                    spent[name] += (time.perf_counter() - start) * 1000.0
+
+        return wrapper
+
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything the engine prints stays off the protocol
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            op = request["op"]
+            if op == "quit":
+                break
+            if op == "hello":
+                answer: dict[str, Any] = {"engrain": str(Path(engrain.__file__).parent)}
+            elif op == "open":
+                if engine is not None:
+                    engine.close()
+                start = time.perf_counter()
+                engine = Engine(settings=Settings(url=url, data_dir=data_dir), embedder=embedder)
+                engine.context(request["message"], request["user"], now=common.NOW)
+                answer = {"cold_s": time.perf_counter() - start}
+                for name in STORE_CALLS:
+                    if hasattr(engine.store, name):
+                        setattr(engine.store, name, timed(name, getattr(engine.store, name)))
+            elif op == "context":
+                spent.clear()
+                start = time.perf_counter()
+                result = engine.context(request["message"], request["user"], now=common.NOW)
+                ms = (time.perf_counter() - start) * 1000.0
+                gated = getattr(result, "gated", None)
+                with lock:
+                    answer = {
+                        "ms": ms,
+                        "laps": dict(getattr(gated, "timings_ms", None) or {}),
+                        "calls": dict(spent),
+                    }
+            elif op == "rss":
+                answer = {"rss_mb": _rss_mb()}
+            else:
+                answer = {"error": f"unknown op {op!r}"}
+        except Exception as exc:  # reported to the parent, which raises it
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+    if engine is not None:
+        engine.close()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], Path(sys.argv[2]))
