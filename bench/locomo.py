@@ -95,9 +95,15 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "relevance ignores who the question names (recall.speakers)"),
         Variant("no-time", "chunks", {"profile": default, "time_weight": 0.0},
                 "relevance ignores the time the question names (recall.when)"),
+        Variant("no-group", "chunks", {"profile": default, "group_days": False},
+                "each conversation chunk with its own [EPISODIC] date prefix (recall.assemble)"),
+        Variant("no-history", "chunks", {"profile": default, "history_evidence": False},
+                "auto budget not raised when a conversation chunk leads (recall.budget)"),
         Variant("none-new", "chunks",
-                {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0},
-                "without compact, speakers and time: the configuration before issue 15"),
+                {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
+                 "group_days": False, "history_evidence": False},
+                "without compact, speakers, time, day groups and the history budget: the "
+                "configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

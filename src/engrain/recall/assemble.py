@@ -4,6 +4,12 @@ Same selection, different rendering (DESIGN.md). Both are wrapped in ``<memory>`
 both are empty strings when nothing is selected: an empty block is noise. The wrapper, the
 section headings and the newlines are part of the block, so selection counts them too
 (:func:`wrapper_tokens`, :func:`section_tokens`, one newline per line).
+
+``grouped`` (the tagged format): conversation chunks of one day share one header line,
+``[25 May 2023]`` (7 tokens with its newline), placed where the day's first chunk is, and
+its chunks follow it without the prefix each would otherwise repeat (15 tokens of
+``[EPISODIC] 2023-05-25: ``, ~20% of a typical chunk). Selection counts a day's header
+once, as it counts a section's heading (:func:`group_of`).
 """
 
 from __future__ import annotations
@@ -41,10 +47,13 @@ def shown_content(memory: Memory, compact: bool = True) -> str:
     return memory.content
 
 
-def render_line(memory: Memory, compact: bool = True) -> str:
+def render_line(memory: Memory, compact: bool = True, grouped: bool = False) -> str:
     """``[TYPE] content``; episodic memories carry their date, as in the spec's example, and
     so does a memory in conflict with another (with a note to confirm which holds).
-    ``compact``: conversation chunks without their filler (:func:`shown_content`)."""
+    ``compact``: conversation chunks without their filler (:func:`shown_content`);
+    ``grouped``: a chunk with a day header (:func:`day_header`) is its content alone."""
+    if grouped and day_header(memory, compact) is not None:
+        return shown_content(memory, compact)
     prefix = f"[{memory.memory_type.value.upper()}] "
     conflicted = bool(conflicts_of(memory))
     if memory.memory_type is MemoryType.EPISODIC or conflicted:
@@ -52,11 +61,65 @@ def render_line(memory: Memory, compact: bool = True) -> str:
     return prefix + shown_content(memory, compact) + (CONFLICT_NOTE if conflicted else "")
 
 
-def render_tagged(memories: Sequence[Memory], compact: bool = True) -> str:
-    """The spec's block, or the empty string when there is nothing to inject."""
+def render_tagged(memories: Sequence[Memory], compact: bool = True, grouped: bool = False) -> str:
+    """The spec's block, or the empty string when there is nothing to inject; ``grouped``:
+    each day's conversation chunks under one header line (see the module)."""
     if not memories:
         return ""
-    return OPEN + "\n".join(render_line(m, compact) for m in memories) + CLOSE
+    entries = _tagged(memories, lambda m: render_line(m, compact, grouped), compact, grouped)
+    lines = [header if line is None else line for header, line in entries]
+    return OPEN + "\n".join(lines) + CLOSE
+
+
+def day_header(memory: Memory, compact: bool = True) -> str | None:
+    """The header line a conversation chunk is grouped under (``[25 May 2023]``),
+    or ``None`` for a memory rendered on its own line: one without turn ids, not episodic,
+    in conflict with another (its line carries the note), or whose shown content starts
+    with whitespace (which would merge with the header's newline)."""
+    if not memory.provenance.turn_ids or memory.memory_type is not MemoryType.EPISODIC:
+        return None
+    shown = shown_content(memory, compact)
+    if not shown or shown[0].isspace() or conflicts_of(memory):
+        return None
+    day = memory.when
+    return f"[{day.day} {day:%b} {day.year}]"
+
+
+def group_of(memory: Memory, compact: bool = True) -> str:
+    """The day group ``memory`` belongs to in a grouped tagged block (its header), or
+    ``""`` for a memory on its own line."""
+    return day_header(memory, compact) or ""
+
+
+def _tagged(
+    memories: Sequence[Memory], item: Callable[[Memory], _T], compact: bool, grouped: bool
+) -> list[tuple[str, _T | None]]:
+    """The tagged block's lines in order: ``(header, None)`` for a day's header line,
+    ``(group, item(m))`` for a memory (``group``: its day's header, or ``""``); without
+    ``grouped`` one line per memory in selection order.
+    Grouped, a day's chunks follow its header, which stands where its first chunk was
+    selected; every other memory keeps its place."""
+    if not grouped:
+        return [("", item(m)) for m in memories]
+    days: dict[str, list[Memory]] = {}
+    order: list[str | Memory] = []
+    for memory in memories:
+        header = day_header(memory, compact)
+        if header is None:
+            order.append(memory)
+        elif header in days:
+            days[header].append(memory)
+        else:
+            days[header] = [memory]
+            order.append(header)
+    out: list[tuple[str, _T | None]] = []
+    for entry in order:
+        if isinstance(entry, str):
+            out.append((entry, None))
+            out.extend((entry, item(m)) for m in days[entry])
+        else:
+            out.append(("", item(entry)))
+    return out
 
 
 #: Section titles in rendering order (invariants first), and the kinds each one holds. The
@@ -123,21 +186,32 @@ def _sections(
 
 
 def render(
-    memories: Sequence[Memory], fmt: Format, *, year: int | None = None, compact: bool = True
+    memories: Sequence[Memory],
+    fmt: Format,
+    *,
+    year: int | None = None,
+    compact: bool = True,
+    grouped: bool = False,
 ) -> str:
     """The block for ``memories`` in format ``fmt`` (``year``: the current year, which
-    ``sections`` dates leave out; ``compact``: conversation chunks without filler)."""
+    ``sections`` dates leave out; ``compact``: conversation chunks without filler;
+    ``grouped``: in the tagged format, a day's conversation chunks under one header)."""
     if fmt is Format.TAGGED:
-        return render_tagged(memories, compact)
+        return render_tagged(memories, compact, grouped)
     return render_sections(memories, year, compact)
 
 
 def item_line(
-    memory: Memory, fmt: Format, year: int | None = None, compact: bool = True
+    memory: Memory,
+    fmt: Format,
+    year: int | None = None,
+    compact: bool = True,
+    grouped: bool = False,
 ) -> str:
-    """The line one memory costs in format ``fmt`` (what the budget counts)."""
+    """The line one memory costs in format ``fmt`` (what the budget counts; a grouped
+    chunk's day header is counted apart, once per block: :func:`header_tokens`)."""
     if fmt is Format.TAGGED:
-        return render_line(memory, compact)
+        return render_line(memory, compact, grouped)
     return render_item(memory, year, compact)
 
 
@@ -158,6 +232,11 @@ def wrapper_tokens() -> int:
     return count_tokens(OPEN) + count_tokens(CLOSE)
 
 
+def header_tokens(header: str) -> int:
+    """Tokens a day's header line adds to a grouped tagged block, its newline included."""
+    return count_tokens(header + "\n")
+
+
 def section_tokens(title: str) -> int:
     """Tokens a section adds beyond its items: its heading and the blank line before it."""
     return count_tokens(heading(title)) + count_tokens("\n")
@@ -176,6 +255,7 @@ def block_tokens(
     year: int | None = None,
     compact: bool = True,
     line: LineCost | None = None,
+    grouped: bool = False,
 ) -> int:
     """``count_tokens(render(memories, fmt, year=year, compact=compact))``, exactly, from
     each line's own count (``line``: a memory's line and its count, e.g. remembered from
@@ -186,14 +266,19 @@ def block_tokens(
     the sum of its parts each with the newlines after it: ``<memory>\\n``, every heading,
     every line with its one or two newlines, and ``</memory>``. A line's count with its
     newlines follows from its own count (:func:`~engrain.tokens.count_with_suffix`).
+    ``grouped``: a day's header line (``[``, newline) and its chunks, none of which starts
+    with whitespace (:func:`day_header`).
     Tested against ``count_tokens(render(…))`` in ``tests/test_block_tokens.py``."""
     if not memories:
         return 0
-    cost = line or (lambda m: _counted(item_line(m, fmt, year, compact)))
+    cost = line or (lambda m: _counted(item_line(m, fmt, year, compact, grouped)))
     total = count_tokens(OPEN) + count_tokens(CLOSE_TAG)
     if fmt is Format.TAGGED:
-        for memory in memories:
-            text, tokens = cost(memory)
+        for header, item in _tagged(memories, cost, compact, grouped):
+            if item is None:
+                total += header_tokens(header)
+                continue
+            text, tokens = item
             total += count_with_suffix(text, tokens, "\n")
         return total
     sections = _sections(memories, cost)

@@ -77,3 +77,20 @@ def assign_budget(
         steps.append(f"ceiling: {CEILING}")
         value = CEILING
     return Budget(round(value), tuple(steps))
+
+
+def with_conversation_evidence(budget: Budget, *, cap: int | None = None) -> Budget:
+    """``budget`` raised by the history multiplier (+50%) when the message did not say it
+    refers to history but its best evidence is a conversation transcript (the gate's best
+    candidate is a conversation chunk): a question about what someone once said refers to
+    history whatever its wording ("When did Caroline go to the support group?"), and a
+    transcript is several times wordier than a learning, so the doc's 500 tokens hold about
+    six chunks. Capped at ``cap`` (a tier's budget) and at :data:`CEILING`; unchanged when
+    that leaves nothing to add."""
+    value = min(round(budget.tokens * HISTORY_MULTIPLIER), CEILING)
+    if cap is not None:
+        value = min(value, cap)
+    if value <= budget.tokens:
+        return budget
+    step = f"conversation evidence (history) +50%: ×{HISTORY_MULTIPLIER:g} → {value}"
+    return Budget(value, (*budget.steps, step))

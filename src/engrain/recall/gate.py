@@ -24,13 +24,21 @@ from engrain.recall.area import with_area
 from engrain.recall.assemble import (
     Format,
     block_tokens,
+    group_of,
+    header_tokens,
     item_line,
     render,
     section_of,
     section_tokens,
     wrapper_tokens,
 )
-from engrain.recall.budget import DEPTH_EFFECT, Budget, Depth, assign_budget
+from engrain.recall.budget import (
+    DEPTH_EFFECT,
+    Budget,
+    Depth,
+    assign_budget,
+    with_conversation_evidence,
+)
 from engrain.recall.classify import (
     DOMAIN_KEYWORDS,
     Classification,
@@ -72,8 +80,10 @@ class GateOptions:
     thresholds: str = "auto"
     fusion: str = "blend"
     compact: bool = True  # conversation chunks rendered without filler (recall.compact)
+    group_days: bool = True  # tagged: a day's conversation chunks under one header (assemble)
     speaker_weight: float = SPEAKER_WEIGHT  # who is asked about (recall.speakers)
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
+    history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -150,6 +160,7 @@ def gate(
         classification = replace(
             classification, signals=(*classification.signals, f"area: {', '.join(area)}")
         )
+    budget = _evidence_budget(budget, classification, pool, options, token_budget, max_budget)
     clock.lap("candidates")
 
     query = Query(classification, weights, now, options.focus_areas)
@@ -158,23 +169,19 @@ def gate(
     partners = _partners(store, user_id, ranked)
     clock.lap("score")
 
-    year = now.year
+    year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days
     selected, _, decisions = select_gated(
-        ranked, line_tokens=lambda m: line_tokens(m, options.format, year, options.compact),
-        line_floor=lambda m: line_floor(m, options.format, year, options.compact),
+        ranked, line_tokens=lambda m: line_tokens(m, fmt, year, compact, grouped),
+        line_floor=lambda m: line_floor(m, fmt, year, compact, grouped),
         token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
-        layout=_layout(options.format), partners=partners,
+        layout=_layout(fmt, compact, grouped), partners=partners,
     )  # fmt: skip
     clock.lap("select")
-    text, tokens, selected = _fit(selected, options.format, budget.tokens, year, options.compact)
+    text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
     clock.lap("assemble")
-    costed = (
-        [_costed(r, options.format, year, options.compact) for r in ranked]
-        if explain
-        else selected
-    )
+    costed = [_costed(r, fmt, year, compact, grouped) for r in ranked] if explain else selected
     return Gated(classification, budget, weights, selected, tokens, text, decisions, costed,
                  components, clock.laps)  # fmt: skip
 
@@ -194,6 +201,29 @@ def _budget(
     if max_budget is not None and budget.tokens > max_budget:
         return Budget(max_budget, (*budget.steps, f"capped at {max_budget} (tier)"))
     return budget
+
+
+def _evidence_budget(
+    budget: Budget,
+    classification: Classification,
+    pool: Sequence[Candidate],
+    options: GateOptions,
+    token_budget: int | None,
+    max_budget: int | None,
+) -> Budget:
+    """The automatic budget raised as for a history reference when the message is not
+    marked as one but its most relevant candidate is a conversation chunk (a memory with
+    turn ids): :func:`~engrain.recall.budget.with_conversation_evidence`. An explicit
+    budget, ``history_evidence`` off, or a pool led by anything else leave it as it is."""
+    if (
+        token_budget is not None
+        or not options.history_evidence
+        or classification.references_history
+        or not pool
+        or not max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids
+    ):
+        return budget
+    return with_conversation_evidence(budget, cap=max_budget)
 
 
 def _candidates(
@@ -336,8 +366,16 @@ def _partners(store: Store, user_id: str, ranked: Sequence[Ranked]) -> dict[str,
     return {mid: [known[i] for i in ids if i in known] for mid, ids in wanted.items()}
 
 
-def _layout(fmt: Format) -> Layout:
-    """What a block in ``fmt`` costs beyond its lines."""
+def _layout(fmt: Format, compact: bool = True, grouped: bool = False) -> Layout:
+    """What a block in ``fmt`` costs beyond its lines (``grouped`` tagged: a day's header
+    once, like a section's heading)."""
+    if fmt is Format.TAGGED and grouped:
+
+        def day(memory: Memory) -> tuple[str, int]:
+            header = group_of(memory, compact)
+            return header, header_tokens(header) if header else 0
+
+        return Layout(wrapper_tokens(), day)
     if fmt is Format.TAGGED:
         return Layout(wrapper_tokens())
     titles: dict[str, int] = {}
@@ -352,7 +390,12 @@ def _layout(fmt: Format) -> Layout:
 
 
 def _fit(
-    selected: list[ScoredMemory], fmt: Format, budget: int, year: int, compact: bool = True
+    selected: list[ScoredMemory],
+    fmt: Format,
+    budget: int,
+    year: int,
+    compact: bool = True,
+    grouped: bool = False,
 ) -> tuple[str, int, list[ScoredMemory]]:
     """The rendered block, its tokens and what it holds. Selection counted every line,
     newline, heading and the wrapper; should the tokenizer still merge differently across
@@ -361,10 +404,11 @@ def _fit(
     selection counted, exactly ``count_tokens`` of the block without encoding it again."""
     while True:
         memories = [s.memory for s in selected]
-        tokens = block_tokens(memories, fmt, year=year, compact=compact,
-                              line=lambda m: line_cost(m, fmt, year, compact))  # fmt: skip
+        tokens = block_tokens(memories, fmt, year=year, compact=compact, grouped=grouped,
+                              line=lambda m: line_cost(m, fmt, year, compact, grouped))  # fmt: skip
         if tokens <= budget:
-            return render(memories, fmt, year=year, compact=compact), tokens, selected
+            text = render(memories, fmt, year=year, compact=compact, grouped=grouped)
+            return text, tokens, selected
         selected = selected[:-1]
 
 
@@ -377,8 +421,10 @@ def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool
     return options.thresholds == "always" or explicit_budget is None
 
 
-def _costed(r: Ranked, fmt: Format, year: int, compact: bool = True) -> ScoredMemory:
-    cost = line_tokens(r.memory, fmt, year, compact)
+def _costed(
+    r: Ranked, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+) -> ScoredMemory:
+    cost = line_tokens(r.memory, fmt, year, compact, grouped)
     return ScoredMemory(r.memory, r.score, r.similarity, cost)
 
 
@@ -401,21 +447,23 @@ class _Line(NamedTuple):
 #: cost is the exact count, or (``exact`` false) only :func:`line_floor`'s bound for a line
 #: no selection needed to count. A weak reference checks that the object is the one
 #: remembered (an ``id`` can be reused once it is gone) without keeping it alive.
-_OBJECT_LINES: dict[tuple[int, Format, int, bool], _Line] = {}
+_OBJECT_LINES: dict[tuple[int, Format, int, bool, bool], _Line] = {}
 _OBJECT_LINES_MAX = 20_000  # the candidates of ~60 complex calls; ~0.5 KB each
 
 
-def line_cost(memory: Memory, fmt: Format, year: int, compact: bool = True) -> tuple[str, int]:
-    """``item_line(memory, fmt, year, compact)`` and its ``count_tokens``, remembered per
-    memory object and per line text."""
-    key = (id(memory), fmt, year, compact)
+def line_cost(
+    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+) -> tuple[str, int]:
+    """``item_line(memory, fmt, year, compact, grouped)`` and its ``count_tokens``,
+    remembered per memory object and per line text."""
+    key = (id(memory), fmt, year, compact, grouped)
     hit = _OBJECT_LINES.get(key)
     if hit is not None and hit.memory() is memory:
         if hit.exact:
             return hit.text, hit.tokens
         line = hit.text
     else:
-        line = item_line(memory, fmt, year, compact)
+        line = item_line(memory, fmt, year, compact, grouped)
     tokens = _LINE_TOKENS.get(line)
     if tokens is None:
         tokens = count_tokens(line)
@@ -426,15 +474,17 @@ def line_cost(memory: Memory, fmt: Format, year: int, compact: bool = True) -> t
     return line, tokens
 
 
-def line_floor(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
+def line_floor(
+    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+) -> int:
     """A lower bound of :func:`line_tokens` without counting: the count itself when it is
     known, else :func:`~engrain.tokens.min_tokens` of the line (about a fifth of the cost
     of counting it, and remembered like the count)."""
-    key = (id(memory), fmt, year, compact)
+    key = (id(memory), fmt, year, compact, grouped)
     hit = _OBJECT_LINES.get(key)
     if hit is not None and hit.memory() is memory:
         return hit.tokens
-    line = item_line(memory, fmt, year, compact)
+    line = item_line(memory, fmt, year, compact, grouped)
     known = _LINE_TOKENS.get(line)
     exact = known is not None
     tokens = known if known is not None else min_tokens(line)
@@ -442,15 +492,18 @@ def line_floor(memory: Memory, fmt: Format, year: int, compact: bool = True) -> 
     return tokens
 
 
-def _remember(key: tuple[int, Format, int, bool], line: _Line) -> None:
+def _remember(key: tuple[int, Format, int, bool, bool], line: _Line) -> None:
     if len(_OBJECT_LINES) >= _OBJECT_LINES_MAX:
         _OBJECT_LINES.clear()
     _OBJECT_LINES[key] = line
 
 
-def line_tokens(memory: Memory, fmt: Format, year: int, compact: bool = True) -> int:
-    """``count_tokens(item_line(memory, fmt, year, compact))``, remembered (:func:`line_cost`)."""
-    return line_cost(memory, fmt, year, compact)[1]
+def line_tokens(
+    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+) -> int:
+    """``count_tokens(item_line(memory, fmt, year, compact, grouped))``, remembered
+    (:func:`line_cost`)."""
+    return line_cost(memory, fmt, year, compact, grouped)[1]
 
 
 class _Clock:
