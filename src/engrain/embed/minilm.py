@@ -37,8 +37,9 @@ MAX_SEQ_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 BATCH_SIZE = 32
 # Rows per group of a split call. Small groups pad little (a LoCoMo session: 1.41x the real
 # tokens in one batch, 1.16x in two); on 2 cores groups of at most 4 took ~7% less CPU than
-# 32 (docs/ingest.md). Vectors depend on neither.
-SPLIT_BATCH_SIZE = 4
+# 32 on the plain graph, and with the fused graph (fewer operators a run) groups of at most
+# 2 take ~6% less than 4 (docs/ingest.md). Vectors depend on neither.
+SPLIT_BATCH_SIZE = 2
 #: The fused graph (``scripts/build_minilm_graph.py``) and the package file its weights are in.
 GRAPH_FILE = "graph.onnx"
 WEIGHTS_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"

@@ -69,11 +69,18 @@ def find_duplicate(
 
 
 def _close(pool: list[Memory], vector: Vector) -> list[Memory]:
-    with_vectors = [
-        m for m in pool if m.embedding is not None and m.embedding.shape == vector.shape
-    ]
+    with_vectors: list[Memory] = []
+    rows: list[Vector] = []
+    without: list[Memory] = []
+    for m in pool:
+        if m.embedding is None:
+            without.append(m)
+        elif m.embedding.shape == vector.shape:
+            with_vectors.append(m)
+            rows.append(m.embedding)
     if not with_vectors:
-        return [m for m in pool if m.embedding is None]
-    sims = np.vstack([m.embedding for m in with_vectors]) @ vector  # type: ignore[misc]
+        return without
+    # one C-level copy into a matrix (np.vstack checks and reshapes each row in Python)
+    sims = np.array(rows) @ vector
     close = [m for m, s in zip(with_vectors, sims, strict=True) if s >= PREFILTER_COSINE]
-    return close + [m for m in pool if m.embedding is None]
+    return close + without
