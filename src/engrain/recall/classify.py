@@ -452,6 +452,14 @@ _ERROR_LINE = re.compile(
     r"|^(?:[\w.-]+:\s*)?(?i:error|fatal|critical|panic)(?:\[\w+\])?:"
     r"|^[a-z_]\w*(?:\.\w+)+:\s"
 )
+#: A tool's failure quoted after the verb that reports it ("terraform apply fails with
+#: `Error acquiring the state lock`", "npm ci fails: ERESOLVE …"): an error line with the
+#: command in front, asking for its known fix.
+_QUOTED_ERROR = re.compile(
+    r"\b(?:fails?|failed|failing|says|shows|errors? out|throws|threw|raises|raised|hangs at|"
+    r"stuck at|exits? with|dies with|crashes with)\b(?: with)?[^`\n]*?(?:`[^`\n]+`|:\s*\S)",
+    re.I,
+)
 #: What runs beyond one snippet: a failure there needs the project's whole picture.
 _SYSTEM = re.compile(
     r"\b(?:job|jobs|endpoint|endpoints|service|services|pipeline|prod|production|staging|"
@@ -615,6 +623,21 @@ def classify(
     if complexity is Complexity.DEEP:
         fired.append("deep: lower thresholds")
     return Classification(complexity, intent, domains, turn, has_code, history, tuple(fired))
+
+
+def complexity_for(
+    message: str, intent: Intent, domains: tuple[str, ...], fired: list[str]
+) -> Complexity:
+    """The complexity the rules give a non-trivial ``message`` read as ``intent`` (when a
+    second opinion changed its intent, :mod:`engrain.recall.intent_model`), appending the
+    signals that decided it to ``fired``."""
+    text = message.strip()
+    has_code = bool(_CODE_BLOCK.search(text) or _INLINE_CODE.search(text))
+    body = _LEAD.sub("", text, count=1) or text
+    complexity = _complexity(text, body, intent, has_code, domains, fired)
+    if complexity is Complexity.DEEP:
+        fired.append("deep: lower thresholds")
+    return complexity
 
 
 def _is_trivial(text: str) -> bool:
@@ -783,6 +806,9 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
     is complex, as the seed says."""
     if "\n" not in text and _ERROR_LINE.match(text):
         fired.append("error line")
+        return Complexity.SIMPLE
+    if "\n" not in text.strip() and len(text) <= ONE_LINE and _QUOTED_ERROR.search(text):
+        fired.append("quoted error")  # "npm ci fails: ERESOLVE …": an error line with its tool
         return Complexity.SIMPLE
     prose = _prose(text)
     if has_code and len(prose) <= SNIPPET and not _SYSTEM.search(prose):
