@@ -27,7 +27,13 @@ first open (no index file yet), the headline numbers are from the second.
 
 ``--baseline-src DIR`` measures an older tree too (``git archive <commit> src | tar -x -C
 /tmp/base``), in its own processes alternating with this tree's (``--rounds`` of each) on
-the same file, so both see the same load; its medians are under ``baseline``.
+the same file, so both see the same load, each after a first open of its own (which saves
+the indexes it derives); its medians are under ``baseline``.
+
+``--synthetic-vectors`` writes clustered random unit vectors instead of embedding the
+corpus (which takes about 10 minutes at 100,000 on an idle 2-core machine and hours on a
+busy one): cold start, RSS and the store's work do not depend on the vectors' values, the
+recall of the approximate index does (reported, but not comparable with real vectors).
 
 The corpus vectors are cached between runs (``--cache-dir``, default
 ``$TMPDIR/engrain-bench``; ``--no-vector-cache`` re-embeds); they are the same vectors
@@ -169,6 +175,11 @@ def run_size(
     if baseline_src is not None:
         baseline_spec["url"] = _baseline_copy(url)
     first_open = _serve_in_subprocess({**spec, "queries": list(queries[:20]), "recall": False})
+    baseline_first = None
+    if baseline_src is not None:  # its own first open too: it saves what it derives
+        baseline_first = _serve_in_subprocess(
+            {**baseline_spec, "queries": list(queries[:20])}, baseline_src
+        )
     served: list[dict[str, Any]] = []
     baseline: list[dict[str, Any]] = []
     for _ in range(rounds):  # alternating: both trees see the same load on the machine
@@ -185,7 +196,8 @@ def run_size(
         "stage_queries": len(stage_queries),
     }
     if baseline:
-        out["baseline"] = {"src": str(baseline_src), **_median_of(baseline)}
+        out["baseline"] = {"src": str(baseline_src), **_median_of(baseline),
+                           "first_open": baseline_first}  # fmt: skip
     return out
 
 
@@ -354,6 +366,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also measure engrain imported from this src directory (an older "
         "tree, e.g. from git archive), alternating with this one",
     )
+    parser.add_argument(
+        "--synthetic-vectors",
+        action="store_true",
+        help="clustered unit vectors drawn from the seed instead of the model's, for when "
+        "embedding the corpus takes too long (hours at 100,000 on a busy machine): cold "
+        "start, RSS and the store's work do not depend on the values; the index's recall "
+        "does (reported, not comparable with the model's vectors)",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:  # the measuring subprocess of run_size
@@ -377,10 +397,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.no_vector_cache
         else (args.cache_dir or Path(tempfile.gettempdir()) / "engrain-bench")
     )
-    print(f"corpus: {len(notes):,} notes; embedding with {embedder.model_id}", file=sys.stderr)
-    vectors, embed_s, from_cache = common.embed_corpus(
-        embedder, [n.text for n in notes], cache_dir=cache_dir
-    )
+    if args.synthetic_vectors:
+        print(f"corpus: {len(notes):,} notes; synthetic vectors", file=sys.stderr)
+        vectors, embed_s, from_cache = synthetic_vectors(len(notes), embedder.dim, args.seed)
+    else:
+        print(f"corpus: {len(notes):,} notes; embedding with {embedder.model_id}",
+              file=sys.stderr)  # fmt: skip
+        vectors, embed_s, from_cache = common.embed_corpus(
+            embedder, [n.text for n in notes], cache_dir=cache_dir
+        )
 
     backends: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="engrain-latency-") as tmp:
@@ -417,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "embedding_seconds": round(embed_s, 1),
             "embedding_texts_per_s": round(len(notes) / embed_s, 1) if embed_s else None,
             "vectors_from_cache": from_cache,
+            "vectors": "synthetic" if args.synthetic_vectors else embedder.model_id,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
         "engine": _engine_settings(embedder.model_id, list(backends)),
@@ -427,6 +453,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 DEFAULT_URL = "sqlite:///{tmp}/latency-{size}.db"
+
+
+def synthetic_vectors(count: int, dim: int, seed: int) -> tuple[Any, float, bool]:
+    """``count`` unit vectors clustered like embeddings (200 centres plus noise), drawn
+    from ``seed``; shaped as :func:`common.embed_corpus`'s answer."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((200, dim))
+    vectors = centres[rng.integers(0, 200, count)] + 0.7 * rng.standard_normal((count, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32), 0.0, False
 
 
 def backend_labels(templates: Sequence[str]) -> dict[str, str]:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory, MemoryType
-from engrain.store import sqlite
+from engrain.store import sqlite_load
 from engrain.store.sqlite import SQLiteStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,7 +53,7 @@ def test_the_loaded_working_set_is_exactly_the_rows_in_order(
     elif shape == "mixed sizes":
         vectors[6] = rng.standard_normal(5).astype(np.float32)
     mine = _written(tmp_path / "e.db", vectors)
-    monkeypatch.setattr(sqlite, "_LOAD_CHUNK", chunk)
+    monkeypatch.setattr(sqlite_load, "LOAD_CHUNK", chunk)
     store = SQLiteStore(tmp_path / "e.db", ann_min_vectors=None)
     loaded = list(store.working_set("ada").values())
     assert loaded == mine  # every field but the vector, in insertion order

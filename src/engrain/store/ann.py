@@ -31,7 +31,7 @@ import weakref
 import zlib
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -219,10 +219,18 @@ class VectorIndex:
 @dataclass(frozen=True)
 class Stash:
     """Where one derived index of one user is kept between processes: ``read()`` returns
-    the bytes last written (or ``None``), ``write(data)`` replaces them atomically."""
+    the bytes last written (or ``None``), ``write(data)`` replaces them atomically;
+    ``later(job)`` runs a job that saves one off the caller's thread (by default on a
+    thread of its own that the interpreter waits for at exit)."""
 
     read: Callable[[], bytes | None]
     write: Callable[[bytes], None]
+    later: Callable[[Callable[[], None]], None] = field(default=lambda job: _thread(job))
+
+
+def _thread(job: Callable[[], None]) -> None:
+    """Run ``job`` on a new thread, not a daemon: a process exiting at once still saves."""
+    threading.Thread(target=job, daemon=False, name="engrain-save").start()
 
 
 class IndexSlot:

@@ -26,7 +26,6 @@ index holds (:class:`_AnnRows`), carried through writes like the other columns.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
@@ -52,7 +51,10 @@ from engrain.store.ann import (
     memory_keys,
 )
 from engrain.store.base import ALL, MemoryFilter
+from engrain.store.columns import Table
 from engrain.store.lexical import LexicalIndex
+from engrain.store.rows import Rows, RowsView
+from engrain.store.rows import with_access as _with_access
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -64,10 +66,12 @@ KINDS: Mapping[Kind, int] = {k: i for i, k in enumerate(Kind)}
 
 @dataclass(frozen=True)
 class _Arrays:
-    """Column arrays of the cached memories, in insertion order. Never changed once built:
-    :meth:`patched`, :meth:`extend` and :meth:`without` return new ones."""
+    """Column arrays of the cached memories, in insertion order, and the memories
+    themselves (:class:`~engrain.store.rows.Rows`: built only when asked for). Never
+    changed once built: :meth:`patched`, :meth:`extend`, :meth:`without` and
+    :meth:`touched` return new ones."""
 
-    memories: list[Memory]
+    rows: Rows
     position: dict[str, int]
     ids: npt.NDArray[np.str_]
     matrix: npt.NDArray[np.float32]
@@ -94,6 +98,39 @@ class _Arrays:
         default_factory=dict, compare=False, repr=False
     )
 
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def memories(self) -> list[Memory]:
+        """Every row's memory, in order (each one built: for small sets and tests)."""
+        return [self.memory(row) for row in range(len(self))]
+
+    def memory(self, row: int) -> Memory:
+        """The memory of ``row``."""
+        return self.rows.memory(row, str(self.ids[row]), lambda: self._vector(row))
+
+    def embedding(self, row: int) -> Vector | None:
+        """The vector the memory of ``row`` has (without building the memory)."""
+        memory_id = str(self.ids[row])
+        held = self.rows.objects.get(memory_id) if self.rows.source[row] < 0 else None
+        return held.embedding if held is not None else self._vector(row)
+
+    def content(self, row: int) -> str:
+        """The text of ``row`` (without building the memory)."""
+        return self.rows.content(row, str(self.ids[row]))
+
+    def view(self) -> Mapping[str, Memory]:
+        """The memories by id, built on access."""
+        return RowsView(self.position, self.memory)
+
+    def _vector(self, row: int) -> Vector | None:
+        if not self.has_vector[row]:
+            return None
+        vector: Vector = self.matrix[row]
+        vector.flags.writeable = False
+        return vector
+
     def patched(self, changed: Mapping[int, Memory]) -> _Arrays | None:
         """A copy with these rows overwritten; ``None`` if one no longer fits (a vector of
         another size). The vector matrix is copied only if a vector changed."""
@@ -101,15 +138,12 @@ class _Arrays:
         if any(m.embedding is not None and m.embedding.shape != (dim,)
                for m in changed.values()):  # fmt: skip
             return None
-        memories = list(self.memories)
         columns = {name: getattr(self, name).copy() for name in _SMALL_FIELDS}
         vectors_changed = any(
-            not _same_vector(self.memories[row].embedding, m.embedding)
-            for row, m in changed.items()
+            not _same_vector(self.embedding(row), m.embedding) for row, m in changed.items()
         )
         matrix = self.matrix.copy() if vectors_changed else self.matrix
         for row, m in changed.items():
-            memories[row] = m
             if vectors_changed:
                 matrix[row] = 0.0 if m.embedding is None else m.embedding
             columns["has_vector"][row] = m.embedding is not None
@@ -125,32 +159,41 @@ class _Arrays:
             columns["importance"][row] = m.importance
             columns["updated"][row] = m.updated_at.timestamp()
         return _Arrays(
-            memories=memories, position=self.position, ids=self.ids, matrix=matrix, **columns
-        )
+            rows=self.rows.patched(changed), position=self.position, ids=self.ids,
+            matrix=matrix, **columns,
+        )  # fmt: skip
 
-    def extend(self, more: _Arrays) -> _Arrays:
-        """These rows followed by ``more``'s."""
-        offset = len(self.memories)
+    def extend(self, more: Sequence[Memory], dim: int) -> _Arrays:
+        """These rows followed by ``more``."""
+        added = _columns(list(more), dim)
+        offset = len(self)
         columns: dict[str, Any] = {
-            name: np.concatenate([getattr(self, name), getattr(more, name)])
+            name: np.concatenate([getattr(self, name), getattr(added, name)])
             for name in _ARRAY_FIELDS
         }
         return _Arrays(
-            memories=self.memories + more.memories,
-            position={**self.position, **{k: v + offset for k, v in more.position.items()}},
+            rows=self.rows.extended(more),
+            position={**self.position, **{k: v + offset for k, v in added.position.items()}},
             **columns,
         )
 
     def without(self, rows: Iterable[int]) -> _Arrays:
         """These columns with ``rows`` left out (the others keep their order)."""
-        keep = np.ones(len(self.memories), dtype=bool)
-        keep[list(rows)] = False
-        memories = [m for m, kept in zip(self.memories, keep, strict=True) if kept]
+        gone = list(rows)
+        keep = np.ones(len(self), dtype=bool)
+        keep[gone] = False
+        ids = self.ids[keep]
         return _Arrays(
-            memories=memories,
-            position={m.id: row for row, m in enumerate(memories)},
+            rows=self.rows.without(keep, [str(self.ids[row]) for row in gone]),
+            position={str(i): row for row, i in enumerate(ids.tolist())},
             **{name: getattr(self, name)[keep] for name in _ARRAY_FIELDS},
         )
+
+    def touched(self, counts: Mapping[str, int], at: datetime) -> _Arrays:
+        """One access more per count of each id (all of them rows here); no column array
+        is copied (access fields are not indexed), so masks and subsets are kept."""
+        by_row = {self.position[i]: (i, n) for i, n in counts.items()}
+        return replace(self, rows=self.rows.touched(by_row, at))
 
 
 _SMALL_FIELDS = (
@@ -210,6 +253,13 @@ class Snapshot:
     lexical: LexicalIndex | None = None
     ann: _AnnRows | None = None
 
+    @classmethod
+    def over(
+        cls, arrays: _Arrays, lexical: LexicalIndex | None = None, ann: _AnnRows | None = None
+    ) -> Snapshot:
+        """A snapshot of ``arrays``, its ``rows`` built from them on access."""
+        return cls(arrays.view(), arrays, lexical, ann)
+
 
 class UserCache:
     """A user's memories with vectorised filter, order, search and BM25; safe to share
@@ -220,18 +270,16 @@ class UserCache:
         memories: Iterable[Memory] = (),
         *,
         ann: IndexSlot | None = None,
-        matrix: npt.NDArray[np.float32] | None = None,
+        table: Table | None = None,
         lexical_stash: Stash | None = None,
     ) -> None:
-        """``matrix``: the memories' vectors, one row each in order, when their embeddings
-        are views of its rows (a store that decoded them at once): used as the search matrix
-        rather than copied. ``lexical_stash``: where a large user's BM25 index is kept
-        between processes (``store/lexical_file.py``)."""
-        listed = list(memories)
-        self._snapshot = Snapshot({m.id: m for m in listed})
-        if matrix is not None and matrix.shape[0] == len(listed) == len(self._snapshot.rows):
-            arrays = _columns(listed, matrix.shape[1], matrix)
-            self._snapshot = Snapshot(self._snapshot.rows, arrays)
+        """``memories`` as objects, or ``table``: memories a store read as columns (built
+        into objects only when a call returns them). ``lexical_stash``: where a large user's
+        BM25 index is kept between processes (``store/lexical_file.py``)."""
+        if table is not None:
+            self._snapshot = Snapshot.over(_columns_of(table))
+        else:
+            self._snapshot = Snapshot({m.id: m for m in memories})
         self._lock = threading.Lock()
         self._slot = ann
         self._lexical_stash = lexical_stash
@@ -255,49 +303,10 @@ class UserCache:
             return
         with self._lock:
             old = self._snapshot
-            rows = dict(old.rows)
-            changed: dict[int, Memory] = {}
-            fresh: dict[str, Memory] = {}
-            edited: dict[int, tuple[str, str]] = {}  # row → (old text, new text)
-            for memory in batch:
-                previous = rows.get(memory.id)
-                rows[memory.id] = memory
-                row = None if old.arrays is None else old.arrays.position.get(memory.id)
-                if row is None:
-                    fresh[memory.id] = memory
-                else:
-                    changed[row] = memory
-                    if previous is not None and previous.content != memory.content:
-                        edited[row] = (edited.get(row, (previous.content, ""))[0],
-                                       memory.content)  # fmt: skip
-            arrays = old.arrays
-            revectored = [
-                row for row, m in changed.items()
-                if arrays is not None and not _same_vector(arrays.memories[row].embedding,
-                                                           m.embedding)
-            ]  # fmt: skip
-            if arrays is not None and changed:
-                arrays = arrays.patched(changed)
-            if arrays is not None and fresh:
-                dim = arrays.matrix.shape[1]
-                if dim == 0 or any(m.embedding is not None and m.embedding.shape != (dim,)
-                                   for m in fresh.values()):  # fmt: skip
-                    arrays = None  # the first vectors, or another size: rebuild lazily
-                else:
-                    arrays = arrays.extend(_columns(list(fresh.values()), dim))
-            ann = None
-            if arrays is not None and old.ann is not None:
-                ann = old.ann.after_write(revectored, memory_keys(list(fresh)))
-            lexical = None
-            if arrays is not None and old.lexical is not None:
-                # edited rows keep their place; new memories are appended to the arrays in
-                # ``fresh`` order, and so to the index: its document numbers stay the rows
-                lexical = old.lexical
-                if edited:
-                    lexical = lexical.replaced(edited)
-                if fresh:
-                    lexical = lexical.extended([m.content for m in fresh.values()])
-            self._snapshot = Snapshot(rows, arrays, lexical, ann)
+            if old.arrays is not None:
+                self._snapshot = _upserted(old, old.arrays, batch)
+            else:
+                self._snapshot = Snapshot({**old.rows, **{m.id: m for m in batch}})
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove these ids (unknown ids are ignored)."""
@@ -306,20 +315,21 @@ class UserCache:
             gone = {i for i in ids if i in old.rows}
             if not gone:
                 return
-            rows = {i: m for i, m in old.rows.items() if i not in gone}
-            arrays = ann = None
-            if old.arrays is not None:
-                removed = [old.arrays.position[i] for i in gone]
-                arrays = old.arrays.without(removed)
-                if old.ann is not None:
-                    keep = np.ones(len(old.arrays.memories), dtype=bool)
-                    keep[removed] = False
-                    ann = old.ann.without(keep)
-            self._snapshot = Snapshot(rows, arrays, None, ann)
+            if old.arrays is None:
+                self._snapshot = Snapshot({i: m for i, m in old.rows.items() if i not in gone})
+                return
+            removed = [old.arrays.position[i] for i in gone]
+            arrays = old.arrays.without(removed)
+            ann = None
+            if old.ann is not None:
+                keep = np.ones(len(old.arrays), dtype=bool)
+                keep[removed] = False
+                ann = old.ann.without(keep)
+            self._snapshot = Snapshot.over(arrays, None, ann)
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         """Count one access of each id (once per occurrence); unknown ids are skipped. No
-        array is copied: access fields are not indexed."""
+        column array but the access counts is copied: access fields are not indexed."""
         with self._lock:
             old = self._snapshot
             counts: dict[str, int] = {}
@@ -328,22 +338,15 @@ class UserCache:
                     counts[memory_id] = counts.get(memory_id, 0) + 1
             if not counts:
                 return
+            if old.arrays is not None:
+                arrays = old.arrays.touched(counts, at)
+                self._snapshot = Snapshot.over(arrays, old.lexical, old.ann)
+                return
             rows = dict(old.rows)
             for memory_id, n in counts.items():
                 memory = rows[memory_id]
-                # dataclasses.replace re-runs __init__ and its checks: ~10x slower, and a
-                # 100-memory context touches 100 rows
-                touched = copy.copy(memory)
-                object.__setattr__(touched, "access_count", memory.access_count + n)
-                object.__setattr__(touched, "last_accessed_at", at)
-                rows[memory_id] = touched
-            arrays = old.arrays
-            if arrays is not None:
-                memories = list(arrays.memories)
-                for memory_id in counts:
-                    memories[arrays.position[memory_id]] = rows[memory_id]
-                arrays = replace(arrays, memories=memories)
-            self._snapshot = Snapshot(rows, arrays, old.lexical, old.ann)
+                rows[memory_id] = _with_access(memory, memory.access_count + n, at)
+            self._snapshot = Snapshot(rows)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -363,7 +366,7 @@ class UserCache:
             return []
         order = rows[np.lexsort((arrays.ids[rows], arrays.updated[rows]))[::-1]]
         end = None if limit is None else offset + limit
-        return [arrays.memories[i] for i in order[offset:end]]
+        return [arrays.memory(i) for i in order[offset:end].tolist()]
 
     def count(self, flt: MemoryFilter = ALL) -> int:
         """How many memories pass ``flt``."""
@@ -416,7 +419,7 @@ class UserCache:
         snapshot = self._built()
         arrays = snapshot.arrays
         assert arrays is not None
-        if k <= 0 or not arrays.memories:
+        if k <= 0 or not len(arrays):
             return []
         lexical = snapshot.lexical
         if lexical is None:
@@ -429,20 +432,23 @@ class UserCache:
         """A BM25 index of the rows: the user's saved one if it was built from exactly these
         texts, else built (and, for a large user, saved on another thread; not a daemon: a
         process that exits at once still leaves it for the next one)."""
-        documents = [m.content for m in arrays.memories]
         stash = self._lexical_stash
-        if stash is None or len(documents) < lexical_file.PERSIST_MIN_DOCUMENTS:
-            return LexicalIndex(documents)
+        if stash is None or len(arrays) < lexical_file.PERSIST_MIN_DOCUMENTS:
+            return LexicalIndex(arrays.rows.contents(arrays.ids.tolist()))
+        digest = arrays.rows.contents_digest()  # the texts as loaded: known, not hashed
+        documents = None if digest is not None else arrays.rows.contents(arrays.ids.tolist())
+        expected = (lexical_file.fingerprint_of(digest) if digest is not None
+                    else lexical_file.fingerprint(documents or []))  # fmt: skip
         try:
-            index = lexical_file.load(stash.read(), documents)
+            index = lexical_file.load_matching(stash.read(), expected, len(arrays))
         except EngrainError:  # as if none were saved
             index = None
         if index is None:
+            if documents is None:
+                documents = arrays.rows.contents(arrays.ids.tolist())
             index = LexicalIndex(documents)
-            threading.Thread(
-                target=_stash_lexical, args=(stash, index, documents), daemon=False,
-                name="engrain-bm25",
-            ).start()  # fmt: skip
+            built, texts = index, documents
+            stash.later(lambda: _stash_lexical(stash, built, texts))
         return index
 
     def centroid(self) -> Vector | None:
@@ -462,7 +468,7 @@ class UserCache:
             return snapshot
         memories = list(snapshot.rows.values())
         dim = next((m.embedding.shape[0] for m in memories if m.embedding is not None), 0)
-        built = Snapshot(snapshot.rows, _columns(memories, dim), None)
+        built = Snapshot.over(_columns(memories, dim))
         self._publish(snapshot, built)
         return built
 
@@ -511,7 +517,7 @@ class UserCache:
             arrays = snapshot.arrays
             assert arrays is not None
             with_vector = np.flatnonzero(arrays.has_vector)
-            everything = with_vector.size == len(arrays.memories)
+            everything = with_vector.size == len(arrays)
             vectors = arrays.matrix if everything else arrays.matrix[with_vector]
             ann = snapshot.ann
             keys = ann.keys if ann is not None else memory_keys(list(arrays.ids))
@@ -529,7 +535,7 @@ class UserCache:
                 elif missing.size:
                     slot.update(keys[with_vector][missing], vectors[missing])
                     held = np.ones(with_vector.size, dtype=bool)
-            rows_held = np.zeros(len(arrays.memories), dtype=bool)
+            rows_held = np.zeros(len(arrays), dtype=bool)
             rows_held[with_vector] = held
             if self._attach(arrays, _AnnRows.of(index, keys, rows_held)):
                 return
@@ -564,7 +570,7 @@ _MASKS_MAX = 32
 
 def _filter_rows(a: _Arrays, flt: MemoryFilter) -> BoolArray:
     """A fresh boolean row mask of the memories passing ``flt``."""
-    mask = np.ones(len(a.memories), dtype=bool)
+    mask = np.ones(len(a), dtype=bool)
     if flt.project is not None:
         mask &= a.project == flt.project
     if flt.memory_types is not None:
@@ -695,7 +701,7 @@ def _subset(
         return cached
     rows = np.flatnonzero(mask)
     vectors = arrays.matrix[rows]
-    if rows.size <= SUBSET_SHARE * len(arrays.memories):
+    if rows.size <= SUBSET_SHARE * len(arrays):
         if len(arrays.subsets) >= SUBSETS_MAX:
             arrays.subsets.clear()
         arrays.subsets[flt] = (rows, vectors)
@@ -713,7 +719,7 @@ def _top_rows(
     rows, scores = rows[order], scores[order]
     top = np.argpartition(-scores, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-scores[top], kind="stable")]
-    return [(arrays.memories[rows[i]], float(scores[i])) for i in top]
+    return [(arrays.memory(int(rows[i])), float(scores[i])) for i in top]
 
 
 def _top(
@@ -725,7 +731,7 @@ def _top(
     picked = scores[rows]
     top = np.argpartition(-picked, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-picked[top], kind="stable")]
-    return [(arrays.memories[rows[i]], float(picked[i])) for i in top]
+    return [(arrays.memory(int(rows[i])), float(picked[i])) for i in top]
 
 
 def _columns(
@@ -744,7 +750,7 @@ def _columns(
                 matrix[row] = memory.embedding
                 has_vector[row] = True
     return _Arrays(
-        memories=memories,
+        rows=Rows.of_objects(memories),
         position={m.id: row for row, m in enumerate(memories)},
         ids=np.array([m.id for m in memories], dtype=str),
         matrix=matrix,
@@ -762,3 +768,70 @@ def _columns(
         importance=np.array([m.importance for m in memories], dtype=np.float64),
         updated=np.array([m.updated_at.timestamp() for m in memories], dtype=np.float64),
     )
+
+
+def _columns_of(table: Table) -> _Arrays:
+    """Column arrays of memories a store read as columns (none of them built)."""
+    c = table.columns
+    ids = c.ids.all()
+    return _Arrays(
+        rows=Rows.of_columns(c, table.access, table.last),
+        position=dict(zip(ids, range(len(ids)), strict=True)),
+        ids=np.array(ids, dtype=str),
+        matrix=table.matrix,
+        has_vector=table.has_vector,
+        memory_type=c.memory_type.astype(np.int8),
+        kind=c.kind.astype(np.int8),
+        project=c.project.objects(),
+        session_id=c.session_id.objects(),
+        key=c.key.objects(),
+        compressed=c.compressed.astype(bool),
+        muted=c.muted.astype(bool),
+        superseded=c.superseded_by.codes >= 0,
+        pinned=c.pinned.astype(bool),
+        importance=c.importance.astype(np.float64),
+        # seconds, as datetime.timestamp() gives them for the rows patched later
+        updated=c.updated / 1e6,
+    )
+
+
+def _upserted(old: Snapshot, arrays: _Arrays, batch: Sequence[Memory]) -> Snapshot:
+    """The snapshot after upserting ``batch`` into ``old`` (whose arrays are built)."""
+    changed: dict[int, Memory] = {}
+    fresh: dict[str, Memory] = {}
+    edited: dict[int, tuple[str, str]] = {}  # row → (old text, new text)
+    for memory in batch:
+        row = arrays.position.get(memory.id)
+        if row is None:
+            fresh[memory.id] = memory
+            continue
+        previous = changed[row].content if row in changed else arrays.content(row)
+        if previous != memory.content:
+            edited[row] = (edited.get(row, (previous, ""))[0], memory.content)
+        changed[row] = memory
+    revectored = [
+        row for row, m in changed.items() if not _same_vector(arrays.embedding(row), m.embedding)
+    ]
+    new = arrays.patched(changed) if changed else arrays
+    if new is not None and fresh:
+        dim = new.matrix.shape[1]
+        if dim == 0 or any(m.embedding is not None and m.embedding.shape != (dim,)
+                           for m in fresh.values()):  # fmt: skip
+            new = None  # the first vectors, or another size: rebuilt lazily
+        else:
+            new = new.extend(list(fresh.values()), dim)
+    if new is None:
+        return Snapshot({**old.rows, **{m.id: m for m in batch}})
+    ann = None
+    if old.ann is not None:
+        ann = old.ann.after_write(revectored, memory_keys(list(fresh)))
+    lexical = None
+    if old.lexical is not None:
+        # edited rows keep their place; new memories are appended to the arrays in
+        # ``fresh`` order, and so to the index: its document numbers stay the rows
+        lexical = old.lexical
+        if edited:
+            lexical = lexical.replaced(edited)
+        if fresh:
+            lexical = lexical.extended([m.content for m in fresh.values()])
+    return Snapshot.over(new, lexical, ann)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from engrain.store import lexical
+from engrain.store.columns import texts_digest
 from engrain.store.lexical import LexicalIndex
 
 log = logging.getLogger(__name__)
@@ -40,20 +41,30 @@ def _tokenizer_digest() -> bytes:
 
 def fingerprint(documents: Sequence[str]) -> bytes:
     """What an index of ``documents`` depends on: their texts in order and the tokenizer."""
-    digest = hashlib.blake2b(_tokenizer_digest(), digest_size=32)
-    digest.update(len(documents).to_bytes(8, "little"))
-    digest.update("\0".join(documents).encode("utf-8", "surrogatepass"))
-    return digest.digest()
+    joined = "\0".join(documents).encode("utf-8", "surrogatepass")
+    return fingerprint_of(texts_digest(len(documents), joined))
+
+
+def fingerprint_of(digest: bytes) -> bytes:
+    """:func:`fingerprint` of the documents whose :func:`~engrain.store.columns.
+    texts_digest` is ``digest`` (a working set loaded as columns keeps it: no text is
+    hashed to check a saved index)."""
+    return hashlib.blake2b(_tokenizer_digest() + digest, digest_size=32).digest()
 
 
 def load(data: bytes | None, documents: Sequence[str]) -> LexicalIndex | None:
     """The index :func:`dump` made if it was built from exactly ``documents``, else
     ``None`` (none saved, unreadable, damaged, or of other documents)."""
+    return load_matching(data, fingerprint(documents), len(documents))
+
+
+def load_matching(data: bytes | None, expected: bytes, count: int) -> LexicalIndex | None:
+    """:func:`load` for ``count`` documents whose :func:`fingerprint` is ``expected``."""
     if data is None:
         return None
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as saved:
-            if bytes(saved["fingerprint"].tobytes()) != fingerprint(documents):
+            if bytes(saved["fingerprint"].tobytes()) != expected:
                 return None
             index = LexicalIndex.from_arrays(
                 {name: saved[name] for name in ("terms", "offsets", "docs", "tfs", "lengths")}
@@ -61,7 +72,7 @@ def load(data: bytes | None, documents: Sequence[str]) -> LexicalIndex | None:
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         log.warning("saved BM25 index unreadable (%s): rebuilding", exc)
         return None
-    return index if index.size == len(documents) else None
+    return index if index.size == count else None
 
 
 def dump(index: LexicalIndex, documents: Sequence[str]) -> bytes:

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
-from engrain.errors import MigrationError, StoreError
+from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
+from engrain.store import sqlite_load
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.base import (
     ALL,
@@ -54,7 +54,8 @@ _SELECT_RANGE = (
     f"SELECT {', '.join(_COLUMNS)} FROM memories NOT INDEXED "
     "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
 )
-_LOAD_CHUNK = 4_096
+#: Seconds :meth:`SQLiteStore.close` waits for each derived index being saved.
+SAVE_WAIT = 60.0
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -251,6 +252,8 @@ class SQLiteStore:
         self._checkpoints = Checkpointer(self.path)
         self._caches: OrderedDict[str, UserCache] = OrderedDict()
         self._data_version = -1
+        self._saves: list[threading.Thread] = []
+        self._closed = False
         self.migrate()
 
     # -- schema -------------------------------------------------------------------------
@@ -605,6 +608,13 @@ class SQLiteStore:
         return self._cache(user_id).wait_for_index(timeout)
 
     def close(self) -> None:
+        """Wait for derived indexes being saved (at most :data:`SAVE_WAIT` seconds each),
+        then close the file."""
+        with self._lock:
+            self._closed = True
+            saves = list(self._saves)
+        for thread in saves:
+            thread.join(SAVE_WAIT)
         with self._lock:
             for slot in self._slots.values():
                 slot.close()
@@ -631,11 +641,7 @@ class SQLiteStore:
             self._sync_version()
             cache = self._caches.get(user_id)
             if cache is None:
-                memories, matrix = self._load(user_id)
-                cache = UserCache(
-                    memories, ann=self._slot(user_id), matrix=matrix,
-                    lexical_stash=self._stash(user_id, "bm25"),
-                )  # fmt: skip
+                cache = self._load(user_id)
                 self._caches[user_id] = cache
                 while len(self._caches) > CACHED_USERS:
                     self._caches.popitem(last=False)
@@ -643,29 +649,29 @@ class SQLiteStore:
                 self._caches.move_to_end(user_id)
             return cache
 
-    def _load(self, user_id: str) -> tuple[list[Memory], npt.NDArray[np.float32] | None]:
-        """The user's memories in insertion (rowid) order and the matrix of their vectors
-        (see :class:`_Decoder`), read in one read transaction (a consistent snapshot) in
-        chunks of rowids: ``ORDER BY rowid`` over the user index made SQLite sort whole
-        rows, vectors included, in a temporary b-tree (2.2 s of 3.8 at 100,000), and one
-        list of every row's tuple doubled the peak memory of a load. Called under the
-        lock."""
+    def _load(self, user_id: str) -> UserCache:
+        """The user's working set read from the file in one read transaction (a
+        consistent snapshot): from the saved image of its columns if it matches the rows,
+        else from the rows (``store/sqlite_load.py``), saving the image of a large user on
+        another thread. Called under the lock."""
         try:
             self._db.execute("BEGIN")
             try:
-                rowids = [r[0] for r in self._db.execute(
-                    "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
-                ).fetchall()]  # fmt: skip
-                decoder = _Decoder(user_id, len(rowids))
-                for start in range(0, len(rowids), _LOAD_CHUNK):
-                    low, high = rowids[start], rowids[min(start + _LOAD_CHUNK, len(rowids)) - 1]
-                    decoder.add(self._db.execute(_SELECT_RANGE, (low, high, user_id)).fetchall())
+                loaded = sqlite_load.read(
+                    self._db, user_id, self._stash(user_id, "columns").read, _from_row
+                )
             finally:
                 self._db.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback()
             raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
-        return decoder.finish()
+        if loaded.save is not None:
+            save, stash = loaded.save, self._stash(user_id, "columns")
+            stash.later(lambda: stash.write(save()))
+        return UserCache(
+            loaded.memories or (), table=loaded.table, ann=self._slot(user_id),
+            lexical_stash=self._stash(user_id, "bm25"),
+        )  # fmt: skip
 
     def _slot(self, user_id: str) -> IndexSlot | None:
         """The user's approximate index in this process (kept when the working set is
@@ -698,7 +704,25 @@ class SQLiteStore:
                     (user_id, kind, data, _dt(datetime.now(UTC))),
                 )
 
-        return Stash(read, write)
+        # the thread is named after the index ("engrain-bm25"): tests wait for it by name
+        return Stash(read, write, lambda job: self._later(job, f"engrain-{kind}"))
+
+    def _later(self, job: Callable[[], None], name: str) -> None:
+        """Run ``job`` (saving a derived index) on its own thread; :meth:`close` waits for
+        it, so a store closed right after a load still leaves the index for the next
+        process. A job whose write fails (the store closed meanwhile) saves nothing: the
+        next process builds it again."""
+
+        def run() -> None:
+            with suppress(EngrainError):
+                job()
+
+        thread = threading.Thread(target=run, name=name, daemon=False)
+        with self._lock:
+            if self._closed:
+                return
+            self._saves = [t for t in self._saves if t.is_alive()] + [thread]
+        thread.start()
 
 
 def _reason(exc: sqlite3.Error) -> str:
@@ -768,72 +792,6 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
         embedding=None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy(),
         superseded_by=r[26],
     )  # fmt: skip
-
-
-class _Decoder:
-    """Memories from rows of one user's working set, chunk by chunk. While every row has a
-    vector of one size, vectors are copied into one matrix and each memory's embedding is a
-    read-only view of its row (one buffer instead of an array per memory, and no second
-    copy for search); :meth:`finish` returns that matrix, or ``None`` if some row had no
-    vector or another size (those memories then own their vectors). Repeated JSON columns
-    (domains, provenance) are decoded once per distinct text."""
-
-    def __init__(self, user_id: str, count: int) -> None:
-        self.user_id = user_id
-        self.count = count
-        self.memories: list[Memory] = []
-        self.matrix: npt.NDArray[np.float32] | None = None
-        self.uniform = True
-        self._domains: dict[str, tuple[str, ...]] = {}
-        self._provenances: dict[str, Provenance] = {}
-
-    def add(self, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Decode these rows (the next ones in order)."""
-        for r in rows:
-            self.memories.append(self._memory(r, self._vector(len(self.memories), r[25])))
-
-    def finish(self) -> tuple[list[Memory], npt.NDArray[np.float32] | None]:
-        """The memories and, if every one has a vector of one size, their matrix."""
-        matrix = self.matrix
-        if matrix is not None and self.uniform and len(self.memories) == self.count:
-            matrix.flags.writeable = False
-            return self.memories, matrix
-        return self.memories, None
-
-    def _vector(self, row: int, blob: bytes | None) -> Vector | None:
-        if blob is None:
-            self.uniform = False
-            return None
-        if self.matrix is None and row == 0:
-            self.matrix = np.empty((self.count, len(blob) // 4), dtype=np.float32)
-        if self.uniform and self.matrix is not None and len(blob) == 4 * self.matrix.shape[1]:
-            target: npt.NDArray[np.float32] = self.matrix[row]
-            target[:] = np.frombuffer(blob, dtype=np.float32)
-            target.flags.writeable = False
-            return target
-        self.uniform = False
-        return np.frombuffer(blob, dtype=np.float32).copy()
-
-    def _memory(self, r: tuple[Any, ...], embedding: Vector | None) -> Memory:
-        domains = self._domains.get(r[6])
-        if domains is None:
-            domains = self._domains.setdefault(r[6], tuple(json.loads(r[6])))
-        provenance = self._provenances.get(r[23])
-        if provenance is None:
-            provenance = self._provenances.setdefault(
-                r[23], Provenance.from_dict(json.loads(r[23])))  # fmt: skip
-        created, updated = _parse(r[8]), _parse(r[9])
-        assert created is not None and updated is not None
-        return Memory(
-            id=r[0], user_id=self.user_id, project=r[2], content=r[3],
-            memory_type=MemoryType(r[4]), kind=Kind(r[5]), domains=domains,
-            session_id=r[7], created_at=created, updated_at=updated, event_at=_parse(r[10]),
-            key=r[11], importance=r[12], confidence=r[13], usefulness=r[14],
-            access_count=r[15], last_accessed_at=_parse(r[16]), pinned=bool(r[17]),
-            muted=bool(r[18]), promoted_at=_parse(r[19]), compressed=bool(r[20]),
-            compression_source=bool(r[21]), source_session_id=r[22], provenance=provenance,
-            content_hash=r[24], embedding=embedding, superseded_by=r[26],
-        )  # fmt: skip
 
 
 #: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.

@@ -1,0 +1,220 @@
+"""The memories of a working set's rows, built only when a call asks for one (issue 18).
+
+A working set (``store/cache.py``) keeps its filters, order and vectors as arrays; the
+memories themselves are a :class:`Rows`: per row either a row of a :class:`~engrain.store.
+columns.Columns` table (what the store loaded: decoded on demand) or a ``Memory`` object
+(what this process wrote since, or every row of a store that holds objects anyway). Access
+counts are arrays for every row, so counting a use copies two arrays instead of a mapping of
+every memory. Built memories are kept (:class:`Decoded`, at most :data:`DECODED_MAX`), so a
+memory asked for twice is one object until its row changes.
+
+Like the rest of a snapshot, a :class:`Rows` is never changed once published: the methods
+that change something return a new one. The :class:`Decoded` cache is the one part shared
+by readers and filled while reading; it has its own lock, and a row's entry is dropped or
+replaced in the copy a change makes, never in the one readers hold.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from engrain.model import Memory, Vector
+from engrain.store.columns import Columns, from_micros, micros
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+Int64Array = npt.NDArray[np.int64]
+
+#: Built memories kept per working set (~3 KB each); when full the cache starts over.
+DECODED_MAX = 10_000
+
+
+class Decoded:
+    """Memories built from rows, by id; shared by the readers of one snapshot."""
+
+    def __init__(self, entries: dict[str, Memory] | None = None) -> None:
+        self._entries: dict[str, Memory] = entries if entries is not None else {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, memory_id: str) -> Memory | None:
+        """The memory built for this id, if kept."""
+        return self._entries.get(memory_id)
+
+    def keep(self, memory: Memory) -> Memory:
+        """Keep ``memory``; the one kept for its id (another thread may have been first)."""
+        with self._lock:
+            if len(self._entries) >= DECODED_MAX:
+                self._entries.clear()
+            return self._entries.setdefault(memory.id, memory)
+
+    def carried(self, drop: Iterable[str] = (), put: Mapping[str, Memory] | None = None) -> Decoded:
+        """A copy for the next snapshot: ``drop`` left out, ``put`` set."""
+        with self._lock:
+            entries = dict(self._entries)
+        for memory_id in drop:
+            entries.pop(memory_id, None)
+        entries.update(put or {})
+        return Decoded(entries)
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """The memories of ``len(source)`` rows: row ``i`` is row ``source[i]`` of ``base``,
+    or (``source[i] == -1``) the object ``objects[id]``; its access count and last access
+    (microseconds) are ``access[i]`` and ``last[i]`` either way."""
+
+    base: Columns | None
+    source: Int64Array
+    objects: Mapping[str, Memory]
+    access: Int64Array
+    last: Int64Array
+    decoded: Decoded
+
+    @classmethod
+    def of_objects(cls, memories: Sequence[Memory]) -> Rows:
+        """Rows held as these objects."""
+        n = len(memories)
+        return cls(
+            base=None,
+            source=np.full(n, -1, dtype=np.int64),
+            objects={m.id: m for m in memories},
+            access=np.fromiter((m.access_count for m in memories), np.int64, n),
+            last=np.fromiter((micros(m.last_accessed_at) for m in memories), np.int64, n),
+            decoded=Decoded(),
+        )
+
+    @classmethod
+    def of_columns(cls, base: Columns, access: Int64Array, last: Int64Array) -> Rows:
+        """Every row of ``base``, in order, with these access counts."""
+        return cls(base, np.arange(len(base), dtype=np.int64), {}, access, last, Decoded())
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def memory(self, row: int, memory_id: str, embedding: Callable[[], Vector | None]) -> Memory:
+        """The memory of ``row`` (whose id is ``memory_id``; ``embedding()`` gives its
+        vector if it is built from ``base``)."""
+        found = self.decoded.get(memory_id)
+        if found is not None:
+            return found
+        at = int(self.source[row])
+        count, last = int(self.access[row]), int(self.last[row])
+        if at >= 0:
+            assert self.base is not None
+            memory = self.base.memory(at, embedding(), count, last)
+        else:
+            memory = self.objects[memory_id]
+            if memory.access_count != count or micros(memory.last_accessed_at) != last:
+                memory = with_access(memory, count, from_micros(last))
+        return self.decoded.keep(memory)
+
+    def content(self, row: int, memory_id: str) -> str:
+        """The text of ``row`` (without building its memory)."""
+        at = int(self.source[row])
+        if at >= 0:
+            assert self.base is not None
+            return self.base.content[at]
+        return self.objects[memory_id].content
+
+    def contents(self, ids: Sequence[str]) -> list[str]:
+        """Every row's text, in order (``ids``: the rows' ids)."""
+        if self.base is not None and not self.objects and _is_range(self.source, len(self.base)):
+            return self.base.content.all()
+        return [self.content(row, memory_id) for row, memory_id in enumerate(ids)]
+
+    def contents_digest(self) -> bytes | None:
+        """:func:`~engrain.store.columns.texts_digest` of every row's text, if known
+        without reading them: the rows are the base's, in order."""
+        if self.base is not None and not self.objects and _is_range(self.source, len(self.base)):
+            return self.base.content_digest
+        return None
+
+    def patched(self, changed: Mapping[int, Memory]) -> Rows:
+        """These rows replaced by these memories."""
+        source, access, last = self.source.copy(), self.access.copy(), self.last.copy()
+        objects = dict(self.objects)
+        for row, memory in changed.items():
+            source[row] = -1
+            objects[memory.id] = memory
+            access[row] = memory.access_count
+            last[row] = micros(memory.last_accessed_at)
+        drop = [m.id for m in changed.values()]
+        return Rows(self.base, source, objects, access, last, self.decoded.carried(drop))
+
+    def extended(self, more: Sequence[Memory]) -> Rows:
+        """These rows followed by ``more`` (held as objects)."""
+        added = Rows.of_objects(more)
+        return Rows(
+            self.base,
+            np.concatenate([self.source, added.source]),
+            {**self.objects, **added.objects},
+            np.concatenate([self.access, added.access]),
+            np.concatenate([self.last, added.last]),
+            self.decoded.carried([m.id for m in more]),
+        )
+
+    def without(self, keep: npt.NDArray[np.bool_], gone: Sequence[str]) -> Rows:
+        """The rows kept (``gone``: the ids of the others)."""
+        objects = {i: m for i, m in self.objects.items() if i not in set(gone)}
+        return Rows(self.base, self.source[keep], objects, self.access[keep], self.last[keep],
+                    self.decoded.carried(gone))  # fmt: skip
+
+    def touched(self, counts: Mapping[int, tuple[str, int]], at: datetime) -> Rows:
+        """One access more per count: ``counts`` maps a row to its id and its number of
+        accesses; the last access of each becomes ``at``."""
+        access, last = self.access.copy(), self.last.copy()
+        when = micros(at)
+        put: dict[str, Memory] = {}
+        for row, (memory_id, n) in counts.items():
+            access[row] += n
+            last[row] = when
+            kept = self.decoded.get(memory_id)
+            if kept is not None:
+                put[memory_id] = with_access(kept, int(access[row]), from_micros(when))
+        return Rows(self.base, self.source, self.objects, access, last,
+                    self.decoded.carried(put=put))  # fmt: skip
+
+
+def with_access(memory: Memory, count: int, last: datetime | None) -> Memory:
+    """A copy of ``memory`` with this access count and last access."""
+    # dataclasses.replace re-runs __init__: ~10x slower, and a context touches 100 rows
+    touched = copy.copy(memory)
+    object.__setattr__(touched, "access_count", count)
+    object.__setattr__(touched, "last_accessed_at", last)
+    return touched
+
+
+def _is_range(source: Int64Array, n: int) -> bool:
+    return len(source) == n and bool((source == np.arange(n)).all())
+
+
+class RowsView(Mapping[str, Memory]):
+    """A working set's memories by id, built on access (``memory(row)`` builds one)."""
+
+    def __init__(self, position: Mapping[str, int], memory: Callable[[int], Memory]) -> None:
+        self._position = position
+        self._memory = memory
+
+    def __getitem__(self, memory_id: str) -> Memory:
+        return self._memory(self._position[memory_id])
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._position
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._position)
+
+    def __len__(self) -> int:
+        return len(self._position)

@@ -1,0 +1,185 @@
+"""Reading one user's working set from the SQLite file (issue 18).
+
+Two ways, inside one read transaction the caller opened (so every read sees one state of
+the file):
+
+- **From the saved image.** A user with :data:`~engrain.store.columns.PERSIST_MIN_ROWS` or
+  more memories has an image of their columns in ``derived_indexes`` (kind ``columns``),
+  stamped with the revision and the migrations it was read at. It is used only if the stamp
+  equals the file's now and the user's rowids, read in the same transaction with the
+  vectors and access counts (which the image does not hold), are the image's. The revision
+  is bumped by every write of the user's rows except counted uses, and counted uses are
+  read from the rows here, so a matching image holds what the rows hold.
+- **From the rows**, in chunks of rowids (``ORDER BY rowid`` over the user index made
+  SQLite sort whole rows, vectors included, in a temporary b-tree), into columns: no
+  ``Memory`` is built. The caller saves the image of a large user afterwards.
+
+Rows whose vectors are not all of one size (a model change half done) are read as
+``Memory`` objects instead, as before this module.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engrain.model import Memory
+from engrain.store import columns as image
+from engrain.store.base import MEMORY_COLUMNS
+from engrain.store.columns import ColumnsBuilder, Stamp, Table, parse_micros
+
+#: Rows per chunk of a read by rowid range.
+LOAD_CHUNK = 4_096
+_FULL = (
+    f"SELECT {', '.join(MEMORY_COLUMNS)}, rowid FROM memories NOT INDEXED "
+    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+)
+_LIVE = (
+    "SELECT rowid, access_count, last_accessed_at, embedding FROM memories NOT INDEXED "
+    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+)
+_EMBEDDING = MEMORY_COLUMNS.index("embedding")
+_ACCESS = MEMORY_COLUMNS.index("access_count")
+_LAST = MEMORY_COLUMNS.index("last_accessed_at")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A working set as read: a ``table`` (columns), or ``memories`` (objects: vectors of
+    several sizes); ``save`` is the image to keep for next time, if one should be."""
+
+    table: Table | None
+    memories: list[Memory] | None
+    save: Callable[[], bytes] | None = None
+
+
+def read(
+    db: sqlite3.Connection,
+    user_id: str,
+    saved: Callable[[], bytes | None],
+    decode: Callable[[tuple[Any, ...]], Memory],
+) -> Loaded:
+    """The user's working set, inside the read transaction the caller holds. ``saved``
+    reads the user's image (or ``None``); ``decode`` makes a memory of a full row."""
+    revision = db.execute("SELECT revision FROM revisions WHERE user_id = ?", (user_id,))
+    rows = revision.fetchall()
+    names = [r[0] for r in db.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
+    stamp = Stamp(int(rows[0][0]) if rows else 0, tuple(names))
+    count = int(db.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user_id,))
+                .fetchall()[0][0])  # fmt: skip
+    large = count >= image.PERSIST_MIN_ROWS
+    if large:
+        columns = image.load(saved(), stamp, user_id)
+        if columns is not None and len(columns) == count:
+            table = _live(db, user_id, columns)
+            if table is not None:
+                return Loaded(table, None)
+    rowids = [r[0] for r in db.execute(
+        "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
+    ).fetchall()]  # fmt: skip
+    builder = ColumnsBuilder(user_id)
+    vectors = _Vectors(len(rowids))
+    access: list[int] = []
+    last: list[str | None] = []
+    for part in _ranges(rowids):
+        chunk = db.execute(_FULL, (*part, user_id)).fetchall()
+        builder.add(chunk)
+        vectors.add([r[_EMBEDDING] for r in chunk])
+        access.extend(r[_ACCESS] for r in chunk)
+        last.extend(r[_LAST] for r in chunk)
+    matrix = vectors.finish()
+    if matrix is None:  # vectors of several sizes: objects, as the rows say
+        memories: list[Memory] = []
+        for part in _ranges(rowids):
+            memories.extend(decode(r[:-1]) for r in db.execute(_FULL, (*part, user_id)))
+        return Loaded(None, memories)
+    columns = builder.finish()
+    table = Table(columns, *matrix, np.array(access, dtype=np.int64), _times(last))
+    save = (lambda: image.dump(columns, stamp)) if large else None
+    return Loaded(table, None, save)
+
+
+def _live(db: sqlite3.Connection, user_id: str, columns: image.Columns) -> Table | None:
+    """The table of a saved image with the vectors and access counts the rows have now;
+    ``None`` if the user's rows are not the image's (its rowids) or their vectors are not
+    of one size."""
+    rowids: list[int] = []
+    vectors = _Vectors(len(columns.rowids))
+    access: list[int] = []
+    last: list[str | None] = []
+    for part in _ranges(columns.rowids.tolist()):
+        chunk = db.execute(_LIVE, (*part, user_id)).fetchall()
+        if chunk:
+            ids, counts, times, found = zip(*chunk, strict=True)
+            rowids.extend(ids)
+            access.extend(counts)
+            last.extend(times)
+            vectors.add(found)
+    if len(rowids) != len(columns.rowids) or not np.array_equal(rowids, columns.rowids):
+        return None
+    matrix = vectors.finish()
+    if matrix is None:
+        return None
+    return Table(columns, *matrix, np.array(access, dtype=np.int64), _times(last))
+
+
+def _ranges(rowids: Sequence[int]) -> list[tuple[int, int]]:
+    """The rowid ranges of consecutive chunks of ``rowids`` (sorted)."""
+    return [
+        (rowids[start], rowids[min(start + LOAD_CHUNK, len(rowids)) - 1])
+        for start in range(0, len(rowids), LOAD_CHUNK)
+    ]
+
+
+def _times(values: Sequence[str | None]) -> npt.NDArray[np.int64]:
+    return np.fromiter(map(parse_micros, values), np.int64, len(values))
+
+
+class _Vectors:
+    """The rows' vectors copied chunk by chunk into one matrix (zeros for rows without
+    one): a chunk's blobs are dropped once copied, so a load never holds every row's
+    blob beside the matrix."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.matrix: npt.NDArray[np.float32] | None = None
+        self.has_vector = np.zeros(count, dtype=bool)
+        self.row = 0
+        self.uniform = True
+
+    def add(self, blobs: Sequence[bytes | None]) -> None:
+        """The vectors of the next rows."""
+        start, self.row = self.row, self.row + len(blobs)
+        if not self.uniform or self.row > self.count:
+            self.uniform = False
+            return
+        sizes = {len(b) for b in blobs if b is not None}
+        if self.matrix is None and sizes:
+            self.matrix = np.zeros((self.count, min(sizes) // 4), dtype=np.float32)
+        if self.matrix is None:
+            return
+        width = 4 * self.matrix.shape[1]
+        if sizes - {width}:
+            self.uniform = False
+            return
+        present = np.fromiter((b is not None for b in blobs), bool, len(blobs))
+        self.has_vector[start : self.row] = present
+        joined = b"".join(b for b in blobs if b is not None)
+        target = self.matrix[start : self.row]
+        target[present] = np.frombuffer(joined, np.float32).reshape(-1, self.matrix.shape[1])
+
+    def finish(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.bool_]] | None:
+        """The read-only matrix and which rows have a vector; ``None`` if the vectors are
+        of several sizes (or rows were not as many as announced)."""
+        if not self.uniform or self.row != self.count:
+            return None
+        matrix = self.matrix
+        if matrix is None:
+            matrix = np.zeros((self.count, 0), dtype=np.float32)
+        matrix.flags.writeable = False
+        return matrix, self.has_vector

@@ -1,0 +1,277 @@
+"""A SQLite working set held as columns and its saved image (issue 18: cold start, RSS).
+
+A store reads a user's rows into columns and builds a ``Memory`` only for the rows a call
+returns; a large user's columns are saved in ``derived_indexes`` (``store/columns.py``) and
+read back by the next process only while they match the rows: the revision, the rowids,
+and the access counts and vectors read from the rows themselves. ``PERSIST_MIN_ROWS`` is
+forced low so a few memories exercise the image."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engrain.model import Kind, Memory, MemoryType, Provenance
+from engrain.store import MemoryFilter, columns, lexical_file, rows, sqlite_load
+from engrain.store.base import Patch
+from engrain.store.columns import Stamp, texts_digest
+from engrain.store.sqlite import SQLiteStore
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+USER = "ada"
+
+
+def _memories(n: int = 12) -> list[Memory]:
+    rng = np.random.default_rng(5)
+    out = []
+    for i in range(n):
+        vector = rng.standard_normal(8).astype(np.float32)
+        out.append(replace(Memory.new(
+            USER, f"note {i} – naïve café ☕" + ("\0with a NUL" if i == 3 else ""),
+            MemoryType.SEMANTIC if i % 2 else MemoryType.PROCEDURAL,
+            Kind.FACT if i % 2 else Kind.PREFERENCE, now=NOW + timedelta(minutes=i),
+            embedding=vector / np.linalg.norm(vector),
+            project=None if i % 3 else "p1", domains=("work", "home") if i % 4 else (),
+            session_id=f"s{i % 2}" if i % 5 else None, key=f"k{i}" if not i % 2 else None,
+            event_at=NOW - timedelta(days=i) if i % 3 == 1 else None,
+            importance=0.3 + i / 100, confidence=0.9, usefulness=0.25 + i / 50,
+            access_count=i, last_accessed_at=NOW + timedelta(seconds=i) if i % 2 else None,
+            pinned=i == 4, muted=i == 5, compressed=i == 6, compression_source=i == 7,
+            promoted_at=NOW if i == 8 else None, source_session_id="src" if i == 9 else None,
+            superseded_by="m0" if i == 10 else None,
+            provenance=Provenance(("t1", f"t{i}"), {"via": "test", "n": i}) if i % 3 else
+            Provenance(),
+        ), id=f"m{i}"))  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(columns, "PERSIST_MIN_ROWS", 1)
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path, ann_min_vectors=None)
+    store.write(_memories())
+    store.write([_memory_of("bob", 0)])  # another user's row between
+    store.write(_memories(14)[12:])
+    store.close()
+    return path
+
+
+def _memory_of(user: str, i: int) -> Memory:
+    return Memory.new(user, f"bob {i}", MemoryType.SEMANTIC, Kind.FACT, now=NOW,
+                      embedding=np.ones(8, dtype=np.float32) / np.sqrt(8))  # fmt: skip
+
+
+class _Spy:
+    """Counts loads from the saved image and from the rows."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.image = self.rows = 0
+        live, builder = sqlite_load._live, sqlite_load.ColumnsBuilder
+
+        def counted_live(*args: Any) -> Any:
+            found = live(*args)
+            self.image += found is not None
+            return found
+
+        def counted_builder(*args: Any) -> Any:
+            self.rows += 1
+            return builder(*args)
+
+        monkeypatch.setattr(sqlite_load, "_live", counted_live)
+        monkeypatch.setattr(sqlite_load, "ColumnsBuilder", counted_builder)
+
+
+def _as_rows_hold(store: SQLiteStore) -> dict[str, Memory]:
+    """The user's memories as the rows hold them (decoded one by one, not as columns)."""
+    ids = [r[0] for r in store._read("SELECT id FROM memories WHERE user_id = ?", (USER,))]
+    return {m.id: m for m in store.get(USER, ids)}
+
+
+def _same(loaded: dict[str, Memory], want: dict[str, Memory]) -> None:
+    assert loaded == want  # every field but the vector
+    for memory_id, memory in want.items():
+        assert memory.embedding is not None
+        assert np.array_equal(loaded[memory_id].embedding, memory.embedding)
+
+
+def _image_saved(path: Path) -> None:
+    """Load the user's working set in a store that saves its image (waited for at close)."""
+    store = SQLiteStore(path, ann_min_vectors=None)
+    store.working_set(USER)
+    store.close()
+
+
+def _saved(path: Path) -> bytes | None:
+    with sqlite3.connect(path) as conn:
+        found = conn.execute(
+            "SELECT data FROM derived_indexes WHERE user_id = ? AND kind = 'columns'", (USER,)
+        ).fetchall()
+    return bytes(found[0][0]) if found else None
+
+
+def _put(path: Path, data: bytes) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE derived_indexes SET data = ? WHERE user_id = ? AND kind = 'columns'",
+                     (data, USER))  # fmt: skip
+
+
+def test_columns_hold_every_field_as_the_rows_do_and_the_image_too(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = _Spy(monkeypatch)
+    first = SQLiteStore(db, ann_min_vectors=None)
+    _same(dict(first.working_set(USER)), _as_rows_hold(first))
+    first.close()  # waits for the image being saved
+    assert (spy.rows, spy.image) == (1, 0) and _saved(db) is not None
+    second = SQLiteStore(db, ann_min_vectors=None)
+    loaded = dict(second.working_set(USER))
+    assert (spy.rows, spy.image) == (1, 1)
+    _same(loaded, _as_rows_hold(second))
+    assert list(loaded) == [m.id for m in _memories(14)]  # insertion order
+    assert [m.user_id for m in second.working_set("bob").values()] == ["bob"]
+
+
+def test_an_image_is_not_used_once_another_process_changed_the_rows(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _image_saved(db)
+    other = SQLiteStore(db, ann_min_vectors=None)
+    memories = _memories(14)
+    gone, pinned, fresh = memories[1], memories[2], _memories(15)[14]
+    other.write(upserts=[fresh, replace(pinned, pinned=True)], deletes=[gone])
+    other.close()
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    loaded = dict(reader.working_set(USER))
+    assert (spy.rows, spy.image) == (1, 0)  # the stale image was not trusted
+    assert gone.id not in loaded and loaded[pinned.id].pinned and fresh.id in loaded
+    _same(loaded, _as_rows_hold(reader))
+    assert gone.id not in {m.id for m, _ in reader.search(USER, gone.embedding, 15)}  # type: ignore[arg-type]
+    reader.close()
+    again = SQLiteStore(db, ann_min_vectors=None)
+    _same(dict(again.working_set(USER)), _as_rows_hold(again))
+    assert (spy.rows, spy.image) == (1, 1)  # the image saved at the new revision
+
+
+def test_a_patch_in_place_makes_the_image_stale_though_the_rowids_stay(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _image_saved(db)
+    memories = _memories(14)
+    other = SQLiteStore(db, ann_min_vectors=None)
+    other.write(patches=[Patch(USER, memories[2].id, {"pinned": True, "content": "moved"})])
+    other.close()
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    loaded = reader.working_set(USER)
+    assert (spy.rows, spy.image) == (1, 0)  # only the revision tells: the rows were read
+    assert loaded[memories[2].id].pinned and loaded[memories[2].id].content == "moved"
+    _same(dict(loaded), _as_rows_hold(reader))
+
+
+def test_counted_uses_are_read_from_the_rows_not_from_the_image(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _image_saved(db)
+    memories = _memories(14)
+    other = SQLiteStore(db, ann_min_vectors=None)
+    later = NOW + timedelta(days=3)
+    other.record_access(USER, [memories[0].id, memories[0].id, memories[11].id], later)
+    other.close()
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    loaded = reader.working_set(USER)
+    assert spy.image == 1  # counted uses change no revision: the image still holds
+    assert loaded[memories[0].id].access_count == memories[0].access_count + 2
+    assert loaded[memories[11].id].last_accessed_at == later
+    _same(dict(loaded), _as_rows_hold(reader))
+
+
+@pytest.mark.parametrize("damage", ["flipped byte", "torn", "other rowids", "other user"])
+def test_a_damaged_or_mismatched_image_is_ignored(
+    db: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    _image_saved(db)
+    data = _saved(db)
+    assert data is not None
+    if damage == "flipped byte":
+        data = data[:-10] + bytes([data[-10] ^ 1]) + data[-9:]
+    elif damage == "torn":
+        data = data[: len(data) // 2]
+    else:
+        with sqlite3.connect(db) as conn:
+            revision = conn.execute("SELECT revision FROM revisions WHERE user_id = ?",
+                                    (USER,)).fetchall()[0][0]  # fmt: skip
+            names = tuple(r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name"))
+        stamp = Stamp(revision, names)
+        table = columns.load(data, stamp, USER)
+        assert table is not None
+        if damage == "other rowids":  # same stamp, same count, rows it was not read from
+            data = columns.dump(replace(table, rowids=table.rowids + 1), stamp)
+        else:
+            assert columns.load(data, stamp, "bob") is None
+            data = columns.dump(replace(table, user_id="bob"), stamp)
+    _put(db, data)
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    _same(dict(reader.working_set(USER)), _as_rows_hold(reader))
+    assert (spy.rows, spy.image) == (1, 0)
+
+
+def test_a_saved_bm25_index_is_checked_against_the_texts_digest_of_the_image(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 1)
+    first = SQLiteStore(db, ann_min_vectors=None)
+    want = first.lexical_search(USER, "café note", 5)
+    first.close()
+    built = []
+    monkeypatch.setattr(lexical_file.LexicalIndex, "__init__",
+                        lambda self, docs: built.append(docs))  # fmt: skip
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    assert [(m.id, s) for m, s in reader.lexical_search(USER, "café note", 5)] == [
+        (m.id, s) for m, s in want
+    ]
+    assert built == []  # read back: the image's digest matched the saved index
+    texts = [m.content for m in _memories(14)]
+    assert lexical_file.fingerprint(texts) == lexical_file.fingerprint_of(
+        texts_digest(len(texts), "\0".join(texts).encode())
+    )
+
+
+def test_writes_and_counted_uses_leave_a_published_snapshot_as_it_was(db: Path) -> None:
+    store = SQLiteStore(db, ann_min_vectors=None)
+    memories = _memories(14)
+    held = store.working_set(USER)
+    before = dict(held)
+    store.record_access(USER, [memories[3].id], NOW + timedelta(days=1))
+    store.write(upserts=[replace(memories[4], content="edited", pinned=False)],
+                deletes=[memories[5]])  # fmt: skip
+    assert dict(held) == before  # the reader's mapping: the memories as they were
+    now = store.working_set(USER)
+    assert now[memories[3].id].access_count == memories[3].access_count + 1
+    assert now[memories[4].id].content == "edited" and memories[5].id not in now
+    assert [m.id for m in store.query(USER, MemoryFilter(pinned=True))] == []
+    assert store.lexical_search(USER, "edited", 1)[0][0].id == memories[4].id
+    _same(dict(now), _as_rows_hold(store))
+
+
+def test_built_memories_are_kept_until_their_row_changes(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(db, ann_min_vectors=None)
+    memories = _memories(14)
+    view = store.working_set(USER)
+    assert view[memories[0].id] is view[memories[0].id]  # one object per row
+    kept = store.working_set(USER)[memories[1].id]
+    store.record_access(USER, [memories[0].id], NOW)
+    assert store.working_set(USER)[memories[1].id] is kept  # untouched rows keep theirs
+    monkeypatch.setattr(rows, "DECODED_MAX", 2)  # a full cache starts over: same values
+    _same(dict(store.working_set(USER)), _as_rows_hold(store))
