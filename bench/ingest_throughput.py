@@ -4,6 +4,12 @@
     python bench/ingest_throughput.py --paths locomo --backend postgres --repeat 3
     python bench/ingest_throughput.py --paths locomo --compare /tmp/base/src --repeat 3
 
+``memory`` (issue 18's resident memory): in a fresh process, the RSS after the imports
+(engrain, numpy, onnxruntime; cl100k is loaded at import), after an ``Engine`` (a
+``MemoryStore``, the default embedder) has embedded one query, and after 300 more; then
+the latency of one query's embedding (wall and the calling thread's CPU, p50/p95),
+alternating with ``--compare`` like ``locomo``.
+
 ``locomo`` (issue 18's target): every session of LoCoMo dev through ``ingest_conversation``,
 one call per session, on a fresh store (SQLite, or a private PostgreSQL with ``--backend
 postgres``), in turns per second of wall time and CPU seconds of the process. Each run is a
@@ -240,6 +246,76 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
     return out
 
 
+def rss_mb() -> float:
+    """This process's resident set size in MB (Linux ``/proc``)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def memory_once(queries: int = 300) -> dict[str, Any]:
+    """RSS at three points and one query's embedding latency, in this (fresh) process."""
+    import engrain  # already imported by this script's own imports
+    from engrain.store import MemoryStore
+
+    steps = {"imports": rss_mb()}
+    texts = common.make_queries(queries + 21, seed=17)
+    with tempfile.TemporaryDirectory(prefix="engrain-rss-") as tmp:
+        engine = engrain.Engine(settings=engrain.Settings(data_dir=Path(tmp)), store=MemoryStore())
+        with engine:
+            engine.embedder.embed_query(texts[0])
+            steps["engine_and_one_query"] = rss_mb()
+            inner = engine.embedder.inner  # type: ignore[attr-defined]
+            for text in texts[1:21]:  # warm-up
+                inner.embed([text])
+            wall, cpu = [], []
+            for text in texts[21:]:
+                start, thread = time.perf_counter(), time.thread_time()
+                inner.embed([text])
+                cpu.append(1000 * (time.thread_time() - thread))
+                wall.append(1000 * (time.perf_counter() - start))
+            steps[f"after_{queries}_queries"] = rss_mb()
+    return {
+        "rss_mb": steps,
+        "query_embed_ms": {"wall": common.summarize(wall), "thread_cpu": common.summarize(cpu)},
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
+def memory_runs(repeat: int, compare: Path | None) -> dict[str, Any]:
+    """``repeat`` fresh processes of :func:`memory_once` per side, alternating; medians."""
+    sides = {"after": None} if compare is None else {"before": compare, "after": None}
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for _ in range(repeat):
+        for side, src in sides.items():
+            env = dict(os.environ)
+            if src is not None:
+                env["PYTHONPATH"] = str(src)
+            command = [sys.executable, __file__, "--memory-once"]
+            done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    out: dict[str, Any] = {"repeat": repeat}
+    for side, rows in runs.items():
+        out[side] = {
+            "rss_mb": {
+                k: statistics.median(r["rss_mb"][k] for r in rows) for k in rows[0]["rss_mb"]
+            },
+            "query_embed_ms": {
+                kind: {
+                    q: round(statistics.median(r["query_embed_ms"][kind][q] for r in rows), 2)
+                    for q in ("p50_ms", "p95_ms")
+                }
+                for kind in ("wall", "thread_cpu")
+            },
+            "runs": rows,
+        }
+    if compare is not None:
+        out["compare_src"] = str(compare)
+    return out
+
+
 def tally(reports: Sequence[Any]) -> dict[str, int]:
     """How many chunks were stored, merged and discarded over several ingest reports."""
     counts = {"stored": 0, "merged": 0, "discarded": 0}
@@ -257,21 +333,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=256, help="raw embedder batch size")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--paths", default="ingest,ingest_conversation,locomo",
-                        help="comma-separated: ingest, ingest_conversation, locomo")  # fmt: skip
+                        help="comma-separated: ingest, ingest_conversation, locomo, "
+                             "memory")  # fmt: skip
     parser.add_argument("--locomo", type=Path, default=LOCOMO, help="LoCoMo json for 'locomo'")
     parser.add_argument("--backend", default="sqlite",
                         help="where 'locomo' stores: sqlite, postgres or both (comma-separated)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of 'locomo' (median)")
     parser.add_argument("--compare", type=Path, help="another checkout's src: before vs after")
     parser.add_argument("--locomo-once", type=Path, help=argparse.SUPPRESS)  # one child run
+    parser.add_argument("--memory-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.locomo_once is not None:
         print(json.dumps(locomo_once(args.locomo_once, args.backend)))
         return 0
+    if args.memory_once:
+        print(json.dumps(memory_once()))
+        return 0
     if min(args.texts, args.turns, args.batch, args.repeat) < 1:
         parser.error("--texts, --turns, --batch and --repeat must be positive")
     chosen = set(args.paths.split(","))
-    if not chosen <= {"ingest", "ingest_conversation", "locomo"}:
+    if not chosen <= {"ingest", "ingest_conversation", "locomo", "memory"}:
         parser.error(f"unknown path in --paths {args.paths!r}")
     backends = args.backend.split(",")
     if not set(backends) <= set(LOCOMO_TARGET):
@@ -304,6 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     multi = sum("\n\n" in d for d in documents)
     paths: dict[str, Any] = {}
     report: dict[str, Any] = {"paths": paths}
+    if "memory" in chosen:
+        print(f"memory: RSS and query latency, {args.repeat} runs a side", file=sys.stderr)
+        report["memory"] = memory_runs(args.repeat, args.compare)
     if "locomo" in chosen:
         report["locomo"] = {}
         for backend in backends:
@@ -387,9 +471,20 @@ def print_table(report: dict[str, Any]) -> None:
 
 
 def print_locomo(report: dict[str, Any]) -> None:
-    """The LoCoMo ingest's medians, before and after when compared."""
+    """The LoCoMo ingest's medians, before and after when compared; then the memory path's."""
     for lo in report.get("locomo", {}).values():
         _print_locomo(lo)
+    memory = report.get("memory")
+    if memory:
+        print(f"\nresident memory (MB), one query's embedding (ms), median of {memory['repeat']}")
+        for side in ("before", "after"):
+            if side in memory:
+                row = memory[side]
+                rss = ", ".join(f"{k} {v:.0f}" for k, v in row["rss_mb"].items())
+                q = row["query_embed_ms"]
+                wall, cpu = q["wall"], q["thread_cpu"]
+                print(f"  {side:<7} {rss}; query wall p50/p95 {wall['p50_ms']}/"
+                      f"{wall['p95_ms']}, thread cpu p50 {cpu['p50_ms']}")  # fmt: skip
 
 
 def _print_locomo(lo: dict[str, Any]) -> None:
