@@ -101,7 +101,13 @@ from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import schema
-from engrain.store.postgres.bm25 import STATISTICS, PostingsCache
+from engrain.store.postgres.bm25 import (
+    STATISTICS,
+    WARM_ABOVE,
+    WARM_POSTINGS,
+    WARM_TERMS,
+    PostingsCache,
+)
 from engrain.store.postgres.codec import (
     EF_SEARCH,
     KEY_COLUMNS,
@@ -158,6 +164,18 @@ _searchers: ThreadPoolExecutor | None = None
 _searchers_lock = threading.Lock()
 
 
+_warmer: ThreadPoolExecutor | None = None
+
+
+def _warm_thread() -> ThreadPoolExecutor:
+    """One thread for every store's posting-list warm-ups: one user at a time."""
+    global _warmer
+    with _searchers_lock:
+        if _warmer is None:
+            _warmer = ThreadPoolExecutor(1, thread_name_prefix="engrain-warm")
+        return _warmer
+
+
 def _search_threads() -> ThreadPoolExecutor:
     global _searchers
     with _searchers_lock:
@@ -204,8 +222,10 @@ class PostgresStore:
     process opens; ``exact_search_below`` and ``indexed_share`` the user size, absolute and
     as a share of the table, under which vector search skips the HNSW index (see the module
     docstring); ``cached_rows`` how many decoded rows :meth:`query` keeps (0: none);
-    ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``). The
-    schema is migrated on open.
+    ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``);
+    ``warm_above`` and ``warm_postings`` the user size from which the posting lists of the
+    user's most frequent terms are read in the background after their first lexical search,
+    and how many postings at most (0: never). The schema is migrated on open.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:
@@ -222,6 +242,8 @@ class PostgresStore:
         indexed_share: float = INDEXED_SHARE,
         cached_rows: int = CACHED_ROWS,
         ef_search: int = EF_SEARCH,
+        warm_above: int = WARM_ABOVE,
+        warm_postings: int = WARM_POSTINGS,
         connect_timeout: float = 30.0,
     ) -> None:
         try:
@@ -239,6 +261,8 @@ class PostgresStore:
         )
         self._postings = PostingsCache()
         self._plans: OrderedDict[str, tuple[bool, float]] = OrderedDict()
+        self.warm_above = warm_above
+        self.warm_postings = warm_postings
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
@@ -507,9 +531,10 @@ class PostgresStore:
         if k <= 0 or not terms:
             return []
         known = self._postings.known(user_id, terms)
-        scored = self._postings.scores(
-            user_id, terms, self._read(STATISTICS, (terms, known, user_id))
-        )
+        statistics = self._read(STATISTICS, (terms, known, user_id))
+        if statistics and int(statistics[0][0]) >= self.warm_above:
+            self._start_warming(user_id)
+        scored = self._postings.scores(user_id, terms, statistics)
         if scored is None:  # a list evicted meanwhile: read every list
             scored = self._postings.scores(
                 user_id, terms, self._read(STATISTICS, (terms, [-1] * len(terms), user_id))
@@ -528,6 +553,24 @@ class PostgresStore:
             found.extend((memories[i], s) for s, i in ranked if i in memories)
             depth *= 4
         return found[:k]
+
+    def _start_warming(self, user_id: str) -> None:
+        """Once per user and process: read the posting lists of the user's most frequent
+        terms (at most ``warm_postings`` postings) in the background, so that the first
+        queries with common terms do not each read a long list. What is cached is checked
+        against its term's stamp on every query, like any cached list."""
+        if self.warm_postings <= 0 or not self._postings.claim_warming(user_id):
+            return
+
+        def warm() -> int:
+            try:
+                rows = self._read(WARM_TERMS, (user_id, user_id, self.warm_postings))
+                return self._postings.warm(user_id, rows)
+            except StoreError:  # closed meanwhile, or the database went away: not needed
+                self._postings.release_warming(user_id)
+                return 0
+
+        _warm_thread().submit(warm)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Add one to the access count of each id (once per occurrence) and stamp it; the

@@ -31,6 +31,13 @@ from engrain.store.lexical import K1, B
 
 #: Postings kept across all users and terms (~12 bytes each, plus the ids' strings).
 CACHED_POSTINGS = 4_000_000
+#: A user with at least this many memories gets the posting lists of their most frequent
+#: terms read in the background after their first lexical search in a process
+#: (:data:`WARM_TERMS`): the first query with a common term would read a list of tens of
+#: thousands of postings (10–60 ms at 100,000 memories); a small user's lists are short.
+WARM_ABOVE = 5_000
+#: ... the most frequent terms whose lists hold this many postings together, at most.
+WARM_POSTINGS = CACHED_POSTINGS // 4
 
 #: The user's document count and total length, and for each query term that has
 #: documents its frequency, its stamp and — when the stamp is not the one given — its
@@ -47,6 +54,26 @@ STATISTICS = """SELECT st.documents, st.total_length, d.term, d.df, d.stamp,
         WHERE p.user_id = st.user_id AND p.term = d.term AND d.stamp <> k.known
     ) p
     WHERE st.user_id = %s AND st.documents > 0 AND d.df > 0"""
+
+
+#: The statistics of :data:`STATISTICS` for the user's most frequent terms, each with its
+#: posting list: the terms by document frequency (ties by term) while their lists hold at
+#: most a given number of postings together; one snapshot.
+WARM_TERMS = """SELECT st.documents, st.total_length, d.term, d.df, d.stamp,
+        p.ids, p.tfs, p.lengths
+    FROM revisions st
+    JOIN (
+        SELECT t.user_id, t.term, t.df, t.stamp,
+            sum(t.df) OVER (ORDER BY t.df DESC, t.term) AS running
+        FROM term_stats t WHERE t.user_id = %s AND t.df > 0
+    ) d ON d.user_id = st.user_id
+    CROSS JOIN LATERAL (
+        SELECT array_agg(p.memory_id) AS ids, array_agg(p.tf) AS tfs,
+            array_agg(p.doc_length) AS lengths
+        FROM postings p
+        WHERE p.user_id = st.user_id AND p.term = d.term
+    ) p
+    WHERE st.user_id = %s AND st.documents > 0 AND d.running <= %s"""
 
 
 @dataclass(frozen=True)
@@ -87,7 +114,39 @@ class PostingsCache:
         self._lists: OrderedDict[tuple[str, str], _Postings] = OrderedDict()
         self._numbers: dict[str, _Numbers] = {}
         self._size = 0
+        self._warmed: set[str] = set()
         self._lock = threading.Lock()
+
+    def claim_warming(self, user_id: str) -> bool:
+        """True the first time it is asked for a user (until :meth:`release_warming`):
+        the caller then warms the user's lists, once per process."""
+        with self._lock:
+            if user_id in self._warmed:
+                return False
+            self._warmed.add(user_id)
+            return True
+
+    def release_warming(self, user_id: str) -> None:
+        """Let the user be warmed again (a warm-up that failed)."""
+        with self._lock:
+            self._warmed.discard(user_id)
+
+    def warm(self, user_id: str, rows: Sequence[Sequence[Any]]) -> int:
+        """Cache the posting lists of the rows of :data:`WARM_TERMS` (each term's list
+        replaces a cached one of another stamp; one term at a time under the lock, so
+        searches are never held for long); how many postings were cached."""
+        cached = 0
+        for row in rows:
+            with self._lock:
+                numbers = self._numbers.setdefault(user_id, _Numbers())
+                entry = self._list(user_id, row[2], row, numbers)
+            cached += 0 if entry is None else len(entry.docs)
+        return cached
+
+    def cached(self, user_id: str) -> dict[str, int]:
+        """The stamp of each term of the user whose list is cached."""
+        with self._lock:
+            return {t: e.stamp for (u, t), e in self._lists.items() if u == user_id}
 
     def known(self, user_id: str, terms: Sequence[str]) -> list[int]:
         """The stamp cached for each term (-1: none)."""
