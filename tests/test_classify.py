@@ -23,6 +23,7 @@ from engrain.recall.classify import (
     Complexity,
     Intent,
     classify,
+    complexity_for,
     domains_of,
 )
 
@@ -544,3 +545,43 @@ def test_rules_from_the_training_messages(
 ) -> None:
     result = classify(message, turn=turn)
     assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+# -- a tool's error quoted after the verb that reports it (issue 12) --------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["terraform apply fails with `Error acquiring the state lock`",
+     "npm ci fails: ERESOLVE unable to resolve dependency tree",
+     "gradle sync failed: Could not resolve com.google.firebase:firebase-bom:32.7.0",
+     "kubectl logs shows `connection refused` to redis:6379 from the api pods"],
+)  # fmt: skip
+def test_a_quoted_tool_error_is_simple_like_a_pasted_error_line(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, S), result.signals
+    assert "quoted error" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    [  # a failure told with its circumstances, not just its error text: still complex
+        "CI has been red on main since this morning: make migrate-check fails against the "
+        "prod-sized snapshot with `canceling statement due to lock timeout`",
+        "pip install fails with a resolver conflict on numpy",
+    ],
+)
+def test_a_failure_with_its_story_is_not_a_quoted_error(message: str) -> None:
+    result = classify(message)
+    assert result.complexity is C, result.signals
+    assert "quoted error" not in result.signals
+
+
+def test_complexity_for_another_intent_uses_the_rules_of_that_intent() -> None:
+    """What :mod:`engrain.recall.intent_model` calls when it reads an intent differently."""
+    message = "The nightly ETL job hangs after loading about 2M rows"
+    assert classify(message).complexity is C
+    fired: list[str] = []
+    assert complexity_for(message, QUE, (), fired) is S  # read as a question: one line, simple
+    assert complexity_for("Review this system design", ANA, (), fired) is D
+    assert "deep: lower thresholds" in fired

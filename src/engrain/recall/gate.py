@@ -47,6 +47,7 @@ from engrain.recall.classify import (
     classify,
     domains_of,
 )
+from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
@@ -140,6 +141,10 @@ def gate(
     budget is full (what ``context()`` needs; ``explain()`` records them all)."""
     clock = _Clock()
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
+    vector, embedder = None, embedder_of(embed_query)
+    if classification.complexity is not Complexity.TRIVIAL and applies(embedder):
+        vector = embed_query(message)  # the pool's query vector: a second opinion on intent
+        classification = refine(classification, message, vector, embedder)
     clock.lap("classify")
     budget = _budget(classification, options, token_budget, max_budget)
     weights = gated_weights(classification)
@@ -151,7 +156,7 @@ def gate(
         min_importance=options.min_importance, memory_types=memory_types, project=project,
         include_compressed=include_compressed,
     )  # fmt: skip
-    pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock)
+    pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock, vector)
     pool = with_speakers(pool, message, options.speaker_weight)
     pool = with_time(pool, message, now, options.time_weight)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
@@ -235,6 +240,7 @@ def _candidates(
     options: GateOptions,
     budget: Budget,
     clock: _Clock,
+    vector: Vector | None = None,
 ) -> list[Candidate]:
     """The pool: nearest and lexical matches (a pool deep enough to fill the budget with
     chunk-sized memories, ~40 tokens each), every typed learning and every pinned memory.
@@ -249,7 +255,7 @@ def _candidates(
     )
     pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
     typed = flt.update(kinds=LEARNING_KINDS)
-    vector = embed_query(message)
+    vector = embed_query(message) if vector is None else vector
     clock.lap("embed")
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
