@@ -111,10 +111,12 @@ def side_by_side(
         times: dict[str, list[float]] = defaultdict(list)
         laps: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         calls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        each: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for i, (message, user) in enumerate(zip(queries, who, strict=True)):
             for w in workers if i % 2 == 0 else workers[::-1]:
                 answer = w.ask({"op": "context", "message": message, "user": user})
                 times[w.name].append(answer["ms"])
+                each[w.name].append({"query": i, **answer})
                 for stage, ms in answer["laps"].items():
                     laps[w.name][stage].append(ms)
                 for call, ms in answer["calls"].items():
@@ -135,6 +137,9 @@ def side_by_side(
                 k: round(float(np.mean(v)), 2) for k, v in calls[w.name].items()
             }
             row["rss_mb"] = w.ask({"op": "rss"})["rss_mb"]
+            # the tail: the slowest 5% of the calls, each with its laps and store calls
+            slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
+            row["slowest"] = [_rounded(c) for c in slowest]
             out["trees"][w.name] = row
         first, second = (out["trees"][w.name] for w in workers[:2])
         out["ratio_first_to_second"] = {
@@ -144,6 +149,14 @@ def side_by_side(
     finally:
         for w in workers:
             w.close()
+
+
+def _rounded(call: dict[str, Any]) -> dict[str, Any]:
+    """A call's record with its milliseconds rounded to 0.01."""
+    return {
+        k: round(v, 2) if isinstance(v, float) else _rounded(v) if isinstance(v, dict) else v
+        for k, v in call.items()
+    }
 
 
 # -- the worker -------------------------------------------------------------------------
