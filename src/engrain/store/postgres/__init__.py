@@ -33,7 +33,9 @@ user that is faster than the graph (2,000 rows ≈ 4 ms here), and for a user ho
 sliver of a large multi-tenant table the graph walk would mostly visit other users' rows.
 If an indexed scan still returns fewer than ``k`` rows (a very selective filter), the exact
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
-promises. (One graph per tenant — a partitioned table — is the next step if a deployment
+promises. Since both forms return the right rows, the choice is kept per user for
+:data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many` (the gate's pool and learnings)
+runs its searches at once, each on its own pooled connection. (One graph per tenant — a partitioned table — is the next step if a deployment
 has many users each far above the threshold.)
 
 **BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
@@ -47,7 +49,9 @@ float32 arithmetic and term order, so the scores are bit-for-bit the same (while
 total token length stays below 2**24, where float32 sums are exact). The best matches are
 then checked against the filter in SQL, best first, until ``k`` pass. At 100,000 memories
 this is ~8 ms a query once the terms are cached, against ~40 ms for the aggregate over
-every posting it replaced.
+every posting it replaced. A user at or above :data:`~engrain.store.postgres.bm25.WARM_ABOVE`
+memories gets the lists of their most frequent terms read in the background after their
+first lexical search in the process.
 
 **Reads.** What process memory holds is always checked against the database in the same
 call. :meth:`PostgresStore.query` (which can return thousands of rows, all the user's
