@@ -141,11 +141,13 @@ def gate(
     budget is full (what ``context()`` needs; ``explain()`` records them all)."""
     clock = _Clock()
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
+    clock.lap("classify")
     vector, embedder = None, embedder_of(embed_query)
     if classification.complexity is not Complexity.TRIVIAL and applies(embedder):
         vector = embed_query(message)  # the pool's query vector: a second opinion on intent
+        clock.lap("embed")
         classification = refine(classification, message, vector, embedder)
-    clock.lap("classify")
+        clock.lap("intent model")
     budget = _budget(classification, options, token_budget, max_budget)
     weights = gated_weights(classification)
     clock.lap("budget")
@@ -255,8 +257,9 @@ def _candidates(
     )
     pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
     typed = flt.update(kinds=LEARNING_KINDS)
-    vector = embed_query(message) if vector is None else vector
-    clock.lap("embed")
+    if vector is None:
+        vector = embed_query(message)
+        clock.lap("embed")
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
     dense, learnings = _nearest(store, user_id, vector, [(size, flt), (LEARNINGS_MAX, typed)])
