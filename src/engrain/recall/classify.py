@@ -25,12 +25,17 @@ messages showed (``tests/test_classify.py``):
 * continuation is an opener ("and…", "what about…", "same for…") or a leading anaphor
   ("does that…", "it should…") at any turn after the first;
 * code or a debugging word alone no longer makes a message complex: debugging, analysis and
-  multi-file work do, as the seed's table says — except a pasted error line (simple: its
-  known fix) and a one-line question about a snippet (moderate);
+  multi-file work do, as the seed's table says — except a pasted error line or a tool's
+  error quoted on one line ("npm ci fails: ERESOLVE …"; simple: its known fix) and a
+  one-line question about a snippet (moderate);
 * a question about a procedure or mechanism ("how do I ship …"), the rationale of a recorded
   decision ("why do we … instead of …") and a discussion are moderate, a question about a
   fact is simple;
 * a deep question lowers the selection thresholds (:attr:`Classification.threshold_shift`).
+
+The gate then asks :mod:`engrain.recall.intent_model` for a second opinion on the intent of
+a non-trivial message, from its query vector; :func:`complexity_for` gives the complexity
+for the intent it settles on.
 """
 
 from __future__ import annotations
