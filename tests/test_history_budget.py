@@ -53,3 +53,18 @@ def test_a_question_led_by_a_learning_keeps_its_budget(mem_engine: Engine) -> No
                                now=NOW)  # fmt: skip
     assert auto.ranked and not auto.ranked[0].memory.provenance.turn_ids
     assert auto.budget == plain.budget
+
+
+def test_the_locomo_ablations_turn_each_new_signal_off() -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import locomo
+
+    names = {v.name: v.options for v in locomo.variants("gated")}
+    assert names["no-group"]["group_days"] is False
+    assert names["no-history"]["history_evidence"] is False
+    before = names["none-new"]
+    assert before["group_days"] is False and before["history_evidence"] is False
+    assert "group_days" not in names["engrain"] and "history_evidence" not in names["engrain"]
