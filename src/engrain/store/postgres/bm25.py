@@ -37,7 +37,7 @@ CACHED_POSTINGS = 4_000_000
 #: thousands of postings (10–60 ms at 100,000 memories); a small user's lists are short.
 WARM_ABOVE = 5_000
 #: ... the most frequent terms whose lists hold this many postings together, at most.
-WARM_POSTINGS = CACHED_POSTINGS // 4
+WARM_POSTINGS = CACHED_POSTINGS // 16
 
 #: The user's document count and total length, and for each query term that has
 #: documents its frequency, its stamp and — when the stamp is not the one given — its
