@@ -35,8 +35,9 @@ If an indexed scan still returns fewer than ``k`` rows (a very selective filter)
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
 promises. Since both forms return the right rows, the choice is kept per user for
 :data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many` (the gate's pool and learnings)
-runs its searches at once, each on its own pooled connection. (One graph per tenant — a partitioned table — is the next step if a deployment
-has many users each far above the threshold.)
+runs its searches at once, each on its own pooled connection. (One graph per tenant — a
+partitioned table — is the next step if a deployment has many users each far above the
+threshold.)
 
 **BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
 Python with :func:`engrain.store.lexical.tokenize` at write time into ``postings (user_id,
