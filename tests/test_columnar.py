@@ -136,6 +136,12 @@ def test_columns_hold_every_field_as_the_rows_do_and_the_image_too(
     _same(loaded, _as_rows_hold(second))
     assert list(loaded) == [m.id for m in _memories(14)]  # insertion order
     assert [m.user_id for m in second.working_set("bob").values()] == ["bob"]
+    # a listing and a search build their memories together: the same values
+    second.close()
+    third = SQLiteStore(db, ann_min_vectors=None)
+    _same({m.id: m for m in third.query(USER)}, _as_rows_hold(third))
+    found = third.search(USER, _memories(14)[7].embedding, 14)  # type: ignore[arg-type]
+    _same({m.id: m for m, _ in found}, _as_rows_hold(third))
 
 
 def test_an_image_is_not_used_once_another_process_changed_the_rows(

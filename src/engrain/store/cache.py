@@ -110,6 +110,11 @@ class _Arrays:
         """The memory of ``row``."""
         return self.rows.memory(row, str(self.ids[row]), lambda: self._vector(row))
 
+    def memories_of(self, rows: Sequence[int]) -> list[Memory]:
+        """:meth:`memory` of each of ``rows``, built together."""
+        ids = [str(i) for i in self.ids[list(rows)].tolist()] if len(rows) else []
+        return self.rows.memories(rows, ids, self._vector)
+
     def embedding(self, row: int) -> Vector | None:
         """The vector the memory of ``row`` has (without building the memory)."""
         memory_id = str(self.ids[row])
@@ -366,7 +371,7 @@ class UserCache:
             return []
         order = rows[np.lexsort((arrays.ids[rows], arrays.updated[rows]))[::-1]]
         end = None if limit is None else offset + limit
-        return [arrays.memory(i) for i in order[offset:end].tolist()]
+        return arrays.memories_of(order[offset:end].tolist())
 
     def count(self, flt: MemoryFilter = ALL) -> int:
         """How many memories pass ``flt``."""
@@ -719,7 +724,8 @@ def _top_rows(
     rows, scores = rows[order], scores[order]
     top = np.argpartition(-scores, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-scores[top], kind="stable")]
-    return [(arrays.memory(int(rows[i])), float(scores[i])) for i in top]
+    found = arrays.memories_of(rows[top].tolist())
+    return list(zip(found, scores[top].tolist(), strict=True))
 
 
 def _top(
@@ -731,7 +737,8 @@ def _top(
     picked = scores[rows]
     top = np.argpartition(-picked, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-picked[top], kind="stable")]
-    return [(arrays.memory(int(rows[i])), float(picked[i])) for i in top]
+    found = arrays.memories_of(rows[top].tolist())
+    return list(zip(found, picked[top].tolist(), strict=True))
 
 
 def _columns(

@@ -76,6 +76,12 @@ def texts_digest(count: int, joined: bytes) -> bytes:
     return digest.digest()
 
 
+def _datetimes(values: Int64Array) -> list[Any]:
+    """:func:`from_micros` of each value (:data:`NO_TIME` is NumPy's "not a time")."""
+    return [None if d is None else d.replace(tzinfo=UTC)
+            for d in values.astype("datetime64[us]").tolist()]  # fmt: skip
+
+
 class Strings:
     """An immutable list of strings kept as one UTF-8 blob: entry ``i`` is
     ``blob[at[i]:at[i + 1] - 1]`` (entries are joined by a NUL byte, so the blob of a list
@@ -210,6 +216,41 @@ class Columns:
             superseded_by=self.superseded_by[row], provenance=self._provenance_of(row),
             content_hash=self.content_hash[row], embedding=embedding,
         )  # fmt: skip
+
+    def memories(
+        self,
+        rows: Sequence[int],
+        embeddings: Sequence[Vector | None],
+        access_counts: Sequence[int],
+        last_accessed: Sequence[int],
+    ) -> list[Memory]:
+        """:meth:`memory` of each row, built together: each column is read once for all
+        of them (a third of the time of one by one)."""
+        at = np.asarray(rows, dtype=np.int64)
+        types, kinds = self.memory_type[at].tolist(), self.kind[at].tolist()
+        created, updated = _datetimes(self.created[at]), _datetimes(self.updated[at])
+        event, promoted = _datetimes(self.event[at]), _datetimes(self.promoted[at])
+        last = _datetimes(np.asarray(last_accessed, dtype=np.int64))
+        importance, confidence = self.importance[at].tolist(), self.confidence[at].tolist()
+        usefulness = self.usefulness[at].tolist()
+        pinned, muted = self.pinned[at].tolist(), self.muted[at].tolist()
+        compressed, source = self.compressed[at].tolist(), self.compression_source[at].tolist()
+        out = []
+        for i, row in enumerate(rows):
+            out.append(Memory(
+                id=self.ids[row], user_id=self.user_id, project=self.project[row],
+                content=self.content[row], memory_type=_TYPES[types[i]], kind=_KINDS[kinds[i]],
+                domains=self._domain(row), session_id=self.session_id[row],
+                created_at=created[i], updated_at=updated[i], event_at=event[i],
+                key=self.key[row], importance=importance[i], confidence=confidence[i],
+                usefulness=usefulness[i], access_count=int(access_counts[i]),
+                last_accessed_at=last[i], pinned=pinned[i], muted=muted[i],
+                promoted_at=promoted[i], compressed=compressed[i],
+                compression_source=source[i], source_session_id=self.source_session_id[row],
+                superseded_by=self.superseded_by[row], provenance=self._provenance_of(row),
+                content_hash=self.content_hash[row], embedding=embeddings[i],
+            ))  # fmt: skip
+        return out
 
     def _domain(self, row: int) -> tuple[str, ...]:
         code = int(self.domains.codes[row])
