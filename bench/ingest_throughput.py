@@ -44,7 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,9 +204,15 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
     }
 
 
-def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> dict[str, Any]:
-    """``repeat`` runs of :func:`locomo_once`, each in a fresh process, alternating with the
-    ``compare`` checkout's runs when given; medians of each side."""
+def alternate(
+    repeat: int,
+    compare: Path | None,
+    args: list[str],
+    report: Callable[[str, dict[str, Any]], None],
+) -> dict[str, list[dict[str, Any]]]:
+    """``repeat`` rounds of this script run with ``args`` in a fresh process per side: the
+    ``compare`` checkout's (``before``) then this one's (``after``); each run's last line of
+    output is its JSON result, passed to ``report`` as it comes."""
     sides = {"after": None} if compare is None else {"before": compare, "after": None}
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for _ in range(repeat):
@@ -214,13 +220,23 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
             env = dict(os.environ)
             if src is not None:
                 env["PYTHONPATH"] = str(src)
-            command = [sys.executable, __file__, "--locomo-once", str(data), "--backend", backend]
+            command = [sys.executable, __file__, *args]
             done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             run = json.loads(done.stdout.strip().splitlines()[-1])
             runs[side].append(run)
-            print(f"  locomo {backend} {side}: {run['turns_per_s']} turns/s, "
-                  f"cpu {run['cpu_seconds']} s, load {run['load_average_1m']}",
-                  file=sys.stderr)  # fmt: skip
+            report(side, run)
+    return runs
+
+
+def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> dict[str, Any]:
+    """``repeat`` runs of :func:`locomo_once`, each in a fresh process, alternating with the
+    ``compare`` checkout's runs when given; medians of each side."""
+    def report(side: str, run: dict[str, Any]) -> None:
+        print(f"  locomo {backend} {side}: {run['turns_per_s']} turns/s, "
+              f"cpu {run['cpu_seconds']} s, load {run['load_average_1m']}",
+              file=sys.stderr)  # fmt: skip
+
+    runs = alternate(repeat, compare, ["--locomo-once", str(data), "--backend", backend], report)
     out: dict[str, Any] = {"backend": backend, "dataset": str(data), "repeat": repeat}
     for side, rows in runs.items():
         out[side] = {
@@ -286,16 +302,7 @@ def memory_once(queries: int = 300) -> dict[str, Any]:
 
 def memory_runs(repeat: int, compare: Path | None) -> dict[str, Any]:
     """``repeat`` fresh processes of :func:`memory_once` per side, alternating; medians."""
-    sides = {"after": None} if compare is None else {"before": compare, "after": None}
-    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
-    for _ in range(repeat):
-        for side, src in sides.items():
-            env = dict(os.environ)
-            if src is not None:
-                env["PYTHONPATH"] = str(src)
-            command = [sys.executable, __file__, "--memory-once"]
-            done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    runs = alternate(repeat, compare, ["--memory-once"], lambda side, run: None)
     out: dict[str, Any] = {"repeat": repeat}
     for side, rows in runs.items():
         out[side] = {

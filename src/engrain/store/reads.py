@@ -19,16 +19,26 @@ T = TypeVar("T")
 #: Threads shared by every engine in the process; a call starts at most three reads.
 READ_THREADS = 8
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+
+class SharedThreads:
+    """A thread pool shared by every store in the process, started on first use (a process
+    that never needs it starts no thread)."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._threads = threads
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> ThreadPoolExecutor:
+        """The pool, started by the first caller."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix=self._name)
+            return self._pool
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="engrain-read")
-        return _pool
+_executor = SharedThreads(READ_THREADS, "engrain-read")
 
 
 def concurrent(store: object) -> bool:

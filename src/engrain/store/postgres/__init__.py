@@ -89,7 +89,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -134,6 +133,7 @@ from engrain.store.postgres.sql import (
     versions_sql,
 )
 from engrain.store.postgres.writes import access_body, write_body
+from engrain.store.reads import SharedThreads
 
 __all__ = [
     "CACHED_ROWS",
@@ -165,28 +165,9 @@ PLANS_KEPT = 10_000
 #: every store in the process (a ``context()`` runs two searches).
 SEARCH_THREADS = 8
 
-_searchers: ThreadPoolExecutor | None = None
-_searchers_lock = threading.Lock()
-
-
-_warmer: ThreadPoolExecutor | None = None
-
-
-def _warm_thread() -> ThreadPoolExecutor:
-    """One thread for every store's posting-list warm-ups: one user at a time."""
-    global _warmer
-    with _searchers_lock:
-        if _warmer is None:
-            _warmer = ThreadPoolExecutor(1, thread_name_prefix="engrain-warm")
-        return _warmer
-
-
-def _search_threads() -> ThreadPoolExecutor:
-    global _searchers
-    with _searchers_lock:
-        if _searchers is None:
-            _searchers = ThreadPoolExecutor(SEARCH_THREADS, thread_name_prefix="engrain-search")
-        return _searchers
+#: One thread for every store's posting-list warm-ups: one user at a time.
+_warm_thread = SharedThreads(1, "engrain-warm")
+_search_threads = SharedThreads(SEARCH_THREADS, "engrain-search")
 
 
 #: Past any access clock: :meth:`PostgresStore._changes` lists no access rows.
