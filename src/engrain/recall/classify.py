@@ -624,9 +624,7 @@ def classify(
     body = _LEAD.sub("", text, count=1) or text
     intent = _intent(text, body, turn, has_code, fired)
     fired.append(f"intent:{intent.value}")
-    complexity = _complexity(text, body, intent, has_code, domains, fired)
-    if complexity is Complexity.DEEP:
-        fired.append("deep: lower thresholds")
+    complexity = _complexity_noted(text, body, intent, has_code, domains, fired)
     return Classification(complexity, intent, domains, turn, has_code, history, tuple(fired))
 
 
@@ -639,6 +637,18 @@ def complexity_for(
     text = message.strip()
     has_code = bool(_CODE_BLOCK.search(text) or _INLINE_CODE.search(text))
     body = _LEAD.sub("", text, count=1) or text
+    return _complexity_noted(text, body, intent, has_code, domains, fired)
+
+
+def _complexity_noted(
+    text: str,
+    body: str,
+    intent: Intent,
+    has_code: bool,
+    domains: tuple[str, ...],
+    fired: list[str],
+) -> Complexity:
+    """:func:`_complexity`, noting in ``fired`` that a deep question lowers the thresholds."""
     complexity = _complexity(text, body, intent, has_code, domains, fired)
     if complexity is Complexity.DEEP:
         fired.append("deep: lower thresholds")
