@@ -54,6 +54,7 @@ from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scor
 from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
+from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
@@ -85,6 +86,7 @@ class GateOptions:
     speaker_weight: float = SPEAKER_WEIGHT  # who is asked about (recall.speakers)
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
+    turn_weight: float = TURN_WEIGHT  # a conversation chunk found by its best turn (turns)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -142,8 +144,17 @@ def gate(
     clock = _Clock()
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
     clock.lap("classify")
-    vector, embedder = None, embedder_of(embed_query)
+    flt = cand.recall_filter(
+        min_importance=options.min_importance, memory_types=memory_types, project=project,
+        include_compressed=include_compressed,
+    )  # fmt: skip
+    vector, embedder, started = None, embedder_of(embed_query), None
     if classification.complexity is not Complexity.TRIVIAL and applies(embedder):
+        # the reads that need no vector start first (on a store that overlaps them) with the
+        # rules' budget; the model rarely changes the pool's size, and then they start again
+        rules_budget = _budget(classification, options, token_budget, max_budget)
+        if rules_budget.tokens > 0:
+            started = _start_reads(store, message, user_id, flt, options, rules_budget)
         vector = embed_query(message)  # the pool's query vector: a second opinion on intent
         clock.lap("embed")
         classification = refine(classification, message, vector, embedder)
@@ -154,11 +165,8 @@ def gate(
     if budget.tokens == 0 or classification.complexity is Complexity.TRIVIAL:
         return Gated(classification, budget, weights, [], 0, "", timings_ms=clock.laps)
 
-    flt = cand.recall_filter(
-        min_importance=options.min_importance, memory_types=memory_types, project=project,
-        include_compressed=include_compressed,
-    )  # fmt: skip
-    pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock, vector)
+    pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock, vector,
+                       started)  # fmt: skip
     pool = with_speakers(pool, message, options.speaker_weight)
     pool = with_time(pool, message, now, options.time_weight)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
@@ -233,6 +241,44 @@ def _evidence_budget(
     return with_conversation_evidence(budget, cap=max_budget)
 
 
+class _Started(NamedTuple):
+    """The reads that need no query vector, begun for a pool of ``size``."""
+
+    size: int
+    lexical: Callable[[], list[tuple[Memory, float]]] | None
+    pinned: Callable[[], list[Memory]]
+
+
+def _pool_size(options: GateOptions, budget: Budget) -> int:
+    """How many nearest and lexical matches the pool takes: deep enough to fill the budget
+    with chunk-sized memories (~40 tokens each)."""
+    return max(options.pool, budget.tokens // 40)
+
+
+def _start_reads(
+    store: Store,
+    message: str,
+    user_id: str,
+    flt: MemoryFilter,
+    options: GateOptions,
+    budget: Budget,
+    *,
+    pinned: bool = True,
+) -> _Started:
+    """Begin the pool's lexical matches and (``pinned``) its pinned memories
+    (:class:`Reads`: at once on a store that serves reads from several threads, else when
+    first asked for)."""
+    size = _pool_size(options, budget)
+    reads = Reads(store)
+    lexical = (
+        reads.start(lambda: store.lexical_search(user_id, message, size, flt))
+        if options.hybrid and options.profile is not Profile.STATIC
+        else None
+    )
+    pins = reads.start(lambda: store.query(user_id, flt.update(pinned=True))) if pinned else list
+    return _Started(size, lexical, pins)
+
+
 def _candidates(
     store: Store,
     embed_query: Callable[[str], Vector],
@@ -243,19 +289,21 @@ def _candidates(
     budget: Budget,
     clock: _Clock,
     vector: Vector | None = None,
+    started: _Started | None = None,
 ) -> list[Candidate]:
     """The pool: nearest and lexical matches (a pool deep enough to fill the budget with
     chunk-sized memories, ~40 tokens each), every typed learning and every pinned memory.
-    The reads that do not need the query vector overlap its computation where they can."""
-    size = max(options.pool, budget.tokens // 40)
+    The reads that do not need the query vector overlap its computation where they can:
+    ``started`` are those begun before the intent model's embedding, used when they were
+    begun (the lexical matches again when the model's intent changed the pool's size)."""
+    size = _pool_size(options, budget)
     static = options.profile is Profile.STATIC
-    reads = Reads(store)
-    lexical = (
-        reads.start(lambda: store.lexical_search(user_id, message, size, flt))
-        if options.hybrid and not static
-        else None
-    )
-    pinned = reads.start(lambda: store.query(user_id, flt.update(pinned=True)))
+    if started is None:
+        started = _start_reads(store, message, user_id, flt, options, budget)
+    elif started.size != size:
+        again = _start_reads(store, message, user_id, flt, options, budget, pinned=False)
+        started = again._replace(pinned=started.pinned)
+    lexical, pinned = started.lexical, started.pinned
     typed = flt.update(kinds=LEARNING_KINDS)
     if vector is None:
         vector = embed_query(message)
@@ -263,6 +311,7 @@ def _candidates(
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
     dense, learnings = _nearest(store, user_id, vector, [(size, flt), (LEARNINGS_MAX, typed)])
+    dense = with_turns(store, embed_query, user_id, vector, dense, size, flt, options.turn_weight)
     return gather(
         store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
         lexical_weight=options.lexical_weight, fusion=options.fusion,
