@@ -2,7 +2,9 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories) are loaded through the public API (``import_records``), and every
+superseded memories), and in a block of its own a third one written blind to the gate
+(``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
+``trivial-pulse.jsonl``), are loaded through the public API (``import_records``), and every
 labelled message is answered with ``explain()`` (the classification) and ``context()``
 (what is injected). Each message is answered by a fresh copy of its project, so the uses
 one answer counts cannot change the next; the copy is an ``export_records`` of the loaded
@@ -23,10 +25,11 @@ Measured per profile (``gated``, ``composite``, ``static``) and per split (``hel
 - ``injected_labelled_share``: injected memories labelled must-include, over all injected
   (a lower bound on precision: only what a good answer needs is labelled);
 
-and the same by labelled intent, with must-include recall by the kind of the memory.
+and the same by labelled intent and by project, with must-include recall by the kind of
+the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
-[--profiles gated,composite,static] [--limit N]``.
+[--profiles gated,composite,static] [--limit N] [--sets main,pulse]``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ from engrain.recall.score import Profile
 DATA = Path(__file__).resolve().parent / "gating"
 USER = "dev"
 SPLITS = ("held", "tune", "all")
+#: The evaluation's sets of labelled and trivial messages: ``main`` (``messages.jsonl`` and
+#: ``trivial.jsonl``: ledgerly and forecasting) and ``pulse`` (``messages-pulse.jsonl`` and
+#: ``trivial-pulse.jsonl``: the third project, written blind), each reported on its own.
+SETS = ("main", "pulse")
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000
@@ -79,11 +86,14 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def load_data(root: Path = DATA) -> Dataset:
-    """The projects (one ``<name>.jsonl`` of memories each), ``messages.jsonl`` and
-    ``trivial.jsonl`` under ``root``; every label must name a memory of its project."""
-    messages = _jsonl(root / "messages.jsonl")
-    trivial = _jsonl(root / "trivial.jsonl")
+def load_data(root: Path = DATA, name: str = "main") -> Dataset:
+    """The set ``name`` under ``root`` (:data:`SETS`): ``messages.jsonl`` and
+    ``trivial.jsonl`` for ``main``, ``messages-<name>.jsonl`` and ``trivial-<name>.jsonl``
+    otherwise, with the projects they name (one ``<project>.jsonl`` of memories each);
+    every label must name a memory of its project."""
+    suffix = "" if name == "main" else f"-{name}"
+    messages = _jsonl(root / f"messages{suffix}.jsonl")
+    trivial = _jsonl(root / f"trivial{suffix}.jsonl")
     names = sorted({m["project"] for m in [*messages, *trivial]})
     projects = {name: _jsonl(root / f"{name}.jsonl") for name in names}
     for m in messages:
@@ -285,6 +295,17 @@ def by_intent(rows: Sequence[Mapping[str, Any]], kinds: Mapping[str, str]) -> di
     return out
 
 
+def by_project(rows: Sequence[Mapping[str, Any]], trivial: Sequence[Mapping[str, Any]],
+               kinds: Mapping[str, str]) -> dict[str, Any]:  # fmt: skip
+    """The measures (without their breakdowns) for each project."""
+    out = {}
+    for project in sorted({r["project"] for r in [*rows, *trivial]}):
+        m = measures([r for r in rows if r["project"] == project],
+                     [t for t in trivial if t["project"] == project], kinds)  # fmt: skip
+        out[project] = {k: v for k, v in m.items() if not isinstance(v, dict)}
+    return out
+
+
 def split_rows(rows: Sequence[Mapping[str, Any]], split: str) -> list[Mapping[str, Any]]:
     """The rows of ``split`` (``all``: every row)."""
     return [r for r in rows if split == "all" or r["split"] == split]
@@ -303,7 +324,8 @@ def evaluate(projects: Projects, data: Dataset, profile: Profile) -> dict[str, A
     splits = {}
     for split in SPLITS:
         r, t = split_rows(rows, split), split_rows(trivial, split)
-        splits[split] = {**measures(r, t, kinds), "by_intent": by_intent(r, kinds)}
+        splits[split] = {**measures(r, t, kinds), "by_intent": by_intent(r, kinds),
+                         "by_project": by_project(r, t, kinds)}  # fmt: skip
     return {"splits": splits, "messages": rows, "trivial": trivial}
 
 
@@ -313,27 +335,54 @@ def run(
     limit: int | None = None,
     data: Dataset | None = None,
     note: str | None = None,
+    extra_sets: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The full report: measures per profile and split, every answer, the data's shape and
-    the machine. ``limit`` keeps the first ``limit`` labelled and trivial messages."""
-    data = data or load_data()
-    if limit is not None:
-        data = Dataset(data.projects, data.messages[:limit], data.trivial[:limit])
+    the machine, for ``data`` (default the ``main`` set) and under ``sets`` for each of
+    ``extra_sets`` (:data:`SETS`). ``limit`` keeps the first ``limit`` labelled and trivial
+    messages of each."""
+    data = _limited(data or load_data(), limit)
     embedder = make_embedder(embedder_name)
     start = time.perf_counter()
-    results = {}
-    with tempfile.TemporaryDirectory(prefix="engrain-gating-") as tmp:
-        projects = Projects(data, embedder, Path(tmp))
-        for name in profiles:
-            results[name] = evaluate(projects, data, Profile(name))
-    kinds = data.kinds()
+    results = _profiles(data, embedder, profiles)
+    extra = {}
+    for name in extra_sets:
+        extra_data = _limited(load_data(name=name), limit)
+        extra[name] = {"data": _shape(extra_data),
+                       "profiles": _profiles(extra_data, embedder, profiles)}  # fmt: skip
     return {
         "benchmark": "gating",
         "embedder": embedder.model_id,
         "engrain_source": str(Path(engrain.__file__).resolve().parent),
         "note": note,
         "now": NOW.isoformat(),
-        "data": {
+        "data": _shape(data),
+        "trivial_budget": TRIVIAL_BUDGET,
+        "seconds": round(time.perf_counter() - start, 1),
+        "profiles": results,
+        "sets": extra,
+        "machine": machine_info(),
+    }
+
+
+def _limited(data: Dataset, limit: int | None) -> Dataset:
+    """``data`` with its first ``limit`` labelled and trivial messages (all: ``None``)."""
+    if limit is None:
+        return data
+    return Dataset(data.projects, data.messages[:limit], data.trivial[:limit])
+
+
+def _profiles(data: Dataset, embedder: Embedder, profiles: Sequence[str]) -> dict[str, Any]:
+    """:func:`evaluate` of ``data`` for each profile, over one loading of its projects."""
+    with tempfile.TemporaryDirectory(prefix="engrain-gating-") as tmp:
+        projects = Projects(data, embedder, Path(tmp))
+        return {name: evaluate(projects, data, Profile(name)) for name in profiles}
+
+
+def _shape(data: Dataset) -> dict[str, Any]:
+    """The data's size: memories and kinds per project, messages, labels."""
+    kinds = data.kinds()
+    return {
             "projects": {name: {"memories": len(rows),
                                 "kinds": {k: sum(r["kind"] == k for r in rows)
                                           for k in sorted({r["kind"] for r in rows})}}
@@ -342,11 +391,6 @@ def run(
             "labelled_must_include": sum(len(m["must_include"]) for m in data.messages),
             "labelled_must_exclude": sum(len(m["must_exclude"]) for m in data.messages),
             "memory_kinds": len(set(kinds.values())),
-        },
-        "trivial_budget": TRIVIAL_BUDGET,
-        "seconds": round(time.perf_counter() - start, 1),
-        "profiles": results,
-        "machine": machine_info(),
     }  # fmt: skip
 
 
@@ -365,7 +409,17 @@ def _cell(value: Any, fmt: str) -> str:
 
 def table(report: Mapping[str, Any], split: str = "held") -> str:
     """A compact text table: each split, each profile a row; then the default profile's
-    ``split`` by intent and its must-include recall by kind."""
+    ``split`` by intent, by project and its must-include recall by kind; then the same for
+    each further set (``report["sets"]``)."""
+    lines = [_block(report, split)]
+    for name, result in report.get("sets", {}).items():
+        lines.append(f"\n== set {name} ==")
+        lines.append(_block(result, split))
+    return "\n".join(lines)
+
+
+def _block(report: Mapping[str, Any], split: str) -> str:
+    """:func:`table` of one set (``report["profiles"]``)."""
     head = f"{'split':<5} {'profile':<9} " + " ".join(f"{c[1]:>7}" for c in COLUMNS)
     lines = [head]
     for name_split in SPLITS:
@@ -378,6 +432,10 @@ def table(report: Mapping[str, Any], split: str = "held") -> str:
     for intent, m in report["profiles"][first]["splits"][split]["by_intent"].items():
         cells = " ".join(f"{_cell(m.get(key), fmt):>7}" for key, _, fmt in COLUMNS)
         lines.append(f"{intent:<15} {cells}")
+    lines.append(f"\n{split} split by project ({first}):")
+    for project, m in report["profiles"][first]["splits"][split]["by_project"].items():
+        cells = " ".join(f"{_cell(m.get(key), fmt):>7}" for key, _, fmt in COLUMNS)
+        lines.append(f"{project:<15} {cells}")
     lines.append(f"\n{split} split must-include recall by kind ({first}):")
     for kind, m in report["profiles"][first]["splits"][split][
         "must_include_recall_by_kind"
@@ -432,16 +490,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--details", action="store_true",
                         help="print each message of --split with its misses and leaks and "
                         "why explain() dropped or kept them (tune on the tune split only)")
+    parser.add_argument("--sets", default=",".join(SETS),
+                        help="comma-separated sets of messages (main always runs first)")
     parser.add_argument("--note", help="what was measured, stored in the report (e.g. the "
                         "source when engrain is imported from elsewhere)")  # fmt: skip
     args = parser.parse_args(argv)
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     for p in profiles:
         Profile(p)
-    report = run(args.embedder, profiles, args.limit, note=args.note)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip() and s.strip() != "main"]
+    unknown = set(sets) - set(SETS)
+    if unknown:
+        parser.error(f"unknown sets {sorted(unknown)}; known: {', '.join(SETS)}")
+    report = run(args.embedder, profiles, args.limit, note=args.note, extra_sets=sets)
     print(table(report, args.split))
     if args.details:
         print(details(report, data=load_data(), split=args.split))
+        for name in sets:
+            print(f"\n== set {name} ==")
+            print(details(report["sets"][name], data=load_data(name=name), split=args.split))
     print(f"({report['seconds']} s, embedder {report['embedder']})")
     write_json(args.out, report)
     return 0

@@ -179,3 +179,38 @@ def test_details_show_each_miss_and_leak_with_its_reason(small_run: dict[str, An
             assert f"  + {mid} (" in text
     reasons = gated["splits"]["all"]["missed_by_reason"]
     assert sum(reasons.values()) == sum(len(r["missed"]) for r in gated["messages"])
+
+
+def test_the_blind_third_project_is_a_set_of_its_own() -> None:
+    main, pulse = gating.load_data(), gating.load_data(name="pulse")
+    assert set(pulse.projects) == {"pulse"}
+    assert not set(pulse.projects) & set(main.projects)
+    assert len(pulse.messages) >= 50 and len(pulse.trivial) >= 30
+    assert all(m["id"].startswith("mp-") for m in pulse.messages)
+    assert {m["split"] for m in pulse.messages} == {"tune", "held"}
+
+
+def test_measures_by_project_keep_each_projects_rows_apart() -> None:
+    kinds = {"a": "invariant", "b": "pattern"}
+    rows = [
+        row("question", "simple", ("question", "simple"), ["a"], [], [], ["a"], 100, 500),
+        row("question", "simple", ("question", "moderate"), [], ["b"], [], [], 0, 500),
+    ]
+    rows[1]["project"] = "q"
+    trivial = [trivial_row([], 0, [], 0), {**trivial_row(["a"], 30, [], 0), "project": "q"}]
+    projects = gating.by_project(rows, trivial, kinds)
+    assert set(projects) == {"p", "q"}
+    for measure in ("must_include_recall", "complexity_accuracy", "trivial_empty"):
+        assert (projects["p"][measure], projects["q"][measure]) == (1.0, 0.0), measure
+    assert "must_include_recall_by_kind" not in projects["p"]
+
+
+def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
+    main = gating.load_data()
+    subset = gating.Dataset(main.projects, main.messages[:2], main.trivial[:2])
+    report = gating.run("hash", ("gated",), limit=2, data=subset, extra_sets=("pulse",))
+    pulse = report["sets"]["pulse"]
+    assert pulse["data"]["messages"] == 2 and set(pulse["data"]["projects"]) == {"pulse"}
+    assert {r["project"] for r in pulse["profiles"]["gated"]["messages"]} == {"pulse"}
+    assert {r["project"] for r in report["profiles"]["gated"]["messages"]} <= set(main.projects)
+    assert "\n== set pulse ==\n" in gating.table(report)
