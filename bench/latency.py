@@ -153,20 +153,23 @@ def run_size(
     workdir: Path,
     rounds: int = 1,
     baseline_src: Path | None = None,
+    store_cache: Path | None = None,
+    corpus_tag: str = "",
+    build_only: bool = False,
 ) -> dict[str, Any]:
     """Build one user with ``size`` memories in the store ``url``, then time ``context()``
     in fresh processes (see the module docstring): ``rounds`` of them, each preceded by
-    one importing engrain from ``baseline_src`` if given."""
-    settings = Settings(url=url, data_dir=workdir)
-    engine = Engine(settings=settings, embedder=embedder)
-    with engine:
-        memories = common.make_memories(notes[:size], vectors[:size], USER)
-        start = time.perf_counter()
-        for offset in range(0, len(memories), WRITE_BATCH):
-            engine.store.write(memories[offset : offset + WRITE_BATCH])
-        write_s = time.perf_counter() - start
-        types = Counter(m.memory_type.value for m in memories)
-    del memories
+    one importing engrain from ``baseline_src`` if given. With ``store_cache`` a SQLite
+    store is copied from there if an earlier run kept it (``corpus_tag`` names the corpus),
+    else kept there after its first open; ``build_only`` stops after that first open."""
+    cached = _cached_store(url, store_cache, size, corpus_tag)
+    if cached is not None and cached.is_file():
+        print(f"  store copied from {cached}", file=sys.stderr)
+        write_s, types = _copy_store(cached, url)
+    else:
+        settings = Settings(url=url, data_dir=workdir)
+        with Engine(settings=settings, embedder=embedder) as engine:
+            write_s, types = write_corpus(engine, notes[:size], vectors[:size])
     spec = {
         "url": url, "data_dir": str(workdir), "queries": list(queries),
         "stage_queries": list(stage_queries), "warmup": list(warmup),
@@ -175,6 +178,11 @@ def run_size(
     if baseline_src is not None:
         baseline_spec["url"] = _baseline_copy(url)
     first_open = _serve_in_subprocess({**spec, "queries": list(queries[:20]), "recall": False})
+    if cached is not None and not cached.is_file():  # with the indexes the first open saved
+        _copy_store(Path(url.removeprefix("sqlite:///")), f"sqlite:///{cached}")
+        print(f"  store kept in {cached}", file=sys.stderr)
+    if build_only:
+        return {"memories": size, "first_open": first_open, "write_seconds": round(write_s, 2)}
     baseline_first = None
     if baseline_src is not None:  # its own first open too: it saves what it derives
         baseline_first = _serve_in_subprocess(
@@ -192,6 +200,7 @@ def run_size(
         **_median_of(served),
         "first_open": first_open,
         "write_seconds": round(write_s, 2),
+        "store_from_cache": cached is not None and write_s == 0.0,
         "memory_types": dict(sorted(types.items())),
         "stage_queries": len(stage_queries),
     }
@@ -199,6 +208,74 @@ def run_size(
         out["baseline"] = {"src": str(baseline_src), **_median_of(baseline),
                            "first_open": baseline_first}  # fmt: skip
     return out
+
+
+#: Above this many memories the corpus is made and written in chunks of this many (a
+#: million ``Memory`` objects with their vectors would need several GB at once).
+CHUNK = 50_000
+
+
+def write_corpus(
+    engine: Engine, notes: Sequence[common.Note], vectors: Any
+) -> tuple[float, Counter[str]]:
+    """Write one memory per note (with its vector) through ``engine.store.write``; the
+    seconds it took and the count of each memory type. Up to :data:`CHUNK` notes the
+    memories are made at once (as in earlier runs, so those corpora are unchanged); a larger
+    corpus is made and written a chunk at a time, each chunk's dates drawn from a seed of its
+    own and preference keys kept unique across chunks."""
+    types: Counter[str] = Counter()
+    seen: set[str] = set()
+    seconds = 0.0
+    step = len(notes) if len(notes) <= 2 * CHUNK else CHUNK
+    for chunk in range(0, len(notes), step):
+        seed = 17 if chunk == 0 else 17 + chunk
+        memories = common.make_memories(notes[chunk : chunk + step],
+                                        vectors[chunk : chunk + step], USER, seed=seed)  # fmt: skip
+        memories = [_unique_key(m, seen, chunk) for m in memories]
+        start = time.perf_counter()
+        for offset in range(0, len(memories), WRITE_BATCH):
+            engine.store.write(memories[offset : offset + WRITE_BATCH])
+        seconds += time.perf_counter() - start
+        types.update(m.memory_type.value for m in memories)
+        if step < len(notes):
+            print(f"\r  written {chunk + len(memories):,}/{len(notes):,}", end="",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    if step < len(notes):
+        print(file=sys.stderr)
+    return seconds, types
+
+
+def _unique_key(memory: Any, seen: set[str], chunk: int) -> Any:
+    """``memory`` with a preference key no earlier chunk used (the engine would merge
+    same-key preferences)."""
+    import dataclasses
+
+    if memory.key is None:
+        return memory
+    key, suffix = memory.key, chunk
+    while key in seen:
+        key, suffix = f"{memory.key}-c{suffix}", suffix + 1
+    seen.add(key)
+    return memory if key == memory.key else dataclasses.replace(memory, key=key)
+
+
+def _cached_store(url: str, store_cache: Path | None, size: int, tag: str) -> Path | None:
+    """Where the SQLite store of this corpus is kept between runs (``None``: not kept)."""
+    if store_cache is None or not url.startswith("sqlite:///"):
+        return None
+    return store_cache / f"latency-{size}-{tag}.db"
+
+
+def _copy_store(source: Path, url: str) -> tuple[float, Counter[str]]:
+    """Copy the SQLite file ``source`` to the file of ``url`` (SQLite's backup: a
+    consistent copy); no write time, no type counts (the copy's are not re-read)."""
+    import sqlite3
+
+    target = Path(url.removeprefix("sqlite:///"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
+        src.backup(dst, pages=65_536)
+    return 0.0, Counter()
 
 
 def _baseline_copy(url: str) -> str:
@@ -374,6 +451,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "start, RSS and the store's work do not depend on the values; the index's recall "
         "does (reported, not comparable with the model's vectors)",
     )
+    parser.add_argument(
+        "--vectors-file",
+        type=Path,
+        default=None,
+        help="a .npy of the model's vectors of another corpus to use for this one's notes "
+        "(its first N rows): the index's recall is that of real vectors, without embedding "
+        "the corpus (the texts and vectors do not match: lexical and vector hits differ)",
+    )
+    parser.add_argument(
+        "--store-cache",
+        type=Path,
+        default=None,
+        help="keep each SQLite store written here after its first open (with the indexes "
+        "it saved) and copy it from there in later runs of the same corpus (a million "
+        "memories take long to write and index)",
+    )
+    parser.add_argument(
+        "--build-only",
+        action="store_true",
+        help="write (or copy) each size's store and open it once, then stop (with "
+        "--store-cache: build the corpus ahead of the measuring run)",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:  # the measuring subprocess of run_size
@@ -400,12 +499,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.synthetic_vectors:
         print(f"corpus: {len(notes):,} notes; synthetic vectors", file=sys.stderr)
         vectors, embed_s, from_cache = synthetic_vectors(len(notes), embedder.dim, args.seed)
+        vectors_label, corpus_tag = "synthetic", f"s{args.seed}-synthetic"
+    elif args.vectors_file is not None:
+        import numpy as np
+
+        vectors = np.load(args.vectors_file, mmap_mode="r")
+        if len(vectors) < len(notes):
+            parser.error(f"{args.vectors_file} holds {len(vectors):,} vectors, not {len(notes):,}")
+        vectors, embed_s, from_cache = np.asarray(vectors[: len(notes)]), 0.0, True
+        vectors_label = f"{embedder.model_id}, another corpus's ({args.vectors_file.name})"
+        corpus_tag = f"s{args.seed}-{args.vectors_file.stem}"
+        print(f"corpus: {len(notes):,} notes; vectors of {args.vectors_file}", file=sys.stderr)
     else:
         print(f"corpus: {len(notes):,} notes; embedding with {embedder.model_id}",
               file=sys.stderr)  # fmt: skip
         vectors, embed_s, from_cache = common.embed_corpus(
             embedder, [n.text for n in notes], cache_dir=cache_dir
         )
+        vectors_label, corpus_tag = embedder.model_id, f"s{args.seed}-model"
 
     backends: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="engrain-latency-") as tmp:
@@ -426,8 +537,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     Path(tmp),
                     max(1, args.rounds),
                     args.baseline_src,
+                    args.store_cache,
+                    corpus_tag,
+                    args.build_only,
                 )
             backends[label] = {"url": template, "sizes": results}
+    if args.build_only:
+        print(json.dumps(backends, indent=1))
+        return 0
 
     report = {
         # the first backend's numbers where earlier reports kept them
@@ -442,7 +559,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "embedding_seconds": round(embed_s, 1),
             "embedding_texts_per_s": round(len(notes) / embed_s, 1) if embed_s else None,
             "vectors_from_cache": from_cache,
-            "vectors": "synthetic" if args.synthetic_vectors else embedder.model_id,
+            "vectors": vectors_label,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
         "engine": _engine_settings(embedder.model_id, list(backends)),
@@ -462,9 +579,16 @@ def synthetic_vectors(count: int, dim: int, seed: int) -> tuple[Any, float, bool
 
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((200, dim))
-    vectors = centres[rng.integers(0, 200, count)] + 0.7 * rng.standard_normal((count, dim))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors.astype(np.float32), 0.0, False
+    if count <= 2 * CHUNK:  # as in earlier runs
+        vectors = centres[rng.integers(0, 200, count)] + 0.7 * rng.standard_normal((count, dim))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors.astype(np.float32), 0.0, False
+    out = np.empty((count, dim), dtype=np.float32)  # a chunk at a time: float64 is 2x
+    for start in range(0, count, CHUNK):
+        n = min(CHUNK, count - start)
+        part = centres[rng.integers(0, 200, n)] + 0.7 * rng.standard_normal((n, dim))
+        out[start : start + n] = part / np.linalg.norm(part, axis=1, keepdims=True)
+    return out, 0.0, False
 
 
 def backend_labels(templates: Sequence[str]) -> dict[str, str]:

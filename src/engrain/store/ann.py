@@ -171,6 +171,22 @@ class VectorIndex:
         held[rows[same]] = True
         return held
 
+    def vectors(self, keys: Keys) -> Matrix:
+        """The vectors the index holds for ``keys`` (float16 widened to float32; zeros for a
+        key it does not hold): a large user's working set re-scores candidates with them
+        instead of keeping a float32 copy of every vector (docs/scale.md)."""
+        out = np.zeros((len(keys), self.ndim), dtype=np.float32)
+        if not len(keys):
+            return out
+        with self._lock:
+            stored: Any = self._index.get(keys, dtype="f16")
+        found = [i for i, vector in enumerate(stored) if vector is not None]
+        if len(found) == len(keys):
+            out[:] = np.stack(stored)
+        elif found:
+            out[found] = np.stack([stored[i] for i in found])
+        return out
+
     def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:
         """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
         time so searches are not held up for long."""

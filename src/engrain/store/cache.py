@@ -22,6 +22,13 @@ not there), scored exactly with its vectors, and merged with an exact search of 
 index does not hold (written or re-embedded since it was built or patched), so a result is
 always a current memory and a new memory is always found. A snapshot records which rows the
 index holds (:class:`_AnnRows`), carried through writes like the other columns.
+
+**Vectors held once.** Once the index holds every loaded row's vector, the snapshot drops its
+float32 matrix (154 MB at 100,000 × 384): a loaded row's vector is then read from the index
+(float16, :class:`_IndexVectors`), a row written since from its memory object (exact). Search
+scores, the learnings' subset and a built memory's ``embedding`` of a loaded row are then the
+float16 vector widened (within 1e-3 of the stored one; R@50 against exact search in
+docs/scale.md). Readers of an older snapshot keep its matrix until they are done.
 """
 
 from __future__ import annotations
@@ -64,6 +71,29 @@ MEMORY_TYPES: Mapping[MemoryType, int] = {t: i for i, t in enumerate(MemoryType)
 KINDS: Mapping[Kind, int] = {k: i for i, k in enumerate(Kind)}
 
 
+Matrix = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class _IndexVectors:
+    """The vectors of a working set's loaded rows, read from the approximate ``index`` that
+    holds each of them (``keys``: per row, :func:`~engrain.store.ann.memory_keys` of its id)
+    instead of a float32 matrix. The index is patched but never loses a key, so every row
+    loaded when this was made keeps a vector there."""
+
+    index: VectorIndex
+    keys: Keys
+    dim: int
+
+    def extended(self, keys: Keys) -> _IndexVectors:
+        """For these rows followed by rows with ``keys``."""
+        return _IndexVectors(self.index, np.concatenate([self.keys, keys]), self.dim)
+
+    def kept(self, keep: BoolArray) -> _IndexVectors:
+        """For the rows kept."""
+        return _IndexVectors(self.index, self.keys[keep], self.dim)
+
+
 @dataclass(frozen=True)
 class _Arrays:
     """Column arrays of the cached memories, in insertion order, and the memories
@@ -74,7 +104,9 @@ class _Arrays:
     rows: Rows
     position: dict[str, int]
     ids: npt.NDArray[np.str_]
-    matrix: npt.NDArray[np.float32]
+    #: Every row's vector (zeros without one); ``None`` once they are read from the index
+    #: (``held``: a large user's, see the module docstring).
+    matrix: Matrix | None
     has_vector: BoolArray
     memory_type: npt.NDArray[np.int8]  # position in MEMORY_TYPES
     kind: npt.NDArray[np.int8]  # position in KINDS
@@ -87,6 +119,10 @@ class _Arrays:
     pinned: BoolArray
     importance: npt.NDArray[np.float64]
     updated: npt.NDArray[np.float64]
+    held: _IndexVectors | None = None
+    #: A new object whenever a row's vector may have changed (not for counted uses, other
+    #: fields, or the matrix dropped for ``held``): the index job checks it is still current.
+    version: object = field(default_factory=object, compare=False, repr=False)
     #: Filter → rows passing it, computed once per set of columns: every call of the gate
     #: asks for the same few filters (the pool's, the learnings', the pinned ones). Only
     #: the columns decide a mask, so :meth:`~UserCache.touch`, which changes none, keeps it.
@@ -113,7 +149,65 @@ class _Arrays:
     def memories_of(self, rows: Sequence[int]) -> list[Memory]:
         """:meth:`memory` of each of ``rows``, built together."""
         ids = [str(i) for i in self.ids[list(rows)].tolist()] if len(rows) else []
-        return self.rows.memories(rows, ids, self._vector)
+        if self.matrix is not None or not len(rows):
+            return self.rows.memories(rows, ids, self._vector)
+        block = self.vectors(np.asarray(rows, dtype=np.intp))  # one read of the index
+        block.flags.writeable = False
+        at = {row: i for i, row in enumerate(rows)}
+        return self.rows.memories(
+            rows, ids, lambda row: block[at[row]] if self.has_vector[row] else None
+        )
+
+    @property
+    def dim(self) -> int:
+        """The size of the vectors (0 before the first)."""
+        if self.matrix is not None:
+            return int(self.matrix.shape[1])
+        assert self.held is not None
+        return self.held.dim
+
+    def vectors(self, rows: npt.NDArray[np.intp]) -> Matrix:
+        """The vectors of ``rows`` as a new matrix (zeros for a row without one): rows of
+        the matrix, or without it, a loaded row's from the index and a row written since
+        from its memory."""
+        if self.matrix is not None:
+            return self.matrix[rows]
+        held = self.held
+        assert held is not None
+        out = np.zeros((len(rows), held.dim), dtype=np.float32)
+        source = self.rows.source[rows]
+        loaded = np.flatnonzero((source >= 0) & self.has_vector[rows])
+        if loaded.size:
+            out[loaded] = held.index.vectors(held.keys[rows[loaded]])
+        for i in np.flatnonzero((source < 0) & self.has_vector[rows]).tolist():
+            embedding = self.rows.objects[str(self.ids[rows[i]])].embedding
+            if embedding is not None:
+                out[i] = embedding
+        return out
+
+    def products(self, query: Matrix, chunk: int = 16_384) -> Matrix:
+        """Every row's vector times ``query`` (without the matrix: a chunk of vectors read
+        at a time)."""
+        if self.matrix is not None:
+            return self.matrix @ query
+        return np.concatenate(
+            [self.vectors(np.arange(start, min(start + chunk, len(self)), dtype=np.intp)) @ query
+             for start in range(0, len(self), chunk)] or [np.zeros(0, dtype=np.float32)]
+        )  # fmt: skip
+
+    def same_vector(self, row: int, embedding: Vector | None) -> bool:
+        """Whether ``row``'s vector is ``embedding``: for a loaded row read from the index,
+        as float16 (what the index holds; a memory written back unchanged is not a new
+        vector)."""
+        mine = self.embedding(row)
+        if self.matrix is None and self.rows.source[row] >= 0 and mine is not None \
+                and embedding is not None and embedding.shape == mine.shape:  # fmt: skip
+            return bool(np.array_equal(mine.astype(np.float16), embedding.astype(np.float16)))
+        return _same_vector(mine, embedding)
+
+    def without_matrix(self, held: _IndexVectors) -> _Arrays:
+        """These arrays with vectors read through ``held`` (same rows, same version)."""
+        return replace(self, matrix=None, held=held)
 
     def embedding(self, row: int) -> Vector | None:
         """The vector the memory of ``row`` has (without building the memory)."""
@@ -132,24 +226,26 @@ class _Arrays:
     def _vector(self, row: int) -> Vector | None:
         if not self.has_vector[row]:
             return None
-        vector: Vector = self.matrix[row]
+        vector: Vector = (self.matrix[row] if self.matrix is not None
+                          else self.vectors(np.array([row], dtype=np.intp))[0])  # fmt: skip
         vector.flags.writeable = False
         return vector
 
     def patched(self, changed: Mapping[int, Memory]) -> _Arrays | None:
         """A copy with these rows overwritten; ``None`` if one no longer fits (a vector of
         another size). The vector matrix is copied only if a vector changed."""
-        dim = self.matrix.shape[1]
+        dim = self.dim
         if any(m.embedding is not None and m.embedding.shape != (dim,)
                for m in changed.values()):  # fmt: skip
             return None
         columns = {name: getattr(self, name).copy() for name in _SMALL_FIELDS}
-        vectors_changed = any(
-            not _same_vector(self.embedding(row), m.embedding) for row, m in changed.items()
-        )
-        matrix = self.matrix.copy() if vectors_changed else self.matrix
+        vectors_changed = any(not self.same_vector(row, m.embedding) for row, m in changed.items())
+        # without the matrix a changed row is an object from now on: its vector is its own
+        matrix = self.matrix
+        if vectors_changed and self.matrix is not None:
+            matrix = self.matrix.copy()
         for row, m in changed.items():
-            if vectors_changed:
+            if matrix is not None and matrix is not self.matrix:
                 matrix[row] = 0.0 if m.embedding is None else m.embedding
             columns["has_vector"][row] = m.embedding is not None
             columns["memory_type"][row] = MEMORY_TYPES[m.memory_type]
@@ -163,9 +259,10 @@ class _Arrays:
             columns["pinned"][row] = m.pinned
             columns["importance"][row] = m.importance
             columns["updated"][row] = m.updated_at.timestamp()
+        version = object() if vectors_changed else self.version
         return _Arrays(
             rows=self.rows.patched(changed), position=self.position, ids=self.ids,
-            matrix=matrix, **columns,
+            matrix=matrix, held=self.held, version=version, **columns,
         )  # fmt: skip
 
     def extend(self, more: Sequence[Memory], dim: int) -> _Arrays:
@@ -176,9 +273,12 @@ class _Arrays:
             name: np.concatenate([getattr(self, name), getattr(added, name)])
             for name in _ARRAY_FIELDS
         }
+        assert added.matrix is not None
         return _Arrays(
             rows=self.rows.extended(more),
             position={**self.position, **{k: v + offset for k, v in added.position.items()}},
+            matrix=None if self.matrix is None else np.concatenate([self.matrix, added.matrix]),
+            held=None if self.held is None else self.held.extended(memory_keys(added.ids.tolist())),
             **columns,
         )
 
@@ -191,6 +291,8 @@ class _Arrays:
         return _Arrays(
             rows=self.rows.without(keep, [str(self.ids[row]) for row in gone]),
             position={str(i): row for row, i in enumerate(ids.tolist())},
+            matrix=None if self.matrix is None else self.matrix[keep],
+            held=None if self.held is None else self.held.kept(keep),
             **{name: getattr(self, name)[keep] for name in _ARRAY_FIELDS},
         )
 
@@ -205,7 +307,7 @@ _SMALL_FIELDS = (
     "has_vector", "memory_type", "kind", "project", "session_id", "key",
     "compressed", "muted", "superseded", "pinned", "importance", "updated",
 )  # fmt: skip
-_ARRAY_FIELDS = ("ids", "matrix", *_SMALL_FIELDS)
+_ARRAY_FIELDS = ("ids", *_SMALL_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -288,6 +390,9 @@ class UserCache:
         self._lock = threading.Lock()
         self._slot = ann
         self._lexical_stash = lexical_stash
+        #: Drop the float32 matrix once the index holds every loaded row (tests and
+        #: benchmarks turn it off to compare).
+        self.drop_matrix = True
 
     def __len__(self) -> int:
         return len(self._snapshot.rows)
@@ -393,13 +498,13 @@ class UserCache:
         arrays = snapshot.arrays
         assert arrays is not None
         query = np.asarray(vector, dtype=np.float32)
-        if not arrays.has_vector.any() or arrays.matrix.shape[1] != query.shape[0]:
+        if not arrays.has_vector.any() or arrays.dim != query.shape[0]:
             return [[] for _ in searches]
         ann = self._ann_rows(snapshot)
         if ann is not None:
             return _approximate(arrays, ann, query, searches, self._mask)
         with _single_threaded_blas():
-            sims = arrays.matrix @ query
+            sims = arrays.products(query)
         return [
             _top(arrays, sims, self._mask(arrays, flt) & arrays.has_vector, k) if k > 0 else []
             for k, flt in searches
@@ -462,7 +567,13 @@ class UserCache:
         assert arrays is not None
         if not arrays.has_vector.any():
             return None
-        return np.asarray(arrays.matrix[arrays.has_vector].mean(axis=0), dtype=np.float32)
+        if arrays.matrix is not None:
+            return np.asarray(arrays.matrix[arrays.has_vector].mean(axis=0), dtype=np.float32)
+        rows = np.flatnonzero(arrays.has_vector)
+        total = np.zeros(arrays.dim, dtype=np.float64)
+        for start in range(0, rows.size, 16_384):
+            total += arrays.vectors(rows[start : start + 16_384]).sum(axis=0, dtype=np.float64)
+        return np.asarray(total / rows.size, dtype=np.float32)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -522,23 +633,24 @@ class UserCache:
             arrays = snapshot.arrays
             assert arrays is not None
             with_vector = np.flatnonzero(arrays.has_vector)
-            everything = with_vector.size == len(arrays)
-            vectors = arrays.matrix if everything else arrays.matrix[with_vector]
             ann = snapshot.ann
             keys = ann.keys if ann is not None else memory_keys(list(arrays.ids))
             index = slot.index
-            if index is None or index.ndim != arrays.matrix.shape[1]:
+            if index is None or index.ndim != arrays.dim:
+                vectors = _with_vector(arrays, with_vector)
                 index = slot.prepare(keys[with_vector], vectors)
                 held = index.holds(keys[with_vector], vectors)
             else:
-                held = (ann.held[with_vector] if ann is not None and ann.index is index
-                        else index.holds(keys[with_vector], vectors))  # fmt: skip
+                if ann is not None and ann.index is index:
+                    held = ann.held[with_vector]
+                else:
+                    held = index.holds(keys[with_vector], _with_vector(arrays, with_vector))
                 missing = np.flatnonzero(~held)
                 if missing.size > REBUILD_SHARE * with_vector.size:
-                    index = slot.rebuild(keys[with_vector], vectors)
+                    index = slot.rebuild(keys[with_vector], _with_vector(arrays, with_vector))
                     held = np.ones(with_vector.size, dtype=bool)
                 elif missing.size:
-                    slot.update(keys[with_vector][missing], vectors[missing])
+                    slot.update(keys[with_vector][missing], arrays.vectors(with_vector[missing]))
                     held = np.ones(with_vector.size, dtype=bool)
             rows_held = np.zeros(len(arrays), dtype=bool)
             rows_held[with_vector] = held
@@ -547,14 +659,23 @@ class UserCache:
 
     def _attach(self, arrays: _Arrays, ann: _AnnRows) -> bool:
         """Record ``ann`` (made for ``arrays``) on the current snapshot if it still has the
-        same rows and vectors (the same id and matrix arrays: counted uses and patches of
-        other fields keep them); whether it did."""
+        same rows and vectors (the same id array and vector version: counted uses and
+        patches of other fields keep them); whether it did. If the index holds every loaded
+        row's vector, the snapshot's matrix is dropped: they are read from the index."""
         with self._lock:
             current = self._snapshot
             now = current.arrays
-            if now is None or now.ids is not arrays.ids or now.matrix is not arrays.matrix:
+            if now is None or now.ids is not arrays.ids or now.version is not arrays.version:
                 return False
-            self._snapshot = replace(current, ann=ann)
+            if (
+                now.matrix is not None
+                and self.drop_matrix
+                and not bool(((now.rows.source >= 0) & now.has_vector & ~ann.held).any())
+            ):
+                now = now.without_matrix(_IndexVectors(ann.index, ann.keys, now.dim))
+                self._snapshot = replace(current, rows=now.view(), arrays=now, ann=ann)
+            else:
+                self._snapshot = replace(current, ann=ann)
             return True
 
     @staticmethod
@@ -597,6 +718,14 @@ def _filter_rows(a: _Arrays, flt: MemoryFilter) -> BoolArray:
     if flt.pinned is not None:
         mask &= a.pinned == flt.pinned
     return mask
+
+
+def _with_vector(arrays: _Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
+    """The vectors of ``rows`` (the rows with a vector): the matrix itself if that is every
+    row and it is kept, else a copy."""
+    if arrays.matrix is not None and rows.size == len(arrays):
+        return arrays.matrix
+    return arrays.vectors(rows)
 
 
 def _same_vector(a: Vector | None, b: Vector | None) -> bool:
@@ -681,7 +810,7 @@ def _approximate(
                 near = near[mask[near] & ann.held[near]]
                 if near.size >= k or count >= size:
                     rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
-                    out.append(_top_rows(arrays, rows, arrays.matrix[rows] @ query, k))
+                    out.append(_top_rows(arrays, rows, arrays.vectors(rows) @ query, k))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing
             rows, vectors = _subset(arrays, flt, mask)
@@ -705,7 +834,7 @@ def _subset(
     if cached is not None:
         return cached
     rows = np.flatnonzero(mask)
-    vectors = arrays.matrix[rows]
+    vectors = arrays.vectors(rows)
     if rows.size <= SUBSET_SHARE * len(arrays):
         if len(arrays.subsets) >= SUBSETS_MAX:
             arrays.subsets.clear()
@@ -816,12 +945,10 @@ def _upserted(old: Snapshot, arrays: _Arrays, batch: Sequence[Memory]) -> Snapsh
         if previous != memory.content:
             edited[row] = (edited.get(row, (previous, ""))[0], memory.content)
         changed[row] = memory
-    revectored = [
-        row for row, m in changed.items() if not _same_vector(arrays.embedding(row), m.embedding)
-    ]
+    revectored = [row for row, m in changed.items() if not arrays.same_vector(row, m.embedding)]
     new = arrays.patched(changed) if changed else arrays
     if new is not None and fresh:
-        dim = new.matrix.shape[1]
+        dim = new.dim
         if dim == 0 or any(m.embedding is not None and m.embedding.shape != (dim,)
                            for m in fresh.values()):  # fmt: skip
             new = None  # the first vectors, or another size: rebuilt lazily

@@ -1,0 +1,175 @@
+"""A large user's vectors held once (issue 18, store/cache.py): once the approximate index
+holds every loaded row, the working set drops its float32 matrix and reads vectors from the
+index (float16) or, for rows written since, from their memories.
+
+As in tests/test_ann.py the threshold is forced low and the index built inside the call."""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain.model import Memory
+from engrain.store import MemoryFilter, cache
+from engrain.store.sqlite import SQLiteStore
+from tests.test_ann import USER, _ids, _indexed, _memories, _vectors
+
+#: float16 keeps ~11 bits of a unit vector's components: scores move by less than this.
+F16 = 2e-3
+
+
+@pytest.fixture(autouse=True)
+def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "engrain.db"
+    with closing(SQLiteStore(path)) as store:
+        store.write(_memories(400))
+    return path
+
+
+def _arrays(store: SQLiteStore) -> cache._Arrays:
+    arrays = store._cache(USER).snapshot.arrays
+    assert arrays is not None
+    return arrays
+
+
+def _stored(db: Path) -> list[Memory]:
+    """The memories as the file holds them (read without an index: exact vectors)."""
+    with closing(SQLiteStore(db, ann_min_vectors=None)) as exact:
+        return exact.query(USER)
+
+
+def _ready(store: SQLiteStore) -> cache._Arrays:
+    assert store.wait_for_index(USER)
+    store.search(USER, _vectors(1, seed=1)[0], 5)
+    return _arrays(store)
+
+
+def test_the_matrix_is_dropped_once_the_index_holds_every_loaded_row(db: Path) -> None:
+    with closing(_indexed(db)) as store:
+        arrays = _ready(store)
+        assert arrays.matrix is None and arrays.held is not None
+        assert arrays.dim == 32
+    with closing(SQLiteStore(db, ann_min_vectors=None)) as exact:  # no index: the matrix stays
+        exact.search(USER, _vectors(1, seed=1)[0], 5)
+        assert _arrays(exact).matrix is not None
+
+
+def test_without_the_matrix_search_scores_and_embeddings_stay_within_float16(db: Path) -> None:
+    originals = {m.id: m.embedding for m in _stored(db)}
+    with closing(_indexed(db)) as store, closing(SQLiteStore(db, ann_min_vectors=None)) as exact:
+        _ready(store)
+        for query in _vectors(20, seed=9):
+            for flt in (MemoryFilter(), MemoryFilter(project="p1", include_muted=False)):
+                want = exact.search(USER, query, 10, flt)
+                got = store.search(USER, query, 10, flt)
+                assert len(got) == len(want)
+                # same scores up to float16 (ties may swap places)
+                assert np.allclose([s for _, s in got], [s for _, s in want], atol=F16)
+                for memory, score in got:
+                    assert memory.embedding is not None
+                    assert np.abs(memory.embedding - originals[memory.id]).max() < F16
+                    assert abs(float(memory.embedding @ query) - score) < 1e-5
+        centroid = store.centroid(USER)
+        assert centroid is not None
+        assert np.abs(centroid - np.mean(list(originals.values()), axis=0)).max() < F16
+
+
+def test_a_memory_written_after_the_drop_has_its_exact_vector_and_is_found(db: Path) -> None:
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        fresh = _memories(1, seed=77)[0]
+        store.write([fresh])
+        found = store.search(USER, fresh.embedding, 1)
+        assert _ids(found) == [fresh.id]
+        assert found[0][0].embedding is not None
+        assert np.array_equal(found[0][0].embedding, fresh.embedding)
+        assert _arrays(store).matrix is None
+
+
+def test_a_re_embedded_loaded_memory_is_found_by_its_new_vector(db: Path) -> None:
+    memories = _stored(db)
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        target = memories[10]
+        moved = _vectors(1, seed=123)[0]
+        store.write([dataclasses.replace(target, embedding=moved)])
+        found = store.search(USER, moved, 1)
+        assert _ids(found) == [target.id]
+        assert found[0][0].embedding is not None
+        assert np.array_equal(found[0][0].embedding, moved)
+
+
+def test_a_memory_written_back_unchanged_is_not_a_new_vector(db: Path) -> None:
+    """A memory read through the index and written back (its vector the float16 one) keeps
+    its row held: it is not searched exactly as if re-embedded."""
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        target = store.get(USER, [_stored(db)[5].id])[0]
+        store.write([dataclasses.replace(target, importance=0.99)])
+        snapshot = store._cache(USER).snapshot
+        arrays, ann = snapshot.arrays, snapshot.ann
+        assert arrays is not None and ann is not None
+        assert ann.held[arrays.position[target.id]]
+
+
+def test_a_forgotten_memory_is_never_returned_without_the_matrix(db: Path) -> None:
+    memories = _stored(db)
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        gone = memories[3]
+        store.write(deletes=[gone])
+        assert _arrays(store).matrix is None
+        assert gone.id not in _ids(store.search(USER, gone.embedding, 50))
+        assert store.get(USER, [gone.id]) == []
+
+
+def test_a_forgotten_memory_removes_its_row_from_the_index_vectors(db: Path) -> None:
+    """Rows after a forgotten one keep their own vectors (the keys shift with the rows)."""
+    memories = _stored(db)
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        store.write(deletes=[memories[0], memories[200]])
+        for memory in (memories[1], memories[250], memories[399]):
+            got = store.get(USER, [memory.id])[0]
+            assert got.embedding is not None and memory.embedding is not None
+            assert np.abs(got.embedding - memory.embedding).max() < F16
+
+
+def test_the_exact_fallback_reads_every_vector_from_the_index(db: Path) -> None:
+    """A search that cannot use the index (here: the slot lost it) still scores every row."""
+    memories = _stored(db)
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        query = memories[42].embedding
+        assert query is not None
+        arrays = _arrays(store)
+        scores = arrays.products(query)
+        by_id = {m.id: m.embedding for m in memories}
+        exact = np.stack([by_id[str(i)] for i in arrays.ids]) @ query
+        assert np.abs(scores - exact).max() < F16
+
+
+def test_keeping_the_matrix_can_be_asked_for(db: Path) -> None:
+    with closing(_indexed(db)) as store:
+        user_cache = store._cache(USER)
+        user_cache.drop_matrix = False
+        _ready(store)
+        assert _arrays(store).matrix is not None
+
+
+def test_a_reopened_store_finds_what_was_committed_after_the_drop(db: Path) -> None:
+    fresh: Memory = _memories(1, seed=55)[0]
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        store.write([fresh])
+    with closing(_indexed(db)) as store:
+        assert _ids(store.search(USER, fresh.embedding, 1)) == [fresh.id]
