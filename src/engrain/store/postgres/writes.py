@@ -162,14 +162,18 @@ def _replace(
         "last_accessed_at = EXCLUDED.last_accessed_at",
         accesses,
     )
-    if fresh:
-        copying = "COPY postings (user_id, term, memory_id, tf, doc_length) FROM STDIN"
-        with cur.copy(copying) as copy:
-            for user_id, memory_id in sorted(fresh):
-                _, counts, length = rows[(user_id, memory_id)]
-                for term, tf in counts.items():
-                    copy.write_row((user_id, term, memory_id, tf, length))
-                df.update((user_id, term) for term in counts)
+    postings: list[tuple[str, str, str, int, int]] = []
+    for user_id, memory_id in sorted(fresh):
+        _, counts, length = rows[(user_id, memory_id)]
+        postings.extend((user_id, term, memory_id, tf, length) for term, tf in counts.items())
+        df.update((user_id, term) for term in counts)
+    # one statement per CHUNK postings, as arrays (COPY cannot run in a pipeline)
+    for block in chunks(postings):
+        cur.execute(
+            "INSERT INTO postings (user_id, term, memory_id, tf, doc_length) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int4[], %s::int4[])",
+            tuple(list(column) for column in zip(*block, strict=True)),
+        )
     _count_terms(cur, df)
     users = sorted({u for u, _ in delta})
     cur.executemany(
