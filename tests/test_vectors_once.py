@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engrain.model import Memory
+from engrain.model import Kind, Memory
 from engrain.store import MemoryFilter, cache
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _ids, _indexed, _memories, _vectors
@@ -173,3 +173,28 @@ def test_a_reopened_store_finds_what_was_committed_after_the_drop(db: Path) -> N
         store.write([fresh])
     with closing(_indexed(db)) as store:
         assert _ids(store.search(USER, fresh.embedding, 1)) == [fresh.id]
+
+
+def test_a_filter_keeping_many_rows_goes_through_the_index(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above SUBSET_MAX rows a narrow filter is not copied and searched exactly: the index's
+    candidates are post-filtered (searched again with more if too few pass)."""
+    monkeypatch.setattr(cache, "SUBSET_MAX", 50)
+    flt = MemoryFilter(kinds=frozenset({Kind.FACT}), project="p1")  # 67 of 400 rows
+    copied: list[MemoryFilter] = []
+    subset = cache._subset
+    monkeypatch.setattr(cache, "_subset", lambda a, f, m: copied.append(f) or subset(a, f, m))
+    with closing(_indexed(db)) as store, closing(SQLiteStore(db, ann_min_vectors=None)) as exact:
+        _ready(store)
+        gone = store.query(USER, flt)[0]
+        store.write(deletes=[gone])
+        shares = []
+        for query in [gone.embedding, *_vectors(10, seed=5)]:
+            want = _ids(exact.search(USER, query, 10, flt))
+            got = store.search(USER, query, 10, flt)
+            assert gone.id not in _ids(got)
+            assert all(m.kind is Kind.FACT for m, _ in got)
+            shares.append(len(set(want) & set(_ids(got))) / len(want))
+        assert np.mean(shares) >= 0.9
+        assert flt not in copied

@@ -793,9 +793,11 @@ def _approximate(
         # a filter keeping a small share is searched exactly over its (cached) rows: the
         # index's candidates pass it less often than its share (a query's neighbours are
         # facts when the filter keeps learnings), so over-fetching rarely yields k
-        exact = (k <= 0 or passing == 0 or kept <= max(EXACT_SUBSET, SUBSET_SHARE * len(mask))
-                 or count > FETCH_MAX)  # fmt: skip
-        counts.append(0 if exact else min(count, size))
+        # ... unless it keeps more than SUBSET_MAX rows (a million memories' learnings: a
+        # copy of 220,000 vectors and a product over them per call): through the index then
+        small = kept <= max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX))
+        exact = k <= 0 or passing == 0 or small or (count > FETCH_MAX and kept <= SUBSET_MAX)
+        counts.append(0 if exact else min(count, size, FETCH_RETRY))
     fetched = max(counts, default=0)
     found_rows = ann.rows_of(ann.index.search(query, fetched)) if fetched else None
     out: list[list[tuple[Memory, float]]] = []
@@ -805,9 +807,12 @@ def _approximate(
                 out.append([])
                 continue
             if count and found_rows is not None:
-                near = found_rows[:count]
-                near = near[near >= 0]
-                near = near[mask[near] & ann.held[near]]
+                near = _passing(found_rows[:count], mask, ann.held)
+                if near.size < k and count < size and int(mask.sum()) > SUBSET_MAX:
+                    # too few passed: once more with more candidates, not a huge exact search
+                    count = min(size, FETCH_RETRY, max(8 * count, FETCH_MAX))
+                    more = ann.rows_of(ann.index.search(query, count))
+                    near = _passing(more, mask, ann.held)
                 if near.size >= k or count >= size:
                     rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
                     out.append(_top_rows(arrays, rows, arrays.vectors(rows) @ query, k))
@@ -818,11 +823,21 @@ def _approximate(
     return out
 
 
-#: Filters keeping at most this share of the rows are searched exactly over them (with
-#: their vectors copied once by :func:`_subset`); at most this many filters' copies are kept
-#: (60% of the matrix again, at most).
+def _passing(rows: npt.NDArray[np.intp], mask: BoolArray, held: BoolArray) -> npt.NDArray[np.intp]:
+    """The candidate ``rows`` (-1: no row) passing ``mask`` and held by the index."""
+    rows = rows[rows >= 0]
+    return rows[mask[rows] & held[rows]]
+
+
+#: Filters keeping at most this share of the rows, and at most SUBSET_MAX rows, are searched
+#: exactly over them (with their vectors copied once by :func:`_subset`); at most this many
+#: filters' copies are kept (60% of the matrix again, at most).
 SUBSET_SHARE = 0.3
+SUBSET_MAX = 50_000
 SUBSETS_MAX = 2
+#: Candidates asked of the index for a filter keeping more than SUBSET_MAX rows, at most
+#: (a second search when the first yields fewer than k passing).
+FETCH_RETRY = 16_384
 
 
 def _subset(
