@@ -198,3 +198,28 @@ def test_a_filter_keeping_many_rows_goes_through_the_index(
             shares.append(len(set(want) & set(_ids(got))) / len(want))
         assert np.mean(shares) >= 0.9
         assert flt not in copied
+
+
+def test_after_a_rebuild_vectors_are_read_from_the_new_index(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Most rows re-embedded: the index is rebuilt, and the loaded rows' vectors are then
+    read from the new one (the old one is not kept alive beside it)."""
+    monkeypatch.setattr(cache, "PATCH_AFTER", 10)
+    memories = _stored(db)
+    with closing(_indexed(db)) as store:
+        first = _ready(store).held
+        assert first is not None
+        moved = _vectors(300, seed=31)
+        store.write([dataclasses.replace(m, embedding=v)
+                     for m, v in zip(memories[:300], moved, strict=True)])  # fmt: skip
+        assert store.wait_for_index(USER)
+        store.search(USER, moved[0], 5)
+        held = _arrays(store).held
+        assert held is not None and held.index is not first.index
+        assert held.index is store._slots[USER].index
+        for memory in memories[300:310]:
+            got = store.get(USER, [memory.id])[0]
+            assert got.embedding is not None and memory.embedding is not None
+            assert np.abs(got.embedding - memory.embedding).max() < F16
+        assert _ids(store.search(USER, moved[7], 1)) == [memories[7].id]

@@ -661,17 +661,18 @@ class UserCache:
         """Record ``ann`` (made for ``arrays``) on the current snapshot if it still has the
         same rows and vectors (the same id array and vector version: counted uses and
         patches of other fields keep them); whether it did. If the index holds every loaded
-        row's vector, the snapshot's matrix is dropped: they are read from the index."""
+        row's vector, the snapshot's matrix is dropped: they are read from the index (from
+        this one, if they were read from an older one)."""
         with self._lock:
             current = self._snapshot
             now = current.arrays
             if now is None or now.ids is not arrays.ids or now.version is not arrays.version:
                 return False
-            if (
-                now.matrix is not None
-                and self.drop_matrix
-                and not bool(((now.rows.source >= 0) & now.has_vector & ~ann.held).any())
-            ):
+            loaded_held = not bool(((now.rows.source >= 0) & now.has_vector & ~ann.held).any())
+            # vectors read from an index the slot has since replaced: from the new one
+            # (the old one is then freed), once it holds them all
+            moved = now.held is not None and now.held.index is not ann.index
+            if loaded_held and ((now.matrix is not None and self.drop_matrix) or moved):
                 now = now.without_matrix(_IndexVectors(ann.index, ann.keys, now.dim))
                 self._snapshot = replace(current, rows=now.view(), arrays=now, ann=ann)
             else:
