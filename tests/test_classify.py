@@ -585,3 +585,69 @@ def test_complexity_for_another_intent_uses_the_rules_of_that_intent() -> None:
     assert complexity_for(message, QUE, (), fired) is S  # read as a question: one line, simple
     assert complexity_for("Review this system design", ANA, (), fired) is D
     assert "deep: lower thresholds" in fired
+
+
+# -- complexity rules from the blind writers' labels (issue 12, second round) --------------
+
+
+@pytest.mark.parametrize(
+    ("message", "turn"),
+    [("now do the same for the invoices table", 5), ("same but in kotlin", 3),
+     ("do the rest of the handlers the same way", 8), ("also the other three screens", 4)],
+)  # fmt: skip
+def test_a_follow_up_asking_for_the_same_work_again_is_moderate(message: str, turn: int) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, CON, (), fired) is M, fired
+    assert "repeat the work" in fired
+
+
+@pytest.mark.parametrize("message", ["same thing for the emails queue?", "and the other one?"])
+def test_a_follow_up_question_about_another_case_stays_simple(message: str) -> None:
+    result = classify(message, turn=6)
+    assert (result.intent, result.complexity) == (CON, S), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Port the scoring service from flask to fastapi",
+     "Refactor the notifications module so each channel is its own class",
+     "convert our ingestion scripts to use duckdb",
+     "Split the reporting app out of the monolith"],
+)  # fmt: skip
+def test_restructuring_a_whole_unit_is_complex_multi_file_work(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (GEN, C), result.signals
+    assert "restructure" in result.signals
+
+
+def test_restructuring_a_pasted_snippet_is_not_a_whole_unit() -> None:
+    result = classify("refactor this function:\n```python\ndef f(x):\n    return x + 1\n```")
+    assert "restructure" not in result.signals and result.complexity is not C
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Write the migration for a new `refunds` table (id, invoice_id, amount, created_at)",
+     'a helper that pluralises units ("1 hour", "3 hours"), typed, with a test'],
+)  # fmt: skip
+def test_a_list_in_parentheses_or_quotes_is_one_parts_detail(message: str) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, GEN, (), fired) is M, fired
+    assert "many parts" not in fired
+
+
+def test_a_list_of_parts_outside_parentheses_still_makes_many() -> None:
+    result = classify("Build the export: a CSV writer, an S3 upload, a signed link and an email")
+    assert (result.intent, result.complexity) == (GEN, C), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["is there a way to run the integration tests without docker",
+     "need the command to rotate the signing key on staging",
+     "new here, how do I get the worker running locally?"],
+)  # fmt: skip
+def test_asking_the_way_to_do_something_is_a_moderate_how_to(message: str) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, QUE, (), fired) is M, fired
+    assert "how-to" in fired

@@ -517,6 +517,33 @@ _ASKS_HOW = re.compile(
 _REVISE = re.compile(
     r"\b(?:look like|same \w+ but|but (?:only|with|without|for)|keep the|instead)\b", re.I
 )
+#: A follow-up asking for the same work again on something else ("now do the same for the
+#: orders table", "same but in typescript", "do the rest of the files the same way", "also
+#: the other two endpoints"): the development task it continues, once more.
+_REPEAT_WORK = re.compile(
+    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:thing |way )?for|the same way|"
+    r"the rest of|the other (?:two|three|four|\d+) \w+)",
+    re.I,
+)
+#: Restructuring a whole unit ("port the feature pipeline from pandas to polars", "refactor
+#: the billing module so …", "convert the training script to …"): the seed's multi-file work.
+_RESTRUCTURE = re.compile(
+    _POLITE + r"(?:port|convert|refactor|rewrite|migrate|split|restructure|rework) "
+    r"(?:the|our|all|all the|all our) (?:[\w-]+ ){0,3}?(?:module|pipeline|script|service|app|"
+    r"package|layer|codebase|job|dag|notebook|client|library|backend|frontend|monolith|"
+    r"project)s?\b",
+    re.I,
+)
+#: A question asking for the way or the command to do something ("is there a way to run
+#: the tests without the board", "need the command to rotate the cert"): a procedure.
+_WAY_TO = re.compile(
+    r"^(?:is there (?:a|an|any) (?:way|command|script|flag|option|trick) to|"
+    r"(?:i |we )?(?:need|want) the (?:command|steps|script|way) to)\b",
+    re.I,
+)
+#: What a list of parts does not count: parentheses and quotes ("a table (id, name, at)",
+#: 'format days ("1 day", "12 days")') detail one part.
+_ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|\"[^\"]*\"|'[^'\s][^']*'")
 SNIPPET = 200  # a one-line bug question with its snippet
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
@@ -761,8 +788,11 @@ def _complexity(
     if jargon:
         fired.append("jargon")
     deep = bool(_DEEP.search(text))
-    if intent is Intent.GENERATION and (deep or _ENUMERATION.search(_prose(text))):
+    if intent is Intent.GENERATION and (deep or _ENUMERATION.search(_ASIDE.sub(" ", _prose(text)))):
         fired.append("many parts")  # building a whole flow is complex work, not a design
+        return Complexity.COMPLEX
+    if intent is Intent.GENERATION and not has_code and _RESTRUCTURE.match(body):
+        fired.append("restructure")
         return Complexity.COMPLEX
     if deep or (intent is Intent.ANALYSIS and length > LONG):
         fired.append("architecture")
@@ -787,10 +817,14 @@ def _complexity(
     if intent is Intent.CONTINUATION and (_REVISE.search(body) or _produces(body)):
         fired.append("revision")
         return Complexity.MODERATE
+    if intent is Intent.CONTINUATION and _REPEAT_WORK.search(body) and not _asks(body):
+        fired.append("repeat the work")
+        return Complexity.MODERATE
     if _QUICK.search(text):
         fired.append("quick")
         return Complexity.SIMPLE
-    asks_how = _HOW_TO.match(body) or _ASKS_HOW.search(_final_question(body))
+    asks_how = (_HOW_TO.match(body) or _WAY_TO.match(body)
+                or _ASKS_HOW.search(_final_question(body) or _first_sentence(body)))
     if intent is Intent.QUESTION and asks_how:
         fired.append("how-to")  # a procedure: the golden path and its pitfalls
         return Complexity.MODERATE
@@ -802,6 +836,11 @@ def _complexity(
 
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+
+
+def _asks(body: str) -> bool:
+    """Whether ``body`` is a question (ends with "?")."""
+    return body.rstrip().endswith("?")
 
 
 def _produces(body: str) -> bool:
