@@ -176,7 +176,7 @@ def run_size(
     }  # fmt: skip
     baseline_spec = {**spec, "recall": False}
     if baseline_src is not None:
-        baseline_spec["url"] = _baseline_copy(url)
+        baseline_spec["url"] = _baseline_copy(url, baseline_src)
     first_open = _serve_in_subprocess({**spec, "queries": list(queries[:20]), "recall": False})
     if cached is not None and not cached.is_file():  # with the indexes the first open saved
         _copy_store(Path(url.removeprefix("sqlite:///")), f"sqlite:///{cached}")
@@ -278,10 +278,11 @@ def _copy_store(source: Path, url: str) -> tuple[float, Counter[str]]:
     return 0.0, Counter()
 
 
-def _baseline_copy(url: str) -> str:
+def _baseline_copy(url: str, src: Path | None = None) -> str:
     """A copy of the SQLite file at ``url`` for the baseline tree, without what the newer
-    schema added (an older engrain refuses a file with migrations it does not know; the only
-    newer one, 005, adds the ``derived_indexes`` table the baseline never reads)."""
+    schema added if the baseline (``src``) predates it (an older engrain refuses a file with
+    migrations it does not know; the only newer one, 005, adds the ``derived_indexes`` table
+    such a baseline never reads). A baseline that knows 005 keeps the saved indexes."""
     import sqlite3
 
     path = Path(url.removeprefix("sqlite:///"))
@@ -290,6 +291,9 @@ def _baseline_copy(url: str) -> str:
     copy = path.with_name(path.stem + "-baseline" + path.suffix)
     with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
         source.backup(target)
+    store = None if src is None else src / "engrain" / "store" / "sqlite.py"
+    if store is not None and store.is_file() and "005_derived_indexes" in store.read_text():
+        return f"sqlite:///{copy}"
     with sqlite3.connect(copy) as db:
         db.execute("DROP TABLE IF EXISTS derived_indexes")
         db.execute("DELETE FROM migrations WHERE name = '005_derived_indexes'")
