@@ -651,3 +651,27 @@ def test_asking_the_way_to_do_something_is_a_moderate_how_to(message: str) -> No
     fired: list[str] = []
     assert complexity_for(message, QUE, (), fired) is M, fired
     assert "how-to" in fired
+
+
+@pytest.mark.parametrize(
+    "message", ["on it", "brb", "afk", "ok, back", "hi there, back again", "shipped it 🎉",
+                "merged!", "deployed 🚀", "ok, pushed"],
+)  # fmt: skip
+def test_coming_going_and_work_reported_done_are_trivial(message: str) -> None:
+    assert classify(message).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message", ["on call this week?", "shipped it but the banner is gone", "merged, now what?",
+                "back to the retry question"],
+)  # fmt: skip
+def test_done_and_away_words_with_a_question_or_a_topic_are_not_trivial(message: str) -> None:
+    assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+def test_a_failure_users_report_is_not_a_local_snippet() -> None:
+    message = "Customers say `Checkout.total()` shows the old price after a coupon is removed"
+    fired: list[str] = []
+    assert complexity_for(message, DBG, (), fired) is C, fired
+    local = "`Checkout.total()` shows the old price after a coupon is removed"
+    assert complexity_for(local, DBG, (), []) is M

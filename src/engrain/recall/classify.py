@@ -176,6 +176,10 @@ _ACK_WORDS = frozenset(
         # intensifiers of thanks ("thanks a ton", "thanks a bunch", "a million thanks")
         "ton", "tons", "bunch", "heaps", "loads", "lots", "of", "million", "mil", "gazillion",
         "infinitely",
+        # coming and going ("on it", "brb", "back again") and work reported done ("shipped
+        # it 🎉", "merged!"): nothing asked
+        "on", "brb", "afk", "bbl", "omw", "back", "shipped", "merged", "pushed", "landed",
+        "deployed", "released",
     ]
 )  # fmt: skip
 _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
@@ -465,11 +469,12 @@ _QUOTED_ERROR = re.compile(
     r"stuck at|exits? with|dies with|crashes with)\b(?: with)?[^`\n]*?(?:`[^`\n]+`|:\s*\S)",
     re.I,
 )
-#: What runs beyond one snippet: a failure there needs the project's whole picture.
+#: What runs beyond one snippet (and who meets its failures: users, customers): a failure
+#: there needs the project's whole picture.
 _SYSTEM = re.compile(
     r"\b(?:job|jobs|endpoint|endpoints|service|services|pipeline|prod|production|staging|"
     r"deploy\w*|release|container|pod|pods|dag|queue|worker|workers|cluster|ci|cron|server|"
-    r"traceback|database|migration)\b",
+    r"traceback|database|migration|users|customers)\b",
     re.IGNORECASE,
 )
 #: A verb right after the opening word(s): they were the subject ("build step is failing").
