@@ -7,6 +7,8 @@ As in tests/test_ann.py the threshold is forced low and the index built inside t
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from contextlib import closing
 from pathlib import Path
 
@@ -223,3 +225,26 @@ def test_after_a_rebuild_vectors_are_read_from_the_new_index(
             assert got.embedding is not None and memory.embedding is not None
             assert np.abs(got.embedding - memory.embedding).max() < F16
         assert _ids(store.search(USER, moved[7], 1)) == [memories[7].id]
+
+
+def test_the_dropped_matrix_is_freed(db: Path) -> None:
+    """Nothing the working set keeps holds the matrix once it is dropped: not the memories
+    built from it before (their vectors were views of it)."""
+    with closing(_indexed(db)) as store:
+        store._cache(USER).drop_matrix = False  # build memories from the matrix first
+        store.search(USER, _vectors(1, seed=1)[0], 50)
+        store.get(USER, [m.id for m in store.query(USER)[:100]])
+        matrix = _arrays(store).matrix
+        assert matrix is not None
+        alive = weakref.ref(matrix)
+        del matrix
+        user_cache = store._cache(USER)
+        user_cache.drop_matrix = True
+        snapshot = user_cache.snapshot
+        assert snapshot.arrays is not None and snapshot.ann is not None
+        assert user_cache._attach(snapshot.arrays, snapshot.ann)
+        del snapshot
+        assert _arrays(store).matrix is None
+        store.search(USER, _vectors(1, seed=2)[0], 50)
+        gc.collect()
+        assert alive() is None

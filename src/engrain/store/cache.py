@@ -60,7 +60,7 @@ from engrain.store.ann import (
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.columns import Table
 from engrain.store.lexical import LexicalIndex
-from engrain.store.rows import Rows, RowsView
+from engrain.store.rows import Decoded, Rows, RowsView
 from engrain.store.rows import with_access as _with_access
 
 BoolArray = npt.NDArray[np.bool_]
@@ -206,8 +206,11 @@ class _Arrays:
         return _same_vector(mine, embedding)
 
     def without_matrix(self, held: _IndexVectors) -> _Arrays:
-        """These arrays with vectors read through ``held`` (same rows, same version)."""
-        return replace(self, matrix=None, held=held)
+        """These arrays with vectors read through ``held`` (same rows, same version). The
+        memories built so far are not carried: their vectors are views of the matrix, and
+        would keep all of it alive."""
+        rows = replace(self.rows, decoded=Decoded()) if self.matrix is not None else self.rows
+        return replace(self, rows=rows, matrix=None, held=held)
 
     def embedding(self, row: int) -> Vector | None:
         """The vector the memory of ``row`` has (without building the memory)."""
