@@ -95,9 +95,16 @@ def _run(store: SpyStore, embedder: ModelEmbedder) -> gate_module.Gated:
     return gate(store, embedder.embed_query, MESSAGE, "u", options=GateOptions(), now=NOW)
 
 
+def _rules_kept(rules: Classification, *args: Any) -> Classification:
+    """The model's second opinion agreeing with the rules (hashing vectors are no MiniLM
+    vectors: what the model would read from them is beside the point here)."""
+    return rules
+
+
 def test_on_a_concurrent_store_the_reads_begin_before_the_query_is_embedded(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(gate_module, "refine", _rules_kept)
     store = _filled(tmp_path)
     store.concurrent_reads = True
     parallel_embedder = ModelEmbedder(store, wait_for=True)
@@ -112,8 +119,9 @@ def test_on_a_concurrent_store_the_reads_begin_before_the_query_is_embedded(
 
 
 def test_on_a_serial_store_nothing_is_read_before_the_query_is_embedded(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(gate_module, "refine", _rules_kept)
     store = _filled(tmp_path)
     seen: list[tuple[int, int]] = []
     embedder = ModelEmbedder(store, wait_for=False)
