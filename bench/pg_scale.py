@@ -598,23 +598,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"user-{u:05d}": pick.sample(pool, min(args.per_user, len(pool)))
                     for u in range(args.users)
                 }
-                scenarios.append(("many", many, None, random_queries))
+                scenarios.append(("many", many, lambda: None, random_queries))
             if "big" in wanted:
                 big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
                                         max_words=50)  # fmt: skip
                 if args.big_vectors in ("minilm", "derived"):
-                    real = big if args.big_vectors == "minilm" else big[: args.derive_from]
-                    vectors, _, _ = common.embed_corpus(
-                        embedder, [n.text for n in real], cache_dir=cache_dir
-                    )
-                    vectors = np.asarray(vectors, dtype=np.float32)
-                    if args.big_vectors == "derived":
-                        vectors = derived_vectors(vectors, len(big), args.seed + 4)
-                    given = {BIG_USER: vectors}
+
+                    def big_vectors(notes: list[common.Note] = big) -> dict[str, np.ndarray]:
+                        # only when the corpus is loaded (a kept one needs none)
+                        real = notes if args.big_vectors == "minilm" else notes[: args.derive_from]
+                        vectors, _, _ = common.embed_corpus(
+                            embedder, [n.text for n in real], cache_dir=cache_dir
+                        )
+                        vectors = np.asarray(vectors, dtype=np.float32)
+                        if args.big_vectors == "derived":
+                            vectors = derived_vectors(vectors, len(notes), args.seed + 4)
+                        return {BIG_USER: vectors}
+
                     query_vectors = np.asarray(embedder.embed(queries), dtype=np.float32)  # type: ignore[union-attr]
-                    scenarios.append(("big", {BIG_USER: big}, given, query_vectors))
+                    scenarios.append(("big", {BIG_USER: big}, big_vectors, query_vectors))
                 else:
-                    scenarios.append(("big", {BIG_USER: big}, None, random_queries))
+                    scenarios.append(("big", {BIG_USER: big}, lambda: None, random_queries))
             for name, users, given, query_vectors in scenarios:
                 rows = sum(len(n) for n in users.values())
                 print(f"{name}: {len(users):,} users, {rows:,} memories", file=sys.stderr)
@@ -629,7 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else:
                     url = database_url(server, name)
                     load = bulk_load(
-                        url, users, args.seed, given,
+                        url, users, args.seed, given(),
                         maintenance_work_mem=args.maintenance_work_mem,
                         build_workers=args.build_workers,
                     )  # fmt: skip

@@ -6,6 +6,13 @@ the transaction opens, so a bad item changes nothing; what depends on the rows a
 (a patch's current row) is read inside it, under the row lock. Locks are always taken in
 the same order — the users' revision rows sorted, then the memory rows sorted by
 ``(user_id, id)`` — so concurrent writes queue instead of deadlocking.
+
+The store runs these bodies in pipeline mode (``PostgresStore._transaction``): a statement
+whose result the body does not read is only queued, so a write of new memories waits for
+the server twice — for its row locks, and at the commit — and a statement the server
+refuses aborts the whole transaction as before. Postings are sent as arrays in one
+``INSERT … SELECT FROM unnest(…)`` per :data:`~engrain.store.postgres.sql.CHUNK` rows
+(``COPY`` cannot run inside a pipeline).
 """
 
 from __future__ import annotations
