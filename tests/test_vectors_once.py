@@ -248,3 +248,23 @@ def test_the_dropped_matrix_is_freed(db: Path) -> None:
         store.search(USER, _vectors(1, seed=2)[0], 50)
         gc.collect()
         assert alive() is None
+
+
+def test_a_patch_keeps_the_learnings_subset_while_its_rows_stay(db: Path) -> None:
+    """A write that changes no vector carries the exact subset of a narrow filter to the
+    next arrays; it is used only while the filter keeps the same rows."""
+    flt = MemoryFilter(kinds=frozenset({Kind.FACT}), project="p1", include_muted=False)
+    with closing(_indexed(db)) as store:
+        _ready(store)
+        query = _vectors(1, seed=8)[0]
+        store.search(USER, query, 5, flt)
+        kept = _arrays(store).subsets[flt][1]
+        other = next(m for m in store.query(USER) if m.kind is not Kind.FACT)
+        store.write([dataclasses.replace(other, importance=0.42)])
+        store.search(USER, query, 5, flt)
+        assert _arrays(store).subsets[flt][1] is kept
+        member = store.search(USER, query, 1, flt)[0][0]
+        store.write([dataclasses.replace(member, muted=True)])
+        found = store.search(USER, query, 5, flt)
+        assert member.id not in _ids(found)
+        assert _arrays(store).subsets[flt][1] is not kept

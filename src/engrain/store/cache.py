@@ -133,6 +133,12 @@ class _Arrays:
     subsets: dict[MemoryFilter, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    #: The subsets of the arrays these were patched from, when no vector changed: one is
+    #: reused if its filter still keeps the same rows (a promotion rarely changes who is a
+    #: learning; without the matrix a new copy is read from the index: ~22,000 rows).
+    earlier_subsets: Mapping[MemoryFilter, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = (
+        field(default_factory=dict, compare=False, repr=False)
+    )
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -263,9 +269,11 @@ class _Arrays:
             columns["importance"][row] = m.importance
             columns["updated"][row] = m.updated_at.timestamp()
         version = object() if vectors_changed else self.version
+        earlier = {} if vectors_changed else {**self.earlier_subsets, **self.subsets}
         return _Arrays(
             rows=self.rows.patched(changed), position=self.position, ids=self.ids,
-            matrix=matrix, held=self.held, version=version, **columns,
+            matrix=matrix, held=self.held, version=version, earlier_subsets=earlier,
+            **columns,
         )  # fmt: skip
 
     def extend(self, more: Sequence[Memory], dim: int) -> _Arrays:
@@ -853,7 +861,9 @@ def _subset(
     if cached is not None:
         return cached
     rows = np.flatnonzero(mask)
-    vectors = arrays.vectors(rows)
+    earlier = arrays.earlier_subsets.get(flt)  # same vectors: valid if the same rows
+    same = earlier is not None and np.array_equal(earlier[0], rows)
+    vectors = earlier[1] if earlier is not None and same else arrays.vectors(rows)
     if rows.size <= SUBSET_SHARE * len(arrays):
         if len(arrays.subsets) >= SUBSETS_MAX:
             arrays.subsets.clear()
