@@ -99,6 +99,9 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "each conversation chunk with its own [EPISODIC] date prefix (recall.assemble)"),
         Variant("no-history", "chunks", {"profile": default, "history_evidence": False},
                 "auto budget not raised when a conversation chunk leads (recall.budget)"),
+        Variant("turns", "chunks", {"profile": default, "turn_weight": 0.5},
+                "a conversation chunk scored half by its best turn (recall.turns, off by "
+                "default)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False},

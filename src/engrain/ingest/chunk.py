@@ -115,3 +115,10 @@ def chunk_turns(
         for part in _split_long(turn, max_tokens)
     ]
     return merge_small(pieces, min_tokens, max_tokens, "\n")
+
+
+def turn_lines(content: str) -> list[str]:
+    """The lines of a conversation chunk's text (its turns, or the parts of a turn too long
+    for one chunk), blank ones left out: the units that get a vector of their own
+    (:mod:`engrain.recall.turns`)."""
+    return [line for line in (part.strip() for part in content.split("\n")) if line]

@@ -54,6 +54,7 @@ from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scor
 from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
+from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
@@ -85,6 +86,7 @@ class GateOptions:
     speaker_weight: float = SPEAKER_WEIGHT  # who is asked about (recall.speakers)
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
+    turn_weight: float = TURN_WEIGHT  # a conversation chunk found by its best turn (turns)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -309,6 +311,7 @@ def _candidates(
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
     dense, learnings = _nearest(store, user_id, vector, [(size, flt), (LEARNINGS_MAX, typed)])
+    dense = with_turns(store, embed_query, user_id, vector, dense, size, flt, options.turn_weight)
     return gather(
         store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
         lexical_weight=options.lexical_weight, fusion=options.fusion,

@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from engrain.errors import StoreError, ValidationError
-from engrain.model import Memory, Vector
+from engrain.ingest.chunk import turn_lines
+from engrain.model import Memory, Vector, content_hash
 from engrain.store.base import Store
 
 
@@ -40,8 +41,9 @@ def copy_store(
 
     * ``batch`` — memories per write transaction on the target.
     * ``cache_models`` — embedding-cache entries of these model ids whose content hash is
-      one of a copied memory's are copied too (the cache only saves re-embedding; leave it
-      empty to skip it).
+      one of a copied memory's, or one of a copied conversation chunk's lines' (their
+      vectors score a chunk by its best turn, :mod:`engrain.recall.turns`), are copied too
+      (the cache only saves re-embedding; leave it empty to skip it).
     * ``state`` — also copy each user's state documents (compiled tiers, learned
       co-occurrence, recent contexts), read with :meth:`Store.states`.
     * ``verify`` — read every batch back from ``target`` and compare it field by field
@@ -74,6 +76,7 @@ def copy_store(
                 target.write(state=mine[start : start + batch])
             counts["state"] += len(mine)
         hashes.update(m.content_hash for m in memories if m.content_hash)
+        hashes.update(line_hashes(memories))
         counts["users"] += 1
     ordered = sorted(hashes)
     for model_id in cache_models:
@@ -82,6 +85,17 @@ def copy_store(
             target.cache_embeddings(model_id, found)
             counts["cached_embeddings"] += len(found)
     return counts
+
+
+def line_hashes(memories: Sequence[Memory]) -> set[str]:
+    """The content hashes of the lines of ``memories``' conversation chunks (memories with
+    turn ids): the embedding-cache keys of their turns' vectors."""
+    return {
+        content_hash(line)
+        for m in memories
+        if m.provenance.turn_ids
+        for line in turn_lines(m.content)
+    }
 
 
 def _verify(written: Sequence[Memory], read_back: Sequence[Memory]) -> None:
