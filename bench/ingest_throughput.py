@@ -160,13 +160,21 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "l
 #: cores), the setting for a process that mostly ingests; ``ENGRAIN_ONNX_SPLIT=0`` measures
 #: the default intra-op session instead.
 SPLIT = os.environ.get("ENGRAIN_ONNX_SPLIT", "1").lower() not in ("0", "false", "no")
+#: ``ENGRAIN_ONNX_INT8=1`` / ``0`` picks the int8 or the float graph (unset: the checkout's
+#: default; a checkout without the choice runs its float graph either way).
+INT8 = os.environ.get("ENGRAIN_ONNX_INT8")
 
 
 def make_embedder() -> MiniLMEmbedder:
-    """The embedder in :data:`SPLIT`'s mode (a checkout without the mode: its default)."""
-    if "split" in inspect.signature(MiniLMEmbedder).parameters:
-        return MiniLMEmbedder(split=SPLIT)  # type: ignore[call-arg, unused-ignore]
-    return MiniLMEmbedder()
+    """The embedder in :data:`SPLIT`'s mode and :data:`INT8`'s graph (a checkout without
+    the mode or the graph: its default)."""
+    parameters = inspect.signature(MiniLMEmbedder).parameters
+    options: dict[str, Any] = {}
+    if "split" in parameters:
+        options["split"] = SPLIT
+    if "int8" in parameters and INT8 is not None:
+        options["int8"] = INT8.lower() not in ("0", "false", "no")
+    return MiniLMEmbedder(**options)
 
 
 def locomo_once(data: Path, backend: str) -> dict[str, Any]:
