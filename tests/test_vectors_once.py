@@ -183,10 +183,15 @@ def test_a_filter_keeping_many_rows_goes_through_the_index(
     """Above SUBSET_MAX rows a narrow filter is not copied and searched exactly: the index's
     candidates are post-filtered (searched again with more if too few pass)."""
     monkeypatch.setattr(cache, "SUBSET_MAX", 50)
-    flt = MemoryFilter(kinds=frozenset({Kind.FACT}), project="p1")  # 67 of 400 rows
+    flt = MemoryFilter(kinds=(Kind.FACT,), project="p1")  # 67 of 400 rows
     copied: list[MemoryFilter] = []
     subset = cache._subset
-    monkeypatch.setattr(cache, "_subset", lambda a, f, m: copied.append(f) or subset(a, f, m))
+
+    def counted(a: cache._Arrays, f: MemoryFilter, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        copied.append(f)
+        return subset(a, f, m)
+
+    monkeypatch.setattr(cache, "_subset", counted)
     with closing(_indexed(db)) as store, closing(SQLiteStore(db, ann_min_vectors=None)) as exact:
         _ready(store)
         gone = store.query(USER, flt)[0]
@@ -253,7 +258,7 @@ def test_the_dropped_matrix_is_freed(db: Path) -> None:
 def test_a_patch_keeps_the_learnings_subset_while_its_rows_stay(db: Path) -> None:
     """A write that changes no vector carries the exact subset of a narrow filter to the
     next arrays; it is used only while the filter keeps the same rows."""
-    flt = MemoryFilter(kinds=frozenset({Kind.FACT}), project="p1", include_muted=False)
+    flt = MemoryFilter(kinds=(Kind.FACT,), project="p1", include_muted=False)
     with closing(_indexed(db)) as store:
         _ready(store)
         query = _vectors(1, seed=8)[0]
