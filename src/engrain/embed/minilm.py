@@ -82,7 +82,7 @@ class MiniLMEmbedder:
         spinning: bool = True,
         split: bool = False,
         fused: bool = True,
-        int8: bool | None = False,
+        int8: bool | None = None,
     ) -> None:
         """``threads``: the session's intra-op threads (0: one per core); ignored with
         ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
