@@ -109,3 +109,29 @@ def test_the_onnx_split_setting_picks_the_embedders_mode(tmp_path: Path, split: 
         assert inner._batch_size == (
             1 if inner._int8 else SPLIT_BATCH_SIZE if split else BATCH_SIZE
         )
+
+
+@pytest.mark.parametrize("int8", [False, True])
+def test_the_onnx_int8_setting_picks_the_graph(tmp_path: Path, int8: bool) -> None:
+    settings = Settings(data_dir=tmp_path, onnx_int8=int8)
+    with Engine(settings=settings, store=MemoryStore()) as engine:
+        inner = engine.embedder.inner  # type: ignore[attr-defined]
+        assert isinstance(inner, MiniLMEmbedder)
+        assert inner._int8 is int8
+
+
+def test_the_onnx_int8_setting_follows_the_cpu_when_unset(tmp_path: Path) -> None:
+    from engrain.embed.minilm import exact_int8
+
+    with Engine(settings=Settings(data_dir=tmp_path), store=MemoryStore()) as engine:
+        assert engine.embedder.inner._int8 is exact_int8()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("raw", "value"), [("false", False), ("1", True)])
+def test_the_onnx_int8_setting_reads_the_environment(
+    tmp_path: Path, raw: str, value: bool
+) -> None:
+    from engrain.config import load_settings
+
+    settings = load_settings({"data_dir": tmp_path}, environ={"ENGRAIN_ONNX_INT8": raw})
+    assert settings.onnx_int8 is value

@@ -101,7 +101,7 @@ class Engine:
         self.store: Store = store if store is not None else open_store(settings.store_url)
         raw = embedder or make_embedder(
             settings.embedder, threads=settings.onnx_threads, spinning=settings.onnx_spinning,
-            split=settings.onnx_split,
+            split=settings.onnx_split, int8=settings.onnx_int8,
         )
         self.embedder = CachedEmbedder(raw, self.store)
         self.reranker = reranker
