@@ -67,9 +67,10 @@ def test_int8_rows_run_alone_and_the_choice_follows_the_cpu(
     assert MiniLMEmbedder(int8=True, split=True)._batch_size == 1
     assert MiniLMEmbedder(int8=False, split=True)._batch_size == minilm.SPLIT_BATCH_SIZE
     monkeypatch.setattr(minilm, "exact_int8", lambda: False)
-    assert MiniLMEmbedder()._int8 is False  # the default follows the CPU
+    assert MiniLMEmbedder(int8=None)._int8 is False  # None follows the CPU
     monkeypatch.setattr(minilm, "exact_int8", lambda: True)
-    assert MiniLMEmbedder()._int8 is True
+    assert MiniLMEmbedder(int8=None)._int8 is True
+    assert MiniLMEmbedder()._int8 is False  # off by default, whatever the CPU
     assert make_embedder("minilm", int8=False)._int8 is False  # type: ignore[attr-defined]
 
 

@@ -74,8 +74,11 @@ def test_without_the_matrix_search_scores_and_embeddings_stay_within_float16(db:
                 want = exact.search(USER, query, 10, flt)
                 got = store.search(USER, query, 10, flt)
                 assert len(got) == len(want)
-                # same scores up to float16 (ties may swap places)
-                assert np.allclose([s for _, s in got], [s for _, s in want], atol=F16)
+                # each score is its memory's exact score up to float16; the approximate
+                # search may swap near-ties at the boundary, so the sets overlap, not match
+                for memory, score in got:
+                    assert abs(score - float(originals[memory.id] @ query)) < F16
+                assert len({m.id for m, _ in got} & {m.id for m, _ in want}) >= len(want) - 1
                 for memory, score in got:
                     assert memory.embedding is not None
                     assert np.abs(memory.embedding - originals[memory.id]).max() < F16
