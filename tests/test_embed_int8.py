@@ -71,6 +71,7 @@ def test_int8_rows_run_alone_and_the_choice_follows_the_cpu(
     monkeypatch.setattr(minilm, "exact_int8", lambda: True)
     assert MiniLMEmbedder(int8=None)._int8 is True
     assert MiniLMEmbedder()._int8 is False  # off by default, whatever the CPU
+    assert make_embedder("minilm")._int8 is False  # type: ignore[attr-defined]
     assert make_embedder("minilm", int8=False)._int8 is False  # type: ignore[attr-defined]
 
 
