@@ -177,10 +177,18 @@ def run_size(
     baseline_spec = {**spec, "recall": False}
     if baseline_src is not None:
         baseline_spec["url"] = _baseline_copy(url, baseline_src)
-    first_open = _serve_in_subprocess({**spec, "queries": list(queries[:20]), "recall": False})
+    started = time.perf_counter()
+    first_spec = {**spec, "queries": list(queries[:20]), "recall": False}
+    if build_only:  # the stage split is not reported: a few calls suffice
+        first_spec["stage_queries"] = list(stage_queries[:5])
+    first_open = _serve_in_subprocess(first_spec)
+    first_open["process_s"] = round(time.perf_counter() - started, 1)
+    print(f"  first open: {_first_open_line(first_open)}", file=sys.stderr, flush=True)
     if cached is not None and not cached.is_file():  # with the indexes the first open saved
+        started = time.perf_counter()
         _copy_store(Path(url.removeprefix("sqlite:///")), f"sqlite:///{cached}")
-        print(f"  store kept in {cached}", file=sys.stderr)
+        print(f"  store kept in {cached} ({time.perf_counter() - started:.0f} s)",
+              file=sys.stderr)  # fmt: skip
     if build_only:
         return {"memories": size, "first_open": first_open, "write_seconds": round(write_s, 2)}
     baseline_first = None
@@ -210,6 +218,14 @@ def run_size(
     return out
 
 
+def _first_open_line(result: dict[str, Any]) -> str:
+    """The parts of a first open (:func:`serve`'s answer), for the build's log."""
+    return (f"open {result['open_ms'] / 1000:.1f} s, first context() "
+            f"{result['first_call_ms'] / 1000:.1f} s, index wait {result['index_wait_s']:.1f} s, "
+            f"close {result.get('close_ms', 0.0) / 1000:.1f} s, RSS {result['rss_mb']:.0f} MB, "
+            f"process {result.get('process_s', 0.0):.0f} s")  # fmt: skip
+
+
 #: Above this many memories the corpus is made and written in chunks of this many (a
 #: million ``Memory`` objects with their vectors would need several GB at once).
 CHUNK = 50_000
@@ -225,7 +241,7 @@ def write_corpus(
     own and preference keys kept unique across chunks."""
     types: Counter[str] = Counter()
     seen: set[str] = set()
-    seconds = 0.0
+    seconds, began = 0.0, time.perf_counter()
     step = len(notes) if len(notes) <= 2 * CHUNK else CHUNK
     for chunk in range(0, len(notes), step):
         seed = 17 if chunk == 0 else 17 + chunk
@@ -237,11 +253,10 @@ def write_corpus(
             engine.store.write(memories[offset : offset + WRITE_BATCH])
         seconds += time.perf_counter() - start
         types.update(m.memory_type.value for m in memories)
-        if step < len(notes):
-            print(f"\r  written {chunk + len(memories):,}/{len(notes):,}", end="",
-                  file=sys.stderr, flush=True)  # fmt: skip
-    if step < len(notes):
-        print(file=sys.stderr)
+        if step < len(notes):  # a line per chunk: a long build's log shows its pace
+            print(f"  written {chunk + len(memories):,}/{len(notes):,}: {seconds:.0f} s "
+                  f"writing, {time.perf_counter() - began:.0f} s in all", file=sys.stderr,
+                  flush=True)  # fmt: skip
     return seconds, types
 
 
@@ -371,6 +386,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
             time_queries(engine, spec["stage_queries"])
         rss = rss_mb()
         recall = recall_at(engine, spec["queries"], 50) if spec.get("recall") and indexed else None
+        closing = time.perf_counter()
+    close_ms = (time.perf_counter() - closing) * 1000.0  # waits for the saves in flight
     return {
         "latency": common.summarize(latencies),
         "cold_start_ms": round(open_ms + first_ms, 1),
@@ -378,6 +395,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "first_call_ms": round(first_ms, 1),
         "approximate_index": indexed,
         "index_wait_s": round(index_wait_s, 2),
+        "close_ms": round(close_ms, 1),
         "rss_mb": rss,
         "rss_model_mb": rss_model,
         "recall_at_50": recall,
@@ -477,6 +495,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="write (or copy) each size's store and open it once, then stop (with "
         "--store-cache: build the corpus ahead of the measuring run)",
     )
+    parser.add_argument(
+        "--derived-vectors",
+        action="store_true",
+        help="with --vectors-file: notes beyond the file's rows get noisy copies of its "
+        "vectors (bench/pg_scale.py's derived_vectors, noise 0.5, seed --seed + 4, as the "
+        "PostgreSQL 1,000,000-memory corpus), so a million memories need no embedding; "
+        "reported as vectors 'derived'",
+    )
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:  # the measuring subprocess of run_size
@@ -500,6 +526,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.no_vector_cache
         else (args.cache_dir or Path(tempfile.gettempdir()) / "engrain-bench")
     )
+    if args.derived_vectors and args.vectors_file is None:
+        parser.error("--derived-vectors needs --vectors-file (the vectors to derive from)")
+    derive_from: int | None = None
     if args.synthetic_vectors:
         print(f"corpus: {len(notes):,} notes; synthetic vectors", file=sys.stderr)
         vectors, embed_s, from_cache = synthetic_vectors(len(notes), embedder.dim, args.seed)
@@ -508,12 +537,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         import numpy as np
 
         vectors = np.load(args.vectors_file, mmap_mode="r")
-        if len(vectors) < len(notes):
+        derive_from = len(vectors) if args.derived_vectors else None
+        if derive_from is None and len(vectors) < len(notes):
             parser.error(f"{args.vectors_file} holds {len(vectors):,} vectors, not {len(notes):,}")
-        vectors, embed_s, from_cache = np.asarray(vectors[: len(notes)]), 0.0, True
+        vectors = derive(vectors, len(notes), args.seed + 4)
+        embed_s, from_cache = 0.0, True
         vectors_label = f"{embedder.model_id}, another corpus's ({args.vectors_file.name})"
         corpus_tag = f"s{args.seed}-{args.vectors_file.stem}"
-        print(f"corpus: {len(notes):,} notes; vectors of {args.vectors_file}", file=sys.stderr)
+        if derive_from is not None and len(notes) > derive_from:
+            vectors_label = "derived"
+        print(f"corpus: {len(notes):,} notes; vectors of {args.vectors_file}"
+              + (" (derived beyond its rows)" if vectors_label == "derived" else ""),
+              file=sys.stderr)  # fmt: skip
     else:
         print(f"corpus: {len(notes):,} notes; embedding with {embedder.model_id}",
               file=sys.stderr)  # fmt: skip
@@ -528,6 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             results: dict[str, Any] = {}
             for size in sizes:
                 url = template.replace("{tmp}", tmp).replace("{size}", str(size))
+                # a size within the file's rows holds exactly its vectors: the same store
+                tag = corpus_tag
+                if derive_from is not None and size > derive_from:
+                    tag = f"s{args.seed}-derived-{derive_from}-{args.vectors_file.stem}"
                 print(f"{label}, size {size:,}: writing and querying", file=sys.stderr)
                 results[str(size)] = run_size(
                     url,
@@ -542,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     max(1, args.rounds),
                     args.baseline_src,
                     args.store_cache,
-                    corpus_tag,
+                    tag,
                     args.build_only,
                 )
             backends[label] = {"url": template, "sizes": results}
@@ -564,6 +603,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "embedding_texts_per_s": round(len(notes) / embed_s, 1) if embed_s else None,
             "vectors_from_cache": from_cache,
             "vectors": vectors_label,
+            "vectors_file": None if args.vectors_file is None else str(args.vectors_file),
+            "derive_from": derive_from if vectors_label == "derived" else None,
+            "derive_noise": DERIVE_NOISE if vectors_label == "derived" else None,
+            "derive_seed": args.seed + 4 if vectors_label == "derived" else None,
             "cache_dir": None if cache_dir is None else str(cache_dir),
         },
         "engine": _engine_settings(embedder.model_id, list(backends)),
@@ -593,6 +636,27 @@ def synthetic_vectors(count: int, dim: int, seed: int) -> tuple[Any, float, bool
         part = centres[rng.integers(0, 200, n)] + 0.7 * rng.standard_normal((n, dim))
         out[start : start + n] = part / np.linalg.norm(part, axis=1, keepdims=True)
     return out, 0.0, False
+
+
+#: Norm of the noise added to a source vector to derive one (``pg_scale.derived_vectors``).
+DERIVE_NOISE = 0.5
+
+
+def derive(source: Any, count: int, seed: int) -> Any:
+    """``count`` float32 unit vectors for the corpus from ``source`` (the model's vectors of
+    ``len(source)`` texts): its first ``count`` rows if it has that many, else all of them
+    followed by noisy copies — row ``i`` is ``source[i % len(source)]`` plus Gaussian noise
+    of norm ~:data:`DERIVE_NOISE`, normalised, drawn from ``seed``. The rule and the draws
+    are ``bench/pg_scale.py``'s ``derived_vectors`` (imported from there), so the SQLite
+    and PostgreSQL million-memory corpora hold the same kind of vectors."""
+    import numpy as np
+
+    if count <= len(source):
+        return np.ascontiguousarray(source[:count], dtype=np.float32)
+    from pg_scale import derived_vectors
+
+    real = np.ascontiguousarray(source, dtype=np.float32)
+    return derived_vectors(real, count, seed, noise=DERIVE_NOISE)
 
 
 def backend_labels(templates: Sequence[str]) -> dict[str, str]:
