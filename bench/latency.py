@@ -66,13 +66,34 @@ TARGETS = {"p50_ms": 15.0, "p95_ms": 30.0}
 WRITE_BATCH = 2000
 
 
-def time_queries(engine: Engine, queries: Sequence[str]) -> list[float]:
-    """Milliseconds of one ``context()`` call per query, measured outside the engine."""
+def time_queries(
+    engine: Engine, queries: Sequence[str], cpu: dict[str, list[float]] | None = None
+) -> list[float]:
+    """Milliseconds of one ``context()`` call per query, measured outside the engine. With
+    ``cpu``, each call's CPU milliseconds are appended to its lists: ``thread`` (the calling
+    thread's, what the call itself computes) and ``process`` (every thread's: onnxruntime's
+    pool embedding the query too, and any background job running meanwhile)."""
     out = []
     for query in queries:
+        thread, process = time.thread_time(), time.process_time()
         start = time.perf_counter()
         engine.context(query, USER, now=common.NOW)
         out.append((time.perf_counter() - start) * 1000.0)
+        if cpu is not None:
+            cpu["thread"].append((time.thread_time() - thread) * 1000.0)
+            cpu["process"].append((time.process_time() - process) * 1000.0)
+    return out
+
+
+def cpu_summary(cpu: dict[str, list[float]]) -> dict[str, float]:
+    """p50 / p95 / mean of each list of CPU milliseconds, as flat keys (``cpu_thread_p95_ms``:
+    the medians over rounds are taken key by key)."""
+    out: dict[str, float] = {}
+    for name, values in cpu.items():
+        if values:
+            summary = common.summarize(values)
+            for stat in ("p50_ms", "p95_ms", "mean_ms"):
+                out[f"cpu_{name}_{stat}"] = summary[stat]
     return out
 
 
@@ -365,6 +386,9 @@ def rss_mb() -> float:
 def serve(spec: dict[str, Any]) -> dict[str, Any]:
     """The measurement of one size in this (fresh) process: cold start, latency, stage split,
     RSS and recall against exact search."""
+    import os
+
+    load_start = os.getloadavg()[0]
     embedder = MiniLMEmbedder()
     embedder.embed(["warm the model up"])  # the model's first run is not the store's
     rss_model = rss_mb()
@@ -381,7 +405,10 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         indexed = bool(wait(USER)) if wait is not None else False
         index_wait_s = time.perf_counter() - start
         time_queries(engine, spec["warmup"][1:])
-        latencies = time_queries(engine, spec["queries"])
+        cpu: dict[str, list[float]] = {"thread": [], "process": []}
+        load_queries = os.getloadavg()[0]
+        latencies = time_queries(engine, spec["queries"], cpu)
+        load_end = os.getloadavg()[0]
         with stage_timers(engine) as groups:
             time_queries(engine, spec["stage_queries"])
         rss = rss_mb()
@@ -390,6 +417,11 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     close_ms = (time.perf_counter() - closing) * 1000.0  # waits for the saves in flight
     return {
         "latency": common.summarize(latencies),
+        **cpu_summary(cpu),
+        # 1-minute load average: at the start, when the timed queries began and ended
+        "load_1m_start": load_start,
+        "load_1m_queries": round(load_queries, 2),
+        "load_1m_end": round(load_end, 2),
         "cold_start_ms": round(open_ms + first_ms, 1),
         "open_ms": round(open_ms, 1),
         "first_call_ms": round(first_ms, 1),
@@ -509,6 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(serve(json.loads(args.serve.read_text(encoding="utf-8")))))
         return 0
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    if args.derived_vectors and args.vectors_file is None:
+        parser.error("--derived-vectors needs --vectors-file (the vectors to derive from)")
     if not sizes or sizes[0] < 1 or args.queries < 1 or args.warmup < 1:
         parser.error("sizes, --queries and --warmup must be positive")
     templates = args.url or [DEFAULT_URL]
@@ -526,8 +560,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.no_vector_cache
         else (args.cache_dir or Path(tempfile.gettempdir()) / "engrain-bench")
     )
-    if args.derived_vectors and args.vectors_file is None:
-        parser.error("--derived-vectors needs --vectors-file (the vectors to derive from)")
     derive_from: int | None = None
     if args.synthetic_vectors:
         print(f"corpus: {len(notes):,} notes; synthetic vectors", file=sys.stderr)

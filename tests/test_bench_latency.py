@@ -1,0 +1,84 @@
+"""``bench/latency.py``'s own machinery: the derived vectors of its 1,000,000-memory corpus
+(the model's vectors of 100,000 texts and noisy copies of them, the rule of the PostgreSQL
+corpus) and the CPU summary it reports beside wall-clock latency."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import latency  # noqa: E402
+
+DIM = 384
+
+
+def _source(n: int = 50, seed: int = 3) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_derive_keeps_the_source_then_adds_noisy_unit_copies() -> None:
+    source = _source()
+    out = latency.derive(source, 230, seed=11)
+    assert out.shape == (230, DIM) and out.dtype == np.float32
+    assert np.array_equal(out[:50], source)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+    # row i copies source[i % 50]: noise of norm 0.5 leaves a cosine of ~1/sqrt(1.25) = 0.89
+    cosines = np.einsum("ij,ij->i", out[50:], source[np.arange(50, 230) % 50])
+    assert cosines.min() > 0.8 and cosines.max() < 0.97
+    assert abs(float(cosines.mean()) - 1 / np.sqrt(1.25)) < 0.02
+    # and it is nearer its own source than any other
+    assert np.array_equal((out[50:] @ source.T).argmax(axis=1), np.arange(50, 230) % 50)
+
+
+def test_derive_is_deterministic_and_seeded() -> None:
+    source = _source()
+    first, again = latency.derive(source, 120, seed=11), latency.derive(source, 120, seed=11)
+    assert np.array_equal(first, again)
+    other = latency.derive(source, 120, seed=12)
+    assert np.array_equal(other[:50], first[:50]) and not np.allclose(other[50:], first[50:])
+
+
+def test_derive_within_the_source_is_its_rows() -> None:
+    source = _source()
+    out = latency.derive(source, 30, seed=11)
+    assert out.shape == (30, DIM) and np.array_equal(out, source[:30])
+    assert out.flags.c_contiguous
+
+
+def test_derive_is_the_postgres_corpus_rule() -> None:
+    pytest.importorskip("psycopg")
+    import pg_scale
+
+    source = _source()
+    assert np.array_equal(latency.derive(source, 180, seed=11),
+                          pg_scale.derived_vectors(source, 180, 11))  # fmt: skip
+
+
+def test_derived_vectors_need_a_vectors_file() -> None:
+    with pytest.raises(SystemExit) as exited:
+        latency.main(["--derived-vectors", "--sizes", "10"])
+    assert exited.value.code == 2
+
+
+def test_cpu_summary_flat_keys() -> None:
+    summary = latency.cpu_summary({"thread": [1.0, 2.0, 3.0, 10.0], "process": []})
+    assert set(summary) == {"cpu_thread_p50_ms", "cpu_thread_p95_ms", "cpu_thread_mean_ms"}
+    assert summary["cpu_thread_mean_ms"] == 4.0
+    assert 2.0 <= summary["cpu_thread_p50_ms"] <= 3.0 and summary["cpu_thread_p95_ms"] > 3.0
+
+
+def test_median_of_rounds_takes_cpu_and_load_key_by_key() -> None:
+    rounds = [
+        {"latency": {"p95_ms": p95}, "cpu_thread_p95_ms": cpu, "load_1m_end": load}
+        for p95, cpu, load in ((10.0, 4.0, 1.0), (30.0, 8.0, 5.0), (20.0, 6.0, 3.0))
+    ]
+    out = latency._median_of(rounds)
+    assert (out["p95_ms"], out["cpu_thread_p95_ms"], out["load_1m_end"]) == (20.0, 6.0, 3.0)
+    assert len(out["rounds"]) == 3
