@@ -103,6 +103,7 @@ def cpu_summary(cpu: dict[str, list[float]]) -> dict[str, float]:
 CALL_TARGETS = (
     ("embedder", "embed_query", "embed_query"),
     ("store", "search", "vector_search"),  # matrix product + filters + loading the k rows
+    ("store", "search_many", "vector_search_many"),  # the gate's searches in one call
     ("store", "lexical_search", "lexical_search"),
     ("store", "query", "store_query"),  # SQL lookups: procedural and pinned memories
     ("store", "record_access", "record_access"),  # one write transaction per call
