@@ -675,3 +675,20 @@ def test_a_failure_users_report_is_not_a_local_snippet() -> None:
     assert complexity_for(message, DBG, (), fired) is C, fired
     local = "`Checkout.total()` shows the old price after a coupon is removed"
     assert complexity_for(local, DBG, (), []) is M
+
+
+@pytest.mark.parametrize(
+    "message", ["will do", "ok, trying that now", "let me try it", "i'll test it out",
+                "gonna try that, thx", "trying this out now, thanks!"],
+)  # fmt: skip
+def test_saying_what_you_will_do_next_is_trivial(message: str) -> None:
+    # classify-train-3 (written blind): "will do" and "ok, trying that now" read as requests
+    assert classify(message).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message", ["try it", "test it", "do it", "will do the migration tomorrow, which table first?",
+                "trying that now but the build fails"],
+)  # fmt: skip
+def test_asking_to_try_or_do_something_is_not_trivial(message: str) -> None:
+    assert classify(message).complexity is not Complexity.TRIVIAL

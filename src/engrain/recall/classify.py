@@ -183,6 +183,12 @@ _ACK_WORDS = frozenset(
     ]
 )  # fmt: skip
 _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
+#: What the user will do next, said to close a reply ("will do", "ok, trying that now",
+#: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
+_NEXT_STEP = re.compile(
+    r"\b(?:will do|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|testing) "
+    r"(?:it|that|this)(?: out)?)\b"
+)
 _WORDS = re.compile(r"[a-z0-9']+")
 _REPEATS = re.compile(r"(.)\1{2,}")
 #: A stretched ending of an interjection ("ahh", "ohh", "yess", "thxx").
@@ -691,7 +697,7 @@ def _is_trivial(text: str) -> bool:
     """Only acknowledgements, laughter, greetings, punctuation and emoji, and short."""
     if not text or len(text) >= SHORT:
         return False
-    words = _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
+    words = _WORDS.findall(_NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
     return all(_acknowledges(w) for w in words)
 
 

@@ -11,17 +11,27 @@ the blend over the best blend of the query (but never over less than ``RELEVANCE
 the best match of a query that has one scores 1.0, whatever the model's cosine range, so
 the gated thresholds mean "this close to the best evidence"; a query with nothing close
 keeps low relevance everywhere and the thresholds keep noise out.
+
+The person a message quotes ("priya asked if we could forecast the bakery department
+daily", "Jonas floated going back to a PaaS") is who said it, not what it is about: a
+typed memory that shares with the query nothing but that person's name ("Priya's team
+demos on Fridays") matches the person, not the topic, so its lexical side counts nothing
+(:func:`quoted_only`) and the dense similarity alone decides. Conversation chunks keep
+their name matches (who said what is what a question about a conversation asks).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from engrain.model import Memory, Vector
 from engrain.store.base import MemoryFilter, Store
+from engrain.store.lexical import tokenize
 
 #: Weight of the lexical side in the relevance blend (the dense side gets the rest).
 LEXICAL_WEIGHT = 0.35
@@ -81,6 +91,14 @@ def gather(
         lexical = store.lexical_search(user_id, query, pool, flt)
     best = max((score for _, score in lexical), default=0.0)
     lex = {m.id: score / best for m, score in lexical} if best > 0 else {}
+    sources = quoted(query)
+    if lex and sources:
+        asked = frozenset(tokenize(query))
+        lex = {
+            m.id: lex[m.id]
+            for m, _ in lexical
+            if m.id in lex and (m.provenance.turn_ids or not quoted_only(m.content, asked, sources))
+        }
     memories: dict[str, Memory] = {m.id: m for m, _ in dense}
     sims: dict[str, float] = {m.id: s for m, s in dense}
     for memory, _ in lexical:
@@ -125,6 +143,59 @@ def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEI
     cosine = max(0.0, similarity)
     support = min(1.0, cosine / LEXICAL_SUPPORT_COSINE)
     return (1.0 - lexical_weight) * cosine + lexical_weight * support * lexical
+
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
+
+
+def _starts_sentence(text: str, at: int) -> bool:
+    """Whether the word at ``at`` opens ``text`` or a sentence of it."""
+    before = text[:at].rstrip()
+    return not before or before[-1] in ".!?:;"
+
+
+@lru_cache(maxsize=65_536)
+def proper_nouns(content: str) -> frozenset[str]:
+    """The lexical terms ``content`` writes only as names: every occurrence capitalised
+    (not all capitals: "API" is a term), at least one of them inside a sentence or
+    possessive ("Every Stripe webhook", "Priya's team"); a word seen only at the start of
+    sentences says nothing either way."""
+    lower: set[str] = set()
+    inner: set[str] = set()
+    for match in _WORD.finditer(content):
+        word = match.group(0)
+        terms = tokenize(word)
+        if not terms:
+            continue
+        if not (word[0].isupper() and any(ch.islower() for ch in word[1:])):
+            lower.update(terms)
+        elif word.endswith("'s") or not _starts_sentence(content, match.start()):
+            inner.update(terms)
+    return frozenset(inner - lower)
+
+
+#: A word followed by a verb of reported speech: the person the message quotes.
+_REPORTED = re.compile(
+    r"\b([a-z][a-z'-]*)\s+(?:asked|asks|said|says|suggested|suggests|floated|floats|"
+    r"mentioned|mentions|proposed|proposes|wants|wanted|thinks|thought|told|tells|pinged|"
+    r"wrote|writes|reported|reports|complained|argued|argues|feels|felt|insists|insisted)\b",
+    re.IGNORECASE,
+)
+
+
+def quoted(query: str) -> frozenset[str]:
+    """The lexical terms of the people ``query`` quotes: the word before a verb of reported
+    speech ("priya asked", "Jonas floated"), stopwords ("he said") left out."""
+    return frozenset(t for m in _REPORTED.finditer(query) for t in tokenize(m.group(1)))
+
+
+def quoted_only(content: str, query_terms: frozenset[str], sources: frozenset[str]) -> bool:
+    """Whether ``content`` shares with the query (``query_terms``, the query's
+    :func:`~engrain.store.lexical.tokenize`) at least one term and only terms that are
+    quoted people (``sources``, :func:`quoted`) written as names in ``content``
+    (:func:`proper_nouns`)."""
+    shared = query_terms.intersection(tokenize(content))
+    return bool(shared) and shared <= (sources & proper_nouns(content))
 
 
 def cosine(memory: Memory, vector: Vector) -> float:
