@@ -32,7 +32,7 @@ from engrain.store.sqlite import SQLiteStore
 from engrain.store.transfer import copy_store
 
 from .conftest import NOW
-from .pg import new_schema
+from .pg import new_schema, posting_rows
 from .test_properties import FAST, assert_round_trip, memories
 from .test_store_contract import ids, mem, unit
 
@@ -331,7 +331,7 @@ def test_a_statement_the_server_refuses_mid_write_leaves_nothing_written(pg: Any
     # The write's statements travel pipelined; the server refuses the last memory's row
     # (pgvector takes no NaN) after the others, their postings and the state were sent.
     pg.write([mem("a", content="Kafka billing pipeline"), mem("b", content="tabs over spaces")])
-    before = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM postings ORDER BY 1, 2, 3"),
+    before = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM posting_blocks ORDER BY 1, 2, 3"),
               _sql(pg.url, "SELECT user_id, term, df FROM term_stats ORDER BY 1, 2"),
               _sql(pg.url, "SELECT * FROM revisions"))  # fmt: skip
     bad = mem("z", vector=(float("nan"), 0.0, 0.0, 0.0))
@@ -341,7 +341,7 @@ def test_a_statement_the_server_refuses_mid_write_leaves_nothing_written(pg: Any
             deletes=[mem("b")],
             state=[State("alice", "ns", "k", {"v": 1})],
         )
-    after = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM postings ORDER BY 1, 2, 3"),
+    after = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM posting_blocks ORDER BY 1, 2, 3"),
              _sql(pg.url, "SELECT user_id, term, df FROM term_stats ORDER BY 1, 2"),
              _sql(pg.url, "SELECT * FROM revisions"))  # fmt: skip
     assert after == before
@@ -354,10 +354,10 @@ def test_a_statement_the_server_refuses_mid_write_leaves_nothing_written(pg: Any
     assert sorted(m.id for m in pg.query("alice")) == ["a", "b", "c"]
 
 
-def test_postings_written_as_arrays_equal_the_tokens(pg: Any) -> None:
+def test_posting_blocks_equal_the_tokens(pg: Any) -> None:
     texts = {f"m{i}": TEXTS[i % len(TEXTS)] + f" extra{i}" for i in range(12)}
     pg.write([mem(i, content=t) for i, t in texts.items()])
-    rows = _sql(pg.url, "SELECT memory_id, term, tf, doc_length FROM postings ORDER BY 1, 2")
+    rows = posting_rows(pg.url)
     expected = sorted(
         (i, term, tf, len(tokenize(t)))
         for i, t in texts.items()

@@ -40,19 +40,18 @@ partitioned table — is the next step if a deployment has many users each far a
 threshold.)
 
 **BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
-Python with :func:`engrain.store.lexical.tokenize` at write time into ``postings (user_id,
-term, memory_id, tf, doc_length)``; ``revisions`` keeps each user's document count and total
-length, ``term_stats`` each term's document frequency and a *stamp* (new whenever a posting
-of the term is added or removed), all in the write's transaction. A query reads the
-statistics of its terms, and the posting lists of those whose stamp is not the one this
-process cached, in one statement (``bm25``), and scores in numpy with LexicalIndex's own
-float32 arithmetic and term order, so the scores are bit-for-bit the same (while a user's
-total token length stays below 2**24, where float32 sums are exact). The best matches are
-then checked against the filter in SQL, best first, until ``k`` pass. At 100,000 memories
-this is ~8 ms a query once the terms are cached, against ~40 ms for the aggregate over
-every posting it replaced. A user at or above :data:`~engrain.store.postgres.bm25.WARM_ABOVE`
-memories gets the lists of their most frequent terms read in the background after their
-first lexical search in the process.
+Python with :func:`engrain.store.lexical.tokenize` at write time into posting lists kept in
+blocks (``posting_blocks (user_id, term, first_seq, data)``: up to 256 postings of packed
+seq, term frequency and document length, sorted by the memory's ``seq``); ``revisions``
+keeps each user's document count and total length, ``term_stats`` each term's document
+frequency, all in the write's transaction. A query reads the statistics of its terms and
+every block of their lists in one statement (``bm25``) and scores in numpy with
+LexicalIndex's own float32 arithmetic and term order, so the scores are bit-for-bit the
+same (while a user's total token length stays below 2**24, where float32 sums are exact).
+The best matches are then checked against the filter in SQL by seq, best first, until
+``k`` pass. A million memories: a question's ~400,000 postings are ~1,600 rows (~30 ms),
+where one row per posting took ~330 ms to scan and decode. Nothing of a posting list is
+kept in the process, so nothing needs to be checked for staleness or warmed.
 
 **Reads.** What process memory holds is always checked against the database in the same
 call. :meth:`PostgresStore.query` (which can return thousands of rows, all the user's
@@ -79,7 +78,7 @@ before the transaction opens, so a bad item changes nothing; a deadlock or seria
 failure rolls back and reruns the whole transaction.
 
 **Modules.** ``schema`` (migrations), ``codec`` (rows ↔ memories, vectors), ``sql`` (the
-queries), ``writes`` (the write transactions), ``bm25`` (posting lists and scores); this
+queries), ``writes`` (the write transactions), ``bm25`` (posting blocks and scores); this
 module holds the store itself.
 """
 
@@ -104,14 +103,7 @@ from engrain.errors import ConfigError, StoreError, ValidationError
 from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
-from engrain.store.postgres import schema
-from engrain.store.postgres.bm25 import (
-    STATISTICS,
-    WARM_ABOVE,
-    WARM_POSTINGS,
-    WARM_TERMS,
-    PostingsCache,
-)
+from engrain.store.postgres import bm25, schema
 from engrain.store.postgres.codec import (
     EF_SEARCH,
     KEY_COLUMNS,
@@ -130,7 +122,7 @@ from engrain.store.postgres.sql import (
     listing_sql,
     redact,
     search_sql,
-    versions_sql,
+    versions_by_seq_sql,
 )
 from engrain.store.postgres.writes import access_body, write_body
 from engrain.store.reads import SharedThreads
@@ -165,8 +157,6 @@ PLANS_KEPT = 10_000
 #: every store in the process (a ``context()`` runs two searches).
 SEARCH_THREADS = 8
 
-#: One thread for every store's posting-list warm-ups: one user at a time.
-_warm_thread = SharedThreads(1, "engrain-warm")
 _search_threads = SharedThreads(SEARCH_THREADS, "engrain-search")
 
 
@@ -208,10 +198,8 @@ class PostgresStore:
     process opens; ``exact_search_below`` and ``indexed_share`` the user size, absolute and
     as a share of the table, under which vector search skips the HNSW index (see the module
     docstring); ``cached_rows`` how many decoded rows :meth:`query` keeps (0: none);
-    ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``);
-    ``warm_above`` and ``warm_postings`` the user size from which the posting lists of the
-    user's most frequent terms are read in the background after their first lexical search,
-    and how many postings at most (0: never). The schema is migrated on open.
+    ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``). The
+    schema is migrated on open.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:
@@ -228,8 +216,6 @@ class PostgresStore:
         indexed_share: float = INDEXED_SHARE,
         cached_rows: int = CACHED_ROWS,
         ef_search: int = EF_SEARCH,
-        warm_above: int = WARM_ABOVE,
-        warm_postings: int = WARM_POSTINGS,
         connect_timeout: float = 30.0,
     ) -> None:
         try:
@@ -245,10 +231,7 @@ class PostgresStore:
         self._listings: OrderedDict[tuple[str, MemoryFilter, int | None, int], _Listing] = (
             OrderedDict()
         )
-        self._postings = PostingsCache()
         self._plans: OrderedDict[str, tuple[bool, float]] = OrderedDict()
-        self.warm_above = warm_above
-        self.warm_postings = warm_postings
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
@@ -522,47 +505,20 @@ class PostgresStore:
         terms = list(set(tokenize(text)))
         if k <= 0 or not terms:
             return []
-        known = self._postings.known(user_id, terms)
-        statistics = self._read(STATISTICS, (terms, known, user_id))
-        if statistics and int(statistics[0][0]) >= self.warm_above:
-            self._start_warming(user_id)
-        scored = self._postings.scores(user_id, terms, statistics)
-        if scored is None:  # a list evicted meanwhile: read every list
-            scored = self._postings.scores(
-                user_id, terms, self._read(STATISTICS, (terms, [-1] * len(terms), user_id))
-            )
-        assert scored is not None  # every list came with the rows
-        found: list[tuple[Memory, float]] = []
-        checked = 0
+        scored = bm25.scores(terms, self._read(bm25.STATISTICS, (terms, user_id)))
         depth = 2 * k
-        while len(found) < k and checked < len(scored):
-            ranked = scored.best(depth)[checked:]
-            checked += len(ranked)
-            passing = self._read(*versions_sql(user_id, [i for _, i in ranked], flt))
-            version = dict(passing)
-            listing = [(i, version[i]) for _, i in ranked if i in version]
-            memories = {m.id: m for m in self._decoded(user_id, listing)}
-            found.extend((memories[i], s) for s, i in ranked if i in memories)
+        while True:
+            best = scored.best(depth)
+            passing = self._read(*versions_by_seq_sql(user_id, list(best), flt))
+            ranked = sorted(
+                ((best[seq], i, v) for i, seq, v in passing), key=lambda r: (-r[0], r[1])
+            )
+            if len(ranked) >= k or len(best) >= len(scored):
+                break
             depth *= 4
-        return found[:k]
-
-    def _start_warming(self, user_id: str) -> None:
-        """Once per user and process: read the posting lists of the user's most frequent
-        terms (at most ``warm_postings`` postings) in the background, so that the first
-        queries with common terms do not each read a long list. What is cached is checked
-        against its term's stamp on every query, like any cached list."""
-        if self.warm_postings <= 0 or not self._postings.claim_warming(user_id):
-            return
-
-        def warm() -> int:
-            try:
-                rows = self._read(WARM_TERMS, (user_id, user_id, self.warm_postings))
-                return self._postings.warm(user_id, rows)
-            except StoreError:  # closed meanwhile, or the database went away: not needed
-                self._postings.release_warming(user_id)
-                return 0
-
-        _warm_thread().submit(warm)
+        ranked = ranked[:k]
+        memories = {m.id: m for m in self._decoded(user_id, [(i, v) for _, i, v in ranked])}
+        return [(memories[i], s) for s, i, _ in ranked if i in memories]
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Add one to the access count of each id (once per occurrence) and stamp it; the

@@ -1,26 +1,30 @@
-"""BM25 over PostgreSQL postings, scored in process from posting lists cached per term.
+"""BM25 over PostgreSQL posting lists stored in blocks, scored in process.
 
-Exhaustive BM25 in one SQL aggregate sorts and groups every posting of the query's terms
-(33,000 rows for a typical question over 100,000 notes: ~40 ms). Here the database serves
-what only it knows — each term's document frequency and *stamp* (``term_stats``, written in
-the transaction of every write that adds or removes a posting of the term), the user's
-document count and total length (``revisions``) — and the posting lists of the query terms
-whose stamp differs from the one this process cached, all from one statement (one
-snapshot). The scores are computed with numpy in the arithmetic of
-:class:`~engrain.store.lexical.LexicalIndex` (float32, terms in the same set order), so
-they are the same numbers.
+A term's posting list is kept as rows of ``posting_blocks (user_id, term, first_seq,
+data)``: each block packs up to :data:`BLOCK` postings, sorted by the memory's ``seq``
+(``memories.seq``, the row's insertion number), as fixed-width binary records
+(:data:`RECORD`: seq, term frequency, document length). A query reads, in one statement
+(one snapshot), the user's document count and total length (``revisions``), each query
+term's document frequency (``term_stats``) and every block of those terms: ~14 bytes a
+posting in a few thousand rows instead of one row per posting (a million memories: a
+question's ~400,000 postings arrive in ~30 ms instead of ~330 ms, and numpy scores them in
+a few milliseconds). The scores are computed in the arithmetic of
+:class:`~engrain.store.lexical.LexicalIndex` (float32, terms summed in the same set order),
+so they are the same numbers.
 
-A stamp comes from a sequence and is never reused: a cached list whose term still has its
-stamp is the list the database holds. The cache is bounded by postings
-(:data:`CACHED_POSTINGS`, ~12 bytes each), least recently used first.
+Writes keep the blocks exact in the write's own transaction (:func:`changed_blocks`):
+each posting added or removed goes to the block whose ``first_seq`` is the greatest at or
+below its seq (the first block if none), the block is rewritten and split when it grows
+past :data:`BLOCK`; the writers of one user queue on the user's revision row, so two never
+rewrite a block at once.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,228 +33,193 @@ import numpy.typing as npt
 
 from engrain.store.lexical import K1, B
 
-#: Postings kept across all users and terms (~12 bytes each, plus the ids' strings).
-CACHED_POSTINGS = 4_000_000
-#: A user with at least this many memories gets the posting lists of their most frequent
-#: terms read in the background after their first lexical search in a process
-#: (:data:`WARM_TERMS`): the first query with a common term would read a list of tens of
-#: thousands of postings (10–60 ms at 100,000 memories); a small user's lists are short.
-WARM_ABOVE = 5_000
-#: ... the most frequent terms whose lists hold this many postings together, at most.
-WARM_POSTINGS = CACHED_POSTINGS // 16
+Seqs = npt.NDArray[np.int64]
+
+#: Postings per block at most: 256 records of 14 bytes stay in the row (no TOAST).
+BLOCK = 256
+#: One posting: the memory's seq, the term's frequency in it, its length in tokens
+#: (big-endian, what ``int8send`` / ``int2send`` / ``int4send`` produce).
+RECORD = np.dtype([("seq", ">i8"), ("tf", ">i2"), ("length", ">i4")])
+#: Term frequencies are stored as int2: a larger count is stored as this.
+MAX_TF = 32_767
+#: Scores accumulate in an array indexed by ``seq - lowest seq`` while the span of the
+#: query's seqs is at most this (else by rank among the distinct seqs, which sorts them).
+DENSE_SPAN = 1 << 21
 
 #: The user's document count and total length, and for each query term that has
-#: documents its frequency, its stamp and — when the stamp is not the one given — its
-#: posting list as three arrays; one snapshot.
-STATISTICS = """SELECT st.documents, st.total_length, d.term, d.df, d.stamp,
-        p.ids, p.tfs, p.lengths
+#: documents its frequency and each of its blocks; one snapshot.
+STATISTICS = """SELECT st.documents, st.total_length, d.term, d.df, b.data
     FROM revisions st
-    CROSS JOIN unnest(%s::text[], %s::bigint[]) AS k(term, known)
+    CROSS JOIN unnest(%s::text[]) AS k(term)
     JOIN term_stats d ON d.user_id = st.user_id AND d.term = k.term
-    CROSS JOIN LATERAL (
-        SELECT array_agg(p.memory_id) AS ids, array_agg(p.tf) AS tfs,
-            array_agg(p.doc_length) AS lengths
-        FROM postings p
-        WHERE p.user_id = st.user_id AND p.term = d.term AND d.stamp <> k.known
-    ) p
+    JOIN posting_blocks b ON b.user_id = st.user_id AND b.term = d.term
     WHERE st.user_id = %s AND st.documents > 0 AND d.df > 0"""
 
+#: For each ``(user_id, term, seq)`` given, the block a posting of that seq belongs to:
+#: the one with the greatest ``first_seq`` at or below it, else the term's first block.
+#: Distinct blocks, each with its data.
+BLOCKS_OF = """SELECT b.user_id, b.term, b.first_seq, b.data
+    FROM (SELECT DISTINCT k.u, k.t, f.first_seq
+          FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS k(u, t, s)
+          CROSS JOIN LATERAL (
+              SELECT coalesce(
+                  (SELECT max(x.first_seq) FROM posting_blocks x
+                   WHERE x.user_id = k.u AND x.term = k.t AND x.first_seq <= k.s),
+                  (SELECT min(x.first_seq) FROM posting_blocks x
+                   WHERE x.user_id = k.u AND x.term = k.t)) AS first_seq
+          ) AS f) AS w
+    JOIN posting_blocks b ON b.user_id = w.u AND b.term = w.t AND b.first_seq = w.first_seq"""
 
-#: The statistics of :data:`STATISTICS` for the user's most frequent terms, each with its
-#: posting list: the terms by document frequency (ties by term) while their lists hold at
-#: most a given number of postings together; one snapshot.
-WARM_TERMS = """SELECT st.documents, st.total_length, d.term, d.df, d.stamp,
-        p.ids, p.tfs, p.lengths
-    FROM revisions st
-    JOIN (
-        SELECT t.user_id, t.term, t.df, t.stamp,
-            sum(t.df) OVER (ORDER BY t.df DESC, t.term) AS running
-        FROM term_stats t WHERE t.user_id = %s AND t.df > 0
-    ) d ON d.user_id = st.user_id
-    CROSS JOIN LATERAL (
-        SELECT array_agg(p.memory_id) AS ids, array_agg(p.tf) AS tfs,
-            array_agg(p.doc_length) AS lengths
-        FROM postings p
-        WHERE p.user_id = st.user_id AND p.term = d.term
-    ) p
-    WHERE st.user_id = %s AND st.documents > 0 AND d.running <= %s"""
-
-
-@dataclass(frozen=True)
-class _Postings:
-    """One term's posting list: document numbers (see :class:`_Numbers`), term
-    frequencies and document lengths, as of ``stamp``."""
-
-    stamp: int
-    docs: npt.NDArray[np.int32]
-    tfs: npt.NDArray[np.float32]
-    lengths: npt.NDArray[np.float32]
+#: Pack postings ``(user_id, term, seq, tf, doc_length)`` of the query ``source`` (SQL
+#: text) into blocks, as the migration and bulk loaders do: rows of ``posting_blocks``.
+PACK = """INSERT INTO posting_blocks (user_id, term, first_seq, data)
+    SELECT user_id, term, min(seq),
+        string_agg(int8send(seq) || int2send(least(tf, {max_tf})::int2) || int4send(doc_length),
+                   ''::bytea ORDER BY seq)
+    FROM (SELECT s.user_id, s.term, s.seq, s.tf, s.doc_length,
+            (row_number() OVER (PARTITION BY s.user_id, s.term ORDER BY s.seq) - 1)
+                / {block} AS block
+          FROM ({source}) AS s) AS numbered
+    GROUP BY user_id, term, block"""
 
 
-class _Numbers:
-    """A user's memory ids numbered densely, so scores accumulate in one array."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.number: dict[str, int] = {}
-
-    def of(self, ids: Sequence[str]) -> npt.NDArray[np.int32]:
-        number, known = self.number, self.ids
-        out = np.empty(len(ids), dtype=np.int32)
-        for i, memory_id in enumerate(ids):
-            n = number.get(memory_id)
-            if n is None:
-                n = number[memory_id] = len(known)
-                known.append(memory_id)
-            out[i] = n
-        return out
+def pack_sql(source: str) -> str:
+    """:data:`PACK` over the postings that the query ``source`` returns."""
+    return PACK.format(source=source, block=BLOCK, max_tf=MAX_TF)
 
 
-class PostingsCache:
-    """Posting lists by ``(user_id, term)`` with their stamps, and each user's numbering."""
+def encode(seqs: npt.NDArray[np.int64], tfs: npt.NDArray[Any], lengths: npt.NDArray[Any]) -> bytes:
+    """Postings (sorted by seq) as one block's data."""
+    out = np.empty(len(seqs), dtype=RECORD)
+    out["seq"] = seqs
+    out["tf"] = np.minimum(tfs, MAX_TF)
+    out["length"] = lengths
+    return out.tobytes()
 
-    def __init__(self, capacity: int = CACHED_POSTINGS) -> None:
-        self.capacity = capacity
-        self._lists: OrderedDict[tuple[str, str], _Postings] = OrderedDict()
-        self._numbers: dict[str, _Numbers] = {}
-        self._size = 0
-        self._warmed: set[str] = set()
-        self._lock = threading.Lock()
 
-    def claim_warming(self, user_id: str) -> bool:
-        """True the first time it is asked for a user (until :meth:`release_warming`):
-        the caller then warms the user's lists, once per process."""
-        with self._lock:
-            if user_id in self._warmed:
-                return False
-            self._warmed.add(user_id)
-            return True
-
-    def release_warming(self, user_id: str) -> None:
-        """Let the user be warmed again (a warm-up that failed)."""
-        with self._lock:
-            self._warmed.discard(user_id)
-
-    def warm(self, user_id: str, rows: Sequence[Sequence[Any]]) -> int:
-        """Cache the posting lists of the rows of :data:`WARM_TERMS` (each term's list
-        replaces a cached one of another stamp; one term at a time under the lock, so
-        searches are never held for long); how many postings were cached."""
-        cached = 0
-        for row in rows:
-            with self._lock:
-                numbers = self._numbers.setdefault(user_id, _Numbers())
-                entry = self._list(user_id, row[2], row, numbers)
-            cached += 0 if entry is None else len(entry.docs)
-        return cached
-
-    def cached(self, user_id: str) -> dict[str, int]:
-        """The stamp of each term of the user whose list is cached."""
-        with self._lock:
-            return {t: e.stamp for (u, t), e in self._lists.items() if u == user_id}
-
-    def known(self, user_id: str, terms: Sequence[str]) -> list[int]:
-        """The stamp cached for each term (-1: none)."""
-        with self._lock:
-            return [
-                hit.stamp if (hit := self._lists.get((user_id, t))) is not None else -1
-                for t in terms
-            ]
-
-    def scores(
-        self, user_id: str, terms: Sequence[str], rows: Sequence[Sequence[Any]]
-    ) -> Scored | None:
-        """Every memory with a posting of ``terms`` and its BM25 score, from the rows of
-        :data:`STATISTICS` (postings cached or read there), in
-        :meth:`LexicalIndex.scores`' arithmetic; the terms are summed in ``terms`` order.
-        ``None`` if a list the rows left out (its stamp was known) is no longer cached."""
-        if not rows:
-            return Scored([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-        documents, total = int(rows[0][0]), int(rows[0][1])
-        by_term = {r[2]: r for r in rows}
-        with self._lock:
-            numbers = self._numbers.setdefault(user_id, _Numbers())
-            if len(numbers.ids) > 2 * documents + 1_000:  # mostly ids of deleted memories
-                self._forget(user_id)
-                return None
-            lists: list[tuple[int, _Postings]] = []
-            for term in terms:
-                row = by_term.get(term)
-                if row is None:
-                    continue
-                entry = self._list(user_id, term, row, numbers)
-                if entry is None:
-                    return None
-                lists.append((int(row[3]), entry))
-            ids = numbers.ids  # append-only: the numbers below stay valid after the lock
-            size = len(ids)
-        out = np.zeros(size, dtype=np.float32)
-        touched = np.zeros(size, dtype=bool)
-        average = np.float32(total) / np.float32(documents)
-        for df, entry in lists:
-            idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
-            norm = K1 * (1.0 - B + B * entry.lengths / average)
-            out[entry.docs] += idf * entry.tfs * (K1 + 1.0) / (entry.tfs + norm)
-            touched[entry.docs] = True
-        hits = np.flatnonzero(touched)
-        return Scored(ids, hits, out[hits])
-
-    def _forget(self, user_id: str) -> None:
-        """Drop the user's lists and numbering."""
-        for key in [k for k in self._lists if k[0] == user_id]:
-            self._size -= len(self._lists.pop(key).docs)
-        self._numbers.pop(user_id, None)
-
-    def _list(
-        self, user_id: str, term: str, row: Sequence[Any], numbers: _Numbers
-    ) -> _Postings | None:
-        """The term's list: the one cached if its stamp matches, else the row's (cached);
-        ``None`` if the row has none and the cache no longer has it."""
-        key = (user_id, term)
-        stamp = int(row[4])
-        hit = self._lists.get(key)
-        if hit is not None and hit.stamp == stamp:
-            self._lists.move_to_end(key)
-            return hit
-        if row[5] is None:
-            return None
-        entry = _Postings(
-            stamp,
-            numbers.of(row[5]),
-            np.asarray(row[6], dtype=np.float32),
-            np.asarray(row[7], dtype=np.float32),
-        )
-        if hit is not None:
-            self._size -= len(hit.docs)
-        self._lists[key] = entry
-        self._size += len(entry.docs)
-        while self._size > self.capacity and len(self._lists) > 1:
-            (user, _), old = self._lists.popitem(last=False)
-            self._size -= len(old.docs)
-            if not any(u == user for u, _ in self._lists):
-                self._numbers.pop(user, None)
-        return entry
+def decode(data: bytes) -> npt.NDArray[np.void]:
+    """A block's postings (a structured array of :data:`RECORD`)."""
+    return np.frombuffer(data, dtype=RECORD)
 
 
 @dataclass(frozen=True)
 class Scored:
-    """The memories a query matches: ``ids[numbers[i]]`` has ``scores[i]``."""
+    """The memories a query matches: the memory with seq ``seqs[i]`` has ``scores[i]``."""
 
-    ids: Sequence[str]
-    numbers: npt.NDArray[np.int64]
+    seqs: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float32]
 
     def __len__(self) -> int:
         return len(self.scores)
 
-    def best(self, n: int) -> list[tuple[float, str]]:
-        """The ``n`` best ``(score, id)`` pairs, best first, ties by id (and every pair
-        that ties with the ``n``-th, so the order never depends on which was cut)."""
+    def best(self, n: int) -> dict[int, float]:
+        """The seqs of the ``n`` best scores with their scores (and every seq that ties
+        with the ``n``-th, so which are kept never depends on the order of the ties)."""
         scores = self.scores
         if len(scores) > n:
             cut = np.partition(scores, len(scores) - n)[len(scores) - n]
             picked = np.flatnonzero(scores >= cut)
         else:
             picked = np.arange(len(scores))
-        ids, numbers = self.ids, self.numbers
-        pairs = [(float(scores[i]), ids[numbers[i]]) for i in picked.tolist()]
-        return sorted(pairs, key=lambda p: (-p[0], p[1]))
+        return dict(zip(self.seqs[picked].tolist(), scores[picked].tolist(), strict=True))
+
+
+def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
+    """Every memory with a posting of ``terms`` and its BM25 score, from the rows of
+    :data:`STATISTICS`, in :meth:`LexicalIndex.scores`' arithmetic; the terms are summed in
+    ``terms`` order."""
+    if not rows:
+        return Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+    documents, total = int(rows[0][0]), int(rows[0][1])
+    parts: dict[str, list[bytes]] = defaultdict(list)
+    frequency: dict[str, int] = {}
+    for row in rows:
+        parts[row[2]].append(row[4])
+        frequency[row[2]] = int(row[3])
+    lists = [(t, decode(b"".join(parts[t]))) for t in terms if t in parts]
+    seqs = [p["seq"].astype(np.int64) for _, p in lists]
+    numbers, size, to_seq = _numbered(seqs)
+    out = np.zeros(size, dtype=np.float32)
+    touched = np.zeros(size, dtype=bool)
+    average = np.float32(total) / np.float32(documents)
+    for (term, postings), docs in zip(lists, numbers, strict=True):
+        df = frequency[term]
+        idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+        tfs = postings["tf"].astype(np.float32)
+        norm = K1 * (1.0 - B + B * postings["length"].astype(np.float32) / average)
+        out[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
+        touched[docs] = True
+    hits = np.flatnonzero(touched)
+    return Scored(to_seq(hits), out[hits])
+
+
+def _numbered(
+    seqs: Sequence[Seqs],
+) -> tuple[list[Seqs], int, Callable[[Seqs], Seqs]]:
+    """Each list's seqs as indexes into one score array, its size, and the map from
+    indexes back to seqs: the offset from the lowest seq while the span is small
+    (:data:`DENSE_SPAN`), else the rank among the distinct seqs (which sorts them)."""
+    if not seqs or not sum(len(s) for s in seqs):
+        return [s.astype(np.int64) for s in seqs], 0, lambda i: i
+    every = np.concatenate(seqs)
+    low, high = int(every.min()), int(every.max())
+    if high - low < max(DENSE_SPAN, 4 * len(every)):
+        return [s - low for s in seqs], high - low + 1, lambda i: i + low
+    known, inverse = np.unique(every, return_inverse=True)
+    bounds = np.cumsum([0, *(len(s) for s in seqs)])
+    numbers = [inverse[a:b] for a, b in itertools.pairwise(bounds)]
+    return numbers, len(known), lambda i: known[i]
+
+
+#: A change of one term's postings of one user: seq → (tf, doc_length) to add, or ``None``
+#: to remove.
+Changes = dict[tuple[str, str], dict[int, tuple[int, int] | None]]
+
+
+def changed_blocks(
+    changes: Changes, blocks: Iterable[Sequence[Any]]
+) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int, bytes]]]:
+    """The blocks to delete and the blocks to write after ``changes``, given the rows of
+    :data:`BLOCKS_OF` for the changes' seqs (``(user_id, term, first_seq, data)``): each
+    change goes to the block it belongs to (or starts the term's first), which is rewritten
+    in blocks of at most :data:`BLOCK` postings; a block left empty is deleted."""
+    by_term: dict[tuple[str, str], list[tuple[int, bytes]]] = defaultdict(list)
+    for user_id, term, first_seq, data in blocks:
+        by_term[(user_id, term)].append((int(first_seq), bytes(data)))
+    dropped: list[tuple[str, str, int]] = []
+    written: list[tuple[str, str, int, bytes]] = []
+    for key, change in changes.items():
+        found = sorted(by_term.get(key, []))
+        starts = [first for first, _ in found]
+        # each change to its block: the greatest first_seq at or below it, else the first
+        assigned: dict[int, dict[int, tuple[int, int] | None]] = defaultdict(dict)
+        for seq, value in change.items():
+            at = int(np.searchsorted(starts, seq, side="right")) - 1
+            assigned[max(at, 0)][seq] = value
+        for at, block_changes in assigned.items():
+            if found:
+                first, data = found[at]
+                postings = decode(data)
+                dropped.append((*key, first))
+                current = {
+                    int(s): (int(t), int(n))
+                    for s, t, n in zip(
+                        postings["seq"], postings["tf"], postings["length"], strict=True
+                    )
+                }
+            else:
+                current = {}
+            for seq, value in block_changes.items():
+                if value is None:
+                    current.pop(seq, None)
+                else:
+                    current[seq] = value
+            ordered = sorted(current)
+            for start in range(0, len(ordered), BLOCK):
+                part = ordered[start : start + BLOCK]
+                written.append((*key, part[0], encode(
+                    np.asarray(part, dtype=np.int64),
+                    np.asarray([current[s][0] for s in part]),
+                    np.asarray([current[s][1] for s in part]),
+                )))  # fmt: skip
+    return dropped, written

@@ -131,16 +131,18 @@ def search_sql(
     return text, [query, user_id, *params, k]
 
 
-def versions_sql(user_id: str, ids: Sequence[str], flt: MemoryFilter) -> tuple[str, list[Any]]:
-    """Ids and row versions of those of the user's memories with these ids that pass
+def versions_by_seq_sql(
+    user_id: str, seqs: Sequence[int], flt: MemoryFilter
+) -> tuple[str, list[Any]]:
+    """Ids, seqs and row versions of those of the user's memories with these seqs that pass
     ``flt`` (which of BM25's best matches may be returned, and whether cached rows are
     current)."""
     where, params = filter_sql(flt)
     text = (
-        f"SELECT m.id, {VERSION} FROM memories m {WITH_ACCESS} "
-        f"WHERE m.user_id = %s AND m.id = ANY(%s::text[]){where}"
+        f"SELECT m.id, m.seq, {VERSION} FROM memories m {WITH_ACCESS} "
+        f"WHERE m.user_id = %s AND m.seq = ANY(%s::bigint[]){where}"
     )
-    return text, [user_id, list(ids), *params]
+    return text, [user_id, list(seqs), *params]
 
 
 def keys(part: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:

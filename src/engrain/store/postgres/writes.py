@@ -17,7 +17,7 @@ refuses aborts the whole transaction as before. Postings are sent as arrays in o
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +26,7 @@ from engrain.errors import ValidationError
 from engrain.model import Memory
 from engrain.store.base import Patch, State
 from engrain.store.lexical import tokenize
+from engrain.store.postgres.bm25 import BLOCKS_OF, Changes, changed_blocks
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
 from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, keys
 
@@ -76,16 +77,16 @@ def write_body(
             )
             # 2. Lock the rows this write replaces, patches or deletes, in key order; a row
             #    deleted by a concurrent forget is gone once we get its lock.
-            old: dict[Key, tuple[str, int]] = {}
+            old: dict[Key, tuple[str, int, int]] = {}
             for part in chunks(touched):
                 cur.execute(
-                    "SELECT m.user_id, m.id, m.content, m.doc_length FROM memories m "
+                    "SELECT m.user_id, m.id, m.content, m.doc_length, m.seq FROM memories m "
                     "JOIN unnest(%s::text[], %s::text[]) AS k(u, i) "
                     "ON m.user_id = k.u AND m.id = k.i "
                     "ORDER BY m.user_id, m.id FOR UPDATE OF m",
                     keys(part),
                 )
-                old.update({(u, i): (c, n) for u, i, c, n in cur.fetchall()})
+                old.update({(u, i): (c, n, s) for u, i, c, n, s in cur.fetchall()})
             # 3. Patches, on the rows as they are now (we hold their locks) or as this
             #    write's upserts leave them; rows that do not exist are skipped.
             current: dict[Key, Memory] = dict(staged)
@@ -118,10 +119,11 @@ def _replace(
     rows: dict[Key, Prepared],
     written: dict[Key, Memory],
     removed: set[Key],
-    old: dict[Key, tuple[str, int]],
+    old: dict[Key, tuple[str, int, int]],
 ) -> None:
-    """Write ``rows`` and delete ``removed`` (whose existing rows, ``old``, are locked),
-    keeping postings, access rows and each user's document statistics in step."""
+    """Write ``rows`` and delete ``removed`` (whose existing rows, ``old``: content, length
+    and seq, are locked), keeping posting blocks, access rows and each user's document
+    statistics in step."""
     for key in removed:
         rows.pop(key, None)  # upserted then deleted in the same write: deleted
     stale = [k for k in old if k in removed or (k in rows and old[k][0] != rows[k][0][3])]
@@ -139,15 +141,6 @@ def _replace(
             "WHERE m.user_id = k.u AND m.id = k.i",
             keys(part),
         )
-    # document frequencies: -1 for each term of a posting list removed, +1 for each added
-    df: Counter[Key] = Counter()
-    for part in chunks(sorted(stale)):
-        cur.execute(
-            "DELETE FROM postings p USING unnest(%s::text[], %s::text[]) AS k(u, i) "
-            "WHERE p.user_id = k.u AND p.memory_id = k.i RETURNING p.user_id, p.term",
-            keys(part),
-        )
-        df.subtract(Counter((u, t) for u, t in cur.fetchall()))
     if rows:
         cur.executemany(UPSERT, [rows[k][0] for k in sorted(rows)])
     # access counts are replaced with the memory (we hold its row lock)
@@ -169,18 +162,7 @@ def _replace(
         "last_accessed_at = EXCLUDED.last_accessed_at",
         accesses,
     )
-    postings: list[tuple[str, str, str, int, int]] = []
-    for user_id, memory_id in sorted(fresh):
-        _, counts, length = rows[(user_id, memory_id)]
-        postings.extend((user_id, term, memory_id, tf, length) for term, tf in counts.items())
-        df.update((user_id, term) for term in counts)
-    # one statement per CHUNK postings, as arrays (COPY cannot run in a pipeline)
-    for block in chunks(postings):
-        cur.execute(
-            "INSERT INTO postings (user_id, term, memory_id, tf, doc_length) "
-            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int4[], %s::int4[])",
-            tuple(list(column) for column in zip(*block, strict=True)),
-        )
+    df = _write_postings(cur, rows, old, stale, fresh)
     _count_terms(cur, df)
     users = sorted({u for u, _ in delta})
     cur.executemany(
@@ -192,6 +174,58 @@ def _replace(
             if delta[(u, "documents")] or delta[(u, "total_length")]
         ],
     )
+
+
+def _write_postings(
+    cur: Any,
+    rows: dict[Key, Prepared],
+    old: dict[Key, tuple[str, int, int]],
+    stale: Sequence[Key],
+    fresh: Sequence[Key],
+) -> Counter[Key]:
+    """Take the postings of ``stale`` memories (their content as ``old`` holds it) out of
+    their blocks and put those of ``fresh`` ones (``rows``; written already, so each has
+    its seq) in, rewriting each block touched once; the change of each term's document
+    frequency, by ``(user_id, term)`` (0 included: the term's postings changed)."""
+    df: Counter[Key] = Counter()
+    changes: Changes = defaultdict(dict)
+    for user_id, memory_id in sorted(stale):
+        content, _, seq = old[(user_id, memory_id)]
+        for term in Counter(tokenize(content)):
+            changes[(user_id, term)][seq] = None
+            df[(user_id, term)] -= 1
+    seqs = {key: old[key][2] for key in fresh if key in old}  # an upsert keeps the seq
+    for part in chunks(sorted(k for k in fresh if k not in old)):
+        cur.execute(
+            "SELECT m.user_id, m.id, m.seq FROM memories m "
+            "JOIN unnest(%s::text[], %s::text[]) AS k(u, i) ON m.user_id = k.u AND m.id = k.i",
+            keys(part),
+        )
+        seqs.update({(u, i): int(s) for u, i, s in cur.fetchall()})
+    for key in sorted(fresh):
+        _, counts, length = rows[key]
+        for term, tf in counts.items():
+            changes[(key[0], term)][seqs[key]] = (tf, length)
+            df[(key[0], term)] += 1
+    points = [(u, t, seq) for (u, t), change in sorted(changes.items()) for seq in change]
+    blocks: list[Any] = []
+    for points_part in chunks(points):
+        cur.execute(BLOCKS_OF, tuple(list(c) for c in zip(*points_part, strict=True)))
+        blocks.extend(cur.fetchall())
+    dropped, written = changed_blocks(changes, blocks)
+    for dropped_part in chunks(sorted(dropped)):
+        cur.execute(
+            "DELETE FROM posting_blocks b USING unnest(%s::text[], %s::text[], %s::bigint[]) "
+            "AS k(u, t, f) WHERE b.user_id = k.u AND b.term = k.t AND b.first_seq = k.f",
+            tuple(list(c) for c in zip(*dropped_part, strict=True)),
+        )
+    for written_part in chunks(written):
+        cur.execute(
+            "INSERT INTO posting_blocks (user_id, term, first_seq, data) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bytea[])",
+            tuple(list(c) for c in zip(*written_part, strict=True)),
+        )
+    return df
 
 
 def _count_terms(cur: Any, df: Counter[Key]) -> None:
