@@ -4,14 +4,17 @@
         --baseline-src /tmp/h2-base/src --rounds 3 --out bench/results/resident-100k.json
 
 Each round runs two fresh processes one after the other on copies of the same file (the
-baseline tree first, then this one; ``--baseline-src`` is put first on ``PYTHONPATH``):
+baseline tree first, then this one; ``--baseline-src`` and ``--new-src`` are put first on
+``PYTHONPATH``; ``--warmup-rounds`` let each tree build and save its indexes in its copy):
 each loads the model, opens an ``Engine`` on the copy, runs the first ``context()``, waits
 for the approximate index, runs ``--queries`` more calls, and reports
 
 - ``rss_model_mb``: ``VmRSS`` after loading the model (before the store is opened);
 - ``rss_mb``: ``VmRSS`` after the calls; ``rss_store_mb`` the difference;
-- ``traced_mb`` / ``traced_peak_mb``: what ``tracemalloc`` (started after the model)
-  counts now and at most: Python and NumPy allocations, not usearch's own (C++) memory;
+- ``traced_mb`` / ``traced_peak_mb`` (with ``--traced`` only): what ``tracemalloc``
+  (started after the model) counts now and at most: Python and NumPy allocations, not
+  usearch's own (C++) memory. Off by default: tracemalloc's own bookkeeping (a trace per
+  live block) is resident too, ~65 MB at 100,000 memories, and would count as the store's;
 - ``matrix_mb``: the bytes of the working set's float32 matrix, if it keeps one;
 - ``cpu_ms_per_call`` / ``wall_ms_per_call``: CPU (every thread's, query embedding
   included) and wall time per ``context()`` call after the index is ready;
@@ -51,7 +54,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     embedder = MiniLMEmbedder()
     embedder.embed(["warm the model up"])
     rss_model = rss_mb()
-    tracemalloc.start()
+    if spec.get("traced"):
+        tracemalloc.start()
     queries = common.make_queries(spec["queries"] + 1, seed=spec["seed"])
     start = time.perf_counter()
     cpu = time.process_time()
@@ -70,18 +74,24 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         per_call = {"cpu_ms_per_call": (time.process_time() - cpu) * 1000.0 / calls,
                     "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls}  # fmt: skip
         rss = rss_mb()
-        traced, peak = tracemalloc.get_traced_memory()
+        traced, peak = tracemalloc.get_traced_memory() if spec.get("traced") else (0, 0)
         tracemalloc.stop()
-        arrays = engine.store._cache(USER).snapshot.arrays  # type: ignore[attr-defined]
+        snapshot = engine.store._cache(USER).snapshot  # type: ignore[attr-defined]
+        arrays = snapshot.arrays
         matrix = getattr(arrays, "matrix", None)
+        parts = _parts(snapshot)
         recall = recall_at(engine, queries[1:], 50) if spec["recall"] and indexed else None
     return {
         "rss_model_mb": rss_model,
         "rss_mb": rss,
         "rss_store_mb": round(rss - rss_model, 1),
-        "traced_mb": round(traced / 2**20, 1),
-        "traced_peak_mb": round(peak / 2**20, 1),
+        **(
+            {"traced_mb": round(traced / 2**20, 1), "traced_peak_mb": round(peak / 2**20, 1)}
+            if spec.get("traced")
+            else {}
+        ),
         "matrix_mb": 0.0 if matrix is None else round(matrix.nbytes / 2**20, 1),
+        **parts,
         "indexed": indexed,
         **{name: round(value, 2) for name, value in per_call.items()},
         "cold_start_ms": round(cold["wall_ms"], 1),
@@ -90,16 +100,39 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _run(db: Path, workdir: Path, src: Path | None, queries: int, seed: int) -> dict[str, Any]:
+def _parts(snapshot: Any) -> dict[str, float]:
+    """Sizes of a working set's larger parts (MB; what the tree has): the approximate
+    index as usearch counts it (reserved capacity included), the image's bytes, the ids'
+    array, the filters' vector subsets, and the memories built and kept (a count)."""
+    arrays = snapshot.arrays
+    out: dict[str, float] = {}
+    index = getattr(getattr(snapshot.ann, "index", None), "_index", None)
+    if index is not None:
+        out["index_mb"] = round(index.memory_usage / 2**20, 1)
+    base = getattr(arrays.rows, "base", None)
+    blob = getattr(getattr(base, "content", None), "blob", None)
+    if blob is not None:
+        out["image_mb"] = round(len(blob) / 2**20, 1)
+    ids = getattr(arrays, "ids", None)
+    if hasattr(ids, "nbytes"):
+        out["ids_mb"] = round(ids.nbytes / 2**20, 1)
+    out["subsets_mb"] = round(sum(v.nbytes for _, v in arrays.subsets.values()) / 2**20, 1)
+    out["decoded"] = len(arrays.rows.decoded)
+    return out
+
+
+def _run(
+    db: Path, workdir: Path, name: str, src: Path | None, queries: int, seed: int, traced: bool
+) -> dict[str, Any]:
     """:func:`serve` in a fresh interpreter on a copy of ``db`` (importing engrain from
     ``src`` if given)."""
-    copy = workdir / ("base.db" if src else "new.db")
+    copy = workdir / f"{name}.db"
     if not copy.exists():  # each tree keeps its own copy (and the indexes it saves there)
         shutil.copyfile(db, copy)
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(":")
-    spec = {"db": str(copy), "queries": queries, "seed": seed, "recall": True}
+    spec = {"db": str(copy), "queries": queries, "seed": seed, "recall": True, "traced": traced}
     done = subprocess.run(
         [sys.executable, __file__, "--serve", json.dumps(spec)],
         capture_output=True, text=True, check=False, env=env,
@@ -125,10 +158,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, help="a SQLite file holding the user (copied)")
     parser.add_argument("--baseline-src", type=Path, help="the other tree's src directory")
+    parser.add_argument(
+        "--new-src", type=Path, help="the new tree's src directory (default: the one installed)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--warmup-rounds",
+        type=int,
+        default=0,
+        help="rounds run first and not counted (each tree builds and saves "
+        "its own indexes in its copy of the file)",
+    )
     parser.add_argument("--queries", type=int, default=100, help="context() calls per process")
     parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--out", type=Path, help="write the results here as JSON")
+    parser.add_argument(
+        "--traced",
+        action="store_true",
+        help="run tracemalloc (its bookkeeping then counts in the RSS)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -138,17 +186,20 @@ def main() -> int:
         parser.error("--db must name a SQLite file")
     trees: dict[str, list[dict[str, Any]]] = {"baseline": [], "new": []}
     with tempfile.TemporaryDirectory(prefix="engrain-resident-") as tmp:
-        for round_ in range(args.rounds):
-            for name, src in (("baseline", args.baseline_src), ("new", None)):
+        for round_ in range(args.warmup_rounds + args.rounds):
+            for name, src in (("baseline", args.baseline_src), ("new", args.new_src)):
                 if name == "baseline" and src is None:
                     continue
-                result = _run(args.db, Path(tmp), src, args.queries, args.seed)
-                trees[name].append(result)
+                result = _run(args.db, Path(tmp), name, src, args.queries, args.seed, args.traced)
+                if round_ >= args.warmup_rounds:
+                    trees[name].append(result)
                 print(f"round {round_ + 1} {name}: {json.dumps(result)}", file=sys.stderr)
     report = {
         "db": str(args.db),
         "baseline_src": None if args.baseline_src is None else str(args.baseline_src),
         "queries": args.queries,
+        "warmup_rounds": args.warmup_rounds,
+        "traced": args.traced,
         **{name: _median(runs) for name, runs in trees.items() if runs},
         "machine": common.machine_info(),
     }
@@ -156,9 +207,13 @@ def main() -> int:
     for name in trees:
         if trees[name]:
             m = report[name]
+            traced = (
+                f", traced {m['traced_mb']:.0f} MB (peak {m['traced_peak_mb']:.0f})"
+                if "traced_mb" in m
+                else ""
+            )
             print(f"{name:>9}: RSS {m['rss_mb']:.0f} MB (model {m['rss_model_mb']:.0f}, store "
-                  f"{m['rss_store_mb']:.0f}), traced {m['traced_mb']:.0f} MB (peak "
-                  f"{m['traced_peak_mb']:.0f}), matrix {m['matrix_mb']:.0f} MB, CPU "
+                  f"{m['rss_store_mb']:.0f}){traced}, matrix {m['matrix_mb']:.0f} MB, CPU "
                   f"{m['cpu_ms_per_call']:.1f} ms/call, R@50 "
                   f"{m.get('recall_at_50')}, cold start {m['cold_start_ms']:.0f} ms "
                   f"({m['cold_start_cpu_s']:.2f} s CPU)")  # fmt: skip

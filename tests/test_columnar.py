@@ -9,6 +9,7 @@ forced low so a few memories exercise the image."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory, MemoryType, Provenance
-from engrain.store import MemoryFilter, columns, lexical_file, rows, sqlite_load
+from engrain.store import MemoryFilter, columns, image_refresh, lexical_file, rows, sqlite_load
 from engrain.store.base import Patch
 from engrain.store.columns import Stamp, texts_digest
 from engrain.store.sqlite import SQLiteStore
@@ -281,3 +282,124 @@ def test_built_memories_are_kept_until_their_row_changes(
     assert store.working_set(USER)[memories[1].id] is kept  # untouched rows keep theirs
     monkeypatch.setattr(rows, "DECODED_MAX", 2)  # a full cache starts over: same values
     _same(dict(store.working_set(USER)), _as_rows_hold(store))
+
+
+def _image_revision(path: Path) -> int | None:
+    """The revision the saved image is stamped with (``None``: none saved)."""
+    data = _saved(path)
+    if data is None:
+        return None
+    with sqlite3.connect(path) as conn:
+        names = tuple(r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name"))
+        revision = conn.execute("SELECT revision FROM revisions WHERE user_id = ?",
+                                (USER,)).fetchall()[0][0]  # fmt: skip
+    for stamped in (revision, *range(revision - 1, -1, -1)):
+        if columns.load(data, Stamp(stamped, names), USER) is not None:
+            return int(stamped)
+    return None
+
+
+def _revision(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT revision FROM revisions WHERE user_id = ?",
+                                (USER,)).fetchall()[0][0])  # fmt: skip
+
+
+def test_a_process_that_only_patched_rows_saves_the_image_it_holds(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A promotion (a patch in place) no longer leaves the image stale for the next
+    process: the writer saves it from its own working set when it closes."""
+    _image_saved(db)
+    memories = _memories(14)
+    writer = SQLiteStore(db, ann_min_vectors=None)
+    writer.working_set(USER)
+    writer.write(patches=[Patch(USER, memories[2].id, {"pinned": True, "content": "moved"}),
+                          Patch(USER, memories[9].id, {"domains": (), "provenance": Provenance(),
+                                                       "superseded_by": "m1"})])  # fmt: skip
+    writer.record_access(USER, [memories[2].id], NOW + timedelta(days=2))
+    writer.close()
+    assert _image_revision(db) == _revision(db)
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    loaded = dict(reader.working_set(USER))
+    assert (spy.rows, spy.image) == (0, 1)  # the image, not every row
+    assert loaded[memories[2].id].pinned and loaded[memories[2].id].content == "moved"
+    assert loaded[memories[9].id].superseded_by == "m1" and loaded[memories[9].id].domains == ()
+    _same(loaded, _as_rows_hold(reader))
+    assert reader.lexical_search(USER, "moved", 1)[0][0].id == memories[2].id
+    reader.close()
+
+
+def test_the_image_is_refreshed_while_the_process_runs(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("engrain.store.sqlite.IMAGE_REFRESH_SECONDS", 0.0)
+    _image_saved(db)
+    writer = SQLiteStore(db, ann_min_vectors=None)
+    writer.working_set(USER)
+    writer.write(patches=[Patch(USER, _memories(14)[4].id, {"muted": True})])
+    for thread in threading.enumerate():
+        if thread.name == "engrain-columns":
+            thread.join()
+    assert _image_revision(db) == _revision(db)  # saved before the store closes
+    writer.close()
+
+
+@pytest.mark.parametrize("between", ["another process's commit", "this process's write"])
+def test_no_image_is_saved_from_a_working_set_written_since_it_was_read(
+    db: Path, monkeypatch: pytest.MonkeyPatch, between: str
+) -> None:
+    """The image is stamped with the revision the working set was current at; a write
+    between that read and the transaction that saves it (by another process, or by this
+    one) stops the save: the stale image stays, and the next process reads the rows."""
+    _image_saved(db)
+    memories = _memories(14)
+    writer = SQLiteStore(db, ann_min_vectors=None)
+    writer.working_set(USER)
+    writer.write(patches=[Patch(USER, memories[2].id, {"pinned": True})])
+    built = image_refresh.patched_columns
+    late = Patch(USER, memories[6].id, {"content": "late"})
+
+    def racing(*args: Any) -> Any:
+        table = built(*args)
+        if between == "this process's write":
+            writer.write(patches=[late])
+        else:
+            other = SQLiteStore(db, ann_min_vectors=None)
+            other.write(patches=[late])
+            other.close()
+        return table
+
+    monkeypatch.setattr(image_refresh, "patched_columns", racing)
+    stale = _saved(db)
+    writer._refresh_image(USER)
+    assert _saved(db) == stale
+    monkeypatch.setattr(image_refresh, "patched_columns", built)
+    writer._stale_images.clear()  # the close would try again (and then succeed): not here
+    writer.close()
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    loaded = dict(reader.working_set(USER))
+    assert (spy.rows, spy.image) == (1, 0)
+    assert loaded[memories[2].id].pinned and loaded[memories[6].id].content == "late"
+    _same(loaded, _as_rows_hold(reader))
+    reader.close()
+
+
+def test_an_inserted_or_deleted_row_keeps_the_image_from_being_saved_by_the_writer(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _image_saved(db)
+    memories = _memories(14)
+    writer = SQLiteStore(db, ann_min_vectors=None)
+    writer.working_set(USER)
+    writer.write(patches=[Patch(USER, memories[2].id, {"pinned": True})], deletes=[memories[3]])
+    writer.close()
+    assert _image_revision(db) != _revision(db)
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    loaded = dict(reader.working_set(USER))
+    assert (spy.rows, spy.image) == (1, 0) and memories[3].id not in loaded
+    _same(loaded, _as_rows_hold(reader))
+    reader.close()

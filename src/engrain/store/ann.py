@@ -1,14 +1,22 @@
 """The approximate vector index of a large user's working set (issue 18; docs/ann.md).
 
-A :class:`VectorIndex` is a usearch HNSW graph (cosine, float16 vectors, connectivity 16,
-expansion 128 on add and 256 on search: R@50 ≥ 0.98 against exact search, docs/scale.md)
-over the vectors of one user's memories, keyed by :func:`memory_keys` (a 64-bit hash of the
-memory id, the same in every process). It is an accelerator, never a source of truth: the
-working set (``store/cache.py``) asks it for candidate keys only, maps them onto its own
-snapshot (a key that is not there, a forgotten memory, is dropped), scores them exactly with
-the snapshot's vectors, and searches the rows the index does not hold (new or re-embedded
-memories) exactly. Which rows it holds is checked, not assumed: :meth:`VectorIndex.holds`
-compares the index's stored vectors with the snapshot's.
+A :class:`VectorIndex` is a usearch HNSW graph (cosine, int8 vectors, connectivity 16,
+expansion 128 on add and 256 on search) over the vectors of one user's memories, keyed by
+:func:`memory_keys` (a 64-bit hash of the memory id, the same in every process). It is an
+accelerator, never a source of truth: the working set (``store/cache.py``) asks it for
+candidate keys only, maps them onto its own snapshot (a key that is not there, a forgotten
+memory, is dropped), scores them exactly with the snapshot's vectors, and searches the rows
+the index does not hold (new or re-embedded memories) exactly. Which rows it holds is
+checked, not assumed: :meth:`VectorIndex.holds` compares the index's stored vectors with
+the snapshot's, at the index's precision.
+
+**int8.** The index's vectors are int8 (usearch: each unit vector's components times 127,
+truncated): half the memory of float16 (38 against 77 MB at 100,000 × 384). Alone they
+rank worse (R@50 0.927 against 0.979 for float16 on near-ties, docs/ann.md), so they only
+pick candidates: every candidate is scored exactly with its float32 vector (the SQLite
+store reads them from the rows; docs/scale.md, "Vectors held once"). An index saved as
+float16 by an earlier version is used as it is (it is rebuilt as int8 only when a rebuild
+is due anyway): a large user's first search after an upgrade does not wait minutes.
 
 An :class:`IndexSlot` is the one index of one user in one process. It outlives the
 working set (which is dropped whenever another process commits), builds the index off the
@@ -52,6 +60,8 @@ Matrix = npt.NDArray[np.float32]
 #: Users with fewer vectors are searched exactly: a matrix product over 20,000 × 384 takes
 #: about 1 ms and is exact; an index saves little there and costs a build (docs/scale.md).
 ANN_MIN_VECTORS = 20_000
+#: The vectors' type in a new index (usearch ``dtype``): "i8" needs exact re-scoring.
+DTYPE = "i8"
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 256
@@ -106,6 +116,15 @@ def _stop_jobs() -> None:
         thread.join(timeout=30.0)
 
 
+def quantized(vectors: Matrix) -> npt.NDArray[np.int8]:
+    """``vectors`` as a cosine int8 usearch index stores them: each normalised, times 127,
+    truncated toward zero (usearch 2.x; a zero vector stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    out: npt.NDArray[np.int8] = np.trunc(np.clip(unit * 127.0, -127.0, 127.0)).astype(np.int8)
+    return out
+
+
 def memory_keys(ids: Sequence[str]) -> Keys:
     """The index key of each memory id: the first 63 bits of its BLAKE2b digest (stable
     across processes; a collision only costs recall, since every result is checked
@@ -130,6 +149,16 @@ class VectorIndex:
         """The dimension of the vectors it holds."""
         return int(self._index.ndim)
 
+    @property
+    def lossy(self) -> bool:
+        """Whether its vectors are too coarse to score with (int8): candidates are then
+        scored with vectors read elsewhere (float16 ones stay within 1e-3 of a score)."""
+        return self._dtype != "f16" and self._dtype != "f32"
+
+    @property
+    def _dtype(self) -> str:
+        return str(self._index.dtype).rsplit(".", 1)[-1].lower()
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._index)
@@ -138,7 +167,7 @@ class VectorIndex:
     def build(cls, keys: Keys, vectors: Matrix, threads: int = 0) -> VectorIndex:
         """A new index of these vectors (``threads`` 0: every core)."""
         index = _usearch()(
-            ndim=int(vectors.shape[1]), metric="cos", dtype="f16", connectivity=CONNECTIVITY,
+            ndim=int(vectors.shape[1]), metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
         )  # fmt: skip
         for start in range(0, len(keys), BUILD_CHUNK):
@@ -156,35 +185,49 @@ class VectorIndex:
         return np.asarray(found.keys, dtype=np.uint64)
 
     def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
-        """For each row, whether the index holds this key with this vector (as float16)."""
+        """For each row, whether the index holds this key with this vector (as the index
+        stores it: float16, or int8 as usearch quantizes a cosine vector, to within one
+        step)."""
         held = np.zeros(len(keys), dtype=bool)
         if not len(keys) or vectors.shape[1] != self.ndim:
             return held
+        dtype = "i8" if self.lossy else "f16"
         with self._lock:
             present = np.asarray(self._index.contains(keys), dtype=bool)
             rows = np.flatnonzero(present)
             if rows.size == 0:
                 return held
-            stored: Any = self._index.get(keys[rows], dtype="f16")
+            stored: Any = self._index.get(keys[rows], dtype=dtype)
         stored_matrix = np.stack(stored) if isinstance(stored, tuple) else np.asarray(stored)
-        same = (stored_matrix == vectors[rows].astype(np.float16)).all(axis=1)
+        mine = vectors[rows]
+        if dtype == "i8":
+            # usearch normalises in its own float arithmetic: a component a hair from a
+            # step of 1/127 may truncate to the next one (2 rows of 30,000 real vectors)
+            gap = np.abs(stored_matrix.astype(np.int16) - quantized(mine).astype(np.int16))
+            same = (gap <= 1).all(axis=1)
+        else:
+            same = (stored_matrix == mine.astype(np.float16)).all(axis=1)
         held[rows[same]] = True
         return held
 
     def vectors(self, keys: Keys) -> Matrix:
-        """The vectors the index holds for ``keys`` (float16 widened to float32; zeros for a
-        key it does not hold): a large user's working set re-scores candidates with them
-        instead of keeping a float32 copy of every vector (docs/scale.md)."""
+        """The vectors the index holds for ``keys`` (widened to float32: an int8 one is a
+        unit vector's direction to within 1/127 per component; zeros for a key it does not
+        hold): what a working set scores with when it has no float32 copy and cannot read
+        one (docs/scale.md)."""
         out = np.zeros((len(keys), self.ndim), dtype=np.float32)
         if not len(keys):
             return out
         with self._lock:
-            stored: Any = self._index.get(keys, dtype="f16")
+            stored: Any = self._index.get(keys, dtype="f32")
         found = [i for i, vector in enumerate(stored) if vector is not None]
         if len(found) == len(keys):
             out[:] = np.stack(stored)
         elif found:
             out[found] = np.stack([stored[i] for i in found])
+        if self.lossy:  # truncation shortens them (~2% at 384-d): unit length again
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            np.divide(out, norms, out=out, where=norms > 0)
         return out
 
     def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:

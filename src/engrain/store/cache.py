@@ -47,7 +47,7 @@ from threadpoolctl import ThreadpoolController
 
 from engrain.errors import EngrainError
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import lexical_file
+from engrain.store import heap, lexical_file
 from engrain.store.ann import (
     PATCH_AFTER,
     REBUILD_SHARE,
@@ -74,24 +74,35 @@ KINDS: Mapping[Kind, int] = {k: i for i, k in enumerate(Kind)}
 Matrix = npt.NDArray[np.float32]
 
 
+#: Reads loaded rows' float32 vectors from where they are stored: given the rows' rowids,
+#: their memory ids and the vectors' size, which were found (the row still holds that
+#: memory with a vector of that size) and the vectors (zeros where not found).
+RowVectors = Callable[
+    [npt.NDArray[np.int64], Sequence[str], int], tuple[BoolArray, npt.NDArray[np.float32]]
+]
+
+
 @dataclass(frozen=True)
 class _IndexVectors:
-    """The vectors of a working set's loaded rows, read from the approximate ``index`` that
-    holds each of them (``keys``: per row, :func:`~engrain.store.ann.memory_keys` of its id)
-    instead of a float32 matrix. The index is patched but never loses a key, so every row
-    loaded when this was made keeps a vector there."""
+    """Where the vectors of a working set's loaded rows are read instead of a float32
+    matrix: from ``exact`` (the store's rows, float32) if given, else from the approximate
+    ``index`` that holds each of them (``keys``: per row, :func:`~engrain.store.ann.
+    memory_keys` of its id). The index is patched but never loses a key, so every row
+    loaded when this was made keeps a vector there: it also stands in for a row ``exact``
+    no longer finds (changed or forgotten by another process since the load)."""
 
     index: VectorIndex
     keys: Keys
     dim: int
+    exact: RowVectors | None = None
 
     def extended(self, keys: Keys) -> _IndexVectors:
         """For these rows followed by rows with ``keys``."""
-        return _IndexVectors(self.index, np.concatenate([self.keys, keys]), self.dim)
+        return replace(self, keys=np.concatenate([self.keys, keys]))
 
     def kept(self, keep: BoolArray) -> _IndexVectors:
         """For the rows kept."""
-        return _IndexVectors(self.index, self.keys[keep], self.dim)
+        return replace(self, keys=self.keys[keep])
 
 
 @dataclass(frozen=True)
@@ -184,12 +195,26 @@ class _Arrays:
         source = self.rows.source[rows]
         loaded = np.flatnonzero((source >= 0) & self.has_vector[rows])
         if loaded.size:
-            out[loaded] = held.index.vectors(held.keys[rows[loaded]])
+            out[loaded] = self._loaded_vectors(rows[loaded], held)
         for i in np.flatnonzero((source < 0) & self.has_vector[rows]).tolist():
             embedding = self.rows.objects[str(self.ids[rows[i]])].embedding
             if embedding is not None:
                 out[i] = embedding
         return out
+
+    def _loaded_vectors(self, rows: npt.NDArray[np.intp], held: _IndexVectors) -> Matrix:
+        """The vectors of loaded ``rows``: float32 from the store's rows when it can read
+        them (a row changed or forgotten by another process since: the index's vector),
+        else the index's."""
+        base = self.rows.base
+        if held.exact is None or base is None or len(base.rowids) != len(base):
+            return held.index.vectors(held.keys[rows])
+        rowids = base.rowids[self.rows.source[rows]]
+        found, vectors = held.exact(rowids, [str(i) for i in self.ids[rows].tolist()], held.dim)
+        lost = np.flatnonzero(~found)
+        if lost.size:
+            vectors[lost] = held.index.vectors(held.keys[rows[lost]])
+        return vectors
 
     def products(self, query: Matrix, chunk: int = 16_384) -> Matrix:
         """Every row's vector times ``query`` (without the matrix: a chunk of vectors read
@@ -202,14 +227,16 @@ class _Arrays:
         )  # fmt: skip
 
     def same_vector(self, row: int, embedding: Vector | None) -> bool:
-        """Whether ``row``'s vector is ``embedding``: for a loaded row read from the index,
-        as float16 (what the index holds; a memory written back unchanged is not a new
-        vector)."""
-        mine = self.embedding(row)
-        if self.matrix is None and self.rows.source[row] >= 0 and mine is not None \
-                and embedding is not None and embedding.shape == mine.shape:  # fmt: skip
-            return bool(np.array_equal(mine.astype(np.float16), embedding.astype(np.float16)))
-        return _same_vector(mine, embedding)
+        """Whether ``row``'s vector is ``embedding``: for a loaded row without the matrix,
+        whether the index holds ``embedding`` for it at its own precision (a memory written
+        back unchanged is not a new vector; nothing is read from the store)."""
+        held = self.held
+        if self.matrix is None and held is not None and self.rows.source[row] >= 0 \
+                and self.has_vector[row] and embedding is not None \
+                and embedding.shape == (held.dim,):  # fmt: skip
+            vector = np.asarray(embedding, dtype=np.float32).reshape(1, -1)
+            return bool(held.index.holds(held.keys[row : row + 1], vector)[0])
+        return _same_vector(self.embedding(row), embedding)
 
     def without_matrix(self, held: _IndexVectors) -> _Arrays:
         """These arrays with vectors read through ``held`` (same rows, same version). The
@@ -390,10 +417,13 @@ class UserCache:
         ann: IndexSlot | None = None,
         table: Table | None = None,
         lexical_stash: Stash | None = None,
+        row_vectors: RowVectors | None = None,
     ) -> None:
         """``memories`` as objects, or ``table``: memories a store read as columns (built
         into objects only when a call returns them). ``lexical_stash``: where a large user's
-        BM25 index is kept between processes (``store/lexical_file.py``)."""
+        BM25 index is kept between processes (``store/lexical_file.py``). ``row_vectors``:
+        reads the table's rows' float32 vectors from the store, so an indexed user keeps
+        none in memory (an int8 index cannot score)."""
         if table is not None:
             self._snapshot = Snapshot.over(_columns_of(table))
         else:
@@ -401,6 +431,9 @@ class UserCache:
         self._lock = threading.Lock()
         self._slot = ann
         self._lexical_stash = lexical_stash
+        self._row_vectors = row_vectors
+        #: (ids, vector version, centroid) of the last centroid computed
+        self._centroid: tuple[object, object, Vector] | None = None
         #: Drop the float32 matrix once the index holds every loaded row (tests and
         #: benchmarks turn it off to compare).
         self.drop_matrix = True
@@ -570,6 +603,8 @@ class UserCache:
             index = LexicalIndex(documents)
             built, texts = index, documents
             stash.later(lambda: _stash_lexical(stash, built, texts))
+        else:
+            heap.release()  # the saved copy's bytes, read and dropped
         return index
 
     def centroid(self) -> Vector | None:
@@ -580,11 +615,19 @@ class UserCache:
             return None
         if arrays.matrix is not None:
             return np.asarray(arrays.matrix[arrays.has_vector].mean(axis=0), dtype=np.float32)
+        # without the matrix every vector is read (100,000 rows: ~0.5 s): once per set of
+        # rows and vectors (the ids array and the vector version change with them)
+        kept = self._centroid
+        if kept is not None and kept[0] is arrays.ids and kept[1] is arrays.version:
+            return kept[2]
         rows = np.flatnonzero(arrays.has_vector)
         total = np.zeros(arrays.dim, dtype=np.float64)
         for start in range(0, rows.size, 16_384):
             total += arrays.vectors(rows[start : start + 16_384]).sum(axis=0, dtype=np.float64)
-        return np.asarray(total / rows.size, dtype=np.float32)
+        centroid = np.asarray(total / rows.size, dtype=np.float32)
+        centroid.flags.writeable = False
+        self._centroid = (arrays.ids, arrays.version, centroid)
+        return centroid
 
     # -- internals --------------------------------------------------------------------------
 
@@ -666,6 +709,8 @@ class UserCache:
             rows_held = np.zeros(len(arrays), dtype=bool)
             rows_held[with_vector] = held
             if self._attach(arrays, _AnnRows.of(index, keys, rows_held)):
+                if len(arrays) >= HEAP_RELEASE_ROWS:
+                    heap.release()  # the matrix dropped, the saved index's bytes freed
                 return
 
     def _attach(self, arrays: _Arrays, ann: _AnnRows) -> bool:
@@ -680,11 +725,15 @@ class UserCache:
             if now is None or now.ids is not arrays.ids or now.version is not arrays.version:
                 return False
             loaded_held = not bool(((now.rows.source >= 0) & now.has_vector & ~ann.held).any())
+            # an int8 index cannot score: without the store's rows the matrix stays
+            readable = self._row_vectors is not None or not ann.index.lossy
             # vectors read from an index the slot has since replaced: from the new one
             # (the old one is then freed), once it holds them all
             moved = now.held is not None and now.held.index is not ann.index
-            if loaded_held and ((now.matrix is not None and self.drop_matrix) or moved):
-                now = now.without_matrix(_IndexVectors(ann.index, ann.keys, now.dim))
+            if loaded_held and readable and ((now.matrix is not None and self.drop_matrix)
+                                             or moved):  # fmt: skip
+                held = _IndexVectors(ann.index, ann.keys, now.dim, self._row_vectors)
+                now = now.without_matrix(held)
                 self._snapshot = replace(current, rows=now.view(), arrays=now, ann=ann)
             else:
                 self._snapshot = replace(current, ann=ann)
@@ -704,6 +753,9 @@ class UserCache:
 
 
 _MASKS_MAX = 32
+#: After the index job of a working set this large, freed heap is handed back
+#: (``store/heap.py``: a trim costs milliseconds; smaller sets free little).
+HEAP_RELEASE_ROWS = 5_000
 
 
 def _filter_rows(a: _Arrays, flt: MemoryFilter) -> BoolArray:
