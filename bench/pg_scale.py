@@ -54,7 +54,7 @@ from engrain import Engine, Settings
 from engrain.model import Kind, Memory, MemoryType, content_hash
 from engrain.recall.candidates import recall_filter
 from engrain.store.lexical import tokenize
-from engrain.store.postgres import INDEXED_DIM, PostgresStore
+from engrain.store.postgres import INDEXED_DIM, PostgresStore, bm25
 
 DIM = INDEXED_DIM
 #: The source tree this script belongs to (``--baseline`` runs another beside it).
@@ -117,6 +117,15 @@ def kept_database(server: Any, name: str, corpus: dict[str, Any]) -> str | None:
             return None
         row = db.execute("SELECT description::text FROM bench_corpus").fetchone()
     return url if row is not None and json.loads(row[0]) == corpus else None
+
+
+def copied_database(server: Any, name: str, copy: str) -> str:
+    """The URL of database ``copy``, made from ``name`` (``CREATE DATABASE … TEMPLATE``)
+    unless it exists: the corpus as it was loaded, for a tree that reads another schema."""
+    with psycopg.connect(server.get_uri(), autocommit=True) as db:
+        if db.execute("SELECT 1 FROM pg_database WHERE datname = %s", (copy,)).fetchone() is None:
+            db.execute(f"CREATE DATABASE {copy} TEMPLATE {name} STRATEGY FILE_COPY")
+    return str(server.get_uri(database=copy))
 
 
 def mark_corpus(url: str, corpus: dict[str, Any], load: dict[str, float]) -> None:
@@ -218,7 +227,7 @@ def bulk_load(
             (name, definition)
             for name, definition in db.execute(
                 "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() "
-                "AND tablename IN ('memories', 'postings') AND indexname NOT LIKE '%pkey'"
+                "AND tablename = 'memories' AND indexname NOT LIKE '%pkey'"
             )
         ]
         for name, _ in indexes:
@@ -227,6 +236,12 @@ def bulk_load(
         stats: list[tuple[str, int, int, int]] = []
         rows = postings = 0
         columns = ", ".join(c for c, _ in MEMORY_COLUMNS)
+        # The postings go to a staging table, packed into the store's blocks once the rows
+        # (and their seqs) are in.
+        db.execute(
+            'CREATE UNLOGGED TABLE bench_postings (user_id text COLLATE "C", '
+            'term text COLLATE "C", memory_id text COLLATE "C", tf int4, doc_length int4)'
+        )
         # Two connections, two COPY streams at once: rows on one, their postings on the other.
         with (
             psycopg.connect(url, autocommit=True) as db2,
@@ -234,7 +249,7 @@ def bulk_load(
             db2.cursor() as cur2,
             cur.copy(f"COPY memories ({columns}) FROM STDIN (FORMAT BINARY)") as mem_copy,
             cur2.copy(
-                "COPY postings (user_id, term, memory_id, tf, doc_length) FROM STDIN "
+                "COPY bench_postings (user_id, term, memory_id, tf, doc_length) FROM STDIN "
                 "(FORMAT BINARY)"
             ) as post_copy,
         ):
@@ -267,11 +282,22 @@ def bulk_load(
         # each user's document frequencies, as the store's writes keep them
         db.execute(
             "INSERT INTO term_stats (user_id, term, df) "
-            "SELECT user_id, term, count(*) FROM postings GROUP BY user_id, term"
+            "SELECT user_id, term, count(*) FROM bench_postings GROUP BY user_id, term"
         )
         timings["copy_s"] = time.perf_counter() - start
-        timings["postings"] = postings
+        start = time.perf_counter()
         db.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+        db.execute(f"SET work_mem = '{maintenance_work_mem}'")
+        db.execute(
+            bm25.pack_sql(
+                "SELECT p.user_id, p.term, m.seq, p.tf, p.doc_length FROM bench_postings p "
+                "JOIN memories m ON m.user_id = p.user_id AND m.id = p.memory_id"
+            )
+        )
+        db.execute("DROP TABLE bench_postings")
+        db.execute("RESET work_mem")
+        timings["pack_postings_s"] = time.perf_counter() - start
+        timings["postings"] = postings
         db.execute(f"SET max_parallel_maintenance_workers = {int(build_workers)}")
         for name, definition in indexes:
             start = time.perf_counter()
@@ -283,7 +309,7 @@ def bulk_load(
         timings["vacuum_analyze_s"] = time.perf_counter() - start
         sizes = db.execute(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
-            "WHERE c.relname IN ('memories', 'postings') ORDER BY 1"
+            "WHERE c.relname IN ('memories', 'posting_blocks') ORDER BY 1"
         ).fetchall()
         for name, size in sizes:
             timings[f"{name}_mb"] = round(size / 2**20)
@@ -554,6 +580,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a source tree (e.g. a git worktree of an earlier commit): context() of this "
         "tree and of that one side by side, alternating, on the same database (pg_side.py)",
     )
+    parser.add_argument(
+        "--baseline-copy",
+        action="store_true",
+        help="with --baseline and --keep: the baseline reads its own copy of the kept corpus "
+        "(database <scenario>_base, made with CREATE DATABASE … TEMPLATE before this tree "
+        "opens the corpus, so it keeps the schema the corpus was loaded with)",
+    )
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/pg-scale.json"))
@@ -642,6 +675,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"  loaded: {load}", file=sys.stderr)
                 if args.build_only:
                     continue
+                base_urls = {}
+                if args.baseline is not None and args.baseline_copy and kept is not None:
+                    base_urls = {"base": copied_database(server, name, f"{name}_base")}
                 ids = list(users)
                 result: dict[str, Any] = {
                     "users": len(users), "memories": rows, "load": load,
@@ -652,7 +688,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.baseline is not None and not args.no_engine:
                     result["engine_side_by_side"] = side_by_side(
                         {"new": ROOT, "base": args.baseline}, url, ids, queries, args.seed,
-                        Path(tmp),
+                        Path(tmp), urls=base_urls,
                     )  # fmt: skip
                 elif embedder is not None and not args.no_engine:
                     result["engine_context"] = measure_engine(

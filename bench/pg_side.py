@@ -89,16 +89,20 @@ def side_by_side(
     *,
     cold_rounds: int = 3,
     warmup: int = 10,
+    urls: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
-    call), and the ratios of the first tree's numbers to the second's."""
+    call), and the ratios of the first tree's numbers to the second's. ``urls`` gives a
+    tree another database than ``url`` (a copy of the corpus in that tree's schema, when
+    the trees' schemas differ)."""
     import common
     import numpy as np
 
     rng = np.random.default_rng(seed)
     who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
-    workers = [Worker(name, tree, url, data_dir) for name, tree in trees.items()]
+    urls = urls or {}
+    workers = [Worker(name, tree, urls.get(name, url), data_dir) for name, tree in trees.items()]
     try:
         cold: dict[str, list[float]] = defaultdict(list)
         for r in range(cold_rounds):
@@ -125,6 +129,7 @@ def side_by_side(
         for w in workers:
             row: dict[str, Any] = common.summarize(times[w.name])
             row["engrain"] = w.where
+            row["database"] = urls.get(w.name, url).split("?")[0]
             row["cold_start_s"] = {
                 "median": round(float(np.median(cold[w.name])), 3),
                 "runs": [round(c, 3) for c in cold[w.name]],
