@@ -403,3 +403,16 @@ def test_an_inserted_or_deleted_row_keeps_the_image_from_being_saved_by_the_writ
     assert (spy.rows, spy.image) == (1, 0) and memories[3].id not in loaded
     _same(loaded, _as_rows_hold(reader))
     reader.close()
+
+
+def test_the_ids_array_holds_the_position_maps_own_strings(db: Path) -> None:
+    """Ids are held once: the array's entries are the position map's keys (a fixed-width
+    string array would be a second copy of every id)."""
+    store = SQLiteStore(db, ann_min_vectors=None)
+    store.working_set(USER)
+    store.write([_memories(15)[14]])
+    arrays = store._cache(USER).snapshot.arrays  # loaded, then one row appended
+    assert arrays is not None and arrays.ids.dtype == object
+    assert list(arrays.position) == arrays.ids.tolist()
+    assert all(a is b for a, b in zip(arrays.position, arrays.ids.tolist(), strict=True))
+    store.close()

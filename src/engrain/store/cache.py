@@ -114,7 +114,9 @@ class _Arrays:
 
     rows: Rows
     position: dict[str, int]
-    ids: npt.NDArray[np.str_]
+    #: The rows' ids as an object array of the position map's own keys (a fixed-width
+    #: string array would hold a second copy: 128 bytes a row for 32-character ids).
+    ids: npt.NDArray[np.object_]
     #: Every row's vector (zeros without one); ``None`` once they are read from the index
     #: (``held``: a large user's, see the module docstring).
     matrix: Matrix | None
@@ -969,7 +971,7 @@ def _columns(
     return _Arrays(
         rows=Rows.of_objects(memories),
         position={m.id: row for row, m in enumerate(memories)},
-        ids=np.array([m.id for m in memories], dtype=str),
+        ids=_id_array([m.id for m in memories]),
         matrix=matrix,
         has_vector=has_vector,
         # object, not fixed-width str: patch() may write a longer value into a row
@@ -987,6 +989,14 @@ def _columns(
     )
 
 
+def _id_array(ids: list[str]) -> npt.NDArray[np.object_]:
+    """``ids`` as an object array holding these very strings (shared with the position
+    map built from the same list)."""
+    array = np.empty(len(ids), dtype=object)
+    array[:] = ids
+    return array
+
+
 def _columns_of(table: Table) -> _Arrays:
     """Column arrays of memories a store read as columns (none of them built)."""
     c = table.columns
@@ -994,7 +1004,7 @@ def _columns_of(table: Table) -> _Arrays:
     return _Arrays(
         rows=Rows.of_columns(c, table.access, table.last),
         position=dict(zip(ids, range(len(ids)), strict=True)),
-        ids=np.array(ids, dtype=str),
+        ids=_id_array(ids),
         matrix=table.matrix,
         has_vector=table.has_vector,
         memory_type=c.memory_type.astype(np.int8),

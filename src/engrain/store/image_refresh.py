@@ -39,7 +39,7 @@ from engrain.store.rows import Rows
 
 
 def patched_columns(
-    rows: Rows, ids: npt.NDArray[np.str_], encode: Callable[[Memory], tuple[Any, ...]]
+    rows: Rows, ids: npt.NDArray[Any], encode: Callable[[Memory], tuple[Any, ...]]
 ) -> Columns | None:
     """The columns ``rows`` hold now, if they are the rows of their loaded table in order,
     some replaced in place by memories of the same id (patched); else ``None`` (a row was

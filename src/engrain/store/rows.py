@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 
 Int64Array = npt.NDArray[np.int64]
 
-#: Built memories kept per working set (~3 KB each); when full the cache starts over.
-DECODED_MAX = 10_000
+#: Built memories kept per working set (~3 KB each, half of it the vector); when full the
+#: cache starts over. A context() returns ~250 rows, most of them different from one call
+#: to the next: 10,000 kept ~23 MB at 100,000 memories for few hits; 2,000 still keeps
+#: what every call asks for (pinned and procedural memories) between restarts.
+DECODED_MAX = 2_000
 
 
 class Decoded:
