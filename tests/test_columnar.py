@@ -19,7 +19,15 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory, MemoryType, Provenance
-from engrain.store import MemoryFilter, columns, image_refresh, lexical_file, rows, sqlite_load
+from engrain.store import (
+    MemoryFilter,
+    columns,
+    image_refresh,
+    lexical_file,
+    rows,
+    sqlite_load,
+    texts,
+)
 from engrain.store.base import Patch
 from engrain.store.columns import Stamp, texts_digest
 from engrain.store.sqlite import SQLiteStore
@@ -415,4 +423,71 @@ def test_the_ids_array_holds_the_position_maps_own_strings(db: Path) -> None:
     assert arrays is not None and arrays.ids.dtype == object
     assert list(arrays.position) == arrays.ids.tolist()
     assert all(a is b for a, b in zip(arrays.position, arrays.ids.tolist(), strict=True))
+    store.close()
+
+
+def _loaded_from_image(path: Path) -> tuple[SQLiteStore, Any]:
+    """A store whose working set of USER was loaded from the saved image, and its table."""
+    _image_saved(path)
+    store = SQLiteStore(path, ann_min_vectors=None)
+    store.working_set(USER)
+    arrays = store._cache(USER).snapshot.arrays
+    assert arrays is not None and arrays.rows.base is not None
+    return store, arrays.rows.base
+
+
+def test_a_working_set_loaded_from_its_image_keeps_no_texts_nor_the_images_bytes(
+    db: Path,
+) -> None:
+    store, table = _loaded_from_image(db)
+    assert isinstance(table.content, texts.RowTexts)
+    data = _saved(db)
+    assert data is not None
+    # every other column owns its memory: none is a view of the image's bytes
+    assert all(getattr(table, name).base is None for name in columns._ARRAYS)
+    assert table.rowids.base is None
+    assert all(getattr(table, name).codes.base is None for name in columns._CODES)
+    assert len(table.ids.blob) < len(data) and len(table.content_hash.blob) < len(data)
+    _same(dict(store.working_set(USER)), _as_rows_hold(store))
+    store.close()
+
+
+def test_the_texts_of_a_listing_are_read_in_one_query(db: Path) -> None:
+    store, table = _loaded_from_image(db)
+    reads: list[int] = []
+    read = table.content._read
+
+    def counted(rows: Any) -> Any:
+        reads.append(len(rows))
+        return read(rows)
+
+    table.content._read = counted
+    listed = store.query(USER)
+    assert reads == [len(listed)] and len(listed) == 14
+    assert [m.content for m in listed] == [
+        m.content for m in store.get(USER, [m.id for m in listed])
+    ]
+    store.close()
+
+
+def test_texts_are_never_another_rows_and_a_replaced_memory_is_found_by_its_id(
+    db: Path,
+) -> None:
+    """A reader still holding a table loaded before another process replaced one memory
+    (a new rowid) and forgot another reads the first's new text by its id, and no text
+    for the second (never the text of whatever row holds its rowid now)."""
+    store, table = _loaded_from_image(db)
+    memories = _memories(14)
+    rows_of = {table.ids[i]: i for i in range(len(table))}
+    other = SQLiteStore(db, ann_min_vectors=None)
+    other.write(deletes=[memories[13]])  # the user's last row: SQLite gives its rowid again
+    other.write([replace(_memory_of(USER, 7), id="newest")])
+    other.write([replace(memories[1], content="replaced")])
+    other.close()
+    with sqlite3.connect(db) as conn:
+        taken = conn.execute("SELECT rowid FROM memories WHERE id = 'newest'").fetchall()
+    assert taken[0][0] == table.rowids[rows_of[memories[13].id]]
+    assert table.content[rows_of[memories[1].id]] == "replaced"
+    assert table.content[rows_of[memories[13].id]] == ""
+    assert table.content[rows_of[memories[0].id]] == memories[0].content
     store.close()

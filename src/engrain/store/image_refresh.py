@@ -36,6 +36,7 @@ from engrain.store.columns import (
     texts_digest,
 )
 from engrain.store.rows import Rows
+from engrain.store.texts import materialized
 
 
 def patched_columns(
@@ -61,7 +62,7 @@ def patched_columns(
     ):
         return None
     if not at:
-        return base
+        return materialized(base)
     builder = ColumnsBuilder(base.user_id)
     builder.add([(*encode(m), int(base.rowids[row])) for m, row in zip(memories, at, strict=True)])
     return _merged(base, builder.finish(), replaced)

@@ -136,6 +136,9 @@ class Rows:
         if from_base:
             assert self.base is not None
             picked = [rows[i] for i in from_base]
+            prefetch = getattr(self.base.content, "prefetch", None)
+            if prefetch is not None:  # texts kept in the store: one read for all of them
+                prefetch(self.source[picked].tolist())
             built = self.base.memories(
                 self.source[picked].tolist(), [embedding(row) for row in picked],
                 self.access[picked].tolist(), self.last[picked].tolist(),

@@ -44,7 +44,8 @@ from engrain.store.base import (
 )
 from engrain.store.cache import RowVectors, UserCache
 from engrain.store.checkpoint import Checkpointer
-from engrain.store.columns import Stamp
+from engrain.store.columns import Stamp, Strings
+from engrain.store.texts import ReadTexts
 
 _COLUMNS = MEMORY_COLUMNS
 #: Users whose memories stay cached in process (least recently used are dropped first).
@@ -675,8 +676,9 @@ class SQLiteStore:
             self._db.execute("BEGIN")
             try:
                 loaded = sqlite_load.read(
-                    self._db, user_id, self._stash(user_id, "columns").read, _from_row
-                )
+                    self._db, user_id, self._stash(user_id, "columns").read, _from_row,
+                    partial(self._row_texts, user_id),
+                )  # fmt: skip
             finally:
                 self._db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -793,6 +795,34 @@ class SQLiteStore:
                         owner[at] = memory_id
             same = owner[inverse] == np.asarray(ids, dtype=object)
             return same.astype(bool), vectors[inverse]
+
+        return read
+
+    def _row_texts(self, user_id: str, rowids: npt.NDArray[np.int64], ids: Strings) -> ReadTexts:
+        """Reads the texts of a loaded table's rows (positions in the table, whose rows
+        are ``rowids`` and memory ids ``ids``) from the user's rows: by rowid, and a row
+        whose rowid no longer holds that memory by its id (``None`` if it is gone)."""
+
+        def read(rows: Sequence[int]) -> list[str | None]:
+            want = [(int(rowids[row]), ids[row]) for row in rows]
+            found: dict[int, tuple[str, str]] = {}
+            for start in range(0, len(want), _IN_CHUNK):
+                part = [rowid for rowid, _ in want[start : start + _IN_CHUNK]]
+                for rowid, memory_id, content in self._read(
+                    "SELECT rowid, id, content FROM memories WHERE user_id = ? AND rowid IN "
+                    f"({', '.join('?' for _ in part)})",
+                    (user_id, *part),
+                ):
+                    found[rowid] = (memory_id, content)
+            out = [hit[1] if (hit := found.get(rowid)) and hit[0] == memory_id else None
+                   for rowid, memory_id in want]  # fmt: skip
+            lost = [memory_id for (_, memory_id), text in zip(want, out, strict=True)
+                    if text is None]  # fmt: skip
+            if lost:  # replaced by another process since the load (a new rowid)
+                moved = {m.id: m.content for m in self.get(user_id, lost)}
+                out = [moved.get(memory_id) if text is None else text
+                       for (_, memory_id), text in zip(want, out, strict=True)]  # fmt: skip
+            return out
 
         return read
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ import numpy.typing as npt
 from engrain.model import Memory
 from engrain.store import columns as image
 from engrain.store.base import MEMORY_COLUMNS
-from engrain.store.columns import ColumnsBuilder, Stamp, Table, parse_micros
+from engrain.store.columns import ColumnsBuilder, Stamp, Strings, Table, parse_micros
+from engrain.store.texts import ReadTexts, without_texts
 
 #: Rows per chunk of a read by rowid range.
 LOAD_CHUNK = 4_096
@@ -63,9 +64,12 @@ def read(
     user_id: str,
     saved: Callable[[], bytes | None],
     decode: Callable[[tuple[Any, ...]], Memory],
+    texts: Callable[[npt.NDArray[np.int64], Strings], ReadTexts] | None = None,
 ) -> Loaded:
     """The user's working set, inside the read transaction the caller holds. ``saved``
-    reads the user's image (or ``None``); ``decode`` makes a memory of a full row."""
+    reads the user's image (or ``None``); ``decode`` makes a memory of a full row;
+    ``texts``, if given, reads the texts of a table loaded from the image on demand
+    instead of keeping them (``store/texts.py``)."""
     revision = db.execute("SELECT revision FROM revisions WHERE user_id = ?", (user_id,))
     rows = revision.fetchall()
     names = [r[0] for r in db.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
@@ -78,6 +82,8 @@ def read(
         if columns is not None and len(columns) == count:
             table = _live(db, user_id, columns)
             if table is not None:
+                if texts is not None:
+                    table = replace(table, columns=without_texts(table.columns, texts))
                 return Loaded(table, None)
     rowids = [r[0] for r in db.execute(
         "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)

@@ -1,0 +1,109 @@
+"""The texts of a large user's loaded rows, read from the store when asked for (issue 18).
+
+A working set loaded from its saved image (``store/columns.py``) read every field in place
+from the image's bytes: ~51 MB at 100,000 memories, of which the texts are ~30 MB. A call
+only needs the texts of the ~150 memories it returns (the BM25 index is saved apart, and
+checked against the image's digest of the texts, not the texts). :func:`without_texts`
+copies every other column out of the image's bytes, so those can be freed, and gives the
+table a :class:`RowTexts` instead: the texts read from the rows by rowid, a call's rows
+in one query (:meth:`RowTexts.prefetch`, from ``Rows.memories``).
+
+**Never another memory's text**: a text is taken from a row only if that row still holds
+the memory id the table has for it; a row another process has replaced since (a new rowid)
+is found by its id instead. A memory another process has forgotten since the working set
+was loaded has no text left to read: it reads as ``""`` (the working set itself is
+reloaded at the caller's next call, without that memory). A memory another process has
+patched reads with its new text (the rest of its row is the working set's until the reload).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engrain.store.columns import _ARRAYS, _CODES, Codes, Columns, Strings
+
+#: Reads the texts of table rows (their positions in the table): one text or ``None`` each.
+ReadTexts = Callable[[Sequence[int]], list[str | None]]
+
+#: Texts kept after a prefetch (a call's rows; several calls' worth).
+KEPT_MAX = 4_096
+
+
+class RowTexts:
+    """The ``content`` column of a table whose texts stay in the store: reads like
+    :class:`~engrain.store.columns.Strings` (by position, or all of them)."""
+
+    def __init__(self, count: int, read: ReadTexts) -> None:
+        self._count = count
+        self._read = read
+        self._kept: dict[int, str] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, row: int) -> str:
+        with self._lock:
+            found = self._kept.get(row)
+        if found is not None:
+            return found
+        return self._read([row])[0] or ""
+
+    def prefetch(self, rows: Sequence[int]) -> None:
+        """Read the texts of ``rows`` in one query and keep them for the next reads."""
+        todo = [row for row in rows if row not in self._kept]
+        if not todo:
+            return
+        texts = self._read(todo)
+        with self._lock:
+            if len(self._kept) + len(todo) > KEPT_MAX:
+                self._kept.clear()
+            self._kept.update((row, text or "") for row, text in zip(todo, texts, strict=True))
+
+    def all(self) -> list[str]:
+        """Every text, in order (one read of every row: a BM25 index rebuilt, an image
+        saved again)."""
+        return [text or "" for text in self._read(range(self._count))]
+
+
+def without_texts(
+    columns: Columns, reader: Callable[[npt.NDArray[np.int64], Strings], ReadTexts]
+) -> Columns:
+    """``columns`` with its texts read through ``reader(rowids, ids)`` (given the copied
+    columns: nothing of the loaded bytes is kept) and every other column copied out of the
+    bytes it was loaded from, so those bytes are freed once the caller drops them."""
+    ids, rowids = _copied(columns.ids), np.array(columns.rowids, copy=True)
+    fields: dict[str, Any] = {
+        "ids": ids,
+        "content_hash": _copied(columns.content_hash),
+        "content": RowTexts(len(columns), reader(rowids, ids)),
+        "rowids": rowids,
+    }
+    for name in _CODES:
+        codes: Codes = getattr(columns, name)
+        fields[name] = Codes(codes.values, np.array(codes.codes, copy=True))
+    for name in _ARRAYS:
+        fields[name] = np.array(getattr(columns, name), copy=True)
+    return replace(columns, **fields)
+
+
+def materialized(columns: Columns) -> Columns:
+    """``columns`` with every text in memory (what :func:`~engrain.store.columns.dump`
+    needs)."""
+    if isinstance(columns.content, Strings):
+        return columns
+    return replace(columns, content=Strings.of(columns.content.all()))
+
+
+def _copied(strings: Strings) -> Strings:
+    """``strings`` in a blob of their own (not a view of a larger one)."""
+    if not len(strings):
+        return Strings(b"", np.zeros(1, dtype=np.int64))
+    start, end = int(strings.at[0]), int(strings.at[-1]) - 1
+    return Strings(bytes(strings.blob[start:end]), np.asarray(strings.at - start, dtype=np.int64))
