@@ -40,7 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,7 @@ import baselines as bl
 
 from engrain import Engine, Settings, Turn
 from engrain.embed.minilm import MiniLMEmbedder
+from engrain.recall.excerpt import ExcerptRule
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
 from engrain.store import Store, open_store
@@ -153,8 +154,20 @@ def ingest(engine: Engine, conversation: bl.Conversation) -> dict[str, int]:
     return counts
 
 
-def _found(memories: Sequence[Any], evidence: Sequence[str]) -> float:
-    held = {turn for m in memories for turn in m.provenance.turn_ids}
+def _found(
+    memories: Sequence[Any],
+    evidence: Sequence[str],
+    whole: Mapping[str, Sequence[str]] | None = None,
+) -> float:
+    """The share of ``evidence`` held by ``memories``: the turn ids each one's provenance
+    names, i.e. the turns its rendered text shows (an excerpt names only the turns it
+    keeps, ``recall.excerpt``); with ``whole`` (memory id → the stored chunk's turn ids)
+    the turns of the whole stored chunk, which is what a ranking is measured on."""
+    held = {
+        turn
+        for m in memories
+        for turn in (whole.get(m.id, m.provenance.turn_ids) if whole else m.provenance.turn_ids)
+    }
     return sum(e in held for e in evidence) / len(evidence)
 
 
@@ -164,6 +177,7 @@ def evaluate_variant(
     """Per question: R@k, recall within each budget and at auto, tokens, latency."""
     rows = []
     user = conversation.conversation_id
+    whole = {m.id: m.provenance.turn_ids for m in engine.store.query(user)}
     for q in conversation.questions:
         row: dict[str, Any] = {"category": q.category, "conversation": user}
         start = time.perf_counter()
@@ -178,7 +192,7 @@ def evaluate_variant(
             if budget == BUDGETS[-1]:
                 ranked = [s.memory for s in gated.ranked]
                 for k in KS:
-                    row[f"R@{k}"] = _found(ranked[:k], q.evidence)
+                    row[f"R@{k}"] = _found(ranked[:k], q.evidence, whole)
         rows.append(row)
     return rows
 
@@ -433,6 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for spec in args.variant:
         name, _, changes = spec.partition("=")
         options = {"profile": Profile(args.profile), **json.loads(changes)}
+        if isinstance(options.get("excerpt"), dict):
+            options["excerpt"] = ExcerptRule(**options["excerpt"])
         extra.append(Variant(name, "chunks", options, f"extra: {changes}"))
     report = run(args.data, ids, args.limit, args.profile, args.ablations, extra, args.backend,
                  args.half)  # fmt: skip

@@ -47,6 +47,7 @@ from engrain.recall.classify import (
     classify,
     domains_of,
 )
+from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
 from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
@@ -54,6 +55,7 @@ from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scor
 from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
+from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
@@ -87,6 +89,8 @@ class GateOptions:
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
     turn_weight: float = TURN_WEIGHT  # a conversation chunk found by its best turn (turns)
+    excerpt: ExcerptRule = EXCERPT  # conversation chunks as their best lines (excerpt)
+    session_summaries: int = SESSION_SUMMARIES  # summaries joining the pool (summaries)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -167,6 +171,8 @@ def gate(
 
     pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock, vector,
                        started)  # fmt: skip
+    pool = with_summaries(pool, store, embed_query, user_id, message, vector, flt,
+                          options.session_summaries, options.lexical_weight * options.hybrid)
     pool = with_speakers(pool, message, options.speaker_weight)
     pool = with_time(pool, message, now, options.time_weight)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
@@ -182,6 +188,8 @@ def gate(
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
                                 raised=raised)  # fmt: skip
     partners = _partners(store, user_id, ranked)
+    ranked = with_excerpts(ranked, message, options.excerpt,
+                           store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
     clock.lap("score")
 
     year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days

@@ -1,0 +1,239 @@
+"""Session summaries as extra candidates (issue 15): a conversation's gist beside its turns.
+
+A question about a person's leanings, habits or a period of their life ("What might John's
+political leaning be?", "When did Maria's car break down?") is answered by several turns
+of a session that share few words with it; a session's extractive summary
+(:func:`engrain.compress.extractive_summary`, ``docs/decisions.md``: the sentences that
+cover its names, numbers, dates and technical terms, ≤ 120 words) holds many of them in a
+quarter of the tokens. With ``GateOptions.session_summaries`` above 0, the user's
+conversation sessions each get such a summary, derived here and never stored (the session
+is not compressed or deleted; nothing to export or migrate), and the ``n`` summaries that
+match the message best join the candidate pool, scored and selected like any memory.
+
+A summary is an episodic memory of kind ``summary`` dated at its session
+(``event_at``), with a derived id (:func:`summary_id`). Its provenance names only the
+turns it *quotes*, every sentence of them, so a context reports no turn whose words it
+does not show (a turn partly quoted is not named). Its relevance is the pool's blend
+(:func:`~engrain.recall.relevance.blend`: its cosine with the message, its BM25 among the
+user's summaries over the best) over the pool's own scale, so it competes on the same
+footing as the chunks.
+
+Derived data, kept per process (like :mod:`engrain.recall.turns`): per store and user a
+:class:`SummaryIndex` labelled with the user's revision, rebuilt when it changes; a
+session whose chunks are unchanged keeps its summary and vector, the others are
+summarised and embedded (through the engine's embedding cache) in one batch.
+
+Concurrency: snapshots are immutable and replaced whole under a lock; two threads finding
+a stale one may both rebuild it (the same result), never read a half-built one. A
+summary's id never names a stored row, so use counting and feedback on it change nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from engrain.compress import extractive_summary, sessions
+from engrain.ingest.chunk import split_sentences
+from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
+from engrain.recall.relevance import RELEVANCE_FLOOR, Candidate, blend
+from engrain.store.base import MemoryFilter, Store
+from engrain.store.lexical import LexicalIndex
+
+#: How many session summaries join the candidate pool (0: none; tuned on LoCoMo half A).
+SESSION_SUMMARIES = 0
+
+Embed = Callable[[Sequence[str]], npt.NDArray[np.float32]]
+
+_SPEAKER_SEP = ": "
+
+
+def summary_id(user_id: str, session_id: str) -> str:
+    """The derived id of a session's summary: 32 hex characters like a memory's, fixed
+    for the user and session, and never a stored memory's (those are random)."""
+    return hashlib.sha256(f"summary\0{user_id}\0{session_id}".encode()).hexdigest()[:32]
+
+
+def quoted_turns(chunks: Sequence[Memory], text: str) -> tuple[str, ...]:
+    """The turn ids of ``chunks`` whose every sentence ``text`` holds (a chunk's lines
+    matched one to one with its turn ids; a chunk where they do not match names none)."""
+    out: list[str] = []
+    for memory in chunks:
+        lines = memory.content.split("\n")
+        if len(lines) != len(memory.provenance.turn_ids):
+            continue
+        for line, turn in zip(lines, memory.provenance.turn_ids, strict=True):
+            body = line.split(_SPEAKER_SEP, 1)[-1]
+            sentences = split_sentences(body)
+            if sentences and all(s in text for s in sentences):
+                out.append(turn)
+    return tuple(dict.fromkeys(out))
+
+
+def summarise_session(user_id: str, session_id: str, chunks: Sequence[Memory]) -> Memory | None:
+    """The summary memory of one session's conversation chunks (in the order they
+    happened), without its vector; ``None`` when the summary quotes no whole turn."""
+    text = extractive_summary([m.content for m in chunks])
+    turns = quoted_turns(chunks, text) if text else ()
+    if not turns:
+        return None
+    projects = {m.project for m in chunks}
+    return Memory(
+        id=summary_id(user_id, session_id), user_id=user_id, content=text,
+        memory_type=MemoryType.EPISODIC, kind=Kind.SUMMARY,
+        created_at=min(m.created_at for m in chunks),
+        updated_at=max(m.updated_at for m in chunks),
+        event_at=min(m.when for m in chunks), session_id=session_id,
+        project=projects.pop() if len(projects) == 1 else None,
+        domains=tuple(dict.fromkeys(d for m in chunks for d in m.domains)),
+        importance=max(m.importance for m in chunks),
+        provenance=Provenance(turns, {"summarized_by": "extractive", "derived": True}),
+        content_hash=content_hash(text),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SummaryIndex:
+    """One user's session summaries at one revision, their vectors as one matrix and a
+    BM25 index over their texts."""
+
+    revision: int
+    memories: tuple[Memory, ...] = ()
+    matrix: npt.NDArray[np.float32] = field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32)
+    )
+    lexical: LexicalIndex | None = None
+    signatures: Mapping[str, str] = field(default_factory=dict)  # session id → its chunks'
+
+
+def _signature(chunks: Sequence[Memory]) -> str:
+    return hashlib.sha256("\0".join(m.content_hash for m in chunks).encode()).hexdigest()
+
+
+def build(
+    memories: Sequence[Memory],
+    user_id: str,
+    revision: int,
+    embed: Embed,
+    previous: SummaryIndex | None = None,
+) -> SummaryIndex:
+    """The summaries of the sessions of ``memories``' conversation chunks (uncompressed
+    episodic memories with turn ids and a session id); a session whose chunks are as in
+    ``previous`` keeps its summary and vector, the new summaries are embedded in one batch."""
+    reused = {m.session_id: (m, i) for i, m in enumerate(previous.memories)} if previous else {}
+    found: list[Memory] = []
+    vectors: list[npt.NDArray[np.float32] | None] = []
+    signatures: dict[str, str] = {}
+    chunks = [m for m in memories if m.provenance.turn_ids]
+    for session in sessions(chunks):
+        signature = _signature(session.memories)
+        signatures[session.session_id] = signature
+        old = reused.get(session.session_id)
+        same = previous is not None and previous.signatures.get(session.session_id) == signature
+        if old is not None and previous is not None and same:
+            found.append(old[0])
+            vectors.append(previous.matrix[old[1]])
+            continue
+        summary = summarise_session(user_id, session.session_id, session.memories)
+        if summary is not None:
+            found.append(summary)
+            vectors.append(None)
+    if not found:
+        return SummaryIndex(revision, signatures=signatures)
+    fresh = [i for i, v in enumerate(vectors) if v is None]
+    if fresh:
+        embedded = np.asarray(embed([found[i].content for i in fresh]), dtype=np.float32)
+        for row, i in enumerate(fresh):
+            vectors[i] = embedded[row]
+    matrix = np.vstack([v for v in vectors if v is not None]).astype(np.float32)
+    return SummaryIndex(
+        revision, tuple(found), matrix, LexicalIndex([m.content for m in found]), signatures
+    )
+
+
+class SummaryIndexes:
+    """The :class:`SummaryIndex` of each user of one store, kept for this process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users: dict[str, SummaryIndex] = {}
+
+    def of(self, store: Store, user_id: str, embed: Embed) -> SummaryIndex:
+        """The user's summaries at the store's current revision (rebuilt if it changed)."""
+        revision = store.revision(user_id)
+        with self._lock:
+            current = self._users.get(user_id)
+        if current is not None and current.revision == revision:
+            return current
+        index = build(store.query(user_id), user_id, revision, embed, current)
+        with self._lock:
+            now = self._users.get(user_id)
+            if now is None or now.revision <= revision:
+                self._users[user_id] = index
+        return index
+
+
+_STORES: weakref.WeakKeyDictionary[Store, SummaryIndexes] = weakref.WeakKeyDictionary()
+_STORES_LOCK = threading.Lock()
+
+
+def indexes(store: Store) -> SummaryIndexes:
+    """The process's summary indexes of ``store`` (created on first use, dropped with it)."""
+    with _STORES_LOCK:
+        found = _STORES.get(store)
+        if found is None:
+            found = _STORES[store] = SummaryIndexes()
+        return found
+
+
+def with_summaries(
+    pool: Sequence[Candidate],
+    store: Store,
+    embed_query: Callable[[str], Vector],
+    user_id: str,
+    message: str,
+    vector: Vector | None,
+    flt: MemoryFilter,
+    count: int = SESSION_SUMMARIES,
+    lexical_weight: float = 0.35,
+) -> list[Candidate]:
+    """``pool`` joined by the ``count`` session summaries passing ``flt`` that match
+    ``message`` best (see the module), best relevance first; ``vector`` is the message's
+    (embedded here when ``None``), ``lexical_weight`` the pool's (0 when not hybrid).
+    Unchanged when ``count`` is 0, when no candidate is a conversation chunk (a project
+    memory without transcripts pays nothing), or when the embedder cannot embed a batch."""
+    embed = getattr(getattr(embed_query, "__self__", None), "embed", None)
+    if count <= 0 or not callable(embed) or not any(c.memory.provenance.turn_ids for c in pool):
+        return list(pool)
+    index = indexes(store).of(store, user_id, embed)
+    if not index.memories or index.lexical is None:
+        return list(pool)
+    if vector is None:
+        vector = embed_query(message)
+    sims = index.matrix @ np.asarray(vector, dtype=np.float32)
+    bm25 = index.lexical.scores(message)
+    best = float(bm25.max()) if len(bm25) else 0.0
+    weight = lexical_weight if best > 0 and any(c.lexical > 0 for c in pool) else 0.0
+    lexical = [float(b) / best if best > 0 else 0.0 for b in bm25]
+    blends = [blend(float(s), b, weight) for s, b in zip(sims, lexical, strict=True)]
+    scale = max([RELEVANCE_FLOOR, *(blend(c.similarity, c.lexical, weight) for c in pool)])
+    known = {c.id for c in pool}
+    order = sorted(range(len(blends)), key=lambda i: -blends[i])
+    joined: list[Candidate] = []
+    for i in order:
+        memory = index.memories[i]
+        if len(joined) >= count:
+            break
+        if memory.id in known or not flt.matches(memory):
+            continue
+        relevance = min(1.0, blends[i] / scale)
+        joined.append(Candidate(memory, float(sims[i]), lexical[i], relevance))
+    out = [*pool, *joined]
+    out.sort(key=lambda c: c.relevance, reverse=True)
+    return out
