@@ -71,9 +71,26 @@ def quoted_turns(chunks: Sequence[Memory], text: str) -> tuple[str, ...]:
         for line, turn in zip(lines, memory.provenance.turn_ids, strict=True):
             body = line.split(_SPEAKER_SEP, 1)[-1]
             sentences = split_sentences(body)
-            if sentences and all(s in text for s in sentences):
+            if sentences and all(_holds(text, s) for s in sentences):
                 out.append(turn)
     return tuple(dict.fromkeys(out))
+
+
+def _holds(text: str, sentence: str) -> bool:
+    """Whether ``text`` holds ``sentence`` as a whole sentence: at its start or after a
+    space, and at its end or before one (not "Great." inside "That's Great.")."""
+    start = text.find(sentence)
+    while start >= 0:
+        end = start + len(sentence)
+        before = start == 0 or (text[start - 1] == " " and text[: start - 1].endswith(_ENDS))
+        if before and (end == len(text) or text[end] == " "):
+            return True
+        start = text.find(sentence, start + 1)
+    return False
+
+
+#: What a summary's sentence can follow: the end of a sentence, or a speaker's name.
+_ENDS = (".", "!", "?", ":")
 
 
 def summarise_session(user_id: str, session_id: str, chunks: Sequence[Memory]) -> Memory | None:
