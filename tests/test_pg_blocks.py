@@ -193,3 +193,28 @@ def test_a_store_with_one_row_per_posting_migrates_to_blocks(pg_url: str) -> Non
             assert [(m.id, s) for m, s in again] == [(m.id, s) for m, s in found]
     finally:
         store.close()
+
+
+def test_new_postings_are_appended_in_place_until_the_block_is_full(
+    pg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new memory's postings follow every posting of their terms: they are appended to
+    the term's last block in SQL while it has room, and only a missing or full block is
+    read and rewritten (``changed_blocks``)."""
+    monkeypatch.setattr(bm25, "BLOCK", 4)
+    rewritten: list[set[str]] = []
+    original = bm25.changed_blocks
+
+    def spy(changes: Any, blocks: Any) -> Any:
+        rewritten.append({term for _, term in changes})
+        return original(changes, blocks)
+
+    monkeypatch.setattr(bm25, "changed_blocks", spy)
+    for i in range(10):
+        pg.write([mem(f"k{i}", content=f"kafka note{i}")])
+    # kafka's block is missing at the first write and full at the 5th and 9th
+    assert [i for i, terms in enumerate(rewritten) if "kafka" in terms] == [0, 4, 8]
+    assert all(terms == {"kafka", f"note{i}"} or terms == {f"note{i}"}
+               for i, terms in enumerate(rewritten))  # fmt: skip
+    assert posting_rows(pg.url) == _expected_rows(pg, ("alice",))
+    _assert_bm25_equals_lexical_index(pg, "alice")

@@ -70,6 +70,45 @@ BLOCKS_OF = """SELECT b.user_id, b.term, b.first_seq, b.data
           ) AS f) AS w
     JOIN posting_blocks b ON b.user_id = w.u AND b.term = w.t AND b.first_seq = w.first_seq"""
 
+
+def append_sql() -> str:
+    """Append postings to the last block of their term where they all follow its last
+    posting and the block has room for them: for each ``(user_id, term, offset, size,
+    lowest seq)`` of the arrays, the bytes ``substring(blob FROM offset + 1 FOR size)`` of
+    the first parameter (one bytea for all). Returns the ``(user_id, term)`` appended to;
+    the others go through :func:`changed_blocks`."""
+    width = RECORD.itemsize
+    last_seq = (
+        f"('x' || encode(substring(b.data FROM length(b.data) - {width - 1} FOR 8), 'hex'))"
+        "::bit(64)::bigint"
+    )
+    return f"""UPDATE posting_blocks b SET data = b.data || substring(x.blob FROM x.o + 1 FOR x.n)
+    FROM (SELECT %s::bytea AS blob, k.*
+          FROM unnest(%s::text[], %s::text[], %s::int4[], %s::int4[], %s::int8[])
+              AS k(u, t, o, n, low)) AS x
+    WHERE b.user_id = x.u AND b.term = x.t
+      AND b.first_seq = (SELECT max(y.first_seq) FROM posting_blocks y
+                         WHERE y.user_id = x.u AND y.term = x.t)
+      AND length(b.data) + x.n <= {BLOCK * width}
+      AND {last_seq} < x.low
+    RETURNING b.user_id, b.term"""
+
+
+#: Insert blocks: ``(user_id, term, first_seq, offset, size)`` of the arrays, each block's
+#: data the bytes ``substring(blob FROM offset + 1 FOR size)`` of the first parameter.
+INSERT_BLOCKS = """INSERT INTO posting_blocks (user_id, term, first_seq, data)
+    SELECT k.u, k.t, k.f, substring(x.blob FROM k.o + 1 FOR k.n)
+    FROM (SELECT %s::bytea AS blob) AS x,
+        unnest(%s::text[], %s::text[], %s::int8[], %s::int4[], %s::int4[]) AS k(u, t, f, o, n)"""
+
+
+def packed(parts: Sequence[bytes]) -> tuple[bytes, list[int], list[int]]:
+    """``parts`` as one blob, with each part's offset and size in it."""
+    sizes = [len(p) for p in parts]
+    offsets = [0, *itertools.accumulate(sizes)][:-1]
+    return b"".join(parts), offsets, sizes
+
+
 #: Pack postings ``(user_id, term, seq, tf, doc_length)`` of the query ``source`` (SQL
 #: text) into blocks, as the migration and bulk loaders do: rows of ``posting_blocks``.
 PACK = """INSERT INTO posting_blocks (user_id, term, first_seq, data)
@@ -190,36 +229,28 @@ def changed_blocks(
     written: list[tuple[str, str, int, bytes]] = []
     for key, change in changes.items():
         found = sorted(by_term.get(key, []))
-        starts = [first for first, _ in found]
+        starts = np.asarray([first for first, _ in found], dtype=np.int64)
+        seqs = np.fromiter(change, dtype=np.int64, count=len(change))
         # each change to its block: the greatest first_seq at or below it, else the first
-        assigned: dict[int, dict[int, tuple[int, int] | None]] = defaultdict(dict)
-        for seq, value in change.items():
-            at = int(np.searchsorted(starts, seq, side="right")) - 1
-            assigned[max(at, 0)][seq] = value
-        for at, block_changes in assigned.items():
+        at = np.maximum(np.searchsorted(starts, seqs, side="right") - 1, 0)
+        for block in np.unique(at).tolist():
+            mine = seqs[at == block]
             if found:
-                first, data = found[at]
-                postings = decode(data)
+                first, data = found[block]
                 dropped.append((*key, first))
-                current = {
-                    int(s): (int(t), int(n))
-                    for s, t, n in zip(
-                        postings["seq"], postings["tf"], postings["length"], strict=True
-                    )
-                }
+                old = decode(data)
             else:
-                current = {}
-            for seq, value in block_changes.items():
-                if value is None:
-                    current.pop(seq, None)
-                else:
-                    current[seq] = value
-            ordered = sorted(current)
-            for start in range(0, len(ordered), BLOCK):
-                part = ordered[start : start + BLOCK]
-                written.append((*key, part[0], encode(
-                    np.asarray(part, dtype=np.int64),
-                    np.asarray([current[s][0] for s in part]),
-                    np.asarray([current[s][1] for s in part]),
-                )))  # fmt: skip
+                old = np.zeros(0, dtype=RECORD)
+            added = [(s, *v) for s in mine.tolist() if (v := change[s]) is not None]
+            new = np.asarray(added, dtype=[("seq", "i8"), ("tf", "i8"), ("length", "i8")])
+            kept = old[~np.isin(old["seq"], mine)]
+            merged_seqs = np.concatenate([kept["seq"].astype(np.int64), new["seq"]])
+            order = np.argsort(merged_seqs, kind="stable")
+            merged_seqs = merged_seqs[order]
+            tfs = np.concatenate([kept["tf"].astype(np.int64), new["tf"]])[order]
+            lengths = np.concatenate([kept["length"].astype(np.int64), new["length"]])[order]
+            for start in range(0, len(merged_seqs), BLOCK):
+                part = slice(start, start + BLOCK)
+                written.append((*key, int(merged_seqs[start]),
+                                encode(merged_seqs[part], tfs[part], lengths[part])))  # fmt: skip
     return dropped, written

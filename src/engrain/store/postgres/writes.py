@@ -22,11 +22,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from engrain.errors import ValidationError
 from engrain.model import Memory
 from engrain.store.base import Patch, State
 from engrain.store.lexical import tokenize
-from engrain.store.postgres.bm25 import BLOCKS_OF, Changes, changed_blocks
+from engrain.store.postgres import bm25
+from engrain.store.postgres.bm25 import Changes
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
 from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, keys
 
@@ -207,12 +210,40 @@ def _write_postings(
         for term, tf in counts.items():
             changes[(key[0], term)][seqs[key]] = (tf, length)
             df[(key[0], term)] += 1
-    points = [(u, t, seq) for (u, t), change in sorted(changes.items()) for seq in change]
+    # new memories' postings follow every posting of their terms: appended to the last
+    # block in SQL where it has room; the rest (edits, deletes, full or missing blocks)
+    # read and rewrite their blocks
+    fresh_seqs = {seqs[k] for k in fresh if k not in old}
+    appendable = sorted(
+        key
+        for key, change in changes.items()
+        if all(value is not None and seq in fresh_seqs for seq, value in change.items())
+    )
+    appended: set[Key] = set()
+    for part in chunks(appendable):
+        records = []
+        for key in part:
+            ordered = sorted(changes[key])
+            values = [changes[key][seq] for seq in ordered]
+            records.append(bm25.encode(
+                np.asarray(ordered, dtype=np.int64),
+                np.asarray([v[0] for v in values if v is not None]),
+                np.asarray([v[1] for v in values if v is not None]),
+            ))  # fmt: skip
+        blob, offsets, sizes = bm25.packed(records)
+        cur.execute(
+            bm25.append_sql(),
+            (blob, [u for u, _ in part], [t for _, t in part], offsets, sizes,
+             [min(changes[key]) for key in part]),
+        )  # fmt: skip
+        appended.update((u, t) for u, t in cur.fetchall())
+    rest = {key: change for key, change in changes.items() if key not in appended}
+    points = [(u, t, seq) for (u, t), change in sorted(rest.items()) for seq in change]
     blocks: list[Any] = []
     for points_part in chunks(points):
-        cur.execute(BLOCKS_OF, tuple(list(c) for c in zip(*points_part, strict=True)))
+        cur.execute(bm25.BLOCKS_OF, tuple(list(c) for c in zip(*points_part, strict=True)))
         blocks.extend(cur.fetchall())
-    dropped, written = changed_blocks(changes, blocks)
+    dropped, written = bm25.changed_blocks(rest, blocks)
     for dropped_part in chunks(sorted(dropped)):
         cur.execute(
             "DELETE FROM posting_blocks b USING unnest(%s::text[], %s::text[], %s::bigint[]) "
@@ -220,11 +251,12 @@ def _write_postings(
             tuple(list(c) for c in zip(*dropped_part, strict=True)),
         )
     for written_part in chunks(written):
+        blob, offsets, sizes = bm25.packed([data for *_, data in written_part])
         cur.execute(
-            "INSERT INTO posting_blocks (user_id, term, first_seq, data) "
-            "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::bytea[])",
-            tuple(list(c) for c in zip(*written_part, strict=True)),
-        )
+            bm25.INSERT_BLOCKS,
+            (blob, [w[0] for w in written_part], [w[1] for w in written_part],
+             [w[2] for w in written_part], offsets, sizes),
+        )  # fmt: skip
     return df
 
 
