@@ -6,7 +6,11 @@ it assembles contain the evidence a question needs, at what token cost and laten
 For each conversation (memories per user = per conversation) the sessions go in through the
 engine's real conversation path, session date-times as event times; then every question of
 categories 1-4 with usable evidence is asked with ``now`` = the last session's date. A
-question's evidence turn counts as found when a selected memory's provenance holds its id.
+question's evidence turn counts as found when a selected memory's provenance holds its id:
+a memory's provenance names exactly the turns its rendered text shows (an excerpt of a
+chunk, ``recall.excerpt``, and a session summary, ``recall.summaries``, name only the turns
+they show whole), so a turn cut from the context is not found. ``R@k`` measures the
+ranking: a ranked chunk counts with every turn of the stored chunk.
 
 * ``R@k`` — the engine's ranking: evidence turns held by its top ``k`` memories.
 * ``recall_within`` — the context the engine would inject at 500 / 2,000 / 5,000 tokens, and
@@ -103,6 +107,12 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("turns", "chunks", {"profile": default, "turn_weight": 0.5},
                 "a conversation chunk scored half by its best turn (recall.turns, off by "
                 "default)"),
+        Variant("excerpt", "chunks", {"profile": default, "excerpt": ExcerptRule(lines=2)},
+                "conversation chunks rendered as their 2 best lines and the questions and "
+                "answers around them (recall.excerpt, off by default)"),
+        Variant("summaries", "chunks", {"profile": default, "session_summaries": 2},
+                "the 2 best-matching session summaries join the pool (recall.summaries, off "
+                "by default)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False},
