@@ -522,3 +522,24 @@ def test_the_area_is_the_domains_of_the_clear_best_matches() -> None:
     assert by_id[pool[6].id] == 0.7  # never lowered
     question = Classification(Complexity.SIMPLE, Intent.QUESTION, (), 0, False, False, ())
     assert with_area(pool, question)[2] == frozenset()
+
+
+def test_a_correction_is_a_convention_of_its_area() -> None:
+    # a correction says how something is done now ("use @sentry/react-native, not
+    # sentry-expo"): a request in its area gets it like a pattern; outside the area, not
+    from engrain.recall.area import CONVENTION_KINDS, CONVENTION_RELEVANCE, with_area
+    from engrain.recall.relevance import Candidate
+
+    def cand(kind: str, relevance: float, *domains: str) -> Candidate:
+        memory = Memory.new("ada", f"{kind} {relevance} {domains}", MemoryType.SEMANTIC,
+                            Kind(kind), domains=domains, now=NOW)  # fmt: skip
+        return Candidate(memory, relevance, 0.0, relevance)
+
+    assert Kind.CORRECTION in CONVENTION_KINDS
+    pool = [cand("fact", 1.0, "observability"), cand("correction", 0.17, "observability"),
+            cand("correction", 0.17, "billing")]  # fmt: skip
+    generation = Classification(Complexity.MODERATE, Intent.GENERATION, (), 0, False, False, ())
+    raised_pool, area, raised = with_area(pool, generation)
+    assert area == ("observability",)
+    assert raised == {pool[1].id}
+    assert {c.id: c.relevance for c in raised_pool}[pool[1].id] == CONVENTION_RELEVANCE

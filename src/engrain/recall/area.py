@@ -6,7 +6,8 @@ rarely share words or meaning with the request ("Let customers download a year o
 as a zip" never says "endpoint"), so embeddings and BM25 rank them near zero. The memories
 that do match the request name its area: the domains of the best matches ("api",
 "payments") are the part of the project being changed. For a generation request, every
-convention of that area — its patterns, golden paths and preferences — is raised to the
+convention of that area — its patterns, golden paths, preferences and corrections (a
+correction says how something is done now, replacing how it was done) — is raised to the
 relevance of a memory "clearly about this" (:data:`CONVENTION_RELEVANCE`); nothing else
 changes. An analysis ("explain why some customers get charged three times") asks how or
 why a part of the project behaves as it does, and its conventions are how it behaves (the
@@ -30,8 +31,10 @@ AREA_RELEVANCE = 0.9
 #: The relevance an area's convention is raised to: the boost's "clearly about this" level
 #: (``score.BOOST_FULL_RELEVANCE``), so the convention competes as a relevant memory does.
 CONVENTION_RELEVANCE = 0.5
-#: How the project is done: the kinds a change must follow.
-CONVENTION_KINDS = frozenset({Kind.PATTERN, Kind.GOLDEN_PATH, Kind.PREFERENCE})
+#: How the project is done: the kinds a change must follow. A correction is one: it says how
+#: something is done now, replacing the way it was done ("sentry-expo is deprecated: use
+#: @sentry/react-native"), so a request in its area must follow it as it follows a pattern.
+CONVENTION_KINDS = frozenset({Kind.PATTERN, Kind.GOLDEN_PATH, Kind.PREFERENCE, Kind.CORRECTION})
 #: The intents that change the project or explain how a part of it behaves.
 AREA_INTENTS = frozenset({Intent.GENERATION, Intent.ANALYSIS})
 
