@@ -17,6 +17,7 @@ refuses aborts the whole transaction as before. Postings are sent as arrays in o
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -221,16 +222,17 @@ def _write_postings(
     )
     appended: set[Key] = set()
     for part in chunks(appendable):
-        records = []
-        for key in part:
-            ordered = sorted(changes[key])
-            values = [changes[key][seq] for seq in ordered]
-            records.append(bm25.encode(
-                np.asarray(ordered, dtype=np.int64),
-                np.asarray([v[0] for v in values if v is not None]),
-                np.asarray([v[1] for v in values if v is not None]),
-            ))  # fmt: skip
-        blob, offsets, sizes = bm25.packed(records)
+        # every key's postings in seq order, one after the other, encoded at once
+        flat = [
+            (seq, *value)
+            for key in part
+            for seq in sorted(changes[key])
+            if (value := changes[key][seq]) is not None
+        ]
+        columns = np.asarray(flat, dtype=np.int64).reshape(-1, 3)
+        blob = bm25.encode(columns[:, 0], columns[:, 1], columns[:, 2])
+        sizes = [len(changes[key]) * bm25.RECORD.itemsize for key in part]
+        offsets = [0, *itertools.accumulate(sizes)][:-1]
         cur.execute(
             bm25.append_sql(),
             (blob, [u for u, _ in part], [t for _, t in part], offsets, sizes,
