@@ -10,7 +10,13 @@ from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.recall import summaries
 from engrain.recall.gate import GateOptions
 from engrain.recall.relevance import Candidate
-from engrain.recall.summaries import quoted_turns, summarise_session, summary_id, with_summaries
+from engrain.recall.summaries import (
+    pick_turns,
+    session_turns,
+    summarise_session,
+    summary_id,
+    with_summaries,
+)
 from engrain.store.base import ALL, MemoryFilter, Store
 from engrain.store.memory import MemoryStore
 
@@ -30,23 +36,33 @@ CHUNKS = (
 )  # fmt: skip
 
 
-def test_a_summary_names_only_the_turns_it_quotes_whole() -> None:
+def test_a_summary_is_the_turns_that_cover_the_sessions_terms_and_names_them() -> None:
     summary = summarise_session("u", "s1", CHUNKS)
     assert summary is not None
-    assert "Louvre" in summary.content and "Rex" in summary.content
-    # "It was great fun." carries no term, so D1:2 is quoted in part and not named
-    assert "great fun" not in summary.content
-    assert summary.provenance.turn_ids == ("D1:3",)
-    assert quoted_turns(CHUNKS, summary.content) == ("D1:3",)
-    # a sentence counts only whole: "Nice." inside "Very Nice." is not a quote
-    assert quoted_turns(CHUNKS[1:], "A: My dog Rex is 3 now. B: Very Nice.") == ("D1:3",)
-    assert quoted_turns(CHUNKS[1:], "A: My dog Rex is 3 now. B: Nice.") == ("D1:3", "D1:4")
+    assert summary.content == (
+        "B: We took the kids to the Louvre Museum in May. It was great fun.\n"
+        "A: My dog Rex is 3 now."
+    )  # "Hello!" and "Nice." add no name, number or date
+    assert summary.provenance.turn_ids == ("D1:2", "D1:3")
     assert summary.id == summary_id("u", "s1") != summary_id("u", "s2")
     assert summary.kind is Kind.SUMMARY and summary.memory_type is MemoryType.EPISODIC
     assert summary.event_at == min(m.when for m in CHUNKS) and summary.session_id == "s1"
 
 
-def test_a_session_without_a_whole_quoted_turn_has_no_summary() -> None:
+def test_turns_are_picked_within_the_word_limit_in_spoken_order() -> None:
+    lines = ["A: I love Rex.", "B: Paris and Rome in 2021 with Ann.", "A: Hi!", "B: We saw Oslo."]
+    assert pick_turns(lines) == [0, 1, 3]
+    assert pick_turns(lines, max_words=8) == [1]  # the most terms first, then nothing fits
+    assert pick_turns(["A: Hi!", "B: Thanks, bye!"]) == []
+
+
+def test_a_chunk_whose_lines_are_not_its_turns_gives_no_turns() -> None:
+    split = _chunk("A: a long turn.\nA: its second half.", ("D1:1",))
+    assert session_turns([split, CHUNKS[1]]) == [("A: My dog Rex is 3 now.", "D1:3"),
+                                                 ("B: Nice.", "D1:4")]  # fmt: skip
+
+
+def test_a_session_without_a_term_has_no_summary() -> None:
     only = _chunk("A: Hi!\nB: Thanks, bye!", ("D1:1", "D1:2"))
     assert summarise_session("u", "s1", [only]) is None
 
@@ -120,8 +136,9 @@ def test_the_engine_injects_a_summary_and_counts_only_its_quoted_turns(tmp_path:
     gated = engine.explain("What did the dog chew?", "u", token_budget=400, options=on, now=NOW)
     found = [m for m in gated.memories if m.kind is Kind.SUMMARY]
     assert found and "D1:2" in found[0].provenance.turn_ids
-    for turn in turns:  # a turn is named exactly when its text is shown
-        assert (turn.turn_id in found[0].provenance.turn_ids) == (turn.text in found[0].content)
+    for turn in turns:  # a turn is named exactly when it is shown whole
+        line = f"{turn.speaker}: {turn.text}"
+        assert (turn.turn_id in found[0].provenance.turn_ids) == (line in found[0].content)
     assert all(m.kind is not Kind.SUMMARY for m in store.query("u"))
     engine.context("What did the dog chew?", "u", token_budget=400, options=on, now=NOW)
     assert all(m.kind is not Kind.SUMMARY for m in store.query("u"))  # use counting wrote none

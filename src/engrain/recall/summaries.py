@@ -1,19 +1,19 @@
 """Session summaries as extra candidates (issue 15): a conversation's gist beside its turns.
 
 A question about a person's leanings, habits or a period of their life ("What might John's
-political leaning be?", "When did Maria's car break down?") is answered by several turns
-of a session that share few words with it; a session's extractive summary
-(:func:`engrain.compress.extractive_summary`, ``docs/decisions.md``: the sentences that
-cover its names, numbers, dates and technical terms, ≤ 120 words) holds many of them in a
-quarter of the tokens. With ``GateOptions.session_summaries`` above 0, the user's
-conversation sessions each get such a summary, derived here and never stored (the session
-is not compressed or deleted; nothing to export or migrate), and the ``n`` summaries that
-match the message best join the candidate pool, scored and selected like any memory.
+political leaning be?") is answered by several turns of a session that share few words
+with it. With ``GateOptions.session_summaries`` above 0, each of the user's conversation
+sessions gets an extractive summary, derived here and never stored (the session is not
+compressed or deleted; nothing to export or migrate), and the ``n`` summaries that match
+the message best join the candidate pool, scored and selected like any memory.
 
-A summary is an episodic memory of kind ``summary`` dated at its session
-(``event_at``), with a derived id (:func:`summary_id`). Its provenance names only the
-turns it *quotes*, every sentence of them, so a context reports no turn whose words it
-does not show (a turn partly quoted is not named). Its relevance is the pool's blend
+A summary is made of whole turns: those that together cover the session's names,
+numbers, dates and technical terms (the compression stage's rule, ``docs/decisions.md``,
+by turns instead of sentences), ≤ 120 words, in the order they were said. Its provenance
+names exactly those turns, so a context reports no turn it does not show whole (a
+sentence-level summary would show parts of turns it could not honestly name). It is an
+episodic memory of kind ``summary`` dated at its session (``event_at``) with a derived id
+(:func:`summary_id`). Its relevance is the pool's blend
 (:func:`~engrain.recall.relevance.blend`: its cosine with the message, its BM25 among the
 user's summaries over the best) over the pool's own scale, so it competes on the same
 footing as the chunks.
@@ -39,8 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from engrain.compress import extractive_summary, sessions
-from engrain.ingest.chunk import split_sentences
+from engrain.compress import SUMMARY_MAX_WORDS, key_terms, sessions
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
 from engrain.recall.relevance import RELEVANCE_FLOOR, Candidate, blend
 from engrain.store.base import MemoryFilter, Store
@@ -51,8 +50,6 @@ SESSION_SUMMARIES = 0
 
 Embed = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 
-_SPEAKER_SEP = ": "
-
 
 def summary_id(user_id: str, session_id: str) -> str:
     """The derived id of a session's summary: 32 hex characters like a memory's, fixed
@@ -60,46 +57,49 @@ def summary_id(user_id: str, session_id: str) -> str:
     return hashlib.sha256(f"summary\0{user_id}\0{session_id}".encode()).hexdigest()[:32]
 
 
-def quoted_turns(chunks: Sequence[Memory], text: str) -> tuple[str, ...]:
-    """The turn ids of ``chunks`` whose every sentence ``text`` holds (a chunk's lines
-    matched one to one with its turn ids; a chunk where they do not match names none)."""
-    out: list[str] = []
+def session_turns(chunks: Sequence[Memory]) -> list[tuple[str, str]]:
+    """The ``(line, turn id)`` of each turn of ``chunks``, in order; a chunk whose lines do
+    not match its turn ids one to one (a turn split over lines, a merge) gives none."""
+    out: list[tuple[str, str]] = []
     for memory in chunks:
         lines = memory.content.split("\n")
-        if len(lines) != len(memory.provenance.turn_ids):
-            continue
-        for line, turn in zip(lines, memory.provenance.turn_ids, strict=True):
-            body = line.split(_SPEAKER_SEP, 1)[-1]
-            sentences = split_sentences(body)
-            if sentences and all(_holds(text, s) for s in sentences):
-                out.append(turn)
-    return tuple(dict.fromkeys(out))
+        if len(lines) == len(memory.provenance.turn_ids):
+            out.extend(zip(lines, memory.provenance.turn_ids, strict=True))
+    return out
 
 
-def _holds(text: str, sentence: str) -> bool:
-    """Whether ``text`` holds ``sentence`` as a whole sentence: at its start or after a
-    space, and at its end or before one (not "Great." inside "That's Great.")."""
-    start = text.find(sentence)
-    while start >= 0:
-        end = start + len(sentence)
-        before = start == 0 or (text[start - 1] == " " and text[: start - 1].endswith(_ENDS))
-        if before and (end == len(text) or text[end] == " "):
-            return True
-        start = text.find(sentence, start + 1)
-    return False
-
-
-#: What a summary's sentence can follow: the end of a sentence, or a speaker's name.
-_ENDS = (".", "!", "?", ":")
+def pick_turns(lines: Sequence[str], max_words: int = SUMMARY_MAX_WORDS) -> list[int]:
+    """Indexes of the turns (``Speaker: text`` lines) that together cover the most names,
+    numbers, dates and technical terms (:func:`~engrain.compress.key_terms` of each),
+    picked greedily (most new terms first, the earlier on a tie) within ``max_words``, in
+    the order they were said; a turn that adds no term is never picked."""
+    terms = [key_terms(line) for line in lines]
+    sizes = [len(line.split()) for line in lines]
+    covered: set[str] = set()
+    chosen: list[int] = []
+    words = 0
+    while True:
+        best, gain = -1, 0
+        for i, found in enumerate(terms):
+            new = len(found - covered)
+            if i not in chosen and new > gain and words + sizes[i] <= max_words:
+                best, gain = i, new
+        if best < 0:
+            return sorted(chosen)
+        chosen.append(best)
+        covered |= terms[best]
+        words += sizes[best]
 
 
 def summarise_session(user_id: str, session_id: str, chunks: Sequence[Memory]) -> Memory | None:
     """The summary memory of one session's conversation chunks (in the order they
-    happened), without its vector; ``None`` when the summary quotes no whole turn."""
-    text = extractive_summary([m.content for m in chunks])
-    turns = quoted_turns(chunks, text) if text else ()
-    if not turns:
+    happened): its key turns, whole (:func:`pick_turns`), without a vector; ``None`` when
+    no turn carries a term."""
+    turns = session_turns(chunks)
+    chosen = pick_turns([line for line, _ in turns])
+    if not chosen:
         return None
+    text = "\n".join(turns[i][0] for i in chosen)
     projects = {m.project for m in chunks}
     return Memory(
         id=summary_id(user_id, session_id), user_id=user_id, content=text,
@@ -110,7 +110,8 @@ def summarise_session(user_id: str, session_id: str, chunks: Sequence[Memory]) -
         project=projects.pop() if len(projects) == 1 else None,
         domains=tuple(dict.fromkeys(d for m in chunks for d in m.domains)),
         importance=max(m.importance for m in chunks),
-        provenance=Provenance(turns, {"summarized_by": "extractive", "derived": True}),
+        provenance=Provenance(tuple(turns[i][1] for i in chosen),
+                              {"summarized_by": "extractive", "derived": True}),
         content_hash=content_hash(text),
     )  # fmt: skip
 
