@@ -227,20 +227,37 @@ def changed_blocks(
         by_term[(user_id, term)].append((int(first_seq), bytes(data)))
     dropped: list[tuple[str, str, int]] = []
     written: list[tuple[str, str, int, bytes]] = []
+    # terms without a block yet (most terms of a small user's write): their postings
+    # encoded at once, in blocks of at most BLOCK
+    fresh = [key for key, change in changes.items() if key not in by_term]
+    flat = [
+        (seq, *value)
+        for key in fresh
+        for seq in sorted(changes[key])
+        if (value := changes[key][seq]) is not None
+    ]
+    columns = np.asarray(flat, dtype=np.int64).reshape(-1, 3)
+    blob, offset = encode(columns[:, 0], columns[:, 1], columns[:, 2]), 0
+    for key in fresh:
+        count = sum(value is not None for value in changes[key].values())
+        for start in range(offset, offset + count, BLOCK):
+            stop = min(start + BLOCK, offset + count)
+            data = blob[start * RECORD.itemsize : stop * RECORD.itemsize]
+            written.append((*key, int(columns[start, 0]), data))
+        offset += count
     for key, change in changes.items():
-        found = sorted(by_term.get(key, []))
+        if key not in by_term:
+            continue
+        found = sorted(by_term[key])
         starts = np.asarray([first for first, _ in found], dtype=np.int64)
         seqs = np.fromiter(change, dtype=np.int64, count=len(change))
         # each change to its block: the greatest first_seq at or below it, else the first
         at = np.maximum(np.searchsorted(starts, seqs, side="right") - 1, 0)
         for block in np.unique(at).tolist():
             mine = seqs[at == block]
-            if found:
-                first, data = found[block]
-                dropped.append((*key, first))
-                old = decode(data)
-            else:
-                old = np.zeros(0, dtype=RECORD)
+            first, data = found[block]
+            dropped.append((*key, first))
+            old = decode(data)
             added = [(s, *v) for s in mine.tolist() if (v := change[s]) is not None]
             new = np.asarray(added, dtype=[("seq", "i8"), ("tf", "i8"), ("length", "i8")])
             kept = old[~np.isin(old["seq"], mine)]
