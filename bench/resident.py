@@ -11,6 +11,9 @@ for the approximate index, runs ``--queries`` more calls, and reports
 
 - ``rss_model_mb``: ``VmRSS`` after loading the model (before the store is opened);
 - ``rss_mb``: ``VmRSS`` after the calls; ``rss_store_mb`` the difference;
+  ``rss_trimmed_mb`` right after asking glibc to hand back what it keeps freed
+  (``malloc_trim(0)``): what the process holds live, without the allocator's retention,
+  which varies by tens of MB from one run to the next;
 - ``traced_mb`` / ``traced_peak_mb`` (with ``--traced`` only): what ``tracemalloc``
   (started after the model) counts now and at most: Python and NumPy allocations, not
   usearch's own (C++) memory. Off by default: tracemalloc's own bookkeeping (a trace per
@@ -27,6 +30,7 @@ Numbers: the median over the rounds per tree; each round kept.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -74,6 +78,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         per_call = {"cpu_ms_per_call": (time.process_time() - cpu) * 1000.0 / calls,
                     "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls}  # fmt: skip
         rss = rss_mb()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # what glibc keeps freed, handed back
+        rss_trimmed = rss_mb()
         traced, peak = tracemalloc.get_traced_memory() if spec.get("traced") else (0, 0)
         tracemalloc.stop()
         snapshot = engine.store._cache(USER).snapshot  # type: ignore[attr-defined]
@@ -85,6 +91,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_model_mb": rss_model,
         "rss_mb": rss,
         "rss_store_mb": round(rss - rss_model, 1),
+        "rss_trimmed_mb": rss_trimmed,
         **(
             {"traced_mb": round(traced / 2**20, 1), "traced_peak_mb": round(peak / 2**20, 1)}
             if spec.get("traced")

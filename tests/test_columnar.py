@@ -491,3 +491,66 @@ def test_texts_are_never_another_rows_and_a_replaced_memory_is_found_by_its_id(
     assert table.content[rows_of[memories[13].id]] == ""
     assert table.content[rows_of[memories[0].id]] == memories[0].content
     store.close()
+
+
+def test_another_process_counting_uses_keeps_the_working_set_with_its_counts(db: Path) -> None:
+    """Counted uses change no revision: the working set is kept (not reloaded) and its
+    access counts and last accesses are read again."""
+    memories = _memories(14)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    kept = reader._cache(USER)
+    before = reader.working_set(USER)[memories[0].id]
+    untouched = reader.working_set(USER)[memories[1].id]
+    other = SQLiteStore(db, ann_min_vectors=None)
+    later = NOW + timedelta(days=4)
+    other.record_access(USER, [memories[0].id, memories[0].id, memories[3].id], later)
+    other.close()
+    assert reader._cache(USER) is kept
+    now = reader.working_set(USER)
+    assert now[memories[0].id].access_count == before.access_count + 2
+    assert now[memories[0].id].last_accessed_at == later
+    assert now[memories[3].id].access_count == memories[3].access_count + 1
+    assert now[memories[1].id] is untouched  # built memories of other rows are kept
+    _same(dict(now), _as_rows_hold(reader))
+    reader.close()
+
+
+@pytest.mark.parametrize("write", ["patch", "upsert", "forget", "own write then patch"])
+def test_another_process_writing_rows_drops_the_working_set(db: Path, write: str) -> None:
+    memories = _memories(14)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    kept = reader._cache(USER)
+    other = SQLiteStore(db, ann_min_vectors=None)
+    if write == "patch":
+        other.write(patches=[Patch(USER, memories[2].id, {"content": "patched"})])
+    elif write == "upsert":
+        other.write([replace(memories[2], content="patched")])
+    elif write == "forget":
+        other.write(deletes=[memories[2]])
+    else:  # this process writes after the other's commit: its own revision is not enough
+        other.write(patches=[Patch(USER, memories[2].id, {"content": "patched"})])
+        reader.write(patches=[Patch(USER, memories[4].id, {"pinned": True})])
+    other.close()
+    assert reader._cache(USER) is not kept
+    now = dict(reader.working_set(USER))
+    assert (
+        memories[2].id not in now if write == "forget" else now[memories[2].id].content == "patched"
+    )
+    _same(now, _as_rows_hold(reader))
+    reader.close()
+
+
+def test_this_process_own_writes_keep_its_working_set_current(db: Path) -> None:
+    """A write by this process leaves the revision its working set holds: another
+    process's counted uses afterwards still keep it."""
+    memories = _memories(14)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    kept = reader._cache(USER)
+    reader.write(patches=[Patch(USER, memories[4].id, {"pinned": True})])
+    assert reader._cache(USER) is kept
+    other = SQLiteStore(db, ann_min_vectors=None)
+    other.record_access(USER, [memories[5].id], NOW)
+    other.close()
+    assert reader._cache(USER) is kept
+    _same(dict(reader.working_set(USER)), _as_rows_hold(reader))
+    reader.close()

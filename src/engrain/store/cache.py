@@ -58,7 +58,7 @@ from engrain.store.ann import (
     memory_keys,
 )
 from engrain.store.base import ALL, MemoryFilter
-from engrain.store.columns import Table
+from engrain.store.columns import Table, parse_micros
 from engrain.store.lexical import LexicalIndex
 from engrain.store.rows import Decoded, Rows, RowsView
 from engrain.store.rows import with_access as _with_access
@@ -503,6 +503,33 @@ class UserCache:
                 memory = rows[memory_id]
                 rows[memory_id] = _with_access(memory, memory.access_count + n, at)
             self._snapshot = Snapshot(rows)
+
+    def recount(self, counts: Sequence[tuple[str, int, str | None]]) -> bool:
+        """Set the access count and last access of every row to ``counts`` (per memory
+        id, as the store holds them: another process counted uses); ``False``, changing
+        nothing, if they are not exactly this working set's rows (the caller reloads it).
+        No column array but the access counts is copied, as for :meth:`touch`."""
+        with self._lock:
+            old = self._snapshot
+            arrays = old.arrays
+            if arrays is None or len(counts) != len(arrays):
+                return False
+            rows = np.fromiter((arrays.position.get(i, -1) for i, _, _ in counts), np.intp,
+                               len(counts))  # fmt: skip
+            if (rows < 0).any() or np.unique(rows).size != rows.size:
+                return False
+            found = np.fromiter((n for _, n, _ in counts), np.int64, len(counts))
+            changed = np.flatnonzero(arrays.rows.access[rows] != found)
+            if not changed.size:
+                return True
+            access, last = arrays.rows.access.copy(), arrays.rows.last.copy()
+            at = rows[changed]
+            access[at] = found[changed]
+            last[at] = [parse_micros(counts[i][2]) for i in changed.tolist()]
+            ids = [counts[i][0] for i in changed.tolist()]
+            now = replace(arrays, rows=arrays.rows.recounted(access, last, ids))
+            self._snapshot = Snapshot.over(now, old.lexical, old.ann)
+            return True
 
     # -- reads ------------------------------------------------------------------------------
 

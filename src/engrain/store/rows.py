@@ -213,6 +213,12 @@ class Rows:
         return Rows(self.base, self.source, self.objects, access, last,
                     self.decoded.carried(put=put))  # fmt: skip
 
+    def recounted(self, access: Int64Array, last: Int64Array, changed: Iterable[str]) -> Rows:
+        """These rows with these access counts and last accesses (another process counted
+        uses; ``changed``: the ids whose counts differ, whose built memories are dropped)."""
+        return Rows(self.base, self.source, self.objects, access, last,
+                    self.decoded.carried(drop=changed))  # fmt: skip
+
 
 def with_access(memory: Memory, count: int, last: datetime | None) -> Memory:
     """A copy of ``memory`` with this access count and last access."""

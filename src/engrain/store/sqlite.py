@@ -267,6 +267,9 @@ class SQLiteStore:
         self._stale_images: set[str] = set()
         self._reshaped: set[str] = set()
         self._refreshed: dict[str, float] = {}
+        #: The user's revision each cached working set holds (read with it, or left by
+        #: this process's own write): ``_sync_version`` keeps a working set while it holds.
+        self._cache_revisions: dict[str, int] = {}
         self._closed = False
         self.migrate()
 
@@ -364,6 +367,9 @@ class SQLiteStore:
         with self._lock:
             try:
                 with self._transaction() as db:
+                    # no other process committed since the caches were last checked: the
+                    # revisions this write leaves are the ones they will hold
+                    fresh = db.execute("PRAGMA data_version").fetchall()[0][0] == self._data_version
                     db.executemany(
                         f"INSERT OR REPLACE INTO memories ({', '.join(_COLUMNS)}) "
                         f"VALUES ({placeholders})",
@@ -380,6 +386,7 @@ class SQLiteStore:
                         "ON CONFLICT (user_id) DO UPDATE SET revision = revision + 1",
                         [(u,) for u in changed],
                     )
+                    bumped = self._revisions_of(db, changed) if fresh else {}
                     db.executemany(
                         "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
                         [
@@ -401,6 +408,7 @@ class SQLiteStore:
                 raise
             self._sync_version()
             self._apply_to_caches({**staged, **patched}, removed)
+            self._cache_revisions.update(bumped)
             self._note_image_writes({u for u, _ in staged} | {u for u, _ in removed},
                                     {u for u, _ in patched})  # fmt: skip
 
@@ -642,15 +650,52 @@ class SQLiteStore:
     # -- the per-user working set -------------------------------------------------------
 
     def _sync_version(self) -> None:
-        """Drop every cache if another connection committed since we last looked; our own
-        commits are applied to the caches directly. Called under the lock."""
+        """Bring the caches in line with other connections' commits since we last looked
+        (our own commits are applied to the caches directly). Called under the lock.
+
+        A user's working set is kept if the user's revision is still the one it was read
+        or last written at: every write of the user's rows bumps it except counted uses,
+        whose counts are then read again (one column scan instead of a reload: ~0.1 s
+        instead of ~0.7 s of CPU at 100,000). Any other change drops it (reloaded on next
+        use). Every read here is at or after the ``data_version`` recorded, so a commit
+        landing meanwhile is seen at the next check."""
         # fetchall, not fetchone: a statement left unfinished keeps a read snapshot open on
         # the connection, and the next BEGIN IMMEDIATE then fails at once (BUSY_SNAPSHOT)
         # as soon as another process has committed
         version = self._read("PRAGMA data_version")[0][0]
-        if version != self._data_version:
-            self._caches.clear()
-            self._data_version = version
+        if version == self._data_version:
+            return
+        self._data_version = version
+        if not self._caches:
+            return
+        current = self._revisions_of(self._db, list(self._caches), read=self._read)
+        for user_id in list(self._caches):
+            if current.get(user_id, 0) != self._cache_revisions.get(user_id):
+                del self._caches[user_id]
+                continue
+            counts = self._read(
+                "SELECT id, access_count, last_accessed_at FROM memories WHERE user_id = ?",
+                (user_id,),
+            )  # fmt: skip
+            if not self._caches[user_id].recount(counts):
+                del self._caches[user_id]
+
+    @staticmethod
+    def _revisions_of(
+        db: sqlite3.Connection,
+        users: Sequence[str],
+        read: Callable[[str, Sequence[Any]], list[tuple[Any, ...]]] | None = None,
+    ) -> dict[str, int]:
+        """The revision of each of ``users`` that has one (in the open transaction of
+        ``db``, or through ``read``)."""
+        out: dict[str, int] = {}
+        for start in range(0, len(users), _IN_CHUNK):
+            part = list(users[start : start + _IN_CHUNK])
+            sql = (f"SELECT user_id, revision FROM revisions WHERE user_id IN "
+                   f"({', '.join('?' for _ in part)})")  # fmt: skip
+            rows = read(sql, part) if read is not None else db.execute(sql, part).fetchall()
+            out.update((str(u), int(r)) for u, r in rows)
+        return out
 
     def _cache(self, user_id: str) -> UserCache:
         """The user's working set (loaded on first use), current as of this call. The store
@@ -687,6 +732,7 @@ class SQLiteStore:
         if loaded.save is not None:
             save, stash = loaded.save, self._stash(user_id, "columns")
             stash.later(lambda: stash.write(save()))
+        self._cache_revisions[user_id] = loaded.revision
         self._stale_images.discard(user_id)
         self._reshaped.discard(user_id)
         self._refreshed[user_id] = time.monotonic()
@@ -784,7 +830,7 @@ class SQLiteStore:
             for start in range(0, len(listed), _IN_CHUNK):
                 part = listed[start : start + _IN_CHUNK]
                 found = self._read(
-                    "SELECT rowid, id, embedding FROM memories WHERE user_id = ? AND rowid IN "
+                    "SELECT rowid, id, embedding FROM memories WHERE +user_id = ? AND rowid IN "
                     f"({', '.join('?' for _ in part)})",
                     (user_id, *part),
                 )  # fmt: skip
@@ -809,7 +855,7 @@ class SQLiteStore:
             for start in range(0, len(want), _IN_CHUNK):
                 part = [rowid for rowid, _ in want[start : start + _IN_CHUNK]]
                 for rowid, memory_id, content in self._read(
-                    "SELECT rowid, id, content FROM memories WHERE user_id = ? AND rowid IN "
+                    "SELECT rowid, id, content FROM memories WHERE +user_id = ? AND rowid IN "
                     f"({', '.join('?' for _ in part)})",
                     (user_id, *part),
                 ):

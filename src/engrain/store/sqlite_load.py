@@ -57,6 +57,8 @@ class Loaded:
     table: Table | None
     memories: list[Memory] | None
     save: Callable[[], bytes] | None = None
+    #: The user's revision in the read transaction (what the working set holds).
+    revision: int = 0
 
 
 def read(
@@ -84,7 +86,7 @@ def read(
             if table is not None:
                 if texts is not None:
                     table = replace(table, columns=without_texts(table.columns, texts))
-                return Loaded(table, None)
+                return Loaded(table, None, revision=stamp.revision)
     rowids = [r[0] for r in db.execute(
         "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
     ).fetchall()]  # fmt: skip
@@ -103,11 +105,11 @@ def read(
         memories: list[Memory] = []
         for part in _ranges(rowids):
             memories.extend(decode(r[:-1]) for r in db.execute(_FULL, (*part, user_id)))
-        return Loaded(None, memories)
+        return Loaded(None, memories, revision=stamp.revision)
     columns = builder.finish()
     table = Table(columns, *matrix, np.array(access, dtype=np.int64), _times(last))
     save = (lambda: image.dump(columns, stamp)) if large else None
-    return Loaded(table, None, save)
+    return Loaded(table, None, save, stamp.revision)
 
 
 def _live(db: sqlite3.Connection, user_id: str, columns: image.Columns) -> Table | None:
