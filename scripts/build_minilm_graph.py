@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import collections
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ OUT_INT8 = FOLDER / "graph-int8.onnx"
 HEADS = 12
 HIDDEN = 384
 INLINE_BELOW = 4096  # bytes: smaller tensors are stored in graph.onnx itself
+BUILT_INLINE = 16384  # bytes: the most a tensor this script makes (not the package's) may hold
 
 
 def fuse_attention(graph: Any) -> int:
@@ -127,26 +129,101 @@ def int8_word_embeddings(graph: Any) -> None:
         graph.node.insert(position + offset, node)
 
 
-def integer_gemms(graph: Any) -> int:
-    """Run every GEMM whose weight is the package's int8 tensor times its per-column scale on
-    the int8 tensor itself: a ``MatMul`` becomes ``DynamicQuantizeMatMul``, an ``Attention``
-    over the concatenated Q/K/V weights becomes ``DynamicQuantizeLinear`` + ``QAttention``.
-    Returns the count of rewritten nodes."""
+#: Input channels of each GEMM kind kept in float32 (the largest by calibration, below): the
+#: LayerNorm outputs and the GELU output carry a few channels 5-15x wider than the rest,
+#: which would otherwise set every token's quantization step.
+OUTLIER_CHANNELS = {"qkv": 16, "out": 8, "ffn1": 16, "ffn2": 16}
+#: GELU's minimum is -0.16997: shifted by this, the FFN's inner activation is >= 0, so a
+#: token's row scaled by its maximum spans [0, 1] and uses all 256 levels.
+GELU_SHIFT = 0.17
+
+
+def gemm_kinds(graph: Any) -> dict[str, str]:
+    """Each GEMM node's name -> its kind: ``qkv`` (the ``Attention`` nodes), ``out`` (the
+    attention output projection), ``ffn1`` (the FFN's up projection, after a LayerNorm) or
+    ``ffn2`` (its down projection, after GELU)."""
+    producer = {o: n for n in graph.node for o in n.output}
+    kinds = {}
+    for n in graph.node:
+        if n.op_type == "Attention":
+            kinds[n.name] = "qkv"
+        elif n.op_type == "MatMul":
+            source = producer.get(n.input[0])
+            op = source.op_type if source is not None else ""
+            kinds[n.name] = {"Attention": "out", "BiasGelu": "ffn2"}.get(op, "ffn1")
+    return kinds
+
+
+def calibrate(model: Any, texts: list[str]) -> dict[str, list[int]]:
+    """Run the float graph ``model`` (weights inline) on ``texts`` one at a time and return,
+    for every GEMM's input, its channels ordered by their largest ``|x|`` (widest first)."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    kinds = gemm_kinds(probe.graph)
+    names = sorted({n.input[0] for n in probe.graph.node if n.name in kinds})
+    for name in names:
+        probe.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(probe.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])  # fmt: skip
+    tokenizer = Tokenizer.from_str((FOLDER / "tokenizer.json").read_text(encoding="utf-8"))
+    tokenizer.enable_truncation(256)
+    widest: dict[str, np.ndarray] = {}
+    for text in texts:
+        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                 "token_type_ids": np.zeros_like(ids)}  # fmt: skip
+        for name, value in zip(names, session.run(names, feeds), strict=True):
+            wide = np.abs(value[0]).max(axis=0)
+            widest[name] = np.maximum(widest[name], wide) if name in widest else wide
+    return {name: [int(i) for i in np.argsort(-widest[name], kind="stable")] for name in names}
+
+
+def calibration_texts() -> list[str]:
+    """The calibration set: the gating evaluation's learnings (``bench/gating``, in this
+    repository, so the build needs nothing from outside it)."""
+    texts = []
+    for project in ("ledgerly", "forecasting"):
+        path = Path(__file__).resolve().parents[1] / "bench" / "gating" / f"{project}.jsonl"
+        texts += [json.loads(line)["content"] for line in path.read_text().splitlines()]
+    return texts
+
+
+def integer_gemms(graph: Any, channels: dict[str, list[int]]) -> int:
+    """Run every GEMM whose weight is the package's int8 tensor times its per-column scale
+    on the int8 tensor itself, with each token's activation row quantized on its own scale
+    and the widest input channels (``channels``, from :func:`calibrate`) kept in float32.
+
+    Per GEMM: the outlier channels are gathered and multiplied by their float weight rows
+    (a small ``MatMul``; the rows are the same ``Cast`` x scale products as the float graph's,
+    folded at load) and zeroed in the rest; each token's row of the rest is divided by its
+    largest ``|x|`` (after the GELU shift, by its maximum) so every row spans the same
+    range, which ``DynamicQuantizeMatMul`` quantizes to uint8 with one scale: per token in
+    effect, and with one text a run the scale is the text's own. The product is multiplied
+    back by the row's scale. An attention's Q/K/V GEMM runs that way too, followed by its
+    bias, ``Split`` and ``MultiHeadAttention`` (the padding mask as before). Returns the
+    count of rewritten GEMMs."""
     producer = {o: n for n in graph.node for o in n.output}
     initializers = {t.name: t for t in graph.initializer}
+    kinds = gemm_kinds(graph)
     added: dict[str, Any] = {}
 
-    def int8_weight(name: str) -> tuple[str, str] | None:
-        """``(int8 tensor, 1-D scale)`` when ``name`` is ``Mul(Cast(int8), scale)``."""
-        mul = producer.get(name)
-        if mul is None or mul.op_type != "Mul":
-            return None
-        cast = producer.get(mul.input[0])
-        if cast is None or cast.op_type != "Cast" or cast.input[0] not in initializers:
-            return None
-        scale = initializers.get(mul.input[1])
-        if scale is None or len(scale.dims) != 2 or scale.dims[0] != 1:
-            return None  # one scale per output column, as a (1, N) row
+    def constant(name: str, value: np.ndarray) -> str:
+        if name not in added:
+            added[name] = numpy_helper.from_array(value, name)
+        return name
+
+    def int8_weight(name: str) -> tuple[str, str, int]:
+        """``(int8 tensor, 1-D scale, columns)`` of ``name`` = ``Mul(Cast(int8), scale)``."""
+        mul = producer[name]
+        cast = producer[mul.input[0]]
+        scale = initializers[mul.input[1]]
+        assert cast.op_type == "Cast" and cast.input[0] in initializers, name
+        assert len(scale.dims) == 2 and scale.dims[0] == 1, name  # one scale per column
         columns = scale.name + "_columns"
         if columns not in added:
             flat = TensorProto()
@@ -155,52 +232,106 @@ def integer_gemms(graph: Any) -> int:
             del flat.dims[:]
             flat.dims.append(scale.dims[1])
             added[columns] = flat
-        return cast.input[0], columns
-
-    def zero_point(size: int) -> str:
-        name = f"int8_zero_point_{size}"
-        if name not in added:
-            added[name] = numpy_helper.from_array(np.zeros(size, np.int8), name)
-        return name
+        return cast.input[0], columns, int(scale.dims[1])
 
     nodes, count = [], 0
     for n in graph.node:
-        weight = int8_weight(n.input[1]) if n.op_type == "MatMul" else None
-        if weight is not None:
-            columns = initializers[weight[1].removesuffix("_columns")].dims[1]
-            nodes.append(helper.make_node(
-                "DynamicQuantizeMatMul", [n.input[0], *weight, zero_point(columns)],
-                list(n.output), domain="com.microsoft", name=n.output[0] + "_int8",
-            ))  # fmt: skip
-            count += 1
+        kind = kinds.get(n.name)
+        if kind is None:
+            nodes.append(n)
             continue
-        attention = n.op_type == "Attention"
-        parts = [int8_weight(w) for w in producer[n.input[1]].input] if attention else []
-        if parts and all(parts):
-            out = n.output[0]
-            qkv = [p for p in parts if p is not None]
+        x, out = n.input[0], n.output[0]
+        if kind == "qkv":
+            parts = [int8_weight(w) for w in producer[n.input[1]].input]
+            weight, scale, size = out + "_wq", out + "_wscale", 3 * HIDDEN
             nodes += [
-                helper.make_node("DynamicQuantizeLinear", [n.input[0]],
-                                 [out + "_xq", out + "_xscale", out + "_xzero"], name=out + "_xq"),
-                helper.make_node("Concat", [w for w, _ in qkv], [out + "_wq"], axis=1,
-                                 name=out + "_wq"),
-                helper.make_node("Concat", [s for _, s in qkv], [out + "_wscale"], axis=0,
-                                 name=out + "_wscale"),
-                helper.make_node(
-                    "QAttention",
-                    [out + "_xq", out + "_wq", n.input[2], out + "_xscale", out + "_wscale",
-                     n.input[3], out + "_xzero", zero_point(3 * HIDDEN)],
-                    [out], domain="com.microsoft", num_heads=HEADS, name=out + "_qattention",
-                ),
+                helper.make_node("Concat", [w for w, _, _ in parts], [weight], axis=1, name=weight),
+                helper.make_node("Concat", [s for _, s, _ in parts], [scale], axis=0, name=scale),
             ]  # fmt: skip
-            count += 1
-            continue
-        nodes.append(n)
+            product = out + "_qkv"
+        else:
+            (weight, scale, size), product = int8_weight(n.input[1]), out
+        outliers = np.array(channels[x][: OUTLIER_CHANNELS[kind]], dtype=np.int64)
+        nodes += token_gemm(x, weight, scale, size, product, outliers, kind == "ffn2", constant)
+        if kind == "qkv":
+            split = constant("qkv_split", np.array([HIDDEN] * 3, dtype=np.int64))
+            nodes += [
+                helper.make_node("Add", [product, n.input[2]], [out + "_qkvb"], name=out + "_qkvb"),
+                helper.make_node("Split", [out + "_qkvb", split],
+                                 [out + "_q", out + "_k", out + "_v"], axis=2, name=out + "_split"),
+                helper.make_node("MultiHeadAttention",
+                                 [out + "_q", out + "_k", out + "_v", "", n.input[3]], [out],
+                                 domain="com.microsoft", num_heads=HEADS, name=out + "_mha"),
+            ]  # fmt: skip
+        count += 1
     del graph.node[:]
     graph.node.extend(nodes)
     graph.initializer.extend(added.values())
     prune(graph)
     return count
+
+
+def token_gemm(
+    x: str, weight: str, scale: str, size: int, out: str, outliers: np.ndarray,
+    gelu: bool, constant: Any,
+) -> list[Any]:  # fmt: skip
+    """The nodes computing ``out = x @ (weight * scale)`` with per-token int8 activations and
+    the ``outliers`` channels in float32 (see :func:`integer_gemms`); ``gelu``: ``x`` is a
+    GELU output (>= -0.17), shifted to >= 0 first (the zeroed outlier channels too) and the
+    shift's product subtracted after."""
+    width = 4 * HIDDEN if gelu else HIDDEN
+    mask = np.ones(width, dtype=np.float32)
+    mask[outliers] = 0.0
+    index = constant(f"{out}_outliers", outliers)
+    zero = constant(f"int8_zero_point_{size}", np.zeros(size, dtype=np.int8))
+    tiny = constant("row_scale_floor", np.array(1e-12, dtype=np.float32))
+    nodes = [
+        # the outlier channels: float rows of the weight (folded at load) times float x
+        helper.make_node("Gather", [x, index], [out + "_xo"], axis=2, name=out + "_xo"),
+        helper.make_node("Gather", [weight, index], [out + "_wo8"], axis=0, name=out + "_wo8"),
+        helper.make_node("Cast", [out + "_wo8"], [out + "_wof"], to=TensorProto.FLOAT,
+                         name=out + "_wof"),
+        helper.make_node("Mul", [out + "_wof", scale], [out + "_wo"], name=out + "_wo"),
+        helper.make_node("MatMul", [out + "_xo", out + "_wo"], [out + "_yo"], name=out + "_yo"),
+        helper.make_node("Mul", [x, constant(f"{out}_mask", mask)], [out + "_xm"],
+                         name=out + "_xm"),
+    ]  # fmt: skip
+    rest = out + "_xm"
+    if gelu:
+        shift = constant("gelu_shift", np.array(GELU_SHIFT, dtype=np.float32))
+        nodes += [
+            helper.make_node("Add", [rest, shift], [out + "_xs"], name=out + "_xs"),
+            helper.make_node("ReduceMax", [out + "_xs"], [out + "_r0"], axes=[-1], keepdims=1,
+                             name=out + "_r0"),
+        ]  # fmt: skip
+        rest = out + "_xs"
+    else:
+        nodes += [
+            helper.make_node("Abs", [rest], [out + "_abs"], name=out + "_abs"),
+            helper.make_node("ReduceMax", [out + "_abs"], [out + "_r0"], axes=[-1], keepdims=1,
+                             name=out + "_r0"),
+        ]  # fmt: skip
+    nodes += [
+        helper.make_node("Max", [out + "_r0", tiny], [out + "_r"], name=out + "_r"),
+        helper.make_node("Div", [rest, out + "_r"], [out + "_xn"], name=out + "_xn"),
+        helper.make_node("DynamicQuantizeMatMul", [out + "_xn", weight, scale, zero],
+                         [out + "_yn"], domain="com.microsoft", name=out + "_int8"),
+        helper.make_node("Mul", [out + "_yn", out + "_r"], [out + "_ym"], name=out + "_ym"),
+    ]  # fmt: skip
+    if not gelu:
+        nodes.append(helper.make_node("Add", [out + "_ym", out + "_yo"], [out], name=out))
+        return nodes
+    # (x + shift) @ W counts shift x the weight's column sums (folded at load): subtract them
+    nodes += [
+        helper.make_node("Cast", [weight], [out + "_wf"], to=TensorProto.FLOAT, name=out + "_wf"),
+        helper.make_node("ReduceSum", [out + "_wf", constant("rows_axis", np.array([0]))],
+                         [out + "_colsum"], keepdims=1, name=out + "_colsum"),
+        helper.make_node("Mul", [out + "_colsum", shift], [out + "_cs0"], name=out + "_cs0"),
+        helper.make_node("Mul", [out + "_cs0", scale], [out + "_cs"], name=out + "_cs"),
+        helper.make_node("Sub", [out + "_yo", out + "_cs"], [out + "_yc"], name=out + "_yc"),
+        helper.make_node("Add", [out + "_ym", out + "_yc"], [out], name=out),
+    ]  # fmt: skip
+    return nodes
 
 
 def prune(graph: Any) -> None:
@@ -228,6 +359,8 @@ def externalize(graph: Any, package_file: bytes) -> int:
         if len(raw) < INLINE_BELOW:
             continue
         offset = package_file.find(raw)
+        if offset < 0 and len(raw) <= BUILT_INLINE:
+            continue  # a constant this script made (a channel mask): stays in the graph
         assert offset >= 0, f"{tensor.name} not found in the package's model.onnx"
         tensor.ClearField("raw_data")
         tensor.data_location = TensorProto.EXTERNAL
@@ -259,7 +392,7 @@ def main() -> int:
     onnx.checker.check_model(model)
     integer = onnx.ModelProto()
     integer.CopyFrom(model)
-    rewritten = integer_gemms(integer.graph)
+    rewritten = integer_gemms(integer.graph, calibrate(model, calibration_texts()))
     onnx.checker.check_model(integer)
     for out, built, note in ((args.out, model, f"{layers} attention layers fused"),
                              (args.out_int8, integer, f"{rewritten} integer GEMMs")):  # fmt: skip
