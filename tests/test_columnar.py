@@ -554,3 +554,29 @@ def test_this_process_own_writes_keep_its_working_set_current(db: Path) -> None:
     assert reader._cache(USER) is kept
     _same(dict(reader.working_set(USER)), _as_rows_hold(reader))
     reader.close()
+
+
+def test_a_working_set_is_checked_only_when_its_user_is_used_again(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After another process's commit, only the users a call asks for are checked (and
+    their counts read again); other cached users wait for their next use."""
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    kept = {user: reader._cache(user) for user in (USER, "bob")}
+    checked: list[int] = []
+    recount = type(kept[USER]).recount
+
+    def counted(self: Any, counts: Any) -> bool:
+        checked.append(len(counts))
+        return recount(self, counts)
+
+    monkeypatch.setattr(type(kept[USER]), "recount", counted)
+    other = SQLiteStore(db, ann_min_vectors=None)
+    bob = next(iter(reader.working_set("bob")))
+    other.record_access("bob", [bob], NOW)
+    other.close()
+    assert reader._cache(USER) is kept[USER] and checked == [14]
+    assert reader._cache(USER) is kept[USER] and checked == [14]  # checked once
+    assert reader._cache("bob") is kept["bob"] and checked == [14, 1]
+    assert reader.working_set("bob")[bob].access_count == 1
+    reader.close()

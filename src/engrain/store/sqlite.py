@@ -268,8 +268,10 @@ class SQLiteStore:
         self._reshaped: set[str] = set()
         self._refreshed: dict[str, float] = {}
         #: The user's revision each cached working set holds (read with it, or left by
-        #: this process's own write): ``_sync_version`` keeps a working set while it holds.
+        #: this process's own write), and the ``data_version`` it was last known current
+        #: at: ``_current`` keeps a working set while its revision holds.
         self._cache_revisions: dict[str, int] = {}
+        self._verified: dict[str, int] = {}
         self._closed = False
         self.migrate()
 
@@ -367,9 +369,9 @@ class SQLiteStore:
         with self._lock:
             try:
                 with self._transaction() as db:
-                    # no other process committed since the caches were last checked: the
-                    # revisions this write leaves are the ones they will hold
-                    fresh = db.execute("PRAGMA data_version").fetchall()[0][0] == self._data_version
+                    # the working sets checked at this version hold the revisions this
+                    # write leaves (no other process committed since)
+                    version = db.execute("PRAGMA data_version").fetchall()[0][0]
                     db.executemany(
                         f"INSERT OR REPLACE INTO memories ({', '.join(_COLUMNS)}) "
                         f"VALUES ({placeholders})",
@@ -386,7 +388,7 @@ class SQLiteStore:
                         "ON CONFLICT (user_id) DO UPDATE SET revision = revision + 1",
                         [(u,) for u in changed],
                     )
-                    bumped = self._revisions_of(db, changed) if fresh else {}
+                    bumped = self._revisions_of(db, changed)
                     db.executemany(
                         "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
                         [
@@ -408,7 +410,9 @@ class SQLiteStore:
                 raise
             self._sync_version()
             self._apply_to_caches({**staged, **patched}, removed)
-            self._cache_revisions.update(bumped)
+            for user_id, revision in bumped.items():
+                if self._verified.get(user_id) == version:
+                    self._cache_revisions[user_id] = revision
             self._note_image_writes({u for u, _ in staged} | {u for u, _ in removed},
                                     {u for u, _ in patched})  # fmt: skip
 
@@ -650,35 +654,42 @@ class SQLiteStore:
     # -- the per-user working set -------------------------------------------------------
 
     def _sync_version(self) -> None:
-        """Bring the caches in line with other connections' commits since we last looked
-        (our own commits are applied to the caches directly). Called under the lock.
-
-        A user's working set is kept if the user's revision is still the one it was read
-        or last written at: every write of the user's rows bumps it except counted uses,
-        whose counts are then read again (one column scan instead of a reload: ~0.1 s
-        instead of ~0.7 s of CPU at 100,000). Any other change drops it (reloaded on next
-        use). Every read here is at or after the ``data_version`` recorded, so a commit
-        landing meanwhile is seen at the next check."""
+        """Note the file's ``data_version``: it changes when another connection commits (our
+        own commits are applied to the caches directly). A working set is checked against
+        it when next used (:meth:`_current`). Called under the lock."""
         # fetchall, not fetchone: a statement left unfinished keeps a read snapshot open on
         # the connection, and the next BEGIN IMMEDIATE then fails at once (BUSY_SNAPSHOT)
         # as soon as another process has committed
-        version = self._read("PRAGMA data_version")[0][0]
-        if version == self._data_version:
-            return
-        self._data_version = version
-        if not self._caches:
-            return
-        current = self._revisions_of(self._db, list(self._caches), read=self._read)
-        for user_id in list(self._caches):
-            if current.get(user_id, 0) != self._cache_revisions.get(user_id):
-                del self._caches[user_id]
-                continue
+        self._data_version = self._read("PRAGMA data_version")[0][0]
+
+    def _current(self, user_id: str) -> UserCache | None:
+        """The user's cached working set if it holds what the file holds now, else
+        ``None`` (dropped: reloaded by the caller). Called under the lock.
+
+        Checked only when another connection has committed since it was last checked: it
+        is kept if the user's revision is still the one it was read or last written at
+        (every write of the user's rows bumps it but counted uses, whose counts are then
+        read again: one column scan, ~0.1 s at 100,000, instead of a ~0.7 s reload). Every
+        read here is at or after the ``data_version`` it is marked checked at, so a commit
+        landing meanwhile is checked next time. Users not used are not checked at all."""
+        self._sync_version()
+        cache = self._caches.get(user_id)
+        if cache is None:
+            return None
+        version = self._data_version
+        if self._verified.get(user_id) == version:
+            return cache
+        revision = self._revisions_of(self._db, [user_id], read=self._read).get(user_id, 0)
+        if revision == self._cache_revisions.get(user_id):
             counts = self._read(
                 "SELECT id, access_count, last_accessed_at FROM memories WHERE user_id = ?",
                 (user_id,),
             )  # fmt: skip
-            if not self._caches[user_id].recount(counts):
-                del self._caches[user_id]
+            if cache.recount(counts):
+                self._verified[user_id] = version
+                return cache
+        del self._caches[user_id]
+        return None
 
     @staticmethod
     def _revisions_of(
@@ -701,11 +712,12 @@ class SQLiteStore:
         """The user's working set (loaded on first use), current as of this call. The store
         lock covers only finding or loading it; the cache itself is safe to read unlocked."""
         with self._lock:
-            self._sync_version()
-            cache = self._caches.get(user_id)
+            cache = self._current(user_id)
             if cache is None:
+                version = self._data_version
                 cache = self._load(user_id)
                 self._caches[user_id] = cache
+                self._verified[user_id] = version
                 while len(self._caches) > CACHED_USERS:
                     self._caches.popitem(last=False)
             else:
@@ -769,8 +781,7 @@ class SQLiteStore:
         image is stamped with the revision read at that point. Otherwise nothing is saved:
         the next process reads the rows, as before. Runs on a saving thread."""
         with self._lock:
-            self._sync_version()  # another process's commit drops the working set
-            cache = self._caches.get(user_id)
+            cache = self._current(user_id)  # another process's write drops it
             if cache is None or user_id in self._reshaped or user_id not in self._stale_images:
                 return
             arrays = cache.snapshot.arrays
