@@ -1,6 +1,8 @@
 """A large user's vectors held once (issue 18, store/cache.py): once the approximate index
 holds every loaded row, the working set drops its float32 matrix and reads vectors from the
-index (float16) or, for rows written since, from their memories.
+rows in the file (float32; tests/test_ann_int8.py) or, for rows written since, from their
+memories. The bounds below (float16) held when they were read from a float16 index; they
+hold a fortiori now.
 
 As in tests/test_ann.py the threshold is forced low and the index built inside the call."""
 
