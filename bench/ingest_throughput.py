@@ -3,6 +3,7 @@
     python bench/ingest_throughput.py --out bench/results/ingest.json [--texts 2000]
     python bench/ingest_throughput.py --paths locomo --backend postgres --repeat 3
     python bench/ingest_throughput.py --paths locomo --compare /tmp/base/src --repeat 3
+    python bench/ingest_throughput.py --paths locomo --compare int8 --repeat 1
 
 ``memory`` (issue 18's resident memory): in a fresh process, the RSS after the imports
 (engrain, numpy, onnxruntime; cl100k is loaded at import), after an ``Engine`` (a
@@ -163,6 +164,9 @@ SPLIT = os.environ.get("ENGRAIN_ONNX_SPLIT", "1").lower() not in ("0", "false", 
 #: ``ENGRAIN_ONNX_INT8=1`` / ``0`` picks the int8 or the float graph (unset: the checkout's
 #: default; a checkout without the choice runs its float graph either way).
 INT8 = os.environ.get("ENGRAIN_ONNX_INT8")
+#: ``--compare int8``: no other checkout, this one's float graph (before) against its int8
+#: graph (after), alternating like any comparison.
+INT8_SIDES = Path("int8")
 
 
 def make_embedder() -> MiniLMEmbedder:
@@ -221,13 +225,19 @@ def alternate(
     """``repeat`` rounds of this script run with ``args`` in a fresh process per side: the
     ``compare`` checkout's (``before``) then this one's (``after``); each run's last line of
     output is its JSON result, passed to ``report`` as it comes."""
-    sides = {"after": None} if compare is None else {"before": compare, "after": None}
+    sides: dict[str, Path | None] = {"after": None} if compare is None else {
+        "before": compare, "after": None}  # fmt: skip
+    graphs = {}
+    if compare == INT8_SIDES:  # this checkout's float graph (before) against its int8 (after)
+        sides, graphs = {"before": None, "after": None}, {"before": "0", "after": "1"}
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for _ in range(repeat):
         for side, src in sides.items():
             env = dict(os.environ)
             if src is not None:
                 env["PYTHONPATH"] = str(src)
+            if side in graphs:
+                env["ENGRAIN_ONNX_INT8"] = graphs[side]
             command = [sys.executable, __file__, *args]
             done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             run = json.loads(done.stdout.strip().splitlines()[-1])
@@ -354,7 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", default="sqlite",
                         help="where 'locomo' stores: sqlite, postgres or both (comma-separated)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of 'locomo' (median)")
-    parser.add_argument("--compare", type=Path, help="another checkout's src: before vs after")
+    parser.add_argument("--compare", type=Path,
+                        help="another checkout's src: before vs after; 'int8': this checkout's "
+                             "float graph vs its int8 graph")  # fmt: skip
     parser.add_argument("--locomo-once", type=Path, help=argparse.SUPPRESS)  # one child run
     parser.add_argument("--memory-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

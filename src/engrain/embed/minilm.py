@@ -44,9 +44,10 @@ BATCH_SIZE = 32
 SPLIT_BATCH_SIZE = 2
 #: The fused graph (``scripts/build_minilm_graph.py``) and the package file its weights are in.
 GRAPH_FILE = "graph.onnx"
-#: The same graph with integer GEMMs on the package's int8 weights (activations quantized per
-#: tensor at run time): about half the model's CPU, vectors at cosine ~0.994 to the float
-#: graph's (docs/ingest.md).
+#: The same graph with integer GEMMs on the package's int8 weights (each token's activation
+#: row quantized on its own scale at run time, the few widest input channels in float32):
+#: ~0.64x the model's CPU, vectors at cosine ~0.9999 to the float graph's and similarities
+#: between texts within ~0.004 of its (docs/ingest.md).
 INT8_GRAPH_FILE = "graph-int8.onnx"
 #: CPU flags (``/proc/cpuinfo``) whose int8 dot product is exact for onnxruntime's u8·s8
 #: kernels; without one (plain AVX2) the 16-bit pair sums can saturate.
@@ -92,16 +93,17 @@ class MiniLMEmbedder:
         requests/s with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
         the fused graph when it is usable (:func:`model_source`; the same vectors, ~10% less
         CPU and ~45 MB less memory), else the package's plain ``model.onnx``. ``int8``: run
-        the fused graph's GEMMs on the int8 weights (:data:`INT8_GRAPH_FILE`; about half the
-        CPU, slightly different vectors that are compatible with the float graph's, but
-        whose cosines run ~0.01 lower, so the similarity thresholds calibrated on the float
-        graph, such as near-duplicate merging at 0.85, catch fewer pairs); ``None``: when the
-        CPU's int8 dot product is exact (:func:`exact_int8`). Off by default."""
+        the fused graph's GEMMs on the int8 weights (:data:`INT8_GRAPH_FILE`; ~0.64x the
+        model's CPU, vectors at cosine ~0.9999 to the float graph's, similarities between
+        texts within ~0.004, so the thresholds calibrated on the float graph keep their
+        meaning); ``None``: when the CPU's int8 dot product is exact (:func:`exact_int8`).
+        Off by default."""
         self._split = split
         self._int8 = exact_int8() if int8 is None else int8
         if self._int8 and fused:
-            # one text a run: an activation's quantization scale spans the whole batch, so
-            # only a row run alone keeps its vector independent of the texts batched with it
+            # one text a run: each token row is scaled to one range, but the quantizer's
+            # range still spans the run, so only a text run alone keeps its vector
+            # independent of the texts (and the padding) batched with it
             batch_size = 1
         self._threads = 1 if split else threads
         self._workers = (os.cpu_count() or 1) if split else 1
