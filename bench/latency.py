@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -551,7 +551,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"with several sizes each --url needs {{size}} (a fresh store): {shared}")
 
     embedder = MiniLMEmbedder()
-    notes = common.make_notes(sizes[-1], seed=args.seed)
+    # made on first use: a run whose stores are all in --store-cache needs no corpus (a
+    # million notes take minutes to make on a busy machine)
+    notes: Lazy = Lazy(sizes[-1], lambda: common.make_notes(sizes[-1], seed=args.seed))
     # Distinct queries: warm-up, timed, and stage-split sets never share a question.
     pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
     warmup, queries = pool[: args.warmup], pool[args.warmup : args.warmup + args.queries]
@@ -573,7 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         derive_from = len(vectors) if args.derived_vectors else None
         if derive_from is None and len(vectors) < len(notes):
             parser.error(f"{args.vectors_file} holds {len(vectors):,} vectors, not {len(notes):,}")
-        vectors = derive(vectors, len(notes), args.seed + 4)
+        source = vectors
+        vectors = Lazy(len(notes), lambda: derive(source, len(notes), args.seed + 4))
         embed_s, from_cache = 0.0, True
         vectors_label = f"{embedder.model_id}, another corpus's ({args.vectors_file.name})"
         corpus_tag = f"s{args.seed}-{args.vectors_file.stem}"
@@ -631,7 +634,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "corpus": {
             "seed": args.seed,
             "notes": len(notes),
-            "words_mean": round(sum(len(n.text.split()) for n in notes) / len(notes), 1),
+            "words_mean": round(sum(len(n.text.split()) for n in notes) / len(notes), 1)
+            if notes.made else None,
             "embedding_seconds": round(embed_s, 1),
             "embedding_texts_per_s": round(len(notes) / embed_s, 1) if embed_s else None,
             "vectors_from_cache": from_cache,
@@ -669,6 +673,27 @@ def synthetic_vectors(count: int, dim: int, seed: int) -> tuple[Any, float, bool
         part = centres[rng.integers(0, 200, n)] + 0.7 * rng.standard_normal((n, dim))
         out[start : start + n] = part / np.linalg.norm(part, axis=1, keepdims=True)
     return out, 0.0, False
+
+
+class Lazy(Sequence[Any]):
+    """A sequence of known length, made by ``make`` on first use and kept."""
+
+    def __init__(self, length: int, make: Callable[[], Sequence[Any]]) -> None:
+        self._length, self._make = length, make
+        self._value: Sequence[Any] | None = None
+
+    @property
+    def made(self) -> bool:
+        """Whether the sequence was made."""
+        return self._value is not None
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._value is None:
+            self._value = self._make()
+        return self._value[index]
 
 
 #: Norm of the noise added to a source vector to derive one (``pg_scale.derived_vectors``).

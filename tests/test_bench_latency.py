@@ -82,3 +82,16 @@ def test_median_of_rounds_takes_cpu_and_load_key_by_key() -> None:
     out = latency._median_of(rounds)
     assert (out["p95_ms"], out["cpu_thread_p95_ms"], out["load_1m_end"]) == (20.0, 6.0, 3.0)
     assert len(out["rounds"]) == 3
+
+
+def test_lazy_corpus_is_made_once_and_only_when_read() -> None:
+    made: list[int] = []
+
+    def make() -> list[int]:
+        made.append(1)
+        return [10, 20, 30]
+
+    lazy = latency.Lazy(3, make)
+    assert len(lazy) == 3 and not lazy.made and made == []
+    assert lazy[1] == 20 and lazy[:2] == [10, 20] and list(lazy) == [10, 20, 30]
+    assert lazy.made and made == [1]
