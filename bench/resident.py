@@ -121,7 +121,7 @@ def _parts(snapshot: Any) -> dict[str, float]:
     if blob is not None:
         out["image_mb"] = round(len(blob) / 2**20, 1)
     ids = getattr(arrays, "ids", None)
-    if hasattr(ids, "nbytes"):
+    if ids is not None:
         out["ids_mb"] = round(ids.nbytes / 2**20, 1)
     out["subsets_mb"] = round(sum(v.nbytes for _, v in arrays.subsets.values()) / 2**20, 1)
     out["decoded"] = len(arrays.rows.decoded)
