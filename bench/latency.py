@@ -419,6 +419,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "latency": common.summarize(latencies),
         **cpu_summary(cpu),
+        "engrain": _tree(),
         # 1-minute load average: at the start, when the timed queries began and ended
         "load_1m_start": load_start,
         "load_1m_queries": round(load_queries, 2),
@@ -434,6 +435,17 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "recall_at_50": recall,
         "stages": _stats(groups),
     }
+
+
+def _tree() -> str:
+    """The engrain source this process imported (``--baseline-src`` or a ``PYTHONPATH``
+    tree), with its git commit if it is a checkout."""
+    import engrain
+
+    src = Path(engrain.__file__).resolve().parent
+    done = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    return f"{src} at {done.stdout.strip()}" if done.returncode == 0 else str(src)
 
 
 def recall_at(engine: Engine, queries: Sequence[str], k: int) -> float | None:
