@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from engrain.store import (
     sqlite_load,
     texts,
 )
+from engrain.store import sqlite as sqlite_module
 from engrain.store.base import Patch
 from engrain.store.columns import Stamp, texts_digest
 from engrain.store.sqlite import SQLiteStore
@@ -352,6 +354,28 @@ def test_the_image_is_refreshed_while_the_process_runs(
             thread.join()
     assert _image_revision(db) == _revision(db)  # saved before the store closes
     writer.close()
+
+
+def test_a_slow_refresh_waits_longer_before_the_next(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refresh may take at most IMAGE_REFRESH_SHARE of the time: after one that took
+    10 s the next waits 500 s, so a patch soon after leaves the image stale until then
+    (or until the store closes)."""
+    monkeypatch.setattr("engrain.store.sqlite.IMAGE_REFRESH_SECONDS", 0.0)
+    _image_saved(db)
+    stale = _saved(db)
+    writer = SQLiteStore(db, ann_min_vectors=None)
+    writer.working_set(USER)
+    assert writer._refresh_interval(USER) == 0.0
+    writer._refresh_cost[USER] = 10.0
+    assert writer._refresh_interval(USER) == pytest.approx(10.0 / sqlite_module.IMAGE_REFRESH_SHARE)
+    writer._refreshed[USER] = time.monotonic()
+    writer.write(patches=[Patch(USER, _memories(14)[4].id, {"muted": True})])
+    assert not [t for t in threading.enumerate() if t.name == "engrain-columns"]
+    assert _saved(db) == stale  # not refreshed yet
+    writer.close()
+    assert _image_revision(db) == _revision(db)  # the close still saves it
 
 
 @pytest.mark.parametrize("between", ["another process's commit", "this process's write"])

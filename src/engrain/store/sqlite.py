@@ -64,6 +64,11 @@ SAVE_WAIT = 60.0
 #: A working set whose rows were patched saves its image again at most this often (and
 #: when the store closes): at 100,000 memories a save costs ~0.5 s of CPU off the caller.
 IMAGE_REFRESH_SECONDS = 60.0
+#: The share of a process's time one user's image refreshes may take: the next refresh
+#: waits at least the last one's duration divided by this (a 1 s refresh at 100,000
+#: memories: every 60 s; a 10 s one at 1,000,000: every 500 s), so a large user's
+#: background re-encoding cannot hold the interpreter for a tenth of every minute.
+IMAGE_REFRESH_SHARE = 0.02
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -267,6 +272,7 @@ class SQLiteStore:
         self._stale_images: set[str] = set()
         self._reshaped: set[str] = set()
         self._refreshed: dict[str, float] = {}
+        self._refresh_cost: dict[str, float] = {}  # seconds the user's last refresh took
         #: The user's revision each cached working set holds (read with it, or left by
         #: this process's own write), and the ``data_version`` it was last known current
         #: at: ``_current`` keeps a working set while its revision holds.
@@ -761,7 +767,7 @@ class SQLiteStore:
         rows inserted, replaced or deleted (``reshaped``: they get new rowids, so the image
         is saved again only by the next process that reads the rows), or rows patched in
         place (the image is saved from the working set, on another thread, at most every
-        :data:`IMAGE_REFRESH_SECONDS` and when the store closes)."""
+        :meth:`_refresh_interval` seconds and when the store closes)."""
         self._reshaped |= reshaped
         now = time.monotonic()
         for user_id in patched - self._reshaped:
@@ -769,9 +775,15 @@ class SQLiteStore:
             if cache is None or len(cache) < columns.PERSIST_MIN_ROWS:
                 continue
             self._stale_images.add(user_id)
-            if now - self._refreshed.get(user_id, now) >= IMAGE_REFRESH_SECONDS:
+            if now - self._refreshed.get(user_id, now) >= self._refresh_interval(user_id):
                 self._refreshed[user_id] = now
                 self._later(partial(self._refresh_image, user_id), "engrain-columns")
+
+    def _refresh_interval(self, user_id: str) -> float:
+        """Seconds between two refreshes of the user's image: :data:`IMAGE_REFRESH_SECONDS`,
+        or longer when the last one took more than :data:`IMAGE_REFRESH_SHARE` of that."""
+        cost = self._refresh_cost.get(user_id, 0.0)
+        return max(IMAGE_REFRESH_SECONDS, cost / IMAGE_REFRESH_SHARE)
 
     def _refresh_image(self, user_id: str) -> None:
         """Save the user's image from this process's working set if that holds what the
@@ -791,10 +803,13 @@ class SQLiteStore:
                                                          "ORDER BY name")))  # fmt: skip
         if arrays is None:
             return
+        started = time.monotonic()
         table = image_refresh.patched_columns(arrays.rows, arrays.ids, _to_row)
         if table is None:
             return
         data = columns.dump(table, stamp)
+        with self._lock:
+            self._refresh_cost[user_id] = time.monotonic() - started
         with self._transaction() as db:
             now = db.execute("PRAGMA data_version").fetchall()[0][0]
             current = self._caches.get(user_id)
