@@ -35,10 +35,11 @@ if TYPE_CHECKING:
 Int64Array = npt.NDArray[np.int64]
 
 #: Built memories kept per working set (~3 KB each, half of it the vector); when full the
-#: cache starts over. A context() returns ~250 rows, most of them different from one call
-#: to the next: 10,000 kept ~23 MB at 100,000 memories for few hits; 2,000 still keeps
-#: what every call asks for (pinned and procedural memories) between restarts.
-DECODED_MAX = 2_000
+#: cache starts over. 10,000 keeps a user of up to 10,000 memories entirely built: 2,000
+#: (tried for memory, -18 MB at 100,000) made context() at 10,000 memories 1.2x slower
+#: side by side on a quiet machine (p95 16.6 -> 21.0 ms: the cache restarted every few
+#: calls and ~250 rows a call were built again).
+DECODED_MAX = 10_000
 
 
 class Decoded:
