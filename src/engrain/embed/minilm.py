@@ -13,12 +13,10 @@ with the float32 model to a cosine of 0.9995 (DESIGN.md; bench/README.md).
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import itertools
 import os
-import sys
 import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -289,16 +287,9 @@ def trim_heap() -> bool:
     ~60 MB of small buffers that glibc keeps in the process's heap: trimmed once after the
     load, the session's resident memory drops from ~110 to ~50 MB (docs/ingest.md). Safe
     with other threads running: glibc takes each arena's lock."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return False
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    trim(0)
-    return True
+    from engrain.store import heap  # one place asks glibc (store/heap.py)
+
+    return heap.release()
 
 
 def model_source(fused: bool = True, int8: bool = False) -> tuple[bytes | str, Path | None]:

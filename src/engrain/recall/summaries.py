@@ -37,8 +37,6 @@ summary's id never names a stored row, so use counting and feedback on it change
 from __future__ import annotations
 
 import hashlib
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -47,14 +45,13 @@ import numpy.typing as npt
 
 from engrain.compress import SUMMARY_MAX_WORDS, key_terms, sessions
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
+from engrain.recall.per_revision import Embed, StoreIndexes
 from engrain.recall.relevance import RELEVANCE_FLOOR, Candidate, blend
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.lexical import LexicalIndex
 
 #: How many session summaries join the candidate pool (0: none; LoCoMo half A, issue 15).
 SESSION_SUMMARIES = 0
-
-Embed = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 
 
 def summary_id(user_id: str, session_id: str) -> str:
@@ -181,39 +178,8 @@ def build(
     )
 
 
-class SummaryIndexes:
-    """The :class:`SummaryIndex` of each user of one store, kept for this process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users: dict[str, SummaryIndex] = {}
-
-    def of(self, store: Store, user_id: str, embed: Embed) -> SummaryIndex:
-        """The user's summaries at the store's current revision (rebuilt if it changed)."""
-        revision = store.revision(user_id)
-        with self._lock:
-            current = self._users.get(user_id)
-        if current is not None and current.revision == revision:
-            return current
-        index = build(store.query(user_id), user_id, revision, embed, current)
-        with self._lock:
-            now = self._users.get(user_id)
-            if now is None or now.revision <= revision:
-                self._users[user_id] = index
-        return index
-
-
-_STORES: weakref.WeakKeyDictionary[Store, SummaryIndexes] = weakref.WeakKeyDictionary()
-_STORES_LOCK = threading.Lock()
-
-
-def indexes(store: Store) -> SummaryIndexes:
-    """The process's summary indexes of ``store`` (created on first use, dropped with it)."""
-    with _STORES_LOCK:
-        found = _STORES.get(store)
-        if found is None:
-            found = _STORES[store] = SummaryIndexes()
-        return found
+#: The process's summary indexes of a store: ``indexes(store).of(store, user_id, embed)``.
+indexes: StoreIndexes[SummaryIndex] = StoreIndexes(build)
 
 
 def with_summaries(

@@ -28,8 +28,6 @@ older than the label says, and the next revision change rebuilds it.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,12 +36,11 @@ import numpy.typing as npt
 
 from engrain.ingest.chunk import turn_lines
 from engrain.model import Memory, Vector
+from engrain.recall.per_revision import Embed, StoreIndexes
 from engrain.store.base import MemoryFilter, Store
 
 #: Weight of the best line in a conversation chunk's dense similarity: off (half A, issue 15).
 TURN_WEIGHT = 0.0
-
-Embed = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 
 
 @dataclass(frozen=True)
@@ -116,39 +113,19 @@ def build(
     )  # fmt: skip
 
 
-class TurnIndexes:
-    """The :class:`TurnIndex` of each user of one store, kept for this process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users: dict[str, TurnIndex] = {}
-
-    def of(self, store: Store, user_id: str, embed: Embed) -> TurnIndex:
-        """The user's index at the store's current revision (rebuilt if it changed)."""
-        revision = store.revision(user_id)
-        with self._lock:
-            current = self._users.get(user_id)
-        if current is not None and current.revision == revision:
-            return current
-        index = build(store.query(user_id), revision, embed, current)
-        with self._lock:
-            now = self._users.get(user_id)
-            if now is None or now.revision <= revision:
-                self._users[user_id] = index
-        return index
+def _build_for(
+    memories: Sequence[Memory],
+    user_id: str,
+    revision: int,
+    embed: Embed,
+    previous: TurnIndex | None,
+) -> TurnIndex:
+    """:func:`build` as :class:`~engrain.recall.per_revision.StoreIndexes` calls it."""
+    return build(memories, revision, embed, previous)
 
 
-_STORES: weakref.WeakKeyDictionary[Store, TurnIndexes] = weakref.WeakKeyDictionary()
-_STORES_LOCK = threading.Lock()
-
-
-def indexes(store: Store) -> TurnIndexes:
-    """The process's turn indexes of ``store`` (created on first use, dropped with it)."""
-    with _STORES_LOCK:
-        found = _STORES.get(store)
-        if found is None:
-            found = _STORES[store] = TurnIndexes()
-        return found
+#: The process's turn indexes of a store: ``indexes(store).of(store, user_id, embed)``.
+indexes: StoreIndexes[TurnIndex] = StoreIndexes(_build_for)
 
 
 def turn_similarity(chunk: float, turn: float, weight: float) -> float:
