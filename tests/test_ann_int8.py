@@ -170,3 +170,20 @@ def test_release_asks_glibc() -> None:
     if heap._malloc_trim() is None:
         pytest.skip("no malloc_trim in this C library")
     assert heap.release()
+
+
+def test_holds_compares_in_chunks_with_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are checked a chunk at a time (a million at once took gigabytes); the answer is
+    the same as one pass: held rows, a changed vector and an absent key each found."""
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((50, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keys = np.arange(50, dtype=np.uint64)
+    index = ann.VectorIndex.build(keys[:40], vectors[:40])
+    changed = vectors.copy()
+    changed[7] = -changed[7]
+    whole = index.holds(keys, changed)
+    monkeypatch.setattr(ann, "HOLDS_CHUNK", 6)
+    chunked = index.holds(keys, changed)
+    assert np.array_equal(whole, chunked)
+    assert chunked[:40].sum() == 39 and not chunked[7] and not chunked[40:].any()
