@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engrain.config import Settings
 from engrain.embed import make_embedder, minilm
 from engrain.embed.minilm import MiniLMEmbedder, exact_int8, model_source
 
@@ -70,8 +71,12 @@ def test_int8_rows_run_alone_and_the_choice_follows_the_cpu(
     assert MiniLMEmbedder(int8=None)._int8 is False  # None follows the CPU
     monkeypatch.setattr(minilm, "exact_int8", lambda: True)
     assert MiniLMEmbedder(int8=None)._int8 is True
-    assert MiniLMEmbedder()._int8 is False  # off by default, whatever the CPU
+    assert MiniLMEmbedder()._int8 is True  # by default it follows the CPU
+    assert make_embedder("minilm")._int8 is True  # type: ignore[attr-defined]
+    monkeypatch.setattr(minilm, "exact_int8", lambda: False)
+    assert MiniLMEmbedder()._int8 is False
     assert make_embedder("minilm")._int8 is False  # type: ignore[attr-defined]
+    assert Settings().onnx_int8 is None
     assert make_embedder("minilm", int8=False)._int8 is False  # type: ignore[attr-defined]
 
 

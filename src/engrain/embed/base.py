@@ -38,7 +38,7 @@ def make_embedder(
     threads: int = 0,
     spinning: bool = True,
     split: bool = False,
-    int8: bool | None = False,
+    int8: bool | None = None,
 ) -> Embedder:
     """The embedder called ``name`` in settings: ``minilm`` or ``hash``; ``threads``,
     ``spinning``, ``split`` and ``int8`` are :class:`~engrain.embed.minilm.MiniLMEmbedder`'s."""

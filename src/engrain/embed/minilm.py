@@ -81,7 +81,7 @@ class MiniLMEmbedder:
         spinning: bool = True,
         split: bool = False,
         fused: bool = True,
-        int8: bool | None = False,
+        int8: bool | None = None,
     ) -> None:
         """``threads``: the session's intra-op threads (0: one per core); ignored with
         ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
@@ -94,8 +94,8 @@ class MiniLMEmbedder:
         the fused graph's GEMMs on the int8 weights (:data:`INT8_GRAPH_FILE`; ~0.64x the
         model's CPU, vectors at cosine ~0.9999 to the float graph's, similarities between
         texts within ~0.004, so the thresholds calibrated on the float graph keep their
-        meaning); ``None``: when the CPU's int8 dot product is exact (:func:`exact_int8`).
-        Off by default."""
+        meaning); ``None`` (the default): when the CPU's int8 dot product is exact
+        (:func:`exact_int8`); ``False``: the float graph."""
         self._split = split
         self._int8 = exact_int8() if int8 is None else int8
         if self._int8 and fused:
