@@ -120,13 +120,11 @@ def test_the_onnx_int8_setting_picks_the_graph(tmp_path: Path, int8: bool) -> No
         assert inner._int8 is int8
 
 
-def test_the_onnx_int8_setting_is_off_by_default_and_none_follows_the_cpu(
-    tmp_path: Path,
-) -> None:
+def test_the_onnx_int8_setting_follows_the_cpu_by_default(tmp_path: Path) -> None:
     from engrain.embed.minilm import exact_int8
 
-    assert Settings(data_dir=tmp_path).onnx_int8 is False
-    with Engine(settings=Settings(data_dir=tmp_path, onnx_int8=None), store=MemoryStore()) as e:
+    assert Settings(data_dir=tmp_path).onnx_int8 is None
+    with Engine(settings=Settings(data_dir=tmp_path), store=MemoryStore()) as e:
         assert e.embedder.inner._int8 is exact_int8()  # type: ignore[attr-defined]
 
 
