@@ -215,6 +215,18 @@ def _numbered(
 Changes = dict[tuple[str, str], dict[int, tuple[int, int] | None]]
 
 
+def added_postings(changes: Changes, keys: Sequence[tuple[str, str]]) -> npt.NDArray[np.int64]:
+    """The postings ``changes`` adds under ``keys`` (removals skipped), key after key and in
+    seq order within a key, as rows of (seq, tf, length): what :func:`encode` packs."""
+    flat = [
+        (seq, *value)
+        for key in keys
+        for seq in sorted(changes[key])
+        if (value := changes[key][seq]) is not None
+    ]
+    return np.asarray(flat, dtype=np.int64).reshape(-1, 3)
+
+
 def changed_blocks(
     changes: Changes, blocks: Iterable[Sequence[Any]]
 ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int, bytes]]]:
@@ -230,13 +242,7 @@ def changed_blocks(
     # terms without a block yet (most terms of a small user's write): their postings
     # encoded at once, in blocks of at most BLOCK
     fresh = [key for key, change in changes.items() if key not in by_term]
-    flat = [
-        (seq, *value)
-        for key in fresh
-        for seq in sorted(changes[key])
-        if (value := changes[key][seq]) is not None
-    ]
-    columns = np.asarray(flat, dtype=np.int64).reshape(-1, 3)
+    columns = added_postings(changes, fresh)
     blob, offset = encode(columns[:, 0], columns[:, 1], columns[:, 2]), 0
     for key in fresh:
         count = sum(value is not None for value in changes[key].values())

@@ -23,8 +23,6 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from engrain.errors import ValidationError
 from engrain.model import Memory
 from engrain.store.base import Patch, State
@@ -223,13 +221,7 @@ def _write_postings(
     appended: set[Key] = set()
     for part in chunks(appendable):
         # every key's postings in seq order, one after the other, encoded at once
-        flat = [
-            (seq, *value)
-            for key in part
-            for seq in sorted(changes[key])
-            if (value := changes[key][seq]) is not None
-        ]
-        columns = np.asarray(flat, dtype=np.int64).reshape(-1, 3)
+        columns = bm25.added_postings(changes, part)
         blob = bm25.encode(columns[:, 0], columns[:, 1], columns[:, 2])
         sizes = [len(changes[key]) * bm25.RECORD.itemsize for key in part]
         offsets = [0, *itertools.accumulate(sizes)][:-1]
