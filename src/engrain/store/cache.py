@@ -721,8 +721,7 @@ class UserCache:
             index = slot.index
             if index is None or index.ndim != arrays.dim:
                 vectors = _with_vector(arrays, with_vector)
-                index = slot.prepare(keys[with_vector], vectors)
-                held = index.holds(keys[with_vector], vectors)
+                index, held = slot.prepare(keys[with_vector], vectors)
             else:
                 if ann is not None and ann.index is index:
                     held = ann.held[with_vector]

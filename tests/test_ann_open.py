@@ -1,0 +1,88 @@
+"""Opening a large user's saved approximate index checks its rows once (issue 18,
+docs/scale.md "One user of 1,000,000 on SQLite", defect 1): ``IndexSlot.prepare`` hands
+the mask it computed to the working set instead of the working set checking every row's
+vector again, and the check reads the index :data:`~engrain.store.ann.HOLDS_CHUNK` rows at
+a time on every path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engrain.store import ann, cache
+from engrain.store.ann import IndexSlot, Stash, VectorIndex, memory_keys
+from engrain.store.sqlite import SQLiteStore
+from tests.test_ann import USER, _ids, _memories, _vectors
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "engrain.db"
+    store = SQLiteStore(path, ann_min_vectors=None)
+    store.write(_memories(600))
+    store.close()
+    return path
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record the rows each ``VectorIndex._holds`` call (one chunk) compares."""
+    chunks: list[int] = []
+    original = VectorIndex._holds
+
+    def spy(self: VectorIndex, keys: ann.Keys, vectors: ann.Matrix) -> ann.BoolArray:
+        chunks.append(len(keys))
+        return original(self, keys, vectors)
+
+    monkeypatch.setattr(VectorIndex, "_holds", spy)
+    return chunks
+
+
+def test_a_saved_index_is_checked_once_in_chunks_when_a_process_opens_it(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = SQLiteStore(db, ann_min_vectors=0, ann_background=False)
+    assert first.wait_for_index(USER)
+    first.close()
+    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(ann, "HOLDS_CHUNK", 64)
+    chunks = _counting(monkeypatch)
+    reopened = SQLiteStore(db, ann_min_vectors=0, ann_background=False)
+    rows = reopened.query(USER)
+    assert reopened.wait_for_index(USER)
+    assert sum(chunks) == len(rows) == 600  # each row once (twice before)
+    assert max(chunks) <= 64
+    for memory in rows[:20]:
+        assert memory.embedding is not None
+        assert _ids(reopened.search(USER, memory.embedding, 1)) == [memory.id]
+    reopened.close()
+
+
+def test_prepare_hands_over_which_rows_the_loaded_index_holds() -> None:
+    vectors = _vectors(300)
+    keys = memory_keys([f"m{i}" for i in range(300)])
+    saved: dict[str, bytes] = {}
+    stash = Stash(read=lambda: saved.get("x"), write=lambda b: saved.__setitem__("x", b),
+                  later=lambda job: job())  # fmt: skip
+    saved["x"] = VectorIndex.build(keys[:200], vectors[:200], threads=1).dump()
+    moved = vectors.copy()
+    moved[:10] = _vectors(10, seed=99)  # re-embedded since the index was saved
+    slot = IndexSlot(stash, min_vectors=0, background=False)
+    index, held = slot.prepare(keys, moved)
+    assert slot.index is index
+    # patched with the 100 new rows and the 10 moved ones: every row held, as checked
+    assert held.shape == (300,) and held.all()
+    assert (index.holds(keys, moved) == held).all()
+    stale = VectorIndex.load(saved["x"], vectors.shape[1])
+    assert stale is not None and stale.holds(keys, moved).all()  # saved after the patch
+
+
+def test_prepare_reports_a_row_the_index_cannot_hold() -> None:
+    vectors = _vectors(120)
+    vectors[5] = 0.0  # no direction: a cosine index does not hold it as it is
+    keys = memory_keys([f"m{i}" for i in range(120)])
+    slot = IndexSlot(None, min_vectors=0, background=False)
+    index, held = slot.prepare(keys, vectors)
+    assert (held == index.holds(keys, vectors)).all()
+    assert held[np.arange(120) != 5].all()
