@@ -692,3 +692,114 @@ def test_saying_what_you_will_do_next_is_trivial(message: str) -> None:
 )  # fmt: skip
 def test_asking_to_try_or_do_something_is_not_trivial(message: str) -> None:
     assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+# -- complexity rules from the blind writers' labels (issue 12, third round) ---------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["explain how the rate limiter picks which requests to drop",
+     "Can you explain the locking semantics of the outbox relay?",
+     "explain what this cron expression does: `0 */6 * * 1-5`",
+     "explain the difference between the two session stores"],
+)  # fmt: skip
+def test_explaining_how_one_mechanism_works_is_a_moderate_how_question(message: str) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, ANA, (), fired) is M, fired
+    assert "mechanism" in fired
+
+
+@pytest.mark.parametrize(
+    ("message", "complexity"),
+    [("explain why the nightly export doubles some rows", C),  # why it misbehaves
+     ("Explain the whole lifecycle of an order, from cart to refund", D),
+     ("explain the root cause of last week's outage", C)],
+)  # fmt: skip
+def test_explaining_why_or_a_whole_system_is_not_one_mechanism(
+    message: str, complexity: Complexity
+) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, ANA, (), fired) is complexity, fired
+    assert "mechanism" not in fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Walk me through what happens from the moment a driver accepts a ride until the payout",
+     "trace how a push notification gets from the campaign tool to the phone",
+     "give me the whole-system picture of our networking",
+     "Review the whole data model of the billing service"],
+)  # fmt: skip
+def test_a_path_through_the_whole_system_is_deep(message: str) -> None:
+    assert complexity_for(message, ANA, (), []) is D
+
+
+def test_a_move_from_one_tool_to_another_is_not_a_path_through_the_system() -> None:
+    assert complexity_for("should we move the cron jobs from jenkins to airflow?", ANA, (), []) is C
+    # and a debugging report naming two numbers is not a journey
+    assert complexity_for("p95 went from 200 ms to 2 s after the deploy", DBG, (), []) is C
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["give me a regex for semantic version strings", "write a one-liner to count open sockets",
+     "add a docstring to parse_config", "add type hints to the money helpers",
+     "can you write me a shell alias for the staging login"],
+)  # fmt: skip
+def test_a_request_for_one_small_piece_is_simple(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (GEN, S), result.signals
+    assert "small piece" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["write a parser for the vendor's CSV with validation and a regex for the ids",
+     "add a retry decorator to the Stripe client"],
+)  # fmt: skip
+def test_a_request_that_only_mentions_a_small_piece_stays_moderate(message: str) -> None:
+    assert classify(message).complexity is M
+
+
+def test_updating_every_caller_is_multi_file_work() -> None:
+    message = "Rename get_user to fetch_user and update every caller"
+    fired: list[str] = []
+    assert complexity_for(message, GEN, (), fired) is C
+    assert "multi-file" in fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["SSL: CERTIFICATE_VERIFY_FAILED when the exporter calls the bank's API",
+     "ECONNREFUSED from the api container to postgres",
+     "ImagePullBackOff on the new worker deployment",
+     "cargo build fails: error[E0599]: no method named `unwrap_or_default` found for enum "
+     "`Result` in the current scope"],
+)  # fmt: skip
+def test_an_error_code_or_a_quoted_error_line_is_simple(message: str) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, DBG, (), fired) is S, fired
+
+
+def test_a_capitalised_word_opening_a_report_is_not_an_error_code() -> None:
+    message = "API returns 500s for every request with a coupon since the deploy"
+    assert complexity_for(message, DBG, (), []) is C
+
+
+def test_a_follow_up_asking_for_work_in_its_second_sentence_is_moderate() -> None:
+    fired: list[str] = []
+    assert complexity_for("Fine, the second approach then. write it up", CON, (), fired) is M
+    assert "revision" in fired
+    assert complexity_for("fine, the second approach then", CON, (), []) is S
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["what's the process for rotating the database credentials?",
+     "What is the procedure to restore a deleted tenant", "what are the steps for a hotfix"],
+)  # fmt: skip
+def test_asking_for_the_process_is_a_moderate_how_to(message: str) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, QUE, (), fired) is M, fired
+    assert "how-to" in fired

@@ -432,18 +432,20 @@ _ANAPHORA = re.compile(
 
 _DEEP = re.compile(
     r"\b(?:architecture|architect\w*|system design|design (?:of|for) the|overall|"
-    r"(?:entire|whole|full|complete) (?:\w+ )?(?:system|codebase|project|pipeline|app|stack|"
-    r"platform|flow|path|process|lifecycle|chain|journey)|end[- ]to[- ]end|"
+    r"(?:entire|whole|full|complete)[- ](?:\w+ )?(?:system|codebase|project|pipeline|app|stack|"
+    r"platform|flow|path|process|lifecycle|chain|journey|design|data model|infrastructure|"
+    r"infra)|end[- ]to[- ]end|"
     r"how everything fits|big picture|roadmap|"
     r"from (?:\S+ ){1,3}(?:all the way )?to (?:\S+ ){0,3}(?:production|prod)(?: \w+)?)\b",
     re.IGNORECASE,
 )
 _MULTI_FILE = re.compile(
     r"\b(?:across (?:all |every |the |our )?\w+|every (?:service|module|file|endpoint|"
-    r"provider|repo|package|notebook|handler|model|table|component)|all (?:the |our )?"
+    r"provider|repo|package|notebook|handler|model|table|component|import|caller|call ?site|"
+    r"usage)|all (?:the |our )?"
     r"(?:services|modules|files|endpoints|providers|repos|packages|notebooks|handlers|"
-    r"models|tables|components|call ?sites)|codebase|monorepo|multiple files|"
-    r"several files|everywhere|throughout)\b",
+    r"models|tables|components|call ?sites|imports|callers|usages)|codebase|monorepo|"
+    r"multiple files|several files|everywhere|throughout)\b",
     re.IGNORECASE,
 )
 _QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
@@ -458,7 +460,8 @@ _HOW_TO = re.compile(
     r"^(?:how (?!many|much|long|often|big|old|far|come)|where (?:do|can|should) (?:i|we) "
     r"(?:get|find|obtain|request|download|pull)|what(?:'s| is) the (?:best|right|recommended|"
     r"preferred|proper|correct|easiest|safest|usual) way|what should (?:i|we) do|"
-    r"what do (?:i|we) do (?:when|if|about|with)|(?:the )?steps to)\b",
+    r"what do (?:i|we) do (?:when|if|about|with)|(?:the )?steps to|"
+    r"what(?:'s| is| are) the (?:process|procedure|steps) (?:for|to)\b)\b",
     re.I,
 )
 _ERROR_LINE = re.compile(
@@ -555,6 +558,39 @@ _WAY_TO = re.compile(
 #: What a list of parts does not count: parentheses and quotes ("a table (id, name, at)",
 #: 'format days ("1 day", "12 days")') detail one part.
 _ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|\"[^\"]*\"|'[^'\s][^']*'")
+#: A request to explain how one mechanism works or what something does ("explain how the
+#: cache invalidation works", "explain the retry semantics of our outbox table", "explain
+#: what this terraform does"): the how-question about a mechanism, asked as a request.
+_EXPLAIN_MECHANISM = re.compile(
+    _POLITE + r"explain (?:to me )?(?:how|what|the)\b(?! (?:reason|cause|root))", re.I
+)
+#: A walk along a path through the system, from one end to the other ("what happens from
+#: the moment a user taps Pay until the receipt email goes out"): end to end.
+_JOURNEY = re.compile(
+    r"\b(?:what happens|goes|travels|flows|gets?) (?:\S+ ){0,3}?from (?:\S+ ){1,8}?"
+    r"(?:until|till|all the way to|to) ",
+    re.I,
+)
+#: A request whose product is one line or one small piece ("give me a regex that …", "a
+#: bash one-liner to …", "write the docstring for …", "add type hints to …"): a single
+#: concept, the seed's simple.
+_SMALL_PIECE = re.compile(
+    _POLITE + r"(?:write|give me|gimme|add|generate|make|create|draft|need|want)\s+"
+    r"(?:me\s+)?(?:a|an|the|some)?\s*(?:[\w-]+\s+)?(?:regex(?:es)?|regexp|one-?liners?|"
+    r"docstrings?|type hints?|type annotations?|alias(?:es)?)\b",
+    re.I,
+)
+#: An error code opening the message ("SSL: CERTIFICATE_VERIFY_FAILED when …",
+#: "CrashLoopBackOff on the new pods", "ECONNREFUSED from …"): a pasted error line.
+_ERROR_CODE = re.compile(
+    r"^(?:[\w.-]+:\s*)?(?:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|E[A-Z]{4,}|"
+    r"(?:CrashLoop|ImagePull|ErrImage)\w*|OOMKilled)\b"
+)
+#: What follows a tool's reporting verb and its colon ("Build fails: error[E0502]: …").
+_QUOTED_AFTER = re.compile(
+    r"\b(?:fails?|failed|failing|says|shows|errors? out|throws|threw|raises|raised|"
+    r"exits? with|dies with|crashes with)(?: with)?:\s*"
+)
 SNIPPET = 200  # a one-line bug question with its snippet
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
@@ -805,6 +841,8 @@ def _complexity(
     if intent is Intent.GENERATION and not has_code and _RESTRUCTURE.match(body):
         fired.append("restructure")
         return Complexity.COMPLEX
+    if intent is Intent.ANALYSIS and _JOURNEY.search(text):
+        deep = True  # a path from one end of the system to the other
     if deep or (intent is Intent.ANALYSIS and length > LONG):
         fired.append("architecture")
         return Complexity.DEEP
@@ -822,7 +860,13 @@ def _complexity(
         if _RATIONALE.match(body) and _CHOICE.search(body):
             fired.append("rationale")  # the answer is one recorded decision
             return Complexity.MODERATE
+        if _EXPLAIN_MECHANISM.match(body):
+            fired.append("mechanism")  # how one part works: a how-question as a request
+            return Complexity.MODERATE
         return Complexity.COMPLEX
+    if intent is Intent.GENERATION and _SMALL_PIECE.match(body):
+        fired.append("small piece")  # one line or one small piece: a single concept
+        return Complexity.SIMPLE
     if intent in (Intent.GENERATION, Intent.DISCUSSION):
         return Complexity.MODERATE
     if intent is Intent.CONTINUATION and (_REVISE.search(body) or _produces(body)):
@@ -855,9 +899,13 @@ def _asks(body: str) -> bool:
 
 
 def _produces(body: str) -> bool:
-    """Whether a follow-up asks to produce or change something ("now add tests for it")."""
-    rest = _OPENERS.sub("", body, count=1)
-    return _request(rest) or bool(_REDO.match(rest))
+    """Whether a follow-up asks to produce or change something, in any of its sentences
+    ("now add tests for it", "Go with option 2 then. write it up")."""
+    for sentence in _SENTENCE_END.split(body.strip()):
+        rest = _OPENERS.sub("", sentence, count=1)
+        if _request(rest) or _REDO.match(rest):
+            return True
+    return False
 
 
 def _prose(text: str) -> str:
@@ -869,8 +917,12 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
     """A pasted error line alone asks for its known fix; a snippet that misbehaves is a
     local problem; a system that misbehaves (a job, an endpoint, a pipeline, a test run)
     is complex, as the seed says."""
-    if "\n" not in text and _ERROR_LINE.match(text):
+    if "\n" not in text and (_ERROR_LINE.match(text) or _ERROR_CODE.match(text)):
         fired.append("error line")
+        return Complexity.SIMPLE
+    quoted = _QUOTED_AFTER.search(text)
+    if "\n" not in text.strip() and quoted and _ERROR_LINE.match(text[quoted.end():]):
+        fired.append("quoted error")  # "Build fails: error[E0502]: …", however long
         return Complexity.SIMPLE
     if "\n" not in text.strip() and len(text) <= ONE_LINE and _QUOTED_ERROR.search(text):
         fired.append("quoted error")  # "npm ci fails: ERESOLVE …": an error line with its tool
