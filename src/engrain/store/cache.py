@@ -165,17 +165,31 @@ class _Arrays:
         """The memory of ``row``."""
         return self.rows.memory(row, str(self.ids[row]), lambda: self._vector(row))
 
-    def memories_of(self, rows: Sequence[int]) -> list[Memory]:
-        """:meth:`memory` of each of ``rows``, built together."""
+    def memories_of(self, rows: Sequence[int], vectors: Matrix | None = None) -> list[Memory]:
+        """:meth:`memory` of each of ``rows``, built together. ``vectors``: the rows'
+        vectors if the caller has just read them (its search scored them), so a memory
+        that is not kept built is not read from the store a second time; else only those
+        of the rows not kept built are read, in one go."""
         ids = [str(i) for i in self.ids[list(rows)].tolist()] if len(rows) else []
         if self.matrix is not None or not len(rows):
             return self.rows.memories(rows, ids, self._vector)
-        block = self.vectors(np.asarray(rows, dtype=np.intp))  # one read of the index
+        if vectors is not None:
+            block, at = vectors, {row: i for i, row in enumerate(rows)}
+        else:  # the vectors of the memories to build (a kept memory has its own)
+            decoded = self.rows.decoded
+            todo = [row for row, memory_id in zip(rows, ids, strict=True)
+                    if self.has_vector[row] and decoded.get(memory_id) is None]  # fmt: skip
+            block = self.vectors(np.asarray(todo, dtype=np.intp))
+            at = {row: i for i, row in enumerate(todo)}
         block.flags.writeable = False
-        at = {row: i for i, row in enumerate(rows)}
-        return self.rows.memories(
-            rows, ids, lambda row: block[at[row]] if self.has_vector[row] else None
-        )
+
+        def vector(row: int) -> Vector | None:
+            if not self.has_vector[row]:
+                return None
+            found = at.get(row)  # None: dropped from the kept ones since (another thread)
+            return block[found] if found is not None else self._vector(row)
+
+        return self.rows.memories(rows, ids, vector)
 
     @property
     def dim(self) -> int:
@@ -377,16 +391,30 @@ class _AnnRows:
 
     def after_write(self, unheld: Iterable[int], fresh_keys: Keys) -> _AnnRows:
         """The record after a write: rows ``unheld`` got another vector, rows with
-        ``fresh_keys`` were appended (neither is held until the index is patched)."""
+        ``fresh_keys`` were appended (neither is held until the index is patched). The
+        key order is carried, not sorted again: a patch (a memory's tenth use promotes
+        it) keeps every key, and appended keys are merged in (sorting 100,000 keys took
+        ~5 ms of every write)."""
         held = np.concatenate([self.held, np.zeros(len(fresh_keys), dtype=bool)])
         held[list(unheld)] = False
+        held.flags.writeable = False
         if not len(fresh_keys):
-            return _AnnRows.of(self.index, self.keys, held)
-        return _AnnRows.of(self.index, np.concatenate([self.keys, fresh_keys]), held)
+            return replace(self, held=held)
+        keys = np.concatenate([self.keys, fresh_keys])
+        fresh_order = np.argsort(fresh_keys, kind="stable")
+        at = np.searchsorted(self.sorted_keys, fresh_keys[fresh_order], side="right")
+        sorted_keys = np.insert(self.sorted_keys, at, fresh_keys[fresh_order])
+        order = np.insert(self.order, at, len(self.keys) + fresh_order)
+        return _AnnRows(self.index, keys, held, sorted_keys, order)
 
     def without(self, keep: BoolArray) -> _AnnRows:
-        """The record with the rows not kept left out."""
-        return _AnnRows.of(self.index, self.keys[keep], self.held[keep])
+        """The record with the rows not kept left out (the key order carried)."""
+        held = self.held[keep]
+        held.flags.writeable = False
+        in_order = keep[self.order]
+        renumbered = np.cumsum(keep, dtype=np.intp) - 1
+        return _AnnRows(self.index, self.keys[keep], held, self.sorted_keys[in_order],
+                        renumbered[self.order[in_order]])  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -476,12 +504,12 @@ class UserCache:
                 return
             removed = [old.arrays.position[i] for i in gone]
             arrays = old.arrays.without(removed)
-            ann = None
-            if old.ann is not None:
-                keep = np.ones(len(old.arrays), dtype=bool)
-                keep[removed] = False
-                ann = old.ann.without(keep)
-            self._snapshot = Snapshot.over(arrays, None, ann)
+            keep = np.ones(len(old.arrays), dtype=bool)
+            keep[removed] = False
+            ann = None if old.ann is None else old.ann.without(keep)
+            # the BM25 index loses these documents (renumbered like the rows): not rebuilt
+            lexical = None if old.lexical is None else old.lexical.without(keep)
+            self._snapshot = Snapshot.over(arrays, lexical, ann)
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         """Count one access of each id (once per occurrence); unknown ids are skipped. No
@@ -907,11 +935,12 @@ def _approximate(
                     near = _passing(more, mask, ann.held)
                 if near.size >= k or count >= size:
                     rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
-                    out.append(_top_rows(arrays, rows, arrays.vectors(rows) @ query, k))
+                    vectors = arrays.vectors(rows)
+                    out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing
             rows, vectors = _subset(arrays, flt, mask)
-            out.append(_top_rows(arrays, rows, vectors @ query, k))
+            out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
     return out
 
 
@@ -952,17 +981,23 @@ def _subset(
 
 
 def _top_rows(
-    arrays: _Arrays, rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32], k: int
+    arrays: _Arrays,
+    rows: npt.NDArray[np.intp],
+    scores: npt.NDArray[np.float32],
+    k: int,
+    vectors: Matrix | None = None,
 ) -> list[tuple[Memory, float]]:
     """The ``k`` best of ``rows`` by ``scores`` (one per row), best first; ties keep row
-    order, as in :func:`_top`."""
+    order, as in :func:`_top`. ``vectors``: the rows' vectors the scores came from (the
+    memories built get theirs, not read again)."""
     if rows.size == 0:
         return []
     order = np.argsort(rows, kind="stable")
     rows, scores = rows[order], scores[order]
     top = np.argpartition(-scores, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-scores[top], kind="stable")]
-    found = arrays.memories_of(rows[top].tolist())
+    picked = None if vectors is None or arrays.matrix is not None else vectors[order[top]]
+    found = arrays.memories_of(rows[top].tolist(), picked)
     return list(zip(found, scores[top].tolist(), strict=True))
 
 

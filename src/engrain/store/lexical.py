@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from itertools import chain, count
 from typing import Any
 
 import numpy as np
@@ -224,14 +225,24 @@ def _stem(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=65_536)
+def _term(token: str) -> str | None:
+    """The term a raw token (as :data:`_TOKEN` finds it in lowercased text) counts as:
+    without a possessive ending, lightly stemmed; ``None`` for a stopword."""
+    if token.endswith("'s"):
+        token = token[:-2]
+    if not token or token in STOPWORDS:
+        return None
+    return _stem(token)
+
+
 def tokenize(text: str) -> list[str]:
     """Lowercased word tokens without stopwords or possessive endings, lightly stemmed."""
     out = []
     for token in _TOKEN.findall(text.lower()):
-        if token.endswith("'s"):
-            token = token[:-2]
-        if token and token not in STOPWORDS:
-            out.append(_stem(token))
+        term = _term(token)
+        if term is not None:
+            out.append(term)
     return out
 
 
@@ -242,12 +253,11 @@ class LexicalIndex:
     memories, on every ``context()`` after a ``remember()``)."""
 
     def __init__(self, documents: Sequence[str]) -> None:
-        postings, lengths = _count(documents, 0)
-        self._postings: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = {
-            term: (np.asarray(docs, dtype=np.int32), np.asarray(tfs, dtype=np.float32))
-            for term, (docs, tfs) in postings.items()
-        }
-        self._set_lengths(np.asarray(lengths, dtype=np.float32))
+        built = _postings(documents, 0)
+        self._postings: dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]] = (
+            built.by_term()
+        )
+        self._set_lengths(built.lengths)
 
     def _set_lengths(self, lengths: npt.NDArray[np.float32]) -> None:
         self.size = len(lengths)
@@ -258,19 +268,43 @@ class LexicalIndex:
     def extended(self, documents: Sequence[str]) -> LexicalIndex:
         """A new index over these documents followed by ``documents``; the same scores as
         ``LexicalIndex(all documents)``. This one is left as it was."""
-        postings, lengths = _count(documents, self.size)
+        built = _postings(documents, self.size)
         out = LexicalIndex.__new__(LexicalIndex)
         out._postings = dict(self._postings)
-        for term, (docs, tfs) in postings.items():
-            new_docs = np.asarray(docs, dtype=np.int32)
-            new_tfs = np.asarray(tfs, dtype=np.float32)
+        for term, (new_docs, new_tfs) in built.by_term().items():
             old = out._postings.get(term)
             if old is not None:
                 new_docs = np.concatenate([old[0], new_docs])
                 new_tfs = np.concatenate([old[1], new_tfs])
             out._postings[term] = (new_docs, new_tfs)
-        out._set_lengths(np.concatenate([self._lengths, np.asarray(lengths, dtype=np.float32)]))
+        out._set_lengths(np.concatenate([self._lengths, built.lengths]))
         return out
+
+    def without(self, keep: npt.NDArray[np.bool_]) -> LexicalIndex:
+        """A new index of the documents where ``keep`` is true, numbered in order from 0
+        (what a deletion leaves in a user's rows); the same scores as an index built over
+        those documents (document frequencies, lengths and their mean are recounted). Every
+        posting is renumbered, with numpy: ~0.1 s per million postings, where building
+        anew tokenizes every text again."""
+        if len(keep) != self.size:
+            raise ValueError("keep must have one flag per document")
+        arrays = self.to_arrays()
+        docs, tfs, offsets = arrays["docs"], arrays["tfs"], arrays["offsets"]
+        term_of = np.repeat(np.arange(len(arrays["terms"]), dtype=np.int64), np.diff(offsets))
+        kept = keep[docs]
+        number = np.cumsum(keep, dtype=np.int64) - 1
+        term_of = term_of[kept]
+        counts = np.bincount(term_of, minlength=len(arrays["terms"]))
+        live = counts > 0
+        bounds = np.zeros(int(live.sum()) + 1, dtype=np.int64)
+        np.cumsum(counts[live], out=bounds[1:])
+        return LexicalIndex.from_arrays({
+            "terms": arrays["terms"][live],
+            "offsets": bounds,
+            "docs": number[docs[kept]].astype(np.int32),
+            "tfs": tfs[kept],
+            "lengths": self._lengths[keep],
+        })  # fmt: skip
 
     def replaced(self, texts: Mapping[int, tuple[str, str]]) -> LexicalIndex:
         """A new index with document ``row`` changed from ``old`` to ``new`` for each
@@ -355,17 +389,85 @@ class LexicalIndex:
         return out
 
 
-def _count(
-    documents: Sequence[str], first: int
-) -> tuple[dict[str, tuple[list[int], list[int]]], list[int]]:
-    """Term → (document numbers from ``first``, term frequencies), and each length."""
-    postings: dict[str, tuple[list[int], list[int]]] = {}
-    lengths = []
-    for index, text in enumerate(documents, start=first):
-        counts = Counter(tokenize(text))
-        lengths.append(sum(counts.values()))
-        for term, tf in counts.items():
-            docs, tfs = postings.setdefault(term, ([], []))
-            docs.append(index)
-            tfs.append(tf)
-    return postings, lengths
+#: Documents tokenized at a time by :func:`_postings`: their tokens are Python strings
+#: (~50 a memory), turned into numbers before the next documents are read.
+SCAN_DOCUMENTS = 16_384
+
+
+class _Built:
+    """Postings of a run of documents as flat arrays, sorted by term, then document."""
+
+    def __init__(
+        self,
+        terms: list[str],
+        term_of: npt.NDArray[np.int64],
+        docs: npt.NDArray[np.int32],
+        tfs: npt.NDArray[np.float32],
+        lengths: npt.NDArray[np.float32],
+    ) -> None:
+        order = np.argsort(term_of, kind="stable")  # documents stay ascending per term
+        self.terms = terms
+        self.docs = docs[order]
+        self.tfs = tfs[order]
+        self.offsets = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(term_of, minlength=len(terms)), out=self.offsets[1:])
+        self.lengths = lengths
+
+    def by_term(self) -> dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]]:
+        """Term → (its documents, their term frequencies): views of the flat arrays."""
+        bounds = self.offsets.tolist()
+        return {
+            term: (self.docs[bounds[i] : bounds[i + 1]], self.tfs[bounds[i] : bounds[i + 1]])
+            for i, term in enumerate(self.terms)
+        }
+
+
+def _postings(documents: Sequence[str], first: int) -> _Built:
+    """The postings of ``documents`` (numbered from ``first``) and their lengths, counted
+    with numpy: each distinct raw token is normalised once (:func:`_term`), every
+    occurrence becomes a term number, and a document's term frequencies are the counts of
+    its (term, document) pairs. The same postings as counting each document's
+    :func:`tokenize` (``tests/test_lexical.py``), ~10× faster at 100,000 memories."""
+    raw_ids: defaultdict[str, int] = defaultdict(count().__next__)  # raw token → number
+    term_ids: dict[str, int] = {}
+    raw_term = np.zeros(0, dtype=np.int64)  # raw token number → term number, -1: stopword
+    terms: list[str] = []
+    term_parts: list[npt.NDArray[np.int64]] = []
+    doc_parts: list[npt.NDArray[np.int32]] = []
+    tf_parts: list[npt.NDArray[np.float32]] = []
+    length_parts: list[npt.NDArray[np.float32]] = []
+    for start in range(0, len(documents), SCAN_DOCUMENTS):
+        part = documents[start : start + SCAN_DOCUMENTS]
+        found = [_TOKEN.findall(text.lower()) for text in part]
+        sizes = np.fromiter(map(len, found), dtype=np.int64, count=len(part))
+        raw = np.fromiter(map(raw_ids.__getitem__, chain.from_iterable(found)),
+                          dtype=np.int64, count=int(sizes.sum()))  # fmt: skip
+        del found
+        if len(raw_ids) > len(raw_term):
+            fresh = []
+            for token in list(raw_ids)[len(raw_term) :]:
+                term = _term(token)
+                if term is None:
+                    fresh.append(-1)
+                    continue
+                number = term_ids.setdefault(term, len(term_ids))
+                if number == len(terms):
+                    terms.append(term)
+                fresh.append(number)
+            raw_term = np.concatenate([raw_term, np.asarray(fresh, dtype=np.int64)])
+        term_of = raw_term[raw]
+        doc = np.repeat(np.arange(len(part), dtype=np.int64), sizes)
+        counted = term_of >= 0
+        term_of, doc = term_of[counted], doc[counted]
+        length_parts.append(np.bincount(doc, minlength=len(part)).astype(np.float32))
+        pairs, tfs = np.unique(term_of * len(part) + doc, return_counts=True)
+        term_parts.append(pairs // len(part))
+        doc_parts.append((pairs % len(part) + (first + start)).astype(np.int32))
+        tf_parts.append(tfs.astype(np.float32))
+    return _Built(
+        terms,
+        np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64),
+        np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int32),
+        np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.float32),
+        np.concatenate(length_parts) if length_parts else np.zeros(0, dtype=np.float32),
+    )
