@@ -21,7 +21,7 @@ from engrain.embed.base import Matrix
 from engrain.model import Vector
 from engrain.recall import score as sc
 from engrain.recall.assemble import Format, render
-from engrain.recall.classify import Classification, Complexity, Intent
+from engrain.recall.classify import Classification, Complexity, Intent, classify
 from engrain.recall.gate import GateOptions, gate
 from engrain.recall.relevance import blend
 from engrain.recall.select import threshold_for
@@ -543,3 +543,29 @@ def test_a_correction_is_a_convention_of_its_area() -> None:
     assert area == ("observability",)
     assert raised == {pool[1].id}
     assert {c.id: c.relevance for c in raised_pool}[pool[1].id] == CONVENTION_RELEVANCE
+
+
+def test_a_how_to_question_gets_the_golden_paths_of_its_area() -> None:
+    """"What's the safe way to add an index to a 40M-row table?" asks for the project's
+    procedure (the golden path "Adding a migration: …", cosine 0.02); a question about a
+    fact, and the area's other conventions, are left as they are."""
+    from engrain.recall.area import CONVENTION_RELEVANCE, area_kinds, with_area
+    from engrain.recall.relevance import Candidate
+
+    def cand(kind: str, relevance: float, *domains: str) -> Candidate:
+        memory = Memory.new("ada", f"{kind} {relevance} {domains}", MemoryType.SEMANTIC,
+                            Kind(kind), domains=domains, now=NOW)  # fmt: skip
+        return Candidate(memory, relevance, 0.0, relevance)
+
+    pool = [cand("invariant", 1.0, "database"), cand("golden_path", 0.02, "database"),
+            cand("pattern", 0.1, "database"), cand("golden_path", 0.1, "api")]  # fmt: skip
+    how_to = classify("I need an index on invoices. What's the safe way to get it in?")
+    assert how_to.intent is Intent.QUESTION and "how-to" in how_to.signals
+    assert area_kinds(how_to) == {Kind.GOLDEN_PATH}
+    raised_pool, area, raised = with_area(pool, how_to)
+    assert area == ("database",)
+    assert raised == {pool[1].id}  # not the pattern, not another area's golden path
+    assert {c.id: c.relevance for c in raised_pool}[pool[1].id] == CONVENTION_RELEVANCE
+    fact = classify("Which database holds the invoices?")
+    assert fact.intent is Intent.QUESTION and area_kinds(fact) == frozenset()
+    assert with_area(pool, fact)[2] == frozenset()

@@ -11,9 +11,12 @@ correction says how something is done now, replacing how it was done) — is rai
 relevance of a memory "clearly about this" (:data:`CONVENTION_RELEVANCE`); nothing else
 changes. An analysis ("explain why some customers get charged three times") asks how or
 why a part of the project behaves as it does, and its conventions are how it behaves (the
-Stripe client's idempotency keys and retries), so it gets its area too. No other intent
-is affected: a question wants its one fact, a bug report its symptoms' matches, and a
-discussion or a follow-up gained nothing from an area on the evaluation's tuning half.
+Stripe client's idempotency keys and retries), so it gets its area too. A question asking
+how to do something ("what's the safe way to add an index to a 40M-row table?") asks for
+the project's procedure, so it gets its area's golden paths ("Adding a migration: …"). No
+other request is affected: a question about a fact wants its one fact, a bug report its
+symptoms' matches, and a discussion or a follow-up gained nothing from an area on the
+evaluation's tuning half.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ CONVENTION_RELEVANCE = 0.5
 CONVENTION_KINDS = frozenset({Kind.PATTERN, Kind.GOLDEN_PATH, Kind.PREFERENCE, Kind.CORRECTION})
 #: The intents that change the project or explain how a part of it behaves.
 AREA_INTENTS = frozenset({Intent.GENERATION, Intent.ANALYSIS})
+#: The signals of a question asking how to do something (``classify``): it asks for the
+#: project's procedure, so it gets the golden paths of its area.
+HOW_TO_SIGNALS = frozenset({"how-to", "procedure"})
 
 
 def area_of(pool: Sequence[Candidate]) -> tuple[str, ...]:
@@ -49,6 +55,19 @@ def area_of(pool: Sequence[Candidate]) -> tuple[str, ...]:
     return tuple(found)
 
 
+def area_kinds(classification: Classification) -> frozenset[Kind]:
+    """The kinds of the request's area raised to :data:`CONVENTION_RELEVANCE`: every
+    convention for a generation or an analysis, the golden paths for a question asking how
+    to do something (a procedure), none otherwise."""
+    if classification.intent in AREA_INTENTS:
+        return CONVENTION_KINDS
+    if classification.intent is Intent.QUESTION and HOW_TO_SIGNALS.intersection(
+        classification.signals
+    ):
+        return frozenset({Kind.GOLDEN_PATH})
+    return frozenset()
+
+
 def with_area(
     pool: Sequence[Candidate], classification: Classification
 ) -> tuple[list[Candidate], tuple[str, ...], frozenset[str]]:
@@ -56,7 +75,8 @@ def with_area(
     :data:`CONVENTION_RELEVANCE`, the area, and the ids of the raised candidates. Only a
     request of :data:`AREA_INTENTS` has an area; for any other the pool comes back
     unchanged."""
-    if classification.intent not in AREA_INTENTS:
+    kinds = area_kinds(classification)
+    if not kinds:
         return list(pool), (), frozenset()
     area = area_of(pool)
     if not area:
@@ -67,7 +87,7 @@ def with_area(
     for candidate in pool:
         memory = candidate.memory
         if (
-            memory.kind in CONVENTION_KINDS
+            memory.kind in kinds
             and candidate.relevance < CONVENTION_RELEVANCE
             and inside.intersection(memory.domains)
         ):
