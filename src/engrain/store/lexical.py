@@ -13,7 +13,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from itertools import chain, count
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -422,41 +422,96 @@ class _Built:
         }
 
 
+#: A byte of UTF-8 text → itself if a token may hold it (``[a-z0-9']``), else a space;
+#: NUL, which separates documents while they are read, → ``|``.
+_RUN_BYTES = bytes(
+    b if b in b"abcdefghijklmnopqrstuvwxyz0123456789'" else (0x7C if b == 0 else 0x20)
+    for b in range(256)
+)
+#: The only characters whose lowercase holds ASCII letters or digits (İ → i̇, Kelvin → k):
+#: without them, lowercasing the UTF-8 bytes' ASCII finds the same tokens as ``str.lower``.
+_LOWER_TO_ASCII = ("\u0130", "\u212a")
+_RUN_TOKEN = re.compile(rb"[a-z0-9]+(?:'[a-z]+)?")
+_SEPARATOR = b"|"
+
+
+def _runs(part: Sequence[str]) -> list[bytes]:
+    """The runs of token bytes (``[a-z0-9']``, lowercased) of these documents in order,
+    a ``|`` between two documents: every token :data:`_TOKEN` finds is a run, or inside
+    one with an apostrophe (:func:`_run_terms`)."""
+    joined = " \x00 ".join(part)
+    if joined.count("\x00") != len(part) - 1:  # a NUL in a text: not a token, a space
+        joined = " \x00 ".join(text.replace("\x00", " ") for text in part)
+    if any(c in joined for c in _LOWER_TO_ASCII):
+        joined = joined.lower()
+    return joined.encode("utf-8", "surrogatepass").lower().translate(_RUN_BYTES).split()
+
+
+class _Vocabulary:
+    """Numbers for the distinct runs of token bytes and for the terms they hold."""
+
+    def __init__(self) -> None:
+        self.runs: defaultdict[bytes, int] = defaultdict(count().__next__)
+        self.runs[_SEPARATOR]  # number 0
+        self.terms: list[str] = []
+        self._numbers: dict[str, int] = {}
+        #: per run: its first term's number (-1: none), and whether it holds more
+        self.first = np.zeros(0, dtype=np.int64)
+        self.more = np.zeros(0, dtype=bool)
+        self.rest: dict[int, list[int]] = {}  # run → the numbers of its other terms
+
+    def numbered(self, runs: list[bytes]) -> npt.NDArray[np.int64]:
+        """The number of each run (new runs' terms found once: :func:`_term`)."""
+        out = np.fromiter(map(self.runs.__getitem__, runs), dtype=np.int64, count=len(runs))
+        if len(self.runs) > len(self.first):
+            known = len(self.first)
+            new = [[] if run == _SEPARATOR else self._run_terms(run)
+                   for run in list(self.runs)[known:]]  # fmt: skip
+            self.first = np.concatenate(
+                [self.first, np.asarray([t[0] if t else -1 for t in new], dtype=np.int64)]
+            )
+            self.more = np.concatenate(
+                [self.more, np.asarray([len(t) > 1 for t in new], dtype=bool)]
+            )
+            self.rest.update({known + i: t[1:] for i, t in enumerate(new) if len(t) > 1})
+        return out
+
+    def _run_terms(self, run: bytes) -> list[int]:
+        tokens = [run] if b"'" not in run else _RUN_TOKEN.findall(run)
+        out = []
+        for token in tokens:
+            term = _term(token.decode("ascii"))
+            if term is not None:
+                number = self._numbers.setdefault(term, len(self._numbers))
+                if number == len(self.terms):
+                    self.terms.append(term)
+                out.append(number)
+        return out
+
+
 def _postings(documents: Sequence[str], first: int) -> _Built:
     """The postings of ``documents`` (numbered from ``first``) and their lengths, counted
-    with numpy: each distinct raw token is normalised once (:func:`_term`), every
-    occurrence becomes a term number, and a document's term frequencies are the counts of
-    its (term, document) pairs. The same postings as counting each document's
-    :func:`tokenize` (``tests/test_lexical.py``), ~10× faster at 100,000 memories."""
-    raw_ids: defaultdict[str, int] = defaultdict(count().__next__)  # raw token → number
-    term_ids: dict[str, int] = {}
-    raw_term = np.zeros(0, dtype=np.int64)  # raw token number → term number, -1: stopword
-    terms: list[str] = []
+    with numpy: each document's text is reduced to runs of token bytes in one pass per
+    :data:`SCAN_DOCUMENTS` documents (lowercase, translate, split), each distinct run is
+    normalised once (:func:`_term`), every occurrence becomes a term number, and a
+    document's term frequencies are the counts of its (term, document) pairs. The same
+    postings as counting each document's :func:`tokenize` (``tests/test_lexical.py``)."""
+    vocabulary = _Vocabulary()
     term_parts: list[npt.NDArray[np.int64]] = []
     doc_parts: list[npt.NDArray[np.int32]] = []
     tf_parts: list[npt.NDArray[np.float32]] = []
     length_parts: list[npt.NDArray[np.float32]] = []
     for start in range(0, len(documents), SCAN_DOCUMENTS):
         part = documents[start : start + SCAN_DOCUMENTS]
-        found = [_TOKEN.findall(text.lower()) for text in part]
-        sizes = np.fromiter(map(len, found), dtype=np.int64, count=len(part))
-        raw = np.fromiter(map(raw_ids.__getitem__, chain.from_iterable(found)),
-                          dtype=np.int64, count=int(sizes.sum()))  # fmt: skip
-        del found
-        if len(raw_ids) > len(raw_term):
-            fresh = []
-            for token in list(raw_ids)[len(raw_term) :]:
-                term = _term(token)
-                if term is None:
-                    fresh.append(-1)
-                    continue
-                number = term_ids.setdefault(term, len(term_ids))
-                if number == len(terms):
-                    terms.append(term)
-                fresh.append(number)
-            raw_term = np.concatenate([raw_term, np.asarray(fresh, dtype=np.int64)])
-        term_of = raw_term[raw]
-        doc = np.repeat(np.arange(len(part), dtype=np.int64), sizes)
+        raw = vocabulary.numbered(_runs(part))
+        doc = np.cumsum(raw == 0)  # the separators before each run
+        term_of = vocabulary.first[raw]
+        several = np.flatnonzero(vocabulary.more[raw])
+        if several.size:  # runs such as "rock'n'roll": a term per token
+            extra = [(t, int(doc[i])) for i in several.tolist()
+                     for t in vocabulary.rest[int(raw[i])]]  # fmt: skip
+            term_of = np.concatenate([term_of, np.asarray([t for t, _ in extra], np.int64)])
+            doc = np.concatenate([doc, np.asarray([d for _, d in extra], np.int64)])
         counted = term_of >= 0
         term_of, doc = term_of[counted], doc[counted]
         length_parts.append(np.bincount(doc, minlength=len(part)).astype(np.float32))
@@ -465,7 +520,7 @@ def _postings(documents: Sequence[str], first: int) -> _Built:
         doc_parts.append((pairs % len(part) + (first + start)).astype(np.int32))
         tf_parts.append(tfs.astype(np.float32))
     return _Built(
-        terms,
+        vocabulary.terms,
         np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64),
         np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int32),
         np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.float32),
