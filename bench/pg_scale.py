@@ -747,6 +747,7 @@ def print_table(report: dict[str, Any]) -> None:
                   f"{stats['cold_start_s']} s, RSS {stats['rss_mb']} MB")  # fmt: skip
             print(f"{'':>10} {tree}: laps {stats['laps_mean_ms']}")
             print(f"{'':>10} {tree}: store {stats['store_ms_per_context']}")
+            print(f"{'':>10} {tree}: statements {stats.get('statements_per_context')}")
         for ef, stats in row["store"].get("hnsw_by_ef_search", {}).items():
             print(f"{'':>10} ef_search {ef}: R@50 {stats['recall_at_50']}, search k=50 "
                   f"p50 {stats['search_k50']['p50_ms']} ms")  # fmt: skip

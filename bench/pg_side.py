@@ -115,6 +115,7 @@ def side_by_side(
         times: dict[str, list[float]] = defaultdict(list)
         laps: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         calls: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        counted: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         each: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for i, (message, user) in enumerate(zip(queries, who, strict=True)):
             for w in workers if i % 2 == 0 else workers[::-1]:
@@ -125,6 +126,8 @@ def side_by_side(
                     laps[w.name][stage].append(ms)
                 for call, ms in answer["calls"].items():
                     calls[w.name][call].append(ms)
+                for what, n in answer.get("statements", {}).items():
+                    counted[w.name][what].append(n)
         out: dict[str, Any] = {"order": "alternating per query", "trees": {}}
         for w in workers:
             row: dict[str, Any] = common.summarize(times[w.name])
@@ -140,6 +143,9 @@ def side_by_side(
             }
             row["store_ms_per_context"] = {
                 k: round(float(np.mean(v)), 2) for k, v in calls[w.name].items()
+            }
+            row["statements_per_context"] = {
+                k: round(float(np.sum(v)) / len(queries), 2) for k, v in counted[w.name].items()
             }
             row["rss_mb"] = w.ask({"op": "rss"})["rss_mb"]
             # the tail: the slowest 5% of the calls, each with its laps and store calls
@@ -174,6 +180,41 @@ def _rss_mb() -> float:
     return float("nan")
 
 
+def _count_statements(lock: threading.Lock) -> dict[str, int]:
+    """Count the statements every psycopg cursor of this process sends (``execute``,
+    ``executemany``, ``copy``) and the connections taken from any pool, in a dict the
+    caller clears; a statement inside a pipeline is counted though it shares a round trip
+    with its neighbours (``pipelined`` counts those, ``syncs`` the pipelines' round trips:
+    round trips = statements − pipelined + syncs)."""
+    import psycopg
+    import psycopg_pool
+
+    counts: dict[str, int] = defaultdict(int)
+
+    def counting(cls: Any, name: str, label: str) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(self: Any, *args: Any, **kw: Any) -> Any:
+            with lock:
+                counts[label] += 1
+                conn = getattr(self, "connection", None)
+                if getattr(conn, "_pipeline", None) is not None:
+                    counts["pipelined"] += 1
+            return original(self, *args, **kw)
+
+        setattr(cls, name, wrapper)
+
+    counting(psycopg.Cursor, "execute", "statements")
+    counting(psycopg.Cursor, "executemany", "statements")
+    counting(psycopg.Cursor, "copy", "statements")
+    counting(psycopg_pool.ConnectionPool, "getconn", "connections")
+    # a pipeline's sync: one round trip for everything queued since the last one
+    from psycopg._pipeline_base import BasePipeline
+
+    counting(BasePipeline, "_enqueue_sync", "syncs")
+    return counts
+
+
 def _serve(url: str, data_dir: Path) -> None:
     """Answer requests on stdin, one JSON line each, until ``quit``."""
     import common
@@ -186,6 +227,7 @@ def _serve(url: str, data_dir: Path) -> None:
     engine: Any = None
     spent: dict[str, float] = defaultdict(float)
     lock = threading.Lock()
+    statements = _count_statements(lock)
 
     def timed(name: str, call: Any) -> Any:
         def wrapper(*args: Any, **kw: Any) -> Any:
@@ -220,6 +262,7 @@ def _serve(url: str, data_dir: Path) -> None:
                         setattr(engine.store, name, timed(name, getattr(engine.store, name)))
             elif op == "context":
                 spent.clear()
+                statements.clear()
                 start = time.perf_counter()
                 result = engine.context(request["message"], request["user"], now=common.NOW)
                 ms = (time.perf_counter() - start) * 1000.0
@@ -229,6 +272,7 @@ def _serve(url: str, data_dir: Path) -> None:
                         "ms": ms,
                         "laps": dict(getattr(gated, "timings_ms", None) or {}),
                         "calls": dict(spent),
+                        "statements": dict(statements),
                     }
             elif op == "rss":
                 answer = {"rss_mb": _rss_mb()}

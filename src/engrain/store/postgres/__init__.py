@@ -88,7 +88,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -191,6 +191,23 @@ class _Listing:
         return _Listing(self.revision, clock, memories)
 
 
+def _in_one_transaction(conn: Conn, body: Callable[[Conn], T]) -> T:
+    """``body`` between ``BEGIN`` and ``COMMIT`` in one pipeline on the autocommit
+    connection ``conn`` (:meth:`PostgresStore._transaction`); on any error the transaction
+    is rolled back before the error propagates, so the connection goes back to the pool
+    idle."""
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            result = body(conn)
+            conn.execute("COMMIT")
+    except BaseException:
+        with suppress(psycopg.Error):
+            conn.rollback()  # a no-op unless the transaction is still open
+        raise
+    return result
+
+
 class PostgresStore:
     """A PostgreSQL database with pgvector, shared by any number of processes.
 
@@ -281,15 +298,18 @@ class PostgresStore:
         """``body`` in one transaction, retried from the start after a deadlock or a
         serialization failure (the transaction was rolled back, so it is safe).
 
-        The transaction runs in pipeline mode: ``BEGIN``, the statements whose results the
-        body does not read and ``COMMIT`` travel together, so a write waits for the server
-        only where it reads a result (its row locks) and at the commit — two or three round
-        trips instead of one per statement. A failed statement aborts the pipeline and the
-        transaction rolls back, as before: nothing of it is written."""
+        The transaction runs in pipeline mode, opened and closed by plain ``BEGIN`` and
+        ``COMMIT`` statements queued with the body's: they travel together, so a write
+        waits for the server only where the body reads a result (its row locks) and once
+        at the end — a body that reads nothing (an access count, a state document) is one
+        round trip. (psycopg's ``transaction()`` inside a pipeline syncs when it opens
+        and twice when it closes: four round trips for one statement.) A statement the
+        server refuses aborts the pipeline, the rest is skipped and the transaction is
+        rolled back: nothing of it is written."""
         for attempt in range(_RETRIES + 1):
             try:
-                with self._connection() as conn, conn.pipeline(), conn.transaction():
-                    return body(conn)
+                with self._connection() as conn:
+                    return _in_one_transaction(conn, body)
             except StoreError as exc:
                 retry = isinstance(
                     exc.__cause__,

@@ -281,43 +281,44 @@ def _count_terms(cur: Any, df: Counter[Key]) -> None:
             )
 
 
+#: The whole of an access count, one statement (so the write is one round trip: BEGIN,
+#: this and COMMIT travel together in a pipeline). Locks in the order every writer takes
+#: them: the memories first, in id order, with a shared lock (they must exist and stay
+#: while we count; ``count(*)`` reads them all before the clock is touched), then the
+#: user's access clock, held until commit (counts of one user commit in clock order, so a
+#: reader that saw clock c has seen every count stamped ≤ c), then the access rows in id
+#: order. A memory that does not exist is not counted, and no id existing changes nothing.
+ACCESS_COUNT = (
+    "WITH present AS MATERIALIZED ("
+    "SELECT m.id FROM memories m WHERE m.user_id = %(user)s "
+    "AND m.id = ANY(%(ids)s::text[]) ORDER BY m.id FOR KEY SHARE), "
+    "c AS (INSERT INTO access_clocks (user_id, clock) "
+    "SELECT %(user)s, 1 WHERE (SELECT count(*) FROM present) > 0 "
+    "ON CONFLICT (user_id) DO UPDATE SET clock = access_clocks.clock + 1 "
+    "RETURNING clock) "
+    "INSERT INTO access (user_id, id, access_count, last_accessed_at, clock) "
+    "SELECT %(user)s, x.id, x.n, %(at)s, c.clock "
+    "FROM unnest(%(ids)s::text[], %(counts)s::bigint[]) AS x(id, n) "
+    "JOIN present p ON p.id = x.id CROSS JOIN c "
+    "ORDER BY x.id ON CONFLICT (user_id, id) DO UPDATE SET "
+    "access_count = access.access_count + EXCLUDED.access_count, "
+    "last_accessed_at = EXCLUDED.last_accessed_at, clock = EXCLUDED.clock"
+)
+
+
 def access_body(user_id: str, ids: Sequence[str], at: datetime) -> Callable[[Conn], None]:
     """The transaction of :meth:`Store.record_access`: an atomic increment per id (once per
-    occurrence) of memories that exist; a deleted one is not brought back."""
+    occurrence) of memories that exist; a deleted one is not brought back
+    (:data:`ACCESS_COUNT`: one statement, no result read, so one round trip)."""
     times = Counter(ids)
     wanted = sorted(times)
-    when = utc(at)
+    params = {"user": user_id, "ids": wanted, "counts": [times[i] for i in wanted], "at": utc(at)}
 
     def body(db: Conn) -> None:
         with db.cursor(binary=True) as cur:
             # Every context() counts its accesses: do not wait for the WAL flush. A crash
             # can lose the last fraction of a second of counts, never a memory.
             cur.execute("SET LOCAL synchronous_commit = off")
-            # The memories must exist and stay while we count: a shared lock, taken in id
-            # order like a write's exclusive one, so the two never deadlock.
-            cur.execute(
-                "SELECT m.id FROM memories m WHERE m.user_id = %s "
-                "AND m.id = ANY(%s::text[]) ORDER BY m.id FOR KEY SHARE",
-                (user_id, wanted),
-            )
-            present = [r[0] for r in cur.fetchall()]
-            if not present:
-                return
-            # The user's access clock, held until commit: counts of one user commit in
-            # clock order, so a reader that saw clock c has seen every count stamped ≤ c.
-            # (One statement: the clock row is locked before any access row, which each
-            # needs the clock.)
-            cur.execute(
-                "WITH c AS (INSERT INTO access_clocks (user_id, clock) VALUES (%s, 1) "
-                "ON CONFLICT (user_id) DO UPDATE SET clock = access_clocks.clock + 1 "
-                "RETURNING clock) "
-                "INSERT INTO access (user_id, id, access_count, last_accessed_at, clock) "
-                "SELECT %s, x.id, x.n, %s, c.clock "
-                "FROM unnest(%s::text[], %s::bigint[]) AS x(id, n) CROSS JOIN c "
-                "ORDER BY x.id ON CONFLICT (user_id, id) DO UPDATE SET "
-                "access_count = access.access_count + EXCLUDED.access_count, "
-                "last_accessed_at = EXCLUDED.last_accessed_at, clock = EXCLUDED.clock",
-                (user_id, user_id, when, present, [times[i] for i in present]),
-            )
+            cur.execute(ACCESS_COUNT, params)
 
     return body

@@ -1,0 +1,105 @@
+"""What a ``context()`` costs PostgreSQL in round trips: an access count and a state
+document are one round trip each (BEGIN, the statement and COMMIT in one pipeline), with
+the same meaning as before — only memories that exist are counted, a count that finds
+none does not move the access clock, and a transaction whose body fails leaves nothing
+written and its connection idle (``docs/postgres.md``, "Round trips and the search's
+candidate list")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from engrain.store import State
+
+from .conftest import NOW
+from .test_store_contract import mem
+
+psycopg = pytest.importorskip("psycopg")
+postgres = pytest.importorskip("engrain.store.postgres")
+PostgresStore = postgres.PostgresStore
+from psycopg._pipeline_base import BasePipeline  # noqa: E402
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Any]:
+    store = PostgresStore(pg_url, pool_size=1)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def syncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a pipeline asks the server to process what was sent (a round trip
+    each), counted from now."""
+    count = [0]
+    original = BasePipeline._enqueue_sync
+
+    def counted(self: Any) -> None:
+        count[0] += 1
+        original(self)
+
+    monkeypatch.setattr(BasePipeline, "_enqueue_sync", counted)
+    return count
+
+
+def _one(url: str, query: str, *params: Any) -> Any:
+    with psycopg.connect(url, autocommit=True) as db:
+        row = db.execute(query, params).fetchone()
+        return None if row is None else row[0]
+
+
+def test_an_access_count_and_a_state_document_are_one_round_trip_each(
+    pg: Any, syncs: list[int]
+) -> None:
+    pg.write([mem("a"), mem("b")])
+    syncs[0] = 0
+    pg.record_access("alice", ["a", "b", "a"], NOW)
+    assert syncs[0] == 1
+    syncs[0] = 0
+    pg.write(state=[State("alice", "contexts", "c1", {"ids": ["a", "b"]})])
+    assert syncs[0] == 1
+    assert pg.get_state("alice", "contexts", "c1") == {"ids": ["a", "b"]}
+    got = {m.id: m.access_count for m in pg.get("alice", ["a", "b"])}
+    assert got == {"a": 2, "b": 1}
+
+
+def test_an_access_count_counts_only_memories_that_exist(pg: Any) -> None:
+    pg.write([mem("a"), mem("b")])
+    pg.record_access("alice", ["a", "gone", "b", "b"], NOW)
+    clock = _one(pg.url, "SELECT clock FROM access_clocks WHERE user_id = 'alice'")
+    assert {m.id: m.access_count for m in pg.get("alice", ["a", "b"])} == {"a": 1, "b": 2}
+    assert _one(pg.url, "SELECT count(*) FROM access WHERE id = 'gone'") == 0
+    # none of them exists: nothing counted, the clock stays
+    pg.record_access("alice", ["gone", "never"], NOW)
+    pg.record_access("bob", ["a"], NOW)
+    assert _one(pg.url, "SELECT clock FROM access_clocks WHERE user_id = 'alice'") == clock
+    assert _one(pg.url, "SELECT count(*) FROM access_clocks WHERE user_id = 'bob'") == 0
+    assert _one(pg.url, "SELECT count(*) FROM access") == 2
+    # a deleted memory is not brought back by counting it
+    pg.write(deletes=[mem("a")])
+    pg.record_access("alice", ["a"], NOW)
+    assert pg.get("alice", ["a"]) == []
+    assert _one(pg.url, "SELECT count(*) FROM access WHERE id = 'a'") == 0
+
+
+def test_a_failing_body_writes_nothing_and_leaves_the_connection_idle(pg: Any) -> None:
+    pg.write([mem("a")])
+
+    def body(conn: Any) -> None:
+        conn.execute(
+            "INSERT INTO state (user_id, namespace, key, value, updated_at) "
+            "VALUES ('alice', 'ns', 'k', '{}', now())"
+        )
+        raise RuntimeError("the body fails after queueing a statement")
+
+    with pytest.raises(RuntimeError):
+        pg._transaction(body)
+    assert pg.get_state("alice", "ns", "k") is None
+    # the pool's one connection is idle again: the next write and read work
+    with pg._pool.connection() as conn:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    pg.write(state=[State("alice", "ns", "k", {"v": 1})])
+    assert pg.get_state("alice", "ns", "k") == {"v": 1}
