@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store import columns, heap, image_refresh, sqlite_load
+from engrain.store import columns, derived_blobs, heap, image_refresh, sqlite_load
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.base import (
     ALL,
@@ -818,10 +818,7 @@ class SQLiteStore:
             if now != seen or current is not cache or rows is None \
                     or not image_refresh.same_rows(arrays.rows, rows):  # fmt: skip
                 return  # written since: this image would be stale or wrong
-            db.execute(
-                "INSERT OR REPLACE INTO derived_indexes VALUES (?, 'columns', ?, ?)",
-                (user_id, data, _dt(datetime.now(UTC))),
-            )
+            derived_blobs.write(db, user_id, "columns", data, datetime.now(UTC).isoformat())
             self._stale_images.discard(user_id)
 
     def _slot(self, user_id: str) -> IndexSlot | None:
@@ -899,20 +896,20 @@ class SQLiteStore:
         return read
 
     def _stash(self, user_id: str, kind: str) -> Stash:
-        """Where the user's derived index ``kind`` is kept: a row of ``derived_indexes``."""
+        """Where the user's derived index ``kind`` is kept: a row of ``derived_indexes``, or
+        several for one of more than ``derived_blobs.PART_BYTES`` (SQLite refuses a value of
+        more than 1,000,000,000 bytes)."""
 
         def read() -> bytes | None:
-            rows = self._read(
-                "SELECT data FROM derived_indexes WHERE user_id = ? AND kind = ?", (user_id, kind)
-            )
-            return bytes(rows[0][0]) if rows else None
+            with self._lock:
+                try:
+                    return derived_blobs.read(self._db, user_id, kind)
+                except sqlite3.Error as exc:
+                    raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
 
         def write(data: bytes) -> None:
             with self._transaction() as db:
-                db.execute(
-                    "INSERT OR REPLACE INTO derived_indexes VALUES (?, ?, ?, ?)",
-                    (user_id, kind, data, _dt(datetime.now(UTC))),
-                )
+                derived_blobs.write(db, user_id, kind, data, datetime.now(UTC).isoformat())
 
         # the thread is named after the index ("engrain-bm25"): tests wait for it by name
         return Stash(read, write, lambda job: self._later(job, f"engrain-{kind}"))
