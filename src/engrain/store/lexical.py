@@ -395,22 +395,26 @@ SCAN_DOCUMENTS = 16_384
 
 
 class _Built:
-    """Postings of a run of documents as flat arrays, sorted by term, then document."""
+    """Postings of a run of documents as flat arrays, sorted by term, then document: made
+    from per-chunk parts (each sorted by term, then document), which are emptied as they
+    are joined so that at a million memories no more than one copy is held at a time."""
 
     def __init__(
         self,
         terms: list[str],
-        term_of: npt.NDArray[np.int64],
-        docs: npt.NDArray[np.int32],
-        tfs: npt.NDArray[np.float32],
+        term_parts: list[npt.NDArray[np.int32]],
+        doc_parts: list[npt.NDArray[np.int32]],
+        tf_parts: list[npt.NDArray[np.float32]],
         lengths: npt.NDArray[np.float32],
     ) -> None:
+        term_of = _joined(term_parts, np.int32)
         order = np.argsort(term_of, kind="stable")  # documents stay ascending per term
-        self.terms = terms
-        self.docs = docs[order]
-        self.tfs = tfs[order]
         self.offsets = np.zeros(len(terms) + 1, dtype=np.int64)
         np.cumsum(np.bincount(term_of, minlength=len(terms)), out=self.offsets[1:])
+        del term_of
+        self.terms = terms
+        self.docs: npt.NDArray[np.int32] = _joined(doc_parts, np.int32)[order]
+        self.tfs: npt.NDArray[np.float32] = _joined(tf_parts, np.float32)[order]
         self.lengths = lengths
 
     def by_term(self) -> dict[str, tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]]:
@@ -497,7 +501,7 @@ def _postings(documents: Sequence[str], first: int) -> _Built:
     document's term frequencies are the counts of its (term, document) pairs. The same
     postings as counting each document's :func:`tokenize` (``tests/test_lexical.py``)."""
     vocabulary = _Vocabulary()
-    term_parts: list[npt.NDArray[np.int64]] = []
+    term_parts: list[npt.NDArray[np.int32]] = []
     doc_parts: list[npt.NDArray[np.int32]] = []
     tf_parts: list[npt.NDArray[np.float32]] = []
     length_parts: list[npt.NDArray[np.float32]] = []
@@ -516,13 +520,16 @@ def _postings(documents: Sequence[str], first: int) -> _Built:
         term_of, doc = term_of[counted], doc[counted]
         length_parts.append(np.bincount(doc, minlength=len(part)).astype(np.float32))
         pairs, tfs = np.unique(term_of * len(part) + doc, return_counts=True)
-        term_parts.append(pairs // len(part))
+        term_parts.append((pairs // len(part)).astype(np.int32))
         doc_parts.append((pairs % len(part) + (first + start)).astype(np.int32))
         tf_parts.append(tfs.astype(np.float32))
     return _Built(
-        vocabulary.terms,
-        np.concatenate(term_parts) if term_parts else np.zeros(0, dtype=np.int64),
-        np.concatenate(doc_parts) if doc_parts else np.zeros(0, dtype=np.int32),
-        np.concatenate(tf_parts) if tf_parts else np.zeros(0, dtype=np.float32),
-        np.concatenate(length_parts) if length_parts else np.zeros(0, dtype=np.float32),
+        vocabulary.terms, term_parts, doc_parts, tf_parts, _joined(length_parts, np.float32)
     )
+
+
+def _joined(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """The parts end to end (``dtype`` if there are none); ``parts`` is emptied."""
+    out = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    parts.clear()
+    return out
