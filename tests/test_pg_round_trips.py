@@ -103,3 +103,49 @@ def test_a_failing_body_writes_nothing_and_leaves_the_connection_idle(pg: Any) -
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     pg.write(state=[State("alice", "ns", "k", {"v": 1})])
     assert pg.get_state("alice", "ns", "k") == {"v": 1}
+
+
+def test_the_candidate_list_follows_the_graphs_size(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, syncs: list[int]
+) -> None:
+    """With no ``ef_search`` of its own a store sizes the walk's candidate list by the
+    graph (``EF_BY_GRAPH_ROWS``) and the rows asked for (``EF_PER_ROW``): a table that
+    gives this graph a list of 10 misses some of the exact 10 nearest, one that gives it
+    1,000 finds them; the SET LOCAL travels in the search's one round trip and the pooled
+    connection keeps its own setting."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((600, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = rng.standard_normal((20, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    store = PostgresStore(pg_url, pool_size=1, exact_search_below=0)
+    store.write([mem(f"m{i:03d}", vector=None).evolve(embedding=v) for i, v in enumerate(vectors)])
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("ANALYZE memories")
+    assert "memories_embedding_hnsw" in store.explain_search("alice", vectors[0], 10)
+
+    def recall() -> float:
+        hits = 0
+        for query in queries:
+            found = {m.id for m, _ in store.search("alice", query, 10)}
+            hits += len(found & {f"m{i:03d}" for i in np.argsort(-(vectors @ query))[:10]})
+        return hits / (10 * len(queries))
+
+    monkeypatch.setattr(postgres, "EF_PER_ROW", 1)
+    monkeypatch.setattr(postgres, "EF_BY_GRAPH_ROWS", ((100, 1000), (10_000, 10)))
+    assert postgres.ef_for_graph(600) == 10 and postgres.ef_for_graph(50) == 1000
+    assert recall() < 0.95
+    monkeypatch.setattr(postgres, "EF_BY_GRAPH_ROWS", ((10_000, 1000),))
+    assert recall() >= 0.98
+    # a list of 10 per row asked for: 100 candidates for k = 10, whatever the table says
+    monkeypatch.setattr(postgres, "EF_BY_GRAPH_ROWS", ((10_000, 10),))
+    monkeypatch.setattr(postgres, "EF_PER_ROW", 100)
+    assert recall() >= 0.98
+    syncs[0] = 0
+    store.search("alice", queries[0], 10)
+    assert syncs[0] == 1
+    assert postgres.ef_for_graph(10**9) == postgres.EF_SEARCH
+    assert store._read("SHOW hnsw.ef_search") == [(str(postgres.EF_SEARCH),)]
+    store.close()
