@@ -88,18 +88,17 @@ def read(db: sqlite3.Connection, user_id: str, kind: str) -> bytes | None:
         "AND (kind = ? OR (kind > ? AND kind < ?)) ORDER BY kind",
         (user_id, kind, low, high),
     )
-    head = rows.fetchone()
-    if head is None or head[0] != kind:
+    try:  # closed even when not read to its end: an open statement pins its snapshot
+        head = rows.fetchone()
+        if head is None or head[0] != kind:
+            return None
+        data = bytes(head[1])
+        if len(data) != _MANIFEST.size or not data.startswith(_MAGIC):
+            return data  # one row: the bytes themselves
+        _, parts, total, name = _MANIFEST.unpack(data)
+        return _assembled(rows, f"{low}{name.decode('ascii', 'replace')}:", parts, total)
+    finally:
         rows.close()
-        return None
-    data = bytes(head[1])
-    if len(data) != _MANIFEST.size or not data.startswith(_MAGIC):
-        rows.close()
-        return data  # one row: the bytes themselves
-    _, parts, total, name = _MANIFEST.unpack(data)
-    out = _assembled(rows, f"{low}{name.decode('ascii', 'replace')}:", parts, total)
-    rows.close()
-    return out
 
 
 def _assembled(rows: sqlite3.Cursor, prefix: str, parts: int, total: int) -> bytes | None:
