@@ -33,11 +33,13 @@ user that is faster than the graph (2,000 rows ≈ 4 ms here), and for a user ho
 sliver of a large multi-tenant table the graph walk would mostly visit other users' rows.
 If an indexed scan still returns fewer than ``k`` rows (a very selective filter), the exact
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
-promises. Since both forms return the right rows, the choice is kept per user for
-:data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many` (the gate's pool and learnings)
-runs its searches at once, each on its own pooled connection. (One graph per tenant — a
-partitioned table — is the next step if a deployment has many users each far above the
-threshold.)
+promises. The walk's candidate list (``hnsw.ef_search``) follows the graph's size
+(:data:`EF_BY_GRAPH_ROWS`, at least :data:`EF_PER_ROW` per row asked for), set for the
+search alone and sent in its round trip. Since both forms return the right rows, the
+choice is kept per user for :data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many`
+(the gate's pool and learnings) runs its searches at once, each on its own pooled
+connection. (One graph per tenant — a partitioned table — is the next step if a
+deployment has many users each far above the threshold.)
 
 **BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
 Python with :func:`engrain.store.lexical.tokenize` at write time into posting lists kept in

@@ -21,9 +21,10 @@ from engrain.store.base import MEMORY_COLUMNS, KeyRecord
 
 Conn = Connection[tuple[Any, ...]]
 
-#: ``hnsw.ef_search`` for every connection: the candidate list of one index scan (a
-#: search for more than this many rows raises it for itself; ``bench/pg_scale.py``
-#: measures recall@50 against exact search by this value).
+#: ``hnsw.ef_search`` for every connection: the candidate list of one index scan of a
+#: large graph (a search of a smaller graph, or for more rows, sets its own for itself:
+#: ``EF_BY_GRAPH_ROWS``, ``EF_PER_ROW``; ``bench/pg_scale.py`` measures recall@50 against
+#: exact search by this value).
 EF_SEARCH = 400
 
 COLUMNS = MEMORY_COLUMNS
