@@ -604,3 +604,34 @@ def test_a_working_set_is_checked_only_when_its_user_is_used_again(
     assert reader._cache("bob") is kept["bob"] and checked == [14, 1]
     assert reader.working_set("bob")[bob].access_count == 1
     reader.close()
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_memories_built_in_one_go_equal_those_built_one_by_one(
+    db: Path, monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    """``store/built.py`` fills a memory's fields directly (or through ``__init__`` when
+    the class would not allow it): every field equals the one ``Columns.memory`` builds,
+    for rows in any order, with and without vectors and counted uses."""
+    from engrain.store import built
+
+    monkeypatch.setattr(built, "DIRECT", direct)
+    _image_saved(db)
+    store = SQLiteStore(db, ann_min_vectors=None)
+    arrays = store._cache(USER)._built().arrays
+    assert arrays is not None and arrays.rows.base is not None
+    table = arrays.rows.base
+    rows = [13, 0, 5, 3, 8, 10, 9, 7, 6, 4, 1, 2, 11, 12]
+    vectors = [None if i % 4 == 1 else np.full(8, i, dtype=np.float32) for i in range(14)]
+    counts = list(range(100, 114))
+    last = [columns.NO_TIME if i % 3 else columns.micros(NOW + timedelta(hours=i))
+            for i in range(14)]  # fmt: skip
+    got = built.memories(table, rows, vectors, counts, last)
+    want = [table.memory(row, vectors[i], counts[i], last[i]) for i, row in enumerate(rows)]
+    assert got == want and all(type(m) is Memory for m in got)
+    for a, b in zip(got, want, strict=True):
+        assert vars(a).keys() == vars(b).keys()
+        assert (a.embedding is None) == (b.embedding is None)
+        assert a.embedding is None or a.embedding is b.embedding
+        assert a.created_at.tzinfo is UTC and list(vars(a)) == list(vars(b))
+    store.close()

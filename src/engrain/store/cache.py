@@ -47,7 +47,7 @@ from threadpoolctl import ThreadpoolController
 
 from engrain.errors import EngrainError
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import heap, lexical_file
+from engrain.store import built, heap, lexical_file
 from engrain.store.ann import (
     PATCH_AFTER,
     REBUILD_SHARE,
@@ -172,7 +172,7 @@ class _Arrays:
         of the rows not kept built are read, in one go."""
         ids = [str(i) for i in self.ids[list(rows)].tolist()] if len(rows) else []
         if self.matrix is not None or not len(rows):
-            return self.rows.memories(rows, ids, self._vector)
+            return built.rows_memories(self.rows, rows, ids, self._vector)
         if vectors is not None:
             block, at = vectors, {row: i for i, row in enumerate(rows)}
         else:  # the vectors of the memories to build (a kept memory has its own)
@@ -189,7 +189,7 @@ class _Arrays:
             found = at.get(row)  # None: dropped from the kept ones since (another thread)
             return block[found] if found is not None else self._vector(row)
 
-        return self.rows.memories(rows, ids, vector)
+        return built.rows_memories(self.rows, rows, ids, vector)
 
     @property
     def dim(self) -> int:
