@@ -745,7 +745,7 @@ def test_a_move_from_one_tool_to_another_is_not_a_path_through_the_system() -> N
     "message",
     ["give me a regex for semantic version strings", "write a one-liner to count open sockets",
      "add a docstring to parse_config", "add type hints to the money helpers",
-     "can you write me a shell alias for the staging login"],
+     "can you write me a regex for the staging hostnames"],
 )  # fmt: skip
 def test_a_request_for_one_small_piece_is_simple(message: str) -> None:
     result = classify(message)

@@ -577,7 +577,7 @@ _JOURNEY = re.compile(
 _SMALL_PIECE = re.compile(
     _POLITE + r"(?:write|give me|gimme|add|generate|make|create|draft|need|want)\s+"
     r"(?:me\s+)?(?:a|an|the|some)?\s*(?:[\w-]+\s+)?(?:regex(?:es)?|regexp|one-?liners?|"
-    r"docstrings?|type hints?|type annotations?|alias(?:es)?)\b",
+    r"docstrings?|type hints?|type annotations?)\b",
     re.I,
 )
 #: An error code opening the message ("SSL: CERTIFICATE_VERIFY_FAILED when …",
