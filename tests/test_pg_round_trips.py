@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engrain.store import State
+from engrain.store import MemoryFilter, State
 
 from .conftest import NOW
 from .test_store_contract import mem
@@ -149,3 +149,31 @@ def test_the_candidate_list_follows_the_graphs_size(
     assert postgres.ef_for_graph(10**9) == postgres.EF_SEARCH
     assert store._read("SHOW hnsw.ef_search") == [(str(postgres.EF_SEARCH),)]
     store.close()
+
+
+def test_bounded_reads_probe_the_access_counts_row_by_row(pg: Any) -> None:
+    """A search, BM25's check of its best matches and a fetch by ids read the access
+    counts of their rows by primary key, never by hashing the user's whole ``access``
+    table (which grows with every memory ever counted); the counts read are the same."""
+    import numpy as np
+
+    from engrain.store.postgres import sql
+
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((400, 4)).astype(np.float32)
+    pg.write([mem(f"m{i:03d}", vector=tuple(v)) for i, v in enumerate(vectors)])
+    every = [f"m{i:03d}" for i in range(400)]
+    pg.record_access("alice", every + every[:7], NOW)
+    with psycopg.connect(pg.url, autocommit=True) as db:
+        db.execute("ANALYZE")
+    flt = MemoryFilter()
+    reads = [
+        sql.search_sql("alice", vectors[0], 20, flt, indexed=False),
+        sql.versions_by_seq_sql("alice", list(range(1, 60)), flt),
+        (sql.FETCH, ["alice", every[:30]]),
+    ]
+    for text, params in reads:
+        plan = "\n".join(r[0] for r in pg._read("EXPLAIN " + text, params))
+        assert "Hash" not in plan and "Seq Scan on access" not in plan, plan
+    found = {m.id: m.access_count for m, _ in pg.search("alice", vectors[0], 400)}
+    assert found == {i: 2 if i in every[:7] else 1 for i in every}

@@ -13,7 +13,13 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from engrain.model import Vector
 from engrain.store.base import MemoryFilter
-from engrain.store.postgres.codec import INSERT_COLUMNS, SELECT_COLUMNS, VERSION, WITH_ACCESS
+from engrain.store.postgres.codec import (
+    EACH_ACCESS,
+    INSERT_COLUMNS,
+    SELECT_COLUMNS,
+    VERSION,
+    WITH_ACCESS,
+)
 
 T = TypeVar("T")
 
@@ -33,7 +39,7 @@ UPSERT = (
 
 #: The memories of one user with these ids, each with its row version (last column).
 FETCH = (
-    f"SELECT {SELECT_COLUMNS}, {VERSION} FROM memories m {WITH_ACCESS} "
+    f"SELECT {SELECT_COLUMNS}, {VERSION} FROM memories m {EACH_ACCESS} "
     "WHERE m.user_id = %s AND m.id = ANY(%s::text[])"
 )
 
@@ -51,7 +57,7 @@ CHANGES = (
 LOCK_FULL_ROWS = (
     f"SELECT {SELECT_COLUMNS} FROM memories m "
     "JOIN unnest(%s::text[], %s::text[]) AS k(u, i) ON m.user_id = k.u AND m.id = k.i "
-    f"{WITH_ACCESS} ORDER BY m.user_id, m.id FOR UPDATE OF m"
+    f"{EACH_ACCESS} ORDER BY m.user_id, m.id FOR UPDATE OF m"
 )
 
 
@@ -126,7 +132,7 @@ def search_sql(
         f"SELECT m.*, {distance} AS distance FROM memories m "
         f"WHERE m.user_id = %s AND m.embedding IS NOT NULL AND {dims}{where} "
         f"ORDER BY {order} LIMIT %s"
-        f") m {WITH_ACCESS} ORDER BY m.distance, m.seq"
+        f") m {EACH_ACCESS} ORDER BY m.distance, m.seq"
     )
     return text, [query, user_id, *params, k]
 
@@ -139,7 +145,7 @@ def versions_by_seq_sql(
     current)."""
     where, params = filter_sql(flt)
     text = (
-        f"SELECT m.id, m.seq, {VERSION} FROM memories m {WITH_ACCESS} "
+        f"SELECT m.id, m.seq, {VERSION} FROM memories m {EACH_ACCESS} "
         f"WHERE m.user_id = %s AND m.seq = ANY(%s::bigint[]){where}"
     )
     return text, [user_id, list(seqs), *params]
