@@ -98,6 +98,9 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "conversation chunks rendered with their filler sentences"),
         Variant("no-speakers", "chunks", {"profile": default, "speaker_weight": 0.0},
                 "relevance ignores who the question names (recall.speakers)"),
+        Variant("no-speaker-lines", "chunks", {"profile": default, "speaker_lines": False},
+                "conversation chunks shown whole when the question names one speaker "
+                "(recall.speakers)"),
         Variant("no-time", "chunks", {"profile": default, "time_weight": 0.0},
                 "relevance ignores the time the question names (recall.when)"),
         Variant("no-group", "chunks", {"profile": default, "group_days": False},
@@ -115,9 +118,9 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "by default)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
-                 "group_days": False, "history_evidence": False},
-                "without compact, speakers, time, day groups and the history budget: the "
-                "configuration before issue 15"),
+                 "group_days": False, "history_evidence": False, "speaker_lines": False},
+                "without compact, speakers, speaker lines, time, day groups and the history "
+                "budget: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

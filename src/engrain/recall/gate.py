@@ -54,7 +54,7 @@ from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
 from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
-from engrain.recall.speakers import SPEAKER_WEIGHT, with_speakers
+from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.when import TIME_WEIGHT, with_time
@@ -86,6 +86,7 @@ class GateOptions:
     compact: bool = True  # conversation chunks rendered without filler (recall.compact)
     group_days: bool = True  # tagged: a day's conversation chunks under one header (assemble)
     speaker_weight: float = SPEAKER_WEIGHT  # who is asked about (recall.speakers)
+    speaker_lines: bool = SPEAKER_LINES  # chunks as the asked speakers' lines (speakers)
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
     turn_weight: float = TURN_WEIGHT  # a conversation chunk found by its best turn (turns)
@@ -190,6 +191,7 @@ def gate(
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
+    ranked = with_speaker_lines(ranked, message, options.speaker_lines)
     clock.lap("score")
 
     year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days

@@ -21,7 +21,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 
+from engrain.model import Memory
+from engrain.recall.excerpt import chunk_lines, excerpt
 from engrain.recall.relevance import Candidate
+from engrain.recall.select import Ranked
 
 #: The share of a chunk's relevance that depends on who wrote it (tuned on LoCoMo half A).
 SPEAKER_WEIGHT = 0.3
@@ -76,4 +79,74 @@ def with_speakers(
         share = sum(part for name, part in found if name in asked)
         out.append(replace(c, relevance=c.relevance * ((1.0 - weight) + weight * share)))
     out.sort(key=lambda c: c.relevance, reverse=True)
+    return out
+
+
+#: Whether a question naming some (not all) of a conversation's speakers is shown, of each
+#: conversation chunk past the first :data:`WHOLE_FIRST`, only their lines (see the module).
+SPEAKER_LINES = True
+#: The best-ranked conversation chunks shown whole all the same: they were ranked on what
+#: they say, so their other speaker's lines are likely the answer (tuned on LoCoMo half A
+#: among 0 / 3 / 5 / 10).
+WHOLE_FIRST = 3
+
+
+def asked_speakers(memories: Sequence[Memory], message: str) -> frozenset[str]:
+    """The speakers (lower case) of ``memories``' conversation chunks that ``message``
+    names; empty when it names none or all of them (then who is asked about says nothing)."""
+    speakers = {
+        name for m in memories if m.provenance.turn_ids for name, _ in speaker_shares(m.content)
+    }
+    asked = frozenset(s for s in speakers if named(message, s))
+    return asked if asked != speakers else frozenset()
+
+
+def line_speaker(line: str) -> str | None:
+    """The speaker (lower case) of a ``Speaker: text`` line, else ``None``."""
+    match = _LINE.match(line)
+    return match.group(1).strip().lower() if match else None
+
+
+def speaker_lines(lines: Sequence[str], asked: frozenset[str]) -> list[int]:
+    """Indexes of the lines to show for a question about ``asked``: their own lines and the
+    question each answers (the line before ends with ``?``); every line when none is
+    theirs (such a chunk was ranked on what the others said, and is shown as it is)."""
+    own = [i for i, line in enumerate(lines) if line_speaker(line) in asked]
+    if not own:
+        return list(range(len(lines)))
+    keep = set(own)
+    for i in own:
+        if i > 0 and lines[i - 1].rstrip().endswith("?"):
+            keep.add(i - 1)
+    return sorted(keep)
+
+
+def with_speaker_lines(
+    ranked: Sequence[Ranked],
+    message: str,
+    on: bool = SPEAKER_LINES,
+    whole_first: int = WHOLE_FIRST,
+) -> list[Ranked]:
+    """``ranked`` with each conversation chunk after the ``whole_first`` best-ranked ones
+    replaced, for this call, by the excerpt of the lines :func:`speaker_lines` keeps
+    (:func:`~engrain.recall.excerpt.excerpt`: its provenance names only those turns),
+    when ``message`` names some of the speakers (:func:`asked_speakers`); unchanged when
+    ``on`` is false or it names none or all of them."""
+    if not on:
+        return list(ranked)
+    asked = asked_speakers([r.memory for r in ranked], message)
+    if not asked:
+        return list(ranked)
+    out = list(ranked)
+    seen = 0
+    for n, r in enumerate(ranked):
+        lines = chunk_lines(r.memory)
+        if lines is None:
+            continue
+        seen += 1
+        if seen <= whole_first:
+            continue
+        keep = speaker_lines(lines, asked)
+        if len(keep) < len(lines):
+            out[n] = r._replace(memory=excerpt(r.memory, keep))
     return out
