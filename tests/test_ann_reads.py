@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.model import Kind
 from engrain.store import MemoryFilter, cache
 from engrain.store.ann import VectorIndex
 from engrain.store.sqlite import SQLiteStore
@@ -151,3 +152,26 @@ def test_a_promotion_keeps_every_row_findable(db: Path, store: SQLiteStore) -> N
     gone = memories[1].embedding
     assert gone is not None
     assert memories[1].id not in {m.id for m, _ in store.search(USER, gone, 20)}
+
+
+def test_a_broad_filter_asks_fewer_candidates_than_a_narrow_one(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over-fetching shrinks with the share of rows a filter keeps: k + 16 candidates when
+    every row passes, twice k per share for a filter keeping a third of them."""
+    asked: list[int] = []
+    search = VectorIndex.search
+
+    def counting(index: VectorIndex, vector: np.ndarray, count: int) -> np.ndarray:
+        asked.append(count)
+        return search(index, vector, count)
+
+    monkeypatch.setattr(VectorIndex, "search", counting)
+    query = _vectors(1, seed=31)[0]
+    assert len(store.search(USER, query, 10)) == 10
+    facts = MemoryFilter(kinds=frozenset({Kind.FACT}))
+    share = store.count(USER, facts) / store.count(USER)
+    found = store.search(USER, query, 10, facts)
+    assert len(found) == 10 and all(m.kind is Kind.FACT for m, _ in found)
+    assert asked[0] == 10 + 16
+    assert asked[1] == int(10 / share * cache.OVERFETCH) + 16
