@@ -803,3 +803,18 @@ def test_asking_for_the_process_is_a_moderate_how_to(message: str) -> None:
     fired: list[str] = []
     assert complexity_for(message, QUE, (), fired) is M, fired
     assert "how-to" in fired
+
+
+@pytest.mark.parametrize("message", ["nvm", "never mind, figured it out", "ok nevermind 🙂",
+                                     "figured it out, thanks"])
+def test_a_question_withdrawn_or_solved_by_the_asker_is_trivial(message: str) -> None:
+    assert classify(message).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["never works on staging", "nvm the cache, why is the queue slow?",
+     "figured it out for ios but android still crashes"],
+)  # fmt: skip
+def test_never_and_figured_out_with_a_problem_are_not_trivial(message: str) -> None:
+    assert classify(message).complexity is not Complexity.TRIVIAL

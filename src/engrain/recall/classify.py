@@ -187,7 +187,9 @@ _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 #: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
 _NEXT_STEP = re.compile(
     r"\b(?:will do|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|testing) "
-    r"(?:it|that|this)(?: out)?)\b"
+    r"(?:it|that|this)(?: out)?|"
+    # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
+    r"never ?mind|nvm|figured (?:it|that) out)\b"
 )
 _WORDS = re.compile(r"[a-z0-9']+")
 _REPEATS = re.compile(r"(.)\1{2,}")
