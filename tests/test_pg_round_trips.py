@@ -169,11 +169,37 @@ def test_bounded_reads_probe_the_access_counts_row_by_row(pg: Any) -> None:
     flt = MemoryFilter()
     reads = [
         sql.search_sql("alice", vectors[0], 20, flt, indexed=False),
-        sql.versions_by_seq_sql("alice", list(range(1, 60)), flt),
+        sql.best_rows_sql("alice", {seq: 1.0 / seq for seq in range(1, 60)}, flt, 20),
         (sql.FETCH, ["alice", every[:30]]),
     ]
     for text, params in reads:
         plan = "\n".join(r[0] for r in pg._read("EXPLAIN " + text, params))
-        assert "Hash" not in plan and "Seq Scan on access" not in plan, plan
+        assert "Seq Scan on access" not in plan and "access_pkey on access x" in plan, plan
     found = {m.id: m.access_count for m, _ in pg.search("alice", vectors[0], 400)}
     assert found == {i: 2 if i in every[:7] else 1 for i in every}
+
+
+def test_a_lexical_search_is_two_statements(pg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25's statistics and blocks in one statement, then the best matches' full rows,
+    filtered and ordered, in another (no separate check of versions, no third read)."""
+    from engrain.model import Kind
+
+    pg.write([mem(f"m{i}", content=f"kafka retries topic {i} note", kind=Kind.FACT)
+              for i in range(30)])  # fmt: skip
+    pg.write([mem(f"x{i}", content="kafka kafka", kind=Kind.EVENT) for i in range(5)])
+    sent: list[str] = []
+    original = psycopg.Cursor.execute
+
+    def counted(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query))
+        return original(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
+    found = pg.lexical_search("alice", "kafka retries", 10)
+    assert len(sent) == 2
+    ranked = [(-score, m.id) for m, score in found]
+    assert len(found) == 10 and ranked == sorted(ranked)
+    assert all(m.id.startswith("m") for m, _ in found)  # both terms beat "kafka" twice
+    # a filter that leaves fewer than k among the best deepens the search
+    only = pg.lexical_search("alice", "kafka retries", 10, MemoryFilter(kinds=(Kind.EVENT,)))
+    assert sorted(m.id for m, _ in only) == [f"x{i}" for i in range(5)]

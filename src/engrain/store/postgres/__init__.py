@@ -119,12 +119,12 @@ from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATION
 from engrain.store.postgres.sql import (
     CHANGES,
     FETCH,
+    best_rows_sql,
     chunks,
     filter_sql,
     listing_sql,
     redact,
     search_sql,
-    versions_by_seq_sql,
 )
 from engrain.store.postgres.writes import access_body, write_body
 from engrain.store.reads import SharedThreads
@@ -578,16 +578,11 @@ class PostgresStore:
         depth = 2 * k
         while True:
             best = scored.best(depth)
-            passing = self._read(*versions_by_seq_sql(user_id, list(best), flt))
-            ranked = sorted(
-                ((best[seq], i, v) for i, seq, v in passing), key=lambda r: (-r[0], r[1])
-            )
-            if len(ranked) >= k or len(best) >= len(scored):
+            rows = self._read(*best_rows_sql(user_id, best, flt, k))
+            if len(rows) >= k or len(best) >= len(scored):
                 break
             depth *= 4
-        ranked = ranked[:k]
-        memories = {m.id: m for m in self._decoded(user_id, [(i, v) for _, i, v in ranked])}
-        return [(memories[i], s) for s, i, _ in ranked if i in memories]
+        return [(from_row(r[:-1]), best[r[-1]]) for r in rows]
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Add one to the access count of each id (once per occurrence) and stamp it; the

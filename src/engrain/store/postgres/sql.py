@@ -137,18 +137,19 @@ def search_sql(
     return text, [query, user_id, *params, k]
 
 
-def versions_by_seq_sql(
-    user_id: str, seqs: Sequence[int], flt: MemoryFilter
+def best_rows_sql(
+    user_id: str, best: dict[int, float], flt: MemoryFilter, k: int
 ) -> tuple[str, list[Any]]:
-    """Ids, seqs and row versions of those of the user's memories with these seqs that pass
-    ``flt`` (which of BM25's best matches may be returned, and whether cached rows are
-    current)."""
+    """Full rows of the ``k`` best of BM25's matches that pass ``flt`` (``best``: seq →
+    score), best first, ties by id, each followed by its seq: the filter, the order and
+    the rows in one round trip."""
     where, params = filter_sql(flt)
     text = (
-        f"SELECT m.id, m.seq, {VERSION} FROM memories m {EACH_ACCESS} "
-        f"WHERE m.user_id = %s AND m.seq = ANY(%s::bigint[]){where}"
+        f"SELECT {SELECT_COLUMNS}, m.seq FROM unnest(%s::bigint[], %s::float8[]) AS k(seq, score) "
+        f"JOIN memories m ON m.user_id = %s AND m.seq = k.seq {EACH_ACCESS} "
+        f"WHERE true{where} ORDER BY k.score DESC, m.id LIMIT %s"
     )
-    return text, [user_id, list(seqs), *params]
+    return text, [list(best), list(best.values()), user_id, *params, k]
 
 
 def keys(part: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
