@@ -3,12 +3,13 @@ recent memories of the same type updates the existing memory instead of insertin
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
 
 from engrain.corrections import same_subject
+from engrain.embed.base import Matrix
 from engrain.model import Memory, Vector
 
 DICE_THRESHOLD = 0.80
@@ -53,34 +54,67 @@ def find_duplicate(
     pool = list(recent)
     if vector is not None:
         pool = _close(pool, vector)
+    return best_duplicate(text, pool, threshold)
+
+
+def best_duplicate(
+    text: str, candidates: Iterable[Memory], threshold: float = DICE_THRESHOLD
+) -> Memory | None:
+    """The first of ``candidates`` with the highest Dice coefficient with ``text`` above
+    ``threshold`` and about the same subject, or ``None`` (:func:`find_duplicate` without
+    the cosine prefilter: the caller has applied it). The coefficient is
+    :func:`dice_coefficient`'s, computed inline on the cached bigram sets (one lookup per
+    memory instead of three calls: ingest compares each chunk with up to ``dedup_window``
+    memories)."""
     best: Memory | None = None
     best_score = threshold
-    size = len(bigrams(text))
-    for memory in pool:
+    mine = bigrams(text)
+    size = len(mine)
+    for memory in candidates:
+        theirs = bigrams(memory.content)
+        other = len(theirs)
         # Dice cannot exceed 2·min/(sum) of the two set sizes: skip hopeless pairs cheaply.
-        other = len(bigrams(memory.content))
         if 2 * min(size, other) <= threshold * (size + other):
             continue
-        score = dice_coefficient(text, memory.content)
+        score = 1.0 if memory.content == text else 2.0 * len(mine & theirs) / (size + other)
         # "Service 3 runs on port 8033" / "Service 5 …": alike letters, another subject
         if score > best_score and same_subject(memory.content, text):
             best, best_score = memory, score
     return best
 
 
+class Recent:
+    """The recent memories one call's chunks are deduplicated against (read once per call
+    and memory type), with their vectors stacked once per vector size, so each chunk's
+    cosine prefilter is one matrix-vector product instead of a copy of every vector."""
+
+    def __init__(self, memories: Sequence[Memory]) -> None:
+        self.memories = list(memories)
+        self._stacked: dict[tuple[int, ...], tuple[list[Memory], Matrix]] = {}
+        self._bare = [m for m in self.memories if m.embedding is None]
+
+    def partition(self, vector: Vector) -> tuple[list[Memory], list[Memory]]:
+        """The memories whose cosine with ``vector`` reaches ``PREFILTER_COSINE`` and those
+        without a vector, each in their order (a vector of another size: neither)."""
+        stacked = self._stacked.get(vector.shape)
+        if stacked is None:
+            rows = [m for m in self.memories
+                    if m.embedding is not None and m.embedding.shape == vector.shape]  # fmt: skip
+            matrix: Matrix = np.array([m.embedding for m in rows], dtype=np.float32)
+            stacked = (rows, matrix)
+            self._stacked[vector.shape] = stacked
+        rows, matrix = stacked
+        if not rows:
+            return [], self._bare
+        sims = matrix @ vector
+        return [m for m, s in zip(rows, sims, strict=True) if s >= PREFILTER_COSINE], self._bare
+
+
+def partition(pool: Sequence[Memory], vector: Vector) -> tuple[list[Memory], list[Memory]]:
+    """:meth:`Recent.partition` for a pool used once."""
+    return Recent(pool).partition(vector)
+
+
 def _close(pool: list[Memory], vector: Vector) -> list[Memory]:
-    with_vectors: list[Memory] = []
-    rows: list[Vector] = []
-    without: list[Memory] = []
-    for m in pool:
-        if m.embedding is None:
-            without.append(m)
-        elif m.embedding.shape == vector.shape:
-            with_vectors.append(m)
-            rows.append(m.embedding)
-    if not with_vectors:
-        return without
-    # one C-level copy into a matrix (np.vstack checks and reshapes each row in Python)
-    sims = np.array(rows) @ vector
-    close = [m for m, s in zip(with_vectors, sims, strict=True) if s >= PREFILTER_COSINE]
+    close, without = partition(pool, vector)
     return close + without

@@ -10,7 +10,10 @@ existing ones (patches), written by the caller in one transaction.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -25,7 +28,7 @@ from engrain.errors import InputTooLargeError
 from engrain.ingest import importance as imp
 from engrain.ingest.chunk import chunk_text, chunk_turns
 from engrain.ingest.clean import clean_text
-from engrain.ingest.dedup import find_duplicate
+from engrain.ingest.dedup import Recent, best_duplicate, bigrams, find_duplicate, partition
 from engrain.ingest.route import route
 from engrain.ingest.signals import preference_key
 from engrain.model import (
@@ -44,6 +47,11 @@ from engrain.recall.classify import domains_of
 from engrain.store import MemoryFilter, Store
 from engrain.store.base import Patch
 
+#: Conversations embedded at once in one process while their callers do the text-only work.
+SIDE_THREADS = 8
+#: A draft's vector before the model has returned it.
+EMPTY: Vector = np.zeros(0, dtype=np.float32)
+
 
 @dataclass(frozen=True)
 class Draft:
@@ -54,6 +62,9 @@ class Draft:
     turn_ids: tuple[str, ...]
     event_at: datetime | None
     speakers: tuple[str, ...] = ()
+    #: The text's salience and the signals that fired (:func:`importance.salience`), when
+    #: computed while the model ran; ``None``: computed when planned.
+    salience: tuple[float, list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +237,9 @@ class Planner:
         self.store = store
         self.embedder = embedder
         self.settings = settings
+        self._side_pool: ThreadPoolExecutor | None = None
+        self._side_pid = 0
+        self._side_lock = threading.Lock()
 
     def _domains(self, text: str) -> tuple[str, ...]:
         """The domains of a memory stored without any: the built-in ones and the user's
@@ -253,15 +267,32 @@ class Planner:
             max_tokens=self.settings.max_chunk_tokens,
             min_tokens=self.settings.min_chunk_tokens,
         )
-        vectors = self.embedder.embed([p.text for p in pieces])
+        texts = [p.text for p in pieces]
+        # the chunks' text-only work (salience, bigrams for dedup) runs while the model
+        # embeds them, instead of after it on the planning's serial path
+        pending = self._side().submit(self.embedder.embed, texts) if len(texts) > 1 else None
         drafts = []
-        for piece, vector in zip(pieces, vectors, strict=True):
+        for piece in pieces:
             sources = [turns[i] for i in piece.sources]
             ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
             times = [t.at for t in sources if t.at is not None]
             speakers = tuple(dict.fromkeys(t.speaker for t in sources if t.speaker))
-            drafts.append(Draft(piece.text, vector, ids, min(times) if times else None, speakers))
-        return drafts
+            bigrams(piece.text)  # cached for the dedup of this chunk
+            drafts.append(Draft(piece.text, EMPTY, ids, min(times) if times else None, speakers,
+                                imp.salience(piece.text, speakers)))  # fmt: skip
+        vectors = pending.result() if pending is not None else self.embedder.embed(texts)
+        return [replace(d, vector=v) for d, v in zip(drafts, vectors, strict=True)]
+
+    def _side(self) -> ThreadPoolExecutor:
+        """The threads a conversation's embedding runs on while the calling thread does
+        the chunks' text-only work: one per concurrent call (started as needed, so calls of
+        several threads still embed side by side), per planner and process (a forked child
+        starts its own)."""
+        with self._side_lock:
+            if self._side_pool is None or self._side_pid != os.getpid():
+                self._side_pool = ThreadPoolExecutor(SIDE_THREADS, "engrain-embed")
+                self._side_pid = os.getpid()
+            return self._side_pool
 
     # -- phase 2: decide (reads the store) ----------------------------------------------------
 
@@ -279,11 +310,11 @@ class Planner:
         threshold are dropped; without it they are kept with their low importance."""
         threshold = self.settings.importance_threshold
         centroid = self._centroid(origin.user_id, staged)
-        memo: dict[MemoryType | Kind, list[Memory]] = {}
+        memo: dict[MemoryType | Kind, Recent] = {}
         outcomes: list[Outcome] = []
         for draft in drafts:
             novelty = imp.novelty(draft.vector, centroid)
-            salience, fired = imp.salience(draft.text, draft.speakers)
+            salience, fired = draft.salience or imp.salience(draft.text, draft.speakers)
             score = round(imp.importance(novelty, salience), 6)
             note = None
             if score < threshold:
@@ -400,7 +431,7 @@ class Planner:
         key: str | None,
         text: str,
         staged: Staged,
-        recent_memo: dict[MemoryType | Kind, list[Memory]] | None = None,
+        recent_memo: dict[MemoryType | Kind, Recent] | None = None,
         vector: Vector | None = None,
     ) -> Memory | None:
         """The memory a new item should update: the one with the same key (procedural
@@ -431,10 +462,19 @@ class Planner:
             return None
         memo = {} if recent_memo is None else recent_memo
         if like not in memo:
-            memo[like] = self.store.query(user_id, same, limit=self.settings.dedup_window)
+            memo[like] = Recent(self.store.query(user_id, same, limit=self.settings.dedup_window))
+        recent = memo[like]
         staged_ids = {m.id for m in alike}
-        pool = alike + [m for m in memo[like] if m.id not in staged_ids]
-        return find_duplicate(text, pool, self.settings.dedup_threshold, vector)
+        if vector is None:
+            pool = alike + [m for m in recent.memories if m.id not in staged_ids]
+            return find_duplicate(text, pool, self.settings.dedup_threshold)
+        # find_duplicate's pool and order (this call's chunks, then the stored ones), with
+        # the stored memories' vectors stacked once per call
+        near, bare = partition(alike, vector)
+        stored_near, stored_bare = recent.partition(vector)
+        candidates = (near + [m for m in stored_near if m.id not in staged_ids]
+                      + bare + [m for m in stored_bare if m.id not in staged_ids])  # fmt: skip
+        return best_duplicate(text, candidates, self.settings.dedup_threshold)
 
 
 def merge(
