@@ -46,6 +46,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,8 @@ import common
 from engrain import Engine
 from engrain.embed.base import Matrix
 from engrain.embed.minilm import MiniLMEmbedder
+from engrain.ingest.plan import Origin, Staged, checked_turns
+from engrain.model import IngestReport, Turn, utcnow
 
 USER = "bench-user"
 TARGET_RATIO = 0.9
@@ -167,6 +171,72 @@ INT8 = os.environ.get("ENGRAIN_ONNX_INT8")
 #: ``--compare int8``: no other checkout, this one's float graph (before) against its int8
 #: graph (after), alternating like any comparison.
 INT8_SIDES = Path("int8")
+#: ``ENGRAIN_BENCH_PIPELINE=1``: ``locomo`` feeds the sessions through
+#: :func:`ingest_pipelined` (the proposed ``Engine.ingest_conversations``) instead of one
+#: ``ingest_conversation`` per session.
+PIPELINE = os.environ.get("ENGRAIN_BENCH_PIPELINE", "0").lower() not in ("0", "false", "no")
+#: ``--compare pipeline``: this checkout's per-session calls (before) against the pipelined
+#: sessions (after), alternating.
+PIPELINE_SIDES = Path("pipeline")
+
+
+def ingest_pipelined(
+    engine: Engine, sessions: Sequence[tuple[Sequence[Turn], str, str, datetime | None]]
+) -> list[IngestReport]:
+    """Sessions ``(turns, user_id, session_id, now)`` in order, each planned and written
+    exactly as ``ingest_conversation`` would (its own transaction, after the previous
+    session's), while the next session is chunked and embedded on another thread.
+
+    The prototype of a proposed ``Engine.ingest_conversations`` (engine.py is the lead's;
+    docs/ingest.md gives the diff): it uses the engine's own steps — the planner's two
+    phases, the engine's lock, ``_write`` and ``_after_ingest`` — so its stored rows are
+    those of the sequential calls (checked by ``tests/test_ingest_pipeline.py``)."""
+    parsed = [
+        (checked_turns(turns, engine.settings.max_text_chars),
+         Origin.checked(user, session), now or utcnow())
+        for turns, user, session, now in sessions
+    ]  # fmt: skip
+    reports: list[IngestReport] = []
+    if not parsed:
+        return reports
+    with ThreadPoolExecutor(1, "engrain-ahead") as ahead:
+        pending = ahead.submit(engine.planner.conversation_drafts, parsed[0][0])
+        for index, (_, origin, when) in enumerate(parsed):
+            drafts = pending.result()  # an embedding failure: raised here, nothing of it written
+            if index + 1 < len(parsed):
+                pending = ahead.submit(engine.planner.conversation_drafts, parsed[index + 1][0])
+            staged = Staged()
+            with engine._lock:
+                reports.append(engine.planner.conversation(drafts, origin, when, staged))
+                engine._write(staged)
+            engine._after_ingest(staged)
+    return reports
+
+
+def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, int]:
+    """Every session of ``conversations`` into ``engine`` (pipelined with
+    :data:`PIPELINE`); the outcome counts and the turns."""
+    import baselines as bl
+    import locomo
+
+    totals = {"stored": 0, "merged": 0, "discarded": 0, "turns": 0}
+    if not PIPELINE:
+        for conversation in conversations:
+            for key, value in locomo.ingest(engine, conversation).items():
+                totals[key] += value
+        return totals
+    sessions = []
+    for conversation in conversations:
+        for session in conversation.sessions:
+            at = locomo.parse_session_time(session.date_time)
+            turns = [Turn(t.speaker, bl.memory_text(t)[len(t.speaker) + 2 :], t.dia_id, at)
+                     for t in session.turns]  # fmt: skip
+            sessions.append((turns, conversation.conversation_id, f"session_{session.index}", at))
+            totals["turns"] += len(turns)
+    for report in ingest_pipelined(engine, sessions):
+        for outcome in report.outcomes:
+            totals[outcome.action] += 1
+    return totals
 
 
 def make_embedder() -> MiniLMEmbedder:
@@ -196,12 +266,9 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
             locomo.backend_stores(backend, Path(tmp)) as new_store:  # fmt: skip
         engine = Engine(settings=Settings(data_dir=Path(tmp)), store=new_store("ingest"),
                         embedder=embedder)  # fmt: skip
-        totals = {"stored": 0, "merged": 0, "discarded": 0, "turns": 0}
         with engine:
             start, cpu = time.perf_counter(), time.process_time()
-            for conversation in conversations:
-                for key, value in locomo.ingest(engine, conversation).items():
-                    totals[key] += value
+            totals = feed_locomo(engine, conversations)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             engine.wait()
     return {
@@ -230,6 +297,9 @@ def alternate(
     graphs = {}
     if compare == INT8_SIDES:  # this checkout's float graph (before) against its int8 (after)
         sides, graphs = {"before": None, "after": None}, {"before": "0", "after": "1"}
+    pipelined = {"before": "0", "after": "1"} if compare == PIPELINE_SIDES else {}
+    if pipelined:  # this checkout's calls per session (before) against the pipeline (after)
+        sides = {"before": None, "after": None}
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     for _ in range(repeat):
         for side, src in sides.items():
@@ -238,6 +308,8 @@ def alternate(
                 env["PYTHONPATH"] = str(src)
             if side in graphs:
                 env["ENGRAIN_ONNX_INT8"] = graphs[side]
+            if side in pipelined:
+                env["ENGRAIN_BENCH_PIPELINE"] = pipelined[side]
             command = [sys.executable, __file__, *args]
             done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             run = json.loads(done.stdout.strip().splitlines()[-1])
