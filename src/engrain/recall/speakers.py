@@ -12,6 +12,16 @@ with ``w`` = :data:`SPEAKER_WEIGHT`. A chunk written by the named speaker keeps 
 relevance; one where they only said "Cool!" loses up to ``w`` of it. Nothing changes for
 a question that names no speaker of the candidates (or names all of them), nor for a
 memory that is not a conversation chunk (no turn ids, no ``Speaker:`` lines).
+
+The same fact saves tokens (:func:`with_speaker_lines`, ``GateOptions.speaker_lines``): for
+such a question, each ranked conversation chunk after the :data:`WHOLE_FIRST` best is
+shown, for this call only, as the named speakers' lines and the question each answers (a
+copy of the memory whose provenance names only those turns: ``recall.excerpt``), so a
+budget holds more of their turns; a chunk with no line of theirs is shown whole. The best
+chunks stay whole because they were ranked on what they say, whoever said it (where a
+question names the wrong speaker, the answer is the other one's line in a top chunk).
+
+Concurrency: pure functions of their arguments.
 """
 
 from __future__ import annotations
