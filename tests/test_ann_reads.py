@@ -1,7 +1,7 @@
 """What one search of a large user reads and sorts (issue 18, store/cache.py): the vectors
 the index's candidates were scored with are the ones the built memories get (not read from
 the rows a second time), a memory kept built reads none, and a write carries the record of
-which rows the index holds (:class:`~engrain.store.cache._AnnRows`) without sorting every
+which rows the index holds (:class:`~engrain.store.ann_rows.AnnRows`) without sorting every
 key again.
 
 As in tests/test_ann.py the threshold is forced low and the index built inside the call."""
@@ -20,6 +20,7 @@ import pytest
 from engrain.model import Kind
 from engrain.store import MemoryFilter, cache
 from engrain.store.ann import VectorIndex
+from engrain.store.ann_rows import AnnRows
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _indexed, _memories, _vectors
 
@@ -96,11 +97,11 @@ def test_memories_kept_built_read_no_vector(db: Path, store: SQLiteStore) -> Non
         assert np.array_equal(memory.embedding, originals[memory.id])
 
 
-def _record(keys: np.ndarray, held: np.ndarray) -> cache._AnnRows:
-    return cache._AnnRows.of(VectorIndex.__new__(VectorIndex), keys, held)
+def _record(keys: np.ndarray, held: np.ndarray) -> AnnRows:
+    return AnnRows.of(VectorIndex.__new__(VectorIndex), keys, held)
 
 
-def _same(a: cache._AnnRows, b: cache._AnnRows, probe: np.ndarray) -> None:
+def _same(a: AnnRows, b: AnnRows, probe: np.ndarray) -> None:
     assert np.array_equal(a.keys, b.keys) and np.array_equal(a.held, b.held)
     assert np.array_equal(a.sorted_keys, b.sorted_keys)
     assert np.array_equal(a.rows_of(probe), b.rows_of(probe))

@@ -21,7 +21,7 @@ only proposes candidates: they are mapped onto the reader's snapshot (a forgotte
 not there), scored exactly with its vectors, and merged with an exact search of the rows the
 index does not hold (written or re-embedded since it was built or patched), so a result is
 always a current memory and a new memory is always found. A snapshot records which rows the
-index holds (:class:`_AnnRows`), carried through writes like the other columns.
+index holds (:class:`AnnRows`), carried through writes like the other columns.
 
 **Vectors held once.** Once the index holds every loaded row's vector, the snapshot drops its
 float32 matrix (154 MB at 100,000 × 384): a loaded row's vector is then read from the index
@@ -57,6 +57,7 @@ from engrain.store.ann import (
     VectorIndex,
     memory_keys,
 )
+from engrain.store.ann_rows import AnnRows
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.columns import Table, parse_micros
 from engrain.store.lexical import LexicalIndex
@@ -365,59 +366,6 @@ _ARRAY_FIELDS = ("ids", *_SMALL_FIELDS)
 
 
 @dataclass(frozen=True)
-class _AnnRows:
-    """Which rows of a snapshot's arrays the approximate ``index`` holds with the vector
-    they have in that snapshot; never changed once built (writes derive new ones)."""
-
-    index: VectorIndex
-    keys: Keys  # per row: memory_keys(ids)
-    held: BoolArray  # per row
-    sorted_keys: Keys
-    order: npt.NDArray[np.intp]  # rows in key order
-
-    @classmethod
-    def of(cls, index: VectorIndex, keys: Keys, held: BoolArray) -> _AnnRows:
-        """The record for rows with these keys, ``held`` by ``index``."""
-        order = np.argsort(keys, kind="stable")
-        held.flags.writeable = False
-        return cls(index, keys, held, keys[order], order)
-
-    def rows_of(self, keys: Keys) -> npt.NDArray[np.intp]:
-        """The row of each key, -1 for a key no row has (a memory forgotten since)."""
-        if not len(self.sorted_keys):
-            return np.full(len(keys), -1, dtype=np.intp)
-        at = np.minimum(np.searchsorted(self.sorted_keys, keys), len(self.sorted_keys) - 1)
-        return np.where(self.sorted_keys[at] == keys, self.order[at], -1)
-
-    def after_write(self, unheld: Iterable[int], fresh_keys: Keys) -> _AnnRows:
-        """The record after a write: rows ``unheld`` got another vector, rows with
-        ``fresh_keys`` were appended (neither is held until the index is patched). The
-        key order is carried, not sorted again: a patch (a memory's tenth use promotes
-        it) keeps every key, and appended keys are merged in (sorting 100,000 keys took
-        ~5 ms of every write)."""
-        held = np.concatenate([self.held, np.zeros(len(fresh_keys), dtype=bool)])
-        held[list(unheld)] = False
-        held.flags.writeable = False
-        if not len(fresh_keys):
-            return replace(self, held=held)
-        keys = np.concatenate([self.keys, fresh_keys])
-        fresh_order = np.argsort(fresh_keys, kind="stable")
-        at = np.searchsorted(self.sorted_keys, fresh_keys[fresh_order], side="right")
-        sorted_keys = np.insert(self.sorted_keys, at, fresh_keys[fresh_order])
-        order = np.insert(self.order, at, len(self.keys) + fresh_order)
-        return _AnnRows(self.index, keys, held, sorted_keys, order)
-
-    def without(self, keep: BoolArray) -> _AnnRows:
-        """The record with the rows not kept left out (the key order carried)."""
-        held = self.held[keep]
-        held.flags.writeable = False
-        in_order = keep[self.order]
-        renumbered = np.cumsum(keep, dtype=np.intp) - 1
-        return _AnnRows(self.index, self.keys[keep], held, self.sorted_keys[in_order],
-                        renumbered[self.order[in_order]])  # fmt: skip
-
-
-@dataclass(frozen=True)
 class Snapshot:
     """One published state of a user's working set; never changed after publication.
     ``arrays`` and ``lexical`` (built over ``arrays.memories``) are ``None`` until a read
@@ -426,11 +374,11 @@ class Snapshot:
     rows: Mapping[str, Memory]
     arrays: _Arrays | None = None
     lexical: LexicalIndex | None = None
-    ann: _AnnRows | None = None
+    ann: AnnRows | None = None
 
     @classmethod
     def over(
-        cls, arrays: _Arrays, lexical: LexicalIndex | None = None, ann: _AnnRows | None = None
+        cls, arrays: _Arrays, lexical: LexicalIndex | None = None, ann: AnnRows | None = None
     ) -> Snapshot:
         """A snapshot of ``arrays``, its ``rows`` built from them on access."""
         return cls(arrays.view(), arrays, lexical, ann)
@@ -714,7 +662,7 @@ class UserCache:
         return (slot is not None and arrays is not None
                 and int(arrays.has_vector.sum()) >= slot.min_vectors)  # fmt: skip
 
-    def _ann_rows(self, snapshot: Snapshot) -> _AnnRows | None:
+    def _ann_rows(self, snapshot: Snapshot) -> AnnRows | None:
         """The snapshot's record of the rows the index holds, if the user is large and the
         index ready; starts the job that builds, loads or patches it when needed (searches
         stay exact meanwhile)."""
@@ -764,12 +712,12 @@ class UserCache:
                     held = np.ones(with_vector.size, dtype=bool)
             rows_held = np.zeros(len(arrays), dtype=bool)
             rows_held[with_vector] = held
-            if self._attach(arrays, _AnnRows.of(index, keys, rows_held)):
+            if self._attach(arrays, AnnRows.of(index, keys, rows_held)):
                 if len(arrays) >= HEAP_RELEASE_ROWS:
                     heap.release()  # the matrix dropped, the saved index's bytes freed
                 return
 
-    def _attach(self, arrays: _Arrays, ann: _AnnRows) -> bool:
+    def _attach(self, arrays: _Arrays, ann: AnnRows) -> bool:
         """Record ``ann`` (made for ``arrays``) on the current snapshot if it still has the
         same rows and vectors (the same id array and vector version: counted uses and
         patches of other fields keep them); whether it did. If the index holds every loaded
@@ -900,7 +848,7 @@ OVERFETCH_SLOPE = 2.0
 
 def _approximate(
     arrays: _Arrays,
-    ann: _AnnRows,
+    ann: AnnRows,
     query: npt.NDArray[np.float32],
     searches: Sequence[tuple[int, MemoryFilter]],
     mask_of: Callable[[_Arrays, MemoryFilter], BoolArray],
