@@ -24,11 +24,12 @@ always a current memory and a new memory is always found. A snapshot records whi
 index holds (:class:`AnnRows`), carried through writes like the other columns.
 
 **Vectors held once.** Once the index holds every loaded row's vector, the snapshot drops its
-float32 matrix (154 MB at 100,000 × 384): a loaded row's vector is then read from the index
-(float16, :class:`_IndexVectors`), a row written since from its memory object (exact). Search
-scores, the learnings' subset and a built memory's ``embedding`` of a loaded row are then the
-float16 vector widened (within 1e-3 of the stored one; R@50 against exact search in
-docs/scale.md). Readers of an older snapshot keep its matrix until they are done.
+float32 matrix (154 MB at 100,000 × 384): a loaded row's vector is then read from its SQLite
+row (float32, by rowid; the index's own vector only for a row another process replaced since:
+:class:`_IndexVectors`), a row written since from its memory object (exact). A search reads
+its candidates' vectors once: the memories it builds for its results take those, and a
+memory already built reads none (docs/scale.md, "Session 8"). Readers of an older snapshot
+keep its matrix until they are done.
 """
 
 from __future__ import annotations
