@@ -2,13 +2,14 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in a block of its own a third one written blind to the gate
+superseded memories), and in blocks of their own two more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
-``trivial-pulse.jsonl``), are loaded through the public API (``import_records``), and every
-labelled message is answered with ``explain()`` (the classification) and ``context()``
-(what is injected). Each message is answered by a fresh copy of its project, so the uses
-one answer counts cannot change the next; the copy is an ``export_records`` of the loaded
-project, vectors included, so nothing is embedded twice.
+``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
+``messages-sensor.jsonl``, ``trivial-sensor.jsonl``), are loaded through the public API
+(``import_records``), and every labelled message is answered with ``explain()`` (the
+classification) and ``context()`` (what is injected). Each message is answered by a fresh
+copy of its project, so the uses one answer counts cannot change the next; the copy is an
+``export_records`` of the loaded project, vectors included, so nothing is embedded twice.
 
 Measured per profile (``gated``, ``composite``, ``static``) and per split (``held``,
 ``tune``, ``all``; the split is fixed in the data, see ``bench/gating/README.md``):
@@ -29,7 +30,7 @@ and the same by labelled intent and by project, with must-include recall by the 
 the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
-[--profiles gated,composite,static] [--limit N] [--sets main,pulse]``.
+[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor]``.
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ DATA = Path(__file__).resolve().parent / "gating"
 USER = "dev"
 SPLITS = ("held", "tune", "all")
 #: The evaluation's sets of labelled and trivial messages: ``main`` (``messages.jsonl`` and
-#: ``trivial.jsonl``: ledgerly and forecasting) and ``pulse`` (``messages-pulse.jsonl`` and
-#: ``trivial-pulse.jsonl``: the third project, written blind), each reported on its own.
-SETS = ("main", "pulse")
+#: ``trivial.jsonl``: ledgerly and forecasting), ``pulse`` (``messages-pulse.jsonl`` and
+#: ``trivial-pulse.jsonl``: the third project, written blind) and ``sensor``
+#: (``messages-sensor.jsonl`` and ``trivial-sensor.jsonl``: the fourth, written blind), each
+#: reported on its own.
+SETS = ("main", "pulse", "sensor")
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000

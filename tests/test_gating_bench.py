@@ -214,3 +214,15 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
     assert {r["project"] for r in pulse["profiles"]["gated"]["messages"]} == {"pulse"}
     assert {r["project"] for r in report["profiles"]["gated"]["messages"]} <= set(main.projects)
     assert "\n== set pulse ==\n" in gating.table(report)
+
+
+def test_the_blind_fourth_project_is_a_set_of_its_own() -> None:
+    """``sensor`` (written blind, issue 12) runs as its own set, by default, beside the others."""
+    assert gating.SETS == ("main", "pulse", "sensor")
+    sets = {name: gating.load_data(name=name) for name in gating.SETS}
+    sensor = sets["sensor"]
+    others = {p for name, data in sets.items() if name != "sensor" for p in data.projects}
+    assert sensor.projects and not set(sensor.projects) & others
+    assert len(sensor.messages) >= 50 and len(sensor.trivial) >= 30
+    assert {m["split"] for m in sensor.messages} == {"tune", "held"}
+    assert {t["split"] for t in sensor.trivial} == {"tune", "held"}
