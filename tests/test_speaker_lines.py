@@ -135,3 +135,16 @@ def test_the_gate_shows_the_named_speakers_lines_and_counts_them_exactly(
     assert cut.text == render(list(cut.memories), Format.TAGGED, grouped=True)
     assert all("chewed" in m.content for m in store.query("u"))  # transcripts stay whole
     assert GateOptions().speaker_lines
+
+
+def test_a_memory_objects_cut_is_remembered_until_the_object_changes() -> None:
+    ranked = _ranked(WHOLE_FIRST + 1)
+    question = "What did Caroline's dog chew?"
+    first = with_speaker_lines(ranked, question)[-1].memory
+    assert with_speaker_lines(ranked, question)[-1].memory is first  # the same copy
+    changed = ranked[-1].memory.evolve(access_count=5)  # a new object for the same memory
+    again = with_speaker_lines([*ranked[:-1], ranked[-1]._replace(memory=changed)], question)
+    assert again[-1].memory is not first and again[-1].memory.access_count == 5
+    assert again[-1].memory.content == first.content
+    other = with_speaker_lines(ranked, "What did Melanie see?")[-1].memory
+    assert other.provenance.turn_ids == tuple(ranked[-1].memory.provenance.turn_ids[:3])

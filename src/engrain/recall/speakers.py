@@ -21,12 +21,15 @@ budget holds more of their turns; a chunk with no line of theirs is shown whole.
 chunks stay whole because they were ranked on what they say, whoever said it (where a
 question names the wrong speaker, the answer is the other one's line in a top chunk).
 
-Concurrency: pure functions of their arguments.
+Concurrency: pure functions of their arguments, but for a per-process cache of each memory
+object's cut (a dict whose entries are replaced whole; two threads cutting the same object
+store equal copies).
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
@@ -150,13 +153,38 @@ def with_speaker_lines(
     out = list(ranked)
     seen = 0
     for n, r in enumerate(ranked):
-        lines = chunk_lines(r.memory)
-        if lines is None:
+        if not r.memory.provenance.turn_ids:
+            continue
+        cut = _cut(r.memory, asked)
+        if cut is None:  # not a chunk of one line per turn
             continue
         seen += 1
-        if seen <= whole_first:
-            continue
-        keep = speaker_lines(lines, asked)
-        if len(keep) < len(lines):
-            out[n] = r._replace(memory=excerpt(r.memory, keep))
+        if seen > whole_first and cut is not r.memory:
+            out[n] = r._replace(memory=cut)
     return out
+
+
+#: Each memory object's cut per asked speakers: copying a memory is most of the cost
+#: (~15 µs), and the stores hand out the same object until the memory changes. A weak
+#: reference checks that the object is the one remembered (an ``id`` can be reused).
+_CUTS: dict[tuple[int, frozenset[str]], tuple[weakref.ref[Memory], Memory | None]] = {}
+_CUTS_MAX = 20_000
+
+
+def _cut(memory: Memory, asked: frozenset[str]) -> Memory | None:
+    """``memory`` as the lines :func:`speaker_lines` keeps for ``asked`` (itself when it
+    keeps them all), ``None`` when it is not a chunk of one line per turn
+    (:func:`~engrain.recall.excerpt.chunk_lines`); remembered per memory object."""
+    key = (id(memory), asked)
+    hit = _CUTS.get(key)
+    if hit is not None and hit[0]() is memory:
+        return hit[1]
+    lines = chunk_lines(memory)
+    cut: Memory | None = None
+    if lines is not None:
+        keep = speaker_lines(lines, asked)
+        cut = excerpt(memory, keep) if len(keep) < len(lines) else memory
+    if len(_CUTS) >= _CUTS_MAX:
+        _CUTS.clear()
+    _CUTS[key] = (weakref.ref(memory), cut)
+    return cut
