@@ -53,6 +53,8 @@ def test_a_saved_index_is_checked_once_in_chunks_when_a_process_opens_it(
     assert reopened.wait_for_index(USER)
     assert sum(chunks) == len(rows) == 600  # each row once (twice before)
     assert max(chunks) <= 64
+    record = reopened._cache(USER).snapshot.ann
+    assert record is not None and record.held.all()  # the mask handed over: every row held
     for memory in rows[:20]:
         assert memory.embedding is not None
         assert _ids(reopened.search(USER, memory.embedding, 1)) == [memory.id]
