@@ -90,8 +90,13 @@ def test_memories_kept_built_read_no_vector(db: Path, store: SQLiteStore) -> Non
     again = store.query(USER, flt, limit=30)
     assert [m.id for m in again] == [m.id for m in first]
     assert counted == []  # every one of them was kept built: nothing read
-    more = store.query(USER, flt, limit=50)  # 30 kept, 20 to build
-    assert counted == [20]
+    arrays = store._cache(USER).snapshot.arrays
+    assert arrays is not None
+    kept = {str(i) for i in arrays.ids.tolist() if arrays.rows.decoded.get(str(i)) is not None}
+    # 30 kept, 20 to build (fewer when the fixture's search already built some of them)
+    more = store.query(USER, flt, limit=50)
+    assert counted == [sum(m.id not in kept for m in more)]
+    assert 15 <= counted[0] <= 20
     for memory in more:
         assert memory.embedding is not None
         assert np.array_equal(memory.embedding, originals[memory.id])
