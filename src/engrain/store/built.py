@@ -12,8 +12,8 @@ would only have stored the values given (nothing is validated or converted there
 store's rows are the memories it wrote). Otherwise, or if a field is missing, it calls
 ``__init__``. ``tests/test_columnar.py`` checks that both give equal memories.
 
-:func:`rows_memories` is :meth:`~engrain.store.rows.Rows.memories` with this builder: the
-kept memories reused, the others' texts read in one query, each built memory kept.
+:func:`rows_memories` builds the memories of a working set's rows with it: the kept
+memories reused, the others' texts read in one query, each built memory kept.
 """
 
 from __future__ import annotations

@@ -124,30 +124,6 @@ class Rows:
                 memory = with_access(memory, count, from_micros(last))
         return self.decoded.keep(memory)
 
-    def memories(
-        self, rows: Sequence[int], ids: Sequence[str], embedding: Callable[[int], Vector | None]
-    ) -> list[Memory]:
-        """:meth:`memory` of each row (``ids``: theirs), those not kept built together."""
-        out: list[Memory | None] = [self.decoded.get(memory_id) for memory_id in ids]
-        todo = [i for i, found in enumerate(out) if found is None]
-        from_base = [i for i in todo if self.source[rows[i]] >= 0]
-        for i in todo:
-            if self.source[rows[i]] < 0:
-                out[i] = self.memory(rows[i], ids[i], lambda: None)
-        if from_base:
-            assert self.base is not None
-            picked = [rows[i] for i in from_base]
-            prefetch = getattr(self.base.content, "prefetch", None)
-            if prefetch is not None:  # texts kept in the store: one read for all of them
-                prefetch(self.source[picked].tolist())
-            built = self.base.memories(
-                self.source[picked].tolist(), [embedding(row) for row in picked],
-                self.access[picked].tolist(), self.last[picked].tolist(),
-            )  # fmt: skip
-            for i, memory in zip(from_base, built, strict=True):
-                out[i] = self.decoded.keep(memory)
-        return [m for m in out if m is not None]
-
     def content(self, row: int, memory_id: str) -> str:
         """The text of ``row`` (without building its memory)."""
         at = int(self.source[row])
