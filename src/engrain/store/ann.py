@@ -274,9 +274,9 @@ class VectorIndex:
         payload = memoryview(data)[_HEADER.size :]
         if magic != _MAGIC or length != len(payload) or zlib.crc32(payload) != crc:
             return None
-        try:  # usearch copies from the view: no second copy of a ~1 GB payload at 1M
+        try:
             index = _usearch().restore(
-                payload, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                bytes(payload), connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
                 expansion_search=EXPANSION_SEARCH,
             )  # fmt: skip
         except (ValueError, RuntimeError) as exc:
