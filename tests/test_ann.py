@@ -187,9 +187,11 @@ def test_a_damaged_index_file_is_rebuilt_never_trusted(db: Path, damage: str) ->
     assert VectorIndex.load(_saved(db), DIM) is None
     reopened = _indexed(db)
     assert reopened.wait_for_index(USER)
-    query = reopened.query(USER)[10]
-    assert query.embedding is not None
-    assert _ids(reopened.search(USER, query.embedding, 1)) == [query.id]
+    found = 0  # each memory its own nearest neighbour, but for a rare miss of the graph
+    for memory in reopened.query(USER)[:20]:
+        assert memory.embedding is not None
+        found += _ids(reopened.search(USER, memory.embedding, 1)) == [memory.id]
+    assert found >= 18
     assert VectorIndex.load(_saved(db), DIM) is not None  # rebuilt and saved again
 
 
