@@ -203,3 +203,43 @@ def test_a_lexical_search_is_two_statements(pg: Any, monkeypatch: pytest.MonkeyP
     # a filter that leaves fewer than k among the best deepens the search
     only = pg.lexical_search("alice", "kafka retries", 10, MemoryFilter(kinds=(Kind.EVENT,)))
     assert sorted(m.id for m, _ in only) == [f"x{i}" for i in range(5)]
+
+
+def test_only_a_context_record_commits_without_waiting_for_the_flush(
+    pg: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record a ``context()`` writes after every call (namespace ``contexts``, alone)
+    commits with ``synchronous_commit = off``; a write that changes a memory, or holds any
+    other document, still waits for the WAL flush. The lazy record is read back at once by
+    another connection, like any commit."""
+    from engrain import feedback
+    from engrain.store import Patch
+    from engrain.store.postgres import writes
+
+    assert feedback.CONTEXTS in writes.LAZY_NAMESPACES
+    pg.write([mem("a")])
+    sent: list[str] = []
+    original = psycopg.Cursor.execute
+
+    def recorded(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query))
+        return original(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
+    lazy = "SET LOCAL synchronous_commit = off"
+    record = State("alice", feedback.CONTEXTS, "c1", {"memory_ids": ["a"]})
+    pg.write(state=[record])
+    assert lazy in sent
+    assert _one(pg.url, "SELECT value::text FROM state WHERE key = 'c1'") == '{"memory_ids": ["a"]}'
+    others = [
+        {"state": [record, State("alice", "cooccurrence", "pairs", {"x": 1})]},
+        {"state": [record], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+        {"state": [State("alice", "cooccurrence", "pairs", {"x": 2})]},
+        {"upserts": [mem("b")], "state": [record]},
+    ]
+    for write in others:
+        sent.clear()
+        pg.write(**write)
+        assert sent and lazy not in sent, write
+    assert pg.get_state("alice", "cooccurrence", "pairs") == {"x": 2}
+    assert pg.get("alice", ["a"])[0].promoted_at == NOW

@@ -48,6 +48,35 @@ def prepare(memory: Memory) -> Prepared:
         raise ValidationError(f"memory {memory.id} has a field of the wrong type: {exc}") from exc
 
 
+#: State namespaces whose documents, written alone, commit without waiting for the WAL
+#: flush (``synchronous_commit = off`` for that transaction only): ``contexts``
+#: (``engrain.feedback.CONTEXTS``), the record of what one ``context()`` injected, written
+#: after every call. A crash of the database server (not of a client) can lose the records
+#: of the last fraction of a second (``wal_writer_delay`` × 3 at most), never a memory: a
+#: feedback on such a context is answered "no context" as for an expired one. The
+#: transaction stays atomic, is visible to every reader at once, and any later commit
+#: that waits for its flush (every other write) makes it durable too, since the WAL is
+#: flushed in order: nothing durable can depend on a record that was lost.
+LAZY_NAMESPACES = frozenset({"contexts"})
+
+
+def lazy_commit(
+    upserts: Sequence[Memory],
+    deletes: Sequence[Memory],
+    state: Sequence[State],
+    patches: Sequence[Patch],
+) -> bool:
+    """Whether a write may commit without waiting for the WAL flush: it changes no memory
+    and writes only documents of :data:`LAZY_NAMESPACES`."""
+    return (
+        not upserts
+        and not deletes
+        and not patches
+        and bool(state)
+        and all(s.namespace in LAZY_NAMESPACES for s in state)
+    )
+
+
 def write_body(
     upserts: Sequence[Memory],
     deletes: Sequence[Memory],
@@ -68,9 +97,12 @@ def write_body(
                      | {p.user_id for p in live_patches})  # fmt: skip
     touched = sorted(staged.keys() | removed | set(to_read))
     now = datetime.now(UTC)
+    lazy = lazy_commit(upserts, deletes, state, patches)
 
     def body(db: Conn) -> None:
         with db.cursor(binary=True) as cur:
+            if lazy:  # only context records: do not wait for the WAL flush (LAZY_NAMESPACES)
+                cur.execute("SET LOCAL synchronous_commit = off")
             # 1. Queue behind other writers of these users (sorted: no deadlock).
             cur.executemany(
                 "INSERT INTO revisions (user_id, revision) VALUES (%s, 1) "
