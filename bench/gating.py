@@ -63,9 +63,10 @@ SPLITS = ("held", "tune", "all")
 #: The evaluation's sets of labelled and trivial messages: ``main`` (``messages.jsonl`` and
 #: ``trivial.jsonl``: ledgerly and forecasting), ``pulse`` (``messages-pulse.jsonl`` and
 #: ``trivial-pulse.jsonl``: the third project, written blind) and ``sensor``
-#: (``messages-sensor.jsonl`` and ``trivial-sensor.jsonl``: the fourth, written blind), each
-#: reported on its own.
-SETS = ("main", "pulse", "sensor")
+#: (``messages-sensor.jsonl`` and ``trivial-sensor.jsonl``: the fourth, written blind) and
+#: ``quill`` (``messages-quill.jsonl`` and ``trivial-quill.jsonl``: the fifth, written blind),
+#: each reported on its own.
+SETS = ("main", "pulse", "sensor", "quill")
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000
