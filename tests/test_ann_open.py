@@ -92,3 +92,91 @@ def test_prepare_reports_a_row_the_index_cannot_hold() -> None:
     index, held = slot.prepare(keys, vectors)
     assert (held == index.holds(keys, vectors)).all()
     assert held[np.arange(120) != 5].all()
+
+
+def _wide(keys: ann.Keys, vectors: ann.Matrix, dtype: str, metric: str = "cos") -> bytes:
+    """The saved copy of an index holding ``vectors`` as ``dtype`` (what an earlier
+    version saved: float16), framed like :meth:`VectorIndex.dump`."""
+    index = ann._usearch()(
+        ndim=vectors.shape[1], metric=metric, dtype=dtype, connectivity=ann.CONNECTIVITY,
+        expansion_add=ann.EXPANSION_ADD, expansion_search=ann.EXPANSION_SEARCH,
+    )  # fmt: skip
+    index.add(keys, vectors, threads=1)
+    return VectorIndex(index).dump()
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_a_wider_saved_index_is_loaded_as_int8_with_its_graph(dtype: str) -> None:
+    vectors = _vectors(500, seed=3)
+    keys = memory_keys([f"m{i}" for i in range(500)])
+    saved = _wide(keys, vectors, dtype)
+    loaded = VectorIndex.load(saved, vectors.shape[1])
+    assert loaded is not None and loaded.lossy and loaded.converted
+    assert len(loaded) == 500
+    assert loaded.holds(keys, vectors).all()  # each row's vector, quantized as usearch does
+    # stored as building an int8 index from these vectors stores them (within one step)
+    built = VectorIndex.build(keys, vectors, threads=1)
+    mine, theirs = (np.asarray(i._index.get(keys, dtype="i8"), dtype=np.int16)
+                    for i in (loaded, built))  # fmt: skip
+    assert np.abs(mine - theirs).max() <= 1
+    # the graph is the saved one: the same edges, only the vectors' type changed
+    header = ann._HEADER.size
+    wide = memoryview(saved)[header:]
+    narrow = loaded.dump()[header:]
+    rows, width = ann._MATRIX.unpack_from(wide)
+    graph_at = ann._MATRIX.size + rows * width + ann._HEAD_SIZE
+    assert bytes(narrow[-(len(wide) - graph_at):]) == bytes(wide[graph_at:])
+    assert len(narrow) == len(wide) - rows * (width - vectors.shape[1])
+    # and it finds what it holds: a memory's own vector among its nearest keys
+    found = sum(int(keys[i]) in loaded.search(vectors[i], 5).tolist() for i in range(50))
+    assert found >= 48
+
+
+def test_only_a_cosine_float_index_in_the_known_layout_is_converted() -> None:
+    vectors = _vectors(200, seed=4)
+    keys = memory_keys([f"m{i}" for i in range(200)])
+    header = ann._HEADER.size
+
+    def payload(data: bytes) -> memoryview:
+        return memoryview(data)[header:]
+
+    assert ann.int8_payload(payload(VectorIndex.build(keys, vectors, threads=1).dump())) is None
+    inner = _wide(keys, vectors, "f16", metric="ip")
+    assert ann.int8_payload(payload(inner)) is None  # not cosine: not quantized this way
+    wide = _wide(keys, vectors, "f16")
+    assert ann.int8_payload(payload(wide)) is not None
+    other = bytearray(payload(wide))
+    rows, width = ann._MATRIX.unpack_from(other)
+    head_end = ann._MATRIX.size + rows * width + ann._HEAD_SIZE
+    assert ann.int8_payload(payload(wide)[: head_end - 1]) is None  # cut short
+    other[ann._MATRIX.size + rows * width : ann._MATRIX.size + rows * width + 7] = b"xsearch"
+    assert ann.int8_payload(memoryview(other)) is None  # not usearch's head where expected
+    assert ann.int8_payload(memoryview(b"\x00" * 4)) is None
+    dot = VectorIndex.load(inner, vectors.shape[1])  # loaded as it is, as before
+    assert dot is not None and not dot.lossy and not dot.converted
+
+
+def test_prepare_saves_a_converted_index_once_without_building_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vectors = _vectors(300, seed=5)
+    keys = memory_keys([f"m{i}" for i in range(300)])
+    saved: dict[str, bytes] = {"x": _wide(keys, vectors, "f16")}
+    writes: list[int] = []
+
+    def write(data: bytes) -> None:
+        writes.append(len(data))
+        saved["x"] = data
+
+    stash = Stash(read=lambda: saved.get("x"), write=write, later=lambda job: job())
+    monkeypatch.setattr(VectorIndex, "build", None)  # a build would fail the test
+    slot = IndexSlot(stash, min_vectors=0, background=False)
+    index, held = slot.prepare(keys, vectors)
+    assert held.all() and index.lossy and not index.converted
+    assert len(writes) == 1  # saved as int8 at once
+    again = VectorIndex.load(saved["x"], vectors.shape[1])
+    assert again is not None and again.lossy and not again.converted
+    assert again.holds(keys, vectors).all()
+    second = IndexSlot(stash, min_vectors=0, background=False)
+    second.prepare(keys, vectors)
+    assert len(writes) == 1  # nothing to save the second time

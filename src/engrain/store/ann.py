@@ -15,8 +15,10 @@ truncated): half the memory of float16 (38 against 77 MB at 100,000 × 384). Alo
 rank worse (R@50 0.927 against 0.979 for float16 on near-ties, docs/ann.md), so they only
 pick candidates: every candidate is scored exactly with its float32 vector (the SQLite
 store reads them from the rows; docs/scale.md, "Vectors held once"). An index saved as
-float16 by an earlier version is used as it is (it is rebuilt as int8 only when a rebuild
-is due anyway): a large user's first search after an upgrade does not wait minutes.
+float16 (or float32) by an earlier version is turned into an int8 one as it is loaded
+(:func:`int8_payload`: its vectors quantized, its graph kept as it is, no rebuild) and saved
+so: a large user's first search after an upgrade does not wait minutes for a new graph, and
+the process does not keep float16 vectors (~38 MB more at 100,000).
 
 An :class:`IndexSlot` is the one index of one user in one process. It outlives the
 working set (which is dropped whenever another process commits), builds the index off the
@@ -82,6 +84,21 @@ HOLDS_CHUNK = 16_384
 _MAGIC = b"ENGRANN1"
 _HEADER = struct.Struct("<8sQI")  # magic, payload length, CRC-32 of the payload
 
+#: usearch 2.x's serialisation of a dense index: the vectors as a matrix (two uint32, rows
+#: and bytes per row, then the rows in slot order), a 64-byte head (``usearch``, the
+#: version, then one byte each: metric, scalar kind, key kind, slot kind; counts and the
+#: dimension), then the graph, which holds no vector. Only the matrix and the head's scalar
+#: kind depend on the vectors' type.
+_MATRIX = struct.Struct("<II")
+_HEAD_SIZE = 64
+_HEAD_MAGIC = b"usearch"
+_HEAD_SCALAR = 14
+#: usearch's ``ScalarKind`` codes of the vector types an index is converted from, and int8.
+_WIDE_KINDS = {12: np.float16, 11: np.float32}
+_I8_KIND = 23
+#: Rows quantized at a time when converting (16,384 × 384 float32: 25 MB of temporaries).
+CONVERT_CHUNK = 16_384
+
 
 @lru_cache(maxsize=1)
 def _usearch() -> type[Index]:
@@ -128,6 +145,47 @@ def quantized(vectors: Matrix) -> npt.NDArray[np.int8]:
     return out
 
 
+def int8_payload(payload: memoryview) -> bytearray | None:
+    """A usearch serialisation of a cosine float16 or float32 index (``payload``) as the
+    same index with int8 vectors: each vector quantized as usearch quantizes a cosine one
+    (:func:`quantized`), the head's scalar kind set to int8, the graph copied unchanged (it
+    refers to slots, not vectors). ``None`` if ``payload`` is not such an index in the
+    layout this code knows (usearch 2.x, 32-bit matrix header, cosine, vectors included):
+    the caller then loads it as it is. A converted index is what building one from the
+    same vectors in the same slots would store, to within one quantization step (a float16
+    component is within 1/2048 of the float32 one), which is what :meth:`VectorIndex.holds`
+    allows; the graph was built with the wider vectors' distances, and only proposes
+    candidates (every one is scored exactly)."""
+    if len(payload) < _MATRIX.size:
+        return None
+    rows, width = _MATRIX.unpack_from(payload)
+    head_at = _MATRIX.size + rows * width
+    if head_at + _HEAD_SIZE > len(payload):
+        return None
+    head = payload[head_at : head_at + _HEAD_SIZE]
+    wide = _WIDE_KINDS.get(head[_HEAD_SCALAR])
+    if bytes(head[: len(_HEAD_MAGIC)]) != _HEAD_MAGIC or head[7] != 2 or wide is None:
+        return None
+    meta = _usearch().metadata(payload)
+    ndim = 0 if meta is None else int(meta["dimensions"])
+    if meta is None or not meta["matrix_included"] or meta["matrix_uses_64_bit_dimensions"] \
+            or str(meta["kind_metric"]).rsplit(".", 1)[-1].lower() != "cos" \
+            or ndim <= 0 or width != ndim * np.dtype(wide).itemsize:  # fmt: skip
+        return None
+    out = bytearray(len(payload) - rows * (width - ndim))
+    _MATRIX.pack_into(out, 0, rows, ndim)
+    source = np.frombuffer(payload, dtype=wide, count=rows * ndim, offset=_MATRIX.size)
+    target = np.frombuffer(out, dtype=np.int8, count=rows * ndim, offset=_MATRIX.size)
+    source, target = source.reshape(rows, ndim), target.reshape(rows, ndim)
+    for start in range(0, rows, CONVERT_CHUNK):
+        end = start + CONVERT_CHUNK
+        target[start:end] = quantized(source[start:end].astype(np.float32))
+    at = _MATRIX.size + rows * ndim
+    out[at:] = payload[head_at:]
+    out[at + _HEAD_SCALAR] = _I8_KIND
+    return out
+
+
 def memory_keys(ids: Sequence[str]) -> Keys:
     """The index key of each memory id: the first 63 bits of its BLAKE2b digest (stable
     across processes; a collision only costs recall, since every result is checked
@@ -143,9 +201,12 @@ class VectorIndex:
     """A usearch index of unit vectors by key. Every call holds the index's own lock: the
     graph is patched by one thread while others search it."""
 
-    def __init__(self, index: Index) -> None:
+    def __init__(self, index: Index, converted: bool = False) -> None:
         self._index = index
         self._lock = threading.Lock()
+        #: Loaded from a float16 or float32 copy and turned into int8 (:func:`int8_payload`):
+        #: the saved copy is still the wider one until this one is saved.
+        self.converted = converted
 
     @property
     def ndim(self) -> int:
@@ -264,19 +325,33 @@ class VectorIndex:
         return _HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
     @classmethod
-    def load(cls, data: bytes | None, ndim: int) -> VectorIndex | None:
+    def load(cls, data: bytes | bytearray | None, ndim: int) -> VectorIndex | None:
         """The index :meth:`dump` made, or ``None`` if there is none, or it is torn,
         corrupted, of other parameters or of vectors of another dimension (the caller
-        rebuilds)."""
+        rebuilds). A float16 or float32 index (saved by an earlier version) comes back as
+        an int8 one (:func:`int8_payload`; ``converted`` set)."""
+        return cls.read(lambda: data, ndim)
+
+    @classmethod
+    def read(
+        cls, source: Callable[[], bytes | bytearray | None], ndim: int
+    ) -> VectorIndex | None:
+        """:meth:`load` of what ``source()`` returns; a wider index's saved bytes are
+        dropped as soon as its int8 copy is made, before usearch copies that in (a million
+        float16 vectors: 0.9 GB less at the peak of opening)."""
+        data = source()
         if data is None or len(data) < _HEADER.size:
             return None
         magic, length, crc = _HEADER.unpack_from(data)
         payload = memoryview(data)[_HEADER.size :]
         if magic != _MAGIC or length != len(payload) or zlib.crc32(payload) != crc:
             return None
+        narrow = int8_payload(payload)
+        buffer: bytes | bytearray = bytes(payload) if narrow is None else narrow
+        del payload, data  # the saved bytes, unless the caller still holds them
         try:
             index = _usearch().restore(
-                bytes(payload), connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                buffer, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
                 expansion_search=EXPANSION_SEARCH,
             )  # fmt: skip
         except (ValueError, RuntimeError) as exc:
@@ -284,7 +359,7 @@ class VectorIndex:
             return None
         if index is None or int(index.ndim) != ndim or index.connectivity != CONNECTIVITY:
             return None
-        return cls(index)
+        return cls(index, converted=narrow is not None)
 
 
 @dataclass(frozen=True)
@@ -364,7 +439,8 @@ class IndexSlot:
         holds that row's vector (all of them, unless a row's vector cannot be held): the
         caller takes this mask instead of checking every row again (at a million rows a
         check reads every vector back from the index, ~1 min). Runs on the job thread."""
-        index = None if self.stash is None else VectorIndex.load(self._read(), vectors.shape[1])
+        index = None if self.stash is None else VectorIndex.read(self._read, vectors.shape[1])
+        save = False
         if index is not None:
             held = index.holds(keys, vectors)
             missing = np.flatnonzero(~held)
@@ -374,11 +450,13 @@ class IndexSlot:
                 index.patch(keys[missing], vectors[missing])
                 # what was patched in is checked like the rest (a zero vector is not held)
                 held[missing] = index.holds(keys[missing], vectors[missing])
-                self._save(index)
+            save = index is not None and (missing.size > 0 or index.converted)
         if index is None:
             index = self.rebuild(keys, vectors)
             return index, index.holds(keys, vectors)
         self._publish(index)
+        if save:  # patched, or converted to int8: saved so once
+            self._save(index)
         return index, held
 
     def rebuild(self, keys: Keys, vectors: Matrix) -> VectorIndex:
@@ -418,3 +496,5 @@ class IndexSlot:
             self.stash.write(index.dump())
         except EngrainError as exc:  # the index still serves this process; the next rebuilds
             log.warning("cannot save the approximate index: %s", exc)
+            return
+        index.converted = False
