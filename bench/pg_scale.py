@@ -587,6 +587,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(database <scenario>_base, made with CREATE DATABASE … TEMPLATE before this tree "
         "opens the corpus, so it keeps the schema the corpus was loaded with)",
     )
+    parser.add_argument(
+        "--spinning", choices=("on", "off"), default="on",
+        help="whether this tree's model threads spin between calls in the side-by-side "
+        "workers (the onnx_spinning setting; MiniLMEmbedder's default is on)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--base-spinning", choices=("on", "off"), default=None,
+        help="the same for the --baseline tree (default: as --spinning)",
+    )  # fmt: skip
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/pg-scale.json"))
@@ -689,6 +698,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     result["engine_side_by_side"] = side_by_side(
                         {"new": ROOT, "base": args.baseline}, url, ids, queries, args.seed,
                         Path(tmp), urls=base_urls,
+                        spinning={"new": args.spinning == "on",
+                                  "base": (args.base_spinning or args.spinning) == "on"},
                     )  # fmt: skip
                 elif embedder is not None and not args.no_engine:
                     result["engine_context"] = measure_engine(

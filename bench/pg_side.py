@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+#: How a worker learns whether its model's intra-op threads spin between calls
+#: (``MiniLMEmbedder(spinning=…)``, the ``onnx_spinning`` setting): "1" or "0".
+SPINNING_ENV = "ENGRAIN_BENCH_SPINNING"
 #: Store calls timed inside ``context()`` (those a tree's store has).
 STORE_CALLS = (
     "search", "search_many", "lexical_search", "query", "get", "get_state", "record_access",
@@ -42,8 +45,11 @@ STORE_CALLS = (
 class Worker:
     """One worker process serving ``context()`` calls for the engrain of ``tree``."""
 
-    def __init__(self, name: str, tree: Path, url: str, data_dir: Path) -> None:
+    def __init__(
+        self, name: str, tree: Path, url: str, data_dir: Path, *, spinning: bool = True
+    ) -> None:
         env = dict(os.environ)
+        env[SPINNING_ENV] = "1" if spinning else "0"
         env["PYTHONPATH"] = os.pathsep.join(
             [str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")]
         ).rstrip(os.pathsep)
@@ -90,19 +96,24 @@ def side_by_side(
     cold_rounds: int = 3,
     warmup: int = 10,
     urls: dict[str, str] | None = None,
+    spinning: dict[str, bool] | None = None,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
     call), and the ratios of the first tree's numbers to the second's. ``urls`` gives a
     tree another database than ``url`` (a copy of the corpus in that tree's schema, when
-    the trees' schemas differ)."""
+    the trees' schemas differ); ``spinning`` whether a tree's model threads spin between
+    calls (default: they do, ``MiniLMEmbedder``'s default)."""
     import common
     import numpy as np
 
     rng = np.random.default_rng(seed)
     who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
-    urls = urls or {}
-    workers = [Worker(name, tree, urls.get(name, url), data_dir) for name, tree in trees.items()]
+    urls, spinning = urls or {}, spinning or {}
+    workers = [
+        Worker(name, tree, urls.get(name, url), data_dir, spinning=spinning.get(name, True))
+        for name, tree in trees.items()
+    ]
     try:
         cold: dict[str, list[float]] = defaultdict(list)
         for r in range(cold_rounds):
@@ -132,6 +143,7 @@ def side_by_side(
         for w in workers:
             row: dict[str, Any] = common.summarize(times[w.name])
             row["engrain"] = w.where
+            row["onnx_spinning"] = spinning.get(w.name, True)
             row["database"] = urls.get(w.name, url).split("?")[0]
             row["cold_start_s"] = {
                 "median": round(float(np.median(cold[w.name])), 3),
@@ -223,7 +235,7 @@ def _serve(url: str, data_dir: Path) -> None:
     from engrain import Engine, Settings
     from engrain.embed.minilm import MiniLMEmbedder
 
-    embedder = MiniLMEmbedder()
+    embedder = MiniLMEmbedder(spinning=os.environ.get(SPINNING_ENV, "1") == "1")
     engine: Any = None
     spent: dict[str, float] = defaultdict(float)
     lock = threading.Lock()
