@@ -51,7 +51,14 @@ from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, wit
 from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
-from engrain.recall.score import STATIC_TOP, Profile, Query, gated_weights, scorer
+from engrain.recall.score import (
+    STATIC_TOP,
+    Profile,
+    Query,
+    gated_weights,
+    present_relevance,
+    scorer,
+)
 from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
@@ -402,13 +409,13 @@ def _score(
         items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
         totals = zip(pool, gated_totals(items, query), strict=True)
         best = sorted(totals, key=lambda pair: pair[1], reverse=True)
-        return [Ranked(c.memory, total, c.similarity, c.relevance) for c, total in best], {}
+        return [_ranked(c, total, query) for c, total in best], {}
     score = scorer(options.profile, query)
     scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
     if options.profile is Profile.STATIC:
         scored = scored[:STATIC_TOP]
-    ranked = [Ranked(c.memory, s.total, c.similarity, c.relevance) for c, s in scored]
+    ranked = [_ranked(c, s.total, query) for c, s in scored]
     components = {
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
                "calibrated_relevance": c.relevance,
@@ -416,6 +423,14 @@ def _score(
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components
+
+
+def _ranked(c: Candidate, score: float, query: Query) -> Ranked:
+    """A scored candidate for selection, its relevance the one its score saw
+    (:func:`~engrain.recall.score.present_relevance`: a stale context's is scaled down), so
+    pins, preferences and the fill order judge what the score judged."""
+    relevance = present_relevance(c.memory, c.relevance, query.now)
+    return Ranked(c.memory, score, c.similarity, relevance)
 
 
 def _partners(store: Store, user_id: str, ranked: Sequence[Ranked]) -> dict[str, list[Ranked]]:

@@ -185,6 +185,14 @@ def present_scale(kind: Kind, age: float | None) -> float:
     return float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
 
 
+def present_relevance(memory: Memory, relevance: float, now: datetime) -> float:
+    """``relevance`` as the gated score sees it: scaled by :func:`present_scale` for a kind
+    about the present (a stale context is less relevant than its wording), else as given."""
+    if memory.kind not in PRESENT_KINDS:
+        return relevance
+    return relevance * present_scale(memory.kind, age_days(memory.when, now))
+
+
 def score_gated(
     memory: Memory,
     relevance: float,
