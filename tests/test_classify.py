@@ -818,3 +818,50 @@ def test_a_question_withdrawn_or_solved_by_the_asker_is_trivial(message: str) ->
 )  # fmt: skip
 def test_never_and_figured_out_with_a_problem_are_not_trivial(message: str) -> None:
     assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+# -- trivial, fifth writer (quill's tune half, issue 12): recall/trivial.py -----------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["obrigado!", "arigato 🙏", "tagged, thx", "ok, pushing now", "merging now",
+     "bingo", "🤦 of course", "ok that's it then", "classic!"],
+)  # fmt: skip
+def test_thanks_in_other_languages_work_under_way_and_closing_interjections_are_trivial(
+    message: str,
+) -> None:
+    assert classify(message).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize("message", ["classic Windows 😂", "lol terraform", "haha pandas"])
+def test_a_reaction_is_laughter_around_one_word(message: str) -> None:
+    assert classify(message).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["classic Windows path bug 😂", "lol why is CI red?", "502 lol", "lol prod down",
+     "haha the cache broke"],
+)  # fmt: skip
+def test_laughter_with_a_question_a_number_or_two_words_is_not_a_reaction(message: str) -> None:
+    assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message", ["hiya, quick session today", "yo, back on pulse today", "hey! here today"]
+)
+def test_a_greeting_that_only_says_the_user_is_around_is_trivial(message: str) -> None:
+    result = classify(message)
+    assert result.complexity is Complexity.TRIVIAL
+    assert result.intent is Intent.GREETING or not message.startswith(("hiya", "yo"))
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["hey, back to the auth bug today", "hi, prod is down today",
+     "hi, can you look at the deploy today?", "hey, quick question about the release",
+     "hello, session cookies expire too early"],
+)  # fmt: skip
+def test_a_greeting_with_work_in_it_is_not_trivial(message: str) -> None:
+    assert classify(message).complexity is not Complexity.TRIVIAL

@@ -48,6 +48,7 @@ from functools import lru_cache
 
 from engrain.errors import ValidationError
 from engrain.ingest.signals import has_technical_term
+from engrain.recall.trivial import SHORT, greets, is_trivial
 
 
 class Complexity(StrEnum):
@@ -150,54 +151,6 @@ Vocabulary = Mapping[str, Sequence[str]]
 
 _TOKEN = re.compile(r"[a-z][a-z0-9.+#-]*[a-z0-9+#]|[a-z]")
 
-# -- trivial: a message made only of acknowledgements, laughter, greetings and emoji -------
-
-_ACK_WORDS = frozenset(
-    [
-        "hi", "hello", "hey", "heya", "hiya", "yo", "howdy", "morning", "afternoon", "evening",
-        "night", "good", "gm", "gn", "thanks", "thank", "thx", "ty", "tysm", "tyvm", "cheers",
-        "appreciated", "appreciate", "much", "so", "a", "lot", "you", "all", "ok", "okay", "k",
-        "kk", "cool", "great", "nice", "neat", "sweet", "awesome", "perfect", "excellent",
-        "amazing", "brilliant", "wonderful", "wow", "yes", "yep", "yeah", "yup", "ya", "no",
-        "nope", "nah", "sure", "right", "alright", "fair", "enough", "exactly", "indeed", "true",
-        "got", "it", "gotcha", "that", "this", "works", "worked", "working", "sounds", "looks",
-        "makes", "sense", "lgtm", "sgtm", "np", "noted", "done", "bye", "goodbye", "later", "cya",
-        "ah", "oh", "aha", "i", "see", "now", "again", "there", "everyone", "lol", "lmao", "rofl",
-        "merci", "danke", "gracias", "grazie", "ta", "haha", "hehe", "heh", "love", "one",
-        "thankyou", "thanku", "tq", "okie", "oki", "okey", "okies", "alrighty", "aight", "bet",
-        "dope", "lovely", "ace", "legend", "fantastic", "super", "splendid", "solid", "well",
-        "job", "stuff", "worries", "problem", "nw", "yw", "welcome", "you're", "youre", "my",
-        "bad", "oops", "whoops", "phew", "yay", "woo", "woohoo", "hooray", "agreed", "agree",
-        "ikr", "omg", "did", "fixed", "solved", "sorted", "set", "helped", "helps", "helpful",
-        "very", "really", "just", "needed", "mate", "man", "dude", "buddy", "folks",
-        "understood", "clear", "crystal", "roger", "ack", "kthx", "kthxbye", "cheerio", "bravo",
-        "that's", "thats", "it's", "its", "that'll", "i'm", "im", "fine", "best", "the", "glad",
-        "happy", "help", "rock", "rocks", "nailed", "obliged", "totally",
-        # intensifiers of thanks ("thanks a ton", "thanks a bunch", "a million thanks")
-        "ton", "tons", "bunch", "heaps", "loads", "lots", "of", "million", "mil", "gazillion",
-        "infinitely",
-        # coming and going ("on it", "brb", "back again") and work reported done ("shipped
-        # it 🎉", "merged!"): nothing asked
-        "on", "brb", "afk", "bbl", "omw", "back", "shipped", "merged", "pushed", "landed",
-        "deployed", "released",
-    ]
-)  # fmt: skip
-_LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
-#: What the user will do next, said to close a reply ("will do", "ok, trying that now",
-#: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
-_NEXT_STEP = re.compile(
-    r"\b(?:will do|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|testing) "
-    r"(?:it|that|this)(?: out)?|"
-    # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
-    r"never ?mind|nvm|figured (?:it|that) out)\b"
-)
-_WORDS = re.compile(r"[a-z0-9']+")
-_REPEATS = re.compile(r"(.)\1{2,}")
-#: A stretched ending of an interjection ("ahh", "ohh", "yess", "thxx").
-_STRETCHED = re.compile(r"(\w)\1+$")
-_GREETING = re.compile(
-    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
-)
 #: An acknowledgement in front of the real message ("ok, and …", "thanks! now …").
 _LEAD = re.compile(
     r"^(?:(?:hi|hello|hey|yo|ok|okay|k|cool|great|good|nice|perfect|awesome|thanks|thank you|"
@@ -594,7 +547,6 @@ _QUOTED_AFTER = re.compile(
     r"exits? with|dies with|crashes with)(?: with)?:\s*"
 )
 SNIPPET = 200  # a one-line bug question with its snippet
-SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
 
@@ -683,8 +635,8 @@ def classify(
     with the built-in domains and the user's ``vocabulary`` (domain → keywords)."""
     text = message.strip()
     fired: list[str] = []
-    if _is_trivial(text):
-        intent = Intent.GREETING if _GREETING.match(text) else Intent.DISCUSSION
+    if is_trivial(text):
+        intent = Intent.GREETING if greets(text) else Intent.DISCUSSION
         fired.append("trivial_phrase")
         return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
 
@@ -729,22 +681,6 @@ def _complexity_noted(
     if complexity is Complexity.DEEP:
         fired.append("deep: lower thresholds")
     return complexity
-
-
-def _is_trivial(text: str) -> bool:
-    """Only acknowledgements, laughter, greetings, punctuation and emoji, and short."""
-    if not text or len(text) >= SHORT:
-        return False
-    words = _WORDS.findall(_NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
-    return all(_acknowledges(w) for w in words)
-
-
-def _acknowledges(word: str) -> bool:
-    """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
-    if word in _ACK_WORDS or _LAUGH.match(word):
-        return True
-    short = _STRETCHED.sub(r"\1", word)
-    return short != word and short in _ACK_WORDS
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
@@ -797,7 +733,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         # how a whole system or lifecycle works is analysis (the seed: deep = architecture,
         # analysis), not a question about one fact or procedure
         return Intent.ANALYSIS if _DEEP.search(body) else Intent.QUESTION
-    if _GREETING.match(text):
+    if greets(text):
         return Intent.GREETING
     return Intent.DISCUSSION
 

@@ -1,0 +1,131 @@
+"""Trivial messages (relevance gating, step 1): acknowledgements, laughter, greetings and
+emoji that ask nothing, so they skip memory entirely (budget 0, "trivial: 0 tokens").
+
+A short message (under :data:`SHORT` characters, the seed's "< 50 characters: likely trivial
+or simple") is trivial when every word in it acknowledges, laughs, greets or thanks
+(:data:`_ACK_WORDS`, in English and a few other languages, also stretched: "yesss"), or says
+what the user does next ("will do", "ok, pushing now"). Two shapes allow one word more,
+because what they add asks nothing:
+
+* a **reaction**: laughter (a laughing or face-palm emoji, "lol", "haha") around one other
+  word, with no question mark and no number ("classic Windows 😂");
+* a **greeting that only says the user is around**: a greeting, then a word of presence
+  ("today", "session", "back", "here") and at most one other word, no question mark
+  ("hiya, quick session today", "yo, back on pulse today" — the project's name).
+
+Anything with a question mark, a number in the extra word, or two unknown words is left to
+the rest of :mod:`engrain.recall.classify`.
+"""
+
+from __future__ import annotations
+
+import re
+
+SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
+
+_ACK_WORDS = frozenset(
+    [
+        "hi", "hello", "hey", "heya", "hiya", "yo", "howdy", "morning", "afternoon", "evening",
+        "night", "good", "gm", "gn", "thanks", "thank", "thx", "ty", "tysm", "tyvm", "cheers",
+        "appreciated", "appreciate", "much", "so", "a", "lot", "you", "all", "ok", "okay", "k",
+        "kk", "cool", "great", "nice", "neat", "sweet", "awesome", "perfect", "excellent",
+        "amazing", "brilliant", "wonderful", "wow", "yes", "yep", "yeah", "yup", "ya", "no",
+        "nope", "nah", "sure", "right", "alright", "fair", "enough", "exactly", "indeed", "true",
+        "got", "it", "gotcha", "that", "this", "works", "worked", "working", "sounds", "looks",
+        "makes", "sense", "lgtm", "sgtm", "np", "noted", "done", "bye", "goodbye", "later", "cya",
+        "ah", "oh", "aha", "i", "see", "now", "again", "there", "everyone", "lol", "lmao", "rofl",
+        "merci", "danke", "gracias", "grazie", "ta", "haha", "hehe", "heh", "love", "one",
+        "thankyou", "thanku", "tq", "okie", "oki", "okey", "okies", "alrighty", "aight", "bet",
+        "dope", "lovely", "ace", "legend", "fantastic", "super", "splendid", "solid", "well",
+        "job", "stuff", "worries", "problem", "nw", "yw", "welcome", "you're", "youre", "my",
+        "bad", "oops", "whoops", "phew", "yay", "woo", "woohoo", "hooray", "agreed", "agree",
+        "ikr", "omg", "did", "fixed", "solved", "sorted", "set", "helped", "helps", "helpful",
+        "very", "really", "just", "needed", "mate", "man", "dude", "buddy", "folks",
+        "understood", "clear", "crystal", "roger", "ack", "kthx", "kthxbye", "cheerio", "bravo",
+        "that's", "thats", "it's", "its", "that'll", "i'm", "im", "fine", "best", "the", "glad",
+        "happy", "help", "rock", "rocks", "nailed", "obliged", "totally",
+        # intensifiers of thanks ("thanks a ton", "thanks a bunch", "a million thanks")
+        "ton", "tons", "bunch", "heaps", "loads", "lots", "of", "million", "mil", "gazillion",
+        "infinitely",
+        # coming and going ("on it", "brb", "back again") and work reported done ("shipped
+        # it 🎉", "merged!"): nothing asked
+        "on", "brb", "afk", "bbl", "omw", "back", "shipped", "merged", "pushed", "landed",
+        "deployed", "released",
+        # the same work under way ("ok, pushing now", "tagged, thx"): nothing asked either
+        "pushing", "merging", "shipping", "deploying", "releasing", "tagging", "tagged",
+        # thanks in other languages ("obrigado!", "arigato")
+        "obrigado", "obrigada", "arigato", "arigatou", "dank", "je", "vielen", "beaucoup",
+        "tack", "takk", "kiitos", "spasibo", "mille", "mahalo", "shukran", "xiexie",
+        # interjections that close a point ("bingo", "of course", "that's it then", "classic!")
+        "bingo", "touche", "course", "then", "classic", "indeedy",
+    ]
+)  # fmt: skip
+_LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
+#: What the user will do next, said to close a reply ("will do", "ok, trying that now",
+#: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
+_NEXT_STEP = re.compile(
+    r"\b(?:will do|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|testing) "
+    r"(?:it|that|this)(?: out)?|"
+    # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
+    r"never ?mind|nvm|figured (?:it|that) out)\b"
+)
+_WORDS = re.compile(r"[a-z0-9']+")
+_REPEATS = re.compile(r"(.)\1{2,}")
+#: A stretched ending of an interjection ("ahh", "ohh", "yess", "thxx").
+_STRETCHED = re.compile(r"(\w)\1+$")
+#: A laughing or face-palm emoji: the message reacts, it does not ask.
+_LAUGHING_EMOJI = re.compile(
+    "[\U0001f602\U0001f923\U0001f605\U0001f606\U0001f604"
+    "\U0001f601\U0001f639\U0001f643\U0001f926\U0001f61c"
+    "\U0001f61d\U0001f61b\U0001f92a]"
+)
+#: Words that only say the user is around, and for how long ("quick session today").
+_PRESENCE = frozenset(
+    ["today", "tonight", "session", "back", "here", "around", "online", "quick", "short"]
+)
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
+)
+_DIGIT = re.compile(r"\d")
+
+
+def is_trivial(text: str) -> bool:
+    """Whether ``text`` (stripped) asks nothing of memory: acknowledgements, laughter,
+    greetings, thanks and emoji only, short — or one of the two shapes in the module's
+    docstring that allow one word more."""
+    if not text or len(text) >= SHORT:
+        return False
+    words = _WORDS.findall(_NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
+    unknown = [w for w in words if not _acknowledges(w)]
+    if not unknown:
+        return True
+    if "?" in text:
+        return False
+    if len(unknown) == 1 and not _DIGIT.search(unknown[0]) and _laughs(text, words):
+        return True
+    return _greets_being_around(text, unknown)
+
+
+def greets(text: str) -> bool:
+    """Whether ``text`` opens with a greeting ("hi", "good morning", "yo")."""
+    return bool(_GREETING.match(text))
+
+
+def _laughs(text: str, words: list[str]) -> bool:
+    return bool(_LAUGHING_EMOJI.search(text)) or any(_LAUGH.match(w) for w in words)
+
+
+def _greets_being_around(text: str, unknown: list[str]) -> bool:
+    """A greeting, a word of presence, and at most one other unknown word."""
+    if not greets(text):
+        return False
+    rest = [w for w in unknown if w not in _PRESENCE]
+    return len(rest) < len(unknown) and len(rest) <= 1
+
+
+def _acknowledges(word: str) -> bool:
+    """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
+    if word in _ACK_WORDS or _LAUGH.match(word):
+        return True
+    short = _STRETCHED.sub(r"\1", word)
+    return short != word and short in _ACK_WORDS
