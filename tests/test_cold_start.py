@@ -83,3 +83,14 @@ def test_loaded_vectors_are_read_only_and_a_write_leaves_them_as_stored(tmp_path
     assert np.array_equal(store.working_set("ada")[mine[1].id].embedding, mine[1].embedding)
     reopened = SQLiteStore(tmp_path / "e.db", ann_min_vectors=None)
     assert np.array_equal(reopened.working_set("ada")[mine[0].id].embedding, moved)
+
+
+def test_access_times_are_parsed_once_per_distinct_time() -> None:
+    from engrain.store.columns import NO_TIME, parse_micros
+
+    times = [None, "2026-01-15T12:00:00+00:00", None, "2026-01-15T12:00:00+00:00",
+             "2025-03-01T08:30:00.250000+00:00"]  # fmt: skip
+    got = sqlite_load._times(times)
+    assert got.dtype == np.int64
+    assert got.tolist() == [NO_TIME if t is None else parse_micros(t) for t in times]
+    assert got[1] == got[3] != got[4]

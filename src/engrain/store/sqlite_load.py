@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -145,7 +145,15 @@ def _ranges(rowids: Sequence[int]) -> list[tuple[int, int]]:
 
 
 def _times(values: Sequence[str | None]) -> npt.NDArray[np.int64]:
-    return np.fromiter(map(parse_micros, values), np.int64, len(values))
+    """Each time as microseconds (:data:`~engrain.store.columns.NO_TIME` for none): most
+    rows were never used (no time) and the others share few distinct times, so each
+    distinct one is parsed once."""
+    parsed: dict[str | None, int] = {None: image.NO_TIME}
+    out = np.fromiter(
+        (parsed[v] if v in parsed else parsed.setdefault(v, parse_micros(v)) for v in values),
+        np.int64, len(values),
+    )  # fmt: skip
+    return out
 
 
 class _Vectors:
@@ -166,6 +174,15 @@ class _Vectors:
         if not self.uniform or self.row > self.count:
             self.uniform = False
             return
+        if self.matrix is not None and blobs and None not in blobs:
+            # every row has a vector (the usual case): one join, checked by its lengths
+            full = cast("Sequence[bytes]", blobs)
+            width = 4 * self.matrix.shape[1]
+            if min(map(len, full)) == width == max(map(len, full)):
+                self.has_vector[start : self.row] = True
+                block = np.frombuffer(b"".join(full), np.float32)
+                self.matrix[start : self.row] = block.reshape(len(full), -1)
+                return
         sizes = {len(b) for b in blobs if b is not None}
         if self.matrix is None and sizes:
             self.matrix = np.zeros((self.count, min(sizes) // 4), dtype=np.float32)
