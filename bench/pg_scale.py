@@ -146,12 +146,15 @@ def corpus_load(url: str) -> dict[str, float]:
     return dict(json.loads(row[0])) if row else {}
 
 
-def prewarm(url: str, data_dir: Path) -> dict[str, float]:
-    """Read every file of the database's own tables and indexes once, so that the measured
-    queries find their pages in the operating system's cache rather than on disk (a serving
-    database's steady state; ``pg_prewarm`` is not in this server build). Seconds and MB."""
+def prewarm(url: str) -> dict[str, float]:
+    """Read every file of the tables and indexes of the URL's schema once (their TOAST
+    too), so that the measured queries find their pages in the operating system's cache
+    rather than on disk: a serving database's steady state (``pg_prewarm`` is not in this
+    server build). The server must run on this machine and the user be a superuser (the
+    data directory is asked of it). Seconds taken and bytes read."""
     start, read = time.perf_counter(), 0
     with psycopg.connect(url, autocommit=True) as db:
+        data_dir = Path(db.execute("SHOW data_directory").fetchone()[0])  # type: ignore[index]
         paths = [
             r[0]
             for r in db.execute(
@@ -168,7 +171,7 @@ def prewarm(url: str, data_dir: Path) -> dict[str, float]:
             with contextlib.suppress(OSError), segment.open("rb") as f:
                 while chunk := f.read(1 << 23):
                     read += len(chunk)
-    return {"seconds": round(time.perf_counter() - start, 1), "mb": round(read / 1e6)}
+    return {"seconds": round(time.perf_counter() - start, 1), "bytes": read}
 
 
 # -- loading ----------------------------------------------------------------------------
@@ -706,7 +709,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     url = kept
                     load: dict[str, Any] = {**corpus_load(kept), "reused": True}
                     if args.prewarm:
-                        load["prewarm"] = prewarm(url, pgdata)
+                        load["prewarm"] = prewarm(url)
                 else:
                     url = database_url(server, name)
                     load = bulk_load(

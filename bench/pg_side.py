@@ -42,17 +42,31 @@ STORE_CALLS = (
 )  # fmt: skip
 
 
+def worker_env(tree: Path, *, spinning: bool) -> dict[str, str]:
+    """The environment of a worker for ``tree``: that tree's ``src`` first on the path,
+    and whether its model threads spin (:data:`SPINNING_ENV`)."""
+    env = dict(os.environ)
+    env[SPINNING_ENV] = "1" if spinning else "0"
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")]
+    ).rstrip(os.pathsep)
+    return env
+
+
+def worker_embedder() -> Any:
+    """The worker's model, its threads spinning or not as :data:`SPINNING_ENV` says."""
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(spinning=os.environ.get(SPINNING_ENV, "1") == "1")
+
+
 class Worker:
     """One worker process serving ``context()`` calls for the engrain of ``tree``."""
 
     def __init__(
         self, name: str, tree: Path, url: str, data_dir: Path, *, spinning: bool = True
     ) -> None:
-        env = dict(os.environ)
-        env[SPINNING_ENV] = "1" if spinning else "0"
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")]
-        ).rstrip(os.pathsep)
+        env = worker_env(tree, spinning=spinning)
         self.name = name
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), url, str(data_dir)],
@@ -233,9 +247,8 @@ def _serve(url: str, data_dir: Path) -> None:
 
     import engrain
     from engrain import Engine, Settings
-    from engrain.embed.minilm import MiniLMEmbedder
 
-    embedder = MiniLMEmbedder(spinning=os.environ.get(SPINNING_ENV, "1") == "1")
+    embedder = worker_embedder()
     engine: Any = None
     spent: dict[str, float] = defaultdict(float)
     lock = threading.Lock()

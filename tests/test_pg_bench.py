@@ -89,3 +89,35 @@ def test_a_replay_writes_the_recorded_calls(pg_server: str, tmp_path: Path) -> N
         ids = [r[0] for r in db.execute("SELECT id FROM memories ORDER BY id")]
         cached = db.execute("SELECT count(*) FROM embedding_cache").fetchone()
     assert ids == ["a", "b", "c"] and cached == (1,)
+
+
+def test_prewarm_reads_every_file_of_the_schemas_tables_and_indexes(pg_url: str) -> None:
+    """``--prewarm`` reads each table and index of the corpus's schema (and its TOAST)
+    whole, and nothing of other schemas."""
+    from engrain.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url, pool_size=1)
+    store.write([mem(f"m{i}", content=f"note {i} " + "word " * 50) for i in range(300)])
+    store.close()
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("CHECKPOINT")  # the files hold every page written
+        row = db.execute(
+            "SELECT sum(pg_relation_size(c.oid) + coalesce(pg_relation_size(c.reltoastrelid), 0)) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i')"
+        ).fetchone()
+    expected = int(row[0])
+    done = pg_scale.prewarm(pg_url)
+    assert expected > 100_000 and done["bytes"] == expected
+
+
+def test_side_by_side_workers_spin_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each tree's worker gets its own source tree first on the path, and its model's
+    threads spin or not as the run asks (``--spinning``, ``--base-spinning``)."""
+    import pg_side
+
+    for spinning in (True, False):
+        env = pg_side.worker_env(Path("/some/tree"), spinning=spinning)
+        assert env["PYTHONPATH"].split(":")[0] == "/some/tree/src"
+        monkeypatch.setenv(pg_side.SPINNING_ENV, env[pg_side.SPINNING_ENV])
+        assert pg_side.worker_embedder()._spinning is spinning
