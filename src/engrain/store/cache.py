@@ -40,7 +40,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +48,7 @@ from threadpoolctl import ThreadpoolController
 
 from engrain.errors import EngrainError
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import built, heap, lexical_file
+from engrain.store import built, coarse, heap, lexical_file
 from engrain.store.ann import (
     PATCH_AFTER,
     REBUILD_SHARE,
@@ -60,6 +60,7 @@ from engrain.store.ann import (
 )
 from engrain.store.ann_rows import AnnRows
 from engrain.store.base import ALL, MemoryFilter
+from engrain.store.coarse import Projection
 from engrain.store.columns import Table, parse_micros
 from engrain.store.lexical import LexicalIndex
 from engrain.store.rows import Decoded, Rows, RowsView
@@ -82,6 +83,24 @@ Matrix = npt.NDArray[np.float32]
 RowVectors = Callable[
     [npt.NDArray[np.int64], Sequence[str], int], tuple[BoolArray, npt.NDArray[np.float32]]
 ]
+
+
+class _Subset(NamedTuple):
+    """The rows a filter keeps (with a vector), their vectors, and for a large filter a
+    coarse projection of them (``store/coarse.py``); ``vectors`` is ``None`` for what is
+    carried only for its projection's directions."""
+
+    rows: npt.NDArray[np.intp]
+    vectors: npt.NDArray[np.float32] | None
+    coarse: Projection | None = None
+
+    @classmethod
+    def directions(cls, subset: _Subset) -> _Subset:
+        """What of ``subset`` stays valid once vectors changed: its projection's
+        directions (any orthonormal basis keeps the scores exact)."""
+        coarse = subset.coarse
+        kept = None if coarse is None else Projection(coarse.basis, coarse.coords[:0])
+        return cls(np.zeros(0, dtype=np.intp), None, kept)
 
 
 @dataclass(frozen=True)
@@ -142,17 +161,17 @@ class _Arrays:
     #: asks for the same few filters (the pool's, the learnings', the pinned ones). Only
     #: the columns decide a mask, so :meth:`~UserCache.touch`, which changes none, keeps it.
     masks: dict[MemoryFilter, BoolArray] = field(default_factory=dict, compare=False, repr=False)
-    #: Filter → (rows passing it with a vector, their vectors as one matrix), for filters
-    #: searched exactly beside the approximate index (a large user's learnings): the copy
-    #: is made once per set of columns, not per search (22,000 rows: 5 → 1.3 ms).
-    subsets: dict[MemoryFilter, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = field(
+    #: Filter → (rows passing it with a vector, their vectors as one matrix, a coarse
+    #: projection of them), for filters searched exactly beside the approximate index (a
+    #: large user's learnings): the copy is made once per set of columns, not per search
+    #: (22,000 rows: 5 → 1.3 ms).
+    subsets: dict[MemoryFilter, _Subset] = field(default_factory=dict, compare=False, repr=False)
+    #: The subsets of the arrays these were patched from: one is reused if no vector
+    #: changed and its filter still keeps the same rows (a promotion rarely changes who is
+    #: a learning; without the matrix a new copy is read from the store: ~22,000 rows),
+    #: else only its projection's directions are.
+    earlier_subsets: Mapping[MemoryFilter, _Subset] = field(
         default_factory=dict, compare=False, repr=False
-    )
-    #: The subsets of the arrays these were patched from, when no vector changed: one is
-    #: reused if its filter still keeps the same rows (a promotion rarely changes who is a
-    #: learning; without the matrix a new copy is read from the index: ~22,000 rows).
-    earlier_subsets: Mapping[MemoryFilter, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = (
-        field(default_factory=dict, compare=False, repr=False)
     )
 
     def __len__(self) -> int:
@@ -314,7 +333,9 @@ class _Arrays:
             columns["importance"][row] = m.importance
             columns["updated"][row] = m.updated_at.timestamp()
         version = object() if vectors_changed else self.version
-        earlier = {} if vectors_changed else {**self.earlier_subsets, **self.subsets}
+        earlier = {**self.earlier_subsets, **self.subsets}
+        if vectors_changed:  # only the directions of their projections stay useful
+            earlier = {flt: _Subset.directions(found) for flt, found in earlier.items()}
         return _Arrays(
             rows=self.rows.patched(changed), position=self.position, ids=self.ids,
             matrix=matrix, held=self.held, version=version, earlier_subsets=earlier,
@@ -895,9 +916,14 @@ def _approximate(
                     vectors = arrays.vectors(rows)
                     out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
-            # few rows pass, or too few near the query: exact over the rows passing
-            rows, vectors = _subset(arrays, flt, mask)
-            out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
+            # few rows pass, or too few near the query: exact over the rows passing (a
+            # large filter's: over the best of them by a coarse pass, store/coarse.py)
+            rows, copied, rough = _subset(arrays, flt, mask)
+            assert copied is not None
+            picked = None if rough is None else rough.candidates(query, k)
+            if picked is not None:
+                rows, copied = rows[picked], copied[picked]
+            out.append(_top_rows(arrays, rows, copied @ query, k, copied))
     return out
 
 
@@ -918,23 +944,30 @@ SUBSETS_MAX = 2
 FETCH_RETRY = 16_384
 
 
-def _subset(
-    arrays: _Arrays, flt: MemoryFilter, mask: BoolArray
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+def _subset(arrays: _Arrays, flt: MemoryFilter, mask: BoolArray) -> _Subset:
     """The rows passing ``flt`` (``mask``) and their vectors, copied once per set of
-    columns for a filter keeping a small share of them."""
+    columns for a filter keeping a small share of them, with a coarse projection if it
+    keeps at least :data:`~engrain.store.coarse.MIN_ROWS` (``store/coarse.py``)."""
     cached = arrays.subsets.get(flt)
     if cached is not None:
         return cached
     rows = np.flatnonzero(mask)
     earlier = arrays.earlier_subsets.get(flt)  # same vectors: valid if the same rows
-    same = earlier is not None and np.array_equal(earlier[0], rows)
-    vectors = earlier[1] if earlier is not None and same else arrays.vectors(rows)
-    if rows.size <= SUBSET_SHARE * len(arrays):
-        if len(arrays.subsets) >= SUBSETS_MAX:
-            arrays.subsets.clear()
-        arrays.subsets[flt] = (rows, vectors)
-    return rows, vectors
+    if earlier is not None and earlier.vectors is not None and np.array_equal(earlier.rows, rows):
+        found = earlier
+    else:
+        found = _Subset(rows, arrays.vectors(rows))
+    if rows.size > SUBSET_SHARE * len(arrays):
+        return found  # searched once, not kept: no projection either
+    if found.coarse is None and rows.size >= coarse.MIN_ROWS and found.vectors is not None:
+        basis = None if earlier is None or earlier.coarse is None else earlier.coarse.basis
+        if basis is not None and basis.shape[1] != found.vectors.shape[1]:
+            basis = None
+        found = found._replace(coarse=Projection.of(found.vectors, basis))
+    if len(arrays.subsets) >= SUBSETS_MAX:
+        arrays.subsets.clear()
+    arrays.subsets[flt] = found
+    return found
 
 
 def _top_rows(
