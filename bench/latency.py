@@ -22,8 +22,9 @@ resident memory (``VmRSS`` from ``/proc/self/status``; ``rss_mb`` after the quer
 ``rss_model_mb`` before the store was opened, so the store's share is the difference), and
 measures the recall of the store's vector search against exact search over the same file
 (``recall_at_50``: the share of the exact top 50 the store returns, mean over the timed
-queries). A store opened twice on a new file is measured twice: ``first_open`` is the very
-first open (no index file yet), the headline numbers are from the second.
+queries; ``recall_learnings_at_100``: the same for the gate's search of 100 learnings).
+A store opened twice on a new file is measured twice: ``first_open`` is the very first
+open (no index file yet), the headline numbers are from the second.
 
 ``--baseline-src DIR`` measures an older tree too (``git archive <commit> src | tar -x -C
 /tmp/base``), in its own processes alternating with this tree's (``--rounds`` of each) on
@@ -413,7 +414,11 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         with stage_timers(engine) as groups:
             time_queries(engine, spec["stage_queries"])
         rss = rss_mb()
-        recall = recall_at(engine, spec["queries"], 50) if spec.get("recall") and indexed else None
+        recall = recall_learnings = None
+        if spec.get("recall") and indexed:
+            recall = recall_at(engine, spec["queries"], 50)
+            # the learnings' search: exact over their rows, or a coarse pass first
+            recall_learnings = recall_at(engine, spec["queries"], 100, [learnings_filter()])
         closing = time.perf_counter()
     close_ms = (time.perf_counter() - closing) * 1000.0  # waits for the saves in flight
     return {
@@ -433,6 +438,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_mb": rss,
         "rss_model_mb": rss_model,
         "recall_at_50": recall,
+        "recall_learnings_at_100": recall_learnings,
         "stages": _stats(groups),
     }
 
@@ -448,10 +454,29 @@ def _tree() -> str:
     return f"{src} at {done.stdout.strip()}" if done.returncode == 0 else str(src)
 
 
-def recall_at(engine: Engine, queries: Sequence[str], k: int) -> float | None:
+#: The filters ``recall_at_50`` is measured over: none; unmuted and current.
+RECALL_FILTERS = (MemoryFilter(), MemoryFilter(include_muted=False, include_superseded=False))
+
+
+def learnings_filter() -> MemoryFilter:
+    """The gate's filter of its learnings search (``recall/gate.py``: ``LEARNINGS_MAX`` of
+    them per call), with the default importance floor."""
+    from engrain.recall.candidates import recall_filter
+    from engrain.recall.gate import LEARNING_KINDS
+
+    floor = Settings().recall_min_importance
+    return recall_filter(min_importance=floor).update(kinds=LEARNING_KINDS)
+
+
+def recall_at(
+    engine: Engine,
+    queries: Sequence[str],
+    k: int,
+    filters: Sequence[MemoryFilter] = RECALL_FILTERS,
+) -> float | None:
     """Mean share of the exact top ``k`` (a second store on the same file with the index
-    off) that the engine's store returns, over ``queries``; ``None`` for a store without
-    an approximate index (its search is the exact one)."""
+    off) that the engine's store returns, over ``queries`` and ``filters``; ``None`` for a
+    store without an approximate index (its search is the exact one)."""
     store = engine.store
     path = getattr(store, "path", None)
     if path is None or not getattr(store, "wait_for_index", None):
@@ -461,8 +486,7 @@ def recall_at(engine: Engine, queries: Sequence[str], k: int) -> float | None:
     try:
         for query in queries:
             vector = engine.embedder.embed_query(query)
-            for flt in (MemoryFilter(), MemoryFilter(include_muted=False,
-                                                     include_superseded=False)):  # fmt: skip
+            for flt in filters:
                 want = {m.id for m, _ in exact.search(USER, vector, k, flt)}
                 got = {m.id for m, _ in store.search(USER, vector, k, flt)}
                 if want:
