@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import ConfigError
+from engrain.recall import acknowledgement
 from engrain.recall.classify import (
     Classification,
     Complexity,
@@ -141,7 +142,12 @@ def refine(
 ) -> Classification:
     """``rules`` with the model's intent when the model applies to ``embedder``'s vectors
     and disagrees (signal ``model intent: <rules> → <model>``); the complexity is then the
-    rules' for that intent. A trivial message is left as it is."""
+    rules' for that intent. A trivial message is left as it is; a short reply the
+    acknowledgement model reads as one (:func:`engrain.recall.acknowledgement.refine`)
+    becomes trivial."""
+    acknowledged = acknowledgement.refine(rules, message, vector, embedder)
+    if acknowledged is not rules:
+        return acknowledged
     model = load()
     if model is None or model.embedder != embedder or rules.complexity is Complexity.TRIVIAL:
         return rules
