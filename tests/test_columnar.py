@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -635,3 +636,26 @@ def test_memories_built_in_one_go_equal_those_built_one_by_one(
         assert a.embedding is None or a.embedding is b.embedding
         assert a.created_at.tzinfo is UTC and list(vars(a)) == list(vars(b))
     store.close()
+
+
+def test_prefetched_texts_stay_when_the_kept_ones_start_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A prefetch that overflows the kept texts keeps its own rows' texts, those kept
+    already included: the caller reads all of them next, and a dropped one would cost a
+    query of its own (issue 18)."""
+    monkeypatch.setattr(texts, "KEPT_MAX", 4)
+    reads: list[list[int]] = []
+
+    def read(rows: Sequence[int]) -> list[str | None]:
+        reads.append(list(rows))
+        return [f"text {row}" for row in rows]
+
+    column = texts.RowTexts(10, read)
+    column.prefetch([0, 1, 2])
+    column.prefetch([2, 3, 4])  # 3 kept + 2 more > 4: starts over, row 2 with them
+    assert reads == [[0, 1, 2], [3, 4]]
+    assert [column[row] for row in (2, 3, 4)] == ["text 2", "text 3", "text 4"]
+    assert reads == [[0, 1, 2], [3, 4]]  # nothing read alone
+    assert column[0] == "text 0"  # dropped when the kept ones started over: read alone
+    assert reads[-1] == [0]

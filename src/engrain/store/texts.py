@@ -56,14 +56,17 @@ class RowTexts:
         return self._read([row])[0] or ""
 
     def prefetch(self, rows: Sequence[int]) -> None:
-        """Read the texts of ``rows`` in one query and keep them for the next reads."""
+        """Read the texts of ``rows`` in one query and keep them for the next reads. When
+        the kept texts are too many they start over from ``rows``' own (those kept already
+        stay: dropped, each would be read alone by the caller that prefetched it)."""
         todo = [row for row in rows if row not in self._kept]
         if not todo:
             return
         texts = self._read(todo)
         with self._lock:
             if len(self._kept) + len(todo) > KEPT_MAX:
-                self._kept.clear()
+                kept = self._kept
+                self._kept = {row: kept[row] for row in rows if row in kept}
             self._kept.update((row, text or "") for row, text in zip(todo, texts, strict=True))
 
     def all(self) -> list[str]:
