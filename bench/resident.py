@@ -10,7 +10,8 @@ each loads the model, opens an ``Engine`` on the copy, runs the first ``context(
 for the approximate index, runs ``--queries`` more calls, and reports
 
 - ``rss_model_mb``: ``VmRSS`` after loading the model (before the store is opened);
-- ``rss_mb``: ``VmRSS`` after the calls; ``rss_store_mb`` the difference;
+- ``rss_mb``: ``VmRSS`` after the calls; ``rss_store_mb`` the difference; ``rssanon_mb``,
+  ``rssfile_mb`` and ``vmhwm_mb``: its anonymous and file-backed parts, and the peak;
   ``rss_trimmed_mb`` right after asking glibc to hand back what it keeps freed
   (``malloc_trim(0)``): what the process holds live, without the allocator's retention,
   which varies by tens of MB from one run to the next;
@@ -78,6 +79,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         per_call = {"cpu_ms_per_call": (time.process_time() - cpu) * 1000.0 / calls,
                     "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls}  # fmt: skip
         rss = rss_mb()
+        status = _status()
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # what glibc keeps freed, handed back
         rss_trimmed = rss_mb()
         traced, peak = tracemalloc.get_traced_memory() if spec.get("traced") else (0, 0)
@@ -92,6 +94,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_mb": rss,
         "rss_store_mb": round(rss - rss_model, 1),
         "rss_trimmed_mb": rss_trimmed,
+        **status,
         **(
             {"traced_mb": round(traced / 2**20, 1), "traced_peak_mb": round(peak / 2**20, 1)}
             if spec.get("traced")
@@ -107,15 +110,33 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _parts(snapshot: Any) -> dict[str, float]:
-    """Sizes of a working set's larger parts (MB; what the tree has): the approximate
-    index as usearch counts it (reserved capacity included), the image's bytes, the ids'
-    array, the filters' vector subsets, and the memories built and kept (a count)."""
-    arrays = snapshot.arrays
+def _status() -> dict[str, float]:
+    """Anonymous and file-backed resident memory (``RssAnon``, ``RssFile``) and the peak
+    (``VmHWM``), in MB."""
     out: dict[str, float] = {}
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            name = line.split(":", 1)[0]
+            if name in ("RssAnon", "RssFile", "VmHWM"):
+                out[f"{name.lower()}_mb"] = round(int(line.split()[1]) / 1024.0, 1)
+    return out
+
+
+def _parts(snapshot: Any) -> dict[str, Any]:
+    """Sizes of a working set's larger parts (MB; what the tree has): the approximate
+    index as usearch counts it (reserved capacity included) and its vectors' type, the
+    BM25 postings' arrays, the image's bytes, the ids' array, the filters' vector
+    subsets, and the memories built and kept (a count)."""
+    arrays = snapshot.arrays
+    out: dict[str, Any] = {}
     index = getattr(getattr(snapshot.ann, "index", None), "_index", None)
     if index is not None:
         out["index_mb"] = round(index.memory_usage / 2**20, 1)
+        out["index_dtype"] = str(index.dtype).rsplit(".", 1)[-1]
+    postings = getattr(snapshot.lexical, "_postings", None)
+    if postings is not None:
+        held = sum(docs.nbytes + tfs.nbytes for docs, tfs in postings.values())
+        out["bm25_postings_mb"] = round(held / 2**20, 1)
     base = getattr(arrays.rows, "base", None)
     blob = getattr(getattr(base, "content", None), "blob", None)
     if blob is not None:

@@ -125,7 +125,7 @@ def test_a_wider_saved_index_is_loaded_as_int8_with_its_graph(dtype: str) -> Non
     narrow = loaded.dump()[header:]
     rows, width = ann._MATRIX.unpack_from(wide)
     graph_at = ann._MATRIX.size + rows * width + ann._HEAD_SIZE
-    assert bytes(narrow[-(len(wide) - graph_at):]) == bytes(wide[graph_at:])
+    assert bytes(narrow[-(len(wide) - graph_at) :]) == bytes(wide[graph_at:])
     assert len(narrow) == len(wide) - rows * (width - vectors.shape[1])
     # and it finds what it holds: a memory's own vector among its nearest keys
     found = sum(int(keys[i]) in loaded.search(vectors[i], 5).tolist() for i in range(50))

@@ -333,9 +333,7 @@ class VectorIndex:
         return cls.read(lambda: data, ndim)
 
     @classmethod
-    def read(
-        cls, source: Callable[[], bytes | bytearray | None], ndim: int
-    ) -> VectorIndex | None:
+    def read(cls, source: Callable[[], bytes | bytearray | None], ndim: int) -> VectorIndex | None:
         """:meth:`load` of what ``source()`` returns. usearch copies the index in from a
         view of the saved bytes (no copy of them first: ~0.5 GB less at the peak of opening
         a million int8 vectors); a wider index's saved bytes are dropped as soon as its
