@@ -163,3 +163,23 @@ def test_the_directions_are_kept_when_vectors_change(store: SQLiteStore) -> None
     assert after.coarse.basis is before.coarse.basis  # not computed again
     assert after.vectors is not before.vectors  # the new vector is in the new copy
     store.close()
+
+
+def test_the_counts_of_a_filter_follow_the_rows_and_the_index_record(store: SQLiteStore) -> None:
+    query = _in_subspace(1, seed=11)[0]
+    store.search(USER, query, 5, PREFERENCES)
+    snapshot = store._cache(USER).snapshot
+    assert snapshot.arrays is not None and snapshot.ann is not None
+    held, mask, passing, kept = snapshot.arrays.counted[PREFERENCES]
+    assert held is snapshot.ann.held
+    assert (passing, kept) == (200, 200) == (int((mask & held).sum()), int(mask.sum()))
+    fresh = _memories(_in_subspace(2, seed=12))[1]  # a preference the index does not hold
+    store.write([fresh])
+    assert fresh.embedding is not None
+    assert store.search(USER, fresh.embedding, 1, PREFERENCES)[0][0].id == fresh.id
+    snapshot = store._cache(USER).snapshot
+    assert snapshot.arrays is not None and snapshot.ann is not None
+    held, mask, passing, kept = snapshot.arrays.counted[PREFERENCES]
+    assert held is snapshot.ann.held
+    assert (passing, kept) == (200, 201)
+    store.close()
