@@ -237,6 +237,18 @@ def _m005_posting_blocks(db: Conn) -> None:
     db.execute("DROP TABLE postings")
 
 
+def _m006_memories_fillfactor(db: Conn) -> None:
+    # Room on each page for a changed row to stay there: a patch (a promotion, feedback's
+    # usefulness, a pin) then updates the row in place (HOT) instead of inserting it anew
+    # into every index, both HNSW graphs included. A row with a 384-dimension vector is
+    # ~1.6-2 kB: at 80% a page keeps one such row free (at 90% a page of 1.8 kB rows is
+    # full). Measured on the 100,000-memory corpus (rows ~2 kB) rewritten with room (3
+    # rows a page instead of 3.9, the heap +29%): 30 of 30 promotions HOT against 2 of 30,
+    # 4.3 against 19.9 ms a write (p50). Pages written before keep no room until the
+    # table is rewritten (``VACUUM FULL memories``); this only sets a storage parameter.
+    db.execute("ALTER TABLE memories SET (fillfactor = 80)")
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
@@ -244,6 +256,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("003_term_stats_access_clock", _m003_term_stats_access_clock),
     ("004_learnings_index", _m004_learnings_index),
     ("005_posting_blocks", _m005_posting_blocks),
+    ("006_memories_fillfactor", _m006_memories_fillfactor),
 ]
 
 
