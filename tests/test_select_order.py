@@ -1,9 +1,7 @@
-"""What selection lets pass and the order it fills a budget in (issue 12): the score decides
-what passes, and when the budget cannot hold everything that passes, the most relevant
-passing memory goes first (``recall.select.fill_order``); a stale context's relevance is the
-one its score saw (``recall.score.present_relevance``); a typed learning needs the relevance
-a preference needs unless it is an invariant of the request's area
-(``recall.select.LEARNING_MIN_RELEVANCE``)."""
+"""The order selection fills a budget in (issue 12): the score decides what passes, and when
+the budget cannot hold everything that passes, the most relevant passing memory goes first
+(``recall.select.fill_order``); a stale context's relevance is the one its score saw
+(``recall.score.present_relevance``)."""
 
 from __future__ import annotations
 
@@ -12,19 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engrain import Engine, Kind, Memory, MemoryType
+from engrain import Kind, Memory, MemoryType
 from engrain.recall import score as sc
 from engrain.recall.classify import Intent
-from engrain.recall.gate import LEARNING_KINDS, area_invariants
-from engrain.recall.select import (
-    FLOORED_KINDS,
-    LEARNING_MIN_RELEVANCE,
-    PROCEDURAL_MIN_RELEVANCE,
-    Ranked,
-    fill_order,
-    select_gated,
-    threshold_for,
-)
+from engrain.recall.select import Ranked, fill_order, select_gated
 
 from .conftest import NOW
 from .test_gate_rules import _engine
@@ -114,87 +103,3 @@ def test_a_stale_pinned_context_does_not_lead_as_a_relevant_pin(tmp_path: Path) 
     assert verdict[fresh or ""].selected and verdict[fresh or ""].reason == "pinned"
     assert verdict[stale or ""].reason != "pinned"  # its relevance is a year's decay of it
     assert gated.components[stale or ""]["calibrated_relevance"] > 0.9  # its wording matches
-
-
-# -- a typed learning needs the relevance a preference needs ----------------------------------
-
-RETRY_MSG = "Write a helper that retries the invoice export three times"
-INVOICE_FACT = "Invoice exports are written to the exports bucket, one file per account"
-UNRELATED_RULE = "Never run a schema migration from a notebook"
-FAINT_RULE = "Never retry a request that already charged the customer"
-AREA_RULE = "Every file written to a bucket carries the account id in its key"
-
-
-def _rules_engine(tmp_path: Path) -> tuple[Engine, dict[str, str]]:
-    engine = _engine(tmp_path, [RETRY_MSG, "What is in the exports bucket?"], {
-        INVOICE_FACT: 0.6, UNRELATED_RULE: 0.02, FAINT_RULE: 0.15, AREA_RULE: 0.02,
-    })  # fmt: skip
-    when = NOW - timedelta(days=300)
-    ids = {
-        "fact": engine.remember(INVOICE_FACT, "ada", "fact", domains=["exports"],
-                                now=when).memory_id or "",
-        "unrelated": engine.remember(UNRELATED_RULE, "ada", "invariant", domains=["database"],
-                                     access_count=60, now=when).memory_id or "",
-        "faint": engine.remember(FAINT_RULE, "ada", "invariant", domains=["payments"],
-                                 access_count=60, now=when).memory_id or "",
-        "area": engine.remember(AREA_RULE, "ada", "invariant", domains=["exports"],
-                                access_count=60, now=when).memory_id or "",
-    }  # fmt: skip
-    return engine, ids
-
-
-def test_an_invariant_unrelated_to_the_message_does_not_pass_on_its_priors(
-    tmp_path: Path,
-) -> None:
-    engine, ids = _rules_engine(tmp_path)
-    gated = engine.explain("What is in the exports bucket?", "ada", now=NOW)
-    verdict = {d.item.memory.id: d for d in gated.decisions}
-    limit = threshold_for(Kind.INVARIANT, gated.classification.intent)
-    for name in ("unrelated", "faint"):
-        decision = verdict[ids[name]]
-        # undecayed and much used, it clears its threshold at relevance ~0 ...
-        assert decision.item.score >= limit
-        # ... but nothing about it concerns the message
-        assert not decision.selected
-        assert decision.reason.endswith(f"below {LEARNING_MIN_RELEVANCE:.2f}")
-        assert "relevance" in decision.reason
-    assert verdict[ids["fact"]].selected
-
-
-def test_an_invariant_of_the_area_a_request_changes_passes_whatever_its_words(
-    tmp_path: Path,
-) -> None:
-    engine, ids = _rules_engine(tmp_path)
-    gated = engine.explain(RETRY_MSG, "ada", now=NOW)
-    assert "area: exports" in gated.classification.signals
-    verdict = {d.item.memory.id: d for d in gated.decisions}
-    assert gated.components[ids["area"]]["calibrated_relevance"] < LEARNING_MIN_RELEVANCE
-    assert verdict[ids["area"]].selected
-    assert verdict[ids["area"]].reason == "selected, an invariant of the request's area"
-    assert not verdict[ids["unrelated"]].selected  # a rule of another part of the project
-
-
-def test_an_explicit_budget_has_no_relevance_floor(tmp_path: Path) -> None:
-    # the caller's own budget is filled in score order without thresholds (the spec's recall)
-    engine, ids = _rules_engine(tmp_path)
-    gated = engine.explain("What is in the exports bucket?", "ada", token_budget=2_000, now=NOW)
-    assert {ids["unrelated"], ids["faint"]} <= {m.id for m in gated.memories}
-
-
-def test_the_floored_kinds_are_the_typed_learnings_but_preferences() -> None:
-    # preferences have the same floor in their own test (PROCEDURAL_MIN_RELEVANCE)
-    assert FLOORED_KINDS | {Kind.PREFERENCE} == set(LEARNING_KINDS)
-    assert Kind.PREFERENCE not in FLOORED_KINDS
-    assert LEARNING_MIN_RELEVANCE == PROCEDURAL_MIN_RELEVANCE
-
-
-def test_area_invariants_are_the_invariants_with_a_domain_of_the_area() -> None:
-    def ranked(mid: str, kind: Kind, *domains: str) -> Ranked:
-        memory = Memory(id=mid, user_id="u", content=mid, memory_type=MemoryType.SEMANTIC,
-                        kind=kind, created_at=NOW, updated_at=NOW, domains=domains)  # fmt: skip
-        return Ranked(memory, 0.3, 0.0, 0.0)
-
-    pool = [ranked("in", Kind.INVARIANT, "exports", "api"), ranked("out", Kind.INVARIANT, "db"),
-            ranked("pattern", Kind.PATTERN, "exports")]  # fmt: skip
-    assert area_invariants(pool, ("exports",)) == {"in"}
-    assert area_invariants(pool, ()) == frozenset()

@@ -209,7 +209,6 @@ def gate(
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
         layout=_layout(fmt, compact, grouped), partners=partners,
-        area_invariants=area_invariants(ranked, area),
     )  # fmt: skip
     clock.lap("select")
     text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
@@ -432,21 +431,6 @@ def _ranked(c: Candidate, score: float, query: Query) -> Ranked:
     pins, preferences and the fill order judge what the score judged."""
     relevance = present_relevance(c.memory, c.relevance, query.now)
     return Ranked(c.memory, score, c.similarity, relevance)
-
-
-def area_invariants(ranked: Sequence[Ranked], area: Sequence[str]) -> frozenset[str]:
-    """The ids of the invariants among ``ranked`` that belong to the request's ``area``
-    (``recall.area``: the domains of its clear best matches, for a request that has one):
-    the rules a change to that part of the project must keep, which pass on their priors
-    whatever their relevance (``select.LEARNING_MIN_RELEVANCE``)."""
-    if not area:
-        return frozenset()
-    inside = set(area)
-    return frozenset(
-        r.memory.id
-        for r in ranked
-        if r.memory.kind is Kind.INVARIANT and inside.intersection(r.memory.domains)
-    )
 
 
 def _partners(store: Store, user_id: str, ranked: Sequence[Ranked]) -> dict[str, list[Ranked]]:

@@ -77,27 +77,6 @@ PIN_MIN_RELEVANCE = 0.25
 PROCEDURAL_MIN_RELEVANCE = 0.2
 PROCEDURAL_SHARE = 0.15
 
-#: The typed learnings other than preferences (``gate.LEARNING_KINDS``: scored on every call
-#: whatever their relevance, not found by being near the message). With thresholds, each
-#: needs :data:`LEARNING_MIN_RELEVANCE` to pass, unless it is an invariant of the request's
-#: area (``area_invariants``).
-FLOORED_KINDS = frozenset(
-    {Kind.INVARIANT, Kind.PATTERN, Kind.DECISION, Kind.ANTIPATTERN, Kind.GOLDEN_PATH,
-     Kind.CORRECTION}
-)  # fmt: skip
-#: The relevance a typed learning needs to pass: a preference's (0.2), the level under
-#: which calibrated relevance reads a memory as unrelated (``score.BOOST_FULL_RELEVANCE``'s
-#: note, ``recall.relevance``). Under it nothing about the memory says it concerns this
-#: message, and what carried it over its threshold was its priors alone: an invariant never
-#: decays (recency 0.10) and a much-used one adds 0.10 of use, 0.20 together, the
-#: invariant threshold of most intents. That put 2.5-3.6 invariants under relevance 0.2 in
-#: every block of the evaluation's tune halves, whatever the topic (the issue: "60% of all
-#: invariants land in every context"). The boost was bounded by relevance for that reason
-#: (``score.boost_scale``); this bounds the other priors the same way. An invariant of the
-#: area a request changes (``recall.area``) is a rule the change must keep, whatever words
-#: the request uses, so it keeps passing on its priors.
-LEARNING_MIN_RELEVANCE = PROCEDURAL_MIN_RELEVANCE
-
 
 #: Fewer free tokens than this and no line fits: ``context()`` stops walking the ranking.
 MIN_LINE_TOKENS = 6
@@ -207,7 +186,6 @@ def select_gated(
     top_k: int | None = None,
     layout: Layout = Layout(0),
     partners: Mapping[str, Sequence[Ranked]] | None = None,
-    area_invariants: frozenset[str] = frozenset(),
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
@@ -215,9 +193,7 @@ def select_gated(
     1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold;
     2. procedural candidates need :data:`PROCEDURAL_MIN_RELEVANCE` and a place in their
        share (:data:`PROCEDURAL_SHARE`), every other candidate its intent's threshold
-       and, for the other typed learnings (:data:`FLOORED_KINDS`),
-       :data:`LEARNING_MIN_RELEVANCE` unless listed in ``area_invariants`` (when
-       ``apply_threshold``);
+       (when ``apply_threshold``);
     3. a selected memory's conflict ``partners`` (read before selection) join it, budget
        permitting, so the model sees both versions.
 
@@ -268,15 +244,6 @@ def select_gated(
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
                 continue
             why = "selected"
-            if apply_threshold and memory.kind in FLOORED_KINDS and (
-                r.relevance < LEARNING_MIN_RELEVANCE
-            ):
-                if memory.id not in area_invariants:
-                    if explain:
-                        why = f"relevance {r.relevance:.3f} below {LEARNING_MIN_RELEVANCE:.2f}"
-                        fill.note(costed(r), False, f"score {r.score:.3f}, {why}")
-                    continue
-                why = "selected, an invariant of the request's area"
         if not explain and line_floor is not None and (
             fill.used + line_floor(memory) + 1 > token_budget
         ):
