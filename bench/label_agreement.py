@@ -206,7 +206,8 @@ def block(messages: Sequence[Message], predicted: Mapping[str, Mapping[str, Read
 def patterns(messages: Sequence[Message], axis: int,
              limit: int = PATTERNS) -> list[dict[str, Any]]:  # fmt: skip
     """The commonest (writer → second reading) disagreements on ``axis`` (0 intent,
-    1 complexity), each with its count, its files and up to :data:`PATTERN_IDS` ids."""
+    1 complexity), each with its count, its files, the writer's intents and up to
+    :data:`PATTERN_IDS` ids."""
     groups: dict[tuple[str, str], list[Message]] = {}
     for m in messages:
         if m.writer[axis] != m.second[axis]:
@@ -214,6 +215,7 @@ def patterns(messages: Sequence[Message], axis: int,
     ranked = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:limit]
     return [
         {"writer": w, "second": s, "n": len(ms), "files": dict(Counter(m.file for m in ms)),
+         "writer_intents": dict(Counter(m.writer[0] for m in ms).most_common()),
          "ids": [m.id for m in ms[:PATTERN_IDS]]}
         for (w, s), ms in ranked
     ]  # fmt: skip
@@ -380,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for axis in ("intent", "complexity"):
         print(f"\ncommonest {axis} disagreements (writer -> second reading):")
         for p in result["patterns"][axis]:
-            print(f"  {p['writer']:>12} -> {p['second']:<12} {p['n']:>3}  {p['files']}")
+            print(f"  {p['writer']:>12} -> {p['second']:<12} {p['n']:>3}  {p['files']}"
+                  f"  intents {p['writer_intents']}")
     write_json(Path(args.out), result)
     return 0
 
