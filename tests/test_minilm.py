@@ -90,6 +90,25 @@ def test_onnx_spinning_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
     monkeypatch.setenv("ENGRAIN_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("ENGRAIN_ONNX_SPINNING", raising=False)
-    assert load_settings({}).onnx_spinning is True
+    assert load_settings({}).onnx_spinning is None  # on, unless the store reads concurrently
     monkeypatch.setenv("ENGRAIN_ONNX_SPINNING", "false")
     assert load_settings({}).onnx_spinning is False
+
+
+def test_unset_spinning_is_on_unless_the_store_reads_concurrently(tmp_path: Path) -> None:
+    """``onnx_spinning`` unset: the model's threads spin for an embedded store, not over one
+    that reads in threads of its own (PostgreSQL); a value set by the user always wins."""
+    from engrain.config import load_settings
+    from engrain.engine import _model_spinning
+    from engrain.store import MemoryStore
+
+    class Concurrent(MemoryStore):
+        concurrent_reads = True
+
+    unset = load_settings({"data_dir": tmp_path}, environ={})
+    assert _model_spinning(unset, MemoryStore()) is True
+    assert _model_spinning(unset, Concurrent()) is False
+    for value in (True, False):
+        chosen = load_settings({"data_dir": tmp_path, "onnx_spinning": value}, environ={})
+        assert _model_spinning(chosen, Concurrent()) is value
+        assert _model_spinning(chosen, MemoryStore()) is value

@@ -52,7 +52,7 @@ from engrain.recall.gate import GateOptions, gate
 from engrain.recall.request import Request, gated_context, tier_context, tier_for
 from engrain.recall.results import Context, Gated, RecallResult
 from engrain.review import FlaggedPair, Resolution, Resolved
-from engrain.store import MemoryFilter, State, Store, open_store
+from engrain.store import MemoryFilter, State, Store, open_store, reads
 from engrain.store.base import Patch
 from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet
 from engrain.tiers.cache import wrap
@@ -71,6 +71,14 @@ class ImportResult:
     merged: int
     discarded: int
     states: int = 0
+
+
+def _model_spinning(settings: Settings, store: Store) -> bool:
+    """``onnx_spinning`` as set, else on unless ``store`` reads in threads of its own (the
+    PostgreSQL store), whose reads the model's spinning threads would keep from the cores."""
+    if settings.onnx_spinning is not None:
+        return settings.onnx_spinning
+    return not reads.concurrent(store)
 
 
 class Engine:
@@ -100,8 +108,9 @@ class Engine:
         self.settings = settings
         self.store: Store = store if store is not None else open_store(settings.store_url)
         raw = embedder or make_embedder(
-            settings.embedder, threads=settings.onnx_threads, spinning=settings.onnx_spinning,
-            split=settings.onnx_split, int8=settings.onnx_int8,
+            settings.embedder, threads=settings.onnx_threads,
+            spinning=_model_spinning(settings, self.store), split=settings.onnx_split,
+            int8=settings.onnx_int8,
         )
         self.embedder = CachedEmbedder(raw, self.store)
         self.reranker = reranker
