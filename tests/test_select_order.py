@@ -103,3 +103,5 @@ def test_a_stale_pinned_context_does_not_lead_as_a_relevant_pin(tmp_path: Path) 
     assert verdict[fresh or ""].selected and verdict[fresh or ""].reason == "pinned"
     assert verdict[stale or ""].reason != "pinned"  # its relevance is a year's decay of it
     assert gated.components[stale or ""]["calibrated_relevance"] > 0.9  # its wording matches
+    assert gated.components[stale or ""]["present_scale"] < 0.1  # explain() shows the scale
+    assert gated.components[fresh or ""]["present_scale"] > 0.99

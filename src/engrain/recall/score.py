@@ -227,6 +227,8 @@ def score_gated(
         "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
     }
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
+    if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
+        factors["present_scale"] = present_scale(memory.kind, age)
     return Scored(min(1.0, max(0.0, sum(parts.values()))), parts, factors)
 
 
