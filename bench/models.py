@@ -497,8 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     rng = np.random.default_rng(15)
     questions = [q.question for c in conversations for q in c.questions]
-    if not chunks:
-        chunks = [bl.memory_text(t) for c in conversations for t in c.turns]
+    if not chunks:  # no ingestion ran: two consecutive turns, a stored chunk's usual size
+        turns = [bl.memory_text(t) for c in conversations for t in c.turns]
+        chunks = ["\n".join(turns[i : i + 2]) for i in range(0, len(turns) - 1, 2)]
 
     def pick(texts: Sequence[str]) -> list[str]:
         chosen = rng.choice(len(texts), min(args.cost_texts, len(texts)), replace=False)
