@@ -95,3 +95,13 @@ def test_lazy_corpus_is_made_once_and_only_when_read() -> None:
     assert len(lazy) == 3 and not lazy.made and made == []
     assert lazy[1] == 20 and lazy[:2] == [10, 20] and list(lazy) == [10, 20, 30]
     assert lazy.made and made == [1]
+
+
+def test_the_verdict_uses_the_issues_p95_target_for_backend_and_size() -> None:
+    assert latency.p95_target("sqlite", 1_000) == latency.p95_target("postgres", 10_000) == 20.0
+    assert latency.p95_target("sqlite", 100_000) == 15.0
+    assert latency.p95_target("sqlite", 1_000_000) == 40.0
+    assert latency.p95_target("postgres", 100_000) == 30.0
+    assert latency.p95_target("postgres", 1_000_000) == 60.0
+    assert latency.p95_target("chroma", 100_000) is None
+    assert latency.p95_target("sqlite", 50_000) is None
