@@ -2,10 +2,12 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in blocks of their own two more written blind to the gate
+superseded memories), and in blocks of their own three more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
 ``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
-``messages-sensor.jsonl``, ``trivial-sensor.jsonl``), are loaded through the public API
+``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
+static-site generator: ``quill.jsonl``, ``messages-quill.jsonl``, ``trivial-quill.jsonl``),
+are loaded through the public API
 (``import_records``), and every labelled message is answered with ``explain()`` (the
 classification) and ``context()`` (what is injected). Each message is answered by a fresh
 copy of its project, so the uses one answer counts cannot change the next; the copy is an
@@ -30,7 +32,7 @@ and the same by labelled intent and by project, with must-include recall by the 
 the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
-[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor]``.
+[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor,quill]``.
 """
 
 from __future__ import annotations
