@@ -78,7 +78,10 @@ def test_scores_and_embeddings_are_the_rows_float32_ones(db: Path) -> None:
                     assert abs(score - float(originals[memory.id] @ query)) < 1e-6
                     assert memory.embedding is not None
                     assert np.array_equal(memory.embedding, originals[memory.id])
-        assert shared / wanted >= 0.97  # over all searches: one query in ~5 runs misses 2
+        # over all 20 searches of 10: the graph is built by several threads, so it differs
+        # from run to run; 110 runs at session 9's start and end gave 0.945-1.0 (below 0.97
+        # in ~5%, the same before and after). A broken index or quantization falls far below.
+        assert shared / wanted >= 0.9
         centroid = store.centroid(USER)
         assert centroid is not None
         assert np.abs(centroid - np.mean(list(originals.values()), axis=0)).max() < 1e-6
