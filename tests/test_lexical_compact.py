@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 
 import numpy as np
 import numpy.typing as npt
@@ -15,19 +14,12 @@ import pytest
 
 from engrain.store import lexical
 from engrain.store.lexical import K1, LexicalIndex, tokenize
-from tests.test_lexical import _as_dict, _corpus
+from tests.test_lexical import _as_dict, _corpus, _reference
 
 
 def _plain_scores(documents: list[str], query: str) -> npt.NDArray[np.float32]:
     """BM25 as the index computed it before: int32 documents, float32 frequencies."""
-    postings: dict[str, tuple[list[int], list[int]]] = {}
-    lengths = []
-    for row, text in enumerate(documents):
-        counts = Counter(tokenize(text))
-        lengths.append(sum(counts.values()))
-        for term, tf in counts.items():
-            postings.setdefault(term, ([], []))[0].append(row)
-            postings[term][1].append(tf)
+    postings, lengths = _reference(documents)
     size = len(documents)
     length = np.asarray(lengths, dtype=np.float32)
     average = float(length.mean()) if size else 0.0
