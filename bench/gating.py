@@ -342,18 +342,19 @@ def run(
     data: Dataset | None = None,
     note: str | None = None,
     extra_sets: Sequence[str] = (),
+    only: str | None = None,
 ) -> dict[str, Any]:
     """The full report: measures per profile and split, every answer, the data's shape and
     the machine, for ``data`` (default the ``main`` set) and under ``sets`` for each of
     ``extra_sets`` (:data:`SETS`). ``limit`` keeps the first ``limit`` labelled and trivial
-    messages of each."""
-    data = _limited(data or load_data(), limit)
+    messages of each; ``only`` (``tune`` or ``held``) keeps that split's messages."""
+    data = _limited(data or load_data(), limit, only)
     embedder = make_embedder(embedder_name)
     start = time.perf_counter()
     results = _profiles(data, embedder, profiles)
     extra = {}
     for name in extra_sets:
-        extra_data = _limited(load_data(name=name), limit)
+        extra_data = _limited(load_data(name=name), limit, only)
         extra[name] = {"data": _shape(extra_data),
                        "profiles": _profiles(extra_data, embedder, profiles)}  # fmt: skip
     return {
@@ -361,6 +362,7 @@ def run(
         "embedder": embedder.model_id,
         "engrain_source": str(Path(engrain.__file__).resolve().parent),
         "note": note,
+        "only": only,
         "now": NOW.isoformat(),
         "data": _shape(data),
         "trivial_budget": TRIVIAL_BUDGET,
@@ -371,11 +373,14 @@ def run(
     }
 
 
-def _limited(data: Dataset, limit: int | None) -> Dataset:
-    """``data`` with its first ``limit`` labelled and trivial messages (all: ``None``)."""
-    if limit is None:
-        return data
-    return Dataset(data.projects, data.messages[:limit], data.trivial[:limit])
+def _limited(data: Dataset, limit: int | None, only: str | None = None) -> Dataset:
+    """``data`` with its first ``limit`` labelled and trivial messages (all: ``None``), of
+    the split ``only`` when given (both: ``None``)."""
+    messages = [m for m in data.messages if only is None or m["split"] == only]
+    trivial = [t for t in data.trivial if only is None or t["split"] == only]
+    if limit is not None:
+        messages, trivial = messages[:limit], trivial[:limit]
+    return Dataset(data.projects, messages, trivial)
 
 
 def _profiles(data: Dataset, embedder: Embedder, profiles: Sequence[str]) -> dict[str, Any]:
@@ -498,6 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "why explain() dropped or kept them (tune on the tune split only)")
     parser.add_argument("--sets", default=",".join(SETS),
                         help="comma-separated sets of messages (main always runs first)")
+    parser.add_argument("--only", choices=("held", "tune"),
+                        help="answer only this split's messages (tuning without reading the "
+                        "held half: --only tune)")
     parser.add_argument("--note", help="what was measured, stored in the report (e.g. the "
                         "source when engrain is imported from elsewhere)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -508,7 +516,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(sets) - set(SETS)
     if unknown:
         parser.error(f"unknown sets {sorted(unknown)}; known: {', '.join(SETS)}")
-    report = run(args.embedder, profiles, args.limit, note=args.note, extra_sets=sets)
+    report = run(args.embedder, profiles, args.limit, note=args.note, extra_sets=sets,
+                 only=args.only)
     print(table(report, args.split))
     if args.details:
         print(details(report, data=load_data(), split=args.split))

@@ -77,6 +77,28 @@ PIN_MIN_RELEVANCE = 0.25
 PROCEDURAL_MIN_RELEVANCE = 0.2
 PROCEDURAL_SHARE = 0.15
 
+#: Calibrated relevance under which a memory is unrelated to the message (``relevance``: an
+#: unrelated memory stays under ~0.2); its relevance says nothing about which such memory
+#: matters more.
+UNRELATED_RELEVANCE = 0.2
+#: The share of the budget the invariants unrelated to the message take together (as
+#: preferences take :data:`PROCEDURAL_SHARE`). An invariant passes its threshold on its
+#: priors alone (undecayed recency and use), and the writers of the gating evaluation label
+#: such invariants as needed ("never random K-fold" for an Optuna search, relevance 0.0), so
+#: they keep a place; but 2.5-3.6 of them sat in every block whatever the topic (sensor:
+#: 282 tokens a message, quill: 256). They are walked after every other candidate, the
+#: best scored first (their use, the project leaning on them, ranks them; their relevance
+#: does not), within this share. Tuned on the gating evaluation's tuning halves: 0.15 (the
+#: preferences' share) left out a third unrelated invariant a simple question's writer
+#: wanted (75 tokens of 500); 0.2 keeps every labelled one.
+UNRELATED_INVARIANT_SHARE = 0.2
+#: The relevance a typed learning needs when more relevant memories fill the whole block:
+#: a learning walked when they take ``used`` of ``budget`` tokens needs
+#: ``FULL_BLOCK_RELEVANCE × used / budget`` (:func:`needed_relevance`). Tuned on the
+#: tuning halves below the boost's "clearly about this" level (0.5), which cost a fact at
+#: relevance 0.375 in a 500-token block 76% full; 0.75 cost seven labelled memories.
+FULL_BLOCK_RELEVANCE = 0.4
+
 
 #: Fewer free tokens than this and no line fits: ``context()`` stops walking the ranking.
 MIN_LINE_TOKENS = 6
@@ -115,6 +137,8 @@ class _Fill:
         self.count = 0
         self.used = 0
         self.procedural_used = 0
+        self.unrelated_used = 0
+        self.placed: list[tuple[float, int]] = []  # each selected line's relevance and cost
         self.sections: set[str] = set()
         self.decisions: list[Decision] = []
 
@@ -127,13 +151,18 @@ class _Fill:
             extra += 0 if title in self.sections else heading
         return tokens + 1 + extra
 
+    def used_above(self, relevance: float) -> int:
+        """The tokens taken by selected memories at least ``relevance`` relevant."""
+        return sum(cost for placed, cost in self.placed if placed >= relevance)
+
     def note(self, item: ScoredMemory, selected: bool, reason: str) -> None:
         """Record a decision (only when explaining)."""
         if self.explain:
             self.decisions.append(Decision(item, selected, reason))
 
-    def add(self, item: ScoredMemory, group: int, reason: str) -> bool:
-        """Select ``item`` into ``group`` if it fits; record the decision either way."""
+    def add(self, item: ScoredMemory, group: int, reason: str, relevance: float) -> bool:
+        """Select ``item`` (of ``relevance``) into ``group`` if it fits; record the decision
+        either way."""
         cost = self.cost(item.memory, item.tokens)
         if self.used + cost > self.budget:
             self.note(item, False, f"{item.tokens} tokens do not fit ({self.used}/{self.budget})")
@@ -141,6 +170,7 @@ class _Fill:
         self.groups[group].append(item)
         self.count += 1
         self.used += cost
+        self.placed.append((relevance, cost))
         if self.layout.section is not None:
             self.sections.add(self.layout.section(item.memory)[0])
         self.note(item, True, reason)
@@ -162,15 +192,38 @@ def fill_order(
     +0.25, undecayed, much used) filled the block before the correction at 0.66 that
     answered it. The seed's selection is "greedy fill within budget (highest relevance
     first)". When the budget holds every passing memory, the order changes nothing.
-    Ties keep the order given (the score's)."""
+    Ties keep the order given (the score's). The invariants unrelated to the message
+    (:func:`unrelated_invariant`) come last, in the order given (the score's): under the
+    unrelated level relevance ranks nothing, and their score is their priors."""
     if not by_relevance:
         return [*leading, *rest]
-    return [*sorted(leading, key=_less_relevant), *sorted(rest, key=_less_relevant)]
+    related = [r for r in rest if not unrelated_invariant(r)]
+    unrelated = [r for r in rest if unrelated_invariant(r)]  # by score, as given
+    return [*sorted(leading, key=_less_relevant), *sorted(related, key=_less_relevant),
+            *unrelated]  # fmt: skip
 
 
 def _less_relevant(r: Ranked) -> float:
     """The sort key of :func:`fill_order`: most relevant first."""
     return -r.relevance
+
+
+def unrelated_invariant(r: Ranked) -> bool:
+    """Whether ``r`` is an invariant under :data:`UNRELATED_RELEVANCE`: it passes on its
+    priors and competes within :data:`UNRELATED_INVARIANT_SHARE`."""
+    return r.memory.kind is Kind.INVARIANT and r.relevance < UNRELATED_RELEVANCE
+
+
+def needed_relevance(used: int, budget: int) -> float:
+    """The relevance a typed learning needs to join a block of ``budget`` tokens of which
+    more relevant memories take ``used``: ``FULL_BLOCK_RELEVANCE × used / budget``. A block
+    without more relevant memories takes any memory that passed its threshold; the more of
+    it they fill, the more a memory must be about the message to add to them rather than
+    dilute them, up to :data:`FULL_BLOCK_RELEVANCE` for the last tokens. A budget is what a
+    message of this complexity may use, not what it must use."""
+    if budget <= 0:
+        return FULL_BLOCK_RELEVANCE
+    return FULL_BLOCK_RELEVANCE * min(1.0, used / budget)
 
 
 def select_gated(
@@ -195,7 +248,11 @@ def select_gated(
        share (:data:`PROCEDURAL_SHARE`), every other candidate its intent's threshold
        (when ``apply_threshold``);
     3. a selected memory's conflict ``partners`` (read before selection) join it, budget
-       permitting, so the model sees both versions.
+       permitting, so the model sees both versions;
+    4. with thresholds, a typed learning (not a conversation chunk) needs
+       :func:`needed_relevance` of the block filled so far, and the invariants unrelated to
+       the message (:func:`unrelated_invariant`) come last, within
+       :data:`UNRELATED_INVARIANT_SHARE` of the budget.
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -206,6 +263,7 @@ def select_gated(
     ``explain`` the walk stops once no line fits any more."""
     fill = _Fill(token_budget, layout, explain)
     share = int(token_budget * PROCEDURAL_SHARE)
+    unrelated_share = int(token_budget * UNRELATED_INVARIANT_SHARE)
     partners = partners or {}
 
     def costed(r: Ranked) -> ScoredMemory:
@@ -244,6 +302,16 @@ def select_gated(
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
                 continue
             why = "selected"
+        background = apply_threshold and group != 0 and unrelated_invariant(r)
+        if apply_threshold and group != 0 and not background and not memory.provenance.turn_ids:
+            above = fill.used_above(r.relevance)
+            need = needed_relevance(above, token_budget)
+            if r.relevance < need:
+                if explain:
+                    fill.note(costed(r), False, f"relevance {r.relevance:.3f} below {need:.2f}: "
+                              f"{above}/{token_budget} tokens taken by more relevant "
+                              "memories")  # fmt: skip
+                continue
         if not explain and line_floor is not None and (
             fill.used + line_floor(memory) + 1 > token_budget
         ):
@@ -252,13 +320,19 @@ def select_gated(
         if group == 1 and fill.procedural_used + item.tokens > share:
             fill.note(item, False, f"procedural share full ({fill.procedural_used}/{share} tokens)")
             continue
-        if not fill.add(item, group, why):
+        if background and fill.unrelated_used + item.tokens > unrelated_share:
+            fill.note(item, False, f"unrelated invariants' share full "
+                      f"({fill.unrelated_used}/{unrelated_share} tokens)")  # fmt: skip
+            continue
+        if not fill.add(item, group, why, r.relevance):
             continue
         if group == 1:
             fill.procedural_used += item.tokens
+        if background:
+            fill.unrelated_used += item.tokens
         for partner in partners.get(memory.id, ()):
             if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
                 seen.add(partner.memory.id)
-                fill.add(costed(partner), group, f"conflicts with {memory.id}")
+                fill.add(costed(partner), group, f"conflicts with {memory.id}", partner.relevance)
     selected = [s for group in fill.groups for s in group]
     return selected, fill.used, fill.decisions

@@ -1,0 +1,119 @@
+"""How much of a budget the automatic selection fills (issue 12): a typed learning needs
+more relevance the more of the block more relevant memories already take
+(``recall.select.needed_relevance``), and the invariants unrelated to the message come last,
+by score, within a share of the budget (``recall.select.unrelated_invariant``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engrain import Kind, Memory
+from engrain.model import Provenance
+from engrain.recall.classify import Intent
+from engrain.recall.select import (
+    FULL_BLOCK_RELEVANCE,
+    UNRELATED_INVARIANT_SHARE,
+    UNRELATED_RELEVANCE,
+    Ranked,
+    fill_order,
+    needed_relevance,
+    select_gated,
+    unrelated_invariant,
+)
+
+from .conftest import NOW
+
+
+def _memory(mid: str, kind: Kind, *, pinned: bool = False, chunk: bool = False) -> Memory:
+    return Memory(id=mid, user_id="u", content=mid, memory_type=kind.default_memory_type,
+                  kind=kind, created_at=NOW, updated_at=NOW, pinned=pinned,
+                  provenance=Provenance(turn_ids=("t1",) if chunk else ()))  # fmt: skip
+
+
+def _select(ranked: list[Ranked], tokens: dict[str, int], budget: int, *,
+            thresholds: bool = True) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+    selected, _, decisions = select_gated(
+        ranked, line_tokens=lambda m: tokens[m.id], token_budget=budget,
+        intent=Intent.DEBUGGING, apply_threshold=thresholds,
+    )  # fmt: skip
+    return [s.memory.id for s in selected], {d.item.memory.id: d.reason for d in decisions}
+
+
+def test_needed_relevance_rises_with_the_share_of_the_block_taken() -> None:
+    assert needed_relevance(0, 2000) == 0.0
+    assert needed_relevance(1000, 2000) == pytest.approx(FULL_BLOCK_RELEVANCE / 2)
+    assert needed_relevance(2000, 2000) == pytest.approx(FULL_BLOCK_RELEVANCE)
+    assert needed_relevance(2500, 2000) == pytest.approx(FULL_BLOCK_RELEVANCE)
+    assert needed_relevance(10, 0) == FULL_BLOCK_RELEVANCE
+
+
+#: Three memories clearly about the message take 600 tokens, then one loosely related
+#: (relevance 0.3) and one barely (0.22), all past their thresholds on their scores.
+RANKED = [
+    Ranked(_memory("a", Kind.PATTERN), 0.9, 0.6, 1.0),
+    Ranked(_memory("b", Kind.DECISION), 0.8, 0.5, 0.9),
+    Ranked(_memory("c", Kind.FACT), 0.7, 0.4, 0.8),
+    Ranked(_memory("loose", Kind.GOLDEN_PATH), 0.6, 0.2, 0.3),
+    Ranked(_memory("barely", Kind.FACT), 0.5, 0.15, 0.22),
+]
+TOKENS = {"a": 199, "b": 199, "c": 199, "loose": 99, "barely": 99}
+
+
+def test_a_loosely_related_memory_joins_an_emptier_block_only() -> None:
+    # 600 of 1,000 taken: 0.24 needed, "loose" (0.30) passes; then 700 of 1,000: 0.28
+    chosen, why = _select(RANKED, TOKENS, 1_000)
+    assert chosen == ["a", "b", "c", "loose"]
+    assert "below 0.28" in why["barely"] and "700/1000" in why["barely"]
+    # the same memories against a budget they fill less: every one joins
+    assert _select(RANKED, TOKENS, 3_000)[0] == ["a", "b", "c", "loose", "barely"]
+    # 600 of 700 taken: 0.34 needed, neither joins although "loose" fits
+    chosen, why = _select(RANKED, TOKENS, 700)
+    assert chosen == ["a", "b", "c"]
+    assert "below 0.34" in why["loose"]
+
+
+def test_an_explicit_budget_is_filled_without_the_rising_need() -> None:
+    assert _select(RANKED, TOKENS, 700, thresholds=False)[0] == ["a", "b", "c", "loose"]
+
+
+def test_conversation_chunks_do_not_need_more_relevance_as_the_block_fills() -> None:
+    chunk = Ranked(_memory("chunk", Kind.FACT, chunk=True), 0.5, 0.15, 0.22)
+    chosen, _ = _select([*RANKED[:3], chunk], {**TOKENS, "chunk": 99}, 800)
+    assert chosen == ["a", "b", "c", "chunk"]
+
+
+def test_a_leading_pin_less_relevant_than_a_memory_does_not_raise_what_it_needs() -> None:
+    pin = Ranked(_memory("pin", Kind.FACT, pinned=True), 0.9, 0.2, 0.26)
+    ranked = [pin, Ranked(_memory("mid", Kind.FACT), 0.6, 0.2, 0.27)]
+    # the pin leads (relevance >= 0.25) and takes 700 of 1,000 tokens; "mid" (0.27) needs
+    # only what more relevant memories take (none): 0.0, not 0.28
+    chosen, _ = _select(ranked, {"pin": 699, "mid": 99}, 1_000)
+    assert chosen == ["pin", "mid"]
+
+
+def test_unrelated_invariants_come_last_by_score_within_their_share() -> None:
+    invariants = [
+        Ranked(_memory("inv-used", Kind.INVARIANT), 0.45, 0.05, 0.1),
+        Ranked(_memory("inv-rare", Kind.INVARIANT), 0.30, 0.15, 0.19),
+        Ranked(_memory("inv-related", Kind.INVARIANT), 0.50, 0.30, 0.45),
+    ]
+    assert [unrelated_invariant(r) for r in invariants] == [True, True, False]
+    assert all(r.relevance < UNRELATED_RELEVANCE for r in invariants[:2])
+    order = [r.memory.id for r in fill_order([], [*invariants, *RANKED], by_relevance=True)]
+    # related memories most relevant first, then the unrelated invariants in score order
+    assert order == ["a", "b", "c", "inv-related", "loose", "barely", "inv-used", "inv-rare"]
+    budget = 3_000
+    share = int(budget * UNRELATED_INVARIANT_SHARE)
+    size = share * 2 // 3  # room for one unrelated invariant in the share, not two
+    tokens = {**TOKENS, "inv-used": size, "inv-rare": size, "inv-related": size}
+    chosen, why = _select([*invariants, *RANKED], tokens, budget)
+    assert "inv-related" in chosen and "inv-used" in chosen and "inv-rare" not in chosen
+    assert "unrelated invariants' share full" in why["inv-rare"]
+
+
+def test_an_unrelated_invariant_is_not_held_to_the_rising_need() -> None:
+    # the block is nearly full of relevant memories: a need of 0.3, which an invariant at
+    # relevance 0.0 never meets; it joins in its share, on its priors
+    inv = Ranked(_memory("inv", Kind.INVARIANT), 0.3, 0.0, 0.0)
+    chosen, _ = _select([*RANKED[:3], inv], {**TOKENS, "inv": 30}, 800)
+    assert chosen == ["a", "b", "c", "inv"]
