@@ -138,7 +138,10 @@ class _Fill:
         self.used = 0
         self.procedural_used = 0
         self.unrelated_used = 0
-        self.placed: list[tuple[float, int]] = []  # each selected line's relevance and cost
+        # the relevance and cost of each line selected out of the fill order (leading pins,
+        # conflict partners): the only selected lines that can be less relevant than the
+        # candidate being judged
+        self.unordered: list[tuple[float, int]] = []
         self.sections: set[str] = set()
         self.decisions: list[Decision] = []
 
@@ -152,17 +155,22 @@ class _Fill:
         return tokens + 1 + extra
 
     def used_above(self, relevance: float) -> int:
-        """The tokens taken by selected memories at least ``relevance`` relevant."""
-        return sum(cost for placed, cost in self.placed if placed >= relevance)
+        """The tokens taken by selected memories at least ``relevance`` relevant, for a
+        candidate walked in the fill order (every line it walked past is at least as
+        relevant)."""
+        return self.used - sum(cost for placed, cost in self.unordered if placed < relevance)
 
     def note(self, item: ScoredMemory, selected: bool, reason: str) -> None:
         """Record a decision (only when explaining)."""
         if self.explain:
             self.decisions.append(Decision(item, selected, reason))
 
-    def add(self, item: ScoredMemory, group: int, reason: str, relevance: float) -> bool:
+    def add(
+        self, item: ScoredMemory, group: int, reason: str, relevance: float, walked: bool
+    ) -> bool:
         """Select ``item`` (of ``relevance``) into ``group`` if it fits; record the decision
-        either way."""
+        either way. ``walked``: it comes in the fill order (no later candidate judged by
+        :func:`needed_relevance` is more relevant), not as a leading pin or a partner."""
         cost = self.cost(item.memory, item.tokens)
         if self.used + cost > self.budget:
             self.note(item, False, f"{item.tokens} tokens do not fit ({self.used}/{self.budget})")
@@ -170,7 +178,8 @@ class _Fill:
         self.groups[group].append(item)
         self.count += 1
         self.used += cost
-        self.placed.append((relevance, cost))
+        if not walked:
+            self.unordered.append((relevance, cost))
         if self.layout.section is not None:
             self.sections.add(self.layout.section(item.memory)[0])
         self.note(item, True, reason)
@@ -324,7 +333,7 @@ def select_gated(
             fill.note(item, False, f"unrelated invariants' share full "
                       f"({fill.unrelated_used}/{unrelated_share} tokens)")  # fmt: skip
             continue
-        if not fill.add(item, group, why, r.relevance):
+        if not fill.add(item, group, why, r.relevance, walked=group != 0):
             continue
         if group == 1:
             fill.procedural_used += item.tokens
@@ -333,6 +342,7 @@ def select_gated(
         for partner in partners.get(memory.id, ()):
             if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
                 seen.add(partner.memory.id)
-                fill.add(costed(partner), group, f"conflicts with {memory.id}", partner.relevance)
+                fill.add(costed(partner), group, f"conflicts with {memory.id}",
+                         partner.relevance, walked=False)  # fmt: skip
     selected = [s for group in fill.groups for s in group]
     return selected, fill.used, fill.decisions
