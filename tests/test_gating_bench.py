@@ -228,3 +228,16 @@ def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
     assert len(blind.messages) >= 50 and len(blind.trivial) >= 30
     assert {m["split"] for m in blind.messages} == {"tune", "held"}
     assert {t["split"] for t in blind.trivial} == {"tune", "held"}
+
+
+def test_only_one_split_answers_that_splits_messages_alone() -> None:
+    # tuning without reading the held half: `--only tune` answers no held message
+    data = gating.load_data(name="sensor")
+    for split in ("tune", "held"):
+        kept = gating._limited(data, None, split)
+        assert kept.messages and kept.trivial
+        assert {m["split"] for m in [*kept.messages, *kept.trivial]} == {split}
+        assert len(kept.messages) == sum(m["split"] == split for m in data.messages)
+    tune = gating._limited(data, None, "tune").messages
+    assert gating._limited(data, 3, "tune").messages == tune[:3]
+    assert gating._limited(data, None) == data
