@@ -53,7 +53,7 @@ def memories(
     listed = at.tolist()
     content = columns.content
     values: dict[str, list[Any]] = {
-        "id": _strings(columns.ids, at),
+        "id": strings_at(columns.ids, at),
         "content": [content[row] for row in listed],
         "memory_type": [_TYPES[t] for t in columns.memory_type[at].tolist()],
         "kind": [_KINDS[k] for k in columns.kind[at].tolist()],
@@ -77,7 +77,7 @@ def memories(
         "source_session_id": _codes(columns.source_session_id, at),
         "superseded_by": _codes(columns.superseded_by, at),
         "provenance": [columns._provenance_of(row) for row in listed],
-        "content_hash": _strings(columns.content_hash, at),
+        "content_hash": strings_at(columns.content_hash, at),
         "embedding": list(embeddings),
         "user_id": [columns.user_id] * len(listed),
     }
@@ -124,8 +124,9 @@ def rows_memories(
     return [m for m in out if m is not None]
 
 
-def _strings(strings: Strings, at: np.ndarray) -> list[str]:
-    """Entries ``at`` of ``strings``."""
+def strings_at(strings: Strings, at: np.ndarray) -> list[str]:
+    """Entries ``at`` of ``strings`` (``[strings[i] for i in at]``, the offsets read at
+    once)."""
     blob, starts, ends = strings.blob, strings.at[at].tolist(), (strings.at[at + 1] - 1).tolist()
     spans = zip(starts, ends, strict=True)
     return [blob[start:end].decode("utf-8", "surrogatepass") for start, end in spans]

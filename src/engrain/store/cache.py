@@ -40,7 +40,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -77,12 +77,17 @@ KINDS: Mapping[Kind, int] = {k: i for i, k in enumerate(Kind)}
 Matrix = npt.NDArray[np.float32]
 
 
-#: Reads loaded rows' float32 vectors from where they are stored: given the rows' rowids,
-#: their memory ids and the vectors' size, which were found (the row still holds that
-#: memory with a vector of that size) and the vectors (zeros where not found).
-RowVectors = Callable[
-    [npt.NDArray[np.int64], Sequence[str], int], tuple[BoolArray, npt.NDArray[np.float32]]
-]
+class RowVectors(Protocol):
+    """Reads loaded rows' float32 vectors from where they are stored: given the rows'
+    rowids, their memory ids and the vectors' size, which were found (the row still holds
+    that memory with a vector of that size), the vectors (zeros where not found) and, if
+    ``texts``, the rows' texts from the same read (``None`` where not found)."""
+
+    def __call__(
+        self, rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
+    ) -> tuple[BoolArray, npt.NDArray[np.float32], list[str | None] | None]:
+        """See the class docstring."""
+        ...
 
 
 class _Subset(NamedTuple):
@@ -207,7 +212,7 @@ class _Arrays:
             decoded = self.rows.decoded
             todo = [row for row, memory_id in zip(rows, ids, strict=True)
                     if self.has_vector[row] and decoded.get(memory_id) is None]  # fmt: skip
-            block = self.vectors(np.asarray(todo, dtype=np.intp))
+            block = self.vectors(np.asarray(todo, dtype=np.intp), texts=True)
             at = {row: i for i, row in enumerate(todo)}
         block.flags.writeable = False
 
@@ -227,10 +232,12 @@ class _Arrays:
         assert self.held is not None
         return self.held.dim
 
-    def vectors(self, rows: npt.NDArray[np.intp]) -> Matrix:
+    def vectors(self, rows: npt.NDArray[np.intp], *, texts: bool = False) -> Matrix:
         """The vectors of ``rows`` as a new matrix (zeros for a row without one): rows of
         the matrix, or without it, a loaded row's from the index and a row written since
-        from its memory."""
+        from its memory. ``texts``: the caller will build some of these rows' memories, so
+        loaded rows read from the store bring their texts in the same read (kept by the
+        table's :class:`~engrain.store.texts.RowTexts`, which then need not read them)."""
         if self.matrix is not None:
             return self.matrix[rows]
         held = self.held
@@ -239,22 +246,32 @@ class _Arrays:
         source = self.rows.source[rows]
         loaded = np.flatnonzero((source >= 0) & self.has_vector[rows])
         if loaded.size:
-            out[loaded] = self._loaded_vectors(rows[loaded], held)
+            out[loaded] = self._loaded_vectors(rows[loaded], held, texts=texts)
         for i in np.flatnonzero((source < 0) & self.has_vector[rows]).tolist():
             embedding = self.rows.objects[str(self.ids[rows[i]])].embedding
             if embedding is not None:
                 out[i] = embedding
         return out
 
-    def _loaded_vectors(self, rows: npt.NDArray[np.intp], held: _IndexVectors) -> Matrix:
+    def _loaded_vectors(
+        self, rows: npt.NDArray[np.intp], held: _IndexVectors, *, texts: bool = False
+    ) -> Matrix:
         """The vectors of loaded ``rows``: float32 from the store's rows when it can read
         them (a row changed or forgotten by another process since: the index's vector),
-        else the index's."""
+        else the index's. ``texts``: the texts of the rows found are read with them and
+        kept by a table whose texts stay in the store."""
         base = self.rows.base
         if held.exact is None or base is None or len(base.rowids) != len(base):
             return held.index.vectors(held.keys[rows])
-        rowids = base.rowids[self.rows.source[rows]]
-        found, vectors = held.exact(rowids, [str(i) for i in self.ids[rows].tolist()], held.dim)
+        positions = self.rows.source[rows]
+        keep = getattr(base.content, "keep", None) if texts else None
+        found, vectors, read = held.exact(
+            base.rowids[positions], [str(i) for i in self.ids[rows].tolist()], held.dim,
+            texts=keep is not None,
+        )  # fmt: skip
+        if keep is not None and read is not None:
+            at = np.flatnonzero(found).tolist()
+            keep(positions[at].tolist(), [read[i] for i in at])
         lost = np.flatnonzero(~found)
         if lost.size:
             vectors[lost] = held.index.vectors(held.keys[rows[lost]])
@@ -921,7 +938,7 @@ def _approximate(
                     near = _passing(more, mask, ann.held)
                 if near.size >= k or count >= size:
                     rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
-                    vectors = arrays.vectors(rows)
+                    vectors = arrays.vectors(rows, texts=True)  # the best k are built
                     out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing (a

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store import columns, derived_blobs, heap, image_refresh, sqlite_load
+from engrain.store import built, columns, derived_blobs, heap, image_refresh, sqlite_load
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.base import (
     ALL,
@@ -843,27 +843,32 @@ class SQLiteStore:
         freed by a delete and taken by another row is never read as this memory's."""
 
         def read(
-            rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int
-        ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32]]:
+            rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
+        ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32], list[str | None] | None]:
             unique, inverse = np.unique(rowids, return_inverse=True)
             vectors = np.zeros((len(unique), dim), dtype=np.float32)
             owner = np.full(len(unique), None, dtype=object)
+            content = np.full(len(unique), None, dtype=object) if texts else None
             listed = unique.tolist()
             where = {rowid: at for at, rowid in enumerate(listed)}
+            columns = "rowid, id, embedding, content" if texts else "rowid, id, embedding"
             for start in range(0, len(listed), _IN_CHUNK):
                 part = listed[start : start + _IN_CHUNK]
                 found = self._read(
-                    "SELECT rowid, id, embedding FROM memories WHERE +user_id = ? AND rowid IN "
+                    f"SELECT {columns} FROM memories WHERE +user_id = ? AND rowid IN "
                     f"({', '.join('?' for _ in part)})",
                     (user_id, *part),
                 )  # fmt: skip
-                for rowid, memory_id, blob in found:
+                for rowid, memory_id, blob, *text in found:
                     if blob is not None and len(blob) == 4 * dim:
                         at = where[rowid]
                         vectors[at] = np.frombuffer(blob, dtype=np.float32)
                         owner[at] = memory_id
-            same = owner[inverse] == np.asarray(ids, dtype=object)
-            return same.astype(bool), vectors[inverse]
+                        if content is not None:
+                            content[at] = text[0]
+            same = (owner[inverse] == np.asarray(ids, dtype=object)).astype(bool)
+            read_texts = None if content is None else content[inverse].tolist()
+            return same, vectors[inverse], read_texts
 
         return read
 
@@ -873,7 +878,8 @@ class SQLiteStore:
         whose rowid no longer holds that memory by its id (``None`` if it is gone)."""
 
         def read(rows: Sequence[int]) -> list[str | None]:
-            want = [(int(rowids[row]), ids[row]) for row in rows]
+            at = np.asarray(rows, dtype=np.int64)
+            want = list(zip(rowids[at].tolist(), built.strings_at(ids, at), strict=True))
             found: dict[int, tuple[str, str]] = {}
             for start in range(0, len(want), _IN_CHUNK):
                 part = [rowid for rowid, _ in want[start : start + _IN_CHUNK]]
