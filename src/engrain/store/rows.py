@@ -56,12 +56,28 @@ class Decoded:
         """The memory built for this id, if kept."""
         return self._entries.get(memory_id)
 
+    def get_many(self, ids: Iterable[str]) -> list[Memory | None]:
+        """:meth:`get` of each of ``ids``."""
+        entries = self._entries
+        return [entries.get(memory_id) for memory_id in ids]
+
     def keep(self, memory: Memory) -> Memory:
         """Keep ``memory``; the one kept for its id (another thread may have been first)."""
         with self._lock:
             if len(self._entries) >= DECODED_MAX:
                 self._entries.clear()
             return self._entries.setdefault(memory.id, memory)
+
+    def keep_many(self, memories: Sequence[Memory]) -> list[Memory]:
+        """:meth:`keep` of each of ``memories``, under one hold of the lock."""
+        with self._lock:
+            entries = self._entries
+            out = []
+            for memory in memories:
+                if len(entries) >= DECODED_MAX:
+                    entries.clear()
+                out.append(entries.setdefault(memory.id, memory))
+            return out
 
     def carried(self, drop: Iterable[str] = (), put: Mapping[str, Memory] | None = None) -> Decoded:
         """A copy for the next snapshot: ``drop`` left out, ``put`` set."""

@@ -852,20 +852,22 @@ class SQLiteStore:
             listed = unique.tolist()
             where = {rowid: at for at, rowid in enumerate(listed)}
             columns = "rowid, id, embedding, content" if texts else "rowid, id, embedding"
+            size = 4 * dim
             for start in range(0, len(listed), _IN_CHUNK):
                 part = listed[start : start + _IN_CHUNK]
-                found = self._read(
+                found = [row for row in self._read(
                     f"SELECT {columns} FROM memories WHERE +user_id = ? AND rowid IN "
                     f"({', '.join('?' for _ in part)})",
                     (user_id, *part),
-                )  # fmt: skip
-                for rowid, memory_id, blob, *text in found:
-                    if blob is not None and len(blob) == 4 * dim:
-                        at = where[rowid]
-                        vectors[at] = np.frombuffer(blob, dtype=np.float32)
-                        owner[at] = memory_id
-                        if content is not None:
-                            content[at] = text[0]
+                ) if row[2] is not None and len(row[2]) == size]  # fmt: skip
+                if not found:
+                    continue
+                at = [where[row[0]] for row in found]
+                blob = b"".join([row[2] for row in found])
+                vectors[at] = np.frombuffer(blob, dtype=np.float32).reshape(len(found), dim)
+                owner[at] = [row[1] for row in found]
+                if content is not None:
+                    content[at] = [row[3] for row in found]
             same = (owner[inverse] == np.asarray(ids, dtype=object)).astype(bool)
             read_texts = None if content is None else content[inverse].tolist()
             return same, vectors[inverse], read_texts
