@@ -395,18 +395,7 @@ class SQLiteStore:
                         [(u,) for u in changed],
                     )
                     bumped = self._revisions_of(db, changed)
-                    db.executemany(
-                        "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
-                        [
-                            (s.user_id, s.namespace, s.key, v, now)
-                            for s, v in documents
-                            if v is not None
-                        ],
-                    )
-                    db.executemany(
-                        "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
-                        [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
-                    )
+                    _write_state(db, documents, now)
             except BaseException:
                 # the caches may no longer match the file: reload them on next use
                 for user in (
@@ -523,11 +512,23 @@ class SQLiteStore:
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """An atomic ``access_count + 1`` per occurrence of each id; a deleted id matches no
         row and is not brought back."""
-        if not ids:
+        self.record_uses(user_id, ids, at)
+
+    def record_uses(
+        self, user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State] = ()
+    ) -> None:
+        """:meth:`record_access` and the ``state`` documents (written or, with a ``None``
+        value, deleted as :meth:`write` does) in one transaction: a ``context()``'s counted
+        uses and its record (``recall/uses.py``), one commit instead of two, and neither
+        without the other."""
+        if not ids and not state:
             return
         counts = Counter(ids)
+        documents = [(s, s.encoded()) for s in state]
+        now = _dt(datetime.now(UTC))
         with self._lock:
             with self._transaction() as db:
+                _write_state(db, documents, now)
                 # one statement per use count: a context's ids are distinct, so a 100-memory
                 # context is one UPDATE … IN (…), not 100 executions
                 for n, group in _by_count(counts).items():
@@ -540,7 +541,7 @@ class SQLiteStore:
                             (n, _dt(at), user_id, *part),
                         )
             self._sync_version()
-            if user_id in self._caches:
+            if counts and user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
@@ -1010,6 +1011,21 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
 
 #: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.
 _IN_CHUNK = 500
+
+
+def _write_state(
+    db: sqlite3.Connection, documents: Sequence[tuple[State, str | None]], now: str | None
+) -> None:
+    """Write each state document (its encoded value), or delete it where that is ``None``,
+    stamped ``now``, inside the open transaction."""
+    db.executemany(
+        "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
+        [(s.user_id, s.namespace, s.key, v, now) for s, v in documents if v is not None],
+    )
+    db.executemany(
+        "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
+        [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
+    )
 
 
 def _by_count(counts: Counter[str]) -> dict[int, list[str]]:
