@@ -18,9 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engrain.store import cache, columns, texts
+from engrain.model import Kind
+from engrain.store import MemoryFilter, cache, columns, texts
+from engrain.store.base import Patch
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _indexed, _memories, _vectors
+from tests.test_columnar import NOW
 
 
 @pytest.fixture
@@ -123,3 +126,40 @@ def test_kept_texts_are_served_without_a_read_and_start_over_like_prefetched_one
     column.keep([5, 6], ["f", "g"])  # 3 kept + 2 > 4: starts over with these
     assert column[5] == "f" and column[6] == "g" and reads == []
     assert column[0] == "read 0" and reads == [[0]]
+
+
+def test_a_patch_that_changes_no_column_keeps_the_filters_masks_and_subsets(
+    db: Path, tmp_path: Path
+) -> None:
+    """A promotion (or any patch of fields no filter reads) copies no column and keeps the
+    masks, counts and vector subsets the filters computed (the next call recomputes none);
+    a patch of a filtered field (a mute) copies that column only and drops them. Searches
+    answer as a store that reads the rows afresh."""
+    flt = MemoryFilter(include_muted=False)
+    learnings = MemoryFilter(kinds=(Kind.PREFERENCE,), include_muted=False)
+    query = _vectors(1, seed=11)[0]
+    with closing(_indexed(db)) as store:
+        _loaded(store)
+        store.search_many(USER, query, [(10, flt), (10, learnings)])
+        before = store._cache(USER).snapshot.arrays
+        assert before is not None and flt in before.masks and learnings in before.subsets
+        target = store.search(USER, query, 1, flt)[0][0]
+        store.write(patches=[Patch(USER, target.id, {"promoted_at": NOW})])
+        after = store._cache(USER).snapshot.arrays
+        assert after is not None and after is not before
+        assert after.masks is before.masks and after.subsets is before.subsets
+        assert after.counted is before.counted
+        assert all(getattr(after, name) is getattr(before, name) for name in cache._SMALL_FIELDS)
+        assert store.get(USER, [target.id])[0].promoted_at == NOW
+        store.write(patches=[Patch(USER, target.id, {"muted": True})])
+        muted = store._cache(USER).snapshot.arrays
+        assert muted is not None and muted.masks == {} and muted.subsets == {}
+        changed = [n for n in cache._SMALL_FIELDS if getattr(muted, n) is not getattr(after, n)]
+        assert changed == ["muted"] and not after.muted[after.position[target.id]]
+        pool = store.search(USER, query, 10, flt)  # through the index: approximate
+        assert len(pool) == 10 and target.id not in {m.id for m, _ in pool}
+        assert not any(m.muted for m, _ in pool)
+        with closing(SQLiteStore(db, ann_min_vectors=None)) as fresh:  # the subset: exact
+            got = [(m.id, round(s, 5)) for m, s in store.search(USER, query, 10, learnings)]
+            want = [(m.id, round(s, 5)) for m, s in fresh.search(USER, query, 10, learnings)]
+            assert got == want and target.id not in dict(got)

@@ -335,7 +335,10 @@ class _Arrays:
         if any(m.embedding is not None and m.embedding.shape != (dim,)
                for m in changed.values()):  # fmt: skip
             return None
-        columns = {name: getattr(self, name).copy() for name in _SMALL_FIELDS}
+        # a column is copied only if a value of it changes: a promotion, a count or a text
+        # changes none, and then the filters' masks, counts and subsets stay valid too
+        columns: dict[str, Any] = {name: getattr(self, name) for name in _SMALL_FIELDS}
+        copied: set[str] = set()
         vectors_changed = any(not self.same_vector(row, m.embedding) for row, m in changed.items())
         # without the matrix a changed row is an object from now on: its vector is its own
         matrix = self.matrix
@@ -344,26 +347,24 @@ class _Arrays:
         for row, m in changed.items():
             if matrix is not None and matrix is not self.matrix:
                 matrix[row] = 0.0 if m.embedding is None else m.embedding
-            columns["has_vector"][row] = m.embedding is not None
-            columns["memory_type"][row] = MEMORY_TYPES[m.memory_type]
-            columns["kind"][row] = KINDS[m.kind]
-            columns["project"][row] = m.project
-            columns["session_id"][row] = m.session_id
-            columns["key"][row] = m.key
-            columns["compressed"][row] = m.compressed
-            columns["muted"][row] = m.muted
-            columns["superseded"][row] = m.superseded_by is not None
-            columns["pinned"][row] = m.pinned
-            columns["importance"][row] = m.importance
-            columns["updated"][row] = m.updated_at.timestamp()
+            for name, value in _column_values(m).items():
+                column = columns[name]
+                if column[row] != value:
+                    if name not in copied:
+                        column = columns[name] = column.copy()
+                        copied.add(name)
+                    column[row] = value
         version = object() if vectors_changed else self.version
+        carried: dict[str, Any] = {}
+        if not copied and not vectors_changed:  # same columns, same vectors
+            carried = {"masks": self.masks, "counted": self.counted, "subsets": self.subsets}
         earlier = {**self.earlier_subsets, **self.subsets}
         if vectors_changed:  # only the directions of their projections stay useful
             earlier = {flt: _Subset.directions(found) for flt, found in earlier.items()}
         return _Arrays(
             rows=self.rows.patched(changed), position=self.position, ids=self.ids,
             matrix=matrix, held=self.held, version=version, earlier_subsets=earlier,
-            **columns,
+            **columns, **carried,
         )  # fmt: skip
 
     def extend(self, more: Sequence[Memory], dim: int) -> _Arrays:
@@ -402,6 +403,24 @@ class _Arrays:
         is copied (access fields are not indexed), so masks and subsets are kept."""
         by_row = {self.position[i]: (i, n) for i, n in counts.items()}
         return replace(self, rows=self.rows.touched(by_row, at))
+
+
+def _column_values(m: Memory) -> dict[str, Any]:
+    """``m``'s value in each column of :data:`_SMALL_FIELDS`."""
+    return {
+        "has_vector": m.embedding is not None,
+        "memory_type": MEMORY_TYPES[m.memory_type],
+        "kind": KINDS[m.kind],
+        "project": m.project,
+        "session_id": m.session_id,
+        "key": m.key,
+        "compressed": m.compressed,
+        "muted": m.muted,
+        "superseded": m.superseded_by is not None,
+        "pinned": m.pinned,
+        "importance": m.importance,
+        "updated": m.updated_at.timestamp(),
+    }
 
 
 _SMALL_FIELDS = (
