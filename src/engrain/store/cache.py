@@ -529,9 +529,10 @@ class UserCache:
         column array but the access counts is copied: access fields are not indexed."""
         with self._lock:
             old = self._snapshot
+            known = old.arrays.position if old.arrays is not None else old.rows
             counts: dict[str, int] = {}
             for memory_id in ids:
-                if memory_id in old.rows:
+                if memory_id in known:
                     counts[memory_id] = counts.get(memory_id, 0) + 1
             if not counts:
                 return

@@ -196,13 +196,16 @@ class Rows:
         accesses; the last access of each becomes ``at``."""
         access, last = self.access.copy(), self.last.copy()
         when = micros(at)
+        rows = np.fromiter(counts, np.intp, len(counts))
+        access[rows] += np.fromiter((n for _, n in counts.values()), np.int64, len(counts))
+        last[rows] = when
+        moment = from_micros(when)
         put: dict[str, Memory] = {}
-        for row, (memory_id, n) in counts.items():
-            access[row] += n
-            last[row] = when
-            kept = self.decoded.get(memory_id)
+        kept_now = self.decoded.get_many(memory_id for memory_id, _ in counts.values())
+        for (memory_id, _), count, kept in zip(counts.values(), access[rows].tolist(), kept_now,
+                                               strict=True):  # fmt: skip
             if kept is not None:
-                put[memory_id] = with_access(kept, int(access[row]), from_micros(when))
+                put[memory_id] = with_access(kept, count, moment)
         return Rows(self.base, self.source, self.objects, access, last,
                     self.decoded.carried(put=put))  # fmt: skip
 
