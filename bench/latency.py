@@ -122,6 +122,7 @@ CALL_TARGETS = (
     ("store", "lexical_search", "lexical_search"),
     ("store", "query", "store_query"),  # SQL lookups: procedural and pinned memories
     ("store", "record_access", "record_access"),  # one write transaction per call
+    ("store", "record_uses", "record_uses"),  # SQLite: the counts and the context record
     ("engine", "count_tokens", "count_tokens"),  # the final block's count in context()
 )
 

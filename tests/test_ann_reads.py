@@ -54,9 +54,9 @@ def _counting(store: SQLiteStore) -> list[int]:
     assert arrays is not None and arrays.held is not None and arrays.held.exact is not None
     read, counted = arrays.held.exact, []
 
-    def counting(rowids: Any, ids: Sequence[str], dim: int) -> Any:
+    def counting(rowids: Any, ids: Sequence[str], dim: int, *, texts: bool = False) -> Any:
         counted.append(len(rowids))
-        return read(rowids, ids, dim)
+        return read(rowids, ids, dim, texts=texts)
 
     object.__setattr__(arrays, "held", dataclasses.replace(arrays.held, exact=counting))
     return counted

@@ -25,11 +25,20 @@ def count(
     """Count one use of each of ``memories`` (the store's atomic access counter) and return
     what to write next: the promotions of those reaching the threshold and the context
     record. ``memories`` are as the store had them just before (else ``reread`` fetches
-    them after counting)."""
+    them after counting). A store with a ``record_uses(user_id, ids, when, state)`` method
+    (SQLite) writes the record with the counts, in one transaction, and none is returned."""
     if not memories:
         return [], []
     ids = [m.id for m in memories]
-    store.record_access(user_id, ids, when)
+    state = [] if context_id is None else [
+        State(user_id, fb.CONTEXTS, context_id, fb.context_record(ids, when))
+    ]  # fmt: skip
+    record_uses = getattr(store, "record_uses", None)
+    if callable(record_uses):  # counts and record in one transaction (SQLite)
+        record_uses(user_id, ids, when, state)
+        state = []
+    else:
+        store.record_access(user_id, ids, when)
     if reread:
         counted = [(m, m.access_count) for m in store.get(user_id, ids)]
     else:
@@ -39,7 +48,4 @@ def count(
         for m, n in counted
         if m.promoted_at is None and n >= PROMOTION_USES
     ]
-    state = [] if context_id is None else [
-        State(user_id, fb.CONTEXTS, context_id, fb.context_record(ids, when))
-    ]  # fmt: skip
     return promoted, state

@@ -53,7 +53,7 @@ def memories(
     listed = at.tolist()
     content = columns.content
     values: dict[str, list[Any]] = {
-        "id": _strings(columns.ids, at),
+        "id": strings_at(columns.ids, at),
         "content": [content[row] for row in listed],
         "memory_type": [_TYPES[t] for t in columns.memory_type[at].tolist()],
         "kind": [_KINDS[k] for k in columns.kind[at].tolist()],
@@ -77,7 +77,7 @@ def memories(
         "source_session_id": _codes(columns.source_session_id, at),
         "superseded_by": _codes(columns.superseded_by, at),
         "provenance": [columns._provenance_of(row) for row in listed],
-        "content_hash": _strings(columns.content_hash, at),
+        "content_hash": strings_at(columns.content_hash, at),
         "embedding": list(embeddings),
         "user_id": [columns.user_id] * len(listed),
     }
@@ -102,16 +102,19 @@ def rows_memories(
     """:meth:`~engrain.store.rows.Rows.memories` (the memory of each of ``positions``, whose
     ids are ``ids``; ``embedding(row)`` gives a loaded row's vector) with :func:`memories`
     building those of loaded rows that are not kept built."""
-    out: list[Memory | None] = [rows.decoded.get(memory_id) for memory_id in ids]
+    out: list[Memory | None] = rows.decoded.get_many(ids)
     todo = [i for i, found in enumerate(out) if found is None]
-    from_base = [i for i in todo if rows.source[positions[i]] >= 0]
-    for i in todo:
-        if rows.source[positions[i]] < 0:
+    if not todo:
+        return [m for m in out if m is not None]
+    sources = rows.source[[positions[i] for i in todo]].tolist()
+    from_base = [i for i, at in zip(todo, sources, strict=True) if at >= 0]
+    for i, at in zip(todo, sources, strict=True):
+        if at < 0:
             out[i] = rows.memory(positions[i], ids[i], lambda: None)
     if from_base:
         assert rows.base is not None
         picked = [positions[i] for i in from_base]
-        source = rows.source[picked].tolist()
+        source = [at for at in sources if at >= 0]
         prefetch = getattr(rows.base.content, "prefetch", None)
         if prefetch is not None:  # texts kept in the store: one read for all of them
             prefetch(source)
@@ -119,13 +122,14 @@ def rows_memories(
             rows.base, source, [embedding(row) for row in picked],
             rows.access[picked].tolist(), rows.last[picked].tolist(),
         )  # fmt: skip
-        for i, memory in zip(from_base, built, strict=True):
-            out[i] = rows.decoded.keep(memory)
+        for i, memory in zip(from_base, rows.decoded.keep_many(built), strict=True):
+            out[i] = memory
     return [m for m in out if m is not None]
 
 
-def _strings(strings: Strings, at: np.ndarray) -> list[str]:
-    """Entries ``at`` of ``strings``."""
+def strings_at(strings: Strings, at: np.ndarray) -> list[str]:
+    """Entries ``at`` of ``strings`` (``[strings[i] for i in at]``, the offsets read at
+    once)."""
     blob, starts, ends = strings.blob, strings.at[at].tolist(), (strings.at[at + 1] - 1).tolist()
     spans = zip(starts, ends, strict=True)
     return [blob[start:end].decode("utf-8", "surrogatepass") for start, end in spans]

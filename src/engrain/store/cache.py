@@ -40,7 +40,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -77,12 +77,17 @@ KINDS: Mapping[Kind, int] = {k: i for i, k in enumerate(Kind)}
 Matrix = npt.NDArray[np.float32]
 
 
-#: Reads loaded rows' float32 vectors from where they are stored: given the rows' rowids,
-#: their memory ids and the vectors' size, which were found (the row still holds that
-#: memory with a vector of that size) and the vectors (zeros where not found).
-RowVectors = Callable[
-    [npt.NDArray[np.int64], Sequence[str], int], tuple[BoolArray, npt.NDArray[np.float32]]
-]
+class RowVectors(Protocol):
+    """Reads loaded rows' float32 vectors from where they are stored: given the rows'
+    rowids, their memory ids and the vectors' size, which were found (the row still holds
+    that memory with a vector of that size), the vectors (zeros where not found) and, if
+    ``texts``, the rows' texts from the same read (``None`` where not found)."""
+
+    def __call__(
+        self, rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
+    ) -> tuple[BoolArray, npt.NDArray[np.float32], list[str | None] | None]:
+        """See the class docstring."""
+        ...
 
 
 class _Subset(NamedTuple):
@@ -207,7 +212,7 @@ class _Arrays:
             decoded = self.rows.decoded
             todo = [row for row, memory_id in zip(rows, ids, strict=True)
                     if self.has_vector[row] and decoded.get(memory_id) is None]  # fmt: skip
-            block = self.vectors(np.asarray(todo, dtype=np.intp))
+            block = self.vectors(np.asarray(todo, dtype=np.intp), texts=True)
             at = {row: i for i, row in enumerate(todo)}
         block.flags.writeable = False
 
@@ -227,10 +232,12 @@ class _Arrays:
         assert self.held is not None
         return self.held.dim
 
-    def vectors(self, rows: npt.NDArray[np.intp]) -> Matrix:
+    def vectors(self, rows: npt.NDArray[np.intp], *, texts: bool = False) -> Matrix:
         """The vectors of ``rows`` as a new matrix (zeros for a row without one): rows of
         the matrix, or without it, a loaded row's from the index and a row written since
-        from its memory."""
+        from its memory. ``texts``: the caller will build some of these rows' memories, so
+        loaded rows read from the store bring their texts in the same read (kept by the
+        table's :class:`~engrain.store.texts.RowTexts`, which then need not read them)."""
         if self.matrix is not None:
             return self.matrix[rows]
         held = self.held
@@ -239,22 +246,32 @@ class _Arrays:
         source = self.rows.source[rows]
         loaded = np.flatnonzero((source >= 0) & self.has_vector[rows])
         if loaded.size:
-            out[loaded] = self._loaded_vectors(rows[loaded], held)
+            out[loaded] = self._loaded_vectors(rows[loaded], held, texts=texts)
         for i in np.flatnonzero((source < 0) & self.has_vector[rows]).tolist():
             embedding = self.rows.objects[str(self.ids[rows[i]])].embedding
             if embedding is not None:
                 out[i] = embedding
         return out
 
-    def _loaded_vectors(self, rows: npt.NDArray[np.intp], held: _IndexVectors) -> Matrix:
+    def _loaded_vectors(
+        self, rows: npt.NDArray[np.intp], held: _IndexVectors, *, texts: bool = False
+    ) -> Matrix:
         """The vectors of loaded ``rows``: float32 from the store's rows when it can read
         them (a row changed or forgotten by another process since: the index's vector),
-        else the index's."""
+        else the index's. ``texts``: the texts of the rows found are read with them and
+        kept by a table whose texts stay in the store."""
         base = self.rows.base
         if held.exact is None or base is None or len(base.rowids) != len(base):
             return held.index.vectors(held.keys[rows])
-        rowids = base.rowids[self.rows.source[rows]]
-        found, vectors = held.exact(rowids, [str(i) for i in self.ids[rows].tolist()], held.dim)
+        positions = self.rows.source[rows]
+        keep = getattr(base.content, "keep", None) if texts else None
+        found, vectors, read = held.exact(
+            base.rowids[positions], [str(i) for i in self.ids[rows].tolist()], held.dim,
+            texts=keep is not None,
+        )  # fmt: skip
+        if keep is not None and read is not None:
+            at = np.flatnonzero(found).tolist()
+            keep(positions[at].tolist(), [read[i] for i in at])
         lost = np.flatnonzero(~found)
         if lost.size:
             vectors[lost] = held.index.vectors(held.keys[rows[lost]])
@@ -318,7 +335,10 @@ class _Arrays:
         if any(m.embedding is not None and m.embedding.shape != (dim,)
                for m in changed.values()):  # fmt: skip
             return None
-        columns = {name: getattr(self, name).copy() for name in _SMALL_FIELDS}
+        # a column is copied only if a value of it changes: a promotion, a count or a text
+        # changes none, and then the filters' masks, counts and subsets stay valid too
+        columns: dict[str, Any] = {name: getattr(self, name) for name in _SMALL_FIELDS}
+        copied: set[str] = set()
         vectors_changed = any(not self.same_vector(row, m.embedding) for row, m in changed.items())
         # without the matrix a changed row is an object from now on: its vector is its own
         matrix = self.matrix
@@ -327,26 +347,24 @@ class _Arrays:
         for row, m in changed.items():
             if matrix is not None and matrix is not self.matrix:
                 matrix[row] = 0.0 if m.embedding is None else m.embedding
-            columns["has_vector"][row] = m.embedding is not None
-            columns["memory_type"][row] = MEMORY_TYPES[m.memory_type]
-            columns["kind"][row] = KINDS[m.kind]
-            columns["project"][row] = m.project
-            columns["session_id"][row] = m.session_id
-            columns["key"][row] = m.key
-            columns["compressed"][row] = m.compressed
-            columns["muted"][row] = m.muted
-            columns["superseded"][row] = m.superseded_by is not None
-            columns["pinned"][row] = m.pinned
-            columns["importance"][row] = m.importance
-            columns["updated"][row] = m.updated_at.timestamp()
+            for name, value in _column_values(m).items():
+                column = columns[name]
+                if column[row] != value:
+                    if name not in copied:
+                        column = columns[name] = column.copy()
+                        copied.add(name)
+                    column[row] = value
         version = object() if vectors_changed else self.version
+        carried: dict[str, Any] = {}
+        if not copied and not vectors_changed:  # same columns, same vectors
+            carried = {"masks": self.masks, "counted": self.counted, "subsets": self.subsets}
         earlier = {**self.earlier_subsets, **self.subsets}
         if vectors_changed:  # only the directions of their projections stay useful
             earlier = {flt: _Subset.directions(found) for flt, found in earlier.items()}
         return _Arrays(
             rows=self.rows.patched(changed), position=self.position, ids=self.ids,
             matrix=matrix, held=self.held, version=version, earlier_subsets=earlier,
-            **columns,
+            **columns, **carried,
         )  # fmt: skip
 
     def extend(self, more: Sequence[Memory], dim: int) -> _Arrays:
@@ -385,6 +403,24 @@ class _Arrays:
         is copied (access fields are not indexed), so masks and subsets are kept."""
         by_row = {self.position[i]: (i, n) for i, n in counts.items()}
         return replace(self, rows=self.rows.touched(by_row, at))
+
+
+def _column_values(m: Memory) -> dict[str, Any]:
+    """``m``'s value in each column of :data:`_SMALL_FIELDS`."""
+    return {
+        "has_vector": m.embedding is not None,
+        "memory_type": MEMORY_TYPES[m.memory_type],
+        "kind": KINDS[m.kind],
+        "project": m.project,
+        "session_id": m.session_id,
+        "key": m.key,
+        "compressed": m.compressed,
+        "muted": m.muted,
+        "superseded": m.superseded_by is not None,
+        "pinned": m.pinned,
+        "importance": m.importance,
+        "updated": m.updated_at.timestamp(),
+    }
 
 
 _SMALL_FIELDS = (
@@ -493,9 +529,10 @@ class UserCache:
         column array but the access counts is copied: access fields are not indexed."""
         with self._lock:
             old = self._snapshot
+            known = old.arrays.position if old.arrays is not None else old.rows
             counts: dict[str, int] = {}
             for memory_id in ids:
-                if memory_id in old.rows:
+                if memory_id in known:
                     counts[memory_id] = counts.get(memory_id, 0) + 1
             if not counts:
                 return
@@ -921,7 +958,7 @@ def _approximate(
                     near = _passing(more, mask, ann.held)
                 if near.size >= k or count >= size:
                     rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
-                    vectors = arrays.vectors(rows)
+                    vectors = arrays.vectors(rows, texts=True)  # the best k are built
                     out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing (a

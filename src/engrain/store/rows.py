@@ -56,12 +56,28 @@ class Decoded:
         """The memory built for this id, if kept."""
         return self._entries.get(memory_id)
 
+    def get_many(self, ids: Iterable[str]) -> list[Memory | None]:
+        """:meth:`get` of each of ``ids``."""
+        entries = self._entries
+        return [entries.get(memory_id) for memory_id in ids]
+
     def keep(self, memory: Memory) -> Memory:
         """Keep ``memory``; the one kept for its id (another thread may have been first)."""
         with self._lock:
             if len(self._entries) >= DECODED_MAX:
                 self._entries.clear()
             return self._entries.setdefault(memory.id, memory)
+
+    def keep_many(self, memories: Sequence[Memory]) -> list[Memory]:
+        """:meth:`keep` of each of ``memories``, under one hold of the lock."""
+        with self._lock:
+            entries = self._entries
+            out = []
+            for memory in memories:
+                if len(entries) >= DECODED_MAX:
+                    entries.clear()
+                out.append(entries.setdefault(memory.id, memory))
+            return out
 
     def carried(self, drop: Iterable[str] = (), put: Mapping[str, Memory] | None = None) -> Decoded:
         """A copy for the next snapshot: ``drop`` left out, ``put`` set."""
@@ -180,13 +196,16 @@ class Rows:
         accesses; the last access of each becomes ``at``."""
         access, last = self.access.copy(), self.last.copy()
         when = micros(at)
+        rows = np.fromiter(counts, np.intp, len(counts))
+        access[rows] += np.fromiter((n for _, n in counts.values()), np.int64, len(counts))
+        last[rows] = when
+        moment = from_micros(when)
         put: dict[str, Memory] = {}
-        for row, (memory_id, n) in counts.items():
-            access[row] += n
-            last[row] = when
-            kept = self.decoded.get(memory_id)
+        kept_now = self.decoded.get_many(memory_id for memory_id, _ in counts.values())
+        for (memory_id, _), count, kept in zip(counts.values(), access[rows].tolist(), kept_now,
+                                               strict=True):  # fmt: skip
             if kept is not None:
-                put[memory_id] = with_access(kept, int(access[row]), from_micros(when))
+                put[memory_id] = with_access(kept, count, moment)
         return Rows(self.base, self.source, self.objects, access, last,
                     self.decoded.carried(put=put))  # fmt: skip
 

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store import columns, derived_blobs, heap, image_refresh, sqlite_load
+from engrain.store import built, columns, derived_blobs, heap, image_refresh, sqlite_load
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.base import (
     ALL,
@@ -395,18 +395,7 @@ class SQLiteStore:
                         [(u,) for u in changed],
                     )
                     bumped = self._revisions_of(db, changed)
-                    db.executemany(
-                        "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
-                        [
-                            (s.user_id, s.namespace, s.key, v, now)
-                            for s, v in documents
-                            if v is not None
-                        ],
-                    )
-                    db.executemany(
-                        "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
-                        [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
-                    )
+                    _write_state(db, documents, now)
             except BaseException:
                 # the caches may no longer match the file: reload them on next use
                 for user in (
@@ -523,11 +512,23 @@ class SQLiteStore:
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """An atomic ``access_count + 1`` per occurrence of each id; a deleted id matches no
         row and is not brought back."""
-        if not ids:
+        self.record_uses(user_id, ids, at)
+
+    def record_uses(
+        self, user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State] = ()
+    ) -> None:
+        """:meth:`record_access` and the ``state`` documents (written or, with a ``None``
+        value, deleted as :meth:`write` does) in one transaction: a ``context()``'s counted
+        uses and its record (``recall/uses.py``), one commit instead of two, and neither
+        without the other."""
+        if not ids and not state:
             return
         counts = Counter(ids)
+        documents = [(s, s.encoded()) for s in state]
+        now = _dt(datetime.now(UTC))
         with self._lock:
             with self._transaction() as db:
+                _write_state(db, documents, now)
                 # one statement per use count: a context's ids are distinct, so a 100-memory
                 # context is one UPDATE … IN (…), not 100 executions
                 for n, group in _by_count(counts).items():
@@ -540,7 +541,7 @@ class SQLiteStore:
                             (n, _dt(at), user_id, *part),
                         )
             self._sync_version()
-            if user_id in self._caches:
+            if counts and user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
@@ -843,27 +844,34 @@ class SQLiteStore:
         freed by a delete and taken by another row is never read as this memory's."""
 
         def read(
-            rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int
-        ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32]]:
+            rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
+        ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32], list[str | None] | None]:
             unique, inverse = np.unique(rowids, return_inverse=True)
             vectors = np.zeros((len(unique), dim), dtype=np.float32)
             owner = np.full(len(unique), None, dtype=object)
+            content = np.full(len(unique), None, dtype=object) if texts else None
             listed = unique.tolist()
             where = {rowid: at for at, rowid in enumerate(listed)}
+            columns = "rowid, id, embedding, content" if texts else "rowid, id, embedding"
+            size = 4 * dim
             for start in range(0, len(listed), _IN_CHUNK):
                 part = listed[start : start + _IN_CHUNK]
-                found = self._read(
-                    "SELECT rowid, id, embedding FROM memories WHERE +user_id = ? AND rowid IN "
+                found = [row for row in self._read(
+                    f"SELECT {columns} FROM memories WHERE +user_id = ? AND rowid IN "
                     f"({', '.join('?' for _ in part)})",
                     (user_id, *part),
-                )  # fmt: skip
-                for rowid, memory_id, blob in found:
-                    if blob is not None and len(blob) == 4 * dim:
-                        at = where[rowid]
-                        vectors[at] = np.frombuffer(blob, dtype=np.float32)
-                        owner[at] = memory_id
-            same = owner[inverse] == np.asarray(ids, dtype=object)
-            return same.astype(bool), vectors[inverse]
+                ) if row[2] is not None and len(row[2]) == size]  # fmt: skip
+                if not found:
+                    continue
+                at = [where[row[0]] for row in found]
+                blob = b"".join([row[2] for row in found])
+                vectors[at] = np.frombuffer(blob, dtype=np.float32).reshape(len(found), dim)
+                owner[at] = [row[1] for row in found]
+                if content is not None:
+                    content[at] = [row[3] for row in found]
+            same = (owner[inverse] == np.asarray(ids, dtype=object)).astype(bool)
+            read_texts = None if content is None else content[inverse].tolist()
+            return same, vectors[inverse], read_texts
 
         return read
 
@@ -873,7 +881,8 @@ class SQLiteStore:
         whose rowid no longer holds that memory by its id (``None`` if it is gone)."""
 
         def read(rows: Sequence[int]) -> list[str | None]:
-            want = [(int(rowids[row]), ids[row]) for row in rows]
+            at = np.asarray(rows, dtype=np.int64)
+            want = list(zip(rowids[at].tolist(), built.strings_at(ids, at), strict=True))
             found: dict[int, tuple[str, str]] = {}
             for start in range(0, len(want), _IN_CHUNK):
                 part = [rowid for rowid, _ in want[start : start + _IN_CHUNK]]
@@ -1002,6 +1011,21 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
 
 #: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.
 _IN_CHUNK = 500
+
+
+def _write_state(
+    db: sqlite3.Connection, documents: Sequence[tuple[State, str | None]], now: str | None
+) -> None:
+    """Write each state document (its encoded value), or delete it where that is ``None``,
+    stamped ``now``, inside the open transaction."""
+    db.executemany(
+        "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
+        [(s.user_id, s.namespace, s.key, v, now) for s, v in documents if v is not None],
+    )
+    db.executemany(
+        "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
+        [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
+    )
 
 
 def _by_count(counts: Counter[str]) -> dict[int, list[str]]:

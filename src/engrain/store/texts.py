@@ -59,15 +59,28 @@ class RowTexts:
         """Read the texts of ``rows`` in one query and keep them for the next reads. When
         the kept texts are too many they start over from ``rows``' own (those kept already
         stay: dropped, each would be read alone by the caller that prefetched it)."""
-        todo = [row for row in rows if row not in self._kept]
+        kept = self._kept
+        todo = [row for row in rows if row not in kept]
         if not todo:
             return
         texts = self._read(todo)
+        self._keep(rows, todo, [text or "" for text in texts])
+
+    def keep(self, rows: Sequence[int], texts: Sequence[str]) -> None:
+        """Keep ``texts``, the texts of ``rows`` read by the caller from those rows (with
+        their vectors: ``SQLiteStore._row_vectors``), for the next reads, as
+        :meth:`prefetch` keeps those it reads."""
+        if rows:
+            self._keep(rows, rows, texts)
+
+    def _keep(self, rows: Sequence[int], todo: Sequence[int], texts: Sequence[str]) -> None:
+        """Keep ``texts`` of rows ``todo`` (among ``rows``, a call's: those already kept
+        stay when the kept texts start over)."""
         with self._lock:
             if len(self._kept) + len(todo) > KEPT_MAX:
                 kept = self._kept
                 self._kept = {row: kept[row] for row in rows if row in kept}
-            self._kept.update((row, text or "") for row, text in zip(todo, texts, strict=True))
+            self._kept.update(zip(todo, texts, strict=True))
 
     def all(self) -> list[str]:
         """Every text, in order (one read of every row: a BM25 index rebuilt, an image
