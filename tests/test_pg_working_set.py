@@ -23,9 +23,32 @@ pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 PostgresStore = postgres.PostgresStore
 
-WORDS = ["deploy", "billing", "roadmap", "login", "budget", "tabs", "schedule", "owner",
-         "review", "release", "incident", "database", "cache", "latency", "spaces", "team",
-         "friday", "meeting", "customer", "invoice", "pager", "backup", "search", "index"]
+WORDS = [
+    "deploy",
+    "billing",
+    "roadmap",
+    "login",
+    "budget",
+    "tabs",
+    "schedule",
+    "owner",
+    "review",
+    "release",
+    "incident",
+    "database",
+    "cache",
+    "latency",
+    "spaces",
+    "team",
+    "friday",
+    "meeting",
+    "customer",
+    "invoice",
+    "pager",
+    "backup",
+    "search",
+    "index",
+]
 
 
 def _memories(n: int, user: str = "alice", start: int = 0) -> list[Any]:
@@ -41,8 +64,9 @@ def _memories(n: int, user: str = "alice", start: int = 0) -> list[Any]:
 
 @pytest.fixture
 def stores(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, Any]]:
-    """Reloads without a pause (the tests wait for them). ``mine`` holds working sets of users with 20 memories or more, ``theirs`` (another
-    process) writes, ``sql`` never holds one (the reference)."""
+    """``mine`` holds working sets of users with 20 memories or more (reloaded without a
+    pause: the tests wait for them), ``theirs`` (another process) writes, ``sql`` never
+    holds one (the reference)."""
     monkeypatch.setattr(working, "RELOAD_PAUSE", 0.0)
     mine = PostgresStore(pg_url, pool_size=3, working_set_min=20)
     theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
@@ -185,6 +209,15 @@ def test_reloads_pause_after_each_load(pg_url: str, monkeypatch: pytest.MonkeyPa
     finally:
         mine.close()
         theirs.close()
+
+
+def test_a_user_above_the_largest_size_stays_with_sql(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, theirs, _ = stores
+    monkeypatch.setattr(working, "WORKING_SET_MAX", 30)
+    theirs.write(_memories(40))
+    assert not mine.wait_for_working_set("alice", timeout=30)
 
 
 def test_the_threshold_comes_from_the_environment() -> None:

@@ -126,7 +126,8 @@ from engrain.store.postgres.sql import (
     redact,
     search_sql,
 )
-from engrain.store.postgres.working import WorkingSets, working_set_min
+from engrain.store.postgres.working import WorkingSets
+from engrain.store.postgres.working import working_set_min as _working_set_min
 from engrain.store.postgres.writes import access_body, write_body
 from engrain.store.reads import SharedThreads
 
@@ -309,7 +310,7 @@ class PostgresStore:
             if hasattr(self, "_pool"):
                 self._pool.close()
             raise StoreError(f"cannot open PostgreSQL store at {self._where}: {exc}") from exc
-        least = working_set_min() if working_set_min == "auto" else working_set_min
+        least = _working_set_min() if working_set_min == "auto" else working_set_min
         self._working = (
             None if least is None else WorkingSets(self._connection, int(least))
         )

@@ -29,8 +29,12 @@ revision. This module does the same over PostgreSQL, for users with at least
   next check sees the difference and the user is served by SQL until reloaded.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
 
-Vector search in the working set is exact (one product with the matrix for the gate's
-two searches at once); cosine equals the dot product for the unit vectors engrain stores.
+Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
+built in process, candidates scored exactly with the float32 matrix, rows the graph does not
+hold yet searched exactly) — an exact product at 100,000 took ~106 ms at load 14, the graph
+~11 ms for the gate's two searches. Cosine equals the dot product for the unit vectors
+engrain stores (the query is scaled to unit length). Ties at the cut of a BM25 top-k are
+broken by row here and by id in SQL, as on SQLite.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from datetime import datetime
 from typing import Any
 
 from engrain.model import Memory, as_utc
+from engrain.store import heap
+from engrain.store.ann import IndexSlot
 from engrain.store.cache import UserCache
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
 from engrain.store.postgres.sql import FETCH, chunks
@@ -55,6 +61,10 @@ log = logging.getLogger(__name__)
 
 #: Users with at least this many memories are served from a working set in process.
 WORKING_SET_MIN = 20_000
+#: ... and at most this many: a working set costs ~5 kB a memory in process (the float32
+#: matrix beside the int8 graph, the columns, BM25) and its graph is built in each process
+#: (100,000: ~660 MB and ~2 minutes of a core at load 14), so larger users stay with SQL.
+WORKING_SET_MAX = 200_000
 #: Working sets kept per process (least recently used dropped).
 USERS_KEPT = 2
 #: Seconds at least between the end of a user's load and the start of the next.
@@ -122,7 +132,11 @@ class WorkingSets:
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._sizes: dict[str, tuple[int, float]] = {}
         self._loads: dict[str, _Loading] = {}
+        self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         self._closed = False
+
+    def _large(self, documents: int) -> bool:
+        return self.min_rows <= documents <= WORKING_SET_MAX
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -134,7 +148,7 @@ class WorkingSets:
             held = self._held.get(user_id)
             size = self._sizes.get(user_id)
         if held is None and size is not None and time.monotonic() - size[1] < SIZE_SECONDS:
-            if size[0] >= self.min_rows:
+            if self._large(size[0]):
                 self._start_load(user_id)
             return None
         since = NO_CLOCK if held is None else held.clock
@@ -143,7 +157,7 @@ class WorkingSets:
             self._sizes[user_id] = (documents, time.monotonic())
             now = self._held.get(user_id)
         if now is None or now.revision != revision:
-            if documents >= self.min_rows:
+            if self._large(documents):
                 self._start_load(user_id)
             return None
         if clock > now.clock:
@@ -185,14 +199,18 @@ class WorkingSets:
 
     def _load(self, user_id: str, loading: _Loading) -> None:
         """Read the user's rows, revision and clock in one snapshot, build the working set
-        (columns, BM25) and publish it unless a newer one is held."""
+        (columns, BM25, the approximate index: the user's slot is kept between loads, so a
+        reload patches its graph rather than building it again) and publish it unless a
+        newer one is held."""
         started = time.monotonic()
         try:
             revision, clock, memories = self._read_all(user_id)
-            cache = UserCache(memories)
+            cache = UserCache(memories, ann=self._slot(user_id))
             del memories
             cache.count()  # builds the columns
             cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
+            cache.wait_for_index()  # builds, or patches, the graph
+            heap.release()  # the rows read and dropped: hand their pages back
             with self._lock:
                 old = self._held.get(user_id)
                 if not self._closed and (old is None or old.revision <= revision):
@@ -206,6 +224,17 @@ class WorkingSets:
             with self._lock:
                 loading.thread = None
                 loading.not_before = time.monotonic() + _pause(time.monotonic() - started)
+
+    def _slot(self, user_id: str) -> IndexSlot:
+        """The user's approximate index in this process (every working set is large)."""
+        with self._lock:
+            slot = self._slots.get(user_id)
+            if slot is None:
+                slot = self._slots[user_id] = IndexSlot(None, 1)
+            self._slots.move_to_end(user_id)
+            while len(self._slots) > self.kept:
+                self._slots.popitem(last=False)[1].close()
+            return slot
 
     def _read_all(self, user_id: str) -> tuple[int, int, list[Memory]]:
         with self._connect() as conn:
@@ -293,6 +322,8 @@ class WorkingSets:
         with self._lock:
             self._closed = True
             self._held.clear()
+            for slot in self._slots.values():
+                slot.close()
             threads = [x.thread for x in self._loads.values() if x.thread is not None]
         for thread in threads:
             if thread is not threading.current_thread() and thread.is_alive():
