@@ -230,3 +230,60 @@ def test_the_threshold_comes_from_the_environment() -> None:
 def test_a_reload_pauses_four_times_its_duration() -> None:
     assert working._pause(0.1) == working.RELOAD_PAUSE
     assert working._pause(10.0) == 40.0
+    assert working._pause(0.1, full=False) == pytest.approx(0.4)
+
+
+def test_random_writes_of_two_processes_are_always_seen_exactly(stores: Any) -> None:
+    """Writes, forgets, pins and counted uses by either store in random order: after each,
+    ``mine`` returns every live memory and no forgotten one, whether it serves the call from
+    its working set or by SQL (it is let to reload now and then)."""
+    mine, theirs, sql = stores
+    rng = np.random.default_rng(3)
+    live: dict[str, Any] = {m.id: m for m in _memories(40)}
+    theirs.write(list(live.values()))
+    served = 0
+    for step in range(30):
+        writer = mine if rng.random() < 0.4 else theirs
+        action = rng.choice(["add", "forget", "pin", "use"])
+        if action == "add" or len(live) < 30:
+            memory = mem(f"r{step}", content=f"token{step} deploy", vector=(0.0, 1.0, 0.0, 0.0))
+            writer.write([memory])
+            live[memory.id] = memory
+        elif action == "forget":
+            gone = live.pop(sorted(live)[int(rng.integers(len(live)))])
+            writer.write(deletes=[gone])
+        elif action == "pin":
+            writer.write(patches=[Patch("alice", sorted(live)[0], {"pinned": True})])
+        else:
+            writer.record_access("alice", sorted(live)[:3], NOW + timedelta(minutes=step))
+        if step % 10 == 9:
+            assert mine.wait_for_working_set("alice", timeout=30)
+        served += _held(mine)
+        found = ids([m for m, _ in mine.search("alice", np.ones(4, dtype=np.float32), 500)])
+        assert sorted(found) == sorted(live)
+        for memory_id in [i for i in live if i.startswith("r")][-3:]:
+            token = live[memory_id].content.split()[0]
+            assert ids([m for m, _ in mine.lexical_search("alice", token, 5)]) == [memory_id]
+        want = {m.id: m.access_count for m, _ in sql.search("alice", np.ones(4), 500)}
+        got = {m.id: m.access_count for m, _ in mine.search("alice", np.ones(4), 500)}
+        assert got == want
+    assert served > 0  # the working set served some of the calls
+
+
+def test_another_process_write_is_read_as_a_delta_not_a_full_load(stores: Any) -> None:
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    cache = mine._working.current("alice")
+    theirs.write(
+        upserts=[mem("new", content="quokka")],
+        deletes=[memories[4]],
+        patches=[Patch("alice", memories[6].id, {"content": "capybara"})],
+    )
+    assert mine.wait_for_working_set("alice", timeout=30)
+    assert mine._working.current("alice") is cache  # the same working set, brought up to date
+    assert mine.lexical_search("alice", "quokka", 1)[0][0].id == "new"
+    assert mine.lexical_search("alice", "capybara", 1)[0][0].id == memories[6].id
+    assert memories[4].id not in ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
+    _same_results(mine, sql)

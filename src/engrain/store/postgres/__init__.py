@@ -773,7 +773,7 @@ class PostgresStore:
         return self._transaction(body)
 
     def close(self) -> None:
-        """Close the pool's connections (idempotent), after any working set being loaded."""
+        """Close the pool's connections (idempotent) and drop the working sets."""
         if self._working is not None:
             self._working.close()
         with self._lock:

@@ -69,6 +69,9 @@ WORKING_SET_MAX = 200_000
 USERS_KEPT = 2
 #: Seconds at least between the end of a user's load and the start of the next.
 RELOAD_PAUSE = 5.0
+#: A refresh reads only the rows changed since the working set's revision unless more than
+#: this share of them changed (then the whole working set is read again).
+REFRESH_SHARE = 0.2
 #: How long a user's size, read to decide whether it gets a working set, is trusted.
 SIZE_SECONDS = 10.0
 
@@ -100,11 +103,13 @@ def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
 
 @dataclass
 class _Held:
-    """A user's working set as of ``revision`` with the access counts up to ``clock``."""
+    """A user's working set as of ``revision`` with the access counts up to ``clock``;
+    ``versions``: each memory's row version (``xmin``) as held."""
 
     revision: int
     clock: int
     cache: UserCache
+    versions: dict[str, str]
 
 
 @dataclass
@@ -202,9 +207,14 @@ class WorkingSets:
         (columns, BM25, the approximate index: the user's slot is kept between loads, so a
         reload patches its graph rather than building it again) and publish it unless a
         newer one is held."""
-        started = time.monotonic()
+        started, full = time.monotonic(), True
         try:
-            revision, clock, memories = self._read_all(user_id)
+            with self._lock:
+                stale = self._held.get(user_id)
+            if stale is not None and self._refresh(user_id, stale):
+                full = False
+                return
+            revision, clock, memories, versions = self._read_all(user_id)
             cache = UserCache(memories, ann=self._slot(user_id))
             del memories
             cache.count()  # builds the columns
@@ -214,16 +224,18 @@ class WorkingSets:
             with self._lock:
                 old = self._held.get(user_id)
                 if not self._closed and (old is None or old.revision <= revision):
-                    self._held[user_id] = _Held(revision, clock, cache)
+                    self._held[user_id] = _Held(revision, clock, cache, versions)
                     self._held.move_to_end(user_id)
                     while len(self._held) > self.kept:
                         self._held.popitem(last=False)
         except Exception:  # a failed load leaves the user served by SQL
-            log.exception("loading the working set of a PostgreSQL user failed")
+            if not self._closed:  # else the store closed under it: nothing to report
+                log.exception("loading the working set of a PostgreSQL user failed")
         finally:
             with self._lock:
                 loading.thread = None
-                loading.not_before = time.monotonic() + _pause(time.monotonic() - started)
+                took = time.monotonic() - started
+                loading.not_before = time.monotonic() + _pause(took, full)
 
     def _slot(self, user_id: str) -> IndexSlot:
         """The user's approximate index in this process (every working set is large)."""
@@ -236,7 +248,44 @@ class WorkingSets:
                 self._slots.popitem(last=False)[1].close()
             return slot
 
-    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory]]:
+    def _refresh(self, user_id: str, held: _Held) -> bool:
+        """Bring ``held`` to the database's state by the rows whose version changed: in one
+        snapshot the revision and every (id, row version) of the user, then the rows new or
+        changed since; the forgotten ones are deleted. ``False`` (nothing changed) when more
+        than :data:`REFRESH_SHARE` of the rows changed: a full load is cheaper."""
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
+                    found = cur.fetchone()
+                    cur.execute(
+                        "SELECT id, xmin::text FROM memories WHERE user_id = %s", (user_id,)
+                    )
+                    now: dict[str, str] = dict(cur.fetchall())
+                    versions = held.versions
+                    changed = [i for i, v in now.items() if versions.get(i) != v]
+                    gone = [i for i in versions if i not in now]
+                    if len(changed) + len(gone) > REFRESH_SHARE * max(1, len(now)):
+                        return False
+                    rows: list[tuple[str, Memory]] = []
+                    for part in chunks(changed):
+                        cur.execute(FETCH, (user_id, part))
+                        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
+            finally:
+                conn.execute("COMMIT")
+        revision = 0 if found is None else int(found[0])
+        with self._lock:
+            if self._held.get(user_id) is not held or held.revision > revision:
+                return True  # replaced or moved on meanwhile: nothing to do here
+            held.cache.upsert([m for _, m in rows])
+            held.cache.delete(gone)
+            held.versions = {**{i: v for i, v in versions.items() if i in now},
+                             **{m.id: v for v, m in rows}}  # fmt: skip
+            held.revision = revision
+        return True
+
+    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory], dict[str, str]]:
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
@@ -245,14 +294,17 @@ class WorkingSets:
                     first = cur.fetchone()
                     assert first is not None
                     cur.execute(
-                        f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
+                        f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
                         "WHERE m.user_id = %s",
                         (user_id,),
                     )
-                    memories = [from_row(r) for r in cur]
+                    memories, versions = [], {}
+                    for r in cur:
+                        memories.append(from_row(r))
+                        versions[r[0]] = r[-1]
             finally:
                 conn.execute("COMMIT")
-        return int(first[0] or 0), int(first[2] or 0), memories
+        return int(first[0] or 0), int(first[2] or 0), memories, versions
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
         """Start the user's load if due and wait for it (tests, benchmarks); whether a
@@ -290,24 +342,29 @@ class WorkingSets:
             revision, rows = self._read_rows(user_id, wanted)
             with self._lock:
                 if self._held.get(user_id) is not held or revision != held.revision + 1:
-                    continue  # another write came between: the next check reloads
-                found = {m.id: m for m in rows}
-                held.cache.upsert(found.values())
-                held.cache.delete([i for i in wanted if i not in found])
+                    continue  # another write came between: the next check refreshes
+                found = {m.id: (v, m) for v, m in rows}
+                held.cache.upsert([m for _, m in found.values()])
+                gone = [i for i in wanted if i not in found]
+                held.cache.delete(gone)
+                versions = {i: v for i, v in held.versions.items() if i not in gone}
+                versions.update((i, v) for i, (v, _) in found.items())
+                held.versions = versions
                 held.revision = revision
 
-    def _read_rows(self, user_id: str, ids: Sequence[str]) -> tuple[int, list[Memory]]:
-        """The user's revision and the rows with these ids, in one snapshot."""
+    def _read_rows(self, user_id: str, ids: Sequence[str]) -> tuple[int, list[tuple[str, Memory]]]:
+        """The user's revision and the rows with these ids (each with its row version), in
+        one snapshot."""
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 with conn.cursor(binary=True) as cur:
                     cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
                     found = cur.fetchone()
-                    rows: list[Memory] = []
+                    rows: list[tuple[str, Memory]] = []
                     for part in chunks(ids):
                         cur.execute(FETCH, (user_id, part))
-                        rows.extend(from_row(r) for r in cur.fetchall())
+                        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
             finally:
                 conn.execute("COMMIT")
         return (0 if found is None else int(found[0])), rows
@@ -318,23 +375,20 @@ class WorkingSets:
             self._held.pop(user_id, None)
 
     def close(self) -> None:
-        """Drop every working set and start no more loads; running loads are waited for."""
+        """Drop every working set and start no more loads; a load running (a daemon
+        thread) publishes nothing and ends at its next read of the closed pool."""
         with self._lock:
             self._closed = True
             self._held.clear()
             for slot in self._slots.values():
                 slot.close()
-            threads = [x.thread for x in self._loads.values() if x.thread is not None]
-        for thread in threads:
-            if thread is not threading.current_thread() and thread.is_alive():
-                thread.join(30.0)
 
 
-def _pause(took: float) -> float:
+def _pause(took: float, full: bool = True) -> float:
     """Seconds before a user's next load may start, after one that took ``took``: four
-    times as long (a reload takes at most a fifth of a core), at least
+    times as long (loads take at most a fifth of a core), and after a full load at least
     :data:`RELOAD_PAUSE`."""
-    return max(RELOAD_PAUSE, 4.0 * took)
+    return max(RELOAD_PAUSE if full else 0.0, 4.0 * took)
 
 
 def _apply_counts(cache: UserCache, counts: Sequence[tuple[str, int, datetime | None]]) -> None:
