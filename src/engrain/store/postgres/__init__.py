@@ -66,6 +66,12 @@ A listing lists ids with their row versions (``xmin`` of the memory and of its a
 and decodes only the rows it has not already decoded at that version; reading and decoding
 full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
+**A large user's working set** (``working.py``): users of 20,000 to 200,000 memories are
+searched and BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
+only while one statement per call finds the user's revision unchanged (access counts made
+since applied); a call after any other write is served by SQL while the working set is
+brought up to date in the background.
+
 **Writes** (``writes.py``). One READ COMMITTED transaction per :meth:`PostgresStore.write`.
 It first bumps the revision row of every user it changes (in sorted order: writers of one
 user queue there, writers of different users never wait on each other), then locks the
