@@ -33,8 +33,8 @@ Vector search in the working set goes through usearch (``store/ann.py``: an int8
 built in process, candidates scored exactly with the float32 matrix, rows the graph does not
 hold yet searched exactly) — an exact product at 100,000 took ~106 ms at load 14, the graph
 ~11 ms for the gate's two searches. Cosine equals the dot product for the unit vectors
-engrain stores (the query is scaled to unit length). Ties at the cut of a BM25 top-k are
-broken by row here and by id in SQL, as on SQLite.
+engrain stores (the query is scaled to unit length). Rows are loaded in id order, so equal
+scores rank by id as the SQL path ranks them (memories added since are appended).
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ class WorkingSets:
                     assert first is not None
                     cur.execute(
                         f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
-                        "WHERE m.user_id = %s",
+                        "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
                         (user_id,),
                     )
                     memories, versions = [], {}
