@@ -13,6 +13,10 @@ each store call (overlapping reads counted in full). Cold start — a new engine
 ``context()``, the model already loaded — is measured ``cold_rounds`` times per tree,
 alternating, each on a new engine.
 
+Before the warm-up each worker waits, untimed, until its store serves the queried users from
+a working set in process if it keeps them (``PostgresStore.wait_for_working_set``); the
+seconds that took are reported per tree (``working_set_load_s``).
+
 The workers only read and count accesses, and write context records (state documents), so
 neither changes the revision of the user the other serves: each keeps its caches.
 """
