@@ -181,7 +181,10 @@ def side_by_side(
             row["statements_per_context"] = {
                 k: round(float(np.sum(v)) / len(queries), 2) for k, v in counted[w.name].items()
             }
-            row["rss_mb"] = w.ask({"op": "rss"})["rss_mb"]
+            memory = w.ask({"op": "rss"})
+            row["rss_mb"] = memory["rss_mb"]
+            # store calls of large users served from a working set / by SQL (whole run)
+            row["working_set_calls"] = memory.get("working_set_calls", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -316,7 +319,11 @@ def _serve(url: str, data_dir: Path) -> None:
                     wait(user, 1800.0)
                 answer = {"settle_s": time.perf_counter() - start}
             elif op == "rss":
-                answer = {"rss_mb": _rss_mb()}
+                working = getattr(engine.store, "_working", None)  # store/postgres/working.py
+                answer = {
+                    "rss_mb": _rss_mb(),
+                    "working_set_calls": dict(getattr(working, "calls", None) or {}),
+                }
             else:
                 answer = {"error": f"unknown op {op!r}"}
         except Exception as exc:  # reported to the parent, which raises it

@@ -287,3 +287,16 @@ def test_another_process_write_is_read_as_a_delta_not_a_full_load(stores: Any) -
     assert mine.lexical_search("alice", "capybara", 1)[0][0].id == memories[6].id
     assert memories[4].id not in ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
     _same_results(mine, sql)
+
+
+def test_calls_served_and_sent_to_sql_are_counted(stores: Any) -> None:
+    mine, theirs, _ = stores
+    theirs.write(_memories(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+    served = mine._working.calls["served"]
+    mine.lexical_search("alice", "deploy", 3)
+    assert mine._working.calls["served"] == served + 1
+    theirs.write([mem("x", content="axolotl")])
+    by_sql = mine._working.calls["by_sql"]
+    mine.lexical_search("alice", "axolotl", 3)
+    assert mine._working.calls["by_sql"] == by_sql + 1

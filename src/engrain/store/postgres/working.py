@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -139,6 +139,8 @@ class WorkingSets:
         self._loads: dict[str, _Loading] = {}
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         self._closed = False
+        #: Calls of large users: served from a working set, or by SQL (benchmarks).
+        self.calls: Counter[str] = Counter()
 
     def _large(self, documents: int) -> bool:
         return self.min_rows <= documents <= WORKING_SET_MAX
@@ -154,6 +156,7 @@ class WorkingSets:
             size = self._sizes.get(user_id)
         if held is None and size is not None and time.monotonic() - size[1] < SIZE_SECONDS:
             if self._large(size[0]):
+                self.calls["by_sql"] += 1
                 self._start_load(user_id)
             return None
         since = NO_CLOCK if held is None else held.clock
@@ -163,6 +166,7 @@ class WorkingSets:
             now = self._held.get(user_id)
         if now is None or now.revision != revision:
             if self._large(documents):
+                self.calls["by_sql"] += 1
                 self._start_load(user_id)
             return None
         if clock > now.clock:
@@ -172,6 +176,7 @@ class WorkingSets:
         with self._lock:
             if user_id in self._held:
                 self._held.move_to_end(user_id)
+        self.calls["served"] += 1
         return now.cache
 
     def _check(self, user_id: str, since: int) -> tuple[int, int, int, list[tuple[str, int, Any]]]:
