@@ -196,16 +196,20 @@ def test_an_own_write_with_another_between_is_not_applied_but_read_again(stores:
     _same_results(mine, sql)
 
 
-def test_reloads_pause_after_each_load(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_loads_pause_after_each_full_load(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
     mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
     theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
     try:
-        theirs.write(_memories(40))
+        memories = _memories(40)
+        theirs.write(memories)
         assert mine.wait_for_working_set("alice", timeout=30)
-        theirs.write([mem("x", content="axolotl")])
-        assert not mine.wait_for_working_set("alice", timeout=30)  # no load before the pause
+        # more than REFRESH_SHARE of the rows change: only a full load would do
+        theirs.write([mem("x", content="axolotl")], deletes=memories[:20])
+        assert not mine.wait_for_working_set("alice", timeout=30)  # none before the pause
         assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "x"  # by SQL
+        found = ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
+        assert not set(found) & {m.id for m in memories[:20]}
     finally:
         mine.close()
         theirs.close()
@@ -300,3 +304,23 @@ def test_calls_served_and_sent_to_sql_are_counted(stores: Any) -> None:
     by_sql = mine._working.calls["by_sql"]
     mine.lexical_search("alice", "axolotl", 3)
     assert mine._working.calls["by_sql"] == by_sql + 1
+
+
+def test_a_delta_may_follow_a_full_load_at_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause after a (long) full load holds back the next full load, not the deltas
+    that keep the working set current."""
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
+    mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
+    theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    try:
+        theirs.write(_memories(40))
+        assert mine.wait_for_working_set("alice", timeout=30)
+        theirs.write([mem("x", content="axolotl")])
+        assert mine.wait_for_working_set("alice", timeout=30)  # a delta, despite the pause
+        assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "x"
+        assert mine._working.calls["served"] > 0
+    finally:
+        mine.close()
+        theirs.close()

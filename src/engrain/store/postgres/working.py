@@ -20,8 +20,10 @@ revision. This module does the same over PostgreSQL, for users with at least
   the user in one ``REPEATABLE READ`` transaction, off the request path; the BM25 index and
   the columns are built there too, so the first call served from it pays nothing. Reloads
   of one user run one at a time and at most one per :func:`_pause` after the previous one
-  ends (four times the last load's duration, at least :data:`RELOAD_PAUSE` s): a user
-  another process writes to all the time is served by SQL, not reloaded without end.
+  ends: a delta (below) no sooner than four times the last delta's duration after it, a
+  full load no sooner than four times the last full load's duration (at least
+  :data:`RELOAD_PAUSE` s): a user another process writes to all the time is served by SQL,
+  not reloaded without end.
 * **This process's own writes are applied, not reloaded.** After a write commits, the rows
   it touched are read back with the revision in one snapshot; if the revision is exactly
   one past the working set's, that write was the only one since, and its rows are upserted
@@ -114,10 +116,12 @@ class _Held:
 
 @dataclass
 class _Loading:
-    """A user's loads: the thread running one, and when the next may start."""
+    """A user's loads: the thread running one, when the next may start, and when the next
+    full one may (a delta may follow a full load at once)."""
 
     thread: threading.Thread | None = None
     not_before: float = 0.0
+    full_not_before: float = 0.0
 
 
 class WorkingSets:
@@ -219,6 +223,9 @@ class WorkingSets:
             if stale is not None and self._refresh(user_id, stale):
                 full = False
                 return
+            if time.monotonic() < loading.full_not_before:
+                full = False  # too soon for another full load: SQL serves the user meanwhile
+                return
             revision, clock, memories, versions = self._read_all(user_id)
             cache = UserCache(memories, ann=self._slot(user_id))
             del memories
@@ -239,8 +246,11 @@ class WorkingSets:
         finally:
             with self._lock:
                 loading.thread = None
-                took = time.monotonic() - started
-                loading.not_before = time.monotonic() + _pause(took, full)
+                took, now = time.monotonic() - started, time.monotonic()
+                if full:  # deltas may start at once; the next full load waits
+                    loading.full_not_before = now + _pause(took)
+                else:
+                    loading.not_before = now + _pause(took, full=False)
 
     def _slot(self, user_id: str) -> IndexSlot:
         """The user's approximate index in this process (every working set is large)."""
@@ -323,6 +333,8 @@ class WorkingSets:
                 loading = self._loads.get(user_id)
                 thread = None if loading is None else loading.thread
                 due = 0.0 if loading is None else loading.not_before
+                if loading is not None and user_id not in self._held:  # only a full load
+                    due = max(due, loading.full_not_before)
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return False
