@@ -196,7 +196,9 @@ def test_an_own_write_with_another_between_is_not_applied_but_read_again(stores:
     _same_results(mine, sql)
 
 
-def test_full_loads_pause_after_each_full_load(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_full_loads_pause_after_each_full_load(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
     mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
     theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)

@@ -317,9 +317,7 @@ class PostgresStore:
                 self._pool.close()
             raise StoreError(f"cannot open PostgreSQL store at {self._where}: {exc}") from exc
         least = _working_set_min() if working_set_min == "auto" else working_set_min
-        self._working = (
-            None if least is None else WorkingSets(self._connection, int(least))
-        )
+        self._working = None if least is None else WorkingSets(self._connection, int(least))
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
