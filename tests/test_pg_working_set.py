@@ -227,10 +227,11 @@ def test_a_user_above_the_largest_size_stays_with_sql(
 
 
 def test_the_threshold_comes_from_the_environment() -> None:
-    assert working.working_set_min({}) == working.WORKING_SET_MIN
+    assert working.working_set_min({}) is None  # off unless asked for
+    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "off"}) is None
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "5000"}) == 5000
-    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "lots"}) == working.WORKING_SET_MIN
+    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "lots"}) is None
 
 
 def test_a_reload_pauses_four_times_its_duration() -> None:

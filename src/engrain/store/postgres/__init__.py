@@ -66,8 +66,9 @@ A listing lists ids with their row versions (``xmin`` of the memory and of its a
 and decodes only the rows it has not already decoded at that version; reading and decoding
 full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
-**A large user's working set** (``working.py``): users of 20,000 to 200,000 memories are
-searched and BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
+**A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET`` or
+``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
+BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
 only while one statement per call finds the user's revision unchanged (access counts made
 since applied); a call after any other write is served by SQL while the working set is
 brought up to date in the background.
@@ -491,15 +492,15 @@ class PostgresStore:
         if held is not None:
             return held.search_many(_unit(vector), searches)
         if len(searches) < 2 or not self.concurrent_reads:
-            return [self._sql_search(user_id, vector, k, flt) for k, flt in searches]
+            return [self.search(user_id, vector, k, flt) for k, flt in searches]
         # no thread holds a connection while it waits for another: the calling thread's
         # search returns its connection before the others' results are asked for
         others = [
-            _search_threads().submit(self._sql_search, user_id, vector, k, flt)
+            _search_threads().submit(self.search, user_id, vector, k, flt)
             for k, flt in searches[1:]
         ]
         try:
-            first = self._sql_search(user_id, vector, *searches[0])
+            first = self.search(user_id, vector, *searches[0])
         finally:
             results = [future.result() for future in others]
         return [first, *results]

@@ -30,6 +30,8 @@ revision. This module does the same over PostgreSQL, for users with at least
   into (or deleted from) the working set, which moves to the new revision. Otherwise the
   next check sees the difference and the user is served by SQL until reloaded.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
+* **Off by default** (:func:`working_set_min`): measured side by side it did not pay (the
+  module's section of docs/postgres.md).
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
 built in process, candidates scored exactly with the float32 matrix, rows the graph does not
@@ -93,14 +95,18 @@ Connect = Callable[[], AbstractContextManager[Conn]]
 
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
-    (a count, or ``off``) or :data:`WORKING_SET_MIN`; ``None``: never."""
+    (a count, ``on`` for :data:`WORKING_SET_MIN`, or ``off``); ``None`` (the default):
+    never. Off by default: side by side at 100,000 it did not make ``context()`` faster
+    while another process wrote to the user (docs/postgres.md, "Session 10") and it holds
+    ~0.7–1 GB per user."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
-    if value.strip().lower() in ("off", "none", "sql"):
-        return None
-    try:
-        return max(1, int(value)) if value.strip() else WORKING_SET_MIN
-    except ValueError:
+    value = value.strip().lower()
+    if value in ("on", "yes", "true"):
         return WORKING_SET_MIN
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return None
 
 
 @dataclass
