@@ -384,7 +384,7 @@ def measure_store(
     def draw() -> list[str]:
         return [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
 
-    store = PostgresStore(url)
+    store = PostgresStore(url, working_set_min=None)  # the SQL path
     warm = draw()
     for i in range(min(20, len(queries))):  # the pool's connections and the catalog caches
         store.search(warm[i], vectors[i], k, flt)
@@ -411,7 +411,7 @@ def measure_store(
         who[0], vectors[0], k, flt
     )
     if big:
-        exact = PostgresStore(url, exact_search_below=10**12)
+        exact = PostgresStore(url, exact_search_below=10**12, working_set_min=None)
         who = draw()
         out["search_exact"] = timed(
             [lambda i=i: exact.search(who[i], vectors[i], k, flt) for i in n[:exact_queries]]
@@ -445,7 +445,7 @@ def hnsw_by_ef(
     n = len(truth)
     out: dict[str, dict[str, Any]] = {}
     for ef in (100, 200, 400):
-        store = PostgresStore(url, ef_search=ef)
+        store = PostgresStore(url, ef_search=ef, working_set_min=None)
         found = [{m.id for m, _ in store.search(who[i], vectors[i], 50, flt)} for i in range(n)]
         hits = sum(len(f & t) for f, t in zip(found, truth, strict=True))
         total = sum(len(t) for t in truth)

@@ -13,6 +13,10 @@ each store call (overlapping reads counted in full). Cold start — a new engine
 ``context()``, the model already loaded — is measured ``cold_rounds`` times per tree,
 alternating, each on a new engine.
 
+Before the warm-up each worker waits, untimed, until its store serves the queried users from
+a working set in process if it keeps them (``PostgresStore.wait_for_working_set``); the
+seconds that took are reported per tree (``working_set_load_s``).
+
 The workers only read and count accesses, and write context records (state documents), so
 neither changes the revision of the user the other serves: each keeps its caches.
 """
@@ -134,6 +138,9 @@ def side_by_side(
             for w in workers if r % 2 == 0 else workers[::-1]:
                 answer = w.ask({"op": "open", "message": queries[0], "user": who[0]})
                 cold[w.name].append(answer["cold_s"])
+        settled: dict[str, float] = {}
+        for w in workers:  # a working set in process (this tree's large users) loaded first
+            settled[w.name] = w.ask({"op": "settle", "users": sorted(set(who))})["settle_s"]
         for i in range(min(warmup, len(queries))):
             for w in workers:
                 w.ask({"op": "context", "message": queries[-1 - i], "user": who[-1 - i]})
@@ -163,6 +170,7 @@ def side_by_side(
                 "median": round(float(np.median(cold[w.name])), 3),
                 "runs": [round(c, 3) for c in cold[w.name]],
             }
+            row["working_set_load_s"] = round(settled[w.name], 2)
             row["laps_mean_ms"] = {k: round(float(np.mean(v)), 2) for k, v in laps[w.name].items()}
             row["laps_p95_ms"] = {
                 k: round(common.percentile(v, 95), 2) for k, v in laps[w.name].items()
@@ -173,7 +181,10 @@ def side_by_side(
             row["statements_per_context"] = {
                 k: round(float(np.sum(v)) / len(queries), 2) for k, v in counted[w.name].items()
             }
-            row["rss_mb"] = w.ask({"op": "rss"})["rss_mb"]
+            memory = w.ask({"op": "rss"})
+            row["rss_mb"] = memory["rss_mb"]
+            # store calls of large users served from a working set / by SQL (whole run)
+            row["working_set_calls"] = memory.get("working_set_calls", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -299,8 +310,20 @@ def _serve(url: str, data_dir: Path) -> None:
                         "calls": dict(spent),
                         "statements": dict(statements),
                     }
+            elif op == "settle":
+                # wait until the store serves these users from a working set in process,
+                # if it keeps them (store/postgres/working.py); untimed, like a warm-up
+                start = time.perf_counter()
+                wait = getattr(engine.store, "wait_for_working_set", None)
+                for user in request["users"] if wait is not None else ():
+                    wait(user, 1800.0)
+                answer = {"settle_s": time.perf_counter() - start}
             elif op == "rss":
-                answer = {"rss_mb": _rss_mb()}
+                working = getattr(engine.store, "_working", None)  # store/postgres/working.py
+                answer = {
+                    "rss_mb": _rss_mb(),
+                    "working_set_calls": dict(getattr(working, "calls", None) or {}),
+                }
             else:
                 answer = {"error": f"unknown op {op!r}"}
         except Exception as exc:  # reported to the parent, which raises it

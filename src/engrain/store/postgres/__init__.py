@@ -66,6 +66,13 @@ A listing lists ids with their row versions (``xmin`` of the memory and of its a
 and decodes only the rows it has not already decoded at that version; reading and decoding
 full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
+**A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET`` or
+``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
+BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
+only while one statement per call finds the user's revision unchanged (access counts made
+since applied); a call after any other write is served by SQL while the working set is
+brought up to date in the background.
+
 **Writes** (``writes.py``). One READ COMMITTED transaction per :meth:`PostgresStore.write`.
 It first bumps the revision row of every user it changes (in sorted order: writers of one
 user queue there, writers of different users never wait on each other), then locks the
@@ -126,6 +133,8 @@ from engrain.store.postgres.sql import (
     redact,
     search_sql,
 )
+from engrain.store.postgres.working import WorkingSets
+from engrain.store.postgres.working import working_set_min as _working_set_min
 from engrain.store.postgres.writes import access_body, write_body
 from engrain.store.reads import SharedThreads
 
@@ -218,6 +227,14 @@ class _Listing:
         return _Listing(self.revision, clock, memories)
 
 
+def _unit(vector: Vector) -> Vector:
+    """``vector`` scaled to length 1 (a working set's dot products are then the cosine
+    similarities the SQL search returns: stored vectors are unit vectors)."""
+    query = np.asarray(vector, dtype=np.float32)
+    norm = float(np.linalg.norm(query))
+    return query / norm if norm > 0 else query
+
+
 def _in_one_transaction(conn: Conn, body: Callable[[Conn], T]) -> T:
     """``body`` between ``BEGIN`` and ``COMMIT`` in one pipeline on the autocommit
     connection ``conn`` (:meth:`PostgresStore._transaction`); on any error the transaction
@@ -243,7 +260,9 @@ class PostgresStore:
     as a share of the table, under which vector search skips the HNSW index (see the module
     docstring); ``cached_rows`` how many decoded rows :meth:`query` keeps (0: none);
     ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``; ``None``:
-    by the graph's size, :func:`ef_for_graph`). The
+    by the graph's size, :func:`ef_for_graph`); ``working_set_min`` the size from which a
+    user's searches are served from a working set in process (``store/postgres/working.py``;
+    ``"auto"``: ``ENGRAIN_PG_WORKING_SET`` or the module's default, ``None``: never). The
     schema is migrated on open.
     """
 
@@ -262,6 +281,7 @@ class PostgresStore:
         cached_rows: int = CACHED_ROWS,
         ef_search: int | None = None,
         connect_timeout: float = 30.0,
+        working_set_min: int | str | None = "auto",
     ) -> None:
         try:
             conninfo_to_dict(url)
@@ -297,6 +317,8 @@ class PostgresStore:
             if hasattr(self, "_pool"):
                 self._pool.close()
             raise StoreError(f"cannot open PostgreSQL store at {self._where}: {exc}") from exc
+        least = _working_set_min() if working_set_min == "auto" else working_set_min
+        self._working = None if least is None else WorkingSets(self._connection, int(least))
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
@@ -366,6 +388,19 @@ class PostgresStore:
         with self._lock:  # their sizes changed: plan their next searches afresh
             for memory in (*upserts, *deletes):
                 self._plans.pop(memory.user_id, None)
+        if self._working is not None:
+            touched: dict[str, set[str]] = {}
+            for memory in (*upserts, *deletes):
+                touched.setdefault(memory.user_id, set()).add(memory.id)
+            for patch in patches:
+                touched.setdefault(patch.user_id, set()).add(patch.where[1])
+            self._working.written(touched)
+
+    def wait_for_working_set(self, user_id: str, timeout: float | None = None) -> bool:
+        """Start loading the user's working set if it is due and wait for it (tests and
+        benchmarks; callers never need to: calls are served by SQL meanwhile); whether the
+        user's searches are now served from it."""
+        return self._working is not None and self._working.wait(user_id, timeout)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """The user's memories with these ids, in the order given; unknown ids skipped."""
@@ -453,6 +488,9 @@ class PostgresStore:
         thread, each other one on its own pooled connection in a search thread, so the
         database walks the graphs (the pool's and the learnings') in parallel instead of
         one after the other. With ``concurrent_reads`` false, one after the other."""
+        held = None if self._working is None else self._working.current(user_id)
+        if held is not None:
+            return held.search_many(_unit(vector), searches)
         if len(searches) < 2 or not self.concurrent_reads:
             return [self.search(user_id, vector, k, flt) for k, flt in searches]
         # no thread holds a connection while it waits for another: the calling thread's
@@ -471,7 +509,20 @@ class PostgresStore:
         self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
         """The ``k`` memories most cosine-similar to ``vector`` among those passing ``flt``,
-        best first, with their cosine similarity (1 − pgvector's cosine distance)."""
+        best first, with their cosine similarity (1 − pgvector's cosine distance); from the
+        user's working set when it is current (``working.py``)."""
+        query = np.asarray(vector, dtype=np.float32)
+        if k <= 0 or query.ndim != 1 or query.shape[0] == 0:
+            return []
+        held = None if self._working is None else self._working.current(user_id)
+        if held is not None:
+            return held.search(_unit(query), k, flt)
+        return self._sql_search(user_id, query, k, flt)
+
+    def _sql_search(
+        self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[Memory, float]]:
+        """:meth:`search` by SQL: through the HNSW graph or exactly (module docstring)."""
         query = np.asarray(vector, dtype=np.float32)
         if k <= 0 or query.ndim != 1 or query.shape[0] == 0:
             return []
@@ -574,6 +625,9 @@ class PostgresStore:
         terms = list(set(tokenize(text)))
         if k <= 0 or not terms:
             return []
+        held = None if self._working is None else self._working.current(user_id)
+        if held is not None:
+            return held.lexical_search(text, k, flt)
         scored = bm25.scores(terms, self._read(bm25.STATISTICS, (terms, user_id)))
         depth = 2 * k
         while True:
@@ -724,7 +778,9 @@ class PostgresStore:
         return self._transaction(body)
 
     def close(self) -> None:
-        """Close the pool's connections (idempotent)."""
+        """Close the pool's connections (idempotent) and drop the working sets."""
+        if self._working is not None:
+            self._working.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

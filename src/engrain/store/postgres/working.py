@@ -1,0 +1,429 @@
+"""A large user's working set held in process by the PostgreSQL store (issue 18).
+
+The SQLite store serves a large user's searches from columns, a matrix and a BM25 index in
+process (:class:`~engrain.store.cache.UserCache`), checked on every call against the user's
+revision. This module does the same over PostgreSQL, for users with at least
+:data:`WORKING_SET_MIN` memories (``ENGRAIN_PG_WORKING_SET``: a count, or ``off``):
+
+* **Checked on every call, in one round trip.** Before a search or a lexical search is
+  served from process memory, one statement (:data:`CHECK`) reads the user's revision and
+  access clock and the access rows counted since the working set's clock. Every write of a
+  user's memories bumps the revision in its own transaction (``writes.write_body``), so an
+  equal revision means the rows are the ones loaded (or last applied); access counts, which
+  every ``context()`` makes without a revision, are applied from the rows stamped after the
+  clock, as :meth:`PostgresStore.query`'s listings do. A different revision: the call is
+  served by SQL, exactly as for a small user, and the working set is read again in a
+  background thread. So a reader never sees a forgotten memory and never misses one
+  committed before its call began: what it reads is at least as new as the check, and the
+  check is after the call began.
+* **Read in one snapshot.** A (re)load reads the revision, the access clock and every row of
+  the user in one ``REPEATABLE READ`` transaction, off the request path; the BM25 index and
+  the columns are built there too, so the first call served from it pays nothing. Reloads
+  of one user run one at a time and at most one per :func:`_pause` after the previous one
+  ends: a delta (below) no sooner than four times the last delta's duration after it, a
+  full load no sooner than four times the last full load's duration (at least
+  :data:`RELOAD_PAUSE` s): a user another process writes to all the time is served by SQL,
+  not reloaded without end.
+* **This process's own writes are applied, not reloaded.** After a write commits, the rows
+  it touched are read back with the revision in one snapshot; if the revision is exactly
+  one past the working set's, that write was the only one since, and its rows are upserted
+  into (or deleted from) the working set, which moves to the new revision. Otherwise the
+  next check sees the difference and the user is served by SQL until reloaded.
+* **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
+* **Off by default** (:func:`working_set_min`): measured side by side it did not pay (the
+  module's section of docs/postgres.md).
+
+Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
+built in process, candidates scored exactly with the float32 matrix, rows the graph does not
+hold yet searched exactly) — an exact product at 100,000 took ~106 ms at load 14, the graph
+~11 ms for the gate's two searches. Cosine equals the dot product for the unit vectors
+engrain stores (the query is scaled to unit length). Rows are loaded in id order, so equal
+scores rank by id as the SQL path ranks them (memories added since are appended).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engrain.model import Memory, as_utc
+from engrain.store import heap
+from engrain.store.ann import IndexSlot
+from engrain.store.cache import UserCache
+from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
+from engrain.store.postgres.sql import FETCH, chunks
+
+log = logging.getLogger(__name__)
+
+#: Users with at least this many memories are served from a working set in process.
+WORKING_SET_MIN = 20_000
+#: ... and at most this many: a working set costs ~5 kB a memory in process (the float32
+#: matrix beside the int8 graph, the columns, BM25) and its graph is built in each process
+#: (100,000: ~660 MB and ~2 minutes of a core at load 14), so larger users stay with SQL.
+WORKING_SET_MAX = 200_000
+#: Working sets kept per process (least recently used dropped).
+USERS_KEPT = 2
+#: Seconds at least between the end of a user's load and the start of the next.
+RELOAD_PAUSE = 5.0
+#: A refresh reads only the rows changed since the working set's revision unless more than
+#: this share of them changed (then the whole working set is read again).
+REFRESH_SHARE = 0.2
+#: How long a user's size, read to decide whether it gets a working set, is trusted.
+SIZE_SECONDS = 10.0
+
+#: The revision, the memory count, the access clock and the access rows stamped after a
+#: clock (none: one row with NULLs), in one snapshot.
+CHECK = (
+    "SELECT r.revision, r.documents, (SELECT clock FROM access_clocks WHERE user_id = %s), "
+    "a.id, a.access_count, a.last_accessed_at "
+    "FROM (SELECT 1) AS one LEFT JOIN revisions r ON r.user_id = %s "
+    "LEFT JOIN access a ON a.user_id = %s AND a.clock > %s"
+)
+#: Past any access clock: :data:`CHECK` lists no access rows.
+NO_CLOCK = 2**63 - 1
+
+Connect = Callable[[], AbstractContextManager[Conn]]
+
+
+def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
+    """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
+    (a count, ``on`` for :data:`WORKING_SET_MIN`, or ``off``); ``None`` (the default):
+    never. Off by default: side by side at 100,000 it did not make ``context()`` faster
+    while another process wrote to the user (docs/postgres.md, "Session 10") and it holds
+    ~0.7–1 GB per user."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
+    value = value.strip().lower()
+    if value in ("on", "yes", "true"):
+        return WORKING_SET_MIN
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Held:
+    """A user's working set as of ``revision`` with the access counts up to ``clock``;
+    ``versions``: each memory's row version (``xmin``) as held."""
+
+    revision: int
+    clock: int
+    cache: UserCache
+    versions: dict[str, str]
+
+
+@dataclass
+class _Loading:
+    """A user's loads: the thread running one, when the next may start, and when the next
+    full one may (a delta may follow a full load at once)."""
+
+    thread: threading.Thread | None = None
+    not_before: float = 0.0
+    full_not_before: float = 0.0
+
+
+class WorkingSets:
+    """The working sets of the large users this process serves (module docstring).
+
+    ``connect`` lends a pooled autocommit connection; ``min_rows`` is the size from which a
+    user gets one; ``background`` False loads in the calling thread (tests)."""
+
+    def __init__(
+        self, connect: Connect, min_rows: int, *, kept: int = USERS_KEPT, background: bool = True
+    ) -> None:
+        self._connect = connect
+        self.min_rows = min_rows
+        self.kept = max(1, kept)
+        self.background = background
+        self._lock = threading.Lock()
+        self._held: OrderedDict[str, _Held] = OrderedDict()
+        self._sizes: dict[str, tuple[int, float]] = {}
+        self._loads: dict[str, _Loading] = {}
+        self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
+        self._closed = False
+        #: Calls of large users: served from a working set, or by SQL (benchmarks).
+        self.calls: Counter[str] = Counter()
+
+    def _large(self, documents: int) -> bool:
+        return self.min_rows <= documents <= WORKING_SET_MAX
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def current(self, user_id: str) -> UserCache | None:
+        """The user's working set, holding exactly what the database holds as of this call
+        (access counts included), or ``None``: serve this call by SQL (a small user, a
+        working set not loaded yet or behind a write; a load is started then)."""
+        with self._lock:
+            held = self._held.get(user_id)
+            size = self._sizes.get(user_id)
+        if held is None and size is not None and time.monotonic() - size[1] < SIZE_SECONDS:
+            if self._large(size[0]):
+                self.calls["by_sql"] += 1
+                self._start_load(user_id)
+            return None
+        since = NO_CLOCK if held is None else held.clock
+        revision, documents, clock, counts = self._check(user_id, since)
+        with self._lock:
+            self._sizes[user_id] = (documents, time.monotonic())
+            now = self._held.get(user_id)
+        if now is None or now.revision != revision:
+            if self._large(documents):
+                self.calls["by_sql"] += 1
+                self._start_load(user_id)
+            return None
+        if clock > now.clock:
+            _apply_counts(now.cache, counts)
+            with self._lock:
+                now.clock = max(now.clock, clock)
+        with self._lock:
+            if user_id in self._held:
+                self._held.move_to_end(user_id)
+        self.calls["served"] += 1
+        return now.cache
+
+    def _check(self, user_id: str, since: int) -> tuple[int, int, int, list[tuple[str, int, Any]]]:
+        with self._connect() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(CHECK, (user_id, user_id, user_id, since))
+            rows = cur.fetchall()
+        first = rows[0]
+        counts = [(r[3], int(r[4]), r[5]) for r in rows if r[3] is not None]
+        return int(first[0] or 0), int(first[1] or 0), int(first[2] or 0), counts
+
+    # -- loads ------------------------------------------------------------------------------
+
+    def _start_load(self, user_id: str) -> None:
+        """Start reading the user's working set unless a load runs or the pause after the
+        last one has not passed."""
+        with self._lock:
+            if self._closed:
+                return
+            loading = self._loads.setdefault(user_id, _Loading())
+            if loading.thread is not None or time.monotonic() < loading.not_before:
+                return
+            thread = threading.Thread(
+                target=self._load, args=(user_id, loading), daemon=True, name="engrain-pg-ws"
+            )
+            loading.thread = thread
+        if self.background:
+            thread.start()
+        else:
+            self._load(user_id, loading)
+
+    def _load(self, user_id: str, loading: _Loading) -> None:
+        """Read the user's rows, revision and clock in one snapshot, build the working set
+        (columns, BM25, the approximate index: the user's slot is kept between loads, so a
+        reload patches its graph rather than building it again) and publish it unless a
+        newer one is held."""
+        started, full = time.monotonic(), True
+        try:
+            with self._lock:
+                stale = self._held.get(user_id)
+            if stale is not None and self._refresh(user_id, stale):
+                full = False
+                return
+            if time.monotonic() < loading.full_not_before:
+                full = False  # too soon for another full load: SQL serves the user meanwhile
+                return
+            revision, clock, memories, versions = self._read_all(user_id)
+            cache = UserCache(memories, ann=self._slot(user_id))
+            del memories
+            cache.count()  # builds the columns
+            cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
+            cache.wait_for_index()  # builds, or patches, the graph
+            heap.release()  # the rows read and dropped: hand their pages back
+            with self._lock:
+                old = self._held.get(user_id)
+                if not self._closed and (old is None or old.revision <= revision):
+                    self._held[user_id] = _Held(revision, clock, cache, versions)
+                    self._held.move_to_end(user_id)
+                    while len(self._held) > self.kept:
+                        self._held.popitem(last=False)
+        except Exception:  # a failed load leaves the user served by SQL
+            if not self._closed:  # else the store closed under it: nothing to report
+                log.exception("loading the working set of a PostgreSQL user failed")
+        finally:
+            with self._lock:
+                loading.thread = None
+                took, now = time.monotonic() - started, time.monotonic()
+                if full:  # deltas may start at once; the next full load waits
+                    loading.full_not_before = now + _pause(took)
+                else:
+                    loading.not_before = now + _pause(took, full=False)
+
+    def _slot(self, user_id: str) -> IndexSlot:
+        """The user's approximate index in this process (every working set is large)."""
+        with self._lock:
+            slot = self._slots.get(user_id)
+            if slot is None:
+                slot = self._slots[user_id] = IndexSlot(None, 1)
+            self._slots.move_to_end(user_id)
+            while len(self._slots) > self.kept:
+                self._slots.popitem(last=False)[1].close()
+            return slot
+
+    def _refresh(self, user_id: str, held: _Held) -> bool:
+        """Bring ``held`` to the database's state by the rows whose version changed: in one
+        snapshot the revision and every (id, row version) of the user, then the rows new or
+        changed since; the forgotten ones are deleted. ``False`` (nothing changed) when more
+        than :data:`REFRESH_SHARE` of the rows changed: a full load is cheaper."""
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
+                    found = cur.fetchone()
+                    cur.execute(
+                        "SELECT id, xmin::text FROM memories WHERE user_id = %s", (user_id,)
+                    )
+                    now: dict[str, str] = dict(cur.fetchall())
+                    versions = held.versions
+                    changed = [i for i, v in now.items() if versions.get(i) != v]
+                    gone = [i for i in versions if i not in now]
+                    if len(changed) + len(gone) > REFRESH_SHARE * max(1, len(now)):
+                        return False
+                    rows: list[tuple[str, Memory]] = []
+                    for part in chunks(changed):
+                        cur.execute(FETCH, (user_id, part))
+                        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
+            finally:
+                conn.execute("COMMIT")
+        revision = 0 if found is None else int(found[0])
+        with self._lock:
+            if self._held.get(user_id) is not held or held.revision > revision:
+                return True  # replaced or moved on meanwhile: nothing to do here
+            held.cache.upsert([m for _, m in rows])
+            held.cache.delete(gone)
+            held.versions = {**{i: v for i, v in versions.items() if i in now},
+                             **{m.id: v for v, m in rows}}  # fmt: skip
+            held.revision = revision
+        return True
+
+    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory], dict[str, str]]:
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
+                    first = cur.fetchone()
+                    assert first is not None
+                    cur.execute(
+                        f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
+                        "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
+                        (user_id,),
+                    )
+                    memories, versions = [], {}
+                    for r in cur:
+                        memories.append(from_row(r))
+                        versions[r[0]] = r[-1]
+            finally:
+                conn.execute("COMMIT")
+        return int(first[0] or 0), int(first[2] or 0), memories, versions
+
+    def wait(self, user_id: str, timeout: float | None = None) -> bool:
+        """Start the user's load if due and wait for it (tests, benchmarks); whether a
+        working set current as of now is held (a load due only after its pause is waited
+        for too, within ``timeout``)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.current(user_id) is not None:
+                return True
+            with self._lock:
+                loading = self._loads.get(user_id)
+                thread = None if loading is None else loading.thread
+                due = 0.0 if loading is None else loading.not_before
+                if loading is not None and user_id not in self._held:  # only a full load
+                    due = max(due, loading.full_not_before)
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            if thread is not None:
+                thread.join(left)
+            elif due > time.monotonic() and (end is None or due < end):
+                time.sleep(due - time.monotonic())
+            else:
+                return self.current(user_id) is not None
+
+    # -- this process's writes --------------------------------------------------------------
+
+    def written(self, touched: Mapping[str, Iterable[str]]) -> None:
+        """Apply a committed write of this process (per user, the ids it upserted, patched
+        or deleted) to the users' working sets, or leave them to be reloaded."""
+        for user_id, ids in touched.items():
+            with self._lock:
+                held = self._held.get(user_id)
+            if held is None:
+                continue
+            wanted = sorted(set(ids))
+            revision, rows = self._read_rows(user_id, wanted)
+            with self._lock:
+                if self._held.get(user_id) is not held or revision != held.revision + 1:
+                    continue  # another write came between: the next check refreshes
+                found = {m.id: (v, m) for v, m in rows}
+                held.cache.upsert([m for _, m in found.values()])
+                gone = [i for i in wanted if i not in found]
+                held.cache.delete(gone)
+                versions = {i: v for i, v in held.versions.items() if i not in gone}
+                versions.update((i, v) for i, (v, _) in found.items())
+                held.versions = versions
+                held.revision = revision
+
+    def _read_rows(self, user_id: str, ids: Sequence[str]) -> tuple[int, list[tuple[str, Memory]]]:
+        """The user's revision and the rows with these ids (each with its row version), in
+        one snapshot."""
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
+                    found = cur.fetchone()
+                    rows: list[tuple[str, Memory]] = []
+                    for part in chunks(ids):
+                        cur.execute(FETCH, (user_id, part))
+                        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
+            finally:
+                conn.execute("COMMIT")
+        return (0 if found is None else int(found[0])), rows
+
+    def drop(self, user_id: str) -> None:
+        """Forget the user's working set (the next call is served by SQL and reloads)."""
+        with self._lock:
+            self._held.pop(user_id, None)
+
+    def close(self) -> None:
+        """Drop every working set and start no more loads; a load running (a daemon
+        thread) publishes nothing and ends at its next read of the closed pool."""
+        with self._lock:
+            self._closed = True
+            self._held.clear()
+            for slot in self._slots.values():
+                slot.close()
+
+
+def _pause(took: float, full: bool = True) -> float:
+    """Seconds before a user's next load may start, after one that took ``took``: four
+    times as long (loads take at most a fifth of a core), and after a full load at least
+    :data:`RELOAD_PAUSE`."""
+    return max(RELOAD_PAUSE if full else 0.0, 4.0 * took)
+
+
+def _apply_counts(cache: UserCache, counts: Sequence[tuple[str, int, datetime | None]]) -> None:
+    """Bring the working set's access counts up to the rows ``counts`` (id, count, last
+    access as the ``access`` table holds them): each memory is touched as many times as
+    its stored count exceeds the held one, at its stored last access."""
+    rows = cache.snapshot.rows
+    by_time: dict[datetime, list[str]] = {}
+    for memory_id, count, at in counts:
+        memory = rows.get(memory_id)
+        if memory is None or at is None or count <= memory.access_count:
+            continue
+        by_time.setdefault(as_utc(at), []).extend([memory_id] * (count - memory.access_count))
+    for at, ids in by_time.items():
+        cache.touch(ids, at)

@@ -1,0 +1,329 @@
+"""A large PostgreSQL user's working set in process (``store/postgres/working.py``): served
+only while the user's revision says it holds what the database holds, access counts of
+other processes applied, this process's own writes applied in place, anything else served
+by SQL until it is read again. Every change made through a *second* store is a change
+another process makes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engrain.store.base import Patch
+from engrain.store.postgres import working
+
+from .conftest import NOW
+from .test_store_contract import ids, mem
+
+pytest.importorskip("psycopg")
+postgres = pytest.importorskip("engrain.store.postgres")
+PostgresStore = postgres.PostgresStore
+
+WORDS = [
+    "deploy",
+    "billing",
+    "roadmap",
+    "login",
+    "budget",
+    "tabs",
+    "schedule",
+    "owner",
+    "review",
+    "release",
+    "incident",
+    "database",
+    "cache",
+    "latency",
+    "spaces",
+    "team",
+    "friday",
+    "meeting",
+    "customer",
+    "invoice",
+    "pager",
+    "backup",
+    "search",
+    "index",
+]
+
+
+def _memories(n: int, user: str = "alice", start: int = 0) -> list[Any]:
+    rng = np.random.default_rng(start)
+    out = []
+    for i in range(start, start + n):
+        size = int(rng.integers(2, 9))
+        words = " ".join(WORDS[j] for j in rng.choice(len(WORDS), size=size, replace=False))
+        out.append(mem(f"m{i:04d}", user, minutes=i, content=f"note {i} about {words}",
+                       vector=tuple(rng.standard_normal(4))))  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def stores(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any, Any]]:
+    """``mine`` holds working sets of users with 20 memories or more (reloaded without a
+    pause: the tests wait for them), ``theirs`` (another process) writes, ``sql`` never
+    holds one (the reference)."""
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 0.0)
+    mine = PostgresStore(pg_url, pool_size=3, working_set_min=20)
+    theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    sql = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    yield mine, theirs, sql
+    for store in (mine, theirs, sql):
+        store.close()
+
+
+def _held(store: Any, user: str = "alice") -> bool:
+    """Whether ``store`` serves the user from a current working set right now."""
+    return store._working.current(user) is not None
+
+
+def _same_results(mine: Any, sql: Any, user: str = "alice") -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        query = rng.standard_normal(4).astype(np.float32)
+        got, want = mine.search(user, query, 10), sql.search(user, query, 10)
+        assert ids([m for m, _ in got]) == ids([m for m, _ in want])
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+    for text in ("deploy budget", "billing owner schedule", "roadmap"):
+        got, want = mine.lexical_search(user, text, 10), sql.lexical_search(user, text, 10)
+        # equal scores, equal rows above the last score (ties at the cut may differ:
+        # SQL breaks them by id, the working set by row, as the SQLite store does)
+        assert [round(s, 5) for _, s in got] == [round(s, 5) for _, s in want]
+        last = round(want[-1][1], 5) if want else 0.0
+        assert [(m.id, m.access_count) for m, s in _by_score(got) if round(s, 5) > last] == [
+            (m.id, m.access_count) for m, s in _by_score(want) if round(s, 5) > last
+        ]
+
+
+def _by_score(hits: list[tuple[Any, float]]) -> list[tuple[Any, float]]:
+    return sorted(hits, key=lambda h: (-round(h[1], 5), h[0].id))
+
+
+def test_a_large_user_is_served_from_the_working_set_with_the_same_results(stores: Any) -> None:
+    mine, theirs, sql = stores
+    theirs.write(_memories(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+    _same_results(mine, sql)
+    assert _held(mine)
+
+
+def test_a_small_user_never_gets_one(stores: Any) -> None:
+    mine, theirs, _ = stores
+    theirs.write(_memories(5))
+    assert not mine.wait_for_working_set("alice", timeout=30)
+    assert len(mine.search("alice", np.ones(4, dtype=np.float32), 10)) == 5
+
+
+def test_a_memory_another_process_writes_is_never_missed(stores: Any) -> None:
+    mine, theirs, sql = stores
+    theirs.write(_memories(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+    target = mem("new", content="quokka zebra", vector=(0.0, 0.0, 0.0, 1.0))
+    theirs.write([target])
+    assert not _held(mine)  # the revision moved: served by SQL
+    assert mine.search("alice", np.array([0, 0, 0, 1], dtype=np.float32), 1)[0][0].id == "new"
+    assert mine.lexical_search("alice", "quokka", 5)[0][0].id == "new"
+    assert mine.wait_for_working_set("alice", timeout=30)  # read again, with it
+    assert mine.lexical_search("alice", "quokka", 5)[0][0].id == "new"
+    _same_results(mine, sql)
+
+
+def test_a_memory_another_process_forgets_is_never_returned(stores: Any) -> None:
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    query = np.asarray(memories[3].embedding, dtype=np.float32)
+    assert mine.search("alice", query, 1)[0][0].id == memories[3].id
+    theirs.write(deletes=[memories[3]])
+    assert memories[3].id not in ids([m for m, _ in mine.search("alice", query, 40)])
+    assert mine.wait_for_working_set("alice", timeout=30)
+    assert memories[3].id not in ids([m for m, _ in mine.search("alice", query, 40)])
+    _same_results(mine, sql)
+
+
+def test_access_counts_of_another_process_are_applied_without_a_reload(stores: Any) -> None:
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    cache = mine._working.current("alice")
+    at = NOW + timedelta(days=2)
+    theirs.record_access("alice", [memories[0].id, memories[0].id, memories[5].id], at)
+    query = np.asarray(memories[0].embedding, dtype=np.float32)
+    best = mine.search("alice", query, 1)[0][0]
+    assert (best.id, best.access_count, best.last_accessed_at) == (memories[0].id, 2, at)
+    assert mine._working.current("alice") is cache  # the same working set, counted
+    _same_results(mine, sql)
+
+
+def test_this_process_writes_are_applied_in_place(stores: Any) -> None:
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    mine.write(
+        upserts=[mem("mine", content="wombat", vector=(0.0, 0.0, 1.0, 0.0))],
+        deletes=[memories[1]],
+        patches=[Patch("alice", memories[2].id, {"pinned": True, "content": "capybara"})],
+    )
+    assert _held(mine)  # applied, not reloaded
+    assert mine.lexical_search("alice", "wombat", 1)[0][0].id == "mine"
+    hit = mine.lexical_search("alice", "capybara", 1)[0][0]
+    assert (hit.id, hit.pinned) == (memories[2].id, True)
+    found = ids([m for m, _ in mine.search("alice", np.ones(4, dtype=np.float32), 50)])
+    assert memories[1].id not in found and "mine" in found
+    _same_results(mine, sql)
+
+
+def test_an_own_write_with_another_between_is_not_applied_but_read_again(stores: Any) -> None:
+    mine, theirs, sql = stores
+    theirs.write(_memories(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+    ws = mine._working
+    held = ws._held["alice"]
+    theirs.write([mem("theirs", content="axolotl")])  # R + 1
+    mine.write([mem("mine", content="wombat")])  # R + 2: not exactly one past
+    assert ws._held.get("alice") is held and held.revision < mine.revision("alice")
+    assert not _held(mine)
+    assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "theirs"
+    assert mine.lexical_search("alice", "wombat", 1)[0][0].id == "mine"
+    assert mine.wait_for_working_set("alice", timeout=30)
+    _same_results(mine, sql)
+
+
+def test_full_loads_pause_after_each_full_load(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
+    mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
+    theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    try:
+        memories = _memories(40)
+        theirs.write(memories)
+        assert mine.wait_for_working_set("alice", timeout=30)
+        # more than REFRESH_SHARE of the rows change: only a full load would do
+        theirs.write([mem("x", content="axolotl")], deletes=memories[:20])
+        assert not mine.wait_for_working_set("alice", timeout=30)  # none before the pause
+        assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "x"  # by SQL
+        found = ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
+        assert not set(found) & {m.id for m in memories[:20]}
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_a_user_above_the_largest_size_stays_with_sql(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, theirs, _ = stores
+    monkeypatch.setattr(working, "WORKING_SET_MAX", 30)
+    theirs.write(_memories(40))
+    assert not mine.wait_for_working_set("alice", timeout=30)
+
+
+def test_the_threshold_comes_from_the_environment() -> None:
+    assert working.working_set_min({}) is None  # off unless asked for
+    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN
+    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "off"}) is None
+    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "5000"}) == 5000
+    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "lots"}) is None
+
+
+def test_a_reload_pauses_four_times_its_duration() -> None:
+    assert working._pause(0.1) == working.RELOAD_PAUSE
+    assert working._pause(10.0) == 40.0
+    assert working._pause(0.1, full=False) == pytest.approx(0.4)
+
+
+def test_random_writes_of_two_processes_are_always_seen_exactly(stores: Any) -> None:
+    """Writes, forgets, pins and counted uses by either store in random order: after each,
+    ``mine`` returns every live memory and no forgotten one, whether it serves the call from
+    its working set or by SQL (it is let to reload now and then)."""
+    mine, theirs, sql = stores
+    rng = np.random.default_rng(3)
+    live: dict[str, Any] = {m.id: m for m in _memories(40)}
+    theirs.write(list(live.values()))
+    served = 0
+    for step in range(30):
+        writer = mine if rng.random() < 0.4 else theirs
+        action = rng.choice(["add", "forget", "pin", "use"])
+        if action == "add" or len(live) < 30:
+            memory = mem(f"r{step}", content=f"token{step} deploy", vector=(0.0, 1.0, 0.0, 0.0))
+            writer.write([memory])
+            live[memory.id] = memory
+        elif action == "forget":
+            gone = live.pop(sorted(live)[int(rng.integers(len(live)))])
+            writer.write(deletes=[gone])
+        elif action == "pin":
+            writer.write(patches=[Patch("alice", sorted(live)[0], {"pinned": True})])
+        else:
+            writer.record_access("alice", sorted(live)[:3], NOW + timedelta(minutes=step))
+        if step % 10 == 9:
+            assert mine.wait_for_working_set("alice", timeout=30)
+        served += _held(mine)
+        found = ids([m for m, _ in mine.search("alice", np.ones(4, dtype=np.float32), 500)])
+        assert sorted(found) == sorted(live)
+        for memory_id in [i for i in live if i.startswith("r")][-3:]:
+            token = live[memory_id].content.split()[0]
+            assert ids([m for m, _ in mine.lexical_search("alice", token, 5)]) == [memory_id]
+        want = {m.id: m.access_count for m, _ in sql.search("alice", np.ones(4), 500)}
+        got = {m.id: m.access_count for m, _ in mine.search("alice", np.ones(4), 500)}
+        assert got == want
+    assert served > 0  # the working set served some of the calls
+
+
+def test_another_process_write_is_read_as_a_delta_not_a_full_load(stores: Any) -> None:
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    cache = mine._working.current("alice")
+    theirs.write(
+        upserts=[mem("new", content="quokka")],
+        deletes=[memories[4]],
+        patches=[Patch("alice", memories[6].id, {"content": "capybara"})],
+    )
+    assert mine.wait_for_working_set("alice", timeout=30)
+    assert mine._working.current("alice") is cache  # the same working set, brought up to date
+    assert mine.lexical_search("alice", "quokka", 1)[0][0].id == "new"
+    assert mine.lexical_search("alice", "capybara", 1)[0][0].id == memories[6].id
+    assert memories[4].id not in ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
+    _same_results(mine, sql)
+
+
+def test_calls_served_and_sent_to_sql_are_counted(stores: Any) -> None:
+    mine, theirs, _ = stores
+    theirs.write(_memories(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+    served = mine._working.calls["served"]
+    mine.lexical_search("alice", "deploy", 3)
+    assert mine._working.calls["served"] == served + 1
+    theirs.write([mem("x", content="axolotl")])
+    by_sql = mine._working.calls["by_sql"]
+    mine.lexical_search("alice", "axolotl", 3)
+    assert mine._working.calls["by_sql"] == by_sql + 1
+
+
+def test_a_delta_may_follow_a_full_load_at_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pause after a (long) full load holds back the next full load, not the deltas
+    that keep the working set current."""
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
+    mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
+    theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    try:
+        theirs.write(_memories(40))
+        assert mine.wait_for_working_set("alice", timeout=30)
+        theirs.write([mem("x", content="axolotl")])
+        assert mine.wait_for_working_set("alice", timeout=30)  # a delta, despite the pause
+        assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "x"
+        assert mine._working.calls["served"] > 0
+    finally:
+        mine.close()
+        theirs.close()
