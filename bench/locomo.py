@@ -116,11 +116,15 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("summaries", "chunks", {"profile": default, "session_summaries": 2},
                 "the 2 best-matching session summaries join the pool (recall.summaries, off "
                 "by default)"),
+        Variant("no-chunk-rank", "chunks", {"profile": default, "chunk_rank": False},
+                "conversation chunks in the pool's relevance order, not lifted by their "
+                "session's best chunk (recall.chunk_rank)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
-                 "group_days": False, "history_evidence": False, "speaker_lines": False},
-                "without compact, speakers, speaker lines, time, day groups and the history "
-                "budget: the configuration before issue 15"),
+                 "group_days": False, "history_evidence": False, "speaker_lines": False,
+                 "chunk_rank": False},
+                "without compact, speakers, speaker lines, time, day groups, the history "
+                "budget and chunk ranking: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

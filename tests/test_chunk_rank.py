@@ -20,11 +20,11 @@ from .conftest import NOW
 
 def _candidate(
     mid: str, content: str, relevance: float, *, cosine: float = 0.3, lexical: float = 0.0,
-    turns: bool = True,
+    turns: bool = True, session: str | None = None,
 ) -> Candidate:  # fmt: skip
     memory = Memory(
         id=mid, user_id="u", content=content, memory_type=MemoryType.EPISODIC, kind=Kind.EVENT,
-        created_at=NOW, updated_at=NOW,
+        created_at=NOW, updated_at=NOW, session_id=session,
         provenance=Provenance(turn_ids=(f"{mid}:1",) if turns else ()),
     )  # fmt: skip
     return Candidate(memory, cosine, lexical, relevance)
@@ -107,3 +107,53 @@ def test_unreadable_weights_raise_a_config_error(
             chunk_rank.shipped_weights()
     finally:
         chunk_rank.shipped_weights.cache_clear()
+
+
+def test_session_support_is_the_best_other_chunk_of_the_session() -> None:
+    chunks = [
+        _candidate("a", "A: x", 0.9, session="s1"),
+        _candidate("b", "B: y", 0.4, session="s1"),
+        _candidate("c", "A: z", 0.3, session="s1"),
+        _candidate("d", "B: w", 0.8, session="s2"),
+        _candidate("e", "A: v", 0.7),
+    ]
+    assert chunk_rank.session_support(chunks) == [0.4, 0.9, 0.9, 0.0, 0.0]
+
+
+def test_the_shipped_rule_lifts_a_chunk_of_the_best_chunks_session() -> None:
+    pool = [
+        _candidate("best", "Caroline: I adopted a dog named Max.", 1.0, session="s1"),
+        _candidate("other", "Melanie: We painted the fence.", 0.62, session="s2"),
+        _candidate("next", "Caroline: Max loves the park.", 0.6, session="s1"),
+        _candidate("lone", "Melanie: Nice weather.", 0.3, session="s3"),
+    ]
+    out = with_chunk_rank(pool, "What is Caroline's dog called?")
+    assert [c.id for c in out] == ["best", "next", "other", "lone"]
+    assert [c.relevance for c in out] == [1.0, 0.62, 0.6, 0.3]
+
+
+def test_gate_re_ranks_only_when_the_option_is_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engrain import Engine, Settings, Turn
+    from engrain.embed import HashEmbedder
+    from engrain.recall import gate
+
+    calls: list[int] = []
+
+    def spy(pool: list[Candidate], message: str) -> list[Candidate]:
+        calls.append(len(pool))
+        return list(pool)
+
+    monkeypatch.setattr(gate, "with_chunk_rank", spy)
+    engine = Engine(settings=Settings(data_dir=tmp_path), embedder=HashEmbedder())
+    turns = [Turn("Caroline", "I adopted a dog named Max last week.", "D1:1", NOW),
+             Turn("Melanie", "That is wonderful, what breed is Max?", "D1:2", NOW)]  # fmt: skip
+    engine.ingest_conversation(turns, "u", "session_1", now=NOW)
+    engine.explain("What is Caroline's dog called?", "u", token_budget=500, now=NOW)
+    assert calls
+    calls.clear()
+    off = engine.options.update(chunk_rank=False)
+    engine.explain("What is Caroline's dog called?", "u", token_budget=500, options=off, now=NOW)
+    assert not calls
+    engine.close()
