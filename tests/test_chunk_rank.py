@@ -157,3 +157,18 @@ def test_gate_re_ranks_only_when_the_option_is_on(
     engine.explain("What is Caroline's dog called?", "u", token_budget=500, options=off, now=NOW)
     assert not calls
     engine.close()
+
+
+def test_the_pool_features_alone_read_no_text() -> None:
+    chunks = [
+        _candidate("a", "Caroline: We hiked in Spain.", 0.9, lexical=1.0, session="s1"),
+        _candidate("b", "Melanie: Spain is lovely.", 0.5, session="s1"),
+    ]
+    full = features(chunks, "Where in Spain did Caroline hike?")
+    pool_only = features(chunks, "Where in Spain did Caroline hike?", frozenset({"session"}))
+    for name in FEATURES:
+        if name in chunk_rank.POOL_FEATURES:
+            assert _column(pool_only, name) == _column(full, name)
+        else:
+            assert _column(pool_only, name) == [0.0, 0.0]
+    assert _column(full, "entities") == [1.0, 1.0]

@@ -147,9 +147,22 @@ def _terms(content: str) -> tuple[frozenset[str], tuple[frozenset[str], ...]]:
     return frozenset().union(*lines), lines
 
 
-def features(chunks: Sequence[Candidate], message: str) -> npt.NDArray[np.float64]:
-    """The :data:`FEATURES` of each conversation chunk of one query's pool, a row each."""
+#: The features read from the pool's numbers alone (no text is read for them).
+POOL_FEATURES = frozenset({"relevance", "session"})
+
+
+def features(
+    chunks: Sequence[Candidate], message: str, only: frozenset[str] | None = None
+) -> npt.NDArray[np.float64]:
+    """The :data:`FEATURES` of each conversation chunk of one query's pool, a row each;
+    with ``only`` a subset of :data:`POOL_FEATURES`, the other columns are left 0 and no
+    text is read (what the shipped rule needs)."""
     n = len(chunks)
+    rows = np.zeros((n, len(FEATURES)), dtype=np.float64)
+    rows[:, 0] = [c.relevance for c in chunks]
+    rows[:, 10] = session_support(chunks)
+    if only is not None and only <= POOL_FEATURES:
+        return rows
     cosines = np.array([c.similarity for c in chunks], dtype=np.float64)
     lexicals = np.array([c.lexical for c in chunks], dtype=np.float64)
     dense_rank, lexical_rank = _ranks(cosines), _ranks(lexicals)
@@ -164,8 +177,6 @@ def features(chunks: Sequence[Candidate], message: str) -> npt.NDArray[np.float6
     if asked == speakers:
         asked = frozenset()
     names = proper_names(message, speakers)
-    rows = np.zeros((n, len(FEATURES)), dtype=np.float64)
-    rows[:, 0] = [c.relevance for c in chunks]
     rows[:, 1], rows[:, 2] = dense_rank, lexical_rank
     rows[:, 3], rows[:, 4] = dense_rank * _peak(cosines), lexical_rank * _peak(lexicals)
     for i, c in enumerate(chunks):
@@ -181,7 +192,6 @@ def features(chunks: Sequence[Candidate], message: str) -> npt.NDArray[np.float6
         if asked:
             rows[i, 8] = sum(part for name, part in shares[i] if name in asked)
         rows[i, 9] = math.log1p(len(c.memory.content.split())) / math.log(300.0)
-    rows[:, 10] = session_support(chunks)
     return rows
 
 
@@ -215,7 +225,8 @@ def with_chunk_rank(
         return list(pool)
     chunks = [pool[i] for i in at]
     chosen = weights if weights is not None else shipped_weights()
-    scores = features(chunks, message) @ chosen.vector()
+    used = frozenset(name for name, value in chosen.coefficients.items() if value)
+    scores = features(chunks, message, used) @ chosen.vector()
     order = sorted(range(len(chunks)), key=lambda i: (-scores[i], -chunks[i].relevance))
     values = sorted((c.relevance for c in chunks), reverse=True)
     out = list(pool)
