@@ -116,11 +116,15 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("summaries", "chunks", {"profile": default, "session_summaries": 2},
                 "the 2 best-matching session summaries join the pool (recall.summaries, off "
                 "by default)"),
+        Variant("no-chunk-rank", "chunks", {"profile": default, "chunk_rank": False},
+                "conversation chunks in the pool's relevance order, not lifted by their "
+                "session's best chunk (recall.chunk_rank)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
-                 "group_days": False, "history_evidence": False, "speaker_lines": False},
-                "without compact, speakers, speaker lines, time, day groups and the history "
-                "budget: the configuration before issue 15"),
+                 "group_days": False, "history_evidence": False, "speaker_lines": False,
+                 "chunk_rank": False},
+                "without compact, speakers, speaker lines, time, day groups, the history "
+                "budget and chunk ranking: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip
@@ -332,10 +336,12 @@ def run(
     extra: Sequence[Variant] = (),
     backend: str = "sqlite",
     half: str = "all",
+    lean: bool = False,
 ) -> dict[str, Any]:
     """The whole benchmark; returns the report. ``extra`` variants run beside the others;
     ``backend`` is where the memories are stored ("sqlite" or "postgres"); ``half`` ("A",
-    "B" or "all") which half of the conversations runs."""
+    "B" or "all") which half of the conversations runs; ``lean``: only the default
+    configuration and ``extra``, without the other profiles and the baselines."""
     started = time.perf_counter()
     conversations = bl.load_locomo(data)
     split = halves([c.conversation_id for c in conversations])
@@ -354,6 +360,8 @@ def run(
     ingest_stats: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as tmp, backend_stores(backend, Path(tmp)) as new_store:
         chosen = [*variants(profile, ablations), *extra]
+        if lean:
+            chosen = [v for v in chosen if v.name == "engrain" or v in extra]
         for name, changes in INGESTIONS.items():
             if not any(v.store == name for v in chosen):
                 continue
@@ -376,7 +384,8 @@ def run(
                     **with_halves(rows[variant.name], split), "note": variant.note
                 }
             engine.close()
-    methods.update(baseline_methods(conversations, embedder.embed, split))
+    if not lean:
+        methods.update(baseline_methods(conversations, embedder.embed, split))
     ordered = {"engrain": methods.pop("engrain"), **methods}
     return {
         "dataset": str(data),
@@ -454,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="run one half of the conversations (see the module)")  # fmt: skip
     parser.add_argument("--backend", default="sqlite", choices=["sqlite", "postgres", "chroma"],
                         help="where the memories are stored")  # fmt: skip
+    parser.add_argument("--lean", action="store_true",
+                        help="only the default configuration and the --variant ones")  # fmt: skip
     args = parser.parse_args(argv)
     ids = args.conversations.split(",") if args.conversations else None
     extra = []
@@ -464,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options["excerpt"] = ExcerptRule(**options["excerpt"])
         extra.append(Variant(name, "chunks", options, f"extra: {changes}"))
     report = run(args.data, ids, args.limit, args.profile, args.ablations, extra, args.backend,
-                 args.half)  # fmt: skip
+                 args.half, args.lean)  # fmt: skip
     print(format_table(report))
     print(f"\n{report['questions']} questions, {len(report['conversations'])} conversations, "
           f"{report['elapsed_s']:.0f} s")  # fmt: skip

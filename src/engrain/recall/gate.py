@@ -39,6 +39,7 @@ from engrain.recall.budget import (
     assign_budget,
     with_conversation_evidence,
 )
+from engrain.recall.chunk_rank import CHUNK_RANK, with_chunk_rank
 from engrain.recall.classify import (
     DOMAIN_KEYWORDS,
     Classification,
@@ -99,6 +100,7 @@ class GateOptions:
     turn_weight: float = TURN_WEIGHT  # a conversation chunk found by its best turn (turns)
     excerpt: ExcerptRule = EXCERPT  # conversation chunks as their best lines (excerpt)
     session_summaries: int = SESSION_SUMMARIES  # summaries joining the pool (summaries)
+    chunk_rank: bool = CHUNK_RANK  # conversation chunks re-ranked by features (chunk_rank)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -183,6 +185,7 @@ def gate(
                           options.session_summaries, options.lexical_weight * options.hybrid)
     pool = with_speakers(pool, message, options.speaker_weight)
     pool = with_time(pool, message, now, options.time_weight)
+    pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     pool, area, raised = with_area(pool, classification)
     if area:
