@@ -144,7 +144,12 @@ def _parts(snapshot: Any) -> dict[str, Any]:
     ids = getattr(arrays, "ids", None)
     if ids is not None:
         out["ids_mb"] = round(ids.nbytes / 2**20, 1)
-    out["subsets_mb"] = round(sum(v.nbytes for _, v in arrays.subsets.values()) / 2**20, 1)
+    # a filter's copy: its vectors (if kept) and its coarse projection (store/coarse.py)
+    subsets = [(s[1], s[2] if len(s) > 2 else None) for s in arrays.subsets.values()]
+    out["subsets_mb"] = round(sum(0 if v is None else v.nbytes for v, _ in subsets) / 2**20, 1)
+    out["projections_mb"] = round(
+        sum(0 if p is None else p.coords.nbytes for _, p in subsets) / 2**20, 1
+    )
     out["decoded"] = len(arrays.rows.decoded)
     return out
 

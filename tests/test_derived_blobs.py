@@ -166,3 +166,52 @@ def test_an_index_saved_in_one_row_by_an_earlier_version_still_opens(
     saved = again._stash(USER, "usearch").read()
     assert saved is not None and VectorIndex.load(saved, 32) is not None
     again.close()
+
+
+class _CountedLock:
+    """A store's lock that counts how often it is taken."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.taken = 0
+
+    def __enter__(self) -> _CountedLock:
+        self.taken += 1
+        self.inner.__enter__()  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(*exc)  # type: ignore[attr-defined]
+
+
+def test_a_store_reads_a_derived_index_without_its_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index job's read of a saved index (tens of MB) goes through a connection of its
+    own, so a caller's reads are not queued behind the copy; parts and all, the bytes are
+    those written, and a commit made after it opened is seen."""
+    monkeypatch.setattr(derived_blobs, "PART_BYTES", 1000)
+    store = SQLiteStore(tmp_path / "engrain.db")
+    stash = store._stash("ada", "usearch")
+    data = bytes(range(256)) * 15
+    stash.write(data)
+    lock = _CountedLock(store._lock)
+    monkeypatch.setattr(store, "_lock", lock)
+    assert stash.read() == data
+    assert store._stash("bob", "usearch").read() is None
+    assert lock.taken == 0
+    store.close()
+    other = SQLiteStore(tmp_path / "engrain.db")
+    other._stash("ada", "usearch").write(b"newer")
+    other.close()
+    assert derived_blobs.read_apart(tmp_path / "engrain.db", "ada", "usearch") == b"newer"
+
+
+def test_an_in_memory_store_reads_its_derived_indexes_on_its_own_connection() -> None:
+    store = SQLiteStore(":memory:")
+    store._stash("ada", "bm25").write(b"postings")
+    lock = _CountedLock(store._lock)
+    store._lock = lock  # type: ignore[assignment]
+    assert store._stash("ada", "bm25").read() == b"postings"
+    assert lock.taken == 1
+    store.close()
