@@ -1,13 +1,12 @@
 """A coarse pass before the exact product over a large filter's rows (issue 18).
 
-A large user's learnings (22,224 of 100,000 memories in the latency corpus) were searched
+A large user's learnings (22,224 of 100,000 memories in the latency corpus) are searched
 exactly over a float32 copy of their vectors made once per set of columns
 (``store/cache.py``, ``_subset``): a product over 34 MB per ``context()`` call, 2.6 ms of
 its ~19 on one core, memory-bound. A :class:`Projection` keeps the same rows' coordinates
 on the ``DIMS`` principal directions of their vectors (128 of 384: 11 MB at 22,224 rows,
 95 % of the vectors' energy); a search scores every row on those first, keeps the
-``fetch`` best, and scores those exactly with their float32 vectors, read when scored
-(for an indexed user from the rows: the copy is not kept, session 10). The results are
+``fetch`` best, and scores those exactly with their float32 vectors. The results are
 exact scores of exact vectors; only *which* rows are scored exactly is approximate
 (R@100 against the full product: docs/scale.md, "Session 9").
 
