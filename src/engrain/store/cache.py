@@ -91,20 +91,13 @@ class RowVectors(Protocol):
 
 
 class _Subset(NamedTuple):
-    """The rows a filter keeps (with a vector), their vectors, or for a large filter a
-    coarse projection of them instead (``store/coarse.py``: the candidates it picks are
-    read from the working set when scored); ``vectors`` and the projection's coordinates
-    are both empty for what is carried only for its projection's directions."""
+    """The rows a filter keeps (with a vector), their vectors, and for a large filter a
+    coarse projection of them (``store/coarse.py``); ``vectors`` is ``None`` for what is
+    carried only for its projection's directions."""
 
     rows: npt.NDArray[np.intp]
     vectors: npt.NDArray[np.float32] | None
     coarse: Projection | None = None
-
-    def whole(self) -> bool:
-        """Whether this holds every row's vector or projection (not only directions)."""
-        return self.vectors is not None or (
-            self.coarse is not None and len(self.coarse.coords) == len(self.rows)
-        )
 
     @classmethod
     def directions(cls, subset: _Subset) -> _Subset:
@@ -971,12 +964,10 @@ def _approximate(
             # few rows pass, or too few near the query: exact over the rows passing (a
             # large filter's: over the best of them by a coarse pass, store/coarse.py)
             rows, copied, rough = _subset(arrays, flt, mask)
+            assert copied is not None
             picked = None if rough is None else rough.candidates(query, k)
-            if picked is not None:  # a projected subset keeps no vectors: read the best's
-                rows = rows[picked]
-                copied = arrays.vectors(rows) if copied is None else copied[picked]
-            elif copied is None:
-                copied = arrays.vectors(rows)
+            if picked is not None:
+                rows, copied = rows[picked], copied[picked]
             out.append(_top_rows(arrays, rows, copied @ query, k, copied))
     return out
 
@@ -1031,7 +1022,7 @@ def _subset(arrays: _Arrays, flt: MemoryFilter, mask: BoolArray) -> _Subset:
         return cached
     rows = np.flatnonzero(mask)
     earlier = arrays.earlier_subsets.get(flt)  # same vectors: valid if the same rows
-    if earlier is not None and earlier.whole() and np.array_equal(earlier.rows, rows):
+    if earlier is not None and earlier.vectors is not None and np.array_equal(earlier.rows, rows):
         found = earlier
     else:
         found = _Subset(rows, arrays.vectors(rows))
@@ -1041,9 +1032,7 @@ def _subset(arrays: _Arrays, flt: MemoryFilter, mask: BoolArray) -> _Subset:
         basis = None if earlier is None or earlier.coarse is None else earlier.coarse.basis
         if basis is not None and basis.shape[1] != found.vectors.shape[1]:
             basis = None
-        # the projection picks the candidates, whose vectors are read when scored: the
-        # float32 copy is not kept (22,224 x 384: 34 MB at 100,000 memories)
-        found = _Subset(rows, None, Projection.of(found.vectors, basis))
+        found = found._replace(coarse=Projection.of(found.vectors, basis))
     if len(arrays.subsets) >= SUBSETS_MAX:
         arrays.subsets.clear()
     arrays.subsets[flt] = found
