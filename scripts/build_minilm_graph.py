@@ -358,7 +358,7 @@ def unfuse_skip_layer_norms(graph: Any) -> int:
             nodes.append(helper.make_node("Add", [total, bias], [total + "_b"], name=total + "_b"))
             total += "_b"
         nodes.append(helper.make_node("LayerNormalization", [total, gamma, beta], [n.output[0]],
-                                      axis=-1, epsilon=epsilon, name=n.name + "_ln"))  # fmt: skip
+                                      axis=-1, epsilon=epsilon, name=total + "_norm"))  # fmt: skip
         count += 1
     del graph.node[:]
     graph.node.extend(nodes)
