@@ -9,8 +9,10 @@ The exported graph (torch's dynamo exporter) spells attention as ~25 small opera
 layer (Reshape, Transpose, scaled MatMul, a ``Where`` mask, Softmax, an ``IsNaN`` guard) and
 GELU as five, which onnxruntime's own optimiser does not recognise. This script rewrites it:
 
-* GELU and the residual LayerNorms into ``BiasGelu`` / ``SkipLayerNormalization``
-  (onnxruntime's transformer optimiser, fusions only);
+* GELU into ``BiasGelu`` (onnxruntime's transformer optimiser, fusions only); the residual
+  LayerNorms, which the optimiser fuses into ``SkipLayerNormalization``, go back to ``Add`` +
+  ``LayerNormalization`` (:func:`unfuse_skip_layer_norms`: onnxruntime's CPU kernel of the
+  fused operator costs ~5x the two operators it replaces);
 * each layer's attention into one ``com.microsoft.Attention`` (one QKV GEMM over the
   concatenated weights, the padding mask as a 0/1 key mask);
 * the word-embedding table kept as int8: ``Gather`` the int8 rows and their scales, then
@@ -334,6 +336,35 @@ def token_gemm(
     return nodes
 
 
+def unfuse_skip_layer_norms(graph: Any) -> int:
+    """Replace each ``SkipLayerNormalization`` (input, skip, gamma, beta, bias) by ``Add`` of
+    the input and the skip, ``Add`` of the bias, and ``LayerNormalization``: the same sum
+    normalised the same way. onnxruntime's CPU kernel of the fused operator takes ~190 us
+    single-threaded on a 75-token row block against ~36 us for the three operators
+    (``docs/ingest.md``, "Session 10"), ~15% of the int8 graph's time. Only its first output
+    may be used (the BERT optimiser's fusion, post-LN). Returns the count."""
+    nodes, count = [], 0
+    for n in graph.node:
+        if n.op_type != "SkipLayerNormalization":
+            nodes.append(n)
+            continue
+        assert not any(n.output[1:]), n.name  # mean, inverse std, sum: unused
+        x, skip, gamma, beta = n.input[:4]
+        bias = n.input[4] if len(n.input) > 4 else ""
+        epsilon = next((a.f for a in n.attribute if a.name == "epsilon"), 1e-12)
+        total = n.output[0] + "_residual"
+        nodes.append(helper.make_node("Add", [x, skip], [total], name=total))
+        if bias:
+            nodes.append(helper.make_node("Add", [total, bias], [total + "_b"], name=total + "_b"))
+            total += "_b"
+        nodes.append(helper.make_node("LayerNormalization", [total, gamma, beta], [n.output[0]],
+                                      axis=-1, epsilon=epsilon, name=total + "_norm"))  # fmt: skip
+        count += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return count
+
+
 def prune(graph: Any) -> None:
     """Drop the nodes and initializers no graph output depends on."""
     needed = {o.name for o in graph.output}
@@ -393,7 +424,9 @@ def main() -> int:
     integer = onnx.ModelProto()
     integer.CopyFrom(model)
     rewritten = integer_gemms(integer.graph, calibrate(model, calibration_texts()))
-    onnx.checker.check_model(integer)
+    for built in (model, integer):  # after the calibration, which ran the fused float graph
+        unfuse_skip_layer_norms(built.graph)
+        onnx.checker.check_model(built)
     for out, built, note in ((args.out, model, f"{layers} attention layers fused"),
                              (args.out_int8, integer, f"{rewritten} integer GEMMs")):  # fmt: skip
         referenced = externalize(built.graph, package_file)

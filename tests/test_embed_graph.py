@@ -29,6 +29,17 @@ def test_the_fused_graph_is_used_and_keeps_its_weights_in_the_package_file() -> 
     assert len(model) < 1_000_000  # the graph only: the 23 MB of weights stay where they are
 
 
+@pytest.mark.parametrize("int8", [False, True])
+def test_the_graphs_normalise_the_residuals_without_the_slow_fused_kernel(int8: bool) -> None:
+    # onnxruntime's CPU SkipLayerNormalization took ~5x the Add + LayerNormalization it
+    # fuses (~15% of the int8 graph's time, docs/ingest.md "Session 10"): the build script
+    # unfuses the optimiser's fusion, 12 residual norms and the embeddings' one
+    model, _ = model_source(int8=int8)
+    assert isinstance(model, bytes)
+    assert b"SkipLayerNorm" not in model
+    assert model.count(b"LayerNormalization") == 13
+
+
 def test_a_package_file_that_is_not_the_one_the_graph_was_built_against_falls_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
