@@ -30,7 +30,7 @@ def test_a_question_led_by_a_conversation_chunk_gets_the_history_budget(
 ) -> None:
     _talk(mem_engine)
     question = "When did Caroline go to the LGBTQ support group?"
-    options = mem_engine.options
+    options = mem_engine.options.update(lead_budget=False)  # the lead's budget: test_lead_budget
     auto = mem_engine.explain(question, "u", options=options, now=NOW)
     plain = mem_engine.explain(question, "u", options=options.update(history_evidence=False),
                                now=NOW)  # fmt: skip
