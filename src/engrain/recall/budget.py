@@ -105,7 +105,7 @@ LEAD_RANK = 5
 #: The lead at which a transcript question gets the history budget (simple 500 × 1.5 =
 #: 750 tokens); a lead half as wide doubles it. Tuned on LoCoMo's half A (the largest value
 #: whose mean spend stays at most 750 tokens there; docs/decisions.md), reported on half B.
-TYPICAL_LEAD = 0.16
+TYPICAL_LEAD = 0.15
 
 
 def lead_of(scores: Sequence[float]) -> float:
