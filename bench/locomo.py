@@ -107,6 +107,9 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "each conversation chunk with its own [EPISODIC] date prefix (recall.assemble)"),
         Variant("no-history", "chunks", {"profile": default, "history_evidence": False},
                 "auto budget not raised when a conversation chunk leads (recall.budget)"),
+        Variant("no-lead", "chunks", {"profile": default, "lead_budget": False},
+                "auto budget of a transcript question from its complexity (+50%) and the intent "
+                "thresholds, not from how clearly its best candidate leads (recall.budget)"),
         Variant("turns", "chunks", {"profile": default, "turn_weight": 0.5},
                 "a conversation chunk scored half by its best turn (recall.turns, off by "
                 "default)"),
@@ -122,9 +125,9 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,
-                 "chunk_rank": False},
+                 "chunk_rank": False, "lead_budget": False},
                 "without compact, speakers, speaker lines, time, day groups, the history "
-                "budget and chunk ranking: the configuration before issue 15"),
+                "budget, chunk ranking and the lead budget: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

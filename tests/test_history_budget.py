@@ -30,7 +30,7 @@ def test_a_question_led_by_a_conversation_chunk_gets_the_history_budget(
 ) -> None:
     _talk(mem_engine)
     question = "When did Caroline go to the LGBTQ support group?"
-    options = mem_engine.options
+    options = mem_engine.options.update(lead_budget=False)  # the lead's budget: test_lead_budget
     auto = mem_engine.explain(question, "u", options=options, now=NOW)
     plain = mem_engine.explain(question, "u", options=options.update(history_evidence=False),
                                now=NOW)  # fmt: skip
@@ -65,6 +65,9 @@ def test_the_locomo_ablations_turn_each_new_signal_off() -> None:
     names = {v.name: v.options for v in locomo.variants("gated")}
     assert names["no-group"]["group_days"] is False
     assert names["no-history"]["history_evidence"] is False
+    assert names["no-lead"]["lead_budget"] is False
     before = names["none-new"]
     assert before["group_days"] is False and before["history_evidence"] is False
+    assert before["lead_budget"] is False
     assert "group_days" not in names["engrain"] and "history_evidence" not in names["engrain"]
+    assert "lead_budget" not in names["engrain"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -94,3 +95,64 @@ def with_conversation_evidence(budget: Budget, *, cap: int | None = None) -> Bud
         return budget
     step = f"conversation evidence (history) +50%: ×{HISTORY_MULTIPLIER:g} → {value}"
     return Budget(value, (*budget.steps, step))
+
+
+# -- the automatic budget of a question answered from a transcript -----------------------------
+
+#: A transcript question's *lead* is its best candidate's score over the score of the
+#: candidate this many places down (the 5th best): how clearly one candidate leads.
+LEAD_RANK = 5
+#: The lead at which a transcript question gets the history budget (simple 500 × 1.5 =
+#: 750 tokens); a lead half as wide doubles it. Tuned on LoCoMo's half A (the largest value
+#: whose mean spend stays at most 750 tokens there; docs/decisions.md), reported on half B.
+TYPICAL_LEAD = 0.15
+
+
+def lead_of(scores: Sequence[float]) -> float:
+    """How clearly the best of ``scores`` leads: the best minus the :data:`LEAD_RANK`-th
+    best (the last one when there are fewer); 0 for fewer than two scores."""
+    if len(scores) < 2:
+        return 0.0 if not scores else float("inf")
+    top = heapq.nlargest(LEAD_RANK, scores)
+    return top[0] - top[-1]
+
+
+def transcript_budget(
+    scores: Sequence[float],
+    *,
+    depth: Depth = Depth.NORMAL,
+    prioritize_speed: bool = False,
+    cap: int | None = None,
+) -> Budget:
+    """The automatic budget of a question whose best evidence is a conversation transcript,
+    from how clearly its best candidate leads (``scores``: the ranked candidates' scores).
+
+    The history budget (``500 × 1.5``) at the typical lead (:data:`TYPICAL_LEAD`), scaled
+    by ``typical / lead`` and kept between the simple and the moderate budgets (500 and
+    2,000): when one candidate clearly leads the answer is in the first few chunks and more
+    would be noise; when the scores are flat, any of many chunks may hold it (a list, two
+    facts joined, a vague question), so the budget buys more of them. The classification's
+    complexity is not used: it measures the work a request asks, not how much of a
+    transcript holds an answer (LoCoMo half A: "moderate" and "complex" questions needed
+    no more tokens than "simple" ones, yet got 3,000 and 7,500). ``depth`` and
+    ``prioritize_speed`` scale it as they scale every budget; capped at ``cap`` (a tier's
+    budget) and :data:`CEILING`."""
+    low, high = BASE_BUDGET[Complexity.SIMPLE], BASE_BUDGET[Complexity.MODERATE]
+    history = BASE_BUDGET[Complexity.SIMPLE] * HISTORY_MULTIPLIER
+    lead = lead_of(scores)
+    value = high if lead <= 0 else history * TYPICAL_LEAD / lead
+    value = min(high, max(low, value))
+    steps = [f"transcript evidence, lead {lead:.3f}: {history:g} × {TYPICAL_LEAD:g}/lead "
+             f"in [{low}, {high}] → {round(value)}"]  # fmt: skip
+    for applies, factor, label in (
+        (prioritize_speed, SPEED_MULTIPLIER, "prioritize speed -50%"),
+        (depth is not Depth.NORMAL, DEPTH_EFFECT[depth][0], f"depth {depth.value}"),
+    ):  # fmt: skip
+        if applies:
+            value *= factor
+            steps.append(f"{label}: ×{factor:g} → {round(value)}")
+    limit = min(CEILING, cap) if cap is not None else CEILING
+    if value > limit:
+        steps.append(f"capped at {limit}")
+        value = limit
+    return Budget(round(value), tuple(steps))

@@ -37,6 +37,7 @@ from engrain.recall.budget import (
     Budget,
     Depth,
     assign_budget,
+    transcript_budget,
     with_conversation_evidence,
 )
 from engrain.recall.chunk_rank import CHUNK_RANK, with_chunk_rank
@@ -97,6 +98,7 @@ class GateOptions:
     speaker_lines: bool = SPEAKER_LINES  # chunks as the asked speakers' lines (speakers)
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
+    lead_budget: bool = True  # ...or from how clearly the best candidate leads (budget)
     turn_weight: float = TURN_WEIGHT  # a conversation chunk found by its best turn (turns)
     excerpt: ExcerptRule = EXCERPT  # conversation chunks as their best lines (excerpt)
     session_summaries: int = SESSION_SUMMARIES  # summaries joining the pool (summaries)
@@ -202,6 +204,7 @@ def gate(
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
     ranked = with_speaker_lines(ranked, message, options.speaker_lines)
+    budget, by_lead = _lead_budget(budget, pool, ranked, options, token_budget, max_budget)
     clock.lap("score")
 
     year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days
@@ -210,7 +213,8 @@ def gate(
         line_floor=lambda m: line_floor(m, fmt, year, compact, grouped),
         token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
-        apply_threshold=_thresholds_apply(options, token_budget), explain=explain, top_k=top_k,
+        apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
+        explain=explain, top_k=top_k,
         layout=_layout(fmt, compact, grouped), partners=partners,
     )  # fmt: skip
     clock.lap("select")
@@ -259,6 +263,35 @@ def _evidence_budget(
     ):
         return budget
     return with_conversation_evidence(budget, cap=max_budget)
+
+
+def _lead_budget(
+    budget: Budget,
+    pool: Sequence[Candidate],
+    ranked: Sequence[Ranked],
+    options: GateOptions,
+    token_budget: int | None,
+    max_budget: int | None,
+) -> tuple[Budget, bool]:
+    """The automatic budget of a question whose most relevant candidate is a conversation
+    chunk, from how clearly its best-scored candidate leads
+    (:func:`~engrain.recall.budget.transcript_budget`), and ``True``: that budget is filled
+    in score order, like an explicit one, without the intent thresholds (they were set for
+    typed learnings' scores; a transcript's budget is sized by its evidence instead).
+    An explicit budget, ``lead_budget`` off, ``thresholds="always"`` or a pool led by
+    anything else: ``budget`` as it is and ``False``."""
+    if (
+        token_budget is not None
+        or not options.lead_budget
+        or options.thresholds == "always"
+        or not pool
+        or not ranked
+        or not max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids
+    ):
+        return budget, False
+    led = transcript_budget([r.score for r in ranked], depth=options.depth,
+                            prioritize_speed=options.prioritize_speed, cap=max_budget)  # fmt: skip
+    return Budget(led.tokens, (f"rules: {budget.tokens}, set aside", *led.steps)), True
 
 
 class _Started(NamedTuple):
