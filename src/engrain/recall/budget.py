@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -48,6 +48,27 @@ class Budget:
     steps: tuple[str, ...]
 
 
+#: A budget modifier: whether it applies, its factor, and its label in the budget's steps.
+_Modifier = tuple[bool, float, str]
+
+
+def _lenses(prioritize_speed: bool, depth: Depth) -> tuple[_Modifier, _Modifier]:
+    """The project's lenses every budget goes through: "prioritize speed" and depth."""
+    return (
+        (prioritize_speed, SPEED_MULTIPLIER, "prioritize speed -50%"),
+        (depth is not Depth.NORMAL, DEPTH_EFFECT[depth][0], f"depth {depth.value}"),
+    )
+
+
+def _scaled(value: float, steps: list[str], modifiers: Iterable[_Modifier]) -> float:
+    """``value`` times each applying modifier's factor, each step recorded in ``steps``."""
+    for applies, factor, label in modifiers:
+        if applies:
+            value *= factor
+            steps.append(f"{label}: ×{factor:g} → {round(value)}")
+    return value
+
+
 def assign_budget(
     classification: Classification,
     *,
@@ -63,17 +84,12 @@ def assign_budget(
     steps = [f"{classification.complexity.value}: {base}"]
     if base == 0:
         return Budget(0, tuple(steps))
-    value = float(base)
-    for applies, factor, label in (
+    value = _scaled(float(base), steps, (
         (classification.references_history, HISTORY_MULTIPLIER, "history reference +50%"),
         (classification.turn > LONG_CONVERSATION_TURN, LONG_CONVERSATION_MULTIPLIER,
          "turn > 10 +25%"),
-        (prioritize_speed, SPEED_MULTIPLIER, "prioritize speed -50%"),
-        (depth is not Depth.NORMAL, DEPTH_EFFECT[depth][0], f"depth {depth.value}"),
-    ):  # fmt: skip
-        if applies:
-            value *= factor
-            steps.append(f"{label}: ×{factor:g} → {round(value)}")
+        *_lenses(prioritize_speed, depth),
+    ))  # fmt: skip
     if value > CEILING:
         steps.append(f"ceiling: {CEILING}")
         value = CEILING
@@ -144,13 +160,7 @@ def transcript_budget(
     value = min(high, max(low, value))
     steps = [f"transcript evidence, lead {lead:.3f}: {history:g} × {TYPICAL_LEAD:g}/lead "
              f"in [{low}, {high}] → {round(value)}"]  # fmt: skip
-    for applies, factor, label in (
-        (prioritize_speed, SPEED_MULTIPLIER, "prioritize speed -50%"),
-        (depth is not Depth.NORMAL, DEPTH_EFFECT[depth][0], f"depth {depth.value}"),
-    ):  # fmt: skip
-        if applies:
-            value *= factor
-            steps.append(f"{label}: ×{factor:g} → {round(value)}")
+    value = _scaled(value, steps, _lenses(prioritize_speed, depth))
     limit = min(CEILING, cap) if cap is not None else CEILING
     if value > limit:
         steps.append(f"capped at {limit}")
