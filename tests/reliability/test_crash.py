@@ -57,6 +57,7 @@ def _check(url: str, ledger: Path) -> dict[str, object]:
         "lost": sorted(committed - present)[:5], "lost_count": len(committed - present),
         "batches": len(batches), "batches_committed": len(done), "partial_batches": partial,
         "integrity": helpers.integrity_check(path) if path and path.exists() else "n/a",
+        "users": sorted({user for user, _ in committed}),
     }  # fmt: skip
 
 
@@ -88,10 +89,14 @@ def test_kill_9_loses_nothing_reported(
         assert not result["partial_batches"]
         assert result["integrity"] in ("ok", "n/a")
     assert kills == runs  # each child was still writing when killed
+    # on a loaded machine a few short runs may commit nothing for one of the users: only
+    # a user the ledger says was committed must have memories (and someone must be)
+    users = result["users"]
+    assert isinstance(users, list) and users
     engine = helpers.open_engine(url, data_dir, auto_compress=False)
     try:
         for user in ("ada", "bob", "cyd"):
             engine.context("what do you remember about this project?", user)
-            assert engine.list(user, limit=5)
+            assert engine.list(user, limit=5) or user not in users, user
     finally:
         engine.close()
