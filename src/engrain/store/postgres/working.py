@@ -48,8 +48,8 @@ import os
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -274,28 +274,16 @@ class WorkingSets:
         snapshot the revision and every (id, row version) of the user, then the rows new or
         changed since; the forgotten ones are deleted. ``False`` (nothing changed) when more
         than :data:`REFRESH_SHARE` of the rows changed: a full load is cheaper."""
-        with self._connect() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                with conn.cursor(binary=True) as cur:
-                    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
-                    found = cur.fetchone()
-                    cur.execute(
-                        "SELECT id, xmin::text FROM memories WHERE user_id = %s", (user_id,)
-                    )
-                    now: dict[str, str] = dict(cur.fetchall())
-                    versions = held.versions
-                    changed = [i for i, v in now.items() if versions.get(i) != v]
-                    gone = [i for i in versions if i not in now]
-                    if len(changed) + len(gone) > REFRESH_SHARE * max(1, len(now)):
-                        return False
-                    rows: list[tuple[str, Memory]] = []
-                    for part in chunks(changed):
-                        cur.execute(FETCH, (user_id, part))
-                        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
-            finally:
-                conn.execute("COMMIT")
-        revision = 0 if found is None else int(found[0])
+        with self._snapshot() as cur:
+            revision = _revision(cur, user_id)
+            cur.execute("SELECT id, xmin::text FROM memories WHERE user_id = %s", (user_id,))
+            now: dict[str, str] = dict(cur.fetchall())
+            versions = held.versions
+            changed = [i for i, v in now.items() if versions.get(i) != v]
+            gone = [i for i in versions if i not in now]
+            if len(changed) + len(gone) > REFRESH_SHARE * max(1, len(now)):
+                return False
+            rows = _versioned_rows(cur, user_id, changed)
         with self._lock:
             if self._held.get(user_id) is not held or held.revision > revision:
                 return True  # replaced or moved on meanwhile: nothing to do here
@@ -307,24 +295,19 @@ class WorkingSets:
         return True
 
     def _read_all(self, user_id: str) -> tuple[int, int, list[Memory], dict[str, str]]:
-        with self._connect() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                with conn.cursor(binary=True) as cur:
-                    cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
-                    first = cur.fetchone()
-                    assert first is not None
-                    cur.execute(
-                        f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
-                        "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
-                        (user_id,),
-                    )
-                    memories, versions = [], {}
-                    for r in cur:
-                        memories.append(from_row(r))
-                        versions[r[0]] = r[-1]
-            finally:
-                conn.execute("COMMIT")
+        with self._snapshot() as cur:
+            cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
+            first = cur.fetchone()
+            assert first is not None
+            cur.execute(
+                f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
+                "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
+                (user_id,),
+            )
+            memories, versions = [], {}
+            for r in cur:
+                memories.append(from_row(r))
+                versions[r[0]] = r[-1]
         return int(first[0] or 0), int(first[2] or 0), memories, versions
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
@@ -378,19 +361,20 @@ class WorkingSets:
     def _read_rows(self, user_id: str, ids: Sequence[str]) -> tuple[int, list[tuple[str, Memory]]]:
         """The user's revision and the rows with these ids (each with its row version), in
         one snapshot."""
+        with self._snapshot() as cur:
+            return _revision(cur, user_id), _versioned_rows(cur, user_id, ids)
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[Any]:
+        """A binary cursor inside one read-only REPEATABLE READ transaction: every read
+        through it sees one snapshot of the database."""
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 with conn.cursor(binary=True) as cur:
-                    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
-                    found = cur.fetchone()
-                    rows: list[tuple[str, Memory]] = []
-                    for part in chunks(ids):
-                        cur.execute(FETCH, (user_id, part))
-                        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
+                    yield cur
             finally:
                 conn.execute("COMMIT")
-        return (0 if found is None else int(found[0])), rows
 
     def drop(self, user_id: str) -> None:
         """Forget the user's working set (the next call is served by SQL and reloads)."""
@@ -405,6 +389,22 @@ class WorkingSets:
             self._held.clear()
             for slot in self._slots.values():
                 slot.close()
+
+
+def _revision(cur: Any, user_id: str) -> int:
+    """The user's revision (0 before the first write)."""
+    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
+    found = cur.fetchone()
+    return 0 if found is None else int(found[0])
+
+
+def _versioned_rows(cur: Any, user_id: str, ids: Sequence[str]) -> list[tuple[str, Memory]]:
+    """The user's rows with these ids, each with its row version (``xmin``)."""
+    rows: list[tuple[str, Memory]] = []
+    for part in chunks(ids):
+        cur.execute(FETCH, (user_id, part))
+        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
+    return rows
 
 
 def _pause(took: float, full: bool = True) -> float:
