@@ -92,13 +92,14 @@ def test_when_the_transaction_fails_neither_counts_nor_record_are_written(
     assert _records(store.path) == []
 
 
-def test_a_store_without_record_uses_gets_the_record_back_to_write() -> None:
+def test_the_in_memory_store_writes_the_record_with_the_counts() -> None:
     store = MemoryStore()
     eng = Engine(store=store, embedder=HashEmbedder())
     eng.remember("The staging cluster runs Postgres 16.", USER, kind="fact", now=NOW)
     memories = store.query(USER)
-    promoted, state = uses.count(store, USER, memories, NOW, context_id="c1")
-    assert promoted == [] and [s.key for s in state] == ["c1"]
+    promoted = uses.count(store, USER, memories, NOW, context_id="c1")
+    assert promoted == []
+    assert [s.key for s in store.states(USER, CONTEXTS)] == ["c1"]
     assert [m.access_count for m in store.query(USER)] == [1]
 
 

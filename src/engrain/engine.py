@@ -436,10 +436,10 @@ class Engine:
         reread: bool = False,
     ) -> None:
         """One use of each injected memory, its promotions and the context's record."""
-        patches, state = uses.count(self.store, user_id, memories, when, reread=reread,
-                                    context_id=context_id)  # fmt: skip
-        if patches or state:
-            self.store.write(patches=patches, state=state)
+        patches = uses.count(self.store, user_id, memories, when, reread=reread,
+                             context_id=context_id)  # fmt: skip
+        if patches:
+            self.store.write(patches=patches)
 
     def tiers(
         self,

@@ -60,11 +60,7 @@ class MemoryStore:
             changed = {u for u, _ in staged} | {u for u, _ in plan_deletes}
             for user in changed:
                 self._revisions[user] += 1
-            for where, value in plan_state:
-                if value is None:
-                    self._state.pop(where, None)
-                else:
-                    self._state[where] = (value, now)
+            self._put_state(plan_state, now)
             by_user: dict[str, list[Memory]] = {}
             for (user, _), memory in staged.items():
                 by_user.setdefault(user, []).append(memory)
@@ -75,6 +71,16 @@ class MemoryStore:
                     self._users[user].delete([memory_id])
             for user in [u for u in changed if u in self._users and not len(self._users[u])]:
                 del self._users[user]
+
+    def _put_state(
+        self, plan: Sequence[tuple[tuple[str, str, str], str | None]], now: datetime
+    ) -> None:
+        """Put (or, for ``None``, delete) encoded state documents; the lock is held."""
+        for where, value in plan:
+            if value is None:
+                self._state.pop(where, None)
+            else:
+                self._state[where] = (value, now)
 
     def _cache(self, user_id: str) -> UserCache:
         with self._lock:
@@ -112,6 +118,19 @@ class MemoryStore:
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         with self._lock:
             self._cache(user_id).touch(ids, at)
+
+    def record_uses(
+        self, user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State] = ()
+    ) -> None:
+        """:meth:`record_access` and the ``state`` documents under the store's lock, so no
+        other call sees one without the other; every document is encoded (a bad one
+        raises) before anything changes."""
+        plan_state = [((s.user_id, s.namespace, s.key), s.encoded()) for s in state]
+        now = datetime.now(UTC)
+        with self._lock:
+            self._put_state(plan_state, now)
+            if ids:
+                self._cache(user_id).touch(ids, at)
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
         return self._cache(user_id).count(flt)

@@ -291,6 +291,13 @@ class ChromaStore:
         """Count accesses in the sidecar (nothing Chroma filters on changes)."""
         self._sidecar.record_access(user_id, ids, at)
 
+    def record_uses(
+        self, user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State] = ()
+    ) -> None:
+        """Count accesses and write ``state`` in one sidecar transaction (no memory and
+        nothing Chroma holds changes, so the ledger is not involved)."""
+        self._sidecar.record_uses(user_id, ids, at, state)
+
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
         """How many of the user's memories pass ``flt``, from the sidecar."""
         return self._sidecar.count(user_id, flt)

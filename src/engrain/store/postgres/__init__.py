@@ -135,7 +135,7 @@ from engrain.store.postgres.sql import (
 )
 from engrain.store.postgres.working import WorkingSets
 from engrain.store.postgres.working import working_set_min as _working_set_min
-from engrain.store.postgres.writes import access_body, write_body
+from engrain.store.postgres.writes import access_body, uses_body, write_body
 from engrain.store.reads import SharedThreads
 
 __all__ = [
@@ -643,6 +643,14 @@ class PostgresStore:
         revision does not change, and a deleted id is not brought back."""
         if ids:
             self._transaction(access_body(user_id, ids, at))
+
+    def record_uses(
+        self, user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State] = ()
+    ) -> None:
+        """:meth:`record_access` and the ``state`` documents in one transaction, one round
+        trip (``writes.uses_body``): a ``context()``'s counted uses and its record."""
+        if ids or state:
+            self._transaction(uses_body(user_id, ids, at, state))
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
         """How many of the user's memories pass ``flt``."""

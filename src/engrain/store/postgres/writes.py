@@ -134,18 +134,26 @@ def write_body(
                     rows[patch.where] = prepare(current[patch.where])
             written = {k: current[k] for k in rows}
             _replace(cur, rows, written, removed, old)
-            cur.executemany(
-                "INSERT INTO state (user_id, namespace, key, value, updated_at) "
-                "VALUES (%s, %s, %s, %s::json, %s) ON CONFLICT (user_id, namespace, key) "
-                "DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
-                [(u, ns, k, v, now) for u, ns, k, v in documents if v is not None],
-            )
-            cur.executemany(
-                "DELETE FROM state WHERE user_id = %s AND namespace = %s AND key = %s",
-                [(u, ns, k) for u, ns, k, v in documents if v is None],
-            )
+            _write_state(cur, documents, now)
 
     return body
+
+
+#: Put one state document (its value JSON text), and delete one.
+PUT_STATE = (
+    "INSERT INTO state (user_id, namespace, key, value, updated_at) "
+    "VALUES (%s, %s, %s, %s::json, %s) ON CONFLICT (user_id, namespace, key) "
+    "DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at"
+)
+DELETE_STATE = "DELETE FROM state WHERE user_id = %s AND namespace = %s AND key = %s"
+#: Documents as ``(user_id, namespace, key, JSON text or None)``, sorted.
+Documents = Sequence[tuple[str, str, str, str | None]]
+
+
+def _write_state(cur: Any, documents: Documents, now: datetime) -> None:
+    """Put the documents with a value and delete those without (no result read)."""
+    cur.executemany(PUT_STATE, [(u, ns, k, v, now) for u, ns, k, v in documents if v is not None])
+    cur.executemany(DELETE_STATE, [(u, ns, k) for u, ns, k, v in documents if v is None])
 
 
 def _replace(
@@ -352,5 +360,34 @@ def access_body(user_id: str, ids: Sequence[str], at: datetime) -> Callable[[Con
             # can lose the last fraction of a second of counts, never a memory.
             cur.execute("SET LOCAL synchronous_commit = off")
             cur.execute(ACCESS_COUNT, params)
+
+    return body
+
+
+def uses_body(
+    user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State]
+) -> Callable[[Conn], None]:
+    """The transaction of :meth:`Store.record_uses`: :func:`access_body`'s count and the
+    ``state`` documents together, no result read (one round trip in a pipeline). The
+    count goes first, so locks are taken in the writers' order (memories, then state
+    rows). The commit skips the WAL flush when every document is of
+    :data:`LAZY_NAMESPACES` (a ``context()``'s record), as each would alone; any other
+    document waits for it. Documents are encoded here: a bad one raises before the
+    transaction opens."""
+    latest = {(s.user_id, s.namespace, s.key): s.encoded() for s in state}  # last wins
+    documents = [(*where, latest[where]) for where in sorted(latest)]
+    lazy = all(s.namespace in LAZY_NAMESPACES for s in state)
+    times = Counter(ids)
+    wanted = sorted(times)
+    params = {"user": user_id, "ids": wanted, "counts": [times[i] for i in wanted], "at": utc(at)}
+    now = datetime.now(UTC)
+
+    def body(db: Conn) -> None:
+        with db.cursor(binary=True) as cur:
+            if lazy:
+                cur.execute("SET LOCAL synchronous_commit = off")
+            if wanted:
+                cur.execute(ACCESS_COUNT, params)
+            _write_state(cur, documents, now)
 
     return body
