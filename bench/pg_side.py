@@ -42,7 +42,7 @@ SPINNING_ENV = "ENGRAIN_BENCH_SPINNING"
 #: Store calls timed inside ``context()`` (those a tree's store has).
 STORE_CALLS = (
     "search", "search_many", "lexical_search", "query", "get", "get_state", "record_access",
-    "write",
+    "record_uses", "write",
 )  # fmt: skip
 
 
