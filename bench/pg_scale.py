@@ -98,6 +98,15 @@ def start_server(directory: Path, shared_buffers: str, *, keep: bool = False) ->
     return server
 
 
+def postmaster_pid(server: Any) -> int | None:
+    """The process id of ``server``'s postmaster (the first line of ``postmaster.pid``),
+    or ``None`` if it cannot be read."""
+    try:
+        return int((Path(server.pgdata) / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def database_url(server: Any, name: str) -> str:
     """A fresh database ``name`` on ``server``; its URL."""
     with psycopg.connect(server.get_uri(), autocommit=True) as db:
@@ -738,6 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         Path(tmp), urls=base_urls,
                         spinning={"new": args.spinning == "on",
                                   "base": (args.base_spinning or args.spinning) == "on"},
+                        server_pid=postmaster_pid(server),
                     )  # fmt: skip
                 elif embedder is not None and not args.no_engine:
                     result["engine_context"] = measure_engine(

@@ -115,13 +115,17 @@ def side_by_side(
     warmup: int = 10,
     urls: dict[str, str] | None = None,
     spinning: dict[str, bool] | None = None,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
     call), and the ratios of the first tree's numbers to the second's. ``urls`` gives a
     tree another database than ``url`` (a copy of the corpus in that tree's schema, when
     the trees' schemas differ); ``spinning`` whether a tree's model threads spin between
-    calls (default: they do, ``MiniLMEmbedder``'s default)."""
+    calls (default: they do, ``MiniLMEmbedder``'s default). With ``server_pid`` (the
+    postmaster's) each call's CPU is also counted on the server: every process of that
+    server, the call's backends and its background workers (the trees take turns, so the
+    other tree's backends are idle meanwhile)."""
     import common
     import numpy as np
 
@@ -151,7 +155,10 @@ def side_by_side(
         each: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for i, (message, user) in enumerate(zip(queries, who, strict=True)):
             for w in workers if i % 2 == 0 else workers[::-1]:
+                before = server_cpu_ms(server_pid)
                 answer = w.ask({"op": "context", "message": message, "user": user})
+                if server_pid is not None:
+                    answer["server_cpu_ms"] = server_cpu_ms(server_pid) - before
                 times[w.name].append(answer["ms"])
                 each[w.name].append({"query": i, **answer})
                 for stage, ms in answer["laps"].items():
@@ -171,6 +178,13 @@ def side_by_side(
                 "runs": [round(c, 3) for c in cold[w.name]],
             }
             row["working_set_load_s"] = round(settled[w.name], 2)
+            for what in ("cpu_ms", "server_cpu_ms"):  # CPU per call: steadier than wall time
+                spent = [c[what] for c in each[w.name] if what in c]
+                if spent:
+                    row[f"{what[:-3]}_per_context_ms"] = {
+                        "median": round(float(np.median(spent)), 2),
+                        "mean": round(float(np.mean(spent)), 2),
+                    }
             row["laps_mean_ms"] = {k: round(float(np.mean(v)), 2) for k, v in laps[w.name].items()}
             row["laps_p95_ms"] = {
                 k: round(common.percentile(v, 95), 2) for k, v in laps[w.name].items()
@@ -197,6 +211,26 @@ def side_by_side(
     finally:
         for w in workers:
             w.close()
+
+
+def server_cpu_ms(postmaster: int | None) -> float:
+    """User and system CPU, ms, of the postmaster ``postmaster`` and its children so far
+    (0 without one). Children that ended since the last reading take their CPU with them:
+    a pooled store's backends live as long as its connections."""
+    if postmaster is None:
+        return 0.0
+    ticks = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == postmaster or int(fields[1]) == postmaster:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks * 1000.0 / os.sysconf("SC_CLK_TCK")
 
 
 def _rounded(call: dict[str, Any]) -> dict[str, Any]:
@@ -299,13 +333,16 @@ def _serve(url: str, data_dir: Path) -> None:
             elif op == "context":
                 spent.clear()
                 statements.clear()
+                cpu = time.process_time()
                 start = time.perf_counter()
                 result = engine.context(request["message"], request["user"], now=common.NOW)
                 ms = (time.perf_counter() - start) * 1000.0
+                cpu_ms = (time.process_time() - cpu) * 1000.0
                 gated = getattr(result, "gated", None)
                 with lock:
                     answer = {
                         "ms": ms,
+                        "cpu_ms": cpu_ms,
                         "laps": dict(getattr(gated, "timings_ms", None) or {}),
                         "calls": dict(spent),
                         "statements": dict(statements),

@@ -121,3 +121,29 @@ def test_side_by_side_workers_spin_as_asked(monkeypatch: pytest.MonkeyPatch) -> 
         assert env["PYTHONPATH"].split(":")[0] == "/some/tree/src"
         monkeypatch.setenv(pg_side.SPINNING_ENV, env[pg_side.SPINNING_ENV])
         assert pg_side.worker_embedder()._spinning is spinning
+
+
+def test_server_cpu_counts_the_postmasters_children() -> None:
+    """``pg_side.server_cpu_ms`` adds the CPU of a process's children (a server's backends)
+    to its own: a child that burned CPU and still lives is counted."""
+    import os
+    import subprocess
+
+    import pg_side
+
+    assert pg_side.server_cpu_ms(None) == 0.0
+    burn = (
+        "import time, sys\n"
+        "while time.process_time() < 0.3: pass\n"
+        "print('ready', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    before = pg_side.server_cpu_ms(os.getpid())
+    child = subprocess.Popen(
+        [sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        assert pg_side.server_cpu_ms(os.getpid()) - before >= 250.0
+    finally:
+        child.communicate("\n", timeout=30)
