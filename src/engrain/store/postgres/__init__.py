@@ -82,6 +82,8 @@ fields are kept, and a row a concurrent forget deleted is gone by the time the l
 granted: the patch is skipped, never re-inserted. :meth:`PostgresStore.record_access`
 takes a shared lock on the same rows in the same order before it counts (an atomic
 ``access_count + n``), so the two never deadlock and a count never brings a row back.
+:meth:`PostgresStore.record_uses` is that count and a ``context()``'s record (state rows,
+after the count) in one transaction and one round trip.
 Everything the write needs from the items it is given (rows, tokens, JSON) is computed
 before the transaction opens, so a bad item changes nothing; a deadlock or serialization
 failure rolls back and reruns the whole transaction.
