@@ -261,8 +261,8 @@ class Store(Protocol):
         """:meth:`record_access` of ``ids`` and the ``state`` documents (put or, with
         ``value=None``, deleted as :meth:`write` does) in one transaction: a ``context()``'s
         counted uses and its record (``recall/uses.py``), both or neither. The revision does
-        not change unless ``state`` alone would change it (it never does); a document that
-        is not JSON is a :class:`ValidationError` before anything is counted."""
+        not change; a document that is not JSON is a :class:`ValidationError` before
+        anything is counted."""
         ...
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
