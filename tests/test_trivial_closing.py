@@ -31,3 +31,24 @@ def test_a_closing_phrase_is_trivial(message: str) -> None:
 def test_a_closing_phrase_with_a_new_point_is_not_trivial(message: str) -> None:
     assert not is_trivial(message)
     assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+# -- words in any script: a message in Cyrillic or Chinese is not empty of words -----------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["如何重启服务器？", "как перезапустить сервер?", "сервер падает", "спасибо, но сервер падает",
+     "Warum schlägt der Build fehl?"],
+)  # fmt: skip
+def test_a_message_in_another_script_is_not_trivial(message: str) -> None:
+    # its words were invisible to an ASCII word pattern, so nothing was left to ask anything
+    assert not is_trivial(message)
+    assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message", ["спасибо", "谢谢", "ok 谢谢", "ありがとう", "Danke schön!", "dzięki 🙏"]
+)
+def test_thanks_in_another_script_is_trivial(message: str) -> None:
+    assert is_trivial(message)

@@ -58,6 +58,9 @@ _ACK_WORDS = frozenset(
         # thanks in other languages ("obrigado!", "arigato")
         "obrigado", "obrigada", "arigato", "arigatou", "dank", "je", "vielen", "beaucoup",
         "tack", "takk", "kiitos", "spasibo", "mille", "mahalo", "shukran", "xiexie",
+        "schön", "dzięki", "dziękuję", "teşekkürler", "köszönöm", "díky", "hvala",
+        "спасибо", "благодарю", "谢谢", "多谢", "ありがとう", "감사합니다", "고마워", "شكرا",
+        "תודה", "धन्यवाद",
         # interjections that close a point ("bingo", "of course", "that's it then", "classic!")
         "bingo", "touche", "course", "then", "classic", "indeedy",
     ]
@@ -87,7 +90,9 @@ _CLOSING = re.compile(
     r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
     r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up)\b"
 )
-_WORDS = re.compile(r"[a-z0-9']+")
+#: A word in any script (letters, digits, apostrophes): a message in Cyrillic or Chinese has
+#: words too ("как перезапустить сервер?" asks something), so it is not empty of them.
+_WORDS = re.compile(r"(?:[^\W_]|')+")
 _REPEATS = re.compile(r"(.)\1{2,}")
 #: A stretched ending of an interjection ("ahh", "ohh", "yess", "thxx").
 _STRETCHED = re.compile(r"(\w)\1+$")
