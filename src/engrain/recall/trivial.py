@@ -3,8 +3,10 @@ emoji that ask nothing, so they skip memory entirely (budget 0, "trivial: 0 toke
 
 A short message (under :data:`SHORT` characters, the seed's "< 50 characters: likely trivial
 or simple") is trivial when every word in it acknowledges, laughs, greets or thanks
-(:data:`_ACK_WORDS`, in English and a few other languages, also stretched: "yesss"), or says
-what the user does next ("will do", "ok, pushing now"). Two shapes allow one word more,
+(:data:`_ACK_WORDS`, in English and a few other languages, also stretched: "yesss"), says
+what the user does next ("will do", "ok, pushing now") or is a closing phrase whose words
+are not all acknowledgements ("thanks for the help!", "+1", "didn't know that", "exactly
+what I needed": :data:`_CLOSING`). Two shapes allow one word more,
 because what they add asks nothing:
 
 * a **reaction**: laughter (a laughing or face-palm emoji, "lol", "haha") around one other
@@ -56,6 +58,9 @@ _ACK_WORDS = frozenset(
         # thanks in other languages ("obrigado!", "arigato")
         "obrigado", "obrigada", "arigato", "arigatou", "dank", "je", "vielen", "beaucoup",
         "tack", "takk", "kiitos", "spasibo", "mille", "mahalo", "shukran", "xiexie",
+        "schön", "dzięki", "dziękuję", "teşekkürler", "köszönöm", "díky", "hvala",
+        "спасибо", "благодарю", "谢谢", "多谢", "ありがとう", "감사합니다", "고마워", "شكرا",
+        "תודה", "धन्यवाद",
         # interjections that close a point ("bingo", "of course", "that's it then", "classic!")
         "bingo", "touche", "course", "then", "classic", "indeedy",
     ]
@@ -64,12 +69,30 @@ _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 #: What the user will do next, said to close a reply ("will do", "ok, trying that now",
 #: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
 _NEXT_STEP = re.compile(
-    r"\b(?:will do|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|testing) "
-    r"(?:it|that|this)(?: out)?|"
+    r"\b(?:will (?:do|try|check)|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|"
+    r"testing) (?:it|that|this)(?: out)?|"
     # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
     r"never ?mind|nvm|figured (?:it|that) out)\b"
 )
-_WORDS = re.compile(r"[a-z0-9']+")
+#: Closing phrases whose words are not all acknowledgements, said once an answer landed:
+#: thanks for something ("thanks for the help!", up to four words, none of which opens a
+#: new point: "thanks for the fix but it still fails" keeps "but it still fails"), "+1",
+#: something learnt ("didn't know that", "good to know"), an answer that fits ("exactly
+#: what I needed"), a fix that held ("that did the trick"), a point taken ("will keep that
+#: in mind", "that clears it up"). Phrases, not words: "what", "for", "know" and "mind"
+#: alone stay unknown.
+_CLOSING = re.compile(
+    r"(?<![\w+])\+1\b|"
+    r"\b(?:thanks?|thx|ty|cheers)(?: you| u)?(?: so much| a lot)? for"
+    r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
+    r"where|when|which|who)\b)[a-z']+){1,4}|"
+    r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
+    r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
+    r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up)\b"
+)
+#: A word in any script (letters, digits, apostrophes): a message in Cyrillic or Chinese has
+#: words too ("как перезапустить сервер?" asks something), so it is not empty of them.
+_WORDS = re.compile(r"(?:[^\W_]|')+")
 _REPEATS = re.compile(r"(.)\1{2,}")
 #: A stretched ending of an interjection ("ahh", "ohh", "yess", "thxx").
 _STRETCHED = re.compile(r"(\w)\1+$")
@@ -95,7 +118,8 @@ def is_trivial(text: str) -> bool:
     docstring that allow one word more."""
     if not text or len(text) >= SHORT:
         return False
-    words = _WORDS.findall(_NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
+    said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
+    words = _WORDS.findall(said)
     unknown = [w for w in words if not _acknowledges(w)]
     if not unknown:
         return True

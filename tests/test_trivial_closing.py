@@ -1,0 +1,54 @@
+"""Closing phrases whose words are not all acknowledgements (``recall/trivial._CLOSING``,
+issue 12, session 11): trivial alone, not when they carry a new point."""
+
+from __future__ import annotations
+
+import pytest
+
+from engrain.recall.classify import Complexity, classify
+from engrain.recall.trivial import is_trivial
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["+1", "+1 👍", "will try, thx", "will check", "great, thanks for the help!",
+     "thanks for explaining 🙏", "thank you so much for the quick fix",
+     "oh nice, didn't know that", "good to know", "thanks, that's exactly what I needed",
+     "yep, that did the trick", "ok, will keep that in mind", "ah that clears it up"],
+)  # fmt: skip
+def test_a_closing_phrase_is_trivial(message: str) -> None:
+    assert is_trivial(message)
+    assert classify(message).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["thanks for the fix but it still fails", "thanks for the fix, why does it retry twice?",
+     "thx for that, now add retries", "+1 but use redis", "10+1", "will try the migration?",
+     "good to know, which region is it in?", "didn't know that was deprecated, what replaces it",
+     "what i needed was a cron job", "what for?", "keep the mind map in sync"],
+)  # fmt: skip
+def test_a_closing_phrase_with_a_new_point_is_not_trivial(message: str) -> None:
+    assert not is_trivial(message)
+    assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+# -- words in any script: a message in Cyrillic or Chinese is not empty of words -----------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["如何重启服务器？", "как перезапустить сервер?", "сервер падает", "спасибо, но сервер падает",
+     "Warum schlägt der Build fehl?"],
+)  # fmt: skip
+def test_a_message_in_another_script_is_not_trivial(message: str) -> None:
+    # its words were invisible to an ASCII word pattern, so nothing was left to ask anything
+    assert not is_trivial(message)
+    assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "message", ["спасибо", "谢谢", "ok 谢谢", "ありがとう", "Danke schön!", "dzięki 🙏"]
+)
+def test_thanks_in_another_script_is_trivial(message: str) -> None:
+    assert is_trivial(message)
