@@ -208,6 +208,27 @@ def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, Any]:
     return totals
 
 
+def stored_digest(store: Any, users: Sequence[str]) -> str:
+    """A SHA-256 over every stored memory of ``users`` as the ingest decided it (content,
+    type, kind, importance, session, turn ids, times, vector bytes; not the random ids),
+    in a fixed order: equal digests mean the same rows were stored."""
+    import hashlib
+
+    from engrain.store import MemoryFilter
+
+    digest = hashlib.sha256()
+    for user in sorted(users):
+        rows = []
+        for m in store.query(user, MemoryFilter(), limit=None):
+            vector = b"" if m.embedding is None else m.embedding.tobytes()
+            rows.append(repr((m.user_id, m.session_id, m.content, m.memory_type.value,
+                              m.kind.value, m.importance, m.provenance.turn_ids,
+                              m.created_at, m.updated_at, m.event_at, vector.hex())))  # fmt: skip
+        for row in sorted(rows):
+            digest.update(row.encode())
+    return digest.hexdigest()
+
+
 def server_cpu_seconds(data_dir: Path) -> float | None:
     """The CPU seconds used so far by the PostgreSQL server whose data directory is
     ``data_dir`` (its postmaster, the children it reaped and the live ones; Linux
@@ -270,6 +291,7 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
             serial = time.thread_time() - serial
             after = server_cpu_seconds(pg) if server is not None else None
             engine.wait()
+            digest = stored_digest(engine.store, [c.conversation_id for c in conversations])
     return {
         "turns": totals["turns"],
         "chunks": embedder.texts_embedded - 16,
@@ -282,6 +304,7 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
         "calling_thread_cpu_seconds": round(serial, 3),
         "outcomes": {k: v for k, v in totals.items() if k not in ("turns", "feed")},
         "feed": totals["feed"],
+        "stored_digest": digest,
         # the PostgreSQL server's CPU over the same interval (it shares the 2 cores)
         **({} if after is None or server is None
            else {"server_cpu_seconds": round(after - server, 3)}),
@@ -354,6 +377,8 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
             ),
             "runs": rows,
         }
+    digests = {r.get("stored_digest") for rows in runs.values() for r in rows}
+    out["stored_rows_identical"] = len(digests) == 1 and None not in digests
     if compare is not None:
         out["compare_src"] = str(compare)
         out["speedup_wall"] = round(
@@ -608,6 +633,7 @@ def print_locomo(report: dict[str, Any]) -> None:
 def _print_locomo(lo: dict[str, Any]) -> None:
     print(f"\nLoCoMo dev through ingest_conversation on {lo['backend']} "
           f"(median of {lo['repeat']} runs, target {LOCOMO_TARGET[lo['backend']]} turns/s)")
+    print(f"  stored rows identical on every run: {lo.get('stored_rows_identical')}")
     for side in ("before", "after"):
         if side in lo:
             row = lo[side]
