@@ -4,6 +4,7 @@
     python bench/ingest_throughput.py --paths locomo --backend postgres --repeat 3
     python bench/ingest_throughput.py --paths locomo --compare /tmp/base/src --repeat 3
     python bench/ingest_throughput.py --paths locomo --compare int8 --repeat 1
+    python bench/ingest_throughput.py --paths locomo --feed sessions --compare /tmp/base/src
 
 ``memory`` (issue 18's resident memory): in a fresh process, the RSS after the imports
 (engrain, numpy, onnxruntime; cl100k is loaded at import), after an ``Engine`` (a
@@ -46,8 +47,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +55,7 @@ import common
 from engrain import Engine
 from engrain.embed.base import Matrix
 from engrain.embed.minilm import MiniLMEmbedder
-from engrain.ingest.plan import Origin, Staged, checked_turns
-from engrain.model import IngestReport, Turn, utcnow
+from engrain.model import Turn
 
 USER = "bench-user"
 TARGET_RATIO = 0.9
@@ -171,59 +169,28 @@ INT8 = os.environ.get("ENGRAIN_ONNX_INT8")
 #: ``--compare int8``: no other checkout, this one's float graph (before) against its int8
 #: graph (after), alternating like any comparison.
 INT8_SIDES = Path("int8")
-#: ``ENGRAIN_BENCH_PIPELINE=1``: ``locomo`` feeds the sessions through
-#: :func:`ingest_pipelined` (the proposed ``Engine.ingest_conversations``) instead of one
-#: ``ingest_conversation`` per session.
+#: ``ENGRAIN_BENCH_PIPELINE=1``: ``locomo`` feeds all the sessions to one
+#: ``Engine.ingest_conversations`` call (where the checkout has it; the run records which
+#: feed it used) instead of one ``ingest_conversation`` per session.
 PIPELINE = os.environ.get("ENGRAIN_BENCH_PIPELINE", "0").lower() not in ("0", "false", "no")
-#: ``--compare pipeline``: this checkout's per-session calls (before) against the pipelined
-#: sessions (after), alternating.
+#: ``--compare pipeline``: this checkout's per-session calls (before) against
+#: ``ingest_conversations`` (after), alternating.
 PIPELINE_SIDES = Path("pipeline")
 
 
-def ingest_pipelined(
-    engine: Engine, sessions: Sequence[tuple[Sequence[Turn], str, str, datetime | None]]
-) -> list[IngestReport]:
-    """Sessions ``(turns, user_id, session_id, now)`` in order, each planned and written
-    exactly as ``ingest_conversation`` would (its own transaction, after the previous
-    session's), while the next session is chunked and embedded on another thread.
-
-    The prototype of a proposed ``Engine.ingest_conversations`` (engine.py is the lead's;
-    docs/ingest.md gives the diff): it uses the engine's own steps — the planner's two
-    phases, the engine's lock, ``_write`` and ``_after_ingest`` — so its stored rows are
-    those of the sequential calls (checked by ``tests/test_ingest_pipeline.py``)."""
-    parsed = [
-        (checked_turns(turns, engine.settings.max_text_chars),
-         Origin.checked(user, session), now or utcnow())
-        for turns, user, session, now in sessions
-    ]  # fmt: skip
-    reports: list[IngestReport] = []
-    if not parsed:
-        return reports
-    with ThreadPoolExecutor(1, "engrain-ahead") as ahead:
-        pending = ahead.submit(engine.planner.conversation_drafts, parsed[0][0])
-        for index, (_, origin, when) in enumerate(parsed):
-            drafts = pending.result()  # an embedding failure: raised here, nothing of it written
-            if index + 1 < len(parsed):
-                pending = ahead.submit(engine.planner.conversation_drafts, parsed[index + 1][0])
-            staged = Staged()
-            with engine._lock:
-                reports.append(engine.planner.conversation(drafts, origin, when, staged))
-                engine._write(staged)
-            engine._after_ingest(staged)
-    return reports
-
-
-def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, int]:
-    """Every session of ``conversations`` into ``engine`` (pipelined with
-    :data:`PIPELINE`); the outcome counts and the turns."""
+def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, Any]:
+    """Every session of ``conversations`` into ``engine`` (with :data:`PIPELINE`, in one
+    ``ingest_conversations`` call when the engine has it); the outcome counts, the turns
+    and the feed used."""
     import baselines as bl
     import locomo
 
-    totals = {"stored": 0, "merged": 0, "discarded": 0, "turns": 0}
-    if not PIPELINE:
+    totals: dict[str, Any] = {"stored": 0, "merged": 0, "discarded": 0, "turns": 0}
+    if not (PIPELINE and hasattr(engine, "ingest_conversations")):
         for conversation in conversations:
             for key, value in locomo.ingest(engine, conversation).items():
                 totals[key] += value
+        totals["feed"] = "ingest_conversation"
         return totals
     sessions = []
     for conversation in conversations:
@@ -231,12 +198,60 @@ def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, int]:
             at = locomo.parse_session_time(session.date_time)
             turns = [Turn(t.speaker, bl.memory_text(t)[len(t.speaker) + 2 :], t.dia_id, at)
                      for t in session.turns]  # fmt: skip
-            sessions.append((turns, conversation.conversation_id, f"session_{session.index}", at))
+            sessions.append({"turns": turns, "user_id": conversation.conversation_id,
+                             "session_id": f"session_{session.index}", "now": at})  # fmt: skip
             totals["turns"] += len(turns)
-    for report in ingest_pipelined(engine, sessions):
+    for report in engine.ingest_conversations(sessions):
         for outcome in report.outcomes:
             totals[outcome.action] += 1
+    totals["feed"] = "ingest_conversations"
     return totals
+
+
+def stored_digest(store: Any, users: Sequence[str]) -> str:
+    """A SHA-256 over every stored memory of ``users`` as the ingest decided it (content,
+    type, kind, importance, session, turn ids, times, vector bytes; not the random ids),
+    in a fixed order: equal digests mean the same rows were stored."""
+    import hashlib
+
+    from engrain.store import MemoryFilter
+
+    digest = hashlib.sha256()
+    for user in sorted(users):
+        rows = []
+        for m in store.query(user, MemoryFilter(), limit=None):
+            vector = b"" if m.embedding is None else m.embedding.tobytes()
+            rows.append(repr((m.user_id, m.session_id, m.content, m.memory_type.value,
+                              m.kind.value, m.importance, m.provenance.turn_ids,
+                              m.created_at, m.updated_at, m.event_at, vector.hex())))  # fmt: skip
+        for row in sorted(rows):
+            digest.update(row.encode())
+    return digest.hexdigest()
+
+
+def server_cpu_seconds(data_dir: Path) -> float | None:
+    """The CPU seconds used so far by the PostgreSQL server whose data directory is
+    ``data_dir`` (its postmaster, the children it reaped and the live ones; Linux
+    ``/proc``); ``None`` when no such server runs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    master = None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stats[int(entry)] = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if str(data_dir).encode() in f.read() and master is None:
+                    master = int(entry)
+        except OSError:
+            continue
+    if master is None or master not in stats:
+        return None
+    own = [fields for pid, fields in stats.items() if pid == master or int(fields[1]) == master]
+    # utime, stime, cutime, cstime (fields 14-17 of stat; 11-14 after the command)
+    return sum(sum(int(v) for v in fields[11:15]) for fields in own) / tick
 
 
 def make_embedder() -> MiniLMEmbedder:
@@ -266,13 +281,17 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
             locomo.backend_stores(backend, Path(tmp)) as new_store:  # fmt: skip
         engine = Engine(settings=Settings(data_dir=Path(tmp)), store=new_store("ingest"),
                         embedder=embedder)  # fmt: skip
+        pg = Path(tmp) / "pg"  # where locomo.backend_stores starts the private server
         with engine:
+            server = server_cpu_seconds(pg) if backend == "postgres" else None
             start, cpu = time.perf_counter(), time.process_time()
             serial = time.thread_time()
             totals = feed_locomo(engine, conversations)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             serial = time.thread_time() - serial
+            after = server_cpu_seconds(pg) if server is not None else None
             engine.wait()
+            digest = stored_digest(engine.store, [c.conversation_id for c in conversations])
     return {
         "turns": totals["turns"],
         "chunks": embedder.texts_embedded - 16,
@@ -283,7 +302,12 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
         # the calling thread's CPU: chunking, planning, writing (and, pipelined, nothing of
         # the embedding); the model's runs are on the embedder's worker threads
         "calling_thread_cpu_seconds": round(serial, 3),
-        "outcomes": {k: v for k, v in totals.items() if k != "turns"},
+        "outcomes": {k: v for k, v in totals.items() if k not in ("turns", "feed")},
+        "feed": totals["feed"],
+        "stored_digest": digest,
+        # the PostgreSQL server's CPU over the same interval (it shares the 2 cores)
+        **({} if after is None or server is None
+           else {"server_cpu_seconds": round(after - server, 3)}),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -328,7 +352,8 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
     ``compare`` checkout's runs when given; medians of each side."""
     def report(side: str, run: dict[str, Any]) -> None:
         print(f"  locomo {backend} {side}: {run['turns_per_s']} turns/s, "
-              f"cpu {run['cpu_seconds']} s, load {run['load_average_1m']}",
+              f"cpu {run['cpu_seconds']} s, server cpu {run.get('server_cpu_seconds', '-')} s, "
+              f"{run.get('feed', 'ingest_conversation')}, load {run['load_average_1m']}",
               file=sys.stderr)  # fmt: skip
 
     runs = alternate(repeat, compare, ["--locomo-once", str(data), "--backend", backend], report)
@@ -341,11 +366,19 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
             "outcomes": rows[0]["outcomes"],
             "median_turns_per_s": round(statistics.median(r["turns_per_s"] for r in rows), 1),
             "median_cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in rows), 2),
+            "median_calling_thread_cpu_seconds": round(
+                statistics.median(r["calling_thread_cpu_seconds"] for r in rows), 2),
+            **({"median_server_cpu_seconds": round(
+                statistics.median(r["server_cpu_seconds"] for r in rows), 2)}
+               if all("server_cpu_seconds" in r for r in rows) else {}),
+            "feed": rows[0].get("feed", "ingest_conversation"),
             "cpu_ms_per_turn": round(
                 1000 * statistics.median(r["cpu_seconds"] for r in rows) / rows[0]["turns"], 3
             ),
             "runs": rows,
         }
+    digests = {r.get("stored_digest") for rows in runs.values() for r in rows}
+    out["stored_rows_identical"] = len(digests) == 1 and None not in digests
     if compare is not None:
         out["compare_src"] = str(compare)
         out["speedup_wall"] = round(
@@ -444,9 +477,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--compare", type=Path,
                         help="another checkout's src: before vs after; 'int8': this checkout's "
                              "float graph vs its int8 graph")  # fmt: skip
+    parser.add_argument("--feed", choices=("calls", "sessions"), default=None,
+                        help="'locomo': one ingest_conversation per session (calls, the "
+                             "default) or all sessions in one ingest_conversations where the "
+                             "checkout has it (sessions; a checkout without it: calls)")
     parser.add_argument("--locomo-once", type=Path, help=argparse.SUPPRESS)  # one child run
     parser.add_argument("--memory-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.feed is not None:  # the children read it (alternate() passes the environment)
+        os.environ["ENGRAIN_BENCH_PIPELINE"] = "1" if args.feed == "sessions" else "0"
     if args.locomo_once is not None:
         print(json.dumps(locomo_once(args.locomo_once, args.backend)))
         return 0
@@ -594,12 +633,17 @@ def print_locomo(report: dict[str, Any]) -> None:
 def _print_locomo(lo: dict[str, Any]) -> None:
     print(f"\nLoCoMo dev through ingest_conversation on {lo['backend']} "
           f"(median of {lo['repeat']} runs, target {LOCOMO_TARGET[lo['backend']]} turns/s)")
+    print(f"  stored rows identical on every run: {lo.get('stored_rows_identical')}")
     for side in ("before", "after"):
         if side in lo:
             row = lo[side]
+            server = row.get("median_server_cpu_seconds")
             print(f"  {side:<7} {row['median_turns_per_s']:>7.1f} turns/s  "
                   f"cpu {row['median_cpu_seconds']:.2f} s ({row['cpu_ms_per_turn']:.2f} "
-                  f"ms/turn)  {row['turns']} turns, {row['chunks']} chunks")  # fmt: skip
+                  f"ms/turn)"
+                  + ("" if server is None else f", server cpu {server:.2f} s")
+                  + f"  {row['turns']} turns, {row['chunks']} chunks, "
+                    f"{row.get('feed', 'ingest_conversation')}")  # fmt: skip
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -260,6 +260,15 @@ RECORD = arg(
     st.fixed_dictionaries({"type": st.sampled_from(["memories", "bogus", "state", ""])},
                           optional={"user_id": USER.either, "text": TEXT.either}),
 )  # fmt: skip
+SESSION = arg(
+    st.fixed_dictionaries(
+        {"turns": TURNS.either, "user_id": USER.either},
+        optional={"session_id": ID.either, "project": ID.either, "domains": DOMAINS.either,
+                  "memory_type_hint": MEMORY_TYPE.either, "metadata": META.either,
+                  "now": TIME.either},
+    ),
+)  # fmt: skip
+SESSIONS = arg(st.lists(SESSION.either, max_size=3))
 GATE = {"token_budget": BUDGET, "memory_types": TYPES, "project": ID,
         "include_compressed": FLAG, "turn": arg(st.integers(0, 5), st.just(10**6)),
         "options": arg(st.just(GateOptions())), "now": TIME}  # fmt: skip
@@ -297,6 +306,7 @@ CALLS: dict[str, st.SearchStrategy[Any]] = {
                    domains=DOMAINS, event_at=TIME, metadata=META, now=TIME),
     "ingest_conversation": call(TURNS, USER, session_id=ID, project=ID, domains=DOMAINS,
                                 memory_type_hint=MEMORY_TYPE, metadata=META, now=TIME),
+    "ingest_conversations": call(SESSIONS),
     "remember": call(TEXT, USER, kind=KIND, memory_type=MEMORY_TYPE, project=ID, domains=DOMAINS,
                      key=ID, confidence=UNIT, importance=UNIT, pinned=FLAG, muted=FLAG,
                      access_count=COUNT, session_id=ID, event_at=TIME, corrects=MEMORY_ID,

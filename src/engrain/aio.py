@@ -59,6 +59,7 @@ class AsyncEngine:
     close = _threaded(Engine.close)
     ingest = _threaded(Engine.ingest)
     ingest_conversation = _threaded(Engine.ingest_conversation)
+    ingest_conversations = _threaded(Engine.ingest_conversations)
     remember = _threaded(Engine.remember)
     recall = _threaded(Engine.recall)
     context = _threaded(Engine.context)

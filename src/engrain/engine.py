@@ -33,7 +33,8 @@ from engrain.config import Settings, load_settings
 from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
 from engrain.errors import NotFoundError, ValidationError
-from engrain.ingest.plan import Item, Origin, Planner, Staged, checked_turns
+from engrain.ingest import sessions as many
+from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
 from engrain.llm import make_llm
 from engrain.model import (
     IngestReport,
@@ -203,6 +204,32 @@ class Engine:
             self._write(staged)
         self._after_ingest(staged)
         return report
+
+    def ingest_conversations(
+        self, sessions: Sequence[Mapping[str, Any]]
+    ) -> builtins.list[IngestReport]:
+        """Store several sessions in order, each exactly as ``ingest_conversation(**session)``
+        would (same decisions, its own transaction, after the previous session's), faster:
+        the next session is chunked and embedded while this one is planned and written.
+
+        Each session is a mapping with ``ingest_conversation``'s parameters as keys
+        (``turns`` and ``user_id`` required). Every session is validated before anything is
+        written: a malformed one refuses the call. A later failure (the model, the store)
+        raises after the sessions before the failing one were stored, each whole; nothing
+        of the failing session or the ones after it is written (the error's note says how
+        many were stored). The reports are in the order of ``sessions``."""
+        parsed = many.checked_sessions(sessions, self.settings.max_text_chars)
+
+        def store(drafts: builtins.list[Draft], session: many.Session) -> IngestReport:
+            staged = Staged()
+            when = session.now or utcnow()
+            with self._lock:
+                report = self.planner.conversation(drafts, session.origin, when, staged)
+                self._write(staged)
+            self._after_ingest(staged)
+            return report
+
+        return many.pipelined(parsed, self.planner.conversation_drafts, store)
 
     def remember(
         self,
