@@ -58,6 +58,10 @@ from engrain.store.lexical import tokenize
 
 #: Whether conversation chunks are re-ranked by default (``GateOptions.chunk_rank``).
 CHUNK_RANK = True
+#: How many nearest and lexical matches the pool of a question led by a conversation chunk
+#: takes, whatever the budget (``GateOptions.chunk_pool``; 0: the budget's depth alone): the
+#: pool of a 5,000-token budget (:func:`deep_enough`).
+CHUNK_POOL = 125
 WEIGHTS_FILE = Path(__file__).with_name("chunk_rank.json")
 
 FEATURES = (
@@ -211,6 +215,26 @@ def session_support(chunks: Sequence[Candidate]) -> list[float]:
         pair = best.get(c.memory.session_id or "")
         out.append(0.0 if pair is None else (pair[1] if c.relevance >= pair[0] else pair[0]))
     return out
+
+
+def transcript_led(pool: Sequence[Candidate]) -> bool:
+    """Whether the most relevant candidate of ``pool`` is a conversation chunk."""
+    return bool(pool) and bool(max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids)
+
+
+def deep_enough(pool: Sequence[Candidate], size: int, depth: int = CHUNK_POOL) -> bool:
+    """Whether ``pool``, gathered ``size`` deep, holds what ranking its conversation chunks
+    reads: true unless it is led by a conversation chunk (:func:`transcript_led`) and
+    ``size`` is under ``depth``; then the caller gathers it again ``depth`` deep.
+
+    The session rule lifts a chunk by the best other chunk of its session *in the pool*:
+    a shallow pool (a small budget's, 50 deep) holds the best session's best chunk but not
+    the chunks it would lift, which matched the question too weakly to be among the 50
+    nearest or lexical matches on their own ("When did Maria meet Jean?": the evidence turn,
+    ranked 7th in a 125-deep pool, is not in the 50-deep one). Gathered as deep whatever
+    the budget, a transcript question's ranking no longer depends on the budget asked for:
+    a 2,000-token block is the start of the 5,000-token one."""
+    return size >= depth or not transcript_led(pool)
 
 
 def with_chunk_rank(
