@@ -44,7 +44,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from engrain.errors import ConfigError
 from engrain.recall.relevance import Candidate
+from engrain.recall.rescored import rescored
 from engrain.recall.speakers import named, speaker_shares
 from engrain.store.lexical import tokenize
 
@@ -255,6 +256,6 @@ def with_chunk_rank(
     values = sorted((c.relevance for c in chunks), reverse=True)
     out = list(pool)
     for value, i in zip(values, order, strict=True):
-        out[at[i]] = replace(chunks[i], relevance=value)
+        out[at[i]] = rescored(chunks[i], value)
     out.sort(key=lambda c: c.relevance, reverse=True)
     return out
