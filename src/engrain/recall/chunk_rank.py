@@ -33,6 +33,17 @@ relevance any chunk had, and so on), so every threshold, the automatic budget an
 other memory's place mean what they meant. A pool without conversation chunks (typed
 learnings) is returned unchanged.
 
+**The pool's depth.** The session rule reads the pool, so what it can lift depends on how
+deep the pool was gathered: a budget's pool is ``max(50, budget / 40)`` nearest and lexical
+matches, 50 under 2,000 tokens, which holds the best session's best chunk but seldom the
+chunks of that session the rule would lift. A pool led by a conversation chunk is gathered
+again :data:`CHUNK_POOL` (125, a 5,000-token budget's) deep when its budget's is shallower
+(:func:`deep_enough`, ``recall.gate``), so a transcript question's ranking no longer depends on
+the budget asked for. Depths 50 / 75 / 100 / 125 / 200 on LoCoMo's half A at 2,000 tokens:
+0.897 / 0.913 / 0.916 / 0.918 / 0.918 (with the session rule off, 50 → 125 gives 0.886 →
+0.894: the depth pays mostly through the rule). A pool led by a typed learning keeps its
+budget's depth (nothing read twice).
+
 Concurrency: pure functions of their arguments; the weights are read once per process
 (``functools.cache``) from a file shipped with the package, and a chunk's terms are cached
 per content string (``functools.lru_cache``, thread-safe).
