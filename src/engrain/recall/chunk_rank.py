@@ -33,6 +33,17 @@ relevance any chunk had, and so on), so every threshold, the automatic budget an
 other memory's place mean what they meant. A pool without conversation chunks (typed
 learnings) is returned unchanged.
 
+**The pool's depth.** The session rule reads the pool, so what it can lift depends on how
+deep the pool was gathered: a budget's pool is ``max(50, budget / 40)`` nearest and lexical
+matches, 50 under 2,000 tokens, which holds the best session's best chunk but seldom the
+chunks of that session the rule would lift. A pool led by a conversation chunk is gathered
+again :data:`CHUNK_POOL` (125, a 5,000-token budget's) deep when its budget's is shallower
+(:func:`deep_enough`, ``recall.gate``), so a transcript question's ranking no longer depends on
+the budget asked for. Depths 50 / 75 / 100 / 125 / 200 on LoCoMo's half A at 2,000 tokens:
+0.897 / 0.913 / 0.916 / 0.918 / 0.918 (with the session rule off, 50 → 125 gives 0.886 →
+0.894: the depth pays mostly through the rule). A pool led by a typed learning keeps its
+budget's depth (nothing read twice).
+
 Concurrency: pure functions of their arguments; the weights are read once per process
 (``functools.cache``) from a file shipped with the package, and a chunk's terms are cached
 per content string (``functools.lru_cache``, thread-safe).
@@ -44,7 +55,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -53,11 +64,16 @@ import numpy.typing as npt
 
 from engrain.errors import ConfigError
 from engrain.recall.relevance import Candidate
+from engrain.recall.rescored import rescored
 from engrain.recall.speakers import named, speaker_shares
 from engrain.store.lexical import tokenize
 
 #: Whether conversation chunks are re-ranked by default (``GateOptions.chunk_rank``).
 CHUNK_RANK = True
+#: How many nearest and lexical matches the pool of a question led by a conversation chunk
+#: takes, whatever the budget (``GateOptions.chunk_pool``; 0: the budget's depth alone): the
+#: pool of a 5,000-token budget (:func:`deep_enough`).
+CHUNK_POOL = 125
 WEIGHTS_FILE = Path(__file__).with_name("chunk_rank.json")
 
 FEATURES = (
@@ -213,6 +229,26 @@ def session_support(chunks: Sequence[Candidate]) -> list[float]:
     return out
 
 
+def transcript_led(pool: Sequence[Candidate]) -> bool:
+    """Whether the most relevant candidate of ``pool`` is a conversation chunk."""
+    return bool(pool) and bool(max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids)
+
+
+def deep_enough(pool: Sequence[Candidate], size: int, depth: int = CHUNK_POOL) -> bool:
+    """Whether ``pool``, gathered ``size`` deep, holds what ranking its conversation chunks
+    reads: true unless it is led by a conversation chunk (:func:`transcript_led`) and
+    ``size`` is under ``depth``; then the caller gathers it again ``depth`` deep.
+
+    The session rule lifts a chunk by the best other chunk of its session *in the pool*:
+    a shallow pool (a small budget's, 50 deep) holds the best session's best chunk but not
+    the chunks it would lift, which matched the question too weakly to be among the 50
+    nearest or lexical matches on their own ("When did Maria meet Jean?": the evidence turn,
+    ranked 7th in a 125-deep pool, is not in the 50-deep one). Gathered as deep whatever
+    the budget, a transcript question's ranking no longer depends on the budget asked for:
+    a 2,000-token block is the start of the 5,000-token one."""
+    return size >= depth or not transcript_led(pool)
+
+
 def with_chunk_rank(
     pool: Sequence[Candidate], message: str, weights: Weights | None = None
 ) -> list[Candidate]:
@@ -231,6 +267,6 @@ def with_chunk_rank(
     values = sorted((c.relevance for c in chunks), reverse=True)
     out = list(pool)
     for value, i in zip(values, order, strict=True):
-        out[at[i]] = replace(chunks[i], relevance=value)
+        out[at[i]] = rescored(chunks[i], value)
     out.sort(key=lambda c: c.relevance, reverse=True)
     return out

@@ -40,7 +40,7 @@ from engrain.recall.budget import (
     transcript_budget,
     with_conversation_evidence,
 )
-from engrain.recall.chunk_rank import CHUNK_RANK, with_chunk_rank
+from engrain.recall.chunk_rank import CHUNK_POOL, CHUNK_RANK, deep_enough, with_chunk_rank
 from engrain.recall.classify import (
     DOMAIN_KEYWORDS,
     Classification,
@@ -103,6 +103,7 @@ class GateOptions:
     excerpt: ExcerptRule = EXCERPT  # conversation chunks as their best lines (excerpt)
     session_summaries: int = SESSION_SUMMARIES  # summaries joining the pool (summaries)
     chunk_rank: bool = CHUNK_RANK  # conversation chunks re-ranked by features (chunk_rank)
+    chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -317,11 +318,12 @@ def _start_reads(
     budget: Budget,
     *,
     pinned: bool = True,
+    size: int | None = None,
 ) -> _Started:
-    """Begin the pool's lexical matches and (``pinned``) its pinned memories
-    (:class:`Reads`: at once on a store that serves reads from several threads, else when
-    first asked for)."""
-    size = _pool_size(options, budget)
+    """Begin the pool's lexical matches (``size`` deep, default the budget's pool size)
+    and (``pinned``) its pinned memories (:class:`Reads`: at once on a store that serves
+    reads from several threads, else when first asked for)."""
+    size = _pool_size(options, budget) if size is None else size
     reads = Reads(store)
     lexical = (
         reads.start(lambda: store.lexical_search(user_id, message, size, flt))
@@ -348,7 +350,9 @@ def _candidates(
     chunk-sized memories, ~40 tokens each), every typed learning and every pinned memory.
     The reads that do not need the query vector overlap its computation where they can:
     ``started`` are those begun before the intent model's embedding, used when they were
-    begun (the lexical matches again when the model's intent changed the pool's size)."""
+    begun (the lexical matches again when the model's intent changed the pool's size).
+    A pool led by a conversation chunk is gathered again ``options.chunk_pool`` deep when
+    the budget's is shallower (:func:`~engrain.recall.chunk_rank.deep_enough`)."""
     size = _pool_size(options, budget)
     static = options.profile is Profile.STATIC
     if started is None:
@@ -364,13 +368,30 @@ def _candidates(
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
     dense, learnings = _nearest(store, user_id, vector, [(size, flt), (LEARNINGS_MAX, typed)])
-    dense = with_turns(store, embed_query, user_id, vector, dense, size, flt, options.turn_weight)
-    return gather(
-        store, user_id, message, vector, flt, pool=size, hybrid=options.hybrid,
-        lexical_weight=options.lexical_weight, fusion=options.fusion,
-        lexical=lexical() if lexical else None, dense=dense,
-        include=[*learnings, *((m, cosine(m, vector)) for m in pinned())],
-    )  # fmt: skip
+    query_vector = vector
+    include = [*learnings, *((m, cosine(m, query_vector)) for m in pinned())]
+
+    def gathered(
+        k: int, nearest: list[tuple[Memory, float]], matches: list[tuple[Memory, float]] | None
+    ) -> list[Candidate]:
+        """The pool of the ``k`` nearest and the ``k`` best lexical ``matches``."""
+        nearest = with_turns(store, embed_query, user_id, query_vector, nearest, k, flt,
+                             options.turn_weight)  # fmt: skip
+        return gather(
+            store, user_id, message, query_vector, flt, pool=k, hybrid=options.hybrid,
+            lexical_weight=options.lexical_weight, fusion=options.fusion,
+            lexical=matches, dense=nearest, include=include,
+        )  # fmt: skip
+
+    pool = gathered(size, dense, lexical() if lexical else None)
+    if deep_enough(pool, size, options.chunk_pool):
+        return pool
+    depth = options.chunk_pool  # a transcript question: as deep whatever the budget
+    deeper = _start_reads(
+        store, message, user_id, flt, options, budget, pinned=False, size=depth
+    ).lexical
+    (dense,) = _nearest(store, user_id, vector, [(depth, flt)])
+    return gathered(depth, dense, deeper() if deeper else None)
 
 
 def _nearest(

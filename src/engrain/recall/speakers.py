@@ -31,12 +31,12 @@ from __future__ import annotations
 import re
 import weakref
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import lru_cache
 
 from engrain.model import Memory
 from engrain.recall.excerpt import chunk_lines, excerpt
 from engrain.recall.relevance import Candidate
+from engrain.recall.rescored import rescored
 from engrain.recall.select import Ranked
 
 #: The share of a chunk's relevance that depends on who wrote it (tuned on LoCoMo half A).
@@ -90,7 +90,7 @@ def with_speakers(
             out.append(c)
             continue
         share = sum(part for name, part in found if name in asked)
-        out.append(replace(c, relevance=c.relevance * ((1.0 - weight) + weight * share)))
+        out.append(rescored(c, c.relevance * ((1.0 - weight) + weight * share)))
     out.sort(key=lambda c: c.relevance, reverse=True)
     return out
 

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from engrain.recall.relevance import Candidate
+from engrain.recall.rescored import rescored
 
 #: The share of a chunk's relevance that depends on its date (tuned on LoCoMo half A).
 TIME_WEIGHT = 0.3
@@ -125,6 +126,6 @@ def with_time(
             out.append(c)
             continue
         inside = any(span.holds(memory.event_at) for span in spans)
-        out.append(replace(c, relevance=c.relevance * ((1.0 - weight) + weight * inside)))
+        out.append(rescored(c, c.relevance * ((1.0 - weight) + weight * inside)))
     out.sort(key=lambda c: c.relevance, reverse=True)
     return out
