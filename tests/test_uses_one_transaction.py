@@ -35,13 +35,9 @@ def engine(tmp_path: Path) -> Engine:
 
 
 def _counts(path: Path) -> dict[str, int]:
-    """Each memory's count: its row's and the uses counted since (``access``)."""
     with sqlite3.connect(path) as conn:
-        return dict(conn.execute(
-            "SELECT m.id, m.access_count + coalesce(a.uses, 0) FROM memories m "
-            "LEFT JOIN access a ON a.user_id = m.user_id AND a.id = m.id WHERE m.user_id = ?",
-            (USER,),
-        ))  # fmt: skip
+        return dict(conn.execute("SELECT id, access_count FROM memories WHERE user_id = ?",
+                                 (USER,)))  # fmt: skip
 
 
 def _records(path: Path) -> list[str]:
@@ -78,13 +74,13 @@ def test_when_the_transaction_fails_neither_counts_nor_record_are_written(
     real = store._db
 
     class Failing:
-        """The store's connection, failing the write of the counts (after the record)."""
+        """The store's connection, failing the UPDATE of the counts (after the record)."""
 
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
         def execute(self, sql: str, *args: Any) -> Any:
-            if sql.startswith("INSERT INTO access"):
+            if sql.startswith("UPDATE memories SET access_count"):
                 raise sqlite3.OperationalError("disk I/O error")
             return real.execute(sql, *args)
 

@@ -61,7 +61,7 @@ from engrain.store.ann import (
 from engrain.store.ann_rows import AnnRows
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.coarse import Projection
-from engrain.store.columns import Table, micros, parse_micros
+from engrain.store.columns import Table, parse_micros
 from engrain.store.lexical import LexicalIndex
 from engrain.store.rows import Decoded, Rows, RowsView
 from engrain.store.rows import with_access as _with_access
@@ -461,17 +461,14 @@ class UserCache:
         table: Table | None = None,
         lexical_stash: Stash | None = None,
         row_vectors: RowVectors | None = None,
-        uses: Sequence[tuple[str, int, datetime | None]] = (),
     ) -> None:
         """``memories`` as objects, or ``table``: memories a store read as columns (built
         into objects only when a call returns them). ``lexical_stash``: where a large user's
         BM25 index is kept between processes (``store/lexical_file.py``). ``row_vectors``:
         reads the table's rows' float32 vectors from the store, so an indexed user keeps
-        none in memory (an int8 index cannot score). ``uses``: ``(id, uses, last access)``
-        counted since the table's rows were written, added to its counts (SQLite's
-        ``access`` table, read in the same transaction)."""
+        none in memory (an int8 index cannot score)."""
         if table is not None:
-            self._snapshot = Snapshot.over(_with_uses(_columns_of(table), uses))
+            self._snapshot = Snapshot.over(_columns_of(table))
         else:
             self._snapshot = Snapshot({m.id: m for m in memories})
         self._lock = threading.Lock()
@@ -1110,20 +1107,6 @@ def _columns(
         importance=np.array([m.importance for m in memories], dtype=np.float64),
         updated=np.array([m.updated_at.timestamp() for m in memories], dtype=np.float64),
     )
-
-
-def _with_uses(arrays: _Arrays, uses: Sequence[tuple[str, int, datetime | None]]) -> _Arrays:
-    """``arrays`` with ``uses`` (``(id, uses, last access)``) added to their rows' access
-    counts and setting their last accesses; an unknown id is skipped."""
-    if not uses:
-        return arrays
-    access, last = arrays.rows.counts.arrays()
-    for memory_id, n, at in uses:
-        row = arrays.position.get(memory_id)
-        if row is not None:
-            access[row] += n
-            last[row] = micros(at)
-    return replace(arrays, rows=arrays.rows.recounted(access, last, ()))
 
 
 def _id_array(ids: list[str]) -> npt.NDArray[np.object_]:

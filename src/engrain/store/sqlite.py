@@ -45,7 +45,6 @@ from engrain.store.base import (
 from engrain.store.cache import RowVectors, UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
-from engrain.store.rows import with_access
 from engrain.store.texts import ReadTexts
 
 _COLUMNS = MEMORY_COLUMNS
@@ -53,20 +52,7 @@ _COLUMNS = MEMORY_COLUMNS
 CACHED_USERS = 64
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
 _BEGIN_RETRIES = 3
-#: A memory's uses counted since its row was last written (``access``, see
-#: :func:`_m006_access`), added to the row's own count; its last access is the table's.
-_ACCESS_USES = (
-    "(SELECT a.uses FROM access a WHERE a.user_id = memories.user_id AND a.id = memories.id)"
-)
-_ACCESS_LAST = (
-    "(SELECT a.last_accessed_at FROM access a "
-    "WHERE a.user_id = memories.user_id AND a.id = memories.id)"
-)
-_COUNTED = {
-    "access_count": f"access_count + coalesce({_ACCESS_USES}, 0)",
-    "last_accessed_at": f"coalesce({_ACCESS_LAST}, last_accessed_at)",
-}
-_SELECT = f"SELECT {', '.join(_COUNTED.get(c, c) for c in _COLUMNS)} FROM memories"
+_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
 #: One chunk of a user's rows in rowid order: the rowid range, never the user index (whose
 #: order would need a sort of whole rows).
 _SELECT_RANGE = (
@@ -222,22 +208,6 @@ def _m005_derived_indexes(db: sqlite3.Connection) -> None:
     )
 
 
-def _m006_access(db: sqlite3.Connection) -> None:
-    # Uses counted since a memory's row was last written (issue 18): counting ~100 uses a
-    # context() rewrote ~100 rows of ~2.1 KB (their vectors inside); a row here is ~60
-    # bytes. A memory's count is its row's plus ``uses``, its last access ``last_accessed_at``
-    # here if it has a row; writing the memory's row folds them in (the row is deleted).
-    db.execute(
-        """CREATE TABLE access (
-            user_id TEXT NOT NULL,
-            id TEXT NOT NULL,
-            uses INTEGER NOT NULL,
-            last_accessed_at TEXT NOT NULL,
-            PRIMARY KEY (user_id, id)
-        ) WITHOUT ROWID"""
-    )
-
-
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -245,7 +215,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("003_corrections_and_state", _m003_corrections_and_state),
     ("004_api_keys", _m004_api_keys),
     ("005_derived_indexes", _m005_derived_indexes),
-    ("006_access", _m006_access),
 ]
 
 
@@ -418,12 +387,6 @@ class SQLiteStore:
                     db.executemany(
                         "DELETE FROM memories WHERE user_id = ? AND id = ?", sorted(removed)
                     )
-                    # a written row holds its memory's whole count (read with its counted
-                    # uses), a deleted one none: their counted uses are folded or gone
-                    db.executemany(
-                        "DELETE FROM access WHERE user_id = ? AND id = ?",
-                        sorted({*staged, *patched, *removed}),
-                    )
                     changed = sorted({u for u, _ in staged} | {u for u, _ in patched} |
                                      {u for u, _ in removed})  # fmt: skip
                     db.executemany(
@@ -571,13 +534,10 @@ class SQLiteStore:
                 for n, group in _by_count(counts).items():
                     for start in range(0, len(group), _IN_CHUNK):
                         part = group[start : start + _IN_CHUNK]
-                        # only ids with a row: a forgotten memory is not counted
                         db.execute(
-                            "INSERT INTO access (user_id, id, uses, last_accessed_at) "
-                            "SELECT user_id, id, ?, ? FROM memories WHERE user_id = ? AND id IN "
-                            f"({', '.join('?' for _ in part)}) "
-                            "ON CONFLICT (user_id, id) DO UPDATE SET uses = uses + excluded.uses, "
-                            "last_accessed_at = excluded.last_accessed_at",
+                            "UPDATE memories SET access_count = access_count + ?, "
+                            "last_accessed_at = ? WHERE user_id = ? AND id IN "
+                            f"({', '.join('?' for _ in part)})",
                             (n, _dt(at), user_id, *part),
                         )
             self._sync_version()
@@ -729,8 +689,7 @@ class SQLiteStore:
         revision = self._revisions_of(self._db, [user_id], read=self._read).get(user_id, 0)
         if revision == self._cache_revisions.get(user_id):
             counts = self._read(
-                f"SELECT id, {_COUNTED['access_count']}, {_COUNTED['last_accessed_at']} "
-                "FROM memories WHERE user_id = ?",
+                "SELECT id, access_count, last_accessed_at FROM memories WHERE user_id = ?",
                 (user_id,),
             )  # fmt: skip
             if cache.recount(counts):
@@ -784,9 +743,6 @@ class SQLiteStore:
                     self._db, user_id, self._stash(user_id, "columns").read, _from_row,
                     partial(self._row_texts, user_id),
                 )  # fmt: skip
-                uses = self._db.execute(
-                    "SELECT id, uses, last_accessed_at FROM access WHERE user_id = ?", (user_id,)
-                ).fetchall()
             finally:
                 self._db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -799,11 +755,9 @@ class SQLiteStore:
         self._stale_images.discard(user_id)
         self._reshaped.discard(user_id)
         self._refreshed[user_id] = time.monotonic()
-        counted = [(i, int(n), _parse(last)) for i, n, last in uses]
         cache = UserCache(
-            _with_uses(loaded.memories or (), counted), table=loaded.table,
-            ann=self._slot(user_id), lexical_stash=self._stash(user_id, "bm25"),
-            row_vectors=self._row_vectors(user_id), uses=counted,
+            loaded.memories or (), table=loaded.table, ann=self._slot(user_id),
+            lexical_stash=self._stash(user_id, "bm25"), row_vectors=self._row_vectors(user_id),
         )  # fmt: skip
         if len(cache) >= columns.PERSIST_MIN_ROWS:
             heap.release()  # the rows' blobs read and dropped: hand their pages back
@@ -1074,23 +1028,6 @@ def _write_state(
         "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
         [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
     )
-
-
-def _with_uses(
-    memories: Sequence[Memory], uses: Sequence[tuple[str, int, datetime | None]]
-) -> Sequence[Memory]:
-    """``memories`` with the uses counted since their rows were written (``access``) added:
-    what :data:`_SELECT` reads for each of them."""
-    if not uses or not memories:
-        return memories
-    counted = {memory_id: (n, last) for memory_id, n, last in uses}
-    out = []
-    for memory in memories:
-        found = counted.get(memory.id)
-        if found is not None:
-            memory = with_access(memory, memory.access_count + found[0], found[1])
-        out.append(memory)
-    return out
 
 
 def _by_count(counts: Counter[str]) -> dict[int, list[str]]:
