@@ -118,10 +118,8 @@ def rows_memories(
         prefetch = getattr(rows.base.content, "prefetch", None)
         if prefetch is not None:  # texts kept in the store: one read for all of them
             prefetch(source)
-        built = memories(
-            rows.base, source, [embedding(row) for row in picked],
-            rows.access[picked].tolist(), rows.last[picked].tolist(),
-        )  # fmt: skip
+        access, last = rows.counts.many(picked)
+        built = memories(rows.base, source, [embedding(row) for row in picked], access, last)
         for i, memory in zip(from_base, rows.decoded.keep_many(built), strict=True):
             out[i] = memory
     return [m for m in out if m is not None]

@@ -561,10 +561,10 @@ class UserCache:
             if (rows < 0).any() or np.unique(rows).size != rows.size:
                 return False
             found = np.fromiter((n for _, n, _ in counts), np.int64, len(counts))
-            changed = np.flatnonzero(arrays.rows.access[rows] != found)
+            access, last = arrays.rows.counts.arrays()
+            changed = np.flatnonzero(access[rows] != found)
             if not changed.size:
                 return True
-            access, last = arrays.rows.access.copy(), arrays.rows.last.copy()
             at = rows[changed]
             access[at] = found[changed]
             last[at] = [parse_micros(counts[i][2]) for i in changed.tolist()]

@@ -4,9 +4,10 @@ A working set (``store/cache.py``) keeps its filters, order and vectors as array
 memories themselves are a :class:`Rows`: per row either a row of a :class:`~engrain.store.
 columns.Columns` table (what the store loaded: decoded on demand) or a ``Memory`` object
 (what this process wrote since, or every row of a store that holds objects anyway). Access
-counts are arrays for every row, so counting a use copies two arrays instead of a mapping of
-every memory. Built memories are kept (:class:`Decoded`, at most :data:`DECODED_MAX`), so a
-memory asked for twice is one object until its row changes.
+counts are :class:`Counts`: two arrays for every row and the rows counted since they were
+copied, so counting a use copies neither a mapping of every memory nor (below
+:data:`COUNTED_MAX` rows counted) the arrays. Built memories are kept (:class:`Decoded`,
+at most :data:`DECODED_MAX`), so a memory asked for twice is one object until its row changes.
 
 Like the rest of a snapshot, a :class:`Rows` is never changed once published: the methods
 that change something return a new one. The :class:`Decoded` cache is the one part shared
@@ -40,6 +41,82 @@ Int64Array = npt.NDArray[np.int64]
 #: side by side on a quiet machine (p95 16.6 -> 21.0 ms: the cache restarted every few
 #: calls and ~250 rows a call were built again).
 DECODED_MAX = 10_000
+
+#: Rows counted since a working set's access arrays were last copied, above which the next
+#: count copies them with every count applied. Copying the two arrays on every ``context()``
+#: cost 0.47 ms of CPU at 100,000 memories and 3.7 ms at 1,000,000 (16 MB written and
+#: freed a call); a mapping of a few thousand rows costs ~0.02 ms to copy, and the arrays are
+#: then copied once every ~40 calls of ~100 memories.
+COUNTED_MAX = 4_096
+
+
+@dataclass(frozen=True, eq=False)
+class Counts:
+    """Access counts and last accesses (microseconds) of a working set's rows: row ``i``'s
+    are ``counted[i]`` if it was counted since ``access`` and ``last`` were copied, else
+    ``access[i]`` and ``last[i]``. Never changed once built (the arrays are shared by the
+    snapshots that follow, and never written); :meth:`added` returns a new one."""
+
+    access: Int64Array
+    last: Int64Array
+    counted: Mapping[int, tuple[int, int]]
+
+    @classmethod
+    def of(cls, access: Int64Array, last: Int64Array) -> Counts:
+        """These counts and last accesses, nothing counted since."""
+        return cls(access, last, {})
+
+    def __len__(self) -> int:
+        return len(self.access)
+
+    def one(self, row: int) -> tuple[int, int]:
+        """Row ``row``'s access count and last access."""
+        found = self.counted.get(row)
+        return found if found is not None else (int(self.access[row]), int(self.last[row]))
+
+    def many(self, rows: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The access counts and last accesses of ``rows``, as lists."""
+        at = np.asarray(rows, dtype=np.intp)
+        access, last = self.access[at].tolist(), self.last[at].tolist()
+        counted = self.counted
+        if counted:
+            for i, row in enumerate(at.tolist()):
+                found = counted.get(row)
+                if found is not None:
+                    access[i], last[i] = found
+        return access, last
+
+    def arrays(self) -> tuple[Int64Array, Int64Array]:
+        """Every row's access count and last access as new arrays (the caller's to change)."""
+        access, last = self.access.copy(), self.last.copy()
+        if self.counted:
+            rows = np.fromiter(self.counted, np.intp, len(self.counted))
+            values = np.array(list(self.counted.values()), dtype=np.int64).reshape(-1, 2)
+            access[rows], last[rows] = values[:, 0], values[:, 1]
+        return access, last
+
+    def added(self, adds: Mapping[int, int], when: int) -> tuple[Counts, list[int]]:
+        """These counts with ``adds[row]`` more accesses of each row, last at ``when``; and
+        the rows' new counts, in ``adds``' order. The arrays are copied only once more than
+        :data:`COUNTED_MAX` rows have been counted since they were."""
+        access, _ = self.many(list(adds))
+        now = [count + n for count, n in zip(access, adds.values(), strict=True)]
+        counted = dict(self.counted)
+        counted.update((row, (count, when)) for row, count in zip(adds, now, strict=True))
+        out = Counts(self.access, self.last, counted)
+        if len(counted) > COUNTED_MAX:
+            out = Counts.of(*out.arrays())
+        return out, now
+
+    def kept(self, keep: npt.NDArray[np.bool_]) -> Counts:
+        """The rows ``keep`` marks, renumbered."""
+        access, last = self.arrays()
+        return Counts.of(access[keep], last[keep])
+
+    def extended(self, access: Int64Array, last: Int64Array) -> Counts:
+        """These rows followed by rows with ``access`` and ``last``."""
+        mine = self.arrays()
+        return Counts.of(np.concatenate([mine[0], access]), np.concatenate([mine[1], last]))
 
 
 class Decoded:
@@ -93,13 +170,12 @@ class Decoded:
 class Rows:
     """The memories of ``len(source)`` rows: row ``i`` is row ``source[i]`` of ``base``,
     or (``source[i] == -1``) the object ``objects[id]``; its access count and last access
-    (microseconds) are ``access[i]`` and ``last[i]`` either way."""
+    (microseconds) are ``counts.one(i)`` either way."""
 
     base: Columns | None
     source: Int64Array
     objects: Mapping[str, Memory]
-    access: Int64Array
-    last: Int64Array
+    counts: Counts
     decoded: Decoded
 
     @classmethod
@@ -110,15 +186,18 @@ class Rows:
             base=None,
             source=np.full(n, -1, dtype=np.int64),
             objects={m.id: m for m in memories},
-            access=np.fromiter((m.access_count for m in memories), np.int64, n),
-            last=np.fromiter((micros(m.last_accessed_at) for m in memories), np.int64, n),
+            counts=Counts.of(
+                np.fromiter((m.access_count for m in memories), np.int64, n),
+                np.fromiter((micros(m.last_accessed_at) for m in memories), np.int64, n),
+            ),
             decoded=Decoded(),
         )
 
     @classmethod
     def of_columns(cls, base: Columns, access: Int64Array, last: Int64Array) -> Rows:
         """Every row of ``base``, in order, with these access counts."""
-        return cls(base, np.arange(len(base), dtype=np.int64), {}, access, last, Decoded())
+        source = np.arange(len(base), dtype=np.int64)
+        return cls(base, source, {}, Counts.of(access, last), Decoded())
 
     def __len__(self) -> int:
         return len(self.source)
@@ -130,7 +209,7 @@ class Rows:
         if found is not None:
             return found
         at = int(self.source[row])
-        count, last = int(self.access[row]), int(self.last[row])
+        count, last = self.counts.one(row)
         if at >= 0:
             assert self.base is not None
             memory = self.base.memory(at, embedding(), count, last)
@@ -163,7 +242,8 @@ class Rows:
 
     def patched(self, changed: Mapping[int, Memory]) -> Rows:
         """These rows replaced by these memories."""
-        source, access, last = self.source.copy(), self.access.copy(), self.last.copy()
+        source = self.source.copy()
+        access, last = self.counts.arrays()
         objects = dict(self.objects)
         for row, memory in changed.items():
             source[row] = -1
@@ -171,7 +251,8 @@ class Rows:
             access[row] = memory.access_count
             last[row] = micros(memory.last_accessed_at)
         drop = [m.id for m in changed.values()]
-        return Rows(self.base, source, objects, access, last, self.decoded.carried(drop))
+        return Rows(self.base, source, objects, Counts.of(access, last),
+                    self.decoded.carried(drop))  # fmt: skip
 
     def extended(self, more: Sequence[Memory]) -> Rows:
         """These rows followed by ``more`` (held as objects)."""
@@ -180,39 +261,35 @@ class Rows:
             self.base,
             np.concatenate([self.source, added.source]),
             {**self.objects, **added.objects},
-            np.concatenate([self.access, added.access]),
-            np.concatenate([self.last, added.last]),
+            self.counts.extended(added.counts.access, added.counts.last),
             self.decoded.carried([m.id for m in more]),
         )
 
     def without(self, keep: npt.NDArray[np.bool_], gone: Sequence[str]) -> Rows:
         """The rows kept (``gone``: the ids of the others)."""
         objects = {i: m for i, m in self.objects.items() if i not in set(gone)}
-        return Rows(self.base, self.source[keep], objects, self.access[keep], self.last[keep],
+        return Rows(self.base, self.source[keep], objects, self.counts.kept(keep),
                     self.decoded.carried(gone))  # fmt: skip
 
     def touched(self, counts: Mapping[int, tuple[str, int]], at: datetime) -> Rows:
         """One access more per count: ``counts`` maps a row to its id and its number of
-        accesses; the last access of each becomes ``at``."""
-        access, last = self.access.copy(), self.last.copy()
+        accesses; the last access of each becomes ``at``. Neither the access arrays
+        (:meth:`Counts.added`) nor anything else of every row is copied."""
         when = micros(at)
-        rows = np.fromiter(counts, np.intp, len(counts))
-        access[rows] += np.fromiter((n for _, n in counts.values()), np.int64, len(counts))
-        last[rows] = when
+        now, new = self.counts.added({row: n for row, (_, n) in counts.items()}, when)
         moment = from_micros(when)
         put: dict[str, Memory] = {}
         kept_now = self.decoded.get_many(memory_id for memory_id, _ in counts.values())
-        for (memory_id, _), count, kept in zip(counts.values(), access[rows].tolist(), kept_now,
-                                               strict=True):  # fmt: skip
+        for (memory_id, _), count, kept in zip(counts.values(), new, kept_now, strict=True):
             if kept is not None:
                 put[memory_id] = with_access(kept, count, moment)
-        return Rows(self.base, self.source, self.objects, access, last,
+        return Rows(self.base, self.source, self.objects, now,
                     self.decoded.carried(put=put))  # fmt: skip
 
     def recounted(self, access: Int64Array, last: Int64Array, changed: Iterable[str]) -> Rows:
         """These rows with these access counts and last accesses (another process counted
         uses; ``changed``: the ids whose counts differ, whose built memories are dropped)."""
-        return Rows(self.base, self.source, self.objects, access, last,
+        return Rows(self.base, self.source, self.objects, Counts.of(access, last),
                     self.decoded.carried(drop=changed))  # fmt: skip
 
 
