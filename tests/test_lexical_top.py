@@ -93,3 +93,32 @@ def test_nothing_for_no_match_or_no_k() -> None:
     assert index.top("absent words", 5)[0].size == 0
     assert index.top("alpha", 0)[0].size == 0
     assert LexicalIndex([]).top("alpha", 3)[0].size == 0
+
+
+_SCORES_IN_A_PROCESS = """
+import hashlib, random
+from engrain.store.lexical import LexicalIndex
+rng = random.Random(4)
+words = ["w%d" % i for i in range(40)]
+docs = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 30))) for _ in range(3000)]
+index = LexicalIndex(docs)
+query = " ".join(words[:12])
+rows, scores = index.top(query, 50)
+print(hashlib.sha256(index.scores(query).tobytes() + rows.tobytes()).hexdigest())
+"""
+
+
+def test_scores_and_ranking_are_the_same_in_every_process() -> None:
+    # a set of strings iterates in an order set by the process's hash seed: summing the
+    # terms in that order gave other last bits, and other documents at tied places
+    import os
+    import subprocess
+    import sys
+
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", _SCORES_IN_A_PROCESS], env=env,
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1

@@ -424,7 +424,9 @@ class LexicalIndex:
         """:meth:`scores` and the documents of each query term found (decoded)."""
         out = np.zeros(self.size, dtype=np.float32)
         lists = []
-        for term in set(tokenize(query)):
+        # summed in the terms' order: the same floats in every process (a set's order
+        # depends on the process's string hashing: scores differed in the last bit)
+        for term in sorted(set(tokenize(query))):
             entry = self._postings.get(term)
             if entry is None:
                 continue
