@@ -25,7 +25,7 @@ def _plain_scores(documents: list[str], query: str) -> npt.NDArray[np.float32]:
     average = float(length.mean()) if size else 0.0
     norm = K1 * (1.0 - lexical.B + lexical.B * length / max(average, 1e-9))
     out = np.zeros(size, dtype=np.float32)
-    for term in set(tokenize(query)):
+    for term in sorted(set(tokenize(query))):  # the index's order of summing
         if term not in postings:
             continue
         docs = np.asarray(postings[term][0], dtype=np.int32)

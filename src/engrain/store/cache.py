@@ -650,8 +650,9 @@ class UserCache:
         if lexical is None:
             lexical = self._lexical(arrays)
             self._publish(snapshot, replace(snapshot, lexical=lexical))
-        scores = lexical.scores(text)
-        return _top(arrays, scores, self._mask(arrays, flt) & (scores > 0), k)
+        rows, scores = lexical.top(text, k, self._mask(arrays, flt))
+        found = arrays.memories_of(rows.tolist())
+        return list(zip(found, scores.tolist(), strict=True))
 
     def _lexical(self, arrays: _Arrays) -> LexicalIndex:
         """A BM25 index of the rows: the user's saved one if it was built from exactly these

@@ -390,16 +390,76 @@ class LexicalIndex:
 
     def scores(self, query: str) -> npt.NDArray[np.float32]:
         """The BM25 score of every document for ``query`` (0 where no term matches)."""
+        return self._scored(query)[0]
+
+    def top(
+        self, query: str, k: int, mask: npt.NDArray[np.bool_] | None = None
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+        """The ``k`` best documents for ``query`` among those ``mask`` keeps (every one
+        without it) that share a term with it, best first, and their scores: the scores of
+        :meth:`scores`, bit for bit, ties broken by document order (the lower first, at
+        the k-th place too).
+
+        Only the documents scoring at least a lower bound of the k-th best score are
+        ranked: the k-th best score among the kept documents of one query term's list
+        (the shortest holding k of them; its documents are distinct, so at least k kept
+        documents score that much). At a million memories a query's terms match ~700,000
+        documents, which the ranking no longer gathers, partitions and sorts; the top k
+        is exact (``tests/test_lexical_top.py``)."""
+        if k <= 0:
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32)
+        scores, lists = self._scored(query)
+        floor = 0.0
+        for docs in sorted(lists, key=len):
+            kept = docs if mask is None else docs[mask[docs]]
+            if len(kept) >= k:
+                floor = float(np.partition(scores[kept], len(kept) - k)[len(kept) - k])
+                break
+        rows = np.flatnonzero(scores >= floor) if floor > 0.0 else np.flatnonzero(scores > 0.0)
+        if mask is not None:
+            rows = rows[mask[rows]]
+        return _best(rows, scores[rows], k)
+
+    def _scored(self, query: str) -> tuple[npt.NDArray[np.float32], list[npt.NDArray[np.intp]]]:
+        """:meth:`scores` and the documents of each query term found (decoded)."""
         out = np.zeros(self.size, dtype=np.float32)
-        for term in set(tokenize(query)):
+        lists = []
+        # summed in the terms' order: the same floats in every process (a set's order
+        # depends on the process's string hashing: scores differed in the last bit)
+        for term in sorted(set(tokenize(query))):
             entry = self._postings.get(term)
             if entry is None:
                 continue
-            docs, tfs = _unpacked_docs(entry[0]), entry[1].astype(np.float32)
+            docs, tfs = _query_docs(entry[0]), entry[1].astype(np.float32)
             df = len(docs)
             idf = math.log(1.0 + (self.size - df + 0.5) / (df + 0.5))
             out[docs] += idf * tfs * (K1 + 1.0) / (tfs + self._norm[docs])
-        return out
+            lists.append(docs)
+        return out, lists
+
+
+def _query_docs(stored: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The documents of a term's list as :func:`_packed_docs` holds it, as numpy's index
+    type: a gather or scatter-add with int32 indices converts them first (280,000 of them:
+    0.8 / 1.8 ms against 0.35 / 0.9 with intp)."""
+    if stored.dtype == np.uint16:
+        return np.cumsum(stored, dtype=np.intp)
+    return stored.astype(np.intp)
+
+
+def _best(
+    rows: npt.NDArray[np.intp], scores: npt.NDArray[np.float32], k: int
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+    """The ``k`` best of ``rows`` (ascending) by ``scores``, best first, ties in row order
+    (the lower rows at the k-th place too)."""
+    if len(rows) > k:
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)[: k - len(above)]
+        picked = np.concatenate([above, tied])
+        rows, scores = rows[picked], scores[picked]
+    order = np.lexsort((rows, -scores))
+    return rows[order], scores[order]
 
 
 #: The largest gap between two documents of a term held as uint16 (:func:`_packed_docs`).

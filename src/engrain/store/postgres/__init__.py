@@ -623,8 +623,8 @@ class PostgresStore:
     ) -> list[tuple[Memory, float]]:
         """The ``k`` memories passing ``flt`` with the highest BM25 score for ``text`` over
         the user's own term statistics; the scores equal :class:`LexicalIndex`'s."""
-        # LexicalIndex.scores sums the terms in this set's order; so does bm25.scores.
-        terms = list(set(tokenize(text)))
+        # LexicalIndex.scores sums the terms in sorted order; so does bm25.scores.
+        terms = sorted(set(tokenize(text)))
         if k <= 0 or not terms:
             return []
         held = None if self._working is None else self._working.current(user_id)

@@ -9,7 +9,7 @@ term's document frequency (``term_stats``) and every block of those terms: ~14 b
 posting in a few thousand rows instead of one row per posting (a million memories: a
 question's ~400,000 postings arrive in ~30 ms instead of ~330 ms, and numpy scores them in
 a few milliseconds). The scores are computed in the arithmetic of
-:class:`~engrain.store.lexical.LexicalIndex` (float32, terms summed in the same set order),
+:class:`~engrain.store.lexical.LexicalIndex` (float32, terms summed in the same sorted order),
 so they are the same numbers.
 
 Writes keep the blocks exact in the write's own transaction (:func:`changed_blocks`):
