@@ -676,7 +676,7 @@ def test_an_image_holds_no_texts_and_its_table_reads_them_from_the_rows(
     loaded = columns.load(data, Stamp(_revision(db), names), USER)
     assert loaded is not None and len(loaded.content) == len(memories)
     with pytest.raises(StoreError):
-        loaded.content[0]  # noqa: B018 - the texts are not in the image
+        loaded.content[0]  # the texts are not in the image
     # the digest of the texts is: a saved BM25 index is checked against it
     assert loaded.content_digest == texts_digest(
         len(memories), "\0".join(m.content for m in memories).encode("utf-8", "surrogatepass")
