@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -84,9 +84,11 @@ def read(
     if large and texts is not None:
         columns = image.load(saved(), stamp, user_id)
         if columns is not None and len(columns) == count:
+            # copied out first: the image's bytes are freed before the scan of the rows
+            # allocates the vectors' matrix (a lower peak)
+            columns = without_texts(columns, texts)
             table = _live(db, user_id, columns)
             if table is not None:
-                table = replace(table, columns=without_texts(table.columns, texts))
                 return Loaded(table, None, revision=stamp.revision)
     rowids = [r[0] for r in db.execute(
         "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
