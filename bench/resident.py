@@ -10,14 +10,21 @@ each loads the model, opens an ``Engine`` on the copy, runs the first ``context(
 for the approximate index, runs ``--queries`` more calls, and reports
 
 - ``rss_model_mb``: ``VmRSS`` after loading the model (before the store is opened);
+  ``rss_first_call_mb`` after the first ``context()`` (the rows' vectors and the image's
+  bytes still held) and ``rss_index_ready_mb`` once the approximate index is attached
+  (the matrix dropped): what the calls add is ``rss_mb`` minus that;
 - ``rss_mb``: ``VmRSS`` after the calls; ``rss_store_mb`` the difference; ``rssanon_mb``,
   ``rssfile_mb`` and ``vmhwm_mb``: its anonymous and file-backed parts, and the peak;
   ``rss_trimmed_mb`` right after asking glibc to hand back what it keeps freed
   (``malloc_trim(0)``): what the process holds live, without the allocator's retention,
   which varies by tens of MB from one run to the next;
+- ``sqlite_mb``: what SQLite's allocator holds (``sqlite3_memory_used``: page caches,
+  statements); ``malloc_free_mb``: what glibc's arenas hold freed (``mallinfo2``'s
+  ``fordblks``, before the trim);
 - ``traced_mb`` / ``traced_peak_mb`` (with ``--traced`` only): what ``tracemalloc``
   (started after the model) counts now and at most: Python and NumPy allocations, not
-  usearch's own (C++) memory. Off by default: tracemalloc's own bookkeeping (a trace per
+  usearch's own (C++) memory, and ``traced_top``: the largest allocation sites then
+  (file:line, MB, blocks). Off by default: tracemalloc's own bookkeeping (a trace per
   live block) is resident too, ~65 MB at 100,000 memories, and would count as the store's;
 - ``matrix_mb``: the bytes of the working set's float32 matrix, if it keeps one;
 - ``cpu_ms_per_call`` / ``wall_ms_per_call``: CPU (every thread's, query embedding
@@ -71,7 +78,9 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         engine.context(queries[0], USER, now=common.NOW)
         cold = {"wall_ms": (time.perf_counter() - start) * 1000.0,
                 "cpu_s": time.process_time() - cpu}  # fmt: skip
+        rss_first = rss_mb()
         indexed = bool(engine.store.wait_for_index(USER))  # type: ignore[attr-defined]
+        rss_ready = rss_mb()
         cpu, wall = time.process_time(), time.perf_counter()
         for query in queries[1:]:
             engine.context(query, USER, now=common.NOW)
@@ -79,10 +88,11 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         per_call = {"cpu_ms_per_call": (time.process_time() - cpu) * 1000.0 / calls,
                     "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls}  # fmt: skip
         rss = rss_mb()
-        status = _status()
+        status = {**_status(), **_allocators()}
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # what glibc keeps freed, handed back
         rss_trimmed = rss_mb()
         traced, peak = tracemalloc.get_traced_memory() if spec.get("traced") else (0, 0)
+        top = _top_sites(tracemalloc.take_snapshot()) if spec.get("traced") else []
         tracemalloc.stop()
         snapshot = engine.store._cache(USER).snapshot  # type: ignore[attr-defined]
         arrays = snapshot.arrays
@@ -91,12 +101,18 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         recall = recall_at(engine, queries[1:], 50) if spec["recall"] and indexed else None
     return {
         "rss_model_mb": rss_model,
+        "rss_first_call_mb": rss_first,
+        "rss_index_ready_mb": rss_ready,
         "rss_mb": rss,
         "rss_store_mb": round(rss - rss_model, 1),
         "rss_trimmed_mb": rss_trimmed,
         **status,
         **(
-            {"traced_mb": round(traced / 2**20, 1), "traced_peak_mb": round(peak / 2**20, 1)}
+            {
+                "traced_mb": round(traced / 2**20, 1),
+                "traced_peak_mb": round(peak / 2**20, 1),
+                "traced_top": top,
+            }
             if spec.get("traced")
             else {}
         ),
@@ -120,6 +136,36 @@ def _status() -> dict[str, float]:
             if name in ("RssAnon", "RssFile", "VmHWM"):
                 out[f"{name.lower()}_mb"] = round(int(line.split()[1]) / 1024.0, 1)
     return out
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]  # fmt: skip
+
+
+def _allocators() -> dict[str, float]:
+    """What SQLite's allocator holds and what glibc keeps freed, in MB (``NaN`` where the
+    library or the call is missing)."""
+    out = {"sqlite_mb": float("nan"), "malloc_free_mb": float("nan")}
+    try:
+        sqlite = ctypes.CDLL("libsqlite3.so.0")
+        sqlite.sqlite3_memory_used.restype = ctypes.c_int64
+        out["sqlite_mb"] = round(sqlite.sqlite3_memory_used() / 2**20, 1)
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        out["malloc_free_mb"] = round(libc.mallinfo2().fordblks / 2**20, 1)
+    except (OSError, AttributeError):
+        pass
+    return out
+
+
+def _top_sites(snapshot: tracemalloc.Snapshot, count: int = 15) -> list[list[Any]]:
+    """The ``count`` largest allocation sites of ``snapshot``: file:line, MB, blocks."""
+    return [
+        [str(stat.traceback[0]), round(stat.size / 2**20, 2), stat.count]
+        for stat in snapshot.statistics("lineno")[:count]
+    ]
 
 
 def _parts(snapshot: Any) -> dict[str, Any]:

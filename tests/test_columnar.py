@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.store import (
     MemoryFilter,
@@ -659,3 +660,45 @@ def test_prefetched_texts_stay_when_the_kept_ones_start_over(
     assert reads == [[0, 1, 2], [3, 4]]  # nothing read alone
     assert column[0] == "text 0"  # dropped when the kept ones started over: read alone
     assert reads[-1] == [0]
+
+
+def test_an_image_holds_no_texts_and_its_table_reads_them_from_the_rows(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _image_saved(db)
+    data = _saved(db)
+    assert data is not None
+    memories = _memories(14)
+    assert not any(m.content.encode("utf-8") in data for m in memories)
+    assert memories[7].id.encode() in data and memories[7].content_hash.encode() in data
+    with sqlite3.connect(db) as conn:
+        names = tuple(r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name"))
+    loaded = columns.load(data, Stamp(_revision(db), names), USER)
+    assert loaded is not None and len(loaded.content) == len(memories)
+    with pytest.raises(StoreError):
+        loaded.content[0]  # the texts are not in the image
+    # the digest of the texts is: a saved BM25 index is checked against it
+    assert loaded.content_digest == texts_digest(
+        len(memories), "\0".join(m.content for m in memories).encode("utf-8", "surrogatepass")
+    )
+    spy = _Spy(monkeypatch)
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    _same(dict(reader.working_set(USER)), _as_rows_hold(reader))
+    assert (spy.rows, spy.image) == (0, 1)
+    reader.close()
+
+
+def test_a_load_without_a_reader_of_texts_reads_the_rows(db: Path) -> None:
+    _image_saved(db)
+    store = SQLiteStore(db, ann_min_vectors=None)
+    conn = store._db
+    conn.execute("BEGIN")
+    try:
+        loaded = sqlite_load.read(
+            conn, USER, lambda: _saved(db), sqlite_module._from_row, texts=None
+        )  # fmt: skip
+    finally:
+        conn.execute("COMMIT")
+    assert loaded.table is not None and loaded.save is not None  # read from the rows
+    assert loaded.table.columns.content.all() == [m.content for m in _memories(14)]
+    store.close()

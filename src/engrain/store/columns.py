@@ -8,9 +8,12 @@ is built only for a row a call returns (:meth:`Columns.memory`). Two things are 
 it: vectors (the working set's matrix) and access counts (changed by every ``context()``
 without a revision: kept as arrays by the working set and read from the rows at load).
 
-:func:`dump` and :func:`load` turn a table into bytes (``numpy.savez``, read without
-pickle) with a header saying what it was read from: the user's revision, the schema's
-applied migrations, the rows' count and their rowids. The SQLite store keeps those bytes in
+:func:`dump` and :func:`load` turn a table into bytes (arrays read in place, no pickle)
+with a header saying what it was read from: the user's revision, the schema's applied
+migrations, the rows' count and their rowids. The texts are not part of those bytes (only
+their digest): a table loaded from them reads its texts from the rows when a call returns
+them (``store/texts.py``), so an image is ~20 MB at 100,000 memories instead of ~53 MB,
+read and checked at every cold start. The SQLite store keeps those bytes in
 its ``derived_indexes`` table and uses them only when the header matches the file as it is
 inside the same read transaction (the revision counts every write of the user's rows except
 access counts, which are read from the rows anyway); anything else is read from the rows
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from engrain.errors import StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
 
 log = logging.getLogger(__name__)
@@ -146,6 +150,27 @@ class Codes:
         """The column as an object array (``None`` where missing)."""
         table = np.array([*self.values, None], dtype=object)
         return table[self.codes]  # -1 is the trailing None
+
+
+class Unread:
+    """The ``content`` column of a table loaded from an image, which holds no texts: their
+    count only. The loader replaces it with a reader of the rows' texts
+    (:func:`~engrain.store.texts.without_texts`) before the table is used."""
+
+    __slots__ = ("count",)
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> str:
+        raise StoreError("an image's texts are read from the rows (store/texts.py)")
+
+    def all(self) -> list[str]:
+        """Never: see :meth:`__getitem__`."""
+        raise StoreError("an image's texts are read from the rows (store/texts.py)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -283,6 +308,8 @@ _FLAGS: Mapping[str, int] = {"pinned": 17, "muted": 18, "compressed": 20,
                              "compression_source": 21}  # fmt: skip
 _ARRAYS = ("memory_type", "kind", *_TIMES, *_FLOATS, *_FLAGS)
 _STRINGS = ("ids", "content", "content_hash")
+#: The strings an image holds: not the texts (read from the rows on demand).
+_SAVED_STRINGS = ("ids", "content_hash")
 _SKIPPED = (1, 15, 16, 25)  # the user, the access count and time, the vector
 _ROWID = 27
 
@@ -342,7 +369,7 @@ _EMPTY = {"domains": "[]", "provenance": "{}"}
 
 #: Users with fewer memories are read from their rows (well under 100 ms): no image.
 PERSIST_MIN_ROWS = 5_000
-_FORMAT = 1
+_FORMAT = 2  # 2: without the texts
 
 
 @lru_cache(maxsize=1)
@@ -372,9 +399,10 @@ _ALIGN = 8
 def dump(columns: Columns, stamp: Stamp) -> bytes:
     """``columns`` (read at ``stamp``) as bytes: a frame (magic, lengths, CRC-32), a JSON
     header (the stamp, the user, the texts' digest, where each array is) and the arrays'
-    bytes, each readable in place (:func:`load` copies nothing)."""
+    bytes, each readable in place (:func:`load` copies nothing). The texts themselves are
+    not saved (``columns.content`` is not read: it may be a reader of the rows)."""
     arrays: dict[str, npt.NDArray[Any]] = {"rowids": columns.rowids}
-    for name in _STRINGS:
+    for name in _SAVED_STRINGS:
         strings: Strings = getattr(columns, name)
         arrays[f"{name}.blob"] = np.frombuffer(strings.blob, np.uint8)
         arrays[f"{name}.at"] = strings.at
@@ -405,8 +433,9 @@ def dump(columns: Columns, stamp: Stamp) -> bytes:
 
 def load(data: bytes | None, stamp: Stamp, user_id: str) -> Columns | None:
     """The table :func:`dump` made if it was read at ``stamp`` for ``user_id`` by this
-    format, else ``None`` (none saved, torn, damaged, or stale). Its arrays and texts are
-    views of ``data``. The caller still checks that its rowids are the user's rows."""
+    format, else ``None`` (none saved, torn, damaged, or stale). Its arrays and strings are
+    views of ``data``; its ``content`` is :class:`Unread` (the caller gives it a reader of
+    the rows' texts). The caller still checks that its rowids are the user's rows."""
     if data is None or len(data) < _FRAME.size:
         return None
     magic, header_length, payload_length, crc = _FRAME.unpack_from(data)
@@ -440,7 +469,8 @@ def load(data: bytes | None, stamp: Stamp, user_id: str) -> Columns | None:
                 raise ValueError(f"{name}: offsets outside the texts")
             return Strings(data, at + (start + int(offset)))
 
-        fields: dict[str, Any] = {name: strings(name) for name in _STRINGS}
+        fields: dict[str, Any] = {name: strings(name) for name in _SAVED_STRINGS}
+        fields["content"] = Unread(count)
         for name in _CODES:
             values = Strings(bytes(array(f"{name}.values")), array(f"{name}.values_at"))
             fields[name] = Codes(values.all(), array(f"{name}.codes"))

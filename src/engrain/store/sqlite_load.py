@@ -9,7 +9,9 @@ the file):
   equals the file's now and the user's rowids, read in the same transaction with the
   vectors and access counts (which the image does not hold), are the image's. The revision
   is bumped by every write of the user's rows except counted uses, and counted uses are
-  read from the rows here, so a matching image holds what the rows hold.
+  read from the rows here, so a matching image holds what the rows hold. The image holds no
+  texts: the table reads them from the rows when a call returns them (``store/texts.py``),
+  so a caller without such a reader reads the rows.
 - **From the rows**, in chunks of rowids (``ORDER BY rowid`` over the user index made
   SQLite sort whole rows, vectors included, in a temporary b-tree), into columns: no
   ``Memory`` is built. The caller saves the image of a large user afterwards.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -70,8 +72,8 @@ def read(
 ) -> Loaded:
     """The user's working set, inside the read transaction the caller holds. ``saved``
     reads the user's image (or ``None``); ``decode`` makes a memory of a full row;
-    ``texts``, if given, reads the texts of a table loaded from the image on demand
-    instead of keeping them (``store/texts.py``)."""
+    ``texts`` reads the texts of a table loaded from the image on demand (the image holds
+    none: without ``texts`` the rows are read)."""
     revision = db.execute("SELECT revision FROM revisions WHERE user_id = ?", (user_id,))
     rows = revision.fetchall()
     names = [r[0] for r in db.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
@@ -79,13 +81,14 @@ def read(
     count = int(db.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user_id,))
                 .fetchall()[0][0])  # fmt: skip
     large = count >= image.PERSIST_MIN_ROWS
-    if large:
+    if large and texts is not None:
         columns = image.load(saved(), stamp, user_id)
         if columns is not None and len(columns) == count:
+            # copied out first: the image's bytes are freed before the scan of the rows
+            # allocates the vectors' matrix (a lower peak)
+            columns = without_texts(columns, texts)
             table = _live(db, user_id, columns)
             if table is not None:
-                if texts is not None:
-                    table = replace(table, columns=without_texts(table.columns, texts))
                 return Loaded(table, None, revision=stamp.revision)
     rowids = [r[0] for r in db.execute(
         "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
