@@ -69,6 +69,7 @@ def test_the_matrix_is_dropped_once_the_index_holds_every_loaded_row(db: Path) -
 
 def test_without_the_matrix_search_scores_and_embeddings_stay_within_float16(db: Path) -> None:
     originals = {m.id: m.embedding for m in _stored(db)}
+    shared = wanted = 0
     with closing(_indexed(db)) as store, closing(SQLiteStore(db, ann_min_vectors=None)) as exact:
         _ready(store)
         for query in _vectors(20, seed=9):
@@ -78,13 +79,18 @@ def test_without_the_matrix_search_scores_and_embeddings_stay_within_float16(db:
                 assert len(got) == len(want)
                 # each score is its memory's exact score up to float16; the approximate
                 # search may swap near-ties at the boundary, so the sets overlap, not match
+                # (random vectors at 32 dimensions tie often: the index's threaded build
+                # sometimes misses two of a query's 10, so recall is asserted over all 40)
                 for memory, score in got:
                     assert abs(score - float(originals[memory.id] @ query)) < F16
-                assert len({m.id for m, _ in got} & {m.id for m, _ in want}) >= len(want) - 1
+                overlap = len({m.id for m, _ in got} & {m.id for m, _ in want})
+                assert overlap >= len(want) - 2
+                shared, wanted = shared + overlap, wanted + len(want)
                 for memory, score in got:
                     assert memory.embedding is not None
                     assert np.abs(memory.embedding - originals[memory.id]).max() < F16
                     assert abs(float(memory.embedding @ query) - score) < 1e-5
+        assert shared / wanted >= 0.97
         centroid = store.centroid(USER)
         assert centroid is not None
         assert np.abs(centroid - np.mean(list(originals.values()), axis=0)).max() < F16
