@@ -45,6 +45,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
+def pg(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """A PostgreSQL store on the session's private server, two pooled connections (a test
+    module that counts round trips or needs more connections defines its own ``pg``)."""
+    from engrain.store.postgres import PostgresStore
+
+    store = PostgresStore(request.getfixturevalue("pg_url"), pool_size=2)
+    yield store
+    store.close()
+
+
+@pytest.fixture
 def engine(store: Store, tmp_path: Path) -> Iterator[Engine]:
     """An engine over each backend with the deterministic hash embedder."""
     eng = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())

@@ -5,7 +5,6 @@ when every document is a context record."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +23,6 @@ psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 writes = pytest.importorskip("engrain.store.postgres.writes")
 PostgresStore = postgres.PostgresStore
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[Any]:
-    store = PostgresStore(pg_url, pool_size=2)
-    yield store
-    store.close()
 
 
 def _statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:

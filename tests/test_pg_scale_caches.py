@@ -198,13 +198,6 @@ def test_lexical_search_is_served_by_term_stats(pg: Any) -> None:
     assert np.isfinite([s for _, s in pg.lexical_search("alice", "billing", 10)]).all()
 
 
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[Any]:
-    store = PostgresStore(pg_url, pool_size=2)
-    yield store
-    store.close()
-
-
 def test_posting_blocks_follow_writes_of_another_store(two: Any) -> None:
     """Every write of another store that adds, edits (same terms, other lengths) or removes
     a document is seen by the next search, whose scores equal the in-process index's."""

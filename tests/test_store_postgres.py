@@ -41,13 +41,6 @@ postgres = pytest.importorskip("engrain.store.postgres")
 PostgresStore = postgres.PostgresStore
 
 
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[Any]:
-    store = PostgresStore(pg_url, pool_size=2)
-    yield store
-    store.close()
-
-
 def _sql(url: str, query: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     with psycopg.connect(url, autocommit=True) as db:
         cur = db.execute(query, params)
