@@ -24,8 +24,9 @@ Measured per scenario, each over ``--queries`` queries of random users:
 * ``Engine.context()`` end to end with the real all-MiniLM-L6-v2 embedder (query embedding,
   hybrid candidates, scoring, rendering, the access-count write), unless ``--no-engine``;
 * for **big**: the plan of the search (the HNSW index must serve it), the same searches
-  forced exact, the HNSW recall@10/@20/@50 against exact search under the filter, and
-  recall@50 with the k = 50 search's latency at ``hnsw.ef_search`` 100, 200 and 400;
+  forced exact, the HNSW recall@10/@20/@50 against exact search under the filter, the
+  learnings' search's R@100 (the gate's k and kinds, their own graph), and recall@50 with
+  the k = 50 search's latency at ``hnsw.ef_search`` 100, 200 and 400;
 * for ``context()``: the cold start (a new engine's first call, the embedder already
   loaded) and the process's resident memory before the engine opened and after the run.
 """
@@ -54,6 +55,7 @@ from pg_side import side_by_side
 from engrain import Engine, Settings
 from engrain.model import Kind, Memory, MemoryType, content_hash
 from engrain.recall.candidates import recall_filter
+from engrain.recall.gate import LEARNING_KINDS, LEARNINGS_MAX
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import INDEXED_DIM, PostgresStore, bm25
 
@@ -436,6 +438,7 @@ def measure_store(
                 approx = {m.id for m, _ in store.search(who[i], vectors[i], depth, flt)}
                 hits, total = hits + len(approx & set(nearest[:depth])), total + depth
             out[f"hnsw_recall_at_{depth}"] = round(hits / total, 3) if total else None
+        out["learnings_recall_at_100"] = learnings_recall(store, exact, who, vectors, flt)
         out["hnsw_by_ef_search"] = hnsw_by_ef(url, [set(t) for t in truth], who, vectors, flt)
         out["plan"] = store.explain_search(who[0], vectors[0], k, flt, analyze=True)
         exact.close()
@@ -443,6 +446,21 @@ def measure_store(
         out["write"] = measure_writes(store, draw(), queries, rng)
     store.close()
     return out
+
+
+def learnings_recall(
+    store: PostgresStore, exact: PostgresStore, who: Sequence[str], vectors: np.ndarray, flt: Any
+) -> float | None:
+    """R@100 of the learnings' search as the gate runs it (k = ``LEARNINGS_MAX``, the
+    learning kinds, through their own graph) against exact search, over the first 50
+    queries."""
+    typed = flt.update(kinds=LEARNING_KINDS)
+    hits = total = 0
+    for i in range(min(50, len(vectors))):
+        truth = {m.id for m, _ in exact.search(who[i], vectors[i], LEARNINGS_MAX, typed)}
+        found = {m.id for m, _ in store.search(who[i], vectors[i], LEARNINGS_MAX, typed)}
+        hits, total = hits + len(found & truth), total + len(truth)
+    return round(hits / total, 4) if total else None
 
 
 def hnsw_by_ef(
@@ -793,7 +811,9 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{name:>10} {row['memories']:>10,} {measure:>20} "
                   f"{stats['p50_ms']:>8.2f} {stats['p95_ms']:>8.2f}")  # fmt: skip
         extra = {
-            k: v for k, v in row["store"].items() if k.startswith(("search_uses", "hnsw", "write"))
+            k: v
+            for k, v in row["store"].items()
+            if k.startswith(("search_uses", "hnsw", "write", "learnings"))
         }
         print(f"{'':>10} load {row['load']}  {extra}")
         if "store_ms_per_context" in row.get("engine_context", {}):

@@ -3,6 +3,7 @@ docstring for what each table holds and why)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import psycopg
@@ -12,6 +13,8 @@ from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
 from engrain.store.postgres import bm25
 from engrain.store.postgres.codec import Conn
+
+log = logging.getLogger(__name__)
 
 #: The dimension the HNSW index serves (all-MiniLM-L6-v2). Vectors of other sizes are
 #: stored and searched exactly.
@@ -35,6 +38,13 @@ LEARNINGS_INDEX_SQL = (
     f"WHERE vector_dims(embedding) = {INDEXED_DIM} "
     f"AND kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})"
 )
+#: The candidate list the learnings' graph is built with (pgvector's ``ef_construction``,
+#: default 64): as wide as the list their search walks it with (``EF_PER_ROW`` × the gate's
+#: 100 learnings = 400). On the 100,000-memory corpus (22,129 learnings, 60 questions) the
+#: default's graph returned 0.968 of the exact 100 nearest at ``ef_search`` 400, one built
+#: with 400 returned 0.992 (0.990 at 200); build 30 against 21 s (``docs/postgres.md``,
+#: session 12).
+LEARNINGS_EF_CONSTRUCTION = 400
 _MIGRATION_LOCK = 0x656E67_7261696E  # "engrain": one migrator at a time per database
 
 
@@ -249,6 +259,37 @@ def _m006_memories_fillfactor(db: Conn) -> None:
     db.execute("ALTER TABLE memories SET (fillfactor = 80)")
 
 
+def _m007_learnings_graph(db: Conn) -> None:
+    # New learnings join the graph with the wider candidate list from now on. The graph
+    # that exists is rebuilt here only while it fits in ``maintenance_work_mem``: pgvector
+    # then builds in memory (seconds per 10,000 rows; writers wait on the table's lock
+    # meanwhile, readers of the graph too). A larger one keeps working as it is, and is
+    # rebuilt without blocking anyone by ``REINDEX INDEX CONCURRENTLY
+    # memories_learnings_hnsw`` (docs/postgres.md, "Session 12"), which a migration's
+    # transaction cannot run.
+    db.execute(
+        f"ALTER INDEX memories_learnings_hnsw SET (ef_construction = {LEARNINGS_EF_CONSTRUCTION})"
+    )
+    if learnings_graph_fits(db):
+        db.execute("REINDEX INDEX memories_learnings_hnsw")
+    else:
+        log.warning(
+            "the learnings' HNSW graph is larger than maintenance_work_mem: not rebuilt "
+            "by migration 007; run `REINDEX INDEX CONCURRENTLY memories_learnings_hnsw` "
+            "once for its full recall (docs/postgres.md)"
+        )
+
+
+def learnings_graph_fits(db: Conn) -> bool:
+    """Whether the learnings' HNSW graph (its size on disk now) fits in the session's
+    ``maintenance_work_mem``, so that pgvector rebuilds it in memory."""
+    row = db.execute(
+        "SELECT pg_relation_size('memories_learnings_hnsw'::regclass) <= "
+        "(SELECT setting::bigint * 1024 FROM pg_settings WHERE name = 'maintenance_work_mem')"
+    ).fetchone()
+    return row is not None and bool(row[0])
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
@@ -257,6 +298,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("004_learnings_index", _m004_learnings_index),
     ("005_posting_blocks", _m005_posting_blocks),
     ("006_memories_fillfactor", _m006_memories_fillfactor),
+    ("007_learnings_graph", _m007_learnings_graph),
 ]
 
 
