@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from engrain.model import Kind, Memory, MemoryType
+from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
 
@@ -92,6 +93,17 @@ UNRELATED_RELEVANCE = 0.2
 #: preferences' share) left out a third unrelated invariant a simple question's writer
 #: wanted (75 tokens of 500); 0.2 keeps every labelled one.
 UNRELATED_INVARIANT_SHARE = 0.2
+#: What the unrelated invariants outside the message's area take together, whatever the
+#: budget: the unrelated share of the smallest automatic budget (a simple question's 500
+#: tokens). The area is the domains of the message's clear matches (``recall.area``): an
+#: invariant under the unrelated level that shares none of them is about neither the
+#: message nor the part of the project it touches, background knowledge whose worth does
+#: not grow with the message's complexity (a larger budget is for more relevant memory).
+#: Inside the area an unrelated invariant constrains the part being changed ("never random
+#: K-fold" for an Optuna search in ``training``) and keeps the budget's share. A message
+#: without an area (nothing matches it clearly) has no outside: every unrelated invariant
+#: keeps the share.
+BACKGROUND_TOKENS = 100
 #: The relevance a typed learning needs when more relevant memories fill the whole block:
 #: a learning walked when they take ``used`` of ``budget`` tokens needs
 #: ``FULL_BLOCK_RELEVANCE × used / budget`` (:func:`needed_relevance`). Tuned on the
@@ -138,6 +150,7 @@ class _Fill:
         self.used = 0
         self.procedural_used = 0
         self.unrelated_used = 0
+        self.outside_used = 0
         # the relevance and cost of each line selected out of the fill order (leading pins,
         # conflict partners): the only selected lines that can be less relevant than the
         # candidate being judged
@@ -187,7 +200,11 @@ class _Fill:
 
 
 def fill_order(
-    leading: Sequence[Ranked], rest: Sequence[Ranked], *, by_relevance: bool
+    leading: Sequence[Ranked],
+    rest: Sequence[Ranked],
+    *,
+    by_relevance: bool,
+    area: frozenset[str] = frozenset(),
 ) -> list[Ranked]:
     """The order selection walks the candidates: the leading pins, then the rest; each
     group most relevant first when ``by_relevance`` (the automatic selection, where the
@@ -203,13 +220,29 @@ def fill_order(
     first)". When the budget holds every passing memory, the order changes nothing.
     Ties keep the order given (the score's). The invariants unrelated to the message
     (:func:`unrelated_invariant`) come last, in the order given (the score's): under the
-    unrelated level relevance ranks nothing, and their score is their priors."""
+    unrelated level relevance ranks nothing, and their score is their priors; those of the
+    message's ``area`` first, then those outside it (:func:`outside_area`)."""
     if not by_relevance:
         return [*leading, *rest]
     related = [r for r in rest if not unrelated_invariant(r)]
     unrelated = [r for r in rest if unrelated_invariant(r)]  # by score, as given
+    inside = [r for r in unrelated if not outside_area(r, area)]
+    outside = [r for r in unrelated if outside_area(r, area)]
     return [*sorted(leading, key=_less_relevant), *sorted(related, key=_less_relevant),
-            *unrelated]  # fmt: skip
+            *inside, *outside]  # fmt: skip
+
+
+def area_of(ranked: Sequence[Ranked]) -> frozenset[str]:
+    """The message's area: the domains of the candidates at least
+    :data:`~engrain.recall.area.AREA_RELEVANCE` relevant (its clear matches)."""
+    return frozenset(d for r in ranked if r.relevance >= AREA_RELEVANCE for d in r.memory.domains)
+
+
+def outside_area(r: Ranked, area: frozenset[str]) -> bool:
+    """Whether ``r`` is an unrelated invariant (:func:`unrelated_invariant`) sharing no
+    domain with the message's non-empty ``area``: it competes within
+    :data:`BACKGROUND_TOKENS`."""
+    return bool(area) and unrelated_invariant(r) and not area.intersection(r.memory.domains)
 
 
 def _less_relevant(r: Ranked) -> float:
@@ -273,6 +306,8 @@ def select_gated(
     fill = _Fill(token_budget, layout, explain)
     share = int(token_budget * PROCEDURAL_SHARE)
     unrelated_share = int(token_budget * UNRELATED_INVARIANT_SHARE)
+    background_share = min(unrelated_share, BACKGROUND_TOKENS)
+    area = area_of(ranked) if apply_threshold else frozenset()
     partners = partners or {}
 
     def costed(r: Ranked) -> ScoredMemory:
@@ -282,7 +317,7 @@ def select_gated(
     lead_ids = {r.memory.id for r in leading}
     seen: set[str] = set()
     for r in fill_order(leading, [r for r in ranked if r.memory.id not in lead_ids],
-                        by_relevance=apply_threshold):  # fmt: skip
+                        by_relevance=apply_threshold, area=area):  # fmt: skip
         memory = r.memory
         if memory.id in seen:
             continue
@@ -312,6 +347,7 @@ def select_gated(
                 continue
             why = "selected"
         background = apply_threshold and group != 0 and unrelated_invariant(r)
+        outside = background and outside_area(r, area)
         if apply_threshold and group != 0 and not background and not memory.provenance.turn_ids:
             above = fill.used_above(r.relevance)
             need = needed_relevance(above, token_budget)
@@ -333,12 +369,18 @@ def select_gated(
             fill.note(item, False, f"unrelated invariants' share full "
                       f"({fill.unrelated_used}/{unrelated_share} tokens)")  # fmt: skip
             continue
+        if outside and fill.outside_used + item.tokens > background_share:
+            fill.note(item, False, f"outside the area ({', '.join(sorted(area))}): background "
+                      f"share full ({fill.outside_used}/{background_share} tokens)")  # fmt: skip
+            continue
         if not fill.add(item, group, why, r.relevance, walked=group != 0):
             continue
         if group == 1:
             fill.procedural_used += item.tokens
         if background:
             fill.unrelated_used += item.tokens
+        if outside:
+            fill.outside_used += item.tokens
         for partner in partners.get(memory.id, ()):
             if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
                 seen.add(partner.memory.id)
