@@ -77,6 +77,23 @@ PIN_MIN_RELEVANCE = 0.25
 #: gating evaluation's tuning half (0.25 → 0.2: +2 must-include, no leak).
 PROCEDURAL_MIN_RELEVANCE = 0.2
 PROCEDURAL_SHARE = 0.15
+#: The relevance a preference needs in a message that asks for no work to be done (any
+#: intent but a generation request): the general threshold of a question, an analysis or
+#: a discussion. A preference says how the user wants work done ("type-annotate functions
+#: in the fc package"), so a request for that work takes one loosely related to it (the
+#: short line's low cosine, above); a question, a bug report, a discussion or a follow-up
+#: is answered, not built, and a preference only loosely related to it does not change
+#: the answer. On the tuning halves, preferences selected at relevance 0.2-0.35 outside
+#: generation requests were 190 lines with no labelled one (generation: 85 lines, 3).
+ANSWER_PROCEDURAL_MIN_RELEVANCE = 0.35
+WORK_INTENTS = frozenset({Intent.GENERATION})
+
+
+def procedural_min_relevance(intent: Intent) -> float:
+    """The relevance a procedural memory needs under ``intent``:
+    :data:`PROCEDURAL_MIN_RELEVANCE` for a request for work (:data:`WORK_INTENTS`),
+    :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` otherwise."""
+    return PROCEDURAL_MIN_RELEVANCE if intent in WORK_INTENTS else ANSWER_PROCEDURAL_MIN_RELEVANCE
 
 #: Calibrated relevance under which a memory is unrelated to the message (``relevance``: an
 #: unrelated memory stays under ~0.2); its relevance says nothing about which such memory
@@ -305,6 +322,9 @@ def select_gated(
     ``explain`` the walk stops once no line fits any more."""
     fill = _Fill(token_budget, layout, explain)
     share = int(token_budget * PROCEDURAL_SHARE)
+    procedural_floor = (
+        procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE
+    )
     unrelated_share = int(token_budget * UNRELATED_INVARIANT_SHARE)
     background_share = min(unrelated_share, BACKGROUND_TOKENS)
     area = area_of(ranked) if apply_threshold else frozenset()
@@ -333,9 +353,9 @@ def select_gated(
             group, why = 0, "pinned"
         elif memory.memory_type is MemoryType.PROCEDURAL:
             # judged on relevance within their share, not on the score threshold (below)
-            if r.relevance < PROCEDURAL_MIN_RELEVANCE:
+            if r.relevance < procedural_floor:
                 if explain:
-                    why = f"relevance {r.relevance:.3f} below {PROCEDURAL_MIN_RELEVANCE:.2f}"
+                    why = f"relevance {r.relevance:.3f} below {procedural_floor:.2f}"
                     fill.note(costed(r), False, f"procedural, {why}")
                 continue
             group, why = 1, f"procedural, relevance {r.relevance:.3f}"
