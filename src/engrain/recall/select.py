@@ -110,16 +110,16 @@ UNRELATED_RELEVANCE = 0.2
 #: preferences' share) left out a third unrelated invariant a simple question's writer
 #: wanted (75 tokens of 500); 0.2 keeps every labelled one.
 UNRELATED_INVARIANT_SHARE = 0.2
-#: What the unrelated invariants outside the message's area take together, whatever the
-#: budget: the unrelated share of the smallest automatic budget (a simple question's 500
-#: tokens). The area is the domains of the message's clear matches (``recall.area``): an
-#: invariant under the unrelated level that shares none of them is about neither the
-#: message nor the part of the project it touches, background knowledge whose worth does
-#: not grow with the message's complexity (a larger budget is for more relevant memory).
-#: Inside the area an unrelated invariant constrains the part being changed ("never random
-#: K-fold" for an Optuna search in ``training``) and keeps the budget's share. A message
-#: without an area (nothing matches it clearly) has no outside: every unrelated invariant
-#: keeps the share.
+#: What the unrelated invariants take together at most, whatever the budget: their share
+#: of the smallest automatic budget (a simple question's 500 tokens). Unrelated to the
+#: message, they are background knowledge whose worth does not grow with its complexity: a
+#: larger budget is for more relevant memory (with the share alone, a 5,000-token debugging
+#: block carried up to 1,000 tokens of them; on the tuning halves, 600 of the 710 unrelated
+#: invariant lines selected shared no domain with the message's area and held 1 labelled
+#: memory). Those of the message's area (the domains of its clear matches,
+#: :func:`area_of`) go first: an invariant of the part of the project being changed
+#: constrains the change ("never random K-fold" for an Optuna search in ``training``,
+#: relevance 0.0), so within the background it outranks one of another part.
 BACKGROUND_TOKENS = 100
 #: The relevance a typed learning needs when more relevant memories fill the whole block:
 #: a learning walked when they take ``used`` of ``budget`` tokens needs
@@ -167,7 +167,6 @@ class _Fill:
         self.used = 0
         self.procedural_used = 0
         self.unrelated_used = 0
-        self.outside_used = 0
         # the relevance and cost of each line selected out of the fill order (leading pins,
         # conflict partners): the only selected lines that can be less relevant than the
         # candidate being judged
@@ -237,14 +236,14 @@ def fill_order(
     first)". When the budget holds every passing memory, the order changes nothing.
     Ties keep the order given (the score's). The invariants unrelated to the message
     (:func:`unrelated_invariant`) come last, in the order given (the score's): under the
-    unrelated level relevance ranks nothing, and their score is their priors; those of the
-    message's ``area`` first, then those outside it (:func:`outside_area`)."""
+    unrelated level relevance ranks nothing, and their score is their priors; those sharing
+    a domain with the message's ``area`` first (:func:`in_area`)."""
     if not by_relevance:
         return [*leading, *rest]
     related = [r for r in rest if not unrelated_invariant(r)]
     unrelated = [r for r in rest if unrelated_invariant(r)]  # by score, as given
-    inside = [r for r in unrelated if not outside_area(r, area)]
-    outside = [r for r in unrelated if outside_area(r, area)]
+    inside = [r for r in unrelated if in_area(r, area)]
+    outside = [r for r in unrelated if not in_area(r, area)]
     return [*sorted(leading, key=_less_relevant), *sorted(related, key=_less_relevant),
             *inside, *outside]  # fmt: skip
 
@@ -255,11 +254,9 @@ def area_of(ranked: Sequence[Ranked]) -> frozenset[str]:
     return frozenset(d for r in ranked if r.relevance >= AREA_RELEVANCE for d in r.memory.domains)
 
 
-def outside_area(r: Ranked, area: frozenset[str]) -> bool:
-    """Whether ``r`` is an unrelated invariant (:func:`unrelated_invariant`) sharing no
-    domain with the message's non-empty ``area``: it competes within
-    :data:`BACKGROUND_TOKENS`."""
-    return bool(area) and unrelated_invariant(r) and not area.intersection(r.memory.domains)
+def in_area(r: Ranked, area: frozenset[str]) -> bool:
+    """Whether ``r``'s memory shares a domain with the message's ``area``."""
+    return not area.isdisjoint(r.memory.domains)
 
 
 def _less_relevant(r: Ranked) -> float:
@@ -310,8 +307,11 @@ def select_gated(
        permitting, so the model sees both versions;
     4. with thresholds, a typed learning (not a conversation chunk) needs
        :func:`needed_relevance` of the block filled so far, and the invariants unrelated to
-       the message (:func:`unrelated_invariant`) come last, within
-       :data:`UNRELATED_INVARIANT_SHARE` of the budget.
+       the message (:func:`unrelated_invariant`) come last, those of the message's area
+       first, within :data:`UNRELATED_INVARIANT_SHARE` of the budget and at most
+       :data:`BACKGROUND_TOKENS`;
+    5. with thresholds, a procedural candidate of a message asking for no work needs
+       :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` (:func:`procedural_min_relevance`).
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -325,8 +325,7 @@ def select_gated(
     procedural_floor = (
         procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE
     )
-    unrelated_share = int(token_budget * UNRELATED_INVARIANT_SHARE)
-    background_share = min(unrelated_share, BACKGROUND_TOKENS)
+    unrelated_share = min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS)
     area = area_of(ranked) if apply_threshold else frozenset()
     partners = partners or {}
 
@@ -367,7 +366,6 @@ def select_gated(
                 continue
             why = "selected"
         background = apply_threshold and group != 0 and unrelated_invariant(r)
-        outside = background and outside_area(r, area)
         if apply_threshold and group != 0 and not background and not memory.provenance.turn_ids:
             above = fill.used_above(r.relevance)
             need = needed_relevance(above, token_budget)
@@ -389,18 +387,12 @@ def select_gated(
             fill.note(item, False, f"unrelated invariants' share full "
                       f"({fill.unrelated_used}/{unrelated_share} tokens)")  # fmt: skip
             continue
-        if outside and fill.outside_used + item.tokens > background_share:
-            fill.note(item, False, f"outside the area ({', '.join(sorted(area))}): background "
-                      f"share full ({fill.outside_used}/{background_share} tokens)")  # fmt: skip
-            continue
         if not fill.add(item, group, why, r.relevance, walked=group != 0):
             continue
         if group == 1:
             fill.procedural_used += item.tokens
         if background:
             fill.unrelated_used += item.tokens
-        if outside:
-            fill.outside_used += item.tokens
         for partner in partners.get(memory.id, ()):
             if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
                 seen.add(partner.memory.id)
