@@ -569,3 +569,33 @@ def test_a_how_to_question_gets_the_golden_paths_of_its_area() -> None:
     fact = classify("Which database holds the invoices?")
     assert fact.intent is Intent.QUESTION and area_kinds(fact) == frozenset()
     assert with_area(pool, fact)[2] == frozenset()
+
+
+def test_without_a_clear_match_the_area_is_the_parts_the_message_names() -> None:
+    """"Analyze where we could lose a payment if a worker dies" matches nothing clearly
+    (no candidate at the area's relevance) but names ``payments``, a domain the project's
+    memories carry: that is its area, so the payments pattern is raised; a domain no
+    memory carries, or a clear match elsewhere, leaves it out."""
+    from engrain.recall.area import CONVENTION_RELEVANCE, named_area, with_area
+    from engrain.recall.relevance import Candidate
+
+    def cand(kind: str, relevance: float, *domains: str) -> Candidate:
+        memory = Memory.new("ada", f"{kind} {relevance} {domains}", MemoryType.SEMANTIC,
+                            Kind(kind), domains=domains, now=NOW)  # fmt: skip
+        return Candidate(memory, relevance, 0.0, relevance)
+
+    pool = [cand("fact", 0.8, "workers"), cand("pattern", 0.3, "payments"),
+            cand("pattern", 0.3, "api")]  # fmt: skip
+    analysis = Classification(Complexity.COMPLEX, Intent.ANALYSIS,
+                              ("billing", "payments"), 0, False, False, ())  # fmt: skip
+    assert named_area(pool, analysis) == ("payments",)  # "billing": no memory carries it
+    raised_pool, area, raised = with_area(pool, analysis)
+    assert area == ("payments",)
+    assert raised == {pool[1].id}
+    assert {c.id: c.relevance for c in raised_pool}[pool[1].id] == CONVENTION_RELEVANCE
+    # a clear match decides the area when there is one
+    clear = [cand("fact", 1.0, "api"), *pool]
+    assert with_area(clear, analysis)[1] == ("api",)
+    # a message naming no part of the project has no area
+    plain = Classification(Complexity.COMPLEX, Intent.ANALYSIS, (), 0, False, False, ())
+    assert with_area(pool, plain)[1:] == ((), frozenset())

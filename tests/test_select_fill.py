@@ -11,12 +11,17 @@ from engrain import Kind, Memory
 from engrain.model import Provenance
 from engrain.recall.classify import Intent
 from engrain.recall.select import (
+    ANSWER_PROCEDURAL_MIN_RELEVANCE,
+    BACKGROUND_TOKENS,
     FULL_BLOCK_RELEVANCE,
+    PROCEDURAL_MIN_RELEVANCE,
     UNRELATED_INVARIANT_SHARE,
     UNRELATED_RELEVANCE,
     Ranked,
+    area_of,
     fill_order,
     needed_relevance,
+    procedural_min_relevance,
     select_gated,
     unrelated_invariant,
 )
@@ -24,17 +29,19 @@ from engrain.recall.select import (
 from .conftest import NOW
 
 
-def _memory(mid: str, kind: Kind, *, pinned: bool = False, chunk: bool = False) -> Memory:
+def _memory(mid: str, kind: Kind, *, pinned: bool = False, chunk: bool = False,
+            domains: tuple[str, ...] = ()) -> Memory:  # fmt: skip
     return Memory(id=mid, user_id="u", content=mid, memory_type=kind.default_memory_type,
-                  kind=kind, created_at=NOW, updated_at=NOW, pinned=pinned,
+                  kind=kind, created_at=NOW, updated_at=NOW, pinned=pinned, domains=domains,
                   provenance=Provenance(turn_ids=("t1",) if chunk else ()))  # fmt: skip
 
 
 def _select(ranked: list[Ranked], tokens: dict[str, int], budget: int, *,
-            thresholds: bool = True) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+            thresholds: bool = True,
+            intent: Intent = Intent.DEBUGGING) -> tuple[list[str], dict[str, str]]:  # fmt: skip
     selected, _, decisions = select_gated(
         ranked, line_tokens=lambda m: tokens[m.id], token_budget=budget,
-        intent=Intent.DEBUGGING, apply_threshold=thresholds,
+        intent=intent, apply_threshold=thresholds,
     )  # fmt: skip
     return [s.memory.id for s in selected], {d.item.memory.id: d.reason for d in decisions}
 
@@ -102,10 +109,11 @@ def test_unrelated_invariants_come_last_by_score_within_their_share() -> None:
     order = [r.memory.id for r in fill_order([], [*invariants, *RANKED], by_relevance=True)]
     # related memories most relevant first, then the unrelated invariants in score order
     assert order == ["a", "b", "c", "inv-related", "loose", "barely", "inv-used", "inv-rare"]
-    budget = 3_000
+    budget = 400
     share = int(budget * UNRELATED_INVARIANT_SHARE)
     size = share * 2 // 3  # room for one unrelated invariant in the share, not two
-    tokens = {**TOKENS, "inv-used": size, "inv-rare": size, "inv-related": size}
+    tokens = {**TOKENS, "a": 9, "b": 9, "c": 9, "loose": 9, "barely": 9,
+              "inv-used": size, "inv-rare": size, "inv-related": size}  # fmt: skip
     chosen, why = _select([*invariants, *RANKED], tokens, budget)
     assert "inv-related" in chosen and "inv-used" in chosen and "inv-rare" not in chosen
     assert "unrelated invariants' share full" in why["inv-rare"]
@@ -117,3 +125,48 @@ def test_an_unrelated_invariant_is_not_held_to_the_rising_need() -> None:
     inv = Ranked(_memory("inv", Kind.INVARIANT), 0.3, 0.0, 0.0)
     chosen, _ = _select([*RANKED[:3], inv], {**TOKENS, "inv": 30}, 800)
     assert chosen == ["a", "b", "c", "inv"]
+
+
+def test_unrelated_invariants_take_at_most_the_background_whatever_the_budget() -> None:
+    # a 5,000-token budget's share (1,000 tokens) would hold all three; the background
+    # holds what the smallest budget's share holds (100 tokens): two of 44
+    invariants = [Ranked(_memory(f"inv-{i}", Kind.INVARIANT), 0.4 - i / 100, 0.0, 0.05)
+                  for i in range(3)]  # fmt: skip
+    tokens = {**TOKENS, **{r.memory.id: 44 for r in invariants}}
+    chosen, why = _select([*RANKED, *invariants], tokens, 5_000)
+    assert int(5_000 * UNRELATED_INVARIANT_SHARE) > BACKGROUND_TOKENS
+    assert [i for i in chosen if i.startswith("inv")] == ["inv-0", "inv-1"]
+    assert f"(88/{BACKGROUND_TOKENS} tokens)" in why["inv-2"]
+
+
+def test_an_unrelated_invariant_of_the_messages_area_goes_first() -> None:
+    # the message's clear match ("a", relevance 1.0) is in "training": the unrelated
+    # invariant of that area is walked before a better-scored one of another part
+    match = Ranked(_memory("a", Kind.PATTERN, domains=("training",)), 0.9, 0.6, 1.0)
+    other = Ranked(_memory("inv-other", Kind.INVARIANT, domains=("ci",)), 0.45, 0.05, 0.1)
+    ours = Ranked(_memory("inv-ours", Kind.INVARIANT, domains=("training",)), 0.2, 0.0, 0.0)
+    order = fill_order([], [match, other, ours], by_relevance=True,
+                       area=area_of([match, other, ours]))  # fmt: skip
+    assert [r.memory.id for r in order] == ["a", "inv-ours", "inv-other"]
+    tokens = {"a": 99, "inv-other": 60, "inv-ours": 60}
+    chosen, why = _select([match, other, ours], tokens, 2_000)
+    assert chosen == ["a", "inv-ours"]
+    assert "unrelated invariants' share full" in why["inv-other"]
+    # without an area (no clear match) the score decides, as before
+    plain = Ranked(_memory("a", Kind.PATTERN), 0.9, 0.6, 0.8)
+    assert _select([plain, other, ours], tokens, 2_000)[0] == ["a", "inv-other"]
+
+
+def test_a_loosely_related_preference_joins_a_request_for_work_only() -> None:
+    assert PROCEDURAL_MIN_RELEVANCE < 0.3 < ANSWER_PROCEDURAL_MIN_RELEVANCE
+    assert procedural_min_relevance(Intent.GENERATION) == PROCEDURAL_MIN_RELEVANCE
+    for intent in (Intent.QUESTION, Intent.DEBUGGING, Intent.ANALYSIS, Intent.DISCUSSION,
+                   Intent.CONTINUATION):  # fmt: skip
+        assert procedural_min_relevance(intent) == ANSWER_PROCEDURAL_MIN_RELEVANCE
+    pref = Ranked(_memory("pref", Kind.PREFERENCE), 0.3, 0.2, 0.3)
+    tokens = {"pref": 20}
+    assert _select([pref], tokens, 2_000, intent=Intent.GENERATION)[0] == ["pref"]
+    chosen, why = _select([pref], tokens, 2_000, intent=Intent.QUESTION)
+    assert chosen == [] and "below 0.35" in why["pref"]
+    # an explicit budget (no thresholds) keeps the one floor for every intent
+    assert _select([pref], tokens, 2_000, intent=Intent.QUESTION, thresholds=False)[0] == ["pref"]

@@ -9,9 +9,13 @@ that do match the request name its area: the domains of the best matches ("api",
 convention of that area — its patterns, golden paths, preferences and corrections (a
 correction says how something is done now, replacing how it was done) — is raised to the
 relevance of a memory "clearly about this" (:data:`CONVENTION_RELEVANCE`); nothing else
-changes. An analysis ("explain why some customers get charged three times") asks how or
-why a part of the project behaves as it does, and its conventions are how it behaves (the
-Stripe client's idempotency keys and retries), so it gets its area too. A question asking
+changes. When nothing matches the request clearly (no best match, so no area from the
+matches), the parts of the project the request names itself are its area: a domain the
+user gave memories ("payments", "plugins") said in the message ("lose a payment if a
+worker dies", "write a plugin that …") places it as clearly as a clear match would. An
+analysis ("explain why some customers get charged three times") asks how or why a part
+of the project behaves as it does, and its conventions are how it behaves (the Stripe
+client's idempotency keys and retries), so it gets its area too. A question asking
 how to do something ("what's the safe way to add an index to a 40M-row table?") asks for
 the project's procedure, so it gets its area's golden paths ("Adding a migration: …"). No
 other request is affected: a question about a fact wants its one fact, a bug report its
@@ -55,6 +59,14 @@ def area_of(pool: Sequence[Candidate]) -> tuple[str, ...]:
     return tuple(found)
 
 
+def named_area(pool: Sequence[Candidate], classification: Classification) -> tuple[str, ...]:
+    """The message's domains (``classification.domains``, in order) that a candidate's
+    memory carries: the parts of the project the message names itself ("write a plugin
+    that …" names ``plugins``), its area when nothing matches it clearly."""
+    carried = {d for candidate in pool for d in candidate.memory.domains}
+    return tuple(d for d in dict.fromkeys(classification.domains) if d in carried)
+
+
 def area_kinds(classification: Classification) -> frozenset[Kind]:
     """The kinds of the request's area raised to :data:`CONVENTION_RELEVANCE`: every
     convention for a generation or an analysis, the golden paths for a question asking how
@@ -73,12 +85,13 @@ def with_area(
 ) -> tuple[list[Candidate], tuple[str, ...], frozenset[str]]:
     """``pool`` with the conventions of the request's area raised to
     :data:`CONVENTION_RELEVANCE`, the area, and the ids of the raised candidates. Only a
-    request of :data:`AREA_INTENTS` has an area; for any other the pool comes back
-    unchanged."""
+    request of :data:`AREA_INTENTS` (or a how-to question) has an area; for any other the
+    pool comes back unchanged. The area is :func:`area_of` the pool, or when nothing
+    matches clearly :func:`named_area`: the project's parts the message names."""
     kinds = area_kinds(classification)
     if not kinds:
         return list(pool), (), frozenset()
-    area = area_of(pool)
+    area = area_of(pool) or named_area(pool, classification)
     if not area:
         return list(pool), (), frozenset()
     inside = set(area)

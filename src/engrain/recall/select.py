@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from engrain.model import Kind, Memory, MemoryType
+from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
 
@@ -76,6 +77,23 @@ PIN_MIN_RELEVANCE = 0.25
 #: gating evaluation's tuning half (0.25 → 0.2: +2 must-include, no leak).
 PROCEDURAL_MIN_RELEVANCE = 0.2
 PROCEDURAL_SHARE = 0.15
+#: The relevance a preference needs in a message that asks for no work to be done (any
+#: intent but a generation request): the general threshold of a question, an analysis or
+#: a discussion. A preference says how the user wants work done ("type-annotate functions
+#: in the fc package"), so a request for that work takes one loosely related to it (the
+#: short line's low cosine, above); a question, a bug report, a discussion or a follow-up
+#: is answered, not built, and a preference only loosely related to it does not change
+#: the answer. On the tuning halves, preferences selected at relevance 0.2-0.35 outside
+#: generation requests were 190 lines with no labelled one (generation: 85 lines, 3).
+ANSWER_PROCEDURAL_MIN_RELEVANCE = 0.35
+WORK_INTENTS = frozenset({Intent.GENERATION})
+
+
+def procedural_min_relevance(intent: Intent) -> float:
+    """The relevance a procedural memory needs under ``intent``:
+    :data:`PROCEDURAL_MIN_RELEVANCE` for a request for work (:data:`WORK_INTENTS`),
+    :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` otherwise."""
+    return PROCEDURAL_MIN_RELEVANCE if intent in WORK_INTENTS else ANSWER_PROCEDURAL_MIN_RELEVANCE
 
 #: Calibrated relevance under which a memory is unrelated to the message (``relevance``: an
 #: unrelated memory stays under ~0.2); its relevance says nothing about which such memory
@@ -92,6 +110,17 @@ UNRELATED_RELEVANCE = 0.2
 #: preferences' share) left out a third unrelated invariant a simple question's writer
 #: wanted (75 tokens of 500); 0.2 keeps every labelled one.
 UNRELATED_INVARIANT_SHARE = 0.2
+#: What the unrelated invariants take together at most, whatever the budget: their share
+#: of the smallest automatic budget (a simple question's 500 tokens). Unrelated to the
+#: message, they are background knowledge whose worth does not grow with its complexity: a
+#: larger budget is for more relevant memory (with the share alone, a 5,000-token debugging
+#: block carried up to 1,000 tokens of them; on the tuning halves, 600 of the 710 unrelated
+#: invariant lines selected shared no domain with the message's area and held 1 labelled
+#: memory). Those of the message's area (the domains of its clear matches,
+#: :func:`area_of`) go first: an invariant of the part of the project being changed
+#: constrains the change ("never random K-fold" for an Optuna search in ``training``,
+#: relevance 0.0), so within the background it outranks one of another part.
+BACKGROUND_TOKENS = 100
 #: The relevance a typed learning needs when more relevant memories fill the whole block:
 #: a learning walked when they take ``used`` of ``budget`` tokens needs
 #: ``FULL_BLOCK_RELEVANCE × used / budget`` (:func:`needed_relevance`). Tuned on the
@@ -187,7 +216,11 @@ class _Fill:
 
 
 def fill_order(
-    leading: Sequence[Ranked], rest: Sequence[Ranked], *, by_relevance: bool
+    leading: Sequence[Ranked],
+    rest: Sequence[Ranked],
+    *,
+    by_relevance: bool,
+    area: frozenset[str] = frozenset(),
 ) -> list[Ranked]:
     """The order selection walks the candidates: the leading pins, then the rest; each
     group most relevant first when ``by_relevance`` (the automatic selection, where the
@@ -203,13 +236,27 @@ def fill_order(
     first)". When the budget holds every passing memory, the order changes nothing.
     Ties keep the order given (the score's). The invariants unrelated to the message
     (:func:`unrelated_invariant`) come last, in the order given (the score's): under the
-    unrelated level relevance ranks nothing, and their score is their priors."""
+    unrelated level relevance ranks nothing, and their score is their priors; those sharing
+    a domain with the message's ``area`` first (:func:`in_area`)."""
     if not by_relevance:
         return [*leading, *rest]
     related = [r for r in rest if not unrelated_invariant(r)]
     unrelated = [r for r in rest if unrelated_invariant(r)]  # by score, as given
+    inside = [r for r in unrelated if in_area(r, area)]
+    outside = [r for r in unrelated if not in_area(r, area)]
     return [*sorted(leading, key=_less_relevant), *sorted(related, key=_less_relevant),
-            *unrelated]  # fmt: skip
+            *inside, *outside]  # fmt: skip
+
+
+def area_of(ranked: Sequence[Ranked]) -> frozenset[str]:
+    """The message's area: the domains of the candidates at least
+    :data:`~engrain.recall.area.AREA_RELEVANCE` relevant (its clear matches)."""
+    return frozenset(d for r in ranked if r.relevance >= AREA_RELEVANCE for d in r.memory.domains)
+
+
+def in_area(r: Ranked, area: frozenset[str]) -> bool:
+    """Whether ``r``'s memory shares a domain with the message's ``area``."""
+    return not area.isdisjoint(r.memory.domains)
 
 
 def _less_relevant(r: Ranked) -> float:
@@ -260,8 +307,11 @@ def select_gated(
        permitting, so the model sees both versions;
     4. with thresholds, a typed learning (not a conversation chunk) needs
        :func:`needed_relevance` of the block filled so far, and the invariants unrelated to
-       the message (:func:`unrelated_invariant`) come last, within
-       :data:`UNRELATED_INVARIANT_SHARE` of the budget.
+       the message (:func:`unrelated_invariant`) come last, those of the message's area
+       first, within :data:`UNRELATED_INVARIANT_SHARE` of the budget and at most
+       :data:`BACKGROUND_TOKENS`;
+    5. with thresholds, a procedural candidate of a message asking for no work needs
+       :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` (:func:`procedural_min_relevance`).
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -272,7 +322,11 @@ def select_gated(
     ``explain`` the walk stops once no line fits any more."""
     fill = _Fill(token_budget, layout, explain)
     share = int(token_budget * PROCEDURAL_SHARE)
-    unrelated_share = int(token_budget * UNRELATED_INVARIANT_SHARE)
+    procedural_floor = (
+        procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE
+    )
+    unrelated_share = min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS)
+    area = area_of(ranked) if apply_threshold else frozenset()
     partners = partners or {}
 
     def costed(r: Ranked) -> ScoredMemory:
@@ -282,7 +336,7 @@ def select_gated(
     lead_ids = {r.memory.id for r in leading}
     seen: set[str] = set()
     for r in fill_order(leading, [r for r in ranked if r.memory.id not in lead_ids],
-                        by_relevance=apply_threshold):  # fmt: skip
+                        by_relevance=apply_threshold, area=area):  # fmt: skip
         memory = r.memory
         if memory.id in seen:
             continue
@@ -298,9 +352,9 @@ def select_gated(
             group, why = 0, "pinned"
         elif memory.memory_type is MemoryType.PROCEDURAL:
             # judged on relevance within their share, not on the score threshold (below)
-            if r.relevance < PROCEDURAL_MIN_RELEVANCE:
+            if r.relevance < procedural_floor:
                 if explain:
-                    why = f"relevance {r.relevance:.3f} below {PROCEDURAL_MIN_RELEVANCE:.2f}"
+                    why = f"relevance {r.relevance:.3f} below {procedural_floor:.2f}"
                     fill.note(costed(r), False, f"procedural, {why}")
                 continue
             group, why = 1, f"procedural, relevance {r.relevance:.3f}"

@@ -13,7 +13,11 @@ because what they add asks nothing:
   word, with no question mark and no number ("classic Windows 😂");
 * a **greeting that only says the user is around**: a greeting, then a word of presence
   ("today", "session", "back", "here") and at most one other word, no question mark
-  ("hiya, quick session today", "yo, back on pulse today" — the project's name).
+  ("hiya, quick session today", "yo, back on pulse today" — the project's name);
+* a **report that something is well**: a word of success (:data:`_SUCCESS`: "green",
+  "passing", "compiles") and at most one other word, its subject, with no question mark,
+  no number and no negation ("nice, CI's green", "tests passing now") — like work reported
+  done ("merged!", "fixed"), the state of the project after an answer asks nothing.
 
 Anything with a question mark, a number in the extra word, or two unknown words is left to
 the rest of :mod:`engrain.recall.classify`.
@@ -110,6 +114,17 @@ _GREETING = re.compile(
     r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
 )
 _DIGIT = re.compile(r"\d")
+#: Words saying that something is well: a check that passes, a build that builds.
+_SUCCESS = frozenset(
+    ["green", "passing", "passes", "passed", "pass", "compiles", "compiled", "builds", "live"]
+)
+#: Words that turn a report of success around ("not green", "still isn't passing") or ask
+#: about it without a question mark ("is it live", "did it pass").
+_NEGATION = frozenset(
+    ["not", "no", "isn't", "isnt", "aren't", "arent", "never", "still", "yet", "but", "nope",
+     "is", "are", "was", "were", "does", "do", "did", "can", "could", "will", "would",
+     "should", "why", "how", "what", "when", "where", "which", "who", "if", "whether"]
+)  # fmt: skip
 
 
 def is_trivial(text: str) -> bool:
@@ -127,7 +142,19 @@ def is_trivial(text: str) -> bool:
         return False
     if len(unknown) == 1 and not _DIGIT.search(unknown[0]) and _laughs(text, words):
         return True
-    return _greets_being_around(text, unknown)
+    return _reports_success(words, unknown) or _greets_being_around(text, unknown)
+
+
+def _reports_success(words: list[str], unknown: list[str]) -> bool:
+    """A word of success, at most one other unknown word (its subject, without a digit)
+    and no negation or question word (the caller has ruled out a question mark)."""
+    rest = [w for w in unknown if w not in _SUCCESS]
+    return (
+        len(rest) < len(unknown)
+        and len(rest) <= 1
+        and not any(_DIGIT.search(w) for w in rest)
+        and _NEGATION.isdisjoint(words)
+    )
 
 
 def greets(text: str) -> bool:
