@@ -85,7 +85,7 @@ def joined_tokens(a: Piece, sep: str, b: Piece) -> int:
     the joined text splits there as ``b`` alone does: ``count(a + sep + b) = count(a + sep
     + b[:j]) + count(b[j:])`` and ``count(b) = count(b[:j]) + count(b[j:])``; ``a``'s side
     is ``count_with_suffix``. Without such a space ``b`` is counted whole with ``a``'s
-    tail. Equal to ``count_tokens`` on random text (``tests/test_ingest_chunk_counts.py``)."""
+    tail. Equal to ``count_tokens`` on random text (``tests/test_ingest_exact_shortcuts.py``)."""
     cut = _first_piece_start(b.text)
     if cut == 0:
         return count_with_suffix(a.text, a.tokens, sep + b.text)

@@ -1,5 +1,7 @@
-"""Chunking counts a merge from the pieces' own counts (issue 18, session 12): the count
-equals cl100k's count of the joined text, so the chunks are the ones counted whole."""
+"""Ingest's exact shortcuts (issue 18, session 12): chunking counts a merge from the pieces'
+own counts, which equals cl100k's count of the joined text (so the chunks are the ones counted
+whole); the code-like signal scans for what its pattern needs first, which never hides a
+match."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def test_a_join_counts_what_the_joined_text_counts(seed: int) -> None:
     for _ in range(400):
         a, b = _text(rng), _text(rng)
         for sep in ("\n", "\n\n", " ", ""):
-            assert joined_tokens(_piece(a), sep, _piece(b)) == count_tokens(a + sep + b), (a, sep, b)
+            joined = count_tokens(a + sep + b)
+            assert joined_tokens(_piece(a), sep, _piece(b)) == joined, (a, sep, b)
 
 
 def test_the_first_piece_start() -> None:
@@ -54,7 +57,7 @@ def _reference_chunks(turns: list[str], max_tokens: int, min_tokens: int) -> lis
         if out and out[-1].tokens < min_tokens:
             joined = out[-1].text + "\n" + part
             if count_tokens(joined) <= max_tokens:
-                out[-1] = Piece(joined, out[-1].sources + (i,), count_tokens(joined))
+                out[-1] = Piece(joined, (*out[-1].sources, i), count_tokens(joined))
                 continue
         out.append(piece)
     if len(out) > 1 and out[-1].tokens < min_tokens:
@@ -68,8 +71,9 @@ def _reference_chunks(turns: list[str], max_tokens: int, min_tokens: int) -> lis
 def test_conversation_chunks_are_the_ones_counted_whole(seed: int) -> None:
     rng = random.Random(seed)
     names = ["Caroline", "Melanie", "Jon"]
-    words = ["I", "went", "to", "the", "lake", "yesterday!", "It's", "2023.", "Wow", "so", "fun",
-             "—", "café", "don't", "you", "think?", "LGBTQ", "support", "group", "\u00a0ok"]  # fmt: skip
+    words = ["I", "went", "to", "the", "lake", "yesterday!", "It's", "2023.", "Wow", "so",
+             "fun", "—", "café", "don't", "you", "think?", "LGBTQ", "support", "group",
+             "\u00a0ok"]  # fmt: skip
     turns = [f"{rng.choice(names)}: " + " ".join(rng.choice(words)
                                                 for _ in range(rng.randint(1, 40)))
              for _ in range(60)]  # fmt: skip
@@ -77,3 +81,16 @@ def test_conversation_chunks_are_the_ones_counted_whole(seed: int) -> None:
         assert chunk_turns(turns, max_tokens=high, min_tokens=low) == _reference_chunks(
             turns, high, low
         )
+
+
+def test_the_code_like_prefilter_never_hides_a_match() -> None:
+    from engrain.ingest.signals import _CODE_LIKE, _CODE_LIKE_NEEDS
+
+    rng = random.Random(3)
+    pieces = ["run", "`ls`", "my_var", "camelCase", "foo.bar(", "abc123", "main.py", "x.md",
+              "--flag", "-", ".", "(", "_", "`", "A", "b", "7", " ", "\n", "Hello", "py",
+              "é"]  # fmt: skip
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 8)))
+        if _CODE_LIKE.search(text) is not None:
+            assert _CODE_LIKE_NEEDS.search(text) is not None, text
