@@ -92,3 +92,23 @@ def test_best_duplicate_picks_what_the_sets_pick(seed: int) -> None:
                 if score > best and dedup.same_subject(memory.content, text):
                     expected, best = memory, score
             assert best_duplicate(text, pool, threshold) is expected
+
+
+@pytest.mark.skipif(not hasattr(dedup.os, "fork"), reason="POSIX fork")
+def test_a_child_forked_while_the_table_is_locked_can_still_add_bigrams() -> None:
+    import os
+    import signal
+    import uuid
+
+    text = f"a text the child meets first: {uuid.uuid4()}"
+    with dedup._SLOTS_LOCK:  # as if another thread were adding bigrams at the fork
+        pid = os.fork()
+        if pid == 0:  # the child: its own lock, so a new text does not wait forever
+            signal.alarm(10)  # waiting on the parent's lock would end the child here
+            try:
+                bits = bigram_bits(text)
+                os._exit(0 if bits is not None or len(dedup._SLOTS) >= dedup.BIT_SLOTS else 1)
+            except BaseException:
+                os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

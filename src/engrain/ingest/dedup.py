@@ -3,6 +3,7 @@ recent memories of the same type updates the existing memory instead of insertin
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -34,6 +35,17 @@ def bigrams(text: str) -> frozenset[str]:
 
 _SLOTS: dict[str, int] = {}
 _SLOTS_LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child's own lock: the parent's may have been held by a thread the child
+    does not have. The table and the bits it gave stay valid in the child."""
+    global _SLOTS_LOCK
+    _SLOTS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_new_lock_in_child)
 
 
 @lru_cache(maxsize=16_384)
