@@ -5,6 +5,7 @@
     python bench/ingest_throughput.py --paths locomo --compare /tmp/base/src --repeat 3
     python bench/ingest_throughput.py --paths locomo --compare int8 --repeat 1
     python bench/ingest_throughput.py --paths locomo --feed sessions --compare /tmp/base/src
+    python bench/ingest_throughput.py --paths locomo --replay /tmp/v.npz --compare /tmp/base/src
 
 ``memory`` (issue 18's resident memory): in a fresh process, the RSS after the imports
 (engrain, numpy, onnxruntime; cl100k is loaded at import), after an ``Engine`` (a
@@ -18,7 +19,12 @@ postgres``), in turns per second of wall time and CPU seconds of the process. Ea
 fresh process; ``--repeat`` runs give the median. ``--compare SRC`` runs the same
 measurement with ``PYTHONPATH=SRC`` (another checkout's ``src``, e.g. a ``git worktree`` of
 the previous commit) alternately with this one, so before and after share the machine's
-load; the CPU seconds are the steadier comparison on a busy machine.
+load; the CPU seconds are the steadier comparison on a busy machine. ``--replay FILE``
+replaces the model by the vectors it gave each text (recorded into ``FILE`` by one run of
+this checkout with the real model when ``FILE`` does not exist): every other step runs as
+it does, on the same vectors and so the same dedup candidates and stored rows, and the CPU
+seconds are then those of everything that is not the model, ~2 s instead of ~27, steady
+enough on a busy machine to show a change of a few percent of it.
 
 The inputs are realistic notes (one paragraph, 20–80 words) and multi-paragraph texts
 (3–8 paragraphs), generated from a seed. Two engine paths are measured, each on a fresh
@@ -54,7 +60,7 @@ import common
 
 from engrain import Engine
 from engrain.embed.base import Matrix
-from engrain.embed.minilm import MiniLMEmbedder
+from engrain.embed.minilm import DIM, MODEL_ID, MiniLMEmbedder
 from engrain.model import Turn
 
 USER = "bench-user"
@@ -176,6 +182,49 @@ PIPELINE = os.environ.get("ENGRAIN_BENCH_PIPELINE", "0").lower() not in ("0", "f
 #: ``--compare pipeline``: this checkout's per-session calls (before) against
 #: ``ingest_conversations`` (after), alternating.
 PIPELINE_SIDES = Path("pipeline")
+#: ``ENGRAIN_BENCH_REPLAY``: ``locomo`` embeds with the vectors recorded in this file
+#: (:class:`ReplayEmbedder`) instead of the model; ``ENGRAIN_BENCH_RECORD``: it records the
+#: real model's vectors into this file.
+REPLAY = os.environ.get("ENGRAIN_BENCH_REPLAY")
+RECORD = os.environ.get("ENGRAIN_BENCH_RECORD")
+
+
+class ReplayEmbedder:
+    """The model's vectors for the texts it was given in a recorded run (``texts`` and
+    ``vectors`` arrays of an ``.npz``), returned without running it; a text that was not
+    recorded is an error (the run would no longer be the one measured)."""
+
+    def __init__(self, path: Path) -> None:
+        import numpy as np
+
+        with np.load(path, allow_pickle=True) as data:
+            self.table = dict(zip(data["texts"].tolist(), data["vectors"], strict=True))
+        self.model_id = MODEL_ID
+        self.dim = DIM
+        self.calls = 0
+        self.texts_embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """The recorded vectors of ``texts``, in order."""
+        import numpy as np
+
+        missing = [t for t in texts if t not in self.table]
+        if missing:
+            raise KeyError(f"{len(missing)} texts were not recorded, e.g. {missing[0][:60]!r}")
+        self.calls += 1
+        self.texts_embedded += len(texts)
+        out: Matrix = np.array([self.table[t] for t in texts], dtype=np.float32)
+        return out.reshape(len(texts), self.dim)
+
+
+def save_vectors(recorder: RecordingEmbedder, path: Path) -> None:
+    """Write the texts ``recorder`` saw and their vectors (embedded again: a text's vector
+    depends on that text only) to ``path`` for :class:`ReplayEmbedder`."""
+    import numpy as np
+
+    texts = list(dict.fromkeys(recorder.texts))
+    vectors = recorder.inner.embed(texts)
+    np.savez(path, texts=np.array(texts, dtype=object), vectors=vectors)
 
 
 def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, Any]:
@@ -275,12 +324,17 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
     from engrain import Settings
 
     conversations = bl.load_locomo(data)
-    embedder = make_embedder()
-    embedder.embed([n.text for n in common.make_notes(16, seed=5)])  # load and warm up
+    embedder: MiniLMEmbedder | ReplayEmbedder
+    if REPLAY:
+        embedder, warm = ReplayEmbedder(Path(REPLAY)), (0, 0)
+    else:
+        embedder, warm = make_embedder(), (1, 16)
+        embedder.embed([n.text for n in common.make_notes(16, seed=5)])  # load and warm up
+    recorder = RecordingEmbedder(embedder) if RECORD else None  # type: ignore[arg-type]
     with tempfile.TemporaryDirectory(prefix="engrain-locomo-ingest-") as tmp, \
             locomo.backend_stores(backend, Path(tmp)) as new_store:  # fmt: skip
         engine = Engine(settings=Settings(data_dir=Path(tmp)), store=new_store("ingest"),
-                        embedder=embedder)  # fmt: skip
+                        embedder=recorder or embedder)  # type: ignore[arg-type]  # fmt: skip
         pg = Path(tmp) / "pg"  # where locomo.backend_stores starts the private server
         with engine:
             server = server_cpu_seconds(pg) if backend == "postgres" else None
@@ -292,10 +346,13 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
             after = server_cpu_seconds(pg) if server is not None else None
             engine.wait()
             digest = stored_digest(engine.store, [c.conversation_id for c in conversations])
+    if recorder is not None and RECORD:
+        save_vectors(recorder, Path(RECORD))
     return {
         "turns": totals["turns"],
-        "chunks": embedder.texts_embedded - 16,
-        "calls": embedder.calls - 1,
+        "chunks": embedder.texts_embedded - warm[1],
+        "calls": embedder.calls - warm[0],
+        **({"model": "replayed"} if REPLAY else {}),
         "seconds": round(seconds, 3),
         "turns_per_s": round(totals["turns"] / seconds, 1),
         "cpu_seconds": round(cpu, 3),
@@ -481,11 +538,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="'locomo': one ingest_conversation per session (calls, the "
                              "default) or all sessions in one ingest_conversations where the "
                              "checkout has it (sessions; a checkout without it: calls)")
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="'locomo': the model replaced by the vectors recorded in this "
+                             ".npz (recorded first, by this checkout, if it does not exist)")
     parser.add_argument("--locomo-once", type=Path, help=argparse.SUPPRESS)  # one child run
     parser.add_argument("--memory-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.feed is not None:  # the children read it (alternate() passes the environment)
         os.environ["ENGRAIN_BENCH_PIPELINE"] = "1" if args.feed == "sessions" else "0"
+    if args.replay is not None and args.locomo_once is None:
+        if not args.replay.exists():
+            print(f"recording the model's vectors into {args.replay}", file=sys.stderr)
+            env = {**os.environ, "ENGRAIN_BENCH_RECORD": str(args.replay)}
+            subprocess.run([sys.executable, __file__, "--locomo-once", str(args.locomo),
+                            "--backend", "sqlite"], env=env, check=True,
+                           capture_output=True)  # fmt: skip
+        os.environ["ENGRAIN_BENCH_REPLAY"] = str(args.replay)
     if args.locomo_once is not None:
         print(json.dumps(locomo_once(args.locomo_once, args.backend)))
         return 0

@@ -112,3 +112,20 @@ def test_unset_spinning_is_on_unless_the_store_reads_concurrently(tmp_path: Path
         chosen = load_settings({"data_dir": tmp_path, "onnx_spinning": value}, environ={})
         assert _model_spinning(chosen, Concurrent()) is value
         assert _model_spinning(chosen, MemoryStore()) is value
+
+
+def test_the_fast_batch_encoding_gives_the_ids_of_the_full_one(minilm) -> None:  # type: ignore[no-untyped-def]
+    from engrain.embed.minilm import _encode_batch
+
+    minilm.load()
+    tokenizer = minilm._tokenizer
+    texts = ["Caroline: I went to the LGBTQ support group yesterday!", "x", "",
+             "naïve café — 漢字 " * 80, "snake_case --flag main.py"]  # fmt: skip
+    fast = _encode_batch(tokenizer, texts)
+    assert [e.ids for e in fast] == [e.ids for e in tokenizer.encode_batch(texts)]
+    assert max(len(e.ids) for e in fast) == 256  # truncation applies to the fast path too
+
+    class Plain:  # a tokenizers release without encode_batch_fast
+        encode_batch = tokenizer.encode_batch
+
+    assert [e.ids for e in _encode_batch(Plain(), texts)] == [e.ids for e in fast]

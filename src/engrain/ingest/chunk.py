@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engrain.tokens import count_tokens
+from engrain.tokens import count_tokens, count_with_suffix
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
@@ -73,12 +73,40 @@ def _split_long(unit: str, max_tokens: int) -> list[str]:
     return parts
 
 
+def joined_tokens(a: Piece, sep: str, b: Piece) -> int:
+    """``count_tokens(a.text + sep + b.text)`` from the two pieces' own counts, encoding only
+    ``a``'s last word, ``sep`` and ``b``'s first word ("Caroline:") again instead of the
+    whole joined text (a chunk grows turn by turn, so counting it whole re-encodes it at
+    every merge).
+
+    cl100k encodes the pieces its regular expression cuts, each on its own, and a space
+    after a non-space character always starts a piece that only the text after it decides
+    (:func:`engrain.tokens.count_with_suffix`). With ``j`` the first such space of ``b``,
+    the joined text splits there as ``b`` alone does: ``count(a + sep + b) = count(a + sep
+    + b[:j]) + count(b[j:])`` and ``count(b) = count(b[:j]) + count(b[j:])``; ``a``'s side
+    is ``count_with_suffix``. Without such a space ``b`` is counted whole with ``a``'s
+    tail. Equal to ``count_tokens`` on random text (``tests/test_ingest_exact_shortcuts.py``)."""
+    cut = _first_piece_start(b.text)
+    if cut == 0:
+        return count_with_suffix(a.text, a.tokens, sep + b.text)
+    head = b.text[:cut]
+    return count_with_suffix(a.text, a.tokens, sep + head) - count_tokens(head) + b.tokens
+
+
+def _first_piece_start(text: str) -> int:
+    """The index of the first space preceded by a non-whitespace character, else 0."""
+    i = text.find(" ", 1)
+    while i > 0 and text[i - 1].isspace():
+        i = text.find(" ", i + 1)
+    return max(i, 0)
+
+
 def merge_small(pieces: Sequence[Piece], min_tokens: int, max_tokens: int, sep: str) -> list[Piece]:
     """Grow each piece below ``min_tokens`` with the following ones until it reaches
     ``min_tokens`` (never past ``max_tokens``); a short last piece joins its predecessor."""
 
     def join(a: Piece, b: Piece) -> Piece | None:
-        tokens = count_tokens(a.text + sep + b.text)
+        tokens = joined_tokens(a, sep, b)
         if tokens > max_tokens:
             return None
         return Piece(a.text + sep + b.text, a.sources + b.sources, tokens)

@@ -3,6 +3,8 @@ recent memories of the same type updates the existing memory instead of insertin
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
@@ -14,6 +16,10 @@ from engrain.model import Memory, Vector
 
 DICE_THRESHOLD = 0.80
 PREFILTER_COSINE = 0.5
+#: Distinct bigrams given a bit of their own (:func:`bigram_bits`); a text with a bigram
+#: beyond them keeps its set (English and LoCoMo text use ~1,500; the cap bounds the ints'
+#: width and the table's memory for scripts with many characters).
+BIT_SLOTS = 4_096
 
 
 @lru_cache(maxsize=16_384)
@@ -25,6 +31,50 @@ def bigrams(text: str) -> frozenset[str]:
     counted with multiplicity it would score 0.79 and slip through."""
     folded = " ".join(text.lower().split())
     return frozenset(folded[i : i + 2] for i in range(len(folded) - 1))
+
+
+_SLOTS: dict[str, int] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def _new_lock_in_child() -> None:
+    """A forked child's own lock: the parent's may have been held by a thread the child
+    does not have. The table and the bits it gave stay valid in the child."""
+    global _SLOTS_LOCK
+    _SLOTS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+@lru_cache(maxsize=16_384)
+def bigram_bits(text: str) -> tuple[int, int] | None:
+    """:func:`bigrams` as an integer with one bit per distinct bigram (the bit a bigram got
+    when the process first saw it) and the set's size, or ``None`` when the text holds a
+    bigram the table has no room for (:data:`BIT_SLOTS`). For two texts with bits,
+    ``(a & b).bit_count()`` is ``len(bigrams(a) & bigrams(b))`` exactly: one AND and a
+    popcount instead of hashing every bigram of the smaller set (~30x faster on LoCoMo's
+    chunks, the dedup's inner loop)."""
+    pairs = bigrams(text)
+    bits = 0
+    with _SLOTS_LOCK:  # two threads must not give two bigrams one bit
+        for pair in pairs:
+            slot = _SLOTS.get(pair)
+            if slot is None:
+                if len(_SLOTS) >= BIT_SLOTS:
+                    return None
+                slot = _SLOTS[pair] = len(_SLOTS)
+            bits |= 1 << slot
+    return bits, len(pairs)
+
+
+def _shared(a: str, b: str) -> int:
+    """``len(bigrams(a) & bigrams(b))``, by their bits where both have them."""
+    bits_a, bits_b = bigram_bits(a), bigram_bits(b)
+    if bits_a is None or bits_b is None:
+        return len(bigrams(a) & bigrams(b))
+    return (bits_a[0] & bits_b[0]).bit_count()
 
 
 def dice_coefficient(a: str, b: str) -> float:
@@ -65,18 +115,20 @@ def best_duplicate(
     the cosine prefilter: the caller has applied it). The coefficient is
     :func:`dice_coefficient`'s, computed inline on the cached bigram sets (one lookup per
     memory instead of three calls: ingest compares each chunk with up to ``dedup_window``
-    memories)."""
+    memories). The shared bigrams are counted on the texts' bits (:func:`bigram_bits`),
+    the same integers as the sets' intersection."""
     best: Memory | None = None
     best_score = threshold
-    mine = bigrams(text)
-    size = len(mine)
+    size = len(bigrams(text))
     for memory in candidates:
-        theirs = bigrams(memory.content)
-        other = len(theirs)
+        other = len(bigrams(memory.content))
         # Dice cannot exceed 2·min/(sum) of the two set sizes: skip hopeless pairs cheaply.
         if 2 * min(size, other) <= threshold * (size + other):
             continue
-        score = 1.0 if memory.content == text else 2.0 * len(mine & theirs) / (size + other)
+        if memory.content == text:
+            score = 1.0
+        else:
+            score = 2.0 * _shared(text, memory.content) / (size + other)
         # "Service 3 runs on port 8033" / "Service 5 …": alike letters, another subject
         if score > best_score and same_subject(memory.content, text):
             best, best_score = memory, score

@@ -28,7 +28,7 @@ from engrain.errors import InputTooLargeError
 from engrain.ingest import importance as imp
 from engrain.ingest.chunk import chunk_text, chunk_turns
 from engrain.ingest.clean import clean_text
-from engrain.ingest.dedup import Recent, best_duplicate, bigrams, find_duplicate, partition
+from engrain.ingest.dedup import Recent, best_duplicate, bigram_bits, find_duplicate, partition
 from engrain.ingest.route import route
 from engrain.ingest.signals import preference_key
 from engrain.model import (
@@ -277,7 +277,7 @@ class Planner:
             ids = tuple(dict.fromkeys(t.turn_id for t in sources if t.turn_id))
             times = [t.at for t in sources if t.at is not None]
             speakers = tuple(dict.fromkeys(t.speaker for t in sources if t.speaker))
-            bigrams(piece.text)  # cached for the dedup of this chunk
+            bigram_bits(piece.text)  # cached for the dedup of this chunk
             drafts.append(Draft(piece.text, EMPTY, ids, min(times) if times else None, speakers,
                                 imp.salience(piece.text, speakers)))  # fmt: skip
         vectors = pending.result() if pending is not None else self.embedder.embed(texts)

@@ -106,6 +106,12 @@ _CODE_LIKE = re.compile(
     r"|\b[\w-]+\.(?:py|js|ts|rs|go|java|toml|json|yaml|yml|sql|md)\b|--[a-z][\w-]+"
 )
 _ACRONYM = re.compile(r"\b[A-Z]{2,6}s?\b")
+#: What each alternative of :data:`_CODE_LIKE` cannot match without (a backtick, an
+#: underscore, a parenthesis, ``--``, a lower-case letter before a capital, a letter before
+#: a digit, a file extension): a cheap scan that rules out most prose before the full one.
+_CODE_LIKE_NEEDS = re.compile(
+    r"[`_(]|--|[a-z][A-Z]|[a-zA-Z]\d|\.(?:py|js|ts|rs|go|java|toml|json|yaml|yml|sql|md)\b"
+)
 
 SPO_FACT = re.compile(
     r"^(?:(?:my|our|the|his|her|their|your)\s+[\w-]+(?:\s+[\w-]+)?|[A-Z][\w-]+(?:\s+[A-Z][\w-]+)*"
@@ -154,7 +160,7 @@ def _is_rare_word(word: str) -> bool:
 def has_technical_term(text: str) -> bool:
     """Code-like tokens (snake_case, camelCase, file names, flags, `code`) or a word that is
     rare by its BPE token count."""
-    if _CODE_LIKE.search(text):
+    if _CODE_LIKE_NEEDS.search(text) and _CODE_LIKE.search(text):
         return True
     return any(_is_rare_word(w) for w in _WORD.findall(text) if w.isalpha() and len(w) <= 14)
 
