@@ -439,16 +439,29 @@ def test_an_inserted_or_deleted_row_keeps_the_image_from_being_saved_by_the_writ
     reader.close()
 
 
-def test_the_ids_array_holds_the_position_maps_own_strings(db: Path) -> None:
-    """Ids are held once: the array's entries are the position map's keys (a fixed-width
-    string array would be a second copy of every id)."""
+def test_the_ids_are_the_tables_own_blob_and_find_every_row(db: Path) -> None:
+    """Ids are held once: a loaded working set's ids are the table's blob (no ``str`` per
+    row, no copy), and its positions find each row, after a load and after writes."""
     store = SQLiteStore(db, ann_min_vectors=None)
     store.working_set(USER)
+    loaded = store._cache(USER).snapshot.arrays
+    assert loaded is not None and loaded.rows.base is not None
+    assert loaded.ids.strings is loaded.rows.base.ids
     store.write([_memories(15)[14]])
     arrays = store._cache(USER).snapshot.arrays  # loaded, then one row appended
-    assert arrays is not None and arrays.ids.dtype == object
+    assert arrays is not None
     assert list(arrays.position) == arrays.ids.tolist()
-    assert all(a is b for a, b in zip(arrays.position, arrays.ids.tolist(), strict=True))
+    assert [arrays.position[i] for i in arrays.ids.tolist()] == list(range(len(arrays)))
+    counted = arrays.ids[3]
+    before = store.get(USER, [counted])[0].access_count
+    store.record_access(USER, [counted, "not-a-memory", counted], NOW)  # touch: one search
+    assert store.get(USER, [counted])[0].access_count == before + 2
+    gone = arrays.ids[0]
+    store.write(deletes=store.get(USER, [gone]))
+    after = store._cache(USER).snapshot.arrays
+    assert after is not None and gone not in after.position
+    assert [after.position[i] for i in after.ids.tolist()] == list(range(len(after)))
+    assert [m.id for m in after.memories] == after.ids.tolist()
     store.close()
 
 
