@@ -465,6 +465,29 @@ def test_the_ids_are_the_tables_own_blob_and_find_every_row(db: Path) -> None:
     store.close()
 
 
+def test_a_loaded_working_set_shares_the_tables_arrays_and_a_patch_copies_them(
+    db: Path,
+) -> None:
+    """Columns whose type is already the table's are the table's arrays (no second copy);
+    a write of a row copies the column it changes, so the table and older snapshots keep
+    their values."""
+    store = SQLiteStore(db, ann_min_vectors=None)
+    store.working_set(USER)
+    loaded = store._cache(USER).snapshot.arrays
+    assert loaded is not None and loaded.rows.base is not None
+    table = loaded.rows.base
+    assert loaded.importance is table.importance and loaded.muted is table.muted
+    before = table.importance.copy()
+    target = store.get(USER, [loaded.ids[2]])[0]
+    store.write([replace(target, importance=0.123, muted=not target.muted)])
+    after = store._cache(USER).snapshot.arrays
+    assert after is not None and after.importance is not table.importance
+    assert after.importance[2] == 0.123 and bool(after.muted[2]) is not target.muted
+    assert np.array_equal(table.importance, before) and np.array_equal(loaded.importance, before)
+    assert bool(loaded.muted[2]) is target.muted
+    store.close()
+
+
 def _loaded_from_image(path: Path) -> tuple[SQLiteStore, Any]:
     """A store whose working set of USER was loaded from the saved image, and its table."""
     _image_saved(path)

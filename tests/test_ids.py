@@ -101,3 +101,26 @@ def test_positions_hold_far_less_than_a_dict_and_strings() -> None:
     # 32 bytes of id, 8 of offset, 12 of position; a dict and a str per row: ~150
     assert column.nbytes + positions.nbytes < 20_000 * 60
     assert positions.rows_of(many[::-1]).tolist() == list(range(20_000))[::-1]
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_positions_extended_and_kept_are_those_of_the_new_column(
+    collide: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Merged in (a write's new ids) or renumbered (a delete), without hashing every id
+    again: each id finds its new row, a dropped one none; with every hash alike too."""
+    if collide:
+        monkeypatch.setattr(ids_module, "hash", lambda _: 11, raising=False)
+    column = IdColumn.of(IDS)
+    positions = IdPositions(column)
+    longer = column.extended(["new-2", "new-1", "mem-a2"])
+    grown = positions.extended(longer, ["new-2", "new-1", "mem-a2"])
+    assert [grown[i] for i in longer.tolist()] == list(range(len(longer)))
+    assert list(grown) == longer.tolist() and len(grown) == len(IDS) + 3
+    assert positions.get("new-1") is None  # the old positions are unchanged
+    keep = np.array([False, True, True, False, True, True, False, True, True])
+    shorter = longer.kept(keep)
+    kept = grown.kept(shorter, keep)
+    assert [kept[i] for i in shorter.tolist()] == list(range(int(keep.sum())))
+    assert kept.get("mem-a") is None and kept.get("new-2") is None and kept.get("") is None
+    assert kept.rows_of(["mem-a2", "mem-a", "é-unicode"]).tolist() == [5, -1, 1]

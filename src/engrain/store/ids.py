@@ -103,8 +103,14 @@ class IdColumn:
         return IdColumn(Strings(blob, at))
 
     def kept(self, keep: npt.NDArray[np.bool_]) -> IdColumn:
-        """The ids of the rows ``keep`` marks, in order."""
-        return IdColumn.of(self.take(np.flatnonzero(keep).tolist()))
+        """The ids of the rows ``keep`` marks, in order (their bytes joined, not decoded)."""
+        rows = np.flatnonzero(keep)
+        strings = self.strings
+        blob, starts, ends = strings.blob, strings.at[rows], strings.at[rows + 1] - 1
+        at = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(ends - starts + 1, out=at[1:])
+        spans = zip(starts.tolist(), ends.tolist(), strict=True)
+        return IdColumn(Strings(b"\0".join(blob[start:end] for start, end in spans), at))
 
     def same(self, ids: Sequence[str]) -> bool:
         """Whether ``ids`` are exactly this column's, in order (one comparison of bytes)."""
@@ -121,14 +127,39 @@ class IdPositions(Mapping[str, int]):
 
     def __init__(self, column: IdColumn, ids: Sequence[str] | None = None) -> None:
         """``ids``: the column's ids if the caller has them as strings already."""
-        if len(column) > _MAX_ROWS:
-            raise ValueError(f"{len(column)} rows: at most {_MAX_ROWS}")
         listed = column.tolist() if ids is None else ids
         hashes = np.fromiter(map(hash, listed), dtype=np.int64, count=len(listed))
         order = np.argsort(hashes, kind="stable")
+        self._set(column, hashes[order], order)
+
+    def _set(
+        self, column: IdColumn, hashes: npt.NDArray[np.int64], rows: npt.NDArray[np.integer]
+    ) -> None:
+        if len(column) > _MAX_ROWS:
+            raise ValueError(f"{len(column)} rows: at most {_MAX_ROWS}")
         self._column = column
-        self._hashes = hashes[order]
-        self._rows = order.astype(np.int32)
+        self._hashes = hashes
+        self._rows = rows.astype(np.int32)
+
+    def extended(self, column: IdColumn, ids: Sequence[str]) -> IdPositions:
+        """The positions of ``column``: these rows followed by ``ids`` (its last rows).
+        The new hashes are merged in: nothing already here is hashed or sorted again."""
+        codes = np.fromiter(map(hash, ids), dtype=np.int64, count=len(ids))
+        order = np.argsort(codes, kind="stable")
+        at = np.searchsorted(self._hashes, codes[order], side="right")
+        out = IdPositions.__new__(IdPositions)
+        first = len(self._column)
+        out._set(column, np.insert(self._hashes, at, codes[order]),
+                 np.insert(self._rows, at, (first + order).astype(np.int32)))  # fmt: skip
+        return out
+
+    def kept(self, column: IdColumn, keep: npt.NDArray[np.bool_]) -> IdPositions:
+        """The positions of ``column``: the rows ``keep`` marks, renumbered in order."""
+        renumbered = np.cumsum(keep) - 1
+        stays = keep[self._rows]
+        out = IdPositions.__new__(IdPositions)
+        out._set(column, self._hashes[stays], renumbered[self._rows[stays]])
+        return out
 
     def __len__(self) -> int:
         return len(self._column)
