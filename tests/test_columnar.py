@@ -738,3 +738,32 @@ def test_a_load_without_a_reader_of_texts_reads_the_rows(db: Path) -> None:
     assert loaded.table is not None and loaded.save is not None  # read from the rows
     assert loaded.table.columns.content.all() == [m.content for m in _memories(14)]
     store.close()
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [],
+        [""],
+        ["", ""],
+        ["a", "", "naïve café ☕", "\ud800 lone surrogate", "x"],
+        ["with a \0 NUL", "b", "\0"],  # entries holding NUL: read one by one
+        ["m-1", "m-2", "\0"],
+    ],
+)
+def test_strings_read_all_at_once_as_one_by_one(items: list[str]) -> None:
+    strings = columns.Strings.of(items)
+    assert strings.all() == items == [strings[i] for i in range(len(items))]
+    # a view into a larger blob (an image read in place): offsets shifted
+    shifted = columns.Strings(b"head\0" + strings.blob + b"\0tail", strings.at + 5)
+    assert shifted.all() == items
+
+
+def test_strings_read_all_at_once_on_random_texts() -> None:
+    rng = np.random.default_rng(3)
+    alphabet = ["a", "é", "☕", "\0", " ", "\ud83d", "\U0001f600", "z"]
+    for _ in range(200):
+        items = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 6))))
+                 for _ in range(int(rng.integers(0, 8)))]  # fmt: skip
+        strings = columns.Strings.of(items)
+        assert strings.all() == items
