@@ -26,6 +26,7 @@ def test_a_column_gives_each_rows_id_and_arrays_of_ids() -> None:
     ]
     assert column.tolist() == IDS and list(column) == IDS
     assert column.take([5, 1]) == [IDS[5], "mem-b"]
+    assert column.take(np.array([2, 2])) == ["é-unicode", "é-unicode"] and column.take([]) == []
     with pytest.raises(IndexError):
         column[len(IDS)]
 

@@ -78,10 +78,13 @@ class IdColumn:
     def __iter__(self) -> Iterator[str]:
         return iter(self.strings.all())
 
-    def take(self, rows: Sequence[int]) -> list[str]:
-        """The ids of ``rows``, in that order."""
+    def take(self, rows: Sequence[int] | npt.NDArray[np.integer]) -> list[str]:
+        """The ids of ``rows``, in that order (their offsets read at once)."""
+        at = np.asarray(rows, dtype=np.intp)
         strings = self.strings
-        return [strings[row] for row in rows]
+        blob, starts, ends = strings.blob, strings.at[at].tolist(), strings.at[at + 1] - 1
+        spans = zip(starts, ends.tolist(), strict=True)
+        return [blob[start:end].decode(*_ENCODING) for start, end in spans]
 
     def tolist(self) -> list[str]:
         """Every id, in row order."""
