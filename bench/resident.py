@@ -188,8 +188,11 @@ def _parts(snapshot: Any) -> dict[str, Any]:
     if blob is not None:
         out["image_mb"] = round(len(blob) / 2**20, 1)
     ids = getattr(arrays, "ids", None)
-    if ids is not None:
+    if ids is not None:  # an object array's pointers, or the ids' blob (store/ids.py)
         out["ids_mb"] = round(ids.nbytes / 2**20, 1)
+    positions = getattr(arrays, "position", None)
+    if positions is not None and hasattr(positions, "nbytes"):  # not a dict
+        out["positions_mb"] = round(positions.nbytes / 2**20, 1)
     # a filter's copy: its vectors (if kept) and its coarse projection (store/coarse.py)
     subsets = [(s[1], s[2] if len(s) > 2 else None) for s in arrays.subsets.values()]
     out["subsets_mb"] = round(sum(0 if v is None else v.nbytes for v, _ in subsets) / 2**20, 1)

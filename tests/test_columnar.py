@@ -439,16 +439,52 @@ def test_an_inserted_or_deleted_row_keeps_the_image_from_being_saved_by_the_writ
     reader.close()
 
 
-def test_the_ids_array_holds_the_position_maps_own_strings(db: Path) -> None:
-    """Ids are held once: the array's entries are the position map's keys (a fixed-width
-    string array would be a second copy of every id)."""
+def test_the_ids_are_the_tables_own_blob_and_find_every_row(db: Path) -> None:
+    """Ids are held once: a loaded working set's ids are the table's blob (no ``str`` per
+    row, no copy), and its positions find each row, after a load and after writes."""
     store = SQLiteStore(db, ann_min_vectors=None)
     store.working_set(USER)
+    loaded = store._cache(USER).snapshot.arrays
+    assert loaded is not None and loaded.rows.base is not None
+    assert loaded.ids.strings is loaded.rows.base.ids
     store.write([_memories(15)[14]])
     arrays = store._cache(USER).snapshot.arrays  # loaded, then one row appended
-    assert arrays is not None and arrays.ids.dtype == object
+    assert arrays is not None
     assert list(arrays.position) == arrays.ids.tolist()
-    assert all(a is b for a, b in zip(arrays.position, arrays.ids.tolist(), strict=True))
+    assert [arrays.position[i] for i in arrays.ids.tolist()] == list(range(len(arrays)))
+    counted = arrays.ids[3]
+    before = store.get(USER, [counted])[0].access_count
+    store.record_access(USER, [counted, "not-a-memory", counted], NOW)  # touch: one search
+    assert store.get(USER, [counted])[0].access_count == before + 2
+    gone = arrays.ids[0]
+    store.write(deletes=store.get(USER, [gone]))
+    after = store._cache(USER).snapshot.arrays
+    assert after is not None and gone not in after.position
+    assert [after.position[i] for i in after.ids.tolist()] == list(range(len(after)))
+    assert [m.id for m in after.memories] == after.ids.tolist()
+    store.close()
+
+
+def test_a_loaded_working_set_shares_the_tables_arrays_and_a_patch_copies_them(
+    db: Path,
+) -> None:
+    """Columns whose type is already the table's are the table's arrays (no second copy);
+    a write of a row copies the column it changes, so the table and older snapshots keep
+    their values."""
+    store = SQLiteStore(db, ann_min_vectors=None)
+    store.working_set(USER)
+    loaded = store._cache(USER).snapshot.arrays
+    assert loaded is not None and loaded.rows.base is not None
+    table = loaded.rows.base
+    assert loaded.importance is table.importance and loaded.muted is table.muted
+    before = table.importance.copy()
+    target = store.get(USER, [loaded.ids[2]])[0]
+    store.write([replace(target, importance=0.123, muted=not target.muted)])
+    after = store._cache(USER).snapshot.arrays
+    assert after is not None and after.importance is not table.importance
+    assert after.importance[2] == 0.123 and bool(after.muted[2]) is not target.muted
+    assert np.array_equal(table.importance, before) and np.array_equal(loaded.importance, before)
+    assert bool(loaded.muted[2]) is target.muted
     store.close()
 
 
@@ -702,3 +738,32 @@ def test_a_load_without_a_reader_of_texts_reads_the_rows(db: Path) -> None:
     assert loaded.table is not None and loaded.save is not None  # read from the rows
     assert loaded.table.columns.content.all() == [m.content for m in _memories(14)]
     store.close()
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [],
+        [""],
+        ["", ""],
+        ["a", "", "naïve café ☕", "\ud800 lone surrogate", "x"],
+        ["with a \0 NUL", "b", "\0"],  # entries holding NUL: read one by one
+        ["m-1", "m-2", "\0"],
+    ],
+)
+def test_strings_read_all_at_once_as_one_by_one(items: list[str]) -> None:
+    strings = columns.Strings.of(items)
+    assert strings.all() == items == [strings[i] for i in range(len(items))]
+    # a view into a larger blob (an image read in place): offsets shifted
+    shifted = columns.Strings(b"head\0" + strings.blob + b"\0tail", strings.at + 5)
+    assert shifted.all() == items
+
+
+def test_strings_read_all_at_once_on_random_texts() -> None:
+    rng = np.random.default_rng(3)
+    alphabet = ["a", "é", "☕", "\0", " ", "\ud83d", "\U0001f600", "z"]
+    for _ in range(200):
+        items = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 6))))
+                 for _ in range(int(rng.integers(0, 8)))]  # fmt: skip
+        strings = columns.Strings.of(items)
+        assert strings.all() == items

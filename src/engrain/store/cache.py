@@ -62,6 +62,7 @@ from engrain.store.ann_rows import AnnRows
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.coarse import Projection
 from engrain.store.columns import Table, parse_micros
+from engrain.store.ids import IdColumn, IdPositions
 from engrain.store.lexical import LexicalIndex
 from engrain.store.rows import Decoded, Rows, RowsView
 from engrain.store.rows import with_access as _with_access
@@ -139,10 +140,10 @@ class _Arrays:
     :meth:`touched` return new ones."""
 
     rows: Rows
-    position: dict[str, int]
-    #: The rows' ids as an object array of the position map's own keys (a fixed-width
-    #: string array would hold a second copy: 128 bytes a row for 32-character ids).
-    ids: npt.NDArray[np.object_]
+    #: Each id's row (``store/ids.py``: sorted hashes, no ``str`` or ``dict`` entry a row).
+    position: IdPositions
+    #: The rows' ids over one UTF-8 blob (a loaded table's own): a ``str`` made on access.
+    ids: IdColumn
     #: Every row's vector (zeros without one); ``None`` once they are read from the index
     #: (``held``: a large user's, see the module docstring).
     matrix: Matrix | None
@@ -203,7 +204,7 @@ class _Arrays:
         vectors if the caller has just read them (its search scored them), so a memory
         that is not kept built is not read from the store a second time; else only those
         of the rows not kept built are read, in one go."""
-        ids = [str(i) for i in self.ids[list(rows)].tolist()] if len(rows) else []
+        ids = self.ids.take(rows) if len(rows) else []
         if self.matrix is not None or not len(rows):
             return built.rows_memories(self.rows, rows, ids, self._vector)
         if vectors is not None:
@@ -266,7 +267,7 @@ class _Arrays:
         positions = self.rows.source[rows]
         keep = getattr(base.content, "keep", None) if texts else None
         found, vectors, read = held.exact(
-            base.rowids[positions], [str(i) for i in self.ids[rows].tolist()], held.dim,
+            base.rowids[positions], self.ids.take(rows.tolist()), held.dim,
             texts=keep is not None,
         )  # fmt: skip
         if keep is not None and read is not None:
@@ -370,17 +371,19 @@ class _Arrays:
     def extend(self, more: Sequence[Memory], dim: int) -> _Arrays:
         """These rows followed by ``more``."""
         added = _columns(list(more), dim)
-        offset = len(self)
         columns: dict[str, Any] = {
             name: np.concatenate([getattr(self, name), getattr(added, name)])
-            for name in _ARRAY_FIELDS
+            for name in _SMALL_FIELDS
         }
         assert added.matrix is not None
+        fresh = [m.id for m in more]
+        ids = self.ids.extended(fresh)
         return _Arrays(
             rows=self.rows.extended(more),
-            position={**self.position, **{k: v + offset for k, v in added.position.items()}},
+            position=self.position.extended(ids, fresh),
+            ids=ids,
             matrix=None if self.matrix is None else np.concatenate([self.matrix, added.matrix]),
-            held=None if self.held is None else self.held.extended(memory_keys(added.ids.tolist())),
+            held=None if self.held is None else self.held.extended(memory_keys(fresh)),
             **columns,
         )
 
@@ -389,19 +392,19 @@ class _Arrays:
         gone = list(rows)
         keep = np.ones(len(self), dtype=bool)
         keep[gone] = False
-        ids = self.ids[keep]
+        ids = self.ids.kept(keep)
         return _Arrays(
-            rows=self.rows.without(keep, [str(self.ids[row]) for row in gone]),
-            position={str(i): row for row, i in enumerate(ids.tolist())},
+            rows=self.rows.without(keep, self.ids.take(gone)),
+            position=self.position.kept(ids, keep),
+            ids=ids,
             matrix=None if self.matrix is None else self.matrix[keep],
             held=None if self.held is None else self.held.kept(keep),
-            **{name: getattr(self, name)[keep] for name in _ARRAY_FIELDS},
+            **{name: getattr(self, name)[keep] for name in _SMALL_FIELDS},
         )
 
-    def touched(self, counts: Mapping[str, int], at: datetime) -> _Arrays:
-        """One access more per count of each id (all of them rows here); no column array
-        is copied (access fields are not indexed), so masks and subsets are kept."""
-        by_row = {self.position[i]: (i, n) for i, n in counts.items()}
+    def touched(self, by_row: Mapping[int, tuple[str, int]], at: datetime) -> _Arrays:
+        """One access more per count of each row (row → (its id, the count)); no column
+        array is copied (access fields are not indexed), so masks and subsets are kept."""
         return replace(self, rows=self.rows.touched(by_row, at))
 
 
@@ -427,7 +430,6 @@ _SMALL_FIELDS = (
     "has_vector", "memory_type", "kind", "project", "session_id", "key",
     "compressed", "muted", "superseded", "pinned", "importance", "updated",
 )  # fmt: skip
-_ARRAY_FIELDS = ("ids", *_SMALL_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -529,16 +531,21 @@ class UserCache:
         column array but the access counts is copied: access fields are not indexed."""
         with self._lock:
             old = self._snapshot
-            known = old.arrays.position if old.arrays is not None else old.rows
+            if old.arrays is not None:
+                by_row: dict[int, tuple[str, int]] = {}
+                found = old.arrays.position.rows_of(ids)  # one search for all
+                for memory_id, row in zip(ids, found.tolist(), strict=True):
+                    if row >= 0:
+                        by_row[row] = (memory_id, by_row.get(row, (memory_id, 0))[1] + 1)
+                if by_row:
+                    arrays = old.arrays.touched(by_row, at)
+                    self._snapshot = Snapshot.over(arrays, old.lexical, old.ann)
+                return
             counts: dict[str, int] = {}
             for memory_id in ids:
-                if memory_id in known:
+                if memory_id in old.rows:
                     counts[memory_id] = counts.get(memory_id, 0) + 1
             if not counts:
-                return
-            if old.arrays is not None:
-                arrays = old.arrays.touched(counts, at)
-                self._snapshot = Snapshot.over(arrays, old.lexical, old.ann)
                 return
             rows = dict(old.rows)
             for memory_id, n in counts.items():
@@ -556,8 +563,9 @@ class UserCache:
             arrays = old.arrays
             if arrays is None or len(counts) != len(arrays):
                 return False
-            rows = np.fromiter((arrays.position.get(i, -1) for i, _, _ in counts), np.intp,
-                               len(counts))  # fmt: skip
+            listed = [i for i, _, _ in counts]
+            rows = (np.arange(len(listed), dtype=np.intp) if arrays.ids.same(listed)
+                    else arrays.position.rows_of(listed))  # fmt: skip
             if (rows < 0).any() or np.unique(rows).size != rows.size:
                 return False
             found = np.fromiter((n for _, n, _ in counts), np.int64, len(counts))
@@ -589,7 +597,11 @@ class UserCache:
         rows = np.flatnonzero(self._mask(arrays, flt))
         if rows.size == 0:
             return []
-        order = rows[np.lexsort((arrays.ids[rows], arrays.updated[rows]))[::-1]]
+        updated = arrays.updated[rows]
+        if np.unique(updated).size == updated.size:  # no tie: the ids need not be made
+            order = rows[np.argsort(updated, kind="stable")[::-1]]
+        else:
+            order = rows[np.lexsort((arrays.ids[rows], updated))[::-1]]
         end = None if limit is None else offset + limit
         return arrays.memories_of(order[offset:end].tolist())
 
@@ -761,7 +773,7 @@ class UserCache:
             assert arrays is not None
             with_vector = np.flatnonzero(arrays.has_vector)
             ann = snapshot.ann
-            keys = ann.keys if ann is not None else memory_keys(list(arrays.ids))
+            keys = ann.keys if ann is not None else memory_keys(arrays.ids.tolist())
             index = slot.index
             if index is None or index.ndim != arrays.dim:
                 vectors = _with_vector(arrays, with_vector)
@@ -1089,10 +1101,12 @@ def _columns(
             if memory.embedding is not None and memory.embedding.shape == (dim,):
                 matrix[row] = memory.embedding
                 has_vector[row] = True
+    listed = [m.id for m in memories]
+    ids = IdColumn.of(listed)
     return _Arrays(
         rows=Rows.of_objects(memories),
-        position={m.id: row for row, m in enumerate(memories)},
-        ids=_id_array([m.id for m in memories]),
+        position=IdPositions(ids, listed),
+        ids=ids,
         matrix=matrix,
         has_vector=has_vector,
         # object, not fixed-width str: patch() may write a longer value into a row
@@ -1110,34 +1124,28 @@ def _columns(
     )
 
 
-def _id_array(ids: list[str]) -> npt.NDArray[np.object_]:
-    """``ids`` as an object array holding these very strings (shared with the position
-    map built from the same list)."""
-    array = np.empty(len(ids), dtype=object)
-    array[:] = ids
-    return array
-
-
 def _columns_of(table: Table) -> _Arrays:
     """Column arrays of memories a store read as columns (none of them built)."""
     c = table.columns
-    ids = c.ids.all()
+    ids = IdColumn(c.ids)  # the table's own blob, not a copy
+    # the table's arrays themselves where the type is already the column's (~1.3 MB at
+    # 100,000): a patch copies a column before it writes to it, so neither changes
     return _Arrays(
         rows=Rows.of_columns(c, table.access, table.last),
-        position=dict(zip(ids, range(len(ids)), strict=True)),
-        ids=_id_array(ids),
+        position=IdPositions(ids),
+        ids=ids,
         matrix=table.matrix,
         has_vector=table.has_vector,
-        memory_type=c.memory_type.astype(np.int8),
-        kind=c.kind.astype(np.int8),
+        memory_type=c.memory_type.astype(np.int8, copy=False),
+        kind=c.kind.astype(np.int8, copy=False),
         project=c.project.objects(),
         session_id=c.session_id.objects(),
         key=c.key.objects(),
-        compressed=c.compressed.astype(bool),
-        muted=c.muted.astype(bool),
+        compressed=c.compressed.astype(bool, copy=False),
+        muted=c.muted.astype(bool, copy=False),
         superseded=c.superseded_by.codes >= 0,
-        pinned=c.pinned.astype(bool),
-        importance=c.importance.astype(np.float64),
+        pinned=c.pinned.astype(bool, copy=False),
+        importance=c.importance.astype(np.float64, copy=False),
         # seconds, as datetime.timestamp() gives them for the rows patched later
         updated=c.updated / 1e6,
     )

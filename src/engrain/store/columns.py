@@ -112,7 +112,15 @@ class Strings:
         return self.blob[self.at[i] : self.at[i + 1] - 1].decode(*_ENCODING)
 
     def all(self) -> list[str]:
-        """Every entry, in order."""
+        """Every entry, in order: one decode and one split of the entries' bytes when no
+        entry holds a NUL (as many pieces as entries; UTF-8 never has a NUL byte inside a
+        character, so the pieces are the entries' own decodings), else entry by entry."""
+        if not len(self):
+            return []
+        start, end = int(self.at[0]), int(self.at[-1]) - 1
+        pieces = self.blob[start:end].decode(*_ENCODING).split("\0")
+        if len(pieces) == len(self):
+            return pieces
         blob, at = self.blob, self.at.tolist()
         return [blob[at[i] : at[i + 1] - 1].decode(*_ENCODING) for i in range(len(at) - 1)]
 

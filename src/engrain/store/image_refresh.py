@@ -35,12 +35,13 @@ from engrain.store.columns import (
     Strings,
     texts_digest,
 )
+from engrain.store.ids import IdColumn
 from engrain.store.rows import Rows
 from engrain.store.texts import materialized
 
 
 def patched_columns(
-    rows: Rows, ids: npt.NDArray[Any], encode: Callable[[Memory], tuple[Any, ...]]
+    rows: Rows, ids: IdColumn, encode: Callable[[Memory], tuple[Any, ...]]
 ) -> Columns | None:
     """The columns ``rows`` hold now, if they are the rows of their loaded table in order,
     some replaced in place by memories of the same id (patched); else ``None`` (a row was
