@@ -73,7 +73,8 @@ def test_chunk_words_are_distinct_content_words() -> None:
 def test_coverage_is_the_mean_of_each_question_words_best_match() -> None:
     terms = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
     words = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]], dtype=np.float32)
-    out = coverages(terms, words, [[0], [1], [0, 2], []])
+    flat = np.array([0, 1, 0, 2], dtype=np.intp)
+    out = coverages(terms, words, flat, [1, 1, 2, 0])
     assert out == pytest.approx([0.5, 0.7, 1.0, 0.0])
 
 
@@ -107,21 +108,23 @@ def test_nothing_changes_when_off_without_an_embedder_or_a_word() -> None:
     assert embedder.asked == []
 
 
-def test_word_vectors_embed_each_word_once_and_forget_the_oldest() -> None:
+def test_word_vectors_embed_each_word_once_and_start_afresh_when_full() -> None:
     embedder = WordEmbedder()
     words = WordVectors(capacity=3)
     first = words.matrix("m", ["violin", "play"], embedder.embed)
     again = words.matrix("m", ["play", "violin"], embedder.embed)
     assert embedder.asked == ["violin", "play"]
     assert np.array_equal(first[::-1], again)
-    words.matrix("m", ["melanie", "garden"], embedder.embed)  # "play" was read longest ago
+    assert np.array_equal(first, embedder.embed(["violin", "play"]))
+    embedder.asked.clear()
+    both = words.matrix("m", ["melanie", "garden", "violin"], embedder.embed)  # 4 > 3: afresh
     assert len(words) == 3
-    words.matrix("m", ["violin"], embedder.embed)
-    assert embedder.asked[-1] == "garden"  # kept
-    words.matrix("m", ["play"], embedder.embed)
-    assert embedder.asked[-1] == "play"  # forgotten, embedded again
+    assert np.array_equal(both, embedder.embed(["melanie", "garden", "violin"]))
+    embedder.asked.clear()
+    words.matrix("m", ["garden", "violin"], embedder.embed)
+    assert embedder.asked == []  # kept
     words.matrix("other", ["violin"], embedder.embed)  # another model: its own vectors
-    assert embedder.asked[-1] == "violin"
+    assert embedder.asked == ["violin"]
 
 
 def test_the_batch_embedder_is_the_raw_one_behind_the_cache() -> None:

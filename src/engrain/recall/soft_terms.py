@@ -30,8 +30,8 @@ itself. ``w`` was chosen on LoCoMo's half A (``docs/decisions.md``).
 
 The words' vectors come from the raw embedder (not the store's content-hash cache: a
 conversation has thousands of distinct words, and they are not memories) and are kept per
-process, per model, in :class:`WordVectors` (least recently used first out, at most
-:data:`MAX_WORDS` words, half precision: ~15 MB at most). The first transcript question of
+process, per model, in :class:`WordVectors` (at most :data:`MAX_WORDS` words, ~25 MB;
+a LoCoMo conversation has 2,000–4,000; a full table starts afresh). The first transcript question of
 a conversation embeds most of its pool's words in one batch; later ones few.
 
 Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -59,7 +59,7 @@ from engrain.store.lexical import STOPWORDS
 #: LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6; 0: off, ``GateOptions.soft_terms``).
 SOFT_TERMS_WEIGHT = 0.5
 #: The most word vectors a process keeps per model.
-MAX_WORDS = 20_000
+MAX_WORDS = 16_384
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
@@ -105,44 +105,62 @@ def chunk_words(content: str) -> tuple[str, ...]:
 
 
 class WordVectors:
-    """One process's vectors of single words, per model id, least recently used out first.
-
-    Stored in half precision (cosines of unit vectors lose < 0.001) and handed out in
-    single precision."""
+    """One process's vectors of single words: per model id, a table of word → row of one
+    matrix. A model's table that would pass ``capacity`` words is started afresh (a
+    word's vector is the same whenever it is embedded, so this only costs embedding again)."""
 
     def __init__(self, capacity: int = MAX_WORDS) -> None:
         self.capacity = capacity
-        self._table: OrderedDict[tuple[str, str], npt.NDArray[np.float16]] = OrderedDict()
+        self._rows: dict[str, dict[str, int]] = {}
+        self._matrix: dict[str, npt.NDArray[np.float32]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._table)
+        return sum(len(rows) for rows in self._rows.values())
 
     def matrix(
         self, model_id: str, words: Sequence[str], embed: EmbedBatch
     ) -> npt.NDArray[np.float32]:
-        """The vectors of ``words`` (one row each, in order): the known ones from the table,
-        the others embedded in one batch and kept."""
-        found: dict[str, npt.NDArray[np.float16]] = {}
-        with self._lock:
-            for word in words:
-                vector = self._table.get((model_id, word))
-                if vector is not None:
-                    self._table.move_to_end((model_id, word))
-                    found[word] = vector
-        missing = [w for w in words if w not in found]
-        if missing:
-            fresh = np.asarray(embed(missing), dtype=np.float16)
-            with self._lock:
-                for word, vector in zip(missing, fresh, strict=True):
-                    found[word] = vector
-                    self._table[(model_id, word)] = vector
-                    self._table.move_to_end((model_id, word))
-                while len(self._table) > self.capacity:
-                    self._table.popitem(last=False)
+        """The vectors of the distinct ``words`` (one row each, in order): the known ones
+        from the table, the others embedded in one batch and kept."""
         if not words:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([found[w] for w in words]).astype(np.float32)
+        with self._lock:
+            rows = self._rows.get(model_id, {})
+            missing = [w for w in words if w not in rows]
+        if missing:
+            fresh = np.asarray(embed(missing), dtype=np.float32)
+            with self._lock:
+                self._keep(model_id, missing, fresh)
+        with self._lock:
+            rows = self._rows[model_id]
+            if not all(map(rows.__contains__, words)):  # started afresh meanwhile: all anew
+                self._rows[model_id] = {}
+                self._keep(model_id, list(words), np.asarray(embed(words), dtype=np.float32))
+                rows = self._rows[model_id]
+            at = np.fromiter(map(rows.__getitem__, words), dtype=np.intp, count=len(words))
+            return self._matrix[model_id][at]
+
+    def _keep(self, model_id: str, words: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
+        """Add ``words``' ``vectors`` to ``model_id``'s table (the lock held)."""
+        rows = self._rows.setdefault(model_id, {})
+        new = [(w, v) for w, v in zip(words, vectors, strict=True) if w not in rows]
+        if len(rows) + len(new) > self.capacity:
+            rows.clear()
+            new = list(zip(words, vectors, strict=True))
+        matrix = self._matrix.get(model_id)
+        size = len(rows)
+        if matrix is None or matrix.shape[1] != vectors.shape[1] or not rows:
+            matrix = np.zeros((max(1024, len(new)), vectors.shape[1]), dtype=np.float32)
+        if size + len(new) > len(matrix):
+            grown = np.zeros((max(2 * len(matrix), size + len(new)), matrix.shape[1]),
+                             dtype=np.float32)  # fmt: skip
+            grown[:size] = matrix[:size]
+            matrix = grown
+        for offset, (word, vector) in enumerate(new):
+            matrix[size + offset] = vector
+            rows[word] = size + offset
+        self._matrix[model_id] = matrix
 
 
 #: The process's word vectors.
@@ -152,16 +170,23 @@ WORDS = WordVectors()
 def coverages(
     terms: npt.NDArray[np.float32],
     words: npt.NDArray[np.float32],
-    members: Sequence[Sequence[int]],
+    flat: npt.NDArray[np.intp],
+    sizes: Sequence[int],
 ) -> npt.NDArray[np.float64]:
     """Each chunk's soft coverage: for every row of ``terms`` (the question's words) its
-    highest cosine with the chunk's word rows of ``words`` (``members[i]``: chunk ``i``'s
-    row indexes), averaged over the question's words; 0 for a chunk without words."""
-    sims = words @ terms.T  # one row per word, one column per question word
-    out = np.zeros(len(members), dtype=np.float64)
-    for i, rows in enumerate(members):
-        if rows:
-            out[i] = float(sims[list(rows)].max(axis=0).mean())
+    highest cosine with the chunk's word rows of ``words``, averaged over the question's
+    words; 0 for a chunk without words. Chunk ``i``'s rows are the next ``sizes[i]``
+    entries of ``flat``."""
+    counts = np.asarray(sizes, dtype=np.intp)
+    out = np.zeros(len(counts), dtype=np.float64)
+    filled = counts > 0
+    if not filled.any() or not len(terms):
+        return out
+    # one row per word, one column per question word: a matrix-vector product per question
+    # word (a few), ~20x cheaper than one matrix product on a loaded 2-core machine
+    sims = np.stack([words @ term for term in terms], axis=1)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[filled]
+    out[filled] = np.maximum.reduceat(sims[flat], starts, axis=0).mean(axis=1)
     return out
 
 
@@ -183,7 +208,7 @@ def with_soft_terms(
     message: str,
     embedder: tuple[str, EmbedBatch] | None,
     weight: float = SOFT_TERMS_WEIGHT,
-    words: WordVectors = WORDS,
+    words_of: WordVectors = WORDS,
 ) -> list[Candidate]:
     """``pool`` with its conversation chunks ordered by relevance plus ``weight`` × their
     soft coverage above the pool's median (see the module) and given the chunks'
@@ -196,12 +221,12 @@ def with_soft_terms(
         return list(pool)
     model_id, embed = embedder
     chunks = [pool[i] for i in at]
-    index: dict[str, int] = {w: i for i, w in enumerate(asked)}
-    members: list[list[int]] = []
-    for c in chunks:
-        members.append([index.setdefault(w, len(index)) for w in chunk_words(c.memory.content)])
-    matrix = words.matrix(model_id, list(index), embed)
-    cover = coverages(matrix[: len(asked)], matrix, members)
+    held = [chunk_words(c.memory.content) for c in chunks]
+    vocabulary = list(dict.fromkeys(chain(asked, *held)))
+    local = {w: i for i, w in enumerate(vocabulary)}
+    flat = np.fromiter(map(local.__getitem__, chain.from_iterable(held)), dtype=np.intp)
+    matrix = words_of.matrix(model_id, vocabulary, embed)
+    cover = coverages(matrix[: len(asked)], matrix, flat, [len(h) for h in held])
     lift = np.maximum(cover - float(np.median(cover)), 0.0)
     scores = [c.relevance + weight * float(lift[i]) for i, c in enumerate(chunks)]
     order = sorted(range(len(chunks)), key=lambda i: (-scores[i], -chunks[i].relevance))
