@@ -125,13 +125,16 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("shallow-pool", "chunks", {"profile": default, "chunk_pool": 0},
                 "a transcript question's pool as deep as its budget's (50 under 2,000 tokens), "
                 "not 125 whatever the budget (recall.chunk_rank)"),
+        Variant("no-soft-terms", "chunks", {"profile": default, "soft_terms": 0.0},
+                "conversation chunks not ordered by the question's words met by their nearest "
+                "word in the chunk (recall.soft_terms)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,
-                 "chunk_rank": False, "lead_budget": False, "chunk_pool": 0},
+                 "chunk_rank": False, "lead_budget": False, "chunk_pool": 0, "soft_terms": 0.0},
                 "without compact, speakers, speaker lines, time, day groups, the history "
-                "budget, chunk ranking, the lead budget and the transcript pool's depth: the "
-                "configuration before issue 15"),
+                "budget, chunk ranking, the lead budget, the transcript pool's depth and soft "
+                "terms: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip
