@@ -59,6 +59,7 @@ from engrain.embed.minilm import MiniLMEmbedder
 from engrain.recall.excerpt import ExcerptRule
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
+from engrain.recall.soft_terms import SOFT_TERMS_WEIGHT
 from engrain.store import Store, open_store
 from engrain.store.sqlite import SQLiteStore
 
@@ -125,9 +126,10 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("shallow-pool", "chunks", {"profile": default, "chunk_pool": 0},
                 "a transcript question's pool as deep as its budget's (50 under 2,000 tokens), "
                 "not 125 whatever the budget (recall.chunk_rank)"),
-        Variant("no-soft-terms", "chunks", {"profile": default, "soft_terms": 0.0},
-                "conversation chunks not ordered by the question's words met by their nearest "
-                "word in the chunk (recall.soft_terms)"),
+        Variant("soft-terms", "chunks", {"profile": default, "soft_terms": SOFT_TERMS_WEIGHT},
+                "conversation chunks ordered by the question's words met by their nearest "
+                "word in the chunk (recall.soft_terms; off by default: its first question's "
+                "word vectors)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,

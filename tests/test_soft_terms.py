@@ -16,6 +16,7 @@ from engrain.recall import gate as gate_module
 from engrain.recall.gate import GateOptions
 from engrain.recall.relevance import Candidate
 from engrain.recall.soft_terms import (
+    SOFT_TERMS_DEFAULT,
     SOFT_TERMS_WEIGHT,
     WordVectors,
     batch_embedder,
@@ -168,10 +169,10 @@ def test_gate_applies_it_by_default_and_not_when_off(
     question = "What instruments does Melanie play?"
     engine.explain(question, "u", token_budget=500, now=NOW)
     engine.explain(question, "u", token_budget=500, now=NOW,
-                   options=engine.options.update(soft_terms=0.0))  # fmt: skip
+                   options=engine.options.update(soft_terms=SOFT_TERMS_WEIGHT))  # fmt: skip
     engine.close()
-    assert weights == [SOFT_TERMS_WEIGHT, 0.0]
-    assert GateOptions().soft_terms == SOFT_TERMS_WEIGHT > 0
+    assert weights == [0.0, SOFT_TERMS_WEIGHT]
+    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == 0.0 < SOFT_TERMS_WEIGHT
 
 
 @pytest.mark.model

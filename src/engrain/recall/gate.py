@@ -63,7 +63,7 @@ from engrain.recall.score import (
 )
 from engrain.recall.score_batch import gated_totals
 from engrain.recall.select import Layout, Ranked, select_gated
-from engrain.recall.soft_terms import SOFT_TERMS_WEIGHT, batch_embedder, with_soft_terms
+from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, batch_embedder, with_soft_terms
 from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
@@ -105,7 +105,7 @@ class GateOptions:
     session_summaries: int = SESSION_SUMMARIES  # summaries joining the pool (summaries)
     chunk_rank: bool = CHUNK_RANK  # conversation chunks re-ranked by features (chunk_rank)
     chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
-    soft_terms: float = SOFT_TERMS_WEIGHT  # chunks by words near the question's (soft_terms)
+    soft_terms: float = SOFT_TERMS_DEFAULT  # chunks by words near the question's (soft_terms)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:

@@ -55,9 +55,14 @@ from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import rescored
 from engrain.store.lexical import STOPWORDS
 
-#: How much a chunk's soft coverage above the pool's median counts in its order (tuned on
-#: LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6; 0: off, ``GateOptions.soft_terms``).
+#: How much a chunk's soft coverage above the pool's median counts in its order when the
+#: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
+#: ``GateOptions.soft_terms`` by default: off. A process's first transcript question embeds
+#: its pool's ~2,000 words one model run each (5–8 s of CPU on this 2-core machine), a
+#: first-call cost no 0.006 of R@10 pays for; on with ``soft_terms=SOFT_TERMS_WEIGHT``
+#: (ablation ``soft-terms``) until the words' vectors are made at ingest.
+SOFT_TERMS_DEFAULT = 0.0
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
 
