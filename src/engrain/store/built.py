@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from engrain.model import Kind, Memory, MemoryType, Vector
 from engrain.store.columns import _EPOCH, NO_TIME, Codes, Columns, Strings
 from engrain.store.rows import Rows
 
+_V = TypeVar("_V")
+_MISSING: Any = object()
 _TYPES = tuple(MemoryType)
 _KINDS = tuple(Kind)
 _NAMES = tuple(f.name for f in dataclasses.fields(Memory))
@@ -46,29 +48,31 @@ def memories(
     embeddings: Sequence[Vector | None],
     access_counts: Sequence[int],
     last_accessed: Sequence[int],
+    ids: Sequence[str] | None = None,
 ) -> list[Memory]:
     """:meth:`~engrain.store.columns.Columns.memories` (the same memories), each column
-    read once for all ``rows``."""
+    read once for all ``rows``. ``ids``: the rows' memory ids if the caller has them
+    (``columns.ids`` of ``rows``), so they are not decoded again."""
     at = np.asarray(rows, dtype=np.int64)
     listed = at.tolist()
     content = columns.content
     values: dict[str, list[Any]] = {
-        "id": strings_at(columns.ids, at),
+        "id": strings_at(columns.ids, at) if ids is None else list(ids),
         "content": [content[row] for row in listed],
         "memory_type": [_TYPES[t] for t in columns.memory_type[at].tolist()],
         "kind": [_KINDS[k] for k in columns.kind[at].tolist()],
         "created_at": _times(columns.created[at].tolist()),
         "updated_at": _times(columns.updated[at].tolist()),
         "project": _codes(columns.project, at),
-        "domains": [columns._domain(row) for row in listed],
+        "domains": _by_code(columns.domains.codes[at].tolist(), listed, columns._domain),
         "session_id": _codes(columns.session_id, at),
         "event_at": _times(columns.event[at].tolist()),
         "key": _codes(columns.key, at),
         "importance": columns.importance[at].tolist(),
         "confidence": columns.confidence[at].tolist(),
         "usefulness": columns.usefulness[at].tolist(),
-        "access_count": [int(n) for n in access_counts],
-        "last_accessed_at": _times([int(t) for t in last_accessed]),
+        "access_count": list(access_counts),
+        "last_accessed_at": _times(list(last_accessed)),
         "pinned": columns.pinned[at].tolist(),
         "muted": columns.muted[at].tolist(),
         "promoted_at": _times(columns.promoted[at].tolist()),
@@ -76,7 +80,9 @@ def memories(
         "compression_source": columns.compression_source[at].tolist(),
         "source_session_id": _codes(columns.source_session_id, at),
         "superseded_by": _codes(columns.superseded_by, at),
-        "provenance": [columns._provenance_of(row) for row in listed],
+        "provenance": _by_code(
+            columns.provenance.codes[at].tolist(), listed, columns._provenance_of
+        ),
         "content_hash": strings_at(columns.content_hash, at),
         "embedding": list(embeddings),
         "user_id": [columns.user_id] * len(listed),
@@ -119,7 +125,9 @@ def rows_memories(
         if prefetch is not None:  # texts kept in the store: one read for all of them
             prefetch(source)
         access, last = rows.counts.many(picked)
-        built = memories(rows.base, source, [embedding(row) for row in picked], access, last)
+        vectors = [embedding(row) for row in picked]
+        given = [ids[i] for i in from_base]
+        built = memories(rows.base, source, vectors, access, last, given)
         for i, memory in zip(from_base, rows.decoded.keep_many(built), strict=True):
             out[i] = memory
     return [m for m in out if m is not None]
@@ -140,5 +148,25 @@ def _codes(codes: Codes, at: np.ndarray) -> list[str | None]:
 
 
 def _times(values: list[int]) -> list[datetime | None]:
-    """:func:`~engrain.store.columns.from_micros` of each value."""
-    return [None if v == NO_TIME else _EPOCH + timedelta(microseconds=v) for v in values]
+    """:func:`~engrain.store.columns.from_micros` of each value (``timedelta(0, 0, v)`` is
+    ``timedelta(microseconds=v)``, made without parsing keywords)."""
+    epoch, delta, none = _EPOCH, timedelta, NO_TIME
+    return [None if v == none else epoch + delta(0, 0, v) for v in values]
+
+
+def _by_code(codes: list[int], rows: list[int], value: Callable[[int], _V]) -> list[_V]:
+    """``[value(row) for row in rows]`` for a coded column whose value, for a row with a
+    code, depends only on that code and is one object per code (``Columns._domain``,
+    ``Columns._provenance_of``): ``value`` called once per distinct code (``codes``, the
+    rows' codes), and for each row without one (a new default object each, as before)."""
+    seen: dict[int, _V] = {}
+    out = []
+    for code, row in zip(codes, rows, strict=True):
+        if code < 0:
+            out.append(value(row))
+            continue
+        found = seen.get(code, _MISSING)
+        if found is _MISSING:
+            found = seen[code] = value(row)
+        out.append(found)
+    return out

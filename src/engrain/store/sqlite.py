@@ -846,32 +846,44 @@ class SQLiteStore:
         def read(
             rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
         ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32], list[str | None] | None]:
-            unique, inverse = np.unique(rowids, return_inverse=True)
-            vectors = np.zeros((len(unique), dim), dtype=np.float32)
-            owner = np.full(len(unique), None, dtype=object)
-            content = np.full(len(unique), None, dtype=object) if texts else None
-            listed = unique.tolist()
-            where = {rowid: at for at, rowid in enumerate(listed)}
+            listed = rowids.tolist()
+            vectors = np.zeros((len(listed), dim), dtype=np.float32)
+            same = np.zeros(len(listed), dtype=bool)
+            content: list[str | None] | None = [None] * len(listed) if texts else None
+            where: dict[int, list[int]] = {}  # a rowid's positions in ``rowids``
+            for position, rowid in enumerate(listed):
+                found_at = where.get(rowid)
+                if found_at is None:
+                    where[rowid] = [position]
+                else:
+                    found_at.append(position)
+            unique = list(where)
             columns = "rowid, id, embedding, content" if texts else "rowid, id, embedding"
             size = 4 * dim
-            for start in range(0, len(listed), _IN_CHUNK):
-                part = listed[start : start + _IN_CHUNK]
-                found = [row for row in self._read(
+            for start in range(0, len(unique), _IN_CHUNK):
+                part = unique[start : start + _IN_CHUNK]
+                at: list[int] = []
+                blobs: list[bytes] = []
+                for row in self._read(
                     f"SELECT {columns} FROM memories WHERE +user_id = ? AND rowid IN "
                     f"({', '.join('?' for _ in part)})",
                     (user_id, *part),
-                ) if row[2] is not None and len(row[2]) == size]  # fmt: skip
-                if not found:
-                    continue
-                at = [where[row[0]] for row in found]
-                blob = b"".join([row[2] for row in found])
-                vectors[at] = np.frombuffer(blob, dtype=np.float32).reshape(len(found), dim)
-                owner[at] = [row[1] for row in found]
-                if content is not None:
-                    content[at] = [row[3] for row in found]
-            same = (owner[inverse] == np.asarray(ids, dtype=object)).astype(bool)
-            read_texts = None if content is None else content[inverse].tolist()
-            return same, vectors[inverse], read_texts
+                ):
+                    blob = row[2]
+                    if blob is None or len(blob) != size:
+                        continue
+                    for i in where[row[0]]:
+                        at.append(i)
+                        blobs.append(blob)
+                        if ids[i] == row[1]:
+                            same[i] = True
+                        if content is not None:
+                            content[i] = row[3]
+                if at:
+                    vectors[at] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
+                        len(at), dim
+                    )
+            return same, vectors, content
 
         return read
 
