@@ -159,9 +159,9 @@ def test_the_directions_are_kept_when_vectors_change(store: SQLiteStore) -> None
     assert found[0][0].id == preference.id
     assert found[0][1] == pytest.approx(1.0, abs=1e-5)
     after = _arrays(store).subsets[PREFERENCES]
-    assert after.coarse is not None and after.vectors is not None
+    assert after.coarse is not None and after.codes is not None
     assert after.coarse.basis is before.coarse.basis  # not computed again
-    assert after.vectors is not before.vectors  # the new vector is in the new copy
+    assert after.codes is not before.codes  # the new vector is in the new copy
     store.close()
 
 

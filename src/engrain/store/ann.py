@@ -242,11 +242,20 @@ class VectorIndex:
 
     def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
         """The keys of (about) the ``count`` nearest vectors, nearest first."""
+        return self.search_similar(vector, count)[0]
+
+    def search_similar(
+        self, vector: npt.NDArray[np.float32], count: int
+    ) -> tuple[Keys, npt.NDArray[np.float32]]:
+        """:meth:`search`'s keys and the cosine of each one's stored vector with ``vector``
+        at the index's precision (int8: within ``store/reach.py``'s bound of the exact
+        cosine)."""
         with self._lock:
             if count <= 0 or len(self._index) == 0:
-                return np.zeros(0, dtype=np.uint64)
+                return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32)
             found = self._index.search(vector, min(count, len(self._index)))
-        return np.asarray(found.keys, dtype=np.uint64)
+        similar = 1.0 - np.asarray(found.distances, dtype=np.float32)
+        return np.asarray(found.keys, dtype=np.uint64), similar
 
     def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
         """For each row, whether the index holds this key with this vector (as the index
