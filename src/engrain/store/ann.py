@@ -392,12 +392,21 @@ def _thread(job: Callable[[], None]) -> None:
 
 class IndexSlot:
     """One user's index in this process: ready or not, built or patched off the request
-    path, kept between processes in ``stash`` (``None``: in this process only)."""
+    path, kept between processes in ``stash`` (``None``: in this process only). ``part``:
+    the slot of the user's second index, over the typed learnings alone
+    (``store/ann_kinds.py``), if it gets one."""
 
-    def __init__(self, stash: Stash | None, min_vectors: int, background: bool = True) -> None:
+    def __init__(
+        self,
+        stash: Stash | None,
+        min_vectors: int,
+        background: bool = True,
+        part: IndexSlot | None = None,
+    ) -> None:
         self.stash = stash
         self.min_vectors = min_vectors
         self.background = background
+        self.part = part
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
         self._job: threading.Thread | None = None
@@ -418,6 +427,8 @@ class IndexSlot:
     def close(self) -> None:
         """Stop saving (the store is closing); a running job finishes in memory."""
         self._closed = True
+        if self.part is not None:
+            self.part.close()
 
     def start(self, job: Callable[[], None]) -> None:
         """Run ``job`` on a daemon thread (inline without background) unless one runs."""

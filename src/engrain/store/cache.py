@@ -48,7 +48,7 @@ from threadpoolctl import ThreadpoolController
 
 from engrain.errors import EngrainError
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import built, coarse, heap, lexical_file
+from engrain.store import ann_kinds, built, coarse, heap, lexical_file
 from engrain.store.ann import (
     PATCH_AFTER,
     REBUILD_SHARE,
@@ -445,19 +445,25 @@ _ARRAY_FIELDS = ("ids", *_SMALL_FIELDS)
 class Snapshot:
     """One published state of a user's working set; never changed after publication.
     ``arrays`` and ``lexical`` (built over ``arrays.memories``) are ``None`` until a read
-    needs them; ``ann`` is set once a large user's approximate index is ready."""
+    needs them; ``ann`` is set once a large user's approximate index is ready, ``part``
+    once its second index, over the typed learnings (``store/ann_kinds.py``), is."""
 
     rows: Mapping[str, Memory]
     arrays: _Arrays | None = None
     lexical: LexicalIndex | None = None
     ann: AnnRows | None = None
+    part: AnnRows | None = None
 
     @classmethod
     def over(
-        cls, arrays: _Arrays, lexical: LexicalIndex | None = None, ann: AnnRows | None = None
+        cls,
+        arrays: _Arrays,
+        lexical: LexicalIndex | None = None,
+        ann: AnnRows | None = None,
+        part: AnnRows | None = None,
     ) -> Snapshot:
         """A snapshot of ``arrays``, its ``rows`` built from them on access."""
-        return cls(arrays.view(), arrays, lexical, ann)
+        return cls(arrays.view(), arrays, lexical, ann, part)
 
 
 class UserCache:
@@ -531,9 +537,10 @@ class UserCache:
             keep = np.ones(len(old.arrays), dtype=bool)
             keep[removed] = False
             ann = None if old.ann is None else old.ann.without(keep)
+            part = None if old.part is None else old.part.without(keep)
             # the BM25 index loses these documents (renumbered like the rows): not rebuilt
             lexical = None if old.lexical is None else old.lexical.without(keep)
-            self._snapshot = Snapshot.over(arrays, lexical, ann)
+            self._snapshot = Snapshot.over(arrays, lexical, ann, part)
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         """Count one access of each id (once per occurrence); unknown ids are skipped. No
@@ -549,7 +556,7 @@ class UserCache:
                 return
             if old.arrays is not None:
                 arrays = old.arrays.touched(counts, at)
-                self._snapshot = Snapshot.over(arrays, old.lexical, old.ann)
+                self._snapshot = Snapshot.over(arrays, old.lexical, old.ann, old.part)
                 return
             rows = dict(old.rows)
             for memory_id, n in counts.items():
@@ -581,7 +588,7 @@ class UserCache:
             last[at] = [parse_micros(counts[i][2]) for i in changed.tolist()]
             ids = [counts[i][0] for i in changed.tolist()]
             now = replace(arrays, rows=arrays.rows.recounted(access, last, ids))
-            self._snapshot = Snapshot.over(now, old.lexical, old.ann)
+            self._snapshot = Snapshot.over(now, old.lexical, old.ann, old.part)
             return True
 
     # -- reads ------------------------------------------------------------------------------
@@ -628,7 +635,8 @@ class UserCache:
             return [[] for _ in searches]
         ann = self._ann_rows(snapshot)
         if ann is not None:
-            return _approximate(arrays, ann, query, searches, self._mask)
+            part = self._part_rows(snapshot, searches)
+            return _approximate(arrays, ann, query, searches, self._mask, part)
         with _single_threaded_blas():
             sims = arrays.products(query)
         return [
@@ -822,6 +830,77 @@ class UserCache:
                 self._snapshot = replace(current, ann=ann)
             return True
 
+    def _part_rows(
+        self, snapshot: Snapshot, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> AnnRows | None:
+        """The snapshot's record of the rows the second index (the typed learnings',
+        ``store/ann_kinds.py``) holds, if one of ``searches`` can use it and it is ready;
+        starts the job that loads, builds or patches it when the user has enough such rows
+        (those searches go through the first index meanwhile)."""
+        slot = self._slot
+        part_slot = None if slot is None else slot.part
+        arrays = snapshot.arrays
+        if part_slot is None or arrays is None \
+                or not any(k > 0 and ann_kinds.covers(flt) for k, flt in searches):  # fmt: skip
+            return None
+        found = snapshot.part
+        if found is not None and found.index is part_slot.index:
+            _, _, held, with_vector = _counted(arrays, found.held, ann_kinds.FILTER, self._mask)
+            if with_vector - held > PATCH_AFTER:
+                part_slot.start(self._sync_part)
+            return found
+        rows = int((self._mask(arrays, ann_kinds.FILTER) & arrays.has_vector).sum())
+        if rows < ann_kinds.MIN_ROWS:
+            return None
+        part_slot.start(self._sync_part)
+        found = self._snapshot.part  # inline (no background) the job may have published
+        return found if found is not None and found.index is part_slot.index else None
+
+    def _sync_part(self) -> None:
+        """The second index's job, as :meth:`_sync` for the first: bring it up to the
+        current snapshot's rows of the indexed kinds (load and check, build, patch or
+        rebuild it) and record which rows it holds. Retried if a write changed the rows or
+        vectors meanwhile."""
+        slot = self._slot
+        part_slot = None if slot is None else slot.part
+        assert part_slot is not None
+        for _ in range(3):
+            snapshot = self._built()
+            arrays = snapshot.arrays
+            assert arrays is not None
+            rows = np.flatnonzero(self._mask(arrays, ann_kinds.FILTER) & arrays.has_vector)
+            ann, found = snapshot.ann, snapshot.part
+            keys = (ann.keys if ann is not None else found.keys if found is not None
+                    else memory_keys(list(arrays.ids)))  # fmt: skip
+            index = part_slot.index
+            if index is None or index.ndim != arrays.dim:
+                index, held = part_slot.prepare(keys[rows], _with_vector(arrays, rows))
+            else:
+                if found is not None and found.index is index:
+                    held = found.held[rows]
+                else:
+                    held = index.holds(keys[rows], _with_vector(arrays, rows))
+                missing = np.flatnonzero(~held)
+                if missing.size > REBUILD_SHARE * rows.size:
+                    index = part_slot.rebuild(keys[rows], _with_vector(arrays, rows))
+                    held = np.ones(rows.size, dtype=bool)
+                elif missing.size:
+                    part_slot.update(keys[rows][missing], arrays.vectors(rows[missing]))
+                    held = np.ones(rows.size, dtype=bool)
+            rows_held = np.zeros(len(arrays), dtype=bool)
+            rows_held[rows] = held
+            rows_held.flags.writeable = False
+            if ann is not None and ann.keys is keys:  # the same keys: their order is known
+                record = AnnRows(index, keys, rows_held, ann.sorted_keys, ann.order)
+            else:
+                record = AnnRows.of(index, keys, rows_held)
+            with self._lock:
+                current = self._snapshot
+                now = current.arrays
+                if now is not None and now.ids is arrays.ids and now.version is arrays.version:
+                    self._snapshot = replace(current, part=record)
+                    return
+
     @staticmethod
     def _mask(a: _Arrays, flt: MemoryFilter) -> BoolArray:
         """The rows passing ``flt`` (read-only: it is shared through ``a.masks``)."""
@@ -931,16 +1010,21 @@ def _approximate(
     query: npt.NDArray[np.float32],
     searches: Sequence[tuple[int, MemoryFilter]],
     mask_of: Callable[[_Arrays, MemoryFilter], BoolArray],
+    part: AnnRows | None = None,
 ) -> list[list[tuple[Memory, float]]]:
     """:meth:`UserCache.search_many` through the index: one index search sized for the most
     demanding filter (over-fetched by how few of the index's vectors each filter keeps),
     its candidates mapped onto ``arrays`` and kept if they pass, are held with their current
-    vector and score exactly; plus the rows passing that the index does not hold. A filter
-    keeping few rows, or too few among the candidates, is searched exactly over its rows."""
-    size = max(len(ann.index), 1)
+    vector and can be among the k best by their int8 similarity (``store/reach.py``), and
+    score exactly; plus the rows passing that the index does not hold. A filter keeping
+    few rows, or too few among the candidates, is searched exactly over its rows. A filter
+    of the typed learnings' kinds goes through their own index (``part``,
+    ``store/ann_kinds.py``) when there is one."""
+    records = [part if part is not None and ann_kinds.covers(flt) else ann for _, flt in searches]
     masks, counts = [], []
-    for k, flt in searches:
-        _, mask, passing, kept = _counted(arrays, ann.held, flt, mask_of)
+    for (k, flt), record in zip(searches, records, strict=True):
+        size = max(len(record.index), 1)
+        _, mask, passing, kept = _counted(arrays, record.held, flt, mask_of)
         masks.append(mask)
         share = passing / size
         factor = min(OVERFETCH, 1.0 + OVERFETCH_SLOPE * (1.0 - share))
@@ -953,28 +1037,35 @@ def _approximate(
         small = kept <= max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX))
         exact = k <= 0 or passing == 0 or small or (count > FETCH_MAX and kept <= SUBSET_MAX)
         counts.append(0 if exact else min(count, size, FETCH_RETRY))
-    fetched = max(counts, default=0)
-    found = ann.index.search_similar(query, fetched) if fetched else None
-    found_rows = None if found is None else ann.rows_of(found[0])
+    # one walk per index, as wide as its most demanding search
+    walks: dict[int, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = {}
+    for record, count in zip(records, counts, strict=True):
+        widest = max(c for r, c in zip(records, counts, strict=True) if r is record)
+        if count and id(record) not in walks:
+            keys, similar = record.index.search_similar(query, widest)
+            walks[id(record)] = (record.rows_of(keys), similar)
     out: list[list[tuple[Memory, float]]] = []
     with _single_threaded_blas():
-        for (k, flt), mask, count in zip(searches, masks, counts, strict=True):
+        for (k, flt), mask, count, record in zip(searches, masks, counts, records, strict=True):
             if k <= 0:
                 out.append([])
                 continue
-            if count and found is not None and found_rows is not None:
-                near, near_similar = _passing(found_rows[:count], found[1][:count], mask,
-                                              ann.held)  # fmt: skip
+            size = max(len(record.index), 1)
+            walk = walks.get(id(record)) if count else None
+            if walk is not None:
+                near, near_similar = _passing(walk[0][:count], walk[1][:count], mask,
+                                              record.held)  # fmt: skip
                 if near.size < k and count < size and int(mask.sum()) > SUBSET_MAX:
                     # too few passed: once more with more candidates, not a huge exact search
                     count = min(size, FETCH_RETRY, max(8 * count, FETCH_MAX))
-                    more, more_similar = ann.index.search_similar(query, count)
-                    near, near_similar = _passing(ann.rows_of(more), more_similar, mask,
-                                                  ann.held)  # fmt: skip
+                    more, more_similar = record.index.search_similar(query, count)
+                    near, near_similar = _passing(record.rows_of(more), more_similar, mask,
+                                                  record.held)  # fmt: skip
                 if near.size >= k or count >= size:
                     # only the candidates that can be among the k best are read and scored
                     near = near[reachable(near_similar, k)]
-                    rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
+                    unheld = np.flatnonzero(mask & ~record.held)
+                    rows = np.unique(np.concatenate([near, unheld]))
                     vectors = arrays.vectors(rows, texts=True)  # the best k are built
                     out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
@@ -1210,9 +1301,12 @@ def _upserted(old: Snapshot, arrays: _Arrays, batch: Sequence[Memory]) -> Snapsh
             new = new.extend(list(fresh.values()), dim)
     if new is None:
         return Snapshot({**old.rows, **{m.id: m for m in batch}})
-    ann = None
-    if old.ann is not None:
-        ann = old.ann.after_write(revectored, memory_keys(list(fresh)))
+    ann = part = None
+    fresh_keys = memory_keys(list(fresh)) if old.ann is not None or old.part is not None else None
+    if old.ann is not None and fresh_keys is not None:
+        ann = old.ann.after_write(revectored, fresh_keys)
+    if old.part is not None and fresh_keys is not None:
+        part = old.part.after_write(revectored, fresh_keys)
     lexical = None
     if old.lexical is not None:
         # edited rows keep their place; new memories are appended to the arrays in
@@ -1222,4 +1316,4 @@ def _upserted(old: Snapshot, arrays: _Arrays, batch: Sequence[Memory]) -> Snapsh
             lexical = lexical.replaced(edited)
         if fresh:
             lexical = lexical.extended([m.content for m in fresh.values()])
-    return Snapshot.over(new, lexical, ann)
+    return Snapshot.over(new, lexical, ann, part)

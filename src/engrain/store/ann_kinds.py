@@ -1,0 +1,43 @@
+"""A second approximate index over a large user's typed learnings (issue 18, session 12).
+
+Every ``context()`` call searches the user's typed learnings (invariants, patterns,
+decisions, preferences…: ``recall/gate.py``'s ``LEARNING_KINDS``) for their 100 nearest
+beside the candidate pool. A user with few of them searches them exactly over a copy of
+their rows (``store/cache.py``, ``_subset``); at 1,000,000 memories they are ~220,000
+rows, and were searched by one walk of the whole graph 920 candidates wide (over-fetched
+for the 22 % of the rows that pass), ~5.4 ms of a call's CPU. A user with at least
+:data:`MIN_ROWS` of them gets a second usearch index holding only those rows, kept like
+the first (an :class:`~engrain.store.ann.IndexSlot` of its own, saved beside the file as
+the derived index ``usearch-learnings``, loaded and checked row by row against the
+store's vectors, patched or rebuilt off the request path): a filter whose kinds are all
+among :data:`INDEXED_KINDS` walks it instead, ~k + 16 candidates wide.
+
+It is an accelerator like the first: its candidates are mapped onto the reader's
+snapshot by key (a forgotten memory is not there), kept if they pass the filter and the
+snapshot's record says it holds their current vector, scored exactly, and merged with an
+exact search of the rows passing that it does not hold (written, re-embedded or turned
+into a learning since).
+"""
+
+from __future__ import annotations
+
+from engrain.model import Kind
+from engrain.store.base import MemoryFilter
+
+#: The kinds the second index holds: the gate's typed learnings (a test holds them equal).
+INDEXED_KINDS: frozenset[Kind] = frozenset({
+    Kind.INVARIANT, Kind.PATTERN, Kind.DECISION, Kind.ANTIPATTERN, Kind.GOLDEN_PATH,
+    Kind.PREFERENCE, Kind.CORRECTION,
+})  # fmt: skip
+#: The rows it holds, as a filter.
+FILTER = MemoryFilter(kinds=tuple(sorted(INDEXED_KINDS, key=lambda kind: kind.value)))
+#: Rows of those kinds with a vector from which the second index is kept: fewer are
+#: searched exactly over a copy of them (``store/cache.py``'s ``SUBSET_MAX``).
+MIN_ROWS = 50_000
+#: Its name among the user's derived indexes.
+STASH_KIND = "usearch-learnings"
+
+
+def covers(flt: MemoryFilter) -> bool:
+    """Whether every row passing ``flt`` is of a kind the second index holds."""
+    return bool(flt.kinds) and set(flt.kinds or ()) <= INDEXED_KINDS
