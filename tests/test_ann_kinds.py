@@ -91,12 +91,20 @@ def test_a_learnings_filter_walks_their_own_index_with_exact_results(
     exact.close()
 
 
-def test_no_second_index_below_its_threshold(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(ann_kinds, "MIN_ROWS", 201)
-    store.search(USER, _vectors(1, seed=23)[0], 5, PREFERENCES)
-    assert store._cache(USER).snapshot.part is None
+def test_no_second_index_below_its_threshold(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threshold scales with the first index's: 50 x 400 / 20,000 = 1 row at most,
+    with the default MIN_ROWS 50,000 x 400 / 20,000 = 1,000 of the 200 preferences."""
+    with closing(SQLiteStore(db, ann_min_vectors=400, ann_background=False)) as opened:
+        assert opened.wait_for_index(USER)
+        opened.search(USER, _vectors(1, seed=23)[0], 5, PREFERENCES)
+        assert opened._cache(USER).snapshot.part is not None
+    assert ann_kinds.min_rows(400) == 1 and ann_kinds.min_rows(0) == 1
+    monkeypatch.setattr(ann_kinds, "MIN_ROWS", 50_000)  # the default
+    assert ann_kinds.min_rows(400) == 1_000 and ann_kinds.min_rows(20_000) == 50_000
+    with closing(SQLiteStore(db, ann_min_vectors=400, ann_background=False)) as opened:
+        assert opened.wait_for_index(USER)
+        opened.search(USER, _vectors(1, seed=23)[0], 5, PREFERENCES)
+        assert opened._cache(USER).snapshot.part is None
 
 
 def test_writes_since_are_found_and_forgotten_ones_never_returned(

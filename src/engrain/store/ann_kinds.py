@@ -22,6 +22,7 @@ into a learning since).
 from __future__ import annotations
 
 from engrain.model import Kind
+from engrain.store.ann import ANN_MIN_VECTORS
 from engrain.store.base import MemoryFilter
 
 #: The kinds the second index holds: the gate's typed learnings (a test holds them equal).
@@ -31,8 +32,9 @@ INDEXED_KINDS: frozenset[Kind] = frozenset({
 })  # fmt: skip
 #: The rows it holds, as a filter.
 FILTER = MemoryFilter(kinds=tuple(sorted(INDEXED_KINDS, key=lambda kind: kind.value)))
-#: Rows of those kinds with a vector from which the second index is kept: fewer are
-#: searched exactly over a copy of them (``store/cache.py``'s ``SUBSET_MAX``).
+#: Rows of those kinds with a vector from which the second index is kept (for the first
+#: index's default threshold): fewer are searched exactly over a copy of them
+#: (``store/cache.py``'s ``SUBSET_MAX``).
 MIN_ROWS = 50_000
 #: Its name among the user's derived indexes.
 STASH_KIND = "usearch-learnings"
@@ -41,3 +43,12 @@ STASH_KIND = "usearch-learnings"
 def covers(flt: MemoryFilter) -> bool:
     """Whether every row passing ``flt`` is of a kind the second index holds."""
     return bool(flt.kinds) and set(flt.kinds or ()) <= INDEXED_KINDS
+
+
+def min_rows(min_vectors: int) -> int:
+    """Rows of the indexed kinds from which a user gets the second index, when the first
+    is kept from ``min_vectors`` vectors: :data:`MIN_ROWS` at the default threshold, in
+    proportion below it (a store that lowers the first's, as tests and the reliability
+    scripts do with ``ENGRAIN_ANN_MIN_VECTORS=0``, gets the second for a few rows too),
+    at least one."""
+    return max(1, MIN_ROWS * min_vectors // ANN_MIN_VECTORS)

@@ -646,14 +646,21 @@ class UserCache:
 
     def wait_for_index(self, timeout: float | None = None) -> bool:
         """Start the approximate index if this user is large enough, and wait (up to
-        ``timeout`` seconds) until searches use it; whether they do."""
+        ``timeout`` seconds) until searches use it; whether they do. The typed learnings'
+        own index (``store/ann_kinds.py``) is waited for too, if the user gets one."""
         snapshot = self._built()
-        if self._ann_rows(snapshot) is not None:
-            return True
-        if self._slot is None or not self._large(snapshot):
-            return False
-        self._slot.wait(timeout)
-        return self._ann_rows(self._built()) is not None
+        if self._ann_rows(snapshot) is None:
+            if self._slot is None or not self._large(snapshot):
+                return False
+            self._slot.wait(timeout)
+            if self._ann_rows(self._built()) is None:
+                return False
+        part_slot = self._slot.part if self._slot is not None else None
+        learnings = [(1, ann_kinds.FILTER)]
+        if part_slot is not None and self._part_rows(self._built(), learnings) is None:
+            part_slot.wait(timeout)  # the learnings' index too, if the user gets one
+            self._part_rows(self._built(), learnings)
+        return True
 
     def lexical_search(
         self, text: str, k: int, flt: MemoryFilter = ALL
@@ -850,7 +857,7 @@ class UserCache:
                 part_slot.start(self._sync_part)
             return found
         rows = int((self._mask(arrays, ann_kinds.FILTER) & arrays.has_vector).sum())
-        if rows < ann_kinds.MIN_ROWS:
+        if rows < ann_kinds.min_rows(part_slot.min_vectors):
             return None
         part_slot.start(self._sync_part)
         found = self._snapshot.part  # inline (no background) the job may have published
