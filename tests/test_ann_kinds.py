@@ -92,19 +92,20 @@ def test_a_learnings_filter_walks_their_own_index_with_exact_results(
 
 
 def test_no_second_index_below_its_threshold(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The threshold scales with the first index's: 50 x 400 / 20,000 = 1 row at most,
-    with the default MIN_ROWS 50,000 x 400 / 20,000 = 1,000 of the 200 preferences."""
-    with closing(SQLiteStore(db, ann_min_vectors=400, ann_background=False)) as opened:
+    """The threshold scales with the first index's: 50 x 600 / 20,000 = 1 row at most,
+    with the default MIN_ROWS 8,192 x 600 / 20,000 = 245, more than the 200 preferences."""
+    with closing(SQLiteStore(db, ann_min_vectors=600, ann_background=False)) as opened:
         assert opened.wait_for_index(USER)
         opened.search(USER, _vectors(1, seed=23)[0], 5, PREFERENCES)
         assert opened._cache(USER).snapshot.part is not None
-    assert ann_kinds.min_rows(400) == 1 and ann_kinds.min_rows(0) == 1
-    monkeypatch.setattr(ann_kinds, "MIN_ROWS", 50_000)  # the default
-    assert ann_kinds.min_rows(400) == 1_000 and ann_kinds.min_rows(20_000) == 50_000
-    with closing(SQLiteStore(db, ann_min_vectors=400, ann_background=False)) as opened:
+    assert ann_kinds.min_rows(600) == 1 and ann_kinds.min_rows(0) == 1
+    monkeypatch.setattr(ann_kinds, "MIN_ROWS", 8_192)  # the default
+    assert ann_kinds.min_rows(600) == 245 and ann_kinds.min_rows(20_000) == 8_192
+    with closing(SQLiteStore(db, ann_min_vectors=600, ann_background=False)) as opened:
         assert opened.wait_for_index(USER)
-        opened.search(USER, _vectors(1, seed=23)[0], 5, PREFERENCES)
+        found = opened.search(USER, _vectors(1, seed=23)[0], 5, PREFERENCES)
         assert opened._cache(USER).snapshot.part is None
+        assert [m.kind for m, _ in found] == [Kind.PREFERENCE] * 5
 
 
 def test_writes_since_are_found_and_forgotten_ones_never_returned(

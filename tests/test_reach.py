@@ -14,8 +14,8 @@ import pytest
 
 from engrain.model import Kind
 from engrain.store import MemoryFilter, cache, coarse
-from engrain.store.ann import VectorIndex, quantized
-from engrain.store.reach import INT8_ERROR, reachable, similarities
+from engrain.store.ann import VectorIndex
+from engrain.store.reach import INT8_ERROR, reachable
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _indexed, _memories, _vectors
 
@@ -44,29 +44,18 @@ def test_the_exact_best_are_never_left_out_for_errors_within_the_bound() -> None
         assert keep.sum() < 300
 
 
-def test_similarities_are_the_int8_index_s_and_within_the_bound_of_exact() -> None:
+def test_the_int8_index_s_similarities_are_within_the_bound_of_exact() -> None:
+    """384-dimensional unit vectors, as the model's: usearch's int8 cosine of every
+    candidate within INT8_ERROR of the float32 one (random vectors: errors ~0.005)."""
     rng = np.random.default_rng(2)
     vectors = _unit(rng.standard_normal((2_000, 384)))
-    queries = _unit(rng.standard_normal((20, 384)))
-    keys = np.arange(len(vectors), dtype=np.uint64)
-    index = VectorIndex.build(keys, vectors, threads=1)
-    codes = quantized(vectors)
+    index = VectorIndex.build(np.arange(len(vectors), dtype=np.uint64), vectors, threads=1)
     worst = 0.0
-    for query in queries:
-        found, similar = index.search_similar(query, 50)
-        mine = similarities(codes[found.astype(np.intp)], query)
-        assert mine == pytest.approx(similar, abs=1e-4)
-        everything = similarities(codes, query)
-        worst = max(worst, float(np.abs(everything - vectors @ query).max()))
-    assert worst < INT8_ERROR
-
-
-def test_similarities_of_a_zero_row_are_zero() -> None:
-    codes = np.zeros((2, 8), dtype=np.int8)
-    codes[1, 0] = 127
-    query = np.eye(8, dtype=np.float32)[0]
-    assert similarities(codes, query).tolist() == [0.0, 1.0]
-    assert similarities(codes[:0], query).shape == (0,)
+    for query in _unit(rng.standard_normal((20, 384))):
+        found, similar = index.search_similar(query, 200)
+        exact = vectors[found.astype(np.intp)] @ query
+        worst = max(worst, float(np.abs(similar - exact).max()))
+    assert 0.0 < worst < INT8_ERROR
 
 
 # -- through the store ---------------------------------------------------------------------
@@ -119,33 +108,11 @@ def test_the_walk_reads_only_the_candidates_that_can_win(
         read.clear()
         found = store.search(USER, memory.embedding, 1)
         assert [m.id for m, _ in found] == [memory.id]
-        assert read == [1]  # 17 candidates passed; one can be the best
+        # 17 candidates passed: only itself and any other within 0.05 of it are read
+        assert len(read) == 1 and 1 <= read[0] < 17
         for query in _vectors(3, seed=5):
             got = store.search(USER, query, 10)
             want = exact.search(USER, query, 10)
             assert [m.id for m, _ in got] == [m.id for m, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
-    exact.close()
-
-
-def test_a_projected_filter_keeps_int8_codes_and_reads_only_what_can_win(
-    store: SQLiteStore, db: Path, read: list[int]
-) -> None:
-    exact = SQLiteStore(db, ann_min_vectors=None)
-    for query in _vectors(10, seed=6):
-        got = store.search(USER, query, 5, PREFERENCES)
-        want = exact.search(USER, query, 5, PREFERENCES)
-        assert [m.id for m, _ in got] == [m.id for m, _ in want]
-        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
-    arrays = store._cache(USER).snapshot.arrays
-    assert arrays is not None
-    subset = arrays.subsets[PREFERENCES]
-    assert subset.vectors is None and subset.codes is not None  # no float32 copy kept
-    assert subset.codes.dtype == np.int8 and subset.codes.shape == (200, 32)
-    preference = exact.query(USER, PREFERENCES, limit=1)[0]
-    assert preference.embedding is not None
-    read.clear()
-    found = store.search(USER, preference.embedding, 1, PREFERENCES)
-    assert [m.id for m, _ in found] == [preference.id]
-    assert read == [1]  # of the 40 candidates the projection proposed
     exact.close()

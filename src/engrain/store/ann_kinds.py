@@ -33,9 +33,11 @@ INDEXED_KINDS: frozenset[Kind] = frozenset({
 #: The rows it holds, as a filter.
 FILTER = MemoryFilter(kinds=tuple(sorted(INDEXED_KINDS, key=lambda kind: kind.value)))
 #: Rows of those kinds with a vector from which the second index is kept (for the first
-#: index's default threshold): fewer are searched exactly over a copy of them
-#: (``store/cache.py``'s ``SUBSET_MAX``).
-MIN_ROWS = 50_000
+#: index's default threshold): where a copy of their vectors would need a coarse
+#: projection to be searched fast (``store/coarse.py``; 22,224 rows at 100,000 memories:
+#: the copy and projection 43.5 MB, this index ~12 MB). Fewer are searched exactly over
+#: such a copy (``store/cache.py``, ``_subset``).
+MIN_ROWS = 8_192
 #: Its name among the user's derived indexes.
 STASH_KIND = "usearch-learnings"
 

@@ -57,14 +57,13 @@ from engrain.store.ann import (
     Stash,
     VectorIndex,
     memory_keys,
-    quantized,
 )
 from engrain.store.ann_rows import AnnRows
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.coarse import Projection
 from engrain.store.columns import Table, parse_micros
 from engrain.store.lexical import LexicalIndex
-from engrain.store.reach import reachable, similarities
+from engrain.store.reach import reachable
 from engrain.store.rows import Decoded, Rows, RowsView
 from engrain.store.rows import with_access as _with_access
 
@@ -94,21 +93,12 @@ class RowVectors(Protocol):
 
 class _Subset(NamedTuple):
     """The rows a filter keeps (with a vector), their vectors, and for a large filter a
-    coarse projection of them (``store/coarse.py``) and, instead of their float32
-    vectors, their int8 ``codes`` (:func:`~engrain.store.ann.quantized`: a quarter of the
-    memory; the candidates that can win are read from the store and scored exactly,
-    ``store/reach.py``); ``vectors`` and ``codes`` are ``None`` for what is carried only
-    for its projection's directions."""
+    coarse projection of them (``store/coarse.py``); ``vectors`` is ``None`` for what is
+    carried only for its projection's directions."""
 
     rows: npt.NDArray[np.intp]
     vectors: npt.NDArray[np.float32] | None
     coarse: Projection | None = None
-    codes: npt.NDArray[np.int8] | None = None
-
-    @property
-    def held(self) -> bool:
-        """Whether it holds its rows' vectors (float32 or int8), not only directions."""
-        return self.vectors is not None or self.codes is not None
 
     @classmethod
     def directions(cls, subset: _Subset) -> _Subset:
@@ -184,10 +174,10 @@ class _Arrays:
     counted: dict[MemoryFilter | None, tuple[BoolArray, BoolArray, int, int]] = field(
         default_factory=dict, compare=False, repr=False
     )
-    #: Filter → (rows passing it with a vector, their vectors as one matrix, or for a
-    #: large filter a coarse projection of them and their int8 codes), for filters
-    #: searched exactly beside the approximate index (a large user's learnings): the copy
-    #: is made once per set of columns, not per search (22,000 rows: 5 → 1.3 ms).
+    #: Filter → (rows passing it with a vector, their vectors as one matrix, a coarse
+    #: projection of them), for filters searched exactly beside the approximate index (a
+    #: large user's learnings): the copy is made once per set of columns, not per search
+    #: (22,000 rows: 5 → 1.3 ms).
     subsets: dict[MemoryFilter, _Subset] = field(default_factory=dict, compare=False, repr=False)
     #: The subsets of the arrays these were patched from: one is reused if no vector
     #: changed and its filter still keeps the same rows (a promotion rarely changes who is
@@ -635,8 +625,8 @@ class UserCache:
             return [[] for _ in searches]
         ann = self._ann_rows(snapshot)
         if ann is not None:
-            part = self._part_rows(snapshot, searches)
-            return _approximate(arrays, ann, query, searches, self._mask, part)
+            part, expected = self._part_rows(snapshot, searches)
+            return _approximate(arrays, ann, query, searches, self._mask, part, expected)
         with _single_threaded_blas():
             sims = arrays.products(query)
         return [
@@ -657,7 +647,7 @@ class UserCache:
                 return False
         part_slot = self._slot.part if self._slot is not None else None
         learnings = [(1, ann_kinds.FILTER)]
-        if part_slot is not None and self._part_rows(self._built(), learnings) is None:
+        if part_slot is not None and self._part_rows(self._built(), learnings) == (None, True):
             part_slot.wait(timeout)  # the learnings' index too, if the user gets one
             self._part_rows(self._built(), learnings)
         return True
@@ -839,29 +829,30 @@ class UserCache:
 
     def _part_rows(
         self, snapshot: Snapshot, searches: Sequence[tuple[int, MemoryFilter]]
-    ) -> AnnRows | None:
+    ) -> tuple[AnnRows | None, bool]:
         """The snapshot's record of the rows the second index (the typed learnings',
-        ``store/ann_kinds.py``) holds, if one of ``searches`` can use it and it is ready;
-        starts the job that loads, builds or patches it when the user has enough such rows
-        (those searches go through the first index meanwhile)."""
+        ``store/ann_kinds.py``) holds, if one of ``searches`` can use it and it is ready,
+        and whether the user has enough such rows for one; starts the job that loads,
+        builds or patches it when needed (those searches go through the first index
+        meanwhile)."""
         slot = self._slot
         part_slot = None if slot is None else slot.part
         arrays = snapshot.arrays
         if part_slot is None or arrays is None \
                 or not any(k > 0 and ann_kinds.covers(flt) for k, flt in searches):  # fmt: skip
-            return None
+            return None, False
         found = snapshot.part
         if found is not None and found.index is part_slot.index:
             _, _, held, with_vector = _counted(arrays, found.held, ann_kinds.FILTER, self._mask)
             if with_vector - held > PATCH_AFTER:
                 part_slot.start(self._sync_part)
-            return found
+            return found, True
         rows = int((self._mask(arrays, ann_kinds.FILTER) & arrays.has_vector).sum())
         if rows < ann_kinds.min_rows(part_slot.min_vectors):
-            return None
+            return None, False
         part_slot.start(self._sync_part)
         found = self._snapshot.part  # inline (no background) the job may have published
-        return found if found is not None and found.index is part_slot.index else None
+        return (found if found is not None and found.index is part_slot.index else None), True
 
     def _sync_part(self) -> None:
         """The second index's job, as :meth:`_sync` for the first: bring it up to the
@@ -1018,6 +1009,7 @@ def _approximate(
     searches: Sequence[tuple[int, MemoryFilter]],
     mask_of: Callable[[_Arrays, MemoryFilter], BoolArray],
     part: AnnRows | None = None,
+    part_expected: bool = False,
 ) -> list[list[tuple[Memory, float]]]:
     """:meth:`UserCache.search_many` through the index: one index search sized for the most
     demanding filter (over-fetched by how few of the index's vectors each filter keeps),
@@ -1026,10 +1018,12 @@ def _approximate(
     score exactly; plus the rows passing that the index does not hold. A filter keeping
     few rows, or too few among the candidates, is searched exactly over its rows. A filter
     of the typed learnings' kinds goes through their own index (``part``,
-    ``store/ann_kinds.py``) when there is one."""
-    records = [part if part is not None and ann_kinds.covers(flt) else ann for _, flt in searches]
+    ``store/ann_kinds.py``) when there is one, and through the first while one is being
+    made (``part_expected``)."""
+    covered = [ann_kinds.covers(flt) for _, flt in searches]
+    records = [part if part is not None and covers else ann for covers in covered]
     masks, counts = [], []
-    for (k, flt), record in zip(searches, records, strict=True):
+    for (k, flt), record, covers in zip(searches, records, covered, strict=True):
         size = max(len(record.index), 1)
         _, mask, passing, kept = _counted(arrays, record.held, flt, mask_of)
         masks.append(mask)
@@ -1041,7 +1035,11 @@ def _approximate(
         # facts when the filter keeps learnings), so over-fetching rarely yields k
         # ... unless it keeps more than SUBSET_MAX rows (a million memories' learnings: a
         # copy of 220,000 vectors and a product over them per call): through the index then
-        small = kept <= max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX))
+        # ... or it has an index of its own (the learnings), or will have once it is ready
+        # (through the first index meanwhile: a copy would outlive the wait)
+        own = covers and (part is not None or part_expected)
+        small = kept <= (EXACT_SUBSET if own else
+                         max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX)))  # fmt: skip
         exact = k <= 0 or passing == 0 or small or (count > FETCH_MAX and kept <= SUBSET_MAX)
         counts.append(0 if exact else min(count, size, FETCH_RETRY))
     # one walk per index, as wide as its most demanding search
@@ -1073,7 +1071,7 @@ def _approximate(
                     near = near[reachable(near_similar, k)]
                     unheld = np.flatnonzero(mask & ~record.held)
                     rows = np.unique(np.concatenate([near, unheld]))
-                    vectors = arrays.vectors(rows, texts=True)  # the best k are built
+                    vectors = _scored_vectors(arrays, rows)
                     out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing (a
@@ -1085,22 +1083,34 @@ def _approximate(
 def _subset_top(
     arrays: _Arrays, subset: _Subset, query: npt.NDArray[np.float32], k: int
 ) -> list[tuple[Memory, float]]:
-    """The ``k`` best of a filter's rows (``subset``) by exact score: from its float32
-    copy, or, for a large filter, among the candidates its coarse projection proposes,
-    those whose int8 codes can be among the k best (``store/reach.py``), their float32
-    vectors read from the store."""
-    rows, copied, rough, codes = subset
+    """The ``k`` best of a filter's rows (``subset``) by exact score, from its float32
+    copy (a large filter's: among the best by its coarse projection, store/coarse.py)."""
+    rows, copied, rough = subset
+    assert copied is not None
     picked = None if rough is None else rough.candidates(query, k)
-    if copied is not None:
-        if picked is not None:
-            rows, copied = rows[picked], copied[picked]
-        return _top_rows(arrays, rows, copied @ query, k, copied)
-    assert codes is not None
     if picked is not None:
-        rows, codes = rows[picked], codes[picked]
-    rows = rows[reachable(similarities(codes, query), k)]
-    vectors = arrays.vectors(rows, texts=True)  # the best k are built
-    return _top_rows(arrays, rows, vectors @ query, k, vectors)
+        rows, copied = rows[picked], copied[picked]
+    return _top_rows(arrays, rows, copied @ query, k, copied)
+
+
+def _scored_vectors(arrays: _Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
+    """The vectors of candidate ``rows`` to score exactly: a memory kept built gives its
+    own (nothing read: ~20 % of a large user's candidates at 100,000 memories), the
+    others are read from the store with their texts (the best k are built)."""
+    if arrays.matrix is not None or not len(rows):
+        return arrays.vectors(rows, texts=True)
+    kept = arrays.rows.decoded.get_many([str(i) for i in arrays.ids[rows].tolist()])
+    dim = arrays.dim
+    have = np.array([m is not None and m.embedding is not None and m.embedding.shape == (dim,)
+                     for m in kept], dtype=bool)  # fmt: skip
+    if not have.any():
+        return arrays.vectors(rows, texts=True)
+    out = np.empty((len(rows), dim), dtype=np.float32)
+    out[have] = np.stack([m.embedding for m in kept if m is not None and m.embedding is not None
+                          and m.embedding.shape == (dim,)])  # fmt: skip
+    if not have.all():
+        out[~have] = arrays.vectors(rows[~have], texts=True)
+    return out
 
 
 def _counted(
@@ -1161,7 +1171,7 @@ def _subset(arrays: _Arrays, flt: MemoryFilter, mask: BoolArray) -> _Subset:
         return cached
     rows = np.flatnonzero(mask)
     earlier = arrays.earlier_subsets.get(flt)  # same vectors: valid if the same rows
-    if earlier is not None and earlier.held and np.array_equal(earlier.rows, rows):
+    if earlier is not None and earlier.vectors is not None and np.array_equal(earlier.rows, rows):
         found = earlier
     else:
         found = _Subset(rows, arrays.vectors(rows))
@@ -1171,9 +1181,7 @@ def _subset(arrays: _Arrays, flt: MemoryFilter, mask: BoolArray) -> _Subset:
         basis = None if earlier is None or earlier.coarse is None else earlier.coarse.basis
         if basis is not None and basis.shape[1] != found.vectors.shape[1]:
             basis = None
-        # the float32 copy is not kept: int8 codes pick the candidates read from the
-        # store (22,224 rows at 100,000 memories: 8.5 MB against 32.6)
-        found = _Subset(rows, None, Projection.of(found.vectors, basis), quantized(found.vectors))
+        found = found._replace(coarse=Projection.of(found.vectors, basis))
     if len(arrays.subsets) >= SUBSETS_MAX:
         arrays.subsets.clear()
     arrays.subsets[flt] = found
