@@ -1,13 +1,12 @@
 """Which candidates of an int8 search are read and scored exactly (issue 18, session 12,
-store/reach.py): only those that can be among the k best, in the index's walk and in a
-large filter's projected subset; the results stay the exact search's."""
+store/reach.py): only those that can be among the k best; the results stay the exact
+search's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -62,20 +61,6 @@ def test_the_int8_index_s_similarities_are_within_the_bound_of_exact() -> None:
 
 
 @pytest.fixture
-def read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Rows whose vectors a search asks of its working set, one entry per call."""
-    counted: list[int] = []
-    vectors = cache._Arrays.vectors
-
-    def counting(self: cache._Arrays, rows: np.ndarray, *, texts: bool = False) -> Any:
-        counted.append(len(rows))
-        return vectors(self, rows, texts=texts)
-
-    monkeypatch.setattr(cache._Arrays, "vectors", counting)
-    return counted
-
-
-@pytest.fixture
 def db(tmp_path: Path) -> Path:
     path = tmp_path / "engrain.db"
     with closing(SQLiteStore(path)) as store:
@@ -100,16 +85,24 @@ PREFERENCES = MemoryFilter(kinds=(Kind.PREFERENCE,))
 
 
 def test_the_walk_reads_only_the_candidates_that_can_win(
-    store: SQLiteStore, db: Path, read: list[int]
+    store: SQLiteStore, db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    kept: list[tuple[int, int]] = []  # (candidates passing, kept to be scored)
+
+    def counting(similar: np.ndarray, k: int, error: float = INT8_ERROR) -> np.ndarray:
+        out = reachable(similar, k, error)
+        kept.append((len(similar), int(out.sum())))
+        return out
+
+    monkeypatch.setattr(cache, "reachable", counting)
     exact = SQLiteStore(db, ann_min_vectors=None)
     for memory in exact.query(USER, limit=10):
         assert memory.embedding is not None
-        read.clear()
+        kept.clear()
         found = store.search(USER, memory.embedding, 1)
         assert [m.id for m, _ in found] == [memory.id]
-        # 17 candidates passed: only itself and any other within 0.05 of it are read
-        assert len(read) == 1 and 1 <= read[0] < 17
+        # 17 candidates passed: only itself and any other within 0.05 of it are scored
+        assert len(kept) == 1 and kept[0][0] == 17 and 1 <= kept[0][1] < 17
         for query in _vectors(3, seed=5):
             got = store.search(USER, query, 10)
             want = exact.search(USER, query, 10)

@@ -1029,6 +1029,8 @@ def _approximate(
         masks.append(mask)
         share = passing / size
         factor = min(OVERFETCH, 1.0 + OVERFETCH_SLOPE * (1.0 - share))
+        if record is part:
+            factor = max(factor, ann_kinds.OVERFETCH)
         count = int(k / max(share, 1 / size) * factor) + 16
         # a filter keeping a small share is searched exactly over its (cached) rows: the
         # index's candidates pass it less often than its share (a query's neighbours are
