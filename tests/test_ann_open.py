@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engrain.model import Kind
 from engrain.store import ann, cache
 from engrain.store.ann import IndexSlot, Stash, VectorIndex, memory_keys
 from engrain.store.sqlite import SQLiteStore
@@ -51,7 +52,10 @@ def test_a_saved_index_is_checked_once_in_chunks_when_a_process_opens_it(
     reopened = SQLiteStore(db, ann_min_vectors=0, ann_background=False)
     rows = reopened.query(USER)
     assert reopened.wait_for_index(USER)
-    assert sum(chunks) == len(rows) == 600  # each row once (twice before)
+    # each row once (twice before), and each of the 200 preferences once more: the
+    # learnings' own index (store/ann_kinds.py) is checked like the first
+    learnings = sum(m.kind is Kind.PREFERENCE for m in rows)
+    assert sum(chunks) == len(rows) + learnings == 600 + 200
     assert max(chunks) <= 64
     record = reopened._cache(USER).snapshot.ann
     assert record is not None and record.held.all()  # the mask handed over: every row held

@@ -166,13 +166,15 @@ def test_a_broad_filter_asks_fewer_candidates_than_a_narrow_one(
     """Over-fetching shrinks with the share of rows a filter keeps: k + 16 candidates when
     every row passes, twice k per share for a filter keeping a third of them."""
     asked: list[int] = []
-    search = VectorIndex.search
+    search = VectorIndex.search_similar
 
-    def counting(index: VectorIndex, vector: np.ndarray, count: int) -> np.ndarray:
+    def counting(
+        index: VectorIndex, vector: np.ndarray, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         asked.append(count)
         return search(index, vector, count)
 
-    monkeypatch.setattr(VectorIndex, "search", counting)
+    monkeypatch.setattr(VectorIndex, "search_similar", counting)
     query = _vectors(1, seed=31)[0]
     assert len(store.search(USER, query, 10)) == 10
     facts = MemoryFilter(kinds=frozenset({Kind.FACT}))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory
-from engrain.store import MemoryFilter, cache, coarse
+from engrain.store import MemoryFilter, ann_kinds, cache, coarse
 from engrain.store.coarse import Projection, basis_of
 from engrain.store.sqlite import SQLiteStore
 
@@ -98,6 +98,8 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteStore:
     20 %) are a filter copied once and searched through a projection on ``RANK``
     directions."""
     monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    # preferences searched as any large filter, not through the learnings' own index
+    monkeypatch.setattr(ann_kinds, "INDEXED_KINDS", frozenset())
     monkeypatch.setattr(coarse, "MIN_ROWS", 100)
     monkeypatch.setattr(coarse, "DIMS", RANK)
     monkeypatch.setattr(coarse, "FETCH_MIN", 10)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind
-from engrain.store import MemoryFilter, cache, columns, texts
+from engrain.store import MemoryFilter, ann_kinds, cache, columns, texts
 from engrain.store.base import Patch
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _indexed, _memories, _vectors
@@ -29,6 +29,8 @@ from tests.test_columnar import NOW
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    # preferences searched over a copy, not through the learnings' own index
+    monkeypatch.setattr(ann_kinds, "INDEXED_KINDS", frozenset())
     monkeypatch.setattr(columns, "PERSIST_MIN_ROWS", 1)
     path = tmp_path / "engrain.db"
     with closing(SQLiteStore(path, ann_min_vectors=None)) as store:

@@ -242,11 +242,20 @@ class VectorIndex:
 
     def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
         """The keys of (about) the ``count`` nearest vectors, nearest first."""
+        return self.search_similar(vector, count)[0]
+
+    def search_similar(
+        self, vector: npt.NDArray[np.float32], count: int
+    ) -> tuple[Keys, npt.NDArray[np.float32]]:
+        """:meth:`search`'s keys and the cosine of each one's stored vector with ``vector``
+        at the index's precision (int8: within ``store/reach.py``'s bound of the exact
+        cosine)."""
         with self._lock:
             if count <= 0 or len(self._index) == 0:
-                return np.zeros(0, dtype=np.uint64)
+                return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32)
             found = self._index.search(vector, min(count, len(self._index)))
-        return np.asarray(found.keys, dtype=np.uint64)
+        similar = 1.0 - np.asarray(found.distances, dtype=np.float32)
+        return np.asarray(found.keys, dtype=np.uint64), similar
 
     def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
         """For each row, whether the index holds this key with this vector (as the index
@@ -383,12 +392,21 @@ def _thread(job: Callable[[], None]) -> None:
 
 class IndexSlot:
     """One user's index in this process: ready or not, built or patched off the request
-    path, kept between processes in ``stash`` (``None``: in this process only)."""
+    path, kept between processes in ``stash`` (``None``: in this process only). ``part``:
+    the slot of the user's second index, over the typed learnings alone
+    (``store/ann_kinds.py``), if it gets one."""
 
-    def __init__(self, stash: Stash | None, min_vectors: int, background: bool = True) -> None:
+    def __init__(
+        self,
+        stash: Stash | None,
+        min_vectors: int,
+        background: bool = True,
+        part: IndexSlot | None = None,
+    ) -> None:
         self.stash = stash
         self.min_vectors = min_vectors
         self.background = background
+        self.part = part
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
         self._job: threading.Thread | None = None
@@ -409,6 +427,8 @@ class IndexSlot:
     def close(self) -> None:
         """Stop saving (the store is closing); a running job finishes in memory."""
         self._closed = True
+        if self.part is not None:
+            self.part.close()
 
     def start(self, job: Callable[[], None]) -> None:
         """Run ``job`` on a daemon thread (inline without background) unless one runs."""

@@ -48,7 +48,7 @@ from threadpoolctl import ThreadpoolController
 
 from engrain.errors import EngrainError
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import built, coarse, heap, lexical_file
+from engrain.store import ann_kinds, built, coarse, heap, lexical_file
 from engrain.store.ann import (
     PATCH_AFTER,
     REBUILD_SHARE,
@@ -64,6 +64,7 @@ from engrain.store.coarse import Projection
 from engrain.store.columns import Table, parse_micros
 from engrain.store.ids import IdColumn, IdPositions
 from engrain.store.lexical import LexicalIndex
+from engrain.store.reach import reachable
 from engrain.store.rows import Decoded, Rows, RowsView
 from engrain.store.rows import with_access as _with_access
 
@@ -436,19 +437,25 @@ _SMALL_FIELDS = (
 class Snapshot:
     """One published state of a user's working set; never changed after publication.
     ``arrays`` and ``lexical`` (built over ``arrays.memories``) are ``None`` until a read
-    needs them; ``ann`` is set once a large user's approximate index is ready."""
+    needs them; ``ann`` is set once a large user's approximate index is ready, ``part``
+    once its second index, over the typed learnings (``store/ann_kinds.py``), is."""
 
     rows: Mapping[str, Memory]
     arrays: _Arrays | None = None
     lexical: LexicalIndex | None = None
     ann: AnnRows | None = None
+    part: AnnRows | None = None
 
     @classmethod
     def over(
-        cls, arrays: _Arrays, lexical: LexicalIndex | None = None, ann: AnnRows | None = None
+        cls,
+        arrays: _Arrays,
+        lexical: LexicalIndex | None = None,
+        ann: AnnRows | None = None,
+        part: AnnRows | None = None,
     ) -> Snapshot:
         """A snapshot of ``arrays``, its ``rows`` built from them on access."""
-        return cls(arrays.view(), arrays, lexical, ann)
+        return cls(arrays.view(), arrays, lexical, ann, part)
 
 
 class UserCache:
@@ -522,9 +529,10 @@ class UserCache:
             keep = np.ones(len(old.arrays), dtype=bool)
             keep[removed] = False
             ann = None if old.ann is None else old.ann.without(keep)
+            part = None if old.part is None else old.part.without(keep)
             # the BM25 index loses these documents (renumbered like the rows): not rebuilt
             lexical = None if old.lexical is None else old.lexical.without(keep)
-            self._snapshot = Snapshot.over(arrays, lexical, ann)
+            self._snapshot = Snapshot.over(arrays, lexical, ann, part)
 
     def touch(self, ids: Sequence[str], at: datetime) -> None:
         """Count one access of each id (once per occurrence); unknown ids are skipped. No
@@ -539,7 +547,7 @@ class UserCache:
                         by_row[row] = (memory_id, by_row.get(row, (memory_id, 0))[1] + 1)
                 if by_row:
                     arrays = old.arrays.touched(by_row, at)
-                    self._snapshot = Snapshot.over(arrays, old.lexical, old.ann)
+                    self._snapshot = Snapshot.over(arrays, old.lexical, old.ann, old.part)
                 return
             counts: dict[str, int] = {}
             for memory_id in ids:
@@ -578,7 +586,7 @@ class UserCache:
             last[at] = [parse_micros(counts[i][2]) for i in changed.tolist()]
             ids = [counts[i][0] for i in changed.tolist()]
             now = replace(arrays, rows=arrays.rows.recounted(access, last, ids))
-            self._snapshot = Snapshot.over(now, old.lexical, old.ann)
+            self._snapshot = Snapshot.over(now, old.lexical, old.ann, old.part)
             return True
 
     # -- reads ------------------------------------------------------------------------------
@@ -629,7 +637,8 @@ class UserCache:
             return [[] for _ in searches]
         ann = self._ann_rows(snapshot)
         if ann is not None:
-            return _approximate(arrays, ann, query, searches, self._mask)
+            part, expected = self._part_rows(snapshot, searches)
+            return _approximate(arrays, ann, query, searches, self._mask, part, expected)
         with _single_threaded_blas():
             sims = arrays.products(query)
         return [
@@ -639,14 +648,21 @@ class UserCache:
 
     def wait_for_index(self, timeout: float | None = None) -> bool:
         """Start the approximate index if this user is large enough, and wait (up to
-        ``timeout`` seconds) until searches use it; whether they do."""
+        ``timeout`` seconds) until searches use it; whether they do. The typed learnings'
+        own index (``store/ann_kinds.py``) is waited for too, if the user gets one."""
         snapshot = self._built()
-        if self._ann_rows(snapshot) is not None:
-            return True
-        if self._slot is None or not self._large(snapshot):
-            return False
-        self._slot.wait(timeout)
-        return self._ann_rows(self._built()) is not None
+        if self._ann_rows(snapshot) is None:
+            if self._slot is None or not self._large(snapshot):
+                return False
+            self._slot.wait(timeout)
+            if self._ann_rows(self._built()) is None:
+                return False
+        part_slot = self._slot.part if self._slot is not None else None
+        learnings = [(1, ann_kinds.FILTER)]
+        if part_slot is not None and self._part_rows(self._built(), learnings) == (None, True):
+            part_slot.wait(timeout)  # the learnings' index too, if the user gets one
+            self._part_rows(self._built(), learnings)
+        return True
 
     def lexical_search(
         self, text: str, k: int, flt: MemoryFilter = ALL
@@ -823,6 +839,78 @@ class UserCache:
                 self._snapshot = replace(current, ann=ann)
             return True
 
+    def _part_rows(
+        self, snapshot: Snapshot, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> tuple[AnnRows | None, bool]:
+        """The snapshot's record of the rows the second index (the typed learnings',
+        ``store/ann_kinds.py``) holds, if one of ``searches`` can use it and it is ready,
+        and whether the user has enough such rows for one; starts the job that loads,
+        builds or patches it when needed (those searches go through the first index
+        meanwhile)."""
+        slot = self._slot
+        part_slot = None if slot is None else slot.part
+        arrays = snapshot.arrays
+        if part_slot is None or arrays is None \
+                or not any(k > 0 and ann_kinds.covers(flt) for k, flt in searches):  # fmt: skip
+            return None, False
+        found = snapshot.part
+        if found is not None and found.index is part_slot.index:
+            _, _, held, with_vector = _counted(arrays, found.held, ann_kinds.FILTER, self._mask)
+            if with_vector - held > PATCH_AFTER:
+                part_slot.start(self._sync_part)
+            return found, True
+        rows = int((self._mask(arrays, ann_kinds.FILTER) & arrays.has_vector).sum())
+        if rows < ann_kinds.min_rows(part_slot.min_vectors):
+            return None, False
+        part_slot.start(self._sync_part)
+        found = self._snapshot.part  # inline (no background) the job may have published
+        return (found if found is not None and found.index is part_slot.index else None), True
+
+    def _sync_part(self) -> None:
+        """The second index's job, as :meth:`_sync` for the first: bring it up to the
+        current snapshot's rows of the indexed kinds (load and check, build, patch or
+        rebuild it) and record which rows it holds. Retried if a write changed the rows or
+        vectors meanwhile."""
+        slot = self._slot
+        part_slot = None if slot is None else slot.part
+        assert part_slot is not None
+        for _ in range(3):
+            snapshot = self._built()
+            arrays = snapshot.arrays
+            assert arrays is not None
+            rows = np.flatnonzero(self._mask(arrays, ann_kinds.FILTER) & arrays.has_vector)
+            ann, found = snapshot.ann, snapshot.part
+            keys = (ann.keys if ann is not None else found.keys if found is not None
+                    else memory_keys(list(arrays.ids)))  # fmt: skip
+            index = part_slot.index
+            if index is None or index.ndim != arrays.dim:
+                index, held = part_slot.prepare(keys[rows], _with_vector(arrays, rows))
+            else:
+                if found is not None and found.index is index:
+                    held = found.held[rows]
+                else:
+                    held = index.holds(keys[rows], _with_vector(arrays, rows))
+                missing = np.flatnonzero(~held)
+                if missing.size > REBUILD_SHARE * rows.size:
+                    index = part_slot.rebuild(keys[rows], _with_vector(arrays, rows))
+                    held = np.ones(rows.size, dtype=bool)
+                elif missing.size:
+                    part_slot.update(keys[rows][missing], arrays.vectors(rows[missing]))
+                    held = np.ones(rows.size, dtype=bool)
+            rows_held = np.zeros(len(arrays), dtype=bool)
+            rows_held[rows] = held
+            rows_held.flags.writeable = False
+            if ann is not None and ann.keys is keys:  # the same keys: their order is known
+                record = AnnRows(index, keys, rows_held, ann.sorted_keys, ann.order)
+            else:
+                record = AnnRows.of(index, keys, rows_held)
+            with self._lock:
+                current = self._snapshot
+                now = current.arrays
+                if now is not None and now.ids is arrays.ids and now.version is arrays.version:
+                    self._snapshot = replace(current, part=record)
+                    return
+
     @staticmethod
     def _mask(a: _Arrays, flt: MemoryFilter) -> BoolArray:
         """The rows passing ``flt`` (read-only: it is shared through ``a.masks``)."""
@@ -932,56 +1020,110 @@ def _approximate(
     query: npt.NDArray[np.float32],
     searches: Sequence[tuple[int, MemoryFilter]],
     mask_of: Callable[[_Arrays, MemoryFilter], BoolArray],
+    part: AnnRows | None = None,
+    part_expected: bool = False,
 ) -> list[list[tuple[Memory, float]]]:
     """:meth:`UserCache.search_many` through the index: one index search sized for the most
     demanding filter (over-fetched by how few of the index's vectors each filter keeps),
     its candidates mapped onto ``arrays`` and kept if they pass, are held with their current
-    vector and score exactly; plus the rows passing that the index does not hold. A filter
-    keeping few rows, or too few among the candidates, is searched exactly over its rows."""
-    size = max(len(ann.index), 1)
+    vector and can be among the k best by their int8 similarity (``store/reach.py``), and
+    score exactly; plus the rows passing that the index does not hold. A filter keeping
+    few rows, or too few among the candidates, is searched exactly over its rows. A filter
+    of the typed learnings' kinds goes through their own index (``part``,
+    ``store/ann_kinds.py``) when there is one, and through the first while one is being
+    made (``part_expected``)."""
+    covered = [ann_kinds.covers(flt) for _, flt in searches]
+    records = [part if part is not None and covers else ann for covers in covered]
     masks, counts = [], []
-    for k, flt in searches:
-        _, mask, passing, kept = _counted(arrays, ann.held, flt, mask_of)
+    for (k, flt), record, covers in zip(searches, records, covered, strict=True):
+        size = max(len(record.index), 1)
+        _, mask, passing, kept = _counted(arrays, record.held, flt, mask_of)
         masks.append(mask)
         share = passing / size
         factor = min(OVERFETCH, 1.0 + OVERFETCH_SLOPE * (1.0 - share))
+        if record is part:
+            factor = max(factor, ann_kinds.OVERFETCH)
         count = int(k / max(share, 1 / size) * factor) + 16
         # a filter keeping a small share is searched exactly over its (cached) rows: the
         # index's candidates pass it less often than its share (a query's neighbours are
         # facts when the filter keeps learnings), so over-fetching rarely yields k
         # ... unless it keeps more than SUBSET_MAX rows (a million memories' learnings: a
         # copy of 220,000 vectors and a product over them per call): through the index then
-        small = kept <= max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX))
+        # ... or it has an index of its own (the learnings), or will have once it is ready
+        # (through the first index meanwhile: a copy would outlive the wait)
+        own = covers and (part is not None or part_expected)
+        small = kept <= (EXACT_SUBSET if own else
+                         max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX)))  # fmt: skip
         exact = k <= 0 or passing == 0 or small or (count > FETCH_MAX and kept <= SUBSET_MAX)
         counts.append(0 if exact else min(count, size, FETCH_RETRY))
-    fetched = max(counts, default=0)
-    found_rows = ann.rows_of(ann.index.search(query, fetched)) if fetched else None
+    # one walk per index, as wide as its most demanding search
+    walks: dict[int, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = {}
+    for record, count in zip(records, counts, strict=True):
+        widest = max(c for r, c in zip(records, counts, strict=True) if r is record)
+        if count and id(record) not in walks:
+            keys, similar = record.index.search_similar(query, widest)
+            walks[id(record)] = (record.rows_of(keys), similar)
     out: list[list[tuple[Memory, float]]] = []
     with _single_threaded_blas():
-        for (k, flt), mask, count in zip(searches, masks, counts, strict=True):
+        for (k, flt), mask, count, record in zip(searches, masks, counts, records, strict=True):
             if k <= 0:
                 out.append([])
                 continue
-            if count and found_rows is not None:
-                near = _passing(found_rows[:count], mask, ann.held)
+            size = max(len(record.index), 1)
+            walk = walks.get(id(record)) if count else None
+            if walk is not None:
+                near, near_similar = _passing(walk[0][:count], walk[1][:count], mask,
+                                              record.held)  # fmt: skip
                 if near.size < k and count < size and int(mask.sum()) > SUBSET_MAX:
                     # too few passed: once more with more candidates, not a huge exact search
                     count = min(size, FETCH_RETRY, max(8 * count, FETCH_MAX))
-                    more = ann.rows_of(ann.index.search(query, count))
-                    near = _passing(more, mask, ann.held)
+                    more, more_similar = record.index.search_similar(query, count)
+                    near, near_similar = _passing(record.rows_of(more), more_similar, mask,
+                                                  record.held)  # fmt: skip
                 if near.size >= k or count >= size:
-                    rows = np.unique(np.concatenate([near, np.flatnonzero(mask & ~ann.held)]))
-                    vectors = arrays.vectors(rows, texts=True)  # the best k are built
+                    # only the candidates that can be among the k best are read and scored
+                    near = near[reachable(near_similar, k)]
+                    unheld = np.flatnonzero(mask & ~record.held)
+                    rows = np.unique(np.concatenate([near, unheld]))
+                    vectors = _scored_vectors(arrays, rows)
                     out.append(_top_rows(arrays, rows, vectors @ query, k, vectors))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing (a
             # large filter's: over the best of them by a coarse pass, store/coarse.py)
-            rows, copied, rough = _subset(arrays, flt, mask)
-            assert copied is not None
-            picked = None if rough is None else rough.candidates(query, k)
-            if picked is not None:
-                rows, copied = rows[picked], copied[picked]
-            out.append(_top_rows(arrays, rows, copied @ query, k, copied))
+            out.append(_subset_top(arrays, _subset(arrays, flt, mask), query, k))
+    return out
+
+
+def _subset_top(
+    arrays: _Arrays, subset: _Subset, query: npt.NDArray[np.float32], k: int
+) -> list[tuple[Memory, float]]:
+    """The ``k`` best of a filter's rows (``subset``) by exact score, from its float32
+    copy (a large filter's: among the best by its coarse projection, store/coarse.py)."""
+    rows, copied, rough = subset
+    assert copied is not None
+    picked = None if rough is None else rough.candidates(query, k)
+    if picked is not None:
+        rows, copied = rows[picked], copied[picked]
+    return _top_rows(arrays, rows, copied @ query, k, copied)
+
+
+def _scored_vectors(arrays: _Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
+    """The vectors of candidate ``rows`` to score exactly: a memory kept built gives its
+    own (nothing read: ~20 % of a large user's candidates at 100,000 memories), the
+    others are read from the store with their texts (the best k are built)."""
+    if arrays.matrix is not None or not len(rows):
+        return arrays.vectors(rows, texts=True)
+    kept = arrays.rows.decoded.get_many(arrays.ids.take(rows))
+    dim = arrays.dim
+    have = np.array([m is not None and m.embedding is not None and m.embedding.shape == (dim,)
+                     for m in kept], dtype=bool)  # fmt: skip
+    if not have.any():
+        return arrays.vectors(rows, texts=True)
+    out = np.empty((len(rows), dim), dtype=np.float32)
+    out[have] = np.stack([m.embedding for m in kept if m is not None and m.embedding is not None
+                          and m.embedding.shape == (dim,)])  # fmt: skip
+    if not have.all():
+        out[~have] = arrays.vectors(rows[~have], texts=True)
     return out
 
 
@@ -1009,10 +1151,18 @@ def _counted(
     return found
 
 
-def _passing(rows: npt.NDArray[np.intp], mask: BoolArray, held: BoolArray) -> npt.NDArray[np.intp]:
-    """The candidate ``rows`` (-1: no row) passing ``mask`` and held by the index."""
-    rows = rows[rows >= 0]
-    return rows[mask[rows] & held[rows]]
+def _passing(
+    rows: npt.NDArray[np.intp],
+    similar: npt.NDArray[np.float32],
+    mask: BoolArray,
+    held: BoolArray,
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]:
+    """The candidate ``rows`` (-1: no row) passing ``mask`` and held by the index, with
+    their ``similar`` (one per candidate)."""
+    known = rows >= 0
+    rows, similar = rows[known], similar[known]
+    keep = mask[rows] & held[rows]
+    return rows[keep], similar[keep]
 
 
 #: Filters keeping at most this share of the rows, and at most SUBSET_MAX rows, are searched
@@ -1176,9 +1326,12 @@ def _upserted(old: Snapshot, arrays: _Arrays, batch: Sequence[Memory]) -> Snapsh
             new = new.extend(list(fresh.values()), dim)
     if new is None:
         return Snapshot({**old.rows, **{m.id: m for m in batch}})
-    ann = None
-    if old.ann is not None:
-        ann = old.ann.after_write(revectored, memory_keys(list(fresh)))
+    ann = part = None
+    fresh_keys = memory_keys(list(fresh)) if old.ann is not None or old.part is not None else None
+    if old.ann is not None and fresh_keys is not None:
+        ann = old.ann.after_write(revectored, fresh_keys)
+    if old.part is not None and fresh_keys is not None:
+        part = old.part.after_write(revectored, fresh_keys)
     lexical = None
     if old.lexical is not None:
         # edited rows keep their place; new memories are appended to the arrays in
@@ -1188,4 +1341,4 @@ def _upserted(old: Snapshot, arrays: _Arrays, batch: Sequence[Memory]) -> Snapsh
             lexical = lexical.replaced(edited)
         if fresh:
             lexical = lexical.extended([m.content for m in fresh.values()])
-    return Snapshot.over(new, lexical, ann)
+    return Snapshot.over(new, lexical, ann, part)

@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store import built, columns, derived_blobs, heap, image_refresh, sqlite_load
+from engrain.store import ann_kinds, built, columns, derived_blobs, heap, image_refresh, sqlite_load
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.base import (
     ALL,
@@ -829,7 +829,10 @@ class SQLiteStore:
             return None
         slot = self._slots.get(user_id)
         if slot is None:
-            slot = IndexSlot(self._stash(user_id, "usearch"), self._ann_min, self._ann_background)
+            part = IndexSlot(self._stash(user_id, ann_kinds.STASH_KIND), self._ann_min,
+                             self._ann_background)  # the learnings' (store/ann_kinds.py)
+            slot = IndexSlot(self._stash(user_id, "usearch"), self._ann_min, self._ann_background,
+                             part)  # fmt: skip
             self._slots[user_id] = slot
             while len(self._slots) > CACHED_USERS:
                 self._slots.popitem(last=False)[1].close()
