@@ -428,3 +428,50 @@ def test_compiled_at_is_recorded(engine: Engine) -> None:
     assert compiled.compiled_at == NOW and isinstance(compiled.compiled_at, datetime)
     stored = engine.tier_cache.stored(USER, None)
     assert stored is not None and stored.to_dict() == compiled.to_dict()
+
+
+def _forget_during_first_read(engine: Engine, victim: str) -> list[str]:
+    """Make the store's next ``query`` forget ``victim`` after reading (a forget of
+    another thread or process landing while tiers compile); the calls it made."""
+    query = engine.store.query
+    calls: list[str] = []
+
+    def forget_after_reading(user_id: str, flt: object) -> list[Memory]:
+        read = query(user_id, flt)  # type: ignore[arg-type]
+        if not calls:
+            calls.append("forget")
+            engine.forget(victim, USER)
+        return read
+
+    engine.store.query = forget_after_reading  # type: ignore[method-assign,assignment]
+    return calls
+
+
+def test_a_forget_landing_while_tiers_compile_leaves_them_stale(engine: Engine) -> None:
+    """A compile reads the revision before the memories it compiles from: a forget that
+    commits after that read makes the set stale, so a forgotten memory is never served
+    as fresh tiers."""
+    ids = [engine.remember(text, USER, "invariant", project=PROJECT, now=NOW).memory_id or ""
+           for text in ("Never deploy on Fridays.", "All routes need auth.",
+                        "Money is stored in integer cents.")]  # fmt: skip
+    calls = _forget_during_first_read(engine, ids[0])
+    compiled = engine.tiers(USER, PROJECT, rebuild=True, now=NOW)
+    del engine.store.query  # the store's own method again
+    assert calls == ["forget"] and ids[0] in compiled.memories  # compiled from the old read
+    assert engine.tier_cache.fresh(USER, PROJECT) is None
+    assert ids[0] not in engine.tiers(USER, PROJECT, now=NOW).memories
+
+
+def test_promotion_while_tiers_compile_never_brings_back_a_forgotten_memory(
+    engine: Engine,
+) -> None:
+    """Promotion at ten uses writes ``promoted_at`` as a patch: a memory forgotten after
+    the compile read it stays forgotten (a whole-row write would insert it again)."""
+    victim = load_project(engine)["inv-01"]
+    assert engine.get(victim, USER).access_count >= 10  # promoted by this compile
+    calls = _forget_during_first_read(engine, victim)
+    compiled = engine.tiers(USER, PROJECT, rebuild=True, now=NOW)
+    del engine.store.query
+    assert calls == ["forget"] and compiled.stats["promoted"] > 0
+    assert engine.store.get(USER, [victim]) == []
+    assert victim not in engine.tiers(USER, PROJECT, now=NOW).memories

@@ -18,7 +18,7 @@ from typing import Any
 
 from engrain.background import Worker
 from engrain.model import Memory, as_utc, utcnow
-from engrain.store.base import MemoryFilter, State, Store
+from engrain.store.base import MemoryFilter, Patch, State, Store
 from engrain.tiers.compile import CompiledTier, Summarize, compile_dna, compile_field_guide
 from engrain.tiers.prepare import eligible, promote_high_usage
 from engrain.tiers.registry import TIER_BUDGETS, Tier
@@ -114,14 +114,17 @@ class TierCache:
         now = as_utc(now or utcnow())
         flt = MemoryFilter(project=project, include_muted=False, include_compressed=False,
                            include_superseded=False)  # fmt: skip
+        # the revision before the read the tiers are compiled from: a write that lands after
+        # it (a forget on another thread or process) makes this set stale, never fresh
+        revision = self.store.revision(user_id)
         memories = self.store.query(user_id, flt)
         promoted = promote_high_usage(memories, now)
         if promoted:
-            self.store.write(promoted)
-            fresh = {m.id: m for m in promoted}
-            memories = [fresh.get(m.id, m) for m in memories]
-        # the revision before compiling: a write that lands meanwhile makes this set stale
-        revision = self.store.revision(user_id)
+            # patches, not whole rows: a memory forgotten or changed since the read stays so
+            self.store.write(patches=[Patch(user_id, m.id, {"promoted_at": m.promoted_at})
+                                      for m in promoted])  # fmt: skip
+            revision = self.store.revision(user_id)
+            memories = self.store.query(user_id, flt)
         items, stats = eligible(memories, now)
         tiers = {
             Tier.DNA: compile_dna(
