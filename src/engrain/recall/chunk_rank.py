@@ -64,7 +64,7 @@ import numpy.typing as npt
 
 from engrain.errors import ConfigError
 from engrain.recall.relevance import Candidate
-from engrain.recall.rescored import rescored
+from engrain.recall.rescored import reordered
 from engrain.recall.speakers import named, speaker_shares
 from engrain.store.lexical import tokenize
 
@@ -263,10 +263,4 @@ def with_chunk_rank(
     chosen = weights if weights is not None else shipped_weights()
     used = frozenset(name for name, value in chosen.coefficients.items() if value)
     scores = features(chunks, message, used) @ chosen.vector()
-    order = sorted(range(len(chunks)), key=lambda i: (-scores[i], -chunks[i].relevance))
-    values = sorted((c.relevance for c in chunks), reverse=True)
-    out = list(pool)
-    for value, i in zip(values, order, strict=True):
-        out[at[i]] = rescored(chunks[i], value)
-    out.sort(key=lambda c: c.relevance, reverse=True)
-    return out
+    return reordered(pool, at, scores.tolist())

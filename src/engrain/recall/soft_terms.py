@@ -52,7 +52,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.recall.relevance import Candidate
-from engrain.recall.rescored import rescored
+from engrain.recall.rescored import reordered
 from engrain.store.lexical import STOPWORDS
 
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
@@ -234,10 +234,4 @@ def with_soft_terms(
     cover = coverages(matrix[: len(asked)], matrix, flat, [len(h) for h in held])
     lift = np.maximum(cover - float(np.median(cover)), 0.0)
     scores = [c.relevance + weight * float(lift[i]) for i, c in enumerate(chunks)]
-    order = sorted(range(len(chunks)), key=lambda i: (-scores[i], -chunks[i].relevance))
-    values = sorted((c.relevance for c in chunks), reverse=True)
-    out = list(pool)
-    for value, i in zip(values, order, strict=True):
-        out[at[i]] = rescored(chunks[i], value)
-    out.sort(key=lambda c: c.relevance, reverse=True)
-    return out
+    return reordered(pool, at, scores)

@@ -790,22 +790,7 @@ class UserCache:
             with_vector = np.flatnonzero(arrays.has_vector)
             ann = snapshot.ann
             keys = ann.keys if ann is not None else memory_keys(arrays.ids.tolist())
-            index = slot.index
-            if index is None or index.ndim != arrays.dim:
-                vectors = _with_vector(arrays, with_vector)
-                index, held = slot.prepare(keys[with_vector], vectors)
-            else:
-                if ann is not None and ann.index is index:
-                    held = ann.held[with_vector]
-                else:
-                    held = index.holds(keys[with_vector], _with_vector(arrays, with_vector))
-                missing = np.flatnonzero(~held)
-                if missing.size > REBUILD_SHARE * with_vector.size:
-                    index = slot.rebuild(keys[with_vector], _with_vector(arrays, with_vector))
-                    held = np.ones(with_vector.size, dtype=bool)
-                elif missing.size:
-                    slot.update(keys[with_vector][missing], arrays.vectors(with_vector[missing]))
-                    held = np.ones(with_vector.size, dtype=bool)
+            index, held = _brought_up(slot, arrays, keys, with_vector, ann)
             rows_held = np.zeros(len(arrays), dtype=bool)
             rows_held[with_vector] = held
             if self._attach(arrays, AnnRows.of(index, keys, rows_held)):
@@ -882,21 +867,7 @@ class UserCache:
             ann, found = snapshot.ann, snapshot.part
             keys = (ann.keys if ann is not None else found.keys if found is not None
                     else memory_keys(list(arrays.ids)))  # fmt: skip
-            index = part_slot.index
-            if index is None or index.ndim != arrays.dim:
-                index, held = part_slot.prepare(keys[rows], _with_vector(arrays, rows))
-            else:
-                if found is not None and found.index is index:
-                    held = found.held[rows]
-                else:
-                    held = index.holds(keys[rows], _with_vector(arrays, rows))
-                missing = np.flatnonzero(~held)
-                if missing.size > REBUILD_SHARE * rows.size:
-                    index = part_slot.rebuild(keys[rows], _with_vector(arrays, rows))
-                    held = np.ones(rows.size, dtype=bool)
-                elif missing.size:
-                    part_slot.update(keys[rows][missing], arrays.vectors(rows[missing]))
-                    held = np.ones(rows.size, dtype=bool)
+            index, held = _brought_up(part_slot, arrays, keys, rows, found)
             rows_held = np.zeros(len(arrays), dtype=bool)
             rows_held[rows] = held
             rows_held.flags.writeable = False
@@ -954,6 +925,34 @@ def _filter_rows(a: _Arrays, flt: MemoryFilter) -> BoolArray:
     if flt.pinned is not None:
         mask &= a.pinned == flt.pinned
     return mask
+
+
+def _brought_up(
+    slot: IndexSlot,
+    arrays: _Arrays,
+    keys: Keys,
+    rows: npt.NDArray[np.intp],
+    known: AnnRows | None,
+) -> tuple[VectorIndex, BoolArray]:
+    """``slot``'s index made to hold the vectors of ``rows`` (keyed ``keys[rows]``), with
+    which of them it holds: prepared (a saved index loaded and checked, or built) when it
+    has none of this dimension; else rebuilt when more than :data:`REBUILD_SHARE` of them
+    are missing, patched when some are. ``known``: a published record of this index (its
+    held rows need no check)."""
+    index = slot.index
+    if index is None or index.ndim != arrays.dim:
+        return slot.prepare(keys[rows], _with_vector(arrays, rows))
+    if known is not None and known.index is index:
+        held = known.held[rows]
+    else:
+        held = index.holds(keys[rows], _with_vector(arrays, rows))
+    missing = np.flatnonzero(~held)
+    if missing.size > REBUILD_SHARE * rows.size:
+        return slot.rebuild(keys[rows], _with_vector(arrays, rows)), np.ones(rows.size, bool)
+    if missing.size:
+        slot.update(keys[rows][missing], arrays.vectors(rows[missing]))
+        held = np.ones(rows.size, dtype=bool)
+    return index, held
 
 
 def _with_vector(arrays: _Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
