@@ -16,7 +16,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-#: Threads shared by every engine in the process; a call starts at most three reads.
+#: Threads shared by every engine in the process; a call starts at most four reads at once.
 READ_THREADS = 8
 
 
