@@ -59,7 +59,6 @@ from engrain.embed.minilm import MiniLMEmbedder
 from engrain.recall.excerpt import ExcerptRule
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
-from engrain.recall.soft_terms import SOFT_TERMS_WEIGHT
 from engrain.store import Store, open_store
 from engrain.store.sqlite import SQLiteStore
 
@@ -80,6 +79,9 @@ class Variant:
 def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
     """The default configuration ("engrain"), each scoring profile, and (``ablations``) the
     variants that show what each idea is worth."""
+    # imported here: ingest_throughput imports this module under older trees too
+    from engrain.recall.soft_terms import SOFT_TERMS_WEIGHT
+
     default = Profile(default_profile)
     out = [Variant("engrain", "chunks", {"profile": default}, "default configuration")]
     out += [
