@@ -62,7 +62,6 @@ from engrain.tokens import count_tokens
 __all__ = ["UPDATABLE", "Engine", "ImportResult"]
 
 
-
 @dataclass(frozen=True)
 class ImportResult:
     """What ``Engine.import_records`` did: memories restored, and ingest outcomes."""
@@ -80,31 +79,6 @@ def _model_spinning(settings: Settings, store: Store) -> bool:
     if settings.onnx_spinning is not None:
         return settings.onnx_spinning
     return not reads.concurrent(store)
-
-
-class _StartedPairs(Mapping[str, Mapping[str, int]]):
-    """The user's co-occurrence pairs as a mapping read when first looked at: the gate's
-    read of them (``Engine._gate``) starts with its other reads (on a store that overlaps
-    them) instead of one round trip before them, and is waited for only when scoring
-    needs it (a trivial message never does)."""
-
-    def __init__(self, read: Callable[[], Mapping[str, Any] | None]) -> None:
-        self._read = read
-        self._pairs: Mapping[str, Mapping[str, int]] | None = None
-
-    def _resolved(self) -> Mapping[str, Mapping[str, int]]:
-        if self._pairs is None:
-            self._pairs = (self._read() or {}).get(fb.PAIRS) or {}
-        return self._pairs
-
-    def __getitem__(self, key: str) -> Mapping[str, int]:
-        return self._resolved()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._resolved())
-
-    def __len__(self) -> int:
-        return len(self._resolved())
 
 
 class Engine:
@@ -573,7 +547,7 @@ class Engine:
             self.store, self.embedder.embed_query, r.message, r.user_id, options=r.options,
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
-            cooccurrence=_StartedPairs(pairs), explain=explain, top_k=top_k,
+            cooccurrence=fb.StartedPairs(pairs), explain=explain, top_k=top_k,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------

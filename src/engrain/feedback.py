@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import combinations
@@ -153,3 +153,28 @@ def plan(
                    "learned": bool(record.get("learned")) or learned > 0}  # fmt: skip
         state.append(State(user_id, CONTEXTS, context_id, updated))
     return Feedback(FeedbackResult(target, usefulness, learned), patches, tuple(state))
+
+
+class StartedPairs(Mapping[str, Mapping[str, int]]):
+    """The user's co-occurrence pairs as a mapping read when first looked at: the gate's
+    read of them (``Engine._gate``) starts with its other reads (on a store that overlaps
+    them) instead of one round trip before them, and is waited for only when scoring
+    needs it (a trivial message never does)."""
+
+    def __init__(self, read: Callable[[], Mapping[str, Any] | None]) -> None:
+        self._read = read
+        self._pairs: Mapping[str, Mapping[str, int]] | None = None
+
+    def _resolved(self) -> Mapping[str, Mapping[str, int]]:
+        if self._pairs is None:
+            self._pairs = (self._read() or {}).get(PAIRS) or {}
+        return self._pairs
+
+    def __getitem__(self, key: str) -> Mapping[str, int]:
+        return self._resolved()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._resolved())
+
+    def __len__(self) -> int:
+        return len(self._resolved())
