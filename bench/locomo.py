@@ -386,6 +386,7 @@ def run(
                 for key, value in ingest(engine, conv).items():
                     totals[key] = totals.get(key, 0) + value
             ingest_stats[name] = totals
+            engine.wait()  # background work of the ingest (the chunks' word vectors) done
             for variant in chosen:
                 if variant.store != name:
                     continue

@@ -28,23 +28,27 @@ memory without transcripts pays nothing) or for a question without a content wor
 No list of categories is written anywhere: the relation comes from the embedding model
 itself. ``w`` was chosen on LoCoMo's half A (``docs/decisions.md``).
 
-The words' vectors come from the raw embedder (not the store's content-hash cache: a
-conversation has thousands of distinct words, and they are not memories) and are kept per
-process, per model, in :class:`WordVectors` (at most :data:`MAX_WORDS` words, ~25 MB;
-a LoCoMo conversation has 2,000–4,000; a full table starts afresh). The first transcript question of
-a conversation embeds most of its pool's words in one batch; later ones few.
+The words' vectors are the model's embeddings of the words as texts, so they live where
+every text's vector lives: the store's content-hash embedding cache (``CachedEmbedder``; a
+word's vector is exactly the vector a memory holding only that word gets), read once per
+process into :class:`WordVectors` (at most :data:`MAX_WORDS` words, ~25 MB; a LoCoMo
+conversation has 1,000-1,700 distinct words, the development split 4,813; a full table
+starts afresh). They are made at ingest, not at a question: ``recall.word_backlog`` embeds
+a new conversation chunk's words the process and the store do not hold yet on the engine's
+background thread (~1 ms of CPU a word, each word once per store), so a question after a
+restart reads them from the store and embeds only its own new words.
 
 Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
-outside it (two threads missing the same word both embed it and store equal vectors); the
-rest are pure functions of their arguments, a chunk's words cached per content string
-(``functools.lru_cache``, thread-safe).
+outside it (two threads missing the same word both embed it and store equal vectors; the
+store's cache keeps the first); the rest are pure functions of their arguments, a chunk's
+words cached per content string (``functools.lru_cache``, thread-safe).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 from itertools import chain
 
@@ -58,11 +62,9 @@ from engrain.store.lexical import STOPWORDS
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
 #: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
-#: ``GateOptions.soft_terms`` by default: off. A process's first transcript question embeds
-#: its pool's ~2,000 words one model run each (5–8 s of CPU on this 2-core machine), a
-#: first-call cost no 0.006 of R@10 pays for; on with ``soft_terms=SOFT_TERMS_WEIGHT``
-#: (ablation ``soft-terms``) until the words' vectors are made at ingest.
-SOFT_TERMS_DEFAULT = 0.0
+#: ``GateOptions.soft_terms`` by default: on, the words' vectors being made at ingest and
+#: kept in the store (``recall.word_backlog``), so a question embeds only its own new words.
+SOFT_TERMS_DEFAULT = SOFT_TERMS_WEIGHT
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
 
@@ -122,6 +124,12 @@ class WordVectors:
 
     def __len__(self) -> int:
         return sum(len(rows) for rows in self._rows.values())
+
+    def missing(self, model_id: str, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` whose vectors the table does not hold."""
+        with self._lock:
+            rows = self._rows.get(model_id, {})
+            return [w for w in words if w not in rows]
 
     def matrix(
         self, model_id: str, words: Sequence[str], embed: EmbedBatch
@@ -196,16 +204,21 @@ def coverages(
 
 
 def batch_embedder(embed_query: Callable[[str], object]) -> tuple[str, EmbedBatch] | None:
-    """The model id and raw batch embedder behind a bound ``embed_query`` (the engine's
-    ``CachedEmbedder.embed_query``: its inner embedder, so words stay out of the store's
-    cache); None when it offers no batch ``embed`` or no model id."""
+    """The model id and batch embedder behind a bound ``embed_query``: the engine's
+    ``CachedEmbedder``'s own ``embed`` (words read from and written to the store's
+    embedding cache, so a reopened store does not embed them again), or the raw embedder's
+    when it is not cached; None when it offers no batch ``embed`` or no model id."""
     owner = getattr(embed_query, "__self__", None)
-    raw = getattr(owner, "inner", owner)
-    embed = getattr(raw, "embed", None)
-    model_id = getattr(raw, "model_id", None)
+    embed = getattr(owner, "embed", None)
+    model_id = getattr(owner, "model_id", None)
     if not callable(embed) or not isinstance(model_id, str):
         return None
     return model_id, embed
+
+
+def words_of_texts(texts: Iterable[str]) -> list[str]:
+    """The distinct content words of ``texts`` (:func:`chunk_words`), in order."""
+    return list(dict.fromkeys(chain.from_iterable(map(chunk_words, texts))))
 
 
 def with_soft_terms(
