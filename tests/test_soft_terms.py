@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from engrain.embed import CachedEmbedder, HashEmbedder
-from engrain.model import Kind, Memory, MemoryType, Provenance
+from engrain.model import Kind, Memory, MemoryType, Provenance, content_hash
 from engrain.recall import gate as gate_module
 from engrain.recall.gate import GateOptions
 from engrain.recall.relevance import Candidate
@@ -128,22 +128,30 @@ def test_word_vectors_embed_each_word_once_and_start_afresh_when_full() -> None:
     assert embedder.asked == ["violin"]
 
 
-def test_the_batch_embedder_is_the_raw_one_behind_the_cache() -> None:
+def test_the_batch_embedder_is_the_store_cached_one() -> None:
     raw = HashEmbedder()
-    cached = CachedEmbedder(raw, cache=_NoCache())
+    store = _Cache()
+    cached = CachedEmbedder(raw, cache=store)
     found = batch_embedder(cached.embed_query)
     assert found is not None
     assert found[0] == raw.model_id
-    assert getattr(found[1], "__self__", None) is raw
+    assert getattr(found[1], "__self__", None) is cached
+    vectors = found[1](["violin", "instruments"])
+    assert set(store.kept) == {content_hash("violin"), content_hash("instruments")}
+    assert np.array_equal(vectors, raw.embed(["violin", "instruments"]))
+    assert batch_embedder(raw.embed)[1] == raw.embed  # type: ignore[index]
     assert batch_embedder(lambda text: text) is None
 
 
-class _NoCache:
+class _Cache:
+    def __init__(self) -> None:
+        self.kept: dict[str, Any] = {}
+
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Any]:
-        return {}
+        return {h: self.kept[h] for h in hashes if h in self.kept}
 
     def cache_embeddings(self, model_id: str, vectors: dict[str, Any]) -> None:
-        raise AssertionError("words must not reach the store's cache")
+        self.kept.update(vectors)
 
 
 def test_gate_applies_it_by_default_and_not_when_off(
@@ -152,7 +160,7 @@ def test_gate_applies_it_by_default_and_not_when_off(
     from engrain import Engine, Settings, Turn
 
     weights: list[float] = []
-    original = gate_module.with_soft_terms
+    original = with_soft_terms
 
     def spy(pool: Any, message: str, embedder: Any, weight: float) -> list[Candidate]:
         weights.append(weight)
@@ -170,9 +178,11 @@ def test_gate_applies_it_by_default_and_not_when_off(
     engine.explain(question, "u", token_budget=500, now=NOW)
     engine.explain(question, "u", token_budget=500, now=NOW,
                    options=engine.options.update(soft_terms=SOFT_TERMS_WEIGHT))  # fmt: skip
+    engine.explain(question, "u", token_budget=500, now=NOW,
+                   options=engine.options.update(soft_terms=0.0))  # fmt: skip
     engine.close()
-    assert weights == [0.0, SOFT_TERMS_WEIGHT]
-    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == 0.0 < SOFT_TERMS_WEIGHT
+    assert weights == [SOFT_TERMS_WEIGHT, SOFT_TERMS_WEIGHT, 0.0]
+    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == SOFT_TERMS_WEIGHT > 0.0
 
 
 @pytest.mark.model

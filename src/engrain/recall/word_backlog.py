@@ -23,18 +23,22 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from engrain.recall.soft_terms import WORDS, EmbedBatch, WordVectors, words_of_texts
+from engrain.recall import soft_terms
+from engrain.recall.soft_terms import EmbedBatch, WordVectors, words_of_texts
 
 
 class WordBacklog:
     """Words of stored conversation chunks waiting for their vectors, per engine."""
 
-    def __init__(self, model_id: str, embed: EmbedBatch, words_of: WordVectors = WORDS) -> None:
+    def __init__(
+        self, model_id: str, embed: EmbedBatch, words_of: WordVectors | None = None
+    ) -> None:
         """``embed``: the engine's store-cached batch embedder (``CachedEmbedder.embed``);
-        ``words_of``: the process's word vectors the question path reads."""
+        ``words_of``: the word vectors the question path reads (the process's,
+        ``soft_terms.WORDS``, by default)."""
         self._model_id = model_id
         self._embed = embed
-        self._words_of = words_of
+        self._words_of = words_of if words_of is not None else soft_terms.WORDS
         self._waiting: dict[str, None] = {}
         self._lock = threading.Lock()
 
