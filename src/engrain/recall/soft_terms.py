@@ -36,7 +36,8 @@ conversation has 1,000-1,700 distinct words, the development split 4,813; a full
 starts afresh). They are made at ingest, not at a question: ``recall.word_backlog`` embeds
 a new conversation chunk's words the process and the store do not hold yet on the engine's
 background thread (~1 ms of CPU a word, each word once per store), so a question after a
-restart reads them from the store and embeds only its own new words.
+restart reads them from the store and embeds only its own new words (kept in the
+process, not written: a question's few words are not worth a write).
 
 Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
 outside it (two threads missing the same word both embed it and store equal vectors; the
@@ -46,15 +47,16 @@ words cached per content string (``functools.lru_cache``, thread-safe).
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
 from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
 
+from engrain.embed.cache import CachedEmbedder
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
 from engrain.store.lexical import STOPWORDS
@@ -99,7 +101,7 @@ def question_words(message: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=65_536)
 def chunk_words(content: str) -> tuple[str, ...]:
     """The distinct content words of a chunk's text (names included: a question's word
     can only meet them at a low cosine)."""
@@ -205,14 +207,18 @@ def coverages(
 
 def batch_embedder(embed_query: Callable[[str], object]) -> tuple[str, EmbedBatch] | None:
     """The model id and batch embedder behind a bound ``embed_query``: the engine's
-    ``CachedEmbedder``'s own ``embed`` (words read from and written to the store's
-    embedding cache, so a reopened store does not embed them again), or the raw embedder's
-    when it is not cached; None when it offers no batch ``embed`` or no model id."""
+    ``CachedEmbedder``'s ``embed`` reading the store's embedding cache (the words made at
+    ingest, so a reopened store does not embed them again) without writing the words it
+    embeds (a question's few new words: a write per question is not worth keeping them),
+    or the raw embedder's when it is not cached; None when it offers no batch ``embed`` or
+    no model id."""
     owner = getattr(embed_query, "__self__", None)
     embed = getattr(owner, "embed", None)
     model_id = getattr(owner, "model_id", None)
     if not callable(embed) or not isinstance(model_id, str):
         return None
+    if isinstance(owner, CachedEmbedder):
+        return model_id, functools.partial(owner.embed, keep=False)
     return model_id, embed
 
 
