@@ -198,3 +198,34 @@ def test_minilm_puts_a_category_near_its_instances(minilm: Any) -> None:
     sims = vectors @ vectors.T
     assert sims[0, 1] > sims[0, 4] + 0.2
     assert sims[2, 3] > sims[2, 4] + 0.2
+
+
+def test_the_kept_rows_of_a_chunk_give_what_its_words_give(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path (each chunk's word rows kept, every distinct word's vector read once)
+    orders a pool exactly as looking every word up again does, the second call too."""
+    embedder = WordEmbedder()
+    contents = ["Melanie: playing my violin tonight", "Caroline: the garden was lovely",
+                "Melanie: ok!", "Caroline: my violin teacher and the garden club",
+                "Melanie: practising scales on the violin, then the garden"]  # fmt: skip
+    pool = [_chunk(f"c{i}", text, 0.5 - 0.05 * i) for i, text in enumerate(contents)]
+    question = "What instruments does Melanie play in the garden?"
+    words = WordVectors()
+    fast = with_soft_terms(pool, question, ("m", embedder.embed), words_of=words)
+    again = with_soft_terms(pool, question, ("m", embedder.embed), words_of=words)
+    monkeypatch.setattr(WordVectors, "rows_of", lambda *args: None)
+    slow = with_soft_terms(pool, question, ("m", embedder.embed), words_of=WordVectors())
+    order = [c.memory.id for c in fast]
+    assert order == [c.memory.id for c in slow] == [c.memory.id for c in again]
+    assert [c.relevance for c in fast] == [c.relevance for c in slow]
+    assert order[0] == "c3"  # violin and garden: lifted over c0
+    assert order != [c.memory.id for c in pool]
+
+
+def test_rows_of_answers_none_when_the_table_started_afresh() -> None:
+    embedder = WordEmbedder()
+    words = WordVectors(capacity=2)
+    assert words.rows_of("m", ["violin"], ["garden"], embedder.embed) is not None
+    # three new words do not fit beside two: the table starts afresh with them alone
+    assert words.rows_of("m", ["violin"], ["melanie plays piano"], embedder.embed) is None

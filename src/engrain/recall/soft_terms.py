@@ -69,6 +69,8 @@ SOFT_TERMS_WEIGHT = 0.5
 SOFT_TERMS_DEFAULT = SOFT_TERMS_WEIGHT
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
+#: The most chunk texts whose word rows a process keeps per model (a text's rows: ~30 ints).
+MAX_TEXTS = 65_536
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
@@ -122,6 +124,9 @@ class WordVectors:
         self.capacity = capacity
         self._rows: dict[str, dict[str, int]] = {}
         self._matrix: dict[str, npt.NDArray[np.float32]] = {}
+        #: per model, a chunk text → the rows of its words (valid until the table starts
+        #: afresh; rows are never moved otherwise)
+        self._texts: dict[str, dict[str, npt.NDArray[np.intp]]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -151,10 +156,47 @@ class WordVectors:
             rows = self._rows[model_id]
             if not all(map(rows.__contains__, words)):  # started afresh meanwhile: all anew
                 self._rows[model_id] = {}
+                self._texts.pop(model_id, None)
                 self._keep(model_id, list(words), np.asarray(embed(words), dtype=np.float32))
                 rows = self._rows[model_id]
             at = np.fromiter(map(rows.__getitem__, words), dtype=np.intp, count=len(words))
             return self._matrix[model_id][at]
+
+    def rows_of(
+        self, model_id: str, asked: Sequence[str], texts: Sequence[str], embed: EmbedBatch
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], list[npt.NDArray[np.intp]]] | None:
+        """The table's matrix, the rows of the ``asked`` words in it, and for each of
+        ``texts`` the rows of its words (:func:`chunk_words`), the words the table lacks
+        embedded first; a text's rows are kept (up to :data:`MAX_TEXTS` texts), so a chunk
+        met again costs no word lookup. None when the table started afresh meanwhile
+        (another thread filled it): the caller asks :meth:`matrix` instead."""
+        with self._lock:
+            known = self._texts.get(model_id, {})
+            todo = [t for t in texts if t not in known]
+        wanted = dict.fromkeys(chain(asked, chain.from_iterable(map(chunk_words, todo))))
+        absent = self.missing(model_id, list(wanted))
+        if absent:
+            fresh = np.asarray(embed(absent), dtype=np.float32)
+            with self._lock:
+                self._keep(model_id, absent, fresh)
+        with self._lock:
+            rows = self._rows.get(model_id, {})
+            kept = self._texts.setdefault(model_id, {})
+            try:
+                asked_rows = np.fromiter(map(rows.__getitem__, asked), np.intp, len(asked))
+                per_text = []
+                for text in texts:
+                    at = kept.get(text)
+                    if at is None:
+                        words = chunk_words(text)
+                        at = np.fromiter(map(rows.__getitem__, words), np.intp, len(words))
+                        if len(kept) >= MAX_TEXTS:
+                            kept.clear()
+                        kept[text] = at
+                    per_text.append(at)
+            except KeyError:
+                return None
+            return self._matrix[model_id], asked_rows, per_text
 
     def _keep(self, model_id: str, words: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
         """Add ``words``' ``vectors`` to ``model_id``'s table (the lock held)."""
@@ -162,6 +204,7 @@ class WordVectors:
         new = [(w, v) for w, v in zip(words, vectors, strict=True) if w not in rows]
         if len(rows) + len(new) > self.capacity:
             rows.clear()
+            self._texts.pop(model_id, None)
             new = list(zip(words, vectors, strict=True))
         matrix = self._matrix.get(model_id)
         size = len(rows)
@@ -245,12 +288,19 @@ def with_soft_terms(
         return list(pool)
     model_id, embed = embedder
     chunks = [pool[i] for i in at]
-    held = [chunk_words(c.memory.content) for c in chunks]
-    vocabulary = list(dict.fromkeys(chain(asked, *held)))
-    local = {w: i for i, w in enumerate(vocabulary)}
-    flat = np.fromiter(map(local.__getitem__, chain.from_iterable(held)), dtype=np.intp)
-    matrix = words_of.matrix(model_id, vocabulary, embed)
-    cover = coverages(matrix[: len(asked)], matrix, flat, [len(h) for h in held])
+    found = words_of.rows_of(model_id, asked, [c.memory.content for c in chunks], embed)
+    if found is not None:
+        table, asked_rows, per_chunk = found
+        # each distinct word's vector read once: the chunks share most of their words
+        rows, flat = np.unique(np.concatenate(per_chunk), return_inverse=True)
+        cover = coverages(table[asked_rows], table[rows], flat, [len(r) for r in per_chunk])
+    else:  # the table started afresh under us: this call's words on their own
+        held = [chunk_words(c.memory.content) for c in chunks]
+        vocabulary = list(dict.fromkeys(chain(asked, *held)))
+        local = {w: i for i, w in enumerate(vocabulary)}
+        flat = np.fromiter(map(local.__getitem__, chain.from_iterable(held)), dtype=np.intp)
+        matrix = words_of.matrix(model_id, vocabulary, embed)
+        cover = coverages(matrix[: len(asked)], matrix, flat, [len(h) for h in held])
     lift = np.maximum(cover - float(np.median(cover)), 0.0)
     scores = [c.relevance + weight * float(lift[i]) for i, c in enumerate(chunks)]
     return reordered(pool, at, scores)
