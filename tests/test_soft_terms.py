@@ -186,8 +186,8 @@ def test_gate_applies_it_by_default_and_not_when_off(
     engine.explain(question, "u", token_budget=500, now=NOW,
                    options=engine.options.update(soft_terms=0.0))  # fmt: skip
     engine.close()
-    assert weights == [SOFT_TERMS_WEIGHT, SOFT_TERMS_WEIGHT, 0.0]
-    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == SOFT_TERMS_WEIGHT > 0.0
+    assert weights == [0.0, SOFT_TERMS_WEIGHT, 0.0]
+    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == 0.0 < SOFT_TERMS_WEIGHT
 
 
 @pytest.mark.model

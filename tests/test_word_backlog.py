@@ -13,7 +13,13 @@ from engrain.embed import HashEmbedder
 from engrain.embed.base import Matrix
 from engrain.model import content_hash
 from engrain.recall import soft_terms
-from engrain.recall.soft_terms import WordVectors, batch_embedder, chunk_words, with_soft_terms
+from engrain.recall.soft_terms import (
+    SOFT_TERMS_WEIGHT,
+    WordVectors,
+    batch_embedder,
+    chunk_words,
+    with_soft_terms,
+)
 from engrain.recall.word_backlog import WordBacklog
 from engrain.store.sqlite import SQLiteStore
 
@@ -48,8 +54,11 @@ def table(monkeypatch: pytest.MonkeyPatch) -> WordVectors:
 
 
 def _engine(path: Path, embedder: Counting) -> Engine:
-    return Engine(settings=Settings(data_dir=path.parent), store=SQLiteStore(path),
-                  embedder=embedder)  # fmt: skip
+    """An engine on ``path`` with soft terms on (they are off by default)."""
+    engine = Engine(settings=Settings(data_dir=path.parent), store=SQLiteStore(path),
+                    embedder=embedder)  # fmt: skip
+    engine.options = engine.options.update(soft_terms=SOFT_TERMS_WEIGHT)
+    return engine
 
 
 def test_ingest_makes_the_chunks_word_vectors_and_the_store_keeps_them(
@@ -84,8 +93,8 @@ def test_ingest_makes_the_chunks_word_vectors_and_the_store_keeps_them(
 
 def test_with_soft_terms_off_ingest_embeds_no_word(tmp_path: Path, table: WordVectors) -> None:
     raw = Counting()
-    engine = _engine(tmp_path / "m.db", raw)
-    engine.options = engine.options.update(soft_terms=0.0)
+    engine = Engine(settings=Settings(data_dir=tmp_path), store=SQLiteStore(tmp_path / "m.db"),
+                    embedder=raw)  # fmt: skip
     engine.ingest_conversation(TURNS, "u", "session_1", now=NOW)
     engine.remember("Melanie's violin teacher is called Ana", "u")
     engine.wait()

@@ -64,9 +64,12 @@ from engrain.store.lexical import STOPWORDS
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
 #: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
-#: ``GateOptions.soft_terms`` by default: on, the words' vectors being made at ingest and
-#: kept in the store (``recall.word_backlog``), so a question embeds only its own new words.
-SOFT_TERMS_DEFAULT = SOFT_TERMS_WEIGHT
+#: ``GateOptions.soft_terms`` by default: off. With it on, the words' vectors are made at
+#: ingest and kept in the store (``recall.word_backlog``), so a question embeds only its own
+#: new words (+~2 ms of CPU a transcript question), but the ingest pays a model run per new
+#: word: LoCoMo dev +5,165 runs, +30% of the ingest's CPU, +11 MB of store (14.6 -> 25.8),
+#: for +0.006 R@10 (docs/decisions.md). On with ``soft_terms=SOFT_TERMS_WEIGHT``.
+SOFT_TERMS_DEFAULT = 0.0
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
 #: The most chunk texts whose word rows a process keeps per model (a text's rows: ~30 ints).

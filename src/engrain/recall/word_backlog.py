@@ -4,8 +4,9 @@
 chunk, by the words' MiniLM vectors. Made at the first question that needs them, a
 conversation's ~1,000-2,000 words cost that question 1-2 s of CPU (a word is one model run,
 ~1 ms: batching single words saves little, the model's arithmetic is the cost). So the
-vectors are made where a cost is expected anyway, at ingest: after a call stores
-conversation chunks, their words go to a per-engine :class:`WordBacklog`, and one job on
+vectors are made where a cost is expected anyway, at ingest: when soft terms are on
+(``GateOptions.soft_terms``, off by default), after a call stores conversation chunks,
+their words go to a per-engine :class:`WordBacklog`, and one job on
 the engine's background thread (``background.Worker``, the thread compression and tier
 compiles run on; the ingest call never waits for it) embeds the words the process does not
 hold yet through the engine's ``CachedEmbedder``: a word the store's embedding cache holds
