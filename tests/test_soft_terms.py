@@ -137,7 +137,7 @@ def test_the_batch_embedder_reads_the_store_cache_and_writes_no_word() -> None:
     found = batch_embedder(cached.embed_query)
     assert found is not None
     assert found[0] == raw.model_id
-    vectors = found[1](["violin", "instruments"])
+    vectors = np.asarray(found[1](["violin", "instruments"]))
     assert np.array_equal(vectors[0], marker)  # read from the store's cache
     assert np.array_equal(vectors[1], raw.embed(["instruments"])[0])  # embedded...
     assert set(store.kept) == {content_hash("violin")}  # ...and not written

@@ -72,8 +72,10 @@ SOFT_TERMS_WEIGHT = 0.5
 SOFT_TERMS_DEFAULT = 0.0
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
-#: The most chunk texts whose word rows a process keeps per model (a text's rows: ~30 ints).
-MAX_TEXTS = 65_536
+#: The most chunk texts whose word rows a process keeps per model (~0.7 KB a text with
+#: its ~30 rows and the text itself, which the entry keeps alive: ~6 MB when full; a
+#: LoCoMo conversation has ~300 chunks, a transcript question's pool 125).
+MAX_TEXTS = 8_192
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
