@@ -287,9 +287,11 @@ def with_soft_terms(
     relevances again in that order, best first; ``pool`` as it was (a new list) when
     ``weight`` is 0, there is no ``embedder``, fewer than two conversation chunks, or no
     content word in ``message``."""
+    if weight <= 0.0 or embedder is None:
+        return list(pool)
     at = [i for i, c in enumerate(pool) if c.memory.provenance.turn_ids]
-    asked = question_words(message)
-    if weight <= 0.0 or embedder is None or len(at) < 2 or not asked:
+    asked = question_words(message) if len(at) >= 2 else ()
+    if not asked:
         return list(pool)
     model_id, embed = embedder
     chunks = [pool[i] for i in at]
