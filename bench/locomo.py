@@ -130,8 +130,8 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "not 125 whatever the budget (recall.chunk_rank)"),
         Variant("soft-terms", "chunks", {"profile": default, "soft_terms": SOFT_TERMS_WEIGHT},
                 "conversation chunks ordered by the question's words met by their nearest "
-                "word in the chunk (recall.soft_terms; off by default: its first question's "
-                "word vectors)"),
+                "word in the chunk (recall.soft_terms; off by default: the ingest embeds "
+                "every new word, recall.word_backlog)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,
@@ -386,6 +386,7 @@ def run(
                 for key, value in ingest(engine, conv).items():
                     totals[key] = totals.get(key, 0) + value
             ingest_stats[name] = totals
+            engine.wait()  # background work of the ingest (the chunks' word vectors) done
             for variant in chosen:
                 if variant.store != name:
                     continue

@@ -11,7 +11,7 @@ import numpy.typing as npt
 import pytest
 
 from engrain.embed import CachedEmbedder, HashEmbedder
-from engrain.model import Kind, Memory, MemoryType, Provenance
+from engrain.model import Kind, Memory, MemoryType, Provenance, content_hash
 from engrain.recall import gate as gate_module
 from engrain.recall.gate import GateOptions
 from engrain.recall.relevance import Candidate
@@ -128,22 +128,35 @@ def test_word_vectors_embed_each_word_once_and_start_afresh_when_full() -> None:
     assert embedder.asked == ["violin"]
 
 
-def test_the_batch_embedder_is_the_raw_one_behind_the_cache() -> None:
+def test_the_batch_embedder_reads_the_store_cache_and_writes_no_word() -> None:
     raw = HashEmbedder()
-    cached = CachedEmbedder(raw, cache=_NoCache())
+    store = _Cache()
+    marker = np.full(raw.dim, 0.05, dtype=np.float32)
+    store.kept[content_hash("violin")] = marker  # made at ingest
+    cached = CachedEmbedder(raw, cache=store)
     found = batch_embedder(cached.embed_query)
     assert found is not None
     assert found[0] == raw.model_id
-    assert getattr(found[1], "__self__", None) is raw
+    vectors = np.asarray(found[1](["violin", "instruments"]))
+    assert np.array_equal(vectors[0], marker)  # read from the store's cache
+    assert np.array_equal(vectors[1], raw.embed(["instruments"])[0])  # embedded...
+    assert set(store.kept) == {content_hash("violin")}  # ...and not written
+    assert cached.embed(["instruments"]) is not None
+    assert content_hash("instruments") in store.kept  # the cache's own embed writes
+    unwrapped = batch_embedder(raw.embed)
+    assert unwrapped is not None and unwrapped[1] == raw.embed
     assert batch_embedder(lambda text: text) is None
 
 
-class _NoCache:
+class _Cache:
+    def __init__(self) -> None:
+        self.kept: dict[str, Any] = {}
+
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Any]:
-        return {}
+        return {h: self.kept[h] for h in hashes if h in self.kept}
 
     def cache_embeddings(self, model_id: str, vectors: dict[str, Any]) -> None:
-        raise AssertionError("words must not reach the store's cache")
+        self.kept.update(vectors)
 
 
 def test_gate_applies_it_by_default_and_not_when_off(
@@ -152,7 +165,7 @@ def test_gate_applies_it_by_default_and_not_when_off(
     from engrain import Engine, Settings, Turn
 
     weights: list[float] = []
-    original = gate_module.with_soft_terms
+    original = with_soft_terms
 
     def spy(pool: Any, message: str, embedder: Any, weight: float) -> list[Candidate]:
         weights.append(weight)
@@ -170,8 +183,10 @@ def test_gate_applies_it_by_default_and_not_when_off(
     engine.explain(question, "u", token_budget=500, now=NOW)
     engine.explain(question, "u", token_budget=500, now=NOW,
                    options=engine.options.update(soft_terms=SOFT_TERMS_WEIGHT))  # fmt: skip
+    engine.explain(question, "u", token_budget=500, now=NOW,
+                   options=engine.options.update(soft_terms=0.0))  # fmt: skip
     engine.close()
-    assert weights == [0.0, SOFT_TERMS_WEIGHT]
+    assert weights == [0.0, SOFT_TERMS_WEIGHT, 0.0]
     assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == 0.0 < SOFT_TERMS_WEIGHT
 
 
@@ -183,3 +198,34 @@ def test_minilm_puts_a_category_near_its_instances(minilm: Any) -> None:
     sims = vectors @ vectors.T
     assert sims[0, 1] > sims[0, 4] + 0.2
     assert sims[2, 3] > sims[2, 4] + 0.2
+
+
+def test_the_kept_rows_of_a_chunk_give_what_its_words_give(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fast path (each chunk's word rows kept, every distinct word's vector read once)
+    orders a pool exactly as looking every word up again does, the second call too."""
+    embedder = WordEmbedder()
+    contents = ["Melanie: playing my violin tonight", "Caroline: the garden was lovely",
+                "Melanie: ok!", "Caroline: my violin teacher and the garden club",
+                "Melanie: practising scales on the violin, then the garden"]  # fmt: skip
+    pool = [_chunk(f"c{i}", text, 0.5 - 0.05 * i) for i, text in enumerate(contents)]
+    question = "What instruments does Melanie play in the garden?"
+    words = WordVectors()
+    fast = with_soft_terms(pool, question, ("m", embedder.embed), words_of=words)
+    again = with_soft_terms(pool, question, ("m", embedder.embed), words_of=words)
+    monkeypatch.setattr(WordVectors, "rows_of", lambda *args: None)
+    slow = with_soft_terms(pool, question, ("m", embedder.embed), words_of=WordVectors())
+    order = [c.memory.id for c in fast]
+    assert order == [c.memory.id for c in slow] == [c.memory.id for c in again]
+    assert [c.relevance for c in fast] == [c.relevance for c in slow]
+    assert order[0] == "c3"  # violin and garden: lifted over c0
+    assert order != [c.memory.id for c in pool]
+
+
+def test_rows_of_answers_none_when_the_table_started_afresh() -> None:
+    embedder = WordEmbedder()
+    words = WordVectors(capacity=2)
+    assert words.rows_of("m", ["violin"], ["garden"], embedder.embed) is not None
+    # three new words do not fit beside two: the table starts afresh with them alone
+    assert words.rows_of("m", ["violin"], ["melanie plays piano"], embedder.embed) is None

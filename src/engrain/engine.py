@@ -52,6 +52,7 @@ from engrain.recall.classify import Complexity, classify
 from engrain.recall.gate import GateOptions, gate
 from engrain.recall.request import Request, gated_context, tier_context, tier_for
 from engrain.recall.results import Context, Gated, RecallResult
+from engrain.recall.word_backlog import WordBacklog
 from engrain.review import FlaggedPair, Resolution, Resolved
 from engrain.store import MemoryFilter, State, Store, open_store, reads
 from engrain.store.base import Patch
@@ -122,6 +123,7 @@ class Engine:
         )
         self.planner = Planner(self.store, self.embedder, settings)
         self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
+        self.word_backlog = WordBacklog(self.embedder.model_id, self.embedder.embed)
         self._lock = threading.RLock()  # read-plan-write sequences of this process
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -286,7 +288,12 @@ class Engine:
 
     def _after_ingest(self, staged: Staged) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
-        the background: the ingest call never waits for it)."""
+        the background: the ingest call never waits for it), and the vectors of the new
+        conversation chunks' words when soft terms are on (``recall.word_backlog``)."""
+        if self.options.soft_terms > 0:  # off (the default): nothing read, nothing queued
+            chunks = [m.content for m in staged.memories.values() if m.provenance.turn_ids]
+            if chunks and self.word_backlog.add(chunks):
+                self.worker.submit(("words",), self.word_backlog.drain)
         if not self.settings.auto_compress:
             return
         users = {m.user_id for m in staged.memories.values()

@@ -44,7 +44,9 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
-    def embed(self, texts: Sequence[str]) -> Matrix:
+    def embed(self, texts: Sequence[str], *, keep: bool = True) -> Matrix:
+        """The texts' vectors: cached ones read, the rest embedded (and written to the
+        cache unless ``keep`` is false)."""
         hashes = [content_hash(t) for t in texts]
         known = self._cache.cached_embeddings(self.model_id, sorted(set(hashes)))
         missing: dict[str, str] = {}
@@ -54,7 +56,8 @@ class CachedEmbedder:
         if missing:
             fresh = self.inner.embed(list(missing.values()))
             new = {h: fresh[i] for i, h in enumerate(missing)}
-            self._cache.cache_embeddings(self.model_id, new)
+            if keep:
+                self._cache.cache_embeddings(self.model_id, new)
             known.update(new)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for row, h in enumerate(hashes):

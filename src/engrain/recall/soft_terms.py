@@ -28,29 +28,35 @@ memory without transcripts pays nothing) or for a question without a content wor
 No list of categories is written anywhere: the relation comes from the embedding model
 itself. ``w`` was chosen on LoCoMo's half A (``docs/decisions.md``).
 
-The words' vectors come from the raw embedder (not the store's content-hash cache: a
-conversation has thousands of distinct words, and they are not memories) and are kept per
-process, per model, in :class:`WordVectors` (at most :data:`MAX_WORDS` words, ~25 MB;
-a LoCoMo conversation has 2,000–4,000; a full table starts afresh). The first transcript question of
-a conversation embeds most of its pool's words in one batch; later ones few.
+The words' vectors are the model's embeddings of the words as texts, so they live where
+every text's vector lives: the store's content-hash embedding cache (``CachedEmbedder``; a
+word's vector is exactly the vector a memory holding only that word gets), read once per
+process into :class:`WordVectors` (at most :data:`MAX_WORDS` words, ~25 MB; a LoCoMo
+conversation has 1,000-1,700 distinct words, the development split 4,813; a full table
+starts afresh). They are made at ingest, not at a question: ``recall.word_backlog`` embeds
+a new conversation chunk's words the process and the store do not hold yet on the engine's
+background thread (~1 ms of CPU a word, each word once per store), so a question after a
+restart reads them from the store and embeds only its own new words (kept in the
+process, not written: a question's few words are not worth a write).
 
 Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
-outside it (two threads missing the same word both embed it and store equal vectors); the
-rest are pure functions of their arguments, a chunk's words cached per content string
-(``functools.lru_cache``, thread-safe).
+outside it (two threads missing the same word both embed it and store equal vectors; the
+store's cache keeps the first); the rest are pure functions of their arguments, a chunk's
+words cached per content string (``functools.lru_cache``, thread-safe).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from collections.abc import Callable, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
 
+from engrain.embed.cache import CachedEmbedder
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
 from engrain.store.lexical import STOPWORDS
@@ -58,13 +64,18 @@ from engrain.store.lexical import STOPWORDS
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
 #: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
-#: ``GateOptions.soft_terms`` by default: off. A process's first transcript question embeds
-#: its pool's ~2,000 words one model run each (5–8 s of CPU on this 2-core machine), a
-#: first-call cost no 0.006 of R@10 pays for; on with ``soft_terms=SOFT_TERMS_WEIGHT``
-#: (ablation ``soft-terms``) until the words' vectors are made at ingest.
+#: ``GateOptions.soft_terms`` by default: off. With it on, the words' vectors are made at
+#: ingest and kept in the store (``recall.word_backlog``), so a question embeds only its own
+#: new words (+~2 ms of CPU a transcript question), but the ingest pays a model run per new
+#: word: LoCoMo dev +5,165 runs, +30% of the ingest's CPU, +11 MB of store (14.6 -> 25.8),
+#: for +0.006 R@10 (docs/decisions.md). On with ``soft_terms=SOFT_TERMS_WEIGHT``.
 SOFT_TERMS_DEFAULT = 0.0
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
+#: The most chunk texts whose word rows a process keeps per model (~0.7 KB a text with
+#: its ~30 rows and the text itself, which the entry keeps alive: ~6 MB when full; a
+#: LoCoMo conversation has ~300 chunks, a transcript question's pool 125).
+MAX_TEXTS = 8_192
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
@@ -97,7 +108,7 @@ def question_words(message: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=65_536)
 def chunk_words(content: str) -> tuple[str, ...]:
     """The distinct content words of a chunk's text (names included: a question's word
     can only meet them at a low cosine)."""
@@ -118,10 +129,19 @@ class WordVectors:
         self.capacity = capacity
         self._rows: dict[str, dict[str, int]] = {}
         self._matrix: dict[str, npt.NDArray[np.float32]] = {}
+        #: per model, a chunk text → the rows of its words (valid until the table starts
+        #: afresh; rows are never moved otherwise)
+        self._texts: dict[str, dict[str, npt.NDArray[np.intp]]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return sum(len(rows) for rows in self._rows.values())
+
+    def missing(self, model_id: str, words: Sequence[str]) -> list[str]:
+        """Those of ``words`` whose vectors the table does not hold."""
+        with self._lock:
+            rows = self._rows.get(model_id, {})
+            return [w for w in words if w not in rows]
 
     def matrix(
         self, model_id: str, words: Sequence[str], embed: EmbedBatch
@@ -141,10 +161,47 @@ class WordVectors:
             rows = self._rows[model_id]
             if not all(map(rows.__contains__, words)):  # started afresh meanwhile: all anew
                 self._rows[model_id] = {}
+                self._texts.pop(model_id, None)
                 self._keep(model_id, list(words), np.asarray(embed(words), dtype=np.float32))
                 rows = self._rows[model_id]
             at = np.fromiter(map(rows.__getitem__, words), dtype=np.intp, count=len(words))
             return self._matrix[model_id][at]
+
+    def rows_of(
+        self, model_id: str, asked: Sequence[str], texts: Sequence[str], embed: EmbedBatch
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], list[npt.NDArray[np.intp]]] | None:
+        """The table's matrix, the rows of the ``asked`` words in it, and for each of
+        ``texts`` the rows of its words (:func:`chunk_words`), the words the table lacks
+        embedded first; a text's rows are kept (up to :data:`MAX_TEXTS` texts), so a chunk
+        met again costs no word lookup. None when the table started afresh meanwhile
+        (another thread filled it): the caller asks :meth:`matrix` instead."""
+        with self._lock:
+            known = self._texts.get(model_id, {})
+            todo = [t for t in texts if t not in known]
+        wanted = dict.fromkeys(chain(asked, chain.from_iterable(map(chunk_words, todo))))
+        absent = self.missing(model_id, list(wanted))
+        if absent:
+            fresh = np.asarray(embed(absent), dtype=np.float32)
+            with self._lock:
+                self._keep(model_id, absent, fresh)
+        with self._lock:
+            rows = self._rows.get(model_id, {})
+            kept = self._texts.setdefault(model_id, {})
+            try:
+                asked_rows = np.fromiter(map(rows.__getitem__, asked), np.intp, len(asked))
+                per_text = []
+                for text in texts:
+                    at = kept.get(text)
+                    if at is None:
+                        words = chunk_words(text)
+                        at = np.fromiter(map(rows.__getitem__, words), np.intp, len(words))
+                        if len(kept) >= MAX_TEXTS:
+                            kept.clear()
+                        kept[text] = at
+                    per_text.append(at)
+            except KeyError:
+                return None
+            return self._matrix[model_id], asked_rows, per_text
 
     def _keep(self, model_id: str, words: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
         """Add ``words``' ``vectors`` to ``model_id``'s table (the lock held)."""
@@ -152,6 +209,7 @@ class WordVectors:
         new = [(w, v) for w, v in zip(words, vectors, strict=True) if w not in rows]
         if len(rows) + len(new) > self.capacity:
             rows.clear()
+            self._texts.pop(model_id, None)
             new = list(zip(words, vectors, strict=True))
         matrix = self._matrix.get(model_id)
         size = len(rows)
@@ -196,16 +254,25 @@ def coverages(
 
 
 def batch_embedder(embed_query: Callable[[str], object]) -> tuple[str, EmbedBatch] | None:
-    """The model id and raw batch embedder behind a bound ``embed_query`` (the engine's
-    ``CachedEmbedder.embed_query``: its inner embedder, so words stay out of the store's
-    cache); None when it offers no batch ``embed`` or no model id."""
+    """The model id and batch embedder behind a bound ``embed_query``: the engine's
+    ``CachedEmbedder``'s ``embed`` reading the store's embedding cache (the words made at
+    ingest, so a reopened store does not embed them again) without writing the words it
+    embeds (a question's few new words: a write per question is not worth keeping them),
+    or the raw embedder's when it is not cached; None when it offers no batch ``embed`` or
+    no model id."""
     owner = getattr(embed_query, "__self__", None)
-    raw = getattr(owner, "inner", owner)
-    embed = getattr(raw, "embed", None)
-    model_id = getattr(raw, "model_id", None)
+    embed = getattr(owner, "embed", None)
+    model_id = getattr(owner, "model_id", None)
     if not callable(embed) or not isinstance(model_id, str):
         return None
+    if isinstance(owner, CachedEmbedder):
+        return model_id, functools.partial(owner.embed, keep=False)
     return model_id, embed
+
+
+def words_of_texts(texts: Iterable[str]) -> list[str]:
+    """The distinct content words of ``texts`` (:func:`chunk_words`), in order."""
+    return list(dict.fromkeys(chain.from_iterable(map(chunk_words, texts))))
 
 
 def with_soft_terms(
@@ -220,18 +287,27 @@ def with_soft_terms(
     relevances again in that order, best first; ``pool`` as it was (a new list) when
     ``weight`` is 0, there is no ``embedder``, fewer than two conversation chunks, or no
     content word in ``message``."""
+    if weight <= 0.0 or embedder is None:
+        return list(pool)
     at = [i for i, c in enumerate(pool) if c.memory.provenance.turn_ids]
-    asked = question_words(message)
-    if weight <= 0.0 or embedder is None or len(at) < 2 or not asked:
+    asked = question_words(message) if len(at) >= 2 else ()
+    if not asked:
         return list(pool)
     model_id, embed = embedder
     chunks = [pool[i] for i in at]
-    held = [chunk_words(c.memory.content) for c in chunks]
-    vocabulary = list(dict.fromkeys(chain(asked, *held)))
-    local = {w: i for i, w in enumerate(vocabulary)}
-    flat = np.fromiter(map(local.__getitem__, chain.from_iterable(held)), dtype=np.intp)
-    matrix = words_of.matrix(model_id, vocabulary, embed)
-    cover = coverages(matrix[: len(asked)], matrix, flat, [len(h) for h in held])
+    found = words_of.rows_of(model_id, asked, [c.memory.content for c in chunks], embed)
+    if found is not None:
+        table, asked_rows, per_chunk = found
+        # each distinct word's vector read once: the chunks share most of their words
+        rows, flat = np.unique(np.concatenate(per_chunk), return_inverse=True)
+        cover = coverages(table[asked_rows], table[rows], flat, [len(r) for r in per_chunk])
+    else:  # the table started afresh under us: this call's words on their own
+        held = [chunk_words(c.memory.content) for c in chunks]
+        vocabulary = list(dict.fromkeys(chain(asked, *held)))
+        local = {w: i for i, w in enumerate(vocabulary)}
+        flat = np.fromiter(map(local.__getitem__, chain.from_iterable(held)), dtype=np.intp)
+        matrix = words_of.matrix(model_id, vocabulary, embed)
+        cover = coverages(matrix[: len(asked)], matrix, flat, [len(h) for h in held])
     lift = np.maximum(cover - float(np.median(cover)), 0.0)
     scores = [c.relevance + weight * float(lift[i]) for i, c in enumerate(chunks)]
     return reordered(pool, at, scores)
