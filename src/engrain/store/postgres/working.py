@@ -59,7 +59,6 @@ from engrain.store import heap
 from engrain.store.ann import IndexSlot
 from engrain.store.cache import UserCache
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
-from engrain.store.postgres.sql import FETCH, chunks
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +88,20 @@ CHECK = (
 )
 #: Past any access clock: :data:`CHECK` lists no access rows.
 NO_CLOCK = 2**63 - 1
+#: Rows changed since the held revision that a call reads and applies itself (migration
+#: 008's ``row_changes``); more, and the call is served by SQL while a load catches up.
+DELTA_MAX = 256
+
+#: In one snapshot: the user's revision and up to a limit of the rows changed after a
+#: revision, each with its row as it is now (the memory's columns NULL: gone). Nothing
+#: changed: one row, the revision and NULLs.
+DELTA = (
+    "WITH c AS (SELECT id FROM row_changes WHERE user_id = %s AND revision > %s LIMIT %s) "
+    f"SELECT (SELECT revision FROM revisions WHERE user_id = %s), c.id, {SELECT_COLUMNS} "
+    "FROM (SELECT 1) AS one LEFT JOIN c ON true "
+    "LEFT JOIN memories m ON m.user_id = %s AND m.id = c.id "
+    "LEFT JOIN access a ON a.user_id = m.user_id AND a.id = m.id"
+)
 
 Connect = Callable[[], AbstractContextManager[Conn]]
 
@@ -111,13 +124,11 @@ def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
 
 @dataclass
 class _Held:
-    """A user's working set as of ``revision`` with the access counts up to ``clock``;
-    ``versions``: each memory's row version (``xmin``) as held."""
+    """A user's working set as of ``revision`` with the access counts up to ``clock``."""
 
     revision: int
     clock: int
     cache: UserCache
-    versions: dict[str, str]
 
 
 @dataclass
@@ -174,10 +185,21 @@ class WorkingSets:
         with self._lock:
             self._sizes[user_id] = (documents, time.monotonic())
             now = self._held.get(user_id)
-        if now is None or now.revision != revision:
+        # written since: the rows changed are read and applied here, if they are few
+        behind = now is not None and now.revision != revision and self._large(documents)
+        if behind and now is not None and self._catch_up(user_id, now, DELTA_MAX):
+            self.calls["caught_up"] += 1
+            with self._lock:
+                now = self._held.get(user_id)
+        if now is None or now.revision < revision:
             if self._large(documents):
                 self.calls["by_sql"] += 1
                 self._start_load(user_id)
+            return None
+        if since > now.clock and clock > now.clock:
+            # published or replaced since the check began: the counts it listed start after
+            # this working set's clock, so SQL serves this call; the next check lists them
+            self.calls["by_sql"] += 1
             return None
         if clock > now.clock:
             _apply_counts(now.cache, counts)
@@ -226,13 +248,17 @@ class WorkingSets:
         try:
             with self._lock:
                 stale = self._held.get(user_id)
-            if stale is not None and self._refresh(user_id, stale):
+            # more rows changed than a call applies, fewer than a full load reads
+            share = 0 if stale is None else int(REFRESH_SHARE * max(1, len(stale.cache)))
+            if stale is not None and self._catch_up(user_id, stale, share):
                 full = False
                 return
             if time.monotonic() < loading.full_not_before:
                 full = False  # too soon for another full load: SQL serves the user meanwhile
                 return
-            revision, clock, memories, versions = self._read_all(user_id)
+            revision, clock, memories = self._read_all(user_id)
+            if self._closed:
+                return  # the store closed meanwhile: build nothing
             cache = UserCache(memories, ann=self._slot(user_id))
             del memories
             cache.count()  # builds the columns
@@ -242,7 +268,7 @@ class WorkingSets:
             with self._lock:
                 old = self._held.get(user_id)
                 if not self._closed and (old is None or old.revision <= revision):
-                    self._held[user_id] = _Held(revision, clock, cache, versions)
+                    self._held[user_id] = _Held(revision, clock, cache)
                     self._held.move_to_end(user_id)
                     while len(self._held) > self.kept:
                         self._held.popitem(last=False)
@@ -269,46 +295,47 @@ class WorkingSets:
                 self._slots.popitem(last=False)[1].close()
             return slot
 
-    def _refresh(self, user_id: str, held: _Held) -> bool:
-        """Bring ``held`` to the database's state by the rows whose version changed: in one
-        snapshot the revision and every (id, row version) of the user, then the rows new or
-        changed since; the forgotten ones are deleted. ``False`` (nothing changed) when more
-        than :data:`REFRESH_SHARE` of the rows changed: a full load is cheaper."""
-        with self._snapshot() as cur:
-            revision = _revision(cur, user_id)
-            cur.execute("SELECT id, xmin::text FROM memories WHERE user_id = %s", (user_id,))
-            now: dict[str, str] = dict(cur.fetchall())
-            versions = held.versions
-            changed = [i for i, v in now.items() if versions.get(i) != v]
-            gone = [i for i in versions if i not in now]
-            if len(changed) + len(gone) > REFRESH_SHARE * max(1, len(now)):
-                return False
-            rows = _versioned_rows(cur, user_id, changed)
+    def _catch_up(self, user_id: str, held: _Held, limit: int) -> bool:
+        """Bring ``held`` to the database's state by the rows changed since its revision
+        (:data:`DELTA`: one statement, one snapshot; every write stamps the rows it changes
+        with the revision it bumps, ``writes.write_body``): upsert those that are there,
+        delete those gone, move to the revision read. ``False`` (nothing applied) when more
+        than ``limit`` rows changed, or another load replaced ``held`` meanwhile.
+
+        A delta read from an older revision than ``held`` holds by then (another thread
+        applied one meanwhile) is still right to apply: it holds every row changed since
+        that older revision as the newer one leaves it."""
+        with self._connect() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(DELTA, (user_id, held.revision, limit + 1, user_id, user_id))
+            rows = cur.fetchall()
+        revision = int(rows[0][0] or 0)
+        changed = [r for r in rows if r[1] is not None]
+        if len(changed) > limit:
+            return False
+        found = [from_row(r[2:]) for r in changed if r[2] is not None]
+        gone = [r[1] for r in changed if r[2] is None]
         with self._lock:
-            if self._held.get(user_id) is not held or held.revision > revision:
-                return True  # replaced or moved on meanwhile: nothing to do here
-            held.cache.upsert([m for _, m in rows])
-            held.cache.delete(gone)
-            held.versions = {**{i: v for i, v in versions.items() if i in now},
-                             **{m.id: v for v, m in rows}}  # fmt: skip
-            held.revision = revision
+            if self._held.get(user_id) is not held:
+                return False  # replaced meanwhile: the caller looks again
+            if revision > held.revision:
+                held.cache.upsert(found)
+                held.cache.delete(gone)
+                held.revision = revision
         return True
 
-    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory], dict[str, str]]:
+    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory]]:
+        """The user's revision, access clock and every row, in one snapshot."""
         with self._snapshot() as cur:
             cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
             first = cur.fetchone()
             assert first is not None
             cur.execute(
-                f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
+                f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
                 "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
                 (user_id,),
             )
-            memories, versions = [], {}
-            for r in cur:
-                memories.append(from_row(r))
-                versions[r[0]] = r[-1]
-        return int(first[0] or 0), int(first[2] or 0), memories, versions
+            memories = [from_row(r) for r in cur]
+        return int(first[0] or 0), int(first[2] or 0), memories
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
         """Start the user's load if due and wait for it (tests, benchmarks); whether a
@@ -337,32 +364,14 @@ class WorkingSets:
     # -- this process's writes --------------------------------------------------------------
 
     def written(self, touched: Mapping[str, Iterable[str]]) -> None:
-        """Apply a committed write of this process (per user, the ids it upserted, patched
-        or deleted) to the users' working sets, or leave them to be reloaded."""
-        for user_id, ids in touched.items():
+        """After a committed write of this process, bring the working sets of the users it
+        changed up to date by the rows changed since they were read (:meth:`_catch_up`:
+        this write's and any other committed meanwhile), or leave them to the next call."""
+        for user_id in touched:
             with self._lock:
                 held = self._held.get(user_id)
-            if held is None:
-                continue
-            wanted = sorted(set(ids))
-            revision, rows = self._read_rows(user_id, wanted)
-            with self._lock:
-                if self._held.get(user_id) is not held or revision != held.revision + 1:
-                    continue  # another write came between: the next check refreshes
-                found = {m.id: (v, m) for v, m in rows}
-                held.cache.upsert([m for _, m in found.values()])
-                gone = [i for i in wanted if i not in found]
-                held.cache.delete(gone)
-                versions = {i: v for i, v in held.versions.items() if i not in gone}
-                versions.update((i, v) for i, (v, _) in found.items())
-                held.versions = versions
-                held.revision = revision
-
-    def _read_rows(self, user_id: str, ids: Sequence[str]) -> tuple[int, list[tuple[str, Memory]]]:
-        """The user's revision and the rows with these ids (each with its row version), in
-        one snapshot."""
-        with self._snapshot() as cur:
-            return _revision(cur, user_id), _versioned_rows(cur, user_id, ids)
+            if held is not None:
+                self._catch_up(user_id, held, int(REFRESH_SHARE * max(1, len(held.cache))))
 
     @contextmanager
     def _snapshot(self) -> Iterator[Any]:
@@ -389,22 +398,6 @@ class WorkingSets:
             self._held.clear()
             for slot in self._slots.values():
                 slot.close()
-
-
-def _revision(cur: Any, user_id: str) -> int:
-    """The user's revision (0 before the first write)."""
-    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
-    found = cur.fetchone()
-    return 0 if found is None else int(found[0])
-
-
-def _versioned_rows(cur: Any, user_id: str, ids: Sequence[str]) -> list[tuple[str, Memory]]:
-    """The user's rows with these ids, each with its row version (``xmin``)."""
-    rows: list[tuple[str, Memory]] = []
-    for part in chunks(ids):
-        cur.execute(FETCH, (user_id, part))
-        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
-    return rows
 
 
 def _pause(took: float, full: bool = True) -> float:
