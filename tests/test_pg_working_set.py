@@ -310,13 +310,14 @@ def test_calls_served_and_sent_to_sql_are_counted(
     served = calls["served"]
     mine.lexical_search("alice", "deploy", 3)
     assert calls["served"] == served + 1
-    theirs.write([mem("x", content="axolotl")])
+    theirs.write(patches=[Patch("alice", "m0001", {"content": "axolotl"})])
     caught_up, by_sql = calls["caught_up"], calls["by_sql"]
-    assert mine.lexical_search("alice", "axolotl", 3)[0][0].id == "x"
+    assert mine.lexical_search("alice", "axolotl", 3)[0][0].id == "m0001"
     assert (calls["caught_up"], calls["by_sql"]) == (caught_up + 1, by_sql)
     monkeypatch.setattr(working, "DELTA_MAX", 1)
-    theirs.write([mem("y", content="okapi"), mem("z", content="okapi")])  # two: too many
-    assert ids([m for m, _ in mine.lexical_search("alice", "okapi", 3)]) == ["y", "z"]
+    two = [Patch("alice", i, {"content": "okapi"}) for i in ("m0002", "m0003")]
+    theirs.write(patches=two)  # two rows: more than a call applies
+    assert ids([m for m, _ in mine.lexical_search("alice", "okapi", 3)]) == ["m0002", "m0003"]
     assert calls["by_sql"] == by_sql + 1
 
 
@@ -341,10 +342,36 @@ def test_a_delta_may_follow_a_full_load_at_once(
         theirs.close()
 
 
-def test_another_process_writes_are_applied_in_the_call(stores: Any) -> None:
-    """Rows another process inserts, patches and forgets are read in the call that first
-    sees the new revision (``row_changes``, migration 008) and served from the same working
-    set: no call goes to SQL, none returns a forgotten memory or misses a new one."""
+def test_another_process_patches_are_applied_in_the_call(stores: Any) -> None:
+    """Rows another process changes in place (a pin, an edit, a promotion) are read in the
+    call that first sees the new revision (``row_changes``, migration 008) and served from
+    the same working set: no call goes to SQL, and what it returns is the database's."""
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    ws = mine._working
+    cache, by_sql = ws.current("alice"), ws.calls["by_sql"]
+    theirs.write(
+        patches=[
+            Patch("alice", memories[6].id, {"content": "capybara", "pinned": True}),
+            Patch("alice", memories[7].id, {"pinned": True}),
+        ]
+    )
+    hit = mine.lexical_search("alice", "capybara", 1)[0][0]
+    assert (hit.id, hit.pinned) == (memories[6].id, True)
+    query = np.asarray(memories[7].embedding, dtype=np.float32)
+    best = mine.search("alice", query, 1)[0][0]
+    assert (best.id, best.pinned) == (memories[7].id, True)
+    assert ws.calls["by_sql"] == by_sql and ws.calls["caught_up"] == 1
+    assert ws.current("alice") is cache
+    _same_results(mine, sql)
+
+
+def test_another_process_inserts_and_forgets_go_to_sql_until_applied(stores: Any) -> None:
+    """A new or forgotten row costs the columns and BM25 a copy: the call that sees it is
+    served by SQL (never a forgotten memory, never a missed one) and the load thread applies
+    the rows; the working set then serves with them."""
     mine, theirs, sql = stores
     memories = _memories(40)
     theirs.write(memories)
@@ -354,15 +381,14 @@ def test_another_process_writes_are_applied_in_the_call(stores: Any) -> None:
     theirs.write(
         upserts=[mem("new", content="quokka", vector=(0.0, 0.0, 0.0, 1.0))],
         deletes=[memories[4]],
-        patches=[Patch("alice", memories[6].id, {"content": "capybara", "pinned": True})],
     )
-    hit = mine.lexical_search("alice", "capybara", 1)[0][0]
-    assert (hit.id, hit.pinned) == (memories[6].id, True)
     assert mine.search("alice", np.array([0, 0, 0, 1], dtype=np.float32), 1)[0][0].id == "new"
     query = np.asarray(memories[4].embedding, dtype=np.float32)
     assert memories[4].id not in ids([m for m, _ in mine.search("alice", query, 50)])
-    assert ws.calls["by_sql"] == by_sql and ws.calls["caught_up"] == 1
-    assert ws.current("alice") is cache
+    assert ws.calls["by_sql"] > by_sql and ws.calls["caught_up"] == 0
+    assert mine.wait_for_working_set("alice", timeout=30)
+    assert ws.current("alice") is cache  # brought up to date by the load thread
+    assert mine.lexical_search("alice", "quokka", 1)[0][0].id == "new"
     _same_results(mine, sql)
 
 
