@@ -231,7 +231,7 @@ def test_a_user_above_the_largest_size_stays_with_sql(
 
 
 def test_the_threshold_comes_from_the_environment() -> None:
-    assert working.working_set_min({}) is None  # off unless asked for
+    assert working.working_set_min({}) == working.WORKING_SET_MIN  # on unless turned off
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "off"}) is None
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "5000"}) == 5000
@@ -403,3 +403,17 @@ def test_a_forgotten_memory_written_again_comes_back_once(stores: Any) -> None:
     found = ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
     assert found.count(memories[2].id) == 1 and len(found) == 40
     _same_results(mine, sql)
+
+
+def test_one_full_load_runs_at_a_time(stores: Any) -> None:
+    """While another user's full load holds the process's slot, a user is served by SQL
+    and its load waits for a later call (two loads at once would hold two users' rows and
+    graphs in memory at the same time)."""
+    mine, theirs, _ = stores
+    theirs.write(_memories(40))
+    ws = mine._working
+    with ws._full_load:  # another user's load, running
+        assert not mine.wait_for_working_set("alice", timeout=5)
+        assert len(mine.search("alice", np.ones(4, dtype=np.float32), 50)) == 40  # by SQL
+        assert "alice" not in ws._held
+    assert mine.wait_for_working_set("alice", timeout=30)

@@ -3,7 +3,8 @@
 The SQLite store serves a large user's searches from columns, a matrix and a BM25 index in
 process (:class:`~engrain.store.cache.UserCache`), checked on every call against the user's
 revision. This module does the same over PostgreSQL, for users with at least
-:data:`WORKING_SET_MIN` memories (``ENGRAIN_PG_WORKING_SET``: a count, or ``off``):
+:data:`WORKING_SET_MIN` memories, by default (``ENGRAIN_PG_WORKING_SET``: a count, or
+``off``):
 
 * **Checked on every call, in one round trip.** Before a search or a lexical search is
   served from process memory, one statement (:data:`CHECK`) reads the user's revision and
@@ -11,11 +12,14 @@ revision. This module does the same over PostgreSQL, for users with at least
   user's memories bumps the revision in its own transaction (``writes.write_body``), so an
   equal revision means the rows are the ones loaded (or last applied); access counts, which
   every ``context()`` makes without a revision, are applied from the rows stamped after the
-  clock, as :meth:`PostgresStore.query`'s listings do. A different revision: the call is
-  served by SQL, exactly as for a small user, and the working set is read again in a
-  background thread. So a reader never sees a forgotten memory and never misses one
-  committed before its call began: what it reads is at least as new as the check, and the
-  check is after the call began.
+  clock, as :meth:`PostgresStore.query`'s listings do. A different revision: the rows
+  changed since are read in the call (:data:`DELTA`, migration 008's ``row_changes``: every
+  write stamps the rows it changes with the revision it bumps) and applied if each is a
+  held row changed in place and there are at most :data:`DELTA_MAX`; otherwise the call is
+  served by SQL, exactly as for a small user, and the load thread applies them. So a
+  reader never sees a forgotten memory and never misses one committed before its call
+  began: what it reads is at least as new as the check, and the check is after the call
+  began.
 * **Read in one snapshot.** A (re)load reads the revision, the access clock and every row of
   the user in one ``REPEATABLE READ`` transaction, off the request path; the BM25 index and
   the columns are built there too, so the first call served from it pays nothing. Reloads
@@ -23,15 +27,16 @@ revision. This module does the same over PostgreSQL, for users with at least
   ends: a delta (below) no sooner than four times the last delta's duration after it, a
   full load no sooner than four times the last full load's duration (at least
   :data:`RELOAD_PAUSE` s): a user another process writes to all the time is served by SQL,
-  not reloaded without end.
-* **This process's own writes are applied, not reloaded.** After a write commits, the rows
-  it touched are read back with the revision in one snapshot; if the revision is exactly
-  one past the working set's, that write was the only one since, and its rows are upserted
-  into (or deleted from) the working set, which moves to the new revision. Otherwise the
-  next check sees the difference and the user is served by SQL until reloaded.
+  not reloaded without end. One full load runs at a time per process (the others' users
+  are served by SQL meanwhile and try again on a later call).
+* **Deltas, not listings.** The load thread, and this process's own writes once committed,
+  bring a working set up to date by the same :data:`DELTA` (rows changed since its
+  revision, up to :data:`REFRESH_SHARE` of them; more: a full load).
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
-* **Off by default** (:func:`working_set_min`): measured side by side it did not pay (the
-  module's section of docs/postgres.md).
+* **On by default** since session 13 (:func:`working_set_min`): with the deltas read in
+  the call, side by side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63×
+  the SQL path's and no server CPU, for ~725 MB and a load of ~3.5 minutes of CPU a
+  process (docs/postgres.md, "Session 13").
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
 built in process, candidates scored exactly with the float32 matrix, rows the graph does not
@@ -111,13 +116,12 @@ Connect = Callable[[], AbstractContextManager[Conn]]
 
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
-    (a count, ``on`` for :data:`WORKING_SET_MIN`, or ``off``); ``None`` (the default):
-    never. Off by default: side by side at 100,000 it did not make ``context()`` faster
-    while another process wrote to the user (docs/postgres.md, "Session 10") and it holds
-    ~0.7–1 GB per user."""
+    (a count, ``on`` or unset for :data:`WORKING_SET_MIN`, or ``off``: ``None``, never).
+    On by default: side by side at 100,000 it served ``context()`` with p95 0.63× the SQL
+    path's and no server CPU (docs/postgres.md, "Session 13"); it holds ~0.7 GB per user."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
     value = value.strip().lower()
-    if value in ("on", "yes", "true"):
+    if value in ("", "on", "yes", "true"):
         return WORKING_SET_MIN
     try:
         return max(1, int(value))
@@ -162,6 +166,8 @@ class WorkingSets:
         self._sizes: dict[str, tuple[int, float]] = {}
         self._loads: dict[str, _Loading] = {}
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
+        #: held by the one full load running in this process
+        self._full_load = threading.Lock()
         self._closed = False
         #: Calls of large users: served from a working set, or by SQL (benchmarks).
         self.calls: Counter[str] = Counter()
@@ -259,15 +265,21 @@ class WorkingSets:
             if time.monotonic() < loading.full_not_before:
                 full = False  # too soon for another full load: SQL serves the user meanwhile
                 return
-            revision, clock, memories = self._read_all(user_id)
-            if self._closed:
-                return  # the store closed meanwhile: build nothing
-            cache = UserCache(memories, ann=self._slot(user_id))
-            del memories
-            cache.count()  # builds the columns
-            cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
-            cache.wait_for_index()  # builds, or patches, the graph
-            heap.release()  # the rows read and dropped: hand their pages back
+            if not self._full_load.acquire(blocking=False):
+                full = False  # another user's full load runs: this one tries on a later call
+                return
+            try:
+                revision, clock, memories = self._read_all(user_id)
+                if self._closed:
+                    return  # the store closed meanwhile: build nothing
+                cache = UserCache(memories, ann=self._slot(user_id))
+                del memories
+                cache.count()  # builds the columns
+                cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
+                cache.wait_for_index()  # builds, or patches, the graph
+                heap.release()  # the rows read and dropped: hand their pages back
+            finally:
+                self._full_load.release()
             with self._lock:
                 old = self._held.get(user_id)
                 if not self._closed and (old is None or old.revision <= revision):
