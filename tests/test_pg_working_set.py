@@ -417,3 +417,30 @@ def test_one_full_load_runs_at_a_time(stores: Any) -> None:
         assert len(mine.search("alice", np.ones(4, dtype=np.float32), 50)) == 40  # by SQL
         assert "alice" not in ws._held
     assert mine.wait_for_working_set("alice", timeout=30)
+
+
+def test_by_default_sizes_are_learned_from_the_sql_paths_own_reads(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the default (``ENGRAIN_PG_WORKING_SET`` unset) a user without a working set
+    costs no statement of its own: the size comes from BM25's statistics or the search
+    plan's read, and a large user's load starts from there."""
+    monkeypatch.delenv("ENGRAIN_PG_WORKING_SET", raising=False)
+    monkeypatch.setattr(working, "WORKING_SET_MIN", 20)
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 0.0)
+    mine = PostgresStore(pg_url, pool_size=2)
+    theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    try:
+        assert mine._working.learned
+        theirs.write(_memories(5, user="bob"))
+        theirs.write(_memories(40))
+        assert mine._working.current("bob") is None and "bob" not in mine._working._sizes
+        mine.lexical_search("bob", "deploy budget roadmap", 3)
+        assert mine._working._sizes["bob"][0] == 5
+        mine.lexical_search("alice", "deploy budget roadmap", 3)  # by SQL: starts the load
+        assert mine._working._sizes["alice"][0] == 40
+        assert mine.wait_for_working_set("alice", timeout=30)
+        assert not mine.wait_for_working_set("bob", timeout=5)
+    finally:
+        mine.close()
+        theirs.close()

@@ -32,6 +32,10 @@ revision. This module does the same over PostgreSQL, for users with at least
 * **Deltas, not listings.** The load thread, and this process's own writes once committed,
   bring a working set up to date by the same :data:`DELTA` (rows changed since its
   revision, up to :data:`REFRESH_SHARE` of them; more: a full load).
+* **Sizes learned, not asked** (by default): a user's memory count is taken from the
+  statements the SQL path runs anyway (BM25's statistics, the search plan's read:
+  :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
+  before; ``ENGRAIN_PG_WORKING_SET`` set reads it with the check, as before.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
 * **On by default** since session 13 (:func:`working_set_min`): with the deltas read in
   the call, side by side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63×
@@ -129,6 +133,14 @@ def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
         return None
 
 
+def working_set_asked(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``ENGRAIN_PG_WORKING_SET`` is set (not the default): the store then reads a
+    user's size with the check itself; by default it learns sizes from the statements its
+    SQL path runs anyway (:meth:`WorkingSets.saw_size`), so a small user pays nothing."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
+    return bool(value.strip())
+
+
 @dataclass
 class _Held:
     """A user's working set as of ``revision`` with the access counts up to ``clock``."""
@@ -152,13 +164,22 @@ class WorkingSets:
     """The working sets of the large users this process serves (module docstring).
 
     ``connect`` lends a pooled autocommit connection; ``min_rows`` is the size from which a
-    user gets one; ``background`` False loads in the calling thread (tests)."""
+    user gets one; ``background`` False loads in the calling thread (tests); ``learned``:
+    a user's size is only learned from the SQL path's own reads (:meth:`saw_size`), never
+    read by a statement of its own for a user without a working set (the default)."""
 
     def __init__(
-        self, connect: Connect, min_rows: int, *, kept: int = USERS_KEPT, background: bool = True
+        self,
+        connect: Connect,
+        min_rows: int,
+        *,
+        kept: int = USERS_KEPT,
+        background: bool = True,
+        learned: bool = False,
     ) -> None:
         self._connect = connect
         self.min_rows = min_rows
+        self.learned = learned
         self.kept = max(1, kept)
         self.background = background
         self._lock = threading.Lock()
@@ -175,6 +196,12 @@ class WorkingSets:
     def _large(self, documents: int) -> bool:
         return self.min_rows <= documents <= WORKING_SET_MAX
 
+    def saw_size(self, user_id: str, documents: int) -> None:
+        """Note the user's memory count as a statement of the SQL path just read it (the
+        search plan's, BM25's statistics): with ``learned``, how a user's size is known."""
+        with self._lock:
+            self._sizes[user_id] = (documents, time.monotonic())
+
     # -- reads ------------------------------------------------------------------------------
 
     def current(self, user_id: str) -> UserCache | None:
@@ -184,11 +211,14 @@ class WorkingSets:
         with self._lock:
             held = self._held.get(user_id)
             size = self._sizes.get(user_id)
-        if held is None and size is not None and time.monotonic() - size[1] < SIZE_SECONDS:
+        fresh = size is not None and time.monotonic() - size[1] < SIZE_SECONDS
+        if held is None and size is not None and fresh:
             if self._large(size[0]):
                 self.calls["by_sql"] += 1
                 self._start_load(user_id)
             return None
+        if held is None and self.learned:
+            return None  # size unknown or old: the SQL path's reads will tell (saw_size)
         since = NO_CLOCK if held is None else held.clock
         revision, documents, clock, counts = self._check(user_id, since)
         with self._lock:
@@ -360,6 +390,11 @@ class WorkingSets:
         working set current as of now is held (a load due only after its pause is waited
         for too, within ``timeout``)."""
         end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            known = user_id in self._sizes or user_id in self._held
+        if not known:  # learned sizes: read this one (the caller waits anyway)
+            documents = self._check(user_id, NO_CLOCK)[1]
+            self.saw_size(user_id, documents)
         while True:
             if self.current(user_id) is not None:
                 return True
