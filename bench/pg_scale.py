@@ -76,6 +76,17 @@ MEMORY_COLUMNS = (
 # -- the server -------------------------------------------------------------------------
 
 
+def working_set_env(which: str | None) -> dict[str, dict[str, str]]:
+    """Each side-by-side tree's ``ENGRAIN_PG_WORKING_SET`` for ``--working-set``: ``on``
+    for the trees it names, ``off`` for the other (none given: neither set)."""
+    if which is None:
+        return {}
+    return {
+        tree: {"ENGRAIN_PG_WORKING_SET": "on" if which in (tree, "both") else "off"}
+        for tree in ("new", "base")
+    }
+
+
 def start_server(directory: Path, shared_buffers: str, *, keep: bool = False) -> Any:
     """A private PostgreSQL in ``directory`` with ``shared_buffers`` set (one restart);
     with ``keep`` its data directory outlives the run (``cleanup()`` only stops it)."""
@@ -658,6 +669,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(the OS cache holds them, as on a serving database; a restarted server otherwise "
         "reads the first queries' pages from disk)",
     )  # fmt: skip
+    parser.add_argument(
+        "--working-set", choices=("new", "base", "both", "none"), default=None,
+        help="which side-by-side tree serves a large user from a working set in process "
+        "(ENGRAIN_PG_WORKING_SET=on for it, off for the other; default: each tree's own)",
+    )  # fmt: skip
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/pg-scale.json"))
@@ -766,6 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         spinning={"new": args.spinning == "on",
                                   "base": (args.base_spinning or args.spinning) == "on"},
                         server_pid=postmaster_pid(server),
+                        environ=working_set_env(args.working_set),
                     )  # fmt: skip
                 elif embedder is not None and not args.no_engine:
                     result["engine_context"] = measure_engine(

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,12 @@ STORE_CALLS = (
 )  # fmt: skip
 
 
-def worker_env(tree: Path, *, spinning: bool) -> dict[str, str]:
+def worker_env(
+    tree: Path, *, spinning: bool, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """The environment of a worker for ``tree``: that tree's ``src`` first on the path,
-    and whether its model threads spin (:data:`SPINNING_ENV`)."""
-    env = dict(os.environ)
+    whether its model threads spin (:data:`SPINNING_ENV`), and ``extra`` variables."""
+    env = {**os.environ, **(extra or {})}
     env[SPINNING_ENV] = "1" if spinning else "0"
     env["PYTHONPATH"] = os.pathsep.join(
         [str(tree / "src"), str(HERE), env.get("PYTHONPATH", "")]
@@ -68,9 +70,16 @@ class Worker:
     """One worker process serving ``context()`` calls for the engrain of ``tree``."""
 
     def __init__(
-        self, name: str, tree: Path, url: str, data_dir: Path, *, spinning: bool = True
+        self,
+        name: str,
+        tree: Path,
+        url: str,
+        data_dir: Path,
+        *,
+        spinning: bool = True,
+        extra: Mapping[str, str] | None = None,
     ) -> None:
-        env = worker_env(tree, spinning=spinning)
+        env = worker_env(tree, spinning=spinning, extra=extra)
         self.name = name
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).resolve()), url, str(data_dir)],
@@ -116,6 +125,7 @@ def side_by_side(
     urls: dict[str, str] | None = None,
     spinning: dict[str, bool] | None = None,
     server_pid: int | None = None,
+    environ: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
@@ -125,15 +135,23 @@ def side_by_side(
     calls (default: they do, ``MiniLMEmbedder``'s default). With ``server_pid`` (the
     postmaster's) each call's CPU is also counted on the server: every process of that
     server, the call's backends and its background workers (the trees take turns, so the
-    other tree's backends are idle meanwhile)."""
+    other tree's backends are idle meanwhile). ``environ``: variables set for a tree's
+    worker only (``ENGRAIN_PG_WORKING_SET``, say)."""
     import common
     import numpy as np
 
     rng = np.random.default_rng(seed)
     who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
-    urls, spinning = urls or {}, spinning or {}
+    urls, spinning, environ = urls or {}, spinning or {}, environ or {}
     workers = [
-        Worker(name, tree, urls.get(name, url), data_dir, spinning=spinning.get(name, True))
+        Worker(
+            name,
+            tree,
+            urls.get(name, url),
+            data_dir,
+            spinning=spinning.get(name, True),
+            extra=environ.get(name),
+        )
         for name, tree in trees.items()
     ]
     try:
@@ -172,6 +190,7 @@ def side_by_side(
             row: dict[str, Any] = common.summarize(times[w.name])
             row["engrain"] = w.where
             row["onnx_spinning"] = spinning.get(w.name, True)
+            row["environ"] = dict(environ.get(w.name, {}))
             row["database"] = urls.get(w.name, url).split("?")[0]
             row["cold_start_s"] = {
                 "median": round(float(np.median(cold[w.name])), 3),

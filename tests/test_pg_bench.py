@@ -123,6 +123,22 @@ def test_side_by_side_workers_spin_as_asked(monkeypatch: pytest.MonkeyPatch) -> 
         assert pg_side.worker_embedder()._spinning is spinning
 
 
+def test_the_working_set_is_set_for_the_trees_asked_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--working-set new`` turns the store's working set on in the new tree's worker and
+    off in the baseline's, whatever the parent's environment says."""
+    import pg_side
+
+    monkeypatch.setenv("ENGRAIN_PG_WORKING_SET", "on")
+    environ = pg_scale.working_set_env("new")
+    new = pg_side.worker_env(Path("/a"), spinning=True, extra=environ["new"])
+    base = pg_side.worker_env(Path("/b"), spinning=True, extra=environ["base"])
+    assert (new["ENGRAIN_PG_WORKING_SET"], base["ENGRAIN_PG_WORKING_SET"]) == ("on", "off")
+    assert pg_scale.working_set_env("both")["base"]["ENGRAIN_PG_WORKING_SET"] == "on"
+    assert pg_scale.working_set_env(None) == {}
+
+
 def test_server_cpu_counts_the_postmasters_children() -> None:
     """``pg_side.server_cpu_ms`` adds the CPU of a process's children (a server's backends)
     to its own: a child that burned CPU and still lives is counted."""

@@ -22,7 +22,7 @@ postgres = pytest.importorskip("engrain.store.postgres")
 schema = postgres.schema
 PostgresStore = postgres.PostgresStore
 
-_BEFORE = [m for m in schema.MIGRATIONS if m[0] != "007_learnings_graph"]
+_BEFORE = schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("007_learnings_graph")]
 _OPTIONS = "SELECT reloptions FROM pg_class WHERE oid = 'memories_learnings_hnsw'::regclass"
 _FILE = "SELECT pg_relation_filenode('memories_learnings_hnsw'::regclass)"
 
@@ -61,6 +61,7 @@ def test_a_populated_database_migrates_its_graph_and_older_trees_refuse_it(
     query = np.random.default_rng(9).standard_normal(schema.INDEXED_DIM).astype(np.float32)
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.writes, "_stamp_changes", lambda cur, changed: None)  # 008
         old = PostgresStore(pg_url, pool_size=1, exact_search_below=10**9)
         try:
             old.write(_learnings(40))
@@ -96,6 +97,7 @@ def test_a_graph_too_large_to_build_in_memory_is_left_for_a_concurrent_reindex(
 ) -> None:
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.writes, "_stamp_changes", lambda cur, changed: None)  # 008
         old = PostgresStore(pg_url, pool_size=1)
         try:
             old.write(_learnings(5))

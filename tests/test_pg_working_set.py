@@ -118,8 +118,11 @@ def test_a_small_user_never_gets_one(stores: Any) -> None:
     assert len(mine.search("alice", np.ones(4, dtype=np.float32), 10)) == 5
 
 
-def test_a_memory_another_process_writes_is_never_missed(stores: Any) -> None:
+def test_a_memory_another_process_writes_is_never_missed(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mine, theirs, sql = stores
+    monkeypatch.setattr(working, "DELTA_MAX", 0)  # no row read in the call: SQL serves it
     theirs.write(_memories(40))
     assert mine.wait_for_working_set("alice", timeout=30)
     target = mem("new", content="quokka zebra", vector=(0.0, 0.0, 0.0, 1.0))
@@ -180,19 +183,19 @@ def test_this_process_writes_are_applied_in_place(stores: Any) -> None:
     _same_results(mine, sql)
 
 
-def test_an_own_write_with_another_between_is_not_applied_but_read_again(stores: Any) -> None:
+def test_an_own_write_with_another_between_brings_both_in(stores: Any) -> None:
     mine, theirs, sql = stores
     theirs.write(_memories(40))
     assert mine.wait_for_working_set("alice", timeout=30)
     ws = mine._working
     held = ws._held["alice"]
     theirs.write([mem("theirs", content="axolotl")])  # R + 1
-    mine.write([mem("mine", content="wombat")])  # R + 2: not exactly one past
-    assert ws._held.get("alice") is held and held.revision < mine.revision("alice")
-    assert not _held(mine)
+    mine.write([mem("mine", content="wombat")])  # R + 2: the rows changed since R applied
+    assert ws._held.get("alice") is held and held.revision == mine.revision("alice")
+    by_sql = ws.calls["by_sql"]
     assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "theirs"
     assert mine.lexical_search("alice", "wombat", 1)[0][0].id == "mine"
-    assert mine.wait_for_working_set("alice", timeout=30)
+    assert ws.calls["by_sql"] == by_sql  # both served in process
     _same_results(mine, sql)
 
 
@@ -200,6 +203,7 @@ def test_full_loads_pause_after_each_full_load(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
+    monkeypatch.setattr(working, "DELTA_MAX", 2)
     mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
     theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
     try:
@@ -227,7 +231,7 @@ def test_a_user_above_the_largest_size_stays_with_sql(
 
 
 def test_the_threshold_comes_from_the_environment() -> None:
-    assert working.working_set_min({}) is None  # off unless asked for
+    assert working.working_set_min({}) == working.WORKING_SET_MIN  # on unless turned off
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "off"}) is None
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "5000"}) == 5000
@@ -296,17 +300,25 @@ def test_another_process_write_is_read_as_a_delta_not_a_full_load(stores: Any) -
     _same_results(mine, sql)
 
 
-def test_calls_served_and_sent_to_sql_are_counted(stores: Any) -> None:
+def test_calls_served_and_sent_to_sql_are_counted(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mine, theirs, _ = stores
     theirs.write(_memories(40))
     assert mine.wait_for_working_set("alice", timeout=30)
-    served = mine._working.calls["served"]
+    calls = mine._working.calls
+    served = calls["served"]
     mine.lexical_search("alice", "deploy", 3)
-    assert mine._working.calls["served"] == served + 1
-    theirs.write([mem("x", content="axolotl")])
-    by_sql = mine._working.calls["by_sql"]
-    mine.lexical_search("alice", "axolotl", 3)
-    assert mine._working.calls["by_sql"] == by_sql + 1
+    assert calls["served"] == served + 1
+    theirs.write(patches=[Patch("alice", "m0001", {"content": "axolotl"})])
+    caught_up, by_sql = calls["caught_up"], calls["by_sql"]
+    assert mine.lexical_search("alice", "axolotl", 3)[0][0].id == "m0001"
+    assert (calls["caught_up"], calls["by_sql"]) == (caught_up + 1, by_sql)
+    monkeypatch.setattr(working, "DELTA_MAX", 1)
+    two = [Patch("alice", i, {"content": "okapi"}) for i in ("m0002", "m0003")]
+    theirs.write(patches=two)  # two rows: more than a call applies
+    assert ids([m for m, _ in mine.lexical_search("alice", "okapi", 3)]) == ["m0002", "m0003"]
+    assert calls["by_sql"] == by_sql + 1
 
 
 def test_a_delta_may_follow_a_full_load_at_once(
@@ -315,6 +327,7 @@ def test_a_delta_may_follow_a_full_load_at_once(
     """The pause after a (long) full load holds back the next full load, not the deltas
     that keep the working set current."""
     monkeypatch.setattr(working, "RELOAD_PAUSE", 3600.0)
+    monkeypatch.setattr(working, "DELTA_MAX", 0)  # the delta read by the load, not the call
     mine = PostgresStore(pg_url, pool_size=2, working_set_min=20)
     theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
     try:
@@ -324,6 +337,110 @@ def test_a_delta_may_follow_a_full_load_at_once(
         assert mine.wait_for_working_set("alice", timeout=30)  # a delta, despite the pause
         assert mine.lexical_search("alice", "axolotl", 1)[0][0].id == "x"
         assert mine._working.calls["served"] > 0
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_another_process_patches_are_applied_in_the_call(stores: Any) -> None:
+    """Rows another process changes in place (a pin, an edit, a promotion) are read in the
+    call that first sees the new revision (``row_changes``, migration 008) and served from
+    the same working set: no call goes to SQL, and what it returns is the database's."""
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    ws = mine._working
+    cache, by_sql = ws.current("alice"), ws.calls["by_sql"]
+    theirs.write(
+        patches=[
+            Patch("alice", memories[6].id, {"content": "capybara", "pinned": True}),
+            Patch("alice", memories[7].id, {"pinned": True}),
+        ]
+    )
+    hit = mine.lexical_search("alice", "capybara", 1)[0][0]
+    assert (hit.id, hit.pinned) == (memories[6].id, True)
+    query = np.asarray(memories[7].embedding, dtype=np.float32)
+    best = mine.search("alice", query, 1)[0][0]
+    assert (best.id, best.pinned) == (memories[7].id, True)
+    assert ws.calls["by_sql"] == by_sql and ws.calls["caught_up"] == 1
+    assert ws.current("alice") is cache
+    _same_results(mine, sql)
+
+
+def test_another_process_inserts_and_forgets_go_to_sql_until_applied(stores: Any) -> None:
+    """A new or forgotten row costs the columns and BM25 a copy: the call that sees it is
+    served by SQL (never a forgotten memory, never a missed one) and the load thread applies
+    the rows; the working set then serves with them."""
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    ws = mine._working
+    cache, by_sql = ws.current("alice"), ws.calls["by_sql"]
+    theirs.write(
+        upserts=[mem("new", content="quokka", vector=(0.0, 0.0, 0.0, 1.0))],
+        deletes=[memories[4]],
+    )
+    assert mine.search("alice", np.array([0, 0, 0, 1], dtype=np.float32), 1)[0][0].id == "new"
+    query = np.asarray(memories[4].embedding, dtype=np.float32)
+    assert memories[4].id not in ids([m for m, _ in mine.search("alice", query, 50)])
+    assert ws.calls["by_sql"] > by_sql and ws.calls["caught_up"] == 0
+    assert mine.wait_for_working_set("alice", timeout=30)
+    assert ws.current("alice") is cache  # brought up to date by the load thread
+    assert mine.lexical_search("alice", "quokka", 1)[0][0].id == "new"
+    _same_results(mine, sql)
+
+
+def test_a_forgotten_memory_written_again_comes_back_once(stores: Any) -> None:
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    theirs.write(deletes=[memories[2]])
+    assert memories[2].id not in ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
+    theirs.write([memories[2]])
+    found = ids([m for m, _ in mine.search("alice", np.ones(4), 50)])
+    assert found.count(memories[2].id) == 1 and len(found) == 40
+    _same_results(mine, sql)
+
+
+def test_one_full_load_runs_at_a_time(stores: Any) -> None:
+    """While another user's full load holds the process's slot, a user is served by SQL
+    and its load waits for a later call (two loads at once would hold two users' rows and
+    graphs in memory at the same time)."""
+    mine, theirs, _ = stores
+    theirs.write(_memories(40))
+    ws = mine._working
+    with ws._full_load:  # another user's load, running
+        assert not mine.wait_for_working_set("alice", timeout=5)
+        assert len(mine.search("alice", np.ones(4, dtype=np.float32), 50)) == 40  # by SQL
+        assert "alice" not in ws._held
+    assert mine.wait_for_working_set("alice", timeout=30)
+
+
+def test_by_default_sizes_are_learned_from_the_sql_paths_own_reads(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the default (``ENGRAIN_PG_WORKING_SET`` unset) a user without a working set
+    costs no statement of its own: the size comes from BM25's statistics or the search
+    plan's read, and a large user's load starts from there."""
+    monkeypatch.delenv("ENGRAIN_PG_WORKING_SET", raising=False)
+    monkeypatch.setattr(working, "WORKING_SET_MIN", 20)
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 0.0)
+    mine = PostgresStore(pg_url, pool_size=2)
+    theirs = PostgresStore(pg_url, pool_size=2, working_set_min=None)
+    try:
+        assert mine._working.learned
+        theirs.write(_memories(5, user="bob"))
+        theirs.write(_memories(40))
+        assert mine._working.current("bob") is None and "bob" not in mine._working._sizes
+        mine.lexical_search("bob", "deploy budget roadmap", 3)
+        assert mine._working._sizes["bob"][0] == 5
+        mine.lexical_search("alice", "deploy budget roadmap", 3)  # by SQL: starts the load
+        assert mine._working._sizes["alice"][0] == 40
+        assert mine.wait_for_working_set("alice", timeout=30)
+        assert not mine.wait_for_working_set("bob", timeout=5)
     finally:
         mine.close()
         theirs.close()

@@ -66,12 +66,13 @@ A listing lists ids with their row versions (``xmin`` of the memory and of its a
 and decodes only the rows it has not already decoded at that version; reading and decoding
 full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
-**A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET`` or
-``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
+**A large user's working set** (``working.py``, on unless ``ENGRAIN_PG_WORKING_SET=off``
+or ``working_set_min=None``): users of 20,000 to 200,000 memories are searched and
 BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
 only while one statement per call finds the user's revision unchanged (access counts made
-since applied); a call after any other write is served by SQL while the working set is
-brought up to date in the background.
+since applied) or the rows changed since are few and changed in place (read from
+``row_changes`` and applied in the call); a call after any other write is served by SQL
+while the working set is brought up to date in the background.
 
 **Writes** (``writes.py``). One READ COMMITTED transaction per :meth:`PostgresStore.write`.
 It first bumps the revision row of every user it changes (in sorted order: writers of one
@@ -136,6 +137,7 @@ from engrain.store.postgres.sql import (
     search_sql,
 )
 from engrain.store.postgres.working import WorkingSets
+from engrain.store.postgres.working import working_set_asked as _working_set_asked
 from engrain.store.postgres.working import working_set_min as _working_set_min
 from engrain.store.postgres.writes import access_body, uses_body, write_body
 from engrain.store.reads import SharedThreads
@@ -320,7 +322,10 @@ class PostgresStore:
                 self._pool.close()
             raise StoreError(f"cannot open PostgreSQL store at {self._where}: {exc}") from exc
         least = _working_set_min() if working_set_min == "auto" else working_set_min
-        self._working = None if least is None else WorkingSets(self._connection, int(least))
+        learned = working_set_min == "auto" and not _working_set_asked()
+        self._working = (
+            None if least is None else WorkingSets(self._connection, int(least), learned=learned)
+        )
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
@@ -586,6 +591,8 @@ class PostgresStore:
             (user_id,),
         )
         found = cur.fetchone()
+        if found is not None and self._working is not None:
+            self._working.saw_size(user_id, int(found[0]))
         indexed = found is not None and found[0] >= max(
             self.exact_search_below, self.indexed_share * found[1]
         )
@@ -630,7 +637,10 @@ class PostgresStore:
         held = None if self._working is None else self._working.current(user_id)
         if held is not None:
             return held.lexical_search(text, k, flt)
-        scored = bm25.scores(terms, self._read(bm25.STATISTICS, (terms, user_id)))
+        statistics = self._read(bm25.STATISTICS, (terms, user_id))
+        if statistics and self._working is not None:
+            self._working.saw_size(user_id, int(statistics[0][0]))
+        scored = bm25.scores(terms, statistics)
         depth = 2 * k
         while True:
             best = scored.best(depth)

@@ -290,6 +290,22 @@ def learnings_graph_fits(db: Conn) -> bool:
     return row is not None and bool(row[0])
 
 
+def _m008_row_changes(db: Conn) -> None:
+    # Which of a user's memories changed at which revision (a forget leaves ``gone``): a
+    # working set in process (``working.py``) reads the rows changed since the revision it
+    # holds as one indexed query, in the call, instead of listing every row's version.
+    # Narrow and apart from ``memories``, so a patch still updates its row in place (HOT,
+    # migration 006): an indexed ``revision`` column on ``memories`` would not. Empty when
+    # created, and correct so: a row with no change row is older than any working set
+    # loaded after this migration, and every write from here on stamps its rows
+    # (``writes.write_body``); older trees, which would not, refuse a database at 008.
+    db.execute(
+        "CREATE TABLE row_changes (user_id text NOT NULL, id text NOT NULL, "
+        "revision bigint NOT NULL, gone boolean NOT NULL, PRIMARY KEY (user_id, id))"
+    )
+    db.execute("CREATE INDEX row_changes_user_revision ON row_changes (user_id, revision)")
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
@@ -299,6 +315,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("005_posting_blocks", _m005_posting_blocks),
     ("006_memories_fillfactor", _m006_memories_fillfactor),
     ("007_learnings_graph", _m007_learnings_graph),
+    ("008_row_changes", _m008_row_changes),
 ]
 
 

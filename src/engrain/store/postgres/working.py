@@ -3,7 +3,8 @@
 The SQLite store serves a large user's searches from columns, a matrix and a BM25 index in
 process (:class:`~engrain.store.cache.UserCache`), checked on every call against the user's
 revision. This module does the same over PostgreSQL, for users with at least
-:data:`WORKING_SET_MIN` memories (``ENGRAIN_PG_WORKING_SET``: a count, or ``off``):
+:data:`WORKING_SET_MIN` memories, by default (``ENGRAIN_PG_WORKING_SET``: a count, or
+``off``):
 
 * **Checked on every call, in one round trip.** Before a search or a lexical search is
   served from process memory, one statement (:data:`CHECK`) reads the user's revision and
@@ -11,11 +12,14 @@ revision. This module does the same over PostgreSQL, for users with at least
   user's memories bumps the revision in its own transaction (``writes.write_body``), so an
   equal revision means the rows are the ones loaded (or last applied); access counts, which
   every ``context()`` makes without a revision, are applied from the rows stamped after the
-  clock, as :meth:`PostgresStore.query`'s listings do. A different revision: the call is
-  served by SQL, exactly as for a small user, and the working set is read again in a
-  background thread. So a reader never sees a forgotten memory and never misses one
-  committed before its call began: what it reads is at least as new as the check, and the
-  check is after the call began.
+  clock, as :meth:`PostgresStore.query`'s listings do. A different revision: the rows
+  changed since are read in the call (:data:`DELTA`, migration 008's ``row_changes``: every
+  write stamps the rows it changes with the revision it bumps) and applied if each is a
+  held row changed in place and there are at most :data:`DELTA_MAX`; otherwise the call is
+  served by SQL, exactly as for a small user, and the load thread applies them. So a
+  reader never sees a forgotten memory and never misses one committed before its call
+  began: what it reads is at least as new as the check, and the check is after the call
+  began.
 * **Read in one snapshot.** A (re)load reads the revision, the access clock and every row of
   the user in one ``REPEATABLE READ`` transaction, off the request path; the BM25 index and
   the columns are built there too, so the first call served from it pays nothing. Reloads
@@ -23,15 +27,20 @@ revision. This module does the same over PostgreSQL, for users with at least
   ends: a delta (below) no sooner than four times the last delta's duration after it, a
   full load no sooner than four times the last full load's duration (at least
   :data:`RELOAD_PAUSE` s): a user another process writes to all the time is served by SQL,
-  not reloaded without end.
-* **This process's own writes are applied, not reloaded.** After a write commits, the rows
-  it touched are read back with the revision in one snapshot; if the revision is exactly
-  one past the working set's, that write was the only one since, and its rows are upserted
-  into (or deleted from) the working set, which moves to the new revision. Otherwise the
-  next check sees the difference and the user is served by SQL until reloaded.
+  not reloaded without end. One full load runs at a time per process (the others' users
+  are served by SQL meanwhile and try again on a later call).
+* **Deltas, not listings.** The load thread, and this process's own writes once committed,
+  bring a working set up to date by the same :data:`DELTA` (rows changed since its
+  revision, up to :data:`REFRESH_SHARE` of them; more: a full load).
+* **Sizes learned, not asked** (by default): a user's memory count is taken from the
+  statements the SQL path runs anyway (BM25's statistics, the search plan's read:
+  :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
+  before; ``ENGRAIN_PG_WORKING_SET`` set reads it with the check, as before.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
-* **Off by default** (:func:`working_set_min`): measured side by side it did not pay (the
-  module's section of docs/postgres.md).
+* **On by default** since session 13 (:func:`working_set_min`): with the deltas read in
+  the call, side by side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63×
+  the SQL path's and no server CPU, for ~725 MB and a load of ~3.5 minutes of CPU a
+  process (docs/postgres.md, "Session 13").
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
 built in process, candidates scored exactly with the float32 matrix, rows the graph does not
@@ -59,7 +68,6 @@ from engrain.store import heap
 from engrain.store.ann import IndexSlot
 from engrain.store.cache import UserCache
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
-from engrain.store.postgres.sql import FETCH, chunks
 
 log = logging.getLogger(__name__)
 
@@ -89,19 +97,35 @@ CHECK = (
 )
 #: Past any access clock: :data:`CHECK` lists no access rows.
 NO_CLOCK = 2**63 - 1
+#: Rows changed since the held revision that a call reads and applies itself (migration
+#: 008's ``row_changes``) when each is a held row changed in place (a promotion, a pin, an
+#: edit: ~3-6 ms of the calling thread at 100,000 rows); more, or a new or forgotten row
+#: (~75 and ~290 ms at 100,000: the columns and BM25 are copied), and the call is served
+#: by SQL while the load thread applies them.
+DELTA_MAX = 64
+
+#: In one snapshot: the user's revision and up to a limit of the rows changed after a
+#: revision, each with its row as it is now (the memory's columns NULL: gone). Nothing
+#: changed: one row, the revision and NULLs.
+DELTA = (
+    "WITH c AS (SELECT id FROM row_changes WHERE user_id = %s AND revision > %s LIMIT %s) "
+    f"SELECT (SELECT revision FROM revisions WHERE user_id = %s), c.id, {SELECT_COLUMNS} "
+    "FROM (SELECT 1) AS one LEFT JOIN c ON true "
+    "LEFT JOIN memories m ON m.user_id = %s AND m.id = c.id "
+    "LEFT JOIN access a ON a.user_id = m.user_id AND a.id = m.id"
+)
 
 Connect = Callable[[], AbstractContextManager[Conn]]
 
 
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
-    (a count, ``on`` for :data:`WORKING_SET_MIN`, or ``off``); ``None`` (the default):
-    never. Off by default: side by side at 100,000 it did not make ``context()`` faster
-    while another process wrote to the user (docs/postgres.md, "Session 10") and it holds
-    ~0.7–1 GB per user."""
+    (a count, ``on`` or unset for :data:`WORKING_SET_MIN`, or ``off``: ``None``, never).
+    On by default: side by side at 100,000 it served ``context()`` with p95 0.63× the SQL
+    path's and no server CPU (docs/postgres.md, "Session 13"); it holds ~0.7 GB per user."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
     value = value.strip().lower()
-    if value in ("on", "yes", "true"):
+    if value in ("", "on", "yes", "true"):
         return WORKING_SET_MIN
     try:
         return max(1, int(value))
@@ -109,15 +133,21 @@ def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
         return None
 
 
+def working_set_asked(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``ENGRAIN_PG_WORKING_SET`` is set (not the default): the store then reads a
+    user's size with the check itself; by default it learns sizes from the statements its
+    SQL path runs anyway (:meth:`WorkingSets.saw_size`), so a small user pays nothing."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
+    return bool(value.strip())
+
+
 @dataclass
 class _Held:
-    """A user's working set as of ``revision`` with the access counts up to ``clock``;
-    ``versions``: each memory's row version (``xmin``) as held."""
+    """A user's working set as of ``revision`` with the access counts up to ``clock``."""
 
     revision: int
     clock: int
     cache: UserCache
-    versions: dict[str, str]
 
 
 @dataclass
@@ -134,13 +164,22 @@ class WorkingSets:
     """The working sets of the large users this process serves (module docstring).
 
     ``connect`` lends a pooled autocommit connection; ``min_rows`` is the size from which a
-    user gets one; ``background`` False loads in the calling thread (tests)."""
+    user gets one; ``background`` False loads in the calling thread (tests); ``learned``:
+    a user's size is only learned from the SQL path's own reads (:meth:`saw_size`), never
+    read by a statement of its own for a user without a working set (the default)."""
 
     def __init__(
-        self, connect: Connect, min_rows: int, *, kept: int = USERS_KEPT, background: bool = True
+        self,
+        connect: Connect,
+        min_rows: int,
+        *,
+        kept: int = USERS_KEPT,
+        background: bool = True,
+        learned: bool = False,
     ) -> None:
         self._connect = connect
         self.min_rows = min_rows
+        self.learned = learned
         self.kept = max(1, kept)
         self.background = background
         self._lock = threading.Lock()
@@ -148,12 +187,20 @@ class WorkingSets:
         self._sizes: dict[str, tuple[int, float]] = {}
         self._loads: dict[str, _Loading] = {}
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
+        #: held by the one full load running in this process
+        self._full_load = threading.Lock()
         self._closed = False
         #: Calls of large users: served from a working set, or by SQL (benchmarks).
         self.calls: Counter[str] = Counter()
 
     def _large(self, documents: int) -> bool:
         return self.min_rows <= documents <= WORKING_SET_MAX
+
+    def saw_size(self, user_id: str, documents: int) -> None:
+        """Note the user's memory count as a statement of the SQL path just read it (the
+        search plan's, BM25's statistics): with ``learned``, how a user's size is known."""
+        with self._lock:
+            self._sizes[user_id] = (documents, time.monotonic())
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -164,20 +211,34 @@ class WorkingSets:
         with self._lock:
             held = self._held.get(user_id)
             size = self._sizes.get(user_id)
-        if held is None and size is not None and time.monotonic() - size[1] < SIZE_SECONDS:
+        fresh = size is not None and time.monotonic() - size[1] < SIZE_SECONDS
+        if held is None and size is not None and fresh:
             if self._large(size[0]):
                 self.calls["by_sql"] += 1
                 self._start_load(user_id)
             return None
+        if held is None and self.learned:
+            return None  # size unknown or old: the SQL path's reads will tell (saw_size)
         since = NO_CLOCK if held is None else held.clock
         revision, documents, clock, counts = self._check(user_id, since)
         with self._lock:
             self._sizes[user_id] = (documents, time.monotonic())
             now = self._held.get(user_id)
-        if now is None or now.revision != revision:
+        # written since: the rows changed are read and applied here, if they are few
+        behind = now is not None and now.revision != revision and self._large(documents)
+        if behind and now is not None and self._catch_up(user_id, now, DELTA_MAX, in_place=True):
+            self.calls["caught_up"] += 1
+            with self._lock:
+                now = self._held.get(user_id)
+        if now is None or now.revision < revision:
             if self._large(documents):
                 self.calls["by_sql"] += 1
                 self._start_load(user_id)
+            return None
+        if since > now.clock and clock > now.clock:
+            # published or replaced since the check began: the counts it listed start after
+            # this working set's clock, so SQL serves this call; the next check lists them
+            self.calls["by_sql"] += 1
             return None
         if clock > now.clock:
             _apply_counts(now.cache, counts)
@@ -226,23 +287,33 @@ class WorkingSets:
         try:
             with self._lock:
                 stale = self._held.get(user_id)
-            if stale is not None and self._refresh(user_id, stale):
+            # more rows changed than a call applies, fewer than a full load reads
+            share = 0 if stale is None else int(REFRESH_SHARE * max(1, len(stale.cache)))
+            if stale is not None and self._catch_up(user_id, stale, share):
                 full = False
                 return
             if time.monotonic() < loading.full_not_before:
                 full = False  # too soon for another full load: SQL serves the user meanwhile
                 return
-            revision, clock, memories, versions = self._read_all(user_id)
-            cache = UserCache(memories, ann=self._slot(user_id))
-            del memories
-            cache.count()  # builds the columns
-            cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
-            cache.wait_for_index()  # builds, or patches, the graph
-            heap.release()  # the rows read and dropped: hand their pages back
+            if not self._full_load.acquire(blocking=False):
+                full = False  # another user's full load runs: this one tries on a later call
+                return
+            try:
+                revision, clock, memories = self._read_all(user_id)
+                if self._closed:
+                    return  # the store closed meanwhile: build nothing
+                cache = UserCache(memories, ann=self._slot(user_id))
+                del memories
+                cache.count()  # builds the columns
+                cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
+                cache.wait_for_index()  # builds, or patches, the graph
+                heap.release()  # the rows read and dropped: hand their pages back
+            finally:
+                self._full_load.release()
             with self._lock:
                 old = self._held.get(user_id)
                 if not self._closed and (old is None or old.revision <= revision):
-                    self._held[user_id] = _Held(revision, clock, cache, versions)
+                    self._held[user_id] = _Held(revision, clock, cache)
                     self._held.move_to_end(user_id)
                     while len(self._held) > self.kept:
                         self._held.popitem(last=False)
@@ -269,52 +340,61 @@ class WorkingSets:
                 self._slots.popitem(last=False)[1].close()
             return slot
 
-    def _refresh(self, user_id: str, held: _Held) -> bool:
-        """Bring ``held`` to the database's state by the rows whose version changed: in one
-        snapshot the revision and every (id, row version) of the user, then the rows new or
-        changed since; the forgotten ones are deleted. ``False`` (nothing changed) when more
-        than :data:`REFRESH_SHARE` of the rows changed: a full load is cheaper."""
-        with self._snapshot() as cur:
-            revision = _revision(cur, user_id)
-            cur.execute("SELECT id, xmin::text FROM memories WHERE user_id = %s", (user_id,))
-            now: dict[str, str] = dict(cur.fetchall())
-            versions = held.versions
-            changed = [i for i, v in now.items() if versions.get(i) != v]
-            gone = [i for i in versions if i not in now]
-            if len(changed) + len(gone) > REFRESH_SHARE * max(1, len(now)):
-                return False
-            rows = _versioned_rows(cur, user_id, changed)
+    def _catch_up(self, user_id: str, held: _Held, limit: int, *, in_place: bool = False) -> bool:
+        """Bring ``held`` to the database's state by the rows changed since its revision
+        (:data:`DELTA`: one statement, one snapshot; every write stamps the rows it changes
+        with the revision it bumps, ``writes.write_body``): upsert those that are there,
+        delete those gone, move to the revision read. ``False`` (nothing applied) when more
+        than ``limit`` rows changed, or another load replaced ``held`` meanwhile, or (with
+        ``in_place``: a call's own catch-up) a row changed is new or gone.
+
+        A delta read from an older revision than ``held`` holds by then (another thread
+        applied one meanwhile) is still right to apply: it holds every row changed since
+        that older revision as the newer one leaves it."""
+        with self._connect() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(DELTA, (user_id, held.revision, limit + 1, user_id, user_id))
+            rows = cur.fetchall()
+        revision = int(rows[0][0] or 0)
+        changed = [r for r in rows if r[1] is not None]
+        if len(changed) > limit:
+            return False
+        found = [from_row(r[2:]) for r in changed if r[2] is not None]
+        gone = [r[1] for r in changed if r[2] is None]
+        if in_place and (gone or any(m.id not in held.cache.snapshot.rows for m in found)):
+            return False
         with self._lock:
-            if self._held.get(user_id) is not held or held.revision > revision:
-                return True  # replaced or moved on meanwhile: nothing to do here
-            held.cache.upsert([m for _, m in rows])
-            held.cache.delete(gone)
-            held.versions = {**{i: v for i, v in versions.items() if i in now},
-                             **{m.id: v for v, m in rows}}  # fmt: skip
-            held.revision = revision
+            if self._held.get(user_id) is not held:
+                return False  # replaced meanwhile: the caller looks again
+            if revision > held.revision:
+                held.cache.upsert(found)
+                held.cache.delete(gone)
+                held.revision = revision
         return True
 
-    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory], dict[str, str]]:
+    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory]]:
+        """The user's revision, access clock and every row, in one snapshot."""
         with self._snapshot() as cur:
             cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
             first = cur.fetchone()
             assert first is not None
             cur.execute(
-                f"SELECT {SELECT_COLUMNS}, m.xmin::text FROM memories m {WITH_ACCESS} "
+                f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
                 "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
                 (user_id,),
             )
-            memories, versions = [], {}
-            for r in cur:
-                memories.append(from_row(r))
-                versions[r[0]] = r[-1]
-        return int(first[0] or 0), int(first[2] or 0), memories, versions
+            memories = [from_row(r) for r in cur]
+        return int(first[0] or 0), int(first[2] or 0), memories
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
         """Start the user's load if due and wait for it (tests, benchmarks); whether a
         working set current as of now is held (a load due only after its pause is waited
         for too, within ``timeout``)."""
         end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            known = user_id in self._sizes or user_id in self._held
+        if not known:  # learned sizes: read this one (the caller waits anyway)
+            documents = self._check(user_id, NO_CLOCK)[1]
+            self.saw_size(user_id, documents)
         while True:
             if self.current(user_id) is not None:
                 return True
@@ -337,32 +417,14 @@ class WorkingSets:
     # -- this process's writes --------------------------------------------------------------
 
     def written(self, touched: Mapping[str, Iterable[str]]) -> None:
-        """Apply a committed write of this process (per user, the ids it upserted, patched
-        or deleted) to the users' working sets, or leave them to be reloaded."""
-        for user_id, ids in touched.items():
+        """After a committed write of this process, bring the working sets of the users it
+        changed up to date by the rows changed since they were read (:meth:`_catch_up`:
+        this write's and any other committed meanwhile), or leave them to the next call."""
+        for user_id in touched:
             with self._lock:
                 held = self._held.get(user_id)
-            if held is None:
-                continue
-            wanted = sorted(set(ids))
-            revision, rows = self._read_rows(user_id, wanted)
-            with self._lock:
-                if self._held.get(user_id) is not held or revision != held.revision + 1:
-                    continue  # another write came between: the next check refreshes
-                found = {m.id: (v, m) for v, m in rows}
-                held.cache.upsert([m for _, m in found.values()])
-                gone = [i for i in wanted if i not in found]
-                held.cache.delete(gone)
-                versions = {i: v for i, v in held.versions.items() if i not in gone}
-                versions.update((i, v) for i, (v, _) in found.items())
-                held.versions = versions
-                held.revision = revision
-
-    def _read_rows(self, user_id: str, ids: Sequence[str]) -> tuple[int, list[tuple[str, Memory]]]:
-        """The user's revision and the rows with these ids (each with its row version), in
-        one snapshot."""
-        with self._snapshot() as cur:
-            return _revision(cur, user_id), _versioned_rows(cur, user_id, ids)
+            if held is not None:
+                self._catch_up(user_id, held, int(REFRESH_SHARE * max(1, len(held.cache))))
 
     @contextmanager
     def _snapshot(self) -> Iterator[Any]:
@@ -389,22 +451,6 @@ class WorkingSets:
             self._held.clear()
             for slot in self._slots.values():
                 slot.close()
-
-
-def _revision(cur: Any, user_id: str) -> int:
-    """The user's revision (0 before the first write)."""
-    cur.execute("SELECT revision FROM revisions WHERE user_id = %s", (user_id,))
-    found = cur.fetchone()
-    return 0 if found is None else int(found[0])
-
-
-def _versioned_rows(cur: Any, user_id: str, ids: Sequence[str]) -> list[tuple[str, Memory]]:
-    """The user's rows with these ids, each with its row version (``xmin``)."""
-    rows: list[tuple[str, Memory]] = []
-    for part in chunks(ids):
-        cur.execute(FETCH, (user_id, part))
-        rows.extend((r[-1].split("/")[0], from_row(r)) for r in cur.fetchall())
-    return rows
 
 
 def _pause(took: float, full: bool = True) -> float:

@@ -134,9 +134,32 @@ def write_body(
                     rows[patch.where] = prepare(current[patch.where])
             written = {k: current[k] for k in rows}
             _replace(cur, rows, written, removed, old)
+            # 4. Stamp the rows this write changed with its revision (working sets read
+            #    them as a delta); after the rows, so ``gone`` is what the write left.
+            _stamp_changes(cur, sorted(rows.keys() | removed))
             _write_state(cur, documents, now)
 
     return body
+
+
+#: The rows a write changed, each stamped with its user's revision as the write leaves it
+#: (the write holds the revision row: the value it bumped) and whether it is gone now.
+STAMP_CHANGES = (
+    "INSERT INTO row_changes (user_id, id, revision, gone) "
+    "SELECT k.u, k.i, r.revision, m.id IS NULL "
+    "FROM unnest(%s::text[], %s::text[]) AS k(u, i) "
+    "JOIN revisions r ON r.user_id = k.u "
+    "LEFT JOIN memories m ON m.user_id = k.u AND m.id = k.i "
+    "ORDER BY k.u, k.i "
+    "ON CONFLICT (user_id, id) DO UPDATE SET revision = EXCLUDED.revision, gone = EXCLUDED.gone"
+)
+
+
+def _stamp_changes(cur: Any, changed: Sequence[Key]) -> None:
+    """Record in ``row_changes`` that these rows (sorted: locks in key order) changed at
+    this write's revision (migration 008; no result read)."""
+    for part in chunks(changed):
+        cur.execute(STAMP_CHANGES, keys(part))
 
 
 #: Put one state document (its value JSON text), and delete one.
