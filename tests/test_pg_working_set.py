@@ -231,7 +231,9 @@ def test_a_user_above_the_largest_size_stays_with_sql(
 
 
 def test_the_threshold_comes_from_the_environment() -> None:
-    assert working.working_set_min({}) == working.WORKING_SET_MIN  # on unless turned off
+    assert working.working_set_min({}) is None  # off unless turned on
+    assert not working.working_set_asked({"ENGRAIN_PG_WORKING_SET": "on"})
+    assert working.working_set_asked({"ENGRAIN_PG_WORKING_SET": "5000"})
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "off"}) is None
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "5000"}) == 5000
@@ -419,13 +421,13 @@ def test_one_full_load_runs_at_a_time(stores: Any) -> None:
     assert mine.wait_for_working_set("alice", timeout=30)
 
 
-def test_by_default_sizes_are_learned_from_the_sql_paths_own_reads(
+def test_turned_on_sizes_are_learned_from_the_sql_paths_own_reads(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the default (``ENGRAIN_PG_WORKING_SET`` unset) a user without a working set
-    costs no statement of its own: the size comes from BM25's statistics or the search
-    plan's read, and a large user's load starts from there."""
-    monkeypatch.delenv("ENGRAIN_PG_WORKING_SET", raising=False)
+    """Turned on (``ENGRAIN_PG_WORKING_SET=on``) a user without a working set costs no
+    statement of its own: the size comes from BM25's statistics or the search plan's
+    read, and a large user's load starts from there."""
+    monkeypatch.setenv("ENGRAIN_PG_WORKING_SET", "on")
     monkeypatch.setattr(working, "WORKING_SET_MIN", 20)
     monkeypatch.setattr(working, "RELOAD_PAUSE", 0.0)
     mine = PostgresStore(pg_url, pool_size=2)

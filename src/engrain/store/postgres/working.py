@@ -2,9 +2,9 @@
 
 The SQLite store serves a large user's searches from columns, a matrix and a BM25 index in
 process (:class:`~engrain.store.cache.UserCache`), checked on every call against the user's
-revision. This module does the same over PostgreSQL, for users with at least
-:data:`WORKING_SET_MIN` memories, by default (``ENGRAIN_PG_WORKING_SET``: a count, or
-``off``):
+revision. This module does the same over PostgreSQL when turned on
+(``ENGRAIN_PG_WORKING_SET``: ``on`` for users with at least :data:`WORKING_SET_MIN`
+memories, or a count; unset or ``off``: never):
 
 * **Checked on every call, in one round trip.** Before a search or a lexical search is
   served from process memory, one statement (:data:`CHECK`) reads the user's revision and
@@ -32,15 +32,16 @@ revision. This module does the same over PostgreSQL, for users with at least
 * **Deltas, not listings.** The load thread, and this process's own writes once committed,
   bring a working set up to date by the same :data:`DELTA` (rows changed since its
   revision, up to :data:`REFRESH_SHARE` of them; more: a full load).
-* **Sizes learned, not asked** (by default): a user's memory count is taken from the
-  statements the SQL path runs anyway (BM25's statistics, the search plan's read:
-  :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
-  before; ``ENGRAIN_PG_WORKING_SET`` set reads it with the check, as before.
+* **Sizes learned, not asked** (``ENGRAIN_PG_WORKING_SET=on``): a user's memory count is
+  taken from the statements the SQL path runs anyway (BM25's statistics, the search plan's
+  read: :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
+  before; a count given (``ENGRAIN_PG_WORKING_SET=5000``) reads it with the check.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
-* **On by default** since session 13 (:func:`working_set_min`): with the deltas read in
-  the call, side by side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63×
-  the SQL path's and no server CPU, for ~725 MB and a load of ~3.5 minutes of CPU a
-  process (docs/postgres.md, "Session 13").
+* **Off by default** (:func:`working_set_min`): with the deltas read in the call, side by
+  side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63–1.10× the SQL path's
+  and no server CPU, for ~725–860 MB (the SQL path's process: ~170 MB) and a load of ~3.5
+  minutes of CPU a process (docs/postgres.md, "Session 13"): more than the issue's memory
+  bound (300 MB) for a p95 still far above its 30 ms, so it stays a choice.
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
 built in process, candidates scored exactly with the float32 matrix, rows the graph does not
@@ -120,12 +121,14 @@ Connect = Callable[[], AbstractContextManager[Conn]]
 
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
-    (a count, ``on`` or unset for :data:`WORKING_SET_MIN`, or ``off``: ``None``, never).
-    On by default: side by side at 100,000 it served ``context()`` with p95 0.63× the SQL
-    path's and no server CPU (docs/postgres.md, "Session 13"); it holds ~0.7 GB per user."""
+    (``on`` for :data:`WORKING_SET_MIN`, a count, or unset / ``off``: ``None``, never).
+    Off by default: side by side at 100,000 it served ``context()`` with p95 0.63-1.10x the
+    SQL path's and no server CPU, but holds ~0.7-0.86 GB per user (the SQL path: ~170 MB
+    for the process) and loads for minutes in each process (docs/postgres.md, "Session 13");
+    a deployment with the memory to spare turns it on."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
     value = value.strip().lower()
-    if value in ("", "on", "yes", "true"):
+    if value in ("on", "yes", "true"):
         return WORKING_SET_MIN
     try:
         return max(1, int(value))
@@ -134,11 +137,11 @@ def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
 
 
 def working_set_asked(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``ENGRAIN_PG_WORKING_SET`` is set (not the default): the store then reads a
-    user's size with the check itself; by default it learns sizes from the statements its
-    SQL path runs anyway (:meth:`WorkingSets.saw_size`), so a small user pays nothing."""
+    """Whether ``ENGRAIN_PG_WORKING_SET`` gives a count: the store then reads a user's size
+    with the check itself; turned ``on`` it learns sizes from the statements its SQL path
+    runs anyway (:meth:`WorkingSets.saw_size`), so a small user pays nothing."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
-    return bool(value.strip())
+    return value.strip().isdigit()
 
 
 @dataclass
