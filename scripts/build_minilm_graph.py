@@ -467,8 +467,9 @@ def main() -> int:
     parser.add_argument("--per-tensor", default="",
                         help="variant: GEMM kinds (qkv,out,ffn1,ffn2) whose activations are "
                         "quantized per tensor instead of per token")  # fmt: skip
-    parser.add_argument("--outliers", default="",
-                        help="variant: float input channels per kind, e.g. qkv=8,ffn1=8")
+    parser.add_argument(
+        "--outliers", default="", help="variant: float input channels per kind, e.g. qkv=8,ffn1=8"
+    )
     args = parser.parse_args()
     per_tensor = frozenset(filter(None, args.per_tensor.split(",")))
     if not per_tensor <= set(OUTLIER_CHANNELS):
