@@ -386,7 +386,7 @@ def select_gated(
             if apply_threshold and present_below(r, limit):
                 if explain:
                     fill.note(costed(r), False,
-                              f"about the present, relevance {r.relevance:.3f} below {limit:.2f}")
+                              f"about the present, relevance {r.relevance:.3f} below {limit:.2f}")  # fmt: skip
                 continue
             why = "selected"
         background = apply_threshold and group != 0 and unrelated_invariant(r)
