@@ -385,8 +385,8 @@ def select_gated(
                 continue
             if apply_threshold and present_below(r, limit):
                 if explain:
-                    fill.note(costed(r), False,
-                              f"about the present, relevance {r.relevance:.3f} below {limit:.2f}")  # fmt: skip
+                    why = f"relevance {r.relevance:.3f} below {limit:.2f}"
+                    fill.note(costed(r), False, f"about the present, {why}")
                 continue
             why = "selected"
         background = apply_threshold and group != 0 and unrelated_invariant(r)
