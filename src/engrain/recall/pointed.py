@@ -33,7 +33,6 @@ for critcmp output): a quarter, where a tenth of all injected memories is labell
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
@@ -84,42 +83,43 @@ def with_pointed(
     """``pool`` (best relevance first) with the relevance of every typed learning a clear
     match points to raised to the chain's (the match's relevance times the two memories'
     cosine), and for each raised id its pointer and its new relevance. A pool without a
-    clear typed match comes back as it is."""
+    clear typed match comes back as it is. The cosines come first, in one product; terms
+    are read only for the pairs they leave (memoised per text)."""
     learnings = _learnings(pool)
-    clear = [(c, v) for c, v in learnings if c.relevance >= AREA_RELEVANCE]
+    clear = [i for i, (c, _) in enumerate(learnings) if c.relevance >= AREA_RELEVANCE]
     if not clear:
         return list(pool), {}
-    # the chains that would raise a memory, from the cosines alone (cheap)
-    reachable: dict[str, list[tuple[float, Candidate]]] = {}
-    for candidate, vector in learnings:
-        for match, toward in clear:
-            if match.id == candidate.id:
-                continue
-            cosine = float(np.dot(toward, vector))
-            chained = match.relevance * cosine
-            if cosine >= MIN_COSINE and chained > candidate.relevance:
-                reachable.setdefault(candidate.id, []).append((chained, match))
-    if not reachable:
+    vectors = np.stack([v for _, v in learnings])
+    cosines = (vectors @ vectors[clear].T).astype(np.float64)  # learnings x clear matches
+    relevance = np.array([c.relevance for c, _ in learnings], dtype=np.float64)
+    chained = cosines * relevance[clear]
+    mask = (cosines >= MIN_COSINE) & (chained > relevance[:, None])
+    mask[clear, range(len(clear))] = False  # a match does not point to itself
+    rows, cols = np.nonzero(mask)
+    if not len(rows):
         return list(pool), {}
-    df: Counter[str] = Counter()
-    for candidate, _ in learnings:
-        df.update(terms_of(candidate.memory.content))
     asked = frozenset(tokenize(message))
-    rare = {
-        match.id: frozenset(t for t in terms_of(match.memory.content) if df[t] <= RARE_DF) - asked
-        for match, _ in clear
-    }
+    shared: dict[tuple[int, int], frozenset[str]] = {}
+    for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
+        match = learnings[clear[col]][0].memory.content
+        terms = (terms_of(learnings[row][0].memory.content) & terms_of(match)) - asked
+        if len(terms) >= MIN_SHARED:
+            shared[row, col] = terms
+    if not shared:
+        return list(pool), {}
+    wanted = frozenset().union(*shared.values())
+    df = dict.fromkeys(wanted, 0)
+    for candidate, _ in learnings:
+        for term in wanted.intersection(terms_of(candidate.memory.content)):
+            df[term] += 1
     pointed: dict[str, tuple[str, float]] = {}
-    out: list[Candidate] = []
-    for candidate in pool:
-        chains = sorted(reachable.get(candidate.id, ()), key=lambda pair: -pair[0])
-        mine = terms_of(candidate.memory.content) if chains else frozenset()
-        for chained, match in chains:
-            if len(rare[match.id] & mine) >= MIN_SHARED:
-                candidate = replace(candidate, relevance=chained)
-                pointed[candidate.id] = (match.id, chained)
-                break
-        out.append(candidate)
-    if pointed:
-        out.sort(key=lambda c: c.relevance, reverse=True)
+    for (row, col), terms in sorted(shared.items(), key=lambda kv: -chained[kv[0]]):
+        candidate = learnings[row][0]
+        if candidate.id in pointed or sum(df[t] <= RARE_DF for t in terms) < MIN_SHARED:
+            continue
+        pointed[candidate.id] = (learnings[clear[col]][0].id, float(chained[row, col]))
+    if not pointed:
+        return list(pool), {}
+    out = [replace(c, relevance=pointed[c.id][1]) if c.id in pointed else c for c in pool]
+    out.sort(key=lambda c: c.relevance, reverse=True)
     return out, pointed
