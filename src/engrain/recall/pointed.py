@@ -77,6 +77,20 @@ def _learnings(pool: Sequence[Candidate]) -> list[tuple[Candidate, Vector]]:
     ]
 
 
+def _uncommon(term: str, texts: Sequence[str]) -> bool:
+    """Whether at most :data:`RARE_DF` of ``texts`` (the pool's learnings, lowercased)
+    contain ``term``: counted as text, not as tokens, so a call tokenizes only the memories
+    its chains join (a term inside a longer word counts, which only makes fewer terms
+    uncommon), and the count stops at the first text past the limit."""
+    seen = 0
+    for text in texts:
+        if term in text:
+            seen += 1
+            if seen > RARE_DF:
+                return False
+    return True
+
+
 def with_pointed(
     pool: Sequence[Candidate], message: str
 ) -> tuple[list[Candidate], dict[str, tuple[str, float]]]:
@@ -107,15 +121,12 @@ def with_pointed(
             shared[row, col] = terms
     if not shared:
         return list(pool), {}
-    wanted = frozenset().union(*shared.values())
-    df = dict.fromkeys(wanted, 0)
-    for candidate, _ in learnings:
-        for term in wanted.intersection(terms_of(candidate.memory.content)):
-            df[term] += 1
+    texts = [c.memory.content.lower() for c, _ in learnings]
+    rare = {t for t in frozenset().union(*shared.values()) if _uncommon(t, texts)}
     pointed: dict[str, tuple[str, float]] = {}
     for (row, col), terms in sorted(shared.items(), key=lambda kv: -chained[kv[0]]):
         candidate = learnings[row][0]
-        if candidate.id in pointed or sum(df[t] <= RARE_DF for t in terms) < MIN_SHARED:
+        if candidate.id in pointed or len(terms & rare) < MIN_SHARED:
             continue
         pointed[candidate.id] = (learnings[clear[col]][0].id, float(chained[row, col]))
     if not pointed:
