@@ -42,6 +42,7 @@ import numpy as np
 from engrain.model import Vector
 from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.relevance import Candidate
+from engrain.recall.select import UNRELATED_RELEVANCE
 from engrain.store.lexical import tokenize
 
 #: A term carried by at most this many of the pool's typed learnings is uncommon: it names
@@ -77,14 +78,16 @@ def _learnings(pool: Sequence[Candidate]) -> list[tuple[Candidate, Vector]]:
     ]
 
 
-def _uncommon(term: str, texts: Sequence[str]) -> bool:
-    """Whether at most :data:`RARE_DF` of ``texts`` (the pool's learnings, lowercased)
-    contain ``term``: counted as text, not as tokens, so a call tokenizes only the memories
-    its chains join (a term inside a longer word counts, which only makes fewer terms
-    uncommon), and the count stops at the first text past the limit."""
+def _uncommon(term: str, learnings: Sequence[tuple[str, str]]) -> bool:
+    """Whether at most :data:`RARE_DF` of ``learnings`` (each a memory's content and its
+    lowercased text) carry ``term`` among their :func:`terms_of`. Only a text containing
+    the term's letters is tokenized (a term is a stem, a prefix of the word it comes from,
+    but for "-ies" made "-y": its "y" is left out of the probe), and the count stops at the
+    first memory past the limit, so a call tokenizes little beyond the memories it links."""
+    probe = term[:-1] if term.endswith("y") else term
     seen = 0
-    for text in texts:
-        if term in text:
+    for content, text in learnings:
+        if probe in text and term in terms_of(content):
             seen += 1
             if seen > RARE_DF:
                 return False
@@ -100,35 +103,46 @@ def with_pointed(
     clear typed match comes back as it is. The cosines come first, in one product; terms
     are read only for the pairs they leave (memoised per text)."""
     learnings = _learnings(pool)
-    clear = [i for i, (c, _) in enumerate(learnings) if c.relevance >= AREA_RELEVANCE]
-    if not clear:
+    clear = [(c, v) for c, v in learnings if c.relevance >= AREA_RELEVANCE]
+    # only what the message leaves unrelated: a related memory is judged on its relevance
+    low = [(c, v) for c, v in learnings if c.relevance < UNRELATED_RELEVANCE]
+    if not clear or not low:
         return list(pool), {}
-    vectors = np.stack([v for _, v in learnings])
-    cosines = (vectors @ vectors[clear].T).astype(np.float64)  # learnings x clear matches
-    relevance = np.array([c.relevance for c, _ in learnings], dtype=np.float64)
-    chained = cosines * relevance[clear]
-    mask = (cosines >= MIN_COSINE) & (chained > relevance[:, None])
-    mask[clear, range(len(clear))] = False  # a match does not point to itself
-    rows, cols = np.nonzero(mask)
+    cosines = (np.stack([v for _, v in low]) @ np.stack([v for _, v in clear]).T).astype(
+        np.float64
+    )  # unrelated learnings x clear matches
+    chained = cosines * np.array([c.relevance for c, _ in clear], dtype=np.float64)
+    rows, cols = np.nonzero(cosines >= MIN_COSINE)
     if not len(rows):
         return list(pool), {}
     asked = frozenset(tokenize(message))
     shared: dict[tuple[int, int], frozenset[str]] = {}
     for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
-        match = learnings[clear[col]][0].memory.content
-        terms = (terms_of(learnings[row][0].memory.content) & terms_of(match)) - asked
+        terms = (terms_of(low[row][0].memory.content) & terms_of(clear[col][0].memory.content))
+        terms -= asked
         if len(terms) >= MIN_SHARED:
             shared[row, col] = terms
     if not shared:
         return list(pool), {}
-    texts = [c.memory.content.lower() for c, _ in learnings]
-    rare = {t for t in frozenset().union(*shared.values()) if _uncommon(t, texts)}
+    texts = [(c.memory.content, c.memory.content.lower()) for c, _ in learnings]
+    known: dict[str, bool] = {}
+
+    def linked(terms: frozenset[str]) -> bool:
+        found = 0
+        for term in sorted(terms):
+            if term not in known:
+                known[term] = _uncommon(term, texts)
+            found += known[term]
+            if found >= MIN_SHARED:
+                return True
+        return False
+
     pointed: dict[str, tuple[str, float]] = {}
     for (row, col), terms in sorted(shared.items(), key=lambda kv: -chained[kv[0]]):
-        candidate = learnings[row][0]
-        if candidate.id in pointed or len(terms & rare) < MIN_SHARED:
+        candidate = low[row][0]
+        if candidate.id in pointed or not linked(terms):
             continue
-        pointed[candidate.id] = (learnings[clear[col]][0].id, float(chained[row, col]))
+        pointed[candidate.id] = (clear[col][0].id, float(chained[row, col]))
     if not pointed:
         return list(pool), {}
     out = [replace(c, relevance=pointed[c.id][1]) if c.id in pointed else c for c in pool]
