@@ -167,7 +167,7 @@ def answer(engine: Engine, message: Mapping[str, Any], options: GateOptions) -> 
 
 #: The explain() terms shown for a missed or leaked memory (``--details``).
 WHY_TERMS = ("calibrated_relevance", "cosine", "lexical", "semantic", "type_boost",
-             "boost_scale", "domain", "usage", "area_convention")  # fmt: skip
+             "boost_scale", "domain", "usage", "area_convention", "pointed")  # fmt: skip
 
 
 def why_not(gated: Gated, message: Mapping[str, Any], injected: Sequence[str]) -> dict[str, Any]:

@@ -21,8 +21,10 @@ from engrain.recall.select import (
     area_of,
     fill_order,
     needed_relevance,
+    present_below,
     procedural_min_relevance,
     select_gated,
+    threshold_for,
     unrelated_invariant,
 )
 
@@ -170,3 +172,24 @@ def test_a_loosely_related_preference_joins_a_request_for_work_only() -> None:
     assert chosen == [] and "below 0.35" in why["pref"]
     # an explicit budget (no thresholds) keeps the one floor for every intent
     assert _select([pref], tokens, 2_000, intent=Intent.QUESTION, thresholds=False)[0] == ["pref"]
+
+
+def test_a_context_note_is_judged_on_its_relevance_against_its_threshold() -> None:
+    """A context note ("chasing issue #1432: the rename test is flaky on windows-2022")
+    passes a bug report's threshold (0.25) on its recency and use at relevance 0.22: it
+    needs the relevance the score needs (``select.present_below``). A fact at the same
+    relevance and score, and a note as relevant as the threshold, are unaffected; without
+    thresholds (an explicit budget) nothing changes."""
+    limit = threshold_for(Kind.CONTEXT, Intent.DEBUGGING)
+    ranked = [
+        Ranked(_memory("match", Kind.PATTERN), 0.9, 0.6, 1.0),
+        Ranked(_memory("flaky", Kind.CONTEXT), 0.31, 0.27, limit - 0.03),
+        Ranked(_memory("fact", Kind.FACT), 0.31, 0.27, limit - 0.03),
+        Ranked(_memory("current", Kind.CONTEXT), 0.31, 0.27, limit),
+    ]
+    tokens = {"match": 40, "flaky": 40, "fact": 40, "current": 40}
+    chosen, why = _select(ranked, tokens, 2_000)
+    assert chosen == ["match", "current", "fact"]
+    assert why["flaky"] == f"about the present, relevance {limit - 0.03:.3f} below {limit:.2f}"
+    assert present_below(ranked[1], limit) and not present_below(ranked[2], limit)
+    assert "flaky" in _select(ranked, tokens, 2_000, thresholds=False)[0]

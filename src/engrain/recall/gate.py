@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -51,6 +51,7 @@ from engrain.recall.classify import (
 )
 from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
 from engrain.recall.intent_model import applies, embedder_of, refine
+from engrain.recall.pointed import with_pointed
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import (
@@ -194,16 +195,21 @@ def gate(
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     pool, area, raised = with_area(pool, classification)
+    pool, pointed = with_pointed(pool, message)
     if area:
         classification = replace(
             classification, signals=(*classification.signals, f"area: {', '.join(area)}")
         )
+    if pointed:
+        links = ", ".join(f"{mid} by {by}" for mid, (by, _) in pointed.items())
+        classification = replace(classification, signals=(*classification.signals,
+                                                          f"pointed to: {links}"))  # fmt: skip
     budget = _evidence_budget(budget, classification, pool, options, token_budget, max_budget)
     clock.lap("candidates")
 
     query = Query(classification, weights, now, options.focus_areas)
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
-                                raised=raised)  # fmt: skip
+                                raised=raised, pointed=pointed)  # fmt: skip
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
@@ -453,10 +459,12 @@ def _score(
     *,
     explain: bool,
     raised: frozenset[str] = frozenset(),
+    pointed: Mapping[str, tuple[str, float]] | None = None,
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
-    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``).
+    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area`` and
+    ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
     gated profile's totals come from :func:`~engrain.recall.score_batch.gated_totals`
@@ -479,7 +487,8 @@ def _score(
     components = {
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
                "calibrated_relevance": c.relevance,
-               **({"area_convention": 1.0} if c.id in raised else {})}
+               **({"area_convention": 1.0} if c.id in raised else {}),
+               **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {})}
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components

@@ -11,6 +11,7 @@ from engrain.model import Kind, Memory, MemoryType
 from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
+from engrain.recall.score import PRESENT_KINDS
 
 
 def enforce_budget(
@@ -270,6 +271,22 @@ def unrelated_invariant(r: Ranked) -> bool:
     return r.memory.kind is Kind.INVARIANT and r.relevance < UNRELATED_RELEVANCE
 
 
+def present_below(r: Ranked, limit: float) -> bool:
+    """Whether ``r`` is a memory about the present (``score.PRESENT_KINDS``: a context
+    note) whose relevance is under ``limit``, its intent's threshold: such a note is judged
+    on its relevance, which must clear the threshold its score clears.
+
+    A context note says what is going on now ("chasing issue #1432: the rename test is
+    flaky on windows-2022"). Its age is already in its relevance (``present_scale``), and
+    its recency term (a 14-day half-life, +35% for a bug report) is largest exactly while
+    it is current, which says nothing about this message: with use it carried notes at
+    relevance 0.15-0.25 over a bug report's threshold of 0.25 (on the tuning halves, 9
+    lines of 8 debugging blocks, none labelled needed, 2 labelled misleading: that flaky
+    test for other CI failures). The notes labelled needed clear their threshold on
+    relevance alone (0.38-1.0)."""
+    return r.memory.kind in PRESENT_KINDS and r.relevance < limit
+
+
 def needed_relevance(used: int, budget: int) -> float:
     """The relevance a typed learning needs to join a block of ``budget`` tokens of which
     more relevant memories take ``used``: ``FULL_BLOCK_RELEVANCE × used / budget``. A block
@@ -311,7 +328,9 @@ def select_gated(
        first, within :data:`UNRELATED_INVARIANT_SHARE` of the budget and at most
        :data:`BACKGROUND_TOKENS`;
     5. with thresholds, a procedural candidate of a message asking for no work needs
-       :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` (:func:`procedural_min_relevance`).
+       :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` (:func:`procedural_min_relevance`);
+    6. with thresholds, a memory about the present (a context note) needs relevance at
+       least its threshold as well as the score (:func:`present_below`).
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -363,6 +382,11 @@ def select_gated(
             if apply_threshold and r.score < limit:
                 if explain:
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
+                continue
+            if apply_threshold and present_below(r, limit):
+                if explain:
+                    why = f"relevance {r.relevance:.3f} below {limit:.2f}"
+                    fill.note(costed(r), False, f"about the present, {why}")
                 continue
             why = "selected"
         background = apply_threshold and group != 0 and unrelated_invariant(r)
