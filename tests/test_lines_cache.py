@@ -1,0 +1,115 @@
+"""A memory's line and cost are remembered per revision (``recall/lines.py``): a new object of
+the same revision reuses them, any change to what the line is rendered from renders it
+again, and the remembered entries are nothing the garbage collector keeps tracking."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+from datetime import timedelta, timezone
+from typing import Any
+
+import pytest
+
+from engrain import Kind, Memory, MemoryType
+from engrain.corrections import CONFLICTS_WITH
+from engrain.model import Provenance
+from engrain.recall import lines
+from engrain.recall.assemble import Format, item_line
+from engrain.tokens import count_tokens
+
+from .conftest import NOW
+
+BASE = Memory(id="m", user_id="u", content="Deploys go out on Tuesdays after the freeze.",
+              memory_type=MemoryType.EPISODIC, kind=Kind.FACT, created_at=NOW - timedelta(days=400),
+              updated_at=NOW)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    lines.clear()
+
+
+def _renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+
+    def counted(memory: Memory, *args: object) -> str:
+        seen.append(memory.id)
+        return item_line(memory, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lines, "item_line", counted)
+    return seen
+
+
+def test_a_new_object_of_the_same_revision_is_not_rendered_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    renders = _renders(monkeypatch)
+    line = item_line(BASE, Format.TAGGED, NOW.year)
+    assert lines.line_floor(BASE, Format.TAGGED, NOW.year) <= count_tokens(line)
+    again = replace(BASE, access_count=7, content="".join(list(BASE.content)))  # not rendered from
+    assert again is not BASE and again.content is not BASE.content
+    assert lines.line_cost(again, Format.TAGGED, NOW.year) == (line, count_tokens(line))
+    assert lines.line_tokens(replace(BASE), Format.TAGGED, NOW.year) == count_tokens(line)
+    assert renders == ["m"]
+
+
+LATER = timezone(timedelta(hours=13))  # the same instants a day later by the calendar
+CHANGES: dict[str, dict[str, Any]] = {
+    "content": {"content": "Deploys go out on Thursdays."},
+    "type": {"memory_type": MemoryType.SEMANTIC},
+    "kind": {"kind": Kind.EVENT},
+    "event": {"event_at": NOW - timedelta(days=3)},
+    "updated": {"updated_at": NOW - timedelta(days=40)},
+    "created": {"created_at": NOW - timedelta(days=2)},
+    "updated zone": {"updated_at": NOW.astimezone(LATER)},
+    "created zone": {"created_at": BASE.created_at.astimezone(LATER)},
+    "chunk": {"provenance": Provenance(("t1",))},
+    "conflict": {"provenance": Provenance((), {CONFLICTS_WITH: ["other"]})},
+}
+
+
+@pytest.mark.parametrize("fmt", list(Format))
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_changed_revision_is_rendered_and_counted_anew(fmt: Format, change: str) -> None:
+    lines.line_cost(BASE, fmt, NOW.year)
+    changed = replace(BASE, **CHANGES[change])
+    line = item_line(changed, fmt, NOW.year)
+    assert lines.line_cost(changed, fmt, NOW.year) == (line, count_tokens(line))
+    assert lines.line_floor(changed, fmt, NOW.year) == count_tokens(line)
+
+
+def test_each_rendering_has_its_own_line() -> None:
+    for fmt in Format:
+        for year in (NOW.year, NOW.year + 1):
+            for compact in (True, False):
+                for grouped in (True, False):
+                    line = item_line(BASE, fmt, year, compact, grouped)
+                    got = lines.line_cost(BASE, fmt, year, compact, grouped)
+                    assert got == (line, count_tokens(line))
+
+
+def test_a_bounded_line_is_counted_when_its_cost_is_asked() -> None:
+    line = item_line(BASE, Format.TAGGED, NOW.year)
+    assert line.startswith("[EPISODIC] 2026-01-15: ")
+    floor = lines.line_floor(BASE, Format.TAGGED, NOW.year)
+    assert floor == len(line.split()) < count_tokens(line)
+    assert lines.line_cost(BASE, Format.TAGGED, NOW.year) == (line, count_tokens(line))
+    assert lines.line_floor(BASE, Format.TAGGED, NOW.year) == count_tokens(line)
+
+
+def test_entries_are_not_tracked_by_the_collector() -> None:
+    for n in range(50):
+        lines.line_cost(replace(BASE, id=f"m{n}"), Format.TAGGED, NOW.year)
+    # a tuple is untracked by a pass that finds its items untracked: the signature inside an
+    # entry first, the entry by the same pass or the next
+    gc.collect()
+    gc.collect()
+    assert lines._LINES and not any(gc.is_tracked(e) for e in lines._LINES.values())
+
+
+def test_a_full_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lines, "LINES_MAX", 3)
+    for n in range(4):
+        lines.line_floor(replace(BASE, id=f"m{n}"), Format.TAGGED, NOW.year)
+    assert sorted(lines._LINES) == ["m3"]
