@@ -10,15 +10,18 @@ from datetime import timedelta, timezone
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engrain import Kind, Memory, MemoryType
 from engrain.corrections import CONFLICTS_WITH
 from engrain.model import Provenance
 from engrain.recall import lines
 from engrain.recall.assemble import Format, item_line
-from engrain.tokens import count_tokens
+from engrain.tokens import count_tokens, min_tokens
 
 from .conftest import NOW
+from .test_block_tokens import texts
 
 BASE = Memory(id="m", user_id="u", content="Deploys go out on Tuesdays after the freeze.",
               memory_type=MemoryType.EPISODIC, kind=Kind.FACT, created_at=NOW - timedelta(days=400),
@@ -93,9 +96,40 @@ def test_a_bounded_line_is_counted_when_its_cost_is_asked() -> None:
     line = item_line(BASE, Format.TAGGED, NOW.year)
     assert line.startswith("[EPISODIC] 2026-01-15: ")
     floor = lines.line_floor(BASE, Format.TAGGED, NOW.year)
-    assert floor == len(line.split()) < count_tokens(line)
+    # not a chunk: its content's words and the type's, without rendering or remembering
+    assert floor == len(BASE.content.split()) + 1 < len(line.split()) < count_tokens(line)
+    assert not lines._LINES
     assert lines.line_cost(BASE, Format.TAGGED, NOW.year) == (line, count_tokens(line))
     assert lines.line_floor(BASE, Format.TAGGED, NOW.year) == count_tokens(line)
+
+
+def test_a_chunk_s_bound_is_its_compacted_line_s_and_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    chunk = replace(BASE, content="Jo: Wow, that's awesome! We ship the migration on Friday.",
+                    provenance=Provenance(("t1", "t2")))  # fmt: skip
+    line = item_line(chunk, Format.TAGGED, NOW.year, True, True)
+    assert line == "Jo: We ship the migration on Friday."  # compacted, under its day's header
+    renders = _renders(monkeypatch)
+    assert lines.line_floor(chunk, Format.TAGGED, NOW.year, True, True) == len(line.split())
+    assert lines.line_cost(chunk, Format.TAGGED, NOW.year, True, True) == (
+        line, count_tokens(line))  # fmt: skip
+    assert renders == ["m"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts, st.sampled_from(list(Format)), st.booleans(), st.booleans(), st.booleans())
+def test_the_content_floor_bounds_every_line_of_a_memory_that_is_not_a_chunk(
+    content: str, fmt: Format, compact: bool, grouped: bool, conflicted: bool
+) -> None:
+    meta = {CONFLICTS_WITH: ["other"]} if conflicted else {}
+    for kind in (Kind.FACT, Kind.EVENT, Kind.INVARIANT):
+        memory = replace(BASE, content=content, kind=kind, memory_type=kind.default_memory_type,
+                         provenance=Provenance((), meta))  # fmt: skip
+        line = item_line(memory, fmt, NOW.year, compact, grouped)
+        # the content's words and the marker are words of the line: as tight as min_tokens
+        assert lines.content_floor(content) <= min_tokens(line) <= count_tokens(line)
+        assert lines.line_floor(memory, fmt, NOW.year, compact, grouped) <= count_tokens(line)
 
 
 def test_entries_are_not_tracked_by_the_collector() -> None:
@@ -111,5 +145,5 @@ def test_entries_are_not_tracked_by_the_collector() -> None:
 def test_a_full_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lines, "LINES_MAX", 3)
     for n in range(4):
-        lines.line_floor(replace(BASE, id=f"m{n}"), Format.TAGGED, NOW.year)
+        lines.line_cost(replace(BASE, id=f"m{n}"), Format.TAGGED, NOW.year)
     assert sorted(lines._LINES) == ["m3"]

@@ -31,9 +31,11 @@ from datetime import datetime, tzinfo
 from engrain.corrections import conflicts_of
 from engrain.model import Memory
 from engrain.recall.assemble import Format, item_line
-from engrain.tokens import count_tokens, min_tokens
+from engrain.tokens import count_tokens, min_tokens, splits_as_tokenized
 
-__all__ = ["LINES_MAX", "clear", "line_cost", "line_floor", "line_tokens", "signature"]
+__all__ = [
+    "LINES_MAX", "clear", "content_floor", "line_cost", "line_floor", "line_tokens", "signature",
+]  # fmt: skip
 
 #: Remembered lines (one per memory id; the candidates of ~60 complex calls, ~0.7 KB each).
 LINES_MAX = 20_000
@@ -85,16 +87,32 @@ def line_floor(
     memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
     """A lower bound of :func:`line_tokens` without counting: the count itself when it is
-    known, else :func:`~engrain.tokens.min_tokens` of the line (about a fifth of the cost
-    of counting it, and remembered like the count)."""
+    known, else a count of words (:func:`content_floor` for a memory that is not a
+    conversation chunk, without rendering its line; else
+    :func:`~engrain.tokens.min_tokens` of the line, remembered with it)."""
     key = signature(memory, fmt, year, compact, grouped)
     hit = _LINES.get(memory.id)
     if hit is not None and hit[0] == key:
         return hit[2]
+    if not memory.provenance.turn_ids:
+        return content_floor(memory.content)
     line = item_line(memory, fmt, year, compact, grouped)
     floor = min_tokens(line)
     _remember(memory.id, (key, line, floor, False))
     return floor
+
+
+def content_floor(content: str) -> int:
+    """A lower bound of the tokens of the line of a memory that is not a conversation chunk
+    and holds ``content``, in either format: its words and one more. Such a line shows the
+    content as it is (only chunks are compacted or grouped under a day), after a marker word
+    and a space (``[TYPE] …``, ``- …``) and before nothing or a space (``(learned: …)``, the
+    conflict note), so each of the content's words is a word of the line, as is the marker;
+    each word is at least one token (:func:`~engrain.tokens.min_tokens`), unless the text
+    holds a character where Python splits and the tokenizer does not (then 0)."""
+    if not splits_as_tokenized(content):
+        return 0
+    return len(content.split()) + 1
 
 
 def line_tokens(
