@@ -5,6 +5,7 @@ again, and the remembered entries are nothing the garbage collector keeps tracki
 from __future__ import annotations
 
 import gc
+import threading
 from dataclasses import replace
 from datetime import timedelta, timezone
 from typing import Any
@@ -147,3 +148,27 @@ def test_a_full_cache_starts_over(monkeypatch: pytest.MonkeyPatch) -> None:
     for n in range(4):
         lines.line_cost(replace(BASE, id=f"m{n}"), Format.TAGGED, NOW.year)
     assert sorted(lines._LINES) == ["m3"]
+
+
+def test_threads_costing_two_revisions_of_one_memory_get_each_its_own_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lines, "LINES_MAX", 5)  # clearing while others read and write
+    revisions = [replace(BASE, content=f"Deploys go out on day {n}.") for n in range(4)]
+    expected = {m.content: item_line(m, Format.TAGGED, NOW.year) for m in revisions}
+    wrong: list[str] = []
+
+    def work(offset: int) -> None:
+        for i in range(400):
+            memory = replace(revisions[(i + offset) % 4], id=f"m{i % 7}")
+            line, tokens = lines.line_cost(memory, Format.TAGGED, NOW.year)
+            floor = lines.line_floor(memory, Format.TAGGED, NOW.year)
+            if line != expected[memory.content] or tokens != count_tokens(line) or floor > tokens:
+                wrong.append(memory.content)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
