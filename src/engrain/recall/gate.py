@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -26,7 +25,6 @@ from engrain.recall.assemble import (
     block_tokens,
     group_of,
     header_tokens,
-    item_line,
     render,
     section_of,
     section_tokens,
@@ -51,6 +49,7 @@ from engrain.recall.classify import (
 )
 from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
 from engrain.recall.intent_model import applies, embedder_of, refine
+from engrain.recall.lines import line_cost, line_floor, line_tokens
 from engrain.recall.pointed import with_pointed
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
@@ -71,7 +70,6 @@ from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
-from engrain.tokens import count_tokens, min_tokens
 
 __all__ = ["LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens"]
 
@@ -578,84 +576,6 @@ def _costed(
 ) -> ScoredMemory:
     cost = line_tokens(r.memory, fmt, year, compact, grouped)
     return ScoredMemory(r.memory, r.score, r.similarity, cost)
-
-
-#: Token cost of each rendered line, per line text. Counting is the costly part (tiktoken);
-#: the text is exactly what the cost depends on, so a memory whose access count changed (a
-#: new object after every injection) still hits.
-_LINE_TOKENS: dict[str, int] = {}
-_LINE_TOKENS_MAX = 200_000
-class _Line(NamedTuple):
-    """A remembered line: the memory object it renders, its text and its cost."""
-
-    memory: weakref.ref[Memory]
-    text: str
-    tokens: int
-    exact: bool
-
-
-#: Each memory object's line and its cost, per rendering: rendering a line costs more than
-#: looking it up, and the stores hand out the same object until the memory changes. The
-#: cost is the exact count, or (``exact`` false) only :func:`line_floor`'s bound for a line
-#: no selection needed to count. A weak reference checks that the object is the one
-#: remembered (an ``id`` can be reused once it is gone) without keeping it alive.
-_OBJECT_LINES: dict[tuple[int, Format, int, bool, bool], _Line] = {}
-_OBJECT_LINES_MAX = 20_000  # the candidates of ~60 complex calls; ~0.5 KB each
-
-
-def line_cost(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
-) -> tuple[str, int]:
-    """``item_line(memory, fmt, year, compact, grouped)`` and its ``count_tokens``,
-    remembered per memory object and per line text."""
-    key = (id(memory), fmt, year, compact, grouped)
-    hit = _OBJECT_LINES.get(key)
-    if hit is not None and hit.memory() is memory:
-        if hit.exact:
-            return hit.text, hit.tokens
-        line = hit.text
-    else:
-        line = item_line(memory, fmt, year, compact, grouped)
-    tokens = _LINE_TOKENS.get(line)
-    if tokens is None:
-        tokens = count_tokens(line)
-        if len(_LINE_TOKENS) >= _LINE_TOKENS_MAX:
-            _LINE_TOKENS.clear()
-        _LINE_TOKENS[line] = tokens
-    _remember(key, _Line(weakref.ref(memory), line, tokens, True))
-    return line, tokens
-
-
-def line_floor(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
-) -> int:
-    """A lower bound of :func:`line_tokens` without counting: the count itself when it is
-    known, else :func:`~engrain.tokens.min_tokens` of the line (about a fifth of the cost
-    of counting it, and remembered like the count)."""
-    key = (id(memory), fmt, year, compact, grouped)
-    hit = _OBJECT_LINES.get(key)
-    if hit is not None and hit.memory() is memory:
-        return hit.tokens
-    line = item_line(memory, fmt, year, compact, grouped)
-    known = _LINE_TOKENS.get(line)
-    exact = known is not None
-    tokens = known if known is not None else min_tokens(line)
-    _remember(key, _Line(weakref.ref(memory), line, tokens, exact))
-    return tokens
-
-
-def _remember(key: tuple[int, Format, int, bool, bool], line: _Line) -> None:
-    if len(_OBJECT_LINES) >= _OBJECT_LINES_MAX:
-        _OBJECT_LINES.clear()
-    _OBJECT_LINES[key] = line
-
-
-def line_tokens(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
-) -> int:
-    """``count_tokens(item_line(memory, fmt, year, compact, grouped))``, remembered
-    (:func:`line_cost`)."""
-    return line_cost(memory, fmt, year, compact, grouped)[1]
 
 
 class _Clock:
