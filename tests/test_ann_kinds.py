@@ -178,7 +178,8 @@ def test_a_second_open_loads_both_saved_indexes_without_building(
     def counting(cls: type[VectorIndex], keys: np.ndarray, vectors: np.ndarray,
                  threads: int = 0) -> VectorIndex:  # fmt: skip
         built.append(len(keys))
-        return build(cls, keys, vectors, threads)
+        index: VectorIndex = build(cls, keys, vectors, threads)
+        return index
 
     monkeypatch.setattr(VectorIndex, "build", classmethod(counting))
     exact = SQLiteStore(db, ann_min_vectors=None)
