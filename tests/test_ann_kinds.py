@@ -159,3 +159,36 @@ def test_another_process_s_writes_are_seen_through_the_loaded_index(db: Path) ->
         assert memory.embedding is not None
         assert memory.id not in _ids(first.search(USER, memory.embedding, 50, PREFERENCES))
     first.close()
+
+
+def test_a_second_open_loads_both_saved_indexes_without_building(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The learnings' index is saved with the store and loaded by the next process: at a
+    million memories building it takes minutes of CPU (docs/scale.md, session 13), so a
+    reopened store must not build it (nor the first index) again."""
+    with closing(_indexed(db)) as first:
+        assert first.wait_for_index(USER)
+        first.search(USER, _vectors(1, seed=29)[0], 5, PREFERENCES)
+        assert _part(first).index is not None
+    assert _saved(db, ann_kinds.STASH_KIND) is not None and _saved(db) is not None
+    built: list[int] = []
+    build = VectorIndex.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[VectorIndex], keys: np.ndarray, vectors: np.ndarray,
+                 threads: int = 0) -> VectorIndex:  # fmt: skip
+        built.append(len(keys))
+        index: VectorIndex = build(cls, keys, vectors, threads)
+        return index
+
+    monkeypatch.setattr(VectorIndex, "build", classmethod(counting))
+    exact = SQLiteStore(db, ann_min_vectors=None)
+    with closing(_indexed(db)) as reopened:
+        assert reopened.wait_for_index(USER)
+        for query in _vectors(5, seed=30):
+            got = reopened.search(USER, query, 8, PREFERENCES)
+            assert _ids(got) == _ids(exact.search(USER, query, 8, PREFERENCES))
+        part = _part(reopened)
+        assert len(part.index) == 200 and int(part.held.sum()) == 200
+    exact.close()
+    assert built == []
