@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory
-from engrain.store import MemoryFilter, cache, lexical_file
+from engrain.store import MemoryFilter, lexical_file, vector_search
 from engrain.store.ann import VectorIndex, memory_keys
 from engrain.store.sqlite import SQLiteStore, ann_threshold
 
@@ -77,7 +77,7 @@ def _replace_saved(db: Path, data: bytes) -> None:
 
 @pytest.fixture(autouse=True)
 def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
 
 
 @pytest.fixture

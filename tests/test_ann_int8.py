@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engrain.store import MemoryFilter, ann, cache, columns, heap
+from engrain.store import MemoryFilter, ann, columns, heap, vector_search
+from engrain.store.arrays import Arrays
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _ids, _indexed, _memories, _saved, _vectors
 
 
 @pytest.fixture(autouse=True)
 def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def _ready(store: SQLiteStore) -> cache._Arrays:
+def _ready(store: SQLiteStore) -> Arrays:
     assert store.wait_for_index(USER)
     store.search(USER, _vectors(1, seed=1)[0], 5)
     arrays = store._cache(USER).snapshot.arrays

@@ -17,7 +17,7 @@ import pytest
 
 from engrain.model import Kind
 from engrain.recall.gate import LEARNING_KINDS
-from engrain.store import MemoryFilter, ann_kinds, cache
+from engrain.store import MemoryFilter, ann_kinds, cache, vector_search
 from engrain.store.ann import VectorIndex
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import DIM, USER, _ids, _indexed, _memories, _saved, _vectors
@@ -28,7 +28,7 @@ FACTS = MemoryFilter(kinds=(Kind.FACT,))
 
 @pytest.fixture(autouse=True)
 def _small(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
     monkeypatch.setattr(ann_kinds, "MIN_ROWS", 50)
 
 

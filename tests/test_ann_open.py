@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind
-from engrain.store import ann, cache
+from engrain.store import ann, vector_search
 from engrain.store.ann import IndexSlot, Stash, VectorIndex, memory_keys
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _ids, _memories, _vectors
@@ -46,7 +46,7 @@ def test_a_saved_index_is_checked_once_in_chunks_when_a_process_opens_it(
     first = SQLiteStore(db, ann_min_vectors=0, ann_background=False)
     assert first.wait_for_index(USER)
     first.close()
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
     monkeypatch.setattr(ann, "HOLDS_CHUNK", 64)
     chunks = _counting(monkeypatch)
     reopened = SQLiteStore(db, ann_min_vectors=0, ann_background=False)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind
-from engrain.store import MemoryFilter, cache
+from engrain.store import MemoryFilter, vector_search
 from engrain.store.ann import VectorIndex
 from engrain.store.ann_rows import AnnRows
 from engrain.store.sqlite import SQLiteStore
@@ -27,7 +27,7 @@ from tests.test_ann import USER, _indexed, _memories, _vectors
 
 @pytest.fixture(autouse=True)
 def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
 
 
 @pytest.fixture
@@ -182,4 +182,4 @@ def test_a_broad_filter_asks_fewer_candidates_than_a_narrow_one(
     found = store.search(USER, query, 10, facts)
     assert len(found) == 10 and all(m.kind is Kind.FACT for m, _ in found)
     assert asked[0] == 10 + 16
-    assert asked[1] == int(10 / share * cache.OVERFETCH) + 16
+    assert asked[1] == int(10 / share * vector_search.OVERFETCH) + 16

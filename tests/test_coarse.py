@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory
-from engrain.store import MemoryFilter, ann_kinds, cache, coarse
+from engrain.store import MemoryFilter, ann_kinds, coarse, vector_search
+from engrain.store.arrays import Arrays
 from engrain.store.coarse import Projection, basis_of
 from engrain.store.sqlite import SQLiteStore
 
@@ -97,7 +98,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteStore:
     """A user of 1,000 memories searched through the index, whose preferences (200 rows,
     20 %) are a filter copied once and searched through a projection on ``RANK``
     directions."""
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
     # preferences searched as any large filter, not through the learnings' own index
     monkeypatch.setattr(ann_kinds, "INDEXED_KINDS", frozenset())
     monkeypatch.setattr(coarse, "MIN_ROWS", 100)
@@ -116,7 +117,7 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> SQLiteStore:
 PREFERENCES = MemoryFilter(kinds=(Kind.PREFERENCE,))
 
 
-def _arrays(store: SQLiteStore) -> cache._Arrays:
+def _arrays(store: SQLiteStore) -> Arrays:
     arrays = store._cache(USER).snapshot.arrays
     assert arrays is not None
     return arrays

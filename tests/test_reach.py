@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind
-from engrain.store import MemoryFilter, cache, coarse
+from engrain.store import MemoryFilter, coarse, vector_search
 from engrain.store.ann import VectorIndex
 from engrain.store.reach import INT8_ERROR, reachable
 from engrain.store.sqlite import SQLiteStore
@@ -72,8 +72,8 @@ def db(tmp_path: Path) -> Path:
 def store(db: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SQLiteStore]:
     """The 600 memories searched through the index; preferences (200 rows) a filter
     searched through a projection and int8 codes."""
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
-    monkeypatch.setattr(cache, "SUBSET_SHARE", 0.4)  # a third of the rows are preferences
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "SUBSET_SHARE", 0.4)  # a third of the rows are preferences
     monkeypatch.setattr(coarse, "MIN_ROWS", 100)
     monkeypatch.setattr(coarse, "FETCH_MIN", 40)
     with closing(_indexed(db)) as opened:
@@ -94,7 +94,7 @@ def test_the_walk_reads_only_the_candidates_that_can_win(
         kept.append((len(similar), int(out.sum())))
         return out
 
-    monkeypatch.setattr(cache, "reachable", counting)
+    monkeypatch.setattr(vector_search, "reachable", counting)
     exact = SQLiteStore(db, ann_min_vectors=None)
     for memory in exact.query(USER, limit=10):
         assert memory.embedding is not None

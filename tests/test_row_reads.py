@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind
-from engrain.store import MemoryFilter, ann_kinds, cache, columns, texts
+from engrain.store import MemoryFilter, ann_kinds, columns, texts, vector_search
+from engrain.store.arrays import SMALL_FIELDS, Arrays
 from engrain.store.base import Patch
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _indexed, _memories, _vectors
@@ -28,7 +29,7 @@ from tests.test_columnar import NOW
 
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
     # preferences searched over a copy, not through the learnings' own index
     monkeypatch.setattr(ann_kinds, "INDEXED_KINDS", frozenset())
     monkeypatch.setattr(columns, "PERSIST_MIN_ROWS", 1)
@@ -39,7 +40,7 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _loaded(store: SQLiteStore) -> tuple[cache._Arrays, list[int]]:
+def _loaded(store: SQLiteStore) -> tuple[Arrays, list[int]]:
     """The user's arrays once the index holds every row, with the table's texts read from
     the store; each read of the table's own text reader is counted (rows read)."""
     assert store.wait_for_index(USER)
@@ -151,12 +152,12 @@ def test_a_patch_that_changes_no_column_keeps_the_filters_masks_and_subsets(
         assert after is not None and after is not before
         assert after.masks is before.masks and after.subsets is before.subsets
         assert after.counted is before.counted
-        assert all(getattr(after, name) is getattr(before, name) for name in cache._SMALL_FIELDS)
+        assert all(getattr(after, name) is getattr(before, name) for name in SMALL_FIELDS)
         assert store.get(USER, [target.id])[0].promoted_at == NOW
         store.write(patches=[Patch(USER, target.id, {"muted": True})])
         muted = store._cache(USER).snapshot.arrays
         assert muted is not None and muted.masks == {} and muted.subsets == {}
-        changed = [n for n in cache._SMALL_FIELDS if getattr(muted, n) is not getattr(after, n)]
+        changed = [n for n in SMALL_FIELDS if getattr(muted, n) is not getattr(after, n)]
         assert changed == ["muted"] and not after.muted[after.position[target.id]]
         pool = store.search(USER, query, 10, flt)  # through the index: approximate
         assert len(pool) == 10 and target.id not in {m.id for m, _ in pool}

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory
-from engrain.store import MemoryFilter, cache
+from engrain.store import MemoryFilter, cache, vector_search
+from engrain.store.arrays import Arrays
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _ids, _indexed, _memories, _vectors
 
@@ -28,7 +29,7 @@ F16 = 2e-3
 
 @pytest.fixture(autouse=True)
 def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "EXACT_SUBSET", 20)
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def _arrays(store: SQLiteStore) -> cache._Arrays:
+def _arrays(store: SQLiteStore) -> Arrays:
     arrays = store._cache(USER).snapshot.arrays
     assert arrays is not None
     return arrays
@@ -51,7 +52,7 @@ def _stored(db: Path) -> list[Memory]:
         return exact.query(USER)
 
 
-def _ready(store: SQLiteStore) -> cache._Arrays:
+def _ready(store: SQLiteStore) -> Arrays:
     assert store.wait_for_index(USER)
     store.search(USER, _vectors(1, seed=1)[0], 5)
     return _arrays(store)
@@ -193,16 +194,16 @@ def test_a_filter_keeping_many_rows_goes_through_the_index(
 ) -> None:
     """Above SUBSET_MAX rows a narrow filter is not copied and searched exactly: the index's
     candidates are post-filtered (searched again with more if too few pass)."""
-    monkeypatch.setattr(cache, "SUBSET_MAX", 50)
+    monkeypatch.setattr(vector_search, "SUBSET_MAX", 50)
     flt = MemoryFilter(kinds=(Kind.FACT,), project="p1")  # 67 of 400 rows
     copied: list[MemoryFilter] = []
-    subset = cache._subset
+    subset = vector_search.subset_of
 
-    def counted(a: cache._Arrays, f: MemoryFilter, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def counted(a: Arrays, f: MemoryFilter, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         copied.append(f)
         return subset(a, f, m)
 
-    monkeypatch.setattr(cache, "_subset", counted)
+    monkeypatch.setattr(vector_search, "subset_of", counted)
     with closing(_indexed(db)) as store, closing(SQLiteStore(db, ann_min_vectors=None)) as exact:
         _ready(store)
         gone = store.query(USER, flt)[0]

@@ -3,7 +3,7 @@
 Every ``context()`` call searches the user's typed learnings (invariants, patterns,
 decisions, preferences…: ``recall/gate.py``'s ``LEARNING_KINDS``) for their 100 nearest
 beside the candidate pool. A user with few of them searches them exactly over a copy of
-their rows (``store/cache.py``, ``_subset``); at 1,000,000 memories they are ~220,000
+their rows (``store/vector_search.py``, ``subset_of``); at 1,000,000 memories they are ~220,000
 rows, and were searched by one walk of the whole graph 920 candidates wide (over-fetched
 for the 22 % of the rows that pass), ~5.4 ms of a call's CPU. A user with at least
 :data:`MIN_ROWS` of them gets a second usearch index holding only those rows, kept like
@@ -36,9 +36,9 @@ FILTER = MemoryFilter(kinds=tuple(sorted(INDEXED_KINDS, key=lambda kind: kind.va
 #: index's default threshold): where a copy of their vectors would need a coarse
 #: projection to be searched fast (``store/coarse.py``; 22,224 rows at 100,000 memories:
 #: the copy and projection 43.5 MB, this index ~12 MB). Fewer are searched exactly over
-#: such a copy (``store/cache.py``, ``_subset``).
+#: such a copy (``store/vector_search.py``, ``subset_of``).
 MIN_ROWS = 8_192
-#: Candidates asked of it per result at least (``store/cache.py``'s over-fetch): asked
+#: Candidates asked of it per result at least (``store/vector_search.py``'s over-fetch): asked
 #: for k + 16, its walk finds the exact 100 best of 221,154 learnings at 1,000,000
 #: memories with R@100 0.983; 1.5 × k + 16 (from the same beam: usearch's expansion 256,
 #: every candidate scored exactly) 0.991, and 2 × k + 16 no more (100 queries).

@@ -33,6 +33,7 @@ from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
 from engrain.store import ann_kinds, built, columns, derived_blobs, heap, image_refresh, sqlite_load
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
+from engrain.store.arrays import RowVectors
 from engrain.store.base import (
     ALL,
     MEMORY_COLUMNS,
@@ -42,7 +43,7 @@ from engrain.store.base import (
     State,
     pending_migrations,
 )
-from engrain.store.cache import RowVectors, UserCache
+from engrain.store.cache import UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
 from engrain.store.texts import ReadTexts
