@@ -159,15 +159,17 @@ def test_the_tables_are_small() -> None:
     assert encoder().tables.nbytes < 3 * 2**20  # tiktoken's core: 21.6 MB
 
 
-def test_counting_loads_no_tiktoken() -> None:
+def test_counting_loads_no_tiktoken_and_ascii_text_no_regex_module() -> None:
     code = (
         "import sys, engrain\n"
         "from engrain.tokens import count_tokens, encode, decode\n"
         "assert count_tokens('hello world') == 2 and decode(encode('a b')) == 'a b'\n"
-        "print('tiktoken' in sys.modules)\n"
+        "print('tiktoken' in sys.modules, 'regex' in sys.modules)\n"
+        "count_tokens('héllo')\n"
+        "print('regex' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"
+    assert done.stdout.split() == ["False", "False", "True"]
 
 
 def test_the_public_counts_are_the_compact_encoders() -> None:

@@ -33,10 +33,11 @@ import itertools
 import re
 from binascii import a2b_base64
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
-import regex  # type: ignore[import-untyped]  # tiktoken's own dependency; no stubs
 
 from engrain.errors import ConfigError
 
@@ -168,7 +169,6 @@ class Encoder:
     def __init__(self, tables: Tables) -> None:
         """``tables``: cl100k's ranks (:func:`load_tables`)."""
         self.tables = tables
-        self._pieces = regex.compile(PATTERN, regex.V1)
         self._ascii_pieces = re.compile(ASCII_PATTERN, re.ASCII)
         self._counts: dict[str, int] = {}
 
@@ -202,7 +202,7 @@ class Encoder:
 
     def _split(self, text: str) -> list[str]:
         """``text``'s pieces (ASCII text through :data:`ASCII_PATTERN`: the same pieces)."""
-        pieces = self._ascii_pieces if text.isascii() else self._pieces
+        pieces = self._ascii_pieces if text.isascii() else _unicode_pieces()
         return pieces.findall(text)
 
     def _piece(self, piece: bytes) -> list[int]:
@@ -226,6 +226,15 @@ class Encoder:
             if i > 0:
                 pairs[i - 1] = rank(piece[bounds[i - 1] : bounds[i + 1]])
         return [rank(piece[a:b]) for a, b in itertools.pairwise(bounds)]
+
+
+@lru_cache(maxsize=1)
+def _unicode_pieces() -> Any:
+    """:data:`PATTERN` compiled (the ``regex`` module, ~1.8 MB, imported only by a process
+    that counts text outside ASCII)."""
+    import regex  # type: ignore[import-untyped]  # tiktoken's own dependency; no stubs
+
+    return regex.compile(PATTERN, regex.V1)
 
 
 def _without_surrogates(text: str) -> str:
