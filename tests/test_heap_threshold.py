@@ -42,10 +42,10 @@ def mallopt(monkeypatch: pytest.MonkeyPatch) -> _Mallopt:
 
 
 def test_the_threshold_is_above_a_calls_largest_array_within_glibcs_bounds() -> None:
-    assert heap.threshold_for(5_000) == heap.MMAP_MIN
-    assert heap.threshold_for(100_000) == heap.MMAP_MIN  # 800 KB arrays
-    assert heap.threshold_for(1_000_000) == 8_000_000 + 4096 > 8 * 1_000_000
-    assert heap.threshold_for(50_000_000) == heap.MMAP_MAX
+    assert heap.threshold_for(5_000) == heap.MMAP_MIN == 4 << 20
+    assert heap.threshold_for(100_000) == heap.MMAP_MIN  # blocks of 1-4 MiB a call
+    assert heap.threshold_for(200_000) == 8_000_000
+    assert heap.threshold_for(1_000_000) == heap.MMAP_MAX == 32 << 20
 
 
 def test_the_threshold_is_fixed_once_and_only_raised(mallopt: _Mallopt) -> None:
@@ -54,8 +54,8 @@ def test_the_threshold_is_fixed_once_and_only_raised(mallopt: _Mallopt) -> None:
     assert heap.map_large_blocks(20_000) == heap.MMAP_MIN  # a smaller user: unchanged
     assert heap.map_large_blocks(100_000) == heap.MMAP_MIN
     assert len(mallopt.calls) == 2
-    big = heap.threshold_for(1_000_000)
-    assert heap.map_large_blocks(1_000_000) == big
+    big = heap.threshold_for(300_000)
+    assert heap.map_large_blocks(300_000) == big > heap.MMAP_MIN
     assert mallopt.calls[2:] == [(-3, big), (-1, 2 * big)]
 
 
@@ -95,8 +95,8 @@ libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "fixed":
     heap.map_large_blocks(100_000)
 mapped = []
-# transients larger than any free space of the heap, a call's array, a transient again
-for size in (8 << 20, 8 << 20, 512 << 10, 8 << 20):
+# transients larger than any free space of the heap, a call's block, a transient again
+for size in (12 << 20, 12 << 20, 2 << 20, 12 << 20):
     before = libc.mallinfo2().hblks
     block = libc.malloc(size)
     mapped.append(libc.mallinfo2().hblks - before)

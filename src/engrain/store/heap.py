@@ -21,9 +21,10 @@ user's load has freed its first transients (the image's bytes, the index's saved
 kept for good fill in around them. Half the processes measured then kept ~45 MB more
 than the others after their load, trimmed or not (``bench/resident.py``, docs/scale.md
 "Session 13"). :func:`map_large_blocks` fixes the threshold before a large user's load:
-a block larger than any array of a call's work (:data:`ROW_BYTES` a row of the largest
-user loaded) that the free heap cannot hold is mapped and unmapped when freed, whatever
-was freed before; a call's arrays still come from the heap (no page faults per call).
+a block larger than a call's largest (:data:`ROW_BYTES` a row of the largest user
+loaded, at least 4 MiB) that the free heap cannot hold is mapped and unmapped when
+freed, whatever was freed before; a call's blocks still come from the heap (few page
+faults per call).
 """
 
 from __future__ import annotations
@@ -40,12 +41,15 @@ log = logging.getLogger(__name__)
 
 #: Serialises trims: two threads finishing loads at once trim once each, one after the other.
 _LOCK = threading.Lock()
-#: Bytes a row takes at most in one array of a call's work (an int64 or float64 per row:
-#: scores, positions, products): blocks up to this many bytes a row stay in the heap.
-ROW_BYTES = 8
-#: The fixed threshold's floor (glibc starts at 128 KiB, and a small user's arrays are
-#: small) and glibc's own ceiling for it (``HEAP_MAX_SIZE / 2`` on 64-bit systems).
-MMAP_MIN = 1 << 20
+#: Bytes a row of the working set the largest blocks of a call's work take: at 100,000
+#: rows a call allocates blocks of 1-4 MiB (several int64 or float64 arrays of the rows
+#: at once); a threshold of 1 MiB mapped them anew every call (~400 page faults a call
+#: against ~160-240 with glibc's own threshold), 4 MiB left ~26 (docs/scale.md
+#: "Session 13"). Blocks up to this many bytes a row stay in the heap.
+ROW_BYTES = 40
+#: The fixed threshold's floor (4 MiB: what 100,000 rows measured) and glibc's own
+#: ceiling for it (``HEAP_MAX_SIZE / 2`` on 64-bit systems).
+MMAP_MIN = 4 << 20
 MMAP_MAX = 32 << 20
 #: ``mallopt``'s parameter numbers (glibc's ``malloc.h``).
 _M_TRIM_THRESHOLD = -1
@@ -92,10 +96,9 @@ def _tuned_by_user() -> bool:
 
 
 def threshold_for(rows: int) -> int:
-    """The mapping threshold for a working set of ``rows`` rows: above :data:`ROW_BYTES`
-    a row (a call's largest array, with its header), within [:data:`MMAP_MIN`,
-    :data:`MMAP_MAX`]."""
-    return min(MMAP_MAX, max(MMAP_MIN, ROW_BYTES * rows + 4096))
+    """The mapping threshold for a working set of ``rows`` rows: :data:`ROW_BYTES` a row
+    (a call's largest blocks), within [:data:`MMAP_MIN`, :data:`MMAP_MAX`]."""
+    return min(MMAP_MAX, max(MMAP_MIN, ROW_BYTES * rows))
 
 
 def map_large_blocks(rows: int) -> int:
