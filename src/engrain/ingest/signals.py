@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from engrain.tokens import encode
+from engrain.tokens import count_tokens
 
 PREFERENCE = re.compile(
     r"\b(?:i\s+(?:really\s+|strongly\s+)?(?:prefer|always|never|hate|love|dislike|like)"
@@ -154,7 +154,7 @@ def has_named_entity(text: str) -> bool:
 def _is_rare_word(word: str) -> bool:
     # Common English words are one cl100k token (with their leading space); a short word
     # that needs three or more pieces is rare in the tokenizer's training text.
-    return len(word) >= 5 and len(encode(" " + word.lower())) >= 3
+    return len(word) >= 5 and count_tokens(" " + word.lower()) >= 3
 
 
 def has_technical_term(text: str) -> bool:

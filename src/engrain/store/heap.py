@@ -12,6 +12,19 @@ freed page (``malloc_trim(0)``: all arenas, free pages inside the heap included)
 It is called after the rare large events only (a working set loaded from the file, an
 approximate index loaded, built or patched), never per call: trimming walks the heap (a
 few milliseconds). Elsewhere than glibc (macOS, musl) it does nothing.
+
+A trim cannot hand back a page that still holds a live block. glibc maps a block on its
+own only when its free heap cannot hold it and the block is above its threshold, and each
+freed mapped block raises that threshold to its size (up to 32 MiB): after a large
+user's load has freed its first transients (the image's bytes, the index's saved copy,
+1–30 MB each at 100,000 memories) the next ones grow the heap instead, and the blocks
+kept for good fill in around them. Half the processes measured then kept ~45 MB more
+than the others after their load, trimmed or not (``bench/resident.py``, docs/scale.md
+"Session 13"). :func:`map_large_blocks` fixes the threshold before a large user's load:
+a block larger than a call's largest (:data:`ROW_BYTES` a row of the largest user
+loaded, at least 4 MiB) that the free heap cannot hold is mapped and unmapped when
+freed, whatever was freed before; a call's blocks still come from the heap (few page
+faults per call).
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import threading
 from functools import lru_cache
 from typing import Any
@@ -27,6 +41,21 @@ log = logging.getLogger(__name__)
 
 #: Serialises trims: two threads finishing loads at once trim once each, one after the other.
 _LOCK = threading.Lock()
+#: Bytes a row of the working set the largest blocks of a call's work take: at 100,000
+#: rows a call allocates blocks of 1-4 MiB (several int64 or float64 arrays of the rows
+#: at once); a threshold of 1 MiB mapped them anew every call (~400 page faults a call
+#: against ~160-240 with glibc's own threshold), 4 MiB left ~26 (docs/scale.md
+#: "Session 13"). Blocks up to this many bytes a row stay in the heap.
+ROW_BYTES = 40
+#: The fixed threshold's floor (4 MiB: what 100,000 rows measured) and glibc's own
+#: ceiling for it (``HEAP_MAX_SIZE / 2`` on 64-bit systems).
+MMAP_MIN = 4 << 20
+MMAP_MAX = 32 << 20
+#: ``mallopt``'s parameter numbers (glibc's ``malloc.h``).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: The threshold this process fixed (0: none yet); only ever raised.
+_fixed = 0
 
 
 @lru_cache(maxsize=1)
@@ -42,6 +71,54 @@ def _malloc_trim() -> Any | None:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim
+
+
+@lru_cache(maxsize=1)
+def _mallopt() -> Any | None:
+    """glibc's ``mallopt``, or ``None`` where the C library has none."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return mallopt
+
+
+def _tuned_by_user() -> bool:
+    """Whether the environment sets glibc's thresholds itself (then they are left alone)."""
+    return any(
+        name in os.environ for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    ) or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
+
+
+def threshold_for(rows: int) -> int:
+    """The mapping threshold for a working set of ``rows`` rows: :data:`ROW_BYTES` a row
+    (a call's largest blocks), within [:data:`MMAP_MIN`, :data:`MMAP_MAX`]."""
+    return min(MMAP_MAX, max(MMAP_MIN, ROW_BYTES * rows))
+
+
+def map_large_blocks(rows: int) -> int:
+    """Before loading a working set of ``rows`` rows: fix glibc's mapping threshold at
+    :func:`threshold_for` ``rows`` (and its trim threshold at twice that, as glibc pairs
+    them), unless this process fixed a higher one, the environment sets them, or the C
+    library has no ``mallopt``. The threshold now in force by this module (0: none)."""
+    global _fixed
+    with _LOCK:
+        want = threshold_for(rows)
+        if want <= _fixed:
+            return _fixed
+        mallopt = _mallopt()
+        if mallopt is None or _tuned_by_user():
+            return _fixed
+        if mallopt(_M_MMAP_THRESHOLD, want) and mallopt(_M_TRIM_THRESHOLD, 2 * want):
+            _fixed = want
+        else:  # pragma: no cover - glibc refused a value within its bounds
+            log.warning("glibc refused a mapping threshold of %d bytes", want)
+        return _fixed
 
 
 def release() -> bool:

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from engrain.model import Memory
 from engrain.store import columns as image
+from engrain.store import heap
 from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.columns import ColumnsBuilder, Stamp, Strings, Table, parse_micros
 from engrain.store.texts import ReadTexts, without_texts
@@ -81,6 +82,8 @@ def read(
     count = int(db.execute("SELECT count(*) FROM memories WHERE user_id = ?", (user_id,))
                 .fetchall()[0][0])  # fmt: skip
     large = count >= image.PERSIST_MIN_ROWS
+    if large:  # the load's transients mapped apart from what stays (store/heap.py)
+        heap.map_large_blocks(count)
     if large and texts is not None:
         columns = image.load(saved(), stamp, user_id)
         if columns is not None and len(columns) == count:

@@ -19,7 +19,7 @@ from typing import Any
 
 from engrain.model import Kind, Memory
 from engrain.tiers.registry import TIER_BUDGETS, Tier
-from engrain.tokens import count_tokens, encode, encoding
+from engrain.tokens import count_tokens, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def fit_tokens(text: str, budget: int) -> str:
     """``text`` cut at a word boundary to at most ``budget`` tokens (with an ellipsis)."""
     if count_tokens(text) <= budget:
         return text
-    cut = encoding().decode(encode(text)[: max(0, budget - 1)])
+    cut = decode(encode(text)[: max(0, budget - 1)])
     cut = cut[: cut.rfind(" ")] if " " in cut else cut
     return cut.rstrip(" ,;:") + "…"
 
