@@ -232,7 +232,7 @@ class Encoder:
 def _unicode_pieces() -> Any:
     """:data:`PATTERN` compiled (the ``regex`` module, ~1.8 MB, imported only by a process
     that counts text outside ASCII)."""
-    import regex  # type: ignore[import-untyped]  # tiktoken's own dependency; no stubs
+    import regex  # a declared dependency (tiktoken's too); no stubs
 
     return regex.compile(PATTERN, regex.V1)
 
