@@ -288,22 +288,18 @@ def integer_gemms(
     return count
 
 
-def token_gemm(
-    x: str, weight: str, scale: str, size: int, out: str, outliers: np.ndarray,
-    gelu: bool, constant: Any,
+def outlier_nodes(
+    x: str, weight: str, scale: str, out: str, outliers: np.ndarray, index: str, width: int,
+    constant: Any,
 ) -> list[Any]:  # fmt: skip
-    """The nodes computing ``out = x @ (weight * scale)`` with per-token int8 activations and
-    the ``outliers`` channels in float32 (see :func:`integer_gemms`); ``gelu``: ``x`` is a
-    GELU output (>= -0.17), shifted to >= 0 first (the zeroed outlier channels too) and the
-    shift's product subtracted after."""
-    width = 4 * HIDDEN if gelu else HIDDEN
+    """The nodes giving ``out_yo``, the ``outliers`` channels' product in float32 (the
+    weight's int8 rows times their scale, folded at load, times ``x``'s float channels), and
+    ``out_xm``, ``x`` with those channels zeroed for the integer product; ``index``: the
+    constant holding ``outliers``; ``width``: ``x``'s channels. (The callers create their
+    constants in the order the shipped graphs were written in, so a rebuild is byte-identical.)"""
     mask = np.ones(width, dtype=np.float32)
     mask[outliers] = 0.0
-    index = constant(f"{out}_outliers", outliers)
-    zero = constant(f"int8_zero_point_{size}", np.zeros(size, dtype=np.int8))
-    tiny = constant("row_scale_floor", np.array(1e-12, dtype=np.float32))
-    nodes = [
-        # the outlier channels: float rows of the weight (folded at load) times float x
+    return [
         helper.make_node("Gather", [x, index], [out + "_xo"], axis=2, name=out + "_xo"),
         helper.make_node("Gather", [weight, index], [out + "_wo8"], axis=0, name=out + "_wo8"),
         helper.make_node("Cast", [out + "_wo8"], [out + "_wof"], to=TensorProto.FLOAT,
@@ -313,6 +309,21 @@ def token_gemm(
         helper.make_node("Mul", [x, constant(f"{out}_mask", mask)], [out + "_xm"],
                          name=out + "_xm"),
     ]  # fmt: skip
+
+
+def token_gemm(
+    x: str, weight: str, scale: str, size: int, out: str, outliers: np.ndarray,
+    gelu: bool, constant: Any,
+) -> list[Any]:  # fmt: skip
+    """The nodes computing ``out = x @ (weight * scale)`` with per-token int8 activations and
+    the ``outliers`` channels in float32 (see :func:`integer_gemms`); ``gelu``: ``x`` is a
+    GELU output (>= -0.17), shifted to >= 0 first (the zeroed outlier channels too) and the
+    shift's product subtracted after."""
+    width = 4 * HIDDEN if gelu else HIDDEN
+    index = constant(f"{out}_outliers", outliers)
+    zero = constant(f"int8_zero_point_{size}", np.zeros(size, dtype=np.int8))
+    tiny = constant("row_scale_floor", np.array(1e-12, dtype=np.float32))
+    nodes = outlier_nodes(x, weight, scale, out, outliers, index, width, constant)
     rest = out + "_xm"
     if gelu:
         shift = constant("gelu_shift", np.array(GELU_SHIFT, dtype=np.float32))
@@ -363,18 +374,9 @@ def tensor_gemm(
     if not len(outliers):
         return [helper.make_node("DynamicQuantizeMatMul", [x, weight, scale, zero], [out],
                                  domain="com.microsoft", name=out + "_int8")]  # fmt: skip
-    mask = np.ones(width, dtype=np.float32)
-    mask[outliers] = 0.0
     index = constant(f"{out}_outliers", outliers)
     return [
-        helper.make_node("Gather", [x, index], [out + "_xo"], axis=2, name=out + "_xo"),
-        helper.make_node("Gather", [weight, index], [out + "_wo8"], axis=0, name=out + "_wo8"),
-        helper.make_node("Cast", [out + "_wo8"], [out + "_wof"], to=TensorProto.FLOAT,
-                         name=out + "_wof"),
-        helper.make_node("Mul", [out + "_wof", scale], [out + "_wo"], name=out + "_wo"),
-        helper.make_node("MatMul", [out + "_xo", out + "_wo"], [out + "_yo"], name=out + "_yo"),
-        helper.make_node("Mul", [x, constant(f"{out}_mask", mask)], [out + "_xm"],
-                         name=out + "_xm"),
+        *outlier_nodes(x, weight, scale, out, outliers, index, width, constant),
         helper.make_node("DynamicQuantizeMatMul", [out + "_xm", weight, scale, zero],
                          [out + "_ym"], domain="com.microsoft", name=out + "_int8"),
         helper.make_node("Add", [out + "_ym", out + "_yo"], [out], name=out),

@@ -58,34 +58,31 @@ _M_MMAP_THRESHOLD = -3
 _fixed = 0
 
 
+def _libc(name: str, argtypes: list[Any], restype: Any) -> Any | None:
+    """The C library's function ``name`` typed as given, or ``None`` where the C library has
+    none (not glibc)."""
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return None
+    try:
+        function = getattr(ctypes.CDLL(library), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = argtypes
+    function.restype = restype
+    return function
+
+
 @lru_cache(maxsize=1)
 def _malloc_trim() -> Any | None:
     """glibc's ``malloc_trim``, or ``None`` where the C library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        trim = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
+    return _libc("malloc_trim", [ctypes.c_size_t], ctypes.c_int)
 
 
 @lru_cache(maxsize=1)
 def _mallopt() -> Any | None:
     """glibc's ``mallopt``, or ``None`` where the C library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
-        return None
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return mallopt
+    return _libc("mallopt", [ctypes.c_int, ctypes.c_int], ctypes.c_int)
 
 
 def _tuned_by_user() -> bool:
