@@ -290,10 +290,9 @@ class Engine:
         """Schedule the compression check of each user who got a new episodic memory (in
         the background: the ingest call never waits for it), and the vectors of the new
         conversation chunks' words when soft terms are on (``recall.word_backlog``)."""
-        if self.options.soft_terms > 0:  # off (the default): nothing read, nothing queued
-            chunks = [m.content for m in staged.memories.values() if m.provenance.turn_ids]
-            if chunks and self.word_backlog.add(chunks):
-                self.worker.submit(("words",), self.word_backlog.drain)
+        # soft terms off (the default): nothing read, nothing queued
+        if self.options.soft_terms > 0 and self.word_backlog.add_chunks(staged.memories.values()):
+            self.worker.submit(("words",), self.word_backlog.drain)
         if not self.settings.auto_compress:
             return
         users = {m.user_id for m in staged.memories.values()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from engrain.model import Memory
 from engrain.recall import soft_terms
 from engrain.recall.soft_terms import EmbedBatch, WordVectors, words_of_texts
 
@@ -54,6 +55,12 @@ class WordBacklog:
         with self._lock:
             self._waiting.update(dict.fromkeys(words))
             return bool(self._waiting)
+
+    def add_chunks(self, memories: Iterable[Memory]) -> bool:
+        """:meth:`add` of the contents of the conversation chunks among ``memories`` (those
+        that carry the turns they come from; typed learnings queue nothing)."""
+        chunks = [m.content for m in memories if m.provenance.turn_ids]
+        return bool(chunks) and self.add(chunks)
 
     def drain(self) -> int:
         """Make the vectors of every waiting word (read from the store's cache, or embedded
