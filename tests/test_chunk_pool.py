@@ -80,6 +80,10 @@ def test_gate_keeps_the_budgets_depth_without_a_transcript_or_with_the_option_of
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _depths(tmp_path / "a", monkeypatch, conversation=False) == [50]
-    off = {"chunk_pool": 0}
+    # the question names a speaker: without recall.unnamed (tests/test_unnamed.py), which
+    # searches such a pool again at the same depth
+    off = {"chunk_pool": 0, "unnamed": 0.0}
     assert _depths(tmp_path / "b", monkeypatch, conversation=True, options=off) == [50]
-    assert _depths(tmp_path / "c", monkeypatch, conversation=True, budget=8000) == [200]
+    assert _depths(tmp_path / "c", monkeypatch, conversation=True, budget=8000,
+                   options={"unnamed": 0.0}) == [200]  # fmt: skip
+    assert _depths(tmp_path / "d", monkeypatch, conversation=True, budget=8000) == [200, 200]

@@ -38,7 +38,13 @@ from engrain.recall.budget import (
     transcript_budget,
     with_conversation_evidence,
 )
-from engrain.recall.chunk_rank import CHUNK_POOL, CHUNK_RANK, deep_enough, with_chunk_rank
+from engrain.recall.chunk_rank import (
+    CHUNK_POOL,
+    CHUNK_RANK,
+    deep_enough,
+    transcript_led,
+    with_chunk_rank,
+)
 from engrain.recall.classify import (
     DOMAIN_KEYWORDS,
     Classification,
@@ -67,6 +73,7 @@ from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, batch_embedder, with_s
 from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
+from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
@@ -105,6 +112,7 @@ class GateOptions:
     chunk_rank: bool = CHUNK_RANK  # conversation chunks re-ranked by features (chunk_rank)
     chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
     soft_terms: float = SOFT_TERMS_DEFAULT  # chunks by words near the question's (soft_terms)
+    unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -359,7 +367,9 @@ def _candidates(
     ``started`` are those begun before the intent model's embedding, used when they were
     begun (the lexical matches again when the model's intent changed the pool's size).
     A pool led by a conversation chunk is gathered again ``options.chunk_pool`` deep when
-    the budget's is shallower (:func:`~engrain.recall.chunk_rank.deep_enough`)."""
+    the budget's is shallower (:func:`~engrain.recall.chunk_rank.deep_enough`), and its
+    nearest neighbours searched again without the speakers' names the question says
+    (:func:`_unnamed_vector`)."""
     size = _pool_size(options, budget)
     static = options.profile is Profile.STATIC
     if started is None:
@@ -390,15 +400,41 @@ def _candidates(
             lexical=matches, dense=nearest, include=include,
         )  # fmt: skip
 
-    pool = gathered(size, dense, lexical() if lexical else None)
-    if deep_enough(pool, size, options.chunk_pool):
+    matches = lexical() if lexical else None
+    pool = gathered(size, dense, matches)
+    unnamed = _unnamed_vector(pool, message, embed_query, vector, options)
+    if deep_enough(pool, size, options.chunk_pool) and unnamed is None:
         return pool
-    depth = options.chunk_pool  # a transcript question: as deep whatever the budget
-    deeper = _start_reads(
-        store, message, user_id, flt, options, budget, pinned=False, size=depth
-    ).lexical
-    (dense,) = _nearest(store, user_id, vector, [(depth, flt)])
-    return gathered(depth, dense, deeper() if deeper else None)
+    # a transcript question: as deep whatever the budget, and searched without the names
+    depth = max(size, options.chunk_pool)
+    if depth > size:
+        deeper = _start_reads(
+            store, message, user_id, flt, options, budget, pinned=False, size=depth
+        ).lexical
+        matches = deeper() if deeper else None
+    if unnamed is not None:
+        query_vector = unnamed
+    (dense,) = _nearest(store, user_id, query_vector, [(depth, flt)])
+    return gathered(depth, dense, matches)
+
+
+def _unnamed_vector(
+    pool: Sequence[Candidate],
+    message: str,
+    embed_query: Callable[[str], Vector],
+    vector: Vector,
+    options: GateOptions,
+) -> Vector | None:
+    """The search vector of a transcript question that names speakers of its pool: its own
+    blended with the question's without their names (:mod:`~engrain.recall.unnamed`);
+    None when the rule is off, the pool is not led by a conversation chunk, or no speaker
+    is named."""
+    if options.unnamed <= 0.0 or not transcript_led(pool):
+        return None
+    stripped = without_names(message, named_speakers(pool, message))
+    if stripped is None:
+        return None
+    return blended(vector, embed_query(stripped), options.unnamed)
 
 
 def _nearest(
