@@ -132,13 +132,17 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "conversation chunks ordered by the question's words met by their nearest "
                 "word in the chunk (recall.soft_terms; off by default: the ingest embeds "
                 "every new word, recall.word_backlog)"),
+        Variant("no-unnamed", "chunks", {"profile": default, "unnamed": 0.0},
+                "a transcript question naming a speaker searched with its own vector only, "
+                "not blended with the question's without the speakers' names (recall.unnamed)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,
-                 "chunk_rank": False, "lead_budget": False, "chunk_pool": 0, "soft_terms": 0.0},
+                 "chunk_rank": False, "lead_budget": False, "chunk_pool": 0, "soft_terms": 0.0,
+                 "unnamed": 0.0},
                 "without compact, speakers, speaker lines, time, day groups, the history "
-                "budget, chunk ranking, the lead budget, the transcript pool's depth and soft "
-                "terms: the configuration before issue 15"),
+                "budget, chunk ranking, the lead budget, the transcript pool's depth, soft "
+                "terms and the search without names: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip
