@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import random
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -13,7 +12,6 @@ import numpy as np
 import pytest
 
 from engrain import Engine, Settings
-from engrain.embed import minilm
 from engrain.embed.minilm import BATCH_SIZE, SPLIT_BATCH_SIZE, MiniLMEmbedder, split_sorted
 from engrain.store import MemoryStore
 
@@ -61,42 +59,6 @@ def test_parallel_groups_give_the_vectors_of_one_thread() -> None:
     assert np.abs(pooled.embed(texts) - expected).max() <= 1e-6
     alone = np.vstack([split.embed([t]) for t in texts])  # the query path
     assert np.abs(alone - expected).max() <= 1e-6
-
-
-def test_pooling_is_the_mean_of_the_real_tokens_made_unit() -> None:
-    hidden = np.zeros((2, 3, minilm.DIM), dtype=np.float32)
-    hidden[0, 0, :2] = [3.0, 0.0]
-    hidden[0, 1, :2] = [1.0, 4.0]
-    hidden[0, 2, :2] = [100.0, 100.0]  # padding: masked out
-    hidden[1, 0, :2] = [0.0, -2.0]
-    hidden[1, 1:, 0] = 50.0  # padding
-    mask = np.array([[1, 1, 0], [1, 0, 0]], dtype=np.int64)
-    out = minilm.pooled(hidden, mask)
-    assert out.dtype == np.float32 and out.shape == (2, minilm.DIM)
-    assert np.allclose(out[0, :2], [2.0 / np.hypot(2.0, 2.0), 2.0 / np.hypot(2.0, 2.0)])
-    assert np.allclose(out[1, :2], [0.0, -1.0]) and not out[:, 2:].any()
-
-
-@pytest.mark.model
-def test_a_split_calls_workers_only_run_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the pooling (numpy on the hidden state, which hands the GIL back and forth) runs on
-    # the calling thread, so a worker needs the GIL only around its model run
-    texts = [
-        f"ada: turn {i} about the garden, the tomatoes and the rain" * (i + 1) for i in range(6)
-    ]
-    embedder = MiniLMEmbedder(split=True)
-    expected = MiniLMEmbedder(threads=1).embed(texts)
-    threads: list[str] = []
-    real = minilm.pooled
-
-    def pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        threads.append(threading.current_thread().name)
-        return real(hidden, mask)
-
-    monkeypatch.setattr(minilm, "pooled", pooled)
-    got = embedder.embed(texts)
-    assert np.abs(got - expected).max() <= 1e-6
-    assert threads and set(threads) == {threading.current_thread().name}
 
 
 @pytest.mark.model
@@ -167,7 +129,9 @@ def test_the_onnx_int8_setting_follows_the_cpu_by_default(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("raw", "value"), [("false", False), ("1", True)])
-def test_the_onnx_int8_setting_reads_the_environment(tmp_path: Path, raw: str, value: bool) -> None:
+def test_the_onnx_int8_setting_reads_the_environment(
+    tmp_path: Path, raw: str, value: bool
+) -> None:
     from engrain.config import load_settings
 
     settings = load_settings({"data_dir": tmp_path}, environ={"ENGRAIN_ONNX_INT8": raw})

@@ -25,13 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from engrain.embed.base import Matrix
 from engrain.errors import EmbeddingError
-
-#: A run's token ids and attention mask (rows x tokens).
-Ids = npt.NDArray[np.int64]
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
@@ -163,14 +159,14 @@ class MiniLMEmbedder:
         lengths = [len(e.ids) for e in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
         groups = split_sorted(order, lengths, self._workers, self._batch_size)
-        runs: Iterable[tuple[Matrix, Ids]]
+        blocks: Iterable[Matrix]
         if pool is None or len(groups) == 1:
-            runs = (self._run([encodings[i] for i in rows]) for rows in groups)
+            blocks = (self._run([encodings[i] for i in rows]) for rows in groups)
         else:
             groups = longest_first(groups, lengths)
-            runs = pool.map(lambda rows: self._run([encodings[i] for i in rows]), groups)
-        for rows, (hidden, mask) in zip(groups, runs, strict=True):
-            out[rows] = pooled(hidden, mask)  # here, not on the worker: see _run
+            blocks = pool.map(lambda rows: self._run([encodings[i] for i in rows]), groups)
+        for rows, block in zip(groups, blocks, strict=True):
+            out[rows] = block
         return out
 
     def _workers_pool(self) -> ThreadPoolExecutor:
@@ -181,15 +177,7 @@ class MiniLMEmbedder:
             self._pool_pid = os.getpid()
         return self._pool
 
-    def _run(self, encodings: list[Any]) -> tuple[Matrix, Ids]:
-        """One model run over ``encodings`` (padded to the longest): the last hidden state
-        and the attention mask, for :func:`pooled`.
-
-        The pooling is left to the caller so that a split call's worker holds the GIL only
-        to build the inputs and take the output: every numpy operation on the hidden state
-        releases and retakes the GIL, and a worker waiting to retake it while another
-        thread runs Python (the planner, a caller's own work) leaves its core idle for up
-        to the interpreter's switch interval (5 ms) per retake (docs/ingest.md, session 14)."""
+    def _run(self, encodings: list[Any]) -> Matrix:
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), dtype=np.int64)
         mask = np.zeros((len(encodings), width), dtype=np.int64)
@@ -197,23 +185,17 @@ class MiniLMEmbedder:
             ids[row, : len(enc.ids)] = enc.ids
             mask[row, : len(enc.ids)] = 1
         try:
-            hidden: Matrix = self._session.run(
+            hidden = self._session.run(
                 None,
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )[0]
         except Exception as exc:
             raise EmbeddingError(f"embedding failed: {exc}") from exc
-        return hidden, mask
-
-
-def pooled(hidden: Matrix, mask: Ids) -> Matrix:
-    """The model's sentence vectors from a run's last hidden state (rows x tokens x
-    :data:`DIM`) and its attention mask: the mean over the real tokens, then unit length."""
-    weights = mask[..., None].astype(np.float32)
-    mean = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-    norms = np.linalg.norm(mean, axis=1, keepdims=True)
-    out: Matrix = (mean / np.maximum(norms, 1e-12)).astype(np.float32)
-    return out
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        out: Matrix = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return out
 
 
 def _encode_batch(tokenizer: Any, texts: list[str]) -> list[Any]:
