@@ -68,7 +68,9 @@ from engrain.model import Memory, as_utc
 from engrain.store import heap
 from engrain.store.ann import IndexSlot
 from engrain.store.cache import UserCache
+from engrain.store.columns import Table
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
+from engrain.store.postgres.table import read_table, row_vectors
 
 log = logging.getLogger(__name__)
 
@@ -302,11 +304,14 @@ class WorkingSets:
                 full = False  # another user's full load runs: this one tries on a later call
                 return
             try:
-                revision, clock, memories = self._read_all(user_id)
+                revision, clock, table, memories = self._read_all(user_id)
                 if self._closed:
                     return  # the store closed meanwhile: build nothing
-                cache = UserCache(memories, ann=self._slot(user_id))
-                del memories
+                cache = UserCache(
+                    memories, table=table, ann=self._slot(user_id),
+                    row_vectors=None if table is None else row_vectors(self._connect, user_id),
+                )  # fmt: skip
+                del table, memories
                 cache.count()  # builds the columns
                 cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
                 cache.wait_for_index()  # builds, or patches, the graph
@@ -374,19 +379,26 @@ class WorkingSets:
                 held.revision = revision
         return True
 
-    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory]]:
-        """The user's revision, access clock and every row, in one snapshot."""
+    def _read_all(self, user_id: str) -> tuple[int, int, Table | None, list[Memory]]:
+        """The user's revision, access clock and every row, in one snapshot: as a table
+        of columns (``table.py``), or as objects if their vectors are not all of one size."""
         with self._snapshot() as cur:
             cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
             first = cur.fetchone()
             assert first is not None
-            cur.execute(
-                f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
-                "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
-                (user_id,),
-            )
-            memories = [from_row(r) for r in cur]
-        return int(first[0] or 0), int(first[2] or 0), memories
+            documents = int(first[1] or 0)
+            # the load's transients mapped apart from what stays (store/heap.py)
+            heap.map_large_blocks(documents)
+            table = read_table(cur, user_id, documents)
+            memories: list[Memory] = []
+            if table is None:
+                cur.execute(
+                    f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
+                    "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
+                    (user_id,),
+                )
+                memories = [from_row(r) for r in cur]
+        return int(first[0] or 0), int(first[2] or 0), table, memories
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
         """Start the user's load if due and wait for it (tests, benchmarks); whether a

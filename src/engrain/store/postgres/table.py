@@ -1,0 +1,227 @@
+"""A large user's rows read as columns, and their vectors read back by id (issue 18).
+
+A working set (``working.py``) read every row of the user into a
+:class:`~engrain.model.Memory` and built the columns, the BM25 index and the graph from
+those objects: the objects stayed alive as the rows of the working set (each with its own
+float32 vector, its strings and its datetimes), beside the float32 matrix built from them:
+~860 MB for a process serving a 100,000-memory user (docs/postgres.md, "Session 13"). The
+SQLite store holds the same user in ~290 MB, because it reads a large user's rows into a
+:class:`~engrain.store.columns.Table` (columns: the texts, ids and hashes as one blob each,
+repeated values once with a code per row, numbers as arrays) and builds a ``Memory`` only
+for a row a call returns; and once the approximate index holds every row, it drops the
+float32 matrix and reads the vectors a search scores from the store's rows
+(``store/cache.py``, "Vectors held once").
+
+This module gives a PostgreSQL working set the same two things:
+
+* :func:`read_table`: the user's rows as a :class:`Table`, read through a server-side
+  cursor a chunk at a time (a chunk's tuples are dropped once copied), times converted to
+  microseconds by the server (``extract(epoch …)`` is exact to the microsecond), the
+  domains as the JSON the columns decode. ``None`` if the vectors are not all of one size
+  (a model change half done): the caller reads objects then, as before.
+* :func:`row_vectors`: a :class:`~engrain.store.arrays.RowVectors` reading the float32
+  vectors of a search's candidates by their ids (the primary key), one statement per
+  read; a row found only if it still holds that memory with a vector of the size asked.
+  What the index's int8 copy cannot do (score exactly) is done with the stored vectors, so
+  a result's score is the SQL path's.
+
+The table's ``rowids`` are the rows' ``seq`` (the identity column): what the row was read
+as, never used to read it back (ids are).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from engrain.model import Kind, MemoryType
+from engrain.store.columns import NO_TIME, Codes, Columns, Strings, Table, texts_digest
+from engrain.store.postgres.codec import WITH_ACCESS, Conn
+
+#: Rows per fetch of the server-side cursor.
+CHUNK = 4_096
+
+
+def _micros(column: str) -> str:
+    """SQL: a ``timestamptz`` as microseconds since the epoch (:data:`NO_TIME` if NULL)."""
+    return f"coalesce((extract(epoch FROM {column}) * 1000000)::bigint, {NO_TIME})"
+
+
+#: Each field of the table and the SQL reading it, in the order read.
+FIELDS: tuple[tuple[str, str], ...] = (
+    ("ids", "m.id"),
+    ("content", "m.content"),
+    ("content_hash", "m.content_hash"),
+    ("project", "m.project"),
+    ("session_id", "m.session_id"),
+    ("key", "m.key"),
+    ("source_session_id", "m.source_session_id"),
+    ("superseded_by", "m.superseded_by"),
+    # empty lists as NULL: no JSON to decode (a missing code reads as no domains)
+    ("domains", "CASE WHEN cardinality(m.domains) > 0 THEN array_to_json(m.domains)::text END"),
+    ("provenance", "m.provenance::text"),
+    ("memory_type", "m.memory_type"),
+    ("kind", "m.kind"),
+    ("created", _micros("m.created_at")),
+    ("updated", _micros("m.updated_at")),
+    ("event", _micros("m.event_at")),
+    ("promoted", _micros("m.promoted_at")),
+    ("importance", "m.importance"),
+    ("confidence", "m.confidence"),
+    ("usefulness", "m.usefulness"),
+    ("pinned", "m.pinned"),
+    ("muted", "m.muted"),
+    ("compressed", "m.compressed"),
+    ("compression_source", "m.compression_source"),
+    ("rowids", "m.seq"),
+    ("access", "coalesce(a.access_count, 0)"),
+    ("last", _micros("a.last_accessed_at")),
+    ("embedding", "m.embedding"),
+)
+_AT = {name: i for i, (name, _) in enumerate(FIELDS)}
+#: Every row of a user, in id order (equal scores rank by id, as in SQL).
+SELECT_TABLE = (
+    f"SELECT {', '.join(sql for _, sql in FIELDS)} FROM memories m {WITH_ACCESS} "
+    "WHERE m.user_id = %s ORDER BY m.id"
+)
+_STRINGS = ("ids", "content", "content_hash")
+_CODES = ("project", "session_id", "key", "source_session_id", "superseded_by", "domains",
+          "provenance")  # fmt: skip
+_INTS = ("created", "updated", "event", "promoted", "rowids", "access", "last")
+_FLOATS = ("importance", "confidence", "usefulness")
+_FLAGS = ("pinned", "muted", "compressed", "compression_source")
+_TYPES = {t.value: i for i, t in enumerate(MemoryType)}
+_KINDS = {k.value: i for i, k in enumerate(Kind)}
+
+
+class TableBuilder:
+    """A :class:`Table` from rows read with :data:`SELECT_TABLE`, chunk by chunk: the
+    vectors are copied into one matrix as they come (``expected``: the rows announced, the
+    matrix's first size), every other field kept as a list until :meth:`finish`."""
+
+    def __init__(self, user_id: str, expected: int) -> None:
+        self.user_id = user_id
+        self.expected = max(0, expected)
+        self._parts: dict[str, list[Any]] = {name: [] for name, _ in FIELDS if name != "embedding"}
+        self._matrix: npt.NDArray[np.float32] | None = None
+        self._has_vector: list[bool] = []
+        self._rows = 0
+        self.uniform = True
+
+    def add(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """The next rows, in order."""
+        if not rows:
+            return
+        columns = list(zip(*rows, strict=True))
+        for name, values in self._parts.items():
+            values.extend(columns[_AT[name]])
+        self._vectors(columns[_AT["embedding"]])
+
+    def _vectors(self, found: Sequence[npt.NDArray[np.float32] | None]) -> None:
+        start, self._rows = self._rows, self._rows + len(found)
+        present = [v is not None for v in found]
+        self._has_vector.extend(present)
+        if not self.uniform or not any(present):
+            return
+        block = [v for v in found if v is not None]
+        dim = len(block[0])
+        if self._matrix is None:
+            self._matrix = np.zeros((max(self.expected, self._rows), dim), dtype=np.float32)
+        if any(len(v) != dim for v in block) or self._matrix.shape[1] != dim:
+            self.uniform = False
+            return
+        if self._rows > len(self._matrix):  # more rows than announced: grow
+            grown = np.zeros((max(self._rows, 2 * len(self._matrix)), dim), dtype=np.float32)
+            grown[: len(self._matrix)] = self._matrix
+            self._matrix = grown
+        target = self._matrix[start : self._rows]
+        target[np.asarray(present)] = np.stack(block)
+
+    def finish(self) -> Table | None:
+        """The table of every row added; ``None`` if the vectors are not all of one size."""
+        if not self.uniform:
+            return None
+        parts, n = self._parts, self._rows
+        matrix = self._matrix
+        if matrix is None:
+            matrix = np.zeros((n, 0), dtype=np.float32)
+        elif len(matrix) != n:
+            matrix = matrix[:n].copy() if len(matrix) > n else matrix
+        matrix.flags.writeable = False
+        fields: dict[str, Any] = {name: Strings.of(parts[name]) for name in _STRINGS}
+        for name in _CODES:
+            fields[name] = Codes.of(parts[name])
+        ints = {name: np.array(parts[name], dtype=np.int64) for name in _INTS}
+        for name in ("created", "updated", "event", "promoted", "rowids"):
+            fields[name] = ints[name]
+        for name in _FLOATS:
+            fields[name] = np.array(parts[name], dtype=np.float64)
+        for name in _FLAGS:
+            fields[name] = np.array(parts[name], dtype=bool)
+        fields["memory_type"] = np.array([_TYPES[v] for v in parts["memory_type"]], dtype=np.int8)
+        fields["kind"] = np.array([_KINDS[v] for v in parts["kind"]], dtype=np.int8)
+        content: Strings = fields["content"]
+        columns = Columns(
+            user_id=self.user_id,
+            content_digest=texts_digest(len(content), content.blob),
+            **fields,
+        )
+        has_vector = np.array(self._has_vector, dtype=bool)
+        return Table(columns, matrix, has_vector, ints["access"], ints["last"])
+
+
+def read_table(cur: Any, user_id: str, expected: int) -> Table | None:
+    """Every row of the user as a :class:`Table` (``None``: vectors of several sizes),
+    through ``cur``, a cursor inside the caller's transaction (one snapshot): a named,
+    binary cursor is opened on its connection and read :data:`CHUNK` rows at a time."""
+    builder = TableBuilder(user_id, expected)
+    with cur.connection.cursor(name="engrain_ws_rows", binary=True) as rows:
+        rows.execute(SELECT_TABLE, (user_id,))
+        while chunk := rows.fetchmany(CHUNK):
+            builder.add(chunk)
+    return builder.finish()
+
+
+#: The vectors (and, asked for, the texts) of memories by id.
+_VECTORS = "SELECT id, embedding{} FROM memories WHERE user_id = %s AND id = ANY(%s)"
+
+
+def row_vectors(
+    connect: Callable[[], AbstractContextManager[Conn]], user_id: str
+) -> Callable[..., tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32], list[str | None] | None]]:
+    """A :class:`~engrain.store.arrays.RowVectors` over the user's rows: the vectors of the
+    memories asked for (``ids``; ``rowids`` are not needed, the ids are the key), one
+    statement; a memory counts as found only if its row is there with a vector of the
+    size asked (else zeros: the working set falls back on its index's copy)."""
+
+    def read(
+        rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32], list[str | None] | None]:
+        del rowids  # read by id
+        found = np.zeros(len(ids), dtype=bool)
+        vectors = np.zeros((len(ids), dim), dtype=np.float32)
+        content: list[str | None] | None = [None] * len(ids) if texts else None
+        if not ids:
+            return found, vectors, content
+        where: dict[str, list[int]] = {}  # an id's positions in ``ids``
+        for position, memory_id in enumerate(ids):
+            where.setdefault(memory_id, []).append(position)
+        with connect() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(_VECTORS.format(", content" if texts else ""), (user_id, list(where)))
+            rows = cur.fetchall()
+        for row in rows:
+            vector = row[1]
+            if vector is None or len(vector) != dim:
+                continue
+            for i in where[row[0]]:
+                found[i] = True
+                vectors[i] = vector
+                if content is not None:
+                    content[i] = row[2]
+        return found, vectors, content
+
+    return read
