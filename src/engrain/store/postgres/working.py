@@ -66,7 +66,7 @@ from typing import Any
 
 from engrain.model import Memory, as_utc
 from engrain.store import heap
-from engrain.store.ann import IndexSlot
+from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
 from engrain.store.cache import UserCache
 from engrain.store.columns import Table
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
@@ -338,11 +338,15 @@ class WorkingSets:
                     loading.not_before = now + _pause(took, full=False)
 
     def _slot(self, user_id: str) -> IndexSlot:
-        """The user's approximate index in this process (every working set is large)."""
+        """The user's approximate index in this process (every working set is large), with
+        a second one over the typed learnings when they are as many as the SQLite store
+        gives one for (``store/ann_kinds.py``): ~12 MB at 100,000 memories instead of a
+        copy of their vectors and its coarse projection (~44 MB)."""
         with self._lock:
             slot = self._slots.get(user_id)
             if slot is None:
-                slot = self._slots[user_id] = IndexSlot(None, 1)
+                part = IndexSlot(None, ANN_MIN_VECTORS)
+                slot = self._slots[user_id] = IndexSlot(None, 1, part=part)
             self._slots.move_to_end(user_id)
             while len(self._slots) > self.kept:
                 self._slots.popitem(last=False)[1].close()
