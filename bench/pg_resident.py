@@ -138,7 +138,6 @@ def main() -> int:
     parser.add_argument(
         "--keep",
         type=Path,
-        required=True,
         help="the data directory pg_scale.py --keep loaded the big user into",
     )
     parser.add_argument(
@@ -170,6 +169,8 @@ def main() -> int:
     if args.serve is not None:
         print(json.dumps(serve(json.loads(args.serve))))
         return 0
+    if args.keep is None:
+        parser.error("--keep must name the data directory of a loaded corpus")
     trees = [(name, Path(src)) for name, src in (t.split("=", 1) for t in args.tree)]
     if not trees:
         parser.error("give at least one --tree NAME=SRC")
