@@ -151,6 +151,11 @@ def main() -> int:
         action="store_true",
         help="also the first tree with the working set off (the SQL path)",
     )
+    parser.add_argument(
+        "--url",
+        help="the big user's database on a server already running on --keep (another "
+        "run's): this run starts none, so two runs can measure trees at once",
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=50, help="context() calls per process")
     parser.add_argument(
@@ -178,16 +183,17 @@ def main() -> int:
     if args.sql:
         runs.append((f"{trees[0][0]}-sql", trees[0][1], "off"))
     results: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in runs}
-    server = start_server(args.keep.resolve(), args.shared_buffers, keep=True)
+    server = None if args.url else start_server(args.keep.resolve(), args.shared_buffers, keep=True)
     try:
-        url = str(server.get_uri(database="big"))
+        url = args.url or str(server.get_uri(database="big"))
         for round_ in range(args.rounds):
             for name, src, working_set in runs:
                 result = _run(url, src, working_set, args)
                 results[name].append(result)
                 print(f"round {round_ + 1} {name}: {json.dumps(result)}", file=sys.stderr)
     finally:
-        server.cleanup()
+        if server is not None:
+            server.cleanup()
     report = {
         "keep": str(args.keep),
         "trees": {name: str(src) for name, src in trees},

@@ -37,18 +37,20 @@ memories, or a count; unset or ``off``: never):
   read: :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
   before; a count given (``ENGRAIN_PG_WORKING_SET=5000``) reads it with the check.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
-* **Off by default** (:func:`working_set_min`): with the deltas read in the call, side by
-  side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63–1.10× the SQL path's
-  and no server CPU, for ~725–860 MB (the SQL path's process: ~170 MB) and a load of ~3.5
-  minutes of CPU a process (docs/postgres.md, "Session 13"): more than the issue's memory
-  bound (300 MB) for a p95 still far above its 30 ms, so it stays a choice.
+* **On by default** (:func:`working_set_min`; ``ENGRAIN_PG_WORKING_SET=off`` turns it
+  off): the rows are read as columns and the float32 matrix is dropped once the graphs hold
+  every row, the vectors a search scores read back by id (``table.py``), so a process
+  serving a 100,000-memory user holds about what the SQLite store's does instead of
+  ~860 MB (docs/postgres.md, "Session 14").
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
-built in process, candidates scored exactly with the float32 matrix, rows the graph does not
-hold yet searched exactly) — an exact product at 100,000 took ~106 ms at load 14, the graph
-~11 ms for the gate's two searches. Cosine equals the dot product for the unit vectors
-engrain stores (the query is scaled to unit length). Rows are loaded in id order, so equal
-scores rank by id as the SQL path ranks them (memories added since are appended).
+built in process and a second one over the typed learnings, candidates scored exactly with
+their float32 vectors — from the matrix while the graphs are built, then read back from the
+rows by id — rows the graph does not hold yet searched exactly): an exact product at 100,000
+took ~106 ms at load 14, the graph ~11 ms for the gate's two searches. Cosine equals the
+dot product for the unit vectors engrain stores (the query is scaled to unit length). Rows
+are loaded in id order, so equal scores rank by id as the SQL path ranks them (memories
+added since are appended).
 """
 
 from __future__ import annotations
@@ -76,9 +78,8 @@ log = logging.getLogger(__name__)
 
 #: Users with at least this many memories are served from a working set in process.
 WORKING_SET_MIN = 20_000
-#: ... and at most this many: a working set costs ~5 kB a memory in process (the float32
-#: matrix beside the int8 graph, the columns, BM25) and its graph is built in each process
-#: (100,000: ~660 MB and ~2 minutes of a core at load 14), so larger users stay with SQL.
+#: ... and at most this many: its graphs are built in each process (100,000: minutes of a
+#: core under load), so larger users stay with SQL.
 WORKING_SET_MAX = 200_000
 #: Working sets kept per process (least recently used dropped).
 USERS_KEPT = 2
@@ -123,14 +124,15 @@ Connect = Callable[[], AbstractContextManager[Conn]]
 
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
-    (``on`` for :data:`WORKING_SET_MIN`, a count, or unset / ``off``: ``None``, never).
-    Off by default: side by side at 100,000 it served ``context()`` with p95 0.63-1.10x the
-    SQL path's and no server CPU, but holds ~0.7-0.86 GB per user (the SQL path: ~170 MB
-    for the process) and loads for minutes in each process (docs/postgres.md, "Session 13");
-    a deployment with the memory to spare turns it on."""
+    (unset or ``on``: :data:`WORKING_SET_MIN`; a count; ``off``: ``None``, never). On by
+    default since the working set is read as columns and keeps no float32 matrix
+    (``table.py``): a process serving a 100,000-memory user from it holds about what the
+    SQLite store's does (docs/postgres.md, "Session 14"), its calls cost the database no
+    search, and users below :data:`WORKING_SET_MIN` (searched exactly by the SQLite
+    store too) keep the SQL path."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
     value = value.strip().lower()
-    if value in ("on", "yes", "true"):
+    if value in ("", "on", "yes", "true"):
         return WORKING_SET_MIN
     try:
         return max(1, int(value))
