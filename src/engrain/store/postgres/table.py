@@ -186,8 +186,9 @@ def read_table(cur: Any, user_id: str, expected: int) -> Table | None:
     return builder.finish()
 
 
-#: The vectors (and, asked for, the texts) of memories by id.
-_VECTORS = "SELECT id, embedding{} FROM memories WHERE user_id = %s AND id = ANY(%s)"
+#: The vectors (pgvector's binary form: ``vector_send``) and, asked for, the texts of
+#: memories by id.
+_VECTORS = "SELECT id, vector_send(embedding){} FROM memories WHERE user_id = %s AND id = ANY(%s)"
 
 
 def row_vectors(
@@ -196,7 +197,10 @@ def row_vectors(
     """A :class:`~engrain.store.arrays.RowVectors` over the user's rows: the vectors of the
     memories asked for (``ids``; ``rowids`` are not needed, the ids are the key), one
     statement; a memory counts as found only if its row is there with a vector of the
-    size asked (else zeros: the working set falls back on its index's copy)."""
+    size asked (else zeros: the working set falls back on its index's copy). The vectors
+    come as pgvector's binary form (a 4-byte header, then big-endian float32s), joined and
+    converted at once: half the client CPU of a numpy array made per row (1,000 vectors:
+    3.5 against 7.7 ms, docs/postgres.md "Session 14")."""
 
     def read(
         rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
@@ -213,15 +217,22 @@ def row_vectors(
         with connect() as conn, conn.cursor(binary=True) as cur:
             cur.execute(_VECTORS.format(", content" if texts else ""), (user_id, list(where)))
             rows = cur.fetchall()
+        size = 4 + 4 * dim  # the header (dimension, unused) and the floats
+        at: list[int] = []
+        blobs: list[bytes] = []
         for row in rows:
-            vector = row[1]
-            if vector is None or len(vector) != dim:
+            blob = row[1]
+            if blob is None or len(blob) != size:
                 continue
             for i in where[row[0]]:
-                found[i] = True
-                vectors[i] = vector
+                at.append(i)
+                blobs.append(blob)
                 if content is not None:
                     content[i] = row[2]
+        if at:
+            block = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(at), dim + 1)
+            vectors[at] = block[:, 1:]
+            found[at] = True
         return found, vectors, content
 
     return read
