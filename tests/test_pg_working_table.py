@@ -5,6 +5,7 @@ objects, as before."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -70,8 +71,11 @@ def _held_memories(store: Any, user: str = "alice") -> list[Any]:
     return arrays.memories_of(list(range(len(arrays))))
 
 
-def test_every_field_of_every_row_is_the_sql_paths(stores: Any) -> None:
+def test_every_field_of_every_row_is_the_sql_paths(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mine, sql = stores
+    monkeypatch.setattr(pg_table, "CHUNK", 7)  # values coded and texts joined across chunks
     written = _varied(40)
     sql.write(written)
     sql.record_access("alice", ["r001", "r001", "r007"], NOW + timedelta(hours=1))
@@ -138,7 +142,8 @@ def test_the_builder_grows_past_the_rows_announced_and_trims_to_those_read() -> 
             "kind": "fact", "created": i, "updated": i, "event": i, "promoted": i,
             "importance": 0.5, "confidence": 0.5, "usefulness": 0.0, "pinned": False,
             "muted": False, "compressed": False, "compression_source": False, "rowids": i,
-            "access": 0, "last": i, "embedding": np.full(3, i, dtype=np.float32),
+            "access": 0, "last": i,
+            "embedding": struct.pack(">HH", 3, 0) + np.full(3, i, dtype=">f4").tobytes(),
         }  # fmt: skip
         for at, (name, _) in enumerate(pg_table.FIELDS):
             row[at] = values.get(name)
@@ -152,3 +157,5 @@ def test_the_builder_grows_past_the_rows_announced_and_trims_to_those_read() -> 
         assert table.matrix.shape == (5, 3)
         assert table.matrix[:, 0].tolist() == [0, 1, 2, 3, 4]
         assert table.has_vector.all() and table.columns.rowids.tolist() == [0, 1, 2, 3, 4]
+        assert table.columns.ids.all() == [f"m{i}" for i in range(5)]  # chunks' blobs joined
+        assert table.columns.content[3] == "t3" and table.columns.created.dtype == np.int64

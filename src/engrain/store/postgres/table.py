@@ -80,7 +80,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("rowids", "m.seq"),
     ("access", "coalesce(a.access_count, 0)"),
     ("last", _micros("a.last_accessed_at")),
-    ("embedding", "m.embedding"),
+    ("embedding", "vector_send(m.embedding)"),
 )
 _AT = {name: i for i, (name, _) in enumerate(FIELDS)}
 #: Every row of a user, in id order (equal scores rank by id, as in SQL).
@@ -94,21 +94,35 @@ _CODES = ("project", "session_id", "key", "source_session_id", "superseded_by", 
 _INTS = ("created", "updated", "event", "promoted", "rowids", "access", "last")
 _FLOATS = ("importance", "confidence", "usefulness")
 _FLAGS = ("pinned", "muted", "compressed", "compression_source")
+#: The type of each array field.
+_DTYPES: dict[str, Any] = {
+    **dict.fromkeys(_INTS, np.int64), **dict.fromkeys(_FLOATS, np.float64),
+    **dict.fromkeys(_FLAGS, np.bool_), "memory_type": np.int8, "kind": np.int8,
+}  # fmt: skip
 _TYPES = {t.value: i for i, t in enumerate(MemoryType)}
 _KINDS = {k.value: i for i, k in enumerate(Kind)}
 
 
 class TableBuilder:
-    """A :class:`Table` from rows read with :data:`SELECT_TABLE`, chunk by chunk: the
-    vectors are copied into one matrix as they come (``expected``: the rows announced, the
-    matrix's first size), every other field kept as a list until :meth:`finish`."""
+    """A :class:`Table` from rows read with :data:`SELECT_TABLE`, chunk by chunk, each
+    chunk made compact as it comes: its vectors copied into one matrix (``expected``: the
+    rows announced, the matrix's first size), its strings encoded into a blob, its repeated
+    values coded, its numbers and flags into arrays. No Python object of a row outlives its
+    chunk, so the load's small allocations are reused chunk after chunk instead of piling
+    up between what stays (kept per field until :meth:`finish`, they left ~90 MB freed but
+    resident in glibc's heap at 100,000 rows: docs/postgres.md, "Session 14")."""
 
     def __init__(self, user_id: str, expected: int) -> None:
         self.user_id = user_id
         self.expected = max(0, expected)
-        self._parts: dict[str, list[Any]] = {name: [] for name, _ in FIELDS if name != "embedding"}
+        self._strings: dict[str, list[Strings]] = {name: [] for name in _STRINGS}
+        self._codes: dict[str, dict[str, int]] = {name: {} for name in _CODES}
+        self._coded: dict[str, list[npt.NDArray[np.int32]]] = {name: [] for name in _CODES}
+        self._arrays: dict[str, list[npt.NDArray[Any]]] = {
+            name: [] for name in (*_INTS, *_FLOATS, *_FLAGS, "memory_type", "kind")
+        }
         self._matrix: npt.NDArray[np.float32] | None = None
-        self._has_vector: list[bool] = []
+        self._has_vector: list[npt.NDArray[np.bool_]] = []
         self._rows = 0
         self.uniform = True
 
@@ -117,61 +131,91 @@ class TableBuilder:
         if not rows:
             return
         columns = list(zip(*rows, strict=True))
-        for name, values in self._parts.items():
-            values.extend(columns[_AT[name]])
+        for name in _STRINGS:
+            self._strings[name].append(Strings.of(columns[_AT[name]]))
+        for name in _CODES:
+            index = self._codes[name]
+            codes = [
+                -1 if v is None else index.setdefault(v, len(index)) for v in columns[_AT[name]]
+            ]
+            self._coded[name].append(np.array(codes, dtype=np.int32))
+        arrays = self._arrays
+        for name in (*_INTS, *_FLOATS, *_FLAGS):
+            arrays[name].append(np.array(columns[_AT[name]], dtype=_DTYPES[name]))
+        arrays["memory_type"].append(
+            np.array([_TYPES[v] for v in columns[_AT["memory_type"]]], dtype=np.int8)
+        )
+        arrays["kind"].append(np.array([_KINDS[v] for v in columns[_AT["kind"]]], dtype=np.int8))
         self._vectors(columns[_AT["embedding"]])
 
-    def _vectors(self, found: Sequence[npt.NDArray[np.float32] | None]) -> None:
+    def _vectors(self, found: Sequence[bytes | None]) -> None:
+        """The chunk's vectors, in pgvector's binary form (a 4-byte header, then big-endian
+        float32s): one join and one conversion for the chunk."""
         start, self._rows = self._rows, self._rows + len(found)
-        present = [v is not None for v in found]
-        self._has_vector.extend(present)
-        if not self.uniform or not any(present):
+        present = np.fromiter((v is not None for v in found), bool, len(found))
+        self._has_vector.append(present)
+        if not self.uniform or not present.any():
             return
         block = [v for v in found if v is not None]
-        dim = len(block[0])
+        size = len(block[0])
+        dim = (size - 4) // 4
         if self._matrix is None:
             self._matrix = np.zeros((max(self.expected, self._rows), dim), dtype=np.float32)
-        if any(len(v) != dim for v in block) or self._matrix.shape[1] != dim:
+        if any(len(v) != size for v in block) or self._matrix.shape[1] != dim:
             self.uniform = False
             return
         if self._rows > len(self._matrix):  # more rows than announced: grow
             grown = np.zeros((max(self._rows, 2 * len(self._matrix)), dim), dtype=np.float32)
             grown[: len(self._matrix)] = self._matrix
             self._matrix = grown
-        target = self._matrix[start : self._rows]
-        target[np.asarray(present)] = np.stack(block)
+        floats = np.frombuffer(b"".join(block), dtype=">f4").reshape(len(block), dim + 1)
+        self._matrix[start : self._rows][present] = floats[:, 1:]
 
     def finish(self) -> Table | None:
         """The table of every row added; ``None`` if the vectors are not all of one size."""
         if not self.uniform:
             return None
-        parts, n = self._parts, self._rows
+        n = self._rows
         matrix = self._matrix
         if matrix is None:
             matrix = np.zeros((n, 0), dtype=np.float32)
-        elif len(matrix) != n:
-            matrix = matrix[:n].copy() if len(matrix) > n else matrix
+        elif len(matrix) > n:
+            matrix = matrix[:n].copy()
         matrix.flags.writeable = False
-        fields: dict[str, Any] = {name: Strings.of(parts[name]) for name in _STRINGS}
+        fields: dict[str, Any] = {name: _joined(self._strings[name]) for name in _STRINGS}
         for name in _CODES:
-            fields[name] = Codes.of(parts[name])
-        ints = {name: np.array(parts[name], dtype=np.int64) for name in _INTS}
-        for name in ("created", "updated", "event", "promoted", "rowids"):
-            fields[name] = ints[name]
-        for name in _FLOATS:
-            fields[name] = np.array(parts[name], dtype=np.float64)
-        for name in _FLAGS:
-            fields[name] = np.array(parts[name], dtype=bool)
-        fields["memory_type"] = np.array([_TYPES[v] for v in parts["memory_type"]], dtype=np.int8)
-        fields["kind"] = np.array([_KINDS[v] for v in parts["kind"]], dtype=np.int8)
+            fields[name] = Codes(
+                list(self._codes[name]), _concatenated(self._coded[name], np.int32)
+            )
+        arrays = {name: _concatenated(parts, _DTYPES[name]) for name, parts in self._arrays.items()}
+        for name in (*_FLOATS, *_FLAGS, "memory_type", "kind", "created", "updated", "event",
+                     "promoted", "rowids"):  # fmt: skip
+            fields[name] = arrays[name]
         content: Strings = fields["content"]
         columns = Columns(
             user_id=self.user_id,
             content_digest=texts_digest(len(content), content.blob),
             **fields,
         )
-        has_vector = np.array(self._has_vector, dtype=bool)
-        return Table(columns, matrix, has_vector, ints["access"], ints["last"])
+        has_vector = _concatenated(self._has_vector, np.bool_)
+        return Table(columns, matrix, has_vector, arrays["access"], arrays["last"])
+
+
+def _concatenated(parts: Sequence[npt.NDArray[Any]], empty: Any) -> npt.NDArray[Any]:
+    """The chunks' arrays as one (an empty one of type ``empty`` for no chunk)."""
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=empty)
+
+
+def _joined(parts: Sequence[Strings]) -> Strings:
+    """The chunks' strings as one list: their blobs joined by a NUL, their offsets moved."""
+    if not parts:
+        return Strings.of([])
+    at = [parts[0].at]
+    offset = len(parts[0].blob) + 1
+    for part in parts[1:]:
+        at.append(part.at[1:] + offset)
+        offset += len(part.blob) + 1
+    return Strings(b"\0".join(part.blob for part in parts), np.concatenate(at))
 
 
 def read_table(cur: Any, user_id: str, expected: int) -> Table | None:
