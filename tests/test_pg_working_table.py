@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -159,3 +160,47 @@ def test_the_builder_grows_past_the_rows_announced_and_trims_to_those_read() -> 
         assert table.has_vector.all() and table.columns.rowids.tolist() == [0, 1, 2, 3, 4]
         assert table.columns.ids.all() == [f"m{i}" for i in range(5)]  # chunks' blobs joined
         assert table.columns.content[3] == "t3" and table.columns.created.dtype == np.int64
+
+
+def test_context_blocks_from_the_working_set_are_the_sql_paths(
+    pg_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two users with the same memories, one served from a working set read as columns,
+    the other by SQL: every ``context()`` block is the same, call after call, while each
+    call counts uses (and promotes) in its own user."""
+    from engrain import Engine
+    from engrain.embed import HashEmbedder
+
+    from .conftest import make_settings
+
+    monkeypatch.setattr(working, "RELOAD_PAUSE", 0.0)
+    embedder = HashEmbedder()
+    texts = [f"note {i} about {w} and {v}" for i, (w, v) in enumerate(
+        (a, b) for a in ("deploy", "billing", "roadmap", "incident", "budget", "review")
+        for b in ("friday", "owner", "cache", "invoice", "backup", "search", "team"))]  # fmt: skip
+    vectors = embedder.embed(texts)
+    mine = PostgresStore(pg_url, pool_size=3, working_set_min=20)
+    sql = PostgresStore(pg_url, pool_size=3, working_set_min=None)
+    try:
+        for user, store in (("ws", mine), ("sq", sql)):
+            store.write([
+                replace(mem(f"n{i:02d}", user, minutes=i, content=text,
+                            kind=list(Kind)[i % len(Kind)]), embedding=vectors[i])
+                for i, text in enumerate(texts)
+            ])  # fmt: skip
+        assert mine.wait_for_working_set("ws", timeout=30)
+        engines = {
+            user: Engine(settings=make_settings(tmp_path / user), store=store, embedder=embedder)
+            for user, store in (("ws", mine), ("sq", sql))
+        }
+        served = mine._working.calls["served"]
+        for turn in range(12):
+            query = f"what about the {('deploy', 'invoice', 'budget review')[turn % 3]}?"
+            got = engines["ws"].context(query, "ws", now=NOW + timedelta(hours=turn))
+            want = engines["sq"].context(query, "sq", now=NOW + timedelta(hours=turn))
+            assert got.text == want.text
+            assert [m.id for m in got.memories] == [m.id for m in want.memories]
+        assert mine._working.calls["served"] > served  # the working set served them
+    finally:
+        mine.close()
+        sql.close()
