@@ -204,3 +204,34 @@ def test_context_blocks_from_the_working_set_are_the_sql_paths(
     finally:
         mine.close()
         sql.close()
+
+
+def test_counted_uses_are_applied_without_reading_a_vector(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's counted uses reach the working set from the columns' counts: no
+    memory is built for it, so no vector is read back (a round trip a memory)."""
+    import psycopg
+
+    mine, sql = stores
+    sql.write(_varied(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+    assert mine._working.current("alice").wait_for_index(30)  # the matrix dropped
+    counted = ["r001", "r002", "r002", "r003", "nope"]
+    sql.record_access("alice", counted, NOW + timedelta(hours=2))
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def spy(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", spy)
+    cache = mine._working.current("alice")
+    assert cache is not None
+    assert not [q for q in sent if "vector_send" in q]
+    monkeypatch.undo()
+    want = {m.id: m.access_count for m in sql.get("alice", ["r001", "r002", "r003"])}
+    assert want == {"r001": 1, "r002": 2, "r003": 1}
+    held = _held_memories(mine)
+    assert {m.id: m.access_count for m in held if m.id in want} == want

@@ -484,13 +484,27 @@ def _pause(took: float, full: bool = True) -> float:
 def _apply_counts(cache: UserCache, counts: Sequence[tuple[str, int, datetime | None]]) -> None:
     """Bring the working set's access counts up to the rows ``counts`` (id, count, last
     access as the ``access`` table holds them): each memory is touched as many times as
-    its stored count exceeds the held one, at its stored last access."""
-    rows = cache.snapshot.rows
+    its stored count exceeds the held one, at its stored last access. The held counts are
+    read from the columns, never from a memory built for it (a memory built from the
+    columns reads its vector back from the database: a round trip a counted memory)."""
+    held = _held_counts(cache, [memory_id for memory_id, _, _ in counts])
     by_time: dict[datetime, list[str]] = {}
-    for memory_id, count, at in counts:
-        memory = rows.get(memory_id)
-        if memory is None or at is None or count <= memory.access_count:
+    for (memory_id, count, at), now in zip(counts, held, strict=True):
+        if now is None or at is None or count <= now:
             continue
-        by_time.setdefault(as_utc(at), []).extend([memory_id] * (count - memory.access_count))
+        by_time.setdefault(as_utc(at), []).extend([memory_id] * (count - now))
     for at, ids in by_time.items():
         cache.touch(ids, at)
+
+
+def _held_counts(cache: UserCache, ids: Sequence[str]) -> list[int | None]:
+    """The access count the working set holds for each of ``ids`` (``None``: not held)."""
+    snapshot = cache.snapshot
+    arrays = snapshot.arrays
+    if arrays is None:  # not built yet: the memories are objects
+        found = [snapshot.rows.get(memory_id) for memory_id in ids]
+        return [None if memory is None else memory.access_count for memory in found]
+    rows = arrays.position.rows_of(ids).tolist()
+    access, _ = arrays.rows.counts.many([row for row in rows if row >= 0])
+    held = iter(access)
+    return [next(held) if row >= 0 else None for row in rows]
