@@ -231,9 +231,7 @@ def test_a_user_above_the_largest_size_stays_with_sql(
 
 
 def test_the_threshold_comes_from_the_environment() -> None:
-    assert working.working_set_min({}) == working.WORKING_SET_MIN  # on unless turned off
-    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": " "}) == working.WORKING_SET_MIN
-    assert not working.working_set_asked({})  # sizes learned from the SQL path's reads
+    assert working.working_set_min({}) is None  # off unless turned on
     assert not working.working_set_asked({"ENGRAIN_PG_WORKING_SET": "on"})
     assert working.working_set_asked({"ENGRAIN_PG_WORKING_SET": "5000"})
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN

@@ -66,8 +66,8 @@ A listing lists ids with their row versions (``xmin`` of the memory and of its a
 and decodes only the rows it has not already decoded at that version; reading and decoding
 full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
-**A large user's working set** (``working.py``, on unless ``ENGRAIN_PG_WORKING_SET=off``
-or ``working_set_min=None``): users of 20,000 to 200,000 memories are searched and
+**A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
+or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
 BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
 only while one statement per call finds the user's revision unchanged (access counts made
 since applied) or the rows changed since are few and changed in place (read from

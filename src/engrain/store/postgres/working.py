@@ -37,11 +37,13 @@ memories, or a count; unset or ``off``: never):
   read: :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
   before; a count given (``ENGRAIN_PG_WORKING_SET=5000``) reads it with the check.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
-* **On by default** (:func:`working_set_min`; ``ENGRAIN_PG_WORKING_SET=off`` turns it
-  off): the rows are read as columns and the float32 matrix is dropped once the graphs hold
+* **Off by default** (:func:`working_set_min`; ``ENGRAIN_PG_WORKING_SET=on`` turns it
+  on): the rows are read as columns and the float32 matrix is dropped once the graphs hold
   every row, the vectors a search scores read back by id (``table.py``), so a process
-  serving a 100,000-memory user holds about what the SQLite store's does instead of
-  ~860 MB (docs/postgres.md, "Session 14").
+  serving a 100,000-memory user holds ~325 MB instead of ~860 MB; side by side it served
+  ``context()`` at the SQL path's latency (p50 / p95 1.12 / 1.00x) for a fifth of its
+  server CPU (docs/postgres.md, "Session 14"): no latency won for twice the SQL path's
+  memory, so it stays a choice.
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
 built in process and a second one over the typed learnings, candidates scored exactly with
@@ -124,15 +126,15 @@ Connect = Callable[[], AbstractContextManager[Conn]]
 
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
-    (unset or ``on``: :data:`WORKING_SET_MIN`; a count; ``off``: ``None``, never). On by
-    default since the working set is read as columns and keeps no float32 matrix
-    (``table.py``): a process serving a 100,000-memory user from it holds about what the
-    SQLite store's does (docs/postgres.md, "Session 14"), its calls cost the database no
-    search, and users below :data:`WORKING_SET_MIN` (searched exactly by the SQLite
-    store too) keep the SQL path."""
+    (``on`` for :data:`WORKING_SET_MIN`, a count, or unset / ``off``: ``None``, never).
+    Off by default: read as columns and without the float32 matrix (``table.py``) it holds
+    ~325 MB for a process serving a 100,000-memory user (the SQL path's: ~165 MB, the
+    issue's bound 300 MB) and side by side it served ``context()`` with p50 / p95 1.12 /
+    1.00x the SQL path's for a fifth of its server CPU (docs/postgres.md, "Session 14"):
+    no latency won, so a deployment whose database is the bottleneck turns it on."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
     value = value.strip().lower()
-    if value in ("", "on", "yes", "true"):
+    if value in ("on", "yes", "true"):
         return WORKING_SET_MIN
     try:
         return max(1, int(value))
