@@ -19,6 +19,7 @@ from engrain.recall.select import (
     UNRELATED_RELEVANCE,
     Ranked,
     area_of,
+    correction_below,
     fill_order,
     needed_relevance,
     present_below,
@@ -193,3 +194,26 @@ def test_a_context_note_is_judged_on_its_relevance_against_its_threshold() -> No
     assert why["flaky"] == f"about the present, relevance {limit - 0.03:.3f} below {limit:.2f}"
     assert present_below(ranked[1], limit) and not present_below(ranked[2], limit)
     assert "flaky" in _select(ranked, tokens, 2_000, thresholds=False)[0]
+
+
+@pytest.mark.parametrize("intent", [Intent.DEBUGGING, Intent.QUESTION, Intent.GENERATION])
+def test_a_correction_is_judged_on_its_relevance_against_its_threshold(intent: Intent) -> None:
+    """A correction ("the 2.x MSRV has been Rust 1.78 since 2.3.0, not 1.74") passes its
+    intent's threshold on its recency and use at a relevance under it: it needs the
+    relevance the score needs (``select.correction_below``), as a context note does. A
+    fact at the same relevance and score, and a correction as relevant as the threshold,
+    are unaffected; without thresholds (an explicit budget) nothing changes."""
+    limit = threshold_for(Kind.CORRECTION, intent)
+    ranked = [
+        Ranked(_memory("match", Kind.PATTERN), 0.9, 0.6, 1.0),
+        Ranked(_memory("msrv", Kind.CORRECTION), limit + 0.05, 0.27, limit - 0.03),
+        Ranked(_memory("fact", Kind.FACT), limit + 0.05, 0.27, limit - 0.03),
+        Ranked(_memory("now", Kind.CORRECTION), limit + 0.05, 0.27, limit),
+    ]
+    tokens = {"match": 40, "msrv": 40, "fact": 40, "now": 40}
+    chosen, why = _select(ranked, tokens, 2_000, intent=intent)
+    assert chosen == ["match", "now", "fact"]
+    assert why["msrv"] == f"a correction, relevance {limit - 0.03:.3f} below {limit:.2f}"
+    assert correction_below(ranked[1], limit) and not correction_below(ranked[2], limit)
+    assert not correction_below(ranked[3], limit)
+    assert "msrv" in _select(ranked, tokens, 2_000, intent=intent, thresholds=False)[0]

@@ -235,7 +235,7 @@ class Settings(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _in_the_error_tree(
-        cls, data: Any, handler: ModelWrapValidatorHandler[Settings], info: ValidationInfo[Any]
+        cls, data: Any, handler: ModelWrapValidatorHandler[Settings], info: ValidationInfo
     ) -> Settings:
         """Turn pydantic's report into a :class:`ConfigError`, one line per problem, however
         the settings were built (``load_settings`` passes where each key came from)."""
