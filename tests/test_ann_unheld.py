@@ -1,7 +1,9 @@
-"""The rows a search merges beside the approximate index's candidates (issue 18): those
-passing the filter that the index does not hold. When the index holds every passing row
-(counted once per set of columns) none are looked for, without a pass over every row; a
-write the index does not hold yet makes them found again (store/vector_search.py)."""
+"""Per-call passes over every row of a large user (issue 18). The rows a search merges
+beside the approximate index's candidates are those passing the filter that the index does
+not hold: when it holds every passing row (counted once per set of columns) none are
+looked for, without a pass over every row; a write the index does not hold yet makes them
+found again (store/vector_search.py). Whether a user is large is counted on every search,
+without summing every row as integers (store/cache.py)."""
 
 from __future__ import annotations
 
@@ -73,4 +75,15 @@ def test_rows_written_since_are_merged_and_found(db: Path, monkeypatch: pytest.M
     for held_all, found, every in calls:
         assert not held_all
         assert found.tolist() == every.tolist() and found.size == len(fresh)
+    store.close()
+
+
+@pytest.mark.parametrize(("memories", "indexed"), [(99, False), (100, True)])
+def test_a_user_is_indexed_from_the_threshold_on(
+    tmp_path: Path, memories: int, indexed: bool
+) -> None:
+    # the count of vectors is asked on every search (without summing every row as integers)
+    store = SQLiteStore(tmp_path / "e.db", ann_min_vectors=100, ann_background=False)
+    store.write(_memories(memories))
+    assert store.wait_for_index(USER) is indexed
     store.close()

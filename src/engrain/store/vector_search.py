@@ -200,7 +200,7 @@ def counted_rows(
     else:
         mask = mask_of(arrays, flt) & arrays.has_vector
         mask.flags.writeable = False
-    found = (held, mask, int((mask & held).sum()), int(mask.sum()))
+    found = (held, mask, int(np.count_nonzero(mask & held)), int(np.count_nonzero(mask)))
     if len(arrays.counted) >= MASKS_MAX:
         arrays.counted.clear()
     arrays.counted[flt] = found
