@@ -37,18 +37,22 @@ memories, or a count; unset or ``off``: never):
   read: :meth:`WorkingSets.saw_size`), so a small user's calls run no statement more than
   before; a count given (``ENGRAIN_PG_WORKING_SET=5000``) reads it with the check.
 * **Bounded**: :data:`USERS_KEPT` users per process, least recently used dropped.
-* **Off by default** (:func:`working_set_min`): with the deltas read in the call, side by
-  side at 100,000 it served 225 of 230 calls, ``context()`` p95 0.63–1.10× the SQL path's
-  and no server CPU, for ~725–860 MB (the SQL path's process: ~170 MB) and a load of ~3.5
-  minutes of CPU a process (docs/postgres.md, "Session 13"): more than the issue's memory
-  bound (300 MB) for a p95 still far above its 30 ms, so it stays a choice.
+* **Off by default** (:func:`working_set_min`; ``ENGRAIN_PG_WORKING_SET=on`` turns it
+  on): the rows are read as columns and the float32 matrix is dropped once the graphs hold
+  every row, the vectors a search scores read back by id (``table.py``), so a process
+  serving a 100,000-memory user holds ~325 MB instead of ~860 MB; side by side it served
+  ``context()`` at the SQL path's latency (p50 / p95 1.12 / 1.00x) for a fifth of its
+  server CPU (docs/postgres.md, "Session 14"): no latency won for twice the SQL path's
+  memory, so it stays a choice.
 
 Vector search in the working set goes through usearch (``store/ann.py``: an int8 HNSW graph
-built in process, candidates scored exactly with the float32 matrix, rows the graph does not
-hold yet searched exactly) — an exact product at 100,000 took ~106 ms at load 14, the graph
-~11 ms for the gate's two searches. Cosine equals the dot product for the unit vectors
-engrain stores (the query is scaled to unit length). Rows are loaded in id order, so equal
-scores rank by id as the SQL path ranks them (memories added since are appended).
+built in process and a second one over the typed learnings, candidates scored exactly with
+their float32 vectors — from the matrix while the graphs are built, then read back from the
+rows by id — rows the graph does not hold yet searched exactly): an exact product at 100,000
+took ~106 ms at load 14, the graph ~11 ms for the gate's two searches. Cosine equals the
+dot product for the unit vectors engrain stores (the query is scaled to unit length). Rows
+are loaded in id order, so equal scores rank by id as the SQL path ranks them (memories
+added since are appended).
 """
 
 from __future__ import annotations
@@ -66,17 +70,18 @@ from typing import Any
 
 from engrain.model import Memory, as_utc
 from engrain.store import heap
-from engrain.store.ann import IndexSlot
+from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
 from engrain.store.cache import UserCache
+from engrain.store.columns import Table
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
+from engrain.store.postgres.table import read_table, row_vectors
 
 log = logging.getLogger(__name__)
 
 #: Users with at least this many memories are served from a working set in process.
 WORKING_SET_MIN = 20_000
-#: ... and at most this many: a working set costs ~5 kB a memory in process (the float32
-#: matrix beside the int8 graph, the columns, BM25) and its graph is built in each process
-#: (100,000: ~660 MB and ~2 minutes of a core at load 14), so larger users stay with SQL.
+#: ... and at most this many: its graphs are built in each process (100,000: minutes of a
+#: core under load), so larger users stay with SQL.
 WORKING_SET_MAX = 200_000
 #: Working sets kept per process (least recently used dropped).
 USERS_KEPT = 2
@@ -122,10 +127,11 @@ Connect = Callable[[], AbstractContextManager[Conn]]
 def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     """The memory count from which a user gets a working set: ``ENGRAIN_PG_WORKING_SET``
     (``on`` for :data:`WORKING_SET_MIN`, a count, or unset / ``off``: ``None``, never).
-    Off by default: side by side at 100,000 it served ``context()`` with p95 0.63-1.10x the
-    SQL path's and no server CPU, but holds ~0.7-0.86 GB per user (the SQL path: ~170 MB
-    for the process) and loads for minutes in each process (docs/postgres.md, "Session 13");
-    a deployment with the memory to spare turns it on."""
+    Off by default: read as columns and without the float32 matrix (``table.py``) it holds
+    ~325 MB for a process serving a 100,000-memory user (the SQL path's: ~165 MB, the
+    issue's bound 300 MB) and side by side it served ``context()`` with p50 / p95 1.12 /
+    1.00x the SQL path's for a fifth of its server CPU (docs/postgres.md, "Session 14"):
+    no latency won, so a deployment whose database is the bottleneck turns it on."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
     value = value.strip().lower()
     if value in ("on", "yes", "true"):
@@ -302,11 +308,14 @@ class WorkingSets:
                 full = False  # another user's full load runs: this one tries on a later call
                 return
             try:
-                revision, clock, memories = self._read_all(user_id)
+                revision, clock, table, memories = self._read_all(user_id)
                 if self._closed:
                     return  # the store closed meanwhile: build nothing
-                cache = UserCache(memories, ann=self._slot(user_id))
-                del memories
+                cache = UserCache(
+                    memories, table=table, ann=self._slot(user_id),
+                    row_vectors=None if table is None else row_vectors(self._connect, user_id),
+                )  # fmt: skip
+                del table, memories
                 cache.count()  # builds the columns
                 cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
                 cache.wait_for_index()  # builds, or patches, the graph
@@ -333,11 +342,15 @@ class WorkingSets:
                     loading.not_before = now + _pause(took, full=False)
 
     def _slot(self, user_id: str) -> IndexSlot:
-        """The user's approximate index in this process (every working set is large)."""
+        """The user's approximate index in this process (every working set is large), with
+        a second one over the typed learnings when they are as many as the SQLite store
+        gives one for (``store/ann_kinds.py``): ~12 MB at 100,000 memories instead of a
+        copy of their vectors and its coarse projection (~44 MB)."""
         with self._lock:
             slot = self._slots.get(user_id)
             if slot is None:
-                slot = self._slots[user_id] = IndexSlot(None, 1)
+                part = IndexSlot(None, ANN_MIN_VECTORS)
+                slot = self._slots[user_id] = IndexSlot(None, 1, part=part)
             self._slots.move_to_end(user_id)
             while len(self._slots) > self.kept:
                 self._slots.popitem(last=False)[1].close()
@@ -374,19 +387,26 @@ class WorkingSets:
                 held.revision = revision
         return True
 
-    def _read_all(self, user_id: str) -> tuple[int, int, list[Memory]]:
-        """The user's revision, access clock and every row, in one snapshot."""
+    def _read_all(self, user_id: str) -> tuple[int, int, Table | None, list[Memory]]:
+        """The user's revision, access clock and every row, in one snapshot: as a table
+        of columns (``table.py``), or as objects if their vectors are not all of one size."""
         with self._snapshot() as cur:
             cur.execute(CHECK, (user_id, user_id, user_id, NO_CLOCK))
             first = cur.fetchone()
             assert first is not None
-            cur.execute(
-                f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
-                "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
-                (user_id,),
-            )
-            memories = [from_row(r) for r in cur]
-        return int(first[0] or 0), int(first[2] or 0), memories
+            documents = int(first[1] or 0)
+            # the load's transients mapped apart from what stays (store/heap.py)
+            heap.map_large_blocks(documents)
+            table = read_table(cur, user_id, documents)
+            memories: list[Memory] = []
+            if table is None:
+                cur.execute(
+                    f"SELECT {SELECT_COLUMNS} FROM memories m {WITH_ACCESS} "
+                    "WHERE m.user_id = %s ORDER BY m.id",  # equal scores by id, as in SQL
+                    (user_id,),
+                )
+                memories = [from_row(r) for r in cur]
+        return int(first[0] or 0), int(first[2] or 0), table, memories
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
         """Start the user's load if due and wait for it (tests, benchmarks); whether a
@@ -466,13 +486,27 @@ def _pause(took: float, full: bool = True) -> float:
 def _apply_counts(cache: UserCache, counts: Sequence[tuple[str, int, datetime | None]]) -> None:
     """Bring the working set's access counts up to the rows ``counts`` (id, count, last
     access as the ``access`` table holds them): each memory is touched as many times as
-    its stored count exceeds the held one, at its stored last access."""
-    rows = cache.snapshot.rows
+    its stored count exceeds the held one, at its stored last access. The held counts are
+    read from the columns, never from a memory built for it (a memory built from the
+    columns reads its vector back from the database: a round trip a counted memory)."""
+    held = _held_counts(cache, [memory_id for memory_id, _, _ in counts])
     by_time: dict[datetime, list[str]] = {}
-    for memory_id, count, at in counts:
-        memory = rows.get(memory_id)
-        if memory is None or at is None or count <= memory.access_count:
+    for (memory_id, count, at), now in zip(counts, held, strict=True):
+        if now is None or at is None or count <= now:
             continue
-        by_time.setdefault(as_utc(at), []).extend([memory_id] * (count - memory.access_count))
+        by_time.setdefault(as_utc(at), []).extend([memory_id] * (count - now))
     for at, ids in by_time.items():
         cache.touch(ids, at)
+
+
+def _held_counts(cache: UserCache, ids: Sequence[str]) -> list[int | None]:
+    """The access count the working set holds for each of ``ids`` (``None``: not held)."""
+    snapshot = cache.snapshot
+    arrays = snapshot.arrays
+    if arrays is None:  # not built yet: the memories are objects
+        found = [snapshot.rows.get(memory_id) for memory_id in ids]
+        return [None if memory is None else memory.access_count for memory in found]
+    rows = arrays.position.rows_of(ids).tolist()
+    access, _ = arrays.rows.counts.many([row for row in rows if row >= 0])
+    held = iter(access)
+    return [next(held) if row >= 0 else None for row in rows]
