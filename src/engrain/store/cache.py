@@ -397,10 +397,13 @@ class UserCache:
             return False
 
     def _large(self, snapshot: Snapshot) -> bool:
+        """Whether the user has at least the slot's threshold of vectors: asked on every
+        search, so counted without summing a million booleans as integers (0.36 ms;
+        ``count_nonzero`` 0.05 ms)."""
         arrays = snapshot.arrays
         slot = self._slot
         return (slot is not None and arrays is not None
-                and int(arrays.has_vector.sum()) >= slot.min_vectors)  # fmt: skip
+                and int(np.count_nonzero(arrays.has_vector)) >= slot.min_vectors)  # fmt: skip
 
     def _ann_rows(self, snapshot: Snapshot) -> AnnRows | None:
         """The snapshot's record of the rows the index holds, if the user is large and the

@@ -78,11 +78,12 @@ def approximate(
     made (``part_expected``)."""
     covered = [ann_kinds.covers(flt) for _, flt in searches]
     records = [part if part is not None and covers else ann for covers in covered]
-    masks, counts = [], []
+    masks, counts, all_held = [], [], []
     for (k, flt), record, covers in zip(searches, records, covered, strict=True):
         size = max(len(record.index), 1)
         _, mask, passing, kept = counted_rows(arrays, record.held, flt, mask_of)
         masks.append(mask)
+        all_held.append(passing == kept)
         share = passing / size
         factor = min(OVERFETCH, 1.0 + OVERFETCH_SLOPE * (1.0 - share))
         if record is part:
@@ -109,7 +110,8 @@ def approximate(
             walks[id(record)] = (record.rows_of(keys), similar)
     out: list[list[tuple[Memory, float]]] = []
     with single_threaded_blas():
-        for (k, flt), mask, count, record in zip(searches, masks, counts, records, strict=True):
+        for (k, flt), mask, count, record, held_all in zip(searches, masks, counts, records,
+                                                           all_held, strict=True):  # fmt: skip
             if k <= 0:
                 out.append([])
                 continue
@@ -127,7 +129,7 @@ def approximate(
                 if near.size >= k or count >= size:
                     # only the candidates that can be among the k best are read and scored
                     near = near[reachable(near_similar, k)]
-                    unheld = np.flatnonzero(mask & ~record.held)
+                    unheld = _unheld(mask, record.held, held_all)
                     rows = np.unique(np.concatenate([near, unheld]))
                     vectors = scored_vectors(arrays, rows)
                     out.append(top_rows(arrays, rows, vectors @ query, k, vectors))
@@ -136,6 +138,16 @@ def approximate(
             # large filter's: over the best of them by a coarse pass, store/coarse.py)
             out.append(subset_top(arrays, subset_of(arrays, flt, mask), query, k))
     return out
+
+
+def _unheld(mask: BoolArray, held: BoolArray, held_all: bool) -> npt.NDArray[np.intp]:
+    """The rows ``mask`` keeps that the index does not hold (written or re-embedded since
+    it was built or patched): none if it holds every one of them (``held_all``, counted
+    once per set of columns by :func:`counted_rows`), without a pass over every row (two
+    per call, ~0.2 ms each at a million rows)."""
+    if held_all:
+        return np.zeros(0, dtype=np.intp)
+    return np.flatnonzero(mask & ~held)
 
 
 def subset_top(
@@ -188,7 +200,7 @@ def counted_rows(
     else:
         mask = mask_of(arrays, flt) & arrays.has_vector
         mask.flags.writeable = False
-    found = (held, mask, int((mask & held).sum()), int(mask.sum()))
+    found = (held, mask, int(np.count_nonzero(mask & held)), int(np.count_nonzero(mask)))
     if len(arrays.counted) >= MASKS_MAX:
         arrays.counted.clear()
     arrays.counted[flt] = found
