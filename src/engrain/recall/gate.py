@@ -554,13 +554,17 @@ def _fit(
     newline, heading and the wrapper; should the tokenizer still merge differently across
     lines, the last memories are dropped until the block fits: no block exceeds its budget.
     The block's tokens are :func:`~engrain.recall.assemble.block_tokens` of the lines
-    selection counted, exactly ``count_tokens`` of the block without encoding it again."""
+    selection counted, exactly ``count_tokens`` of the block without encoding it again,
+    and its text is made of those same lines (each looked up once here, not rendered
+    again)."""
+    costs = {s.memory.id: line_cost(s.memory, fmt, year, compact, grouped) for s in selected}
     while True:
         memories = [s.memory for s in selected]
         tokens = block_tokens(memories, fmt, year=year, compact=compact, grouped=grouped,
-                              line=lambda m: line_cost(m, fmt, year, compact, grouped))  # fmt: skip
+                              line=lambda m: costs[m.id])  # fmt: skip
         if tokens <= budget:
-            text = render(memories, fmt, year=year, compact=compact, grouped=grouped)
+            text = render(memories, fmt, year=year, compact=compact, grouped=grouped,
+                          line=lambda m: costs[m.id][0])  # fmt: skip
             return text, tokens, selected
         selected = selected[:-1]
 
