@@ -88,6 +88,20 @@ def test_block_tokens_is_the_count_of_the_rendered_block(
     assert remembered == want
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(memories(), min_size=0, max_size=8), st.sampled_from(list(Format)),
+       st.booleans(), st.booleans())  # fmt: skip
+def test_a_block_of_remembered_lines_is_the_rendered_block(
+    selected: list[Memory], fmt: Format, compact: bool, grouped: bool
+) -> None:
+    """The gate renders its block from the lines selection remembered (``_fit``): the same
+    text, byte for byte, as rendering every memory again, grouped or not."""
+    year = NOW.year
+    text = render(selected, fmt, year=year, compact=compact, grouped=grouped)
+    line = lambda m: line_cost(m, fmt, year, compact, grouped)[0]  # noqa: E731
+    assert render(selected, fmt, year=year, compact=compact, grouped=grouped, line=line) == text
+
+
 def test_block_tokens_of_sections_with_several_headings() -> None:
     def memory(kind: Kind, content: str) -> Memory:
         return Memory(id=content, user_id="u", content=content, memory_type=MemoryType.SEMANTIC,

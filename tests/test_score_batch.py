@@ -16,8 +16,8 @@ from engrain.embed.hashing import HashEmbedder
 from engrain.recall.assemble import Format
 from engrain.recall.classify import Classification, Complexity, Intent
 from engrain.recall.gate import GateOptions
-from engrain.recall.score import Query, gated_weights, score_gated
-from engrain.recall.score_batch import gated_totals
+from engrain.recall.score import Query, gated_weights, present_relevance, score_gated
+from engrain.recall.score_batch import gated_scores, gated_totals
 from engrain.store import MemoryStore
 from engrain.tokens import count_tokens
 
@@ -70,6 +70,18 @@ def test_gated_totals_equal_score_gated(pool: list[tuple[Memory, float, float]],
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert gated_totals(pool, query) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(items(), max_size=25), queries())
+def test_gated_scores_give_present_relevance(pool: list[tuple[Memory, float, float]],
+                                             query: Query) -> None:  # fmt: skip
+    """Each candidate's second number is the relevance selection judges it by, bit for bit
+    (a stale context note's scaled down, any other's as given), beside the same total."""
+    got = gated_scores(pool, query)
+    assert [total for total, _ in got] == gated_totals(pool, query)
+    want = [present_relevance(memory, relevance, query.now) for memory, relevance, _ in pool]
+    assert [present for _, present in got] == want
 
 
 def test_context_injects_what_explain_decides(tmp_path: Path) -> None:

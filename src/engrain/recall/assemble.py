@@ -61,12 +61,19 @@ def render_line(memory: Memory, compact: bool = True, grouped: bool = False) -> 
     return prefix + shown_content(memory, compact) + (CONFLICT_NOTE if conflicted else "")
 
 
-def render_tagged(memories: Sequence[Memory], compact: bool = True, grouped: bool = False) -> str:
+def render_tagged(
+    memories: Sequence[Memory],
+    compact: bool = True,
+    grouped: bool = False,
+    line: Callable[[Memory], str] | None = None,
+) -> str:
     """The spec's block, or the empty string when there is nothing to inject; ``grouped``:
-    each day's conversation chunks under one header line (see the module)."""
+    each day's conversation chunks under one header line (see the module). ``line``: each
+    memory's line if the caller has it (``render_line``'s), else rendered here."""
     if not memories:
         return ""
-    entries = _tagged(memories, lambda m: render_line(m, compact, grouped), compact, grouped)
+    entries = _tagged(memories, line or (lambda m: render_line(m, compact, grouped)), compact,
+                      grouped)  # fmt: skip
     lines = [header if line is None else line for header, line in entries]
     return OPEN + "\n".join(lines) + CLOSE
 
@@ -165,12 +172,16 @@ def section_of(memory: Memory) -> str:
 
 
 def render_sections(
-    memories: Sequence[Memory], year: int | None = None, compact: bool = True
+    memories: Sequence[Memory],
+    year: int | None = None,
+    compact: bool = True,
+    line: Callable[[Memory], str] | None = None,
 ) -> str:
-    """Titled sections, invariants first, items in selection order within each."""
+    """Titled sections, invariants first, items in selection order within each. ``line``:
+    each memory's item if the caller has it (``render_item``'s), else rendered here."""
     if not memories:
         return ""
-    grouped = _sections(memories, lambda m: render_item(m, year, compact))
+    grouped = _sections(memories, line or (lambda m: render_item(m, year, compact)))
     blocks = [heading(title) + "\n".join(items) for title, items in grouped]
     return OPEN + "\n\n".join(blocks) + CLOSE
 
@@ -192,13 +203,16 @@ def render(
     year: int | None = None,
     compact: bool = True,
     grouped: bool = False,
+    line: Callable[[Memory], str] | None = None,
 ) -> str:
     """The block for ``memories`` in format ``fmt`` (``year``: the current year, which
     ``sections`` dates leave out; ``compact``: conversation chunks without filler;
-    ``grouped``: in the tagged format, a day's conversation chunks under one header)."""
+    ``grouped``: in the tagged format, a day's conversation chunks under one header).
+    ``line``: each memory's :func:`item_line` with the same arguments, if the caller has
+    it (selection remembered them: ``recall/lines.py``), instead of rendering it again."""
     if fmt is Format.TAGGED:
-        return render_tagged(memories, compact, grouped)
-    return render_sections(memories, year, compact)
+        return render_tagged(memories, compact, grouped, line)
+    return render_sections(memories, year, compact, line)
 
 
 def item_line(

@@ -67,7 +67,7 @@ from engrain.recall.score import (
     present_relevance,
     scorer,
 )
-from engrain.recall.score_batch import gated_totals
+from engrain.recall.score_batch import gated_scores
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, batch_embedder, with_soft_terms
 from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
@@ -501,17 +501,20 @@ def _score(
     ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
-    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_totals`
-    (the same numbers, without the components nobody reads)."""
-    anchors = [c.id for c in pool[:ANCHORS]] if cooccurrence else []
-    bonuses = [
-        cooccurrence_bonus(cooccurrence, c.id, anchors) if cooccurrence else 0.0 for c in pool
-    ]
+    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_scores`
+    (the same numbers, without the components nobody reads) with each one's present
+    relevance (:func:`_ranked`'s, from the same age)."""
+    if cooccurrence:  # asked once: the pairs are a mapping read when first looked at
+        anchors = [c.id for c in pool[:ANCHORS]]
+        bonuses = [cooccurrence_bonus(cooccurrence, c.id, anchors) for c in pool]
+    else:
+        bonuses = [0.0] * len(pool)
     if not explain and options.profile is Profile.GATED:  # the totals alone, in one batch
         items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
-        totals = zip(pool, gated_totals(items, query), strict=True)
-        best = sorted(totals, key=lambda pair: pair[1], reverse=True)
-        return [_ranked(c, total, query) for c, total in best], {}
+        scores = zip(pool, gated_scores(items, query), strict=True)
+        best = sorted(scores, key=lambda pair: pair[1][0], reverse=True)
+        return [Ranked(c.memory, total, c.similarity, present)
+                for c, (total, present) in best], {}  # fmt: skip
     score = scorer(options.profile, query)
     scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
@@ -587,13 +590,17 @@ def _fit(
     newline, heading and the wrapper; should the tokenizer still merge differently across
     lines, the last memories are dropped until the block fits: no block exceeds its budget.
     The block's tokens are :func:`~engrain.recall.assemble.block_tokens` of the lines
-    selection counted, exactly ``count_tokens`` of the block without encoding it again."""
+    selection counted, exactly ``count_tokens`` of the block without encoding it again,
+    and its text is made of those same lines (each looked up once here, not rendered
+    again)."""
+    costs = {s.memory.id: line_cost(s.memory, fmt, year, compact, grouped) for s in selected}
     while True:
         memories = [s.memory for s in selected]
         tokens = block_tokens(memories, fmt, year=year, compact=compact, grouped=grouped,
-                              line=lambda m: line_cost(m, fmt, year, compact, grouped))  # fmt: skip
+                              line=lambda m: costs[m.id])  # fmt: skip
         if tokens <= budget:
-            text = render(memories, fmt, year=year, compact=compact, grouped=grouped)
+            text = render(memories, fmt, year=year, compact=compact, grouped=grouped,
+                          line=lambda m: costs[m.id][0])  # fmt: skip
             return text, tokens, selected
         selected = selected[:-1]
 

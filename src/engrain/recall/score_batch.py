@@ -10,6 +10,11 @@ call and each total is the same sum, of the same terms, in the same order, as
 functions and constants, which stay the one definition of the formulas. Equality with
 ``score_gated`` is tested on random memories, relevances and queries
 (``tests/test_score_batch.py``).
+
+:func:`gated_scores` gives each total with the relevance selection judges the candidate by
+(:func:`~engrain.recall.score.present_relevance`), from the same age: the gate made both per
+candidate, each with a call of its own and the second recomputing the age (~390 candidates
+a big call at 100,000 memories, docs/scale.md "Session 14").
 """
 
 from __future__ import annotations
@@ -36,6 +41,14 @@ def gated_totals(items: Iterable[tuple[Memory, float, float]], query: Query) -> 
     """``score_gated(memory, relevance, query.classification, query.weights, query.now,
     cooccurrence=bonus, focus_areas=query.focus_areas).total`` for each ``(memory,
     relevance, bonus)`` of ``items``, in order."""
+    return [total for total, _ in gated_scores(items, query)]
+
+
+def gated_scores(
+    items: Iterable[tuple[Memory, float, float]], query: Query
+) -> list[tuple[float, float]]:
+    """For each ``(memory, relevance, bonus)`` of ``items``, in order: its
+    :func:`gated_totals` total and ``present_relevance(memory, relevance, query.now)``."""
     classification, now = query.classification, query.now
     weights = query.weights
     w_semantic, w_recency, w_domain = weights["semantic"], weights["recency"], weights["domain"]
@@ -44,7 +57,7 @@ def gated_totals(items: Iterable[tuple[Memory, float, float]], query: Query) -> 
     boosts: dict[Kind, float] = {}
     by_domains: dict[tuple[str, ...], tuple[float, float]] = {}
     usages: dict[int, float] = {}
-    totals = []
+    totals: list[tuple[float, float]] = []
     for memory, relevance, cooccurrence in items:
         kind = memory.kind
         boost = boosts.get(kind)
@@ -62,7 +75,10 @@ def gated_totals(items: Iterable[tuple[Memory, float, float]], query: Query) -> 
         if usage is None:
             usage = usages[uses] = min(USAGE_CAP, w_usage * usage_score(uses))
         age = age_days(memory.when, now)
-        semantic = min(1.0, max(0.0, relevance)) * present_scale(kind, age)
+        scale = present_scale(kind, age)
+        semantic = min(1.0, max(0.0, relevance)) * scale
+        # present_relevance: times 1.0 (any float unchanged) for a kind not about the present
+        present = relevance * scale
         recency = decay(kind, age)
         parts = (
             w_semantic * semantic,
@@ -73,5 +89,5 @@ def gated_totals(items: Iterable[tuple[Memory, float, float]], query: Query) -> 
             boost * boost_scale(semantic, recency),
             terms[1],
         )
-        totals.append(min(1.0, max(0.0, sum(parts))))
+        totals.append((min(1.0, max(0.0, sum(parts))), present))
     return totals
