@@ -169,7 +169,7 @@ class _TableModel(HashEmbedder):
 
 def _weights_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                    embedder: HashEmbedder) -> list[tuple[str | None, float]]:  # fmt: skip
-    """The word source and weight the gate hands the rule: by default, set to the
+    """The word source and weight the gate hands the rule: automatic (None), set to the
     weight, set to 0."""
     from engrain import Engine, Settings, Turn
 
@@ -188,19 +188,23 @@ def _weights_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     ]
     engine.ingest_conversation(turns, "u", "session_1", now=NOW)
     question = "What instruments does Melanie play?"
-    for setting in (SOFT_TERMS_DEFAULT, SOFT_TERMS_WEIGHT, 0.0):
+    for setting in (None, SOFT_TERMS_WEIGHT, 0.0):
         engine.explain(question, "u", token_budget=500, now=NOW,
                        options=engine.options.update(soft_terms=setting))  # fmt: skip
     engine.close()
     return asked
 
 
-def test_gate_reads_the_word_table_by_default(
+def test_gate_reads_the_word_table_when_automatic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     words = f"{minilm.MODEL_ID}/words"
     asked = _weights_asked(tmp_path, monkeypatch, _TableModel())
     assert asked == [(words, SOFT_TERMS_WEIGHT), (words, SOFT_TERMS_WEIGHT), (words, 0.0)]
+
+
+def test_soft_terms_are_automatic_by_default() -> None:
+    """On where the model has a word table (the tests above), off elsewhere."""
     assert GateOptions().soft_terms is SOFT_TERMS_DEFAULT is None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -20,7 +20,7 @@ class _Encoding:
 class _Pieces:
     """A tokenizer splitting words on ``+`` into pieces with fixed ids."""
 
-    ids = {"violin": 3, "kick": 5, "box": 6, "ing": 7, "'": 9}
+    ids: ClassVar[dict[str, int]] = {"violin": 3, "kick": 5, "box": 6, "ing": 7, "'": 9}
 
     def encode_batch(self, words: list[str], add_special_tokens: bool) -> list[_Encoding]:
         assert not add_special_tokens
@@ -48,7 +48,7 @@ def test_its_vectors_are_a_namespace_of_their_own() -> None:
 
 
 def test_only_the_shipped_model_has_a_table() -> None:
-    assert TABLE_MODELS == {minilm.MODEL_ID}
+    assert {minilm.MODEL_ID} == TABLE_MODELS
     assert word_table(HashEmbedder().model_id) is None
     table = word_table(minilm.MODEL_ID)
     assert table is not None and table is word_table(minilm.MODEL_ID)  # loaded once

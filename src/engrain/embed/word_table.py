@@ -22,7 +22,7 @@ Concurrency: a table is read-only once loaded; :func:`word_table` loads it once 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import Any
 
@@ -98,3 +98,20 @@ def word_table(model_id: str) -> WordTable | None:
     """The process's word table of ``model_id``, loaded on first use; None for a model
     without one."""
     return load_table(model_id) if model_id in TABLE_MODELS else None
+
+
+def table_words(
+    model_id: str,
+) -> tuple[str, Callable[[Sequence[str]], npt.NDArray[np.float32]]] | None:
+    """The namespace of ``model_id``'s word table and a batch embedder reading it, which
+    loads the table at its first call (a process whose questions never meet two
+    conversation chunks never loads it); None for a model without a table."""
+    if model_id not in TABLE_MODELS:
+        return None
+    return f"{model_id}/words", functools.partial(_table_embed, model_id)
+
+
+def _table_embed(model_id: str, words: Sequence[str]) -> npt.NDArray[np.float32]:
+    table = word_table(model_id)
+    assert table is not None  # only bound to a model of TABLE_MODELS
+    return table.embed(words)

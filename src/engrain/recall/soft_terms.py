@@ -31,15 +31,17 @@ itself. ``w`` was chosen on LoCoMo's half A (``docs/decisions.md``).
 The words' vectors come from the embedding model's word table (``embed.word_table``: the
 model's vector of each vocabulary token embedded alone, shipped with engrain; a word is
 the mean of its tokens' rows), so no word costs a model run, at ingest or at a question.
-That is why the rule is on by default (``GateOptions.soft_terms`` None: the table's model
-at :data:`SOFT_TERMS_WEIGHT`, any other model off). A model without a table runs the rule
-only when a weight is set: the words are then the model's embeddings of the words as
-texts, living where every text's vector lives, the store's content-hash embedding cache
-(``CachedEmbedder``), made at ingest by ``recall.word_backlog`` (~1 ms of CPU a word, each
-word once per store) so a question embeds only its own new words. Either way the vectors
+``GateOptions.soft_terms`` None (automatic) runs the rule at :data:`SOFT_TERMS_WEIGHT` for
+a model with a table and not for any other (see :data:`SOFT_TERMS_DEFAULT`). A model
+without a table runs the rule only when a weight is set: the words are then the model's
+embeddings of the words as texts, living where every text's vector lives, the store's
+content-hash embedding cache (``CachedEmbedder``), made at ingest by ``recall.word_backlog``
+(~1 ms of CPU a word, each word once per store) so a question embeds only its own new
+words. Either way the vectors
 are read once per process into :class:`WordVectors` (at most :data:`MAX_WORDS` words,
 ~25 MB; a LoCoMo conversation has 1,000-1,700 distinct words, the development split
-4,813; a full table starts afresh), the table's in a namespace of their own.
+4,813; a full table starts afresh), the table's in a namespace of their own. The word
+table is read-only once loaded (``embed.word_table``).
 
 Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
 outside it (two threads missing the same word both embed it and store equal vectors; the
@@ -59,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.embed.cache import CachedEmbedder
-from engrain.embed.word_table import word_table
+from engrain.embed.word_table import table_words
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
 from engrain.store.lexical import STOPWORDS
@@ -67,10 +69,11 @@ from engrain.store.lexical import STOPWORDS
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
 #: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
-#: ``GateOptions.soft_terms`` by default: :data:`SOFT_TERMS_WEIGHT` with the model's word
-#: table (``embed.word_table``: no model run for a word), off for a model without one
-#: (whose words would cost a model run each at ingest: +30% of LoCoMo's ingest CPU, session
-#: 13); a number instead is that weight whatever the model, 0 off (docs/decisions.md).
+#: ``GateOptions.soft_terms`` by default: None, automatic: :data:`SOFT_TERMS_WEIGHT` with
+#: the model's word table (``embed.word_table``: no model run for a word; LoCoMo R@10 +0.005
+#: on half A, +0.004 on B), off for a model without one (whose words would cost a model run
+#: each at ingest: +30% of LoCoMo's ingest CPU, session 13); a number is that weight
+#: whatever the model, 0 off (docs/decisions.md).
 SOFT_TERMS_DEFAULT: float | None = None
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
@@ -281,10 +284,9 @@ def word_source(
     weight :data:`SOFT_TERMS_WEIGHT` for None with a table, the setting otherwise (None
     without a table: 0, off)."""
     model_id = getattr(getattr(embed_query, "__self__", None), "model_id", None)
-    table = word_table(model_id) if isinstance(model_id, str) else None
+    table = table_words(model_id) if isinstance(model_id, str) else None
     if table is not None:
-        weight = SOFT_TERMS_WEIGHT if setting is None else setting
-        return (table.model_id, table.embed), weight
+        return table, SOFT_TERMS_WEIGHT if setting is None else setting
     if setting is None or setting <= 0.0:
         return None, 0.0
     return batch_embedder(embed_query), setting

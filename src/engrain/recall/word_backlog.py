@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from engrain.embed.word_table import word_table
+from engrain.embed.word_table import TABLE_MODELS
 from engrain.model import Memory
 from engrain.recall import soft_terms
 from engrain.recall.soft_terms import EmbedBatch, WordVectors, words_of_texts
@@ -54,7 +54,7 @@ class WordBacklog:
     def wanted(self, setting: float | None) -> bool:
         """Whether soft terms set to ``setting`` (``GateOptions.soft_terms``) read words
         run through the model: a weight is set and the model has no word table."""
-        return setting is not None and setting > 0.0 and word_table(self._model_id) is None
+        return setting is not None and setting > 0.0 and self._model_id not in TABLE_MODELS
 
     def add(self, texts: Iterable[str]) -> bool:
         """Queue the content words of ``texts`` the process does not hold; whether any
