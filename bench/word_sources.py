@@ -22,9 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import baselines as bl
-from tokenizers import Tokenizer
 
-from engrain.embed import minilm
 from engrain.embed.minilm import MiniLMEmbedder
 from engrain.embed.word_table import load_table
 from engrain.recall.soft_terms import chunk_words
@@ -66,11 +64,7 @@ def main() -> int:
     words = sorted({w for c in bl.load_locomo(args.data) for s in c.sessions for t in s.turns
                     for w in chunk_words(t.text)})  # fmt: skip
     sample = random.Random(15).sample(words, min(args.sample, len(words)))
-    tokenizer = Tokenizer.from_file(
-        str(Path(minilm.__file__).with_name("minilm") / "tokenizer.json")
-    )
-    pieces = tokenizer.encode_batch(sample, add_special_tokens=False)
-    one = [len(p.ids) == 1 for p in pieces]
+    one = [n == 1 for n in table.pieces(sample)]
     cos = np.sum(model.embed(sample) * table.embed(sample), axis=1)
     out = {
         "pairs": pairs,

@@ -43,6 +43,10 @@ def test_a_word_is_the_unit_mean_of_its_pieces_rows() -> None:
     assert out[3] == pytest.approx([0.0, 0.0, 0.0])
 
 
+def test_it_counts_a_words_pieces() -> None:
+    assert _table().pieces(["violin", "kick+box+ing"]) == [1, 3]
+
+
 def test_its_vectors_are_a_namespace_of_their_own() -> None:
     assert _table().model_id == "m/words"
 

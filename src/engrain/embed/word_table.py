@@ -73,8 +73,14 @@ class WordTable:
             at = at[at >= 0]
             if len(at):
                 out[i] = (self._rows[at] * self._scales[at, None]).mean(axis=0)
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def pieces(self, words: Sequence[str]) -> list[int]:
+        """How many WordPiece tokens each of ``words`` is (1: its row is the model's vector
+        of the word; more: the mean of its pieces')."""
+        encodings = self._tokenize.encode_batch(list(words), add_special_tokens=False)
+        return [len(encoding.ids) for encoding in encodings]
 
 
 def load_table(model_id: str = minilm.MODEL_ID) -> WordTable:
