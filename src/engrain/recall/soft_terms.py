@@ -37,13 +37,13 @@ without a table runs the rule only when a weight is set: the words are then the 
 embeddings of the words as texts, living where every text's vector lives, the store's
 content-hash embedding cache (``CachedEmbedder``), made at ingest by ``recall.word_backlog``
 (~1 ms of CPU a word, each word once per store) so a question embeds only its own new
-words. Either way the vectors
-are read once per process into :class:`WordVectors` (at most :data:`MAX_WORDS` words,
-~25 MB; a LoCoMo conversation has 1,000-1,700 distinct words, the development split
-4,813; a full table starts afresh), the table's in a namespace of their own. The word
-table is read-only once loaded (``embed.word_table``).
+words. Either way the vectors are read once per process into :class:`WordVectors` (at
+most :data:`MAX_WORDS` words, ~25 MB; a LoCoMo conversation has 1,000-1,700 distinct
+words, the development split 4,813; a full table starts afresh), the table's in a
+namespace of their own.
 
-Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
+Concurrency: the word table is read-only once loaded (``embed.word_table``);
+:class:`WordVectors` reads and writes its table under a lock and embeds
 outside it (two threads missing the same word both embed it and store equal vectors; the
 store's cache keeps the first); the rest are pure functions of their arguments, a chunk's
 words cached per content string (``functools.lru_cache``, thread-safe).

@@ -7,9 +7,8 @@ conversation's ~1,000-2,000 words cost that question 1-2 s of CPU (a word is one
 vectors are made where a cost is expected anyway, at ingest: for a model without a word
 table (``embed.word_table``; the default model has one, and then nothing is queued) when
 a soft-terms weight is set (``GateOptions.soft_terms``), after a call stores conversation
-chunks,
-their words go to a per-engine :class:`WordBacklog`, and one job on
-the engine's background thread (``background.Worker``, the thread compression and tier
+chunks, their words go to a per-engine :class:`WordBacklog`, and one job on the engine's
+background thread (``background.Worker``, the thread compression and tier
 compiles run on; the ingest call never waits for it) embeds the words the process does not
 hold yet through the engine's ``CachedEmbedder``: a word the store's embedding cache holds
 is read from it, any other embedded once and written to it. A reopened store therefore
