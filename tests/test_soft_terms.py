@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engrain.embed import CachedEmbedder, HashEmbedder
+from engrain.embed import CachedEmbedder, HashEmbedder, minilm
 from engrain.model import Kind, Memory, MemoryType, Provenance, content_hash
 from engrain.recall import gate as gate_module
 from engrain.recall.gate import GateOptions
@@ -159,35 +159,61 @@ class _Cache:
         self.kept.update(vectors)
 
 
-def test_gate_applies_it_by_default_and_not_when_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+class _TableModel(HashEmbedder):
+    """The hashing embedder under the id of the model that has a word table."""
+
+    @property
+    def model_id(self) -> str:
+        return minilm.MODEL_ID
+
+
+def _weights_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                   embedder: HashEmbedder) -> list[tuple[str | None, float]]:  # fmt: skip
+    """The word source and weight the gate hands the rule: automatic (None), set to the
+    weight, set to 0."""
     from engrain import Engine, Settings, Turn
 
-    weights: list[float] = []
+    asked: list[tuple[str | None, float]] = []
     original = with_soft_terms
 
     def spy(pool: Any, message: str, embedder: Any, weight: float) -> list[Candidate]:
-        weights.append(weight)
-        assert embedder is not None and embedder[0] == HashEmbedder().model_id
+        asked.append((None if embedder is None else embedder[0], weight))
         return original(pool, message, embedder, weight)
 
     monkeypatch.setattr(gate_module, "with_soft_terms", spy)
-    engine = Engine(settings=Settings(data_dir=tmp_path), embedder=HashEmbedder())
+    engine = Engine(settings=Settings(data_dir=tmp_path), embedder=embedder)
     turns = [
         Turn("Melanie", "I keep practising my violin every evening.", "D1:1", NOW),
         Turn("Caroline", "That is lovely, how long have you played?", "D1:2", NOW),
     ]
     engine.ingest_conversation(turns, "u", "session_1", now=NOW)
     question = "What instruments does Melanie play?"
-    engine.explain(question, "u", token_budget=500, now=NOW)
-    engine.explain(question, "u", token_budget=500, now=NOW,
-                   options=engine.options.update(soft_terms=SOFT_TERMS_WEIGHT))  # fmt: skip
-    engine.explain(question, "u", token_budget=500, now=NOW,
-                   options=engine.options.update(soft_terms=0.0))  # fmt: skip
+    for setting in (None, SOFT_TERMS_WEIGHT, 0.0):
+        engine.explain(question, "u", token_budget=500, now=NOW,
+                       options=engine.options.update(soft_terms=setting))  # fmt: skip
     engine.close()
-    assert weights == [0.0, SOFT_TERMS_WEIGHT, 0.0]
-    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == 0.0 < SOFT_TERMS_WEIGHT
+    return asked
+
+
+def test_gate_reads_the_word_table_when_automatic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    words = f"{minilm.MODEL_ID}/words"
+    asked = _weights_asked(tmp_path, monkeypatch, _TableModel())
+    assert asked == [(words, SOFT_TERMS_WEIGHT), (words, SOFT_TERMS_WEIGHT), (words, 0.0)]
+
+
+def test_soft_terms_are_automatic_by_default() -> None:
+    """On where the model has a word table (the tests above), off elsewhere."""
+    assert GateOptions().soft_terms is SOFT_TERMS_DEFAULT is None
+
+
+def test_a_model_without_a_table_runs_it_only_when_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = HashEmbedder().model_id
+    asked = _weights_asked(tmp_path, monkeypatch, HashEmbedder())
+    assert asked == [(None, 0.0), (model, SOFT_TERMS_WEIGHT), (None, 0.0)]
 
 
 @pytest.mark.model

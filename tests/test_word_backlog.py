@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engrain import Engine, Settings, Turn
-from engrain.embed import HashEmbedder
+from engrain.embed import HashEmbedder, minilm
 from engrain.embed.base import Matrix
 from engrain.model import content_hash
 from engrain.recall import soft_terms
@@ -124,3 +124,12 @@ def test_the_backlog_queues_only_words_the_table_lacks_and_drains_once() -> None
     assert sorted(raw.asked) == ["clarinet", "melanie"]
     assert backlog.drain() == 0 and not backlog.add(["violin clarinet"])
     assert len(raw.asked) == 2
+
+
+def test_only_a_set_weight_without_a_word_table_runs_the_words_through_the_model() -> None:
+    raw = Counting()
+    backlog = WordBacklog(raw.model_id, raw.embed)
+    assert backlog.wanted(SOFT_TERMS_WEIGHT)
+    assert not backlog.wanted(None) and not backlog.wanted(0.0)
+    table_model = WordBacklog(minilm.MODEL_ID, raw.embed)
+    assert not table_model.wanted(SOFT_TERMS_WEIGHT) and not table_model.wanted(None)

@@ -289,9 +289,11 @@ class Engine:
     def _after_ingest(self, staged: Staged) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
         the background: the ingest call never waits for it), and the vectors of the new
-        conversation chunks' words when soft terms are on (``recall.word_backlog``)."""
-        # soft terms off (the default): nothing read, nothing queued
-        if self.options.soft_terms > 0 and self.word_backlog.add_chunks(staged.memories.values()):
+        conversation chunks' words when soft terms run them through the model
+        (``recall.word_backlog``)."""
+        # the default (soft terms from the model's word table, or off): nothing queued
+        backlog = self.word_backlog
+        if backlog.wanted(self.options.soft_terms) and backlog.add_chunks(staged.memories.values()):
             self.worker.submit(("words",), self.word_backlog.drain)
         if not self.settings.auto_compress:
             return

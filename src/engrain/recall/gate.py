@@ -69,7 +69,7 @@ from engrain.recall.score import (
 )
 from engrain.recall.score_batch import gated_scores
 from engrain.recall.select import Layout, Ranked, select_gated
-from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, batch_embedder, with_soft_terms
+from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, with_soft_terms, word_source
 from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
@@ -111,7 +111,7 @@ class GateOptions:
     session_summaries: int = SESSION_SUMMARIES  # summaries joining the pool (summaries)
     chunk_rank: bool = CHUNK_RANK  # conversation chunks re-ranked by features (chunk_rank)
     chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
-    soft_terms: float = SOFT_TERMS_DEFAULT  # chunks by words near the question's (soft_terms)
+    soft_terms: float | None = SOFT_TERMS_DEFAULT  # chunks by words near the question's
     unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -197,7 +197,7 @@ def gate(
                           options.session_summaries, options.lexical_weight * options.hybrid)
     pool = with_speakers(pool, message, options.speaker_weight)
     pool = with_time(pool, message, now, options.time_weight)
-    pool = with_soft_terms(pool, message, batch_embedder(embed_query), options.soft_terms)
+    pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     pool, area, raised = with_area(pool, classification)

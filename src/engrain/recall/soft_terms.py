@@ -28,18 +28,22 @@ memory without transcripts pays nothing) or for a question without a content wor
 No list of categories is written anywhere: the relation comes from the embedding model
 itself. ``w`` was chosen on LoCoMo's half A (``docs/decisions.md``).
 
-The words' vectors are the model's embeddings of the words as texts, so they live where
-every text's vector lives: the store's content-hash embedding cache (``CachedEmbedder``; a
-word's vector is exactly the vector a memory holding only that word gets), read once per
-process into :class:`WordVectors` (at most :data:`MAX_WORDS` words, ~25 MB; a LoCoMo
-conversation has 1,000-1,700 distinct words, the development split 4,813; a full table
-starts afresh). They are made at ingest, not at a question: ``recall.word_backlog`` embeds
-a new conversation chunk's words the process and the store do not hold yet on the engine's
-background thread (~1 ms of CPU a word, each word once per store), so a question after a
-restart reads them from the store and embeds only its own new words (kept in the
-process, not written: a question's few words are not worth a write).
+The words' vectors come from the embedding model's word table (``embed.word_table``: the
+model's vector of each vocabulary token embedded alone, shipped with engrain; a word is
+the mean of its tokens' rows), so no word costs a model run, at ingest or at a question.
+``GateOptions.soft_terms`` None (automatic) runs the rule at :data:`SOFT_TERMS_WEIGHT` for
+a model with a table and not for any other (see :data:`SOFT_TERMS_DEFAULT`). A model
+without a table runs the rule only when a weight is set: the words are then the model's
+embeddings of the words as texts, living where every text's vector lives, the store's
+content-hash embedding cache (``CachedEmbedder``), made at ingest by ``recall.word_backlog``
+(~1 ms of CPU a word, each word once per store) so a question embeds only its own new
+words. Either way the vectors are read once per process into :class:`WordVectors` (at
+most :data:`MAX_WORDS` words, ~25 MB; a LoCoMo conversation has 1,000-1,700 distinct
+words, the development split 4,813; a full table starts afresh), the table's in a
+namespace of their own.
 
-Concurrency: :class:`WordVectors` reads and writes its table under a lock and embeds
+Concurrency: the word table is read-only once loaded (``embed.word_table``);
+:class:`WordVectors` reads and writes its table under a lock and embeds
 outside it (two threads missing the same word both embed it and store equal vectors; the
 store's cache keeps the first); the rest are pure functions of their arguments, a chunk's
 words cached per content string (``functools.lru_cache``, thread-safe).
@@ -57,6 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.embed.cache import CachedEmbedder
+from engrain.embed.word_table import table_words
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
 from engrain.store.lexical import STOPWORDS
@@ -64,12 +69,12 @@ from engrain.store.lexical import STOPWORDS
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
 #: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
-#: ``GateOptions.soft_terms`` by default: off. With it on, the words' vectors are made at
-#: ingest and kept in the store (``recall.word_backlog``), so a question embeds only its own
-#: new words (+~2 ms of CPU a transcript question), but the ingest pays a model run per new
-#: word: LoCoMo dev +5,165 runs, +30% of the ingest's CPU, +11 MB of store (14.6 -> 25.8),
-#: for +0.006 R@10 (docs/decisions.md). On with ``soft_terms=SOFT_TERMS_WEIGHT``.
-SOFT_TERMS_DEFAULT = 0.0
+#: ``GateOptions.soft_terms`` by default: None, automatic: :data:`SOFT_TERMS_WEIGHT` with
+#: the model's word table (``embed.word_table``: no model run for a word; LoCoMo R@10 +0.005
+#: on half A, +0.004 on B), off for a model without one (whose words would cost a model run
+#: each at ingest: +30% of LoCoMo's ingest CPU, session 13); a number is that weight
+#: whatever the model, 0 off (docs/decisions.md).
+SOFT_TERMS_DEFAULT: float | None = None
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
 #: The most chunk texts whose word rows a process keeps per model (~0.7 KB a text with
@@ -268,6 +273,23 @@ def batch_embedder(embed_query: Callable[[str], object]) -> tuple[str, EmbedBatc
     if isinstance(owner, CachedEmbedder):
         return model_id, functools.partial(owner.embed, keep=False)
     return model_id, embed
+
+
+def word_source(
+    embed_query: Callable[[str], object], setting: float | None = SOFT_TERMS_DEFAULT
+) -> tuple[tuple[str, EmbedBatch] | None, float]:
+    """Where the words' vectors come from and the rule's weight, for ``setting``
+    (``GateOptions.soft_terms``): the model's word table (``embed.word_table``) when it
+    has one, else, only for a set weight, the model itself (:func:`batch_embedder`); the
+    weight :data:`SOFT_TERMS_WEIGHT` for None with a table, the setting otherwise (None
+    without a table: 0, off)."""
+    model_id = getattr(getattr(embed_query, "__self__", None), "model_id", None)
+    table = table_words(model_id) if isinstance(model_id, str) else None
+    if table is not None:
+        return table, SOFT_TERMS_WEIGHT if setting is None else setting
+    if setting is None or setting <= 0.0:
+        return None, 0.0
+    return batch_embedder(embed_query), setting
 
 
 def words_of_texts(texts: Iterable[str]) -> list[str]:

@@ -4,10 +4,11 @@
 chunk, by the words' MiniLM vectors. Made at the first question that needs them, a
 conversation's ~1,000-2,000 words cost that question 1-2 s of CPU (a word is one model run,
 ~1 ms: batching single words saves little, the model's arithmetic is the cost). So the
-vectors are made where a cost is expected anyway, at ingest: when soft terms are on
-(``GateOptions.soft_terms``, off by default), after a call stores conversation chunks,
-their words go to a per-engine :class:`WordBacklog`, and one job on
-the engine's background thread (``background.Worker``, the thread compression and tier
+vectors are made where a cost is expected anyway, at ingest: for a model without a word
+table (``embed.word_table``; the default model has one, and then nothing is queued) when
+a soft-terms weight is set (``GateOptions.soft_terms``), after a call stores conversation
+chunks, their words go to a per-engine :class:`WordBacklog`, and one job on the engine's
+background thread (``background.Worker``, the thread compression and tier
 compiles run on; the ingest call never waits for it) embeds the words the process does not
 hold yet through the engine's ``CachedEmbedder``: a word the store's embedding cache holds
 is read from it, any other embedded once and written to it. A reopened store therefore
@@ -24,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from engrain.embed.word_table import TABLE_MODELS
 from engrain.model import Memory
 from engrain.recall import soft_terms
 from engrain.recall.soft_terms import EmbedBatch, WordVectors, words_of_texts
@@ -47,6 +49,11 @@ class WordBacklog:
     def __len__(self) -> int:
         with self._lock:
             return len(self._waiting)
+
+    def wanted(self, setting: float | None) -> bool:
+        """Whether soft terms set to ``setting`` (``GateOptions.soft_terms``) read words
+        run through the model: a weight is set and the model has no word table."""
+        return setting is not None and setting > 0.0 and self._model_id not in TABLE_MODELS
 
     def add(self, texts: Iterable[str]) -> bool:
         """Queue the content words of ``texts`` the process does not hold; whether any
