@@ -125,10 +125,10 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("shallow-pool", "chunks", {"profile": default, "chunk_pool": 0},
                 "a transcript question's pool as deep as its budget's (50 under 2,000 tokens), "
                 "not 125 whatever the budget (recall.chunk_rank)"),
-        Variant("no-soft-terms", "chunks", {"profile": default, "soft_terms": 0.0},
-                "conversation chunks not ordered by the question's words met by their "
-                "nearest word in the chunk (recall.soft_terms, the words' vectors from the "
-                "model's word table, embed.word_table)"),
+        Variant("soft-terms", "chunks", {"profile": default, "soft_terms": None},
+                "conversation chunks ordered by the question's words met by their nearest "
+                "word in the chunk (recall.soft_terms, the words' vectors from the model's "
+                "word table, embed.word_table; off by default)"),
         Variant("no-unnamed", "chunks", {"profile": default, "unnamed": 0.0},
                 "a transcript question naming a speaker searched with its own vector only, "
                 "not blended with the question's without the speakers' names (recall.unnamed)"),

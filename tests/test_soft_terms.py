@@ -203,9 +203,10 @@ def test_gate_reads_the_word_table_when_automatic(
     assert asked == [(words, SOFT_TERMS_WEIGHT), (words, SOFT_TERMS_WEIGHT), (words, 0.0)]
 
 
-def test_soft_terms_are_automatic_by_default() -> None:
-    """On where the model has a word table (the tests above), off elsewhere."""
-    assert GateOptions().soft_terms is SOFT_TERMS_DEFAULT is None
+def test_soft_terms_are_off_by_default() -> None:
+    """Off (they add nothing on LoCoMo once the search without names is on); None turns
+    them on where the model has a word table (the tests above)."""
+    assert GateOptions().soft_terms == SOFT_TERMS_DEFAULT == 0.0
 
 
 def test_a_model_without_a_table_runs_it_only_when_set(

@@ -69,12 +69,14 @@ from engrain.store.lexical import STOPWORDS
 #: How much a chunk's soft coverage above the pool's median counts in its order when the
 #: rule is on (tuned on LoCoMo's half A among 0.3 / 0.4 / 0.5 / 0.6).
 SOFT_TERMS_WEIGHT = 0.5
-#: ``GateOptions.soft_terms`` by default: None, automatic: :data:`SOFT_TERMS_WEIGHT` with
-#: the model's word table (``embed.word_table``: no model run for a word; LoCoMo R@10 +0.005
-#: on half A, +0.004 on B), off for a model without one (whose words would cost a model run
-#: each at ingest: +30% of LoCoMo's ingest CPU, session 13); a number is that weight
-#: whatever the model, 0 off (docs/decisions.md).
-SOFT_TERMS_DEFAULT: float | None = None
+#: ``GateOptions.soft_terms`` by default: 0, off. None is automatic:
+#: :data:`SOFT_TERMS_WEIGHT` with the model's word table (``embed.word_table``: no model run
+#: for a word; alone, LoCoMo R@10 +0.005 on half A, +0.004 on B), off for a model without
+#: one (whose words would cost a model run each at ingest: +30% of LoCoMo's ingest CPU,
+#: session 13); a number is that weight whatever the model. Off because with the search
+#: without names on (``recall.unnamed``, session 14) it adds nothing: R@10 0.829 with it,
+#: 0.830 without (A 0.845 / 0.847, B 0.813 / 0.813), auto 0.852 / 0.856 (docs/decisions.md).
+SOFT_TERMS_DEFAULT: float | None = 0.0
 #: The most word vectors a process keeps per model.
 MAX_WORDS = 16_384
 #: The most chunk texts whose word rows a process keeps per model (~0.7 KB a text with
