@@ -11,7 +11,7 @@ So when the pool of a question is led by conversation chunks and the question na
 of their speakers, the pool is gathered again (``recall.gate``) with a second query vector:
 the question's embedding with the speakers' names removed (:func:`without_names`), and the
 pool's nearest neighbours and cosines come from the mean of the two vectors
-(:func:`mean_vector`: the cosine with the normalised sum of two unit vectors orders
+(:func:`blended`: the cosine with the normalised sum of two unit vectors orders
 memories as the mean of their two cosines). The lexical matches stay those of the whole
 question. A second round seeded by the first: the first pool says the question is about
 a conversation and whose names are speakers.
