@@ -291,7 +291,7 @@ class Engine:
         the background: the ingest call never waits for it), and the vectors of the new
         conversation chunks' words when soft terms run them through the model
         (``recall.word_backlog``)."""
-        # the default (soft terms from the model's word table, or off): nothing queued
+        # the default (soft terms off) and a model with a word table: nothing queued
         backlog = self.word_backlog
         if backlog.wanted(self.options.soft_terms) and backlog.add_chunks(staged.memories.values()):
             self.worker.submit(("words",), self.word_backlog.drain)
