@@ -132,14 +132,22 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("no-unnamed", "chunks", {"profile": default, "unnamed": 0.0},
                 "a transcript question naming a speaker searched with its own vector only, "
                 "not blended with the question's without the speakers' names (recall.unnamed)"),
+        Variant("every-question", "chunks", {"profile": default, "short_answer": 1_000_000},
+                "a named speaker's cut lines each shown with the question before it, however "
+                "long (before session 15: only lines of up to 8 words keep it; "
+                "recall.speakers)"),
+        Variant("no-second-round", "chunks", {"profile": default, "second_round": 0.0},
+                "a question naming a speaker: its conversation chunks not ranked again by "
+                "their cosine with the mean of the 5 best (recall.second_round)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,
                  "chunk_rank": False, "lead_budget": False, "chunk_pool": 0, "soft_terms": 0.0,
-                 "unnamed": 0.0},
+                 "unnamed": 0.0, "second_round": 0.0},
                 "without compact, speakers, speaker lines, time, day groups, the history "
                 "budget, chunk ranking, the lead budget, the transcript pool's depth, soft "
-                "terms and the search without names: the configuration before issue 15"),
+                "terms, the search without names and the second round: the configuration "
+                "before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

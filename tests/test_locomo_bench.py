@@ -67,8 +67,11 @@ def test_ablations_include_each_new_signal() -> None:
     assert names["no-time"].options["time_weight"] == 0.0
     assert names["no-speaker-lines"].options["speaker_lines"] is False
     assert names["no-unnamed"].options["unnamed"] == 0.0
+    assert names["no-second-round"].options["second_round"] == 0.0
+    assert names["every-question"].options["short_answer"] >= 1_000_000
     before = names["none-new"].options
     assert before["unnamed"] == 0.0
+    assert before["second_round"] == 0.0
     assert before["speaker_lines"] is False
     assert (before["compact"], before["speaker_weight"], before["time_weight"]) == (False, 0, 0)
 

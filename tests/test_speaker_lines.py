@@ -15,6 +15,7 @@ from engrain.recall.assemble import Format, render
 from engrain.recall.gate import GateOptions
 from engrain.recall.select import Ranked
 from engrain.recall.speakers import (
+    SHORT_ANSWER,
     WHOLE_FIRST,
     asked_speakers,
     line_speaker,
@@ -87,6 +88,32 @@ def test_the_asked_speakers_lines_stay_with_the_question_each_answers() -> None:
     assert speaker_lines(lines, frozenset({"caroline"})) == [1, 3]
     # a chunk without a line of theirs is shown whole
     assert speaker_lines(lines, frozenset({"john"})) == [0, 1, 2, 3]
+
+
+def test_only_a_short_answer_keeps_the_question_before_it() -> None:
+    assert SHORT_ANSWER == 8
+    words = " ".join(["word"] * SHORT_ANSWER)
+    short = ["Caroline: Did you go anywhere?", f"Melanie: {words}"]
+    long = ["Caroline: Did you go anywhere?", f"Melanie: {words} more"]
+    asked = frozenset({"melanie"})
+    assert speaker_lines(short, asked) == [0, 1]  # "Yes, twice." needs its question
+    assert speaker_lines(long, asked) == [1]  # a longer line says what it is about
+    assert speaker_lines(long, asked, short_answer=1_000_000) == [0, 1]  # before session 15
+    assert speaker_lines(short, asked, short_answer=0) == [1]
+
+
+def test_the_cut_follows_the_answer_length_asked_for() -> None:
+    long_answer = (
+        "Caroline: Did you go anywhere?\n"
+        "Melanie: We took the kids to the museum and then to the beach for lunch."
+    )
+    ranked = [Ranked(_chunk(long_answer, ("D1:1", "D1:2")), 0.9 - k / 10, 0.5, 1.0)
+              for k in range(WHOLE_FIRST + 1)]  # fmt: skip
+    question = "Where did Melanie go?"
+    assert with_speaker_lines(ranked, question)[-1].memory.provenance.turn_ids == ("D1:2",)
+    every = with_speaker_lines(ranked, question, short_answer=1_000_000)[-1].memory
+    assert every is ranked[-1].memory  # both lines kept: the chunk as it is
+    assert with_speaker_lines(ranked, question)[-1].memory.provenance.turn_ids == ("D1:2",)
 
 
 def test_chunks_past_the_best_ranked_are_cut_and_name_only_their_turns() -> None:

@@ -68,9 +68,16 @@ from engrain.recall.score import (
     scorer,
 )
 from engrain.recall.score_batch import gated_scores
+from engrain.recall.second_round import SECOND_ROUND_WEIGHT, with_second_round
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, with_soft_terms, word_source
-from engrain.recall.speakers import SPEAKER_LINES, SPEAKER_WEIGHT, with_speaker_lines, with_speakers
+from engrain.recall.speakers import (
+    SHORT_ANSWER,
+    SPEAKER_LINES,
+    SPEAKER_WEIGHT,
+    with_speaker_lines,
+    with_speakers,
+)
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
@@ -103,6 +110,7 @@ class GateOptions:
     group_days: bool = True  # tagged: a day's conversation chunks under one header (assemble)
     speaker_weight: float = SPEAKER_WEIGHT  # who is asked about (recall.speakers)
     speaker_lines: bool = SPEAKER_LINES  # chunks as the asked speakers' lines (speakers)
+    short_answer: int = SHORT_ANSWER  # ...a line this short with its question (speakers)
     time_weight: float = TIME_WEIGHT  # when it is asked about (recall.when)
     history_evidence: bool = True  # auto budget +50% when a conversation chunk leads (budget)
     lead_budget: bool = True  # ...or from how clearly the best candidate leads (budget)
@@ -113,6 +121,7 @@ class GateOptions:
     chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
     soft_terms: float | None = SOFT_TERMS_DEFAULT  # chunks by words near the question's
     unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
+    second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's mean
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -199,6 +208,7 @@ def gate(
     pool = with_time(pool, message, now, options.time_weight)
     pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
+    pool = with_second_round(pool, message, options.second_round)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     pool, area, raised = with_area(pool, classification)
     pool, pointed = with_pointed(pool, message)
@@ -219,7 +229,9 @@ def gate(
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
-    ranked = with_speaker_lines(ranked, message, options.speaker_lines)
+    ranked = with_speaker_lines(
+        ranked, message, options.speaker_lines, short_answer=options.short_answer
+    )
     budget, by_lead = _lead_budget(budget, pool, ranked, options, token_budget, max_budget)
     clock.lap("score")
 

@@ -15,9 +15,12 @@ memory that is not a conversation chunk (no turn ids, no ``Speaker:`` lines).
 
 The same fact saves tokens (:func:`with_speaker_lines`, ``GateOptions.speaker_lines``): for
 such a question, each ranked conversation chunk after the :data:`WHOLE_FIRST` best is
-shown, for this call only, as the named speakers' lines and the question each answers (a
-copy of the memory whose provenance names only those turns: ``recall.excerpt``), so a
-budget holds more of their turns; a chunk with no line of theirs is shown whole. The best
+shown, for this call only, as the named speakers' lines (a copy of the memory whose
+provenance names only those turns: ``recall.excerpt``), so a budget holds more of their
+turns; a chunk with no line of theirs is shown whole. A line of theirs at most
+:data:`SHORT_ANSWER` words long keeps the other speaker's question it answers ("Yes, twice."
+says nothing without "Have you been to Paris?"); a longer line says what it is about
+itself, and its question would only spend the budget's tokens (session 15). The best
 chunks stay whole because they were ranked on what they say, whoever said it (where a
 question names the wrong speaker, the answer is the other one's line in a top chunk).
 
@@ -102,6 +105,11 @@ SPEAKER_LINES = True
 #: they say, so their other speaker's lines are likely the answer (tuned on LoCoMo half A
 #: among 0 / 3 / 5 / 10).
 WHOLE_FIRST = 3
+#: The longest line of an asked speaker (in words) shown with the question before it: a
+#: short answer needs its question to be read, a longer one stands alone (LoCoMo half A,
+#: multi-hop within 2,000 tokens: every question kept 0.746, none 0.762, up to 8 words
+#: 0.762, up to 15 words 0.763; ``docs/decisions.md``, session 15).
+SHORT_ANSWER = 8
 
 
 def asked_speakers(memories: Sequence[Memory], message: str) -> frozenset[str]:
@@ -120,18 +128,27 @@ def line_speaker(line: str) -> str | None:
     return match.group(1).strip().lower() if match else None
 
 
-def speaker_lines(lines: Sequence[str], asked: frozenset[str]) -> list[int]:
-    """Indexes of the lines to show for a question about ``asked``: their own lines and the
-    question each answers (the line before ends with ``?``); every line when none is
-    theirs (such a chunk was ranked on what the others said, and is shown as it is)."""
+def speaker_lines(
+    lines: Sequence[str], asked: frozenset[str], short_answer: int = SHORT_ANSWER
+) -> list[int]:
+    """Indexes of the lines to show for a question about ``asked``: their own lines, each
+    of at most ``short_answer`` words with the question it answers (the line before ends
+    with ``?``); every line when none is theirs (such a chunk was ranked on what the others
+    said, and is shown as it is)."""
     own = [i for i, line in enumerate(lines) if line_speaker(line) in asked]
     if not own:
         return list(range(len(lines)))
     keep = set(own)
     for i in own:
-        if i > 0 and lines[i - 1].rstrip().endswith("?"):
+        if i > 0 and lines[i - 1].rstrip().endswith("?") and _words(lines[i]) <= short_answer:
             keep.add(i - 1)
     return sorted(keep)
+
+
+def _words(line: str) -> int:
+    """The words of a ``Speaker: text`` line's text."""
+    match = _LINE.match(line)
+    return len((match.group(2) if match else line).split())
 
 
 def with_speaker_lines(
@@ -139,10 +156,12 @@ def with_speaker_lines(
     message: str,
     on: bool = SPEAKER_LINES,
     whole_first: int = WHOLE_FIRST,
+    short_answer: int = SHORT_ANSWER,
 ) -> list[Ranked]:
     """``ranked`` with each conversation chunk after the ``whole_first`` best-ranked ones
-    replaced, for this call, by the excerpt of the lines :func:`speaker_lines` keeps
-    (:func:`~engrain.recall.excerpt.excerpt`: its provenance names only those turns),
+    replaced, for this call, by the excerpt of the lines :func:`speaker_lines` keeps with
+    ``short_answer`` (:func:`~engrain.recall.excerpt.excerpt`: its provenance names only
+    those turns),
     when ``message`` names some of the speakers (:func:`asked_speakers`); unchanged when
     ``on`` is false or it names none or all of them."""
     if not on:
@@ -155,7 +174,7 @@ def with_speaker_lines(
     for n, r in enumerate(ranked):
         if not r.memory.provenance.turn_ids:
             continue
-        cut = _cut(r.memory, asked)
+        cut = _cut(r.memory, asked, short_answer)
         if cut is None:  # not a chunk of one line per turn
             continue
         seen += 1
@@ -164,25 +183,26 @@ def with_speaker_lines(
     return out
 
 
-#: Each memory object's cut per asked speakers: copying a memory is most of the cost
-#: (~15 µs), and the stores hand out the same object until the memory changes. A weak
-#: reference checks that the object is the one remembered (an ``id`` can be reused).
-_CUTS: dict[tuple[int, frozenset[str]], tuple[weakref.ref[Memory], Memory | None]] = {}
+#: Each memory object's cut per asked speakers and answer length: copying a memory is most
+#: of the cost (~15 µs), and the stores hand out the same object until the memory changes.
+#: A weak reference checks that the object is the one remembered (an ``id`` can be reused).
+_CUTS: dict[tuple[int, frozenset[str], int], tuple[weakref.ref[Memory], Memory | None]] = {}
 _CUTS_MAX = 20_000
 
 
-def _cut(memory: Memory, asked: frozenset[str]) -> Memory | None:
-    """``memory`` as the lines :func:`speaker_lines` keeps for ``asked`` (itself when it
-    keeps them all), ``None`` when it is not a chunk of one line per turn
-    (:func:`~engrain.recall.excerpt.chunk_lines`); remembered per memory object."""
-    key = (id(memory), asked)
+def _cut(memory: Memory, asked: frozenset[str], short_answer: int) -> Memory | None:
+    """``memory`` as the lines :func:`speaker_lines` keeps for ``asked`` and
+    ``short_answer`` (itself when it keeps them all), ``None`` when it is not a chunk of one
+    line per turn (:func:`~engrain.recall.excerpt.chunk_lines`); remembered per memory
+    object."""
+    key = (id(memory), asked, short_answer)
     hit = _CUTS.get(key)
     if hit is not None and hit[0]() is memory:
         return hit[1]
     lines = chunk_lines(memory)
     cut: Memory | None = None
     if lines is not None:
-        keep = speaker_lines(lines, asked)
+        keep = speaker_lines(lines, asked, short_answer)
         cut = excerpt(memory, keep) if len(keep) < len(lines) else memory
     if len(_CUTS) >= _CUTS_MAX:
         _CUTS.clear()
