@@ -59,6 +59,7 @@ from engrain.embed.minilm import MiniLMEmbedder
 from engrain.recall.excerpt import ExcerptRule
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
+from engrain.recall.second_round import TUNED_WEIGHT
 from engrain.store import Store, open_store
 from engrain.store.sqlite import SQLiteStore
 
@@ -136,9 +137,10 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "a named speaker's cut lines each shown with the question before it, however "
                 "long (before session 15: only lines of up to 8 words keep it; "
                 "recall.speakers)"),
-        Variant("no-second-round", "chunks", {"profile": default, "second_round": 0.0},
-                "a question naming a speaker: its conversation chunks not ranked again by "
-                "their cosine with the mean of the 5 best (recall.second_round)"),
+        Variant("second-round", "chunks", {"profile": default, "second_round": TUNED_WEIGHT},
+                "a question naming a speaker: its conversation chunks ranked again by their "
+                "cosine with the mean of the 5 best, fused by rank (recall.second_round, off "
+                "by default)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,

@@ -21,6 +21,8 @@ sys.path.insert(0, str(REPO / "bench"))
 import baselines  # noqa: E402
 import locomo  # noqa: E402
 
+from engrain.recall.second_round import TUNED_WEIGHT  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def small_run() -> dict[str, Any]:
@@ -67,7 +69,7 @@ def test_ablations_include_each_new_signal() -> None:
     assert names["no-time"].options["time_weight"] == 0.0
     assert names["no-speaker-lines"].options["speaker_lines"] is False
     assert names["no-unnamed"].options["unnamed"] == 0.0
-    assert names["no-second-round"].options["second_round"] == 0.0
+    assert names["second-round"].options["second_round"] == TUNED_WEIGHT > 0.0
     assert names["every-question"].options["short_answer"] >= 1_000_000
     before = names["none-new"].options
     assert before["unnamed"] == 0.0

@@ -121,7 +121,7 @@ class GateOptions:
     chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
     soft_terms: float | None = SOFT_TERMS_DEFAULT  # chunks by words near the question's
     unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
-    second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's mean
+    second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's (off)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:

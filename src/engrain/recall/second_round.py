@@ -14,16 +14,19 @@ cosine with the seeds' mean vector (the second), are fused by rank:
 
     1 / (k + first rank) + w / (k + second rank)
 
-with ``k`` = :data:`FUSION_K` (reciprocal-rank fusion's usual 60), ``w`` =
-:data:`SECOND_ROUND_WEIGHT` and :data:`SEEDS` seeds. As ``recall.chunk_rank`` does, the
-fused score only *orders*: the chunks are handed the pool's relevance values again in
-the new order (:func:`~engrain.recall.rescored.reordered`), so every threshold and the
-automatic budget mean what they meant. Nothing changes for a question that names no
+with ``k`` = :data:`FUSION_K` (reciprocal-rank fusion's usual 60), ``w`` the weight
+(``GateOptions.second_round``) and :data:`SEEDS` seeds. **Off by default**
+(:data:`SECOND_ROUND_WEIGHT` 0): measured at :data:`TUNED_WEIGHT` it lifted half A's
+multi-hop within 2,000 tokens but cost R@10 on both halves and did not hold on half B.
+As ``recall.chunk_rank`` does, the fused score only *orders*: the chunks are handed the
+pool's relevance values again in the new order (:func:`~engrain.recall.rescored.reordered`),
+so every threshold and the automatic budget mean what they meant. Nothing changes for a question that names no
 speaker of the pool's chunks (or all of them), for a pool with no more chunks than seeds,
 or for chunks without a vector (a store that does not return them).
 
 Concurrency: a pure function of the call's pool and question (one mean of a few vectors
-and one product with the pool's chunks, ~0.1 ms for 300 chunks); nothing is shared.
+and one product with the pool's chunks: ~1 ms of thread CPU for 300 chunks at load ~20,
+0.09 ms when no speaker is named); nothing is shared.
 """
 
 from __future__ import annotations
@@ -36,10 +39,15 @@ from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
 from engrain.recall.speakers import asked_speakers
 
-#: The second ranking's weight in the fusion (0: off). Tuned on LoCoMo's half A with the
-#: seeds fixed at 5 among 0.2 / 0.3 / 0.5 (multi-hop within 2,000 tokens 0.762 without →
-#: 0.771 / 0.773 / 0.773; single-hop 0.993 / 0.993 / 0.986): ``docs/decisions.md``.
-SECOND_ROUND_WEIGHT = 0.3
+#: The weight measured on LoCoMo's half A with the seeds fixed at 5, among 0.2 / 0.3 / 0.5
+#: (multi-hop within 2,000 tokens 0.762 without → 0.771 / 0.773 / 0.773; single-hop 0.993 /
+#: 0.993 / 0.986): what ``GateOptions(second_round=TUNED_WEIGHT)`` and the LoCoMo ablation
+#: ``second-round`` turn on.
+TUNED_WEIGHT = 0.3
+#: The second ranking's weight by default: 0, off. At :data:`TUNED_WEIGHT` it moved the
+#: top ranks too: R@10 half A 0.847 → 0.840, half B (never tuned on) 0.813 → 0.801, and
+#: half B's multi-hop within 2,000 0.704 → 0.693 (``docs/decisions.md``, session 15).
+SECOND_ROUND_WEIGHT = 0.0
 #: How many of the first round's best chunks seed the second (half A, weight 0.3:
 #: 4 / 5 / 6 → 0.767 / 0.773 / 0.777; 3 and 10, weight 1, lost).
 SEEDS = 5
