@@ -20,9 +20,9 @@ with ``k`` = :data:`FUSION_K` (reciprocal-rank fusion's usual 60), ``w`` the wei
 multi-hop within 2,000 tokens but cost R@10 on both halves and did not hold on half B.
 As ``recall.chunk_rank`` does, the fused score only *orders*: the chunks are handed the
 pool's relevance values again in the new order (:func:`~engrain.recall.rescored.reordered`),
-so every threshold and the automatic budget mean what they meant. Nothing changes for a question that names no
-speaker of the pool's chunks (or all of them), for a pool with no more chunks than seeds,
-or for chunks without a vector (a store that does not return them).
+so every threshold and the automatic budget mean what they meant. Nothing changes for a
+question that names no speaker of the pool's chunks (or all of them), for a pool with no
+more chunks than seeds, or for chunks without a vector (a store that does not return them).
 
 Concurrency: a pure function of the call's pool and question (one mean of a few vectors
 and one product with the pool's chunks: ~1 ms of thread CPU for 300 chunks at load ~20,
