@@ -206,30 +206,31 @@ class UserCache:
                 rows[memory_id] = _with_access(memory, memory.access_count + n, at)
             self._snapshot = Snapshot(rows)
 
-    def recount(self, counts: Sequence[tuple[str, int, str | None]]) -> bool:
-        """Set the access count and last access of every row to ``counts`` (per memory
-        id, as the store holds them: another process counted uses); ``False``, changing
-        nothing, if they are not exactly this working set's rows (the caller reloads it).
-        No column array but the access counts is copied, as for :meth:`touch`."""
+    def recount(self, used: Sequence[tuple[str, int, str | None]]) -> bool:
+        """Set the access count and last access of every row as the store holds them
+        (another process counted uses): ``used`` gives ``(id, count, last use)`` of each
+        memory used at least once, every other row was used 0 times, never (``uses`` on
+        SQLite). ``False``, changing nothing, if an id of ``used`` is not in this working set
+        or comes twice (the caller reloads it). No column array but the access counts is
+        copied, as for :meth:`touch`."""
         with self._lock:
             old = self._snapshot
             arrays = old.arrays
-            if arrays is None or len(counts) != len(arrays):
+            if arrays is None:
                 return False
-            listed = [i for i, _, _ in counts]
-            rows = (np.arange(len(listed), dtype=np.intp) if arrays.ids.same(listed)
-                    else arrays.position.rows_of(listed))  # fmt: skip
+            rows = arrays.position.rows_of([i for i, _, _ in used])
             if (rows < 0).any() or np.unique(rows).size != rows.size:
                 return False
-            found = np.fromiter((n for _, n, _ in counts), np.int64, len(counts))
+            found = np.zeros(len(arrays), dtype=np.int64)
+            found[rows] = np.fromiter((n for _, n, _ in used), np.int64, len(used))
             access, last = arrays.rows.counts.arrays()
-            changed = np.flatnonzero(access[rows] != found)
+            changed = np.flatnonzero(access != found)
             if not changed.size:
                 return True
-            at = rows[changed]
-            access[at] = found[changed]
-            last[at] = [parse_micros(counts[i][2]) for i in changed.tolist()]
-            ids = [counts[i][0] for i in changed.tolist()]
+            when = dict(zip(rows.tolist(), (t for _, _, t in used), strict=True))
+            access[changed] = found[changed]
+            last[changed] = [parse_micros(when.get(row)) for row in changed.tolist()]
+            ids = [arrays.ids[row] for row in changed.tolist()]
             now = replace(arrays, rows=arrays.rows.recounted(access, last, ids))
             self._snapshot = Snapshot.over(now, old.lexical, old.ann, old.part)
             return True

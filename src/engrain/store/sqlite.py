@@ -31,7 +31,16 @@ import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store import ann_kinds, built, columns, derived_blobs, heap, image_refresh, sqlite_load
+from engrain.store import (
+    ann_kinds,
+    built,
+    columns,
+    derived_blobs,
+    heap,
+    image_refresh,
+    sqlite_load,
+    sqlite_uses,
+)
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
 from engrain.store.arrays import RowVectors
 from engrain.store.base import (
@@ -53,13 +62,10 @@ _COLUMNS = MEMORY_COLUMNS
 CACHED_USERS = 64
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
 _BEGIN_RETRIES = 3
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
-#: One chunk of a user's rows in rowid order: the rowid range, never the user index (whose
-#: order would need a sort of whole rows).
-_SELECT_RANGE = (
-    f"SELECT {', '.join(_COLUMNS)} FROM memories NOT INDEXED "
-    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
-)
+#: Whole memories (the row and its uses): filter with ``m.user_id``, ``m.id``.
+_SELECT = f"SELECT {sqlite_uses.SELECT_LIST} FROM {sqlite_uses.JOINED}"
+#: The columns a ``memories`` row stores since 006 (the uses are in ``uses``).
+_ROW_COLUMNS = sqlite_uses.ROW_COLUMNS
 #: Seconds :meth:`SQLiteStore.close` waits for each derived index being saved.
 SAVE_WAIT = 60.0
 #: A working set whose rows were patched saves its image again at most this often (and
@@ -216,6 +222,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("003_corrections_and_state", _m003_corrections_and_state),
     ("004_api_keys", _m004_api_keys),
     ("005_derived_indexes", _m005_derived_indexes),
+    ("006_uses", sqlite_uses.migrate),
 ]
 
 
@@ -367,12 +374,12 @@ class SQLiteStore:
         transaction), then deletes, then state, in one ``BEGIN IMMEDIATE`` transaction."""
         if not upserts and not deletes and not state and not patches:
             return
-        rows = [_to_row(m) for m in upserts]
+        rows = [sqlite_uses.stored(_to_row(m)) for m in upserts]
         documents = [(s, s.encoded()) for s in state]
         staged = {(m.user_id, m.id): m for m in upserts}
         removed = {(m.user_id, m.id) for m in deletes}
         now = _dt(datetime.now(UTC))
-        placeholders = ", ".join("?" for _ in _COLUMNS)
+        placeholders = ", ".join("?" for _ in _ROW_COLUMNS)
         with self._lock:
             try:
                 with self._transaction() as db:
@@ -380,14 +387,16 @@ class SQLiteStore:
                     # write leaves (no other process committed since)
                     version = db.execute("PRAGMA data_version").fetchall()[0][0]
                     db.executemany(
-                        f"INSERT OR REPLACE INTO memories ({', '.join(_COLUMNS)}) "
+                        f"INSERT OR REPLACE INTO memories ({', '.join(_ROW_COLUMNS)}) "
                         f"VALUES ({placeholders})",
                         rows,
                     )
+                    sqlite_uses.put(db, upserts, _dt)
                     patched = self._patch(db, patches, staged)
                     db.executemany(
                         "DELETE FROM memories WHERE user_id = ? AND id = ?", sorted(removed)
                     )
+                    sqlite_uses.delete(db, sorted(removed))
                     changed = sorted({u for u, _ in staged} | {u for u, _ in patched} |
                                      {u for u, _ in removed})  # fmt: skip
                     db.executemany(
@@ -422,18 +431,22 @@ class SQLiteStore:
         this write's upserts left them); the rewritten memories by key. Missing rows are
         skipped: nothing is inserted."""
         patched: dict[tuple[str, str], Memory] = {}
-        assignments = ", ".join(f"{c} = ?" for c in _COLUMNS[2:])
+        assignments = ", ".join(f"{c} = ?" for c in _ROW_COLUMNS[2:])
         for patch in patches:
             current = patched.get(patch.where) or staged.get(patch.where)
             if current is None:
                 found = db.execute(
-                    f"{_SELECT} WHERE user_id = ? AND id = ?", patch.where
+                    f"{_SELECT} WHERE m.user_id = ? AND m.id = ?", patch.where
                 ).fetchall()
                 current = _from_row(found[0]) if found else None
             if current is None:
                 continue
             memory = patch.apply(current)
-            row = _to_row(memory)
+            row = sqlite_uses.stored(_to_row(memory))
+            if (memory.access_count, memory.last_accessed_at) != (
+                current.access_count, current.last_accessed_at
+            ):  # fmt: skip
+                sqlite_uses.put(db, [memory], _dt)
             # UPDATE, not INSERT OR REPLACE: the row keeps its rowid, hence its place
             db.execute(
                 f"UPDATE memories SET {assignments} WHERE user_id = ? AND id = ?",
@@ -483,7 +496,7 @@ class SQLiteStore:
             part = unique[start : start + 500]
             marks = ", ".join("?" for _ in part)
             for row in self._read(
-                f"{_SELECT} WHERE user_id = ? AND id IN ({marks})", (user_id, *part)
+                f"{_SELECT} WHERE m.user_id = ? AND m.id IN ({marks})", (user_id, *part)
             ):
                 memory = _from_row(row)
                 found[memory.id] = memory
@@ -530,17 +543,7 @@ class SQLiteStore:
         with self._lock:
             with self._transaction() as db:
                 _write_state(db, documents, now)
-                # one statement per use count: a context's ids are distinct, so a 100-memory
-                # context is one UPDATE … IN (…), not 100 executions
-                for n, group in _by_count(counts).items():
-                    for start in range(0, len(group), _IN_CHUNK):
-                        part = group[start : start + _IN_CHUNK]
-                        db.execute(
-                            "UPDATE memories SET access_count = access_count + ?, "
-                            "last_accessed_at = ? WHERE user_id = ? AND id IN "
-                            f"({', '.join('?' for _ in part)})",
-                            (n, _dt(at), user_id, *part),
-                        )
+                sqlite_uses.count(db, user_id, counts, _dt(at))
             self._sync_version()
             if counts and user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
@@ -677,7 +680,8 @@ class SQLiteStore:
         Checked only when another connection has committed since it was last checked: it
         is kept if the user's revision is still the one it was read or last written at
         (every write of the user's rows bumps it but counted uses, whose counts are then
-        read again: one column scan, ~0.1 s at 100,000, instead of a ~0.7 s reload). Every
+        read again: the user's rows of ``uses``, one per memory ever used, instead of a
+        ~0.7 s reload). Every
         read here is at or after the ``data_version`` it is marked checked at, so a commit
         landing meanwhile is checked next time. Users not used are not checked at all."""
         self._sync_version()
@@ -688,14 +692,11 @@ class SQLiteStore:
         if self._verified.get(user_id) == version:
             return cache
         revision = self._revisions_of(self._db, [user_id], read=self._read).get(user_id, 0)
-        if revision == self._cache_revisions.get(user_id):
-            counts = self._read(
-                "SELECT id, access_count, last_accessed_at FROM memories WHERE user_id = ?",
-                (user_id,),
-            )  # fmt: skip
-            if cache.recount(counts):
-                self._verified[user_id] = version
-                return cache
+        if revision == self._cache_revisions.get(user_id) and cache.recount(
+            sqlite_uses.read(self._read, user_id)
+        ):
+            self._verified[user_id] = version
+            return cache
         del self._caches[user_id]
         return None
 
@@ -1044,11 +1045,3 @@ def _write_state(
         "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
         [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
     )
-
-
-def _by_count(counts: Counter[str]) -> dict[int, list[str]]:
-    """Ids grouped by how many times each occurs."""
-    groups: dict[int, list[str]] = {}
-    for memory_id, n in counts.items():
-        groups.setdefault(n, []).append(memory_id)
-    return groups

@@ -9,7 +9,8 @@ the file):
   equals the file's now and the user's rowids, read in the same transaction with the
   vectors and access counts (which the image does not hold), are the image's. The revision
   is bumped by every write of the user's rows except counted uses, and counted uses are
-  read from the rows here, so a matching image holds what the rows hold. The image holds no
+  read here with the rows (from ``uses``, ``store/sqlite_uses.py``), so a matching image
+  holds what the rows hold. The image holds no
   texts: the table reads them from the rows when a call returns them (``store/texts.py``),
   so a caller without such a reader reads the rows.
 - **From the rows**, in chunks of rowids (``ORDER BY rowid`` over the user index made
@@ -32,7 +33,7 @@ import numpy.typing as npt
 
 from engrain.model import Memory
 from engrain.store import columns as image
-from engrain.store import heap
+from engrain.store import heap, sqlite_uses
 from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.columns import ColumnsBuilder, Stamp, Strings, Table, parse_micros
 from engrain.store.texts import ReadTexts, without_texts
@@ -40,12 +41,14 @@ from engrain.store.texts import ReadTexts, without_texts
 #: Rows per chunk of a read by rowid range.
 LOAD_CHUNK = 4_096
 _FULL = (
-    f"SELECT {', '.join(MEMORY_COLUMNS)}, rowid FROM memories NOT INDEXED "
-    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+    f"SELECT {sqlite_uses.SELECT_LIST}, m.rowid FROM memories m NOT INDEXED "
+    "LEFT JOIN uses u ON u.user_id = m.user_id AND u.id = m.id "
+    "WHERE m.rowid BETWEEN ? AND ? AND m.user_id = ? ORDER BY m.rowid"
 )
 _LIVE = (
-    "SELECT rowid, access_count, last_accessed_at, embedding FROM memories NOT INDEXED "
-    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+    "SELECT m.rowid, coalesce(u.access_count, 0), u.last_accessed_at, m.embedding "
+    "FROM memories m NOT INDEXED LEFT JOIN uses u ON u.user_id = m.user_id AND u.id = m.id "
+    "WHERE m.rowid BETWEEN ? AND ? AND m.user_id = ? ORDER BY m.rowid"
 )
 _EMBEDDING = MEMORY_COLUMNS.index("embedding")
 _ACCESS = MEMORY_COLUMNS.index("access_count")
