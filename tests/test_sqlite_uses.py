@@ -149,14 +149,14 @@ def test_uses_counted_by_threads_and_processes_add_up(tmp_path: Path) -> None:
         try:
             for _ in range(CALLS):
                 store.record_uses("alice", USED, NOW)
-        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+        except BaseException as exc:
             errors.append(exc)
 
     def pinning() -> None:
         try:
             for i in range(CALLS):
                 store.write(patches=[Patch("alice", m, {"pinned": i % 2 == 0}) for m in USED])
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=counting) for _ in range(4)]
@@ -171,9 +171,7 @@ def test_uses_counted_by_threads_and_processes_add_up(tmp_path: Path) -> None:
         p.join(300)
     assert not errors and [p.exitcode for p in processes] == [0, 0]
     want = {f"m{i}": (4 + 2) * CALLS if i < len(USED) else 0 for i in range(12)}
-    assert {i: n for (_, i), (n, _) in _uses(path).items()} == {
-        i: n for i, n in want.items() if n
-    }
+    assert {i: n for (_, i), (n, _) in _uses(path).items()} == {i: n for i, n in want.items() if n}
     assert {m.id: m.access_count for m in store.query("alice")} == want
     assert {m.id: m.access_count for m in store.get("alice", list(want))} == want
     store.close()
