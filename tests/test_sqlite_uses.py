@@ -66,8 +66,9 @@ def test_a_005_file_upgrades_in_place_keeping_every_use(
         ("alice", "a"): (7, LATER.isoformat()),
         ("alice", "b"): (2, None),
         ("alice", "c"): (0, NOW.isoformat()),
+        ("alice", "d"): (0, None),
         ("bob", "a"): (1, NOW.isoformat()),
-    }  # the unused memory has no row
+    }
     assert_same(upgraded.get("alice", ["a", "b", "c", "d"]), memories[:4])  # joined
     assert_same(upgraded.query("alice"), memories[3::-1])  # the working set
     assert_same(upgraded.get("bob", ["a"]), [bobs])
@@ -91,6 +92,7 @@ def test_uses_of_a_forgotten_or_unknown_memory_are_not_written(tmp_path: Path) -
     assert _uses(store.path) == {("alice", "a"): (2, LATER.isoformat())}
     store.write([mem("b")])  # the same id again: a new memory, never used
     assert store.get("alice", ["b"])[0].access_count == 0
+    assert _uses(store.path)[("alice", "b")] == (0, None)
     store.close()
 
 
@@ -114,7 +116,11 @@ def test_written_memories_keep_the_uses_they_carry(tmp_path: Path) -> None:
     }
     store.write([mem("a")], patches=[Patch("alice", "b", {"access_count": 0,
                                                            "last_accessed_at": None})])  # fmt: skip
-    assert set(_uses(store.path)) == {("alice", "c")}  # nothing left to keep for a and b
+    assert _uses(store.path) == {
+        ("alice", "a"): (0, None),
+        ("alice", "b"): (0, None),
+        ("alice", "c"): (1, NOW.isoformat()),
+    }
     got = {m.id: (m.access_count, m.pinned) for m in store.query("alice")}
     assert got == {"a": (0, False), "b": (0, False), "c": (1, True)}
     store.close()
@@ -171,7 +177,7 @@ def test_uses_counted_by_threads_and_processes_add_up(tmp_path: Path) -> None:
         p.join(300)
     assert not errors and [p.exitcode for p in processes] == [0, 0]
     want = {f"m{i}": (4 + 2) * CALLS if i < len(USED) else 0 for i in range(12)}
-    assert {i: n for (_, i), (n, _) in _uses(path).items()} == {i: n for i, n in want.items() if n}
+    assert {i: n for (_, i), (n, _) in _uses(path).items()} == want
     assert {m.id: m.access_count for m in store.query("alice")} == want
     assert {m.id: m.access_count for m in store.get("alice", list(want))} == want
     store.close()

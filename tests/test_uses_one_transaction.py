@@ -82,7 +82,7 @@ def test_when_the_transaction_fails_neither_counts_nor_record_are_written(
             return getattr(real, name)
 
         def execute(self, sql: str, *args: Any) -> Any:
-            if sql.startswith("INSERT INTO uses"):
+            if sql.startswith("UPDATE uses SET access_count"):
                 raise sqlite3.OperationalError("disk I/O error")
             return real.execute(sql, *args)
 

@@ -208,11 +208,11 @@ class UserCache:
 
     def recount(self, used: Sequence[tuple[str, int, str | None]]) -> bool:
         """Set the access count and last access of every row as the store holds them
-        (another process counted uses): ``used`` gives ``(id, count, last use)`` of each
-        memory used at least once, every other row was used 0 times, never (``uses`` on
-        SQLite). ``False``, changing nothing, if an id of ``used`` is not in this working set
-        or comes twice (the caller reloads it). No column array but the access counts is
-        copied, as for :meth:`touch`."""
+        (another process counted uses): ``used`` gives ``(id, count, last use)`` per
+        memory, and a row it does not list was used 0 times, never. ``False``, changing
+        nothing, if an id of ``used`` is not in this working set or comes twice (the caller
+        reloads it). No column array but the access counts is copied, as for
+        :meth:`touch`."""
         with self._lock:
             old = self._snapshot
             arrays = old.arrays

@@ -2,21 +2,22 @@
 
 A ``context()`` counts each memory it injects (:meth:`Store.record_uses`). Until 006 that
 count and the last use's time were two columns of the memory's row, and SQLite rewrites a
-whole row to change one column: ~2.2 KB with the vector, 2.4–2.7 ms of CPU for a call's 100
-uses at 100,000 memories against ~0.9 ms in a narrow table (docs/scale.md, session 14). They
-now live in ``uses``, keyed by ``(user_id, id)``, holding a row only for a memory whose count
-or last use is set: a memory without one has been used 0 times, never.
+whole row to change one column: ~2.2 KB with the vector, ~3 ms of CPU for a call's 100
+uses at 100,000 memories (docs/scale.md, sessions 14 and 15). They now live in ``uses``, one
+narrow row per memory keyed by ``(user_id, id)``, written with the memory and deleted with
+it, so a count is a plain ``UPDATE`` of rows that exist (an upsert probing ``memories`` for
+each id cost ~50% more, session 15).
 
 Readers see the memory as before: every statement that reads whole memories selects
 :data:`SELECT_LIST` from :data:`JOINED` (the row and its uses), and the working set's counts
 are read from ``uses`` alone (:func:`read`). Writers, all inside the caller's transaction:
 
-- :func:`count`: the uses of a call, an upsert per memory that exists (a forgotten memory's
-  uses are not written, so it is not brought back), ``access_count + n`` in SQL: increments
-  from any thread or process add up;
+- :func:`count`: the uses of a call, ``access_count + n`` in SQL on the rows that exist (a
+  forgotten memory has none: it is not brought back); increments from any thread or
+  process add up;
 - :func:`put`: memories written whole (new, imported, replaced) or patched with other uses
-  keep the counts they carry, as the wide row did;
-- :func:`delete`: a deleted memory's uses go with it (an id used again starts from 0).
+  get their row with the counts they carry, as the wide row did;
+- :func:`delete`: a deleted memory's row goes with it (an id used again starts from 0).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ Read = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Migration 006: the uses out of ``memories`` into ``uses`` (rows with a count or a
-    time only), then the two columns dropped (SQLite rewrites each row once, keeping its
-    rowid). Runs in the migration's transaction: all of it or nothing."""
+    """Migration 006: the uses out of ``memories`` into ``uses`` (a row per memory), then
+    the two columns dropped (SQLite rewrites each row once, keeping its rowid). Runs in the
+    migration's transaction: all of it or nothing."""
     db.execute(
         """CREATE TABLE uses (
             user_id TEXT NOT NULL,
@@ -58,10 +59,7 @@ def migrate(db: sqlite3.Connection) -> None:
             PRIMARY KEY (user_id, id)
         ) WITHOUT ROWID"""
     )
-    db.execute(
-        "INSERT INTO uses SELECT user_id, id, access_count, last_accessed_at FROM memories "
-        "WHERE access_count != 0 OR last_accessed_at IS NOT NULL"
-    )
+    db.execute("INSERT INTO uses SELECT user_id, id, access_count, last_accessed_at FROM memories")
     db.execute("ALTER TABLE memories DROP COLUMN access_count")
     db.execute("ALTER TABLE memories DROP COLUMN last_accessed_at")
 
@@ -74,7 +72,7 @@ def stored(row: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def count(db: sqlite3.Connection, user_id: str, uses: Counter[str], at: str | None) -> None:
     """Add each id's number of ``uses`` to its memory's count and set its last use to
-    ``at``, inside the open transaction; ids of no memory of the user are skipped. One
+    ``at``, inside the open transaction; ids of no memory of the user match no row. One
     statement per distinct number (a context's ids are distinct: one for 100 uses)."""
     groups: dict[int, list[str]] = {}
     for memory_id, n in uses.items():
@@ -83,11 +81,8 @@ def count(db: sqlite3.Connection, user_id: str, uses: Counter[str], at: str | No
         for start in range(0, len(group), _IN_CHUNK):
             part = group[start : start + _IN_CHUNK]
             db.execute(
-                "INSERT INTO uses SELECT user_id, id, ?, ? FROM memories "
-                f"WHERE user_id = ? AND id IN ({', '.join('?' for _ in part)}) "
-                "ON CONFLICT (user_id, id) DO UPDATE SET "
-                "access_count = access_count + excluded.access_count, "
-                "last_accessed_at = excluded.last_accessed_at",
+                "UPDATE uses SET access_count = access_count + ?, last_accessed_at = ? "
+                f"WHERE user_id = ? AND id IN ({', '.join('?' for _ in part)})",
                 (n, at, user_id, *part),
             )
 
@@ -95,14 +90,10 @@ def count(db: sqlite3.Connection, user_id: str, uses: Counter[str], at: str | No
 def put(db: sqlite3.Connection, memories: Iterable[Memory], encode: Callable[[Any], Any]) -> None:
     """Set the uses of these memories (rows just written) to the counts and times they
     carry, inside the open transaction; ``encode`` makes a time's stored text."""
-    listed = list(memories)
-    db.executemany("DELETE FROM uses WHERE user_id = ? AND id = ?",
-                   [(m.user_id, m.id) for m in listed])  # fmt: skip
     db.executemany(
-        "INSERT INTO uses VALUES (?, ?, ?, ?)",
-        [(m.user_id, m.id, m.access_count, encode(m.last_accessed_at)) for m in listed
-         if m.access_count or m.last_accessed_at is not None],
-    )  # fmt: skip
+        "INSERT OR REPLACE INTO uses VALUES (?, ?, ?, ?)",
+        [(m.user_id, m.id, m.access_count, encode(m.last_accessed_at)) for m in memories],
+    )
 
 
 def delete(db: sqlite3.Connection, keys: Iterable[tuple[str, str]]) -> None:
@@ -112,8 +103,7 @@ def delete(db: sqlite3.Connection, keys: Iterable[tuple[str, str]]) -> None:
 
 
 def read(read: Read, user_id: str) -> list[tuple[str, int, str | None]]:
-    """``(id, count, last use)`` of each of the user's memories used at least once (the
-    others: 0 and none)."""
+    """``(id, count, last use)`` of each of the user's memories."""
     rows = read("SELECT id, access_count, last_accessed_at FROM uses WHERE user_id = ?",
                 (user_id,))  # fmt: skip
     return [(str(i), int(n), last) for i, n, last in rows]
