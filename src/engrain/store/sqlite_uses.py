@@ -25,7 +25,7 @@ from __future__ import annotations
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from engrain.model import Memory
 from engrain.store.base import MEMORY_COLUMNS
@@ -106,4 +106,4 @@ def read(read: Read, user_id: str) -> list[tuple[str, int, str | None]]:
     """``(id, count, last use)`` of each of the user's memories."""
     rows = read("SELECT id, access_count, last_accessed_at FROM uses WHERE user_id = ?",
                 (user_id,))  # fmt: skip
-    return [(str(i), int(n), last) for i, n, last in rows]
+    return cast("list[tuple[str, int, str | None]]", rows)
