@@ -680,10 +680,10 @@ class SQLiteStore:
         Checked only when another connection has committed since it was last checked: it
         is kept if the user's revision is still the one it was read or last written at
         (every write of the user's rows bumps it but counted uses, whose counts are then
-        read again: the user's rows of ``uses``, one per memory ever used, instead of a
-        ~0.7 s reload). Every
-        read here is at or after the ``data_version`` it is marked checked at, so a commit
-        landing meanwhile is checked next time. Users not used are not checked at all."""
+        read again: the user's rows of the narrow ``uses``, ~0.16 s at 100,000 with their
+        mapping to rows, instead of a ~0.7 s reload). Every read here is at or after the
+        ``data_version`` it is marked checked at, so a commit landing meanwhile is checked
+        next time. Users not used are not checked at all."""
         self._sync_version()
         cache = self._caches.get(user_id)
         if cache is None:
