@@ -75,6 +75,7 @@ from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
 from engrain.recall.when import TIME_WEIGHT, with_time
+from engrain.recall.work import Work, with_work
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
 
@@ -200,7 +201,8 @@ def gate(
     pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
-    pool, area, raised = with_area(pool, classification)
+    pool, works, other_work = with_work(pool, message, classification)
+    pool, area, raised = with_area(pool, classification, unconcerned=other_work)
     pool, pointed = with_pointed(pool, message)
     if area:
         classification = replace(
@@ -215,7 +217,7 @@ def gate(
 
     query = Query(classification, weights, now, options.focus_areas)
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
-                                raised=raised, pointed=pointed)  # fmt: skip
+                                raised=raised, pointed=pointed, works=works)  # fmt: skip
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
@@ -231,7 +233,7 @@ def gate(
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
         explain=explain, top_k=top_k,
-        layout=_layout(fmt, compact, grouped), partners=partners,
+        layout=_layout(fmt, compact, grouped), partners=partners, other_work=other_work,
     )  # fmt: skip
     clock.lap("select")
     text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
@@ -494,6 +496,7 @@ def _score(
     explain: bool,
     raised: frozenset[str] = frozenset(),
     pointed: Mapping[str, tuple[str, float]] | None = None,
+    works: Mapping[str, frozenset[Work]] | None = None,
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
@@ -525,7 +528,8 @@ def _score(
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
                "calibrated_relevance": c.relevance,
                **({"area_convention": 1.0} if c.id in raised else {}),
-               **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {})}
+               **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {}),
+               **({"work": float(len(works[c.id]))} if works and c.id in works else {})}
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components
