@@ -114,6 +114,7 @@ class GateOptions:
     chunk_pool: int = CHUNK_POOL  # the pool's depth when a conversation chunk leads (chunk_rank)
     soft_terms: float | None = SOFT_TERMS_DEFAULT  # chunks by words near the question's
     unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
+    work: bool = True  # preferences for the kind of work asked raised (recall.work)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -201,9 +202,16 @@ def gate(
     pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
-    pool, works, other_work = with_work(pool, message, classification)
+    works: dict[str, frozenset[Work]] = {}
+    other_work: frozenset[str] = frozenset()
+    if options.work:
+        pool, works, other_work = with_work(pool, message, classification)
     pool, area, raised = with_area(pool, classification, unconcerned=other_work)
     pool, pointed = with_pointed(pool, message)
+    if works:
+        asked = ", ".join(sorted({w.value for kinds in works.values() for w in kinds}))
+        classification = replace(classification, signals=(*classification.signals,
+                                                          f"work: {asked}"))  # fmt: skip
     if area:
         classification = replace(
             classification, signals=(*classification.signals, f"area: {', '.join(area)}")
@@ -233,7 +241,7 @@ def gate(
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
         explain=explain, top_k=top_k,
-        layout=_layout(fmt, compact, grouped), partners=partners, other_work=other_work,
+        layout=_layout(fmt, compact, grouped), partners=partners,
     )  # fmt: skip
     clock.lap("select")
     text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
@@ -500,8 +508,9 @@ def _score(
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
-    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area`` and
-    ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``).
+    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``,
+    ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``, and
+    ``work`` the number of kinds of work asked that a preference governs, ``recall.work``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
     gated profile's totals come from :func:`~engrain.recall.score_batch.gated_scores`

@@ -3,7 +3,7 @@ greedy fill (step 4), where pins and procedural memories lead only when relevant
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -332,7 +332,6 @@ def select_gated(
     top_k: int | None = None,
     layout: Layout = Layout(0),
     partners: Mapping[str, Sequence[Ranked]] | None = None,
-    other_work: Mapping[str, Collection[str]] | None = None,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
@@ -393,11 +392,6 @@ def select_gated(
             group, why = 0, "pinned"
         elif memory.memory_type is MemoryType.PROCEDURAL:
             # judged on relevance within their share, not on the score threshold (below)
-            if apply_threshold and other_work and memory.id in other_work:
-                if explain:
-                    works = ", ".join(sorted(other_work[memory.id]))
-                    fill.note(costed(r), False, f"procedural, governs other work ({works})")
-                continue
             if r.relevance < procedural_floor:
                 if explain:
                     why = f"relevance {r.relevance:.3f} below {procedural_floor:.2f}"
