@@ -233,6 +233,8 @@ def test_a_message_asking_for_other_work_does_not_get_it(tmp_path: Path) -> None
     assert "work" not in gated.components[ids["naming"]]
     # the analysis's area (billing) raises a convention of it, not a commit-message rule
     assert "area_convention" not in gated.components[ids["commits"]]
+    assert gated.components[ids["commits"]]["other_work"] == 1.0
+    assert "other_work" not in gated.components[ids["early"]]
     assert ids["commits"] not in {m.id for m in gated.memories}
 
 

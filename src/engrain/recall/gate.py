@@ -225,7 +225,8 @@ def gate(
 
     query = Query(classification, weights, now, options.focus_areas)
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
-                                raised=raised, pointed=pointed, works=works)  # fmt: skip
+                                raised=raised, pointed=pointed, works=works,
+                                other_work=other_work)  # fmt: skip
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
@@ -505,12 +506,14 @@ def _score(
     raised: frozenset[str] = frozenset(),
     pointed: Mapping[str, tuple[str, float]] | None = None,
     works: Mapping[str, frozenset[Work]] | None = None,
+    other_work: frozenset[str] = frozenset(),
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
     them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``,
     ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``, and
-    ``work`` the number of kinds of work asked that a preference governs, ``recall.work``).
+    ``work`` the number of kinds of work asked that a preference governs and
+    ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
     gated profile's totals come from :func:`~engrain.recall.score_batch.gated_scores`
@@ -538,7 +541,8 @@ def _score(
                "calibrated_relevance": c.relevance,
                **({"area_convention": 1.0} if c.id in raised else {}),
                **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {}),
-               **({"work": float(len(works[c.id]))} if works and c.id in works else {})}
+               **({"work": float(len(works[c.id]))} if works and c.id in works else {}),
+               **({"other_work": 1.0} if c.id in other_work else {})}
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components
