@@ -84,7 +84,9 @@ ASKED: Mapping[Work, re.Pattern[str]] = {
 #: The words that say a kind of work in a preference's scope, where they differ: a
 #: preference governs an explanation when it asks for one ("Explain statistics
 #: intuitively first", "When explaining a procedure"), not when it names one ("Comments
-#: explain why"); it governs errors and logs the user pastes.
+#: explain why"); it governs the errors and logs a user pastes or meets ("When I paste a
+#: log", "borrow-checker and lifetime errors"), not those the code returns ("API errors are
+#: returned as RFC 7807").
 GOVERNS: Mapping[Work, re.Pattern[str]] = {
     **ASKED,
     Work.EXPLANATION: re.compile(r"^explain\b|\bwhen (?:you )?explain(?:ing)?\b",
