@@ -172,3 +172,78 @@ def test_threads_costing_two_revisions_of_one_memory_get_each_its_own_line(
     for thread in threads:
         thread.join()
     assert not wrong
+
+
+# -- one call's lines (CallLines) --------------------------------------------------------------
+
+ASKS = st.lists(st.tuples(st.sampled_from(["cost", "tokens", "floor"]), st.integers(0, 3)),
+                max_size=24)  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts.filter(str.strip), min_size=4, max_size=4), ASKS,
+       st.sampled_from(list(Format)), st.booleans(), st.booleans(), st.booleans())  # fmt: skip
+def test_a_call_s_lines_answer_as_the_module_functions(
+    contents: list[str],
+    asks: list[tuple[str, int]],
+    fmt: Format,
+    compact: bool,
+    grouped: bool,
+    chunks: bool,
+) -> None:
+    """Whatever a call asks in whatever order (a bound, then a cost, a cost again), each
+    answer is the module function's for that memory and rendering: the same line and exact
+    count, and the same bound until the call has counted that object's line, then the count
+    (the module's bound is that count too unless another object of the id was costed since:
+    either way a bound of the line)."""
+    lines.clear()
+    # two objects share an id with different contents (a candidate and its excerpt)
+    memories = [replace(BASE, id=f"m{n % 3}", content=c, provenance=Provenance(("t",) * chunks))
+                for n, c in enumerate(contents)]  # fmt: skip
+    call = lines.CallLines(fmt, NOW.year, compact, grouped)
+    counted: set[int] = set()
+    for ask, n in asks:
+        memory = memories[n]
+        if ask == "floor":
+            want_floor = lines.line_floor(memory, fmt, NOW.year, compact, grouped)
+            if n in counted:
+                want_floor = lines.line_tokens(memory, fmt, NOW.year, compact, grouped)
+            assert call.floor(memory) == want_floor
+            continue
+        counted.add(n)
+        want = lines.line_cost(memory, fmt, NOW.year, compact, grouped)
+        assert want == (line := item_line(memory, fmt, NOW.year, compact, grouped),
+                        count_tokens(line))  # fmt: skip
+        assert (call.cost(memory) if ask == "cost" else (want[0], call.tokens(memory))) == want
+
+
+def test_a_call_makes_each_memory_s_signature_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    signature = lines.signature
+
+    def counted(memory: Memory, *args: Any) -> tuple[object, ...]:
+        made.append(memory.id)
+        return signature(memory, *args)
+
+    monkeypatch.setattr(lines, "signature", counted)
+    call = lines.CallLines(Format.TAGGED, NOW.year)
+    other = replace(BASE, id="n")
+    line = item_line(BASE, Format.TAGGED, NOW.year)
+    assert call.floor(BASE) <= call.tokens(BASE) == count_tokens(line)
+    assert call.cost(BASE) == (line, count_tokens(line)) and call.floor(BASE) == count_tokens(line)
+    call.tokens(other)
+    call.floor(other)
+    assert made == ["m", "n"]
+    # an equal object of the same revision is its own entry, answered alike
+    again = replace(BASE)
+    assert call.cost(again) == (line, count_tokens(line)) and made == ["m", "n", "m"]
+    # a new call makes them again: a call's entries are its own
+    lines.CallLines(Format.TAGGED, NOW.year).tokens(BASE)
+    assert made == ["m", "n", "m", "m"]
+
+
+def test_a_call_s_lines_are_in_its_rendering() -> None:
+    call = lines.CallLines(Format.SECTIONS, NOW.year + 1, False, True)
+    assert call.rendering == (Format.SECTIONS, NOW.year + 1, False, True)
+    line = item_line(BASE, Format.SECTIONS, NOW.year + 1, False, True)
+    assert call.cost(BASE) == (line, count_tokens(line))
