@@ -55,7 +55,7 @@ from engrain.recall.classify import (
 )
 from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
 from engrain.recall.intent_model import applies, embedder_of, refine
-from engrain.recall.lines import CallLines, line_tokens
+from engrain.recall.lines import line_cost, line_floor, line_tokens
 from engrain.recall.pointed import with_pointed
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
@@ -223,10 +223,10 @@ def gate(
     budget, by_lead = _lead_budget(budget, pool, ranked, options, token_budget, max_budget)
     clock.lap("score")
 
-    fmt, compact, grouped = options.format, options.compact, options.group_days
-    lines = CallLines(fmt, now.year, compact, grouped)
+    year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days
     selected, _, decisions = select_gated(
-        ranked, line_tokens=lines.tokens, line_floor=lines.floor,
+        ranked, line_tokens=lambda m: line_tokens(m, fmt, year, compact, grouped),
+        line_floor=lambda m: line_floor(m, fmt, year, compact, grouped),
         token_budget=budget.tokens, intent=classification.intent,
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
@@ -234,9 +234,9 @@ def gate(
         layout=_layout(fmt, compact, grouped), partners=partners,
     )  # fmt: skip
     clock.lap("select")
-    text, tokens, selected = _fit(selected, lines, budget.tokens)
+    text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
     clock.lap("assemble")
-    costed = [_costed(r, lines) for r in ranked] if explain else selected
+    costed = [_costed(r, fmt, year, compact, grouped) for r in ranked] if explain else selected
     return Gated(classification, budget, weights, selected, tokens, text, decisions, costed,
                  components, clock.laps)  # fmt: skip
 
@@ -579,17 +579,21 @@ def _layout(fmt: Format, compact: bool = True, grouped: bool = False) -> Layout:
 
 
 def _fit(
-    selected: list[ScoredMemory], lines: CallLines, budget: int
+    selected: list[ScoredMemory],
+    fmt: Format,
+    budget: int,
+    year: int,
+    compact: bool = True,
+    grouped: bool = False,
 ) -> tuple[str, int, list[ScoredMemory]]:
     """The rendered block, its tokens and what it holds. Selection counted every line,
     newline, heading and the wrapper; should the tokenizer still merge differently across
     lines, the last memories are dropped until the block fits: no block exceeds its budget.
     The block's tokens are :func:`~engrain.recall.assemble.block_tokens` of the lines
     selection counted, exactly ``count_tokens`` of the block without encoding it again,
-    and its text is made of those same lines (the call's ``lines``: each looked up once,
-    not rendered again)."""
-    fmt, year, compact, grouped = lines.rendering
-    costs = {s.memory.id: lines.cost(s.memory) for s in selected}
+    and its text is made of those same lines (each looked up once here, not rendered
+    again)."""
+    costs = {s.memory.id: line_cost(s.memory, fmt, year, compact, grouped) for s in selected}
     while True:
         memories = [s.memory for s in selected]
         tokens = block_tokens(memories, fmt, year=year, compact=compact, grouped=grouped,
@@ -610,8 +614,11 @@ def _thresholds_apply(options: GateOptions, explicit_budget: int | None) -> bool
     return options.thresholds == "always" or explicit_budget is None
 
 
-def _costed(r: Ranked, lines: CallLines) -> ScoredMemory:
-    return ScoredMemory(r.memory, r.score, r.similarity, lines.tokens(r.memory))
+def _costed(
+    r: Ranked, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+) -> ScoredMemory:
+    cost = line_tokens(r.memory, fmt, year, compact, grouped)
+    return ScoredMemory(r.memory, r.score, r.similarity, cost)
 
 
 class _Clock:

@@ -34,8 +34,7 @@ from engrain.recall.assemble import Format, item_line
 from engrain.tokens import count_tokens, min_tokens, splits_as_tokenized
 
 __all__ = [
-    "LINES_MAX", "CallLines", "clear", "content_floor", "line_cost", "line_floor", "line_tokens",
-    "signature",
+    "LINES_MAX", "clear", "content_floor", "line_cost", "line_floor", "line_tokens", "signature",
 ]  # fmt: skip
 
 #: Remembered lines (one per memory id; the candidates of ~60 complex calls, ~0.7 KB each).
@@ -72,24 +71,6 @@ def line_cost(
     """``item_line(memory, fmt, year, compact, grouped)`` and its ``count_tokens``,
     remembered per memory revision and rendering (:func:`signature`)."""
     key = signature(memory, fmt, year, compact, grouped)
-    return _cost(memory, key, fmt, year, compact, grouped)
-
-
-def line_floor(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
-) -> int:
-    """A lower bound of :func:`line_tokens` without counting: the count itself when it is
-    known, else a count of words (:func:`content_floor` for a memory that is not a
-    conversation chunk, without rendering its line; else
-    :func:`~engrain.tokens.min_tokens` of the line, remembered with it)."""
-    key = signature(memory, fmt, year, compact, grouped)
-    return _floor(memory, key, fmt, year, compact, grouped)
-
-
-def _cost(
-    memory: Memory, key: tuple[object, ...], fmt: Format, year: int, compact: bool, grouped: bool
-) -> tuple[str, int]:
-    """:func:`line_cost` of ``memory``, whose :func:`signature` is ``key``."""
     hit = _LINES.get(memory.id)
     if hit is not None and hit[0] == key:
         if hit[3]:
@@ -102,10 +83,14 @@ def _cost(
     return line, tokens
 
 
-def _floor(
-    memory: Memory, key: tuple[object, ...], fmt: Format, year: int, compact: bool, grouped: bool
+def line_floor(
+    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
-    """:func:`line_floor` of ``memory``, whose :func:`signature` is ``key``."""
+    """A lower bound of :func:`line_tokens` without counting: the count itself when it is
+    known, else a count of words (:func:`content_floor` for a memory that is not a
+    conversation chunk, without rendering its line; else
+    :func:`~engrain.tokens.min_tokens` of the line, remembered with it)."""
+    key = signature(memory, fmt, year, compact, grouped)
     hit = _LINES.get(memory.id)
     if hit is not None and hit[0] == key:
         return hit[2]
@@ -136,68 +121,6 @@ def line_tokens(
     """``count_tokens(item_line(memory, fmt, year, compact, grouped))``, remembered
     (:func:`line_cost`)."""
     return line_cost(memory, fmt, year, compact, grouped)[1]
-
-
-class CallLines:
-    """One call's lines in one rendering: :func:`line_cost`, :func:`line_tokens` and
-    :func:`line_floor` of the call's memories, with each memory object's :func:`signature`
-    made once a call and its exact cost kept for the call.
-
-    Selection bounds a candidate's line, then costs it, and the block costs each selected
-    line again (``gate._fit``): three lookups of the process's lines, each making the
-    signature anew (15 fields read, its time zones and conflicts looked up) and comparing
-    it with the remembered one, ~260 signatures for ~100 lines in a 5,000-token call. Here
-    they are made once per object: an entry is the object itself (checked with ``is``, so
-    another object of the same id, such as a candidate's excerpt, is looked up on its own;
-    the entry holds the object, so its ``id()`` is not reused during the call), its
-    signature, and its cost once counted. Each answer is the module function's for that
-    object (a frozen memory's signature cannot change), but a bound asked after the call
-    counted that object's line, which is the count (the module's too, unless another
-    object of the id was costed in between: then a weaker bound, which only passes over a
-    line that does not fit later, after costing it). So a call selects the same lines.
-
-    One instance serves one call on one thread; the process's lines stay shared
-    (:data:`_LINES`), looked up and filled as by the module functions."""
-
-    __slots__ = ("_args", "_seen")
-
-    def __init__(self, fmt: Format, year: int, compact: bool = True, grouped: bool = False):
-        self._args = (fmt, year, compact, grouped)
-        self._seen: dict[int, tuple[Memory, tuple[object, ...], tuple[str, int] | None]] = {}
-
-    @property
-    def rendering(self) -> tuple[Format, int, bool, bool]:
-        """The rendering these lines are in: the format, the year, ``compact``, ``grouped``."""
-        return self._args
-
-    def cost(self, memory: Memory) -> tuple[str, int]:
-        """:func:`line_cost` of ``memory`` in this call's rendering."""
-        seen = self._seen.get(id(memory))
-        if seen is not None and seen[0] is memory:
-            if seen[2] is not None:
-                return seen[2]
-            key = seen[1]
-        else:
-            key = signature(memory, *self._args)
-        cost = _cost(memory, key, *self._args)
-        self._seen[id(memory)] = (memory, key, cost)
-        return cost
-
-    def tokens(self, memory: Memory) -> int:
-        """:func:`line_tokens` of ``memory`` in this call's rendering."""
-        return self.cost(memory)[1]
-
-    def floor(self, memory: Memory) -> int:
-        """:func:`line_floor` of ``memory`` in this call's rendering."""
-        seen = self._seen.get(id(memory))
-        if seen is not None and seen[0] is memory:
-            if seen[2] is not None:
-                return seen[2][1]
-            key = seen[1]
-        else:
-            key = signature(memory, *self._args)
-            self._seen[id(memory)] = (memory, key, None)
-        return _floor(memory, key, *self._args)
 
 
 def clear() -> None:
