@@ -239,27 +239,3 @@ def test_a_text_of_known_pieces_counts_as_when_its_pieces_were_new() -> None:
     want = [len(expected(t)) for t in texts]
     assert [fresh.count(t) for t in texts] == want
     assert [fresh.count(t) for t in texts] == want
-
-
-def test_a_text_is_counted_by_its_words_where_every_space_starts_a_piece() -> None:
-    # where no whitespace precedes a space, each word's count (with the space before it)
-    # is kept and summed; anywhere else ("  ", "\n ", a no-break space or \x1c before a
-    # space) the text is counted by its pieces: both as tiktoken counts
-    fresh = cl100k.Encoder(cl100k.load_tables())
-    alphabet = [chr(c) for c in range(0x20, 0x250)] + ["é", "’", "—", "日本", "🎉", "\x1c"]
-    words = random_texts(400, alphabet, seed=7, snippets=[*SNIPPETS, " ", " ", " ", "'s", "."])
-    rng = random.Random(8)
-    texts = [" ".join(rng.sample(words, rng.randrange(1, 12))) for _ in range(600)]
-    texts += [" lead", "trail ", " ", "a  b", "a\n b", "a\u00a0 b", "a\x1c b", "x \ud800 y"]
-    want = [len(expected(t)) for t in texts]
-    assert [fresh.count(t) for t in texts] == want
-    assert [fresh.count(t) for t in texts] == want  # the second time from the kept words
-    assert fresh._words["lead"] == len(expected(" lead")) and " " not in "".join(fresh._words)
-
-
-def test_the_word_cache_starts_afresh_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cl100k, "WORDS_MAX", 3)
-    fresh = cl100k.Encoder(cl100k.load_tables())
-    text = "one two three four five six"
-    assert fresh.count(text) == len(expected(text)) == fresh.count(text)
-    assert len(fresh._words) <= 3

@@ -90,8 +90,6 @@ DATA_FILE = "cl100k_base.tiktoken"
 DATA_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 #: Distinct pieces whose counts are kept (~100 bytes each), then the cache starts afresh.
 PIECES_MAX = 16_384
-#: Distinct words whose counts are kept (:meth:`Encoder.count`), then likewise.
-WORDS_MAX = 32_768
 #: The hashes' top bits that pick the run a lookup scans (``Tables.rank``).
 _TOP_BITS = 16
 _BUCKETS = 1 << _TOP_BITS
@@ -177,58 +175,27 @@ class Encoder:
         self.tables = tables
         self._ascii_pieces = re.compile(ASCII_PATTERN, re.ASCII)
         self._counts: dict[str, int] = {}
-        self._words: dict[str, int] = {}  # a word's count with the space before it
 
     def count(self, text: str) -> int:
         """How many tokens ``text`` encodes to (``len(encode(text))``)."""
-        try:
-            if _SPACE_AFTER_SPACE.search(text) is None:
-                return self._count_words(text)
-            return self._count_pieces(text)
-        except UnicodeEncodeError:  # a lone surrogate: tiktoken's replacement, then again
-            return self.count(_without_surrogates(text))
-
-    def _count_words(self, text: str) -> int:
-        """:meth:`count` of a text where no whitespace precedes a space: every space then
-        starts a piece (:func:`_mixed_split`'s cut), so the text's count is its first word's
-        plus each following word's with its space, and a word's count is kept (words repeat
-        across a user's memories far more than whole lines: a new line costs a split of the
-        text at its spaces and a lookup per word)."""
-        first, *rest = text.split(" ")
-        total = self._count_pieces(first) if first else 0
-        words = self._words
-        try:
-            return total + sum(map(words.__getitem__, rest))
-        except KeyError:
-            pass
-        for word in rest:
-            known = words.get(word)
-            if known is None:
-                known = self._count_pieces(" " + word)
-                if len(words) >= WORDS_MAX:
-                    words.clear()
-                words[word] = known
-            total += known
-        return total
-
-    def _count_pieces(self, text: str) -> int:
-        """:meth:`count` of ``text`` from its pieces' counts (each piece's kept); raises
-        ``UnicodeEncodeError`` on a lone surrogate."""
         counts = self._counts
         pieces = self._split(text)
-        try:  # every piece known: summed without a loop
+        try:  # every piece known (most texts of a user's memories): summed without a loop
             return sum(map(counts.__getitem__, pieces))
         except KeyError:
             pass
         total = 0
-        for piece in pieces:
-            known = counts.get(piece)
-            if known is None:
-                known = len(self._piece(piece.encode("utf-8")))
-                if len(counts) >= PIECES_MAX:
-                    counts.clear()
-                counts[piece] = known
-            total += known
+        try:
+            for piece in pieces:
+                known = counts.get(piece)
+                if known is None:
+                    known = len(self._piece(piece.encode("utf-8")))
+                    if len(counts) >= PIECES_MAX:
+                        counts.clear()
+                    counts[piece] = known
+                total += known
+        except UnicodeEncodeError:  # a lone surrogate: tiktoken's replacement, then again
+            return self.count(_without_surrogates(text))
         return total
 
     def encode(self, text: str) -> list[int]:
@@ -274,9 +241,6 @@ class Encoder:
 
 #: Runs of characters outside ASCII.
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
-#: A space after whitespace (``str.isspace``'s, which ``re``'s ``\s`` is): a place where
-#: a space may not start a piece.
-_SPACE_AFTER_SPACE = re.compile(r"\s ")
 
 
 def _mixed_split(
