@@ -93,8 +93,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             group: {
                 "texts": len(items),
                 "mean_chars": round(sum(map(len, items)) / max(len(items), 1), 1),
-                **{f"{label}_us": round(statistics.median(spent[(group, label)]), 2)
-                   for label in labels},  # fmt: skip
+                **{
+                    f"{label}_us": round(statistics.median(spent[(group, label)]), 2)
+                    for label in labels
+                },
             }
             for group, items in groups.items()
         }
