@@ -19,8 +19,8 @@ newer Unicode calls letters or digits but tiktoken's tables do not know (assigne
 Unicode 16 and 17: :data:`NEWER`) are left out of ``\\p{L}`` and ``\\p{N}``.
 Text that is not all ASCII is cut where a piece always starts (:func:`_mixed_split`): only
 the spans around its characters outside ASCII go through the ``regex`` module, the rest
-through the ASCII expression with ``re`` (the same pieces, ~4x less time on a memory with
-one accented name).
+through the ASCII expression with ``re`` (the same pieces, a third to a half of the time;
+``bench/token_count.py``).
 ``tests/test_cl100k.py`` compares ids and counts with tiktoken on LoCoMo's texts, on
 random text over every plane, and on every code point of :data:`NEWER` and around it.
 
