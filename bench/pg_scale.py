@@ -607,11 +607,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per measure")
     parser.add_argument(
         "--big-vectors",
-        choices=("minilm", "derived", "random"),
+        choices=("minilm", "derived", "random", "latency"),
         default="minilm",
         help="the big user's vectors: the real model's (embedded once, cached in the temp "
         "directory); 'derived': the model's for the first --derive-from notes, noisy copies "
-        "of those for the rest (derived_vectors); or random unit vectors",
+        "of those for the rest (derived_vectors); random unit vectors; or 'latency': "
+        "bench/latency.py's notes (common.make_notes(--big-user, seed=--seed)) with the "
+        "model's vectors, which that benchmark caches in the same directory",
     )
     parser.add_argument(
         "--derive-from",
@@ -720,13 +722,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 scenarios.append(("many", many, lambda: None, random_queries))
             if "big" in wanted:
-                big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
-                                        max_words=50)  # fmt: skip
-                if args.big_vectors in ("minilm", "derived"):
+                if args.big_vectors == "latency":  # bench/latency.py's corpus
+                    big = common.make_notes(args.big_user, seed=args.seed)
+                else:
+                    big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
+                                            max_words=50)  # fmt: skip
+                if args.big_vectors in ("minilm", "derived", "latency"):
 
                     def big_vectors(notes: list[common.Note] = big) -> dict[str, np.ndarray]:
                         # only when the corpus is loaded (a kept one needs none)
-                        real = notes if args.big_vectors == "minilm" else notes[: args.derive_from]
+                        real = notes if args.big_vectors != "derived" else notes[: args.derive_from]
                         vectors, _, _ = common.embed_corpus(
                             embedder, [n.text for n in real], cache_dir=cache_dir
                         )
