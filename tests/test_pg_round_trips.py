@@ -151,6 +151,67 @@ def test_the_candidate_list_follows_the_graphs_size(
     store.close()
 
 
+def test_the_learnings_own_graph_is_walked_with_two_candidates_per_row() -> None:
+    """The gate's learnings' search (k = 100 on their own graph, built with a wide list)
+    walks with 200 candidates below 200,000 rows, where the pool's graph keeps 4 per row;
+    a filter with any kind outside the learnings' walks the pool's graph; larger graphs
+    keep the wide list for both (docs/postgres.md, "Session 15")."""
+    from engrain.model import Kind
+    from engrain.recall.gate import LEARNING_KINDS
+
+    learnings = MemoryFilter(kinds=LEARNING_KINDS)
+    assert postgres.learnings_graph(learnings)
+    assert postgres.learnings_graph(MemoryFilter(kinds=(Kind.DECISION,)))
+    assert not postgres.learnings_graph(MemoryFilter(kinds=(Kind.DECISION, Kind.EVENT)))
+    assert not postgres.learnings_graph(MemoryFilter())
+    assert not postgres.learnings_graph(MemoryFilter(kinds=()))
+    assert postgres.ef_for_search(100_000, 100, learnings) == 200
+    assert postgres.ef_for_search(100_000, 150, learnings) == 300
+    assert postgres.ef_for_search(100_000, 100, MemoryFilter()) == 400
+    assert postgres.ef_for_search(100_000, 50, MemoryFilter()) == 200
+    assert postgres.ef_for_search(100_000, 20, learnings) == 200
+    assert postgres.ef_for_search(1_000_000, 100, learnings) == 400
+    assert postgres.ef_for_search(1_000_000, 150, MemoryFilter()) == 600
+
+
+def test_a_search_sets_the_candidate_list_of_the_graph_it_walks(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list a search sends (``SET LOCAL hnsw.ef_search``) is the one of the graph its
+    filter walks: 200 for the learnings' 100, none (the connection's 400) for 100 of the
+    pool's; a store's own ``ef_search`` wins, raised to ``k``."""
+    from engrain.model import Kind
+    from engrain.recall.gate import LEARNING_KINDS
+
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(query, str) and query.startswith("SET LOCAL hnsw"):
+            sent.append(query)
+        return original(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    vector = [1.0] + [0.0] * 383
+    store = PostgresStore(pg_url, pool_size=1, exact_search_below=0, indexed_share=0.0)
+    kinds = [Kind.DECISION, Kind.EVENT] * 3
+    store.write([mem(f"m{i}", kind=kind, vector=vector) for i, kind in enumerate(kinds)])
+    store.search("alice", vector, 100, MemoryFilter(kinds=LEARNING_KINDS))
+    assert sent == ["SET LOCAL hnsw.ef_search = 200"]
+    sent.clear()
+    store.search("alice", vector, 100)
+    assert sent == []
+    store.close()
+    sent.clear()
+    fixed = PostgresStore(
+        pg_url, pool_size=1, exact_search_below=0, indexed_share=0.0, ef_search=40
+    )
+    fixed.search("alice", vector, 100, MemoryFilter(kinds=LEARNING_KINDS))
+    fixed.search("alice", vector, 20, MemoryFilter(kinds=LEARNING_KINDS))
+    assert sent == ["SET LOCAL hnsw.ef_search = 100", "SET LOCAL hnsw.ef_search = 40"]
+    fixed.close()
+
+
 def test_bounded_reads_probe_the_access_counts_row_by_row(pg: Any) -> None:
     """A search, BM25's check of its best matches and a fetch by ids read the access
     counts of their rows by primary key, never by hashing the user's whole ``access``
