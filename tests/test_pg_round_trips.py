@@ -8,6 +8,7 @@ candidate list")."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -266,19 +267,21 @@ def test_a_lexical_search_is_two_statements(pg: Any, monkeypatch: pytest.MonkeyP
     assert sorted(m.id for m, _ in only) == [f"x{i}" for i in range(5)]
 
 
-def test_only_a_context_record_commits_without_waiting_for_the_flush(
+def test_only_context_records_and_promotions_commit_without_waiting_for_the_flush(
     pg: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The record a ``context()`` writes after every call (namespace ``contexts``, alone)
-    commits with ``synchronous_commit = off``; a write that changes a memory, or holds any
-    other document, still waits for the WAL flush. The lazy record is read back at once by
-    another connection, like any commit."""
+    """The record a ``context()`` writes after every call (namespace ``contexts``) and the
+    promotions it makes (patches of ``promoted_at`` alone), alone or together, commit with
+    ``synchronous_commit = off``; a write that changes anything else of a memory, or holds
+    any other document, still waits for the WAL flush. What a lazy write wrote is read
+    back at once by another connection, like any commit."""
     from engrain import feedback
     from engrain.store import Patch
     from engrain.store.postgres import writes
 
     assert feedback.CONTEXTS in writes.LAZY_NAMESPACES
-    pg.write([mem("a")])
+    assert {"promoted_at"} == writes.LAZY_PATCH_FIELDS
+    pg.write([mem("a"), mem("c")])
     sent: list[str] = []
     original = psycopg.Cursor.execute
 
@@ -289,14 +292,27 @@ def test_only_a_context_record_commits_without_waiting_for_the_flush(
     monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
     lazy = "SET LOCAL synchronous_commit = off"
     record = State("alice", feedback.CONTEXTS, "c1", {"memory_ids": ["a"]})
-    pg.write(state=[record])
-    assert lazy in sent
+    later = NOW + timedelta(minutes=1)
+    lazily = [
+        {"state": [record]},
+        {"patches": [Patch("alice", "c", {"promoted_at": later})]},
+        {"state": [record], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+    ]
+    for write in lazily:
+        sent.clear()
+        pg.write(**write)
+        assert lazy in sent, write
     assert _one(pg.url, "SELECT value::text FROM state WHERE key = 'c1'") == '{"memory_ids": ["a"]}'
+    assert _one(pg.url, "SELECT promoted_at FROM memories WHERE id = 'c'") == later
+    muting = Patch("alice", "c", {"muted": True})
     others = [
         {"state": [record, State("alice", "cooccurrence", "pairs", {"x": 1})]},
-        {"state": [record], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+        {"patches": [Patch("alice", "a", {"promoted_at": NOW, "pinned": True})]},
+        {"patches": [Patch("alice", "a", {"promoted_at": NOW}), muting]},
         {"state": [State("alice", "cooccurrence", "pairs", {"x": 2})]},
         {"upserts": [mem("b")], "state": [record]},
+        {"upserts": [mem("b")], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+        {"deletes": [mem("b")], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
     ]
     for write in others:
         sent.clear()
@@ -304,3 +320,4 @@ def test_only_a_context_record_commits_without_waiting_for_the_flush(
         assert sent and lazy not in sent, write
     assert pg.get_state("alice", "cooccurrence", "pairs") == {"x": 2}
     assert pg.get("alice", ["a"])[0].promoted_at == NOW
+    assert pg.get("alice", ["a"])[0].pinned and pg.get("alice", ["c"])[0].muted
