@@ -152,9 +152,9 @@ def test_the_candidate_list_follows_the_graphs_size(
     store.close()
 
 
-def test_the_learnings_own_graph_is_walked_with_two_candidates_per_row() -> None:
+def test_the_learnings_own_graph_is_walked_with_three_candidates_per_row() -> None:
     """The gate's learnings' search (k = 100 on their own graph, built with a wide list)
-    walks with 200 candidates below 200,000 rows, where the pool's graph keeps 4 per row;
+    walks with 300 candidates below 200,000 rows, where the pool's graph keeps 4 per row;
     a filter with any kind outside the learnings' walks the pool's graph; larger graphs
     keep the wide list for both (docs/postgres.md, "Session 15")."""
     from engrain.model import Kind
@@ -166,12 +166,13 @@ def test_the_learnings_own_graph_is_walked_with_two_candidates_per_row() -> None
     assert not postgres.learnings_graph(MemoryFilter(kinds=(Kind.DECISION, Kind.EVENT)))
     assert not postgres.learnings_graph(MemoryFilter())
     assert not postgres.learnings_graph(MemoryFilter(kinds=()))
-    assert postgres.ef_for_search(100_000, 100, learnings) == 200
-    assert postgres.ef_for_search(100_000, 150, learnings) == 300
+    assert postgres.ef_for_search(100_000, 100, learnings) == 300
+    assert postgres.ef_for_search(100_000, 150, learnings) == 450
     assert postgres.ef_for_search(100_000, 100, MemoryFilter()) == 400
     assert postgres.ef_for_search(100_000, 50, MemoryFilter()) == 200
     assert postgres.ef_for_search(100_000, 20, learnings) == 200
     assert postgres.ef_for_search(1_000_000, 100, learnings) == 400
+    assert postgres.ef_for_search(1_000_000, 200, learnings) == 600
     assert postgres.ef_for_search(1_000_000, 150, MemoryFilter()) == 600
 
 
@@ -179,7 +180,7 @@ def test_a_search_sets_the_candidate_list_of_the_graph_it_walks(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The list a search sends (``SET LOCAL hnsw.ef_search``) is the one of the graph its
-    filter walks: 200 for the learnings' 100, none (the connection's 400) for 100 of the
+    filter walks: 300 for the learnings' 100, none (the connection's 400) for 100 of the
     pool's; a store's own ``ef_search`` wins, raised to ``k``."""
     from engrain.model import Kind
     from engrain.recall.gate import LEARNING_KINDS
@@ -198,7 +199,7 @@ def test_a_search_sets_the_candidate_list_of_the_graph_it_walks(
     kinds = [Kind.DECISION, Kind.EVENT] * 3
     store.write([mem(f"m{i}", kind=kind, vector=vector) for i, kind in enumerate(kinds)])
     store.search("alice", vector, 100, MemoryFilter(kinds=LEARNING_KINDS))
-    assert sent == ["SET LOCAL hnsw.ef_search = 200"]
+    assert sent == ["SET LOCAL hnsw.ef_search = 300"]
     sent.clear()
     store.search("alice", vector, 100)
     assert sent == []

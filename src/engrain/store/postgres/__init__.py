@@ -186,12 +186,13 @@ EF_BY_GRAPH_ROWS: tuple[tuple[int, int], ...] = ((200_000, 200),)
 #: graph as first built (``ef_construction`` 64), so a list of 200 lost recall the pool's
 #: k = 50 kept (0.993). The pool's graph is still built so.
 EF_PER_ROW = 4
-#: ... except on the learnings' own graph, built with a list as wide as their walk's
-#: (``schema.LEARNINGS_EF_CONSTRUCTION``, migration 007): there 2 per row, ef 200 for the
-#: gate's 100, keeps R@100 ≥ 0.99 (0.990 / 0.991 on session 12's corpus; 0.998 and 0.997
-#: on session 15's derived and real-vector corpora, against 0.999 at 400) for ~40% less
-#: of the server's CPU a walk (docs/postgres.md, "Session 15").
-LEARNINGS_EF_PER_ROW = 2
+#: ... except on the learnings' own graph, built with a wide list (``ef_construction``
+#: 400, ``schema.LEARNINGS_EF_CONSTRUCTION``, migration 007): there 3 per row, ef 300 for
+#: the gate's 100. R@100 against exact search at ef 200 / 300 / 400, session 15: real
+#: vectors (bench/latency.py's 100,000 notes) 0.984 / 0.991 / 0.994 and, other questions,
+#: 0.980 / 0.989 / 0.993; derived vectors 0.998 / 0.999 / 0.999. 300 keeps ≥ 0.98 with a
+#: margin for ~20% less of the server's CPU a walk than 400 (docs/postgres.md, "Session 15").
+LEARNINGS_EF_PER_ROW = 3
 
 
 def ef_for_graph(rows: int) -> int:
