@@ -24,6 +24,7 @@ neither changes the revision of the user the other serves: each keeps its caches
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -126,6 +127,7 @@ def side_by_side(
     spinning: dict[str, bool] | None = None,
     server_pid: int | None = None,
     environ: Mapping[str, Mapping[str, str]] | None = None,
+    blocks: bool = True,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
@@ -136,7 +138,9 @@ def side_by_side(
     postmaster's) each call's CPU is also counted on the server: every process of that
     server, the call's backends and its background workers (the trees take turns, so the
     other tree's backends are idle meanwhile). ``environ``: variables set for a tree's
-    worker only (``ENGRAIN_PG_WORKING_SET``, say)."""
+    worker only (``ENGRAIN_PG_WORKING_SET``, say). With ``blocks``, after the timed calls
+    each tree previews every query's block (``Engine.preview``: nothing written, so both
+    read the same database) and ``blocks`` says how many are identical (a SHA-256 each)."""
     import common
     import numpy as np
 
@@ -186,6 +190,15 @@ def side_by_side(
                 for what, n in answer.get("statements", {}).items():
                     counted[w.name][what].append(n)
         out: dict[str, Any] = {"order": "alternating per query", "trees": {}}
+        if blocks:
+            # every query's block, previewed (nothing written) by each tree after the timed
+            # calls, on the same database: what differs is the trees' code
+            asked = [list(c) for c in zip(queries, who, strict=True)]
+            digests = {w.name: w.ask({"op": "blocks", "calls": asked})["blocks"] for w in workers}
+            first_digests, *others = digests.values()
+            differ = [i for i, d in enumerate(first_digests) if any(o[i] != d for o in others)]
+            out["blocks"] = {"queries": len(queries), "identical": len(queries) - len(differ),
+                             "differ": differ}  # fmt: skip
         for w in workers:
             row: dict[str, Any] = common.summarize(times[w.name])
             row["engrain"] = w.where
@@ -366,6 +379,16 @@ def _serve(url: str, data_dir: Path) -> None:
                         "calls": dict(spent),
                         "statements": dict(statements),
                     }
+            elif op == "blocks":
+                # the block each (message, user) would get now, without writing anything
+                answer = {
+                    "blocks": [
+                        hashlib.sha256(
+                            engine.preview(message, user, now=common.NOW).text.encode()
+                        ).hexdigest()
+                        for message, user in request["calls"]
+                    ]
+                }
             elif op == "settle":
                 # wait until the store serves these users from a working set in process,
                 # if it keeps them (store/postgres/working.py); untimed, like a warm-up
