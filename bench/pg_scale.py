@@ -644,6 +644,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenarios", default="many,big", help="which to run")
     parser.add_argument("--no-engine", action="store_true", help="skip Engine.context()")
     parser.add_argument(
+        "--no-store", action="store_true",
+        help="skip the store-level measures (latencies, exact search, HNSW recall by "
+        "ef_search): only context(), alone or side by side",
+    )  # fmt: skip
+    parser.add_argument(
         "--baseline",
         type=Path,
         help="a source tree (e.g. a git worktree of an earlier commit): context() of this "
@@ -776,9 +781,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ids = list(users)
                 result: dict[str, Any] = {
                     "users": len(users), "memories": rows, "load": load,
-                    "store": measure_store(url, ids, queries, query_vectors, args.seed,
-                                           big=name == "big", exact_queries=args.exact_queries,
-                                           write=args.keep is None),
+                    "store": {} if args.no_store else measure_store(
+                        url, ids, queries, query_vectors, args.seed, big=name == "big",
+                        exact_queries=args.exact_queries, write=args.keep is None),
                 }  # fmt: skip
                 if args.baseline is not None and not args.no_engine:
                     result["engine_side_by_side"] = side_by_side(
@@ -849,6 +854,8 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{'':>10} {tree}: laps {stats['laps_mean_ms']}")
             print(f"{'':>10} {tree}: store {stats['store_ms_per_context']}")
             print(f"{'':>10} {tree}: statements {stats.get('statements_per_context')}")
+        if "blocks" in row.get("engine_side_by_side", {}):
+            print(f"{'':>10} blocks: {row['engine_side_by_side']['blocks']}")
         for ef, stats in row["store"].get("hnsw_by_ef_search", {}).items():
             print(f"{'':>10} ef_search {ef}: R@50 {stats['recall_at_50']}, search k=50 "
                   f"p50 {stats['search_k50']['p50_ms']} ms")  # fmt: skip
