@@ -477,7 +477,10 @@ class IndexSlot:
         except _Exiting:
             pass
         except Exception:  # a failed build leaves exact search in place
-            log.exception("approximate index job failed; searches stay exact")
+            if self._closed:  # the store closed under it (its reads fail): nothing lost
+                log.debug("approximate index job stopped by the store's close", exc_info=True)
+            else:
+                log.exception("approximate index job failed; searches stay exact")
         finally:
             self._idle.set()
 
