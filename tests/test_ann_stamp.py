@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,29 @@ def test_a_vector_patched_after_a_stamped_open_is_searched_exactly_and_not_stamp
     assert [m.id for m, _ in found] == [target.id] and found[0][1] == pytest.approx(1.0)
     store.close()  # the index does not hold the new vector: no stamp of this revision
     assert _stamps(db)["usearch-stamp"].revision < _revision(db)  # type: ignore[union-attr]
+
+
+def test_rows_without_a_vector_are_known_without_reading_any(tmp_path: Path) -> None:
+    """Read without vectors, a row has one exactly when its stored vector has the
+    index's size; the rows without one are never proposed, the others found."""
+    path = tmp_path / "engrain.db"
+    memories = [m if i % 5 else replace(m, embedding=None) for i, m in enumerate(_memories(ROWS))]
+    store = _open(path)
+    store.write(memories)
+    assert store.wait_for_index(USER)
+    store.close()
+    store = _open(path)
+    store.wait_for_index(USER)
+    store.close()
+    reopened = _open(path)
+    rows = reopened.query(USER)
+    assert _loaded_without_vectors(reopened)
+    arrays = reopened._cache(USER).snapshot.arrays
+    assert arrays is not None
+    without = {m.id for m in memories if m.embedding is None}
+    assert {arrays.ids[i] for i in np.flatnonzero(~arrays.has_vector).tolist()} == without
+    query = next(m for m in memories if m.embedding is not None).embedding
+    found = reopened.search(USER, query, 50)  # type: ignore[arg-type]
+    assert found and not {m.id for m, _ in found} & without
+    assert {m.id for m in rows} == {m.id for m in memories}
+    reopened.close()
