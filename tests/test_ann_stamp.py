@@ -329,3 +329,25 @@ def test_rows_without_a_vector_are_known_without_reading_any(tmp_path: Path) -> 
     assert found and not {m.id for m, _ in found} & without
     assert {m.id for m in rows} == {m.id for m in memories}
     reopened.close()
+
+
+def test_a_process_behind_another_s_commit_does_not_stamp_at_close(db: Path) -> None:
+    """Store A serves the user; store B (another process's connection) adds a memory;
+    A closes without having read it: its stamps would vouch for rows it does not hold,
+    so it writes none, and the next open reads the vectors and finds B's memory."""
+    a = _open(db)
+    a.query(USER)
+    assert _loaded_without_vectors(a)
+    before = _stamps(db)["usearch-stamp"]
+    b = _open(db)
+    fresh = _memories(1, seed=31)[0]
+    b.write([fresh])
+    b.close()
+    a.close()
+    after = _stamps(db)["usearch-stamp"]
+    assert before is not None and after is not None and after.revision == before.revision
+    c = _open(db)
+    found = c.search(USER, fresh.embedding, 1)  # type: ignore[arg-type]
+    assert [m.id for m, _ in found] == [fresh.id]
+    assert not _loaded_without_vectors(c)
+    c.close()

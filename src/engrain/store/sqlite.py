@@ -815,7 +815,9 @@ class SQLiteStore:
         row it should, unchanged since saved or loaded (``store/ann_stamp.py``): checked
         again in the transaction that writes the stamps. Runs on a saving thread."""
         with self._lock:
-            cache = self._current(user_id)  # another process's write drops it
+            # not brought up to date (a recount at a million rows takes seconds): a working
+            # set behind the file's revision is not stamped, checked below
+            cache = self._caches.get(user_id)
             slot = self._slots.get(user_id)
             revision = self._cache_revisions.get(user_id)
             if cache is None or slot is None or revision is None or user_id in self._reshaped:
