@@ -59,6 +59,7 @@ from engrain.store.ann_rows import AnnRows
 from engrain.store.arrays import (
     Arrays,
     BoolArray,
+    HeldTable,
     IndexVectors,
     Matrix,
     RowVectors,
@@ -112,16 +113,24 @@ class UserCache:
         memories: Iterable[Memory] = (),
         *,
         ann: IndexSlot | None = None,
-        table: Table | None = None,
+        table: Table | HeldTable | None = None,
         lexical_stash: Stash | None = None,
         row_vectors: RowVectors | None = None,
+        held_by: Stamped | None = None,
     ) -> None:
         """``memories`` as objects, or ``table``: memories a store read as columns (built
         into objects only when a call returns them). ``lexical_stash``: where a large user's
         BM25 index is kept between processes (``store/lexical_file.py``). ``row_vectors``:
         reads the table's rows' float32 vectors from the store, so an indexed user keeps
-        none in memory (an int8 index cannot score)."""
-        if table is not None:
+        none in memory (an int8 index cannot score). ``held_by``: for a table read without
+        its vectors (:class:`~engrain.store.arrays.HeldTable`), the saved indexes ``ann``
+        (and its learnings' slot) adopted, whose stamps vouch that they hold every row
+        (``store/ann_stamp.py``): searched at once, with no check."""
+        self._snapshot: Snapshot
+        if isinstance(table, HeldTable):
+            assert held_by is not None
+            self._snapshot = _stamped(table, held_by, row_vectors)
+        elif table is not None:
             self._snapshot = Snapshot.over(arrays_of_table(table))
         else:
             self._snapshot = Snapshot({m.id: m for m in memories})
@@ -375,6 +384,28 @@ class UserCache:
         self._centroid = (arrays.ids, arrays.version, centroid)
         return centroid
 
+    def held_indexes(self) -> tuple[Snapshot, list[tuple[IndexSlot, VectorIndex]]]:
+        """The current snapshot, and the slots whose index holds the vector of every row
+        of it with one (the learnings' of every such row of its kinds) and is still the
+        copy it was saved or loaded as: what a stamp may vouch for (``store/ann_stamp.py``;
+        the rows' keys are the snapshot's records')."""
+        snapshot = self._snapshot
+        arrays = snapshot.arrays
+        slot = self._slot
+        if slot is None or arrays is None:
+            return snapshot, []
+        out: list[tuple[IndexSlot, VectorIndex]] = []
+        for record, owner, flt in ((snapshot.ann, slot, None),
+                                   (snapshot.part, slot.part, ann_kinds.FILTER)):  # fmt: skip
+            index = record.index if record is not None else None
+            if record is None or owner is None or index is None or index is not owner.index \
+                    or index.saved is None:  # fmt: skip
+                continue
+            _, _, held, with_vector = counted_rows(arrays, record.held, flt, self._mask)
+            if held == with_vector:
+                out.append((owner, index))
+        return snapshot, out
+
     # -- internals --------------------------------------------------------------------------
 
     def _built(self) -> Snapshot:
@@ -566,6 +597,32 @@ def _brought_up(
         slot.update(keys[rows][missing], arrays.vectors(rows[missing]))
         held = np.ones(rows.size, dtype=bool)
     return index, held
+
+
+@dataclass(frozen=True)
+class Stamped:
+    """Saved indexes a store loaded on a stamp's word (``store/ann_stamp.py``) and adopted
+    in their slots: the first, each row's key, and the learnings' (``None``: not stamped
+    too; its job loads and checks it as before)."""
+
+    index: VectorIndex
+    keys: Keys
+    part: VectorIndex | None = None
+
+
+def _stamped(table: HeldTable, held_by: Stamped, row_vectors: RowVectors | None) -> Snapshot:
+    """The snapshot of a table read without vectors: they are read through the stamped
+    index (float32 from the rows when ``row_vectors`` can), which holds every row with a
+    vector, as the learnings' holds every such row of its kinds."""
+    held = IndexVectors(held_by.index, held_by.keys, table.dim, row_vectors)
+    arrays = arrays_of_table(table, held)
+    ann = AnnRows.of(held_by.index, held_by.keys, table.has_vector.copy())
+    part = None
+    if held_by.part is not None:
+        rows = mask_of(arrays, ann_kinds.FILTER) & table.has_vector
+        rows.flags.writeable = False
+        part = AnnRows(held_by.part, held_by.keys, rows, ann.sorted_keys, ann.order)
+    return Snapshot.over(arrays, ann=ann, part=part)
 
 
 def _with_vector(arrays: Arrays, rows: npt.NDArray[np.intp]) -> Matrix:

@@ -39,10 +39,12 @@ from engrain.store import (
     heap,
     image_refresh,
     sqlite_load,
+    sqlite_stamps,
     sqlite_uses,
 )
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
-from engrain.store.arrays import RowVectors
+from engrain.store.ann_stamp import IndexStamp
+from engrain.store.arrays import HeldTable, RowVectors
 from engrain.store.base import (
     ALL,
     MEMORY_COLUMNS,
@@ -52,7 +54,7 @@ from engrain.store.base import (
     State,
     pending_migrations,
 )
-from engrain.store.cache import UserCache
+from engrain.store.cache import Stamped, UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
 from engrain.store.texts import ReadTexts
@@ -652,6 +654,8 @@ class SQLiteStore:
         with self._lock:
             for user_id in self._stale_images & set(self._caches) - self._reshaped:
                 self._later(partial(self._refresh_image, user_id), "engrain-columns")
+            for user_id in set(self._caches) & set(self._slots) - self._reshaped:
+                self._later(partial(self._stamp_indexes, user_id), "engrain-stamps")
             self._closed = True
             saves = list(self._saves)
         for thread in saves:
@@ -738,18 +742,8 @@ class SQLiteStore:
         consistent snapshot): from the saved image of its columns if it matches the rows,
         else from the rows (``store/sqlite_load.py``), saving the image of a large user on
         another thread. Called under the lock."""
-        try:
-            self._db.execute("BEGIN")
-            try:
-                loaded = sqlite_load.read(
-                    self._db, user_id, self._stash(user_id, "columns").read, _from_row,
-                    partial(self._row_texts, user_id),
-                )  # fmt: skip
-            finally:
-                self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
+        slot = self._slot(user_id)
+        loaded, held_by = self._read_working_set(user_id, slot)
         if loaded.save is not None:
             save, stash = loaded.save, self._stash(user_id, "columns")
             stash.later(lambda: stash.write(save()))
@@ -758,12 +752,81 @@ class SQLiteStore:
         self._reshaped.discard(user_id)
         self._refreshed[user_id] = time.monotonic()
         cache = UserCache(
-            loaded.memories or (), table=loaded.table, ann=self._slot(user_id),
+            loaded.memories or (), table=loaded.table, ann=slot,
             lexical_stash=self._stash(user_id, "bm25"), row_vectors=self._row_vectors(user_id),
+            held_by=held_by,
         )  # fmt: skip
         if len(cache) >= columns.PERSIST_MIN_ROWS:
             heap.release()  # the rows' blobs read and dropped: hand their pages back
         return cache
+
+    def _read_working_set(
+        self, user_id: str, slot: IndexSlot | None
+    ) -> tuple[sqlite_load.Loaded, Stamped | None]:
+        """The user's rows read in one read transaction, and the saved indexes adopted if
+        their stamps let the rows be read without vectors (``store/ann_stamp.py``); read
+        again with the vectors if those indexes are not the copies stamped (another process
+        saved them since). Called under the lock."""
+        stamps: dict[str, IndexStamp] = {}
+
+        def held(stamp: Stamp) -> int | None:
+            if slot is None or slot.index is not None:
+                return None
+            stamps.update(sqlite_stamps.read(self._db, user_id, stamp))
+            first = stamps.get(sqlite_stamps.FIRST)
+            return None if first is None else first.dim
+
+        for stamped in (True, False):
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    loaded = sqlite_load.read(
+                        self._db, user_id, self._stash(user_id, "columns").read, _from_row,
+                        partial(self._row_texts, user_id), held if stamped else None,
+                    )  # fmt: skip
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
+            if not isinstance(loaded.table, HeldTable):
+                return loaded, None
+            assert slot is not None
+            read = partial(self._stash_bytes, user_id)
+            held_by = sqlite_stamps.adopted(loaded.table, stamps, slot, read)
+            if held_by is not None:
+                return loaded, held_by
+        raise AssertionError("a read without stamps reads the vectors")
+
+    def _stash_bytes(self, user_id: str, kind: str) -> bytes | None:
+        """The bytes saved as the user's derived index ``kind`` (``None``: none)."""
+        return self._stash(user_id, kind).read()
+
+    def _stamp_indexes(self, user_id: str) -> None:
+        """Stamp the user's saved indexes with the revision the file holds, if this
+        process's working set is current at it and its record says an index holds every
+        row it should, unchanged since saved or loaded (``store/ann_stamp.py``): checked
+        again in the transaction that writes the stamps. Runs on a saving thread."""
+        with self._lock:
+            # not brought up to date (a recount at a million rows takes seconds): a working
+            # set behind the file's revision is not stamped, checked below
+            cache = self._caches.get(user_id)
+            slot = self._slots.get(user_id)
+            revision = self._cache_revisions.get(user_id)
+            if cache is None or slot is None or revision is None or user_id in self._reshaped:
+                return
+            snapshot, held = cache.held_indexes()
+            if not held:
+                return
+            names = tuple(r[0] for r in self._read("SELECT name FROM migrations ORDER BY name"))
+            stamps = sqlite_stamps.made(snapshot, held, slot, Stamp(revision, names))
+            if not stamps:
+                return
+            with self._transaction() as db:
+                now = self._revisions_of(db, [user_id]).get(user_id, 0)
+                if now != revision or any(index.saved is None for _, index in held):
+                    return  # written since, or patched: the stamps would vouch wrongly
+                sqlite_stamps.write(db, user_id, stamps, datetime.now(UTC).isoformat())
 
     def _note_image_writes(self, reshaped: set[str], patched: set[str]) -> None:
         """Record a committed write's effect on the users' saved images (under the lock):
