@@ -607,11 +607,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per measure")
     parser.add_argument(
         "--big-vectors",
-        choices=("minilm", "derived", "random"),
+        choices=("minilm", "derived", "random", "latency"),
         default="minilm",
         help="the big user's vectors: the real model's (embedded once, cached in the temp "
         "directory); 'derived': the model's for the first --derive-from notes, noisy copies "
-        "of those for the rest (derived_vectors); or random unit vectors",
+        "of those for the rest (derived_vectors); random unit vectors; or 'latency': "
+        "bench/latency.py's notes (common.make_notes(--big-user, seed=--seed)) with the "
+        "model's vectors, which that benchmark caches in the same directory",
     )
     parser.add_argument(
         "--derive-from",
@@ -641,6 +643,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--scenarios", default="many,big", help="which to run")
     parser.add_argument("--no-engine", action="store_true", help="skip Engine.context()")
+    parser.add_argument(
+        "--no-store", action="store_true",
+        help="skip the store-level measures (latencies, exact search, HNSW recall by "
+        "ef_search): only context(), alone or side by side",
+    )  # fmt: skip
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -720,13 +727,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 scenarios.append(("many", many, lambda: None, random_queries))
             if "big" in wanted:
-                big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
-                                        max_words=50)  # fmt: skip
-                if args.big_vectors in ("minilm", "derived"):
+                if args.big_vectors == "latency":  # bench/latency.py's corpus
+                    big = common.make_notes(args.big_user, seed=args.seed)
+                else:
+                    big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
+                                            max_words=50)  # fmt: skip
+                if args.big_vectors in ("minilm", "derived", "latency"):
 
                     def big_vectors(notes: list[common.Note] = big) -> dict[str, np.ndarray]:
                         # only when the corpus is loaded (a kept one needs none)
-                        real = notes if args.big_vectors == "minilm" else notes[: args.derive_from]
+                        real = notes if args.big_vectors != "derived" else notes[: args.derive_from]
                         vectors, _, _ = common.embed_corpus(
                             embedder, [n.text for n in real], cache_dir=cache_dir
                         )
@@ -771,9 +781,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ids = list(users)
                 result: dict[str, Any] = {
                     "users": len(users), "memories": rows, "load": load,
-                    "store": measure_store(url, ids, queries, query_vectors, args.seed,
-                                           big=name == "big", exact_queries=args.exact_queries,
-                                           write=args.keep is None),
+                    "store": {} if args.no_store else measure_store(
+                        url, ids, queries, query_vectors, args.seed, big=name == "big",
+                        exact_queries=args.exact_queries, write=args.keep is None),
                 }  # fmt: skip
                 if args.baseline is not None and not args.no_engine:
                     result["engine_side_by_side"] = side_by_side(
@@ -844,6 +854,8 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{'':>10} {tree}: laps {stats['laps_mean_ms']}")
             print(f"{'':>10} {tree}: store {stats['store_ms_per_context']}")
             print(f"{'':>10} {tree}: statements {stats.get('statements_per_context')}")
+        if "blocks" in row.get("engine_side_by_side", {}):
+            print(f"{'':>10} blocks: {row['engine_side_by_side']['blocks']}")
         for ef, stats in row["store"].get("hnsw_by_ef_search", {}).items():
             print(f"{'':>10} ef_search {ef}: R@50 {stats['recall_at_50']}, search k=50 "
                   f"p50 {stats['search_k50']['p50_ms']} ms")  # fmt: skip

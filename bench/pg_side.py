@@ -24,6 +24,7 @@ neither changes the revision of the user the other serves: each keeps its caches
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import subprocess
@@ -126,6 +127,7 @@ def side_by_side(
     spinning: dict[str, bool] | None = None,
     server_pid: int | None = None,
     environ: Mapping[str, Mapping[str, str]] | None = None,
+    blocks: bool = True,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
@@ -136,7 +138,9 @@ def side_by_side(
     postmaster's) each call's CPU is also counted on the server: every process of that
     server, the call's backends and its background workers (the trees take turns, so the
     other tree's backends are idle meanwhile). ``environ``: variables set for a tree's
-    worker only (``ENGRAIN_PG_WORKING_SET``, say)."""
+    worker only (``ENGRAIN_PG_WORKING_SET``, say). With ``blocks``, after the timed calls
+    each tree previews every query's block (``Engine.preview``: nothing written, so both
+    read the same database) and ``blocks`` says how many are identical (a SHA-256 each)."""
     import common
     import numpy as np
 
@@ -186,6 +190,15 @@ def side_by_side(
                 for what, n in answer.get("statements", {}).items():
                     counted[w.name][what].append(n)
         out: dict[str, Any] = {"order": "alternating per query", "trees": {}}
+        if blocks:
+            # every query's block, previewed (nothing written) by each tree after the timed
+            # calls, on the same database: what differs is the trees' code
+            asked = [list(c) for c in zip(queries, who, strict=True)]
+            digests = {w.name: w.ask({"op": "blocks", "calls": asked})["blocks"] for w in workers}
+            first_digests, *others = digests.values()
+            differ = [i for i, d in enumerate(first_digests) if any(o[i] != d for o in others)]
+            out["blocks"] = {"queries": len(queries), "identical": len(queries) - len(differ),
+                             "differ": differ}  # fmt: skip
         for w in workers:
             row: dict[str, Any] = common.summarize(times[w.name])
             row["engrain"] = w.where
@@ -233,23 +246,27 @@ def side_by_side(
 
 
 def server_cpu_ms(postmaster: int | None) -> float:
-    """User and system CPU, ms, of the postmaster ``postmaster`` and its children so far
-    (0 without one). Children that ended since the last reading take their CPU with them:
-    a pooled store's backends live as long as its connections."""
+    """CPU time, ms, of the postmaster ``postmaster`` and its children so far (0 without
+    one): each process's time on a CPU from ``/proc/<pid>/schedstat`` (nanoseconds; the
+    user and system ticks of ``/proc/<pid>/stat`` count in 10 ms steps, coarser than a
+    call's share). Children that ended since the last reading take their CPU with them: a
+    pooled store's backends live as long as its connections."""
     if postmaster is None:
         return 0.0
-    ticks = 0
+    nanoseconds = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if int(entry) != postmaster and parent != postmaster:
+                continue
+            with open(f"/proc/{entry}/schedstat") as f:
+                nanoseconds += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
             continue
-        if int(entry) == postmaster or int(fields[1]) == postmaster:
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks * 1000.0 / os.sysconf("SC_CLK_TCK")
+    return nanoseconds / 1e6
 
 
 def _rounded(call: dict[str, Any]) -> dict[str, Any]:
@@ -366,6 +383,16 @@ def _serve(url: str, data_dir: Path) -> None:
                         "calls": dict(spent),
                         "statements": dict(statements),
                     }
+            elif op == "blocks":
+                # the block each (message, user) would get now, without writing anything
+                answer = {
+                    "blocks": [
+                        hashlib.sha256(
+                            engine.preview(message, user, now=common.NOW).text.encode()
+                        ).hexdigest()
+                        for message, user in request["calls"]
+                    ]
+                }
             elif op == "settle":
                 # wait until the store serves these users from a working set in process,
                 # if it keeps them (store/postgres/working.py); untimed, like a warm-up

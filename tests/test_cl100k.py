@@ -177,3 +177,54 @@ def test_the_public_counts_are_the_compact_encoders() -> None:
     assert tokens.count_tokens(text) == len(expected(text)) == len(tokens.encode(text))
     assert tokens.encode(text) == expected(text)
     assert tokens.decode(tokens.encode(text)) == text
+
+
+def unicode_split(text: str) -> list[str]:
+    """The pieces of ``text`` by the ``regex`` module's expression alone (before the spans)."""
+    return list(cl100k._unicode_pieces().findall(text))
+
+
+def test_text_outside_ascii_splits_as_the_unicode_expression_splits_it() -> None:
+    # only the spans around characters outside ASCII go through the regex module; the cut
+    # must never fall where a piece could continue: after whitespace of any kind (a space,
+    # a no-break space, \x1c, \x85), inside a contraction, a number, a punctuation run
+    snippets = [*SNIPPETS, " ", " é", "é ", "a é", "’", "—", " —", "\u00a0 ", " \u00a0",
+                "\x1c ", "'s ", "9 ", ". ", "—.", "é's"]  # fmt: skip
+    rng = random.Random(4)
+    points = [rng.randrange(0x80, 0x110000) for _ in range(3_000)]
+    alphabet = [chr(c) for c in range(0x20, 0x250)] + [
+        chr(c) for c in points if not 0xD800 <= c < 0xE000
+    ]
+    split = encoder()._split
+    texts = [t for t in random_texts(6_000, alphabet, seed=5, snippets=snippets)
+             if not t.isascii()]  # fmt: skip
+    assert len(texts) > 5_000
+    for text in texts:
+        assert split(text) == unicode_split(text), ascii(text)
+
+
+def test_every_code_point_splits_as_the_unicode_expression_splits_it() -> None:
+    # every code point once, after and before the characters a cut looks at
+    points = [c for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000]
+    around = [" ", "  ", "a ", " a", "'s ", "1 ", "\u00a0 ", "\n ", "x", "", ". "]
+    split = encoder()._split
+    for start in range(0, len(points), 2_000):
+        block = points[start : start + 2_000]
+        text = "".join(chr(c) + around[i % len(around)] for i, c in enumerate(block))
+        assert split(text) == unicode_split(text), hex(block[0])
+
+
+def test_the_regex_module_splits_only_the_spans_around_text_outside_ascii() -> None:
+    seen: list[str] = []
+
+    def recorded(text: str) -> list[str]:
+        seen.append(text)
+        return unicode_split(text)
+
+    ascii_split = cl100k.re.compile(cl100k.ASCII_PATTERN, cl100k.re.ASCII).findall
+    text = "Tomás recommended the book Piranesi, in the café\u00a0 next door’s window."
+    pieces = cl100k._mixed_split(text, ascii_split, recorded)
+    assert pieces == unicode_split(text) and "".join(pieces) == text
+    # each span runs from a space after a non-space character to the next such space; the
+    # no-break space before "next" makes the span of "café" reach the next cut
+    assert seen == ["Tomás", " café\u00a0 next", " door’s"]

@@ -625,11 +625,11 @@ def test_a_working_set_is_checked_only_when_its_user_is_used_again(
     their counts read again); other cached users wait for their next use."""
     reader = SQLiteStore(db, ann_min_vectors=None)
     kept = {user: reader._cache(user) for user in (USER, "bob")}
-    checked: list[int] = []
+    checked: list[Any] = []
     recount = type(kept[USER]).recount
 
     def counted(self: Any, counts: Any) -> bool:
-        checked.append(len(counts))
+        checked.append(self)
         return recount(self, counts)
 
     monkeypatch.setattr(type(kept[USER]), "recount", counted)
@@ -637,9 +637,9 @@ def test_a_working_set_is_checked_only_when_its_user_is_used_again(
     bob = next(iter(reader.working_set("bob")))
     other.record_access("bob", [bob], NOW)
     other.close()
-    assert reader._cache(USER) is kept[USER] and checked == [14]
-    assert reader._cache(USER) is kept[USER] and checked == [14]  # checked once
-    assert reader._cache("bob") is kept["bob"] and checked == [14, 1]
+    assert reader._cache(USER) is kept[USER] and checked == [kept[USER]]
+    assert reader._cache(USER) is kept[USER] and checked == [kept[USER]]  # checked once
+    assert reader._cache("bob") is kept["bob"] and checked == [kept[USER], kept["bob"]]
     assert reader.working_set("bob")[bob].access_count == 1
     reader.close()
 

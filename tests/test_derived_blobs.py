@@ -161,7 +161,8 @@ def test_an_index_saved_in_one_row_by_an_earlier_version_still_opens(
     store.close()
     with sqlite3.connect(path) as conn:  # as the earlier version left it: one row
         kinds = [r[0] for r in conn.execute("SELECT kind FROM derived_indexes ORDER BY kind")]
-        assert kinds == ["usearch", "usearch-learnings"]  # the learnings' index: ann_kinds.py
+        # the learnings' index: ann_kinds.py; each index's stamp: ann_stamp.py (no parts)
+        assert kinds == ["usearch", "usearch-learnings", "usearch-learnings-stamp", "usearch-stamp"]
     monkeypatch.setattr(derived_blobs, "PART_BYTES", 1024)  # this version would split it
     again = SQLiteStore(path, ann_min_vectors=0, ann_background=False)
     saved = again._stash(USER, "usearch").read()

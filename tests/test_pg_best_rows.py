@@ -78,3 +78,26 @@ def test_only_the_k_kept_rows_are_read_in_full(pg: Any) -> None:
     probes = [n for n in nodes(plan) if n.get("Relation Name") == "access"]
     assert probes and all(n["Actual Loops"] <= 10 for n in probes)
     assert len(pg._read(text, params)) == 10
+
+
+def test_seqs_and_scores_travel_as_one_literal_each_and_keep_every_bit(pg: Any) -> None:
+    """The best matches' seqs and scores are sent as two array literals (a list is dumped
+    element by element), and each score reads back as the same double: two scores one
+    unit in the last place apart keep their order, and equal ones fall back on the id."""
+    import math
+
+    pg.write([mem(f"m{i}", content=f"note {i}") for i in range(4)])
+    seqs = dict(pg._read("SELECT id, seq FROM memories WHERE user_id = 'alice'"))
+    top = 0.1 + 0.2  # 0.30000000000000004: a double no shorter text gets wrong
+    best = {seqs["m0"]: top, seqs["m1"]: math.nextafter(top, 1.0), seqs["m2"]: top,
+            seqs["m3"]: 1e-05}  # fmt: skip
+    text, params = sql.best_rows_sql("alice", best, MemoryFilter(), 4)
+    assert all(isinstance(p, str) for p in params[:2])
+    assert params[0] == "{" + ",".join(str(seqs[f"m{i}"]) for i in range(4)) + "}"
+    rows = pg._read(text, params)
+    assert [r[0] for r in rows] == ["m1", "m0", "m2", "m3"]
+    assert [best[r[-1]] for r in rows] == [math.nextafter(top, 1.0), top, top, 1e-05]
+    assert sql.array_literal([]) == "{}"
+    assert pg._read("SELECT %s::text::float8[]", [sql.array_literal([top, 1e-05])]) == [
+        ([top, 1e-05],)
+    ]

@@ -49,7 +49,7 @@ def test_a_new_database_builds_the_learnings_graph_with_the_wide_list(pg_url: st
     try:
         options = _one(store, _OPTIONS) or []
         assert f"ef_construction={schema.LEARNINGS_EF_CONSTRUCTION}" in options
-        assert schema.LEARNINGS_EF_CONSTRUCTION == 4 * 100  # EF_PER_ROW × the gate's 100
+        assert schema.LEARNINGS_EF_CONSTRUCTION == 4 * 100  # 4 per row × the gate's 100
     finally:
         store.close()
 

@@ -8,6 +8,7 @@ candidate list")."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -151,6 +152,68 @@ def test_the_candidate_list_follows_the_graphs_size(
     store.close()
 
 
+def test_the_learnings_own_graph_is_walked_with_three_candidates_per_row() -> None:
+    """The gate's learnings' search (k = 100 on their own graph, built with a wide list)
+    walks with 300 candidates below 200,000 rows, where the pool's graph keeps 4 per row;
+    a filter with any kind outside the learnings' walks the pool's graph; larger graphs
+    keep the wide list for both (docs/postgres.md, "Session 15")."""
+    from engrain.model import Kind
+    from engrain.recall.gate import LEARNING_KINDS
+
+    learnings = MemoryFilter(kinds=LEARNING_KINDS)
+    assert postgres.learnings_graph(learnings)
+    assert postgres.learnings_graph(MemoryFilter(kinds=(Kind.DECISION,)))
+    assert not postgres.learnings_graph(MemoryFilter(kinds=(Kind.DECISION, Kind.EVENT)))
+    assert not postgres.learnings_graph(MemoryFilter())
+    assert not postgres.learnings_graph(MemoryFilter(kinds=()))
+    assert postgres.ef_for_search(100_000, 100, learnings) == 300
+    assert postgres.ef_for_search(100_000, 150, learnings) == 450
+    assert postgres.ef_for_search(100_000, 100, MemoryFilter()) == 400
+    assert postgres.ef_for_search(100_000, 50, MemoryFilter()) == 200
+    assert postgres.ef_for_search(100_000, 20, learnings) == 200
+    assert postgres.ef_for_search(1_000_000, 100, learnings) == 400
+    assert postgres.ef_for_search(1_000_000, 200, learnings) == 600
+    assert postgres.ef_for_search(1_000_000, 150, MemoryFilter()) == 600
+
+
+def test_a_search_sets_the_candidate_list_of_the_graph_it_walks(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The list a search sends (``SET LOCAL hnsw.ef_search``) is the one of the graph its
+    filter walks: 300 for the learnings' 100, none (the connection's 400) for 100 of the
+    pool's; a store's own ``ef_search`` wins, raised to ``k``."""
+    from engrain.model import Kind
+    from engrain.recall.gate import LEARNING_KINDS
+
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(query, str) and query.startswith("SET LOCAL hnsw"):
+            sent.append(query)
+        return original(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    vector = [1.0] + [0.0] * 383
+    store = PostgresStore(pg_url, pool_size=1, exact_search_below=0, indexed_share=0.0)
+    kinds = [Kind.DECISION, Kind.EVENT] * 3
+    store.write([mem(f"m{i}", kind=kind, vector=vector) for i, kind in enumerate(kinds)])
+    store.search("alice", vector, 100, MemoryFilter(kinds=LEARNING_KINDS))
+    assert sent == ["SET LOCAL hnsw.ef_search = 300"]
+    sent.clear()
+    store.search("alice", vector, 100)
+    assert sent == []
+    store.close()
+    sent.clear()
+    fixed = PostgresStore(
+        pg_url, pool_size=1, exact_search_below=0, indexed_share=0.0, ef_search=40
+    )
+    fixed.search("alice", vector, 100, MemoryFilter(kinds=LEARNING_KINDS))
+    fixed.search("alice", vector, 20, MemoryFilter(kinds=LEARNING_KINDS))
+    assert sent == ["SET LOCAL hnsw.ef_search = 100", "SET LOCAL hnsw.ef_search = 40"]
+    fixed.close()
+
+
 def test_bounded_reads_probe_the_access_counts_row_by_row(pg: Any) -> None:
     """A search, BM25's check of its best matches and a fetch by ids read the access
     counts of their rows by primary key, never by hashing the user's whole ``access``
@@ -205,19 +268,21 @@ def test_a_lexical_search_is_two_statements(pg: Any, monkeypatch: pytest.MonkeyP
     assert sorted(m.id for m, _ in only) == [f"x{i}" for i in range(5)]
 
 
-def test_only_a_context_record_commits_without_waiting_for_the_flush(
+def test_only_context_records_and_promotions_commit_without_waiting_for_the_flush(
     pg: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The record a ``context()`` writes after every call (namespace ``contexts``, alone)
-    commits with ``synchronous_commit = off``; a write that changes a memory, or holds any
-    other document, still waits for the WAL flush. The lazy record is read back at once by
-    another connection, like any commit."""
+    """The record a ``context()`` writes after every call (namespace ``contexts``) and the
+    promotions it makes (patches of ``promoted_at`` alone), alone or together, commit with
+    ``synchronous_commit = off``; a write that changes anything else of a memory, or holds
+    any other document, still waits for the WAL flush. What a lazy write wrote is read
+    back at once by another connection, like any commit."""
     from engrain import feedback
     from engrain.store import Patch
     from engrain.store.postgres import writes
 
     assert feedback.CONTEXTS in writes.LAZY_NAMESPACES
-    pg.write([mem("a")])
+    assert {"promoted_at"} == writes.LAZY_PATCH_FIELDS
+    pg.write([mem("a"), mem("c")])
     sent: list[str] = []
     original = psycopg.Cursor.execute
 
@@ -228,14 +293,27 @@ def test_only_a_context_record_commits_without_waiting_for_the_flush(
     monkeypatch.setattr(psycopg.Cursor, "execute", recorded)
     lazy = "SET LOCAL synchronous_commit = off"
     record = State("alice", feedback.CONTEXTS, "c1", {"memory_ids": ["a"]})
-    pg.write(state=[record])
-    assert lazy in sent
+    later = NOW + timedelta(minutes=1)
+    lazily = [
+        {"state": [record]},
+        {"patches": [Patch("alice", "c", {"promoted_at": later})]},
+        {"state": [record], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+    ]
+    for write in lazily:
+        sent.clear()
+        pg.write(**write)
+        assert lazy in sent, write
     assert _one(pg.url, "SELECT value::text FROM state WHERE key = 'c1'") == '{"memory_ids": ["a"]}'
+    assert _one(pg.url, "SELECT promoted_at FROM memories WHERE id = 'c'") == later
+    muting = Patch("alice", "c", {"muted": True})
     others = [
         {"state": [record, State("alice", "cooccurrence", "pairs", {"x": 1})]},
-        {"state": [record], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+        {"patches": [Patch("alice", "a", {"promoted_at": NOW, "pinned": True})]},
+        {"patches": [Patch("alice", "a", {"promoted_at": NOW}), muting]},
         {"state": [State("alice", "cooccurrence", "pairs", {"x": 2})]},
         {"upserts": [mem("b")], "state": [record]},
+        {"upserts": [mem("b")], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
+        {"deletes": [mem("b")], "patches": [Patch("alice", "a", {"promoted_at": NOW})]},
     ]
     for write in others:
         sent.clear()
@@ -243,3 +321,4 @@ def test_only_a_context_record_commits_without_waiting_for_the_flush(
         assert sent and lazy not in sent, write
     assert pg.get_state("alice", "cooccurrence", "pairs") == {"x": 2}
     assert pg.get("alice", ["a"])[0].promoted_at == NOW
+    assert pg.get("alice", ["a"])[0].pinned and pg.get("alice", ["c"])[0].muted

@@ -36,8 +36,10 @@ def engine(tmp_path: Path) -> Engine:
 
 def _counts(path: Path) -> dict[str, int]:
     with sqlite3.connect(path) as conn:
-        return dict(conn.execute("SELECT id, access_count FROM memories WHERE user_id = ?",
-                                 (USER,)))  # fmt: skip
+        return dict(conn.execute(
+            "SELECT m.id, coalesce(u.access_count, 0) FROM memories m LEFT JOIN uses u "
+            "ON u.user_id = m.user_id AND u.id = m.id WHERE m.user_id = ?", (USER,)
+        ))  # fmt: skip
 
 
 def _records(path: Path) -> list[str]:
@@ -74,13 +76,13 @@ def test_when_the_transaction_fails_neither_counts_nor_record_are_written(
     real = store._db
 
     class Failing:
-        """The store's connection, failing the UPDATE of the counts (after the record)."""
+        """The store's connection, failing the write of the counts (after the record)."""
 
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
 
         def execute(self, sql: str, *args: Any) -> Any:
-            if sql.startswith("UPDATE memories SET access_count"):
+            if sql.startswith("UPDATE uses SET access_count"):
                 raise sqlite3.OperationalError("disk I/O error")
             return real.execute(sql, *args)
 

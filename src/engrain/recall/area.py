@@ -25,7 +25,7 @@ evaluation's tuning half.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 
 from engrain.model import Kind
@@ -81,7 +81,9 @@ def area_kinds(classification: Classification) -> frozenset[Kind]:
 
 
 def with_area(
-    pool: Sequence[Candidate], classification: Classification
+    pool: Sequence[Candidate],
+    classification: Classification,
+    unconcerned: Collection[str] = frozenset(),
 ) -> tuple[list[Candidate], tuple[str, ...], frozenset[str]]:
     """``pool`` with the conventions of the request's area raised to
     :data:`CONVENTION_RELEVANCE`, the area, and the ids of the raised candidates. Only a
@@ -101,6 +103,7 @@ def with_area(
         memory = candidate.memory
         if (
             memory.kind in kinds
+            and memory.id not in unconcerned
             and candidate.relevance < CONVENTION_RELEVANCE
             and inside.intersection(memory.domains)
         ):

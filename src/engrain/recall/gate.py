@@ -82,6 +82,7 @@ from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
 from engrain.recall.when import TIME_WEIGHT, with_time
+from engrain.recall.work import Work, with_work
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.reads import Reads
 
@@ -122,6 +123,7 @@ class GateOptions:
     soft_terms: float | None = SOFT_TERMS_DEFAULT  # chunks by words near the question's
     unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
     second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's (off)
+    work: bool = True  # preferences for the kind of work asked raised (recall.work)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -210,8 +212,16 @@ def gate(
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
     pool = with_second_round(pool, message, options.second_round)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
-    pool, area, raised = with_area(pool, classification)
+    works: dict[str, frozenset[Work]] = {}
+    other_work: frozenset[str] = frozenset()
+    if options.work:
+        pool, works, other_work = with_work(pool, message, classification)
+    pool, area, raised = with_area(pool, classification, unconcerned=other_work)
     pool, pointed = with_pointed(pool, message)
+    if works:
+        asked = ", ".join(sorted({w.value for kinds in works.values() for w in kinds}))
+        classification = replace(classification, signals=(*classification.signals,
+                                                          f"work: {asked}"))  # fmt: skip
     if area:
         classification = replace(
             classification, signals=(*classification.signals, f"area: {', '.join(area)}")
@@ -225,7 +235,8 @@ def gate(
 
     query = Query(classification, weights, now, options.focus_areas)
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
-                                raised=raised, pointed=pointed)  # fmt: skip
+                                raised=raised, pointed=pointed, works=works,
+                                other_work=other_work)  # fmt: skip
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt,
                            store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
@@ -506,11 +517,15 @@ def _score(
     explain: bool,
     raised: frozenset[str] = frozenset(),
     pointed: Mapping[str, tuple[str, float]] | None = None,
+    works: Mapping[str, frozenset[Work]] | None = None,
+    other_work: frozenset[str] = frozenset(),
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
-    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area`` and
-    ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``).
+    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``,
+    ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``, and
+    ``work`` the number of kinds of work asked that a preference governs and
+    ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
     gated profile's totals come from :func:`~engrain.recall.score_batch.gated_scores`
@@ -537,7 +552,9 @@ def _score(
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
                "calibrated_relevance": c.relevance,
                **({"area_convention": 1.0} if c.id in raised else {}),
-               **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {})}
+               **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {}),
+               **({"work": float(len(works[c.id]))} if works and c.id in works else {}),
+               **({"other_work": 1.0} if c.id in other_work else {})}
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components

@@ -215,6 +215,10 @@ class VectorIndex:
         #: Loaded from a float16 or float32 copy and turned into int8 (:func:`int8_payload`):
         #: the saved copy is still the wider one until this one is saved.
         self.converted = converted
+        #: The saved copy this index is exactly (its payload's CRC-32 and length), if it
+        #: is one: set when it is loaded unchanged or saved, cleared by a patch. A stamp
+        #: (``store/ann_stamp.py``) names the copy it vouches for this way.
+        self.saved: tuple[int, int] | None = None
 
     @property
     def ndim(self) -> int:
@@ -324,6 +328,7 @@ class VectorIndex:
     def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:
         """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
         time so searches are not held up for long."""
+        self.saved = None  # no longer the saved copy, even if a batch fails
         for start in range(0, len(keys), batch):
             _stop_if_exiting()
             part, rows = keys[start : start + batch], vectors[start : start + batch]
@@ -379,7 +384,19 @@ class VectorIndex:
             return None
         if index is None or int(index.ndim) != ndim or index.connectivity != CONNECTIVITY:
             return None
-        return cls(index, converted=narrow is not None)
+        loaded = cls(index, converted=narrow is not None)
+        if narrow is None:
+            loaded.saved = (crc, length)
+        return loaded
+
+    @staticmethod
+    def copy_of(data: bytes) -> tuple[int, int] | None:
+        """The CRC-32 and length of the copy :meth:`dump` made (``data``), as its header
+        gives them (not checked here: :meth:`read` checks them)."""
+        if len(data) < _HEADER.size:
+            return None
+        magic, length, crc = _HEADER.unpack_from(data)
+        return (crc, length) if magic == _MAGIC else None
 
 
 @dataclass(frozen=True)
@@ -460,7 +477,10 @@ class IndexSlot:
         except _Exiting:
             pass
         except Exception:  # a failed build leaves exact search in place
-            log.exception("approximate index job failed; searches stay exact")
+            if self._closed:  # the store closed under it (its reads fail): nothing lost
+                log.debug("approximate index job stopped by the store's close", exc_info=True)
+            else:
+                log.exception("approximate index job failed; searches stay exact")
         finally:
             self._idle.set()
 
@@ -507,6 +527,16 @@ class IndexSlot:
         index.patch(keys, vectors)
         self._save(index)
 
+    def adopt(self, index: VectorIndex) -> bool:
+        """Take ``index``, a saved copy the store loaded because its stamp vouches that it
+        holds every row the working set loaded (``store/ann_stamp.py``), unless the slot
+        already has one or a job runs; whether it did."""
+        with self._lock:
+            if self._index is not None or not self._idle.is_set():
+                return False
+            self._index = index
+            return True
+
     def _publish(self, index: VectorIndex) -> None:
         with self._lock:
             self._index = index
@@ -523,9 +553,11 @@ class IndexSlot:
     def _save(self, index: VectorIndex) -> None:
         if self.stash is None or self._closed:
             return
+        data = index.dump()
         try:
-            self.stash.write(index.dump())
+            self.stash.write(data)
         except EngrainError as exc:  # the index still serves this process; the next rebuilds
             log.warning("cannot save the approximate index: %s", exc)
             return
         index.converted = False
+        index.saved = VectorIndex.copy_of(data)  # the job thread alone patches it

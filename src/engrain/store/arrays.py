@@ -24,7 +24,7 @@ from engrain.store import built
 from engrain.store.ann import Keys, VectorIndex, memory_keys
 from engrain.store.base import MemoryFilter
 from engrain.store.coarse import Projection
-from engrain.store.columns import Table
+from engrain.store.columns import Columns, Table
 from engrain.store.ids import IdColumn, IdPositions
 from engrain.store.rows import Decoded, Rows, RowsView
 
@@ -488,8 +488,23 @@ def arrays_of(
     )
 
 
-def arrays_of_table(table: Table) -> Arrays:
-    """Column arrays of memories a store read as columns (none of them built)."""
+@dataclass(frozen=True)
+class HeldTable:
+    """A working set as a store read it without its vectors, because a saved approximate
+    index holds every row's (``store/ann_stamp.py``): :class:`~engrain.store.columns.
+    Table` without the matrix, and the vectors' size ``dim``."""
+
+    columns: Columns
+    has_vector: BoolArray
+    access: npt.NDArray[np.int64]
+    last: npt.NDArray[np.int64]
+    dim: int
+
+
+def arrays_of_table(table: Table | HeldTable, held: IndexVectors | None = None) -> Arrays:
+    """Column arrays of memories a store read as columns (none of them built); a
+    :class:`HeldTable`'s vectors are read through ``held``."""
+    assert isinstance(table, Table) or (held is not None and held.dim == table.dim)
     c = table.columns
     ids = IdColumn(c.ids)  # the table's own blob, not a copy
     # the table's arrays themselves where the type is already the column's (~1.3 MB at
@@ -498,7 +513,7 @@ def arrays_of_table(table: Table) -> Arrays:
         rows=Rows.of_columns(c, table.access, table.last),
         position=IdPositions(ids),
         ids=ids,
-        matrix=table.matrix,
+        matrix=table.matrix if isinstance(table, Table) else None,
         has_vector=table.has_vector,
         memory_type=c.memory_type.astype(np.int8, copy=False),
         kind=c.kind.astype(np.int8, copy=False),
@@ -512,4 +527,5 @@ def arrays_of_table(table: Table) -> Arrays:
         importance=c.importance.astype(np.float64, copy=False),
         # seconds, as datetime.timestamp() gives them for the rows patched later
         updated=c.updated / 1e6,
+        held=None if isinstance(table, Table) else held,
     )

@@ -59,6 +59,7 @@ from engrain.store.ann_rows import AnnRows
 from engrain.store.arrays import (
     Arrays,
     BoolArray,
+    HeldTable,
     IndexVectors,
     Matrix,
     RowVectors,
@@ -112,16 +113,24 @@ class UserCache:
         memories: Iterable[Memory] = (),
         *,
         ann: IndexSlot | None = None,
-        table: Table | None = None,
+        table: Table | HeldTable | None = None,
         lexical_stash: Stash | None = None,
         row_vectors: RowVectors | None = None,
+        held_by: Stamped | None = None,
     ) -> None:
         """``memories`` as objects, or ``table``: memories a store read as columns (built
         into objects only when a call returns them). ``lexical_stash``: where a large user's
         BM25 index is kept between processes (``store/lexical_file.py``). ``row_vectors``:
         reads the table's rows' float32 vectors from the store, so an indexed user keeps
-        none in memory (an int8 index cannot score)."""
-        if table is not None:
+        none in memory (an int8 index cannot score). ``held_by``: for a table read without
+        its vectors (:class:`~engrain.store.arrays.HeldTable`), the saved indexes ``ann``
+        (and its learnings' slot) adopted, whose stamps vouch that they hold every row
+        (``store/ann_stamp.py``): searched at once, with no check."""
+        self._snapshot: Snapshot
+        if isinstance(table, HeldTable):
+            assert held_by is not None
+            self._snapshot = _stamped(table, held_by, row_vectors)
+        elif table is not None:
             self._snapshot = Snapshot.over(arrays_of_table(table))
         else:
             self._snapshot = Snapshot({m.id: m for m in memories})
@@ -206,30 +215,31 @@ class UserCache:
                 rows[memory_id] = _with_access(memory, memory.access_count + n, at)
             self._snapshot = Snapshot(rows)
 
-    def recount(self, counts: Sequence[tuple[str, int, str | None]]) -> bool:
-        """Set the access count and last access of every row to ``counts`` (per memory
-        id, as the store holds them: another process counted uses); ``False``, changing
-        nothing, if they are not exactly this working set's rows (the caller reloads it).
-        No column array but the access counts is copied, as for :meth:`touch`."""
+    def recount(self, used: Sequence[tuple[str, int, str | None]]) -> bool:
+        """Set the access count and last access of every row as the store holds them
+        (another process counted uses): ``used`` gives ``(id, count, last use)`` per
+        memory, and a row it does not list was used 0 times, never. ``False``, changing
+        nothing, if an id of ``used`` is not in this working set or comes twice (the caller
+        reloads it). No column array but the access counts is copied, as for
+        :meth:`touch`."""
         with self._lock:
             old = self._snapshot
             arrays = old.arrays
-            if arrays is None or len(counts) != len(arrays):
+            if arrays is None:
                 return False
-            listed = [i for i, _, _ in counts]
-            rows = (np.arange(len(listed), dtype=np.intp) if arrays.ids.same(listed)
-                    else arrays.position.rows_of(listed))  # fmt: skip
+            rows = arrays.position.rows_of([i for i, _, _ in used])
             if (rows < 0).any() or np.unique(rows).size != rows.size:
                 return False
-            found = np.fromiter((n for _, n, _ in counts), np.int64, len(counts))
+            found = np.zeros(len(arrays), dtype=np.int64)
+            found[rows] = np.fromiter((n for _, n, _ in used), np.int64, len(used))
             access, last = arrays.rows.counts.arrays()
-            changed = np.flatnonzero(access[rows] != found)
+            changed = np.flatnonzero(access != found)
             if not changed.size:
                 return True
-            at = rows[changed]
-            access[at] = found[changed]
-            last[at] = [parse_micros(counts[i][2]) for i in changed.tolist()]
-            ids = [counts[i][0] for i in changed.tolist()]
+            when = dict(zip(rows.tolist(), (t for _, _, t in used), strict=True))
+            access[changed] = found[changed]
+            last[changed] = [parse_micros(when.get(row)) for row in changed.tolist()]
+            ids = [arrays.ids[row] for row in changed.tolist()]
             now = replace(arrays, rows=arrays.rows.recounted(access, last, ids))
             self._snapshot = Snapshot.over(now, old.lexical, old.ann, old.part)
             return True
@@ -373,6 +383,28 @@ class UserCache:
         centroid.flags.writeable = False
         self._centroid = (arrays.ids, arrays.version, centroid)
         return centroid
+
+    def held_indexes(self) -> tuple[Snapshot, list[tuple[IndexSlot, VectorIndex]]]:
+        """The current snapshot, and the slots whose index holds the vector of every row
+        of it with one (the learnings' of every such row of its kinds) and is still the
+        copy it was saved or loaded as: what a stamp may vouch for (``store/ann_stamp.py``;
+        the rows' keys are the snapshot's records')."""
+        snapshot = self._snapshot
+        arrays = snapshot.arrays
+        slot = self._slot
+        if slot is None or arrays is None:
+            return snapshot, []
+        out: list[tuple[IndexSlot, VectorIndex]] = []
+        for record, owner, flt in ((snapshot.ann, slot, None),
+                                   (snapshot.part, slot.part, ann_kinds.FILTER)):  # fmt: skip
+            index = record.index if record is not None else None
+            if record is None or owner is None or index is None or index is not owner.index \
+                    or index.saved is None:  # fmt: skip
+                continue
+            _, _, held, with_vector = counted_rows(arrays, record.held, flt, self._mask)
+            if held == with_vector:
+                out.append((owner, index))
+        return snapshot, out
 
     # -- internals --------------------------------------------------------------------------
 
@@ -565,6 +597,32 @@ def _brought_up(
         slot.update(keys[rows][missing], arrays.vectors(rows[missing]))
         held = np.ones(rows.size, dtype=bool)
     return index, held
+
+
+@dataclass(frozen=True)
+class Stamped:
+    """Saved indexes a store loaded on a stamp's word (``store/ann_stamp.py``) and adopted
+    in their slots: the first, each row's key, and the learnings' (``None``: not stamped
+    too; its job loads and checks it as before)."""
+
+    index: VectorIndex
+    keys: Keys
+    part: VectorIndex | None = None
+
+
+def _stamped(table: HeldTable, held_by: Stamped, row_vectors: RowVectors | None) -> Snapshot:
+    """The snapshot of a table read without vectors: they are read through the stamped
+    index (float32 from the rows when ``row_vectors`` can), which holds every row with a
+    vector, as the learnings' holds every such row of its kinds."""
+    held = IndexVectors(held_by.index, held_by.keys, table.dim, row_vectors)
+    arrays = arrays_of_table(table, held)
+    ann = AnnRows.of(held_by.index, held_by.keys, table.has_vector.copy())
+    part = None
+    if held_by.part is not None:
+        rows = mask_of(arrays, ann_kinds.FILTER) & table.has_vector
+        rows.flags.writeable = False
+        part = AnnRows(held_by.part, held_by.keys, rows, ann.sorted_keys, ann.order)
+    return Snapshot.over(arrays, ann=ann, part=part)
 
 
 def _with_vector(arrays: Arrays, rows: npt.NDArray[np.intp]) -> Matrix:

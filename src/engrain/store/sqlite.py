@@ -31,9 +31,20 @@ import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
-from engrain.store import ann_kinds, built, columns, derived_blobs, heap, image_refresh, sqlite_load
+from engrain.store import (
+    ann_kinds,
+    built,
+    columns,
+    derived_blobs,
+    heap,
+    image_refresh,
+    sqlite_load,
+    sqlite_stamps,
+    sqlite_uses,
+)
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
-from engrain.store.arrays import RowVectors
+from engrain.store.ann_stamp import IndexStamp
+from engrain.store.arrays import HeldTable, RowVectors
 from engrain.store.base import (
     ALL,
     MEMORY_COLUMNS,
@@ -43,7 +54,7 @@ from engrain.store.base import (
     State,
     pending_migrations,
 )
-from engrain.store.cache import UserCache
+from engrain.store.cache import Stamped, UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
 from engrain.store.texts import ReadTexts
@@ -53,13 +64,10 @@ _COLUMNS = MEMORY_COLUMNS
 CACHED_USERS = 64
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
 _BEGIN_RETRIES = 3
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM memories"
-#: One chunk of a user's rows in rowid order: the rowid range, never the user index (whose
-#: order would need a sort of whole rows).
-_SELECT_RANGE = (
-    f"SELECT {', '.join(_COLUMNS)} FROM memories NOT INDEXED "
-    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
-)
+#: Whole memories (the row and its uses): filter with ``m.user_id``, ``m.id``.
+_SELECT = f"SELECT {sqlite_uses.SELECT_LIST} FROM {sqlite_uses.JOINED}"
+#: The columns a ``memories`` row stores since 006 (the uses are in ``uses``).
+_ROW_COLUMNS = sqlite_uses.ROW_COLUMNS
 #: Seconds :meth:`SQLiteStore.close` waits for each derived index being saved.
 SAVE_WAIT = 60.0
 #: A working set whose rows were patched saves its image again at most this often (and
@@ -216,6 +224,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("003_corrections_and_state", _m003_corrections_and_state),
     ("004_api_keys", _m004_api_keys),
     ("005_derived_indexes", _m005_derived_indexes),
+    ("006_uses", sqlite_uses.migrate),
 ]
 
 
@@ -367,12 +376,12 @@ class SQLiteStore:
         transaction), then deletes, then state, in one ``BEGIN IMMEDIATE`` transaction."""
         if not upserts and not deletes and not state and not patches:
             return
-        rows = [_to_row(m) for m in upserts]
+        rows = [sqlite_uses.stored(_to_row(m)) for m in upserts]
         documents = [(s, s.encoded()) for s in state]
         staged = {(m.user_id, m.id): m for m in upserts}
         removed = {(m.user_id, m.id) for m in deletes}
         now = _dt(datetime.now(UTC))
-        placeholders = ", ".join("?" for _ in _COLUMNS)
+        placeholders = ", ".join("?" for _ in _ROW_COLUMNS)
         with self._lock:
             try:
                 with self._transaction() as db:
@@ -380,14 +389,16 @@ class SQLiteStore:
                     # write leaves (no other process committed since)
                     version = db.execute("PRAGMA data_version").fetchall()[0][0]
                     db.executemany(
-                        f"INSERT OR REPLACE INTO memories ({', '.join(_COLUMNS)}) "
+                        f"INSERT OR REPLACE INTO memories ({', '.join(_ROW_COLUMNS)}) "
                         f"VALUES ({placeholders})",
                         rows,
                     )
+                    sqlite_uses.put(db, upserts, _dt)
                     patched = self._patch(db, patches, staged)
                     db.executemany(
                         "DELETE FROM memories WHERE user_id = ? AND id = ?", sorted(removed)
                     )
+                    sqlite_uses.delete(db, sorted(removed))
                     changed = sorted({u for u, _ in staged} | {u for u, _ in patched} |
                                      {u for u, _ in removed})  # fmt: skip
                     db.executemany(
@@ -422,18 +433,22 @@ class SQLiteStore:
         this write's upserts left them); the rewritten memories by key. Missing rows are
         skipped: nothing is inserted."""
         patched: dict[tuple[str, str], Memory] = {}
-        assignments = ", ".join(f"{c} = ?" for c in _COLUMNS[2:])
+        assignments = ", ".join(f"{c} = ?" for c in _ROW_COLUMNS[2:])
         for patch in patches:
             current = patched.get(patch.where) or staged.get(patch.where)
             if current is None:
                 found = db.execute(
-                    f"{_SELECT} WHERE user_id = ? AND id = ?", patch.where
+                    f"{_SELECT} WHERE m.user_id = ? AND m.id = ?", patch.where
                 ).fetchall()
                 current = _from_row(found[0]) if found else None
             if current is None:
                 continue
             memory = patch.apply(current)
-            row = _to_row(memory)
+            row = sqlite_uses.stored(_to_row(memory))
+            if (memory.access_count, memory.last_accessed_at) != (
+                current.access_count, current.last_accessed_at
+            ):  # fmt: skip
+                sqlite_uses.put(db, [memory], _dt)
             # UPDATE, not INSERT OR REPLACE: the row keeps its rowid, hence its place
             db.execute(
                 f"UPDATE memories SET {assignments} WHERE user_id = ? AND id = ?",
@@ -483,7 +498,7 @@ class SQLiteStore:
             part = unique[start : start + 500]
             marks = ", ".join("?" for _ in part)
             for row in self._read(
-                f"{_SELECT} WHERE user_id = ? AND id IN ({marks})", (user_id, *part)
+                f"{_SELECT} WHERE m.user_id = ? AND m.id IN ({marks})", (user_id, *part)
             ):
                 memory = _from_row(row)
                 found[memory.id] = memory
@@ -530,17 +545,7 @@ class SQLiteStore:
         with self._lock:
             with self._transaction() as db:
                 _write_state(db, documents, now)
-                # one statement per use count: a context's ids are distinct, so a 100-memory
-                # context is one UPDATE … IN (…), not 100 executions
-                for n, group in _by_count(counts).items():
-                    for start in range(0, len(group), _IN_CHUNK):
-                        part = group[start : start + _IN_CHUNK]
-                        db.execute(
-                            "UPDATE memories SET access_count = access_count + ?, "
-                            "last_accessed_at = ? WHERE user_id = ? AND id IN "
-                            f"({', '.join('?' for _ in part)})",
-                            (n, _dt(at), user_id, *part),
-                        )
+                sqlite_uses.count(db, user_id, counts, _dt(at))
             self._sync_version()
             if counts and user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
@@ -649,6 +654,8 @@ class SQLiteStore:
         with self._lock:
             for user_id in self._stale_images & set(self._caches) - self._reshaped:
                 self._later(partial(self._refresh_image, user_id), "engrain-columns")
+            for user_id in set(self._caches) & set(self._slots) - self._reshaped:
+                self._later(partial(self._stamp_indexes, user_id), "engrain-stamps")
             self._closed = True
             saves = list(self._saves)
         for thread in saves:
@@ -677,9 +684,10 @@ class SQLiteStore:
         Checked only when another connection has committed since it was last checked: it
         is kept if the user's revision is still the one it was read or last written at
         (every write of the user's rows bumps it but counted uses, whose counts are then
-        read again: one column scan, ~0.1 s at 100,000, instead of a ~0.7 s reload). Every
-        read here is at or after the ``data_version`` it is marked checked at, so a commit
-        landing meanwhile is checked next time. Users not used are not checked at all."""
+        read again: the user's rows of the narrow ``uses``, ~0.16 s at 100,000 with their
+        mapping to rows, instead of a ~0.7 s reload). Every read here is at or after the
+        ``data_version`` it is marked checked at, so a commit landing meanwhile is checked
+        next time. Users not used are not checked at all."""
         self._sync_version()
         cache = self._caches.get(user_id)
         if cache is None:
@@ -688,14 +696,11 @@ class SQLiteStore:
         if self._verified.get(user_id) == version:
             return cache
         revision = self._revisions_of(self._db, [user_id], read=self._read).get(user_id, 0)
-        if revision == self._cache_revisions.get(user_id):
-            counts = self._read(
-                "SELECT id, access_count, last_accessed_at FROM memories WHERE user_id = ?",
-                (user_id,),
-            )  # fmt: skip
-            if cache.recount(counts):
-                self._verified[user_id] = version
-                return cache
+        if revision == self._cache_revisions.get(user_id) and cache.recount(
+            sqlite_uses.read(self._read, user_id)
+        ):
+            self._verified[user_id] = version
+            return cache
         del self._caches[user_id]
         return None
 
@@ -737,18 +742,8 @@ class SQLiteStore:
         consistent snapshot): from the saved image of its columns if it matches the rows,
         else from the rows (``store/sqlite_load.py``), saving the image of a large user on
         another thread. Called under the lock."""
-        try:
-            self._db.execute("BEGIN")
-            try:
-                loaded = sqlite_load.read(
-                    self._db, user_id, self._stash(user_id, "columns").read, _from_row,
-                    partial(self._row_texts, user_id),
-                )  # fmt: skip
-            finally:
-                self._db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
+        slot = self._slot(user_id)
+        loaded, held_by = self._read_working_set(user_id, slot)
         if loaded.save is not None:
             save, stash = loaded.save, self._stash(user_id, "columns")
             stash.later(lambda: stash.write(save()))
@@ -757,12 +752,81 @@ class SQLiteStore:
         self._reshaped.discard(user_id)
         self._refreshed[user_id] = time.monotonic()
         cache = UserCache(
-            loaded.memories or (), table=loaded.table, ann=self._slot(user_id),
+            loaded.memories or (), table=loaded.table, ann=slot,
             lexical_stash=self._stash(user_id, "bm25"), row_vectors=self._row_vectors(user_id),
+            held_by=held_by,
         )  # fmt: skip
         if len(cache) >= columns.PERSIST_MIN_ROWS:
             heap.release()  # the rows' blobs read and dropped: hand their pages back
         return cache
+
+    def _read_working_set(
+        self, user_id: str, slot: IndexSlot | None
+    ) -> tuple[sqlite_load.Loaded, Stamped | None]:
+        """The user's rows read in one read transaction, and the saved indexes adopted if
+        their stamps let the rows be read without vectors (``store/ann_stamp.py``); read
+        again with the vectors if those indexes are not the copies stamped (another process
+        saved them since). Called under the lock."""
+        stamps: dict[str, IndexStamp] = {}
+
+        def held(stamp: Stamp) -> int | None:
+            if slot is None or slot.index is not None:
+                return None
+            stamps.update(sqlite_stamps.read(self._db, user_id, stamp))
+            first = stamps.get(sqlite_stamps.FIRST)
+            return None if first is None else first.dim
+
+        for stamped in (True, False):
+            try:
+                self._db.execute("BEGIN")
+                try:
+                    loaded = sqlite_load.read(
+                        self._db, user_id, self._stash(user_id, "columns").read, _from_row,
+                        partial(self._row_texts, user_id), held if stamped else None,
+                    )  # fmt: skip
+                finally:
+                    self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
+            if not isinstance(loaded.table, HeldTable):
+                return loaded, None
+            assert slot is not None
+            read = partial(self._stash_bytes, user_id)
+            held_by = sqlite_stamps.adopted(loaded.table, stamps, slot, read)
+            if held_by is not None:
+                return loaded, held_by
+        raise AssertionError("a read without stamps reads the vectors")
+
+    def _stash_bytes(self, user_id: str, kind: str) -> bytes | None:
+        """The bytes saved as the user's derived index ``kind`` (``None``: none)."""
+        return self._stash(user_id, kind).read()
+
+    def _stamp_indexes(self, user_id: str) -> None:
+        """Stamp the user's saved indexes with the revision the file holds, if this
+        process's working set is current at it and its record says an index holds every
+        row it should, unchanged since saved or loaded (``store/ann_stamp.py``): checked
+        again in the transaction that writes the stamps. Runs on a saving thread."""
+        with self._lock:
+            # not brought up to date (a recount at a million rows takes seconds): a working
+            # set behind the file's revision is not stamped, checked below
+            cache = self._caches.get(user_id)
+            slot = self._slots.get(user_id)
+            revision = self._cache_revisions.get(user_id)
+            if cache is None or slot is None or revision is None or user_id in self._reshaped:
+                return
+            snapshot, held = cache.held_indexes()
+            if not held:
+                return
+            names = tuple(r[0] for r in self._read("SELECT name FROM migrations ORDER BY name"))
+            stamps = sqlite_stamps.made(snapshot, held, slot, Stamp(revision, names))
+            if not stamps:
+                return
+            with self._transaction() as db:
+                now = self._revisions_of(db, [user_id]).get(user_id, 0)
+                if now != revision or any(index.saved is None for _, index in held):
+                    return  # written since, or patched: the stamps would vouch wrongly
+                sqlite_stamps.write(db, user_id, stamps, datetime.now(UTC).isoformat())
 
     def _note_image_writes(self, reshaped: set[str], patched: set[str]) -> None:
         """Record a committed write's effect on the users' saved images (under the lock):
@@ -1044,11 +1108,3 @@ def _write_state(
         "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
         [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
     )
-
-
-def _by_count(counts: Counter[str]) -> dict[int, list[str]]:
-    """Ids grouped by how many times each occurs."""
-    groups: dict[int, list[str]] = {}
-    for memory_id, n in counts.items():
-        groups.setdefault(n, []).append(memory_id)
-    return groups

@@ -9,7 +9,8 @@ the file):
   equals the file's now and the user's rowids, read in the same transaction with the
   vectors and access counts (which the image does not hold), are the image's. The revision
   is bumped by every write of the user's rows except counted uses, and counted uses are
-  read from the rows here, so a matching image holds what the rows hold. The image holds no
+  read here with the rows (from ``uses``, ``store/sqlite_uses.py``), so a matching image
+  holds what the rows hold. The image holds no
   texts: the table reads them from the rows when a call returns them (``store/texts.py``),
   so a caller without such a reader reads the rows.
 - **From the rows**, in chunks of rowids (``ORDER BY rowid`` over the user index made
@@ -32,7 +33,8 @@ import numpy.typing as npt
 
 from engrain.model import Memory
 from engrain.store import columns as image
-from engrain.store import heap
+from engrain.store import heap, sqlite_uses
+from engrain.store.arrays import HeldTable
 from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.columns import ColumnsBuilder, Stamp, Strings, Table, parse_micros
 from engrain.store.texts import ReadTexts, without_texts
@@ -40,13 +42,18 @@ from engrain.store.texts import ReadTexts, without_texts
 #: Rows per chunk of a read by rowid range.
 LOAD_CHUNK = 4_096
 _FULL = (
-    f"SELECT {', '.join(MEMORY_COLUMNS)}, rowid FROM memories NOT INDEXED "
-    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+    f"SELECT {sqlite_uses.SELECT_LIST}, m.rowid FROM memories m NOT INDEXED "
+    "LEFT JOIN uses u ON u.user_id = m.user_id AND u.id = m.id "
+    "WHERE m.rowid BETWEEN ? AND ? AND m.user_id = ? ORDER BY m.rowid"
 )
 _LIVE = (
-    "SELECT rowid, access_count, last_accessed_at, embedding FROM memories NOT INDEXED "
-    "WHERE rowid BETWEEN ? AND ? AND user_id = ? ORDER BY rowid"
+    "SELECT m.rowid, coalesce(u.access_count, 0), u.last_accessed_at, m.embedding "
+    "FROM memories m NOT INDEXED LEFT JOIN uses u ON u.user_id = m.user_id AND u.id = m.id "
+    "WHERE m.rowid BETWEEN ? AND ? AND m.user_id = ? ORDER BY m.rowid"
 )
+#: :data:`_LIVE` with each vector's length instead of its bytes (SQLite reads a blob's
+#: length from the record's header: the vector is not copied).
+_LIVE_SIZES = _LIVE.replace("m.embedding FROM", "length(m.embedding) FROM")
 _EMBEDDING = MEMORY_COLUMNS.index("embedding")
 _ACCESS = MEMORY_COLUMNS.index("access_count")
 _LAST = MEMORY_COLUMNS.index("last_accessed_at")
@@ -57,11 +64,13 @@ class Loaded:
     """A working set as read: a ``table`` (columns), or ``memories`` (objects: vectors of
     several sizes); ``save`` is the image to keep for next time, if one should be."""
 
-    table: Table | None
+    table: Table | HeldTable | None
     memories: list[Memory] | None
     save: Callable[[], bytes] | None = None
     #: The user's revision in the read transaction (what the working set holds).
     revision: int = 0
+    #: The read's stamp (revision and migrations).
+    stamp: Stamp | None = None
 
 
 def read(
@@ -70,11 +79,16 @@ def read(
     saved: Callable[[], bytes | None],
     decode: Callable[[tuple[Any, ...]], Memory],
     texts: Callable[[npt.NDArray[np.int64], Strings], ReadTexts] | None = None,
+    held: Callable[[Stamp], int | None] | None = None,
 ) -> Loaded:
     """The user's working set, inside the read transaction the caller holds. ``saved``
     reads the user's image (or ``None``); ``decode`` makes a memory of a full row;
     ``texts`` reads the texts of a table loaded from the image on demand (the image holds
-    none: without ``texts`` the rows are read)."""
+    none: without ``texts`` the rows are read). ``held``: given the read's stamp, the size
+    of the vectors a saved approximate index holds for every row at that stamp, if one
+    does (``store/ann_stamp.py``): a table loaded from a matching image then reads no
+    vector (a :class:`~engrain.store.arrays.HeldTable`: the caller reads them through
+    that index)."""
     revision = db.execute("SELECT revision FROM revisions WHERE user_id = ?", (user_id,))
     rows = revision.fetchall()
     names = [r[0] for r in db.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
@@ -90,9 +104,10 @@ def read(
             # copied out first: the image's bytes are freed before the scan of the rows
             # allocates the vectors' matrix (a lower peak)
             columns = without_texts(columns, texts)
-            table = _live(db, user_id, columns)
+            dim = None if held is None else held(stamp)
+            table = _live(db, user_id, columns, dim)
             if table is not None:
-                return Loaded(table, None, revision=stamp.revision)
+                return Loaded(table, None, revision=stamp.revision, stamp=stamp)
     rowids = [r[0] for r in db.execute(
         "SELECT rowid FROM memories WHERE user_id = ? ORDER BY rowid", (user_id,)
     ).fetchall()]  # fmt: skip
@@ -111,35 +126,50 @@ def read(
         memories: list[Memory] = []
         for part in _ranges(rowids):
             memories.extend(decode(r[:-1]) for r in db.execute(_FULL, (*part, user_id)))
-        return Loaded(None, memories, revision=stamp.revision)
+        return Loaded(None, memories, revision=stamp.revision, stamp=stamp)
     columns = builder.finish()
     table = Table(columns, *matrix, np.array(access, dtype=np.int64), _times(last))
     save = (lambda: image.dump(columns, stamp)) if large else None
-    return Loaded(table, None, save, stamp.revision)
+    return Loaded(table, None, save, stamp.revision, stamp)
 
 
-def _live(db: sqlite3.Connection, user_id: str, columns: image.Columns) -> Table | None:
+def _live(
+    db: sqlite3.Connection, user_id: str, columns: image.Columns, held: int | None = None
+) -> Table | HeldTable | None:
     """The table of a saved image with the vectors and access counts the rows have now;
     ``None`` if the user's rows are not the image's (its rowids) or their vectors are not
-    of one size."""
+    of one size. ``held``: the vectors' size, if a saved index holds every row's vector:
+    only which rows have one is read (a :class:`~engrain.store.arrays.HeldTable`), and a
+    vector of another size makes it ``None`` too (the caller reads the rows)."""
     rowids: list[int] = []
     vectors = _Vectors(len(columns.rowids))
+    sizes: list[int | None] = []
     access: list[int] = []
     last: list[str | None] = []
     for part in _ranges(columns.rowids.tolist()):
-        chunk = db.execute(_LIVE, (*part, user_id)).fetchall()
+        chunk = db.execute(_LIVE if held is None else _LIVE_SIZES, (*part, user_id)).fetchall()
         if chunk:
             ids, counts, times, found = zip(*chunk, strict=True)
             rowids.extend(ids)
             access.extend(counts)
             last.extend(times)
-            vectors.add(found)
+            if held is None:
+                vectors.add(found)
+            else:
+                sizes.extend(found)
     if len(rowids) != len(columns.rowids) or not np.array_equal(rowids, columns.rowids):
         return None
+    counts_read = np.array(access, dtype=np.int64)
+    if held is not None:
+        width = np.array([-1 if n is None else n for n in sizes], dtype=np.int64)
+        has_vector = width == 4 * held
+        if held <= 0 or not np.all(has_vector | (width < 0)):
+            return None
+        return HeldTable(columns, has_vector, counts_read, _times(last), held)
     matrix = vectors.finish()
     if matrix is None:
         return None
-    return Table(columns, *matrix, np.array(access, dtype=np.int64), _times(last))
+    return Table(columns, *matrix, counts_read, _times(last))
 
 
 def _ranges(rowids: Sequence[int]) -> list[tuple[int, int]]:

@@ -34,7 +34,8 @@ sliver of a large multi-tenant table the graph walk would mostly visit other use
 If an indexed scan still returns fewer than ``k`` rows (a very selective filter), the exact
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
 promises. The walk's candidate list (``hnsw.ef_search``) follows the graph's size
-(:data:`EF_BY_GRAPH_ROWS`, at least :data:`EF_PER_ROW` per row asked for), set for the
+(:data:`EF_BY_GRAPH_ROWS`, at least :data:`EF_PER_ROW` per row asked for, or
+:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph), set for the
 search alone and sent in its round trip. Since both forms return the right rows, the
 choice is kept per user for :data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many`
 (the gate's pool and learnings) runs its searches at once, each on its own pooled
@@ -151,10 +152,13 @@ __all__ = [
     "HNSW_INDEX_SQL",
     "INDEXED_DIM",
     "INDEXED_SHARE",
+    "LEARNINGS_EF_PER_ROW",
     "MIGRATIONS",
     "PostgresStore",
     "configure",
     "ef_for_graph",
+    "ef_for_search",
+    "learnings_graph",
 ]
 
 #: Users with fewer memories are searched exactly: reading their rows through the b-tree
@@ -177,10 +181,18 @@ PLANS_KEPT = 10_000
 #: 100,000 rows 0.980 / 0.993 / 0.996 at ef 100 / 200 / 400; at 1,000,000 0.923 at 200,
 #: 0.980 at 400. Between the two nothing is measured, hence the bound at 200,000.
 EF_BY_GRAPH_ROWS: tuple[tuple[int, int], ...] = ((200_000, 200),)
-#: ... and at least this many candidates per row asked for: the learnings' search (k = 100
-#: on their own graph) has R@100 0.908 / 0.948 / 0.969 at ef 100 / 200 / 400 at 100,000
-#: memories, so a list of 200 would lose recall the pool's k = 50 keeps (0.993).
+#: ... and at least this many candidates per row asked for: the learnings' search (k = 100)
+#: had R@100 0.908 / 0.948 / 0.969 at ef 100 / 200 / 400 at 100,000 memories on their
+#: graph as first built (``ef_construction`` 64), so a list of 200 lost recall the pool's
+#: k = 50 kept (0.993). The pool's graph is still built so.
 EF_PER_ROW = 4
+#: ... except on the learnings' own graph, built with a wide list (``ef_construction``
+#: 400, ``schema.LEARNINGS_EF_CONSTRUCTION``, migration 007): there 3 per row, ef 300 for
+#: the gate's 100. R@100 against exact search at ef 200 / 300 / 400, session 15: real
+#: vectors (bench/latency.py's 100,000 notes) 0.984 / 0.991 / 0.994 and, other questions,
+#: 0.980 / 0.989 / 0.993; derived vectors 0.998 / 0.999 / 0.999. 300 keeps ≥ 0.98 with a
+#: margin for ~20% less of the server's CPU a walk than 400 (docs/postgres.md, "Session 15").
+LEARNINGS_EF_PER_ROW = 3
 
 
 def ef_for_graph(rows: int) -> int:
@@ -191,6 +203,21 @@ def ef_for_graph(rows: int) -> int:
         if rows <= most:
             return ef
     return EF_SEARCH
+
+
+def learnings_graph(flt: MemoryFilter) -> bool:
+    """Whether a search under ``flt`` walks the learnings' own graph
+    (``memories_learnings_hnsw``, partial on their kinds): its kinds are all learning
+    kinds, which is what lets the planner prove the index's predicate."""
+    return bool(flt.kinds) and all(k.value in schema.LEARNING_KINDS for k in flt.kinds or ())
+
+
+def ef_for_search(rows: int, k: int, flt: MemoryFilter) -> int:
+    """The ``hnsw.ef_search`` of an indexed search for ``k`` rows under ``flt`` in a graph
+    of ``rows`` rows: :func:`ef_for_graph`, and at least :data:`EF_PER_ROW` candidates per
+    row asked for (:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph)."""
+    per_row = LEARNINGS_EF_PER_ROW if learnings_graph(flt) else EF_PER_ROW
+    return max(ef_for_graph(rows), per_row * k)
 
 
 #: Threads running the other searches of :meth:`PostgresStore.search_many`, shared by
@@ -534,12 +561,9 @@ class PostgresStore:
         if k <= 0 or query.ndim != 1 or query.shape[0] == 0:
             return []
         with self._connection() as conn, conn.cursor(binary=True) as cur:
-            ef = self._ef(cur, user_id, query.shape[0])
+            ef = self._ef(cur, user_id, query.shape[0], k, flt)
             rows: list[Any] = []
             if ef is not None:
-                # the candidate list of the walk: at least k (EF_PER_ROW × k when chosen
-                # by the graph's size)
-                ef = max(ef, k if self.ef_search is not None else EF_PER_ROW * k)
                 text, params = search_sql(user_id, query, k, flt, indexed=True)
                 if ef == EF_SEARCH:  # the connection's own setting (configure)
                     cur.execute(text, params)
@@ -557,14 +581,18 @@ class PostgresStore:
         rows.sort(key=lambda r: r[-1])  # relaxed_order: the index may return near-sorted rows
         return [(from_row(r), 1.0 - float(r[-1])) for r in rows]
 
-    def _ef(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> int | None:
-        """The ``hnsw.ef_search`` of this user's indexed searches (``None``: searched
-        exactly): this store's ``ef_search`` if set, else :func:`ef_for_graph` of the
-        graph's size."""
+    def _ef(
+        self, cur: psycopg.Cursor[Any], user_id: str, dim: int, k: int, flt: MemoryFilter
+    ) -> int | None:
+        """The ``hnsw.ef_search`` of this user's indexed search for ``k`` rows under
+        ``flt`` (``None``: searched exactly): this store's ``ef_search`` if set (at least
+        ``k``), else :func:`ef_for_search` of the graph's size."""
         rows = self._graph_rows(cur, user_id, dim)
         if rows is None:
             return None
-        return self.ef_search if self.ef_search is not None else ef_for_graph(rows)
+        if self.ef_search is not None:
+            return max(self.ef_search, k)
+        return ef_for_search(rows, k, flt)
 
     def _indexed(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> bool:
         """Whether a search of this user goes through the HNSW index (module docstring)."""

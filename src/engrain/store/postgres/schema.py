@@ -39,11 +39,12 @@ LEARNINGS_INDEX_SQL = (
     f"AND kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})"
 )
 #: The candidate list the learnings' graph is built with (pgvector's ``ef_construction``,
-#: default 64): as wide as the list their search walks it with (``EF_PER_ROW`` × the gate's
-#: 100 learnings = 400). On the 100,000-memory corpus (22,129 learnings, 60 questions) the
-#: default's graph returned 0.968 of the exact 100 nearest at ``ef_search`` 400, one built
-#: with 400 returned 0.992 (0.990 at 200); build 30 against 21 s (``docs/postgres.md``,
-#: session 12).
+#: default 64): as wide as the list their search walked it with when it was chosen (4 per
+#: row × the gate's 100 learnings = 400). On the 100,000-memory corpus (22,129 learnings,
+#: 60 questions) the default's graph returned 0.968 of the exact 100 nearest at
+#: ``ef_search`` 400, one built with 400 returned 0.992 (0.990 at 200); build 30 against
+#: 21 s (``docs/postgres.md``, session 12). So built, it is walked with 3 per row since
+#: session 15 (``LEARNINGS_EF_PER_ROW``).
 LEARNINGS_EF_CONSTRUCTION = 400
 _MIGRATION_LOCK = 0x656E67_7261696E  # "engrain": one migrator at a time per database
 

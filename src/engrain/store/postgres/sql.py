@@ -5,7 +5,7 @@ looks as it does).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -149,13 +149,23 @@ def best_rows_sql(
     where, params = filter_sql(flt)
     text = (
         f"SELECT {SELECT_COLUMNS}, m.seq FROM (SELECT m.id, k.score "
-        f"FROM unnest(%s::bigint[], %s::float8[]) AS k(seq, score) "
+        f"FROM unnest(%s::text::bigint[], %s::text::float8[]) AS k(seq, score) "
         f"JOIN memories m ON m.user_id = %s AND m.seq = k.seq "
         f"WHERE true{where} ORDER BY k.score DESC, m.id LIMIT %s) b "
         f"JOIN memories m ON m.user_id = %s AND m.id = b.id {EACH_ACCESS} "
         f"ORDER BY b.score DESC, m.id"
     )
-    return text, [list(best), list(best.values()), user_id, *params, k, user_id]
+    seqs, scores = array_literal(map(int, best)), array_literal(map(float, best.values()))
+    return text, [seqs, scores, user_id, *params, k, user_id]
+
+
+def array_literal(values: Iterable[int | float]) -> str:
+    """``values`` as one PostgreSQL array literal (``{1,2.5,…}``), for a ``%s::text::…[]``
+    parameter: psycopg dumps a Python list element by element (~0.45 ms of client CPU for
+    BM25's ~110 seqs and scores), a string at once (~0.01 ms). ``repr`` of a float is the
+    shortest text that reads back as the same double, so scores compare and order in SQL
+    exactly as in Python."""
+    return "{" + ",".join(map(repr, values)) + "}"
 
 
 def keys(part: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
