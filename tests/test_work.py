@@ -7,15 +7,12 @@ only the rule can bring them in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from engrain import Engine, Kind, Memory, MemoryType
-from engrain.embed.base import Matrix
 from engrain.recall.area import CONVENTION_RELEVANCE, with_area
 from engrain.recall.classify import Classification, Complexity, Intent, classify
 from engrain.recall.gate import GateOptions
@@ -24,38 +21,7 @@ from engrain.recall.work import Work, asked, governed, scope_of, with_work
 from engrain.store import MemoryStore
 
 from .conftest import NOW, make_settings
-
-DIM = 384
-
-
-class PlannedEmbedder:
-    """Messages point along axis 0; a planned memory text has its cosine with them."""
-
-    def __init__(self, messages: Sequence[str], cosines: Mapping[str, float]) -> None:
-        self._messages = set(messages)
-        self._cosines = dict(cosines)
-        self._axes: dict[str, int] = {}
-
-    @property
-    def model_id(self) -> str:
-        return "planned"
-
-    @property
-    def dim(self) -> int:
-        return DIM
-
-    def embed(self, texts: Sequence[str]) -> Matrix:
-        out = np.zeros((len(texts), DIM), dtype=np.float32)
-        for row, text in enumerate(texts):
-            if text in self._messages:
-                out[row, 0] = 1.0
-                continue
-            axis = self._axes.setdefault(text, 1 + len(self._axes) % (DIM - 1))
-            cos = self._cosines.get(text, 0.0)
-            out[row, 0] = cos
-            out[row, axis] = np.sqrt(1.0 - cos * cos)
-        return out
-
+from .test_gate_rules import PlannedEmbedder  # messages along axis 0, planned cosines
 
 # -- what a preference governs: its scope ----------------------------------------------------
 
