@@ -51,6 +51,7 @@ from latency import USER
 from engrain import Engine, Settings
 from engrain.embed.minilm import MiniLMEmbedder
 from engrain.store import built, sqlite, vector_search
+from engrain.store import cache as store_cache
 
 #: How candidates are scored: as the store does; by int8 (every score the middle-of-step
 #: int8 one); ranked by int8 but returned with exact scores; by float16 vectors; by int8
@@ -131,6 +132,14 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
         return out
 
     vector_search.scored_vectors = compared
+    searched = store_cache.approximate
+
+    def listed(*a: Any, **kw: Any) -> Any:
+        out = searched(*a, **kw)
+        call.setdefault("found", []).extend([m.id for m, _ in found] for found in out)
+        return out
+
+    store_cache.approximate = listed  # type: ignore[assignment]
     if args.mode != "exact":
         top = vector_search.top_rows
 
@@ -179,11 +188,16 @@ def serve(args: argparse.Namespace) -> dict[str, Any]:
             context = engine.context(query, USER, now=common.NOW)
             cpu = (time.thread_time() - start) * 1e3
             ids = "\0".join(m.content for m in context.memories)
+            shown = {m.id for m in context.memories}
+            # where each shown memory stood in each indexed search's ranking (pool, learnings)
+            ranks = [[rank for rank, memory_id in enumerate(found) if memory_id in shown]
+                     for found in call.get("found", [])]  # fmt: skip
             digest = hashlib.sha256(f"{context.text}\0{context.tokens}\0{ids}".encode())
             calls.append({
                 "cpu_ms": cpu, "read_ms": call.get("read_ms", 0.0),
                 "rows_read": call.get("rows_read", 0), "built": call.get("built", 0),
                 "shown": len(context.memories), "block": digest.hexdigest()[:16],
+                "shown_ranks": ranks,
             })  # fmt: skip
     copy.unlink()
     errors = {
@@ -245,6 +259,16 @@ def _summary(mode: dict[str, Any]) -> dict[str, Any]:
             "pairs": int(e.size), "median": float(np.median(e)),
             "p99": float(np.percentile(e, 99)), "max": float(e.max()),
         }  # fmt: skip
+    for search in (0, 1):
+        ranks = [rank for c in calls if len(c["shown_ranks"]) > search
+                 for rank in c["shown_ranks"][search]]  # fmt: skip
+        if ranks:
+            r = np.asarray(ranks)
+            out[f"shown_ranks_search_{search}"] = {
+                "shown": int(r.size), "p50": float(np.median(r)),
+                "p95": float(np.percentile(r, 95)), "max": int(r.max()),
+                "share_at_50_or_more": float((r >= 50).mean()),
+            }  # fmt: skip
     overlap = np.asarray(mode["overlap_at_k"])
     out["top_k_by_int8_vs_exact"] = {"searches": int(overlap.size), "mean": float(overlap.mean()),
                                      "min": float(overlap.min())}  # fmt: skip
