@@ -255,7 +255,7 @@ def test_held_bytes_are_bounded_least_recently_used_first(pg_url: str) -> None:
 
 def test_small_vectors_and_other_filters_never_use_it(stores: Any) -> None:
     mine, _, _ = stores
-    mine.write(_corpus(40, seed=10) + [mem("tiny", kind=Kind.DECISION)])  # a 4-d vector
+    mine.write([*_corpus(40, seed=10), mem("tiny", kind=Kind.DECISION)])  # a 4-d vector
     held = _held(mine)
     served = held.calls["served"]
     mine.search("alice", np.ones(4, dtype=np.float32), 5, TYPED)
