@@ -52,7 +52,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -75,6 +75,8 @@ DELTA_ROWS = 2_048
 RELOAD_PAUSE = 5.0
 #: Bytes a held learning costs besides its vector (columns, id string, position entry).
 ROW_OVERHEAD = 240
+#: Filters whose left-out rows a held snapshot keeps (a ``context()`` uses one).
+FILTERS_KEPT = 8
 
 _KINDS = list(Kind)
 _TYPES = list(MemoryType)
@@ -136,6 +138,10 @@ class _Rows:
     pinned: np.ndarray[Any, np.dtype[np.bool_]]
     vectors: np.ndarray[Any, np.dtype[np.float32]]
     position: Mapping[str, int]
+    #: the rows each filter asked for leaves out (:meth:`_dropped`)
+    dropped: dict[MemoryFilter, np.ndarray[Any, np.dtype[np.intp]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def nbytes(self) -> int:
@@ -184,15 +190,29 @@ class _Rows:
         # einsum: one core's SIMD loop, ~1.5 ms at 22,000 x 384; OpenBLAS's gemv took 3-8 ms
         # of CPU over its threads for the same product (/tmp probe, session 16)
         scores = np.einsum("ij,j->i", self.vectors, query.astype(np.float32, copy=False))
-        keep = self.mask(flt)
-        rows = np.arange(len(self.ids)) if keep is None else np.flatnonzero(keep)
-        if rows.size > k:
-            part = np.argpartition(-scores[rows], k - 1)[:k]
-            # every row tied with the k-th is a candidate, so ties break by seq as in SQL
-            cut = scores[rows[part]].min()
-            rows = rows[scores[rows] >= cut]
+        dropped = self._dropped(flt)
+        passing = len(self.ids) - dropped.size
+        k = min(k, passing)
+        if k <= 0:
+            return []
+        scores[dropped] = -np.inf
+        part = np.argpartition(-scores, k - 1)[:k]
+        # every row tied with the k-th is a candidate, so ties break by seq as in SQL
+        rows = np.flatnonzero(scores >= scores[part].min())
         order = np.lexsort((self.seq[rows], -scores[rows]))[:k]
         return [(self.ids[int(r)], float(scores[r])) for r in rows[order]]
+
+    def _dropped(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """The rows ``flt`` leaves out, kept per filter (these rows never change, and a
+        ``context()`` asks with the same filter every call: ~0.3 ms a search saved)."""
+        dropped = self.dropped.get(flt)
+        if dropped is None:
+            keep = self.mask(flt)
+            dropped = np.empty(0, dtype=np.intp) if keep is None else np.flatnonzero(~keep)
+            if len(self.dropped) >= FILTERS_KEPT:
+                self.dropped.clear()
+            self.dropped[flt] = dropped
+        return dropped
 
     def changed(self, revision: int, delta: Sequence[tuple[Any, ...]]) -> _Rows:
         """These rows at ``revision`` after the changed rows of ``delta`` (:data:`DELTA`'s:
