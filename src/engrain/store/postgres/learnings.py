@@ -59,6 +59,7 @@ import numpy as np
 import psycopg
 
 from engrain.model import Kind, Memory, MemoryType
+from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import Conn, from_row
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
@@ -85,13 +86,18 @@ _LEARNING = "m.kind = ANY(%s::text[]) AND m.embedding IS NOT NULL AND vector_dim
 #: learning now: gone, another kind, another size).
 _COLUMNS = (
     "m.id, m.seq, m.kind, m.memory_type, m.project, m.session_id, m.key, m.compressed, "
-    "m.muted, m.superseded_by IS NOT NULL, m.importance, m.pinned, m.embedding"
+    "m.muted, m.superseded_by IS NOT NULL, m.importance, m.pinned, vector_send(m.embedding)"
 )
 #: Every learning of a user with a vector of the indexed size, by seq.
 LOAD = (
     f"SELECT {_COLUMNS} FROM memories m WHERE m.user_id = %s "
     f"AND {_LEARNING}{INDEXED_DIM} ORDER BY m.seq"
 )
+#: How many :data:`LOAD` reads (its matrix is allocated once, then filled chunk by chunk).
+COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_LEARNING}{INDEXED_DIM}"
+#: Rows a load reads at a time through a server-side cursor: a chunk's rows and bytes are
+#: dropped before the next one comes, so a load holds little more than what it keeps.
+CHUNK_ROWS = 2_048
 REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
 #: The rows changed after a revision (up to a limit), each with its scoring columns if it
 #: is a held learning now (else NULLs).
@@ -261,13 +267,24 @@ def _positions(ids: Sequence[str]) -> dict[str, int]:
     return {memory_id: i for i, memory_id in enumerate(ids)}
 
 
-def _columns(revision: int, rows: Sequence[tuple[Any, ...]]) -> _Rows:
-    """:class:`_Rows` of rows read as :data:`_COLUMNS`, their vectors scaled to length 1
-    (cosine is then a dot product)."""
+def _unit_vectors(blobs: Sequence[bytes], out: np.ndarray[Any, Any] | None = None) -> Any:
+    """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
+    of vectors of :data:`INDEXED_DIM`, joined and converted at once (into ``out``)."""
+    joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
+    if out is None:
+        return joined[:, 1:].astype(np.float32)
+    out[...] = joined[:, 1:]
+    return out
+
+
+def _columns(
+    revision: int, rows: Sequence[tuple[Any, ...]], vectors: np.ndarray[Any, Any] | None = None
+) -> _Rows:
+    """:class:`_Rows` of rows read as :data:`_COLUMNS` (``vectors``: theirs, already read),
+    their vectors scaled to length 1 (cosine is then a dot product)."""
     n = len(rows)
-    vectors = np.zeros((n, INDEXED_DIM), dtype=np.float32)
-    for i, row in enumerate(rows):
-        vectors[i] = np.asarray(row[12], dtype=np.float32)
+    if vectors is None:
+        vectors = _unit_vectors([row[12] for row in rows])
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     np.divide(vectors, norms, out=vectors, where=norms > 0)
 
@@ -440,16 +457,27 @@ class Learnings:
     def _load(self, user_id: str, loading: _Loading) -> None:
         started = time.monotonic()
         try:
+            kinds = list(LEARNING_KINDS)
             with self._connect() as conn:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 try:
                     with conn.cursor(binary=True) as cur:
                         first = cur.execute(REVISION, (user_id,)).fetchone()
-                        found = cur.execute(LOAD, (user_id, list(LEARNING_KINDS))).fetchall()
+                        counted = cur.execute(COUNT, (user_id, kinds)).fetchone()
+                    vectors = np.empty((int(counted[0]) if counted else 0, INDEXED_DIM), "f4")
+                    found: list[tuple[Any, ...]] = []
+                    with conn.cursor("engrain_learnings", binary=True) as named:
+                        named.execute(LOAD, (user_id, kinds))
+                        while chunk := named.fetchmany(CHUNK_ROWS):
+                            at = len(found)
+                            _unit_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
+                            found.extend(r[:12] for r in chunk)
+                            del chunk
                 finally:
                     conn.execute("COMMIT")
-            rows = _columns(int(first[0]) if first else 0, found)
-            del found
+            rows = _columns(int(first[0]) if first else 0, found, vectors[: len(found)])
+            del found, vectors
+            heap.release()  # the chunks read and dropped: hand their pages back
             with self._lock:
                 old = self._held.get(user_id)
                 if self._closed or rows.nbytes > self.max_bytes:
