@@ -154,11 +154,12 @@ def test_nothing_forgotten_superseded_or_muted_by_another_store_is_returned(stor
             Patch("alice", muted.id, {"muted": True}),
         ],
     )
-    caught = held.calls["caught_up"]
+    caught, again = held.calls["caught_up"], held.calls["fetched_again"]
     found = mine.search("alice", query, 10, flt)
     assert {gone.id, superseded.id, muted.id}.isdisjoint(m.id for m, _ in found)
     _same(found, truth.search("alice", query, 10, flt))
     assert held.calls["caught_up"] == caught + 1
+    assert held.calls["fetched_again"] == again + 1  # three rows past the first ten read
     assert len(held._held["alice"].ids) == len([m for m in corpus if m.kind in LEARNING_KINDS]) - 1
 
 
@@ -276,3 +277,31 @@ def test_the_bound_reads_its_variable() -> None:
     assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "lots"}) == (
         learnings.LEARNINGS_BYTES
     )
+
+
+def test_a_held_search_is_one_round_trip_and_a_promotion_adds_none(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from psycopg._pipeline_base import BasePipeline
+
+    mine, other, _ = stores
+    corpus = _corpus(60, seed=14)
+    mine.write(corpus)
+    _held(mine)
+    query = _vector(np.random.default_rng(15))
+    mine.search("alice", query, 10, TYPED)  # the plan is kept from here on
+    syncs = [0]
+    original = BasePipeline._enqueue_sync
+
+    def counted(self: Any) -> None:
+        syncs[0] += 1
+        original(self)
+
+    monkeypatch.setattr(BasePipeline, "_enqueue_sync", counted)
+    mine.search("alice", query, 10, TYPED)
+    assert syncs[0] == 1  # revision, changed rows and the rows found: one pipeline
+    learning = next(m for m in corpus if m.kind in LEARNING_KINDS)
+    other.write(patches=[Patch("alice", learning.id, {"promoted_at": NOW})])
+    syncs[0] = 0
+    mine.search("alice", query, 10, TYPED)
+    assert syncs[0] == 1  # caught up in the same round trip: nothing it ranks changed
