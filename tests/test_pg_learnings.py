@@ -93,6 +93,10 @@ def _held(store: Any, user: str = "alice") -> Any:
 def _same(found: list[tuple[Any, float]], expected: list[tuple[Any, float]]) -> None:
     assert [m.id for m, _ in found] == [m.id for m, _ in expected]
     assert [m for m, _ in found] == [m for m, _ in expected]  # every field, counts included
+    for (mine, _), (theirs, _) in zip(found, expected, strict=True):  # (== skips vectors)
+        assert mine.embedding is not None and theirs.embedding is not None
+        assert mine.embedding.dtype == np.float32
+        assert mine.embedding.tobytes() == theirs.embedding.tobytes()  # bit for bit
     np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
 
 

@@ -14,8 +14,8 @@ searched exactly (one product: ~1.5 ms of one core at 22,000 rows), so R@100 is 
 snapshot and one round trip (a pipeline): the user's revision, the rows changed since the
 held revision (:data:`DELTA`, migration 008's ``row_changes``: every write stamps the rows
 it changes with the revision it bumps, a forget leaves a tombstone) with their scoring
-columns if they are learnings now, and the full rows of the ranked ids (:data:`FETCH`,
-access counts included). Nothing changed, or only columns a search does not read (a
+columns if they are learnings now, and the rows of the ranked ids (:data:`FETCH_BARE`,
+access counts included; their vectors, the same bits, come from the held matrix). Nothing changed, or only columns a search does not read (a
 promotion, a pin of a row no filter asks about... any change whose scoring columns and
 vector are equal): the rows read are the answer. Otherwise the delta is applied (a new
 immutable snapshot, published if no newer one is), the search runs again and the rows it
@@ -61,7 +61,7 @@ import psycopg
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
-from engrain.store.postgres.codec import Conn, from_row
+from engrain.store.postgres.codec import COLUMNS, Conn, from_row
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
 
@@ -99,6 +99,13 @@ COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_LEARNING}{I
 #: dropped before the next one comes, so a load holds little more than what it keeps.
 CHUNK_ROWS = 2_048
 REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
+#: Where a memory's vector is in :data:`~engrain.store.postgres.codec.SELECT_COLUMNS`.
+_EMBEDDING = COLUMNS.index("embedding")
+#: :data:`~engrain.store.postgres.sql.FETCH` without the vectors, which the held rows have
+#: bit for bit (pgvector's float32s): ~150 kB less a search to send and convert (0.5 ms of
+#: the server's CPU and 0.5 of the client's, ``/tmp`` probe, session 16).
+FETCH_BARE = FETCH.replace("m.embedding", "NULL::vector")
+assert FETCH_BARE != FETCH
 #: The rows changed after a revision (up to a limit), each with its scoring columns if it
 #: is a held learning now (else NULLs).
 DELTA = (
@@ -126,8 +133,8 @@ def learnings_bytes(environ: Mapping[str, str] | None = None) -> int:
 
 @dataclass(frozen=True)
 class _Rows:
-    """Learnings as columns (one entry a row, any order): what a filter reads and the unit
-    vectors, as of the user's ``revision``."""
+    """Learnings as columns (one entry a row, any order): what a filter reads and the
+    vectors as stored, with the inverse of their lengths, as of the user's ``revision``."""
 
     revision: int
     ids: tuple[str, ...]
@@ -143,6 +150,7 @@ class _Rows:
     importance: np.ndarray[Any, np.dtype[np.float64]]
     pinned: np.ndarray[Any, np.dtype[np.bool_]]
     vectors: np.ndarray[Any, np.dtype[np.float32]]
+    inverse_norms: np.ndarray[Any, np.dtype[np.float32]]
     position: Mapping[str, int]
     #: the rows each filter asked for leaves out (:meth:`_dropped`)
     dropped: dict[MemoryFilter, np.ndarray[Any, np.dtype[np.intp]]] = field(
@@ -196,6 +204,7 @@ class _Rows:
         # einsum: one core's SIMD loop, ~1.5 ms at 22,000 x 384; OpenBLAS's gemv took 3-8 ms
         # of CPU over its threads for the same product (/tmp probe, session 16)
         scores = np.einsum("ij,j->i", self.vectors, query.astype(np.float32, copy=False))
+        scores *= self.inverse_norms  # cosine: the query is a unit vector
         dropped = self._dropped(flt)
         passing = len(self.ids) - dropped.size
         k = min(k, passing)
@@ -252,14 +261,14 @@ class _Rows:
         """Whether row ``at`` holds the scoring columns and vector of ``columns``."""
         one = _columns(self.revision, [columns])
         return all(
-            getattr(one, name)[0] == getattr(self, name)[at] for name in _ARRAYS[:-1]
+            getattr(one, name)[0] == getattr(self, name)[at] for name in _ARRAYS[:-2]
         ) and bool(np.array_equal(one.vectors[0], self.vectors[at]))
 
 
 #: The array fields of :class:`_Rows`, in its order.
 _ARRAYS = (
     "seq", "kind", "memory_type", "project", "session_id", "key", "compressed", "muted",
-    "superseded", "importance", "pinned", "vectors",
+    "superseded", "importance", "pinned", "vectors", "inverse_norms",
 )  # fmt: skip
 
 
@@ -267,7 +276,7 @@ def _positions(ids: Sequence[str]) -> dict[str, int]:
     return {memory_id: i for i, memory_id in enumerate(ids)}
 
 
-def _unit_vectors(blobs: Sequence[bytes], out: np.ndarray[Any, Any] | None = None) -> Any:
+def _stored_vectors(blobs: Sequence[bytes], out: np.ndarray[Any, Any] | None = None) -> Any:
     """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
     of vectors of :data:`INDEXED_DIM`, joined and converted at once (into ``out``)."""
     joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
@@ -277,16 +286,28 @@ def _unit_vectors(blobs: Sequence[bytes], out: np.ndarray[Any, Any] | None = Non
     return out
 
 
+def _with_vector(row: tuple[Any, ...], rows: _Rows) -> Memory | None:
+    """The memory of a row read without its vector (:data:`FETCH_BARE`), its vector taken
+    from ``rows`` (read in the same snapshot, so the same bits); ``None`` if ``rows`` holds
+    no such learning (it stopped being one: it is not ranked either)."""
+    at = rows.position.get(row[0])
+    if at is None:
+        return None
+    vector = rows.vectors[at].copy()  # its own array: a memory outlives any snapshot
+    return from_row((*row[:_EMBEDDING], vector, *row[_EMBEDDING + 1 :]))
+
+
 def _columns(
     revision: int, rows: Sequence[tuple[Any, ...]], vectors: np.ndarray[Any, Any] | None = None
 ) -> _Rows:
     """:class:`_Rows` of rows read as :data:`_COLUMNS` (``vectors``: theirs, already read),
-    their vectors scaled to length 1 (cosine is then a dot product)."""
+    with the inverse of each vector's length (a cosine is then a product and a scale)."""
     n = len(rows)
     if vectors is None:
-        vectors = _unit_vectors([row[12] for row in rows])
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    np.divide(vectors, norms, out=vectors, where=norms > 0)
+        vectors = _stored_vectors([row[12] for row in rows])
+    norms = np.linalg.norm(vectors, axis=1)
+    inverse = np.zeros(n, dtype=np.float32)
+    np.divide(1.0, norms, out=inverse, where=norms > 0)
 
     def objects(at: int) -> np.ndarray[Any, np.dtype[np.object_]]:
         column = np.empty(n, dtype=object)
@@ -311,6 +332,7 @@ def _columns(
         importance=np.fromiter((float(row[10]) for row in rows), dtype=np.float64, count=n),
         pinned=np.fromiter((bool(row[11]) for row in rows), dtype=np.bool_, count=n),
         vectors=vectors,
+        inverse_norms=inverse,
         position=_positions(ids),
     )
 
@@ -367,22 +389,25 @@ class Learnings:
         if rows is None:
             return None
         top = rows.nearest(query, k, flt)
-        revision, delta, found = self._read(user_id, rows.revision, [i for i, _ in top])
+        revision, delta, bare = self._read(user_id, rows.revision, [i for i, _ in top])
         if len(delta) > DELTA_ROWS:
             self.drop(user_id)
             self.calls["by_sql"] += 1
             self.start_load(user_id)
             return None
+        now = rows
         if revision != rows.revision and delta:
             now = rows.changed(revision, delta)
             self._publish(user_id, now)
             if now.ids is not rows.ids:  # a scoring column or a vector changed: rank again
                 top = now.nearest(query, k, flt)
-                missing = [memory_id for memory_id, _ in top if memory_id not in found]
-                if missing:
-                    found.update(self._fetch(user_id, missing))
-                    self.calls["fetched_again"] += 1
             self.calls["caught_up"] += 1
+        # the rows read in the delta's snapshot take their vectors from the rows as of it
+        found = {m.id: m for m in (_with_vector(row, now) for row in bare) if m is not None}
+        missing = [memory_id for memory_id, _ in top if memory_id not in found]
+        if missing:
+            found.update(self._fetch(user_id, missing))
+            self.calls["fetched_again"] += 1
         self.calls["served"] += 1
         return [
             (found[memory_id], score)
@@ -392,9 +417,10 @@ class Learnings:
 
     def _read(
         self, user_id: str, since: int, ids: Sequence[str]
-    ) -> tuple[int, list[tuple[Any, ...]], dict[str, Memory]]:
+    ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """In one snapshot and one round trip: the user's revision, the rows changed after
-        ``since`` (up to one more than :data:`DELTA_ROWS`) and the memories of ``ids``."""
+        ``since`` (up to one more than :data:`DELTA_ROWS`) and the rows of ``ids`` without
+        their vectors (:data:`FETCH_BARE`)."""
         with self._connect() as conn:
             try:
                 with conn.pipeline():
@@ -403,18 +429,17 @@ class Learnings:
                     delta = conn.cursor(binary=True).execute(
                         DELTA, (list(LEARNING_KINDS), user_id, since, DELTA_ROWS + 1)
                     )
-                    rows = conn.cursor(binary=True).execute(FETCH, (user_id, list(ids)))
+                    rows = conn.cursor(binary=True).execute(FETCH_BARE, (user_id, list(ids)))
                     conn.execute("COMMIT")
             except BaseException:
                 with suppress(psycopg.Error):
                     conn.rollback()  # a no-op unless the transaction is still open
                 raise
             first = revision.fetchone()
-            changed = delta.fetchall()
-            memories = [from_row(row) for row in rows.fetchall()]
-        return int(first[0]) if first else 0, changed, {m.id: m for m in memories}
+            return int(first[0]) if first else 0, delta.fetchall(), rows.fetchall()
 
     def _fetch(self, user_id: str, ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories of ``ids`` with their vectors, as the database holds them now."""
         with self._connect() as conn, conn.cursor(binary=True) as cur:
             cur.execute(FETCH, (user_id, list(ids)))
             return {m.id: m for m in (from_row(row) for row in cur.fetchall())}
@@ -470,7 +495,7 @@ class Learnings:
                         named.execute(LOAD, (user_id, kinds))
                         while chunk := named.fetchmany(CHUNK_ROWS):
                             at = len(found)
-                            _unit_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
+                            _stored_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
                             found.extend(r[:12] for r in chunk)
                             del chunk
                 finally:
