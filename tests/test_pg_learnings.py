@@ -309,3 +309,10 @@ def test_a_held_search_is_one_round_trip_and_a_promotion_adds_none(
     syncs[0] = 0
     mine.search("alice", query, 10, TYPED)
     assert syncs[0] == 1  # caught up in the same round trip: nothing it ranks changed
+
+
+def test_the_rows_a_held_search_returns_are_read_without_their_vectors() -> None:
+    # the held matrix has them bit for bit (test_held_learnings_search_exactly_as_…)
+    assert "m.embedding" in postgres.sql.FETCH
+    assert "m.embedding" not in learnings.FETCH_BARE
+    assert learnings.FETCH_BARE.replace("NULL::vector", "m.embedding") == postgres.sql.FETCH

@@ -107,7 +107,6 @@ _EMBEDDING = COLUMNS.index("embedding")
 #: bit for bit (pgvector's float32s): ~150 kB less a search to send and convert (0.5 ms of
 #: the server's CPU and 0.5 of the client's, ``/tmp`` probe, session 16).
 FETCH_BARE = FETCH.replace("m.embedding", "NULL::vector")
-assert FETCH_BARE != FETCH
 #: The rows changed after a revision (up to a limit), each with its scoring columns if it
 #: is a held learning now (else NULLs).
 DELTA = (
