@@ -490,7 +490,7 @@ _REVISE = re.compile(
 #: orders table", "same but in typescript", "do the rest of the files the same way", "also
 #: the other two endpoints"): the development task it continues, once more.
 _REPEAT_WORK = re.compile(
-    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:thing |way )?for|the same way|"
+    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:(?!question|answer)\w+ )?for|the same way|"
     r"the rest of|the other (?:two|three|four|\d+) \w+)",
     re.I,
 )
@@ -546,6 +546,14 @@ _QUOTED_AFTER = re.compile(
     r"\b(?:fails?|failed|failing|says|shows|errors? out|throws|threw|raises|raised|"
     r"exits? with|dies with|crashes with)(?: with)?:\s*"
 )
+#: A tool's log line quoted inline ("`smp: request timed out (seq 3)`", "`selftest: sht40
+#: delta 1.8C > 0.3C`"): a lowercase tool name, a colon, then words.
+_LOG_LINE = re.compile(r"^[a-z][\w.-]*: [^\s:]+(?: [^\s]+){2,}$")
+_BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
+_INLINE_SPAN = re.compile(r"`([^`\n]+)`")
+#: The signal of a message asking for analysis in the seed's own words ("explain",
+#: "analyze", "review" …): its intent is not a guess, so no second opinion changes it.
+ASKS_ANALYSIS = "asks for analysis"
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -701,6 +709,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _REPAIR.match(body):
         return Intent.DEBUGGING
     if _EXPLAIN.search(body):
+        fired.append(ASKS_ANALYSIS)
         return Intent.ANALYSIS
     if _PROCEDURE.match(body):
         fired.append("procedure")  # "how do I roll back if the release is broken?"
@@ -827,6 +836,10 @@ def _complexity(
     return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
 
 
+#: A follow-up telling what to do next to what was built ("now do the WASM side of it too",
+#: "also handle the empty case"): "do" and "handle" as imperatives, which opening a question
+#: ("do we …") or naming a command they are not.
+_DO_PART = re.compile(r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! same\b)", re.I)
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 
@@ -841,7 +854,7 @@ def _produces(body: str) -> bool:
     ("now add tests for it", "Go with option 2 then. write it up")."""
     for sentence in _SENTENCE_END.split(body.strip()):
         rest = _OPENERS.sub("", sentence, count=1)
-        if _request(rest) or _REDO.match(rest):
+        if _request(rest) or _REDO.match(rest) or _DO_PART.match(rest):
             return True
     return False
 
@@ -867,6 +880,26 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
         return Complexity.SIMPLE
     prose = _prose(text)
     if has_code and len(prose) <= SNIPPET and not _SYSTEM.search(prose):
+        if _quotes_output(text):
+            # the code is what a compiler or a tool reported, not the user's snippet: the
+            # seed's "Debug this error", complex
+            fired.append("quoted output")
+            return Complexity.COMPLEX
         fired.append("snippet")
         return Complexity.MODERATE
     return Complexity.COMPLEX
+
+
+def _quotes_output(text: str) -> bool:
+    """Whether the code ``text`` quotes is a failure's output rather than code: a line of a
+    code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …"),
+    or an inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
+    for block in _BLOCK_BODY.findall(text):
+        for line in block.splitlines():
+            if _ERROR_LINE.match(line.strip()) or _ERROR_CODE.match(line.strip()):
+                return True
+    for span in _INLINE_SPAN.findall(text):
+        span = span.strip()
+        if _ERROR_LINE.match(span) or _ERROR_CODE.match(span) or _LOG_LINE.match(span):
+            return True
+    return False
