@@ -488,10 +488,11 @@ _REVISE = re.compile(
 )
 #: A follow-up asking for the same work again on something else ("now do the same for the
 #: orders table", "same but in typescript", "do the rest of the files the same way", "also
-#: the other two endpoints"): the development task it continues, once more.
+#: the other two endpoints", "same fix for the SHT40 path"; not "same question for …"): the
+#: development task it continues, once more.
 _REPEAT_WORK = re.compile(
-    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:(?!question|answer)\w+ )?for|the same way|"
-    r"the rest of|the other (?:two|three|four|\d+) \w+)",
+    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:(?!question|answer)\w+ )?for|"
+    r"the same way|the rest of|the other (?:two|three|four|\d+) \w+)",
     re.I,
 )
 #: Restructuring a whole unit ("port the feature pipeline from pandas to polars", "refactor
