@@ -548,8 +548,9 @@ _QUOTED_AFTER = re.compile(
     r"exits? with|dies with|crashes with)(?: with)?:\s*"
 )
 #: A tool's log line quoted inline ("`smp: request timed out (seq 3)`", "`selftest: sht40
-#: delta 1.8C > 0.3C`"): a lowercase tool name, a colon, then words.
-_LOG_LINE = re.compile(r"^[a-z][\w.-]*: [^\s:]+(?: [^\s]+){2,}$")
+#: delta 1.8C > 0.3C`"): a lowercase tool name, a colon, then words, not code (no "=", ";" or
+#: braces: "`if: github.ref == 'refs/heads/main'`" is a line of a workflow).
+_LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}])")
 _BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
 _INLINE_SPAN = re.compile(r"`([^`\n]+)`")
 #: The signal of a message asking for analysis in the seed's own words ("explain",
@@ -838,9 +839,10 @@ def _complexity(
 
 
 #: A follow-up telling what to do next to what was built ("now do the WASM side of it too",
-#: "also handle the empty case"): "do" and "handle" as imperatives, which opening a question
-#: ("do we …") or naming a command they are not.
-_DO_PART = re.compile(r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! same\b)", re.I)
+#: "also handle the empty case"), not a question ("do those run in parallel?").
+_DO_PART = re.compile(
+    r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I
+)
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 
@@ -855,7 +857,7 @@ def _produces(body: str) -> bool:
     ("now add tests for it", "Go with option 2 then. write it up")."""
     for sentence in _SENTENCE_END.split(body.strip()):
         rest = _OPENERS.sub("", sentence, count=1)
-        if _request(rest) or _REDO.match(rest) or _DO_PART.match(rest):
+        if _request(rest) or _REDO.match(rest) or (_DO_PART.match(rest) and not _asks(rest)):
             return True
     return False
 
