@@ -926,3 +926,17 @@ def test_a_follow_up_asking_for_more_of_the_work_is_moderate(message: str, turn:
 def test_a_follow_up_asking_again_or_about_it_stays_simple(message: str, turn: int) -> None:
     result = classify(message, turn=turn)
     assert (result.intent, result.complexity) == (CON, S), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Help me understand the full login and signup flow",
+     "explain the whole build & release process"],
+)  # fmt: skip
+def test_the_full_flow_of_two_joined_parts_is_deep_like_the_seeds_full_auth_flow(
+    message: str,
+) -> None:
+    """The seed's "Help me understand the full auth flow" (higher complexity, lower
+    thresholds) with a subject of two parts."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, D), result.signals

@@ -387,9 +387,9 @@ _ANAPHORA = re.compile(
 
 _DEEP = re.compile(
     r"\b(?:architecture|architect\w*|system design|design (?:of|for) the|overall|"
-    r"(?:entire|whole|full|complete)[- ](?:\w+ )?(?:system|codebase|project|pipeline|app|stack|"
-    r"platform|flow|path|process|lifecycle|chain|journey|design|data model|infrastructure|"
-    r"infra)|end[- ]to[- ]end|"
+    r"(?:entire|whole|full|complete)[- ](?:\w+ )?(?:(?:and|&) \w+ )?(?:system|codebase|project|"
+    r"pipeline|app|stack|platform|flow|path|process|lifecycle|chain|journey|design|data model|"
+    r"infrastructure|infra)|end[- ]to[- ]end|"
     r"how everything fits|big picture|roadmap|"
     r"from (?:\S+ ){1,3}(?:all the way )?to (?:\S+ ){0,3}(?:production|prod)(?: \w+)?)\b",
     re.IGNORECASE,
