@@ -940,3 +940,23 @@ def test_the_full_flow_of_two_joined_parts_is_deep_like_the_seeds_full_auth_flow
     thresholds) with a subject of two parts."""
     result = classify(message)
     assert (result.intent, result.complexity) == (ANA, D), result.signals
+
+
+@pytest.mark.parametrize(
+    "message", ["How are the signing keys stored?", "how is the reports bucket partitioned?"]
+)
+def test_how_a_thing_is_set_up_is_a_simple_fact_not_a_how_to(message: str) -> None:
+    """A question in the passive about how one part is set up is a single concept, like the
+    seed's simple "What port does this run on?"."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (QUE, S), result.signals
+    assert "how it is" in result.signals and "how-to" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message", ["How do I rotate the signing keys?", "how are you supposed to rotate the keys?"]
+)
+def test_how_to_do_something_is_still_a_moderate_how_to(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (QUE, M), result.signals
+    assert "how-to" in result.signals

@@ -506,6 +506,14 @@ _RESTRUCTURE = re.compile(
 )
 #: A question asking for the way or the command to do something ("is there a way to run
 #: the tests without the board", "need the command to rotate the cert"): a procedure.
+#: A question about how a thing is set up, in the passive ("How is the internal flash
+#: partitioned?", "how are secrets injected into the pods?"): a fact about one part, like
+#: the seed's simple "What port does this run on?", not a procedure someone follows ("how
+#: are we supposed to rotate the keys?").
+_HOW_IT_IS = re.compile(
+    r"^how (?:is|are|was|were) (?!(?:i|we|you|they|one)\b)(?:[\w-]+ ){1,4}?[a-z]+(?:ed|en)\b",
+    re.I,
+)
 _WAY_TO = re.compile(
     r"^(?:is there (?:a|an|any) (?:way|command|script|flag|option|trick) to|"
     r"(?:i |we )?(?:need|want) the (?:command|steps|script|way) to)\b",
@@ -829,7 +837,9 @@ def _complexity(
         return Complexity.SIMPLE
     asks_how = (_HOW_TO.match(body) or _WAY_TO.match(body)
                 or _ASKS_HOW.search(_final_question(body) or _first_sentence(body)))
-    if intent is Intent.QUESTION and asks_how:
+    if intent is Intent.QUESTION and asks_how and _HOW_IT_IS.match(body):
+        fired.append("how it is")  # a fact about how a thing is set up, not a procedure
+    elif intent is Intent.QUESTION and asks_how:
         fired.append("how-to")  # a procedure: the golden path and its pitfalls
         return Complexity.MODERATE
     if length < SHORT:
