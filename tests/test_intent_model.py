@@ -123,9 +123,12 @@ def _always(intent: Intent, width: int) -> im.Model:
                     np.zeros((width, len(im.INTENTS))), bias)  # fmt: skip
 
 
-def test_an_explicit_request_for_analysis_keeps_its_intent(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The seed's own analysis words ("review", "explain", "analyze") are not a guess: the
-    model's second opinion does not turn a review of a quoted diff into a bug report."""
+def test_an_explicit_request_for_analysis_or_code_keeps_its_intent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seed's own analysis and generation words ("review", "explain", "analyze"; "write",
+    "create", "implement") are not a guess: the model's second opinion does not turn a review
+    of a quoted diff into a bug report, nor "Write the … post" into a discussion."""
     review = (
         "Review this change to the exporter:\n```rust\n+    pub fn rows(&self) -> usize {\n"
         "+        self.rows.len()\n+    }\n```"
@@ -135,6 +138,9 @@ def test_an_explicit_request_for_analysis_keeps_its_intent(monkeypatch: pytest.M
     width = im.features(rules, review, np.zeros(384)).shape[0]
     monkeypatch.setattr(im, "load", lambda path=im.MODEL_FILE: _always(Intent.DEBUGGING, width))
     assert im.refine(rules, review, np.zeros(384), MODEL_ID) is rules
+    write = "Write the announcement post for 3.1."
+    assert "asks to write" in classify(write).signals
+    assert im.refine(classify(write), write, np.zeros(384), MODEL_ID).intent is Intent.GENERATION
     other = "Critique the proposed schema for multi-currency invoices"  # no analysis verb
     read = im.refine(classify(other), other, np.zeros(384), MODEL_ID)
     assert read.intent is Intent.DEBUGGING

@@ -561,9 +561,13 @@ _QUOTED_AFTER = re.compile(
 _LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}])")
 _BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
 _INLINE_SPAN = re.compile(r"`([^`\n]+)`")
-#: The signal of a message asking for analysis in the seed's own words ("explain",
-#: "analyze", "review" …): its intent is not a guess, so no second opinion changes it.
+#: The signals of a message asking for analysis or for code in the seed's own words
+#: ("explain", "analyze", "review" …; "write", "create", "implement" opening a request): its
+#: intent is not a guess, so no second opinion changes it (:data:`DECIDED`).
 ASKS_ANALYSIS = "asks for analysis"
+ASKS_WRITING = "asks to write"
+DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING})
+_WRITE = re.compile(_POLITE + r"(?:write|create|implement)\b", re.I)
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -730,6 +734,8 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     ask = _final_question(body)
     need = _NEED.match(body) or _NAMED_NEED.match(body)
     if _request(body) or (need and not _ASKS_HOW.search(ask)):
+        if _WRITE.match(body):
+            fired.append(ASKS_WRITING)
         return Intent.GENERATION
     if ask and not symptom and _request(ask):
         fired.append("request in the final question")
