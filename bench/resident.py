@@ -17,7 +17,9 @@ for the approximate index, runs ``--queries`` more calls, and reports
   ``rssfile_mb`` and ``vmhwm_mb``: its anonymous and file-backed parts, and the peak;
   ``rss_trimmed_mb`` right after asking glibc to hand back what it keeps freed
   (``malloc_trim(0)``): what the process holds live, without the allocator's retention,
-  which varies by tens of MB from one run to the next;
+  which varies by tens of MB from one run to the next; ``trim_ms`` that trim's thread CPU;
+- ``rss_calls_median_mb`` / ``rss_calls_max_mb``: ``VmRSS`` after each of the calls, their
+  median and largest (what the process holds while serving, not at one moment);
 - ``sqlite_mb``: what SQLite's allocator holds (``sqlite3_memory_used``: page caches,
   statements); ``malloc_free_mb``: what glibc's arenas hold freed (``mallinfo2``'s
   ``fordblks``, before the trim);
@@ -82,14 +84,18 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         indexed = bool(engine.store.wait_for_index(USER))  # type: ignore[attr-defined]
         rss_ready = rss_mb()
         cpu, wall = time.process_time(), time.perf_counter()
+        during = []
         for query in queries[1:]:
             engine.context(query, USER, now=common.NOW)
+            during.append(rss_mb())
         calls = max(1, len(queries) - 1)
         per_call = {"cpu_ms_per_call": (time.process_time() - cpu) * 1000.0 / calls,
                     "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls}  # fmt: skip
         rss = rss_mb()
         status = {**_status(), **_allocators()}
+        trim_cpu = time.thread_time()
         ctypes.CDLL("libc.so.6").malloc_trim(0)  # what glibc keeps freed, handed back
+        trim_cpu = time.thread_time() - trim_cpu
         rss_trimmed = rss_mb()
         traced, peak = tracemalloc.get_traced_memory() if spec.get("traced") else (0, 0)
         top = _top_sites(tracemalloc.take_snapshot()) if spec.get("traced") else []
@@ -106,6 +112,9 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "rss_mb": rss,
         "rss_store_mb": round(rss - rss_model, 1),
         "rss_trimmed_mb": rss_trimmed,
+        "trim_ms": round(trim_cpu * 1000.0, 2),
+        "rss_calls_median_mb": statistics.median(during) if during else rss,
+        "rss_calls_max_mb": max(during, default=rss),
         **status,
         **(
             {
