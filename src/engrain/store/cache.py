@@ -293,10 +293,7 @@ class UserCache:
         ann = self._ann_rows(snapshot)
         if ann is not None:
             part, expected = self._part_rows(snapshot, searches)
-            found = approximate(arrays, ann, query, searches, self._mask, part, expected)
-            if len(arrays) >= HEAP_RELEASE_ROWS:
-                heap.served()  # what calls free, handed back now and then (store/heap.py)
-            return found
+            return approximate(arrays, ann, query, searches, self._mask, part, expected)
         with single_threaded_blas():
             sims = arrays.products(query)
         return [

@@ -9,16 +9,9 @@ the heap too. What is left is freed memory that still counts as resident: ~45 MB
 load at 100,000 (``bench/resident.py``). :func:`release` asks glibc to hand back every
 freed page (``malloc_trim(0)``: all arenas, free pages inside the heap included).
 
-It is called after the rare large events (a working set loaded from the file, an
-approximate index loaded, built or patched), and once every :data:`TRIM_EVERY` searches of
-large working sets (:func:`served`), never on every call: trimming walks the heap (~2 ms,
-up to ~15 ms when much is freed). Elsewhere than glibc (macOS, musl) it does nothing.
-
-A call on a large user frees blocks of 1-4 MiB and many small ones; glibc keeps the freed
-pages between live blocks resident, so a process serving calls holds 20-25 MB more after
-200 calls at 100,000 memories than right after a trim (``bench/resident.py``,
-docs/scale.md "Session 16 ... (h9)"). :func:`served` bounds that to what
-:data:`TRIM_EVERY` calls leave, for a cost per call of a trim divided by that count.
+It is called after the rare large events only (a working set loaded from the file, an
+approximate index loaded, built or patched), never per call: trimming walks the heap (a
+few milliseconds). Elsewhere than glibc (macOS, musl) it does nothing.
 
 A trim cannot hand back a page that still holds a live block. glibc maps a block on its
 own only when its free heap cannot hold it and the block is above its threshold, and each
@@ -38,7 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import itertools
 import logging
 import os
 import threading
@@ -64,11 +56,6 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 #: The threshold this process fixed (0: none yet); only ever raised.
 _fixed = 0
-#: Searches of large working sets between two trims (:func:`served`): a trim's ~2-15 ms
-#: spread over them is under 0.2 ms a call, against a call's ~20-40 ms of CPU at 100,000.
-TRIM_EVERY = 100
-#: Searches of large working sets this process served (:func:`served`).
-_served = itertools.count(1)
 
 
 def _libc(name: str, argtypes: list[Any], restype: Any) -> Any | None:
@@ -139,13 +126,3 @@ def release() -> bool:
     with _LOCK:
         trim(0)
     return True
-
-
-def served() -> bool:
-    """Count one search of a large working set; every :data:`TRIM_EVERY` th, :func:`release`
-    (on the caller's thread). Whether this one trimmed. Threads counting at once each get
-    their own number (``itertools.count`` under the interpreter's lock), so one in
-    :data:`TRIM_EVERY` trims, whichever thread draws it."""
-    if next(_served) % TRIM_EVERY:
-        return False
-    return release()
