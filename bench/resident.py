@@ -213,16 +213,24 @@ def _parts(snapshot: Any) -> dict[str, Any]:
 
 
 def _run(
-    db: Path, workdir: Path, name: str, src: Path | None, queries: int, seed: int, traced: bool
+    db: Path,
+    workdir: Path,
+    name: str,
+    src: Path | None,
+    queries: int,
+    seed: int,
+    traced: bool,
+    extra_env: dict[str, str],
 ) -> dict[str, Any]:
     """:func:`serve` in a fresh interpreter on a copy of ``db`` (importing engrain from
-    ``src`` if given)."""
+    ``src`` if given, with ``extra_env`` added to its environment)."""
     copy = workdir / f"{name}.db"
     if not copy.exists():  # each tree keeps its own copy (and the indexes it saves there)
         shutil.copyfile(db, copy)
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(":")
+    env.update(extra_env)
     spec = {"db": str(copy), "queries": queries, "seed": seed, "recall": True, "traced": traced}
     done = subprocess.run(
         [sys.executable, __file__, "--serve", json.dumps(spec)],
@@ -268,6 +276,14 @@ def main() -> int:
         action="store_true",
         help="run tracemalloc (its bookkeeping then counts in the RSS)",
     )
+    parser.add_argument(
+        "--new-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the new tree's processes only (repeatable), "
+        "e.g. MALLOC_ARENA_MAX=2 against the baseline without it",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -275,13 +291,17 @@ def main() -> int:
         return 0
     if args.db is None or not args.db.is_file():
         parser.error("--db must name a SQLite file")
+    new_env = dict(item.split("=", 1) for item in args.new_env)
     trees: dict[str, list[dict[str, Any]]] = {"baseline": [], "new": []}
     with tempfile.TemporaryDirectory(prefix="engrain-resident-") as tmp:
         for round_ in range(args.warmup_rounds + args.rounds):
             for name, src in (("baseline", args.baseline_src), ("new", args.new_src)):
                 if name == "baseline" and src is None:
                     continue
-                result = _run(args.db, Path(tmp), name, src, args.queries, args.seed, args.traced)
+                extra = new_env if name == "new" else {}
+                result = _run(
+                    args.db, Path(tmp), name, src, args.queries, args.seed, args.traced, extra
+                )
                 if round_ >= args.warmup_rounds:
                     trees[name].append(result)
                 print(f"round {round_ + 1} {name}: {json.dumps(result)}", file=sys.stderr)
@@ -291,6 +311,7 @@ def main() -> int:
         "queries": args.queries,
         "warmup_rounds": args.warmup_rounds,
         "traced": args.traced,
+        "new_env": new_env,
         **{name: _median(runs) for name, runs in trees.items() if runs},
         "machine": common.machine_info(),
     }
