@@ -13,6 +13,7 @@ from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
 from engrain.store.postgres import bm25
 from engrain.store.postgres.codec import Conn
+from engrain.tokens import spaced_count
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +308,26 @@ def _m008_row_changes(db: Conn) -> None:
     db.execute("CREATE INDEX row_changes_user_revision ON row_changes (user_id, revision)")
 
 
+def _m009_content_tokens(db: Conn) -> None:
+    # A memory's content_tokens (``Memory.content_tokens``: cl100k tokens of " " + content)
+    # kept with its row, so a call counts no line whose count is stored (SQLite's 007,
+    # docs/scale.md "Session 16"). Filled here for every row, inside the migration's
+    # transaction (counted in Python: the database has no cl100k), a chunk of rows per
+    # statement by primary key; rows written from here on carry it (``writes.write_body``);
+    # older trees refuse 009.
+    db.execute("ALTER TABLE memories ADD COLUMN content_tokens integer")
+    with db.cursor(name="engrain_m009") as rows, db.cursor() as out:
+        rows.execute("SELECT user_id, id, content FROM memories")
+        while chunk := rows.fetchmany(4_096):
+            out.execute(
+                "UPDATE memories m SET content_tokens = v.n "
+                "FROM unnest(%s::text[], %s::text[], %s::int[]) AS v(u, i, n) "
+                "WHERE m.user_id = v.u AND m.id = v.i",
+                ([u for u, _, _ in chunk], [i for _, i, _ in chunk],
+                 [spaced_count(c) for _, _, c in chunk]),
+            )  # fmt: skip
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
@@ -317,6 +338,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("006_memories_fillfactor", _m006_memories_fillfactor),
     ("007_learnings_graph", _m007_learnings_graph),
     ("008_row_changes", _m008_row_changes),
+    ("009_content_tokens", _m009_content_tokens),
 ]
 
 
