@@ -65,3 +65,31 @@ def test_the_working_set_carries_the_counts(pg_url: str) -> None:
         assert found["w01"].content_tokens == spaced_count("a changed note")
     finally:
         store.close()
+
+
+def test_a_large_table_is_left_to_fill_after_the_migration(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memories = [mem(f"b{i:02d}", content=f"batch note {i}") for i in range(12)]
+    store = PostgresStore(pg_url, pool_size=1)
+    try:
+        store.write(memories)
+        with store._pool.connection() as db:
+            db.execute("ALTER TABLE memories DROP COLUMN content_tokens")
+            db.execute("DELETE FROM migrations WHERE name = '009_content_tokens'")
+    finally:
+        store.close()
+    monkeypatch.setattr(schema, "FILL_IN_MIGRATION_MAX", 5)
+    upgraded = PostgresStore(pg_url, pool_size=1)
+    try:
+        assert set(_stored(upgraded).values()) == {None}  # left: counted at call time
+        assert all(m.content_tokens is None for m in upgraded.get("alice", ["b01", "b02"]))
+        upgraded.write(patches=[Patch("alice", "b01", {"content": "rewritten first"})])
+        assert _stored(upgraded)["b01"] == spaced_count("rewritten first")
+        assert schema.fill_content_tokens(pg_url, batch=5) == 11
+        assert _stored(upgraded) == {
+            m.id: spaced_count("rewritten first" if m.id == "b01" else m.content) for m in memories
+        }
+        assert schema.fill_content_tokens(pg_url) == 0
+    finally:
+        upgraded.close()
