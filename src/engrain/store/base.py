@@ -139,8 +139,9 @@ PATCHABLE: dict[str, tuple[tuple[type, ...], bool]] = {
 
 def counted(memory: Memory) -> Memory:
     """``memory`` with its ``content_tokens`` (:func:`~engrain.tokens.spaced_count` of its
-    content), counted here if it carries none: what every store writes and keeps."""
-    if memory.content_tokens is not None:
+    content), counted here if it carries none: what every store writes and keeps. A
+    content that is not a string is left for the store to refuse (its write's error)."""
+    if memory.content_tokens is not None or not isinstance(memory.content, str):
         return memory
     return memory.evolve(content_tokens=spaced_count(memory.content))
 

@@ -39,7 +39,16 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.model import Kind, MemoryType
-from engrain.store.columns import NO_COUNT, NO_TIME, Codes, Columns, Strings, Table, texts_digest
+from engrain.store.columns import (
+    NO_COUNT,
+    NO_TIME,
+    Codes,
+    Columns,
+    Strings,
+    Table,
+    counts_array,
+    texts_digest,
+)
 from engrain.store.postgres.codec import WITH_ACCESS, Conn
 
 #: Rows per fetch of the server-side cursor.
@@ -143,8 +152,10 @@ class TableBuilder:
             ]
             self._coded[name].append(np.array(codes, dtype=np.int32))
         arrays = self._arrays
-        for name in (*_INTS, *_FLOATS, *_FLAGS, *_COUNTS):
+        for name in (*_INTS, *_FLOATS, *_FLAGS):
             arrays[name].append(np.array(columns[_AT[name]], dtype=_DTYPES[name]))
+        for name in _COUNTS:
+            arrays[name].append(counts_array(columns[_AT[name]]))
         arrays["memory_type"].append(
             np.array([_TYPES[v] for v in columns[_AT["memory_type"]]], dtype=np.int8)
         )
