@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
-from engrain.model import Kind, Memory, MemoryType, Vector
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.recall import candidates as cand
 from engrain.recall.area import with_area
 from engrain.recall.assemble import (
@@ -589,7 +589,7 @@ def _layout(fmt: Format, compact: bool = True, grouped: bool = False) -> Layout:
     once, like a section's heading)."""
     if fmt is Format.TAGGED and grouped:
 
-        def day(memory: Memory) -> tuple[str, int]:
+        def day(memory: MemoryFields) -> tuple[str, int]:
             header = group_of(memory, compact)
             return header, header_tokens(header) if header else 0
 
@@ -598,7 +598,7 @@ def _layout(fmt: Format, compact: bool = True, grouped: bool = False) -> Layout:
         return Layout(wrapper_tokens())
     titles: dict[str, int] = {}
 
-    def section(memory: Memory) -> tuple[str, int]:
+    def section(memory: MemoryFields) -> tuple[str, int]:
         title = section_of(memory)
         if title not in titles:
             titles[title] = section_tokens(title)
@@ -647,7 +647,7 @@ def _costed(
     r: Ranked, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> ScoredMemory:
     cost = line_tokens(r.memory, fmt, year, compact, grouped)
-    return ScoredMemory(r.memory, r.score, r.similarity, cost)
+    return ScoredMemory(r.memory.built(), r.score, r.similarity, cost)
 
 
 class _Clock:

@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engrain.model import Memory, Vector
+from engrain.model import Memory, MemoryFields, Vector
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.lexical import tokenize
 
@@ -49,9 +49,11 @@ INCLUDE_MAX = 200
 
 @dataclass(frozen=True)
 class Candidate:
-    """A memory that may be injected, with the evidence for its relevance."""
+    """A memory that may be injected, with the evidence for its relevance; the memory as
+    its fields (:class:`~engrain.model.MemoryFields`: a row of a large user's working set
+    is built only if selection shows it)."""
 
-    memory: Memory
+    memory: MemoryFields
     similarity: float  # cosine with the query
     lexical: float  # BM25 / best BM25 of the query, in [0, 1]
     relevance: float  # the blend the scorers see

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engrain.model import Kind, Memory, MemoryType
+from engrain.model import Kind, MemoryFields, MemoryType
 from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
@@ -139,9 +139,9 @@ class Ranked(NamedTuple):
     """A scored candidate before its line is costed (costing every candidate's line is
     most of a call's time at 10,000 memories; selection costs only what it considers).
     A named tuple, not a frozen dataclass: every call makes one per candidate (~200), and
-    a tuple is built several times faster."""
+    a tuple is built several times faster. ``memory``: its fields, built once selected."""
 
-    memory: Memory
+    memory: MemoryFields
     score: float
     similarity: float
     relevance: float
@@ -154,7 +154,7 @@ class Layout:
     and that cost; ``None`` for the flat format)."""
 
     wrapper: int
-    section: Callable[[Memory], tuple[str, int]] | None = None
+    section: Callable[[MemoryFields], tuple[str, int]] | None = None
 
 
 class _Fill:
@@ -176,7 +176,7 @@ class _Fill:
         self.sections: set[str] = set()
         self.decisions: list[Decision] = []
 
-    def cost(self, memory: Memory, tokens: int) -> int:
+    def cost(self, memory: MemoryFields, tokens: int) -> int:
         """What adding ``memory`` costs: its line, a newline, the wrapper if it is the
         first line and a heading if it opens a section."""
         extra = 0 if self.count else self.layout.wrapper
@@ -322,9 +322,9 @@ def needed_relevance(used: int, budget: int) -> float:
 def select_gated(
     ranked: Sequence[Ranked],
     *,
-    line_tokens: Callable[[Memory], int],
+    line_tokens: Callable[[MemoryFields], int],
     token_budget: int,
-    line_floor: Callable[[Memory], int] | None = None,
+    line_floor: Callable[[MemoryFields], int] | None = None,
     intent: Intent,
     threshold_shift: float = 0.0,
     apply_threshold: bool = True,
@@ -370,7 +370,7 @@ def select_gated(
     partners = partners or {}
 
     def costed(r: Ranked) -> ScoredMemory:
-        return ScoredMemory(r.memory, r.score, r.similarity, line_tokens(r.memory))
+        return ScoredMemory(r.memory.built(), r.score, r.similarity, line_tokens(r.memory))
 
     leading = [r for r in ranked if r.memory.pinned and r.relevance >= PIN_MIN_RELEVANCE]
     lead_ids = {r.memory.id for r in leading}
