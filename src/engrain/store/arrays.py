@@ -11,7 +11,7 @@ and depend only on the columns they were computed from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
@@ -19,8 +19,8 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import built
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
+from engrain.store import built, found
 from engrain.store.ann import Keys, VectorIndex, memory_keys
 from engrain.store.base import MemoryFilter
 from engrain.store.coarse import Projection
@@ -166,8 +166,25 @@ class Arrays:
         that is not kept built is not read from the store a second time; else only those
         of the rows not kept built are read, in one go."""
         ids = self.ids.take(rows) if len(rows) else []
+        return built.rows_memories(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
+
+    def found_of(
+        self, rows: Sequence[int], vectors: Matrix | None = None
+    ) -> list[MemoryFields]:
+        """The fields of each of ``rows`` (``store/found.py``): the memory where it is built
+        already, else the row's columns read when asked, its memory built only if the
+        caller asks for it. ``vectors`` as for :meth:`memories_of`."""
+        ids = self.ids.take(rows) if len(rows) else []
+        return found.found(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
+
+    def _vectors_of(
+        self, rows: Sequence[int], ids: Sequence[str], vectors: Matrix | None
+    ) -> Callable[[int], Vector | None]:
+        """The vector of each of ``rows`` (by row) for building their memories: the
+        matrix's, ``vectors`` (the rows' own, in order), or for the rows not kept built
+        those read from the store in one go."""
         if self.matrix is not None or not len(rows):
-            return built.rows_memories(self.rows, rows, ids, self._vector)
+            return self._vector
         if vectors is not None:
             block, at = vectors, {row: i for i, row in enumerate(rows)}
         else:  # the vectors of the memories to build (a kept memory has its own)
@@ -184,7 +201,7 @@ class Arrays:
             found = at.get(row)  # None: dropped from the kept ones since (another thread)
             return block[found] if found is not None else self._vector(row)
 
-        return built.rows_memories(self.rows, rows, ids, vector)
+        return vector
 
     @property
     def dim(self) -> int:
