@@ -84,6 +84,7 @@ from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, with
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.recall.work import Work, with_work
 from engrain.store.base import FoundSearch, MemoryFilter, Store
+from engrain.store.found import built_all
 from engrain.store.reads import Reads
 
 __all__ = ["LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens"]
@@ -254,7 +255,7 @@ def gate(
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
         explain=explain, top_k=top_k,
-        layout=_layout(fmt, compact, grouped), partners=partners,
+        layout=_layout(fmt, compact, grouped), partners=partners, build=built_all,
     )  # fmt: skip
     clock.lap("select")
     text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)

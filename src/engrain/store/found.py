@@ -41,9 +41,9 @@ class Found:
     access, its vector given by the search that found it."""
 
     __slots__ = (
-        "__weakref__", "_at", "_base", "_content", "_created", "_event", "_last", "_memory",
-        "_position", "_rows", "_updated", "access_count", "embedding", "id", "kind",
-        "memory_type",
+        "__weakref__", "_at", "_base", "_content", "_created", "_domains", "_event", "_last",
+        "_memory", "_position", "_provenance", "_rows", "_updated", "access_count",
+        "embedding", "id", "kind", "memory_type",
     )  # fmt: skip
 
     def __init__(
@@ -67,6 +67,8 @@ class Found:
         self._created: datetime = _UNREAD
         self._updated: datetime = _UNREAD
         self._event: datetime | None = _UNREAD
+        self._domains: tuple[str, ...] | None = None
+        self._provenance: Provenance | None = None
         self._memory: Memory | None = None
 
     def __repr__(self) -> str:
@@ -115,7 +117,9 @@ class Found:
 
     @property
     def domains(self) -> tuple[str, ...]:
-        return self._base._domain(self._at)
+        if self._domains is None:
+            self._domains = self._base._domain(self._at)
+        return self._domains
 
     @property
     def session_id(self) -> str | None:
@@ -171,7 +175,9 @@ class Found:
 
     @property
     def provenance(self) -> Provenance:
-        return self._base._provenance_of(self._at)
+        if self._provenance is None:
+            self._provenance = self._base._provenance_of(self._at)
+        return self._provenance
 
     @property
     def content_hash(self) -> str:
