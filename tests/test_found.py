@@ -18,7 +18,7 @@ from engrain.embed import HashEmbedder
 from engrain.model import Kind, Memory, MemoryFields, Provenance
 from engrain.recall.gate import Gated, GateOptions, gate
 from engrain.store import columns
-from engrain.store.base import ALL, FoundSearch
+from engrain.store.base import ALL, FoundSearch, Patch
 from engrain.store.found import Found, built_all
 from engrain.store.sqlite import SQLiteStore
 from tests.test_columnar import NOW, USER, _image_saved
@@ -151,7 +151,8 @@ def test_the_gate_shows_the_same_block_building_only_what_it_shows(
             assert isinstance(store, FoundSearch)
             got = _gated(store, message, explain=explain, budget=budget)
             decoded = store._cache(USER).snapshot.arrays.rows.decoded  # type: ignore[union-attr]
-            built = set(decoded._entries)
+            found = decoded._found.values()
+            built = {*decoded._entries, *(f.id for f in found if f._memory is not None)}
         assert got.text == want.text and got.tokens_used == want.tokens_used
         assert [s.memory for s in got.selected] == [s.memory for s in want.selected]
         assert [(s.score, s.similarity, s.tokens) for s in got.selected] == [
@@ -166,3 +167,24 @@ def test_the_gate_shows_the_same_block_building_only_what_it_shows(
             assert built == {s.memory.id for s in pool}
         else:
             assert built == shown
+
+
+def test_a_row_found_is_found_again_with_its_new_count_and_fields(varied: Path) -> None:
+    query = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    with closing(SQLiteStore(varied, ann_min_vectors=None)) as store:
+        (first,) = store.search_found(USER, query, [(14, ALL)])
+        rows = {f.id: f for f, _ in first}
+        assert all(isinstance(f, Found) for f in rows.values())
+        (again,) = store.search_found(USER, query, [(14, ALL)])
+        assert all(f is rows[f.id] for f, _ in again)  # kept: found once
+        store.record_uses(USER, ["m1", "m1"], NOW + timedelta(days=3))
+        store.write(patches=[Patch(USER, "m2", {"content": "rewritten", "importance": 0.9})])
+        (after,) = store.search_found(USER, query, [(14, ALL)])
+        now = {f.id: f for f, _ in after}
+        assert now["m1"] is not rows["m1"] and now["m2"] is not rows["m2"]
+        assert now["m1"].access_count == rows["m1"].access_count + 2
+        assert now["m1"].last_accessed_at == NOW + timedelta(days=3)
+        assert (now["m2"].content, now["m2"].importance) == ("rewritten", 0.9)
+        assert now["m3"] is rows["m3"]  # unchanged, still kept
+        for fields in now.values():
+            _same_fields(fields, store.get(USER, [fields.id])[0])

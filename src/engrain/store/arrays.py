@@ -185,12 +185,14 @@ class Arrays:
         those read from the store in one go."""
         if self.matrix is not None or not len(rows):
             return self._vector
+        kept: dict[int, Vector] = {}
         if vectors is not None:
             block, at = vectors, {row: i for i, row in enumerate(rows)}
-        else:  # the vectors of the memories to build (a kept memory has its own)
-            decoded = self.rows.decoded
-            todo = [row for row, memory_id in zip(rows, ids, strict=True)
-                    if self.has_vector[row] and decoded.get(memory_id) is None]  # fmt: skip
+        else:  # the vectors of the rows to build or find (a kept one has its own)
+            for row, fields in zip(rows, self.rows.decoded.fields_many(ids), strict=True):
+                if fields is not None and fields.embedding is not None:
+                    kept[row] = fields.embedding
+            todo = [row for row in rows if self.has_vector[row] and row not in kept]
             block = self.vectors(np.asarray(todo, dtype=np.intp), texts=True)
             at = {row: i for i, row in enumerate(todo)}
         block.flags.writeable = False
@@ -198,8 +200,12 @@ class Arrays:
         def vector(row: int) -> Vector | None:
             if not self.has_vector[row]:
                 return None
-            found = at.get(row)  # None: dropped from the kept ones since (another thread)
-            return block[found] if found is not None else self._vector(row)
+            found = at.get(row)
+            if found is not None:
+                read: Vector = block[found]
+                return read
+            # kept, or (None) dropped from the kept ones since by another thread: read it
+            return kept[row] if row in kept else self._vector(row)
 
         return vector
 

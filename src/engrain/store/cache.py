@@ -282,8 +282,9 @@ class UserCache:
     def search_many(
         self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
     ) -> list[list[tuple[Memory, float]]]:
-        """:meth:`search` for each ``(k, flt)``: :meth:`search_found`'s, built."""
-        return [_built(found) for found in self.search_found(vector, searches)]
+        """:meth:`search` for each ``(k, flt)``: :meth:`search_found`'s, built (and kept)."""
+        snapshot = self._built()
+        return [_built(found, snapshot) for found in self._search(snapshot, vector, searches)]
 
     def search_found(
         self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
@@ -293,7 +294,12 @@ class UserCache:
         with the matrix (the gate asks for a candidate pool and every learning at once);
         through the approximate index for a large user once it is ready (see the module
         docstring)."""
-        snapshot = self._built()
+        return self._search(self._built(), vector, searches)
+
+    def _search(
+        self, snapshot: Snapshot, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """:meth:`search_found` in ``snapshot``."""
         arrays = snapshot.arrays
         assert arrays is not None
         query = np.asarray(vector, dtype=np.float32)
@@ -333,13 +339,19 @@ class UserCache:
     ) -> list[tuple[Memory, float]]:
         """The ``k`` best BM25 matches passing ``flt`` (statistics over all the user's
         memories); memories sharing no term with ``text`` are left out."""
-        return _built(self.lexical_found(text, k, flt))
+        snapshot = self._built()
+        return _built(self._lexical_found(snapshot, text, k, flt), snapshot)
 
     def lexical_found(
         self, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[MemoryFields, float]]:
         """:meth:`lexical_search`, each match as its fields (``store/found.py``)."""
-        snapshot = self._built()
+        return self._lexical_found(self._built(), text, k, flt)
+
+    def _lexical_found(
+        self, snapshot: Snapshot, text: str, k: int, flt: MemoryFilter
+    ) -> list[tuple[MemoryFields, float]]:
+        """:meth:`lexical_found` in ``snapshot``."""
         arrays = snapshot.arrays
         assert arrays is not None
         if k <= 0 or not len(arrays):
@@ -586,9 +598,17 @@ class UserCache:
 HEAP_RELEASE_ROWS = 5_000
 
 
-def _built(found: Sequence[tuple[MemoryFields, float]]) -> list[tuple[Memory, float]]:
-    """Matches with their memories built (together: :func:`~engrain.store.found.built_all`)."""
-    memories = built_all([fields for fields, _ in found])
+def _built(
+    found: Sequence[tuple[MemoryFields, float]], snapshot: Snapshot
+) -> list[tuple[Memory, float]]:
+    """Matches found in ``snapshot`` with their memories built (together:
+    :func:`~engrain.store.found.built_all`) and kept, as a search that returns memories
+    has always kept them."""
+    if not found:
+        return []
+    assert snapshot.arrays is not None
+    built = built_all([fields for fields, _ in found])
+    memories = snapshot.arrays.rows.decoded.keep_many(built)
     return list(zip(memories, (score for _, score in found), strict=True))
 
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector
-from engrain.store.built import rows_memories
+from engrain.store.built import memories
 from engrain.store.columns import Columns, from_micros
 from engrain.store.rows import Rows
 
@@ -36,20 +36,22 @@ _UNREAD: Any = object()
 
 
 class Found:
-    """Row ``position`` of a working set (``rows``), loaded from ``base`` row ``at``: a
-    memory's fields (:class:`~engrain.model.MemoryFields`) read from the columns on first
-    access, its vector given by the search that found it."""
+    """Row ``at`` of a working set's loaded columns (``base``): a memory's fields
+    (:class:`~engrain.model.MemoryFields`) read from the columns on first access, its use
+    count and last use (microseconds) ``counts`` and its vector given by the search that
+    found it. Kept for the next searches (:meth:`~engrain.store.rows.Decoded.keep_found`,
+    dropped when its row changes or is counted), so what a thread writes into it is only
+    what any thread would read (a field read, the memory built)."""
 
     __slots__ = (
         "__weakref__", "_at", "_base", "_content", "_created", "_domains", "_event", "_last",
-        "_memory", "_position", "_provenance", "_rows", "_updated", "access_count",
-        "embedding", "id", "kind", "memory_type",
+        "_memory", "_provenance", "_updated", "access_count", "embedding", "id", "kind",
+        "memory_type",
     )  # fmt: skip
 
     def __init__(
         self,
-        rows: Rows,
-        position: int,
+        base: Columns,
         at: int,
         memory_id: str,
         counts: tuple[int, int],
@@ -57,8 +59,7 @@ class Found:
         kind: Kind,
         memory_type: MemoryType,
     ) -> None:
-        assert rows.base is not None
-        self._rows, self._base, self._position, self._at = rows, rows.base, position, at
+        self._base, self._at = base, at
         self.id = memory_id
         self.access_count, self._last = counts
         self.embedding = embedding
@@ -184,11 +185,12 @@ class Found:
         return self._base.content_hash[self._at]
 
     def built(self) -> Memory:
-        """The memory of this row (built once, and kept by the working set)."""
-        if self._memory is None:
-            embedding = self.embedding
-            self._memory = self._rows.memory(self._position, self.id, lambda: embedding)
-        return self._memory
+        """The memory of this row (built once)."""
+        memory = self._memory
+        if memory is None:
+            memory = self._base.memory(self._at, self.embedding, self.access_count, self._last)
+            self._memory = memory
+        return memory
 
 
 def found(
@@ -199,12 +201,14 @@ def found(
 ) -> list[MemoryFields]:
     """The fields of each of ``positions`` (whose ids are ``ids``; ``embedding(position)``
     gives a loaded row's vector): the memory itself where it is built already (kept, or an
-    object of ``rows``), else a :class:`Found` (texts kept in the store are read for all of
-    them at once, as for building them)."""
-    out: list[MemoryFields | None] = list(rows.decoded.get_many(ids))
+    object of ``rows``), the row as found by an earlier search if kept, else a new
+    :class:`Found`, kept (texts kept in the store are read for all of them at once, as for
+    building them)."""
+    decoded = rows.decoded
+    out: list[MemoryFields | None] = decoded.fields_many(ids)
     todo = [i for i, kept in enumerate(out) if kept is None]
     if not todo:
-        return [m for m in out if m is not None]
+        return [_memory_of(m) for m in out if m is not None]
     sources = rows.source[[positions[i] for i in todo]].tolist()
     from_base = [(i, at) for i, at in zip(todo, sources, strict=True) if at >= 0]
     for i, at in zip(todo, sources, strict=True):
@@ -217,14 +221,21 @@ def found(
         prefetch = getattr(base.content, "prefetch", None)
         if prefetch is not None:  # texts kept in the store: one read for all of them
             prefetch(source)
-        picked = [positions[i] for i, _ in from_base]
-        access, last = rows.counts.many(picked)
+        access, last = rows.counts.many([positions[i] for i, _ in from_base])
         kinds, types = _codes(base, source)
-        for n, (i, at) in enumerate(from_base):
-            position = positions[i]
-            out[i] = Found(rows, position, at, ids[i], (access[n], last[n]),
-                           embedding(position), kinds[n], types[n])  # fmt: skip
-    return [m for m in out if m is not None]
+        new = [Found(base, at, ids[i], (access[n], last[n]), embedding(positions[i]), kinds[n],
+                     types[n]) for n, (i, at) in enumerate(from_base)]  # fmt: skip
+        decoded.keep_found(new)
+        for (i, _), fields in zip(from_base, new, strict=True):
+            out[i] = fields
+    return [_memory_of(m) for m in out if m is not None]
+
+
+def _memory_of(fields: MemoryFields) -> MemoryFields:
+    """A row found whose memory was built since: that memory (its fields read directly)."""
+    if type(fields) is Found and fields._memory is not None:
+        return fields._memory
+    return fields
 
 
 def _codes(base: Columns, source: list[int]) -> tuple[list[Kind], list[MemoryType]]:
@@ -235,18 +246,18 @@ def _codes(base: Columns, source: list[int]) -> tuple[list[Kind], list[MemoryTyp
 
 
 def built_all(items: Sequence[MemoryFields]) -> list[Memory]:
-    """The memory of each of ``items``: rows found together are built together
-    (:func:`~engrain.store.built.rows_memories`, each column read once), as a search that
-    returns memories built them."""
-    todo = [f for f in items if isinstance(f, Found) and f._memory is None]
-    by_rows: dict[int, list[Found]] = {}
+    """The memory of each of ``items``: rows found in the same columns are built together
+    (:func:`~engrain.store.built.memories`, each column read once)."""
+    todo = [f for f in items if type(f) is Found and f._memory is None]
+    by_base: dict[int, list[Found]] = {}
     for f in todo:
-        by_rows.setdefault(id(f._rows), []).append(f)
-    for group in by_rows.values():
-        rows = group[0]._rows
-        vectors = {f._position: f.embedding for f in group}
-        memories = rows_memories(rows, [f._position for f in group], [f.id for f in group],
-                                 vectors.__getitem__)  # fmt: skip
-        for f, memory in zip(group, memories, strict=True):
-            f._memory = memory
+        by_base.setdefault(id(f._base), []).append(f)
+    for group in by_base.values():
+        built = memories(
+            group[0]._base, [f._at for f in group], [f.embedding for f in group],
+            [f.access_count for f in group], [f._last for f in group], [f.id for f in group],
+        )  # fmt: skip
+        for f, memory in zip(group, built, strict=True):
+            if f._memory is None:  # another thread may have been first: one object
+                f._memory = memory
     return [item.built() for item in items]

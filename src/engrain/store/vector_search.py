@@ -164,12 +164,13 @@ def subset_top(
 
 
 def scored_vectors(arrays: Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
-    """The vectors of candidate ``rows`` to score exactly: a memory kept built gives its
-    own (nothing read: ~20 % of a large user's candidates at 100,000 memories), the
-    others are read from the store with their texts (the best k are built)."""
+    """The vectors of candidate ``rows`` to score exactly: a memory kept built or a row
+    kept as an earlier search found it gives its own (nothing read: ~20 % of a large
+    user's candidates at 100,000 memories), the others are read from the store with their
+    texts."""
     if arrays.matrix is not None or not len(rows):
         return arrays.vectors(rows, texts=True)
-    kept = arrays.rows.decoded.get_many(arrays.ids.take(rows))
+    kept = arrays.rows.decoded.fields_many(arrays.ids.take(rows))
     dim = arrays.dim
     have = np.array([m is not None and m.embedding is not None and m.embedding.shape == (dim,)
                      for m in kept], dtype=bool)  # fmt: skip
