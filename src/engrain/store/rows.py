@@ -169,14 +169,14 @@ class Decoded:
     def keep_found(self, found: Sequence[MemoryFields]) -> None:
         """Keep these rows found (their memories not built) for the next searches."""
         with self._lock:
+            self._make_room(len(found))
             kept = self._found
             for fields in found:
-                self._make_room()
                 kept.setdefault(fields.id, fields)
 
-    def _make_room(self) -> None:
-        """Start over when full (the lock held)."""
-        if len(self._entries) + len(self._found) >= DECODED_MAX:
+    def _make_room(self, more: int = 1) -> None:
+        """Start over when ``more`` would not fit (the lock held)."""
+        if len(self._entries) + len(self._found) + more > DECODED_MAX:
             self._entries.clear()
             self._found.clear()
 
