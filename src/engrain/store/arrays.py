@@ -168,9 +168,7 @@ class Arrays:
         ids = self.ids.take(rows) if len(rows) else []
         return built.rows_memories(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
 
-    def found_of(
-        self, rows: Sequence[int], vectors: Matrix | None = None
-    ) -> list[MemoryFields]:
+    def found_of(self, rows: Sequence[int], vectors: Matrix | None = None) -> list[MemoryFields]:
         """The fields of each of ``rows`` (``store/found.py``): the memory where it is built
         already, else the row's columns read when asked, its memory built only if the
         caller asks for it. ``vectors`` as for :meth:`memories_of`."""
