@@ -151,18 +151,21 @@ class Decoded:
         return [entries.get(memory_id) or found.get(memory_id) for memory_id in ids]
 
     def keep(self, memory: Memory) -> Memory:
-        """Keep ``memory``; the one kept for its id (another thread may have been first)."""
+        """Keep ``memory``; the one kept for its id (another thread may have been first).
+        A row found for it is no longer kept: the memory has its fields."""
         with self._lock:
             self._make_room()
+            self._found.pop(memory.id, None)
             return self._entries.setdefault(memory.id, memory)
 
     def keep_many(self, memories: Sequence[Memory]) -> list[Memory]:
         """:meth:`keep` of each of ``memories``, under one hold of the lock."""
         with self._lock:
-            entries = self._entries
+            entries, found = self._entries, self._found
             out = []
             for memory in memories:
                 self._make_room()
+                found.pop(memory.id, None)
                 out.append(entries.setdefault(memory.id, memory))
             return out
 
