@@ -25,7 +25,7 @@ from typing import Any
 
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector
 from engrain.store.built import memories
-from engrain.store.columns import Columns, from_micros
+from engrain.store.columns import NO_COUNT, Columns, from_micros
 from engrain.store.rows import Rows
 
 __all__ = ["Found", "built_all", "found"]
@@ -183,6 +183,11 @@ class Found:
     @property
     def content_hash(self) -> str:
         return self._base.content_hash[self._at]
+
+    @property
+    def content_tokens(self) -> int | None:
+        count = int(self._base.content_tokens[self._at])
+        return None if count == NO_COUNT else count
 
     def built(self) -> Memory:
         """The memory of this row (built once)."""
