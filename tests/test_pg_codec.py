@@ -76,3 +76,11 @@ def test_the_vector_loader_keeps_every_bit_in_an_array_of_its_own() -> None:
     assert loaded.dtype == np.float32 and loaded.tobytes() == values.tobytes()
     data[4:8] = b"\x00\x00\x00\x00"  # the wire buffer reused: the array must not change
     assert loaded.tobytes() == values.tobytes() and loaded.flags.writeable
+
+
+def test_a_row_read_without_its_vector_takes_the_one_given() -> None:
+    held = np.ones(4, dtype=np.float32)
+    bare = codec.from_row(_row(embedding=None), held)
+    assert bare.embedding is held and bare == codec.from_row(_row(embedding=None))
+    own = np.zeros(4, dtype=np.float32)
+    assert codec.from_row(_row(embedding=own)).embedding is own  # none given: the row's

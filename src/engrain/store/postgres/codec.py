@@ -130,8 +130,9 @@ _MEMORY_TYPES = {t.value: t for t in MemoryType}
 _KINDS = {k.value: k for k in Kind}
 
 
-def from_row(r: Sequence[Any]) -> Memory:
-    """The memory of a row read with :data:`SELECT_COLUMNS` first."""
+def from_row(r: Sequence[Any], embedding: Vector | None = None) -> Memory:
+    """The memory of a row read with :data:`SELECT_COLUMNS` first; with ``embedding``, that
+    vector instead of the row's (a row read without it: no second tuple to build)."""
     return Memory(
         id=r[0], user_id=r[1], project=r[2], content=r[3],
         memory_type=_MEMORY_TYPES[r[4]], kind=_KINDS[r[5]], domains=tuple(r[6]),
@@ -140,7 +141,7 @@ def from_row(r: Sequence[Any]) -> Memory:
         usefulness=r[14], access_count=r[15], last_accessed_at=_from_ts(r[16]), pinned=r[17],
         muted=r[18], promoted_at=_from_ts(r[19]), compressed=r[20], compression_source=r[21],
         source_session_id=r[22], provenance=_provenance(r[23]), content_hash=r[24],
-        embedding=r[25], superseded_by=r[26],
+        embedding=r[25] if embedding is None else embedding, superseded_by=r[26],
     )  # fmt: skip
 
 
