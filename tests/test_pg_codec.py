@@ -30,7 +30,7 @@ def _row(**values: Any) -> tuple[Any, ...]:
         "last_accessed_at": CREATED, "pinned": False, "muted": False, "promoted_at": None,
         "compressed": False, "compression_source": False, "source_session_id": None,
         "provenance": codec._NO_PROVENANCE, "content_hash": "h", "embedding": None,
-        "superseded_by": None,
+        "superseded_by": None, "content_tokens": 1,
     }  # fmt: skip
     row.update(values)
     return tuple(row[c] for c in codec.COLUMNS)
@@ -63,7 +63,7 @@ def test_a_row_decodes_to_the_memory_it_stores() -> None:
         access_count=3, last_accessed_at=CREATED.astimezone(UTC), provenance=Provenance(),
         content_hash="h",
     )  # fmt: skip
-    assert m.created_at.tzinfo is UTC and m.embedding is vector
+    assert m.created_at.tzinfo is UTC and m.embedding is vector and m.content_tokens == 1
 
 
 def test_the_vector_loader_keeps_every_bit_in_an_array_of_its_own() -> None:

@@ -212,6 +212,12 @@ class Memory:
     provenance: Provenance = field(default_factory=Provenance)
     content_hash: str = ""
     embedding: Vector | None = field(default=None, compare=False, repr=False)
+    #: ``count_tokens(" " + content)``: the cl100k tokens of the content as it follows a
+    #: line's prefix (``[TYPE] …``), kept with the row so that selection and assembly need
+    #: not count it (SQLite migration 007, PostgreSQL 009; ``recall/lines.py``). ``None``
+    #: where not known (a memory not yet written); a store fills it when it writes the
+    #: memory. Derived from ``content``: :meth:`evolve` drops it when the content changes.
+    content_tokens: int | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def new(
@@ -234,7 +240,11 @@ class Memory:
         )  # fmt: skip
 
     def evolve(self, **changes: Any) -> Memory:
-        """A copy with ``changes`` applied."""
+        """A copy with ``changes`` applied; new content without its own ``content_tokens``
+        drops the count (it was the old content's)."""
+        content = changes.get("content", self.content)
+        if content != self.content and "content_tokens" not in changes:
+            changes["content_tokens"] = None
         return replace(self, **changes)
 
     @property

@@ -229,6 +229,45 @@ def item_line(
     return render_item(memory, year, compact)
 
 
+def stored_line_tokens(
+    memory: Memory,
+    fmt: Format,
+    year: int | None = None,
+    compact: bool = True,
+    grouped: bool = False,
+) -> int | None:
+    """``count_tokens(item_line(memory, fmt, year, compact, grouped))`` from the count kept
+    with the memory's row (``Memory.content_tokens``, the count of ``" " + content``) and
+    the counts of what its line adds around the content, without counting the content
+    again; ``None`` when the memory carries no count or its line is of another shape (a
+    conversation chunk: compacted, or under a day header; a conflict's note; a
+    ``sections`` item whose content ends in whitespace), which the caller counts.
+
+    The rule is :func:`~engrain.tokens.count_with_suffix`'s: a space after a character
+    other than whitespace always starts a cl100k piece, and the pieces on either side of
+    such a space do not depend on the other side. A line ``[TYPE] content`` (or
+    ``[EPISODIC] 2023-05-25: content``, ``- Jan 15: content``) is a stem ending in ``]``,
+    ``:`` or ``-`` followed by ``" " + content``; ``- content (learned: Jan 15)`` adds a
+    suffix starting with a space after the content's last character. Each stem and suffix
+    is one of few strings (``count_tokens`` remembers them). Tested against
+    ``count_tokens(item_line(…))`` in ``tests/test_content_tokens.py``."""
+    spaced = memory.content_tokens
+    if spaced is None or memory.provenance.turn_ids or conflicts_of(memory):
+        return None
+    if fmt is Format.TAGGED:
+        stem = f"[{memory.memory_type.value.upper()}]"
+        if memory.memory_type is MemoryType.EPISODIC:
+            stem += f" {memory.when.date().isoformat()}:"
+        return count_tokens(stem) + spaced
+    if memory.kind is Kind.EVENT or memory.event_at is not None:
+        return count_tokens(f"- {short_date(memory.when, year)}:") + spaced
+    content = memory.content
+    if not content or content[-1].isspace():
+        return None
+    learned = f" (learned: {short_date(memory.created_at, year)})"
+    return count_tokens("-") + spaced + count_tokens(learned)
+
+
 # -- what the block costs beyond its lines ---------------------------------------------------
 
 OPEN = "<memory>\n"

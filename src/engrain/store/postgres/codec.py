@@ -119,7 +119,7 @@ def to_row(m: Memory, doc_length: int) -> tuple[Any, ...]:
         bool(m.compressed), bool(m.compression_source),
         m.source_session_id, json.dumps(m.provenance.to_dict()), m.content_hash,
         None if m.embedding is None else np.asarray(m.embedding, dtype=np.float32),
-        m.superseded_by, doc_length,
+        m.superseded_by, m.content_tokens, doc_length,
     )  # fmt: skip
 
 
@@ -142,6 +142,7 @@ def from_row(r: Sequence[Any], embedding: Vector | None = None) -> Memory:
         muted=r[18], promoted_at=_from_ts(r[19]), compressed=r[20], compression_source=r[21],
         source_session_id=r[22], provenance=_provenance(r[23]), content_hash=r[24],
         embedding=r[25] if embedding is None else embedding, superseded_by=r[26],
+        content_tokens=r[27],
     )  # fmt: skip
 
 
