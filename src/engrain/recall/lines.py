@@ -29,7 +29,7 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 
 from engrain.corrections import conflicts_of
-from engrain.model import Memory
+from engrain.model import MemoryFields
 from engrain.recall.assemble import Format, item_line, stored_line_tokens
 from engrain.tokens import count_tokens, min_tokens, splits_as_tokenized
 
@@ -53,7 +53,7 @@ def _zone(value: datetime | None) -> tzinfo | None:
 
 
 def signature(
-    memory: Memory, fmt: Format, year: int, compact: bool, grouped: bool
+    memory: MemoryFields, fmt: Format, year: int, compact: bool, grouped: bool
 ) -> tuple[object, ...]:
     """Everything ``item_line(memory, fmt, year, compact, grouped)`` reads, as plain values
     (enum members by their values, so the tuple holds nothing the collector tracks)."""
@@ -66,7 +66,7 @@ def signature(
 
 
 def line_cost(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> tuple[str, int]:
     """``item_line(memory, fmt, year, compact, grouped)`` and its ``count_tokens``,
     remembered per memory revision and rendering (:func:`signature`); the count from the
@@ -88,7 +88,7 @@ def line_cost(
 
 
 def line_floor(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
     """A lower bound of :func:`line_tokens` without counting: the count itself when it is
     known (remembered, or from the count kept with the row), else a count of words
@@ -124,7 +124,7 @@ def content_floor(content: str) -> int:
 
 
 def line_tokens(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
     """``count_tokens(item_line(memory, fmt, year, compact, grouped))``, remembered
     (:func:`line_cost`)."""

@@ -24,7 +24,7 @@ from typing import (
 )
 
 from engrain.errors import MigrationError, ValidationError
-from engrain.model import Kind, Memory, MemoryType, Vector
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.tokens import spaced_count
 
 #: A memory row's columns, in the order both SQL backends store them (the order of migration
@@ -317,6 +317,27 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections and files."""
+        ...
+
+
+@runtime_checkable
+class FoundSearch(Protocol):
+    """A store whose searches can give each match as its fields
+    (:class:`~engrain.model.MemoryFields`) instead of a built memory: a row of its working
+    set is read from its columns when asked and built only if the caller returns it
+    (``store/found.py``). The gate uses these when a store has them (SQLite); any other
+    store's memories are their own fields."""
+
+    def search_found(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """``search(user_id, vector, k, flt)`` for each ``(k, flt)``, as fields."""
+        ...
+
+    def lexical_found(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[MemoryFields, float]]:
+        """``lexical_search(user_id, text, k, flt)``, as fields."""
         ...
 
 

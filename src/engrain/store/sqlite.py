@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
-from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector, as_utc
 from engrain.store import (
     ann_kinds,
     built,
@@ -524,10 +524,23 @@ class SQLiteStore:
         """:meth:`search` for each ``(k, flt)``, from one product over the working set."""
         return self._cache(user_id).search_many(vector, searches)
 
+    def search_found(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """:meth:`search_many`, each match as its fields (``store/found.py``: the gate
+        builds the memories it shows)."""
+        return self._cache(user_id).search_found(vector, searches)
+
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
         return self._cache(user_id).lexical_search(text, k, flt)
+
+    def lexical_found(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[MemoryFields, float]]:
+        """:meth:`lexical_search`, each match as its fields (``store/found.py``)."""
+        return self._cache(user_id).lexical_found(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """An atomic ``access_count + 1`` per occurrence of each id; a deleted id matches no

@@ -63,7 +63,7 @@ import psycopg
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
-from engrain.store.postgres.codec import COLUMNS, Conn, from_row
+from engrain.store.postgres.codec import Conn, from_row
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
 
@@ -101,8 +101,6 @@ COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_LEARNING}{I
 #: dropped before the next one comes, so a load holds little more than what it keeps.
 CHUNK_ROWS = 2_048
 REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
-#: Where a memory's vector is in :data:`~engrain.store.postgres.codec.SELECT_COLUMNS`.
-_EMBEDDING = COLUMNS.index("embedding")
 #: :data:`~engrain.store.postgres.sql.FETCH` without the vectors, which the held rows have
 #: bit for bit (pgvector's float32s): ~150 kB less a search to send and convert (0.5 ms of
 #: the server's CPU and 0.5 of the client's, ``/tmp`` probe, session 16).
@@ -301,8 +299,8 @@ def _with_vector(row: tuple[Any, ...], rows: _Rows) -> Memory | None:
     at = rows.position.get(row[0])
     if at is None:
         return None
-    vector = rows.vectors[at].copy()  # its own array: a memory outlives any snapshot
-    return from_row((*row[:_EMBEDDING], vector, *row[_EMBEDDING + 1 :]))
+    # its own array: a memory outlives any snapshot
+    return from_row(row, rows.vectors[at].copy())
 
 
 def _columns(
