@@ -89,7 +89,7 @@ def test_the_kept_chunks_stay_whatever_their_turns_say() -> None:
 
 
 def test_the_measured_weight_moves_less_than_an_equal_one() -> None:
-    assert (ASKED_TURNS_WEIGHT, KEEP) == (0.5, 10)
+    assert (ASKED_TURNS_WEIGHT, KEEP) == (0.5, 20)
     # G, last in the pool (rank 6), is the best turn of the tail (turn rank 1, after A)
     pool = _pool((0, 2, 1, 1, 1, 1, 0))
     # at 1 it passes D (ranks 3 and 4) …

@@ -70,7 +70,7 @@ from engrain.recall.unnamed import without_names
 #: / 0.979; off 0.762 / 0.993; past the 10 best at 0.5: 0.790 / 0.990). 0 turns it off.
 ASKED_TURNS_WEIGHT = 0.5
 #: The best-ranked conversation chunks left where they are (see the module).
-KEEP = 10
+KEEP = 20
 
 
 def with_asked_turns(
