@@ -142,7 +142,7 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "cosine with the mean of the 5 best, fused by rank (recall.second_round, off "
                 "by default)"),
         Variant("no-asked-turns", "chunks", {"profile": default, "asked_turns": 0.0},
-                "a question naming a speaker: conversation chunks past the 10 best in the "
+                "a question naming a speaker: conversation chunks past the 20 best in the "
                 "pool's order, not fused with their order by the asked speaker's best turn "
                 "(recall.asked_turns)"),
         Variant("none-new", "chunks",
