@@ -7,7 +7,9 @@ The file is copied (SQLite's backup) into ``--workdir`` first, so a shared cache
 written; a store opened on it waits for its indexes, then the warm-up queries run, then
 the timed ones of ``bench/latency.py`` (the same seed). The calling thread's CPU is taken
 around the call and around each store call made inside it (``search_many``,
-``lexical_search``, ``query``, ``record_uses``) and the query's embedding. What the
+``lexical_search``, or in a tree that builds only what a call shows their ``…_found``
+twins, which leave the building to ``rest``; ``query``, ``record_uses``) and the query's
+embedding. What the
 call does in none of those is ``rest``: candidates built, scoring, selection and
 rendering. The report gives each stage's median, mean and p95 over the calls. The
 timed calls can also be profiled (cProfile, ``--profile``) in a second pass, so the timing
@@ -43,7 +45,9 @@ from engrain.embed.minilm import MiniLMEmbedder
 STAGES = (
     ("embedder", "embed_query"),
     ("store", "search_many"),
+    ("store", "search_found"),  # a tree whose gate builds only what it shows (issue 18)
     ("store", "lexical_search"),
+    ("store", "lexical_found"),
     ("store", "query"),
     ("store", "record_uses"),
 )

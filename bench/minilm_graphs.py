@@ -12,7 +12,9 @@ in an ingest), the graphs alternating in blocks of 25 texts in one process, so t
 the machine's load. Per graph: the cosine of each text's vector to the reference's; over
 the pairs the reference puts above 0.6, the change of their similarity (mean, and the 95th
 percentile of its size: what moves a pair across a threshold); the tiers' pairs' changes;
-whether the last hidden state is bit-identical to the baseline's.
+whether the last hidden state is bit-identical to the baseline's; and the same agreement
+against the baseline (``to_baseline``: how far a store's vectors would move if the graph
+replaced the shipped one, session 16).
 """
 
 from __future__ import annotations
@@ -146,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"texts": len(texts), "chunks": chunks, "graphs": {}}
     for name in names[1:]:
         row = agreement(vectors[name], vectors[reference], pairs)
+        # the same against the baseline (today's graph): what a store's vectors would move by
+        row["to_baseline"] = agreement(vectors[name], vectors[baseline], pairs)
         row["cpu_s"] = round(cpu[name], 3)
         row["cpu_ratio"] = round(cpu[name] / cpu[baseline], 3)
         row["identical_to_baseline"] = sum(
@@ -156,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{row['cosine_min']:.5f}  shift {row['shift_mean']:+.4f}, |p95| "
               f"{row['shift_abs_p95']:.4f}  dups {row['near_duplicates']}  CPU x{row['cpu_ratio']}"
               f"  identical {row['identical_to_baseline']}/{len(texts)}")  # fmt: skip
+        to = row["to_baseline"]
+        print(f"{'':28s} to the baseline: cos {to['cosine_median']:.5f} / {to['cosine_p5']:.5f} / "
+              f"{to['cosine_min']:.5f}  shift {to['shift_mean']:+.4f}, |p95| "
+              f"{to['shift_abs_p95']:.4f}  dups {to['near_duplicates']}")  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -231,6 +231,7 @@ def side_by_side(
             row["rss_mb"] = memory["rss_mb"]
             # store calls of large users served from a working set / by SQL (whole run)
             row["working_set_calls"] = memory.get("working_set_calls", {})
+            row["learnings_calls"] = memory.get("learnings_calls", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -325,10 +326,14 @@ def _count_statements(lock: threading.Lock) -> dict[str, int]:
 def _serve(url: str, data_dir: Path) -> None:
     """Answer requests on stdin, one JSON line each, until ``quit``."""
     import common
+    import numpy as np
 
     import engrain
     from engrain import Engine, Settings
+    from engrain.recall.gate import LEARNING_KINDS
+    from engrain.store.base import MemoryFilter
 
+    TYPED = MemoryFilter(kinds=LEARNING_KINDS)  # the gate's learnings' search
     embedder = worker_embedder()
     engine: Any = None
     spent: dict[str, float] = defaultdict(float)
@@ -400,12 +405,21 @@ def _serve(url: str, data_dir: Path) -> None:
                 wait = getattr(engine.store, "wait_for_working_set", None)
                 for user in request["users"] if wait is not None else ():
                     wait(user, 1800.0)
+                # and its typed learnings, if it searches them in process
+                # (store/postgres/learnings.py): one search starts their load
+                learned = getattr(engine.store, "wait_for_learnings", None)
+                for user in request["users"] if learned is not None else ():
+                    engine.store.search(user, np.ones(384, dtype=np.float32), 1, TYPED)
+                    learned(user, 1800.0)
                 answer = {"settle_s": time.perf_counter() - start}
             elif op == "rss":
                 working = getattr(engine.store, "_working", None)  # store/postgres/working.py
                 answer = {
                     "rss_mb": _rss_mb(),
                     "working_set_calls": dict(getattr(working, "calls", None) or {}),
+                    "learnings_calls": dict(
+                        getattr(getattr(engine.store, "_learnings", None), "calls", None) or {}
+                    ),
                 }
             else:
                 answer = {"error": f"unknown op {op!r}"}

@@ -865,3 +865,98 @@ def test_a_greeting_that_only_says_the_user_is_around_is_trivial(message: str) -
 )  # fmt: skip
 def test_a_greeting_with_work_in_it_is_not_trivial(message: str) -> None:
     assert classify(message).complexity is not Complexity.TRIVIAL
+
+
+# -- session 16 (h7): what a failure quotes, follow-ups asking for work ----------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["the upload from the hub stalls at 12% every time: `mcumgr: request timed out (seq 7)`",
+     "the test rig rejects every unit since noon: `selftest: bme280 delta 2.1C > 0.5C`",
+     "the beta leg broke:\n```\nerror[E0599]: no method named `as_deref` found\n"
+     "  --> src/lib.rs:3:9\n```",
+     "```\nTraceback (most recent call last):\n  File \"etl/load.py\", line 12, in run\n"
+     "sqlalchemy.exc.OperationalError: database is locked\n```"],
+)  # fmt: skip
+def test_a_failure_quoting_what_a_tool_reported_is_complex(message: str) -> None:
+    """The code a bug report quotes is a compiler's or a tool's output, not the user's
+    snippet: the seed's "Debug this error" row, complex."""
+    fired: list[str] = []
+    assert complexity_for(message, DBG, (), fired) is C, fired
+    assert "quoted output" in fired and "snippet" not in fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["why does this renew a day early? `end = today + timedelta(days=30)`",
+     "this returns nothing and I don't see why: `df.filter(pl.col('week') == '2025-W48')`",
+     "fix this:\n```ts\nconst total = items.reduce((a, b) => a + b.price)\n```\n"
+     "it returns [object Object]120",
+     "this step never runs: `if: github.ref == 'refs/heads/main'`"],
+)  # fmt: skip
+def test_a_snippet_of_the_users_own_code_stays_moderate(message: str) -> None:
+    fired: list[str] = []
+    assert complexity_for(message, DBG, (), fired) is M, fired
+    assert "snippet" in fired and "quoted output" not in fired
+
+
+def test_a_lone_pasted_error_line_is_still_simple() -> None:
+    result = classify("TypeError: unsupported operand type(s) for +: 'int' and 'str'")
+    assert (result.intent, result.complexity) == (DBG, S), result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "turn"),
+    [("good, same fix for the humidity path please", 9), ("ok, now do the iOS side of it too", 4),
+     ("also handle the empty case", 3), ("and do that for the admin page as well", 6)],
+)  # fmt: skip
+def test_a_follow_up_asking_for_more_of_the_work_is_moderate(message: str, turn: int) -> None:
+    """The seed's moderate row is a standard development task; a follow-up asking for one
+    continues the work ("same fix for …", "do the … side", "handle …")."""
+    result = classify(message, turn=turn)
+    assert (result.intent, result.complexity) == (CON, M), result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "turn"),
+    [("same question for the celery beat schedule", 5), ("handle the errors there too?", 4),
+     ("and the other one?", 6)],
+)  # fmt: skip
+def test_a_follow_up_asking_again_or_about_it_stays_simple(message: str, turn: int) -> None:
+    result = classify(message, turn=turn)
+    assert (result.intent, result.complexity) == (CON, S), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Help me understand the full login and signup flow",
+     "explain the whole build & release process"],
+)  # fmt: skip
+def test_the_full_flow_of_two_joined_parts_is_deep_like_the_seeds_full_auth_flow(
+    message: str,
+) -> None:
+    """The seed's "Help me understand the full auth flow" (higher complexity, lower
+    thresholds) with a subject of two parts."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, D), result.signals
+
+
+@pytest.mark.parametrize(
+    "message", ["How are the signing keys stored?", "how is the reports bucket partitioned?"]
+)
+def test_how_a_thing_is_set_up_is_a_simple_fact_not_a_how_to(message: str) -> None:
+    """A question in the passive about how one part is set up is a single concept, like the
+    seed's simple "What port does this run on?"."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (QUE, S), result.signals
+    assert "how it is" in result.signals and "how-to" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message", ["How do I rotate the signing keys?", "how are you supposed to rotate the keys?"]
+)
+def test_how_to_do_something_is_still_a_moderate_how_to(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (QUE, M), result.signals
+    assert "how-to" in result.signals

@@ -108,7 +108,9 @@ def _as_rows_hold(store: SQLiteStore) -> dict[str, Memory]:
 
 
 def _same(loaded: dict[str, Memory], want: dict[str, Memory]) -> None:
-    assert loaded == want  # every field but the vector
+    assert loaded == want  # every field but the vector and the stored count
+    counts = {memory_id: m.content_tokens for memory_id, m in want.items()}
+    assert {memory_id: m.content_tokens for memory_id, m in loaded.items()} == counts
     for memory_id, memory in want.items():
         assert memory.embedding is not None
         assert np.array_equal(loaded[memory_id].embedding, memory.embedding)

@@ -113,3 +113,35 @@ def test_the_model_improves_on_the_rules_where_they_were_not_tuned(minilm) -> No
     before = np.mean([c.intent.value == r["intent"] for r, c in zip(rows, rules, strict=True)])
     after = np.mean([c.intent.value == r["intent"] for r, c in zip(rows, refined, strict=True)])
     assert after >= before + 0.05
+
+
+def _always(intent: Intent, width: int) -> im.Model:
+    """A model that reads every row as ``intent``."""
+    bias = np.zeros(len(im.INTENTS))
+    bias[im.INTENTS.index(intent)] = 1.0
+    return im.Model(MODEL_ID, np.zeros(width), np.ones(width),
+                    np.zeros((width, len(im.INTENTS))), bias)  # fmt: skip
+
+
+def test_an_explicit_request_for_analysis_or_code_keeps_its_intent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The seed's own analysis and generation words ("review", "explain", "analyze"; "write",
+    "create", "implement") are not a guess: the model's second opinion does not turn a review
+    of a quoted diff into a bug report, nor "Write the … post" into a discussion."""
+    review = (
+        "Review this change to the exporter:\n```rust\n+    pub fn rows(&self) -> usize {\n"
+        "+        self.rows.len()\n+    }\n```"
+    )
+    rules = classify(review)
+    assert rules.intent is Intent.ANALYSIS and "asks for analysis" in rules.signals
+    width = im.features(rules, review, np.zeros(384)).shape[0]
+    monkeypatch.setattr(im, "load", lambda path=im.MODEL_FILE: _always(Intent.DEBUGGING, width))
+    assert im.refine(rules, review, np.zeros(384), MODEL_ID) is rules
+    write = "Write the announcement post for 3.1."
+    assert "asks to write" in classify(write).signals
+    assert im.refine(classify(write), write, np.zeros(384), MODEL_ID).intent is Intent.GENERATION
+    other = "Critique the proposed schema for multi-currency invoices"  # no analysis verb
+    read = im.refine(classify(other), other, np.zeros(384), MODEL_ID)
+    assert read.intent is Intent.DEBUGGING
+    assert "model intent: discussion → debugging" in read.signals

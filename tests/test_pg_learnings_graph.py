@@ -22,7 +22,12 @@ postgres = pytest.importorskip("engrain.store.postgres")
 schema = postgres.schema
 PostgresStore = postgres.PostgresStore
 
-_BEFORE = schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("007_learnings_graph")]
+#: An older tree's migrations, with 009's ``content_tokens`` column, which today's writes
+#: fill (applied out of order: each migration stands on its own).
+_BEFORE = [
+    *schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("007_learnings_graph")],
+    ("009_content_tokens", schema._m009_content_tokens),
+]
 _OPTIONS = "SELECT reloptions FROM pg_class WHERE oid = 'memories_learnings_hnsw'::regclass"
 _FILE = "SELECT pg_relation_filenode('memories_learnings_hnsw'::regclass)"
 

@@ -19,7 +19,12 @@ schema = postgres.schema
 working = postgres.working
 PostgresStore = postgres.PostgresStore
 
-_BEFORE = schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("008_row_changes")]
+#: An older tree's migrations, with 009's ``content_tokens`` column, which today's writes
+#: fill (applied out of order: each migration stands on its own).
+_BEFORE = [
+    *schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("008_row_changes")],
+    ("009_content_tokens", schema._m009_content_tokens),
+]
 
 
 def _changes(store: Any, user: str = "alice") -> dict[str, tuple[int, bool]]:

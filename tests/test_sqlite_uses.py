@@ -23,6 +23,8 @@ from .conftest import NOW
 from .test_store_contract import assert_same, mem
 
 LATER = NOW + timedelta(hours=1)
+#: The columns of a row as migrations 001-005 left them (007 added ``content_tokens``).
+_OF_005 = MEMORY_COLUMNS.index("content_tokens")
 
 
 def _raw(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -49,9 +51,9 @@ def test_a_005_file_upgrades_in_place_keeping_every_use(
         patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:5])
         old = SQLiteStore(path)
         old._db.executemany(  # the row as 001-005 wrote it: the uses in the memory's row
-            f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS)}) "
-            f"VALUES ({', '.join('?' * len(MEMORY_COLUMNS))})",
-            [sqlite_module._to_row(m) for m in memories],
+            f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS[:_OF_005])}) "
+            f"VALUES ({', '.join('?' * _OF_005)})",
+            [sqlite_module._to_row(m)[:_OF_005] for m in memories],
         )
         old.close()
     rowids = _raw(path, "SELECT user_id, id, rowid FROM memories ORDER BY rowid")

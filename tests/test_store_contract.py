@@ -24,6 +24,7 @@ from engrain.store import ALL, MemoryFilter, MemoryStore, Patch, State, Store, o
 from engrain.store.base import KeyRecord
 from engrain.store.cache import UserCache
 from engrain.store.sqlite import SQLiteStore
+from engrain.tokens import spaced_count
 
 from .conftest import NOW
 
@@ -85,13 +86,21 @@ def mem(
     )
 
 
-def assert_same(actual: Sequence[Memory], expected: Sequence[Memory]) -> None:
-    """Same memories in the same order, embeddings included (``==`` skips them)."""
+def assert_same(
+    actual: Sequence[Memory], expected: Sequence[Memory], *, stored: bool = True
+) -> None:
+    """Same memories in the same order, embeddings included (``==`` skips them); with
+    ``stored`` (memories read back from a store), each with the count of its content kept
+    with its row (``content_tokens``: the store counts it when the memory written carries
+    none)."""
     assert [m.id for m in actual] == [m.id for m in expected]
     for got, want in zip(actual, expected, strict=True):
         for f in dataclasses.fields(Memory):
-            if f.name != "embedding":
+            if f.name not in ("embedding", "content_tokens"):
                 assert getattr(got, f.name) == getattr(want, f.name), f.name
+        if stored:
+            assert got.content_tokens == spaced_count(got.content)
+        assert want.content_tokens in (None, got.content_tokens)
         if want.embedding is None:
             assert got.embedding is None
         else:

@@ -20,7 +20,7 @@ import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -235,8 +235,8 @@ class Settings(BaseModel):
     @model_validator(mode="wrap")
     @classmethod
     def _in_the_error_tree(
-        cls, data: Any, handler: ModelWrapValidatorHandler[Settings], info: ValidationInfo
-    ) -> Settings:
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
         """Turn pydantic's report into a :class:`ConfigError`, one line per problem, however
         the settings were built (``load_settings`` passes where each key came from)."""
         try:

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engrain.model import Kind, Memory, Provenance
+from engrain.model import Kind, Memory, MemoryFields, Provenance
 
 CONFLICTS_WITH = "conflicts_with"
 CORRECTS = "corrects"
@@ -276,7 +276,7 @@ def disagreement(a: str, b: str) -> str | None:
     return _preference(sa, sb, a, b)
 
 
-def conflicts_of(memory: Memory) -> tuple[str, ...]:
+def conflicts_of(memory: MemoryFields) -> tuple[str, ...]:
     """The ids this memory is flagged as conflicting with."""
     return tuple(memory.provenance.metadata.get(CONFLICTS_WITH) or ())
 

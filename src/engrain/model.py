@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -212,6 +212,12 @@ class Memory:
     provenance: Provenance = field(default_factory=Provenance)
     content_hash: str = ""
     embedding: Vector | None = field(default=None, compare=False, repr=False)
+    #: ``count_tokens(" " + content)``: the cl100k tokens of the content as it follows a
+    #: line's prefix (``[TYPE] …``), kept with the row so that selection and assembly need
+    #: not count it (SQLite migration 007, PostgreSQL 009; ``recall/lines.py``). ``None``
+    #: where not known (a memory not yet written); a store fills it when it writes the
+    #: memory. Derived from ``content``: :meth:`evolve` drops it when the content changes.
+    content_tokens: int | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def new(
@@ -234,8 +240,16 @@ class Memory:
         )  # fmt: skip
 
     def evolve(self, **changes: Any) -> Memory:
-        """A copy with ``changes`` applied."""
+        """A copy with ``changes`` applied; new content without its own ``content_tokens``
+        drops the count (it was the old content's)."""
+        content = changes.get("content", self.content)
+        if content != self.content and "content_tokens" not in changes:
+            changes["content_tokens"] = None
         return replace(self, **changes)
+
+    def built(self) -> Memory:
+        """This memory (:class:`MemoryFields`: a memory is already built)."""
+        return self
 
     @property
     def when(self) -> datetime:
@@ -310,6 +324,76 @@ class Memory:
             content_hash=str(data.get("content_hash") or content_hash(content)),
             embedding=None if embedding is None else np.asarray(embedding, dtype=np.float32),
         )
+
+
+class MemoryFields(Protocol):
+    """A memory as recall reads it before deciding to show it: a built :class:`Memory`, or
+    a row of a working set whose fields are read from its columns when asked
+    (``store/found.py``), so a call builds memory objects only for what it returns
+    (issue 18). Read only; :meth:`built` gives the memory itself."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def memory_type(self) -> MemoryType: ...
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def updated_at(self) -> datetime: ...
+    @property
+    def project(self) -> str | None: ...
+    @property
+    def domains(self) -> tuple[str, ...]: ...
+    @property
+    def session_id(self) -> str | None: ...
+    @property
+    def event_at(self) -> datetime | None: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def importance(self) -> float: ...
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def usefulness(self) -> float: ...
+    @property
+    def access_count(self) -> int: ...
+    @property
+    def last_accessed_at(self) -> datetime | None: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def muted(self) -> bool: ...
+    @property
+    def promoted_at(self) -> datetime | None: ...
+    @property
+    def compressed(self) -> bool: ...
+    @property
+    def compression_source(self) -> bool: ...
+    @property
+    def source_session_id(self) -> str | None: ...
+    @property
+    def superseded_by(self) -> str | None: ...
+    @property
+    def provenance(self) -> Provenance: ...
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def embedding(self) -> Vector | None: ...
+    @property
+    def content_tokens(self) -> int | None: ...
+    @property
+    def when(self) -> datetime: ...
+
+    def built(self) -> Memory:
+        """The memory object of these fields (built on first call for a row)."""
+        ...
 
 
 def _iso(value: datetime | None) -> str | None:

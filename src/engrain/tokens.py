@@ -85,6 +85,15 @@ def count_tokens(text: str) -> int:
     return encoder().count(text)
 
 
+def spaced_count(content: str) -> int:
+    """``count_tokens(" " + content)``, uncached: a memory's content as it follows a line's
+    prefix, counted once when the memory is written (``Memory.content_tokens``). A space
+    after a character other than whitespace always starts a cl100k piece
+    (:func:`count_with_suffix`), so a line ``prefix + " " + content`` whose prefix ends in
+    such a character counts ``count_tokens(prefix) + spaced_count(content)``."""
+    return encoder().count(" " + content)
+
+
 def encode(text: str) -> list[int]:
     """The cl100k_base token ids of ``text`` (special tokens' text encoded as text)."""
     return encoder().encode(text)

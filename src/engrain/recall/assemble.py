@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from engrain.corrections import conflicts_of
-from engrain.model import Kind, Memory, MemoryType
+from engrain.model import Kind, Memory, MemoryFields, MemoryType
 from engrain.recall.compact import compact_chunk
 from engrain.tokens import count_tokens, count_with_suffix
 
@@ -38,7 +38,7 @@ class Format(StrEnum):
 CONFLICT_NOTE = " (conflicts with another memory; confirm which is current)"
 
 
-def shown_content(memory: Memory, compact: bool = True) -> str:
+def shown_content(memory: MemoryFields, compact: bool = True) -> str:
     """The text a memory is rendered with: its content, or for a conversation chunk (a
     memory with turn ids) and ``compact``, the content without filler sentences and
     all-filler turns (:func:`~engrain.recall.compact.compact_chunk`)."""
@@ -47,7 +47,7 @@ def shown_content(memory: Memory, compact: bool = True) -> str:
     return memory.content
 
 
-def render_line(memory: Memory, compact: bool = True, grouped: bool = False) -> str:
+def render_line(memory: MemoryFields, compact: bool = True, grouped: bool = False) -> str:
     """``[TYPE] content``; episodic memories carry their date, as in the spec's example, and
     so does a memory in conflict with another (with a note to confirm which holds).
     ``compact``: conversation chunks without their filler (:func:`shown_content`);
@@ -65,7 +65,7 @@ def render_tagged(
     memories: Sequence[Memory],
     compact: bool = True,
     grouped: bool = False,
-    line: Callable[[Memory], str] | None = None,
+    line: Callable[[MemoryFields], str] | None = None,
 ) -> str:
     """The spec's block, or the empty string when there is nothing to inject; ``grouped``:
     each day's conversation chunks under one header line (see the module). ``line``: each
@@ -78,7 +78,7 @@ def render_tagged(
     return OPEN + "\n".join(lines) + CLOSE
 
 
-def day_header(memory: Memory, compact: bool = True) -> str | None:
+def day_header(memory: MemoryFields, compact: bool = True) -> str | None:
     """The header line a conversation chunk is grouped under (``[25 May 2023]``),
     or ``None`` for a memory rendered on its own line: one without turn ids, not episodic,
     in conflict with another (its line carries the note), or whose shown content starts
@@ -92,14 +92,14 @@ def day_header(memory: Memory, compact: bool = True) -> str | None:
     return f"[{day.day} {day:%b} {day.year}]"
 
 
-def group_of(memory: Memory, compact: bool = True) -> str:
+def group_of(memory: MemoryFields, compact: bool = True) -> str:
     """The day group ``memory`` belongs to in a grouped tagged block (its header), or
     ``""`` for a memory on its own line."""
     return day_header(memory, compact) or ""
 
 
 def _tagged(
-    memories: Sequence[Memory], item: Callable[[Memory], _T], compact: bool, grouped: bool
+    memories: Sequence[Memory], item: Callable[[MemoryFields], _T], compact: bool, grouped: bool
 ) -> list[tuple[str, _T | None]]:
     """The tagged block's lines in order: ``(header, None)`` for a day's header line,
     ``(group, item(m))`` for a memory (``group``: its day's header, or ``""``); without
@@ -155,7 +155,7 @@ def short_date(value: datetime, year: int | None = None) -> str:
     return day if value.year == year else f"{day} {value.year}"
 
 
-def render_item(memory: Memory, year: int | None = None, compact: bool = True) -> str:
+def render_item(memory: MemoryFields, year: int | None = None, compact: bool = True) -> str:
     """One bullet of the ``sections`` format, as the relevance-gating document shows it: the
     content and ``(learned: Jan 15)``, or for events ``Jan 15: content``. ``year`` is the
     current year, whose dates are shown without it; ``compact`` as for :func:`render_line`."""
@@ -166,7 +166,7 @@ def render_item(memory: Memory, year: int | None = None, compact: bool = True) -
     return f"- {content} (learned: {short_date(memory.created_at, year)}){note}"
 
 
-def section_of(memory: Memory) -> str:
+def section_of(memory: MemoryFields) -> str:
     """The title of the section ``memory`` is rendered under."""
     return _SECTION_OF[memory.kind]
 
@@ -175,7 +175,7 @@ def render_sections(
     memories: Sequence[Memory],
     year: int | None = None,
     compact: bool = True,
-    line: Callable[[Memory], str] | None = None,
+    line: Callable[[MemoryFields], str] | None = None,
 ) -> str:
     """Titled sections, invariants first, items in selection order within each. ``line``:
     each memory's item if the caller has it (``render_item``'s), else rendered here."""
@@ -187,7 +187,7 @@ def render_sections(
 
 
 def _sections(
-    memories: Sequence[Memory], item: Callable[[Memory], _T]
+    memories: Sequence[Memory], item: Callable[[MemoryFields], _T]
 ) -> list[tuple[str, list[_T]]]:
     """``item`` of each memory grouped by section, sections in rendering order."""
     grouped: dict[str, list[_T]] = {}
@@ -203,7 +203,7 @@ def render(
     year: int | None = None,
     compact: bool = True,
     grouped: bool = False,
-    line: Callable[[Memory], str] | None = None,
+    line: Callable[[MemoryFields], str] | None = None,
 ) -> str:
     """The block for ``memories`` in format ``fmt`` (``year``: the current year, which
     ``sections`` dates leave out; ``compact``: conversation chunks without filler;
@@ -216,7 +216,7 @@ def render(
 
 
 def item_line(
-    memory: Memory,
+    memory: MemoryFields,
     fmt: Format,
     year: int | None = None,
     compact: bool = True,
@@ -227,6 +227,45 @@ def item_line(
     if fmt is Format.TAGGED:
         return render_line(memory, compact, grouped)
     return render_item(memory, year, compact)
+
+
+def stored_line_tokens(
+    memory: MemoryFields,
+    fmt: Format,
+    year: int | None = None,
+    compact: bool = True,
+    grouped: bool = False,
+) -> int | None:
+    """``count_tokens(item_line(memory, fmt, year, compact, grouped))`` from the count kept
+    with the memory's row (``Memory.content_tokens``, the count of ``" " + content``) and
+    the counts of what its line adds around the content, without counting the content
+    again; ``None`` when the memory carries no count or its line is of another shape (a
+    conversation chunk: compacted, or under a day header; a conflict's note; a
+    ``sections`` item whose content ends in whitespace), which the caller counts.
+
+    The rule is :func:`~engrain.tokens.count_with_suffix`'s: a space after a character
+    other than whitespace always starts a cl100k piece, and the pieces on either side of
+    such a space do not depend on the other side. A line ``[TYPE] content`` (or
+    ``[EPISODIC] 2023-05-25: content``, ``- Jan 15: content``) is a stem ending in ``]``,
+    ``:`` or ``-`` followed by ``" " + content``; ``- content (learned: Jan 15)`` adds a
+    suffix starting with a space after the content's last character. Each stem and suffix
+    is one of few strings (``count_tokens`` remembers them). Tested against
+    ``count_tokens(item_line(…))`` in ``tests/test_content_tokens.py``."""
+    spaced = memory.content_tokens
+    if spaced is None or memory.provenance.turn_ids or conflicts_of(memory):
+        return None
+    if fmt is Format.TAGGED:
+        stem = f"[{memory.memory_type.value.upper()}]"
+        if memory.memory_type is MemoryType.EPISODIC:
+            stem += f" {memory.when.date().isoformat()}:"
+        return count_tokens(stem) + spaced
+    if memory.kind is Kind.EVENT or memory.event_at is not None:
+        return count_tokens(f"- {short_date(memory.when, year)}:") + spaced
+    content = memory.content
+    if not content or content[-1].isspace():
+        return None
+    learned = f" (learned: {short_date(memory.created_at, year)})"
+    return count_tokens("-") + spaced + count_tokens(learned)
 
 
 # -- what the block costs beyond its lines ---------------------------------------------------
@@ -259,7 +298,7 @@ def section_tokens(title: str) -> int:
 # -- what the whole block costs ----------------------------------------------------------------
 
 #: A memory's rendered line and its token count (``count_tokens`` of that line).
-LineCost = Callable[[Memory], tuple[str, int]]
+LineCost = Callable[[MemoryFields], tuple[str, int]]
 
 
 def block_tokens(

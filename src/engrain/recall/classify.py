@@ -387,9 +387,9 @@ _ANAPHORA = re.compile(
 
 _DEEP = re.compile(
     r"\b(?:architecture|architect\w*|system design|design (?:of|for) the|overall|"
-    r"(?:entire|whole|full|complete)[- ](?:\w+ )?(?:system|codebase|project|pipeline|app|stack|"
-    r"platform|flow|path|process|lifecycle|chain|journey|design|data model|infrastructure|"
-    r"infra)|end[- ]to[- ]end|"
+    r"(?:entire|whole|full|complete)[- ](?:\w+ )?(?:(?:and|&) \w+ )?(?:system|codebase|project|"
+    r"pipeline|app|stack|platform|flow|path|process|lifecycle|chain|journey|design|data model|"
+    r"infrastructure|infra)|end[- ]to[- ]end|"
     r"how everything fits|big picture|roadmap|"
     r"from (?:\S+ ){1,3}(?:all the way )?to (?:\S+ ){0,3}(?:production|prod)(?: \w+)?)\b",
     re.IGNORECASE,
@@ -488,10 +488,11 @@ _REVISE = re.compile(
 )
 #: A follow-up asking for the same work again on something else ("now do the same for the
 #: orders table", "same but in typescript", "do the rest of the files the same way", "also
-#: the other two endpoints"): the development task it continues, once more.
+#: the other two endpoints", "same fix for the SHT40 path"; not "same question for …"): the
+#: development task it continues, once more.
 _REPEAT_WORK = re.compile(
-    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:thing |way )?for|the same way|"
-    r"the rest of|the other (?:two|three|four|\d+) \w+)",
+    r"\b(?:do the same|same (?:\w+ )?but|(?:the )?same (?:(?!question|answer)\w+ )?for|"
+    r"the same way|the rest of|the other (?:two|three|four|\d+) \w+)",
     re.I,
 )
 #: Restructuring a whole unit ("port the feature pipeline from pandas to polars", "refactor
@@ -505,6 +506,14 @@ _RESTRUCTURE = re.compile(
 )
 #: A question asking for the way or the command to do something ("is there a way to run
 #: the tests without the board", "need the command to rotate the cert"): a procedure.
+#: A question about how a thing is set up, in the passive ("How is the internal flash
+#: partitioned?", "how are secrets injected into the pods?"): a fact about one part, like
+#: the seed's simple "What port does this run on?", not a procedure someone follows ("how
+#: are we supposed to rotate the keys?").
+_HOW_IT_IS = re.compile(
+    r"^how (?:is|are|was|were) (?!(?:i|we|you|they|one)\b)(?:[\w-]+ ){1,4}?[a-z]+(?:ed|en)\b",
+    re.I,
+)
 _WAY_TO = re.compile(
     r"^(?:is there (?:a|an|any) (?:way|command|script|flag|option|trick) to|"
     r"(?:i |we )?(?:need|want) the (?:command|steps|script|way) to)\b",
@@ -546,6 +555,19 @@ _QUOTED_AFTER = re.compile(
     r"\b(?:fails?|failed|failing|says|shows|errors? out|throws|threw|raises|raised|"
     r"exits? with|dies with|crashes with)(?: with)?:\s*"
 )
+#: A tool's log line quoted inline ("`smp: request timed out (seq 3)`", "`selftest: sht40
+#: delta 1.8C > 0.3C`"): a lowercase tool name, a colon, then words, not code (no "=", ";" or
+#: braces: "`if: github.ref == 'refs/heads/main'`" is a line of a workflow).
+_LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}])")
+_BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
+_INLINE_SPAN = re.compile(r"`([^`\n]+)`")
+#: The signals of a message asking for analysis or for code in the seed's own words
+#: ("explain", "analyze", "review" …; "write", "create", "implement" opening a request): its
+#: intent is not a guess, so no second opinion changes it (:data:`DECIDED`).
+ASKS_ANALYSIS = "asks for analysis"
+ASKS_WRITING = "asks to write"
+DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING})
+_WRITE = re.compile(_POLITE + r"(?:write|create|implement)\b", re.I)
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -701,6 +723,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _REPAIR.match(body):
         return Intent.DEBUGGING
     if _EXPLAIN.search(body):
+        fired.append(ASKS_ANALYSIS)
         return Intent.ANALYSIS
     if _PROCEDURE.match(body):
         fired.append("procedure")  # "how do I roll back if the release is broken?"
@@ -711,6 +734,8 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     ask = _final_question(body)
     need = _NEED.match(body) or _NAMED_NEED.match(body)
     if _request(body) or (need and not _ASKS_HOW.search(ask)):
+        if _WRITE.match(body):
+            fired.append(ASKS_WRITING)
         return Intent.GENERATION
     if ask and not symptom and _request(ask):
         fired.append("request in the final question")
@@ -818,7 +843,9 @@ def _complexity(
         return Complexity.SIMPLE
     asks_how = (_HOW_TO.match(body) or _WAY_TO.match(body)
                 or _ASKS_HOW.search(_final_question(body) or _first_sentence(body)))
-    if intent is Intent.QUESTION and asks_how:
+    if intent is Intent.QUESTION and asks_how and _HOW_IT_IS.match(body):
+        fired.append("how it is")  # a fact about how a thing is set up, not a procedure
+    elif intent is Intent.QUESTION and asks_how:
         fired.append("how-to")  # a procedure: the golden path and its pitfalls
         return Complexity.MODERATE
     if length < SHORT:
@@ -827,6 +854,11 @@ def _complexity(
     return Complexity.SIMPLE if length <= ONE_LINE else Complexity.MODERATE
 
 
+#: A follow-up telling what to do next to what was built ("now do the WASM side of it too",
+#: "also handle the empty case"), not a question ("do those run in parallel?").
+_DO_PART = re.compile(
+    r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I
+)
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 
@@ -841,7 +873,7 @@ def _produces(body: str) -> bool:
     ("now add tests for it", "Go with option 2 then. write it up")."""
     for sentence in _SENTENCE_END.split(body.strip()):
         rest = _OPENERS.sub("", sentence, count=1)
-        if _request(rest) or _REDO.match(rest):
+        if _request(rest) or _REDO.match(rest) or (_DO_PART.match(rest) and not _asks(rest)):
             return True
     return False
 
@@ -867,6 +899,26 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
         return Complexity.SIMPLE
     prose = _prose(text)
     if has_code and len(prose) <= SNIPPET and not _SYSTEM.search(prose):
+        if _quotes_output(text):
+            # the code is what a compiler or a tool reported, not the user's snippet: the
+            # seed's "Debug this error", complex
+            fired.append("quoted output")
+            return Complexity.COMPLEX
         fired.append("snippet")
         return Complexity.MODERATE
     return Complexity.COMPLEX
+
+
+def _quotes_output(text: str) -> bool:
+    """Whether the code ``text`` quotes is a failure's output rather than code: a line of a
+    code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …"),
+    or an inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
+    for block in _BLOCK_BODY.findall(text):
+        for line in block.splitlines():
+            if _ERROR_LINE.match(line.strip()) or _ERROR_CODE.match(line.strip()):
+                return True
+    for span in _INLINE_SPAN.findall(text):
+        span = span.strip()
+        if _ERROR_LINE.match(span) or _ERROR_CODE.match(span) or _LOG_LINE.match(span):
+            return True
+    return False

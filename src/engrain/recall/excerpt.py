@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from engrain.model import Memory, Provenance, Vector, content_hash
+from engrain.model import Memory, MemoryFields, Provenance, Vector, content_hash
 from engrain.recall.select import Ranked
 from engrain.recall.turns import TurnIndex, indexes
 from engrain.store.base import Store
@@ -73,7 +73,7 @@ class ExcerptRule:
 EXCERPT = ExcerptRule()
 
 
-def chunk_lines(memory: Memory) -> list[str] | None:
+def chunk_lines(memory: MemoryFields) -> list[str] | None:
     """The lines of a conversation chunk, one per turn id in order, or ``None`` when they
     do not match its turn ids one to one (not a chunk, a turn split over lines, turns a
     near-duplicate merge added)."""
@@ -102,18 +102,19 @@ def kept_lines(scores: Sequence[float], lines: Sequence[str], rule: ExcerptRule)
     return sorted(keep)
 
 
-def excerpt(memory: Memory, keep: Sequence[int]) -> Memory:
+def excerpt(memory: MemoryFields, keep: Sequence[int]) -> Memory:
     """A copy of ``memory`` holding only its lines ``keep`` and their turn ids (its content
     split per :func:`chunk_lines`)."""
     lines = memory.content.split("\n")
     ids = memory.provenance.turn_ids
     text = "\n".join(lines[i] for i in keep)
     provenance = Provenance(tuple(ids[i] for i in keep), memory.provenance.metadata)
-    return memory.evolve(content=text, content_hash=content_hash(text), provenance=provenance)
+    built = memory.built()
+    return built.evolve(content=text, content_hash=content_hash(text), provenance=provenance)
 
 
 #: A chunk's line vectors, one row per line, or ``None`` when unknown.
-LineVectors = Callable[[Memory], "npt.NDArray[np.float32] | None"]
+LineVectors = Callable[[MemoryFields], "npt.NDArray[np.float32] | None"]
 
 
 def with_excerpts(
@@ -173,7 +174,7 @@ def store_line_vectors(
         return None
     built: list[TurnIndex] = []
 
-    def of(memory: Memory) -> npt.NDArray[np.float32] | None:
+    def of(memory: MemoryFields) -> npt.NDArray[np.float32] | None:
         if not built:  # the snapshot is read at the first chunk that needs it
             built.append(indexes(store).of(store, user_id, embed))
         index = built[0]

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engrain.corrections import conflicts_of
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
-from engrain.model import Kind, Memory, MemoryType, Vector
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.recall import candidates as cand
 from engrain.recall.area import with_area
 from engrain.recall.asked_turns import ASKED_TURNS_WEIGHT, with_asked_turns
@@ -84,7 +84,8 @@ from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
 from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.recall.work import Work, with_work
-from engrain.store.base import MemoryFilter, Store
+from engrain.store.base import FoundSearch, MemoryFilter, Store
+from engrain.store.found import built_all
 from engrain.store.reads import Reads
 
 __all__ = ["LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens"]
@@ -257,7 +258,7 @@ def gate(
         threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
         apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
         explain=explain, top_k=top_k,
-        layout=_layout(fmt, compact, grouped), partners=partners,
+        layout=_layout(fmt, compact, grouped), partners=partners, build=built_all,
     )  # fmt: skip
     clock.lap("select")
     text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
@@ -340,7 +341,7 @@ class _Started(NamedTuple):
     """The reads that need no query vector, begun for a pool of ``size``."""
 
     size: int
-    lexical: Callable[[], list[tuple[Memory, float]]] | None
+    lexical: Callable[[], Sequence[tuple[MemoryFields, float]]] | None
     pinned: Callable[[], list[Memory]]
 
 
@@ -366,13 +367,22 @@ def _start_reads(
     reads from several threads, else when first asked for)."""
     size = _pool_size(options, budget) if size is None else size
     reads = Reads(store)
+    search = _lexical(store)
     lexical = (
-        reads.start(lambda: store.lexical_search(user_id, message, size, flt))
+        reads.start(lambda: search(user_id, message, size, flt))
         if options.hybrid and options.profile is not Profile.STATIC
         else None
     )
     pins = reads.start(lambda: store.query(user_id, flt.update(pinned=True))) if pinned else list
     return _Started(size, lexical, pins)
+
+
+def _lexical(
+    store: Store,
+) -> Callable[[str, str, int, MemoryFilter], Sequence[tuple[MemoryFields, float]]]:
+    """The store's lexical search, its matches as their fields where it can
+    (:class:`~engrain.store.base.FoundSearch`: built only if shown)."""
+    return store.lexical_found if isinstance(store, FoundSearch) else store.lexical_search
 
 
 def _candidates(
@@ -415,7 +425,9 @@ def _candidates(
     include = [*learnings, *((m, cosine(m, query_vector)) for m in pinned())]
 
     def gathered(
-        k: int, nearest: list[tuple[Memory, float]], matches: list[tuple[Memory, float]] | None
+        k: int,
+        nearest: Sequence[tuple[MemoryFields, float]],
+        matches: Sequence[tuple[MemoryFields, float]] | None,
     ) -> list[Candidate]:
         """The pool of the ``k`` nearest and the ``k`` best lexical ``matches``."""
         nearest = with_turns(store, embed_query, user_id, query_vector, nearest, k, flt,
@@ -465,16 +477,22 @@ def _unnamed_vector(
 
 def _nearest(
     store: Store, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
-) -> list[list[tuple[Memory, float]]]:
+) -> list[list[tuple[MemoryFields, float]]]:
     """``store.search(user_id, vector, k, flt)`` for each ``(k, flt)``: the pool's nearest
     and the learnings' nearest. A store with a ``search_many(user_id, vector, searches)``
     method answers all of them from one product of the query with its matrix (the second
     product is what scoring every learning costs: 2-4 ms at 10,000 memories on a busy
-    2-core machine); any other store searches once per filter."""
+    2-core machine); any other store searches once per filter. The matches are their
+    fields where the store can give them (:class:`~engrain.store.base.FoundSearch`)."""
+    if isinstance(store, FoundSearch):
+        return store.search_found(user_id, vector, list(searches))
     many = getattr(store, "search_many", None)
+    searched: list[list[tuple[MemoryFields, float]]]
     if callable(many):
-        return [list(found) for found in many(user_id, vector, list(searches))]
-    return [store.search(user_id, vector, k, flt) for k, flt in searches]
+        searched = [list(found) for found in many(user_id, vector, list(searches))]
+    else:
+        searched = [list(store.search(user_id, vector, k, flt)) for k, flt in searches]
+    return searched
 
 
 def with_candidate_domains(
@@ -592,7 +610,7 @@ def _layout(fmt: Format, compact: bool = True, grouped: bool = False) -> Layout:
     once, like a section's heading)."""
     if fmt is Format.TAGGED and grouped:
 
-        def day(memory: Memory) -> tuple[str, int]:
+        def day(memory: MemoryFields) -> tuple[str, int]:
             header = group_of(memory, compact)
             return header, header_tokens(header) if header else 0
 
@@ -601,7 +619,7 @@ def _layout(fmt: Format, compact: bool = True, grouped: bool = False) -> Layout:
         return Layout(wrapper_tokens())
     titles: dict[str, int] = {}
 
-    def section(memory: Memory) -> tuple[str, int]:
+    def section(memory: MemoryFields) -> tuple[str, int]:
         title = section_of(memory)
         if title not in titles:
             titles[title] = section_tokens(title)
@@ -650,7 +668,7 @@ def _costed(
     r: Ranked, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> ScoredMemory:
     cost = line_tokens(r.memory, fmt, year, compact, grouped)
-    return ScoredMemory(r.memory, r.score, r.similarity, cost)
+    return ScoredMemory(r.memory.built(), r.score, r.similarity, cost)
 
 
 class _Clock:

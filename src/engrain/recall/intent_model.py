@@ -32,6 +32,7 @@ import numpy.typing as npt
 from engrain.errors import ConfigError
 from engrain.recall import acknowledgement
 from engrain.recall.classify import (
+    DECIDED,
     Classification,
     Complexity,
     Intent,
@@ -142,7 +143,9 @@ def refine(
 ) -> Classification:
     """``rules`` with the model's intent when the model applies to ``embedder``'s vectors
     and disagrees (signal ``model intent: <rules> → <model>``); the complexity is then the
-    rules' for that intent. A trivial message is left as it is; a short reply the
+    rules' for that intent. A message asking for analysis or for code in the seed's words
+    (:data:`~engrain.recall.classify.DECIDED`) keeps the rules' intent. A trivial message is
+    left as it is; a short reply the
     acknowledgement model reads as one (:func:`engrain.recall.acknowledgement.refine`)
     becomes trivial."""
     acknowledged = acknowledgement.refine(rules, message, vector, embedder)
@@ -151,6 +154,8 @@ def refine(
     model = load()
     if model is None or model.embedder != embedder or rules.complexity is Complexity.TRIVIAL:
         return rules
+    if DECIDED.intersection(rules.signals):
+        return rules  # "Review this change: <diff>" is a review, whatever code it quotes
     row = features(rules, message, vector)
     if row.shape != model.mean.shape:
         return rules

@@ -29,8 +29,8 @@ from __future__ import annotations
 from datetime import datetime, tzinfo
 
 from engrain.corrections import conflicts_of
-from engrain.model import Memory
-from engrain.recall.assemble import Format, item_line
+from engrain.model import MemoryFields
+from engrain.recall.assemble import Format, item_line, stored_line_tokens
 from engrain.tokens import count_tokens, min_tokens, splits_as_tokenized
 
 __all__ = [
@@ -53,7 +53,7 @@ def _zone(value: datetime | None) -> tzinfo | None:
 
 
 def signature(
-    memory: Memory, fmt: Format, year: int, compact: bool, grouped: bool
+    memory: MemoryFields, fmt: Format, year: int, compact: bool, grouped: bool
 ) -> tuple[object, ...]:
     """Everything ``item_line(memory, fmt, year, compact, grouped)`` reads, as plain values
     (enum members by their values, so the tuple holds nothing the collector tracks)."""
@@ -66,10 +66,12 @@ def signature(
 
 
 def line_cost(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> tuple[str, int]:
     """``item_line(memory, fmt, year, compact, grouped)`` and its ``count_tokens``,
-    remembered per memory revision and rendering (:func:`signature`)."""
+    remembered per memory revision and rendering (:func:`signature`); the count from the
+    one kept with the memory's row when it has one (:func:`~engrain.recall.assemble.
+    stored_line_tokens`), else counted."""
     key = signature(memory, fmt, year, compact, grouped)
     hit = _LINES.get(memory.id)
     if hit is not None and hit[0] == key:
@@ -78,22 +80,28 @@ def line_cost(
         line = hit[1]
     else:
         line = item_line(memory, fmt, year, compact, grouped)
-    tokens = count_tokens(line)
+    tokens = stored_line_tokens(memory, fmt, year, compact, grouped)
+    if tokens is None:
+        tokens = count_tokens(line)
     _remember(memory.id, (key, line, tokens, True))
     return line, tokens
 
 
 def line_floor(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
     """A lower bound of :func:`line_tokens` without counting: the count itself when it is
-    known, else a count of words (:func:`content_floor` for a memory that is not a
-    conversation chunk, without rendering its line; else
-    :func:`~engrain.tokens.min_tokens` of the line, remembered with it)."""
+    known (remembered, or from the count kept with the row), else a count of words
+    (:func:`content_floor` for a memory that is not a conversation chunk, without
+    rendering its line; else :func:`~engrain.tokens.min_tokens` of the line, remembered
+    with it)."""
     key = signature(memory, fmt, year, compact, grouped)
     hit = _LINES.get(memory.id)
     if hit is not None and hit[0] == key:
         return hit[2]
+    stored = stored_line_tokens(memory, fmt, year, compact, grouped)
+    if stored is not None:
+        return stored
     if not memory.provenance.turn_ids:
         return content_floor(memory.content)
     line = item_line(memory, fmt, year, compact, grouped)
@@ -116,7 +124,7 @@ def content_floor(content: str) -> int:
 
 
 def line_tokens(
-    memory: Memory, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
     """``count_tokens(item_line(memory, fmt, year, compact, grouped))``, remembered
     (:func:`line_cost`)."""

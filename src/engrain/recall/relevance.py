@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engrain.model import Memory, Vector
+from engrain.model import MemoryFields, Vector
 from engrain.store.base import MemoryFilter, Store
 from engrain.store.lexical import tokenize
 
@@ -49,9 +49,11 @@ INCLUDE_MAX = 200
 
 @dataclass(frozen=True)
 class Candidate:
-    """A memory that may be injected, with the evidence for its relevance."""
+    """A memory that may be injected, with the evidence for its relevance; the memory as
+    its fields (:class:`~engrain.model.MemoryFields`: a row of a large user's working set
+    is built only if selection shows it)."""
 
-    memory: Memory
+    memory: MemoryFields
     similarity: float  # cosine with the query
     lexical: float  # BM25 / best BM25 of the query, in [0, 1]
     relevance: float  # the blend the scorers see
@@ -74,9 +76,9 @@ def gather(
     lexical_weight: float = LEXICAL_WEIGHT,
     floor: float = RELEVANCE_FLOOR,
     fusion: str = "blend",
-    lexical: Sequence[tuple[Memory, float]] | None = None,
-    include: Sequence[tuple[Memory, float]] = (),
-    dense: Sequence[tuple[Memory, float]] | None = None,
+    lexical: Sequence[tuple[MemoryFields, float]] | None = None,
+    include: Sequence[tuple[MemoryFields, float]] = (),
+    dense: Sequence[tuple[MemoryFields, float]] | None = None,
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
     (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored,
@@ -99,7 +101,7 @@ def gather(
             for m, _ in lexical
             if m.id in lex and (m.provenance.turn_ids or not quoted_only(m.content, asked, sources))
         }
-    memories: dict[str, Memory] = {m.id: m for m, _ in dense}
+    memories: dict[str, MemoryFields] = {m.id: m for m, _ in dense}
     sims: dict[str, float] = {m.id: s for m, s in dense}
     for memory, _ in lexical:
         if memory.id not in memories:
@@ -198,7 +200,7 @@ def quoted_only(content: str, query_terms: frozenset[str], sources: frozenset[st
     return bool(shared) and shared <= (sources & proper_nouns(content))
 
 
-def cosine(memory: Memory, vector: Vector) -> float:
+def cosine(memory: MemoryFields, vector: Vector) -> float:
     """The memory's cosine with ``vector`` (0 without an embedding)."""
     if memory.embedding is None:
         return 0.0

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from engrain.model import Kind, Memory
+from engrain.model import Kind, MemoryFields
 from engrain.recall.classify import Classification, Intent
 
 
@@ -185,7 +185,7 @@ def present_scale(kind: Kind, age: float | None) -> float:
     return float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
 
 
-def present_relevance(memory: Memory, relevance: float, now: datetime) -> float:
+def present_relevance(memory: MemoryFields, relevance: float, now: datetime) -> float:
     """``relevance`` as the gated score sees it: scaled by :func:`present_scale` for a kind
     about the present (a stale context is less relevant than its wording), else as given."""
     if memory.kind not in PRESENT_KINDS:
@@ -194,7 +194,7 @@ def present_relevance(memory: Memory, relevance: float, now: datetime) -> float:
 
 
 def score_gated(
-    memory: Memory,
+    memory: MemoryFields,
     relevance: float,
     classification: Classification,
     weights: Mapping[str, float],
@@ -261,7 +261,7 @@ def frequency_score(count: int) -> float:
     return min(max(0, count) / ACCESS_FREQUENCY_CAP, 1.0)
 
 
-def score_composite(memory: Memory, relevance: float, now: datetime) -> Scored:
+def score_composite(memory: MemoryFields, relevance: float, now: datetime) -> Scored:
     """The Phase 3 composite score, exactly (ADR-0040 in docs/adr)."""
     parts = {
         "relevance": WEIGHT_RELEVANCE * min(1.0, max(0.0, relevance)),
@@ -282,7 +282,7 @@ STATIC_HALF_LIFE_DAYS = 30.0
 STATIC_TOP = 10
 
 
-def score_static(memory: Memory, now: datetime) -> Scored:
+def score_static(memory: MemoryFields, now: datetime) -> Scored:
     """ADR-002: ``0.5 × recency + 0.2 × log(access_count + 1) + 0.3 × confidence``, recency
     halving every 30 days since the memory was last written. Query-free."""
     age = age_days(memory.updated_at, now) or 0.0
@@ -310,11 +310,11 @@ class Query:
 
 
 #: A profile's score of one memory from its relevance and its co-occurrence bonus.
-Scorer = Callable[[Memory, float, float], Scored]
+Scorer = Callable[[MemoryFields, float, float], Scored]
 
 
 def _gated(query: Query) -> Scorer:
-    def score(memory: Memory, relevance: float, cooccurrence: float) -> Scored:
+    def score(memory: MemoryFields, relevance: float, cooccurrence: float) -> Scored:
         return score_gated(
             memory, relevance, query.classification, query.weights, query.now,
             cooccurrence=cooccurrence, focus_areas=query.focus_areas,
@@ -324,14 +324,14 @@ def _gated(query: Query) -> Scorer:
 
 
 def _composite(query: Query) -> Scorer:
-    def score(memory: Memory, relevance: float, cooccurrence: float) -> Scored:
+    def score(memory: MemoryFields, relevance: float, cooccurrence: float) -> Scored:
         return score_composite(memory, relevance, query.now)
 
     return score
 
 
 def _static(query: Query) -> Scorer:
-    def score(memory: Memory, relevance: float, cooccurrence: float) -> Scored:
+    def score(memory: MemoryFields, relevance: float, cooccurrence: float) -> Scored:
         return score_static(memory, query.now)
 
     return score

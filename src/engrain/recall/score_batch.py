@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engrain.model import Kind, Memory
+from engrain.model import Kind, MemoryFields
 from engrain.recall.score import (
     COOCCURRENCE_CAP,
     FOCUS_BONUS,
@@ -37,7 +37,7 @@ from engrain.recall.score import (
 )
 
 
-def gated_totals(items: Iterable[tuple[Memory, float, float]], query: Query) -> list[float]:
+def gated_totals(items: Iterable[tuple[MemoryFields, float, float]], query: Query) -> list[float]:
     """``score_gated(memory, relevance, query.classification, query.weights, query.now,
     cooccurrence=bonus, focus_areas=query.focus_areas).total`` for each ``(memory,
     relevance, bonus)`` of ``items``, in order."""
@@ -45,7 +45,7 @@ def gated_totals(items: Iterable[tuple[Memory, float, float]], query: Query) -> 
 
 
 def gated_scores(
-    items: Iterable[tuple[Memory, float, float]], query: Query
+    items: Iterable[tuple[MemoryFields, float, float]], query: Query
 ) -> list[tuple[float, float]]:
     """For each ``(memory, relevance, bonus)`` of ``items``, in order: its
     :func:`gated_totals` total and ``present_relevance(memory, relevance, query.now)``."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from engrain.model import Kind, Memory, MemoryType
+from engrain.model import Kind, Memory, MemoryFields, MemoryType
 from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
@@ -139,12 +139,33 @@ class Ranked(NamedTuple):
     """A scored candidate before its line is costed (costing every candidate's line is
     most of a call's time at 10,000 memories; selection costs only what it considers).
     A named tuple, not a frozen dataclass: every call makes one per candidate (~200), and
-    a tuple is built several times faster."""
+    a tuple is built several times faster. ``memory``: its fields, built once selected."""
 
-    memory: Memory
+    memory: MemoryFields
     score: float
     similarity: float
     relevance: float
+
+
+class _Item(NamedTuple):
+    """A candidate considered, with its line's tokens: a
+    :class:`~engrain.recall.results.ScoredMemory` whose memory is built only once it is
+    selected (or a decision about it is recorded)."""
+
+    memory: MemoryFields
+    score: float
+    similarity: float
+    tokens: int
+
+    def scored(self) -> ScoredMemory:
+        """This item with its memory built."""
+        return ScoredMemory(self.memory.built(), self.score, self.similarity, self.tokens)
+
+
+def built_each(fields: Sequence[MemoryFields]) -> list[Memory]:
+    """The memory of each of ``fields``, one at a time (:func:`select_gated`'s default;
+    the gate passes the store's, which builds rows found together at once)."""
+    return [f.built() for f in fields]
 
 
 @dataclass(frozen=True)
@@ -154,7 +175,7 @@ class Layout:
     and that cost; ``None`` for the flat format)."""
 
     wrapper: int
-    section: Callable[[Memory], tuple[str, int]] | None = None
+    section: Callable[[MemoryFields], tuple[str, int]] | None = None
 
 
 class _Fill:
@@ -164,7 +185,7 @@ class _Fill:
         self.budget = budget
         self.layout = layout
         self.explain = explain
-        self.groups: tuple[list[ScoredMemory], ...] = ([], [], [])
+        self.groups: tuple[list[_Item], ...] = ([], [], [])
         self.count = 0
         self.used = 0
         self.procedural_used = 0
@@ -176,7 +197,7 @@ class _Fill:
         self.sections: set[str] = set()
         self.decisions: list[Decision] = []
 
-    def cost(self, memory: Memory, tokens: int) -> int:
+    def cost(self, memory: MemoryFields, tokens: int) -> int:
         """What adding ``memory`` costs: its line, a newline, the wrapper if it is the
         first line and a heading if it opens a section."""
         extra = 0 if self.count else self.layout.wrapper
@@ -191,14 +212,12 @@ class _Fill:
         relevant)."""
         return self.used - sum(cost for placed, cost in self.unordered if placed < relevance)
 
-    def note(self, item: ScoredMemory, selected: bool, reason: str) -> None:
+    def note(self, item: _Item, selected: bool, reason: str) -> None:
         """Record a decision (only when explaining)."""
         if self.explain:
-            self.decisions.append(Decision(item, selected, reason))
+            self.decisions.append(Decision(item.scored(), selected, reason))
 
-    def add(
-        self, item: ScoredMemory, group: int, reason: str, relevance: float, walked: bool
-    ) -> bool:
+    def add(self, item: _Item, group: int, reason: str, relevance: float, walked: bool) -> bool:
         """Select ``item`` (of ``relevance``) into ``group`` if it fits; record the decision
         either way. ``walked``: it comes in the fill order (no later candidate judged by
         :func:`needed_relevance` is more relevant), not as a leading pin or a partner."""
@@ -322,9 +341,9 @@ def needed_relevance(used: int, budget: int) -> float:
 def select_gated(
     ranked: Sequence[Ranked],
     *,
-    line_tokens: Callable[[Memory], int],
+    line_tokens: Callable[[MemoryFields], int],
     token_budget: int,
-    line_floor: Callable[[Memory], int] | None = None,
+    line_floor: Callable[[MemoryFields], int] | None = None,
     intent: Intent,
     threshold_shift: float = 0.0,
     apply_threshold: bool = True,
@@ -332,6 +351,7 @@ def select_gated(
     top_k: int | None = None,
     layout: Layout = Layout(0),
     partners: Mapping[str, Sequence[Ranked]] | None = None,
+    build: Callable[[Sequence[MemoryFields]], list[Memory]] = built_each,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
@@ -356,6 +376,8 @@ def select_gated(
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
     without ``explain`` pass over a memory that cannot fit without costing its line.
+    ``build`` gives the memories of the selection (only those are built, and a decision's
+    when explaining).
     With thresholds, the candidates are walked most relevant first (:func:`fill_order`).
     Returns the selection (pinned, then procedural, then the rest in the order walked), the
     tokens the block will use, and (with ``explain``) a decision per candidate; without
@@ -369,8 +391,8 @@ def select_gated(
     area = area_of(ranked) if apply_threshold else frozenset()
     partners = partners or {}
 
-    def costed(r: Ranked) -> ScoredMemory:
-        return ScoredMemory(r.memory, r.score, r.similarity, line_tokens(r.memory))
+    def costed(r: Ranked) -> _Item:
+        return _Item(r.memory, r.score, r.similarity, line_tokens(r.memory))
 
     leading = [r for r in ranked if r.memory.pinned and r.relevance >= PIN_MIN_RELEVANCE]
     lead_ids = {r.memory.id for r in leading}
@@ -446,5 +468,8 @@ def select_gated(
                 seen.add(partner.memory.id)
                 fill.add(costed(partner), group, f"conflicts with {memory.id}",
                          partner.relevance, walked=False)  # fmt: skip
-    selected = [s for group in fill.groups for s in group]
+    items = [item for group in fill.groups for item in group]
+    memories = build([item.memory for item in items])
+    selected = [ScoredMemory(memory, item.score, item.similarity, item.tokens)
+                for memory, item in zip(memories, items, strict=True)]  # fmt: skip
     return selected, fill.used, fill.decisions

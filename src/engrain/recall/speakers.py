@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Sequence
 from functools import lru_cache
 
-from engrain.model import Memory
+from engrain.model import MemoryFields
 from engrain.recall.excerpt import chunk_lines, excerpt
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import rescored
@@ -112,7 +112,7 @@ WHOLE_FIRST = 3
 SHORT_ANSWER = 8
 
 
-def asked_speakers(memories: Sequence[Memory], message: str) -> frozenset[str]:
+def asked_speakers(memories: Sequence[MemoryFields], message: str) -> frozenset[str]:
     """The speakers (lower case) of ``memories``' conversation chunks that ``message``
     names; empty when it names none or all of them (then who is asked about says nothing)."""
     speakers = {
@@ -186,11 +186,13 @@ def with_speaker_lines(
 #: Each memory object's cut per asked speakers and answer length: copying a memory is most
 #: of the cost (~15 µs), and the stores hand out the same object until the memory changes.
 #: A weak reference checks that the object is the one remembered (an ``id`` can be reused).
-_CUTS: dict[tuple[int, frozenset[str], int], tuple[weakref.ref[Memory], Memory | None]] = {}
+_CUTS: dict[
+    tuple[int, frozenset[str], int], tuple[weakref.ref[MemoryFields], MemoryFields | None]
+] = {}
 _CUTS_MAX = 20_000
 
 
-def _cut(memory: Memory, asked: frozenset[str], short_answer: int) -> Memory | None:
+def _cut(memory: MemoryFields, asked: frozenset[str], short_answer: int) -> MemoryFields | None:
     """``memory`` as the lines :func:`speaker_lines` keeps for ``asked`` and
     ``short_answer`` (itself when it keeps them all), ``None`` when it is not a chunk of one
     line per turn (:func:`~engrain.recall.excerpt.chunk_lines`); remembered per memory
@@ -200,7 +202,7 @@ def _cut(memory: Memory, asked: frozenset[str], short_answer: int) -> Memory | N
     if hit is not None and hit[0]() is memory:
         return hit[1]
     lines = chunk_lines(memory)
-    cut: Memory | None = None
+    cut: MemoryFields | None = None
     if lines is not None:
         keep = speaker_lines(lines, asked, short_answer)
         cut = excerpt(memory, keep) if len(keep) < len(lines) else memory

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.ingest.chunk import turn_lines
-from engrain.model import Memory, Vector
+from engrain.model import Memory, MemoryFields, Vector
 from engrain.recall.per_revision import Embed, StoreIndexes
 from engrain.store.base import MemoryFilter, Store
 
@@ -139,11 +139,11 @@ def with_turns(
     embed_query: Callable[[str], Vector],
     user_id: str,
     vector: Vector,
-    dense: Sequence[tuple[Memory, float]],
+    dense: Sequence[tuple[MemoryFields, float]],
     k: int,
     flt: MemoryFilter,
     weight: float = TURN_WEIGHT,
-) -> list[tuple[Memory, float]]:
+) -> list[tuple[MemoryFields, float]]:
     """``dense`` (the ``k`` nearest by each memory's own vector) with every conversation
     chunk's similarity raised to its best line's (:func:`turn_similarity`), joined by the
     chunks passing ``flt`` whose best line is among the ``k`` best, nearest first.
@@ -156,17 +156,17 @@ def with_turns(
     if not index.ids:
         return list(dense)
     best = index.best(vector)
-    found = {m.id: (m, s) for m, s in dense}
+    found: dict[str, tuple[MemoryFields, float]] = {m.id: (m, s) for m, s in dense}
     top = np.argsort(-best, kind="stable")[:k]
     missing = [index.ids[i] for i in top if index.ids[i] not in found]
     for memory in _memories(store, user_id, missing):
         if flt.matches(memory):
             found[memory.id] = (memory, _cosine(memory, vector))
-    out = []
-    for memory, sim in found.values():
-        at = index.position.get(memory.id)
+    out: list[tuple[MemoryFields, float]] = []
+    for fields, sim in found.values():
+        at = index.position.get(fields.id)
         turn = float(best[at]) if at is not None else sim
-        out.append((memory, turn_similarity(sim, turn, weight)))
+        out.append((fields, turn_similarity(sim, turn, weight)))
     out.sort(key=lambda pair: pair[1], reverse=True)
     return out
 

@@ -145,6 +145,20 @@ def quantized(vectors: Matrix) -> npt.NDArray[np.int8]:
     return out
 
 
+def dequantized(codes: npt.NDArray[np.int8]) -> Matrix:
+    """Unit vectors for int8 ``codes`` (:func:`quantized` ones): each code at the middle of
+    its step before normalising. Truncation put ``127 × u`` anywhere in ``[c, c + 1)`` away
+    from zero for a code ``c ≠ 0`` (in ``(-1, 1)`` for 0), so the middle is unbiased where
+    the code itself is short by half a step on average: on the 100,000-memory corpus the
+    cosine of a query with the middle's vector is within 0.0016 of the exact one (median;
+    0.0021 for the codes as they are, max 0.011 against 0.014; docs/scale.md, session 16)."""
+    wide = codes.astype(np.float32)
+    wide += np.float32(0.5) * np.sign(wide)
+    norms = np.linalg.norm(wide, axis=1, keepdims=True)
+    out: Matrix = np.divide(wide, norms, out=np.zeros_like(wide), where=norms > 0)
+    return out
+
+
 def int8_payload(payload: memoryview) -> bytearray | None:
     """A usearch serialisation of a cosine float16 or float32 index (``payload``) as the
     same index with int8 vectors: each vector quantized as usearch quantizes a cosine one
@@ -306,23 +320,23 @@ class VectorIndex:
         return held
 
     def vectors(self, keys: Keys) -> Matrix:
-        """The vectors the index holds for ``keys`` (widened to float32: an int8 one is a
-        unit vector's direction to within 1/127 per component; zeros for a key it does not
-        hold): what a working set scores with when it has no float32 copy and cannot read
-        one (docs/scale.md)."""
+        """The vectors the index holds for ``keys`` (widened to float32: an int8 one by
+        :func:`dequantized`, a unit vector's direction to within half a step of 1/127 per
+        component; zeros for a key it does not hold): what a working set scores with when
+        it has no float32 copy and cannot read one (docs/scale.md)."""
         out = np.zeros((len(keys), self.ndim), dtype=np.float32)
         if not len(keys):
             return out
+        lossy = self.lossy
         with self._lock:
-            stored: Any = self._index.get(keys, dtype="f32")
+            stored: Any = self._index.get(keys, dtype="i8" if lossy else "f32")
         found = [i for i, vector in enumerate(stored) if vector is not None]
-        if len(found) == len(keys):
-            out[:] = np.stack(stored)
-        elif found:
-            out[found] = np.stack([stored[i] for i in found])
-        if self.lossy:  # truncation shortens them (~2% at 384-d): unit length again
-            norms = np.linalg.norm(out, axis=1, keepdims=True)
-            np.divide(out, norms, out=out, where=norms > 0)
+        if not found:
+            return out
+        block = np.stack([stored[i] for i in found])
+        # int8: each code at the middle of its step, then unit length (truncation shortens
+        # every component: the codes as they are lean toward zero)
+        out[found] = dequantized(block) if lossy else block
         return out
 
     def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:

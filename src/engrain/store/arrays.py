@@ -11,7 +11,7 @@ and depend only on the columns they were computed from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
@@ -19,8 +19,8 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store import built
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
+from engrain.store import built, found
 from engrain.store.ann import Keys, VectorIndex, memory_keys
 from engrain.store.base import MemoryFilter
 from engrain.store.coarse import Projection
@@ -166,14 +166,31 @@ class Arrays:
         that is not kept built is not read from the store a second time; else only those
         of the rows not kept built are read, in one go."""
         ids = self.ids.take(rows) if len(rows) else []
+        return built.rows_memories(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
+
+    def found_of(self, rows: Sequence[int], vectors: Matrix | None = None) -> list[MemoryFields]:
+        """The fields of each of ``rows`` (``store/found.py``): the memory where it is built
+        already, else the row's columns read when asked, its memory built only if the
+        caller asks for it. ``vectors`` as for :meth:`memories_of`."""
+        ids = self.ids.take(rows) if len(rows) else []
+        return found.found(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
+
+    def _vectors_of(
+        self, rows: Sequence[int], ids: Sequence[str], vectors: Matrix | None
+    ) -> Callable[[int], Vector | None]:
+        """The vector of each of ``rows`` (by row) for building their memories: the
+        matrix's, ``vectors`` (the rows' own, in order), or for the rows not kept built
+        those read from the store in one go."""
         if self.matrix is not None or not len(rows):
-            return built.rows_memories(self.rows, rows, ids, self._vector)
+            return self._vector
+        kept: dict[int, Vector] = {}
         if vectors is not None:
             block, at = vectors, {row: i for i, row in enumerate(rows)}
-        else:  # the vectors of the memories to build (a kept memory has its own)
-            decoded = self.rows.decoded
-            todo = [row for row, memory_id in zip(rows, ids, strict=True)
-                    if self.has_vector[row] and decoded.get(memory_id) is None]  # fmt: skip
+        else:  # the vectors of the rows to build or find (a kept one has its own)
+            for row, fields in zip(rows, self.rows.decoded.fields_many(ids), strict=True):
+                if fields is not None and fields.embedding is not None:
+                    kept[row] = fields.embedding
+            todo = [row for row in rows if self.has_vector[row] and row not in kept]
             block = self.vectors(np.asarray(todo, dtype=np.intp), texts=True)
             at = {row: i for i, row in enumerate(todo)}
         block.flags.writeable = False
@@ -181,10 +198,14 @@ class Arrays:
         def vector(row: int) -> Vector | None:
             if not self.has_vector[row]:
                 return None
-            found = at.get(row)  # None: dropped from the kept ones since (another thread)
-            return block[found] if found is not None else self._vector(row)
+            found = at.get(row)
+            if found is not None:
+                read: Vector = block[found]
+                return read
+            # kept, or (None) dropped from the kept ones since by another thread: read it
+            return kept[row] if row in kept else self._vector(row)
 
-        return built.rows_memories(self.rows, rows, ids, vector)
+        return vector
 
     @property
     def dim(self) -> int:

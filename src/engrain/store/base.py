@@ -24,7 +24,8 @@ from typing import (
 )
 
 from engrain.errors import MigrationError, ValidationError
-from engrain.model import Kind, Memory, MemoryType, Vector
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
+from engrain.tokens import spaced_count
 
 #: A memory row's columns, in the order both SQL backends store them (the order of migration
 #: 001's table, then the columns later migrations added).
@@ -33,7 +34,7 @@ MEMORY_COLUMNS = (
     "created_at", "updated_at", "event_at", "key", "importance", "confidence", "usefulness",
     "access_count", "last_accessed_at", "pinned", "muted", "promoted_at", "compressed",
     "compression_source", "source_session_id", "provenance", "content_hash", "embedding",
-    "superseded_by",
+    "superseded_by", "content_tokens",
 )  # fmt: skip
 
 
@@ -127,13 +128,22 @@ def _expected(annotation: Any) -> tuple[tuple[type, ...], bool]:
     return ((int, float) if annotation is float else (annotation,)), nullable
 
 
-#: The Memory fields a :class:`Patch` may set (all but the row's identity), with the types
-#: each accepts.
+#: The Memory fields a :class:`Patch` may set (all but the row's identity and what the
+#: store derives from the content, ``content_tokens``), with the types each accepts.
 PATCHABLE: dict[str, tuple[tuple[type, ...], bool]] = {
     name: _expected(hint)
     for name, hint in get_type_hints(Memory).items()
-    if name in {f.name for f in fields(Memory)} - {"id", "user_id"}
+    if name in {f.name for f in fields(Memory)} - {"id", "user_id", "content_tokens"}
 }
+
+
+def counted(memory: Memory) -> Memory:
+    """``memory`` with its ``content_tokens`` (:func:`~engrain.tokens.spaced_count` of its
+    content), counted here if it carries none: what every store writes and keeps. A
+    content that is not a string is left for the store to refuse (its write's error)."""
+    if memory.content_tokens is not None or not isinstance(memory.content, str):
+        return memory
+    return memory.evolve(content_tokens=spaced_count(memory.content))
 
 
 def _check_value(name: str, value: Any) -> None:
@@ -307,6 +317,27 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections and files."""
+        ...
+
+
+@runtime_checkable
+class FoundSearch(Protocol):
+    """A store whose searches can give each match as its fields
+    (:class:`~engrain.model.MemoryFields`) instead of a built memory: a row of its working
+    set is read from its columns when asked and built only if the caller returns it
+    (``store/found.py``). The gate uses these when a store has them (SQLite); any other
+    store's memories are their own fields."""
+
+    def search_found(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """``search(user_id, vector, k, flt)`` for each ``(k, flt)``, as fields."""
+        ...
+
+    def lexical_found(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[MemoryFields, float]]:
+        """``lexical_search(user_id, text, k, flt)``, as fields."""
         ...
 
 

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from engrain.model import Kind, Memory, MemoryType, Vector
-from engrain.store.columns import _EPOCH, NO_TIME, Codes, Columns, Strings
+from engrain.store.columns import _EPOCH, NO_COUNT, NO_TIME, Codes, Columns, Strings
 from engrain.store.rows import Rows
 
 _V = TypeVar("_V")
@@ -84,6 +84,9 @@ def memories(
             columns.provenance.codes[at].tolist(), listed, columns._provenance_of
         ),
         "content_hash": strings_at(columns.content_hash, at),
+        "content_tokens": [
+            None if c == NO_COUNT else c for c in columns.content_tokens[at].tolist()
+        ],
         "embedding": list(embeddings),
         "user_id": [columns.user_id] * len(listed),
     }

@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import EngrainError
-from engrain.model import Memory, Vector
+from engrain.model import Memory, MemoryFields, Vector
 from engrain.store import ann_kinds, heap, lexical_file
 from engrain.store.ann import (
     PATCH_AFTER,
@@ -69,6 +69,7 @@ from engrain.store.arrays import (
 )
 from engrain.store.base import ALL, MemoryFilter
 from engrain.store.columns import Table, parse_micros
+from engrain.store.found import built_all
 from engrain.store.lexical import LexicalIndex
 from engrain.store.rows import with_access as _with_access
 from engrain.store.vector_search import (
@@ -281,10 +282,24 @@ class UserCache:
     def search_many(
         self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
     ) -> list[list[tuple[Memory, float]]]:
-        """:meth:`search` for each ``(k, flt)``, from one product of the query with the
-        matrix (the gate asks for a candidate pool and every learning at once); through the
-        approximate index for a large user once it is ready (see the module docstring)."""
+        """:meth:`search` for each ``(k, flt)``: :meth:`search_found`'s, built (and kept)."""
         snapshot = self._built()
+        return [_built(found, snapshot) for found in self._search(snapshot, vector, searches)]
+
+    def search_found(
+        self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """:meth:`search` for each ``(k, flt)``, each match as its fields
+        (``store/found.py``: built only if the caller asks), from one product of the query
+        with the matrix (the gate asks for a candidate pool and every learning at once);
+        through the approximate index for a large user once it is ready (see the module
+        docstring)."""
+        return self._search(self._built(), vector, searches)
+
+    def _search(
+        self, snapshot: Snapshot, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """:meth:`search_found` in ``snapshot``."""
         arrays = snapshot.arrays
         assert arrays is not None
         query = np.asarray(vector, dtype=np.float32)
@@ -325,6 +340,18 @@ class UserCache:
         """The ``k`` best BM25 matches passing ``flt`` (statistics over all the user's
         memories); memories sharing no term with ``text`` are left out."""
         snapshot = self._built()
+        return _built(self._lexical_found(snapshot, text, k, flt), snapshot)
+
+    def lexical_found(
+        self, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[MemoryFields, float]]:
+        """:meth:`lexical_search`, each match as its fields (``store/found.py``)."""
+        return self._lexical_found(self._built(), text, k, flt)
+
+    def _lexical_found(
+        self, snapshot: Snapshot, text: str, k: int, flt: MemoryFilter
+    ) -> list[tuple[MemoryFields, float]]:
+        """:meth:`lexical_found` in ``snapshot``."""
         arrays = snapshot.arrays
         assert arrays is not None
         if k <= 0 or not len(arrays):
@@ -334,7 +361,7 @@ class UserCache:
             lexical = self._lexical(arrays)
             self._publish(snapshot, replace(snapshot, lexical=lexical))
         rows, scores = lexical.top(text, k, self._mask(arrays, flt))
-        found = arrays.memories_of(rows.tolist())
+        found = arrays.found_of(rows.tolist())
         return list(zip(found, scores.tolist(), strict=True))
 
     def _lexical(self, arrays: Arrays) -> LexicalIndex:
@@ -569,6 +596,20 @@ class UserCache:
 #: After the index job of a working set this large, freed heap is handed back
 #: (``store/heap.py``: a trim costs milliseconds; smaller sets free little).
 HEAP_RELEASE_ROWS = 5_000
+
+
+def _built(
+    found: Sequence[tuple[MemoryFields, float]], snapshot: Snapshot
+) -> list[tuple[Memory, float]]:
+    """Matches found in ``snapshot`` with their memories built (together:
+    :func:`~engrain.store.found.built_all`) and kept, as a search that returns memories
+    has always kept them."""
+    if not found:
+        return []
+    assert snapshot.arrays is not None
+    built = built_all([fields for fields, _ in found])
+    memories = snapshot.arrays.rows.decoded.keep_many(built)
+    return list(zip(memories, (score for _, score in found), strict=True))
 
 
 def _brought_up(

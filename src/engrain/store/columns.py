@@ -80,6 +80,20 @@ def texts_digest(count: int, joined: bytes) -> bytes:
     return digest.digest()
 
 
+#: A missing ``content_tokens`` in its column (a row written before it was kept).
+NO_COUNT = -1
+
+
+def counts_array(values: Sequence[int | None]) -> npt.NDArray[np.int32]:
+    """A column of counts (:data:`NO_COUNT` for ``None``)."""
+    return np.fromiter((NO_COUNT if v is None else v for v in values), np.int32, len(values))
+
+
+def _count(value: int) -> int | None:
+    """A count read from its column (``None`` for :data:`NO_COUNT`)."""
+    return None if value == NO_COUNT else value
+
+
 def _datetimes(values: Int64Array) -> list[Any]:
     """:func:`from_micros` of each value (:data:`NO_TIME` is NumPy's "not a time")."""
     return [None if d is None else d.replace(tzinfo=UTC)
@@ -211,6 +225,8 @@ class Columns:
     muted: npt.NDArray[np.bool_]
     compressed: npt.NDArray[np.bool_]
     compression_source: npt.NDArray[np.bool_]
+    #: ``Memory.content_tokens`` (:data:`NO_COUNT` where the row has none).
+    content_tokens: npt.NDArray[np.int32]
     rowids: Int64Array
     #: :func:`texts_digest` of ``content`` (saved with the image: no text is hashed to
     #: check a saved BM25 index).
@@ -248,6 +264,7 @@ class Columns:
             source_session_id=self.source_session_id[row],
             superseded_by=self.superseded_by[row], provenance=self._provenance_of(row),
             content_hash=self.content_hash[row], embedding=embedding,
+            content_tokens=_count(int(self.content_tokens[row])),
         )  # fmt: skip
 
     def memories(
@@ -268,6 +285,7 @@ class Columns:
         usefulness = self.usefulness[at].tolist()
         pinned, muted = self.pinned[at].tolist(), self.muted[at].tolist()
         compressed, source = self.compressed[at].tolist(), self.compression_source[at].tolist()
+        counts = self.content_tokens[at].tolist()
         out = []
         for i, row in enumerate(rows):
             out.append(Memory(
@@ -282,6 +300,7 @@ class Columns:
                 compression_source=source[i], source_session_id=self.source_session_id[row],
                 superseded_by=self.superseded_by[row], provenance=self._provenance_of(row),
                 content_hash=self.content_hash[row], embedding=embeddings[i],
+                content_tokens=_count(counts[i]),
             ))  # fmt: skip
         return out
 
@@ -314,12 +333,13 @@ _TIMES: Mapping[str, int] = {"created": 8, "updated": 9, "event": 10, "promoted"
 _FLOATS: Mapping[str, int] = {"importance": 12, "confidence": 13, "usefulness": 14}
 _FLAGS: Mapping[str, int] = {"pinned": 17, "muted": 18, "compressed": 20,
                              "compression_source": 21}  # fmt: skip
-_ARRAYS = ("memory_type", "kind", *_TIMES, *_FLOATS, *_FLAGS)
+_COUNTS: Mapping[str, int] = {"content_tokens": 27}
+_ARRAYS = ("memory_type", "kind", *_TIMES, *_FLOATS, *_FLAGS, *_COUNTS)
 _STRINGS = ("ids", "content", "content_hash")
 #: The strings an image holds: not the texts (read from the rows on demand).
 _SAVED_STRINGS = ("ids", "content_hash")
 _SKIPPED = (1, 15, 16, 25)  # the user, the access count and time, the vector
-_ROWID = 27
+_ROWID = 28
 
 
 class ColumnsBuilder:
@@ -328,7 +348,7 @@ class ColumnsBuilder:
 
     def __init__(self, user_id: str) -> None:
         self.user_id = user_id
-        self._parts: list[list[Any]] = [[] for _ in range(27)]
+        self._parts: list[list[Any]] = [[] for _ in range(_ROWID)]
         self._rowids: list[int] = []
 
     def add(self, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -363,6 +383,8 @@ class ColumnsBuilder:
             fields[name] = np.array(parts[col], dtype=np.float64)
         for name, col in _FLAGS.items():
             fields[name] = np.array(parts[col], dtype=bool)
+        for name, col in _COUNTS.items():
+            fields[name] = counts_array(parts[col])
         content: Strings = fields["content"]
         return Columns(
             user_id=self.user_id, rowids=np.array(self._rowids, dtype=np.int64),

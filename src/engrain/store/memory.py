@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
+from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State, counted
 from engrain.store.cache import UserCache
 
 
@@ -42,7 +42,7 @@ class MemoryStore:
     ) -> None:
         """Upserts, then patches (of rows that exist), then deletes, then state, atomically
         (see :meth:`Store.write`)."""
-        plan_upserts = [(m.user_id, m.id, m) for m in upserts]
+        plan_upserts = [(m.user_id, m.id, counted(m)) for m in upserts]
         plan_deletes = [(m.user_id, m.id) for m in deletes]
         plan_state = [((s.user_id, s.namespace, s.key), s.encoded()) for s in state]
         now = datetime.now(UTC)
@@ -56,7 +56,7 @@ class MemoryStore:
                     found = self._users[patch.user_id].get([patch.memory_id])
                     current = found[0] if found else None
                 if current is not None:
-                    staged[patch.where] = patch.apply(current)
+                    staged[patch.where] = counted(patch.apply(current))
             changed = {u for u, _ in staged} | {u for u, _ in plan_deletes}
             for user in changed:
                 self._revisions[user] += 1

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from engrain.model import Memory, Vector
+from engrain.model import Memory, MemoryFields, Vector
 from engrain.store.columns import Columns, from_micros, micros
 
 if TYPE_CHECKING:
@@ -120,14 +120,21 @@ class Counts:
 
 
 class Decoded:
-    """Memories built from rows, by id; shared by the readers of one snapshot."""
+    """Memories built from rows, by id, and rows found by a search without building their
+    memories (``store/found.py``: their fields, read once, and their vectors); shared by
+    the readers of one snapshot. The two together hold at most :data:`DECODED_MAX`."""
 
-    def __init__(self, entries: dict[str, Memory] | None = None) -> None:
+    def __init__(
+        self,
+        entries: dict[str, Memory] | None = None,
+        found: dict[str, MemoryFields] | None = None,
+    ) -> None:
         self._entries: dict[str, Memory] = entries if entries is not None else {}
+        self._found: dict[str, MemoryFields] = found if found is not None else {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._entries) + len(self._found)
 
     def get(self, memory_id: str) -> Memory | None:
         """The memory built for this id, if kept."""
@@ -138,32 +145,57 @@ class Decoded:
         entries = self._entries
         return [entries.get(memory_id) for memory_id in ids]
 
+    def fields_many(self, ids: Iterable[str]) -> list[MemoryFields | None]:
+        """The memory built or the row found for each of ``ids``, if kept."""
+        entries, found = self._entries, self._found
+        return [entries.get(memory_id) or found.get(memory_id) for memory_id in ids]
+
     def keep(self, memory: Memory) -> Memory:
-        """Keep ``memory``; the one kept for its id (another thread may have been first)."""
+        """Keep ``memory``; the one kept for its id (another thread may have been first).
+        A row found for it is no longer kept: the memory has its fields."""
         with self._lock:
-            if len(self._entries) >= DECODED_MAX:
-                self._entries.clear()
+            self._make_room()
+            self._found.pop(memory.id, None)
             return self._entries.setdefault(memory.id, memory)
 
     def keep_many(self, memories: Sequence[Memory]) -> list[Memory]:
         """:meth:`keep` of each of ``memories``, under one hold of the lock."""
         with self._lock:
-            entries = self._entries
+            entries, found = self._entries, self._found
             out = []
             for memory in memories:
-                if len(entries) >= DECODED_MAX:
-                    entries.clear()
+                self._make_room()
+                found.pop(memory.id, None)
                 out.append(entries.setdefault(memory.id, memory))
             return out
 
-    def carried(self, drop: Iterable[str] = (), put: Mapping[str, Memory] | None = None) -> Decoded:
-        """A copy for the next snapshot: ``drop`` left out, ``put`` set."""
+    def keep_found(self, found: Sequence[MemoryFields]) -> None:
+        """Keep these rows found (their memories not built) for the next searches."""
         with self._lock:
-            entries = dict(self._entries)
+            self._make_room(len(found))
+            kept = self._found
+            for fields in found:
+                kept.setdefault(fields.id, fields)
+
+    def _make_room(self, more: int = 1) -> None:
+        """Start over when ``more`` would not fit (the lock held)."""
+        if len(self._entries) + len(self._found) + more > DECODED_MAX:
+            self._entries.clear()
+            self._found.clear()
+
+    def carried(self, drop: Iterable[str] = (), put: Mapping[str, Memory] | None = None) -> Decoded:
+        """A copy for the next snapshot: ``drop`` left out, ``put`` set (its rows found
+        left out: they were found with their former values)."""
+        with self._lock:
+            entries, found = dict(self._entries), dict(self._found)
         for memory_id in drop:
             entries.pop(memory_id, None)
-        entries.update(put or {})
-        return Decoded(entries)
+            found.pop(memory_id, None)
+        if put:
+            entries.update(put)
+            for memory_id in put:
+                found.pop(memory_id, None)
+        return Decoded(entries, found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,12 +311,14 @@ class Rows:
         now, new = self.counts.added({row: n for row, (_, n) in counts.items()}, when)
         moment = from_micros(when)
         put: dict[str, Memory] = {}
-        kept_now = self.decoded.get_many(memory_id for memory_id, _ in counts.values())
-        for (memory_id, _), count, kept in zip(counts.values(), new, kept_now, strict=True):
+        ids = [memory_id for memory_id, _ in counts.values()]
+        kept_now = self.decoded.get_many(ids)
+        for memory_id, count, kept in zip(ids, new, kept_now, strict=True):
             if kept is not None:
                 put[memory_id] = with_access(kept, count, moment)
+        # a row found is dropped: its count is the one it was found with
         return Rows(self.base, self.source, self.objects, now,
-                    self.decoded.carried(put=put))  # fmt: skip
+                    self.decoded.carried(drop=ids, put=put))  # fmt: skip
 
     def recounted(self, access: Int64Array, last: Int64Array, changed: Iterable[str]) -> Rows:
         """These rows with these access counts and last accesses (another process counted

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import EngrainError, MigrationError, StoreError
-from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
+from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector, as_utc
 from engrain.store import (
     ann_kinds,
     built,
@@ -40,6 +40,7 @@ from engrain.store import (
     image_refresh,
     sqlite_load,
     sqlite_stamps,
+    sqlite_tokens,
     sqlite_uses,
 )
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot, Stash
@@ -52,6 +53,7 @@ from engrain.store.base import (
     MemoryFilter,
     Patch,
     State,
+    counted,
     pending_migrations,
 )
 from engrain.store.cache import Stamped, UserCache
@@ -225,6 +227,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("004_api_keys", _m004_api_keys),
     ("005_derived_indexes", _m005_derived_indexes),
     ("006_uses", sqlite_uses.migrate),
+    ("007_content_tokens", sqlite_tokens.migrate),
 ]
 
 
@@ -376,6 +379,7 @@ class SQLiteStore:
         transaction), then deletes, then state, in one ``BEGIN IMMEDIATE`` transaction."""
         if not upserts and not deletes and not state and not patches:
             return
+        upserts = [counted(m) for m in upserts]
         rows = [sqlite_uses.stored(_to_row(m)) for m in upserts]
         documents = [(s, s.encoded()) for s in state]
         staged = {(m.user_id, m.id): m for m in upserts}
@@ -443,7 +447,7 @@ class SQLiteStore:
                 current = _from_row(found[0]) if found else None
             if current is None:
                 continue
-            memory = patch.apply(current)
+            memory = counted(patch.apply(current))
             row = sqlite_uses.stored(_to_row(memory))
             if (memory.access_count, memory.last_accessed_at) != (
                 current.access_count, current.last_accessed_at
@@ -520,10 +524,23 @@ class SQLiteStore:
         """:meth:`search` for each ``(k, flt)``, from one product over the working set."""
         return self._cache(user_id).search_many(vector, searches)
 
+    def search_found(
+        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    ) -> list[list[tuple[MemoryFields, float]]]:
+        """:meth:`search_many`, each match as its fields (``store/found.py``: the gate
+        builds the memories it shows)."""
+        return self._cache(user_id).search_found(vector, searches)
+
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
     ) -> list[tuple[Memory, float]]:
         return self._cache(user_id).lexical_search(text, k, flt)
+
+    def lexical_found(
+        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
+    ) -> list[tuple[MemoryFields, float]]:
+        """:meth:`lexical_search`, each match as its fields (``store/found.py``)."""
+        return self._cache(user_id).lexical_found(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """An atomic ``access_count + 1`` per occurrence of each id; a deleted id matches no
@@ -1070,7 +1087,7 @@ def _to_row(m: Memory) -> tuple[Any, ...]:
         int(m.compressed), int(m.compression_source), m.source_session_id,
         json.dumps(m.provenance.to_dict()), m.content_hash,
         None if m.embedding is None else np.asarray(m.embedding, dtype=np.float32).tobytes(),
-        m.superseded_by,
+        m.superseded_by, m.content_tokens,
     )  # fmt: skip
 
 
@@ -1087,7 +1104,7 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
         source_session_id=r[22], provenance=Provenance.from_dict(json.loads(r[23])),
         content_hash=r[24],
         embedding=None if r[25] is None else np.frombuffer(r[25], dtype=np.float32).copy(),
-        superseded_by=r[26],
+        superseded_by=r[26], content_tokens=r[27],
     )  # fmt: skip
 
 

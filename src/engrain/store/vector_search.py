@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 from threadpoolctl import ThreadpoolController
 
-from engrain.model import Memory
+from engrain.model import MemoryFields
 from engrain.store import ann_kinds, coarse
 from engrain.store.ann_rows import AnnRows
 from engrain.store.arrays import MASKS_MAX, Arrays, BoolArray, Matrix, Subset
@@ -65,7 +65,7 @@ def approximate(
     mask_of: Callable[[Arrays, MemoryFilter], BoolArray],
     part: AnnRows | None = None,
     part_expected: bool = False,
-) -> list[list[tuple[Memory, float]]]:
+) -> list[list[tuple[MemoryFields, float]]]:
     """:meth:`~engrain.store.cache.UserCache.search_many` through the index: one index
     search sized for the most demanding filter (over-fetched by how few of the index's
     vectors each filter keeps),
@@ -108,7 +108,7 @@ def approximate(
         if count and id(record) not in walks:
             keys, similar = record.index.search_similar(query, widest)
             walks[id(record)] = (record.rows_of(keys), similar)
-    out: list[list[tuple[Memory, float]]] = []
+    out: list[list[tuple[MemoryFields, float]]] = []
     with single_threaded_blas():
         for (k, flt), mask, count, record, held_all in zip(searches, masks, counts, records,
                                                            all_held, strict=True):  # fmt: skip
@@ -152,7 +152,7 @@ def _unheld(mask: BoolArray, held: BoolArray, held_all: bool) -> npt.NDArray[np.
 
 def subset_top(
     arrays: Arrays, subset: Subset, query: npt.NDArray[np.float32], k: int
-) -> list[tuple[Memory, float]]:
+) -> list[tuple[MemoryFields, float]]:
     """The ``k`` best of a filter's rows (``subset``) by exact score, from its float32
     copy (a large filter's: among the best by its coarse projection, store/coarse.py)."""
     rows, copied, rough = subset
@@ -164,12 +164,13 @@ def subset_top(
 
 
 def scored_vectors(arrays: Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
-    """The vectors of candidate ``rows`` to score exactly: a memory kept built gives its
-    own (nothing read: ~20 % of a large user's candidates at 100,000 memories), the
-    others are read from the store with their texts (the best k are built)."""
+    """The vectors of candidate ``rows`` to score exactly: a memory kept built or a row
+    kept as an earlier search found it gives its own (nothing read: ~20 % of a large
+    user's candidates at 100,000 memories), the others are read from the store with their
+    texts."""
     if arrays.matrix is not None or not len(rows):
         return arrays.vectors(rows, texts=True)
-    kept = arrays.rows.decoded.get_many(arrays.ids.take(rows))
+    kept = arrays.rows.decoded.fields_many(arrays.ids.take(rows))
     dim = arrays.dim
     have = np.array([m is not None and m.embedding is not None and m.embedding.shape == (dim,)
                      for m in kept], dtype=bool)  # fmt: skip
@@ -264,10 +265,11 @@ def top_rows(
     scores: npt.NDArray[np.float32],
     k: int,
     vectors: Matrix | None = None,
-) -> list[tuple[Memory, float]]:
+) -> list[tuple[MemoryFields, float]]:
     """The ``k`` best of ``rows`` by ``scores`` (one per row), best first; ties keep row
     order, as in :func:`exact_top`. ``vectors``: the rows' vectors the scores came from (the
-    memories built get theirs, not read again)."""
+    rows found get theirs, not read again). Each as its fields (``store/found.py``): the
+    caller builds the memories it returns."""
     if rows.size == 0:
         return []
     order = np.argsort(rows, kind="stable")
@@ -275,20 +277,20 @@ def top_rows(
     top = np.argpartition(-scores, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-scores[top], kind="stable")]
     picked = None if vectors is None or arrays.matrix is not None else vectors[order[top]]
-    found = arrays.memories_of(rows[top].tolist(), picked)
+    found = arrays.found_of(rows[top].tolist(), picked)
     return list(zip(found, scores[top].tolist(), strict=True))
 
 
 def exact_top(
     arrays: Arrays, scores: npt.NDArray[np.float32], mask: BoolArray, k: int
-) -> list[tuple[Memory, float]]:
+) -> list[tuple[MemoryFields, float]]:
     """The ``k`` best of the rows ``mask`` keeps by ``scores`` (one per row of
-    ``arrays``), best first; equal scores keep row order."""
+    ``arrays``), best first; equal scores keep row order; each as its fields."""
     rows = np.flatnonzero(mask)
     if rows.size == 0:
         return []
     picked = scores[rows]
     top = np.argpartition(-picked, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-picked[top], kind="stable")]
-    found = arrays.memories_of(rows[top].tolist())
+    found = arrays.found_of(rows[top].tolist())
     return list(zip(found, picked[top].tolist(), strict=True))

@@ -67,6 +67,13 @@ A listing lists ids with their row versions (``xmin`` of the memory and of its a
 and decodes only the rows it has not already decoded at that version; reading and decoding
 full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
+**A large user's learnings in process** (``learnings.py``, on by default): the typed
+learnings every ``context()`` searches, of a user whose searches walk the graphs, are held
+as a float32 matrix with the columns a filter reads and searched exactly (no walk of the
+learnings' graph); each search reads the rows changed since the held revision
+(``row_changes``) and the rows it returns in one snapshot and one round trip, so it is
+never stale.
+
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
 BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
@@ -126,6 +133,8 @@ from engrain.store.postgres.codec import (
     key_from_row,
     key_row,
 )
+from engrain.store.postgres.learnings import Learnings
+from engrain.store.postgres.learnings import learnings_bytes as learnings_bytes_env
 from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATIONS
 from engrain.store.postgres.sql import (
     CHANGES,
@@ -293,8 +302,10 @@ class PostgresStore:
     ``ef_search`` the HNSW candidate list of an indexed search (raised to ``k``; ``None``:
     by the graph's size, :func:`ef_for_graph`); ``working_set_min`` the size from which a
     user's searches are served from a working set in process (``store/postgres/working.py``;
-    ``"auto"``: ``ENGRAIN_PG_WORKING_SET`` or the module's default, ``None``: never). The
-    schema is migrated on open.
+    ``"auto"``: ``ENGRAIN_PG_WORKING_SET`` or the module's default, ``None``: never);
+    ``learnings_bytes`` the most bytes of large users' typed learnings searched in process
+    (``store/postgres/learnings.py``; ``"auto"``: ``ENGRAIN_PG_LEARNINGS_MB`` or 96 MiB,
+    0: none, their searches walk the learnings' graph). The schema is migrated on open.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:
@@ -313,6 +324,7 @@ class PostgresStore:
         ef_search: int | None = None,
         connect_timeout: float = 30.0,
         working_set_min: int | str | None = "auto",
+        learnings_bytes: int | str = "auto",
     ) -> None:
         try:
             conninfo_to_dict(url)
@@ -353,6 +365,8 @@ class PostgresStore:
         self._working = (
             None if least is None else WorkingSets(self._connection, int(least), learned=learned)
         )
+        held = learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
+        self._learnings = None if held <= 0 else Learnings(self._connection, held)
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
@@ -435,6 +449,12 @@ class PostgresStore:
         benchmarks; callers never need to: calls are served by SQL meanwhile); whether the
         user's searches are now served from it."""
         return self._working is not None and self._working.wait(user_id, timeout)
+
+    def wait_for_learnings(self, user_id: str, timeout: float | None = None) -> bool:
+        """Wait for a load of the user's learnings that runs (``learnings.py``; tests and
+        benchmarks: callers never need to, their searches walk the graph meanwhile);
+        whether they are now searched in process."""
+        return self._learnings is not None and self._learnings.wait(user_id, timeout)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """The user's memories with these ids, in the order given; unknown ids skipped."""
@@ -551,6 +571,10 @@ class PostgresStore:
         held = None if self._working is None else self._working.current(user_id)
         if held is not None:
             return held.search(_unit(query), k, flt)
+        if self._learnings is not None and query.shape[0] == INDEXED_DIM and learnings_graph(flt):
+            found = self._learnings.search(user_id, _unit(query), k, flt)
+            if found is not None:
+                return found
         return self._sql_search(user_id, query, k, flt)
 
     def _sql_search(
@@ -563,6 +587,8 @@ class PostgresStore:
         with self._connection() as conn, conn.cursor(binary=True) as cur:
             ef = self._ef(cur, user_id, query.shape[0], k, flt)
             rows: list[Any] = []
+            if ef is not None and self._learnings is not None and learnings_graph(flt):
+                self._learnings.start_load(user_id)  # the next calls search them in process
             if ef is not None:
                 text, params = search_sql(user_id, query, k, flt, indexed=True)
                 if ef == EF_SEARCH:  # the connection's own setting (configure)
@@ -829,6 +855,8 @@ class PostgresStore:
         """Close the pool's connections (idempotent) and drop the working sets."""
         if self._working is not None:
             self._working.close()
+        if self._learnings is not None:
+            self._learnings.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

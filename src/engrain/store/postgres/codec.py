@@ -114,7 +114,7 @@ def to_row(m: Memory, doc_length: int) -> tuple[Any, ...]:
         bool(m.compressed), bool(m.compression_source),
         m.source_session_id, json.dumps(m.provenance.to_dict()), m.content_hash,
         None if m.embedding is None else np.asarray(m.embedding, dtype=np.float32),
-        m.superseded_by, doc_length,
+        m.superseded_by, m.content_tokens, doc_length,
     )  # fmt: skip
 
 
@@ -128,7 +128,7 @@ def from_row(r: Sequence[Any]) -> Memory:
         usefulness=r[14], access_count=r[15], last_accessed_at=_from_ts(r[16]), pinned=r[17],
         muted=r[18], promoted_at=_from_ts(r[19]), compressed=r[20], compression_source=r[21],
         source_session_id=r[22], provenance=_provenance(r[23]), content_hash=r[24],
-        embedding=r[25], superseded_by=r[26],
+        embedding=r[25], superseded_by=r[26], content_tokens=r[27],
     )  # fmt: skip
 
 

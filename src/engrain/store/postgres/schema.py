@@ -13,6 +13,7 @@ from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
 from engrain.store.postgres import bm25
 from engrain.store.postgres.codec import Conn
+from engrain.tokens import spaced_count
 
 log = logging.getLogger(__name__)
 
@@ -307,6 +308,77 @@ def _m008_row_changes(db: Conn) -> None:
     db.execute("CREATE INDEX row_changes_user_revision ON row_changes (user_id, revision)")
 
 
+#: Rows migration 009 fills in its own transaction at most; a larger table is filled
+#: afterwards, a batch per transaction, by :func:`fill_content_tokens`. Filling rewrites
+#: every row, and a row whose page has no room for its new version enters every index
+#: again, both HNSW graphs included: 5,000 rows with 384-dimension vectors took 22.8 s at
+#: load ~20 (4.6 ms a row, a third of the updates HOT; docs/scale.md, "Session 16"), so
+#: 10,000 rows hold the migration lock (and the table's writers) for ~45 s, 100,000 for
+#: ~8 minutes: too long for an upgrade to block.
+FILL_IN_MIGRATION_MAX = 10_000
+#: Rows per transaction of :func:`fill_content_tokens`.
+FILL_BATCH = 1_000
+
+
+def _m009_content_tokens(db: Conn) -> None:
+    # A memory's content_tokens (``Memory.content_tokens``: cl100k tokens of " " + content)
+    # kept with its row, so a call counts no line whose count is stored (SQLite's 007,
+    # docs/scale.md "Session 16"); rows written from here on carry it
+    # (``writes.write_body``); older trees refuse 009. A row without it (NULL) is counted
+    # at call time, as before: a small table is filled here, in the migration's
+    # transaction, a large one by ``fill_content_tokens`` afterwards (see
+    # FILL_IN_MIGRATION_MAX).
+    db.execute("ALTER TABLE memories ADD COLUMN content_tokens integer")
+    (rows,) = db.execute("SELECT count(*) FROM memories").fetchone() or (0,)
+    if rows <= FILL_IN_MIGRATION_MAX:
+        while _fill_batch(db, 4_096):
+            pass
+    else:
+        log.warning(
+            "migration 009 left the token counts of %d memories to be filled: their lines "
+            "are counted at call time until engrain.store.postgres.schema."
+            "fill_content_tokens(url) fills them (a batch per transaction)",
+            rows,
+        )
+
+
+def _fill_batch(db: Conn, size: int) -> int:
+    """Count and write ``content_tokens`` for up to ``size`` rows that have none, inside
+    the caller's transaction; how many were found. A row whose content changed since it
+    was read (another content hash) is left for the next batch."""
+    found = db.execute(
+        "SELECT user_id, id, content, content_hash FROM memories "
+        "WHERE content_tokens IS NULL LIMIT %s", (size,)
+    ).fetchall()  # fmt: skip
+    if found:
+        db.execute(
+            "UPDATE memories m SET content_tokens = v.n "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[]) AS v(u, i, h, n) "
+            "WHERE m.user_id = v.u AND m.id = v.i AND m.content_hash = v.h "
+            "AND m.content_tokens IS NULL",
+            ([r[0] for r in found], [r[1] for r in found], [r[3] for r in found],
+             [spaced_count(r[2]) for r in found]),
+        )  # fmt: skip
+    return len(found)
+
+
+def fill_content_tokens(url: str, batch: int = FILL_BATCH) -> int:
+    """Fill the ``content_tokens`` migration 009 left to fill (a table larger than
+    :data:`FILL_IN_MIGRATION_MAX`), ``batch`` rows per transaction, so writers wait for
+    one batch at most; the rows filled. Safe beside running engines: a row is only written
+    while it still holds the content it was counted from and no count (READ COMMITTED
+    re-checks both on the row's latest version), and a row's count is a function of its
+    content, so a working set that still holds NULL for it counts its line, as before."""
+    filled = 0
+    with psycopg.connect(url, autocommit=True) as db:
+        while True:
+            with db.transaction():
+                found = _fill_batch(db, batch)
+            filled += found
+            if found < batch:
+                return filled
+
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
@@ -317,6 +389,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("006_memories_fillfactor", _m006_memories_fillfactor),
     ("007_learnings_graph", _m007_learnings_graph),
     ("008_row_changes", _m008_row_changes),
+    ("009_content_tokens", _m009_content_tokens),
 ]
 
 

@@ -39,7 +39,16 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.model import Kind, MemoryType
-from engrain.store.columns import NO_TIME, Codes, Columns, Strings, Table, texts_digest
+from engrain.store.columns import (
+    NO_COUNT,
+    NO_TIME,
+    Codes,
+    Columns,
+    Strings,
+    Table,
+    counts_array,
+    texts_digest,
+)
 from engrain.store.postgres.codec import WITH_ACCESS, Conn
 
 #: Rows per fetch of the server-side cursor.
@@ -77,6 +86,7 @@ FIELDS: tuple[tuple[str, str], ...] = (
     ("muted", "m.muted"),
     ("compressed", "m.compressed"),
     ("compression_source", "m.compression_source"),
+    ("content_tokens", f"coalesce(m.content_tokens, {NO_COUNT})"),
     ("rowids", "m.seq"),
     ("access", "coalesce(a.access_count, 0)"),
     ("last", _micros("a.last_accessed_at")),
@@ -94,10 +104,12 @@ _CODES = ("project", "session_id", "key", "source_session_id", "superseded_by", 
 _INTS = ("created", "updated", "event", "promoted", "rowids", "access", "last")
 _FLOATS = ("importance", "confidence", "usefulness")
 _FLAGS = ("pinned", "muted", "compressed", "compression_source")
+_COUNTS = ("content_tokens",)
 #: The type of each array field.
 _DTYPES: dict[str, Any] = {
     **dict.fromkeys(_INTS, np.int64), **dict.fromkeys(_FLOATS, np.float64),
-    **dict.fromkeys(_FLAGS, np.bool_), "memory_type": np.int8, "kind": np.int8,
+    **dict.fromkeys(_FLAGS, np.bool_), **dict.fromkeys(_COUNTS, np.int32),
+    "memory_type": np.int8, "kind": np.int8,
 }  # fmt: skip
 _TYPES = {t.value: i for i, t in enumerate(MemoryType)}
 _KINDS = {k.value: i for i, k in enumerate(Kind)}
@@ -119,7 +131,7 @@ class TableBuilder:
         self._codes: dict[str, dict[str, int]] = {name: {} for name in _CODES}
         self._coded: dict[str, list[npt.NDArray[np.int32]]] = {name: [] for name in _CODES}
         self._arrays: dict[str, list[npt.NDArray[Any]]] = {
-            name: [] for name in (*_INTS, *_FLOATS, *_FLAGS, "memory_type", "kind")
+            name: [] for name in (*_INTS, *_FLOATS, *_FLAGS, *_COUNTS, "memory_type", "kind")
         }
         self._matrix: npt.NDArray[np.float32] | None = None
         self._has_vector: list[npt.NDArray[np.bool_]] = []
@@ -142,6 +154,8 @@ class TableBuilder:
         arrays = self._arrays
         for name in (*_INTS, *_FLOATS, *_FLAGS):
             arrays[name].append(np.array(columns[_AT[name]], dtype=_DTYPES[name]))
+        for name in _COUNTS:
+            arrays[name].append(counts_array(columns[_AT[name]]))
         arrays["memory_type"].append(
             np.array([_TYPES[v] for v in columns[_AT["memory_type"]]], dtype=np.int8)
         )
@@ -188,8 +202,8 @@ class TableBuilder:
                 list(self._codes[name]), _concatenated(self._coded[name], np.int32)
             )
         arrays = {name: _concatenated(parts, _DTYPES[name]) for name, parts in self._arrays.items()}
-        for name in (*_FLOATS, *_FLAGS, "memory_type", "kind", "created", "updated", "event",
-                     "promoted", "rowids"):  # fmt: skip
+        for name in (*_FLOATS, *_FLAGS, *_COUNTS, "memory_type", "kind", "created", "updated",
+                     "event", "promoted", "rowids"):  # fmt: skip
             fields[name] = arrays[name]
         content: Strings = fields["content"]
         columns = Columns(

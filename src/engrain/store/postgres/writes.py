@@ -25,7 +25,7 @@ from typing import Any
 
 from engrain.errors import ValidationError
 from engrain.model import Memory
-from engrain.store.base import Patch, State
+from engrain.store.base import Patch, State, counted
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25
 from engrain.store.postgres.bm25 import Changes
@@ -95,7 +95,7 @@ def write_body(
 ) -> Callable[[Conn], None]:
     """The transaction of :meth:`Store.write`, prepared: a function of an open
     transaction's connection, safe to run again after a rollback."""
-    staged: dict[Key, Memory] = {(m.user_id, m.id): m for m in upserts}  # last wins
+    staged: dict[Key, Memory] = {(m.user_id, m.id): counted(m) for m in upserts}  # last wins
     prepared = {key: prepare(memory) for key, memory in staged.items()}
     removed = {(m.user_id, m.id) for m in deletes}
     latest = {(s.user_id, s.namespace, s.key): s.encoded() for s in state}  # last wins
@@ -140,7 +140,7 @@ def write_body(
             rows = dict(prepared)
             for patch in live_patches:
                 if (memory := current.get(patch.where)) is not None:
-                    current[patch.where] = patch.apply(memory)
+                    current[patch.where] = counted(patch.apply(memory))
                     rows[patch.where] = prepare(current[patch.where])
             written = {k: current[k] for k in rows}
             _replace(cur, rows, written, removed, old)

@@ -1,0 +1,550 @@
+"""A large PostgreSQL user's typed learnings searched in process (issue 18, session 16).
+
+Every ``context()`` scores the user's 100 learnings nearest the question (``recall.gate``:
+a search filtered to :data:`~engrain.store.postgres.schema.LEARNING_KINDS`). On the SQL
+path that search walks the learnings' own HNSW graph: ~9-11 ms of the database's CPU a
+call at 100,000 memories (22,000 learnings), the largest cost of a call after nothing
+(docs/postgres.md, "Session 15"), and approximate (R@100 ~0.99). Here the learnings of a
+user whose searches go through the graph are kept per store as a small float32 matrix with
+the columns a filter reads (kind, type, project, session, key, flags, importance, seq) and
+searched exactly (one product: ~1.5 ms of one core at 22,000 rows), so R@100 is 1.0.
+
+**Never stale, one round trip.** The matrix is held as of a revision of the user
+(``revisions``). A search ranks the held rows first, then reads, in one ``REPEATABLE READ``
+snapshot and one round trip (a pipeline): the user's revision, the rows changed since the
+held revision (:data:`DELTA`, migration 008's ``row_changes``: every write stamps the rows
+it changes with the revision it bumps, a forget leaves a tombstone) with their scoring
+columns if they are learnings now, and the rows of the ranked ids (:data:`FETCH_BARE`,
+access counts included; their vectors, the same bits, come from the held matrix). Nothing
+changed, or only columns a search does not read (a promotion, a new confidence: any change
+whose scoring columns and vector compare equal): the rows read are the answer. Otherwise
+the delta is applied (a new immutable snapshot, published if no newer one is: a new or
+forgotten learning copies the matrix, ~20 ms at 100,000 memories), the search runs again
+and the rows it now ranks that were not read are fetched (a second round trip; each is
+checked against the filter, since it is read in a later snapshot). More than
+:data:`DELTA_ROWS` changed rows: the held matrix is dropped, the call is served by SQL and
+a load starts. So a call never returns a learning forgotten, superseded or muted before it
+began, and finds every one committed before it began, by any process: what it returns was
+read after the call began.
+
+**Loaded off the path.** The first search of a user that walks the learnings' graph
+(:meth:`PostgresStore.search`, indexed) is served by SQL and starts a load in a thread: the
+revision and the learnings' scoring columns and vectors in one snapshot (~22,000 rows,
+~34 MB of vectors). One load per user at a time, the next no sooner than four times the
+last one took (at least :data:`RELOAD_PAUSE` s).
+
+**Bounded by bytes.** At most :data:`LEARNINGS_BYTES` (``ENGRAIN_PG_LEARNINGS_MB``; 0:
+off) of held learnings per store, least recently used users dropped first; ~1.8 kB a
+learning (its 384 float32, its columns, its id), so ~40 MB for a 100,000-memory user and
+none for a user whose learnings alone exceed the bound (a million memories: ~220,000
+learnings, ~390 MB, stay with the graph).
+
+**Threads.** A held snapshot never changes; applying a delta builds a new one, published
+under the lock only if the held revision is still older. A thread that computed a snapshot
+another thread replaced still serves its own call from it (it was read after that call
+began).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from engrain.model import Kind, Memory, MemoryType
+from engrain.store import heap
+from engrain.store.base import MemoryFilter
+from engrain.store.postgres.codec import COLUMNS, Conn, from_row
+from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
+from engrain.store.postgres.sql import FETCH
+
+log = logging.getLogger(__name__)
+
+#: Bytes of learnings a store holds across its users (least recently used dropped first).
+LEARNINGS_BYTES = 96 * 2**20
+#: Changed rows a search reads and applies itself; more and the call is served by SQL
+#: while the learnings are loaded again.
+DELTA_ROWS = 2_048
+#: Seconds at least between the end of a user's load and the start of the next.
+RELOAD_PAUSE = 5.0
+#: Bytes a held learning costs besides its vector (columns, id string, position entry).
+ROW_OVERHEAD = 240
+#: Filters whose left-out rows a held snapshot keeps (a ``context()`` uses one).
+FILTERS_KEPT = 8
+
+_KINDS = list(Kind)
+_TYPES = list(MemoryType)
+_LEARNING = "m.kind = ANY(%s::text[]) AND m.embedding IS NOT NULL AND vector_dims(m.embedding) = "
+#: The columns a filter reads, then the vector (NULL for a changed row that is no held
+#: learning now: gone, another kind, another size).
+_COLUMNS = (
+    "m.id, m.seq, m.kind, m.memory_type, m.project, m.session_id, m.key, m.compressed, "
+    "m.muted, m.superseded_by IS NOT NULL, m.importance, m.pinned, vector_send(m.embedding)"
+)
+#: Every learning of a user with a vector of the indexed size, by seq.
+LOAD = (
+    f"SELECT {_COLUMNS} FROM memories m WHERE m.user_id = %s "
+    f"AND {_LEARNING}{INDEXED_DIM} ORDER BY m.seq"
+)
+#: How many :data:`LOAD` reads (its matrix is allocated once, then filled chunk by chunk).
+COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_LEARNING}{INDEXED_DIM}"
+#: Rows a load reads at a time through a server-side cursor: a chunk's rows and bytes are
+#: dropped before the next one comes, so a load holds little more than what it keeps.
+CHUNK_ROWS = 2_048
+REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
+#: Where a memory's vector is in :data:`~engrain.store.postgres.codec.SELECT_COLUMNS`.
+_EMBEDDING = COLUMNS.index("embedding")
+#: :data:`~engrain.store.postgres.sql.FETCH` without the vectors, which the held rows have
+#: bit for bit (pgvector's float32s): ~150 kB less a search to send and convert (0.5 ms of
+#: the server's CPU and 0.5 of the client's, ``/tmp`` probe, session 16).
+FETCH_BARE = FETCH.replace("m.embedding", "NULL::vector")
+#: The rows changed after a revision (up to a limit), each with its scoring columns if it
+#: is a held learning now (else NULLs).
+DELTA = (
+    f"SELECT c.id, {_COLUMNS} FROM row_changes c "
+    f"LEFT JOIN memories m ON m.user_id = c.user_id AND m.id = c.id "
+    f"AND {_LEARNING}{INDEXED_DIM} "
+    "WHERE c.user_id = %s AND c.revision > %s LIMIT %s"
+)
+
+Connect = Callable[[], AbstractContextManager[Conn]]
+
+
+def learnings_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The bound on held learnings: ``ENGRAIN_PG_LEARNINGS_MB`` in MiB (0 or ``off``:
+    none held, every learnings' search walks the graph), else :data:`LEARNINGS_BYTES`."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_LEARNINGS_MB", "")
+    value = value.strip().lower()
+    if value in ("off", "no", "false"):
+        return 0
+    try:
+        return max(0, int(value)) * 2**20
+    except ValueError:
+        return LEARNINGS_BYTES
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Learnings as columns (one entry a row, any order): what a filter reads and the
+    vectors as stored, with the inverse of their lengths, as of the user's ``revision``."""
+
+    revision: int
+    ids: tuple[str, ...]
+    seq: np.ndarray[Any, np.dtype[np.int64]]
+    kind: np.ndarray[Any, np.dtype[np.int8]]
+    memory_type: np.ndarray[Any, np.dtype[np.int8]]
+    project: np.ndarray[Any, np.dtype[np.object_]]
+    session_id: np.ndarray[Any, np.dtype[np.object_]]
+    key: np.ndarray[Any, np.dtype[np.object_]]
+    compressed: np.ndarray[Any, np.dtype[np.bool_]]
+    muted: np.ndarray[Any, np.dtype[np.bool_]]
+    superseded: np.ndarray[Any, np.dtype[np.bool_]]
+    importance: np.ndarray[Any, np.dtype[np.float64]]
+    pinned: np.ndarray[Any, np.dtype[np.bool_]]
+    vectors: np.ndarray[Any, np.dtype[np.float32]]
+    inverse_norms: np.ndarray[Any, np.dtype[np.float32]]
+    position: Mapping[str, int]
+    #: the rows each filter asked for leaves out (:meth:`_dropped`)
+    dropped: dict[MemoryFilter, np.ndarray[Any, np.dtype[np.intp]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    @property
+    def nbytes(self) -> int:
+        """What holding these rows costs, about (:data:`ROW_OVERHEAD` a row besides its
+        vector)."""
+        return int(self.vectors.nbytes) + ROW_OVERHEAD * len(self.ids)
+
+    def mask(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
+        """Which rows pass ``flt`` (``MemoryFilter.matches`` over the columns); ``None``:
+        all of them."""
+        keep: np.ndarray[Any, np.dtype[np.bool_]] | None = None
+
+        def both(part: np.ndarray[Any, Any]) -> None:
+            nonlocal keep
+            keep = part if keep is None else keep & part
+
+        if flt.project is not None:
+            both(self.project == flt.project)
+        if flt.memory_types is not None:
+            both(np.isin(self.memory_type, [_TYPES.index(t) for t in flt.memory_types]))
+        if flt.kinds is not None:
+            both(np.isin(self.kind, [_KINDS.index(k) for k in flt.kinds]))
+        if flt.session_id is not None:
+            both(self.session_id == flt.session_id)
+        if flt.key is not None:
+            both(self.key == flt.key)
+        if not flt.include_compressed:
+            both(~self.compressed)
+        if not flt.include_muted:
+            both(~self.muted)
+        if not flt.include_superseded:
+            both(~self.superseded)
+        if flt.min_importance is not None:
+            both(self.importance >= float(flt.min_importance))
+        if flt.pinned is not None:
+            both(self.pinned == bool(flt.pinned))
+        return keep
+
+    def nearest(
+        self, query: np.ndarray[Any, Any], k: int, flt: MemoryFilter
+    ) -> list[tuple[str, float]]:
+        """The ``k`` rows passing ``flt`` most cosine-similar to the unit vector ``query``,
+        best first, ties by seq (the SQL exact search's order), with their similarity."""
+        if not self.ids or k <= 0:
+            return []
+        # einsum: one core's SIMD loop, ~1.5 ms at 22,000 x 384; OpenBLAS's gemv took 3-8 ms
+        # of CPU over its threads for the same product (/tmp probe, session 16)
+        scores = np.einsum("ij,j->i", self.vectors, query.astype(np.float32, copy=False))
+        scores *= self.inverse_norms  # cosine: the query is a unit vector
+        dropped = self._dropped(flt)
+        passing = len(self.ids) - dropped.size
+        k = min(k, passing)
+        if k <= 0:
+            return []
+        scores[dropped] = -np.inf
+        part = np.argpartition(-scores, k - 1)[:k]
+        # every row tied with the k-th is a candidate, so ties break by seq as in SQL
+        rows = np.flatnonzero(scores >= scores[part].min())
+        order = np.lexsort((self.seq[rows], -scores[rows]))[:k]
+        return [(self.ids[int(r)], float(scores[r])) for r in rows[order]]
+
+    def _dropped(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.intp]]:
+        """The rows ``flt`` leaves out, kept per filter (these rows never change, and a
+        ``context()`` asks with the same filter every call: ~0.3 ms a search saved)."""
+        dropped = self.dropped.get(flt)
+        if dropped is None:
+            keep = self.mask(flt)
+            dropped = np.empty(0, dtype=np.intp) if keep is None else np.flatnonzero(~keep)
+            if len(self.dropped) >= FILTERS_KEPT:
+                self.dropped.clear()
+            self.dropped[flt] = dropped
+        return dropped
+
+    def changed(self, revision: int, delta: Sequence[tuple[Any, ...]]) -> _Rows:
+        """These rows at ``revision`` after the changed rows of ``delta`` (:data:`DELTA`'s:
+        the id, then :data:`_COLUMNS` or NULLs): the same arrays when no scoring column or
+        vector changed, else new ones (nothing here is changed in place)."""
+        gone: set[str] = set()
+        fresh: list[tuple[Any, ...]] = []
+        for row in delta:
+            memory_id, columns = row[0], row[1:]
+            at = self.position.get(memory_id)
+            if columns[0] is None:
+                if at is not None:
+                    gone.add(memory_id)
+            elif at is None or not self._same(at, columns):
+                gone.add(memory_id)
+                fresh.append(columns)
+        if not gone and not fresh:
+            return replace(self, revision=revision)
+        positions = [self.position[i] for i in gone if i in self.position]
+        keep = np.delete(np.arange(len(self.ids)), positions)
+        added = _columns(revision, fresh)
+
+        def joined(name: str) -> np.ndarray[Any, Any]:
+            # one copy into the new array (a new or forgotten learning copies the matrix:
+            # ~34 MB at 100,000 memories; a row changed in place that a search does not
+            # read copies nothing, above)
+            old, new = getattr(self, name), getattr(added, name)
+            out = np.empty((keep.size + len(new), *old.shape[1:]), dtype=old.dtype)
+            np.take(old, keep, axis=0, out=out[: keep.size])
+            out[keep.size :] = new
+            return out
+
+        ids = (self.ids if not positions else tuple(self.ids[i] for i in keep.tolist())) + added.ids
+        arrays: dict[str, Any] = {name: joined(name) for name in _ARRAYS}
+        return _Rows(revision, ids, position=_positions(ids), **arrays)
+
+    def _same(self, at: int, columns: tuple[Any, ...]) -> bool:
+        """Whether row ``at`` holds the scoring columns and vector of ``columns``."""
+        one = _columns(self.revision, [columns])
+        return all(
+            getattr(one, name)[0] == getattr(self, name)[at] for name in _ARRAYS[:-2]
+        ) and bool(np.array_equal(one.vectors[0], self.vectors[at]))
+
+
+#: The array fields of :class:`_Rows`, in its order.
+_ARRAYS = (
+    "seq", "kind", "memory_type", "project", "session_id", "key", "compressed", "muted",
+    "superseded", "importance", "pinned", "vectors", "inverse_norms",
+)  # fmt: skip
+
+
+def _positions(ids: Sequence[str]) -> dict[str, int]:
+    return {memory_id: i for i, memory_id in enumerate(ids)}
+
+
+def _stored_vectors(blobs: Sequence[bytes], out: np.ndarray[Any, Any] | None = None) -> Any:
+    """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
+    of vectors of :data:`INDEXED_DIM`, joined and converted at once (into ``out``)."""
+    joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
+    if out is None:
+        return joined[:, 1:].astype(np.float32)
+    out[...] = joined[:, 1:]
+    return out
+
+
+def _with_vector(row: tuple[Any, ...], rows: _Rows) -> Memory | None:
+    """The memory of a row read without its vector (:data:`FETCH_BARE`), its vector taken
+    from ``rows`` (read in the same snapshot, so the same bits); ``None`` if ``rows`` holds
+    no such learning (it stopped being one: it is not ranked either)."""
+    at = rows.position.get(row[0])
+    if at is None:
+        return None
+    vector = rows.vectors[at].copy()  # its own array: a memory outlives any snapshot
+    return from_row((*row[:_EMBEDDING], vector, *row[_EMBEDDING + 1 :]))
+
+
+def _columns(
+    revision: int, rows: Sequence[tuple[Any, ...]], vectors: np.ndarray[Any, Any] | None = None
+) -> _Rows:
+    """:class:`_Rows` of rows read as :data:`_COLUMNS` (``vectors``: theirs, already read),
+    with the inverse of each vector's length (a cosine is then a product and a scale)."""
+    n = len(rows)
+    if vectors is None:
+        vectors = _stored_vectors([row[12] for row in rows])
+    norms = np.linalg.norm(vectors, axis=1)
+    inverse = np.zeros(n, dtype=np.float32)
+    np.divide(1.0, norms, out=inverse, where=norms > 0)
+
+    def objects(at: int) -> np.ndarray[Any, np.dtype[np.object_]]:
+        column = np.empty(n, dtype=object)
+        column[:] = [row[at] for row in rows]
+        return column
+
+    ids = tuple(str(row[0]) for row in rows)
+    return _Rows(
+        revision,
+        ids,
+        seq=np.fromiter((row[1] for row in rows), dtype=np.int64, count=n),
+        kind=np.fromiter((_KINDS.index(Kind(row[2])) for row in rows), dtype=np.int8, count=n),
+        memory_type=np.fromiter(
+            (_TYPES.index(MemoryType(row[3])) for row in rows), dtype=np.int8, count=n
+        ),
+        project=objects(4),
+        session_id=objects(5),
+        key=objects(6),
+        compressed=np.fromiter((bool(row[7]) for row in rows), dtype=np.bool_, count=n),
+        muted=np.fromiter((bool(row[8]) for row in rows), dtype=np.bool_, count=n),
+        superseded=np.fromiter((bool(row[9]) for row in rows), dtype=np.bool_, count=n),
+        importance=np.fromiter((float(row[10]) for row in rows), dtype=np.float64, count=n),
+        pinned=np.fromiter((bool(row[11]) for row in rows), dtype=np.bool_, count=n),
+        vectors=vectors,
+        inverse_norms=inverse,
+        position=_positions(ids),
+    )
+
+
+@dataclass
+class _Loading:
+    """A user's loads: the thread running one and when the next may start."""
+
+    thread: threading.Thread | None = None
+    not_before: float = 0.0
+
+
+class Learnings:
+    """The typed learnings of the large users a store serves, held by revision (module
+    docstring). ``connect`` lends a pooled autocommit connection; ``max_bytes`` bounds what
+    is held; ``background`` False loads in the calling thread (tests)."""
+
+    def __init__(
+        self, connect: Connect, max_bytes: int = LEARNINGS_BYTES, *, background: bool = True
+    ) -> None:
+        self._connect = connect
+        self.max_bytes = max_bytes
+        self.background = background
+        self._lock = threading.Lock()
+        self._held: OrderedDict[str, _Rows] = OrderedDict()
+        self._loads: dict[str, _Loading] = {}
+        self._closed = False
+        #: Searches served here / caught up by a delta / fetched twice / left to SQL.
+        self.calls: dict[str, int] = {"served": 0, "caught_up": 0, "fetched_again": 0, "by_sql": 0}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held across users (about: :attr:`_Rows.nbytes`)."""
+        with self._lock:
+            return sum(rows.nbytes for rows in self._held.values())
+
+    def held(self, user_id: str) -> bool:
+        """Whether the user's learnings are held (tests, benchmarks)."""
+        with self._lock:
+            return user_id in self._held
+
+    # -- searches ---------------------------------------------------------------------------
+
+    def search(
+        self, user_id: str, query: np.ndarray[Any, Any], k: int, flt: MemoryFilter
+    ) -> list[tuple[Memory, float]] | None:
+        """The ``k`` learnings passing ``flt`` nearest the unit vector ``query``, exactly,
+        as the database holds them when this call reads it; ``None``: not held (or too far
+        behind), serve this call by SQL."""
+        with self._lock:
+            rows = self._held.get(user_id)
+            if rows is not None:
+                self._held.move_to_end(user_id)
+        if rows is None:
+            return None
+        top = rows.nearest(query, k, flt)
+        revision, delta, bare = self._read(user_id, rows.revision, [i for i, _ in top])
+        if len(delta) > DELTA_ROWS:
+            self.drop(user_id)
+            self.calls["by_sql"] += 1
+            self.start_load(user_id)
+            return None
+        now = rows
+        if revision != rows.revision and delta:
+            now = rows.changed(revision, delta)
+            self._publish(user_id, now)
+            if now.ids is not rows.ids:  # a scoring column or a vector changed: rank again
+                top = now.nearest(query, k, flt)
+            self.calls["caught_up"] += 1
+        # the rows read in the delta's snapshot take their vectors from the rows as of it
+        found = {m.id: m for m in (_with_vector(row, now) for row in bare) if m is not None}
+        missing = [memory_id for memory_id, _ in top if memory_id not in found]
+        if missing:
+            found.update(self._fetch(user_id, missing))
+            self.calls["fetched_again"] += 1
+        self.calls["served"] += 1
+        return [
+            (found[memory_id], score)
+            for memory_id, score in top
+            if memory_id in found and flt.matches(found[memory_id])
+        ]
+
+    def _read(
+        self, user_id: str, since: int, ids: Sequence[str]
+    ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """In one snapshot and one round trip: the user's revision, the rows changed after
+        ``since`` (up to one more than :data:`DELTA_ROWS`) and the rows of ``ids`` without
+        their vectors (:data:`FETCH_BARE`)."""
+        with self._connect() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    revision = conn.cursor(binary=True).execute(REVISION, (user_id,))
+                    delta = conn.cursor(binary=True).execute(
+                        DELTA, (list(LEARNING_KINDS), user_id, since, DELTA_ROWS + 1)
+                    )
+                    rows = conn.cursor(binary=True).execute(FETCH_BARE, (user_id, list(ids)))
+                    conn.execute("COMMIT")
+            except BaseException:
+                with suppress(psycopg.Error):
+                    conn.rollback()  # a no-op unless the transaction is still open
+                raise
+            first = revision.fetchone()
+            return int(first[0]) if first else 0, delta.fetchall(), rows.fetchall()
+
+    def _fetch(self, user_id: str, ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories of ``ids`` with their vectors, as the database holds them now."""
+        with self._connect() as conn, conn.cursor(binary=True) as cur:
+            cur.execute(FETCH, (user_id, list(ids)))
+            return {m.id: m for m in (from_row(row) for row in cur.fetchall())}
+
+    def _publish(self, user_id: str, rows: _Rows) -> None:
+        """Hold ``rows`` for the user unless newer ones are held (or the user's were
+        dropped), then drop least recently used users while over :attr:`max_bytes`."""
+        with self._lock:
+            old = self._held.get(user_id)
+            if self._closed or old is None or old.revision >= rows.revision:
+                return
+            self._held[user_id] = rows
+            self._bound()
+
+    def _bound(self) -> None:
+        total = sum(rows.nbytes for rows in self._held.values())
+        while total > self.max_bytes and self._held:
+            total -= self._held.popitem(last=False)[1].nbytes
+
+    # -- loads ------------------------------------------------------------------------------
+
+    def start_load(self, user_id: str) -> None:
+        """Start reading the user's learnings unless they are held, a load runs, or the
+        pause after the last one has not passed."""
+        with self._lock:
+            if self._closed or user_id in self._held or self.max_bytes <= 0:
+                return
+            loading = self._loads.setdefault(user_id, _Loading())
+            if loading.thread is not None or time.monotonic() < loading.not_before:
+                return
+            thread = threading.Thread(
+                target=self._load, args=(user_id, loading), daemon=True, name="engrain-pg-learn"
+            )
+            loading.thread = thread
+        if self.background:
+            thread.start()
+        else:
+            self._load(user_id, loading)
+
+    def _load(self, user_id: str, loading: _Loading) -> None:
+        started = time.monotonic()
+        try:
+            kinds = list(LEARNING_KINDS)
+            with self._connect() as conn:
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                try:
+                    with conn.cursor(binary=True) as cur:
+                        first = cur.execute(REVISION, (user_id,)).fetchone()
+                        counted = cur.execute(COUNT, (user_id, kinds)).fetchone()
+                    vectors = np.empty((int(counted[0]) if counted else 0, INDEXED_DIM), "f4")
+                    found: list[tuple[Any, ...]] = []
+                    with conn.cursor("engrain_learnings", binary=True) as named:
+                        named.execute(LOAD, (user_id, kinds))
+                        while chunk := named.fetchmany(CHUNK_ROWS):
+                            at = len(found)
+                            _stored_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
+                            found.extend(r[:12] for r in chunk)
+                            del chunk
+                finally:
+                    conn.execute("COMMIT")
+            rows = _columns(int(first[0]) if first else 0, found, vectors[: len(found)])
+            del found, vectors
+            heap.release()  # the chunks read and dropped: hand their pages back
+            with self._lock:
+                old = self._held.get(user_id)
+                if self._closed or rows.nbytes > self.max_bytes:
+                    return  # too large to hold: its searches keep the graph
+                if old is None or old.revision < rows.revision:
+                    self._held[user_id] = rows
+                    self._held.move_to_end(user_id)
+                    self._bound()
+        except Exception:  # a failed load leaves the user served by SQL
+            if not self._closed:
+                log.exception("loading the learnings of a PostgreSQL user failed")
+        finally:
+            with self._lock:
+                loading.thread = None
+                took = time.monotonic() - started
+                loading.not_before = time.monotonic() + max(RELOAD_PAUSE, 4.0 * took)
+
+    def wait(self, user_id: str, timeout: float | None = None) -> bool:
+        """Wait for a load of the user's learnings that runs (tests, benchmarks); whether
+        they are held."""
+        with self._lock:
+            loading = self._loads.get(user_id)
+            thread = None if loading is None else loading.thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.held(user_id)
+
+    def drop(self, user_id: str) -> None:
+        """Forget the user's learnings (the next search is served by SQL and loads them)."""
+        with self._lock:
+            self._held.pop(user_id, None)
+
+    def close(self) -> None:
+        """Drop everything held and start no more loads."""
+        with self._lock:
+            self._closed = True
+            self._held.clear()

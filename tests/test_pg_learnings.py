@@ -1,0 +1,318 @@
+"""A large PostgreSQL user's typed learnings searched in process (``store/postgres/learnings.py``):
+exact, equal to the SQL path's exact search under every filter field, never returning a
+learning forgotten, superseded or muted before the call, finding one another store or
+another process committed, and bounded by bytes. A change made through a *second* store is a
+change another process makes (its caches are its own); one test writes from a real one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engrain.model import Kind, MemoryType
+from engrain.store.base import ALL, MemoryFilter, Patch
+
+from .conftest import NOW
+from .test_store_contract import mem
+
+pytest.importorskip("psycopg")
+postgres = pytest.importorskip("engrain.store.postgres")
+learnings = postgres.learnings
+PostgresStore = postgres.PostgresStore
+
+DIM = postgres.INDEXED_DIM
+TYPED = ALL.update(kinds=tuple(Kind(k) for k in postgres.schema.LEARNING_KINDS))
+LEARNING_KINDS = [Kind.DECISION, Kind.PREFERENCE, Kind.PATTERN, Kind.INVARIANT]
+
+
+def _vector(rng: np.random.Generator) -> Any:
+    v = rng.standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _corpus(n: int, seed: int = 0, user: str = "alice") -> list[Any]:
+    """``n`` memories, about half learnings, with every field a filter reads varied."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        learning = i % 2 == 0
+        kind = LEARNING_KINDS[i % 4] if learning else (Kind.FACT, Kind.EVENT)[i % 3 % 2]
+        out.append(
+            mem(
+                f"m{seed}-{i:04d}",
+                user,
+                minutes=i,
+                vector=_vector(rng),
+                kind=kind,
+                memory_type=MemoryType.PROCEDURAL if i % 8 == 0 else MemoryType.SEMANTIC,
+                project=("app", "ops", None)[i % 3],
+                session_id=("s1", "s2")[i % 5 % 2],
+                key=f"k{i % 7}" if i % 7 == 0 else None,
+                compressed=i % 11 == 0,
+                muted=i % 13 == 0,
+                superseded_by="m0-0000" if i % 17 == 0 and i > 0 else None,
+                importance=float(rng.uniform(0.0, 1.0)),
+                pinned=i % 9 == 0,
+            )
+        )
+    return out
+
+
+def _store(url: str, **options: Any) -> Any:
+    """A store that walks the graphs for any user (every user is "large" here)."""
+    return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
+
+
+@pytest.fixture
+def stores(pg_url: str) -> Iterator[tuple[Any, Any, Any]]:
+    """This process's store, another "process's" store, and the SQL path's exact search
+    (no learnings held, no graph walked) as the truth."""
+    mine, other = _store(pg_url), _store(pg_url, learnings_bytes=0)
+    truth = PostgresStore(pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0)
+    yield mine, other, truth
+    for store in (mine, other, truth):
+        store.close()
+
+
+def _held(store: Any, user: str = "alice") -> Any:
+    """Load the user's learnings (the first search is served by SQL and starts the load)."""
+    store.search(user, np.ones(DIM, dtype=np.float32), 1, TYPED)
+    assert store.wait_for_learnings(user, timeout=60)
+    return store._learnings
+
+
+def _same(found: list[tuple[Any, float]], expected: list[tuple[Any, float]]) -> None:
+    assert [m.id for m, _ in found] == [m.id for m, _ in expected]
+    assert [m for m, _ in found] == [m for m, _ in expected]  # every field, counts included
+    for (mine, _), (theirs, _) in zip(found, expected, strict=True):  # (== skips vectors)
+        assert mine.embedding is not None and theirs.embedding is not None
+        assert mine.embedding.dtype == np.float32
+        assert mine.embedding.tobytes() == theirs.embedding.tobytes()  # bit for bit
+    np.testing.assert_allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
+
+
+def test_held_learnings_search_exactly_as_the_sql_exact_search(stores: Any) -> None:
+    mine, _, truth = stores
+    mine.write(_corpus(300))
+    held = _held(mine)
+    served = held.calls["served"]
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        query = _vector(rng)
+        _same(mine.search("alice", query, 40, TYPED), truth.search("alice", query, 40, TYPED))
+    assert held.calls["served"] == served + 5  # none of them walked the graph
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"project": "app"},
+        {"project": "nowhere"},
+        {"memory_types": (MemoryType.PROCEDURAL,)},
+        {"kinds": (Kind.DECISION, Kind.PREFERENCE)},
+        {"session_id": "s2"},
+        {"key": "k0"},
+        {"include_compressed": False, "include_muted": False, "include_superseded": False},
+        {"min_importance": 0.5},
+        {"pinned": True},
+        {"pinned": False, "project": "ops", "min_importance": 0.2},
+    ],
+)
+def test_every_filter_field_selects_what_sql_selects(stores: Any, changes: Any) -> None:
+    mine, _, truth = stores
+    mine.write(_corpus(200, seed=1))
+    held = _held(mine)
+    served = held.calls["served"]
+    flt = TYPED.update(**changes)
+    query = _vector(np.random.default_rng(9))
+    found = mine.search("alice", query, 100, flt)
+    _same(found, truth.search("alice", query, 100, flt))
+    assert all(flt.matches(m) for m, _ in found)
+    assert held.calls["served"] == served + 1
+
+
+def test_nothing_forgotten_superseded_or_muted_by_another_store_is_returned(stores: Any) -> None:
+    mine, other, truth = stores
+    corpus = _corpus(120, seed=2)
+    mine.write(corpus)
+    held = _held(mine)
+    flt = TYPED.update(include_muted=False, include_superseded=False)
+    target = next(m for m in corpus if m.kind in LEARNING_KINDS and flt.matches(m))
+    query = target.embedding
+    first = [m.id for m, _ in mine.search("alice", query, 10, flt)]
+    assert first[0] == target.id
+    gone, superseded, muted = (next(m for m in corpus if m.id == i) for i in first[:3])
+    other.write(
+        deletes=[gone],
+        patches=[
+            Patch("alice", superseded.id, {"superseded_by": corpus[1].id}),
+            Patch("alice", muted.id, {"muted": True}),
+        ],
+    )
+    caught, again = held.calls["caught_up"], held.calls["fetched_again"]
+    found = mine.search("alice", query, 10, flt)
+    assert {gone.id, superseded.id, muted.id}.isdisjoint(m.id for m, _ in found)
+    _same(found, truth.search("alice", query, 10, flt))
+    assert held.calls["caught_up"] == caught + 1
+    assert held.calls["fetched_again"] == again + 1  # three rows past the first ten read
+    assert len(held._held["alice"].ids) == len([m for m in corpus if m.kind in LEARNING_KINDS]) - 1
+
+
+def test_a_learning_another_store_adds_is_found_and_a_promotion_keeps_the_matrix(
+    stores: Any,
+) -> None:
+    mine, other, truth = stores
+    mine.write(_corpus(80, seed=3))
+    held = _held(mine)
+    query = _vector(np.random.default_rng(11))
+    new = mem("new", vector=query, kind=Kind.DECISION, content="always deploy on tuesdays")
+    other.write([new])
+    found = mine.search("alice", query, 5, TYPED)
+    assert found[0][0].id == "new"
+    _same(found, truth.search("alice", query, 5, TYPED))
+    before = held._held["alice"]
+    other.write(patches=[Patch("alice", "new", {"promoted_at": NOW})])
+    other.record_uses("alice", ["new", "new"], NOW)
+    found = mine.search("alice", query, 5, TYPED)
+    after = held._held["alice"]
+    assert after.revision == before.revision + 1 and after.ids is before.ids  # no copy
+    assert found[0][0].promoted_at == NOW and found[0][0].access_count == 2  # read fresh
+    _same(found, truth.search("alice", query, 5, TYPED))
+
+
+def test_a_learning_another_process_commits_is_found(stores: Any, pg_url: str) -> None:
+    mine, _, _ = stores
+    mine.write(_corpus(60, seed=4))
+    _held(mine)
+    query = _vector(np.random.default_rng(12))
+    script = textwrap.dedent(
+        f"""
+        import numpy as np
+        from engrain.model import Kind
+        from engrain.store.postgres import PostgresStore
+        from tests.test_store_contract import mem
+        store = PostgresStore({pg_url!r}, pool_size=1)
+        vector = np.asarray({query.tolist()!r}, dtype=np.float32)
+        store.write([mem("theirs", vector=vector, kind=Kind.PREFERENCE, content="tabs")])
+        store.close()
+        """
+    )
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root)])}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=root, timeout=120)
+    found = mine.search("alice", query, 3, TYPED)
+    assert found[0][0].id == "theirs"
+    assert mine._learnings.calls["caught_up"] >= 1
+
+
+def test_a_delta_too_large_is_served_by_sql_and_loaded_again(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, other, truth = stores
+    monkeypatch.setattr(learnings, "RELOAD_PAUSE", 0.0)
+    mine.write(_corpus(60, seed=6))
+    held = _held(mine)
+    monkeypatch.setattr(learnings, "DELTA_ROWS", 3)
+    other.write(_corpus(10, seed=7))  # ten rows changed
+    query = _vector(np.random.default_rng(13))
+    by_sql = held.calls["by_sql"]
+    _same(mine.search("alice", query, 20, TYPED), truth.search("alice", query, 20, TYPED))
+    assert held.calls["by_sql"] == by_sql + 1
+    deadline = time.monotonic() + 60  # loaded again once the pause after a load passed
+    while not mine.wait_for_learnings("alice", timeout=60) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        mine.search("alice", query, 1, TYPED)
+    assert held._held["alice"].revision == other.revision("alice")
+    served = held.calls["served"]
+    _same(mine.search("alice", query, 20, TYPED), truth.search("alice", query, 20, TYPED))
+    assert held.calls["served"] == served + 1
+
+
+def test_held_bytes_are_bounded_least_recently_used_first(pg_url: str) -> None:
+    probe = _store(pg_url)
+    try:
+        probe.write(_corpus(40, seed=8, user="bob") + _corpus(40, seed=9, user="carol"))
+        one = _held(probe, "bob")._held["bob"].nbytes
+    finally:
+        probe.close()
+    assert one >= 20 * DIM * 4  # twenty learnings' vectors at least
+    store = _store(pg_url, learnings_bytes=int(1.5 * one))
+    try:
+        _held(store, "bob")
+        assert store._learnings.nbytes == one
+        _held(store, "carol")  # both do not fit: bob, used least recently, goes
+        assert not store._learnings.held("bob") and store._learnings.held("carol")
+    finally:
+        store.close()
+    tiny = _store(pg_url, learnings_bytes=one - 1)
+    try:
+        tiny.search("bob", np.ones(DIM, dtype=np.float32), 1, TYPED)
+        assert not tiny.wait_for_learnings("bob", timeout=60)  # larger than the bound
+        assert tiny._learnings.nbytes == 0
+    finally:
+        tiny.close()
+
+
+def test_small_vectors_and_other_filters_never_use_it(stores: Any) -> None:
+    mine, _, _ = stores
+    mine.write([*_corpus(40, seed=10), mem("tiny", kind=Kind.DECISION)])  # a 4-d vector
+    held = _held(mine)
+    served = held.calls["served"]
+    mine.search("alice", np.ones(4, dtype=np.float32), 5, TYPED)
+    mine.search("alice", _vector(np.random.default_rng(1)), 5, ALL)
+    mine.search("alice", _vector(np.random.default_rng(1)), 5, MemoryFilter(kinds=(Kind.FACT,)))
+    assert held.calls["served"] == served
+
+
+def test_the_bound_reads_its_variable() -> None:
+    assert learnings.learnings_bytes({}) == learnings.LEARNINGS_BYTES
+    assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "off"}) == 0
+    assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "0"}) == 0
+    assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "12"}) == 12 * 2**20
+    assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "lots"}) == (
+        learnings.LEARNINGS_BYTES
+    )
+
+
+def test_a_held_search_is_one_round_trip_and_a_promotion_adds_none(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from psycopg._pipeline_base import BasePipeline
+
+    mine, other, _ = stores
+    corpus = _corpus(60, seed=14)
+    mine.write(corpus)
+    _held(mine)
+    query = _vector(np.random.default_rng(15))
+    mine.search("alice", query, 10, TYPED)  # the plan is kept from here on
+    syncs = [0]
+    original = BasePipeline._enqueue_sync
+
+    def counted(self: Any) -> None:
+        syncs[0] += 1
+        original(self)
+
+    monkeypatch.setattr(BasePipeline, "_enqueue_sync", counted)
+    mine.search("alice", query, 10, TYPED)
+    assert syncs[0] == 1  # revision, changed rows and the rows found: one pipeline
+    learning = next(m for m in corpus if m.kind in LEARNING_KINDS)
+    other.write(patches=[Patch("alice", learning.id, {"promoted_at": NOW})])
+    syncs[0] = 0
+    mine.search("alice", query, 10, TYPED)
+    assert syncs[0] == 1  # caught up in the same round trip: nothing it ranks changed
+
+
+def test_the_rows_a_held_search_returns_are_read_without_their_vectors() -> None:
+    # the held matrix has them bit for bit (test_held_learnings_search_exactly_as_…)
+    assert "m.embedding" in postgres.sql.FETCH
+    assert "m.embedding" not in learnings.FETCH_BARE
+    assert learnings.FETCH_BARE.replace("NULL::vector", "m.embedding") == postgres.sql.FETCH
