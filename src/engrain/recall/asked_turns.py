@@ -59,7 +59,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from engrain.model import Memory, Vector
+from engrain.model import MemoryFields, Vector
 from engrain.recall.excerpt import LineVectors, chunk_lines
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
@@ -118,7 +118,7 @@ def with_asked_turns(
 
 
 def turn_score(
-    memory: Memory,
+    memory: MemoryFields,
     asked: frozenset[str],
     query: npt.NDArray[np.float32],
     line_vectors: LineVectors | None,
