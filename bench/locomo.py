@@ -141,15 +141,19 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
                 "a question naming a speaker: its conversation chunks ranked again by their "
                 "cosine with the mean of the 5 best, fused by rank (recall.second_round, off "
                 "by default)"),
+        Variant("no-asked-turns", "chunks", {"profile": default, "asked_turns": 0.0},
+                "a question naming a speaker: conversation chunks past the 20 best in the "
+                "pool's order, not fused with their order by the asked speaker's best turn "
+                "(recall.asked_turns)"),
         Variant("none-new", "chunks",
                 {"profile": default, "compact": False, "speaker_weight": 0.0, "time_weight": 0.0,
                  "group_days": False, "history_evidence": False, "speaker_lines": False,
                  "chunk_rank": False, "lead_budget": False, "chunk_pool": 0, "soft_terms": 0.0,
-                 "unnamed": 0.0, "second_round": 0.0},
+                 "unnamed": 0.0, "second_round": 0.0, "asked_turns": 0.0},
                 "without compact, speakers, speaker lines, time, day groups, the history "
                 "budget, chunk ranking, the lead budget, the transcript pool's depth, soft "
-                "terms, the search without names and the second round: the configuration "
-                "before issue 15"),
+                "terms, the search without names, the second round and the asked speaker's "
+                "turns: the configuration before issue 15"),
         Variant("discard", "discard", {"profile": default},
                 "the spec's 0.3 importance discard applied to conversation turns too"),
     ]  # fmt: skip

@@ -20,6 +20,7 @@ from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.recall import candidates as cand
 from engrain.recall.area import with_area
+from engrain.recall.asked_turns import ASKED_TURNS_WEIGHT, with_asked_turns
 from engrain.recall.assemble import (
     Format,
     block_tokens,
@@ -124,6 +125,7 @@ class GateOptions:
     soft_terms: float | None = SOFT_TERMS_DEFAULT  # chunks by words near the question's
     unnamed: float = UNNAMED_WEIGHT  # a transcript question searched without names (unnamed)
     second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's (off)
+    asked_turns: float = ASKED_TURNS_WEIGHT  # the tail by the asked speaker's turns (asked_turns)
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -211,6 +213,8 @@ def gate(
     pool = with_time(pool, message, now, options.time_weight)
     pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))
     pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
+    line_vectors = store_line_vectors(store, user_id, embed_query)
+    pool = with_asked_turns(pool, message, options.asked_turns, embed_query, line_vectors)
     pool = with_second_round(pool, message, options.second_round)
     classification = with_candidate_domains(classification, message, pool, options.vocabulary)
     works: dict[str, frozenset[Work]] = {}
@@ -239,8 +243,7 @@ def gate(
                                 raised=raised, pointed=pointed, works=works,
                                 other_work=other_work)  # fmt: skip
     partners = _partners(store, user_id, ranked)
-    ranked = with_excerpts(ranked, message, options.excerpt,
-                           store_line_vectors(store, user_id, embed_query), vector)  # fmt: skip
+    ranked = with_excerpts(ranked, message, options.excerpt, line_vectors, vector)
     ranked = with_speaker_lines(
         ranked, message, options.speaker_lines, short_answer=options.short_answer
     )
