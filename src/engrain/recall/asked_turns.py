@@ -63,7 +63,7 @@ from engrain.model import MemoryFields, Vector
 from engrain.recall.excerpt import LineVectors, chunk_lines
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
-from engrain.recall.second_round import FUSION_K
+from engrain.recall.second_round import FUSION_K, conversation_chunks, ranks
 from engrain.recall.speakers import SPEAKER_WEIGHT, asked_speakers, line_speaker
 from engrain.recall.unnamed import without_names
 
@@ -90,14 +90,9 @@ def with_asked_turns(
     chunks with vectors, or ``message`` names none (or all) of their speakers."""
     if weight <= 0.0:
         return list(pool)
-    at = [
-        i for i, c in enumerate(pool)
-        if c.memory.provenance.turn_ids and c.memory.embedding is not None
-    ]  # fmt: skip
+    at, chunks = conversation_chunks(pool)
     if len(at) <= keep:
         return list(pool)
-    at.sort(key=lambda i: -pool[i].relevance)  # the pool's order (stable on ties)
-    chunks = [pool[i] for i in at]
     asked = asked_speakers([c.memory for c in chunks], message)
     if not asked:
         return list(pool)
@@ -106,8 +101,7 @@ def with_asked_turns(
         return list(pool)
     query = np.asarray(embed_query(stripped), dtype=np.float32)
     turns = np.array([turn_score(c.memory, asked, query, line_vectors) for c in chunks])
-    second = np.empty(len(chunks), dtype=np.float64)
-    second[np.argsort(-turns, kind="stable")] = np.arange(len(chunks), dtype=np.float64)
+    second = ranks(turns)
     # the kept chunks score above any fused score (at most (1 + weight) / FUSION_K)
     scores = [
         float(len(chunks) - n) if n < keep

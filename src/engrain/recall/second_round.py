@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from engrain.recall.relevance import Candidate
 from engrain.recall.rescored import reordered
@@ -67,14 +68,9 @@ def with_second_round(
     all) of the chunks' speakers, or it holds no more than ``seeds`` chunks with vectors."""
     if weight <= 0.0 or seeds <= 0:
         return list(pool)
-    at = [
-        i for i, c in enumerate(pool)
-        if c.memory.provenance.turn_ids and c.memory.embedding is not None
-    ]  # fmt: skip
+    at, chunks = conversation_chunks(pool)
     if len(at) <= seeds:
         return list(pool)
-    at.sort(key=lambda i: -pool[i].relevance)  # the first round's order (stable on ties)
-    chunks = [pool[i] for i in at]
     if not asked_speakers([c.memory for c in chunks], message):
         return list(pool)
     vectors = np.stack([np.asarray(c.memory.embedding, dtype=np.float32) for c in chunks])
@@ -83,10 +79,28 @@ def with_second_round(
     if norm == 0.0:
         return list(pool)
     cosines = vectors @ (mean / norm)
-    second = np.empty(len(chunks), dtype=np.float64)
-    second[np.argsort(-cosines, kind="stable")] = np.arange(len(chunks), dtype=np.float64)
+    second = ranks(cosines)
     scores = [
         1.0 / (FUSION_K + first) + weight / (FUSION_K + float(second[first]))
         for first in range(len(chunks))
     ]
     return reordered(pool, at, scores)
+
+
+def conversation_chunks(pool: Sequence[Candidate]) -> tuple[list[int], list[Candidate]]:
+    """The places in ``pool`` of its conversation chunks with vectors, in the pool's order
+    (best relevance first, stable on ties), and those chunks."""
+    at = [
+        i for i, c in enumerate(pool)
+        if c.memory.provenance.turn_ids and c.memory.embedding is not None
+    ]  # fmt: skip
+    at.sort(key=lambda i: -pool[i].relevance)
+    return at, [pool[i] for i in at]
+
+
+def ranks(values: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """Each value's place (0 for the highest) when ``values`` are sorted best first, stable
+    on ties."""
+    places = np.empty(len(values), dtype=np.float64)
+    places[np.argsort(-values, kind="stable")] = np.arange(len(values), dtype=np.float64)
+    return places
