@@ -16,6 +16,7 @@ import json
 import logging
 import secrets
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,7 @@ class Proxied:
         config = ProxyConfig(**{"upstream": self.upstream.url, "upstream_key": UPSTREAM_KEY,
                                 **proxy})  # fmt: skip
         app = create_app(self.engine, self.ring, proxy=config)
+        self._count_submissions(app.state.proxy.recorder)
         self.apps.append(app)
         live = LiveServer(app)
         self.servers.append(live)
@@ -141,6 +143,26 @@ class Proxied:
 
     def recorder(self, index: int = 0) -> Any:
         return self.apps[index].state.proxy.recorder
+
+    def _count_submissions(self, recorder: Any) -> None:
+        """Count the exchanges handed to ``recorder``: the proxy hands one over after the
+        reply's last byte is sent, so a client can finish before it is queued."""
+        submit, recorder.submitted = recorder.submit, 0
+
+        def counted(exchange: Any) -> None:
+            submit(exchange)
+            recorder.submitted += 1  # one event loop submits: no lock needed
+
+        recorder.submit = counted
+
+    def settle(self, submitted: int, index: int = 0) -> None:
+        """Wait (up to 30 s) until ``recorder(index)`` has been handed ``submitted``
+        exchanges in all, then until they are recorded."""
+        recorder, deadline = self.recorder(index), time.monotonic() + 30
+        while recorder.submitted < submitted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert recorder.submitted >= submitted, "the proxy never queued the exchange"
+        recorder.drain()
 
     def close(self) -> None:
         for live in self.servers:
@@ -239,10 +261,11 @@ def test_a_small_model_gets_the_compiled_tier_1_text(px: Proxied) -> None:
 def test_an_exchange_is_recorded_once_and_found_by_the_next_request(px: Proxied) -> None:
     px.upstream.answer = "Congratulations on adopting Biscuit the greyhound!"
     first = chat("I just adopted a retired greyhound named Biscuit")
+    before = px.recorder().submitted
     try:
         for _ in range(2):  # a retried identical request records nothing more
             px.client("carol").chat.completions.create(model="gpt-4o", messages=first)
-        px.recorder().drain()
+        px.settle(before + 2)
     finally:
         px.upstream.answer = ANSWER
     recorded = px.engine.list("carol")
@@ -271,6 +294,7 @@ def test_recording_opt_out_and_setting(px: Proxied) -> None:
 def test_streaming_sync_passes_chunks_through_and_records_the_assembled_answer(
     px: Proxied,
 ) -> None:
+    before = px.recorder().submitted
     with px.client("frank").chat.completions.with_streaming_response.create(
         model="gpt-4o", stream=True, messages=chat("I am training for the Lisbon marathon"),
     ) as response:  # fmt: skip
@@ -280,7 +304,7 @@ def test_streaming_sync_passes_chunks_through_and_records_the_assembled_answer(
     assert len(pieces) == len(ANSWER.split(" "))
     assert "".join(p or "" for p in pieces) == ANSWER
     assert px.upstream.last()["body"]["stream"] is True
-    px.recorder().drain()
+    px.settle(before + 1)
     recorded = px.engine.list("frank")
     assert len(recorded) == 1 and "Lisbon marathon" in recorded[0].content
     assert "tree-sitter" in recorded[0].content  # the answer, assembled from the deltas
