@@ -21,6 +21,7 @@ from engrain.recall.speakers import SPEAKER_WEIGHT
 from engrain.store.memory import MemoryStore
 
 from .conftest import NOW, make_settings
+from .test_second_round import _Axes
 
 #: Three directions: what the question asks about (0), other things (1), greetings (2).
 AXES = np.eye(3, dtype=np.float32)
@@ -178,17 +179,3 @@ def test_the_gate_runs_it_with_the_options_weight(
     options = engine.options.update(asked_turns=0.25)
     engine.explain(ASK, "u", token_budget=500, options=options, now=NOW)
     assert seen == [0.25]
-
-
-class _Axes:
-    """Every text along the first axis: enough for the pipeline to run."""
-
-    model_id = "axes"
-    dim = 3
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        return np.tile(AXES[0], (len(texts), 1))
-
-    def embed_query(self, text: str) -> Vector:
-        vector: Vector = AXES[0]
-        return vector
