@@ -42,22 +42,42 @@ def test_a_miss_is_named_by_the_cause_its_reason_gives(
     assert gating_misses.cause(reason) == expected
 
 
-def test_each_miss_of_a_small_run_is_a_must_include_left_out_with_its_cause() -> None:
-    data = gating.load_data()
-    tune = [m for m in data.messages if m["split"] == "tune"][:4]
-    subset = gating.Dataset(data.projects, tune, [])
+def _memory(mid: str, kind: str, content: str, **extra: object) -> dict[str, object]:
+    when = "2025-12-01T10:00:00Z"
+    return {"id": mid, "kind": kind, "content": content, "created_at": when,
+            "updated_at": when, "access_count": 3, "domains": [], **extra}  # fmt: skip
+
+
+#: A fixture project: the fact the message asks about, a fact about nothing in it and a
+#: muted one (never a candidate), the last two labelled needed so that both are missed.
+PROJECT = [
+    _memory("p-fact-01", "fact", "The billing worker retries failed invoice webhooks five times."),
+    _memory("p-fact-02", "fact", "Coffee machine descaling happens every Friday morning."),
+    _memory("p-fact-03", "fact", "Invoice webhooks were once retried by cron.", muted=True),
+]
+MESSAGE = {
+    "id": "m-01", "project": "p", "split": "tune", "intent": "question", "complexity": "simple",
+    "text": "How many times does the billing worker retry failed invoice webhooks?",
+    "must_include": ["p-fact-01", "p-fact-02", "p-fact-03"], "must_exclude": [],
+}  # fmt: skip
+
+
+def test_each_miss_is_a_must_include_left_out_with_its_cause_and_classification() -> None:
+    data = gating.Dataset({"p": PROJECT}, [MESSAGE], [])
     with tempfile.TemporaryDirectory() as tmp:
-        projects = gating.Projects(subset, make_embedder("hash"), Path(tmp))
-        found = gating_misses.collect(subset, "tune", projects)
-        assert gating_misses.collect(subset, "held", projects) == []
-    labels = {m["id"]: m for m in tune}
-    causes = {name for _, name in gating_misses.CAUSES} | {"not a candidate", "other"}
-    assert found, "the hash embedder misses some must-include memory of four messages"
-    for miss in found:
-        message = labels[miss["message"]]
-        assert miss["memory"] in message["must_include"]
-        assert miss["cause"] in causes
-        assert miss["labelled"] == [message["intent"], message["complexity"]]
-        if miss["cause"] == "below threshold":
-            assert miss["gap"] == round(miss["limit"] - miss["score"], 3) >= 0
-    assert gating_misses.table(found).splitlines()[0].split(":")[0] in causes
+        projects = gating.Projects(data, make_embedder("hash"), Path(tmp))
+        found = {m["memory"]: m for m in gating_misses.collect(data, "tune", projects)}
+        assert gating_misses.collect(data, "held", projects) == []
+    assert set(found) == {"p-fact-02", "p-fact-03"}  # the asked-about fact is injected
+    unrelated, muted = found["p-fact-02"], found["p-fact-03"]
+    assert muted["cause"] == "not a candidate" and muted["score"] is None
+    assert unrelated["cause"] == "below threshold"
+    assert unrelated["gap"] == round(unrelated["limit"] - unrelated["score"], 3) > 0
+    assert unrelated["labelled"] == ["question", "simple"]
+    assert unrelated["intent"] and unrelated["budget"] > 0
+    assert "calibrated_relevance" in unrelated["terms"]
+    lines = gating_misses.table(list(found.values())).splitlines()
+    assert {line for line in lines if not line.startswith(" ")} == {
+        "below threshold: 1",
+        "not a candidate: 1",
+    }
