@@ -422,6 +422,17 @@ def test_import_malformed_line_names_it_and_writes_nothing(invoke: Invoke) -> No
     assert json.loads(not_object.stderr)["message"] == "line 1: expected a JSON object"
 
 
+def test_import_of_json_nested_past_the_parsers_depth_exits_2(invoke: Invoke) -> None:
+    """A line nested deeper than the JSON parser recurses is bad input (exit 2, its line
+    named, nothing written), not a traceback (session 17, h8)."""
+    good = json.dumps({"type": "text", "text": NOTE})
+    for deep in ("[" * 100_000 + "]" * 100_000, '{"type": "text", "a": ' + "[" * 100_000):
+        result = invoke("import", "-", input=f"{good}\n{deep}\n")
+        assert result.exit_code == 2
+        assert result.stderr == "error: line 2: JSON nested too deeply\n"
+    assert ok(invoke("export", "--all-users")).stdout == ""
+
+
 def test_import_bad_record_names_its_line(invoke: Invoke) -> None:
     text = "\n" + json.dumps({"type": "conversation", "turns": []}) + "\n"
     result = invoke("import", "-", input=text)

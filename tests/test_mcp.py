@@ -269,6 +269,34 @@ def test_http_agent_flow_with_a_key_of_one_user(live: Live) -> None:
     anyio.run(main)
 
 
+def test_http_arguments_of_the_wrong_type_are_invalid_input_and_write_nothing(
+    live: Live,
+) -> None:
+    """Arguments the tool's schema refuses never reach the engine: the SDK's refusal is
+    answered as engrain's invalid_input (the argument's name first, no input echoed, no
+    pydantic link), like every other failed call (session 17, h8)."""
+
+    async def main() -> None:
+        async with live.session("alice") as s:
+            before = ok(await s.call_tool("list_memories", {}))["memories"]
+            for tool, args, field in [
+                ("remember", {"content": TABS, "kind": 7}, "kind"),
+                ("remember", {"content": ["x"] * 3}, "content"),
+                ("context", {"message": {"deep": [[[[1]]]]}}, "message"),
+                ("context", {"message": "indent?", "token_budget": "lots"}, "token_budget"),
+                ("forget", {"memory_ids": 12}, "memory_ids"),
+                ("pin", {}, "memory_id"),
+            ]:
+                result = await s.call_tool(tool, args)
+                assert failed(result) == "invalid_input", (tool, args)
+                message = str(result.structured_content["message"])  # type: ignore[index]
+                assert message.startswith(f"{field}"), message
+                assert "pydantic" not in message and "lots" not in message
+            assert ok(await s.call_tool("list_memories", {}))["memories"] == before
+
+    anyio.run(main)
+
+
 def test_http_a_key_never_reaches_another_users_memory(live: Live) -> None:
     async def main() -> None:
         async with live.session("alice") as s:

@@ -475,6 +475,8 @@ def test_parse_reads_turns_conversation_and_content_parts() -> None:
     other = parse(json.dumps({"messages": [{"role": "user", "content": "else"}]}).encode())
     assert other.conversation != first.conversation
     assert parse(b"not json").body is None and parse(b'{"messages": 3}').body is None
+    deep = b'{"messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert parse(deep).body is None  # past the parser's depth: forwarded as is (s17 h8)
 
 
 def test_with_memory_places_the_block() -> None:

@@ -443,6 +443,10 @@ def test_import_then_export_round_trip(tmp_path: Path) -> None:
         assert_error(target.call("POST", "/v1/import", "alice",
                                  content=f"{ok}\n{stray}\n"), 403)  # fmt: skip
         assert_error(target.call("POST", "/v1/import", "alice", content=b"{oops\n"), 400)
+        # nested past the JSON parser's depth: a 400 naming the line, not a 500 (s17 h8)
+        deep = f"{ok}\n".encode() + b"[" * 100_000 + b"]" * 100_000 + b"\n"
+        body = assert_error(target.call("POST", "/v1/import", "alice", content=deep), 400)
+        assert body["message"] == "line 2: JSON nested too deeply"
         assert target.call("GET", "/v1/export", "alice").content == exported
     finally:
         source.close()

@@ -44,11 +44,14 @@ def read_records(
             continue
         try:
             record = json.loads(line)
+            if isinstance(record, dict):
+                _require_unicode(record, f"line {number}")
         except json.JSONDecodeError as exc:
             raise ValidationError(f"line {number}: invalid JSON: {exc.msg}") from exc
+        except RecursionError as exc:  # nesting past the parser's depth: bad input
+            raise ValidationError(f"line {number}: JSON nested too deeply") from exc
         if not isinstance(record, dict):
             raise ValidationError(f"line {number}: expected a JSON object")
-        _require_unicode(record, f"line {number}")
         owner = record.setdefault("user_id", user)
         if only_user and owner != user:
             raise ValidationError(

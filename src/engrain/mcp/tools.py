@@ -4,7 +4,10 @@ schema is the tool's output schema, its JSON the text a model reads).
 
 An :class:`EngrainError` (the engine's, or the resolver's 401/403) becomes a tool error:
 ``is_error`` with the error's ``code`` and message as text and
-:meth:`EngrainError.to_dict` as structured content; never a traceback.
+:meth:`EngrainError.to_dict` as structured content; never a traceback. Arguments that do
+not fit a tool's input schema (a number for ``kind``, a list for ``message``) never reach
+the tool: the SDK refuses them, and :class:`EngrainMCP` answers that refusal as the same
+``invalid_input`` tool error, its message starting with the argument's name.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
-from mcp.types import CallToolResult, Resource, TextContent, ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, Resource, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+from pydantic import ValidationError as ArgumentsError
 
 from engrain.engine import Engine
-from engrain.errors import EngrainError, NotFoundError
+from engrain.errors import EngrainError, NotFoundError, ValidationError
 from engrain.model import Kind, Memory, MemoryType
 from engrain.tiers import Tier
 
@@ -174,20 +178,51 @@ def answer(produce: Callable[[], BaseModel]) -> CallToolResult:
     try:
         result = produce()
     except EngrainError as error:
-        return CallToolResult(
-            content=[TextContent(type="text", text=f"{error.code}: {error.message}")],
-            structured_content=error.to_dict(),
-            is_error=True,
-        )
+        return failure(error)
     return CallToolResult(
         content=[TextContent(type="text", text=result.model_dump_json())],
         structured_content=result.model_dump(mode="json"),
     )
 
 
+def failure(error: EngrainError) -> CallToolResult:
+    """The tool error of ``error``: its code and message as text, its dict as structured
+    content."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{error.code}: {error.message}")],
+        structured_content=error.to_dict(),
+        is_error=True,
+    )
+
+
+def arguments_error(error: ArgumentsError) -> ValidationError:
+    """The SDK's refusal of a tool's arguments as engrain's :class:`ValidationError`: the
+    first wrong argument's name, then what is wrong with it (no input echoed back, no
+    link to pydantic's pages)."""
+    first = error.errors(include_url=False, include_input=False)[0]
+    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    more = error.error_count() - 1
+    extra = f" (and {more} more wrong argument{'s' if more > 1 else ''})" if more else ""
+    return ValidationError(f"{field}: {first['msg']}{extra}")
+
+
 class EngrainMCP(MCPServer[Any]):
     """The SDK's server, listing the compiled tiers as concrete resources (their reads go
-    through the ``engrain://tiers/{tier}`` template, which knows the request's user)."""
+    through the ``engrain://tiers/{tier}`` template, which knows the request's user), and
+    answering arguments its schema refuses as engrain's ``invalid_input`` tool error."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call; arguments that fail the tool's input schema (the tool never
+        ran, nothing was written) come back as :func:`failure` of a ValidationError."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            refused = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(refused, ArgumentsError):
+                raise  # a crash inside the tool stays the SDK's (logged, its text withheld)
+            return failure(arguments_error(refused))
 
     async def list_resources(self) -> list[Resource]:
         """The two tiers, then anything else registered."""

@@ -54,6 +54,8 @@ def _record(number: int, line: bytes, s: Scope) -> dict[str, Any]:
         record = json.loads(line)
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValidationError(f"line {number}: not a JSON object") from exc
+    except RecursionError as exc:  # nesting past the parser's depth: bad input, not a 500
+        raise ValidationError(f"line {number}: JSON nested too deeply") from exc
     if not isinstance(record, dict):
         raise ValidationError(f"line {number}: not a JSON object")
     user = record.get("user_id")

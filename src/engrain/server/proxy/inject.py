@@ -41,7 +41,7 @@ def parse(raw: bytes) -> ChatRequest:
     """Read ``raw``; a body the proxy cannot read is kept as is, with nothing extracted."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # too deep: as unreadable
         return ChatRequest(raw, None)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return ChatRequest(raw, None)
