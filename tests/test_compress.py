@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engrain import Engine, Kind, MemoryType, Turn
+from engrain import compress as compression
 from engrain.compress import SUMMARY_PROMPT, due, extractive_summary, key_terms, sessions
 from engrain.embed import HashEmbedder
 from engrain.store import MemoryFilter, MemoryStore
@@ -186,3 +188,51 @@ def test_the_spec_prompt_is_kept_word_for_word() -> None:
         "technical details. Do not include pleasantries.\nConversation:\n"
     )
     assert SUMMARY_PROMPT.endswith("{session_content}")
+
+
+def test_two_compressions_racing_on_a_session_write_one_summary(small: Engine) -> None:
+    """Two compressions (another thread's or process's) that both plan before either writes
+    leave one summary per session, not two (session 17, h8: `bench/attacks`, two processes
+    compressing one SQLite store wrote a session's summary twice); and a compression that
+    finds the session already compressed by the other writes nothing."""
+    for s in range(5):
+        small.ingest_conversation(turns(s), "ann", session_id=f"s{s}")
+    settings, store = small.settings, small.store
+
+    def plan() -> compression.Compression:
+        return compression.compress(
+            store, small.embedder.embed, None, "ann",
+            threshold=settings.compression_threshold, count=settings.sessions_to_compress,
+            force=False, now=NOW + timedelta(days=30),
+        )  # fmt: skip
+
+    stale = store.query("ann", MemoryFilter(memory_types=(MemoryType.EPISODIC,)))
+    first, second = plan(), plan()  # both read the sessions uncompressed
+    assert first.report.sessions == second.report.sessions == ("s0", "s1")
+    assert first.report.summaries == second.report.summaries  # one id per session's memories
+    for done in (first, second):
+        store.write(done.summaries, patches=done.patches)
+    summaries = store.query("ann", MemoryFilter(memory_types=(MemoryType.SEMANTIC,)))
+    assert sorted(m.source_session_id or "" for m in summaries) == ["s0", "s1"]
+    # a plan that listed the sessions before the other's write, and reads them again after
+    # it, finds them compressed and leaves them to the compression that did it
+    late = compression.compress(
+        StaleQuery(store, stale), small.embedder.embed, None, "ann",
+        threshold=settings.compression_threshold, count=settings.sessions_to_compress,
+        force=False, now=NOW + timedelta(days=30),
+    )  # fmt: skip
+    assert late.report.sessions == () and late.summaries == () and late.patches == ()
+
+
+class StaleQuery:
+    """A store whose ``query`` answers what it held earlier (another process's snapshot);
+    every other method is the store's own."""
+
+    def __init__(self, store: Any, rows: list[Any]) -> None:
+        self.store, self.rows = store, rows
+
+    def query(self, *args: Any, **kwargs: Any) -> list[Any]:
+        return self.rows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)

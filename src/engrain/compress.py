@@ -14,6 +14,7 @@ word limit, in the order they were said.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -241,7 +242,8 @@ def compress(
     """Plan the compression of the user's due sessions (nothing when none is due): each
     summarised (the LLM's ``complete`` when given, else extractive) and embedded, the
     summary built from the session's memories as they are after that (slow) work, so a
-    memory forgotten meanwhile does not reach it."""
+    memory forgotten meanwhile does not reach it, and a session another compression (a
+    thread's, another process's) marked compressed meanwhile is left to that one."""
     flt = MemoryFilter(memory_types=(MemoryType.EPISODIC,), include_compressed=False)
     sessions_due = due(store.query(user_id, flt), threshold, count, force=force)
     if not sessions_due:
@@ -252,7 +254,7 @@ def compress(
     patches: list[Patch] = []
     for session, (text, by), vector in zip(sessions_due, written, vectors, strict=True):
         current = store.get(user_id, [m.id for m in session.memories])
-        if not current:
+        if not current or any(m.compressed for m in current):
             continue
         summaries.append(summary_memory(session, current, text, by, vector, now))
         patches += [Patch(user_id, m.id, {"compressed": True}) for m in current if not m.compressed]
@@ -269,7 +271,8 @@ def summary_memory(
     """The semantic summary memory of ``session`` (its memories as they are now:
     ``current``), written by ``by``: it keeps their turn ids and ids as provenance, their
     project if they share one, their domains (else the text's), and the highest importance
-    among them."""
+    among them. Its id is :func:`summary_id`, so two compressions of the same session at
+    once write one summary, not two."""
     projects = {m.project for m in current}
     turn_ids = tuple(dict.fromkeys(t for m in current for t in m.provenance.turn_ids))
     return Memory.new(
@@ -281,4 +284,15 @@ def summary_memory(
         confidence=Kind.SUMMARY.default_confidence,
         provenance=Provenance(turn_ids, {"summarized_by": by,
                                          "compressed_from": [m.id for m in current]}),
-    )  # fmt: skip
+    ).evolve(id=summary_id(session.session_id, current))  # fmt: skip
+
+
+def summary_id(session_id: str, current: Sequence[Memory]) -> str:
+    """The id of the summary of ``session_id``'s memories ``current``: a function of the
+    user, the session and those memories' ids (32 hex characters, like any id). Two
+    compressions racing on one session (threads, or processes on one store: each plans
+    from what it read, and neither's write can see the other's plan) then write the same
+    row, the later replacing the earlier, instead of two summaries of one session; a
+    session that later gets new memories has other ids, so its next summary is another."""
+    key = "\x1f".join([current[0].user_id, session_id, *sorted(m.id for m in current)])
+    return hashlib.blake2b(key.encode("utf-8"), digest_size=16).hexdigest()
