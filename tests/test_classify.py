@@ -960,3 +960,48 @@ def test_how_to_do_something_is_still_a_moderate_how_to(message: str) -> None:
     result = classify(message)
     assert (result.intent, result.complexity) == (QUE, M), result.signals
     assert "how-to" in result.signals
+
+
+# -- session 17 (h3): failures a report quotes or names without the seed's words ------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["the image filter plugin traps with `out of bounds memory access` on large photos",
+     "My handler needs to keep the cache and I get `cannot move out of borrowed content`. "
+     "How do I hold on to it?",
+     "we keep getting `connection reset by peer` from the relay during the nightly sync"],
+)  # fmt: skip
+def test_output_quoted_after_the_verb_reporting_it_is_a_complex_bug_report(message: str) -> None:
+    """What a failure printed, quoted after "traps with" or "I get", is the seed's "Debug
+    this error": debugging, complex — not a question or a discussion about a snippet."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "quoted output" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Events from the kiosk show up out of order in the dashboard since the relay restarted",
+     "webhook deliveries arrive out of order after the failover"],
+)  # fmt: skip
+def test_things_arriving_out_of_order_is_a_bug_report(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "symptom" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("How do we handle out-of-order events in the consumer?", QUE),
+     ("what are the usual traps in async Rust?", QUE),
+     ("do we get `None` or an empty list back from `lookup()` when nothing matches?", QUE)],
+)  # fmt: skip
+def test_out_of_order_traps_and_get_name_no_failure_by_themselves(
+    message: str, intent: Intent
+) -> None:
+    """A procedure about out-of-order events, "traps" as a noun and a question about what
+    a call returns report nothing."""
+    result = classify(message)
+    assert result.intent is intent, result.signals
+    assert "symptom" not in result.signals

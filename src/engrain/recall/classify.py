@@ -176,6 +176,18 @@ _HISTORY = re.compile(
 
 # -- debugging: symptoms, and the words that only name a topic in a question about a fact --
 
+#: Output quoted right after the verb that reports it ("I get `cannot borrow …`", "traps with
+#: `all fuel consumed …`"): what a failure printed, not the user's code (a symptom, and
+#: quoted output to :func:`_quotes_output`); not a question or a condition ("do we get
+#: `None` back …?", "if you get `EAGAIN` …").
+_REPORTED = (
+    r"\b(?:(?<!do )(?<!did )(?<!if )(?<!when )(?<!would )(?<!will )(?<!can )(?<!could )"
+    r"(?:i|we|they|you) (?:get|got|keep getting|kept getting|am getting|'m getting|"
+    r"are getting|'re getting)|"
+    r"(?:traps?|trapped|panics?|panicked|dies|died|crashe[sd]|fails?|failed|errors? out|"
+    r"exits?|exited|aborts?|aborted) with):?\s*`"
+)
+_REPORTED_OUTPUT = re.compile(_REPORTED, re.IGNORECASE)
 _SYMPTOM = re.compile(
     r"\b(?:debug\w*|troubleshoot\w*|diagnos\w+|investigat\w+|root[- ]cause|"
     r"hang|hangs|hanging|hung|stuck|freezes|freezing|froze|frozen|deadlock\w*|race condition|"
@@ -237,8 +249,11 @@ _SYMPTOM = re.compile(
     r"(?:\S+ ){0,4}?(?:after|since)|"
     r"(?:since|after) (?:the |our |last |\w+'s )?(?:deploy|release|upgrade|update|migration|"
     r"merge|bump|rollout)\w*|"
-    r"how (?:do|can|should|would) (?:i|we|you) (?:fix|debug|solve|resolve|get rid of))\b"
-    r"|\w+(?:Error|Exception):",
+    r"how (?:do|can|should|would) (?:i|we|you) (?:fix|debug|solve|resolve|get rid of)|"
+    r"(?:shows?|showing|showed|arrives?|arriving|arrived|comes?|coming|came|lands?|landed|"
+    r"ends?|ended) (?:up )?(?:in |being )?out of order|"
+    r"(?:traps|trapped|trapping) (?:with|on|when|whenever|after|at|as soon as))\b"
+    r"|\w+(?:Error|Exception):|" + _REPORTED,
     re.IGNORECASE,
 )
 _ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
@@ -912,11 +927,14 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
 def _quotes_output(text: str) -> bool:
     """Whether the code ``text`` quotes is a failure's output rather than code: a line of a
     code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …"),
+    a span right after the verb reporting it ("I get `cannot borrow …`", "traps with `…`"),
     or an inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
     for block in _BLOCK_BODY.findall(text):
         for line in block.splitlines():
             if _ERROR_LINE.match(line.strip()) or _ERROR_CODE.match(line.strip()):
                 return True
+    if _REPORTED_OUTPUT.search(text):
+        return True
     for span in _INLINE_SPAN.findall(text):
         span = span.strip()
         if _ERROR_LINE.match(span) or _ERROR_CODE.match(span) or _LOG_LINE.match(span):
