@@ -1005,3 +1005,46 @@ def test_out_of_order_traps_and_get_name_no_failure_by_themselves(
     result = classify(message)
     assert result.intent is intent, result.signals
     assert "symptom" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Review the design doc for the new scheduler and tell me what breaks first",
+     "please assess RFC 12 against our public API guidelines"],
+)  # fmt: skip
+def test_reviewing_a_written_design_is_deep_like_the_seeds_review_this_system_design(
+    message: str,
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, D), result.signals
+    assert result.threshold_shift == DEEP_THRESHOLD_SHIFT
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "complexity"),
+    [("Review this PR for the retry helper", ANA, C),
+     ("Write an RFC proposing WASM plugins", GEN, M)],
+)  # fmt: skip
+def test_reviewing_code_or_writing_a_design_is_not_a_design_review(
+    message: str, intent: Intent, complexity: Complexity
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+def test_what_a_thing_compares_or_checks_is_a_simple_fact() -> None:
+    """"What does X compare … against?" asks what X does, the seed's simple "What port does
+    this run on?", not for a comparison."""
+    result = classify("What does the lint job compare a commit against?")
+    assert (result.intent, result.complexity) == (QUE, S), result.signals
+    assert "what it does" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What does the dashboard compare, and why did the two regions drift apart?",
+     "compare the two caching options for the session store"],
+)  # fmt: skip
+def test_a_comparison_asked_for_is_still_analysis(message: str) -> None:
+    result = classify(message)
+    assert result.intent is ANA, result.signals

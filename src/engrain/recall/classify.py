@@ -550,6 +550,22 @@ _JOURNEY = re.compile(
     r"(?:until|till|all the way to|to) ",
     re.I,
 )
+#: A review of a design written down ("review RFC 0019 against our plugin API rules", "assess
+#: the design doc for the new scheduler"): the seed's deep "Review this system design".
+_DESIGN_REVIEW = re.compile(
+    _POLITE + r"(?:review|assess|evaluate|critique|audit) (?:the |this |our |my |a )?"
+    r"(?:[\w-]+ ){0,2}?(?:rfcs?|adrs?|design docs?|design documents?|design proposals?|"
+    r"designs?|proposals?|specs?)\b",
+    re.I,
+)
+#: A question about what a thing does, whose verb names an analysis ("What does the
+#: semver-checks job compare a PR against?"): a fact about that thing, not a request to
+#: compare or review.
+_WHAT_IT_DOES = re.compile(
+    r"^what (?:does|do|did|will|would) (?:(?!why\b)[\w.`'/-]+ ){1,4}?(?:compare[sd]?|review[sd]?|"
+    r"evaluate[sd]?|assess(?:es)?|audit[sd]?|check[sd]?)\b",
+    re.I,
+)
 #: A request whose product is one line or one small piece ("give me a regex that …", "a
 #: bash one-liner to …", "write the docstring for …", "add type hints to …"): a single
 #: concept, the seed's simple.
@@ -767,6 +783,10 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     # a question about a fact states its intent first; what follows is context ("who owns
     # payments? need someone to review a refund PR")
     opening = _first_sentence(body) if _FACT_QUESTION.match(body) else body
+    does = _WHAT_IT_DOES.match(opening)
+    if does:
+        fired.append("what it does")  # the verb is the thing's, not a request for analysis
+        opening = opening[does.end() :]
     if _ANALYSIS.search(opening):
         return Intent.ANALYSIS
     if _QUESTION.search(body):
@@ -821,6 +841,8 @@ def _complexity(
         return Complexity.COMPLEX
     if intent is Intent.ANALYSIS and _JOURNEY.search(text):
         deep = True  # a path from one end of the system to the other
+    if intent is Intent.ANALYSIS and _DESIGN_REVIEW.match(body):
+        deep = True  # the seed's "Review this system design"
     if deep or (intent is Intent.ANALYSIS and length > LONG):
         fired.append("architecture")
         return Complexity.DEEP
