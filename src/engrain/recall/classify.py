@@ -180,14 +180,14 @@ _HISTORY = re.compile(
 #: `all fuel consumed …`"): what a failure printed, not the user's code (a symptom, and
 #: quoted output to :func:`_quotes_output`); not a question or a condition ("do we get
 #: `None` back …?", "if you get `EAGAIN` …").
-_REPORTED = (
+_REPORTED_OUTPUT = re.compile(
     r"\b(?:(?<!do )(?<!did )(?<!if )(?<!when )(?<!would )(?<!will )(?<!can )(?<!could )"
     r"(?:i|we|they|you) (?:get|got|keep getting|kept getting|am getting|'m getting|"
     r"are getting|'re getting)|"
     r"(?:traps?|trapped|panics?|panicked|dies|died|crashe[sd]|fails?|failed|errors? out|"
-    r"exits?|exited|aborts?|aborted) with):?\s*`"
+    r"exits?|exited|aborts?|aborted) with):?\s*`",
+    re.IGNORECASE,
 )
-_REPORTED_OUTPUT = re.compile(_REPORTED, re.IGNORECASE)
 _SYMPTOM = re.compile(
     r"\b(?:debug\w*|troubleshoot\w*|diagnos\w+|investigat\w+|root[- ]cause|"
     r"hang|hangs|hanging|hung|stuck|freezes|freezing|froze|frozen|deadlock\w*|race condition|"
@@ -253,7 +253,7 @@ _SYMPTOM = re.compile(
     r"(?:shows?|showing|showed|arrives?|arriving|arrived|comes?|coming|came|lands?|landed|"
     r"ends?|ended) (?:up )?(?:in |being )?out of order|"
     r"(?:traps|trapped|trapping) (?:with|on|when|whenever|after|at|as soon as))\b"
-    r"|\w+(?:Error|Exception):|" + _REPORTED,
+    r"|\w+(?:Error|Exception):",
     re.IGNORECASE,
 )
 _ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
@@ -739,6 +739,7 @@ def _complexity_noted(
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
     symptom = bool(
         _SYMPTOM.search(text) or _ERROR_CLASS.search(text) or _ERROR_LINE.match(text)
+        or ("`" in text and _REPORTED_OUTPUT.search(text))
     )
     if symptom:
         fired.append("symptom")
