@@ -17,8 +17,9 @@ messages showed (``tests/test_classify.py``):
 
 * a message made only of acknowledgements, laughter and emoji is trivial;
 * debugging is recognised by its symptoms (hangs, 500s, OOM, timeouts, flaky, slow, exit
-  codes, "doesn't work"), not by the words "error" and "bug" — which, in a question about
-  a fact ("which error tracker do we use?"), name a topic, not a problem;
+  codes, "doesn't work", things arriving out of order, output quoted after "I get" or
+  "traps with"), not by the words "error" and "bug" — which, in a question about a fact
+  ("which error tracker do we use?"), name a topic, not a problem;
 * generation is a request to produce or change something, however it is phrased:
   an imperative ("Cover … with tests", "Let users …"), a need ("We need …", "Users want …")
   or a requirement ("The form should …");
@@ -31,6 +32,8 @@ messages showed (``tests/test_classify.py``):
 * a question about a procedure or mechanism ("how do I ship …"), the rationale of a recorded
   decision ("why do we … instead of …") and a discussion are moderate, a question about a
   fact is simple;
+* a review of a written design (an RFC, a design doc) is deep, as the seed's "Review this
+  system design"; "what does X compare … against?" asks a fact, not for a comparison;
 * a deep question lowers the selection thresholds (:attr:`Classification.threshold_shift`).
 
 The gate then asks :mod:`engrain.recall.intent_model` for a second opinion on the intent of
