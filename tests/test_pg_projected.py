@@ -7,6 +7,8 @@ through a *second* store is a change another process makes (its caches are its o
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -51,6 +53,7 @@ def _corpus(vectors: list[Any], user: str = "alice", prefix: str = "m") -> list[
 def _store(url: str, **options: Any) -> Any:
     """A store that walks the graph for any user (every user is "large" here)."""
     options.setdefault("learnings_bytes", 0)
+    options.setdefault("projected_bytes", projected.PROJECTED_BYTES)  # off by default
     return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
 
 
@@ -99,7 +102,8 @@ def test_projected_search_equals_the_sql_exact_search(stores: Any) -> None:
 
 def test_candidates_are_the_best_by_the_projected_product() -> None:
     vectors = np.asarray(_low_rank(2_000, seed=3))
-    basis = projected.basis_of(vectors[::4])
+    basis, kept = projected.basis_of(vectors[::4])
+    assert kept > 0.99  # 24 directions hold it all, up to the noise
     np.testing.assert_allclose(basis.T @ basis, np.eye(basis.shape[1]), atol=1e-4)
     projection = projected.Projection(
         1, np.arange(2_000, dtype=np.int64) * 3, vectors @ basis, basis
@@ -184,8 +188,29 @@ def test_bounded_by_bytes(pg_url: str) -> None:
         two.close()
 
 
-def test_projected_bytes_from_the_environment() -> None:
-    assert projected.projected_bytes({}) == projected.PROJECTED_BYTES
-    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "8"}) == 8 * 2**20
+def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) -> None:
+    rng = np.random.default_rng(6)
+    isotropic = [_unit(rng.standard_normal(DIM)) for _ in range(600)]
+    basis, kept = projected.basis_of(np.asarray(isotropic))
+    assert basis.shape == (DIM, projected.DIMS) and kept < projected.MIN_ENERGY
+    store = _store(pg_url)
+    try:
+        store.write(_corpus(isotropic))
+        store.search("alice", isotropic[0], 3, ALL)
+        assert not store.wait_for_projection("alice", timeout=60)
+        store.search("alice", isotropic[1], 3, ALL)  # not tried again before the pause
+        assert store._projected._loads["alice"].not_before - time.monotonic() > 60
+    finally:
+        store.close()
+
+
+def test_projected_bytes_from_the_environment(pg_url: str) -> None:
+    assert projected.projected_bytes({}) == 0  # off by default
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
-    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "0"}) == 0
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"}) == 0
+    default = PostgresStore(pg_url, pool_size=1)
+    try:
+        assert default._projected is None or "ENGRAIN_PG_PROJECTED_MB" in os.environ
+    finally:
+        default.close()

@@ -74,7 +74,9 @@ learnings' graph); each search reads the rows changed since the held revision
 (``row_changes``) and the rows it returns in one snapshot and one round trip, so it is
 never stale.
 
-**A large user's pool search through a projection** (``projected.py``, on by default): a
+**A large user's pool search through a projection** (``projected.py``, off unless
+``ENGRAIN_PG_PROJECTED_MB`` or ``projected_bytes`` asks for it: it did not win on a machine
+running both the process and the database; it moves the walk's CPU off the database): a
 user whose searches walk the pool's graph is held as the seqs of their memories and their
 vectors projected onto 128 main directions; a search ranks those, and the database scores
 the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
@@ -315,8 +317,8 @@ class PostgresStore:
     (``store/postgres/learnings.py``; ``"auto"``: ``ENGRAIN_PG_LEARNINGS_MB`` or 96 MiB,
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
-    pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB`` or
-    96 MiB, 0: none). The schema is migrated on open.
+    pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
+    else 0: none, the default). The schema is migrated on open.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:

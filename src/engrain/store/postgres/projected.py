@@ -31,8 +31,15 @@ load in a thread (revision, a sample for the directions and every row's vector, 
 chunk, in one snapshot). One load per user at a time, the next no sooner than four times
 the last one took (at least :data:`RELOAD_PAUSE` s).
 
-**Bounded by bytes:** at most :data:`PROJECTED_BYTES` a store (``ENGRAIN_PG_PROJECTED_MB``;
-0 or ``off``: none, every search walks the graph), least recently used users dropped
+**Off by default** (``ENGRAIN_PG_PROJECTED_MB``, or ``PostgresStore(projected_bytes=…)``):
+on one two-core machine running both, a ``context()`` at 100,000 memories cost the
+database ~2.8 ms less CPU and the process ~5.5 ms more (the product over every row is
+memory-bound, ~3 ms, beside ranking and the candidates' literal), with 90 MB more RSS, so
+it did not win there (docs/postgres.md, "Session 17"). It is for a deployment whose
+database is the bottleneck: it moves the walk's CPU to the processes serving the calls.
+
+**Bounded by bytes:** at most the bound a store (``ENGRAIN_PG_PROJECTED_MB`` in MiB, e.g.
+:data:`PROJECTED_BYTES` = 96 MiB for a 100,000-memory user), least recently used users dropped
 first; a user whose projection alone exceeds it keeps the graph (a million memories:
 ~520 MB).
 
@@ -65,12 +72,20 @@ from engrain.store.postgres.sql import array_literal, filter_sql
 
 log = logging.getLogger(__name__)
 
-#: Bytes of projections a store holds across its users (least recently used dropped first).
+#: A bound that holds a 100,000-memory user's projection (~51 MB) with room; the default
+#: bound is 0 (off): see the module docstring.
 PROJECTED_BYTES = 96 * 2**20
 #: Directions a vector is projected onto. R@50 against exact search of the candidates
 #: (4 per row) on bench/latency.py's 100,000 notes, questions of seeds 8 / 99: 0.941 /
 #: 0.928 at 64, 0.989 / 0.989 at 96, 0.998 / 0.998 at 128 (docs/postgres.md, "Session 17").
 DIMS = 128
+#: The share of the sample's energy (sum of squared singular values) the directions must
+#: keep for a projection to be held; else the user keeps the graph. On the corpus above
+#: 0.883 / 0.942 / 0.968 at 64 / 96 / 128 directions gave R@50 0.94 / 0.989 / 0.998 (the
+#: same for both question sets); isotropic vectors (the tests' random ones) keep ~DIMS / 384.
+MIN_ENERGY = 0.95
+#: Seconds before a user whose projection was refused (too little energy kept) is tried again.
+REFUSED_PAUSE = 600.0
 #: Candidates the database scores exactly per row asked for.
 CANDIDATES_PER_ROW = 4
 #: Rows sampled (evenly by seq) for the directions.
@@ -131,16 +146,13 @@ def nearest_sql(
 
 
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (0 or ``off``:
-    none held, every pool search walks the graph), else :data:`PROJECTED_BYTES`."""
+    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; unset, 0, ``off``
+    or not a number: 0 (none held, every pool search walks the graph)."""
     value = (os.environ if environ is None else environ).get("ENGRAIN_PG_PROJECTED_MB", "")
-    value = value.strip().lower()
-    if value in ("off", "no", "false"):
-        return 0
     try:
-        return max(0, int(value)) * 2**20
+        return max(0, int(value.strip())) * 2**20
     except ValueError:
-        return PROJECTED_BYTES
+        return 0
 
 
 @dataclass(frozen=True)
@@ -172,11 +184,14 @@ class Projection:
         return self.seqs[np.argpartition(-scores, wanted - 1)[:wanted]]
 
 
-def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> np.ndarray[Any, Any]:
+def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> tuple[np.ndarray[Any, Any], float]:
     """The ``dims`` main directions of the unit vectors ``sample`` (rows), as columns: the
-    right singular vectors of the uncentred sample, which keep the most of its products."""
-    _, _, directions = np.linalg.svd(_unit_rows(sample), full_matrices=False)
-    return np.ascontiguousarray(directions[:dims].T, dtype=np.float32)
+    right singular vectors of the uncentred sample, which keep the most of its products;
+    and the share of the sample's energy they keep."""
+    _, singular, directions = np.linalg.svd(_unit_rows(sample), full_matrices=False)
+    energy = singular.astype(np.float64) ** 2
+    kept = float(energy[:dims].sum() / energy.sum()) if energy.sum() > 0 else 0.0
+    return np.ascontiguousarray(directions[:dims].T, dtype=np.float32), kept
 
 
 def _unit_rows(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -299,6 +314,7 @@ class Projected:
 
     def _load(self, user_id: str, loading: _Loading) -> None:
         started = time.monotonic()
+        projection = None
         try:
             projection = self._read_projection(user_id)
             heap.release()  # the chunks read and dropped: hand their pages back
@@ -317,11 +333,12 @@ class Projected:
             with self._lock:
                 loading.thread = None
                 took = time.monotonic() - started
-                loading.not_before = time.monotonic() + max(RELOAD_PAUSE, 4.0 * took)
+                pause = RELOAD_PAUSE if projection is not None else REFUSED_PAUSE
+                loading.not_before = time.monotonic() + max(pause, 4.0 * took)
 
     def _read_projection(self, user_id: str) -> Projection | None:
-        """The user's projection read in one snapshot (``None``: no row to hold, or more
-        than the bound would allow)."""
+        """The user's projection read in one snapshot (``None``: no row to hold, more than
+        the bound would allow, or directions keeping less than :data:`MIN_ENERGY`)."""
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
@@ -335,8 +352,10 @@ class Projected:
                     sample = cur.execute(SAMPLE, (user_id, stride)).fetchall()
                     if len(sample) < min(n, 2 * DIMS):  # seqs of many users: few multiples
                         sample = cur.execute(FIRST, (user_id, SAMPLE_ROWS)).fetchall()
-                basis = basis_of(_stored([r[0] for r in sample]))
+                basis, kept = basis_of(_stored([r[0] for r in sample]))
                 del sample
+                if kept < MIN_ENERGY:
+                    return None
                 seqs = np.empty(n, dtype=np.int64)
                 rows = np.empty((n, basis.shape[1]), dtype=np.float32)
                 at = 0
