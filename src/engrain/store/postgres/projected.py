@@ -137,7 +137,8 @@ def nearest_sql(
     text = (
         "WITH c AS ("
         "SELECT m.id FROM memories m WHERE m.user_id = %s AND m.seq = ANY(%s::text::bigint[]) "
-        "UNION SELECT r.id FROM row_changes r WHERE r.user_id = %s AND r.revision > %s) "
+        "UNION (SELECT r.id FROM row_changes r WHERE r.user_id = %s AND r.revision > %s "
+        "LIMIT %s)) "
         f"SELECT {SELECT_COLUMNS}, b.distance FROM ("
         "SELECT m.id, m.seq, (m.embedding <=> %s::vector) AS distance "
         "FROM c JOIN memories m ON m.user_id = %s AND m.id = c.id "
@@ -145,7 +146,10 @@ def nearest_sql(
         f") b JOIN memories m ON m.user_id = %s AND m.id = b.id {EACH_ACCESS} "
         "ORDER BY b.distance, b.seq"
     )
-    return text, [user_id, seqs, user_id, since, query, user_id, *params, k, user_id]
+    # the changed rows up to one more than a search scores itself (more: the call goes to
+    # SQL, and this statement's cost stays bounded)
+    changed = DELTA_ROWS + 1
+    return text, [user_id, seqs, user_id, since, changed, query, user_id, *params, k, user_id]
 
 
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
