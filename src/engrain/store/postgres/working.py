@@ -250,9 +250,13 @@ class WorkingSets:
             self.calls["by_sql"] += 1
             return None
         if clock > now.clock:
-            _apply_counts(now.cache, counts)
+            # One thread at a time, and only if no other one has moved the clock to this
+            # check's since: the calls of one context() check from several threads at once
+            # (store/reads.py), and two applying one check's counts added its uses twice.
             with self._lock:
-                now.clock = max(now.clock, clock)
+                if clock > now.clock:
+                    _apply_counts(now.cache, counts)
+                    now.clock = clock
         with self._lock:
             if user_id in self._held:
                 self._held.move_to_end(user_id)
