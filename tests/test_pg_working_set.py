@@ -198,11 +198,17 @@ def test_two_threads_checking_the_same_counts_apply_them_once(
     with monkeypatch.context() as patched:
         patched.setattr(mine._working, "_check", check_together)
         patched.setattr(working, "_held_counts", held_together)
-        threads = [threading.Thread(target=mine._working.current, args=("alice",)) for _ in "ab"]
+        served: list[Any] = []
+
+        def call() -> None:
+            served.append(mine._working.current("alice"))
+
+        threads = [threading.Thread(target=call) for _ in "ab"]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(60)
+    assert len(served) == 2 and None not in served  # both served from the working set
     assert _held(mine)
     query = np.ones(4, dtype=np.float32)
     held = {m.id: m.access_count for m, _ in mine.search("alice", query, 40)}
