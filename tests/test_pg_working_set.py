@@ -216,6 +216,56 @@ def test_two_threads_checking_the_same_counts_apply_them_once(
     assert held == {m.id: m.access_count for m, _ in sql.search("alice", query, 40)}
 
 
+def test_counts_of_both_processes_read_by_threads_meanwhile_are_the_stored_ones(
+    stores: Any,
+) -> None:
+    """Threads served from the working set while this process counts uses and promotes
+    and another process counts uses: once they stop, every memory's count and promotion
+    in the working set is the one stored (before session 17 the threads' checks added
+    uses twice: the held counts ended above the stored ones in most runs)."""
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        rng = np.random.default_rng()
+        try:
+            while not stop.is_set():
+                mine.search("alice", rng.standard_normal(4).astype(np.float32), 5)
+        except BaseException as exc:  # reported below: a thread's error fails the test
+            failed.append(exc)
+
+    def count_own() -> None:
+        rng = np.random.default_rng(1)
+        for i in range(40):
+            used = [memories[j].id for j in rng.choice(40, 3, replace=False)]
+            at = NOW + timedelta(minutes=i)
+            mine.record_uses("alice", used, at)
+            if i % 7 == 0:
+                mine.write(patches=[Patch("alice", used[0], {"promoted_at": at})])
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    own = threading.Thread(target=count_own)
+    for thread in (*readers, own):
+        thread.start()
+    rng = np.random.default_rng(2)
+    for i in range(40):
+        used = [memories[j].id for j in rng.choice(40, 4, replace=False)]
+        theirs.record_access("alice", used, NOW + timedelta(hours=1, minutes=i))
+    own.join(60)
+    stop.set()
+    for thread in readers:
+        thread.join(60)
+    assert not failed
+    assert _held(mine)
+    query = np.ones(4, dtype=np.float32)
+    got = {m.id: (m.access_count, m.promoted_at) for m, _ in mine.search("alice", query, 40)}
+    assert got == {m.id: (m.access_count, m.promoted_at) for m, _ in sql.search("alice", query, 40)}
+
+
 def test_this_process_writes_are_applied_in_place(stores: Any) -> None:
     mine, theirs, sql = stores
     memories = _memories(40)
