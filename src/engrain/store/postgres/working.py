@@ -252,9 +252,9 @@ class WorkingSets:
             self.calls["by_sql"] += 1
             return None
         if clock > now.clock:
-            # One thread at a time, and only if no other one has moved the clock to this
-            # check's since: the calls of one context() check from several threads at once
-            # (store/reads.py), and two applying one check's counts added its uses twice.
+            # One thread at a time, and only while no other one has moved the clock to this
+            # check's or past it: the reads of one context() check from several threads at
+            # once (store/reads.py), and two applying the same counts added the uses twice.
             with self._lock:
                 if clock > now.clock:
                     _apply_counts(now.cache, counts)
