@@ -1033,8 +1033,8 @@ def test_reviewing_code_or_writing_a_design_is_not_a_design_review(
 
 
 def test_what_a_thing_compares_or_checks_is_a_simple_fact() -> None:
-    """"What does X compare … against?" asks what X does, the seed's simple "What port does
-    this run on?", not for a comparison."""
+    """A question "What does X compare … against?" asks what X does, the seed's simple "What
+    port does this run on?", not for a comparison."""
     result = classify("What does the lint job compare a commit against?")
     assert (result.intent, result.complexity) == (QUE, S), result.signals
     assert "what it does" in result.signals

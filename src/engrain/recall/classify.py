@@ -741,7 +741,9 @@ def _complexity_noted(
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
     symptom = bool(
-        _SYMPTOM.search(text) or _ERROR_CLASS.search(text) or _ERROR_LINE.match(text)
+        _SYMPTOM.search(text)
+        or _ERROR_CLASS.search(text)
+        or _ERROR_LINE.match(text)
         or ("`" in text and _REPORTED_OUTPUT.search(text))
     )
     if symptom:
