@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import sqlite3
 import sys
@@ -81,6 +82,9 @@ STAGES: list[tuple[Any, str, str]] = [
     (gate_module, "with_excerpts", "scoring: partners, excerpts"),
     (gate_module, "with_speaker_lines", "scoring: partners, excerpts"),
     (gate_module, "select_gated", "selection"),
+    (gate_module, "line_tokens", "selection: line costs"),
+    (gate_module, "line_floor", "selection: line costs"),
+    (gate_module, "gated_scores", "scoring: the totals"),
     (gate_module, "built_all", "shown memories built"),
     (gate_module, "_fit", "assembly"),
     (engine_module, "gated_context", "other"),
@@ -190,7 +194,7 @@ def install(engine: Engine, spans: Spans) -> list[tuple[Any, str, Any]]:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Open the copy, wait for its indexes, time the calls; the report."""
     args.workdir.mkdir(parents=True, exist_ok=True)
-    copy = args.workdir / f"tail-stages-{args.db.name}"
+    copy = args.workdir / f"tail-stages-{os.getpid()}-{args.db.name}"
     with sqlite3.connect(args.db) as source, sqlite3.connect(copy) as target:
         source.backup(target, pages=65_536)
     pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
@@ -302,16 +306,85 @@ def _tally(values: Any) -> dict[str, int]:
     return dict(out)
 
 
+def paired(trees: dict[str, list[Path]]) -> dict[str, Any]:
+    """Reports of several runs per tree (``--pair``) on the same queries: each query's
+    median over a tree's runs, per stage; the slowest tenth by the first tree's medians,
+    so every tree is compared on the same calls."""
+    medians: dict[str, dict[str, dict[str, float]]] = {}
+    for label, paths in trees.items():
+        by_query: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for path in paths:
+            for call in json.loads(path.read_text(encoding="utf-8"))["calls"]:
+                by_query[call["query"]].append(call)
+        names = {n for calls in by_query.values() for c in calls for n in c["stages_ms"]}
+        medians[label] = {
+            query: {
+                "thread_cpu_ms": float(np.median([c["thread_cpu_ms"] for c in calls])),
+                "gc_ms": float(np.median([c["gc_ms"] for c in calls])),
+                **{n: float(np.median([c["stages_ms"].get(n, 0.0) for c in calls]))
+                   for n in names},
+            }
+            for query, calls in by_query.items()
+        }  # fmt: skip
+    first = medians[next(iter(trees))]
+    order = sorted(first, key=lambda q: -first[q]["thread_cpu_ms"])
+    cut = max(1, len(order) // 10)
+    groups = {"slowest_tenth": order[:cut], "rest": order[cut:]}
+    out: dict[str, Any] = {"runs": {k: [str(p) for p in v] for k, v in trees.items()}}
+    for label, per_query in medians.items():
+        names = sorted({n for row in per_query.values() for n in row})
+        cpu = [per_query[q]["thread_cpu_ms"] for q in order if q in per_query]
+        out[label] = {
+            "thread_cpu_ms": {
+                "p50": round(float(np.percentile(cpu, 50)), 3),
+                "p95": round(float(np.percentile(cpu, 95)), 3),
+                "mean": round(float(np.mean(cpu)), 3),
+            },
+            **{
+                group: {
+                    n: round(float(np.mean([per_query[q].get(n, 0.0) for q in qs])), 3)
+                    for n in names
+                }
+                for group, qs in groups.items()
+            },
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", type=Path, required=True, help="a latency.py SQLite file")
-    parser.add_argument("--workdir", type=Path, required=True, help="where the copy is made")
+    parser.add_argument("--db", type=Path, help="a latency.py SQLite file")
+    parser.add_argument("--workdir", type=Path, help="where the copy is made")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--unseen", action="store_true", help="questions after the timed ones")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--pair", action="append", metavar="LABEL=RUN.json,…",
+        help="compare earlier runs per query instead of measuring (repeatable; first: base)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.pair:
+        trees = {}
+        for spec in args.pair:
+            label, _, paths = spec.partition("=")
+            trees[label] = [Path(p) for p in paths.split(",")]
+        compared = paired(trees)
+        stages = sorted(compared[next(iter(trees))]["slowest_tenth"],
+                        key=lambda n: -compared[next(iter(trees))]["slowest_tenth"][n])  # fmt: skip
+        print(f"{'ms a call, per-query medians':>34}  " + "  ".join(
+            f"{t + ' slow':>10} {t + ' rest':>9}" for t in trees))  # fmt: skip
+        for name in stages:
+            print(f"{name:>34}  " + "  ".join(
+                f"{compared[t]['slowest_tenth'].get(name, 0.0):10.2f} "
+                f"{compared[t]['rest'].get(name, 0.0):9.2f}" for t in trees))  # fmt: skip
+        for t in trees:
+            print(f"{t}: thread CPU of the per-query medians {compared[t]['thread_cpu_ms']}")
+        common.write_json(args.out, compared)
+        return 0
+    if args.db is None or args.workdir is None:
+        parser.error("--db and --workdir are needed to measure")
     report = measure(args)
     print(f"thread CPU p50 / p95 / mean {report['thread_cpu_ms']}")
     names = report["slowest_tenth"]["stages_ms"]
