@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import sqlite3
@@ -242,7 +243,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "intent": gated.classification.intent.value if gated else "",
                     "complexity": gated.classification.complexity.value if gated else "",
                     "shown": len(result.memories),
-                    "tokens": result.tokens,
+                    "tokens": result.tokens, "block": _block(result),
                 })  # fmt: skip
         finally:
             gc.callbacks.remove(collected)
@@ -299,6 +300,13 @@ def summary(
     }
 
 
+def _block(result: Any) -> str:
+    """A digest of what a call returned: its text, tokens and memories' ids (trees giving
+    the same blocks on the same queries give the same digests)."""
+    shown = "\n".join(m.id for m in result.memories)
+    return hashlib.sha256(f"{result.text}\0{result.tokens}\0{shown}".encode()).hexdigest()
+
+
 def _tally(values: Any) -> dict[str, int]:
     out: dict[str, int] = defaultdict(int)
     for v in values:
@@ -326,11 +334,24 @@ def paired(trees: dict[str, list[Path]]) -> dict[str, Any]:
             }
             for query, calls in by_query.items()
         }  # fmt: skip
+    blocks: dict[str, dict[str, set[str]]] = {}
+    for label, paths in trees.items():
+        blocks[label] = defaultdict(set)
+        for path in paths:
+            for call in json.loads(path.read_text(encoding="utf-8"))["calls"]:
+                if "block" in call:
+                    blocks[label][call["query"]].add(call["block"])
     first = medians[next(iter(trees))]
     order = sorted(first, key=lambda q: -first[q]["thread_cpu_ms"])
     cut = max(1, len(order) // 10)
     groups = {"slowest_tenth": order[:cut], "rest": order[cut:]}
     out: dict[str, Any] = {"runs": {k: [str(p) for p in v] for k, v in trees.items()}}
+    base_blocks = blocks[next(iter(trees))]
+    out["blocks_differing"] = {  # queries whose block differs from the base's (any run)
+        label: sum(1 for q, seen in found.items() if q in base_blocks and seen != base_blocks[q])
+        for label, found in blocks.items()
+    }
+    out["blocks_compared"] = {label: len(found) for label, found in blocks.items()}
     for label, per_query in medians.items():
         names = sorted({n for row in per_query.values() for n in row})
         cpu = [per_query[q]["thread_cpu_ms"] for q in order if q in per_query]
@@ -381,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{compared[t]['rest'].get(name, 0.0):9.2f}" for t in trees))  # fmt: skip
         for t in trees:
             print(f"{t}: thread CPU of the per-query medians {compared[t]['thread_cpu_ms']}")
+        print(f"blocks differing from the first tree's: {compared['blocks_differing']} "
+              f"of {compared['blocks_compared']}")  # fmt: skip
         common.write_json(args.out, compared)
         return 0
     if args.db is None or args.workdir is None:
