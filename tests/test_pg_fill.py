@@ -62,6 +62,19 @@ def _pending(url: str) -> bool:
         return fill.pending(db)
 
 
+def _counted(memories: list[Any]) -> dict[str, int]:
+    return {m.id: spaced_count(m.content) for m in memories}
+
+
+def _starts_a_filler(url: str) -> bool:
+    """Whether a store opening the database starts a background filler."""
+    store = PostgresStore(url, pool_size=1)
+    try:
+        return store._filler is not None
+    finally:
+        store.close()
+
+
 def _limit(monkeypatch: pytest.MonkeyPatch) -> None:
     # tables above 5 rows are "large": the migrator leaves them to a filler
     monkeypatch.setattr(postgres.schema, "FILL_IN_MIGRATION_MAX", 5)
@@ -75,7 +88,7 @@ def test_a_small_table_gets_the_constraint_when_it_opens(pg_url: str) -> None:
     try:
         assert store._filler is None  # filled by the migrator, nothing left to a filler
         assert not _pending(pg_url)
-        assert _counts(pg_url) == {m.id: spaced_count(m.content) for m in memories}
+        assert _counts(pg_url) == _counted(memories)
         # the constraint holds from now on
         with pytest.raises(psycopg.errors.CheckViolation), store._pool.connection() as db:
             db.execute("UPDATE memories SET content_tokens = NULL WHERE id = 's1'")
@@ -93,16 +106,12 @@ def test_migrate_fills_a_large_table_and_records_it(
         assert store._filler is None and _pending(pg_url)
         assert set(_counts(pg_url).values()) == {None}
         assert store.fill_content_tokens(batch=4) == ROWS
-        assert _counts(pg_url) == {m.id: spaced_count(m.content) for m in memories}
+        assert _counts(pg_url) == _counted(memories)
         assert not _pending(pg_url)
         assert store.fill_content_tokens() == 0
     finally:
         store.close()
-    reopened = PostgresStore(pg_url, pool_size=1)
-    try:
-        assert reopened._filler is None  # recorded: no process looks for rows again
-    finally:
-        reopened.close()
+    assert not _starts_a_filler(pg_url)  # recorded: no process looks for rows again
 
 
 def test_the_background_filler_fills_and_the_next_open_starts_none(
@@ -116,14 +125,10 @@ def test_the_background_filler_fills_and_the_next_open_starts_none(
         assert store._filler is not None
         assert store.wait_for_fill(timeout=60)
         assert store._filler.filled == ROWS
-        assert _counts(pg_url) == {m.id: spaced_count(m.content) for m in memories}
+        assert _counts(pg_url) == _counted(memories)
     finally:
         store.close()
-    again = PostgresStore(pg_url, pool_size=1)
-    try:
-        assert again._filler is None
-    finally:
-        again.close()
+    assert not _starts_a_filler(pg_url)
 
 
 def test_a_fill_stopped_midway_resumes_where_it_was(
@@ -149,7 +154,7 @@ def test_a_fill_stopped_midway_resumes_where_it_was(
     monkeypatch.setattr(fill, "fill_batch", real)
     # the lock died with the killed filler's connection: another takes it at once
     assert fill.fill(pg_url, batch=5, wait=False) == ROWS - 10
-    assert _counts(pg_url) == {m.id: spaced_count(m.content) for m in memories}
+    assert _counts(pg_url) == _counted(memories)
     assert not _pending(pg_url)
 
 
@@ -194,7 +199,7 @@ def test_concurrent_fillers_fill_each_row_once(pg_url: str) -> None:
     # one filler filled every row; the others found it done (waited) or the lock held
     assert sorted(results, key=lambda n: -1 if n is None else n)[-1] == ROWS
     assert sum(n or 0 for n in results) == ROWS
-    assert _counts(pg_url) == {m.id: spaced_count(m.content) for m in memories}
+    assert _counts(pg_url) == _counted(memories)
     assert not _pending(pg_url)
 
 
@@ -207,7 +212,7 @@ def test_fillers_and_a_writer_do_not_deadlock(pg_url: str, monkeypatch: pytest.M
     finally:
         writer.close()
     assert sum(n or 0 for n in results) <= ROWS  # the writer counted the rows it patched
-    assert _counts(pg_url) == {m.id: spaced_count(m.content) for m in memories}
+    assert _counts(pg_url) == _counted(memories)
     assert not _pending(pg_url)
 
 
