@@ -120,6 +120,7 @@ def test_the_background_filler_fills_and_the_next_open_starts_none(
     memories = _left_to_fill(pg_url)
     _limit(monkeypatch)
     monkeypatch.setattr(fill, "BACKGROUND_BATCH", 3)
+    monkeypatch.setattr(fill, "START_DELAY", 0.0)
     store = PostgresStore(pg_url, pool_size=1)
     try:
         assert store._filler is not None
@@ -129,6 +130,18 @@ def test_the_background_filler_fills_and_the_next_open_starts_none(
     finally:
         store.close()
     assert not _starts_a_filler(pg_url)
+
+
+def test_a_store_closed_before_the_filler_starts_leaves_the_rows_to_the_next(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _left_to_fill(pg_url)
+    _limit(monkeypatch)
+    store = PostgresStore(pg_url, pool_size=1)  # a CLI command: closed within the delay
+    filler = store._filler
+    store.close()
+    assert filler is not None and filler.wait(5) and filler.filled == 0
+    assert set(_counts(pg_url).values()) == {None} and _pending(pg_url)
 
 
 def test_a_fill_stopped_midway_resumes_where_it_was(

@@ -9,9 +9,9 @@ its own transaction, by whichever of these runs first:
   foreground; it waits for a filler of another process to finish, so when it returns the
   table is filled.
 * a **background filler** a store starts when it opens a database that still has rows to
-  fill (:class:`Filler`): batches of :data:`BACKGROUND_BATCH` rows, each followed by a pause
-  as long as it took, so it takes at most half of one server core and a writer waits on
-  its row locks for one small batch at most.
+  fill (:class:`Filler`, after :data:`START_DELAY`): batches of :data:`BACKGROUND_BATCH`
+  rows, each followed by a pause as long as it took, so it takes at most half of one
+  server core and a writer waits on its row locks for one small batch at most.
 
 **Done is recorded by the database.** When no row is left, the filler adds the check
 constraint :data:`CONSTRAINT` (``content_tokens IS NOT NULL``) and validates it. A store
@@ -65,6 +65,10 @@ FILL_BATCH = 1_000
 #: both HNSW graphs unless it stays on its page; docs/scale.md, "Session 16") a writer of
 #: one of its rows waits ~1 s at most.
 BACKGROUND_BATCH = 200
+#: Seconds a store's background filler waits after the store opens before its first batch:
+#: a process that closes the store sooner (a CLI command) starts none, rather than a batch
+#: its exit would roll back.
+START_DELAY = 10.0
 #: How long adding or validating the constraint waits for the table's lock before it is
 #: left to the next open (adding it briefly excludes every reader and writer; a long
 #: transaction on the table would otherwise queue every call behind it).
@@ -213,11 +217,15 @@ def _first(cursor: psycopg.Cursor[Any]) -> bool:
 
 class Filler:
     """The background filler of one store (module docstring): started when the store opens
-    a database with rows to fill, stopped by :meth:`stop` (its batch ends first)."""
+    a database with rows to fill, it waits ``delay`` seconds first (:data:`START_DELAY`: a
+    short-lived process, a CLI command, closes before and starts no batch it would lose),
+    then fills ``batch`` rows a transaction (:data:`BACKGROUND_BATCH`) until none is left or
+    :meth:`stop` (its batch ends first)."""
 
-    def __init__(self, url: str, *, batch: int = BACKGROUND_BATCH) -> None:
+    def __init__(self, url: str, *, batch: int | None = None, delay: float | None = None) -> None:
         self._url = url
-        self._batch = batch
+        self._batch = BACKGROUND_BATCH if batch is None else batch
+        self._delay = START_DELAY if delay is None else delay
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="engrain-pg-fill")
         #: Rows this filler wrote (``None``: another process held the lock).
@@ -228,6 +236,8 @@ class Filler:
         self._thread.start()
 
     def _run(self) -> None:
+        if self._stop.wait(self._delay):
+            return  # closed first: nothing started, nothing lost
         try:
             self.filled = fill(
                 self._url, batch=self._batch, wait=False, paced=True, stop=self._stop
