@@ -206,6 +206,18 @@ def _race(url: str, waits: tuple[bool, ...], writer: PostgresStore | None = None
     return results
 
 
+def test_a_table_held_by_a_long_transaction_is_recorded_by_the_next_filler(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memories = _left_to_fill(pg_url)
+    monkeypatch.setattr(fill, "LOCK_TIMEOUT", "100ms")
+    with psycopg.connect(pg_url) as reader:  # a long read: the constraint would queue behind it
+        reader.execute("SELECT count(*) FROM memories").fetchone()
+        assert fill.fill(pg_url, batch=10) == ROWS  # filled, not waiting for the reader
+        assert _counts(pg_url) == _counted(memories) and _pending(pg_url)
+    assert fill.fill(pg_url, batch=10) == 0 and not _pending(pg_url)
+
+
 def test_concurrent_fillers_fill_each_row_once(pg_url: str) -> None:
     memories = _left_to_fill(pg_url)
     results = _race(pg_url, (True, True, False, False))

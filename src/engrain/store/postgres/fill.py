@@ -185,8 +185,10 @@ def _batch(
 
 def _record(db: Conn) -> None:
     """Add :data:`CONSTRAINT` unchecked if missing, then validate it (a scan that blocks
-    no reader or writer). A row without a count (written by something other than engrain)
-    fails the validation: the constraint is dropped again and the next open fills it."""
+    no reader or writer), each waiting :data:`LOCK_TIMEOUT` at most for the table (else
+    the next open records it). A row without a count (written by something other than
+    engrain) fails the validation: the constraint is dropped again and the next open
+    fills it."""
     db.execute(f"SET lock_timeout = '{LOCK_TIMEOUT}'")
     try:
         exists = db.execute(
@@ -206,6 +208,9 @@ def _record(db: Conn) -> None:
                 "rows without a token count were written during the fill: the next "
                 "store to open the database fills them"
             )
+    except psycopg.errors.LockNotAvailable:
+        # every row holds its count; only the record waits for the next open
+        log.info("the token counts' constraint waits for the table: left to the next open")
     finally:
         db.execute("RESET lock_timeout")
 
