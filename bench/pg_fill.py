@@ -74,13 +74,14 @@ def quantiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def foreground(url: str, pgdata: Path) -> dict[str, Any]:
+def foreground(url: str, pgdata: Path, batch: int = fill.FILL_BATCH) -> dict[str, Any]:
     forget_counts(url)
     rows = left(url)
     cpu, wall = server_cpu_seconds(pgdata), time.monotonic()
-    filled = fill.fill(url, batch=fill.FILL_BATCH) or 0
+    filled = fill.fill(url, batch=batch) or 0
     wall, cpu_after = time.monotonic() - wall, server_cpu_seconds(pgdata)
     return {
+        "batch": batch,
         "rows": rows,
         "filled": filled,
         "wall_s": round(wall, 2),
@@ -143,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", type=float, default=20.0, help="seconds of writes alone")
     parser.add_argument("--write-every", type=float, default=0.05, help="seconds between writes")
     parser.add_argument("--shared-buffers", default="512MB")
+    parser.add_argument(
+        "--batches", default=str(fill.FILL_BATCH),
+        help="comma-separated batch sizes: one foreground fill each, in this order",
+    )  # fmt: skip
+    parser.add_argument("--no-background", action="store_true", help="foreground fills only")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     directory = Path(tempfile.mkdtemp(prefix="engrain-pgfill-"))
@@ -157,11 +163,16 @@ def main(argv: list[str] | None = None) -> int:
             "memories": args.memories,
             "machine": common.machine_info(),
             "load_average_1m_start": round(os.getloadavg()[0], 2),
-            "foreground": foreground(url, pgdata),
+            "foreground": [],
         }
-        print(f"foreground: {report['foreground']}", file=sys.stderr)
-        report["background"] = background(url, pgdata, args.memories, args.quiet, args.write_every)
-        print(f"background: {report['background']}", file=sys.stderr)
+        for batch in (int(b) for b in args.batches.split(",")):
+            report["foreground"].append(foreground(url, pgdata, batch))
+            print(f"foreground: {report['foreground'][-1]}", file=sys.stderr)
+        if not args.no_background:
+            report["background"] = background(
+                url, pgdata, args.memories, args.quiet, args.write_every
+            )
+            print(f"background: {report['background']}", file=sys.stderr)
         report["load_average_1m_end"] = round(os.getloadavg()[0], 2)
         common.write_json(args.out, report)
     finally:
