@@ -272,6 +272,25 @@ def test_look_alike_users_never_see_each_other(svc: Service) -> None:
         assert svc.engine.get(memory_id, user).content.startswith("secret of")
 
 
+def test_an_id_counted_after_composing_like_the_engine_does(svc: Service) -> None:
+    """256 decomposed "é" (512 code points) are the 256-character user the API, CLI and
+    MCP accept; HTTP composed ids only after counting and refused it (session 17, h8)."""
+    composed, decomposed = "\u00e9" * 256, "e\u0301" * 256
+    stored = svc.call("POST", "/v1/memories", "admin",
+                      json={"user_id": decomposed, "content": "likes long names"})  # fmt: skip
+    assert stored.status_code == 201, stored.text
+    [memory] = svc.engine.list(composed)
+    assert memory.id == stored.json()["memory_id"]
+    for user in (decomposed, composed):
+        listed = svc.call("GET", "/v1/memories", "admin", params={"user_id": user})
+        assert [m["id"] for m in listed.json()["memories"]] == [memory.id]
+        got = svc.call("GET", f"/v1/memories/{memory.id}", "admin", params={"user_id": user})
+        assert got.status_code == 200, got.text
+    assert_error(svc.call("POST", "/v1/memories", "admin",
+                          json={"user_id": "\u00e9" * 257, "content": "x"}), 422)  # fmt: skip
+    svc.engine.forget(memory.id, composed)
+
+
 def test_a_key_naming_a_look_alike_user_is_refused(svc: Service) -> None:
     for user in ALICE_LOOKALIKES:
         assert_error(svc.call("GET", "/v1/memories", "alice", params={"user_id": user}), 403)

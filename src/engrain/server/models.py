@@ -96,9 +96,24 @@ def _in_range(value: datetime) -> datetime:
     return value
 
 
-#: The constraints of an id, for a query or path parameter (``Query(**ID_RULES)``).
-ID_RULES: dict[str, Any] = {"min_length": 1, "max_length": MAX_ID_CHARS, "pattern": ID_PATTERN}
-Id = Annotated[str, Field(**ID_RULES)]
+def _composed_length(value: Any) -> Any:
+    """An id's length counted as the engine counts it, once composed (NFC): a decomposed
+    id that is :data:`MAX_ID_CHARS` characters once composed is one the API, CLI and MCP
+    accept, so HTTP accepts it too (session 17, h8). The pattern still reads the id as
+    sent; the engine composes it."""
+    if isinstance(value, str) and len(unicodedata.normalize("NFC", value)) > MAX_ID_CHARS:
+        raise ValueError(f"String should have at most {MAX_ID_CHARS} characters")
+    return value
+
+
+#: Put beside ``Query(**ID_RULES)`` (or ``Path``, ``Form``): the length rule, composed.
+COMPOSED = AfterValidator(_composed_length)
+#: The constraints of an id, for a query or path parameter (``Query(**ID_RULES)``); the
+#: length is documented here and checked by :data:`COMPOSED`.
+ID_RULES: dict[str, Any] = {
+    "min_length": 1, "pattern": ID_PATTERN, "json_schema_extra": {"maxLength": MAX_ID_CHARS}
+}  # fmt: skip
+Id = Annotated[str, Field(**ID_RULES), COMPOSED]
 Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
 Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
 Unit = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]

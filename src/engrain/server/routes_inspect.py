@@ -25,9 +25,9 @@ from engrain.tiers import registry
 router = APIRouter(prefix="/v1", tags=["inspect"])
 
 ID = m.ID_RULES
-UserQuery = Annotated[str | None, Query(description=m.USER_ID, **ID)]
-IdQuery = Annotated[str | None, Query(**ID)]
-MemoryId = Annotated[str, Path(description="The memory's id.", **ID)]
+UserQuery = Annotated[str | None, Query(description=m.USER_ID, **ID), m.COMPOSED]
+IdQuery = Annotated[str | None, Query(**ID), m.COMPOSED]
+MemoryId = Annotated[str, Path(description="The memory's id.", **ID), m.COMPOSED]
 
 
 def _id_user(s: Scope, user_id: str | None) -> str:

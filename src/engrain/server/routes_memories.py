@@ -22,9 +22,9 @@ MAX_PAGE = 1000
 CURSOR_PATTERN = "^[0-9]{1,15}$"
 
 ID = m.ID_RULES
-UserQuery = Annotated[str | None, Query(description=m.USER_ID, **ID)]
-IdQuery = Annotated[str | None, Query(**ID)]
-MemoryId = Annotated[str, Path(description="The memory's id.", **ID)]
+UserQuery = Annotated[str | None, Query(description=m.USER_ID, **ID), m.COMPOSED]
+IdQuery = Annotated[str | None, Query(**ID), m.COMPOSED]
+MemoryId = Annotated[str, Path(description="The memory's id.", **ID), m.COMPOSED]
 
 
 @router.post("/memories", status_code=201, response_model=m.OutcomeOut, responses=errors(404))

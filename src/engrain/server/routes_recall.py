@@ -75,8 +75,8 @@ def feedback(body: m.FeedbackRequest, s: ScopeDep, engine: EngineDep) -> dict[st
 def tiers(
     s: ScopeDep,
     engine: EngineDep,
-    user_id: Annotated[str | None, Query(description=m.USER_ID, **ID)] = None,
-    project: Annotated[str | None, Query(**ID)] = None,
+    user_id: Annotated[str | None, Query(description=m.USER_ID, **ID), m.COMPOSED] = None,
+    project: Annotated[str | None, Query(**ID), m.COMPOSED] = None,
     rebuild: bool = False,
 ) -> dict[str, Any]:
     """Tiers 1 (DNA summary) and 2 (field guide) of the user's memories (`Engine.tiers`):

@@ -121,7 +121,7 @@ def export_records(
     engine: EngineDep,
     user_id: Annotated[str | None, Query(description="One user (default: every user the "
                                          "key holds; an admin key: every user).",
-                                         **m.ID_RULES)] = None,
+                                         **m.ID_RULES), m.COMPOSED] = None,
 ) -> StreamingResponse:  # fmt: skip
     """Every memory of the users the key holds as NDJSON (`Engine.export_records`),
     embeddings and learned state included: the input of `POST /v1/import`."""

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from engrain.errors import ValidationError
 from engrain.server.auth import Scope
-from engrain.server.models import ID_RULES
+from engrain.server.models import COMPOSED, ID_RULES
 from engrain.server.ui.pages_scope import back, project_for
 from engrain.server.ui.render import engine_of, page
 from engrain.server.ui.session import SessionDep, check_csrf
@@ -53,7 +53,7 @@ def activity(
 def feedback(
     request: Request,
     session: SessionDep,
-    context_id: Annotated[str, Form(**ID_RULES)],
+    context_id: Annotated[str, Form(**ID_RULES), COMPOSED],
     csrf: Annotated[str | None, Form()] = None,
     helpful: Annotated[str | None, Form(max_length=3)] = None,
     project: Annotated[str | None, Form(max_length=200)] = None,

@@ -15,7 +15,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from engrain.errors import ValidationError
 from engrain.review import Resolution
-from engrain.server.models import ID_RULES
+from engrain.server.models import COMPOSED, ID_RULES
 from engrain.server.ui.pages_scope import back, memories_of, project_for
 from engrain.server.ui.render import engine_of, page
 from engrain.server.ui.session import SessionDep, check_csrf
@@ -25,7 +25,7 @@ router = APIRouter()
 #: Pairs shown at once (the queue is worked from the top).
 PAGE = 50
 Field = Annotated[str | None, Query(max_length=200)]
-MemoryId = Annotated[str, Form(**ID_RULES)]
+MemoryId = Annotated[str, Form(**ID_RULES), COMPOSED]
 #: The form's choices: (value, resolution, whether the second memory is the one kept).
 CHOICES = {
     "keep-first": (Resolution.KEEP, False),
