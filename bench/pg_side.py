@@ -232,6 +232,7 @@ def side_by_side(
             # store calls of large users served from a working set / by SQL (whole run)
             row["working_set_calls"] = memory.get("working_set_calls", {})
             row["learnings_calls"] = memory.get("learnings_calls", {})
+            row["projected_calls"] = memory.get("projected_calls", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -411,6 +412,12 @@ def _serve(url: str, data_dir: Path) -> None:
                 for user in request["users"] if learned is not None else ():
                     engine.store.search(user, np.ones(384, dtype=np.float32), 1, TYPED)
                     learned(user, 1800.0)
+                # and its pool's projection, if it keeps one (store/postgres/projected.py):
+                # one pool search starts its load
+                projected = getattr(engine.store, "wait_for_projection", None)
+                for user in request["users"] if projected is not None else ():
+                    engine.store.search(user, np.ones(384, dtype=np.float32), 1, MemoryFilter())
+                    projected(user, 1800.0)
                 answer = {"settle_s": time.perf_counter() - start}
             elif op == "rss":
                 working = getattr(engine.store, "_working", None)  # store/postgres/working.py
@@ -419,6 +426,9 @@ def _serve(url: str, data_dir: Path) -> None:
                     "working_set_calls": dict(getattr(working, "calls", None) or {}),
                     "learnings_calls": dict(
                         getattr(getattr(engine.store, "_learnings", None), "calls", None) or {}
+                    ),
+                    "projected_calls": dict(
+                        getattr(getattr(engine.store, "_projected", None), "calls", None) or {}
                     ),
                 }
             else:

@@ -6,6 +6,8 @@ another process makes."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -162,6 +164,106 @@ def test_access_counts_of_another_process_are_applied_without_a_reload(stores: A
     assert (best.id, best.access_count, best.last_accessed_at) == (memories[0].id, 2, at)
     assert mine._working.current("alice") is cache  # the same working set, counted
     _same_results(mine, sql)
+
+
+def test_two_threads_checking_the_same_counts_apply_them_once(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads of one ``context()`` run in several threads at once (``store/reads.py``),
+    each checking the working set: two that read the same counted uses before either has
+    applied them count each use once (session 17: both added them, so the next call scored
+    the working set's memories with twice their uses and showed another block)."""
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    used = [memories[0].id, memories[5].id, memories[5].id]
+    theirs.record_access("alice", used, NOW + timedelta(days=1))
+    checked = threading.Barrier(2, timeout=30)  # both checks list the uses before either applies
+    # the race: both read the counts held before either adds the uses it finds missing
+    applying = threading.Barrier(2, timeout=3)
+    check, held_counts = mine._working._check, working._held_counts
+
+    def check_together(*args: Any) -> Any:
+        found = check(*args)
+        checked.wait()
+        return found
+
+    def held_together(*args: Any) -> Any:
+        found = held_counts(*args)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            applying.wait()  # fixed: the other thread waits, then finds the uses applied
+        return found
+
+    with monkeypatch.context() as patched:
+        patched.setattr(mine._working, "_check", check_together)
+        patched.setattr(working, "_held_counts", held_together)
+        served: list[Any] = []
+
+        def call() -> None:
+            served.append(mine._working.current("alice"))
+
+        threads = [threading.Thread(target=call) for _ in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert len(served) == 2 and None not in served  # both served from the working set
+    assert _held(mine)
+    query = np.ones(4, dtype=np.float32)
+    held = {m.id: m.access_count for m, _ in mine.search("alice", query, 40)}
+    assert {i: held[i] for i in used} == {memories[0].id: 1, memories[5].id: 2}
+    assert held == {m.id: m.access_count for m, _ in sql.search("alice", query, 40)}
+
+
+def test_counts_of_both_processes_read_by_threads_meanwhile_are_the_stored_ones(
+    stores: Any,
+) -> None:
+    """Threads served from the working set while this process counts uses and promotes
+    and another process counts uses: once they stop, every memory's count and promotion
+    in the working set is the one stored (before session 17 the threads' checks added
+    uses twice: the held counts ended above the stored ones in most runs)."""
+    mine, theirs, sql = stores
+    memories = _memories(40)
+    theirs.write(memories)
+    assert mine.wait_for_working_set("alice", timeout=30)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def read() -> None:
+        rng = np.random.default_rng()
+        try:
+            while not stop.is_set():
+                mine.search("alice", rng.standard_normal(4).astype(np.float32), 5)
+        except BaseException as exc:  # reported below: a thread's error fails the test
+            failed.append(exc)
+
+    def count_own() -> None:
+        rng = np.random.default_rng(1)
+        for i in range(40):
+            used = [memories[j].id for j in rng.choice(40, 3, replace=False)]
+            at = NOW + timedelta(minutes=i)
+            mine.record_uses("alice", used, at)
+            if i % 7 == 0:
+                mine.write(patches=[Patch("alice", used[0], {"promoted_at": at})])
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    own = threading.Thread(target=count_own)
+    for thread in (*readers, own):
+        thread.start()
+    rng = np.random.default_rng(2)
+    for i in range(40):
+        used = [memories[j].id for j in rng.choice(40, 4, replace=False)]
+        theirs.record_access("alice", used, NOW + timedelta(hours=1, minutes=i))
+    own.join(60)
+    stop.set()
+    for thread in readers:
+        thread.join(60)
+    assert not failed
+    assert _held(mine)
+    query = np.ones(4, dtype=np.float32)
+    got = {m.id: (m.access_count, m.promoted_at) for m, _ in mine.search("alice", query, 40)}
+    assert got == {m.id: (m.access_count, m.promoted_at) for m, _ in sql.search("alice", query, 40)}
 
 
 def test_this_process_writes_are_applied_in_place(stores: Any) -> None:

@@ -162,14 +162,6 @@ def test_the_builder_grows_past_the_rows_announced_and_trims_to_those_read() -> 
         assert table.columns.content[3] == "t3" and table.columns.created.dtype == np.int64
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="session 16: intermittently (2 of 2 CI runs, 1 of 13 runs alone) one block "
-    "differs between the opt-in working set and the SQL path at turn 4 ('what about the "
-    "invoice?'; 'note 37 about review and cache', used at turn 2, shown by one side): a race "
-    "between a call's counted uses or promotion and the next call's read; open, see the "
-    "session note",
-)
 def test_context_blocks_from_the_working_set_are_the_sql_paths(
     pg_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

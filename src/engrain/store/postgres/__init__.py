@@ -74,6 +74,14 @@ learnings' graph); each search reads the rows changed since the held revision
 (``row_changes``) and the rows it returns in one snapshot and one round trip, so it is
 never stale.
 
+**A large user's pool search through a projection** (``projected.py``, off unless
+``ENGRAIN_PG_PROJECTED_MB`` or ``projected_bytes`` asks for it: it did not win on a machine
+running both the process and the database; it moves the walk's CPU off the database): a
+user whose searches walk the pool's graph is held as the seqs of their memories and their
+vectors projected onto 128 main directions; a search ranks those, and the database scores
+the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
+statement and snapshot (no walk; never stale: nothing but which rows to look at is held).
+
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
 BM25-ranked in process from a :class:`~engrain.store.cache.UserCache`, served
@@ -135,6 +143,8 @@ from engrain.store.postgres.codec import (
 )
 from engrain.store.postgres.learnings import Learnings
 from engrain.store.postgres.learnings import learnings_bytes as learnings_bytes_env
+from engrain.store.postgres.projected import Projected
+from engrain.store.postgres.projected import projected_bytes as projected_bytes_env
 from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATIONS
 from engrain.store.postgres.sql import (
     CHANGES,
@@ -305,7 +315,10 @@ class PostgresStore:
     ``"auto"``: ``ENGRAIN_PG_WORKING_SET`` or the module's default, ``None``: never);
     ``learnings_bytes`` the most bytes of large users' typed learnings searched in process
     (``store/postgres/learnings.py``; ``"auto"``: ``ENGRAIN_PG_LEARNINGS_MB`` or 96 MiB,
-    0: none, their searches walk the learnings' graph). The schema is migrated on open.
+    0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
+    large users' projections whose candidates the database scores instead of walking the
+    pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
+    else 0: none, the default). The schema is migrated on open.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:
@@ -325,6 +338,7 @@ class PostgresStore:
         connect_timeout: float = 30.0,
         working_set_min: int | str | None = "auto",
         learnings_bytes: int | str = "auto",
+        projected_bytes: int | str = "auto",
     ) -> None:
         try:
             conninfo_to_dict(url)
@@ -367,6 +381,8 @@ class PostgresStore:
         )
         held = learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
+        held = projected_bytes_env() if projected_bytes == "auto" else int(projected_bytes)
+        self._projected = None if held <= 0 else Projected(self._connection, held)
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
@@ -455,6 +471,11 @@ class PostgresStore:
         benchmarks: callers never need to, their searches walk the graph meanwhile);
         whether they are now searched in process."""
         return self._learnings is not None and self._learnings.wait(user_id, timeout)
+
+    def wait_for_projection(self, user_id: str, timeout: float | None = None) -> bool:
+        """Wait for a load of the user's projection that runs (``projected.py``; tests and
+        benchmarks); whether one is held."""
+        return self._projected is not None and self._projected.wait(user_id, timeout)
 
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """The user's memories with these ids, in the order given; unknown ids skipped."""
@@ -575,6 +596,14 @@ class PostgresStore:
             found = self._learnings.search(user_id, _unit(query), k, flt)
             if found is not None:
                 return found
+        if (
+            self._projected is not None
+            and query.shape[0] == INDEXED_DIM
+            and not learnings_graph(flt)
+        ):
+            found = self._projected.search(user_id, query, k, flt)
+            if found is not None:
+                return found
         return self._sql_search(user_id, query, k, flt)
 
     def _sql_search(
@@ -589,6 +618,8 @@ class PostgresStore:
             rows: list[Any] = []
             if ef is not None and self._learnings is not None and learnings_graph(flt):
                 self._learnings.start_load(user_id)  # the next calls search them in process
+            elif ef is not None and self._projected is not None:
+                self._projected.start_load(user_id)  # the next calls rank a projection
             if ef is not None:
                 text, params = search_sql(user_id, query, k, flt, indexed=True)
                 if ef == EF_SEARCH:  # the connection's own setting (configure)
@@ -857,6 +888,8 @@ class PostgresStore:
             self._working.close()
         if self._learnings is not None:
             self._learnings.close()
+        if self._projected is not None:
+            self._projected.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

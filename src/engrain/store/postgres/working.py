@@ -12,7 +12,9 @@ memories, or a count; unset or ``off``: never):
   user's memories bumps the revision in its own transaction (``writes.write_body``), so an
   equal revision means the rows are the ones loaded (or last applied); access counts, which
   every ``context()`` makes without a revision, are applied from the rows stamped after the
-  clock, as :meth:`PostgresStore.query`'s listings do. A different revision: the rows
+  clock, as :meth:`PostgresStore.query`'s listings do: under the working sets' lock, only
+  by a check newer than the clock held, and as stored counts, never added twice (the
+  reads of one call check from several threads at once). A different revision: the rows
   changed since are read in the call (:data:`DELTA`, migration 008's ``row_changes``: every
   write stamps the rows it changes with the revision it bumps) and applied if each is a
   held row changed in place and there are at most :data:`DELTA_MAX`; otherwise the call is
@@ -250,9 +252,13 @@ class WorkingSets:
             self.calls["by_sql"] += 1
             return None
         if clock > now.clock:
-            _apply_counts(now.cache, counts)
+            # One thread at a time, and only while no other one has moved the clock to this
+            # check's or past it: the reads of one context() check from several threads at
+            # once (store/reads.py), and two applying the same counts added the uses twice.
             with self._lock:
-                now.clock = max(now.clock, clock)
+                if clock > now.clock:
+                    _apply_counts(now.cache, counts)
+                    now.clock = clock
         with self._lock:
             if user_id in self._held:
                 self._held.move_to_end(user_id)
@@ -488,7 +494,9 @@ def _apply_counts(cache: UserCache, counts: Sequence[tuple[str, int, datetime | 
     access as the ``access`` table holds them): each memory is touched as many times as
     its stored count exceeds the held one, at its stored last access. The held counts are
     read from the columns, never from a memory built for it (a memory built from the
-    columns reads its vector back from the database: a round trip a counted memory)."""
+    columns reads its vector back from the database: a round trip a counted memory).
+    Called under the working sets' lock: two threads reading the held counts before either
+    touched them would each add the difference (session 17)."""
     held = _held_counts(cache, [memory_id for memory_id, _, _ in counts])
     by_time: dict[datetime, list[str]] = {}
     for (memory_id, count, at), now in zip(counts, held, strict=True):

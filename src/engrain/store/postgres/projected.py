@@ -1,0 +1,408 @@
+"""A large PostgreSQL user's nearest memories found through a projection held in process
+(issue 18, session 17).
+
+The gate's pool search (the ``k`` memories nearest the question, any kind) walks the HNSW
+graph of every memory on the SQL path: at 100,000 memories the largest cost the database
+has left in a ``context()`` (~7-13 ms of its CPU a call at ef 200, docs/postgres.md,
+"Session 17"), and approximate (R@50 ~0.99). Searching all 100,000 float32 vectors in
+process would cost more CPU than the walk (~10 ms of one core for the product alone) and
+~150 MB. Here a user whose searches walk the graph is held as the seqs of their memories
+with a vector of the indexed size and those vectors' unit directions projected onto their
+:data:`DIMS` main directions (the right singular vectors of a sample: ~51 MB at 100,000
+memories). A search ranks every held row by the projected product (one ``einsum``, ~2-4 ms
+of one core), takes the :data:`CANDIDATES_PER_ROW` × ``k`` best, and asks the database for
+the ``k`` nearest of those by pgvector's own cosine distance, filter applied, in one
+statement: the rows and scores it returns are the SQL path's own, and only which rows are
+looked at is approximate (R@50 against exact search ~0.998 on the benchmark's corpus,
+against the walk's ~0.99).
+
+**Never stale.** The same statement also looks at every row changed since the revision
+the projection was read at (migration 008's ``row_changes``: every write stamps the rows
+it changes): a new or re-embedded memory is scored exactly by the database whatever the
+projection holds, and a forgotten one is not found. Nothing else of a row is held, so
+nothing else can be stale: the filter, the fields and the access counts are read in the
+call. Read in one ``REPEATABLE READ`` snapshot with the count of those changes; more than
+:data:`DELTA_ROWS` changed rows, or fewer than ``k`` rows passing the filter among the
+candidates: the call is served by SQL. More than :data:`RELOAD_ROWS`: a new projection is
+loaded in the background.
+
+**Loaded off the path.** The first search of a user that walks the pool's graph starts a
+load in a thread (revision, a sample for the directions and every row's vector, chunk by
+chunk, in one snapshot). One load per user at a time, the next no sooner than four times
+the last one took (at least :data:`RELOAD_PAUSE` s).
+
+**Off by default** (``ENGRAIN_PG_PROJECTED_MB``, or ``PostgresStore(projected_bytes=…)``):
+on one two-core machine running both, a ``context()`` at 100,000 memories cost the
+database ~2.8 ms less CPU and the process ~5.5 ms more (the product over every row is
+memory-bound, ~3 ms, beside ranking and the candidates' literal), with 90 MB more RSS, so
+it did not win there (docs/postgres.md, "Session 17"). It is for a deployment whose
+database is the bottleneck: it moves the walk's CPU to the processes serving the calls.
+
+**Bounded by bytes:** at most the bound a store (``ENGRAIN_PG_PROJECTED_MB`` in MiB, e.g.
+:data:`PROJECTED_BYTES` = 96 MiB for a 100,000-memory user), least recently used users dropped
+first; a user whose projection alone exceeds it keeps the graph (a million memories:
+~520 MB).
+
+**Threads and processes.** A held projection never changes; a load builds a new one,
+published under the lock only if it is newer. Other processes' writes are seen through
+``row_changes`` in the search's own snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from engrain.model import Memory
+from engrain.store import heap
+from engrain.store.base import MemoryFilter
+from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from_row
+from engrain.store.postgres.schema import INDEXED_DIM
+from engrain.store.postgres.sql import array_literal, filter_sql
+
+log = logging.getLogger(__name__)
+
+#: A bound that holds a 100,000-memory user's projection (~51 MB) with room; the default
+#: bound is 0 (off): see the module docstring.
+PROJECTED_BYTES = 96 * 2**20
+#: Directions a vector is projected onto. R@50 against exact search of the candidates
+#: (4 per row) on bench/latency.py's 100,000 notes, questions of seeds 8 / 99: 0.941 /
+#: 0.928 at 64, 0.989 / 0.989 at 96, 0.998 / 0.998 at 128 (docs/postgres.md, "Session 17").
+DIMS = 128
+#: The share of the sample's energy (sum of squared singular values) the directions must
+#: keep for a projection to be held; else the user keeps the graph. On the corpus above
+#: 0.883 / 0.942 / 0.968 at 64 / 96 / 128 directions gave R@50 0.94 / 0.989 / 0.998 (the
+#: same for both question sets); isotropic vectors (the tests' random ones) keep ~DIMS / 384.
+MIN_ENERGY = 0.95
+#: Seconds before a user whose projection was refused (too little energy kept) is tried again.
+REFUSED_PAUSE = 600.0
+#: Candidates the database scores exactly per row asked for.
+CANDIDATES_PER_ROW = 4
+#: Rows sampled (evenly by seq) for the directions.
+SAMPLE_ROWS = 8_192
+#: Rows changed since the projection's revision that a search scores itself; more and the
+#: call is served by SQL.
+DELTA_ROWS = 4_096
+#: Rows changed since the projection's revision from which a new one is loaded.
+RELOAD_ROWS = 1_024
+#: Seconds at least between the end of a user's load and the start of the next.
+RELOAD_PAUSE = 5.0
+#: Rows a load reads at a time through a server-side cursor.
+CHUNK_ROWS = 4_096
+
+_INDEXED = f"m.embedding IS NOT NULL AND vector_dims(m.embedding) = {INDEXED_DIM}"
+REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
+COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_INDEXED}"
+SAMPLE = (
+    f"SELECT vector_send(m.embedding) FROM memories m WHERE m.user_id = %s AND {_INDEXED} "
+    "AND m.seq %% %s = 0"
+)
+FIRST = (
+    f"SELECT vector_send(m.embedding) FROM memories m WHERE m.user_id = %s AND {_INDEXED} "
+    "ORDER BY m.seq LIMIT %s"
+)
+LOAD = (
+    f"SELECT m.seq, vector_send(m.embedding) FROM memories m WHERE m.user_id = %s "
+    f"AND {_INDEXED} ORDER BY m.seq"
+)
+#: How many rows changed after a revision (counted up to a limit).
+CHANGED = (
+    "SELECT count(*) FROM (SELECT 1 FROM row_changes c "
+    "WHERE c.user_id = %s AND c.revision > %s LIMIT %s) x"
+)
+
+Connect = Callable[[], AbstractContextManager[Conn]]
+
+
+def nearest_sql(
+    user_id: str, query: Any, k: int, flt: MemoryFilter, seqs: str, since: int
+) -> tuple[str, list[Any]]:
+    """The ``k`` nearest rows passing ``flt`` among the candidates (``seqs``: an array
+    literal) and the rows changed after revision ``since``, by pgvector's cosine distance,
+    as :func:`~engrain.store.postgres.sql.search_sql`'s exact form returns them (its
+    columns, order and ties by seq). The distances are ranked on narrow rows (id, seq,
+    distance) and only the ``k`` kept are read whole: sorting the candidates' whole rows
+    cost ~1 ms more of the database's CPU a search at 100,000 memories (``/tmp`` probe)."""
+    where, params = filter_sql(flt)
+    text = (
+        "WITH c AS ("
+        "SELECT m.id FROM memories m WHERE m.user_id = %s AND m.seq = ANY(%s::text::bigint[]) "
+        "UNION (SELECT r.id FROM row_changes r WHERE r.user_id = %s AND r.revision > %s "
+        "LIMIT %s)) "
+        f"SELECT {SELECT_COLUMNS}, b.distance FROM ("
+        "SELECT m.id, m.seq, (m.embedding <=> %s::vector) AS distance "
+        "FROM c JOIN memories m ON m.user_id = %s AND m.id = c.id "
+        f"WHERE {_INDEXED}{where} ORDER BY distance, m.seq LIMIT %s"
+        f") b JOIN memories m ON m.user_id = %s AND m.id = b.id {EACH_ACCESS} "
+        "ORDER BY b.distance, b.seq"
+    )
+    # the changed rows up to one more than a search scores itself (more: the call goes to
+    # SQL, and this statement's cost stays bounded)
+    changed = DELTA_ROWS + 1
+    return text, [user_id, seqs, user_id, since, changed, query, user_id, *params, k, user_id]
+
+
+def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
+    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; unset, 0, ``off``
+    or not a number: 0 (none held, every pool search walks the graph)."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_PROJECTED_MB", "")
+    try:
+        return max(0, int(value.strip())) * 2**20
+    except ValueError:
+        return 0
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A user's rows as of ``revision``: their seqs and their unit vectors projected onto
+    ``basis`` (``INDEXED_DIM`` × :data:`DIMS`)."""
+
+    revision: int
+    seqs: np.ndarray[Any, np.dtype[np.int64]]
+    rows: np.ndarray[Any, np.dtype[np.float32]]
+    basis: np.ndarray[Any, np.dtype[np.float32]]
+
+    @property
+    def nbytes(self) -> int:
+        """What holding this projection costs."""
+        return int(self.seqs.nbytes + self.rows.nbytes + self.basis.nbytes)
+
+    def candidates(self, query: np.ndarray[Any, Any], k: int) -> np.ndarray[Any, Any]:
+        """The seqs of the :data:`CANDIDATES_PER_ROW` × ``k`` rows with the highest
+        projected product with ``query`` (any order; its length changes no rank)."""
+        n = len(self.seqs)
+        wanted = min(n, CANDIDATES_PER_ROW * k)
+        if wanted <= 0:
+            return self.seqs[:0]
+        # einsum: one core's SIMD loop (OpenBLAS's gemv spreads over its threads)
+        scores = np.einsum("ij,j->i", self.rows, query.astype(np.float32) @ self.basis)
+        if wanted == n:
+            return self.seqs
+        return self.seqs[np.argpartition(-scores, wanted - 1)[:wanted]]
+
+
+def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> tuple[np.ndarray[Any, Any], float]:
+    """The ``dims`` main directions of the unit vectors ``sample`` (rows), as columns: the
+    right singular vectors of the uncentred sample, which keep the most of its products;
+    and the share of the sample's energy they keep."""
+    _, singular, directions = np.linalg.svd(_unit_rows(sample), full_matrices=False)
+    energy = singular.astype(np.float64) ** 2
+    kept = float(energy[:dims].sum() / energy.sum()) if energy.sum() > 0 else 0.0
+    return np.ascontiguousarray(directions[:dims].T, dtype=np.float32), kept
+
+
+def _unit_rows(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: np.ndarray[Any, Any] = np.zeros_like(vectors)
+    np.divide(vectors, norms, out=out, where=norms > 0)
+    return out
+
+
+def _stored(blobs: list[bytes]) -> np.ndarray[Any, Any]:
+    """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
+    of vectors of :data:`INDEXED_DIM`, as float32 rows."""
+    joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
+    return joined[:, 1:].astype(np.float32)
+
+
+@dataclass
+class _Loading:
+    """A user's loads: the thread running one and when the next may start."""
+
+    thread: threading.Thread | None = None
+    not_before: float = 0.0
+
+
+class Projected:
+    """The projections of the large users a store serves (module docstring). ``connect``
+    lends a pooled autocommit connection; ``max_bytes`` bounds what is held;
+    ``background`` False loads in the calling thread (tests)."""
+
+    def __init__(
+        self, connect: Connect, max_bytes: int = PROJECTED_BYTES, *, background: bool = True
+    ) -> None:
+        self._connect = connect
+        self.max_bytes = max_bytes
+        self.background = background
+        self._lock = threading.Lock()
+        self._held: OrderedDict[str, Projection] = OrderedDict()
+        self._loads: dict[str, _Loading] = {}
+        self._closed = False
+        #: Searches served here / left to SQL (too many changes, too few rows passing).
+        self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held across users."""
+        with self._lock:
+            return sum(p.nbytes for p in self._held.values())
+
+    def held(self, user_id: str) -> Projection | None:
+        """The user's projection, if held."""
+        with self._lock:
+            return self._held.get(user_id)
+
+    def search(
+        self, user_id: str, query: np.ndarray[Any, Any], k: int, flt: MemoryFilter
+    ) -> list[tuple[Memory, float]] | None:
+        """The ``k`` memories passing ``flt`` nearest ``query`` among the
+        projection's candidates and the rows changed since it, scored by the database as
+        it holds them when this call reads it; ``None``: not held, or the call is better
+        served by SQL."""
+        with self._lock:
+            projection = self._held.get(user_id)
+            if projection is not None:
+                self._held.move_to_end(user_id)
+        if projection is None:
+            return None
+        seqs = array_literal(projection.candidates(query, k).tolist())
+        # the query as given: pgvector's distance to it is the SQL path's, bit for bit
+        text, params = nearest_sql(user_id, query, k, flt, seqs, projection.revision)
+        changed, rows = self._read(user_id, projection.revision, text, params)
+        if changed > RELOAD_ROWS:
+            self.start_load(user_id, again=True)
+        if changed > DELTA_ROWS or len(rows) < k:
+            self.calls["by_sql"] += 1
+            return None
+        self.calls["served"] += 1
+        return [(from_row(r), 1.0 - float(r[-1])) for r in rows]
+
+    def _read(
+        self, user_id: str, since: int, text: str, params: list[Any]
+    ) -> tuple[int, list[Any]]:
+        """In one snapshot and one round trip: how many rows changed after ``since`` (up
+        to one more than :data:`DELTA_ROWS`) and the rows of :func:`nearest_sql`."""
+        with self._connect() as conn:
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    changed = conn.cursor(binary=True).execute(
+                        CHANGED, (user_id, since, DELTA_ROWS + 1)
+                    )
+                    rows = conn.cursor(binary=True).execute(text, params)
+                    conn.execute("COMMIT")
+            except BaseException:
+                with suppress(psycopg.Error):
+                    conn.rollback()  # a no-op unless the transaction is still open
+                raise
+            first = changed.fetchone()
+            return int(first[0]) if first else 0, rows.fetchall()
+
+    # -- loads ------------------------------------------------------------------------------
+
+    def start_load(self, user_id: str, *, again: bool = False) -> None:
+        """Start reading the user's projection unless one is held (``again``: a held one
+        is replaced when the load ends), a load runs, or the pause after the last one has
+        not passed."""
+        with self._lock:
+            if self._closed or self.max_bytes <= 0 or (user_id in self._held and not again):
+                return
+            loading = self._loads.setdefault(user_id, _Loading())
+            if loading.thread is not None or time.monotonic() < loading.not_before:
+                return
+            thread = threading.Thread(
+                target=self._load, args=(user_id, loading), daemon=True, name="engrain-pg-proj"
+            )
+            loading.thread = thread
+        if self.background:
+            thread.start()
+        else:
+            self._load(user_id, loading)
+
+    def _load(self, user_id: str, loading: _Loading) -> None:
+        started = time.monotonic()
+        projection = None
+        try:
+            projection = self._read_projection(user_id)
+            heap.release()  # the chunks read and dropped: hand their pages back
+            with self._lock:
+                old = self._held.get(user_id)
+                if self._closed or projection is None or projection.nbytes > self.max_bytes:
+                    return  # too large to hold: its searches keep the graph
+                if old is None or old.revision < projection.revision:
+                    self._held[user_id] = projection
+                    self._held.move_to_end(user_id)
+                    self._bound()
+        except Exception:  # a failed load leaves the user served by SQL
+            if not self._closed:
+                log.exception("loading the projection of a PostgreSQL user failed")
+        finally:
+            with self._lock:
+                loading.thread = None
+                took = time.monotonic() - started
+                pause = RELOAD_PAUSE if projection is not None else REFUSED_PAUSE
+                loading.not_before = time.monotonic() + max(pause, 4.0 * took)
+
+    def _read_projection(self, user_id: str) -> Projection | None:
+        """The user's projection read in one snapshot (``None``: no row to hold, more than
+        the bound would allow, or directions keeping less than :data:`MIN_ENERGY`)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    first = cur.execute(REVISION, (user_id,)).fetchone()
+                    counted = cur.execute(COUNT, (user_id,)).fetchone()
+                    n = int(counted[0]) if counted else 0
+                    if n == 0 or n * (DIMS * 4 + 8) > self.max_bytes:
+                        return None
+                    stride = max(1, n // SAMPLE_ROWS)
+                    sample = cur.execute(SAMPLE, (user_id, stride)).fetchall()
+                    if len(sample) < min(n, 2 * DIMS):  # seqs of many users: few multiples
+                        sample = cur.execute(FIRST, (user_id, SAMPLE_ROWS)).fetchall()
+                basis, kept = basis_of(_stored([r[0] for r in sample]))
+                del sample
+                if kept < MIN_ENERGY:
+                    return None
+                seqs = np.empty(n, dtype=np.int64)
+                rows = np.empty((n, basis.shape[1]), dtype=np.float32)
+                at = 0
+                with conn.cursor("engrain_projected", binary=True) as named:
+                    named.execute(LOAD, (user_id,))
+                    while chunk := named.fetchmany(CHUNK_ROWS):
+                        size = min(len(chunk), n - at)  # the count was read in this snapshot
+                        seqs[at : at + size] = [r[0] for r in chunk[:size]]
+                        rows[at : at + size] = (
+                            _unit_rows(_stored([r[1] for r in chunk[:size]])) @ basis
+                        )
+                        at += size
+                        del chunk
+            finally:
+                conn.execute("COMMIT")
+        revision = int(first[0]) if first else 0
+        return Projection(revision, seqs[:at], rows[:at], basis)
+
+    def _bound(self) -> None:
+        total = sum(p.nbytes for p in self._held.values())
+        while total > self.max_bytes and self._held:
+            total -= self._held.popitem(last=False)[1].nbytes
+
+    def wait(self, user_id: str, timeout: float | None = None) -> bool:
+        """Wait for a load of the user's projection that runs (tests, benchmarks); whether
+        one is held."""
+        with self._lock:
+            loading = self._loads.get(user_id)
+            thread = None if loading is None else loading.thread
+        if thread is not None:
+            thread.join(timeout)
+        return self.held(user_id) is not None
+
+    def drop(self, user_id: str) -> None:
+        """Forget the user's projection (the next search walks the graph and loads one)."""
+        with self._lock:
+            self._held.pop(user_id, None)
+
+    def close(self) -> None:
+        """Drop everything held and start no more loads."""
+        with self._lock:
+            self._closed = True
+            self._held.clear()

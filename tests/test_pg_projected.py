@@ -1,0 +1,216 @@
+"""A large PostgreSQL user's pool search through a projection held in process
+(``store/postgres/projected.py``): the database scores the candidates the projection
+ranks, and every row changed since it, exactly, so the rows and scores are the SQL path's
+own; never returns a memory forgotten or muted before the call, finds one another store
+committed, hands a call it cannot serve to SQL, and is bounded by bytes. A change made
+through a *second* store is a change another process makes (its caches are its own)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engrain.store.base import ALL, MemoryFilter, Patch
+
+from .test_store_contract import mem
+
+pytest.importorskip("psycopg")
+postgres = pytest.importorskip("engrain.store.postgres")
+projected = postgres.projected
+PostgresStore = postgres.PostgresStore
+
+DIM = postgres.INDEXED_DIM
+VISIBLE = ALL.update(include_muted=False)
+
+
+def _unit(v: Any) -> Any:
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+def _low_rank(n: int, seed: int = 0, rank: int = 24) -> list[Any]:
+    """``n`` vectors that lie (up to a little noise) in a ``rank``-dimension subspace, as
+    real embeddings mostly do: a projection onto the sample's main directions keeps their
+    products."""
+    rng = np.random.default_rng(seed)
+    basis = np.linalg.qr(rng.standard_normal((DIM, rank)))[0]
+    return [
+        _unit(basis @ rng.standard_normal(rank) + 0.01 * rng.standard_normal(DIM)) for _ in range(n)
+    ]
+
+
+def _corpus(vectors: list[Any], user: str = "alice", prefix: str = "m") -> list[Any]:
+    return [
+        mem(f"{prefix}-{i:05d}", user, minutes=i, vector=v, muted=i % 13 == 5)
+        for i, v in enumerate(vectors)
+    ]
+
+
+def _store(url: str, **options: Any) -> Any:
+    """A store that walks the graph for any user (every user is "large" here)."""
+    options.setdefault("learnings_bytes", 0)
+    options.setdefault("projected_bytes", projected.PROJECTED_BYTES)  # off by default
+    return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
+
+
+@pytest.fixture
+def stores(pg_url: str) -> Iterator[tuple[Any, Any, Any]]:
+    """This process's store, another "process's" store (no projection), and the SQL path's
+    exact search as the truth."""
+    mine, other = _store(pg_url), _store(pg_url, projected_bytes=0)
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    yield mine, other, truth
+    for store in (mine, other, truth):
+        store.close()
+
+
+def _held(store: Any, user: str = "alice") -> Any:
+    """Load the user's projection (the first pool search walks the graph and starts it)."""
+    store.search(user, np.ones(DIM, dtype=np.float32), 1, ALL)
+    assert store.wait_for_projection(user, timeout=60)
+    return store._projected
+
+
+def _same(found: list[tuple[Any, float]], expected: list[tuple[Any, float]]) -> None:
+    assert [m.id for m, _ in found] == [m.id for m, _ in expected]
+    assert [m for m, _ in found] == [m for m, _ in expected]  # every field, counts included
+    for (mine, _), (theirs, _) in zip(found, expected, strict=True):  # (== skips vectors)
+        assert mine.embedding is not None and theirs.embedding is not None
+        assert mine.embedding.tobytes() == theirs.embedding.tobytes()
+    assert [s for _, s in found] == [s for _, s in expected]  # pgvector's own distances
+
+
+def test_projected_search_equals_the_sql_exact_search(stores: Any) -> None:
+    mine, _, truth = stores
+    vectors = _low_rank(1_500)
+    mine.write(_corpus(vectors))
+    held = _held(mine)
+    assert held.held("alice").rows.shape == (1_500, min(projected.DIMS, 1_500))
+    rng = np.random.default_rng(7)
+    for at in rng.choice(len(vectors), 6, replace=False):
+        query = _unit(vectors[at] + 0.3 * _low_rank(1, seed=int(at) + 1)[0])
+        for k, flt in ((10, ALL), (25, VISIBLE), (5, VISIBLE)):
+            _same(mine.search("alice", query, k, flt), truth.search("alice", query, k, flt))
+    assert held.calls == {"served": 18, "by_sql": 0}  # none of them walked the graph
+
+
+def test_candidates_are_the_best_by_the_projected_product() -> None:
+    vectors = np.asarray(_low_rank(2_000, seed=3))
+    basis, kept = projected.basis_of(vectors[::4])
+    assert kept > 0.99  # 24 directions hold it all, up to the noise
+    np.testing.assert_allclose(basis.T @ basis, np.eye(basis.shape[1]), atol=1e-4)
+    projection = projected.Projection(
+        1, np.arange(2_000, dtype=np.int64) * 3, vectors @ basis, basis
+    )
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        query = _unit(rng.standard_normal(DIM))
+        exact = set((np.argsort(-(vectors @ query))[:10] * 3).tolist())
+        found = projection.candidates(query, 10)
+        assert len(found) == projected.CANDIDATES_PER_ROW * 10
+        assert exact <= set(found.tolist())
+        assert set(projection.candidates(query * 7.5, 10).tolist()) == set(found.tolist())
+
+
+def test_writes_of_another_store_are_seen_in_the_call(stores: Any) -> None:
+    mine, other, truth = stores
+    vectors = _low_rank(800, seed=1)
+    mine.write(_corpus(vectors))
+    held = _held(mine)
+    query = vectors[10]
+    first = mine.search("alice", query, 5, VISIBLE)
+    assert first[0][0].id == "m-00010"
+    # another process forgets the nearest, mutes the second, adds a memory nearer than
+    # all, and moves a far memory's vector onto the query: a projection cannot know
+    other.write(deletes=[first[0][0]])
+    other.write(patches=[Patch("alice", first[1][0].id, {"muted": True})])
+    far = min(range(800), key=lambda i: float(vectors[i] @ query))
+    other.write([mem("new", "alice", vector=_unit(query + 0.01)), mem(f"m-{far:05d}", "alice",
+                 minutes=far, vector=_unit(query + 0.02))])  # fmt: skip
+    found = mine.search("alice", query, 5, VISIBLE)
+    _same(found, truth.search("alice", query, 5, VISIBLE))
+    ids = [m.id for m, _ in found]
+    assert "m-00010" not in ids and first[1][0].id not in ids
+    assert {"new", f"m-{far:05d}"} <= set(ids)
+    assert held.calls["by_sql"] == 0
+
+
+def test_too_few_passing_or_too_many_changes_go_to_sql(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, other, truth = stores
+    vectors = _low_rank(600, seed=2)
+    mine.write(_corpus(vectors))
+    held = _held(mine)
+    only = MemoryFilter(key="k3")  # one memory has it: 4 × k candidates cannot hold 5
+    other.write([mem("keyed", "alice", vector=vectors[0], key="k3")])
+    query = vectors[300]
+    _same(mine.search("alice", query, 5, only), truth.search("alice", query, 5, only))
+    assert held.calls == {"served": 0, "by_sql": 1}
+    monkeypatch.setattr(projected, "DELTA_ROWS", 3)
+    monkeypatch.setattr(projected, "RELOAD_ROWS", 2)
+    monkeypatch.setattr(projected, "RELOAD_PAUSE", 0.0)
+    held._loads["alice"].not_before = 0.0  # the pause after the first load: passed
+    other.write([mem(f"more-{i}", "alice", vector=vectors[i]) for i in range(4)])
+    before = held.held("alice").revision
+    _same(mine.search("alice", query, 8, ALL), truth.search("alice", query, 8, ALL))
+    assert held.calls["by_sql"] == 2  # five changed rows: more than it scores itself
+    assert mine.wait_for_projection("alice", timeout=60)  # and a new projection loads
+    assert held.held("alice").revision > before
+    _same(mine.search("alice", query, 8, ALL), truth.search("alice", query, 8, ALL))
+    assert held.calls["served"] == 1
+
+
+def test_bounded_by_bytes(pg_url: str) -> None:
+    vectors = _low_rank(400, seed=5)
+    small = _store(pg_url, projected_bytes=400 * projected.DIMS * 4)  # less than it needs
+    try:
+        small.write(_corpus(vectors))
+        small.search("alice", vectors[0], 3, ALL)
+        assert not small.wait_for_projection("alice", timeout=60)
+        assert small._projected.calls == {"served": 0, "by_sql": 0}
+    finally:
+        small.close()
+    one = 400 * (projected.DIMS * 4 + 8) + DIM * projected.DIMS * 4  # rows and directions
+    two = _store(pg_url, projected_bytes=int(1.5 * one))
+    try:
+        two.write(_corpus(vectors, user="bob"))
+        _held(two)  # alice's (and her 400 rows) held
+        _held(two, "bob")  # bob's pushes hers out: least recently used first
+        assert two._projected.held("bob") is not None and two._projected.held("alice") is None
+    finally:
+        two.close()
+
+
+def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) -> None:
+    rng = np.random.default_rng(6)
+    isotropic = [_unit(rng.standard_normal(DIM)) for _ in range(600)]
+    basis, kept = projected.basis_of(np.asarray(isotropic))
+    assert basis.shape == (DIM, projected.DIMS) and kept < projected.MIN_ENERGY
+    store = _store(pg_url)
+    try:
+        store.write(_corpus(isotropic))
+        store.search("alice", isotropic[0], 3, ALL)
+        assert not store.wait_for_projection("alice", timeout=60)
+        store.search("alice", isotropic[1], 3, ALL)  # not tried again before the pause
+        assert store._projected._loads["alice"].not_before - time.monotonic() > 60
+    finally:
+        store.close()
+
+
+def test_projected_bytes_from_the_environment(pg_url: str) -> None:
+    assert projected.projected_bytes({}) == 0  # off by default
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"}) == 0
+    default = PostgresStore(pg_url, pool_size=1)
+    try:
+        assert default._projected is None or "ENGRAIN_PG_PROJECTED_MB" in os.environ
+    finally:
+        default.close()
