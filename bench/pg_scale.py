@@ -58,6 +58,7 @@ from engrain.recall.candidates import recall_filter
 from engrain.recall.gate import LEARNING_KINDS, LEARNINGS_MAX
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import INDEXED_DIM, PostgresStore, bm25
+from engrain.tokens import spaced_count
 
 DIM = INDEXED_DIM
 #: The source tree this script belongs to (``--baseline`` runs another beside it).
@@ -70,6 +71,7 @@ MEMORY_COLUMNS = (
     ("event_at", "timestamptz"), ("key", "text"), ("importance", "float8"),
     ("confidence", "float8"), ("usefulness", "float8"), ("provenance", "json"),
     ("content_hash", "text"), ("embedding", "vector"), ("doc_length", "int4"),
+    ("content_tokens", "int4"),
 )  # fmt: skip
 
 
@@ -224,9 +226,10 @@ def derived_vectors(real: np.ndarray, n: int, seed: int, noise: float = 0.5) -> 
 
 
 @lru_cache(maxsize=200_000)
-def _analysed(text: str) -> tuple[Counter[str], str]:
-    """Term counts and content hash of a text (users share a pool of texts)."""
-    return Counter(tokenize(text)), content_hash(text)
+def _analysed(text: str) -> tuple[Counter[str], str, int]:
+    """Term counts, content hash and stored token count of a text (users share a pool of
+    texts): a row as the store writes it (a fresh database requires the count, fill.py)."""
+    return Counter(tokenize(text)), content_hash(text), spaced_count(text)
 
 
 def user_memories(
@@ -243,14 +246,14 @@ def user_memories(
     for i, note in enumerate(notes):
         kind = common.CATEGORY_KIND[note.category]
         created = common.NOW - timedelta(minutes=pyrng.randint(60, 2 * 365 * 24 * 60))
-        counts, digest = _analysed(note.text)
+        counts, digest, tokens = _analysed(note.text)
         row = (
             f"{i:07d}", user_id, note.text, kind.default_memory_type.value, kind.value,
             created, created, created if kind is Kind.EVENT else None,
             f"{user_id}-k{i}" if kind is Kind.PREFERENCE else None,
             round(pyrng.uniform(0.3, 1.0), 3), kind.default_confidence, 0.5,
             {"turn_ids": [], "metadata": {}}, digest, vectors[i],
-            sum(counts.values()),
+            sum(counts.values()), tokens,
         )  # fmt: skip
         yield row, counts
 

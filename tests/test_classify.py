@@ -960,3 +960,91 @@ def test_how_to_do_something_is_still_a_moderate_how_to(message: str) -> None:
     result = classify(message)
     assert (result.intent, result.complexity) == (QUE, M), result.signals
     assert "how-to" in result.signals
+
+
+# -- session 17 (h3): failures a report quotes or names without the seed's words ------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["the image filter plugin traps with `out of bounds memory access` on large photos",
+     "My handler needs to keep the cache and I get `cannot move out of borrowed content`. "
+     "How do I hold on to it?",
+     "we keep getting `connection reset by peer` from the relay during the nightly sync"],
+)  # fmt: skip
+def test_output_quoted_after_the_verb_reporting_it_is_a_complex_bug_report(message: str) -> None:
+    """What a failure printed, quoted after "traps with" or "I get", is the seed's "Debug
+    this error": debugging, complex — not a question or a discussion about a snippet."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "quoted output" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Events from the kiosk show up out of order in the dashboard since the relay restarted",
+     "webhook deliveries arrive out of order after the failover"],
+)  # fmt: skip
+def test_things_arriving_out_of_order_is_a_bug_report(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "symptom" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("How do we handle out-of-order events in the consumer?", QUE),
+     ("what are the usual traps in async Rust?", QUE),
+     ("do we get `None` or an empty list back from `lookup()` when nothing matches?", QUE)],
+)  # fmt: skip
+def test_out_of_order_traps_and_get_name_no_failure_by_themselves(
+    message: str, intent: Intent
+) -> None:
+    """A procedure about out-of-order events, "traps" as a noun and a question about what
+    a call returns report nothing."""
+    result = classify(message)
+    assert result.intent is intent, result.signals
+    assert "symptom" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Review the design doc for the new scheduler and tell me what breaks first",
+     "please assess RFC 12 against our public API guidelines"],
+)  # fmt: skip
+def test_reviewing_a_written_design_is_deep_like_the_seeds_review_this_system_design(
+    message: str,
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, D), result.signals
+    assert result.threshold_shift == DEEP_THRESHOLD_SHIFT
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "complexity"),
+    [("Review this PR for the retry helper", ANA, C),
+     ("Write an RFC proposing WASM plugins", GEN, M)],
+)  # fmt: skip
+def test_reviewing_code_or_writing_a_design_is_not_a_design_review(
+    message: str, intent: Intent, complexity: Complexity
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+def test_what_a_thing_compares_or_checks_is_a_simple_fact() -> None:
+    """A question "What does X compare … against?" asks what X does, the seed's simple "What
+    port does this run on?", not for a comparison."""
+    result = classify("What does the lint job compare a commit against?")
+    assert (result.intent, result.complexity) == (QUE, S), result.signals
+    assert "what it does" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What does the dashboard compare, and why did the two regions drift apart?",
+     "compare the two caching options for the session store"],
+)  # fmt: skip
+def test_a_comparison_asked_for_is_still_analysis(message: str) -> None:
+    result = classify(message)
+    assert result.intent is ANA, result.signals

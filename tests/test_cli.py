@@ -564,6 +564,31 @@ def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(
     assert any("GitHub Actions" in m["content"] for m in found)  # served from PostgreSQL
 
 
+def test_migrate_fills_the_token_counts_a_large_postgres_table_left(
+    invoke: Invoke, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    psycopg = pytest.importorskip("psycopg")
+    from engrain.store.postgres import fill, schema
+
+    for i in range(7):
+        ok(invoke("--url", pg_url, "remember", f"release note {i}: the deploy moved to noon"))
+    with psycopg.connect(pg_url, autocommit=True) as db:  # as migration 009 leaves a large table
+        db.execute(f"ALTER TABLE memories DROP CONSTRAINT {fill.CONSTRAINT}")
+        db.execute("UPDATE memories SET content_tokens = NULL")
+    monkeypatch.setattr(schema, "FILL_IN_MIGRATION_MAX", 5)
+    monkeypatch.setattr(fill.Filler, "start", lambda self: None)  # the command fills, not it
+    filled = ok(invoke("--url", pg_url, "migrate"))
+    assert filled.stdout == (
+        "schema current (0 migrations applied now); filled the token counts of 7 memories\n"
+    )
+    [row] = json_lines(invoke("--url", pg_url, "--json", "migrate"))
+    assert row == {"applied": [], "filled": 0}  # done, and recorded: nothing left
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        left = db.execute("SELECT count(*) FROM memories WHERE content_tokens IS NULL")
+        assert left.fetchone() == (0,)
+        assert not fill.pending(db)
+
+
 # -- global options anywhere ---------------------------------------------------------------------
 
 

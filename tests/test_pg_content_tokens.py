@@ -80,16 +80,16 @@ def test_a_large_table_is_left_to_fill_after_the_migration(
     finally:
         store.close()
     monkeypatch.setattr(schema, "FILL_IN_MIGRATION_MAX", 5)
-    upgraded = PostgresStore(pg_url, pool_size=1)
+    upgraded = PostgresStore(pg_url, pool_size=1, fill_in_background=False)
     try:
         assert set(_stored(upgraded).values()) == {None}  # left: counted at call time
         assert all(m.content_tokens is None for m in upgraded.get("alice", ["b01", "b02"]))
         upgraded.write(patches=[Patch("alice", "b01", {"content": "rewritten first"})])
         assert _stored(upgraded)["b01"] == spaced_count("rewritten first")
-        assert schema.fill_content_tokens(pg_url, batch=5) == 11
+        assert upgraded.fill_content_tokens(batch=5) == 11
         assert _stored(upgraded) == {
             m.id: spaced_count("rewritten first" if m.id == "b01" else m.content) for m in memories
         }
-        assert schema.fill_content_tokens(pg_url) == 0
+        assert upgraded.fill_content_tokens() == 0
     finally:
         upgraded.close()

@@ -156,7 +156,7 @@ def test_too_few_passing_or_too_many_changes_go_to_sql(
     monkeypatch.setattr(projected, "DELTA_ROWS", 3)
     monkeypatch.setattr(projected, "RELOAD_ROWS", 2)
     monkeypatch.setattr(projected, "RELOAD_PAUSE", 0.0)
-    held._loads["alice"].not_before = 0.0  # the pause after the first load: passed
+    held._loader.get("alice").not_before = 0.0  # the pause after the first load: passed
     other.write([mem(f"more-{i}", "alice", vector=vectors[i]) for i in range(4)])
     before = held.held("alice").revision
     _same(mine.search("alice", query, 8, ALL), truth.search("alice", query, 8, ALL))
@@ -199,7 +199,7 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
         store.search("alice", isotropic[0], 3, ALL)
         assert not store.wait_for_projection("alice", timeout=60)
         store.search("alice", isotropic[1], 3, ALL)  # not tried again before the pause
-        assert store._projected._loads["alice"].not_before - time.monotonic() > 60
+        assert store._projected._loader.get("alice").not_before - time.monotonic() > 60
     finally:
         store.close()
 

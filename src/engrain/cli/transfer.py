@@ -183,11 +183,18 @@ def migrate(state: State, source_url: str | None, verify: bool) -> None:
     """Bring the store at --url to the current schema (named migrations), and with
     --from copy another store into it: how a SQLite file moves to PostgreSQL
     (`engrain --url postgresql://… migrate --from sqlite:////path/engrain.db`). The copy
-    is lossless (ids, embeddings, every field) and can be re-run."""
+    is lossless (ids, embeddings, every field) and can be re-run.
+
+    On PostgreSQL it also fills the token counts a large table's migration 009 left
+    (1,000 rows per transaction; a store opening the database fills them in the
+    background otherwise, paced): when it returns, every row holds its count. Stopped,
+    it resumes where it was at the next run or open."""
     engine = state.engine()
     store: Any = engine.store
     applied = store.migrate() if hasattr(store, "migrate") else []
     row: dict[str, Any] = {"applied": list(applied)}
+    if hasattr(store, "fill_content_tokens"):
+        row["filled"] = store.fill_content_tokens()
     if source_url is not None:
         source = open_store(source_url)
         try:
@@ -200,6 +207,8 @@ def migrate(state: State, source_url: str | None, verify: bool) -> None:
     state.emit(
         [row],
         lambda r: (f"schema current ({len(r['applied'])} migrations applied now)"
+                   + (f"; filled the token counts of {r['filled']} memories"
+                      if r.get("filled") else "")
                    + (f"; copied {r['copied']['memories']} memories of "
                       f"{r['copied']['users']} users" if "copied" in r else "")),
     )  # fmt: skip

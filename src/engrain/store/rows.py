@@ -187,7 +187,10 @@ class Decoded:
         """A copy for the next snapshot: ``drop`` left out, ``put`` set (its rows found
         left out: they were found with their former values)."""
         with self._lock:
-            entries, found = dict(self._entries), dict(self._found)
+            # dict.copy(), not dict(...): a dict with entries removed (every search keeps
+            # rows, every counted use drops some) is copied key by key by dict(...), ~0.7 ms
+            # for a full cache of 10,000 on every context(); .copy() clones its table
+            entries, found = self._entries.copy(), self._found.copy()
         for memory_id in drop:
             entries.pop(memory_id, None)
             found.pop(memory_id, None)

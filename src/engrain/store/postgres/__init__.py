@@ -105,7 +105,8 @@ Everything the write needs from the items it is given (rows, tokens, JSON) is co
 before the transaction opens, so a bad item changes nothing; a deadlock or serialization
 failure rolls back and reruns the whole transaction.
 
-**Modules.** ``schema`` (migrations), ``codec`` (rows ↔ memories, vectors), ``sql`` (the
+**Modules.** ``schema`` (migrations), ``fill`` (the token counts a large table's
+migration 009 left, filled in batches after it), ``codec (rows ↔ memories, vectors), ``sql`` (the
 queries), ``writes`` (the write transactions), ``bm25`` (posting blocks and scores); this
 module holds the store itself.
 """
@@ -131,7 +132,7 @@ from engrain.errors import ConfigError, StoreError, ValidationError
 from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
-from engrain.store.postgres import bm25, schema
+from engrain.store.postgres import bm25, fill, schema
 from engrain.store.postgres.codec import (
     EF_SEARCH,
     KEY_COLUMNS,
@@ -190,6 +191,8 @@ INDEXED_SHARE = 0.01
 CACHED_ROWS = 20_000
 #: Times a write is retried after a deadlock or serialization failure.
 _RETRIES = 3
+#: Seconds :meth:`PostgresStore.close` waits for a background filler's batch to end.
+_FILL_STOP_SECONDS = 10.0
 #: Seconds a user's search plan (HNSW or exact, :meth:`PostgresStore._indexed`) is kept.
 PLAN_SECONDS = 10.0
 #: Users whose search plan is kept, least recently used dropped first.
@@ -318,7 +321,9 @@ class PostgresStore:
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
-    else 0: none, the default). The schema is migrated on open.
+    else 0: none, the default). The schema is migrated on open; ``fill_in_background``
+    starts a filler of the token counts a large table's migration 009 left
+    (``store/postgres/fill.py``) if the database still has any.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:
@@ -339,6 +344,7 @@ class PostgresStore:
         working_set_min: int | str | None = "auto",
         learnings_bytes: int | str = "auto",
         projected_bytes: int | str = "auto",
+        fill_in_background: bool = True,
     ) -> None:
         try:
             conninfo_to_dict(url)
@@ -383,11 +389,38 @@ class PostgresStore:
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
         held = projected_bytes_env() if projected_bytes == "auto" else int(projected_bytes)
         self._projected = None if held <= 0 else Projected(self._connection, held)
+        self._filler: fill.Filler | None = None
+        if fill_in_background and self._fill_pending():
+            self._filler = fill.Filler(url)
+            self._filler.start()
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
         at a time (an advisory lock); their names."""
         return schema.migrate(self.url, self._where)
+
+    def fill_content_tokens(self, batch: int = fill.FILL_BATCH) -> int:
+        """Fill the token counts a large table's migration 009 left, ``batch`` rows per
+        transaction, in this thread (``engrain migrate``), after a filler of another process
+        finishes if one runs (this store's own background filler is stopped first); the rows
+        this call filled (0: none left)."""
+        if self._filler is not None:
+            self._filler.stop()
+        try:
+            return fill.fill(self.url, batch=batch) or 0
+        except psycopg.Error as exc:
+            raise StoreError(f"filling token counts at {self._where} failed: {exc}") from exc
+
+    def wait_for_fill(self, timeout: float | None = None) -> bool:
+        """Wait for this store's background filler to end (tests and benchmarks); whether
+        every row of the database now holds its token count."""
+        if self._filler is not None and not self._filler.wait(timeout):
+            return False
+        return not self._fill_pending()
+
+    def _fill_pending(self) -> bool:
+        with self._connection() as conn:
+            return fill.pending(conn)
 
     # -- plumbing -----------------------------------------------------------------------
 
@@ -883,7 +916,10 @@ class PostgresStore:
         return self._transaction(body)
 
     def close(self) -> None:
-        """Close the pool's connections (idempotent) and drop the working sets."""
+        """Close the pool's connections (idempotent) and drop the working sets; a background
+        filler ends after its batch (the next store to open the database resumes it)."""
+        if self._filler is not None:
+            self._filler.stop(timeout=_FILL_STOP_SECONDS)
         if self._working is not None:
             self._working.close()
         if self._learnings is not None:

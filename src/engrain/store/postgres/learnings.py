@@ -47,10 +47,8 @@ began).
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, suppress
@@ -64,10 +62,9 @@ from engrain.model import Kind, Memory, MemoryType
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import Conn, from_row
+from engrain.store.postgres.loader import Load, Loader, four_times
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
-
-log = logging.getLogger(__name__)
 
 #: Bytes of learnings a store holds across its users (least recently used dropped first).
 LEARNINGS_BYTES = 96 * 2**20
@@ -128,6 +125,12 @@ def learnings_bytes(environ: Mapping[str, str] | None = None) -> int:
         return max(0, int(value)) * 2**20
     except ValueError:
         return LEARNINGS_BYTES
+
+
+def _pause(took: float, _full: bool) -> float:
+    """Seconds before a user's next load, after one that took ``took`` (every load reads
+    all the learnings): four times as long, at least :data:`RELOAD_PAUSE`."""
+    return four_times(took, RELOAD_PAUSE)
 
 
 @dataclass(frozen=True)
@@ -343,14 +346,6 @@ def _columns(
     )
 
 
-@dataclass
-class _Loading:
-    """A user's loads: the thread running one and when the next may start."""
-
-    thread: threading.Thread | None = None
-    not_before: float = 0.0
-
-
 class Learnings:
     """The typed learnings of the large users a store serves, held by revision (module
     docstring). ``connect`` lends a pooled autocommit connection; ``max_bytes`` bounds what
@@ -361,10 +356,12 @@ class Learnings:
     ) -> None:
         self._connect = connect
         self.max_bytes = max_bytes
-        self.background = background
         self._lock = threading.Lock()
         self._held: OrderedDict[str, _Rows] = OrderedDict()
-        self._loads: dict[str, _Loading] = {}
+        self._loader: Loader[str] = Loader(
+            self._lock, self._load, _pause, what="the learnings of a PostgreSQL user",
+            name="engrain-pg-learn", background=background,
+        )  # fmt: skip
         self._closed = False
         #: Searches served here / caught up by a delta / fetched twice / left to SQL.
         self.calls: dict[str, int] = {"served": 0, "caught_up": 0, "fetched_again": 0, "by_sql": 0}
@@ -469,68 +466,45 @@ class Learnings:
 
     def start_load(self, user_id: str) -> None:
         """Start reading the user's learnings unless they are held, a load runs, or the
-        pause after the last one has not passed."""
-        with self._lock:
-            if self._closed or user_id in self._held or self.max_bytes <= 0:
-                return
-            loading = self._loads.setdefault(user_id, _Loading())
-            if loading.thread is not None or time.monotonic() < loading.not_before:
-                return
-            thread = threading.Thread(
-                target=self._load, args=(user_id, loading), daemon=True, name="engrain-pg-learn"
-            )
-            loading.thread = thread
-        if self.background:
-            thread.start()
-        else:
-            self._load(user_id, loading)
+        pause after the last one has not passed (``loader.py``)."""
+        self._loader.start(user_id, lambda: user_id not in self._held and self.max_bytes > 0)
 
-    def _load(self, user_id: str, loading: _Loading) -> None:
-        started = time.monotonic()
-        try:
-            kinds = list(LEARNING_KINDS)
-            with self._connect() as conn:
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                try:
-                    with conn.cursor(binary=True) as cur:
-                        first = cur.execute(REVISION, (user_id,)).fetchone()
-                        counted = cur.execute(COUNT, (user_id, kinds)).fetchone()
-                    vectors = np.empty((int(counted[0]) if counted else 0, INDEXED_DIM), "f4")
-                    found: list[tuple[Any, ...]] = []
-                    with conn.cursor("engrain_learnings", binary=True) as named:
-                        named.execute(LOAD, (user_id, kinds))
-                        while chunk := named.fetchmany(CHUNK_ROWS):
-                            at = len(found)
-                            _stored_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
-                            found.extend(r[:12] for r in chunk)
-                            del chunk
-                finally:
-                    conn.execute("COMMIT")
-            rows = _columns(int(first[0]) if first else 0, found, vectors[: len(found)])
-            del found, vectors
-            heap.release()  # the chunks read and dropped: hand their pages back
-            with self._lock:
-                old = self._held.get(user_id)
-                if self._closed or rows.nbytes > self.max_bytes:
-                    return  # too large to hold: its searches keep the graph
-                if old is None or old.revision < rows.revision:
-                    self._held[user_id] = rows
-                    self._held.move_to_end(user_id)
-                    self._bound()
-        except Exception:  # a failed load leaves the user served by SQL
-            if not self._closed:
-                log.exception("loading the learnings of a PostgreSQL user failed")
-        finally:
-            with self._lock:
-                loading.thread = None
-                took = time.monotonic() - started
-                loading.not_before = time.monotonic() + max(RELOAD_PAUSE, 4.0 * took)
+    def _load(self, user_id: str, _load: Load) -> None:
+        kinds = list(LEARNING_KINDS)
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    first = cur.execute(REVISION, (user_id,)).fetchone()
+                    counted = cur.execute(COUNT, (user_id, kinds)).fetchone()
+                vectors = np.empty((int(counted[0]) if counted else 0, INDEXED_DIM), "f4")
+                found: list[tuple[Any, ...]] = []
+                with conn.cursor("engrain_learnings", binary=True) as named:
+                    named.execute(LOAD, (user_id, kinds))
+                    while chunk := named.fetchmany(CHUNK_ROWS):
+                        at = len(found)
+                        _stored_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
+                        found.extend(r[:12] for r in chunk)
+                        del chunk
+            finally:
+                conn.execute("COMMIT")
+        rows = _columns(int(first[0]) if first else 0, found, vectors[: len(found)])
+        del found, vectors
+        heap.release()  # the chunks read and dropped: hand their pages back
+        with self._lock:
+            old = self._held.get(user_id)
+            if self._closed or rows.nbytes > self.max_bytes:
+                return  # too large to hold: its searches keep the graph
+            if old is None or old.revision < rows.revision:
+                self._held[user_id] = rows
+                self._held.move_to_end(user_id)
+                self._bound()
 
     def wait(self, user_id: str, timeout: float | None = None) -> bool:
         """Wait for a load of the user's learnings that runs (tests, benchmarks); whether
         they are held."""
         with self._lock:
-            loading = self._loads.get(user_id)
+            loading = self._loader.get(user_id)
             thread = None if loading is None else loading.thread
         if thread is not None:
             thread.join(timeout)
@@ -545,4 +519,5 @@ class Learnings:
         """Drop everything held and start no more loads."""
         with self._lock:
             self._closed = True
+            self._loader.close()
             self._held.clear()

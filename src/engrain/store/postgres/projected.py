@@ -50,10 +50,8 @@ published under the lock only if it is newer. Other processes' writes are seen t
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, suppress
@@ -67,10 +65,9 @@ from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from_row
+from engrain.store.postgres.loader import Load, Loader, four_times
 from engrain.store.postgres.schema import INDEXED_DIM
 from engrain.store.postgres.sql import array_literal, filter_sql
-
-log = logging.getLogger(__name__)
 
 #: A bound that holds a 100,000-memory user's projection (~51 MB) with room; the default
 #: bound is 0 (off): see the module docstring.
@@ -215,12 +212,11 @@ def _stored(blobs: list[bytes]) -> np.ndarray[Any, Any]:
     return joined[:, 1:].astype(np.float32)
 
 
-@dataclass
-class _Loading:
-    """A user's loads: the thread running one and when the next may start."""
-
-    thread: threading.Thread | None = None
-    not_before: float = 0.0
+def _pause(took: float, held: bool) -> float:
+    """Seconds before a user's next load, after one that took ``took``: four times as
+    long, at least :data:`RELOAD_PAUSE`, or :data:`REFUSED_PAUSE` after a load that holds
+    nothing (no projection kept enough, too large, or it failed)."""
+    return four_times(took, RELOAD_PAUSE if held else REFUSED_PAUSE)
 
 
 class Projected:
@@ -233,10 +229,12 @@ class Projected:
     ) -> None:
         self._connect = connect
         self.max_bytes = max_bytes
-        self.background = background
         self._lock = threading.Lock()
         self._held: OrderedDict[str, Projection] = OrderedDict()
-        self._loads: dict[str, _Loading] = {}
+        self._loader: Loader[str] = Loader(
+            self._lock, self._load, _pause, what="the projection of a PostgreSQL user",
+            name="engrain-pg-proj", background=background,
+        )  # fmt: skip
         self._closed = False
         #: Searches served here / left to SQL (too many changes, too few rows passing).
         self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
@@ -303,45 +301,24 @@ class Projected:
     def start_load(self, user_id: str, *, again: bool = False) -> None:
         """Start reading the user's projection unless one is held (``again``: a held one
         is replaced when the load ends), a load runs, or the pause after the last one has
-        not passed."""
-        with self._lock:
-            if self._closed or self.max_bytes <= 0 or (user_id in self._held and not again):
-                return
-            loading = self._loads.setdefault(user_id, _Loading())
-            if loading.thread is not None or time.monotonic() < loading.not_before:
-                return
-            thread = threading.Thread(
-                target=self._load, args=(user_id, loading), daemon=True, name="engrain-pg-proj"
-            )
-            loading.thread = thread
-        if self.background:
-            thread.start()
-        else:
-            self._load(user_id, loading)
+        not passed (``loader.py``)."""
+        self._loader.start(
+            user_id, lambda: self.max_bytes > 0 and (again or user_id not in self._held)
+        )
 
-    def _load(self, user_id: str, loading: _Loading) -> None:
-        started = time.monotonic()
-        projection = None
-        try:
-            projection = self._read_projection(user_id)
-            heap.release()  # the chunks read and dropped: hand their pages back
-            with self._lock:
-                old = self._held.get(user_id)
-                if self._closed or projection is None or projection.nbytes > self.max_bytes:
-                    return  # too large to hold: its searches keep the graph
-                if old is None or old.revision < projection.revision:
-                    self._held[user_id] = projection
-                    self._held.move_to_end(user_id)
-                    self._bound()
-        except Exception:  # a failed load leaves the user served by SQL
-            if not self._closed:
-                log.exception("loading the projection of a PostgreSQL user failed")
-        finally:
-            with self._lock:
-                loading.thread = None
-                took = time.monotonic() - started
-                pause = RELOAD_PAUSE if projection is not None else REFUSED_PAUSE
-                loading.not_before = time.monotonic() + max(pause, 4.0 * took)
+    def _load(self, user_id: str, loading: Load) -> None:
+        loading.full = False  # nothing held unless a projection is read: the refused pause
+        projection = self._read_projection(user_id)
+        loading.full = projection is not None
+        heap.release()  # the chunks read and dropped: hand their pages back
+        with self._lock:
+            old = self._held.get(user_id)
+            if self._closed or projection is None or projection.nbytes > self.max_bytes:
+                return  # too large to hold: its searches keep the graph
+            if old is None or old.revision < projection.revision:
+                self._held[user_id] = projection
+                self._held.move_to_end(user_id)
+                self._bound()
 
     def _read_projection(self, user_id: str) -> Projection | None:
         """The user's projection read in one snapshot (``None``: no row to hold, more than
@@ -390,7 +367,7 @@ class Projected:
         """Wait for a load of the user's projection that runs (tests, benchmarks); whether
         one is held."""
         with self._lock:
-            loading = self._loads.get(user_id)
+            loading = self._loader.get(user_id)
             thread = None if loading is None else loading.thread
         if thread is not None:
             thread.join(timeout)
@@ -405,4 +382,5 @@ class Projected:
         """Drop everything held and start no more loads."""
         with self._lock:
             self._closed = True
+            self._loader.close()
             self._held.clear()

@@ -11,7 +11,7 @@ import psycopg.errors
 
 from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
-from engrain.store.postgres import bm25
+from engrain.store.postgres import bm25, fill
 from engrain.store.postgres.codec import Conn
 from engrain.tokens import spaced_count
 
@@ -309,15 +309,14 @@ def _m008_row_changes(db: Conn) -> None:
 
 
 #: Rows migration 009 fills in its own transaction at most; a larger table is filled
-#: afterwards, a batch per transaction, by :func:`fill_content_tokens`. Filling rewrites
+#: afterwards, a batch per transaction, by ``engrain migrate`` or a store's background
+#: filler (``fill.py``). Filling rewrites
 #: every row, and a row whose page has no room for its new version enters every index
 #: again, both HNSW graphs included: 5,000 rows with 384-dimension vectors took 22.8 s at
 #: load ~20 (4.6 ms a row, a third of the updates HOT; docs/scale.md, "Session 16"), so
 #: 10,000 rows hold the migration lock (and the table's writers) for ~45 s, 100,000 for
 #: ~8 minutes: too long for an upgrade to block.
 FILL_IN_MIGRATION_MAX = 10_000
-#: Rows per transaction of :func:`fill_content_tokens`.
-FILL_BATCH = 1_000
 
 
 def _m009_content_tokens(db: Conn) -> None:
@@ -326,7 +325,7 @@ def _m009_content_tokens(db: Conn) -> None:
     # docs/scale.md "Session 16"); rows written from here on carry it
     # (``writes.write_body``); older trees refuse 009. A row without it (NULL) is counted
     # at call time, as before: a small table is filled here, in the migration's
-    # transaction, a large one by ``fill_content_tokens`` afterwards (see
+    # transaction, a large one by a filler afterwards (``fill.py``; see
     # FILL_IN_MIGRATION_MAX).
     db.execute("ALTER TABLE memories ADD COLUMN content_tokens integer")
     (rows,) = db.execute("SELECT count(*) FROM memories").fetchone() or (0,)
@@ -336,8 +335,8 @@ def _m009_content_tokens(db: Conn) -> None:
     else:
         log.warning(
             "migration 009 left the token counts of %d memories to be filled: their lines "
-            "are counted at call time until engrain.store.postgres.schema."
-            "fill_content_tokens(url) fills them (a batch per transaction)",
+            "are counted at call time until a store's background filler or "
+            "`engrain migrate` fills them (a batch per transaction)",
             rows,
         )
 
@@ -360,23 +359,6 @@ def _fill_batch(db: Conn, size: int) -> int:
              [spaced_count(r[2]) for r in found]),
         )  # fmt: skip
     return len(found)
-
-
-def fill_content_tokens(url: str, batch: int = FILL_BATCH) -> int:
-    """Fill the ``content_tokens`` migration 009 left to fill (a table larger than
-    :data:`FILL_IN_MIGRATION_MAX`), ``batch`` rows per transaction, so writers wait for
-    one batch at most; the rows filled. Safe beside running engines: a row is only written
-    while it still holds the content it was counted from and no count (READ COMMITTED
-    re-checks both on the row's latest version), and a row's count is a function of its
-    content, so a working set that still holds NULL for it counts its line, as before."""
-    filled = 0
-    with psycopg.connect(url, autocommit=True) as db:
-        while True:
-            with db.transaction():
-                found = _fill_batch(db, batch)
-            filled += found
-            if found < batch:
-                return filled
 
 
 #: Named, ordered migrations. Append only; never edit one that has shipped.
@@ -420,4 +402,34 @@ def migrate(url: str, where: str) -> list[str]:
             except psycopg.Error as exc:
                 raise MigrationError(f"migration {name} failed: {exc}") from exc
             applied.append(name)
+        try:
+            _mark_small_table_counted(db)
+        except psycopg.Error as exc:
+            raise MigrationError(f"cannot check the token counts of {where}: {exc}") from exc
     return applied
+
+
+def _mark_small_table_counted(db: Conn) -> None:
+    """Under the migrator's lock: a table of at most :data:`FILL_IN_MIGRATION_MAX` rows
+    whose counts are not yet recorded as complete (``fill.pending``: one catalog row) gets
+    any missing count and ``fill.CONSTRAINT`` in one transaction, so only a large table
+    leaves work to a filler. (A table 009 filled holds every count: it just gets the
+    constraint, at the first open of this tree.)"""
+    if not fill.pending(db):
+        return
+    (rows,) = db.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memories LIMIT %s) AS s",
+        (FILL_IN_MIGRATION_MAX + 1,),
+    ).fetchone() or (0,)
+    if rows > FILL_IN_MIGRATION_MAX:
+        return
+    try:
+        with db.transaction():
+            # a transaction of another process holding the table: left to the filler
+            # rather than this open waiting behind it (the constraint's lock is exclusive)
+            db.execute(f"SET LOCAL lock_timeout = '{fill.LOCK_TIMEOUT}'")
+            while _fill_batch(db, 4_096):
+                pass
+            fill.mark_counted(db)
+    except psycopg.errors.LockNotAvailable:
+        log.info("the token counts' constraint waits for the table: left to the filler")

@@ -59,7 +59,6 @@ added since are appended).
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -76,9 +75,8 @@ from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
 from engrain.store.cache import UserCache
 from engrain.store.columns import Table
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
+from engrain.store.postgres.loader import Load, Loader, four_times
 from engrain.store.postgres.table import read_table, row_vectors
-
-log = logging.getLogger(__name__)
 
 #: Users with at least this many memories are served from a working set in process.
 WORKING_SET_MIN = 20_000
@@ -161,16 +159,6 @@ class _Held:
     cache: UserCache
 
 
-@dataclass
-class _Loading:
-    """A user's loads: the thread running one, when the next may start, and when the next
-    full one may (a delta may follow a full load at once)."""
-
-    thread: threading.Thread | None = None
-    not_before: float = 0.0
-    full_not_before: float = 0.0
-
-
 class WorkingSets:
     """The working sets of the large users this process serves (module docstring).
 
@@ -192,11 +180,13 @@ class WorkingSets:
         self.min_rows = min_rows
         self.learned = learned
         self.kept = max(1, kept)
-        self.background = background
         self._lock = threading.Lock()
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._sizes: dict[str, tuple[int, float]] = {}
-        self._loads: dict[str, _Loading] = {}
+        self._loader: Loader[str] = Loader(
+            self._lock, self._load, _pause, what="the working set of a PostgreSQL user",
+            name="engrain-pg-ws", background=background, light_loads=True,
+        )  # fmt: skip
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         #: held by the one full load running in this process
         self._full_load = threading.Lock()
@@ -277,75 +267,50 @@ class WorkingSets:
 
     def _start_load(self, user_id: str) -> None:
         """Start reading the user's working set unless a load runs or the pause after the
-        last one has not passed."""
-        with self._lock:
-            if self._closed:
-                return
-            loading = self._loads.setdefault(user_id, _Loading())
-            if loading.thread is not None or time.monotonic() < loading.not_before:
-                return
-            thread = threading.Thread(
-                target=self._load, args=(user_id, loading), daemon=True, name="engrain-pg-ws"
-            )
-            loading.thread = thread
-        if self.background:
-            thread.start()
-        else:
-            self._load(user_id, loading)
+        last one has not passed (``loader.py``)."""
+        self._loader.start(user_id)
 
-    def _load(self, user_id: str, loading: _Loading) -> None:
+    def _load(self, user_id: str, loading: Load) -> None:
         """Read the user's rows, revision and clock in one snapshot, build the working set
         (columns, BM25, the approximate index: the user's slot is kept between loads, so a
         reload patches its graph rather than building it again) and publish it unless a
-        newer one is held."""
-        started, full = time.monotonic(), True
+        newer one is held. A delta (below a share of the rows) or no load at all is a light
+        load (``loading.full`` False): the next may start at once."""
+        with self._lock:
+            stale = self._held.get(user_id)
+        # more rows changed than a call applies, fewer than a full load reads
+        share = 0 if stale is None else int(REFRESH_SHARE * max(1, len(stale.cache)))
+        if stale is not None and self._catch_up(user_id, stale, share):
+            loading.full = False
+            return
+        if time.monotonic() < loading.full_not_before:
+            loading.full = False  # too soon for another full load: SQL serves the user meanwhile
+            return
+        if not self._full_load.acquire(blocking=False):
+            loading.full = False  # another user's full load runs: this one tries on a later call
+            return
         try:
-            with self._lock:
-                stale = self._held.get(user_id)
-            # more rows changed than a call applies, fewer than a full load reads
-            share = 0 if stale is None else int(REFRESH_SHARE * max(1, len(stale.cache)))
-            if stale is not None and self._catch_up(user_id, stale, share):
-                full = False
-                return
-            if time.monotonic() < loading.full_not_before:
-                full = False  # too soon for another full load: SQL serves the user meanwhile
-                return
-            if not self._full_load.acquire(blocking=False):
-                full = False  # another user's full load runs: this one tries on a later call
-                return
-            try:
-                revision, clock, table, memories = self._read_all(user_id)
-                if self._closed:
-                    return  # the store closed meanwhile: build nothing
-                cache = UserCache(
-                    memories, table=table, ann=self._slot(user_id),
-                    row_vectors=None if table is None else row_vectors(self._connect, user_id),
-                )  # fmt: skip
-                del table, memories
-                cache.count()  # builds the columns
-                cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
-                cache.wait_for_index()  # builds, or patches, the graph
-                heap.release()  # the rows read and dropped: hand their pages back
-            finally:
-                self._full_load.release()
-            with self._lock:
-                old = self._held.get(user_id)
-                if not self._closed and (old is None or old.revision <= revision):
-                    self._held[user_id] = _Held(revision, clock, cache)
-                    self._held.move_to_end(user_id)
-                    while len(self._held) > self.kept:
-                        self._held.popitem(last=False)
-        except Exception:  # a failed load leaves the user served by SQL
-            if not self._closed:  # else the store closed under it: nothing to report
-                log.exception("loading the working set of a PostgreSQL user failed")
+            revision, clock, table, memories = self._read_all(user_id)
+            if self._closed:
+                return  # the store closed meanwhile: build nothing
+            cache = UserCache(
+                memories, table=table, ann=self._slot(user_id),
+                row_vectors=None if table is None else row_vectors(self._connect, user_id),
+            )  # fmt: skip
+            del table, memories
+            cache.count()  # builds the columns
+            cache.lexical_search("engrain", 1)  # builds the BM25 index off the request path
+            cache.wait_for_index()  # builds, or patches, the graph
+            heap.release()  # the rows read and dropped: hand their pages back
         finally:
-            with self._lock:
-                loading.thread = None
-                took, now = time.monotonic() - started, time.monotonic()
-                if full:  # deltas may start at once; the next full load waits
-                    loading.full_not_before = now + _pause(took)
-                else:
-                    loading.not_before = now + _pause(took, full=False)
+            self._full_load.release()
+        with self._lock:
+            old = self._held.get(user_id)
+            if not self._closed and (old is None or old.revision <= revision):
+                self._held[user_id] = _Held(revision, clock, cache)
+                self._held.move_to_end(user_id)
+                while len(self._held) > self.kept:
+                    self._held.popitem(last=False)
 
     def _slot(self, user_id: str) -> IndexSlot:
         """The user's approximate index in this process (every working set is large), with
@@ -428,7 +393,7 @@ class WorkingSets:
             if self.current(user_id) is not None:
                 return True
             with self._lock:
-                loading = self._loads.get(user_id)
+                loading = self._loader.get(user_id)
                 thread = None if loading is None else loading.thread
                 due = 0.0 if loading is None else loading.not_before
                 if loading is not None and user_id not in self._held:  # only a full load
@@ -477,6 +442,7 @@ class WorkingSets:
         thread) publishes nothing and ends at its next read of the closed pool."""
         with self._lock:
             self._closed = True
+            self._loader.close()
             self._held.clear()
             for slot in self._slots.values():
                 slot.close()
@@ -486,7 +452,7 @@ def _pause(took: float, full: bool = True) -> float:
     """Seconds before a user's next load may start, after one that took ``took``: four
     times as long (loads take at most a fifth of a core), and after a full load at least
     :data:`RELOAD_PAUSE`."""
-    return max(RELOAD_PAUSE if full else 0.0, 4.0 * took)
+    return four_times(took, RELOAD_PAUSE if full else 0.0)
 
 
 def _apply_counts(cache: UserCache, counts: Sequence[tuple[str, int, datetime | None]]) -> None:

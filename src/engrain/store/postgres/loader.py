@@ -1,0 +1,133 @@
+"""Background loads of what a PostgreSQL store holds in process per user: one load per key
+at a time, paced, failures logged (issue 18, session 17).
+
+The learnings searched in process (``learnings.py``) and the working sets (``working.py``)
+both read a user's rows off the request path: a call that finds nothing held (or held
+too far behind) is served by SQL and starts a load; the next calls are served from what
+the load publishes. :class:`Loader` is what they share:
+
+* **One load per key.** A load of a key starts only while none of that key runs (the
+  owner's lock guards the record of each key's loads, :class:`Load`); loads of other keys
+  run beside it, each in its own daemon thread (or in the calling thread: ``background``
+  False, for tests).
+* **Paced.** After a load that took ``took`` seconds, the next of that key starts no sooner
+  than the owner's ``pause(took, full)`` later (:func:`four_times`: four times as long, so
+  a key's loads take at most a fifth of a core, and at least a floor for a full load): a
+  user another process writes to all the time is served by SQL, not reloaded without end.
+  A loader with light loads (a delta instead of a full read, ``light_loads``) paces the
+  two apart: its job marks a load light (``load.full = False``), a light load may start at
+  once after a full one, and the job itself checks ``load.full_not_before`` before it
+  reads everything again.
+* **Failures** are logged, never raised into a call, and leave the key to SQL until the
+  next load is due; after :meth:`Loader.close` a failure is not reported (the pool closed
+  under the load) and no load starts.
+
+Threads and processes: the owner's lock is held only to check and update a key's record,
+never during a load, so a call that starts a load waits for nothing. A load publishes what
+it read under the owner's lock only if it is newer than what is held (the owner's rule),
+so two loads of one user in two processes, or one load that a newer delta overtook,
+never replace newer rows by older ones; each process paces its own loads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass
+class Load:
+    """A key's loads: the thread running one, when the next may start, when the next full
+    one may (loaders with light loads), and whether the one running reads everything."""
+
+    thread: threading.Thread | None = None
+    not_before: float = 0.0
+    full_not_before: float = 0.0
+    full: bool = True
+
+
+def four_times(took: float, floor: float) -> float:
+    """Seconds before a key's next load may start after one that took ``took``: four times
+    as long (its loads then take at most a fifth of a core), and at least ``floor``."""
+    return max(floor, 4.0 * took)
+
+
+class Loader(Generic[K]):
+    """Starts ``job(key, load)`` in a thread, one per key at a time, paced by ``pause(took,
+    full)`` (module docstring). ``lock`` is the owner's (the records are read and changed
+    under it); ``what`` names what a load reads in the log of a failure; ``name`` is the
+    threads'."""
+
+    def __init__(
+        self,
+        lock: threading.Lock,
+        job: Callable[[K, Load], None],
+        pause: Callable[[float, bool], float],
+        *,
+        what: str,
+        name: str,
+        background: bool = True,
+        light_loads: bool = False,
+    ) -> None:
+        self._lock = lock
+        self._job = job
+        self._pause = pause
+        self._what = what
+        self._name = name
+        self.background = background
+        self._light_loads = light_loads
+        self._loads: dict[K, Load] = {}
+        self._closed = False
+
+    def start(self, key: K, wanted: Callable[[], bool] | None = None) -> None:
+        """Start a load of ``key`` unless the loader is closed, ``wanted()`` (asked under
+        the owner's lock) is false, a load of ``key`` runs, or its pause has not passed."""
+        with self._lock:
+            if self._closed or (wanted is not None and not wanted()):
+                return
+            load = self._loads.setdefault(key, Load())
+            if load.thread is not None or time.monotonic() < load.not_before:
+                return
+            thread = threading.Thread(
+                target=self._run, args=(key, load), daemon=True, name=self._name
+            )
+            load.thread, load.full = thread, True
+        if self.background:
+            thread.start()
+        else:
+            self._run(key, load)
+
+    def _run(self, key: K, load: Load) -> None:
+        started = time.monotonic()
+        try:
+            self._job(key, load)
+        except Exception:  # a failed load leaves the key served by SQL
+            if not self._closed:  # else the store closed under it: nothing to report
+                log.exception("loading %s failed", self._what)
+        finally:
+            with self._lock:
+                load.thread = None
+                now = time.monotonic()
+                pause = self._pause(now - started, load.full)
+                if load.full and self._light_loads:  # light loads may start at once
+                    load.full_not_before = now + pause
+                else:
+                    load.not_before = now + pause
+
+    def get(self, key: K) -> Load | None:
+        """The record of ``key``'s loads, if one ever started (read under the owner's
+        lock)."""
+        return self._loads.get(key)
+
+    def close(self) -> None:
+        """Start no more loads; a load running ends as its job decides (call under the
+        owner's lock)."""
+        self._closed = True

@@ -1,0 +1,76 @@
+"""``bench/tail_stages.py``: a stage is charged its own time, not its callees'; runs are
+compared per query, the slowest tenth taken by the first tree's medians, and blocks that
+differ are counted. A fake clock, no timing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import tail_stages  # noqa: E402
+
+
+class Clock:
+    """``time.thread_time`` that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stage_is_charged_its_own_time_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(tail_stages.time, "thread_time", clock)
+    spans = tail_stages.Spans()
+    spans.thread = tail_stages.threading_ident()
+
+    def inner() -> None:
+        clock.now += 0.003
+
+    wrapped_inner = spans.wrap(inner, "inner")
+
+    def outer() -> None:
+        clock.now += 0.001
+        wrapped_inner()
+        clock.now += 0.002
+        wrapped_inner()
+
+    spans.wrap(outer, "outer")()
+    assert spans.spent["inner"] == pytest.approx(0.006)
+    assert spans.spent["outer"] == pytest.approx(0.003)
+
+
+def _run(path: Path, calls: list[tuple[str, float, str]]) -> Path:
+    rows: list[dict[str, Any]] = [
+        {"query": q, "thread_cpu_ms": cpu, "gc_ms": 0.0, "stages_ms": {"scoring": cpu / 2},
+         "block": block}
+        for q, cpu, block in calls
+    ]  # fmt: skip
+    path.write_text(json.dumps({"calls": rows}), encoding="utf-8")
+    return path
+
+
+def test_runs_are_paired_per_query_and_blocks_compared(tmp_path: Path) -> None:
+    queries = [f"q{i}" for i in range(20)]
+    base = [(q, 10.0 + i, f"b{i}") for i, q in enumerate(queries)]  # q19, q18 slowest
+    # the new tree is fastest where the base is slowest, and one block differs
+    new = [(q, 40.0 - i, f"b{i}" if q != "q3" else "other") for i, q in enumerate(queries)]
+    report = tail_stages.paired({
+        "base": [_run(tmp_path / "b1.json", base), _run(tmp_path / "b2.json", base)],
+        "new": [_run(tmp_path / "n1.json", new)],
+    })  # fmt: skip
+    # the slowest tenth is the base's two slowest queries, q19 and q18, in both trees
+    assert report["base"]["slowest_tenth"]["thread_cpu_ms"] == pytest.approx(28.5)
+    assert report["new"]["slowest_tenth"]["thread_cpu_ms"] == pytest.approx(21.5)
+    assert report["new"]["slowest_tenth"]["scoring"] == pytest.approx(10.75)
+    assert report["blocks_differing"] == {"base": 0, "new": 1}
+    assert report["blocks_compared"] == {"base": 20, "new": 20}
