@@ -29,6 +29,10 @@ for the approximate index, runs ``--queries`` more calls, and reports
   (file:line, MB, blocks). Off by default: tracemalloc's own bookkeeping (a trace per
   live block) is resident too, ~65 MB at 100,000 memories, and would count as the store's;
 - ``matrix_mb``: the bytes of the working set's float32 matrix, if it keeps one;
+- with ``--refresh-seconds``: the image of a user whose rows the calls patched (a
+  memory's tenth use promotes it) is saved again from the working set that often, on a
+  saving thread, while the calls run (the store's default is every 60 s: a run shorter
+  than that saves it only at close, after the RSS is read);
 - ``cpu_ms_per_call`` / ``wall_ms_per_call``: CPU (every thread's, query embedding
   included) and wall time per ``context()`` call after the index is ready;
 - ``recall_at_50``: the share of exact search's top 50 that the store's search returns
@@ -65,6 +69,10 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     from engrain import Engine, Settings
     from engrain.embed.minilm import MiniLMEmbedder
 
+    if spec.get("refresh_seconds") is not None:  # how often a patched image is saved again
+        import engrain.store.sqlite as sqlite_store
+
+        sqlite_store.IMAGE_REFRESH_SECONDS = float(spec["refresh_seconds"])
     embedder = MiniLMEmbedder()
     embedder.embed(["warm the model up"])
     rss_model = rss_mb()
@@ -221,6 +229,7 @@ def _run(
     seed: int,
     traced: bool,
     extra_env: dict[str, str],
+    refresh_seconds: float | None = None,
 ) -> dict[str, Any]:
     """:func:`serve` in a fresh interpreter on a copy of ``db`` (importing engrain from
     ``src`` if given, with ``extra_env`` added to its environment)."""
@@ -231,7 +240,8 @@ def _run(
     if src is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(":")
     env.update(extra_env)
-    spec = {"db": str(copy), "queries": queries, "seed": seed, "recall": True, "traced": traced}
+    spec = {"db": str(copy), "queries": queries, "seed": seed, "recall": True, "traced": traced,
+            "refresh_seconds": refresh_seconds}  # fmt: skip
     done = subprocess.run(
         [sys.executable, __file__, "--serve", json.dumps(spec)],
         capture_output=True, text=True, check=False, env=env,
@@ -284,6 +294,13 @@ def main() -> int:
         help="an environment variable for the new tree's processes only (repeatable), "
         "e.g. MALLOC_ARENA_MAX=2 against the baseline without it",
     )
+    parser.add_argument(
+        "--refresh-seconds",
+        type=float,
+        help="seconds between two saves of a patched image in the measured processes "
+        "(the store's IMAGE_REFRESH_SECONDS, 60 by default: a run of calls shorter than "
+        "that never refreshes the image, as a serving process does every minute)",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -300,8 +317,9 @@ def main() -> int:
                     continue
                 extra = new_env if name == "new" else {}
                 result = _run(
-                    args.db, Path(tmp), name, src, args.queries, args.seed, args.traced, extra
-                )
+                    args.db, Path(tmp), name, src, args.queries, args.seed, args.traced, extra,
+                    args.refresh_seconds,
+                )  # fmt: skip
                 if round_ >= args.warmup_rounds:
                     trees[name].append(result)
                 print(f"round {round_ + 1} {name}: {json.dumps(result)}", file=sys.stderr)
@@ -312,6 +330,7 @@ def main() -> int:
         "warmup_rounds": args.warmup_rounds,
         "traced": args.traced,
         "new_env": new_env,
+        "refresh_seconds": args.refresh_seconds,
         **{name: _median(runs) for name, runs in trees.items() if runs},
         "machine": common.machine_info(),
     }

@@ -85,7 +85,12 @@ class RowTexts:
     def all(self) -> list[str]:
         """Every text, in order (one read of every row: a BM25 index rebuilt, an image
         saved again)."""
-        return [text or "" for text in self._read(range(self._count))]
+        return self.read(range(self._count))
+
+    def read(self, rows: Sequence[int]) -> list[str]:
+        """The texts of ``rows``, read from the store (none kept: a refreshed image's
+        digest reads every row a chunk at a time, ``store/image_refresh.py``)."""
+        return [text or "" for text in self._read(rows)]
 
 
 def without_texts(
@@ -107,14 +112,6 @@ def without_texts(
     for name in _ARRAYS:
         fields[name] = np.array(getattr(columns, name), copy=True)
     return replace(columns, **fields)
-
-
-def materialized(columns: Columns) -> Columns:
-    """``columns`` with every text in memory (what :func:`~engrain.store.columns.dump`
-    needs)."""
-    if isinstance(columns.content, Strings):
-        return columns
-    return replace(columns, content=Strings.of(columns.content.all()))
 
 
 def _copied(strings: Strings) -> Strings:
