@@ -7,7 +7,8 @@ columns.Columns` table (what the store loaded: decoded on demand) or a ``Memory`
 counts are :class:`Counts`: two arrays for every row and the rows counted since they were
 copied, so counting a use copies neither a mapping of every memory nor (below
 :data:`COUNTED_MAX` rows counted) the arrays. Built memories are kept (:class:`Decoded`,
-at most :data:`DECODED_MAX`), so a memory asked for twice is one object until its row changes.
+at most :data:`DECODED_MAX`, the older half dropped when full), so a memory asked for twice
+is one object until its row changes or it is dropped.
 
 Like the rest of a snapshot, a :class:`Rows` is never changed once published: the methods
 that change something return a new one. The :class:`Decoded` cache is the one part shared
@@ -22,7 +23,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from itertools import islice
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,13 +36,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 Int64Array = npt.NDArray[np.int64]
+_V = TypeVar("_V")
 
-#: Built memories kept per working set (~3 KB each, half of it the vector); when full the
-#: cache starts over. 10,000 keeps a user of up to 10,000 memories entirely built: 2,000
-#: (tried for memory, -18 MB at 100,000) made context() at 10,000 memories 1.2x slower
-#: side by side on a quiet machine (p95 16.6 -> 21.0 ms: the cache restarted every few
-#: calls and ~250 rows a call were built again).
-DECODED_MAX = 10_000
+#: Built memories and rows found kept per working set (~2.3 KB each, most of it the
+#: vector); when full the older half (by when each was kept) is dropped. 4,000 (session 17,
+#: issue 18): a user of 100,000 memories kept ~6,500 under 10,000 started over when full
+#: (14.7 MB, docs/scale.md); the newer half of 4,000 holds 2,000-4,000 and keeps what the
+#: last calls found. Starting over at 2,000 instead made context() at 10,000 memories 1.2x
+#: slower (p95 16.6 -> 21.0 ms: ~250 rows a call built again after each restart).
+DECODED_MAX = 4_000
 
 #: Rows counted since a working set's access arrays were last copied, above which the next
 #: count copies them with every count applied. Copying the two arrays on every ``context()``
@@ -161,12 +165,11 @@ class Decoded:
     def keep_many(self, memories: Sequence[Memory]) -> list[Memory]:
         """:meth:`keep` of each of ``memories``, under one hold of the lock."""
         with self._lock:
-            entries, found = self._entries, self._found
             out = []
             for memory in memories:
-                self._make_room()
-                found.pop(memory.id, None)
-                out.append(entries.setdefault(memory.id, memory))
+                self._make_room()  # may replace both tables: read them after it
+                self._found.pop(memory.id, None)
+                out.append(self._entries.setdefault(memory.id, memory))
             return out
 
     def keep_found(self, found: Sequence[MemoryFields]) -> None:
@@ -178,10 +181,14 @@ class Decoded:
                 kept.setdefault(fields.id, fields)
 
     def _make_room(self, more: int = 1) -> None:
-        """Start over when ``more`` would not fit (the lock held)."""
+        """When ``more`` would not fit, drop the older half of what is kept, or all of it if
+        that is not room enough (the lock held). The tables are replaced, not changed: a
+        reader holding one (``get`` takes no lock) reads it as it was."""
+        if len(self._entries) + len(self._found) + more <= DECODED_MAX:
+            return
+        self._entries, self._found = _newer_half(self._entries), _newer_half(self._found)
         if len(self._entries) + len(self._found) + more > DECODED_MAX:
-            self._entries.clear()
-            self._found.clear()
+            self._entries, self._found = {}, {}
 
     def carried(self, drop: Iterable[str] = (), put: Mapping[str, Memory] | None = None) -> Decoded:
         """A copy for the next snapshot: ``drop`` left out, ``put`` set (its rows found
@@ -199,6 +206,12 @@ class Decoded:
             for memory_id in put:
                 found.pop(memory_id, None)
         return Decoded(entries, found)
+
+
+def _newer_half(kept: dict[str, _V]) -> dict[str, _V]:
+    """The later-inserted half of ``kept`` in a new table (a compact one: ``carried``'s
+    ``dict.copy()`` clones a table without holes as one block)."""
+    return dict(islice(kept.items(), len(kept) // 2, None))
 
 
 @dataclass(frozen=True, eq=False)
