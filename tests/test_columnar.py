@@ -294,7 +294,7 @@ def test_built_memories_are_kept_until_their_row_changes(
     kept = store.working_set(USER)[memories[1].id]
     store.record_access(USER, [memories[0].id], NOW)
     assert store.working_set(USER)[memories[1].id] is kept  # untouched rows keep theirs
-    monkeypatch.setattr(rows, "DECODED_MAX", 2)  # a full cache starts over: same values
+    monkeypatch.setattr(rows, "DECODED_MAX", 2)  # a full cache drops half: same values
     _same(dict(store.working_set(USER)), _as_rows_hold(store))
 
 
