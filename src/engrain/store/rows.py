@@ -39,12 +39,14 @@ Int64Array = npt.NDArray[np.int64]
 _V = TypeVar("_V")
 
 #: Built memories and rows found kept per working set (~2.3 KB each, most of it the
-#: vector); when full the older half (by when each was kept) is dropped. 4,000 (session 17,
-#: issue 18): a user of 100,000 memories kept ~6,500 under 10,000 started over when full
-#: (14.7 MB, docs/scale.md); the newer half of 4,000 holds 2,000-4,000 and keeps what the
-#: last calls found. Starting over at 2,000 instead made context() at 10,000 memories 1.2x
-#: slower (p95 16.6 -> 21.0 ms: ~250 rows a call built again after each restart).
-DECODED_MAX = 4_000
+#: vector); when full the older half (by when each was kept) is dropped, so what the last
+#: calls found stays. 6,000 (session 17, issue 18; docs/scale.md): 10,000 started over when
+#: full held ~6,500 at 100,000 memories after bench/latency.py's calls (14.7 MB), and the
+#: process 306 MB; 6,000 halved holds 3,000-6,000: 294 MB, the calling thread's CPU a call
+#: not changed (p50 / p95 -0.5 / -2.8 ms, the load's), at 10,000 memories +0.21 / +0.28 ms.
+#: 4,000: 288 MB but +0.6 ms p50 at 10,000. Starting over at 2,000 made context() at 10,000
+#: memories 1.2x slower (p95 16.6 -> 21.0 ms: ~250 rows a call built again each restart).
+DECODED_MAX = 6_000
 
 #: Rows counted since a working set's access arrays were last copied, above which the next
 #: count copies them with every count applied. Copying the two arrays on every ``context()``
