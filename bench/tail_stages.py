@@ -213,15 +213,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         indexed = bool(wait(USER)) if wait is not None else False
         for query in warmup[1:]:
             engine.context(query, USER, now=common.NOW)
+        if args.freeze:  # what ``engrain serve`` does once it has started (server/collector.py)
+            gc.collect()
+            gc.freeze()
         spans = Spans()
         spans.thread = threading_ident()
         gc_spent = [0.0, 0.0]
+        full: list[float] = []  # each full collection's CPU in the timed calls, ms
 
         def collected(phase: str, info: dict[str, Any]) -> None:
             if phase == "start":
                 gc_spent[1] = time.thread_time()
             else:
-                gc_spent[0] += time.thread_time() - gc_spent[1]
+                spent = time.thread_time() - gc_spent[1]
+                gc_spent[0] += spent
+                if info["generation"] == 2:
+                    full.append(spent * 1000.0)
 
         undo = install(engine, spans)
         gc.callbacks.append(collected)
@@ -252,8 +259,38 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     delattr(owner, attr)
                 else:
                     setattr(owner, attr, original)
+        held = census(full)
     copy.unlink()
-    return summary(calls, args, indexed, [load, os.getloadavg()[0]])
+    return {**summary(calls, args, indexed, [load, os.getloadavg()[0]]), "collector": held}
+
+
+def census(full: list[float]) -> dict[str, Any]:
+    """What the collector walks after the timed calls, the engine still open: the objects it
+    tracks (after one full collection, which also stops tracking tuples and dicts of atomic
+    values), by type, and the CPU of five more full collections over them (their median),
+    beside the full collections that landed in the timed calls."""
+    gc.collect()
+    objects = gc.get_objects()
+    kinds = _tally(type(o).__qualname__ for o in objects)
+    modules = _tally(type(o).__module__ for o in objects)
+    sizes = sorted(((len(gc.get_referents(o)), o) for o in objects), key=lambda so: -so[0])
+    walked = sum(n for n, _ in sizes)
+    largest = [f"{n} {type(o).__qualname__} {_hint(o)}" for n, o in sizes[:15]]
+    del objects, sizes
+    spent = []
+    for _ in range(5):
+        begun = time.thread_time()
+        gc.collect()
+        spent.append((time.thread_time() - begun) * 1000.0)
+    return {
+        "tracked": sum(kinds.values()),
+        "references": walked,  # what a full collection's passes follow
+        "largest": largest,
+        "by_type": dict(sorted(kinds.items(), key=lambda kv: -kv[1])[:40]),
+        "by_module": dict(sorted(modules.items(), key=lambda kv: -kv[1])[:25]),
+        "full_collection_cpu_ms": round(float(np.median(spent)), 3),
+        "full_collections_in_calls_ms": [round(v, 3) for v in full],
+    }
 
 
 def summary(
@@ -287,17 +324,24 @@ def summary(
         "db": str(args.db),
         "queries": len(calls),
         "unseen": args.unseen,
+        "freeze": args.freeze,
         "indexed": indexed,
         "load_1m": load,
         "thread_cpu_ms": {
             "p50": round(float(np.percentile(cpu, 50)), 3),
             "p95": round(float(np.percentile(cpu, 95)), 3),
+            "p99": round(float(np.percentile(cpu, 99)), 3),
             "mean": round(float(np.mean(cpu)), 3),
         },
         **report,
         "calls": calls,
         "engrain": str(Path(engrain.__file__).resolve().parent),
     }
+
+
+def _hint(held: object) -> str:
+    """Who holds a large container: its referrers' types (a report's clue, not exact)."""
+    return ",".join(sorted({type(r).__qualname__ for r in gc.get_referrers(held)})[:4])
 
 
 def _block(result: Any) -> str:
@@ -359,6 +403,7 @@ def paired(trees: dict[str, list[Path]]) -> dict[str, Any]:
             "thread_cpu_ms": {
                 "p50": round(float(np.percentile(cpu, 50)), 3),
                 "p95": round(float(np.percentile(cpu, 95)), 3),
+                "p99": round(float(np.percentile(cpu, 99)), 3),
                 "mean": round(float(np.mean(cpu)), 3),
             },
             **{
@@ -381,6 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--unseen", action="store_true", help="questions after the timed ones")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--freeze", action="store_true",
+        help="move what the warm-up left alive out of the collector's passes (gc.freeze)",
+    )  # fmt: skip
     parser.add_argument(
         "--pair", action="append", metavar="LABEL=RUN.json,…",
         help="compare earlier runs per query instead of measuring (repeatable; first: base)",
@@ -410,6 +459,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--db and --workdir are needed to measure")
     report = measure(args)
     print(f"thread CPU p50 / p95 / mean {report['thread_cpu_ms']}")
+    held = report["collector"]
+    print(f"tracked after the calls {held['tracked']}, a full collection "
+          f"{held['full_collection_cpu_ms']} ms CPU; "
+          f"in the calls {held['full_collections_in_calls_ms']}")  # fmt: skip
+    print(f"references followed {held['references']}; largest {held['largest']}")
+    print(f"tracked by type {held['by_type']}")
+    print(f"tracked by module {held['by_module']}")
     names = report["slowest_tenth"]["stages_ms"]
     rows = sorted(names, key=lambda n: -report["slowest_tenth"]["stages_ms"][n])
     print(f"{'stage (exclusive, ms a call)':>34}  slowest 10%   rest")

@@ -15,7 +15,6 @@ Prints a JSON summary; exits 0 only when no session got two summaries and nothin
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import shutil
 import sqlite3
@@ -25,6 +24,9 @@ import threading
 import warnings
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from attack_report import finish
 
 from engrain import Engine
 from engrain.config import Settings
@@ -121,11 +123,7 @@ def main() -> None:
                "failed_calls": failed[:10], "originals_lost": lost, "integrity_failures": bad,
                "per_trial": trials}  # fmt: skip
     summary["ok"] = not (doubled or failed or lost or bad)
-    text = json.dumps(summary, indent=2, ensure_ascii=False)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    sys.exit(0 if summary["ok"] else 1)
+    finish(summary, args.json)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).parent))
+from attack_report import finish
+
 from engrain import Engine
 from engrain.config import Settings
 from engrain.errors import EngrainError
@@ -158,11 +161,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args()
     summary = attack(args.seconds, args.seed)
-    text = json.dumps(summary, indent=2, ensure_ascii=False)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    sys.exit(0 if summary["ok"] else 1)
+    finish(summary, args.json)
 
 
 if __name__ == "__main__":

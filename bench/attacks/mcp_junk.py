@@ -28,6 +28,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).parent))
+from attack_report import finish
 from http_junk import LiveServer
 
 from engrain import Engine
@@ -179,11 +180,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args()
     summary = attack()
-    text = json.dumps(summary, indent=2, ensure_ascii=False)
-    print(text)
-    if args.json:
-        args.json.write_text(text + "\n", encoding="utf-8")
-    sys.exit(0 if summary["ok"] else 1)
+    finish(summary, args.json)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,8 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
         import uvicorn
 
         from engrain.server.app import serve_app
+        from engrain.server.collector import settle
+        from engrain.server.lifespan import on_start
         from engrain.server.proxy import ProxyConfig
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in (
@@ -98,6 +100,8 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
         config = ProxyConfig.from_settings(engine.settings.model_validate(
             {**engine.settings.model_dump(), **proxy}))  # fmt: skip
         app = serve_app(engine, proxy=config)
+        # the process's long-lived objects out of the collector's passes once it has started
+        on_start(app, settle)
         uvicorn.run(app, host=host, port=port, log_config=logging, access_log=False)
         return
     # each worker process builds its own engine from the environment (factory mode)

@@ -17,7 +17,8 @@ from engrain.config import load_settings
 from engrain.engine import Engine
 from engrain.keys import KeyRing
 from engrain.server import errors
-from engrain.server.lifespan import on_close
+from engrain.server.collector import settle
+from engrain.server.lifespan import on_close, on_start
 from engrain.server.metrics import Metrics
 from engrain.server.middleware import ServiceMiddleware
 from engrain.server.proxy import ProxyConfig
@@ -122,10 +123,12 @@ def from_environment() -> FastAPI:
     """The app of one worker process of ``engrain serve --workers N`` (uvicorn's factory
     mode): its own :class:`Engine` from the settings (``ENGRAIN_URL``,
     ``ENGRAIN_DATA_DIR``, the config file, ``ENGRAIN_PROXY_*`` for the proxy), closed when
-    the worker shuts down."""
+    the worker shuts down; the worker's long-lived objects kept out of the garbage
+    collector's passes once it has started (``server/collector.py``)."""
     engine = Engine(settings=load_settings({}))
     app = serve_app(engine, proxy=ProxyConfig.from_settings(engine.settings))
     on_close(app, engine.close)
+    on_start(app, settle)
     return app
 
 

@@ -1,4 +1,5 @@
-"""Closing what an app owns when it shuts down, through its lifespan."""
+"""Running something when an app starts and closing what it owns when it shuts down,
+through its lifespan."""
 
 from __future__ import annotations
 
@@ -24,5 +25,19 @@ def on_close(app: Starlette, close: Callable[[], Awaitable[None] | None]) -> Non
             result = close()
             if inspect.isawaitable(result):
                 await result
+
+    app.router.lifespan_context = lifespan
+
+
+def on_start(app: Starlette, start: Callable[[], object]) -> None:
+    """Call ``start()`` when ``app``'s lifespan has started (after the lifespan it already
+    has entered), before the server takes its first request."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(host: Any) -> AsyncIterator[Any]:
+        async with inner(host) as state:
+            start()
+            yield state
 
     app.router.lifespan_context = lifespan

@@ -48,10 +48,8 @@ began).
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,8 +59,9 @@ import psycopg
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
-from engrain.store.postgres.codec import Conn, from_row
-from engrain.store.postgres.loader import Load, Loader, four_times
+from engrain.store.postgres.codec import from_row
+from engrain.store.postgres.held import Connect, HeldByBytes
+from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
 
@@ -110,8 +109,6 @@ DELTA = (
     f"AND {_LEARNING}{INDEXED_DIM} "
     "WHERE c.user_id = %s AND c.revision > %s LIMIT %s"
 )
-
-Connect = Callable[[], AbstractContextManager[Conn]]
 
 
 def learnings_bytes(environ: Mapping[str, str] | None = None) -> int:
@@ -346,7 +343,7 @@ def _columns(
     )
 
 
-class Learnings:
+class Learnings(HeldByBytes[_Rows]):
     """The typed learnings of the large users a store serves, held by revision (module
     docstring). ``connect`` lends a pooled autocommit connection; ``max_bytes`` bounds what
     is held; ``background`` False loads in the calling thread (tests)."""
@@ -354,23 +351,10 @@ class Learnings:
     def __init__(
         self, connect: Connect, max_bytes: int = LEARNINGS_BYTES, *, background: bool = True
     ) -> None:
-        self._connect = connect
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._held: OrderedDict[str, _Rows] = OrderedDict()
-        self._loader: Loader[str] = Loader(
-            self._lock, self._load, _pause, what="the learnings of a PostgreSQL user",
-            name="engrain-pg-learn", background=background,
-        )  # fmt: skip
-        self._closed = False
+        super().__init__(connect, max_bytes, _pause, what="the learnings of a PostgreSQL user",
+                         name="engrain-pg-learn", background=background)  # fmt: skip
         #: Searches served here / caught up by a delta / fetched twice / left to SQL.
         self.calls: dict[str, int] = {"served": 0, "caught_up": 0, "fetched_again": 0, "by_sql": 0}
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held across users (about: :attr:`_Rows.nbytes`)."""
-        with self._lock:
-            return sum(rows.nbytes for rows in self._held.values())
 
     def held(self, user_id: str) -> bool:
         """Whether the user's learnings are held (tests, benchmarks)."""
@@ -457,11 +441,6 @@ class Learnings:
             self._held[user_id] = rows
             self._bound()
 
-    def _bound(self) -> None:
-        total = sum(rows.nbytes for rows in self._held.values())
-        while total > self.max_bytes and self._held:
-            total -= self._held.popitem(last=False)[1].nbytes
-
     # -- loads ------------------------------------------------------------------------------
 
     def start_load(self, user_id: str) -> None:
@@ -499,25 +478,3 @@ class Learnings:
                 self._held[user_id] = rows
                 self._held.move_to_end(user_id)
                 self._bound()
-
-    def wait(self, user_id: str, timeout: float | None = None) -> bool:
-        """Wait for a load of the user's learnings that runs (tests, benchmarks); whether
-        they are held."""
-        with self._lock:
-            loading = self._loader.get(user_id)
-            thread = None if loading is None else loading.thread
-        if thread is not None:
-            thread.join(timeout)
-        return self.held(user_id)
-
-    def drop(self, user_id: str) -> None:
-        """Forget the user's learnings (the next search is served by SQL and loads them)."""
-        with self._lock:
-            self._held.pop(user_id, None)
-
-    def close(self) -> None:
-        """Drop everything held and start no more loads."""
-        with self._lock:
-            self._closed = True
-            self._loader.close()
-            self._held.clear()

@@ -51,10 +51,8 @@ published under the lock only if it is newer. Other processes' writes are seen t
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, suppress
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,8 +62,9 @@ import psycopg
 from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
-from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from_row
-from engrain.store.postgres.loader import Load, Loader, four_times
+from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
+from engrain.store.postgres.held import Connect, HeldByBytes
+from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.schema import INDEXED_DIM
 from engrain.store.postgres.sql import array_literal, filter_sql
 
@@ -117,8 +116,6 @@ CHANGED = (
     "SELECT count(*) FROM (SELECT 1 FROM row_changes c "
     "WHERE c.user_id = %s AND c.revision > %s LIMIT %s) x"
 )
-
-Connect = Callable[[], AbstractContextManager[Conn]]
 
 
 def nearest_sql(
@@ -219,7 +216,7 @@ def _pause(took: float, held: bool) -> float:
     return four_times(took, RELOAD_PAUSE if held else REFUSED_PAUSE)
 
 
-class Projected:
+class Projected(HeldByBytes[Projection]):
     """The projections of the large users a store serves (module docstring). ``connect``
     lends a pooled autocommit connection; ``max_bytes`` bounds what is held;
     ``background`` False loads in the calling thread (tests)."""
@@ -227,23 +224,10 @@ class Projected:
     def __init__(
         self, connect: Connect, max_bytes: int = PROJECTED_BYTES, *, background: bool = True
     ) -> None:
-        self._connect = connect
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._held: OrderedDict[str, Projection] = OrderedDict()
-        self._loader: Loader[str] = Loader(
-            self._lock, self._load, _pause, what="the projection of a PostgreSQL user",
-            name="engrain-pg-proj", background=background,
-        )  # fmt: skip
-        self._closed = False
+        super().__init__(connect, max_bytes, _pause, what="the projection of a PostgreSQL user",
+                         name="engrain-pg-proj", background=background)  # fmt: skip
         #: Searches served here / left to SQL (too many changes, too few rows passing).
         self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held across users."""
-        with self._lock:
-            return sum(p.nbytes for p in self._held.values())
 
     def held(self, user_id: str) -> Projection | None:
         """The user's projection, if held."""
@@ -357,30 +341,3 @@ class Projected:
                 conn.execute("COMMIT")
         revision = int(first[0]) if first else 0
         return Projection(revision, seqs[:at], rows[:at], basis)
-
-    def _bound(self) -> None:
-        total = sum(p.nbytes for p in self._held.values())
-        while total > self.max_bytes and self._held:
-            total -= self._held.popitem(last=False)[1].nbytes
-
-    def wait(self, user_id: str, timeout: float | None = None) -> bool:
-        """Wait for a load of the user's projection that runs (tests, benchmarks); whether
-        one is held."""
-        with self._lock:
-            loading = self._loader.get(user_id)
-            thread = None if loading is None else loading.thread
-        if thread is not None:
-            thread.join(timeout)
-        return self.held(user_id) is not None
-
-    def drop(self, user_id: str) -> None:
-        """Forget the user's projection (the next search walks the graph and loads one)."""
-        with self._lock:
-            self._held.pop(user_id, None)
-
-    def close(self) -> None:
-        """Drop everything held and start no more loads."""
-        with self._lock:
-            self._closed = True
-            self._loader.close()
-            self._held.clear()
