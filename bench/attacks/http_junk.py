@@ -253,6 +253,14 @@ class Checker:
             )
 
 
+def send_json(
+    client: httpx.Client, method: str, path: str, query: dict[str, Any], raw: str
+) -> httpx.Response:
+    """One request with ``raw`` as its JSON body, whatever ``raw`` holds."""
+    return client.request(method, path, params=query, content=raw,
+                          headers={"content-type": "application/json"})  # fmt: skip
+
+
 def attack(seed: int) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="h8-http-junk-"))
     db = work / "engrain.db"
@@ -275,13 +283,7 @@ def attack(seed: int) -> dict[str, Any]:
                     engine.wait()
                     before = checker.rows()
                     raw = json.dumps({**body, field: junk})
-                    r = client.request(
-                        method,
-                        path,
-                        params=query,
-                        content=raw,
-                        headers={"content-type": "application/json"},
-                    )
+                    r = send_json(client, method, path, query, raw)
                     checker.check(
                         f"{method} {path} {field}={raw[:120]}",
                         r,
@@ -301,13 +303,7 @@ def attack(seed: int) -> dict[str, Any]:
             ]:
                 engine.wait()
                 before = checker.rows()
-                r = client.request(
-                    method,
-                    path,
-                    params=query,
-                    content=raw,
-                    headers={"content-type": "application/json"},
-                )
+                r = send_json(client, method, path, query, raw)
                 checker.check(
                     f"{method} {path} body={raw[:80]}", r, before if r.status_code >= 400 else None
                 )
