@@ -111,7 +111,7 @@ def variants(default_profile: str, ablations: bool = True) -> list[Variant]:
         Variant("no-lead", "chunks", {"profile": default, "lead_budget": False},
                 "auto budget of a transcript question from its complexity (+50%) and the intent "
                 "thresholds, not from how clearly its best candidate leads (recall.budget)"),
-        Variant("turns", "chunks", {"profile": default, "turn_weight": 0.5},
+        Variant("turn-weight", "chunks", {"profile": default, "turn_weight": 0.5},
                 "a conversation chunk scored half by its best turn (recall.turns, off by "
                 "default)"),
         Variant("excerpt", "chunks", {"profile": default, "excerpt": ExcerptRule(lines=2)},
