@@ -172,8 +172,11 @@ def test_the_locomo_ablation_turns_the_best_turn_off() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     import locomo
 
-    names = {v.name: v.options for v in locomo.variants("gated")}
-    assert names["turns"]["turn_weight"] == 0.5
+    chosen = locomo.variants("gated")
+    names = {v.name: v.options for v in chosen}
+    assert len(names) == len(chosen)  # each variant's results are kept under its own name
+    assert names["turn-weight"]["turn_weight"] == 0.5
+    assert "turn_weight" not in names["turns"]  # one memory per turn, a different store
     assert "turn_weight" not in names["engrain"]
 
 
