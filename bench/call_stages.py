@@ -97,11 +97,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     engine = Engine(settings=Settings(url=f"sqlite:///{copy}", data_dir=args.workdir),
                     embedder=embedder)  # fmt: skip
     with engine:
-        engine.context(warmup[0], USER, now=common.NOW)
-        wait = getattr(engine.store, "wait_for_index", None)
-        indexed = bool(wait(USER)) if wait is not None else False
-        for query in warmup[1:]:
-            engine.context(query, USER, now=common.NOW)
+        indexed = common.warm_up(engine, USER, warmup)
         stages: dict[str, list[float]] = defaultdict(list)
         spent: dict[str, float] = {}
         load = os.getloadavg()[0]

@@ -357,6 +357,17 @@ def open_engine(directory: Path, name: str = "engrain.db", **kwargs: Any) -> Eng
     return Engine(settings=Settings(url=f"sqlite:///{path}", data_dir=directory), **kwargs)
 
 
+def warm_up(engine: Engine, user_id: str, queries: Sequence[str]) -> bool:
+    """Answer ``queries`` untimed: the first, then wait for the store's vector index (when it
+    builds one), then the rest; whether the index was ready."""
+    engine.context(queries[0], user_id, now=NOW)
+    wait = getattr(engine.store, "wait_for_index", None)
+    indexed = bool(wait(user_id)) if wait is not None else False
+    for query in queries[1:]:
+        engine.context(query, user_id, now=NOW)
+    return indexed
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0–100) by linear interpolation, like numpy's default."""
     ordered = sorted(values)

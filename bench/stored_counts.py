@@ -87,11 +87,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     counts: dict[str, list[int]] = {m: [] for m in MODES}
     differing = 0
     with engine:
-        engine.context(warmup[0], USER, now=common.NOW)
-        wait = getattr(engine.store, "wait_for_index", None)
-        indexed = bool(wait(USER)) if wait is not None else False
-        for query in warmup[1:]:
-            engine.context(query, USER, now=common.NOW)
+        indexed = common.warm_up(engine, USER, warmup)
         engine.store.record_uses = lambda *a, **k: None  # type: ignore[method-assign]
         made, original = _counting()
         load = os.getloadavg()[0]

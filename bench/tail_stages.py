@@ -208,11 +208,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     embedder=embedder)  # fmt: skip
     calls: list[dict[str, Any]] = []
     with engine:
-        engine.context(warmup[0], USER, now=common.NOW)
-        wait = getattr(engine.store, "wait_for_index", None)
-        indexed = bool(wait(USER)) if wait is not None else False
-        for query in warmup[1:]:
-            engine.context(query, USER, now=common.NOW)
+        indexed = common.warm_up(engine, USER, warmup)
         if args.freeze:  # what ``engrain serve`` does once it has started (server/collector.py)
             gc.collect()
             gc.freeze()

@@ -66,6 +66,14 @@ class HeldByBytes(ABC, Generic[V]):
     def _load(self, user_id: str, loading: Load) -> None:
         """Read the user's value and publish it under ``_lock`` (the loader's job)."""
 
+    def _recent(self, user_id: str) -> V | None:
+        """The user's value, marked most recently used; ``None`` if not held."""
+        with self._lock:
+            value = self._held.get(user_id)
+            if value is not None:
+                self._held.move_to_end(user_id)
+            return value
+
     @property
     def nbytes(self) -> int:
         """Bytes held across users."""

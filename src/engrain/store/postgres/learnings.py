@@ -369,10 +369,7 @@ class Learnings(HeldByBytes[_Rows]):
         """The ``k`` learnings passing ``flt`` nearest the unit vector ``query``, exactly,
         as the database holds them when this call reads it; ``None``: not held (or too far
         behind), serve this call by SQL."""
-        with self._lock:
-            rows = self._held.get(user_id)
-            if rows is not None:
-                self._held.move_to_end(user_id)
+        rows = self._recent(user_id)
         if rows is None:
             return None
         top = rows.nearest(query, k, flt)

@@ -241,10 +241,7 @@ class Projected(HeldByBytes[Projection]):
         projection's candidates and the rows changed since it, scored by the database as
         it holds them when this call reads it; ``None``: not held, or the call is better
         served by SQL."""
-        with self._lock:
-            projection = self._held.get(user_id)
-            if projection is not None:
-                self._held.move_to_end(user_id)
+        projection = self._recent(user_id)
         if projection is None:
             return None
         seqs = array_literal(projection.candidates(query, k).tolist())
