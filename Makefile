@@ -26,7 +26,7 @@ chromium: $(CHROMIUM)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP) $(CHROMIUM)
+test: $(STAMP) $(CHROMIUM) lint
 	$(BIN)/python -m pytest -m "not slow and not reliability" -q
 
 test-all: $(STAMP) $(CHROMIUM)
@@ -45,6 +45,7 @@ test-reliability: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 
 bench: bench-ingest bench-latency bench-locomo

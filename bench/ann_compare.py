@@ -73,8 +73,9 @@ def pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 3)
 
 
-def time_queries(search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray,
-                 k: int) -> tuple[list[np.ndarray], dict[str, float]]:
+def time_queries(
+    search: Callable[[np.ndarray, int], np.ndarray], queries: np.ndarray, k: int
+) -> tuple[list[np.ndarray], dict[str, float]]:
     """Run each query alone; return the ids and p50/p95 latency in ms."""
     out, times = [], []
     for q in queries:
@@ -99,18 +100,27 @@ def dir_size(path: str) -> int:
     return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
 
 
-def measure(name: str, build: Callable[[np.ndarray], Any],
-            search_factory: Callable[[Any], Callable[[np.ndarray, int], np.ndarray]],
-            save: Callable[[Any, str], None] | None, data: np.ndarray, queries: np.ndarray,
-            truth: dict[int, list[np.ndarray]]) -> dict[str, Any]:
+def measure(
+    name: str,
+    build: Callable[[np.ndarray], Any],
+    search_factory: Callable[[Any], Callable[[np.ndarray, int], np.ndarray]],
+    save: Callable[[Any, str], None] | None,
+    data: np.ndarray,
+    queries: np.ndarray,
+    truth: dict[int, list[np.ndarray]],
+) -> dict[str, Any]:
     """Build one index, time it and its queries, and return a result row."""
     gc.collect()
     before = rss_mb()
     t0 = time.perf_counter()
     index = build(data)
     build_s = time.perf_counter() - t0
-    row: dict[str, Any] = {"index": name, "n": len(data), "build_s": round(build_s, 2),
-                           "rss_delta_mb": round(rss_mb() - before, 1)}
+    row: dict[str, Any] = {
+        "index": name,
+        "n": len(data),
+        "build_s": round(build_s, 2),
+        "rss_delta_mb": round(rss_mb() - before, 1),
+    }
     search = search_factory(index)
     for k in (50, 200):
         found, lat = time_queries(search, queries, k)
@@ -133,6 +143,7 @@ def measure(name: str, build: Callable[[np.ndarray], Any],
 
 def exact_case(data: np.ndarray) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """Return build/search of exact numpy search (the baseline: one matrix product)."""
+
     def build(d: np.ndarray) -> np.ndarray:
         return d.copy()
 
@@ -141,7 +152,9 @@ def exact_case(data: np.ndarray) -> tuple[Callable[..., Any], Callable[..., Any]
             s = m @ q
             part = np.argpartition(-s, k)[:k]
             return part[np.argsort(-s[part])]
+
         return search
+
     return build, factory
 
 
@@ -159,23 +172,32 @@ def usearch_case(dtype: str, conn: int, ef_add: int, ef_search: int) -> Case:
     from usearch.index import Index
 
     def build(d: np.ndarray) -> Any:
-        idx = Index(ndim=DIM, metric="ip", dtype=dtype, connectivity=conn,
-                    expansion_add=ef_add, expansion_search=ef_search)
+        idx = Index(
+            ndim=DIM,
+            metric="ip",
+            dtype=dtype,
+            connectivity=conn,
+            expansion_add=ef_add,
+            expansion_search=ef_search,
+        )
         idx.add(np.arange(len(d), dtype=np.uint64), d, threads=2)
         return idx
 
     def factory(idx: Any) -> Callable[[np.ndarray, int], np.ndarray]:
         def search(q: np.ndarray, k: int) -> np.ndarray:
             return idx.search(q, max(k, 1), threads=1).keys
+
         return search
 
     def save(idx: Any, path: str) -> None:
         idx.save(path)
+
     return build, factory, save
 
 
-def hnswlib_case(m: int, ef_c: int, ef: int) -> tuple[Callable[..., Any], Callable[..., Any],
-                                                     Callable[..., Any]]:
+def hnswlib_case(
+    m: int, ef_c: int, ef: int
+) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
     """Return build/search/save of an hnswlib index (float32 only)."""
     import hnswlib
 
@@ -191,10 +213,12 @@ def hnswlib_case(m: int, ef_c: int, ef: int) -> tuple[Callable[..., Any], Callab
         def search(q: np.ndarray, k: int) -> np.ndarray:
             idx.set_ef(max(ef, k))
             return idx.knn_query(q, k=k)[0][0]
+
         return search
 
     def save(idx: Any, path: str) -> None:
         idx.save_index(path)
+
     return build, factory, save
 
 
@@ -207,8 +231,9 @@ def faiss_case(kind: str) -> tuple[Callable[..., Any], Callable[..., Any], Calla
         if kind == "hnsw":
             idx = faiss.IndexHNSWFlat(DIM, 32, faiss.METRIC_INNER_PRODUCT)
         else:
-            idx = faiss.IndexHNSWSQ(DIM, faiss.ScalarQuantizer.QT_8bit, 32,
-                                    faiss.METRIC_INNER_PRODUCT)
+            idx = faiss.IndexHNSWSQ(
+                DIM, faiss.ScalarQuantizer.QT_8bit, 32, faiss.METRIC_INNER_PRODUCT
+            )
             idx.train(d[:50_000])
         idx.hnsw.efConstruction = 128
         idx.add(d)
@@ -219,10 +244,12 @@ def faiss_case(kind: str) -> tuple[Callable[..., Any], Callable[..., Any], Calla
         def search(q: np.ndarray, k: int) -> np.ndarray:
             idx.hnsw.efSearch = max(128, k)
             return idx.search(q.reshape(1, -1), k)[1][0]
+
         return search
 
     def save(idx: Any, path: str) -> None:
         faiss.write_index(idx, path)
+
     return build, factory, save
 
 
@@ -256,9 +283,12 @@ def main() -> None:
             build, factory, save = cases[name]
             row = measure(name, build, factory, save, data, queries, truth)
             rows = [r for r in rows if not (r["index"] == name and r["n"] == n)] + [row]
-            result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-                      "vectors": f"10k cached real MiniLM vectors + N(0,{NOISE}) noise, "
-                                 "normalised; 200 held-out queries", "rows": rows}
+            result = {
+                "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+                "vectors": f"10k cached real MiniLM vectors + N(0,{NOISE}) noise, "
+                "normalised; 200 held-out queries",
+                "rows": rows,
+            }
             with open(args.out, "w") as fh:
                 json.dump(result, fh, indent=2)
         del data, exact, truth

@@ -185,7 +185,8 @@ def why_not(gated: Gated, message: Mapping[str, Any], injected: Sequence[str]) -
             continue
         terms = gated.components.get(mid, {})
         out[mid] = {
-            "reason": decision.reason, "score": round(decision.item.score, 3),
+            "reason": decision.reason,
+            "score": round(decision.item.score, 3),
             **{t: round(terms[t], 3) for t in WHY_TERMS if t in terms},
         }
     return out
@@ -496,16 +497,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profiles", default="gated,composite,static",
                         help="comma-separated scoring profiles")  # fmt: skip
     parser.add_argument("--limit", type=int, help="only the first N labelled and trivial messages")
-    parser.add_argument("--split", default="held", choices=SPLITS,
-                        help="the split shown by intent and by kind (and by --details)")
-    parser.add_argument("--details", action="store_true",
-                        help="print each message of --split with its misses and leaks and "
-                        "why explain() dropped or kept them (tune on the tune split only)")
-    parser.add_argument("--sets", default=",".join(SETS),
-                        help="comma-separated sets of messages (main always runs first)")
-    parser.add_argument("--only", choices=("held", "tune"),
-                        help="answer only this split's messages (tuning without reading the "
-                        "held half: --only tune)")
+    parser.add_argument(
+        "--split",
+        default="held",
+        choices=SPLITS,
+        help="the split shown by intent and by kind (and by --details)",
+    )
+    parser.add_argument(
+        "--details",
+        action="store_true",
+        help="print each message of --split with its misses and leaks and "
+        "why explain() dropped or kept them (tune on the tune split only)",
+    )
+    parser.add_argument(
+        "--sets",
+        default=",".join(SETS),
+        help="comma-separated sets of messages (main always runs first)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=("held", "tune"),
+        help="answer only this split's messages (tuning without reading the "
+        "held half: --only tune)",
+    )
     parser.add_argument("--note", help="what was measured, stored in the report (e.g. the "
                         "source when engrain is imported from elsewhere)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -516,8 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(sets) - set(SETS)
     if unknown:
         parser.error(f"unknown sets {sorted(unknown)}; known: {', '.join(SETS)}")
-    report = run(args.embedder, profiles, args.limit, note=args.note, extra_sets=sets,
-                 only=args.only)
+    report = run(
+        args.embedder, profiles, args.limit, note=args.note, extra_sets=sets, only=args.only
+    )
     print(table(report, args.split))
     if args.details:
         print(details(report, data=load_data(), split=args.split))

@@ -363,8 +363,11 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
         "feed": totals["feed"],
         "stored_digest": digest,
         # the PostgreSQL server's CPU over the same interval (it shares the 2 cores)
-        **({} if after is None or server is None
-           else {"server_cpu_seconds": round(after - server, 3)}),
+        **(
+            {}
+            if after is None or server is None
+            else {"server_cpu_seconds": round(after - server, 3)}
+        ),
         "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
@@ -407,6 +410,7 @@ def alternate(
 def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> dict[str, Any]:
     """``repeat`` runs of :func:`locomo_once`, each in a fresh process, alternating with the
     ``compare`` checkout's runs when given; medians of each side."""
+
     def report(side: str, run: dict[str, Any]) -> None:
         print(f"  locomo {backend} {side}: {run['turns_per_s']} turns/s, "
               f"cpu {run['cpu_seconds']} s, server cpu {run.get('server_cpu_seconds', '-')} s, "
@@ -424,10 +428,17 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
             "median_turns_per_s": round(statistics.median(r["turns_per_s"] for r in rows), 1),
             "median_cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in rows), 2),
             "median_calling_thread_cpu_seconds": round(
-                statistics.median(r["calling_thread_cpu_seconds"] for r in rows), 2),
-            **({"median_server_cpu_seconds": round(
-                statistics.median(r["server_cpu_seconds"] for r in rows), 2)}
-               if all("server_cpu_seconds" in r for r in rows) else {}),
+                statistics.median(r["calling_thread_cpu_seconds"] for r in rows), 2
+            ),
+            **(
+                {
+                    "median_server_cpu_seconds": round(
+                        statistics.median(r["server_cpu_seconds"] for r in rows), 2
+                    )
+                }
+                if all("server_cpu_seconds" in r for r in rows)
+                else {}
+            ),
             "feed": rows[0].get("feed", "ingest_conversation"),
             "cpu_ms_per_turn": round(
                 1000 * statistics.median(r["cpu_seconds"] for r in rows) / rows[0]["turns"], 3
@@ -528,19 +539,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated: ingest, ingest_conversation, locomo, "
                              "memory")  # fmt: skip
     parser.add_argument("--locomo", type=Path, default=LOCOMO, help="LoCoMo json for 'locomo'")
-    parser.add_argument("--backend", default="sqlite",
-                        help="where 'locomo' stores: sqlite, postgres or both (comma-separated)")
+    parser.add_argument(
+        "--backend",
+        default="sqlite",
+        help="where 'locomo' stores: sqlite, postgres or both (comma-separated)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of 'locomo' (median)")
     parser.add_argument("--compare", type=Path,
                         help="another checkout's src: before vs after; 'int8': this checkout's "
                              "float graph vs its int8 graph")  # fmt: skip
-    parser.add_argument("--feed", choices=("calls", "sessions"), default=None,
-                        help="'locomo': one ingest_conversation per session (calls, the "
-                             "default) or all sessions in one ingest_conversations where the "
-                             "checkout has it (sessions; a checkout without it: calls)")
-    parser.add_argument("--replay", type=Path, default=None,
-                        help="'locomo': the model replaced by the vectors recorded in this "
-                             ".npz (recorded first, by this checkout, if it does not exist)")
+    parser.add_argument(
+        "--feed",
+        choices=("calls", "sessions"),
+        default=None,
+        help="'locomo': one ingest_conversation per session (calls, the "
+        "default) or all sessions in one ingest_conversations where the "
+        "checkout has it (sessions; a checkout without it: calls)",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        default=None,
+        help="'locomo': the model replaced by the vectors recorded in this "
+        ".npz (recorded first, by this checkout, if it does not exist)",
+    )
     parser.add_argument("--locomo-once", type=Path, help=argparse.SUPPRESS)  # one child run
     parser.add_argument("--memory-once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -631,20 +653,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "meets_target": ratio >= TARGET_RATIO,
             }
 
-    report.update({
-        "target": {"ratio": TARGET_RATIO, "locomo_turns_per_s": LOCOMO_TARGET},
-        "corpus": {
-            "seed": args.seed,
-            "ingest_texts": len(documents),
-            "multi_paragraph": multi,
-            "ingest_words_mean": round(sum(len(d.split()) for d in documents) / len(documents), 1),
-            "turns": len(turns_text),
-            "turns_per_call": args.turns,
-        },
-        "machine": common.machine_info(),
-        "embedder": embedder.model_id,
-        "onnx_split": SPLIT,
-    })
+    report.update(
+        {
+            "target": {"ratio": TARGET_RATIO, "locomo_turns_per_s": LOCOMO_TARGET},
+            "corpus": {
+                "seed": args.seed,
+                "ingest_texts": len(documents),
+                "multi_paragraph": multi,
+                "ingest_words_mean": round(
+                    sum(len(d.split()) for d in documents) / len(documents), 1
+                ),
+                "turns": len(turns_text),
+                "turns_per_call": args.turns,
+            },
+            "machine": common.machine_info(),
+            "embedder": embedder.model_id,
+            "onnx_split": SPLIT,
+        }
+    )
     common.write_json(args.out, report)
     print_table(report)
     return 0
@@ -699,8 +725,10 @@ def print_locomo(report: dict[str, Any]) -> None:
 
 
 def _print_locomo(lo: dict[str, Any]) -> None:
-    print(f"\nLoCoMo dev through ingest_conversation on {lo['backend']} "
-          f"(median of {lo['repeat']} runs, target {LOCOMO_TARGET[lo['backend']]} turns/s)")
+    print(
+        f"\nLoCoMo dev through ingest_conversation on {lo['backend']} "
+        f"(median of {lo['repeat']} runs, target {LOCOMO_TARGET[lo['backend']]} turns/s)"
+    )
     print(f"  stored rows identical on every run: {lo.get('stored_rows_identical')}")
     for side in ("before", "after"):
         if side in lo:
@@ -712,6 +740,7 @@ def _print_locomo(lo: dict[str, Any]) -> None:
                   + ("" if server is None else f", server cpu {server:.2f} s")
                   + f"  {row['turns']} turns, {row['chunks']} chunks, "
                     f"{row.get('feed', 'ingest_conversation')}")  # fmt: skip
+
 
 if __name__ == "__main__":
     sys.exit(main())

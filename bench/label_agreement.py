@@ -382,8 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for axis in ("intent", "complexity"):
         print(f"\ncommonest {axis} disagreements (writer -> second reading):")
         for p in result["patterns"][axis]:
-            print(f"  {p['writer']:>12} -> {p['second']:<12} {p['n']:>3}  {p['files']}"
-                  f"  intents {p['writer_intents']}")
+            print(
+                f"  {p['writer']:>12} -> {p['second']:<12} {p['n']:>3}  {p['files']}"
+                f"  intents {p['writer_intents']}"
+            )
     write_json(Path(args.out), result)
     return 0
 

@@ -78,6 +78,8 @@ def p95_target(backend: str, size: int) -> float | None:
     if size <= SMALL:
         return SMALL_P95_TARGET
     return P95_TARGETS.get((backend, size))
+
+
 WRITE_BATCH = 2000
 
 
@@ -703,7 +705,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seed": args.seed,
             "notes": len(notes),
             "words_mean": round(sum(len(n.text.split()) for n in notes) / len(notes), 1)
-            if notes.made else None,
+            if notes.made
+            else None,
             "embedding_seconds": round(embed_s, 1),
             "embedding_texts_per_s": round(len(notes) / embed_s, 1) if embed_s else None,
             "vectors_from_cache": from_cache,
@@ -832,8 +835,11 @@ def _print_backend(label: str, report: dict[str, Any]) -> None:
           f"{'cold ms':>8} {'1st open':>8} {'RSS MB':>7} {'R@50':>6}  verdict")  # fmt: skip
     for size, row in report["sizes"].items():
         target = p95_target(label, int(size))
-        verdict = ("no target" if target is None else
-                   f"{'meets' if row['p95_ms'] <= target else 'misses'} p95 ≤ {target:g}")
+        verdict = (
+            "no target"
+            if target is None
+            else f"{'meets' if row['p95_ms'] <= target else 'misses'} p95 ≤ {target:g}"
+        )
         recall = row.get("recall_at_50")
         first = row.get("first_open", {}).get("cold_start_ms", float("nan"))
         print(

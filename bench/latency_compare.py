@@ -157,8 +157,13 @@ def _answers(spec: dict[str, Any]) -> dict[str, Any]:
                         project, projects.fresh(project)
                     )
                     for budget in (None, 600):
-                        ask = {"project": project, "turn": message.get("turn", 0),
-                               "options": options, "token_budget": budget, "now": gating.NOW}
+                        ask = {
+                            "project": project,
+                            "turn": message.get("turn", 0),
+                            "options": options,
+                            "token_budget": budget,
+                            "now": gating.NOW,
+                        }
                         record(gated=engine.explain(message["text"], gating.USER, **ask))
                         record(engine.context(message["text"], gating.USER, **ask))
                 for engine in engines.values():
@@ -183,8 +188,11 @@ def _run(tree: Path, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
     """``mode`` (``build`` or ``serve``) in a fresh interpreter on ``tree``'s sources."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree / "bench")]),
-           "PYTHONHASHSEED": "0"}  # set orders (BM25 sums) alike in every run: same blocks
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree / "bench")]),
+        "PYTHONHASHSEED": "0",
+    }  # set orders (BM25 sums) alike in every run: same blocks
     try:
         done = subprocess.run(
             [sys.executable, __file__, f"--{mode}", handle.name],
@@ -216,9 +224,7 @@ def _queries(size_seed: int, warmup: int, count: int) -> tuple[list[str], list[s
     return pool[:warmup], pool[warmup : warmup + count]
 
 
-def summarize(
-    labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]
-) -> dict[str, Any]:
+def summarize(labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]) -> dict[str, Any]:
     """Per tree and per query group (all, and each complexity of the last tree's
     classifier): p50/p95 of every round, their median and spread, and the ratio of the
     medians to the first tree's."""
@@ -297,7 +303,10 @@ def _laps(labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]) ->
 
 
 def _check_answers(
-    trees: dict[str, Path], built: dict[str, Path], queries: Sequence[str], base: str,
+    trees: dict[str, Path],
+    built: dict[str, Path],
+    queries: Sequence[str],
+    base: str,
     workdir: Path,
 ) -> dict[str, Any]:
     """Each tree's answers (``_answers``) against ``base``'s: how many differ, of how many."""
@@ -355,26 +364,43 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tree", action="append", metavar="LABEL=PATH",
-                        help="a source tree to measure (repeatable; the first is the base)")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        metavar="LABEL=PATH",
+        help="a source tree to measure (repeatable; the first is the base)",
+    )
     parser.add_argument("--size", type=int, default=10_000, help="memories of the one user")
     parser.add_argument("--queries", type=int, default=100, help="timed queries per round")
     parser.add_argument("--warmup", type=int, default=10, help="untimed queries per run")
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="corpus vectors (default $TMPDIR/engrain-bench, latency.py's)")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="keep each tree's built SQLite file here between invocations")
-    parser.add_argument("--same-as", metavar="LABEL",
-                        help="the tree whose blocks the others are compared with (default: "
-                        "the last)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="corpus vectors (default $TMPDIR/engrain-bench, latency.py's)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="keep each tree's built SQLite file here between invocations",
+    )
+    parser.add_argument(
+        "--same-as",
+        metavar="LABEL",
+        help="the tree whose blocks the others are compared with (default: the last)",
+    )
     parser.add_argument("--out", type=Path, help="write the report here as JSON")
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--answers", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--check-answers", action="store_true",
-                        help="also compare every tree's answers (see _answers) with --same-as's")
+    parser.add_argument(
+        "--check-answers",
+        action="store_true",
+        help="also compare every tree's answers (see _answers) with --same-as's",
+    )
     args = parser.parse_args(argv)
     for mode, worker in (("build", _build), ("serve", _serve), ("answers", _answers)):
         path = getattr(args, mode)
@@ -413,16 +439,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 try:
                     db = run_dir / "engrain.db"
                     shutil.copyfile(built[label], db)
-                    served = _run(trees[label], "serve",
-                                  {"db": str(db), "warmup": warmup, "queries": queries})
+                    served = _run(
+                        trees[label], "serve", {"db": str(db), "warmup": warmup, "queries": queries}
+                    )
                 finally:
                     shutil.rmtree(run_dir, ignore_errors=True)
                 runs[label].append(served["rows"])
                 ms = [row["ms"] for row in served["rows"]]
                 print(f"round {r + 1}: {label} p50 {_percentile(ms, 50):.2f} "
                       f"p95 {_percentile(ms, 95):.2f} ms", file=sys.stderr)  # fmt: skip
-        answers = _check_answers(trees, built, queries, args.same_as or labels[-1], workdir) \
-            if args.check_answers else None
+        answers = (
+            _check_answers(trees, built, queries, args.same_as or labels[-1], workdir)
+            if args.check_answers
+            else None
+        )
     finally:
         if not keep:
             shutil.rmtree(workdir, ignore_errors=True)

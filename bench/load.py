@@ -557,14 +557,18 @@ def corpus(plan: Plan, cache: bool) -> tuple[list[common.Note], Any, dict[str, A
     vectors, embed_s, from_cache = common.embed_corpus(
         embedder, [n.text for n in notes], cache_dir=cache_dir
     )
-    return notes, vectors, {
-        "seed": plan.seed,
-        "notes": len(notes),
-        "words_mean": round(sum(len(n.text.split()) for n in notes) / len(notes), 1),
-        "embedder": embedder.model_id,
-        "embedding_seconds": round(embed_s, 1),
-        "vectors_from_cache": from_cache,
-    }
+    return (
+        notes,
+        vectors,
+        {
+            "seed": plan.seed,
+            "notes": len(notes),
+            "words_mean": round(sum(len(n.text.split()) for n in notes) / len(notes), 1),
+            "embedder": embedder.model_id,
+            "embedding_seconds": round(embed_s, 1),
+            "vectors_from_cache": from_cache,
+        },
+    )
 
 
 def run(plan: Plan, backends: Sequence[str], *, cache: bool = True) -> dict[str, Any]:
@@ -610,11 +614,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="engrain serve --workers")
     parser.add_argument("--max-requests", type=int, default=None,
                         help="stop each phase after this many requests")  # fmt: skip
-    parser.add_argument("--embedder", choices=("minilm", "hash"), default="minilm",
-                        help="'hash' only for the smoke test: it measures nothing real")
+    parser.add_argument(
+        "--embedder",
+        choices=("minilm", "hash"),
+        default="minilm",
+        help="'hash' only for the smoke test: it measures nothing real",
+    )
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--no-vector-cache", action="store_true",
-                        help="embed the corpus even if an earlier run cached its vectors")
+    parser.add_argument(
+        "--no-vector-cache",
+        action="store_true",
+        help="embed the corpus even if an earlier run cached its vectors",
+    )
     args = parser.parse_args(argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     if not backends or set(backends) - {"sqlite", "postgres"}:

@@ -314,9 +314,7 @@ def baseline_methods(
     return out
 
 
-def with_halves(
-    rows: Sequence[dict[str, Any]], split: dict[str, list[str]]
-) -> dict[str, Any]:
+def with_halves(rows: Sequence[dict[str, Any]], split: dict[str, list[str]]) -> dict[str, Any]:
     """:func:`summarise` of ``rows``, with the same summary for each half of ``split``."""
     out = summarise(rows)
     out["halves"] = {
@@ -411,7 +409,8 @@ def run(
                     now = parse_session_time(conv.sessions[-1].date_time)
                     rows[variant.name] += evaluate_variant(engine, conv, options, now)
                 methods[variant.name] = {
-                    **with_halves(rows[variant.name], split), "note": variant.note
+                    **with_halves(rows[variant.name], split),
+                    "note": variant.note,
                 }
             engine.close()
     if not lean:
@@ -421,8 +420,10 @@ def run(
         "dataset": str(data),
         "conversations": [c.conversation_id for c in conversations],
         "half": half,
-        "halves": {h: [i for i in ids if any(c.conversation_id == i for c in conversations)]
-                   for h, ids in split.items()},
+        "halves": {
+            h: [i for i in ids if any(c.conversation_id == i for c in conversations)]
+            for h, ids in split.items()
+        },
         "questions": sum(len(c.questions) for c in conversations),
         "default_profile": profile,
         "backend": backend,

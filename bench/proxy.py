@@ -145,7 +145,12 @@ def timed_first_chunk(client: Any, url: str, body: dict[str, Any], headers: dict
 
 
 def measure(
-    client: Any, direct: str, proxied: str, key: str, queries: Sequence[str], stream: bool,
+    client: Any,
+    direct: str,
+    proxied: str,
+    key: str,
+    queries: Sequence[str],
+    stream: bool,
     settle: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Direct and proxied times for each query, back to back in alternating order;

@@ -177,9 +177,10 @@ def run(size: int, requests: int, seed: int) -> dict[str, Any]:
         say(f"writing {size:,} memories")
         secret, write_s = fill(url, workdir, notes, vectors)
         say("starting engrain serve")
-        with load.running_server(url, workdir, "minilm", 1) as server, httpx.Client(
-            base_url=server.url, timeout=120.0
-        ) as client:
+        with (
+            load.running_server(url, workdir, "minilm", 1) as server,
+            httpx.Client(base_url=server.url, timeout=120.0) as client,
+        ):
             sign_in(client, secret)
             start = time.perf_counter()
             timed(client, ["/ui/memories"])
@@ -201,8 +202,11 @@ def run(size: int, requests: int, seed: int) -> dict[str, Any]:
         "server_start_seconds": round(start_s, 2),
         "first_page_cold_ms": round(first_ms, 1),
         "server_log_errors": log_errors,
-        "settings": {"requests": requests, "client": "one httpx.Client, sequential requests",
-                     "server": "engrain serve, 1 worker, 127.0.0.1, SQLite"},
+        "settings": {
+            "requests": requests,
+            "client": "one httpx.Client, sequential requests",
+            "server": "engrain serve, 1 worker, 127.0.0.1, SQLite",
+        },
         "corpus": corpus_info,
         "machine": common.machine_info(),
     }

@@ -50,7 +50,7 @@ def call_model(
     latest = state["messages"][-1]
     text = latest.text
     if text.lower().startswith(REMEMBER):
-        store.put(namespace, str(uuid.uuid4()), {"content": text[len(REMEMBER):]})
+        store.put(namespace, str(uuid.uuid4()), {"content": text[len(REMEMBER) :]})
     known = store.search(namespace, query=text, limit=3)
     facts = "\n".join(f"- {item.value['content']}" for item in known)
     system = SystemMessage("What you know about the user:\n" + facts if facts

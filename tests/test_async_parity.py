@@ -83,5 +83,8 @@ def test_new_arguments_are_twins(tmp_path: Path) -> None:
     expected = sync_run()
     assert asyncio.run(async_run()) == expected
     assert {row[0]: row[2:] for row in expected}["Deploys go out on Tuesdays"] == (
-        True, True, 4, NOW
+        True,
+        True,
+        4,
+        NOW,
     )

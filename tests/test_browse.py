@@ -121,8 +121,12 @@ def test_pages_walk_every_memory_once_in_order(engine: Engine, sort: str) -> Non
     assert len(shown) == len({m.id for m in shown}) == len(everything)
     keys = {
         "updated": lambda m: (m.updated_at, m.id),
-        "used": lambda m: (m.access_count, m.last_accessed_at or NOW - timedelta(days=1e5),
-                           m.updated_at, m.id),
+        "used": lambda m: (
+            m.access_count,
+            m.last_accessed_at or NOW - timedelta(days=1e5),
+            m.updated_at,
+            m.id,
+        ),
         "importance": lambda m: (m.importance, m.updated_at, m.id),
     }[sort]
     assert shown == sorted(everything, key=keys, reverse=True)
@@ -298,7 +302,9 @@ _VIEWS = st.fixed_dictionaries({}, optional={
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(owners=st.lists(_USERS, min_size=1, max_size=40), viewer=_USERS, view=_VIEWS)
 def test_a_user_never_sees_another_users_memory(
-    tmp_path_factory: pytest.TempPathFactory, owners: list[str], viewer: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    owners: list[str],
+    viewer: str,
     view: dict[str, Any],
 ) -> None:
     engine = Engine(settings=make_settings(tmp_path_factory.mktemp("p")), store=MemoryStore(),
@@ -318,6 +324,7 @@ def test_a_user_never_sees_another_users_memory(
 
 def _used_order(memories: list[Memory]) -> list[tuple[str, int]]:
     """The used order computed from scratch: uses, last use, time of writing, id."""
+
     def key(m: Memory) -> tuple[Any, ...]:
         last = float("-inf") if m.last_accessed_at is None else m.last_accessed_at.timestamp()
         return (m.access_count, last, m.updated_at.timestamp(), m.id)

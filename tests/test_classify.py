@@ -389,9 +389,7 @@ VOCABULARY = {
         ("what time is lunch?", ()),
     ],
 )
-def test_user_domains_match_their_name_and_keywords(
-    text: str, expected: tuple[str, ...]
-) -> None:
+def test_user_domains_match_their_name_and_keywords(text: str, expected: tuple[str, ...]) -> None:
     found = domains_of(text, vocabulary=VOCABULARY)
     assert tuple(d for d in found if d in VOCABULARY) == expected
 
@@ -416,9 +414,7 @@ def test_classify_tags_messages_with_the_user_vocabulary() -> None:
 def test_a_stem_does_not_match_an_unrelated_short_word() -> None:
     assert domains_of("use the api", vocabulary={"users": []}) == ("api",)
     assert domains_of("ask the user", vocabulary={"users": []}) == ("users",)
-    assert domains_of("alerts fired", vocabulary={"observability": ["alert"]}) == (
-        "observability",
-    )
+    assert domains_of("alerts fired", vocabulary={"observability": ["alert"]}) == ("observability",)
 
 
 def test_the_vocabulary_setting_reads_a_json_object_and_refuses_blank_names() -> None:
@@ -426,9 +422,9 @@ def test_the_vocabulary_setting_reads_a_json_object_and_refuses_blank_names() ->
         environ={"ENGRAIN_DOMAIN_VOCABULARY": '{"payments": ["stripe", "refund"]}'}
     )
     assert settings.domain_vocabulary == {"payments": ["stripe", "refund"]}
-    assert "payments" in classify(
-        "the refund webhook", vocabulary=settings.domain_vocabulary
-    ).domains
+    assert (
+        "payments" in classify("the refund webhook", vocabulary=settings.domain_vocabulary).domains
+    )
     assert load_settings(environ={}).domain_vocabulary == {}
     with pytest.raises(ConfigError, match="domain_vocabulary"):
         load_settings(environ={"ENGRAIN_DOMAIN_VOCABULARY": '{" ": ["x"]}'})
@@ -805,8 +801,9 @@ def test_asking_for_the_process_is_a_moderate_how_to(message: str) -> None:
     assert "how-to" in fired
 
 
-@pytest.mark.parametrize("message", ["nvm", "never mind, figured it out", "ok nevermind 🙂",
-                                     "figured it out, thanks"])
+@pytest.mark.parametrize(
+    "message", ["nvm", "never mind, figured it out", "ok nevermind 🙂", "figured it out, thanks"]
+)
 def test_a_question_withdrawn_or_solved_by_the_asker_is_trivial(message: str) -> None:
     assert classify(message).complexity is Complexity.TRIVIAL
 

@@ -330,8 +330,13 @@ def test_export_import_round_trip(served: Served, tmp_path: Path) -> None:
     try:
         with other.client("admin") as admin:
             result = admin.import_records(iter(records))
-            assert result == ImportResult(memories=len(records), stored=0, merged=0,
-                                          discarded=0, states=len(records[0]["state"]))
+            assert result == ImportResult(
+                memories=len(records),
+                stored=0,
+                merged=0,
+                discarded=0,
+                states=len(records[0]["state"]),
+            )
             assert list(admin.export_records("alice")) == records
     finally:
         other.close()

@@ -35,8 +35,9 @@ def _public(cls: type) -> dict[str, Any]:
     return {n: m for n, m in vars(cls).items() if not n.startswith("_") and callable(m)}
 
 
-@pytest.mark.parametrize(("engine_cls", "client_cls"), [(Engine, Client),
-                                                         (AsyncEngine, AsyncClient)])
+@pytest.mark.parametrize(
+    ("engine_cls", "client_cls"), [(Engine, Client), (AsyncEngine, AsyncClient)]
+)
 def test_same_public_methods_and_parameters(engine_cls: type, client_cls: type) -> None:
     engine, client = _public(engine_cls), _public(client_cls)
     assert set(client) == set(engine) - NOT_REMOTE
@@ -73,8 +74,15 @@ def gated_view(g: Gated) -> tuple[Any, ...]:
 
 
 def context_view(c: Context) -> tuple[Any, ...]:
-    return (c.text, c.tokens, c.tier, c.fallback, [m.content for m in c.memories],
-            recall_view(c.recall), None if c.gated is None else gated_view(c.gated))
+    return (
+        c.text,
+        c.tokens,
+        c.tier,
+        c.fallback,
+        [m.content for m in c.memories],
+        recall_view(c.recall),
+        None if c.gated is None else gated_view(c.gated),
+    )
 
 
 def error_of(call: Callable[[], Any]) -> type:
@@ -104,8 +112,17 @@ def scenario(m: Any) -> list[Any]:
     seen.append([(o.action, o.content, o.turn_ids) for o in talk.outcomes])
     ctx = m.context("How should I indent this Python function?", "alice", now=LATER)
     seen.append(context_view(ctx))
-    seen.append(context_view(m.context("when do deploys go out?", "alice", token_budget=300,
-                                       memory_types=["procedural", "semantic"], now=LATER)))
+    seen.append(
+        context_view(
+            m.context(
+                "when do deploys go out?",
+                "alice",
+                token_budget=300,
+                memory_types=["procedural", "semantic"],
+                now=LATER,
+            )
+        )
+    )
     seen.append(context_view(m.context("thanks!", "alice", model="gpt-4o-mini", now=LATER)))
     seen.append(recall_view(m.recall("who is visiting?", "alice", top_k=3, now=LATER)))
     seen.append(gated_view(m.explain("where do I work?", "alice", turn=2, now=LATER)))
@@ -131,8 +148,17 @@ def scenario(m: Any) -> list[Any]:
     records = list(m.export_records("alice"))
     seen.append(sorted((r["content"], r["kind"], r["pinned"], len(r["embedding"]))
                        for r in records))  # fmt: skip
-    imported = m.import_records([{"type": "remember", "user_id": "alice", "content": "alice "
-                                  "is allergic to peanuts", "kind": "fact", "pinned": True}])
+    imported = m.import_records(
+        [
+            {
+                "type": "remember",
+                "user_id": "alice",
+                "content": "alice is allergic to peanuts",
+                "kind": "fact",
+                "pinned": True,
+            }
+        ]
+    )
     seen.append(imported)
     seen.append(sorted(x.content for x in m.list("alice", limit=None)))
     return seen
@@ -188,4 +214,3 @@ def test_async_client_and_async_engine_give_the_same_results(tmp_path: Path) -> 
         assert asyncio.run(remote()) == asyncio.run(local())
     finally:
         served.close()
-

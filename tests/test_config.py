@@ -183,4 +183,3 @@ def test_the_api_key_is_never_echoed(tmp_path: Path) -> None:
     message = info.value.message
     assert message.startswith("invalid llm_api_key given as an argument: ")
     assert "sk-secret-value" not in message
-

@@ -22,8 +22,10 @@ AT = "2026-01-01T00:00:00+00:00"
 @pytest.fixture
 def db() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", isolation_level=None)
-    conn.execute("CREATE TABLE derived_indexes (user_id TEXT NOT NULL, kind TEXT NOT NULL, "
-                 "data BLOB NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (user_id, kind))")
+    conn.execute(
+        "CREATE TABLE derived_indexes (user_id TEXT NOT NULL, kind TEXT NOT NULL, "
+        "data BLOB NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (user_id, kind))"
+    )
     return conn
 
 
@@ -69,7 +71,9 @@ def test_a_new_write_replaces_every_part_of_the_last(
     derived_blobs.write(db, "ada", "usearch", b"small", AT)
     assert derived_blobs.read(db, "ada", "usearch") == b"small"
     assert [k for k in _rows(db) if k.startswith("usearch")] == [
-        "usearch", "usearch-old", *[k for k in _rows(db) if k.startswith("usearch-old#")]
+        "usearch",
+        "usearch-old",
+        *[k for k in _rows(db) if k.startswith("usearch-old#")],
     ]
     assert derived_blobs.read(db, "ada", "usearch-old") == b"keep" * 100
 

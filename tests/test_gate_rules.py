@@ -546,7 +546,7 @@ def test_a_correction_is_a_convention_of_its_area() -> None:
 
 
 def test_a_how_to_question_gets_the_golden_paths_of_its_area() -> None:
-    """"What's the safe way to add an index to a 40M-row table?" asks for the project's
+    """ "What's the safe way to add an index to a 40M-row table?" asks for the project's
     procedure (the golden path "Adding a migration: …", cosine 0.02); a question about a
     fact, and the area's other conventions, are left as they are."""
     from engrain.recall.area import CONVENTION_RELEVANCE, area_kinds, with_area
@@ -572,7 +572,7 @@ def test_a_how_to_question_gets_the_golden_paths_of_its_area() -> None:
 
 
 def test_without_a_clear_match_the_area_is_the_parts_the_message_names() -> None:
-    """"Analyze where we could lose a payment if a worker dies" matches nothing clearly
+    """ "Analyze where we could lose a payment if a worker dies" matches nothing clearly
     (no candidate at the area's relevance) but names ``payments``, a domain the project's
     memories carry: that is its area, so the payments pattern is raised; a domain no
     memory carries, or a clear match elsewhere, leaves it out."""

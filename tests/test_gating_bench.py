@@ -167,8 +167,9 @@ def test_details_show_each_miss_and_leak_with_its_reason(small_run: dict[str, An
         # a leaked one "selected" or "pinned"
         assert set(answered["why"]) == {*answered["missed"], *answered["leaked"]}
         for mid in answered["leaked"]:
-            assert answered["why"][mid]["reason"] in {"selected", "pinned"} or answered[
-                "why"][mid]["reason"].startswith(("procedural", "conflicts with"))
+            assert answered["why"][mid]["reason"] in {"selected", "pinned"} or answered["why"][mid][
+                "reason"
+            ].startswith(("procedural", "conflicts with"))
     text = gating.details(small_run, data, split="all")
     failing = [r for r in gated["messages"] if r["missed"] or r["leaked"]]
     assert sum(line.startswith("msg-") for line in text.splitlines()) == len(failing)

@@ -129,9 +129,7 @@ def test_the_onnx_int8_setting_follows_the_cpu_by_default(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("raw", "value"), [("false", False), ("1", True)])
-def test_the_onnx_int8_setting_reads_the_environment(
-    tmp_path: Path, raw: str, value: bool
-) -> None:
+def test_the_onnx_int8_setting_reads_the_environment(tmp_path: Path, raw: str, value: bool) -> None:
     from engrain.config import load_settings
 
     settings = load_settings({"data_dir": tmp_path}, environ={"ENGRAIN_ONNX_INT8": raw})

@@ -240,9 +240,10 @@ def test_authorize_refuses_malformed_ids_as_invalid_input(
 
 def test_two_engines_on_one_file_see_each_others_keys_and_revocations(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
-    with Engine(settings=settings, embedder=HashEmbedder()) as one, Engine(
-        settings=settings, embedder=HashEmbedder()
-    ) as two:
+    with (
+        Engine(settings=settings, embedder=HashEmbedder()) as one,
+        Engine(settings=settings, embedder=HashEmbedder()) as two,
+    ):
         first, second = KeyRing(one.store), KeyRing(two.store)
         secret, key = first.create(["alice"])
         assert second.authenticate(secret) == key

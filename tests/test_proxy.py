@@ -274,7 +274,8 @@ def test_an_exchange_is_recorded_once_and_found_by_the_next_request(px: Proxied)
     follow = [*first, {"role": "assistant", "content": "Congratulations!"},
               {"role": "user", "content": "what is the name of my greyhound again?"}]  # fmt: skip
     px.client("carol").chat.completions.create(
-        model="gpt-4o", messages=follow, extra_headers={"X-Engrain-Record": "false"})
+        model="gpt-4o", messages=follow, extra_headers={"X-Engrain-Record": "false"}
+    )
     block = px.upstream.last()["body"]["messages"][1]
     assert block["role"] == "system" and "Biscuit" in block["content"]
 
@@ -340,7 +341,8 @@ def test_memory_failure_still_forwards_the_request(
     monkeypatch.setattr(px.engine, "context", broken)
     with caplog.at_level(logging.WARNING, logger="engrain"):
         raw = px.client().chat.completions.with_raw_response.create(
-            model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-Record": "false"})
+            model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-Record": "false"}
+        )
     assert raw.parse().choices[0].message.content == ANSWER
     assert raw.headers["x-engrain-memory"] == "unavailable"
     assert px.upstream.last()["body"]["messages"] == chat(QUESTION)
@@ -389,8 +391,9 @@ def test_an_unreachable_upstream_is_a_502(px: Proxied) -> None:
         closed.url + "/v1", UPSTREAM_KEY, timeout=5)))  # fmt: skip
     px.servers.append(engine_url)
     with pytest.raises(openai.APIStatusError) as caught:
-        openai.OpenAI(base_url=engine_url.url + "/v1", api_key=px.keys["alice"],
-                      max_retries=0).chat.completions.create(model="gpt-4o", messages=chat("hi"))
+        openai.OpenAI(
+            base_url=engine_url.url + "/v1", api_key=px.keys["alice"], max_retries=0
+        ).chat.completions.create(model="gpt-4o", messages=chat("hi"))
     assert caught.value.status_code == 502
     assert caught.value.response.json()["error"] == "upstream_unavailable"
 
@@ -417,7 +420,8 @@ def test_keys_act_only_for_their_users(px: Proxied) -> None:
     count = len(px.upstream.received)
     with pytest.raises(openai.PermissionDeniedError):  # bob naming alice
         px.client("bob").chat.completions.create(
-            model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-User": "alice"})
+            model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-User": "alice"}
+        )
     with pytest.raises(openai.AuthenticationError):
         stranger = openai.OpenAI(base_url=px.url, api_key="egk_" + "x" * 43, max_retries=0)
         stranger.chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
@@ -525,7 +529,8 @@ def test_recording_does_not_block_the_reply(px: Proxied) -> None:
     recorder._executor.submit(gate.wait, 30)  # the recording thread is busy
     try:
         out = px.client("bob").chat.completions.create(
-            model="gpt-4o", messages=chat("I moved to Porto last spring"))
+            model="gpt-4o", messages=chat("I moved to Porto last spring")
+        )
         assert out.choices[0].message.content == ANSWER  # answered while recording waits
     finally:
         gate.set()

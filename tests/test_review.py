@@ -227,8 +227,11 @@ def test_a_small_model_previews_its_tier(mem_engine: Engine) -> None:
 
 def _scanned(engine: Engine, user: str = "ada") -> set[frozenset[str]]:
     """The conflicting pairs a pass over every active memory finds (the reference)."""
-    active = {m.id: m for m in engine.store.query(user) if m.superseded_by is None
-              and not m.compressed and m.kind in CONFLICT_KINDS}
+    active = {
+        m.id: m
+        for m in engine.store.query(user)
+        if m.superseded_by is None and not m.compressed and m.kind in CONFLICT_KINDS
+    }
     return {frozenset((m.id, other)) for m in active.values()
             for other in m.provenance.metadata.get("conflicts_with") or ()
             if other in active and other != m.id}  # fmt: skip

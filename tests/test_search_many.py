@@ -92,8 +92,14 @@ def test_a_new_memory_extends_the_users_bm25_index() -> None:
     assert [m.id for m, _ in cache.lexical_search("billing", 5)] == [old[0].id]
     before = cache.snapshot.lexical
     assert before is not None
-    new = Memory.new("ada", "the billing retry pipeline", MemoryType.SEMANTIC, Kind.FACT,
-                     now=NOW, embedding=vector)
+    new = Memory.new(
+        "ada",
+        "the billing retry pipeline",
+        MemoryType.SEMANTIC,
+        Kind.FACT,
+        now=NOW,
+        embedding=vector,
+    )
     cache.upsert([new])
     after = cache.snapshot.lexical
     assert after is not None and after is not before  # extended, not dropped

@@ -119,10 +119,31 @@ def endpoints(memory_id: str) -> list[tuple[str, str, dict[str, Any]]]:
     q = {"params": {"user_id": "alice"}}
     return [
         ("POST", "/v1/memories", {"json": {"user_id": "alice", "content": "likes green tea"}}),
-        ("POST", "/v1/ingest", {"json": {"user_id": "alice", "text": "I moved to Lyon in "
-                                         "2024 and started working at a bakery."}}),
-        ("POST", "/v1/conversations", {"json": {"user_id": "alice", "turns": [
-            {"speaker": "alice", "text": "My sister Mia is visiting from Oslo next week."}]}}),
+        (
+            "POST",
+            "/v1/ingest",
+            {
+                "json": {
+                    "user_id": "alice",
+                    "text": "I moved to Lyon in 2024 and started working at a bakery.",
+                }
+            },
+        ),
+        (
+            "POST",
+            "/v1/conversations",
+            {
+                "json": {
+                    "user_id": "alice",
+                    "turns": [
+                        {
+                            "speaker": "alice",
+                            "text": "My sister Mia is visiting from Oslo next week.",
+                        }
+                    ],
+                }
+            },
+        ),
         ("POST", "/v1/context", {"json": {"user_id": "alice", "message": "Where are my notes?"}}),
         ("POST", "/v1/recall", {"json": {"user_id": "alice", "query": "notes"}}),
         ("POST", "/v1/explain", {"json": {"user_id": "alice", "message": "Where are my notes?"}}),
@@ -131,12 +152,23 @@ def endpoints(memory_id: str) -> list[tuple[str, str, dict[str, Any]]]:
         ("PATCH", f"/v1/memories/{memory_id}", {**q, "json": {"importance": 0.9}}),
         ("POST", f"/v1/memories/{memory_id}/pin", {**q, "json": {"value": True}}),
         ("POST", f"/v1/memories/{memory_id}/mute", {**q, "json": {"value": False}}),
-        ("POST", "/v1/feedback", {"json": {"user_id": "alice", "memory_ids": [memory_id],
-                                           "helpful": True}}),
+        (
+            "POST",
+            "/v1/feedback",
+            {"json": {"user_id": "alice", "memory_ids": [memory_id], "helpful": True}},
+        ),
         ("GET", "/v1/tiers", q),
         ("GET", "/v1/export", q),
-        ("POST", "/v1/import", {"content": json.dumps({"type": "remember", "user_id": "alice",
-                                                        "content": "imported line"}) + "\n"}),
+        (
+            "POST",
+            "/v1/import",
+            {
+                "content": json.dumps(
+                    {"type": "remember", "user_id": "alice", "content": "imported line"}
+                )
+                + "\n"
+            },
+        ),
         ("POST", "/v1/forget", {"json": {"user_id": "alice", "memory_ids": ["no-such-id"]}}),
         ("DELETE", "/v1/memories/no-such-id", q),
         ("POST", "/v1/browse", {"json": {"user_id": "alice", "text": "notes"}}),
@@ -179,8 +211,15 @@ def test_a_project_limited_key(svc: Service) -> None:
     assert r.status_code == 201
     work_id = r.json()["memory_id"]
     assert svc.engine.get(work_id, "alice").project == "work"  # the key's only project
-    assert_error(svc.call("POST", "/v1/context", "alice/work",
-                          json={"message": "when is standup?", "project": "home"}), 403)
+    assert_error(
+        svc.call(
+            "POST",
+            "/v1/context",
+            "alice/work",
+            json={"message": "when is standup?", "project": "home"},
+        ),
+        403,
+    )
     listed = svc.call("GET", "/v1/memories", "alice/work").json()["memories"]
     assert [m["id"] for m in listed] == [work_id]
     # alice's memory outside the project is invisible by id, like a missing one
@@ -209,17 +248,34 @@ def test_a_project_limited_key_cannot_touch_another_projects_memory(tmp_path: Pa
                          json={"memory_ids": [home], "helpful": False})  # fmt: skip
         assert r.status_code == 200 and r.json()["usefulness"] == {}
         # a context made for the home project (by an unlimited key) is unknown to this key
-        ctx = service.call("POST", "/v1/context", "alice", json={
-            "message": "when do I water the plants?", "project": "home", "token_budget": 500})
+        ctx = service.call(
+            "POST",
+            "/v1/context",
+            "alice",
+            json={"message": "when do I water the plants?", "project": "home", "token_budget": 500},
+        )
         assert home in [m["id"] for m in ctx.json()["memories"]]
-        assert_error(service.call("POST", "/v1/feedback", "alice/work", json={
-            "context_id": ctx.json()["context_id"], "helpful": False}), 404, "not_found")
+        assert_error(
+            service.call(
+                "POST",
+                "/v1/feedback",
+                "alice/work",
+                json={"context_id": ctx.json()["context_id"], "helpful": False},
+            ),
+            404,
+            "not_found",
+        )
         after = service.engine.get(home, "alice")
         assert (after.content, after.pinned, after.muted, after.usefulness) == (
-            before.content, before.pinned, before.muted, before.usefulness)
+            before.content,
+            before.pinned,
+            before.muted,
+            before.usefulness,
+        )
         # the same key still acts on its own project's memories by id
-        work = service.call("POST", "/v1/memories", "alice/work",
-                            json={"content": "deploys happen on thursday"}).json()["memory_id"]
+        work = service.call(
+            "POST", "/v1/memories", "alice/work", json={"content": "deploys happen on thursday"}
+        ).json()["memory_id"]
         assert service.call("POST", f"/v1/memories/{work}/pin", "alice/work").json()["pinned"]
         r = service.call("POST", "/v1/forget", "alice/work", json={"memory_ids": [work, home]})
         assert r.json() == {"forgotten": 1}
@@ -256,8 +312,12 @@ def test_look_alike_users_never_see_each_other(svc: Service) -> None:
         assert not mine & others, user
         assert all(m["user_id"] == user for m in
                    svc.call("GET", "/v1/memories", user).json()["memories"])  # fmt: skip
-        ctx = svc.call("POST", "/v1/context", user, json={"message": "where are my notes?",
-                                                          "token_budget": 2000}).json()
+        ctx = svc.call(
+            "POST",
+            "/v1/context",
+            user,
+            json={"message": "where are my notes?", "token_budget": 2000},
+        ).json()
         assert all(m["user_id"] == user for m in ctx["memories"])
         for other in others:
             assert_error(svc.call("GET", f"/v1/memories/{other}", user), 404, "not_found")
@@ -312,16 +372,30 @@ def test_export_holds_only_the_keys_users(svc: Service) -> None:
 
 def test_error_shapes(svc: Service) -> None:
     # the schema states what the engine takes: an unknown kind or blank text is 422 there
-    assert_error(svc.call("POST", "/v1/memories", "alice",
-                          json={"content": "x", "kind": "bogus"}), 422, "invalid_input")
+    assert_error(
+        svc.call("POST", "/v1/memories", "alice", json={"content": "x", "kind": "bogus"}),
+        422,
+        "invalid_input",
+    )
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "   "}), 422,
                  "invalid_input")  # fmt: skip
     assert_error(svc.call("PATCH", f"/v1/memories/{svc.alice_memory}", "alice",
                           json={"content": None}), 422)  # fmt: skip
-    assert_error(svc.call("POST", "/v1/feedback", "alice",
-                          json={"memory_ids": ["x"], "helpful": True, "score": 1}), 422)
-    assert_error(svc.call("POST", "/v1/context", "alice", json={"message": "hi", "model": "x",
-                                                               "context_window": 9000}), 422)
+    assert_error(
+        svc.call(
+            "POST", "/v1/feedback", "alice", json={"memory_ids": ["x"], "helpful": True, "score": 1}
+        ),
+        422,
+    )
+    assert_error(
+        svc.call(
+            "POST",
+            "/v1/context",
+            "alice",
+            json={"message": "hi", "model": "x", "context_window": 9000},
+        ),
+        422,
+    )
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"kind": "fact"}), 422,
                  "invalid_input")  # fmt: skip
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "x", "typo": 1}),
@@ -330,8 +404,11 @@ def test_error_shapes(svc: Service) -> None:
                           headers={"content-type": "application/json"}), 422)  # fmt: skip
     assert_error(svc.call("GET", "/v1/memories", "alice", params={"limit": 0}), 422)
     assert_error(svc.call("GET", "/v1/memories", "alice", params={"cursor": "garbage!"}), 422)
-    assert_error(svc.call("POST", "/v1/feedback", "alice",
-                          json={"context_id": "nope", "helpful": True}), 404, "not_found")
+    assert_error(
+        svc.call("POST", "/v1/feedback", "alice", json={"context_id": "nope", "helpful": True}),
+        404,
+        "not_found",
+    )
     assert_error(svc.call("GET", "/v1/no-such-route", "alice"), 404, "not_found")
     r = svc.call("PUT", "/v1/memories", "alice")
     assert_error(r, 405)
@@ -446,8 +523,12 @@ def test_import_then_export_round_trip(tmp_path: Path) -> None:
     source = Service(tmp_path / "a")
     target = Service(tmp_path / "b")
     try:
-        source.call("POST", "/v1/ingest", "alice", json={"text": "I adopted a cat named "
-                                                          "Pixel in March; she hates rain."})
+        source.call(
+            "POST",
+            "/v1/ingest",
+            "alice",
+            json={"text": "I adopted a cat named Pixel in March; she hates rain."},
+        )
         exported = source.call("GET", "/v1/export", "alice").content
         assert exported.count(b"\n") >= 2
         target.call("DELETE", f"/v1/memories/{target.alice_memory}", "alice")
@@ -473,15 +554,23 @@ def test_import_then_export_round_trip(tmp_path: Path) -> None:
 
 
 def test_context_then_feedback(svc: Service) -> None:
-    ctx = svc.call("POST", "/v1/context", "alice",
-                   json={"message": "which mode do I keep notes in?", "token_budget": 500})
+    ctx = svc.call(
+        "POST",
+        "/v1/context",
+        "alice",
+        json={"message": "which mode do I keep notes in?", "token_budget": 500},
+    )
     body = ctx.json()
     assert ctx.status_code == 200
     assert {"text", "context_id", "tokens", "budget", "memories"} <= set(body)
     assert body["budget"] == 500
     if body["memories"]:
-        fb = svc.call("POST", "/v1/feedback", "alice",
-                      json={"context_id": body["context_id"], "helpful": True})
+        fb = svc.call(
+            "POST",
+            "/v1/feedback",
+            "alice",
+            json={"context_id": body["context_id"], "helpful": True},
+        )
         assert fb.status_code == 200, fb.text
         assert set(fb.json()["usefulness"]) == {m["id"] for m in body["memories"]}
 
@@ -509,10 +598,13 @@ def test_health_metrics_and_openapi(svc: Service) -> None:
     assert doc["openapi"].startswith("3.1")
     op = doc["paths"]["/v1/context"]["post"]
     assert op["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith(
-        "ContextRequest")
+        "ContextRequest"
+    )
     assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(
-        "ContextOut")
+        "ContextOut"
+    )
     for status in ("400", "401", "403", "413", "422", "503"):
-        assert op["responses"][status]["content"]["application/json"]["schema"][
-            "$ref"].endswith("ErrorOut")
+        assert op["responses"][status]["content"]["application/json"]["schema"]["$ref"].endswith(
+            "ErrorOut"
+        )
     assert "HTTPBearer" in doc["components"]["securitySchemes"]

@@ -110,8 +110,11 @@ def schemathesis(live: Live, tmp_path: Path, *extra: str) -> subprocess.Complete
     ]  # fmt: skip
     if "ENGRAIN_SCHEMA_EXAMPLES" not in os.environ:
         command += ["--seed", str(SEED)]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": __name__,
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "SCHEMATHESIS_HOOKS": __name__,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.run(command, capture_output=True, text=True, timeout=3000, cwd=tmp_path,
                           env=env)  # fmt: skip
 

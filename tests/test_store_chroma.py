@@ -156,7 +156,10 @@ def test_chroma_holds_each_embedded_memory_with_its_text_and_filter_fields(
     assert raw_collection(tmp_path / "chroma", "bob").get()["documents"] == ["bob's a"]
     meta = got["metadatas"][0]
     assert (meta["project"], meta["key"], meta["pinned"], meta["muted"]) == (
-        "web", "indent", True, False
+        "web",
+        "indent",
+        True,
+        False,
     )
     assert "session_id" not in meta  # Chroma has no null: an absent field is absent
     np.testing.assert_allclose(got["embeddings"][0], unit(1, 0, 0, 0), rtol=1e-6)
@@ -245,7 +248,9 @@ def test_when_the_nearest_all_fail_the_filter_chroma_filters(
     assert asks == [None, flt]
     asks.clear()
     assert [m.id for m, _ in store.search("alice", unit(1, 0, 0, 0), 3)] == [
-        "muted0", "muted1", "muted2"
+        "muted0",
+        "muted1",
+        "muted2",
     ]
     assert asks == [None]  # enough passed the first ask
 

@@ -319,8 +319,16 @@ def test_a_scheme_registered_through_an_entry_point_opens_its_backend(
 
     assert type(store).__name__ == "AcmeStore" and isinstance(store, Store)
     assert store.url == "acme://eu-west/bucket"  # type: ignore[attr-defined]
-    assert known_schemes() == ["acme", "chroma", "chroma+http", "chroma+https", "memory",
-                             "postgres", "postgresql", "sqlite"]
+    assert known_schemes() == [
+        "acme",
+        "chroma",
+        "chroma+http",
+        "chroma+https",
+        "memory",
+        "postgres",
+        "postgresql",
+        "sqlite",
+    ]
     with pytest.raises(ConfigError, match="unknown store URL scheme 'other'"):
         open_store("other://x")
 
@@ -362,9 +370,7 @@ def test_a_url_never_imports_or_runs_what_it_names(
 def test_an_unknown_scheme_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError) as caught:
         open_store("mysql://db/engrain")
-    assert str(caught.value) == (
-        f"unknown store URL scheme 'mysql'; known: {KNOWN}"
-    )
+    assert str(caught.value) == (f"unknown store URL scheme 'mysql'; known: {KNOWN}")
 
 
 @pytest.mark.parametrize(

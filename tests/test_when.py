@@ -67,7 +67,10 @@ def test_chunks_of_the_asked_time_keep_their_relevance_and_others_lose_some() ->
     ]
     out = with_time(pool, "What did Mel paint in July 2023?", NOW, 0.3)
     assert [(c.id, round(c.relevance, 3)) for c in out] == [
-        ("july", 0.9), ("undated", 0.85), ("note", 0.8), ("may", 0.7)
+        ("july", 0.9),
+        ("undated", 0.85),
+        ("note", 0.8),
+        ("may", 0.7),
     ]
     assert with_time(pool, "What did Mel paint?", NOW, 0.3) == pool
     assert with_time(pool, "What did Mel paint in July 2023?", NOW, 0.0) == pool

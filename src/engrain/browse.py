@@ -235,8 +235,9 @@ class _Index:
         ids = list(map(attrgetter("id"), memories))
         old = np.fromiter(map(self.position.get, ids, repeat(-1, n)), np.int64, n)
         kept = self.memories
-        same = np.fromiter((r >= 0 and kept[r] is m for m, r in zip(memories, old.tolist(),
-                                                                     strict=True)), bool, n)
+        same = np.fromiter(
+            (r >= 0 and kept[r] is m for m, r in zip(memories, old.tolist(), strict=True)), bool, n
+        )
         changed = np.flatnonzero(~same)
         if len(changed) > n // 4:
             return _Index.build(memories, revision)
@@ -436,9 +437,7 @@ def _current(store: Store, user_id: str, index: _Index) -> list[Memory]:
     index has it). From the working set when the store keeps one (no SQL, one dictionary
     look-up per row), else from a full query."""
     cached = getattr(store, "cached", None)
-    current: list[Memory] = (
-        cached(user_id, index.ids) if callable(cached) else store.query(user_id)
-    )
+    current: list[Memory] = cached(user_id, index.ids) if callable(cached) else store.query(user_id)
     if len(current) != len(index.ids) or any(map(ne, map(attrgetter("id"), current),
                                                  index.ids)):  # fmt: skip
         known = {m.id: m for m in current}

@@ -83,8 +83,7 @@ class Settings(BaseModel):
     onnx_threads: int = Field(
         default=0,
         ge=0,
-        description="onnxruntime's intra-op threads: 0 = one per core (ignored with "
-        "onnx_split).",
+        description="onnxruntime's intra-op threads: 0 = one per core (ignored with onnx_split).",
     )
     onnx_spinning: bool | None = Field(
         default=None,

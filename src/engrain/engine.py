@@ -109,8 +109,10 @@ class Engine:
         self.settings = settings
         self.store: Store = store if store is not None else open_store(settings.store_url)
         raw = embedder or make_embedder(
-            settings.embedder, threads=settings.onnx_threads,
-            spinning=_model_spinning(settings, self.store), split=settings.onnx_split,
+            settings.embedder,
+            threads=settings.onnx_threads,
+            spinning=_model_spinning(settings, self.store),
+            split=settings.onnx_split,
             int8=settings.onnx_int8,
         )
         self.embedder = CachedEmbedder(raw, self.store)

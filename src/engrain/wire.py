@@ -133,8 +133,10 @@ def dump_gated(g: Gated) -> JSON:
         "selected": [dump_scored(s) for s in g.selected],
         "tokens_used": g.tokens_used,
         "text": g.text,
-        "decisions": [{"item": dump_scored(d.item), "selected": d.selected, "reason": d.reason}
-                      for d in g.decisions],
+        "decisions": [
+            {"item": dump_scored(d.item), "selected": d.selected, "reason": d.reason}
+            for d in g.decisions
+        ],
         "ranked": [dump_scored(s) for s in g.ranked],
         "components": {k: dict(v) for k, v in g.components.items()},
         "timings_ms": dict(g.timings_ms),
@@ -155,11 +157,15 @@ def load_gated(
         selected=[scored(s) for s in data["selected"]],
         tokens_used=int(data["tokens_used"]),
         text=str(data["text"]),
-        decisions=[Decision(scored(d["item"]), bool(d["selected"]), str(d["reason"]))
-                   for d in data.get("decisions") or ()],
+        decisions=[
+            Decision(scored(d["item"]), bool(d["selected"]), str(d["reason"]))
+            for d in data.get("decisions") or ()
+        ],
         ranked=[scored(s) for s in data.get("ranked") or ()],
-        components={k: {n: float(x) for n, x in v.items()}
-                    for k, v in (data.get("components") or {}).items()},
+        components={
+            k: {n: float(x) for n, x in v.items()}
+            for k, v in (data.get("components") or {}).items()
+        },
         timings_ms={k: float(v) for k, v in (data.get("timings_ms") or {}).items()},
     )
 
@@ -227,8 +233,9 @@ def _gated_refs(g: Gated) -> JSON:
 
 def load_context(data: Mapping[str, Any]) -> Context:
     """Inverse of :func:`dump_context`."""
-    memories = {m.id: m for m in map(load_memory, [*data["memories"],
-                                                   *(data.get("other_memories") or ())])}
+    memories = {
+        m.id: m for m in map(load_memory, [*data["memories"], *(data.get("other_memories") or ())])
+    }
 
     def scored(ref: Mapping[str, Any]) -> ScoredMemory:
         return ScoredMemory(memories[str(ref["memory_id"])], float(ref["score"]),
@@ -268,8 +275,9 @@ def load_feedback(data: Mapping[str, Any]) -> FeedbackResult:
     """Inverse of :func:`dump_feedback`."""
     return FeedbackResult(
         target=float(data["target"]),
-        usefulness={k: (float(v["before"]), float(v["after"]))
-                    for k, v in data["usefulness"].items()},
+        usefulness={
+            k: (float(v["before"]), float(v["after"])) for k, v in data["usefulness"].items()
+        },
         pairs_learned=int(data["pairs_learned"]),
     )
 

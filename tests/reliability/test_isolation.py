@@ -90,8 +90,9 @@ class Checker:
     # -- operations --------------------------------------------------------------------
 
     def op_remember(self, user: str) -> None:
-        outcome = self.e.remember(self.text(user), user,
-                                  kind=self.rng.choice(["fact", "preference", "decision"]))
+        outcome = self.e.remember(
+            self.text(user), user, kind=self.rng.choice(["fact", "preference", "decision"])
+        )
         self.model[user].add(outcome.memory_id)
 
     def op_ingest(self, user: str) -> None:

@@ -69,14 +69,34 @@ class Site:
 
 def _seed(engine: Engine, site: Site) -> None:
     remember = engine.remember
-    site.ids["tabs"] = remember("Alice prefers tabs over spaces in Python files", "alice",
-                                "preference", domains=["code"], now=NOW).memory_id or ""
-    site.ids["port"] = remember("The web API listens on port 8080", "alice", project="web",
-                                domains=["ops"], now=NOW).memory_id or ""
-    site.ids["port2"] = remember("The web API listens on port 9090", "alice", project="web",
-                                 domains=["ops"], now=NOW).memory_id or ""
-    site.ids["pinned"] = remember("Deploys happen on Fridays after the standup", "alice",
-                                  "decision", pinned=True, now=NOW).memory_id or ""
+    site.ids["tabs"] = (
+        remember(
+            "Alice prefers tabs over spaces in Python files",
+            "alice",
+            "preference",
+            domains=["code"],
+            now=NOW,
+        ).memory_id
+        or ""
+    )
+    site.ids["port"] = (
+        remember(
+            "The web API listens on port 8080", "alice", project="web", domains=["ops"], now=NOW
+        ).memory_id
+        or ""
+    )
+    site.ids["port2"] = (
+        remember(
+            "The web API listens on port 9090", "alice", project="web", domains=["ops"], now=NOW
+        ).memory_id
+        or ""
+    )
+    site.ids["pinned"] = (
+        remember(
+            "Deploys happen on Fridays after the standup", "alice", "decision", pinned=True, now=NOW
+        ).memory_id
+        or ""
+    )
     texts = [f"Reading note {i}: chapter {i} of the garden book" for i in range(ALICE_NOTES)]
     vectors = engine.embedder.embed(texts)
     engine.store.write([  # written as is: near-duplicates of one another, never merged

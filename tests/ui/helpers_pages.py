@@ -125,7 +125,11 @@ def browser() -> Iterator[Any]:
 
 
 def signed_in(
-    browser: Any, live: Live, secret: str, *, viewport: dict[str, int] = LAPTOP,
+    browser: Any,
+    live: Live,
+    secret: str,
+    *,
+    viewport: dict[str, int] = LAPTOP,
     javascript: bool = True,
 ) -> Any:
     """A new browser page signed in with ``secret`` (on the memories page)."""

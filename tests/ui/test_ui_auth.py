@@ -44,8 +44,11 @@ def test_a_change_without_the_csrf_token_is_refused(site: Site) -> None:
             assert "security token" in answer.text
         answer = http.post(f"/ui/memories/{memory}/forget", data={"confirmed": "yes"})
         assert answer.status_code == 403
-        answer = http.post(f"/ui/memories/{memory}/pin", headers={"Sec-Fetch-Site": "cross-site"},
-                           data={"pinned": "yes", "csrf": http.csrf})  # type: ignore[attr-defined]
+        answer = http.post(
+            f"/ui/memories/{memory}/pin",
+            headers={"Sec-Fetch-Site": "cross-site"},
+            data={"pinned": "yes", "csrf": http.csrf},
+        )  # type: ignore[attr-defined]
         assert answer.status_code == 403
         assert http.post("/ui/signout", data={}).status_code == 403
         assert http.get("/ui/memories").status_code == 200  # still signed in
@@ -86,8 +89,9 @@ def test_a_tampered_cookie_is_no_session(site: Site) -> None:
 
 def test_sign_in_never_redirects_off_the_site(site: Site) -> None:
     with httpx.Client(base_url=site.url, timeout=30) as http:
-        refused = http.post("/ui/signin", data={"key": site.keys["alice"]},
-                            headers={"Sec-Fetch-Site": "cross-site"})  # another site's form
+        refused = http.post(
+            "/ui/signin", data={"key": site.keys["alice"]}, headers={"Sec-Fetch-Site": "cross-site"}
+        )  # another site's form
         assert refused.status_code == 403 and "engrain_ui" not in http.cookies
         for target in ("https://evil.example/", "//evil.example/ui/x", "/ui\\..\\x", "/v1/x"):
             answer = http.post("/ui/signin", data={"key": site.keys["alice"], "next": target})
@@ -107,8 +111,14 @@ def test_pages_carry_the_security_headers(site: Site) -> None:
 
 def test_an_admin_picks_a_user_and_a_key_only_its_own(site: Site) -> None:
     with site.client("admin") as http:
-        answer = http.post("/ui/user", data={"user_id": "bob", "csrf": http.csrf,  # type: ignore[attr-defined]
-                                             "next": "/ui/memories?q=x"})
+        answer = http.post(
+            "/ui/user",
+            data={
+                "user_id": "bob",
+                "csrf": http.csrf,  # type: ignore[attr-defined]
+                "next": "/ui/memories?q=x",
+            },
+        )
         assert answer.status_code == 303 and answer.headers["location"] == "/ui/memories"
         assert "vault code is 4417" in http.get("/ui/memories").text
     with site.client("alice") as http:

@@ -49,8 +49,10 @@ def test_resolve_a_conflict_in_the_browser_and_see_it_through_the_engine(
 def test_keep_the_older_forgets_the_newer(live: Live) -> None:
     old, new = _pair(live)
     http = client(live, live.key("ada"))
-    answer = http.post("/ui/conflicts/resolve", data={"csrf": http.csrf, "first": new,
-                                                      "second": old, "choice": "keep-second"})
+    answer = http.post(
+        "/ui/conflicts/resolve",
+        data={"csrf": http.csrf, "first": new, "second": old, "choice": "keep-second"},
+    )
     assert answer.status_code == 303
     with pytest.raises(NotFoundError):
         live.engine.get(new, "ada")
@@ -90,7 +92,9 @@ def test_a_project_limited_key_sees_and_resolves_only_its_projects_pairs(live: L
     page = http.get("/ui/conflicts").text
     assert web_new in page and bill_new not in page
     assert http.get("/ui/conflicts", params={"project": "billing"}).status_code == 403
-    answer = http.post("/ui/conflicts/resolve", data={"csrf": http.csrf, "first": bill_new,
-                                                      "second": bill_old, "choice": "keep-first"})
+    answer = http.post(
+        "/ui/conflicts/resolve",
+        data={"csrf": http.csrf, "first": bill_new, "second": bill_old, "choice": "keep-first"},
+    )
     assert answer.status_code == 404
     assert live.engine.get(bill_old, "ada").id == bill_old

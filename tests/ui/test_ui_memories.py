@@ -109,20 +109,27 @@ def test_edit_and_mark_as_correction(page: Any, site: Site) -> None:
 def test_another_users_memory_never_appears_whatever_the_url(page: Any, site: Site) -> None:
     bob = site.ids["bob"]
     sign_in(page, site)
-    for path in (f"/ui/memories/{bob}", f"/ui/memories/{bob}?user_id=bob",
-                 f"/ui/memories/{bob.upper()}", "/ui/memories?q=vault&user_id=bob",
-                 "/ui/memories?user_id=bob&sort=used"):
+    for path in (
+        f"/ui/memories/{bob}",
+        f"/ui/memories/{bob}?user_id=bob",
+        f"/ui/memories/{bob.upper()}",
+        "/ui/memories?q=vault&user_id=bob",
+        "/ui/memories?user_id=bob&sort=used",
+    ):
         response = page.goto(site.url + path)
         shown = page.inner_text("body")  # text, not markup: a random id may hold any digits
         assert "vault code" not in shown and "his cat" not in shown, path
         if path.startswith(f"/ui/memories/{bob}"):
-            assert response.status == 404 and page.get_by_role("heading", level=1).inner_text() \
-                == "Not found"
+            assert (
+                response.status == 404
+                and page.get_by_role("heading", level=1).inner_text() == "Not found"
+            )
     with site.client("alice") as http:
         answer = http.post(f"/ui/memories/{bob}/pin", data={"csrf": http.csrf})  # type: ignore[attr-defined]
         assert answer.status_code == 404
-        answer = http.post(f"/ui/memories/{site.ids['tabs']}/correct",
-                           data={"corrects": bob, "csrf": http.csrf})  # type: ignore[attr-defined]
+        answer = http.post(
+            f"/ui/memories/{site.ids['tabs']}/correct", data={"corrects": bob, "csrf": http.csrf}
+        )  # type: ignore[attr-defined]
         assert answer.status_code == 404
     seen = site.api("GET", f"/v1/memories/{bob}", key="bob").json()
     assert seen["pinned"] is False and seen["superseded_by"] is None
@@ -134,7 +141,7 @@ def test_user_text_is_shown_never_run(page: Any, site: Site) -> None:
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     sign_in(page, site)
     page.goto(f"{site.url}/ui/memories/{memory}")
-    assert '<script>alert(2)</script>' in page.locator("#content").inner_text()
+    assert "<script>alert(2)</script>" in page.locator("#content").inner_text()
     page.goto(f"{site.url}/ui/memories?q=signature")
     assert dialogs == [] and page.locator("main img").count() == 0
 

@@ -62,9 +62,7 @@ def keys() -> None:
     help="A user the key may act for (repeatable; at least one unless --admin; default: "
     "a --user typed before 'keys create', never ENGRAIN_USER).",
 )
-@click.option(
-    "--project", "-p", "projects", multiple=True, help="Only this project (repeatable)."
-)
+@click.option("--project", "-p", "projects", multiple=True, help="Only this project (repeatable).")
 @click.option("--admin", is_flag=True, help="Any user and project, and key management.")
 @click.option("--name", "-n", help="A label to recognise the key by (shown in lists).")
 @store_options()

@@ -36,33 +36,71 @@ def log_config(level: str) -> dict[str, Any]:
 
 
 @click.command(name="serve")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Interface to bind (the default answers this machine only).")
-@click.option("--port", default=8420, show_default=True, type=click.IntRange(0, 65535),
-              help="TCP port to listen on (0: any free port).")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="Processes, each with its own engine over the same store.")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]),
-              help="Least severe log lines printed (each carries its request id).")
-@click.option("--upstream", metavar="URL", default=None,
-              help="Also serve an OpenAI-compatible proxy with memory (POST "
-                   "/v1/chat/completions, GET /v1/models) forwarding to this base URL, "
-                   "e.g. https://api.openai.com/v1 or http://localhost:11434/v1.")
-@click.option("--upstream-key-env", metavar="NAME", default=None,
-              help="Environment variable holding the upstream's API key, e.g. OPENAI_API_KEY "
-                   "(the key itself is never a flag: it would show in the process list).")
-@click.option("--upstream-timeout", metavar="SECONDS", default=None,
-              type=click.FloatRange(0, min_open=True),
-              help="Seconds to wait for the upstream to connect, to start its reply and "
-                   "between two streamed chunks; past it the caller gets 504. [default: 120]")
-@click.option("--inject", "inject", default=None, type=click.Choice(["system", "append"]),
-              help="Where the proxy puts memory: a system message after the request's own "
-                   "(system), or appended to its first system message (append). "
-                   "[default: system]")
-@click.option("--record/--no-record", default=None,
-              help="Record each proxied exchange into memory in the background (a request "
-                   "opts out with 'X-Engrain-Record: false'). [default: record]")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to bind (the default answers this machine only).",
+)
+@click.option(
+    "--port",
+    default=8420,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port to listen on (0: any free port).",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Processes, each with its own engine over the same store.",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="Least severe log lines printed (each carries its request id).",
+)
+@click.option(
+    "--upstream",
+    metavar="URL",
+    default=None,
+    help="Also serve an OpenAI-compatible proxy with memory (POST "
+    "/v1/chat/completions, GET /v1/models) forwarding to this base URL, "
+    "e.g. https://api.openai.com/v1 or http://localhost:11434/v1.",
+)
+@click.option(
+    "--upstream-key-env",
+    metavar="NAME",
+    default=None,
+    help="Environment variable holding the upstream's API key, e.g. OPENAI_API_KEY "
+    "(the key itself is never a flag: it would show in the process list).",
+)
+@click.option(
+    "--upstream-timeout",
+    metavar="SECONDS",
+    default=None,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds to wait for the upstream to connect, to start its reply and "
+    "between two streamed chunks; past it the caller gets 504. [default: 120]",
+)
+@click.option(
+    "--inject",
+    "inject",
+    default=None,
+    type=click.Choice(["system", "append"]),
+    help="Where the proxy puts memory: a system message after the request's own "
+    "(system), or appended to its first system message (append). "
+    "[default: system]",
+)
+@click.option(
+    "--record/--no-record",
+    default=None,
+    help="Record each proxied exchange into memory in the background (a request "
+    "opts out with 'X-Engrain-Record: false'). [default: record]",
+)
 @global_options()
 @pass_state
 def serve_command(state: State, host: str, port: int, workers: int, log_level: str,
@@ -92,8 +130,13 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
     # one engine serves many concurrent calls: onnxruntime's spinning threads would take the
     # cores the other requests need (a config file or ENGRAIN_ONNX_SPINNING still decides)
     os.environ.setdefault("ENGRAIN_ONNX_SPINNING", "false")
-    proxy = {"proxy_upstream": upstream, "proxy_upstream_key_env": upstream_key_env,
-             "proxy_timeout": upstream_timeout, "proxy_inject": inject, "proxy_record": record}
+    proxy = {
+        "proxy_upstream": upstream,
+        "proxy_upstream_key_env": upstream_key_env,
+        "proxy_timeout": upstream_timeout,
+        "proxy_inject": inject,
+        "proxy_record": record,
+    }
     proxy = {k: v for k, v in proxy.items() if v is not None}  # fmt: skip
     if workers == 1:
         engine = state.engine()

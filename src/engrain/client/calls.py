@@ -238,10 +238,13 @@ def context(
                         include_compressed, turn, None, now, defaults=_DEFAULTS,
                         max_chars=_NO_LIMIT)  # fmt: skip
     body = _gate_body(r, now)
-    body.update(_body(top_k=validate.optional_integer(top_k, "top_k", minimum=1),
-                      model=validate.optional_identifier(model, "model"),
-                      context_window=validate.optional_integer(context_window,
-                                                               "context_window", minimum=1)))
+    body.update(
+        _body(
+            top_k=validate.optional_integer(top_k, "top_k", minimum=1),
+            model=validate.optional_identifier(model, "model"),
+            context_window=validate.optional_integer(context_window, "context_window", minimum=1),
+        )
+    )
     return wire.load_context((yield Req("POST", "/v1/context", json=body)))
 
 

@@ -503,4 +503,3 @@ def merge(
         "event_at": event_at or existing.event_at,
         "provenance": provenance,
     }
-

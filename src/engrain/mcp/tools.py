@@ -259,17 +259,26 @@ def _add_writing_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
     def remember(
         ctx: Context,
-        content: Annotated[str, Field(description="One short, self-contained statement, "
-                                      "e.g. 'Prefers tabs over spaces in Python'.")],
+        content: Annotated[
+            str,
+            Field(
+                description="One short, self-contained statement, "
+                "e.g. 'Prefers tabs over spaces in Python'."
+            ),
+        ],
         kind: KindArg = "fact",
         memory_type: TypeArg = None,
         project: ProjectArg = None,
-        domains: Annotated[list[str] | None, Field(description="Topic tags, e.g. "
-                                                   "['python', 'testing'].")] = None,
-        corrects: Annotated[str | None, Field(description="The id of a memory this one "
-                                              "replaces (it is then never used again).")] = None,
-        pinned: Annotated[bool, Field(description="Always include it when there is room.")]
-        = False,
+        domains: Annotated[
+            list[str] | None, Field(description="Topic tags, e.g. ['python', 'testing'].")
+        ] = None,
+        corrects: Annotated[
+            str | None,
+            Field(
+                description="The id of a memory this one replaces (it is then never used again)."
+            ),
+        ] = None,
+        pinned: Annotated[bool, Field(description="Always include it when there is room.")] = False,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, Remembered]:
         """Store something lasting the user told you: a preference, decision, rule, fact or
@@ -292,14 +301,19 @@ def _add_writing_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True))
     def feedback(
         ctx: Context,
-        context_id: Annotated[str | None, Field(description="The context_id a context call "
-                                                "returned.")] = None,
-        memory_ids: Annotated[list[str] | None, Field(description="Or: the ids of the "
-                                                      "memories the feedback is about.")] = None,
-        helpful: Annotated[bool | None, Field(description="Did the memory help? Give this "
-                                              "or score.")] = None,
-        score: Annotated[float | None, Field(description="How much it helped, 0 to 1.",
-                                             ge=0, le=1)] = None,
+        context_id: Annotated[
+            str | None, Field(description="The context_id a context call returned.")
+        ] = None,
+        memory_ids: Annotated[
+            list[str] | None,
+            Field(description="Or: the ids of the memories the feedback is about."),
+        ] = None,
+        helpful: Annotated[
+            bool | None, Field(description="Did the memory help? Give this or score.")
+        ] = None,
+        score: Annotated[
+            float | None, Field(description="How much it helped, 0 to 1.", ge=0, le=1)
+        ] = None,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, FeedbackView]:
         """Tell engrain whether the memory it gave you helped, so it learns what to include:
@@ -347,8 +361,7 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
     def recall(
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in words.")],
-        top_k: Annotated[int | None, Field(description="Most memories to return.", ge=1)]
-        = None,
+        top_k: Annotated[int | None, Field(description="Most memories to return.", ge=1)] = None,
         project: ProjectArg = None,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, Recalled]:
@@ -389,11 +402,13 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
     def list_memories(
         ctx: Context,
         project: Annotated[str | None, Field(description="Only this project.")] = None,
-        kind: Annotated[str | None, Field(description="Only this kind (preference, fact, "
-                                          "decision, ...).")] = None,
+        kind: Annotated[
+            str | None, Field(description="Only this kind (preference, fact, decision, ...).")
+        ] = None,
         limit: Annotated[int, Field(description="Most memories to list.", ge=1, le=1000)] = 50,
-        offset: Annotated[int, Field(description="Memories to skip (for the next page).",
-                                     ge=0)] = 0,
+        offset: Annotated[
+            int, Field(description="Memories to skip (for the next page).", ge=0)
+        ] = 0,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, MemoryList]:
         """The user's memories, most recently updated first, with their ids: for reviewing
@@ -411,8 +426,9 @@ def _add_curation_tools(server: MCPServer[Any], engine: Engine, resolve: Resolve
     @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True))
     def forget(
         ctx: Context,
-        memory_ids: Annotated[list[str], Field(description="The ids of the memories to "
-                                               "delete.", min_length=1)],
+        memory_ids: Annotated[
+            list[str], Field(description="The ids of the memories to delete.", min_length=1)
+        ],
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, Forgotten]:
         """Delete memories for good, when the user asks you to forget something or a memory
@@ -441,8 +457,13 @@ def _add_curation_tools(server: MCPServer[Any], engine: Engine, resolve: Resolve
     ) -> Annotated[CallToolResult, Changed]:
         """Pin a memory so it is included whenever there is room (or unpin it): for what
         the user says must always be kept in mind."""
-        return answer(lambda: Changed(memory=MemoryView.of(
-            engine.pin(memory_id, resolve(ctx, user_id, None), pinned=pinned))))
+        return answer(
+            lambda: Changed(
+                memory=MemoryView.of(
+                    engine.pin(memory_id, resolve(ctx, user_id, None), pinned=pinned)
+                )
+            )
+        )
 
     @server.tool(annotations=flag)
     def mute(
@@ -453,8 +474,13 @@ def _add_curation_tools(server: MCPServer[Any], engine: Engine, resolve: Resolve
     ) -> Annotated[CallToolResult, Changed]:
         """Mute a memory so it is never included again, but kept (or unmute it): for a
         memory that is distracting or outdated but should not be deleted."""
-        return answer(lambda: Changed(memory=MemoryView.of(
-            engine.mute(memory_id, resolve(ctx, user_id, None), muted=muted))))
+        return answer(
+            lambda: Changed(
+                memory=MemoryView.of(
+                    engine.mute(memory_id, resolve(ctx, user_id, None), muted=muted)
+                )
+            )
+        )
 
 
 def _add_tier_resources(server: MCPServer[Any], engine: Engine, resolve: Resolver) -> None:

@@ -68,9 +68,7 @@ def shape(text: str) -> list[float]:
 
 def features(text: str, vector: npt.ArrayLike) -> Floats:
     """One row: the query ``vector`` then :func:`shape`."""
-    return np.concatenate(
-        [np.asarray(vector, dtype=np.float64).ravel(), np.asarray(shape(text))]
-    )
+    return np.concatenate([np.asarray(vector, dtype=np.float64).ravel(), np.asarray(shape(text))])
 
 
 def eligible(rules: Classification, text: str) -> bool:

@@ -306,7 +306,9 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if symptom:
         fired.append("symptom")
     if turn > 0 and (
-        cues.CONTINUATION.match(body) or cues.ANAPHORA.match(body) or cues.ALSO_THIS.search(body)
+        cues.CONTINUATION.match(body)
+        or cues.ANAPHORA.match(body)
+        or cues.ALSO_THIS.search(body)
         or cues.REDO.match(body)
     ):
         fired.append("follow-up")
@@ -445,8 +447,11 @@ def _complexity(
     if cues.QUICK.search(text):
         fired.append("quick")
         return Complexity.SIMPLE
-    asks_how = (cues.HOW_TO.match(body) or cues.WAY_TO.match(body)
-                or cues.ASKS_HOW.search(_final_question(body) or _first_sentence(body)))
+    asks_how = (
+        cues.HOW_TO.match(body)
+        or cues.WAY_TO.match(body)
+        or cues.ASKS_HOW.search(_final_question(body) or _first_sentence(body))
+    )
     if intent is Intent.QUESTION and asks_how and cues.HOW_IT_IS.match(body):
         fired.append("how it is")  # a fact about how a thing is set up, not a procedure
     elif intent is Intent.QUESTION and asks_how:
@@ -460,9 +465,7 @@ def _complexity(
 
 #: A follow-up telling what to do next to what was built ("now do the WASM side of it too",
 #: "also handle the empty case"), not a question ("do those run in parallel?").
-_DO_PART = re.compile(
-    r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I
-)
+_DO_PART = re.compile(r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I)
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 
@@ -495,7 +498,7 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
         fired.append("error line")
         return Complexity.SIMPLE
     quoted = cues.QUOTED_AFTER.search(text)
-    if "\n" not in text.strip() and quoted and cues.ERROR_LINE.match(text[quoted.end():]):
+    if "\n" not in text.strip() and quoted and cues.ERROR_LINE.match(text[quoted.end() :]):
         fired.append("quoted error")  # "Build fails: error[E0502]: …", however long
         return Complexity.SIMPLE
     if "\n" not in text.strip() and len(text) <= ONE_LINE and cues.QUOTED_ERROR.search(text):

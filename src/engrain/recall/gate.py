@@ -207,8 +207,17 @@ def gate(
 
     pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock, vector,
                        started)  # fmt: skip
-    pool = with_summaries(pool, store, embed_query, user_id, message, vector, flt,
-                          options.session_summaries, options.lexical_weight * options.hybrid)
+    pool = with_summaries(
+        pool,
+        store,
+        embed_query,
+        user_id,
+        message,
+        vector,
+        flt,
+        options.session_summaries,
+        options.lexical_weight * options.hybrid,
+    )
     pool = with_speakers(pool, message, options.speaker_weight)
     pool = with_time(pool, message, now, options.time_weight)
     pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))

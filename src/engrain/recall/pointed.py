@@ -121,7 +121,7 @@ def with_pointed(
     asked = frozenset(tokenize(message))
     shared: dict[tuple[int, int], frozenset[str]] = {}
     for row, col in zip(rows.tolist(), cols.tolist(), strict=True):
-        terms = (terms_of(low[row][0].memory.content) & terms_of(clear[col][0].memory.content))
+        terms = terms_of(low[row][0].memory.content) & terms_of(clear[col][0].memory.content)
         terms -= asked
         if len(terms) >= MIN_SHARED:
             shared[row, col] = terms

@@ -294,7 +294,6 @@ def score_static(memory: MemoryFields, now: datetime) -> Scored:
     return Scored(sum(parts.values()), parts)
 
 
-
 # -- one scorer per profile ----------------------------------------------------------------------
 
 

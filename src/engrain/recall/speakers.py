@@ -79,9 +79,7 @@ def with_speakers(
     unchanged when ``weight`` is 0 or the message names none (or all) of its speakers."""
     if weight <= 0.0:
         return list(pool)
-    shares = {
-        c.id: speaker_shares(c.memory.content) for c in pool if c.memory.provenance.turn_ids
-    }
+    shares = {c.id: speaker_shares(c.memory.content) for c in pool if c.memory.provenance.turn_ids}
     speakers = {name for found in shares.values() for name, _ in found}
     asked = {s for s in speakers if named(message, s)}
     if not asked or asked == speakers:

@@ -105,7 +105,10 @@ def create_app(
 
 
 def serve_app(
-    engine: Engine, keys: KeyRing | None = None, *, proxy: ProxyConfig | None = None,
+    engine: Engine,
+    keys: KeyRing | None = None,
+    *,
+    proxy: ProxyConfig | None = None,
     **limits: Any,
 ) -> FastAPI:
     """The app ``engrain serve`` runs: :func:`create_app` with the MCP server's streamable

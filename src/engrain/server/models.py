@@ -648,7 +648,8 @@ class BrowseRequest(Strict):
         description="`next_cursor` of the previous page (the same search, filters and sort).",
     )
     projects: list[Id] | None = Field(
-        default=None, min_length=1,
+        default=None,
+        min_length=1,
         description="Only these projects (a project-limited key: some of its own).",
     )
 
@@ -660,8 +661,10 @@ class ResolveRequest(Strict):
                           "correcting).")  # fmt: skip
     other_id: Id = Field(description="The second memory of the pair.")
     user_id: Id | None = Field(None, description=USER_ID)
-    resolution: ResolutionName = Field(description="`keep` the first and forget the other, "
-                                       "the first `correct`s the other, or keep `both`.")
+    resolution: ResolutionName = Field(
+        description="`keep` the first and forget the other, "
+        "the first `correct`s the other, or keep `both`."
+    )
     now: Moment | None = None
 
 

@@ -41,9 +41,7 @@ def _limited(s: Scope) -> bool:
 
 
 @router.post("/browse", response_model=m.PageOut, responses=errors())
-def browse(
-    s: ScopeDep, engine: EngineDep, body: m.BrowseRequest | None = None
-) -> dict[str, Any]:
+def browse(s: ScopeDep, engine: EngineDep, body: m.BrowseRequest | None = None) -> dict[str, Any]:
     """A page of the user's memories for people to look through (`Engine.browse`): `text`
     searches (best first), the filters narrow, `sort` orders; pass `next_cursor` back as
     `cursor` (with the same search, filters and sort) for the next page. Reads only; no
@@ -71,9 +69,11 @@ def relations(
         s.check_memory(engine.get(memory_id, user))
     found = engine.relations(memory_id, user)
     if _limited(s):
-        found = Relations([x for x in found.conflicts if _sees(s, x)],
-                          [x for x in found.corrects if _sees(s, x)],
-                          found.corrected_by if _sees(s, found.corrected_by) else None)
+        found = Relations(
+            [x for x in found.conflicts if _sees(s, x)],
+            [x for x in found.corrects if _sees(s, x)],
+            found.corrected_by if _sees(s, found.corrected_by) else None,
+        )
     return wire.dump_relations(found)
 
 

@@ -76,8 +76,9 @@ def list_memories(
     session_id: IdQuery = None,
     include_compressed: bool = True,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.",
-                                        pattern=CURSOR_PATTERN)] = None,
+    cursor: Annotated[
+        str | None, Query(description="`next_cursor` of the previous page.", pattern=CURSOR_PATTERN)
+    ] = None,
 ) -> dict[str, Any]:
     """The user's memories, most recently updated first (`Engine.list`), a page at a time.
     The cursor is a position: memories written between two pages may shift the next page

@@ -63,8 +63,7 @@ def _postgres(url: str) -> Store:
         from engrain.store.postgres import PostgresStore
     except ImportError as exc:
         raise ConfigError(
-            f"the PostgreSQL backend needs {exc.name or 'psycopg'}: "
-            "pip install 'engrain[postgres]'"
+            f"the PostgreSQL backend needs {exc.name or 'psycopg'}: pip install 'engrain[postgres]'"
         ) from exc
     return PostgresStore(url)
 
@@ -121,9 +120,7 @@ def open_store(url: str) -> Store:
         raise ConfigError(f"a store URL is a string, not {type(url).__name__}")
     scheme, sep, _ = url.partition(":")
     if not sep or not scheme:
-        raise ConfigError(
-            f"store URL {url!r} has no scheme; known: {', '.join(known_schemes())}"
-        )
+        raise ConfigError(f"store URL {url!r} has no scheme; known: {', '.join(known_schemes())}")
     factory = BUILT_IN.get(scheme)
     if factory is not None:
         return factory(url)

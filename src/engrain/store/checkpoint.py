@@ -48,7 +48,8 @@ class Checkpointer:
             with self._guard:
                 if self._thread is None and not self._stopping.is_set():
                     self._thread = threading.Thread(
-                        target=self._run, name=f"engrain-checkpoint:{self._path.name}",
+                        target=self._run,
+                        name=f"engrain-checkpoint:{self._path.name}",
                         daemon=True,
                     )
                     self._thread.start()

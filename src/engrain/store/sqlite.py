@@ -911,8 +911,9 @@ class SQLiteStore:
             return None
         slot = self._slots.get(user_id)
         if slot is None:
-            part = IndexSlot(self._stash(user_id, ann_kinds.STASH_KIND), self._ann_min,
-                             self._ann_background)  # the learnings' (store/ann_kinds.py)
+            part = IndexSlot(
+                self._stash(user_id, ann_kinds.STASH_KIND), self._ann_min, self._ann_background
+            )  # the learnings' (store/ann_kinds.py)
             slot = IndexSlot(self._stash(user_id, "usearch"), self._ann_min, self._ann_background,
                              part)  # fmt: skip
             self._slots[user_id] = slot

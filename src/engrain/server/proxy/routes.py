@@ -208,4 +208,3 @@ def install(app: FastAPI, engine: Engine, keys: KeyRing, config: ProxyConfig,
                       include_in_schema=False)  # fmt: skip
     on_close(app, proxy.close)
     return proxy
-

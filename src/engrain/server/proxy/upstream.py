@@ -49,7 +49,11 @@ class Upstream:
         return self._client
 
     async def open(
-        self, method: str, path: str, headers: Iterable[tuple[str, str]], content: bytes,
+        self,
+        method: str,
+        path: str,
+        headers: Iterable[tuple[str, str]],
+        content: bytes,
         query: str = "",
     ) -> httpx.Response:
         """Send one request and return the response with its body not yet read (the
@@ -62,7 +66,8 @@ class Upstream:
             return await self.client.send(request, stream=True)
         except httpx.TimeoutException as exc:
             raise UpstreamTimeoutError(
-                f"the upstream did not answer within {self.config.timeout:g} s") from exc
+                f"the upstream did not answer within {self.config.timeout:g} s"
+            ) from exc
         except httpx.HTTPError as exc:
             reason = type(exc).__name__  # not its text: that may hold the URL
             raise UpstreamError(f"the upstream could not be reached ({reason})") from exc

@@ -214,9 +214,7 @@ def default_user(key: ApiKey, known_users: list[str]) -> str | None:
     return known_users[0] if known_users else None
 
 
-def start(
-    request: Request, response: Response, key: ApiKey, secret: str, user_id: str
-) -> None:
+def start(request: Request, response: Response, key: ApiKey, secret: str, user_id: str) -> None:
     """Set the session cookie of ``key`` (signed in with ``secret``) viewing ``user_id``
     on ``response``, with a new CSRF token."""
     digest = hashlib.sha256(secret.encode("utf-8")).hexdigest()

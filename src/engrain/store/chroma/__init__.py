@@ -239,9 +239,7 @@ class ChromaStore:
         """How many of the user's memories have a vector, counting to ``at_most``."""
         return len(self._sidecar.search(user_id, query, at_most))
 
-    def _confirmed(
-        self, user_id: str, hits: list[str], flt: MemoryFilter
-    ) -> list[Memory] | None:
+    def _confirmed(self, user_id: str, hits: list[str], flt: MemoryFilter) -> list[Memory] | None:
         """The sidecar's rows of Chroma's hits, or ``None`` if Chroma holds a record the
         sidecar does not (a stale collection) or one that should not pass ``flt``."""
         # the sidecar's working set, not a SELECT: hundreds of rows per search
