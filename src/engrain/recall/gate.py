@@ -127,6 +127,7 @@ class GateOptions:
     second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's (off)
     asked_turns: float = ASKED_TURNS_WEIGHT  # the tail by the asked speaker's turns (asked_turns)
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
+    fragments: bool = True  # pieces of different numbers are no lexical evidence (relevance)
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def update(self, **changes: Any) -> GateOptions:
@@ -444,7 +445,7 @@ def _candidates(
         return gather(
             store, user_id, message, query_vector, flt, pool=k, hybrid=options.hybrid,
             lexical_weight=options.lexical_weight, fusion=options.fusion,
-            lexical=matches, dense=nearest, include=include,
+            lexical=matches, dense=nearest, include=include, fragments=options.fragments,
         )  # fmt: skip
 
     matches = lexical() if lexical else None
@@ -581,6 +582,7 @@ def _score(
     components = {
         c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
                "calibrated_relevance": c.relevance,
+               **({"lexical_no_evidence": c.no_evidence} if c.no_evidence else {}),
                **({"area_convention": 1.0} if c.id in raised else {}),
                **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {}),
                **({"work": float(len(works[c.id]))} if works and c.id in works else {}),

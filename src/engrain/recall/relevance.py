@@ -57,6 +57,9 @@ class Candidate:
     similarity: float  # cosine with the query
     lexical: float  # BM25 / best BM25 of the query, in [0, 1]
     relevance: float  # the blend the scorers see
+    #: the lexical side dropped (BM25 / best) because the shared terms are no evidence of
+    #: a topic: only a quoted person's name or pieces of different numbers
+    no_evidence: float = 0.0
 
     @property
     def id(self) -> str:
@@ -79,12 +82,15 @@ def gather(
     lexical: Sequence[tuple[MemoryFields, float]] | None = None,
     include: Sequence[tuple[MemoryFields, float]] = (),
     dense: Sequence[tuple[MemoryFields, float]] | None = None,
+    fragments: bool = True,
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
     (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored,
     with their cosine), best relevance first. ``lexical`` is
     ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it, and
-    ``dense`` likewise ``store.search(user_id, vector, pool, flt)``."""
+    ``dense`` likewise ``store.search(user_id, vector, pool, flt)``. ``fragments``: a
+    typed memory sharing with the query only pieces of different numbers gets no lexical
+    credit (:func:`fragments_only`; ``False`` is the ablation)."""
     if dense is None:
         dense = store.search(user_id, vector, pool, flt)
     if not hybrid:
@@ -93,14 +99,8 @@ def gather(
         lexical = store.lexical_search(user_id, query, pool, flt)
     best = max((score for _, score in lexical), default=0.0)
     lex = {m.id: score / best for m, score in lexical} if best > 0 else {}
-    sources = quoted(query)
-    if lex and sources:
-        asked = frozenset(tokenize(query))
-        lex = {
-            m.id: lex[m.id]
-            for m, _ in lexical
-            if m.id in lex and (m.provenance.turn_ids or not quoted_only(m.content, asked, sources))
-        }
+    dropped = _without_evidence(lex, lexical, query, fragments)
+    lex = {mid: value for mid, value in lex.items() if mid not in dropped}
     memories: dict[str, MemoryFields] = {m.id: m for m, _ in dense}
     sims: dict[str, float] = {m.id: s for m, s in dense}
     for memory, _ in lexical:
@@ -132,6 +132,7 @@ def gather(
             similarity=sims[mid],
             lexical=lex.get(mid, 0.0),
             relevance=min(1.0, blends[mid] / scale),
+            no_evidence=dropped.get(mid, 0.0),
         )
         for mid, memory in memories.items()
     ]
@@ -145,6 +146,33 @@ def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEI
     cosine = max(0.0, similarity)
     support = min(1.0, cosine / LEXICAL_SUPPORT_COSINE)
     return (1.0 - lexical_weight) * cosine + lexical_weight * support * lexical
+
+
+def _without_evidence(
+    lex: dict[str, float],
+    lexical: Sequence[tuple[MemoryFields, float]],
+    query: str,
+    fragments: bool,
+) -> dict[str, float]:
+    """The matches of ``lex`` whose shared terms are no evidence of a topic, with their
+    lexical side: typed memories sharing with the query only the name of a person it quotes
+    (:func:`quoted_only`) or (``fragments``) only pieces of numbers the two texts write
+    differently (:func:`fragments_only`). Conversation chunks keep every match."""
+    sources = quoted(query)
+    numbers = written_numbers(query) if fragments else frozenset()
+    if not lex or not (sources or numbers):
+        return {}
+    asked = frozenset(tokenize(query))
+    return {
+        m.id: lex[m.id]
+        for m, _ in lexical
+        if m.id in lex
+        and not m.provenance.turn_ids
+        and (
+            (sources and quoted_only(m.content, asked, sources))
+            or (numbers and fragments_only(m.content, asked, numbers))
+        )
+    }
 
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
@@ -198,6 +226,36 @@ def quoted_only(content: str, query_terms: frozenset[str], sources: frozenset[st
     (:func:`proper_nouns`)."""
     shared = query_terms.intersection(tokenize(content))
     return bool(shared) and shared <= (sources & proper_nouns(content))
+
+
+#: A number as written: digits, and digits joined by ".", ":", ",", "/" or "-" ("3.1.2",
+#: "24:00:00", "2026-01-08", "1,000"). The lexical terms cut it into its digit runs.
+_NUMBER = re.compile(r"\d+(?:[.:,/-]\d+)*")
+
+
+@lru_cache(maxsize=65_536)
+def written_numbers(text: str) -> frozenset[str]:
+    """The numbers ``text`` writes, whole (:data:`_NUMBER`)."""
+    return frozenset(_NUMBER.findall(text))
+
+
+@lru_cache(maxsize=65_536)
+def _terms(content: str) -> frozenset[str]:
+    """``content``'s lexical terms (:func:`~engrain.store.lexical.tokenize`)."""
+    return frozenset(tokenize(content))
+
+
+def fragments_only(content: str, query_terms: frozenset[str], numbers: frozenset[str]) -> bool:
+    """Whether ``content`` shares with the query (``query_terms``, its terms; ``numbers``,
+    :func:`written_numbers` of it) at least one term and only digit runs that are pieces of
+    different numbers: "00" of "24:00:00" and of "15:00" says nothing about a topic, while
+    "3.1.2" written in both is one (each of its runs then counts)."""
+    shared = query_terms & _terms(content)
+    if not shared or not all(term.isdigit() for term in shared):
+        return False
+    both = numbers & written_numbers(content)
+    whole = {run for number in both for run in re.findall(r"\d+", number)}
+    return not shared & whole
 
 
 def cosine(memory: MemoryFields, vector: Vector) -> float:

@@ -17,7 +17,9 @@ from engrain.recall.relevance import Candidate
 
 def rescored(candidate: Candidate, relevance: float) -> Candidate:
     """``candidate`` with ``relevance`` (what ``replace(candidate, relevance=…)`` gives)."""
-    return Candidate(candidate.memory, candidate.similarity, candidate.lexical, relevance)
+    return Candidate(
+        candidate.memory, candidate.similarity, candidate.lexical, relevance, candidate.no_evidence
+    )
 
 
 def reordered(
