@@ -48,8 +48,9 @@ from engrain.embed import make_embedder
 from engrain.recall.results import Gated
 
 #: The explain() components shown for each miss.
-TERMS = ("calibrated_relevance", "cosine", "lexical", "semantic", "type_boost", "boost_scale",
-         "decay", "domain", "usage", "area_convention", "pointed")  # fmt: skip
+TERMS = ("calibrated_relevance", "cosine", "lexical", "lexical_no_evidence", "semantic",
+         "type_boost", "boost_scale", "decay", "domain", "usage", "area_convention",
+         "pointed")  # fmt: skip
 #: A decision's reason → the cause it names, first match wins.
 CAUSES = (
     (re.compile(r"^score [\d.]+ below (?P<limit>[\d.]+)"), "below threshold"),

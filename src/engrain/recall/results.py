@@ -51,8 +51,9 @@ class Gated:
     size, wrapper included; ``ranked`` holds every candidate best first when explaining
     (``explain()``), only the selection otherwise (``context()`` does not cost the lines
     it does not consider); ``components`` (explaining only) each candidate's score terms
-    and the factors behind them: decay, boost_table, boost_scale, cosine, lexical and
-    calibrated_relevance."""
+    and the factors behind them: decay, boost_table, boost_scale, cosine, lexical,
+    lexical_no_evidence (the lexical side dropped: the shared terms are no evidence of a
+    topic, ``recall.relevance``) and calibrated_relevance."""
 
     classification: Classification
     budget: Budget

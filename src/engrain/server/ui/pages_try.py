@@ -25,7 +25,10 @@ router = APIRouter()
 
 #: Components of a candidate that explain a score term rather than add to the score
 #: (``Gated.components``); the page shows them apart from the terms.
-FACTORS = ("decay", "boost_table", "boost_scale", "cosine", "lexical", "calibrated_relevance")
+FACTORS = (
+    "decay", "boost_table", "boost_scale", "cosine", "lexical", "lexical_no_evidence",
+    "calibrated_relevance",
+)  # fmt: skip
 #: Longest message the form takes (the engine has its own limit, larger).
 MAX_MESSAGE = 4_000
 
