@@ -39,7 +39,6 @@ from engrain.store import (
     heap,
     image_refresh,
     sqlite_load,
-    sqlite_rowids,
     sqlite_stamps,
     sqlite_tokens,
     sqlite_uses,
@@ -359,23 +358,6 @@ class SQLiteStore:
         with suppress(sqlite3.Error):
             if self._db.in_transaction:
                 self._db.execute("ROLLBACK")
-
-    @contextmanager
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> Iterator[sqlite3.Cursor]:
-        """A read's cursor, to iterate under the lock (rows taken one at a time, none held
-        as a list); the statement is reset when the block ends, read to its end or not, so
-        no read snapshot stays open (see :meth:`_sync_version`). Any sqlite3 error is a
-        :class:`StoreError`."""
-        with self._lock:
-            cursor = None
-            try:
-                cursor = self._db.execute(sql, params)
-                yield cursor
-            except sqlite3.Error as exc:
-                raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
-            finally:
-                if cursor is not None:
-                    cursor.close()
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -943,8 +925,53 @@ class SQLiteStore:
 
     def _row_vectors(self, user_id: str) -> RowVectors:
         """Reads a loaded working set's vectors from the user's rows by rowid (an indexed
-        user keeps none in memory: ``store/cache.py``; ``store/sqlite_rowids.py``)."""
-        return sqlite_rowids.reader(self._rows, user_id)
+        user keeps none in memory: ``store/cache.py``). A row counts only if it still holds
+        the memory id the working set has for it, with a vector of the size asked: a rowid
+        freed by a delete and taken by another row is never read as this memory's."""
+
+        def read(
+            rowids: npt.NDArray[np.int64], ids: Sequence[str], dim: int, *, texts: bool = False
+        ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32], list[str | None] | None]:
+            listed = rowids.tolist()
+            vectors = np.zeros((len(listed), dim), dtype=np.float32)
+            same = np.zeros(len(listed), dtype=bool)
+            content: list[str | None] | None = [None] * len(listed) if texts else None
+            where: dict[int, list[int]] = {}  # a rowid's positions in ``rowids``
+            for position, rowid in enumerate(listed):
+                found_at = where.get(rowid)
+                if found_at is None:
+                    where[rowid] = [position]
+                else:
+                    found_at.append(position)
+            unique = list(where)
+            columns = "rowid, id, embedding, content" if texts else "rowid, id, embedding"
+            size = 4 * dim
+            for start in range(0, len(unique), _IN_CHUNK):
+                part = unique[start : start + _IN_CHUNK]
+                at: list[int] = []
+                blobs: list[bytes] = []
+                for row in self._read(
+                    f"SELECT {columns} FROM memories WHERE +user_id = ? AND rowid IN "
+                    f"({', '.join('?' for _ in part)})",
+                    (user_id, *part),
+                ):
+                    blob = row[2]
+                    if blob is None or len(blob) != size:
+                        continue
+                    for i in where[row[0]]:
+                        at.append(i)
+                        blobs.append(blob)
+                        if ids[i] == row[1]:
+                            same[i] = True
+                        if content is not None:
+                            content[i] = row[3]
+                if at:
+                    vectors[at] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
+                        len(at), dim
+                    )
+            return same, vectors, content
+
+        return read
 
     def _row_texts(self, user_id: str, rowids: npt.NDArray[np.int64], ids: Strings) -> ReadTexts:
         """Reads the texts of a loaded table's rows (positions in the table, whose rows
