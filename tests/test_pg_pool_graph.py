@@ -29,8 +29,8 @@ _INDEXES = (
 
 
 def test_the_walk_follows_how_the_pool_graph_was_built() -> None:
-    """Built wide (200), the pool's graph is walked with 100 candidates below 200,000 rows
-    and 2 per row asked for; built any narrower, as before (200, 4 per row); the learnings'
+    """Built wide (200), the pool's graph is walked with 150 candidates below 200,000 rows
+    and 3 per row asked for; built any narrower, as before (200, 4 per row); the learnings'
     own graph and larger graphs are not affected."""
     from engrain.recall.gate import LEARNING_KINDS
 
@@ -40,13 +40,13 @@ def test_the_walk_follows_how_the_pool_graph_was_built() -> None:
     assert postgres.ef_for_search(100_000, 50, pool) == 200  # the default graph
     assert postgres.ef_for_search(100_000, 50, pool, 64) == 200
     assert postgres.ef_for_search(100_000, 50, pool, 199) == 200
-    assert postgres.ef_for_search(100_000, 50, pool, 200) == 100
-    assert postgres.ef_for_search(100_000, 50, facts, 200) == 100
-    assert postgres.ef_for_search(200_000, 50, pool, 200) == 100
-    assert postgres.ef_for_search(100_000, 20, pool, 200) == 100
-    assert postgres.ef_for_search(100_000, 80, pool, 400) == 160
+    assert postgres.ef_for_search(100_000, 50, pool, 200) == 150
+    assert postgres.ef_for_search(100_000, 50, facts, 200) == 150
+    assert postgres.ef_for_search(200_000, 50, pool, 200) == 150
+    assert postgres.ef_for_search(100_000, 20, pool, 200) == 150
+    assert postgres.ef_for_search(100_000, 80, pool, 400) == 240
     assert postgres.ef_for_search(200_001, 50, pool, 200) == postgres.EF_SEARCH == 400
-    assert postgres.ef_for_search(1_000_000, 300, pool, 200) == 600
+    assert postgres.ef_for_search(1_000_000, 300, pool, 200) == 900
     assert postgres.ef_for_search(100_000, 100, learnings, 200) == 300
     assert postgres.ef_for_search(100_000, 100, learnings, 64) == 300
 
@@ -96,7 +96,7 @@ def test_a_rebuild_swaps_in_a_wide_graph_under_the_same_name(
         after = [[m.id for m, _ in store.search("alice", v, 10)] for v in vectors[:5]]
         assert after == before  # 60 rows: every walk finds the exact ten
         store.search("alice", vectors[0], 50)
-        assert sent[-1] == "SET LOCAL hnsw.ef_search = 100"
+        assert sent[-1] == "SET LOCAL hnsw.ef_search = 150"
         assert store.rebuild_pool_graph() is False
         assert _indexes(pg_url) == [("memories_embedding_hnsw", ["ef_construction=200"], True)]
     finally:

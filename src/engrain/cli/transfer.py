@@ -206,7 +206,7 @@ def migrate(
 
     With --pool-graph (PostgreSQL) it then builds the pool's HNSW graph again with
     ef_construction 200 beside the one in use and swaps it in: searches of a large user
-    walk half the candidate list for the same recall (docs/postgres.md, "Session 18"),
+    walk a shorter candidate list for at least the same recall (docs/postgres.md, "Session 18"),
     inserts cost the server more. Done once; a graph built so is left as it is."""
     engine = state.engine()
     store: Any = engine.store

@@ -3,14 +3,14 @@
 The pool's graph (``memories_embedding_hnsw``, migration 001) is built with pgvector's
 default ``ef_construction`` (64); a search then walks it with at least 4 candidates per row
 asked for and 200 below 200,000 rows (``EF_PER_ROW``, ``EF_BY_GRAPH_ROWS``). Built with
-:data:`WIDE_EF_CONSTRUCTION` (200), the same recall comes from half the walk: R@50 against
-exact search at 100,000 real-vector memories 0.9904 at ef 100 against 0.9905 for today's
-graph at ef 200, for ~2 ms less of the server's CPU a search (docs/postgres.md, "Session
-15" and "Session 18 … (h3)").
+:data:`WIDE_EF_CONSTRUCTION` (200), a walk of 150 finds at least as many of the exact 50
+nearest (R@50 at 100,000 real-vector memories 0.9959 / 0.9930 on two question sets, against
+0.9906 / 0.9884 today) for ~0.9 ms less of the server's CPU a search
+(``WIDE_EF_BY_GRAPH_ROWS``; docs/postgres.md, "Session 18 … (h3)").
 
 No migration rebuilds it: each memory's insert into a graph built wide costs more of the
-server's time (session 12: 10.1 → 16.9 ms for a learning at 200), which a small store's
-ingest feels and its searches (exact below 2,000 memories) never repay. An operator of a
+server's CPU (2.4 → 5.4 ms a memory at 100,000, session 18), which a small store's ingest
+feels and its searches (exact below 2,000 memories) never repay. An operator of a
 large user runs :func:`rebuild` once (``engrain migrate --pool-graph``): the graph is built
 beside the one in use (``CREATE INDEX CONCURRENTLY``: readers and writers go on) and
 swapped in by name in one short transaction. Every row of the graph swapped in was inserted
