@@ -11,12 +11,16 @@ The two databases must hold the same rows and counts (a copy made with ``CREATE 
 TEMPLATE``, and the same questions asked of both since), so the blocks each tree previews
 after the run can be compared. The server's CPU a call is counted when ``--server-pid`` (the
 postmaster's) is given. Unlike ``pg_scale.py --keep`` this neither starts nor restarts a
-server, and creates or drops no database.
+server, and creates or drops no database. With ``--hold-fill`` the run holds each
+database's fill lock (``store/postgres/fill.FILL_LOCK``), so no background filler of the
+token counts migration 009 left runs during the timed calls (its batches rewrite rows, both
+graphs included, and the server's CPU a call counts every backend of the server).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -49,10 +53,17 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=8, help="of common.make_queries")
     parser.add_argument("--server-pid", type=int, help="the postmaster's process id")
+    parser.add_argument("--hold-fill", action="store_true", help="no filler runs meanwhile")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     queries = common.make_queries(args.queries, seed=args.seed)
-    with tempfile.TemporaryDirectory(prefix="pg-graph-") as tmp:
+    with contextlib.ExitStack() as held, tempfile.TemporaryDirectory(prefix="pg-graph-") as tmp:
+        if args.hold_fill:
+            from engrain.store.postgres.fill import FILL_LOCK
+
+            for url in (args.url, args.base_url):
+                db = held.enter_context(psycopg.connect(url, autocommit=True))
+                db.execute("SELECT pg_advisory_lock(%s)", (FILL_LOCK,))
         result = side_by_side(
             {"new": ROOT, "base": args.baseline}, args.url, [args.user], queries, args.seed,
             Path(tmp), urls={"base": args.base_url},
@@ -62,6 +73,7 @@ def main() -> int:
         "benchmark": "pg_graph",
         "queries": args.queries,
         "seed": args.seed,
+        "fill_held": args.hold_fill,
         "pool_graph_ef_construction": {
             "new": built_with(args.url),
             "base": built_with(args.base_url),
