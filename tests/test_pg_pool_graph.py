@@ -13,12 +13,14 @@ from engrain.errors import StoreError
 from engrain.model import Kind
 from engrain.store import MemoryFilter
 
+from . import test_cli
 from .test_store_contract import mem
 
 psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 graph = postgres.graph
 PostgresStore = postgres.PostgresStore
+invoke, runner = test_cli.invoke, test_cli.runner  # the CLI's fixtures
 
 _INDEXES = (
     "SELECT c.relname, c.reloptions, i.indisvalid FROM pg_index i "
@@ -139,3 +141,16 @@ def test_the_wide_index_is_the_pool_index_with_the_wide_list() -> None:
         "CREATE INDEX CONCURRENTLY g ON memories USING hnsw ((embedding::vector(384)) "
         "vector_cosine_ops) WITH (ef_construction = 200) WHERE vector_dims(embedding) = 384"
     )
+
+
+def test_migrate_pool_graph_rebuilds_once_and_refuses_sqlite(invoke: Any, pg_url: str) -> None:
+    """``engrain migrate --pool-graph``: what an operator runs (docs/postgres.md)."""
+    json_lines, ok = test_cli.json_lines, test_cli.ok
+    ok(invoke("--url", pg_url, "remember", "the deploy moved to noon"))
+    done = ok(invoke("--url", pg_url, "migrate", "--pool-graph", "--maintenance-work-mem", "64MB"))
+    assert done.stdout.endswith("; rebuilt the pool's graph\n")
+    assert _indexes(pg_url) == [("memories_embedding_hnsw", ["ef_construction=200"], True)]
+    [row] = json_lines(invoke("--url", pg_url, "--json", "migrate", "--pool-graph"))
+    assert row["pool_graph_rebuilt"] is False
+    refused = invoke("migrate", "--pool-graph")  # the default SQLite store
+    assert refused.exit_code == 2 and "for a PostgreSQL store" in refused.stderr
