@@ -35,9 +35,11 @@ If an indexed scan still returns fewer than ``k`` rows (a very selective filter)
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
 promises. The walk's candidate list (``hnsw.ef_search``) follows the graph's size
 (:data:`EF_BY_GRAPH_ROWS`, at least :data:`EF_PER_ROW` per row asked for, or
-:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph), set for the
-search alone and sent in its round trip. Since both forms return the right rows, the
-choice is kept per user for :data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many`
+:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph, or
+:data:`WIDE_EF_BY_GRAPH_ROWS` on a pool graph rebuilt wide by ``engrain migrate
+--pool-graph``: ``graph.py``), set for the search alone and sent in its round trip.
+Since both forms return the right rows, the choice is kept per user for
+:data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many`
 (the gate's pool and learnings) runs its searches at once, each on its own pooled
 connection. (One graph per tenant — a partitioned table — is the next step if a
 deployment has many users each far above the threshold.)
@@ -175,6 +177,8 @@ __all__ = [
     "INDEXED_SHARE",
     "LEARNINGS_EF_PER_ROW",
     "MIGRATIONS",
+    "WIDE_EF_BY_GRAPH_ROWS",
+    "WIDE_EF_PER_ROW",
     "PostgresStore",
     "configure",
     "ef_for_graph",
