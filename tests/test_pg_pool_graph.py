@@ -154,3 +154,16 @@ def test_migrate_pool_graph_rebuilds_once_and_refuses_sqlite(invoke: Any, pg_url
     assert row["pool_graph_rebuilt"] is False
     refused = invoke("migrate", "--pool-graph")  # the default SQLite store
     assert refused.exit_code == 2 and "for a PostgreSQL store" in refused.stderr
+
+
+def test_a_missing_pool_graph_is_built_wide(pg_url: str) -> None:
+    """A database whose pool graph was dropped (a bulk load stopped before building it)
+    gets the wide one under its name."""
+    store, _ = _store_with_vectors(pg_url, 5)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as db:
+            db.execute("DROP INDEX memories_embedding_hnsw")
+        assert store.rebuild_pool_graph() is True
+        assert _indexes(pg_url) == [("memories_embedding_hnsw", ["ef_construction=200"], True)]
+    finally:
+        store.close()

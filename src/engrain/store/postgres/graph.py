@@ -100,7 +100,7 @@ def rebuild(url: str, where: str, *, maintenance_work_mem: str | None = None) ->
             db.execute(wide_index_sql(BUILDING))
             with db.transaction():
                 db.execute(f"SET LOCAL lock_timeout = '{SWAP_LOCK_TIMEOUT}'")
-                db.execute(f"DROP INDEX {POOL_INDEX}")
+                db.execute(f"DROP INDEX IF EXISTS {POOL_INDEX}")  # none: this one is it
                 db.execute(f"ALTER INDEX {BUILDING} RENAME TO {POOL_INDEX}")
         except psycopg.Error as exc:
             raise StoreError(f"rebuilding the pool's graph at {where} failed: {exc}") from exc
