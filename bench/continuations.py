@@ -1,0 +1,154 @@
+"""Continuations with and without the turn before: does ``previous`` help where it should?
+
+``bench/gating/continuations.jsonl`` holds labelled pairs over the gating evaluation's
+projects (ledgerly, forecasting, pulse, sensor): the conversation's ``previous`` turn, the
+message (``text``: a continuation, a short follow-up naming no subject of its own, or a
+message that opens a new topic after an unrelated turn), its ``intent``, ``complexity``,
+``turn``, ``must_include`` / ``must_exclude`` memory ids and ``split`` (``tune``/``held``,
+alternating in file order). Written before any code ran on them.
+
+Each pair is answered twice by a fresh copy of its project (as ``bench/gating.py`` does):
+``context(text, turn=turn)`` alone, and ``context(text, turn=turn, previous=previous)``.
+Reported per split (``tune``, ``held``, ``all``) for both: must-include recall,
+messages injecting a must-exclude memory, mean tokens, intent accuracy, and how often the
+previous turn was used (``explain()``'s signal).
+
+Usage: ``python bench/continuations.py --out bench/results/continuations.json
+[--embedder minilm|hash]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import NOW, machine_info, write_json
+from gating import DATA, USER, Dataset, Projects, split_rows
+
+import engrain
+from engrain import Engine
+from engrain.embed import make_embedder
+
+PAIRS = DATA / "continuations.jsonl"
+MODES = ("alone", "previous")
+
+
+def load(path: Path = PAIRS) -> Dataset:
+    """The pairs and the projects they name; every label must name a memory of its
+    project."""
+    with path.open(encoding="utf-8") as fh:
+        pairs = [json.loads(line) for line in fh if line.strip()]
+    projects = {}
+    for name in sorted({p["project"] for p in pairs}):
+        with (DATA / f"{name}.jsonl").open(encoding="utf-8") as fh:
+            projects[name] = [json.loads(line) for line in fh if line.strip()]
+    for p in pairs:
+        known = {row["id"] for row in projects[p["project"]]}
+        unknown = [i for i in [*p["must_include"], *p["must_exclude"]] if i not in known]
+        if unknown:
+            raise ValueError(f"{p['id']}: labels {unknown} are not memories of {p['project']}")
+    return Dataset(projects, pairs, [])
+
+
+def answer(engine: Engine, pair: Mapping[str, Any], mode: str) -> dict[str, Any]:
+    """One pair answered ``alone`` or with its ``previous`` turn."""
+    previous = pair["previous"] if mode == "previous" else None
+    args = {"project": pair["project"], "turn": pair["turn"], "now": NOW, "previous": previous}
+    gated = engine.explain(pair["text"], USER, **args)
+    context = engine.context(pair["text"], USER, **args)
+    injected = [m.id for m in context.memories]
+    used = any(s.startswith("previous turn used") for s in gated.classification.signals)
+    return {
+        "id": pair["id"], "split": pair["split"], "intent": pair["intent"],
+        "predicted_intent": gated.classification.intent.value, "previous_used": used,
+        "injected": injected, "tokens": context.tokens,
+        "included": [i for i in pair["must_include"] if i in injected],
+        "missed": [i for i in pair["must_include"] if i not in injected],
+        "leaked": [i for i in pair["must_exclude"] if i in injected],
+    }  # fmt: skip
+
+
+def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Must-include recall, must-exclude rate, mean tokens, intent accuracy, previous used."""
+    wanted = sum(len(r["included"]) + len(r["missed"]) for r in rows)
+    n = len(rows)
+    return {
+        "pairs": n,
+        "must_include_recall": round(sum(len(r["included"]) for r in rows) / wanted, 4),
+        "must_exclude_rate": round(sum(bool(r["leaked"]) for r in rows) / n, 4),
+        "mean_tokens": round(sum(r["tokens"] for r in rows) / n, 1),
+        "intent_accuracy": round(sum(r["predicted_intent"] == r["intent"] for r in rows) / n, 4),
+        "previous_used": sum(r["previous_used"] for r in rows),
+    }
+
+
+def run(embedder_name: str = "minilm", note: str | None = None) -> dict[str, Any]:
+    """Every pair answered in both modes, alternating, and the measures per split."""
+    data = load()
+    embedder = make_embedder(embedder_name)
+    start = time.perf_counter()
+    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    with tempfile.TemporaryDirectory(prefix="engrain-continuations-") as tmp:
+        projects = Projects(data, embedder, Path(tmp))
+        for pair in data.messages:
+            for mode in MODES:
+                with projects.fresh(pair["project"]) as engine:
+                    rows[mode].append(answer(engine, pair, mode))
+    splits = {
+        split: {mode: measures(split_rows(rows[mode], split)) for mode in MODES}
+        for split in ("tune", "held", "all")
+    }
+    return {
+        "benchmark": "continuations", "embedder": embedder.model_id,
+        "engrain_source": str(Path(engrain.__file__).resolve().parent), "note": note,
+        "now": NOW.isoformat(), "pairs": len(data.messages),
+        "seconds": round(time.perf_counter() - start, 1), "splits": splits,
+        "answers": rows, "machine": machine_info(),
+    }  # fmt: skip
+
+
+def table(report: Mapping[str, Any]) -> str:
+    """The measures as a text table, one line per split and mode."""
+    lines = [f"{'split':6} {'mode':9} {'pairs':>5} {'incl':>6} {'excl':>6} {'tokens':>7} "
+             f"{'intent':>6} {'used':>4}"]  # fmt: skip
+    for split, modes in report["splits"].items():
+        for mode, m in modes.items():
+            lines.append(
+                f"{split:6} {mode:9} {m['pairs']:5d} {m['must_include_recall']:6.3f} "
+                f"{m['must_exclude_rate']:6.2f} {m['mean_tokens']:7.0f} "
+                f"{m['intent_accuracy']:6.2f} {m['previous_used']:4d}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the pairs and print (and with ``--out``, write) the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="where to write the JSON report")
+    parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
+    parser.add_argument("--note", help="what was measured, stored in the report")
+    parser.add_argument("--details", action="store_true", help="print each pair's misses")
+    args = parser.parse_args(argv)
+    report = run(args.embedder, args.note)
+    print(table(report))
+    if args.details:
+        for alone, prev in zip(report["answers"]["alone"], report["answers"]["previous"]):
+            print(f"{alone['id']} {alone['split']:4} used={prev['previous_used']!s:5} "
+                  f"missed {alone['missed']}->{prev['missed']} "
+                  f"leaked {alone['leaked']}->{prev['leaked']} "
+                  f"tokens {alone['tokens']}->{prev['tokens']}")  # fmt: skip
+    if args.out:
+        write_json(args.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
