@@ -140,7 +140,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = run(args.embedder, args.note)
     print(table(report))
     if args.details:
-        for alone, prev in zip(report["answers"]["alone"], report["answers"]["previous"]):
+        for alone, prev in zip(
+            report["answers"]["alone"], report["answers"]["previous"], strict=True
+        ):
             print(f"{alone['id']} {alone['split']:4} used={prev['previous_used']!s:5} "
                   f"missed {alone['missed']}->{prev['missed']} "
                   f"leaked {alone['leaked']}->{prev['leaked']} "

@@ -82,9 +82,7 @@ def reading(message: str, classification: Classification) -> Reading:
     if classification.intent is Intent.CONTINUATION:
         return Reading(True, "a continuation")
     words = body.split()
-    if len(words) <= SHORT_FOLLOW_UP and (
-        POINTS_BACK.search(body) or cues.ALSO_THIS.search(body)
-    ):
+    if len(words) <= SHORT_FOLLOW_UP and (POINTS_BACK.search(body) or cues.ALSO_THIS.search(body)):
         return Reading(True, "a short follow-up pointing back")
     if len(words) <= FRAGMENT and PREPOSITION.match(body):
         return Reading(True, "a fragment continuing the question")
