@@ -341,15 +341,24 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
         project: ProjectArg = None,
         token_budget: BudgetArg = None,
         user_id: UserArg = None,
+        previous: Annotated[
+            str | None,
+            Field(
+                description="The user's turn before this message, when the message continues "
+                'it ("and the refresh ones?"): its subject is searched too.'
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, ContextBlock]:
         """The user's memory relevant to a message: call it before answering a request that
         may depend on their preferences, conventions, decisions or earlier facts. Returns
         `text`, a <memory> block to follow when answering (empty when nothing is relevant),
-        the memories in it, and a `context_id` for `feedback`."""
+        the memories in it, and a `context_id` for `feedback`. Pass `previous`, the user's
+        turn before, when the message continues it."""
 
         def call() -> ContextBlock:
             user = resolve(ctx, user_id, project)
-            found = engine.context(message, user, project=project, token_budget=token_budget)
+            found = engine.context(message, user, project=project, token_budget=token_budget,
+                                   previous=previous)  # fmt: skip
             return ContextBlock(
                 context_id=found.id, text=found.text, tier=found.tier, tokens=found.tokens,
                 memories=[MemoryView.of(m) for m in found.memories],
