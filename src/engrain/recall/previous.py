@@ -67,8 +67,8 @@ class Reading:
         """The line ``explain()`` shows."""
         if self.used:
             return (
-                f"previous turn used ({self.reason}): the pool searched with the message's "
-                "and the previous turn's query vectors summed and both's words"
+                f"previous turn used ({self.reason}): the pool searched with the message and "
+                "the turn before (their query vectors summed, the words of both)"
             )
         return f"previous turn not used ({self.reason})"
 
