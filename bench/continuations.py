@@ -10,8 +10,9 @@ alternating in file order). Written before any code ran on them.
 Each pair is answered twice by a fresh copy of its project (as ``bench/gating.py`` does):
 ``context(text, turn=turn)`` alone, and ``context(text, turn=turn, previous=previous)``.
 Reported per split (``tune``, ``held``, ``all``) for both: must-include recall,
-messages injecting a must-exclude memory, mean tokens, intent accuracy, and how often the
-previous turn was used (``explain()``'s signal).
+messages injecting a must-exclude memory, mean tokens, intent accuracy, how often the
+previous turn was used (``explain()``'s signal) and the median process CPU time of the
+``context()`` call (the two modes alternate, pair by pair, in one process).
 
 Usage: ``python bench/continuations.py --out bench/results/continuations.json
 [--embedder minilm|hash]``.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -63,13 +65,15 @@ def answer(engine: Engine, pair: Mapping[str, Any], mode: str) -> dict[str, Any]
     previous = pair["previous"] if mode == "previous" else None
     args = {"project": pair["project"], "turn": pair["turn"], "now": NOW, "previous": previous}
     gated = engine.explain(pair["text"], USER, **args)
+    cpu = time.process_time()
     context = engine.context(pair["text"], USER, **args)
+    cpu_ms = (time.process_time() - cpu) * 1000.0
     injected = [m.id for m in context.memories]
     used = any(s.startswith("previous turn used") for s in gated.classification.signals)
     return {
         "id": pair["id"], "split": pair["split"], "intent": pair["intent"],
         "predicted_intent": gated.classification.intent.value, "previous_used": used,
-        "injected": injected, "tokens": context.tokens,
+        "injected": injected, "tokens": context.tokens, "cpu_ms": round(cpu_ms, 2),
         "included": [i for i in pair["must_include"] if i in injected],
         "missed": [i for i in pair["must_include"] if i not in injected],
         "leaked": [i for i in pair["must_exclude"] if i in injected],
@@ -87,6 +91,7 @@ def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "mean_tokens": round(sum(r["tokens"] for r in rows) / n, 1),
         "intent_accuracy": round(sum(r["predicted_intent"] == r["intent"] for r in rows) / n, 4),
         "previous_used": sum(r["previous_used"] for r in rows),
+        "median_cpu_ms": round(statistics.median(r["cpu_ms"] for r in rows), 2),
     }
 
 
@@ -118,13 +123,13 @@ def run(embedder_name: str = "minilm", note: str | None = None) -> dict[str, Any
 def table(report: Mapping[str, Any]) -> str:
     """The measures as a text table, one line per split and mode."""
     lines = [f"{'split':6} {'mode':9} {'pairs':>5} {'incl':>6} {'excl':>6} {'tokens':>7} "
-             f"{'intent':>6} {'used':>4}"]  # fmt: skip
+             f"{'intent':>6} {'used':>4} {'cpu ms':>6}"]  # fmt: skip
     for split, modes in report["splits"].items():
         for mode, m in modes.items():
             lines.append(
                 f"{split:6} {mode:9} {m['pairs']:5d} {m['must_include_recall']:6.3f} "
                 f"{m['must_exclude_rate']:6.2f} {m['mean_tokens']:7.0f} "
-                f"{m['intent_accuracy']:6.2f} {m['previous_used']:4d}"
+                f"{m['intent_accuracy']:6.2f} {m['previous_used']:4d} {m['median_cpu_ms']:6.1f}"
             )
     return "\n".join(lines)
 
