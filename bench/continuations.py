@@ -40,7 +40,9 @@ from engrain import Engine
 from engrain.embed import make_embedder
 
 PAIRS = DATA / "continuations.jsonl"
-MODES = ("alone", "previous")
+#: Each pair is answered alone and with its previous turn at each of these weights
+#: (``GateOptions.previous_weight``; 1.0 the default).
+WEIGHTS = (1.0,)
 
 
 def load(path: Path = PAIRS) -> Dataset:
@@ -60,10 +62,20 @@ def load(path: Path = PAIRS) -> Dataset:
     return Dataset(projects, pairs, [])
 
 
-def answer(engine: Engine, pair: Mapping[str, Any], mode: str) -> dict[str, Any]:
-    """One pair answered ``alone`` or with its ``previous`` turn."""
-    previous = pair["previous"] if mode == "previous" else None
-    args = {"project": pair["project"], "turn": pair["turn"], "now": NOW, "previous": previous}
+def mode_name(weight: float | None) -> str:
+    """``alone``, ``previous`` (the default weight) or ``previous@<weight>``."""
+    if weight is None:
+        return "alone"
+    return "previous" if weight == 1.0 else f"previous@{weight:g}"
+
+
+def answer(engine: Engine, pair: Mapping[str, Any], weight: float | None) -> dict[str, Any]:
+    """One pair answered alone (``weight`` ``None``) or with its previous turn at
+    ``weight``."""
+    previous = None if weight is None else pair["previous"]
+    options = engine.options.update(previous_weight=1.0 if weight is None else weight)
+    args = {"project": pair["project"], "turn": pair["turn"], "now": NOW,
+            "previous": previous, "options": options}  # fmt: skip
     gated = engine.explain(pair["text"], USER, **args)
     cpu = time.process_time()
     context = engine.context(pair["text"], USER, **args)
@@ -95,26 +107,37 @@ def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(embedder_name: str = "minilm", note: str | None = None) -> dict[str, Any]:
-    """Every pair answered in both modes, alternating, and the measures per split."""
+def run(
+    embedder_name: str = "minilm",
+    note: str | None = None,
+    weights: Sequence[float] = WEIGHTS,
+    only: str | None = None,
+) -> dict[str, Any]:
+    """Every pair (of the split ``only``, else all) answered in every mode, alternating,
+    and the measures per split."""
     data = load()
     embedder = make_embedder(embedder_name)
     start = time.perf_counter()
-    rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    modes: list[float | None] = [None, *weights]
+    rows: dict[str, list[dict[str, Any]]] = {mode_name(w): [] for w in modes}
     with tempfile.TemporaryDirectory(prefix="engrain-continuations-") as tmp:
         projects = Projects(data, embedder, Path(tmp))
         for pair in data.messages:
-            for mode in MODES:
+            if only is not None and pair["split"] != only:
+                continue
+            for weight in modes:
                 with projects.fresh(pair["project"]) as engine:
-                    rows[mode].append(answer(engine, pair, mode))
+                    rows[mode_name(weight)].append(answer(engine, pair, weight))
     splits = {
-        split: {mode: measures(split_rows(rows[mode], split)) for mode in MODES}
+        split: {mode: measures(split_rows(answers, split)) for mode, answers in rows.items()}
         for split in ("tune", "held", "all")
+        if only is None or split in (only, "all")
     }
     return {
         "benchmark": "continuations", "embedder": embedder.model_id,
         "engrain_source": str(Path(engrain.__file__).resolve().parent), "note": note,
-        "now": NOW.isoformat(), "pairs": len(data.messages),
+        "now": NOW.isoformat(), "pairs": len(data.messages), "only": only,
+        "weights": list(weights),
         "seconds": round(time.perf_counter() - start, 1), "splits": splits,
         "answers": rows, "machine": machine_info(),
     }  # fmt: skip
@@ -141,13 +164,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
     parser.add_argument("--note", help="what was measured, stored in the report")
     parser.add_argument("--details", action="store_true", help="print each pair's misses")
+    parser.add_argument(
+        "--weights", default="1.0", help="previous_weight values to answer with, comma-separated"
+    )
+    parser.add_argument("--only", choices=("tune", "held"), help="only this split's pairs")
     args = parser.parse_args(argv)
-    report = run(args.embedder, args.note)
+    weights = [float(w) for w in args.weights.split(",")]
+    report = run(args.embedder, args.note, weights, args.only)
     print(table(report))
     if args.details:
-        for alone, prev in zip(
-            report["answers"]["alone"], report["answers"]["previous"], strict=True
-        ):
+        answers = report["answers"]
+        for alone, prev in zip(answers["alone"], answers[mode_name(weights[0])], strict=True):
             print(f"{alone['id']} {alone['split']:4} used={prev['previous_used']!s:5} "
                   f"missed {alone['missed']}->{prev['missed']} "
                   f"leaked {alone['leaked']}->{prev['leaked']} "

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from engrain.corrections import conflicts_of
+from engrain.errors import ValidationError
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.recall import candidates as cand
@@ -58,7 +59,7 @@ from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, wit
 from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.lines import line_cost, line_floor, line_tokens
 from engrain.recall.pointed import with_pointed
-from engrain.recall.previous import joined_text, joined_vector, reading
+from engrain.recall.previous import PREVIOUS_WEIGHT, joined_text, joined_vector, reading
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import (
@@ -128,7 +129,14 @@ class GateOptions:
     second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's (off)
     asked_turns: float = ASKED_TURNS_WEIGHT  # the tail by the asked speaker's turns (asked_turns)
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
+    previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself
+            raise ValidationError(
+                f"previous_weight must be within [0, 1], not {self.previous_weight}"
+            )
 
     def update(self, **changes: Any) -> GateOptions:
         """A copy with ``changes`` applied."""
@@ -214,10 +222,10 @@ def gate(
 
     read = None if previous is None else reading(message, classification)
     searched, pool_vector = message, vector
-    if previous is not None and read is not None and read.used:
+    if previous is not None and read is not None and read.used and options.previous_weight > 0:
         vector = embed_query(message) if vector is None else vector
         searched = joined_text(message, previous)
-        pool_vector = joined_vector(vector, embed_query(previous))
+        pool_vector = joined_vector(vector, embed_query(previous), options.previous_weight)
         if started is not None:  # the lexical matches begun for the message alone
             again = _start_reads(store, searched, user_id, flt, options, budget, pinned=False)
             started = again._replace(pinned=started.pinned)

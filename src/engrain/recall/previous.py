@@ -30,6 +30,10 @@ from engrain.model import Vector
 from engrain.recall import cues
 from engrain.recall.classify import Classification, Intent
 
+#: The previous turn's unit vector's weight in a follow-up's query vector, the message's
+#: being 1: equal, and never more (a larger weight would let the turn before outvote what
+#: the message asks). 0 turns the lending off.
+PREVIOUS_WEIGHT = 1.0
 #: A message this short (in words) that points back at something is a follow-up.
 SHORT_FOLLOW_UP = 12
 #: A fragment this short that starts with a preposition ("on the login node?", "for
@@ -89,10 +93,10 @@ def reading(message: str, classification: Classification) -> Reading:
     return Reading(False, "self-contained")
 
 
-def joined_vector(message: Vector, previous: Vector) -> Vector:
-    """The pool's query vector: the message's and the previous turn's unit vectors summed,
-    as a unit vector (each weighs the same; a zero vector leaves the other as it is)."""
-    total = _unit(np.asarray(message, dtype=np.float32)) + _unit(
+def joined_vector(message: Vector, previous: Vector, weight: float = PREVIOUS_WEIGHT) -> Vector:
+    """The pool's query vector: the message's unit vector plus ``weight`` (at most 1) times
+    the previous turn's, as a unit vector (a zero vector leaves the other as it is)."""
+    total = _unit(np.asarray(message, dtype=np.float32)) + weight * _unit(
         np.asarray(previous, dtype=np.float32)
     )
     return _unit(total)
