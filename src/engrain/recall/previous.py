@@ -34,18 +34,32 @@ from engrain.recall.classify import Classification, Intent
 #: being 1: equal, and never more (a larger weight would let the turn before outvote what
 #: the message asks). 0 turns the lending off.
 PREVIOUS_WEIGHT = 1.0
+#: A continuation this short (in words) has no subject of its own; a longer one names it.
+SHORT_CONTINUATION = 12
 #: A message this short (in words) that points back at something is a follow-up.
-SHORT_FOLLOW_UP = 12
+SHORT_FOLLOW_UP = 8
 #: A fragment this short that starts with a preposition ("on the login node?", "for
 #: subscriptions too") continues the previous turn's question.
 FRAGMENT = 6
 
-#: Words that point back at the previous turn's subject ("it", "that one", "there", "then").
+#: A pronoun standing for the previous turn's subject, where a self-contained message does
+#: not put one: leading ("it errors about CUDA"), after an auxiliary ("what should it
+#: take", "is that enough"; not "is it worth", "would it be": those name their subject
+#: after), as the object of a leading verb ("make it …"), last ("drop it?", "run it on?",
+#: "… then?"), or possessive ("its URL"). A relative "that" ("a hook that returns …") is
+#: none of these.
 POINTS_BACK = re.compile(
-    r"\b(?:it|its|it's|that|those|they|them|their|there|then|the same|that one|this one|"
-    r"one)\b",
+    r"^(?:it|that|those|they|them)\b"
+    r"|\b(?:do|does|did|is|are|was|were|will|would|can|could|should|has|have)\s+"
+    r"(?:it|that|those|they)\b(?!\s+(?:be|been|worth|all|a|an|the|possible|ok|okay|true)\b)"
+    r"|^(?:make|run|put|move|call|name|use|test|ship|fix|change|do|try|keep|send)\s+"
+    r"(?:it|that|them|those)\b"
+    r"|\b(?:it|that|them|those|there|then)\s*(?:on|in|for|from|to|with|at|too|again)?\s*"
+    r"[?.!]*$"
+    r"|\bits\b",
     re.IGNORECASE,
 )
+HUM = re.compile(r"^h+m+[\s,.]*", re.IGNORECASE)
 PREPOSITION = re.compile(
     r"^(?:on|in|for|with|without|at|from|to|by|under|inside|via|over)\b", re.IGNORECASE
 )
@@ -83,9 +97,13 @@ def reading(message: str, classification: Classification) -> Reading:
     body = message.strip()
     if NEW_TOPIC.match(body):
         return Reading(False, "opens a new topic")
-    if classification.intent is Intent.CONTINUATION:
-        return Reading(True, "a continuation")
+    if classification.intent is Intent.GREETING:
+        return Reading(False, "a greeting")
     words = body.split()
+    opened = cues.LEAD.sub("", HUM.sub("", body, count=1), count=1) or body
+    continues = classification.intent is Intent.CONTINUATION or cues.CONTINUATION.match(opened)
+    if continues and len(words) <= SHORT_CONTINUATION:  # "what if …" read as debugging too
+        return Reading(True, "a continuation")
     if len(words) <= SHORT_FOLLOW_UP and (POINTS_BACK.search(body) or cues.ALSO_THIS.search(body)):
         return Reading(True, "a short follow-up pointing back")
     if len(words) <= FRAGMENT and PREPOSITION.match(body):
