@@ -26,6 +26,7 @@ from engrain.embed import HashEmbedder
 from engrain.errors import EmptyInputError, InputTooLargeError, ValidationError
 from engrain.keys import KeyRing
 from engrain.recall.classify import classify
+from engrain.recall.gate import GateOptions
 from engrain.recall.previous import joined_text, joined_vector, reading
 from engrain.server import create_app
 from engrain.server.proxy.inject import parse
@@ -88,6 +89,15 @@ def contents(found: Any) -> list[str]:
         ("Different question: which Stripe API version do we pin?", False, "opens a new topic"),
         ("by the way, what time is the demo on Friday?", False, "opens a new topic"),
         ("never mind that, who owns the Grafana dashboards?", False, "opens a new topic"),
+        ("hm, and if the self-test fails twice in a row?", True, "a continuation"),
+        ("is that enough for 16 workers?", True, "a continuation"),  # the classifier's anaphor
+        ("do we still use exact alarms there?", True, "a short follow-up pointing back"),
+        ("where does the app read that from?", True, "a short follow-up pointing back"),
+        # a relative "that", an expletive "it", a pronoun in a message naming its subject
+        ("Write a hook that returns the current streak for a habit", False, "self-contained"),
+        ("Who gets paged when one of the billing monitors fires?", False, "self-contained"),
+        ("Should 3.0 keep reading config.yaml or finally drop it?", False, "self-contained"),
+        ("hi there", False, "a greeting"),
         ("Separate thing: what's the current champion model's WAPE?", False, "opens a new topic"),
         # long enough to name its own subject, though it says "it"
         ("Can you explain how the invoice numbering works for German customers and why it "
@@ -100,6 +110,17 @@ def test_reading_uses_the_previous_turn_only_where_the_message_leans_on_it(
     read = reading(message, classify(message, turn=1))
     assert (read.used, read.reason) == (used, reason)
     assert read.note().startswith("previous turn used" if used else "previous turn not used")
+
+
+def test_previous_weight_is_within_0_and_1_and_0_turns_the_lending_off(tmp_path: Path) -> None:
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValidationError, match="previous_weight"):
+            GateOptions(previous_weight=bad)
+    engine = engine_with_memories(tmp_path)
+    off = engine.options.update(previous_weight=0.0)
+    assert SECRET not in contents(engine.context(FOLLOW_UP, "u", previous=BEFORE, options=off))
+    half = engine.options.update(previous_weight=0.5)
+    assert SECRET in contents(engine.context(FOLLOW_UP, "u", previous=BEFORE, options=half))
 
 
 def test_joined_vector_weighs_both_turns_the_same_and_is_a_unit_vector() -> None:
