@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import NOW, machine_info, write_json
-from gating import DATA, USER, Dataset, Projects, split_rows
+from gating import DATA, SETS, USER, Dataset, Projects, load_data, split_rows
 
 import engrain
 from engrain import Engine
@@ -143,6 +143,56 @@ def run(
     }  # fmt: skip
 
 
+def gating_check(embedder_name: str = "minilm") -> dict[str, Any]:
+    """The gating evaluation's labelled messages that are not continuations, each explained
+    alone and with the labelled message before it (of its project, in file order) as
+    ``previous``: an unrelated turn before a self-contained message. Per split: how many
+    leaned on it, how many selections changed, and must-include recall and must-exclude
+    rate both ways. ``explain()`` writes nothing, so one engine per project serves all."""
+    embedder = make_embedder(embedder_name)
+    rows: list[dict[str, Any]] = []
+    for name in SETS:
+        data = load_data(name=name)
+        with tempfile.TemporaryDirectory(prefix="engrain-continuations-") as tmp:
+            projects = Projects(data, embedder, Path(tmp))
+            for project in data.projects:
+                with projects.fresh(project) as engine:
+                    before = None
+                    for m in (m for m in data.messages if m["project"] == project):
+                        if m["intent"] != "continuation" and before is not None:
+                            rows.append(_both(engine, m, before))
+                        before = m["text"]
+    out = {}
+    for split in ("tune", "held", "all"):
+        chosen = split_rows(rows, split)
+        wanted = sum(len(r["must_include"]) for r in chosen)
+        out[split] = {
+            "messages": len(chosen),
+            "previous_used": sum(r["used"] for r in chosen),
+            "selection_changed": sum(r["alone"] != r["previous"] for r in chosen),
+            **{f"must_include_recall_{mode}": round(
+                sum(len(set(r["must_include"]) & set(r[mode])) for r in chosen) / wanted, 4)
+               for mode in ("alone", "previous")},
+            **{f"must_exclude_rate_{mode}": round(
+                sum(bool(set(r["must_exclude"]) & set(r[mode])) for r in chosen) / len(chosen), 4)
+               for mode in ("alone", "previous")},
+        }  # fmt: skip
+    return {"splits": out, "leaned": [r for r in rows if r["used"]]}
+
+
+def _both(engine: Engine, message: Mapping[str, Any], before: str) -> dict[str, Any]:
+    """``message`` explained alone and with ``before`` as its previous turn."""
+    args = {"project": message["project"], "turn": max(message.get("turn", 0), 1), "now": NOW}
+    alone = engine.explain(message["text"], USER, **args)
+    given = engine.explain(message["text"], USER, previous=before, **args)
+    used = any(s.startswith("previous turn used") for s in given.classification.signals)
+    return {"id": message["id"], "split": message["split"], "text": message["text"],
+            "previous_text": before, "used": used,
+            "must_include": message["must_include"], "must_exclude": message["must_exclude"],
+            "alone": [m.id for m in alone.memories],
+            "previous": [m.id for m in given.memories]}  # fmt: skip
+
+
 def table(report: Mapping[str, Any]) -> str:
     """The measures as a text table, one line per split and mode."""
     lines = [f"{'split':6} {'mode':9} {'pairs':>5} {'incl':>6} {'excl':>6} {'tokens':>7} "
@@ -168,7 +218,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--weights", default="1.0", help="previous_weight values to answer with, comma-separated"
     )
     parser.add_argument("--only", choices=("tune", "held"), help="only this split's pairs")
+    parser.add_argument("--gating-check", action="store_true",
+                        help="only the gating messages that are not continuations, with the "
+                             "message before as previous")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.gating_check:
+        checked = gating_check(args.embedder)
+        for split, m in checked["splits"].items():
+            print(split, json.dumps(m))
+        for r in checked["leaned"]:
+            print(f"{r['id']} {r['split']} {r['text'][:70]!r}: {r['alone']} -> {r['previous']}")
+        if args.out:
+            report = {"benchmark": "continuations-gating-check", **checked,
+                      "embedder": args.embedder, "machine": machine_info()}  # fmt: skip
+            write_json(args.out, report)
+        return 0
     weights = [float(w) for w in args.weights.split(",")]
     report = run(args.embedder, args.note, weights, args.only)
     print(table(report))
