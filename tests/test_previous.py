@@ -150,6 +150,8 @@ def test_a_continuation_finds_the_previous_turns_subject(tmp_path: Path) -> None
     assert any(s.startswith("previous turn used (a continuation)")
                for s in gated.to_dict()["classification"]["signals"])  # fmt: skip
     assert "previous turn" in gated.timings_ms
+    previewed = engine.preview(FOLLOW_UP, "u", previous=BEFORE)
+    assert SECRET in contents(previewed)
 
 
 @pytest.mark.parametrize("message", [OWN_SUBJECT, NEW_TOPIC])
@@ -237,6 +239,7 @@ def test_the_http_client_passes_previous(http: tuple[str, str]) -> None:
     url, key = http
     with Client(url, api_key=key) as client:
         assert SECRET in client.context(FOLLOW_UP, "u", previous=BEFORE).text
+        assert SECRET in client.preview(FOLLOW_UP, "u", previous=BEFORE).text
         gated = client.explain(FOLLOW_UP, "u", previous=BEFORE)
         assert any(s.startswith("previous turn used") for s in gated.classification.signals)
         with pytest.raises(EmptyInputError):

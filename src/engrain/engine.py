@@ -542,14 +542,15 @@ class Engine:
         context_window: int | None = None,
         turn: int = 0,
         now: datetime | None = None,
+        previous: str | None = None,
     ) -> Preview:
         """What :meth:`context` would return for ``message`` (the tier the model calls for,
         the exact block, the memories it holds) with the gating pipeline's explanation,
         without writing anything: no use is counted, no context recorded, no tier compiled
-        (``preview.py``)."""
+        (``preview.py``). ``previous`` as for :meth:`context`."""
         r = Request.checked(message, user_id, token_budget, None, project, False, turn, None,
-                            now, defaults=self.options,
-                            max_chars=self.settings.max_text_chars)  # fmt: skip
+                            now, defaults=self.options, max_chars=self.settings.max_text_chars,
+                            previous=previous)  # fmt: skip
         model = validate.optional_identifier(model, "model")
         window = validate.optional_integer(context_window, "context_window", minimum=1)
         tier = tier_for(self.settings, model, window, r.token_budget)

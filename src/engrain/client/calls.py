@@ -506,17 +506,18 @@ def preview(
     context_window: int | None = None,
     turn: int = 0,
     now: datetime | None = None,
+    previous: str | None = None,
 ) -> Op[Preview]:
     """What :meth:`context` would return for ``message`` (``POST /v1/preview``): the tier,
     the exact block, the memories it holds, and the gating pipeline's explanation. The
     server writes nothing: no use counted, no context recorded, no tier compiled."""
     r = Request.checked(message, user_id, token_budget, None, project, False, turn, None, now,
-                        defaults=_DEFAULTS, max_chars=_NO_LIMIT)  # fmt: skip
+                        defaults=_DEFAULTS, max_chars=_NO_LIMIT, previous=previous)  # fmt: skip
     body = _body(message=r.message, user_id=r.user_id, token_budget=r.token_budget,
                  project=r.project, model=validate.optional_identifier(model, "model"),
                  context_window=validate.optional_integer(context_window, "context_window",
                                                           minimum=1),
-                 turn=r.turn, now=validate.moment(now, "now"))  # fmt: skip
+                 turn=r.turn, previous=r.previous, now=validate.moment(now, "now"))  # fmt: skip
     return wire.load_preview((yield Req("POST", "/v1/preview", json=body)))
 
 

@@ -689,6 +689,7 @@ class PreviewRequest(Strict):
     )
     context_window: Positive | None = Field(None, description="The target's window in tokens.")
     turn: Budget = 0
+    previous: Text | None = Field(None, description=PREVIOUS)
     now: Moment | None = None
 
 
