@@ -526,7 +526,14 @@ def test_a_request_past_the_time_limit_is_503(tmp_path: Path) -> None:
                        headers={"Authorization": f"Bearer {secret}"}, timeout=30)  # fmt: skip
         assert_error(r, 503, "timeout")
         embedder.gate.set()
-        assert httpx.get(f"{live.url}/healthz", timeout=30).status_code == 200
+        # The server still answers. /healthz is under the same 0.2 s limit, which a loaded
+        # machine can pass too, so a 503 timeout there is retried (the failure is the same).
+        for _ in range(20):
+            health = httpx.get(f"{live.url}/healthz", timeout=30)
+            if health.status_code != 503:
+                break
+            assert_error(health, 503, "timeout")
+        assert health.status_code == 200
     finally:
         embedder.gate.set()
         live.stop()
