@@ -6,8 +6,8 @@ derived, and every candidate with its score terms and verdict, the selected ones
 highlighted. An optional ``previous``, the conversation's turn before the message, is
 passed as :meth:`Engine.preview`'s ``previous``, so a continuation ("and the refresh
 ones?") is tried as ``context()`` would answer it; the classification's signals say
-whether it leaned on that turn. A GET because nothing changes: the preview counts no use and records no
-context, so a person may try as many messages as they like.
+whether it leaned on that turn. A GET because nothing changes: the preview counts no use
+and records no context, so a person may try as many messages as they like.
 """
 
 from __future__ import annotations
