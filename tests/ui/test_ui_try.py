@@ -113,9 +113,8 @@ def test_a_continuation_is_tried_with_the_turn_before(browser: Any, live: Live) 
 def test_the_turn_before_is_escaped_and_validated_like_the_message(live: Live) -> None:
     _seed(live)
     http = client(live, live.key("ada"))
-    marked = http.get(
-        "/ui/try", params={"message": FOLLOW_UP, "previous": "<script>alert(1)</script> the API port?"}
-    )
+    earlier = "<script>alert(1)</script> the API port?"
+    marked = http.get("/ui/try", params={"message": FOLLOW_UP, "previous": earlier})
     assert marked.status_code == 200 and "<script>alert(1)" not in marked.text
     assert "&lt;script&gt;alert(1)&lt;/script&gt; the API port?" in marked.text
     long = http.get("/ui/try", params={"message": FOLLOW_UP, "previous": "x" * 4_001})
