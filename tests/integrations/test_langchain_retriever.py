@@ -249,3 +249,23 @@ def test_with_memory_leaves_out_a_turn_before_too_long_to_search(tmp_path: Path)
             with_memory([HumanMessage(EARLIER), HumanMessage("y" * 300)], eng, "ada")
     finally:
         eng.close()
+
+
+def test_a_client_passes_the_turn_before_too(tmp_path: Path) -> None:
+    from ..test_client import Served
+
+    served = Served(tmp_path)
+    try:
+        for fact in FACTS:
+            served.engine.remember(fact, user_id="alice", now=NOW)
+        local = served.engine.context(FOLLOW_UP, user_id="alice", previous=EARLIER).text
+        assert local != served.engine.context(FOLLOW_UP, user_id="alice").text
+        chat = [HumanMessage(EARLIER), HumanMessage(FOLLOW_UP)]
+        with served.client() as client:
+            assert with_memory(chat, client, "alice") == [SystemMessage(local), *chat]
+            docs = EngrainRetriever(engine=client, user_id="alice", mode="context").invoke(
+                FOLLOW_UP, previous=EARLIER
+            )
+        assert [d.page_content for d in docs] == [FACTS[2]]
+    finally:
+        served.close()
