@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: chromium demo test test-all test-schema test-reliability lint typecheck bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy bench-ui screenshots clean
+.PHONY: chromium demo test test-all test-schema test-reliability lint bench bench-locomo bench-locomo-ablations bench-latency bench-ingest bench-concurrency bench-gating bench-load bench-proxy bench-ui screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
