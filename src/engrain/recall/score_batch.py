@@ -16,7 +16,8 @@ rounded in NumPy as in Python; a clamp ``min(1.0, max(0.0, x))`` is written as P
 greater or less, so ``-0.0`` and NaN clamp as Python clamps them); the decays
 (``0.5 ** x``) are Python's own power, one per candidate, since NumPy's ``power`` may use
 other routines (SVML on AVX-512) that differ from the C library's in the last bit; the sum
-of the seven terms is sequential, as the ``sum`` of Python 3.11 is. The constants and the
+of the seven terms is sequential, as ``score_gated`` adds them (one at a time, not
+Python 3.12's compensated ``sum``). The constants and the
 per-kind, per-domain and per-use terms come from ``score.py``'s own functions and tables,
 which stay the one definition of the formulas. Equality with ``score_gated`` is tested bit
 for bit on random memories, relevances and queries (``tests/test_score_batch.py``).
