@@ -14,8 +14,14 @@ messages injecting a must-exclude memory, mean tokens, intent accuracy, how ofte
 previous turn was used (``explain()``'s signal) and the median process CPU time of the
 ``context()`` call (the two modes alternate, pair by pair, in one process).
 
+``--assistant`` answers ``bench/gating/continuations-assistant.jsonl`` instead: labelled
+triples that also hold the assistant's answer to the turn before (``assistant``), each
+answered alone and with the user's turn (``user``: what the proxy passes), the assistant's
+(``assistant``) and both (``both``: the user's turn, a newline, the assistant's), to choose
+which turn before the proxy passes.
+
 Usage: ``python bench/continuations.py --out bench/results/continuations.json
-[--embedder minilm|hash]``.
+[--embedder minilm|hash] [--assistant]``.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ from engrain import Engine
 from engrain.embed import make_embedder
 
 PAIRS = DATA / "continuations.jsonl"
+TRIPLES = DATA / "continuations-assistant.jsonl"
+#: The turns before a message that ``--assistant`` compares, as ``previous``: the user's
+#: turn (what the proxy passes), the assistant's answer to it, or both, the user's first.
+TURNS = ("user", "assistant", "both")
 #: Each pair is answered alone and with its previous turn at each of these weights
 #: (``GateOptions.previous_weight``; 1.0 the default).
 WEIGHTS = (1.0,)
@@ -69,10 +79,23 @@ def mode_name(weight: float | None) -> str:
     return "previous" if weight == 1.0 else f"previous@{weight:g}"
 
 
-def answer(engine: Engine, pair: Mapping[str, Any], weight: float | None) -> dict[str, Any]:
-    """One pair answered alone (``weight`` ``None``) or with its previous turn at
-    ``weight``."""
-    previous = None if weight is None else pair["previous"]
+def turn_before(pair: Mapping[str, Any], turn: str) -> str:
+    """The text passed as ``previous`` for ``turn`` (one of :data:`TURNS`)."""
+    if turn == "user":
+        return str(pair["previous"])
+    if turn == "assistant":
+        return str(pair["assistant"])
+    if turn == "both":
+        return f"{pair['previous']}\n{pair['assistant']}"
+    raise ValueError(f"turn must be one of {TURNS}, not {turn!r}")
+
+
+def answer(
+    engine: Engine, pair: Mapping[str, Any], weight: float | None, turn: str = "user"
+) -> dict[str, Any]:
+    """One pair answered alone (``weight`` ``None``) or with its turn before (``turn``, the
+    user's by default) at ``weight``."""
+    previous = None if weight is None else turn_before(pair, turn)
     options = engine.options.update(previous_weight=1.0 if weight is None else weight)
     args = {"project": pair["project"], "turn": pair["turn"], "now": NOW,
             "previous": previous, "options": options}  # fmt: skip
@@ -112,22 +135,28 @@ def run(
     note: str | None = None,
     weights: Sequence[float] = WEIGHTS,
     only: str | None = None,
+    assistant: bool = False,
 ) -> dict[str, Any]:
     """Every pair (of the split ``only``, else all) answered in every mode, alternating,
-    and the measures per split."""
-    data = load()
+    and the measures per split. With ``assistant``, the triples, in the modes ``alone``
+    and each of :data:`TURNS` (at the first of ``weights``)."""
+    data = load(TRIPLES if assistant else PAIRS)
     embedder = make_embedder(embedder_name)
     start = time.perf_counter()
-    modes: list[float | None] = [None, *weights]
-    rows: dict[str, list[dict[str, Any]]] = {mode_name(w): [] for w in modes}
+    modes: list[tuple[str, float | None, str]] = [("alone", None, "user")]
+    if assistant:
+        modes += [(turn, weights[0], turn) for turn in TURNS]
+    else:
+        modes += [(mode_name(w), w, "user") for w in weights]
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in modes}
     with tempfile.TemporaryDirectory(prefix="engrain-continuations-") as tmp:
         projects = Projects(data, embedder, Path(tmp))
         for pair in data.messages:
             if only is not None and pair["split"] != only:
                 continue
-            for weight in modes:
+            for name, weight, turn in modes:
                 with projects.fresh(pair["project"]) as engine:
-                    rows[mode_name(weight)].append(answer(engine, pair, weight))
+                    rows[name].append(answer(engine, pair, weight, turn))
     splits = {
         split: {mode: measures(split_rows(answers, split)) for mode, answers in rows.items()}
         for split in ("tune", "held", "all")
@@ -137,7 +166,7 @@ def run(
         "benchmark": "continuations", "embedder": embedder.model_id,
         "engrain_source": str(Path(engrain.__file__).resolve().parent), "note": note,
         "now": NOW.isoformat(), "pairs": len(data.messages), "only": only,
-        "weights": list(weights),
+        "weights": list(weights), "assistant": assistant,
         "seconds": round(time.perf_counter() - start, 1), "splits": splits,
         "answers": rows, "machine": machine_info(),
     }  # fmt: skip
@@ -218,6 +247,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--weights", default="1.0", help="previous_weight values to answer with, comma-separated"
     )
     parser.add_argument("--only", choices=("tune", "held"), help="only this split's pairs")
+    parser.add_argument("--assistant", action="store_true",
+                        help="the triples with the assistant's answer: the user's turn, the "
+                             "assistant's or both as previous")  # fmt: skip
     parser.add_argument("--gating-check", action="store_true",
                         help="only the gating messages that are not continuations, with the "
                              "message before as previous")  # fmt: skip
@@ -234,15 +266,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json(args.out, report)
         return 0
     weights = [float(w) for w in args.weights.split(",")]
-    report = run(args.embedder, args.note, weights, args.only)
+    report = run(args.embedder, args.note, weights, args.only, args.assistant)
     print(table(report))
     if args.details:
         answers = report["answers"]
-        for alone, prev in zip(answers["alone"], answers[mode_name(weights[0])], strict=True):
-            print(f"{alone['id']} {alone['split']:4} used={prev['previous_used']!s:5} "
-                  f"missed {alone['missed']}->{prev['missed']} "
-                  f"leaked {alone['leaked']}->{prev['leaked']} "
-                  f"tokens {alone['tokens']}->{prev['tokens']}")  # fmt: skip
+        for mode in [m for m in answers if m != "alone"]:
+            for alone, prev in zip(answers["alone"], answers[mode], strict=True):
+                print(f"{alone['id']} {alone['split']:4} {mode:9} "
+                      f"used={prev['previous_used']!s:5} "
+                      f"missed {alone['missed']}->{prev['missed']} "
+                      f"leaked {alone['leaked']}->{prev['leaked']} "
+                      f"tokens {alone['tokens']}->{prev['tokens']}")  # fmt: skip
     if args.out:
         write_json(args.out, report)
     return 0

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -63,4 +65,39 @@ def test_one_pair_answered_alone_and_with_its_previous_turn(tmp_path: Path) -> N
         with projects.fresh(pair["project"]) as engine:
             a = continuations.answer(engine, pair, weight)
         assert a["id"] == pair["id"] and a["previous_used"] is (weight is not None)
+        assert set(a["included"]) | set(a["missed"]) == set(pair["must_include"])
+
+
+def test_the_triples_hold_the_assistants_answer_and_alternate_splits() -> None:
+    data = continuations.load(continuations.TRIPLES)  # raises on a label naming no memory
+    triples = data.messages
+    assert len(triples) >= 20
+    assert [p["split"] for p in triples] == ["tune" if i % 2 == 0 else "held"
+                                             for i in range(len(triples))]  # fmt: skip
+    for p in triples:
+        assert p["previous"].strip() and p["assistant"].strip() and p["text"].strip()
+        assert p["must_include"] and p["turn"] >= 1
+        assert p["assistant"] != p["previous"]
+
+
+def test_each_turn_before_is_the_text_passed_as_previous() -> None:
+    pair = {"previous": "Which queue?", "assistant": "The billing queue."}
+    assert continuations.turn_before(pair, "user") == "Which queue?"
+    assert continuations.turn_before(pair, "assistant") == "The billing queue."
+    assert continuations.turn_before(pair, "both") == "Which queue?\nThe billing queue."
+    with pytest.raises(ValueError, match="system"):
+        continuations.turn_before(pair, "system")
+
+
+def test_one_triple_answered_with_each_turn_before(tmp_path: Path) -> None:
+    data = continuations.load(continuations.TRIPLES)
+    pair = data.messages[0]
+    projects = gating.Projects(
+        gating.Dataset({pair["project"]: data.projects[pair["project"]]}, [pair], []),
+        HashEmbedder(), tmp_path,
+    )  # fmt: skip
+    for turn in continuations.TURNS:
+        with projects.fresh(pair["project"]) as engine:
+            a = continuations.answer(engine, pair, 1.0, turn)
+        assert a["id"] == pair["id"] and a["previous_used"]
         assert set(a["included"]) | set(a["missed"]) == set(pair["must_include"])

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from engrain import browse as browsing
 from engrain import curate, validate, wire
@@ -93,7 +92,7 @@ def _types(values: builtins.list[MemoryType] | None) -> builtins.list[str] | Non
 
 
 def _memory_path(memory_id: str, suffix: str = "") -> str:
-    return f"/v1/memories/{quote(memory_id, safe='')}{suffix}"
+    return f"/v1/memories/{wire.path_segment(memory_id)}{suffix}"
 
 
 # -- ingestion -------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from engrain.corrections import conflicts_of
 from engrain.errors import ValidationError
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
@@ -70,7 +72,7 @@ from engrain.recall.score import (
     present_relevance,
     scorer,
 )
-from engrain.recall.score_batch import gated_scores
+from engrain.recall.score_batch import gated_columns
 from engrain.recall.second_round import SECOND_ROUND_WEIGHT, with_second_round
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, with_soft_terms, word_source
@@ -587,7 +589,7 @@ def _score(
     ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
-    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_scores`
+    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_columns`
     (the same numbers, without the components nobody reads) with each one's present
     relevance (:func:`_ranked`'s, from the same age)."""
     if cooccurrence:  # asked once: the pairs are a mapping read when first looked at
@@ -597,10 +599,12 @@ def _score(
         bonuses = [0.0] * len(pool)
     if not explain and options.profile is Profile.GATED:  # the totals alone, in one batch
         items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
-        scores = zip(pool, gated_scores(items, query), strict=True)
-        best = sorted(scores, key=lambda pair: pair[1][0], reverse=True)
-        return [Ranked(c.memory, total, c.similarity, present)
-                for c, (total, present) in best], {}  # fmt: skip
+        totals, present = gated_columns(items, query)
+        # best first; equal totals keep the pool's order, as sorted(reverse=True) keeps it
+        best = np.argsort(-totals, kind="stable").tolist()
+        order = zip(best, totals[best].tolist(), present[best].tolist(), strict=True)
+        return [Ranked(pool[i].memory, total, pool[i].similarity, relevance)
+                for i, total, relevance in order], {}  # fmt: skip
     score = scorer(options.profile, query)
     scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
     scored.sort(key=lambda pair: pair[1].total, reverse=True)
