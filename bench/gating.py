@@ -2,12 +2,13 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in blocks of their own three more written blind to the gate
+superseded memories), and in blocks of their own four more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
 ``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
 ``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
-static-site generator: ``quill.jsonl``, ``messages-quill.jsonl``, ``trivial-quill.jsonl``),
-are loaded through the public API
+static-site generator: ``quill.jsonl``, ``messages-quill.jsonl``, ``trivial-quill.jsonl``;
+``strata``, a Kubernetes operator for PostgreSQL: ``strata.jsonl``, ``messages-strata.jsonl``,
+``trivial-strata.jsonl``), are loaded through the public API
 (``import_records``), and every labelled message is answered with ``explain()`` (the
 classification) and ``context()`` (what is injected). Each message is answered by a fresh
 copy of its project, so the uses one answer counts cannot change the next; the copy is an
@@ -32,7 +33,7 @@ and the same by labelled intent and by project, with must-include recall by the 
 the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
-[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor,quill]``.
+[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor,quill,strata]``.
 """
 
 from __future__ import annotations
@@ -66,9 +67,10 @@ SPLITS = ("held", "tune", "all")
 #: ``trivial.jsonl``: ledgerly and forecasting), ``pulse`` (``messages-pulse.jsonl`` and
 #: ``trivial-pulse.jsonl``: the third project, written blind) and ``sensor``
 #: (``messages-sensor.jsonl`` and ``trivial-sensor.jsonl``: the fourth, written blind) and
-#: ``quill`` (``messages-quill.jsonl`` and ``trivial-quill.jsonl``: the fifth, written blind),
-#: each reported on its own.
-SETS = ("main", "pulse", "sensor", "quill")
+#: ``quill`` (``messages-quill.jsonl`` and ``trivial-quill.jsonl``: the fifth, written blind)
+#: and ``strata`` (``messages-strata.jsonl`` and ``trivial-strata.jsonl``: the sixth, written
+#: blind), each reported on its own.
+SETS = ("main", "pulse", "sensor", "quill", "strata")
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000

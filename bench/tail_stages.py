@@ -86,6 +86,7 @@ STAGES: list[tuple[Any, str, str]] = [
     (gate_module, "line_tokens", "selection: line costs"),
     (gate_module, "line_floor", "selection: line costs"),
     (gate_module, "gated_scores", "scoring: the totals"),
+    (gate_module, "gated_columns", "scoring: the totals"),
     (gate_module, "built_all", "shown memories built"),
     (gate_module, "_fit", "assembly"),
     (engine_module, "gated_context", "other"),

@@ -217,11 +217,11 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
     assert "\n== set pulse ==\n" in gating.table(report)
 
 
-@pytest.mark.parametrize("name", ["sensor", "quill"])
+@pytest.mark.parametrize("name", ["sensor", "quill", "strata"])
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
-    """``sensor`` and ``quill`` (written blind, issue 12) run as sets of their own, by default,
-    beside the others."""
-    assert gating.SETS == ("main", "pulse", "sensor", "quill")
+    """``sensor``, ``quill`` and ``strata`` (written blind, issue 12) run as sets of their own,
+    by default, beside the others."""
+    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata")
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -242,3 +242,39 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     tune = gating._limited(data, None, "tune").messages
     assert gating._limited(data, 3, "tune").messages == tune[:3]
     assert gating._limited(data, None) == data
+
+
+def test_the_sixth_project_keeps_the_rules_it_was_written_by() -> None:
+    """``strata`` (a Kubernetes operator, written blind by h10): every kind, pins, mutes and
+    supersessions (always by a newer memory), no must-include that is superseded or muted,
+    no must-exclude that is pinned, and splits alternating by rule within each intent."""
+    data = gating.load_data(name="strata")
+    (rows,) = data.projects.values()
+    assert len(rows) >= 90 and {r["kind"] for r in rows} >= LEARNING_KINDS
+    by_id = {r["id"]: r for r in rows}
+    assert all(by_id[r["superseded_by"]]["created_at"] > r["created_at"]
+               for r in rows if "superseded_by" in r)  # fmt: skip
+    stale = {r["id"] for r in rows if r.get("muted") or r.get("superseded_by")}
+    pinned = {r["id"] for r in rows if r.get("pinned")}
+    assert stale and pinned
+    assert len(data.messages) >= 70 and len(data.trivial) >= 30
+    seen: Counter[str] = Counter()
+    for m in data.messages:
+        assert not set(m["must_include"]) & stale and not set(m["must_exclude"]) & pinned
+        assert ("turn" in m) == (m["intent"] == "continuation"), m["id"]
+        assert m["split"] == ("tune", "held")[seen[m["intent"]] % 2], m["id"]
+        seen[m["intent"]] += 1
+    assert [t["split"] for t in data.trivial] == [("tune", "held")[i % 2]
+                                                  for i in range(len(data.trivial))]  # fmt: skip
+
+
+def test_the_sixth_project_is_measured_in_a_block_of_its_own() -> None:
+    main = gating.load_data()
+    subset = gating.Dataset(main.projects, main.messages[:1], main.trivial[:1])
+    report = gating.run("hash", ("gated",), limit=3, data=subset, extra_sets=("strata",))
+    strata = report["sets"]["strata"]
+    assert set(strata["data"]["projects"]) == {"strata"} and strata["data"]["messages"] == 3
+    measured = strata["profiles"]["gated"]["splits"]["all"]
+    assert measured["must_include_recall"] is not None and measured["trivial_empty"] is not None
+    assert {r["id"] for r in strata["profiles"]["gated"]["messages"]} == {"mk-01", "mk-02", "mk-03"}
+    assert "\n== set strata ==\n" in gating.table(report)

@@ -172,3 +172,34 @@ def test_threads_costing_two_revisions_of_one_memory_get_each_its_own_line(
     for thread in threads:
         thread.join()
     assert not wrong
+
+
+@pytest.mark.parametrize("fmt", list(Format))
+def test_a_kept_count_costs_a_line_without_rendering_or_its_signature(
+    monkeypatch: pytest.MonkeyPatch, fmt: Format
+) -> None:
+    """A memory carrying the count kept with its row (``content_tokens``) is costed and
+    bounded from it: neither rendered nor its signature read (selection costs ~100-400
+    candidates' lines in a large call and shows a fraction); the count is the exact one,
+    and the line is rendered once when it is shown (``line_cost``)."""
+    renders = _renders(monkeypatch)
+    signatures: list[str] = []
+    signature = lines.signature
+
+    def read(memory: Memory, *args: Any) -> tuple[object, ...]:
+        signatures.append(memory.id)
+        return signature(memory, *args)
+
+    monkeypatch.setattr(lines, "signature", read)
+    kept = replace(
+        BASE, memory_type=MemoryType.SEMANTIC, content_tokens=count_tokens(" " + BASE.content)
+    )
+    line = item_line(kept, fmt, NOW.year)
+    assert lines.line_tokens(kept, fmt, NOW.year) == count_tokens(line)
+    assert lines.line_floor(kept, fmt, NOW.year) == count_tokens(line)
+    assert renders == [] and signatures == []
+    assert lines.line_cost(kept, fmt, NOW.year) == (line, count_tokens(line))
+    assert renders == ["m"] and signatures == ["m"]
+    without = replace(kept, content_tokens=None)  # no count kept: rendered and remembered
+    assert lines.line_tokens(without, fmt, NOW.year) == count_tokens(line)
+    assert signatures == ["m", "m"]

@@ -58,6 +58,7 @@ class FakeUpstream:
         self.answer = ANSWER
         self.hold: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.cut: int | None = None  # a stream ends cleanly after this many pieces
         app = FastAPI()
         app.add_api_route("/v1/chat/completions", self.chat, methods=["POST"])
         app.add_api_route("/v1/models", self.models, methods=["GET"])
@@ -89,6 +90,8 @@ class FakeUpstream:
     async def _events(self, model: str) -> AsyncIterator[bytes]:
         words = self.answer.split(" ")
         for i, word in enumerate(words):
+            if i == self.cut:
+                return  # closed cleanly, mid-answer: no finish_reason, no [DONE]
             piece = word if i == 0 else " " + word
             chunk = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
                      "created": 1700000000, "model": model,
@@ -311,6 +314,35 @@ def test_streaming_sync_passes_chunks_through_and_records_the_assembled_answer(
     assert "tree-sitter" in recorded[0].content  # the answer, assembled from the deltas
 
 
+def test_a_stream_cut_off_records_nothing_and_its_retry_records_the_whole_answer(
+    px: Proxied,
+) -> None:
+    """An upstream that ended its stream cleanly mid-answer once had the half answer
+    recorded, and its turn claimed, so the retry's whole answer was never recorded
+    (session 18, h7)."""
+    px.keys.setdefault("gina", px.ring.create(["gina"])[0])
+    messages = chat("I keep my climbing shoes in the blue locker")
+    px.upstream.answer = "Noted: the blue locker holds your climbing shoes and chalk bag."
+    before = px.recorder().submitted
+    try:
+        px.upstream.cut = 4
+        with px.client("gina").chat.completions.with_streaming_response.create(
+            model="gpt-4o", stream=True, messages=messages
+        ) as response:
+            pieces = [c.choices[0].delta.content for c in response.parse() if c.choices]
+        assert len(pieces) == 4  # the caller got what the upstream sent
+        px.upstream.cut = None
+        with px.client("gina").chat.completions.with_streaming_response.create(
+            model="gpt-4o", stream=True, messages=messages
+        ) as response:
+            assert len([c for c in response.parse() if c.choices]) > 4
+        px.settle(before + 1)
+    finally:
+        px.upstream.answer, px.upstream.cut = ANSWER, None
+    [recorded] = px.engine.list("gina")
+    assert "chalk bag" in recorded.content  # the retry's whole answer, once
+
+
 def test_async_client_plain_and_streaming(px: Proxied) -> None:
     async def run() -> tuple[str | None, str]:
         client = openai.AsyncOpenAI(base_url=px.url, api_key=px.keys["alice"], max_retries=0)
@@ -507,6 +539,23 @@ def test_answer_reader_assembles_deltas_split_across_chunks() -> None:
     plain = AnswerReader("application/json")
     plain.feed(b'{"choices":[{"message":{"content":null,"tool_calls":[]}}]}')
     assert plain.text() is None
+
+
+def test_answer_reader_takes_a_stream_only_once_it_said_it_ended() -> None:
+    piece = b'data: {"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n'
+    last = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}\n\n'
+    error = b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+    cases = {
+        piece: None,  # closed mid-answer
+        piece + last: "Hel",  # a finish_reason ends it, [DONE] or not
+        piece + b"data: [DONE]\n\n": "Hel",
+        piece + error + b"data: [DONE]\n\n": None,  # an error event inside a 200 stream
+        b'data: {"choices":[{"index":0,"delta":"junk","finish_reason":"stop"}]}\n\n': None,
+    }
+    for events, expected in cases.items():
+        reader = AnswerReader("text/event-stream")
+        reader.feed(events)
+        assert reader.text() == expected, events
 
 
 def test_config_from_settings(tmp_path: Path) -> None:

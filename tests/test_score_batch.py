@@ -8,6 +8,8 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,9 +17,16 @@ from engrain import Engine, Kind, Memory
 from engrain.embed.hashing import HashEmbedder
 from engrain.recall.assemble import Format
 from engrain.recall.classify import Classification, Complexity, Intent
-from engrain.recall.gate import GateOptions
+from engrain.recall.gate import GateOptions, _score
+from engrain.recall.relevance import Candidate
 from engrain.recall.score import Query, gated_weights, present_relevance, score_gated
-from engrain.recall.score_batch import gated_scores, gated_totals
+from engrain.recall.score_batch import (
+    _at_least,
+    _at_most,
+    gated_columns,
+    gated_scores,
+    gated_totals,
+)
 from engrain.store import MemoryStore
 from engrain.tokens import count_tokens
 
@@ -109,3 +118,51 @@ def test_context_injects_what_explain_decides(tmp_path: Path) -> None:
                 assert [s.score for s in context.gated.selected] == [
                     s.score for s in explained.selected
                 ]
+
+
+def _bits(values: list[float]) -> list[str]:
+    """Each float's exact bits (``==`` takes ``-0.0`` for ``0.0``)."""
+    return [v.hex() for v in values]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(items(), max_size=40), queries())
+def test_gated_columns_are_score_gated_bit_for_bit(pool: list[tuple[Memory, float, float]],
+                                                   query: Query) -> None:  # fmt: skip
+    """The columns hold ``score_gated``'s totals and ``present_relevance``'s relevances to
+    the last bit, the sign of a zero included."""
+    totals, present = gated_columns(pool, query)
+    want = [
+        score_gated(memory, relevance, query.classification, query.weights, query.now,
+                    cooccurrence=bonus, focus_areas=query.focus_areas).total
+        for memory, relevance, bonus in pool
+    ]  # fmt: skip
+    assert _bits(totals.tolist()) == _bits(want)
+    relevances = [present_relevance(memory, relevance, query.now) for memory, relevance, _ in pool]
+    assert _bits(present.tolist()) == _bits(relevances)
+
+
+@pytest.mark.parametrize("value", [-0.0, 0.0, float("nan"), -1e-300, 1.0, 1.5, float("inf")])
+def test_clamps_are_pythons(value: float) -> None:
+    """A clamp of a column gives what Python's ``min(1.0, max(0.0, v))`` gives: ``-0.0`` and
+    NaN clamp to ``0.0`` (``max`` keeps its first argument unless the second is greater)."""
+    got = _at_most(1.0, _at_least(0.0, np.array([value]))).tolist()
+    assert _bits(got) == _bits([min(1.0, max(0.0, value))])
+
+
+def test_gated_sort_keeps_the_pool_order_of_equal_totals(tmp_path: Path) -> None:
+    """``gate._score`` ranks best first and, among equal totals, in the pool's order (as a
+    stable ``sorted(reverse=True)``): the same memories scored alike keep their order."""
+    written = NOW - timedelta(days=3)
+    pool = [
+        Candidate(Memory(id=f"m{i}", user_id="u", content="x", kind=Kind.FACT,
+                         memory_type=Kind.FACT.default_memory_type, created_at=written,
+                         updated_at=written), 0.5, 0.0, {3: 0.9, 20: 0.7}.get(i, 0.5))
+        for i in range(60)
+    ]  # fmt: skip
+    classification = Classification(Complexity.SIMPLE, Intent.QUESTION, (), 0, False, False, ())
+    query = Query(classification, gated_weights(classification), NOW, ())
+    ranked, _ = _score(pool, GateOptions(), query, None, explain=False)
+    rest = [f"m{i}" for i in range(60) if i not in (3, 20)]
+    assert [r.memory.id for r in ranked] == ["m3", "m20", *rest]
+    assert ranked[0].score > ranked[1].score > ranked[2].score == ranked[-1].score

@@ -351,6 +351,61 @@ def test_an_id_counted_after_composing_like_the_engine_does(svc: Service) -> Non
     svc.engine.forget(memory.id, composed)
 
 
+#: Ids an import takes that mean something in a URL path (session 18, h7).
+ODD_IDS = ["a/b", "../x", "x/pin", "..", ".", "a?b#c", "a%2Fb", "y/relations"]
+
+
+def imported(engine: Engine, user: str, ids: list[str]) -> None:
+    """One memory per id (``import_records`` takes any id), its content naming it."""
+    engine.remember("template", user, "fact")
+    template = next(iter(engine.export_records(user)))
+    engine.forget(template["id"], user)
+    base = {k: v for k, v in template.items() if k not in ("state", "embedding", "id")}
+    engine.import_records([{**base, "id": i, "content": f"odd id {i}"} for i in ids])
+
+
+def test_a_memory_whose_id_holds_url_characters_is_reached_by_every_route(svc: Service) -> None:
+    """An id with ``/`` (or of dots only) once matched no route or another one: such a
+    memory could be listed but not read, pinned, muted, edited or deleted over HTTP."""
+    from urllib.parse import quote
+
+    imported(svc.engine, "bob", ODD_IDS)
+    for memory_id in ODD_IDS:
+        path = "/v1/memories/" + quote(memory_id, safe="").replace(".", "%2E")
+        q = {"user_id": "bob"}
+        own_route = not memory_id.endswith(("/pin", "/relations"))  # those are y's actions
+        if own_route:
+            got = svc.call("GET", path, "bob", params=q)
+            assert got.status_code == 200 and got.json()["content"] == f"odd id {memory_id}"
+        relations = svc.call("GET", path + "/relations", "bob", params=q)
+        assert relations.status_code == 200, (memory_id, relations.text)
+        for action in ("pin", "mute"):
+            done = svc.call("POST", f"{path}/{action}", "bob", params=q)
+            assert done.status_code == 200 and done.json()["id"] == memory_id, done.text
+        if own_route:
+            patched = svc.call("PATCH", path, "bob", params=q, json={"importance": 0.25})
+            assert patched.status_code == 200 and patched.json()["importance"] == 0.25
+            assert svc.call("DELETE", path, "bob", params=q).json()["forgotten"] == 1
+        else:  # PATCH …/x/pin is no change of a memory "x/pin" but a wrong method
+            assert svc.call("PATCH", path, "bob", params=q, json={}).status_code == 405
+            body = {"user_id": "bob", "memory_ids": [memory_id]}
+            assert svc.call("POST", "/v1/forget", "bob", json=body).status_code == 200
+    assert svc.engine.list("bob") == []
+
+
+def test_the_client_reaches_a_memory_whose_id_is_dots_or_holds_a_slash(svc: Service) -> None:
+    """``Client.get(".")`` once sent ``/v1/memories/.``, which HTTP clients shorten to
+    ``/v1/memories/``: a ``KeyError`` outside the error tree."""
+    from engrain.client import Client
+
+    imported(svc.engine, "bob", [".", "..", "a/b"])
+    with Client(svc.live.url, svc.keys["bob"]) as client:
+        for memory_id in (".", "..", "a/b"):
+            assert client.get(memory_id, "bob").content == f"odd id {memory_id}"
+            assert client.pin(memory_id, "bob").pinned
+        assert client.forget([".", "..", "a/b"], "bob") == 3
+
+
 def test_a_key_naming_a_look_alike_user_is_refused(svc: Service) -> None:
     for user in ALICE_LOOKALIKES:
         assert_error(svc.call("GET", "/v1/memories", "alice", params={"user_id": user}), 403)
@@ -471,7 +526,14 @@ def test_a_request_past_the_time_limit_is_503(tmp_path: Path) -> None:
                        headers={"Authorization": f"Bearer {secret}"}, timeout=30)  # fmt: skip
         assert_error(r, 503, "timeout")
         embedder.gate.set()
-        assert httpx.get(f"{live.url}/healthz", timeout=30).status_code == 200
+        # The server still answers. /healthz is under the same 0.2 s limit, which a loaded
+        # machine can pass too, so a 503 timeout there is retried (the failure is the same).
+        for _ in range(20):
+            health = httpx.get(f"{live.url}/healthz", timeout=30)
+            if health.status_code != 503:
+                break
+            assert_error(health, 503, "timeout")
+        assert health.status_code == 200
     finally:
         embedder.gate.set()
         live.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import sqlite3
 import threading
+from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engrain.store import Patch
+from engrain.store import Patch, sqlite_uses
 from engrain.store import sqlite as sqlite_module
 from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.sqlite import MIGRATIONS, SQLiteStore
@@ -126,6 +127,47 @@ def test_written_memories_keep_the_uses_they_carry(tmp_path: Path) -> None:
     got = {m.id: (m.access_count, m.pinned) for m in store.query("alice")}
     assert got == {"a": (0, False), "b": (0, False), "c": (1, True)}
     store.close()
+
+
+class _Recording:
+    """A connection that notes the text of every statement it is asked to run."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.texts: list[str] = []
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self.texts.append(sql)
+        return self.db.execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self.texts.append(sql)
+        return self.db.executemany(sql, *args)
+
+
+def test_a_count_is_one_statement_text_whatever_its_ids(tmp_path: Path) -> None:
+    """Counts of 3 and of 700 ids (past any ``IN (…)`` list's chunk), with different numbers
+    of uses per id, run the same statement text (compiled once per connection), and add each
+    id's own number: only to the user's existing rows."""
+    store = SQLiteStore(tmp_path / "e.db", ann_min_vectors=None)
+    store.write([mem(f"m{i}") for i in range(700)] + [mem("m1", "bob")])
+    store.close()
+    db = sqlite3.connect(tmp_path / "e.db", isolation_level=None)
+    recording = _Recording(db)
+    sqlite_uses.count(recording, "alice", Counter(["m0", "m1", "m1", "gone"]), "t1")  # type: ignore[arg-type]
+    sqlite_uses.count(recording, "alice", Counter(f"m{i}" for i in range(700)), "t2")  # type: ignore[arg-type]
+    sqlite_uses.count(recording, "alice", Counter(["m2"] * 3 + ["m3"]), "t3")  # type: ignore[arg-type]
+    assert len(recording.texts) == 3
+    assert len(set(recording.texts)) == 1
+    db.close()
+    uses = _uses(tmp_path / "e.db")
+    assert uses[("alice", "m0")] == (2, "t2")
+    assert uses[("alice", "m1")] == (3, "t2")
+    assert uses[("alice", "m2")] == (4, "t3")
+    assert uses[("alice", "m3")] == (2, "t3")
+    assert all(uses[("alice", f"m{i}")] == (1, "t2") for i in range(4, 700))
+    assert uses[("bob", "m1")] == (0, None)
+    assert ("alice", "gone") not in uses
 
 
 #: Calls of record_uses by each thread and each process, and the memories each call uses.

@@ -288,6 +288,42 @@ def test_sqlite_url_with_absolute_path(tmp_path: Path) -> None:
     assert path.is_file()
 
 
+@pytest.mark.parametrize("tail", ["?mode=ro", "?mode=memory&cache=shared", "#x", "?"])
+def test_a_sqlite_url_with_a_query_or_fragment_is_refused_and_creates_nothing(
+    tmp_path: Path, tail: str
+) -> None:
+    """SQLite URI options were once read as part of the file name: ``x.db?mode=ro`` opened a
+    new, empty store named so (and wrote to it) instead of the caller's ``x.db``."""
+    with pytest.raises(ConfigError, match="no query or fragment"):
+        open_store(f"sqlite:///{tmp_path / 'x.db'}{tail}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_data_directory_whose_name_holds_url_characters_is_the_default_stores(
+    tmp_path: Path,
+) -> None:
+    """The default URL escapes its path, so a data directory named ``a#b%c?d`` still holds
+    the default store (not a refusal, nor a file cut at the ``#``)."""
+    from engrain.config import Settings
+
+    data_dir = tmp_path / "a#b%41c?d"
+    data_dir.mkdir()
+    store = open_store(Settings(data_dir=data_dir).store_url)
+    assert isinstance(store, SQLiteStore)
+    assert store.path == data_dir / "engrain.db"
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a#b%41c?d"]
+
+
+def test_a_sqlite_urls_path_is_percent_decoded_and_a_nul_refused(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/x%3Fmode=ro.db")
+    assert isinstance(store, SQLiteStore)
+    assert store.path == tmp_path / "x?mode=ro.db"
+    store.close()
+    with pytest.raises(ConfigError, match="NUL"):
+        open_store(f"sqlite:///{tmp_path}/%00x.db")
+
+
 def test_memory_url() -> None:
     assert isinstance(open_store("memory://"), MemoryStore)
 

@@ -86,6 +86,11 @@ def test_when_the_transaction_fails_neither_counts_nor_record_are_written(
                 raise sqlite3.OperationalError("disk I/O error")
             return real.execute(sql, *args)
 
+        def executemany(self, sql: str, *args: Any) -> Any:
+            if sql.startswith("UPDATE uses SET access_count"):
+                raise sqlite3.OperationalError("disk I/O error")
+            return real.executemany(sql, *args)
+
     monkeypatch.setattr(store, "_db", Failing())
     with pytest.raises(EngrainError):
         engine.context("How do deploys to the staging cluster work?", USER, now=NOW)

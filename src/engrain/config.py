@@ -41,6 +41,7 @@ from engrain.recall.assemble import Format
 from engrain.recall.budget import Depth
 from engrain.recall.gate import GateOptions
 from engrain.recall.score import Profile
+from engrain.store import sqlite_url
 
 #: Where the proxy puts the memory block in a chat-completions request.
 ProxyInject = Literal["system", "append"]
@@ -247,7 +248,7 @@ class Settings(BaseModel):
     @property
     def store_url(self) -> str:
         """The store URL, defaulting to the SQLite file in the data directory."""
-        return self.url or f"sqlite:///{self.data_dir / 'engrain.db'}"
+        return self.url or sqlite_url(self.data_dir / "engrain.db")
 
 
 def load_settings(

@@ -416,6 +416,7 @@ class Engine:
         model: str | None = None,
         context_window: int | None = None,
         now: datetime | None = None,
+        previous: str | None = None,
     ) -> Context:
         """The memory block to inject for ``message``.
 
@@ -433,11 +434,17 @@ class Engine:
         number of memories; ``options`` overrides the settings' profile, format, depth,
         speed and focus areas. Trivial messages ("thanks!") get the empty string without
         touching the store, in every tier. Every memory injected counts one use; at 10 uses
-        it is promoted (tiers keep it whatever its age)."""
+        it is promoted (tiers keep it whatever its age).
+
+        ``previous`` is the conversation's turn before ``message`` as the caller has it: a
+        continuation ("and the refresh ones?") or a short follow-up pointing back ("what's
+        its URL?") is searched with it too, a self-contained message is answered as without
+        it (``recall/previous.py``). It is validated like ``message`` and never stored."""
         start = time.perf_counter()
         r = Request.checked(message, user_id, token_budget, memory_types, project,
                             include_compressed, turn, options, now, defaults=self.options,
-                            max_chars=self.settings.max_text_chars)  # fmt: skip
+                            max_chars=self.settings.max_text_chars,
+                            previous=previous)  # fmt: skip
         top_k = validate.optional_integer(top_k, "top_k", minimum=1)
         model = validate.optional_identifier(model, "model")
         window = validate.optional_integer(context_window, "context_window", minimum=1)
@@ -511,13 +518,17 @@ class Engine:
         turn: int = 0,
         options: GateOptions | None = None,
         now: datetime | None = None,
+        previous: str | None = None,
     ) -> Gated:
         """What :meth:`context` would decide for ``message``, without counting an access:
         the classification, the budget and how it was derived, the weights, and for each
-        candidate its score components, whether it was selected and why not."""
+        candidate its score components, whether it was selected and why not. With
+        ``previous`` (as for :meth:`context`), the classification's signals say whether the
+        turn before was used, and why."""
         request = Request.checked(message, user_id, token_budget, memory_types, project,
                                   include_compressed, turn, options, now, defaults=self.options,
-                                  max_chars=self.settings.max_text_chars)  # fmt: skip
+                                  max_chars=self.settings.max_text_chars,
+                                  previous=previous)  # fmt: skip
         return self._gate(request, None)
 
     def preview(
@@ -531,14 +542,15 @@ class Engine:
         context_window: int | None = None,
         turn: int = 0,
         now: datetime | None = None,
+        previous: str | None = None,
     ) -> Preview:
         """What :meth:`context` would return for ``message`` (the tier the model calls for,
         the exact block, the memories it holds) with the gating pipeline's explanation,
         without writing anything: no use is counted, no context recorded, no tier compiled
-        (``preview.py``)."""
+        (``preview.py``). ``previous`` as for :meth:`context`."""
         r = Request.checked(message, user_id, token_budget, None, project, False, turn, None,
-                            now, defaults=self.options,
-                            max_chars=self.settings.max_text_chars)  # fmt: skip
+                            now, defaults=self.options, max_chars=self.settings.max_text_chars,
+                            previous=previous)  # fmt: skip
         model = validate.optional_identifier(model, "model")
         window = validate.optional_integer(context_window, "context_window", minimum=1)
         tier = tier_for(self.settings, model, window, r.token_budget)
@@ -558,6 +570,7 @@ class Engine:
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
             cooccurrence=fb.StartedPairs(pairs), explain=explain, top_k=top_k,
+            previous=r.previous,
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------

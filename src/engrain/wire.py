@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from engrain import errors
 from engrain.activity import ContextRecord
@@ -34,6 +35,17 @@ from engrain.tiers.compile import CompiledTier
 JSON = dict[str, Any]
 
 # -- memories and ingest ------------------------------------------------------------------
+
+
+def path_segment(memory_id: str) -> str:
+    """An id as one segment of a URL path (``/v1/memories/{id}``, ``/ui/memories/{id}``):
+    every character but letters, digits and ``_.-~`` percent-encoded, so a ``/``, ``?`` or
+    ``#`` in an id (import takes any id) never makes the URL name another route, a query
+    or a fragment; an id of dots only is spelled ``%2E`` so that HTTP clients do not
+    remove it as a ``.`` or ``..`` segment (browsers still do: such a memory is reached
+    through the API and the lists, not the inspector's page)."""
+    quoted = quote(memory_id, safe="")
+    return quoted.replace(".", "%2E") if set(quoted) == {"."} else quoted
 
 
 def dump_memory(memory: Memory) -> JSON:

@@ -19,7 +19,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 
 from engrain import Engine
 from engrain.embed import HashEmbedder
-from engrain.errors import ValidationError
+from engrain.errors import InputTooLargeError, ValidationError
 from engrain.integrations.langchain import EngrainRetriever, memory_injector, with_memory
 from engrain.store.sqlite import SQLiteStore
 
@@ -203,3 +203,69 @@ def test_an_async_engine_is_used_through_its_sync_engine(tmp_path: Path) -> None
 def test_with_memory_leaves_a_prompt_without_human_text_alone(engine: Engine) -> None:
     for messages in ([SystemMessage("Be brief.")], [HumanMessage("   ")], []):
         assert with_memory(messages, engine, "ada") == messages
+
+
+#: A continuation that names no subject, and the turn before that gives it one.
+EARLIER, FOLLOW_UP = "Which database does Ada prefer for invoicing?", "and why is that?"
+
+
+def test_context_mode_searches_a_continuation_with_the_turn_before(engine: Engine) -> None:
+    retriever = EngrainRetriever(engine=engine, user_id="ada", mode="context", k=3)
+    with_turn = engine.context(FOLLOW_UP, user_id="ada", top_k=3, previous=EARLIER).memories
+    alone = engine.context(FOLLOW_UP, user_id="ada", top_k=3).memories
+    assert [m.content for m in with_turn] == [FACTS[2]] and [m.id for m in alone] != [
+        m.id for m in with_turn
+    ]
+    docs = retriever.invoke(FOLLOW_UP, previous=EARLIER)
+    assert [d.id for d in docs] == [m.id for m in with_turn]
+    both = asyncio.run(retriever.ainvoke(FOLLOW_UP, previous=EARLIER))
+    assert [d.id for d in both] == [m.id for m in with_turn]
+    assert [d.id for d in retriever.invoke(FOLLOW_UP)] == [m.id for m in alone]
+    with pytest.raises(ValidationError, match="previous"):  # recall takes no turn before
+        EngrainRetriever(engine=engine, user_id="ada").invoke(FOLLOW_UP, previous=EARLIER)
+
+
+def test_with_memory_passes_the_human_turn_before_the_latest(engine: Engine) -> None:
+    block = engine.context(FOLLOW_UP, user_id="ada", previous=EARLIER).text
+    assert block != engine.context(FOLLOW_UP, user_id="ada").text and "PostgreSQL" in block
+    chat = [HumanMessage(EARLIER), AIMessage("PostgreSQL, for invoicing."), HumanMessage(FOLLOW_UP)]
+    assert with_memory(chat, engine, "ada") == [SystemMessage(block), *chat]
+    # the assistant's answer is not the turn before: the user's earlier message is
+    answered = [HumanMessage(EARLIER), AIMessage("Ada's cat is called Biscuit"), chat[-1]]
+    assert with_memory(answered, engine, "ada")[0] == SystemMessage(block)
+
+
+def test_with_memory_leaves_out_a_turn_before_too_long_to_search(tmp_path: Path) -> None:
+    eng = Engine(settings=make_settings(tmp_path, max_text_chars=200),
+                 store=SQLiteStore(tmp_path / "long.db"), embedder=HashEmbedder())  # fmt: skip
+    try:
+        for fact in FACTS:
+            eng.remember(fact, user_id="ada", now=NOW)
+        alone = eng.context(FOLLOW_UP, user_id="ada").text
+        assert alone  # the message alone injects something, which the call must return
+        chat = [HumanMessage(EARLIER + " " + "x" * 300), HumanMessage(FOLLOW_UP)]
+        assert with_memory(chat, eng, "ada") == [SystemMessage(alone), *chat]
+        with pytest.raises(InputTooLargeError):  # the message itself too long still fails
+            with_memory([HumanMessage(EARLIER), HumanMessage("y" * 300)], eng, "ada")
+    finally:
+        eng.close()
+
+
+def test_a_client_passes_the_turn_before_too(tmp_path: Path) -> None:
+    from ..test_client import Served
+
+    served = Served(tmp_path)
+    try:
+        for fact in FACTS:
+            served.engine.remember(fact, user_id="alice", now=NOW)
+        local = served.engine.context(FOLLOW_UP, user_id="alice", previous=EARLIER).text
+        assert local != served.engine.context(FOLLOW_UP, user_id="alice").text
+        chat = [HumanMessage(EARLIER), HumanMessage(FOLLOW_UP)]
+        with served.client() as client:
+            assert with_memory(chat, client, "alice") == [SystemMessage(local), *chat]
+            docs = EngrainRetriever(engine=client, user_id="alice", mode="context").invoke(
+                FOLLOW_UP, previous=EARLIER
+            )
+        assert [d.page_content for d in docs] == [FACTS[2]]
+    finally:
+        served.close()

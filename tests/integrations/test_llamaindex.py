@@ -124,3 +124,18 @@ def test_an_async_engine_is_used_through_its_sync_engine(tmp_path: Path) -> None
     block = EngrainMemoryBlock(engine=aengine, user_id="ada")
     text = asyncio.run(block.aget([ChatMessage(role="user", content="What is my cat called?")]))
     assert "Biscuit" in text
+
+
+def test_the_memory_block_passes_the_user_turn_before_the_latest(engine: Engine) -> None:
+    earlier, follow_up = "Which database does Ada prefer for invoicing?", "and why is that?"
+    expected = engine.context(follow_up, user_id="ada", previous=earlier).text
+    assert "PostgreSQL" in expected and expected != engine.context(follow_up, user_id="ada").text
+    block = EngrainMemoryBlock(engine=engine, user_id="ada", ingest=False)
+    memory = Memory.from_defaults(session_id="s2", memory_blocks=[block])
+    memory.put(ChatMessage(role="user", content=earlier))
+    # the assistant's answer is not the turn before: the user's earlier message is
+    memory.put(ChatMessage(role="assistant", content="Ada's cat is called Biscuit"))
+    messages = memory.get(input=follow_up)
+    assert messages[0].role.value == "system" and expected in (messages[0].content or "")
+    said = [ChatMessage(role="user", content=earlier), ChatMessage(role="user", content=follow_up)]
+    assert asyncio.run(block.aget(said)) == expected

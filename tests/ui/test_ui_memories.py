@@ -196,3 +196,30 @@ def test_a_project_limited_key_sees_only_its_projects(site: Site) -> None:
                             data={"csrf": token.group(1)})  # fmt: skip
         assert refused.status_code == 404
     assert site.engine.get(site.ids["tabs"], "alice").muted is False
+
+
+def test_a_memory_whose_id_holds_url_characters_opens_and_changes_itself_only(
+    page: Any, site: Site
+) -> None:
+    """Import takes any id. Links and forms once wrote the id into the URL as is: the link
+    of ``V?`` opened memory ``V``, and ``V/x`` or ``notes/2024`` opened nothing (session
+    18, h7). Every link and form now spells the id as one path segment."""
+    from urllib.parse import quote
+
+    site.keys.setdefault("carol", site.ring.create(["carol"])[0])
+    victim = site.memory("Carol's plain memory, the victim", "carol")
+    odd = [f"{victim}?", f"{victim}#", f"{victim}/x", "notes/2024"]
+    template = next(r for r in site.engine.export_records("carol") if r["id"] == victim)
+    base = {k: v for k, v in template.items() if k not in ("state", "embedding", "id")}
+    site.engine.import_records([{**base, "id": i, "content": f"odd id {i}"} for i in odd])
+    sign_in(page, site, "carol")
+    for memory_id in odd:
+        page.goto(f"{site.url}/ui/memories?q=odd")
+        page.get_by_role("link", name=f"odd id {memory_id}", exact=True).click()
+        page.wait_for_load_state()
+        assert f"odd id {memory_id}" in page.locator("#content").inner_text(), memory_id
+        page.get_by_role("button", name="Pin").click()
+        assert "Pinned" in page.get_by_role("status").inner_text(), memory_id
+        seen = site.api("GET", f"/v1/memories/{quote(memory_id, safe='')}", key="carol")
+        assert seen.json()["pinned"] is True, memory_id
+    assert site.api("GET", f"/v1/memories/{victim}", key="carol").json()["pinned"] is False

@@ -4,6 +4,7 @@ written."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from . import helpers_pages
@@ -85,3 +86,45 @@ def test_try_works_at_phone_width_without_javascript(browser: Any, live: Live) -
     page.get_by_role("button", name="Try it").click()
     page.wait_for_selector("tr.selected")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+FOLLOW_UP = "and on staging?"
+
+
+def test_a_continuation_is_tried_with_the_turn_before(browser: Any, live: Live) -> None:
+    ids = _seed(live)
+    page = signed_in(browser, live, live.key("ada"))
+    page.goto(f"{live.url}/ui/try")
+    page.get_by_label("Message").fill(FOLLOW_UP)
+    page.get_by_role("button", name="Try it").click()
+    page.wait_for_selector("#try-summary")
+    assert ids["port"] not in page.locator("tr.selected").evaluate_all(
+        "rows => rows.map(r => r.dataset.memoryId)"
+    )
+    page.get_by_label("Turn before").fill(QUESTION)
+    page.get_by_role("button", name="Try it").click()
+    page.wait_for_selector(f'tr.selected[data-memory-id="{ids["port"]}"]')
+    assert "[SEMANTIC] The API listens on port 8080" in page.inner_text("#try-text")
+    assert "previous turn used (a continuation)" in page.content()
+    assert page.get_by_label("Turn before").input_value() == QUESTION  # kept in the form
+    assert live.engine.contexts("ada") == []  # trying wrote nothing
+
+
+def test_the_turn_before_is_escaped_and_validated_like_the_message(live: Live) -> None:
+    _seed(live)
+    http = client(live, live.key("ada"))
+    earlier = "<script>alert(1)</script> the API port?"
+    marked = http.get("/ui/try", params={"message": FOLLOW_UP, "previous": earlier})
+    assert marked.status_code == 200 and "<script>alert(1)" not in marked.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; the API port?" in marked.text
+    long = http.get("/ui/try", params={"message": FOLLOW_UP, "previous": "x" * 4_001})
+    assert long.status_code == 422 and "previous" in text_of(long.text)
+    # a blank turn before is no turn before: the message is tried alone
+    blank = http.get("/ui/try", params={"message": FOLLOW_UP, "previous": "   "})
+    alone = http.get("/ui/try", params={"message": FOLLOW_UP})
+    assert blank.status_code == 200 and "previous turn" not in text_of(blank.text)
+    assert _selected(blank.text) == _selected(alone.text) and _selected(alone.text)
+
+
+def _selected(html: str) -> list[str]:
+    return re.findall(r'<tr class="selected"[^>]*data-memory-id="([^"]+)"', html)

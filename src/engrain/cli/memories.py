@@ -145,6 +145,12 @@ def recall(
         )
 
 
+#: ``--previous`` of ``context`` and ``explain``.
+PREVIOUS_HELP = (
+    "The conversation's turn before MESSAGE: a continuation of it is searched with it too."
+)
+
+
 @click.command()
 @click.argument("message")
 @click.option("--top-k", "-n", type=int, help="Most memories to inject.")
@@ -152,6 +158,7 @@ def recall(
 @click.option("--project", "-p", help="Only this project (and memories of no project).")
 @click.option("--model", "-m", help="Target model: its context window picks the tier.")
 @click.option("--window", type=int, help="Target model's context window, in tokens.")
+@click.option("--previous", help=PREVIOUS_HELP)
 @global_options()
 @pass_state
 def context(
@@ -162,6 +169,7 @@ def context(
     project: str | None,
     model: str | None,
     window: int | None,
+    previous: str | None,
 ) -> None:
     """The <memory> block for MESSAGE, ready for a prompt.
 
@@ -171,7 +179,7 @@ def context(
     fallback, text, tokens, elapsed_ms and the memories."""
     found = state.engine().context(
         message, state.user, top_k=top_k, token_budget=budget, project=project,
-        model=model, context_window=window,
+        model=model, context_window=window, previous=previous,
     )  # fmt: skip
     if state.as_json:
         state.emit(
@@ -300,6 +308,7 @@ def tiers_rebuild(state: State, project: str | None) -> None:
 @click.option("--turn", type=int, default=0, help="Position of MESSAGE in its conversation.")
 @click.option("--project", "-p", help="Only this project (and memories of no project).")
 @click.option("--all", "show_all", is_flag=True, help="Also list candidates not selected.")
+@click.option("--previous", help=PREVIOUS_HELP)
 @global_options()
 @pass_state
 def explain(
@@ -309,11 +318,12 @@ def explain(
     turn: int,
     project: str | None,
     show_all: bool,
+    previous: str | None,
 ) -> None:
     """Why MESSAGE gets the memory it gets: classification, budget and how it was
     derived, and each candidate's score components, selected or why not."""
     gated = state.engine().explain(
-        message, state.user, token_budget=budget, turn=turn, project=project
+        message, state.user, token_budget=budget, turn=turn, project=project, previous=previous
     )
     report = gated.to_dict()
     if state.as_json:

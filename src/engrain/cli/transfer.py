@@ -180,9 +180,20 @@ def export(state: State, target: str, all_users: bool) -> None:
 @click.option("--from", "source_url", metavar="URL",
               help="Also copy every memory of the store at URL into this one.")  # fmt: skip
 @click.option("--verify", is_flag=True, help="Read each copied batch back and compare it.")
+@click.option("--pool-graph", is_flag=True,
+              help="PostgreSQL: rebuild the pool's HNSW graph with a wide candidate "
+                   "list (once, for a large user; minutes at 100,000 memories).")  # fmt: skip
+@click.option("--maintenance-work-mem", metavar="SIZE",
+              help="With --pool-graph: the build's memory (e.g. 1GB).")  # fmt: skip
 @global_options()
 @pass_state
-def migrate(state: State, source_url: str | None, verify: bool) -> None:
+def migrate(
+    state: State,
+    source_url: str | None,
+    verify: bool,
+    pool_graph: bool,
+    maintenance_work_mem: str | None,
+) -> None:
     """Bring the store at --url to the current schema (named migrations), and with
     --from copy another store into it: how a SQLite file moves to PostgreSQL
     (`engrain --url postgresql://… migrate --from sqlite:////path/engrain.db`). The copy
@@ -191,13 +202,22 @@ def migrate(state: State, source_url: str | None, verify: bool) -> None:
     On PostgreSQL it also fills the token counts a large table's migration 009 left
     (1,000 rows per transaction; a store opening the database fills them in the
     background otherwise, paced): when it returns, every row holds its count. Stopped,
-    it resumes where it was at the next run or open."""
+    it resumes where it was at the next run or open.
+
+    With --pool-graph (PostgreSQL) it then builds the pool's HNSW graph again with
+    ef_construction 200 beside the one in use and swaps it in: searches of a large user
+    walk a shorter candidate list for at least the same recall (docs/postgres.md, "Session 18"),
+    inserts cost the server more. Done once; a graph built so is left as it is."""
     engine = state.engine()
     store: Any = engine.store
     applied = store.migrate() if hasattr(store, "migrate") else []
     row: dict[str, Any] = {"applied": list(applied)}
     if hasattr(store, "fill_content_tokens"):
         row["filled"] = store.fill_content_tokens()
+    if pool_graph:
+        if not hasattr(store, "rebuild_pool_graph"):
+            raise click.UsageError("--pool-graph is for a PostgreSQL store")
+        row["pool_graph_rebuilt"] = store.rebuild_pool_graph(maintenance_work_mem)
     if source_url is not None:
         source = open_store(source_url)
         try:
@@ -212,6 +232,7 @@ def migrate(state: State, source_url: str | None, verify: bool) -> None:
         lambda r: (f"schema current ({len(r['applied'])} migrations applied now)"
                    + (f"; filled the token counts of {r['filled']} memories"
                       if r.get("filled") else "")
+                   + ("; rebuilt the pool's graph" if r.get("pool_graph_rebuilt") else "")
                    + (f"; copied {r['copied']['memories']} memories of "
                       f"{r['copied']['users']} users" if "copied" in r else "")),
     )  # fmt: skip

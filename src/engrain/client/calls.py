@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 from engrain import browse as browsing
 from engrain import curate, validate, wire
@@ -93,7 +92,7 @@ def _types(values: builtins.list[MemoryType] | None) -> builtins.list[str] | Non
 
 
 def _memory_path(memory_id: str, suffix: str = "") -> str:
-    return f"/v1/memories/{quote(memory_id, safe='')}{suffix}"
+    return f"/v1/memories/{wire.path_segment(memory_id)}{suffix}"
 
 
 # -- ingestion -------------------------------------------------------------------------------
@@ -212,7 +211,7 @@ def recall(
 def _gate_body(r: Request, now: datetime | None) -> dict[str, Any]:
     return _body(message=r.message, user_id=r.user_id, token_budget=r.token_budget,
                  memory_types=_types(r.memory_types), project=r.project,
-                 include_compressed=r.include_compressed, turn=r.turn,
+                 include_compressed=r.include_compressed, turn=r.turn, previous=r.previous,
                  now=validate.moment(now, "now"))  # fmt: skip
 
 
@@ -229,14 +228,16 @@ def context(
     model: str | None = None,
     context_window: int | None = None,
     now: datetime | None = None,
+    previous: str | None = None,
 ) -> Op[Context]:
     """The memory block to inject for ``message`` (``POST /v1/context``): ``.text`` goes
     into the prompt, ``.id`` into :meth:`feedback`. The tier is picked as the engine picks
     it (``context_window``, else ``model``, else the server's settings). The gating options
-    are the server's settings (there is no ``options`` argument over HTTP)."""
+    are the server's settings (there is no ``options`` argument over HTTP). ``previous``
+    is the conversation's turn before ``message`` (see ``Engine.context``)."""
     r = Request.checked(message, user_id, token_budget, memory_types, project,
                         include_compressed, turn, None, now, defaults=_DEFAULTS,
-                        max_chars=_NO_LIMIT)  # fmt: skip
+                        max_chars=_NO_LIMIT, previous=previous)  # fmt: skip
     body = _gate_body(r, now)
     body.update(
         _body(
@@ -258,13 +259,14 @@ def explain(
     include_compressed: bool = False,
     turn: int = 0,
     now: datetime | None = None,
+    previous: str | None = None,
 ) -> Op[Gated]:
     """What :meth:`context` would decide for ``message``, without counting an access
     (``POST /v1/explain``): classification, budget, weights, every candidate's score
     components and verdict. The gating options are the server's settings."""
     r = Request.checked(message, user_id, token_budget, memory_types, project,
                         include_compressed, turn, None, now, defaults=_DEFAULTS,
-                        max_chars=_NO_LIMIT)  # fmt: skip
+                        max_chars=_NO_LIMIT, previous=previous)  # fmt: skip
     return wire.load_gated((yield Req("POST", "/v1/explain", json=_gate_body(r, now))))
 
 
@@ -503,17 +505,18 @@ def preview(
     context_window: int | None = None,
     turn: int = 0,
     now: datetime | None = None,
+    previous: str | None = None,
 ) -> Op[Preview]:
     """What :meth:`context` would return for ``message`` (``POST /v1/preview``): the tier,
     the exact block, the memories it holds, and the gating pipeline's explanation. The
     server writes nothing: no use counted, no context recorded, no tier compiled."""
     r = Request.checked(message, user_id, token_budget, None, project, False, turn, None, now,
-                        defaults=_DEFAULTS, max_chars=_NO_LIMIT)  # fmt: skip
+                        defaults=_DEFAULTS, max_chars=_NO_LIMIT, previous=previous)  # fmt: skip
     body = _body(message=r.message, user_id=r.user_id, token_budget=r.token_budget,
                  project=r.project, model=validate.optional_identifier(model, "model"),
                  context_window=validate.optional_integer(context_window, "context_window",
                                                           minimum=1),
-                 turn=r.turn, now=validate.moment(now, "now"))  # fmt: skip
+                 turn=r.turn, previous=r.previous, now=validate.moment(now, "now"))  # fmt: skip
     return wire.load_preview((yield Req("POST", "/v1/preview", json=body)))
 
 

@@ -8,7 +8,8 @@ Nothing is downloaded; the model loads from site-packages.
 
 Why ONNX rather than sentence-transformers: one query embeds in ~7 ms instead of ~21 ms on
 these 2-core machines, the install is ~60 MB instead of a torch build, and the vectors agree
-with the float32 model to a cosine of 0.9995 (DESIGN.md; bench/README.md).
+with the float32 model to a cosine of 0.9995 (DESIGN.md; docs/decisions.md, "Embedding
+model runtime").
 """
 
 from __future__ import annotations

@@ -16,10 +16,12 @@ from typing import Any, Literal
 
 from engrain.integrations import (
     MemorySource,
+    context_for,
     memory_metadata,
     require,
     scored_memories,
     sync_engine,
+    turn_before,
 )
 
 require(["llama_index.core"], "llamaindex")
@@ -105,7 +107,9 @@ class EngrainMemoryBlock(BaseMemoryBlock[str]):
     >>> memory = Memory.from_defaults(session_id="s1", memory_blocks=[block])
 
     On every read the block is engrain's memory block for the latest user message (one
-    ``Engine.context`` call; empty when nothing is worth injecting). When the short-term
+    ``Engine.context`` call, with the user message before it as ``previous`` so a
+    continuation is searched with what it continues; empty when nothing is worth
+    injecting). When the short-term
     memory flushes old messages into its blocks, this block stores the user and assistant
     turns with ``Engine.ingest_conversation`` (``ingest=False`` turns that off), tagged
     with the memory's ``session_id``.
@@ -128,13 +132,13 @@ class EngrainMemoryBlock(BaseMemoryBlock[str]):
         return sync_engine(engine)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        latest = next((m for m in reversed(messages or []) if m.role is MessageRole.USER
-                       and m.content), None)  # fmt: skip
-        if latest is None or latest.content is None:
+        said = [m.content for m in messages or [] if m.role is MessageRole.USER and m.content]
+        latest = said[-1] if said else None
+        if latest is None:
             return ""
         block = await asyncio.to_thread(
-            self.engine.context, latest.content, self.user_id, project=self.project,
-            token_budget=self.token_budget,
+            context_for, self.engine, latest, self.user_id, previous=turn_before(said),
+            project=self.project, token_budget=self.token_budget,
         )  # fmt: skip
         return block.text
 

@@ -331,6 +331,16 @@ def _add_writing_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
         return answer(call)
 
 
+#: ``previous`` of the context and explain tools.
+PreviousArg = Annotated[
+    str | None,
+    Field(
+        description="The user's turn before this message, when the message continues it "
+        '("and the refresh ones?"): its subject is searched too.'
+    ),
+]
+
+
 def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver) -> None:
     read_only = ToolAnnotations(read_only_hint=True)
 
@@ -341,15 +351,18 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
         project: ProjectArg = None,
         token_budget: BudgetArg = None,
         user_id: UserArg = None,
+        previous: PreviousArg = None,
     ) -> Annotated[CallToolResult, ContextBlock]:
         """The user's memory relevant to a message: call it before answering a request that
         may depend on their preferences, conventions, decisions or earlier facts. Returns
         `text`, a <memory> block to follow when answering (empty when nothing is relevant),
-        the memories in it, and a `context_id` for `feedback`."""
+        the memories in it, and a `context_id` for `feedback`. Pass `previous`, the user's
+        turn before, when the message continues it."""
 
         def call() -> ContextBlock:
             user = resolve(ctx, user_id, project)
-            found = engine.context(message, user, project=project, token_budget=token_budget)
+            found = engine.context(message, user, project=project, token_budget=token_budget,
+                                   previous=previous)  # fmt: skip
             return ContextBlock(
                 context_id=found.id, text=found.text, tier=found.tier, tokens=found.tokens,
                 memories=[MemoryView.of(m) for m in found.memories],
@@ -386,14 +399,17 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
         project: ProjectArg = None,
         token_budget: BudgetArg = None,
         user_id: UserArg = None,
+        previous: PreviousArg = None,
     ) -> Annotated[CallToolResult, Explanation]:
         """Why `context` would give a message the memory it gives: how the message was
         classified, the token budget, and each candidate memory's score and why it was or
-        was not included. For debugging memory, not for answering."""
+        was not included (and with `previous`, whether the turn before was used). For
+        debugging memory, not for answering."""
 
         def call() -> Explanation:
             user = resolve(ctx, user_id, project)
-            gated = engine.explain(message, user, project=project, token_budget=token_budget)
+            gated = engine.explain(message, user, project=project, token_budget=token_budget,
+                                   previous=previous)  # fmt: skip
             return Explanation(explanation=gated.to_dict())
 
         return answer(call)

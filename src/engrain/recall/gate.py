@@ -15,7 +15,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from engrain.corrections import conflicts_of
+from engrain.errors import ValidationError
 from engrain.feedback import ANCHORS, Pairs, cooccurrence_bonus
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.recall import candidates as cand
@@ -58,6 +61,7 @@ from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, wit
 from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.lines import line_cost, line_floor, line_tokens
 from engrain.recall.pointed import with_pointed
+from engrain.recall.previous import PREVIOUS_WEIGHT, joined_text, joined_vector, reading
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
 from engrain.recall.results import Decision, Gated, ScoredMemory
 from engrain.recall.score import (
@@ -68,7 +72,7 @@ from engrain.recall.score import (
     present_relevance,
     scorer,
 )
-from engrain.recall.score_batch import gated_scores
+from engrain.recall.score_batch import gated_columns
 from engrain.recall.second_round import SECOND_ROUND_WEIGHT, with_second_round
 from engrain.recall.select import Layout, Ranked, select_gated
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, with_soft_terms, word_source
@@ -127,7 +131,14 @@ class GateOptions:
     second_round: float = SECOND_ROUND_WEIGHT  # chunks ranked again by the best's (off)
     asked_turns: float = ASKED_TURNS_WEIGHT  # the tail by the asked speaker's turns (asked_turns)
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
+    previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself
+            raise ValidationError(
+                f"previous_weight must be within [0, 1], not {self.previous_weight}"
+            )
 
     def update(self, **changes: Any) -> GateOptions:
         """A copy with ``changes`` applied."""
@@ -174,14 +185,20 @@ def gate(
     max_budget: int | None = None,
     top_k: int | None = None,
     explain: bool = True,
+    previous: str | None = None,
 ) -> Gated:
     """Run the gating pipeline for ``message``: classify → budget → candidates → score →
     select → assemble, one call each. ``token_budget`` overrides the automatic budget and
     ``max_budget`` caps it (a small model's tier budget); a trivial message gets nothing
     either way, without touching the store. ``top_k`` caps the number of memories. Without
     ``explain`` the per-candidate decisions are not recorded and selection stops once the
-    budget is full (what ``context()`` needs; ``explain()`` records them all)."""
+    budget is full (what ``context()`` needs; ``explain()`` records them all). ``previous``,
+    the conversation's turn before ``message``, lends it its subject where it has none of
+    its own (``recall.previous``): the message is classified as a turn after the first, and
+    the pool of one that leans on the turn before is searched with both turns."""
     clock = _Clock()
+    if previous is not None:
+        turn = max(turn, 1)  # there was a turn before: a follow-up can be read as one
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
     clock.lap("classify")
     flt = cand.recall_filter(
@@ -205,15 +222,28 @@ def gate(
     if budget.tokens == 0 or classification.complexity is Complexity.TRIVIAL:
         return Gated(classification, budget, weights, [], 0, "", timings_ms=clock.laps)
 
-    pool = _candidates(store, embed_query, message, user_id, flt, options, budget, clock, vector,
-                       started)  # fmt: skip
+    read = None if previous is None else reading(message, classification)
+    searched, pool_vector = message, vector
+    if previous is not None and read is not None and read.used and options.previous_weight > 0:
+        vector = embed_query(message) if vector is None else vector
+        searched = joined_text(message, previous)
+        pool_vector = joined_vector(vector, embed_query(previous), options.previous_weight)
+        if started is not None:  # the lexical matches begun for the message alone
+            again = _start_reads(store, searched, user_id, flt, options, budget, pinned=False)
+            started = again._replace(pinned=started.pinned)
+        clock.lap("previous turn")
+    if read is not None:
+        classification = replace(classification, signals=(*classification.signals,
+                                                          read.note()))  # fmt: skip
+    pool = _candidates(store, embed_query, searched, user_id, flt, options, budget, clock,
+                       pool_vector, started)  # fmt: skip
     pool = with_summaries(
         pool,
         store,
         embed_query,
         user_id,
-        message,
-        vector,
+        searched,
+        pool_vector,
         flt,
         options.session_summaries,
         options.lexical_weight * options.hybrid,
@@ -558,7 +588,7 @@ def _score(
     ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
-    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_scores`
+    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_columns`
     (the same numbers, without the components nobody reads) with each one's present
     relevance (:func:`_ranked`'s, from the same age)."""
     if cooccurrence:  # asked once: the pairs are a mapping read when first looked at
@@ -568,10 +598,12 @@ def _score(
         bonuses = [0.0] * len(pool)
     if not explain and options.profile is Profile.GATED:  # the totals alone, in one batch
         items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
-        scores = zip(pool, gated_scores(items, query), strict=True)
-        best = sorted(scores, key=lambda pair: pair[1][0], reverse=True)
-        return [Ranked(c.memory, total, c.similarity, present)
-                for c, (total, present) in best], {}  # fmt: skip
+        totals, present = gated_columns(items, query)
+        # best first; equal totals keep the pool's order, as sorted(reverse=True) keeps it
+        best = np.argsort(-totals, kind="stable").tolist()
+        order = zip(best, totals[best].tolist(), present[best].tolist(), strict=True)
+        return [Ranked(pool[i].memory, total, pool[i].similarity, relevance)
+                for i, total, relevance in order], {}  # fmt: skip
     score = scorer(options.profile, query)
     scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
     scored.sort(key=lambda pair: pair[1].total, reverse=True)

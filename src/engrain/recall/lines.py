@@ -94,14 +94,16 @@ def line_floor(
     known (remembered, or from the count kept with the row), else a count of words
     (:func:`content_floor` for a memory that is not a conversation chunk, without
     rendering its line; else :func:`~engrain.tokens.min_tokens` of the line, remembered
-    with it)."""
+    with it). The count kept with the row is asked first: it is the exact count whatever
+    is remembered, and a memory's :func:`signature` (its content, three times, its
+    provenance) costs more than it."""
+    stored = stored_line_tokens(memory, fmt, year, compact, grouped)
+    if stored is not None:
+        return stored
     key = signature(memory, fmt, year, compact, grouped)
     hit = _LINES.get(memory.id)
     if hit is not None and hit[0] == key:
         return hit[2]
-    stored = stored_line_tokens(memory, fmt, year, compact, grouped)
-    if stored is not None:
-        return stored
     if not memory.provenance.turn_ids:
         return content_floor(memory.content)
     line = item_line(memory, fmt, year, compact, grouped)
@@ -126,8 +128,14 @@ def content_floor(content: str) -> int:
 def line_tokens(
     memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
 ) -> int:
-    """``count_tokens(item_line(memory, fmt, year, compact, grouped))``, remembered
+    """``count_tokens(item_line(memory, fmt, year, compact, grouped))``: the count kept with
+    the memory's row when it has one (neither its line rendered nor its :func:`signature`
+    read: selection costs ~100-400 candidates' lines a large call and shows a fraction of
+    them, whose lines :func:`line_cost` renders and remembers), else remembered
     (:func:`line_cost`)."""
+    stored = stored_line_tokens(memory, fmt, year, compact, grouped)
+    if stored is not None:
+        return stored
     return line_cost(memory, fmt, year, compact, grouped)[1]
 
 

@@ -30,6 +30,7 @@ class Request:
     turn: int
     options: GateOptions
     now: datetime
+    previous: str | None = None
 
     @classmethod
     def checked(
@@ -46,9 +47,11 @@ class Request:
         *,
         defaults: GateOptions,
         max_chars: int,
+        previous: object = None,
     ) -> Request:
         """A request from values as a caller sent them, each validated (``options``:
-        ``None`` means ``defaults``, the settings')."""
+        ``None`` means ``defaults``, the settings'; ``previous``, the conversation's turn
+        before the message, is checked like the message)."""
         if options is not None and not isinstance(options, GateOptions):
             raise ValidationError(f"options must be GateOptions, not {type(options).__name__}")
         return cls(
@@ -61,6 +64,9 @@ class Request:
             turn=validate.integer(turn, "turn"),
             options=options or defaults,
             now=validate.moment(now, "now") or utcnow(),
+            previous=None
+            if previous is None
+            else validate.text(previous, "previous", max_chars=max_chars),
         )
 
 

@@ -229,7 +229,12 @@ def score_gated(
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present_scale(memory.kind, age)
-    return Scored(min(1.0, max(0.0, sum(parts.values()))), parts, factors)
+    # one addition at a time, in order, as ``score_batch``'s columns add (the ``sum`` of
+    # Python 3.12+ compensates, which would differ from them in the last bit)
+    total = 0.0
+    for part in parts.values():
+        total += part
+    return Scored(min(1.0, max(0.0, total)), parts, factors)
 
 
 # -- composite (Phase 3) -----------------------------------------------------------------------

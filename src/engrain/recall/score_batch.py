@@ -1,93 +1,139 @@
 """The gated profile's totals for a whole pool at once: ``score_gated(...).total`` exactly,
 without the components and factors ``explain()`` shows.
 
-``context()`` needs only each candidate's total, and at 10,000 memories a complex message
-scores 300 or more candidates: building two dicts and a :class:`~engrain.recall.score.Scored`
-per candidate, and recomputing what depends only on the query and the memory's kind, its
-domains or its use count, was most of the scoring stage. Here those are computed once per
-call and each total is the same sum, of the same terms, in the same order, as
-:func:`~engrain.recall.score.score_gated`'s; every term comes from ``score.py``'s own
-functions and constants, which stay the one definition of the formulas. Equality with
-``score_gated`` is tested on random memories, relevances and queries
-(``tests/test_score_batch.py``).
+``context()`` needs only each candidate's total, and a complex message at 100,000 memories
+scores 300-400 candidates (a 7,500-token debugging call: docs/scale.md, session 17). Here
+what depends only on the query and the memory's kind, its domains or its use count is
+computed once per call, each candidate's few fields are read once into columns, and the
+arithmetic runs on NumPy columns instead of one Python expression (seven function calls, a
+tuple and a ``sum``) per candidate: docs/scale.md, "Session 18 … (h1)".
 
-:func:`gated_scores` gives each total with the relevance selection judges the candidate by
-(:func:`~engrain.recall.score.present_relevance`), from the same age: the gate made both per
-candidate, each with a call of its own and the second recomputing the age (~390 candidates
-a big call at 100,000 memories, docs/scale.md "Session 14").
+Every total is the same sum, of the same terms, in the same order, as
+:func:`~engrain.recall.score.score_gated`'s, each term by the same IEEE operations, so the
+float is the same to the last bit: additions, multiplications and divisions are correctly
+rounded in NumPy as in Python; a clamp ``min(1.0, max(0.0, x))`` is written as Python's
+(:func:`_at_least`, :func:`_at_most`: the first argument unless the second is strictly
+greater or less, so ``-0.0`` and NaN clamp as Python clamps them); the decays
+(``0.5 ** x``) are Python's own power, one per candidate, since NumPy's ``power`` may use
+other routines (SVML on AVX-512) that differ from the C library's in the last bit; the sum
+of the seven terms is sequential, as ``score_gated`` adds them (one at a time, not
+Python 3.12's compensated ``sum``). The constants and the
+per-kind, per-domain and per-use terms come from ``score.py``'s own functions and tables,
+which stay the one definition of the formulas. Equality with ``score_gated`` is tested bit
+for bit on random memories, relevances and queries (``tests/test_score_batch.py``).
+
+:func:`gated_columns` gives each total with the relevance selection judges the candidate by
+(:func:`~engrain.recall.score.present_relevance`), from the same age.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from engrain.model import Kind, MemoryFields
 from engrain.recall.score import (
+    BOOST_AGE_FLOOR,
+    BOOST_FULL_RELEVANCE,
     COOCCURRENCE_CAP,
     FOCUS_BONUS,
+    HALF_LIFE_DAYS,
+    PRESENT_HALF_LIFE_DAYS,
+    PRESENT_KINDS,
     USAGE_CAP,
     Query,
-    age_days,
-    boost_scale,
-    decay,
     domain_match,
-    present_scale,
     type_boost,
     usage_score,
 )
 
+Column = npt.NDArray[np.float64]
 
-def gated_totals(items: Iterable[tuple[MemoryFields, float, float]], query: Query) -> list[float]:
+#: One pool's items: ``(memory, relevance, co-occurrence bonus)``.
+Item = tuple[MemoryFields, float, float]
+
+
+def gated_totals(items: Sequence[Item], query: Query) -> list[float]:
     """``score_gated(memory, relevance, query.classification, query.weights, query.now,
     cooccurrence=bonus, focus_areas=query.focus_areas).total`` for each ``(memory,
     relevance, bonus)`` of ``items``, in order."""
-    return [total for total, _ in gated_scores(items, query)]
+    totals: list[float] = gated_columns(items, query)[0].tolist()
+    return totals
 
 
-def gated_scores(
-    items: Iterable[tuple[MemoryFields, float, float]], query: Query
-) -> list[tuple[float, float]]:
+def gated_scores(items: Sequence[Item], query: Query) -> list[tuple[float, float]]:
     """For each ``(memory, relevance, bonus)`` of ``items``, in order: its
     :func:`gated_totals` total and ``present_relevance(memory, relevance, query.now)``."""
+    totals, present = gated_columns(items, query)
+    return list(zip(totals.tolist(), present.tolist(), strict=True))
+
+
+def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
+    """:func:`gated_scores` as two columns, the totals and the present relevances, in the
+    order of ``items``."""
     classification, now = query.classification, query.now
     weights = query.weights
-    w_semantic, w_recency, w_domain = weights["semantic"], weights["recency"], weights["domain"]
-    w_usage = weights["usage"]
     focus = set(query.focus_areas)
     boosts: dict[Kind, float] = {}
     by_domains: dict[tuple[str, ...], tuple[float, float]] = {}
     usages: dict[int, float] = {}
-    totals: list[tuple[float, float]] = []
-    for memory, relevance, cooccurrence in items:
-        kind = memory.kind
-        boost = boosts.get(kind)
-        if boost is None:
-            boost = boosts[kind] = type_boost(kind, classification.intent)
+    n = len(items)
+    kinds: list[Kind] = [memory.kind for memory, _, _ in items]
+    ages: list[float] = []
+    domain, focused, usage = [0.0] * n, [0.0] * n, [0.0] * n
+    for i, (memory, _, _) in enumerate(items):
         domains = memory.domains
         terms = by_domains.get(domains)
         if terms is None:
             terms = by_domains[domains] = (
-                w_domain * domain_match(classification.domains, domains),
+                weights["domain"] * domain_match(classification.domains, domains),
                 FOCUS_BONUS if focus and focus & set(domains) else 0.0,
             )
+        domain[i], focused[i] = terms
         uses = memory.access_count
-        usage = usages.get(uses)
-        if usage is None:
-            usage = usages[uses] = min(USAGE_CAP, w_usage * usage_score(uses))
-        age = age_days(memory.when, now)
-        scale = present_scale(kind, age)
-        semantic = min(1.0, max(0.0, relevance)) * scale
-        # present_relevance: times 1.0 (any float unchanged) for a kind not about the present
-        present = relevance * scale
-        recency = decay(kind, age)
-        parts = (
-            w_semantic * semantic,
-            w_recency * recency,
-            terms[0],
-            usage,
-            COOCCURRENCE_CAP * min(1.0, max(0.0, cooccurrence)),
-            boost * boost_scale(semantic, recency),
-            terms[1],
-        )
-        totals.append((min(1.0, max(0.0, sum(parts))), present))
-    return totals
+        used = usages.get(uses)
+        if used is None:
+            used = usages[uses] = min(USAGE_CAP, weights["usage"] * usage_score(uses))
+        usage[i] = used
+        days = (now - memory.when).total_seconds() / 86_400.0  # score.age_days
+        ages.append(days if days > 0.0 else 0.0)
+    for kind in kinds:
+        if kind not in boosts:
+            boosts[kind] = type_boost(kind, classification.intent)
+    recency = np.array([_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, ages, strict=True)])
+    scale = np.array([0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
+                      for k, a in zip(kinds, ages, strict=True)])  # fmt: skip
+    relevance = np.array([r for _, r, _ in items], dtype=np.float64)
+    bonus = np.array([b for _, _, b in items], dtype=np.float64)
+    semantic = _at_most(1.0, _at_least(0.0, relevance)) * scale
+    boost = np.array([boosts[k] for k in kinds], dtype=np.float64)
+    # score.boost_scale(semantic, recency)
+    boosted = (BOOST_AGE_FLOOR + (1.0 - BOOST_AGE_FLOOR) * recency) * _at_most(
+        1.0, _at_least(0.0, semantic) / BOOST_FULL_RELEVANCE
+    )
+    total = weights["semantic"] * semantic + weights["recency"] * recency
+    total += np.array(domain, dtype=np.float64)
+    total += np.array(usage, dtype=np.float64)
+    total += COOCCURRENCE_CAP * _at_most(1.0, _at_least(0.0, bonus))
+    total += boost * boosted
+    total += np.array(focused, dtype=np.float64)
+    return _at_most(1.0, _at_least(0.0, total)), relevance * scale
+
+
+def _decay(half_life: float | None, age: float) -> float:
+    """``score.decay`` of a kind of ``half_life`` at ``age`` days (Python's power)."""
+    return 1.0 if half_life is None else 0.5 ** (age / half_life)
+
+
+def _at_least(floor: float, values: Column) -> Column:
+    """``max(floor, v)`` for each ``v``, as Python gives it (``floor`` unless ``v`` is
+    greater: ``-0.0`` against ``0.0`` and NaN give ``floor``)."""
+    return np.where(values > floor, values, floor)
+
+
+def _at_most(ceiling: float, values: Column) -> Column:
+    """``min(ceiling, v)`` for each ``v``, as Python gives it (``ceiling`` unless ``v`` is
+    less)."""
+    return np.where(values < ceiling, values, ceiling)

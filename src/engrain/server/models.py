@@ -247,6 +247,13 @@ class ConversationRequest(Strict):
     now: Moment | None = None
 
 
+PREVIOUS = (
+    "The conversation's turn before `message`, as the caller has it: a "
+    'continuation ("and the refresh ones?") is searched with it too; a '
+    "self-contained message is answered as without it."
+)
+
+
 class ContextRequest(Strict):
     """``Engine.context``: the memory block to inject for a message."""
 
@@ -258,6 +265,7 @@ class ContextRequest(Strict):
     project: Id | None = None
     include_compressed: Flag = False
     turn: Budget = 0
+    previous: Text | None = Field(None, description=PREVIOUS)
     model: Annotated[str, Field(pattern=MODEL_PATTERN)] | None = Field(
         None, description="The target model (picks the tier): a model the server knows."
     )
@@ -288,6 +296,7 @@ class ExplainRequest(Strict):
     project: Id | None = None
     include_compressed: Flag = False
     turn: Budget = 0
+    previous: Text | None = Field(None, description=PREVIOUS)
     now: Moment | None = None
 
 
@@ -680,6 +689,7 @@ class PreviewRequest(Strict):
     )
     context_window: Positive | None = Field(None, description="The target's window in tokens.")
     turn: Budget = 0
+    previous: Text | None = Field(None, description=PREVIOUS)
     now: Moment | None = None
 
 

@@ -57,7 +57,7 @@ def browse(s: ScopeDep, engine: EngineDep, body: m.BrowseRequest | None = None) 
     return wire.dump_page(engine.browse(user, projects=projects, **fields))
 
 
-@router.get("/memories/{memory_id}/relations", response_model=m.RelationsOut,
+@router.get("/memories/{memory_id:path}/relations", response_model=m.RelationsOut,
             responses=errors(404))  # fmt: skip
 def relations(
     memory_id: MemoryId, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None

@@ -12,6 +12,7 @@ from engrain import wire
 from engrain.errors import NotFoundError
 from engrain.model import Turn
 from engrain.server import models as m
+from engrain.server import paths  # noqa: F401  (registers the {memory_id:memory_id} type)
 from engrain.server.auth import EngineDep, Scope, ScopeDep
 from engrain.server.responses import errors
 
@@ -25,6 +26,10 @@ ID = m.ID_RULES
 UserQuery = Annotated[str | None, Query(description=m.USER_ID, **ID), m.COMPOSED]
 IdQuery = Annotated[str | None, Query(**ID), m.COMPOSED]
 MemoryId = Annotated[str, Path(description="The memory's id.", **ID), m.COMPOSED]
+
+
+#: One memory's own route: any id, "/" included, but none ending in an action (``paths``).
+ONE = "/memories/{memory_id:memory_id}"
 
 
 @router.post("/memories", status_code=201, response_model=m.OutcomeOut, responses=errors(404))
@@ -115,7 +120,7 @@ def _visible(s: Scope, engine: EngineDep, memory_id: str, user: str) -> None:
         s.check_memory(engine.get(memory_id, user))
 
 
-@router.get("/memories/{memory_id}", response_model=m.MemoryOut, responses=errors(404))
+@router.get(ONE, response_model=m.MemoryOut, responses=errors(404))
 def get_memory(
     memory_id: MemoryId, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None
 ) -> dict[str, Any]:
@@ -124,7 +129,7 @@ def get_memory(
     return wire.dump_memory(s.check_memory(engine.get(memory_id, user)))
 
 
-@router.patch("/memories/{memory_id}", response_model=m.MemoryOut, responses=errors(404))
+@router.patch(ONE, response_model=m.MemoryOut, responses=errors(404))
 def update_memory(
     memory_id: MemoryId, body: m.UpdateRequest, s: ScopeDep, engine: EngineDep,
     user_id: UserQuery = None,
@@ -139,7 +144,7 @@ def update_memory(
     return wire.dump_memory(engine.update(memory_id, user, **changes))
 
 
-@router.delete("/memories/{memory_id}", response_model=m.ForgottenOut, responses=errors(404))
+@router.delete(ONE, response_model=m.ForgottenOut, responses=errors(404))
 def forget(
     memory_id: MemoryId, s: ScopeDep, engine: EngineDep, user_id: UserQuery = None
 ) -> dict[str, Any]:
@@ -151,7 +156,7 @@ def forget(
     return {"forgotten": 1}
 
 
-@router.post("/memories/{memory_id}/pin", response_model=m.MemoryOut, responses=errors(404))
+@router.post("/memories/{memory_id:path}/pin", response_model=m.MemoryOut, responses=errors(404))
 def pin(
     memory_id: MemoryId, s: ScopeDep, engine: EngineDep, body: m.FlagRequest | None = None,
     user_id: UserQuery = None,
@@ -164,7 +169,7 @@ def pin(
     return wire.dump_memory(engine.pin(memory_id, user, body.value, now=body.now))
 
 
-@router.post("/memories/{memory_id}/mute", response_model=m.MemoryOut, responses=errors(404))
+@router.post("/memories/{memory_id:path}/mute", response_model=m.MemoryOut, responses=errors(404))
 def mute(
     memory_id: MemoryId, s: ScopeDep, engine: EngineDep, body: m.FlagRequest | None = None,
     user_id: UserQuery = None,

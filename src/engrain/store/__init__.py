@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
+from urllib.parse import unquote
 
 from engrain.errors import ConfigError, EngrainError, StoreError
 from engrain.store.base import ALL, MemoryFilter, Patch, State, Store
@@ -34,6 +35,7 @@ __all__ = [
     "Store",
     "known_schemes",
     "open_store",
+    "sqlite_url",
 ]
 
 #: The entry point group third-party backends register their URL scheme in.
@@ -45,11 +47,30 @@ StoreFactory = Callable[[str], Store]
 def _sqlite(url: str) -> Store:
     from engrain.store.sqlite import SQLiteStore
 
-    # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db
+    # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db, the path
+    # percent-decoded (a file whose name holds '?', '#' or '%' is spelled %3F, %23, %25)
     path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
     if not path:
         raise ConfigError(f"sqlite URL has no path: {url!r} (sqlite:///relative/or/abs.db)")
-    return SQLiteStore(Path(path))
+    # SQLite's own URI options (?mode=ro, ?immutable=1) are not read here: taken as part of
+    # the file name, they would open (and create) another, empty store instead of the one
+    # the caller meant, read-only or not, and write to it
+    if "?" in path or "#" in path:
+        raise ConfigError(
+            f"a sqlite URL takes a file path only, no query or fragment: {url!r} (options such "
+            "as ?mode=ro are not supported; spell '?' and '#' in a file name %3F and %23)"
+        )
+    decoded = unquote(path, errors="surrogateescape")
+    if "\x00" in decoded:
+        raise ConfigError(f"a sqlite URL's path holds a NUL character: {url!r}")
+    return SQLiteStore(Path(decoded))
+
+
+def sqlite_url(path: Path | str) -> str:
+    """The ``sqlite:///`` URL of a file path, whatever characters its name holds (the
+    inverse of the URL's decoding: ``%``, ``?`` and ``#`` are escaped)."""
+    text = str(path).replace("%", "%25").replace("?", "%3F").replace("#", "%23")
+    return f"sqlite:///{text}"
 
 
 def _memory(url: str) -> Store:

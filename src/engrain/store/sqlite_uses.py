@@ -40,8 +40,18 @@ JOINED = "memories m LEFT JOIN uses u ON u.user_id = m.user_id AND u.id = m.id"
 _VALUES = {"access_count": "coalesce(u.access_count, 0)", "last_accessed_at": "u.last_accessed_at"}
 #: Every column of ``MEMORY_COLUMNS``, in that order, from :data:`JOINED`.
 SELECT_LIST = ", ".join(_VALUES.get(c, f"m.{c}") for c in MEMORY_COLUMNS)
-#: Ids per ``IN (…)`` list: well under SQLite's default limit of 32,766 variables.
-_IN_CHUNK = 500
+
+#: A count as one statement run per id: the same text every call, so compiled once per
+#: connection (sqlite3's statement cache). ``id IN (…)`` with one ``?`` per id was a new
+#: text for nearly every call (a call's number of ids varies), compiled each time, and its
+#: list went through an ephemeral index: ~85 ids (a 7,500-token call) cost 0.93 ms for the
+#: statement and 0.54 for the commit, against 0.43 and 0.34 ms this way; ~18 ids 0.26 /
+#: 0.11 against 0.10 / 0.08 (thread CPU medians, a copy of the 100,000-memory store,
+#: `bench/uses_sql.py`; docs/scale.md, session 18).
+_COUNT = (
+    "UPDATE uses SET access_count = access_count + ?, last_accessed_at = ? "
+    "WHERE user_id = ? AND id = ?"
+)
 
 Read = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 
@@ -73,18 +83,8 @@ def stored(row: tuple[Any, ...]) -> tuple[Any, ...]:
 def count(db: sqlite3.Connection, user_id: str, uses: Counter[str], at: str | None) -> None:
     """Add each id's number of ``uses`` to its memory's count and set its last use to
     ``at``, inside the open transaction; ids of no memory of the user match no row. One
-    statement per distinct number (a context's ids are distinct: one for 100 uses)."""
-    groups: dict[int, list[str]] = {}
-    for memory_id, n in uses.items():
-        groups.setdefault(n, []).append(memory_id)
-    for n, group in groups.items():
-        for start in range(0, len(group), _IN_CHUNK):
-            part = group[start : start + _IN_CHUNK]
-            db.execute(
-                "UPDATE uses SET access_count = access_count + ?, last_accessed_at = ? "
-                f"WHERE user_id = ? AND id IN ({', '.join('?' for _ in part)})",
-                (n, at, user_id, *part),
-            )
+    prepared statement run once per id (:data:`_COUNT`)."""
+    db.executemany(_COUNT, [(n, at, user_id, memory_id) for memory_id, n in uses.items()])
 
 
 def put(db: sqlite3.Connection, memories: Iterable[Memory], encode: Callable[[Any], Any]) -> None:

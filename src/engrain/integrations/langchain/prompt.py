@@ -11,7 +11,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from engrain.errors import ValidationError
-from engrain.integrations import MemorySource
+from engrain.integrations import MemorySource, context_for, turn_before
 
 __all__ = ["memory_injector", "with_memory"]
 
@@ -26,16 +26,20 @@ def with_memory(
 ) -> list[BaseMessage]:
     """``messages`` with engrain's memory block for the latest human message: appended to
     a leading system message (many chat APIs take only one, first), else as a new system
-    message in front. One ``context()`` call; when it injects nothing (a "thanks!", nothing
-    relevant) or there is no human message, the messages come back unchanged (a new list).
+    message in front. One ``context()`` call, with the human message before the latest as
+    ``previous`` (so "and the refresh ones?" is searched with what it continues; a turn
+    before too long for the engine is left out); when it injects nothing (a "thanks!",
+    nothing relevant) or there is no human message, the messages come back unchanged (a
+    new list).
 
     >>> with_memory([HumanMessage("How should I indent this?")], engine, "ada")
     """
     listed = messages.to_messages() if isinstance(messages, PromptValue) else list(messages)
-    latest = next((m for m in reversed(listed) if isinstance(m, HumanMessage)), None)
-    if latest is None or not latest.text.strip():
+    humans = [m.text for m in listed if isinstance(m, HumanMessage)]
+    if not humans or not humans[-1].strip():
         return listed
-    block = engine.context(latest.text, user_id, project=project, token_budget=token_budget)
+    block = context_for(engine, humans[-1], user_id, previous=turn_before(humans),
+                        project=project, token_budget=token_budget)  # fmt: skip
     if not block.text:
         return listed
     first = listed[0] if listed else None

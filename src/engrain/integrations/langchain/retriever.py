@@ -29,7 +29,11 @@ class EngrainRetriever(BaseRetriever):
     ``mode="recall"`` (the default) returns the ``k`` nearest memories within
     ``token_budget`` (``Engine.recall``); ``mode="context"`` returns what the relevance
     gate would inject for the message (``Engine.context``), at most ``k``, possibly none.
-    ``k`` can also be given per call: ``retriever.invoke(query, k=2)``. Each document's
+    ``k`` can also be given per call: ``retriever.invoke(query, k=2)``, and in context
+    mode the conversation's turn before the query, which a retriever is not handed by
+    LangChain: ``retriever.invoke("and the refresh ones?", previous="How long do access
+    tokens live?")`` searches a continuation with its subject (``Engine.context``'s
+    ``previous``; a turn too long is left out). Each document's
     ``page_content`` is the memory's text, its ``id`` the memory's id and its metadata the
     memory's labels (:func:`engrain.integrations.memory_metadata`).
     """
@@ -54,11 +58,12 @@ class EngrainRetriever(BaseRetriever):
         *,
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
+        previous: str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
         found = scored_memories(
             self.engine, query, self.user_id, k=self.k if k is None else k, mode=self.mode,
-            project=self.project, token_budget=self.token_budget,
+            project=self.project, token_budget=self.token_budget, previous=previous,
         )  # fmt: skip
         return [Document(page_content=m.content, id=m.id, metadata=memory_metadata(m, score))
                 for m, score in found]  # fmt: skip
@@ -69,9 +74,11 @@ class EngrainRetriever(BaseRetriever):
         *,
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
+        previous: str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
         # the engine's calls block (embedding, store I/O): a worker thread keeps the loop free
         return await asyncio.to_thread(
-            self._get_relevant_documents, query, run_manager=run_manager.get_sync(), k=k
-        )
+            self._get_relevant_documents, query, run_manager=run_manager.get_sync(), k=k,
+            previous=previous,
+        )  # fmt: skip

@@ -23,7 +23,10 @@ class ChatRequest:
     """What the proxy needs from one request body.
 
     ``message`` is the text of the latest user message (``None``: nothing to look up),
-    ``turn`` how many user messages came before it (0 for the first), ``conversation`` an
+    ``previous`` the text of the user message before it (``None``: none, or no text; the
+    user's turn, not the assistant's: it names what the user asked about, in the user's
+    words, where an answer is long and says what the model said), ``turn`` how many user
+    messages came before it (0 for the first), ``conversation`` an
     id of the conversation that every request of it shares (a hash of its system prompt
     and first user message), ``user`` the body's standard ``user`` field."""
 
@@ -31,6 +34,7 @@ class ChatRequest:
     body: dict[str, Any] | None
     model: str | None = None
     message: str | None = None
+    previous: str | None = None
     turn: int = 0
     conversation: str | None = None
     stream: bool = False
@@ -48,11 +52,13 @@ def parse(raw: bytes) -> ChatRequest:
     messages = [m for m in body["messages"] if isinstance(m, Mapping)]
     users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
     message = text_of(messages[users[-1]].get("content")) if users else None
+    previous = text_of(messages[users[-2]].get("content")) if len(users) > 1 else None
     model, user = body.get("model"), body.get("user")
     return ChatRequest(
         raw, body,
         model=model if isinstance(model, str) and model.strip() else None,
         message=message if message and message.strip() else None,
+        previous=previous if previous and previous.strip() else None,
         turn=max(len(users) - 1, 0),
         conversation=conversation_id(messages, users[0]) if users else None,
         stream=body.get("stream") is True,

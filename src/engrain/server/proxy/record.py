@@ -33,13 +33,21 @@ MAX_REPLY_BYTES = 8 << 20
 
 class AnswerReader:
     """Collects the assistant's text from a reply as its bytes pass by: the first choice's
-    ``message.content`` of a JSON reply, or its ``delta.content`` pieces of an SSE stream."""
+    ``message.content`` of a JSON reply, or its ``delta.content`` pieces of an SSE stream.
+
+    A stream's answer counts only once the stream said it ended (``data: [DONE]``, or a
+    ``finish_reason`` for the first choice) and sent no error event: an upstream that
+    closes the connection cleanly in the middle of an answer, or reports an error in the
+    stream (the status was 200 already), left half an answer, which recorded would stand
+    for the whole one, and claim its turn so that the retry's full answer was dropped."""
 
     def __init__(self, content_type: str) -> None:
         self.streamed = content_type.split(";")[0].strip().lower() == "text/event-stream"
         self._buffer = bytearray()
         self._pieces: list[str] = []
         self._overflow = False
+        self._ended = False  # a stream's end marker was seen
+        self._failed = False  # a stream's error event was seen
 
     def feed(self, chunk: bytes) -> None:
         """Take the next bytes of the reply."""
@@ -60,6 +68,8 @@ class AnswerReader:
         if self.streamed:
             self._event_line(bytes(self._buffer))
             self._buffer.clear()
+            if not self._ended or self._failed:
+                return None
             return "".join(self._pieces) or None
         if self._overflow:
             return None
@@ -74,6 +84,8 @@ class AnswerReader:
         if not line.startswith(b"data:"):
             return
         data = line[5:].strip()
+        if data == b"[DONE]":
+            self._ended = True
         if not data or data == b"[DONE]":
             return
         try:
@@ -82,11 +94,16 @@ class AnswerReader:
             return
         if not isinstance(event, dict):
             return
+        if event.get("error") is not None:
+            self._failed = True
         for choice in event.get("choices") or ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                piece = (choice.get("delta") or {}).get("content")
+                delta = choice.get("delta")
+                piece = delta.get("content") if isinstance(delta, dict) else None
                 if isinstance(piece, str):
                     self._pieces.append(piece)
+                if choice.get("finish_reason"):
+                    self._ended = True
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,11 @@ class Proxy:
             except EngrainError:
                 model = None
         assert chat.message is not None
+        previous = chat.previous
+        if previous is not None and len(previous) > self.engine.settings.max_text_chars:
+            previous = None  # a turn too long to search with: the message alone, not an error
         return self.engine.context(chat.message, user, project=project, turn=chat.turn,
-                                   model=model)  # fmt: skip
+                                   model=model, previous=previous)  # fmt: skip
 
     def exchange(self, chat: inject.ChatRequest, prepared: Prepared, answer: str | None) -> None:
         """Queue the turn for recording, if it has both sides."""

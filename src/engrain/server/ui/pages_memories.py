@@ -21,8 +21,10 @@ from engrain.browse import Sort
 from engrain.corrections import CONFLICTS_WITH, CORRECTS, conflicts_of
 from engrain.errors import NotFoundError, ValidationError
 from engrain.model import Kind, Memory, MemoryType
+from engrain.server import paths  # noqa: F401  (registers the {memory_id:memory_id} type)
 from engrain.server.ui.render import engine_of, page
 from engrain.server.ui.session import SessionDep, UiSession, check_csrf, root
+from engrain.wire import path_segment
 
 router = APIRouter()
 
@@ -128,7 +130,7 @@ def memories(
     )  # fmt: skip
 
 
-@router.get("/memories/{memory_id}", response_class=HTMLResponse)
+@router.get("/memories/{memory_id:memory_id}", response_class=HTMLResponse)
 def memory_page(
     request: Request, session: SessionDep, memory_id: str, done: str | None = None
 ) -> HTMLResponse:
@@ -153,10 +155,12 @@ def memory_page(
 
 
 def _back(request: Request, memory_id: str, done: str) -> RedirectResponse:
-    return RedirectResponse(f"{root(request)}/memories/{memory_id}?done={done}", status_code=303)
+    return RedirectResponse(
+        f"{root(request)}/memories/{path_segment(memory_id)}?done={done}", status_code=303
+    )
 
 
-@router.post("/memories/{memory_id}/edit")
+@router.post("/memories/{memory_id:path}/edit")
 def edit(
     request: Request,
     session: SessionDep,
@@ -176,7 +180,7 @@ def edit(
     return _back(request, memory.id, "edited")
 
 
-@router.post("/memories/{memory_id}/pin")
+@router.post("/memories/{memory_id:path}/pin")
 def pin(
     request: Request,
     session: SessionDep,
@@ -192,7 +196,7 @@ def pin(
     return _back(request, memory.id, "pinned" if flag else "unpinned")
 
 
-@router.post("/memories/{memory_id}/mute")
+@router.post("/memories/{memory_id:path}/mute")
 def mute(
     request: Request,
     session: SessionDep,
@@ -208,7 +212,7 @@ def mute(
     return _back(request, memory.id, "muted" if flag else "unmuted")
 
 
-@router.post("/memories/{memory_id}/forget", response_class=HTMLResponse)
+@router.post("/memories/{memory_id:path}/forget", response_class=HTMLResponse)
 def forget(
     request: Request,
     session: SessionDep,
@@ -226,7 +230,7 @@ def forget(
     return RedirectResponse(f"{root(request)}/memories?done=forgotten", status_code=303)
 
 
-@router.post("/memories/{memory_id}/correct")
+@router.post("/memories/{memory_id:path}/correct")
 def correct(
     request: Request,
     session: SessionDep,

@@ -3,8 +3,11 @@
 ``GET /try`` shows the form; with a ``message`` it also shows :meth:`Engine.preview`'s
 answer: the tier served and the exact block, the classification, how the budget was
 derived, and every candidate with its score terms and verdict, the selected ones
-highlighted. A GET because nothing changes: the preview counts no use and records no
-context, so a person may try as many messages as they like.
+highlighted. An optional ``previous``, the conversation's turn before the message, is
+passed as :meth:`Engine.preview`'s ``previous``, so a continuation ("and the refresh
+ones?") is tried as ``context()`` would answer it; the classification's signals say
+whether it leaned on that turn. A GET because nothing changes: the preview counts no use
+and records no context, so a person may try as many messages as they like.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ router = APIRouter()
 #: Components of a candidate that explain a score term rather than add to the score
 #: (``Gated.components``); the page shows them apart from the terms.
 FACTORS = ("decay", "boost_table", "boost_scale", "cosine", "lexical", "calibrated_relevance")
-#: Longest message the form takes (the engine has its own limit, larger).
+#: Longest message (and turn before) the form takes (the engine has its own limit, larger).
 MAX_MESSAGE = 4_000
 
 Text = Annotated[str | None, Query(max_length=MAX_MESSAGE)]
@@ -65,13 +68,14 @@ def try_message(
     request: Request,
     session: SessionDep,
     message: Text = None,
+    previous: Text = None,
     model: Field = None,
     budget: Field = None,
     project: Field = None,
 ) -> HTMLResponse:
     """The form, and with a message what the assistant would get for it and why."""
-    form = {"message": message or "", "model": model or "", "budget": budget or "",
-            "project": project or ""}  # fmt: skip
+    form = {"message": message or "", "previous": previous or "", "model": model or "",
+            "budget": budget or "", "project": project or ""}  # fmt: skip
     shown: Preview | None = None
     error = None
     status = 200
@@ -80,7 +84,7 @@ def try_message(
             scope = project_for(request, session, project)
             shown = engine_of(request).preview(
                 message or "", session.user_id, token_budget=_budget(budget), project=scope,
-                model=blank(model),
+                model=blank(model), previous=blank(previous),
             )  # fmt: skip
         except EngrainError as exc:
             if exc.http_status >= 500:

@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoes
 
 from engrain.engine import Engine
 from engrain.server.ui.session import UiSession, full_path, local_path, root
+from engrain.wire import path_segment
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -58,6 +59,7 @@ def _environment() -> Environment:
     )
     env.filters["when"] = when
     env.filters["number"] = number
+    env.filters["segment"] = path_segment  # an id in a link or a form's action
     return env
 
 

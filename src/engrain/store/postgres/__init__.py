@@ -35,9 +35,11 @@ If an indexed scan still returns fewer than ``k`` rows (a very selective filter)
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
 promises. The walk's candidate list (``hnsw.ef_search``) follows the graph's size
 (:data:`EF_BY_GRAPH_ROWS`, at least :data:`EF_PER_ROW` per row asked for, or
-:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph), set for the
-search alone and sent in its round trip. Since both forms return the right rows, the
-choice is kept per user for :data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many`
+:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph, or
+:data:`WIDE_EF_BY_GRAPH_ROWS` on a pool graph rebuilt wide by ``engrain migrate
+--pool-graph``: ``graph.py``), set for the search alone and sent in its round trip.
+Since both forms return the right rows, the choice is kept per user for
+:data:`PLAN_SECONDS`. :meth:`PostgresStore.search_many`
 (the gate's pool and learnings) runs its searches at once, each on its own pooled
 connection. (One graph per tenant — a partitioned table — is the next step if a
 deployment has many users each far above the threshold.)
@@ -133,6 +135,7 @@ from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25, fill, schema
+from engrain.store.postgres import graph as pool_graph
 from engrain.store.postgres.codec import (
     EF_SEARCH,
     KEY_COLUMNS,
@@ -174,6 +177,8 @@ __all__ = [
     "INDEXED_SHARE",
     "LEARNINGS_EF_PER_ROW",
     "MIGRATIONS",
+    "WIDE_EF_BY_GRAPH_ROWS",
+    "WIDE_EF_PER_ROW",
     "PostgresStore",
     "configure",
     "ef_for_graph",
@@ -215,6 +220,17 @@ EF_PER_ROW = 4
 #: 0.980 / 0.989 / 0.993; derived vectors 0.998 / 0.999 / 0.999. 300 keeps ≥ 0.98 with a
 #: margin for ~20% less of the server's CPU a walk than 400 (docs/postgres.md, "Session 15").
 LEARNINGS_EF_PER_ROW = 3
+#: The pool's graph built wide (``graph.WIDE_EF_CONSTRUCTION``, ``engrain migrate
+#: --pool-graph``): (most rows, ef) as :data:`EF_BY_GRAPH_ROWS`, and 3 candidates per row.
+#: R@50 against exact search, 100,000 real-vector memories, 60 questions each of seed 8
+#: (the tune set) / seed 99, session 18: the wide graph at ef 100 / 150 / 200 0.9900 /
+#: 0.9959 / 0.9967 and 0.9838 / 0.9930 / 0.9956; the default graph at its 200 0.9906 and
+#: 0.9884. 150 is the least list measured whose recall is not below the default graph's on
+#: the tune set (100 is, by 0.0006, and by 0.005 on the other), for ~0.9 ms less of the
+#: server's CPU a walk (docs/postgres.md, "Session 18 … (h3)"). Larger graphs are not
+#: measured: they keep the wide list.
+WIDE_EF_BY_GRAPH_ROWS: tuple[tuple[int, int], ...] = ((200_000, 150),)
+WIDE_EF_PER_ROW = 3
 
 
 def ef_for_graph(rows: int) -> int:
@@ -234,12 +250,20 @@ def learnings_graph(flt: MemoryFilter) -> bool:
     return bool(flt.kinds) and all(k.value in schema.LEARNING_KINDS for k in flt.kinds or ())
 
 
-def ef_for_search(rows: int, k: int, flt: MemoryFilter) -> int:
+def ef_for_search(
+    rows: int, k: int, flt: MemoryFilter, pool_built: int = pool_graph.DEFAULT_EF_CONSTRUCTION
+) -> int:
     """The ``hnsw.ef_search`` of an indexed search for ``k`` rows under ``flt`` in a graph
     of ``rows`` rows: :func:`ef_for_graph`, and at least :data:`EF_PER_ROW` candidates per
-    row asked for (:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph)."""
-    per_row = LEARNINGS_EF_PER_ROW if learnings_graph(flt) else EF_PER_ROW
-    return max(ef_for_graph(rows), per_row * k)
+    row asked for (:data:`LEARNINGS_EF_PER_ROW` on the learnings' own graph); on the pool's
+    graph built with ``pool_built`` ≥ ``graph.WIDE_EF_CONSTRUCTION``,
+    :data:`WIDE_EF_BY_GRAPH_ROWS` and :data:`WIDE_EF_PER_ROW` instead."""
+    if learnings_graph(flt):
+        return max(ef_for_graph(rows), LEARNINGS_EF_PER_ROW * k)
+    if pool_built >= pool_graph.WIDE_EF_CONSTRUCTION:
+        wide = next((ef for most, ef in WIDE_EF_BY_GRAPH_ROWS if rows <= most), EF_SEARCH)
+        return max(wide, WIDE_EF_PER_ROW * k)
+    return max(ef_for_graph(rows), EF_PER_ROW * k)
 
 
 #: Threads running the other searches of :meth:`PostgresStore.search_many`, shared by
@@ -360,6 +384,8 @@ class PostgresStore:
             OrderedDict()
         )
         self._plans: OrderedDict[str, tuple[int | None, float]] = OrderedDict()
+        #: How the pool's graph was built, as the last plan read it (graph.BUILT_SQL)
+        self._pool_built = pool_graph.DEFAULT_EF_CONSTRUCTION
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
@@ -410,6 +436,13 @@ class PostgresStore:
             return fill.fill(self.url, batch=batch) or 0
         except psycopg.Error as exc:
             raise StoreError(f"filling token counts at {self._where} failed: {exc}") from exc
+
+    def rebuild_pool_graph(self, maintenance_work_mem: str | None = None) -> bool:
+        """Rebuild the pool's HNSW graph with a wide candidate list beside the one in use
+        and swap it in (``graph.rebuild``; ``engrain migrate --pool-graph``), so searches
+        walk a shorter list for at least the same recall; ``False`` if it is built so already. Every
+        store sees it at its next search plan (:data:`PLAN_SECONDS`)."""
+        return pool_graph.rebuild(self.url, self._where, maintenance_work_mem=maintenance_work_mem)
 
     def wait_for_fill(self, timeout: float | None = None) -> bool:
         """Wait for this store's background filler to end (tests and benchmarks); whether
@@ -682,7 +715,7 @@ class PostgresStore:
             return None
         if self.ef_search is not None:
             return max(self.ef_search, k)
-        return ef_for_search(rows, k, flt)
+        return ef_for_search(rows, k, flt, self._pool_built)
 
     def _indexed(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> bool:
         """Whether a search of this user goes through the HNSW index (module docstring)."""
@@ -702,13 +735,17 @@ class PostgresStore:
             kept = self._plans.get(user_id)
         if kept is not None and now - kept[1] < PLAN_SECONDS:
             return kept[0]
-        # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed
+        # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed;
+        # and how the pool's graph was built (graph.py), for every user's next walks
         cur.execute(
-            "SELECT r.documents, greatest(c.reltuples, 0) FROM revisions r, pg_class c "
+            "SELECT r.documents, greatest(c.reltuples, 0), (" + pool_graph.BUILT_SQL + ") "
+            "FROM revisions r, pg_class c "
             "WHERE r.user_id = %s AND c.oid = 'memories'::regclass",
             (user_id,),
         )
         found = cur.fetchone()
+        if found is not None:
+            self._pool_built = int(found[2])
         if found is not None and self._working is not None:
             self._working.saw_size(user_id, int(found[0]))
         indexed = found is not None and found[0] >= max(

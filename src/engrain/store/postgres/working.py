@@ -398,13 +398,14 @@ class WorkingSets:
                 due = 0.0 if loading is None else loading.not_before
                 if loading is not None and user_id not in self._held:  # only a full load
                     due = max(due, loading.full_not_before)
-            left = None if end is None else end - time.monotonic()
+            now = time.monotonic()  # one reading: a second one could be past ``due``
+            left = None if end is None else end - now
             if left is not None and left <= 0:
                 return False
             if thread is not None:
                 thread.join(left)
-            elif due > time.monotonic() and (end is None or due < end):
-                time.sleep(due - time.monotonic())
+            elif due > now and (end is None or due < end):
+                time.sleep(due - now)
             else:
                 return self.current(user_id) is not None
 
