@@ -105,3 +105,15 @@ def test_the_verdict_uses_the_issues_p95_target_for_backend_and_size() -> None:
     assert latency.p95_target("postgres", 1_000_000) == 60.0
     assert latency.p95_target("chroma", 100_000) is None
     assert latency.p95_target("sqlite", 50_000) is None
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="Linux's /proc only")
+def test_the_rss_peak_is_reset_so_the_close_is_measured_without_the_recall() -> None:
+    block = np.ones(256 * 1024 * 1024 // 8)  # 256 MB made resident, then freed
+    del block
+    latency.heap.release()
+    before = latency.rss_peak_mb()
+    latency.reset_rss_peak()
+    after = latency.rss_peak_mb()
+    assert before - after > 200.0
+    assert after <= latency.rss_mb() + 50.0
