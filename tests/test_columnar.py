@@ -25,6 +25,7 @@ from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.store import (
     MemoryFilter,
     columns,
+    derived_blobs,
     image_refresh,
     lexical_file,
     rows,
@@ -265,6 +266,40 @@ def test_a_saved_bm25_index_is_checked_against_the_texts_digest_of_the_image(
     assert lexical_file.fingerprint(texts) == lexical_file.fingerprint_of(
         texts_digest(len(texts), "\0".join(texts).encode())
     )
+
+
+def test_a_rebuilt_bm25_index_is_saved_with_the_fingerprint_it_was_checked_against(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 1)
+    first = SQLiteStore(db, ann_min_vectors=None)
+    want = first.lexical_search(USER, "café note", 5)
+    first.close()
+    # lexical.py changed (an upgrade): the saved copy is stale, built again and saved
+    monkeypatch.setattr(lexical_file, "_tokenizer_digest", lambda: b"another tokenizer")
+    joined = []  # the documents' texts joined to fingerprint them: not done to save
+    fingerprint = lexical_file.fingerprint
+    monkeypatch.setattr(lexical_file, "fingerprint",
+                        lambda docs: joined.append(len(docs)) or fingerprint(docs))  # fmt: skip
+    reader = SQLiteStore(db, ann_min_vectors=None)
+    assert [(m.id, s) for m, s in reader.lexical_search(USER, "café note", 5)] == [
+        (m.id, s) for m, s in want
+    ]
+    reader.close()  # waits for the save
+    assert joined == []
+    with sqlite3.connect(db) as con:
+        saved = derived_blobs.read(con, USER, "bm25")
+    texts = [m.content for m in _memories(14)]
+    assert lexical_file.load(saved, texts) is not None  # the new tokenizer's copy
+    monkeypatch.setattr(lexical_file, "fingerprint", fingerprint)
+    built = []
+    monkeypatch.setattr(lexical_file.LexicalIndex, "__init__",
+                        lambda self, docs: built.append(docs))  # fmt: skip
+    again = SQLiteStore(db, ann_min_vectors=None)
+    assert [(m.id, s) for m, s in again.lexical_search(USER, "café note", 5)] == [
+        (m.id, s) for m, s in want
+    ]
+    assert built == []  # the copy saved is taken
 
 
 def test_writes_and_counted_uses_leave_a_published_snapshot_as_it_was(db: Path) -> None:

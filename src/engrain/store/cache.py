@@ -383,8 +383,8 @@ class UserCache:
             if documents is None:
                 documents = arrays.rows.contents(arrays.ids.tolist())
             index = LexicalIndex(documents)
-            built, texts = index, documents
-            stash.later(lambda: _stash_lexical(stash, built, texts))
+            built = index
+            stash.later(lambda: _stash_lexical(stash, built, expected))
         else:
             heap.release()  # the saved copy's bytes, read and dropped
         return index
@@ -674,11 +674,11 @@ def _with_vector(arrays: Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
     return arrays.vectors(rows)
 
 
-def _stash_lexical(stash: Stash, index: LexicalIndex, documents: list[str]) -> None:
-    """Save a user's BM25 index (on its own thread); if that fails, the next process
-    builds it again."""
+def _stash_lexical(stash: Stash, index: LexicalIndex, expected: bytes) -> None:
+    """Save a user's BM25 index built from the documents whose fingerprint is ``expected``
+    (on its own thread); if that fails, the next process builds it again."""
     with suppress(EngrainError):
-        stash.write(lexical_file.dump(index, documents))
+        stash.write(lexical_file.dump(index, expected))
 
 
 def _upserted(old: Snapshot, arrays: Arrays, batch: Sequence[Memory]) -> Snapshot:
