@@ -53,6 +53,7 @@ from engrain.embed.minilm import MiniLMEmbedder
 from engrain.store.ann import VectorIndex
 from engrain.store.arrays import Arrays
 from engrain.store.cache import UserCache
+from engrain.store.ids import IdColumn
 from engrain.store.rows import Decoded
 from engrain.store.sqlite import SQLiteStore
 
@@ -108,6 +109,7 @@ STAGES: list[tuple[Any, str, str]] = [
     (search_module, "exact_top", "vector search: found"),
     (UserCache, "_lexical_found", "lexical: BM25"),
     (Arrays, "found_of", "lexical/vector: found_of"),
+    (IdColumn, "take", "ids made (IdColumn.take)"),
     (SQLiteStore, "query", "pinned (store.query)"),
     (SQLiteStore, "get", "store.get"),
 ]
