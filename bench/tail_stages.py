@@ -12,7 +12,7 @@ another is charged to itself, not to both), per call; what no wrapped stage ran 
 ``other`` (``Engine.context``'s own work: validation, the tier's choice, the result). The
 garbage collector is left on, and its collections' CPU is reported per call too (charged
 to the stage it landed in). Each call also records what it worked on: its budget, class,
-candidates ranked, memories shown, rows read by rowid and memories built.
+candidates ranked, memories shown, rows read by rowid, ids made and memories built.
 
 The report gives, for the slowest tenth of calls by thread CPU and for the rest, each
 stage's mean and share, and each counter's mean: where the tail's time goes, on the same
@@ -109,7 +109,6 @@ STAGES: list[tuple[Any, str, str]] = [
     (search_module, "exact_top", "vector search: found"),
     (UserCache, "_lexical_found", "lexical: BM25"),
     (Arrays, "found_of", "lexical/vector: found_of"),
-    (IdColumn, "take", "ids made (IdColumn.take)"),
     (SQLiteStore, "query", "pinned (store.query)"),
     (SQLiteStore, "get", "store.get"),
 ]
@@ -177,6 +176,13 @@ def install(engine: Engine, spans: Spans) -> list[tuple[Any, str, Any]]:
         return rows_read(self, rows, *args, **kwargs)
 
     patch(Arrays, "vectors", spans.wrap(counted_rows, "rows read by rowid"))
+    take = IdColumn.take
+
+    def counted_ids(self: IdColumn, rows: Any) -> Any:
+        spans.counts["ids made"] += len(rows)
+        return take(self, rows)
+
+    patch(IdColumn, "take", spans.wrap(counted_ids, "ids made (IdColumn.take)"))
     built = built_module.memories
 
     def counted_built(rows: Any, *args: Any, **kwargs: Any) -> Any:
