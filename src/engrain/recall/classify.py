@@ -160,7 +160,10 @@ ASKS_ANALYSIS = "asks for analysis"
 ASKS_WRITING = "asks to write"
 #: A bare imperative closing a message of several sentences asks for the work.
 FINAL_REQUEST = "request in the final sentence"
-DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING})
+#: A message that opens with a request verb in the imperative, no "please" or "can you"
+#: before it ("Make the manager's cache only hold Secrets …"): a request in its form.
+IMPERATIVE = "imperative"
+DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE})
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -334,6 +337,8 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _request(body) or (need and not cues.ASKS_HOW.search(ask)):
         if cues.WRITE.match(body):
             fired.append(ASKS_WRITING)
+        elif cues.IMPERATIVE.match(body) and _request(body):
+            fired.append(IMPERATIVE)
         return Intent.GENERATION
     if ask and not symptom and _request(ask):
         fired.append("request in the final question")

@@ -465,3 +465,7 @@ DESIGN_WORK = re.compile(
     r"(?:doc|document|proposal))\b",
     re.I,
 )
+#: A first word that is a request verb in the imperative, capitalised or not, with nothing
+#: before it ("Make the manager's cache …", "add a flag for …"); not "give me" or "show":
+#: what they hand over decides ("Give me a root-cause style analysis of why …").
+IMPERATIVE = re.compile(r"(?!give\b|gimme\b|show\b)" + GENERATION_VERB.pattern[len(POLITE):], re.I)
