@@ -307,6 +307,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         or cues.ERROR_CLASS.search(text)
         or cues.ERROR_LINE.match(text)
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))
+        or (cues.GONE.search(text) and not _asks(text))
     )
     if symptom:
         fired.append("symptom")

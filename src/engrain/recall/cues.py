@@ -92,8 +92,9 @@ SYMPTOM = re.compile(
     r"throttl\w+|(?:lose|loses|losing|lost) (?:all |the |its |their |some )?(?:data|progress|"
     r"messages|events|rows|records|state|connection|track)|"
     r"(?:unable to|fails to|failed to|isn'?t|aren'?t|wasn'?t|weren'?t) \w+ing\b|unable to|"
-    r"(?:is|are|was|were|'s|'re) (?:all |now |just )?(?:missing|gone)\b(?! (?:are|is)\b)|"
-    r"disappeared|vanished|went missing|wiped (?:out|clean)|missing (?:the|a|an|some|rows|data|values|records|events)|"
+    r"(?:is|are|was|were|'s|'re) (?:all |now |just )?missing|"
+    r"disappeared|vanished|went missing|wiped (?:out|clean)|"
+    r"missing (?:the|a|an|some|rows|data|values|records|events)|"
     r"(?:higher|lower|worse|bigger|smaller|more|less|fewer) than expected|"
     r"denied|forbidden|refused|rejects|rejected|rejecting|unauthori[sz]ed|mismatch\w*|corrupt\w*|"
     r"garbled|truncated|blank page|nothing happens|diverg\w+|explod\w+|overfit\w*|leakage|"
@@ -469,3 +470,7 @@ DESIGN_WORK = re.compile(
 #: before it ("Make the manager's cache …", "add a flag for …"); not "give me" or "show":
 #: what they hand over decides ("Give me a root-cause style analysis of why …").
 IMPERATIVE = re.compile(r"(?!give\b|gimme\b|show\b)" + GENERATION_VERB.pattern[len(POLITE):], re.I)
+#: Things reported gone ("the PVCs are gone, reclaimPolicy was Retain!!"): a failure with
+#: no error word, like a job that hangs; a symptom in a statement only, since a question
+#: asks what happens once something is gone ("once the old primary is gone, who …?").
+GONE = re.compile(r"\b(?:is|are|was|were|'s|'re) (?:all |now |just |suddenly )?gone\b", re.I)

@@ -156,7 +156,7 @@ def _reports_success(words: list[str], unknown: list[str]) -> bool:
     """A word of success or of work done (:data:`_DONE`: "switchover done, thanks"), at
     most one other unknown word (its subject, without a digit) and no negation or question
     word (the caller has ruled out a question mark)."""
-    rest = [w for w in unknown if w not in _SUCCESS]
+    rest = [w for w in unknown if w not in _SUCCESS and w not in _DONE]
     return (
         (len(rest) < len(unknown) or not _DONE.isdisjoint(words))
         and len(rest) <= 1
