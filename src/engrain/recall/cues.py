@@ -469,7 +469,7 @@ DESIGN_WORK = re.compile(
 #: A first word that is a request verb in the imperative, capitalised or not, with nothing
 #: before it ("Make the manager's cache …", "add a flag for …"); not "give me" or "show":
 #: what they hand over decides ("Give me a root-cause style analysis of why …").
-IMPERATIVE = re.compile(r"(?!give\b|gimme\b|show\b)" + GENERATION_VERB.pattern[len(POLITE):], re.I)
+IMPERATIVE = re.compile(r"(?!give\b|gimme\b|show\b)" + GENERATION_VERB.pattern[len(POLITE) :], re.I)
 #: Things reported gone ("the PVCs are gone, reclaimPolicy was Retain!!"): a failure with
 #: no error word, like a job that hangs; a symptom in a statement only, since a question
 #: asks what happens once something is gone ("once the old primary is gone, who …?").
