@@ -1151,3 +1151,9 @@ def test_a_request_verb_opening_the_message_is_an_imperative(message: str) -> No
 )  # fmt: skip
 def test_give_me_a_polite_request_or_a_command_name_is_no_bare_imperative(message: str) -> None:
     assert "imperative" not in classify(message).signals
+
+
+def test_a_message_opening_with_a_request_verb_and_ending_in_a_question_is_no_imperative() -> None:
+    """What a message of several sentences asks is its final question."""
+    message = "Backtest WAPE for dairy jumped from 19 to 27 this week. What changed?"
+    assert "imperative" not in classify(message).signals

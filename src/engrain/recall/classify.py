@@ -161,7 +161,9 @@ ASKS_WRITING = "asks to write"
 #: A bare imperative closing a message of several sentences asks for the work.
 FINAL_REQUEST = "request in the final sentence"
 #: A message that opens with a request verb in the imperative, no "please" or "can you"
-#: before it ("Make the manager's cache only hold Secrets …"): a request in its form.
+#: before it ("Make the manager's cache only hold Secrets …"), and does not end with a
+#: question ("Backtest WAPE for dairy jumped … What changed?" asks that question): a
+#: request in its form.
 IMPERATIVE = "imperative"
 DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE})
 SNIPPET = 200  # a one-line bug question with its snippet
@@ -338,8 +340,8 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _request(body) or (need and not cues.ASKS_HOW.search(ask)):
         if cues.WRITE.match(body):
             fired.append(ASKS_WRITING)
-        elif cues.IMPERATIVE.match(body) and _request(body):
-            fired.append(IMPERATIVE)
+        elif cues.IMPERATIVE.match(body) and _request(body) and not _asks(body):
+            fired.append(IMPERATIVE)  # one ending in a question asks that question
         return Intent.GENERATION
     if ask and not symptom and _request(ask):
         fired.append("request in the final question")
