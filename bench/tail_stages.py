@@ -12,7 +12,7 @@ another is charged to itself, not to both), per call; what no wrapped stage ran 
 ``other`` (``Engine.context``'s own work: validation, the tier's choice, the result). The
 garbage collector is left on, and its collections' CPU is reported per call too (charged
 to the stage it landed in). Each call also records what it worked on: its budget, class,
-candidates ranked, memories shown, rows read by rowid and memories built.
+candidates ranked, memories shown, rows read by rowid, ids made and memories built.
 
 The report gives, for the slowest tenth of calls by thread CPU and for the rest, each
 stage's mean and share, and each counter's mean: where the tail's time goes, on the same
@@ -53,6 +53,7 @@ from engrain.embed.minilm import MiniLMEmbedder
 from engrain.store.ann import VectorIndex
 from engrain.store.arrays import Arrays
 from engrain.store.cache import UserCache
+from engrain.store.ids import IdColumn
 from engrain.store.rows import Decoded
 from engrain.store.sqlite import SQLiteStore
 
@@ -175,6 +176,13 @@ def install(engine: Engine, spans: Spans) -> list[tuple[Any, str, Any]]:
         return rows_read(self, rows, *args, **kwargs)
 
     patch(Arrays, "vectors", spans.wrap(counted_rows, "rows read by rowid"))
+    take = IdColumn.take
+
+    def counted_ids(self: IdColumn, rows: Any) -> Any:
+        spans.counts["ids made"] += len(rows)
+        return take(self, rows)
+
+    patch(IdColumn, "take", spans.wrap(counted_ids, "ids made (IdColumn.take)"))
     built = built_module.memories
 
     def counted_built(rows: Any, *args: Any, **kwargs: Any) -> Any:
@@ -355,16 +363,20 @@ def _tally(values: Any) -> dict[str, int]:
     return dict(out)
 
 
-def paired(trees: dict[str, list[Path]]) -> dict[str, Any]:
+def paired(trees: dict[str, list[Path]], gc_max_ms: float | None = None) -> dict[str, Any]:
     """Reports of several runs per tree (``--pair``) on the same queries: each query's
     median over a tree's runs, per stage; the slowest tenth by the first tree's medians,
-    so every tree is compared on the same calls."""
+    so every tree is compared on the same calls. ``gc_max_ms``: calls whose collections
+    took more CPU are left out of the medians (the full collection lands in the same call
+    of every run of one tree, in the stage where the allocations cross its threshold: a
+    change that allocates a little more or less moves it to another stage and query)."""
     medians: dict[str, dict[str, dict[str, float]]] = {}
     for label, paths in trees.items():
         by_query: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for path in paths:
             for call in json.loads(path.read_text(encoding="utf-8"))["calls"]:
-                by_query[call["query"]].append(call)
+                if gc_max_ms is None or call["gc_ms"] <= gc_max_ms:
+                    by_query[call["query"]].append(call)
         names = {n for calls in by_query.values() for c in calls for n in c["stages_ms"]}
         medians[label] = {
             query: {
@@ -372,6 +384,9 @@ def paired(trees: dict[str, list[Path]]) -> dict[str, Any]:
                 "gc_ms": float(np.median([c["gc_ms"] for c in calls])),
                 **{n: float(np.median([c["stages_ms"].get(n, 0.0) for c in calls]))
                    for n in names},
+                **{f"count: {n}": float(np.median([c.get("counts", {}).get(n, 0.0)
+                                                    for c in calls]))
+                   for n in {n for c in calls for n in c.get("counts", {})}},
             }
             for query, calls in by_query.items()
         }  # fmt: skip
@@ -431,13 +446,17 @@ def main(argv: list[str] | None = None) -> int:
         "--pair", action="append", metavar="LABEL=RUN.json,…",
         help="compare earlier runs per query instead of measuring (repeatable; first: base)",
     )  # fmt: skip
+    parser.add_argument(
+        "--gc-max-ms", type=float, metavar="MS",
+        help="with --pair: leave out calls whose collections took more CPU (a full one)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.pair:
         trees = {}
         for spec in args.pair:
             label, _, paths = spec.partition("=")
             trees[label] = [Path(p) for p in paths.split(",")]
-        compared = paired(trees)
+        compared = paired(trees, args.gc_max_ms)
         stages = sorted(compared[next(iter(trees))]["slowest_tenth"],
                         key=lambda n: -compared[next(iter(trees))]["slowest_tenth"][n])  # fmt: skip
         print(f"{'ms a call, per-query medians':>34}  " + "  ".join(

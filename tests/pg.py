@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -99,3 +100,19 @@ def posting_rows(url: str) -> list[tuple[str, str, int, int]]:
         for seq, tf, length in zip(seqs, tfs, lengths, strict=True):
             rows.append((ids[(user_id, seq)], term, tf, length))
     return sorted(rows)
+
+
+def hnsw_settings_sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ``SET LOCAL hnsw…`` statement any connection sends from now on, in order
+    (``psycopg.Connection.execute`` wrapped for the test)."""
+    psycopg = pytest.importorskip("psycopg")
+    sent: list[str] = []
+    original = psycopg.Connection.execute
+
+    def execute(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
+        if isinstance(query, str) and query.startswith("SET LOCAL hnsw"):
+            sent.append(query)
+        return original(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    return sent

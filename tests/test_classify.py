@@ -1045,3 +1045,115 @@ def test_what_a_thing_compares_or_checks_is_a_simple_fact() -> None:
 def test_a_comparison_asked_for_is_still_analysis(message: str) -> None:
     result = classify(message)
     assert result.intent is ANA, result.signals
+
+
+# -- strata's tune misreads (issue 12, session 18, h12) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Design and build the whole major-version upgrade feature: API fields, the upgrade Job, "
+     "status phases, rollback when pg_upgrade fails, and e2e tests",
+     "design and implement multi-tenant support end to end: schema, auth scoping, per-tenant "
+     "config",
+     "Write a design doc for running the billing platform active-passive across two regions"],
+)  # fmt: skip
+def test_a_design_asked_for_is_deep_generation_like_the_seeds_architecture(message: str) -> None:
+    """Designing a whole thing is the seed's deep "Architecture", even when a step of it
+    names a failure ("rollback when pg_upgrade fails")."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (GEN, D), result.signals
+    assert "architecture: a design asked for" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "complexity"),
+    [("Build the whole upgrade feature: API fields, the upgrade Job, status phases and e2e "
+      "tests", GEN, C),
+     ("honestly the new design system feels heavier than the old one", DIS, M),
+     ("Write an RFC proposing WASM plugins", GEN, M)],
+)  # fmt: skip
+def test_building_many_parts_or_talking_about_a_design_is_not_a_design_asked_for(
+    message: str, intent: Intent, complexity: Complexity
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Ruth says users want to pick backup retention per cluster. Add spec.backup.retention "
+     "for it.",
+     "Support keeps asking where invoices went. Add a link to them on the billing page.",
+     "I ran the migration. Then run the backfill."],
+)  # fmt: skip
+def test_a_bare_imperative_closing_a_report_is_a_request(message: str) -> None:
+    """What goes before is the request's reason; the closing imperative asks for the work."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (GEN, M), result.signals
+    assert "request in the final sentence" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("Ruth says users want per-cluster retention. Should we add it?", QUE),
+     ("The restore job fails on big clusters. Fix it.", DBG),
+     ("We talked about retention last week. Whats the default now?", QUE)],
+)  # fmt: skip
+def test_a_closing_question_or_a_failure_report_is_not_a_closing_request(
+    message: str, intent: Intent
+) -> None:
+    result = classify(message)
+    assert result.intent is intent, result.signals
+    assert "request in the final sentence" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["we deleted the staging cluster CR and the PVCs are gone, reclaimPolicy was Retain!!",
+     "half the uploaded photos vanished after the migration",
+     "the cron entries disappeared from the scheduler overnight"],
+)  # fmt: skip
+def test_things_gone_are_a_failure_without_an_error_word(message: str) -> None:
+    """Issue 12: failures with no "error" or "bug" (a job that hangs, a container killed for
+    memory) are bug reports; data gone is one, complex as the seed's debugging."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "symptom" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["once the old primary is gone, who promotes the replica?",
+     "the old v1 API is gone since 2.0, what replaced it?",
+     "Are the legacy endpoints gone from the docs yet?"],
+)  # fmt: skip
+def test_a_question_about_something_gone_reports_no_failure(message: str) -> None:
+    result = classify(message)
+    assert result.intent is QUE, result.signals
+    assert "symptom" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Make the manager's cache only hold Secrets that carry our cluster label.",
+     "add a flag for the dry run"],
+)  # fmt: skip
+def test_a_request_verb_opening_the_message_is_an_imperative(message: str) -> None:
+    result = classify(message)
+    assert result.intent is GEN and "imperative" in result.signals, result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Give me a root-cause style analysis of why deploys take 25 minutes",
+     "can you make the cache smaller", "make snapshot has been running for 3 hours"],
+)  # fmt: skip
+def test_give_me_a_polite_request_or_a_command_name_is_no_bare_imperative(message: str) -> None:
+    assert "imperative" not in classify(message).signals
+
+
+def test_a_message_opening_with_a_request_verb_and_ending_in_a_question_is_no_imperative() -> None:
+    """What a message of several sentences asks is its final question."""
+    message = "Backtest WAPE for dairy jumped from 19 to 27 this week. What changed?"
+    assert "imperative" not in classify(message).signals

@@ -145,3 +145,22 @@ def test_an_explicit_request_for_analysis_or_code_keeps_its_intent(
     read = im.refine(classify(other), other, np.zeros(384), MODEL_ID)
     assert read.intent is Intent.DEBUGGING
     assert "model intent: discussion → debugging" in read.signals
+
+
+def test_a_bare_imperative_keeps_its_intent_and_a_polite_or_give_me_request_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A message opening with a request verb in the imperative is a request in its form
+    (strata's "Make the manager's cache only hold Secrets …", read as a discussion by the
+    model): the model's second opinion does not change it. "Give me …" hands over what its
+    object names, and "can you make …" is left to the model as before."""
+    bare = "Make the manager's cache only hold Secrets that carry our cluster label."
+    rules = classify(bare)
+    assert rules.intent is Intent.GENERATION and "imperative" in rules.signals
+    width = im.features(rules, bare, np.zeros(384)).shape[0]
+    monkeypatch.setattr(im, "load", lambda path=im.MODEL_FILE: _always(Intent.DISCUSSION, width))
+    assert im.refine(rules, bare, np.zeros(384), MODEL_ID) is rules
+    for other in ("Give me a root-cause style analysis of why deploys take 25 minutes",
+                  "can you make the cache smaller"):  # fmt: skip
+        read = im.refine(classify(other), other, np.zeros(384), MODEL_ID)
+        assert read.intent is Intent.DISCUSSION, read.signals

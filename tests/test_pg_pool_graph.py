@@ -14,6 +14,7 @@ from engrain.model import Kind
 from engrain.store import MemoryFilter
 
 from . import test_cli
+from .pg import hnsw_settings_sent
 from .test_store_contract import mem
 
 psycopg = pytest.importorskip("psycopg")
@@ -72,15 +73,7 @@ def test_a_rebuild_swaps_in_a_wide_graph_under_the_same_name(
     """The graph is built beside the one in use and takes its name; it says how it was
     built, so a store's next plan walks it with the narrower list (sent with the search);
     searches return the same rows; a second rebuild leaves it as it is."""
-    sent: list[str] = []
-    original = psycopg.Connection.execute
-
-    def execute(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
-        if isinstance(query, str) and query.startswith("SET LOCAL hnsw"):
-            sent.append(query)
-        return original(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    sent = hnsw_settings_sent(monkeypatch)
     store, vectors = _store_with_vectors(pg_url)
     try:
         assert _indexes(pg_url) == [("memories_embedding_hnsw", None, True)]

@@ -16,6 +16,7 @@ import pytest
 from engrain.store import MemoryFilter, State
 
 from .conftest import NOW
+from .pg import hnsw_settings_sent
 from .test_store_contract import mem
 
 psycopg = pytest.importorskip("psycopg")
@@ -185,15 +186,7 @@ def test_a_search_sets_the_candidate_list_of_the_graph_it_walks(
     from engrain.model import Kind
     from engrain.recall.gate import LEARNING_KINDS
 
-    sent: list[str] = []
-    original = psycopg.Connection.execute
-
-    def execute(self: Any, query: Any, *args: Any, **kw: Any) -> Any:
-        if isinstance(query, str) and query.startswith("SET LOCAL hnsw"):
-            sent.append(query)
-        return original(self, query, *args, **kw)
-
-    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    sent = hnsw_settings_sent(monkeypatch)
     vector = [1.0] + [0.0] * 383
     store = PostgresStore(pg_url, pool_size=1, exact_search_below=0, indexed_share=0.0)
     kinds = [Kind.DECISION, Kind.EVENT] * 3

@@ -74,3 +74,25 @@ def test_runs_are_paired_per_query_and_blocks_compared(tmp_path: Path) -> None:
     assert report["new"]["slowest_tenth"]["scoring"] == pytest.approx(10.75)
     assert report["blocks_differing"] == {"base": 0, "new": 1}
     assert report["blocks_compared"] == {"base": 20, "new": 20}
+
+
+def test_calls_with_a_full_collection_can_be_left_out_and_counts_are_paired(
+    tmp_path: Path,
+) -> None:
+    """``gc_max_ms`` leaves out of the medians the calls whose collections took more (the
+    full collection: the same call of every run of a tree); the calls' counts are paired
+    like the stages."""
+    rows: list[dict[str, Any]] = [
+        {"query": q, "thread_cpu_ms": cpu, "gc_ms": gc, "stages_ms": {"selection": cpu / 2},
+         "counts": {"ids made": ids}}
+        for q, cpu, gc, ids in [("q0", 10.0, 0.5, 100), ("q0", 50.0, 38.0, 100),
+                                ("q0", 12.0, 0.0, 300)]
+    ]  # fmt: skip
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"calls": rows}), encoding="utf-8")
+    every = tail_stages.paired({"base": [path]})["base"]["slowest_tenth"]
+    kept = tail_stages.paired({"base": [path]}, gc_max_ms=10.0)["base"]["slowest_tenth"]
+    assert every["selection"] == pytest.approx(6.0)
+    assert kept["selection"] == pytest.approx(5.5)
+    assert every["count: ids made"] == pytest.approx(100.0)
+    assert kept["count: ids made"] == pytest.approx(200.0)

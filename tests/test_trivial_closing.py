@@ -77,3 +77,27 @@ def test_a_report_that_something_is_well_is_trivial(text: str) -> None:
 )  # fmt: skip
 def test_a_negated_asked_or_longer_report_is_not_trivial(text: str) -> None:
     assert not is_trivial(text)
+
+
+# -- work reported done with the word naming it ("switchover done, thanks"), session 18 -----
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["switchover done, thanks", "backfill done", "ok, rollout complete", "migration finished 🎉",
+     "hotfix merged, ty"],
+)  # fmt: skip
+def test_work_reported_done_is_trivial(text: str) -> None:
+    """Like "merged!" or "deployed": the state of the work after an answer asks nothing."""
+    assert is_trivial(text)
+    assert classify(text).complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["switchover done?", "switchover not done", "is the backup done", "done 3 of 5",
+     "done with the switchover, now failover", "the switchover is done, what next",
+     "backup done but the WAL archive is missing"],
+)  # fmt: skip
+def test_work_done_asked_negated_or_with_more_to_say_is_not_trivial(text: str) -> None:
+    assert not is_trivial(text)

@@ -158,7 +158,14 @@ Vocabulary = Mapping[str, Sequence[str]]
 #: intent is not a guess, so no second opinion changes it (:data:`DECIDED`).
 ASKS_ANALYSIS = "asks for analysis"
 ASKS_WRITING = "asks to write"
-DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING})
+#: A bare imperative closing a message of several sentences asks for the work.
+FINAL_REQUEST = "request in the final sentence"
+#: A message that opens with a request verb in the imperative, no "please" or "can you"
+#: before it ("Make the manager's cache only hold Secrets …"), and does not end with a
+#: question ("Backtest WAPE for dairy jumped … What changed?" asks that question): a
+#: request in its form.
+IMPERATIVE = "imperative"
+DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE})
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -302,6 +309,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         or cues.ERROR_CLASS.search(text)
         or cues.ERROR_LINE.match(text)
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))
+        or (cues.GONE.search(text) and not _asks(text))
     )
     if symptom:
         fired.append("symptom")
@@ -332,9 +340,14 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if _request(body) or (need and not cues.ASKS_HOW.search(ask)):
         if cues.WRITE.match(body):
             fired.append(ASKS_WRITING)
+        elif cues.IMPERATIVE.match(body) and _request(body) and not _asks(body):
+            fired.append(IMPERATIVE)  # one ending in a question asks that question
         return Intent.GENERATION
     if ask and not symptom and _request(ask):
         fired.append("request in the final question")
+        return Intent.GENERATION
+    if not symptom and _final_request(body):
+        fired.append(FINAL_REQUEST)  # "Ruth says users want … Add spec.backup.retention."
         return Intent.GENERATION
     if symptom or (has_code and cues.WHY_CODE.match(body)):
         return Intent.DEBUGGING
@@ -372,6 +385,15 @@ def _request(text: str) -> bool:
     return found is not None and not cues.SUBJECT_VERB.match(text, found.end())
 
 
+def _final_request(body: str) -> bool:
+    """Whether the last sentence of a message of several is a bare imperative ("Ruth says
+    users want to pick retention per cluster. Add spec.backup.retention for it."): what went
+    before is its reason, the message asks for the work."""
+    sentences = cues.SENTENCE_END.split(body.strip())
+    last = sentences[-1].strip()
+    return len(sentences) > 1 and not _asks(last) and _request(last)
+
+
 def _first_sentence(body: str) -> str:
     """The first sentence of ``body``."""
     return cues.SENTENCE_END.split(body.strip(), maxsplit=1)[0]
@@ -400,6 +422,9 @@ def _complexity(
     if jargon:
         fired.append("jargon")
     deep = bool(cues.DEEP.search(text))
+    if intent is Intent.GENERATION and cues.DESIGN_WORK.match(body):
+        fired.append("architecture: a design asked for")  # the seed's deep "Architecture"
+        return Complexity.DEEP
     if intent is Intent.GENERATION and (
         deep or cues.ENUMERATION.search(cues.ASIDE.sub(" ", _prose(text)))
     ):

@@ -92,7 +92,9 @@ SYMPTOM = re.compile(
     r"throttl\w+|(?:lose|loses|losing|lost) (?:all |the |its |their |some )?(?:data|progress|"
     r"messages|events|rows|records|state|connection|track)|"
     r"(?:unable to|fails to|failed to|isn'?t|aren'?t|wasn'?t|weren'?t) \w+ing\b|unable to|"
-    r"(?:is|are) missing|missing (?:the|a|an|some|rows|data|values|records|events)|"
+    r"(?:is|are|was|were|'s|'re) (?:all |now |just )?missing|"
+    r"disappeared|vanished|went missing|wiped (?:out|clean)|"
+    r"missing (?:the|a|an|some|rows|data|values|records|events)|"
     r"(?:higher|lower|worse|bigger|smaller|more|less|fewer) than expected|"
     r"denied|forbidden|refused|rejects|rejected|rejecting|unauthori[sz]ed|mismatch\w*|corrupt\w*|"
     r"garbled|truncated|blank page|nothing happens|diverg\w+|explod\w+|overfit\w*|leakage|"
@@ -151,7 +153,7 @@ GENERATION_VERB = re.compile(
     r"convert|port|rename|extract|cover|set up|setup|wire|hook up|update|change|replace|"
     r"remove|delete|drop|move|split|merge|rewrite|migrate|introduce|expose|support|extend|"
     r"bump|upgrade|downgrade|translate|produce|sketch|give me|gimme|show me how to|plot|chart|"
-    r"redo|"
+    r"redo|design|architect|"
     r"visuali[sz]e|train|fit|compute|calculate|load|parse|deprecate|enable|disable|allow|"
     r"let(?!'s\b)|swap|switch|clean up|tidy|format|document|annotate|integrate|configure|schedule|"
     r"automate|send|store|save|persist|cache|emit|track|validate|sanitize|normalize|"
@@ -456,3 +458,19 @@ LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}
 BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
 INLINE_SPAN = re.compile(r"`([^`\n]+)`")
 WRITE = re.compile(POLITE + r"(?:write|create|implement)\b", re.I)
+#: A request to design a whole thing, the seed's "Architecture" ("Design and build the whole
+#: upgrade feature: …", "design and implement multi-tenant support end to end", "write a
+#: design doc for running the billing platform across two regions"): deep, not complex.
+DESIGN_WORK = re.compile(
+    POLITE + r"(?:design|architect|(?:write|draft) (?:up )?(?:a|an|the) (?:[\w-]+ )?design "
+    r"(?:doc|document|proposal))\b",
+    re.I,
+)
+#: A first word that is a request verb in the imperative, capitalised or not, with nothing
+#: before it ("Make the manager's cache …", "add a flag for …"); not "give me" or "show":
+#: what they hand over decides ("Give me a root-cause style analysis of why …").
+IMPERATIVE = re.compile(r"(?!give\b|gimme\b|show\b)" + GENERATION_VERB.pattern[len(POLITE) :], re.I)
+#: Things reported gone ("the PVCs are gone, reclaimPolicy was Retain!!"): a failure with
+#: no error word, like a job that hangs; a symptom in a statement only, since a question
+#: asks what happens once something is gone ("once the old primary is gone, who …?").
+GONE = re.compile(r"\b(?:is|are|was|were|'s|'re) (?:all |now |just |suddenly )?gone\b", re.I)

@@ -48,6 +48,8 @@ from engrain.recall.score import (
     type_boost,
     usage_score,
 )
+from engrain.store.columns import micros
+from engrain.store.found import when_micros
 
 Column = npt.NDArray[np.float64]
 
@@ -82,6 +84,11 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
     n = len(items)
     kinds: list[Kind] = [memory.kind for memory, _, _ in items]
     ages: list[float] = []
+    # a row found gives its time as the column's microseconds (no datetime made): its age
+    # is then the same float, as timedelta.total_seconds() is the microseconds / 10**6
+    aware = now.tzinfo is not None
+    whens = when_micros([memory for memory, _, _ in items]) if aware else [None] * n
+    now_us = micros(now)
     domain, focused, usage = [0.0] * n, [0.0] * n, [0.0] * n
     for i, (memory, _, _) in enumerate(items):
         domains = memory.domains
@@ -97,7 +104,11 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
         if used is None:
             used = usages[uses] = min(USAGE_CAP, weights["usage"] * usage_score(uses))
         usage[i] = used
-        days = (now - memory.when).total_seconds() / 86_400.0  # score.age_days
+        when = whens[i]
+        if when is None:
+            days = (now - memory.when).total_seconds() / 86_400.0  # score.age_days
+        else:
+            days = (now_us - when) / 1_000_000 / 86_400.0
         ages.append(days if days > 0.0 else 0.0)
     for kind in kinds:
         if kind not in boosts:

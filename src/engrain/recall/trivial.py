@@ -118,6 +118,13 @@ _DIGIT = re.compile(r"\d")
 _SUCCESS = frozenset(
     ["green", "passing", "passes", "passed", "pass", "compiles", "compiled", "builds", "live"]
 )
+#: Words saying that work is done ("merged!", "deployed"): acknowledgements alone, and with
+#: the one word naming the work ("switchover done, thanks", "backfill finished") a report
+#: that it is done, like "CI's green".
+_DONE = frozenset(
+    ["done", "finished", "complete", "completed", "shipped", "merged", "pushed", "landed",
+     "deployed", "released", "tagged", "fixed", "solved", "sorted"]
+)  # fmt: skip
 #: Words that turn a report of success around ("not green", "still isn't passing") or ask
 #: about it without a question mark ("is it live", "did it pass").
 _NEGATION = frozenset(
@@ -146,11 +153,12 @@ def is_trivial(text: str) -> bool:
 
 
 def _reports_success(words: list[str], unknown: list[str]) -> bool:
-    """A word of success, at most one other unknown word (its subject, without a digit)
-    and no negation or question word (the caller has ruled out a question mark)."""
-    rest = [w for w in unknown if w not in _SUCCESS]
+    """A word of success or of work done (:data:`_DONE`: "switchover done, thanks"), at
+    most one other unknown word (its subject, without a digit) and no negation or question
+    word (the caller has ruled out a question mark)."""
+    rest = [w for w in unknown if w not in _SUCCESS and w not in _DONE]
     return (
-        len(rest) < len(unknown)
+        (len(rest) < len(unknown) or not _DONE.isdisjoint(words))
         and len(rest) <= 1
         and not any(_DIGIT.search(w) for w in rest)
         and _NEGATION.isdisjoint(words)

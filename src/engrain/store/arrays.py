@@ -160,20 +160,44 @@ class Arrays:
         """The memory of ``row``."""
         return self.rows.memory(row, str(self.ids[row]), lambda: self._vector(row))
 
-    def memories_of(self, rows: Sequence[int], vectors: Matrix | None = None) -> list[Memory]:
+    def memories_of(
+        self,
+        rows: Sequence[int],
+        vectors: Matrix | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> list[Memory]:
         """:meth:`memory` of each of ``rows``, built together. ``vectors``: the rows'
         vectors if the caller has just read them (its search scored them), so a memory
         that is not kept built is not read from the store a second time; else only those
-        of the rows not kept built are read, in one go."""
-        ids = self.ids.take(rows) if len(rows) else []
+        of the rows not kept built are read, in one go. ``ids``: the rows' ids if the
+        caller has made them (:meth:`ids_of`), so they are not made again."""
+        ids = self.ids_of(rows, ids)
         return built.rows_memories(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
 
-    def found_of(self, rows: Sequence[int], vectors: Matrix | None = None) -> list[MemoryFields]:
+    def found_of(
+        self,
+        rows: Sequence[int],
+        vectors: Matrix | None = None,
+        *,
+        ids: Sequence[str] | None = None,
+    ) -> list[MemoryFields]:
         """The fields of each of ``rows`` (``store/found.py``): the memory where it is built
         already, else the row's columns read when asked, its memory built only if the
-        caller asks for it. ``vectors`` as for :meth:`memories_of`."""
-        ids = self.ids.take(rows) if len(rows) else []
+        caller asks for it. ``vectors`` and ``ids`` as for :meth:`memories_of`."""
+        ids = self.ids_of(rows, ids)
         return found.found(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
+
+    def ids_of(
+        self, rows: Sequence[int] | npt.NDArray[np.intp], ids: Sequence[str] | None = None
+    ) -> Sequence[str]:
+        """The ids of ``rows``, in order: ``ids`` if given (the caller made them for these
+        rows), else made from the id blob. A call's search makes a candidate's id once and
+        passes it along (its kept fields looked up, its vector read, its fields found)."""
+        if ids is not None:
+            assert len(ids) == len(rows)
+            return ids
+        return self.ids.take(rows) if len(rows) else []
 
     def _vectors_of(
         self, rows: Sequence[int], ids: Sequence[str], vectors: Matrix | None
@@ -190,8 +214,12 @@ class Arrays:
             for row, fields in zip(rows, self.rows.decoded.fields_many(ids), strict=True):
                 if fields is not None and fields.embedding is not None:
                     kept[row] = fields.embedding
-            todo = [row for row in rows if self.has_vector[row] and row not in kept]
-            block = self.vectors(np.asarray(todo, dtype=np.intp), texts=True)
+            todo, todo_ids = [], []
+            for row, memory_id in zip(rows, ids, strict=True):
+                if self.has_vector[row] and row not in kept:
+                    todo.append(row)
+                    todo_ids.append(memory_id)
+            block = self.vectors(np.asarray(todo, dtype=np.intp), texts=True, ids=todo_ids)
             at = {row: i for i, row in enumerate(todo)}
         block.flags.writeable = False
 
@@ -215,12 +243,19 @@ class Arrays:
         assert self.held is not None
         return self.held.dim
 
-    def vectors(self, rows: npt.NDArray[np.intp], *, texts: bool = False) -> Matrix:
+    def vectors(
+        self,
+        rows: npt.NDArray[np.intp],
+        *,
+        texts: bool = False,
+        ids: Sequence[str] | None = None,
+    ) -> Matrix:
         """The vectors of ``rows`` as a new matrix (zeros for a row without one): rows of
         the matrix, or without it, a loaded row's from the index and a row written since
         from its memory. ``texts``: the caller will build some of these rows' memories, so
         loaded rows read from the store bring their texts in the same read (kept by the
-        table's :class:`~engrain.store.texts.RowTexts`, which then need not read them)."""
+        table's :class:`~engrain.store.texts.RowTexts`, which then need not read them).
+        ``ids``: the rows' ids if the caller has made them (not made again)."""
         if self.matrix is not None:
             return self.matrix[rows]
         held = self.held
@@ -229,29 +264,35 @@ class Arrays:
         source = self.rows.source[rows]
         loaded = np.flatnonzero((source >= 0) & self.has_vector[rows])
         if loaded.size:
-            out[loaded] = self._loaded_vectors(rows[loaded], held, texts=texts)
+            some = None if ids is None else [ids[i] for i in loaded.tolist()]
+            out[loaded] = self._loaded_vectors(rows[loaded], held, texts=texts, ids=some)
         for i in np.flatnonzero((source < 0) & self.has_vector[rows]).tolist():
-            embedding = self.rows.objects[str(self.ids[rows[i]])].embedding
+            memory_id = str(self.ids[rows[i]]) if ids is None else ids[i]
+            embedding = self.rows.objects[memory_id].embedding
             if embedding is not None:
                 out[i] = embedding
         return out
 
     def _loaded_vectors(
-        self, rows: npt.NDArray[np.intp], held: IndexVectors, *, texts: bool = False
+        self,
+        rows: npt.NDArray[np.intp],
+        held: IndexVectors,
+        *,
+        texts: bool = False,
+        ids: Sequence[str] | None = None,
     ) -> Matrix:
-        """The vectors of loaded ``rows``: float32 from the store's rows when it can read
-        them (a row changed or forgotten by another process since: the index's vector),
-        else the index's. ``texts``: the texts of the rows found are read with them and
-        kept by a table whose texts stay in the store."""
+        """The vectors of loaded ``rows`` (whose ids are ``ids`` if given): float32 from the
+        store's rows when it can read them (a row changed or forgotten by another process
+        since: the index's vector), else the index's. ``texts``: the texts of the rows found
+        are read with them and kept by a table whose texts stay in the store."""
         base = self.rows.base
         if held.exact is None or base is None or len(base.rowids) != len(base):
             return held.index.vectors(held.keys[rows])
         positions = self.rows.source[rows]
         keep = getattr(base.content, "keep", None) if texts else None
         found, vectors, read = held.exact(
-            base.rowids[positions], self.ids.take(rows.tolist()), held.dim,
-            texts=keep is not None,
-        )  # fmt: skip
+            base.rowids[positions], self.ids_of(rows, ids), held.dim, texts=keep is not None
+        )
         if keep is not None and read is not None:
             at = np.flatnonzero(found).tolist()
             keep(positions[at].tolist(), [read[i] for i in at])

@@ -23,12 +23,14 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector
 from engrain.store.built import memories
-from engrain.store.columns import NO_COUNT, Columns, from_micros
+from engrain.store.columns import NO_COUNT, NO_TIME, Columns, from_micros
 from engrain.store.rows import Rows
 
-__all__ = ["Found", "built_all", "found"]
+__all__ = ["Found", "built_all", "found", "when_micros"]
 
 _TYPES = tuple(MemoryType)
 _KINDS = tuple(Kind)
@@ -248,6 +250,30 @@ def _codes(base: Columns, source: list[int]) -> tuple[list[Kind], list[MemoryTyp
     kinds = [_KINDS[k] for k in base.kind[source].tolist()]
     types = [_TYPES[t] for t in base.memory_type[source].tolist()]
     return kinds, types
+
+
+def when_micros(items: Sequence[object]) -> list[int | None]:
+    """For each of ``items``: if it is a row found (:class:`Found`), the time its memory is
+    about (:attr:`Found.when`) in microseconds since the epoch, read from its columns (the
+    rows of one working set's columns all at once: no ``datetime`` is made); else ``None``
+    (a memory, whose ``when`` is its own field). A scorer of a big pool reads the ages of
+    its candidates this way (``recall/score_batch.py``); the snapshot's columns are never
+    written, so any thread reads them without a lock."""
+    out: list[int | None] = [None] * len(items)
+    groups: dict[int, tuple[Columns, list[int], list[int]]] = {}
+    for i, item in enumerate(items):
+        if type(item) is Found:
+            group = groups.get(id(item._base))
+            if group is None:
+                group = groups[id(item._base)] = (item._base, [], [])
+            group[1].append(i)
+            group[2].append(item._at)
+    for base, where, at in groups.values():
+        event, updated = base.event[at], base.updated[at]
+        # Memory.when: the event's time, else the last update's
+        for i, when in zip(where, np.where(event != NO_TIME, event, updated).tolist(), strict=True):
+            out[i] = when
+    return out
 
 
 def built_all(items: Sequence[MemoryFields]) -> list[Memory]:

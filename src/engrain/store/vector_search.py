@@ -131,8 +131,10 @@ def approximate(
                     near = near[reachable(near_similar, k)]
                     unheld = _unheld(mask, record.held, held_all)
                     rows = np.unique(np.concatenate([near, unheld]))
-                    vectors = scored_vectors(arrays, rows)
-                    out.append(top_rows(arrays, rows, vectors @ query, k, vectors))
+                    # each candidate's id made once: its kept fields, vector and row found
+                    ids = arrays.ids_of(rows) if arrays.matrix is None else None
+                    vectors = scored_vectors(arrays, rows, ids=ids)
+                    out.append(top_rows(arrays, rows, vectors @ query, k, vectors, ids=ids))
                     continue
             # few rows pass, or too few near the query: exact over the rows passing (a
             # large filter's: over the best of them by a coarse pass, store/coarse.py)
@@ -163,24 +165,28 @@ def subset_top(
     return top_rows(arrays, rows, copied @ query, k, copied)
 
 
-def scored_vectors(arrays: Arrays, rows: npt.NDArray[np.intp]) -> Matrix:
+def scored_vectors(
+    arrays: Arrays, rows: npt.NDArray[np.intp], *, ids: Sequence[str] | None = None
+) -> Matrix:
     """The vectors of candidate ``rows`` to score exactly: a memory kept built or a row
     kept as an earlier search found it gives its own (nothing read: ~20 % of a large
     user's candidates at 100,000 memories), the others are read from the store with their
-    texts."""
+    texts. ``ids``: the rows' ids if the caller made them (:meth:`Arrays.ids_of`)."""
     if arrays.matrix is not None or not len(rows):
-        return arrays.vectors(rows, texts=True)
-    kept = arrays.rows.decoded.fields_many(arrays.ids.take(rows))
+        return arrays.vectors(rows, texts=True, ids=ids)
+    ids = arrays.ids_of(rows, ids)
+    kept = arrays.rows.decoded.fields_many(ids)
     dim = arrays.dim
     have = np.array([m is not None and m.embedding is not None and m.embedding.shape == (dim,)
                      for m in kept], dtype=bool)  # fmt: skip
     if not have.any():
-        return arrays.vectors(rows, texts=True)
+        return arrays.vectors(rows, texts=True, ids=ids)
     out = np.empty((len(rows), dim), dtype=np.float32)
     out[have] = np.stack([m.embedding for m in kept if m is not None and m.embedding is not None
                           and m.embedding.shape == (dim,)])  # fmt: skip
     if not have.all():
-        out[~have] = arrays.vectors(rows[~have], texts=True)
+        todo = np.flatnonzero(~have)
+        out[todo] = arrays.vectors(rows[todo], texts=True, ids=[ids[i] for i in todo.tolist()])
     return out
 
 
@@ -265,11 +271,13 @@ def top_rows(
     scores: npt.NDArray[np.float32],
     k: int,
     vectors: Matrix | None = None,
+    *,
+    ids: Sequence[str] | None = None,
 ) -> list[tuple[MemoryFields, float]]:
     """The ``k`` best of ``rows`` by ``scores`` (one per row), best first; ties keep row
     order, as in :func:`exact_top`. ``vectors``: the rows' vectors the scores came from (the
-    rows found get theirs, not read again). Each as its fields (``store/found.py``): the
-    caller builds the memories it returns."""
+    rows found get theirs, not read again); ``ids``: the rows' ids, if made. Each as its
+    fields (``store/found.py``): the caller builds the memories it returns."""
     if rows.size == 0:
         return []
     order = np.argsort(rows, kind="stable")
@@ -277,7 +285,8 @@ def top_rows(
     top = np.argpartition(-scores, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-scores[top], kind="stable")]
     picked = None if vectors is None or arrays.matrix is not None else vectors[order[top]]
-    found = arrays.found_of(rows[top].tolist(), picked)
+    chosen = None if ids is None else [ids[i] for i in order[top].tolist()]
+    found = arrays.found_of(rows[top].tolist(), picked, ids=chosen)
     return list(zip(found, scores[top].tolist(), strict=True))
 
 

@@ -27,7 +27,7 @@ import psycopg
 import psycopg.errors
 
 from engrain.errors import StoreError
-from engrain.store.postgres.schema import HNSW_INDEX_SQL
+from engrain.store.postgres.schema import HNSW_INDEX_SQL, connect
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,7 @@ def rebuild(url: str, where: str, *, maintenance_work_mem: str | None = None) ->
     100,000 memories); otherwise the server's setting holds. Raises :class:`StoreError`
     if another rebuild of this database runs or the build or swap fails; the graph in use
     is then the one before, unchanged."""
-    try:
-        db = psycopg.connect(url, autocommit=True)
-    except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
-    with db:
+    with connect(url, where) as db:
         try:
             (locked,) = db.execute(
                 "SELECT pg_try_advisory_lock(%s)", (_REBUILD_LOCK,)

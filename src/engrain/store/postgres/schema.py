@@ -375,16 +375,22 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
 ]
 
 
+def connect(url: str, where: str) -> Conn:
+    """An autocommit connection to the database at ``url`` for maintenance (``where``
+    names it in messages, without its password); :class:`StoreError` if it cannot be
+    reached."""
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
+
+
 def migrate(url: str, where: str) -> list[str]:
     """Apply the migrations not yet applied to the database at ``url`` (``where`` names it
     in messages, without its password), each in its own transaction, one process at a time
     (an advisory lock); their names."""
     applied: list[str] = []
-    try:
-        db = psycopg.connect(url, autocommit=True)
-    except psycopg.Error as exc:
-        raise StoreError(f"cannot connect to PostgreSQL at {where}: {exc}") from exc
-    with db:
+    with connect(url, where) as db:
         try:
             db.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
             db.execute(
