@@ -424,6 +424,7 @@ def paired(trees: dict[str, list[Path]], gc_max_ms: float | None = None) -> dict
                     for n in names
                 }
                 for group, qs in groups.items()
+                if qs  # too few queries for a rest: no empty group, no mean of nothing
             },
         }
     return out
