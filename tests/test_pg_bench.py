@@ -136,6 +136,19 @@ def test_side_by_side_workers_split_the_model_as_asked(monkeypatch: pytest.Monke
         assert pg_side.worker_embedder()._split is split
 
 
+def test_pg_graph_splits_the_model_of_the_trees_asked_only() -> None:
+    """``pg_graph.py --split new`` runs the new tree's model split and the baseline's not."""
+    import pg_graph
+    import pg_side
+
+    assert pg_graph.split_env("new") == {
+        "new": {pg_side.SPLIT_ENV: "1"},
+        "base": {pg_side.SPLIT_ENV: "0"},
+    }
+    assert pg_graph.split_env("both")["base"][pg_side.SPLIT_ENV] == "1"
+    assert pg_graph.split_env("none")["new"][pg_side.SPLIT_ENV] == "0"
+
+
 def test_concurrent_calls_ask_each_question_once_from_the_threads_asked() -> None:
     """The threaded phase asks every (message, user) once, on that many threads at a time,
     and reports one duration per call."""
