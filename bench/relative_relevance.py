@@ -31,6 +31,12 @@ threshold chosen elsewhere does on a project nobody has seen): its ``include`` r
 ``other`` pass rate. A measure that means the same everywhere has thresholds that agree
 between sets and left-out recalls near 0.95 on every set.
 
+At equal cost (``matched``): leaving each set out, the threshold that lets ``share`` (0.10,
+0.15, 0.20) of the other four sets' ``other`` learnings pass, applied to it: its
+``include`` recall and its ``other`` and ``exclude`` pass rates. A measure that separates
+better has higher recalls at the same share; one that transfers better has recalls and pass
+rates that agree between sets.
+
 Usage: ``python bench/relative_relevance.py [--split tune] [--sets main,pulse,...]
 [--out bench/results/relative-relevance.json]``.
 """
@@ -63,6 +69,8 @@ LIFT_AT = 0.3
 LABELS = ("include", "exclude", "other")
 #: The must-include recall a gate's threshold is read at.
 RECALL = 0.95
+#: The shares of other sets' ``other`` learnings a ``matched`` threshold lets pass.
+SHARES = (0.10, 0.15, 0.20)
 
 
 def message_rows(
@@ -180,6 +188,24 @@ def summarise(rows_by_set: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]
     return out
 
 
+def matched(rows_by_set: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per share, measure and set: the ``include`` recall and the ``other`` and ``exclude``
+    pass rates at the threshold that lets ``share`` of the other sets' ``other`` learnings
+    pass (None for a set alone)."""
+    out: dict[str, Any] = {}
+    for share in SHARES:
+        cells: dict[str, Any] = {}
+        for m in MEASURES:
+            for name, rows in rows_by_set.items():
+                rest = [r[m] for other, rs in rows_by_set.items() if other != name
+                        for r in rs if r["label"] == "other"]  # fmt: skip
+                at = float(np.quantile(rest, 1.0 - share)) if rest else None
+                by = {lab: [r[m] for r in rows if r["label"] == lab] for lab in LABELS}
+                cells.setdefault(m, {})[name] = {lab: _pass(by[lab], at) for lab in LABELS}
+        out[str(share)] = cells
+    return out
+
+
 def across_sets(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Per measure, across sets: each set's own threshold, and the range (min, max) of the
     AUCs, of the left-out thresholds' ``include`` recalls and of their ``other`` pass rates
@@ -260,7 +286,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = collect(args.sets.split(","), args.split, args.embedder)
     summary = summarise(rows)
     print(table(summary))
-    report = {"split": args.split, "summary": summary, "spread": across_sets(summary)}
+    report = {"split": args.split, "summary": summary, "spread": across_sets(summary),
+              "matched": matched(rows)}  # fmt: skip
+    for share, cells in report["matched"].items():
+        print(
+            f"at equal cost: {share} of the other sets' other learnings pass; "
+            "include recall / other / exclude passing"
+        )
+        for m, per_set in cells.items():
+            print(f"  {m:12}", "  ".join(
+                f"{name} " + "/".join("-" if v is None else f"{v:.3f}" for v in cell.values())
+                for name, cell in per_set.items()))  # fmt: skip
     for name, cell in summary.items():
         print(
             name,

@@ -101,3 +101,17 @@ def test_across_sets_gives_the_ranges_and_a_lone_set_has_no_left_out_threshold()
     # includes a (0.5), c (0.0) against b (0.1), d (0.2): a wins both, c loses both
     assert ranges["auc_min"] == ranges["auc_max"] == 0.5
     assert ranges["own_thresholds"] == [0.0]
+
+
+def test_matched_reads_the_threshold_from_the_other_sets_others() -> None:
+    def rows(values: dict[str, list[float]]) -> list[dict[str, object]]:
+        return [{m: v for m in rr.MEASURES} | {"label": label, "message": "m"}
+                for label, vs in values.items() for v in vs]  # fmt: skip
+
+    x = rows({"include": [0.95, 0.5], "other": [float(v) / 10 for v in range(10)]})
+    y = rows({"include": [0.85], "exclude": [0.1], "other": [0.9, 0.0]})
+    cell = rr.matched({"x": x, "y": y})["0.1"]["cosine"]
+    # x's others 0.0 … 0.9: the top 10% from 0.81 → y's include passes, its exclude not
+    assert cell["y"] == {"include": 1.0, "exclude": 0.0, "other": 0.5}
+    # y's others 0.9, 0.0: the top 10% from 0.81 → only x's 0.95 and its other 0.9
+    assert cell["x"] == {"include": 0.5, "exclude": None, "other": 0.1}
