@@ -20,6 +20,11 @@ must-exclude) or ``other``. Measures, each per message over the learnings it sco
   relevance and, over the message's ``ANCHORS`` most relevant learnings, the best
   ``cos(memory, anchor) × relevance(anchor)``.
 
+- ``cooccurrence``: the same bridge through words: the best Jaccard, over the user's
+  learnings, between a message term some learning uses and a term of the memory the
+  message does not use ("clock" and "hlc" written in the same learnings) — 0 for a
+  message whose terms no learning uses ("wandb").
+
 ``lifted`` counts, per label, the learnings under relevance ``LIFT_AT`` that ``spread``
 raises to it or over.
 
@@ -59,8 +64,10 @@ from gating import SETS, USER, Projects, load_data
 
 from engrain.embed import make_embedder
 from engrain.recall.gate import GateOptions
+from engrain.store.lexical import tokenize
 
-MEASURES = ("cosine", "relevance", "z", "quantile", "excess", "over_best", "relevance_z", "spread")
+MEASURES = ("cosine", "relevance", "z", "quantile", "excess", "over_best", "relevance_z",
+            "spread", "cooccurrence")  # fmt: skip
 #: ``spread``'s anchors: the message's most relevant learnings.
 ANCHORS = 3
 #: The relevance ``lifted`` counts the learnings ``spread`` raises over (the boost's
@@ -73,13 +80,37 @@ RECALL = 0.95
 SHARES = (0.10, 0.15, 0.20)
 
 
+class Postings:
+    """Which of a project's learnings use each lexical term (``store.lexical.tokenize``)."""
+
+    def __init__(self, contents: Mapping[str, str]) -> None:
+        self.terms = {mid: frozenset(tokenize(text)) for mid, text in contents.items()}
+        self.using: dict[str, set[str]] = {}
+        for mid, terms in self.terms.items():
+            for term in terms:
+                self.using.setdefault(term, set()).add(mid)
+
+    def bridge(self, query: str, memory: str) -> float:
+        """The best Jaccard of the learnings using a term of ``query`` and those using a
+        term of learning ``memory`` that ``query`` does not use."""
+        asked = frozenset(tokenize(query))
+        best = 0.0
+        for q in asked & self.using.keys():
+            for t in self.terms.get(memory, frozenset()) - asked:
+                a, b = self.using[q], self.using[t]
+                best = max(best, len(a & b) / len(a | b))
+        return best
+
+
 def message_rows(
     gated_components: Mapping[str, Mapping[str, float]],
     message: Mapping[str, Any],
     vectors: Mapping[str, np.ndarray],
+    postings: Postings | None = None,
 ) -> list[dict[str, Any]]:
     """One row per scored typed learning of one message: its label and every measure
-    (``vectors``: each learning's embedding)."""
+    (``vectors``: each learning's embedding; ``postings``: the project's terms, for
+    ``cooccurrence``, 0 without them)."""
     ids = list(gated_components)
     cos = np.array([gated_components[i]["cosine"] for i in ids])
     rel = np.array([gated_components[i]["calibrated_relevance"] for i in ids])
@@ -101,7 +132,9 @@ def message_rows(
          "cosine": float(cos[k]), "relevance": float(rel[k]), "z": float((cos[k] - mean) / sd),
          "quantile": float(ranks[k] / max(1, len(ids) - 1)), "excess": float(cos[k] - median),
          "over_best": float(cos[k] / best), "relevance_z": float((rel[k] - rel.mean()) / rsd),
-         "spread": float(spread[k]), "background": mean, "background_sd": float(cos.std())}
+         "spread": float(spread[k]),
+         "cooccurrence": postings.bridge(message["text"], mid) if postings else 0.0,
+         "background": mean, "background_sd": float(cos.std())}
         for k, mid in enumerate(ids)
     ]  # fmt: skip
 
@@ -206,6 +239,35 @@ def matched(rows_by_set: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+#: The share of each message's learnings under ``LIFT_AT`` a bridge would let in.
+REACH_SHARE = 0.05
+
+
+def reach(rows_by_set: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per bridge (``spread``, ``cooccurrence``) and set, among each message's learnings
+    under relevance ``LIFT_AT``: the AUC of ``include`` against the rest, and what letting
+    in the ``REACH_SHARE`` best of them by the bridge (at least one) would bring: labelled
+    ``include`` and ``exclude`` learnings, and ``other`` ones per message."""
+    out: dict[str, Any] = {}
+    for bridge in ("spread", "cooccurrence"):
+        for name, rows in rows_by_set.items():
+            low = [r for r in rows if r["relevance"] < LIFT_AT]
+            brought = dict.fromkeys(LABELS, 0)
+            messages = sorted({r["message"] for r in rows})
+            for message in messages:
+                mine = [r for r in low if r["message"] == message]
+                best = sorted(mine, key=lambda r: r[bridge], reverse=True)
+                for r in best[: max(1, round(REACH_SHARE * len(mine)))] if mine else []:
+                    brought[r["label"]] += 1
+            out.setdefault(bridge, {})[name] = {
+                "auc_under_lift": auc([r[bridge] for r in low if r["label"] == "include"],
+                                      [r[bridge] for r in low if r["label"] != "include"]),
+                "include": brought["include"], "exclude": brought["exclude"],
+                "other_per_message": brought["other"] / len(messages) if messages else None,
+            }  # fmt: skip
+    return out
+
+
 def across_sets(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Per measure, across sets: each set's own threshold, and the range (min, max) of the
     AUCs, of the left-out thresholds' ``include`` recalls and of their ``other`` pass rates
@@ -242,13 +304,16 @@ def collect(sets: Sequence[str], split: str, embedder_name: str) -> dict[str, li
             vectors = {r["id"]: np.asarray(r["embedding"], dtype=np.float32)
                        for snapshot in projects.snapshots.values() for r in snapshot
                        if r.get("embedding") is not None}  # fmt: skip
+            postings = {p: Postings({r["id"]: r["content"] for r in rows_})
+                        for p, rows_ in data.projects.items()}  # fmt: skip
             for message in data.messages:
                 if message["split"] != split or not message["must_include"]:
                     continue
                 gated = engines[message["project"]].explain(
                     message["text"], USER, project=message["project"],
                     turn=message.get("turn", 0), options=options, now=NOW)  # fmt: skip
-                rows.extend(message_rows(gated.components, message, vectors))
+                rows.extend(message_rows(gated.components, message, vectors,
+                                         postings[message["project"]]))  # fmt: skip
             for engine in engines.values():
                 engine.close()
         out[name] = rows
@@ -287,11 +352,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = summarise(rows)
     print(table(summary))
     report = {"split": args.split, "summary": summary, "spread": across_sets(summary),
-              "matched": matched(rows)}  # fmt: skip
+              "matched": matched(rows), "reach": reach(rows)}  # fmt: skip
+    for bridge, per_set in report["reach"].items():
+        print(
+            f"{bridge}: among learnings under relevance {LIFT_AT}, AUC, and the best "
+            f"{REACH_SHARE:.0%} of each message's let in"
+        )
+        for name, cell in per_set.items():
+            print(f"  {name:7}", {k: (round(v, 3) if isinstance(v, float) else v)
+                                  for k, v in cell.items()})  # fmt: skip
     for share, cells in report["matched"].items():
         print(
             f"at equal cost: {share} of the other sets' other learnings pass; "
-            "include recall / other / exclude passing"
+            "include recall / exclude / other passing"
         )
         for m, per_set in cells.items():
             print(f"  {m:12}", "  ".join(

@@ -115,3 +115,26 @@ def test_matched_reads_the_threshold_from_the_other_sets_others() -> None:
     assert cell["y"] == {"include": 1.0, "exclude": 0.0, "other": 0.5}
     # y's others 0.9, 0.0: the top 10% from 0.81 → only x's 0.95 and its other 0.9
     assert cell["x"] == {"include": 0.5, "exclude": None, "other": 0.1}
+
+
+def test_the_word_bridge_is_the_best_jaccard_through_the_users_learnings() -> None:
+    postings = rr.Postings({
+        "a": "The HLC clock orders edits",
+        "b": "Each HLC tick is stored with the row",
+        "c": "Sync conflicts resolved by HLC",
+        "d": "The clock screen shows the time",
+    })  # fmt: skip
+    # "clock" is used by a, d; "hlc" by a, b, c: Jaccard 1 / 4 through a
+    assert postings.bridge("what if the clock is off", "c") == pytest.approx(0.25)
+    # a term of the query the memory also uses is no bridge; c shares none with "wandb"
+    assert postings.bridge("wandb login fails", "c") == 0.0
+    rows = rr.message_rows(*_message())
+    assert {r["cooccurrence"] for r in rows} == {0.0}  # no postings: no word bridge
+
+
+def test_reach_lets_in_the_best_bridged_learning_under_the_level_per_message() -> None:
+    rows = rr.message_rows(*_message())
+    cell = rr.reach({"s": rows})["spread"]["s"]
+    # under 0.3: b (0.2), c (0.0); 5% of two rounds to none, so one: c (bridge 0.6)
+    assert (cell["include"], cell["exclude"], cell["other_per_message"]) == (1, 0, 0.0)
+    assert cell["auc_under_lift"] == 1.0
