@@ -5,7 +5,8 @@ For every labelled message of one split (``tune`` by default; never tune on ``he
 gating set (``bench/gating/``), ``explain()`` on the project as loaded gives every scored
 typed learning's cosine with the message and its calibrated relevance (``recall.relevance``).
 Each learning is labelled ``include`` (the message's must-include), ``exclude`` (its
-must-exclude) or ``other``. Measures, each per message over the learnings it scores:
+must-exclude) or ``other``; a labelled memory the gate does not score (muted, superseded)
+is in no row. Measures, each per message over the learnings it scores:
 
 - ``cosine``: the raw MiniLM cosine;
 - ``relevance``: the gate's calibrated relevance (the blend over the best blend);
