@@ -8,7 +8,9 @@ superseded memories), and in blocks of their own four more written blind to the 
 ``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
 static-site generator: ``quill.jsonl``, ``messages-quill.jsonl``, ``trivial-quill.jsonl``;
 ``strata``, a Kubernetes operator for PostgreSQL: ``strata.jsonl``, ``messages-strata.jsonl``,
-``trivial-strata.jsonl``), are loaded through the public API
+``trivial-strata.jsonl``;
+``harbor``, a data-engineering platform (Airflow, dbt on Snowflake, Looker): ``harbor.jsonl``,
+``messages-harbor.jsonl``, ``trivial-harbor.jsonl``), are loaded through the public API
 (``import_records``), and every labelled message is answered with ``explain()`` (the
 classification) and ``context()`` (what is injected). Each message is answered by a fresh
 copy of its project, so the uses one answer counts cannot change the next; the copy is an
@@ -33,7 +35,7 @@ and the same by labelled intent and by project, with must-include recall by the 
 the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
-[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor,quill,strata]``.
+[--profiles gated,composite,static] [--limit N] [--sets main,pulse,sensor,quill,strata,harbor]``.
 """
 
 from __future__ import annotations
@@ -70,7 +72,9 @@ SPLITS = ("held", "tune", "all")
 #: ``quill`` (``messages-quill.jsonl`` and ``trivial-quill.jsonl``: the fifth, written blind)
 #: and ``strata`` (``messages-strata.jsonl`` and ``trivial-strata.jsonl``: the sixth, written
 #: blind), each reported on its own.
-SETS = ("main", "pulse", "sensor", "quill", "strata")
+#: ``harbor`` (``messages-harbor.jsonl`` and ``trivial-harbor.jsonl``: a data-engineering
+#: platform, written blind in session 19).
+SETS = ("main", "pulse", "sensor", "quill", "strata", "harbor")
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000
