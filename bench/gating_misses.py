@@ -24,7 +24,8 @@ in the row too: ``continuation`` (a follow-up whose subject is an earlier turn, 
 ``context()`` does not receive), ``misread`` (intent or complexity not as labelled).
 
 Usage: ``python bench/gating_misses.py [--split tune]
-[--sets main,pulse,sensor,quill,strata,brightfall] [--out bench/results/gating-misses.json]``.
+[--sets main,pulse,sensor,quill,strata,harbor,brightfall]
+[--out bench/results/gating-misses.json]``.
 """
 
 from __future__ import annotations
