@@ -105,6 +105,15 @@ class Settings(BaseModel):
         "dot product (AVX-512 VNNI or AVX-VNNI), else the float graph; False: always the "
         "float graph. Stored vectors of either graph work with the other.",
     )
+    overlap_reads: bool = Field(
+        default=True,
+        description="Run a context()'s reads that need no query vector (BM25's best "
+        "matches and their rows, the pinned memories, the co-occurrence pairs) on a shared "
+        "pool thread while the calling thread embeds the query, on a store that otherwise "
+        "reads in the calling thread (SQLite, memory); a read no pool thread has begun when "
+        "it is needed runs in the calling thread. The same blocks either way. False: every "
+        "read in the calling thread.",
+    )
     onnx_split: bool = Field(
         default=False,
         description="Single-threaded model runs: a multi-text call (an ingest) split over the "

@@ -87,8 +87,9 @@ class MiniLMEmbedder:
         """``threads``: the session's intra-op threads (0: one per core); ignored with
         ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
         32, or 2 with ``split``; always 1 with ``int8``). ``spinning``: let the intra-op
-        threads spin between calls, the lowest latency for one caller; off, a process
-        serving many concurrent calls gets the cores back (``engrain serve``: +21% context
+        threads spin between a call's operators, the lowest latency for one caller (they
+        stop spinning when the call returns); off, a process serving many concurrent calls
+        gets the cores back (``engrain serve``: +21% context
         requests/s with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
         the fused graph when it is usable (:func:`model_source`; the same vectors, ~10% less
         CPU and ~45 MB less memory), else the package's plain ``model.onnx``. ``int8``: run
@@ -266,6 +267,11 @@ def _load(
         options.inter_op_num_threads = 1
         if not spinning and threads != 1:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        elif threads != 1:
+            # spin between a run's operators, not after the run: a pool thread left
+            # spinning holds a core for ~50 ms, the whole rest of a context() call, and
+            # keeps it from the reads that call overlaps (docs/scale.md, session 19)
+            options.add_session_config_entry("session.force_spinning_stop", "1")
         options.log_severity_level = 3
         model, weights = model_source(fused, int8)
         if weights is not None:

@@ -3,8 +3,14 @@
 A store that serves reads from several threads at once, each on its own connection, says so
 with a true ``concurrent_reads`` attribute (the PostgreSQL store: the database works in
 other processes while this one embeds the query). :class:`Reads` then starts each read at
-once in a shared thread pool; on other stores (SQLite, memory) a read runs when its result is
-first asked for, in the calling thread, exactly as a plain call would.
+once in a shared thread pool. On other stores a read runs when its result is first asked
+for, in the calling thread, exactly as a plain call would; unless the caller asks for
+``overlap`` (an embedded store's ``context()``, ``Settings.overlap_reads``): then each read
+is handed to the same pool at once, to run on another core while the calling thread embeds
+the query, and taken back to run in the calling thread if no pool thread has begun it by
+the time its result is asked for (a busy pool never makes a call wait in its queue).
+What a read returns does not depend on the thread it runs in: each takes the store's
+current snapshot as it begins, as it would in the calling thread a few milliseconds later.
 """
 
 from __future__ import annotations
@@ -50,13 +56,16 @@ class Reads:
     """Starts reads of ``store``; each ``start`` returns a function giving the result (or
     raising the read's error). Ask for every result once; each is computed once."""
 
-    def __init__(self, store: object) -> None:
+    def __init__(self, store: object, *, overlap: bool = False) -> None:
         self.parallel = concurrent(store)
+        self.overlap = overlap and not self.parallel
 
     def start(self, read: Callable[[], T]) -> Callable[[], T]:
-        """Begin ``read`` (in the background when the store allows it)."""
+        """Begin ``read`` (in the background when the store allows it, or with ``overlap``)."""
         if self.parallel:
             return _executor().submit(read).result
+        if self.overlap:
+            return _overlapped(read)
         done: list[T] = []
 
         def result() -> T:
@@ -65,3 +74,17 @@ class Reads:
             return done[0]
 
         return result
+
+
+def _overlapped(read: Callable[[], T]) -> Callable[[], T]:
+    """``read`` handed to the shared pool; its result, or ``read`` run by the caller if no
+    pool thread took it up before it was asked for (cancelled first: it never runs twice)."""
+    future = _executor().submit(read)
+    done: list[T] = []
+
+    def result() -> T:
+        if not done:
+            done.append(read() if future.cancel() else future.result())
+        return done[0]
+
+    return result
