@@ -108,7 +108,7 @@ class Settings(BaseModel):
     overlap_reads: bool = Field(
         default=True,
         description="Run a context()'s reads that need no query vector (BM25's best "
-        "matches and their rows, the pinned memories, the co-occurrence pairs) on a shared "
+        "matches and their rows, the pinned memories) on a shared "
         "pool thread while the calling thread embeds the query, on a store that otherwise "
         "reads in the calling thread (SQLite, memory); a read no pool thread has begun when "
         "it is needed runs in the calling thread. The same blocks either way. False: every "
