@@ -6,9 +6,10 @@ when no pool thread has begun them, and the setting turns it off."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from engrain import Engine
 from engrain.config import load_settings
+from engrain.embed.base import Matrix
 from engrain.embed.hashing import HashEmbedder
 from engrain.store import reads
 from engrain.store.sqlite import SQLiteStore
@@ -51,10 +53,27 @@ class _Recording(SQLiteStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.read_threads: list[str] = []
+        self.reading = threading.Event()
 
     def lexical_found(self, *args: Any, **kwargs: Any) -> Any:
         self.read_threads.append(threading.current_thread().name)
+        self.reading.set()
         return super().lexical_found(*args, **kwargs)
+
+
+class _Slow(HashEmbedder):
+    """Embeds only once the store has begun a lexical read (as the model takes a few
+    milliseconds, in which a free pool thread takes the read up): the overlap is certain,
+    not a race the test could lose."""
+
+    def __init__(self, store: _Recording) -> None:
+        super().__init__()
+        self.store = store
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        assert self.store.reading.wait(_PATIENCE)
+        self.store.reading.clear()
+        return super().embed(texts)
 
 
 def _built(tmp_path: Path) -> Path:
@@ -70,14 +89,15 @@ def _built(tmp_path: Path) -> Path:
     return path
 
 
-def _engine(tmp_path: Path, name: str, **settings: object) -> Engine:
+def _engine(tmp_path: Path, name: str, *, slow: bool = False, **settings: object) -> Engine:
     copy = tmp_path / f"{name}.db"
     with sqlite3.connect(_built(tmp_path)) as source, sqlite3.connect(copy) as target:
         source.backup(target)
+    store = _Recording(copy)
     return Engine(
         settings=make_settings(tmp_path / name, **settings),
-        store=_Recording(copy),
-        embedder=HashEmbedder(),
+        store=store,
+        embedder=_Slow(store) if slow else HashEmbedder(),
     )
 
 
@@ -97,11 +117,13 @@ def test_overlapped_reads_give_the_serial_blocks(tmp_path: Path) -> None:
     with _engine(tmp_path, "serial", overlap_reads=False) as serial:
         expected = _answers(serial)
         assert set(serial.store.read_threads) == {threading.current_thread().name}  # type: ignore[attr-defined]
-    with _engine(tmp_path, "overlapped") as overlapped:
+    with _engine(tmp_path, "overlapped", slow=True) as overlapped:
         got = _answers(overlapped)
         ran_in = overlapped.store.read_threads  # type: ignore[attr-defined]
     assert got == expected
-    assert any(t.startswith("engrain-read") for t in ran_in)
+    # each question's first ask embeds (the second is the query cache's): its read ran on
+    # the pool while the model waited for it
+    assert sum(t.startswith("engrain-read") for t in ran_in) >= len(_QUESTIONS)
     assert any(memories for _, _, memories in got)
 
 
@@ -246,3 +268,29 @@ def test_writes_from_other_threads_during_overlapped_calls(tmp_path: Path) -> No
         for caller in callers:
             caller.join(_PATIENCE)
     assert not errors
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_a_forked_child_overlaps_on_threads_of_its_own() -> None:
+    """A child forked after the pool started inherits the pool object but none of its
+    threads: it starts its own pool, and its reads still run on a pool thread."""
+
+    def on_a_pool_thread() -> bool:
+        begun = threading.Event()
+
+        def where() -> str:
+            begun.set()
+            return threading.current_thread().name
+
+        result = reads.Reads(object(), overlap=True).start(where)
+        return begun.wait(_PATIENCE) and result().startswith("engrain-read")
+
+    assert on_a_pool_thread()
+    pid = os.fork()
+    if pid == 0:  # the child: report through the exit code only
+        try:
+            os._exit(0 if on_a_pool_thread() else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -15,6 +15,7 @@ current snapshot as it begins, as it would in the calling thread a few milliseco
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,19 +29,26 @@ READ_THREADS = 8
 
 class SharedThreads:
     """A thread pool shared by every store in the process, started on first use (a process
-    that never needs it starts no thread)."""
+    that never needs it starts no thread). A forked child starts its own: it inherits the
+    pool object but none of its threads, and a task handed to it would never run."""
 
     def __init__(self, threads: int, name: str) -> None:
         self._threads = threads
         self._name = name
         self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._lock = threading.Lock()  # a parent's thread may have held it at the fork
 
     def __call__(self) -> ThreadPoolExecutor:
-        """The pool, started by the first caller."""
+        """The pool, started by the first caller of this process."""
         with self._lock:
-            if self._pool is None:
+            if self._pool is None or self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix=self._name)
+                self._pid = os.getpid()
             return self._pool
 
 
