@@ -93,9 +93,9 @@ class MiniLMEmbedder:
         ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
         32, or 2 with ``split``; always 1 with ``int8``). ``spinning``: let the intra-op
         threads spin between a call's operators and runs, the lowest latency for one caller
-        (for at most :data:`SPIN_DURATION_US` once idle); off, a process serving many concurrent calls
-        gets the cores back (``engrain serve``: +21% context
-        requests/s with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
+        (for at most :data:`SPIN_DURATION_US` once idle); off, a process serving many
+        concurrent calls gets the cores back (``engrain serve``: +21% context requests/s
+        with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
         the fused graph when it is usable (:func:`model_source`; the same vectors, ~10% less
         CPU and ~45 MB less memory), else the package's plain ``model.onnx``. ``int8``: run
         the fused graph's GEMMs on the int8 weights (:data:`INT8_GRAPH_FILE`; ~0.64x the
