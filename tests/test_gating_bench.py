@@ -17,6 +17,7 @@ sys.path.insert(0, str(REPO / "bench"))
 import gating  # noqa: E402
 
 from engrain import Kind  # noqa: E402
+from engrain.recall.classify import Intent  # noqa: E402
 
 LEARNING_KINDS = {"invariant", "pattern", "decision", "antipattern", "golden_path",
                   "preference", "fact", "context", "correction"}  # fmt: skip
@@ -217,11 +218,11 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
     assert "\n== set pulse ==\n" in gating.table(report)
 
 
-@pytest.mark.parametrize("name", ["sensor", "quill", "strata"])
+@pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall"])
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
-    """``sensor``, ``quill`` and ``strata`` (written blind, issue 12) run as sets of their own,
-    by default, beside the others."""
-    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata")
+    """``sensor``, ``quill``, ``strata``, ``harbor`` and ``brightfall`` (written blind, issue
+    12) run as sets of their own, by default, beside the others."""
+    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall")
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -244,11 +245,13 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     assert gating._limited(data, None) == data
 
 
-def test_the_sixth_project_keeps_the_rules_it_was_written_by() -> None:
-    """``strata`` (a Kubernetes operator, written blind by h10): every kind, pins, mutes and
-    supersessions (always by a newer memory), no must-include that is superseded or muted,
-    no must-exclude that is pinned, and splits alternating by rule within each intent."""
-    data = gating.load_data(name="strata")
+@pytest.mark.parametrize("name", ["strata", "brightfall"])
+def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name: str) -> None:
+    """``strata`` (a Kubernetes operator, written blind by h10) and ``brightfall`` (a
+    multiplayer game, written blind by h3): every kind, pins, mutes and supersessions (always
+    by a newer memory), no must-include that is superseded or muted, no must-exclude that is
+    pinned, and splits alternating by rule within each intent."""
+    data = gating.load_data(name=name)
     (rows,) = data.projects.values()
     assert len(rows) >= 90 and {r["kind"] for r in rows} >= LEARNING_KINDS
     by_id = {r["id"]: r for r in rows}
@@ -268,13 +271,89 @@ def test_the_sixth_project_keeps_the_rules_it_was_written_by() -> None:
                                                   for i in range(len(data.trivial))]  # fmt: skip
 
 
-def test_the_sixth_project_is_measured_in_a_block_of_its_own() -> None:
+@pytest.mark.parametrize(("name", "prefix"), [("strata", "mk"), ("brightfall", "bfm")])
+def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
+    name: str, prefix: str
+) -> None:
     main = gating.load_data()
     subset = gating.Dataset(main.projects, main.messages[:1], main.trivial[:1])
-    report = gating.run("hash", ("gated",), limit=3, data=subset, extra_sets=("strata",))
-    strata = report["sets"]["strata"]
-    assert set(strata["data"]["projects"]) == {"strata"} and strata["data"]["messages"] == 3
-    measured = strata["profiles"]["gated"]["splits"]["all"]
+    report = gating.run("hash", ("gated",), limit=3, data=subset, extra_sets=(name,))
+    block = report["sets"][name]
+    assert set(block["data"]["projects"]) == {name} and block["data"]["messages"] == 3
+    measured = block["profiles"]["gated"]["splits"]["all"]
     assert measured["must_include_recall"] is not None and measured["trivial_empty"] is not None
-    assert {r["id"] for r in strata["profiles"]["gated"]["messages"]} == {"mk-01", "mk-02", "mk-03"}
-    assert "\n== set strata ==\n" in gating.table(report)
+    ids = {r["id"] for r in block["profiles"]["gated"]["messages"]}
+    assert ids == {f"{prefix}-0{i}" for i in (1, 2, 3)}
+    assert f"\n== set {name} ==\n" in gating.table(report)
+
+
+def test_the_seventh_projects_corrections_and_labels_hold_together() -> None:
+    """``brightfall``: a correction that names what it corrects supersedes exactly that memory,
+    every debugging message is labelled complex (the seed's table), greetings carry no labels,
+    and every superseded memory is some message's must-exclude (the trap is exercised)."""
+    data = gating.load_data(name="brightfall")
+    (rows,) = data.projects.values()
+    by_id = {r["id"]: r for r in rows}
+    corrections = [r for r in rows if "corrects" in r]
+    assert corrections and all(
+        by_id[r["corrects"]].get("superseded_by") == r["id"] for r in corrections
+    )
+    assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
+    greetings = [m for m in data.messages if m["intent"] == "greeting"]
+    assert greetings and all(
+        m["complexity"] == "trivial" and not m["must_include"] and not m["must_exclude"]
+        for m in greetings
+    )
+    excluded = {i for m in data.messages for i in m["must_exclude"]}
+    assert {r["id"] for r in rows if "superseded_by" in r} <= excluded
+
+
+def test_the_data_platform_keeps_the_rules_it_was_written_by() -> None:
+    """``harbor`` (a data-engineering platform, written blind by h2 in session 19): every
+    kind, pins, mutes, supersessions by a newer memory (a correction's ``corrects`` names the
+    memory it supersedes), no must-include superseded or muted, no must-exclude pinned, every
+    debugging message complex, greetings trivial with no labels, splits alternating by rule."""
+    data = gating.load_data(name="harbor")
+    assert list(data.projects) == ["harbor"]
+    rows = data.projects["harbor"]
+    assert len(rows) >= 90 and {r["kind"] for r in rows} == LEARNING_KINDS
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows)
+    for r in rows:
+        if "superseded_by" in r:
+            assert by_id[r["superseded_by"]]["created_at"] > r["created_at"], r["id"]
+        if "corrects" in r:
+            assert r["kind"] == "correction", r["id"]
+            assert by_id[r["corrects"]]["superseded_by"] == r["id"], r["id"]
+    stale = {r["id"] for r in rows if r.get("muted") or r.get("superseded_by")}
+    pinned = {r["id"] for r in rows if r.get("pinned")}
+    assert len(pinned) == 5 and len(stale) == 14
+    assert len(data.messages) >= 70 and len(data.trivial) >= 30
+    assert {m["intent"] for m in data.messages} == {i.value for i in Intent}
+    seen: Counter[str] = Counter()
+    for m in data.messages:
+        assert not set(m["must_include"]) & stale and not set(m["must_exclude"]) & pinned
+        assert ("turn" in m) == (m["intent"] == "continuation"), m["id"]
+        if m["intent"] == "debugging":
+            assert m["complexity"] == "complex", m["id"]
+        if m["intent"] == "greeting":
+            assert m["complexity"] == "trivial" and not m["must_include"] + m["must_exclude"]
+        else:
+            assert 1 <= len(m["must_include"]) <= 4, m["id"]
+        assert m["split"] == ("tune", "held")[seen[m["intent"]] % 2], m["id"]
+        seen[m["intent"]] += 1
+    assert [t["split"] for t in data.trivial] == [("tune", "held")[i % 2]
+                                                  for i in range(len(data.trivial))]  # fmt: skip
+
+
+def test_the_data_platform_is_measured_in_a_block_of_its_own() -> None:
+    main = gating.load_data()
+    subset = gating.Dataset(main.projects, main.messages[:1], main.trivial[:1])
+    report = gating.run("hash", ("gated",), limit=3, data=subset, extra_sets=("harbor",))
+    harbor = report["sets"]["harbor"]
+    assert set(harbor["data"]["projects"]) == {"harbor"} and harbor["data"]["messages"] == 3
+    assert harbor["data"]["projects"]["harbor"]["memories"] == 111
+    measured = harbor["profiles"]["gated"]["splits"]["all"]
+    assert measured["must_include_recall"] is not None and measured["trivial_empty"] is not None
+    assert {r["id"] for r in harbor["profiles"]["gated"]["messages"]} == {"mh-01", "mh-02", "mh-03"}
+    assert "\n== set harbor ==\n" in gating.table(report)

@@ -38,6 +38,12 @@ def test_try_a_message_shows_the_block_the_budget_and_the_selected_memories(
     assert "500-token budget" in page.inner_text("#try-summary")
     assert "simple: 500" in page.inner_text("#try-budget-steps")
     assert page.inner_text("#try-intent") == "question"
+    # each hint sits under its own field, not run into the next field's label
+    hint = page.locator("#try-message-hint").bounding_box()
+    label = page.locator("label[for=try-previous]").bounding_box()
+    field = page.locator("#try-message").bounding_box()
+    assert hint is not None and label is not None and field is not None
+    assert field["y"] + field["height"] <= hint["y"] < hint["y"] + hint["height"] <= label["y"]
     assert "[SEMANTIC] The API listens on port 8080" in page.inner_text("#try-text")
     selected = page.locator("tr.selected")
     assert selected.count() == 1
