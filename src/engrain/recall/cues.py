@@ -286,8 +286,29 @@ MULTI_FILE = re.compile(
 QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
 RATIONALE = re.compile(r"^(?:(?:explain|tell me|remind me) )?why\b", re.I)
 #: A choice between alternatives or one of ours ("instead of", "and not", "we chose").
-CHOICE = re.compile(
-    r"\b(?:we|our|instead of|rather than|and not|but|over (?:a|an|the|\w+ for))\b", re.I
+CHOICE = re.compile(r"\b(?:we|our|instead of|rather than|and not)\b", re.I)
+#: A contrast that names a choice only in a "why" without a verb of its own ("why anyhow in
+#: the binary crate but thiserror in the library crate"); after "why does / is …" it
+#: contrasts behaviours ("look great offline but awful in the A/B test", "creeping up over a
+#: long session"): a problem to analyse, not a recorded decision.
+CONTRAST = re.compile(r"\b(?:but|over (?:a|an|the|\w+ for))\b", re.I)
+WHY_VERB = re.compile(
+    r"^(?:(?:explain|tell me|remind me) )?why (?:does|do|is|are|did|was|were|would|has|have|"
+    r"doesn'?t|don'?t|isn'?t|aren'?t)\b",
+    re.I,
+)
+#: A note passing on one piece of news ("fyi the GA4 export gets switched off end of March",
+#: "heads up, the migration starts next week"): the seed's simple, a single concept.
+NOTE = re.compile(r"^(?:fyi|f\.y\.i\.?|heads[- ]up|psa|just so you know)\b", re.I)
+#: A request to write one unit of code ("Write a function that slugifies a name, lowercase,
+#: dashes, max 60 chars", "Write a Go table-driven test for …: 0s, 15s, 3 min and 20 min"):
+#: the seed's moderate "Write a function to validate email", however many cases it lists.
+ONE_UNIT = re.compile(
+    POLITE + r"(?:write|implement|add|create|generate|draft|make|give me|gimme)\s+(?:me\s+)?"
+    r"(?:a|an|the|one)\s+(?:[\w#.+-]+\s+){0,4}?(?:function|method|hook|test|unit test|fixture|"
+    r"struct|class|enum|type|serializer|migration|script|query|expectation suite|test suite)\b"
+    r"(?!\s+(?:and|&)\s+(?:a|an|the)\s)",
+    re.I,
 )
 #: A question about a procedure or a mechanism ("how do I …", "how does X decide …", "what's
 #: the best way …"), unlike one about a fact ("how many …", "where's …").
@@ -455,6 +476,12 @@ QUOTED_AFTER = re.compile(
 #: delta 1.8C > 0.3C`"): a lowercase tool name, a colon, then words, not code (no "=", ";" or
 #: braces: "`if: github.ref == 'refs/heads/main'`" is a line of a workflow).
 LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}])")
+#: The time a log line opens with ("02:41:07  Database Error in model …", "[2026-01-12
+#: 03:14:07] ERROR …"): what follows is a failure's output when it is an error line.
+LOG_TIME = re.compile(r"^\[?\d{2,4}[-:/]\d{2}[-:/T\d.,:+Z ]*\]?\s+")
+#: A tool's output quoted right after the verb reporting it ("matchd says `allocation
+#: failed: …`", "the console shows `…`", "it logs `…`").
+SAYS_OUTPUT = re.compile(r"\b(?:says|said|shows|showed|prints|printed|logs|logged|reports)\s*:?\s*`", re.I)
 BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
 INLINE_SPAN = re.compile(r"`([^`\n]+)`")
 WRITE = re.compile(POLITE + r"(?:write|create|implement)\b", re.I)
