@@ -194,8 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where to write the JSON report")
     parser.add_argument("--tree", action="append", default=[],
                         help="name=path of a source tree to read with (repeatable)")  # fmt: skip
-    parser.add_argument("--misreads", action="store_true",
-                        help="list every complexity misread of the first tree, with signals")
+    parser.add_argument(
+        "--misreads",
+        action="store_true",
+        help="list every complexity misread of the first tree, with signals",
+    )
     parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rows = messages()
@@ -223,9 +226,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for m in rows:
             got = first_read[m["id"]]
             if got[1] != m["complexity"]:
-                print(f"{m['id']:<8} {m['intent']}/{m['complexity']} → {got[0]}/{got[1]} "
-                      f"[{family(m['text'], m['intent'], got[0])}] {m['text'][:160]!r} "
-                      f"{got[2:]}")
+                print(
+                    f"{m['id']:<8} {m['intent']}/{m['complexity']} → {got[0]}/{got[1]} "
+                    f"[{family(m['text'], m['intent'], got[0])}] {m['text'][:160]!r} "
+                    f"{got[2:]}"
+                )
     print("\nright complexity per file (non-held messages):")
     print(_table(reports))
     changed: list[dict[str, Any]] = []

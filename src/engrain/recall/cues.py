@@ -481,7 +481,9 @@ LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}
 LOG_TIME = re.compile(r"^\[?\d{2,4}[-:/]\d{2}[-:/T\d.,:+Z ]*\]?\s+")
 #: A tool's output quoted right after the verb reporting it ("matchd says `allocation
 #: failed: …`", "the console shows `…`", "it logs `…`").
-SAYS_OUTPUT = re.compile(r"\b(?:says|said|shows|showed|prints|printed|logs|logged|reports)\s*:?\s*`", re.I)
+SAYS_OUTPUT = re.compile(
+    r"\b(?:says|said|shows|showed|prints|printed|logs|logged|reports)\s*:?\s*`", re.I
+)
 BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
 INLINE_SPAN = re.compile(r"`([^`\n]+)`")
 WRITE = re.compile(POLITE + r"(?:write|create|implement)\b", re.I)
