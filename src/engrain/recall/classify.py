@@ -304,8 +304,9 @@ def _complexity_noted(
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
+    asked = cues.FAILING_KIND.sub(" ", text) if _asks(text) else text
     symptom = bool(
-        cues.SYMPTOM.search(text)
+        cues.SYMPTOM.search(asked)
         or cues.ERROR_CLASS.search(text)
         or cues.ERROR_LINE.match(text)
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))

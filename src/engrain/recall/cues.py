@@ -80,7 +80,8 @@ SYMPTOM = re.compile(
     r"redirect(?:ed|s)? (?:in )?(?:a )?loop|infinite loop|"
     r"(?:a|an|one|two|\d+) (?:day|hour|minute|week|month)s? (?:early|late|off|behind|ahead)|"
     r"too (?:early|late)|too good to be true|stall\w*|sitting at|"
-    r"(?:kicked|logged|signed|thrown|bounced) (?:back|out)|"
+    r"(?:kicked|logged|signed|thrown|bounced) (?:back|out)|bounced with|"
+    r"(?:can'?t|cannot|couldn'?t|won'?t) get (?:\w+ed|\w+ed (?:in|up|on))\b|"
     r"since (?:this morning|yesterday|last night|this week|(?:mon|tues|wednes|thurs|fri|"
     r"satur|sun)day)|"
     r"(?:seems|seem|looks|look|is|are) (?:\w+ )?(?:suspicious|fishy|off)\b|"
@@ -126,6 +127,11 @@ ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
 #: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
 PROBLEM_WORD = re.compile(
     r"\b(?:fix\w*|bugs?|buggy|errors?|issues?|problems?|regression\w*|timeout)\b", re.I
+)
+#: A failure named as a kind of thing in a question ("does a failing model page anyone?",
+#: "what happens to any failed job?"): a topic, like "which error tracker", not a report.
+FAILING_KIND = re.compile(
+    r"\b(?:a|an|any|every|each)\s+(?:failing|failed|broken|flaky)\s+\w+", re.I
 )
 FACT_QUESTION = re.compile(
     r"^(?:what(?:'s| is| was| are| were| does| do)?|which|where|who|whom|whose|when|"
