@@ -312,7 +312,8 @@ NOTE = re.compile(r"^(?:fyi|f\.y\.i\.?|heads[- ]up|psa|just so you know)\b", re.
 ONE_UNIT = re.compile(
     POLITE + r"(?:write|implement|add|create|generate|draft|make|give me|gimme)\s+(?:me\s+)?"
     r"(?:a|an|the|one)\s+(?:[\w#.+-]+\s+){0,4}?(?:function|method|hook|test|unit test|fixture|"
-    r"struct|class|enum|type|serializer|migration|script|query|expectation suite|test suite)\b"
+    r"struct|class|enum|type|serializer|migration|script|query|expectation suite|test suite|"
+    r"regex|regexp|one-?liner|docstring)\b"
     r"(?!\s+(?:and|&)\s+(?:a|an|the)\s)",
     re.I,
 )
