@@ -126,6 +126,36 @@ def dump(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
     return out
 
 
+def timing(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Median and p95 per message, in milliseconds of this thread's CPU time
+    (``time.thread_time``: a busy machine's waits for a core left out), of the rules alone
+    and of the rules with the intent model's second opinion (the vector given: the gate
+    computes it anyway), over every row, three passes; as ``bench/train_classifier.py``."""
+    import time
+
+    import numpy as np
+
+    from engrain.embed.minilm import MiniLMEmbedder
+    from engrain.recall import intent_model
+    from engrain.recall.classify import classify
+
+    embedder = MiniLMEmbedder()
+    vectors = np.asarray(embedder.embed([m["text"] for m in rows]), dtype=np.float64)
+    intent_model.load()
+    out: dict[str, list[float]] = {"rules": [], "rules+model": []}
+    for _ in range(3):
+        for m, vector in zip(rows, vectors, strict=True):
+            start = time.thread_time()
+            rule = classify(m["text"], turn=int(m.get("turn", 0)))
+            middle = time.thread_time()
+            intent_model.refine(rule, m["text"], vector, embedder.model_id)
+            end = time.thread_time()
+            out["rules"].append((middle - start) * 1000)
+            out["rules+model"].append((end - start) * 1000)
+    return {f"{k} {q}": round(float(np.percentile(v, p)), 4)
+            for k, v in out.items() for q, p in (("median", 50), ("p95", 95))}  # fmt: skip
+
+
 def confusion(pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
     """Rows: label, columns: reading, in :data:`LEVELS` order."""
     counts = Counter(pairs)
@@ -199,9 +229,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="list every complexity misread of the first tree, with signals",
     )
+    parser.add_argument(
+        "--timing",
+        type=int,
+        default=0,
+        help="also time the classifier in each tree, this many rounds alternating",
+    )
     parser.add_argument("--dump", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--time-dump", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rows = messages()
+    if args.time_dump:
+        args.time_dump.write_text(json.dumps(timing(rows)), encoding="utf-8")
+        return 0
     if args.dump:
         args.dump.write_text(json.dumps(dump(rows)), encoding="utf-8")
         return 0
@@ -218,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             subprocess.run([sys.executable, __file__, "--dump", str(out)], env=env, check=True)
             reads[name] = json.loads(out.read_text(encoding="utf-8"))
     reports = {name: report(rows, read, second) for name, read in reads.items()}
+    times = _time_trees(trees, args.timing)
     for name, rep in reports.items():
         print(f"\n===== {name}")
         _print_confusions(rep)
@@ -245,12 +286,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         for c in changed:
             print(f"  {c['id']:<8} {c['labelled']} " + " ".join(
                 f"{n}={c[n]}" for n in reads) + f"  {c['text']!r}")  # fmt: skip
+    for name, t in times.items():
+        print(
+            f"classifier ms per message (thread CPU, median of {args.timing} rounds), {name}: {t}"
+        )
     if args.out:
         from common import machine_info, write_json
 
         write_json(args.out, {"machine": machine_info(), "reports": reports,
-                              "changed": changed})  # fmt: skip
+                              "changed": changed, "classifier_ms": times})  # fmt: skip
     return 0
+
+
+def _time_trees(trees: Sequence[Sequence[str]], rounds: int) -> dict[str, dict[str, float]]:
+    """Each tree's :func:`timing`, its own process per round, trees alternating, and the
+    median of the rounds per measure."""
+    import statistics
+
+    if rounds <= 0:
+        return {}
+    got: dict[str, list[dict[str, float]]] = {name: [] for name, _ in trees}
+    with tempfile.TemporaryDirectory(prefix="h8-families-") as tmp:
+        for i in range(rounds):
+            for name, path in trees:
+                out = Path(tmp) / f"{name}-{i}.json"
+                src = Path(path).resolve() / "src" if path else Path(__file__).parents[1] / "src"
+                env = {**os.environ, "PYTHONPATH": str(src)}
+                subprocess.run(
+                    [sys.executable, __file__, "--time-dump", str(out)], env=env, check=True
+                )
+                got[name].append(json.loads(out.read_text(encoding="utf-8")))
+    return {
+        name: {k: round(statistics.median(r[k] for r in runs), 4) for k in runs[0]}
+        for name, runs in got.items()
+    }
 
 
 if __name__ == "__main__":

@@ -1310,3 +1310,36 @@ def test_a_failing_kind_of_thing_in_a_question_is_a_topic_not_a_report(
     a topic; "the failed job" (that one) or a statement reports a failure."""
     result = classify(message)
     assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("doc comment for reconcilePooler please", GEN),
+     ("add a doc comment to reconcilePooler", GEN)],
+)  # fmt: skip
+def test_a_doc_comment_is_a_small_piece(message: str, intent: Intent) -> None:
+    """Simple — "single concepts", like a docstring."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, S), result.signals
+    assert "small piece" in result.signals
+
+
+def test_a_small_piece_named_without_a_verb_is_simple_when_asked_for() -> None:
+    """ "regex that matches …" asks for a regex; read as a request (the intent model's second
+    opinion), its complexity is a small piece's."""
+    fired: list[str] = []
+    message = "regex that matches our staging model names (stg_<source>__<entity>)"
+    assert complexity_for(message, GEN, (), fired) is S
+    assert "small piece" in fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Walk me through everything that happens between a player pressing Find Match and being "
+     "in a server",
+     "Explain what happens between the user tapping Pay and the receipt email going out"],
+)  # fmt: skip
+def test_everything_that_happens_between_two_ends_is_a_deep_journey(message: str) -> None:
+    """Deep — "architecture, analysis": a path from one end of the system to the other."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, D), result.signals

@@ -437,10 +437,12 @@ EXPLAIN_MECHANISM = re.compile(
     POLITE + r"explain (?:to me )?(?:how|what|the)\b(?! (?:reason|cause|root))", re.I
 )
 #: A walk along a path through the system, from one end to the other ("what happens from
-#: the moment a user taps Pay until the receipt email goes out"): end to end.
+#: the moment a user taps Pay until the receipt email goes out", "everything that happens
+#: between a player pressing Find Match and being in a server"): end to end.
 JOURNEY = re.compile(
     r"\b(?:what happens|goes|travels|flows|gets?) (?:\S+ ){0,3}?from (?:\S+ ){1,8}?"
-    r"(?:until|till|all the way to|to) ",
+    r"(?:until|till|all the way to|to) |"
+    r"\b(?:what|everything that|all that) happens between (?:\S+ ){1,8}?and ",
     re.I,
 )
 #: A review of a design written down ("review RFC 0019 against our plugin API rules", "assess
@@ -460,12 +462,12 @@ WHAT_IT_DOES = re.compile(
     re.I,
 )
 #: A request whose product is one line or one small piece ("give me a regex that …", "a
-#: bash one-liner to …", "write the docstring for …", "add type hints to …"): a single
-#: concept, the seed's simple.
+#: bash one-liner to …", "regex that matches our staging model names", "write the docstring
+#: for …", "add type hints to …"): a single concept, the seed's simple.
 SMALL_PIECE = re.compile(
-    POLITE + r"(?:write|give me|gimme|add|generate|make|create|draft|need|want)\s+"
-    r"(?:me\s+)?(?:a|an|the|some)?\s*(?:[\w-]+\s+)?(?:regex(?:es)?|regexp|one-?liners?|"
-    r"docstrings?|type hints?|type annotations?)\b",
+    POLITE + r"(?:(?:write|give me|gimme|add|generate|make|create|draft|need|want)\s+"
+    r"(?:me\s+)?)?(?:a|an|the|some)?\s*(?:[\w-]+\s+)?(?:regex(?:es)?|regexp|one-?liners?|"
+    r"docstrings?|doc ?comments?|type hints?|type annotations?)\b",
     re.I,
 )
 #: An error code opening the message ("SSL: CERTIFICATE_VERIFY_FAILED when …",
