@@ -306,8 +306,11 @@ def test_store_and_config_errors_exit_3(runner: CliRunner, tmp_path: Path) -> No
 )
 def test_a_bad_setting_is_one_error_line_exit_3(invoke: Invoke, env: dict[str, str]) -> None:
     result = invoke("list", **env)
-    if "ENGRAIN_NO_SUCH" in env:  # not a setting: ignored, as any foreign variable
+    if "ENGRAIN_NO_SUCH" in env:  # not a setting: ignored, with a warning line (a typo?)
         assert ok(result).stdout == ""
+        assert result.stderr.splitlines() == [
+            "warning: ENGRAIN_NO_SUCH is neither a setting nor a variable engrain reads: ignored"
+        ]
         return
     assert result.exit_code == 3, result.stderr
     [line] = result.stderr.splitlines()
@@ -774,3 +777,15 @@ def test_export_counts_learned_state_apart_from_memories(invoke: Invoke, tmp_pat
     assert result.stderr == f"exported 2 memories and {states} states\n"
     ok(invoke("import", str(path), db="fresh.db"))
     assert ok(invoke("export", "--all-users", db="fresh.db")).stdout == path.read_text()
+
+
+def test_a_misspelt_variable_is_one_warning_line_naming_the_setting_meant(invoke: Invoke) -> None:
+    result = ok(invoke("list", ENGRAIN_PROFILES="composite"))
+    assert result.stderr.splitlines() == [
+        "warning: ENGRAIN_PROFILES is neither a setting nor a variable engrain reads: ignored"
+        " (did you mean ENGRAIN_PROFILE?)"
+    ]
+    as_json = ok(invoke("--json", "list", ENGRAIN_TOPK="3"))
+    [line] = as_json.stderr.splitlines()
+    assert json.loads(line) == {"warning": "ENGRAIN_TOPK is neither a setting nor a variable "
+                                "engrain reads: ignored (did you mean ENGRAIN_TOP_K?)"}  # fmt: skip
