@@ -234,7 +234,8 @@ def migrate(
                       if r.get("filled") else "")
                    + ("; rebuilt the pool's graph" if r.get("pool_graph_rebuilt") else "")
                    + (f"; copied {r['copied']['memories']} memories of "
-                      f"{r['copied']['users']} users" if "copied" in r else "")),
+                      f"{r['copied']['users']} users and {r['copied']['keys']} API keys"
+                      if "copied" in r else "")),
     )  # fmt: skip
 
 
