@@ -586,6 +586,9 @@ def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(
     # the last --url wins: the target is PostgreSQL
     moved = ok(invoke("--url", pg_url, "migrate", "--from", source, "--verify"))
     assert moved.stdout.endswith("copied 3 memories of 2 users and 0 API keys\n")
+    ok(invoke("keys", "create", "--user", "bob"))
+    once = ok(invoke("--url", pg_url, "migrate", "--from", source))
+    assert once.stdout.endswith("copied 3 memories of 2 users and 1 API key\n")
     before = ok(invoke("export", "--all-users")).stdout
     assert ok(invoke("--url", pg_url, "export", "--all-users")).stdout == before
     found = json_lines(invoke("--url", pg_url, "--json", "recall", "which workflow deploys?"))
