@@ -18,7 +18,7 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 
-from engrain import Engine
+from engrain import Engine, Settings
 from engrain.cli.app import cli
 from engrain.embed import HashEmbedder
 from engrain.keys import KeyRing
@@ -224,3 +224,38 @@ def command_problems(name: str, sub: str, rest: str, where: str) -> list[str]:
     }
     options = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", rest.split("#")[0])
     return [f"{where}: engrain {name} {option}" for option in options if option not in flags]
+
+
+def test_the_inspector_pages_the_doc_lists_are_served(served: tuple[TestClient, str]) -> None:
+    """Each page of ``docs/inspector.md``'s table asks a visitor without a session to sign
+    in (an unknown ``/ui`` path is 404), and a signed-in one gets the page."""
+    client, key = served
+    text = (DOCS / "inspector.md").read_text()
+    pages = re.findall(r"^\| \*\*[^*]+\*\* `(/ui/[\w/]+)`", text, re.M)
+    assert len(pages) >= 5, "the inspector's page table was not found"
+    with TestClient(client.app) as visitor:
+        assert visitor.get("/ui/no-such-page", follow_redirects=False).status_code == 404
+        for page in pages:
+            answer = visitor.get(page, follow_redirects=False)
+            assert answer.status_code == 303, page
+            assert answer.headers["location"].endswith(f"/ui/signin?next={page}")
+        signed = visitor.post("/ui/signin", data={"key": key}, follow_redirects=False)
+        assert signed.status_code == 303
+        for page in pages:
+            assert visitor.get(page).status_code == 200, page
+
+
+def test_the_proxy_settings_table_is_the_serve_flags_and_the_settings() -> None:
+    table = (DOCS / "proxy.md").read_text().split("## Settings", 1)[1].split("\n\n")[2]
+    serve = cli.commands["serve"]
+    flags = {o for p in serve.params for o in getattr(p, "opts", []) + p.secondary_opts}
+    rows = [line for line in table.splitlines()[2:] if line.startswith("| `--")]
+    assert len(rows) == 5
+    for row in rows:
+        cells = re.split(r"(?<!\\)\|", row.strip("|"))  # `system\|append` is one cell
+        flag_cell, setting_cell, default_cell = (c.strip() for c in cells)
+        assert set(re.findall(r"--[\w-]+", flag_cell)) <= flags, flag_cell
+        setting = re.findall(r"`(\w+)`", setting_cell)[0]
+        default = Settings.model_fields[setting].default
+        shown = {None: "none", True: "record"}.get(default, default)
+        assert str(shown).removesuffix(".0") in default_cell, (setting, default)
