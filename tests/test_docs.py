@@ -7,6 +7,7 @@ command and option a doc under ``docs/`` names exists. The README's own checks a
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from fastapi.testclient import TestClient
 
 from engrain import Engine, Settings
 from engrain.cli.app import cli
+from engrain.client import Client
 from engrain.embed import HashEmbedder
 from engrain.keys import KeyRing
 from engrain.mcp import build_server, fixed_user
@@ -259,3 +261,20 @@ def test_the_proxy_settings_table_is_the_serve_flags_and_the_settings() -> None:
         default = Settings.model_fields[setting].default
         shown = {None: "none", True: "record"}.get(default, default)
         assert str(shown).removesuffix(".0") in default_cell, (setting, default)
+
+
+def test_the_readmes_engine_and_client_signatures_are_the_constructors() -> None:
+    """``Engine(url=None, *, settings=None, …)`` and ``Client(url, api_key)`` as the README
+    prints them name the constructors' parameters, in order."""
+    readme = (DOCS.parent / "README.md").read_text()
+    shown = re.search(r"`Engine\((url=None, \*, [^)]*)\)`", readme)
+    assert shown is not None, "the README does not print Engine's signature"
+    names = [part.split("=")[0].strip() for part in shown.group(1).split(",") if "*" not in part]
+    assert names == [p for p in inspect.signature(Engine).parameters]
+    client = re.search(r"`Client\((url, api_key)\)`", readme)
+    required = [
+        p.name
+        for p in inspect.signature(Client).parameters.values()
+        if p.default is inspect.Parameter.empty
+    ]
+    assert client is not None and required == ["url", "api_key"]
