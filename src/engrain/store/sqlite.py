@@ -14,6 +14,7 @@ against the working set when read.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -39,6 +40,7 @@ from engrain.store import (
     heap,
     image_refresh,
     sqlite_load,
+    sqlite_open,
     sqlite_stamps,
     sqlite_tokens,
     sqlite_uses,
@@ -80,6 +82,8 @@ IMAGE_REFRESH_SECONDS = 60.0
 #: memories: every 60 s; a 10 s one at 1,000,000: every 500 s), so a large user's
 #: background re-encoding cannot hold the interpreter for a tenth of every minute.
 IMAGE_REFRESH_SHARE = 0.02
+
+log = logging.getLogger(__name__)
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -263,11 +267,9 @@ class SQLiteStore:
         self._ann_background = ann_background
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db, self.read_only = sqlite_open.connect(self.path)
+            if not self.read_only:
+                self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             # checkpoints run on the checkpointer's thread, not inside a caller's commit
@@ -293,6 +295,10 @@ class SQLiteStore:
         self._verified: dict[str, int] = {}
         self._closed = False
         self.migrate()
+        if self.read_only:
+            log.warning("%s is on a read-only filesystem: opened read-only; context() "
+                        "counts no uses and records no context, and writes raise "
+                        "StoreError", self.path)  # fmt: skip
 
     # -- schema -------------------------------------------------------------------------
 
@@ -301,13 +307,18 @@ class SQLiteStore:
         applied: list[str] = []
         with self._lock:
             try:
-                self._db.execute(
-                    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
-                )
+                if not self.read_only:
+                    self._db.execute("CREATE TABLE IF NOT EXISTS migrations "
+                                     "(name TEXT PRIMARY KEY, applied_at TEXT)")  # fmt: skip
                 done = {r[0] for r in self._db.execute("SELECT name FROM migrations")}
             except sqlite3.Error as exc:
                 raise MigrationError(f"cannot read migrations of {self.path}: {exc}") from exc
             for name, step in pending_migrations(done, MIGRATIONS, str(self.path)):
+                if self.read_only:
+                    raise MigrationError(
+                        f"{self.path} is on a read-only filesystem and needs migration "
+                        f"{name}: open it writable once"
+                    )
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
                     step(self._db)
@@ -326,6 +337,8 @@ class SQLiteStore:
         to a write (which SQLite refuses at once, SQLITE_BUSY_SNAPSHOT). Any sqlite3 error is
         a :class:`StoreError`."""
         with self._lock:
+            if self.read_only:
+                raise StoreError(f"{self.path} is on a read-only filesystem: nothing was written")
             self._begin()
             try:
                 yield self._db
@@ -333,7 +346,9 @@ class SQLiteStore:
             except BaseException as exc:
                 self._rollback()
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"write to {self.path} failed: {_reason(exc)}") from exc
+                    raise StoreError(
+                        f"write to {self.path} failed: {_reason(exc, self.path)}"
+                    ) from exc
                 raise
             self._checkpoints.committed()
 
@@ -349,7 +364,7 @@ class SQLiteStore:
                 busy = getattr(exc, "sqlite_errorcode", None) == _SQLITE_BUSY_SNAPSHOT
                 if not busy or attempt == _BEGIN_RETRIES - 1:
                     raise StoreError(
-                        f"cannot start a write on {self.path}: {_reason(exc)}"
+                        f"cannot start a write on {self.path}: {_reason(exc, self.path)}"
                     ) from exc
                 self._rollback()
 
@@ -553,8 +568,9 @@ class SQLiteStore:
         """:meth:`record_access` and the ``state`` documents (written or, with a ``None``
         value, deleted as :meth:`write` does) in one transaction: a ``context()``'s counted
         uses and its record (``recall/uses.py``), one commit instead of two, and neither
-        without the other."""
-        if not ids and not state:
+        without the other. A store opened read-only counts nothing (a ``recall()`` on a
+        read-only mount answers, as ``context()`` does: ``store/sqlite_open.py``)."""
+        if (not ids and not state) or self.read_only:
             return
         counts = Counter(ids)
         documents = [(s, s.encoded()) for s in state]
@@ -1010,7 +1026,9 @@ class SQLiteStore:
         def read() -> bytes | None:
             try:
                 if str(self.path) != ":memory:":  # without the store's lock (the copy: ~50 MB)
-                    return derived_blobs.read_apart(self.path, user_id, kind)
+                    return derived_blobs.read_apart(
+                        self.path, user_id, kind, read_only=self.read_only
+                    )
                 with self._lock:
                     return derived_blobs.read(self._db, user_id, kind)
             except sqlite3.Error as exc:
@@ -1042,8 +1060,12 @@ class SQLiteStore:
         thread.start()
 
 
-def _reason(exc: sqlite3.Error) -> str:
-    """The driver's message, with what to do about the common one a user can fix."""
+def _reason(exc: sqlite3.Error, path: Path | None = None) -> str:
+    """The driver's message, with what to do about the common one a user can fix. A write
+    on a filesystem remounted read-only under the store fails as a bare "disk I/O error":
+    given the store's ``path``, that cause is named."""
+    if path is not None and sqlite_open.on_read_only_mount(path):
+        return f"{exc} (the store's filesystem is mounted read-only)"
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY or "readonly" in str(exc):
         return f"{exc} (the file or its directory is read-only for this user)"
     return str(exc)
