@@ -250,15 +250,18 @@ def the_cli_on_a_full_disk(disk: Disk, db: Path, env: dict[str, str],
                             f"({target.stat().st_size} bytes)")  # fmt: skip
         results[label] = entry
 
+    before = rows(db)
     disk.fill()
+    step("list", "list", "--user", USER)  # a first connection must make the -shm
     out = disk.mount / "export.jsonl"
     step("export", "export", "--all-users", str(out), target=out)
     out.unlink(missing_ok=True)
     disk.fill()
-    before = rows(db)
     step("import", "import", str(dump))
+    disk.free()
     if results["import"]["exit"] and rows(db) != before:
         breaches.append("import failed yet changed the rows")
+    disk.fill()
     step("migrate --from", "migrate", "--from", f"sqlite:///{source}")
     step("remember", "remember", "--user", USER, "a fact on a full disk")
     results["serve"] = serve_on_a_full_disk(disk, db, env, breaches, acknowledged)
