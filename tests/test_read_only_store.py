@@ -170,3 +170,27 @@ def test_a_cache_that_cannot_be_written_leaves_the_embedding_to_go_on() -> None:
     vectors = embedder.embed(["the blue kayak", "the red canoe"])
     assert cache.writes == 1
     assert np.allclose(vectors, HashEmbedder().embed(["the blue kayak", "the red canoe"]))
+
+
+def test_a_read_only_copy_with_a_write_ahead_log_reads_the_rows_only_the_log_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store copied (or mounted) read-only while a writer had rows in its ``-wal`` alone:
+    they are read through the log, never left out (``immutable`` would ignore the log)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    path = source / "store.db"
+    seeded(path, tmp_path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("UPDATE memories SET content = 'rewritten in the log' WHERE user_id = 'u'")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for suffix in ("", "-wal"):  # no -shm: a crashed writer's copy, say
+        (copy / f"store.db{suffix}").write_bytes(Path(f"{path}{suffix}").read_bytes())
+    writer.close()
+    monkeypatch.setattr(sqlite_open, "on_read_only_mount", lambda p: True)
+    store = SQLiteStore(copy / "store.db")
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    assert {m.content for m in engine.list(user_id="u")} == {"rewritten in the log"}
+    engine.close()

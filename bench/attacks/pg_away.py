@@ -119,7 +119,9 @@ class Log:
                                      f"{type(error).__name__}: {str(error)[:160]}")  # fmt: skip
 
 
-def caller(engine: Any, n: int, stop: threading.Event, log: Log, hang: float) -> None:
+def caller(
+    engine: Any, template: dict[str, Any], n: int, stop: threading.Event, log: Log, hang: float
+) -> None:
     i = 0
     while not stop.is_set():
         i += 1
@@ -136,7 +138,7 @@ def caller(engine: Any, n: int, stop: threading.Event, log: Log, hang: float) ->
                 engine.context(f"where did parcel {n * 100_000 + i - 1} go?", USER)
             else:
                 batch = f"b{n}-{i}"
-                records = [{"type": "memory", "id": f"{batch}-{k}", "user_id": USER,
+                records = [{**template, "id": f"{batch}-{k}",
                             "content": f"imported {batch} part {k}: the lamp {k} is blue"}
                            for k in range(3)]  # fmt: skip
                 try:
@@ -196,7 +198,10 @@ def main() -> None:
                         embedder=HashEmbedder())  # fmt: skip
         for k in range(30):
             engine.remember(f"seed fact {k}: the kayak {k} is in shed {k % 4}", user_id=USER)
-        threads = [threading.Thread(target=caller, args=(engine, n, stop, log, args.hang),
+        leave = ("id", "content", "content_hash", "embedding", "embedding_model")
+        template = {k: v for k, v in next(iter(engine.export_records(USER))).items()
+                    if k not in leave}  # an import record: a memory's fields  # fmt: skip
+        threads = [threading.Thread(target=caller, args=(engine, template, n, stop, log, args.hang),
                                     daemon=True) for n in range(args.threads)]  # fmt: skip
         for t in threads:
             t.start()

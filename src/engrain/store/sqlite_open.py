@@ -8,8 +8,10 @@ a store should work. When the directory's filesystem is mounted read-only
 (``statvfs``'s ``ST_RDONLY``: a fact of the mount, unlike file modes, which root ignores),
 the file is opened read-only:
 
-- with ``mode=ro`` when its ``-wal`` and ``-shm`` files are there (a writer elsewhere left
-  them: SQLite reads the log through them without writing);
+- with ``mode=ro`` when a ``-wal`` file is there (a writer elsewhere left one, or a
+  process died: committed rows may be in it alone; SQLite reads the log through its
+  ``-shm`` without writing, and refuses the file, a ``StoreError``, when there is no
+  ``-shm`` and none can be made: never an answer without those rows);
 - else with ``immutable=1`` (a file closed cleanly: nothing can change it through a
   read-only mount, so SQLite takes no locks and reads the file as it is).
 
@@ -53,5 +55,5 @@ def connect(path: Path) -> tuple[sqlite3.Connection, bool]:
 
 def read_only_uri(path: Path) -> str:
     """The URI that opens ``path``, on a read-only mount, for reading (see above)."""
-    logged = all(Path(f"{path}{suffix}").exists() for suffix in ("-wal", "-shm"))
+    logged = Path(f"{path}-wal").exists()
     return f"file:{quote(str(path))}?{'mode=ro' if logged else 'immutable=1'}"
