@@ -96,8 +96,9 @@ def integrity(db: Path) -> str:
         return str(c.execute("PRAGMA integrity_check").fetchone()[0])
 
 
-def ids(db: Path) -> set[str]:
-    with closing(sqlite3.connect(db)) as c:
+def ids(db: Path, read_only: bool = False) -> set[str]:
+    uri = f"file:{db}?immutable=1" if read_only else f"file:{db}"
+    with closing(sqlite3.connect(uri, uri=True)) as c:
         return {r[0] for r in c.execute("SELECT id FROM memories WHERE user_id = ?", (USER,))}
 
 
@@ -224,7 +225,7 @@ def opened_read_only(root: Path, env: dict[str, str], hang: float) -> dict[str, 
             breaches.append("a read on the read-only store did not see every memory")
         if not answers.get("context_answered"):
             breaches.append("context() on the read-only store did not answer")
-        if ids(db) != held:
+        if ids(db, read_only=True) != held:
             breaches.append("the read-only store's rows changed")
     finally:
         subprocess.run(["umount", str(mount)], check=False)

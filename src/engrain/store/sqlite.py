@@ -50,12 +50,14 @@ from engrain.store.ann_stamp import IndexStamp
 from engrain.store.arrays import HeldTable, RowVectors
 from engrain.store.base import (
     ALL,
+    LAZY_NAMESPACES,
     MEMORY_COLUMNS,
     KeyRecord,
     MemoryFilter,
     Patch,
     State,
     counted,
+    lazy_commit,
     pending_migrations,
 )
 from engrain.store.cache import Stamped, UserCache
@@ -277,6 +279,7 @@ class SQLiteStore:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._durable = False  # the connection's synchronous is NORMAL (see _transaction)
         self._checkpoints = Checkpointer(self.path)
         self._caches: OrderedDict[str, UserCache] = OrderedDict()
         self._data_version = -1
@@ -331,14 +334,21 @@ class SQLiteStore:
         return applied
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction under the store's lock: the write lock is
         taken first (waiting up to the busy timeout), so no read inside it is ever upgraded
         to a write (which SQLite refuses at once, SQLITE_BUSY_SNAPSHOT). Any sqlite3 error is
-        a :class:`StoreError`."""
+        a :class:`StoreError`.
+
+        ``durable``: the commit syncs the log to the disk before it returns
+        (``synchronous=FULL``), so what the caller is told was written survives a crash of
+        the machine or its filesystem, not only of the process; otherwise (use counts,
+        context records, promotions, caches and derived indexes: ``base.lazy_commit``) the
+        log is synced at the next checkpoint or durable commit, as SQLite's ``NORMAL``."""
         with self._lock:
             if self.read_only:
                 raise StoreError(f"{self.path} is on a read-only filesystem: nothing was written")
+            self._synchronous(durable)
             self._begin()
             try:
                 yield self._db
@@ -351,6 +361,16 @@ class SQLiteStore:
                     ) from exc
                 raise
             self._checkpoints.committed()
+
+    def _synchronous(self, durable: bool) -> None:
+        """Set the connection's ``synchronous`` for the next transaction (outside one,
+        under the lock; a pragma only when it changes)."""
+        if durable != self._durable:
+            try:
+                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a write on {self.path}: {_reason(exc)}") from exc
+            self._durable = durable
 
     def _begin(self) -> None:
         # A stale read snapshot of this connection makes BEGIN IMMEDIATE fail at once with
@@ -403,7 +423,8 @@ class SQLiteStore:
         placeholders = ", ".join("?" for _ in _ROW_COLUMNS)
         with self._lock:
             try:
-                with self._transaction() as db:
+                durable = not lazy_commit(upserts, deletes, state, patches)
+                with self._transaction(durable=durable) as db:
                     # the working sets checked at this version hold the revisions this
                     # write leaves (no other process committed since)
                     version = db.execute("PRAGMA data_version").fetchall()[0][0]
@@ -576,7 +597,9 @@ class SQLiteStore:
         documents = [(s, s.encoded()) for s in state]
         now = _dt(datetime.now(UTC))
         with self._lock:
-            with self._transaction() as db:
+            with self._transaction(
+                durable=any(s.namespace not in LAZY_NAMESPACES for s in state)
+            ) as db:
                 _write_state(db, documents, now)
                 sqlite_uses.count(db, user_id, counts, _dt(at))
             self._sync_version()
@@ -605,7 +628,7 @@ class SQLiteStore:
     def cache_embeddings(self, model_id: str, vectors: dict[str, Vector]) -> None:
         if not vectors:
             return
-        with self._transaction() as db:
+        with self._transaction(durable=False) as db:
             db.executemany(
                 "INSERT OR IGNORE INTO embedding_cache VALUES (?, ?, ?)",
                 [
@@ -855,7 +878,7 @@ class SQLiteStore:
             stamps = sqlite_stamps.made(snapshot, held, slot, Stamp(revision, names))
             if not stamps:
                 return
-            with self._transaction() as db:
+            with self._transaction(durable=False) as db:
                 now = self._revisions_of(db, [user_id]).get(user_id, 0)
                 if now != revision or any(index.saved is None for _, index in held):
                     return  # written since, or patched: the stamps would vouch wrongly
@@ -909,7 +932,7 @@ class SQLiteStore:
         data = columns.dump(table, stamp)
         with self._lock:
             self._refresh_cost[user_id] = time.monotonic() - started
-        with self._transaction() as db:
+        with self._transaction(durable=False) as db:
             now = db.execute("PRAGMA data_version").fetchall()[0][0]
             current = self._caches.get(user_id)
             rows = None if current is None or current.snapshot.arrays is None \
@@ -1035,7 +1058,7 @@ class SQLiteStore:
                 raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
 
         def write(data: bytes) -> None:
-            with self._transaction() as db:
+            with self._transaction(durable=False) as db:
                 derived_blobs.write(db, user_id, kind, data, datetime.now(UTC).isoformat())
 
         # the thread is named after the index ("engrain-bm25"): tests wait for it by name
