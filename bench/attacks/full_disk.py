@@ -226,19 +226,18 @@ def the_cli_on_a_full_disk(disk: Disk, db: Path, env: dict[str, str],
     results: dict[str, Any] = {}
     url = f"sqlite:///{db}"
     source = outside / "source.db"
-    seed = cli({**env}, "--url", f"sqlite:///{source}", "remember", "--user", USER,
-               "the source store's own fact about the lighthouse")  # fmt: skip
-    for n in range(40):
-        cli(env, "--url", f"sqlite:///{source}", "remember", "--user", USER,
-            f"source fact {n}: the ferry {n} leaves from pier {n % 9} " * 4)  # fmt: skip
-    if seed.returncode:
-        breaches.append(f"seeding the source failed: {seed.stderr[-200:]}")
+    from engrain import Engine
+
+    seeding = Engine(f"sqlite:///{source}")
+    for n in range(200):
+        seeding.remember(f"source fact {n}: the ferry {n} leaves from pier {n % 9} " * 4, USER)
+    seeding.close()
     dump = outside / "dump.jsonl"
     cli(env, "--url", f"sqlite:///{source}", "export", "--all-users", str(dump))
     acknowledged = set(rows(db))
 
-    def step(label: str, *args: str, target: Path | None = None) -> None:
-        done = cli(env, "--url", url, *args)
+    def step(label: str, *args: str, target: Path | None = None, at: str = url) -> None:
+        done = cli(env, "--url", at, *args)
         entry = {"exit": done.returncode, "stderr": done.stderr.strip().splitlines()[-1:]}
         if "Traceback" in done.stderr:
             breaches.append(f"{label}: traceback")
@@ -254,14 +253,15 @@ def the_cli_on_a_full_disk(disk: Disk, db: Path, env: dict[str, str],
     disk.fill()
     step("list", "list", "--user", USER)  # a first connection must make the -shm
     out = disk.mount / "export.jsonl"
-    step("export", "export", "--all-users", str(out), target=out)
+    # the source store is on another disk: the export file alone meets the full one
+    step("export", "export", "--all-users", str(out), target=out, at=f"sqlite:///{source}")
     out.unlink(missing_ok=True)
-    disk.fill()
+    disk.fill(leave=300_000)  # the store opens; its import or copy meets the full disk
     step("import", "import", str(dump))
     disk.free()
     if results["import"]["exit"] and rows(db) != before:
         breaches.append("import failed yet changed the rows")
-    disk.fill()
+    disk.fill(leave=300_000)
     step("migrate --from", "migrate", "--from", f"sqlite:///{source}")
     step("remember", "remember", "--user", USER, "a fact on a full disk")
     results["serve"] = serve_on_a_full_disk(disk, db, env, breaches, acknowledged)
