@@ -62,7 +62,8 @@ class Disk:
                        check=True, capture_output=True)  # fmt: skip
 
     def fill(self, leave: int = 0) -> None:
-        """Grow the filler until only ``leave`` bytes (about) are free."""
+        """Make the filler take all but ``leave`` bytes (about) of the free space."""
+        self.free()
         with self.filler.open("ab") as out:
             while True:
                 free = os.statvfs(self.mount).f_bavail * os.statvfs(self.mount).f_frsize
