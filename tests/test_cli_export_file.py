@@ -8,6 +8,7 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,24 @@ def test_an_export_to_a_really_full_tmpfs(tmp_path: Path) -> None:
         assert sorted(p.name for p in mount.iterdir()) == ["filler"]
     finally:
         subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_an_export_through_a_link_replaces_its_file_and_a_pipe_is_written_as_is(
+    invoke: Invoke,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    seed(invoke)
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    ok(invoke("export", "--all-users", str(link)))
+    assert link.is_symlink() and real.read_text(encoding="utf-8").count('"type"') == len(FACTS)
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(pipe.read_text(encoding="utf-8")))
+    reader.start()
+    ok(invoke("export", "--all-users", str(pipe)))
+    reader.join(30)
+    assert read and read[0].count('"type"') == len(FACTS) and pipe.is_fifo()

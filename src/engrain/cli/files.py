@@ -34,14 +34,19 @@ MACHINE = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG}
 @contextlib.contextmanager
 def written(target: str) -> Iterator[IO[str]]:
     """A text stream whose content becomes ``target`` when the block ends without an
-    error (``-``: stdout, written as it goes)."""
-    if target == "-":
+    error (``-``: stdout, and a target that exists but is no regular file, a device or a
+    pipe: written as it goes). A symbolic link to a file gets its file replaced."""
+    path = Path(target)
+    if target == "-" or (path.exists() and not path.is_file()):
         try:
-            yield sys.stdout
+            with contextlib.ExitStack() as stack:
+                direct = sys.stdout if target == "-" else stack.enter_context(
+                    path.open("w", encoding="utf-8"))  # fmt: skip
+                yield direct
         except OSError as exc:
             raise _failure(target, exc) from exc
         return
-    path = Path(target)
+    path = path.resolve()
     try:
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as exc:
