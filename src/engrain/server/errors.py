@@ -107,12 +107,23 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     carries ``Allow`` with every method of the path."""
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "error")
-    body = {"error": code, "message": str(exc.detail), "status": exc.status_code,
-            "request_id": current_request_id()}  # fmt: skip
+    message = str(exc.detail)
     headers = dict(exc.headers or {})
-    if exc.status_code == 405:
+    where = f"{request.method} {_shown(request.url.path)}"
+    if exc.status_code == 404 and message == "Not Found":  # Starlette's: no route matched
+        message = f"no route {where}; the API's routes start with /v1/ (/openapi.json lists them)"
+    elif exc.status_code == 405:
         headers["Allow"] = ", ".join(allowed_methods(request))
+        message = f"{where}: method not allowed; this path takes {headers['Allow']}"
+    body = {"error": code, "message": message, "status": exc.status_code,
+            "request_id": current_request_id()}  # fmt: skip
     return JSONResponse(body, exc.status_code, headers=headers)
+
+
+def _shown(path: str, limit: int = 200) -> str:
+    """A request path as an error message names it: printable, at most ``limit`` characters."""
+    path = "".join(c if c.isprintable() else "?" for c in path)
+    return path if len(path) <= limit else path[:limit] + "…"
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
