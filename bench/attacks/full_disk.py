@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -342,6 +343,7 @@ def main() -> None:
         phases["cli_and_serve"] = the_cli_on_a_full_disk(disk, db, env, root)
     finally:
         disk.close()
+        shutil.rmtree(root, ignore_errors=True)
     ok = all(
         not p["breaches"] and p["integrity"] == "ok" and not p["lost_count"]
         and p["next_process_writes_and_answers"]
