@@ -23,7 +23,8 @@ the default options. The misses' message-level class (what a rule would have to 
 in the row too: ``continuation`` (a follow-up whose subject is an earlier turn, which
 ``context()`` does not receive), ``misread`` (intent or complexity not as labelled).
 
-Usage: ``python bench/gating_misses.py [--split tune] [--sets main,pulse,sensor,quill,strata,harbor]
+Usage: ``python bench/gating_misses.py [--split tune]
+[--sets main,pulse,sensor,quill,strata,harbor,brightfall]
 [--out bench/results/gating-misses.json]``.
 """
 

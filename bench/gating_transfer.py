@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BLIND = ("pulse", "sensor", "quill", "strata")
+BLIND = ("pulse", "sensor", "quill", "strata", "harbor", "brightfall")
 HALVES = ("tune", "held")
 
 
@@ -95,10 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(BLIND))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    sets = args.sets.split(",")
+    now = json.loads(args.now.read_text())
+    sets = [name for name in args.sets.split(",") if name == "main" or name in now["sets"]]
+    for name in sorted(set(args.sets.split(",")) - set(sets)):
+        print(f"{name}: not in {args.now}, left out")
     first = {name: json.loads((RESULTS / f"gating-{name}-first-look.json").read_text())
              for name in sets}  # fmt: skip
-    now = json.loads(args.now.read_text())
     result = compare(first, now, sets)
     print("must-include recall ± standard error (labels): first look → now, change")
     for name, cell in result.items():

@@ -218,11 +218,11 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
     assert "\n== set pulse ==\n" in gating.table(report)
 
 
-@pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor"])
+@pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall"])
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
-    """``sensor``, ``quill`` and ``strata`` (written blind, issue 12) run as sets of their own,
-    by default, beside the others."""
-    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor")
+    """``sensor``, ``quill``, ``strata``, ``harbor`` and ``brightfall`` (written blind, issue
+    12) run as sets of their own, by default, beside the others."""
+    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall")
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -245,11 +245,13 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     assert gating._limited(data, None) == data
 
 
-def test_the_sixth_project_keeps_the_rules_it_was_written_by() -> None:
-    """``strata`` (a Kubernetes operator, written blind by h10): every kind, pins, mutes and
-    supersessions (always by a newer memory), no must-include that is superseded or muted,
-    no must-exclude that is pinned, and splits alternating by rule within each intent."""
-    data = gating.load_data(name="strata")
+@pytest.mark.parametrize("name", ["strata", "brightfall"])
+def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name: str) -> None:
+    """``strata`` (a Kubernetes operator, written blind by h10) and ``brightfall`` (a
+    multiplayer game, written blind by h3): every kind, pins, mutes and supersessions (always
+    by a newer memory), no must-include that is superseded or muted, no must-exclude that is
+    pinned, and splits alternating by rule within each intent."""
+    data = gating.load_data(name=name)
     (rows,) = data.projects.values()
     assert len(rows) >= 90 and {r["kind"] for r in rows} >= LEARNING_KINDS
     by_id = {r["id"]: r for r in rows}
@@ -269,16 +271,41 @@ def test_the_sixth_project_keeps_the_rules_it_was_written_by() -> None:
                                                   for i in range(len(data.trivial))]  # fmt: skip
 
 
-def test_the_sixth_project_is_measured_in_a_block_of_its_own() -> None:
+@pytest.mark.parametrize(("name", "prefix"), [("strata", "mk"), ("brightfall", "bfm")])
+def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
+    name: str, prefix: str
+) -> None:
     main = gating.load_data()
     subset = gating.Dataset(main.projects, main.messages[:1], main.trivial[:1])
-    report = gating.run("hash", ("gated",), limit=3, data=subset, extra_sets=("strata",))
-    strata = report["sets"]["strata"]
-    assert set(strata["data"]["projects"]) == {"strata"} and strata["data"]["messages"] == 3
-    measured = strata["profiles"]["gated"]["splits"]["all"]
+    report = gating.run("hash", ("gated",), limit=3, data=subset, extra_sets=(name,))
+    block = report["sets"][name]
+    assert set(block["data"]["projects"]) == {name} and block["data"]["messages"] == 3
+    measured = block["profiles"]["gated"]["splits"]["all"]
     assert measured["must_include_recall"] is not None and measured["trivial_empty"] is not None
-    assert {r["id"] for r in strata["profiles"]["gated"]["messages"]} == {"mk-01", "mk-02", "mk-03"}
-    assert "\n== set strata ==\n" in gating.table(report)
+    ids = {r["id"] for r in block["profiles"]["gated"]["messages"]}
+    assert ids == {f"{prefix}-0{i}" for i in (1, 2, 3)}
+    assert f"\n== set {name} ==\n" in gating.table(report)
+
+
+def test_the_seventh_projects_corrections_and_labels_hold_together() -> None:
+    """``brightfall``: a correction that names what it corrects supersedes exactly that memory,
+    every debugging message is labelled complex (the seed's table), greetings carry no labels,
+    and every superseded memory is some message's must-exclude (the trap is exercised)."""
+    data = gating.load_data(name="brightfall")
+    (rows,) = data.projects.values()
+    by_id = {r["id"]: r for r in rows}
+    corrections = [r for r in rows if "corrects" in r]
+    assert corrections and all(
+        by_id[r["corrects"]].get("superseded_by") == r["id"] for r in corrections
+    )
+    assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
+    greetings = [m for m in data.messages if m["intent"] == "greeting"]
+    assert greetings and all(
+        m["complexity"] == "trivial" and not m["must_include"] and not m["must_exclude"]
+        for m in greetings
+    )
+    excluded = {i for m in data.messages for i in m["must_exclude"]}
+    assert {r["id"] for r in rows if "superseded_by" in r} <= excluded
 
 
 def test_the_data_platform_keeps_the_rules_it_was_written_by() -> None:

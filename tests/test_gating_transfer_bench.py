@@ -52,3 +52,19 @@ def test_compare_pools_labels_not_rates_and_gives_the_change() -> None:
     assert held["now"]["recall"] == pytest.approx(9 / 12)
     assert held["change"] == pytest.approx(-1 / 12)
     assert result["pooled"]["tune"]["now"]["labels"] == 6
+
+
+def test_a_set_the_later_report_lacks_is_left_out_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    first = _report("pulse", [_message("held", 3, 1)])
+    (tmp_path / "gating-pulse-first-look.json").write_text(json.dumps(first))
+    monkeypatch.setattr(gt, "RESULTS", tmp_path)
+    now = tmp_path / "now.json"
+    now.write_text(json.dumps(_report("pulse", [_message("held", 4, 0)])))
+    assert gt.main(["--now", str(now), "--sets", "pulse,harbor"]) == 0
+    out = capsys.readouterr().out
+    assert "harbor: not in" in out
+    assert "pulse   held 0.750" in out and "→ 1.000" in out
