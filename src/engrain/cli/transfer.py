@@ -24,6 +24,11 @@ from engrain.store import open_store
 from engrain.store.transfer import copy_store
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 user``, ``2 users``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def stderr_is_terminal() -> bool:
     """Whether stderr is an interactive terminal (the only place a progress bar belongs)."""
     return sys.stderr.isatty()
@@ -234,7 +239,9 @@ def migrate(
                       if r.get("filled") else "")
                    + ("; rebuilt the pool's graph" if r.get("pool_graph_rebuilt") else "")
                    + (f"; copied {r['copied']['memories']} memories of "
-                      f"{r['copied']['users']} users" if "copied" in r else "")),
+                      f"{plural(r['copied']['users'], 'user')} and "
+                      f"{plural(r['copied']['keys'], 'API key')}"
+                      if "copied" in r else "")),
     )  # fmt: skip
 
 

@@ -306,8 +306,9 @@ def _complexity_noted(
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
+    asked = cues.FAILING_KIND.sub(" ", text) if _asks(text) else text
     symptom = bool(
-        cues.SYMPTOM.search(text)
+        cues.SYMPTOM.search(asked)
         or cues.ERROR_CLASS.search(text)
         or cues.ERROR_LINE.match(text)
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))
@@ -427,7 +428,9 @@ def _complexity(
     if intent is Intent.GENERATION and cues.DESIGN_WORK.match(body):
         fired.append("architecture: a design asked for")  # the seed's deep "Architecture"
         return Complexity.DEEP
-    if intent is Intent.GENERATION and (
+    if intent is Intent.GENERATION and not deep and cues.ONE_UNIT.match(body):
+        fired.append("one unit")  # its cases or fields are the unit's, not parts of a feature
+    elif intent is Intent.GENERATION and (
         deep or cues.ENUMERATION.search(cues.ASIDE.sub(" ", _prose(text)))
     ):
         fired.append("many parts")  # building a whole flow is complex work, not a design
@@ -445,7 +448,12 @@ def _complexity(
     if intent is Intent.DEBUGGING:
         return _debugging_complexity(text, has_code, fired)
     if intent is Intent.DISCUSSION:
-        return Complexity.COMPLEX if length > LONG else Complexity.MODERATE
+        if length > LONG:
+            return Complexity.COMPLEX
+        if cues.NOTE.match(body) and not _asks(body):
+            fired.append("note")  # one piece of news passed on: a single concept
+            return Complexity.SIMPLE
+        return Complexity.MODERATE
     if cues.MULTI_FILE.search(text):
         fired.append("multi-file")
         return Complexity.COMPLEX
@@ -453,10 +461,10 @@ def _complexity(
         fired.append("long")
         return Complexity.COMPLEX
     if intent is Intent.ANALYSIS:
-        if cues.RATIONALE.match(body) and cues.CHOICE.search(body):
+        if _asks_rationale(body):
             fired.append("rationale")  # the answer is one recorded decision
             return Complexity.MODERATE
-        if cues.EXPLAIN_MECHANISM.match(body):
+        if cues.EXPLAIN_MECHANISM.match(body) and not cues.SYMPTOM.search(body):
             fired.append("mechanism")  # how one part works: a how-question as a request
             return Complexity.MODERATE
         return Complexity.COMPLEX
@@ -495,6 +503,17 @@ def _complexity(
 _DO_PART = re.compile(r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I)
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+
+
+def _asks_rationale(body: str) -> bool:
+    """Whether ``body`` asks why a recorded choice was made ("why did we pick Go", "why
+    tweedie and not plain l2"), not why something behaves as it does ("why is the memory
+    usage creeping up over a long session": the seed's complex analysis)."""
+    if not cues.RATIONALE.match(body):
+        return False
+    return bool(
+        cues.CHOICE.search(body) or (cues.CONTRAST.search(body) and not cues.WHY_VERB.match(body))
+    )
 
 
 def _asks(body: str) -> bool:
@@ -545,14 +564,16 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
 
 def _quotes_output(text: str) -> bool:
     """Whether the code ``text`` quotes is a failure's output rather than code: a line of a
-    code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …"),
-    a span right after the verb reporting it ("I get `cannot borrow …`", "traps with `…`"),
-    or an inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
+    code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …",
+    also after a log's time: "02:41:07  Database Error in model …"), a span right after the
+    verb reporting it ("I get `cannot borrow …`", "traps with `…`", "matchd says `…`"), or an
+    inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
     for block in cues.BLOCK_BODY.findall(text):
         for line in block.splitlines():
-            if cues.ERROR_LINE.match(line.strip()) or cues.ERROR_CODE.match(line.strip()):
+            line = cues.LOG_TIME.sub("", line.strip(), count=1)
+            if cues.ERROR_LINE.match(line) or cues.ERROR_CODE.match(line):
                 return True
-    if cues.REPORTED_OUTPUT.search(text):
+    if cues.REPORTED_OUTPUT.search(text) or cues.SAYS_OUTPUT.search(text):
         return True
     for span in cues.INLINE_SPAN.findall(text):
         span = span.strip()
