@@ -15,7 +15,8 @@ code blocks (needs accuracy), "we" / "our" / "before" (history-dependent), turn 
 context built), technical jargon density (domain-specific). On top of them, what labelled
 messages showed (``tests/test_classify.py``):
 
-* a message made only of acknowledgements, laughter and emoji is trivial;
+* a message made only of acknowledgements, laughter and emoji is trivial, and so is a short
+  one with no content word ("no worries at all", "you around?": :mod:`.contentless`);
 * debugging is recognised by its symptoms (hangs, 500s, OOM, timeouts, flaky, slow, exit
   codes, "doesn't work", things arriving out of order, output quoted after "I get" or
   "traps with"), not by the words "error" and "bug" — which, in a question about a fact
@@ -52,7 +53,7 @@ from functools import lru_cache
 from engrain.errors import ValidationError
 from engrain.ingest.signals import has_technical_term
 from engrain.recall import cues
-from engrain.recall.trivial import SHORT, greets, is_trivial
+from engrain.recall.trivial import SHORT, greets, trivial_signal
 
 
 class Complexity(StrEnum):
@@ -255,9 +256,10 @@ def classify(
     with the built-in domains and the user's ``vocabulary`` (domain → keywords)."""
     text = message.strip()
     fired: list[str] = []
-    if is_trivial(text):
+    trivial = trivial_signal(text)
+    if trivial is not None:
         intent = Intent.GREETING if greets(text) else Intent.DISCUSSION
-        fired.append("trivial_phrase")
+        fired.append(trivial)
         return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
 
     has_code = bool(cues.CODE_BLOCK.search(text) or cues.INLINE_CODE.search(text))
