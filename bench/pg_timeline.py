@@ -1,0 +1,299 @@
+"""One ``context()`` call's timeline over PostgreSQL: what each thread of the worker and each
+server backend does when, and which of it is the call's critical path.
+
+    python bench/pg_timeline.py --url 'postgresql://postgres:@/big?host=/tmp/…/pgdata' \\
+        --user big-user --queries 80 --hold-fill --out bench/results/pg-timeline-….json
+
+One engine over the database, the real model (threads not spinning, as ``Engine`` chooses
+over PostgreSQL; ``--split`` for single-threaded runs), the user's typed learnings loaded
+first. Every call is recorded as events, each with its thread, start and end (ms from the
+call's start) and the thread's CPU: the store's public calls and the held learnings'
+search; each pooled connection held, with its backend's process id and that backend's CPU
+while it was held (``/proc/<pid>/schedstat``); the model's runs, with the CPU of the
+process's threads that are not Python's (onnxruntime's intra-op pool). The pool's walk
+records its depth ``k`` (``_sql_search``'s). The summary splits the calling thread's path
+— before the embedding, the embedding, ``search_many`` (the pool's walk in this thread,
+the learnings in a search thread), waiting for the lexical matches begun before the
+embedding, scoring to selection, ``record_uses`` — by the calls' percentiles, and gives
+the walk's backend CPU by the pool's depth.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import common
+import numpy as np
+import psycopg
+
+#: The store's calls recorded (those the store has).
+STORE_CALLS = (
+    "search", "search_many", "lexical_search", "query", "get_state", "record_uses", "write",
+    "_sql_search",
+)  # fmt: skip
+#: The segments of the calling thread's path, in order.
+SEGMENTS = ("before", "embed", "search_many", "lexical_wait", "after", "record_uses")
+
+
+def _schedstat_ms(path: str) -> float:
+    """The CPU ms a process or thread has run (``schedstat``'s first field, ns); 0 if gone."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0]) / 1e6
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _native_threads() -> dict[int, float]:
+    """This process's threads that Python does not know (onnxruntime's pool): tid → CPU ms."""
+    python = {t.native_id for t in threading.enumerate()}
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) not in python:
+            out[int(tid)] = _schedstat_ms(f"/proc/self/task/{tid}/schedstat")
+    return out
+
+
+class Timeline:
+    """Records the events of the calls of one engine (module docstring)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._zero = time.perf_counter()
+
+    def start(self) -> None:
+        """A new call: forget the events, count from now."""
+        with self._lock:
+            self.events = []
+            self._zero = time.perf_counter()
+
+    def record(self, kind: str, name: str, began: float, cpu: float, **extra: Any) -> None:
+        with self._lock:
+            self.events.append({
+                "kind": kind, "name": name, "thread": threading.current_thread().name,
+                "t0": round((began - self._zero) * 1e3, 3),
+                "t1": round((time.perf_counter() - self._zero) * 1e3, 3),
+                "cpu": round(cpu, 3), **extra,
+            })  # fmt: skip
+
+    def wrap(self, owner: Any, name: str, kind: str = "store") -> None:
+        """Record each call of ``owner.name``."""
+        call = getattr(owner, name)
+
+        def timed(*args: Any, **kw: Any) -> Any:
+            began, cpu = time.perf_counter(), time.thread_time()
+            extra: dict[str, Any] = {}
+            if name == "_sql_search" and len(args) > 2:
+                extra["k"] = int(args[2])
+            try:
+                return call(*args, **kw)
+            finally:
+                self.record(kind, name, began, (time.thread_time() - cpu) * 1e3, **extra)
+
+        setattr(owner, name, timed)
+
+    def wrap_embed(self, embedder: Any) -> None:
+        """Record each model run with the CPU of the model's own threads meanwhile."""
+        call = embedder.embed
+
+        def timed(texts: Sequence[str]) -> Any:
+            began, cpu, pool = time.perf_counter(), time.thread_time(), _native_threads()
+            try:
+                return call(texts)
+            finally:
+                after = _native_threads()
+                model = sum(after[t] - pool.get(t, after[t]) for t in after)
+                self.record("embed", "embed", began, (time.thread_time() - cpu) * 1e3,
+                            model_threads_cpu=round(model, 3), texts=len(texts))  # fmt: skip
+
+        embedder.embed = timed
+
+    def wrap_connections(self, store: Any) -> Callable[[], Any]:
+        """Record each pooled connection held, with its backend's CPU meanwhile."""
+        lend = store._connection
+
+        @contextlib.contextmanager
+        def held() -> Iterator[Any]:
+            asked, cpu = time.perf_counter(), time.thread_time()
+            with lend() as conn:
+                pid = conn.info.backend_pid
+                began, backend = time.perf_counter(), _schedstat_ms(f"/proc/{pid}/schedstat")
+                try:
+                    yield conn
+                finally:
+                    spent = _schedstat_ms(f"/proc/{pid}/schedstat") - backend
+                    self.record("conn", str(pid), began, (time.thread_time() - cpu) * 1e3,
+                                backend_cpu=round(spent, 3),
+                                wait=round((began - asked) * 1e3, 3))  # fmt: skip
+
+        return held
+
+
+def instrument(engine: Any, timeline: Timeline) -> None:
+    """Wrap ``engine``'s store, its connections and its model for ``timeline``."""
+    store = engine.store
+    held = timeline.wrap_connections(store)
+    store._connection = held
+    for part in (store._working, store._learnings, store._projected):
+        if part is not None and hasattr(part, "_connect"):
+            part._connect = held
+    for name in STORE_CALLS:
+        if hasattr(store, name):
+            timeline.wrap(store, name)
+    if store._learnings is not None:
+        timeline.wrap(store._learnings, "search", kind="learnings")
+    timeline.wrap_embed(engine.embedder.inner)
+
+
+def path_of(call: dict[str, Any]) -> dict[str, float]:
+    """The calling thread's segments of one call (ms), the walk's wall and backend CPU,
+    the learnings' wall, and the CPU the call's main thread and its backends spent."""
+    events = call["events"]
+    main = [e for e in events if e["thread"] == "MainThread"]
+
+    def first(name: str, where: Sequence[dict[str, Any]] = events) -> dict[str, Any] | None:
+        found = [e for e in where if e["name"] == name]
+        return min(found, key=lambda e: e["t0"]) if found else None
+
+    embed, many, uses = first("embed"), first("search_many", main), first("record_uses", main)
+    lexical = [e for e in events if e["name"] == "lexical_search"]
+    if embed is None or many is None:
+        return {}
+    lexical_end = max((e["t1"] for e in lexical), default=0.0)
+    walk = [e for e in main if e["kind"] == "conn" and many["t0"] <= e["t0"] <= many["t1"]]
+    learned = [e for e in events if e["kind"] == "learnings"]
+    ready = max(many["t1"], lexical_end)
+    return {
+        "wall": call["ms"],
+        "before": embed["t0"],
+        "embed": embed["t1"] - embed["t0"],
+        "embed_cpu": embed["cpu"] + embed.get("model_threads_cpu", 0.0),
+        "search_many": many["t1"] - many["t0"],
+        "walk": sum(e["t1"] - e["t0"] for e in walk),
+        "walk_backend_cpu": sum(e["backend_cpu"] for e in walk),
+        "walk_k": max((e.get("k", 0) for e in main if e["name"] == "_sql_search"), default=0),
+        "learnings": sum(e["t1"] - e["t0"] for e in learned),
+        "lexical_wait": max(0.0, lexical_end - many["t1"]),
+        "after": (uses["t0"] if uses else call["ms"]) - ready,
+        "record_uses": (uses["t1"] - uses["t0"]) if uses else 0.0,
+        "main_cpu": call["main_cpu"],
+        "process_cpu": call["cpu"],
+        "backend_cpu": sum(e["backend_cpu"] for e in events if e["kind"] == "conn"),
+        "main_backends_cpu": sum(e["backend_cpu"] for e in main if e["kind"] == "conn"),
+    }
+
+
+def summarize(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of each path's parts over all calls and over the calls up to the median,
+    from the median to the 90th percentile and above it; the walk's backend CPU by depth."""
+    paths = sorted((p for p in (path_of(c) for c in calls) if p), key=lambda p: p["wall"])
+    n = len(paths)
+    groups = {
+        "all": paths, "to_p50": paths[: n // 2], "p50_to_p90": paths[n // 2 : (9 * n) // 10],
+        "above_p90": paths[(9 * n) // 10 :],
+    }  # fmt: skip
+    out: dict[str, Any] = {"calls": n, "median_ms": {}}
+    for name, group in groups.items():
+        if group:
+            out["median_ms"][name] = {
+                k: round(statistics.median(p[k] for p in group), 2) for k in group[0]
+            }
+    depth: dict[str, list[float]] = defaultdict(list)
+    for p in paths:
+        k = int(p["walk_k"])
+        depth["k ≤ 50" if k <= 50 else "k 51-100" if k <= 100 else "k > 100"].append(
+            p["walk_backend_cpu"]
+        )
+    out["walk_backend_cpu_by_k"] = {
+        k: {"calls": len(v), "median_ms": round(statistics.median(v), 2)}
+        for k, v in sorted(depth.items())
+    }
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from engrain import Engine, Settings
+    from engrain.embed.minilm import MiniLMEmbedder
+    from engrain.recall.gate import LEARNING_KINDS
+    from engrain.store.base import MemoryFilter
+
+    queries = common.make_queries(args.queries + args.warmup, seed=args.seed)
+    embedder = MiniLMEmbedder(spinning=args.spinning == "on", split=args.split)
+    with contextlib.ExitStack() as stack:
+        if args.hold_fill:
+            from engrain.store.postgres.fill import FILL_LOCK
+
+            db = stack.enter_context(psycopg.connect(args.url, autocommit=True))
+            db.execute("SELECT pg_advisory_lock(%s)", (FILL_LOCK,))
+        data = stack.enter_context(__import__("tempfile").TemporaryDirectory(prefix="pg-timeline-"))
+        engine = Engine(settings=Settings(url=args.url, data_dir=Path(data)), embedder=embedder)
+        stack.callback(engine.close)
+        typed = MemoryFilter(kinds=LEARNING_KINDS)
+        engine.store.search(args.user, np.ones(384, dtype=np.float32), 1, typed)
+        wait = getattr(engine.store, "wait_for_learnings", None)
+        if wait is not None:
+            wait(args.user, 1800.0)
+        for message in queries[args.queries :]:
+            engine.context(message, args.user, now=common.NOW)
+        timeline = Timeline()
+        instrument(engine, timeline)
+        calls = []
+        for message in queries[: args.queries]:
+            timeline.start()
+            cpu, main = time.process_time(), time.thread_time()
+            began = time.perf_counter()
+            result = engine.context(message, args.user, now=common.NOW)
+            calls.append({
+                "query": message,
+                "ms": round((time.perf_counter() - began) * 1e3, 3),
+                "cpu": round((time.process_time() - cpu) * 1e3, 3),
+                "main_cpu": round((time.thread_time() - main) * 1e3, 3),
+                "laps": dict(getattr(result.gated, "timings_ms", None) or {}),
+                "events": sorted(timeline.events, key=lambda e: e["t0"]),
+            })  # fmt: skip
+    return {
+        "benchmark": "pg_timeline",
+        "queries": args.queries,
+        "seed": args.seed,
+        "spinning": args.spinning,
+        "split": args.split,
+        "load_1min": round(os.getloadavg()[0], 2),
+        "machine": common.machine_info(),
+        "summary": summarize(calls),
+        "calls": calls,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--user", default="big-user")
+    parser.add_argument("--queries", type=int, default=80)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=8, help="of common.make_queries")
+    parser.add_argument("--spinning", choices=("on", "off"), default="off")
+    parser.add_argument("--split", action="store_true", help="single-threaded model runs")
+    parser.add_argument("--hold-fill", action="store_true", help="no filler runs meanwhile")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    report = run(args)
+    common.write_json(args.out, report)
+    for group, medians in report["summary"]["median_ms"].items():
+        print(group, {k: medians[k] for k in (*SEGMENTS, "wall", "walk", "walk_backend_cpu")})
+    print("walk backend CPU by depth", report["summary"]["walk_backend_cpu_by_k"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
