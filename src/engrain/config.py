@@ -108,10 +108,10 @@ class Settings(BaseModel):
         default=None,
         description="Let onnxruntime's intra-op threads spin between a call's operators "
         "and runs (at most 1 ms once idle): the lowest latency for one caller. Unset: on, "
-        "except over a store that reads in threads of its own (PostgreSQL), whose reads the spinning threads would slow (100,000 memories: "
-        "process CPU per context() 39-44 -> 19 ms, p50 / p95 x0.94 / x0.88). `engrain serve` "
-        "turns it off unless set (many concurrent calls: +21% context requests/s on 2 cores, "
-        "about +1 ms a call).",
+        "except over a store that reads in threads of its own (PostgreSQL), whose reads the "
+        "spinning threads would slow (100,000 memories: process CPU per context() 39-44 -> "
+        "19 ms, p50 / p95 x0.94 / x0.88). `engrain serve` turns it off unless set (many "
+        "concurrent calls: +21% context requests/s on 2 cores, about +1 ms a call).",
     )
     onnx_int8: bool | None = Field(
         default=None,
