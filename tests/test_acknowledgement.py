@@ -30,7 +30,7 @@ def test_the_shipped_model_reads_minilm_vectors_and_these_features() -> None:
 
 @pytest.mark.parametrize(
     ("message", "asked"),
-    [("superb", True), ("sweet as 🙌", True), ("hi there, champion", True),
+    [("superb", True), ("tip top 🙌", True), ("hi there, champion", True),
      ("superb?", False),  # a question
      ("option 2", False),  # a number
      ("use `uv`", False),  # code
@@ -60,7 +60,7 @@ def test_probability_is_the_logistic_of_the_standardised_row() -> None:
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("message", ["righto", "sweet as", "superb", "champion"])
+@pytest.mark.parametrize("message", ["righto", "tip top", "superb", "champion"])
 def test_acknowledgements_no_list_holds_become_trivial(minilm, message: str) -> None:  # type: ignore[no-untyped-def]
     rules = classify(message)
     assert rules.complexity is not Complexity.TRIVIAL

@@ -1157,3 +1157,189 @@ def test_a_message_opening_with_a_request_verb_and_ending_in_a_question_is_no_im
     """What a message of several sentences asks is its final question."""
     message = "Backtest WAPE for dairy jumped from 19 to 27 this week. What changed?"
     assert "imperative" not in classify(message).signals
+
+
+# -- session 19: complexity as the seed's table reads it (issue 12) ----------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Write a function that slugifies a project name, lowercase, dashes, max 60 chars",
+     "Write a Go table-driven test for the retry backoff: 0s, 1s, 2s and 4s.",
+     "Write the C# InputCmd struct and its serializer: tick, buttons, yaw and pitch",
+     "Write a GX expectation suite for the charges table: the columns, row count, and freshness.",
+     "Write a function for the export: csv, json, parquet and xlsx"],
+)  # fmt: skip
+def test_one_unit_of_code_listing_its_cases_is_moderate_like_the_seeds_validate_email(
+    message: str,
+) -> None:
+    """The seed's moderate "Write a function to validate email": the cases or fields a
+    function, test or struct must cover are the unit's, not parts of a feature."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (GEN, M), result.signals
+    assert "one unit" in result.signals and "many parts" not in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "complexity"),
+    [("Implement offline sync for the app: a local SQLite store, a sync queue, conflict "
+      "handling, and the endpoints", C),
+     ("Write a function and a CLI for the export: csv, json, parquet and xlsx", C),
+     ("write a regex for our staging model names, stg_, source, entity", S)],
+)  # fmt: skip
+def test_a_feature_or_several_units_stays_many_parts_and_a_regex_a_small_piece(
+    message: str, complexity: Complexity
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (GEN, complexity), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["fyi the GA4 export gets switched off end of March",
+     "heads up, the Karpenter migration starts next week",
+     "FYI: the lake house is booked for the summer party again"],
+)  # fmt: skip
+def test_a_note_passing_on_news_is_simple(message: str) -> None:
+    """Simple — "single concepts": one piece of news passed on."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DIS, S), result.signals
+    assert "note" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "complexity"),
+    [("the GA4 export gets switched off end of March", DIS, M),
+     ("fyi is the GA4 export getting switched off?", QUE, S),
+     ("fyi the nightly export fails since yesterday with a 403", DBG, C)],
+)  # fmt: skip
+def test_a_remark_without_fyi_a_question_or_a_failure_is_no_note(
+    message: str, intent: Intent, complexity: Complexity
+) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, complexity), result.signals
+    assert "note" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Why does the model's accuracy look great offline but awful in the A/B test?",
+     "why is the memory usage of the game creeping up over a long session"],
+)  # fmt: skip
+def test_why_something_behaves_so_is_complex_analysis_not_a_recorded_decision(
+    message: str,
+) -> None:
+    """The seed's complex "Why is this test failing?": "but" and "over a" after "why does /
+    is …" contrast behaviours; they name no choice."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, C), result.signals
+    assert "rationale" not in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["why anyhow in the binary crate but thiserror in the library crate",
+     "why did we pick Go for the gateway",
+     "why tweedie and not plain l2 for the global model",
+     "why does the gateway order readings by seq and not by time?"],
+)  # fmt: skip
+def test_why_a_choice_was_made_stays_a_moderate_rationale(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, M), result.signals
+    assert "rationale" in result.signals
+
+
+def test_explaining_a_mechanism_that_misbehaves_is_complex() -> None:
+    """ "explain how X works" is moderate; asking in the same breath why it goes wrong is the
+    seed's complex analysis."""
+    broken = classify(
+        "explain the snapshot delta compression, why do some clients keep getting full snapshots"
+    )
+    assert (broken.intent, broken.complexity) == (ANA, C), broken.signals
+    working = classify("explain how the cache invalidation works when a product price changes")
+    assert (working.intent, working.complexity) == (ANA, M), working.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["fct_refunds failed in the nightly run, this is all the log says:\n```\n02:41:07  Database "
+     "Error in model fct_refunds (models/marts/fct_refunds.sql)\n02:41:07    division by zero\n```",
+     "this is all I see:\n```\n[2026-01-12 03:14:07] ERROR lost connection to the broker\n```",
+     "editor won't connect to my local stack, matchd says `allocation failed: no fleet with "
+     "protocol 28`"],
+)  # fmt: skip
+def test_a_logs_timed_error_or_a_tools_said_output_is_quoted_output(message: str) -> None:
+    """The seed's complex "Debug this error": the code quoted is the failure's output (after a
+    log's time, or right after "says"), not the user's snippet."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "quoted output" in result.signals
+
+
+def test_a_snippet_that_misbehaves_stays_moderate() -> None:
+    result = classify(
+        "this returns the wrong total:\n```python\ntotal = sum(x.price for x in items)\n```"
+    )
+    assert (result.intent, result.complexity) == (DBG, M), result.signals
+    assert "snippet" in result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Xbox players can't get matched with PC players in casual even though crossplay is on",
+     "Xbox submission bounced with XR-045: title exposes development functionality. Build was "
+     "CL 88213."],
+)  # fmt: skip
+def test_not_getting_matched_or_a_submission_bounced_is_a_failure(message: str) -> None:
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "symptom" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent", "complexity"),
+    [("does a failing model in dbt_hourly page anyone or just slack?", QUE, S),
+     ("what happens to any failed job, does it retry?", QUE, S),
+     ("the failed job from last night, why did it die?", DBG, C),
+     ("a failing model in dbt_hourly paged nobody last night", DBG, C)],
+)  # fmt: skip
+def test_a_failing_kind_of_thing_in_a_question_is_a_topic_not_a_report(
+    message: str, intent: Intent, complexity: Complexity
+) -> None:
+    """ "a failing model" in a question names a kind of thing, as "which error tracker" names
+    a topic; "the failed job" (that one) or a statement reports a failure."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, complexity), result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("doc comment for reconcilePooler please", GEN),
+     ("add a doc comment to reconcilePooler", GEN)],
+)  # fmt: skip
+def test_a_doc_comment_is_a_small_piece(message: str, intent: Intent) -> None:
+    """Simple — "single concepts", like a docstring."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (intent, S), result.signals
+    assert "small piece" in result.signals
+
+
+def test_a_small_piece_named_without_a_verb_is_simple_when_asked_for() -> None:
+    """ "regex that matches …" asks for a regex; read as a request (the intent model's second
+    opinion), its complexity is a small piece's."""
+    fired: list[str] = []
+    message = "regex that matches our staging model names (stg_<source>__<entity>)"
+    assert complexity_for(message, GEN, (), fired) is S
+    assert "small piece" in fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["Walk me through everything that happens between a player pressing Find Match and being "
+     "in a server",
+     "Explain what happens between the user tapping Pay and the receipt email going out"],
+)  # fmt: skip
+def test_everything_that_happens_between_two_ends_is_a_deep_journey(message: str) -> None:
+    """Deep — "architecture, analysis": a path from one end of the system to the other."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (ANA, D), result.signals

@@ -15,6 +15,8 @@ from click.testing import CliRunner, Result
 
 from engrain.cli import INSTALL_HINT, memories
 from engrain.cli.app import cli
+from engrain.keys import KeyRing
+from engrain.store import open_store
 
 Invoke = Callable[..., Result]
 
@@ -306,8 +308,11 @@ def test_store_and_config_errors_exit_3(runner: CliRunner, tmp_path: Path) -> No
 )
 def test_a_bad_setting_is_one_error_line_exit_3(invoke: Invoke, env: dict[str, str]) -> None:
     result = invoke("list", **env)
-    if "ENGRAIN_NO_SUCH" in env:  # not a setting: ignored, as any foreign variable
+    if "ENGRAIN_NO_SUCH" in env:  # not a setting: ignored, with a warning line (a typo?)
         assert ok(result).stdout == ""
+        assert result.stderr.splitlines() == [
+            "warning: ENGRAIN_NO_SUCH is neither a setting nor a variable engrain reads: ignored"
+        ]
         return
     assert result.exit_code == 3, result.stderr
     [line] = result.stderr.splitlines()
@@ -543,19 +548,31 @@ def test_migrate_copies_another_store_losslessly(invoke: Invoke, tmp_path: Path)
     remember(invoke, "I prefer tabs over spaces", "--kind", "preference")
     ok(invoke("-u", "bob", "remember", "Bob's cat is called Miso"))
     ok(invoke("recall", "deploy"))
+    secret = ok(invoke("keys", "create", "--user", "bob")).stdout.strip()
+    [gone] = json_lines(invoke("--json", "keys", "create", "--admin"))
     [fresh] = json_lines(invoke("--json", "migrate", db="new.db"))
     assert fresh == {"applied": []}  # opening the store already brought it up to date
     source = f"sqlite:///{tmp_path / 'x.db'}"
     moved = ok(invoke("migrate", "--from", source, "--verify", db="new.db"))
-    assert (
-        moved.stdout == "schema current (0 migrations applied now); copied 3 memories of 2 users\n"
+    assert moved.stdout == (
+        "schema current (0 migrations applied now); copied 3 memories of 2 users and 2 API keys\n"
     )
     before = ok(invoke("export", "--all-users")).stdout
     after = ok(invoke("export", "--all-users", db="new.db")).stdout
     assert after == before
+    # the API keys moved with the store: the same secret works on the new one
+    assert ok(invoke("keys", "list", db="new.db")).stdout == ok(invoke("keys", "list")).stdout
+    moved_to = open_store(f"sqlite:///{tmp_path / 'new.db'}")
+    try:
+        assert KeyRing(moved_to).authenticate(secret).users == ("bob",)
+    finally:
+        moved_to.close()
+    ok(invoke("keys", "revoke", gone["id"]))  # a revocation after the move is carried over
     again = ok(invoke("migrate", "--from", source, db="new.db"))  # re-runnable
     assert "copied 3 memories" in again.stdout
     assert ok(invoke("export", "--all-users", db="new.db")).stdout == before
+    assert ok(invoke("keys", "list", db="new.db")).stdout == ok(invoke("keys", "list")).stdout
+    assert "revoked" in ok(invoke("keys", "list", db="new.db")).stdout
 
 
 def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(
@@ -568,7 +585,10 @@ def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(
     source = f"sqlite:///{tmp_path / 'x.db'}"
     # the last --url wins: the target is PostgreSQL
     moved = ok(invoke("--url", pg_url, "migrate", "--from", source, "--verify"))
-    assert moved.stdout.endswith("copied 3 memories of 2 users\n")
+    assert moved.stdout.endswith("copied 3 memories of 2 users and 0 API keys\n")
+    ok(invoke("keys", "create", "--user", "bob"))
+    once = ok(invoke("--url", pg_url, "migrate", "--from", source))
+    assert once.stdout.endswith("copied 3 memories of 2 users and 1 API key\n")
     before = ok(invoke("export", "--all-users")).stdout
     assert ok(invoke("--url", pg_url, "export", "--all-users")).stdout == before
     found = json_lines(invoke("--url", pg_url, "--json", "recall", "which workflow deploys?"))
@@ -774,3 +794,15 @@ def test_export_counts_learned_state_apart_from_memories(invoke: Invoke, tmp_pat
     assert result.stderr == f"exported 2 memories and {states} states\n"
     ok(invoke("import", str(path), db="fresh.db"))
     assert ok(invoke("export", "--all-users", db="fresh.db")).stdout == path.read_text()
+
+
+def test_a_misspelt_variable_is_one_warning_line_naming_the_setting_meant(invoke: Invoke) -> None:
+    result = ok(invoke("list", ENGRAIN_PROFILES="composite"))
+    assert result.stderr.splitlines() == [
+        "warning: ENGRAIN_PROFILES is neither a setting nor a variable engrain reads: ignored"
+        " (did you mean ENGRAIN_PROFILE?)"
+    ]
+    as_json = ok(invoke("--json", "list", ENGRAIN_TOPK="3"))
+    [line] = as_json.stderr.splitlines()
+    assert json.loads(line) == {"warning": "ENGRAIN_TOPK is neither a setting nor a variable "
+                                "engrain reads: ignored (did you mean ENGRAIN_TOP_K?)"}  # fmt: skip

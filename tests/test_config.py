@@ -3,11 +3,14 @@ and a clean ConfigError naming each bad value and where it came from."""
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 
 import pytest
 
 from engrain import ConfigError, EngrainError, Settings, load_settings
+from engrain.config import BENCH_PREFIX, OTHER_VARIABLES, ConfigWarning
 from engrain.feedback import FEEDBACK_RATE
 from engrain.ingest.dedup import DICE_THRESHOLD
 from engrain.ingest.importance import DISCARD_BELOW
@@ -183,3 +186,41 @@ def test_the_api_key_is_never_echoed(tmp_path: Path) -> None:
     message = info.value.message
     assert message.startswith("invalid llm_api_key given as an argument: ")
     assert "sk-secret-value" not in message
+
+
+def test_a_misspelt_variable_warns_with_the_closest_name_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    environ = {"ENGRAIN_DATA_DIR": str(tmp_path), "ENGRAIN_PROFILES": "static"}
+    with pytest.warns(ConfigWarning, match=r"ENGRAIN_PROFILES .*did you mean ENGRAIN_PROFILE\?"):
+        settings = load_settings(environ=environ)
+    assert settings.profile == load_settings(environ={"ENGRAIN_DATA_DIR": str(tmp_path)}).profile
+    with pytest.warns(ConfigWarning) as far:
+        load_settings(environ={"ENGRAIN_DATA_DIR": str(tmp_path), "ENGRAIN_XYZZY": "1"})
+    assert "did you mean" not in str(far[0].message)  # no suggestion when nothing is close
+
+
+def test_every_setting_and_other_variable_is_read_without_a_warning(tmp_path: Path) -> None:
+    """The variables engrain reads itself (each setting, and those read outside the
+    settings) never warn; other programs' variables (no ENGRAIN_ prefix) are not looked at."""
+    environ = {name: "" for name in OTHER_VARIABLES if name != "ENGRAIN_CONFIG"}
+    environ |= {"ENGRAIN_DATA_DIR": str(tmp_path), "ENGRAIN_PROFILE": "gated", "HOME": "/x",
+                "ENGRAIN_BENCH_ANYTHING": "1"}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        load_settings(environ=environ)
+
+
+def test_every_variable_the_code_reads_is_known() -> None:
+    """A new ``ENGRAIN_*`` variable read in ``src/`` or ``bench/`` must be a setting, in
+    ``OTHER_VARIABLES`` or a benchmark's, or every use of it would warn that it is
+    misspelt."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*(root / "src").rglob("*.py"), *(root / "bench").rglob("*.py")]
+    quoted = r"[\"'`](ENGRAIN_[A-Z0-9_]*[A-Z0-9])[\"'`]"
+    named = {n for f in files for n in re.findall(quoted, f.read_text(encoding="utf-8"))}
+    settings = {"ENGRAIN_" + field.upper() for field in Settings.model_fields}
+    assert named, "no ENGRAIN_ variable found in the code"
+    benches = {name for name in named if name.startswith(BENCH_PREFIX)}
+    assert named - settings - OTHER_VARIABLES - benches == set()
+    assert OTHER_VARIABLES - named == set(), "a variable nothing reads any more"

@@ -131,6 +131,19 @@ def test_a_secret_close_to_a_real_one_is_unknown(ring: KeyRing) -> None:
             ring.authenticate(wrong)
 
 
+def test_a_key_of_another_kind_is_told_what_an_engrain_key_looks_like(ring: KeyRing) -> None:
+    """The natural mistake: the model provider's key (``sk-…``) where engrain's goes."""
+    foreign = "sk-proj-" + "x" * 40
+    with pytest.raises(AuthenticationError) as caught:
+        ring.authenticate(foreign)
+    assert caught.value.message.startswith("unknown API key: engrain's keys start with egk_")
+    assert "x" * 10 not in caught.value.message  # never echoed
+    secret, _ = ring.create(["alice"])
+    with pytest.raises(AuthenticationError) as caught:
+        ring.authenticate(secret[:-1])  # an engrain key cut short: unknown, nothing more
+    assert caught.value.message == "unknown API key"
+
+
 def test_a_revoked_key_is_refused_at_once(ring: KeyRing) -> None:
     secret, key = ring.create(["alice"])
     kept, _ = ring.create(["alice"])

@@ -20,6 +20,7 @@ import httpx2
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -31,6 +32,7 @@ from engrain.cli.app import cli
 from engrain.embed import HashEmbedder
 from engrain.keys import KeyRing
 from engrain.mcp import build_server, fixed_user, mount, streamable_http_app
+from engrain.server.app import serve_app
 from engrain.store.sqlite import SQLiteStore
 
 from .conftest import make_settings
@@ -349,3 +351,25 @@ def test_core_and_cli_start_without_the_server_extra(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "pip install 'engrain[server]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_serve_apps_metrics_label_mcp_requests_with_the_path(tmp_path: Path) -> None:
+    """``/mcp`` is a route of ``engrain serve``'s app: its requests count under
+    ``route="/mcp"``, not ``<unmatched>`` (which a path of no route still gets)."""
+    engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "m.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    ring = KeyRing(engine.store)
+    secret, _ = ring.create(["alice"])
+    headers = {"Authorization": f"Bearer {secret}", "Accept": "application/json, text/event-stream"}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    try:
+        with TestClient(serve_app(engine, ring)) as client:
+            for path in ("/mcp", "/mcp/"):
+                assert client.post(path, headers=headers, json=listing).status_code == 200
+            assert client.get("/no-such-path").status_code == 404
+            text = client.get("/metrics").text
+    finally:
+        engine.close()
+    assert 'engrain_http_requests_total{method="POST",route="/mcp",status="200"} 1' in text
+    assert 'engrain_http_requests_total{method="POST",route="/mcp/",status="200"} 1' in text
+    assert 'route="<unmatched>",status="404"' in text

@@ -82,6 +82,12 @@ def test_spinning_is_an_onnxruntime_session_option() -> None:
         default._session.get_session_options().get_session_config_entry(
             "session.intra_op.allow_spinning"
         )
+    # ... for at most SPIN_DURATION_US once idle, so a context()'s overlapped reads get the
+    # second core after the query's embedding (docs/scale.md, session 19)
+    spun = default._session.get_session_options()
+    assert spun.get_session_config_entry("session.intra_op.spin_duration_us") == "1000"
+    with pytest.raises(Exception, match="does not have configuration"):  # nothing spins
+        options.get_session_config_entry("session.intra_op.spin_duration_us")
     np.testing.assert_allclose(quiet.embed(["same text"]), default.embed(["same text"]))
 
 

@@ -270,11 +270,10 @@ def test_only_context_records_and_promotions_commit_without_waiting_for_the_flus
     any other document, still waits for the WAL flush. What a lazy write wrote is read
     back at once by another connection, like any commit."""
     from engrain import feedback
-    from engrain.store import Patch
-    from engrain.store.postgres import writes
+    from engrain.store import Patch, base
 
-    assert feedback.CONTEXTS in writes.LAZY_NAMESPACES
-    assert {"promoted_at"} == writes.LAZY_PATCH_FIELDS
+    assert feedback.CONTEXTS in base.LAZY_NAMESPACES
+    assert {"promoted_at"} == base.LAZY_PATCH_FIELDS
     pg.write([mem("a"), mem("c")])
     sent: list[str] = []
     original = psycopg.Cursor.execute

@@ -412,7 +412,8 @@ def test_upstream_timeout_is_a_504_in_the_error_shape(px: Proxied) -> None:
         px.upstream.hold = None
     assert reply.status_code == 504
     body = reply.json()
-    assert body["error"] == "upstream_timeout" and body["status"] == 504
+    assert body["error"]["code"] == "upstream_timeout" and body["status"] == 504
+    assert "upstream" in body["error"]["message"]  # OpenAI's shape on the proxy's routes
     assert body["request_id"] == reply.headers["x-request-id"]
 
 
@@ -427,7 +428,8 @@ def test_an_unreachable_upstream_is_a_502(px: Proxied) -> None:
             base_url=engine_url.url + "/v1", api_key=px.keys["alice"], max_retries=0
         ).chat.completions.create(model="gpt-4o", messages=chat("hi"))
     assert caught.value.status_code == 502
-    assert caught.value.response.json()["error"] == "upstream_unavailable"
+    assert caught.value.response.json()["error"]["type"] == "upstream_unavailable"
+    assert caught.value.message.endswith(caught.value.response.json()["error"]["message"])
 
 
 # -- auth --------------------------------------------------------------------------------
@@ -454,11 +456,14 @@ def test_keys_act_only_for_their_users(px: Proxied) -> None:
         px.client("bob").chat.completions.create(
             model="gpt-4o", messages=chat(QUESTION), extra_headers={"X-Engrain-User": "alice"}
         )
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.AuthenticationError) as unknown:
         stranger = openai.OpenAI(base_url=px.url, api_key="egk_" + "x" * 43, max_retries=0)
         stranger.chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
-    with pytest.raises(openai.BadRequestError):  # an admin key must name the user
+    assert "unknown API key" in str(unknown.value)  # the SDK reads OpenAI's error shape
+    assert unknown.value.code == "unauthenticated"
+    with pytest.raises(openai.BadRequestError) as unnamed:  # an admin key must name the user
         px.client("admin").chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+    assert "user" in unnamed.value.message.removeprefix("Error code: 400 - ")
     assert len(px.upstream.received) == count  # refused before anything went up
     noheaders = {"X-Engrain-Record": "false"}
     px.client("bob").chat.completions.create(model="gpt-4o", messages=chat(QUESTION),
@@ -472,7 +477,12 @@ def test_keys_act_only_for_their_users(px: Proxied) -> None:
 
 def test_models_pass_through_and_need_a_key(px: Proxied) -> None:
     assert [m.id for m in px.client().models.list()] == ["fake-small", "fake-large"]
-    assert httpx.get(f"{px.url}/models").status_code == 401
+    refused = httpx.get(f"{px.url}/models")
+    assert refused.status_code == 401
+    assert refused.json()["error"]["type"] == "unauthenticated"  # OpenAI's shape here
+    # engrain's own routes keep engrain's shape on the same server
+    own = httpx.get(px.url.removesuffix("/v1") + "/v1/memories", params={"user_id": "alice"})
+    assert own.status_code == 401 and own.json()["error"] == "unauthenticated"
 
 
 def test_the_upstream_key_never_leaks(px: Proxied, caplog: pytest.LogCaptureFixture) -> None:

@@ -472,6 +472,19 @@ def test_error_shapes(svc: Service) -> None:
     assert r.headers["allow"] == "DELETE, GET, PATCH"
 
 
+def test_a_wrong_path_or_method_says_which_and_what_is_there(svc: Service) -> None:
+    """A client pointed at a wrong base URL (``http://host:8420/api``) or using the wrong
+    method learns which request missed and where the routes are, not just "Not Found"."""
+    body = assert_error(svc.call("POST", "/api/v1/context", "alice", json={}), 404, "not_found")
+    assert body["message"].startswith("no route POST /api/v1/context;")
+    assert "/v1/" in body["message"] and "/openapi.json lists them" in body["message"]
+    body = assert_error(svc.call("PUT", "/v1/context", "alice"), 405, "method_not_allowed")
+    assert body["message"] == "PUT /v1/context: method not allowed; this path takes POST"
+    long = "/x" + "%07" * 500  # decoded: 500 control characters
+    body = assert_error(svc.call("GET", long, "alice"), 404, "not_found")
+    assert "\x07" not in body["message"] and len(body["message"]) < 300
+
+
 def test_request_ids_are_echoed_or_made(svc: Service) -> None:
     r = svc.call("GET", "/healthz", headers={"X-Request-ID": "trace-42.a_b"})
     assert r.headers["x-request-id"] == "trace-42.a_b"

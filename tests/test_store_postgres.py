@@ -438,6 +438,7 @@ def test_copy_store_from_sqlite_to_postgres_is_lossless(tmp_path: Any, pg: Any) 
 
     assert counts == {
         "users": 3, "memories": 360, "embeddings": 324, "state": 1, "cached_embeddings": 2,
+        "keys": 0,
     }  # fmt: skip
     assert _export(pg) == _export(source)
     assert pg.get_state("alice", "tiers", "p") == {"tier": 1, "text": "café"}

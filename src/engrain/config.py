@@ -18,6 +18,7 @@ import json
 import os
 import tomllib
 import typing
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -48,6 +49,23 @@ ProxyInject = Literal["system", "append"]
 #: A user domain's name: not blank once stripped.
 DomainName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
 ENV_PREFIX = "ENGRAIN_"
+#: The ``ENGRAIN_*`` variables read outside :class:`Settings` (the README's "Other
+#: variables", with those only the project's tests read). Any other ``ENGRAIN_*`` name that
+#: is not a setting, nor a benchmark's (:data:`BENCH_PREFIX`), is most likely a typo: it
+#: draws a :class:`ConfigWarning` naming the closest known one, and is otherwise ignored.
+OTHER_VARIABLES = frozenset({
+    "ENGRAIN_CONFIG", "ENGRAIN_USER", "ENGRAIN_UI_SECRET", "ENGRAIN_ANN_MIN_VECTORS",
+    "ENGRAIN_PG_LEARNINGS_MB", "ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_WORKING_SET",
+    "ENGRAIN_SCHEMA_EXAMPLES", "ENGRAIN_MODEL_PACKAGES",
+})  # fmt: skip
+#: The benchmarks' own variables (``bench/``), never warned about.
+BENCH_PREFIX = "ENGRAIN_BENCH_"
+
+
+class ConfigWarning(UserWarning):
+    """An ``ENGRAIN_*`` environment variable engrain does not read (a misspelt setting)."""
+
+
 #: Where recall settings take their defaults from: the pipeline's own.
 _GATE = GateOptions()
 #: The ``validation context`` key naming where each key of the input came from.
@@ -88,12 +106,12 @@ class Settings(BaseModel):
     )
     onnx_spinning: bool | None = Field(
         default=None,
-        description="Let onnxruntime's intra-op threads spin between calls: the lowest "
-        "latency for one caller. Unset: on, except over a store that reads in threads of its "
-        "own (PostgreSQL), whose reads the spinning threads would slow (100,000 memories: "
-        "process CPU per context() 39-44 -> 19 ms, p50 / p95 x0.94 / x0.88). `engrain serve` "
-        "turns it off unless set (many concurrent calls: +21% context requests/s on 2 cores, "
-        "about +1 ms a call).",
+        description="Let onnxruntime's intra-op threads spin between a call's operators "
+        "and runs (at most 1 ms once idle): the lowest latency for one caller. Unset: on, "
+        "except over a store that reads in threads of its own (PostgreSQL), whose reads the "
+        "spinning threads would slow (100,000 memories: process CPU per context() 39-44 -> "
+        "19 ms, p50 / p95 x0.94 / x0.88). `engrain serve` turns it off unless set (many "
+        "concurrent calls: +21% context requests/s on 2 cores, about +1 ms a call).",
     )
     onnx_int8: bool | None = Field(
         default=None,
@@ -104,6 +122,15 @@ class Settings(BaseModel):
         "within ~0.004 (docs/ingest.md). None (default): on when the CPU has an exact int8 "
         "dot product (AVX-512 VNNI or AVX-VNNI), else the float graph; False: always the "
         "float graph. Stored vectors of either graph work with the other.",
+    )
+    overlap_reads: bool = Field(
+        default=True,
+        description="Run a context()'s reads that need no query vector (BM25's best "
+        "matches and their rows, the pinned memories) on a shared "
+        "pool thread while the calling thread embeds the query, on a store that otherwise "
+        "reads in the calling thread (SQLite, memory); a read no pool thread has begun when "
+        "it is needed runs in the calling thread. The same blocks either way. False: every "
+        "read in the calling thread.",
     )
     onnx_split: bool = Field(
         default=False,
@@ -267,7 +294,10 @@ def load_settings(
     unreadable: dict[str, str] = {}  # environment values that are not even text of a type
     for name, value in env.items():
         key = name[len(ENV_PREFIX) :].lower()
-        if name.startswith(ENV_PREFIX) and key in Settings.model_fields:
+        if name.startswith(ENV_PREFIX) and key not in Settings.model_fields:
+            if name not in OTHER_VARIABLES and not name.startswith(BENCH_PREFIX):
+                warnings.warn(unknown_variable(name), ConfigWarning, stacklevel=2)
+        elif name.startswith(ENV_PREFIX):
             try:
                 merged[key] = _from_env(key, value)
             except ValueError as exc:
@@ -300,6 +330,16 @@ def load_settings(
     if unreadable:
         raise ConfigError("\n".join(unreadable.values()))
     return settings
+
+
+def unknown_variable(name: str) -> str:
+    """What a :class:`ConfigWarning` says of ``name``: ignored, and the known variable
+    closest to it."""
+    known = [field.upper() for field in Settings.model_fields]
+    known += [other.removeprefix(ENV_PREFIX) for other in sorted(OTHER_VARIABLES)]
+    near = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
+    hint = f" (did you mean {ENV_PREFIX}{near[0]}?)" if near else ""
+    return f"{name} is neither a setting nor a variable engrain reads: ignored{hint}"
 
 
 def _from_env(key: str, raw: str) -> Any:

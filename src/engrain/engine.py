@@ -562,7 +562,7 @@ class Engine:
         self, r: Request, max_budget: int | None, *, explain: bool = True, top_k: int | None = None
     ) -> Gated:
         user_id, store = r.user_id, self.store
-        pairs = reads.Reads(store).start(
+        pairs = reads.Reads(store).start(  # read lazily on a serial store: one small read
             lambda: store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
         )
         return gate(
@@ -570,7 +570,7 @@ class Engine:
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
             cooccurrence=fb.StartedPairs(pairs), explain=explain, top_k=top_k,
-            previous=r.previous,
+            previous=r.previous, reads=reads.Reads(store, overlap=self.settings.overlap_reads),
         )  # fmt: skip
 
     # -- curation --------------------------------------------------------------------------

@@ -179,6 +179,11 @@ class KeyRing:
         malformed, unknown or revoked (the message never repeats the secret)."""
         if secret is None or (isinstance(secret, str) and not secret.strip()):
             raise AuthenticationError("no API key: send 'Authorization: Bearer <key>'")
+        if isinstance(secret, str) and not secret.startswith(SECRET_PREFIX):  # sk-…: a model's
+            raise AuthenticationError(
+                f"unknown API key: engrain's keys start with {SECRET_PREFIX} "
+                "(engrain keys create makes one)"
+            )
         if not _well_formed(secret):
             raise AuthenticationError("unknown API key")
         wanted = digest(secret)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from engrain.config import load_settings
+from engrain.config import ConfigWarning, load_settings
 from engrain.engine import Engine
 from engrain.errors import EngrainError, ValidationError
 from engrain.recall.results import ScoredMemory
@@ -59,6 +60,14 @@ def report(error: EngrainError, *, as_json: bool) -> None:
         click.echo(json.dumps(error.to_dict()), err=True)
     else:
         click.echo(f"error: {printable(error.message)}", err=True)
+
+
+def warn(message: str, *, as_json: bool) -> None:
+    """Print a warning on stderr: ``warning: <message>``, or ``{"warning": message}``."""
+    if as_json:
+        click.echo(json.dumps({"warning": message}), err=True)
+    else:
+        click.echo(f"warning: {printable(message)}", err=True)
 
 
 def require_utf8(value: str, what: str) -> str:
@@ -103,7 +112,14 @@ class State:
         for value, what in ((self.url, "--url"), (self.data_dir, "--data-dir")):
             if value is not None:
                 require_utf8(value, what)
-        settings = load_settings({"url": self.url, "data_dir": self.data_dir})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConfigWarning)
+            settings = load_settings({"url": self.url, "data_dir": self.data_dir})
+        for found in caught:  # a misspelt ENGRAIN_* variable: one line, as errors are
+            if issubclass(found.category, ConfigWarning):
+                warn(str(found.message), as_json=self.as_json)
+            else:
+                warnings.warn_explicit(found.message, found.category, found.filename, found.lineno)
         return click.get_current_context().with_resource(Engine(settings=settings))
 
     def emit(self, rows: Iterable[Any], text: Callable[[Any], str]) -> None:

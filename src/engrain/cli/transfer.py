@@ -19,9 +19,15 @@ from typing import IO, Any
 import click
 
 from engrain.cli.base import State, decode_utf8, global_options, pass_state, require_utf8
+from engrain.cli.files import written
 from engrain.errors import ValidationError
 from engrain.store import open_store
 from engrain.store.transfer import copy_store
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 user``, ``2 users``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def stderr_is_terminal() -> bool:
@@ -163,14 +169,11 @@ def export(state: State, target: str, all_users: bool) -> None:
     The records are lossless (embeddings included): `engrain import` restores them."""
     records = state.engine().export_records(None if all_users else state.user)
     counts: collections.Counter[str] = collections.Counter()
-    try:
-        with click.open_file(target, "w", encoding="utf-8") as out:
-            for record in records:
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                counts[record.get("type", "memory")] += 1
-                counts["state"] += len(record.get("state") or ())
-    except OSError as exc:
-        raise click.BadParameter(f"cannot write {target}: {exc.strerror}") from exc
+    with written(target) as out:  # whole or not at all (cli/files.py)
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            counts[record.get("type", "memory")] += 1
+            counts["state"] += len(record.get("state") or ())
     if not state.as_json:
         states = f" and {counts['state']} states" if counts["state"] else ""
         click.echo(f"exported {counts['memory']} memories{states}", err=True)
@@ -234,7 +237,9 @@ def migrate(
                       if r.get("filled") else "")
                    + ("; rebuilt the pool's graph" if r.get("pool_graph_rebuilt") else "")
                    + (f"; copied {r['copied']['memories']} memories of "
-                      f"{r['copied']['users']} users" if "copied" in r else "")),
+                      f"{plural(r['copied']['users'], 'user')} and "
+                      f"{plural(r['copied']['keys'], 'API key')}"
+                      if "copied" in r else "")),
     )  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -10,7 +11,10 @@ from typing import Protocol
 import numpy as np
 
 from engrain.embed.base import Embedder, Matrix
+from engrain.errors import StoreError
 from engrain.model import Vector, content_hash
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddingCache(Protocol):
@@ -57,12 +61,22 @@ class CachedEmbedder:
             fresh = self.inner.embed(list(missing.values()))
             new = {h: fresh[i] for i, h in enumerate(missing)}
             if keep:
-                self._cache.cache_embeddings(self.model_id, new)
+                self._keep(new)
             known.update(new)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for row, h in enumerate(hashes):
             out[row] = known[h]
         return out
+
+    def _keep(self, vectors: dict[str, Vector]) -> None:
+        """Write ``vectors`` to the store's cache, if it can: the cache only saves work,
+        so a store that cannot take the write (a full disk, a read-only mount, a server
+        gone) leaves the call that embedded them to go on, and the next call embeds them
+        again. The call's own writes, if any, still fail as they should."""
+        try:
+            self._cache.cache_embeddings(self.model_id, vectors)
+        except StoreError as exc:
+            log.warning("embeddings not cached: %s", exc)
 
     def embed_query(self, text: str) -> Vector:
         """One query vector. Recent queries are kept in a small in-process LRU (a message is

@@ -41,6 +41,11 @@ BATCH_SIZE = 32
 # 32 on the plain graph, and with the fused graph (fewer operators a run) groups of at most
 # 2 take ~6% less than 4 (docs/ingest.md). Vectors depend on neither.
 SPLIT_BATCH_SIZE = 2
+#: Microseconds a spinning intra-op thread keeps spinning once it finds no work: long
+#: enough to bridge a call's runs (an ingest's one-text int8 runs follow each other within
+#: ~0.1 ms), short enough to give the core back after a query's embedding (onnxruntime's own
+#: spin count held it ~50 ms on these cores: the whole rest of a context() call).
+SPIN_DURATION_US = 1000
 #: The fused graph (``scripts/build_minilm_graph.py``) and the package file its weights are in.
 GRAPH_FILE = "graph.onnx"
 #: The same graph with integer GEMMs on the package's int8 weights (each token's activation
@@ -87,9 +92,10 @@ class MiniLMEmbedder:
         """``threads``: the session's intra-op threads (0: one per core); ignored with
         ``split``, whose runs are single-threaded. ``batch_size``: rows per run (default
         32, or 2 with ``split``; always 1 with ``int8``). ``spinning``: let the intra-op
-        threads spin between calls, the lowest latency for one caller; off, a process
-        serving many concurrent calls gets the cores back (``engrain serve``: +21% context
-        requests/s with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
+        threads spin between a call's operators and runs, the lowest latency for one caller
+        (for at most :data:`SPIN_DURATION_US` once idle); off, a process serving many
+        concurrent calls gets the cores back (``engrain serve``: +21% context requests/s
+        with 16 clients, +1 ms a call). ``split``: see the class. ``fused``: run
         the fused graph when it is usable (:func:`model_source`; the same vectors, ~10% less
         CPU and ~45 MB less memory), else the package's plain ``model.onnx``. ``int8``: run
         the fused graph's GEMMs on the int8 weights (:data:`INT8_GRAPH_FILE`; ~0.64x the
@@ -266,6 +272,13 @@ def _load(
         options.inter_op_num_threads = 1
         if not spinning and threads != 1:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        elif threads != 1:
+            # spin between a call's runs and operators, not for long after: left to its
+            # own count a pool thread spins ~50 ms, the whole rest of a context() call,
+            # on the core the reads that call overlaps need (docs/scale.md, session 19)
+            options.add_session_config_entry(
+                "session.intra_op.spin_duration_us", str(SPIN_DURATION_US)
+            )
         options.log_severity_level = 3
         model, weights = model_source(fused, int8)
         if weights is not None:

@@ -32,7 +32,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
 from engrain.engine import Engine
@@ -164,12 +164,24 @@ def streamable_http_app(
     return MCPApp(server.session_manager, keys)
 
 
+class _Exact(Route):
+    """A plain route that names itself in the scope (``scope["route"]``), as FastAPI's own
+    routes do, so the server's metrics and logs label its requests with its path rather
+    than ``<unmatched>``."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child = {**child, "route": self}
+        return match, child
+
+
 def mount(app: Starlette, mcp_app: MCPApp, path: str = "/mcp") -> None:
     """Serve ``mcp_app`` at ``path`` and ``path/`` of ``app`` (exact routes: no redirect
     from one to the other, every method reaches the MCP endpoint) and run it inside
     ``app``'s lifespan, after the lifespan ``app`` already has starts."""
     path = "/" + path.strip("/")
-    app.router.routes.extend([Route(path, mcp_app), Route(path + "/", mcp_app)])
+    app.router.routes.extend([_Exact(path, mcp_app), _Exact(path + "/", mcp_app)])
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

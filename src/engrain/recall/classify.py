@@ -15,7 +15,8 @@ code blocks (needs accuracy), "we" / "our" / "before" (history-dependent), turn 
 context built), technical jargon density (domain-specific). On top of them, what labelled
 messages showed (``tests/test_classify.py``):
 
-* a message made only of acknowledgements, laughter and emoji is trivial;
+* a message made only of acknowledgements, laughter and emoji is trivial, and so is a short
+  one with no content word ("no worries at all", "you around?": :mod:`.contentless`);
 * debugging is recognised by its symptoms (hangs, 500s, OOM, timeouts, flaky, slow, exit
   codes, "doesn't work", things arriving out of order, output quoted after "I get" or
   "traps with"), not by the words "error" and "bug" — which, in a question about a fact
@@ -52,7 +53,7 @@ from functools import lru_cache
 from engrain.errors import ValidationError
 from engrain.ingest.signals import has_technical_term
 from engrain.recall import cues
-from engrain.recall.trivial import SHORT, greets, is_trivial
+from engrain.recall.trivial import SHORT, greets, trivial_signal
 
 
 class Complexity(StrEnum):
@@ -255,9 +256,10 @@ def classify(
     with the built-in domains and the user's ``vocabulary`` (domain → keywords)."""
     text = message.strip()
     fired: list[str] = []
-    if is_trivial(text):
+    trivial = trivial_signal(text)
+    if trivial is not None:
         intent = Intent.GREETING if greets(text) else Intent.DISCUSSION
-        fired.append("trivial_phrase")
+        fired.append(trivial)
         return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
 
     has_code = bool(cues.CODE_BLOCK.search(text) or cues.INLINE_CODE.search(text))
@@ -304,8 +306,9 @@ def _complexity_noted(
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
+    asked = cues.FAILING_KIND.sub(" ", text) if _asks(text) else text
     symptom = bool(
-        cues.SYMPTOM.search(text)
+        cues.SYMPTOM.search(asked)
         or cues.ERROR_CLASS.search(text)
         or cues.ERROR_LINE.match(text)
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))
@@ -425,7 +428,9 @@ def _complexity(
     if intent is Intent.GENERATION and cues.DESIGN_WORK.match(body):
         fired.append("architecture: a design asked for")  # the seed's deep "Architecture"
         return Complexity.DEEP
-    if intent is Intent.GENERATION and (
+    if intent is Intent.GENERATION and not deep and cues.ONE_UNIT.match(body):
+        fired.append("one unit")  # its cases or fields are the unit's, not parts of a feature
+    elif intent is Intent.GENERATION and (
         deep or cues.ENUMERATION.search(cues.ASIDE.sub(" ", _prose(text)))
     ):
         fired.append("many parts")  # building a whole flow is complex work, not a design
@@ -443,7 +448,12 @@ def _complexity(
     if intent is Intent.DEBUGGING:
         return _debugging_complexity(text, has_code, fired)
     if intent is Intent.DISCUSSION:
-        return Complexity.COMPLEX if length > LONG else Complexity.MODERATE
+        if length > LONG:
+            return Complexity.COMPLEX
+        if cues.NOTE.match(body) and not _asks(body):
+            fired.append("note")  # one piece of news passed on: a single concept
+            return Complexity.SIMPLE
+        return Complexity.MODERATE
     if cues.MULTI_FILE.search(text):
         fired.append("multi-file")
         return Complexity.COMPLEX
@@ -451,10 +461,10 @@ def _complexity(
         fired.append("long")
         return Complexity.COMPLEX
     if intent is Intent.ANALYSIS:
-        if cues.RATIONALE.match(body) and cues.CHOICE.search(body):
+        if _asks_rationale(body):
             fired.append("rationale")  # the answer is one recorded decision
             return Complexity.MODERATE
-        if cues.EXPLAIN_MECHANISM.match(body):
+        if cues.EXPLAIN_MECHANISM.match(body) and not cues.SYMPTOM.search(body):
             fired.append("mechanism")  # how one part works: a how-question as a request
             return Complexity.MODERATE
         return Complexity.COMPLEX
@@ -493,6 +503,17 @@ def _complexity(
 _DO_PART = re.compile(r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I)
 _OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
+
+
+def _asks_rationale(body: str) -> bool:
+    """Whether ``body`` asks why a recorded choice was made ("why did we pick Go", "why
+    tweedie and not plain l2"), not why something behaves as it does ("why is the memory
+    usage creeping up over a long session": the seed's complex analysis)."""
+    if not cues.RATIONALE.match(body):
+        return False
+    return bool(
+        cues.CHOICE.search(body) or (cues.CONTRAST.search(body) and not cues.WHY_VERB.match(body))
+    )
 
 
 def _asks(body: str) -> bool:
@@ -543,14 +564,16 @@ def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Comple
 
 def _quotes_output(text: str) -> bool:
     """Whether the code ``text`` quotes is a failure's output rather than code: a line of a
-    code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …"),
-    a span right after the verb reporting it ("I get `cannot borrow …`", "traps with `…`"),
-    or an inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
+    code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …",
+    also after a log's time: "02:41:07  Database Error in model …"), a span right after the
+    verb reporting it ("I get `cannot borrow …`", "traps with `…`", "matchd says `…`"), or an
+    inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
     for block in cues.BLOCK_BODY.findall(text):
         for line in block.splitlines():
-            if cues.ERROR_LINE.match(line.strip()) or cues.ERROR_CODE.match(line.strip()):
+            line = cues.LOG_TIME.sub("", line.strip(), count=1)
+            if cues.ERROR_LINE.match(line) or cues.ERROR_CODE.match(line):
                 return True
-    if cues.REPORTED_OUTPUT.search(text):
+    if cues.REPORTED_OUTPUT.search(text) or cues.SAYS_OUTPUT.search(text):
         return True
     for span in cues.INLINE_SPAN.findall(text):
         span = span.strip()

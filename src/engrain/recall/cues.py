@@ -80,7 +80,8 @@ SYMPTOM = re.compile(
     r"redirect(?:ed|s)? (?:in )?(?:a )?loop|infinite loop|"
     r"(?:a|an|one|two|\d+) (?:day|hour|minute|week|month)s? (?:early|late|off|behind|ahead)|"
     r"too (?:early|late)|too good to be true|stall\w*|sitting at|"
-    r"(?:kicked|logged|signed|thrown|bounced) (?:back|out)|"
+    r"(?:kicked|logged|signed|thrown|bounced) (?:back|out)|bounced with|"
+    r"(?:can'?t|cannot|couldn'?t|won'?t) get (?:\w+ed|\w+ed (?:in|up|on))\b|"
     r"since (?:this morning|yesterday|last night|this week|(?:mon|tues|wednes|thurs|fri|"
     r"satur|sun)day)|"
     r"(?:seems|seem|looks|look|is|are) (?:\w+ )?(?:suspicious|fishy|off)\b|"
@@ -126,6 +127,11 @@ ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
 #: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
 PROBLEM_WORD = re.compile(
     r"\b(?:fix\w*|bugs?|buggy|errors?|issues?|problems?|regression\w*|timeout)\b", re.I
+)
+#: A failure named as a kind of thing in a question ("does a failing model page anyone?",
+#: "what happens to any failed job?"): a topic, like "which error tracker", not a report.
+FAILING_KIND = re.compile(
+    r"\b(?:a|an|any|every|each)\s+(?:failing|failed|broken|flaky)\s+\w+", re.I
 )
 FACT_QUESTION = re.compile(
     r"^(?:what(?:'s| is| was| are| were| does| do)?|which|where|who|whom|whose|when|"
@@ -286,8 +292,30 @@ MULTI_FILE = re.compile(
 QUICK = re.compile(r"\b(?:quick(?:ly)?|briefly|short answer|just tell me|quick q)\b", re.I)
 RATIONALE = re.compile(r"^(?:(?:explain|tell me|remind me) )?why\b", re.I)
 #: A choice between alternatives or one of ours ("instead of", "and not", "we chose").
-CHOICE = re.compile(
-    r"\b(?:we|our|instead of|rather than|and not|but|over (?:a|an|the|\w+ for))\b", re.I
+CHOICE = re.compile(r"\b(?:we|our|instead of|rather than|and not)\b", re.I)
+#: A contrast that names a choice only in a "why" without a verb of its own ("why anyhow in
+#: the binary crate but thiserror in the library crate"); after "why does / is …" it
+#: contrasts behaviours ("look great offline but awful in the A/B test", "creeping up over a
+#: long session"): a problem to analyse, not a recorded decision.
+CONTRAST = re.compile(r"\b(?:but|over (?:a|an|the|\w+ for))\b", re.I)
+WHY_VERB = re.compile(
+    r"^(?:(?:explain|tell me|remind me) )?why (?:does|do|is|are|did|was|were|would|has|have|"
+    r"doesn'?t|don'?t|isn'?t|aren'?t)\b",
+    re.I,
+)
+#: A note passing on one piece of news ("fyi the GA4 export gets switched off end of March",
+#: "heads up, the migration starts next week"): the seed's simple, a single concept.
+NOTE = re.compile(r"^(?:fyi|f\.y\.i\.?|heads[- ]up|psa|just so you know)\b", re.I)
+#: A request to write one unit of code ("Write a function that slugifies a name, lowercase,
+#: dashes, max 60 chars", "Write a Go table-driven test for …: 0s, 15s, 3 min and 20 min"):
+#: the seed's moderate "Write a function to validate email", however many cases it lists.
+ONE_UNIT = re.compile(
+    POLITE + r"(?:write|implement|add|create|generate|draft|make|give me|gimme)\s+(?:me\s+)?"
+    r"(?:a|an|the|one)\s+(?:[\w#.+-]+\s+){0,4}?(?:function|method|hook|test|unit test|fixture|"
+    r"struct|class|enum|type|serializer|migration|script|query|expectation suite|test suite|"
+    r"regex|regexp|one-?liner|docstring)\b"
+    r"(?!\s+(?:and|&)\s+(?:a|an|the)\s)",
+    re.I,
 )
 #: A question about a procedure or a mechanism ("how do I …", "how does X decide …", "what's
 #: the best way …"), unlike one about a fact ("how many …", "where's …").
@@ -409,10 +437,12 @@ EXPLAIN_MECHANISM = re.compile(
     POLITE + r"explain (?:to me )?(?:how|what|the)\b(?! (?:reason|cause|root))", re.I
 )
 #: A walk along a path through the system, from one end to the other ("what happens from
-#: the moment a user taps Pay until the receipt email goes out"): end to end.
+#: the moment a user taps Pay until the receipt email goes out", "everything that happens
+#: between a player pressing Find Match and being in a server"): end to end.
 JOURNEY = re.compile(
     r"\b(?:what happens|goes|travels|flows|gets?) (?:\S+ ){0,3}?from (?:\S+ ){1,8}?"
-    r"(?:until|till|all the way to|to) ",
+    r"(?:until|till|all the way to|to) |"
+    r"\b(?:what|everything that|all that) happens between (?:\S+ ){1,8}?and ",
     re.I,
 )
 #: A review of a design written down ("review RFC 0019 against our plugin API rules", "assess
@@ -432,12 +462,12 @@ WHAT_IT_DOES = re.compile(
     re.I,
 )
 #: A request whose product is one line or one small piece ("give me a regex that …", "a
-#: bash one-liner to …", "write the docstring for …", "add type hints to …"): a single
-#: concept, the seed's simple.
+#: bash one-liner to …", "regex that matches our staging model names", "write the docstring
+#: for …", "add type hints to …"): a single concept, the seed's simple.
 SMALL_PIECE = re.compile(
-    POLITE + r"(?:write|give me|gimme|add|generate|make|create|draft|need|want)\s+"
-    r"(?:me\s+)?(?:a|an|the|some)?\s*(?:[\w-]+\s+)?(?:regex(?:es)?|regexp|one-?liners?|"
-    r"docstrings?|type hints?|type annotations?)\b",
+    POLITE + r"(?:(?:write|give me|gimme|add|generate|make|create|draft|need|want)\s+"
+    r"(?:me\s+)?)?(?:a|an|the|some)?\s*(?:[\w-]+\s+)?(?:regex(?:es)?|regexp|one-?liners?|"
+    r"docstrings?|doc ?comments?|type hints?|type annotations?)\b",
     re.I,
 )
 #: An error code opening the message ("SSL: CERTIFICATE_VERIFY_FAILED when …",
@@ -455,6 +485,14 @@ QUOTED_AFTER = re.compile(
 #: delta 1.8C > 0.3C`"): a lowercase tool name, a colon, then words, not code (no "=", ";" or
 #: braces: "`if: github.ref == 'refs/heads/main'`" is a line of a workflow).
 LOG_LINE = re.compile(r"^[a-z][\w.-]*: [a-z][a-z0-9]* [a-z][a-z0-9]*\b(?!.*[=;{}])")
+#: The time a log line opens with ("02:41:07  Database Error in model …", "[2026-01-12
+#: 03:14:07] ERROR …"): what follows is a failure's output when it is an error line.
+LOG_TIME = re.compile(r"^\[?\d{2,4}[-:/]\d{2}[-:/T\d.,:+Z ]*\]?\s+")
+#: A tool's output quoted right after the verb reporting it ("matchd says `allocation
+#: failed: …`", "the console shows `…`", "it logs `…`").
+SAYS_OUTPUT = re.compile(
+    r"\b(?:says|said|shows|showed|prints|printed|logs|logged|reports)\s*:?\s*`", re.I
+)
 BLOCK_BODY = re.compile(r"```[^\n]*\n(.*?)(?:```|$)", re.S)
 INLINE_SPAN = re.compile(r"`([^`\n]+)`")
 WRITE = re.compile(POLITE + r"(?:write|create|implement)\b", re.I)

@@ -189,6 +189,7 @@ def gate(
     top_k: int | None = None,
     explain: bool = True,
     previous: str | None = None,
+    reads: Reads | None = None,
 ) -> Gated:
     """Run the gating pipeline for ``message``: classify → budget → candidates → score →
     select → assemble, one call each. ``token_budget`` overrides the automatic budget and
@@ -198,7 +199,9 @@ def gate(
     budget is full (what ``context()`` needs; ``explain()`` records them all). ``previous``,
     the conversation's turn before ``message``, lends it its subject where it has none of
     its own (``recall.previous``): the message is classified as a turn after the first, and
-    the pool of one that leans on the turn before is searched with both turns.
+    the pool of one that leans on the turn before is searched with both turns. ``reads``:
+    how the reads that need no query vector run (:class:`~engrain.store.reads.Reads`;
+    default: the store's way).
 
     With ``options.pool_first`` the pool is gathered ``options.pool`` deep first, and at
     the budget's depth (:func:`_pool_size`) only when that block is not full (a block that
@@ -207,7 +210,7 @@ def gate(
         _gate, store, embed_query, message, user_id, now=now, turn=turn,
         token_budget=token_budget, memory_types=memory_types, project=project,
         include_compressed=include_compressed, cooccurrence=cooccurrence,
-        max_budget=max_budget, top_k=top_k, explain=explain, previous=previous,
+        max_budget=max_budget, top_k=top_k, explain=explain, previous=previous, reads=reads,
     )  # fmt: skip
     gated = run(options=options)
     if not options.pool_first or gated.full or gated.budget.tokens == 0:
@@ -236,9 +239,11 @@ def _gate(
     top_k: int | None = None,
     explain: bool = True,
     previous: str | None = None,
+    reads: Reads | None = None,
 ) -> Gated:
     """:func:`gate` with the pool as deep as ``options`` say (:func:`_pool_size`)."""
     clock = _Clock()
+    reads = Reads(store) if reads is None else reads
     if previous is not None:
         turn = max(turn, 1)  # there was a turn before: a follow-up can be read as one
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
@@ -253,7 +258,7 @@ def _gate(
         # rules' budget; the model rarely changes the pool's size, and then they start again
         rules_budget = _budget(classification, options, token_budget, max_budget)
         if rules_budget.tokens > 0:
-            started = _start_reads(store, message, user_id, flt, options, rules_budget)
+            started = _start_reads(store, message, user_id, flt, options, rules_budget, reads)
         vector = embed_query(message)  # the pool's query vector: a second opinion on intent
         clock.lap("embed")
         classification = refine(classification, message, vector, embedder)
@@ -271,14 +276,16 @@ def _gate(
         searched = joined_text(message, previous)
         pool_vector = joined_vector(vector, embed_query(previous), options.previous_weight)
         if started is not None:  # the lexical matches begun for the message alone
-            again = _start_reads(store, searched, user_id, flt, options, budget, pinned=False)
+            again = _start_reads(
+                store, searched, user_id, flt, options, budget, reads, pinned=False
+            )
             started = again._replace(pinned=started.pinned)
         clock.lap("previous turn")
     if read is not None:
         classification = replace(classification, signals=(*classification.signals,
                                                           read.note()))  # fmt: skip
     pool = _candidates(store, embed_query, searched, user_id, flt, options, budget, clock,
-                       pool_vector, started)  # fmt: skip
+                       reads, pool_vector, started)  # fmt: skip
     pool = with_summaries(
         pool,
         store,
@@ -447,15 +454,16 @@ def _start_reads(
     flt: MemoryFilter,
     options: GateOptions,
     budget: Budget,
+    reads: Reads,
     *,
     pinned: bool = True,
     size: int | None = None,
 ) -> _Started:
     """Begin the pool's lexical matches (``size`` deep, default the budget's pool size)
-    and (``pinned``) its pinned memories (:class:`Reads`: at once on a store that serves
-    reads from several threads, else when first asked for)."""
+    and (``pinned``) its pinned memories, as ``reads`` runs them (:class:`Reads`: at once
+    on a store that serves reads from several threads or with ``overlap``, else when first
+    asked for)."""
     size = _pool_size(options, budget) if size is None else size
-    reads = Reads(store)
     search = _lexical(store)
     lexical = (
         reads.start(lambda: search(user_id, message, size, flt))
@@ -483,6 +491,7 @@ def _candidates(
     options: GateOptions,
     budget: Budget,
     clock: _Clock,
+    reads: Reads,
     vector: Vector | None = None,
     started: _Started | None = None,
 ) -> list[Candidate]:
@@ -498,9 +507,9 @@ def _candidates(
     size = _pool_size(options, budget)
     static = options.profile is Profile.STATIC
     if started is None:
-        started = _start_reads(store, message, user_id, flt, options, budget)
+        started = _start_reads(store, message, user_id, flt, options, budget, reads)
     elif started.size != size:
-        again = _start_reads(store, message, user_id, flt, options, budget, pinned=False)
+        again = _start_reads(store, message, user_id, flt, options, budget, reads, pinned=False)
         started = again._replace(pinned=started.pinned)
     lexical, pinned = started.lexical, started.pinned
     typed = flt.update(kinds=LEARNING_KINDS)
@@ -536,8 +545,8 @@ def _candidates(
     depth = max(size, options.chunk_pool)
     if depth > size:
         deeper = _start_reads(
-            store, message, user_id, flt, options, budget, pinned=False, size=depth
-        ).lexical
+            store, message, user_id, flt, options, budget, Reads(store), pinned=False, size=depth
+        ).lexical  # asked for at once: nothing to overlap
         matches = deeper() if deeper else None
     if unnamed is not None:
         query_vector = unnamed

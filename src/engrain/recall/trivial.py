@@ -19,13 +19,17 @@ because what they add asks nothing:
   no number and no negation ("nice, CI's green", "tests passing now") — like work reported
   done ("merged!", "fixed"), the state of the project after an answer asks nothing.
 
-Anything with a question mark, a number in the extra word, or two unknown words is left to
-the rest of :mod:`engrain.recall.classify`.
+A message whose every word belongs to a closed class that names nothing (an apology, filler,
+a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
+worries at all", "hey, you around?"). Anything else with a question mark, a number in the
+extra word, or two unknown words is left to the rest of :mod:`engrain.recall.classify`.
 """
 
 from __future__ import annotations
 
 import re
+
+from engrain.recall.contentless import asks_nothing
 
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 
@@ -134,22 +138,38 @@ _NEGATION = frozenset(
 )  # fmt: skip
 
 
+#: The signal of a message trivial by the word lists and shapes above.
+PHRASE_SIGNAL = "trivial_phrase"
+#: The signal of a message trivial because no word of it is a content word
+#: (:func:`engrain.recall.contentless.asks_nothing`: "no worries at all", "you around?").
+NO_CONTENT_SIGNAL = "trivial: no content word"
+
+
 def is_trivial(text: str) -> bool:
     """Whether ``text`` (stripped) asks nothing of memory: acknowledgements, laughter,
     greetings, thanks and emoji only, short — or one of the two shapes in the module's
     docstring that allow one word more."""
+    return trivial_signal(text) is not None
+
+
+def trivial_signal(text: str) -> str | None:
+    """Why ``text`` is trivial (:data:`PHRASE_SIGNAL` or :data:`NO_CONTENT_SIGNAL`, which
+    ``explain()`` shows), or None when it is not."""
     if not text or len(text) >= SHORT:
-        return False
+        return None
     said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
     words = _WORDS.findall(said)
     unknown = [w for w in words if not _acknowledges(w)]
     if not unknown:
-        return True
+        return PHRASE_SIGNAL
+    if asks_nothing(text, words, _acknowledges):
+        return NO_CONTENT_SIGNAL
     if "?" in text:
-        return False
+        return None
     if len(unknown) == 1 and not _DIGIT.search(unknown[0]) and _laughs(text, words):
-        return True
-    return _reports_success(words, unknown) or _greets_being_around(text, unknown)
+        return PHRASE_SIGNAL
+    shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
+    return PHRASE_SIGNAL if shaped else None
 
 
 def _reports_success(words: list[str], unknown: list[str]) -> bool:

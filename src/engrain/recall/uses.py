@@ -1,7 +1,11 @@
 """Use counting: every memory a context injects counts one use, and at
 :data:`~engrain.tiers.PROMOTION_USES` uses it is promoted (tiers keep it whatever its age).
 The context id remembers what it injected, so feedback can point at it: the record is
-written with the counts, in one transaction of the store (:meth:`Store.record_uses`)."""
+written with the counts, in one transaction of the store (:meth:`Store.record_uses`).
+
+A store opened read-only (a true ``read_only`` attribute: SQLite on a read-only mount,
+``store/sqlite_open.py``) counts nothing and keeps no record: the context is still
+answered, as a replica serves reads, and the store said so once when it opened."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ def count(
     (``context_id``) with the counts, in one transaction (:meth:`Store.record_uses`), and
     return the promotions of those reaching the threshold, to write next. ``memories`` are
     as the store had them just before (else ``reread`` fetches them after counting)."""
-    if not memories:
+    if not memories or read_only(store):
         return []
     ids = [m.id for m in memories]
     state = [] if context_id is None else [
@@ -43,3 +47,8 @@ def count(
         for m, n in counted
         if m.promoted_at is None and n >= PROMOTION_USES
     ]
+
+
+def read_only(store: object) -> bool:
+    """Whether ``store`` was opened read-only, so that nothing can be written to it."""
+    return bool(getattr(store, "read_only", False))

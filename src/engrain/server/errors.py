@@ -7,6 +7,12 @@ the route). A body or query that does not fit the request model is 422 ``invalid
 (its message names the field); the engine's own refusals are 400. Anything unexpected is
 logged with its traceback and answered 500 ``error`` without one: no stack trace, path or
 driver message ever reaches a caller.
+
+The OpenAI-compatible proxy's routes (``app.state.openai_paths``) answer the same errors in
+OpenAI's shape, which the ``openai`` SDK reads its exception's text from::
+
+    {"error": {"message": "...", "type": "<code>", "code": "<code>", "param": null},
+     "status": 401, "request_id": "..."}
 """
 
 from __future__ import annotations
@@ -35,9 +41,23 @@ class RequestValidationFailed(ValidationError):
     http_status = 422
 
 
-def error_body(error: EngrainError) -> dict[str, Any]:
-    """The JSON object of ``error``, with this request's id."""
-    return {**error.to_dict(), "request_id": current_request_id()}
+def openai_shaped(app: Any, path: str) -> bool:
+    """Whether ``path`` is one of the OpenAI-compatible routes ``app`` serves (the proxy's),
+    whose errors are in OpenAI's shape."""
+    return path in getattr(getattr(app, "state", None), "openai_paths", ())
+
+
+def _body(code: str, message: str, status: int, *, openai: bool) -> dict[str, Any]:
+    if openai:
+        return {"error": {"message": message, "type": code, "code": code, "param": None},
+                "status": status, "request_id": current_request_id()}  # fmt: skip
+    return {"error": code, "message": message, "status": status,
+            "request_id": current_request_id()}  # fmt: skip
+
+
+def error_body(error: EngrainError, *, openai: bool = False) -> dict[str, Any]:
+    """The JSON object of ``error``, with this request's id; ``openai``: in OpenAI's shape."""
+    return _body(error.code, error.message, error.http_status, openai=openai)
 
 
 def error_headers(error: EngrainError) -> dict[str, str]:
@@ -49,15 +69,20 @@ def error_headers(error: EngrainError) -> dict[str, str]:
     return headers
 
 
-def error_response(error: EngrainError) -> JSONResponse:
-    """``error`` as an HTTP response with its own status."""
-    return JSONResponse(error_body(error), error.http_status, headers=error_headers(error))
+def error_response(error: EngrainError, request: Request | None = None) -> JSONResponse:
+    """``error`` as an HTTP response with its own status (in OpenAI's shape on the
+    OpenAI-compatible routes of ``request``'s app)."""
+    openai = request is not None and openai_shaped(request.app, request.url.path)
+    return JSONResponse(error_body(error, openai=openai), error.http_status,
+                        headers=error_headers(error))  # fmt: skip
 
 
-def error_bytes(error: EngrainError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+def error_bytes(
+    error: EngrainError, *, openai: bool = False
+) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """``error`` as raw ASGI parts (status, headers, body), for middleware answering before
     or instead of the app."""
-    body = json.dumps(error_body(error)).encode()
+    body = json.dumps(error_body(error, openai=openai)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
     headers.append((b"x-request-id", current_request_id().encode()))
@@ -74,12 +99,12 @@ def _field_errors(errors: Any) -> str:
 
 async def _engrain_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, EngrainError)
-    return error_response(exc)
+    return error_response(exc, request)
 
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(RequestValidationFailed(_field_errors(exc.errors())))
+    return error_response(RequestValidationFailed(_field_errors(exc.errors())), request)
 
 
 _HTTP_CODES: Mapping[int, str] = {404: "not_found", 405: "method_not_allowed",
@@ -107,17 +132,28 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     carries ``Allow`` with every method of the path."""
     assert isinstance(exc, HTTPException)
     code = _HTTP_CODES.get(exc.status_code, "error")
-    body = {"error": code, "message": str(exc.detail), "status": exc.status_code,
-            "request_id": current_request_id()}  # fmt: skip
+    message = str(exc.detail)
     headers = dict(exc.headers or {})
-    if exc.status_code == 405:
+    where = f"{request.method} {_shown(request.url.path)}"
+    if exc.status_code == 404 and message == "Not Found":  # Starlette's: no route matched
+        message = f"no route {where}; the API's routes start with /v1/ (/openapi.json lists them)"
+    elif exc.status_code == 405:
         headers["Allow"] = ", ".join(allowed_methods(request))
+        message = f"{where}: method not allowed; this path takes {headers['Allow']}"
+    body = _body(code, message, exc.status_code,
+                 openai=openai_shaped(request.app, request.url.path))  # fmt: skip
     return JSONResponse(body, exc.status_code, headers=headers)
+
+
+def _shown(path: str, limit: int = 200) -> str:
+    """A request path as an error message names it: printable, at most ``limit`` characters."""
+    path = "".join(c if c.isprintable() else "?" for c in path)
+    return path if len(path) <= limit else path[:limit] + "…"
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(EngrainError("internal error; the server log has the details"))
+    return error_response(EngrainError("internal error; the server log has the details"), request)
 
 
 def install(app: FastAPI) -> None:

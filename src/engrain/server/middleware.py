@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engrain.errors import EngrainError, InputTooLargeError, RequestTimeoutError
 from engrain.server.context import REQUEST_ID
-from engrain.server.errors import error_bytes
+from engrain.server.errors import error_bytes, openai_shaped
 from engrain.server.metrics import Metrics
 
 log = logging.getLogger("engrain.server.access")
@@ -163,7 +163,8 @@ class _Exchange:
         await self._send(message)
 
     async def _answer(self, error: EngrainError) -> None:
-        status, headers, body = error_bytes(error)
+        openai = openai_shaped(self.scope.get("app"), self.scope.get("path", ""))
+        status, headers, body = error_bytes(error, openai=openai)
         self.status = status
         self.started = True
         await self._send({"type": "http.response.start", "status": status, "headers": headers})

@@ -355,3 +355,48 @@ def pending_migrations(
             f"{where} was written by a newer engrain (migrations {sorted(unknown)})"
         )
     return [(name, step) for name, step in migrations if name not in done]
+
+
+#: Which writes may skip waiting for their log to reach the disk, on every backend that
+#: can choose (PostgreSQL: ``synchronous_commit = off`` for that transaction; SQLite: that
+#: transaction under ``PRAGMA synchronous=NORMAL`` instead of ``FULL``). Every other write
+#: (a memory written, changed or deleted, any other document, a key) is durable when its
+#: call returns, whatever crashes after: the process, the server, the machine or its
+#: filesystem (session 19, h7: docs/reliability.md).
+#: State namespaces whose documents, written alone, commit without waiting for the WAL
+#: flush (``synchronous_commit = off`` for that transaction only): ``contexts``
+#: (``engrain.feedback.CONTEXTS``), the record of what one ``context()`` injected, written
+#: after every call. A crash of the database server (not of a client) can lose the records
+#: of the last fraction of a second (``wal_writer_delay`` × 3 at most), never a memory: a
+#: feedback on such a context is answered "no context" as for an expired one. The
+#: transaction stays atomic, is visible to every reader at once, and any later commit
+#: that waits for its flush (every other write) makes it durable too, since the WAL is
+#: flushed in order: nothing durable can depend on a record that was lost.
+LAZY_NAMESPACES = frozenset({"contexts"})
+#: Patched fields that, written alone, commit without waiting for the WAL flush either:
+#: ``promoted_at``, which only promotion sets (``recall.uses`` after a ``context()``,
+#: ``tiers.cache`` when it compiles), a rule over the access counts (at least
+#: ``tiers.PROMOTION_USES`` uses and not promoted yet). A promotion a server crash loses is
+#: made again by the memory's next counted use or the next compile, as the counts that
+#: call for it are themselves counted without waiting (``record_access``); it never loses
+#: or changes a memory's content. Measured (session 15, 100,000 memories, load ~16): a
+#: promotion's write 20.7 → 11.1 ms p50, alternating (docs/postgres.md, "Session 15").
+LAZY_PATCH_FIELDS = frozenset({"promoted_at"})
+
+
+def lazy_commit(
+    upserts: Sequence[Memory],
+    deletes: Sequence[Memory],
+    state: Sequence[State],
+    patches: Sequence[Patch],
+) -> bool:
+    """Whether a write may commit without waiting for the WAL flush: it writes no row and
+    deletes none, its documents (if any) are all of :data:`LAZY_NAMESPACES` and its
+    patches (if any) set only :data:`LAZY_PATCH_FIELDS`; and it writes something."""
+    return (
+        not upserts
+        and not deletes
+        and bool(state or patches)
+        and all(s.namespace in LAZY_NAMESPACES for s in state)
+        and all(p.changes.keys() <= LAZY_PATCH_FIELDS for p in patches)
+    )

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import cast
 from urllib.parse import quote
 
+from engrain.store import sqlite_open
+
 #: Bytes per row: well under SQLite's 1,000,000,000-byte limit, and what a read or a write
 #: copies at a time beyond the whole.
 PART_BYTES = 256 * 1024 * 1024
@@ -103,7 +105,7 @@ def read(db: sqlite3.Connection, user_id: str, kind: str) -> bytes | None:
         rows.close()
 
 
-def read_apart(path: Path, user_id: str, kind: str) -> bytes | None:
+def read_apart(path: Path, user_id: str, kind: str, *, read_only: bool = False) -> bytes | None:
     """:func:`read` on a connection of its own to the file at ``path``, opened and closed
     here: a store reads a derived index of tens of MB this way without holding its own
     connection (and its lock) for the copy, so a caller's reads are not queued behind it
@@ -111,9 +113,10 @@ def read_apart(path: Path, user_id: str, kind: str) -> bytes | None:
     beside it by the index job: ~0.1 s quiet, up to 0.5 s under load). The one statement
     reads one snapshot of the file as :func:`read` does; what it returns is checked by its
     own format as before, so a copy newer than the caller's snapshot is just as safe. Not
-    for an in-memory database (another connection would not see it)."""
-    db = sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True, isolation_level=None,
-                         timeout=30.0)  # fmt: skip
+    for an in-memory database (another connection would not see it). ``read_only``: the
+    store was opened on a read-only mount, and so is this connection."""
+    uri = sqlite_open.read_only_uri(path) if read_only else f"file:{quote(str(path))}?mode=rw"
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
     try:
         return read(db, user_id, kind)
     finally:

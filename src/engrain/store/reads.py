@@ -3,12 +3,19 @@
 A store that serves reads from several threads at once, each on its own connection, says so
 with a true ``concurrent_reads`` attribute (the PostgreSQL store: the database works in
 other processes while this one embeds the query). :class:`Reads` then starts each read at
-once in a shared thread pool; on other stores (SQLite, memory) a read runs when its result is
-first asked for, in the calling thread, exactly as a plain call would.
+once in a shared thread pool. On other stores a read runs when its result is first asked
+for, in the calling thread, exactly as a plain call would; unless the caller asks for
+``overlap`` (an embedded store's ``context()``, ``Settings.overlap_reads``): then each read
+is handed to the same pool at once, to run on another core while the calling thread embeds
+the query, and taken back to run in the calling thread if no pool thread has begun it by
+the time its result is asked for (a busy pool never makes a call wait in its queue).
+What a read returns does not depend on the thread it runs in: each takes the store's
+current snapshot as it begins, as it would in the calling thread a few milliseconds later.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,19 +29,26 @@ READ_THREADS = 8
 
 class SharedThreads:
     """A thread pool shared by every store in the process, started on first use (a process
-    that never needs it starts no thread)."""
+    that never needs it starts no thread). A forked child starts its own: it inherits the
+    pool object but none of its threads, and a task handed to it would never run."""
 
     def __init__(self, threads: int, name: str) -> None:
         self._threads = threads
         self._name = name
         self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        self._lock = threading.Lock()  # a parent's thread may have held it at the fork
 
     def __call__(self) -> ThreadPoolExecutor:
-        """The pool, started by the first caller."""
+        """The pool, started by the first caller of this process."""
         with self._lock:
-            if self._pool is None:
+            if self._pool is None or self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix=self._name)
+                self._pid = os.getpid()
             return self._pool
 
 
@@ -50,13 +64,16 @@ class Reads:
     """Starts reads of ``store``; each ``start`` returns a function giving the result (or
     raising the read's error). Ask for every result once; each is computed once."""
 
-    def __init__(self, store: object) -> None:
+    def __init__(self, store: object, *, overlap: bool = False) -> None:
         self.parallel = concurrent(store)
+        self.overlap = overlap and not self.parallel
 
     def start(self, read: Callable[[], T]) -> Callable[[], T]:
-        """Begin ``read`` (in the background when the store allows it)."""
+        """Begin ``read`` (in the background when the store allows it, or with ``overlap``)."""
         if self.parallel:
             return _executor().submit(read).result
+        if self.overlap:
+            return _overlapped(read)
         done: list[T] = []
 
         def result() -> T:
@@ -65,3 +82,17 @@ class Reads:
             return done[0]
 
         return result
+
+
+def _overlapped(read: Callable[[], T]) -> Callable[[], T]:
+    """``read`` handed to the shared pool; its result, or ``read`` run by the caller if no
+    pool thread took it up before it was asked for (cancelled first: it never runs twice)."""
+    future = _executor().submit(read)
+    done: list[T] = []
+
+    def result() -> T:
+        if not done:
+            done.append(read() if future.cancel() else future.result())
+        return done[0]
+
+    return result

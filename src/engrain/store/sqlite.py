@@ -14,6 +14,7 @@ against the working set when read.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -39,6 +40,7 @@ from engrain.store import (
     heap,
     image_refresh,
     sqlite_load,
+    sqlite_open,
     sqlite_stamps,
     sqlite_tokens,
     sqlite_uses,
@@ -48,12 +50,14 @@ from engrain.store.ann_stamp import IndexStamp
 from engrain.store.arrays import HeldTable, RowVectors
 from engrain.store.base import (
     ALL,
+    LAZY_NAMESPACES,
     MEMORY_COLUMNS,
     KeyRecord,
     MemoryFilter,
     Patch,
     State,
     counted,
+    lazy_commit,
     pending_migrations,
 )
 from engrain.store.cache import Stamped, UserCache
@@ -80,6 +84,8 @@ IMAGE_REFRESH_SECONDS = 60.0
 #: memories: every 60 s; a 10 s one at 1,000,000: every 500 s), so a large user's
 #: background re-encoding cannot hold the interpreter for a tenth of every minute.
 IMAGE_REFRESH_SHARE = 0.02
+
+log = logging.getLogger(__name__)
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -263,11 +269,9 @@ class SQLiteStore:
         self._ann_background = ann_background
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                str(self.path), check_same_thread=False, isolation_level=None, timeout=30.0
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db, self.read_only = sqlite_open.connect(self.path)
+            if not self.read_only:
+                self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             # checkpoints run on the checkpointer's thread, not inside a caller's commit
@@ -275,6 +279,7 @@ class SQLiteStore:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
+        self._durable = False  # the connection's synchronous is NORMAL (see _transaction)
         self._checkpoints = Checkpointer(self.path)
         self._caches: OrderedDict[str, UserCache] = OrderedDict()
         self._data_version = -1
@@ -293,6 +298,10 @@ class SQLiteStore:
         self._verified: dict[str, int] = {}
         self._closed = False
         self.migrate()
+        if self.read_only:
+            log.warning("%s is on a read-only filesystem: opened read-only; context() "
+                        "counts no uses and records no context, and writes raise "
+                        "StoreError", self.path)  # fmt: skip
 
     # -- schema -------------------------------------------------------------------------
 
@@ -301,13 +310,18 @@ class SQLiteStore:
         applied: list[str] = []
         with self._lock:
             try:
-                self._db.execute(
-                    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
-                )
+                if not self.read_only:
+                    self._db.execute("CREATE TABLE IF NOT EXISTS migrations "
+                                     "(name TEXT PRIMARY KEY, applied_at TEXT)")  # fmt: skip
                 done = {r[0] for r in self._db.execute("SELECT name FROM migrations")}
             except sqlite3.Error as exc:
                 raise MigrationError(f"cannot read migrations of {self.path}: {exc}") from exc
             for name, step in pending_migrations(done, MIGRATIONS, str(self.path)):
+                if self.read_only:
+                    raise MigrationError(
+                        f"{self.path} is on a read-only filesystem and needs migration "
+                        f"{name}: open it writable once"
+                    )
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
                     step(self._db)
@@ -320,12 +334,21 @@ class SQLiteStore:
         return applied
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction under the store's lock: the write lock is
         taken first (waiting up to the busy timeout), so no read inside it is ever upgraded
         to a write (which SQLite refuses at once, SQLITE_BUSY_SNAPSHOT). Any sqlite3 error is
-        a :class:`StoreError`."""
+        a :class:`StoreError`.
+
+        ``durable``: the commit syncs the log to the disk before it returns
+        (``synchronous=FULL``), so what the caller is told was written survives a crash of
+        the machine or its filesystem, not only of the process; otherwise (use counts,
+        context records, promotions, caches and derived indexes: ``base.lazy_commit``) the
+        log is synced at the next checkpoint or durable commit, as SQLite's ``NORMAL``."""
         with self._lock:
+            if self.read_only:
+                raise StoreError(f"{self.path} is on a read-only filesystem: nothing was written")
+            self._synchronous(durable)
             self._begin()
             try:
                 yield self._db
@@ -333,9 +356,21 @@ class SQLiteStore:
             except BaseException as exc:
                 self._rollback()
                 if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"write to {self.path} failed: {_reason(exc)}") from exc
+                    raise StoreError(
+                        f"write to {self.path} failed: {_reason(exc, self.path)}"
+                    ) from exc
                 raise
             self._checkpoints.committed()
+
+    def _synchronous(self, durable: bool) -> None:
+        """Set the connection's ``synchronous`` for the next transaction (outside one,
+        under the lock; a pragma only when it changes)."""
+        if durable != self._durable:
+            try:
+                self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a write on {self.path}: {_reason(exc)}") from exc
+            self._durable = durable
 
     def _begin(self) -> None:
         # A stale read snapshot of this connection makes BEGIN IMMEDIATE fail at once with
@@ -349,7 +384,7 @@ class SQLiteStore:
                 busy = getattr(exc, "sqlite_errorcode", None) == _SQLITE_BUSY_SNAPSHOT
                 if not busy or attempt == _BEGIN_RETRIES - 1:
                     raise StoreError(
-                        f"cannot start a write on {self.path}: {_reason(exc)}"
+                        f"cannot start a write on {self.path}: {_reason(exc, self.path)}"
                     ) from exc
                 self._rollback()
 
@@ -388,7 +423,8 @@ class SQLiteStore:
         placeholders = ", ".join("?" for _ in _ROW_COLUMNS)
         with self._lock:
             try:
-                with self._transaction() as db:
+                durable = not lazy_commit(upserts, deletes, state, patches)
+                with self._transaction(durable=durable) as db:
                     # the working sets checked at this version hold the revisions this
                     # write leaves (no other process committed since)
                     version = db.execute("PRAGMA data_version").fetchall()[0][0]
@@ -553,14 +589,17 @@ class SQLiteStore:
         """:meth:`record_access` and the ``state`` documents (written or, with a ``None``
         value, deleted as :meth:`write` does) in one transaction: a ``context()``'s counted
         uses and its record (``recall/uses.py``), one commit instead of two, and neither
-        without the other."""
-        if not ids and not state:
+        without the other. A store opened read-only counts nothing (a ``recall()`` on a
+        read-only mount answers, as ``context()`` does: ``store/sqlite_open.py``)."""
+        if (not ids and not state) or self.read_only:
             return
         counts = Counter(ids)
         documents = [(s, s.encoded()) for s in state]
         now = _dt(datetime.now(UTC))
         with self._lock:
-            with self._transaction() as db:
+            with self._transaction(
+                durable=any(s.namespace not in LAZY_NAMESPACES for s in state)
+            ) as db:
                 _write_state(db, documents, now)
                 sqlite_uses.count(db, user_id, counts, _dt(at))
             self._sync_version()
@@ -589,7 +628,7 @@ class SQLiteStore:
     def cache_embeddings(self, model_id: str, vectors: dict[str, Vector]) -> None:
         if not vectors:
             return
-        with self._transaction() as db:
+        with self._transaction(durable=False) as db:
             db.executemany(
                 "INSERT OR IGNORE INTO embedding_cache VALUES (?, ?, ?)",
                 [
@@ -839,7 +878,7 @@ class SQLiteStore:
             stamps = sqlite_stamps.made(snapshot, held, slot, Stamp(revision, names))
             if not stamps:
                 return
-            with self._transaction() as db:
+            with self._transaction(durable=False) as db:
                 now = self._revisions_of(db, [user_id]).get(user_id, 0)
                 if now != revision or any(index.saved is None for _, index in held):
                     return  # written since, or patched: the stamps would vouch wrongly
@@ -893,7 +932,7 @@ class SQLiteStore:
         data = columns.dump(table, stamp)
         with self._lock:
             self._refresh_cost[user_id] = time.monotonic() - started
-        with self._transaction() as db:
+        with self._transaction(durable=False) as db:
             now = db.execute("PRAGMA data_version").fetchall()[0][0]
             current = self._caches.get(user_id)
             rows = None if current is None or current.snapshot.arrays is None \
@@ -1010,14 +1049,16 @@ class SQLiteStore:
         def read() -> bytes | None:
             try:
                 if str(self.path) != ":memory:":  # without the store's lock (the copy: ~50 MB)
-                    return derived_blobs.read_apart(self.path, user_id, kind)
+                    return derived_blobs.read_apart(
+                        self.path, user_id, kind, read_only=self.read_only
+                    )
                 with self._lock:
                     return derived_blobs.read(self._db, user_id, kind)
             except sqlite3.Error as exc:
                 raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
 
         def write(data: bytes) -> None:
-            with self._transaction() as db:
+            with self._transaction(durable=False) as db:
                 derived_blobs.write(db, user_id, kind, data, datetime.now(UTC).isoformat())
 
         # the thread is named after the index ("engrain-bm25"): tests wait for it by name
@@ -1042,8 +1083,12 @@ class SQLiteStore:
         thread.start()
 
 
-def _reason(exc: sqlite3.Error) -> str:
-    """The driver's message, with what to do about the common one a user can fix."""
+def _reason(exc: sqlite3.Error, path: Path | None = None) -> str:
+    """The driver's message, with what to do about the common one a user can fix. A write
+    on a filesystem remounted read-only under the store fails as a bare "disk I/O error":
+    given the store's ``path``, that cause is named."""
+    if path is not None and sqlite_open.on_read_only_mount(path):
+        return f"{exc} (the store's filesystem is mounted read-only)"
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY or "readonly" in str(exc):
         return f"{exc} (the file or its directory is read-only for this user)"
     return str(exc)

@@ -51,12 +51,15 @@ def copy_store(
     * ``on_batch(user_id, copied_so_far)`` — called after each batch (progress bars).
 
     Memories are written oldest first, so the target keeps the source's insertion order.
+    A copy of every user (``users`` not given) moves the store, so its API keys come too
+    (hashes, scopes, revocations; :func:`copy_keys`): the server's callers keep working.
     Returns counts: ``users``, ``memories``, ``embeddings`` (memories that had a vector),
-    ``state`` and ``cached_embeddings``.
+    ``state``, ``cached_embeddings`` and ``keys``.
     """
     if batch < 1:
         raise ValidationError(f"batch must be at least 1, not {batch}")
-    counts = {"users": 0, "memories": 0, "embeddings": 0, "state": 0, "cached_embeddings": 0}
+    counts = {"users": 0, "memories": 0, "embeddings": 0, "state": 0, "cached_embeddings": 0,
+              "keys": 0}  # fmt: skip
     wanted = list(users) if users is not None else source.users()
     hashes: set[str] = set()
     for user_id in wanted:
@@ -84,7 +87,21 @@ def copy_store(
             found = source.cached_embeddings(model_id, ordered[start : start + batch])
             target.cache_embeddings(model_id, found)
             counts["cached_embeddings"] += len(found)
+    if users is None:
+        counts["keys"] = copy_keys(source, target)
     return counts
+
+
+def copy_keys(source: Store, target: Store) -> int:
+    """Every API key of ``source`` into ``target``, as stored (the digest, never a secret):
+    a key the target lacks is added, one it has keeps its record but is revoked when the
+    source's is (a re-run after a revocation carries it over). Returns how many keys the
+    source holds."""
+    records = source.key_records()
+    for record in records:
+        if not target.put_key(record) and record.revoked_at is not None:
+            target.revoke_key(record.id, record.revoked_at)
+    return len(records)
 
 
 def line_hashes(memories: Sequence[Memory]) -> set[str]:

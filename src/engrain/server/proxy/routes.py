@@ -205,6 +205,7 @@ def install(app: FastAPI, engine: Engine, keys: KeyRing, config: ProxyConfig,
     network (tests)."""
     proxy = Proxy(engine, keys, config, transport)
     app.state.proxy = proxy
+    app.state.openai_paths = frozenset({CHAT_PATH, MODELS_PATH})  # errors in OpenAI's shape
     app.add_api_route(CHAT_PATH, chat_completions, methods=["POST"], tags=["proxy"],
                       include_in_schema=False)  # fmt: skip
     app.add_api_route(MODELS_PATH, models, methods=["GET"], tags=["proxy"],

@@ -25,7 +25,7 @@ from typing import Any
 
 from engrain.errors import ValidationError
 from engrain.model import Memory
-from engrain.store.base import Patch, State, counted
+from engrain.store.base import LAZY_NAMESPACES, Patch, State, counted, lazy_commit
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25
 from engrain.store.postgres.bm25 import Changes
@@ -46,45 +46,6 @@ def prepare(memory: Memory) -> Prepared:
         return to_row(memory, length), counts, length
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValidationError(f"memory {memory.id} has a field of the wrong type: {exc}") from exc
-
-
-#: State namespaces whose documents, written alone, commit without waiting for the WAL
-#: flush (``synchronous_commit = off`` for that transaction only): ``contexts``
-#: (``engrain.feedback.CONTEXTS``), the record of what one ``context()`` injected, written
-#: after every call. A crash of the database server (not of a client) can lose the records
-#: of the last fraction of a second (``wal_writer_delay`` × 3 at most), never a memory: a
-#: feedback on such a context is answered "no context" as for an expired one. The
-#: transaction stays atomic, is visible to every reader at once, and any later commit
-#: that waits for its flush (every other write) makes it durable too, since the WAL is
-#: flushed in order: nothing durable can depend on a record that was lost.
-LAZY_NAMESPACES = frozenset({"contexts"})
-#: Patched fields that, written alone, commit without waiting for the WAL flush either:
-#: ``promoted_at``, which only promotion sets (``recall.uses`` after a ``context()``,
-#: ``tiers.cache`` when it compiles), a rule over the access counts (at least
-#: ``tiers.PROMOTION_USES`` uses and not promoted yet). A promotion a server crash loses is
-#: made again by the memory's next counted use or the next compile, as the counts that
-#: call for it are themselves counted without waiting (``record_access``); it never loses
-#: or changes a memory's content. Measured (session 15, 100,000 memories, load ~16): a
-#: promotion's write 20.7 → 11.1 ms p50, alternating (docs/postgres.md, "Session 15").
-LAZY_PATCH_FIELDS = frozenset({"promoted_at"})
-
-
-def lazy_commit(
-    upserts: Sequence[Memory],
-    deletes: Sequence[Memory],
-    state: Sequence[State],
-    patches: Sequence[Patch],
-) -> bool:
-    """Whether a write may commit without waiting for the WAL flush: it writes no row and
-    deletes none, its documents (if any) are all of :data:`LAZY_NAMESPACES` and its
-    patches (if any) set only :data:`LAZY_PATCH_FIELDS`; and it writes something."""
-    return (
-        not upserts
-        and not deletes
-        and bool(state or patches)
-        and all(s.namespace in LAZY_NAMESPACES for s in state)
-        and all(p.changes.keys() <= LAZY_PATCH_FIELDS for p in patches)
-    )
 
 
 def write_body(

@@ -1,0 +1,67 @@
+"""What a SQLite write acknowledges survives a crash of the machine or its filesystem, not
+only of the process (``base.lazy_commit``, ``SQLiteStore._transaction``): a memory written,
+changed or forgotten, a key, any document but a context's record commits under
+``synchronous=FULL``; use counts, context records, promotions, the embedding cache and the
+derived indexes stay under ``NORMAL``, as on PostgreSQL (``synchronous_commit = off``).
+Session 19 (h7): a filesystem remounted read-only by an I/O error lost acknowledged
+memories committed under ``NORMAL`` (``bench/attacks/read_only_store.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engrain import Engine
+from engrain.embed import HashEmbedder
+from engrain.store.sqlite import SQLiteStore
+
+from .conftest import NOW, make_settings
+
+
+def commits(store: SQLiteStore) -> list[str]:
+    """Start recording, for each commit on the store's connection, the ``synchronous``
+    mode it ran under (``FULL`` or ``NORMAL``)."""
+    modes: list[str] = []
+    current = ["NORMAL"]
+
+    def seen(statement: str) -> None:
+        text = statement.strip().upper()
+        if text.startswith("PRAGMA SYNCHRONOUS="):
+            current[0] = text.split("=", 1)[1]
+        elif text == "COMMIT":
+            modes.append(current[0])
+
+    store._db.set_trace_callback(seen)
+    return modes
+
+
+def test_memories_commit_durably_and_a_contexts_counts_do_not(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "store.db")
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    engine.remember("the kayak is in the blue shed", user_id="u", now=NOW)
+    modes = commits(store)
+    kayak = engine.remember("the canoe is in the red shed", user_id="u", now=NOW)
+    assert modes[-1] == "FULL"  # (the embedding cache before it may be NORMAL)
+    del modes[:]
+    engine.context("where is the canoe?", user_id="u", now=NOW)
+    assert modes == ["NORMAL"]  # the counted uses and the context's record
+    del modes[:]
+    engine.pin(str(kayak.memory_id), "u")
+    engine.forget(str(kayak.memory_id), "u")
+    assert modes == ["FULL", "FULL"]
+    del modes[:]
+    engine.ingest_conversation([{"speaker": "user", "text": "my cat is called Miso"}], "u")
+    assert modes and modes[-1] == "FULL"
+    engine.close()
+
+
+def test_a_promotion_alone_commits_lazily_as_on_postgresql(tmp_path: Path) -> None:
+    from engrain.store import Patch
+
+    store = SQLiteStore(tmp_path / "store.db")
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    memory = engine.remember("the kayak is in the blue shed", user_id="u", now=NOW)
+    modes = commits(store)
+    store.write(patches=[Patch("u", str(memory.memory_id), {"promoted_at": NOW})])
+    store.write(patches=[Patch("u", str(memory.memory_id), {"pinned": True})])
+    assert modes == ["NORMAL", "FULL"]
+    engine.close()
