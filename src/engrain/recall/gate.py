@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -134,7 +133,6 @@ class GateOptions:
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
     fragments: bool = True  # pieces of different numbers are no lexical evidence (relevance)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
-    pool_first: bool = False  # the ordinary depth first, the budget's if its block has room
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
     def __post_init__(self) -> None:
@@ -201,47 +199,7 @@ def gate(
     its own (``recall.previous``): the message is classified as a turn after the first, and
     the pool of one that leans on the turn before is searched with both turns. ``reads``:
     how the reads that need no query vector run (:class:`~engrain.store.reads.Reads`;
-    default: the store's way).
-
-    With ``options.pool_first`` the pool is gathered ``options.pool`` deep first, and at
-    the budget's depth (:func:`_pool_size`) only when that block is not full (a block that
-    turned no candidate away for room could take more): see :func:`_pool_size`."""
-    run = partial(
-        _gate, store, embed_query, message, user_id, now=now, turn=turn,
-        token_budget=token_budget, memory_types=memory_types, project=project,
-        include_compressed=include_compressed, cooccurrence=cooccurrence,
-        max_budget=max_budget, top_k=top_k, explain=explain, previous=previous, reads=reads,
-    )  # fmt: skip
-    gated = run(options=options)
-    if not options.pool_first or gated.full or gated.budget.tokens == 0:
-        return gated
-    deep = options.update(pool_first=False)
-    if _pool_size(deep, gated.budget) <= _pool_size(options, gated.budget):
-        return gated  # the ordinary depth was the budget's: nothing deeper to gather
-    return run(options=deep)
-
-
-def _gate(
-    store: Store,
-    embed_query: Callable[[str], Vector],
-    message: str,
-    user_id: str,
-    *,
-    options: GateOptions,
-    now: datetime,
-    turn: int = 0,
-    token_budget: int | None = None,
-    memory_types: Sequence[MemoryType] | None = None,
-    project: str | None = None,
-    include_compressed: bool = False,
-    cooccurrence: Pairs | None = None,
-    max_budget: int | None = None,
-    top_k: int | None = None,
-    explain: bool = True,
-    previous: str | None = None,
-    reads: Reads | None = None,
-) -> Gated:
-    """:func:`gate` with the pool as deep as ``options`` say (:func:`_pool_size`)."""
+    default: the store's way)."""
     clock = _Clock()
     reads = Reads(store) if reads is None else reads
     if previous is not None:
@@ -339,7 +297,7 @@ def _gate(
     clock.lap("score")
 
     year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days
-    selected, filled, decisions = select_gated(
+    selected, _, decisions = select_gated(
         ranked, line_tokens=lambda m: line_tokens(m, fmt, year, compact, grouped),
         line_floor=lambda m: line_floor(m, fmt, year, compact, grouped),
         token_budget=budget.tokens, intent=classification.intent,
@@ -353,7 +311,7 @@ def _gate(
     clock.lap("assemble")
     costed = [_costed(r, fmt, year, compact, grouped) for r in ranked] if explain else selected
     return Gated(classification, budget, weights, selected, tokens, text, decisions, costed,
-                 components, clock.laps, full=filled.full)  # fmt: skip
+                 components, clock.laps)  # fmt: skip
 
 
 def _budget(
@@ -435,15 +393,7 @@ class _Started(NamedTuple):
 
 def _pool_size(options: GateOptions, budget: Budget) -> int:
     """How many nearest and lexical matches the pool takes: deep enough to fill the budget
-    with chunk-sized memories (~40 tokens each); with ``options.pool_first``, the ordinary
-    depth (``options.pool``), which :func:`gate` deepens only when its block is not full.
-
-    ``pool_first`` is not sound: a deeper candidate can outscore a selected one and take
-    its place in a full block. No bound that keeps every decision can skip the depth at
-    100,000 memories (docs/scale.md, "Session 19 … (h10)"): every deep call of the latency
-    corpus selects 4-61 memories from beyond the ordinary depth."""
-    if options.pool_first:
-        return options.pool
+    with chunk-sized memories (~40 tokens each)."""
     return max(options.pool, budget.tokens // 40)
 
 

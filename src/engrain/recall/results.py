@@ -65,8 +65,6 @@ class Gated:
     ranked: list[ScoredMemory] = field(default_factory=list)
     components: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     timings_ms: Mapping[str, float] = field(default_factory=dict)
-    #: the block turned a candidate away for want of room (``recall.select.Filled``)
-    full: bool = False
 
     @property
     def memories(self) -> list[Memory]:

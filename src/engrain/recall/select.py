@@ -196,8 +196,6 @@ class _Fill:
         self.unordered: list[tuple[float, int]] = []
         self.sections: set[str] = set()
         self.decisions: list[Decision] = []
-        # a candidate that passed every test was turned away for want of room
-        self.turned_away = False
 
     def cost(self, memory: MemoryFields, tokens: int) -> int:
         """What adding ``memory`` costs: its line, a newline, the wrapper if it is the
@@ -225,7 +223,6 @@ class _Fill:
         :func:`needed_relevance` is more relevant), not as a leading pin or a partner."""
         cost = self.cost(item.memory, item.tokens)
         if self.used + cost > self.budget:
-            self.turned_away = True
             self.note(item, False, f"{item.tokens} tokens do not fit ({self.used}/{self.budget})")
             return False
         self.groups[group].append(item)
@@ -341,16 +338,6 @@ def needed_relevance(used: int, budget: int) -> float:
     return FULL_BLOCK_RELEVANCE * min(1.0, used / budget)
 
 
-class Filled(NamedTuple):
-    """What a selection's block holds: ``used`` tokens, and whether it is ``full``: a
-    candidate that passed every test was turned away for want of room, fewer than
-    :data:`MIN_LINE_TOKENS` are left, or ``top_k`` memories are selected. A block that is
-    not full took every candidate that could join it: more candidates could add to it."""
-
-    used: int
-    full: bool
-
-
 def select_gated(
     ranked: Sequence[Ranked],
     *,
@@ -365,7 +352,7 @@ def select_gated(
     layout: Layout = Layout(0),
     partners: Mapping[str, Sequence[Ranked]] | None = None,
     build: Callable[[Sequence[MemoryFields]], list[Memory]] = built_each,
-) -> tuple[list[ScoredMemory], Filled, list[Decision]]:
+) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
 
@@ -393,9 +380,8 @@ def select_gated(
     when explaining).
     With thresholds, the candidates are walked most relevant first (:func:`fill_order`).
     Returns the selection (pinned, then procedural, then the rest in the order walked), the
-    tokens the block will use and whether it is full (:class:`Filled`), and (with
-    ``explain``) a decision per candidate; without ``explain`` the walk stops once no line
-    fits any more."""
+    tokens the block will use, and (with ``explain``) a decision per candidate; without
+    ``explain`` the walk stops once no line fits any more."""
     fill = _Fill(token_budget, layout, explain)
     share = int(token_budget * PROCEDURAL_SHARE)
     procedural_floor = (
@@ -462,7 +448,6 @@ def select_gated(
             and line_floor is not None
             and (fill.used + line_floor(memory) + 1 > token_budget)
         ):
-            fill.turned_away = True
             continue  # cannot fit, whatever its exact count: passed over without costing it
         item = costed(r)
         if group == 1 and fill.procedural_used + item.tokens > share:
@@ -487,9 +472,4 @@ def select_gated(
     memories = build([item.memory for item in items])
     selected = [ScoredMemory(memory, item.score, item.similarity, item.tokens)
                 for memory, item in zip(memories, items, strict=True)]  # fmt: skip
-    full = (
-        fill.turned_away
-        or token_budget - fill.used < MIN_LINE_TOKENS
-        or (top_k is not None and fill.count >= top_k)
-    )
-    return selected, Filled(fill.used, full), fill.decisions
+    return selected, fill.used, fill.decisions
