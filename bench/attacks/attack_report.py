@@ -1,10 +1,14 @@
 """How every attack script ends: the JSON summary printed (and written with ``--json``),
-exit 0 only when ``summary["ok"]`` — the contract of ``../shared/reliability``'s scripts."""
+exit 0 only when ``summary["ok"]`` — the contract of ``../shared/reliability``'s scripts;
+and what the scripts that drive the CLI in a private directory share."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -16,3 +20,18 @@ def finish(summary: dict[str, Any], path: Path | None) -> NoReturn:
     if path:
         path.write_text(text + "\n", encoding="utf-8")
     sys.exit(0 if summary["ok"] else 1)
+
+
+def private_environment(prefix: str) -> tuple[Path, dict[str, str]]:
+    """A new temporary directory and this process's environment pointed at it (hash
+    embedder, an approximate index at any size, data directory and home inside it)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    os.environ.update(ENGRAIN_EMBEDDER="hash", ENGRAIN_ANN_MIN_VECTORS="0",
+                      ENGRAIN_DATA_DIR=str(root / "data"), HOME=str(root))  # fmt: skip
+    return root, dict(os.environ)
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``engrain *args`` in a child process with ``env`` (5 minutes at most)."""
+    return subprocess.run([sys.executable, "-m", "engrain.cli", *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip

@@ -35,7 +35,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -46,7 +45,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import cli, finish, private_environment
 from serve_sigterm import free_port, start
 
 USER = "ada"
@@ -217,11 +216,6 @@ def each_call_on_a_full_disk(disk: Disk, db: Path, env: dict[str, str]) -> dict[
     }
 
 
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engrain.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
-
-
 def the_cli_on_a_full_disk(disk: Disk, db: Path, env: dict[str, str],
                            outside: Path) -> dict[str, Any]:  # fmt: skip
     breaches: list[str] = []
@@ -325,10 +319,7 @@ def main() -> None:
     parser.add_argument("--size-mb", type=int, default=8, help="the tmpfs's size")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="engrain-full-disk-"))
-    os.environ.update(ENGRAIN_EMBEDDER="hash", ENGRAIN_ANN_MIN_VECTORS="0",
-                      ENGRAIN_DATA_DIR=str(root / "data"), HOME=str(root))  # fmt: skip
-    env = {k: v for k, v in os.environ.items()}
+    root, env = private_environment("engrain-full-disk-")
     try:
         disk = Disk(root / "mnt", args.size_mb)
     except (subprocess.CalledProcessError, OSError) as exc:

@@ -32,7 +32,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -43,7 +42,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import cli, finish, private_environment
 from serve_sigterm import free_port, start
 
 USER = "ada"
@@ -51,11 +50,6 @@ USER = "ada"
 
 def sh(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, check=True, capture_output=True, text=True)
-
-
-def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "engrain.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
 
 
 class Calls:
@@ -303,10 +297,7 @@ def main() -> None:
     parser.add_argument("--hang", type=float, default=60.0, help="a call this long hung")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="engrain-read-only-"))
-    os.environ.update(ENGRAIN_EMBEDDER="hash", ENGRAIN_ANN_MIN_VECTORS="0",
-                      ENGRAIN_DATA_DIR=str(root / "data"), HOME=str(root))  # fmt: skip
-    env = dict(os.environ)
+    root, env = private_environment("engrain-read-only-")
     if os.geteuid() != 0:
         print("mounting needs root", file=sys.stderr)
         sys.exit(2)
