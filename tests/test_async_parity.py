@@ -3,7 +3,6 @@ results."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +11,7 @@ from engrain import AsyncEngine, Engine
 from engrain.embed import HashEmbedder
 from engrain.store import MemoryStore
 
+from .aio import run_async
 from .conftest import NOW, make_settings
 
 LATER = NOW + timedelta(minutes=1)
@@ -50,7 +50,7 @@ def test_same_results(tmp_path: Path) -> None:
     sync.remember("The API listens on port 8080", "ada", now=NOW)
     sync.remember("Deploys happen on Fridays", "ada", now=LATER)
     expected = ([m.content for m in sync.list("ada")], sync.context("which port?", "ada").text)
-    assert asyncio.run(run()) == expected
+    assert run_async(run()) == expected
 
 
 def test_new_arguments_are_twins(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_new_arguments_are_twins(tmp_path: Path) -> None:
                     for m in await eng.list("ada")]  # fmt: skip
 
     expected = sync_run()
-    assert asyncio.run(async_run()) == expected
+    assert run_async(async_run()) == expected
     assert {row[0]: row[2:] for row in expected}["Deploys go out on Tuesdays"] == (
         True,
         True,

@@ -6,7 +6,6 @@ the key never shown, and the core importing no httpx."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import subprocess
@@ -32,6 +31,7 @@ from engrain.keys import KeyRing
 from engrain.server import create_app
 from engrain.store import MemoryStore
 
+from .aio import run_async
 from .conftest import NOW, make_settings
 from .test_server import LiveServer
 
@@ -155,7 +155,7 @@ def test_every_error_status(crafted: str, status: int, code: str, cls: type) -> 
                 return exc
         raise AssertionError("no error")
 
-    for error in (caught.value, asyncio.run(twin())):
+    for error in (caught.value, run_async(twin())):
         assert type(error) is cls
         if code == "html":
             assert "not an engrain error" in error.message
@@ -371,7 +371,7 @@ def test_a_refused_import_writes_nothing(served: Served) -> None:
                 await twin.import_records([refused[2], 42])  # type: ignore[list-item]
 
         with pytest.raises(e.ValidationError, match="record 2: must be a JSON object"):
-            asyncio.run(abort())
+            run_async(abort())
         assert alice.import_records([good], on_record=sent.append).stored == 1
     assert sent == [1, 2, 1]
     # the engine imports in one transaction and one at a time: the good import came after

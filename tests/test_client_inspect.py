@@ -5,7 +5,6 @@ engine's errors, and a bad argument refused before any request is sent."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from engrain.errors import NotFoundError, PermissionDeniedError, ValidationError
 from engrain.preview import Preview
 from engrain.review import FlaggedPair, Resolution, Resolved
 
+from .aio import run_async
 from .conftest import NOW
 from .test_client import Counting, Served
 
@@ -150,7 +150,7 @@ def test_the_async_client_is_a_twin(served: Served) -> None:
 
     e = served.engine
     first = e.browse("ada", limit=3)
-    assert asyncio.run(run()) == [
+    assert run_async(run()) == [
         wire.dump_page(first), wire.dump_page(e.browse("ada", limit=3, cursor=first.next_cursor)),
         [wire.dump_flagged_pair(p) for p in e.review("ada")],
         _untimed(e.preview(QUESTION, "ada", token_budget=300, now=LATER)),

@@ -5,7 +5,6 @@ contents, kinds, tokens, selections, scores and error classes)."""
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable
 from datetime import timedelta
@@ -20,6 +19,7 @@ from engrain.embed import HashEmbedder
 from engrain.recall.results import Context, Gated, RecallResult
 from engrain.store import MemoryStore
 
+from .aio import run_async
 from .conftest import NOW, make_settings
 from .test_client import Served
 
@@ -211,6 +211,6 @@ def test_async_client_and_async_engine_give_the_same_results(tmp_path: Path) -> 
             return await async_scenario(client)
 
     try:
-        assert asyncio.run(remote()) == asyncio.run(local())
+        assert run_async(remote()) == run_async(local())
     finally:
         served.close()

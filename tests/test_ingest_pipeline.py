@@ -5,7 +5,6 @@ session that fails later writes nothing of itself, the ones before it stay whole
 
 from __future__ import annotations
 
-import asyncio
 import random
 import threading
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from engrain.model import IngestReport, Memory, Turn
 from engrain.store import MemoryFilter, MemoryStore
 from engrain.store.sqlite import SQLiteStore
 
+from .aio import run_async
 from .conftest import NOW, make_settings
 
 USERS = ("u0", "u1", "u2")
@@ -195,5 +195,5 @@ def test_the_async_engine_has_it(tmp_path: Path) -> None:
                                store=MemoryStore(), embedder=HashEmbedder()) as engine:  # fmt: skip
             return await engine.ingest_conversations(_sessions(3))
 
-    reports = asyncio.run(run())
+    reports = run_async(run())
     assert [len(r.outcomes) > 0 for r in reports] == [True, True, True]

@@ -11,7 +11,6 @@ the same calls the same way. Explicit cases pin the exact inputs issue 11 lists.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from engrain import AsyncEngine, Engine, EngrainError, Settings, Turn, Validatio
 from engrain.embed import HashEmbedder
 from engrain.recall.gate import GateOptions
 
+from .aio import run_async
 from .conftest import NOW, make_settings
 
 #: ``max_text_chars`` of the engines here: small, so "too long" inputs stay cheap.
@@ -503,7 +503,7 @@ def test_async_engine_answers_junk_as_engine_does(data: st.DataObject, data_dir:
         a, k = resolve(args, sync_world), resolve(kwargs, sync_world)
         expected = outcome(lambda: invoke(sync, method, a, k))
         a, k = resolve(args, async_world), resolve(kwargs, async_world)
-        got = outcome(lambda: asyncio.run(getattr(twin, method)(*a, **k)))
+        got = outcome(lambda: run_async(getattr(twin, method)(*a, **k)))
         assert got == expected, method
     finally:
         sync.close()

@@ -20,6 +20,8 @@ sys.path.insert(0, str(REPO / "bench"))
 import common  # noqa: E402
 import load  # noqa: E402
 
+from .aio import run_async  # noqa: E402
+
 REQUESTS = 12
 
 
@@ -89,7 +91,7 @@ def test_non_2xx_answers_and_transport_errors_are_counted_as_errors() -> None:
     workload = load.Workload(
         ["u0", "u1"], {"u0": "k0", "u1": "k1"}, ["q1", "q2"], common.make_notes(3)
     )
-    tally = asyncio.run(load.run_phase(
+    tally = run_async(load.run_phase(
         "http://bench.invalid", workload, clients=2, seconds=120, max_requests=10,
         ops=load.SCHEDULE, transport=httpx.MockTransport(answer),
     ))  # fmt: skip

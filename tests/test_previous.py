@@ -8,7 +8,6 @@ latest)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from engrain.server import create_app
 from engrain.server.proxy.inject import parse
 from engrain.store import MemoryStore
 
+from .aio import run_async
 from .conftest import make_settings
 from .test_cli import Invoke, invoke, json_lines, ok, runner  # noqa: F401  (fixtures)
 from .test_mcp import Live, live  # noqa: F401  (the live MCP server fixture)
@@ -200,7 +200,7 @@ def test_async_engine_passes_previous(tmp_path: Path) -> None:
             assert gated.classification.signals[-1].startswith("previous turn used")
             return contents(await aio.context(FOLLOW_UP, "u", previous=BEFORE))
 
-    assert SECRET in asyncio.run(main())
+    assert SECRET in run_async(main())
 
 
 # -- HTTP, the client, MCP, the CLI ----------------------------------------------------------

@@ -39,6 +39,7 @@ from engrain.store import MemoryStore
 from engrain.tiers.cache import wrap
 from engrain.tiers.registry import Tier
 
+from .aio import run_async
 from .conftest import make_settings
 from .test_server import LiveServer
 
@@ -356,7 +357,7 @@ def test_async_client_plain_and_streaming(px: Proxied) -> None:
             text = "".join([c.choices[0].delta.content or "" async for c in stream])
         return plain.choices[0].message.content, text
 
-    plain, streamed = asyncio.run(run())
+    plain, streamed = run_async(run())
     assert plain == ANSWER and streamed == ANSWER
     assert "helix" in px.upstream.last()["body"]["messages"][1]["content"]
 

@@ -5,7 +5,6 @@ worker of ``--workers N``) do it as the app starts, not before."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 import weakref
@@ -22,6 +21,8 @@ from click.testing import CliRunner  # noqa: E402
 from engrain.cli.app import cli  # noqa: E402
 from engrain.server.app import from_environment  # noqa: E402
 from engrain.server.collector import settle  # noqa: E402
+
+from .aio import run_async  # noqa: E402
 
 
 class _Node:
@@ -67,7 +68,7 @@ def _started(app: Any) -> dict[str, int]:
         async with app.router.lifespan_context(app):
             seen["started"] = gc.get_freeze_count()
 
-    asyncio.run(run())
+    run_async(run())
     return seen
 
 
