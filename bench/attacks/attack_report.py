@@ -35,3 +35,19 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """``engrain *args`` in a child process with ``env`` (5 minutes at most)."""
     return subprocess.run([sys.executable, "-m", "engrain.cli", *args], env=env,
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+
+def next_process(db: Path, user: str, env: dict[str, str]) -> tuple[bool, str]:
+    """Whether a new process opens the SQLite store ``db``, writes a memory for ``user`` and
+    gets it back from ``context()``; with the end of its error output when it does not."""
+    script = (
+        "from engrain import Engine\n"
+        f"e = Engine('sqlite:///{db}')\n"
+        f"e.remember('written by the next process', user_id={user!r})\n"
+        f"assert 'next process' in e.context('what did the next process write?', "
+        f"user_id={user!r}).text\n"
+        "e.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)  # fmt: skip
+    return done.returncode == 0, done.stderr[-300:]

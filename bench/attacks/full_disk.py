@@ -29,7 +29,6 @@ Prints a JSON summary; exits 0 only when every rule held; exit 2 when it cannot 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sqlite3
@@ -45,7 +44,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import cli, finish, private_environment
+from attack_report import cli, finish, next_process, private_environment
 from serve_sigterm import free_port, start
 
 USER = "ada"
@@ -118,23 +117,14 @@ def rows(db: Path) -> dict[str, str]:
 def reopen_checks(db: Path, acknowledged: set[str], env: dict[str, str]) -> dict[str, Any]:
     """A new process opens the store after space is freed: integrity, what it holds, a
     write and a context."""
-    script = (
-        "import json, sys; from engrain import Engine\n"
-        f"e = Engine('sqlite:///{db}')\n"
-        f"e.remember('written after the disk was freed', user_id='{USER}')\n"
-        f"c = e.context('what was written after the disk was freed?', user_id='{USER}')\n"
-        "e.close(); print(json.dumps({'answered': 'freed' in c.text}))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
+    answered, error = next_process(db, USER, env)
     with closing(sqlite3.connect(db)) as c:
         integrity = c.execute("PRAGMA integrity_check").fetchone()[0]
     held = rows(db)
     lost = sorted(acknowledged - set(held))
-    answered = done.returncode == 0 and json.loads(done.stdout.splitlines()[-1])["answered"]
     return {"integrity": integrity, "rows": len(held), "lost": lost[:5], "lost_count": len(lost),
             "next_process_writes_and_answers": answered,
-            "next_process_error": done.stderr[-300:] if done.returncode else ""}  # fmt: skip
+            "next_process_error": "" if answered else error}  # fmt: skip
 
 
 def ingest_until_full(disk: Disk, db: Path, env: dict[str, str]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import cli, finish, private_environment
+from attack_report import cli, finish, next_process, private_environment
 from serve_sigterm import free_port, start
 
 USER = "ada"
@@ -94,20 +94,6 @@ def ids(db: Path, read_only: bool = False) -> set[str]:
     uri = f"file:{db}?immutable=1" if read_only else f"file:{db}"
     with closing(sqlite3.connect(uri, uri=True)) as c:
         return {r[0] for r in c.execute("SELECT id FROM memories WHERE user_id = ?", (USER,))}
-
-
-def next_process(db: Path, env: dict[str, str]) -> bool:
-    script = (
-        "from engrain import Engine\n"
-        f"e = Engine('sqlite:///{db}')\n"
-        f"e.remember('written by the next process', user_id='{USER}')\n"
-        f"assert 'next process' in e.context('what did the next process write?', "
-        f"user_id='{USER}').text\n"
-        "e.close()\n"
-    )
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)  # fmt: skip
-    return done.returncode == 0
 
 
 def turned_read_only(root: Path, env: dict[str, str], hang: float) -> dict[str, Any]:
@@ -169,7 +155,7 @@ def turned_read_only(root: Path, env: dict[str, str], hang: float) -> dict[str, 
                   "breaches": calls.breaches[:10], "acknowledged": len(acknowledged),
                   "lost": lost[:5], "lost_count": len(lost), "e2fsck_exit": fsck.returncode,
                   "integrity": integrity(db),
-                  "next_process_writes_and_answers": next_process(db, env)}  # fmt: skip
+                  "next_process_writes_and_answers": next_process(db, USER, env)[0]}  # fmt: skip
     finally:
         subprocess.run(["umount", str(mount)], check=False)
     return result

@@ -357,12 +357,13 @@ def pending_migrations(
     return [(name, step) for name, step in migrations if name not in done]
 
 
-#: Which writes may skip waiting for their log to reach the disk, on every backend that
-#: can choose (PostgreSQL: ``synchronous_commit = off`` for that transaction; SQLite: that
-#: transaction under ``PRAGMA synchronous=NORMAL`` instead of ``FULL``). Every other write
-#: (a memory written, changed or deleted, any other document, a key) is durable when its
-#: call returns, whatever crashes after: the process, the server, the machine or its
-#: filesystem (session 19, h7: docs/reliability.md).
+# Which writes may skip waiting for their log to reach the disk, on every backend that
+# can choose (PostgreSQL: ``synchronous_commit = off`` for that transaction; SQLite: that
+# transaction under ``PRAGMA synchronous=NORMAL`` instead of ``FULL``). Every other write
+# (a memory written, changed or deleted, any other document, a key) is durable when its
+# call returns, whatever crashes after: the process, the server, the machine or its
+# filesystem (docs/reliability.md).
+
 #: State namespaces whose documents, written alone, commit without waiting for the WAL
 #: flush (``synchronous_commit = off`` for that transaction only): ``contexts``
 #: (``engrain.feedback.CONTEXTS``), the record of what one ``context()`` injected, written
