@@ -60,8 +60,9 @@ def timing_texts() -> list[str]:
     return texts
 
 
-def answers(project: str) -> list[dict[str, Any]]:
-    """Every short message answered by this process's engrain (the worker's side)."""
+def answers(project: str) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """Every short message answered by this process's engrain (the worker's side), and every
+    message of the other sets classified (:func:`other_files`)."""
     import gating
 
     from engrain.embed import make_embedder
@@ -70,10 +71,31 @@ def answers(project: str) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="h8-short-") as tmp:
         engine = open_engine(Path(tmp), embedder=make_embedder("minilm"))
         with engine:
-            engine.import_records(
-                gating.memory_records(data.projects[project], project), now=NOW
-            )
-            return [_answer(engine, m, project) for m in _jsonl(MESSAGES)]
+            engine.import_records(gating.memory_records(data.projects[project], project), now=NOW)
+            rows = [_answer(engine, m, project) for m in _jsonl(MESSAGES)]
+            others = {path.name: [_read(engine, m, project) for m in _jsonl(path)]
+                      for path in other_files()}  # fmt: skip
+    return rows, others
+
+
+def other_files() -> list[Path]:
+    """The gating sets' labelled messages (``messages*``, ``classify-train*``: a label of
+    complexity ``trivial`` marks the greetings) and trivial messages (``trivial*``)."""
+    return [p for pattern in ("messages*.jsonl", "classify-train*.jsonl", "trivial*.jsonl")
+            for p in sorted(DATA.glob(pattern))]  # fmt: skip
+
+
+def _read(engine: Any, message: Mapping[str, Any], project: str) -> dict[str, Any]:
+    """One message of another set classified (``explain()``, at its ``turn``): whether it
+    should be trivial (a trivial file's, or labelled ``trivial``) and whether it is."""
+    gated = engine.explain(message["text"], USER, project=project, turn=message.get("turn", 0),
+                           now=NOW)  # fmt: skip
+    return {
+        "text": message["text"],
+        "trivial": message.get("complexity", "trivial") == "trivial",
+        "read_trivial": gated.classification.complexity.value == "trivial",
+        "signals": list(gated.classification.signals),
+    }
 
 
 def _answer(engine: Any, message: Mapping[str, Any], project: str) -> dict[str, Any]:
@@ -133,6 +155,19 @@ def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def other_measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Another set's messages: those that should be trivial and are, those that should not
+    be and are (each listed)."""
+    should = [r for r in rows if r["trivial"]]
+    return {
+        "trivial": len(should),
+        "read_trivial": sum(r["read_trivial"] for r in should),
+        "not_trivial": len(rows) - len(should),
+        "made_trivial": [r["text"] for r in rows if not r["trivial"] and r["read_trivial"]],
+        "missed_trivial": [r["text"] for r in should if not r["read_trivial"]],
+    }
+
+
 def _miss(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: row[k] for k in ("id", "text", "kind", "complexity", "intent", "signals")}
 
@@ -148,8 +183,9 @@ def _worker(args: argparse.Namespace) -> int:
     else:
         import engrain
 
-        out = {"source": str(Path(engrain.__file__).resolve().parent),
-               "rows": answers(args.project)}  # fmt: skip
+        rows, others = answers(args.project)
+        out = {"source": str(Path(engrain.__file__).resolve().parent), "rows": rows,
+               "others": others}  # fmt: skip
     json.dump(out, sys.stdout)
     return 0
 
@@ -172,6 +208,7 @@ def measure(trees: Mapping[str, Path], project: str, rounds: int) -> dict[str, A
         rows = answered["rows"]
         report["trees"][name] = {
             "source": answered["source"],
+            "other_sets": {f: other_measures(r) for f, r in answered["others"].items()},
             "splits": {s: measures([r for r in rows if s == "all" or r["split"] == s])
                        for s in SPLITS},
         }  # fmt: skip
@@ -211,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{m['not_kept']:.3f} ({m['not_made_trivial']} of {m['not_trivial']} "
                   f"made trivial)")  # fmt: skip
         print(f"{name:>6} classify(): {tree['classify_us_median']:.1f} µs thread CPU per message")
+        for file, m in tree["other_sets"].items():
+            print(f"{name:>6} {file:>28}: trivial {m['read_trivial']}/{m['trivial']}, "
+                  f"made trivial {len(m['made_trivial'])}/{m['not_trivial']}")  # fmt: skip
     print(f"load {report['load_1m']:.1f}; kinds: {Counter(m['label'] for m in _jsonl(MESSAGES))}")
     write_json(args.out, report)
     return 0

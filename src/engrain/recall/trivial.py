@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from engrain.recall.contentless import asks_nothing
+from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
 
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 
@@ -77,8 +77,8 @@ _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 #: What the user will do next, said to close a reply ("will do", "ok, trying that now",
 #: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
 _NEXT_STEP = re.compile(
-    r"\b(?:will (?:do|try|check)|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|"
-    r"testing) (?:it|that|this)(?: out)?|"
+    r"\b(?:on it|(?:(?:will|let me|lemme|i'?ll|gonna|going to) (?:do|try|test|check|see)|"
+    r"trying|testing)(?: (?:it|that|this))?(?: out)?|"
     # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
     r"never ?mind|nvm|figured (?:it|that) out)\b"
 )
@@ -91,12 +91,13 @@ _NEXT_STEP = re.compile(
 #: alone stay unknown.
 _CLOSING = re.compile(
     r"(?<![\w+])\+1\b|"
-    r"\b(?:thanks?|thx|ty|cheers)(?: you| u)?(?: so much| a lot)? for"
+    r"\b(?:thanks?|thx|ty|cheers|sorry|sry|apologies)(?: you| u)?(?: so much| a lot)? for"
     r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
     r"where|when|which|who)\b)[a-z']+){1,4}|"
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
     r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
-    r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up)\b"
+    r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up|"
+    r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend))\b"
 )
 #: A word in any script (letters, digits, apostrophes): a message in Cyrillic or Chinese has
 #: words too ("как перезапустить сервер?" asks something), so it is not empty of them.
@@ -157,11 +158,14 @@ def trivial_signal(text: str) -> str | None:
     ``explain()`` shows), or None when it is not."""
     if not text or len(text) >= SHORT:
         return None
-    said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
-    words = _WORDS.findall(said)
+    if "?" in text and not _WORDS.search(text):
+        return None  # a bare "?" or "??" asks for the last answer again, or explained
+    words = _said(text)
+    if follows_up(words, _social):
+        return None
     unknown = [w for w in words if not _acknowledges(w)]
-    if not unknown:
-        return PHRASE_SIGNAL
+    if not unknown and not (words and FUNCTION_WORDS.issuperset(words)):
+        return PHRASE_SIGNAL if "?" not in text or not words else _presence(text, words)
     if asks_nothing(text, words, _acknowledges):
         return NO_CONTENT_SIGNAL
     if "?" in text:
@@ -170,6 +174,51 @@ def trivial_signal(text: str) -> str | None:
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
     return PHRASE_SIGNAL if shaped else None
+
+
+def asks_for_work(text: str) -> bool:
+    """Whether the short reply ``text`` asks for work on the turn before
+    (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next"), once
+    the phrases of closing and of the user's next step are set aside."""
+    return follows_up(_said(text), _social)
+
+
+def _said(text: str) -> list[str]:
+    """The words of ``text`` lower-cased, stretched letters shortened, the phrases of the
+    user's next step and of closing removed."""
+    said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
+    return _WORDS.findall(said)
+
+
+def _presence(text: str, words: list[str]) -> str | None:
+    """A question made of acknowledgements ("ok?", "sure?", "all good?") asks; only a
+    presence check among them ("you there?") asks nothing."""
+    return NO_CONTENT_SIGNAL if asks_nothing(text, words, _acknowledges) else None
+
+
+#: Acknowledgement words that are not social on their own: contractions of a pronoun and
+#: "be", verbs and reports of work ("it's", "sounds", "fixed"), answers ("no").
+_NOT_SOCIAL = frozenset(
+    ["it's", "its", "that's", "thats", "that'll", "i'm", "im", "you're", "youre", "got", "see",
+     "works", "worked", "working", "sounds", "looks", "makes", "sense", "did", "set", "help",
+     "helped", "helps", "needed", "course", "no", "nope", "nah", "fine", "best", "stuff",
+     "job", "well", "love", "rock", "rocks", "exactly", "enough", "agree", "agreed",
+     *_DONE, *(w for w in _ACK_WORDS if w.endswith("ing"))]
+)  # fmt: skip
+
+
+def says_something_social(text: str) -> bool:
+    """Whether ``text`` holds a word that greets, thanks, acknowledges, praises or laughs
+    ("ok", "gracias", "great", "lol"), not just a pronoun, a verb or a report."""
+    return any(
+        _acknowledges(w) and w not in FUNCTION_WORDS and w not in _NOT_SOCIAL
+        for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
+    )
+
+
+def _social(word: str) -> bool:
+    """A word that acknowledges, laughs, greets or thanks, or reports success ("green")."""
+    return _acknowledges(word) or word in _SUCCESS or word in _DONE
 
 
 def _reports_success(words: list[str], unknown: list[str]) -> bool:
