@@ -10,9 +10,9 @@ get wrong the other way: a message the rules call non-trivial, shorter than the 
 characters, with no question mark, no code and no number, that the rules read as a discussion
 or a greeting (a request, a question, a report of a problem or a follow-up are never turned
 into nothing: a verb with its object, "run it", or a word pointing back at the turn before,
-"same thing", "next", keeps a reply a request). It answers only above :data:`THRESHOLD`, chosen by leaving each writer's file
-out (``bench/train_ack.py``, ``docs/decisions.md``). The vector is the one the gate computes
-for the pool anyway: no second embedding.
+"same thing", "next", keeps a reply a request). It answers only above :data:`THRESHOLD`,
+chosen by leaving each writer's file out (``bench/train_ack.py``, ``docs/decisions.md``).
+The vector is the one the gate computes for the pool anyway: no second embedding.
 
 Like the intent model it applies only to vectors of the embedder it was trained on.
 """
