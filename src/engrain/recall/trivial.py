@@ -66,9 +66,13 @@ _ACK_WORDS = frozenset(
         # thanks in other languages ("obrigado!", "arigato")
         "obrigado", "obrigada", "arigato", "arigatou", "dank", "je", "vielen", "beaucoup",
         "tack", "takk", "kiitos", "spasibo", "mille", "mahalo", "shukran", "xiexie",
-        "schön", "dzięki", "dziękuję", "teşekkürler", "köszönöm", "díky", "hvala",
+        "schön", "sehr", "muchas", "muito", "muita", "tante", "så", "mycket", "bedankt",
+        "hartelijk", "valeu", "tak",
+        "dzięki", "dziękuję", "teşekkürler", "köszönöm", "díky", "hvala",
         "спасибо", "благодарю", "谢谢", "多谢", "ありがとう", "감사합니다", "고마워", "شكرا",
         "תודה", "धन्यवाद",
+        # "works" in the other languages above ("funktioniert, danke!", "ça marche")
+        "funktioniert", "klappt", "marche", "funciona", "funziona", "werkt", "fungerar",
         # interjections that close a point ("bingo", "of course", "that's it then", "classic!")
         "bingo", "touche", "course", "then", "classic", "indeedy",
     ]
@@ -79,6 +83,8 @@ _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 _NEXT_STEP = re.compile(
     r"\b(?:on it|(?:(?:will|let me|lemme|i'?ll|gonna|going to) (?:do|try|test|check|see)|"
     r"trying|testing)(?: (?:it|that|this))?(?: out)?|"
+    # a moment asked for ("give me a minute", "wait a sec"): the user is busy, asks nothing
+    r"(?:give me|gimme|wait|hold on)(?: a| one)? (?:sec|second|minute|min|moment)s?|"
     # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
     r"never ?mind|nvm|figured (?:it|that) out)\b"
 )
@@ -170,7 +176,8 @@ def trivial_signal(text: str) -> str | None:
         return NO_CONTENT_SIGNAL
     if "?" in text:
         return None
-    if len(unknown) == 1 and not _DIGIT.search(unknown[0]) and _laughs(text, words):
+    one = unknown[0] if len(unknown) == 1 and not _DIGIT.search(unknown[0]) else None
+    if one is not None and (_laughs(text, words) or _praises(words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
     return PHRASE_SIGNAL if shaped else None
@@ -223,15 +230,40 @@ def _social(word: str) -> bool:
 
 def _reports_success(words: list[str], unknown: list[str]) -> bool:
     """A word of success or of work done (:data:`_DONE`: "switchover done, thanks"), at
-    most one other unknown word (its subject, without a digit) and no negation or question
-    word (the caller has ruled out a question mark)."""
+    most one other unknown word (its subject, without a digit) or two side by side before
+    it (a compound subject: "redis restart fixed it"), and no negation or question word
+    (the caller has ruled out a question mark)."""
     rest = [w for w in unknown if w not in _SUCCESS and w not in _DONE]
     return (
         (len(rest) < len(unknown) or not _DONE.isdisjoint(words))
-        and len(rest) <= 1
+        and (len(rest) <= 1 or _compound_subject(words, rest))
         and not any(_DIGIT.search(w) for w in rest)
         and _NEGATION.isdisjoint(words)
     )
+
+
+def _compound_subject(words: list[str], rest: list[str]) -> bool:
+    """Two unknown words side by side, before the first word of success or of work done."""
+    if len(rest) != 2:
+        return False
+    first = words.index(rest[0])
+    done = [i for i, w in enumerate(words) if w in _SUCCESS or w in _DONE]
+    return words[first + 1 : first + 2] == [rest[1]] and bool(done) and first + 1 < done[0]
+
+
+#: Adjectives of praise: the one word after them names what is praised ("great idea").
+_PRAISE = frozenset(
+    ["good", "great", "nice", "cool", "neat", "sweet", "awesome", "perfect", "excellent",
+     "amazing", "brilliant", "wonderful", "lovely", "fantastic", "super", "splendid", "solid",
+     "dope", "ace", "best"]
+)  # fmt: skip
+
+
+def _praises(words: list[str], unknown: str) -> bool:
+    """Whether the one unknown word comes right after an adjective of praise ("that's a
+    great idea, thanks", "nice catch"): it names what is praised."""
+    i = words.index(unknown)
+    return i > 0 and words[i - 1] in _PRAISE
 
 
 def greets(text: str) -> bool:
