@@ -77,6 +77,7 @@ def test_rules_keep_these_short_replies_messages(message: str) -> None:
     ("words", "asks"),
     [(["run", "it"], True), (["i", "get", "it"], False), (["we", "fixed", "that"], False),
      (["trying", "it"], False), (["love", "it"], False), (["do", "prod"], True),
+     (["yep", "that", "was", "it"], False), (["is", "it"], False),  # an auxiliary: no object
      (["will", "do", "prod"], False),
      (["same", "thing"], True), (["lol", "same"], False), (["too"], True),
      (["you", "too"], True), (["nice", "that's", "way", "cleaner"], False)],
@@ -84,7 +85,7 @@ def test_rules_keep_these_short_replies_messages(message: str) -> None:
 def test_follows_up_is_a_verb_with_its_object_or_a_word_pointing_back(
     words: list[str], asks: bool
 ) -> None:
-    social = {"lol", "nice", "love"}.__contains__
+    social = {"lol", "nice", "love", "yep"}.__contains__
     assert follows_up(words, social) is asks
 
 

@@ -65,6 +65,11 @@ FOLLOW_UP = frozenset(
 )  # fmt: skip
 #: The user as the subject of a verb: "i get it", "we fixed that" report, "run it" asks.
 SUBJECTS = frozenset(["i", "we", "i'll", "we'll", "i'd", "will", "gonna"])
+#: Auxiliaries and forms of "be": they take no object ("that was it" reports, asks nothing).
+AUXILIARIES = frozenset(
+    ["is", "are", "was", "were", "be", "been", "am", "does", "did", "has", "have", "had",
+     "can", "could", "will", "would", "should", "may", "might", "must"]
+)  # fmt: skip
 #: Pronouns that take a verb's object ("run it", "fix that").
 OBJECTS = frozenset(["it", "that", "this", "them", "those", "these"])
 #: The closed classes that hold a reply together and name nothing: articles and
@@ -125,7 +130,8 @@ def asks_nothing(text: str, words: Sequence[str], social: Callable[[str], bool])
 
 def follows_up(words: Sequence[str], social: Callable[[str], bool]) -> bool:
     """Whether a short reply (lower-cased ``words``) asks for work on the turn before: a
-    word that is neither social nor a function word, not a report (``-ed``, ``-ing``),
+    word that is neither social nor a function word, not an auxiliary (:data:`AUXILIARIES`)
+    nor a report (``-ed``, ``-ing``),
     followed by an object pronoun (:data:`OBJECTS`: "run it"), or "do" followed by
     anything ("now do prod"), and not preceded by the user
     as its subject (:data:`SUBJECTS`: "i get it"); or a word of :data:`FOLLOW_UP` and no
@@ -143,7 +149,8 @@ def follows_up(words: Sequence[str], social: Callable[[str], bool]) -> bool:
 def _names_an_action(word: str, social: Callable[[str], bool]) -> bool:
     return not (
         social(word) or word in FUNCTION_WORDS or word in FILLER or word in APOLOGY
-        or word.endswith(("ed", "ing")) or any(ch.isdigit() for ch in word)
+        or word in AUXILIARIES or word.endswith(("ed", "ing"))
+        or any(ch.isdigit() for ch in word)
     )  # fmt: skip
 
 
