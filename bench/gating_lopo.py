@@ -359,17 +359,19 @@ def margin_table(rows: Sequence[Mapping[str, Any]]) -> str:
 # -- the protocol ----------------------------------------------------------------------------
 
 
-def within_limits(c: Mapping[str, Any], default: Mapping[str, Any]) -> bool:
+def within_limits(
+    c: Mapping[str, Any], default: Mapping[str, Any], max_tokens: float = MAX_TOKENS
+) -> bool:
     """Whether a set's cell keeps the must-exclude rate and mean tokens within the limits,
     or no worse than the ``default``'s cell where that is already beyond them."""
     n = max(1, c["messages"])
     exclude_limit = max(MAX_EXCLUDE, default["leaking"] / n)
-    tokens_limit = max(MAX_TOKENS, default["tokens"] / n)
+    tokens_limit = max(max_tokens, default["tokens"] / n)
     return c["leaking"] / n <= exclude_limit + 1e-12 and c["tokens"] / n <= tokens_limit + 1e-9
 
 
 def choose(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequence[str],
-           on: Sequence[str]) -> str:  # fmt: skip
+           on: Sequence[str], max_tokens: float = MAX_TOKENS) -> str:  # fmt: skip
     """The value of a knob (``values``: candidate names, ``default`` among them) tuning would
     choose on the sets ``on``: the most labels found pooled over them, every set within its
     limits (:func:`within_limits`); ties to ``default``, then to the first listed."""
@@ -377,7 +379,7 @@ def choose(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequenc
     for v in values:
         if v == "default":
             continue
-        if not all(within_limits(cells[v][s], cells["default"][s]) for s in on):
+        if not all(within_limits(cells[v][s], cells["default"][s], max_tokens) for s in on):
             continue
         found = sum(cells[v][s]["found"] for s in on)
         if found > best_found:
@@ -386,19 +388,19 @@ def choose(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequenc
 
 
 def lopo(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequence[str],
-         sets: Sequence[str]) -> dict[str, Any]:  # fmt: skip
+         sets: Sequence[str], max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """A knob's leave-one-project-out estimate: per set the value chosen on the others and
     its labels found on this set; pooled, against the default and against the value chosen
     on every set at once (scored on the same sets: tuning's own, optimistic, report)."""
     per_set = {}
     for s in sets:
         others = [o for o in sets if o != s]
-        v = choose(cells, values, others)
+        v = choose(cells, values, others, max_tokens)
         per_set[s] = {"chosen": v, "found": cells[v][s]["found"],
                       "default_found": cells["default"][s]["found"],
                       "labels": cells[v][s]["labels"]}  # fmt: skip
     labels = sum(c["labels"] for c in per_set.values())
-    everywhere = choose(cells, values, sets)
+    everywhere = choose(cells, values, sets, max_tokens)
     return {
         "per_set": per_set,
         "lopo": sum(c["found"] for c in per_set.values()) / labels,
@@ -409,7 +411,7 @@ def lopo(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequence[
 
 
 def verdict(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], name: str,
-            sets: Sequence[str]) -> dict[str, Any]:  # fmt: skip
+            sets: Sequence[str], max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """A single candidate against the default, set by set: labels gained and lost (message
     by message), the net change, the must-exclude and token limits, and whether it wins on
     most sets and loses on none by more than :data:`NOISE_LABELS`."""
@@ -426,7 +428,7 @@ def verdict(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], name: str,
                       "leaking": mine["leaking"] - base["leaking"],
                       "mean_tokens": round(mine["tokens"] / n, 1),
                       "tokens_change": round((mine["tokens"] - base["tokens"]) / n, 1),
-                      "within_limits": within_limits(mine, base)}  # fmt: skip
+                      "within_limits": within_limits(mine, base, max_tokens)}  # fmt: skip
     wins = sum(c["net"] > 0 for c in per_set.values())
     losses = sum(c["net"] <= -NOISE_LABELS for c in per_set.values())
     return {
@@ -441,16 +443,22 @@ def verdict(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], name: str,
 
 
 def analyse(cells: Mapping[str, Mapping[str, Mapping[str, Any]]],
-            knobs: Mapping[str, Sequence[str]], sets: Sequence[str]) -> dict[str, Any]:  # fmt: skip
-    """Every knob's LOPO estimate and every candidate's verdict."""
+            knobs: Mapping[str, Sequence[str]], sets: Sequence[str],
+            max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
+    """Every knob's LOPO estimate and every candidate's verdict (``max_tokens``: the mean
+    tokens a choice may reach on a set; ``inf`` shows what the token limit decides)."""
     return {
-        "knobs": {k: lopo(cells, ["default", *v], sets) for k, v in knobs.items()},
-        "verdicts": {name: verdict(cells, name, sets) for vs in knobs.values() for name in vs},
-    }
+        "max_tokens": max_tokens,
+        "knobs": {k: lopo(cells, ["default", *v], sets, max_tokens) for k, v in knobs.items()},
+        "verdicts": {name: verdict(cells, name, sets, max_tokens)
+                     for vs in knobs.values() for name in vs},
+    }  # fmt: skip
 
 
 def table(analysis: Mapping[str, Any], sets: Sequence[str]) -> str:
-    """Each candidate's net labels per set, wins, losses, LOPO per knob."""
+    """Each candidate's net labels per set (then ``!`` where the set leaves its limits and
+    the change in messages leaking a must-exclude memory), wins, losses beyond noise,
+    whether adopted; then each knob's LOPO estimate, the default's and the in-sample one."""
     lines = [f"{'candidate':32} " + " ".join(f"{s[:7]:>7}" for s in sets)
              + "   net wins loss adopt"]  # fmt: skip
     for name, v in analysis["verdicts"].items():
@@ -513,6 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the half answered: tune (the protocol's), held only to check "
                         "once at the end what was decided on the tune halves")  # fmt: skip
     parser.add_argument("--analyse", type=Path, help="recompute a written report's analysis")
+    parser.add_argument("--max-tokens", type=float, default=MAX_TOKENS,
+                        help="mean tokens a choice may reach on a set (inf: none)")  # fmt: skip
     parser.add_argument("--margins", action="store_true",
                         help="the default's must-include labels and their thresholds")  # fmt: skip
     parser.add_argument(
@@ -575,7 +585,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "note": args.note, "cpu_seconds": round(time.process_time() - start, 1),
                   "candidates": described, "cells": cells,
                   "machine": machine_info()}  # fmt: skip
-    analysis = analyse(cells, knobs, sets) if knobs else {"knobs": {}, "verdicts": {}}
+    analysis = (analyse(cells, knobs, sets, args.max_tokens) if knobs
+                else {"knobs": {}, "verdicts": {}})  # fmt: skip
     report["analysis"] = analysis
     print(table(analysis, sets))
     write_json(args.out, report)
