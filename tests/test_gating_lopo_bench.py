@@ -60,6 +60,9 @@ def test_a_set_already_beyond_a_limit_may_stay_there_but_not_go_further() -> Non
     assert not gl.within_limits(_cell(6, leaking=1, tokens=13_010), base)
     assert gl.within_limits(_cell(6, leaking=0, tokens=12_000), _cell(5))
     assert not gl.within_limits(_cell(6, leaking=1, tokens=12_000), _cell(5))
+    # without a token limit only the must-exclude limit binds
+    assert gl.within_limits(_cell(6, tokens=90_000), _cell(5), max_tokens=float("inf"))
+    assert not gl.within_limits(_cell(6, leaking=1), _cell(5), max_tokens=float("inf"))
 
 
 def test_a_verdict_counts_flips_message_by_message_and_losses_beyond_noise() -> None:
