@@ -2,7 +2,7 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in blocks of their own six more written blind to the gate
+superseded memories), and in blocks of their own seven more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
 ``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
 ``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
@@ -14,7 +14,8 @@ static-site generator: ``quill.jsonl``, ``messages-quill.jsonl``, ``trivial-quil
 client, server and backend: ``brightfall.jsonl``, ``messages-brightfall.jsonl``,
 ``trivial-brightfall.jsonl``;
 ``meridian``, a hospital integration engine (HL7 v2 and FHIR R4): ``meridian.jsonl``,
-``messages-meridian.jsonl``, ``trivial-meridian.jsonl``), are loaded through the public API (``import_records``), and
+``messages-meridian.jsonl``, ``trivial-meridian.jsonl``), are loaded through the public API
+(``import_records``), and
 every labelled message is answered with ``explain()`` (the classification) and ``context()``
 (what is injected). Each message is answered by a fresh copy of its project, so the uses one
 answer counts cannot change the next; the copy is an ``export_records`` of the loaded
