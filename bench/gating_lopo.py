@@ -168,6 +168,7 @@ def candidates() -> list[Candidate]:
     knob("type_boosts", (0.5, 1.5), lambda f: [_boosts(f)])
     knob("boost_full_relevance", (0.35, 0.65), lambda v: [(sco, "BOOST_FULL_RELEVANCE", v)])
     knob("boost_age_floor", (0.25, 0.75), lambda v: [(sco, "BOOST_AGE_FLOOR", v)])
+    knob("present_half_life", (180.0, 365.0), lambda v: [(sco, "PRESENT_HALF_LIFE_DAYS", v)])
     knob("lexical_support_cosine", (0.1, 0.3),
          lambda v: [(rel, "LEXICAL_SUPPORT_COSINE", v)])  # fmt: skip
     knob("relevance_floor", (0.4, 0.6), lambda v: [(rel, "gather.floor", v)])
