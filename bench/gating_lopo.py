@@ -124,6 +124,11 @@ def _never(*_: Any) -> bool:
     return False
 
 
+def _level(*_: Any) -> float:
+    """Every candidate equally relevant: the fill walks them in score order."""
+    return 0.0
+
+
 def _unchanged_pool(pool: Any, *_: Any, **__: Any) -> tuple[Any, dict[str, Any]]:
     return pool, {}
 
@@ -182,6 +187,12 @@ def candidates() -> list[Candidate]:
         Candidate("correction_below=off", "correction_below", ((sel, "correction_below", _never),)),
         Candidate("pointed=off", "pointed", ((gate, "with_pointed", _unchanged_pool),)),
         Candidate("work=off", "work", options={"work": False}),
+        Candidate(
+            "answer_floor=off", "answer_floor", ((sel, "ANSWER_PROCEDURAL_MIN_RELEVANCE", 0.2),)
+        ),  # the work floor for all
+        Candidate("relevance_order=off", "relevance_order", ((sel, "_less_relevant", _level),)),
+        Candidate("background=off", "background", ((sel, "UNRELATED_RELEVANCE", 0.0),)),
+        Candidate("pins_lead=off", "pins_lead", ((sel, "PIN_MIN_RELEVANCE", 1.01),)),
         Candidate("area=off", "area", ((area, "AREA_INTENTS", frozenset()),)),
         Candidate("fragments=off", "fragments", options={"fragments": False}),
     ]
