@@ -40,6 +40,7 @@ SHORT_MESSAGES = Path(__file__).resolve().parent.parent / "bench/gating/short-me
      ("have a good one", PHRASE_SIGNAL),  # a sign-off formula
      ("let me try", PHRASE_SIGNAL),  # the user's next step, its object left out
      ("will try that", PHRASE_SIGNAL), ("on it", PHRASE_SIGNAL),
+     ("copy that", PHRASE_SIGNAL),  # the radio acknowledgement, not a verb with its object
      ("give me a minute", PHRASE_SIGNAL), ("wait a sec", PHRASE_SIGNAL),  # a moment asked
      ("that's a great idea, thanks", PHRASE_SIGNAL),  # praise: what is praised
      ("great explanation, really appreciate it", PHRASE_SIGNAL), ("nice catch", PHRASE_SIGNAL),

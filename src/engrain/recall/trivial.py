@@ -103,7 +103,9 @@ _CLOSING = re.compile(
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
     r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
     r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up|"
-    r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend))\b"
+    r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend)|"
+    # the radio acknowledgement: "copy that" is "roger", not a request to copy
+    r"copy that(?=\W*$))\b"
 )
 #: A word in any script (letters, digits, apostrophes): a message in Cyrillic or Chinese has
 #: words too ("как перезапустить сервер?" asks something), so it is not empty of them.
