@@ -13,11 +13,14 @@ evaluation's fixed ``now``:
   ``token_budget=2000`` (both must be);
 - ``not_kept``: not-trivial messages that ``explain()`` does not classify trivial (a
   not-trivial message made trivial silently drops memory: the worse failure);
-- the same by the writer's ``kind``, and every miss with the signals that decided it.
+- the same by the writer's ``kind``, and every miss with the signals that decided it;
+- ``other_sets``: every gating set's messages classified the same way (``explain()`` at
+  their ``turn``): those labelled trivial (the ``trivial*`` files, complexity ``trivial``)
+  read trivial, and every labelled non-trivial message read trivial (none should be).
 
 A classification does not depend on what the store holds, so one engine answers every
 message. Then the classifier's speed: the rules alone (``classify()``) over these messages
-and the seven sets' labelled and trivial messages, timed on the thread's CPU clock, the
+and every gating set's labelled and trivial messages, timed on the thread's CPU clock, the
 trees alternating over ``--rounds`` rounds (medians per message).
 """
 
