@@ -54,16 +54,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(env: dict[str, str], port: int, workers: int) -> subprocess.Popen[bytes]:
+def start(env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:
     """``engrain serve`` in a new session (its own process group), once it answers."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "engrain.cli", "serve", "--port", str(port),
-         "--workers", str(workers), "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    with log.open("ab") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "engrain.cli", "serve", "--port", str(port),
+             "--workers", str(workers), "--log-level", "warning"],
+            env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+        )  # fmt: skip
     if not answers(port, 300):
         os.killpg(server.pid, signal.SIGKILL)
-        raise RuntimeError("engrain serve did not start")
+        raise RuntimeError(f"engrain serve did not start: {log.read_text()[-600:]}")
     return server
 
 
@@ -124,17 +125,21 @@ def write(http: httpx.Client, number: int, client: int, i: int) -> dict[str, Any
     return entry
 
 
-def client(port: int, key: str, number: int, stop_at: float, out: str) -> None:
+def client(port: int, key: str, number: int, done: Any, stop: Any, out: str) -> None:
+    """Writes until ``stop`` is set, counting answered writes in ``done``."""
     headers = {"Authorization": f"Bearer {key}"}
     log = []
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=30) as http:
         i = 0
-        while time.time() < stop_at:
+        while not stop.is_set():
             entry = write(http, i, number, i)
             log.append(entry)
             i += 1
             if entry["status"] is None:
                 time.sleep(0.1)  # the server is away: try again shortly
+            else:
+                with done.get_lock():
+                    done.value += 1
     Path(out).write_text(json.dumps(log))
 
 
@@ -150,15 +155,18 @@ def one_round(root: Path, n: int, mode: str, clients: int) -> dict[str, Any]:
                           check=True)  # fmt: skip
     key = made.stdout.strip().splitlines()[-1]
     port = free_port()
-    server = start(env, port, 2)
+    server = start(env, port, 2, d / "serve.log")
     kill_after = random.uniform(1.0, 3.0)
-    stop_at = time.time() + kill_after + (6.0 if mode == "worker" else 1.5)
     ctx = mp.get_context("spawn")
+    done, stop = ctx.Value("i", 0), ctx.Event()
     logs = [d / f"client{c}.json" for c in range(clients)]
-    procs = [ctx.Process(target=client, args=(port, key, c, stop_at, str(logs[c])))
+    procs = [ctx.Process(target=client, args=(port, key, c, done, stop, str(logs[c])))
              for c in range(clients)]  # fmt: skip
     for p in procs:
         p.start()
+    deadline = time.monotonic() + 300
+    while done.value < 10 * clients and time.monotonic() < deadline:  # every client writing
+        time.sleep(0.1)
     time.sleep(kill_after)
     if mode == "worker":
         workers = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
@@ -167,10 +175,13 @@ def one_round(root: Path, n: int, mode: str, clients: int) -> dict[str, Any]:
         if victims:
             os.kill(random.choice(victims), signal.SIGKILL)
         served_again = answers(port, 60)
+        time.sleep(3)  # writes served by the new worker too
     else:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait(30)
         served_again = None
+        time.sleep(1)  # writes refused while the server is away
+    stop.set()
     for p in procs:
         p.join(120)
     if mode == "worker":
@@ -195,7 +206,9 @@ def one_round(root: Path, n: int, mode: str, clients: int) -> dict[str, Any]:
     failed_wrongly = [e for e in entries if e["status"] is not None
                       and ((e["status"] >= 500 and e["status"] != 503)
                            or e.get("mcp_error"))]  # fmt: skip
-    again = start(env, port, 1)  # the same port: nothing of the killed server holds it
+    again = start(
+        env, port, 1, d / "serve.log"
+    )  # the same port: nothing of the killed server holds it
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60,
                       headers={"Authorization": f"Bearer {key}"}) as http:  # fmt: skip
         wrote = http.post("/v1/memories", json={"user_id": USER, "content": words()})
