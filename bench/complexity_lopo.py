@@ -5,7 +5,9 @@ Every labelled message of ``bench/gating/`` belongs to one *group*: the seven ga
 ``tune`` and a ``held`` half) and the three ``classify-train*`` files. For each gating set
 ``S`` the learned parts are fitted on every other group's rows (the other sets' tune halves
 and the three ``classify-train`` files; never a held half, never a row of ``S``) and scored
-on ``S``'s tune half (``--held``: also on its held half, read once at the end). Readings
+on ``S``'s tune half (``--held``: also on its held half, read once at the end). Meridian,
+the eighth set, joined after the choice was made on the seven: it is scored the same way,
+never fitted on and kept out of the pooled numbers (:data:`FRESH`). Readings
 compared, each as the gate makes it from the message and its MiniLM vector:
 
 - ``rules``: :func:`engrain.recall.classify.classify` alone. Not fitted, but the rules were
@@ -70,6 +72,9 @@ SETS = {
     "quill": "messages-quill", "strata": "messages-strata", "harbor": "messages-harbor",
     "brightfall": "messages-brightfall",
 }  # fmt: skip
+#: a set that joined after the learned models were chosen on the seven: scored like them,
+#: never fitted on, outside the pooled numbers (nothing was tuned on it, rules included)
+FRESH = {"meridian": "messages-meridian"}
 #: files without halves, always in the training rows of every left-out set
 EXTRA = ("classify-train", "classify-train-2", "classify-train-3")
 #: the probabilities the learned model must put on another level to overrule the rules
@@ -90,7 +95,7 @@ READINGS = ("rules", "shipped", "intent LOPO, shipped files", "intent LOPO", *LE
 def load_rows() -> list[dict[str, Any]]:
     """Every labelled message with its ``group`` and ``split`` ("" for the extra files)."""
     rows = []
-    for group, name in [*SETS.items(), *((n, n) for n in EXTRA)]:
+    for group, name in [*SETS.items(), *FRESH.items(), *((n, n) for n in EXTRA)]:
         for line in (DATA / f"{name}.jsonl").read_text().splitlines():
             if line.strip():
                 row = json.loads(line)
@@ -115,7 +120,7 @@ def training_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rows fitted on when ``left_out`` is scored: every other group's rows but the
     held halves; those of the seed-following writers; those of the shipped model's files."""
-    train = (groups != left_out) & (splits != "held")
+    train = (groups != left_out) & (splits != "held") & ~np.isin(groups, list(FRESH))
     return (train, train & np.isin(groups, SEED_FOLLOWING),
             train & np.isin(groups, SHIPPED_FROM))  # fmt: skip
 
@@ -225,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scored = ("tune", "held") if args.held else ("tune",)
     report: dict[str, Any] = {"thresholds": list(THRESHOLDS), "sets": {}, "changed": {}}
     pooled: dict[str, dict[str, Counter[str]]] = {s: {} for s in scored}
-    for name in SETS:
+    for name in (*SETS, *FRESH):
         train, seed, narrow = training_rows(groups, splits, name)
         for split in scored:
             test = (groups == name) & (splits == split)
@@ -237,7 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             entry = {}
             for reading in READINGS:
                 hits = _hits([rows[i] for i in idx], reads[reading], second)
-                pooled[split].setdefault(reading, Counter()).update(hits)
+                if name in SETS:
+                    pooled[split].setdefault(reading, Counter()).update(hits)
                 entry[reading] = _rates(hits)
             report["sets"].setdefault(name, {})[split] = entry
             report["changed"].setdefault(name, {})[split] = [
@@ -293,9 +299,10 @@ def _print(report: dict[str, Any], scored: Sequence[str]) -> None:
     for split in scored:
         print(f"\n{split} halves, complexity (intent) as labelled, each set left out;"
               " pooled: complexity, on agreed (n), against the second reader")  # fmt: skip
-        print(f"{'reading':<40}" + "".join(f"{s:>11}" for s in SETS) + "   pooled")
+        names = (*SETS, *FRESH)
+        print(f"{'reading':<40}" + "".join(f"{s:>11}" for s in names) + "   pooled (the seven)")
         for reading in READINGS:
-            cells = [report["sets"][s][split][reading] for s in SETS]
+            cells = [report["sets"][s][split][reading] for s in names]
             pool = report["pooled"][split][reading]
             print(f"{reading:<40}" + "".join(
                 f"{c['complexity']:>5.3f} ({c['intent']:.2f})" for c in cells

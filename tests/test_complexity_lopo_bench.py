@@ -1,5 +1,5 @@
-"""``bench/complexity_lopo.py``: the set it scores is never fitted on, nor is any held half;
-its counts and label shares on hand-made cases."""
+"""``bench/complexity_lopo.py``: the set it scores is never fitted on, nor is any held half
+nor the fresh set; its counts and label shares on hand-made cases."""
 
 from __future__ import annotations
 
@@ -20,16 +20,17 @@ def test_the_left_out_set_and_every_held_half_stay_out_of_the_training_rows() ->
     rows = lopo.load_rows()
     groups = np.array([r["group"] for r in rows])
     splits = np.array([r["split"] for r in rows])
-    assert set(groups) == {*lopo.SETS, *lopo.EXTRA}
-    assert {r["split"] for r in rows if r["group"] in lopo.SETS} == {"tune", "held"}
-    for name in lopo.SETS:
+    assert set(groups) == {*lopo.SETS, *lopo.FRESH, *lopo.EXTRA}
+    halved = {*lopo.SETS, *lopo.FRESH}
+    assert {r["split"] for r in rows if r["group"] in halved} == {"tune", "held"}
+    for name in (*lopo.SETS, *lopo.FRESH):
         train, seed, narrow = lopo.training_rows(groups, splits, name)
         assert not (train & (groups == name)).any()
         assert not (train & (splits == "held")).any()
         assert not (seed & ~train).any() and not (narrow & ~train).any()
         assert set(groups[seed]) == set(lopo.SEED_FOLLOWING) - {name}
         assert set(groups[narrow]) == set(lopo.SHIPPED_FROM) - {name}
-        # every other set's tune half and every train file is there
+        # every other set's tune half and every train file is there, the fresh set never
         assert set(groups[train]) == {*lopo.SETS, *lopo.EXTRA} - {name}
 
 
