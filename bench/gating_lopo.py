@@ -133,14 +133,6 @@ def _unchanged_pool(pool: Any, *_: Any, **__: Any) -> tuple[Any, dict[str, Any]]
     return pool, {}
 
 
-def _no_language(pool: Any, *_: Any, **__: Any) -> tuple[Any, frozenset[str], frozenset[str]]:
-    return list(pool), frozenset(), frozenset()
-
-
-def _no_names(*_: Any) -> frozenset[str]:
-    return frozenset()
-
-
 def _boosts(factor: float) -> Patch:
     from engrain.recall import score
 
@@ -203,11 +195,15 @@ def candidates() -> list[Candidate]:
         Candidate("pins_lead=off", "pins_lead", ((sel, "PIN_MIN_RELEVANCE", 1.01),)),
         Candidate("area=off", "area", ((area, "AREA_INTENTS", frozenset()),)),
         Candidate("fragments=off", "fragments", options={"fragments": False}),
-        Candidate("language=off", "language", ((gate, "with_language", _no_language),)),
-        Candidate("names=off", "names", ((rel, "names_of", _no_names),)),
+        # two rules with a reason, off by default (session 20, h10): switched on
+        Candidate("language=on", "language", options={"language": True}),
+        Candidate("names=on", "names", options={"names": True}),
     ]
     lang = "engrain.recall.language"
-    knob("language_relevance", (0.2, 0.35), lambda v: [(lang, "LANGUAGE_RELEVANCE", v)])
+    for level in (0.2, 0.35):
+        patch = ((lang, "LANGUAGE_RELEVANCE", level),)
+        out.append(Candidate(f"language_relevance={level}", "language", patch,
+                             {"language": True}))  # fmt: skip
     return out
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from engrain import Engine, Kind, Memory
 from engrain.recall.classify import Classification, Complexity, Intent
+from engrain.recall.gate import GateOptions
 from engrain.recall.language import (
     LANGUAGE_RELEVANCE,
     memory_languages,
@@ -149,9 +150,12 @@ def _project(tmp_path: Path) -> tuple[Engine, dict[str, str]]:
     return engine, {k: v or "" for k, v in ids.items()}
 
 
+LANGUAGE = GateOptions(language=True)
+
+
 def test_a_java_request_gets_the_java_style_preference_not_the_go_one(tmp_path: Path) -> None:
     engine, ids = _project(tmp_path)
-    gated = engine.explain(JAVA_MSG, "ada", now=NOW)
+    gated = engine.explain(JAVA_MSG, "ada", options=LANGUAGE, now=NOW)
     assert gated.classification.intent is Intent.GENERATION
     assert "language: java" in gated.classification.signals
     chosen = {m.id for m in gated.memories}
@@ -159,12 +163,22 @@ def test_a_java_request_gets_the_java_style_preference_not_the_go_one(tmp_path: 
     assert gated.components[ids["java"]]["language"] == 1.0
     assert ids["go"] not in chosen
     assert "language" not in gated.components[ids["go"]]
-    assert ids["java"] in {m.id for m in engine.context(JAVA_MSG, "ada", now=NOW).memories}
+    got = engine.context(JAVA_MSG, "ada", options=LANGUAGE, now=NOW)
+    assert ids["java"] in {m.id for m in got.memories}
+
+
+def test_the_rule_is_off_by_default(tmp_path: Path) -> None:
+    # not adopted (docs/decisions.md, "Session 20: two gate rules with a reason (h10)")
+    engine, ids = _project(tmp_path)
+    gated = engine.explain(JAVA_MSG, "ada", now=NOW)
+    assert ids["java"] not in {m.id for m in gated.memories}
+    assert "language" not in gated.components[ids["java"]]
+    assert not any(s.startswith("language:") for s in gated.classification.signals)
 
 
 def test_a_question_about_java_code_does_not_get_it(tmp_path: Path) -> None:
     engine, ids = _project(tmp_path)
-    gated = engine.explain(QUESTION_MSG, "ada", now=NOW)
+    gated = engine.explain(QUESTION_MSG, "ada", options=LANGUAGE, now=NOW)
     assert gated.classification.intent is not Intent.GENERATION
     assert ids["fact"] in {m.id for m in gated.memories}
     assert ids["java"] not in {m.id for m in gated.memories}

@@ -133,6 +133,8 @@ class GateOptions:
     asked_turns: float = ASKED_TURNS_WEIGHT  # the tail by the asked speaker's turns (asked_turns)
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
     fragments: bool = True  # pieces of different numbers are no lexical evidence (relevance)
+    names: bool = False  # a name the message writes is no lexical evidence (relevance; off)
+    language: bool = False  # preferences about a code request's language raised (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -269,7 +271,10 @@ def gate(
     if options.work:
         pool, works, other_work = with_work(pool, message, classification)
     pool, area, raised = with_area(pool, classification, unconcerned=other_work)
-    pool, languages, spoken = with_language(pool, message, classification, other_work)
+    languages: frozenset[str] = frozenset()
+    spoken: frozenset[str] = frozenset()
+    if options.language:
+        pool, languages, spoken = with_language(pool, message, classification, other_work)
     pool, pointed = with_pointed(pool, message)
     if works:
         asked = ", ".join(sorted({w.value for kinds in works.values() for w in kinds}))
@@ -489,6 +494,7 @@ def _candidates(
             store, user_id, message, query_vector, flt, pool=k, hybrid=options.hybrid,
             lexical_weight=options.lexical_weight, fusion=options.fusion,
             lexical=matches, dense=nearest, include=include, fragments=options.fragments,
+            names=options.names,
         )  # fmt: skip
 
     matches = lexical() if lexical else None

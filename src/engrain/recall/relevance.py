@@ -83,6 +83,7 @@ def gather(
     include: Sequence[tuple[MemoryFields, float]] = (),
     dense: Sequence[tuple[MemoryFields, float]] | None = None,
     fragments: bool = True,
+    names: bool = False,
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
     (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored,
@@ -90,7 +91,9 @@ def gather(
     ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it, and
     ``dense`` likewise ``store.search(user_id, vector, pool, flt)``. ``fragments``: a
     typed memory sharing with the query only pieces of different numbers gets no lexical
-    credit (:func:`fragments_only`; ``False`` is the ablation)."""
+    credit (:func:`fragments_only`; ``False`` is the ablation); ``names``: nor one sharing
+    only names the query writes (:func:`names_of`, :func:`named_only`; off by default: it
+    changed no label of the gating evaluation, ``docs/decisions.md``)."""
     if dense is None:
         dense = store.search(user_id, vector, pool, flt)
     if not hybrid:
@@ -109,7 +112,8 @@ def gather(
         if memory.id not in memories:
             memories[memory.id] = memory
             sims[memory.id] = sim
-    dropped = _without_evidence(lex, lexical, query, fragments, list(memories.values()))
+    dropped = _without_evidence(lex, lexical, query, fragments,
+                                list(memories.values()) if names else None)  # fmt: skip
     lex = {mid: value for mid, value in lex.items() if mid not in dropped}
     # no memory shares a term with the query: the lexical side says nothing about any of
     # them, so it must not halve every memory's relevance (the dense side alone decides)
@@ -153,16 +157,16 @@ def _without_evidence(
     lexical: Sequence[tuple[MemoryFields, float]],
     query: str,
     fragments: bool,
-    memories: Sequence[MemoryFields] = (),
+    memories: Sequence[MemoryFields] | None = None,
 ) -> dict[str, float]:
     """The matches of ``lex`` whose shared terms are no evidence of a topic, with their
     lexical side: typed memories sharing with the query only the name of a person it quotes
-    (:func:`quoted_only`) or names (:func:`names_of` among ``memories``, the pool;
-    :func:`named_only`) or (``fragments``) only pieces of numbers the two texts write
+    (:func:`quoted_only`) or names (:func:`names_of` among ``memories``, the pool, when
+    given; :func:`named_only`) or (``fragments``) only pieces of numbers the two texts write
     differently (:func:`fragments_only`). Conversation chunks keep every match."""
     sources = quoted(query)
     numbers = written_numbers(query) if fragments else frozenset()
-    named = names_of(query, memories) if lex else frozenset()
+    named = names_of(query, memories) if lex and memories is not None else frozenset()
     if not lex or not (sources or numbers or named):
         return {}
     asked = frozenset(tokenize(query))
