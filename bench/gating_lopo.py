@@ -204,6 +204,11 @@ def candidates() -> list[Candidate]:
         patch = ((lang, "LANGUAGE_RELEVANCE", level),)
         out.append(Candidate(f"language_relevance={level}", "language", patch,
                              {"language": True}))  # fmt: skip
+    from engrain.recall.classify import Intent
+
+    fixes = frozenset({Intent.GENERATION, Intent.DEBUGGING})
+    out.append(Candidate("language_intents=debugging", "language",
+                         ((lang, "CODE_INTENTS", fixes),), {"language": True}))  # fmt: skip
     return out
 
 
