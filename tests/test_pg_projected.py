@@ -7,6 +7,7 @@ through a *second* store is a change another process makes (its caches are its o
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import ConfigError
 from engrain.store.base import ALL, MemoryFilter, Patch
 
 from .test_store_contract import mem
@@ -57,11 +59,12 @@ def _store(url: str, **options: Any) -> Any:
     return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
 
 
-@pytest.fixture
-def stores(pg_url: str) -> Iterator[tuple[Any, Any, Any]]:
-    """This process's store, another "process's" store (no projection), and the SQL path's
-    exact search as the truth."""
-    mine, other = _store(pg_url), _store(pg_url, projected_bytes=0)
+@pytest.fixture(params=projected.KINDS)
+def stores(pg_url: str, request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any, Any]]:
+    """This process's store (holding each kind of pool index in turn), another "process's"
+    store (none), and the SQL path's exact search as the truth."""
+    mine, other = _store(pg_url, pool_index=request.param), _store(pg_url, projected_bytes=0)
+    assert mine._projected.kind == request.param
     truth = PostgresStore(
         pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
     )
@@ -91,7 +94,10 @@ def test_projected_search_equals_the_sql_exact_search(stores: Any) -> None:
     vectors = _low_rank(1_500)
     mine.write(_corpus(vectors))
     held = _held(mine)
-    assert held.held("alice").rows.shape == (1_500, min(projected.DIMS, 1_500))
+    if held.kind == "projection":
+        assert held.held("alice").rows.shape == (1_500, min(projected.DIMS, 1_500))
+    else:
+        assert len(held.held("alice").index) == 1_500
     rng = np.random.default_rng(7)
     for at in rng.choice(len(vectors), 6, replace=False):
         query = _unit(vectors[at] + 0.3 * _low_rank(1, seed=int(at) + 1)[0])
@@ -116,6 +122,25 @@ def test_candidates_are_the_best_by_the_projected_product() -> None:
         assert len(found) == projected.CANDIDATES_PER_ROW * 10
         assert exact <= set(found.tolist())
         assert set(projection.candidates(query * 7.5, 10).tolist()) == set(found.tolist())
+
+
+def test_candidates_of_the_graph_hold_the_nearest_and_ignore_the_length() -> None:
+    from engrain.store.ann import VectorIndex
+
+    vectors = np.asarray(_low_rank(3_000, seed=5))
+    seqs = np.arange(3_000, dtype=np.uint64) * 3 + 1
+    graph = projected.PoolGraph(1, VectorIndex.build(seqs, vectors), 0)
+    rng = np.random.default_rng(6)
+    for k in (1, 10, 40):
+        for _ in range(5):
+            query = _unit(vectors[rng.integers(3_000)] + 0.2 * rng.standard_normal(DIM))
+            exact = set((np.argsort(-(vectors @ query))[:k] * 3 + 1).tolist())
+            found = graph.candidates(query, k)
+            assert found.dtype == np.int64
+            assert len(found) == math.ceil(projected.GRAPH_PER_ROW * k) + projected.GRAPH_EXTRA
+            assert exact <= set(found.tolist())
+            assert set(graph.candidates(query * 7.5, k).tolist()) == set(found.tolist())
+    assert len(graph.candidates(vectors[0], 0)) == 0
 
 
 def test_writes_of_another_store_are_seen_in_the_call(stores: Any) -> None:
@@ -209,8 +234,23 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"}) == 0
+    graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
+    assert projected.pool_kind({}) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "x"})
+    assert projected.pool_kind({}) == "projection"
+    assert projected.pool_kind(graph) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": " On"})
+    assert projected.pool_kind(graph) == "graph"
+    # asking for the graph turns the pool index on, at the default bound unless one is given
+    assert projected.projected_bytes(graph) == projected.PROJECTED_BYTES
+    assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "8"}) == 8 * 2**20
+    assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "0"}) == 0
     default = PostgresStore(pg_url, pool_size=1)
     try:
-        assert default._projected is None or "ENGRAIN_PG_PROJECTED_MB" in os.environ
+        assert (
+            default._projected is None
+            or "ENGRAIN_PG_PROJECTED_MB" in os.environ
+            or ("ENGRAIN_PG_POOL_INDEX" in os.environ)
+        )
     finally:
         default.close()
+    with pytest.raises(ConfigError):
+        PostgresStore(pg_url, pool_size=1, projected_bytes=2**20, pool_index="ivf")

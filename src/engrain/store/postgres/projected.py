@@ -50,8 +50,9 @@ published under the lock only if it is newer. Other processes' writes are seen t
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -59,8 +60,10 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from engrain.errors import ConfigError
 from engrain.model import Memory
 from engrain.store import heap
+from engrain.store.ann import VectorIndex
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
@@ -84,6 +87,19 @@ MIN_ENERGY = 0.95
 REFUSED_PAUSE = 600.0
 #: Candidates the database scores exactly per row asked for.
 CANDIDATES_PER_ROW = 4
+#: The kinds of what a user's pool is held as: the projection above, or an HNSW graph of
+#: the vectors in process (:class:`PoolGraph`, session 20).
+KINDS = ("projection", "graph")
+#: Candidates the in-process graph proposes per row asked for, plus :data:`GRAPH_EXTRA`:
+#: asked for 1.5 × k + 16, its walk (usearch, int8 vectors, expansion 256) held the exact k
+#: nearest of bench/latency.py's 100,000 notes with R@k 0.997 / 0.993 / 0.990 at k = 50 /
+#: 100 / 187 (200 questions of seed 8); asked for k alone, 0.96 (docs/postgres.md,
+#: "Session 20").
+GRAPH_PER_ROW = 1.5
+GRAPH_EXTRA = 16
+#: What a graph holds per row, for the check before a load (usearch's count at 100,000
+#: rows: ~64 MB with the int8 vectors).
+GRAPH_ROW_BYTES = 700
 #: Rows sampled (evenly by seq) for the directions.
 SAMPLE_ROWS = 8_192
 #: Rows changed since the projection's revision that a search scores itself; more and the
@@ -148,12 +164,21 @@ def nearest_sql(
 
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; unset, 0, ``off``
-    or not a number: 0 (none held, every pool search walks the graph)."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_PROJECTED_MB", "")
+    or not a number: 0 (none held, every pool search walks the graph), unless
+    ``ENGRAIN_PG_POOL_INDEX`` asks for a graph: :data:`PROJECTED_BYTES` then."""
+    env = os.environ if environ is None else environ
+    value = env.get("ENGRAIN_PG_PROJECTED_MB", "")
     try:
         return max(0, int(value.strip())) * 2**20
     except ValueError:
-        return 0
+        return PROJECTED_BYTES if pool_kind(env) == "graph" and not value.strip() else 0
+
+
+def pool_kind(environ: Mapping[str, str] | None = None) -> str:
+    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
+    HNSW graph in process (:class:`PoolGraph`), else the projection."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_POOL_INDEX", "")
+    return "graph" if value.strip().lower() in {"graph", "on", "hnsw"} else "projection"
 
 
 @dataclass(frozen=True)
@@ -183,6 +208,24 @@ class Projection:
         if wanted == n:
             return self.seqs
         return self.seqs[np.argpartition(-scores, wanted - 1)[:wanted]]
+
+
+@dataclass(frozen=True)
+class PoolGraph:
+    """A user's rows as of ``revision`` in an HNSW graph held in process (usearch, int8
+    vectors, keyed by seq: ``store/ann.py``'s :class:`~engrain.store.ann.VectorIndex`).
+    Never patched: a newer one replaces it."""
+
+    revision: int
+    index: VectorIndex
+    nbytes: int
+
+    def candidates(self, query: np.ndarray[Any, Any], k: int) -> np.ndarray[Any, Any]:
+        """The seqs of the graph's :data:`GRAPH_PER_ROW` × ``k`` + :data:`GRAPH_EXTRA`
+        rows nearest ``query`` (any order; its length changes no rank)."""
+        wanted = math.ceil(GRAPH_PER_ROW * k) + GRAPH_EXTRA if k > 0 else 0
+        unit = _unit_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        return self.index.search(unit, wanted).astype(np.int64)
 
 
 def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> tuple[np.ndarray[Any, Any], float]:
@@ -216,20 +259,29 @@ def _pause(took: float, held: bool) -> float:
     return four_times(took, RELOAD_PAUSE if held else REFUSED_PAUSE)
 
 
-class Projected(HeldByBytes[Projection]):
-    """The projections of the large users a store serves (module docstring). ``connect``
-    lends a pooled autocommit connection; ``max_bytes`` bounds what is held;
-    ``background`` False loads in the calling thread (tests)."""
+class Projected(HeldByBytes[Projection | PoolGraph]):
+    """The projections (or graphs: ``kind``, :data:`KINDS`) of the large users a store
+    serves (module docstring). ``connect`` lends a pooled autocommit connection;
+    ``max_bytes`` bounds what is held; ``background`` False loads in the calling thread
+    (tests)."""
 
     def __init__(
-        self, connect: Connect, max_bytes: int = PROJECTED_BYTES, *, background: bool = True
+        self,
+        connect: Connect,
+        max_bytes: int = PROJECTED_BYTES,
+        *,
+        kind: str = "projection",
+        background: bool = True,
     ) -> None:
-        super().__init__(connect, max_bytes, _pause, what="the projection of a PostgreSQL user",
+        if kind not in KINDS:
+            raise ConfigError(f"unknown pool index {kind!r}: one of {', '.join(KINDS)}")
+        super().__init__(connect, max_bytes, _pause, what=f"the {kind} of a PostgreSQL user",
                          name="engrain-pg-proj", background=background)  # fmt: skip
+        self.kind = kind
         #: Searches served here / left to SQL (too many changes, too few rows passing).
         self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
 
-    def held(self, user_id: str) -> Projection | None:
+    def held(self, user_id: str) -> Projection | PoolGraph | None:
         """The user's projection, if held."""
         with self._lock:
             return self._held.get(user_id)
@@ -289,7 +341,9 @@ class Projected(HeldByBytes[Projection]):
 
     def _load(self, user_id: str, loading: Load) -> None:
         loading.full = False  # nothing held unless a projection is read: the refused pause
-        projection = self._read_projection(user_id)
+        projection = (
+            self._read_graph(user_id) if self.kind == "graph" else self._read_projection(user_id)
+        )
         loading.full = projection is not None
         heap.release()  # the chunks read and dropped: hand their pages back
         with self._lock:
@@ -338,3 +392,30 @@ class Projected(HeldByBytes[Projection]):
                 conn.execute("COMMIT")
         revision = int(first[0]) if first else 0
         return Projection(revision, seqs[:at], rows[:at], basis)
+
+    def _read_graph(self, user_id: str) -> PoolGraph | None:
+        """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``:
+        no row to hold, or more than the bound would allow)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                with conn.cursor(binary=True) as cur:
+                    first = cur.execute(REVISION, (user_id,)).fetchone()
+                    counted = cur.execute(COUNT, (user_id,)).fetchone()
+                    n = int(counted[0]) if counted else 0
+                    if n == 0 or n * GRAPH_ROW_BYTES > self.max_bytes:
+                        return None
+                with conn.cursor("engrain_projected", binary=True) as named:
+                    named.execute(LOAD, (user_id,))
+                    index = VectorIndex.built_from(INDEXED_DIM, _chunks(named))
+            finally:
+                conn.execute("COMMIT")
+        revision = int(first[0]) if first else 0
+        return PoolGraph(revision, index, index.nbytes)
+
+
+def _chunks(named: psycopg.Cursor[Any]) -> Iterator[tuple[Any, Any]]:
+    """The (seq, vector) rows of a load's cursor as (keys, unit vectors), a chunk at a time."""
+    while chunk := named.fetchmany(CHUNK_ROWS):
+        keys = np.fromiter((r[0] for r in chunk), dtype=np.uint64, count=len(chunk))
+        yield keys, _unit_rows(_stored([r[1] for r in chunk]))
