@@ -24,6 +24,7 @@ from .test_store_contract import mem
 pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 projected = postgres.projected
+held_graph = postgres.held_graph
 PostgresStore = postgres.PostgresStore
 
 DIM = postgres.INDEXED_DIM
@@ -129,7 +130,7 @@ def test_candidates_of_the_graph_hold_the_nearest_and_ignore_the_length() -> Non
 
     vectors = np.asarray(_low_rank(3_000, seed=5))
     seqs = np.arange(3_000, dtype=np.uint64) * 3 + 1
-    graph = projected.PoolGraph(1, VectorIndex.build(seqs, vectors), 0)
+    graph = held_graph.PoolGraph(1, VectorIndex.build(seqs, vectors), 0)
     rng = np.random.default_rng(6)
     for k in (1, 10, 40):
         for _ in range(5):
@@ -137,7 +138,7 @@ def test_candidates_of_the_graph_hold_the_nearest_and_ignore_the_length() -> Non
             exact = set((np.argsort(-(vectors @ query))[:k] * 3 + 1).tolist())
             found = graph.candidates(query, k)
             assert found.dtype == np.int64
-            assert len(found) == math.ceil(projected.GRAPH_PER_ROW * k) + projected.GRAPH_EXTRA
+            assert len(found) == math.ceil(held_graph.GRAPH_PER_ROW * k) + held_graph.GRAPH_EXTRA
             assert exact <= set(found.tolist())
             assert set(graph.candidates(query * 7.5, k).tolist()) == set(found.tolist())
     assert len(graph.candidates(vectors[0], 0)) == 0
@@ -190,6 +191,62 @@ def test_too_few_passing_or_too_many_changes_go_to_sql(
     assert held.held("alice").revision > before
     _same(mine.search("alice", query, 8, ALL), truth.search("alice", query, 8, ALL))
     assert held.calls["served"] == 1
+
+
+def test_a_held_graph_catches_up_in_place_and_is_rebuilt_once_worn(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, other = _store(pg_url, pool_index="graph"), _store(pg_url, projected_bytes=0)
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    try:
+        vectors = _low_rank(700, seed=8)
+        mine.write(_corpus(vectors))
+        held = _held(mine)
+        first = held.held("alice")
+        monkeypatch.setattr(projected, "RELOAD_ROWS", 2)
+        monkeypatch.setattr(projected, "RELOAD_PAUSE", 0.0)
+        query = vectors[42]
+        # another process forgets the nearest, adds three memories near the query, and moves
+        # a far one onto it: more changed rows than RELOAD_ROWS, so a load catches up
+        far = min(range(700), key=lambda i: float(vectors[i] @ query))
+        other.write(deletes=[mem("m-00042", "alice")])
+        other.write([mem(f"near-{i}", "alice", vector=_unit(query + 0.01 * (i + 1)))
+                     for i in range(3)] + [mem(f"m-{far:05d}", "alice", minutes=far,
+                     vector=_unit(query + 0.005))])  # fmt: skip
+        held._loader.get("alice").not_before = 0.0
+        _same(mine.search("alice", query, 6, ALL), truth.search("alice", query, 6, ALL))
+        assert mine.wait_for_projection("alice", timeout=60)
+        caught = held.held("alice")
+        assert caught.revision > first.revision and caught.index is first.index  # patched
+        assert len(caught.index) == 703 and caught.dead == 1 and not caught.worn
+        # the graph itself now proposes the new rows and the moved one (no delta needed)
+        found = set(caught.candidates(query, 4).tolist())
+        assert set(_seqs(truth, ["near-0", "near-1", "near-2", f"m-{far:05d}"])) <= found
+        _same(mine.search("alice", query, 6, ALL), truth.search("alice", query, 6, ALL))
+        # once dead rows are WORN_SHARE of it, the next load builds a new graph
+        monkeypatch.setattr(held_graph, "WORN_SHARE", 0.0)
+        assert caught.worn
+        other.write(deletes=[mem(f"m-{i:05d}", "alice") for i in range(3)])
+        held._loader.get("alice").not_before = 0.0
+        _same(mine.search("alice", query, 6, ALL), truth.search("alice", query, 6, ALL))
+        assert mine.wait_for_projection("alice", timeout=60)
+        rebuilt = held.held("alice")
+        assert rebuilt.index is not first.index and len(rebuilt.index) == 699
+        assert rebuilt.dead == 0
+    finally:
+        for store in (mine, other, truth):
+            store.close()
+
+
+def _seqs(store: Any, ids: list[str]) -> list[int]:
+    with store._connection() as conn:
+        rows = conn.execute(
+            "SELECT seq FROM memories WHERE user_id = 'alice' AND id = ANY(%s)", (ids,)
+        ).fetchall()
+    assert len(rows) == len(ids)
+    return [int(seq) for (seq,) in rows]
 
 
 def test_bounded_by_bytes(pg_url: str) -> None:

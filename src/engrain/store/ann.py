@@ -136,6 +136,14 @@ def _stop_jobs() -> None:
         thread.join(timeout=30.0)
 
 
+def join_at_exit() -> None:
+    """Have the interpreter's exit wait for the calling thread (a daemon thread building an
+    index elsewhere, e.g. ``store/postgres/projected.py``'s loads): its build stops at the
+    next chunk once the exit begins, so no usearch call outlives the interpreter."""
+    if threading.current_thread() is not threading.main_thread():
+        _JOBS.add(threading.current_thread())
+
+
 def quantized(vectors: Matrix) -> npt.NDArray[np.int8]:
     """``vectors`` as a cosine int8 usearch index stores them: each normalised, times 127,
     truncated toward zero (usearch 2.x; a zero vector stays zero)."""

@@ -50,9 +50,8 @@ published under the lock only if it is newer. Other processes' writes are seen t
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
@@ -63,10 +62,11 @@ import psycopg
 from engrain.errors import ConfigError
 from engrain.model import Memory
 from engrain.store import heap
-from engrain.store.ann import VectorIndex
 from engrain.store.base import MemoryFilter
+from engrain.store.postgres import held_graph
 from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
+from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.schema import INDEXED_DIM
 from engrain.store.postgres.sql import array_literal, filter_sql
@@ -90,16 +90,6 @@ CANDIDATES_PER_ROW = 4
 #: The kinds of what a user's pool is held as: the projection above, or an HNSW graph of
 #: the vectors in process (:class:`PoolGraph`, session 20).
 KINDS = ("projection", "graph")
-#: Candidates the in-process graph proposes per row asked for, plus :data:`GRAPH_EXTRA`:
-#: asked for 1.5 × k + 16, its walk (usearch, int8 vectors, expansion 256) held the exact k
-#: nearest of bench/latency.py's 100,000 notes with R@k 0.997 / 0.993 / 0.990 at k = 50 /
-#: 100 / 187 (200 questions of seed 8); asked for k alone, 0.96 (docs/postgres.md,
-#: "Session 20").
-GRAPH_PER_ROW = 1.5
-GRAPH_EXTRA = 16
-#: What a graph holds per row, for the check before a load (usearch's count at 100,000
-#: rows: ~64 MB with the int8 vectors).
-GRAPH_ROW_BYTES = 700
 #: Rows sampled (evenly by seq) for the directions.
 SAMPLE_ROWS = 8_192
 #: Rows changed since the projection's revision that a search scores itself; more and the
@@ -210,24 +200,6 @@ class Projection:
         return self.seqs[np.argpartition(-scores, wanted - 1)[:wanted]]
 
 
-@dataclass(frozen=True)
-class PoolGraph:
-    """A user's rows as of ``revision`` in an HNSW graph held in process (usearch, int8
-    vectors, keyed by seq: ``store/ann.py``'s :class:`~engrain.store.ann.VectorIndex`).
-    Never patched: a newer one replaces it."""
-
-    revision: int
-    index: VectorIndex
-    nbytes: int
-
-    def candidates(self, query: np.ndarray[Any, Any], k: int) -> np.ndarray[Any, Any]:
-        """The seqs of the graph's :data:`GRAPH_PER_ROW` × ``k`` + :data:`GRAPH_EXTRA`
-        rows nearest ``query`` (any order; its length changes no rank)."""
-        wanted = math.ceil(GRAPH_PER_ROW * k) + GRAPH_EXTRA if k > 0 else 0
-        unit = _unit_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
-        return self.index.search(unit, wanted).astype(np.int64)
-
-
 def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> tuple[np.ndarray[Any, Any], float]:
     """The ``dims`` main directions of the unit vectors ``sample`` (rows), as columns: the
     right singular vectors of the uncentred sample, which keep the most of its products;
@@ -238,18 +210,8 @@ def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> tuple[np.ndarray
     return np.ascontiguousarray(directions[:dims].T, dtype=np.float32), kept
 
 
-def _unit_rows(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    out: np.ndarray[Any, Any] = np.zeros_like(vectors)
-    np.divide(vectors, norms, out=out, where=norms > 0)
-    return out
-
-
-def _stored(blobs: list[bytes]) -> np.ndarray[Any, Any]:
-    """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
-    of vectors of :data:`INDEXED_DIM`, as float32 rows."""
-    joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
-    return joined[:, 1:].astype(np.float32)
+_unit_rows = held_graph.unit_rows
+_stored = held_graph.stored
 
 
 def _pause(took: float, held: bool) -> float:
@@ -341,9 +303,10 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
 
     def _load(self, user_id: str, loading: Load) -> None:
         loading.full = False  # nothing held unless a projection is read: the refused pause
-        projection = (
-            self._read_graph(user_id) if self.kind == "graph" else self._read_projection(user_id)
-        )
+        if self.kind == "graph":
+            projection: Projection | PoolGraph | None = self._read_graph(user_id)
+        else:
+            projection = self._read_projection(user_id)
         loading.full = projection is not None
         heap.release()  # the chunks read and dropped: hand their pages back
         with self._lock:
@@ -354,6 +317,14 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
                 self._held[user_id] = projection
                 self._held.move_to_end(user_id)
                 self._bound()
+
+    def _read_graph(self, user_id: str) -> PoolGraph | None:
+        """The user's graph: the held one brought up to date, or a new one (``held_graph.py``)."""
+        held = self.held(user_id)
+        with self._connect() as conn:
+            if isinstance(held, PoolGraph) and not held.worn:
+                return held_graph.caught_up(conn, user_id, held)
+            return held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
 
     def _read_projection(self, user_id: str) -> Projection | None:
         """The user's projection read in one snapshot (``None``: no row to hold, more than
@@ -392,30 +363,3 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
                 conn.execute("COMMIT")
         revision = int(first[0]) if first else 0
         return Projection(revision, seqs[:at], rows[:at], basis)
-
-    def _read_graph(self, user_id: str) -> PoolGraph | None:
-        """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``:
-        no row to hold, or more than the bound would allow)."""
-        with self._connect() as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                with conn.cursor(binary=True) as cur:
-                    first = cur.execute(REVISION, (user_id,)).fetchone()
-                    counted = cur.execute(COUNT, (user_id,)).fetchone()
-                    n = int(counted[0]) if counted else 0
-                    if n == 0 or n * GRAPH_ROW_BYTES > self.max_bytes:
-                        return None
-                with conn.cursor("engrain_projected", binary=True) as named:
-                    named.execute(LOAD, (user_id,))
-                    index = VectorIndex.built_from(INDEXED_DIM, _chunks(named))
-            finally:
-                conn.execute("COMMIT")
-        revision = int(first[0]) if first else 0
-        return PoolGraph(revision, index, index.nbytes)
-
-
-def _chunks(named: psycopg.Cursor[Any]) -> Iterator[tuple[Any, Any]]:
-    """The (seq, vector) rows of a load's cursor as (keys, unit vectors), a chunk at a time."""
-    while chunk := named.fetchmany(CHUNK_ROWS):
-        keys = np.fromiter((r[0] for r in chunk), dtype=np.uint64, count=len(chunk))
-        yield keys, _unit_rows(_stored([r[1] for r in chunk]))
