@@ -83,6 +83,8 @@ user whose searches walk the pool's graph is held as the seqs of their memories 
 vectors projected onto 128 main directions; a search ranks those, and the database scores
 the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
 statement and snapshot (no walk; never stale: nothing but which rows to look at is held).
+With ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``pool_index="graph"``) the candidates come from an
+HNSW graph of the user's vectors held in process instead (``held_graph.py``, session 20).
 
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and

@@ -46,6 +46,13 @@ first; a user whose projection alone exceeds it keeps the graph (a million memor
 **Threads and processes.** A held projection never changes; a load builds a new one,
 published under the lock only if it is newer. Other processes' writes are seen through
 ``row_changes`` in the search's own snapshot.
+
+**Or a graph** (``kind="graph"``, ``ENGRAIN_PG_POOL_INDEX=graph``, session 20): the same
+searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed by an
+HNSW graph of the user's vectors held in process instead of the projection's product
+(``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
+``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
+process's (docs/postgres.md, "Session 20"); off by default like the projection.
 """
 
 from __future__ import annotations
