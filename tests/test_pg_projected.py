@@ -53,6 +53,12 @@ def _corpus(vectors: list[Any], user: str = "alice", prefix: str = "m") -> list[
     ]
 
 
+@pytest.fixture(autouse=True)
+def _small_users_get_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' users are small: hold their graphs all the same."""
+    monkeypatch.setattr(held_graph, "MIN_ROWS", 1)
+
+
 def _store(url: str, **options: Any) -> Any:
     """A store that walks the graph for any user (every user is "large" here)."""
     options.setdefault("learnings_bytes", 0)
@@ -238,6 +244,35 @@ def test_a_held_graph_catches_up_in_place_and_is_rebuilt_once_worn(
     finally:
         for store in (mine, other, truth):
             store.close()
+
+
+def test_a_user_under_the_graphs_threshold_keeps_the_walk(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert held_graph.MIN_ROWS == 1  # this file's fixture; the module's own is SQLite's
+    monkeypatch.setattr(held_graph, "MIN_ROWS", postgres.held_graph.ANN_MIN_VECTORS)
+    assert held_graph.MIN_ROWS == 20_000
+    monkeypatch.setattr(held_graph, "MIN_ROWS", 301)
+    mine = _store(pg_url, pool_index="graph")
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    try:
+        vectors = _low_rank(300, seed=9)
+        mine.write(_corpus(vectors))
+        mine.search("alice", vectors[0], 1, ALL)
+        assert not mine.wait_for_projection("alice", timeout=60)  # 300 rows: not held
+        _same(mine.search("alice", vectors[5], 5, ALL), truth.search("alice", vectors[5], 5, ALL))
+        assert mine._projected.calls == {"served": 0, "by_sql": 0}  # the walk served it
+        mine.write([mem("one-more", "alice", vector=vectors[1])])
+        mine._projected._loader.get("alice").not_before = 0.0  # the refused pause: passed
+        mine.search("alice", vectors[0], 1, ALL)
+        assert mine.wait_for_projection("alice", timeout=60)  # 301 rows: held
+        _same(mine.search("alice", vectors[5], 5, ALL), truth.search("alice", vectors[5], 5, ALL))
+        assert mine._projected.calls["served"] == 1
+    finally:
+        mine.close()
+        truth.close()
 
 
 def _seqs(store: Any, ids: list[str]) -> list[int]:

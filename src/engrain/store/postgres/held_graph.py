@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from engrain.store.ann import VectorIndex, join_at_exit
+from engrain.store.ann import ANN_MIN_VECTORS, VectorIndex, join_at_exit
 from engrain.store.postgres.codec import Conn
 from engrain.store.postgres.schema import INDEXED_DIM
 
@@ -55,6 +55,11 @@ GRAPH_EXTRA = 16
 #: What the graph holds per row, for the check before a load (usearch's count at 100,000
 #: rows: ~64 MB with the int8 vectors).
 GRAPH_ROW_BYTES = 700
+#: Rows from which a user's graph is held: a smaller user keeps the database's walk, which
+#: is cheap over a small graph (the SQLite store searches such users exactly, from the same
+#: threshold: ``store/ann.py``'s ``ANN_MIN_VECTORS``), and the bound is not spent on users
+#: it barely helps.
+MIN_ROWS = ANN_MIN_VECTORS
 #: The share of dead rows (forgotten since the graph was built) from which the next load
 #: builds a new graph instead of patching this one: dead rows take candidates' places.
 WORN_SHARE = 0.1
@@ -101,15 +106,16 @@ class PoolGraph:
 
 
 def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -> PoolGraph | None:
-    """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``: no
-    row to hold, more than ``max_bytes`` would allow, or ``closed()`` became true)."""
+    """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``:
+    fewer than :data:`MIN_ROWS` rows, more than ``max_bytes`` would allow, or ``closed()``
+    became true)."""
     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     try:
         with conn.cursor(binary=True) as cur:
             first = cur.execute(REVISION, (user_id,)).fetchone()
             counted = cur.execute(COUNT, (user_id,)).fetchone()
         n = int(counted[0]) if counted else 0
-        if n == 0 or n * GRAPH_ROW_BYTES > max_bytes:
+        if n == 0 or n < MIN_ROWS or n * GRAPH_ROW_BYTES > max_bytes:
             return None
         join_at_exit()  # the exit waits for the chunk being added, then stops the build
         with conn.cursor("engrain_pool_graph", binary=True) as named:
