@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import ConfigError
 from engrain.store.base import ALL, MemoryFilter, Patch
 
 from .test_store_contract import mem
@@ -208,7 +209,11 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     assert projected.projected_bytes({}) == 0  # off by default
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
-    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"}) == 0
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
+        projected.PROJECTED_BYTES
+    )
+    with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
+        projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     default = PostgresStore(pg_url, pool_size=1)
     try:
         assert default._projected is None or "ENGRAIN_PG_PROJECTED_MB" in os.environ

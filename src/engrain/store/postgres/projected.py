@@ -50,7 +50,6 @@ published under the lock only if it is newer. Other processes' writes are seen t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -59,6 +58,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from engrain import envvars
 from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
@@ -147,13 +147,14 @@ def nearest_sql(
 
 
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; unset, 0, ``off``
-    or not a number: 0 (none held, every pool search walks the graph)."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_PROJECTED_MB", "")
-    try:
-        return max(0, int(value.strip())) * 2**20
-    except ValueError:
-        return 0
+    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
+    :data:`PROJECTED_BYTES`); unset, 0 or ``off``: 0 (none held, every pool search walks the
+    graph); any other value raises :class:`~engrain.errors.ConfigError`
+    (:mod:`engrain.envvars`)."""
+    value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
+    if value is envvars.ON:
+        return PROJECTED_BYTES
+    return value * 2**20 if isinstance(value, int) else 0
 
 
 @dataclass(frozen=True)
