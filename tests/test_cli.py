@@ -505,7 +505,9 @@ def test_feedback_on_a_context_and_on_memories(invoke: Invoke) -> None:
     first = remember(invoke, "Deploys go through the GitHub Actions release workflow")
     remember(invoke, "The release workflow needs the DEPLOY_TOKEN secret")
     [ctx] = json_lines(invoke("--json", "context", "how do deploys work?", "--budget", "500"))
-    rows = json_lines(invoke("--json", "feedback", ctx["id"], "--helpful"))
+    assert list(ctx)[:2] == ["context_id", "id"]  # HTTP's and MCP's name; the old one kept
+    assert ctx["context_id"] == ctx["id"]
+    rows = json_lines(invoke("--json", "feedback", ctx["context_id"], "--helpful"))
     assert {r["after"] for r in rows} == {0.6} and len(rows) == 2
     text = ok(invoke("feedback", "--memory", first, "--score", "0"))
     assert text.stdout == f"{first} usefulness 0.600 -> 0.480\n"
