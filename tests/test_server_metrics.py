@@ -14,12 +14,12 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("mcp")
 
-from starlette.testclient import TestClient  # noqa: E402
+from starlette.testclient import TestClient
 
-from engrain.server.app import serve_app  # noqa: E402
-from engrain.server.ui import ROUTERS, UI_PATH  # noqa: E402
+from engrain.server.app import serve_app
+from engrain.server.ui import ROUTERS, UI_PATH
 
-from .test_server import make_engine  # noqa: E402
+from .test_server import make_engine
 
 _PARAM = re.compile(r"\{[^}]+\}")
 #: Routes outside the OpenAPI document and the inspector's page routers, with a path to ask.
@@ -97,5 +97,3 @@ def test_memory_ids_in_the_inspector_s_paths_are_not_series(client: TestClient) 
 def test_the_ui_path_redirects_to_the_mount(client: TestClient) -> None:
     answer = client.get("/ui", follow_redirects=False)
     assert answer.status_code == 307 and answer.headers["location"].endswith("/ui/")
-
-

@@ -44,7 +44,7 @@ def route_template(scope: Scope, root_path: str, routes: Sequence[BaseRoute]) ->
     path = getattr(route, "path_format", None)
     mounted = str(scope.get("root_path", ""))
     if path is not None and not isinstance(route, Mount) and mounted.startswith(root_path):
-        return mounted[len(root_path) :] + path
+        return mounted[len(root_path) :] + str(path)
     fresh = {"type": "http", "path": scope.get("path", ""), "root_path": root_path,
              "method": scope.get("method", "GET")}  # fmt: skip
     return _matched(routes, fresh, root_path) or UNMATCHED
