@@ -102,7 +102,8 @@ class PgProxy:
     def _pump(self, client: socket.socket, server: socket.socket) -> None:
         pending = b""
         started = False  # the startup packet has been passed on
-        with contextlib.suppress(OSError):
+        # a socket another thread closed (close(), AFTER_AND_AWAY): select's ValueError
+        with contextlib.suppress(OSError, ValueError):
             while True:
                 ready, _, _ = select.select([client, server], [], [])
                 if server in ready:
