@@ -455,8 +455,9 @@ def test_error_shapes(svc: Service) -> None:
                  "invalid_input")  # fmt: skip
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "x", "typo": 1}),
                  422)  # fmt: skip
+    json_header = {"content-type": "application/json"}
     bad_json = assert_error(svc.call("POST", "/v1/context", "alice", content=b"{not json",
-                                     headers={"content-type": "application/json"}), 422)  # fmt: skip
+                                     headers=json_header), 422)  # fmt: skip
     assert bad_json["message"].startswith("body: invalid JSON (")  # was "0: JSON decode error"
     wrong_type = assert_error(svc.call("POST", "/v1/context", "alice",
                                        json={"message": "hi", "top_k": "ten"}), 422)  # fmt: skip
