@@ -41,7 +41,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 #: The checkout whose bench modules (``locomo``, ``baselines``, ``ingest_throughput``) a run
 #: uses: this one, or ``--tree``'s in the child process that measures it.
-BENCH = Path(os.environ.get("ENGRAIN_STAGES_BENCH", ROOT / "bench"))
+BENCH = Path(os.environ.get("ENGRAIN_BENCH_STAGES_DIR", ROOT / "bench"))
 sys.path.insert(0, str(BENCH))
 
 #: (owner's import path, attribute, label): the steps timed.
@@ -168,7 +168,7 @@ def side_by_side(data: Path, tree: Path, repeat: int) -> dict[str, Any]:
     for _ in range(repeat):
         for side, checkout in sides.items():
             env = {**os.environ, "PYTHONPATH": str(checkout / "src"),
-                   "ENGRAIN_STAGES_BENCH": str(checkout / "bench")}  # fmt: skip
+                   "ENGRAIN_BENCH_STAGES_DIR": str(checkout / "bench")}  # fmt: skip
             command = [sys.executable, __file__, "--locomo", str(data), "--once"]
             done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
             runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engrain.errors import ConfigError
 from engrain.model import Kind, Memory
 from engrain.store import MemoryFilter, lexical_file, vector_search
 from engrain.store.ann import BUILD_THREADS, VectorIndex, memory_keys
@@ -245,6 +246,8 @@ def test_small_users_and_the_exact_setting_are_never_indexed(tmp_path: Path) -> 
     assert ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "off"}) is None
     assert ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "500"}) == 500
     assert ann_threshold({}) == 20_000
+    with pytest.raises(ConfigError, match="ENGRAIN_ANN_MIN_VECTORS='abc'"):
+        ann_threshold({"ENGRAIN_ANN_MIN_VECTORS": "abc"})
 
 
 def _join_saves() -> None:

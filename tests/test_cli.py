@@ -197,7 +197,16 @@ def test_context_block_and_summary(invoke: Invoke, two: tuple[str, str]) -> None
     # the tabs preference is off-topic for deploying: it competes on relevance and stays out
     assert "1 memories" in result.stderr and "tokens" in result.stderr and "ms" in result.stderr
     [ctx] = json_lines(invoke("--json", "context", "Where do we deploy?", "--top-k", "1"))
-    assert set(ctx) == {"id", "tier", "fallback", "text", "tokens", "elapsed_ms", "memories"}
+    assert set(ctx) == {
+        "context_id",
+        "id",
+        "tier",
+        "fallback",
+        "text",
+        "tokens",
+        "elapsed_ms",
+        "memories",
+    }
     assert ctx["tier"] == 3 and ctx["fallback"] is False
     assert ctx["text"].startswith("<memory>") and ctx["tokens"] > 0
     assert len(ctx["memories"]) == 1 and "score" in ctx["memories"][0]
@@ -420,8 +429,13 @@ def test_import_malformed_line_names_it_and_writes_nothing(invoke: Invoke) -> No
     text = json.dumps(CONVERSATION) + "\n\n{oops\n"
     result = invoke("import", "-", input=text)
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: line 3: invalid JSON")
+    assert result.stderr == (
+        "error: line 3: invalid JSON: Expecting property name enclosed in double quotes at "
+        "column 2\n"
+    )
     assert ok(invoke("list")).stdout == ""
+    control = invoke("import", "-", input='{"content": "a\tb"}\n')  # a raw tab in a string
+    assert control.stderr == "error: line 1: invalid JSON: Invalid control character at column 15\n"
     not_object = invoke("--json", "import", "-", input="[1, 2]\n")
     assert not_object.exit_code == 2
     assert json.loads(not_object.stderr)["message"] == "line 1: expected a JSON object"
@@ -505,7 +519,9 @@ def test_feedback_on_a_context_and_on_memories(invoke: Invoke) -> None:
     first = remember(invoke, "Deploys go through the GitHub Actions release workflow")
     remember(invoke, "The release workflow needs the DEPLOY_TOKEN secret")
     [ctx] = json_lines(invoke("--json", "context", "how do deploys work?", "--budget", "500"))
-    rows = json_lines(invoke("--json", "feedback", ctx["id"], "--helpful"))
+    assert list(ctx)[:2] == ["context_id", "id"]  # HTTP's and MCP's name; the old one kept
+    assert ctx["context_id"] == ctx["id"]
+    rows = json_lines(invoke("--json", "feedback", ctx["context_id"], "--helpful"))
     assert {r["after"] for r in rows} == {0.6} and len(rows) == 2
     text = ok(invoke("feedback", "--memory", first, "--score", "0"))
     assert text.stdout == f"{first} usefulness 0.600 -> 0.480\n"
@@ -573,6 +589,21 @@ def test_migrate_copies_another_store_losslessly(invoke: Invoke, tmp_path: Path)
     assert ok(invoke("export", "--all-users", db="new.db")).stdout == before
     assert ok(invoke("keys", "list", db="new.db")).stdout == ok(invoke("keys", "list")).stdout
     assert "revoked" in ok(invoke("keys", "list", db="new.db")).stdout
+
+
+def test_migrate_from_a_sqlite_file_that_is_not_there_copies_nothing_and_says_so(
+    invoke: Invoke, tmp_path: Path
+) -> None:
+    """It used to create an empty store at the mistyped path (relative to the working
+    directory) and report success: "copied 0 memories"."""
+    missing = tmp_path / "typo.db"
+    result = invoke("migrate", "--from", f"sqlite:///{missing}")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: no SQLite store at {missing} to copy from (nothing copied; an absolute "
+        "path takes four slashes: sqlite:////path/engrain.db)\n"
+    )
+    assert not missing.exists()
 
 
 def test_migrate_moves_a_sqlite_store_into_postgres_losslessly(

@@ -319,7 +319,8 @@ def test_export_import_round_trip(served: Served, tmp_path: Path) -> None:
         alice.ingest_conversation([{"speaker": "alice", "text": "We adopted a cat named Miso "
                                     "last spring."}], "alice", "s1", now=NOW)  # fmt: skip
         ctx = alice.context("How do I take my coffee?", "alice", now=NOW)
-        alice.feedback("alice", ctx.id, helpful=True)
+        assert ctx.context_id == ctx.id  # the HTTP API's name for it, on the client too
+        alice.feedback("alice", ctx.context_id, helpful=True)
         stream = alice.export_records("alice")
         assert isinstance(stream, Records)  # lazy: read as iterated
         records = list(stream)

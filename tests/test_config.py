@@ -224,3 +224,45 @@ def test_every_variable_the_code_reads_is_known() -> None:
     benches = {name for name in named if name.startswith(BENCH_PREFIX)}
     assert named - settings - OTHER_VARIABLES - benches == set()
     assert OTHER_VARIABLES - named == set(), "a variable nothing reads any more"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ENGRAIN_ANN_MIN_VECTORS", "abc"),
+        ("ENGRAIN_ANN_MIN_VECTORS", "20k"),
+        ("ENGRAIN_PG_LEARNINGS_MB", "1.5"),
+        ("ENGRAIN_PG_PROJECTED_MB", "-3"),
+        ("ENGRAIN_PG_WORKING_SET", "maybe"),
+    ],
+)
+def test_a_number_read_outside_the_settings_that_does_not_parse_is_a_config_error(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    """``ENGRAIN_ANN_MIN_VECTORS=abc`` once ran quietly with the default; now it is one line
+    naming the variable and its value, reported with the settings before a store opens."""
+    [line] = config_error(tmp_path, **{variable: value}).splitlines()
+    assert line.startswith(f"invalid environment variable {variable}={value!r}: expected ")
+    assert "on or off" in line
+
+
+def test_numbers_read_outside_the_settings_take_one_rule(tmp_path: Path) -> None:
+    from engrain import envvars
+
+    for variable in envvars.COUNTS:
+        assert envvars.count(variable, {}) is None
+        assert envvars.count(variable, {variable: "  "}) is None
+        assert envvars.count(variable, {variable: " 12 "}) == 12
+        assert envvars.count(variable, {variable: "0"}) == 0
+        for word in ("on", "Yes", "TRUE"):
+            assert envvars.count(variable, {variable: word}) is envvars.ON
+        for word in ("off", "no", "False"):
+            assert envvars.count(variable, {variable: word}) is envvars.OFF
+        for bad in ("-1", "1.5", "1e3", "²", "lots"):
+            with pytest.raises(ConfigError, match=variable):
+                envvars.count(variable, {variable: bad})
+    assert envvars.count("ENGRAIN_ANN_MIN_VECTORS", {"ENGRAIN_ANN_MIN_VECTORS": "exact"}) is (
+        envvars.OFF
+    )
+    good = {variable: "on" for variable in envvars.COUNTS}
+    assert load_settings(environ=env_of(tmp_path, **good)).data_dir == tmp_path

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import ConfigError
 from engrain.model import Kind, MemoryType
 from engrain.store.base import ALL, MemoryFilter, Patch
 
@@ -278,9 +279,8 @@ def test_the_bound_reads_its_variable() -> None:
     assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "off"}) == 0
     assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "0"}) == 0
     assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "12"}) == 12 * 2**20
-    assert learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "lots"}) == (
-        learnings.LEARNINGS_BYTES
-    )
+    with pytest.raises(ConfigError, match="ENGRAIN_PG_LEARNINGS_MB='lots'"):
+        learnings.learnings_bytes({"ENGRAIN_PG_LEARNINGS_MB": "lots"})
 
 
 def test_a_held_search_is_one_round_trip_and_a_promotion_adds_none(

@@ -325,12 +325,18 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     assert projected.projected_bytes({}) == 0  # off by default
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
-    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"}) == 0
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
+        projected.PROJECTED_BYTES
+    )
+    with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
+        projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
-    assert projected.pool_kind({}) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "x"})
     assert projected.pool_kind({}) == "projection"
+    assert projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "off"}) == "projection"
     assert projected.pool_kind(graph) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": " On"})
     assert projected.pool_kind(graph) == "graph"
+    with pytest.raises(ConfigError, match="ENGRAIN_PG_POOL_INDEX='x'"):
+        projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "x"})
     # asking for the graph turns the pool index on, at the default bound unless one is given
     assert projected.projected_bytes(graph) == projected.PROJECTED_BYTES
     assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "8"}) == 8 * 2**20

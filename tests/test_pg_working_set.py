@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import ConfigError
 from engrain.store.base import Patch
 from engrain.store.postgres import working
 
@@ -339,7 +340,8 @@ def test_the_threshold_comes_from_the_environment() -> None:
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "on"}) == working.WORKING_SET_MIN
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "off"}) is None
     assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "5000"}) == 5000
-    assert working.working_set_min({"ENGRAIN_PG_WORKING_SET": "lots"}) is None
+    with pytest.raises(ConfigError, match="ENGRAIN_PG_WORKING_SET='lots'"):
+        working.working_set_min({"ENGRAIN_PG_WORKING_SET": "lots"})
 
 
 def test_a_reload_pauses_four_times_its_duration() -> None:

@@ -455,8 +455,13 @@ def test_error_shapes(svc: Service) -> None:
                  "invalid_input")  # fmt: skip
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "x", "typo": 1}),
                  422)  # fmt: skip
-    assert_error(svc.call("POST", "/v1/context", "alice", content=b"{not json",
-                          headers={"content-type": "application/json"}), 422)  # fmt: skip
+    json_header = {"content-type": "application/json"}
+    bad_json = assert_error(svc.call("POST", "/v1/context", "alice", content=b"{not json",
+                                     headers=json_header), 422)  # fmt: skip
+    assert bad_json["message"].startswith("body: invalid JSON (")  # was "0: JSON decode error"
+    wrong_type = assert_error(svc.call("POST", "/v1/context", "alice",
+                                       json={"message": "hi", "top_k": "ten"}), 422)  # fmt: skip
+    assert wrong_type["message"] == "top_k: must be a JSON number"  # no "Value error, "
     assert_error(svc.call("GET", "/v1/memories", "alice", params={"limit": 0}), 422)
     assert_error(svc.call("GET", "/v1/memories", "alice", params={"cursor": "garbage!"}), 422)
     assert_error(

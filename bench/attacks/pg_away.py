@@ -16,8 +16,9 @@ The rules: every call returns or raises ``StoreError`` (HTTP 503), nothing else;
 takes longer than the pool's timeout plus a margin (``--hang``); once the server is back,
 the same engine (not reopened) serves calls again within ``--recover`` seconds; after the
 run every acknowledged memory is in the database, and every three-record import is there
-whole or not at all (a failed call whose write reached the server before the connection
-broke may be there whole: counted, not a breach, since its commit could not be confirmed).
+whole or not at all; an import that raised ``StoreError`` is not there at all (since
+session 20 a write whose connection broke at its commit is checked: committed, the call
+succeeds; only ``WriteOutcomeUnknownError`` may leave it there, counted, not a breach).
 
 Prints a JSON summary; exits 0 only when every rule held.
 
@@ -98,7 +99,7 @@ class Log:
         self.outcomes: Counter[str] = Counter()
         self.breaches: list[str] = []
         self.acknowledged: set[str] = set()
-        self.imports: dict[str, str] = {}  # import batch -> "ok" / "failed"
+        self.imports: dict[str, str] = {}  # import batch -> "ok" / "failed" / "unknown"
         self.durations: list[float] = []
         self.last_ok = 0.0
 
@@ -144,8 +145,9 @@ def caller(
                 try:
                     engine.import_records(records)
                     log.imports[batch] = "ok"
-                except BaseException:
-                    log.imports[batch] = "failed"
+                except BaseException as exc:
+                    unknown = getattr(exc, "code", "") == "write_outcome_unknown"
+                    log.imports[batch] = "unknown" if unknown else "failed"
                     raise
         except BaseException as exc:
             error = exc
@@ -245,7 +247,7 @@ def main() -> None:
         server.cleanup()
         shutil.rmtree(directory, ignore_errors=True)
     lost = sorted(log.acknowledged - held)
-    whole, ambiguous, half = 0, 0, []
+    whole, unknown, half, failed_but_there = 0, Counter[bool](), [], []
     for batch, outcome in log.imports.items():
         present = sum(f"{batch}-{k}" in held for k in range(3))
         if present not in (0, 3):
@@ -253,15 +255,19 @@ def main() -> None:
         elif outcome == "ok" and present != 3:
             lost.append(batch)
         elif outcome == "failed" and present == 3:
-            ambiguous += 1
+            failed_but_there.append(batch)  # raised StoreError, yet written: a breach
         else:
             whole += 1
+        if outcome == "unknown":
+            unknown[present == 3] += 1
     durations = sorted(log.durations)
-    ok = not log.breaches and not lost and not half
+    ok = not log.breaches and not lost and not half and not failed_but_there
     finish({"attack": "pg_away", "threads": args.threads, "pool": args.pool, "phases": phases,
             "calls": len(durations), "outcomes": dict(log.outcomes),
             "acknowledged": len(log.acknowledged), "lost": lost[:5], "lost_count": len(lost),
-            "imports_whole_or_none": whole, "imports_failed_but_committed": ambiguous,
+            "imports_whole_or_none": whole,
+            "imports_failed_but_committed": len(failed_but_there),
+            "imports_outcome_unknown": {"there": unknown[True], "not_there": unknown[False]},
             "imports_half": half[:5], "breaches": log.breaches[:20],
             "call_seconds_median": round(statistics.median(durations), 3) if durations else None,
             "call_seconds_max": round(durations[-1], 2) if durations else None,

@@ -25,6 +25,7 @@ from engrain.errors import (
     StoreError,
     UnknownValueError,
     ValidationError,
+    WriteOutcomeUnknownError,
 )
 from engrain.model import IngestReport, Kind, Memory, MemoryType, Outcome, Provenance, Turn
 from engrain.recall.results import Context, RecallResult, ScoredMemory
@@ -72,5 +73,6 @@ __all__ = [
     "Turn",
     "UnknownValueError",
     "ValidationError",
+    "WriteOutcomeUnknownError",
     "load_settings",
 ]

@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic import ValidationError as PydanticValidationError
 
+from engrain import envvars
 from engrain.errors import ConfigError
 from engrain.feedback import FEEDBACK_RATE
 from engrain.ingest.dedup import DICE_THRESHOLD
@@ -324,6 +325,7 @@ def load_settings(
     sources.update(dict.fromkeys(explicit, _ARGUMENT))
     for key in (*(from_file if path is not None else ()), *explicit):
         unreadable.pop(key, None)  # overridden: the environment's value does not matter
+    unreadable.update(envvars.problems(env))
     try:
         settings = Settings.model_validate(merged, context={SOURCES: sources})
     except ConfigError as exc:

@@ -17,7 +17,8 @@ Every error carries a stable ``code`` and the ``http_status`` a server maps it t
     ├── RequestTimeoutError           code "timeout",          503
     │   └── UpstreamTimeoutError      code "upstream_timeout", 504
     └── StoreError                    code "store_error",      503
-        └── MigrationError            code "migration_error",  500
+        ├── MigrationError            code "migration_error",  500
+        └── WriteOutcomeUnknownError  code "write_outcome_unknown", 503
 
 Driver errors (sqlite3, onnxruntime, …) are translated at the boundary with
 ``raise StoreError(...) from exc`` so callers only ever catch ``EngrainError``.
@@ -144,3 +145,12 @@ class MigrationError(StoreError):
 
     code = "migration_error"
     http_status = 500
+
+
+class WriteOutcomeUnknownError(StoreError):
+    """The connection to the store broke while a write was committing and the store could
+    not be asked afterwards whether it committed: the write may or may not be stored (the
+    one exception to "raises and writes nothing"). Read it back before writing it again."""
+
+    code = "write_outcome_unknown"
+    http_status = 503

@@ -175,8 +175,9 @@ def context(
 
     With --model or --window, small windows get the compiled tier 1 or 2 (compiled in
     the background on first use; tier 3 answers meanwhile). A summary (tier, memories,
-    tokens, milliseconds) goes to stderr; --json prints one object with id, tier,
-    fallback, text, tokens, elapsed_ms and the memories."""
+    tokens, milliseconds) goes to stderr; --json prints one object with context_id (for
+    `feedback`; also as id, its old name), tier, fallback, text, tokens, elapsed_ms and the
+    memories."""
     found = state.engine().context(
         message, state.user, top_k=top_k, token_budget=budget, project=project,
         model=model, context_window=window, previous=previous,
@@ -185,7 +186,8 @@ def context(
         state.emit(
             [
                 {
-                    "id": found.id,
+                    "context_id": found.context_id,  # the HTTP API's and MCP's name
+                    "id": found.context_id,  # its name before session 20, kept for scripts
                     "tier": found.tier,
                     "fallback": found.fallback,
                     "text": found.text,
@@ -222,7 +224,7 @@ def feedback(
     score: float | None,
     memory_ids: tuple[str, ...],
 ) -> None:
-    """Tell engrain whether a context (CONTEXT_ID, printed by `context --json`) or some
+    """Tell engrain whether a context (CONTEXT_ID, the context_id `context --json` prints) or some
     memories helped: --helpful, --unhelpful or --score X. Usefulness moves 20% of the
     way to the target; positive feedback on a context teaches co-occurrence."""
     result = state.engine().feedback(

@@ -20,8 +20,8 @@ import click
 
 from engrain.cli.base import State, decode_utf8, global_options, pass_state, require_utf8
 from engrain.cli.files import written
-from engrain.errors import ValidationError
-from engrain.store import open_store
+from engrain.errors import NotFoundError, ValidationError
+from engrain.store import open_store, sqlite_path
 from engrain.store.transfer import copy_store
 
 
@@ -53,7 +53,9 @@ def read_records(
             if isinstance(record, dict):
                 _require_unicode(record, f"line {number}")
         except json.JSONDecodeError as exc:
-            raise ValidationError(f"line {number}: invalid JSON: {exc.msg}") from exc
+            # the position too: some of the parser's messages end in "at" and need it
+            where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+            raise ValidationError(f"line {number}: invalid JSON: {where}") from exc
         except RecursionError as exc:  # nesting past the parser's depth: bad input
             raise ValidationError(f"line {number}: JSON nested too deeply") from exc
         if not isinstance(record, dict):
@@ -222,6 +224,7 @@ def migrate(
             raise click.UsageError("--pool-graph is for a PostgreSQL store")
         row["pool_graph_rebuilt"] = store.rebuild_pool_graph(maintenance_work_mem)
     if source_url is not None:
+        _require_source(source_url)
         source = open_store(source_url)
         try:
             row["copied"] = copy_store(
@@ -241,6 +244,19 @@ def migrate(
                       f"{plural(r['copied']['keys'], 'API key')}"
                       if "copied" in r else "")),
     )  # fmt: skip
+
+
+def _require_source(url: str) -> None:
+    """A SQLite source that is not there is a mistyped path: opening it would create an
+    empty store, copy nothing and report success (relative to the working directory:
+    ``sqlite:///home/…`` is ``./home/…``, ``sqlite:////home/…`` the absolute path)."""
+    if url.startswith("sqlite:"):
+        path = sqlite_path(url)
+        if not path.is_file():
+            raise NotFoundError(
+                f"no SQLite store at {path.absolute()} to copy from (nothing copied; an "
+                "absolute path takes four slashes: sqlite:////path/engrain.db)"
+            )
 
 
 COMMANDS = [import_, export, migrate]

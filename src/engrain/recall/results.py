@@ -119,6 +119,12 @@ class Context:
     fallback: bool = False
 
     @property
+    def context_id(self) -> str:
+        """:attr:`id` by the name the HTTP API, MCP and ``engrain context --json`` give it:
+        what :meth:`~engrain.Engine.feedback` takes as ``context_id``."""
+        return self.id
+
+    @property
     def memories(self) -> list[Memory]:
         """The memories the block holds, in the order rendered."""
         return self.recall.memories

@@ -92,8 +92,13 @@ def error_bytes(
 def _field_errors(errors: Any) -> str:
     parts = []
     for item in errors:
+        if item.get("type") == "json_invalid":  # loc is ("body", <offset>): "0: JSON decode error"
+            reason = (item.get("ctx") or {}).get("error")
+            parts.append(f"body: invalid JSON ({reason})" if reason else "body: invalid JSON")
+            continue
         where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{where}: {item.get('msg', 'invalid')}")
+        message = str(item.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's
+        parts.append(f"{where}: {message}")
     return "; ".join(parts) or "the request does not fit its schema"
 
 

@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from engrain.errors import EngrainError, InputTooLargeError, RequestTimeoutError
 from engrain.server.context import REQUEST_ID
 from engrain.server.errors import error_bytes, openai_shaped
-from engrain.server.metrics import Metrics
+from engrain.server.metrics import Metrics, route_template
 
 log = logging.getLogger("engrain.server.access")
 
@@ -94,6 +94,8 @@ class _Exchange:
         self.started = False
         self.abandoned = False  # answered by the middleware: drop the app's messages
         self.status = 500
+        self.root_path = str(scope.get("root_path", ""))  # mounts the request passes add to it
+        self.routes = getattr(scope.get("app"), "routes", ())  # the app's, for the metrics
 
     async def run(self) -> None:
         begin = time.perf_counter()
@@ -108,8 +110,7 @@ class _Exchange:
                 await self._timed()
         finally:
             seconds = time.perf_counter() - begin
-            route = self.scope.get("route")
-            template = getattr(route, "path", None) or "<unmatched>"
+            template = route_template(self.scope, self.root_path, self.routes)
             self.mw.metrics.finished(self.scope["method"], template, self.status, seconds)
             log.info('%s %s %d %.1fms', self.scope["method"], self.scope.get("path", ""),
                      self.status, seconds * 1000)  # fmt: skip

@@ -35,6 +35,7 @@ __all__ = [
     "Store",
     "known_schemes",
     "open_store",
+    "sqlite_path",
     "sqlite_url",
 ]
 
@@ -47,6 +48,11 @@ StoreFactory = Callable[[str], Store]
 def _sqlite(url: str) -> Store:
     from engrain.store.sqlite import SQLiteStore
 
+    return SQLiteStore(sqlite_path(url))
+
+
+def sqlite_path(url: str) -> Path:
+    """The file a ``sqlite:///`` URL names; :class:`ConfigError` for a URL that names none."""
     # SQLAlchemy's convention: sqlite:///relative.db, sqlite:////absolute.db, the path
     # percent-decoded (a file whose name holds '?', '#' or '%' is spelled %3F, %23, %25)
     path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else ""
@@ -63,7 +69,7 @@ def _sqlite(url: str) -> Store:
     decoded = unquote(path, errors="surrogateescape")
     if "\x00" in decoded:
         raise ConfigError(f"a sqlite URL's path holds a NUL character: {url!r}")
-    return SQLiteStore(Path(decoded))
+    return Path(decoded)
 
 
 def sqlite_url(path: Path | str) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from engrain import envvars
 from engrain.errors import EngrainError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector, as_utc
 from engrain.store import (
@@ -239,14 +239,12 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
 
 def ann_threshold(environ: Mapping[str, str] | None = None) -> int | None:
     """The vector count from which a user is searched through the approximate index:
-    ``ENGRAIN_ANN_MIN_VECTORS`` (a count, or ``off``) or :data:`ANN_MIN_VECTORS`."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_ANN_MIN_VECTORS", "")
-    if value.strip().lower() in ("off", "none", "exact"):
+    ``ENGRAIN_ANN_MIN_VECTORS`` (a count, or ``off``) or :data:`ANN_MIN_VECTORS`; any other
+    value raises :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
+    value = envvars.count("ENGRAIN_ANN_MIN_VECTORS", environ)
+    if value is envvars.OFF:
         return None
-    try:
-        return max(0, int(value)) if value.strip() else ANN_MIN_VECTORS
-    except ValueError:
-        return ANN_MIN_VECTORS
+    return value if isinstance(value, int) else ANN_MIN_VECTORS
 
 
 class SQLiteStore:

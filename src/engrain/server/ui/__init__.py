@@ -64,8 +64,14 @@ def create_ui(app: FastAPI, keys: KeyRing, secret: str | bytes | None = None) ->
 
 
 def install(app: FastAPI, keys: KeyRing, secret: str | bytes | None = None) -> None:
-    """Mount the inspector on ``app`` at :data:`UI_PATH`."""
+    """Mount the inspector on ``app`` at :data:`UI_PATH`, and answer :data:`UI_PATH` itself
+    (no slash) with a redirect to it (a route of its own, so the metrics name it)."""
+    app.add_api_route(UI_PATH, _to_mount, include_in_schema=False)
     app.mount(UI_PATH, create_ui(app, keys, secret))
+
+
+async def _to_mount(request: Request) -> Response:
+    return RedirectResponse(request.url.replace(path=request.url.path + "/"), status_code=307)
 
 
 async def _sign_in(request: Request, exc: Exception) -> Response:

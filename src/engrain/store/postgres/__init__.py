@@ -121,7 +121,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -132,11 +132,11 @@ import psycopg.errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from engrain.errors import ConfigError, StoreError, ValidationError
+from engrain.errors import ConfigError, StoreError, ValidationError, WriteOutcomeUnknownError
 from engrain.model import Memory, Vector, as_utc
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
-from engrain.store.postgres import bm25, fill, schema
+from engrain.store.postgres import bm25, fill, outcome, schema
 from engrain.store.postgres import graph as pool_graph
 from engrain.store.postgres.codec import (
     EF_SEARCH,
@@ -316,23 +316,6 @@ def _unit(vector: Vector) -> Vector:
     return query / norm if norm > 0 else query
 
 
-def _in_one_transaction(conn: Conn, body: Callable[[Conn], T]) -> T:
-    """``body`` between ``BEGIN`` and ``COMMIT`` in one pipeline on the autocommit
-    connection ``conn`` (:meth:`PostgresStore._transaction`); on any error the transaction
-    is rolled back before the error propagates, so the connection goes back to the pool
-    idle."""
-    try:
-        with conn.pipeline():
-            conn.execute("BEGIN")
-            result = body(conn)
-            conn.execute("COMMIT")
-    except BaseException:
-        with suppress(psycopg.Error):
-            conn.rollback()  # a no-op unless the transaction is still open
-        raise
-    return result
-
-
 class PostgresStore:
     """A PostgreSQL database with pgvector, shared by any number of processes.
 
@@ -399,7 +382,11 @@ class PostgresStore:
         self._where = redact(url)
         self._closed = False
         self._lock = threading.Lock()
+        self._next_prune = 0.0  # outcome.PRUNE_SECONDS: old write tokens deleted
         self.migrate()
+        # writes record their tokens where this tree's migrations made their table (a
+        # test standing in for an older tree leaves that migration out)
+        self._tokens = any(name == outcome.MIGRATION for name, _ in schema.MIGRATIONS)
         try:
             self._pool: ConnectionPool[Conn] = ConnectionPool(
                 url,
@@ -495,11 +482,16 @@ class PostgresStore:
         round trip. (psycopg's ``transaction()`` inside a pipeline syncs when it opens
         and twice when it closes: four round trips for one statement.) A statement the
         server refuses aborts the pipeline, the rest is skipped and the transaction is
-        rolled back: nothing of it is written."""
+        rolled back: nothing of it is written. A connection that breaks once the ``COMMIT``
+        is sent leaves the outcome to :meth:`_resolve` (``outcome.py``)."""
         for attempt in range(_RETRIES + 1):
+            token = outcome.new_token() if self._tokens else None
+            prune = self._prune_due() if self._tokens else None
             try:
                 with self._connection() as conn:
-                    return _in_one_transaction(conn, body)
+                    return outcome.in_one_transaction(conn, body, token, prune)
+            except outcome.InDoubt as doubt:  # only ever raised with a token
+                return self._resolve(token or b"", doubt)  # type: ignore[no-any-return]
             except StoreError as exc:
                 retry = isinstance(
                     exc.__cause__,
@@ -508,6 +500,36 @@ class PostgresStore:
                 if not retry or attempt == _RETRIES:
                     raise
         raise AssertionError("unreachable")
+
+    def _resolve(self, token: bytes, doubt: outcome.InDoubt) -> Any:
+        """The result of a write whose connection broke after its ``COMMIT`` was sent, if
+        the database finds its token (it committed); else ``StoreError`` (it did not, and
+        now never will), or :class:`WriteOutcomeUnknownError` if the database cannot say."""
+        cause = doubt.__cause__
+        try:
+            stored = outcome.committed(self._pool.connection, token)
+        except psycopg.Error as exc:
+            raise WriteOutcomeUnknownError(
+                f"PostgreSQL at {self._where} went away while a write was committing "
+                f"({str(cause).strip()}) and could not be asked whether it committed "
+                f"({str(exc).strip()}): it may or may not be stored. Read it back (get or "
+                "list it by id) once the database answers before writing it again."
+            ) from exc
+        if not stored:
+            raise StoreError(
+                f"PostgreSQL at {self._where} failed while committing (nothing was "
+                f"written): {str(cause).strip()}"
+            ) from cause
+        return doubt.result
+
+    def _prune_due(self) -> bytes | None:
+        """The token bound to prune below, once every ``outcome.PRUNE_SECONDS`` per store."""
+        now = time.time()
+        with self._lock:
+            if now < self._next_prune:
+                return None
+            self._next_prune = now + outcome.PRUNE_SECONDS
+        return outcome.prune_below(now)
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -706,7 +728,7 @@ class PostgresStore:
                         c.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
                         return c.cursor(binary=True).execute(text, params)
 
-                    cur = _in_one_transaction(conn, walk)
+                    cur = outcome.in_one_transaction(conn, walk)
                 rows = cur.fetchall()
             if ef is None or len(rows) < k:
                 cur.execute(*search_sql(user_id, query, k, flt, indexed=False))

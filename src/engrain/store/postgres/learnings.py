@@ -47,7 +47,6 @@ began).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
@@ -56,6 +55,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from engrain import envvars
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
@@ -113,15 +113,12 @@ DELTA = (
 
 def learnings_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The bound on held learnings: ``ENGRAIN_PG_LEARNINGS_MB`` in MiB (0 or ``off``:
-    none held, every learnings' search walks the graph), else :data:`LEARNINGS_BYTES`."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_LEARNINGS_MB", "")
-    value = value.strip().lower()
-    if value in ("off", "no", "false"):
+    none held, every learnings' search walks the graph), else :data:`LEARNINGS_BYTES`; any
+    other value raises :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
+    value = envvars.count("ENGRAIN_PG_LEARNINGS_MB", environ)
+    if value is envvars.OFF:
         return 0
-    try:
-        return max(0, int(value)) * 2**20
-    except ValueError:
-        return LEARNINGS_BYTES
+    return value * 2**20 if isinstance(value, int) else LEARNINGS_BYTES
 
 
 def _pause(took: float, _full: bool) -> float:

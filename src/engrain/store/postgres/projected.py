@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from engrain import envvars
 from engrain.errors import ConfigError
 from engrain.model import Memory
 from engrain.store import heap
@@ -169,22 +170,35 @@ def nearest_sql(
 
 
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; unset, 0, ``off``
-    or not a number: 0 (none held, every pool search walks the graph), unless
-    ``ENGRAIN_PG_POOL_INDEX`` asks for a graph: :data:`PROJECTED_BYTES` then."""
-    env = os.environ if environ is None else environ
-    value = env.get("ENGRAIN_PG_PROJECTED_MB", "")
-    try:
-        return max(0, int(value.strip())) * 2**20
-    except ValueError:
-        return PROJECTED_BYTES if pool_kind(env) == "graph" and not value.strip() else 0
+    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
+    :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
+    unset: 0, unless ``ENGRAIN_PG_POOL_INDEX`` asks for a graph (:data:`PROJECTED_BYTES`
+    then); any other value raises :class:`~engrain.errors.ConfigError`
+    (:mod:`engrain.envvars`)."""
+    value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
+    if value is envvars.ON or (value is None and pool_kind(environ) == "graph"):
+        return PROJECTED_BYTES
+    return value * 2**20 if isinstance(value, int) else 0
+
+
+_GRAPH_WORDS = frozenset({"graph", "on", "hnsw"})
+_PROJECTION_WORDS = frozenset({"projection", "off"})
 
 
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
     """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
-    HNSW graph in process (:class:`PoolGraph`), else the projection."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_POOL_INDEX", "")
-    return "graph" if value.strip().lower() in {"graph", "on", "hnsw"} else "projection"
+    HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
+    projection. Any other value raises :class:`~engrain.errors.ConfigError`."""
+    raw = (os.environ if environ is None else environ).get("ENGRAIN_PG_POOL_INDEX", "")
+    value = raw.strip().lower()
+    if value in _GRAPH_WORDS:
+        return "graph"
+    if not value or value in _PROJECTION_WORDS:
+        return "projection"
+    raise ConfigError(
+        f"invalid environment variable ENGRAIN_PG_POOL_INDEX={raw[:40]!r}: expected graph or "
+        "projection"
+    )
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,6 @@ added since are appended).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -69,6 +68,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from engrain import envvars
 from engrain.model import Memory, as_utc
 from engrain.store import heap
 from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
@@ -131,23 +131,19 @@ def working_set_min(environ: Mapping[str, str] | None = None) -> int | None:
     ~325 MB for a process serving a 100,000-memory user (the SQL path's: ~165 MB, the
     issue's bound 300 MB) and side by side it served ``context()`` with p50 / p95 1.12 /
     1.00x the SQL path's for a fifth of its server CPU (docs/postgres.md, "Session 14"):
-    no latency won, so a deployment whose database is the bottleneck turns it on."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
-    value = value.strip().lower()
-    if value in ("on", "yes", "true"):
+    no latency won, so a deployment whose database is the bottleneck turns it on. Any
+    other value raises :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
+    value = envvars.count("ENGRAIN_PG_WORKING_SET", environ)
+    if value is envvars.ON:
         return WORKING_SET_MIN
-    try:
-        return max(1, int(value))
-    except ValueError:
-        return None
+    return max(1, value) if isinstance(value, int) else None
 
 
 def working_set_asked(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``ENGRAIN_PG_WORKING_SET`` gives a count: the store then reads a user's size
     with the check itself; turned ``on`` it learns sizes from the statements its SQL path
     runs anyway (:meth:`WorkingSets.saw_size`), so a small user pays nothing."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_WORKING_SET", "")
-    return value.strip().isdigit()
+    return isinstance(envvars.count("ENGRAIN_PG_WORKING_SET", environ), int)
 
 
 @dataclass
