@@ -218,11 +218,13 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
     assert "\n== set pulse ==\n" in gating.table(report)
 
 
-@pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall"])
+@pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall",
+                                  "meridian"])  # fmt: skip
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
-    """``sensor``, ``quill``, ``strata``, ``harbor`` and ``brightfall`` (written blind, issue
-    12) run as sets of their own, by default, beside the others."""
-    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall")
+    """``sensor``, ``quill``, ``strata``, ``harbor``, ``brightfall`` and ``meridian`` (written
+    blind, issue 12) run as sets of their own, by default, beside the others."""
+    assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall",
+                           "meridian")  # fmt: skip
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -245,7 +247,7 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     assert gating._limited(data, None) == data
 
 
-@pytest.mark.parametrize("name", ["strata", "brightfall"])
+@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian"])
 def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name: str) -> None:
     """``strata`` (a Kubernetes operator, written blind by h10) and ``brightfall`` (a
     multiplayer game, written blind by h3): every kind, pins, mutes and supersessions (always
@@ -271,7 +273,8 @@ def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name
                                                   for i in range(len(data.trivial))]  # fmt: skip
 
 
-@pytest.mark.parametrize(("name", "prefix"), [("strata", "mk"), ("brightfall", "bfm")])
+@pytest.mark.parametrize(("name", "prefix"),
+                         [("strata", "mk"), ("brightfall", "bfm"), ("meridian", "mm")])  # fmt: skip
 def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
     name: str, prefix: str
 ) -> None:
@@ -357,3 +360,44 @@ def test_the_data_platform_is_measured_in_a_block_of_its_own() -> None:
     assert measured["must_include_recall"] is not None and measured["trivial_empty"] is not None
     assert {r["id"] for r in harbor["profiles"]["gated"]["messages"]} == {"mh-01", "mh-02", "mh-03"}
     assert "\n== set harbor ==\n" in gating.table(report)
+
+
+def test_the_hospital_integration_engine_keeps_the_rules_it_was_written_by() -> None:
+    """``meridian`` (a hospital integration engine, written blind by h4 in session 20): its
+    shape value by value, corrections naming what they supersede, every superseded memory
+    some message's must-exclude, every debugging message complex, greetings without labels."""
+    data = gating.load_data(name="meridian")
+    assert list(data.projects) == ["meridian"]
+    rows = data.projects["meridian"]
+    assert Counter(r["kind"] for r in rows) == {
+        "invariant": 9, "pattern": 11, "decision": 13, "antipattern": 8, "golden_path": 8,
+        "preference": 26, "fact": 23, "context": 5, "correction": 6,
+    }  # fmt: skip
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows) == 109
+    assert {r["id"] for r in rows if r.get("pinned")} == {
+        "mr-inv-01", "mr-inv-02", "mr-inv-03", "mr-gp-01", "mr-pref-01"}  # fmt: skip
+    assert {r["id"] for r in rows if r.get("muted")} == {"mr-pref-24", "mr-fact-09", "mr-fact-14"}
+    superseded = {r["id"] for r in rows if "superseded_by" in r}
+    assert len(superseded) == 11
+    assert {r["id"]: r["corrects"] for r in rows if "corrects" in r} == {
+        "mr-cor-01": "mr-fact-02",
+        "mr-cor-03": "mr-fact-21",
+        "mr-cor-04": "mr-fact-22",
+    }
+    for r in rows:
+        if "corrects" in r:
+            assert by_id[r["corrects"]]["superseded_by"] == r["id"]
+    assert Counter(m["intent"] for m in data.messages) == {
+        "question": 18, "generation": 15, "debugging": 16, "analysis": 11, "discussion": 8,
+        "continuation": 9, "greeting": 3,
+    }  # fmt: skip
+    assert Counter(m["split"] for m in data.messages) == {"tune": 42, "held": 38}
+    assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
+    for m in data.messages:
+        if m["intent"] == "greeting":
+            assert m["complexity"] == "trivial" and not m["must_include"] + m["must_exclude"]
+        else:
+            assert 1 <= len(m["must_include"]) <= 4, m["id"]
+    assert superseded <= {i for m in data.messages for i in m["must_exclude"]}
+    assert len(data.trivial) == 36
