@@ -1,0 +1,145 @@
+"""``bench/gating_lopo.py`` on hand-made cells: a knob's value chosen on the other sets and
+scored on the one left out, a candidate's verdict set by set, the limits a choice keeps, and
+the patches a candidate applies and undoes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import gating_lopo as gl  # noqa: E402
+
+from engrain.recall import score, score_batch, select  # noqa: E402
+
+
+def _cell(found: int, labels: int = 10, leaking: int = 0, messages: int = 10,
+          tokens: int = 5000, per_message: dict[str, list[str]] | None = None,
+          ) -> dict[str, Any]:  # fmt: skip
+    return {"found": found, "labels": labels, "leaking": leaking, "messages": messages,
+            "tokens": tokens, "per_message": per_message or {}}  # fmt: skip
+
+
+def test_the_value_is_chosen_on_the_other_sets_and_scored_on_the_one_left_out() -> None:
+    # "k=1" wins big on a and b (fitted to them), loses on c; "k=2" is even everywhere
+    cells = {
+        "default": {"a": _cell(5), "b": _cell(5), "c": _cell(8)},
+        "k=1": {"a": _cell(9), "b": _cell(9), "c": _cell(4)},
+        "k=2": {"a": _cell(6), "b": _cell(6), "c": _cell(9)},
+    }
+    result = gl.lopo(cells, ["default", "k=1", "k=2"], ["a", "b", "c"])
+    chosen = {s: c["chosen"] for s, c in result["per_set"].items()}
+    # leaving a out: b+c say k=2 (15) over k=1 (13) and default (13)
+    assert chosen == {"a": "k=2", "b": "k=2", "c": "k=1"}
+    assert result["lopo"] == pytest.approx((6 + 6 + 4) / 30)
+    assert result["default"] == pytest.approx(18 / 30)
+    # chosen on all three at once: k=1 (22) over k=2 (21); scored on the same sets
+    assert result["in_sample_choice"] == "k=1"
+    assert result["in_sample"] == pytest.approx(22 / 30)
+
+
+def test_ties_keep_the_default_and_a_value_beyond_the_limits_is_never_chosen() -> None:
+    cells = {
+        "default": {"a": _cell(5), "b": _cell(5)},
+        "even": {"a": _cell(6), "b": _cell(4)},
+        "leaky": {"a": _cell(9, leaking=1), "b": _cell(9)},
+        "long": {"a": _cell(9), "b": _cell(9, tokens=12_010)},
+    }
+    assert gl.choose(cells, ["default", "even", "leaky", "long"], ["a", "b"]) == "default"
+
+
+def test_a_set_already_beyond_a_limit_may_stay_there_but_not_go_further() -> None:
+    base = _cell(5, leaking=1, tokens=13_000)  # 0.10 of messages leak, 1,300 tokens
+    assert gl.within_limits(_cell(6, leaking=1, tokens=13_000), base)
+    assert not gl.within_limits(_cell(6, leaking=2, tokens=13_000), base)
+    assert not gl.within_limits(_cell(6, leaking=1, tokens=13_010), base)
+    assert gl.within_limits(_cell(6, leaking=0, tokens=12_000), _cell(5))
+    assert not gl.within_limits(_cell(6, leaking=1, tokens=12_000), _cell(5))
+    # without a token limit only the must-exclude limit binds
+    assert gl.within_limits(_cell(6, tokens=90_000), _cell(5), max_tokens=float("inf"))
+    assert not gl.within_limits(_cell(6, leaking=1), _cell(5), max_tokens=float("inf"))
+
+
+def test_a_verdict_counts_flips_message_by_message_and_losses_beyond_noise() -> None:
+    base = {"m1": ["x", "y"], "m2": ["z"]}
+    cells = {
+        "default": {"a": _cell(3, per_message=base), "b": _cell(3, per_message=base),
+                    "c": _cell(3, per_message=base)},
+        "c1": {"a": _cell(3, per_message={"m1": ["x", "w"], "m2": ["z"]}),
+               "b": _cell(4, per_message={"m1": ["x", "y", "w"], "m2": ["z"]}),
+               "c": _cell(4, per_message={"m1": ["x", "y", "w"], "m2": ["z"]})},
+        "c2": {"a": _cell(5), "b": _cell(5), "c": _cell(1)},
+    }  # fmt: skip
+    one = gl.verdict(cells, "c1", ["a", "b", "c"])
+    assert one["per_set"]["a"] == {"gained": 1, "lost": 1, "net": 0, "leaking": 0,
+                                   "mean_tokens": 500.0, "tokens_change": 0.0,
+                                   "within_limits": True}  # fmt: skip
+    assert (one["wins"], one["losses_beyond_noise"], one["net"], one["adopt"]) == (2, 0, 2, True)
+    two = gl.verdict(cells, "c2", ["a", "b", "c"])
+    # wins on two of three, but loses two labels on c: not adopted
+    assert (two["wins"], two["losses_beyond_noise"], two["adopt"]) == (2, 1, False)
+
+
+def test_a_patch_reaches_every_module_that_imported_the_constant_and_is_undone() -> None:
+    before = score.BOOST_FULL_RELEVANCE
+    with gl.patched([("engrain.recall.score", "BOOST_FULL_RELEVANCE", 0.65)]):
+        assert score.BOOST_FULL_RELEVANCE == 0.65
+        assert score_batch.BOOST_FULL_RELEVANCE == 0.65
+    assert score.BOOST_FULL_RELEVANCE == before == score_batch.BOOST_FULL_RELEVANCE
+    floor = gl.candidates()
+    assert any(c.name == "relevance_floor=0.6" for c in floor)
+    from engrain.recall import relevance
+
+    default = relevance.gather.__kwdefaults__["floor"]
+    with gl.patched([("engrain.recall.relevance", "gather.floor", 0.6)]):
+        assert relevance.gather.__kwdefaults__["floor"] == 0.6
+    assert relevance.gather.__kwdefaults__["floor"] == default
+
+
+def test_threshold_shifts_move_the_named_column_only() -> None:
+    (_, _, general) = gl._shifted("THRESHOLDS", -0.05, 0)
+    (_, _, both) = gl._shifted("THRESHOLDS", 0.03)
+    for intent, (g, i) in select.THRESHOLDS.items():
+        assert general[intent] == (pytest.approx(g - 0.05), i)
+        assert both[intent] == (pytest.approx(g + 0.03), pytest.approx(i + 0.03))
+
+
+def test_every_knob_has_values_and_the_default_comes_first() -> None:
+    every = gl.candidates()
+    assert every[0].name == "default"
+    names = [c.name for c in every]
+    assert len(names) == len(set(names))
+    knobs = gl.knobs_of(every)
+    assert "default" not in knobs and all(knobs.values())
+
+
+def test_the_protocol_answers_the_tune_half_only() -> None:
+    from gating import load_data
+
+    data = load_data(name="pulse")
+    tune = gl.one_split(data)
+    assert tune.messages and {m["split"] for m in tune.messages} == {"tune"}
+    assert not tune.trivial
+    held = gl.one_split(data, "held")
+    assert {m["split"] for m in held.messages} == {"held"}
+    assert len(tune.messages) + len(held.messages) == len(data.messages)
+
+
+def test_history_splits_a_steps_change_between_fitted_and_unseen_sets() -> None:
+    def report(**found: int) -> dict[str, Any]:
+        return {"cells": {"default": {s: _cell(f) for s, f in found.items()}}}
+
+    reports = [("old", report(a=5, b=5, c=5)), ("mid", report(a=8, b=7, c=5)),
+               ("new", report(a=8, b=7, c=6))]  # fmt: skip
+    result = gl.history(reports, {"old→mid": ["c"]})
+    assert result["steps"]["old→mid"] == {
+        "fitted": {"sets": ["a", "b"], "change": 5, "labels": 20},
+        "unseen": {"sets": ["c"], "change": 0, "labels": 10},
+    }
+    assert result["steps"]["mid→new"]["fitted"]["change"] == 1
+    assert result["found"]["new"] == {"a": 8, "b": 7, "c": 6}
