@@ -195,7 +195,20 @@ def candidates() -> list[Candidate]:
         Candidate("pins_lead=off", "pins_lead", ((sel, "PIN_MIN_RELEVANCE", 1.01),)),
         Candidate("area=off", "area", ((area, "AREA_INTENTS", frozenset()),)),
         Candidate("fragments=off", "fragments", options={"fragments": False}),
+        # two rules with a reason, off by default (session 20, h10): switched on
+        Candidate("language=on", "language", options={"language": True}),
+        Candidate("names=on", "names", options={"names": True}),
     ]
+    lang = "engrain.recall.language"
+    for level in (0.2, 0.35):
+        patch = ((lang, "LANGUAGE_RELEVANCE", level),)
+        out.append(Candidate(f"language_relevance={level}", "language", patch,
+                             {"language": True}))  # fmt: skip
+    from engrain.recall.classify import Intent
+
+    fixes = frozenset({Intent.GENERATION, Intent.DEBUGGING})
+    out.append(Candidate("language_intents=debugging", "language",
+                         ((lang, "CODE_INTENTS", fixes),), {"language": True}))  # fmt: skip
     return out
 
 

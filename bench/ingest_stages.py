@@ -3,6 +3,12 @@
 SQLite store, with the thread CPU of each step taken around it (issue 18, session 16).
 
     python bench/ingest_stages.py --out bench/results/ingest-stages.json
+    python bench/ingest_stages.py --tree /tmp/base --repeat 2 --out …   # side by side
+
+``--tree`` measures another checkout the same way (its ``src`` and its ``bench`` modules,
+this script's wrapping) in fresh processes alternating with this one, ``--repeat`` rounds,
+and reports each step's median on both sides; a step an older checkout does not have is
+left out of its side.
 
 Each step is wrapped where the engine calls it (``time.thread_time`` before and after, on
 whichever thread runs it: the model's runs on the embedder's workers, the embedding on the
@@ -21,6 +27,8 @@ import argparse
 import functools
 import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,7 +39,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+#: The checkout whose bench modules (``locomo``, ``baselines``, ``ingest_throughput``) a run
+#: uses: this one, or ``--tree``'s in the child process that measures it.
+BENCH = Path(os.environ.get("ENGRAIN_STAGES_BENCH", ROOT / "bench"))
+sys.path.insert(0, str(BENCH))
 
 #: (owner's import path, attribute, label): the steps timed.
 STEPS = (
@@ -59,19 +70,26 @@ def owner(spec: str) -> Any:
 
 class Steps:
     """Each step's thread CPU, inclusive (``cpu``) and without the steps nested in it on the
-    same thread (``own``), and its calls. Threads update the dicts under the GIL; a lost
-    update between two threads' ``+=`` would need a switch inside one, which CPython makes
-    rare, not impossible, and a bench tolerates it."""
+    same thread (``own``), its wall time, inclusive (``wall``: a step's wall above its CPU
+    is waiting, e.g. a durable commit's wait for the disk), and its calls. Threads update
+    the dicts under the GIL; a lost update between two threads' ``+=`` would need a switch
+    inside one, which CPython makes rare, not impossible, and a bench tolerates it."""
 
-    def __init__(self, clock: Callable[[], float] = time.thread_time) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.thread_time,
+        wall_clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.clock = clock
+        self.wall_clock = wall_clock
         self.cpu: dict[str, float] = defaultdict(float)
         self.own: dict[str, float] = defaultdict(float)
+        self.wall: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self.local = threading.local()
 
     def clear(self) -> None:
-        for table in (self.cpu, self.own, self.calls):
+        for table in (self.cpu, self.own, self.wall, self.calls):
             table.clear()
 
     def timed(self, function: Callable[..., Any], label: str) -> Callable[..., Any]:
@@ -81,11 +99,12 @@ class Steps:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             outer = getattr(self.local, "nested", 0.0)
             self.local.nested = 0.0
-            began = self.clock()
+            began, began_wall = self.clock(), self.wall_clock()
             try:
                 return function(*args, **kwargs)
             finally:
                 spent = self.clock() - began
+                self.wall[label] += self.wall_clock() - began_wall
                 self.cpu[label] += spent
                 self.own[label] += spent - self.local.nested
                 self.calls[label] += 1
@@ -103,9 +122,15 @@ def measure(data: Path) -> dict[str, Any]:
     from engrain import Engine, Settings
 
     steps = Steps()
+    timed = []
     for spec, name, label in STEPS:
-        target = owner(spec)
-        setattr(target, name, steps.timed(getattr(target, name), label))
+        try:
+            target = owner(spec)
+            function = getattr(target, name)
+        except (ImportError, AttributeError):  # an older checkout without this step
+            continue
+        setattr(target, name, steps.timed(function, label))
+        timed.append(label)
     conversations = bl.load_locomo(data)
     embedder = it.make_embedder()
     embedder.embed(["a first text to load the model", "and a second"])  # load, start workers
@@ -120,9 +145,9 @@ def measure(data: Path) -> dict[str, Any]:
             process = time.process_time() - process
             thread, wall = time.thread_time() - thread, time.perf_counter() - wall
             engine.wait()
-    table = {label: {"cpu_s": round(steps.cpu[label], 3), "calls": steps.calls[label],
-                     "share": round(steps.cpu[label] / process, 4)}
-             for _, _, label in STEPS}  # fmt: skip
+    table = {label: {"cpu_s": round(steps.cpu[label], 3), "wall_s": round(steps.wall[label], 3),
+                     "calls": steps.calls[label], "share": round(steps.cpu[label] / process, 4)}
+             for label in timed}  # fmt: skip
     return {
         "turns": totals["turns"],
         "process_cpu_s": round(process, 3),
@@ -134,20 +159,64 @@ def measure(data: Path) -> dict[str, Any]:
     }
 
 
+def side_by_side(data: Path, tree: Path, repeat: int) -> dict[str, Any]:
+    """``repeat`` rounds of one :func:`measure` per side in a fresh process, ``tree``'s
+    (before: its ``src`` and ``bench``) then this checkout's (after); every run and each
+    figure's median per side."""
+    sides = {"before": tree, "after": ROOT}
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+    for _ in range(repeat):
+        for side, checkout in sides.items():
+            env = {**os.environ, "PYTHONPATH": str(checkout / "src"),
+                   "ENGRAIN_STAGES_BENCH": str(checkout / "bench")}  # fmt: skip
+            command = [sys.executable, __file__, "--locomo", str(data), "--once"]
+            done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            runs[side].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print_run(f"{side} ({checkout})", runs[side][-1])
+    middle = {side: medians(rows) for side, rows in runs.items()}
+    return {"tree": str(tree), "repeat": repeat, "medians": middle, "runs": runs}
+
+
+def medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each figure of ``rows`` (runs of one side), steps included."""
+    figures = ("process_cpu_s", "calling_thread_cpu_s", "wall_s", "rest_cpu_s")
+    out: dict[str, Any] = {k: round(statistics.median(r[k] for r in rows), 3) for k in figures}
+    out["steps"] = {
+        label: {k: round(statistics.median(r["steps"][label][k] for r in rows), 3)
+                for k in ("cpu_s", "wall_s")}
+        for label in rows[0]["steps"] if all(label in r["steps"] for r in rows)
+    }  # fmt: skip
+    return out
+
+
+def print_run(title: str, report: dict[str, Any]) -> None:
+    print(f"{title}: LoCoMo dev, {report['turns']} turns: process CPU "
+          f"{report['process_cpu_s']} s, calling thread {report['calling_thread_cpu_s']} s, "
+          f"wall {report['wall_s']} s, load {report['load_average_1m']}",
+          file=sys.stderr)  # fmt: skip
+    for label, step in report["steps"].items():
+        print(f"  {label:32s} {step['cpu_s']:8.3f} s  {step['share']:6.1%}  wall "
+              f"{step['wall_s']:8.3f} s  ({step['calls']} calls)", file=sys.stderr)  # fmt: skip
+    print(f"  {'rest':32s} {report['rest_cpu_s']:8.3f} s", file=sys.stderr)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--locomo", type=Path, default=ROOT.parent / "shared" / "data" /
                         "locomo" / "locomo_dev.json")  # fmt: skip
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--tree", type=Path, help="another checkout, measured side by side")
+    parser.add_argument("--repeat", type=int, default=2, help="rounds with --tree")
+    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # a child run
     args = parser.parse_args()
-    report = measure(args.locomo)
-    print(f"LoCoMo dev, {report['turns']} turns: process CPU {report['process_cpu_s']} s, "
-          f"calling thread {report['calling_thread_cpu_s']} s, "
-          f"load {report['load_average_1m']}")  # fmt: skip
-    for label, step in report["steps"].items():
-        print(f"  {label:32s} {step['cpu_s']:8.3f} s  {step['share']:6.1%}  "
-              f"({step['calls']} calls)")  # fmt: skip
-    print(f"  {'rest':32s} {report['rest_cpu_s']:8.3f} s")
+    if args.once:
+        print(json.dumps(measure(args.locomo)))
+        return 0
+    if args.tree is not None:
+        report = side_by_side(args.locomo, args.tree.resolve(), args.repeat)
+    else:
+        report = measure(args.locomo)
+        print_run("this checkout", report)
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
     return 0

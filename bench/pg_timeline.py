@@ -11,7 +11,10 @@ call's start) and the thread's CPU: the store's public calls and the held learni
 search; each pooled connection held, with its backend's process id and that backend's CPU
 while it was held (``/proc/<pid>/schedstat``); the model's runs, with the CPU of the
 process's threads that are not Python's (onnxruntime's intra-op pool). The pool's walk
-records its depth ``k`` (``_sql_search``'s). The summary splits the calling thread's path
+records its depth ``k`` (``_sql_search``'s, or the held pool index's search); each store
+call records its thread's run-queue wait (ready, without a core) and each connection its
+backend's (``schedstat``'s second field), so ``search_many``'s wall splits into CPU, waiting
+for a core and waiting for the other side. The summary splits the calling thread's path
 — before the embedding, the embedding, ``search_many`` (the pool's walk in this thread,
 the learnings in a search thread), waiting for the lexical matches begun before the
 embedding, scoring to selection, ``record_uses`` — by the calls' percentiles, and gives
@@ -43,15 +46,33 @@ STORE_CALLS = (
 )  # fmt: skip
 #: The segments of the calling thread's path, in order.
 SEGMENTS = ("before", "embed", "search_many", "lexical_wait", "after", "record_uses")
+#: ``search_many``'s wall split: the calling thread's CPU and run-queue wait, the pooled
+#: connection's checkout, the backend's CPU and run-queue wait, the in-process candidates.
+SEARCH_PARTS = (
+    "wall", "walk", "walk_backend_cpu", "walk_backend_queued", "walk_conn_wait",
+    "search_many_cpu", "search_many_queued", "pool_in_process_cpu",
+)  # fmt: skip
 
 
 def _schedstat_ms(path: str) -> float:
     """The CPU ms a process or thread has run (``schedstat``'s first field, ns); 0 if gone."""
+    return _schedstat(path)[0]
+
+
+def _schedstat(path: str) -> tuple[float, float]:
+    """The ms a process or thread has run and has waited on a run queue, ready to run but
+    without a core (``schedstat``'s first two fields, ns); zeros if gone."""
     try:
         with open(path) as f:
-            return int(f.read().split()[0]) / 1e6
+            fields = f.read().split()
+        return int(fields[0]) / 1e6, int(fields[1]) / 1e6
     except (OSError, ValueError, IndexError):
-        return 0.0
+        return 0.0, 0.0
+
+
+def _thread_stat() -> tuple[float, float]:
+    """:func:`_schedstat` of the calling thread."""
+    return _schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")
 
 
 def _native_threads() -> dict[int, float]:
@@ -89,19 +110,20 @@ class Timeline:
 
     def wrap(self, owner: Any, name: str, kind: str = "store") -> None:
         """Record each call of ``owner.name``."""
-        call = getattr(owner, name)
+        call = getattr(owner, name if name != "pool_search" else "search")
 
         def timed(*args: Any, **kw: Any) -> Any:
-            began, cpu = time.perf_counter(), time.thread_time()
+            began, cpu, (_, queued) = time.perf_counter(), time.thread_time(), _thread_stat()
             extra: dict[str, Any] = {}
-            if name == "_sql_search" and len(args) > 2:
+            if name in ("_sql_search", "pool_search") and len(args) > 2:
                 extra["k"] = int(args[2])
             try:
                 return call(*args, **kw)
             finally:
+                extra["queued"] = round(_thread_stat()[1] - queued, 3)
                 self.record(kind, name, began, (time.thread_time() - cpu) * 1e3, **extra)
 
-        setattr(owner, name, timed)
+        setattr(owner, name if name != "pool_search" else "search", timed)
 
     def wrap_embed(self, embedder: Any) -> None:
         """Record each model run with the CPU of the model's own threads meanwhile."""
@@ -128,13 +150,14 @@ class Timeline:
             asked, cpu = time.perf_counter(), time.thread_time()
             with lend() as conn:
                 pid = conn.info.backend_pid
-                began, backend = time.perf_counter(), _schedstat_ms(f"/proc/{pid}/schedstat")
+                began, backend = time.perf_counter(), _schedstat(f"/proc/{pid}/schedstat")
                 try:
                     yield conn
                 finally:
-                    spent = _schedstat_ms(f"/proc/{pid}/schedstat") - backend
+                    spent, queued = _schedstat(f"/proc/{pid}/schedstat")
                     self.record("conn", str(pid), began, (time.thread_time() - cpu) * 1e3,
-                                backend_cpu=round(spent, 3),
+                                backend_cpu=round(spent - backend[0], 3),
+                                backend_queued=round(queued - backend[1], 3),
                                 wait=round((began - asked) * 1e3, 3))  # fmt: skip
 
         return held
@@ -153,6 +176,8 @@ def instrument(engine: Any, timeline: Timeline) -> None:
             timeline.wrap(store, name)
     if store._learnings is not None:
         timeline.wrap(store._learnings, "search", kind="learnings")
+    if getattr(store, "_projected", None) is not None:  # the pool's candidates held in process
+        timeline.wrap(store._projected, "pool_search", kind="pool")
     timeline.wrap_embed(engine.embedder.inner)
 
 
@@ -182,7 +207,14 @@ def path_of(call: dict[str, Any]) -> dict[str, float]:
         "search_many": many["t1"] - many["t0"],
         "walk": sum(e["t1"] - e["t0"] for e in walk),
         "walk_backend_cpu": sum(e["backend_cpu"] for e in walk),
-        "walk_k": max((e.get("k", 0) for e in main if e["name"] == "_sql_search"), default=0),
+        "walk_k": max(
+            (e.get("k", 0) for e in main if e["name"] in ("_sql_search", "pool_search")), default=0
+        ),
+        "walk_backend_queued": sum(e.get("backend_queued", 0.0) for e in walk),
+        "walk_conn_wait": sum(e["wait"] for e in walk),
+        "search_many_cpu": many["cpu"],
+        "search_many_queued": many.get("queued", 0.0),
+        "pool_in_process_cpu": sum(e["cpu"] for e in main if e["name"] == "pool_search"),
         "learnings": sum(e["t1"] - e["t0"] for e in learned),
         "lexical_wait": max(0.0, lexical_end - many["t1"]),
         "after": (uses["t0"] if uses else call["ms"]) - ready,
@@ -244,6 +276,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wait = getattr(engine.store, "wait_for_learnings", None)
         if wait is not None:
             wait(args.user, 1800.0)
+        # and the pool's candidates held in process, if the store keeps them (projected.py)
+        engine.store.search(args.user, np.ones(384, dtype=np.float32), 1, MemoryFilter())
+        held = getattr(engine.store, "wait_for_projection", None)
+        if held is not None and getattr(engine.store, "_projected", None) is not None:
+            held(args.user, 1800.0)
         for message in queries[args.queries :]:
             engine.context(message, args.user, now=common.NOW)
         timeline = Timeline()
@@ -290,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = run(args)
     common.write_json(args.out, report)
     for group, medians in report["summary"]["median_ms"].items():
-        print(group, {k: medians[k] for k in (*SEGMENTS, "wall", "walk", "walk_backend_cpu")})
+        print(group, {k: medians[k] for k in (*SEGMENTS, *SEARCH_PARTS)})
     print("walk backend CPU by depth", report["summary"]["walk_backend_cpu_by_k"])
     return 0
 

@@ -13,6 +13,7 @@ uvicorn = pytest.importorskip("uvicorn")
 
 from click.testing import CliRunner  # noqa: E402
 
+from engrain.cli import serve  # noqa: E402
 from engrain.cli.app import cli  # noqa: E402
 
 
@@ -49,3 +50,32 @@ def test_serve_runs_one_engine_without_spinning_on_loopback(
 def test_a_users_spinning_setting_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ENGRAIN_ONNX_SPINNING", "true")
     assert _serve(monkeypatch, tmp_path)["engine"].settings.onnx_spinning is True
+
+
+def test_workers_get_a_minute_to_answer_the_supervisors_health_check(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """uvicorn's 5 s default killed workers still starting on a busy machine, in a loop."""
+    seen: dict[str, Any] = {}
+
+    def run(app: Any, **kwargs: Any) -> None:
+        seen["app"], seen["kwargs"] = app, kwargs
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    monkeypatch.setenv("ENGRAIN_EMBEDDER", "hash")
+    result = CliRunner().invoke(
+        cli, ["serve", "--url", f"sqlite:///{tmp_path / 'serve.db'}", "--workers", "2"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert seen["app"] == "engrain.server.app:from_environment"
+    assert seen["kwargs"]["workers"] == 2
+    assert seen["kwargs"]["timeout_worker_healthcheck"] == serve.WORKER_HEALTHCHECK_S == 60
+
+
+def test_an_older_uvicorn_without_the_setting_gets_none() -> None:
+    def config(app: Any, workers: int = 1) -> None: ...
+
+    assert serve._supervision(config) == {}
+    assert serve._supervision(uvicorn.Config) == {"timeout_worker_healthcheck": 60}

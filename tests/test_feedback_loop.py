@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engrain import Engine, Kind, NotFoundError, ValidationError
+from engrain import feedback as fb
 from engrain.embed import HashEmbedder
 from engrain.feedback import (
     COOCCURRENCE,
@@ -155,6 +156,43 @@ def test_forgetting_a_memory_forgets_its_pairs(eng: Engine) -> None:
     pairs = (eng.store.get_state("u", COOCCURRENCE, PAIRS) or {})[PAIRS]
     assert ids[0] not in pairs and all(ids[0] not in v for v in pairs.values())
     assert pairs[ids[1]][ids[2]] == 1
+
+
+def test_feedback_two_processes_planned_from_one_read_all_counts(tmp_path: Path) -> None:
+    """Two engines on one SQLite file (two processes): each feedback is planned from what
+    its engine read before the other's committed, and still both count (before session
+    20 the second write put back the usefulness, pairs and record it had read)."""
+    db = tmp_path / "e.db"
+    one, two = (Engine(settings=make_settings(tmp_path, url=f"sqlite:///{db}")) for _ in "12")
+    with one, two:
+        ids = remember_all(one, DEPLOY)
+        first, second = (one.context("How do production deploys work?", "u", token_budget=500,
+                                     now=NOW) for _ in "12")  # fmt: skip
+        assert {m.id for m in first.memories} == {m.id for m in second.memories} == set(ids)
+        late = fb.plan(one.store, "u", first.id, [], 1.0)  # read; written after two's
+        two.feedback("u", second.id, helpful=True)
+        two.feedback("u", first.id, score=0.25)
+        one.store.write(patches=late.patches, state=late.state)
+        for memory_id in ids:  # 0.5 → 0.6 (two) → 0.53 (score 0.25) → 0.624 (one)
+            assert one.get(memory_id, "u").usefulness == pytest.approx(0.624)
+        pairs = (one.store.get_state("u", COOCCURRENCE, PAIRS) or {})[PAIRS]
+        assert all(pairs[a][b] == 2 for a in ids for b in ids if a != b)
+        record = one.store.get_state("u", fb.CONTEXTS, first.id) or {}
+        assert record["feedback"] == [0.25, 1.0] and record["learned"] is True
+
+
+def test_a_forget_keeps_the_pairs_another_process_learned_meanwhile(eng: Engine) -> None:
+    ids = remember_all(eng, DEPLOY)
+    first, second = (eng.context("How do production deploys work?", "u", token_budget=500,
+                                 now=NOW) for _ in "12")  # fmt: skip
+    eng.feedback("u", first.id, helpful=True)
+    forget = fb.unlearned(eng.store, "u", [ids[0]])  # read; written after the lesson below
+    eng.feedback("u", second.id, helpful=True)
+    eng.store.write(deletes=eng.store.get("u", [ids[0]]), state=forget)
+    pairs = (eng.store.get_state("u", COOCCURRENCE, PAIRS) or {})[PAIRS]
+    assert ids[0] not in pairs and all(ids[0] not in v for v in pairs.values())
+    assert pairs[ids[1]][ids[2]] == pairs[ids[2]][ids[1]] == 2
+    assert fb.unlearned(eng.store, "u", ["never-learned"]) == []
 
 
 def test_context_ids_expire(eng: Engine) -> None:

@@ -85,3 +85,36 @@ def test_a_failing_step_is_still_counted_and_the_error_passes_through() -> None:
     else:  # pragma: no cover - the wrapper swallowed the error
         raise AssertionError("the error did not pass through")
     assert steps.cpu["fails"] == steps.own["fails"] == 1.0
+
+
+def test_a_steps_wall_time_includes_its_wait_and_its_nested_steps() -> None:
+    clock, now = Clock(), [0.0]
+    steps = ingest_stages.Steps(clock, wall_clock=lambda: now[0])
+
+    def commit() -> None:  # a durable commit: a little CPU, then waiting on the disk
+        clock.advance(0.25)
+        now[0] += 4.0
+
+    timed_commit = steps.timed(commit, "commit")
+
+    def write() -> None:
+        clock.advance(1.0)
+        now[0] += 1.0
+        timed_commit()
+
+    steps.timed(write, "write")()
+    assert steps.wall == {"commit": 4.0, "write": 5.0}
+    assert steps.cpu == {"commit": 0.25, "write": 1.25}
+
+
+def test_medians_per_side_leave_out_a_step_one_run_lacks() -> None:
+    def run(cpu: float, steps: dict[str, float]) -> dict[str, object]:
+        return {"process_cpu_s": cpu, "calling_thread_cpu_s": cpu / 10, "wall_s": cpu / 2,
+                "rest_cpu_s": 1.0,
+                "steps": {k: {"cpu_s": v, "wall_s": 2 * v} for k, v in steps.items()}}  # fmt: skip
+
+    rows = [run(30.0, {"write": 0.3, "model": 27.0}), run(32.0, {"write": 0.5}),
+            run(31.0, {"write": 0.4, "model": 28.0})]  # fmt: skip
+    out = ingest_stages.medians(rows)  # type: ignore[arg-type]
+    assert out["process_cpu_s"] == 31.0
+    assert out["steps"] == {"write": {"cpu_s": 0.4, "wall_s": 0.8}}

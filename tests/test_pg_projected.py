@@ -7,6 +7,7 @@ through a *second* store is a change another process makes (its caches are its o
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import ConfigError
 from engrain.store.base import ALL, MemoryFilter, Patch
 
 from .test_store_contract import mem
@@ -22,6 +24,7 @@ from .test_store_contract import mem
 pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 projected = postgres.projected
+held_graph = postgres.held_graph
 PostgresStore = postgres.PostgresStore
 
 DIM = postgres.INDEXED_DIM
@@ -50,6 +53,12 @@ def _corpus(vectors: list[Any], user: str = "alice", prefix: str = "m") -> list[
     ]
 
 
+@pytest.fixture(autouse=True)
+def _small_users_get_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' users are small: hold their graphs all the same."""
+    monkeypatch.setattr(held_graph, "MIN_ROWS", 1)
+
+
 def _store(url: str, **options: Any) -> Any:
     """A store that walks the graph for any user (every user is "large" here)."""
     options.setdefault("learnings_bytes", 0)
@@ -57,11 +66,12 @@ def _store(url: str, **options: Any) -> Any:
     return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
 
 
-@pytest.fixture
-def stores(pg_url: str) -> Iterator[tuple[Any, Any, Any]]:
-    """This process's store, another "process's" store (no projection), and the SQL path's
-    exact search as the truth."""
-    mine, other = _store(pg_url), _store(pg_url, projected_bytes=0)
+@pytest.fixture(params=projected.KINDS)
+def stores(pg_url: str, request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any, Any]]:
+    """This process's store (holding each kind of pool index in turn), another "process's"
+    store (none), and the SQL path's exact search as the truth."""
+    mine, other = _store(pg_url, pool_index=request.param), _store(pg_url, projected_bytes=0)
+    assert mine._projected.kind == request.param
     truth = PostgresStore(
         pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
     )
@@ -91,7 +101,10 @@ def test_projected_search_equals_the_sql_exact_search(stores: Any) -> None:
     vectors = _low_rank(1_500)
     mine.write(_corpus(vectors))
     held = _held(mine)
-    assert held.held("alice").rows.shape == (1_500, min(projected.DIMS, 1_500))
+    if held.kind == "projection":
+        assert held.held("alice").rows.shape == (1_500, min(projected.DIMS, 1_500))
+    else:
+        assert len(held.held("alice").index) == 1_500
     rng = np.random.default_rng(7)
     for at in rng.choice(len(vectors), 6, replace=False):
         query = _unit(vectors[at] + 0.3 * _low_rank(1, seed=int(at) + 1)[0])
@@ -116,6 +129,25 @@ def test_candidates_are_the_best_by_the_projected_product() -> None:
         assert len(found) == projected.CANDIDATES_PER_ROW * 10
         assert exact <= set(found.tolist())
         assert set(projection.candidates(query * 7.5, 10).tolist()) == set(found.tolist())
+
+
+def test_candidates_of_the_graph_hold_the_nearest_and_ignore_the_length() -> None:
+    from engrain.store.ann import VectorIndex
+
+    vectors = np.asarray(_low_rank(3_000, seed=5))
+    seqs = np.arange(3_000, dtype=np.uint64) * 3 + 1
+    graph = held_graph.PoolGraph(1, VectorIndex.build(seqs, vectors), 0)
+    rng = np.random.default_rng(6)
+    for k in (1, 10, 40):
+        for _ in range(5):
+            query = _unit(vectors[rng.integers(3_000)] + 0.2 * rng.standard_normal(DIM))
+            exact = set((np.argsort(-(vectors @ query))[:k] * 3 + 1).tolist())
+            found = graph.candidates(query, k)
+            assert found.dtype == np.int64
+            assert len(found) == math.ceil(held_graph.GRAPH_PER_ROW * k) + held_graph.GRAPH_EXTRA
+            assert exact <= set(found.tolist())
+            assert set(graph.candidates(query * 7.5, k).tolist()) == set(found.tolist())
+    assert len(graph.candidates(vectors[0], 0)) == 0
 
 
 def test_writes_of_another_store_are_seen_in_the_call(stores: Any) -> None:
@@ -167,6 +199,91 @@ def test_too_few_passing_or_too_many_changes_go_to_sql(
     assert held.calls["served"] == 1
 
 
+def test_a_held_graph_catches_up_in_place_and_is_rebuilt_once_worn(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, other = _store(pg_url, pool_index="graph"), _store(pg_url, projected_bytes=0)
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    try:
+        vectors = _low_rank(700, seed=8)
+        mine.write(_corpus(vectors))
+        held = _held(mine)
+        first = held.held("alice")
+        monkeypatch.setattr(projected, "RELOAD_ROWS", 2)
+        monkeypatch.setattr(projected, "RELOAD_PAUSE", 0.0)
+        query = vectors[42]
+        # another process forgets the nearest, adds three memories near the query, and moves
+        # a far one onto it: more changed rows than RELOAD_ROWS, so a load catches up
+        far = min(range(700), key=lambda i: float(vectors[i] @ query))
+        other.write(deletes=[mem("m-00042", "alice")])
+        other.write([mem(f"near-{i}", "alice", vector=_unit(query + 0.01 * (i + 1)))
+                     for i in range(3)] + [mem(f"m-{far:05d}", "alice", minutes=far,
+                     vector=_unit(query + 0.005))])  # fmt: skip
+        held._loader.get("alice").not_before = 0.0
+        _same(mine.search("alice", query, 6, ALL), truth.search("alice", query, 6, ALL))
+        assert mine.wait_for_projection("alice", timeout=60)
+        caught = held.held("alice")
+        assert caught.revision > first.revision and caught.index is first.index  # patched
+        assert len(caught.index) == 703 and caught.dead == 1 and not caught.worn
+        # the graph itself now proposes the new rows and the moved one (no delta needed)
+        found = set(caught.candidates(query, 4).tolist())
+        assert set(_seqs(truth, ["near-0", "near-1", "near-2", f"m-{far:05d}"])) <= found
+        _same(mine.search("alice", query, 6, ALL), truth.search("alice", query, 6, ALL))
+        # once dead rows are WORN_SHARE of it, the next load builds a new graph
+        monkeypatch.setattr(held_graph, "WORN_SHARE", 0.0)
+        assert caught.worn
+        other.write(deletes=[mem(f"m-{i:05d}", "alice") for i in range(3)])
+        held._loader.get("alice").not_before = 0.0
+        _same(mine.search("alice", query, 6, ALL), truth.search("alice", query, 6, ALL))
+        assert mine.wait_for_projection("alice", timeout=60)
+        rebuilt = held.held("alice")
+        assert rebuilt.index is not first.index and len(rebuilt.index) == 699
+        assert rebuilt.dead == 0
+    finally:
+        for store in (mine, other, truth):
+            store.close()
+
+
+def test_a_user_under_the_graphs_threshold_keeps_the_walk(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert held_graph.MIN_ROWS == 1  # this file's fixture; the module's own is SQLite's
+    monkeypatch.setattr(held_graph, "MIN_ROWS", postgres.held_graph.ANN_MIN_VECTORS)
+    assert held_graph.MIN_ROWS == 20_000
+    monkeypatch.setattr(held_graph, "MIN_ROWS", 301)
+    mine = _store(pg_url, pool_index="graph")
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    try:
+        vectors = _low_rank(300, seed=9)
+        mine.write(_corpus(vectors))
+        mine.search("alice", vectors[0], 1, ALL)
+        assert not mine.wait_for_projection("alice", timeout=60)  # 300 rows: not held
+        _same(mine.search("alice", vectors[5], 5, ALL), truth.search("alice", vectors[5], 5, ALL))
+        assert mine._projected.calls == {"served": 0, "by_sql": 0}  # the walk served it
+        mine.write([mem("one-more", "alice", vector=vectors[1])])
+        mine._projected._loader.get("alice").not_before = 0.0  # the refused pause: passed
+        mine.search("alice", vectors[0], 1, ALL)
+        assert mine.wait_for_projection("alice", timeout=60)  # 301 rows: held
+        _same(mine.search("alice", vectors[5], 5, ALL), truth.search("alice", vectors[5], 5, ALL))
+        assert mine._projected.calls["served"] == 1
+    finally:
+        mine.close()
+        truth.close()
+
+
+def _seqs(store: Any, ids: list[str]) -> list[int]:
+    with store._connection() as conn:
+        rows = conn.execute(
+            "SELECT seq FROM memories WHERE user_id = 'alice' AND id = ANY(%s)", (ids,)
+        ).fetchall()
+    assert len(rows) == len(ids)
+    return [int(seq) for (seq,) in rows]
+
+
 def test_bounded_by_bytes(pg_url: str) -> None:
     vectors = _low_rank(400, seed=5)
     small = _store(pg_url, projected_bytes=400 * projected.DIMS * 4)  # less than it needs
@@ -209,8 +326,23 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"}) == 0
+    graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
+    assert projected.pool_kind({}) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "x"})
+    assert projected.pool_kind({}) == "projection"
+    assert projected.pool_kind(graph) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": " On"})
+    assert projected.pool_kind(graph) == "graph"
+    # asking for the graph turns the pool index on, at the default bound unless one is given
+    assert projected.projected_bytes(graph) == projected.PROJECTED_BYTES
+    assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "8"}) == 8 * 2**20
+    assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "0"}) == 0
     default = PostgresStore(pg_url, pool_size=1)
     try:
-        assert default._projected is None or "ENGRAIN_PG_PROJECTED_MB" in os.environ
+        assert (
+            default._projected is None
+            or "ENGRAIN_PG_PROJECTED_MB" in os.environ
+            or ("ENGRAIN_PG_POOL_INDEX" in os.environ)
+        )
     finally:
         default.close()
+    with pytest.raises(ConfigError):
+        PostgresStore(pg_url, pool_size=1, projected_bytes=2**20, pool_index="ivf")

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from engrain.model import Kind, Memory, MemoryType, Provenance
-from engrain.recall.relevance import gather, proper_nouns, quoted, quoted_only
+from engrain.recall.relevance import (
+    gather,
+    lower_terms,
+    names_of,
+    proper_nouns,
+    quoted,
+    quoted_only,
+)
 from engrain.store import MemoryStore
 from engrain.store.base import MemoryFilter
 from engrain.store.lexical import tokenize
@@ -83,3 +90,62 @@ def test_a_name_not_quoted_keeps_its_lexical_credit() -> None:
     found = gather(MemoryStore(), "ada", message, query, MemoryFilter(), pool=10,
                    dense=[(demos, 0.35)], lexical=[(demos, 2.0)])  # fmt: skip
     assert found[0].lexical == 1.0
+
+
+# -- a name the message writes, not quotes (``names_of``) ---------------------------------------
+
+HANDOVER = "fyi Wen is taking over the Northgate onboarding from Ingrid starting Monday"
+OFFSITE = "The team offsite in April is in Asheville; Wen is booking the cabins."
+BROKER = "Artemis is the broker: the artemis-queue module holds every queue's settings."
+
+
+def _named(
+    message: str, *memories: Memory, lexical: list[float], names: bool = True
+) -> dict[str, float]:
+    """The lexical side of each memory for ``message`` (cosine 0.35 each; ``names``: the
+    rule on, as ``GateOptions(names=True)`` asks)."""
+    query = np.zeros(8, dtype=np.float32)
+    query[0] = 1.0
+    dense = [(m, 0.35) for m in memories]
+    found = gather(MemoryStore(), "ada", message, query, MemoryFilter(), pool=10,
+                   dense=dense, lexical=list(zip(memories, lexical, strict=True)),
+                   names=names)  # fmt: skip
+    return {c.memory.content: c.lexical for c in found}
+
+
+def test_the_names_a_message_writes_are_its_capitalised_words_inside_a_sentence() -> None:
+    offsite = _memory(OFFSITE, 0.35, 1)
+    assert names_of(HANDOVER, [offsite]) == {"wen", "northgate", "ingrid", "monday"}
+    # the first word of a sentence and all capitals say nothing; lower case is no name
+    assert names_of("Wen is out. Ask MVH about it", [offsite]) == set()
+    assert names_of("is wen around?", [offsite]) == set()
+
+
+def test_a_word_the_project_writes_in_lower_case_or_as_a_domain_is_no_name() -> None:
+    broker = _memory(BROKER, 0.35, 1)
+    assert names_of("why not swap out Artemis for RabbitMQ", [broker]) == {"rabbitmq"}
+    tagged = Memory.new("ada", "Meditech sends results as ORU^R01.", MemoryType.SEMANTIC,
+                        Kind.FACT, domains=("meditech",), now=NOW)  # fmt: skip
+    assert names_of("the MVH Meditech feed stalls", [tagged]) == set()
+    assert lower_terms("Sentry via sentry-cli; the API") == {"via", "sentry", "cli", "api"}
+
+
+def test_a_memory_sharing_only_a_name_the_message_writes_has_no_lexical_credit() -> None:
+    # "fyi Wen is taking over …" brought the offsite fact by "Wen" alone (meridian, mm-29)
+    offsite = _memory(OFFSITE, 0.35, 1)
+    onboarding = _memory("Northgate onboarding: the MLLP feed is tested before go-live.", 0.35,
+                         2)  # fmt: skip
+    found = _named(HANDOVER, offsite, onboarding, lexical=[2.0, 3.0])
+    assert found[OFFSITE] == 0.0
+    # "onboarding" is a topic: a match sharing it keeps its credit, names and all
+    assert found[onboarding.content] == 1.0
+    # off by default: it changed no label of the gating evaluation (docs/decisions.md)
+    assert _named(HANDOVER, offsite, onboarding, lexical=[2.0, 3.0], names=False)[OFFSITE] > 0
+
+
+def test_a_name_the_project_writes_in_lower_case_keeps_its_lexical_credit() -> None:
+    broker = _memory(BROKER, 0.35, 1)
+    assert _named("why not swap out Artemis", broker, lexical=[2.0])[BROKER] == 1.0
+    # a conversation chunk keeps a name match, as it keeps a quoted one
+    chunk = _memory(OFFSITE, 0.35, 1, turns=("t1",))
+    assert _named(HANDOVER, chunk, lexical=[2.0])[OFFSITE] == 1.0

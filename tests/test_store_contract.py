@@ -21,7 +21,7 @@ import pytest
 from engrain.errors import ValidationError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
 from engrain.store import ALL, MemoryFilter, MemoryStore, Patch, State, Store, open_store
-from engrain.store.base import KeyRecord
+from engrain.store.base import KeyRecord, Toward
 from engrain.store.cache import UserCache
 from engrain.store.sqlite import SQLiteStore
 from engrain.tokens import spaced_count
@@ -681,7 +681,74 @@ def test_states_lists_a_users_documents_by_namespace_and_key(store: Store) -> No
     assert [s.key for s in store.states("alice", "tiers")] == ["b"]
 
 
+def _counted(doc: Any) -> dict[str, Any]:
+    return {"n": (doc or {}).get("n", 0) + 1}
+
+
+def test_a_state_change_is_applied_to_the_document_the_write_finds(store: Store) -> None:
+    """A ``change`` reads the document inside the write: a value written meanwhile (by
+    another process) is the one it changes, a ``None`` result deletes, and a missing
+    document is passed as ``None``."""
+    store.write(state=[State("alice", "ns", "k", None, change=_counted)])
+    assert store.get_state("alice", "ns", "k") == {"n": 1}
+    store.write(state=[State("alice", "ns", "k", {"n": 10})])  # someone else's write
+    store.write([mem("a")], state=[State("alice", "ns", "k", None, change=_counted)])
+    assert store.get_state("alice", "ns", "k") == {"n": 11}
+    assert ids(store.query("alice")) == ["a"]
+    store.write(state=[State("alice", "ns", "k", None, change=lambda doc: None)])
+    assert store.get_state("alice", "ns", "k") is None
+    store.write(state=[State("alice", "ns", "gone", None, change=lambda doc: doc)])
+    assert store.get_state("alice", "ns", "gone") is None
+
+
+def test_a_state_change_that_is_not_json_writes_nothing(store: Store) -> None:
+    store.write(state=[State("alice", "ns", "k", {"n": 1})])
+    with pytest.raises(ValidationError):
+        store.write([mem("a")], state=[State("alice", "ns", "k", None,
+                                             change=lambda doc: {"bad": object()})])  # fmt: skip
+    assert store.query("alice") == []
+    assert store.get_state("alice", "ns", "k") == {"n": 1}
+
+
+def test_state_changes_from_many_threads_all_count(store: Store) -> None:
+    """Threads (on PostgreSQL, pooled connections: separate transactions) each counting
+    one document up by changes: no count lost."""
+
+    def counter() -> None:
+        for _ in range(10):
+            store.write(state=[State("alice", "ns", "k", None, change=_counted)])
+
+    run_threads([counter] * 4)
+    assert store.get_state("alice", "ns", "k") == {"n": 40}
+
+
 # -- patches: field-level changes of existing memories ------------------------------------
+
+
+def test_a_toward_patch_moves_from_the_value_the_write_finds(store: Store) -> None:
+    """A :class:`Toward` is applied to the row inside the write: a usefulness another
+    process wrote after this process read the row is the one moved (feedback adds up)."""
+    store.write([mem("a")])  # usefulness 0.5
+    move = Patch("alice", "a", {"usefulness": Toward(1.0, 0.2)})
+    store.write(patches=[Patch("alice", "a", {"usefulness": 0.9})])  # written meanwhile
+    store.write(patches=[move])
+    assert store.get("alice", ["a"])[0].usefulness == pytest.approx(0.92)
+    store.write(patches=[move, move])
+    assert store.get("alice", ["a"])[0].usefulness == pytest.approx(1 - 0.08 * 0.8**2)
+    store.write(patches=[Patch("alice", "a", {"usefulness": Toward(0.0, 1.0)})])
+    assert store.get("alice", ["a"])[0].usefulness == 0.0
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"importance": Toward(1.0, 0.2)}, {"usefulness": Toward(1.5, 0.2)},
+     {"usefulness": Toward(1.0, -0.1)}, {"usefulness": Toward(True, 0.2)}],  # type: ignore[arg-type]
+)  # fmt: skip
+def test_a_toward_patch_of_another_field_or_outside_0_1_is_refused(
+    changes: dict[str, Any],
+) -> None:
+    with pytest.raises(ValidationError):
+        Patch("alice", "a", changes)
 
 
 def test_patch_changes_only_the_named_fields_and_keeps_other_changes(store: Store) -> None:

@@ -55,7 +55,8 @@ ENV_PREFIX = "ENGRAIN_"
 #: draws a :class:`ConfigWarning` naming the closest known one, and is otherwise ignored.
 OTHER_VARIABLES = frozenset({
     "ENGRAIN_CONFIG", "ENGRAIN_USER", "ENGRAIN_UI_SECRET", "ENGRAIN_ANN_MIN_VECTORS",
-    "ENGRAIN_PG_LEARNINGS_MB", "ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_WORKING_SET",
+    "ENGRAIN_PG_LEARNINGS_MB", "ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX",
+    "ENGRAIN_PG_WORKING_SET",
     "ENGRAIN_SCHEMA_EXAMPLES", "ENGRAIN_MODEL_PACKAGES",
 })  # fmt: skip
 #: The benchmarks' own variables (``bench/``), never warned about.

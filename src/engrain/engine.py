@@ -655,11 +655,9 @@ class Engine:
         conflict partners are unflagged and their learned co-occurrence dropped."""
         ids = validate.identifiers(memory_ids)
         user_id = validate.user_id(user_id)
-        with self._lock:  # the co-occurrence document is read, then rewritten
+        with self._lock:
             found = self.store.get(user_id, ids)
-            gone = [m.id for m in found]
-            doc = fb.forget_pairs(self.store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS), gone)
-            state = [] if doc is None else [State(user_id, fb.COOCCURRENCE, fb.PAIRS, doc)]
+            state = fb.unlearned(self.store, user_id, [m.id for m in found])
             resolved = relate.resolve(self.store, user_id, found)
             self.store.write(deletes=found, state=state, patches=resolved)
         return len(found)

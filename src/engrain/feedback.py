@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from itertools import combinations
 from typing import Any
 
 from engrain.errors import NotFoundError, ValidationError
-from engrain.store.base import Patch, State, Store
+from engrain.store.base import Patch, State, Store, Toward
 
 #: Share of the distance to the target one feedback covers (``feedback_rate``).
 FEEDBACK_RATE = 0.2
@@ -65,7 +66,7 @@ def feedback_target(helpful: bool | None, score: float | None) -> float:
 
 def updated_usefulness(current: float, target: float, rate: float = FEEDBACK_RATE) -> float:
     """``current`` moved ``rate`` of the way to ``target``, clamped to [0, 1]."""
-    return min(1.0, max(0.0, current + rate * (target - current)))
+    return Toward(target, rate).of(current)
 
 
 def learn_pairs(doc: Mapping[str, Any] | None, ids: Sequence[str]) -> dict[str, Any]:
@@ -92,6 +93,20 @@ def forget_pairs(doc: Mapping[str, Any] | None, ids: Sequence[str]) -> dict[str,
     return {PAIRS: {k: v for k, v in kept.items() if v}}
 
 
+def _without(doc: Mapping[str, Any] | None, ids: Sequence[str]) -> Mapping[str, Any] | None:
+    kept = forget_pairs(doc, ids)
+    return doc if kept is None else kept
+
+
+def unlearned(store: Store, user_id: str, ids: Sequence[str]) -> list[State]:
+    """What forgetting ``ids`` writes to the co-occurrence document: a change dropping
+    their pairs from the document as the forget's write finds it (so a lesson another
+    process writes meanwhile is kept), or nothing if the document holds none of them now."""
+    if forget_pairs(store.get_state(user_id, COOCCURRENCE, PAIRS), ids) is None:
+        return []
+    return [State(user_id, COOCCURRENCE, PAIRS, None, change=partial(_without, ids=list(ids)))]
+
+
 def cooccurrence_bonus(pairs: Pairs, candidate: str, anchors: Sequence[str]) -> float:
     """The candidate's bonus in [0, 1]: its largest shared-context count with an anchor
     (another of the best-scoring candidates) over :data:`COOCCURRENCE_PLATEAU`."""
@@ -100,6 +115,17 @@ def cooccurrence_bonus(pairs: Pairs, candidate: str, anchors: Sequence[str]) -> 
         return 0.0
     best = max((mine.get(a, 0) for a in anchors if a != candidate), default=0)
     return min(1.0, best / COOCCURRENCE_PLATEAU)
+
+
+def given(
+    record: Mapping[str, Any] | None, *, target: float, learned: bool
+) -> dict[str, Any] | None:
+    """The context record with one more feedback (``target``), marked learned once a
+    feedback taught its pairs; ``None`` (nothing written) if the record is gone."""
+    if record is None:
+        return None
+    return {**record, "feedback": [*record.get("feedback", []), target],
+            "learned": bool(record.get("learned")) or learned}  # fmt: skip
 
 
 def context_record(memory_ids: Sequence[str], at: datetime) -> dict[str, Any]:
@@ -127,7 +153,13 @@ def plan(
     """The changes of one feedback toward ``target`` on the memories of ``context_id``
     (:class:`NotFoundError` if unknown or expired) and ``memory_ids``: each memory still
     there moves its usefulness; a positive first feedback on a context teaches its pairs,
-    and the context record remembers the feedback."""
+    and the context record remembers the feedback.
+
+    The writes are moves from what the store holds when they are written (a
+    :class:`~engrain.store.base.Toward` usefulness, ``change`` documents), not values
+    computed from this read: feedback given at once by other processes adds up instead of
+    being overwritten (``bench/attacks/feedback_race.py``). The result's usefulness pairs
+    are this read's."""
     ids = list(memory_ids)
     record = None
     if context_id is not None:
@@ -139,19 +171,18 @@ def plan(
     found = store.get(user_id, ids)
     usefulness = {m.id: (m.usefulness, updated_usefulness(m.usefulness, target, rate))
                   for m in found}  # fmt: skip
-    patches = tuple(Patch(user_id, i, {"usefulness": new}) for i, (_, new) in usefulness.items())
+    move = Toward(target, rate)
+    patches = tuple(Patch(user_id, i, {"usefulness": move}) for i in usefulness)
     state: list[State] = []
     learned = 0
     if record is not None and context_id is not None:
         alive = [m.id for m in found if m.id in record["memory_ids"]]
         if target > POSITIVE and not record.get("learned") and len(alive) > 1:
-            doc = store.get_state(user_id, COOCCURRENCE, PAIRS)
-            state.append(State(user_id, COOCCURRENCE, PAIRS, learn_pairs(doc, alive)))
+            lesson = partial(learn_pairs, ids=alive)
+            state.append(State(user_id, COOCCURRENCE, PAIRS, None, change=lesson))
             learned = len(alive) * (len(alive) - 1) // 2
-        given = [*record.get("feedback", []), target]
-        updated = {**record, "feedback": given,
-                   "learned": bool(record.get("learned")) or learned > 0}  # fmt: skip
-        state.append(State(user_id, CONTEXTS, context_id, updated))
+        noted = partial(given, target=target, learned=learned > 0)
+        state.append(State(user_id, CONTEXTS, context_id, None, change=noted))
     return Feedback(FeedbackResult(target, usefulness, learned), patches, tuple(state))
 
 

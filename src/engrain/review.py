@@ -281,8 +281,7 @@ def plan(
 
 def _keep(store: Store, user_id: str, first: Memory, second: Memory) -> ResolutionPlan:
     """Forget ``second`` the way :meth:`Engine.forget` does."""
-    doc = fb.forget_pairs(store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS), [second.id])
-    state = () if doc is None else (State(user_id, fb.COOCCURRENCE, fb.PAIRS, doc),)
+    state = tuple(fb.unlearned(store, user_id, [second.id]))
     patches = tuple(relate.resolve(store, user_id, [second]))
     return ResolutionPlan(Resolved(Resolution.KEEP, (first.id,), forgotten=(second.id,)),
                           patches, (second,), state)  # fmt: skip

@@ -7,6 +7,7 @@ over the same store (PostgreSQL, or one SQLite file in WAL mode)."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -14,6 +15,15 @@ import click
 
 from engrain.cli.base import State, global_options, pass_state
 
+#: How long uvicorn's supervisor waits for a worker of ``--workers N`` to answer its health
+#: check before it kills and replaces the worker (uvicorn's default: 5 s). A worker answers
+#: from a thread that starts only once its interpreter is up and uvicorn imported, and that
+#: needs the GIL: a starting worker on a busy machine, or one whose C call (a model load)
+#: holds the GIL, is silent for longer. With 5 s, ``serve --workers 2`` at load ~30 on 2
+#: cores killed every worker as it started, over and over, and answered nothing for six
+#: minutes (session 20, ``bench/attacks/serve_kill9.py``); a hung worker is now replaced
+#: after a minute instead.
+WORKER_HEALTHCHECK_S = 60
 INSTALL_HINT = "engrain serve needs the 'server' extra: pip install 'engrain[server]'"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
 
@@ -154,7 +164,16 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
         if value is not None:
             os.environ[name] = value
     uvicorn.run("engrain.server.app:from_environment", factory=True, host=host, port=port,
-                workers=workers, log_config=logging, access_log=False)  # fmt: skip
+                workers=workers, log_config=logging, access_log=False,
+                **_supervision(uvicorn.Config))  # fmt: skip
+
+
+def _supervision(config: Any) -> dict[str, Any]:
+    """:data:`WORKER_HEALTHCHECK_S` for uvicorn's worker health check, where this uvicorn
+    has the setting (0.37 and later; before, its supervisor waited 5 s and had no knob)."""
+    if "timeout_worker_healthcheck" in inspect.signature(config).parameters:
+        return {"timeout_worker_healthcheck": WORKER_HEALTHCHECK_S}
+    return {}
 
 
 def _env_text(value: object) -> str:

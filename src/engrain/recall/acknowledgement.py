@@ -9,9 +9,10 @@ register of a reply, not its words. It is asked only where a miss is possible an
 get wrong the other way: a message the rules call non-trivial, shorter than the seed's 50
 characters, with no question mark, no code and no number, that the rules read as a discussion
 or a greeting (a request, a question, a report of a problem or a follow-up are never turned
-into nothing). It answers only above :data:`THRESHOLD`, chosen by leaving each writer's file
-out (``bench/train_ack.py``, ``docs/decisions.md``). The vector is the one the gate computes
-for the pool anyway: no second embedding.
+into nothing: a verb with its object, "run it", or a word pointing back at the turn before,
+"same thing", "next", keeps a reply a request). It answers only above :data:`THRESHOLD`,
+chosen by leaving each writer's file out (``bench/train_ack.py``, ``docs/decisions.md``).
+The vector is the one the gate computes for the pool anyway: no second embedding.
 
 Like the intent model it applies only to vectors of the embedder it was trained on.
 """
@@ -29,7 +30,7 @@ import numpy.typing as npt
 
 from engrain.errors import ConfigError
 from engrain.recall.classify import Classification, Complexity, Intent
-from engrain.recall.trivial import SHORT
+from engrain.recall.trivial import SHORT, asks_for_work, says_something_social
 
 #: The trained weights, shipped with the package (``bench/train_ack.py`` writes it).
 MODEL_FILE = Path(__file__).with_name("ack_model.npz")
@@ -72,16 +73,32 @@ def features(text: str, vector: npt.ArrayLike) -> Floats:
 
 
 def eligible(rules: Classification, text: str) -> bool:
-    """Whether the model may read ``text``: non-trivial by the rules, under 50 characters,
-    no question mark, no code, no number, read as a discussion or a greeting."""
+    """Whether the model may read ``text``: a :func:`short_reply` the rules read as a
+    discussion or a greeting."""
+    return rules.intent in OPEN_INTENTS and short_reply(rules, text)
+
+
+def greeting(rules: Classification, text: str) -> bool:
+    """Whether a short reply the intent model reads as a greeting may be made trivial, as
+    the seed's greetings are: :func:`eligible`, and a word in it greets, thanks,
+    acknowledges, praises or laughs (:func:`~engrain.recall.trivial.says_something_social`:
+    "ya funciona, gracias", "ok i will tryed"; "go ahead" or "as a table" hold none)."""
+    return eligible(rules, text) and says_something_social(text)
+
+
+def short_reply(rules: Classification, text: str) -> bool:
+    """Whether ``text`` is a short reply that may ask nothing: non-trivial by the rules,
+    under 50 characters, no question mark, no code, no number, and not asking for work on
+    the turn before (:func:`~engrain.recall.trivial.asks_for_work`: "try again", "next",
+    "this one too")."""
     stripped = text.strip()
     return (
         rules.complexity is not Complexity.TRIVIAL
-        and rules.intent in OPEN_INTENTS
         and not rules.has_code
         and 0 < len(stripped) < SHORT
         and "?" not in stripped
         and not _DIGIT.search(stripped)
+        and not asks_for_work(stripped)
     )
 
 
@@ -122,7 +139,11 @@ def refine(
     p = probability(model, row)
     if p < THRESHOLD:
         return rules
+    return made_trivial(rules, f"model: acknowledgement p={p:.2f}")
+
+
+def made_trivial(rules: Classification, signal: str) -> Classification:
+    """``rules`` made trivial (no domains), ``signal`` saying why."""
     return replace(
-        rules, complexity=Complexity.TRIVIAL, domains=(),
-        signals=(*rules.signals, f"model: acknowledgement p={p:.2f}"),
+        rules, complexity=Complexity.TRIVIAL, domains=(), signals=(*rules.signals, signal)
     )  # fmt: skip

@@ -14,7 +14,16 @@ this module adds the rest of a social reply without a content word:
 * a **presence check** ("you around?", "still there?", "anyone here?"): the one question
   that asks nothing of memory, made only of an addressee, a word of presence
   (:data:`PRESENCE`) and a greeting. "you around? the DAG is failing" has content words
-  and stays a message; "is it back?" asks about a thing ("it"), not a person.
+  and stays a message; "is it back?" asks about a thing ("it"), not a person;
+* a **time of day** (:data:`TIME`: "that's all for today, thanks") and a **reassurance
+  negated** ("don't worry about it", "not a problem": a negation right before an apology
+  word, which it turns into reassurance, not into a report).
+
+The other way round, :func:`follows_up` says when a short reply asks for work on the turn
+before, so that nothing reads it as an acknowledgement: a verb with its object ("run it",
+"lol ok, fix that") or, with no social word, a word that points back at that turn or asks
+for more of it (:data:`FOLLOW_UP`: "same thing", "try again", "next", "this one too",
+"shorter"; "lol same" and "nice, that's way cleaner" react).
 
 A message qualifies when it is short (the caller's test), every word is in these closed
 classes, at least one word is social (an acknowledgement, a greeting, thanks, laughter or an
@@ -30,7 +39,7 @@ from collections.abc import Callable, Sequence
 APOLOGY = frozenset(
     ["sorry", "sry", "soz", "apologies", "apology", "apologize", "apologise", "pardon",
      "worries", "worry", "problem", "problemo", "prob", "probs", "bad", "mb", "oops",
-     "whoops", "excuse", "forgive", "nevermind", "nvm"]
+     "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake"]
 )  # fmt: skip
 #: Hesitation, filler and vocatives: they carry no request ("hmm ok", "thanks guys").
 FILLER = frozenset(
@@ -39,7 +48,30 @@ FILLER = frozenset(
      "bro", "fam", "y'all", "yall", "peeps", "people"]
 )  # fmt: skip
 #: Words that say a person is present ("you around?", "still there?", "back online").
-PRESENCE = frozenset(["around", "there", "here", "online", "awake", "alive", "back"])
+PRESENCE = frozenset(["around", "there", "here", "online", "awake", "alive", "back", "home"])
+#: Times of day and of the week: when the user comes or goes, not what they ask about.
+TIME = frozenset(["today", "tonight", "tomorrow", "week", "weekend"])
+#: Negations that turn the apology word right after them (an article between) into
+#: reassurance ("don't worry", "not a problem", "never a bother").
+NEGATIONS = frozenset(["don't", "dont", "not", "never"])
+#: Words that point back at the previous turn or ask for more of it, or for it changed:
+#: sameness and otherness, repetition and sequence, addition, and the comparatives that
+#: ask an answer to be redone ("shorter", "simpler"). "better" is left out: "much better"
+#: reports a fix.
+FOLLOW_UP = frozenset(
+    ["same", "other", "another", "again", "next", "too", "also", "else", "more", "less",
+     "instead", "rest", "both", "either", "previous", "last", "shorter", "longer", "simpler",
+     "faster", "slower", "smaller", "bigger", "cleaner", "clearer", "briefer", "terser"]
+)  # fmt: skip
+#: The user as the subject of a verb: "i get it", "we fixed that" report, "run it" asks.
+SUBJECTS = frozenset(["i", "we", "i'll", "we'll", "i'd", "will", "gonna"])
+#: Auxiliaries and forms of "be": they take no object ("that was it" reports, asks nothing).
+AUXILIARIES = frozenset(
+    ["is", "are", "was", "were", "be", "been", "am", "does", "did", "has", "have", "had",
+     "can", "could", "will", "would", "should", "may", "might", "must"]
+)  # fmt: skip
+#: Pronouns that take a verb's object ("run it", "fix that").
+OBJECTS = frozenset(["it", "that", "this", "them", "those", "these"])
 #: The closed classes that hold a reply together and name nothing: articles and
 #: determiners, pronouns, prepositions, conjunctions, degree adverbs. No question word
 #: (what, why, how…), no modal or auxiliary (can, is, did…), no negation (not, never,
@@ -86,12 +118,46 @@ def asks_nothing(text: str, words: Sequence[str], social: Callable[[str], bool])
     if "?" in text:
         return _checks_presence(words)
     anchored = False
-    for word in words:
+    for i, word in enumerate(words):
         if (social(word) and word not in FUNCTION_WORDS) or word in APOLOGY:
             anchored = True
-        elif word not in FUNCTION_WORDS and word not in FILLER and word not in PRESENCE:
+        elif word in NEGATIONS and _reassures(words[i + 1 : i + 3]):
+            continue
+        elif word not in FUNCTION_WORDS and word not in FILLER and word not in PRESENCE | TIME:
             return False
     return anchored
+
+
+def follows_up(words: Sequence[str], social: Callable[[str], bool]) -> bool:
+    """Whether a short reply (lower-cased ``words``) asks for work on the turn before: a
+    word that is neither social nor a function word, not an auxiliary (:data:`AUXILIARIES`)
+    nor a report (``-ed``, ``-ing``),
+    followed by an object pronoun (:data:`OBJECTS`: "run it"), or "do" followed by
+    anything ("now do prod"), and not preceded by the user
+    as its subject (:data:`SUBJECTS`: "i get it"); or a word of :data:`FOLLOW_UP` and no
+    social word ("same thing", "try again")."""
+    for i in range(1, len(words)):
+        verb, subject = words[i - 1], words[i - 2] if i > 1 else ""
+        acted_on = words[i] in OBJECTS and _names_an_action(verb, social)
+        if (acted_on or verb == "do") and subject not in SUBJECTS:
+            return True  # "run it", "now do prod"
+    if FOLLOW_UP.isdisjoint(words):
+        return False
+    return not any(social(w) and w not in FUNCTION_WORDS | FOLLOW_UP for w in words)
+
+
+def _names_an_action(word: str, social: Callable[[str], bool]) -> bool:
+    return not (
+        social(word) or word in FUNCTION_WORDS or word in FILLER or word in APOLOGY
+        or word in AUXILIARIES or word.endswith(("ed", "ing"))
+        or any(ch.isdigit() for ch in word)
+    )  # fmt: skip
+
+
+def _reassures(after: Sequence[str]) -> bool:
+    """Whether the words after a negation are an apology word, an article between."""
+    rest = list(after[1:]) if after and after[0] in ("a", "an") else list(after)
+    return bool(rest) and rest[0] in APOLOGY
 
 
 def _checks_presence(words: Sequence[str]) -> bool:

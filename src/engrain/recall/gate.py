@@ -59,6 +59,7 @@ from engrain.recall.classify import (
 )
 from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
 from engrain.recall.intent_model import applies, embedder_of, refine
+from engrain.recall.language import with_language
 from engrain.recall.lines import line_floor, line_tokens, shown_line
 from engrain.recall.pointed import with_pointed
 from engrain.recall.previous import PREVIOUS_WEIGHT, joined_text, joined_vector, reading
@@ -132,6 +133,8 @@ class GateOptions:
     asked_turns: float = ASKED_TURNS_WEIGHT  # the tail by the asked speaker's turns (asked_turns)
     work: bool = True  # preferences for the kind of work asked raised (recall.work)
     fragments: bool = True  # pieces of different numbers are no lexical evidence (relevance)
+    names: bool = False  # a name the message writes is no lexical evidence (relevance; off)
+    language: bool = False  # preferences about a code request's language raised (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -268,6 +271,10 @@ def gate(
     if options.work:
         pool, works, other_work = with_work(pool, message, classification)
     pool, area, raised = with_area(pool, classification, unconcerned=other_work)
+    languages: frozenset[str] = frozenset()
+    spoken: frozenset[str] = frozenset()
+    if options.language:
+        pool, languages, spoken = with_language(pool, message, classification, other_work)
     pool, pointed = with_pointed(pool, message)
     if works:
         asked = ", ".join(sorted({w.value for kinds in works.values() for w in kinds}))
@@ -277,6 +284,9 @@ def gate(
         classification = replace(
             classification, signals=(*classification.signals, f"area: {', '.join(area)}")
         )
+    if spoken:
+        spoken_as = f"language: {', '.join(sorted(languages))}"
+        classification = replace(classification, signals=(*classification.signals, spoken_as))
     if pointed:
         links = ", ".join(f"{mid} by {by}" for mid, (by, _) in pointed.items())
         classification = replace(classification, signals=(*classification.signals,
@@ -286,7 +296,7 @@ def gate(
 
     query = Query(classification, weights, now, options.focus_areas)
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
-                                raised=raised, pointed=pointed, works=works,
+                                raised=raised, pointed=pointed, works=works, spoken=spoken,
                                 other_work=other_work)  # fmt: skip
     partners = _partners(store, user_id, ranked)
     ranked = with_excerpts(ranked, message, options.excerpt, line_vectors, vector)
@@ -484,6 +494,7 @@ def _candidates(
             store, user_id, message, query_vector, flt, pool=k, hybrid=options.hybrid,
             lexical_weight=options.lexical_weight, fusion=options.fusion,
             lexical=matches, dense=nearest, include=include, fragments=options.fragments,
+            names=options.names,
         )  # fmt: skip
 
     matches = lexical() if lexical else None
@@ -588,13 +599,16 @@ def _score(
     pointed: Mapping[str, tuple[str, float]] | None = None,
     works: Mapping[str, frozenset[Work]] | None = None,
     other_work: frozenset[str] = frozenset(),
+    spoken: frozenset[str] = frozenset(),
 ) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
     """Every candidate scored once by the profile's scorer, best first (the static profile
     keeps its top 10), with (``explain``) each one's components and the factors behind
     them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``,
     ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``, and
     ``work`` the number of kinds of work asked that a preference governs and
-    ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``).
+    ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``, and
+    ``language`` 1.0 for a preference about the language of a request for code,
+    ``recall.language``).
     The learned co-occurrence bonus is with the most relevant candidates (the pool
     comes ordered by relevance), so one pass scores everything. Without ``explain`` the
     gated profile's totals come from :func:`~engrain.recall.score_batch.gated_columns`
@@ -626,7 +640,8 @@ def _score(
                **({"area_convention": 1.0} if c.id in raised else {}),
                **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {}),
                **({"work": float(len(works[c.id]))} if works and c.id in works else {}),
-               **({"other_work": 1.0} if c.id in other_work else {})}
+               **({"other_work": 1.0} if c.id in other_work else {}),
+               **({"language": 1.0} if c.id in spoken else {})}
         for c, s in scored
     } if explain else {}  # fmt: skip
     return ranked, components

@@ -147,7 +147,9 @@ def refine(
     (:data:`~engrain.recall.classify.DECIDED`) keeps the rules' intent. A trivial message is
     left as it is; a short reply the
     acknowledgement model reads as one (:func:`engrain.recall.acknowledgement.refine`)
-    becomes trivial."""
+    becomes trivial, and so does one this model reads as a greeting
+    (:func:`~engrain.recall.acknowledgement.short_reply`: no question mark, no number, no
+    request for work on the turn before), as the seed's greetings are."""
     acknowledged = acknowledgement.refine(rules, message, vector, embedder)
     if acknowledged is not rules:
         return acknowledged
@@ -159,7 +161,11 @@ def refine(
     row = features(rules, message, vector)
     if row.shape != model.mean.shape:
         return rules
-    return with_intent(rules, message, predict(model, row))
+    intent = predict(model, row)
+    if intent is Intent.GREETING and acknowledgement.greeting(rules, message):
+        # the seed's greetings are trivial: a short reply read as one asks nothing
+        return acknowledgement.made_trivial(rules, f"model intent: {rules.intent.value} → greeting")
+    return with_intent(rules, message, intent)
 
 
 def with_intent(rules: Classification, message: str, intent: Intent) -> Classification:

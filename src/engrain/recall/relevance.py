@@ -84,6 +84,7 @@ def gather(
     include: Sequence[tuple[MemoryFields, float]] = (),
     dense: Sequence[tuple[MemoryFields, float]] | None = None,
     fragments: bool = True,
+    names: bool = False,
 ) -> list[Candidate]:
     """The candidate pool among the memories passing ``flt``: the ``pool`` nearest and
     (``hybrid``) the ``pool`` best BM25 matches, plus ``include`` (memories always scored,
@@ -91,7 +92,9 @@ def gather(
     ``store.lexical_search(user_id, query, pool, flt)`` when the caller already has it, and
     ``dense`` likewise ``store.search(user_id, vector, pool, flt)``. ``fragments``: a
     typed memory sharing with the query only pieces of different numbers gets no lexical
-    credit (:func:`fragments_only`; ``False`` is the ablation)."""
+    credit (:func:`fragments_only`; ``False`` is the ablation); ``names``: nor one sharing
+    only names the query writes (:func:`names_of`, :func:`named_only`; off by default: it
+    changed no label of the gating evaluation, ``docs/decisions.md``)."""
     if dense is None:
         dense = store.search(user_id, vector, pool, flt)
     if not hybrid:
@@ -100,8 +103,6 @@ def gather(
         lexical = store.lexical_search(user_id, query, pool, flt)
     best = max((score for _, score in lexical), default=0.0)
     lex = {m.id: score / best for m, score in lexical} if best > 0 else {}
-    dropped = _without_evidence(lex, lexical, query, fragments)
-    lex = {mid: value for mid, value in lex.items() if mid not in dropped}
     memories: dict[str, MemoryFields] = {m.id: m for m, _ in dense}
     sims: dict[str, float] = {m.id: s for m, s in dense}
     for memory, _ in lexical:
@@ -112,6 +113,9 @@ def gather(
         if memory.id not in memories:
             memories[memory.id] = memory
             sims[memory.id] = sim
+    dropped = _without_evidence(lex, lexical, query, fragments,
+                                list(memories.values()) if names else None)  # fmt: skip
+    lex = {mid: value for mid, value in lex.items() if mid not in dropped}
     # no memory shares a term with the query: the lexical side says nothing about any of
     # them, so it must not halve every memory's relevance (the dense side alone decides)
     weight = lexical_weight if hybrid and lex else 0.0
@@ -175,14 +179,17 @@ def _without_evidence(
     lexical: Sequence[tuple[MemoryFields, float]],
     query: str,
     fragments: bool,
+    memories: Sequence[MemoryFields] | None = None,
 ) -> dict[str, float]:
     """The matches of ``lex`` whose shared terms are no evidence of a topic, with their
     lexical side: typed memories sharing with the query only the name of a person it quotes
-    (:func:`quoted_only`) or (``fragments``) only pieces of numbers the two texts write
+    (:func:`quoted_only`) or names (:func:`names_of` among ``memories``, the pool, when
+    given; :func:`named_only`) or (``fragments``) only pieces of numbers the two texts write
     differently (:func:`fragments_only`). Conversation chunks keep every match."""
     sources = quoted(query)
     numbers = written_numbers(query) if fragments else frozenset()
-    if not lex or not (sources or numbers):
+    named = names_of(query, memories) if lex and memories is not None else frozenset()
+    if not lex or not (sources or numbers or named):
         return {}
     asked = frozenset(tokenize(query))
     return {
@@ -192,6 +199,7 @@ def _without_evidence(
         and not m.provenance.turn_ids
         and (
             (sources and quoted_only(m.content, asked, sources))
+            or (named and named_only(m.content, asked, named))
             or (numbers and fragments_only(m.content, asked, numbers))
         )
     }
@@ -239,6 +247,45 @@ def quoted(query: str) -> frozenset[str]:
     """The lexical terms of the people ``query`` quotes: the word before a verb of reported
     speech ("priya asked", "Jonas floated"), stopwords ("he said") left out."""
     return frozenset(t for m in _REPORTED.finditer(query) for t in tokenize(m.group(1)))
+
+
+#: A word written capitalised (not all capitals: "API", "MRN" are terms) after another word
+#: of its sentence: a name ("fyi Wen is taking over", "ask Ingrid").
+_CAPITALISED = re.compile(r"(?<=[^\s.!?:;])\s+([A-Z][a-z][A-Za-z'-]*)")
+
+
+def names_of(query: str, memories: Sequence[MemoryFields]) -> frozenset[str]:
+    """The lexical terms of the people (and places) ``query`` names: its words written
+    capitalised inside a sentence that no memory of ``memories`` (the candidates) writes
+    otherwise (in lower case: "stripe.Webhook", "the artemis broker") or tags as a domain.
+    A service, a table or a tool is written in lower case in a project's code, commands
+    and identifiers; a person's name never is."""
+    written = {t for m in _CAPITALISED.finditer(query) for t in tokenize(m.group(1))}
+    if not written:
+        return frozenset()
+    topical = {d for m in memories for d in m.domains} | {
+        t for m in memories if written & _terms(m.content) for t in lower_terms(m.content)
+    }
+    return frozenset(written - topical)
+
+
+def named_only(content: str, query_terms: frozenset[str], names: frozenset[str]) -> bool:
+    """Whether ``content`` shares with the query (``query_terms``) at least one term and
+    only names it writes (``names``, :func:`names_of`: no candidate writes them otherwise)."""
+    shared = query_terms & _terms(content)
+    return bool(shared) and shared <= names
+
+
+@lru_cache(maxsize=65_536)
+def lower_terms(content: str) -> frozenset[str]:
+    """The lexical terms ``content`` writes at least once not capitalised ("stripe" in
+    "stripe.Webhook", "api" in "API": every word but a capitalised one)."""
+    out: set[str] = set()
+    for match in _WORD.finditer(content):
+        word = match.group(0)
+        if not (word[0].isupper() and any(ch.islower() for ch in word[1:])):
+            out.update(tokenize(word))
+    return frozenset(out)
 
 
 def quoted_only(content: str, query_terms: frozenset[str], sources: frozenset[str]) -> bool:

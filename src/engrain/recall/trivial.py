@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from engrain.recall.contentless import asks_nothing
+from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
 
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 
@@ -66,9 +66,13 @@ _ACK_WORDS = frozenset(
         # thanks in other languages ("obrigado!", "arigato")
         "obrigado", "obrigada", "arigato", "arigatou", "dank", "je", "vielen", "beaucoup",
         "tack", "takk", "kiitos", "spasibo", "mille", "mahalo", "shukran", "xiexie",
-        "schön", "dzięki", "dziękuję", "teşekkürler", "köszönöm", "díky", "hvala",
+        "schön", "sehr", "muchas", "muito", "muita", "tante", "så", "mycket", "bedankt",
+        "hartelijk", "valeu", "tak",
+        "dzięki", "dziękuję", "teşekkürler", "köszönöm", "díky", "hvala",
         "спасибо", "благодарю", "谢谢", "多谢", "ありがとう", "감사합니다", "고마워", "شكرا",
         "תודה", "धन्यवाद",
+        # "works" in the other languages above ("funktioniert, danke!", "ça marche")
+        "funktioniert", "klappt", "marche", "funciona", "funziona", "werkt", "fungerar",
         # interjections that close a point ("bingo", "of course", "that's it then", "classic!")
         "bingo", "touche", "course", "then", "classic", "indeedy",
     ]
@@ -77,8 +81,10 @@ _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 #: What the user will do next, said to close a reply ("will do", "ok, trying that now",
 #: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
 _NEXT_STEP = re.compile(
-    r"\b(?:will (?:do|try|check)|(?:(?:let me|i'?ll|gonna|going to) (?:try|test)|trying|"
-    r"testing) (?:it|that|this)(?: out)?|"
+    r"\b(?:on it|(?:(?:will|let me|lemme|i'?ll|gonna|going to) (?:do|try|test|check|see)|"
+    r"trying|testing)(?: (?:it|that|this))?(?: out)?|"
+    # a moment asked for ("give me a minute", "wait a sec"): the user is busy, asks nothing
+    r"(?:give me|gimme|wait|hold on)(?: a| one)? (?:sec|second|minute|min|moment)s?|"
     # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
     r"never ?mind|nvm|figured (?:it|that) out)\b"
 )
@@ -91,12 +97,15 @@ _NEXT_STEP = re.compile(
 #: alone stay unknown.
 _CLOSING = re.compile(
     r"(?<![\w+])\+1\b|"
-    r"\b(?:thanks?|thx|ty|cheers)(?: you| u)?(?: so much| a lot)? for"
+    r"\b(?:thanks?|thx|ty|cheers|sorry|sry|apologies)(?: you| u)?(?: so much| a lot)? for"
     r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
     r"where|when|which|who)\b)[a-z']+){1,4}|"
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
     r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
-    r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up)\b"
+    r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up|"
+    r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend)|"
+    # the radio acknowledgement: "copy that" is "roger", not a request to copy
+    r"copy that(?=\W*$))\b"
 )
 #: A word in any script (letters, digits, apostrophes): a message in Cyrillic or Chinese has
 #: words too ("как перезапустить сервер?" asks something), so it is not empty of them.
@@ -157,32 +166,106 @@ def trivial_signal(text: str) -> str | None:
     ``explain()`` shows), or None when it is not."""
     if not text or len(text) >= SHORT:
         return None
-    said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
-    words = _WORDS.findall(said)
+    if "?" in text and not _WORDS.search(text):
+        return None  # a bare "?" or "??" asks for the last answer again, or explained
+    words = _said(text)
+    if follows_up(words, _social):
+        return None
     unknown = [w for w in words if not _acknowledges(w)]
-    if not unknown:
-        return PHRASE_SIGNAL
+    if not unknown and not (words and FUNCTION_WORDS.issuperset(words)):
+        return PHRASE_SIGNAL if "?" not in text or not words else _presence(text, words)
     if asks_nothing(text, words, _acknowledges):
         return NO_CONTENT_SIGNAL
     if "?" in text:
         return None
-    if len(unknown) == 1 and not _DIGIT.search(unknown[0]) and _laughs(text, words):
+    one = unknown[0] if len(unknown) == 1 and not _DIGIT.search(unknown[0]) else None
+    if one is not None and (_laughs(text, words) or _praises(words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
     return PHRASE_SIGNAL if shaped else None
 
 
+def asks_for_work(text: str) -> bool:
+    """Whether the short reply ``text`` asks for work on the turn before
+    (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next"), once
+    the phrases of closing and of the user's next step are set aside."""
+    return follows_up(_said(text), _social)
+
+
+def _said(text: str) -> list[str]:
+    """The words of ``text`` lower-cased, stretched letters shortened, the phrases of the
+    user's next step and of closing removed."""
+    said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
+    return _WORDS.findall(said)
+
+
+def _presence(text: str, words: list[str]) -> str | None:
+    """A question made of acknowledgements ("ok?", "sure?", "all good?") asks; only a
+    presence check among them ("you there?") asks nothing."""
+    return NO_CONTENT_SIGNAL if asks_nothing(text, words, _acknowledges) else None
+
+
+#: Acknowledgement words that are not social on their own: contractions of a pronoun and
+#: "be", verbs and reports of work ("it's", "sounds", "fixed"), answers ("no").
+_NOT_SOCIAL = frozenset(
+    ["it's", "its", "that's", "thats", "that'll", "i'm", "im", "you're", "youre", "got", "see",
+     "works", "worked", "working", "sounds", "looks", "makes", "sense", "did", "set", "help",
+     "helped", "helps", "needed", "course", "no", "nope", "nah", "fine", "best", "stuff",
+     "job", "well", "love", "rock", "rocks", "exactly", "enough", "agree", "agreed",
+     *_DONE, *(w for w in _ACK_WORDS if w.endswith("ing"))]
+)  # fmt: skip
+
+
+def says_something_social(text: str) -> bool:
+    """Whether ``text`` holds a word that greets, thanks, acknowledges, praises or laughs
+    ("ok", "gracias", "great", "lol"), not just a pronoun, a verb or a report."""
+    return any(
+        _acknowledges(w) and w not in FUNCTION_WORDS and w not in _NOT_SOCIAL
+        for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
+    )
+
+
+def _social(word: str) -> bool:
+    """A word that acknowledges, laughs, greets or thanks, or reports success ("green")."""
+    return _acknowledges(word) or word in _SUCCESS or word in _DONE
+
+
 def _reports_success(words: list[str], unknown: list[str]) -> bool:
     """A word of success or of work done (:data:`_DONE`: "switchover done, thanks"), at
-    most one other unknown word (its subject, without a digit) and no negation or question
-    word (the caller has ruled out a question mark)."""
+    most one other unknown word (its subject, without a digit) or two side by side before
+    it (a compound subject: "redis restart fixed it"), and no negation or question word
+    (the caller has ruled out a question mark)."""
     rest = [w for w in unknown if w not in _SUCCESS and w not in _DONE]
     return (
         (len(rest) < len(unknown) or not _DONE.isdisjoint(words))
-        and len(rest) <= 1
+        and (len(rest) <= 1 or _compound_subject(words, rest))
         and not any(_DIGIT.search(w) for w in rest)
         and _NEGATION.isdisjoint(words)
     )
+
+
+def _compound_subject(words: list[str], rest: list[str]) -> bool:
+    """Two unknown words side by side, before the first word of success or of work done."""
+    if len(rest) != 2:
+        return False
+    first = words.index(rest[0])
+    done = [i for i, w in enumerate(words) if w in _SUCCESS or w in _DONE]
+    return words[first + 1 : first + 2] == [rest[1]] and bool(done) and first + 1 < done[0]
+
+
+#: Adjectives of praise: the one word after them names what is praised ("great idea").
+_PRAISE = frozenset(
+    ["good", "great", "nice", "cool", "neat", "sweet", "awesome", "perfect", "excellent",
+     "amazing", "brilliant", "wonderful", "lovely", "fantastic", "super", "splendid", "solid",
+     "dope", "ace", "best"]
+)  # fmt: skip
+
+
+def _praises(words: list[str], unknown: str) -> bool:
+    """Whether the one unknown word comes right after an adjective of praise ("that's a
+    great idea, thanks", "nice catch"): it names what is praised."""
+    i = words.index(unknown)
+    return i > 0 and words[i - 1] in _PRAISE
 
 
 def greets(text: str) -> bool:

@@ -39,7 +39,7 @@ import struct
 import threading
 import weakref
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -134,6 +134,14 @@ def _stop_jobs() -> None:
     _EXITING.set()
     for thread in list(_JOBS):
         thread.join(timeout=30.0)
+
+
+def join_at_exit() -> None:
+    """Have the interpreter's exit wait for the calling thread (a daemon thread building an
+    index elsewhere, e.g. ``store/postgres/projected.py``'s loads): its build stops at the
+    next chunk once the exit begins, so no usearch call outlives the interpreter."""
+    if threading.current_thread() is not threading.main_thread():
+        _JOBS.add(threading.current_thread())
 
 
 def quantized(vectors: Matrix) -> npt.NDArray[np.int8]:
@@ -257,15 +265,34 @@ class VectorIndex:
     def build(cls, keys: Keys, vectors: Matrix, threads: int = BUILD_THREADS) -> VectorIndex:
         """A new index of these vectors, added by ``threads`` threads (0: every core; see
         :data:`BUILD_THREADS`)."""
+        chunks = (
+            (keys[start : start + BUILD_CHUNK], vectors[start : start + BUILD_CHUNK])
+            for start in range(0, len(keys), BUILD_CHUNK)
+        )
+        return cls.built_from(int(vectors.shape[1]), chunks, threads)
+
+    @classmethod
+    def built_from(
+        cls, ndim: int, chunks: Iterable[tuple[Keys, Matrix]], threads: int = BUILD_THREADS
+    ) -> VectorIndex:
+        """A new index of vectors of ``ndim`` dimensions added chunk by chunk as ``chunks``
+        yields them (distinct keys), so a caller reading them from a database never holds
+        them all at once."""
         index = _usearch()(
-            ndim=int(vectors.shape[1]), metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY,
+            ndim=ndim, metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY,
             expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
         )  # fmt: skip
-        for start in range(0, len(keys), BUILD_CHUNK):
+        for part, rows in chunks:
             _stop_if_exiting()
-            end = start + BUILD_CHUNK
-            index.add(keys[start:end], vectors[start:end], threads=threads)
+            if len(part):
+                index.add(part, rows, threads=threads)
         return cls(index)
+
+    @property
+    def nbytes(self) -> int:
+        """What holding the index costs (usearch's own count: vectors and graph)."""
+        with self._lock:
+            return int(self._index.memory_usage)
 
     def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
         """The keys of (about) the ``count`` nearest vectors, nearest first."""

@@ -8,7 +8,7 @@ tests against every backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from types import MappingProxyType, UnionType
@@ -80,16 +80,34 @@ ALL = MemoryFilter()
 class State:
     """A small JSON document a user owns beside their memories, by namespace and key:
     compiled tiers, learned co-occurrence, the memories each context injected. Written with
-    :meth:`Store.write` (``value=None`` deletes it), read with :meth:`Store.get_state`."""
+    :meth:`Store.write` (``value=None`` deletes it), read with :meth:`Store.get_state`.
+
+    With ``change``, the document written is ``change(current)``, ``current`` being the
+    document as the write's transaction finds it (``None`` if there is none; a result of
+    ``None`` deletes it), and ``value`` is not used: a read-modify-write that no other
+    process's write of the document can slip into (feedback's counts, ``feedback.py``).
+    ``change`` runs inside the transaction, so it must be quick, pure and touch nothing
+    else; each store resolves the document under the lock that orders writers of it."""
 
     user_id: str
     namespace: str
     key: str
     value: Mapping[str, Any] | None
+    change: Callable[[Mapping[str, Any] | None], Mapping[str, Any] | None] | None = None
+
+    def resolved(self, current: Mapping[str, Any] | None) -> State:
+        """The plain document this one writes over ``current``: ``change(current)`` for a
+        document made with ``change``, else itself."""
+        if self.change is None:
+            return self
+        return State(self.user_id, self.namespace, self.key, self.change(current))
 
     def encoded(self) -> str | None:
         """The value as JSON text (``None`` for a delete); :class:`ValidationError` if it is
-        not JSON."""
+        not JSON, or if the document is a ``change`` not resolved yet."""
+        if self.change is not None:
+            raise ValidationError(f"state {self.namespace}/{self.key} is a change: "
+                                  "resolve it inside the write's transaction")  # fmt: skip
         if self.value is None:
             return None
         try:
@@ -147,6 +165,17 @@ def counted(memory: Memory) -> Memory:
 
 
 def _check_value(name: str, value: Any) -> None:
+    if isinstance(value, Toward):
+        if name not in TOWARD_FIELDS:
+            raise ValidationError(f"a patch cannot move {name} toward a value")
+        for number in (value.target, value.rate):
+            if (
+                isinstance(number, bool)
+                or not isinstance(number, int | float)
+                or not (0 <= number <= 1)
+            ):
+                raise ValidationError(f"a patch moves {name} by {value!r}, not within [0, 1]")
+        return
     allowed, nullable = PATCHABLE[name]
     if value is None and nullable:
         return
@@ -157,13 +186,33 @@ def _check_value(name: str, value: Any) -> None:
 
 
 @dataclass(frozen=True)
+class Toward:
+    """A patch's value for a number in [0, 1]: the field moved ``rate`` of the way to
+    ``target`` from the value the row holds when the write applies the patch, inside its
+    transaction (clamped to [0, 1]). Moves by other processes meanwhile add up instead of
+    one overwriting another (a feedback's usefulness, ``feedback.py``)."""
+
+    target: float
+    rate: float
+
+    def of(self, current: float) -> float:
+        """``current`` moved: ``current + rate × (target − current)`` within [0, 1]."""
+        return min(1.0, max(0.0, current + self.rate * (self.target - current)))
+
+
+#: The fields a :class:`Patch` may move with :class:`Toward`: numbers in [0, 1], never null.
+TOWARD_FIELDS = frozenset({"usefulness"})
+
+
+@dataclass(frozen=True)
 class Patch:
     """Set some fields of one existing memory, in the write's transaction; a memory that
     no longer exists (forgotten) is left alone — a forget wins over any concurrent change.
 
     ``changes`` maps :class:`~engrain.model.Memory` field names (any but ``id`` and
-    ``user_id``) to new values, typed as on ``Memory``; another key, or a value of another
-    type, is a :class:`ValidationError` when the patch is made, before any I/O."""
+    ``user_id``) to new values, typed as on ``Memory``, or (for :data:`TOWARD_FIELDS`) to a
+    :class:`Toward`, a move from the value the row holds then; another key, or a value of
+    another type, is a :class:`ValidationError` when the patch is made, before any I/O."""
 
     user_id: str
     memory_id: str
@@ -188,8 +237,11 @@ class Patch:
         return (self.user_id, self.memory_id)
 
     def apply(self, memory: Memory) -> Memory:
-        """``memory`` with these changes applied."""
-        return memory.evolve(**self.changes)
+        """``memory`` with these changes applied (a :class:`Toward` from its value)."""
+        return memory.evolve(**{
+            name: value.of(getattr(memory, name)) if isinstance(value, Toward) else value
+            for name, value in self.changes.items()
+        })  # fmt: skip
 
 
 @runtime_checkable

@@ -44,11 +44,13 @@ class MemoryStore:
         (see :meth:`Store.write`)."""
         plan_upserts = [(m.user_id, m.id, counted(m)) for m in upserts]
         plan_deletes = [(m.user_id, m.id) for m in deletes]
-        plan_state = [((s.user_id, s.namespace, s.key), s.encoded()) for s in state]
+        plan_state = [(s, None if s.change else s.encoded()) for s in state]
         now = datetime.now(UTC)
         with self._lock:
-            # every patched row is computed before anything changes: a patch that does not
-            # fit (a bad value) raises here and the store stays as it was
+            # every patched row and changed document is computed before anything changes:
+            # a patch or document that does not fit raises here and the store stays as it was
+            documents = [self._resolved(s) if s.change else ((s.user_id, s.namespace, s.key), v)
+                         for s, v in plan_state]  # fmt: skip
             staged = {(m.user_id, m.id): m for _, _, m in plan_upserts}
             for patch in patches:
                 current = staged.get(patch.where)
@@ -60,7 +62,7 @@ class MemoryStore:
             changed = {u for u, _ in staged} | {u for u, _ in plan_deletes}
             for user in changed:
                 self._revisions[user] += 1
-            self._put_state(plan_state, now)
+            self._put_state(documents, now)
             by_user: dict[str, list[Memory]] = {}
             for (user, _), memory in staged.items():
                 by_user.setdefault(user, []).append(memory)
@@ -71,6 +73,13 @@ class MemoryStore:
                     self._users[user].delete([memory_id])
             for user in [u for u in changed if u in self._users and not len(self._users[u])]:
                 del self._users[user]
+
+    def _resolved(self, change: State) -> tuple[tuple[str, str, str], str | None]:
+        """A ``change`` document resolved against the one held now, encoded; the lock is
+        held."""
+        where = (change.user_id, change.namespace, change.key)
+        held = self._state.get(where)
+        return where, change.resolved(json.loads(held[0]) if held else None).encoded()
 
     def _put_state(
         self, plan: Sequence[tuple[tuple[str, str, str], str | None]], now: datetime

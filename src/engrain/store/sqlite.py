@@ -416,7 +416,7 @@ class SQLiteStore:
             return
         upserts = [counted(m) for m in upserts]
         rows = [sqlite_uses.stored(_to_row(m)) for m in upserts]
-        documents = [(s, s.encoded()) for s in state]
+        documents = [(s, None if s.change else s.encoded()) for s in state]
         staged = {(m.user_id, m.id): m for m in upserts}
         removed = {(m.user_id, m.id) for m in deletes}
         now = _dt(datetime.now(UTC))
@@ -1158,11 +1158,24 @@ def _from_row(r: tuple[Any, ...]) -> Memory:
 _IN_CHUNK = 500
 
 
+def _resolved(db: sqlite3.Connection, change: State) -> tuple[State, str | None]:
+    """``change`` resolved against its document as the open transaction reads it."""
+    found = db.execute(
+        "SELECT value FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
+        (change.user_id, change.namespace, change.key),
+    ).fetchall()
+    doc = change.resolved(json.loads(found[0][0]) if found else None)
+    return doc, doc.encoded()
+
+
 def _write_state(
     db: sqlite3.Connection, documents: Sequence[tuple[State, str | None]], now: str | None
 ) -> None:
     """Write each state document (its encoded value), or delete it where that is ``None``,
-    stamped ``now``, inside the open transaction."""
+    stamped ``now``, inside the open transaction; a ``change`` is resolved first against
+    the document as the transaction reads it (it holds the write lock: no other process
+    writes in between)."""
+    documents = [_resolved(db, s) if s.change else (s, v) for s, v in documents]
     db.executemany(
         "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?, ?)",
         [(s.user_id, s.namespace, s.key, v, now) for s, v in documents if v is not None],

@@ -83,6 +83,8 @@ user whose searches walk the pool's graph is held as the seqs of their memories 
 vectors projected onto 128 main directions; a search ranks those, and the database scores
 the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
 statement and snapshot (no walk; never stale: nothing but which rows to look at is held).
+With ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``pool_index="graph"``) the candidates come from an
+HNSW graph of the user's vectors held in process instead (``held_graph.py``, session 20).
 
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
@@ -147,7 +149,9 @@ from engrain.store.postgres.codec import (
 )
 from engrain.store.postgres.learnings import Learnings
 from engrain.store.postgres.learnings import learnings_bytes as learnings_bytes_env
+from engrain.store.postgres.projected import KINDS as POOL_KINDS
 from engrain.store.postgres.projected import Projected
+from engrain.store.postgres.projected import pool_kind as pool_kind_env
 from engrain.store.postgres.projected import projected_bytes as projected_bytes_env
 from engrain.store.postgres.schema import HNSW_INDEX_SQL, INDEXED_DIM, MIGRATIONS
 from engrain.store.postgres.sql import (
@@ -345,9 +349,11 @@ class PostgresStore:
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
-    else 0: none, the default). The schema is migrated on open; ``fill_in_background``
-    starts a filler of the token counts a large table's migration 009 left
-    (``store/postgres/fill.py``) if the database still has any.
+    else 0: none, the default); ``pool_index`` what they are held as, ``"projection"`` or
+    ``"graph"`` (an HNSW graph in process; ``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, which also
+    turns them on with a 96 MiB bound unless ``ENGRAIN_PG_PROJECTED_MB`` says). The schema
+    is migrated on open; ``fill_in_background`` starts a filler of the token counts a large
+    table's migration 009 left (``store/postgres/fill.py``) if the database still has any.
     """
 
     #: Reads may run from several threads at once, each on its own pooled connection:
@@ -368,12 +374,16 @@ class PostgresStore:
         working_set_min: int | str | None = "auto",
         learnings_bytes: int | str = "auto",
         projected_bytes: int | str = "auto",
+        pool_index: str = "auto",
         fill_in_background: bool = True,
     ) -> None:
         try:
             conninfo_to_dict(url)
         except psycopg.Error as exc:
             raise ConfigError(f"malformed PostgreSQL URL: {str(exc).strip()}") from exc
+        kind = pool_kind_env() if pool_index == "auto" else pool_index
+        if kind not in POOL_KINDS:
+            raise ConfigError(f"unknown pool index {kind!r}: one of {', '.join(POOL_KINDS)}")
         self.url = url
         self.exact_search_below = exact_search_below
         self.indexed_share = indexed_share
@@ -414,7 +424,7 @@ class PostgresStore:
         held = learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
         held = projected_bytes_env() if projected_bytes == "auto" else int(projected_bytes)
-        self._projected = None if held <= 0 else Projected(self._connection, held)
+        self._projected = None if held <= 0 else Projected(self._connection, held, kind=kind)
         self._filler: fill.Filler | None = None
         if fill_in_background and self._fill_pending():
             self._filler = fill.Filler(url)

@@ -46,6 +46,13 @@ first; a user whose projection alone exceeds it keeps the graph (a million memor
 **Threads and processes.** A held projection never changes; a load builds a new one,
 published under the lock only if it is newer. Other processes' writes are seen through
 ``row_changes`` in the search's own snapshot.
+
+**Or a graph** (``kind="graph"``, ``ENGRAIN_PG_POOL_INDEX=graph``, session 20): the same
+searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed by an
+HNSW graph of the user's vectors held in process instead of the projection's product
+(``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
+``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
+process's (docs/postgres.md, "Session 20"); off by default like the projection.
 """
 
 from __future__ import annotations
@@ -59,11 +66,14 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from engrain.errors import ConfigError
 from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
+from engrain.store.postgres import held_graph
 from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
+from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.schema import INDEXED_DIM
 from engrain.store.postgres.sql import array_literal, filter_sql
@@ -84,6 +94,9 @@ MIN_ENERGY = 0.95
 REFUSED_PAUSE = 600.0
 #: Candidates the database scores exactly per row asked for.
 CANDIDATES_PER_ROW = 4
+#: The kinds of what a user's pool is held as: the projection above, or an HNSW graph of
+#: the vectors in process (:class:`PoolGraph`, session 20).
+KINDS = ("projection", "graph")
 #: Rows sampled (evenly by seq) for the directions.
 SAMPLE_ROWS = 8_192
 #: Rows changed since the projection's revision that a search scores itself; more and the
@@ -126,34 +139,52 @@ def nearest_sql(
     as :func:`~engrain.store.postgres.sql.search_sql`'s exact form returns them (its
     columns, order and ties by seq). The distances are ranked on narrow rows (id, seq,
     distance) and only the ``k`` kept are read whole: sorting the candidates' whole rows
-    cost ~1 ms more of the database's CPU a search at 100,000 memories (``/tmp`` probe)."""
+    cost ~1 ms more of the database's CPU a search at 100,000 memories (``/tmp`` probe).
+    A candidate's distance is computed where its seq finds its row, and a changed row's
+    where its id does (a row found both ways is one row of the ``UNION``): one probe of
+    the memories a candidate, where joining the candidates' ids to the rows again made
+    two (session 20)."""
     where, params = filter_sql(flt)
     text = (
-        "WITH c AS ("
-        "SELECT m.id FROM memories m WHERE m.user_id = %s AND m.seq = ANY(%s::text::bigint[]) "
-        "UNION (SELECT r.id FROM row_changes r WHERE r.user_id = %s AND r.revision > %s "
-        "LIMIT %s)) "
         f"SELECT {SELECT_COLUMNS}, b.distance FROM ("
-        "SELECT m.id, m.seq, (m.embedding <=> %s::vector) AS distance "
-        "FROM c JOIN memories m ON m.user_id = %s AND m.id = c.id "
-        f"WHERE {_INDEXED}{where} ORDER BY distance, m.seq LIMIT %s"
+        "SELECT c.id, c.seq, c.distance FROM ("
+        "SELECT m.id, m.seq, (m.embedding <=> %s::vector) AS distance FROM memories m "
+        f"WHERE m.user_id = %s AND m.seq = ANY(%s::text::bigint[]) AND {_INDEXED}{where} "
+        "UNION "
+        "SELECT m.id, m.seq, (m.embedding <=> %s::vector) FROM (SELECT r.id FROM row_changes r "
+        "WHERE r.user_id = %s AND r.revision > %s LIMIT %s) r "
+        f"JOIN memories m ON m.user_id = %s AND m.id = r.id WHERE {_INDEXED}{where}"
+        ") c ORDER BY c.distance, c.seq LIMIT %s"
         f") b JOIN memories m ON m.user_id = %s AND m.id = b.id {EACH_ACCESS} "
         "ORDER BY b.distance, b.seq"
     )
     # the changed rows up to one more than a search scores itself (more: the call goes to
     # SQL, and this statement's cost stays bounded)
     changed = DELTA_ROWS + 1
-    return text, [user_id, seqs, user_id, since, changed, query, user_id, *params, k, user_id]
+    return text, [
+        query, user_id, seqs, *params,
+        query, user_id, since, changed, user_id, *params,
+        k, user_id,
+    ]  # fmt: skip
 
 
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; unset, 0, ``off``
-    or not a number: 0 (none held, every pool search walks the graph)."""
-    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_PROJECTED_MB", "")
+    or not a number: 0 (none held, every pool search walks the graph), unless
+    ``ENGRAIN_PG_POOL_INDEX`` asks for a graph: :data:`PROJECTED_BYTES` then."""
+    env = os.environ if environ is None else environ
+    value = env.get("ENGRAIN_PG_PROJECTED_MB", "")
     try:
         return max(0, int(value.strip())) * 2**20
     except ValueError:
-        return 0
+        return PROJECTED_BYTES if pool_kind(env) == "graph" and not value.strip() else 0
+
+
+def pool_kind(environ: Mapping[str, str] | None = None) -> str:
+    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
+    HNSW graph in process (:class:`PoolGraph`), else the projection."""
+    value = (os.environ if environ is None else environ).get("ENGRAIN_PG_POOL_INDEX", "")
+    return "graph" if value.strip().lower() in {"graph", "on", "hnsw"} else "projection"
 
 
 @dataclass(frozen=True)
@@ -195,18 +226,8 @@ def basis_of(sample: np.ndarray[Any, Any], dims: int = DIMS) -> tuple[np.ndarray
     return np.ascontiguousarray(directions[:dims].T, dtype=np.float32), kept
 
 
-def _unit_rows(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    out: np.ndarray[Any, Any] = np.zeros_like(vectors)
-    np.divide(vectors, norms, out=out, where=norms > 0)
-    return out
-
-
-def _stored(blobs: list[bytes]) -> np.ndarray[Any, Any]:
-    """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
-    of vectors of :data:`INDEXED_DIM`, as float32 rows."""
-    joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
-    return joined[:, 1:].astype(np.float32)
+_unit_rows = held_graph.unit_rows
+_stored = held_graph.stored
 
 
 def _pause(took: float, held: bool) -> float:
@@ -216,20 +237,29 @@ def _pause(took: float, held: bool) -> float:
     return four_times(took, RELOAD_PAUSE if held else REFUSED_PAUSE)
 
 
-class Projected(HeldByBytes[Projection]):
-    """The projections of the large users a store serves (module docstring). ``connect``
-    lends a pooled autocommit connection; ``max_bytes`` bounds what is held;
-    ``background`` False loads in the calling thread (tests)."""
+class Projected(HeldByBytes[Projection | PoolGraph]):
+    """The projections (or graphs: ``kind``, :data:`KINDS`) of the large users a store
+    serves (module docstring). ``connect`` lends a pooled autocommit connection;
+    ``max_bytes`` bounds what is held; ``background`` False loads in the calling thread
+    (tests)."""
 
     def __init__(
-        self, connect: Connect, max_bytes: int = PROJECTED_BYTES, *, background: bool = True
+        self,
+        connect: Connect,
+        max_bytes: int = PROJECTED_BYTES,
+        *,
+        kind: str = "projection",
+        background: bool = True,
     ) -> None:
-        super().__init__(connect, max_bytes, _pause, what="the projection of a PostgreSQL user",
+        if kind not in KINDS:
+            raise ConfigError(f"unknown pool index {kind!r}: one of {', '.join(KINDS)}")
+        super().__init__(connect, max_bytes, _pause, what=f"the {kind} of a PostgreSQL user",
                          name="engrain-pg-proj", background=background)  # fmt: skip
+        self.kind = kind
         #: Searches served here / left to SQL (too many changes, too few rows passing).
         self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
 
-    def held(self, user_id: str) -> Projection | None:
+    def held(self, user_id: str) -> Projection | PoolGraph | None:
         """The user's projection, if held."""
         with self._lock:
             return self._held.get(user_id)
@@ -289,7 +319,10 @@ class Projected(HeldByBytes[Projection]):
 
     def _load(self, user_id: str, loading: Load) -> None:
         loading.full = False  # nothing held unless a projection is read: the refused pause
-        projection = self._read_projection(user_id)
+        if self.kind == "graph":
+            projection: Projection | PoolGraph | None = self._read_graph(user_id)
+        else:
+            projection = self._read_projection(user_id)
         loading.full = projection is not None
         heap.release()  # the chunks read and dropped: hand their pages back
         with self._lock:
@@ -300,6 +333,14 @@ class Projected(HeldByBytes[Projection]):
                 self._held[user_id] = projection
                 self._held.move_to_end(user_id)
                 self._bound()
+
+    def _read_graph(self, user_id: str) -> PoolGraph | None:
+        """The user's graph: the held one brought up to date, or a new one (``held_graph.py``)."""
+        held = self.held(user_id)
+        with self._connect() as conn:
+            if isinstance(held, PoolGraph) and not held.worn:
+                return held_graph.caught_up(conn, user_id, held)
+            return held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
 
     def _read_projection(self, user_id: str) -> Projection | None:
         """The user's projection read in one snapshot (``None``: no row to hold, more than

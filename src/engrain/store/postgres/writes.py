@@ -18,6 +18,7 @@ refuses aborts the whole transaction as before. Postings are sent as arrays in o
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -59,9 +60,12 @@ def write_body(
     staged: dict[Key, Memory] = {(m.user_id, m.id): counted(m) for m in upserts}  # last wins
     prepared = {key: prepare(memory) for key, memory in staged.items()}
     removed = {(m.user_id, m.id) for m in deletes}
-    latest = {(s.user_id, s.namespace, s.key): s.encoded() for s in state}  # last wins
+    plain = [s for s in state if s.change is None]
+    latest = {(s.user_id, s.namespace, s.key): s.encoded() for s in plain}  # last wins
     # sorted, like every set of rows a write locks: concurrent writes never deadlock
     documents = [(*where, latest[where]) for where in sorted(latest)]
+    changes = sorted((s for s in state if s.change is not None),
+                     key=lambda s: (s.user_id, s.namespace, s.key))  # fmt: skip
     live_patches = [p for p in patches if p.where not in removed]  # a delete here wins
     to_read = sorted({p.where for p in live_patches} - staged.keys())
     changed = sorted({u for u, _ in staged} | {u for u, _ in removed}
@@ -108,9 +112,29 @@ def write_body(
             # 4. Stamp the rows this write changed with its revision (working sets read
             #    them as a delta); after the rows, so ``gone`` is what the write left.
             _stamp_changes(cur, sorted(rows.keys() | removed))
-            _write_state(cur, documents, now)
+            _write_state(cur, [*documents, *_resolved(cur, changes)], now)
 
     return body
+
+
+#: Writers of one state document by a ``change`` queue on this transaction-scoped lock
+#: (taken last, in key order, by no one else: no deadlock), then read it as it is.
+LOCK_DOCUMENT = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+READ_DOCUMENT = "SELECT value FROM state WHERE user_id = %s AND namespace = %s AND key = %s"
+
+
+def _resolved(cur: Any, changes: Sequence[State]) -> Documents:
+    """Each ``change`` document resolved against the document as it is once this
+    transaction holds its lock (READ COMMITTED: the read sees every commit before it)."""
+    documents = []
+    for change in changes:
+        where = (change.user_id, change.namespace, change.key)
+        cur.execute(LOCK_DOCUMENT, (json.dumps(where),))
+        cur.execute(READ_DOCUMENT, where)
+        found = cur.fetchall()
+        doc = change.resolved(dict(found[0][0]) if found else None)
+        documents.append((doc.user_id, doc.namespace, doc.key, doc.encoded()))
+    return documents
 
 
 #: The rows a write changed, each stamped with its user's revision as the write leaves it

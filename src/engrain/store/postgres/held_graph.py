@@ -1,0 +1,174 @@
+"""A large PostgreSQL user's vectors in an HNSW graph held in process, whose walk proposes
+the pool search's candidates (issue 18, session 20; ``projected.py`` serves the searches).
+
+The database walks the pool's graph for every ``context()`` of a large user: at 100,000
+memories ~6 ms of its CPU at k = 50 and 15-26 ms for the deep pools the gate asks for
+(k = 75-187, ``hnsw.ef_search`` = 4 × k), the p95 of a call (docs/postgres.md, "Session
+19"). Here the walk runs in process instead: a usearch graph (``store/ann.py``'s
+:class:`~engrain.store.ann.VectorIndex`: int8 vectors, connectivity 16, keyed by the rows'
+``seq``) proposes :data:`GRAPH_PER_ROW` × ``k`` + :data:`GRAPH_EXTRA` seqs (~1-2 ms of one
+core), and the database scores those and every row changed since the graph's revision by
+pgvector's own distance (``projected.nearest_sql``): the rows, fields and scores are the SQL
+path's, only which rows are looked at comes from here, and nothing held can be stale.
+
+**Built off the path, then kept current by patching.** The first search of a user that
+walks the pool's graph starts a load in a thread: the user's seqs and vectors read in one
+snapshot through a cursor, added to a new graph chunk by chunk (never all the vectors at
+once; ~55 s of one core at 100,000 rows). Meanwhile the SQL path serves, so the first
+``context()`` after opening a store is no slower than without the graph. Once more than
+``projected.RELOAD_ROWS`` rows changed since its revision, a load *catches up* instead of
+building again (:func:`caught_up`): the rows changed since (``row_changes``, migration 008)
+read in one snapshot with the revision, and those whose vector the graph does not hold
+added or replaced in place (~0.5 ms of CPU a row). A forgotten row's seq cannot be read
+any more (the row is gone): it stays in the graph as a dead candidate, which the database
+does not find; once dead rows are :data:`WORN_SHARE` of the graph, the next load builds a
+new one.
+
+**Threads.** A graph is patched only by its user's load (one per user per process, the
+loader's rule) under the index's own lock, while searches walk it; the held
+:class:`PoolGraph` naming it is replaced by one with the newer revision only after every
+row changed up to that revision is in it. A search that read the older revision has the
+database score every row changed since that revision, so candidates added early cost
+nothing and none can be missed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from engrain.store.ann import ANN_MIN_VECTORS, VectorIndex, join_at_exit
+from engrain.store.postgres.codec import Conn
+from engrain.store.postgres.schema import INDEXED_DIM
+
+#: Candidates the graph proposes per row asked for, plus :data:`GRAPH_EXTRA`: asked for
+#: 1.5 × k + 16, its walk (int8 vectors, expansion 256) held the exact k nearest of
+#: bench/latency.py's 100,000 notes with R@k 0.997 / 0.993 / 0.990 at k = 50 / 100 / 187
+#: (200 questions of seed 8); asked for k alone, 0.96 (docs/postgres.md, "Session 20").
+GRAPH_PER_ROW = 1.5
+GRAPH_EXTRA = 16
+#: What the graph holds per row, for the check before a load (usearch's count at 100,000
+#: rows: ~64 MB with the int8 vectors).
+GRAPH_ROW_BYTES = 700
+#: Rows from which a user's graph is held: a smaller user keeps the database's walk, which
+#: is cheap over a small graph (the SQLite store searches such users exactly, from the same
+#: threshold: ``store/ann.py``'s ``ANN_MIN_VECTORS``), and the bound is not spent on users
+#: it barely helps.
+MIN_ROWS = ANN_MIN_VECTORS
+#: The share of dead rows (forgotten since the graph was built) from which the next load
+#: builds a new graph instead of patching this one: dead rows take candidates' places.
+WORN_SHARE = 0.1
+#: Rows a load reads at a time through a server-side cursor.
+CHUNK_ROWS = 4_096
+
+INDEXED = f"m.embedding IS NOT NULL AND vector_dims(m.embedding) = {INDEXED_DIM}"
+REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
+COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {INDEXED}"
+LOAD = (
+    f"SELECT m.seq, vector_send(m.embedding) FROM memories m WHERE m.user_id = %s "
+    f"AND {INDEXED} ORDER BY m.seq"
+)
+#: The rows changed after a revision with a vector (seq and vector), and how many are gone.
+CHANGED_ROWS = (
+    "SELECT m.seq, vector_send(m.embedding) FROM row_changes c JOIN memories m "
+    f"ON m.user_id = c.user_id AND m.id = c.id WHERE c.user_id = %s AND c.revision > %s "
+    f"AND {INDEXED}"
+)
+GONE = "SELECT count(*) FROM row_changes c WHERE c.user_id = %s AND c.revision > %s AND c.gone"
+
+
+@dataclass(frozen=True)
+class PoolGraph:
+    """A user's rows as of ``revision`` in a graph held in process (``index``, keyed by
+    seq), ``dead`` of its rows forgotten since; ``nbytes`` what holding it costs."""
+
+    revision: int
+    index: VectorIndex
+    nbytes: int
+    dead: int = 0
+
+    @property
+    def worn(self) -> bool:
+        """Whether the next load builds a new graph (:data:`WORN_SHARE`)."""
+        return self.dead > WORN_SHARE * max(1, len(self.index))
+
+    def candidates(self, query: np.ndarray[Any, Any], k: int) -> np.ndarray[Any, Any]:
+        """The seqs of the graph's :data:`GRAPH_PER_ROW` × ``k`` + :data:`GRAPH_EXTRA`
+        rows nearest ``query`` (any order; its length changes no rank)."""
+        wanted = math.ceil(GRAPH_PER_ROW * k) + GRAPH_EXTRA if k > 0 else 0
+        unit = unit_rows(np.asarray(query, dtype=np.float32).reshape(1, -1))[0]
+        return self.index.search(unit, wanted).astype(np.int64)
+
+
+def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -> PoolGraph | None:
+    """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``:
+    fewer than :data:`MIN_ROWS` rows, more than ``max_bytes`` would allow, or ``closed()``
+    became true)."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    try:
+        with conn.cursor(binary=True) as cur:
+            first = cur.execute(REVISION, (user_id,)).fetchone()
+            counted = cur.execute(COUNT, (user_id,)).fetchone()
+        n = int(counted[0]) if counted else 0
+        if n == 0 or n < MIN_ROWS or n * GRAPH_ROW_BYTES > max_bytes:
+            return None
+        join_at_exit()  # the exit waits for the chunk being added, then stops the build
+        with conn.cursor("engrain_pool_graph", binary=True) as named:
+            named.execute(LOAD, (user_id,))
+            index = VectorIndex.built_from(INDEXED_DIM, _chunks(named, closed))
+    finally:
+        conn.execute("COMMIT")
+    if closed():
+        return None
+    return PoolGraph(int(first[0]) if first else 0, index, index.nbytes)
+
+
+def caught_up(conn: Conn, user_id: str, graph: PoolGraph) -> PoolGraph:
+    """``graph`` brought to the user's revision: the rows changed since its revision read in
+    one snapshot, those whose vector it does not hold patched into its index (in place: the
+    module docstring says why searches meanwhile stay right), the forgotten ones counted
+    dead. The same graph if nothing changed."""
+    with conn.transaction(), conn.cursor(binary=True) as cur:
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        first = cur.execute(REVISION, (user_id,)).fetchone()
+        revision = int(first[0]) if first else 0
+        if revision <= graph.revision:
+            return graph
+        rows = cur.execute(CHANGED_ROWS, (user_id, graph.revision)).fetchall()
+        gone = cur.execute(GONE, (user_id, graph.revision)).fetchone()
+    if rows:
+        keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
+        vectors = unit_rows(stored([r[1] for r in rows]))
+        fresh = ~graph.index.holds(keys, vectors)
+        if fresh.any():
+            graph.index.patch(keys[fresh], vectors[fresh])
+    dead = graph.dead + (int(gone[0]) if gone else 0)
+    return PoolGraph(revision, graph.index, graph.index.nbytes, dead)
+
+
+def _chunks(named: psycopg.Cursor[Any], closed: Callable[[], bool]) -> Iterator[tuple[Any, Any]]:
+    """The (seq, vector) rows of a load's cursor as (keys, unit vectors), a chunk at a
+    time; none once ``closed()`` (the build stops, nothing is published)."""
+    while not closed() and (chunk := named.fetchmany(CHUNK_ROWS)):
+        keys = np.fromiter((r[0] for r in chunk), dtype=np.uint64, count=len(chunk))
+        yield keys, unit_rows(stored([r[1] for r in chunk]))
+
+
+def unit_rows(vectors: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``vectors`` (rows) scaled to unit length (a zero row stays zero)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    out: np.ndarray[Any, Any] = np.zeros_like(vectors)
+    np.divide(vectors, norms, out=out, where=norms > 0)
+    return out
+
+
+def stored(blobs: list[bytes]) -> np.ndarray[Any, Any]:
+    """pgvector's binary form (``vector_send``: a 4-byte header, then big-endian float32s)
+    of vectors of :data:`INDEXED_DIM`, as float32 rows."""
+    joined = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), INDEXED_DIM + 1)
+    return joined[:, 1:].astype(np.float32)
