@@ -89,21 +89,65 @@ WRITE_BATCH = 2000
 
 
 def time_queries(
-    engine: Engine, queries: Sequence[str], cpu: dict[str, list[float]] | None = None
+    engine: Engine,
+    queries: Sequence[str],
+    cpu: dict[str, list[float]] | None = None,
+    calls: list[dict[str, Any]] | None = None,
 ) -> list[float]:
     """Milliseconds of one ``context()`` call per query, measured outside the engine. With
     ``cpu``, each call's CPU milliseconds are appended to its lists: ``thread`` (the calling
     thread's, what the call itself computes) and ``process`` (every thread's: onnxruntime's
-    pool embedding the query too, and any background job running meanwhile)."""
+    pool embedding the query too, and any background job running meanwhile). With
+    ``calls``, each call's query, times, budget and block digest (:func:`_call`)."""
     out = []
     for query in queries:
         thread, process = time.thread_time(), time.process_time()
         start = time.perf_counter()
-        engine.context(query, USER, now=common.NOW)
+        result = engine.context(query, USER, now=common.NOW)
         out.append((time.perf_counter() - start) * 1000.0)
         if cpu is not None:
             cpu["thread"].append((time.thread_time() - thread) * 1000.0)
             cpu["process"].append((time.process_time() - process) * 1000.0)
+            if calls is not None:
+                calls.append(_call(query, result, out[-1], cpu))
+    return out
+
+
+#: A call is *deep* when its budget deepens the pool past ``candidate_pool`` (50): the
+#: gate walks ``budget // 40`` nearest and lexical matches (``recall/gate.py::_pool_size``).
+DEEP_BUDGET = 51 * 40
+
+
+def _call(query: str, result: Any, wall_ms: float, cpu: dict[str, list[float]]) -> dict[str, Any]:
+    """One timed call: its query, wall and CPU milliseconds, budget and block digest (its
+    text, tokens and memories' ids: trees giving the same blocks give the same digests)."""
+    import hashlib
+
+    shown = "\n".join(m.id for m in result.memories)
+    block = f"{result.text}\0{result.tokens}\0{shown}"
+    gated = getattr(result, "gated", None)
+    return {
+        "query": query, "wall_ms": wall_ms, "thread_ms": cpu["thread"][-1],
+        "process_ms": cpu["process"][-1],
+        "budget": gated.budget.tokens if gated is not None else 0,
+        "block": hashlib.sha256(block.encode()).hexdigest()[:16],
+    }  # fmt: skip
+
+
+def depth_summary(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """p50 / p95 of wall, thread and process milliseconds for the deep calls (a pool deeper
+    than the ordinary: :data:`DEEP_BUDGET`) and the shallow ones apart, as flat keys
+    (``deep_thread_p95_ms``), with each group's size."""
+    out: dict[str, Any] = {}
+    for group in ("deep", "shallow"):
+        chosen = [c for c in calls if (c["budget"] >= DEEP_BUDGET) == (group == "deep")]
+        out[f"{group}_calls"] = len(chosen)
+        for measure in ("wall", "thread", "process"):
+            values = [c[f"{measure}_ms"] for c in chosen]
+            if values:
+                summary = common.summarize(values)
+                for stat in ("p50_ms", "p95_ms"):
+                    out[f"{group}_{measure}_{stat}"] = summary[stat]
     return out
 
 
@@ -260,7 +304,20 @@ def run_size(
     if baseline:
         out["baseline"] = {"src": str(baseline_src), **_median_of(baseline),
                            "first_open": baseline_first}  # fmt: skip
+        out["blocks_differing_from_baseline"] = _blocks_differing(served, baseline)
     return out
+
+
+def _blocks_differing(served: list[dict[str, Any]], baseline: list[dict[str, Any]]) -> int:
+    """The queries whose block (its digest) differs between the two trees in any round, or
+    between rounds of one tree."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    base: dict[str, set[str]] = defaultdict(set)
+    for runs, into in ((served, seen), (baseline, base)):
+        for run in runs:
+            for query, block in run.get("blocks", {}).items():
+                into[query].add(block)
+    return sum(1 for q in seen.keys() | base.keys() if seen[q] != base[q] or len(seen[q]) > 1)
 
 
 def _first_open_line(result: dict[str, Any]) -> str:
@@ -362,10 +419,12 @@ def _baseline_copy(url: str, src: Path | None = None) -> str:
 
 def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """One result from several rounds: each number the median over the rounds (stages
-    from the first); the rounds kept under ``rounds``."""
+    from the first); the rounds kept under ``rounds`` (the blocks' digests left out:
+    :func:`_blocks_differing` compares them)."""
     import statistics
 
-    flat = [{**r["latency"], **{k: v for k, v in r.items() if k != "latency"}} for r in runs]
+    flat = [{**r["latency"], **{k: v for k, v in r.items() if k not in ("latency", "blocks")}}
+            for r in runs]  # fmt: skip
     out: dict[str, Any] = dict(flat[0])
     for key, value in flat[0].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -453,8 +512,9 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         index_wait_s = time.perf_counter() - start
         time_queries(engine, spec["warmup"][1:])
         cpu: dict[str, list[float]] = {"thread": [], "process": []}
+        calls: list[dict[str, Any]] = []
         load_queries = os.getloadavg()[0]
-        latencies = time_queries(engine, spec["queries"], cpu)
+        latencies = time_queries(engine, spec["queries"], cpu, calls)
         load_end = os.getloadavg()[0]
         with stage_timers(engine) as groups:
             time_queries(engine, spec["stage_queries"])
@@ -477,6 +537,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     return {
         "latency": common.summarize(latencies),
         **cpu_summary(cpu),
+        **depth_summary(calls),
+        "blocks": {c["query"]: c["block"] for c in calls},
         "engrain": _tree(),
         # 1-minute load average: at the start, when the timed queries began and ended
         "load_1m_start": load_start,
@@ -853,6 +915,20 @@ def print_table(report: dict[str, Any]) -> None:
           f"load average {machine.get('load_average_1m', '?')}")  # fmt: skip
 
 
+def _print_depths(row: dict[str, Any]) -> None:
+    """Deep and shallow calls apart (:func:`depth_summary`), this tree and the baseline's."""
+    for name, r in (("", row), ("baseline ", row.get("baseline"))):
+        if not r or "deep_calls" not in r:
+            continue
+        for group in ("deep", "shallow"):
+            cells = "  ".join(
+                f"{m} {r.get(f'{group}_{m}_p50_ms', float('nan')):.1f} / "
+                f"{r.get(f'{group}_{m}_p95_ms', float('nan')):.1f}"
+                for m in ("wall", "thread", "process")
+            )
+            print(f"{'':>10} {name}{group} ({r[f'{group}_calls']:.0f} calls) p50 / p95: {cells}")
+
+
 def _print_backend(label: str, report: dict[str, Any]) -> None:
     print()
     print(f"context() latency, one user, {label}  (verdict: p95 against the issues' target)")
@@ -881,6 +957,9 @@ def _print_backend(label: str, report: dict[str, Any]) -> None:
                 f"{b['p99_ms']:>8.1f} {b['mean_ms']:>8.1f} {b['cold_start_ms']:>8.0f} "
                 f"{'':>8} {b['rss_mb']:>7.0f} {'exact':>6}"
             )
+            print(f"{'':>10} blocks differing from the baseline's: "
+                  f"{row.get('blocks_differing_from_baseline')} of {row['queries']}")  # fmt: skip
+        _print_depths(row)
     for group, title in (
         ("laps", "engine stage laps (Gated.timings_ms), mean ms"),
         ("calls", "time inside wrapped calls, mean ms"),

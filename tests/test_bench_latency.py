@@ -117,3 +117,31 @@ def test_the_rss_peak_is_reset_so_the_close_is_measured_without_the_recall() -> 
     after = latency.rss_peak_mb()
     assert before - after > 200.0
     assert after <= latency.rss_mb() + 50.0
+
+
+def _timed(query: str, budget: int, thread: float, block: str = "b") -> dict[str, object]:
+    return {"query": query, "wall_ms": 2 * thread, "thread_ms": thread,
+            "process_ms": thread + 1.0, "budget": budget, "block": block}  # fmt: skip
+
+
+def test_deep_calls_are_those_whose_budget_deepens_the_pool() -> None:
+    """A 2,000-token call walks ``2000 // 40 = 50`` matches, the ordinary pool: shallow; a
+    3,000-token one walks 75: deep."""
+    calls = [_timed("a", 500, 10.0), _timed("b", 2000, 12.0), _timed("c", 2040, 30.0),
+             _timed("d", 3000, 20.0), _timed("e", 7500, 40.0)]  # fmt: skip
+    out = latency.depth_summary(calls)
+    assert (out["deep_calls"], out["shallow_calls"]) == (3, 2)
+    assert out["deep_thread_p50_ms"] == 30.0 and out["shallow_thread_p50_ms"] == 11.0
+    assert out["deep_wall_p50_ms"] == 60.0 and out["shallow_process_p95_ms"] > 12.0
+
+
+def test_blocks_differing_counts_queries_whose_block_changed_in_any_round() -> None:
+    base = [{"blocks": {"a": "1", "b": "2", "c": "3"}}, {"blocks": {"a": "1", "b": "2", "c": "3"}}]
+    same = [{"blocks": {"a": "1", "b": "2", "c": "3"}}] * 2
+    assert latency._blocks_differing(same, base) == 0
+    one = [{"blocks": {"a": "1", "b": "9", "c": "3"}}, {"blocks": {"a": "1", "b": "2", "c": "3"}}]
+    assert latency._blocks_differing(one, base) == 1
+    missing = [{"blocks": {"a": "1", "b": "2"}}] * 2
+    assert latency._blocks_differing(missing, base) == 1
+    out = latency._median_of([{"latency": {"p95_ms": 1.0}, "blocks": {"a": "1"}}] * 2)
+    assert "blocks" not in out and all("blocks" not in r for r in out["rounds"])

@@ -17,7 +17,7 @@ from engrain import Kind, Memory, MemoryType
 from engrain.corrections import CONFLICTS_WITH
 from engrain.model import Provenance
 from engrain.recall.assemble import Format, block_tokens, item_line, render
-from engrain.recall.gate import line_cost, line_floor, line_tokens
+from engrain.recall.lines import line_cost, line_floor, line_tokens
 from engrain.tokens import count_tokens, count_with_suffix, min_tokens
 
 from .conftest import NOW

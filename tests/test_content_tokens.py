@@ -264,3 +264,21 @@ def test_blocks_are_the_same_with_and_without_the_stored_counts(
     assert len(stored) > 400
     assert sum(bool(b[3]) for b in stored) > 300
     assert stored == counted_here
+
+
+@settings(max_examples=300, deadline=None)
+@given(memories(), st.booleans())
+def test_a_shown_line_is_the_line_and_count_line_cost_gives(memory: Memory, kept: bool) -> None:
+    """``lines.shown_line`` (the block's lines in ``gate._fit``) renders a line with a kept
+    count without looking it up: the same line and count as ``line_cost``, in every
+    rendering, with or without the count (a chunk's or a conflict's line is costed)."""
+    memory = counted(memory) if kept else memory
+    for fmt in Format:
+        for year in YEARS:
+            for compact in (True, False):
+                for grouped in (False, True):
+                    lines.clear()
+                    shown = lines.shown_line(memory, fmt, year or NOW.year, compact, grouped)
+                    lines.clear()
+                    assert shown == lines.line_cost(memory, fmt, year or NOW.year, compact, grouped)
+                    assert shown[1] == count_tokens(shown[0])

@@ -15,11 +15,12 @@ once, as it counts a section's heading (:func:`group_of`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
+from functools import cache, lru_cache
 from typing import TypeVar
 
-from engrain.corrections import conflicts_of
+from engrain.corrections import CONFLICTS_WITH, conflicts_of
 from engrain.model import Kind, Memory, MemoryFields, MemoryType
 from engrain.recall.compact import compact_chunk
 from engrain.tokens import count_tokens, count_with_suffix
@@ -252,13 +253,16 @@ def stored_line_tokens(
     is one of few strings (``count_tokens`` remembers them). Tested against
     ``count_tokens(item_line(…))`` in ``tests/test_content_tokens.py``."""
     spaced = memory.content_tokens
-    if spaced is None or memory.provenance.turn_ids or conflicts_of(memory):
+    if spaced is None:
+        return None
+    provenance = memory.provenance
+    if provenance.turn_ids or provenance.metadata.get(CONFLICTS_WITH):  # a chunk, a conflict
         return None
     if fmt is Format.TAGGED:
-        stem = f"[{memory.memory_type.value.upper()}]"
-        if memory.memory_type is MemoryType.EPISODIC:
-            stem += f" {memory.when.date().isoformat()}:"
-        return count_tokens(stem) + spaced
+        kind = memory.memory_type
+        if kind is MemoryType.EPISODIC:
+            return _dated_tag_tokens(memory.when.date()) + spaced
+        return _tag_tokens(kind) + spaced
     if memory.kind is Kind.EVENT or memory.event_at is not None:
         return count_tokens(f"- {short_date(memory.when, year)}:") + spaced
     content = memory.content
@@ -266,6 +270,18 @@ def stored_line_tokens(
         return None
     learned = f" (learned: {short_date(memory.created_at, year)})"
     return count_tokens("-") + spaced + count_tokens(learned)
+
+
+@cache
+def _tag_tokens(memory_type: MemoryType) -> int:
+    """``count_tokens("[TYPE]")``: the stem of an undated tagged line (one per type)."""
+    return count_tokens(f"[{memory_type.value.upper()}]")
+
+
+@lru_cache(maxsize=4_096)
+def _dated_tag_tokens(day: date) -> int:
+    """``count_tokens("[EPISODIC] 2023-05-25:")``: the stem of an episodic tagged line."""
+    return count_tokens(f"[{MemoryType.EPISODIC.value.upper()}] {day.isoformat()}:")
 
 
 # -- what the block costs beyond its lines ---------------------------------------------------

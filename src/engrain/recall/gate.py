@@ -60,7 +60,7 @@ from engrain.recall.classify import (
 from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
 from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.language import with_language
-from engrain.recall.lines import line_cost, line_floor, line_tokens
+from engrain.recall.lines import line_floor, line_tokens, shown_line
 from engrain.recall.pointed import with_pointed
 from engrain.recall.previous import PREVIOUS_WEIGHT, joined_text, joined_vector, reading
 from engrain.recall.relevance import LEXICAL_WEIGHT, Candidate, cosine, gather
@@ -709,7 +709,7 @@ def _fit(
     selection counted, exactly ``count_tokens`` of the block without encoding it again,
     and its text is made of those same lines (each looked up once here, not rendered
     again)."""
-    costs = {s.memory.id: line_cost(s.memory, fmt, year, compact, grouped) for s in selected}
+    costs = {s.memory.id: shown_line(s.memory, fmt, year, compact, grouped) for s in selected}
     while True:
         memories = [s.memory for s in selected]
         tokens = block_tokens(memories, fmt, year=year, compact=compact, grouped=grouped,

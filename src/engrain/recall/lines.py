@@ -34,7 +34,8 @@ from engrain.recall.assemble import Format, item_line, stored_line_tokens
 from engrain.tokens import count_tokens, min_tokens, splits_as_tokenized
 
 __all__ = [
-    "LINES_MAX", "clear", "content_floor", "line_cost", "line_floor", "line_tokens", "signature",
+    "LINES_MAX", "clear", "content_floor", "line_cost", "line_floor", "line_tokens", "shown_line",
+    "signature",
 ]  # fmt: skip
 
 #: Remembered lines (one per memory id; the candidates of ~60 complex calls, ~0.7 KB each).
@@ -85,6 +86,19 @@ def line_cost(
         tokens = count_tokens(line)
     _remember(memory.id, (key, line, tokens, True))
     return line, tokens
+
+
+def shown_line(
+    memory: MemoryFields, fmt: Format, year: int, compact: bool = True, grouped: bool = False
+) -> tuple[str, int]:
+    """:func:`line_cost` for a line the block shows: with the count kept with the memory's
+    row, the line rendered and that count, nothing looked up or remembered (rendering such
+    a line, a typed memory's ``[TYPE] content``, costs less than its :func:`signature`);
+    else :func:`line_cost` (a conversation chunk's compacted line, remembered)."""
+    stored = stored_line_tokens(memory, fmt, year, compact, grouped)
+    if stored is None:
+        return line_cost(memory, fmt, year, compact, grouped)
+    return item_line(memory, fmt, year, compact, grouped), stored
 
 
 def line_floor(

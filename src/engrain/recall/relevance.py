@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from engrain.model import MemoryFields, Vector
 from engrain.store.base import MemoryFilter, Store
@@ -118,30 +119,33 @@ def gather(
     # no memory shares a term with the query: the lexical side says nothing about any of
     # them, so it must not halve every memory's relevance (the dense side alone decides)
     weight = lexical_weight if hybrid and lex else 0.0
-    blends = {mid: blend(sims[mid], lex.get(mid, 0.0), weight) for mid in memories}
+    ids = list(memories)
+    similarity = [sims[mid] for mid in ids]
+    lexicals = [lex.get(mid, 0.0) for mid in ids]
     if fusion == "rrf" and hybrid:
         dense_rank = {m.id: r for r, (m, _) in enumerate(dense)}
         lex_rank = {m.id: r for r, (m, _) in enumerate(lexical)}
         worst = pool + 1
-        blends = {
-            mid: (1.0 - weight) / (RRF_K + dense_rank.get(mid, worst))
+        mixed = np.array([
+            (1.0 - weight) / (RRF_K + dense_rank.get(mid, worst))
             + weight / (RRF_K + lex_rank.get(mid, worst))
-            for mid in memories
-        }
+            for mid in ids
+        ], dtype=np.float64)  # fmt: skip
         floor = 0.0
-    scale = max(max(blends.values(), default=0.0), floor)
-    out = [
-        Candidate(
-            memory=memory,
-            similarity=sims[mid],
-            lexical=lex.get(mid, 0.0),
-            relevance=min(1.0, blends[mid] / scale),
-            no_evidence=dropped.get(mid, 0.0),
-        )
-        for mid, memory in memories.items()
-    ]
-    out.sort(key=lambda c: c.relevance, reverse=True)
-    return out
+    else:
+        mixed = blends(np.array(similarity, dtype=np.float64),
+                       np.array(lexicals, dtype=np.float64), weight)  # fmt: skip
+    scale = max(float(mixed.max()) if ids else 0.0, floor)
+    scaled = mixed / scale
+    relevance = np.where(scaled < 1.0, scaled, 1.0)  # min(1.0, blend / scale)
+    # best relevance first; equal ones keep the pool's order, as sort(reverse=True) keeps it
+    order = np.argsort(-relevance, kind="stable").tolist()
+    relevances = relevance.tolist()
+    return [
+        Candidate(memories[ids[i]], similarity[i], lexicals[i], relevances[i],
+                  dropped.get(ids[i], 0.0))
+        for i in order
+    ]  # fmt: skip
 
 
 def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEIGHT) -> float:
@@ -150,6 +154,24 @@ def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEI
     cosine = max(0.0, similarity)
     support = min(1.0, cosine / LEXICAL_SUPPORT_COSINE)
     return (1.0 - lexical_weight) * cosine + lexical_weight * support * lexical
+
+
+def blends(
+    similarity: npt.NDArray[np.float64],
+    lexical: npt.NDArray[np.float64],
+    lexical_weight: float = LEXICAL_WEIGHT,
+) -> npt.NDArray[np.float64]:
+    """:func:`blend` of each pair, as one column: the same IEEE operations in the same
+    order, each clamp written as Python's ``max(0.0, x)`` / ``min(1.0, x)`` (the constant
+    unless ``x`` is strictly greater / less), so every float is :func:`blend`'s to the
+    last bit (``tests/test_relevance.py``)."""
+    cosine = np.where(similarity > 0.0, similarity, 0.0)
+    ratio = cosine / LEXICAL_SUPPORT_COSINE
+    support = np.where(ratio < 1.0, ratio, 1.0)
+    mixed: npt.NDArray[np.float64] = (1.0 - lexical_weight) * cosine + (
+        lexical_weight * support
+    ) * lexical
+    return mixed
 
 
 def _without_evidence(

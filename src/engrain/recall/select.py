@@ -197,19 +197,23 @@ class _Fill:
         self.sections: set[str] = set()
         self.decisions: list[Decision] = []
 
-    def cost(self, memory: MemoryFields, tokens: int) -> int:
+    def cost(self, memory: MemoryFields, tokens: int) -> tuple[int, str | None]:
         """What adding ``memory`` costs: its line, a newline, the wrapper if it is the
-        first line and a heading if it opens a section."""
+        first line and a heading if it opens a section; and its section's title (``None``
+        without sections)."""
         extra = 0 if self.count else self.layout.wrapper
+        title = None
         if self.layout.section is not None:
             title, heading = self.layout.section(memory)
             extra += 0 if title in self.sections else heading
-        return tokens + 1 + extra
+        return tokens + 1 + extra, title
 
     def used_above(self, relevance: float) -> int:
         """The tokens taken by selected memories at least ``relevance`` relevant, for a
         candidate walked in the fill order (every line it walked past is at least as
         relevant)."""
+        if not self.unordered:
+            return self.used
         return self.used - sum(cost for placed, cost in self.unordered if placed < relevance)
 
     def note(self, item: _Item, selected: bool, reason: str) -> None:
@@ -221,7 +225,7 @@ class _Fill:
         """Select ``item`` (of ``relevance``) into ``group`` if it fits; record the decision
         either way. ``walked``: it comes in the fill order (no later candidate judged by
         :func:`needed_relevance` is more relevant), not as a leading pin or a partner."""
-        cost = self.cost(item.memory, item.tokens)
+        cost, title = self.cost(item.memory, item.tokens)
         if self.used + cost > self.budget:
             self.note(item, False, f"{item.tokens} tokens do not fit ({self.used}/{self.budget})")
             return False
@@ -230,8 +234,8 @@ class _Fill:
         self.used += cost
         if not walked:
             self.unordered.append((relevance, cost))
-        if self.layout.section is not None:
-            self.sections.add(self.layout.section(item.memory)[0])
+        if title is not None:
+            self.sections.add(title)
         self.note(item, True, reason)
         return True
 
@@ -261,10 +265,14 @@ def fill_order(
     a domain with the message's ``area`` first (:func:`in_area`)."""
     if not by_relevance:
         return [*leading, *rest]
-    related = [r for r in rest if not unrelated_invariant(r)]
-    unrelated = [r for r in rest if unrelated_invariant(r)]  # by score, as given
-    inside = [r for r in unrelated if in_area(r, area)]
-    outside = [r for r in unrelated if not in_area(r, area)]
+    related: list[Ranked] = []
+    unrelated: list[Ranked] = []  # by score, as given
+    for r in rest:
+        (unrelated if unrelated_invariant(r) else related).append(r)
+    inside: list[Ranked] = []
+    outside: list[Ranked] = []
+    for r in unrelated:
+        (inside if in_area(r, area) else outside).append(r)
     return [*sorted(leading, key=_less_relevant), *sorted(related, key=_less_relevant),
             *inside, *outside]  # fmt: skip
 
@@ -390,6 +398,7 @@ def select_gated(
     unrelated_share = min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS)
     area = area_of(ranked) if apply_threshold else frozenset()
     partners = partners or {}
+    limits: dict[Kind, float] = {}  # threshold_for of each kind met, once a call
 
     def costed(r: Ranked) -> _Item:
         return _Item(r.memory, r.score, r.similarity, line_tokens(r.memory))
@@ -421,7 +430,9 @@ def select_gated(
                 continue
             group, why = 1, f"procedural, relevance {r.relevance:.3f}"
         else:
-            limit = threshold_for(memory.kind, intent, threshold_shift)
+            limit = limits.get(memory.kind)
+            if limit is None:
+                limit = limits[memory.kind] = threshold_for(memory.kind, intent, threshold_shift)
             if apply_threshold and r.score < limit:
                 if explain:
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
