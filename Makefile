@@ -73,7 +73,7 @@ bench-proxy: $(STAMP)
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
 
-# The project's own labelled gating evaluation (bench/gating/: seven sets over eight projects,
+# The project's own labelled gating evaluation (bench/gating/: eight sets over nine projects,
 # labelled and trivial messages, a tune and a held split each), every scoring profile, real MiniLM.
 bench-gating: $(STAMP)
 	$(BIN)/python bench/gating.py --sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian --out bench/results/gating.json
