@@ -31,6 +31,16 @@ def private_environment(prefix: str) -> tuple[Path, dict[str, str]]:
     return root, dict(os.environ)
 
 
+def round_environment(d: Path) -> dict[str, str]:
+    """The environment for one round's server and CLI in directory ``d``: no inherited
+    ``ENGRAIN_*`` variable, a SQLite store ``d/store.db``, the hash embedder, data directory
+    and home inside ``d``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAIN_")}
+    env.update(ENGRAIN_URL=f"sqlite:///{d / 'store.db'}", ENGRAIN_EMBEDDER="hash",
+               ENGRAIN_DATA_DIR=str(d), HOME=str(d))  # fmt: skip
+    return env
+
+
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """``engrain *args`` in a child process with ``env`` (5 minutes at most)."""
     return subprocess.run([sys.executable, "-m", "engrain.cli", *args], env=env,

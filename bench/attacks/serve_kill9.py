@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import finish, round_environment
 
 USER = "alice"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
@@ -149,9 +149,7 @@ def one_round(root: Path, n: int, mode: str, clients: int) -> dict[str, Any]:
     d = root / f"round{n}"
     d.mkdir()
     db = d / "store.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAIN_")}
-    env.update(ENGRAIN_URL=f"sqlite:///{db}", ENGRAIN_EMBEDDER="hash",
-               ENGRAIN_DATA_DIR=str(d), HOME=str(d))  # fmt: skip
+    env = round_environment(d)
     made = subprocess.run([sys.executable, "-m", "engrain.cli", "keys", "create", "--user",
                            USER], env=env, capture_output=True, text=True, timeout=300,
                           check=True)  # fmt: skip

@@ -18,7 +18,6 @@ Prints a JSON summary; exits 0 only when every round kept the rules.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import signal
 import socket
@@ -34,7 +33,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import finish, round_environment
 
 
 def free_port() -> int:
@@ -92,9 +91,7 @@ def one_round(root: Path, n: int, workers: int, sig: int) -> dict[str, Any]:
     d = root / f"round{n}"
     d.mkdir()
     db = d / "store.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAIN_")}
-    env.update(ENGRAIN_URL=f"sqlite:///{db}", ENGRAIN_EMBEDDER="hash",
-               ENGRAIN_DATA_DIR=str(d), HOME=str(d))  # fmt: skip
+    env = round_environment(d)
     key = cli(env, "keys", "create", "--user", "alice").stdout.strip().splitlines()[-1]
     port = free_port()
     server = start(env, port, workers)
