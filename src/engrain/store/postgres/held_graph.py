@@ -105,6 +105,14 @@ class PoolGraph:
         return self.index.search(unit, wanted).astype(np.int64)
 
 
+def revision_and_rows(cur: Any, user_id: str) -> tuple[int, int]:
+    """The user's store revision and number of indexed rows, read with ``cur`` (in the
+    caller's snapshot)."""
+    first = cur.execute(REVISION, (user_id,)).fetchone()
+    counted = cur.execute(COUNT, (user_id,)).fetchone()
+    return (int(first[0]) if first else 0), (int(counted[0]) if counted else 0)
+
+
 def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -> PoolGraph | None:
     """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``:
     fewer than :data:`MIN_ROWS` rows, more than ``max_bytes`` would allow, or ``closed()``
@@ -112,9 +120,7 @@ def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -
     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     try:
         with conn.cursor(binary=True) as cur:
-            first = cur.execute(REVISION, (user_id,)).fetchone()
-            counted = cur.execute(COUNT, (user_id,)).fetchone()
-        n = int(counted[0]) if counted else 0
+            revision, n = revision_and_rows(cur, user_id)
         if n == 0 or n < MIN_ROWS or n * GRAPH_ROW_BYTES > max_bytes:
             return None
         join_at_exit()  # the exit waits for the chunk being added, then stops the build
@@ -125,7 +131,7 @@ def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -
         conn.execute("COMMIT")
     if closed():
         return None
-    return PoolGraph(int(first[0]) if first else 0, index, index.nbytes)
+    return PoolGraph(revision, index, index.nbytes)
 
 
 def caught_up(conn: Conn, user_id: str, graph: PoolGraph) -> PoolGraph:

@@ -76,7 +76,6 @@ from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
-from engrain.store.postgres.schema import INDEXED_DIM
 from engrain.store.postgres.sql import array_literal, filter_sql
 
 #: A bound that holds a 100,000-memory user's projection (~51 MB) with room; the default
@@ -110,9 +109,7 @@ RELOAD_PAUSE = 5.0
 #: Rows a load reads at a time through a server-side cursor.
 CHUNK_ROWS = 4_096
 
-_INDEXED = f"m.embedding IS NOT NULL AND vector_dims(m.embedding) = {INDEXED_DIM}"
-REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
-COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_INDEXED}"
+_INDEXED = held_graph.INDEXED
 SAMPLE = (
     f"SELECT vector_send(m.embedding) FROM memories m WHERE m.user_id = %s AND {_INDEXED} "
     "AND m.seq %% %s = 0"
@@ -363,9 +360,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 with conn.cursor(binary=True) as cur:
-                    first = cur.execute(REVISION, (user_id,)).fetchone()
-                    counted = cur.execute(COUNT, (user_id,)).fetchone()
-                    n = int(counted[0]) if counted else 0
+                    revision, n = held_graph.revision_and_rows(cur, user_id)
                     if n == 0 or n * (DIMS * 4 + 8) > self.max_bytes:
                         return None
                     stride = max(1, n // SAMPLE_ROWS)
@@ -391,5 +386,4 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
                         del chunk
             finally:
                 conn.execute("COMMIT")
-        revision = int(first[0]) if first else 0
         return Projection(revision, seqs[:at], rows[:at], basis)
