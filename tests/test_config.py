@@ -246,6 +246,23 @@ def test_a_number_read_outside_the_settings_that_does_not_parse_is_a_config_erro
     assert "on or off" in line
 
 
+def test_a_named_value_read_outside_the_settings_takes_the_same_rule(tmp_path: Path) -> None:
+    """``ENGRAIN_PG_POOL_INDEX``: unset is its default, its words name its values in any
+    case, anything else is reported with the settings before a store opens."""
+    from engrain import envvars
+
+    variable = "ENGRAIN_PG_POOL_INDEX"
+    assert envvars.choice(variable, {}) == "projection"
+    assert envvars.choice(variable, {variable: " "}) == "projection"
+    for word in ("graph", "On", "HNSW"):
+        assert envvars.choice(variable, {variable: word}) == "graph"
+    for word in ("projection", "OFF"):
+        assert envvars.choice(variable, {variable: word}) == "projection"
+    [line] = config_error(tmp_path, **{variable: "ivf"}).splitlines()
+    assert line == (f"invalid environment variable {variable}='ivf': expected projection or graph")
+    assert load_settings(environ=env_of(tmp_path, **{variable: "graph"})).data_dir == tmp_path
+
+
 def test_numbers_read_outside_the_settings_take_one_rule(tmp_path: Path) -> None:
     from engrain import envvars
 

@@ -1,13 +1,15 @@
 """The ``ENGRAIN_*`` variables read outside :class:`~engrain.config.Settings` that take a
-number or a switch (``ENGRAIN_ANN_MIN_VECTORS``, ``ENGRAIN_PG_*``), read by one rule.
+number or a switch (``ENGRAIN_ANN_MIN_VECTORS``, ``ENGRAIN_PG_*``) or one of a few named
+values (``ENGRAIN_PG_POOL_INDEX``, :func:`choice`), read by one rule.
 
 Unset or blank: the caller's default. ``on`` / ``yes`` / ``true``: :data:`ON`; ``off`` /
 ``no`` / ``false`` (and the words a variable's documentation names, such as ``exact``):
 :data:`OFF`; a whole number of zero or more: that number. Anything else raises
 :class:`~engrain.errors.ConfigError` naming the variable and its value: a typo such as
 ``ENGRAIN_ANN_MIN_VECTORS=20k`` must not quietly run with the default.
-:func:`engrain.config.load_settings` checks every variable of :data:`COUNTS` with the
-settings, so a bad one is reported where the other bad settings are, before a store opens.
+:func:`engrain.config.load_settings` checks every variable of :data:`COUNTS` and
+:data:`CHOICES` with the settings, so a bad one is reported where the other bad settings
+are, before a store opens.
 """
 
 from __future__ import annotations
@@ -63,13 +65,40 @@ def count(name: str, environ: Mapping[str, str] | None = None) -> int | Switch |
     )
 
 
+#: Each variable read by :func:`choice`: its values, the first its default, each with the
+#: words that name it.
+CHOICES: Final[Mapping[str, Mapping[str, frozenset[str]]]] = {
+    "ENGRAIN_PG_POOL_INDEX": {
+        "projection": frozenset({"projection", "off"}),
+        "graph": frozenset({"graph", "on", "hnsw"}),
+    },
+}
+
+
+def choice(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The value of the variable ``name`` (one of :data:`CHOICES`): its first value when
+    unset or blank, else the value one of whose words it is (any case). Raises
+    :class:`ConfigError` for any other text."""
+    raw = (os.environ if environ is None else environ).get(name, "")
+    value = raw.strip().lower()
+    values = CHOICES[name]
+    if not value:
+        return next(iter(values))
+    for named, words in values.items():
+        if value in words:
+            return named
+    raise ConfigError(
+        f"invalid environment variable {name}={raw[:40]!r}: expected {' or '.join(values)}"
+    )
+
+
 def problems(environ: Mapping[str, str]) -> dict[str, str]:
-    """Each variable of :data:`COUNTS` in ``environ`` whose value does not parse, with the
-    line :class:`ConfigError` says of it."""
+    """Each variable of :data:`COUNTS` and :data:`CHOICES` in ``environ`` whose value does
+    not parse, with the line :class:`ConfigError` says of it."""
     found = {}
-    for name in COUNTS:
+    for name, read in [*((n, count) for n in COUNTS), *((n, choice) for n in CHOICES)]:
         try:
-            count(name, environ)
+            read(name, environ)
         except ConfigError as exc:
             found[name] = exc.message
     return found

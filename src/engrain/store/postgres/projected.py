@@ -57,7 +57,6 @@ process's (docs/postgres.md, "Session 20"); off by default like the projection.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
@@ -178,24 +177,12 @@ def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
     return value * 2**20 if isinstance(value, int) else 0
 
 
-_GRAPH_WORDS = frozenset({"graph", "on", "hnsw"})
-_PROJECTION_WORDS = frozenset({"projection", "off"})
-
-
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
     """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
     HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
-    projection. Any other value raises :class:`~engrain.errors.ConfigError`."""
-    raw = (os.environ if environ is None else environ).get("ENGRAIN_PG_POOL_INDEX", "")
-    value = raw.strip().lower()
-    if value in _GRAPH_WORDS:
-        return "graph"
-    if not value or value in _PROJECTION_WORDS:
-        return "projection"
-    raise ConfigError(
-        f"invalid environment variable ENGRAIN_PG_POOL_INDEX={raw[:40]!r}: expected graph or "
-        "projection"
-    )
+    projection. Any other value raises :class:`~engrain.errors.ConfigError`
+    (:func:`engrain.envvars.choice`)."""
+    return envvars.choice("ENGRAIN_PG_POOL_INDEX", environ)
 
 
 @dataclass(frozen=True)
