@@ -209,6 +209,8 @@ def candidates() -> list[Candidate]:
     fixes = frozenset({Intent.GENERATION, Intent.DEBUGGING})
     out.append(Candidate("language_intents=debugging", "language",
                          ((lang, "CODE_INTENTS", fixes),), {"language": True}))  # fmt: skip
+    # a note about the present as old as its last use (session 21, h5): on
+    out.append(Candidate("present_use=on", "present_use", options={"present_use": True}))
     return out
 
 

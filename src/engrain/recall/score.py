@@ -178,19 +178,41 @@ PRESENT_KINDS = frozenset({Kind.CONTEXT})
 PRESENT_HALF_LIFE_DAYS = 90.0
 
 
-def present_scale(kind: Kind, age: float | None) -> float:
-    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0."""
+def used_age(memory: MemoryFields, now: datetime, by_use: bool = False) -> float | None:
+    """The age a memory's recency is counted from: days from its time to ``now``
+    (:func:`age_days`); with ``by_use`` (``GateOptions.present_use``, off by default) a
+    memory about the present is as recent as its last use when that is later. A use is
+    evidence that the note still held when it was used: "Change windows: LRH Sunday
+    01:00-04:00 …", written nine months ago and used two days ago, is two days old; "Code
+    freeze for 0.12 until 30 September", last used in September, is as old as that use."""
+    age = age_days(memory.when, now)
+    if not by_use or memory.kind not in PRESENT_KINDS or age is None:
+        return age
+    used = age_days(memory.last_accessed_at, now)
+    return age if used is None or used >= age else used
+
+
+def present_scale(kind: Kind, age: float | None, recency: float | None = None) -> float:
+    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0; with
+    ``recency`` (its recency counted from its last use, :func:`used_age`) never less than
+    that: a note used lately is current, a use long ago adds nothing to its written age."""
     if kind not in PRESENT_KINDS or age is None:
         return 1.0
-    return float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
+    written = float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
+    return written if recency is None or recency <= written else recency
 
 
-def present_relevance(memory: MemoryFields, relevance: float, now: datetime) -> float:
+def present_relevance(
+    memory: MemoryFields, relevance: float, now: datetime, *, by_use: bool = False
+) -> float:
     """``relevance`` as the gated score sees it: scaled by :func:`present_scale` for a kind
-    about the present (a stale context is less relevant than its wording), else as given."""
+    about the present (a stale context is less relevant than its wording; ``by_use``: a note
+    used lately is current), else as given."""
     if memory.kind not in PRESENT_KINDS:
         return relevance
-    return relevance * present_scale(memory.kind, age_days(memory.when, now))
+    age = age_days(memory.when, now)
+    recency = decay(memory.kind, used_age(memory, now, by_use)) if by_use else None
+    return relevance * present_scale(memory.kind, age, recency)
 
 
 def score_gated(
@@ -202,17 +224,20 @@ def score_gated(
     *,
     cooccurrence: float = 0.0,
     focus_areas: tuple[str, ...] = (),
+    present_use: bool = False,
 ) -> Scored:
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
     table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
-    relevance of a kind about the present is scaled by :func:`present_scale`.
+    relevance of a kind about the present is scaled by :func:`present_scale` (with
+    ``present_use``, its recency and that scale read its last use: :func:`used_age`).
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
     """
     age = age_days(memory.when, now)
-    semantic = min(1.0, max(0.0, relevance)) * present_scale(memory.kind, age)
-    recency = decay(memory.kind, age)
+    recency = decay(memory.kind, used_age(memory, now, present_use))
+    present = present_scale(memory.kind, age, recency if present_use else None)
+    semantic = min(1.0, max(0.0, relevance)) * present
     domain = domain_match(classification.domains, memory.domains)
     usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
     boost = type_boost(memory.kind, classification.intent)
@@ -228,7 +253,7 @@ def score_gated(
     }
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
-        factors["present_scale"] = present_scale(memory.kind, age)
+        factors["present_scale"] = present
     # one addition at a time, in order, as ``score_batch``'s columns add (the ``sum`` of
     # Python 3.12+ compensates, which would differ from them in the last bit)
     total = 0.0
@@ -311,6 +336,7 @@ class Query:
     weights: Mapping[str, float]
     now: datetime
     focus_areas: tuple[str, ...] = ()
+    present_use: bool = False  # a note about the present current by its last use (off)
 
 
 #: A profile's score of one memory from its relevance and its co-occurrence bonus.
@@ -322,6 +348,7 @@ def _gated(query: Query) -> Scorer:
         return score_gated(
             memory, relevance, query.classification, query.weights, query.now,
             cooccurrence=cooccurrence, focus_areas=query.focus_areas,
+            present_use=query.present_use,
         )  # fmt: skip
 
     return score

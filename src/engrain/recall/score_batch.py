@@ -23,7 +23,9 @@ which stay the one definition of the formulas. Equality with ``score_gated`` is 
 for bit on random memories, relevances and queries (``tests/test_score_batch.py``).
 
 :func:`gated_columns` gives each total with the relevance selection judges the candidate by
-(:func:`~engrain.recall.score.present_relevance`), from the same age.
+(:func:`~engrain.recall.score.present_relevance`), from the same age (with
+``Query.present_use``, a note about the present as recent as its last use, as
+:func:`~engrain.recall.score.used_age` gives it).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from engrain.recall.score import (
     PRESENT_KINDS,
     USAGE_CAP,
     Query,
+    age_days,
     domain_match,
     type_boost,
     usage_score,
@@ -110,12 +113,23 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
         else:
             days = (now_us - when) / 1_000_000 / 86_400.0
         ages.append(days if days > 0.0 else 0.0)
+    recent = ages
+    if query.present_use:  # score.used_age: few notes about the present in a pool
+        recent = list(ages)
+        for i, (memory, _, _) in enumerate(items):
+            used = age_days(memory.last_accessed_at, now) if memory.kind in PRESENT_KINDS else None
+            if used is not None and used < ages[i]:
+                recent[i] = used
     for kind in kinds:
         if kind not in boosts:
             boosts[kind] = type_boost(kind, classification.intent)
-    recency = np.array([_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, ages, strict=True)])
-    scale = np.array([0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
-                      for k, a in zip(kinds, ages, strict=True)])  # fmt: skip
+    decays = [_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, recent, strict=True)]
+    scales = [0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
+              for k, a in zip(kinds, ages, strict=True)]  # fmt: skip
+    if query.present_use:  # score.present_scale: never under the recency by the last use
+        scales = [d if k in PRESENT_KINDS and d > s else s
+                  for k, d, s in zip(kinds, decays, scales, strict=True)]  # fmt: skip
+    recency, scale = np.array(decays), np.array(scales)
     relevance = np.array([r for _, r, _ in items], dtype=np.float64)
     bonus = np.array([b for _, _, b in items], dtype=np.float64)
     semantic = _at_most(1.0, _at_least(0.0, relevance)) * scale
