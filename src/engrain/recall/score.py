@@ -235,7 +235,8 @@ def score_gated(
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
     """
     age = age_days(memory.when, now)
-    recency = decay(memory.kind, used_age(memory, now, present_use))
+    recent = used_age(memory, now, present_use)
+    recency = decay(memory.kind, recent)
     present = present_scale(memory.kind, age, recency if present_use else None)
     semantic = min(1.0, max(0.0, relevance)) * present
     domain = domain_match(classification.domains, memory.domains)
@@ -254,6 +255,8 @@ def score_gated(
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present
+    if recent is not None and recent != age:  # a note about the present dated by its use
+        factors["used_days"] = recent
     # one addition at a time, in order, as ``score_batch``'s columns add (the ``sum`` of
     # Python 3.12+ compensates, which would differ from them in the last bit)
     total = 0.0
