@@ -1,7 +1,7 @@
-"""A note about the present as recent as its last use (``GateOptions.present_use``, off by
+"""A note about the present judged by its last use too (``GateOptions.present_use``, off by
 default; docs/decisions.md, "Session 21 … (h5)"): a context note written long ago and used
-lately keeps its relevance and its recency; one whose last use is as old as its writing
-gains nothing."""
+lately keeps its relevance (its relevance's age scale is never under its recency from its
+last use); one last used long ago gains nothing."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from engrain.recall.score import (
     present_relevance,
     present_scale,
     score_gated,
-    used_age,
+    use_recency,
 )
 from engrain.store import MemoryStore
 
@@ -35,19 +35,20 @@ def _memory(kind: Kind, written_days: float, used_days: float | None) -> Memory:
 
 
 @pytest.mark.parametrize(
-    ("kind", "written", "used", "by_use", "age"),
+    ("kind", "written", "used", "by_use", "recency"),
     [
-        (Kind.CONTEXT, 270, 2, True, 2.0),  # used lately: as recent as that use
-        (Kind.CONTEXT, 270, 2, False, 270.0),  # the option off: its written age
-        (Kind.CONTEXT, 270, None, True, 270.0),  # never used
-        (Kind.CONTEXT, 30, 200, True, 30.0),  # a use before its writing adds nothing
-        (Kind.FACT, 270, 2, True, 270.0),  # only notes about the present
+        (Kind.CONTEXT, 270, 2, True, 0.5 ** (2 / 14)),  # the context's 14-day recency
+        (Kind.CONTEXT, 270, 250, True, 0.5 ** (250 / 14)),  # a use long ago: next to nothing
+        (Kind.CONTEXT, 270, 2, False, None),  # the option off
+        (Kind.CONTEXT, 270, None, True, None),  # never used
+        (Kind.FACT, 270, 2, True, None),  # only notes about the present
     ],
 )
-def test_the_age_a_recency_is_counted_from(
-    kind: Kind, written: float, used: float | None, by_use: bool, age: float
+def test_the_recency_a_note_has_from_its_last_use(
+    kind: Kind, written: float, used: float | None, by_use: bool, recency: float | None
 ) -> None:
-    assert used_age(_memory(kind, written, used), NOW, by_use) == pytest.approx(age)
+    got = use_recency(_memory(kind, written, used), NOW, by_use)
+    assert got == (None if recency is None else pytest.approx(recency))
 
 
 @pytest.mark.parametrize(
@@ -77,13 +78,14 @@ def test_the_score_reads_the_last_use_only_with_the_option() -> None:
     off = score_gated(note, 0.8, _classification(), weights, NOW)
     on = score_gated(note, 0.8, _classification(), weights, NOW, present_use=True)
     recent = 0.5 ** (2 / 14)  # the context's 14-day recency, two days after its use
-    assert off.factors["decay"] == pytest.approx(0.5 ** (270 / 14))
-    assert off.factors["present_scale"] == pytest.approx(0.125)
-    assert "used_days" not in off.factors
-    assert on.factors["decay"] == pytest.approx(recent)
+    assert off.factors["present_scale"] == pytest.approx(0.125)  # 0.5 ** (270 / 90)
+    assert "use_recency" not in off.factors
     assert on.factors["present_scale"] == pytest.approx(recent)
-    assert on.factors["used_days"] == pytest.approx(2.0)
+    assert on.factors["use_recency"] == pytest.approx(recent)
     assert on.components["semantic"] == pytest.approx(0.55 * 0.8 * recent)
+    # the recency term stays the written one (the seed's "more recent learnings")
+    assert on.factors["decay"] == off.factors["decay"] == pytest.approx(0.5 ** (270 / 14))
+    assert on.components["recency"] == off.components["recency"]
     assert on.total > off.total
     assert present_relevance(note, 0.8, NOW, by_use=True) == pytest.approx(0.8 * recent)
     assert present_relevance(note, 0.8, NOW) == pytest.approx(0.1)
@@ -120,8 +122,8 @@ def test_a_note_used_lately_is_injected_and_a_stale_one_is_not(tmp_path: Path) -
     chosen = {m.id for m in gated.memories}
     assert ids["standing"] in chosen
     assert ids["stale"] not in chosen  # last used 250 days ago: as stale as its writing
-    assert gated.components[ids["standing"]]["used_days"] == pytest.approx(2.0)
-    assert gated.components[ids["stale"]]["used_days"] == pytest.approx(250.0)
+    assert gated.components[ids["standing"]]["use_recency"] == pytest.approx(0.5 ** (2 / 14))
+    assert gated.components[ids["stale"]]["present_scale"] == pytest.approx(0.125)
     got = engine.context(MESSAGE, "ada", options=options, now=NOW)
     assert [m.id for m in got.memories] == [m.id for m in gated.memories]
 
@@ -132,4 +134,4 @@ def test_the_rule_is_off_by_default(tmp_path: Path) -> None:
     assert GateOptions().present_use is False
     gated = engine.explain(MESSAGE, "ada", now=NOW)
     assert ids["standing"] not in {m.id for m in gated.memories}  # 270 days: scale 0.125
-    assert "used_days" not in gated.components[ids["standing"]]
+    assert "use_recency" not in gated.components[ids["standing"]]

@@ -178,24 +178,23 @@ PRESENT_KINDS = frozenset({Kind.CONTEXT})
 PRESENT_HALF_LIFE_DAYS = 90.0
 
 
-def used_age(memory: MemoryFields, now: datetime, by_use: bool = False) -> float | None:
-    """The age a memory's recency is counted from: days from its time to ``now``
-    (:func:`age_days`); with ``by_use`` (``GateOptions.present_use``, off by default) a
-    memory about the present is as recent as its last use when that is later. A use is
-    evidence that the note still held when it was used: "Change windows: LRH Sunday
-    01:00-04:00 …", written nine months ago and used two days ago, is two days old; "Code
-    freeze for 0.12 until 30 September", last used in September, is as old as that use."""
-    age = age_days(memory.when, now)
-    if not by_use or memory.kind not in PRESENT_KINDS or age is None:
-        return age
+def use_recency(memory: MemoryFields, now: datetime, by_use: bool = False) -> float | None:
+    """With ``by_use`` (``GateOptions.present_use``, off by default), the recency a memory
+    about the present has from its last use (its kind's :func:`decay` of the days since);
+    ``None`` without ``by_use``, for other kinds, or if it was never used. A use is evidence
+    that the note still held when it was used: "Change windows: LRH Sunday 01:00-04:00 …",
+    written nine months ago and used two days ago, has 0.91; "Code freeze for 0.12 until 30
+    September", last used in September, has nothing."""
+    if not by_use or memory.kind not in PRESENT_KINDS:
+        return None
     used = age_days(memory.last_accessed_at, now)
-    return age if used is None or used >= age else used
+    return None if used is None else decay(memory.kind, used)
 
 
 def present_scale(kind: Kind, age: float | None, recency: float | None = None) -> float:
-    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0; with
-    ``recency`` (its recency counted from its last use, :func:`used_age`) never less than
-    that: a note used lately is current, a use long ago adds nothing to its written age."""
+    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0; never
+    less than ``recency``, the note's recency from its last use (:func:`use_recency`): a
+    note used lately is current, a use long ago adds nothing to its written age."""
     if kind not in PRESENT_KINDS or age is None:
         return 1.0
     written = float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
@@ -211,8 +210,7 @@ def present_relevance(
     if memory.kind not in PRESENT_KINDS:
         return relevance
     age = age_days(memory.when, now)
-    recency = decay(memory.kind, used_age(memory, now, by_use)) if by_use else None
-    return relevance * present_scale(memory.kind, age, recency)
+    return relevance * present_scale(memory.kind, age, use_recency(memory, now, by_use))
 
 
 def score_gated(
@@ -229,15 +227,15 @@ def score_gated(
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
     table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
     relevance of a kind about the present is scaled by :func:`present_scale` (with
-    ``present_use``, its recency and that scale read its last use: :func:`used_age`).
+    ``present_use``, never under its recency from its last use: :func:`use_recency`).
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
     """
     age = age_days(memory.when, now)
-    recent = used_age(memory, now, present_use)
-    recency = decay(memory.kind, recent)
-    present = present_scale(memory.kind, age, recency if present_use else None)
+    recency = decay(memory.kind, age)
+    used = use_recency(memory, now, present_use)
+    present = present_scale(memory.kind, age, used)
     semantic = min(1.0, max(0.0, relevance)) * present
     domain = domain_match(classification.domains, memory.domains)
     usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
@@ -255,8 +253,8 @@ def score_gated(
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present
-    if recent is not None and recent != age:  # a note about the present dated by its use
-        factors["used_days"] = recent
+    if used is not None:  # a note about the present judged by its last use too
+        factors["use_recency"] = used
     # one addition at a time, in order, as ``score_batch``'s columns add (the ``sum`` of
     # Python 3.12+ compensates, which would differ from them in the last bit)
     total = 0.0

@@ -24,8 +24,8 @@ for bit on random memories, relevances and queries (``tests/test_score_batch.py`
 
 :func:`gated_columns` gives each total with the relevance selection judges the candidate by
 (:func:`~engrain.recall.score.present_relevance`), from the same age (with
-``Query.present_use``, a note about the present as recent as its last use, as
-:func:`~engrain.recall.score.used_age` gives it).
+``Query.present_use``, never under a note's recency from its last use:
+:func:`~engrain.recall.score.use_recency`).
 """
 
 from __future__ import annotations
@@ -113,23 +113,19 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
         else:
             days = (now_us - when) / 1_000_000 / 86_400.0
         ages.append(days if days > 0.0 else 0.0)
-    recent = ages
-    if query.present_use:  # score.used_age: few notes about the present in a pool
-        recent = list(ages)
-        for i, (memory, _, _) in enumerate(items):
-            used = age_days(memory.last_accessed_at, now) if memory.kind in PRESENT_KINDS else None
-            if used is not None and used < ages[i]:
-                recent[i] = used
     for kind in kinds:
         if kind not in boosts:
             boosts[kind] = type_boost(kind, classification.intent)
-    decays = [_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, recent, strict=True)]
+    recency = np.array([_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, ages, strict=True)])
     scales = [0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
               for k, a in zip(kinds, ages, strict=True)]  # fmt: skip
-    if query.present_use:  # score.present_scale: never under the recency by the last use
-        scales = [d if k in PRESENT_KINDS and d > s else s
-                  for k, d, s in zip(kinds, decays, scales, strict=True)]  # fmt: skip
-    recency, scale = np.array(decays), np.array(scales)
+    if query.present_use:  # score.present_scale: never under the recency from the last use
+        for i, (memory, _, _) in enumerate(items):
+            used = age_days(memory.last_accessed_at, now) if kinds[i] in PRESENT_KINDS else None
+            if used is not None:
+                by_use = _decay(HALF_LIFE_DAYS[kinds[i]], used)
+                scales[i] = by_use if by_use > scales[i] else scales[i]
+    scale = np.array(scales)
     relevance = np.array([r for _, r, _ in items], dtype=np.float64)
     bonus = np.array([b for _, _, b in items], dtype=np.float64)
     semantic = _at_most(1.0, _at_least(0.0, relevance)) * scale
