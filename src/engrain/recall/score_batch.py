@@ -120,8 +120,8 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
     scales = [0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
               for k, a in zip(kinds, ages, strict=True)]  # fmt: skip
     if query.present_use:  # score.present_scale: never under the recency from the last use
-        for i, (memory, _, _) in enumerate(items):
-            used = age_days(memory.last_accessed_at, now) if kinds[i] in PRESENT_KINDS else None
+        for i in [i for i, k in enumerate(kinds) if k in PRESENT_KINDS]:
+            used = age_days(items[i][0].last_accessed_at, now)
             if used is not None:
                 by_use = _decay(HALF_LIFE_DAYS[kinds[i]], used)
                 scales[i] = by_use if by_use > scales[i] else scales[i]
