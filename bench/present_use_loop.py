@@ -8,8 +8,9 @@ the gate's own earlier choices. Here each set's tune messages are replayed throu
 quarter of a day apart from the fixed now onward, on a fresh copy of each project, once with
 the option and once without. Per set, mode and pass: must-include labels found, messages
 injecting a memory labelled must-exclude for them (leaks), context notes injected, and the
-memories leaked by name. A loop shows as leaks or context notes that grow from the first pass
-to the second with the option and not without it. No held message is read.
+memories leaked and the notes injected by name. A loop shows as leaks or context notes that
+grow from the first pass to the second with the option and not without it. No held message
+is read.
 
 Usage: ``python bench/present_use_loop.py [--sets main,…] [--step-hours 6]
 [--out bench/results/present-use-loop.json]``.
@@ -46,8 +47,9 @@ def replay(engines: Mapping[str, Engine], messages: Sequence[Mapping[str, Any]],
     out = []
     at = NOW
     for number in range(PASSES):
-        found = labels = leaking = notes = 0
+        found = labels = leaking = 0
         leaked: Counter[str] = Counter()
+        noted: Counter[str] = Counter()
         for m in messages:
             engine = engines[m["project"]]
             options = engine.options.update(present_use=present_use)
@@ -60,10 +62,10 @@ def replay(engines: Mapping[str, Engine], messages: Sequence[Mapping[str, Any]],
             bad = [i for i in m["must_exclude"] if i in injected]
             leaking += bool(bad)
             leaked.update(bad)
-            notes += sum(x.kind is Kind.CONTEXT for x in injected.values())
+            noted.update(i for i, x in injected.items() if x.kind is Kind.CONTEXT)
         out.append({"pass": number + 1, "found": found, "labels": labels, "leaking": leaking,
-                    "messages": len(messages), "context_notes": notes,
-                    "leaked": dict(leaked)})  # fmt: skip
+                    "messages": len(messages), "context_notes": noted.total(),
+                    "leaked": dict(leaked), "notes": dict(noted)})  # fmt: skip
     return out
 
 
@@ -100,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for r in passes:
                     print(f"{name:10} {mode:3} pass {r['pass']}: {r['found']}/{r['labels']} "
                           f"leaking {r['leaking']}/{r['messages']} context notes "
-                          f"{r['context_notes']} leaked {r['leaked']}", flush=True)  # fmt: skip
+                          f"{r['context_notes']} {r['notes']} leaked {r['leaked']}",
+                          flush=True)  # fmt: skip
     write_json(args.out, report)
     return 0
 
