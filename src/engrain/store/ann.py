@@ -311,6 +311,13 @@ class VectorIndex:
         similar = 1.0 - np.asarray(found.distances, dtype=np.float32)
         return np.asarray(found.keys, dtype=np.uint64), similar
 
+    def contains(self, keys: Keys) -> BoolArray:
+        """For each key, whether the index holds it (whatever its vector)."""
+        if not len(keys):
+            return np.zeros(0, dtype=bool)
+        with self._lock:
+            return np.asarray(self._index.contains(keys), dtype=bool)
+
     def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
         """For each row, whether the index holds this key with this vector (as the index
         stores it: float16, or int8 as usearch quantizes a cosine vector, to within one

@@ -124,6 +124,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -147,6 +148,7 @@ from engrain.store.postgres.codec import (
     key_from_row,
     key_row,
 )
+from engrain.store.postgres.graph_file import graph_dir as graph_dir_env
 from engrain.store.postgres.learnings import Learnings
 from engrain.store.postgres.learnings import learnings_bytes as learnings_bytes_env
 from engrain.store.postgres.projected import KINDS as POOL_KINDS
@@ -334,7 +336,9 @@ class PostgresStore:
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
     else 0: none, the default); ``pool_index`` what they are held as, ``"projection"`` or
     ``"graph"`` (an HNSW graph in process; ``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, which also
-    turns them on with a 96 MiB bound unless ``ENGRAIN_PG_PROJECTED_MB`` says). The schema
+    turns them on with a 96 MiB bound unless ``ENGRAIN_PG_PROJECTED_MB`` says); ``graph_dir``
+    where graphs are kept between processes (``store/postgres/graph_file.py``; ``"auto"``:
+    ``ENGRAIN_PG_GRAPH_DIR`` or the user's cache directory; ``None``: nowhere). The schema
     is migrated on open; ``fill_in_background`` starts a filler of the token counts a large
     table's migration 009 left (``store/postgres/fill.py``) if the database still has any.
     """
@@ -358,6 +362,7 @@ class PostgresStore:
         learnings_bytes: int | str = "auto",
         projected_bytes: int | str = "auto",
         pool_index: str = "auto",
+        graph_dir: str | Path | None = "auto",
         fill_in_background: bool = True,
     ) -> None:
         try:
@@ -411,7 +416,14 @@ class PostgresStore:
         held = learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
         held = projected_bytes_env() if projected_bytes == "auto" else int(projected_bytes)
-        self._projected = None if held <= 0 else Projected(self._connection, held, kind=kind)
+        kept = graph_dir_env() if graph_dir == "auto" else graph_dir
+        self._projected = (
+            None
+            if held <= 0
+            else Projected(
+                self._connection, held, kind=kind, graph_dir=None if kept is None else Path(kept)
+            )
+        )
         self._filler: fill.Filler | None = None
         if fill_in_background and self._fill_pending():
             self._filler = fill.Filler(url)

@@ -60,6 +60,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,8 @@ from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres import held_graph
-from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
+from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from_row
+from engrain.store.postgres.graph_file import GraphFiles
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
@@ -238,8 +240,9 @@ def _pause(took: float, held: bool) -> float:
 class Projected(HeldByBytes[Projection | PoolGraph]):
     """The projections (or graphs: ``kind``, :data:`KINDS`) of the large users a store
     serves (module docstring). ``connect`` lends a pooled autocommit connection;
-    ``max_bytes`` bounds what is held; ``background`` False loads in the calling thread
-    (tests)."""
+    ``max_bytes`` bounds what is held; ``graph_dir`` is where graphs are kept between
+    processes (``graph_file.py``; ``None``: nowhere); ``background`` False loads in the
+    calling thread (tests)."""
 
     def __init__(
         self,
@@ -247,6 +250,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         max_bytes: int = PROJECTED_BYTES,
         *,
         kind: str = "projection",
+        graph_dir: Path | None = None,
         background: bool = True,
     ) -> None:
         if kind not in KINDS:
@@ -254,8 +258,14 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         super().__init__(connect, max_bytes, _pause, what=f"the {kind} of a PostgreSQL user",
                          name="engrain-pg-proj", background=background)  # fmt: skip
         self.kind = kind
+        #: Where graphs are kept between processes (``graph_file.py``; ``None``: nowhere).
+        self.graph_dir = graph_dir if kind == "graph" else None
+        self._files: GraphFiles | None = None
+        self._identified = False
         #: Searches served here / left to SQL (too many changes, too few rows passing).
         self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
+        #: Graphs read from a file and used / built (and kept in a file if there is one).
+        self.graphs: dict[str, int] = {"from_file": 0, "built": 0}
 
     def held(self, user_id: str) -> Projection | PoolGraph | None:
         """The user's projection, if held."""
@@ -333,12 +343,36 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
                 self._bound()
 
     def _read_graph(self, user_id: str) -> PoolGraph | None:
-        """The user's graph: the held one brought up to date, or a new one (``held_graph.py``)."""
+        """The user's graph: the held one brought up to date, else the one a process kept
+        in a file (``graph_file.py``) checked and brought up to date, else a new one
+        (``held_graph.py``), kept in the file for the next process."""
         held = self.held(user_id)
         with self._connect() as conn:
             if isinstance(held, PoolGraph) and not held.worn:
                 return held_graph.caught_up(conn, user_id, held)
-            return held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
+            files = self._graph_files(conn)
+            kept = None if files is None or held is not None else files.read(user_id)
+            if kept is not None:
+                graph = held_graph.restored(conn, user_id, kept.revision, kept.index)
+                if graph is not None and not graph.worn:
+                    self.graphs["from_file"] += 1
+                    if graph.revision > kept.revision and files is not None:
+                        files.write(user_id, graph.revision, graph.index)
+                    return graph
+            graph = held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
+        if graph is not None:
+            self.graphs["built"] += 1
+            if files is not None:
+                files.write(user_id, graph.revision, graph.index)  # not yet searched: no wait
+        return graph
+
+    def _graph_files(self, conn: Conn) -> GraphFiles | None:
+        """Where this store's graphs are kept (``None``: nowhere), its table's identity
+        read once."""
+        if self.graph_dir is not None and not self._identified:
+            self._files = GraphFiles.of(conn, self.graph_dir)
+            self._identified = True  # once, even if unreadable: no file is then trusted
+        return self._files
 
     def _read_projection(self, user_id: str) -> Projection | None:
         """The user's projection read in one snapshot (``None``: no row to hold, more than
