@@ -340,6 +340,31 @@ def by_store_call(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def idle_estimate(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What each call's wall would be on an idle two-core machine, from its CPU alone: at
+    least its critical path (the calling thread, the model's own threads during the
+    embedding, and the backends of the calling thread's connections: the path runs one
+    after the other) and at least half of all its CPU (the worker's and the server's,
+    spread over two cores); percentiles of the larger of the two, and of each."""
+    path, half, bound = [], [], []
+    for call in calls:
+        events = call["events"]
+        main = [e for e in events if e["thread"] == "MainThread"]
+        model = sum(e.get("model_threads_cpu", 0.0) for e in main if e["kind"] == "embed")
+        backends = sum(e["backend_cpu"] for e in main if e["kind"] == "conn")
+        critical = call["main_cpu"] + model + backends
+        server = call.get(
+            "server_cpu", sum(e["backend_cpu"] for e in events if e["kind"] == "conn")
+        )
+        path.append(critical)
+        half.append((call["cpu"] + server) / 2.0)
+        bound.append(max(path[-1], half[-1]))
+    return {
+        name: {f"p{q}": round(common.percentile(v, q), 2) for q in (50, 95, 99)}
+        for name, v in (("critical_path_cpu", path), ("half_of_all_cpu", half), ("bound", bound))
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from engrain import Engine, Settings
     from engrain.embed.minilm import MiniLMEmbedder
@@ -400,6 +425,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "projected_calls": dict(getattr(engine.store._projected, "calls", None) or {}),
         "summary": summarize(calls),
         "by_store_call": by_store_call(calls),
+        "idle_estimate_ms": idle_estimate(calls),
         "calls": calls,
     }
 
@@ -423,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(group, {k: medians[k] for k in (*SEGMENTS, *SEARCH_PARTS)})
     print("walk backend CPU by depth", report["summary"]["walk_backend_cpu_by_k"])
     print("pool index", report["pool_index"], report["projected_calls"])
+    print("idle estimate", report["idle_estimate_ms"])
     for name, row in report["by_store_call"].items():
         print(name, {what: v["mean"] for what, v in row.items()})
     return 0

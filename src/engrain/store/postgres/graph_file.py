@@ -136,7 +136,7 @@ class GraphFiles:
                         self.path(user_id).name)  # fmt: skip
             return None
         revision, start = head
-        index = VectorIndex.load(data[start:], INDEXED_DIM)
+        index = VectorIndex.load(memoryview(data)[start:], INDEXED_DIM)  # restored from a view
         if index is None or not index.lossy:
             return None  # torn, damaged, another dimension, or not an int8 graph
         return Kept(revision, index)
@@ -171,7 +171,7 @@ class GraphFiles:
                 with os.fdopen(handle, "wb") as out:
                     out.write(head)
                     out.write(_CRC.pack(zlib.crc32(head)))
-                    out.write(index.dump())
+                    index.write_to(out)
                 os.replace(name, target)
             except BaseException:
                 with suppress(OSError):  # another process removed it first
