@@ -381,7 +381,9 @@ class PostgresStore:
         self._listings: OrderedDict[tuple[str, MemoryFilter, int | None, int], _Listing] = (
             OrderedDict()
         )
-        self._plans: OrderedDict[str, tuple[int | None, float]] = OrderedDict()
+        #: Per user: the rows of the graph its searches walk (``None``: exact), its
+        #: memories, and when that was read (:meth:`_graph_rows`).
+        self._plans: OrderedDict[str, tuple[int | None, int, float]] = OrderedDict()
         #: How the pool's graph was built, as the last plan read it (graph.BUILT_SQL)
         self._pool_built = pool_graph.DEFAULT_EF_CONSTRUCTION
         self._where = redact(url)
@@ -729,7 +731,8 @@ class PostgresStore:
             if ef is not None and self._learnings is not None and learnings_graph(flt):
                 self._learnings.start_load(user_id)  # the next calls search them in process
             elif ef is not None and self._projected is not None:
-                self._projected.start_load(user_id)  # the next calls rank a projection
+                # the next calls rank a projection (or walk a held graph, if it is large)
+                self._projected.start_load(user_id, rows=self._user_rows(user_id))
             if ef is not None:
                 text, params = search_sql(user_id, query, k, flt, indexed=True)
                 if ef == EF_SEARCH:  # the connection's own setting (configure)
@@ -765,6 +768,12 @@ class PostgresStore:
         """Whether a search of this user goes through the HNSW index (module docstring)."""
         return self._graph_rows(cur, user_id, dim) is not None
 
+    def _user_rows(self, user_id: str) -> int | None:
+        """The user's memories as their last plan read them (``None``: no plan kept)."""
+        with self._lock:
+            kept = self._plans.get(user_id)
+        return None if kept is None else kept[1]
+
     def _graph_rows(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> int | None:
         """The rows of the HNSW graph a search of this user walks, or ``None`` if the
         search is exact (module docstring). The answer is kept for :data:`PLAN_SECONDS`:
@@ -777,7 +786,7 @@ class PostgresStore:
         now = time.monotonic()
         with self._lock:
             kept = self._plans.get(user_id)
-        if kept is not None and now - kept[1] < PLAN_SECONDS:
+        if kept is not None and now - kept[2] < PLAN_SECONDS:
             return kept[0]
         # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed;
         # and how the pool's graph was built (graph.py), for every user's next walks
@@ -797,7 +806,7 @@ class PostgresStore:
         )
         graph = int(max(found[0], found[1])) if found is not None and indexed else None
         with self._lock:
-            self._plans[user_id] = (graph, now)
+            self._plans[user_id] = (graph, int(found[0]) if found is not None else 0, now)
             self._plans.move_to_end(user_id)
             while len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)

@@ -24,6 +24,12 @@ any more (the row is gone): it stays in the graph as a dead candidate, which the
 does not find; once dead rows are :data:`WORN_SHARE` of the graph, the next load builds a
 new one.
 
+**Kept between processes** (session 21): a graph built (or read and brought up to date) is
+written to a file in a cache directory (``graph_file.py``), and the next process serving
+the user reads it instead of building one: :func:`restored` checks it against the database
+and catches it up in one snapshot (~0.5 s of CPU at 100,000 rows, against ~55-75 s to
+build).
+
 **Threads.** A graph is patched only by its user's load (one per user per process, the
 loader's rule) under the index's own lock, while searches walk it; the held
 :class:`PoolGraph` naming it is replaced by one with the newer revision only after every

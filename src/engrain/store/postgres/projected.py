@@ -317,10 +317,14 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
 
     # -- loads ------------------------------------------------------------------------------
 
-    def start_load(self, user_id: str, *, again: bool = False) -> None:
+    def start_load(self, user_id: str, *, again: bool = False, rows: int | None = None) -> None:
         """Start reading the user's projection unless one is held (``again``: a held one
         is replaced when the load ends), a load runs, or the pause after the last one has
-        not passed (``loader.py``)."""
+        not passed (``loader.py``); or, for graphs, ``rows`` (the user's memories, if
+        known) is below ``held_graph.MIN_ROWS``: no thread and no count for a user who
+        keeps the database's walk."""
+        if self.kind == "graph" and rows is not None and rows < held_graph.MIN_ROWS:
+            return
         self._loader.start(
             user_id, lambda: self.max_bytes > 0 and (again or user_id not in self._held)
         )
