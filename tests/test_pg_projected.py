@@ -324,7 +324,8 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
 
 
 def test_projected_bytes_from_the_environment(pg_url: str) -> None:
-    assert projected.projected_bytes({}) == 0  # off by default
+    # the graph by default (session 21), at the default bound
+    assert projected.projected_bytes({}) == projected.PROJECTED_BYTES
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
@@ -333,8 +334,11 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
         projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
-    assert projected.pool_kind({}) == "projection"
+    assert projected.pool_kind({}) == "graph"
     assert projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "off"}) == "projection"
+    # off: the projection's kind, which is held only with a bound given: the database's walk
+    assert projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "off"}) == 0
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.pool_kind(graph) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": " On"})
     assert projected.pool_kind(graph) == "graph"
     with pytest.raises(ConfigError, match="ENGRAIN_PG_POOL_INDEX='x'"):
@@ -345,11 +349,9 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "0"}) == 0
     default = PostgresStore(pg_url, pool_size=1)
     try:
-        assert (
-            default._projected is None
-            or "ENGRAIN_PG_PROJECTED_MB" in os.environ
-            or ("ENGRAIN_PG_POOL_INDEX" in os.environ)
-        )
+        if not {"ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX"} & set(os.environ):
+            assert default._projected is not None and default._projected.kind == "graph"
+            assert default._projected.max_bytes == projected.PROJECTED_BYTES
     finally:
         default.close()
     with pytest.raises(ConfigError):

@@ -83,8 +83,11 @@ user whose searches walk the pool's graph is held as the seqs of their memories 
 vectors projected onto 128 main directions; a search ranks those, and the database scores
 the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
 statement and snapshot (no walk; never stale: nothing but which rows to look at is held).
-With ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``pool_index="graph"``) the candidates come from an
-HNSW graph of the user's vectors held in process instead (``held_graph.py``, session 20).
+By default (``ENGRAIN_PG_POOL_INDEX`` unset or ``graph``; ``pool_index="graph"``) the
+candidates of a user of at least 20,000 memories come from an HNSW graph of the user's
+vectors held in process instead (``held_graph.py``, session 20), kept in a file between
+processes (``graph_file.py``, session 21); ``ENGRAIN_PG_POOL_INDEX=off`` keeps the
+database's walk.
 
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
@@ -334,9 +337,10 @@ class PostgresStore:
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
-    else 0: none, the default); ``pool_index`` what they are held as, ``"projection"`` or
-    ``"graph"`` (an HNSW graph in process; ``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, which also
-    turns them on with a 96 MiB bound unless ``ENGRAIN_PG_PROJECTED_MB`` says); ``graph_dir``
+    else 96 MiB for the graph, 0 for the projection); ``pool_index`` what they are held as,
+    ``"graph"`` (an HNSW graph in process, the users of at least 20,000 memories) or
+    ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the graph unless it says
+    ``projection`` or ``off``); ``graph_dir``
     where graphs are kept between processes (``store/postgres/graph_file.py``; ``"auto"``:
     ``ENGRAIN_PG_GRAPH_DIR`` or the user's cache directory; ``None``: nowhere). The schema
     is migrated on open; ``fill_in_background`` starts a filler of the token counts a large

@@ -31,7 +31,8 @@ load in a thread (revision, a sample for the directions and every row's vector, 
 chunk, in one snapshot). One load per user at a time, the next no sooner than four times
 the last one took (at least :data:`RELOAD_PAUSE` s).
 
-**Off by default** (``ENGRAIN_PG_PROJECTED_MB``, or ``PostgresStore(projected_bytes=…)``):
+**The projection is off** (``ENGRAIN_PG_POOL_INDEX=projection`` with
+``ENGRAIN_PG_PROJECTED_MB``, or ``PostgresStore(pool_index="projection", projected_bytes=…)``):
 on one two-core machine running both, a ``context()`` at 100,000 memories cost the
 database ~2.8 ms less CPU and the process ~5.5 ms more (the product over every row is
 memory-bound, ~3 ms, beside ranking and the candidates' literal), with 90 MB more RSS, so
@@ -52,7 +53,11 @@ searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed
 HNSW graph of the user's vectors held in process instead of the projection's product
 (``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
 ``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
-process's (docs/postgres.md, "Session 20"); off by default like the projection.
+process's (docs/postgres.md, "Session 20"). **The default since session 21** (unset
+``ENGRAIN_PG_POOL_INDEX``; ``off`` keeps the database's walk): a graph is now kept in a file
+between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU) instead
+of building it (~55-75 s), and it is held only for users of at least
+``held_graph.MIN_ROWS`` memories.
 """
 
 from __future__ import annotations
@@ -79,8 +84,8 @@ from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
 
-#: A bound that holds a 100,000-memory user's projection (~51 MB) with room; the default
-#: bound is 0 (off): see the module docstring.
+#: A bound that holds a 100,000-memory user's projection (~51 MB) or graph (~64 MB) with
+#: room; the default bound for the graph, the default kind (the module docstring).
 PROJECTED_BYTES = 96 * 2**20
 #: Directions a vector is projected onto. R@50 against exact search of the candidates
 #: (4 per row) on bench/latency.py's 100,000 notes, questions of seeds 8 / 99: 0.941 /
@@ -170,9 +175,9 @@ def nearest_sql(
 def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
     :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
-    unset: 0, unless ``ENGRAIN_PG_POOL_INDEX`` asks for a graph (:data:`PROJECTED_BYTES`
-    then); any other value raises :class:`~engrain.errors.ConfigError`
-    (:mod:`engrain.envvars`)."""
+    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX`` unset or ``graph``),
+    0 for the projection (``projection`` or ``off``); any other value raises
+    :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
     value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
     if value is envvars.ON or (value is None and pool_kind(environ) == "graph"):
         return PROJECTED_BYTES
@@ -180,10 +185,10 @@ def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
 
 
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
-    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
-    HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
-    projection. Any other value raises :class:`~engrain.errors.ConfigError`
-    (:func:`engrain.envvars.choice`)."""
+    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX`` unset, ``graph`` (or
+    ``on``) an HNSW graph in process (:class:`PoolGraph`, the default); ``projection`` or
+    ``off``: the projection (held only with a bound given). Any other value raises
+    :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
     return envvars.choice("ENGRAIN_PG_POOL_INDEX", environ)
 
 
