@@ -86,10 +86,18 @@ def _native_threads() -> dict[int, float]:
     return out
 
 
+_COUNTS: dict[int, list[int]] | None = None
+
+
 def count_statements() -> dict[int, list[int]]:
     """Count, per connection (``id``), the statements its cursors send (``execute``,
     ``executemany``, ``copy``), those sent inside a pipeline, and the pipelines' syncs:
-    round trips = statements − pipelined + syncs (as ``pg_side._count_statements``)."""
+    round trips = statements − pipelined + syncs (as ``pg_side._count_statements``). The
+    counters are installed once per process (psycopg's classes wrapped); every caller
+    reads the same counts."""
+    global _COUNTS
+    if _COUNTS is not None:
+        return _COUNTS
     from psycopg._pipeline_base import BasePipeline
 
     counts: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -110,6 +118,7 @@ def count_statements() -> dict[int, list[int]]:
     for name in ("execute", "executemany", "copy"):
         counting(psycopg.Cursor, name, 0)
     counting(BasePipeline, "_enqueue_sync", 2)
+    _COUNTS = counts
     return counts
 
 
