@@ -64,6 +64,7 @@ def _store(url: str, **options: Any) -> Any:
     options.setdefault("learnings_bytes", 0)
     options.setdefault("projected_bytes", projected.PROJECTED_BYTES)  # off by default
     options.setdefault("graph_dir", None)  # graphs kept in files: test_pg_graph_file.py
+    options.setdefault("pool_index", "projection")  # the graph is the default: say which
     return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
 
 
