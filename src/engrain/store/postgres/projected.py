@@ -361,18 +361,18 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
                 return held_graph.caught_up(conn, user_id, held)
             files = self._graph_files(conn)
             kept = None if files is None or held is not None else files.read(user_id)
+            graph = None
             if kept is not None:
                 graph = held_graph.restored(conn, user_id, kept.revision, kept.index)
-                if graph is not None and not graph.worn:
-                    self.graphs["from_file"] += 1
-                    if graph.revision > kept.revision and files is not None:
-                        files.write(user_id, graph.revision, graph.index)
-                    return graph
-            graph = held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
+                graph = None if graph is None or graph.worn else graph
+            fresh = graph is None
+            if fresh:
+                graph = held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
         if graph is not None:
-            self.graphs["built"] += 1
-            if files is not None:
-                files.write(user_id, graph.revision, graph.index)  # not yet searched: no wait
+            self.graphs["built" if fresh else "from_file"] += 1
+            if files is not None and (fresh or kept is None or graph.revision > kept.revision):
+                # not yet searched (published by the caller): the save holds up no search
+                files.write(user_id, graph.revision, graph.index)
         return graph
 
     def _graph_files(self, conn: Conn) -> GraphFiles | None:
