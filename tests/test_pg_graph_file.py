@@ -222,3 +222,4 @@ def test_where_graphs_are_kept() -> None:
     assert graph_file.graph_dir({"ENGRAIN_PG_GRAPH_DIR": "/srv/graphs"}) == Path("/srv/graphs")
     for off in ("off", "OFF", "no", "false", "none"):
         assert graph_file.graph_dir({"ENGRAIN_PG_GRAPH_DIR": off}) is None
+    assert graph_file.graph_dir({"XDG_CACHE_HOME": "relative/cache"}) is None  # nobody's

@@ -74,14 +74,17 @@ _SUFFIX = ".graph"
 def graph_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     """Where graphs are kept: ``ENGRAIN_PG_GRAPH_DIR`` (``off``, ``no``, ``false``,
     ``none``: nowhere), else ``$XDG_CACHE_HOME/engrain/pg-graphs``, else
-    ``~/.cache/engrain/pg-graphs``."""
+    ``~/.cache/engrain/pg-graphs``; nowhere if that is not an absolute path (no home)."""
     env = os.environ if environ is None else environ
     raw = env.get("ENGRAIN_PG_GRAPH_DIR", "").strip()
     if raw.lower() in ("off", "no", "false", "none"):
         return None
     if raw:
         return Path(raw).expanduser()
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "engrain" / "pg-graphs"
+    cache = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(cache):
+        return None  # no home directory to keep them in (and a relative one is nobody's)
+    return Path(cache) / "engrain" / "pg-graphs"
 
 
 @dataclass(frozen=True)
