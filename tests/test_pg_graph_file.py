@@ -223,3 +223,53 @@ def test_where_graphs_are_kept() -> None:
     for off in ("off", "OFF", "no", "false", "none"):
         assert graph_file.graph_dir({"ENGRAIN_PG_GRAPH_DIR": off}) is None
     assert graph_file.graph_dir({"XDG_CACHE_HOME": "relative/cache"}) is None  # nobody's
+
+
+#: Another process: forgets one memory of alice's and writes a new one with the given vector.
+ANOTHER_PROCESS = """
+import dataclasses, json, sys
+import numpy as np
+from engrain.store.postgres import PostgresStore
+url, gone, vector = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+store = PostgresStore(url, pool_size=1, learnings_bytes=0, projected_bytes=0,
+                      fill_in_background=False)
+try:
+    [old] = store.get("alice", [gone])
+    new = dataclasses.replace(old, id="from-another-process",
+                              embedding=np.asarray(vector, dtype=np.float32))
+    store.write([new], deletes=[old])
+finally:
+    store.close()
+"""
+
+
+def test_a_write_by_another_process_between_two_processes_is_seen(
+    pg_url: str, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    vectors = _low_rank(500, seed=15)
+    _kept_by_one_process(pg_url, tmp_path, vectors)
+    query = vectors[250]
+    near = _unit(query + 0.002)
+    src = str(Path(__file__).resolve().parents[1] / "src")  # this tree's engrain
+    path = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH", "")) if p)
+    subprocess.run(
+        [sys.executable, "-c", ANOTHER_PROCESS, pg_url, "m-00250", json.dumps(near.tolist())],
+        check=True, timeout=300, env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
+    truth = _sql_store(pg_url, exact_search_below=10**9)
+    reader = _graph_store(pg_url, tmp_path)
+    try:
+        held = _loaded(reader)
+        assert held.graphs == {"from_file": 1, "built": 0}
+        ids = [m.id for m, _ in reader.search("alice", query, 5, ALL)]
+        assert ids[0] == "from-another-process" and "m-00250" not in ids
+        _same(reader.search("alice", query, 5, ALL), truth.search("alice", query, 5, ALL))
+        assert held.held("alice").dead == 1
+    finally:
+        reader.close()
+        truth.close()
