@@ -64,7 +64,7 @@ def _store(url: str, **options: Any) -> Any:
     options.setdefault("learnings_bytes", 0)
     options.setdefault("projected_bytes", projected.PROJECTED_BYTES)  # off by default
     options.setdefault("graph_dir", None)  # graphs kept in files: test_pg_graph_file.py
-    options.setdefault("pool_index", "projection")  # the graph is the default: say which
+    options.setdefault("pool_index", "projection")  # say which, whatever the default
     return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
 
 
@@ -325,8 +325,7 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
 
 
 def test_projected_bytes_from_the_environment(pg_url: str) -> None:
-    # the graph by default (session 21), at the default bound
-    assert projected.projected_bytes({}) == projected.PROJECTED_BYTES
+    assert projected.projected_bytes({}) == 0  # the database's walk by default
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
@@ -335,7 +334,11 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
         projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
-    assert projected.pool_kind({}) == "graph"
+    assert projected.pool_kind({}) == "projection"
+    assert (
+        projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "graph"}) == projected.PROJECTED_BYTES
+    )
+    assert projected.projected_bytes({}, kind="graph") == projected.PROJECTED_BYTES  # argument
     assert projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "off"}) == "projection"
     # off: the projection's kind, which is held only with a bound given: the database's walk
     assert projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "off"}) == 0
@@ -351,8 +354,7 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     default = PostgresStore(pg_url, pool_size=1)
     try:
         if not {"ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX"} & set(os.environ):
-            assert default._projected is not None and default._projected.kind == "graph"
-            assert default._projected.max_bytes == projected.PROJECTED_BYTES
+            assert default._projected is None  # nothing held by default
     finally:
         default.close()
     with pytest.raises(ConfigError):

@@ -172,23 +172,25 @@ def nearest_sql(
     ]  # fmt: skip
 
 
-def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
+def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
     :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
-    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX`` unset or ``graph``),
-    0 for the projection (``projection`` or ``off``); any other value raises
+    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX=graph``), 0 for the
+    projection (``ENGRAIN_PG_POOL_INDEX`` unset, ``projection`` or ``off``), ``kind`` (when
+    given) standing for that variable; any other value raises
     :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
     value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
-    if value is envvars.ON or (value is None and pool_kind(environ) == "graph"):
+    if value is envvars.ON or (value is None and (kind or pool_kind(environ)) == "graph"):
         return PROJECTED_BYTES
     return value * 2**20 if isinstance(value, int) else 0
 
 
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
-    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX`` unset, ``graph`` (or
-    ``on``) an HNSW graph in process (:class:`PoolGraph`, the default); ``projection`` or
-    ``off``: the projection (held only with a bound given). Any other value raises
-    :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
+    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
+    HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
+    projection, held only with a bound given (the default: the database's walk; the graph
+    costs ~70–90 MB of RSS at 100,000, past the 300 MB target, docs/postgres.md). Any other
+    value raises :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
     return envvars.choice("ENGRAIN_PG_POOL_INDEX", environ)
 
 
