@@ -61,6 +61,12 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("hi", 0, GRE, T),
     ("hey there!", 0, GRE, T),
     ("good morning", 0, GRE, T),
+    # a time of day alone or before the people greeted greets (issue 12, session 21: four
+    # sets' tune halves); before anything else it names a time
+    ("morning!", 0, GRE, T),
+    ("morning all ☕", 0, GRE, T),
+    ("evening, folks", 0, GRE, T),
+    ("morning standup moved to 10", 0, DIS, M),
     ("thanks!", 3, DIS, T),
     ("ty", 4, DIS, T),
     ("np", 2, DIS, T),
