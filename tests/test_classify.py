@@ -221,7 +221,12 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("Why does the model underforecast promotions so badly?", 0, ANA, C),
     ("Compare the TFT challenger with the LightGBM champion on the last 8 weeks", 0, ANA, C),
     ("Review my PR for the proration change", 0, ANA, C),
-    ("Is it worth moving the feature store to Delta Lake?", 0, ANA, C),
+    # whether a proposal is worth it asks a judgement: a discussion (issue 12, session 21: 7
+    # of the 8 such questions of the labelled sets); "evaluate whether" asks for analysis
+    ("Is it worth moving the feature store to Delta Lake?", 0, DIS, M),
+    ("Tomasz wants ingestd to publish readings over MQTT as well. Worth it?", 0, DIS, M),
+    ("Would it be worth moving the facade onto HAPI? Our search code keeps growing.", 0, DIS, M),
+    ("Evaluate whether our postgres read replica is actually worth the money", 0, ANA, C),
     ("I feel like our alerts are too noisy", 0, DIS, M),
     ("Maybe we should stop supporting CSV uploads", 0, DIS, M),
     ("Not convinced the holiday features are pulling their weight", 0, DIS, M),

@@ -167,6 +167,8 @@ FINAL_REQUEST = "request in the final sentence"
 #: request in its form.
 IMPERATIVE = "imperative"
 DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE})
+#: A question whether a proposal is worth it (:data:`cues.WORTH`): a discussion.
+WORTH_IT = "asks if it is worth it"
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -338,6 +340,9 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if cues.DELIBERATE.match(body):
         fired.append("deliberation")  # "not sure the monorepo still makes sense, builds …"
         return Intent.DISCUSSION
+    if any(cues.WORTH.search(q) for q in _questions(body)):
+        fired.append(WORTH_IT)  # whatever the proposal asks to build or mentions failing
+        return Intent.DISCUSSION
     ask = _final_question(body)
     need = cues.NEED.match(body) or cues.NAMED_NEED.match(body)
     if _request(body) or (need and not cues.ASKS_HOW.search(ask)):
@@ -395,6 +400,11 @@ def _final_request(body: str) -> bool:
     sentences = cues.SENTENCE_END.split(body.strip())
     last = sentences[-1].strip()
     return len(sentences) > 1 and not _asks(last) and _request(last)
+
+
+def _questions(body: str) -> list[str]:
+    """The sentences of ``body`` that ask (end with "?")."""
+    return [s for s in cues.SENTENCE_END.split(body.strip()) if _asks(s)]
 
 
 def _first_sentence(body: str) -> str:

@@ -216,7 +216,7 @@ ANALYSIS = re.compile(
     r"assess\w*|audit|trade-?offs?|pros and cons|understand|walk me through|"
     r"what(?:'s| is| are) the difference|difference between|versus|vs\.?|better than|"
     r"better (?:fit|option|choice|approach|bet)|"
-    r"which (?:is|one is|would be) better|is it worth|worth it|does it make sense|"
+    r"which (?:is|one is|would be) better|does it make sense|"
     r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
     r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
     r"anything suspicious|sanity[- ]check|(?:impact|effect|effects|influence) of|"
@@ -382,6 +382,12 @@ DELIBERATE = re.compile(
     re.I,
 )
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: A question whether a proposal is worth its cost ("Is it worth signing dev builds with a
+#: per-developer key?", "Tomasz wants … over MQTT as well. Worth it?", "Would it be worth
+#: moving the facade onto …?"): a judgement asked on a proposal, a discussion for every writer
+#: of the labelled sets (7 of the 8 such questions; "evaluate whether … is worth the money"
+#: asks for analysis in the seed's own verb, :data:`EXPLAIN`).
+WORTH = re.compile(r"\b(?:(?:is|would|will) (?:it|that|this) (?:\w+ )?(?:be )?worth|worth it)\b", re.I)
 #: A question about the way to do something, anywhere in a sentence ("…, what's the safe
 #: way to get it in?"): a statement of need followed by it asks how, not for the work.
 ASKS_HOW = re.compile(
