@@ -18,7 +18,9 @@ was ever tuned on it):
   read. A rule that transfers gains on most left-out sets; one fitted to one writer gains
   where it was read and nowhere else.
 
-Intent and complexity are judged separately. The disagreements of the last tree on the tune
+Intent and complexity are judged separately. The change on the three ``classify-train``
+files (no halves; the earlier rules were written against them, so in-sample) is shown
+beside, not counted. The disagreements of the last tree on the tune
 halves are listed grouped by the signal that misread them (:func:`family`): the verbs, the
 question's shape, code, length and structure, domain and symptom words, the intent model's
 second opinion, or none (a level the intent gives by default). ``--held`` also scores the
@@ -47,7 +49,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import machine_info, write_json
-from complexity_lopo import FRESH, SETS, load_rows, vectors_of
+from complexity_lopo import EXTRA, FRESH, SETS, load_rows, vectors_of
 
 #: the eight gating sets scored (meridian too: nothing was ever tuned on it)
 SCORED = (*SETS, *FRESH)
@@ -143,8 +145,12 @@ def judge(
             gain = sum(d["left_out"] for d in sets.values() if d["others"] > 0)
             wins = sum(d["left_out"] > 0 for d in sets.values() if d["others"] > 0)
             losses = sum(d["left_out"] < 0 for d in sets.values() if d["others"] > 0)
+            extra = [i for i, r in enumerate(rows) if r["group"] in EXTRA]
+            files = (accuracy(rows, new, reading, measure, extra)
+                     - accuracy(rows, base, reading, measure, extra))  # fmt: skip
             out[f"{reading} {measure}"] = {"sets": sets, "total": total, "lopo_gain": gain,
-                                           "left_out_wins": wins, "left_out_losses": losses}  # fmt: skip
+                                           "left_out_wins": wins, "left_out_losses": losses,
+                                           "training_files": files}  # fmt: skip
     return out
 
 
@@ -230,7 +236,8 @@ def _print(report: dict[str, Any], names: Sequence[str], splits: Sequence[str]) 
                                for s, v in verdict["sets"].items())  # fmt: skip
                 print(f"  {n} {key:<20} total {verdict['total']:+d}  LOPO gain "
                       f"{verdict['lopo_gain']:+d} (left out: {verdict['left_out_wins']} win, "
-                      f"{verdict['left_out_losses']} lose)  [set: left out/others] {per}")
+                      f"{verdict['left_out_losses']} lose); training files "
+                      f"{verdict['training_files']:+d}  [set: left out/others] {per}")
     for measure, by_family in report["misses"].items():
         print(f"\n{names[-1]}, tune halves, {measure} disagreements by the signal that decided:")
         for name, lines in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
