@@ -227,6 +227,9 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("Tomasz wants ingestd to publish readings over MQTT as well. Worth it?", 0, DIS, M),
     ("Would it be worth moving the facade onto HAPI? Our search code keeps growing.", 0, DIS, M),
     ("Evaluate whether our postgres read replica is actually worth the money", 0, ANA, C),
+    # "let's have X do Y" asks for it; "let's have a look" does not (session 21)
+    ("Let's have a fish function that tails the arena-server logs for one match_id", 0, GEN, M),
+    ("let's have a look at why the export fails", 0, DBG, C),
     ("I feel like our alerts are too noisy", 0, DIS, M),
     ("Maybe we should stop supporting CSV uploads", 0, DIS, M),
     ("Not convinced the holiday features are pulling their weight", 0, DIS, M),

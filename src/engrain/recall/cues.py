@@ -168,7 +168,10 @@ GENERATION_VERB = re.compile(
     r"paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
     r"encode|impute|resample|retrain|tune|optimi[sz]e|speed up|shorten|simplify|"
     r"rework|restructure|reorganize|inline|prepare|fill|fetch|scrape|ship|publish|"
-    r"release|deploy|roll out|provision|spin up)\b",
+    r"release|deploy|roll out|provision|spin up|"
+    # "Let's have Config::validate() reject …", "let's have a fish function that …": a
+    # request, not "let's have a look / a chat" (session 21: quill, brightfall)
+    r"(?:(?<=let's )|(?<=lets ))have(?! a (?:look|chat|call|talk|think|go|quick look)\b))\b",
     re.IGNORECASE,
 )
 #: An explicit request for analysis names the intent, even about a misbehaviour.
