@@ -1366,3 +1366,37 @@ def test_everything_that_happens_between_two_ends_is_a_deep_journey(message: str
     """Deep — "architecture, analysis": a path from one end of the system to the other."""
     result = classify(message)
     assert (result.intent, result.complexity) == (ANA, D), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["the board browns out and resets every time the CO2 measurement starts",
+     "the log timestamps jump back to 1970 after every reset",
+     "r.Get on the Service I just created returns NotFound, but only sometimes",
+     "CI is red only on Windows: the sitemap snapshot differs on every line",
+     "strata-controller restarts every couple of minutes with 'leader election lost'",
+     "A user on Windows gets backslashes in their permalinks. Linux builds of the same site are "
+     "fine.",
+     "I changed base_url in config.yaml and the build just ignores it"],
+)  # fmt: skip
+def test_a_behaviour_told_with_the_condition_it_shows_under_is_a_bug_report(message: str) -> None:
+    """Issue 12, session 21: when, where or where not a behaviour shows is how a bug is told
+    without the words "error" or "bug" (8 tune messages of three sets, none of another
+    intent): debugging, and complex as the seed's table says."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "symptom" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "turn", "intent"),
+    [("does the cleanup job run only on weekdays?", 0, QUE),
+     ("why stripe tax and not our own vat tables? marta says ours were fine", 0, ANA),
+     ("good. same plot but only the 8-week horizon, keep the colours", 3, CON),
+     ("same chart but only on the EU stores", 3, CON)],  # narrows the work asked before
+)  # fmt: skip
+def test_a_condition_in_a_question_or_a_revision_is_no_bug_report(
+    message: str, turn: int, intent: Intent
+) -> None:
+    result = classify(message, turn=turn)
+    assert result.intent is intent, result.signals

@@ -316,7 +316,10 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))
         or (cues.GONE.search(text) and not _asks(text))
     )
-    if symptom:
+    # a condition in a follow-up narrows the work asked before ("same chart but only on the
+    # EU stores"); opening a thread, it tells when a behaviour shows: a bug report
+    told = bool(cues.REPRO.search(text)) and "?" not in text
+    if symptom or told:
         fired.append("symptom")
     if turn > 0 and (
         cues.CONTINUATION.match(body)
@@ -329,6 +332,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         # failure ("what if the retry fails?") continues the thread
         reported = symptom and not body.rstrip().endswith("?")
         return Intent.DEBUGGING if reported else Intent.CONTINUATION
+    symptom = symptom or told
     if cues.REPAIR.match(body):
         return Intent.DEBUGGING
     if cues.EXPLAIN.search(body):

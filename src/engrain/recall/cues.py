@@ -123,6 +123,22 @@ SYMPTOM = re.compile(
     re.IGNORECASE,
 )
 ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
+#: A behaviour reported with the condition it shows under — when it happens ("resets every
+#: time the CO2 measurement starts", "jump back to 1970 after every reset", "restarts every
+#: couple of minutes"), where ("red only on Windows", "but only on our biggest pages",
+#: "returns NotFound, but only sometimes") or where it does not ("… the debug build on the
+#: same board is fine", "Linux builds of the same site are fine") — or a thing that stays
+#: as it was ("the page just stays stale", "the build just ignores it"): how someone who
+#: met a bug tells it, in any project, without the words "error" or "bug". In a statement
+#: only, with no question in it: a question asks about the condition ("does it run only on
+#: weekdays?", "why stripe tax and not our own vat tables? marta says ours were fine").
+REPRO = re.compile(
+    r"\b(?:every time|each time|after every|(?:but )?only (?:sometimes|on|when|"
+    r"after|from)|(?:is|are|was|were) (?:all |totally |perfectly )?fine|works? fine|"
+    r"just (?:stays|ignores|hangs|sits|dies|keeps)|every (?:couple|few) (?:of )?(?:seconds|"
+    r"minutes|hours|days))\b",
+    re.IGNORECASE,
+)
 #: Words that mean a problem when someone reports it, and only a topic in a question
 #: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
 PROBLEM_WORD = re.compile(
