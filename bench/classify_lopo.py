@@ -41,7 +41,6 @@ import os
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -138,8 +137,11 @@ def judge(
     out: dict[str, Any] = {}
     for reading in READINGS:
         for measure in MEASURES:
-            delta = {s: accuracy(rows, new, reading, measure, idx)
-                     - accuracy(rows, base, reading, measure, idx) for s, idx in index.items()}  # fmt: skip
+            delta = {
+                s: accuracy(rows, new, reading, measure, idx)
+                - accuracy(rows, base, reading, measure, idx)
+                for s, idx in index.items()
+            }
             total = sum(delta.values())
             sets = {s: {"left_out": d, "others": total - d} for s, d in delta.items()}
             gain = sum(d["left_out"] for d in sets.values() if d["others"] > 0)
@@ -181,7 +183,8 @@ def misses(rows: Sequence[dict[str, Any]], reads: Sequence[dict[str, Any]], spli
                 if measure == "complexity" and read["shipped"][0] != row["intent"]:
                     name = "the intent misread"
                 out[measure].setdefault(name, []).append(
-                    f"{row['group']} {row['id']} {row[measure]} → {got}: {row['text'][:90]!r}")
+                    f"{row['group']} {row['id']} {row[measure]} → {got}: {row['text'][:90]!r}"
+                )
     return out
 
 
@@ -234,10 +237,12 @@ def _print(report: dict[str, Any], names: Sequence[str], splits: Sequence[str]) 
             for key, verdict in report["judged"][split][n].items():
                 per = " ".join(f"{s}:{v['left_out']:+d}/{v['others']:+d}"
                                for s, v in verdict["sets"].items())  # fmt: skip
-                print(f"  {n} {key:<20} total {verdict['total']:+d}  LOPO gain "
-                      f"{verdict['lopo_gain']:+d} (left out: {verdict['left_out_wins']} win, "
-                      f"{verdict['left_out_losses']} lose); training files "
-                      f"{verdict['training_files']:+d}  [set: left out/others] {per}")
+                print(
+                    f"  {n} {key:<20} total {verdict['total']:+d}  LOPO gain "
+                    f"{verdict['lopo_gain']:+d} (left out: {verdict['left_out_wins']} win, "
+                    f"{verdict['left_out_losses']} lose); training files "
+                    f"{verdict['training_files']:+d}  [set: left out/others] {per}"
+                )
     for measure, by_family in report["misses"].items():
         print(f"\n{names[-1]}, tune halves, {measure} disagreements by the signal that decided:")
         for name, lines in sorted(by_family.items(), key=lambda kv: -len(kv[1])):

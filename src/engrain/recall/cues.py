@@ -406,7 +406,9 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 #: moving the facade onto …?"): a judgement asked on a proposal, a discussion for every writer
 #: of the labelled sets (7 of the 8 such questions; "evaluate whether … is worth the money"
 #: asks for analysis in the seed's own verb, :data:`EXPLAIN`).
-WORTH = re.compile(r"\b(?:(?:is|would|will) (?:it|that|this) (?:\w+ )?(?:be )?worth|worth it)\b", re.I)
+WORTH = re.compile(
+    r"\b(?:(?:is|would|will) (?:it|that|this) (?:\w+ )?(?:be )?worth|worth it)\b", re.I
+)
 #: A question about the way to do something, anywhere in a sentence ("…, what's the safe
 #: way to get it in?"): a statement of need followed by it asks how, not for the work.
 ASKS_HOW = re.compile(
