@@ -235,13 +235,6 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("Not convinced the holiday features are pulling their weight", 0, DIS, M),
     ("I'd rather keep the monolith for another year", 0, DIS, M),
     ("and the annual plans?", 5, CON, S),
-    # a follow-up asking a procedure is moderate like the first question asking it, and "go
-    # on, do …" asks for the work (issue 12, session 21); how long is a fact
-    ("ok and how do I back it out if the canary looks bad?", 3, CON, M),
-    ("and how would the rollback look?", 2, CON, M),
-    ("go on, do the Epic side too", 6, CON, M),
-    ("and after that, how long do I wait before going to 50%?", 3, CON, S),
-    ("go on", 4, CON, S),
     ("ok, now the same for the EU region", 4, CON, S),
     ("go on", 2, CON, S),
     ("and how would that work with proration?", 6, CON, S),

@@ -496,19 +496,14 @@ def _complexity(
     if cues.QUICK.search(text):
         fired.append("quick")
         return Complexity.SIMPLE
-    if intent is Intent.CONTINUATION:
-        # a follow-up asking how to do something asks the procedure a first question would
-        # ("ok and how do I back it out if the canary looks bad?"): the same level
-        body = _OPENERS.sub("", body, count=1) or body
     asks_how = (
         cues.HOW_TO.match(body)
         or cues.WAY_TO.match(body)
         or cues.ASKS_HOW.search(_final_question(body) or _first_sentence(body))
     )
-    asking = intent in (Intent.QUESTION, Intent.CONTINUATION)
-    if asking and asks_how and cues.HOW_IT_IS.match(body):
+    if intent is Intent.QUESTION and asks_how and cues.HOW_IT_IS.match(body):
         fired.append("how it is")  # a fact about how a thing is set up, not a procedure
-    elif asking and asks_how:
+    elif intent is Intent.QUESTION and asks_how:
         fired.append("how-to")  # a procedure: the golden path and its pitfalls
         return Complexity.MODERATE
     if length < SHORT:
@@ -520,9 +515,7 @@ def _complexity(
 #: A follow-up telling what to do next to what was built ("now do the WASM side of it too",
 #: "also handle the empty case"), not a question ("do those run in parallel?").
 _DO_PART = re.compile(r"(?:do|handle) (?:the|it|that|this|those|these)\b(?! (?:same|rest)\b)", re.I)
-_OPENERS = re.compile(
-    r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but|go on|right|hm+)\b[\s,]*)+", re.I
-)
+_OPENERS = re.compile(r"^(?:(?:and|also|then|now|so|ok|okay|next|plus|but)\b[\s,]*)+", re.I)
 _CODE_SPAN = re.compile(r"```.*?(?:```|$)|`[^`\n]*`", re.S)
 
 
