@@ -19,8 +19,11 @@ messages showed (``tests/test_classify.py``):
   one with no content word ("no worries at all", "you around?": :mod:`.contentless`);
 * debugging is recognised by its symptoms (hangs, 500s, OOM, timeouts, flaky, slow, exit
   codes, "doesn't work", things arriving out of order, output quoted after "I get" or
-  "traps with"), not by the words "error" and "bug" — which, in a question about a fact
-  ("which error tracker do we use?"), name a topic, not a problem;
+  "traps with") or the condition it shows under ("resets every time …", "red only on
+  Windows", "the debug build is fine"), not by the words "error" and "bug" — which, in a
+  question about a fact ("which error tracker do we use?"), name a topic, not a problem;
+* a question whether a proposal is worth it ("Is it worth signing dev builds …?") is a
+  discussion, not an analysis;
 * generation is a request to produce or change something, however it is phrased:
   an imperative ("Cover … with tests", "Let users …"), a need ("We need …", "Users want …")
   or a requirement ("The form should …");
