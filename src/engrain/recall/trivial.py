@@ -123,8 +123,15 @@ _LAUGHING_EMOJI = re.compile(
 _PRESENCE = frozenset(
     ["today", "tonight", "session", "back", "here", "around", "online", "quick", "short"]
 )
+#: A greeting opening a message. A time of day greets without "good" when it stands alone
+#: or set off by punctuation or before the people greeted ("morning!", "morning, anyone
+#: here?", "morning all ☕"), as in any team's chat; before anything else it names a time
+#: ("morning standup moved to 10").
 _GREETING = re.compile(
-    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
+    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening)|"
+    r"(?:morning|afternoon|evening)(?=\W*$|\s*[,!.]|\s+(?:all|everyone|everybody|folks|team|"
+    r"y'?all|guys|people)\b))\b",
+    re.I,
 )
 _DIGIT = re.compile(r"\d")
 #: Words saying that something is well: a check that passes, a build that builds.
