@@ -292,6 +292,7 @@ def test_http_arguments_of_the_wrong_type_are_invalid_input_and_write_nothing(
                 ("context", {"message": "indent?", "token_budget": 2**31}, "token_budget"),
                 ("recall", {"query": "indent?", "top_k": 2**31}, "top_k"),
                 ("list_memories", {"offset": 2**31}, "offset"),
+                ("context", {"message": "indent?", "token_budjet": 50}, "token_budjet"),
             ]:
                 result = await s.call_tool(tool, args)
                 assert failed(result) == "invalid_input", (tool, args)

@@ -218,7 +218,17 @@ class EngrainMCP(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         """The SDK's call; arguments that fail the tool's input schema (the tool never
-        ran, nothing was written) come back as :func:`failure` of a ValidationError."""
+        ran, nothing was written) come back as :func:`failure` of a ValidationError, and
+        so do arguments the tool does not take: the SDK would drop them, so a misspelled
+        ``token_budjet`` silently became the default (HTTP refuses an unknown field too)."""
+        schema = self._tool_input_schema(name)
+        if schema is not None:
+            known = schema.get("properties", {})
+            unknown = sorted(set(arguments or {}) - set(known))
+            if unknown:
+                return failure(ValidationError(
+                    f"{unknown[0]}: unknown argument; {name} takes {', '.join(sorted(known))}"
+                ))  # fmt: skip
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
