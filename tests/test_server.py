@@ -525,6 +525,9 @@ def test_refusals_say_what_was_wrong_in_the_engines_words(svc: Service) -> None:
                         "input_too_large")  # fmt: skip
     assert body["message"].startswith("metadata has 200,013 characters as JSON; the limit is")
     assert svc.engine.list("alice") == before
+    # any cursor the schema lets through is a position: past the last memory, an empty page
+    page = svc.call("GET", "/v1/memories", "alice", params={"cursor": "9" * 15})
+    assert page.status_code == 200 and page.json() == {"memories": [], "next_cursor": None}
 
 
 def test_the_schema_states_the_engines_limits(svc: Service) -> None:
