@@ -144,7 +144,7 @@ PATTERN_MEANINGS = {
     TEXT_PATTERN: "is empty (no visible characters)",
     TAG_PATTERN: "contains control or invisible characters",
     MODEL_PATTERN: "is not a model engrain knows (engrain.tiers.MODEL_WINDOWS); "
-    "give context_window instead",
+    "leave it out and give context_window",
 }
 Moment = Annotated[
     datetime,
