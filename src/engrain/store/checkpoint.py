@@ -56,6 +56,14 @@ RESTART_TRIES = 10
 RESTART_PAUSE = 0.002
 
 
+def connect(path: Path) -> sqlite3.Connection:
+    """The checkpointer's own connection to the file at ``path``: ``mode=rw``, so a file
+    removed meanwhile is not created again, empty; busy timeout 0, so the ``RESTART`` pass
+    waits for no writer or reader (above)."""
+    return sqlite3.connect(f"file:{quote(str(path))}?mode=rw", uri=True,
+                           isolation_level=None, timeout=0.0)  # fmt: skip
+
+
 class Checkpointer:
     """Checkpoints the write-ahead log of the SQLite file at ``path`` from one daemon
     thread, started on the first :meth:`committed` call and stopped by :meth:`close`."""
@@ -94,10 +102,7 @@ class Checkpointer:
 
     def _run(self) -> None:
         try:
-            # mode=rw: a file removed meanwhile is not created again, empty
-            # timeout 0: the RESTART pass waits for no writer or reader (above)
-            db = sqlite3.connect(f"file:{quote(str(self._path))}?mode=rw", uri=True,
-                                 isolation_level=None, timeout=0.0)  # fmt: skip
+            db = connect(self._path)
         except sqlite3.Error:
             return  # the store's own close still checkpoints
         try:
