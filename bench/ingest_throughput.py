@@ -363,9 +363,11 @@ def make_embedder() -> MiniLMEmbedder:
     return MiniLMEmbedder(**options)
 
 
-def locomo_once(data: Path, backend: str) -> dict[str, Any]:
+def locomo_once(data: Path, backend: str, calls_out: Path | None = None) -> dict[str, Any]:
     """One timed ingest of every LoCoMo session (``ingest_conversation`` per session) into
-    a fresh store, in this process, after the model has been loaded and warmed."""
+    a fresh store, in this process, after the model has been loaded and warmed;
+    ``calls_out``: the texts of each of the embedder's calls, in order, written there as
+    JSON (``bench/ingest_floor.py`` runs the model alone on them)."""
     import baselines as bl
     import locomo
 
@@ -378,7 +380,8 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
     else:
         embedder, warm = make_embedder(), (1, 16)
         embedder.embed([n.text for n in common.make_notes(16, seed=5)])  # load and warm up
-    recorder = RecordingEmbedder(embedder) if RECORD else None  # type: ignore[arg-type]
+    recording = RECORD or calls_out is not None
+    recorder = RecordingEmbedder(embedder) if recording else None  # type: ignore[arg-type]
     with tempfile.TemporaryDirectory(prefix="engrain-locomo-ingest-") as tmp, \
             locomo.backend_stores(backend, Path(tmp)) as new_store:  # fmt: skip
         engine = Engine(settings=Settings(data_dir=Path(tmp)), store=new_store("ingest"),
@@ -395,6 +398,8 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
             after = server_cpu_seconds(pg) if server is not None else None
             engine.wait()
             digest = stored_digest(engine.store, [c.conversation_id for c in conversations])
+    if recorder is not None and calls_out is not None:
+        calls_out.write_text(json.dumps(recorder.calls), encoding="utf-8")
     if recorder is not None and RECORD:
         save_vectors(recorder, Path(RECORD))
     return {
