@@ -30,7 +30,14 @@ import numpy.typing as npt
 
 from engrain.errors import ConfigError
 from engrain.recall.classify import Classification, Complexity, Intent
-from engrain.recall.trivial import SHORT, asks_for_work, says_something_social
+from engrain.recall.open_work import keeps_work_open
+from engrain.recall.trivial import (
+    SHORT,
+    asks_for_work,
+    says_something_social,
+    social_word,
+    words_said,
+)
 
 #: The trained weights, shipped with the package (``bench/train_ack.py`` writes it).
 MODEL_FILE = Path(__file__).with_name("ack_model.npz")
@@ -88,9 +95,11 @@ def greeting(rules: Classification, text: str) -> bool:
 
 def short_reply(rules: Classification, text: str) -> bool:
     """Whether ``text`` is a short reply that may ask nothing: non-trivial by the rules,
-    under 50 characters, no question mark, no code, no number, and not asking for work on
+    under 50 characters, no question mark, no code, no number, not asking for work on
     the turn before (:func:`~engrain.recall.trivial.asks_for_work`: "try again", "next",
-    "this one too")."""
+    "this one too") and not keeping that work open
+    (:func:`~engrain.recall.open_work.keeps_work_open`: "no luck", "still red",
+    "continue", "wym", "that one")."""
     stripped = text.strip()
     return (
         rules.complexity is not Complexity.TRIVIAL
@@ -99,6 +108,7 @@ def short_reply(rules: Classification, text: str) -> bool:
         and "?" not in stripped
         and not _DIGIT.search(stripped)
         and not asks_for_work(stripped)
+        and not keeps_work_open(stripped, words_said(stripped), social_word)
     )
 
 

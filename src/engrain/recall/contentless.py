@@ -39,7 +39,9 @@ from collections.abc import Callable, Sequence
 APOLOGY = frozenset(
     ["sorry", "sry", "soz", "apologies", "apology", "apologize", "apologise", "pardon",
      "worries", "worry", "problem", "problemo", "prob", "probs", "bad", "mb", "oops",
-     "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake"]
+     "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake",
+     # reassurance that nothing is owed ("no rush", "no hurry")
+     "rush", "hurry"]
 )  # fmt: skip
 #: Hesitation, filler and vocatives: they carry no request ("hmm ok", "thanks guys").
 FILLER = frozenset(
@@ -121,7 +123,7 @@ def asks_nothing(text: str, words: Sequence[str], social: Callable[[str], bool])
     for i, word in enumerate(words):
         if (social(word) and word not in FUNCTION_WORDS) or word in APOLOGY:
             anchored = True
-        elif word in NEGATIONS and _reassures(words[i + 1 : i + 3]):
+        elif word in NEGATIONS and reassures(words[i + 1 : i + 3]):
             continue
         elif word not in FUNCTION_WORDS and word not in FILLER and word not in PRESENCE | TIME:
             return False
@@ -154,7 +156,7 @@ def _names_an_action(word: str, social: Callable[[str], bool]) -> bool:
     )  # fmt: skip
 
 
-def _reassures(after: Sequence[str]) -> bool:
+def reassures(after: Sequence[str]) -> bool:
     """Whether the words after a negation are an apology word, an article between."""
     rest = list(after[1:]) if after and after[0] in ("a", "an") else list(after)
     return bool(rest) and rest[0] in APOLOGY

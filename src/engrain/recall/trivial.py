@@ -168,7 +168,7 @@ def trivial_signal(text: str) -> str | None:
         return None
     if "?" in text and not _WORDS.search(text):
         return None  # a bare "?" or "??" asks for the last answer again, or explained
-    words = _said(text)
+    words = words_said(text)
     if follows_up(words, _social):
         return None
     unknown = [w for w in words if not _acknowledges(w)]
@@ -189,10 +189,10 @@ def asks_for_work(text: str) -> bool:
     """Whether the short reply ``text`` asks for work on the turn before
     (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next"), once
     the phrases of closing and of the user's next step are set aside."""
-    return follows_up(_said(text), _social)
+    return follows_up(words_said(text), _social)
 
 
-def _said(text: str) -> list[str]:
+def words_said(text: str) -> list[str]:
     """The words of ``text`` lower-cased, stretched letters shortened, the phrases of the
     user's next step and of closing removed."""
     said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
@@ -219,10 +219,12 @@ _NOT_SOCIAL = frozenset(
 def says_something_social(text: str) -> bool:
     """Whether ``text`` holds a word that greets, thanks, acknowledges, praises or laughs
     ("ok", "gracias", "great", "lol"), not just a pronoun, a verb or a report."""
-    return any(
-        _acknowledges(w) and w not in FUNCTION_WORDS and w not in _NOT_SOCIAL
-        for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
-    )
+    return any(social_word(w) for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower())))
+
+
+def social_word(word: str) -> bool:
+    """Whether the lower-cased ``word`` greets, thanks, acknowledges, praises or laughs."""
+    return _acknowledges(word) and word not in FUNCTION_WORDS and word not in _NOT_SOCIAL
 
 
 def _social(word: str) -> bool:
