@@ -87,7 +87,10 @@ def keeps_work_open(text: str, words: Sequence[str], social: Callable[[str], boo
         return True
     if _SELECTION.issuperset(words) and not SELECTORS.isdisjoint(words):
         return True  # "that one", "the second one"
-    return any(
-        (w in NEGATIONS or _NOT.search(w)) and not reassures(words[i + 1 : i + 3])
-        for i, w in enumerate(words)
-    )
+    return any(negates(w) and not reassures(words[i + 1 : i + 3]) for i, w in enumerate(words))
+
+
+def negates(word: str) -> bool:
+    """Whether the lower-cased ``word`` is a negation (:data:`NEGATIONS`, or contracted:
+    "didn't", "wasnt", "won't")."""
+    return word in NEGATIONS or bool(_NOT.match(word))
