@@ -13,11 +13,11 @@ from engrain.recall import acknowledgement as ack
 from engrain.recall import intent_model as im
 from engrain.recall.classify import Complexity, classify
 from engrain.recall.open_work import keeps_work_open
-from engrain.recall.trivial import social_word, words_said
+from engrain.recall.trivial import words_said
 
 
 def _open(message: str) -> bool:
-    return keeps_work_open(message, words_said(message), social_word)
+    return keeps_work_open(message, words_said(message))
 
 
 @pytest.mark.parametrize(
@@ -27,7 +27,7 @@ def _open(message: str) -> bool:
         "still flaky", "nope, same error", "didn't help", "broken now",  # a failure
         "no luck", "no dice", "not yet", "nothing", "doesnt change anything",  # a negation
         "continue", "go on", "ok go ahead", "keep going", "carry on",  # asked to go on
-        "wym", "wdym", "why tho",  # a question word, no question mark
+        "wym", "wdym", "why tho", "thanks, why is that",  # a question word, no "?"
         "that one", "the second one", "those", "both of them", "the latter",  # a selection
     ],
 )  # fmt: skip
@@ -39,7 +39,6 @@ def test_a_reply_that_keeps_the_work_open_is_named(message: str) -> None:
     "message",
     [
         "no rush", "not a problem", "no worries mate",  # a negated reassurance
-        "ahh of course, how did i miss that. thanks!",  # a question word with thanks
         "indeed", "trying now", "now",  # adverbs are not a selection
         "thanks again!", "interface is up again, thx",  # "again" is not persistence
         "tip top", "gracias amigo", "you're a lifesaver", "that fixes it",
@@ -87,3 +86,30 @@ def test_short_social_replies_stay_trivial_beside_the_rule(  # type: ignore[no-u
     rules = classify(message)
     read = im.refine(rules, message, minilm.embed([message])[0], MODEL_ID)
     assert read.complexity is Complexity.TRIVIAL
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "message", ["is working now, thanks", "ok i understand now", "is fine now, thank you"]
+)
+def test_a_reply_read_as_a_greeting_is_trivial_whatever_intent_the_rules_guessed(  # type: ignore[no-untyped-def]
+    minilm, message: str
+) -> None:
+    rules = classify(message)
+    assert rules.complexity is not Complexity.TRIVIAL
+    assert rules.intent not in ack.OPEN_INTENTS  # a question or an analysis, by one word
+    read = im.refine(rules, message, minilm.embed([message])[0], MODEL_ID)
+    assert read.complexity is Complexity.TRIVIAL
+    assert read.signals[-1].endswith("→ greeting")
+
+
+@pytest.mark.model
+@pytest.mark.parametrize(
+    "message", ["thanks, why is that", "ok thanks, add a test for it", "thanks, is it deployed"]
+)
+def test_a_question_or_request_with_thanks_stays_a_message(  # type: ignore[no-untyped-def]
+    minilm, message: str
+) -> None:
+    rules = classify(message)
+    read = im.refine(rules, message, minilm.embed([message])[0], MODEL_ID)
+    assert read.complexity is not Complexity.TRIVIAL

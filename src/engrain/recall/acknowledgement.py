@@ -35,7 +35,6 @@ from engrain.recall.trivial import (
     SHORT,
     asks_for_work,
     says_something_social,
-    social_word,
     words_said,
 )
 
@@ -87,10 +86,13 @@ def eligible(rules: Classification, text: str) -> bool:
 
 def greeting(rules: Classification, text: str) -> bool:
     """Whether a short reply the intent model reads as a greeting may be made trivial, as
-    the seed's greetings are: :func:`eligible`, and a word in it greets, thanks,
-    acknowledges, praises or laughs (:func:`~engrain.recall.trivial.says_something_social`:
-    "ya funciona, gracias", "ok i will tryed"; "go ahead" or "as a table" hold none)."""
-    return eligible(rules, text) and says_something_social(text)
+    the seed's greetings are: a :func:`short_reply` (whatever intent the rules guessed from
+    a word of it: "ok i am understand now" is no analysis, "is working now, thank" no
+    question; what would make it one keeps the work open and is ruled out there), and a
+    word in it greets, thanks, acknowledges, praises or laughs
+    (:func:`~engrain.recall.trivial.says_something_social`: "ya funciona, gracias", "ok i
+    will tryed"; "go ahead" or "as a table" hold none)."""
+    return short_reply(rules, text) and says_something_social(text)
 
 
 def short_reply(rules: Classification, text: str) -> bool:
@@ -108,7 +110,7 @@ def short_reply(rules: Classification, text: str) -> bool:
         and "?" not in stripped
         and not _DIGIT.search(stripped)
         and not asks_for_work(stripped)
-        and not keeps_work_open(stripped, words_said(stripped), social_word)
+        and not keeps_work_open(stripped, words_said(stripped))
     )
 
 

@@ -18,20 +18,22 @@ its reason, so that no model turns such a reply into nothing:
   the last answer;
 * a **request to go on** (:data:`GO_ON`: "continue", "go ahead", "keep going", "carry on");
 * a **question word**, also in chat's short forms (:data:`QUESTION_WORDS`: "why", "wym",
-  "wdym") — a question without its question mark, when no word is social;
+  "wdym") — a question without its question mark, thanks or not ("thanks, why is that");
+  an exclamation ("how did i miss that, thanks!") pays for it with a block of memory;
 * a **selection** of something shown: only demonstratives, "one", ordinals and articles
   ("that one", "the second one", "those": :data:`SELECTORS`).
 
-The rules that make a reply trivial by its words are not changed by this module (a social
-word they know still decides "thanks, ok"); only the models' reading of a reply the rules
-left open is. Module-level frozensets and compiled patterns, only read: any number of threads
-may use them at once.
+The models' reading of a reply the rules left open is what this module bounds
+(:func:`engrain.recall.acknowledgement.short_reply`); of the rules that make a reply trivial
+by its words, only the report of success takes its negations (:func:`negates`: "build
+didn't pass" is a failure). Module-level frozensets and compiled patterns, only read: any
+number of threads may use them at once.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from engrain.recall import cues
 from engrain.recall.contentless import reassures
@@ -71,19 +73,17 @@ SELECTORS = frozenset(
 _SELECTION = frozenset(["the", "a", "an", "of", "them", "all", *SELECTORS])
 
 
-def keeps_work_open(text: str, words: Sequence[str], social: Callable[[str], bool]) -> bool:
+def keeps_work_open(text: str, words: Sequence[str]) -> bool:
     """Whether the short reply ``text`` (its lower-cased ``words``) keeps the work of the
     turn before open: a failure, a negation that is not a reassurance, persistence, a
-    request to go on, a question word with no ``social`` word (one that greets, thanks,
-    acknowledges or laughs: "ahh of course, how did i miss that. thanks!" exclaims), or
-    a selection of what was shown."""
+    request to go on, a question word, or a selection of what was shown."""
     if not words:
         return False
     if cues.SYMPTOM.search(text) or _PROBLEM.search(text) or GO_ON.search(text):
         return True
     if not (FAILED_RUN.isdisjoint(words) and PERSISTENCE.isdisjoint(words)):
         return True
-    if not QUESTION_WORDS.isdisjoint(words) and not any(social(w) for w in words):
+    if not QUESTION_WORDS.isdisjoint(words):
         return True
     if _SELECTION.issuperset(words) and not SELECTORS.isdisjoint(words):
         return True  # "that one", "the second one"

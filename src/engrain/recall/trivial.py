@@ -236,10 +236,10 @@ _NOT_SOCIAL = frozenset(
 def says_something_social(text: str) -> bool:
     """Whether ``text`` holds a word that greets, thanks, acknowledges, praises or laughs
     ("ok", "gracias", "great", "lol"), not just a pronoun, a verb or a report."""
-    return any(social_word(w) for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower())))
+    return any(_social_word(w) for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower())))
 
 
-def social_word(word: str) -> bool:
+def _social_word(word: str) -> bool:
     """Whether the lower-cased ``word`` greets, thanks, acknowledges, praises or laughs."""
     return _acknowledges(word) and word not in FUNCTION_WORDS and word not in _NOT_SOCIAL
 
