@@ -10,7 +10,9 @@ get wrong the other way: a message the rules call non-trivial, shorter than the 
 characters, with no question mark, no code and no number, that the rules read as a discussion
 or a greeting (a request, a question, a report of a problem or a follow-up are never turned
 into nothing: a verb with its object, "run it", or a word pointing back at the turn before,
-"same thing", "next", keeps a reply a request). It answers only above :data:`THRESHOLD`,
+"same thing", "next", keeps a reply a request, and a word that keeps the work open, "no
+luck", "still red", "continue", "wym", "that one", keeps it a message:
+:mod:`engrain.recall.open_work`). It answers only above :data:`THRESHOLD`,
 chosen by leaving each writer's file out (``bench/train_ack.py``, ``docs/decisions.md``).
 The vector is the one the gate computes for the pool anyway: no second embedding.
 
