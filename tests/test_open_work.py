@@ -26,9 +26,12 @@ def _open(message: str) -> bool:
         "still red", "red again", "ci's red",  # a failed run's colour, persistence
         "still flaky", "nope, same error", "didn't help", "broken now",  # a failure
         "no luck", "no dice", "not yet", "nothing", "doesnt change anything",  # a negation
+        "almost", "closer", "nearly there",  # a goal not reached
         "continue", "go on", "ok go ahead", "keep going", "carry on",  # asked to go on
+        "ok, next", "ok next one", "ok go", "proceed",
         "wym", "wdym", "why tho", "thanks, why is that",  # a question word, no "?"
         "that one", "the second one", "those", "both of them", "the latter",  # a selection
+        "yes, the second one", "ok those",
     ],
 )  # fmt: skip
 def test_a_reply_that_keeps_the_work_open_is_named(message: str) -> None:
@@ -42,6 +45,8 @@ def test_a_reply_that_keeps_the_work_open_is_named(message: str) -> None:
         "indeed", "trying now", "now",  # adverbs are not a selection
         "thanks again!", "interface is up again, thx",  # "again" is not persistence
         "tip top", "gracias amigo", "you're a lifesaver", "that fixes it",
+        "good to go", "see you next week", "ok, next time",  # "go", "next" not closing a request
+        "that's the one", "yep that one worked",  # a verdict, not a pick
     ],
 )  # fmt: skip
 def test_a_reply_that_reports_no_state_and_asks_nothing_is_not_named(message: str) -> None:

@@ -23,7 +23,9 @@ from engrain.recall.trivial import NO_CONTENT_SIGNAL, PHRASE_SIGNAL, trivial_sig
      ("found it", PHRASE_SIGNAL), ("nvm found it in the docs", PHRASE_SIGNAL),
      ("oh that explains a lot", PHRASE_SIGNAL), ("ahh this explains it", PHRASE_SIGNAL),
      ("the backfill went fine", PHRASE_SIGNAL), ("db migration went through 👍", PHRASE_SIGNAL),
-     ("it ran smoothly, thanks", PHRASE_SIGNAL), ("worked like a charm, ty", PHRASE_SIGNAL)],
+     ("it ran smoothly, thanks", PHRASE_SIGNAL), ("worked like a charm, ty", PHRASE_SIGNAL),
+     ("great idea", PHRASE_SIGNAL), ("classic windows 😂", PHRASE_SIGNAL),  # one word more
+     ("that's the one", PHRASE_SIGNAL), ("sounds good, thanks", PHRASE_SIGNAL)],
 )  # fmt: skip
 def test_these_short_replies_ask_nothing(message: str, signal: str) -> None:
     assert trivial_signal(message) == signal
@@ -41,7 +43,10 @@ def test_these_short_replies_ask_nothing(message: str, signal: str) -> None:
      "it runs fine locally",  # present tense: often half a report
      "v2 deploy went fine",  # a number in the subject
      "build didn't pass", "ci wasn't green", "tests won't pass", "deploy didnt pass",
-     "nothing passed", "none passing", "nothing went through"],  # success negated
+     "nothing passed", "none passing", "nothing went through",  # success negated
+     "lol what", "haha why", "lol still",  # the word more after a laugh keeps work open
+     "sounds good, go",  # praise then a request: nothing praised, "go" asks
+     "yes, that one", "right, that one"],  # a pick after an answer
 )  # fmt: skip
 def test_these_short_replies_stay_messages(message: str) -> None:
     assert trivial_signal(message) is None

@@ -14,14 +14,15 @@ its reason, so that no model turns such a reply into nothing:
 * a **negation** (:data:`NEGATIONS`: "no luck", "not yet", "nothing") — something did not
   happen or is not so — unless it negates a reassurance word ("no rush", "not a problem":
   :func:`engrain.recall.contentless.reassures`);
-* **persistence** (:data:`PERSISTENCE`: "still", "yet", "anymore") — a state that outlasted
-  the last answer;
-* a **request to go on** (:data:`GO_ON`: "continue", "go ahead", "keep going", "carry on");
+* **persistence or a goal not reached** (:data:`PERSISTENCE`: "still", "yet", "anymore",
+  "almost", "closer") — a state that outlasted the last answer, or progress short of done;
+* a **request to go on** (:data:`GO_ON`: "continue", "go ahead", "keep going", "carry on",
+  and "next" or "go" closing the reply: "ok, next", "ok go"; "good to go" is a verdict);
 * a **question word**, also in chat's short forms (:data:`QUESTION_WORDS`: "why", "wym",
   "wdym") — a question without its question mark, thanks or not ("thanks, why is that");
   an exclamation ("how did i miss that, thanks!") pays for it with a block of memory;
-* a **selection** of something shown: only demonstratives, "one", ordinals and articles
-  ("that one", "the second one", "those": :data:`SELECTORS`).
+* a **selection** of something shown: only demonstratives, "one", ordinals and articles,
+  an answer before them ("that one", "yes, the second one", "those": :func:`selects`).
 
 The models' reading of a reply the rules left open is what this module bounds
 (:func:`engrain.recall.acknowledgement.short_reply`); of the rules that make a reply trivial
@@ -48,15 +49,20 @@ NEGATIONS = frozenset(
     ["no", "not", "nope", "nah", "never", "nothing", "none", "nowhere", "neither", "nor",
      "cannot", "without"]
 )  # fmt: skip
+_WORD = re.compile(r"(?:[^\W_]|')+")
 #: The contracted negation, with or without its apostrophe ("didn't", "doesnt", "won't").
 _NOT = re.compile(
     r"^(?:\w+n't|(?:do|does|did|is|was|are|were|has|have|had|could|would|should|wo|ca|ai)nt)$"
 )
-#: A state that outlasted the last answer, or has not come yet.
-PERSISTENCE = frozenset(["still", "yet", "anymore"])
+#: A state that outlasted the last answer, has not come yet, or is only partly reached.
+PERSISTENCE = frozenset(
+    ["still", "yet", "anymore", "almost", "nearly", "closer", "partly", "partially"]
+)
 #: Asking for the work to go on.
 GO_ON = re.compile(
-    r"\b(?:continue|proceed|resume|go (?:on|ahead)|keep (?:going|at it)|carry on)\b", re.I
+    r"\b(?:continue|proceed|resume|go (?:on|ahead)|keep (?:going|at it)|carry on)\b|"
+    r"(?:\bnext(?: one| step| please| pls)?|(?<!\bto )\bgo)\W*$",
+    re.I,
 )
 #: Question words and chat's short forms of a question ("wym": what do you mean).
 QUESTION_WORDS = frozenset(
@@ -69,6 +75,8 @@ SELECTORS = frozenset(
     ["this", "that", "these", "those", "one", "ones", "both", "either", "neither", "first",
      "second", "third", "fourth", "fifth", "last", "latter", "former"]
 )  # fmt: skip
+#: Answers that may lead a selection ("yes, that one", "ok the second one").
+ANSWERS = frozenset(["yes", "yeah", "yep", "yup", "ya", "ok", "okay", "k", "sure", "right"])
 #: What a selection may hold besides: articles and "of", "them" ("both of them").
 _SELECTION = frozenset(["the", "a", "an", "of", "them", "all", *SELECTORS])
 
@@ -85,9 +93,19 @@ def keeps_work_open(text: str, words: Sequence[str]) -> bool:
         return True
     if not QUESTION_WORDS.isdisjoint(words):
         return True
-    if _SELECTION.issuperset(words) and not SELECTORS.isdisjoint(words):
-        return True  # "that one", "the second one"
+    if selects(_WORD.findall(text.lower())):
+        return True  # of the whole reply: "that did the trick" is no pick of "that"
     return any(negates(w) and not reassures(words[i + 1 : i + 3]) for i, w in enumerate(words))
+
+
+def selects(words: Sequence[str]) -> bool:
+    """Whether ``words``, after a leading answer ("yes", "ok": :data:`ANSWERS`), only pick
+    one of what was shown ("that one", "yes, the second one", "ok those")."""
+    i = 0
+    while i < len(words) and words[i] in ANSWERS:
+        i += 1
+    picked = words[i:]
+    return bool(picked) and _SELECTION.issuperset(picked) and not SELECTORS.isdisjoint(picked)
 
 
 def negates(word: str) -> bool:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 
 from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
-from engrain.recall.open_work import negates
+from engrain.recall.open_work import keeps_work_open, negates, selects
 
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 
@@ -188,6 +188,8 @@ def trivial_signal(text: str) -> str | None:
     if follows_up(words, _social):
         return None
     unknown = [w for w in words if not _acknowledges(w)]
+    if selects(_WORDS.findall(text.lower())):
+        return None  # "yes, that one": a pick among what was shown asks for its work
     if not unknown and not (words and FUNCTION_WORDS.issuperset(words)):
         return PHRASE_SIGNAL if "?" not in text or not words else _presence(text, words)
     if asks_nothing(text, words, _acknowledges):
@@ -195,7 +197,9 @@ def trivial_signal(text: str) -> str | None:
     if "?" in text:
         return None
     one = unknown[0] if len(unknown) == 1 and not _DIGIT.search(unknown[0]) else None
-    if one is not None and (_laughs(text, words) or _praises(words, one)):
+    if one is not None and keeps_work_open(text, words):
+        one = None  # "lol what", "haha still": the word more keeps the work open
+    if one is not None and (_laughs(text, words) or _praises(text, words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
     return PHRASE_SIGNAL if shaped else None
@@ -282,11 +286,17 @@ _PRAISE = frozenset(
 )  # fmt: skip
 
 
-def _praises(words: list[str], unknown: str) -> bool:
-    """Whether the one unknown word comes right after an adjective of praise ("that's a
-    great idea, thanks", "nice catch"): it names what is praised."""
+def _praises(text: str, words: list[str], unknown: str) -> bool:
+    """Whether the one unknown word comes right after an adjective of praise, nothing
+    between them ("that's a great idea, thanks", "nice catch"): it names what is praised
+    ("sounds good, go" praises nothing and asks)."""
     i = words.index(unknown)
-    return i > 0 and words[i - 1] in _PRAISE
+    if i == 0 or words[i - 1] not in _PRAISE:
+        return False
+    return (
+        re.search(rf"\b{re.escape(words[i - 1])}\s+{re.escape(unknown)}\b", text.lower())
+        is not None
+    )
 
 
 def greets(text: str) -> bool:
