@@ -6,6 +6,9 @@ defects of ``bench/gating/short-messages.jsonl``'s held half among them)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from engrain.embed.minilm import MODEL_ID
@@ -118,3 +121,35 @@ def test_a_question_or_request_with_thanks_stays_a_message(  # type: ignore[no-u
     rules = classify(message)
     read = im.refine(rules, message, minilm.embed([message])[0], MODEL_ID)
     assert read.complexity is not Complexity.TRIVIAL
+
+
+GATING = Path(__file__).resolve().parent.parent / "bench/gating"
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    return [json.loads(line) for line in (GATING / name).read_text().splitlines() if line]
+
+
+def _read_trivial(minilm, texts: list[str]) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ``texts`` that the rules, then the models, read as trivial."""
+    vectors = minilm.embed(texts)
+    return [
+        text
+        for text, vector in zip(texts, vectors, strict=True)
+        if im.refine(classify(text), text, vector, MODEL_ID).complexity is Complexity.TRIVIAL
+    ]
+
+
+@pytest.mark.model
+def test_no_short_message_labelled_not_trivial_is_made_trivial(minilm) -> None:  # type: ignore[no-untyped-def]
+    texts = [r["text"] for r in _rows("short-messages.jsonl") if r["label"] == "not"]
+    assert len(texts) == 264
+    assert _read_trivial(minilm, texts) == []
+
+
+@pytest.mark.model
+def test_every_trivial_message_of_the_gating_tune_halves_is_trivial(minilm) -> None:  # type: ignore[no-untyped-def]
+    texts = [r["text"] for f in sorted(GATING.glob("trivial*.jsonl")) for r in _rows(f.name)
+             if r["split"] == "tune"]  # fmt: skip
+    assert len(texts) == 149
+    assert sorted(set(texts) - set(_read_trivial(minilm, texts))) == []
