@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from engrain.cli import INSTALL_HINT, memories
 from engrain.cli.app import cli
+from engrain.cli.output import plural
 from engrain.keys import KeyRing
 from engrain.store import open_store
 
@@ -191,11 +192,23 @@ def test_recall_options(invoke: Invoke, two: tuple[str, str]) -> None:
     assert len(json_lines(invoke("--json", "recall", "deploy", "--include-compressed"))) == 2
 
 
+@pytest.mark.parametrize(("count", "noun", "shown"), [
+    (1, "memory", "1 memory"), (2, "memory", "2 memories"), (0, "memory", "0 memories"),
+    (1, "token", "1 token"), (0, "token", "0 tokens"), (1, "summary", "1 summary"),
+    (3, "summary", "3 summaries"), (2, "API key", "2 API keys"), (2, "key", "2 keys"),
+    (1, "id", "1 id"), (2, "id", "2 ids"),
+])  # fmt: skip
+def test_a_summary_counts_in_the_singular_for_one(count: int, noun: str, shown: str) -> None:
+    """Every count a CLI summary prints goes through ``plural``: ``1 memory``, not
+    ``1 memories`` (the context, import, forget and export summaries below hold it)."""
+    assert plural(count, noun) == shown
+
+
 def test_context_block_and_summary(invoke: Invoke, two: tuple[str, str]) -> None:
     result = ok(invoke("context", "Where do we deploy?"))
     assert result.stdout.startswith("<memory>\n") and f"[SEMANTIC] {K8S}" in result.stdout
     # the tabs preference is off-topic for deploying: it competes on relevance and stays out
-    assert "1 memories" in result.stderr and "tokens" in result.stderr and "ms" in result.stderr
+    assert "1 memory, " in result.stderr and "tokens" in result.stderr and "ms" in result.stderr
     [ctx] = json_lines(invoke("--json", "context", "Where do we deploy?", "--top-k", "1"))
     assert set(ctx) == {
         "context_id",
@@ -240,7 +253,7 @@ def test_forget_an_unknown_id_exits_1(invoke: Invoke, two: tuple[str, str]) -> N
     result = invoke("forget", "no-such-id")
     assert result.exit_code == 1
     assert result.stdout == "forgot 0 of 1\n"
-    assert result.stderr == "error: 1 of 1 ids are not memories of user 'default'\n"
+    assert result.stderr == "error: 1 of 1 id is not a memory of user 'default'\n"
     # the known ones are forgotten all the same, as rm removes what exists
     partial = invoke("--json", "forget", two[0], "no-such-id")
     assert partial.exit_code == 1
@@ -443,7 +456,7 @@ def test_import_conversations_and_text(invoke: Invoke) -> None:
 def test_import_text_summary_and_no_progress_off_a_terminal(invoke: Invoke) -> None:
     result = ok(invoke("import", "-", input=json.dumps(CONVERSATION)))
     assert result.stdout == (
-        "imported 1 records: 0 memories restored, 1 stored, 0 merged, 0 discarded\n"
+        "imported 1 record: 0 memories restored, 1 stored, 0 merged, 0 discarded\n"
     )
     assert result.stderr == ""  # the progress bar is for terminals (tests/test_cli_terminal.py)
 
@@ -831,7 +844,7 @@ def test_import_refuses_escaped_lone_surrogates(invoke: Invoke) -> None:
 def test_import_accepts_a_byte_order_mark(invoke: Invoke, tmp_path: Path) -> None:
     path = tmp_path / "bom.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"type": "text", "text": NOTE}).encode())
-    assert ok(invoke("import", str(path))).stdout.startswith("imported 1 records")
+    assert ok(invoke("import", str(path))).stdout.startswith("imported 1 record: ")
 
 
 def test_export_counts_learned_state_apart_from_memories(invoke: Invoke, tmp_path: Path) -> None:

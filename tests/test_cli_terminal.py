@@ -126,7 +126,7 @@ def test_import_progress_ends_its_line_before_the_summary(
     path.write_text(json.dumps({"type": "text", "text": NOTE}) + "\n")
     code, received = on_a_terminal([*engrain, b"import", str(path).encode()], env)
     assert code == 0, received
-    before, summary = received.split(b"imported 1 records", 1)
+    before, summary = received.split(b"imported 1 record", 1)
     assert b"importing" in before  # the bar is there, on a terminal
     assert before.endswith(b"\n")  # and its line ended: the summary starts a line of its own
     assert summary.startswith(b": 0 memories restored, 1 stored")

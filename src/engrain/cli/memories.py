@@ -11,7 +11,14 @@ import sys
 import click
 
 from engrain.cli.base import State, decode_utf8, global_options, pass_state, scored_dict
-from engrain.cli.output import memory_block, memory_line, one_line, outcome_line, scored_line
+from engrain.cli.output import (
+    memory_block,
+    memory_line,
+    one_line,
+    outcome_line,
+    plural,
+    scored_line,
+)
 from engrain.errors import NotFoundError
 from engrain.tiers import Tier
 
@@ -139,7 +146,7 @@ def recall(
     state.emit(result.scored, scored_line)
     if not state.as_json:
         click.echo(
-            f"{len(result.scored)} memories, {result.total_tokens} tokens "
+            f"{plural(len(result.scored), 'memory')}, {plural(result.total_tokens, 'token')} "
             f"({result.budget_used:.0%} of budget)",
             err=True,
         )
@@ -204,7 +211,8 @@ def context(
         click.echo(found.text)
     note = " (tier 3 while tiers compile)" if found.fallback else ""
     click.echo(
-        f"tier {found.tier}{note}, {len(found.memories)} memories, {found.tokens} tokens, "
+        f"tier {found.tier}{note}, {plural(len(found.memories), 'memory')}, "
+        f"{plural(found.tokens, 'token')}, "
         f"{found.elapsed_ms:.1f} ms",
         err=True,
     )
@@ -252,8 +260,8 @@ def compress(state: State, force: bool) -> None:
     state.emit(
         [dataclasses.asdict(report)],
         lambda r: (
-            f"compressed {len(r['sessions'])} sessions ({r['compressed']} memories) "
-            f"into {len(r['summaries'])} summaries"
+            f"compressed {plural(len(r['sessions']), 'session')} "
+            f"({plural(r['compressed'], 'memory')}) into {plural(len(r['summaries']), 'summary')}"
         ),
     )
 
@@ -284,8 +292,8 @@ def tiers_show(state: State, which: str | None, project: str | None) -> None:
         return
     for row in rows:
         title = "DNA summary" if row.tier is Tier.DNA else "field guide"
-        click.echo(f"# tier {int(row.tier)}: {title} ({row.tokens} tokens, "
-                   f"{len(row.memory_ids)} memories, by {row.compiled_by})")  # fmt: skip
+        click.echo(f"# tier {int(row.tier)}: {title} ({plural(row.tokens, 'token')}, "
+                   f"{plural(len(row.memory_ids), 'memory')}, by {row.compiled_by})")  # fmt: skip
         click.echo(row.text or "(nothing to compile)")
         click.echo("")
 
@@ -300,7 +308,8 @@ def tiers_rebuild(state: State, project: str | None) -> None:
     state.emit(
         [{"tier": int(t), "tokens": c.tokens, "memories": len(c.memory_ids),
           **{k: v for k, v in compiled.stats.items()}} for t, c in compiled.tiers.items()],
-        lambda r: f"tier {r['tier']}: {r['tokens']} tokens, {r['memories']} memories",
+        lambda r: (f"tier {r['tier']}: {plural(r['tokens'], 'token')}, "
+                   f"{plural(r['memories'], 'memory')}"),
     )  # fmt: skip
 
 
@@ -337,12 +346,13 @@ def explain(
         f"{', '.join(c['domains']) or '-'}, signals {', '.join(c['signals']) or '-'}"
     )
     click.echo(
-        f"budget {report['budget']['tokens']} tokens: " + "; ".join(report["budget"]["steps"])
+        f"budget {plural(report['budget']['tokens'], 'token')}: "
+        + "; ".join(report["budget"]["steps"])
     )
     click.echo("weights " + ", ".join(f"{k} {v:.2f}" for k, v in report["weights"].items()))
     click.echo(
-        f"selected {sum(r['selected'] for r in report['candidates'])} memories, "
-        f"{report['tokens_used']} tokens"
+        f"selected {plural(sum(r['selected'] for r in report['candidates']), 'memory')}, "
+        f"{plural(report['tokens_used'], 'token')}"
     )
     for row in report["candidates"]:
         if not (row["selected"] or show_all):
@@ -397,7 +407,9 @@ def forget(state: State, memory_ids: tuple[str, ...]) -> None:
     distinct = len(set(memory_ids))
     if count < distinct:
         raise NotFoundError(
-            f"{distinct - count} of {distinct} ids are not memories of user {state.user!r}"
+            f"{distinct - count} of {plural(distinct, 'id')} "
+            f"{'is not a memory' if distinct - count == 1 else 'are not memories'} "
+            f"of user {state.user!r}"
         )
 
 

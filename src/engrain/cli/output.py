@@ -8,6 +8,16 @@ from engrain.model import Memory, Outcome
 from engrain.recall.results import ScoredMemory
 
 
+def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun`` as a summary reads them: ``1 memory``, ``2 memories``,
+    ``0 tokens``, ``1 API key`` (a noun ending in a consonant and ``y`` takes ``ies``)."""
+    if count == 1:
+        return f"{count} {noun}"
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u"):
+        return f"{count} {noun[:-1]}ies"
+    return f"{count} {noun}s"
+
+
 def one_line(text: str, width: int = 100) -> str:
     """``text`` with its whitespace collapsed, cut to ``width`` characters with an ellipsis."""
     flat = " ".join(text.split())

@@ -20,14 +20,10 @@ import click
 
 from engrain.cli.base import State, decode_utf8, global_options, pass_state, require_utf8
 from engrain.cli.files import written
+from engrain.cli.output import plural
 from engrain.errors import NotFoundError, ValidationError
 from engrain.store import open_store, sqlite_path
 from engrain.store.transfer import copy_store
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 user``, ``2 users``."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def stderr_is_terminal() -> bool:
@@ -151,9 +147,10 @@ def import_(state: State, source: IO[bytes], keep_users: bool) -> None:
     state.emit(
         [{"records": len(records.numbered), **dataclasses.asdict(result)}],
         lambda r: (
-            f"imported {r['records']} records: {r['memories']} memories restored, "
+            f"imported {plural(r['records'], 'record')}: "
+            f"{plural(r['memories'], 'memory')} restored, "
             f"{r['stored']} stored, {r['merged']} merged, {r['discarded']} discarded"
-            + (f", {r['states']} states restored" if r.get("states") else "")
+            + (f", {plural(r['states'], 'state')} restored" if r.get("states") else "")
         ),
     )
 
@@ -177,8 +174,8 @@ def export(state: State, target: str, all_users: bool) -> None:
             counts[record.get("type", "memory")] += 1
             counts["state"] += len(record.get("state") or ())
     if not state.as_json:
-        states = f" and {counts['state']} states" if counts["state"] else ""
-        click.echo(f"exported {counts['memory']} memories{states}", err=True)
+        states = f" and {plural(counts['state'], 'state')}" if counts["state"] else ""
+        click.echo(f"exported {plural(counts['memory'], 'memory')}{states}", err=True)
 
 
 @click.command()
@@ -235,11 +232,11 @@ def migrate(
             source.close()
     state.emit(
         [row],
-        lambda r: (f"schema current ({len(r['applied'])} migrations applied now)"
-                   + (f"; filled the token counts of {r['filled']} memories"
+        lambda r: (f"schema current ({plural(len(r['applied']), 'migration')} applied now)"
+                   + (f"; filled the token counts of {plural(r['filled'], 'memory')}"
                       if r.get("filled") else "")
                    + ("; rebuilt the pool's graph" if r.get("pool_graph_rebuilt") else "")
-                   + (f"; copied {r['copied']['memories']} memories of "
+                   + (f"; copied {plural(r['copied']['memories'], 'memory')} of "
                       f"{plural(r['copied']['users'], 'user')} and "
                       f"{plural(r['copied']['keys'], 'API key')}"
                       if "copied" in r else "")),
