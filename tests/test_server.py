@@ -18,6 +18,7 @@ import uvicorn
 
 from engrain import Engine
 from engrain.embed import HashEmbedder
+from engrain.errors import EmptyInputError, EngrainError, UnknownValueError
 from engrain.keys import KeyRing
 from engrain.server import create_app
 from engrain.store import MemoryStore
@@ -434,21 +435,12 @@ def test_error_shapes(svc: Service) -> None:
         "invalid_input",
     )
     assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "   "}), 422,
-                 "invalid_input")  # fmt: skip
+                 "empty_input")  # fmt: skip
     assert_error(svc.call("PATCH", f"/v1/memories/{svc.alice_memory}", "alice",
                           json={"content": None}), 422)  # fmt: skip
     assert_error(
         svc.call(
             "POST", "/v1/feedback", "alice", json={"memory_ids": ["x"], "helpful": True, "score": 1}
-        ),
-        422,
-    )
-    assert_error(
-        svc.call(
-            "POST",
-            "/v1/context",
-            "alice",
-            json={"message": "hi", "model": "x", "context_window": 9000},
         ),
         422,
     )
@@ -478,6 +470,93 @@ def test_error_shapes(svc: Service) -> None:
     assert r.headers["allow"] == "DELETE, GET, PATCH"
 
 
+#: Values the request schema refuses (a remember's fields, then a forget's and a browse's
+#: lists), each with the code the engine gives the same value in Python.
+SCHEMA_REFUSALS = [
+    ({"content": ""}, "empty_input"),
+    ({"content": " \u200b\x07 "}, "empty_input"),
+    ({"user_id": " "}, "empty_input"),
+    ({"project": ""}, "empty_input"),
+    ({"user_id": "\u00e9" * (MAX_ID_CHARS + 1)}, "input_too_large"),
+    ({"project": "e\u0301" * (MAX_ID_CHARS + 1)}, "input_too_large"),  # composed: 257
+    ({"domains": ["d" * (MAX_ID_CHARS + 1)]}, "input_too_large"),
+    ({"user_id": "a\x00"}, "invalid_input"),
+    ({"project": "\u200b"}, "invalid_input"),
+    ({"domains": ["a\x00b"]}, "invalid_input"),
+]
+
+
+@pytest.mark.parametrize(("given", "code"), SCHEMA_REFUSALS,
+                         ids=[f"{next(iter(g))}-{c}" for g, c in SCHEMA_REFUSALS])  # fmt: skip
+def test_a_schema_refusal_carries_the_engines_code(
+    svc: Service, given: dict[str, Any], code: str
+) -> None:
+    """A value the schema refuses (422) carries the code the engine gives the same value
+    (``empty_input``, ``input_too_large``, ``invalid_input``), not always
+    ``invalid_input``: a client tells them apart the same way on every surface."""
+    body = {"content": "a note", "user_id": "alice", **given}
+    with pytest.raises(EngrainError) as refused:
+        svc.engine.remember(body.pop("content"), body.pop("user_id"), **body)
+    assert refused.value.code == code
+    assert_error(svc.call("POST", "/v1/memories", "admin",
+                          json={"content": "a note", "user_id": "alice", **given}), 422, code)  # fmt: skip
+
+
+def test_a_schema_refusal_of_a_list_or_a_query_carries_the_engines_code(svc: Service) -> None:
+    """An empty list and a query parameter are mapped the same way; with several wrong
+    values, the first one's code (the engine stops at the first)."""
+    with pytest.raises(EmptyInputError):
+        svc.engine.forget([], "alice")
+    assert_error(svc.call("POST", "/v1/forget", "alice", json={"memory_ids": []}),
+                 422, "empty_input")  # fmt: skip
+    long = "\u00e9" * (MAX_ID_CHARS + 1)
+    assert_error(svc.call("GET", "/v1/memories", "admin", params={"user_id": long}), 422,
+                 "input_too_large")  # fmt: skip
+    both = svc.call("POST", "/v1/memories", "alice", json={"content": " ", "project": long})
+    body = assert_error(both, 422, "empty_input")
+    assert body["message"].startswith("content: ") and "; project: " in body["message"]
+
+
+def test_the_engine_judges_the_model_as_in_python(tmp_path: Path) -> None:
+    """``model`` is the engine's to judge, over HTTP as in Python: a model the server's
+    ``model_windows`` setting adds picks its tier, an unknown model with ``context_window``
+    or ``token_budget`` is taken (they win), and an unknown model alone is the engine's
+    400 ``unknown_value``, in its words, writing nothing. (A pattern built from the
+    registry refused the first two with 422.)"""
+    settings = make_settings(tmp_path, model_windows={"house-model": 4_096})
+    engine = Engine(settings=settings, store=MemoryStore(), embedder=HashEmbedder())
+    ring = KeyRing(engine.store)
+    key = ring.create(["alice"])[0]
+    engine.remember("alice keeps her notes in org-mode", "alice", "preference")
+    live = LiveServer(create_app(engine, ring))
+    try:
+        with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"},
+                          timeout=30) as client:  # fmt: skip
+            for given in ({"model": "house-model"},
+                          {"model": "no-such", "context_window": 4_096},
+                          {"model": "no-such", "token_budget": 500}):  # fmt: skip
+                expected = engine.preview("where are my notes?", "alice", **given).tier
+                for path in ("/v1/preview", "/v1/context"):
+                    r = client.post(path, json={"message": "where are my notes?", **given})
+                    assert r.status_code == 200, (path, given, r.text)
+                    served = r.json()  # a context may stand in with tier 3 while tiers compile
+                    assert served["tier"] == expected or served["fallback"], (path, given)
+            assert engine.preview("hi", "alice", model="house-model").tier == 1  # its window
+            with pytest.raises(UnknownValueError) as refused:
+                engine.preview("where are my notes?", "alice", model="no-such")
+            before = engine.contexts("alice")
+            for path in ("/v1/preview", "/v1/context"):
+                r = client.post(path, json={"message": "where are my notes?", "model": "no-such"})
+                body = assert_error(r, 400, "unknown_value")
+                assert body["message"] == refused.value.message
+            assert engine.contexts("alice") == before
+            r = client.post("/v1/context", json={"message": "hi", "model": " "})
+            assert_error(r, 422, "empty_input")  # an id's rule, as the engine's: model is empty
+    finally:
+        live.stop()
+        engine.close()
+
+
 def test_a_wrong_path_or_method_says_which_and_what_is_there(svc: Service) -> None:
     """A client pointed at a wrong base URL (``http://host:8420/api``) or using the wrong
     method learns which request missed and where the routes are, not just "Not Found"."""
@@ -498,13 +577,13 @@ def test_refusals_say_what_was_wrong_in_the_engines_words(svc: Service) -> None:
     before = svc.engine.list("alice")
     body = assert_error(svc.call("POST", "/v1/memories", "alice",
                                  json={"content": "x", "user_id": " "}), 422)  # fmt: skip
+    assert body["message"] == "user_id: is empty"
+    body = assert_error(svc.call("POST", "/v1/memories", "alice",
+                                 json={"content": "x", "user_id": "a\x00"}), 422)  # fmt: skip
     assert body["message"] == "user_id: is empty or contains control or invisible characters"
     body = assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "\u200b "}),
                         422)  # fmt: skip
     assert body["message"] == "content: is empty (no visible characters)"
-    body = assert_error(svc.call("POST", "/v1/context", "alice",
-                                 json={"message": "hi", "model": "no-such"}), 422)  # fmt: skip
-    assert body["message"].startswith("model: is not a model engrain knows")
     json_header = {"content-type": "application/json"}
     deep = b'{"content": "x", "metadata": ' + b'{"a": ' * 5_000 + b"1" + b"}" * 5_001
     body = assert_error(svc.call("POST", "/v1/memories", "alice", content=deep,

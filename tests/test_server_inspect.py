@@ -199,7 +199,6 @@ def test_bad_requests_are_refused_and_write_nothing(svc: Inspected) -> None:
         ("GET", "/v1/review", {"params": {"limit": 0}}),
         ("GET", "/v1/contexts", {"params": {"limit": "many"}}),
         ("POST", "/v1/preview", {"json": {"message": "  "}}),
-        ("POST", "/v1/preview", {"json": {"message": "hi", "model": "no-such-model"}}),
         ("POST", "/v1/review/resolve", {"json": {"memory_id": svc.new, "other_id": svc.old,
                                                  "resolution": "merge"}}),
         ("POST", "/v1/review/resolve", {"json": {"memory_id": svc.new, "other_id": svc.old}}),
@@ -209,6 +208,8 @@ def test_bad_requests_are_refused_and_write_nothing(svc: Inspected) -> None:
     same = {"memory_id": svc.new, "other_id": svc.new, "resolution": "both"}
     r = svc.call("POST", "/v1/review/resolve", "ada", json=same)
     assert r.status_code == 400 and r.json()["error"] == "invalid_input"
+    r = svc.call("POST", "/v1/preview", "ada", json={"message": "hi", "model": "no-such-model"})
+    assert r.status_code == 400 and r.json()["error"] == "unknown_value"  # the engine's refusal
     not_a_cursor = {"cursor": "bm90IGEgY3Vyc29y"}
     assert svc.call("POST", "/v1/browse", "ada", json=not_a_cursor).status_code == 400
     assert svc.snapshot() == before

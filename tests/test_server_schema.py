@@ -9,7 +9,8 @@ accepted.
 ``make test-schema`` runs many more (``ENGRAIN_SCHEMA_EXAMPLES``, see docs/http-api.md).
 
 This module is also the run's hooks module (``SCHEMATHESIS_HOOKS``): it teaches
-schemathesis to send the NDJSON body of ``POST /v1/import`` as text.
+schemathesis to send the NDJSON body of ``POST /v1/import`` as text, and leaves out the
+requests the engine refuses for a model it does not know (:func:`refused_for_its_model`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engrain import validate
+from engrain.errors import UnknownValueError, ValidationError
 from engrain.keys import KeyRing
 from engrain.server import create_app
+from engrain.tiers import registry
 
 from .test_server import LiveServer, make_engine
 
@@ -52,10 +57,43 @@ include-path = "/v1/browse"
 checks.positive_data_acceptance.enabled = false
 """
 
+#: The routes whose ``model`` the engine judges against the registry and the server's
+#: ``model_windows`` setting, unless ``context_window`` or ``token_budget`` is given.
+MODEL_ROUTES = ("/v1/context", "/v1/preview")
+
+
+def refused_for_its_model(path: str, body: object) -> bool:
+    """Whether the engine refuses ``body`` (schema-valid or not) for the one rule no JSON
+    Schema can state: a model it does not know, alone. Which names it knows is the
+    registry's normalising lookup (``GPT-4o``, ``openai/gpt-4o-2024-08-06``) plus a
+    server's settings: the schema says "an id", and ``tests/test_server.py::
+    test_the_engine_judges_the_model_as_in_python`` holds the rule itself."""
+    if path not in MODEL_ROUTES or not isinstance(body, dict):
+        return False
+    model = body.get("model")
+    if not isinstance(model, str) or body.get("context_window") or body.get("token_budget"):
+        return False
+    try:
+        validate.identifier(model, "model")
+    except ValidationError:
+        return False  # the schema's own refusal: schemathesis checks it
+    try:
+        registry.context_window(model)
+    except UnknownValueError:
+        return True
+    return False
+
+
 if os.environ.get("SCHEMATHESIS_HOOKS") == __name__:  # loaded by the schemathesis run
     import schemathesis as st
 
     st.serializer.alias("application/x-ndjson", "text/plain")
+
+    @st.hook
+    def filter_case(context: object, case: Any) -> bool:
+        """Leave out the cases :func:`refused_for_its_model` (the engine's 400)."""
+        return not refused_for_its_model(case.operation.path, case.body)
+
 
 #: Examples per operation and phase in ``make test`` (the run stays well under a minute).
 SCHEMA_EXAMPLES = 15

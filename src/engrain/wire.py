@@ -426,11 +426,14 @@ def load_preview(data: Mapping[str, Any]) -> Preview:
 
 
 def _error_classes() -> dict[str, type[errors.EngrainError]]:
+    """Each code's class: the one that names it. A subclass that only inherits a code (the
+    server's 422 of an empty value is an ``EmptyInputError`` too) never stands for it."""
     found: dict[str, type[errors.EngrainError]] = {}
     stack: list[type[errors.EngrainError]] = [errors.EngrainError]
     while stack:
         cls = stack.pop()
-        found.setdefault(cls.code, cls)
+        if "code" in vars(cls):
+            found.setdefault(cls.code, cls)
         stack.extend(cls.__subclasses__())
     return found
 

@@ -3,10 +3,11 @@
     {"error": "<code>", "message": "...", "status": 404, "request_id": "..."}
 
 An :class:`EngrainError` keeps its own code and HTTP status (the error tree decides, not
-the route). A body or query that does not fit the request model is 422 ``invalid_input``
-(its message names the field); the engine's own refusals are 400. Anything unexpected is
-logged with its traceback and answered 500 ``error`` without one: no stack trace, path or
-driver message ever reaches a caller.
+the route). A body or query that does not fit the request model is 422 with the code the
+engine gives the same value (``invalid_input``, ``empty_input`` or ``input_too_large``;
+its message names the field); the engine's own refusals are 400 (413 too large).
+Anything unexpected is logged with its traceback and answered 500 ``error`` without one:
+no stack trace, path or driver message ever reaches a caller.
 
 The OpenAI-compatible proxy's routes (``app.state.openai_paths``) answer the same errors in
 OpenAI's shape, which the ``openai`` SDK reads its exception's text from::
@@ -29,9 +30,15 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from engrain.errors import AuthenticationError, EngrainError, ValidationError
+from engrain.errors import (
+    AuthenticationError,
+    EmptyInputError,
+    EngrainError,
+    InputTooLargeError,
+    ValidationError,
+)
 from engrain.server.context import current_request_id
-from engrain.server.models import PATTERN_MEANINGS
+from engrain.server.models import ID_PATTERN, PATTERN_MEANINGS, TEXT_PATTERN
 
 log = logging.getLogger("engrain.server")
 
@@ -40,6 +47,36 @@ class RequestValidationFailed(ValidationError):
     """The body or query does not fit the route's request model (HTTP 422)."""
 
     http_status = 422
+
+
+class EmptyValueRefused(RequestValidationFailed, EmptyInputError):
+    """A 422 for a value the engine refuses as empty: code ``empty_input``."""
+
+
+class TooLargeValueRefused(RequestValidationFailed, InputTooLargeError):
+    """A 422 for a value the engine refuses as too large: code ``input_too_large``."""
+
+
+def _refusal(item: Mapping[str, Any]) -> tuple[type[RequestValidationFailed], str | None]:
+    """The engine's refusal of the value one schema error names, as a 422 class (so its
+    code is the one the engine gives the same value, ``validate.py``), and for a pattern
+    the engine's words instead of the pattern (``None``: pydantic's message). The one
+    place a schema error is mapped: an empty string, list or id of spaces is
+    ``empty_input``, a string too long ``input_too_large``, anything else ``invalid_input``."""
+    kind = item.get("type")
+    if kind in ("string_too_short", "too_short"):
+        return EmptyValueRefused, None
+    if kind == "string_too_long":
+        return TooLargeValueRefused, None
+    if kind != "string_pattern_mismatch":
+        return RequestValidationFailed, None
+    pattern = str((item.get("ctx") or {}).get("pattern"))
+    value = item.get("input")
+    if pattern == ID_PATTERN and isinstance(value, str) and not value.strip():
+        return EmptyValueRefused, "is empty"  # validate.identifier: empty before control
+    if pattern == TEXT_PATTERN:
+        return EmptyValueRefused, PATTERN_MEANINGS[pattern]
+    return RequestValidationFailed, PATTERN_MEANINGS.get(pattern)
 
 
 def openai_shaped(app: Any, path: str) -> bool:
@@ -90,20 +127,23 @@ def error_bytes(
     return error.http_status, headers, body
 
 
-def _field_errors(errors: Any) -> str:
+def _schema_error(errors: Any) -> RequestValidationFailed:
+    """The 422 of a request that does not fit its schema: every wrong value named, and the
+    code the engine gives the first (as the engine stops at the first value it refuses)."""
     parts = []
+    first: type[RequestValidationFailed] | None = None
     for item in errors:
+        refusal, meaning = _refusal(item)
+        first = first or refusal
         if item.get("type") == "json_invalid":  # loc is ("body", <offset>): "0: JSON decode error"
             reason = (item.get("ctx") or {}).get("error")
             parts.append(f"body: invalid JSON ({reason})" if reason else "body: invalid JSON")
             continue
         where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
         message = str(item.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's
-        if item.get("type") == "string_pattern_mismatch":
-            pattern = str((item.get("ctx") or {}).get("pattern"))
-            message = PATTERN_MEANINGS.get(pattern, message)
-        parts.append(f"{where}: {message}")
-    return "; ".join(parts) or "the request does not fit its schema"
+        parts.append(f"{where}: {meaning or message}")
+    message = "; ".join(parts) or "the request does not fit its schema"
+    return (first or RequestValidationFailed)(message)
 
 
 async def _engrain_error(request: Request, exc: Exception) -> JSONResponse:
@@ -113,7 +153,7 @@ async def _engrain_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(RequestValidationFailed(_field_errors(exc.errors())), request)
+    return error_response(_schema_error(exc.errors()), request)
 
 
 _HTTP_CODES: Mapping[int, str] = {404: "not_found", 405: "method_not_allowed",

@@ -25,6 +25,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from engrain.tiers.registry import MODEL_WINDOWS
 from engrain.validate import MAX_ID_CHARS, MAX_INT
@@ -100,7 +101,10 @@ def _composed_length(value: Any) -> Any:
     accept, so HTTP accepts it too (session 17, h8). The pattern still reads the id as
     sent; the engine composes it."""
     if isinstance(value, str) and len(unicodedata.normalize("NFC", value)) > MAX_ID_CHARS:
-        raise ValueError(f"String should have at most {MAX_ID_CHARS} characters")
+        # pydantic's own type for a long string, so the 422 says input_too_large (errors.py)
+        raise PydanticCustomError("string_too_long",
+                                  "String should have at most {max_length} characters",
+                                  {"max_length": MAX_ID_CHARS})  # fmt: skip
     return value
 
 
@@ -133,18 +137,25 @@ Positive = Annotated[int, Field(ge=1, le=MAX_INT), Number]
 MAX_USES = 2**53 - 1
 #: A JSON boolean only: ``"false"`` or ``0`` are not taken for one.
 Flag = StrictBool
-#: A model the engine knows (the registry, ``engrain/tiers/registry.py``): a registered
-#: name, or one followed by a version suffix (``gpt-4o-2024-08-06``).
-_MODELS = "|".join(name.replace(".", "\\.") for name in sorted(MODEL_WINDOWS))
-MODEL_PATTERN = f"^(?:{_MODELS})(?:-[a-z0-9.]+)*$"
+#: The target model of a context or preview: an id as the engine takes one
+#: (``Engine.context`` checks ``model`` with ``validate.optional_identifier``). Whether the
+#: server knows it is the engine's to say (the registry, then the server's ``model_windows``
+#: setting; not needed when ``context_window`` or ``token_budget`` is given), so a model a
+#: server adds is taken and an unknown one is the engine's 400 ``unknown_value``: no
+#: pattern built from the registry here, which could not know a server's settings.
+Model = Annotated[Id, Field(examples=list(MODEL_WINDOWS)[:3])]
+MODEL = (
+    "The target model (picks the tier): a model the registry (`gpt-4o-2024-08-06` is "
+    "`gpt-4o`) or the server's `model_windows` setting knows; any id when `context_window` "
+    "or `token_budget` is given (they win). A model the server does not know: 400 "
+    "`unknown_value`."
+)
 #: What each pattern above asks, in the words the engine's own refusal uses: a 422 names
 #: this, not the pattern (``server/errors.py``), which is hundreds of escaped code points.
 PATTERN_MEANINGS = {
     ID_PATTERN: "is empty or contains control or invisible characters",
     TEXT_PATTERN: "is empty (no visible characters)",
     TAG_PATTERN: "contains control or invisible characters",
-    MODEL_PATTERN: "is not a model engrain knows (engrain.tiers.MODEL_WINDOWS); "
-    "leave it out and give context_window",
 }
 Moment = Annotated[
     datetime,
@@ -273,9 +284,7 @@ class ContextRequest(Strict):
     include_compressed: Flag = False
     turn: Budget = 0
     previous: Text | None = Field(None, description=PREVIOUS)
-    model: Annotated[str, Field(pattern=MODEL_PATTERN)] | None = Field(
-        None, description="The target model (picks the tier): a model the server knows."
-    )
+    model: Model | None = Field(None, description=MODEL)
     context_window: Positive | None = Field(None, description="The target's window in tokens.")
     now: Moment | None = None
 
@@ -691,9 +700,7 @@ class PreviewRequest(Strict):
     user_id: Id | None = Field(None, description=USER_ID)
     token_budget: Budget | None = Field(None, description="A fixed budget (and the gated tier).")
     project: Id | None = None
-    model: Annotated[str, Field(pattern=MODEL_PATTERN)] | None = Field(
-        None, description="The target model (picks the tier): a model the server knows."
-    )
+    model: Model | None = Field(None, description=MODEL)
     context_window: Positive | None = Field(None, description="The target's window in tokens.")
     turn: Budget = 0
     previous: Text | None = Field(None, description=PREVIOUS)

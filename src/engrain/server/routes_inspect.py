@@ -20,7 +20,6 @@ from engrain.model import Memory
 from engrain.server import models as m
 from engrain.server.auth import EngineDep, Scope, ScopeDep
 from engrain.server.responses import errors
-from engrain.tiers import registry
 
 router = APIRouter(prefix="/v1", tags=["inspect"])
 
@@ -133,8 +132,6 @@ def preview(body: m.PreviewRequest, s: ScopeDep, engine: EngineDep) -> dict[str,
     the exact block, the memories it holds, and the gating pipeline's explanation. Writes
     nothing: no use counted, no context recorded, no tier compiled."""
     user, project = s.resolve(body.user_id, body.project)
-    if body.model is not None:  # as for a context: a model the server does not know is 400
-        registry.context_window(body.model, engine.settings.model_windows)
     fields = body.model_dump(exclude={"user_id", "project", "message"})
     return wire.dump_preview(engine.preview(body.message, user, project=project, **fields))
 

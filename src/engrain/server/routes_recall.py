@@ -13,7 +13,6 @@ from engrain import wire
 from engrain.server import models as m
 from engrain.server.auth import EngineDep, ScopeDep
 from engrain.server.responses import errors
-from engrain.tiers import registry
 
 router = APIRouter(prefix="/v1", tags=["recall"])
 
@@ -26,8 +25,6 @@ def context(body: m.ContextRequest, s: ScopeDep, engine: EngineDep) -> JSONRespo
     prompt as is, `context_id` into `POST /v1/feedback`; `tokens`, `budget` and the
     `memories` it holds say what it cost and why."""
     user, project = s.resolve(body.user_id, body.project)
-    if body.model is not None:  # a model the server does not know, even with a window: 400
-        registry.context_window(body.model, engine.settings.model_windows)
     fields = body.model_dump(exclude={"user_id", "project", "message"})
     # the hot path of every chat turn: wire's dict is already ContextOut's shape (the
     # schemathesis run checks it), so it is not validated a second time
