@@ -130,6 +130,8 @@ STATUSES = [
     (405, "method_not_allowed", e.EngrainError),
     (413, "input_too_large", e.InputTooLargeError),
     (422, "invalid_input", e.ValidationError),
+    (422, "empty_input", e.EmptyInputError),  # a schema's refusal carries the engine's code
+    (422, "input_too_large", e.InputTooLargeError),
     (500, "error", e.EngrainError),
     (502, "llm_error", e.LLMError),
     (503, "store_error", e.StoreError),

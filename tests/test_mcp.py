@@ -27,9 +27,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult
 from starlette.applications import Starlette
 
-from engrain import Engine
+from engrain import Engine, validate
 from engrain.cli.app import cli
 from engrain.embed import HashEmbedder
+from engrain.errors import EmptyInputError
 from engrain.keys import KeyRing
 from engrain.mcp import build_server, fixed_user, mount, streamable_http_app
 from engrain.server.app import serve_app
@@ -308,6 +309,11 @@ def test_http_arguments_of_the_wrong_type_are_invalid_input_and_write_nothing(
                 message = str(result.structured_content["message"])  # type: ignore[index]
                 assert message.startswith(f"{field}"), message
                 assert "pydantic" not in message and "lots" not in message
+            # an empty list the tool's schema refuses: the engine's code for it (forget([]))
+            with pytest.raises(EmptyInputError):
+                validate.identifiers([], "memory_ids")  # what Engine.forget checks ids with
+            result = await s.call_tool("forget", {"memory_ids": []})
+            assert failed(result) == "empty_input", result
             assert ok(await s.call_tool("list_memories", {}))["memories"] == before
 
     anyio.run(main)

@@ -498,8 +498,8 @@ def test_a_schema_refusal_carries_the_engines_code(
     with pytest.raises(EngrainError) as refused:
         svc.engine.remember(body.pop("content"), body.pop("user_id"), **body)
     assert refused.value.code == code
-    assert_error(svc.call("POST", "/v1/memories", "admin",
-                          json={"content": "a note", "user_id": "alice", **given}), 422, code)  # fmt: skip
+    sent = {"content": "a note", "user_id": "alice", **given}
+    assert_error(svc.call("POST", "/v1/memories", "admin", json=sent), 422, code)
 
 
 def test_a_schema_refusal_of_a_list_or_a_query_carries_the_engines_code(svc: Service) -> None:

@@ -26,6 +26,7 @@ Driver errors (sqlite3, onnxruntime, …) are translated at the boundary with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar
 
 
@@ -154,3 +155,15 @@ class WriteOutcomeUnknownError(StoreError):
 
     code = "write_outcome_unknown"
     http_status = 503
+
+
+#: The engine's error for a value a request schema refuses, by pydantic's error type: an
+#: empty string or list is what the engine calls empty, a string over its length what it
+#: calls too large; any other type is :class:`ValidationError`. The one mapping the HTTP
+#: server's 422 (``server/errors.py``) and MCP's refused arguments (``mcp/tools.py``) use,
+#: so a value carries the same code on every surface.
+SCHEMA_ERRORS: Mapping[str, type[ValidationError]] = {
+    "string_too_short": EmptyInputError,
+    "too_short": EmptyInputError,
+    "string_too_long": InputTooLargeError,
+}

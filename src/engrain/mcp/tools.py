@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as ArgumentsError
 
 from engrain.engine import Engine
-from engrain.errors import EngrainError, NotFoundError, ValidationError
+from engrain.errors import SCHEMA_ERRORS, EngrainError, NotFoundError, ValidationError
 from engrain.model import Kind, Memory, MemoryType
 from engrain.tiers import Tier
 from engrain.validate import MAX_INT
@@ -199,14 +199,16 @@ def failure(error: EngrainError) -> CallToolResult:
 
 
 def arguments_error(error: ArgumentsError) -> ValidationError:
-    """The SDK's refusal of a tool's arguments as engrain's :class:`ValidationError`: the
+    """The SDK's refusal of a tool's arguments as engrain's :class:`ValidationError` (the
+    subclass the engine raises for the same value, ``errors.SCHEMA_ERRORS``): the
     first wrong argument's name, then what is wrong with it (no input echoed back, no
     link to pydantic's pages)."""
     first = error.errors(include_url=False, include_input=False)[0]
     field = ".".join(str(part) for part in first["loc"]) or "arguments"
     more = error.error_count() - 1
     extra = f" (and {more} more wrong argument{'s' if more > 1 else ''})" if more else ""
-    return ValidationError(f"{field}: {first['msg']}{extra}")
+    refusal = SCHEMA_ERRORS.get(first["type"], ValidationError)  # the engine's code for it
+    return refusal(f"{field}: {first['msg']}{extra}")
 
 
 class EngrainMCP(MCPServer[Any]):

@@ -31,6 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from engrain.errors import (
+    SCHEMA_ERRORS,
     AuthenticationError,
     EmptyInputError,
     EngrainError,
@@ -57,19 +58,21 @@ class TooLargeValueRefused(RequestValidationFailed, InputTooLargeError):
     """A 422 for a value the engine refuses as too large: code ``input_too_large``."""
 
 
+_AS_422: Mapping[type[ValidationError], type[RequestValidationFailed]] = {
+    EmptyInputError: EmptyValueRefused,
+    InputTooLargeError: TooLargeValueRefused,
+}
+
+
 def _refusal(item: Mapping[str, Any]) -> tuple[type[RequestValidationFailed], str | None]:
     """The engine's refusal of the value one schema error names, as a 422 class (so its
     code is the one the engine gives the same value, ``validate.py``), and for a pattern
     the engine's words instead of the pattern (``None``: pydantic's message). The one
-    place a schema error is mapped: an empty string, list or id of spaces is
-    ``empty_input``, a string too long ``input_too_large``, anything else ``invalid_input``."""
-    kind = item.get("type")
-    if kind in ("string_too_short", "too_short"):
-        return EmptyValueRefused, None
-    if kind == "string_too_long":
-        return TooLargeValueRefused, None
+    place a schema error is mapped (by :data:`~engrain.errors.SCHEMA_ERRORS`, and an id
+    of spaces or a text without a visible character is ``empty_input``)."""
+    kind = str(item.get("type"))
     if kind != "string_pattern_mismatch":
-        return RequestValidationFailed, None
+        return _AS_422.get(SCHEMA_ERRORS.get(kind, ValidationError), RequestValidationFailed), None
     pattern = str((item.get("ctx") or {}).get("pattern"))
     value = item.get("input")
     if pattern == ID_PATTERN and isinstance(value, str) and not value.strip():
