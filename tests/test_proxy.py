@@ -119,8 +119,8 @@ class Proxied:
 
     def __init__(self, tmp_path: Path) -> None:
         self.upstream = FakeUpstream()
-        self.engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(),
-                             embedder=HashEmbedder())  # fmt: skip
+        settings = make_settings(tmp_path, model_windows={"house-model": 4_096})
+        self.engine = Engine(settings=settings, store=MemoryStore(), embedder=HashEmbedder())
         self.ring = KeyRing(self.engine.store)
         self.keys = {u: self.ring.create([u])[0] for u in ("alice", "bob", "carol", "dave",
                                                             "erin", "frank")}  # fmt: skip
@@ -257,6 +257,29 @@ def test_a_small_model_gets_the_compiled_tier_1_text(px: Proxied) -> None:
         extra_headers={"X-Engrain-Record": "false"})  # fmt: skip
     injected = px.upstream.last()["body"]["messages"][1]
     assert injected == {"role": "system", "content": wrap(compiled.tiers[Tier.DNA].text)}
+
+
+def test_the_model_is_judged_as_the_engine_judges_it(px: Proxied) -> None:
+    """A model the server's ``model_windows`` setting adds gets its tier, as in Python and
+    over ``POST /v1/context``; a model nobody knows goes up with the settings' tier (the
+    proxy never refuses a chat for its memory)."""
+    px.keys["ines"] = px.ring.create(["ines"])[0]
+    for text, kind in [("ines is allergic to peanuts", "fact"),
+                       ("ines works as a nurse on night shifts", "fact"),
+                       ("I prefer short answers without emojis", "preference"),
+                       ("always answer in British English", "invariant")]:  # fmt: skip
+        px.engine.remember(text, "ines", kind)
+    compiled = px.engine.tiers("ines", rebuild=True)
+    question = "what snacks could I take to my night shift?"
+    assert px.engine.preview(question, "ines", model="house-model").tier == Tier.DNA
+    dna = {"role": "system", "content": wrap(compiled.tiers[Tier.DNA].text)}
+    for model, tier1 in (("house-model", True), ("no-such-model", False)):
+        px.client("ines").chat.completions.create(
+            model=model, messages=chat(question), extra_headers={"X-Engrain-Record": "false"}
+        )
+        injected = px.upstream.last()["body"]["messages"][1]
+        assert (injected == dna) is tier1, model
+        assert injected["role"] == "system" and "<memory>" in injected["content"], model
 
 
 # -- recording ---------------------------------------------------------------------------
