@@ -532,7 +532,7 @@ def test_the_engine_judges_the_model_as_in_python(tmp_path: Path) -> None:
     try:
         with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"},
                           timeout=30) as client:  # fmt: skip
-            for given in ({"model": "house-model"},
+            for given in ({"model": "house-model"}, {"model": "openai/GPT-4o-2024-08-06"},
                           {"model": "no-such", "context_window": 4_096},
                           {"model": "no-such", "token_budget": 500}):  # fmt: skip
                 expected = engine.preview("where are my notes?", "alice", **given).tier
