@@ -209,6 +209,13 @@ STOPWORDS = frozenset(
     ]
 )
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+#: The letters whose double a stem loses once "-ed" or "-ing" is stripped ("running" →
+#: "run", "planned" → "plan": the ending doubled them). Porter's step 1b: a doubled
+#: consonant other than l, s and z. Their doubles belong to the word ("killed" → "kill",
+#: "passed" → "pass", "buzzed" → "buzz", as "kills", "passes", "buzzes"), and a vowel's
+#: double is never the ending's ("fleeing" → "flee"). Changing this changes the terms
+#: stored on PostgreSQL: a migration re-stems them (``store/postgres/restem.py``).
+UNDOUBLED = frozenset("bcdfghjkmnpqrtvwxy")
 
 
 @lru_cache(maxsize=65_536)
@@ -220,8 +227,9 @@ def _stem(word: str) -> str:
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)] + keep
-            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
-                base = base[:-1]  # running → run, planned → plan
+            if (suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]
+                    and base[-1] in UNDOUBLED):  # fmt: skip
+                base = base[:-1]
             if suffix == "s" and word.endswith("ss"):
                 return word
             return base
