@@ -22,6 +22,8 @@ from engrain.model import Memory
 from engrain.store import Patch, lexical
 
 from .pg import new_schema, posting_rows
+from .test_stem import FIXED, SAME
+from .test_stem import stem_before as earlier_stemmer
 from .test_store_contract import mem
 
 pytest.importorskip("psycopg")
@@ -48,6 +50,30 @@ TEXTS = [
     "calling the API: called, calls, call",
     "she missed the train, dressed in blue",
 ]
+
+
+def test_the_migration_keeps_the_earlier_stemmer_as_it_was() -> None:
+    words = [w for w, *_ in [*FIXED, *SAME]] + ["ballooned", "fizzing", "1100ing", "kil"]
+    assert [restem.stem_before(w) for w in words] == [earlier_stemmer(w) for w in words]
+
+
+def test_restemmed_names_the_old_and_new_term_of_a_changed_token() -> None:
+    assert restem.restemmed("killed") == ("kil", "kill")
+    assert restem.restemmed("calling") == ("cal", "call")
+    assert restem.restemmed("killer's") is None  # "killer": no "-ed" / "-ing"
+    assert restem.restemmed("running") is None  # stemmed alike
+    assert restem.restemmed("the") is None  # a stopword: no term either way
+
+
+def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
+    # "kil" is a word of its own here: it keeps its posting, "killed"'s goes to "kill"
+    assert restem.row_changes("Killed it; kil, kill. Passed!", 5) == {
+        "kil": (1, 5),
+        "kill": (2, 5),
+        "pas": None,
+        "pass": (1, 5),
+    }
+    assert restem.row_changes("running and planning", 2) == {}
 
 
 def _memories() -> list[Memory]:
