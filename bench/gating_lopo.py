@@ -209,6 +209,11 @@ def candidates() -> list[Candidate]:
     fixes = frozenset({Intent.GENERATION, Intent.DEBUGGING})
     out.append(Candidate("language_intents=debugging", "language",
                          ((lang, "CODE_INTENTS", fixes),), {"language": True}))  # fmt: skip
+    # a note about the present judged by its last use too (session 21, h5), alone and with
+    # the language rule (session 20, h10)
+    out.append(Candidate("present_use=on", "present_use", options={"present_use": True}))
+    out.append(Candidate("present_use+language=on", "options_together",
+                         options={"present_use": True, "language": True}))  # fmt: skip
     return out
 
 

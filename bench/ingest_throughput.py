@@ -227,6 +227,54 @@ def save_vectors(recorder: RecordingEmbedder, path: Path) -> None:
     np.savez(path, texts=np.array(texts, dtype=object), vectors=vectors)
 
 
+class WalWatch:
+    """The calling thread's ``store.write`` calls on a SQLite store (each an acknowledged,
+    durable commit): how many extended the write-ahead log's file (an ``fdatasync`` that
+    extends a file also waits for the filesystem's journal), its largest size, and their
+    wall and thread CPU seconds (the wall above the CPU is mostly the wait for the disk)."""
+
+    def __init__(self, store: Any) -> None:
+        import threading
+
+        self.log = Path(f"{store.path}-wal")
+        self.caller = threading.get_ident()
+        self.writes = self.extended = self.largest = 0
+        self.wall = self.cpu = 0.0
+        inner = store.write
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() != self.caller:
+                return inner(*args, **kwargs)
+            before = self._size()
+            start, thread = time.perf_counter(), time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.wall += time.perf_counter() - start
+                self.cpu += time.thread_time() - thread
+                after = self._size()
+                self.writes += 1
+                self.extended += after > before
+                self.largest = max(self.largest, after)
+
+        store.write = write
+
+    def _size(self) -> int:
+        try:
+            return self.log.stat().st_size
+        except OSError:
+            return 0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "writes": self.writes,
+            "extended_the_log": self.extended,
+            "largest_log_mb": round(self.largest / 2**20, 2),
+            "write_wall_seconds": round(self.wall, 3),
+            "write_thread_cpu_seconds": round(self.cpu, 3),
+        }
+
+
 def feed_locomo(engine: Engine, conversations: Sequence[Any]) -> dict[str, Any]:
     """Every session of ``conversations`` into ``engine`` (with :data:`PIPELINE`, in one
     ``ingest_conversations`` call when the engine has it); the outcome counts, the turns
@@ -315,9 +363,11 @@ def make_embedder() -> MiniLMEmbedder:
     return MiniLMEmbedder(**options)
 
 
-def locomo_once(data: Path, backend: str) -> dict[str, Any]:
+def locomo_once(data: Path, backend: str, calls_out: Path | None = None) -> dict[str, Any]:
     """One timed ingest of every LoCoMo session (``ingest_conversation`` per session) into
-    a fresh store, in this process, after the model has been loaded and warmed."""
+    a fresh store, in this process, after the model has been loaded and warmed;
+    ``calls_out``: the texts of each of the embedder's calls, in order, written there as
+    JSON (``bench/ingest_floor.py`` runs the model alone on them)."""
     import baselines as bl
     import locomo
 
@@ -330,12 +380,14 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
     else:
         embedder, warm = make_embedder(), (1, 16)
         embedder.embed([n.text for n in common.make_notes(16, seed=5)])  # load and warm up
-    recorder = RecordingEmbedder(embedder) if RECORD else None  # type: ignore[arg-type]
+    recording = RECORD or calls_out is not None
+    recorder = RecordingEmbedder(embedder) if recording else None  # type: ignore[arg-type]
     with tempfile.TemporaryDirectory(prefix="engrain-locomo-ingest-") as tmp, \
             locomo.backend_stores(backend, Path(tmp)) as new_store:  # fmt: skip
         engine = Engine(settings=Settings(data_dir=Path(tmp)), store=new_store("ingest"),
                         embedder=recorder or embedder)  # type: ignore[arg-type]  # fmt: skip
         pg = Path(tmp) / "pg"  # where locomo.backend_stores starts the private server
+        watch = WalWatch(engine.store) if backend == "sqlite" else None
         with engine:
             server = server_cpu_seconds(pg) if backend == "postgres" else None
             start, cpu = time.perf_counter(), time.process_time()
@@ -346,6 +398,8 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
             after = server_cpu_seconds(pg) if server is not None else None
             engine.wait()
             digest = stored_digest(engine.store, [c.conversation_id for c in conversations])
+    if recorder is not None and calls_out is not None:
+        calls_out.write_text(json.dumps(recorder.calls), encoding="utf-8")
     if recorder is not None and RECORD:
         save_vectors(recorder, Path(RECORD))
     return {
@@ -362,6 +416,7 @@ def locomo_once(data: Path, backend: str) -> dict[str, Any]:
         "outcomes": {k: v for k, v in totals.items() if k not in ("turns", "feed")},
         "feed": totals["feed"],
         "stored_digest": digest,
+        **({} if watch is None else {"wal": watch.summary()}),
         # the PostgreSQL server's CPU over the same interval (it shares the 2 cores)
         **(
             {}
@@ -412,9 +467,14 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
     ``compare`` checkout's runs when given; medians of each side."""
 
     def report(side: str, run: dict[str, Any]) -> None:
+        wal = run.get("wal")
+        log = "" if wal is None else (
+            f", log extended by {wal['extended_the_log']} of {wal['writes']} writes (largest "
+            f"{wal['largest_log_mb']} MB), writes' wall {wal['write_wall_seconds']} s for "
+            f"{wal['write_thread_cpu_seconds']} s of CPU")  # fmt: skip
         print(f"  locomo {backend} {side}: {run['turns_per_s']} turns/s, "
               f"cpu {run['cpu_seconds']} s, server cpu {run.get('server_cpu_seconds', '-')} s, "
-              f"{run.get('feed', 'ingest_conversation')}, load {run['load_average_1m']}",
+              f"{run.get('feed', 'ingest_conversation')}, load {run['load_average_1m']}{log}",
               file=sys.stderr)  # fmt: skip
 
     runs = alternate(repeat, compare, ["--locomo-once", str(data), "--backend", backend], report)
@@ -437,6 +497,16 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
                     )
                 }
                 if all("server_cpu_seconds" in r for r in rows)
+                else {}
+            ),
+            **(
+                {
+                    "median_wal": {
+                        key: statistics.median(r["wal"][key] for r in rows)
+                        for key in rows[0]["wal"]
+                    }
+                }
+                if all("wal" in r for r in rows)
                 else {}
             ),
             "feed": rows[0].get("feed", "ingest_conversation"),

@@ -38,6 +38,17 @@ def split_env(which: str) -> dict[str, dict[str, str]]:
     return {tree: {SPLIT_ENV: "1" if which in (tree, "both") else "0"} for tree in ("new", "base")}
 
 
+def graph_env(which: str, directory: str) -> dict[str, dict[str, str]]:
+    """Each tree's pool index for ``--graph``: the held graph (kept in ``directory``,
+    ``ENGRAIN_PG_GRAPH_DIR``) for the trees it names, the database's walk for the other."""
+    return {
+        tree: {"ENGRAIN_PG_POOL_INDEX": "graph", "ENGRAIN_PG_GRAPH_DIR": directory}
+        if which in (tree, "both")
+        else {"ENGRAIN_PG_POOL_INDEX": "off", "ENGRAIN_PG_PROJECTED_MB": "off"}
+        for tree in ("new", "base")
+    }
+
+
 def built_with(url: str) -> int:
     """The ``ef_construction`` of the pool's graph at ``url`` (64 unless set)."""
     with psycopg.connect(url, autocommit=True) as db:
@@ -69,6 +80,12 @@ def main() -> int:
         "--threads", type=int, default=0,
         help="then other questions N at a time on each tree's one engine (calls/s, CPU)",
     )  # fmt: skip
+    parser.add_argument(
+        "--graph", choices=("new", "base", "both", "none"),
+        help="which tree holds the pool's graph in process (ENGRAIN_PG_POOL_INDEX=graph, "
+        "kept in --graph-dir), the other walking the database's; unset: as the environment says",
+    )  # fmt: skip
+    parser.add_argument("--graph-dir", default="off", help="ENGRAIN_PG_GRAPH_DIR for --graph")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     queries = common.make_queries(args.queries, seed=args.seed)
@@ -79,11 +96,15 @@ def main() -> int:
             for url in dict.fromkeys((args.url, args.base_url)):  # once for one database
                 db = held.enter_context(psycopg.connect(url, autocommit=True))
                 db.execute("SELECT pg_advisory_lock(%s)", (FILL_LOCK,))
+        environ = split_env(args.split)
+        if args.graph is not None:
+            for tree, extra in graph_env(args.graph, args.graph_dir).items():
+                environ[tree] = {**environ[tree], **extra}
         result = side_by_side(
             {"new": ROOT, "base": args.baseline}, args.url, [args.user], queries, args.seed,
             Path(tmp), urls={"base": args.base_url},
             spinning={"new": False, "base": False}, server_pid=args.server_pid,
-            environ=split_env(args.split), threads=args.threads,
+            environ=environ, threads=args.threads,
             threaded_queries=other_queries(queries, args.seed),
         )  # fmt: skip
     report = {
@@ -92,6 +113,7 @@ def main() -> int:
         "seed": args.seed,
         "fill_held": args.hold_fill,
         "split": args.split,
+        "graph": args.graph,
         "pool_graph_ef_construction": {
             "new": built_with(args.url),
             "base": built_with(args.base_url),

@@ -251,6 +251,7 @@ def side_by_side(
             row["working_set_calls"] = memory.get("working_set_calls", {})
             row["learnings_calls"] = memory.get("learnings_calls", {})
             row["projected_calls"] = memory.get("projected_calls", {})
+            row["projected_graphs"] = memory.get("projected_graphs", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -516,6 +517,10 @@ def _serve(url: str, data_dir: Path) -> None:
                     ),
                     "projected_calls": dict(
                         getattr(getattr(engine.store, "_projected", None), "calls", None) or {}
+                    ),
+                    # graphs read from a file / built (store/postgres/graph_file.py)
+                    "projected_graphs": dict(
+                        getattr(getattr(engine.store, "_projected", None), "graphs", None) or {}
                     ),
                 }
             else:

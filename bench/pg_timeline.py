@@ -38,6 +38,7 @@ from typing import Any
 import common
 import numpy as np
 import psycopg
+from pg_side import server_cpu_ms
 
 #: The store's calls recorded (those the store has).
 STORE_CALLS = (
@@ -85,6 +86,42 @@ def _native_threads() -> dict[int, float]:
     return out
 
 
+_COUNTS: dict[int, list[int]] | None = None
+
+
+def count_statements() -> dict[int, list[int]]:
+    """Count, per connection (``id``), the statements its cursors send (``execute``,
+    ``executemany``, ``copy``), those sent inside a pipeline, and the pipelines' syncs:
+    round trips = statements − pipelined + syncs (as ``pg_side._count_statements``). The
+    counters are installed once per process (psycopg's classes wrapped); every caller
+    reads the same counts."""
+    global _COUNTS
+    if _COUNTS is not None:
+        return _COUNTS
+    from psycopg._pipeline_base import BasePipeline
+
+    counts: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
+
+    def counting(cls: Any, name: str, slot: int) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(self: Any, *args: Any, **kw: Any) -> Any:
+            conn = getattr(self, "_conn" if slot == 2 else "connection", None)
+            row = counts[id(conn)]
+            row[slot] += 1
+            if slot == 0 and getattr(conn, "_pipeline", None) is not None:
+                row[1] += 1
+            return original(self, *args, **kw)
+
+        setattr(cls, name, wrapper)
+
+    for name in ("execute", "executemany", "copy"):
+        counting(psycopg.Cursor, name, 0)
+    counting(BasePipeline, "_enqueue_sync", 2)
+    _COUNTS = counts
+    return counts
+
+
 class Timeline:
     """Records the events of the calls of one engine (module docstring)."""
 
@@ -92,6 +129,7 @@ class Timeline:
         self.events: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._zero = time.perf_counter()
+        self.statements = count_statements()
 
     def start(self) -> None:
         """A new call: forget the events, count from now."""
@@ -151,14 +189,18 @@ class Timeline:
             with lend() as conn:
                 pid = conn.info.backend_pid
                 began, backend = time.perf_counter(), _schedstat(f"/proc/{pid}/schedstat")
+                sent = list(self.statements[id(conn)])
                 try:
                     yield conn
                 finally:
                     spent, queued = _schedstat(f"/proc/{pid}/schedstat")
+                    now = self.statements[id(conn)]
+                    statements, pipelined, syncs = (now[i] - sent[i] for i in range(3))
                     self.record("conn", str(pid), began, (time.thread_time() - cpu) * 1e3,
                                 backend_cpu=round(spent - backend[0], 3),
                                 backend_queued=round(queued - backend[1], 3),
-                                wait=round((began - asked) * 1e3, 3))  # fmt: skip
+                                wait=round((began - asked) * 1e3, 3), statements=statements,
+                                round_trips=statements - pipelined + syncs)  # fmt: skip
 
         return held
 
@@ -254,6 +296,84 @@ def summarize(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def by_store_call(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per store call (the innermost recorded call on the connection's thread that holds
+    it): how many a ``context()`` makes, and the statements, round trips and backend CPU
+    (ms) its connections cost a ``context()``, mean and median over the calls."""
+    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for call in calls:
+        events = call["events"]
+        owners = [e for e in events if e["kind"] in ("store", "learnings", "pool")]
+        totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for e in owners:
+            totals[e["name"]]["calls"] += 1
+        for conn in (e for e in events if e["kind"] == "conn"):
+            around = [o for o in owners if o["thread"] == conn["thread"]
+                      and o["t0"] <= conn["t0"] and conn["t1"] <= o["t1"]]  # fmt: skip
+            name = min(around, key=lambda o: o["t1"] - o["t0"])["name"] if around else "other"
+            row = totals[name]
+            row["connections"] += 1
+            for what in ("statements", "round_trips", "backend_cpu"):
+                row[what] += conn.get(what, 0.0)
+        for name, row in totals.items():
+            for what in ("calls", "connections", "statements", "round_trips", "backend_cpu"):
+                per[name][what].append(row.get(what, 0.0))
+    n = max(1, len(calls))
+    out: dict[str, Any] = {}
+    for name, rows in sorted(per.items()):
+        out[name] = {
+            what: {
+                "mean": round(sum(v) / n, 3),  # calls without it count as 0
+                "median": round(statistics.median(list(v) + [0.0] * (n - len(v))), 3),
+            }
+            for what, v in rows.items()
+        }
+    totals_each = [
+        {what: sum(e.get(what, 0.0) for e in c["events"] if e["kind"] == "conn")
+         for what in ("statements", "round_trips", "backend_cpu")}
+        for c in calls
+    ]  # fmt: skip
+    out["all"] = {
+        what: {
+            "mean": round(sum(t[what] for t in totals_each) / n, 3),
+            "median": round(statistics.median(t[what] for t in totals_each), 3),
+        }
+        for what in ("statements", "round_trips", "backend_cpu")
+    }
+    server = [c["server_cpu"] for c in calls if "server_cpu" in c]
+    if server:
+        out["all"]["server_cpu"] = {
+            "mean": round(sum(server) / len(server), 3),
+            "median": round(statistics.median(server), 3),
+        }
+    return out
+
+
+def idle_estimate(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What each call's wall would be on an idle two-core machine, from its CPU alone: at
+    least its critical path (the calling thread, the model's own threads during the
+    embedding, and the backends of the calling thread's connections: the path runs one
+    after the other) and at least half of all its CPU (the worker's and the server's,
+    spread over two cores); percentiles of the larger of the two, and of each."""
+    path, half, bound = [], [], []
+    for call in calls:
+        events = call["events"]
+        main = [e for e in events if e["thread"] == "MainThread"]
+        model = sum(e.get("model_threads_cpu", 0.0) for e in main if e["kind"] == "embed")
+        backends = sum(e["backend_cpu"] for e in main if e["kind"] == "conn")
+        critical = call["main_cpu"] + model + backends
+        server = call.get(
+            "server_cpu", sum(e["backend_cpu"] for e in events if e["kind"] == "conn")
+        )
+        path.append(critical)
+        half.append((call["cpu"] + server) / 2.0)
+        bound.append(max(path[-1], half[-1]))
+    return {
+        name: {f"p{q}": round(common.percentile(v, q), 2) for q in (50, 95, 99)}
+        for name, v in (("critical_path_cpu", path), ("half_of_all_cpu", half), ("bound", bound))
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from engrain import Engine, Settings
     from engrain.embed.minilm import MiniLMEmbedder
@@ -288,10 +408,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         calls = []
         for message in queries[: args.queries]:
             timeline.start()
+            server = server_cpu_ms(args.server_pid)
             cpu, main = time.process_time(), time.thread_time()
             began = time.perf_counter()
             result = engine.context(message, args.user, now=common.NOW)
+            server = server_cpu_ms(args.server_pid) - server
             calls.append({
+                **({"server_cpu": round(server, 3)} if args.server_pid else {}),
                 "query": message,
                 "ms": round((time.perf_counter() - began) * 1e3, 3),
                 "cpu": round((time.process_time() - cpu) * 1e3, 3),
@@ -307,7 +430,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "split": args.split,
         "load_1min": round(os.getloadavg()[0], 2),
         "machine": common.machine_info(),
+        "pool_index": getattr(getattr(engine.store, "_projected", None), "kind", "sql walk"),
+        "projected_calls": dict(getattr(engine.store._projected, "calls", None) or {}),
         "summary": summarize(calls),
+        "by_store_call": by_store_call(calls),
+        "idle_estimate_ms": idle_estimate(calls),
         "calls": calls,
     }
 
@@ -322,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spinning", choices=("on", "off"), default="off")
     parser.add_argument("--split", action="store_true", help="single-threaded model runs")
     parser.add_argument("--hold-fill", action="store_true", help="no filler runs meanwhile")
+    parser.add_argument("--server-pid", type=int, help="the postmaster's: its CPU a call")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     report = run(args)
@@ -329,6 +457,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for group, medians in report["summary"]["median_ms"].items():
         print(group, {k: medians[k] for k in (*SEGMENTS, *SEARCH_PARTS)})
     print("walk backend CPU by depth", report["summary"]["walk_backend_cpu_by_k"])
+    print("pool index", report["pool_index"], report["projected_calls"])
+    print("idle estimate", report["idle_estimate_ms"])
+    for name, row in report["by_store_call"].items():
+        print(name, {what: v["mean"] for what, v in row.items()})
     return 0
 
 

@@ -19,9 +19,10 @@ evaluation's fixed ``now``:
   read trivial, and every labelled non-trivial message read trivial (none should be).
 
 A classification does not depend on what the store holds, so one engine answers every
-message. Then the classifier's speed: the rules alone (``classify()``) over these messages
-and every gating set's labelled and trivial messages, timed on the thread's CPU clock, the
-trees alternating over ``--rounds`` rounds (medians per message).
+message. Then the classifier's speed: the rules alone (``classify()``) and the rules then
+the models' second reading on vectors embedded beforehand (``models_us``), over these
+messages and every gating set's labelled and trivial messages, timed on the thread's CPU
+clock, the trees alternating over ``--rounds`` rounds (medians per message).
 """
 
 from __future__ import annotations
@@ -133,6 +134,36 @@ def classify_cpu_us(texts: Sequence[str], repeat: int = 3) -> float:
     return best
 
 
+def models_cpu_us(texts: Sequence[str], repeat: int = 3) -> float:
+    """The thread CPU time per message, in microseconds, of ``classify()`` then the models'
+    second reading (:func:`engrain.recall.intent_model.refine`: the acknowledgement and
+    intent models) on each text's MiniLM vector, embedded once beforehand and not timed (the
+    best of ``repeat`` passes, after one untimed pass)."""
+    from engrain.embed import make_embedder
+    from engrain.recall.classify import Complexity, classify
+    from engrain.recall.intent_model import refine
+
+    embedder = make_embedder("minilm")
+    vectors = embedder.embed(list(texts))
+    model_id = embedder.model_id
+
+    def read(text: str, vector: Any) -> None:
+        rules = classify(text)
+        if rules.complexity is not Complexity.TRIVIAL:
+            refine(rules, text, vector, model_id)
+
+    pairs = list(zip(texts, vectors, strict=True))
+    for text, vector in pairs:
+        read(text, vector)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.thread_time_ns()
+        for text, vector in pairs:
+            read(text, vector)
+        best = min(best, (time.thread_time_ns() - start) / len(pairs) / 1000)
+    return best
+
+
 def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The measures over answered ``rows``: trivial ones empty, not-trivial ones kept."""
     trivial = [r for r in rows if r["label"] == "trivial"]
@@ -182,7 +213,8 @@ def _rate(hits: int, total: int) -> float | None:
 def _worker(args: argparse.Namespace) -> int:
     """The child process: ``--answer`` the messages or time ``--speed``, JSON on stdout."""
     if args.speed:
-        out: Any = {"classify_us": classify_cpu_us(timing_texts())}
+        texts = timing_texts()
+        out: Any = {"classify_us": classify_cpu_us(texts), "models_us": models_cpu_us(texts)}
     else:
         import engrain
 
@@ -216,13 +248,15 @@ def measure(trees: Mapping[str, Path], project: str, rounds: int) -> dict[str, A
                        for s in SPLITS},
         }  # fmt: skip
     names = list(trees)
-    speeds: dict[str, list[float]] = {n: [] for n in names}
+    speeds: dict[str, list[dict[str, float]]] = {n: [] for n in names}
     for i in range(rounds):
         for name in names[i % len(names) :] + names[: i % len(names)]:
-            speeds[name].append(_run(trees[name], "--speed")["classify_us"])
+            speeds[name].append(_run(trees[name], "--speed"))
     for name in names:
-        report["trees"][name]["classify_us_median"] = round(statistics.median(speeds[name]), 2)
-        report["trees"][name]["classify_us_rounds"] = [round(s, 2) for s in speeds[name]]
+        for key in ("classify_us", "models_us"):
+            runs = [s[key] for s in speeds[name]]
+            report["trees"][name][f"{key}_median"] = round(statistics.median(runs), 2)
+            report["trees"][name][f"{key}_rounds"] = [round(r, 2) for r in runs]
     return report
 
 
@@ -250,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"({m['trivial_missed']} of {m['trivial']} missed), not kept "
                   f"{m['not_kept']:.3f} ({m['not_made_trivial']} of {m['not_trivial']} "
                   f"made trivial)")  # fmt: skip
-        print(f"{name:>6} classify(): {tree['classify_us_median']:.1f} µs thread CPU per message")
+        print(f"{name:>6} classify(): {tree['classify_us_median']:.1f} µs, with the models "
+              f"{tree['models_us_median']:.1f} µs thread CPU per message")  # fmt: skip
         for file, m in tree["other_sets"].items():
             print(f"{name:>6} {file:>28}: trivial {m['read_trivial']}/{m['trivial']}, "
                   f"made trivial {len(m['made_trivial'])}/{m['not_trivial']}")  # fmt: skip

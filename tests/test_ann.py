@@ -281,3 +281,19 @@ def test_a_saved_bm25_index_is_used_only_for_the_texts_it_was_built_from(
     monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 10**9)
     built = SQLiteStore(db, ann_min_vectors=None).lexical_search(USER, "note 3-12", 8)
     assert [(m.id, round(s, 5)) for m, s in loaded] == [(m.id, round(s, 5)) for m, s in built]
+
+
+def test_an_index_written_to_a_file_is_its_dump_and_loads_from_a_view() -> None:
+    import io
+
+    rng = np.random.default_rng(21)
+    vectors = rng.standard_normal((300, 16)).astype(np.float32)
+    index = VectorIndex.build(np.arange(300, dtype=np.uint64) * 5, vectors)
+    out = io.BytesIO()
+    index.write_to(out)
+    assert out.getvalue() == index.dump()
+    framed = b"head" + out.getvalue()
+    loaded = VectorIndex.load(memoryview(framed)[4:], 16)
+    assert loaded is not None and len(loaded) == 300
+    assert loaded.holds(np.arange(300, dtype=np.uint64) * 5, vectors).all()
+    assert VectorIndex.load(memoryview(framed)[5:], 16) is None  # one byte off: not an index

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from engrain.model import Kind, Memory, MemoryType
+from engrain.store import checkpoint
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.sqlite import SQLiteStore
 
@@ -91,3 +92,88 @@ def test_a_removed_file_is_not_created_again(tmp_path: Path) -> None:
     checkpoints.close()
     assert not path.exists()
     assert checkpoints.passes == 0
+
+
+class _ReaderLeaves:
+    """The checkpointer's connection; a reader that held the ``PASSIVE`` pass back (the
+    frames committed after its snapshot stay in the log) ends right after that pass, as
+    under a steady ingest, where the log moves on during every pass."""
+
+    def __init__(self, db: sqlite3.Connection, reader: sqlite3.Connection) -> None:
+        self._db, self._reader = db, reader
+
+    def execute(self, sql: str) -> sqlite3.Cursor:
+        cursor = self._db.execute(sql)
+        if "PASSIVE" in sql:
+            cursor.fetchall()
+            self._reader.execute("COMMIT")
+        return cursor
+
+
+def _log_file(tmp_path: Path) -> tuple[Path, sqlite3.Connection]:
+    path = tmp_path / "w.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE t (b BLOB)")
+    for _ in range(20):
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+    return path, writer
+
+
+def test_a_pass_that_missed_frames_still_restarts_the_log(tmp_path: Path) -> None:
+    # Without the RESTART pass the log is not complete when the next writer begins, so
+    # the commits after it extend the file (and a durable one's fdatasync waits for the
+    # filesystem's journal) until some later pass happens to find the log still.
+    path, writer = _log_file(tmp_path)
+    reader = sqlite3.connect(path, isolation_level=None)
+    checkpoints = Checkpointer(path)
+    db = checkpoint.connect(path)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM t").fetchone() == (20,)
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        checkpoints._checkpoint(_ReaderLeaves(db, reader))  # type: ignore[arg-type]
+        assert checkpoints.restarts == 1
+        size = Path(f"{path}-wal").stat().st_size
+        for _ in range(3):
+            writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        assert Path(f"{path}-wal").stat().st_size == size  # overwritten, not extended
+    finally:
+        db.close()
+        reader.close()
+        writer.close()
+    with sqlite3.connect(path) as check:
+        assert check.execute("SELECT count(*) FROM t").fetchone() == (24,)
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_reader_in_the_log_keeps_it_and_its_snapshot(tmp_path: Path) -> None:
+    path, writer = _log_file(tmp_path)
+    reader = sqlite3.connect(path, isolation_level=None)
+    checkpoints = Checkpointer(path)
+    db = checkpoint.connect(path)
+    try:
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM t").fetchone() == (20,)
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        checkpoints._checkpoint(db)
+        assert (checkpoints.passes, checkpoints.restarts) == (1, 0)  # refused, not waited
+        assert reader.execute("SELECT count(*) FROM t").fetchone() == (20,)
+        reader.execute("COMMIT")
+        checkpoints._checkpoint(db)
+        assert (checkpoints.passes, checkpoints.restarts) == (2, 1)
+        assert reader.execute("SELECT count(*) FROM t").fetchone() == (21,)
+    finally:
+        db.close()
+        reader.close()
+        writer.close()
+
+
+def test_a_store_s_checkpointer_restarts_the_log(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "e.db")
+    try:
+        store.write(upserts=[_memory(i) for i in range(40)])
+        assert _until(lambda: store._checkpoints.restarts > 0)
+    finally:
+        store.close()

@@ -61,6 +61,12 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("hi", 0, GRE, T),
     ("hey there!", 0, GRE, T),
     ("good morning", 0, GRE, T),
+    # a time of day alone or before the people greeted greets (issue 12, session 21: four
+    # sets' tune halves); before anything else it names a time
+    ("morning!", 0, GRE, T),
+    ("morning all ☕", 0, GRE, T),
+    ("evening, folks", 0, GRE, T),
+    ("morning standup moved to 10", 0, DIS, M),
     ("thanks!", 3, DIS, T),
     ("ty", 4, DIS, T),
     ("np", 2, DIS, T),
@@ -215,7 +221,15 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("Why does the model underforecast promotions so badly?", 0, ANA, C),
     ("Compare the TFT challenger with the LightGBM champion on the last 8 weeks", 0, ANA, C),
     ("Review my PR for the proration change", 0, ANA, C),
-    ("Is it worth moving the feature store to Delta Lake?", 0, ANA, C),
+    # whether a proposal is worth it asks a judgement: a discussion (issue 12, session 21: 7
+    # of the 8 such questions of the labelled sets); "evaluate whether" asks for analysis
+    ("Is it worth moving the feature store to Delta Lake?", 0, DIS, M),
+    ("Tomasz wants ingestd to publish readings over MQTT as well. Worth it?", 0, DIS, M),
+    ("Would it be worth moving the facade onto HAPI? Our search code keeps growing.", 0, DIS, M),
+    ("Evaluate whether our postgres read replica is actually worth the money", 0, ANA, C),
+    # "let's have X do Y" asks for it; "let's have a look" does not (session 21)
+    ("Let's have a fish function that tails the arena-server logs for one match_id", 0, GEN, M),
+    ("let's have a look at why the export fails", 0, DBG, C),
     ("I feel like our alerts are too noisy", 0, DIS, M),
     ("Maybe we should stop supporting CSV uploads", 0, DIS, M),
     ("Not convinced the holiday features are pulling their weight", 0, DIS, M),
@@ -695,12 +709,11 @@ def test_asking_to_try_or_do_something_is_not_trivial(message: str) -> None:
 
 @pytest.mark.parametrize(
     "message",
-    ["explain how the rate limiter picks which requests to drop",
-     "Can you explain the locking semantics of the outbox relay?",
+    ["Can you explain the locking semantics of the outbox relay?",
      "explain what this cron expression does: `0 */6 * * 1-5`",
      "explain the difference between the two session stores"],
 )  # fmt: skip
-def test_explaining_how_one_mechanism_works_is_a_moderate_how_question(message: str) -> None:
+def test_explaining_what_one_part_is_or_does_is_moderate(message: str) -> None:
     fired: list[str] = []
     assert complexity_for(message, ANA, (), fired) is M, fired
     assert "mechanism" in fired
@@ -710,7 +723,10 @@ def test_explaining_how_one_mechanism_works_is_a_moderate_how_question(message: 
     ("message", "complexity"),
     [("explain why the nightly export doubles some rows", C),  # why it misbehaves
      ("Explain the whole lifecycle of an order, from cart to refund", D),
-     ("explain the root cause of last week's outage", C)],
+     ("explain the root cause of last week's outage", C),
+     # how a process runs through the parts: the seed's complex analysis (session 21)
+     ("explain how the rate limiter picks which requests to drop", C),
+     ("Explain how a late web event still ends up in fct_web_events", C)],
 )  # fmt: skip
 def test_explaining_why_or_a_whole_system_is_not_one_mechanism(
     message: str, complexity: Complexity
@@ -1250,13 +1266,13 @@ def test_why_a_choice_was_made_stays_a_moderate_rationale(message: str) -> None:
 
 
 def test_explaining_a_mechanism_that_misbehaves_is_complex() -> None:
-    """ "explain how X works" is moderate; asking in the same breath why it goes wrong is the
+    """ "explain the X" is moderate; asking in the same breath why it goes wrong is the
     seed's complex analysis."""
     broken = classify(
         "explain the snapshot delta compression, why do some clients keep getting full snapshots"
     )
     assert (broken.intent, broken.complexity) == (ANA, C), broken.signals
-    working = classify("explain how the cache invalidation works when a product price changes")
+    working = classify("explain the snapshot delta compression")
     assert (working.intent, working.complexity) == (ANA, M), working.signals
 
 
@@ -1343,3 +1359,37 @@ def test_everything_that_happens_between_two_ends_is_a_deep_journey(message: str
     """Deep — "architecture, analysis": a path from one end of the system to the other."""
     result = classify(message)
     assert (result.intent, result.complexity) == (ANA, D), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["the board browns out and resets every time the CO2 measurement starts",
+     "the log timestamps jump back to 1970 after every reset",
+     "r.Get on the Service I just created returns NotFound, but only sometimes",
+     "CI is red only on Windows: the sitemap snapshot differs on every line",
+     "strata-controller restarts every couple of minutes with 'leader election lost'",
+     "A user on Windows gets backslashes in their permalinks. Linux builds of the same site are "
+     "fine.",
+     "I changed base_url in config.yaml and the build just ignores it"],
+)  # fmt: skip
+def test_a_behaviour_told_with_the_condition_it_shows_under_is_a_bug_report(message: str) -> None:
+    """Issue 12, session 21: when, where or where not a behaviour shows is how a bug is told
+    without the words "error" or "bug" (8 tune messages of three sets, none of another
+    intent): debugging, and complex as the seed's table says."""
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+    assert "symptom" in result.signals
+
+
+@pytest.mark.parametrize(
+    ("message", "turn", "intent"),
+    [("does the cleanup job run only on weekdays?", 0, QUE),
+     ("why stripe tax and not our own vat tables? marta says ours were fine", 0, ANA),
+     ("good. same plot but only the 8-week horizon, keep the colours", 3, CON),
+     ("same chart but only on the EU stores", 3, CON)],  # narrows the work asked before
+)  # fmt: skip
+def test_a_condition_in_a_question_or_a_revision_is_no_bug_report(
+    message: str, turn: int, intent: Intent
+) -> None:
+    result = classify(message, turn=turn)
+    assert result.intent is intent, result.signals

@@ -279,6 +279,29 @@ def test_invalid_input_exits_2_with_a_clean_message(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["context", "x", "--budget", str(2**31)],
+         "error: token_budget (--budget) must be >= 0 and <= 2,147,483,647, not 2,147,483,648"),
+        (["recall", "x", "--top-k", "0"], "error: top_k (--top-k) must be >= 1"),
+        (["context", "x", "--window", str(2**31)], "error: context_window (--window) must be"),
+        (["remember", "x", "--domain", "d" * 257],
+         "error: domains[0] (--domain) is longer than 256 characters"),
+        (["-u", " ", "remember", "x"], "error: user_id (--user) is empty"),
+    ],
+)  # fmt: skip
+def test_a_refusal_names_the_option_a_command_line_spells_otherwise(
+    invoke: Invoke, args: list[str], message: str
+) -> None:
+    """The engine names its fields (``token_budget``); a command's user changes ``--budget``."""
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(message) and len(result.stderr.splitlines()) == 1
+    as_json = invoke("--json", *args)  # for programs: the engine's message as it is
+    assert "(--" not in json.loads(as_json.stderr)["message"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
         (["get", "nope"], "error: no memory 'nope' for user 'default'"),
         (["pin", "nope"], "error: no memory 'nope'"),
         (["mute", "nope", "--off"], "error: no memory 'nope'"),

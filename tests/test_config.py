@@ -252,7 +252,7 @@ def test_a_named_value_read_outside_the_settings_takes_the_same_rule(tmp_path: P
     from engrain import envvars
 
     variable = "ENGRAIN_PG_POOL_INDEX"
-    assert envvars.choice(variable, {}) == "projection"
+    assert envvars.choice(variable, {}) == "projection"  # the database's walk by default
     assert envvars.choice(variable, {variable: " "}) == "projection"
     for word in ("graph", "On", "HNSW"):
         assert envvars.choice(variable, {variable: word}) == "graph"

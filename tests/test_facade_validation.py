@@ -46,7 +46,41 @@ BAD_CALLS = [
     ("score", lambda e, i: e.feedback("ada", memory_ids=[i], score=2)),
     ("limit", lambda e, i: e.list("ada", limit=-1)),
     ("force", lambda e, i: e.compress("ada", force="yes")),
+    # one integer bound on every surface (validate.MAX_INT; HTTP's schema says the same)
+    ("token_budget", lambda e, i: e.context("how do I deploy?", "ada", token_budget=2**31)),
+    ("top_k", lambda e, i: e.context("how do I deploy?", "ada", top_k=10**30)),
+    ("context_window", lambda e, i: e.context("how do I deploy?", "ada", context_window=2**31)),
+    ("turn", lambda e, i: e.context("how do I deploy?", "ada", turn=2**31)),
+    ("top_k", lambda e, i: e.recall("how do I deploy?", "ada", top_k=2**31)),
+    ("token_budget", lambda e, i: e.recall("how do I deploy?", "ada", token_budget=2**63)),
+    ("limit", lambda e, i: e.list("ada", limit=2**63)),
+    ("offset", lambda e, i: e.list("ada", offset=2**63)),
+    ("limit", lambda e, i: e.browse("ada", limit=2**31)),
+    ("limit", lambda e, i: e.contexts("ada", limit=2**31)),
+    # metadata: a JSON object within max_text_chars, 64 deep, string keys, said where
+    ("metadata", lambda e, i: e.remember("a new fact here", "ada", metadata={"x": "a" * 200_001})),
+    ("metadata", lambda e, i: e.ingest("a new fact about ports", "ada", metadata=_deep(65))),
+    ("metadata", lambda e, i: e.remember("a new fact here", "ada", metadata={1: "one"})),
+    (
+        "metadata.a[1]",
+        lambda e, i: e.remember("a new fact here", "ada", metadata={"a": [1, float("nan")]}),
+    ),
+    (
+        "metadata.b",
+        lambda e, i: e.ingest_conversation([{"text": "hi there"}], "ada", metadata={"b": b"bytes"}),
+    ),
+    ("metadata", lambda e, i: e.update(i, "ada", metadata={"x": "a" * 200_001})),
+    ("metadata", lambda e, i: e.update(i, "ada", metadata={"k": {True: 1}})),
+    ("domains[0]", lambda e, i: e.remember("a new fact here", "ada", domains=["d" * 257])),
 ]
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    """A mapping nested ``levels`` deep: ``{"a": {"a": … {}}}``."""
+    nested: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        nested = {"a": nested}
+    return nested
 
 
 @pytest.mark.parametrize(("field", "call"), BAD_CALLS)

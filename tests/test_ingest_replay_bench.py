@@ -47,3 +47,23 @@ def test_replayed_vectors_store_what_the_recorded_run_stored(tmp_path: Path) -> 
     assert replay.texts_embedded == len(recorder.texts) + len(texts)
     with pytest.raises(KeyError, match="not recorded"):
         replay.embed(["a text no run gave the model"])
+
+
+def test_the_wal_watch_counts_the_calling_thread_s_writes_only(tmp_path: Path) -> None:
+    import threading
+
+    from engrain.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "w.db")
+    with Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder()) as e:
+        watch = it.WalWatch(e.store)
+        e.ingest_conversation(TURNS, "u", "s1", now=NOW)
+        other = threading.Thread(target=e.ingest_conversation, args=(TURNS, "v", "s1"),
+                                 kwargs={"now": NOW})  # fmt: skip
+        other.start()
+        other.join()
+        summary = watch.summary()
+    assert summary["writes"] == 1  # the other thread's call is not the caller's
+    assert summary["extended_the_log"] in (0, 1)  # of that one write
+    assert summary["largest_log_mb"] > 0
+    assert summary["write_wall_seconds"] >= summary["write_thread_cpu_seconds"] > 0

@@ -288,9 +288,23 @@ def test_http_arguments_of_the_wrong_type_are_invalid_input_and_write_nothing(
                 ("context", {"message": "indent?", "token_budget": "lots"}, "token_budget"),
                 ("forget", {"memory_ids": 12}, "memory_ids"),
                 ("pin", {}, "memory_id"),
+                # the bounds every surface shares (validate.py), in the schema or the engine
+                ("context", {"message": "indent?", "token_budget": 2**31}, "token_budget"),
+                ("recall", {"query": "indent?", "top_k": 2**31}, "top_k"),
+                ("list_memories", {"offset": 2**31}, "offset"),
+                ("context", {"message": "indent?", "token_budjet": 50}, "token_budjet"),
             ]:
                 result = await s.call_tool(tool, args)
                 assert failed(result) == "invalid_input", (tool, args)
+                message = str(result.structured_content["message"])  # type: ignore[index]
+                assert message.startswith(f"{field}"), message
+                assert "pydantic" not in message and "lots" not in message
+            for tool, args, field in [
+                ("remember", {"content": TABS, "domains": ["d" * 257]}, "domains[0]"),
+                ("context", {"message": "indent?", "previous": "x " * 100_001}, "previous"),
+            ]:
+                result = await s.call_tool(tool, args)
+                assert failed(result) == "input_too_large", (tool, args)
                 message = str(result.structured_content["message"])  # type: ignore[index]
                 assert message.startswith(f"{field}"), message
                 assert "pydantic" not in message and "lots" not in message

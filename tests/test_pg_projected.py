@@ -63,6 +63,8 @@ def _store(url: str, **options: Any) -> Any:
     """A store that walks the graph for any user (every user is "large" here)."""
     options.setdefault("learnings_bytes", 0)
     options.setdefault("projected_bytes", projected.PROJECTED_BYTES)  # off by default
+    options.setdefault("graph_dir", None)  # graphs kept in files: test_pg_graph_file.py
+    options.setdefault("pool_index", "projection")  # say which, whatever the default
     return PostgresStore(url, pool_size=3, exact_search_below=1, indexed_share=0.0, **options)
 
 
@@ -264,8 +266,9 @@ def test_a_user_under_the_graphs_threshold_keeps_the_walk(
         assert not mine.wait_for_projection("alice", timeout=60)  # 300 rows: not held
         _same(mine.search("alice", vectors[5], 5, ALL), truth.search("alice", vectors[5], 5, ALL))
         assert mine._projected.calls == {"served": 0, "by_sql": 0}  # the walk served it
-        mine.write([mem("one-more", "alice", vector=vectors[1])])
-        mine._projected._loader.get("alice").not_before = 0.0  # the refused pause: passed
+        # the plan's count of the user's memories kept the load from starting at all
+        assert mine._projected._loader.get("alice") is None
+        mine.write([mem("one-more", "alice", vector=vectors[1])])  # the plan is read again
         mine.search("alice", vectors[0], 1, ALL)
         assert mine.wait_for_projection("alice", timeout=60)  # 301 rows: held
         _same(mine.search("alice", vectors[5], 5, ALL), truth.search("alice", vectors[5], 5, ALL))
@@ -322,7 +325,7 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
 
 
 def test_projected_bytes_from_the_environment(pg_url: str) -> None:
-    assert projected.projected_bytes({}) == 0  # off by default
+    assert projected.projected_bytes({}) == 0  # the database's walk by default
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
@@ -332,7 +335,14 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
         projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
     assert projected.pool_kind({}) == "projection"
+    assert (
+        projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "graph"}) == projected.PROJECTED_BYTES
+    )
+    assert projected.projected_bytes({}, kind="graph") == projected.PROJECTED_BYTES  # argument
     assert projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "off"}) == "projection"
+    # off: the projection's kind, which is held only with a bound given: the database's walk
+    assert projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "off"}) == 0
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.pool_kind(graph) == projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": " On"})
     assert projected.pool_kind(graph) == "graph"
     with pytest.raises(ConfigError, match="ENGRAIN_PG_POOL_INDEX='x'"):
@@ -343,11 +353,8 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "0"}) == 0
     default = PostgresStore(pg_url, pool_size=1)
     try:
-        assert (
-            default._projected is None
-            or "ENGRAIN_PG_PROJECTED_MB" in os.environ
-            or ("ENGRAIN_PG_POOL_INDEX" in os.environ)
-        )
+        if not {"ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX"} & set(os.environ):
+            assert default._projected is None  # nothing held by default
     finally:
         default.close()
     with pytest.raises(ConfigError):

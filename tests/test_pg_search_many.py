@@ -131,7 +131,7 @@ def test_a_kept_plan_never_changes_what_a_search_returns(pg_url: str) -> None:
             )
         gone = _memories("kept", 75, start=5)
         theirs.write(deletes=gone)  # small again, while mine may still plan the index
-        mine._plans["kept"] = (True, time.monotonic())  # as if kept from a larger size
+        mine._plans["kept"] = (True, 10**6, time.monotonic())  # as if kept from a larger size
         assert _ids([mine.search("kept", query, 8, flt)]) == _ids(
             [exact.search("kept", query, 8, flt)]
         )

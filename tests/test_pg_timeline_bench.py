@@ -93,6 +93,33 @@ def test_an_engine_over_postgres_records_its_threads_backends_and_model(
         held = [e for e in timeline.events if e["kind"] == "conn"]
         assert held and all(int(e["name"]) > 0 and e["backend_cpu"] >= 0 for e in held)
         assert any(e["backend_cpu"] > 0 for e in held)
+        # each connection held sent at least one statement, in at least one round trip
+        assert all(e["statements"] >= e["round_trips"] >= 1 for e in held)
+        calls = [{"ms": 1.0, "cpu": 1.0, "main_cpu": 1.0, "events": timeline.events}]
+        table = pg_timeline.by_store_call(calls)
+        assert table["all"]["statements"]["mean"] == sum(e["statements"] for e in held)
+        assert table["search_many"]["calls"]["mean"] == 1
         assert all(e["t1"] >= e["t0"] >= 0 for e in timeline.events)
     finally:
         engine.close()
+
+
+def test_store_calls_are_charged_their_connections_and_the_idle_wall_is_bounded() -> None:
+    """Each connection held is charged to the innermost store call of its thread around
+    it; an idle two-core wall is at least the critical path's CPU and half of all CPU."""
+    call = a_call(30.0, lexical_end=5.0, backend=6.0)
+    for e in call["events"]:
+        if e["kind"] == "conn":
+            e.update(statements=2, round_trips=1)
+    call["server_cpu"] = 9.0
+    table = pg_timeline.by_store_call([call, a_call(40.0, 5.0)])
+    # the walk's connection is inside search_many and _sql_search: the inner one pays
+    assert table["_sql_search"]["backend_cpu"]["mean"] == (6.0 + 6.0) / 2
+    assert "search_many" in table and table["search_many"]["backend_cpu"]["mean"] == 0.0
+    assert table["lexical_search"]["statements"]["mean"] == 1.0  # 2 in one call of two
+    assert table["all"]["round_trips"]["median"] == 1.5  # 3 and 0 (the second has none)
+    estimate = pg_timeline.idle_estimate([call])
+    # critical path: main 12 + model 2 + its backends 6 + 1; half of 20 + 9
+    assert estimate["critical_path_cpu"]["p50"] == 21.0
+    assert estimate["half_of_all_cpu"]["p50"] == 14.5
+    assert estimate["bound"]["p95"] == 21.0

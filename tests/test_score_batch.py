@@ -47,18 +47,21 @@ def items(draw: st.DrawFn) -> tuple[Memory, float, float]:
     kind = draw(st.sampled_from(list(Kind)))
     written = NOW - timedelta(seconds=draw(st.integers(-86_400, 3 * 365 * 86_400)))
     event = draw(st.none() | st.integers(0, 2 * 365 * 86_400))
+    used = draw(st.none() | st.integers(-86_400, 2 * 365 * 86_400))
     memory = Memory(
         id=f"m{draw(st.integers(0, 10**9))}", user_id="u", content="x",
         memory_type=kind.default_memory_type, kind=kind, created_at=written,
         updated_at=written, event_at=None if event is None else NOW - timedelta(seconds=event),
         domains=draw(domain_sets), access_count=draw(st.integers(0, 60)),
+        last_accessed_at=None if used is None else NOW - timedelta(seconds=used),
     )  # fmt: skip
     return memory, draw(unit), draw(st.sampled_from([0.0, 0.0, 0.3, 1.0]) | unit)
 
 
 @st.composite
 def queries(draw: st.DrawFn) -> Query:
-    """A classification of any intent, domains and weight shifts, and focus areas."""
+    """A classification of any intent, domains and weight shifts, focus areas, and a note
+    about the present judged by its last use or not."""
     classification = Classification(
         complexity=draw(st.sampled_from(list(Complexity))),
         intent=draw(st.sampled_from(list(Intent))),
@@ -66,7 +69,7 @@ def queries(draw: st.DrawFn) -> Query:
         references_history=draw(st.booleans()), signals=(),
     )  # fmt: skip
     focus = draw(st.lists(st.sampled_from(DOMAINS), max_size=2, unique=True).map(tuple))
-    return Query(classification, gated_weights(classification), NOW, focus)
+    return Query(classification, gated_weights(classification), NOW, focus, draw(st.booleans()))
 
 
 @settings(max_examples=300, deadline=None)
@@ -75,7 +78,8 @@ def test_gated_totals_equal_score_gated(pool: list[tuple[Memory, float, float]],
                                         query: Query) -> None:  # fmt: skip
     want = [
         score_gated(memory, relevance, query.classification, query.weights, query.now,
-                    cooccurrence=bonus, focus_areas=query.focus_areas).total
+                    cooccurrence=bonus, focus_areas=query.focus_areas,
+                    present_use=query.present_use).total
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert gated_totals(pool, query) == want
@@ -89,7 +93,10 @@ def test_gated_scores_give_present_relevance(pool: list[tuple[Memory, float, flo
     (a stale context note's scaled down, any other's as given), beside the same total."""
     got = gated_scores(pool, query)
     assert [total for total, _ in got] == gated_totals(pool, query)
-    want = [present_relevance(memory, relevance, query.now) for memory, relevance, _ in pool]
+    want = [
+        present_relevance(memory, relevance, query.now, by_use=query.present_use)
+        for memory, relevance, _ in pool
+    ]
     assert [present for _, present in got] == want
 
 
@@ -134,11 +141,15 @@ def test_gated_columns_are_score_gated_bit_for_bit(pool: list[tuple[Memory, floa
     totals, present = gated_columns(pool, query)
     want = [
         score_gated(memory, relevance, query.classification, query.weights, query.now,
-                    cooccurrence=bonus, focus_areas=query.focus_areas).total
+                    cooccurrence=bonus, focus_areas=query.focus_areas,
+                    present_use=query.present_use).total
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert _bits(totals.tolist()) == _bits(want)
-    relevances = [present_relevance(memory, relevance, query.now) for memory, relevance, _ in pool]
+    relevances = [
+        present_relevance(memory, relevance, query.now, by_use=query.present_use)
+        for memory, relevance, _ in pool
+    ]
     assert _bits(present.tolist()) == _bits(relevances)
 
 

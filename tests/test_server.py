@@ -21,6 +21,7 @@ from engrain.embed import HashEmbedder
 from engrain.keys import KeyRing
 from engrain.server import create_app
 from engrain.store import MemoryStore
+from engrain.validate import MAX_ID_CHARS, MAX_INT
 
 from .conftest import make_settings
 
@@ -488,6 +489,57 @@ def test_a_wrong_path_or_method_says_which_and_what_is_there(svc: Service) -> No
     long = "/x" + "%07" * 500  # decoded: 500 control characters
     body = assert_error(svc.call("GET", long, "alice"), 404, "not_found")
     assert "\x07" not in body["message"] and len(body["message"]) < 300
+
+
+def test_refusals_say_what_was_wrong_in_the_engines_words(svc: Service) -> None:
+    """A pattern's refusal says what it asks, not the pattern (hundreds of escaped code
+    points); a body FastAPI cannot read says why, not "There was an error parsing the
+    body"; the limits are the engine's, once (validate.py), and a refusal writes nothing."""
+    before = svc.engine.list("alice")
+    body = assert_error(svc.call("POST", "/v1/memories", "alice",
+                                 json={"content": "x", "user_id": " "}), 422)  # fmt: skip
+    assert body["message"] == "user_id: is empty or contains control or invisible characters"
+    body = assert_error(svc.call("POST", "/v1/memories", "alice", json={"content": "\u200b "}),
+                        422)  # fmt: skip
+    assert body["message"] == "content: is empty (no visible characters)"
+    body = assert_error(svc.call("POST", "/v1/context", "alice",
+                                 json={"message": "hi", "model": "no-such"}), 422)  # fmt: skip
+    assert body["message"].startswith("model: is not a model engrain knows")
+    json_header = {"content-type": "application/json"}
+    deep = b'{"content": "x", "metadata": ' + b'{"a": ' * 5_000 + b"1" + b"}" * 5_001
+    body = assert_error(svc.call("POST", "/v1/memories", "alice", content=deep,
+                                 headers=json_header), 400, "invalid_input")  # fmt: skip
+    assert body["message"] == "body: JSON nested too deeply to read"
+    digits = b'{"message": "hi", "top_k": ' + b"9" * 5_000 + b"}"
+    body = assert_error(svc.call("POST", "/v1/context", "alice", content=digits,
+                                 headers=json_header), 400, "invalid_input")  # fmt: skip
+    assert body["message"] == "body: a number in the JSON has too many digits to read"
+    nested: dict[str, Any] = {}
+    for _ in range(99):
+        nested = {"a": nested}
+    body = assert_error(svc.call("POST", "/v1/memories", "alice",
+                                 json={"content": "x y z", "metadata": nested}), 400)  # fmt: skip
+    assert body["message"] == "metadata is nested deeper than 64 levels"
+    big = {"content": "x y z", "metadata": {"notes": "n" * 200_000}}  # 0.2 MB: under 1 MB
+    body = assert_error(svc.call("POST", "/v1/memories", "alice", json=big), 413,
+                        "input_too_large")  # fmt: skip
+    assert body["message"].startswith("metadata has 200,013 characters as JSON; the limit is")
+    assert svc.engine.list("alice") == before
+    # any cursor the schema lets through is a position: past the last memory, an empty page
+    page = svc.call("GET", "/v1/memories", "alice", params={"cursor": "9" * 15})
+    assert page.status_code == 200 and page.json() == {"memories": [], "next_cursor": None}
+
+
+def test_the_schema_states_the_engines_limits(svc: Service) -> None:
+    schemas = svc.call("GET", "/openapi.json").json()["components"]["schemas"]
+
+    def given(model: str, field: str) -> dict[str, Any]:  # the branch that is not null
+        branches = schemas[model]["properties"][field]["anyOf"]
+        return next(b for b in branches if b["type"] != "null")
+
+    assert given("ContextRequest", "token_budget")["maximum"] == MAX_INT
+    assert given("RecallRequest", "top_k")["maximum"] == MAX_INT
+    assert given("RememberRequest", "domains")["items"]["maxLength"] == MAX_ID_CHARS
 
 
 def test_request_ids_are_echoed_or_made(svc: Service) -> None:

@@ -167,7 +167,8 @@ class Engine:
         same type update those memories. The report says what happened to every chunk.
         """
         text = self._text(text, "text")
-        origin = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata)
+        origin = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata,
+                                max_chars=self.settings.max_text_chars)  # fmt: skip
         event_at = validate.moment(event_at, "event_at")
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.text_drafts(text, event_at)
@@ -198,7 +199,8 @@ class Engine:
         is a record of events, so chunks are episodic unless a hint says otherwise.
         """
         parsed = checked_turns(turns, self.settings.max_text_chars)
-        origin = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata)
+        origin = Origin.checked(user_id, session_id, project, domains, memory_type_hint, metadata,
+                                max_chars=self.settings.max_text_chars)  # fmt: skip
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.conversation_drafts(parsed)
         staged = Staged()
@@ -275,7 +277,8 @@ class Engine:
             key=key, confidence=confidence, importance=importance, pinned=pinned, muted=muted,
             access_count=access_count, event_at=event_at, corrects=corrects,
         )  # fmt: skip
-        origin = Origin.checked(user_id, session_id, project, domains, None, metadata)
+        origin = Origin.checked(user_id, session_id, project, domains, None, metadata,
+                                max_chars=self.settings.max_text_chars)  # fmt: skip
         when = validate.moment(now, "now") or utcnow()
         vector = self.embedder.embed([item.text])[0]
         staged = Staged()

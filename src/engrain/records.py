@@ -112,7 +112,7 @@ def remembered(record: Mapping[str, Any], *, max_chars: int) -> Remembered:
     )  # fmt: skip
     origin = Origin.checked(record.get("user_id"), record.get("session_id"),
                             record.get("project"), record.get("domains"), None,
-                            record.get("metadata"))  # fmt: skip
+                            record.get("metadata"), max_chars=max_chars)  # fmt: skip
     return Remembered(origin, item, validate.timestamp(record.get("at"), "at"))
 
 
@@ -148,7 +148,7 @@ def check(
         origin = Origin.checked(
             record.get("user_id"), record.get("session_id"), record.get("project"),
             record.get("domains"), record.get("memory_type"), record.get("metadata"),
-            hint_field="memory_type",
+            hint_field="memory_type", max_chars=max_chars,
         )  # fmt: skip
         if conversation:
             return Input(origin, None, checked_turns(record.get("turns"), max_chars))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import unicodedata
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -52,8 +53,16 @@ from engrain.model import (
     new_id,
 )
 
-#: The longest id (user, project, session, memory, key) accepted, in characters.
+#: The longest id (user, project, session, memory, key) or domain tag accepted, in characters.
 MAX_ID_CHARS = 256
+#: The largest integer a call takes for a budget, a count of results, a window, a turn, a
+#: limit or an offset: every surface's bound (HTTP's schema, MCP, the CLI and the client
+#: use this one), and one every backend's integer columns and ``LIMIT`` hold.
+MAX_INT = 2**31 - 1
+#: The deepest a memory's metadata may nest (``{"a": {"b": 1}}`` is 2 deep). Deeper than
+#: any record we know of; far below the depth where a JSON parser gives up (Python's
+#: recursion limit near 1,000, which made the refusal an accident of the encoder's stack).
+MAX_METADATA_DEPTH = 64
 
 _KEEP = frozenset("\t\n\r")
 
@@ -137,6 +146,8 @@ def domains(value: object, field: str = "domains") -> tuple[str, ...]:
         tag = _string(item, f"{field}[{i}]").strip().lower()
         if any(unicodedata.category(c) in ("Cc", "Cf") for c in tag):
             raise ValidationError(f"{field}[{i}] contains control or invisible characters")
+        if len(tag) > MAX_ID_CHARS:
+            raise InputTooLargeError(f"{field}[{i}] is longer than {MAX_ID_CHARS} characters")
         if tag:
             seen.setdefault(tag, None)
     return tuple(seen)
@@ -154,13 +165,14 @@ def unit(value: object, field: str) -> float:
     return float(value)
 
 
-def integer(value: object, field: str, *, minimum: int = 0, maximum: int | None = None) -> int:
-    """An ``int`` (not a bool, not a float) in ``[minimum, maximum]``."""
+def integer(value: object, field: str, *, minimum: int = 0, maximum: int = MAX_INT) -> int:
+    """An ``int`` (not a bool, not a float) in ``[minimum, maximum]`` (by default at most
+    :data:`MAX_INT`)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{field} must be an integer, not {_name(value)}")
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = "" if maximum is None else f" and <= {maximum}"
-        raise ValidationError(f"{field} must be >= {minimum}{upper}, not {value}")
+    if not minimum <= value <= maximum:
+        shown = f"{value:,}" if abs(value) < 10**100 else "a number of more than 100 digits"
+        raise ValidationError(f"{field} must be >= {minimum:,} and <= {maximum:,}, not {shown}")
     return value
 
 
@@ -210,19 +222,70 @@ def timestamp(value: object, field: str) -> datetime | None:
 # -- structured values ------------------------------------------------------------------------
 
 
-def metadata(value: object, field: str = "metadata") -> dict[str, Any]:
-    """A JSON object (string keys, JSON values, encodable text); ``None`` is ``{}``."""
+def metadata(
+    value: object, field: str = "metadata", *, max_chars: int | None = None
+) -> dict[str, Any]:
+    """A JSON object (string keys, JSON values, encodable text) nested at most
+    :data:`MAX_METADATA_DEPTH` deep; ``None`` is ``{}``. With ``max_chars`` (a memory's
+    metadata: the ``max_text_chars`` its content may have), its JSON may be at most that
+    many characters, so a memory's metadata is never larger than its content may be."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError(f"{field} must be a mapping, not {_name(value)}")
+    _json_values(value, field)
     try:
         encoded = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
-        encoded.encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
+    except (TypeError, ValueError) as exc:  # what _json_values let through: a subclass's
         raise ValidationError(f"{field} must be a JSON object: {exc}") from exc
+    if max_chars is not None and len(encoded) > max_chars:
+        raise InputTooLargeError(
+            f"{field} has {len(encoded):,} characters as JSON; the limit is {max_chars:,} "
+            "(setting max_text_chars)"
+        )
     result: dict[str, Any] = json.loads(encoded)
     return result
+
+
+def _json_values(value: Mapping[Any, Any], field: str) -> None:
+    """Refuse, naming where, what ``json.dumps`` would change or choke on, before it runs:
+    keys that are not strings (it writes ``1`` as ``"1"`` and ``True`` as ``"true"``,
+    silently), values JSON has no word for (NaN, infinities, bytes, sets, objects), text
+    UTF-8 cannot encode, integers Python will not print, and nesting deeper than
+    :data:`MAX_METADATA_DEPTH` (it would recurse past the stack)."""
+    pending: list[tuple[object, int, str]] = [(value, 1, field)]
+    while pending:
+        node, depth, where = pending.pop()
+        if isinstance(node, str):
+            _string(node, where)
+            continue
+        if isinstance(node, float) and not math.isfinite(node):
+            raise ValidationError(f"{where} is {node!r}, which JSON cannot hold")
+        if isinstance(node, int) and not isinstance(node, bool):
+            try:
+                str(node)
+            except ValueError as exc:  # Python's limit on printing an int
+                raise ValidationError(
+                    f"{where} is an integer of more than {sys.get_int_max_str_digits():,} digits"
+                ) from exc
+            continue
+        if node is None or isinstance(node, bool | float):
+            continue
+        if not isinstance(node, Mapping | list | tuple):
+            raise ValidationError(
+                f"{where} is of type {_name(node)}, not a JSON value (a string, number, true, "
+                "false, null, list or object)"
+            )
+        if depth > MAX_METADATA_DEPTH:
+            raise ValidationError(f"{field} is nested deeper than {MAX_METADATA_DEPTH} levels")
+        if isinstance(node, Mapping):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise ValidationError(f"{where} has a key that is not a string: {key!r}")
+                _string(key, f"{where} key {_shown(key)!r}")
+                pending.append((item, depth + 1, f"{where}.{_shown(key)}"))
+        else:
+            pending.extend((item, depth + 1, f"{where}[{i}]") for i, item in enumerate(node))
 
 
 def memory_type(value: object, field: str = "memory_type") -> MemoryType:
@@ -261,6 +324,13 @@ def turns(value: object, *, max_chars: int | None = None) -> list[Turn]:
     return [_turn(t, i, max_chars) for i, t in enumerate(value)]
 
 
+def _speaker(value: object, field: str) -> str:
+    """A turn's speaker, which the chunk's content will carry (``"ada: …"``): a string with
+    control characters removed, like content's, and surrounding whitespace."""
+    checked = _string(value, field)
+    return "".join(c for c in checked if not _is_control(c)).strip()
+
+
 def _turn(value: object, index: int, max_chars: int | None) -> Turn:
     field = f"turns[{index}]"
     if isinstance(value, Turn):
@@ -273,7 +343,7 @@ def _turn(value: object, index: int, max_chars: int | None) -> Turn:
     speaker = raw.get("speaker")
     turn_id = raw.get("turn_id", raw.get("dia_id"))
     return Turn(
-        speaker="" if speaker is None else _string(speaker, f"{field}.speaker").strip(),
+        speaker="" if speaker is None else _speaker(speaker, f"{field}.speaker"),
         text=text(raw.get("text"), f"{field}.text", max_chars=max_chars),
         turn_id=optional_identifier(turn_id, f"{field}.turn_id"),
         at=timestamp(raw.get("at"), f"{field}.at"),
@@ -314,7 +384,9 @@ def memory_record(record: Mapping[str, Any], *, max_chars: int | None = None) ->
         "created_at": created,
         "updated_at": timestamp(record.get("updated_at"), "updated_at") or created,
         "domains": _tag_list(record.get("domains")),
-        "access_count": integer(record.get("access_count", 0), "access_count"),
+        "access_count": count(record.get("access_count", 0)),
+        # no size limit: an exported memory's metadata holds the texts dedup merges replaced
+        # (its history), which may outgrow what one call may send; a round trip keeps it
         "provenance": _provenance(record.get("provenance")),
         "content_hash": content_hash(content),
         "embedding": _embedding(record.get("embedding")),
@@ -426,6 +498,11 @@ def _is_control(char: str) -> bool:
 
 def _is_visible(char: str) -> bool:
     return not char.isspace() and unicodedata.category(char) not in ("Cc", "Cf", "Zs")
+
+
+def _shown(key: str, limit: int = 40) -> str:
+    """A metadata key as a message names it: at most ``limit`` characters."""
+    return key if len(key) <= limit else key[:limit] + "…"
 
 
 def _name(value: object) -> str:

@@ -69,8 +69,11 @@ def test_a_small_model_shows_its_tier_and_a_budget_overrides(live: Live) -> None
     fixed = http.get("/ui/try", params={"message": QUESTION, "budget": "1200", "model": ""})
     assert "Tier 3 (relevance-gated)" in text_of(fixed.text)
     assert "of a 1200-token budget" in text_of(fixed.text)
-    bad = http.get("/ui/try", params={"message": QUESTION, "budget": "lots"})
-    assert bad.status_code == 400 and "whole number of tokens" in bad.text
+    for budget in ("lots", "²", "٣"):  # Unicode's digits were a 500 (int() refuses "²")
+        bad = http.get("/ui/try", params={"message": QUESTION, "budget": budget})
+        assert bad.status_code == 400 and "whole number of tokens" in bad.text
+    huge = http.get("/ui/try", params={"message": QUESTION, "budget": "9" * 12})
+    assert huge.status_code == 400 and "token_budget must be" in huge.text  # the engine's
 
 
 def test_a_project_limited_key_tries_only_in_its_project(live: Live) -> None:

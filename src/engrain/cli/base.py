@@ -17,6 +17,7 @@ defaults) are set first, then any given to the subcommand on its command line wi
 from __future__ import annotations
 
 import json
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -54,12 +55,30 @@ def printable(text: str) -> str:
     return flat.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+#: The engine's fields a command line spells otherwise: a refusal naming one names the
+#: option too (``token_budget (--budget) must be …``), so the user sees what to change.
+OPTION_OF = {"token_budget": "--budget", "context_window": "--window", "top_k": "--top-k",
+             "memory_type": "--type", "domains": "--domain", "user_id": "--user",
+             "session_id": "--session"}  # fmt: skip
+_FIELD = re.compile(r"([a-z_]+)(\[\d+\])?")
+
+
+def with_option(message: str) -> str:
+    """``message`` with the command-line option of the field it starts with, if it has one."""
+    found = _FIELD.match(message)
+    if found is None or found.group(1) not in OPTION_OF:
+        return message
+    end = found.end()
+    return f"{message[:end]} ({OPTION_OF[found.group(1)]}){message[end:]}"
+
+
 def report(error: EngrainError, *, as_json: bool) -> None:
-    """Print ``error`` on stderr: ``error: <message>`` on one line, or its JSON object."""
+    """Print ``error`` on stderr: ``error: <message>`` on one line (naming the option of
+    the field it is about), or its JSON object (the engine's message as it is)."""
     if as_json:
         click.echo(json.dumps(error.to_dict()), err=True)
     else:
-        click.echo(f"error: {printable(error.message)}", err=True)
+        click.echo(f"error: {printable(with_option(error.message))}", err=True)
 
 
 def warn(message: str, *, as_json: bool) -> None:

@@ -44,8 +44,6 @@ T = TypeVar("T")
 
 #: The server's largest page of ``GET /v1/memories``.
 MAX_PAGE = 1000
-#: The largest ``limit`` the server takes (``review(limit=None)`` asks for this many).
-MAX_INT = 2**31 - 1
 NDJSON = "application/x-ndjson"
 
 # The engine checks lengths against its own settings; here only the server knows them.
@@ -459,7 +457,7 @@ def review(
     limit = validate.optional_integer(limit, "limit", minimum=1)
     params = _body(user_id=validate.user_id(user_id),
                    project=validate.optional_identifier(project, "project"),
-                   limit=MAX_INT if limit is None else min(limit, MAX_INT))  # fmt: skip
+                   limit=validate.MAX_INT if limit is None else limit)  # fmt: skip
     answer = yield Req("GET", "/v1/review", params=params)
     return [wire.load_flagged_pair(p) for p in answer["pairs"]]
 
@@ -490,7 +488,7 @@ def contexts(
     limit = validate.integer(limit, "limit", minimum=1)
     params = _body(user_id=validate.user_id(user_id),
                    project=validate.optional_identifier(project, "project"),
-                   limit=min(limit, MAX_INT))  # fmt: skip
+                   limit=limit)  # fmt: skip
     answer = yield Req("GET", "/v1/contexts", params=params)
     return [wire.load_context_record(c) for c in answer["contexts"]]
 

@@ -89,15 +89,17 @@ class Origin:
         metadata: object = None,
         *,
         hint_field: str = "memory_type_hint",
+        max_chars: int | None = None,
     ) -> Origin:
-        """An origin from values as a caller sent them, each validated."""
+        """An origin from values as a caller sent them, each validated (the metadata's JSON
+        within ``max_chars`` characters, the ``max_text_chars`` content may have)."""
         return cls(
             user_id=validate.user_id(user_id),
             session_id=validate.optional_identifier(session_id, "session_id"),
             project=validate.optional_identifier(project, "project"),
             domains=validate.domains(domains),
             hint=validate.optional_memory_type(hint, hint_field),
-            metadata=validate.metadata(metadata),
+            metadata=validate.metadata(metadata, max_chars=max_chars),
         )
 
 

@@ -78,7 +78,7 @@ def _checked(index: int, session: object, max_chars: int) -> Session:
             checked_turns(session["turns"], max_chars),
             Origin.checked(session["user_id"], session.get("session_id"), session.get("project"),
                            session.get("domains"), session.get("memory_type_hint"),
-                           session.get("metadata")),
+                           session.get("metadata"), max_chars=max_chars),
             validate.moment(session.get("now"), "now"),
         )  # fmt: skip
     except ValidationError as exc:

@@ -25,6 +25,7 @@ from engrain.engine import Engine
 from engrain.errors import EngrainError, NotFoundError, ValidationError
 from engrain.model import Kind, Memory, MemoryType
 from engrain.tiers import Tier
+from engrain.validate import MAX_INT
 
 #: Who a call acts for: ``(the request's context, the user_id argument, the project the
 #: call is limited to)`` → the user id, or :class:`AuthenticationError` /
@@ -70,8 +71,10 @@ TypeArg = Annotated[
     Field(description="Memory type; leave out to derive it from the kind."),
 ]  # fmt: skip
 BudgetArg = Annotated[
-    int | None, Field(description="Most tokens the memory may take; leave out for automatic.")
-]
+    int | None,
+    Field(description="Most tokens the memory may take; leave out for automatic.", ge=0,
+          le=MAX_INT),
+]  # fmt: skip
 
 # -- results -------------------------------------------------------------------------------
 
@@ -215,7 +218,17 @@ class EngrainMCP(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         """The SDK's call; arguments that fail the tool's input schema (the tool never
-        ran, nothing was written) come back as :func:`failure` of a ValidationError."""
+        ran, nothing was written) come back as :func:`failure` of a ValidationError, and
+        so do arguments the tool does not take: the SDK would drop them, so a misspelled
+        ``token_budjet`` silently became the default (HTTP refuses an unknown field too)."""
+        schema = self._tool_input_schema(name)
+        if schema is not None:
+            known = schema.get("properties", {})
+            unknown = sorted(set(arguments or {}) - set(known))
+            if unknown:
+                return failure(ValidationError(
+                    f"{unknown[0]}: unknown argument; {name} takes {', '.join(sorted(known))}"
+                ))  # fmt: skip
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -374,7 +387,9 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
     def recall(
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in words.")],
-        top_k: Annotated[int | None, Field(description="Most memories to return.", ge=1)] = None,
+        top_k: Annotated[
+            int | None, Field(description="Most memories to return.", ge=1, le=MAX_INT)
+        ] = None,
         project: ProjectArg = None,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, Recalled]:
@@ -423,7 +438,7 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
         ] = None,
         limit: Annotated[int, Field(description="Most memories to list.", ge=1, le=1000)] = 50,
         offset: Annotated[
-            int, Field(description="Memories to skip (for the next page).", ge=0)
+            int, Field(description="Memories to skip (for the next page).", ge=0, le=MAX_INT)
         ] = 0,
         user_id: UserArg = None,
     ) -> Annotated[CallToolResult, MemoryList]:

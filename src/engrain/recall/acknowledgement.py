@@ -10,7 +10,9 @@ get wrong the other way: a message the rules call non-trivial, shorter than the 
 characters, with no question mark, no code and no number, that the rules read as a discussion
 or a greeting (a request, a question, a report of a problem or a follow-up are never turned
 into nothing: a verb with its object, "run it", or a word pointing back at the turn before,
-"same thing", "next", keeps a reply a request). It answers only above :data:`THRESHOLD`,
+"same thing", "next", keeps a reply a request, and a word that keeps the work open, "no
+luck", "still red", "continue", "wym", "that one", keeps it a message:
+:mod:`engrain.recall.open_work`). It answers only above :data:`THRESHOLD`,
 chosen by leaving each writer's file out (``bench/train_ack.py``, ``docs/decisions.md``).
 The vector is the one the gate computes for the pool anyway: no second embedding.
 
@@ -30,7 +32,13 @@ import numpy.typing as npt
 
 from engrain.errors import ConfigError
 from engrain.recall.classify import Classification, Complexity, Intent
-from engrain.recall.trivial import SHORT, asks_for_work, says_something_social
+from engrain.recall.open_work import keeps_work_open
+from engrain.recall.trivial import (
+    SHORT,
+    asks_for_work,
+    says_something_social,
+    words_said,
+)
 
 #: The trained weights, shipped with the package (``bench/train_ack.py`` writes it).
 MODEL_FILE = Path(__file__).with_name("ack_model.npz")
@@ -80,17 +88,22 @@ def eligible(rules: Classification, text: str) -> bool:
 
 def greeting(rules: Classification, text: str) -> bool:
     """Whether a short reply the intent model reads as a greeting may be made trivial, as
-    the seed's greetings are: :func:`eligible`, and a word in it greets, thanks,
-    acknowledges, praises or laughs (:func:`~engrain.recall.trivial.says_something_social`:
-    "ya funciona, gracias", "ok i will tryed"; "go ahead" or "as a table" hold none)."""
-    return eligible(rules, text) and says_something_social(text)
+    the seed's greetings are: a :func:`short_reply` (whatever intent the rules guessed from
+    a word of it: "ok i am understand now" is no analysis, "is working now, thank" no
+    question; what would make it one keeps the work open and is ruled out there), and a
+    word in it greets, thanks, acknowledges, praises or laughs
+    (:func:`~engrain.recall.trivial.says_something_social`: "ya funciona, gracias", "ok i
+    will tryed"; "go ahead" or "as a table" hold none)."""
+    return short_reply(rules, text) and says_something_social(text)
 
 
 def short_reply(rules: Classification, text: str) -> bool:
     """Whether ``text`` is a short reply that may ask nothing: non-trivial by the rules,
-    under 50 characters, no question mark, no code, no number, and not asking for work on
+    under 50 characters, no question mark, no code, no number, not asking for work on
     the turn before (:func:`~engrain.recall.trivial.asks_for_work`: "try again", "next",
-    "this one too")."""
+    "this one too") and not keeping that work open
+    (:func:`~engrain.recall.open_work.keeps_work_open`: "no luck", "still red",
+    "continue", "wym", "that one")."""
     stripped = text.strip()
     return (
         rules.complexity is not Complexity.TRIVIAL
@@ -99,6 +112,7 @@ def short_reply(rules: Classification, text: str) -> bool:
         and "?" not in stripped
         and not _DIGIT.search(stripped)
         and not asks_for_work(stripped)
+        and not keeps_work_open(stripped, words_said(stripped))
     )
 
 

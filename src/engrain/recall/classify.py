@@ -19,8 +19,11 @@ messages showed (``tests/test_classify.py``):
   one with no content word ("no worries at all", "you around?": :mod:`.contentless`);
 * debugging is recognised by its symptoms (hangs, 500s, OOM, timeouts, flaky, slow, exit
   codes, "doesn't work", things arriving out of order, output quoted after "I get" or
-  "traps with"), not by the words "error" and "bug" — which, in a question about a fact
-  ("which error tracker do we use?"), name a topic, not a problem;
+  "traps with") or the condition it shows under ("resets every time …", "red only on
+  Windows", "the debug build is fine"), not by the words "error" and "bug" — which, in a
+  question about a fact ("which error tracker do we use?"), name a topic, not a problem;
+* a question whether a proposal is worth it ("Is it worth signing dev builds …?") is a
+  discussion, not an analysis;
 * generation is a request to produce or change something, however it is phrased:
   an imperative ("Cover … with tests", "Let users …"), a need ("We need …", "Users want …")
   or a requirement ("The form should …");
@@ -167,6 +170,8 @@ FINAL_REQUEST = "request in the final sentence"
 #: request in its form.
 IMPERATIVE = "imperative"
 DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE})
+#: A question whether a proposal is worth it (:data:`cues.WORTH`): a discussion.
+WORTH_IT = "asks if it is worth it"
 SNIPPET = 200  # a one-line bug question with its snippet
 ONE_LINE = 90  # a question or remark that fits one line asks about a single concept
 LONG = 400  # a message this long carries enough context to need rich memory
@@ -314,7 +319,10 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         or ("`" in text and cues.REPORTED_OUTPUT.search(text))
         or (cues.GONE.search(text) and not _asks(text))
     )
-    if symptom:
+    # a condition in a follow-up narrows the work asked before ("same chart but only on the
+    # EU stores"); opening a thread, it tells when a behaviour shows: a bug report
+    told = bool(cues.REPRO.search(text)) and "?" not in text
+    if symptom or told:
         fired.append("symptom")
     if turn > 0 and (
         cues.CONTINUATION.match(body)
@@ -327,6 +335,7 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         # failure ("what if the retry fails?") continues the thread
         reported = symptom and not body.rstrip().endswith("?")
         return Intent.DEBUGGING if reported else Intent.CONTINUATION
+    symptom = symptom or told
     if cues.REPAIR.match(body):
         return Intent.DEBUGGING
     if cues.EXPLAIN.search(body):
@@ -337,6 +346,9 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
         return Intent.QUESTION
     if cues.DELIBERATE.match(body):
         fired.append("deliberation")  # "not sure the monorepo still makes sense, builds …"
+        return Intent.DISCUSSION
+    if any(cues.WORTH.search(q) for q in _questions(body)):
+        fired.append(WORTH_IT)  # whatever the proposal asks to build or mentions failing
         return Intent.DISCUSSION
     ask = _final_question(body)
     need = cues.NEED.match(body) or cues.NAMED_NEED.match(body)
@@ -395,6 +407,11 @@ def _final_request(body: str) -> bool:
     sentences = cues.SENTENCE_END.split(body.strip())
     last = sentences[-1].strip()
     return len(sentences) > 1 and not _asks(last) and _request(last)
+
+
+def _questions(body: str) -> list[str]:
+    """The sentences of ``body`` that ask (end with "?")."""
+    return [s for s in cues.SENTENCE_END.split(body.strip()) if _asks(s)]
 
 
 def _first_sentence(body: str) -> str:

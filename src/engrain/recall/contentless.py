@@ -11,10 +11,11 @@ this module adds the rest of a social reply without a content word:
   vocabulary: articles, pronouns, prepositions, conjunctions, degree adverbs — "at all",
   "for that", "so much") — never a question word, a modal or an auxiliary, nor a negation
   ("thanks, still not working" reports a problem);
-* a **presence check** ("you around?", "still there?", "anyone here?"): the one question
-  that asks nothing of memory, made only of an addressee, a word of presence
-  (:data:`PRESENCE`) and a greeting. "you around? the DAG is failing" has content words
-  and stays a message; "is it back?" asks about a thing ("it"), not a person;
+* a **presence check** ("you around?", "still there?", "anyone here?", "hello?"): the one
+  question that asks nothing of memory, made only of an addressee, a word of presence
+  (:data:`PRESENCE`) and a greeting, or of a call alone (:data:`CALLS`). "you around? the
+  DAG is failing" has content words and stays a message; "is it back?" asks about a thing
+  ("it"), not a person;
 * a **time of day** (:data:`TIME`: "that's all for today, thanks") and a **reassurance
   negated** ("don't worry about it", "not a problem": a negation right before an apology
   word, which it turns into reassurance, not into a report).
@@ -39,7 +40,9 @@ from collections.abc import Callable, Sequence
 APOLOGY = frozenset(
     ["sorry", "sry", "soz", "apologies", "apology", "apologize", "apologise", "pardon",
      "worries", "worry", "problem", "problemo", "prob", "probs", "bad", "mb", "oops",
-     "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake"]
+     "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake",
+     # reassurance that nothing is owed ("no rush", "no hurry")
+     "rush", "hurry"]
 )  # fmt: skip
 #: Hesitation, filler and vocatives: they carry no request ("hmm ok", "thanks guys").
 FILLER = frozenset(
@@ -101,6 +104,9 @@ PRESENCE_CHECK = frozenset(
     ["you", "u", "ya", "anyone", "anybody", "someone", "somebody", "everyone", "y'all",
      "yall", "are", "r", "all", "still", "guys", "team", "folks", *PRESENCE]
 )  # fmt: skip
+#: Greetings that call someone: asked alone ("hello?", "hey??"), they ask whether anyone is
+#: there, a presence check.
+CALLS = frozenset(["hi", "hello", "hey", "heya", "hiya", "yo", "howdy"])
 #: Greetings that may open a presence check ("hey, you around?", "morning, anyone here?").
 GREETINGS = frozenset(
     ["hi", "hello", "hey", "heya", "hiya", "yo", "howdy", "gm", "good", "morning", "afternoon",
@@ -121,7 +127,7 @@ def asks_nothing(text: str, words: Sequence[str], social: Callable[[str], bool])
     for i, word in enumerate(words):
         if (social(word) and word not in FUNCTION_WORDS) or word in APOLOGY:
             anchored = True
-        elif word in NEGATIONS and _reassures(words[i + 1 : i + 3]):
+        elif word in NEGATIONS and reassures(words[i + 1 : i + 3]):
             continue
         elif word not in FUNCTION_WORDS and word not in FILLER and word not in PRESENCE | TIME:
             return False
@@ -154,7 +160,7 @@ def _names_an_action(word: str, social: Callable[[str], bool]) -> bool:
     )  # fmt: skip
 
 
-def _reassures(after: Sequence[str]) -> bool:
+def reassures(after: Sequence[str]) -> bool:
     """Whether the words after a negation are an apology word, an article between."""
     rest = list(after[1:]) if after and after[0] in ("a", "an") else list(after)
     return bool(rest) and rest[0] in APOLOGY
@@ -162,10 +168,11 @@ def _reassures(after: Sequence[str]) -> bool:
 
 def _checks_presence(words: Sequence[str]) -> bool:
     """A presence check: only :data:`GREETINGS`, filler and :data:`PRESENCE_CHECK` words,
-    one of them a word of presence (:data:`PRESENCE`)."""
+    one of them a word of presence (:data:`PRESENCE`) or a call (:data:`CALLS`: "hello?"
+    asks whether anyone is there, as "ok?" does not)."""
     present = False
     for word in words:
-        if word in PRESENCE:
+        if word in PRESENCE or word in CALLS:
             present = True
         elif word not in PRESENCE_CHECK and word not in FILLER and word not in GREETINGS:
             return False

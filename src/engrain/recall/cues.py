@@ -123,6 +123,22 @@ SYMPTOM = re.compile(
     re.IGNORECASE,
 )
 ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
+#: A behaviour reported with the condition it shows under — when it happens ("resets every
+#: time the CO2 measurement starts", "jump back to 1970 after every reset", "restarts every
+#: couple of minutes"), where ("red only on Windows", "but only on our biggest pages",
+#: "returns NotFound, but only sometimes") or where it does not ("… the debug build on the
+#: same board is fine", "Linux builds of the same site are fine") — or a thing that stays
+#: as it was ("the page just stays stale", "the build just ignores it"): how someone who
+#: met a bug tells it, in any project, without the words "error" or "bug". In a statement
+#: only, with no question in it: a question asks about the condition ("does it run only on
+#: weekdays?", "why stripe tax and not our own vat tables? marta says ours were fine").
+REPRO = re.compile(
+    r"\b(?:every time|each time|after every|(?:but )?only (?:sometimes|on|when|"
+    r"after|from)|(?:is|are|was|were) (?:all |totally |perfectly )?fine|works? fine|"
+    r"just (?:stays|ignores|hangs|sits|dies|keeps)|every (?:couple|few) (?:of )?(?:seconds|"
+    r"minutes|hours|days))\b",
+    re.IGNORECASE,
+)
 #: Words that mean a problem when someone reports it, and only a topic in a question
 #: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
 PROBLEM_WORD = re.compile(
@@ -168,7 +184,10 @@ GENERATION_VERB = re.compile(
     r"paginate|sort|group|filter|aggregate|export|import|install|pin|vectorize|tokenize|"
     r"encode|impute|resample|retrain|tune|optimi[sz]e|speed up|shorten|simplify|"
     r"rework|restructure|reorganize|inline|prepare|fill|fetch|scrape|ship|publish|"
-    r"release|deploy|roll out|provision|spin up)\b",
+    r"release|deploy|roll out|provision|spin up|"
+    # "Let's have Config::validate() reject …", "let's have a fish function that …": a
+    # request, not "let's have a look / a chat" (session 21: quill, brightfall)
+    r"(?:(?<=let's )|(?<=lets ))have(?! a (?:look|chat|call|talk|think|go|quick look)\b))\b",
     re.IGNORECASE,
 )
 #: An explicit request for analysis names the intent, even about a misbehaviour.
@@ -216,7 +235,7 @@ ANALYSIS = re.compile(
     r"assess\w*|audit|trade-?offs?|pros and cons|understand|walk me through|"
     r"what(?:'s| is| are) the difference|difference between|versus|vs\.?|better than|"
     r"better (?:fit|option|choice|approach|bet)|"
-    r"which (?:is|one is|would be) better|is it worth|worth it|does it make sense|"
+    r"which (?:is|one is|would be) better|does it make sense|"
     r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
     r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
     r"anything suspicious|sanity[- ]check|(?:impact|effect|effects|influence) of|"
@@ -382,6 +401,14 @@ DELIBERATE = re.compile(
     re.I,
 )
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+#: A question whether a proposal is worth its cost ("Is it worth signing dev builds with a
+#: per-developer key?", "Tomasz wants … over MQTT as well. Worth it?", "Would it be worth
+#: moving the facade onto …?"): a judgement asked on a proposal, a discussion for every writer
+#: of the labelled sets (7 of the 8 such questions; "evaluate whether … is worth the money"
+#: asks for analysis in the seed's own verb, :data:`EXPLAIN`).
+WORTH = re.compile(
+    r"\b(?:(?:is|would|will) (?:it|that|this) (?:\w+ )?(?:be )?worth|worth it)\b", re.I
+)
 #: A question about the way to do something, anywhere in a sentence ("…, what's the safe
 #: way to get it in?"): a statement of need followed by it asks how, not for the work.
 ASKS_HOW = re.compile(
@@ -430,11 +457,14 @@ WAY_TO = re.compile(
 #: What a list of parts does not count: parentheses and quotes ("a table (id, name, at)",
 #: 'format days ("1 day", "12 days")') detail one part.
 ASIDE = re.compile(r"\([^()]*\)|\[[^\[\]]*\]|\"[^\"]*\"|'[^'\s][^']*'")
-#: A request to explain how one mechanism works or what something does ("explain how the
-#: cache invalidation works", "explain the retry semantics of our outbox table", "explain
-#: what this terraform does"): the how-question about a mechanism, asked as a request.
+#: A request to explain what one thing is or does ("explain the retry semantics of our
+#: outbox table", "explain what this terraform does", "explain the difference between …"):
+#: the meaning of one part, asked as a request. Not "explain how …": how a process runs
+#: through the parts ("explain how the incremental cache decides what to rebuild", "explain
+#: how a late web event still ends up in fct_web_events") is the seed's complex analysis, as
+#: every project's writer labels it (5 of 5; session 21).
 EXPLAIN_MECHANISM = re.compile(
-    POLITE + r"explain (?:to me )?(?:how|what|the)\b(?! (?:reason|cause|root))", re.I
+    POLITE + r"explain (?:to me )?(?:what|the)\b(?! (?:reason|cause|root))", re.I
 )
 #: A walk along a path through the system, from one end to the other ("what happens from
 #: the moment a user taps Pay until the receipt email goes out", "everything that happens

@@ -135,6 +135,7 @@ class GateOptions:
     fragments: bool = True  # pieces of different numbers are no lexical evidence (relevance)
     names: bool = False  # a name the message writes is no lexical evidence (relevance; off)
     language: bool = False  # preferences about a code request's language raised (off)
+    present_use: bool = False  # a note about the present current by its last use (score; off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -294,7 +295,7 @@ def gate(
     budget = _evidence_budget(budget, classification, pool, options, token_budget, max_budget)
     clock.lap("candidates")
 
-    query = Query(classification, weights, now, options.focus_areas)
+    query = Query(classification, weights, now, options.focus_areas, options.present_use)
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
                                 raised=raised, pointed=pointed, works=works, spoken=spoken,
                                 other_work=other_work)  # fmt: skip
@@ -651,7 +652,7 @@ def _ranked(c: Candidate, score: float, query: Query) -> Ranked:
     """A scored candidate for selection, its relevance the one its score saw
     (:func:`~engrain.recall.score.present_relevance`: a stale context's is scaled down), so
     pins, preferences and the fill order judge what the score judged."""
-    relevance = present_relevance(c.memory, c.relevance, query.now)
+    relevance = present_relevance(c.memory, c.relevance, query.now, by_use=query.present_use)
     return Ranked(c.memory, score, c.similarity, relevance)
 
 

@@ -149,7 +149,8 @@ def refine(
     acknowledgement model reads as one (:func:`engrain.recall.acknowledgement.refine`)
     becomes trivial, and so does one this model reads as a greeting
     (:func:`~engrain.recall.acknowledgement.short_reply`: no question mark, no number, no
-    request for work on the turn before), as the seed's greetings are."""
+    request for work on the turn before, nothing that keeps that work open) and holds a
+    social word, as the seed's greetings are."""
     acknowledged = acknowledgement.refine(rules, message, vector, embedder)
     if acknowledged is not rules:
         return acknowledged

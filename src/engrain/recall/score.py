@@ -178,19 +178,39 @@ PRESENT_KINDS = frozenset({Kind.CONTEXT})
 PRESENT_HALF_LIFE_DAYS = 90.0
 
 
-def present_scale(kind: Kind, age: float | None) -> float:
-    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0."""
+def use_recency(memory: MemoryFields, now: datetime, by_use: bool = False) -> float | None:
+    """With ``by_use`` (``GateOptions.present_use``, off by default), the recency a memory
+    about the present has from its last use (its kind's :func:`decay` of the days since);
+    ``None`` without ``by_use``, for other kinds, or if it was never used. A use is evidence
+    that the note still held when it was used: "Change windows: LRH Sunday 01:00-04:00 …",
+    written nine months ago and used two days ago, has 0.91; "Code freeze for 0.12 until 30
+    September", last used in September, has nothing."""
+    if not by_use or memory.kind not in PRESENT_KINDS:
+        return None
+    used = age_days(memory.last_accessed_at, now)
+    return None if used is None else decay(memory.kind, used)
+
+
+def present_scale(kind: Kind, age: float | None, recency: float | None = None) -> float:
+    """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0; never
+    less than ``recency``, the note's recency from its last use (:func:`use_recency`): a
+    note used lately is current, a use long ago adds nothing to its written age."""
     if kind not in PRESENT_KINDS or age is None:
         return 1.0
-    return float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
+    written = float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
+    return written if recency is None or recency <= written else recency
 
 
-def present_relevance(memory: MemoryFields, relevance: float, now: datetime) -> float:
+def present_relevance(
+    memory: MemoryFields, relevance: float, now: datetime, *, by_use: bool = False
+) -> float:
     """``relevance`` as the gated score sees it: scaled by :func:`present_scale` for a kind
-    about the present (a stale context is less relevant than its wording), else as given."""
+    about the present (a stale context is less relevant than its wording; ``by_use``: a note
+    used lately is current), else as given."""
     if memory.kind not in PRESENT_KINDS:
         return relevance
-    return relevance * present_scale(memory.kind, age_days(memory.when, now))
+    age = age_days(memory.when, now)
+    return relevance * present_scale(memory.kind, age, use_recency(memory, now, by_use))
 
 
 def score_gated(
@@ -202,17 +222,21 @@ def score_gated(
     *,
     cooccurrence: float = 0.0,
     focus_areas: tuple[str, ...] = (),
+    present_use: bool = False,
 ) -> Scored:
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
     table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
-    relevance of a kind about the present is scaled by :func:`present_scale`.
+    relevance of a kind about the present is scaled by :func:`present_scale` (with
+    ``present_use``, never under its recency from its last use: :func:`use_recency`).
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
     """
     age = age_days(memory.when, now)
-    semantic = min(1.0, max(0.0, relevance)) * present_scale(memory.kind, age)
     recency = decay(memory.kind, age)
+    used = use_recency(memory, now, present_use)
+    present = present_scale(memory.kind, age, used)
+    semantic = min(1.0, max(0.0, relevance)) * present
     domain = domain_match(classification.domains, memory.domains)
     usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
     boost = type_boost(memory.kind, classification.intent)
@@ -228,7 +252,9 @@ def score_gated(
     }
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
-        factors["present_scale"] = present_scale(memory.kind, age)
+        factors["present_scale"] = present
+    if used is not None:  # a note about the present judged by its last use too
+        factors["use_recency"] = used
     # one addition at a time, in order, as ``score_batch``'s columns add (the ``sum`` of
     # Python 3.12+ compensates, which would differ from them in the last bit)
     total = 0.0
@@ -311,6 +337,7 @@ class Query:
     weights: Mapping[str, float]
     now: datetime
     focus_areas: tuple[str, ...] = ()
+    present_use: bool = False  # a note about the present current by its last use (off)
 
 
 #: A profile's score of one memory from its relevance and its co-occurrence bonus.
@@ -322,6 +349,7 @@ def _gated(query: Query) -> Scorer:
         return score_gated(
             memory, relevance, query.classification, query.weights, query.now,
             cooccurrence=cooccurrence, focus_areas=query.focus_areas,
+            present_use=query.present_use,
         )  # fmt: skip
 
     return score

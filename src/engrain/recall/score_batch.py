@@ -23,7 +23,9 @@ which stay the one definition of the formulas. Equality with ``score_gated`` is 
 for bit on random memories, relevances and queries (``tests/test_score_batch.py``).
 
 :func:`gated_columns` gives each total with the relevance selection judges the candidate by
-(:func:`~engrain.recall.score.present_relevance`), from the same age.
+(:func:`~engrain.recall.score.present_relevance`), from the same age (with
+``Query.present_use``, never under a note's recency from its last use:
+:func:`~engrain.recall.score.use_recency`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from engrain.recall.score import (
     PRESENT_KINDS,
     USAGE_CAP,
     Query,
+    age_days,
     domain_match,
     type_boost,
     usage_score,
@@ -114,8 +117,15 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
         if kind not in boosts:
             boosts[kind] = type_boost(kind, classification.intent)
     recency = np.array([_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, ages, strict=True)])
-    scale = np.array([0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
-                      for k, a in zip(kinds, ages, strict=True)])  # fmt: skip
+    scales = [0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
+              for k, a in zip(kinds, ages, strict=True)]  # fmt: skip
+    if query.present_use:  # score.present_scale: never under the recency from the last use
+        for i in [i for i, k in enumerate(kinds) if k in PRESENT_KINDS]:
+            used = age_days(items[i][0].last_accessed_at, now)
+            if used is not None:
+                by_use = _decay(HALF_LIFE_DAYS[kinds[i]], used)
+                scales[i] = by_use if by_use > scales[i] else scales[i]
+    scale = np.array(scales)
     relevance = np.array([r for _, r, _ in items], dtype=np.float64)
     bonus = np.array([b for _, _, b in items], dtype=np.float64)
     semantic = _at_most(1.0, _at_least(0.0, relevance)) * scale

@@ -4,7 +4,8 @@ emoji that ask nothing, so they skip memory entirely (budget 0, "trivial: 0 toke
 A short message (under :data:`SHORT` characters, the seed's "< 50 characters: likely trivial
 or simple") is trivial when every word in it acknowledges, laughs, greets or thanks
 (:data:`_ACK_WORDS`, in English and a few other languages, also stretched: "yesss"), says
-what the user does next ("will do", "ok, pushing now") or is a closing phrase whose words
+what the user does next and when ("will do", "ok, pushing now", "gonna try it after
+lunch") or is a closing phrase whose words
 are not all acknowledgements ("thanks for the help!", "+1", "didn't know that", "exactly
 what I needed": :data:`_CLOSING`). Two shapes allow one word more,
 because what they add asks nothing:
@@ -15,9 +16,11 @@ because what they add asks nothing:
   ("today", "session", "back", "here") and at most one other word, no question mark
   ("hiya, quick session today", "yo, back on pulse today" — the project's name);
 * a **report that something is well**: a word of success (:data:`_SUCCESS`: "green",
-  "passing", "compiles") and at most one other word, its subject, with no question mark,
-  no number and no negation ("nice, CI's green", "tests passing now") — like work reported
-  done ("merged!", "fixed"), the state of the project after an answer asks nothing.
+  "passing", "compiles", or an outcome told in the past, :data:`_WENT_WELL`: "went fine",
+  "ran through") and at most one other word, its subject, with no question mark,
+  no number and no negation ("nice, CI's green", "tests passing now", "terraform apply
+  went through") — like work reported done ("merged!", "fixed"), the state of the project
+  after an answer asks nothing.
 
 A message whose every word belongs to a closed class that names nothing (an apology, filler,
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
@@ -30,6 +33,7 @@ from __future__ import annotations
 import re
 
 from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
+from engrain.recall.open_work import keeps_work_open, negates, selects
 
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
 
@@ -82,11 +86,14 @@ _LAUGH = re.compile(r"^(?:(?:ha)+h?|(?:he)+h?|lo+l|lmf?a+o+|x?d+)$")
 #: "let me try it"): nothing asked. Phrases, not words: "do it" or "test it" ask for work.
 _NEXT_STEP = re.compile(
     r"\b(?:on it|(?:(?:will|let me|lemme|i'?ll|gonna|going to) (?:do|try|test|check|see)|"
-    r"trying|testing)(?: (?:it|that|this))?(?: out)?|"
+    r"trying|testing|checking)(?: (?:it|that|this))?(?: out)?"
+    # and when ("gonna try it after lunch", "will test it tonight"): still nothing asked
+    r"(?: (?:after|before) (?:the |my )?[a-z]+| later| tonight| tomorrow| in a bit)?|"
     # a moment asked for ("give me a minute", "wait a sec"): the user is busy, asks nothing
     r"(?:give me|gimme|wait|hold on)(?: a| one)? (?:sec|second|minute|min|moment)s?|"
-    # a question withdrawn or answered by the asker ("nvm, figured it out"): nothing asked
-    r"never ?mind|nvm|figured (?:it|that) out)\b"
+    # a question withdrawn or answered by the asker ("nvm, figured it out", "found it in
+    # the docs"): nothing asked, where the answer was found included
+    r"never ?mind|nvm|(?:figured (?:it|that) out|found it)(?: (?:in|on) (?:the|my) [a-z]+)?)\b"
 )
 #: Closing phrases whose words are not all acknowledgements, said once an answer landed:
 #: thanks for something ("thanks for the help!", up to four words, none of which opens a
@@ -103,6 +110,7 @@ _CLOSING = re.compile(
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
     r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
     r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up|"
+    r"(?:that|this) explains (?:it|that|a lot|everything)|"
     r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend)|"
     # the radio acknowledgement: "copy that" is "roger", not a request to copy
     r"copy that(?=\W*$))\b"
@@ -123,13 +131,28 @@ _LAUGHING_EMOJI = re.compile(
 _PRESENCE = frozenset(
     ["today", "tonight", "session", "back", "here", "around", "online", "quick", "short"]
 )
+#: A greeting opening a message. A time of day greets without "good" when it stands alone
+#: or set off by punctuation or before the people greeted ("morning!", "morning, anyone
+#: here?", "morning all ☕"), as in any team's chat; before anything else it names a time
+#: ("morning standup moved to 10").
 _GREETING = re.compile(
-    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening))\b", re.I
+    r"^(?:hi|hello|hey|heya|yo|hiya|howdy|gm|good (?:morning|afternoon|evening)|"
+    r"(?:morning|afternoon|evening)(?=\W*$|\s*[,!.]|\s+(?:all|everyone|everybody|folks|team|"
+    r"y'?all|guys|people)\b))\b",
+    re.I,
 )
 _DIGIT = re.compile(r"\d")
 #: Words saying that something is well: a check that passes, a build that builds.
 _SUCCESS = frozenset(
     ["green", "passing", "passes", "passed", "pass", "compiles", "compiled", "builds", "live"]
+)
+#: Something done that went well, told in the past ("the deploy went fine", "terraform
+#: apply went through", "worked like a charm"): a word of success, as "passed" is, so its
+#: subject may come before it. Past tense only: "runs fine locally" is often half of a
+#: report ("… but not in CI").
+_WENT_WELL = re.compile(
+    r"\b(?:(?:went|ran) (?:fine|well|ok|okay|smoothly|through|cleanly|clean)|"
+    r"worked like a charm)\b"
 )
 #: Words saying that work is done ("merged!", "deployed"): acknowledgements alone, and with
 #: the one word naming the work ("switchover done, thanks", "backfill finished") a report
@@ -168,10 +191,12 @@ def trivial_signal(text: str) -> str | None:
         return None
     if "?" in text and not _WORDS.search(text):
         return None  # a bare "?" or "??" asks for the last answer again, or explained
-    words = _said(text)
+    words = words_said(text)
     if follows_up(words, _social):
         return None
     unknown = [w for w in words if not _acknowledges(w)]
+    if selects(_WORDS.findall(text.lower())):
+        return None  # "yes, that one": a pick among what was shown asks for its work
     if not unknown and not (words and FUNCTION_WORDS.issuperset(words)):
         return PHRASE_SIGNAL if "?" not in text or not words else _presence(text, words)
     if asks_nothing(text, words, _acknowledges):
@@ -179,7 +204,9 @@ def trivial_signal(text: str) -> str | None:
     if "?" in text:
         return None
     one = unknown[0] if len(unknown) == 1 and not _DIGIT.search(unknown[0]) else None
-    if one is not None and (_laughs(text, words) or _praises(words, one)):
+    if one is not None and keeps_work_open(text, words):
+        one = None  # "lol what", "haha still": the word more keeps the work open
+    if one is not None and (_laughs(text, words) or _praises(text, words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
     return PHRASE_SIGNAL if shaped else None
@@ -189,14 +216,15 @@ def asks_for_work(text: str) -> bool:
     """Whether the short reply ``text`` asks for work on the turn before
     (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next"), once
     the phrases of closing and of the user's next step are set aside."""
-    return follows_up(_said(text), _social)
+    return follows_up(words_said(text), _social)
 
 
-def _said(text: str) -> list[str]:
-    """The words of ``text`` lower-cased, stretched letters shortened, the phrases of the
+def words_said(text: str) -> list[str]:
+    """The words of ``text`` lower-cased, stretched letters shortened, an outcome that went
+    well read as the word of success it means (:data:`_WENT_WELL`), the phrases of the
     user's next step and of closing removed."""
-    said = _CLOSING.sub(" ", _NEXT_STEP.sub(" ", _REPEATS.sub(r"\1", text.lower())))
-    return _WORDS.findall(said)
+    said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
+    return _WORDS.findall(_CLOSING.sub(" ", _NEXT_STEP.sub(" ", said)))
 
 
 def _presence(text: str, words: list[str]) -> str | None:
@@ -219,10 +247,12 @@ _NOT_SOCIAL = frozenset(
 def says_something_social(text: str) -> bool:
     """Whether ``text`` holds a word that greets, thanks, acknowledges, praises or laughs
     ("ok", "gracias", "great", "lol"), not just a pronoun, a verb or a report."""
-    return any(
-        _acknowledges(w) and w not in FUNCTION_WORDS and w not in _NOT_SOCIAL
-        for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower()))
-    )
+    return any(_social_word(w) for w in _WORDS.findall(_REPEATS.sub(r"\1", text.lower())))
+
+
+def _social_word(word: str) -> bool:
+    """Whether the lower-cased ``word`` greets, thanks, acknowledges, praises or laughs."""
+    return _acknowledges(word) and word not in FUNCTION_WORDS and word not in _NOT_SOCIAL
 
 
 def _social(word: str) -> bool:
@@ -233,14 +263,16 @@ def _social(word: str) -> bool:
 def _reports_success(words: list[str], unknown: list[str]) -> bool:
     """A word of success or of work done (:data:`_DONE`: "switchover done, thanks"), at
     most one other unknown word (its subject, without a digit) or two side by side before
-    it (a compound subject: "redis restart fixed it"), and no negation or question word
-    (the caller has ruled out a question mark)."""
+    it (a compound subject: "redis restart fixed it"), and no negation
+    (:func:`~engrain.recall.open_work.negates`, contracted too: "build didn't pass") or
+    question word (the caller has ruled out a question mark)."""
     rest = [w for w in unknown if w not in _SUCCESS and w not in _DONE]
     return (
         (len(rest) < len(unknown) or not _DONE.isdisjoint(words))
         and (len(rest) <= 1 or _compound_subject(words, rest))
         and not any(_DIGIT.search(w) for w in rest)
         and _NEGATION.isdisjoint(words)
+        and not any(negates(w) for w in words)  # "build didn't pass", "nothing went through"
     )
 
 
@@ -261,11 +293,17 @@ _PRAISE = frozenset(
 )  # fmt: skip
 
 
-def _praises(words: list[str], unknown: str) -> bool:
-    """Whether the one unknown word comes right after an adjective of praise ("that's a
-    great idea, thanks", "nice catch"): it names what is praised."""
+def _praises(text: str, words: list[str], unknown: str) -> bool:
+    """Whether the one unknown word comes right after an adjective of praise, nothing
+    between them ("that's a great idea, thanks", "nice catch"): it names what is praised
+    ("sounds good, go" praises nothing and asks)."""
     i = words.index(unknown)
-    return i > 0 and words[i - 1] in _PRAISE
+    if i == 0 or words[i - 1] not in _PRAISE:
+        return False
+    return (
+        re.search(rf"\b{re.escape(words[i - 1])}\s+{re.escape(unknown)}\b", text.lower())
+        is not None
+    )
 
 
 def greets(text: str) -> bool:

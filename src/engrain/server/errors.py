@@ -31,6 +31,7 @@ from starlette.routing import Route
 
 from engrain.errors import AuthenticationError, EngrainError, ValidationError
 from engrain.server.context import current_request_id
+from engrain.server.models import PATTERN_MEANINGS
 
 log = logging.getLogger("engrain.server")
 
@@ -98,6 +99,9 @@ def _field_errors(errors: Any) -> str:
             continue
         where = ".".join(str(p) for p in item.get("loc", ()) if p != "body") or "body"
         message = str(item.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's
+        if item.get("type") == "string_pattern_mismatch":
+            pattern = str((item.get("ctx") or {}).get("pattern"))
+            message = PATTERN_MEANINGS.get(pattern, message)
         parts.append(f"{where}: {message}")
     return "; ".join(parts) or "the request does not fit its schema"
 
@@ -142,12 +146,25 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     where = f"{request.method} {_shown(request.url.path)}"
     if exc.status_code == 404 and message == "Not Found":  # Starlette's: no route matched
         message = f"no route {where}; the API's routes start with /v1/ (/openapi.json lists them)"
+    elif exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI read no JSON body
+        message = f"body: {_unreadable(exc.__cause__)}"
     elif exc.status_code == 405:
         headers["Allow"] = ", ".join(allowed_methods(request))
         message = f"{where}: method not allowed; this path takes {headers['Allow']}"
     body = _body(code, message, exc.status_code,
                  openai=openai_shaped(request.app, request.url.path))  # fmt: skip
     return JSONResponse(body, exc.status_code, headers=headers)
+
+
+def _unreadable(cause: BaseException) -> str:
+    """Why FastAPI could not read a body as JSON, when its parser raised something other
+    than a syntax error (which is a 422 ``invalid JSON``): its own message is "There was an
+    error parsing the body" whatever the cause."""
+    if isinstance(cause, RecursionError):
+        return "JSON nested too deeply to read"
+    if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
+        return "a number in the JSON has too many digits to read"
+    return f"could not be read as JSON ({type(cause).__name__})"
 
 
 def _shown(path: str, limit: int = 200) -> str:

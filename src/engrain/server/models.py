@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from engrain.tiers.registry import MODEL_WINDOWS
-from engrain.validate import MAX_ID_CHARS
+from engrain.validate import MAX_ID_CHARS, MAX_INT
 
 USER_ID = (
     "The user whose memory this is. May be left out when the API key holds exactly one "
@@ -76,8 +76,6 @@ TEXT_PATTERN = f"[^{_INVISIBLE}]"
 #: the engine strips); an empty tag is ignored.
 TAG_PATTERN = f"^[{_SPACE}]*[^{_CONTROL}]*[{_SPACE}]*$"
 
-#: The largest integer the HTTP API takes for a budget, a count of results or a window.
-MAX_INT = 2**31 - 1
 #: Years a time may fall in: the engine adds and subtracts retention periods to times, and
 #: a date near year 1 or 9999 would leave the calendar.
 FIRST_YEAR, LAST_YEAR = 1000, 8999
@@ -115,7 +113,7 @@ ID_RULES: dict[str, Any] = {
 }  # fmt: skip
 Id = Annotated[str, Field(**ID_RULES), COMPOSED]
 Text = Annotated[str, Field(min_length=1, pattern=TEXT_PATTERN)]
-Tag = Annotated[str, Field(pattern=TAG_PATTERN)]
+Tag = Annotated[str, Field(pattern=TAG_PATTERN, max_length=MAX_ID_CHARS)]
 Unit = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
 
 
@@ -139,6 +137,15 @@ Flag = StrictBool
 #: name, or one followed by a version suffix (``gpt-4o-2024-08-06``).
 _MODELS = "|".join(name.replace(".", "\\.") for name in sorted(MODEL_WINDOWS))
 MODEL_PATTERN = f"^(?:{_MODELS})(?:-[a-z0-9.]+)*$"
+#: What each pattern above asks, in the words the engine's own refusal uses: a 422 names
+#: this, not the pattern (``server/errors.py``), which is hundreds of escaped code points.
+PATTERN_MEANINGS = {
+    ID_PATTERN: "is empty or contains control or invisible characters",
+    TEXT_PATTERN: "is empty (no visible characters)",
+    TAG_PATTERN: "contains control or invisible characters",
+    MODEL_PATTERN: "is not a model engrain knows (engrain.tiers.MODEL_WINDOWS); "
+    "leave it out and give context_window",
+}
 Moment = Annotated[
     datetime,
     BeforeValidator(_text_time),

@@ -15,6 +15,7 @@ from engrain.server import models as m
 from engrain.server import paths  # noqa: F401  (registers the {memory_id:memory_id} type)
 from engrain.server.auth import EngineDep, Scope, ScopeDep
 from engrain.server.responses import errors
+from engrain.validate import MAX_INT
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -62,8 +63,9 @@ def conversations(body: m.ConversationRequest, s: ScopeDep, engine: EngineDep) -
 
 def _offset(cursor: str | None) -> int:
     """The position a cursor of :func:`_cursor` stands for (its pattern is checked by the
-    request model: digits only)."""
-    return 0 if cursor is None else int(cursor)
+    request model: digits only). A position past the engine's bound on offsets is past
+    every memory: the empty last page, as the schema promises for any digits."""
+    return 0 if cursor is None else min(int(cursor), MAX_INT)
 
 
 def _cursor(offset: int) -> str:

@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -311,6 +311,13 @@ class VectorIndex:
         similar = 1.0 - np.asarray(found.distances, dtype=np.float32)
         return np.asarray(found.keys, dtype=np.uint64), similar
 
+    def contains(self, keys: Keys) -> BoolArray:
+        """For each key, whether the index holds it (whatever its vector)."""
+        if not len(keys):
+            return np.zeros(0, dtype=bool)
+        with self._lock:
+            return np.asarray(self._index.contains(keys), dtype=bool)
+
     def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
         """For each row, whether the index holds this key with this vector (as the index
         stores it: float16, or int8 as usearch quantizes a cosine vector, to within one
@@ -388,8 +395,18 @@ class VectorIndex:
         payload = bytes(saved)
         return _HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
+    def write_to(self, out: BinaryIO) -> None:
+        """Write :meth:`dump`'s bytes to ``out`` without joining them first (one copy of
+        the index in memory, not three: ~100 MB less at the peak at 100,000 rows)."""
+        with self._lock:
+            saved = self._index.save()
+        assert saved is not None  # no path given: the bytes
+        payload = memoryview(saved)
+        out.write(_HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)))
+        out.write(payload)
+
     @classmethod
-    def load(cls, data: bytes | bytearray | None, ndim: int) -> VectorIndex | None:
+    def load(cls, data: bytes | bytearray | memoryview | None, ndim: int) -> VectorIndex | None:
         """The index :meth:`dump` made, or ``None`` if there is none, or it is torn,
         corrupted, of other parameters or of vectors of another dimension (the caller
         rebuilds). A float16 or float32 index (saved by an earlier version) comes back as
@@ -397,7 +414,9 @@ class VectorIndex:
         return cls.read(lambda: data, ndim)
 
     @classmethod
-    def read(cls, source: Callable[[], bytes | bytearray | None], ndim: int) -> VectorIndex | None:
+    def read(
+        cls, source: Callable[[], bytes | bytearray | memoryview | None], ndim: int
+    ) -> VectorIndex | None:
         """:meth:`load` of what ``source()`` returns. usearch copies the index in from a
         view of the saved bytes (no copy of them first: ~0.5 GB less at the peak of opening
         a million int8 vectors); a wider index's saved bytes are dropped as soon as its

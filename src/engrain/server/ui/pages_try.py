@@ -43,7 +43,7 @@ def _budget(value: str | None) -> int | None:
     text = blank(value)
     if text is None:
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # "²" and "٣" are digits int() refuses
         raise ValidationError("token budget: a whole number of tokens, or leave it empty")
     return int(text)
 

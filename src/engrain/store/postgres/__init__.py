@@ -83,8 +83,11 @@ user whose searches walk the pool's graph is held as the seqs of their memories 
 vectors projected onto 128 main directions; a search ranks those, and the database scores
 the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
 statement and snapshot (no walk; never stale: nothing but which rows to look at is held).
-With ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``pool_index="graph"``) the candidates come from an
-HNSW graph of the user's vectors held in process instead (``held_graph.py``, session 20).
+By default (``ENGRAIN_PG_POOL_INDEX`` unset or ``graph``; ``pool_index="graph"``) the
+candidates of a user of at least 20,000 memories come from an HNSW graph of the user's
+vectors held in process instead (``held_graph.py``, session 20), kept in a file between
+processes (``graph_file.py``, session 21); ``ENGRAIN_PG_POOL_INDEX=off`` keeps the
+database's walk.
 
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and
@@ -125,6 +128,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -148,6 +152,7 @@ from engrain.store.postgres.codec import (
     key_from_row,
     key_row,
 )
+from engrain.store.postgres.graph_file import graph_dir as graph_dir_env
 from engrain.store.postgres.learnings import Learnings
 from engrain.store.postgres.learnings import learnings_bytes as learnings_bytes_env
 from engrain.store.postgres.projected import KINDS as POOL_KINDS
@@ -333,9 +338,12 @@ class PostgresStore:
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
-    else 0: none, the default); ``pool_index`` what they are held as, ``"projection"`` or
-    ``"graph"`` (an HNSW graph in process; ``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, which also
-    turns them on with a 96 MiB bound unless ``ENGRAIN_PG_PROJECTED_MB`` says). The schema
+    else 96 MiB for the graph, 0 for the projection); ``pool_index`` what they are held as,
+    ``"graph"`` (an HNSW graph in process, the users of at least 20,000 memories) or
+    ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the projection unless it says
+    ``graph``: the graph costs ~70–90 MB of RSS at 100,000); ``graph_dir``
+    where graphs are kept between processes (``store/postgres/graph_file.py``; ``"auto"``:
+    ``ENGRAIN_PG_GRAPH_DIR`` or the user's cache directory; ``None``: nowhere). The schema
     is migrated on open; ``fill_in_background`` starts a filler of the token counts a large
     table's migration 009 left (``store/postgres/fill.py``) if the database still has any.
     """
@@ -359,6 +367,7 @@ class PostgresStore:
         learnings_bytes: int | str = "auto",
         projected_bytes: int | str = "auto",
         pool_index: str = "auto",
+        graph_dir: str | Path | None = "auto",
         fill_in_background: bool = True,
     ) -> None:
         try:
@@ -377,7 +386,9 @@ class PostgresStore:
         self._listings: OrderedDict[tuple[str, MemoryFilter, int | None, int], _Listing] = (
             OrderedDict()
         )
-        self._plans: OrderedDict[str, tuple[int | None, float]] = OrderedDict()
+        #: Per user: the rows of the graph its searches walk (``None``: exact), its
+        #: memories, and when that was read (:meth:`_graph_rows`).
+        self._plans: OrderedDict[str, tuple[int | None, int, float]] = OrderedDict()
         #: How the pool's graph was built, as the last plan read it (graph.BUILT_SQL)
         self._pool_built = pool_graph.DEFAULT_EF_CONSTRUCTION
         self._where = redact(url)
@@ -411,8 +422,15 @@ class PostgresStore:
         )
         held = learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
-        held = projected_bytes_env() if projected_bytes == "auto" else int(projected_bytes)
-        self._projected = None if held <= 0 else Projected(self._connection, held, kind=kind)
+        held = projected_bytes_env(kind=kind) if projected_bytes == "auto" else int(projected_bytes)
+        kept = graph_dir_env() if graph_dir == "auto" else graph_dir
+        self._projected = (
+            None
+            if held <= 0
+            else Projected(
+                self._connection, held, kind=kind, graph_dir=None if kept is None else Path(kept)
+            )
+        )
         self._filler: fill.Filler | None = None
         if fill_in_background and self._fill_pending():
             self._filler = fill.Filler(url)
@@ -718,7 +736,8 @@ class PostgresStore:
             if ef is not None and self._learnings is not None and learnings_graph(flt):
                 self._learnings.start_load(user_id)  # the next calls search them in process
             elif ef is not None and self._projected is not None:
-                self._projected.start_load(user_id)  # the next calls rank a projection
+                # the next calls rank a projection (or walk a held graph, if it is large)
+                self._projected.start_load(user_id, rows=self._user_rows(user_id))
             if ef is not None:
                 text, params = search_sql(user_id, query, k, flt, indexed=True)
                 if ef == EF_SEARCH:  # the connection's own setting (configure)
@@ -754,6 +773,12 @@ class PostgresStore:
         """Whether a search of this user goes through the HNSW index (module docstring)."""
         return self._graph_rows(cur, user_id, dim) is not None
 
+    def _user_rows(self, user_id: str) -> int | None:
+        """The user's memories as their last plan read them (``None``: no plan kept)."""
+        with self._lock:
+            kept = self._plans.get(user_id)
+        return None if kept is None else kept[1]
+
     def _graph_rows(self, cur: psycopg.Cursor[Any], user_id: str, dim: int) -> int | None:
         """The rows of the HNSW graph a search of this user walks, or ``None`` if the
         search is exact (module docstring). The answer is kept for :data:`PLAN_SECONDS`:
@@ -766,7 +791,7 @@ class PostgresStore:
         now = time.monotonic()
         with self._lock:
             kept = self._plans.get(user_id)
-        if kept is not None and now - kept[1] < PLAN_SECONDS:
+        if kept is not None and now - kept[2] < PLAN_SECONDS:
             return kept[0]
         # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed;
         # and how the pool's graph was built (graph.py), for every user's next walks
@@ -786,7 +811,7 @@ class PostgresStore:
         )
         graph = int(max(found[0], found[1])) if found is not None and indexed else None
         with self._lock:
-            self._plans[user_id] = (graph, now)
+            self._plans[user_id] = (graph, int(found[0]) if found is not None else 0, now)
             self._plans.move_to_end(user_id)
             while len(self._plans) > PLANS_KEPT:
                 self._plans.popitem(last=False)

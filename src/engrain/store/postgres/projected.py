@@ -31,7 +31,8 @@ load in a thread (revision, a sample for the directions and every row's vector, 
 chunk, in one snapshot). One load per user at a time, the next no sooner than four times
 the last one took (at least :data:`RELOAD_PAUSE` s).
 
-**Off by default** (``ENGRAIN_PG_PROJECTED_MB``, or ``PostgresStore(projected_bytes=…)``):
+**The projection is off** (``ENGRAIN_PG_POOL_INDEX=projection`` with
+``ENGRAIN_PG_PROJECTED_MB``, or ``PostgresStore(pool_index="projection", projected_bytes=…)``):
 on one two-core machine running both, a ``context()`` at 100,000 memories cost the
 database ~2.8 ms less CPU and the process ~5.5 ms more (the product over every row is
 memory-bound, ~3 ms, beside ranking and the candidates' literal), with 90 MB more RSS, so
@@ -52,7 +53,11 @@ searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed
 HNSW graph of the user's vectors held in process instead of the projection's product
 (``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
 ``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
-process's (docs/postgres.md, "Session 20"); off by default like the projection.
+process's (docs/postgres.md, "Session 20"). **The default since session 21** (unset
+``ENGRAIN_PG_POOL_INDEX``; ``off`` keeps the database's walk): a graph is now kept in a file
+between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU) instead
+of building it (~55-75 s), and it is held only for users of at least
+``held_graph.MIN_ROWS`` memories.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,14 +77,15 @@ from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres import held_graph
-from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, from_row
+from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from_row
+from engrain.store.postgres.graph_file import GraphFiles
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
 
-#: A bound that holds a 100,000-memory user's projection (~51 MB) with room; the default
-#: bound is 0 (off): see the module docstring.
+#: A bound that holds a 100,000-memory user's projection (~51 MB) or graph (~64 MB) with
+#: room; the default bound for the graph, the default kind (the module docstring).
 PROJECTED_BYTES = 96 * 2**20
 #: Directions a vector is projected onto. R@50 against exact search of the candidates
 #: (4 per row) on bench/latency.py's 100,000 notes, questions of seeds 8 / 99: 0.941 /
@@ -165,14 +172,15 @@ def nearest_sql(
     ]  # fmt: skip
 
 
-def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
+def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
     :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
-    unset: 0, unless ``ENGRAIN_PG_POOL_INDEX`` asks for a graph (:data:`PROJECTED_BYTES`
-    then); any other value raises :class:`~engrain.errors.ConfigError`
-    (:mod:`engrain.envvars`)."""
+    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX=graph``), 0 for the
+    projection (``ENGRAIN_PG_POOL_INDEX`` unset, ``projection`` or ``off``), ``kind`` (when
+    given) standing for that variable; any other value raises
+    :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
     value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
-    if value is envvars.ON or (value is None and pool_kind(environ) == "graph"):
+    if value is envvars.ON or (value is None and (kind or pool_kind(environ)) == "graph"):
         return PROJECTED_BYTES
     return value * 2**20 if isinstance(value, int) else 0
 
@@ -180,8 +188,9 @@ def projected_bytes(environ: Mapping[str, str] | None = None) -> int:
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
     """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
     HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
-    projection. Any other value raises :class:`~engrain.errors.ConfigError`
-    (:func:`engrain.envvars.choice`)."""
+    projection, held only with a bound given (the default: the database's walk; the graph
+    costs ~70–90 MB of RSS at 100,000, past the 300 MB target, docs/postgres.md). Any other
+    value raises :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
     return envvars.choice("ENGRAIN_PG_POOL_INDEX", environ)
 
 
@@ -238,8 +247,9 @@ def _pause(took: float, held: bool) -> float:
 class Projected(HeldByBytes[Projection | PoolGraph]):
     """The projections (or graphs: ``kind``, :data:`KINDS`) of the large users a store
     serves (module docstring). ``connect`` lends a pooled autocommit connection;
-    ``max_bytes`` bounds what is held; ``background`` False loads in the calling thread
-    (tests)."""
+    ``max_bytes`` bounds what is held; ``graph_dir`` is where graphs are kept between
+    processes (``graph_file.py``; ``None``: nowhere); ``background`` False loads in the
+    calling thread (tests)."""
 
     def __init__(
         self,
@@ -247,6 +257,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         max_bytes: int = PROJECTED_BYTES,
         *,
         kind: str = "projection",
+        graph_dir: Path | None = None,
         background: bool = True,
     ) -> None:
         if kind not in KINDS:
@@ -254,8 +265,14 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         super().__init__(connect, max_bytes, _pause, what=f"the {kind} of a PostgreSQL user",
                          name="engrain-pg-proj", background=background)  # fmt: skip
         self.kind = kind
+        #: Where graphs are kept between processes (``graph_file.py``; ``None``: nowhere).
+        self.graph_dir = graph_dir if kind == "graph" else None
+        self._files: GraphFiles | None = None
+        self._identified = False
         #: Searches served here / left to SQL (too many changes, too few rows passing).
         self.calls: dict[str, int] = {"served": 0, "by_sql": 0}
+        #: Graphs read from a file and used / built (and kept in a file if there is one).
+        self.graphs: dict[str, int] = {"from_file": 0, "built": 0}
 
     def held(self, user_id: str) -> Projection | PoolGraph | None:
         """The user's projection, if held."""
@@ -307,10 +324,14 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
 
     # -- loads ------------------------------------------------------------------------------
 
-    def start_load(self, user_id: str, *, again: bool = False) -> None:
+    def start_load(self, user_id: str, *, again: bool = False, rows: int | None = None) -> None:
         """Start reading the user's projection unless one is held (``again``: a held one
         is replaced when the load ends), a load runs, or the pause after the last one has
-        not passed (``loader.py``)."""
+        not passed (``loader.py``); or, for graphs, ``rows`` (the user's memories, if
+        known) is below ``held_graph.MIN_ROWS``: no thread and no count for a user who
+        keeps the database's walk."""
+        if self.kind == "graph" and rows is not None and rows < held_graph.MIN_ROWS:
+            return
         self._loader.start(
             user_id, lambda: self.max_bytes > 0 and (again or user_id not in self._held)
         )
@@ -333,12 +354,36 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
                 self._bound()
 
     def _read_graph(self, user_id: str) -> PoolGraph | None:
-        """The user's graph: the held one brought up to date, or a new one (``held_graph.py``)."""
+        """The user's graph: the held one brought up to date, else the one a process kept
+        in a file (``graph_file.py``) checked and brought up to date, else a new one
+        (``held_graph.py``), kept in the file for the next process."""
         held = self.held(user_id)
         with self._connect() as conn:
             if isinstance(held, PoolGraph) and not held.worn:
                 return held_graph.caught_up(conn, user_id, held)
-            return held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
+            files = self._graph_files(conn)
+            kept = None if files is None or held is not None else files.read(user_id)
+            graph = None
+            if kept is not None:
+                graph = held_graph.restored(conn, user_id, kept.revision, kept.index)
+                graph = None if graph is None or graph.worn else graph
+            fresh = graph is None
+            if fresh:
+                graph = held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
+        if graph is not None:
+            self.graphs["built" if fresh else "from_file"] += 1
+            if files is not None and (fresh or kept is None or graph.revision > kept.revision):
+                # not yet searched (published by the caller): the save holds up no search
+                files.write(user_id, graph.revision, graph.index)
+        return graph
+
+    def _graph_files(self, conn: Conn) -> GraphFiles | None:
+        """Where this store's graphs are kept (``None``: nowhere), its table's identity
+        read once."""
+        if self.graph_dir is not None and not self._identified:
+            self._files = GraphFiles.of(conn, self.graph_dir)
+            self._identified = True  # once, even if unreadable: no file is then trusted
+        return self._files
 
     def _read_projection(self, user_id: str) -> Projection | None:
         """The user's projection read in one snapshot (``None``: no row to hold, more than
