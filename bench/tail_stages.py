@@ -38,7 +38,7 @@ from typing import Any
 
 import common
 import numpy as np
-from latency import USER
+from latency import DEEP_BUDGET, USER
 
 import engrain
 import engrain.engine as engine_module
@@ -400,7 +400,7 @@ def paired(trees: dict[str, list[Path]], gc_max_ms: float | None = None) -> dict
     first = medians[next(iter(trees))]
     order = sorted(first, key=lambda q: -first[q]["thread_cpu_ms"])
     cut = max(1, len(order) // 10)
-    groups = {"slowest_tenth": order[:cut], "rest": order[cut:]}
+    groups = {"slowest_tenth": order[:cut], "rest": order[cut:], **_depths(trees, order)}
     out: dict[str, Any] = {"runs": {k: [str(p) for p in v] for k, v in trees.items()}}
     base_blocks = blocks[next(iter(trees))]
     out["blocks_differing"] = {  # queries whose block differs from the base's (any run)
@@ -420,14 +420,29 @@ def paired(trees: dict[str, list[Path]], gc_max_ms: float | None = None) -> dict
             },
             **{
                 group: {
-                    n: round(float(np.mean([per_query[q].get(n, 0.0) for q in qs])), 3)
+                    n: round(float(np.mean([per_query[q].get(n, 0.0) for q in mine])), 3)
                     for n in names
                 }
                 for group, qs in groups.items()
-                if qs  # too few queries for a rest: no empty group, no mean of nothing
+                # too few queries for a rest: no empty group, no mean of nothing; a query
+                # whose every call here was left out (``gc_max_ms``) is in no group here
+                if (mine := [q for q in qs if q in per_query])
             },
         }
     return out
+
+
+def _depths(trees: dict[str, list[Path]], order: list[str]) -> dict[str, list[str]]:
+    """The queries by the depth of their pool in the first tree's first run, as
+    ``latency.py`` splits its calls: ``deep``, a budget of at least
+    :data:`~latency.DEEP_BUDGET`, and ``shallow``, every other (a call without a budget
+    too). Runs on two stores answering the same queries (10,000 and 100,000 memories) are
+    compared on the same calls this way."""
+    budgets: dict[str, int] = {}
+    for call in json.loads(next(iter(trees.values()))[0].read_text(encoding="utf-8"))["calls"]:
+        budgets.setdefault(call["query"], int(call.get("budget", 0)))
+    deep = [q for q in order if budgets.get(q, 0) >= DEEP_BUDGET]
+    return {"deep": deep, "shallow": [q for q in order if budgets.get(q, 0) < DEEP_BUDGET]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -466,6 +481,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:>34}  " + "  ".join(
                 f"{compared[t]['slowest_tenth'].get(name, 0.0):10.2f} "
                 f"{compared[t]['rest'].get(name, 0.0):9.2f}" for t in trees))  # fmt: skip
+        first = compared[next(iter(trees))]
+        if "deep" in first and "shallow" in first:
+            print(f"{'by depth, ms a call':>34}  " + "  ".join(
+                f"{t + ' deep':>10} {t + ' shal':>9}" for t in trees))  # fmt: skip
+            every = {n for t in trees for n in compared[t].get("deep", {})}
+            for name in sorted(every, key=lambda n: -max(compared[t].get("deep", {}).get(n, 0.0)
+                                                         for t in trees)):  # fmt: skip
+                cells = [(compared[t].get("deep", {}), compared[t].get("shallow", {}))
+                         for t in trees]  # fmt: skip
+                print(f"{name:>34}  " + "  ".join(
+                    f"{deep.get(name, 0.0):10.2f} {shallow.get(name, 0.0):9.2f}"
+                    for deep, shallow in cells))  # fmt: skip
         for t in trees:
             print(f"{t}: thread CPU of the per-query medians {compared[t]['thread_cpu_ms']}")
         print(f"blocks differing from the first tree's: {compared['blocks_differing']} "

@@ -96,3 +96,45 @@ def test_calls_with_a_full_collection_can_be_left_out_and_counts_are_paired(
     assert kept["selection"] == pytest.approx(5.5)
     assert every["count: ids made"] == pytest.approx(100.0)
     assert kept["count: ids made"] == pytest.approx(200.0)
+
+
+def test_calls_are_also_grouped_by_the_depth_of_their_pool(tmp_path: Path) -> None:
+    """Deep calls (a budget of at least ``latency.DEEP_BUDGET``, by the first tree's first
+    run) and the others are averaged apart, on the same queries in every run compared."""
+
+    def run(path: Path, cpus: list[float]) -> Path:
+        budgets = [500, 2000, 3000, 7500]
+        rows = [{"query": f"q{i}", "thread_cpu_ms": cpu, "gc_ms": 0.0, "budget": budgets[i],
+                 "stages_ms": {"gather": cpu / 4}} for i, cpu in enumerate(cpus)]  # fmt: skip
+        path.write_text(json.dumps({"calls": rows}), encoding="utf-8")
+        return path
+
+    report = tail_stages.paired({
+        "10k": [run(tmp_path / "a.json", [10.0, 12.0, 20.0, 24.0])],
+        "100k": [run(tmp_path / "b.json", [14.0, 16.0, 28.0, 36.0])],
+    })  # fmt: skip
+    assert tail_stages.DEEP_BUDGET == 2040  # 2,000 tokens is an ordinary pool, 3,000 deep
+    assert report["10k"]["deep"]["thread_cpu_ms"] == pytest.approx(22.0)
+    assert report["10k"]["shallow"]["thread_cpu_ms"] == pytest.approx(11.0)
+    assert report["100k"]["deep"]["gather"] == pytest.approx(8.0)
+    assert report["100k"]["shallow"]["gather"] == pytest.approx(3.75)
+
+
+def test_a_query_left_out_of_one_tree_is_averaged_in_the_others_only(tmp_path: Path) -> None:
+    """With ``gc_max_ms``, a query whose only call in a tree held a full collection is in
+    none of that tree's groups (it was a ``KeyError``), and still in the other tree's."""
+
+    def run(path: Path, gcs: list[float]) -> Path:
+        rows = [{"query": f"q{i}", "thread_cpu_ms": 10.0 + i, "gc_ms": gc,
+                 "stages_ms": {"gather": 1.0 + i}} for i, gc in enumerate(gcs)]  # fmt: skip
+        path.write_text(json.dumps({"calls": rows}), encoding="utf-8")
+        return path
+
+    report = tail_stages.paired(
+        {"base": [run(tmp_path / "a.json", [0.0] * 3)],
+         "new": [run(tmp_path / "b.json", [0.0, 0.0, 35.0])]},
+        gc_max_ms=10.0,
+    )  # fmt: skip
+    assert report["base"]["slowest_tenth"]["gather"] == pytest.approx(3.0)  # q2
+    assert "slowest_tenth" not in report["new"]  # q2 left out: nothing to average
+    assert report["new"]["rest"]["gather"] == pytest.approx(1.5)

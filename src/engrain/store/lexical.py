@@ -209,6 +209,13 @@ STOPWORDS = frozenset(
     ]
 )
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+#: The letters whose double a stem loses once "-ed" or "-ing" is stripped ("running" →
+#: "run", "planned" → "plan": the ending doubled them). Porter's step 1b: a doubled
+#: consonant other than l, s and z. Their doubles belong to the word ("killed" → "kill",
+#: "passed" → "pass", "buzzed" → "buzz", as "kills", "passes", "buzzes"), and a vowel's
+#: or a digit's double is never the ending's ("fleeing" → "flee"). Changing this changes
+#: the terms stored on PostgreSQL: a migration re-stems them (``store/postgres/restem.py``).
+UNDOUBLED = frozenset("bcdfghjkmnpqrtvwxy")
 
 
 @lru_cache(maxsize=65_536)
@@ -220,32 +227,46 @@ def _stem(word: str) -> str:
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)] + keep
-            if suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
-                base = base[:-1]  # running → run, planned → plan
+            if (suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]
+                    and base[-1] in UNDOUBLED):  # fmt: skip
+                base = base[:-1]
             if suffix == "s" and word.endswith("ss"):
                 return word
             return base
     return word
 
 
-@lru_cache(maxsize=65_536)
-def _term(token: str) -> str | None:
-    """The term a raw token (as :data:`_TOKEN` finds it in lowercased text) counts as:
-    without a possessive ending, lightly stemmed; ``None`` for a stopword."""
+def word(token: str) -> str | None:
+    """A raw token (:func:`words`) without its possessive ending; ``None`` for a stopword:
+    what the stemmer is given."""
     if token.endswith("'s"):
         token = token[:-2]
     if not token or token in STOPWORDS:
         return None
-    return _stem(token)
+    return token
+
+
+@lru_cache(maxsize=65_536)
+def term(token: str) -> str | None:
+    """The term a raw token (:func:`words`) counts as: without a possessive ending,
+    lightly stemmed; ``None`` for a stopword."""
+    bare = word(token)
+    return None if bare is None else _stem(bare)
+
+
+def words(text: str) -> list[str]:
+    """The raw tokens of ``text``, lowercased, each of which :func:`term` turns into a term
+    or drops."""
+    return _TOKEN.findall(text.lower())
 
 
 def tokenize(text: str) -> list[str]:
     """Lowercased word tokens without stopwords or possessive endings, lightly stemmed."""
     out = []
-    for token in _TOKEN.findall(text.lower()):
-        term = _term(token)
-        if term is not None:
-            out.append(term)
+    for token in words(text):
+        found = term(token)
+        if found is not None:
+            out.append(found)
     return out
 
 
@@ -625,7 +646,7 @@ class _Vocabulary:
         self.rest: dict[int, list[int]] = {}  # run → the numbers of its other terms
 
     def numbered(self, runs: list[bytes]) -> npt.NDArray[np.int64]:
-        """The number of each run (new runs' terms found once: :func:`_term`)."""
+        """The number of each run (new runs' terms found once: :func:`term`)."""
         out = np.fromiter(map(self.runs.__getitem__, runs), dtype=np.int64, count=len(runs))
         if len(self.runs) > len(self.first):
             known = len(self.first)
@@ -644,11 +665,11 @@ class _Vocabulary:
         tokens = [run] if b"'" not in run else _RUN_TOKEN.findall(run)
         out = []
         for token in tokens:
-            term = _term(token.decode("ascii"))
-            if term is not None:
-                number = self._numbers.setdefault(term, len(self._numbers))
+            found = term(token.decode("ascii"))
+            if found is not None:
+                number = self._numbers.setdefault(found, len(self._numbers))
                 if number == len(self.terms):
-                    self.terms.append(term)
+                    self.terms.append(found)
                 out.append(number)
         return out
 
@@ -657,7 +678,7 @@ def _postings(documents: Sequence[str], first: int) -> _Built:
     """The postings of ``documents`` (numbered from ``first``) and their lengths, counted
     with numpy: each document's text is reduced to runs of token bytes in one pass per
     :data:`SCAN_DOCUMENTS` documents (lowercase, translate, split), each distinct run is
-    normalised once (:func:`_term`), every occurrence becomes a term number, and a
+    normalised once (:func:`term`), every occurrence becomes a term number, and a
     document's term frequencies are the counts of its (term, document) pairs. The same
     postings as counting each document's :func:`tokenize` (``tests/test_lexical.py``)."""
     vocabulary = _Vocabulary()

@@ -11,7 +11,7 @@ import psycopg.errors
 
 from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
-from engrain.store.postgres import bm25, fill, outcome
+from engrain.store.postgres import bm25, fill, outcome, restem
 from engrain.store.postgres.codec import Conn
 from engrain.tokens import spaced_count
 
@@ -373,6 +373,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("008_row_changes", _m008_row_changes),
     ("009_content_tokens", _m009_content_tokens),
     (outcome.MIGRATION, outcome.migrate),
+    (restem.MIGRATION, restem.migrate),
 ]
 
 

