@@ -5,7 +5,8 @@ port; each case (a value at or past one of ``validate.py``'s limits) goes throug
 surface that can carry it: the Python ``Engine``, ``engrain.client.Client``, raw HTTP
 (``httpx``), the MCP tools in process (``build_server(...).call_tool``) and the CLI (a
 subprocess on the same store). Each answer is a verdict, ``ok`` or the error's code; a case
-breaks a rule when its surfaces disagree (one accepts what another refuses), when a refusal
+breaks a rule when its surfaces disagree (one accepts what another refuses, or they refuse
+with different codes), when a refusal
 wrote (the store's rows, before and after), or when anything answers outside the error tree
 (a traceback, a 5xx, an exception that is not an ``EngrainError``).
 
@@ -153,7 +154,25 @@ CASES: dict[str, dict[str, Any]] = {
         "http": ("POST", "/v1/memories", {"content": "the API port is 8082", "user_id": "  "}),
         "cli": ["-u", "  ", "remember", "the API port is 8082"],
     },
-}
+    # session 21 (h9): the model is the engine's to judge on every surface
+    "an unknown model with context_window": {
+        "python": ("context", {"message": "which port?", "model": "house-7b",
+                               "context_window": 4_096}),
+        "http": ("POST", "/v1/context", {"message": "which port?", "model": "house-7b",
+                                         "context_window": 4_096}),
+        "cli": ["context", "which port?", "--model", "house-7b", "--window", "4096"],
+    },
+    "a model spelled as a provider does": {
+        "python": ("context", {"message": "which port?", "model": "openai/GPT-4o"}),
+        "http": ("POST", "/v1/context", {"message": "which port?", "model": "openai/GPT-4o"}),
+        "cli": ["context", "which port?", "--model", "openai/GPT-4o"],
+    },
+    "an unknown model alone": {
+        "python": ("context", {"message": "which port?", "model": "house-7b"}),
+        "http": ("POST", "/v1/context", {"message": "which port?", "model": "house-7b"}),
+        "cli": ["context", "which port?", "--model", "house-7b"],
+    },
+}  # fmt: skip
 # the client speaks the Python API's names over HTTP: every Python case runs through it too
 for surfaces in CASES.values():
     surfaces["client"] = surfaces["python"]
@@ -269,6 +288,8 @@ def attack() -> dict[str, Any]:
             results[name] = answers
             if len({a == "ok" for a in answers.values()}) > 1:
                 broken.append({"case": name, "problem": "surfaces disagree", "answers": answers})
+            elif len(set(answers.values())) > 1:  # all refuse, in different words (session 21)
+                broken.append({"case": name, "problem": "codes differ", "answers": answers})
         engine.ingest_conversation(SPEAKER["turns"], USER)
         client.ingest_conversation(SPEAKER["turns"], USER)
         http.post("/v1/conversations", json={**SPEAKER, "user_id": USER})
