@@ -73,20 +73,26 @@ class Reads:
         if self.parallel:
             return _executor().submit(read).result
         if self.overlap:
-            return _overlapped(read)
-        done: list[T] = []
-
-        def result() -> T:
-            if not done:
-                done.append(read())
-            return done[0]
-
-        return result
+            return overlapped(read)
+        return lazy(read)
 
 
-def _overlapped(read: Callable[[], T]) -> Callable[[], T]:
+def lazy(read: Callable[[], T]) -> Callable[[], T]:
+    """``read`` run in the caller when its result is first asked for (once)."""
+    done: list[T] = []
+
+    def result() -> T:
+        if not done:
+            done.append(read())
+        return done[0]
+
+    return result
+
+
+def overlapped(read: Callable[[], T]) -> Callable[[], T]:
     """``read`` handed to the shared pool; its result, or ``read`` run by the caller if no
-    pool thread took it up before it was asked for (cancelled first: it never runs twice)."""
+    pool thread took it up before it was asked for (cancelled first: it never runs twice).
+    A read that failed raises its error in the caller, when the result is asked for."""
     future = _executor().submit(read)
     done: list[T] = []
 

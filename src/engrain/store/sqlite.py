@@ -24,7 +24,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -63,6 +63,7 @@ from engrain.store.base import (
 from engrain.store.cache import Stamped, UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
+from engrain.store.reads import lazy, overlapped
 from engrain.store.texts import ReadTexts
 
 _COLUMNS = MEMORY_COLUMNS
@@ -86,6 +87,7 @@ IMAGE_REFRESH_SECONDS = 60.0
 IMAGE_REFRESH_SHARE = 0.02
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -820,15 +822,22 @@ class SQLiteStore:
         """The user's rows read in one read transaction, and the saved indexes adopted if
         their stamps let the rows be read without vectors (``store/ann_stamp.py``); read
         again with the vectors if those indexes are not the copies stamped (another process
-        saved them since). Called under the lock."""
+        saved them since). The copies stamped are loaded on another core while the rows
+        are read (each is checked against its stamp as before: what is read outside the
+        transaction is never trusted unchecked). Called under the lock."""
         stamps: dict[str, IndexStamp] = {}
+        read = partial(self._stash_bytes, user_id)
+        named: list[Callable[[], sqlite_stamps.Named]] = []
 
         def held(stamp: Stamp) -> int | None:
             if slot is None or slot.index is not None:
                 return None
             stamps.update(sqlite_stamps.read(self._db, user_id, stamp))
             first = stamps.get(sqlite_stamps.FIRST)
-            return None if first is None else first.dim
+            if first is None:
+                return None
+            named.append(self._beside(sqlite_stamps.loader(dict(stamps), slot, read)))
+            return first.dim
 
         for stamped in (True, False):
             try:
@@ -845,12 +854,20 @@ class SQLiteStore:
                 raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
             if not isinstance(loaded.table, HeldTable):
                 return loaded, None
-            assert slot is not None
-            read = partial(self._stash_bytes, user_id)
-            held_by = sqlite_stamps.adopted(loaded.table, stamps, slot, read)
+            assert slot is not None and named
+            held_by = sqlite_stamps.adopted(loaded.table, stamps, slot, named[0])
             if held_by is not None:
                 return loaded, held_by
         raise AssertionError("a read without stamps reads the vectors")
+
+    def _beside(self, load: Callable[[], T]) -> Callable[[], T]:
+        """``load`` begun on another core (``store/reads.py``: run by the caller if no pool
+        thread takes it up first), if it reads the file apart from the store's connection;
+        else run when its result is asked for (an in-memory store's reads take the lock
+        the caller holds)."""
+        if str(self.path) != ":memory:":
+            return overlapped(load)
+        return lazy(load)
 
     def _stash_bytes(self, user_id: str, kind: str) -> bytes | None:
         """The bytes saved as the user's derived index ``kind`` (``None``: none)."""

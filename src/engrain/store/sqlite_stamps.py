@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,31 +40,57 @@ def read(db: sqlite3.Connection, user_id: str, stamp: Stamp) -> dict[str, IndexS
     return found
 
 
+class Named(NamedTuple):
+    """The saved copies the stamps name, loaded: the first index and the learnings'
+    (``None``: none saved, torn, or not the copy its stamp names)."""
+
+    first: VectorIndex | None
+    part: VectorIndex | None
+
+
+def loader(
+    stamps: dict[str, IndexStamp], slot: IndexSlot, read: Callable[[str], bytes | None]
+) -> Callable[[], Named]:
+    """Loads the copies ``stamps`` name (``read(kind)``: the saved bytes): the first, and
+    the learnings' if the first is the copy named and ``slot`` keeps a learnings' index
+    of the same size. Reads nothing until called; the caller may run it on another thread
+    while it reads the rows (docs/scale.md, "Session 21 … (h10)")."""
+
+    def load() -> Named:
+        first = stamps.get(FIRST)
+        if first is None:
+            return Named(None, None)
+        index = _named(first, read(FIRST))
+        learnings = stamps.get(ann_kinds.STASH_KIND)
+        if index is None or learnings is None or slot.part is None \
+                or learnings.dim != first.dim:  # fmt: skip
+            return Named(index, None)
+        return Named(index, _named(learnings, read(ann_kinds.STASH_KIND)))
+
+    return load
+
+
 def adopted(
     table: HeldTable,
     stamps: dict[str, IndexStamp],
     slot: IndexSlot,
-    read: Callable[[str], bytes | None],
+    named: Callable[[], Named],
 ) -> Stamped | None:
-    """The indexes the stamps name, loaded (``read(kind)``: the saved bytes) and adopted
-    in ``slot`` (and its learnings' slot), for a table read without vectors; ``None``, the
-    slot unchanged, if the first is not the copy its stamp names (saved again since), or
-    the user is below the slot's threshold, or the slot already has an index: the caller
-    then reads the rows' vectors."""
+    """The indexes the stamps name, loaded (``named``: :func:`loader`'s, perhaps begun on
+    another thread) and adopted in ``slot`` (and its learnings' slot), for a table read
+    without vectors; ``None``, the slot unchanged, if the first is not the copy its stamp
+    names (saved again since), or the user is below the slot's threshold, or the slot
+    already has an index: the caller then reads the rows' vectors."""
     first = stamps.get(FIRST)
     if first is None or slot.index is not None \
             or int(np.count_nonzero(table.has_vector)) < slot.min_vectors:  # fmt: skip
         return None
-    index = _named(first, read(FIRST))
+    index, part = named()
     if index is None:
         return None
     keys = first.keys_for(table.columns.rowids)
     if keys is None:
         keys = memory_keys(IdColumn(table.columns.ids).tolist())
-    part = None
-    learnings = stamps.get(ann_kinds.STASH_KIND)
-    if learnings is not None and slot.part is not None and learnings.dim == first.dim:
-        part = _named(learnings, read(ann_kinds.STASH_KIND))
     if not slot.adopt(index):
         return None
     if part is not None and (slot.part is None or not slot.part.adopt(part)):
