@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,21 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain.errors import StoreError
 from engrain.model import Memory
-from engrain.store import ann, ann_stamp, columns, derived_blobs, sqlite_stamps
+from engrain.store import (
+    ann,
+    ann_kinds,
+    ann_stamp,
+    columns,
+    derived_blobs,
+    reads,
+    sqlite_load,
+    sqlite_stamps,
+)
 from engrain.store.ann import VectorIndex
 from engrain.store.arrays import HeldTable
-from engrain.store.base import Patch
+from engrain.store.base import ALL, Patch
 from engrain.store.sqlite import MIGRATIONS, SQLiteStore
 from tests.test_ann import NOW, USER, _memories, _vectors
 
@@ -350,3 +361,147 @@ def test_a_process_behind_another_s_commit_does_not_stamp_at_close(db: Path) -> 
     assert [m.id for m, _ in found] == [fresh.id]
     assert not _loaded_without_vectors(c)
     c.close()
+
+
+# -- the stamped copies loaded beside the rows' read (session 21, h10) -------------------
+
+
+def _searches(store: SQLiteStore) -> list[list[tuple[str, float]]]:
+    """The nearest of a few queries, over every row and over the typed learnings (the
+    second index's rows)."""
+    out = []
+    for query in _vectors(3, seed=11):
+        for flt in (ALL, ann_kinds.FILTER):
+            out.append([(m.id, round(s, 6)) for m, s in store.search(USER, query, 10, flt)])
+    return out
+
+
+def _serial(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[str, float]]]:
+    """:func:`_searches` of a store that loads the stamped copies in the loading thread,
+    when they are asked for (as before this change)."""
+    with monkeypatch.context() as serial:
+        serial.setattr(SQLiteStore, "_beside", lambda self, load: reads.lazy(load))
+        store = _open(path)
+        try:
+            assert _loaded_without_vectors(store)
+            return _searches(store)
+        finally:
+            store.close()
+
+
+def _loader_waits_for_the_scan(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make the rows' read wait (up to 5 s) until the stamped copies' loader has begun
+    reading a copy, so the loader runs beside it; the threads the copies were read on."""
+    begun = threading.Event()
+    threads: list[str] = []
+    stash_bytes, live = SQLiteStore._stash_bytes, sqlite_load._live
+
+    def loading(self: SQLiteStore, user_id: str, kind: str) -> bytes | None:
+        if kind in sqlite_stamps.KINDS:
+            threads.append(threading.current_thread().name)
+            begun.set()
+        return stash_bytes(self, user_id, kind)
+
+    def scan(*args: Any) -> Any:
+        assert begun.wait(5.0)
+        return live(*args)
+
+    monkeypatch.setattr(SQLiteStore, "_stash_bytes", loading)
+    monkeypatch.setattr(sqlite_load, "_live", scan)
+    return threads
+
+
+def test_the_stamped_copies_load_on_another_thread_while_the_rows_are_read(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _serial(db, monkeypatch)
+    threads = _loader_waits_for_the_scan(monkeypatch)
+    store = _open(db)
+    try:
+        assert _loaded_without_vectors(store)
+        assert _searches(store) == expected
+    finally:
+        store.close()
+    # both copies (the first index and the learnings'), on a pool thread, not the caller's
+    assert len(threads) == 2
+    assert all(t.startswith("engrain-read") for t in threads), threads
+
+
+def test_first_calls_racing_the_load_get_the_serial_answer(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _serial(db, monkeypatch)
+    store = _open(db)
+    results: list[list[list[tuple[str, float]]]] = []
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            results.append(_searches(store))
+        except BaseException as exc:
+            errors.append(exc)
+
+    callers = [threading.Thread(target=call) for _ in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(30.0)
+    store.close()
+    assert errors == [] and len(results) == 4
+    assert all(result == expected for result in results)
+
+
+def test_a_failed_load_beside_raises_the_store_s_error_in_the_caller(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _serial(db, monkeypatch)
+    stash_bytes = SQLiteStore._stash_bytes
+    threads = _loader_waits_for_the_scan(monkeypatch)
+    loading = SQLiteStore._stash_bytes
+
+    def failing(self: SQLiteStore, user_id: str, kind: str) -> bytes | None:
+        if kind == sqlite_stamps.FIRST:
+            loading(self, user_id, kind)  # begun: the rows' read goes on
+            raise StoreError("read from the file failed: disk I/O error")
+        return stash_bytes(self, user_id, kind)
+
+    store = _open(db)
+    with monkeypatch.context() as broken:
+        broken.setattr(SQLiteStore, "_stash_bytes", failing)
+        with pytest.raises(StoreError, match="disk I/O error"):
+            store.search(USER, _vectors(1, seed=11)[0], 10)
+    assert threads and all(t.startswith("engrain-read") for t in threads)
+    # nothing was kept of the failed load: the next call loads again, and answers as before
+    assert _searches(store) == expected
+    assert _loaded_without_vectors(store)
+    store.close()
+
+
+def test_a_copy_saved_over_while_the_rows_are_read_is_not_taken(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process saves a different copy of the first index after the load's stamps
+    were read but before the copy is loaded beside the rows' read (outside the load's
+    transaction): the copy read is not the one the stamp names, so it is not taken; the
+    rows' vectors are read and the answers are the serial ones."""
+    expected = _serial(db, monkeypatch)
+    store = _open(db)
+    memories = store.query(USER)
+    store.close()
+    keys = ann.memory_keys([m.id for m in memories[:50]])
+    other = VectorIndex.build(keys, np.stack([m.embedding for m in memories[:50]]))  # type: ignore[misc]
+    stash_bytes = SQLiteStore._stash_bytes
+
+    def saved_over_first(self: SQLiteStore, user_id: str, kind: str) -> bytes | None:
+        if kind == sqlite_stamps.FIRST:
+            with sqlite3.connect(db) as con:
+                con.execute("UPDATE derived_indexes SET data = ? WHERE user_id = ? "
+                            "AND kind = 'usearch'", (other.dump(), USER))  # fmt: skip
+        return stash_bytes(self, user_id, kind)
+
+    monkeypatch.setattr(SQLiteStore, "_stash_bytes", saved_over_first)
+    reopened = _open(db)
+    found = _searches(reopened)
+    assert not _loaded_without_vectors(reopened)
+    reopened.close()
+    assert [[i for i, _ in f] for f in found] == [[i for i, _ in f] for f in expected]
