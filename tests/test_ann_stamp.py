@@ -26,6 +26,8 @@ from engrain.store import (
     ann_stamp,
     columns,
     derived_blobs,
+    lexical,
+    lexical_file,
     reads,
     sqlite_load,
     sqlite_stamps,
@@ -505,3 +507,83 @@ def test_a_copy_saved_over_while_the_rows_are_read_is_not_taken(
     assert not _loaded_without_vectors(reopened)
     reopened.close()
     assert [[i for i, _ in f] for f in found] == [[i for i, _ in f] for f in expected]
+
+
+def _lexical(store: SQLiteStore) -> list[list[tuple[str, float]]]:
+    return [
+        [(m.id, round(s, 6)) for m, s in store.lexical_search(USER, text, 10)]
+        for text in ("note 3-17", "note 3-400 3-41")
+    ]
+
+
+@pytest.fixture
+def saved_bm25(db: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``db`` with the user's BM25 index saved too (a small user's is saved here)."""
+    monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 100)
+    store = _open(db)
+    _lexical(store)
+    store.close()  # waits for the BM25 save
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT 1 FROM derived_indexes WHERE kind = 'bm25'").fetchall()
+    return db
+
+
+def test_the_saved_bm25_index_is_read_beside_the_rows_and_answers_the_same(
+    saved_bm25: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[int] = []
+    original = lexical.LexicalIndex.__init__
+
+    def building(self: lexical.LexicalIndex, *args: Any, **kwargs: Any) -> None:
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    with monkeypatch.context() as serial:
+        serial.setattr(SQLiteStore, "_beside", lambda self, load: reads.lazy(load))
+        store = _open(saved_bm25)
+        expected = _lexical(store)
+        store.close()
+    parsed_on: list[str] = []
+    parse = lexical_file.parsed
+
+    def spy(*args: Any) -> Any:
+        parsed_on.append(threading.current_thread().name)
+        return parse(*args)
+
+    monkeypatch.setattr(lexical_file, "parsed", spy)
+    monkeypatch.setattr(lexical.LexicalIndex, "__init__", building)
+    _loader_waits_for_the_scan(monkeypatch)
+    store = _open(saved_bm25)
+    assert _lexical(store) == expected
+    store.close()
+    assert built == []  # the saved copy was taken, not built again
+    assert parsed_on and parsed_on[0].startswith("engrain-read"), parsed_on
+
+
+def test_a_failed_bm25_read_beside_builds_the_index_as_before(
+    saved_bm25: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = _open(saved_bm25)
+    expected = _lexical(store)
+    store.close()
+    monkeypatch.setattr(SQLiteStore, "_stash", _failing_bm25_stash(SQLiteStore._stash))
+    store = _open(saved_bm25)
+    assert _lexical(store) == expected  # built from the texts: the same answers
+    assert _loaded_without_vectors(store)
+    store.close()
+
+
+def _failing_bm25_stash(stash: Any) -> Any:
+    """``SQLiteStore._stash`` whose BM25 reads fail (as a damaged file's would)."""
+
+    def failing(self: SQLiteStore, user_id: str, kind: str) -> ann.Stash:
+        found = stash(self, user_id, kind)
+        if kind != "bm25":
+            return found
+
+        def read() -> bytes | None:
+            raise StoreError("read from the file failed: disk I/O error")
+
+        return replace(found, read=read)
+
+    return failing

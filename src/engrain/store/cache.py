@@ -35,7 +35,7 @@ keep its matrix until they are done.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -118,6 +118,7 @@ class UserCache:
         lexical_stash: Stash | None = None,
         row_vectors: RowVectors | None = None,
         held_by: Stamped | None = None,
+        lexical_saved: Callable[[], lexical_file.Saved | None] | None = None,
     ) -> None:
         """``memories`` as objects, or ``table``: memories a store read as columns (built
         into objects only when a call returns them). ``lexical_stash``: where a large user's
@@ -126,7 +127,10 @@ class UserCache:
         none in memory (an int8 index cannot score). ``held_by``: for a table read without
         its vectors (:class:`~engrain.store.arrays.HeldTable`), the saved indexes ``ann``
         (and its learnings' slot) adopted, whose stamps vouch that they hold every row
-        (``store/ann_stamp.py``): searched at once, with no check."""
+        (``store/ann_stamp.py``): searched at once, with no check. ``lexical_saved``: the
+        saved BM25 index, read back already (perhaps on another thread: its error, if it
+        failed, is raised when it is asked for), taken instead of reading the stash the
+        first time an index is needed, and checked against the texts the same way."""
         self._snapshot: Snapshot
         if isinstance(table, HeldTable):
             assert held_by is not None
@@ -138,6 +142,7 @@ class UserCache:
         self._lock = threading.Lock()
         self._slot = ann
         self._lexical_stash = lexical_stash
+        self._lexical_saved = lexical_saved
         self._row_vectors = row_vectors
         #: (ids, vector version, centroid) of the last centroid computed
         self._centroid: tuple[object, object, Vector] | None = None
@@ -375,8 +380,10 @@ class UserCache:
         documents = None if digest is not None else arrays.rows.contents(arrays.ids.tolist())
         expected = (lexical_file.fingerprint_of(digest) if digest is not None
                     else lexical_file.fingerprint(documents or []))  # fmt: skip
+        saved, self._lexical_saved = self._lexical_saved, None  # taken once: then the stash's
         try:
-            index = lexical_file.load_matching(stash.read(), expected, len(arrays))
+            found = saved() if saved is not None else lexical_file.parsed(stash.read(), expected)
+            index = lexical_file.matching(found, expected, len(arrays))
         except EngrainError:  # as if none were saved
             index = None
         if index is None:

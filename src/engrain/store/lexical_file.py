@@ -17,6 +17,7 @@ import io
 import logging
 import zipfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,27 @@ def load(data: bytes | None, documents: Sequence[str]) -> LexicalIndex | None:
 
 def load_matching(data: bytes | None, expected: bytes, count: int) -> LexicalIndex | None:
     """:func:`load` for ``count`` documents whose :func:`fingerprint` is ``expected``."""
+    return matching(parsed(data, expected), expected, count)
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A saved index read back, and the fingerprint of what it was built from."""
+
+    fingerprint: bytes
+    index: LexicalIndex
+
+
+def parsed(data: bytes | None, expected: bytes | None = None) -> Saved | None:
+    """The index in ``data`` (``None``: none, or unreadable), not yet checked against the
+    documents (:func:`matching` does); with ``expected``, a copy of other documents is not
+    read further."""
     if data is None:
         return None
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as saved:
-            if bytes(saved["fingerprint"].tobytes()) != expected:
+            found = bytes(saved["fingerprint"].tobytes())
+            if expected is not None and found != expected:
                 return None
             index = LexicalIndex.from_arrays(
                 {name: saved[name] for name in ("terms", "offsets", "docs", "tfs", "lengths")}
@@ -72,7 +89,15 @@ def load_matching(data: bytes | None, expected: bytes, count: int) -> LexicalInd
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         log.warning("saved BM25 index unreadable (%s): rebuilding", exc)
         return None
-    return index if index.size == count else None
+    return Saved(found, index)
+
+
+def matching(saved: Saved | None, expected: bytes, count: int) -> LexicalIndex | None:
+    """The index of ``saved`` if it was built from ``count`` documents whose
+    :func:`fingerprint` is ``expected``, else ``None``."""
+    if saved is None or saved.fingerprint != expected or saved.index.size != count:
+        return None
+    return saved.index
 
 
 def dump(index: LexicalIndex, expected: bytes) -> bytes:

@@ -39,6 +39,7 @@ from engrain.store import (
     derived_blobs,
     heap,
     image_refresh,
+    lexical_file,
     sqlite_load,
     sqlite_open,
     sqlite_stamps,
@@ -799,7 +800,7 @@ class SQLiteStore:
         else from the rows (``store/sqlite_load.py``), saving the image of a large user on
         another thread. Called under the lock."""
         slot = self._slot(user_id)
-        loaded, held_by = self._read_working_set(user_id, slot)
+        loaded, held_by, lexical_saved = self._read_working_set(user_id, slot)
         if loaded.save is not None:
             save, stash = loaded.save, self._stash(user_id, "columns")
             stash.later(lambda: stash.write(save()))
@@ -810,7 +811,7 @@ class SQLiteStore:
         cache = UserCache(
             loaded.memories or (), table=loaded.table, ann=slot,
             lexical_stash=self._stash(user_id, "bm25"), row_vectors=self._row_vectors(user_id),
-            held_by=held_by,
+            held_by=held_by, lexical_saved=lexical_saved,
         )  # fmt: skip
         if len(cache) >= columns.PERSIST_MIN_ROWS:
             heap.release()  # the rows' blobs read and dropped: hand their pages back
@@ -818,16 +819,19 @@ class SQLiteStore:
 
     def _read_working_set(
         self, user_id: str, slot: IndexSlot | None
-    ) -> tuple[sqlite_load.Loaded, Stamped | None]:
+    ) -> tuple[sqlite_load.Loaded, Stamped | None, Callable[[], lexical_file.Saved | None] | None]:
         """The user's rows read in one read transaction, and the saved indexes adopted if
         their stamps let the rows be read without vectors (``store/ann_stamp.py``); read
         again with the vectors if those indexes are not the copies stamped (another process
-        saved them since). The copies stamped are loaded on another core while the rows
-        are read (each is checked against its stamp as before: what is read outside the
-        transaction is never trusted unchecked). Called under the lock."""
+        saved them since). The copies stamped, and the saved BM25 index, are loaded on
+        another core while the rows are read (the third item gives that BM25 copy); each
+        is checked as before (against its stamp; the BM25 copy against the texts loaded):
+        what is read outside the transaction is never trusted unchecked. Called under the
+        lock."""
         stamps: dict[str, IndexStamp] = {}
         read = partial(self._stash_bytes, user_id)
         named: list[Callable[[], sqlite_stamps.Named]] = []
+        lexical: list[Callable[[], lexical_file.Saved | None]] = []
 
         def held(stamp: Stamp) -> int | None:
             if slot is None or slot.index is not None:
@@ -837,6 +841,8 @@ class SQLiteStore:
             if first is None:
                 return None
             named.append(self._beside(sqlite_stamps.loader(dict(stamps), slot, read)))
+            bm25 = self._stash(user_id, "bm25").read
+            lexical.append(self._beside(lambda: lexical_file.parsed(bm25())))
             return first.dim
 
         for stamped in (True, False):
@@ -852,12 +858,13 @@ class SQLiteStore:
             except sqlite3.Error as exc:
                 self._rollback()
                 raise StoreError(f"read from {self.path} failed: {_reason(exc)}") from exc
+            lexical_saved = lexical[0] if lexical else None
             if not isinstance(loaded.table, HeldTable):
-                return loaded, None
+                return loaded, None, lexical_saved
             assert slot is not None and named
             held_by = sqlite_stamps.adopted(loaded.table, stamps, slot, named[0])
             if held_by is not None:
-                return loaded, held_by
+                return loaded, held_by, lexical_saved
         raise AssertionError("a read without stamps reads the vectors")
 
     def _beside(self, load: Callable[[], T]) -> Callable[[], T]:
