@@ -19,9 +19,10 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 #: Threads shared by every engine in the process; a call starts at most four reads at once.
 READ_THREADS = 8
@@ -102,3 +103,33 @@ def overlapped(read: Callable[[], T]) -> Callable[[], T]:
         return done[0]
 
     return result
+
+
+def in_turn(
+    begin: Callable[[Callable[[], Any]], Callable[[], Any]],
+    first: Callable[[], T],
+    second: Callable[[], U],
+) -> tuple[Callable[[], T], Callable[[], U]]:
+    """``first`` then ``second`` as one job begun by ``begin`` (:func:`overlapped`,
+    :func:`lazy`): one thread, and what ``second`` reads is held only once ``first``'s
+    transients are freed. Each result is given apart, and so is each error: the one that
+    failed raises its own error when its result is asked for; the other is unaffected."""
+
+    def both() -> list[tuple[bool, Any]]:
+        out: list[tuple[bool, Any]] = []
+        for step in (first, second):
+            try:
+                out.append((True, step()))
+            except Exception as exc:  # raised where its result is asked for
+                out.append((False, exc))
+        return out
+
+    job = begin(both)
+
+    def outcome(position: int) -> Any:
+        done, value = job()[position]
+        if not done:
+            raise cast("Exception", value)
+        return value
+
+    return (lambda: cast("T", outcome(0))), (lambda: cast("U", outcome(1)))

@@ -64,7 +64,7 @@ from engrain.store.base import (
 from engrain.store.cache import Stamped, UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
-from engrain.store.reads import lazy, overlapped
+from engrain.store.reads import in_turn, lazy, overlapped
 from engrain.store.texts import ReadTexts
 
 _COLUMNS = MEMORY_COLUMNS
@@ -840,9 +840,13 @@ class SQLiteStore:
             first = stamps.get(sqlite_stamps.FIRST)
             if first is None:
                 return None
-            named.append(self._beside(sqlite_stamps.loader(dict(stamps), slot, read)))
             bm25 = self._stash(user_id, "bm25").read
-            lexical.append(self._beside(lambda: lexical_file.parsed(bm25())))
+            indexes, saved = in_turn(  # one after the other: the lower peak of memory
+                self._beside, sqlite_stamps.loader(dict(stamps), slot, read),
+                lambda: lexical_file.parsed(bm25()),
+            )  # fmt: skip
+            named.append(indexes)
+            lexical.append(saved)
             return first.dim
 
         for stamped in (True, False):
