@@ -804,3 +804,28 @@ def test_strings_read_all_at_once_on_random_texts() -> None:
                  for _ in range(int(rng.integers(0, 8)))]  # fmt: skip
         strings = columns.Strings.of(items)
         assert strings.all() == items
+
+
+def test_an_image_load_reads_the_uses_of_used_rows_only_and_the_rest_as_never_used(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The counts of a load from the image come from ``uses`` for the memories used
+    (``sqlite_load._USED``) and are 0 and none for the others: a row whose ``uses`` row is
+    missing, a row used once with its count set back to 0 but its time kept, and rows
+    never used load as the rows hold them."""
+    spy = _Spy(monkeypatch)
+    first = SQLiteStore(db, ann_min_vectors=None)
+    first.working_set(USER)
+    first.close()  # the image saved
+    with sqlite3.connect(db) as con:
+        con.execute("DELETE FROM uses WHERE user_id = ? AND id = 'm3'", (USER,))
+        con.execute("UPDATE uses SET access_count = 0 WHERE user_id = ? AND id = 'm5'", (USER,))
+    second = SQLiteStore(db, ann_min_vectors=None)
+    loaded = dict(second.working_set(USER))
+    assert spy.image == 1  # from the image (the uses table is not the image's business)
+    rows = _as_rows_hold(second)
+    _same(loaded, rows)
+    assert (loaded["m3"].access_count, loaded["m3"].last_accessed_at) == (0, None)
+    assert loaded["m5"].access_count == 0 and loaded["m5"].last_accessed_at is not None
+    assert loaded["m7"].access_count == 7 and loaded["m0"].access_count == 0
+    second.close()

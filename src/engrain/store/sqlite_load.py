@@ -47,13 +47,21 @@ _FULL = (
     "WHERE m.rowid BETWEEN ? AND ? AND m.user_id = ? ORDER BY m.rowid"
 )
 _LIVE = (
-    "SELECT m.rowid, coalesce(u.access_count, 0), u.last_accessed_at, m.embedding "
-    "FROM memories m NOT INDEXED LEFT JOIN uses u ON u.user_id = m.user_id AND u.id = m.id "
+    "SELECT m.rowid, m.embedding FROM memories m NOT INDEXED "
     "WHERE m.rowid BETWEEN ? AND ? AND m.user_id = ? ORDER BY m.rowid"
 )
 #: :data:`_LIVE` with each vector's length instead of its bytes (SQLite reads a blob's
 #: length from the record's header: the vector is not copied).
 _LIVE_SIZES = _LIVE.replace("m.embedding FROM", "length(m.embedding) FROM")
+#: The rowid and uses of each of the user's memories ever used (the others' are 0 and
+#: none): read from ``uses`` (most memories are never used: ~5 % of the 100,000-memory
+#: bench store), instead of joining ``uses`` to every row of the scan (a lookup a row:
+#: ~0.22 s of a 0.44 s scan at 100,000; docs/scale.md, "Session 21 … (h10)").
+_USED = (
+    "SELECT m.rowid, u.access_count, u.last_accessed_at FROM uses u "
+    "JOIN memories m ON m.user_id = u.user_id AND m.id = u.id "
+    "WHERE u.user_id = ? AND (u.access_count != 0 OR u.last_accessed_at IS NOT NULL)"
+)
 _EMBEDDING = MEMORY_COLUMNS.index("embedding")
 _ACCESS = MEMORY_COLUMNS.index("access_count")
 _LAST = MEMORY_COLUMNS.index("last_accessed_at")
@@ -144,32 +152,52 @@ def _live(
     rowids: list[int] = []
     vectors = _Vectors(len(columns.rowids))
     sizes: list[int | None] = []
-    access: list[int] = []
-    last: list[str | None] = []
     for part in _ranges(columns.rowids.tolist()):
         chunk = db.execute(_LIVE if held is None else _LIVE_SIZES, (*part, user_id)).fetchall()
         if chunk:
-            ids, counts, times, found = zip(*chunk, strict=True)
+            ids, found = zip(*chunk, strict=True)
             rowids.extend(ids)
-            access.extend(counts)
-            last.extend(times)
             if held is None:
                 vectors.add(found)
             else:
                 sizes.extend(found)
     if len(rowids) != len(columns.rowids) or not np.array_equal(rowids, columns.rowids):
         return None
-    counts_read = np.array(access, dtype=np.int64)
+    uses = _uses(db, user_id, columns.rowids)
+    if uses is None:
+        return None
+    counts_read, times = uses
     if held is not None:
         width = np.array([-1 if n is None else n for n in sizes], dtype=np.int64)
         has_vector = width == 4 * held
         if held <= 0 or not np.all(has_vector | (width < 0)):
             return None
-        return HeldTable(columns, has_vector, counts_read, _times(last), held)
+        return HeldTable(columns, has_vector, counts_read, times, held)
     matrix = vectors.finish()
     if matrix is None:
         return None
-    return Table(columns, *matrix, counts_read, _times(last))
+    return Table(columns, *matrix, counts_read, times)
+
+
+def _uses(
+    db: sqlite3.Connection, user_id: str, rowids: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """Each row's access count and last use (microseconds, :data:`~engrain.store.columns.
+    NO_TIME` for none), for the user's rows ``rowids`` (sorted, just read in the same
+    transaction): 0 and none but for the memories used (:data:`_USED`); ``None`` if a used
+    memory's row is not among ``rowids``."""
+    used = db.execute(_USED, (user_id,)).fetchall()
+    counts = np.zeros(len(rowids), dtype=np.int64)
+    times = np.full(len(rowids), image.NO_TIME, dtype=np.int64)
+    if not used:
+        return counts, times
+    at, count, last = zip(*used, strict=True)
+    where = np.searchsorted(rowids, np.array(at, dtype=np.int64))
+    if np.any(where >= len(rowids)) or not np.array_equal(rowids[where], at):
+        return None
+    counts[where] = count
+    times[where] = _times(last)
+    return counts, times
 
 
 def _ranges(rowids: Sequence[int]) -> list[tuple[int, int]]:
