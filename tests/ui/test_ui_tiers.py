@@ -50,3 +50,12 @@ def test_a_rebuild_without_the_csrf_token_compiles_nothing(live: Live) -> None:
     assert done.status_code == 303 and done.headers["location"].endswith("project=web&rebuilt=1")
     assert live.engine.tier_cache.stored("ada", "web") is not None
     assert "Empty" in text_of(http.get(done.headers["location"]).text)  # no memory in web
+
+
+def test_a_tier_of_one_memory_says_memory(live: Live) -> None:
+    live.engine.remember("Money amounts are integers in cents", "cy", "invariant")
+    http = client(live, live.key("cy"))
+    done = http.post("/ui/tiers/rebuild", data={"csrf": http.csrf, "project": ""})
+    assert done.status_code == 303
+    page = http.get(done.headers["location"]).text
+    assert 'id="tier-1-count">1 memory<' in page
