@@ -246,7 +246,8 @@ def _eed(word: str) -> str:
     "agreed"), so it is either an "-ee" verb's "-d" or the word's own: "-eed" → "-ee" when
     the stem before "eed" has a vowel followed by a consonant (Porter's measure m > 0:
     "agreed" → "agree", "proceed" → "procee" with "proceeds", "proceeded", "proceeding"),
-    otherwise left whole ("speed", "need", "feed", "seed": a one-syllable word's own "eed")."""
+    otherwise left whole ("speed", "need", "feed", "seed": a one-syllable word's own "eed").
+    Changing it changes PostgreSQL's stored terms, as ``UNDOUBLED`` does."""
     before = word[:-3]
     vowel = [c in "aeiou" for c in before]
     for i, c in enumerate(before):
