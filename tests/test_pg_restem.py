@@ -22,7 +22,7 @@ from engrain.model import Memory
 from engrain.store import Patch, lexical
 
 from .pg import new_schema, posting_rows
-from .test_stem import FIXED, SAME
+from .test_stem import EED, EED_SAME, FIXED, SAME
 from .test_stem import stem_before as earlier_stemmer
 from .test_store_contract import mem
 
@@ -38,8 +38,9 @@ _BEFORE = schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index(restem.MIG
 SPAWN = mp.get_context("spawn")
 
 #: Rows of two users: words the earlier stemmer cut ("killed", "passing", "filled",
-#: "calling"), an old stem that is also a word of its own ("kil"), words stemmed alike by
-#: both ("running", "planned"), and rows with none of them.
+#: "calling"; "agreed", "speed", "proceeds", "employees"), an old stem that is also a word
+#: of its own ("kil"), words stemmed alike by both ("running", "planned", "speeds"), and
+#: rows with none of them.
 TEXTS = [
     "Ada killed the build twice, then killing it again was easy",
     "kill -9 the worker; kil is a typo of kill",
@@ -49,11 +50,14 @@ TEXTS = [
     "nothing changes in this one",
     "calling the API: called, calls, call",
     "she missed the train, dressed in blue",
+    "we agreed on the speed limit; the proceeds exceeded it, indeed",
+    "employees agree: speeds proceed, trees need feeding",
 ]
 
 
 def test_the_migration_keeps_the_earlier_stemmer_as_it_was() -> None:
-    words = [w for w, *_ in [*FIXED, *SAME]] + ["ballooned", "fizzing", "1100ing", "kil"]
+    words = [w for w, *_ in [*FIXED, *SAME, *EED, *EED_SAME]]
+    words += ["ballooned", "fizzing", "1100ing", "kil", "aaeeed", "speeded"]
     assert [restem.stem_before(w) for w in words] == [earlier_stemmer(w) for w in words]
 
 
@@ -63,6 +67,10 @@ def test_restemmed_names_the_old_and_new_term_of_a_changed_token() -> None:
     assert restem.restemmed("killer's") is None  # "killer": no "-ed" / "-ing"
     assert restem.restemmed("running") is None  # stemmed alike
     assert restem.restemmed("the") is None  # a stopword: no term either way
+    assert restem.restemmed("agreed") == ("agre", "agree")
+    assert restem.restemmed("speed") == ("spe", "speed")
+    assert restem.restemmed("proceeds") == ("proceed", "procee")  # "-s", then "-eed" → "-ee"
+    assert restem.restemmed("speeds") is None
 
 
 def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
@@ -74,6 +82,13 @@ def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
         "pass": (1, 5),
     }
     assert restem.row_changes("running and planning", 2) == {}
+    # "speeds" was "speed" before and is now: the count of "speed" takes in "speed" too
+    assert restem.row_changes("speed, speeds; they agreed", 4) == {
+        "agre": None,
+        "agree": (1, 4),
+        "spe": None,
+        "speed": (2, 4),
+    }
 
 
 def _memories() -> list[Memory]:
@@ -168,6 +183,9 @@ def test_a_database_stemmed_before_holds_a_fresh_stores_postings_once_migrated(
     assert ("alice", "kil") in _term_stats(url) and ("alice", "pas") in _term_stats(url)
     killed = {m.id for m in memories if m.user_id == "alice" and "killed" in m.content}
     assert killed and not killed & _found_unmigrated(url, "kill", monkeypatch)  # the defect
+    agreed = {m.id for m in memories if m.user_id == "alice" and "agreed" in m.content}
+    assert agreed and not agreed & _found_unmigrated(url, "agree", monkeypatch)
+    assert ("alice", "agre") in _term_stats(url) and ("alice", "spe") in _term_stats(url)
     monkeypatch.setattr(restem, "REWRITE_ROWS", 3)  # several rounds of rewrites
 
     assert schema.migrate(url, "test") == [restem.MIGRATION]
@@ -175,6 +193,7 @@ def test_a_database_stemmed_before_holds_a_fresh_stores_postings_once_migrated(
     assert _term_stats(url) == expected_df
     assert ("alice", "pas") not in expected_df  # no block holds it: no row
     assert killed <= _found(url, "kill") and killed <= _found(url, "killed")
+    assert agreed <= _found(url, "agree") and agreed <= _found(url, "speeds")
 
 
 def test_running_it_again_changes_nothing(

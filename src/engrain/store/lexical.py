@@ -13,7 +13,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from itertools import count
+from itertools import count, pairwise
 from typing import Any
 
 import numpy as np
@@ -224,7 +224,11 @@ def _stem(word: str) -> str:
     with "painted" and "painting" without a stemming dependency."""
     if len(word) <= 3 or word.isdigit():
         return word
+    if word.endswith("eed"):
+        return _eed(word)
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if suffix == "es" and word.endswith("ees"):
+            continue  # "agrees" is "agree" + "s": "-es" never follows an "e"
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             base = word[: -len(suffix)] + keep
             if (suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]
@@ -232,7 +236,25 @@ def _stem(word: str) -> str:
                 base = base[:-1]
             if suffix == "s" and word.endswith("ss"):
                 return word
-            return base
+            return _eed(base) if base.endswith("eed") else base
+    return word
+
+
+def _eed(word: str) -> str:
+    """A word ending in "eed" (or a stem left so: "proceeds" → "proceed"), as Porter's step
+    1b takes it. Its "ed" is never the ending "-ed" (a verb in "-e" takes "-d": "agree" →
+    "agreed"), so it is either an "-ee" verb's "-d" or the word's own: "-eed" → "-ee" when
+    the stem before "eed" has a vowel followed by a consonant (Porter's measure m > 0:
+    "agreed" → "agree", "proceed" → "procee" with "proceeds", "proceeded", "proceeding"),
+    otherwise left whole ("speed", "need", "feed", "seed": a one-syllable word's own "eed").
+    Changing it changes PostgreSQL's stored terms, as ``UNDOUBLED`` does."""
+    before = word[:-3]
+    vowel = [c in "aeiou" for c in before]
+    for i, c in enumerate(before):
+        if c == "y" and i > 0 and not vowel[i - 1]:
+            vowel[i] = True  # Porter's "y": a vowel after a consonant
+    if any(v and not w for v, w in pairwise(vowel)):
+        return word[:-1]
     return word
 
 

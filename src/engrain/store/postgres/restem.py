@@ -5,9 +5,14 @@ tokenizer of the tree that wrote the row made them, and reads them with the toke
 the tree that asks: a query's "kill" finds only postings stored under "kill". Until
 session 21 the stemmer undoubled any doubled letter after "-ed" / "-ing", so "killed",
 "passed", "filled" were stored as "kil", "pas", "fil"; it now undoubles a consonant other
-than l, s, z only (``lexical.UNDOUBLED``). Without this migration a row written before it
-would stay unfindable by the new stems (and a later edit or delete of it, which takes its
-postings out under the new stems, would leave the old ones behind).
+than l, s, z only (``lexical.UNDOUBLED``). It also stripped "-ed" from words in "-eed"
+("agreed" → "agre", "speed" → "spe" while "speeds" → "speed") and "-es" from words in
+"-ees" ("agrees" → "agre"); it now takes "-eed" as Porter's step 1b does and strips only
+the "s" of "-ees" (``lexical._eed``). Both changes are re-stemmed here at once, from the
+terms every database before session 21 holds (:func:`stem_before`) to the final ones.
+Without this migration a row written before it would stay unfindable by the new stems
+(and a later edit or delete of it, which takes its postings out under the new stems, would
+leave the old ones behind).
 
 **What it does.** Every memory's content is read (a server-side cursor, :data:`BATCH` rows
 at a time) and its tokens whose term the earlier stemmer (:func:`stem_before`, kept here as
@@ -44,7 +49,7 @@ from engrain.store.postgres.sql import chunks
 from engrain.store.postgres.writes import rewrite_blocks
 
 #: The migration's name.
-MIGRATION: Final = "011_restem_undoubling"
+MIGRATION: Final = "011_restem"
 #: Rows read per round trip of the cursor.
 BATCH: Final = 5_000
 #: Rows whose postings change, gathered before their blocks are rewritten at once.
@@ -55,7 +60,8 @@ REWRITE_ROWS: Final = 2_000
 def stem_before(word: str) -> str:
     """The stemmer before session 21 (``lexical._stem`` as it was, terms stored by
     every tree before migration 011): any doubled letter left after "-ed" / "-ing" is
-    undoubled ("killed" → "kil")."""
+    undoubled ("killed" → "kil"), "-ed" and "-es" stripped after an "e" too ("agreed",
+    "agrees" → "agre")."""
     if len(word) <= 3 or word.isdigit():
         return word
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
