@@ -123,8 +123,7 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
         for i in [i for i, k in enumerate(kinds) if k in PRESENT_KINDS]:
             used = age_days(items[i][0].last_accessed_at, now)
             if used is not None:
-                by_use = _decay(HALF_LIFE_DAYS[kinds[i]], used)
-                scales[i] = by_use if by_use > scales[i] else scales[i]
+                scales[i] = max(scales[i], _decay(HALF_LIFE_DAYS[kinds[i]], used))
     scale = np.array(scales)
     relevance = np.array([r for _, r, _ in items], dtype=np.float64)
     bonus = np.array([b for _, _, b in items], dtype=np.float64)
