@@ -43,7 +43,7 @@ from engrain.recall.contentless import reassures
 FAILED_RUN = frozenset(["red"])
 #: Problem words reported ("errors again"): :data:`~engrain.recall.cues.PROBLEM_WORD` less
 #: the "fix" family, which as often reports the fix ("that fixes it").
-_PROBLEM = re.compile(r"\b(?:bugs?|buggy|errors?|issues?|regressions?)\b", re.I)
+_PROBLEM = re.compile(rf"\b(?:{cues.PROBLEM_NAMES})\b", re.I)
 #: Negations: something did not happen or is not so ("no luck", "not yet", "nothing").
 NEGATIONS = frozenset(
     ["no", "not", "nope", "nah", "never", "nothing", "none", "nowhere", "neither", "nor",
