@@ -13,9 +13,9 @@ import pytest
 
 from engrain.embed.minilm import MODEL_ID
 from engrain.recall import acknowledgement as ack
+from engrain.recall import cues, open_work
 from engrain.recall import intent_model as im
 from engrain.recall.classify import Complexity, classify
-from engrain.recall import cues, open_work
 from engrain.recall.open_work import keeps_work_open
 from engrain.recall.trivial import words_said
 
