@@ -223,8 +223,9 @@ UNDOUBLED = frozenset("bcdfghjkmnpqrtvwxy")
 #: single "s" or "z" included, the "e" is the word's and only the "s" goes ("notes" →
 #: "note", "issues" → "issu" as "issue", "cases" → "case", "sizes" → "size", "agrees" →
 #: "agree"): "-se" and "-ze" words far outnumber "-s" and "-z" words that take "-es"
-#: ("buses" → "buse", apart from "bus"). Changing it changes PostgreSQL's stored terms,
-#: as ``UNDOUBLED`` does.
+#: ("buses" → "buse", apart from "bus"). "-ies" loses "es" when too short for "-ies" →
+#: "-y" ("tries" → "tri", as "tried"). Changing it changes PostgreSQL's stored terms, as
+#: ``UNDOUBLED`` does (migration 012, ``store/postgres/restem_final_e.py``).
 TAKES_ES = ("sses", "xes", "zzes", "ches", "shes", "ies")
 
 
@@ -261,9 +262,10 @@ def _final_e(word: str) -> str:
     kept after a short syllable ("note", "time", "site", "hope", "code": Porter's measure
     m = 1 ending consonant-vowel-consonant, :func:`_short`), whose "e" tells the word from
     another ("not", "tim", "sit", "hop", "cod"), and in "-ee" ("agree", "free") or with no
-    vowel before it; dropped otherwise ("create" → "creat", "change" → "chang", "cache" →
-    "cach", "issue" → "issu"), where "-ed" and "-ing" leave the stem without it too
-    ("created", "changing", "cached", "issued")."""
+    vowel followed by a consonant before it (m = 0: "shoe", "blue"); dropped otherwise
+    ("create" → "creat", "change" → "chang", "cache" → "cach", "issue" → "issu"), where
+    "-ed" and "-ing" leave the stem without it too ("created", "changing", "cached",
+    "issued"). Changing it changes PostgreSQL's stored terms, as ``UNDOUBLED`` does."""
     if len(word) < 4 or word[-1] != "e" or word[-2] == "e":
         return word
     stem = word[:-1]
@@ -272,7 +274,8 @@ def _final_e(word: str) -> str:
 
 def _vowels(stem: str) -> list[bool]:
     """Which letters of ``stem`` are vowels to Porter: a, e, i, o, u, and "y" after a
-    consonant."""
+    consonant; not the "u" after "q" ("quite": q-u-i-t ends consonant, vowel, consonant,
+    one short syllable like "kite", so it keeps its "e" apart from "quit")."""
     vowel = [c in "aeiou" and not (c == "u" and stem[i - 1 : i] == "q")
              for i, c in enumerate(stem)]  # fmt: skip
     for i, c in enumerate(stem):
