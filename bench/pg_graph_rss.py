@@ -5,12 +5,13 @@ trees side by side (issue 18, session 22).
         --tree base=/tmp/s22-base --tree new=. --graph-dir /tmp/…-graphs --calls 200 \\
         --rounds 2 --out bench/results/pg-graph-rss-….json
 
-Each round runs one fresh process per tree, the trees in turn (``--child``): the model
-loaded, an ``Engine`` opened on the database with ``ENGRAIN_PG_POOL_INDEX`` as ``--pool``
+Each round runs one fresh process per tree, the trees in turn (``--child``): an ``Engine``
+opened (the model loaded by its first call, as in a server, or before it with
+``--model-first``) on the database with ``ENGRAIN_PG_POOL_INDEX`` as ``--pool``
 says (``graph``: kept in ``--graph-dir``, which should already hold the user's file, so
 the graph is read from it rather than built), the first ``context()``, then the user's
 learnings and pool graph waited for, then ``--calls`` more ``context()`` calls. Reported
-per process: RSS after the model, after the first call, once settled and every 25 calls
+per process: RSS before the engine opens, after the first call, once settled and every 25 calls
 after; at the end RSS, ``RssAnon``, ``RssFile``, the peak (``VmHWM``), what glibc keeps
 freed (``mallinfo2``), RSS after a ``malloc_trim``; the held graph's own count
 (``memory_usage``: a graph read in place counts only its lookup tables) and whether it is a
@@ -44,7 +45,7 @@ def _rss_mb() -> float:
     return float("nan")
 
 
-def _child(url: str, user: str, calls: int, seed: int) -> dict[str, Any]:
+def _child(url: str, user: str, calls: int, seed: int, model_first: bool) -> dict[str, Any]:
     """One serving process's measures (module docstring)."""
     import numpy as np
     from pg_side import worker_embedder
@@ -57,8 +58,9 @@ def _child(url: str, user: str, calls: int, seed: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {"engrain": str(Path(engrain.__file__).parent)}
     embedder = worker_embedder()
-    embedder.embed(["warm up"])
-    out["rss_model_mb"] = _rss_mb()
+    if model_first:
+        embedder.embed(["warm up"])
+    out["rss_before_open_mb"] = _rss_mb()
     data_dir = tempfile.mkdtemp(prefix="pg-graph-rss-")
     engine = Engine(settings=Settings(url=url, data_dir=data_dir), embedder=embedder)
     queries = common.make_queries(calls + 1, seed=seed)
@@ -108,11 +110,16 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument(
+        "--model-first", action="store_true",
+        help="load the model before the engine opens (else its first call loads it, as a "
+        "server's first request does: the store's arena cap then comes first)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.url, args.user, args.calls, args.seed)))
+        print(json.dumps(_child(args.url, args.user, args.calls, args.seed, args.model_first)))
         return 0
     trees = dict(t.split("=", 1) for t in args.tree) or {"this": str(HERE.parent)}
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
@@ -123,7 +130,8 @@ def main() -> int:
                    "PYTHONPATH": os.pathsep.join([str(Path(path) / "src"), str(HERE)])}  # fmt: skip
             done = subprocess.run(
                 [sys.executable, __file__, "--child", "--url", args.url, "--user", args.user,
-                 "--calls", str(args.calls), "--seed", str(args.seed)],
+                 "--calls", str(args.calls), "--seed", str(args.seed),
+                 *(["--model-first"] if args.model_first else [])],
                 env=env, capture_output=True, text=True, check=True,
             )  # fmt: skip
             runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -132,6 +140,7 @@ def main() -> int:
         "benchmark": "pg_graph_rss",
         "pool": args.pool,
         "calls": args.calls,
+        "model_first": args.model_first,
         "rounds": args.rounds,
         "machine": common.machine_info(),
         "runs": runs,
