@@ -325,8 +325,7 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
 
 
 def test_projected_bytes_from_the_environment(pg_url: str) -> None:
-    # the graph by default (session 22), at the default bound
-    assert projected.projected_bytes({}) == projected.PROJECTED_BYTES
+    assert projected.projected_bytes({}) == 0  # the database's walk by default
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
@@ -335,7 +334,7 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
         projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
-    assert projected.pool_kind({}) == "graph"
+    assert projected.pool_kind({}) == "projection"
     assert (
         projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "graph"}) == projected.PROJECTED_BYTES
     )
@@ -355,8 +354,7 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     default = PostgresStore(pg_url, pool_size=1)
     try:
         if not {"ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX"} & set(os.environ):
-            assert default._projected is not None and default._projected.kind == "graph"
-            assert default._projected.max_bytes == projected.PROJECTED_BYTES
+            assert default._projected is None  # nothing held by default
     finally:
         default.close()
     with pytest.raises(ConfigError):

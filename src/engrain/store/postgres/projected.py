@@ -53,11 +53,10 @@ searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed
 HNSW graph of the user's vectors held in process instead of the projection's product
 (``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
 ``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
-process's (docs/postgres.md, "Session 20"). **The default** (unset ``ENGRAIN_PG_POOL_INDEX``;
-``off`` keeps the database's walk; made so in session 21, kept off by the lead for its
-RSS, made so again in session 22): a graph is kept in a file between processes
-(``graph_file.py``), so a new process reads it in place (~0.5 s of CPU, the file's pages
-shared) instead of building it (~55-75 s), and it is held only for users of at least
+process's (docs/postgres.md, "Session 20"). **The default since session 21** (unset
+``ENGRAIN_PG_POOL_INDEX``; ``off`` keeps the database's walk): a graph is now kept in a file
+between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU) instead
+of building it (~55-75 s), and it is held only for users of at least
 ``held_graph.MIN_ROWS`` memories.
 """
 
@@ -176,9 +175,9 @@ def nearest_sql(
 def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
     :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
-    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX`` unset or
-    ``graph``), 0 for the projection (``projection`` or ``off``), ``kind`` (when given)
-    standing for that variable; any other value raises
+    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX=graph``), 0 for the
+    projection (``ENGRAIN_PG_POOL_INDEX`` unset, ``projection`` or ``off``), ``kind`` (when
+    given) standing for that variable; any other value raises
     :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
     value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
     if value is envvars.ON or (value is None and (kind or pool_kind(environ)) == "graph"):
@@ -187,12 +186,11 @@ def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None =
 
 
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
-    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX`` unset, ``graph`` (or
-    ``on``) an HNSW graph in process (:class:`PoolGraph`, the default since session 22: read
-    in place from its file, a 100,000-memory user's process stays under 300 MB of RSS,
-    docs/postgres.md); ``projection`` or ``off``: the projection, held only with a bound
-    given (else the database's walk). Any other value raises
-    :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
+    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
+    HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
+    projection, held only with a bound given (the default: the database's walk; the graph
+    costs ~70–90 MB of RSS at 100,000, past the 300 MB target, docs/postgres.md). Any other
+    value raises :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
     return envvars.choice("ENGRAIN_PG_POOL_INDEX", environ)
 
 
