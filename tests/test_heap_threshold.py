@@ -139,38 +139,3 @@ def test_a_large_users_load_fixes_the_threshold_a_small_ones_does_not(
     assert again.count(USER) == 150 and again.count("small") == 20
     again.close()
     assert asked == [150]
-
-
-def test_arenas_are_capped_at_one_per_core_unless_the_environment_caps_them(
-    mallopt: _Mallopt, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    assert heap.limit_arenas(6) == 6
-    assert heap.limit_arenas(1) == heap.ARENAS_MIN == 2  # never a single arena
-    assert mallopt.calls == [(-8, 6), (-8, 2)]
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert heap.limit_arenas(6) == 0
-    monkeypatch.delenv("MALLOC_ARENA_MAX")
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=3")
-    assert heap.limit_arenas(6) == 0
-    assert len(mallopt.calls) == 2  # the environment's cap left alone
-
-
-def test_a_postgres_store_holding_large_users_caps_the_arenas(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    postgres = pytest.importorskip("engrain.store.postgres")
-    capped: list[int | None] = []
-    monkeypatch.setattr(heap, "limit_arenas", lambda cores=None: capped.append(cores) or 2)
-    postgres.PostgresStore(pg_url, pool_size=1, learnings_bytes=0, projected_bytes=0).close()
-    assert capped == []  # nothing held in process: glibc left as it is
-    postgres.PostgresStore(pg_url, pool_size=1).close()
-    assert capped == [None]
-
-
-@pytest.mark.skipif(not GLIBC, reason="glibc's allocator only")
-def test_glibc_takes_the_cap() -> None:
-    env_free = "import os; os.environ.pop('MALLOC_ARENA_MAX', None); "
-    code = env_free + "from engrain.store import heap; print(heap.limit_arenas(2))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "2"

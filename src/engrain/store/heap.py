@@ -54,9 +54,6 @@ MMAP_MAX = 32 << 20
 #: ``mallopt``'s parameter numbers (glibc's ``malloc.h``).
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
-_M_ARENA_MAX = -8
-#: The fewest arenas :func:`limit_arenas` leaves (one per core above that).
-ARENAS_MIN = 2
 #: The threshold this process fixed (0: none yet); only ever raised.
 _fixed = 0
 
@@ -119,32 +116,6 @@ def map_large_blocks(rows: int) -> int:
         else:  # pragma: no cover - glibc refused a value within its bounds
             log.warning("glibc refused a mapping threshold of %d bytes", want)
         return _fixed
-
-
-def limit_arenas(cores: int | None = None) -> int:
-    """Cap glibc's arenas at one per core (``cores``, default the process's; at least
-    :data:`ARENAS_MIN`) unless the environment sets the cap itself or the C library has
-    no ``mallopt``; the cap set (0: none). glibc gives a thread that allocates while
-    another holds an arena its own, up to eight per core, and each keeps what its threads
-    freed: a PostgreSQL store's reads run on eight pool threads besides the model's and
-    the loaders', and a process serving a 100,000-memory user kept 29-45 MB freed but
-    resident, 13 MB with two arenas (RSS 276-287 against 259 MB on 2 cores;
-    docs/postgres.md, "Session 22 … (h3)"). More threads than arenas share them: on two
-    cores at most two run at once. Arenas made before the cap stay; a thread that needs
-    one after it shares them."""
-    if _arenas_set_by_user():
-        return 0
-    mallopt = _mallopt()
-    if mallopt is None:
-        return 0
-    cap = max(ARENAS_MIN, cores if cores is not None else (os.cpu_count() or 1))
-    with _LOCK:
-        return cap if mallopt(_M_ARENA_MAX, cap) else 0
-
-
-def _arenas_set_by_user() -> bool:
-    """Whether the environment caps glibc's arenas itself (then the cap is left alone)."""
-    return "MALLOC_ARENA_MAX" in os.environ or "arena_max" in os.environ.get("GLIBC_TUNABLES", "")
 
 
 def release() -> bool:

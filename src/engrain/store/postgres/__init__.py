@@ -139,7 +139,6 @@ from psycopg_pool import ConnectionPool
 
 from engrain.errors import ConfigError, StoreError, ValidationError, WriteOutcomeUnknownError
 from engrain.model import Memory, Vector, as_utc
-from engrain.store import heap
 from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25, fill, outcome, schema
@@ -432,9 +431,6 @@ class PostgresStore:
                 self._connection, held, kind=kind, graph_dir=None if kept is None else Path(kept)
             )
         )
-        if self._learnings is not None or self._projected is not None:
-            # what large users' loads and the pooled reads free stays in a few arenas
-            heap.limit_arenas()
         self._filler: fill.Filler | None = None
         if fill_in_background and self._fill_pending():
             self._filler = fill.Filler(url)
