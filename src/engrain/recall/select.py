@@ -314,11 +314,10 @@ def unrelated_learning(r: Ranked) -> bool:
     the gating evaluation's eight tune halves such learnings were 119 lines (6,369 tokens,
     mostly a bug report's decisions and facts at relevance 0.11-0.20) and none labelled
     needed (session 22, h4). An explicit budget (no thresholds) fills as before."""
-    memory = r.memory
     return (
-        memory.kind is not Kind.INVARIANT
-        and r.relevance < UNRELATED_RELEVANCE
-        and not memory.provenance.turn_ids
+        r.relevance < UNRELATED_RELEVANCE
+        and r.memory.kind is not Kind.INVARIANT
+        and not r.memory.provenance.turn_ids
     )
 
 
