@@ -145,7 +145,7 @@ async def chat_completions(request: Request) -> Response:
     proxy = proxy_of(request)
     chat = inject.parse(await request.body())
     prepared = await run_in_threadpool(proxy.prepare, request.headers, chat)
-    headers = request_headers(request.headers.items(), prepared.authorization)
+    headers = request_headers(request.headers.raw, prepared.authorization)
     reply = await proxy.upstream.open("POST", "chat/completions", headers, prepared.body,
                                       request.url.query)  # fmt: skip
     extra = {"x-engrain-memory": prepared.memory}
@@ -164,7 +164,7 @@ async def models(request: Request) -> Response:
     the proxy is not an open relay for its upstream key)."""
     proxy = proxy_of(request)
     _, authorization = await run_in_threadpool(proxy.authenticate, request.headers)
-    headers = request_headers(request.headers.items(), authorization)
+    headers = request_headers(request.headers.raw, authorization)
     reply = await proxy.upstream.open("GET", "models", headers, b"", request.url.query)
     return _relay(reply, {}, None)
 
@@ -193,8 +193,7 @@ def _relay(reply: httpx.Response, extra: Mapping[str, str], done: Any) -> Respon
     upstream_id = reply.headers.get("x-request-id")
     if upstream_id is not None:
         extra = {**extra, "x-upstream-request-id": upstream_id}
-    response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                            for k, v in reply_headers(reply.headers, extra)]  # fmt: skip
+    response.raw_headers = reply_headers(reply.headers, extra)
     return response
 
 
