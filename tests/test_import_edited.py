@@ -23,9 +23,14 @@ from engrain.store import MemoryStore
 
 from .conftest import NOW, make_settings
 
-TOPICS = ["the billing service listens on port 8033", "invoices are built nightly by cron",
-          "deploys happen on Tuesdays after standup", "grafana boards live in the ops folder",
-          "stripe webhooks are verified with the signing secret", "ada prefers postgres"]  # fmt: skip
+TOPICS = [
+    "the billing service listens on port 8033",
+    "invoices are built nightly by cron",
+    "deploys happen on Tuesdays after standup",
+    "grafana boards live in the ops folder",
+    "stripe webhooks are verified with the signing secret",
+    "ada prefers postgres",
+]
 
 
 @pytest.fixture
