@@ -411,6 +411,37 @@ def test_memory_failure_still_forwards_the_request(
 
 
 @pytest.mark.parametrize("stream", [False, True])
+def test_a_message_over_max_text_chars_goes_up_unchanged_and_is_not_recorded(
+    px: Proxied, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    """A pasted document longer than ``max_text_chars`` is the upstream's to judge, not
+    engrain's to refuse: it goes up without memory, said as ``too_large`` (base said
+    ``unavailable`` and logged a failure), and is not queued for a recording the engine
+    would refuse (base queued it, logged the refusal and released the turn each time)."""
+    long = "pasted log line with nothing to remember\n" * (
+        px.engine.settings.max_text_chars // 40 + 1
+    )
+    before = len(px.engine.list("erin"))
+    submitted = px.recorder().submitted
+    with caplog.at_level(logging.INFO, logger="engrain"):
+        with httpx.Client(timeout=60) as client:
+            reply = client.post(
+                px.url + "/chat/completions",
+                headers={"authorization": f"Bearer {px.keys['erin']}"},
+                json={"model": "gpt-4o", "messages": chat(long), "stream": stream},
+            )
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-engrain-memory"] == "too_large"
+    assert px.upstream.last()["body"]["messages"] == chat(long)
+    assert "memory unavailable" not in caplog.text
+    assert len(px.engine.list("erin")) == before
+    # an exchange is handed over after its reply's last byte: one more, whole, then count
+    px.client("erin").chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+    px.settle(submitted + 1)
+    assert px.recorder().submitted == submitted + 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_headers_beyond_ascii_pass_through_both_ways_byte_for_byte(
     px: Proxied, stream: bool
 ) -> None:
