@@ -91,7 +91,7 @@ def test_a_number_a_float32_vector_cannot_hold_is_refused_and_nothing_is_written
     assert _rows(taught) == before
 
 
-def test_a_memory_twice_in_one_import_is_refused_naming_both_records(taught: Engine) -> None:
+def test_a_memory_twice_in_one_import_is_refused(taught: Engine) -> None:
     """Base stored the last copy: a duplicated line silently replaced the first."""
     records = [r for r in taught.export_records("bob")]
     changed = {**records[2], "content": "deploys happen on Fridays"}
@@ -99,8 +99,8 @@ def test_a_memory_twice_in_one_import_is_refused_naming_both_records(taught: Eng
     with pytest.raises(ValidationError) as caught:
         taught.import_records([*records, changed])
     assert caught.value.message == (
-        f"record {len(records) + 1}: id: memory {records[2]['id']!r} of user 'bob' is also "
-        "record 3; an import holds each memory once"
+        f"record {len(records) + 1}: id: memory {records[2]['id']!r} of user 'bob' is already "
+        "in this import (an import holds each memory once)"
     )
     assert _rows(taught) == before
 

@@ -423,13 +423,12 @@ def test_a_message_over_max_text_chars_goes_up_unchanged_and_is_not_recorded(
     )
     before = len(px.engine.list("erin"))
     submitted = px.recorder().submitted
-    with caplog.at_level(logging.INFO, logger="engrain"):
-        with httpx.Client(timeout=60) as client:
-            reply = client.post(
-                px.url + "/chat/completions",
-                headers={"authorization": f"Bearer {px.keys['erin']}"},
-                json={"model": "gpt-4o", "messages": chat(long), "stream": stream},
-            )
+    with caplog.at_level(logging.INFO, logger="engrain"), httpx.Client(timeout=60) as client:
+        reply = client.post(
+            px.url + "/chat/completions",
+            headers={"authorization": f"Bearer {px.keys['erin']}"},
+            json={"model": "gpt-4o", "messages": chat(long), "stream": stream},
+        )
     assert reply.status_code == 200, reply.text
     assert reply.headers["x-engrain-memory"] == "too_large"
     assert px.upstream.last()["body"]["messages"] == chat(long)

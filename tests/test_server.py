@@ -790,6 +790,22 @@ def test_import_then_export_round_trip(tmp_path: Path) -> None:
         target.close()
 
 
+def test_an_import_refusal_names_the_line_of_the_body(svc: Service) -> None:
+    """The engine counts records; a body has lines, blank ones too. Base said "record 2"
+    of a body whose bad record is line 4, and a record of another user's named no line."""
+    ok = json.dumps({"type": "remember", "user_id": "alice", "content": "imported fine"})
+    bad = json.dumps({"type": "remember", "user_id": "alice", "content": "x", "kind": "rumour"})
+    before = svc.engine.list("alice")
+    body = f"{ok}\n\n\n{bad}\n".encode()
+    error = assert_error(svc.call("POST", "/v1/import", "alice", content=body), 400)
+    assert error["message"].startswith("line 4: kind: unknown kind 'rumour'")
+    stray = json.dumps({"type": "remember", "user_id": "bob", "content": "sneaky"})
+    error = assert_error(svc.call("POST", "/v1/import", "alice", content=f"{ok}\n\n{stray}\n"),
+                         403)  # fmt: skip
+    assert error["message"].startswith("line 3: API key ")
+    assert svc.engine.list("alice") == before
+
+
 def test_context_then_feedback(svc: Service) -> None:
     ctx = svc.call(
         "POST",

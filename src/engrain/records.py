@@ -178,16 +178,16 @@ def _from_a_model(vector: Vector, dim: int) -> bool:
 def unique_ids(checked: Iterable[object]) -> None:
     """Refuse an import holding one memory (a user's memory id) twice: a line duplicated or
     edited by hand, where one copy would silently replace the other."""
-    first: dict[tuple[str, str], int] = {}
+    seen: set[tuple[str, str]] = set()
     for number, item in enumerate(checked, 1):
         if isinstance(item, Restored):
             key = (item.memory.user_id, item.memory.id)
-            if key in first:
+            if key in seen:
                 raise ValidationError(
-                    f"record {number}: id: memory {key[1]!r} of user {key[0]!r} is also "
-                    f"record {first[key]}; an import holds each memory once"
+                    f"record {number}: id: memory {key[1]!r} of user {key[0]!r} is already in "
+                    "this import (an import holds each memory once)"
                 )
-            first[key] = number
+            seen.add(key)
 
 
 @dataclass(frozen=True)
