@@ -4,7 +4,8 @@ framing, slow and stalled bodies, and many tiny calls.
 A live app (``create_app``, SQLite, hash embedder, a 3 s request time limit) on a loopback
 port is sent, with ``httpx`` and raw sockets:
 
-* a correct ``remember`` body as ``text/plain``, a form, XML, multipart, no content type; as
+* a correct ``remember`` body as ``text/plain``, a form, XML, multipart, no content type
+  (each refusal must say to send ``application/json``); as
   JSON declared ``latin-1`` or ``utf-16``, encoded UTF-16, with a byte-order mark, in
   latin-1 bytes; with a key twice, ``NaN``, ``1e400``;
 * a header of 100 KB, 2,000 headers, a 60 KB query string, a header with a NUL, an
@@ -157,6 +158,10 @@ def main() -> None:
             before = rows(db)
             r = http.post("/v1/memories", content=content, headers=headers)
             case(name, r, writes=writes)
+            told = "Content-Type" in r.text  # a body not sent as JSON is told to send JSON
+            if (name.startswith("json as") or name == "no content type") and not told:
+                results[name]["problems"].append("the refusal does not name the media type")
+                broken.append(name)
             if r.status_code >= 400 and rows(db) != before:
                 results[name]["problems"].append("refused, but the store changed")
                 broken.append(name)
