@@ -19,7 +19,8 @@ Rules: the server never answers 5xx except the documented 503 ``timeout`` of a s
 body; every answer of a ``/v1`` route that is an error is in the error shape (or the
 server closes a connection it cannot read, the h11 way); a refused write writes nothing
 (the store's rows, before and after); each tiny call that was answered 201 stored exactly
-one memory, and nothing else was stored; the server answers normally at the end.
+one memory, one answered 503 (the time limit: its write may still complete) at most one,
+and nothing else was stored; the server answers normally at the end.
 
 Prints a JSON summary; exits 0 only when no rule broke.
 
@@ -266,10 +267,14 @@ def main() -> None:
             contents = [m.content for m in engine.list("alice", limit=10_000)]
             tiny_kept = sum(1 for c in contents if c.startswith("tiny note z"))
             problems = []
-            if any(c >= 500 for c in codes):
-                problems.append(f"{sum(c >= 500 for c in codes)} answers 5xx")
-            if stored != created or tiny_kept != created:
-                problems.append(f"{created} answered 201, {stored} rows added, {tiny_kept} kept")
+            # a 503 is the documented time limit (3 s here, under the machine's load): its
+            # write may still complete, so it may or may not have stored its memory
+            late = codes.count(503)
+            if any(c >= 500 and c != 503 for c in codes):
+                problems.append(f"{sum(c >= 500 and c != 503 for c in codes)} answers 5xx")
+            if not created <= stored <= created + late or tiny_kept != stored:
+                problems.append(f"{created} answered 201 and {late} 503, {stored} rows added, "
+                                f"{tiny_kept} kept")  # fmt: skip
             results["2,000 tiny calls"] = {
                 "codes": {str(c): codes.count(c) for c in set(codes)},
                 "rows_added": stored,
