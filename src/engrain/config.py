@@ -137,10 +137,10 @@ class Settings(BaseModel):
     overlap_walks: bool = Field(
         default=True,
         description="Walk a large user's typed learnings' index on a shared pool thread "
-        "while the calling thread walks and reads the pool's (usearch releases the GIL), on "
-        "a store that otherwise searches in the calling thread (SQLite, memory); a walk no "
-        "pool thread has begun when it is needed runs in the calling thread. The same "
-        "blocks either way. False: both walks in the calling thread, in turn.",
+        "with the read of its candidates' rows, while the calling thread walks and reads "
+        "the pool's (usearch releases the GIL), on SQLite; a walk no pool thread has begun "
+        "when it is needed runs in the calling thread. The same blocks either way. False: "
+        "both searches in the calling thread, in turn.",
     )
     onnx_split: bool = Field(
         default=False,
