@@ -389,7 +389,8 @@ class FoundSearch(Protocol):
         begin: Begin | None = None,
     ) -> list[list[tuple[MemoryFields, float]]]:
         """``search(user_id, vector, k, flt)`` for each ``(k, flt)``, as fields; work that
-        can run beside the calling thread's (another index's walk) begun with ``begin``
+        can run beside the calling thread's (another index's walk and its rows' read) begun
+        with ``begin``
         (``store/reads.py``), if given."""
         ...
 

@@ -13,9 +13,10 @@ What a read returns does not depend on the thread it runs in: each takes the sto
 current snapshot as it begins, as it would in the calling thread a few milliseconds later.
 
 A store's search may also hand work that needs the query vector to the same pool, beside
-its own (``walks``, ``Settings.overlap_walks``: the typed learnings' index walk while the
-calling thread walks and reads the pool's): :meth:`Reads.beside` gives it the function to
-begin it with, or None to keep every step in the calling thread.
+its own (``walks``, ``Settings.overlap_walks``: the typed learnings' index walk and the
+read of its candidates' rows while the calling thread walks and reads the pool's):
+:meth:`Reads.beside` gives it the function to begin it with, or None to keep every step in
+the calling thread.
 """
 
 from __future__ import annotations

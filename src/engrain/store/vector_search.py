@@ -78,8 +78,9 @@ def approximate(
     of the typed learnings' kinds goes through their own index (``part``,
     ``store/ann_kinds.py``) when there is one, and through the first while one is being
     made (``part_expected``). ``begin`` (``store/reads.py``: :meth:`Reads.beside`) starts
-    the walk of each index after the first, to run beside the first's walk and reads and be
-    taken when its searches need it; None: every walk in the calling thread."""
+    the walk of each index after the first with the read of its searches' candidates
+    (:func:`_nears`), to run beside the first's walk and reads; the calling thread scores
+    them when their searches' turn comes. None: all of it in the calling thread, in turn."""
     covered = [ann_kinds.covers(flt) for _, flt in searches]
     records = [part if part is not None and covers else ann for covers in covered]
     masks, counts, all_held = [], [], []
