@@ -3,8 +3,10 @@
     python bench/short_messages.py [--tree base=/tmp/s20-base --tree new=.] \
         [--project harbor] [--rounds 5] [--out bench/results/short-messages.json]
 
-The data is ``bench/gating/short-messages.jsonl`` (534 messages labelled ``trivial`` or
-``not``, written blind to the rules, ``bench/gating/README.md``). Each tree answers every
+The data is two sets of short messages labelled ``trivial`` or ``not``, each written blind
+to the rules (``bench/gating/README.md``): ``short-messages.jsonl`` (534, session 20, split
+tune / held by file order) and ``short-messages-2.jsonl`` (319 from ten invented writers,
+session 22, split by writer; its first line states the labelling rule). Each tree answers every
 message in a process of its own (``PYTHONPATH=<tree>/src``) through the public API, on one
 engine holding a gating project (default ``harbor``) with the MiniLM embedder, at the
 evaluation's fixed ``now``:
@@ -45,7 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import NOW, machine_info, open_engine, write_json
 
 DATA = Path(__file__).resolve().parent / "gating"
-MESSAGES = DATA / "short-messages.jsonl"
+#: The short-message sets, each measured on its own.
+SETS = (DATA / "short-messages.jsonl", DATA / "short-messages-2.jsonl")
 USER = "dev"
 BUDGET = 2000  # the gating evaluation's explicit budget for trivial messages
 SPLITS = ("tune", "held", "all")
@@ -55,18 +58,25 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def messages(path: Path) -> list[dict[str, Any]]:
+    """A short-message set's messages (a line without a ``text``, the second set's header
+    stating its rule, is not one)."""
+    return [m for m in _jsonl(path) if "text" in m]
+
+
 def timing_texts() -> list[str]:
     """The texts the speed is measured on: these messages and every labelled and trivial
     message of the gating sets."""
-    texts = [m["text"] for m in _jsonl(MESSAGES)]
+    texts = [m["text"] for path in SETS for m in messages(path)]
     for path in sorted(DATA.glob("messages*.jsonl")) + sorted(DATA.glob("trivial*.jsonl")):
         texts += [m["text"] for m in _jsonl(path)]
     return texts
 
 
 def answers(project: str) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """Every short message answered by this process's engrain (the worker's side), and every
-    message of the other sets classified (:func:`other_files`)."""
+    """Every short message of every set answered by this process's engrain (the worker's
+    side; each row names its ``set``), and every message of the other sets classified
+    (:func:`other_files`)."""
     import gating
 
     from engrain.embed import make_embedder
@@ -76,7 +86,8 @@ def answers(project: str) -> tuple[list[dict[str, Any]], dict[str, list[dict[str
         engine = open_engine(Path(tmp), embedder=make_embedder("minilm"))
         with engine:
             engine.import_records(gating.memory_records(data.projects[project], project), now=NOW)
-            rows = [_answer(engine, m, project) for m in _jsonl(MESSAGES)]
+            rows = [{**_answer(engine, m, project), "set": path.name}
+                    for path in SETS for m in messages(path)]  # fmt: skip
             others = {path.name: [_read(engine, m, project) for m in _jsonl(path)]
                       for path in other_files()}  # fmt: skip
     return rows, others
@@ -189,6 +200,11 @@ def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def split_measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`measures` of one set's ``rows`` in each split (:data:`SPLITS`)."""
+    return {s: measures([r for r in rows if s == "all" or r["split"] == s]) for s in SPLITS}
+
+
 def other_measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Another set's messages: those that should be trivial and are, those that should not
     be and are (each listed)."""
@@ -244,8 +260,8 @@ def measure(trees: Mapping[str, Path], project: str, rounds: int) -> dict[str, A
         report["trees"][name] = {
             "source": answered["source"],
             "other_sets": {f: other_measures(r) for f, r in answered["others"].items()},
-            "splits": {s: measures([r for r in rows if s == "all" or r["split"] == s])
-                       for s in SPLITS},
+            "sets": {path.name: split_measures([r for r in rows if r["set"] == path.name])
+                     for path in SETS},
         }  # fmt: skip
     names = list(trees)
     speeds: dict[str, list[dict[str, float]]] = {n: [] for n in names}
@@ -278,18 +294,20 @@ def main(argv: list[str] | None = None) -> int:
     report.update(project=args.project, budget=BUDGET, now=NOW.isoformat(),
                   machine=machine_info(), load_1m=os.getloadavg()[0])  # fmt: skip
     for name, tree in report["trees"].items():
-        for split in SPLITS:
-            m = tree["splits"][split]
-            print(f"{name:>6} {split:>4}: trivial empty {m['trivial_empty']:.3f} "
-                  f"({m['trivial_missed']} of {m['trivial']} missed), not kept "
-                  f"{m['not_kept']:.3f} ({m['not_made_trivial']} of {m['not_trivial']} "
-                  f"made trivial)")  # fmt: skip
+        for file, splits in tree["sets"].items():
+            for split in SPLITS:
+                m = splits[split]
+                print(f"{name:>6} {file} {split:>4}: trivial empty {m['trivial_empty']:.3f} "
+                      f"({m['trivial_missed']} of {m['trivial']} missed), not kept "
+                      f"{m['not_kept']:.3f} ({m['not_made_trivial']} of {m['not_trivial']} "
+                      f"made trivial)")  # fmt: skip
         print(f"{name:>6} classify(): {tree['classify_us_median']:.1f} µs, with the models "
               f"{tree['models_us_median']:.1f} µs thread CPU per message")  # fmt: skip
         for file, m in tree["other_sets"].items():
             print(f"{name:>6} {file:>28}: trivial {m['read_trivial']}/{m['trivial']}, "
                   f"made trivial {len(m['made_trivial'])}/{m['not_trivial']}")  # fmt: skip
-    print(f"load {report['load_1m']:.1f}; kinds: {Counter(m['label'] for m in _jsonl(MESSAGES))}")
+    labels = {p.name: dict(Counter(m["label"] for m in messages(p))) for p in SETS}
+    print(f"load {report['load_1m']:.1f}; labels: {labels}")
     write_json(args.out, report)
     return 0
 
