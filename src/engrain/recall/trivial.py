@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 
+from engrain.recall.asides import ASIDE, NEXT_STEP, OTHER_ACKS, SMALL_TALK, fails_to_work
 from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
 from engrain.recall.open_work import keeps_work_open, negates, selects
 
@@ -104,7 +105,7 @@ _NEXT_STEP = re.compile(
 #: alone stay unknown.
 _CLOSING = re.compile(
     r"(?<![\w+])\+1\b|"
-    r"\b(?:thanks?|thx|ty|cheers|sorry|sry|apologies)(?: you| u)?(?: so much| a lot)? for"
+    r"\b(?:thanks?|thx|ty|cheers|sorry|sory|sry|soz|apologies)(?: you| u)?(?: so much| a lot)? for"
     r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
     r"where|when|which|who)\b)[a-z']+){1,4}|"
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
@@ -192,8 +193,8 @@ def trivial_signal(text: str) -> str | None:
     if "?" in text and not _WORDS.search(text):
         return None  # a bare "?" or "??" asks for the last answer again, or explained
     words = words_said(text)
-    if follows_up(words, _social):
-        return None
+    if follows_up(words, _social) or fails_to_work(_WORDS.findall(text.lower())):
+        return None  # "run it"; "no funciona", "ça marche pas": social words, a failure
     unknown = [w for w in words if not _acknowledges(w)]
     if selects(_WORDS.findall(text.lower())):
         return None  # "yes, that one": a pick among what was shown asks for its work
@@ -222,9 +223,14 @@ def asks_for_work(text: str) -> bool:
 def words_said(text: str) -> list[str]:
     """The words of ``text`` lower-cased, stretched letters shortened, an outcome that went
     well read as the word of success it means (:data:`_WENT_WELL`), the phrases of the
-    user's next step and of closing removed."""
+    user's next step and of closing removed (:data:`_NEXT_STEP`, :data:`_CLOSING`,
+    :data:`engrain.recall.asides.NEXT_STEP`) and small talk
+    (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
+    (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
-    return _WORDS.findall(_CLOSING.sub(" ", _NEXT_STEP.sub(" ", said)))
+    said = SMALL_TALK.sub(" ", NEXT_STEP.sub(" ", _NEXT_STEP.sub(" ", said)))
+    # an aside is itself social ("honestly that's a relief"): it stands as an "ack"
+    return _WORDS.findall(ASIDE.sub(" ack ", _CLOSING.sub(" ", said)))
 
 
 def _presence(text: str, words: list[str]) -> str | None:
@@ -325,7 +331,7 @@ def _greets_being_around(text: str, unknown: list[str]) -> bool:
 
 def _acknowledges(word: str) -> bool:
     """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
-    if word in _ACK_WORDS or _LAUGH.match(word):
+    if word in _ACK_WORDS or word in OTHER_ACKS or _LAUGH.match(word):
         return True
     short = _STRETCHED.sub(r"\1", word)
-    return short != word and short in _ACK_WORDS
+    return short != word and (short in _ACK_WORDS or short in OTHER_ACKS)
