@@ -19,7 +19,7 @@ from engrain.recall import intent_model as im
 from engrain.recall.asides import fails_to_work
 from engrain.recall.classify import Complexity, classify
 from engrain.recall.open_work import keeps_work_open
-from engrain.recall.trivial import is_trivial, words_said
+from engrain.recall.trivial import asks_for_work, is_trivial, words_said
 
 from .conftest import NOW
 from .test_gating import _project
@@ -138,3 +138,35 @@ def test_the_second_set_states_its_rule_and_splits_by_writer() -> None:
     assert all(len(s) == 1 for s in halves.values())  # a writer is in one half only
     assert {r["label"] for r in rows} == {"trivial", "not"}
     assert len({r["text"] for r in rows}) == len(rows)
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["thx, now the header", "ok but slower", "top, now dark mode", "ok, ahora en staging",
+     "ok genau so, aber async", "finally, now add retries", "cool, next: the alerts",
+     "merci, mais en anglais"],
+)  # fmt: skip
+def test_an_acknowledgement_that_turns_to_a_new_point_is_a_message(message: str) -> None:
+    assert not is_trivial(message)
+    assert not ack.short_reply(classify(message), message)  # no model reads it as nothing
+
+
+@pytest.mark.parametrize(
+    "message", ["works now, thanks", "ok now it works", "ah ok now i get it", "nice, but no rush"]
+)
+def test_a_turn_word_with_nothing_new_after_it_opens_no_point(message: str) -> None:
+    assert not asks_for_work(message)  # the models may still read it as an acknowledgement
+    assert is_trivial(message) or message == "ah ok now i get it"  # that one: the models
+
+
+@pytest.mark.model
+def test_the_models_keep_an_acknowledgement_with_a_new_point(minilm) -> None:  # type: ignore[no-untyped-def]
+    texts = ["top, now dark mode", "ok, ahora en staging", "finally, now add retries"]
+    read = [im.refine(classify(t), t, v, MODEL_ID) for t, v in zip(texts, minilm.embed(texts),
+                                                                   strict=True)]  # fmt: skip
+    assert [r.complexity is Complexity.TRIVIAL for r in read] == [False] * len(texts)
+
+
+def test_a_bare_we_does_not_announce_the_users_next_step() -> None:
+    assert not is_trivial("ok we test in prod")  # may propose: left to the rules
+    assert is_trivial("ok, we'll test it tomorrow")

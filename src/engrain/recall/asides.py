@@ -24,7 +24,11 @@ what else a reply that asks nothing says, each a closed class with its reason:
 
 The other way, :data:`WORKS` and :func:`fails_to_work` say when a word of "it works"
 reports the opposite: a negation beside it ("no funciona", "ça marche pas", "not
-working") is a failure, however social its words are.
+working") is a failure, however social its words are; and :func:`opens_a_point` says when
+an acknowledgement is followed by a new point: a word that turns to it (:data:`TURNS`:
+"now", "next", "but", "ahora", "aber") and after it a content word ("ty, now the footer",
+"ok but faster", "top, now dark mode") — the thanks closes the last answer, the rest asks
+for the next one.
 
 A phrase here is removed from the reply before its words are judged, like the closing
 phrases (:func:`engrain.recall.trivial.words_said`): what is left must still ask nothing.
@@ -35,7 +39,9 @@ them at once.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from engrain.recall.contentless import APOLOGY, FILLER, FUNCTION_WORDS, PRESENCE, SUBJECTS, TIME
 
 #: A message not meant for the assistant, or taken back, and an apology for the user's
 #: own slip; relief; sign-offs in other languages. Phrases, not words: "wrong"
@@ -83,7 +89,8 @@ NEXT_STEP = re.compile(
     r"(?<!\bno )(?<!\bnot )(?<!n't )(?<!\bne )"
     # when, said first ("mañana lo pruebo", "tomorrow I continue")
     r"(?:(?:tomorrow|later|mañana|demain|morgen|amanhã|luego) )?"
-    r"(?:\b(?:i|we|i'?ll|we'?ll|i will|we will|will|let me|lemme|gonna|i'?m gonna|"
+    # (a bare "we" is left out: "ok we test in prod" may propose, not announce)
+    r"(?:\b(?:i|i'?ll|we'?ll|i will|we will|will|let me|lemme|gonna|i'?m gonna|"
     r"going to|i'?m going to)(?: go)? (?:ask|check|look(?: at| into)?|read|review|raise|"
     r"share|sync|talk|follow up|circle back|get back|come back|report back|continue|"
     r"think|dig(?: in| into)?|give it a (?:shot|try|go)|try|test|see)"
@@ -151,4 +158,33 @@ def fails_to_work(words: Sequence[str]) -> bool:
             return True
         if i + 1 < len(words) and words[i + 1] in _NOT_AFTER:
             return True
+    return False
+
+
+#: Words that turn from an acknowledgement to a new point: "now", "next", "but", "also",
+#: in English and in the languages above ("ahora", "pero", "mais", "aber", "jetzt").
+#: "and" and its translations are left out: "thanks, and sorry for the noise" adds none.
+TURNS = frozenset(
+    ["now", "next", "but", "also", "plus", "then", "ahora", "pero", "luego", "siguiente",
+     "agora", "mas", "maintenant", "mais", "ensuite", "aber", "jetzt", "dann", "teraz",
+     "ale", "но", "теперь"]
+)  # fmt: skip
+
+
+def opens_a_point(words: Sequence[str], social: Callable[[str], bool]) -> bool:
+    """Whether the lower-cased ``words`` turn from an acknowledgement to a new point: a word
+    of :data:`TURNS` after the first word, and after it a content word — neither ``social``
+    (an acknowledgement, thanks, a word of success) nor a function word, filler, an apology,
+    a time or a word of presence, with no user as a subject before it ("ty, now the
+    footer"; "works now, thanks", "ok now it works", "ah ok now i get it" and "nice, but no
+    rush" add nothing)."""
+    closed = FUNCTION_WORDS | FILLER | APOLOGY | TIME | PRESENCE | TURNS
+    for i, word in enumerate(words[1:], start=1):
+        if word not in TURNS:
+            continue
+        for w in words[i + 1 :]:
+            if w in SUBJECTS:
+                break  # the user as the subject reports ("ok now i get it")
+            if not social(w) and w not in closed:
+                return True
     return False

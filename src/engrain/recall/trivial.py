@@ -32,7 +32,14 @@ from __future__ import annotations
 
 import re
 
-from engrain.recall.asides import ASIDE, NEXT_STEP, OTHER_ACKS, SMALL_TALK, fails_to_work
+from engrain.recall.asides import (
+    ASIDE,
+    NEXT_STEP,
+    OTHER_ACKS,
+    SMALL_TALK,
+    fails_to_work,
+    opens_a_point,
+)
 from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
 from engrain.recall.open_work import keeps_work_open, negates, selects
 
@@ -195,6 +202,8 @@ def trivial_signal(text: str) -> str | None:
     words = words_said(text)
     if follows_up(words, _social) or fails_to_work(_WORDS.findall(text.lower())):
         return None  # "run it"; "no funciona", "ça marche pas": social words, a failure
+    if opens_a_point(words, _social):
+        return None  # "ty, now the footer": the thanks closes, the rest asks
     unknown = [w for w in words if not _acknowledges(w)]
     if selects(_WORDS.findall(text.lower())):
         return None  # "yes, that one": a pick among what was shown asks for its work
@@ -215,9 +224,12 @@ def trivial_signal(text: str) -> str | None:
 
 def asks_for_work(text: str) -> bool:
     """Whether the short reply ``text`` asks for work on the turn before
-    (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next"), once
-    the phrases of closing and of the user's next step are set aside."""
-    return follows_up(words_said(text), _social)
+    (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next") or turns
+    from an acknowledgement to a new point (:func:`engrain.recall.asides.opens_a_point`:
+    "ty, now the footer", "ok but faster"), once the phrases of closing and of the user's
+    next step are set aside."""
+    words = words_said(text)
+    return follows_up(words, _social) or opens_a_point(words, _social)
 
 
 def words_said(text: str) -> list[str]:
