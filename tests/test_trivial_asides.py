@@ -155,8 +155,12 @@ def test_an_acknowledgement_that_turns_to_a_new_point_is_a_message(message: str)
     "message", ["works now, thanks", "ok now it works", "ah ok now i get it", "nice, but no rush"]
 )
 def test_a_turn_word_with_nothing_new_after_it_opens_no_point(message: str) -> None:
-    assert not asks_for_work(message)  # the models may still read it as an acknowledgement
-    assert is_trivial(message) or message == "ah ok now i get it"  # that one: the models
+    assert not asks_for_work(message)  # the models may read it as an acknowledgement
+
+
+@pytest.mark.parametrize("message", ["works now, thanks", "ok now it works", "nice, but no rush"])
+def test_the_rules_keep_these_trivial(message: str) -> None:
+    assert is_trivial(message)
 
 
 @pytest.mark.model
