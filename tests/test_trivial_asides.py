@@ -71,6 +71,7 @@ def test_these_short_replies_are_trivial(message: str) -> None:
         "finally add the tests", "ugh still broken", "uff, same error",
         # a next step without its subject is a request; negated, the user will not
         "check it tomorrow", "ask the team", "no lo pruebo", "i won't check it",
+        "i'll ask the team?", "will test it on staging?",  # asked, not announced
         "i think it's the cache", "let me see the logs",
         # other languages' yes with a question
         "si, pero en staging?", "d'accord, et pour la prod ?",

@@ -240,7 +240,9 @@ def words_said(text: str) -> list[str]:
     (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
     (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
-    said = SMALL_TALK.sub(" ", NEXT_STEP.sub(" ", _NEXT_STEP.sub(" ", said)))
+    said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
+    if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
+        said = NEXT_STEP.sub(" ", said)
     # an aside is itself social ("honestly that's a relief"): it stands as an "ack"
     return _WORDS.findall(ASIDE.sub(" ack ", _CLOSING.sub(" ", said)))
 
