@@ -170,6 +170,10 @@ TURNS = frozenset(
      "ale", "но", "теперь"]
 )  # fmt: skip
 
+#: The words after a turn that name nothing new: function words, filler, apologies, times,
+#: words of presence and the turns themselves.
+_CLOSED = FUNCTION_WORDS | FILLER | APOLOGY | TIME | PRESENCE | TURNS
+
 
 def opens_a_point(words: Sequence[str], social: Callable[[str], bool]) -> bool:
     """Whether the lower-cased ``words`` turn from an acknowledgement to a new point: a word
@@ -178,13 +182,14 @@ def opens_a_point(words: Sequence[str], social: Callable[[str], bool]) -> bool:
     a time or a word of presence, with no user as a subject before it ("ty, now the
     footer"; "works now, thanks", "ok now it works", "ah ok now i get it" and "nice, but no
     rush" add nothing)."""
-    closed = FUNCTION_WORDS | FILLER | APOLOGY | TIME | PRESENCE | TURNS
+    if TURNS.isdisjoint(words):
+        return False
     for i, word in enumerate(words[1:], start=1):
         if word not in TURNS:
             continue
         for w in words[i + 1 :]:
             if w in SUBJECTS:
                 break  # the user as the subject reports ("ok now i get it")
-            if not social(w) and w not in closed:
+            if not social(w) and w not in _CLOSED:
                 return True
     return False
