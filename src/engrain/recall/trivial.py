@@ -26,6 +26,12 @@ A message whose every word belongs to a closed class that names nothing (an apol
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
 worries at all", "hey, you around?"). Anything else with a question mark, a number in the
 extra word, or two unknown words is left to the rest of :mod:`engrain.recall.classify`.
+
+What a reply says of the user rather than of the work (:mod:`engrain.recall.asides`: a
+message sent to the wrong chat, small talk, relief, sign-offs and acknowledgements in other
+languages, the user's next step with more verbs) is read the same way; a word of working
+negated ("no funciona") or an acknowledgement that turns to a new point ("ty, now the
+footer") keeps a reply a message.
 """
 
 from __future__ import annotations
