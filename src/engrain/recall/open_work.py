@@ -38,6 +38,7 @@ import re
 from collections.abc import Sequence
 
 from engrain.recall import cues
+from engrain.recall.asides import fails_to_work
 from engrain.recall.contentless import APOLOGY, reassures
 
 #: The colour of a failed test run or build ("still red", "CI's red"): green is success.
@@ -63,7 +64,11 @@ PERSISTENCE = frozenset(
 )
 #: Asking for the work to go on.
 GO_ON = re.compile(
-    r"\b(?:continue|proceed|resume|go (?:on|ahead)|keep (?:going|at it)|carry on)\b|"
+    r"\b(?:continue|proceed|resume|go (?:on|ahead)|keep (?:going|at it)|carry on|go for it)\b|"
+    # the same in the other languages whose thanks the rules know ("hazlo", "vas-y")
+    r"(?<![\w'])(?:hazlo|hacelo|hágalo|adelante|sigue|continúa|continua|procede|"
+    r"vas-y|allez-y|fais-le|faites-le|mach (?:es|das|weiter)|weiter|los geht'?s|"
+    r"fallo|procedi|vai avanti|faz isso|pode fazer|manda ver|prossiga)(?![\w'])|"
     r"(?:\bnext(?: one| step| please| pls)?|(?<!\bto )\bgo)\W*$",
     re.I,
 )
@@ -92,6 +97,8 @@ def keeps_work_open(text: str, words: Sequence[str]) -> bool:
         return False
     if cues.SYMPTOM.search(text) or _reports_problem(text, words) or GO_ON.search(text):
         return True
+    if fails_to_work(_WORD.findall(text.lower())):
+        return True  # "no funciona", "ça marche pas"
     if not (FAILED_RUN.isdisjoint(words) and PERSISTENCE.isdisjoint(words)):
         return True
     if not QUESTION_WORDS.isdisjoint(words):
