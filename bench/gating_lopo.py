@@ -53,6 +53,7 @@ from gating import SETS, USER, Dataset, Projects, load_data
 import engrain
 from engrain import Engine
 from engrain.embed import make_embedder
+from engrain.recall.select import fill_order as _fill_order  # the original, under patches
 
 #: The tune halves' limits a choice must keep on every set it is made on (issue 12's
 #: targets): messages injecting a must-exclude memory, mean tokens per labelled message.
@@ -140,6 +141,46 @@ def _boosts(factor: float) -> Patch:
             {k: v * factor for k, v in score.TYPE_BOOST.items()})  # fmt: skip
 
 
+def _threshold_by_kind(kind: Any, intent: Any, shift: float = 0.0) -> float:
+    """``select.threshold_for`` where a generation request holds the kinds its multipliers
+    do not lift (decisions, facts, antipatterns, context notes, corrections) to a
+    question's threshold: the seed's +0.05 over the balanced intents pays for the +0.10 a
+    pattern and the +0.075 a golden path gain under generation (session 22, h4)."""
+    from engrain.model import Kind
+    from engrain.recall import score, select
+    from engrain.recall.classify import Intent
+
+    lifted = {k for (i, k) in score.INTENT_TYPE_MULTIPLIER if i is Intent.GENERATION}
+    if intent is Intent.GENERATION and kind is not Kind.INVARIANT and kind not in lifted:
+        intent = Intent.QUESTION
+    general, invariant = select.THRESHOLDS[intent]
+    return max(0.0, (invariant if kind is Kind.INVARIANT else general) + shift)
+
+
+def _pins_by_relevance(leading: Any, rest: Any, *, by_relevance: bool,
+                       area: frozenset[str] = frozenset()) -> list[Any]:  # fmt: skip
+    """``select.fill_order`` with the leading pins walked among the rest by relevance (they
+    still pass without a threshold): a pin never takes the place of a more relevant memory
+    in a budget too small for both (session 22, h4)."""
+    if not by_relevance:
+        return [*leading, *rest]
+    return _fill_order([], [*leading, *rest], by_relevance=True, area=area)
+
+
+def _preferences_first(leading: Any, rest: Any, *, by_relevance: bool,
+                       area: frozenset[str] = frozenset()) -> list[Any]:  # fmt: skip
+    """``select.fill_order`` with the preferences walked right after the leading pins (the
+    spec's "always include procedural memories first"), within their share and floor."""
+    from engrain.model import MemoryType
+
+    order = _fill_order(leading, rest, by_relevance=by_relevance, area=area)
+    if not by_relevance:
+        return order
+    lead, tail = order[: len(leading)], order[len(leading) :]
+    first = [r for r in tail if r.memory.memory_type is MemoryType.PROCEDURAL]
+    return [*lead, *first, *(r for r in tail if r.memory.memory_type is not MemoryType.PROCEDURAL)]
+
+
 def candidates() -> list[Candidate]:
     """The candidates: the default, then each general knob at a value or two either side
     of today's, and each rule fitted on few sets switched off."""
@@ -214,6 +255,14 @@ def candidates() -> list[Candidate]:
     out.append(Candidate("present_use=on", "present_use", options={"present_use": True}))
     out.append(Candidate("present_use+language=on", "options_together",
                          options={"present_use": True, "language": True}))  # fmt: skip
+    # session 22 (h4): the rule adopted switched off, and three rules measured on top of it
+    out.append(Candidate("unrelated=off", "unrelated", ((sel, "unrelated_learning", _never),)))
+    out.append(Candidate("generation_by_kind=on", "generation_by_kind",
+                         ((sel, "threshold_for", _threshold_by_kind),)))  # fmt: skip
+    out.append(Candidate("pins_by_relevance=on", "pins_by_relevance",
+                         ((sel, "fill_order", _pins_by_relevance),)))  # fmt: skip
+    out.append(Candidate("preferences_first=on", "preferences_first",
+                         ((sel, "fill_order", _preferences_first),)))  # fmt: skip
     return out
 
 

@@ -10,6 +10,8 @@ boost, decay, uses and pin, and the cause (:func:`cause`):
 - ``below threshold``: its score under its intent's threshold (how far: ``gap``);
 - ``relevance under its threshold``: a correction or a context note whose relevance stays
   under the threshold its score clears (``select.correction_below`` / ``present_below``);
+- ``unrelated to the message``: a typed learning other than an invariant under the
+  unrelated level (``select.unrelated_learning``);
 - ``block filled by more relevant``: a typed learning under ``select.needed_relevance``;
 - ``procedural floor``: a preference under its relevance floor;
 - ``share full``: the preferences' or the unrelated invariants' share of the budget;
@@ -57,6 +59,8 @@ CAUSES = (
     (re.compile(r"^score [\d.]+ below (?P<limit>[\d.]+)"), "below threshold"),
     (re.compile(r"^(a correction|about the present), relevance [\d.]+ below (?P<limit>[\d.]+)"),
      "relevance under its threshold"),
+    (re.compile(r"^unrelated to the message, relevance [\d.]+ below (?P<limit>[\d.]+)"),
+     "unrelated to the message"),
     (re.compile(r"^relevance [\d.]+ below (?P<limit>[\d.]+): .*more relevant"),
      "block filled by more relevant"),
     (re.compile(r"^procedural, relevance [\d.]+ below (?P<limit>[\d.]+)"), "procedural floor"),

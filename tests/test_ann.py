@@ -297,3 +297,63 @@ def test_an_index_written_to_a_file_is_its_dump_and_loads_from_a_view() -> None:
     assert loaded is not None and len(loaded) == 300
     assert loaded.holds(np.arange(300, dtype=np.uint64) * 5, vectors).all()
     assert VectorIndex.load(memoryview(framed)[5:], 16) is None  # one byte off: not an index
+
+
+def test_an_index_read_in_place_searches_as_its_copy_and_a_patch_copies_it_in(
+    tmp_path: Path,
+) -> None:
+    """``VectorIndex.viewed`` reads a saved index from a mapped file without copying it:
+    the same answers as the copy :meth:`load` makes, the file's bytes counted, and its
+    first patch copies it in, leaving the file as it was; another file moved over the
+    path meanwhile changes nothing it answers."""
+    import hashlib
+    import mmap
+    import os
+
+    rng = np.random.default_rng(23)
+    vectors = rng.standard_normal((400, 16)).astype(np.float32)
+    keys = np.arange(400, dtype=np.uint64) * 3
+    path = tmp_path / "index"
+    path.write_bytes(VectorIndex.build(keys, vectors).dump())
+    with path.open("rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    viewed = VectorIndex.viewed(memoryview(mapped), 16)
+    copy = VectorIndex.load(path.read_bytes(), 16)
+    assert viewed is not None and copy is not None
+    assert viewed.is_view and not copy.is_view and len(viewed) == 400
+    assert viewed.saved == copy.saved and viewed.nbytes > os.path.getsize(path) - 64
+    queries = rng.standard_normal((20, 16)).astype(np.float32)
+    answers = [copy.search(q, 10).tolist() for q in queries]
+    assert [viewed.search(q, 10).tolist() for q in queries] == answers
+    assert viewed.holds(keys, vectors).all()
+    # another file moved over the path (as graph_file.write does): the view keeps its own
+    other = tmp_path / "other"
+    other.write_bytes(VectorIndex.build(keys[:50], vectors[:50]).dump())
+    os.replace(other, path)
+    assert [viewed.search(q, 10).tolist() for q in queries] == answers
+    before = hashlib.sha256(mapped).hexdigest()
+    viewed.patch(np.array([7], dtype=np.uint64), vectors[:1] + 1.0)
+    assert not viewed.is_view and viewed.saved is None and len(viewed) == 401
+    assert viewed.holds(np.array([7], dtype=np.uint64), vectors[:1] + 1.0).all()
+    assert viewed.holds(keys, vectors).all()
+    assert hashlib.sha256(mapped).hexdigest() == before  # the mapped bytes untouched
+
+
+def test_only_a_whole_int8_index_is_read_in_place() -> None:
+    rng = np.random.default_rng(29)
+    vectors = rng.standard_normal((200, 16)).astype(np.float32)
+    saved = VectorIndex.build(np.arange(200, dtype=np.uint64), vectors).dump()
+    assert VectorIndex.viewed(memoryview(saved), 16) is not None
+    damaged = bytearray(saved)
+    damaged[len(saved) // 2] ^= 0x40
+    assert VectorIndex.viewed(memoryview(bytes(damaged)), 16) is None
+    assert VectorIndex.viewed(memoryview(saved[:-1]), 16) is None  # torn
+    assert VectorIndex.viewed(memoryview(saved), 8) is None  # another dimension
+    from engrain.store import ann
+
+    wide = ann._usearch()(ndim=16, metric="cos", dtype="f16", connectivity=ann.CONNECTIVITY)
+    wide.add(np.arange(200, dtype=np.uint64), vectors)
+    payload = bytes(wide.save())
+    framed = ann._HEADER.pack(ann._MAGIC, len(payload), ann.zlib.crc32(payload)) + payload
+    assert VectorIndex.viewed(memoryview(framed), 16) is None  # float16: load converts it
+    assert VectorIndex.load(framed, 16) is not None

@@ -599,3 +599,44 @@ def test_without_a_clear_match_the_area_is_the_parts_the_message_names() -> None
     # a message naming no part of the project has no area
     plain = Classification(Complexity.COMPLEX, Intent.ANALYSIS, (), 0, False, False, ())
     assert with_area(pool, plain)[1:] == ((), frozenset())
+
+
+# -- a learning unrelated to the message (session 22, h4) --------------------------------------
+
+HANG_MSG = "The nightly invoice export job hangs after the database upgrade"
+HANG_MATCH = "The invoice export job holds a database lock until the nightly batch commits"
+DASHBOARDS = "We chose Grafana over Kibana for dashboards in 2025"
+
+
+@pytest.mark.parametrize("kind", ["decision", "invariant"])
+def test_a_learning_unrelated_to_the_message_is_left_out_and_explain_says_why(
+    tmp_path: Path, kind: str
+) -> None:
+    """A decision two days old, used 60 times and tagged with the message's domain passes a
+    bug report's threshold (0.25) on those priors at cosine 0.1 (relevance ~0.08): it is not
+    injected, and ``explain()`` names the unrelated level. The same memory as an invariant
+    keeps its background place; an explicit budget fills it as before."""
+    engine = _engine(tmp_path, [HANG_MSG], {HANG_MATCH: 0.8, DASHBOARDS: 0.1})
+    when = (NOW - timedelta(days=2)).isoformat()
+    engine.import_records(
+        [{"type": "memory", "id": mid, "user_id": "ada", "content": text, "kind": k,
+          "memory_type": Kind(k).default_memory_type.value, "created_at": when,
+          "updated_at": when, "access_count": 60, "domains": ["database"]}
+         for mid, text, k in (("match", HANG_MATCH, "fact"), ("other", DASHBOARDS, kind))],
+        now=NOW,
+    )  # fmt: skip
+    gated = engine.explain(HANG_MSG, "ada", now=NOW)
+    assert gated.classification.intent is Intent.DEBUGGING
+    decision = next(d for d in gated.decisions if d.item.memory.id == "other")
+    relevance = gated.components["other"]["calibrated_relevance"]
+    assert relevance < 0.2 and decision.item.score >= 0.25  # past the threshold on priors
+    chosen = [m.id for m in engine.context(HANG_MSG, "ada", now=NOW).memories]
+    assert chosen == [m.id for m in gated.memories]
+    if kind == "decision":
+        assert not decision.selected
+        assert decision.reason == f"unrelated to the message, relevance {relevance:.3f} below 0.20"
+        assert chosen == ["match"]
+    else:
+        assert decision.selected and chosen == ["match", "other"]
+    budgeted = engine.explain(HANG_MSG, "ada", token_budget=2_000, now=NOW)
+    assert {m.id for m in budgeted.memories} == {"match", "other"}

@@ -17,6 +17,8 @@ import gating_lopo as gl  # noqa: E402
 
 from engrain.recall import score, score_batch, select  # noqa: E402
 
+from .conftest import NOW  # noqa: E402
+
 
 def _cell(found: int, labels: int = 10, leaking: int = 0, messages: int = 10,
           tokens: int = 5000, per_message: dict[str, list[str]] | None = None,
@@ -143,3 +145,50 @@ def test_history_splits_a_steps_change_between_fitted_and_unseen_sets() -> None:
     }
     assert result["steps"]["mid→new"]["fitted"]["change"] == 1
     assert result["found"]["new"] == {"a": 8, "b": 7, "c": 6}
+
+
+def test_generation_by_kind_holds_the_unlifted_kinds_to_a_questions_threshold() -> None:
+    """Session 22's measured rule: under generation, the kinds the generation multipliers
+    lift (patterns, golden paths) and invariants keep the table's thresholds; every other
+    kind takes a question's; other intents are unchanged."""
+    from engrain.model import Kind
+    from engrain.recall.classify import Intent
+
+    gen, question = select.THRESHOLDS[Intent.GENERATION], select.THRESHOLDS[Intent.QUESTION]
+    expected = {
+        Kind.PATTERN: gen[0], Kind.GOLDEN_PATH: gen[0], Kind.INVARIANT: gen[1],
+        Kind.DECISION: question[0], Kind.FACT: question[0], Kind.ANTIPATTERN: question[0],
+        Kind.CONTEXT: question[0], Kind.CORRECTION: question[0],
+    }  # fmt: skip
+    for kind, value in expected.items():
+        assert gl._threshold_by_kind(kind, Intent.GENERATION) == pytest.approx(value)
+        assert gl._threshold_by_kind(kind, Intent.DEBUGGING) == select.threshold_for(
+            kind, Intent.DEBUGGING
+        )
+    assert gl._threshold_by_kind(Kind.FACT, Intent.GENERATION, 0.1) == pytest.approx(
+        question[0] + 0.1
+    )
+
+
+def test_pins_by_relevance_and_preferences_first_only_reorder_the_walk() -> None:
+    from engrain import Kind, Memory
+
+    def ranked(mid: str, kind: Kind, relevance: float, pinned: bool = False) -> select.Ranked:
+        memory = Memory(id=mid, user_id="u", content=mid, kind=kind, pinned=pinned,
+                        memory_type=kind.default_memory_type, created_at=NOW,
+                        updated_at=NOW)  # fmt: skip
+        return select.Ranked(memory, 0.5, 0.5, relevance)
+
+    pin = ranked("pin", Kind.FACT, 0.3, pinned=True)
+    rest = [ranked("fact", Kind.FACT, 0.7), ranked("pref", Kind.PREFERENCE, 0.25),
+            ranked("dec", Kind.DECISION, 0.5)]  # fmt: skip
+    ids = lambda order: [r.memory.id for r in order]  # noqa: E731
+    assert ids(select.fill_order([pin], rest, by_relevance=True)) == ["pin", "fact", "dec", "pref"]
+    assert ids(gl._pins_by_relevance([pin], rest, by_relevance=True)) == [
+        "fact", "dec", "pin", "pref",
+    ]  # fmt: skip
+    assert ids(gl._preferences_first([pin], rest, by_relevance=True)) == [
+        "pin", "pref", "fact", "dec",
+    ]  # fmt: skip
+    for rule in (gl._pins_by_relevance, gl._preferences_first):
+        assert ids(rule([pin], rest, by_relevance=False)) == ["pin", "fact", "pref", "dec"]

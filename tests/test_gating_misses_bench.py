@@ -27,6 +27,8 @@ from engrain.embed import make_embedder  # noqa: E402
         ("about the present, relevance 0.253 below 0.35", ("relevance under its threshold", 0.35)),
         ("relevance 0.210 below 0.31: 1540/2000 tokens taken by more relevant memories",
          ("block filled by more relevant", 0.31)),
+        ("unrelated to the message, relevance 0.150 below 0.20",
+         ("unrelated to the message", 0.2)),
         ("procedural, relevance 0.096 below 0.20", ("procedural floor", 0.2)),
         ("procedural share full (290/300 tokens)", ("share full", None)),
         ("unrelated invariants' share full (81/100 tokens)", ("share full", None)),

@@ -1,7 +1,7 @@
-"""BM25's best matches on PostgreSQL are filtered and ordered as narrow rows, and only the
-``k`` kept are read in full (``sql.best_rows_sql``): the same memories, scores and order
-as the in-memory store's BM25 ranked by score then id, with the access counts of just
-those ``k`` read."""
+"""BM25's best matches on PostgreSQL are filtered and ordered in one pass over their rows,
+each row read once, and only the ``k`` kept are joined to their access counts
+(``sql.best_rows_sql``): the same memories, scores and order as the in-memory store's
+BM25 ranked by score then id, with the access counts of just those ``k`` read."""
 
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def test_only_the_k_kept_rows_are_read_in_full(pg: Any) -> None:
 
     probes = [n for n in nodes(plan) if n.get("Relation Name") == "access"]
     assert probes and all(n["Actual Loops"] <= 10 for n in probes)
+    # the matches' rows read in one pass: the kept ones are not looked up again by id
+    assert len([n for n in nodes(plan) if n.get("Relation Name") == "memories"]) == 1
     assert len(pg._read(text, params)) == 10
 
 

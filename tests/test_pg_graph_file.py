@@ -78,6 +78,7 @@ def test_a_graph_read_from_a_file_sees_every_write_made_since(pg_url: str, tmp_p
         assert held.graphs == {"from_file": 0, "built": 1}
         built = held.held("alice")
         assert _file(tmp_path).stat().st_size > 900 * postgres.INDEXED_DIM
+        assert built.index.is_view  # the file it wrote, read in place: its own copy dropped
         first.close()  # the process ends
         # another process writes in between: forgets the nearest memory to the query, adds
         # two nearer than all, moves a far one onto it, and mutes the second nearest
@@ -96,6 +97,7 @@ def test_a_graph_read_from_a_file_sees_every_write_made_since(pg_url: str, tmp_p
         graph = again.held("alice")
         assert graph.revision > built.revision and graph.dead == 1
         assert len(graph.index) == 902  # 900 read, 2 new; the moved one replaced in place
+        assert graph.index.is_view  # patched in its own copy, kept, then read in place
         # the graph itself proposes the new and the moved rows: none is missed
         found = set(graph.candidates(query, 3).tolist())
         assert set(_seqs(truth, ["near-0", "near-1", f"m-{far:05d}"])) <= found

@@ -60,6 +60,7 @@ class FakeUpstream:
         self.hold: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.cut: int | None = None  # a stream ends cleanly after this many pieces
+        self.reply_headers: list[tuple[bytes, bytes]] = []  # added to every reply, raw
         app = FastAPI()
         app.add_api_route("/v1/chat/completions", self.chat, methods=["POST"])
         app.add_api_route("/v1/models", self.models, methods=["GET"])
@@ -76,10 +77,14 @@ class FakeUpstream:
         if self.status != 200:
             return JSONResponse(self.error, self.status, headers={"x-request-id": "up-err"})
         body = json.loads(raw)
+        reply: Response
         if body.get("stream"):
-            return StreamingResponse(self._events(body["model"]), media_type="text/event-stream",
-                                     headers={"x-request-id": "up-1"})  # fmt: skip
-        return JSONResponse(self._completion(body["model"]), headers={"x-request-id": "up-1"})
+            reply = StreamingResponse(self._events(body["model"]), media_type="text/event-stream",
+                                      headers={"x-request-id": "up-1"})  # fmt: skip
+        else:
+            reply = JSONResponse(self._completion(body["model"]), headers={"x-request-id": "up-1"})
+        reply.raw_headers.extend(self.reply_headers)
+        return reply
 
     def _completion(self, model: str) -> dict[str, Any]:
         return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
@@ -403,6 +408,64 @@ def test_memory_failure_still_forwards_the_request(
     assert raw.headers["x-engrain-memory"] == "unavailable"
     assert px.upstream.last()["body"]["messages"] == chat(QUESTION)
     assert "memory unavailable" in caplog.text and "the store is down" in caplog.text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_message_over_max_text_chars_goes_up_unchanged_and_is_not_recorded(
+    px: Proxied, caplog: pytest.LogCaptureFixture, stream: bool
+) -> None:
+    """A pasted document longer than ``max_text_chars`` is the upstream's to judge, not
+    engrain's to refuse: it goes up without memory, said as ``too_large`` (base said
+    ``unavailable`` and logged a failure), and is not queued for a recording the engine
+    would refuse (base queued it, logged the refusal and released the turn each time)."""
+    long = "pasted log line with nothing to remember\n" * (
+        px.engine.settings.max_text_chars // 40 + 1
+    )
+    before = len(px.engine.list("erin"))
+    submitted = px.recorder().submitted
+    with caplog.at_level(logging.INFO, logger="engrain"), httpx.Client(timeout=60) as client:
+        reply = client.post(
+            px.url + "/chat/completions",
+            headers={"authorization": f"Bearer {px.keys['erin']}"},
+            json={"model": "gpt-4o", "messages": chat(long), "stream": stream},
+        )
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["x-engrain-memory"] == "too_large"
+    assert px.upstream.last()["body"]["messages"] == chat(long)
+    assert "memory unavailable" not in caplog.text
+    assert len(px.engine.list("erin")) == before
+    # an exchange is handed over after its reply's last byte: one more, whole, then count
+    px.client("erin").chat.completions.create(model="gpt-4o", messages=chat(QUESTION))
+    px.settle(submitted + 1)
+    assert px.recorder().submitted == submitted + 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_headers_beyond_ascii_pass_through_both_ways_byte_for_byte(
+    px: Proxied, stream: bool
+) -> None:
+    """An app name in UTF-8 (``X-Title: Café``, as OpenRouter-style clients send) and a
+    reply header in UTF-8 or in no encoding at all went through a decode and an encode as
+    text: the proxy answered 500 and sent nothing upstream. Headers are bytes; they pass
+    as the bytes they came as."""
+    sent = "Café ☕".encode()
+    px.upstream.reply_headers = [(b"x-upstream-note", "日本語".encode()), (b"x-raw", b"\xff\x80")]
+    try:
+        with httpx.Client(timeout=30) as client:
+            reply = client.post(
+                px.url + "/chat/completions",
+                headers=[(b"authorization", f"Bearer {px.keys['alice']}".encode()),
+                         (b"x-title", sent)],
+                json={"model": "gpt-4o", "messages": chat(QUESTION), "stream": stream},
+            )  # fmt: skip
+    finally:
+        px.upstream.reply_headers = []
+    assert reply.status_code == 200, reply.text
+    assert px.upstream.last()["headers"]["x-title"].encode("latin-1") == sent
+    raw = dict(reply.headers.raw)
+    assert raw[b"x-upstream-note"] == "日本語".encode()
+    assert raw[b"x-raw"] == b"\xff\x80"
+    assert reply.headers["x-engrain-memory"] == "injected"
 
 
 @pytest.mark.parametrize("status", [400, 429, 500, 503])

@@ -1,7 +1,8 @@
 """How much of a budget the automatic selection fills (issue 12): a typed learning needs
 more relevance the more of the block more relevant memories already take
-(``recall.select.needed_relevance``), and the invariants unrelated to the message come last,
-by score, within a share of the budget (``recall.select.unrelated_invariant``)."""
+(``recall.select.needed_relevance``), the invariants unrelated to the message come last,
+by score, within a share of the budget (``recall.select.unrelated_invariant``), and any
+other typed learning unrelated to it is left out (``recall.select.unrelated_learning``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from engrain.recall.select import (
     select_gated,
     threshold_for,
     unrelated_invariant,
+    unrelated_learning,
 )
 
 from .conftest import NOW
@@ -217,3 +219,43 @@ def test_a_correction_is_judged_on_its_relevance_against_its_threshold(intent: I
     assert correction_below(ranked[1], limit) and not correction_below(ranked[2], limit)
     assert not correction_below(ranked[3], limit)
     assert "msrv" in _select(ranked, tokens, 2_000, intent=intent, thresholds=False)[0]
+
+
+@pytest.mark.parametrize("intent", [Intent.DEBUGGING, Intent.QUESTION, Intent.CONTINUATION])
+def test_a_learning_unrelated_to_the_message_is_not_carried_in_by_its_priors(
+    intent: Intent,
+) -> None:
+    """A decision and a fact under the unrelated level (relevance 0.15) pass a bug report's
+    threshold on recency and use alone (score 0.30): they are left out, and ``explain()``
+    says why. An invariant as unrelated keeps its background place, a conversation chunk
+    and a learning at the unrelated level itself are judged as before, a pin gives no
+    exception; without thresholds (an explicit budget) every one is filled."""
+    low = UNRELATED_RELEVANCE - 0.05
+    ranked = [
+        Ranked(_memory("match", Kind.PATTERN), 0.9, 0.6, 1.0),
+        Ranked(_memory("dec", Kind.DECISION), 0.6, 0.1, low),
+        Ranked(_memory("fact", Kind.FACT), 0.6, 0.1, low),
+        Ranked(_memory("pinned", Kind.GOLDEN_PATH, pinned=True), 0.6, 0.1, low),
+        Ranked(_memory("inv", Kind.INVARIANT), 0.6, 0.1, low),
+        Ranked(_memory("chunk", Kind.FACT, chunk=True), 0.6, 0.1, low),
+        Ranked(_memory("edge", Kind.FACT), 0.6, 0.1, UNRELATED_RELEVANCE),
+    ]
+    assert [unrelated_learning(r) for r in ranked] == [
+        False, True, True, True, False, False, False,
+    ]  # fmt: skip
+    tokens = {r.memory.id: 40 for r in ranked}
+    chosen, why = _select(ranked, tokens, 5_000, intent=intent)
+    assert chosen == ["match", "edge", "chunk", "inv"]
+    for mid in ("dec", "fact", "pinned"):
+        assert why[mid] == f"unrelated to the message, relevance {low:.3f} below 0.20"
+    assert sorted(_select(ranked, tokens, 5_000, thresholds=False, intent=intent)[0]) == sorted(
+        tokens
+    )
+
+
+def test_a_learning_under_its_threshold_is_named_by_its_score_first() -> None:
+    """The threshold is the first test: an unrelated learning whose score does not pass is
+    named by its score, as before."""
+    ranked = [Ranked(_memory("dec", Kind.DECISION), 0.1, 0.1, 0.1)]
+    _, why = _select(ranked, {"dec": 40}, 2_000)
+    assert why["dec"] == "score 0.100 below 0.25"

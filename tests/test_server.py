@@ -470,6 +470,32 @@ def test_error_shapes(svc: Service) -> None:
     assert r.headers["allow"] == "DELETE, GET, PATCH"
 
 
+@pytest.mark.parametrize(
+    "media", ["text/plain", "application/x-www-form-urlencoded", "application/xml"]
+)
+def test_a_json_body_sent_as_another_media_type_is_told_so(svc: Service, media: str) -> None:
+    """FastAPI reads a body as JSON only when it is sent as JSON; base told a client that
+    sent a correct object as ``text/plain`` (curl's ``-d`` sends a form) "body: Input should
+    be a valid dictionary or object to extract fields from". Nothing is written."""
+    before = svc.engine.list("alice")
+    body = json.dumps({"content": "sent as the wrong media type"}).encode()
+    r = svc.call("POST", "/v1/memories", "alice", content=body, headers={"content-type": media})
+    error = assert_error(r, 422, "invalid_input")
+    assert error["message"] == (
+        "body: must be JSON sent with Content-Type: application/json (this request's "
+        f"Content-Type is {media!r})"
+    )
+    assert svc.engine.list("alice") == before
+
+
+def test_a_body_without_a_content_type_is_told_to_send_one(svc: Service) -> None:
+    r = svc.call("POST", "/v1/context", "alice", content=b'{"message": "which port?"}')
+    error = assert_error(r, 422, "invalid_input")
+    assert error["message"].endswith("(this request's Content-Type is missing)")
+    r = svc.call("POST", "/v1/context", "alice", json=[1])  # JSON, but not an object
+    assert "Content-Type" not in assert_error(r, 422)["message"]
+
+
 #: Values the request schema refuses (a remember's fields, then a forget's and a browse's
 #: lists), each with the code the engine gives the same value in Python.
 SCHEMA_REFUSALS = [
@@ -762,6 +788,22 @@ def test_import_then_export_round_trip(tmp_path: Path) -> None:
     finally:
         source.close()
         target.close()
+
+
+def test_an_import_refusal_names_the_line_of_the_body(svc: Service) -> None:
+    """The engine counts records; a body has lines, blank ones too. Base said "record 2"
+    of a body whose bad record is line 4, and a record of another user's named no line."""
+    ok = json.dumps({"type": "remember", "user_id": "alice", "content": "imported fine"})
+    bad = json.dumps({"type": "remember", "user_id": "alice", "content": "x", "kind": "rumour"})
+    before = svc.engine.list("alice")
+    body = f"{ok}\n\n\n{bad}\n".encode()
+    error = assert_error(svc.call("POST", "/v1/import", "alice", content=body), 400)
+    assert error["message"].startswith("line 4: kind: unknown kind 'rumour'")
+    stray = json.dumps({"type": "remember", "user_id": "bob", "content": "sneaky"})
+    error = assert_error(svc.call("POST", "/v1/import", "alice", content=f"{ok}\n\n{stray}\n"),
+                         403)  # fmt: skip
+    assert error["message"].startswith("line 3: API key ")
+    assert svc.engine.list("alice") == before
 
 
 def test_context_then_feedback(svc: Service) -> None:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from engrain import validate
 from engrain.embed import Embedder
 from engrain.errors import ValidationError
@@ -119,8 +121,9 @@ def remembered(record: Mapping[str, Any], *, max_chars: int) -> Remembered:
 def check(
     number: int, record: object, *, max_chars: int, model_id: str, dim: int
 ) -> Restored | State | Input | Remembered:
-    """Import record ``number``, validated: a memory (without its vector if another model,
-    or another dimension, made it) with the state it carries, a state document or an ingest
+    """Import record ``number``, validated: a memory (without its vector if another model
+    made it, or no model could have: another dimension, or not of unit length) with the
+    state it carries, a state document or an ingest
     input. A bad record is a
     :class:`ValidationError` starting ``record N:`` and naming the field."""
     try:
@@ -131,7 +134,7 @@ def check(
             memory = validate.memory_record(record, max_chars=max_chars)
             model = record.get("embedding_model")
             if memory.embedding is not None and (
-                (model and model != model_id) or memory.embedding.shape != (dim,)
+                (model and model != model_id) or not _from_a_model(memory.embedding, dim)
             ):
                 memory = memory.evolve(embedding=None)
             docs = validate.attached_states(record.get("state"), memory.user_id)
@@ -155,6 +158,36 @@ def check(
         return Input(origin, validate.text(record.get("text"), max_chars=max_chars), None)
     except ValidationError as exc:
         raise type(exc)(f"record {number}: {exc.message}") from exc
+
+
+#: How far from 1 the length of an imported vector may be for it to be kept: an exported
+#: vector is the model's unit vector written as float32 (off by ~1e-7); any other length was
+#: edited or made elsewhere, and scored as it is it would outrank, or never reach, every
+#: other memory of its user (a length of 1e30 came first for every query).
+UNIT_TOLERANCE = 1e-3
+
+
+def _from_a_model(vector: Vector, dim: int) -> bool:
+    """Whether ``vector`` could be the embedder's: its dimension, and of unit length."""
+    return (
+        vector.shape == (dim,)
+        and abs(float(np.linalg.norm(vector.astype(np.float64))) - 1.0) <= UNIT_TOLERANCE
+    )
+
+
+def unique_ids(checked: Iterable[object]) -> None:
+    """Refuse an import holding one memory (a user's memory id) twice: a line duplicated or
+    edited by hand, where one copy would silently replace the other."""
+    seen: set[tuple[str, str]] = set()
+    for number, item in enumerate(checked, 1):
+        if isinstance(item, Restored):
+            key = (item.memory.user_id, item.memory.id)
+            if key in seen:
+                raise ValidationError(
+                    f"record {number}: id: memory {key[1]!r} of user {key[0]!r} is already in "
+                    "this import (an import holds each memory once)"
+                )
+            seen.add(key)
 
 
 @dataclass(frozen=True)
@@ -186,6 +219,7 @@ def prepare(
     access."""
     checked = [check(n, r, max_chars=max_chars, model_id=embedder.model_id, dim=embedder.dim)
                for n, r in enumerate(records, 1)]  # fmt: skip
+    unique_ids(checked)
     missing = [r.memory for r in checked if isinstance(r, Restored) and r.memory.embedding is None]
     fixed: dict[str, Memory] = {}
     if missing:

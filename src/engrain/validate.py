@@ -65,6 +65,7 @@ MAX_INT = 2**31 - 1
 MAX_METADATA_DEPTH = 64
 
 _KEEP = frozenset("\t\n\r")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 E = TypeVar("E")
 
@@ -464,6 +465,11 @@ def _embedding(value: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
     ):
         raise ValidationError("embedding must be a non-empty list of finite numbers")
+    if any(abs(x) > _FLOAT32_MAX for x in value):  # stored as float32: it would be infinite
+        raise ValidationError(
+            f"embedding holds a number beyond {_FLOAT32_MAX:.4g}, which a float32 vector "
+            "cannot hold"
+        )
     return np.asarray(value, dtype=np.float32)
 
 

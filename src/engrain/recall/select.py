@@ -299,6 +299,28 @@ def unrelated_invariant(r: Ranked) -> bool:
     return r.memory.kind is Kind.INVARIANT and r.relevance < UNRELATED_RELEVANCE
 
 
+def unrelated_learning(r: Ranked) -> bool:
+    """Whether ``r`` is a typed learning other than an invariant (not a conversation chunk)
+    under :data:`UNRELATED_RELEVANCE`: unrelated to the message, it is not injected,
+    whatever its score.
+
+    Under that level relevance says the memory is not about the message (an unrelated
+    memory stays under ~0.2, ``recall.relevance``), so a score over the threshold is its
+    priors alone: recency (+35% for a bug report), use and a shared domain. The gated score
+    is meant to say "this helps with this message"; priors say a memory is current and
+    valued, not that it is about this. Invariants keep their place in the background
+    (:func:`unrelated_invariant`: they prevent mistakes, and the seed gives them the lowest
+    thresholds); a pin gives no exception (a pin counts as relevant only when it is). On
+    the gating evaluation's eight tune halves such learnings were 119 lines (6,369 tokens,
+    mostly a bug report's decisions and facts at relevance 0.11-0.20) and none labelled
+    needed (session 22, h4). An explicit budget (no thresholds) fills as before."""
+    return (
+        r.relevance < UNRELATED_RELEVANCE
+        and r.memory.kind is not Kind.INVARIANT
+        and not r.memory.provenance.turn_ids
+    )
+
+
 def present_below(r: Ranked, limit: float) -> bool:
     """Whether ``r`` is a memory about the present (``score.PRESENT_KINDS``: a context
     note) whose relevance is under ``limit``, its intent's threshold: such a note is judged
@@ -379,7 +401,9 @@ def select_gated(
        :data:`ANSWER_PROCEDURAL_MIN_RELEVANCE` (:func:`procedural_min_relevance`);
     6. with thresholds, a memory about the present (a context note) or a correction needs
        relevance at least its threshold as well as the score (:func:`present_below`,
-       :func:`correction_below`).
+       :func:`correction_below`);
+    7. with thresholds, a typed learning other than an invariant needs
+       :data:`UNRELATED_RELEVANCE` as well as the score (:func:`unrelated_learning`).
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -436,6 +460,11 @@ def select_gated(
             if apply_threshold and r.score < limit:
                 if explain:
                     fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
+                continue
+            if apply_threshold and unrelated_learning(r):
+                if explain:
+                    why = f"relevance {r.relevance:.3f} below {UNRELATED_RELEVANCE:.2f}"
+                    fill.note(costed(r), False, f"unrelated to the message, {why}")
                 continue
             if apply_threshold and (present_below(r, limit) or correction_below(r, limit)):
                 if explain:

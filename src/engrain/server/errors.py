@@ -156,7 +156,30 @@ async def _engrain_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(_schema_error(exc.errors()), request)
+    errors = exc.errors()
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if _body_not_read(errors) and not _json_media(media):
+        shown = repr(_shown(media, 80)) if media else "missing"
+        return error_response(RequestValidationFailed(
+            f"body: must be JSON sent with Content-Type: application/json (this request's "
+            f"Content-Type is {shown})"), request)  # fmt: skip
+    return error_response(_schema_error(errors), request)
+
+
+def _body_not_read(errors: Any) -> bool:
+    """Whether FastAPI refused the body as a whole for not being an object: what it says
+    ("Input should be a valid dictionary") when it did not read a body sent as another
+    media type (a form, text) as JSON at all."""
+    return any(tuple(item.get("loc", ())) == ("body",)
+               and item.get("type") in ("model_attributes_type", "dict_type")
+               for item in errors)  # fmt: skip
+
+
+def _json_media(media: str) -> bool:
+    """Whether FastAPI reads a body of media type ``media`` as JSON."""
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 _HTTP_CODES: Mapping[int, str] = {404: "not_found", 405: "method_not_allowed",

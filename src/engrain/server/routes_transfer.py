@@ -21,7 +21,7 @@ from fastapi.responses import StreamingResponse
 
 from engrain import wire
 from engrain.engine import Engine
-from engrain.errors import ValidationError
+from engrain.errors import EngrainError, ValidationError
 from engrain.server import models as m
 from engrain.server.auth import EngineDep, Scope, ScopeDep
 from engrain.server.responses import errors
@@ -49,21 +49,28 @@ async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes
 
 def _record(number: int, line: bytes, s: Scope) -> dict[str, Any]:
     """One parsed line, its user checked against the key (and filled in when the key holds
-    exactly one)."""
+    exactly one); a refusal names the line."""
+    try:
+        return _checked(line, s)
+    except EngrainError as exc:
+        raise type(exc)(f"line {number}: {exc.message}") from exc
+
+
+def _checked(line: bytes, s: Scope) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ValidationError(f"line {number}: not a JSON object") from exc
+        raise ValidationError("not a JSON object") from exc
     except RecursionError as exc:  # nesting past the parser's depth: bad input, not a 500
-        raise ValidationError(f"line {number}: JSON nested too deeply") from exc
+        raise ValidationError("JSON nested too deeply") from exc
     if not isinstance(record, dict):
-        raise ValidationError(f"line {number}: not a JSON object")
+        raise ValidationError("not a JSON object")
     user = record.get("user_id")
     if user is not None and not isinstance(user, str):
-        raise ValidationError(f"line {number}: user_id must be a string")
+        raise ValidationError("user_id must be a string")
     project = record.get("project")
     if project is not None and not isinstance(project, str):
-        raise ValidationError(f"line {number}: project must be a string")
+        raise ValidationError("project must be a string")
     if user is None:
         user = s.user(None, project)
     s.keys.authorize(s.key, user, project)
@@ -78,6 +85,7 @@ class _Records:
     def __init__(self, request: Request, s: Scope) -> None:
         self.lines = _lines(request.stream())
         self.scope = s
+        self.numbers: list[int] = []  # the line of each record handed on, in order
 
     async def _next(self) -> tuple[int, bytes] | None:
         try:
@@ -87,7 +95,20 @@ class _Records:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while (item := anyio.from_thread.run(self._next)) is not None:
-            yield _record(*item, self.scope)
+            record = _record(*item, self.scope)
+            self.numbers.append(item[0])
+            yield record
+
+    def at_line(self, error: ValidationError) -> ValidationError:
+        """``error`` about "record N" (the engine counts records) about the line of the
+        body it came from instead (a blank line is a line the engine never saw)."""
+        number, sep, rest = error.message.removeprefix("record ").partition(": ")
+        if not (error.message.startswith("record ") and sep and number.isdigit()):
+            return error
+        index = int(number) - 1
+        if not 0 <= index < len(self.numbers):
+            return error
+        return type(error)(f"line {self.numbers[index]}: {rest}")
 
 
 @router.post(
@@ -100,7 +121,11 @@ class _Records:
 async def import_records(request: Request, s: ScopeDep, engine: EngineDep) -> dict[str, Any]:
     """Load NDJSON records (`Engine.import_records`): exported memories, state documents,
     conversations, texts and hand-written memories. All or nothing."""
-    result = await anyio.to_thread.run_sync(engine.import_records, _Records(request, s))
+    records = _Records(request, s)
+    try:
+        result = await anyio.to_thread.run_sync(engine.import_records, records)
+    except ValidationError as exc:
+        raise records.at_line(exc) from exc
     return wire.dump_import(result)
 
 

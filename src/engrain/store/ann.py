@@ -231,9 +231,14 @@ class VectorIndex:
     """A usearch index of unit vectors by key. Every call holds the index's own lock: the
     graph is patched by one thread while others search it."""
 
-    def __init__(self, index: Index, converted: bool = False) -> None:
+    def __init__(
+        self, index: Index, converted: bool = False, *, view: memoryview | None = None
+    ) -> None:
         self._index = index
         self._lock = threading.Lock()
+        #: The saved bytes ``index`` reads in place (:meth:`viewed`), until a patch copies
+        #: them in; kept referenced so they outlive the index.
+        self._view = view
         #: Loaded from a float16 or float32 copy and turned into int8 (:func:`int8_payload`):
         #: the saved copy is still the wider one until this one is saved.
         self.converted = converted
@@ -290,9 +295,16 @@ class VectorIndex:
 
     @property
     def nbytes(self) -> int:
-        """What holding the index costs (usearch's own count: vectors and graph)."""
+        """What holding the index costs (usearch's own count: vectors and graph; for a
+        view, the mapped bytes it reads as well)."""
         with self._lock:
-            return int(self._index.memory_usage)
+            return int(self._index.memory_usage) + (0 if self._view is None else len(self._view))
+
+    @property
+    def is_view(self) -> bool:
+        """Whether it reads saved bytes in place (:meth:`viewed`) rather than its own copy."""
+        with self._lock:
+            return self._view is not None
 
     def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
         """The keys of (about) the ``count`` nearest vectors, nearest first."""
@@ -377,6 +389,8 @@ class VectorIndex:
         """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
         time so searches are not held up for long."""
         self.saved = None  # no longer the saved copy, even if a batch fails
+        with self._lock:
+            self._own_copy()
         for start in range(0, len(keys), batch):
             _stop_if_exiting()
             part, rows = keys[start : start + batch], vectors[start : start + batch]
@@ -385,6 +399,19 @@ class VectorIndex:
                 if len(present):
                     self._index.remove(present)
                 self._index.add(part, rows, threads=1)
+
+    def _own_copy(self) -> None:
+        """A view's saved bytes copied in (a view cannot be changed); the caller holds the
+        lock, so no search sees the index between the two."""
+        if self._view is None:
+            return
+        copy = _usearch().restore(
+            self._view, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+            expansion_search=EXPANSION_SEARCH,
+        )  # fmt: skip
+        if copy is None or len(copy) != len(self._index):
+            raise EngrainError("a viewed approximate index could not be copied in")
+        self._index, self._view = copy, None
 
     def dump(self) -> bytes:
         """The index as bytes: a header (magic, payload length, CRC-32) and usearch's own
@@ -395,15 +422,18 @@ class VectorIndex:
         payload = bytes(saved)
         return _HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
 
-    def write_to(self, out: BinaryIO) -> None:
+    def write_to(self, out: BinaryIO) -> tuple[int, int]:
         """Write :meth:`dump`'s bytes to ``out`` without joining them first (one copy of
-        the index in memory, not three: ~100 MB less at the peak at 100,000 rows)."""
+        the index in memory, not three: ~100 MB less at the peak at 100,000 rows); the
+        copy's CRC-32 and length, as :attr:`saved` names a copy."""
         with self._lock:
             saved = self._index.save()
         assert saved is not None  # no path given: the bytes
         payload = memoryview(saved)
-        out.write(_HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)))
+        copy = (zlib.crc32(payload), len(payload))
+        out.write(_HEADER.pack(_MAGIC, copy[1], copy[0]))
         out.write(payload)
+        return copy
 
     @classmethod
     def load(cls, data: bytes | bytearray | memoryview | None, ndim: int) -> VectorIndex | None:
@@ -448,6 +478,35 @@ class VectorIndex:
         if narrow is None:
             loaded.saved = (crc, length)
         return loaded
+
+    @classmethod
+    def viewed(cls, data: memoryview, ndim: int) -> VectorIndex | None:
+        """The int8 index :meth:`dump` made, read in place from ``data`` rather than copied
+        in: ``data`` is a view of a mapped file that is replaced, never changed in place
+        (``store/postgres/graph_file.py``), so its pages are the file's, shared by every
+        process that maps it, and the kernel may take clean ones back and read them again.
+        The index keeps ``data`` referenced; its first :meth:`patch` copies it in. ``None``
+        as for :meth:`load`, and for an index of wider vectors (:meth:`load` converts it)."""
+        if len(data) < _HEADER.size:
+            return None
+        magic, length, crc = _HEADER.unpack_from(data)
+        payload = data[_HEADER.size :]
+        if magic != _MAGIC or length != len(payload) or zlib.crc32(payload) != crc:
+            return None
+        try:
+            index = _usearch()(
+                ndim=ndim, metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY,
+                expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH,
+            )  # fmt: skip
+            index.view(payload)
+        except (ValueError, RuntimeError) as exc:
+            log.warning("approximate index unreadable in place (%s)", exc)
+            return None
+        viewed = cls(index, view=payload)
+        if int(index.ndim) != ndim or index.connectivity != CONNECTIVITY or not viewed.lossy:
+            return None
+        viewed.saved = (crc, length)
+        return viewed
 
     @staticmethod
     def copy_of(data: bytes) -> tuple[int, int] | None:

@@ -21,7 +21,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response, StreamingResponse
 
 from engrain.engine import Engine
-from engrain.errors import EngrainError
+from engrain.errors import EngrainError, InputTooLargeError
 from engrain.keys import ApiKey, KeyRing
 from engrain.recall.results import Context
 from engrain.server.auth import Scope
@@ -48,7 +48,7 @@ class Prepared:
     project: str | None
     authorization: str | None
     body: bytes
-    memory: str  # X-Engrain-Memory: injected, empty, none, unavailable
+    memory: str  # X-Engrain-Memory: injected, empty, none, too_large, unavailable
     context_id: str | None = None
 
 
@@ -86,6 +86,9 @@ class Proxy:
             return Prepared(user, project, authorization, chat.raw, "none")
         try:
             context = self._context(chat, user, project)
+        except InputTooLargeError:  # not a failure: a message the engine does not take
+            log.info("the message is longer than max_text_chars: forwarded without memory")
+            return Prepared(user, project, authorization, chat.raw, "too_large")
         except Exception as exc:  # memory is optional: the request goes up without it
             log.warning("memory unavailable, forwarding without it: %s: %s",
                         type(exc).__name__, getattr(exc, "message", exc))  # fmt: skip
@@ -145,13 +148,15 @@ async def chat_completions(request: Request) -> Response:
     proxy = proxy_of(request)
     chat = inject.parse(await request.body())
     prepared = await run_in_threadpool(proxy.prepare, request.headers, chat)
-    headers = request_headers(request.headers.items(), prepared.authorization)
+    headers = request_headers(request.headers.raw, prepared.authorization)
     reply = await proxy.upstream.open("POST", "chat/completions", headers, prepared.body,
                                       request.url.query)  # fmt: skip
     extra = {"x-engrain-memory": prepared.memory}
     if prepared.context_id is not None:
         extra["x-engrain-context-id"] = prepared.context_id
-    record = proxy.records(request) and reply.is_success and chat.message is not None
+    # a message too large to look memory up with is too large to record: not queued
+    record = (proxy.records(request) and reply.is_success and chat.message is not None
+              and prepared.memory != "too_large")  # fmt: skip
 
     def done(answer: str | None) -> None:
         proxy.exchange(chat, prepared, answer)
@@ -164,7 +169,7 @@ async def models(request: Request) -> Response:
     the proxy is not an open relay for its upstream key)."""
     proxy = proxy_of(request)
     _, authorization = await run_in_threadpool(proxy.authenticate, request.headers)
-    headers = request_headers(request.headers.items(), authorization)
+    headers = request_headers(request.headers.raw, authorization)
     reply = await proxy.upstream.open("GET", "models", headers, b"", request.url.query)
     return _relay(reply, {}, None)
 
@@ -193,8 +198,7 @@ def _relay(reply: httpx.Response, extra: Mapping[str, str], done: Any) -> Respon
     upstream_id = reply.headers.get("x-request-id")
     if upstream_id is not None:
         extra = {**extra, "x-upstream-request-id": upstream_id}
-    response.raw_headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                            for k, v in reply_headers(reply.headers, extra)]  # fmt: skip
+    response.raw_headers = reply_headers(reply.headers, extra)
     return response
 
 

@@ -52,7 +52,7 @@ class Upstream:
         self,
         method: str,
         path: str,
-        headers: Iterable[tuple[str, str]],
+        headers: Iterable[tuple[bytes, bytes]],
         content: bytes,
         query: str = "",
     ) -> httpx.Response:
@@ -80,21 +80,26 @@ class Upstream:
 
 
 def request_headers(
-    caller: Iterable[tuple[str, str]], authorization: str | None
-) -> list[tuple[str, str]]:
-    """The headers sent upstream: the caller's, less hop-by-hop ones, engrain's own and its
-    ``Authorization``, with ``authorization`` (the upstream key, or the caller's own
-    header in the ``X-Engrain-Key`` mode) instead."""
-    kept = [(k, v) for k, v in caller
-            if k.lower() not in HOP_BY_HOP and k.lower() != "authorization"
-            and not k.lower().startswith(ENGRAIN_PREFIX)]  # fmt: skip
-    kept.append(("accept-encoding", "identity"))  # bytes pass through as they come
+    caller: Iterable[tuple[bytes, bytes]], authorization: str | None
+) -> list[tuple[bytes, bytes]]:
+    """The headers sent upstream: the caller's (as the bytes it sent: a value beyond ASCII,
+    an app name in UTF-8, goes up unchanged rather than failing the request), less
+    hop-by-hop ones, engrain's own and its ``Authorization``, with ``authorization`` (the
+    upstream key, or the caller's own header in the ``X-Engrain-Key`` mode) instead."""
+    kept = [(k, v) for k, v in caller if not _dropped_request(k.decode("latin-1").lower())]
+    kept.append((b"accept-encoding", b"identity"))  # bytes pass through as they come
     if authorization is not None:
-        kept.append(("authorization", authorization))
+        kept.append((b"authorization", authorization.encode("latin-1")))
     return kept
 
 
-def reply_headers(upstream: httpx.Headers, extra: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The upstream's response headers for the caller, plus ``extra`` (engrain's own)."""
-    kept = [(k, v) for k, v in upstream.multi_items() if k.lower() not in DROPPED_REPLY]
-    return kept + list(extra.items())
+def reply_headers(upstream: httpx.Headers, extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """The upstream's response headers for the caller, names lower-cased and values as the
+    bytes it sent (any encoding), plus ``extra`` (engrain's own)."""
+    kept = [(k.lower(), v) for k, v in upstream.raw
+            if k.decode("latin-1").lower() not in DROPPED_REPLY]  # fmt: skip
+    return kept + [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
+
+
+def _dropped_request(name: str) -> bool:
+    return name in HOP_BY_HOP or name == "authorization" or name.startswith(ENGRAIN_PREFIX)

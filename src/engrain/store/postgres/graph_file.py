@@ -25,7 +25,14 @@ since, filter applied.
 
 **Processes.** A file is written whole to a temporary file in the same directory and moved
 over the old one (``os.replace``): a reader sees the old copy or the new one, never a torn
-one; with several writers the last one wins, and each copy is right for its revision. The
+one; with several writers the last one wins, and each copy is right for its revision.
+A file is never changed in place, so a reader maps it and reads the graph in place
+(session 22: :meth:`~engrain.store.ann.VectorIndex.viewed`): its pages are the file's,
+shared by every process serving the user (~53 MB at 100,000 memories, against ~66 MB of
+each process's own memory for a copy), and a file moved over keeps its old pages for the
+processes that map them until they let go. A graph that must be patched (rows changed
+since the file's revision) is copied in first (``VectorIndex.patch``). Only a file cut
+short in place by hand while mapped would fault a process reading it. The
 directory is made readable by its owner only (the files hold the memories' vectors).
 Failing to read or write a file is logged and costs a build, never a call.
 
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 import os
 import struct
 import tempfile
@@ -127,10 +135,11 @@ class GraphFiles:
         """The user's graph as last saved, if its file is whole and this table's and user's
         (``None`` otherwise: the caller builds one)."""
         try:
-            data = self.path(user_id).read_bytes()
+            with self.path(user_id).open("rb") as handle:
+                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except FileNotFoundError:
             return None
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: an empty file (nothing to map)
             log.warning("pool graph file unreadable (%s): building one", exc)
             return None
         head = self._head(data, user_id)
@@ -139,12 +148,13 @@ class GraphFiles:
                         self.path(user_id).name)  # fmt: skip
             return None
         revision, start = head
-        index = VectorIndex.load(memoryview(data)[start:], INDEXED_DIM)  # restored from a view
-        if index is None or not index.lossy:
+        # read in place: the file's pages, shared by the processes serving the user
+        index = VectorIndex.viewed(memoryview(data)[start:], INDEXED_DIM)
+        if index is None:
             return None  # torn, damaged, another dimension, or not an int8 graph
         return Kept(revision, index)
 
-    def _head(self, data: bytes, user_id: str) -> tuple[int, int] | None:
+    def _head(self, data: bytes | mmap.mmap, user_id: str) -> tuple[int, int] | None:
         """The revision a file's head names and where its index starts, if the head is
         whole and names this table and user."""
         if len(data) < _HEAD.size:
@@ -160,9 +170,11 @@ class GraphFiles:
             return None
         return revision, end + _CRC.size
 
-    def write(self, user_id: str, revision: int, index: VectorIndex) -> None:
+    def write(self, user_id: str, revision: int, index: VectorIndex) -> tuple[int, int] | None:
         """Keep ``index`` (the user's rows as of ``revision``) for the next process: written
-        whole beside the old file, then moved over it. A failure is logged, never raised."""
+        whole beside the old file, then moved over it. The copy written (its CRC-32 and
+        length, as ``VectorIndex.saved`` names one); ``None``: a failure, logged, never
+        raised."""
         user = user_id.encode()
         head = _HEAD.pack(_MAGIC, *self.identity, revision, len(user)) + user
         target = self.path(user_id)
@@ -174,7 +186,7 @@ class GraphFiles:
                 with os.fdopen(handle, "wb") as out:
                     out.write(head)
                     out.write(_CRC.pack(zlib.crc32(head)))
-                    index.write_to(out)
+                    copy = index.write_to(out)
                 os.replace(name, target)
             except BaseException:
                 with suppress(OSError):  # another process removed it first
@@ -182,6 +194,8 @@ class GraphFiles:
                 raise
         except OSError as exc:
             log.warning("pool graph file not written (%s): the next process builds one", exc)
+            return None
+        return copy
 
     def _sweep(self, target: Path) -> None:
         """Remove temporary copies of ``target`` left by writers that died."""

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +244,22 @@ def _pause(took: float, held: bool) -> float:
     return four_times(took, RELOAD_PAUSE if held else REFUSED_PAUSE)
 
 
+def _in_place(
+    files: GraphFiles, user_id: str, graph: PoolGraph, written: tuple[int, int] | None
+) -> PoolGraph:
+    """``graph`` read in place from the file just written from it (``written``: that
+    copy's CRC-32 and length), so that its pages are the file's, shared with the other
+    processes serving the user, rather than this process's own copy (which is dropped);
+    ``graph`` itself if it already is a view, or the file is unreadable or already another
+    process's copy."""
+    if written is None or graph.index.is_view:
+        return graph
+    kept = files.read(user_id)
+    if kept is None or kept.revision != graph.revision or kept.index.saved != written:
+        return graph
+    return replace(graph, index=kept.index, nbytes=kept.index.nbytes)
+
+
 class Projected(HeldByBytes[Projection | PoolGraph]):
     """The projections (or graphs: ``kind``, :data:`KINDS`) of the large users a store
     serves (module docstring). ``connect`` lends a pooled autocommit connection;
@@ -374,7 +390,8 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
             self.graphs["built" if fresh else "from_file"] += 1
             if files is not None and (fresh or kept is None or graph.revision > kept.revision):
                 # not yet searched (published by the caller): the save holds up no search
-                files.write(user_id, graph.revision, graph.index)
+                written = files.write(user_id, graph.revision, graph.index)
+                graph = _in_place(files, user_id, graph, written)
         return graph
 
     def _graph_files(self, conn: Conn) -> GraphFiles | None:

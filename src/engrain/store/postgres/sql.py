@@ -142,21 +142,23 @@ def best_rows_sql(
 ) -> tuple[str, list[Any]]:
     """Full rows of the ``k`` best of BM25's matches that pass ``flt`` (``best``: seq →
     score), best first, ties by id, each followed by its seq: the filter, the order and
-    the rows in one round trip. The filter and the order run on narrow rows (id and
-    score), and only the ``k`` kept are read in full with their access counts: sorting
-    every match's full row (its vector included) cost ~1.5 ms more a search at 100,000
-    memories (``docs/postgres.md``, session 11)."""
+    the rows in one round trip. Each match's row is read once, through the ``(user_id,
+    seq)`` index (its heap row is visited to check the filter either way), and only the
+    ``k`` kept are joined to their access counts: finding the kept rows again by id, as
+    this did until session 22, cost ~0.6 ms more of the server's CPU a search at 100,000
+    memories (``docs/postgres.md``, "Session 22 … (h3)"). ``best`` holds ~2 × ``k`` seqs,
+    so the top-``k`` sort keeps few wide rows (sorting every match's full row cost ~1.5 ms
+    more, session 11)."""
     where, params = filter_sql(flt)
     text = (
-        f"SELECT {SELECT_COLUMNS}, m.seq FROM (SELECT m.id, k.score "
+        f"SELECT {SELECT_COLUMNS}, m.seq FROM (SELECT m.*, k.score "
         f"FROM unnest(%s::text::bigint[], %s::text::float8[]) AS k(seq, score) "
         f"JOIN memories m ON m.user_id = %s AND m.seq = k.seq "
-        f"WHERE true{where} ORDER BY k.score DESC, m.id LIMIT %s) b "
-        f"JOIN memories m ON m.user_id = %s AND m.id = b.id {EACH_ACCESS} "
-        f"ORDER BY b.score DESC, m.id"
+        f"WHERE true{where} ORDER BY k.score DESC, m.id LIMIT %s) m {EACH_ACCESS} "
+        f"ORDER BY m.score DESC, m.id"
     )
     seqs, scores = array_literal(map(int, best)), array_literal(map(float, best.values()))
-    return text, [seqs, scores, user_id, *params, k, user_id]
+    return text, [seqs, scores, user_id, *params, k]
 
 
 def array_literal(values: Iterable[int | float]) -> str:
