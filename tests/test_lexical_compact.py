@@ -66,7 +66,7 @@ def test_wide_gaps_and_counts_are_held_wider_and_score_the_same() -> None:
     index = LexicalIndex(docs)
     held = index._postings
     assert held["common"][0].dtype == np.uint16 and held["common"][1].dtype == np.uint8
-    assert held["sparse"][0].dtype == np.int32  # its one gap does not fit in 16 bits
+    assert held["spars"][0].dtype == np.int32  # "sparse"'s term: one gap too wide for 16 bits
     assert held["echo"][1].dtype == np.uint16 and int(held["echo"][1][0]) == 300
     for query in ("common sparse", "echo alpha", "beta"):
         assert np.array_equal(index.scores(query), _plain_scores(docs, query))
@@ -81,7 +81,7 @@ def test_extended_replaced_without_and_saved_keep_the_same_scores() -> None:
     docs = _wide_corpus()
     head, tail = docs[:40_000], docs[40_000:]
     grown = LexicalIndex(head).extended(tail)  # "sparse": a gap over 65,535 appended
-    assert grown._postings["sparse"][0].dtype == np.int32
+    assert grown._postings["spars"][0].dtype == np.int32
     assert grown._postings["common"][0].dtype == np.uint16
     assert _as_dict(grown) == _as_dict(LexicalIndex(docs))
     edited = {5: (docs[5], "echo " * 400 + "sparse"), 69_000: (docs[69_000], "common")}
@@ -94,7 +94,7 @@ def test_extended_replaced_without_and_saved_keep_the_same_scores() -> None:
     keep[1:30_000] = False  # the rest renumbered: "sparse"'s gap fits again
     smaller = LexicalIndex(docs).without(keep)
     rest = [d for d, k in zip(docs, keep, strict=True) if k]
-    assert smaller._postings["sparse"][0].dtype == np.uint16
+    assert smaller._postings["spars"][0].dtype == np.uint16
     saved = LexicalIndex.from_arrays(smaller.to_arrays())
     for query in ("common sparse", "echo alpha beta"):
         want = _plain_scores(rest, query)

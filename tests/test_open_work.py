@@ -13,6 +13,7 @@ import pytest
 
 from engrain.embed.minilm import MODEL_ID
 from engrain.recall import acknowledgement as ack
+from engrain.recall import cues, open_work
 from engrain.recall import intent_model as im
 from engrain.recall.classify import Complexity, classify
 from engrain.recall.open_work import keeps_work_open
@@ -28,6 +29,7 @@ def _open(message: str) -> bool:
     [
         "still red", "red again", "ci's red",  # a failed run's colour, persistence
         "still flaky", "nope, same error", "didn't help", "broken now",  # a failure
+        "timeout again", "problems again", "no problem, but timeout again",  # a problem named
         "no luck", "no dice", "not yet", "nothing", "doesnt change anything",  # a negation
         "almost", "closer", "nearly there",  # a goal not reached
         "continue", "go on", "ok go ahead", "keep going", "carry on",  # asked to go on
@@ -45,6 +47,7 @@ def test_a_reply_that_keeps_the_work_open_is_named(message: str) -> None:
     "message",
     [
         "no rush", "not a problem", "no worries mate",  # a negated reassurance
+        "no problem", "that wasnt a problem", "never a problem",
         "indeed", "trying now", "now",  # adverbs are not a selection
         "thanks again!", "interface is up again, thx",  # "again" is not persistence
         "tip top", "gracias amigo", "you're a lifesaver", "that fixes it",
@@ -54,6 +57,20 @@ def test_a_reply_that_keeps_the_work_open_is_named(message: str) -> None:
 )  # fmt: skip
 def test_a_reply_that_reports_no_state_and_asks_nothing_is_not_named(message: str) -> None:
     assert not _open(message)
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["bug", "bugs", "buggy", "error", "errors", "issue", "issues", "problem", "problems",
+     "regression", "regressions", "timeout", "fix", "fixed", "fixes", "fixing", "hotfix"],
+)  # fmt: skip
+def test_the_problem_words_are_the_classifiers_less_the_fix_family(word: str) -> None:
+    """One list (``cues.PROBLEM_NAMES``): a word names a problem in a short reply exactly
+    when the classifier's problem words hold it and it is not of the "fix" family, which as
+    often reports the fix ("that fixes it")."""
+    named = bool(open_work._PROBLEM.search(word))
+    assert named == (bool(cues.PROBLEM_WORD.search(word)) and not word.startswith("fix"))
+    assert named == (word not in ("fix", "fixed", "fixes", "fixing", "hotfix"))
 
 
 def test_the_acknowledgement_model_is_not_asked_about_a_reply_that_keeps_work_open() -> None:

@@ -1,8 +1,10 @@
-"""Migration 011 (``store/postgres/restem.py``): a database whose postings were stemmed by
-the earlier stemmer ("killed" → "kil") holds, once migrated, exactly the postings and
+"""Migrations 011 (``store/postgres/restem.py``) and 012 (``restem_final_e.py``): a database
+whose postings were stemmed by an earlier stemmer (session 20's: "killed" → "kil"; session
+21's: "notes" → "not", "times" → "tim") holds, once migrated, exactly the postings and
 document frequencies a store written by this tree holds; running it again changes nothing;
 a second process opening meanwhile waits and finds it done; a migrator killed halfway
-leaves every posting as it was, and the next open re-stems them all."""
+leaves every posting as it was, and the next open re-stems them all. Every test runs for
+each of the two migrations (``step``)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,7 +25,7 @@ from engrain.model import Memory
 from engrain.store import Patch, lexical
 
 from .pg import new_schema, posting_rows
-from .test_stem import EED, EED_SAME, FIXED, SAME
+from .test_stem import EED, EED_SAME, FAMILIES, FIXED, SAME, TAKES_ES_CASES, stem_s21
 from .test_stem import stem_before as earlier_stemmer
 from .test_store_contract import mem
 
@@ -32,15 +35,52 @@ import psycopg  # noqa: E402
 import psycopg.errors  # noqa: E402
 
 schema, restem, bm25 = postgres.schema, postgres.restem, postgres.bm25
+restem_final_e = postgres.restem_final_e
 PostgresStore = postgres.PostgresStore
-
-_BEFORE = schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index(restem.MIGRATION)]
 SPAWN = mp.get_context("spawn")
+NAMES = [n for n, _ in schema.MIGRATIONS]
 
-#: Rows of two users: words the earlier stemmer cut ("killed", "passing", "filled",
-#: "calling"; "agreed", "speed", "proceeds", "employees"), an old stem that is also a word
-#: of its own ("kil"), words stemmed alike by both ("running", "planned", "speeds"), and
-#: rows with none of them.
+
+@dataclass(frozen=True)
+class Step:
+    """A re-stemming migration, the stemmer of the trees before it, and what it fixes: a
+    query (``missed[0]``) that misses the rows holding a word (``missed[1]``) until it runs,
+    and a term no fresh store holds that the earlier stemmer stored (``stale``)."""
+
+    name: str
+    stemmer: Callable[[str], str]
+    missed: tuple[tuple[str, str], ...]
+    stale: tuple[str, ...]
+
+    @property
+    def before(self) -> list[Any]:
+        """The migrations a tree before this step knows."""
+        return schema.MIGRATIONS[: NAMES.index(self.name)]
+
+    @property
+    def applied(self) -> list[str]:
+        """What opening a database of a tree before this step applies."""
+        return NAMES[NAMES.index(self.name) :]
+
+
+STEPS = [
+    Step(restem.MIGRATION, restem.stem_before, (("kill", "killed"), ("agree", "agreed")),
+         ("pas", "agre", "spe")),
+    Step(restem_final_e.MIGRATION, restem_final_e.stem_before,
+         (("hope", "hoped"), ("created", "create"), ("time", "times")), ("not", "hop")),
+]  # fmt: skip
+
+
+@pytest.fixture(params=STEPS, ids=[s.name for s in STEPS])
+def step(request: pytest.FixtureRequest) -> Step:
+    return request.param  # type: ignore[no-any-return]
+
+
+#: Rows of two users: words session 20's stemmer cut ("killed", "passing", "filled",
+#: "calling"; "agreed", "speed", "proceeds", "employees"), words in "-e" session 21's cut
+#: apart ("notes", "noted" / "note"; "create" / "created"; "times" / "Tim"), an old stem
+#: that is also a word of its own ("kil", "tim"), words stemmed alike by all three
+#: ("running", "planned", "speeds", "boxes"), and rows with none of them.
 TEXTS = [
     "Ada killed the build twice, then killing it again was easy",
     "kill -9 the worker; kil is a typo of kill",
@@ -52,13 +92,20 @@ TEXTS = [
     "she missed the train, dressed in blue",
     "we agreed on the speed limit; the proceeds exceeded it, indeed",
     "employees agree: speeds proceed, trees need feeding",
+    "notes: I noted it twice, noting times Tim hoped for",
+    "the note and the time",
+    "created, creating, creates; the cache caches cached pages",
+    "create the boxes, matches and pushes; issues issued, an issue; the sites we sit at",
 ]
 
 
-def test_the_migration_keeps_the_earlier_stemmer_as_it_was() -> None:
-    words = [w for w, *_ in [*FIXED, *SAME, *EED, *EED_SAME]]
-    words += ["ballooned", "fizzing", "1100ing", "kil", "aaeeed", "speeded"]
+def test_the_migrations_keep_the_earlier_stemmers_as_they_were() -> None:
+    words = [w for w, *_ in [*FIXED, *SAME, *EED, *EED_SAME, *TAKES_ES_CASES]]
+    words += [w for forms in FAMILIES.values() for w in forms]
+    words += ["ballooned", "fizzing", "1100ing", "kil", "aaeeed", "speeded", "quite"]
     assert [restem.stem_before(w) for w in words] == [earlier_stemmer(w) for w in words]
+    assert [restem_final_e.stem_before(w) for w in words] == [stem_s21(w) for w in words]
+    assert NAMES[-2:] == [restem.MIGRATION, restem_final_e.MIGRATION]
 
 
 def test_restemmed_names_the_old_and_new_term_of_a_changed_token() -> None:
@@ -71,6 +118,13 @@ def test_restemmed_names_the_old_and_new_term_of_a_changed_token() -> None:
     assert restem.restemmed("speed") == ("spe", "speed")
     assert restem.restemmed("proceeds") == ("proceed", "procee")  # "-s", then "-eed" → "-ee"
     assert restem.restemmed("speeds") is None
+    final_e = restem_final_e.stem_before
+    assert restem.restemmed("notes", final_e) == ("not", "note")
+    assert restem.restemmed("create", final_e) == ("create", "creat")
+    assert restem.restemmed("created", final_e) is None  # "creat" before and now
+    assert restem.restemmed("times", final_e) == ("tim", "time")
+    assert restem.restemmed("boxes", final_e) is None
+    assert restem.restemmed("killed", final_e) is None  # 011's fix: the same in both
 
 
 def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
@@ -89,6 +143,15 @@ def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
         "spe": None,
         "speed": (2, 4),
     }
+    final_e = restem_final_e.stem_before
+    # "tim" is a name here: it keeps its posting, "times" goes to "time"
+    assert restem.row_changes("Tim noted the notes, times", 4, final_e) == {
+        "not": None,
+        "note": (2, 4),
+        "tim": (1, 4),
+        "time": (1, 4),
+    }
+    assert restem.row_changes("boxes killed", 2, final_e) == {}
 
 
 def _memories() -> list[Memory]:
@@ -101,11 +164,11 @@ def _memories() -> list[Memory]:
 
 
 @contextmanager
-def _older_tree(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """This process as a tree before 011: the earlier stemmer, migrations up to 010."""
+def _older_tree(monkeypatch: pytest.MonkeyPatch, step: Step) -> Iterator[None]:
+    """This process as a tree before ``step``: its stemmer, the migrations before it."""
     with monkeypatch.context() as patch:
-        patch.setattr(schema, "MIGRATIONS", _BEFORE)
-        patch.setattr(lexical, "_stem", restem.stem_before)
+        patch.setattr(schema, "MIGRATIONS", step.before)
+        patch.setattr(lexical, "_stem", step.stemmer)
         lexical.term.cache_clear()
         try:
             yield
@@ -122,10 +185,10 @@ def _write(url: str, memories: list[Memory]) -> None:
         store.close()
 
 
-def _stemmed_before(url: str, monkeypatch: pytest.MonkeyPatch) -> list[Memory]:
-    """A database at 010 written by the earlier stemmer; the memories written."""
+def _stemmed_before(url: str, monkeypatch: pytest.MonkeyPatch, step: Step) -> list[Memory]:
+    """A database just before ``step`` written by the stemmer before it; the memories."""
     memories = _memories()
-    with _older_tree(monkeypatch):
+    with _older_tree(monkeypatch, step):
         _write(url, memories)
     return memories
 
@@ -138,7 +201,7 @@ def _term_stats(url: str) -> dict[tuple[str, str], int]:
 
 
 def _fresh(pg_server: str, memories: list[Memory]) -> str:
-    """A schema where this tree wrote ``memories``: what 011 must leave."""
+    """A schema where this tree wrote ``memories``: what a re-stemming must leave."""
     url = new_schema(pg_server)
     _write(url, memories)
     return url
@@ -158,10 +221,12 @@ def _found(url: str, query: str) -> set[str]:
         store.close()
 
 
-def _found_unmigrated(url: str, query: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
-    """:func:`_found` with this tree's stemmer on a database left before 011."""
+def _found_unmigrated(
+    url: str, query: str, monkeypatch: pytest.MonkeyPatch, step: Step
+) -> set[str]:
+    """:func:`_found` with this tree's stemmer on a database left before ``step``."""
     with monkeypatch.context() as patch:
-        patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(schema, "MIGRATIONS", step.before)
         return _found(url, query)
 
 
@@ -173,47 +238,47 @@ def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_database_stemmed_before_holds_a_fresh_stores_postings_once_migrated(
-    pg_server: str, monkeypatch: pytest.MonkeyPatch, small_blocks: None
+    pg_server: str, monkeypatch: pytest.MonkeyPatch, small_blocks: None, step: Step
 ) -> None:
     url = new_schema(pg_server)
-    memories = _stemmed_before(url, monkeypatch)
+    memories = _stemmed_before(url, monkeypatch, step)
     fresh = _fresh(pg_server, memories)
     expected, expected_df = posting_rows(fresh), _term_stats(fresh)
     assert posting_rows(url) != expected  # what the earlier stemmer stored
-    assert ("alice", "kil") in _term_stats(url) and ("alice", "pas") in _term_stats(url)
-    killed = {m.id for m in memories if m.user_id == "alice" and "killed" in m.content}
-    assert killed and not killed & _found_unmigrated(url, "kill", monkeypatch)  # the defect
-    agreed = {m.id for m in memories if m.user_id == "alice" and "agreed" in m.content}
-    assert agreed and not agreed & _found_unmigrated(url, "agree", monkeypatch)
-    assert ("alice", "agre") in _term_stats(url) and ("alice", "spe") in _term_stats(url)
+    for term in step.stale:
+        assert ("alice", term) in _term_stats(url) and ("alice", term) not in expected_df
+    rows = {}
+    for query, word in step.missed:  # the defect
+        rows[query] = {m.id for m in memories
+                       if m.user_id == "alice" and word in lexical.words(m.content)}  # fmt: skip
+        assert rows[query] and not rows[query] & _found_unmigrated(url, query, monkeypatch, step)
     monkeypatch.setattr(restem, "REWRITE_ROWS", 3)  # several rounds of rewrites
 
-    assert schema.migrate(url, "test") == [restem.MIGRATION]
+    assert schema.migrate(url, "test") == step.applied
     assert posting_rows(url) == expected
     assert _term_stats(url) == expected_df
-    assert ("alice", "pas") not in expected_df  # no block holds it: no row
-    assert killed <= _found(url, "kill") and killed <= _found(url, "killed")
-    assert agreed <= _found(url, "agree") and agreed <= _found(url, "speeds")
+    for query, word in step.missed:
+        assert rows[query] <= _found(url, query) and rows[query] <= _found(url, word)
 
 
 def test_running_it_again_changes_nothing(
-    pg_server: str, monkeypatch: pytest.MonkeyPatch, small_blocks: None
+    pg_server: str, monkeypatch: pytest.MonkeyPatch, small_blocks: None, step: Step
 ) -> None:
     url = new_schema(pg_server)
-    memories = _stemmed_before(url, monkeypatch)
+    memories = _stemmed_before(url, monkeypatch, step)
     schema.migrate(url, "test")
     rows, stats = posting_rows(url), _term_stats(url)
     with psycopg.connect(url, autocommit=True) as db, db.transaction():
-        restem.migrate(db)
+        dict(schema.MIGRATIONS)[step.name](db)
     assert posting_rows(url) == rows and _term_stats(url) == stats
     assert rows == posting_rows(_fresh(pg_server, memories))
 
 
 def test_writes_after_it_leave_no_stale_posting(
-    pg_server: str, monkeypatch: pytest.MonkeyPatch
+    pg_server: str, monkeypatch: pytest.MonkeyPatch, step: Step
 ) -> None:
     url = new_schema(pg_server)
-    memories = _stemmed_before(url, monkeypatch)
+    memories = _stemmed_before(url, monkeypatch, step)
     store = PostgresStore(url, pool_size=1, fill_in_background=False)  # migrates
     try:
         store.write(
@@ -230,18 +295,18 @@ def test_writes_after_it_leave_no_stale_posting(
 
 
 def test_an_older_tree_refuses_the_database_after_it(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, step: Step
 ) -> None:
     _write(pg_url, _memories())
     with monkeypatch.context() as patch:
-        patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(schema, "MIGRATIONS", step.before)
         with pytest.raises(MigrationError, match="newer engrain"):
             PostgresStore(pg_url, pool_size=1)
 
 
 def _migrate_pausing(url: str, paused: Any, go: Any, kill_me: bool) -> None:
-    """Run the migrations in this (spawned) process, stopping inside 011 after its first
-    rewrite until ``go`` is set (or forever, to be killed)."""
+    """Run the migrations in this (spawned) process, stopping inside the first re-stemming
+    migration after its first rewrite until ``go`` is set (or forever, to be killed)."""
     apply = restem._apply
 
     def apply_then_wait(db: Any, changes: Any) -> None:
@@ -262,7 +327,7 @@ def _migrator(url: str, kill_me: bool) -> Iterator[tuple[Any, Any]]:
     proc = SPAWN.Process(target=_migrate_pausing, args=(url, paused, go, kill_me))
     proc.start()
     try:
-        assert paused.wait(120), "the migrator never reached 011"
+        assert paused.wait(120), "the migrator never reached a re-stemming"
         yield proc, go
     finally:
         go.set()
@@ -281,10 +346,10 @@ def _second_open(url: str) -> tuple[threading.Thread, list[list[str]]]:
 
 
 def test_a_second_process_opening_meanwhile_waits_and_finds_it_done(
-    pg_server: str, monkeypatch: pytest.MonkeyPatch
+    pg_server: str, monkeypatch: pytest.MonkeyPatch, step: Step
 ) -> None:
     url = new_schema(pg_server)
-    memories = _stemmed_before(url, monkeypatch)
+    memories = _stemmed_before(url, monkeypatch, step)
     before, expected = posting_rows(url), posting_rows(_fresh(pg_server, memories))
     with _migrator(url, kill_me=False) as (proc, go):
         thread, applied = _second_open(url)
@@ -304,19 +369,19 @@ def test_a_second_process_opening_meanwhile_waits_and_finds_it_done(
 
 
 def test_a_migrator_killed_halfway_loses_nothing_and_the_next_open_finishes(
-    pg_server: str, monkeypatch: pytest.MonkeyPatch
+    pg_server: str, monkeypatch: pytest.MonkeyPatch, step: Step
 ) -> None:
     url = new_schema(pg_server)
-    memories = _stemmed_before(url, monkeypatch)
+    memories = _stemmed_before(url, monkeypatch, step)
     before, expected = posting_rows(url), posting_rows(_fresh(pg_server, memories))
     with _migrator(url, kill_me=True) as (proc, _):
         thread, applied = _second_open(url)
-        os.kill(proc.pid, signal.SIGKILL)  # inside 011, blocks already rewritten
+        os.kill(proc.pid, signal.SIGKILL)  # inside the migration, blocks already rewritten
         proc.join(60)
         assert posting_rows(url) == before  # nothing of it committed
         thread.join(120)
-    assert applied == [[restem.MIGRATION]]  # the waiting open ran it itself
-    assert restem.MIGRATION in _applied(url)
+    assert applied == [step.applied]  # the waiting open ran it itself
+    assert set(step.applied) <= _applied(url)
     assert posting_rows(url) == expected
     store = PostgresStore(url, pool_size=1, fill_in_background=False)
     try:

@@ -16,7 +16,7 @@ import pytest
 from engrain import Engine, Kind, Memory
 from engrain.embed.base import Matrix
 from engrain.model import Provenance
-from engrain.recall.pointed import MIN_COSINE, RARE_DF, terms_of, with_pointed
+from engrain.recall.pointed import MIN_COSINE, RARE_DF, _uncommon, terms_of, with_pointed
 from engrain.recall.relevance import Candidate
 from engrain.store import MemoryStore
 
@@ -128,7 +128,15 @@ def test_without_a_clear_match_or_for_conversation_chunks_nothing_moves() -> Non
 
 
 def test_short_tokens_are_not_names() -> None:
-    assert terms_of("moved from W&B to MLflow") == {"mov", "mlflow"}  # not "w", not "b"
+    assert terms_of("moved from W&B to MLflow") == {"move", "mlflow"}  # not "w", not "b"
+
+
+def test_a_term_given_back_its_e_is_counted_in_every_learning_that_carries_it() -> None:
+    # "staging" is the term "stage", not a prefix of the word: the probe drops its "e"
+    carried = [(text, text.lower()) for text in ["Staging deploys run nightly"] * RARE_DF]
+    assert terms_of(carried[0][0]) == {"stage", "deploy", "run", "nightly"}
+    assert _uncommon("stage", carried)
+    assert not _uncommon("stage", [*carried, ("The staging bucket", "the staging bucket")])
 
 
 # -- through the engine: explain() shows the term, context() injects the memory ----------------

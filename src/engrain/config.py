@@ -134,6 +134,14 @@ class Settings(BaseModel):
         "it is needed runs in the calling thread. The same blocks either way. False: every "
         "read in the calling thread.",
     )
+    overlap_walks: bool = Field(
+        default=True,
+        description="Walk a large user's typed learnings' index on a shared pool thread "
+        "with the read of its candidates' rows, while the calling thread walks and reads "
+        "the pool's (usearch releases the GIL), on SQLite; a walk no pool thread has begun "
+        "when it is needed runs in the calling thread. The same blocks either way. False: "
+        "both searches in the calling thread, in turn.",
+    )
     onnx_split: bool = Field(
         default=False,
         description="Single-threaded model runs: a multi-text call (an ingest) split over the "

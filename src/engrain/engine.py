@@ -588,8 +588,13 @@ class Engine:
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
             cooccurrence=fb.StartedPairs(pairs), explain=explain, top_k=top_k,
-            previous=r.previous, reads=reads.Reads(store, overlap=self.settings.overlap_reads),
+            previous=r.previous, reads=self._reads(),
         )  # fmt: skip
+
+    def _reads(self) -> reads.Reads:
+        """How a ``context()``'s reads and its searches' second walk run (the settings)."""
+        s = self.settings
+        return reads.Reads(self.store, overlap=s.overlap_reads, walks=s.overlap_walks)
 
     # -- curation --------------------------------------------------------------------------
 

@@ -48,7 +48,9 @@ APOLOGY = frozenset(
 FILLER = frozenset(
     ["um", "umm", "uh", "uhh", "er", "erm", "hmm", "hm", "mm", "mhm", "mmm", "well", "anyway",
      "anyways", "oh", "ah", "eh", "meh", "welp", "guys", "team", "folks", "friend", "pal",
-     "bro", "fam", "y'all", "yall", "peeps", "people"]
+     "bro", "fam", "y'all", "yall", "peeps", "people",
+     # hedges that open a reaction ("honestly that's a relief", "ngl that's neat")
+     "honestly", "ngl", "tbh"]
 )  # fmt: skip
 #: Words that say a person is present ("you around?", "still there?", "back online").
 PRESENCE = frozenset(["around", "there", "here", "online", "awake", "alive", "back", "home"])

@@ -139,11 +139,14 @@ REPRO = re.compile(
     r"minutes|hours|days))\b",
     re.IGNORECASE,
 )
+#: The names of a problem ("bugs", "an error", "the regression", "a timeout"): a report
+#: of one in a short reply ("errors again", "timeout again") as in a message
+#: (:data:`PROBLEM_WORD`, ``open_work``).
+PROBLEM_NAMES = r"bugs?|buggy|errors?|issues?|problems?|regression\w*|timeout"
 #: Words that mean a problem when someone reports it, and only a topic in a question
-#: about a fact ("what was the fix for the login bug?", "which error tracker do we use?").
-PROBLEM_WORD = re.compile(
-    r"\b(?:fix\w*|bugs?|buggy|errors?|issues?|problems?|regression\w*|timeout)\b", re.I
-)
+#: about a fact ("what was the fix for the login bug?", "which error tracker do we use?"):
+#: the names of a problem and the "fix" family.
+PROBLEM_WORD = re.compile(rf"\b(?:fix\w*|{PROBLEM_NAMES})\b", re.I)
 #: A failure named as a kind of thing in a question ("does a failing model page anyone?",
 #: "what happens to any failed job?"): a topic, like "which error tracker", not a report.
 FAILING_KIND = re.compile(

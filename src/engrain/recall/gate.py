@@ -91,7 +91,7 @@ from engrain.recall.when import TIME_WEIGHT, with_time
 from engrain.recall.work import Work, with_work
 from engrain.store.base import FoundSearch, MemoryFilter, Store
 from engrain.store.found import built_all
-from engrain.store.reads import Reads
+from engrain.store.reads import Begin, Reads
 
 __all__ = ["LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens"]
 
@@ -479,7 +479,8 @@ def _candidates(
         clock.lap("embed")
     if static:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
-    dense, learnings = _nearest(store, user_id, vector, [(size, flt), (LEARNINGS_MAX, typed)])
+    searches = [(size, flt), (LEARNINGS_MAX, typed)]
+    dense, learnings = _nearest(store, user_id, vector, searches, reads.beside)
     query_vector = vector
     include = [*learnings, *((m, cosine(m, query_vector)) for m in pinned())]
 
@@ -536,16 +537,21 @@ def _unnamed_vector(
 
 
 def _nearest(
-    store: Store, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+    store: Store,
+    user_id: str,
+    vector: Vector,
+    searches: Sequence[tuple[int, MemoryFilter]],
+    begin: Begin | None = None,
 ) -> list[list[tuple[MemoryFields, float]]]:
     """``store.search(user_id, vector, k, flt)`` for each ``(k, flt)``: the pool's nearest
     and the learnings' nearest. A store with a ``search_many(user_id, vector, searches)``
     method answers all of them from one product of the query with its matrix (the second
     product is what scoring every learning costs: 2-4 ms at 10,000 memories on a busy
     2-core machine); any other store searches once per filter. The matches are their
-    fields where the store can give them (:class:`~engrain.store.base.FoundSearch`)."""
+    fields where the store can give them (:class:`~engrain.store.base.FoundSearch`), whose
+    search may begin its second index's walk with ``begin`` (:meth:`Reads.beside`)."""
     if isinstance(store, FoundSearch):
-        return store.search_found(user_id, vector, list(searches))
+        return store.search_found(user_id, vector, list(searches), begin)
     many = getattr(store, "search_many", None)
     searched: list[list[tuple[MemoryFields, float]]]
     if callable(many):

@@ -10,7 +10,8 @@ its reason, so that no model turns such a reply into nothing:
 
 * a **failure reported** — a symptom or problem word the rules already know
   (:data:`~engrain.recall.cues.SYMPTOM`: "failing", "broken", "didn't work"; "error",
-  "bug", "issue"), or a test run's colour of failure (:data:`FAILED_RUN`: "red");
+  "bug", "issue", "problem", "timeout": :data:`~engrain.recall.cues.PROBLEM_NAMES`, but
+  "no problem"), or a test run's colour of failure (:data:`FAILED_RUN`: "red");
 * a **negation** (:data:`NEGATIONS`: "no luck", "not yet", "nothing") — something did not
   happen or is not so — unless it negates a reassurance word ("no rush", "not a problem":
   :func:`engrain.recall.contentless.reassures`);
@@ -37,13 +38,16 @@ import re
 from collections.abc import Sequence
 
 from engrain.recall import cues
-from engrain.recall.contentless import reassures
+from engrain.recall.asides import fails_to_work
+from engrain.recall.contentless import APOLOGY, reassures
 
 #: The colour of a failed test run or build ("still red", "CI's red"): green is success.
 FAILED_RUN = frozenset(["red"])
-#: Problem words reported ("errors again"): :data:`~engrain.recall.cues.PROBLEM_WORD` less
-#: the "fix" family, which as often reports the fix ("that fixes it").
-_PROBLEM = re.compile(r"\b(?:bugs?|buggy|errors?|issues?|regressions?)\b", re.I)
+#: Problem words reported ("errors again", "timeout again"):
+#: :data:`~engrain.recall.cues.PROBLEM_WORD` less the "fix" family, which as often reports
+#: the fix ("that fixes it"); "problem" after a negation is a reassurance
+#: (:func:`_reports_problem`).
+_PROBLEM = re.compile(rf"\b(?:{cues.PROBLEM_NAMES})\b", re.I)
 #: Negations: something did not happen or is not so ("no luck", "not yet", "nothing").
 NEGATIONS = frozenset(
     ["no", "not", "nope", "nah", "never", "nothing", "none", "nowhere", "neither", "nor",
@@ -60,7 +64,11 @@ PERSISTENCE = frozenset(
 )
 #: Asking for the work to go on.
 GO_ON = re.compile(
-    r"\b(?:continue|proceed|resume|go (?:on|ahead)|keep (?:going|at it)|carry on)\b|"
+    r"\b(?:continue|proceed|resume|go (?:on|ahead)|keep (?:going|at it)|carry on|go for it)\b|"
+    # the same in the other languages whose thanks the rules know ("hazlo", "vas-y")
+    r"(?<![\w'])(?:hazlo|hacelo|hágalo|adelante|sigue|continúa|continua|procede|"
+    r"vas-y|allez-y|fais-le|faites-le|mach (?:es|das|weiter)|weiter|los geht'?s|"
+    r"fallo|procedi|vai avanti|faz isso|pode fazer|manda ver|prossiga)(?![\w'])|"
     r"(?:\bnext(?: one| step| please| pls)?|(?<!\bto )\bgo)\W*$",
     re.I,
 )
@@ -87,8 +95,10 @@ def keeps_work_open(text: str, words: Sequence[str]) -> bool:
     request to go on, a question word, or a selection of what was shown."""
     if not words:
         return False
-    if cues.SYMPTOM.search(text) or _PROBLEM.search(text) or GO_ON.search(text):
+    if cues.SYMPTOM.search(text) or _reports_problem(text, words) or GO_ON.search(text):
         return True
+    if fails_to_work(_WORD.findall(text.lower())):
+        return True  # "no funciona", "ça marche pas"
     if not (FAILED_RUN.isdisjoint(words) and PERSISTENCE.isdisjoint(words)):
         return True
     if not QUESTION_WORDS.isdisjoint(words):
@@ -96,6 +106,17 @@ def keeps_work_open(text: str, words: Sequence[str]) -> bool:
     if selects(_WORD.findall(text.lower())):
         return True  # of the whole reply: "that did the trick" is no pick of "that"
     return any(negates(w) and not reassures(words[i + 1 : i + 3]) for i, w in enumerate(words))
+
+
+def _reports_problem(text: str, words: Sequence[str]) -> bool:
+    """Whether ``text`` (its lower-cased ``words``) names a problem (:data:`_PROBLEM`), other
+    than the apology word of a reassurance: "no problem", "not a problem", "wasn't a
+    problem" (a negation, then the word: :func:`~engrain.recall.contentless.reassures`)."""
+    named = {match.group(0).lower() for match in _PROBLEM.finditer(text)}
+    if not named:
+        return False
+    reassured = any(negates(w) and reassures(words[i + 1 : i + 3]) for i, w in enumerate(words))
+    return not (reassured and named <= APOLOGY)
 
 
 def selects(words: Sequence[str]) -> bool:

@@ -85,9 +85,10 @@ def _uncommon(term: str, learnings: Sequence[tuple[str, str]]) -> bool:
     """Whether at most :data:`RARE_DF` of ``learnings`` (each a memory's content and its
     lowercased text) carry ``term`` among their :func:`terms_of`. Only a text containing
     the term's letters is tokenized (a term is a stem, a prefix of the word it comes from,
-    but for "-ies" made "-y": its "y" is left out of the probe), and the count stops at the
-    first memory past the limit, so a call tokenizes little beyond the memories it links."""
-    probe = term[:-1] if term.endswith("y") else term
+    but for "-ies" made "-y" and "-ing" / "-ed" given back the word's "e": "hoping" →
+    "hope"; a final "y" or "e" is left out of the probe), and the count stops at the first
+    memory past the limit, so a call tokenizes little beyond the memories it links."""
+    probe = term[:-1] if term.endswith(("y", "e")) else term
     seen = 0
     for content, text in learnings:
         if probe in text and term in terms_of(content):

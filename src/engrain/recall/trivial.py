@@ -26,12 +26,26 @@ A message whose every word belongs to a closed class that names nothing (an apol
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
 worries at all", "hey, you around?"). Anything else with a question mark, a number in the
 extra word, or two unknown words is left to the rest of :mod:`engrain.recall.classify`.
+
+What a reply says of the user rather than of the work (:mod:`engrain.recall.asides`: a
+message sent to the wrong chat, small talk, relief, sign-offs and acknowledgements in other
+languages, the user's next step with more verbs) is read the same way; a word of working
+negated ("no funciona") or an acknowledgement that turns to a new point ("ty, now the
+footer") keeps a reply a message.
 """
 
 from __future__ import annotations
 
 import re
 
+from engrain.recall.asides import (
+    ASIDE,
+    NEXT_STEP,
+    OTHER_ACKS,
+    SMALL_TALK,
+    fails_to_work,
+    opens_a_point,
+)
 from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
 from engrain.recall.open_work import keeps_work_open, negates, selects
 
@@ -104,7 +118,7 @@ _NEXT_STEP = re.compile(
 #: alone stay unknown.
 _CLOSING = re.compile(
     r"(?<![\w+])\+1\b|"
-    r"\b(?:thanks?|thx|ty|cheers|sorry|sry|apologies)(?: you| u)?(?: so much| a lot)? for"
+    r"\b(?:thanks?|thx|ty|cheers|sorry|sory|sry|soz|apologies)(?: you| u)?(?: so much| a lot)? for"
     r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
     r"where|when|which|who)\b)[a-z']+){1,4}|"
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
@@ -192,8 +206,10 @@ def trivial_signal(text: str) -> str | None:
     if "?" in text and not _WORDS.search(text):
         return None  # a bare "?" or "??" asks for the last answer again, or explained
     words = words_said(text)
-    if follows_up(words, _social):
-        return None
+    if follows_up(words, _social) or fails_to_work(_WORDS.findall(text.lower())):
+        return None  # "run it"; "no funciona", "ça marche pas": social words, a failure
+    if opens_a_point(words, _social):
+        return None  # "ty, now the footer": the thanks closes, the rest asks
     unknown = [w for w in words if not _acknowledges(w)]
     if selects(_WORDS.findall(text.lower())):
         return None  # "yes, that one": a pick among what was shown asks for its work
@@ -214,17 +230,27 @@ def trivial_signal(text: str) -> str | None:
 
 def asks_for_work(text: str) -> bool:
     """Whether the short reply ``text`` asks for work on the turn before
-    (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next"), once
-    the phrases of closing and of the user's next step are set aside."""
-    return follows_up(words_said(text), _social)
+    (:func:`engrain.recall.contentless.follows_up`: "run it", "same thing", "next") or turns
+    from an acknowledgement to a new point (:func:`engrain.recall.asides.opens_a_point`:
+    "ty, now the footer", "ok but faster"), once the phrases of closing and of the user's
+    next step are set aside."""
+    words = words_said(text)
+    return follows_up(words, _social) or opens_a_point(words, _social)
 
 
 def words_said(text: str) -> list[str]:
     """The words of ``text`` lower-cased, stretched letters shortened, an outcome that went
     well read as the word of success it means (:data:`_WENT_WELL`), the phrases of the
-    user's next step and of closing removed."""
+    user's next step and of closing removed (:data:`_NEXT_STEP`, :data:`_CLOSING`,
+    :data:`engrain.recall.asides.NEXT_STEP`) and small talk
+    (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
+    (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
-    return _WORDS.findall(_CLOSING.sub(" ", _NEXT_STEP.sub(" ", said)))
+    said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
+    if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
+        said = NEXT_STEP.sub(" ", said)
+    # an aside is itself social ("honestly that's a relief"): it stands as an "ack"
+    return _WORDS.findall(ASIDE.sub(" ack ", _CLOSING.sub(" ", said)))
 
 
 def _presence(text: str, words: list[str]) -> str | None:
@@ -325,7 +351,7 @@ def _greets_being_around(text: str, unknown: list[str]) -> bool:
 
 def _acknowledges(word: str) -> bool:
     """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
-    if word in _ACK_WORDS or _LAUGH.match(word):
+    if word in _ACK_WORDS or word in OTHER_ACKS or _LAUGH.match(word):
         return True
     short = _STRETCHED.sub(r"\1", word)
-    return short != word and short in _ACK_WORDS
+    return short != word and (short in _ACK_WORDS or short in OTHER_ACKS)

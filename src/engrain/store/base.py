@@ -25,6 +25,7 @@ from typing import (
 
 from engrain.errors import KeyChangedError, MigrationError, ValidationError
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
+from engrain.store.reads import Begin
 from engrain.tokens import spaced_count
 
 #: A memory row's columns, in the order both SQL backends store them (the order of migration
@@ -410,9 +411,16 @@ class FoundSearch(Protocol):
     store's memories are their own fields."""
 
     def search_found(
-        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+        self,
+        user_id: str,
+        vector: Vector,
+        searches: Sequence[tuple[int, MemoryFilter]],
+        begin: Begin | None = None,
     ) -> list[list[tuple[MemoryFields, float]]]:
-        """``search(user_id, vector, k, flt)`` for each ``(k, flt)``, as fields."""
+        """``search(user_id, vector, k, flt)`` for each ``(k, flt)``, as fields; work that
+        can run beside the calling thread's (another index's walk and its rows' read) begun
+        with ``begin``
+        (``store/reads.py``), if given."""
         ...
 
     def lexical_found(

@@ -71,6 +71,7 @@ from engrain.store.base import ALL, MemoryFilter
 from engrain.store.columns import Table, parse_micros
 from engrain.store.found import built_all
 from engrain.store.lexical import LexicalIndex
+from engrain.store.reads import Begin
 from engrain.store.rows import with_access as _with_access
 from engrain.store.vector_search import (
     approximate,
@@ -292,17 +293,24 @@ class UserCache:
         return [_built(found, snapshot) for found in self._search(snapshot, vector, searches)]
 
     def search_found(
-        self, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+        self,
+        vector: Vector,
+        searches: Sequence[tuple[int, MemoryFilter]],
+        begin: Begin | None = None,
     ) -> list[list[tuple[MemoryFields, float]]]:
         """:meth:`search` for each ``(k, flt)``, each match as its fields
         (``store/found.py``: built only if the caller asks), from one product of the query
         with the matrix (the gate asks for a candidate pool and every learning at once);
         through the approximate index for a large user once it is ready (see the module
-        docstring)."""
-        return self._search(self._built(), vector, searches)
+        docstring; ``begin``: how its second index's walk is begun, ``store/reads.py``)."""
+        return self._search(self._built(), vector, searches, begin)
 
     def _search(
-        self, snapshot: Snapshot, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+        self,
+        snapshot: Snapshot,
+        vector: Vector,
+        searches: Sequence[tuple[int, MemoryFilter]],
+        begin: Begin | None = None,
     ) -> list[list[tuple[MemoryFields, float]]]:
         """:meth:`search_found` in ``snapshot``."""
         arrays = snapshot.arrays
@@ -313,7 +321,7 @@ class UserCache:
         ann = self._ann_rows(snapshot)
         if ann is not None:
             part, expected = self._part_rows(snapshot, searches)
-            return approximate(arrays, ann, query, searches, self._mask, part, expected)
+            return approximate(arrays, ann, query, searches, self._mask, part, expected, begin)
         with single_threaded_blas():
             sims = arrays.products(query)
         return [

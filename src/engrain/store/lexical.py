@@ -216,28 +216,89 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 #: or a digit's double is never the ending's ("fleeing" → "flee"). Changing this changes
 #: the terms stored on PostgreSQL: a migration re-stems them (``store/postgres/restem.py``).
 UNDOUBLED = frozenset("bcdfghjkmnpqrtvwxy")
+#: The endings before which "-es" is the plural's or the verb's ending, not "-e" + "s":
+#: English spells "-es" after a hissing sound ("classes", "boxes", "buzzes", "matches",
+#: "pushes"), and almost no word ends in these letters + "e" ("cache", "niche", "ache":
+#: "-che" words, whose "e" goes anyway, :func:`_final_e`). After any other letter, a
+#: single "s" or "z" included, the "e" is the word's and only the "s" goes ("notes" →
+#: "note", "issues" → "issu" as "issue", "cases" → "case", "sizes" → "size", "agrees" →
+#: "agree"): "-se" and "-ze" words far outnumber "-s" and "-z" words that take "-es"
+#: ("buses" → "buse", apart from "bus"). "-ies" loses "es" when too short for "-ies" →
+#: "-y" ("tries" → "tri", as "tried"). Changing it changes PostgreSQL's stored terms, as
+#: ``UNDOUBLED`` does (migration 012, ``store/postgres/restem_final_e.py``).
+TAKES_ES = ("sses", "xes", "zzes", "ches", "shes", "ies")
 
 
 @lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
     """A light suffix stripper (plural and common verb endings), enough to match "paints"
-    with "painted" and "painting" without a stemming dependency."""
+    with "painted" and "painting" without a stemming dependency. A word's final "e" is
+    treated alike in every form (:func:`_final_e`), so "note", "notes", "noted", "noting"
+    meet at "note" and "create", "creates", "created", "creating" at "creat"."""
     if len(word) <= 3 or word.isdigit():
         return word
     if word.endswith("eed"):
         return _eed(word)
     for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
-        if suffix == "es" and word.endswith("ees"):
-            continue  # "agrees" is "agree" + "s": "-es" never follows an "e"
+        if suffix == "es" and not word.endswith(TAKES_ES):
+            continue  # "notes" is "note" + "s": only the "s" is the ending
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)] + keep
-            if (suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]
-                    and base[-1] in UNDOUBLED):  # fmt: skip
-                base = base[:-1]
             if suffix == "s" and word.endswith("ss"):
                 return word
-            return _eed(base) if base.endswith("eed") else base
-    return word
+            base = word[: -len(suffix)] + keep
+            if base.endswith("eed"):
+                return _eed(base)
+            if suffix in ("ing", "ed"):
+                if len(base) > 3 and base[-1] == base[-2] and base[-1] in UNDOUBLED:
+                    return base[:-1]
+                if _short(base):
+                    return base + "e"  # "hoped" → "hope", as "hope"; "hopped" → "hop"
+            return _final_e(base)
+    return _final_e(word)
+
+
+def _final_e(word: str) -> str:
+    """``word`` without a final "e" that only spells the word, as Porter's step 5a drops it:
+    kept after a short syllable ("note", "time", "site", "hope", "code": Porter's measure
+    m = 1 ending consonant-vowel-consonant, :func:`_short`), whose "e" tells the word from
+    another ("not", "tim", "sit", "hop", "cod"), and in "-ee" ("agree", "free") or with no
+    vowel followed by a consonant before it (m = 0: "shoe", "blue"); dropped otherwise
+    ("create" → "creat", "change" → "chang", "cache" → "cach", "issue" → "issu"), where
+    "-ed" and "-ing" leave the stem without it too ("created", "changing", "cached",
+    "issued"). Changing it changes PostgreSQL's stored terms, as ``UNDOUBLED`` does."""
+    if len(word) < 4 or word[-1] != "e" or word[-2] == "e":
+        return word
+    stem = word[:-1]
+    return stem if _measure(stem) > 0 and not _short(stem) else word
+
+
+def _vowels(stem: str) -> list[bool]:
+    """Which letters of ``stem`` are vowels to Porter: a, e, i, o, u, and "y" after a
+    consonant; not the "u" after "q" ("quite": q-u-i-t ends consonant, vowel, consonant,
+    one short syllable like "kite", so it keeps its "e" apart from "quit")."""
+    vowel = [c in "aeiou" and not (c == "u" and stem[i - 1 : i] == "q")
+             for i, c in enumerate(stem)]  # fmt: skip
+    for i, c in enumerate(stem):
+        if c == "y" and i > 0 and not vowel[i - 1]:
+            vowel[i] = True
+    return vowel
+
+
+def _measure(stem: str) -> int:
+    """Porter's measure m of ``stem``: how many times a vowel is followed by a consonant
+    ("tr" 0, "tree" 0, "trouble" 1, "oats" 1, "troubles" 2)."""
+    return sum(v and not w for v, w in pairwise(_vowels(stem)))
+
+
+def _short(stem: str) -> bool:
+    """Whether ``stem`` is one short syllable, Porter's m = 1 and *o: it ends consonant,
+    vowel, consonant, the last not "w", "x" or "y" ("hop", "not", "tim"; not "box", "play",
+    "cach", "creat"). Such a stem doubles its consonant before "-ed" / "-ing" ("hopped")
+    unless the word ends in "e" ("hoped"), so an undoubled one had an "e"."""
+    if len(stem) < 3 or stem[-1] in "wxy":
+        return False
+    v = _vowels(stem)
+    return not v[-3] and v[-2] and not v[-1] and _measure(stem) == 1
 
 
 def _eed(word: str) -> str:
@@ -248,14 +309,7 @@ def _eed(word: str) -> str:
     "agreed" → "agree", "proceed" → "procee" with "proceeds", "proceeded", "proceeding"),
     otherwise left whole ("speed", "need", "feed", "seed": a one-syllable word's own "eed").
     Changing it changes PostgreSQL's stored terms, as ``UNDOUBLED`` does."""
-    before = word[:-3]
-    vowel = [c in "aeiou" for c in before]
-    for i, c in enumerate(before):
-        if c == "y" and i > 0 and not vowel[i - 1]:
-            vowel[i] = True  # Porter's "y": a vowel after a consonant
-    if any(v and not w for v, w in pairwise(vowel)):
-        return word[:-1]
-    return word
+    return word[:-1] if _measure(word[:-3]) > 0 else word
 
 
 def word(token: str) -> str | None:

@@ -11,6 +11,12 @@ the query, and taken back to run in the calling thread if no pool thread has beg
 the time its result is asked for (a busy pool never makes a call wait in its queue).
 What a read returns does not depend on the thread it runs in: each takes the store's
 current snapshot as it begins, as it would in the calling thread a few milliseconds later.
+
+A store's search may also hand work that needs the query vector to the same pool, beside
+its own (``walks``, ``Settings.overlap_walks``: the typed learnings' index walk and the
+read of its candidates' rows while the calling thread walks and reads the pool's):
+:meth:`Reads.beside` gives it the function to begin it with, or None to keep every step in
+the calling thread.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 U = TypeVar("U")
+
+#: Begins a piece of work and returns the function giving its result (:func:`overlapped`,
+#: :func:`lazy`): asked for once, raising the work's error if it failed.
+Begin = Callable[[Callable[[], Any]], Callable[[], Any]]
 
 #: Threads shared by every engine in the process; a call starts at most four reads at once.
 READ_THREADS = 8
@@ -65,9 +75,10 @@ class Reads:
     """Starts reads of ``store``; each ``start`` returns a function giving the result (or
     raising the read's error). Ask for every result once; each is computed once."""
 
-    def __init__(self, store: object, *, overlap: bool = False) -> None:
+    def __init__(self, store: object, *, overlap: bool = False, walks: bool = False) -> None:
         self.parallel = concurrent(store)
         self.overlap = overlap and not self.parallel
+        self.walks = walks and not self.parallel
 
     def start(self, read: Callable[[], T]) -> Callable[[], T]:
         """Begin ``read`` (in the background when the store allows it, or with ``overlap``)."""
@@ -76,6 +87,12 @@ class Reads:
         if self.overlap:
             return overlapped(read)
         return lazy(read)
+
+    @property
+    def beside(self) -> Begin | None:
+        """How a search of this call begins its work beside its own (``walks``:
+        :func:`overlapped`), or None: in the calling thread, in turn."""
+        return overlapped if self.walks else None
 
 
 def lazy(read: Callable[[], T]) -> Callable[[], T]:

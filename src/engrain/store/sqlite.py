@@ -65,7 +65,7 @@ from engrain.store.base import (
 from engrain.store.cache import Stamped, UserCache
 from engrain.store.checkpoint import Checkpointer
 from engrain.store.columns import Stamp, Strings
-from engrain.store.reads import in_turn, lazy, overlapped
+from engrain.store.reads import Begin, in_turn, lazy, overlapped
 from engrain.store.texts import ReadTexts
 
 _COLUMNS = MEMORY_COLUMNS
@@ -569,11 +569,16 @@ class SQLiteStore:
         return self._cache(user_id).search_many(vector, searches)
 
     def search_found(
-        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
+        self,
+        user_id: str,
+        vector: Vector,
+        searches: Sequence[tuple[int, MemoryFilter]],
+        begin: Begin | None = None,
     ) -> list[list[tuple[MemoryFields, float]]]:
         """:meth:`search_many`, each match as its fields (``store/found.py``: the gate
-        builds the memories it shows)."""
-        return self._cache(user_id).search_found(vector, searches)
+        builds the memories it shows); ``begin``: how the learnings' index walk is begun
+        beside the pool's (``store/reads.py``)."""
+        return self._cache(user_id).search_found(vector, searches, begin)
 
     def lexical_search(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL

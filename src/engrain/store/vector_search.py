@@ -11,7 +11,7 @@ snapshot share them and a write's new arrays start without them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from engrain.store.arrays import MASKS_MAX, Arrays, BoolArray, Matrix, Subset
 from engrain.store.base import MemoryFilter
 from engrain.store.coarse import Projection
 from engrain.store.reach import reachable
+from engrain.store.reads import Begin, lazy
 
 
 @lru_cache(maxsize=1)
@@ -65,6 +66,7 @@ def approximate(
     mask_of: Callable[[Arrays, MemoryFilter], BoolArray],
     part: AnnRows | None = None,
     part_expected: bool = False,
+    begin: Begin | None = None,
 ) -> list[list[tuple[MemoryFields, float]]]:
     """:meth:`~engrain.store.cache.UserCache.search_many` through the index: one index
     search sized for the most demanding filter (over-fetched by how few of the index's
@@ -75,7 +77,10 @@ def approximate(
     few rows, or too few among the candidates, is searched exactly over its rows. A filter
     of the typed learnings' kinds goes through their own index (``part``,
     ``store/ann_kinds.py``) when there is one, and through the first while one is being
-    made (``part_expected``)."""
+    made (``part_expected``). ``begin`` (``store/reads.py``: :meth:`Reads.beside`) starts
+    the walk of each index after the first with the read of its searches' candidates
+    (:func:`_nears`), to run beside the first's walk and reads; the calling thread scores
+    them when their searches' turn comes. None: all of it in the calling thread, in turn."""
     covered = [ann_kinds.covers(flt) for _, flt in searches]
     records = [part if part is not None and covers else ann for covers in covered]
     masks, counts, all_held = [], [], []
@@ -101,45 +106,114 @@ def approximate(
                          max(EXACT_SUBSET, min(SUBSET_SHARE * len(mask), SUBSET_MAX)))  # fmt: skip
         exact = k <= 0 or passing == 0 or small or (count > FETCH_MAX and kept <= SUBSET_MAX)
         counts.append(0 if exact else min(count, size, FETCH_RETRY))
-    # one walk per index, as wide as its most demanding search
-    walks: dict[int, tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]] = {}
+    # one walk per index, as wide as its most demanding search; the other indexes' walks,
+    # with their candidates' rows read, begun by ``begin`` before the first index's walk
+    widest: dict[int, int] = {}
     for record, count in zip(records, counts, strict=True):
-        widest = max(c for r, c in zip(records, counts, strict=True) if r is record)
-        if count and id(record) not in walks:
-            keys, similar = record.index.search_similar(query, widest)
-            walks[id(record)] = (record.rows_of(keys), similar)
+        if count:
+            widest[id(record)] = max(widest.get(id(record), 0), count)
+    walked = [r for r in {id(r): r for r in records}.values() if id(r) in widest]
+    later: dict[int, Callable[[], dict[int, Near | None]]] = {}
+    for record in walked[1:]:
+        mine = {i: (searches[i][0], masks[i], counts[i], all_held[i])
+                for i, r in enumerate(records)
+                if r is record and counts[i] and searches[i][0] > 0}  # fmt: skip
+        job = partial(_nears, arrays, record, query, widest[id(record)], mine)
+        later[id(record)] = (lazy if begin is None else begin)(job)
+    first = _walk(walked[0], query, widest[id(walked[0])]) if walked else None
     out: list[list[tuple[MemoryFields, float]]] = []
     with single_threaded_blas():
-        for (k, flt), mask, count, record, held_all in zip(searches, masks, counts, records,
-                                                           all_held, strict=True):  # fmt: skip
+        for i, ((k, flt), mask, count, record, held_all) in enumerate(
+            zip(searches, masks, counts, records, all_held, strict=True)
+        ):
             if k <= 0:
                 out.append([])
                 continue
-            size = max(len(record.index), 1)
-            walk = walks.get(id(record)) if count else None
-            if walk is not None:
-                near, near_similar = passing_rows(walk[0][:count], walk[1][:count], mask,
-                                              record.held)  # fmt: skip
-                if near.size < k and count < size and int(mask.sum()) > SUBSET_MAX:
-                    # too few passed: once more with more candidates, not a huge exact search
-                    count = min(size, FETCH_RETRY, max(8 * count, FETCH_MAX))
-                    more, more_similar = record.index.search_similar(query, count)
-                    near, near_similar = passing_rows(record.rows_of(more), more_similar, mask,
-                                                  record.held)  # fmt: skip
-                if near.size >= k or count >= size:
-                    # only the candidates that can be among the k best are read and scored
-                    near = near[reachable(near_similar, k)]
-                    unheld = _unheld(mask, record.held, held_all)
-                    rows = np.unique(np.concatenate([near, unheld]))
-                    # each candidate's id made once: its kept fields, vector and row found
-                    ids = arrays.ids_of(rows) if arrays.matrix is None else None
-                    vectors = scored_vectors(arrays, rows, ids=ids)
-                    out.append(top_rows(arrays, rows, vectors @ query, k, vectors, ids=ids))
-                    continue
-            # few rows pass, or too few near the query: exact over the rows passing (a
-            # large filter's: over the best of them by a coarse pass, store/coarse.py)
-            out.append(subset_top(arrays, subset_of(arrays, flt, mask), query, k))
+            if count and id(record) in later:
+                near = later[id(record)]()[i]
+            else:
+                near = _near(
+                    arrays, record, query, k, mask, count, held_all, first if count else None
+                )
+            out.append(_scored(arrays, query, k, flt, mask, near))
     return out
+
+
+#: An index walk's candidates: their rows (-1: no row) and int8 similarities.
+Walk = tuple[npt.NDArray[np.intp], npt.NDArray[np.float32]]
+#: A search's candidates to score: their rows, ids (None: made by the matrix) and vectors.
+Near = tuple[npt.NDArray[np.intp], Sequence[str] | None, Matrix]
+
+
+def _walk(record: AnnRows, query: npt.NDArray[np.float32], count: int) -> Walk:
+    """The ``count`` nearest of ``record``'s index to ``query`` (usearch releases the GIL
+    while it walks)."""
+    keys, similar = record.index.search_similar(query, count)
+    return record.rows_of(keys), similar
+
+
+def _nears(
+    arrays: Arrays,
+    record: AnnRows,
+    query: npt.NDArray[np.float32],
+    width: int,
+    searches: dict[int, tuple[int, BoolArray, int, bool]],
+) -> dict[int, Near | None]:
+    """One walk of ``record``'s index ``width`` wide and each of its ``searches``' (by
+    position: ``k``, mask, candidates asked, whether the index holds every row passing)
+    candidates read, as :func:`_near`."""
+    walk = _walk(record, query, width)
+    return {i: _near(arrays, record, query, k, mask, count, held_all, walk)
+            for i, (k, mask, count, held_all) in searches.items()}  # fmt: skip
+
+
+def _near(
+    arrays: Arrays,
+    record: AnnRows,
+    query: npt.NDArray[np.float32],
+    k: int,
+    mask: BoolArray,
+    count: int,
+    held_all: bool,
+    walk: Walk | None,
+) -> Near | None:
+    """The rows to score for one search of :func:`approximate`: of the first ``count``
+    candidates of ``walk`` (``record``'s index), those passing ``mask`` that can be among
+    the ``k`` best, and the rows passing that the index does not hold, with their ids and
+    vectors; None when too few pass (or no ``walk``): the search is exact then."""
+    if walk is None:
+        return None
+    size = max(len(record.index), 1)
+    near, near_similar = passing_rows(walk[0][:count], walk[1][:count], mask, record.held)
+    if near.size < k and count < size and int(mask.sum()) > SUBSET_MAX:
+        # too few passed: once more with more candidates, not a huge exact search
+        count = min(size, FETCH_RETRY, max(8 * count, FETCH_MAX))
+        near, near_similar = passing_rows(*_walk(record, query, count), mask, record.held)
+    if near.size < k and count < size:
+        return None
+    # only the candidates that can be among the k best are read and scored
+    near = near[reachable(near_similar, k)]
+    rows = np.unique(np.concatenate([near, _unheld(mask, record.held, held_all)]))
+    # each candidate's id made once: its kept fields, vector and row found
+    ids = arrays.ids_of(rows) if arrays.matrix is None else None
+    return rows, ids, scored_vectors(arrays, rows, ids=ids)
+
+
+def _scored(
+    arrays: Arrays,
+    query: npt.NDArray[np.float32],
+    k: int,
+    flt: MemoryFilter,
+    mask: BoolArray,
+    near: Near | None,
+) -> list[tuple[MemoryFields, float]]:
+    """The ``k`` best of ``near`` by exact score; without ``near`` (few rows pass, or too
+    few near the query), exact over the rows passing ``flt`` (``mask``; a large filter's:
+    over the best of them by a coarse pass, store/coarse.py)."""
+    if near is None:
+        return subset_top(arrays, subset_of(arrays, flt, mask), query, k)
+    rows, ids, vectors = near
+    return top_rows(arrays, rows, vectors @ query, k, vectors, ids=ids)
 
 
 def _unheld(mask: BoolArray, held: BoolArray, held_all: bool) -> npt.NDArray[np.intp]:

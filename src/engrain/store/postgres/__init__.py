@@ -115,8 +115,9 @@ failure rolls back and reruns the whole transaction.
 **Modules.** ``schema`` (migrations), ``fill`` (the token counts a large table's
 migration 009 left, filled in batches after it), ``codec (rows ↔ memories, vectors), ``sql`` (the
 queries), ``writes`` (the write transactions), ``bm25`` (posting blocks and scores),
-``restem`` (migration 011: the stored terms re-stemmed after the stemmer's fix); this
-module holds the store itself.
+``restem`` (migration 011: the stored terms re-stemmed after the stemmer's fix; the
+re-stemming itself), ``restem_final_e`` (migration 012: the same after the final "e"'s
+fix); this module holds the store itself.
 """
 
 from __future__ import annotations

@@ -33,11 +33,17 @@ transaction starts by bumping its users' revision rows (``writes.write_body``), 
 of an older tree still running wait there, holding nothing, until the commit; readers go on
 reading the old terms until then. (A process of an older tree keeps its stemmer: it must
 be stopped before an upgrade, as for 008–010, which it would also not follow.)
+
+**Later stemmer changes** re-stem the same way from their own frozen earlier stemmer
+(:func:`restem_from`; migration 012, ``restem_final_e.py``: session 21's stemmer). 011
+re-stems to the *current* terms, so a database from before session 21 holds them after 011
+and 012 then finds its terms already set (it sets, it does not move).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Final
 
@@ -75,24 +81,31 @@ def stem_before(word: str) -> str:
     return word
 
 
+#: A stemmer as it was when some tree stored its terms (:func:`stem_before`,
+#: ``restem_final_e.stem_before``).
+Stemmer = Callable[[str], str]
+
+
 @lru_cache(maxsize=65_536)
-def restemmed(token: str) -> tuple[str, str] | None:
-    """The term the earlier stemmer made of a raw token (``lexical.words``) and the term
-    the current one makes, if they differ; ``None`` if they are the same (or it is a
-    stopword, which neither keeps)."""
+def restemmed(token: str, before: Stemmer = stem_before) -> tuple[str, str] | None:
+    """The term the earlier stemmer ``before`` made of a raw token (``lexical.words``) and
+    the term the current one makes, if they differ; ``None`` if they are the same (or it is
+    a stopword, which neither keeps)."""
     bare = lexical.word(token)
     if bare is None:
         return None
-    old, new = stem_before(bare), lexical.term(token)
+    old, new = before(bare), lexical.term(token)
     return None if old == new else (old, str(new))
 
 
-def row_changes(content: str, length: int) -> dict[str, tuple[int, int] | None]:
+def row_changes(
+    content: str, length: int, before: Stemmer = stem_before
+) -> dict[str, tuple[int, int] | None]:
     """The postings of a row holding ``content`` (``length``: its stored ``doc_length``)
-    that this migration sets, by term: its (term frequency, length) under the current
-    tokenizer, or ``None`` to take it out; empty when no term of the row changes."""
-    touched = {t for token in set(lexical.words(content)) if (pair := restemmed(token))
-               for t in pair}  # fmt: skip
+    that re-stemming from ``before`` sets, by term: its (term frequency, length) under the
+    current tokenizer, or ``None`` to take it out; empty when no term of the row changes."""
+    touched = {t for token in set(lexical.words(content))
+               if (pair := restemmed(token, before)) for t in pair}  # fmt: skip
     if not touched:
         return {}
     counts = Counter(lexical.tokenize(content))
@@ -101,6 +114,12 @@ def row_changes(content: str, length: int) -> dict[str, tuple[int, int] | None]:
 
 def migrate(db: Conn) -> None:
     """Migration 011, in the migrator's transaction: re-stem every stored row's terms."""
+    restem_from(db, stem_before)
+
+
+def restem_from(db: Conn, before: Stemmer) -> None:
+    """In the migrator's transaction: every stored row's terms, stored by a tree whose
+    stemmer was ``before``, as the current tokenizer makes them (what 011 and 012 do)."""
     db.execute("LOCK TABLE revisions IN EXCLUSIVE MODE")
     pending: Changes = defaultdict(dict)
     rows = 0
@@ -108,7 +127,7 @@ def migrate(db: Conn) -> None:
         rows_cursor.itersize = BATCH
         rows_cursor.execute("SELECT user_id, seq, content, doc_length FROM memories")
         for user_id, seq, content, length in rows_cursor:
-            changed = row_changes(content, int(length))
+            changed = row_changes(content, int(length), before)
             if not changed:
                 continue
             for found, value in changed.items():
