@@ -326,6 +326,12 @@ class SQLiteStore:
                     )
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
+                    # another process opening the new file at once may have applied it
+                    # since ``done`` was read: the write lock orders us after it
+                    if self._db.execute("SELECT 1 FROM migrations WHERE name = ?",
+                                        (name,)).fetchall():  # fmt: skip
+                        self._db.execute("ROLLBACK")
+                        continue
                     step(self._db)
                     self._db.execute("INSERT INTO migrations VALUES (?, datetime('now'))", (name,))
                     self._db.execute("COMMIT")
