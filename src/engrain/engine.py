@@ -297,14 +297,17 @@ class Engine:
             with self._lock:
                 result = plan(staged)
                 try:
-                    self.store.write(staged.upserts, patches=staged.patches,
-                                     claims=staged.claims)  # fmt: skip
+                    self._write(staged)
                 except KeyChangedError:
                     if attempt == KEY_ATTEMPTS - 1:
                         raise
                     continue
             return result, staged
         raise AssertionError("unreachable")
+
+    def _write(self, staged: Staged) -> None:
+        """One transaction: ``staged``'s new memories and patches, its claims checked."""
+        self.store.write(staged.upserts, patches=staged.patches, claims=staged.claims)
 
     def _after_ingest(self, staged: Staged) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
