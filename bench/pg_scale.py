@@ -610,19 +610,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="timed queries per measure")
     parser.add_argument(
         "--big-vectors",
-        choices=("minilm", "derived", "random", "latency"),
+        choices=("minilm", "derived", "random", "latency", "latency-derived"),
         default="minilm",
         help="the big user's vectors: the real model's (embedded once, cached in the temp "
         "directory); 'derived': the model's for the first --derive-from notes, noisy copies "
         "of those for the rest (derived_vectors); random unit vectors; or 'latency': "
         "bench/latency.py's notes (common.make_notes(--big-user, seed=--seed)) with the "
-        "model's vectors, which that benchmark caches in the same directory",
+        "model's vectors, which that benchmark caches in the same directory; "
+        "'latency-derived': those notes with the model's vectors for the first --derive-from "
+        "and derived_vectors for the rest (the corpus of bench/latency.py --derived-vectors, "
+        "its 1,000,000-memory SQLite store; its 100,000 vectors are cached)",
     )
     parser.add_argument(
         "--derive-from",
         type=int,
         default=100_000,
-        help="notes embedded for real with --big-vectors derived",
+        help="notes embedded for real with --big-vectors derived or latency-derived",
     )
     parser.add_argument(
         "--keep",
@@ -735,21 +738,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
                 scenarios.append(("many", many, lambda: None, random_queries))
             if "big" in wanted:
-                if args.big_vectors == "latency":  # bench/latency.py's corpus
+                derive = args.big_vectors in ("derived", "latency-derived")
+                if args.big_vectors in ("latency", "latency-derived"):  # bench/latency.py's
                     big = common.make_notes(args.big_user, seed=args.seed)
                 else:
                     big = common.make_notes(args.big_user, seed=args.seed + 2, min_words=10,
                                             max_words=50)  # fmt: skip
-                if args.big_vectors in ("minilm", "derived", "latency"):
+                if args.big_vectors != "random":
 
                     def big_vectors(notes: list[common.Note] = big) -> dict[str, np.ndarray]:
                         # only when the corpus is loaded (a kept one needs none)
-                        real = notes if args.big_vectors != "derived" else notes[: args.derive_from]
+                        real = notes[: args.derive_from] if derive else notes
                         vectors, _, _ = common.embed_corpus(
                             embedder, [n.text for n in real], cache_dir=cache_dir
                         )
                         vectors = np.asarray(vectors, dtype=np.float32)
-                        if args.big_vectors == "derived":
+                        if derive:
                             vectors = derived_vectors(vectors, len(notes), args.seed + 4)
                         return {BIG_USER: vectors}
 
@@ -763,7 +767,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 corpus = {
                     "users": len(users), "memories": rows, "seed": args.seed,
                     "vectors": args.big_vectors if name == "big" else "random",
-                    "derive_from": args.derive_from if args.big_vectors == "derived" else None,
+                    "derive_from": args.derive_from
+                    if args.big_vectors in ("derived", "latency-derived") else None,
                 }  # fmt: skip
                 kept = None if args.keep is None else kept_database(server, name, corpus)
                 if kept is not None:

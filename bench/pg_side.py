@@ -247,6 +247,7 @@ def side_by_side(
             }
             memory = w.ask({"op": "rss"})
             row["rss_mb"] = memory["rss_mb"]
+            row["rss_peak_mb"] = memory.get("rss_peak_mb")  # the worker's peak, its loads'
             # store calls of large users served from a working set / by SQL (whole run)
             row["working_set_calls"] = memory.get("working_set_calls", {})
             row["learnings_calls"] = memory.get("learnings_calls", {})
@@ -366,9 +367,10 @@ def _rounded(call: dict[str, Any]) -> dict[str, Any]:
 # -- the worker -------------------------------------------------------------------------
 
 
-def _rss_mb() -> float:
+def _rss_mb(field: str = "VmRSS") -> float:
+    """This process's resident memory now (``VmHWM``: its peak so far), MB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return round(int(line.split()[1]) / 1024, 1)
     return float("nan")
 
@@ -511,6 +513,7 @@ def _serve(url: str, data_dir: Path) -> None:
                 working = getattr(engine.store, "_working", None)  # store/postgres/working.py
                 answer = {
                     "rss_mb": _rss_mb(),
+                    "rss_peak_mb": _rss_mb("VmHWM"),
                     "working_set_calls": dict(getattr(working, "calls", None) or {}),
                     "learnings_calls": dict(
                         getattr(getattr(engine.store, "_learnings", None), "calls", None) or {}

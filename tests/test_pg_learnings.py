@@ -263,6 +263,44 @@ def test_held_bytes_are_bounded_least_recently_used_first(pg_url: str) -> None:
         tiny.close()
 
 
+def test_learnings_counted_above_the_bound_are_not_read_and_counted_again_later(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user whose learnings exceed the bound (a million memories: ~220,000) is refused on
+    the count, before any row is read, and not counted again for ``REFUSED_PAUSE`` s; a
+    user who fits is read and paced by ``RELOAD_PAUSE`` as before."""
+    probe = _store(pg_url)
+    try:
+        probe.write(_corpus(40, seed=10, user="dave") + _corpus(20, seed=11, user="erin"))
+        dave = _held(probe, "dave")._held["dave"].nbytes
+        erin = _held(probe, "erin")._held["erin"].nbytes
+    finally:
+        probe.close()
+    assert erin < dave
+    decoded: list[int] = []
+    stored = learnings._stored_vectors
+    monkeypatch.setattr(
+        learnings,
+        "_stored_vectors",
+        lambda rows, out: (decoded.append(len(rows)), stored(rows, out)),
+    )
+    store = _store(pg_url, learnings_bytes=dave - 1)
+    try:
+        store.search("dave", np.ones(DIM, dtype=np.float32), 1, TYPED)
+        assert not store.wait_for_learnings("dave", timeout=60)
+        assert decoded == []  # refused on the count: no row read
+        pause = store._learnings._loader.get("dave").not_before - time.monotonic()
+        assert learnings.REFUSED_PAUSE - 60 < pause <= learnings.REFUSED_PAUSE
+        store.search("dave", np.ones(DIM, dtype=np.float32), 1, TYPED)
+        assert store._learnings._loader.get("dave").thread is None  # no new load meanwhile
+        assert _held(store, "erin").held("erin")  # one that fits is read
+        assert sum(decoded) == 10
+        pause = store._learnings._loader.get("erin").not_before - time.monotonic()
+        assert pause < learnings.REFUSED_PAUSE / 2  # paced as a read, not as a refusal
+    finally:
+        store.close()
+
+
 def test_small_vectors_and_other_filters_never_use_it(stores: Any) -> None:
     mine, _, _ = stores
     mine.write([*_corpus(40, seed=10), mem("tiny", kind=Kind.DECISION)])  # a 4-d vector

@@ -37,7 +37,8 @@ last one took (at least :data:`RELOAD_PAUSE` s).
 off) of held learnings per store, least recently used users dropped first; ~1.8 kB a
 learning (its 384 float32, its columns, its id), so ~40 MB for a 100,000-memory user and
 none for a user whose learnings alone exceed the bound (a million memories: ~220,000
-learnings, ~390 MB, stay with the graph).
+learnings, ~390 MB, stay with the graph): such a user's learnings are counted, not read,
+and counted again no sooner than :data:`REFUSED_PAUSE` s later.
 
 **Threads.** A held snapshot never changes; applying a delta builds a new one, published
 under the lock only if the held revision is still older. A thread that computed a snapshot
@@ -72,6 +73,9 @@ LEARNINGS_BYTES = 96 * 2**20
 DELTA_ROWS = 2_048
 #: Seconds at least between the end of a user's load and the start of the next.
 RELOAD_PAUSE = 5.0
+#: ... and after a load refused because the user's learnings, counted, exceed the bound:
+#: they are not read, and counted again no sooner than this (``projected.REFUSED_PAUSE``).
+REFUSED_PAUSE = 600.0
 #: Bytes a held learning costs besides its vector (columns, id string, position entry).
 ROW_OVERHEAD = 240
 #: Filters whose left-out rows a held snapshot keeps (a ``context()`` uses one).
@@ -121,10 +125,11 @@ def learnings_bytes(environ: Mapping[str, str] | None = None) -> int:
     return value * 2**20 if isinstance(value, int) else LEARNINGS_BYTES
 
 
-def _pause(took: float, _full: bool) -> float:
-    """Seconds before a user's next load, after one that took ``took`` (every load reads
-    all the learnings): four times as long, at least :data:`RELOAD_PAUSE`."""
-    return four_times(took, RELOAD_PAUSE)
+def _pause(took: float, read: bool) -> float:
+    """Seconds before a user's next load, after one that took ``took`` (every load that
+    ``read`` reads all the learnings): four times as long, at least :data:`RELOAD_PAUSE`,
+    or :data:`REFUSED_PAUSE` after one that counted more than the bound holds."""
+    return four_times(took, RELOAD_PAUSE if read else REFUSED_PAUSE)
 
 
 @dataclass(frozen=True)
@@ -442,7 +447,7 @@ class Learnings(HeldByBytes[_Rows]):
         pause after the last one has not passed (``loader.py``)."""
         self._loader.start(user_id, lambda: user_id not in self._held and self.max_bytes > 0)
 
-    def _load(self, user_id: str, _load: Load) -> None:
+    def _load(self, user_id: str, loading: Load) -> None:
         kinds = list(LEARNING_KINDS)
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -450,7 +455,14 @@ class Learnings(HeldByBytes[_Rows]):
                 with conn.cursor(binary=True) as cur:
                     first = cur.execute(REVISION, (user_id,)).fetchone()
                     counted = cur.execute(COUNT, (user_id, kinds)).fetchone()
-                vectors = np.empty((int(counted[0]) if counted else 0, INDEXED_DIM), "f4")
+                count = int(counted[0]) if counted else 0
+                # what the rows would cost held (``_Rows.nbytes``, exactly: the count is
+                # this snapshot's); more than the bound: not read at all (a million
+                # memories: ~220,000 learnings, ~390 MB read and dropped every minute)
+                loading.full = count * (INDEXED_DIM * 4 + ROW_OVERHEAD) <= self.max_bytes
+                if not loading.full:
+                    return
+                vectors = np.empty((count, INDEXED_DIM), "f4")
                 found: list[tuple[Any, ...]] = []
                 with conn.cursor("engrain_learnings", binary=True) as named:
                     named.execute(LOAD, (user_id, kinds))
