@@ -7,7 +7,13 @@ import json
 from typing import Any
 
 from engrain import Engine, wire
-from engrain.errors import InputTooLargeError, NotFoundError, PermissionDeniedError, StoreError
+from engrain.errors import (
+    InputTooLargeError,
+    KeyChangedError,
+    NotFoundError,
+    PermissionDeniedError,
+    StoreError,
+)
 from engrain.server import models as m
 
 from .conftest import NOW
@@ -61,7 +67,8 @@ def test_tier_memories_survive(mem_engine: Engine) -> None:
 
 def test_errors_come_back_as_their_class() -> None:
     for error in (NotFoundError("gone"), PermissionDeniedError("no"),
-                  InputTooLargeError("big"), StoreError("down")):  # fmt: skip
+                  InputTooLargeError("big"), StoreError("down"),
+                  KeyChangedError("again")):  # fmt: skip
         back = wire.load_error(through_json(error.to_dict()), error.http_status)
         assert type(back) is type(error) and back.message == error.message
     unknown = wire.load_error({"error": "os.system", "message": "x"}, 404)

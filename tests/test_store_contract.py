@@ -18,9 +18,9 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from engrain.errors import ValidationError
+from engrain.errors import KeyChangedError, ValidationError
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, content_hash
-from engrain.store import ALL, MemoryFilter, MemoryStore, Patch, State, Store, open_store
+from engrain.store import ALL, KeyClaim, MemoryFilter, MemoryStore, Patch, State, Store, open_store
 from engrain.store.base import KeyRecord, Toward
 from engrain.store.cache import UserCache
 from engrain.store.sqlite import SQLiteStore
@@ -1052,3 +1052,49 @@ def test_keys_are_not_memories(store: Store) -> None:
     store.revoke_key("key_1", NOW)
     assert (store.users(), store.revision("alice"), snapshot(store)) == before
     assert store.revision("bob") == 0
+
+
+# -- key claims: the planner's key lookup, checked inside the write ------------------------
+
+KEYED = MemoryFilter(key="deploy", kinds=(Kind.GOLDEN_PATH,), include_superseded=False,
+                     include_compressed=False)  # fmt: skip
+
+
+def keyed(memory_id: str, user_id: str = "alice", **fields: Any) -> Memory:
+    return mem(memory_id, user_id, kind=Kind.GOLDEN_PATH, memory_type=MemoryType.PROCEDURAL,
+               key="deploy", **fields)  # fmt: skip
+
+
+def test_a_claim_that_the_key_is_free_refuses_a_write_once_it_is_taken(store: Store) -> None:
+    store.write([keyed("a")])
+    before = (store.revision("alice"), snapshot(store))
+    with pytest.raises(KeyChangedError, match="deploy"):
+        store.write([keyed("b")], claims=[KeyClaim("alice", KEYED, None)])
+    assert (store.revision("alice"), snapshot(store)) == before  # nothing written
+    with pytest.raises(KeyChangedError):  # the memory found is not the one live now
+        store.write([keyed("b")], claims=[KeyClaim("alice", KEYED, "c")])
+    assert store.get("alice", ["b"]) == []
+
+
+def test_a_claim_that_holds_lets_the_write_through(store: Store) -> None:
+    store.write([keyed("a")], claims=[KeyClaim("alice", KEYED, None)])
+    store.write(patches=[Patch("alice", "a", {"content": "new"})],
+                claims=[KeyClaim("alice", KEYED, "a")])  # fmt: skip
+    assert [m.content for m in store.get("alice", ["a"])] == ["new"]
+
+
+def test_a_claim_sees_only_live_memories_of_its_filter(store: Store) -> None:
+    store.write([keyed("old", superseded_by="x"), keyed("other", project="p"),
+                 keyed("bob", "bob"), mem("fact", key="deploy")])  # fmt: skip
+    store.write(
+        [keyed("a", project="q")], claims=[KeyClaim("alice", KEYED.update(project="q"), None)]
+    )
+    assert [m.id for m in store.get("alice", ["a"])] == ["a"]
+
+
+def test_a_claim_on_a_forgotten_memory_refuses_the_write(store: Store) -> None:
+    store.write([keyed("a")])
+    store.write(deletes=[keyed("a")])
+    with pytest.raises(KeyChangedError):  # the merge into "a" would be lost
+        store.write(patches=[Patch("alice", "a", {"content": "new"})],
+                    claims=[KeyClaim("alice", KEYED, "a")])  # fmt: skip

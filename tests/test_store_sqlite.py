@@ -427,3 +427,22 @@ def test_an_unknown_scheme_lists_the_known_ones() -> None:
 def test_bad_url_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError):
         open_store(url)
+
+
+def test_a_migration_another_process_applied_meanwhile_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes opening a new file at once both read "nothing applied"; the second
+    then finds each migration applied once it holds the write lock, and skips it (it
+    failed with ``table uses already exists``: tests/reliability/test_key_race.py)."""
+    path = tmp_path / "new.db"
+    SQLiteStore(path).close()  # the other process, first to the lock
+    stale = sqlite_module.pending_migrations
+    monkeypatch.setattr(
+        sqlite_module, "pending_migrations", lambda done, steps, where: stale(set(), steps, where)
+    )
+    store = SQLiteStore(path)
+    try:
+        assert store.migrate() == []
+    finally:
+        store.close()

@@ -398,10 +398,10 @@ def test_a_failed_background_build_leaves_the_cache_stale(tmp_path: Path) -> Non
         def get_state(self, *args, **kwargs):  # type: ignore[no-untyped-def]
             return None
 
-        def write(self, upserts=(), deletes=(), state=(), patches=()):  # type: ignore[no-untyped-def]
+        def write(self, upserts=(), deletes=(), state=(), patches=(), claims=()):  # type: ignore[no-untyped-def]
             if any(s.namespace == "tiers" for s in state):
                 raise OSError("disk full")
-            super().write(upserts, deletes, state, patches)
+            super().write(upserts, deletes, state, patches, claims)
 
     eng = Engine(settings=make_settings(tmp_path), store=BrokenStore(), embedder=HashEmbedder())
     eng.remember("Never deploy on Fridays.", USER, "invariant", now=NOW)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from engrain import activity, curate, relate, validate
 from engrain import browse as browsing
@@ -32,7 +32,7 @@ from engrain.background import Worker
 from engrain.config import Settings, load_settings
 from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
-from engrain.errors import NotFoundError, ValidationError
+from engrain.errors import KeyChangedError, NotFoundError, ValidationError
 from engrain.ingest import sessions as many
 from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
 from engrain.llm import make_llm
@@ -54,13 +54,18 @@ from engrain.recall.request import Request, gated_context, tier_context, tier_fo
 from engrain.recall.results import Context, Gated, RecallResult
 from engrain.recall.word_backlog import WordBacklog
 from engrain.review import FlaggedPair, Resolution, Resolved
-from engrain.store import MemoryFilter, State, Store, open_store, reads
+from engrain.store import MemoryFilter, Store, open_store, reads
 from engrain.store.base import Patch
 from engrain.tiers import TIER_BUDGETS, Tier, TierCache, TierSet
 from engrain.tiers.cache import wrap
 from engrain.tokens import count_tokens
 
 __all__ = ["UPDATABLE", "Engine", "ImportResult"]
+
+T = TypeVar("T")
+#: Plans of one call written at most this many times when other engines keep changing a
+#: key it looks up (``Engine._planned``); each failed attempt means one of theirs committed.
+KEY_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -172,10 +177,7 @@ class Engine:
         event_at = validate.moment(event_at, "event_at")
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.text_drafts(text, event_at)
-        staged = Staged()
-        with self._lock:
-            report = self.planner.plan(drafts, origin, when, staged)
-            self._write(staged)
+        report, staged = self._planned(lambda st: self.planner.plan(drafts, origin, when, st))
         self._after_ingest(staged)
         return report
 
@@ -203,10 +205,9 @@ class Engine:
                                 max_chars=self.settings.max_text_chars)  # fmt: skip
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.conversation_drafts(parsed)
-        staged = Staged()
-        with self._lock:
-            report = self.planner.conversation(drafts, origin, when, staged)
-            self._write(staged)
+        report, staged = self._planned(
+            lambda st: self.planner.conversation(drafts, origin, when, st)
+        )
         self._after_ingest(staged)
         return report
 
@@ -228,11 +229,10 @@ class Engine:
         parsed = many.checked_sessions(sessions, self.settings.max_text_chars)
 
         def store(drafts: builtins.list[Draft], session: many.Session) -> IngestReport:
-            staged = Staged()
             when = session.now or utcnow()
-            with self._lock:
-                report = self.planner.conversation(drafts, session.origin, when, staged)
-                self._write(staged)
+            report, staged = self._planned(
+                lambda st: self.planner.conversation(drafts, session.origin, when, st)
+            )
             self._after_ingest(staged)
             return report
 
@@ -281,15 +281,33 @@ class Engine:
                                 max_chars=self.settings.max_text_chars)  # fmt: skip
         when = validate.moment(now, "now") or utcnow()
         vector = self.embedder.embed([item.text])[0]
-        staged = Staged()
-        with self._lock:
-            outcome = self.planner.item(item, origin, vector, when, staged)
-            self._write(staged)
+        outcome, staged = self._planned(
+            lambda st: self.planner.item(item, origin, vector, when, st)
+        )
         self._after_ingest(staged)
         return outcome
 
-    def _write(self, staged: Staged, state: Sequence[State] = ()) -> None:
-        self.store.write(staged.upserts, state=state, patches=staged.patches)
+    def _planned(self, plan: Callable[[Staged], T]) -> tuple[T, Staged]:
+        """``plan`` into a new :class:`Staged` under the lock, written with its key claims;
+        planned afresh when another engine changed a key it looked up meanwhile
+        (:class:`KeyChangedError`: that write committed, so each retry sees progress), up
+        to :data:`KEY_ATTEMPTS` times."""
+        for attempt in range(KEY_ATTEMPTS):
+            staged = Staged()
+            with self._lock:
+                result = plan(staged)
+                try:
+                    self._write(staged)
+                except KeyChangedError:
+                    if attempt == KEY_ATTEMPTS - 1:
+                        raise
+                    continue
+            return result, staged
+        raise AssertionError("unreachable")
+
+    def _write(self, staged: Staged) -> None:
+        """One transaction: ``staged``'s new memories and patches, its claims checked."""
+        self.store.write(staged.upserts, patches=staged.patches, claims=staged.claims)
 
     def _after_ingest(self, staged: Staged) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
@@ -795,7 +813,7 @@ class Engine:
         with self._lock:
             counts = record_io.plan(batch, self.planner, when, staged, on_record)
             self.store.write([*batch.memories, *staged.upserts], state=batch.states,
-                             patches=staged.patches)  # fmt: skip
+                             patches=staged.patches, claims=staged.claims)  # fmt: skip
         self._after_ingest(staged)
         return ImportResult(len(batch.memories), counts["stored"], counts["merged"],
                             counts["discarded"], len(batch.states))  # fmt: skip

@@ -148,6 +148,17 @@ class MigrationError(StoreError):
     http_status = 500
 
 
+class KeyChangedError(StoreError):
+    """Another engine (a process, or an engine of its own in this one) changed the live
+    memory under a procedural key between this call's plan and its write transaction; the
+    write was rolled back. The engine plans such a call again (``Engine.remember`` and the
+    ingest calls): this reaches a caller only when the key kept changing, or from an
+    import (planned once: its ``on_record`` reports each record as planned). Sending the
+    call again is safe."""
+
+    code = "key_changed"
+
+
 class WriteOutcomeUnknownError(StoreError):
     """The connection to the store broke while a write was committing and the store could
     not be asked afterwards whether it committed: the write may or may not be stored (the

@@ -115,6 +115,47 @@ def flip(
     Path(out).write_text(json.dumps({**tally.to_dict(), "done": done, "not_found": not_found}))
 
 
+def remember_keys(
+    n: int, url: str, data_dir: str, user: str, rounds: int, barrier: Any, out: str,
+    ready: Any, go: Any,
+) -> None:  # fmt: skip
+    """One side of a key race: for each round, wait on ``barrier`` (shared with the other
+    side) and remember :func:`keyed_value` under that round's new key (:func:`round_key`)."""
+    tally = helpers.Tally()
+    engine = helpers.open_engine(url, Path(data_dir), auto_compress=False)
+    _wait_for_start(ready, go)
+    try:
+        remember_rounds(engine, n, user, rounds, barrier, tally)
+    finally:
+        engine.close()
+    Path(out).write_text(json.dumps(tally.to_dict()))
+
+
+def remember_rounds(
+    engine: Any, n: int, user: str, rounds: int, barrier: Any, tally: helpers.Tally
+) -> None:
+    """The rounds of :func:`remember_keys` on ``engine`` (a process's, or a thread's)."""
+    for r in range(rounds):
+        barrier.wait(timeout=120)
+        try:
+            engine.remember(keyed_value(n, r), user, kind="golden_path", key=round_key(r))
+        except Exception as exc:  # counted, never hidden
+            tally.failed("remember", exc)
+        else:
+            tally.ok("remember")
+
+
+def round_key(r: int) -> str:
+    """The key both sides of round ``r`` remember under."""
+    return f"deploy-{r}"
+
+
+def keyed_value(n: int, r: int) -> str:
+    """What side ``n`` remembers in round ``r``: pseudo-words of its own, so no round's
+    value is a near-duplicate of another round's memory (which it would update instead)."""
+    return helpers.sentence(random.Random(f"key-{r}-{n}"), f"side{n}")
+
+
 def crash_writer(url: str, data_dir: str, seed: int, ledger_path: str, ready: Any) -> None:
     """Write until killed: remember, ingest, a conversation or a bulk import of 20-300
     records with ids chosen in advance. Each id goes to the ledger after the call that wrote

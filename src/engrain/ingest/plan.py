@@ -5,7 +5,9 @@ and :meth:`Planner.conversation_drafts` clean, chunk and embed (no store access)
 :meth:`Planner.plan` and :meth:`Planner.item` read the store and decide, chunk by chunk,
 what is discarded, what is new and which existing memory a near-duplicate updates. The
 decisions accumulate in a :class:`Staged`: new memories (upserts) and the field changes of
-existing ones (patches), written by the caller in one transaction.
+existing ones (patches), written by the caller in one transaction, with what the plan
+assumed about the procedural keys it looked up (claims, checked inside that transaction:
+another process may have written the key since).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from engrain.model import (
 )
 from engrain.recall.classify import domains_of
 from engrain.store import MemoryFilter, Store
-from engrain.store.base import Patch
+from engrain.store.base import KeyClaim, Patch
 
 #: Conversations embedded at once in one process while their callers do the text-only work.
 SIDE_THREADS = 8
@@ -190,6 +192,8 @@ class Staged:
     created: set[str] = field(default_factory=set)
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     owners: dict[str, str] = field(default_factory=dict)
+    #: What the plan assumed about the keys it looked up, checked by the write.
+    claims: list[KeyClaim] = field(default_factory=list)
 
     def add(self, memory: Memory) -> None:
         """Stage a new memory."""
@@ -457,7 +461,9 @@ class Planner:
             for memory in alike:
                 if memory.key == key and memory.project == project:
                     return memory
-            found = self.store.query(user_id, same.update(key=key), limit=1)
+            keyed = same.update(key=key)
+            found = self.store.query(user_id, keyed, limit=1)
+            staged.claims.append(KeyClaim(user_id, keyed, found[0].id if found else None))
             if found:
                 return staged.memories.get(found[0].id, found[0])
         if self.settings.dedup_window == 0:

@@ -22,12 +22,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from engrain.errors import ConfigError, EngrainError, StoreError
-from engrain.store.base import ALL, MemoryFilter, Patch, State, Store
+from engrain.store.base import ALL, KeyClaim, MemoryFilter, Patch, State, Store
 from engrain.store.memory import MemoryStore
 
 __all__ = [
     "ALL",
     "ENTRY_POINT_GROUP",
+    "KeyClaim",
     "MemoryFilter",
     "MemoryStore",
     "Patch",

@@ -8,7 +8,7 @@ tests against every backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from types import MappingProxyType, UnionType
@@ -23,7 +23,7 @@ from typing import (
     runtime_checkable,
 )
 
-from engrain.errors import MigrationError, ValidationError
+from engrain.errors import KeyChangedError, MigrationError, ValidationError
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Vector
 from engrain.store.reads import Begin
 from engrain.tokens import spaced_count
@@ -245,6 +245,31 @@ class Patch:
         })  # fmt: skip
 
 
+@dataclass(frozen=True)
+class KeyClaim:
+    """What a write's plan assumed about a procedural key: that ``found`` is a live memory
+    passing ``filter`` (a filter naming the key: the planner's lookup), or, with ``found``
+    ``None``, that no memory passes it. :meth:`Store.write` checks every claim inside its
+    transaction, once it holds the lock that orders the user's writers, and raises
+    :class:`KeyChangedError` (writing nothing) if one no longer holds: two engines
+    remembering one new key at once then leave one memory, not two."""
+
+    user_id: str
+    filter: MemoryFilter
+    found: str | None
+
+    def check(self, live: Iterable[str]) -> None:
+        """Raise :class:`KeyChangedError` unless ``live`` (the ids passing ``filter`` now)
+        is what the plan assumed."""
+        ids = set(live)
+        if (self.found in ids) if self.found is not None else not ids:
+            return
+        raise KeyChangedError(
+            f"the memory under key {self.filter.key!r} of user {self.user_id!r} changed "
+            "while this call was planned: nothing was written"
+        )
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where memories live. Every method is scoped to one ``user_id``: a user never sees
@@ -256,10 +281,14 @@ class Store(Protocol):
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
         patches: Sequence[Patch] = (),
+        claims: Sequence[KeyClaim] = (),
     ) -> None:
         """Insert or replace ``upserts`` (by id), apply ``patches``, delete ``deletes`` and
         put (or, with ``value=None``, delete) ``state``, in one transaction. Each user whose
-        memories changed gets a new :meth:`revision`.
+        memories changed gets a new :meth:`revision`. Every :class:`KeyClaim` in ``claims``
+        is checked first, inside the transaction, ordered with every other write of its
+        user (of any process); one that no longer holds raises :class:`KeyChangedError`
+        and nothing is written.
 
         ``upserts`` write whole memories (new ones, imports). ``patches`` change fields of
         existing rows only: each row is read and rewritten inside the transaction with just

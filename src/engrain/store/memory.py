@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State, counted
+from engrain.store.base import ALL, KeyClaim, KeyRecord, MemoryFilter, Patch, State, counted
 from engrain.store.cache import UserCache
 
 
@@ -39,14 +39,18 @@ class MemoryStore:
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
         patches: Sequence[Patch] = (),
+        claims: Sequence[KeyClaim] = (),
     ) -> None:
-        """Upserts, then patches (of rows that exist), then deletes, then state, atomically
-        (see :meth:`Store.write`)."""
+        """The claims checked, then upserts, patches (of rows that exist), deletes and
+        state, atomically (see :meth:`Store.write`)."""
         plan_upserts = [(m.user_id, m.id, counted(m)) for m in upserts]
         plan_deletes = [(m.user_id, m.id) for m in deletes]
         plan_state = [(s, None if s.change else s.encoded()) for s in state]
         now = datetime.now(UTC)
         with self._lock:
+            for claim in claims:
+                users = self._users.get(claim.user_id)
+                claim.check(m.id for m in (users.query(claim.filter, None, 0) if users else ()))
             # every patched row and changed document is computed before anything changes:
             # a patch or document that does not fit raises here and the store stays as it was
             documents = [self._resolved(s) if s.change else ((s.user_id, s.namespace, s.key), v)

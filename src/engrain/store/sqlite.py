@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain import envvars
-from engrain.errors import EngrainError, MigrationError, StoreError
+from engrain.errors import EngrainError, KeyChangedError, MigrationError, StoreError
 from engrain.model import Kind, Memory, MemoryFields, MemoryType, Provenance, Vector, as_utc
 from engrain.store import (
     ann_kinds,
@@ -53,6 +53,7 @@ from engrain.store.base import (
     ALL,
     LAZY_NAMESPACES,
     MEMORY_COLUMNS,
+    KeyClaim,
     KeyRecord,
     MemoryFilter,
     Patch,
@@ -325,6 +326,12 @@ class SQLiteStore:
                     )
                 try:
                     self._db.execute("BEGIN IMMEDIATE")
+                    # another process opening the new file at once may have applied it
+                    # since ``done`` was read: the write lock orders us after it
+                    if self._db.execute("SELECT 1 FROM migrations WHERE name = ?",
+                                        (name,)).fetchall():  # fmt: skip
+                        self._db.execute("ROLLBACK")
+                        continue
                     step(self._db)
                     self._db.execute("INSERT INTO migrations VALUES (?, datetime('now'))", (name,))
                     self._db.execute("COMMIT")
@@ -410,9 +417,12 @@ class SQLiteStore:
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
         patches: Sequence[Patch] = (),
+        claims: Sequence[KeyClaim] = (),
     ) -> None:
-        """Upserts, then patches of the rows that exist (read and rewritten inside the
-        transaction), then deletes, then state, in one ``BEGIN IMMEDIATE`` transaction."""
+        """The claims checked, then upserts, patches of the rows that exist (read and
+        rewritten inside the transaction), deletes and state, in one ``BEGIN IMMEDIATE``
+        transaction: it holds the file's write lock from its start, so the claims are
+        checked against every other process's last commit and no write slips in after."""
         if not upserts and not deletes and not state and not patches:
             return
         upserts = [counted(m) for m in upserts]
@@ -429,6 +439,7 @@ class SQLiteStore:
                     # the working sets checked at this version hold the revisions this
                     # write leaves (no other process committed since)
                     version = db.execute("PRAGMA data_version").fetchall()[0][0]
+                    _check_claims(db, claims)
                     db.executemany(
                         f"INSERT OR REPLACE INTO memories ({', '.join(_ROW_COLUMNS)}) "
                         f"VALUES ({placeholders})",
@@ -449,6 +460,8 @@ class SQLiteStore:
                     )
                     bumped = self._revisions_of(db, changed)
                     _write_state(db, documents, now)
+            except KeyChangedError:
+                raise  # nothing was written: the caches still match the file
             except BaseException:
                 # the caches may no longer match the file: reload them on next use
                 for user in (
@@ -1123,6 +1136,15 @@ def _reason(exc: sqlite3.Error, path: Path | None = None) -> str:
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY or "readonly" in str(exc):
         return f"{exc} (the file or its directory is read-only for this user)"
     return str(exc)
+
+
+def _check_claims(db: sqlite3.Connection, claims: Sequence[KeyClaim]) -> None:
+    """Check each claim against the rows under its key as the open write transaction sees
+    them (index ``memories_user_key``); :class:`KeyChangedError` rolls the write back."""
+    for claim in claims:
+        rows = db.execute(f"{_SELECT} WHERE m.user_id = ? AND m.key = ?",
+                          (claim.user_id, claim.filter.key)).fetchall()  # fmt: skip
+        claim.check(m.id for m in map(_from_row, rows) if claim.filter.matches(m))
 
 
 def _dt(value: datetime | None) -> str | None:

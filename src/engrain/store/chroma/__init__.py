@@ -26,7 +26,7 @@ import numpy as np
 
 from engrain.errors import StoreError
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
+from engrain.store.base import ALL, KeyClaim, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.chroma.index import ChromaIndex, connect
 from engrain.store.chroma.ledger import DIRTY, Ledger
 from engrain.store.chroma.url import ChromaTarget, parse_url
@@ -84,6 +84,7 @@ class ChromaStore:
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
         patches: Sequence[Patch] = (),
+        claims: Sequence[KeyClaim] = (),
     ) -> None:
         """The sidecar's one transaction (see :meth:`Store.write`), then the same memories
         put in or taken out of Chroma. Their users are marked dirty first and clean after,
@@ -95,13 +96,13 @@ class ChromaStore:
         for patch in patches:
             touched.setdefault(patch.user_id, set()).add(patch.memory_id)
         if not touched:
-            self._sidecar.write(upserts, deletes, state, patches)
+            self._sidecar.write(upserts, deletes, state, patches, claims)
             return
         with self._lock, self._ledger.exclusive():
             clean = {u for u in touched if self._in_step(u)}
             self._ledger.mark((u, DIRTY) for u in touched)
             try:
-                self._sidecar.write(upserts, deletes, state, patches)
+                self._sidecar.write(upserts, deletes, state, patches, claims)
             except BaseException:
                 # nothing was written and Chroma was not touched: the users are as before
                 self._restore(clean)

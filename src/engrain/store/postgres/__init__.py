@@ -140,7 +140,7 @@ from psycopg_pool import ConnectionPool
 
 from engrain.errors import ConfigError, StoreError, ValidationError, WriteOutcomeUnknownError
 from engrain.model import Memory, Vector, as_utc
-from engrain.store.base import ALL, KeyRecord, MemoryFilter, Patch, State
+from engrain.store.base import ALL, KeyClaim, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25, fill, outcome, schema
 from engrain.store.postgres import graph as pool_graph
@@ -559,14 +559,17 @@ class PostgresStore:
         deletes: Sequence[Memory] = (),
         state: Sequence[State] = (),
         patches: Sequence[Patch] = (),
+        claims: Sequence[KeyClaim] = (),
     ) -> None:
-        """Insert or replace ``upserts``, apply ``patches`` to the rows that exist (read
-        ``FOR UPDATE`` inside the transaction), delete ``deletes`` and put ``state``, in one
-        transaction; each user whose memories changed gets a new revision."""
+        """Check the claims, insert or replace ``upserts``, apply ``patches`` to the rows
+        that exist (read ``FOR UPDATE`` inside the transaction), delete ``deletes`` and put
+        ``state``, in one transaction; each user whose memories changed gets a new
+        revision. The claims are checked once the transaction holds the revision rows of
+        their users, which every writer of those users takes first (``writes.py``)."""
         if not upserts and not deletes and not state and not patches:
             return
         # Read every item before the transaction: a bad one raises here, nothing written.
-        self._transaction(write_body(upserts, deletes, state, patches))
+        self._transaction(write_body(upserts, deletes, state, patches, claims))
         with self._lock:  # their sizes changed: plan their next searches afresh
             for memory in (*upserts, *deletes):
                 self._plans.pop(memory.user_id, None)

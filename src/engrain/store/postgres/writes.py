@@ -26,12 +26,12 @@ from typing import Any
 
 from engrain.errors import ValidationError
 from engrain.model import Memory
-from engrain.store.base import LAZY_NAMESPACES, Patch, State, counted, lazy_commit
+from engrain.store.base import LAZY_NAMESPACES, KeyClaim, Patch, State, counted, lazy_commit
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25
 from engrain.store.postgres.bm25 import Changes
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
-from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, keys
+from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, filter_sql, keys
 
 Key = tuple[str, str]
 #: A memory's row, its term counts and its token count.
@@ -54,6 +54,7 @@ def write_body(
     deletes: Sequence[Memory],
     state: Sequence[State],
     patches: Sequence[Patch],
+    claims: Sequence[KeyClaim] = (),
 ) -> Callable[[Conn], None]:
     """The transaction of :meth:`Store.write`, prepared: a function of an open
     transaction's connection, safe to run again after a rollback."""
@@ -69,7 +70,7 @@ def write_body(
     live_patches = [p for p in patches if p.where not in removed]  # a delete here wins
     to_read = sorted({p.where for p in live_patches} - staged.keys())
     changed = sorted({u for u, _ in staged} | {u for u, _ in removed}
-                     | {p.user_id for p in live_patches})  # fmt: skip
+                     | {p.user_id for p in live_patches} | {c.user_id for c in claims})  # fmt: skip
     touched = sorted(staged.keys() | removed | set(to_read))
     now = datetime.now(UTC)
     lazy = lazy_commit(upserts, deletes, state, patches)
@@ -84,6 +85,9 @@ def write_body(
                 "ON CONFLICT (user_id) DO UPDATE SET revision = revisions.revision + 1",
                 [(u,) for u in changed],
             )
+            # 1b. The claims, checked once we hold the user's revision row: every writer of
+            #     the user queues on it, and READ COMMITTED reads their last commit.
+            _check_claims(cur, claims)
             # 2. Lock the rows this write replaces, patches or deletes, in key order; a row
             #    deleted by a concurrent forget is gone once we get its lock.
             old: dict[Key, tuple[str, int, int]] = {}
@@ -115,6 +119,16 @@ def write_body(
             _write_state(cur, [*documents, *_resolved(cur, changes)], now)
 
     return body
+
+
+def _check_claims(cur: Any, claims: Sequence[KeyClaim]) -> None:
+    """Check each claim against the live rows under its key (index ``memories_user_key``);
+    :class:`KeyChangedError` rolls the transaction back."""
+    for claim in claims:
+        clauses, params = filter_sql(claim.filter)
+        cur.execute(f"SELECT m.id FROM memories m WHERE m.user_id = %s{clauses}",
+                    [claim.user_id, *params])  # fmt: skip
+        claim.check(row[0] for row in cur.fetchall())
 
 
 #: Writers of one state document by a ``change`` queue on this transaction-scoped lock
