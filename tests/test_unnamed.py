@@ -88,9 +88,9 @@ def _searches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, question: str,
     vectors: list[Any] = []
     original = gate._nearest
 
-    def spy(store: Any, user_id: str, vector: Any, searches: Any) -> Any:
+    def spy(store: Any, user_id: str, vector: Any, searches: Any, begin: Any = None) -> Any:
         vectors.append(np.array(vector))
-        return original(store, user_id, vector, searches)
+        return original(store, user_id, vector, searches, begin)
 
     monkeypatch.setattr(gate, "_nearest", spy)
     embedder = HashEmbedder()
