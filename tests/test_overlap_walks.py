@@ -274,9 +274,9 @@ def test_threads_sharing_the_engine_while_another_forgets(built: Path, tmp_path:
 
 
 def test_walks_beside_is_a_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert load_settings({"data_dir": tmp_path}, environ={}).overlap_walks is True
-    monkeypatch.setenv("ENGRAIN_OVERLAP_WALKS", "false")
-    assert load_settings({"data_dir": tmp_path}).overlap_walks is False
+    assert load_settings({"data_dir": tmp_path}, environ={}).overlap_walks is False
+    monkeypatch.setenv("ENGRAIN_OVERLAP_WALKS", "true")
+    assert load_settings({"data_dir": tmp_path}).overlap_walks is True
 
 
 def test_beside_is_only_asked_of_a_store_that_searches_in_the_caller() -> None:

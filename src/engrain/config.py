@@ -135,12 +135,13 @@ class Settings(BaseModel):
         "read in the calling thread.",
     )
     overlap_walks: bool = Field(
-        default=True,
+        default=False,
         description="Walk a large user's typed learnings' index on a shared pool thread "
         "with the read of its candidates' rows, while the calling thread walks and reads "
         "the pool's (usearch releases the GIL), on SQLite; a walk no pool thread has begun "
-        "when it is needed runs in the calling thread. The same blocks either way. False: "
-        "both searches in the calling thread, in turn.",
+        "when it is needed runs in the calling thread. Off by default: on an idle machine "
+        "it costs wall time and process CPU (docs/scale.md); it wins when both cores are "
+        "busy. False: both searches in the calling thread, in turn.",
     )
     onnx_split: bool = Field(
         default=False,
