@@ -97,13 +97,14 @@ def keeps_work_open(text: str, words: Sequence[str]) -> bool:
         return False
     if cues.SYMPTOM.search(text) or _reports_problem(text, words) or GO_ON.search(text):
         return True
-    if fails_to_work(_WORD.findall(text.lower())):
+    said = _WORD.findall(text.lower())  # every word, as the reply wrote it
+    if fails_to_work(said):
         return True  # "no funciona", "ça marche pas"
     if not (FAILED_RUN.isdisjoint(words) and PERSISTENCE.isdisjoint(words)):
         return True
     if not QUESTION_WORDS.isdisjoint(words):
         return True
-    if selects(_WORD.findall(text.lower())):
+    if selects(said):
         return True  # of the whole reply: "that did the trick" is no pick of "that"
     return any(negates(w) and not reassures(words[i + 1 : i + 3]) for i, w in enumerate(words))
 
