@@ -57,26 +57,27 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 
 
 def instrument(spent: dict[str, list[float]]) -> None:
-    """Time ``BEGIN`` and ``COMMIT`` of every transaction of this process's SQLite stores
-    (the same steps as ``SQLiteStore._transaction``, each measured)."""
+    """Time ``BEGIN`` (the store's lock included) and ``COMMIT`` of every transaction of
+    this process's SQLite stores: ``SQLiteStore._transaction`` itself, its entry and its
+    exit timed (the exit is the ``COMMIT`` and a wake-up of the checkpointer)."""
+    original = sqlite_module.SQLiteStore._transaction
 
     @contextmanager
     def _transaction(self: Any, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._synchronous(durable)
-            wall = time.perf_counter()
-            self._begin()
-            spent["begin_wall"].append((time.perf_counter() - wall) * 1000.0)
-            try:
-                yield self._db
-                wall, cpu = time.perf_counter(), time.thread_time()
-                self._db.execute("COMMIT")
-                spent["commit_wall"].append((time.perf_counter() - wall) * 1000.0)
-                spent["commit_cpu"].append((time.thread_time() - cpu) * 1000.0)
-            except BaseException:
-                self._rollback()
+        manager = original(self, durable=durable)
+        start = time.perf_counter()
+        db = manager.__enter__()
+        spent["begin_wall"].append((time.perf_counter() - start) * 1000.0)
+        try:
+            yield db
+        except BaseException:
+            if not manager.__exit__(*sys.exc_info()):
                 raise
-            self._checkpoints.committed()
+        else:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            manager.__exit__(None, None, None)
+            spent["commit_wall"].append((time.perf_counter() - wall) * 1000.0)
+            spent["commit_cpu"].append((time.thread_time() - cpu) * 1000.0)
 
     sqlite_module.SQLiteStore._transaction = _transaction  # type: ignore[method-assign]
 
@@ -140,8 +141,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", type=Path, help="a latency.py SQLite file (copied, not opened)")
     parser.add_argument("--workdir", type=Path, help="where the copies are made")
-    parser.add_argument("--modes", default="0.5,2.0,off",
-                        help="checkpoint intervals in seconds, or off (comma-separated)")  # fmt: skip
+    parser.add_argument(
+        "--modes", default="0.5,2.0,off", help="checkpoint intervals (s) or off, comma-separated"
+    )
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
