@@ -6,10 +6,10 @@ it is, checkpointing less often, or not at all (issue 18).
 
 A ``context()`` writes its counted uses and its record in one transaction
 (``SQLiteStore.record_uses``): ~0.1 ms of the calling thread's CPU for the ``COMMIT``, but its
-wall is whatever the write of the log waits for. The store's checkpointer
-(``store/checkpoint.py``) copies the log into the database file on its own thread and syncs
-both; a commit made while those syncs run can wait for them (on ext4 a write that needs the
-filesystem's journal waits for the journal commit a sync forces). Each mode runs in a fresh
+wall is whatever it waits for. The store's checkpointer (``store/checkpoint.py``) copies
+the log into the database file on its own thread, syncs both and restarts the log; a commit
+made while it works waits longer (docs/scale.md, session 23: not for the syncs; likelier
+for the GIL, which the commit gives up while SQLite writes). Each mode runs in a fresh
 process on its own copy of the file (SQLite's backup, so a shared cache is never written):
 the warm-up queries, then ``bench/latency.py``'s 200 timed queries once each, the modes
 alternating round by round so they see the same load. A mode is the checkpointer's interval
