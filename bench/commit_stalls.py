@@ -1,0 +1,197 @@
+"""What a ``context()`` call's commit of its counted uses waits for, with the checkpointer as
+it is, checkpointing less often, or not at all (issue 18).
+
+    python bench/commit_stalls.py --db /tmp/me/latency-10000-s7-model.db --workdir /tmp/me \
+        --modes 0.5,2.0,off --rounds 2 --out bench/results/commit-stalls-10k.json
+
+A ``context()`` writes its counted uses and its record in one transaction
+(``SQLiteStore.record_uses``): ~0.1 ms of the calling thread's CPU for the ``COMMIT``, but its
+wall is whatever it waits for. The store's checkpointer (``store/checkpoint.py``) copies
+the log into the database file on its own thread, syncs both and restarts the log; a commit
+made while it works waits longer (docs/scale.md, session 23: not for the syncs; likelier
+for the GIL, which the commit gives up while SQLite writes). Each mode runs in a fresh
+process on its own copy of the file (SQLite's backup, so a shared cache is never written):
+the warm-up queries, then ``bench/latency.py``'s 200 timed queries once each, the modes
+alternating round by round so they see the same load. A mode is the checkpointer's interval
+in seconds (``INTERVAL``), or ``off`` (no checkpoint while the calls run: the log grows;
+what a store does is never this). Reported per mode: the ``COMMIT``'s wall and calling-thread
+CPU, ``BEGIN``'s wall, each call's wall and thread CPU (deep and shallow apart, as
+``latency.py``), the checkpoint passes, the log's size at the end, and each query's block
+digest (a checkpoint changes no block; the report says how many differ from the first mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import common
+from latency import DEEP_BUDGET, USER, _call
+
+import engrain.store.checkpoint as checkpoint_module
+import engrain.store.sqlite as sqlite_module
+from engrain import Engine, Settings
+from engrain.embed.minilm import MiniLMEmbedder
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """p50 / p90 / p95 / mean of ``values`` (ms), rounded."""
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(len(ordered) * q))], 3)
+
+    return {"p50": at(0.5), "p90": at(0.9), "p95": at(0.95),
+            "mean": round(sum(ordered) / len(ordered), 3), "n": len(ordered)}  # fmt: skip
+
+
+def instrument(spent: dict[str, list[float]]) -> None:
+    """Time ``BEGIN`` (the store's lock included) and ``COMMIT`` of every transaction of
+    this process's SQLite stores: ``SQLiteStore._transaction`` itself, its entry and its
+    exit timed (the exit is the ``COMMIT`` and a wake-up of the checkpointer)."""
+    original = sqlite_module.SQLiteStore._transaction
+
+    @contextmanager
+    def _transaction(self: Any, *, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        manager = original(self, durable=durable)
+        start = time.perf_counter()
+        db = manager.__enter__()
+        spent["begin_wall"].append((time.perf_counter() - start) * 1000.0)
+        try:
+            yield db
+        except BaseException:
+            if not manager.__exit__(*sys.exc_info()):
+                raise
+        else:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            manager.__exit__(None, None, None)
+            spent["commit_wall"].append((time.perf_counter() - wall) * 1000.0)
+            spent["commit_cpu"].append((time.thread_time() - cpu) * 1000.0)
+
+    sqlite_module.SQLiteStore._transaction = _transaction  # type: ignore[method-assign]
+
+
+def serve(spec: dict[str, Any]) -> dict[str, Any]:
+    """One mode in this (fresh) process: the copy, the warm-up, the timed calls."""
+    mode = spec["mode"]
+    if mode == "off":
+        checkpoint_module.Checkpointer._checkpoint = lambda self, db: None  # type: ignore[method-assign]
+    else:
+        checkpoint_module.Checkpointer.__init__.__defaults__ = (float(mode),)
+    spent: dict[str, list[float]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": []}
+    instrument(spent)
+    workdir = Path(spec["workdir"])
+    copy = workdir / f"commit-stalls-{os.getpid()}.db"
+    with sqlite3.connect(spec["db"]) as source, sqlite3.connect(copy) as target:
+        source.backup(target, pages=65_536)
+    embedder = MiniLMEmbedder()
+    embedder.embed(["warm the model up"])
+    engine = Engine(settings=Settings(url=f"sqlite:///{copy}", data_dir=workdir),
+                    embedder=embedder)  # fmt: skip
+    calls: list[dict[str, Any]] = []
+    with engine:
+        common.warm_up(engine, USER, spec["warmup"])
+        for values in spent.values():
+            values.clear()
+        load = os.getloadavg()[0]
+        cpu: dict[str, list[float]] = {"thread": [], "process": []}
+        for query in spec["queries"]:
+            thread, process = time.thread_time(), time.process_time()
+            start = time.perf_counter()
+            result = engine.context(query, USER, now=common.NOW)
+            wall = (time.perf_counter() - start) * 1000.0
+            cpu["thread"].append((time.thread_time() - thread) * 1000.0)
+            cpu["process"].append((time.process_time() - process) * 1000.0)
+            calls.append(_call(query, result, wall, cpu))
+        checkpoints = engine.store._checkpoints
+        passes, restarts = checkpoints.passes, checkpoints.restarts
+        log = Path(f"{copy}-wal")
+        log_bytes = log.stat().st_size if log.exists() else 0
+    for path in (copy, Path(f"{copy}-wal"), Path(f"{copy}-shm")):
+        path.unlink(missing_ok=True)
+    deep = [c for c in calls if c["budget"] >= DEEP_BUDGET]
+    shallow = [c for c in calls if c["budget"] < DEEP_BUDGET]
+    return {
+        "mode": mode, "load_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+        "commit_wall_ms": summary(spent["commit_wall"]),
+        "commit_cpu_ms": summary(spent["commit_cpu"]),
+        "begin_wall_ms": summary(spent["begin_wall"]),
+        "call_wall_ms": summary([c["wall_ms"] for c in calls]),
+        "call_thread_ms": summary([c["thread_ms"] for c in calls]),
+        "deep_wall_ms": summary([c["wall_ms"] for c in deep]),
+        "deep_thread_ms": summary([c["thread_ms"] for c in deep]),
+        "shallow_wall_ms": summary([c["wall_ms"] for c in shallow]),
+        "checkpoint_passes": passes, "restarts": restarts, "log_bytes": log_bytes,
+        "blocks": {c["query"]: c["block"] for c in calls},
+    }  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", type=Path, help="a latency.py SQLite file (copied, not opened)")
+    parser.add_argument("--workdir", type=Path, help="where the copies are made")
+    parser.add_argument(
+        "--modes", default="0.5,2.0,off", help="checkpoint intervals (s) or off, comma-separated"
+    )
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve is not None:
+        print(json.dumps(serve(json.loads(args.serve.read_text(encoding="utf-8")))))
+        return 0
+    if args.db is None or args.workdir is None:
+        parser.error("--db and --workdir are needed")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    for round_ in range(args.rounds):
+        for mode in modes:
+            spec = {"mode": mode, "db": str(args.db), "workdir": str(args.workdir),
+                    "warmup": pool[: args.warmup],
+                    "queries": pool[args.warmup : args.warmup + args.queries]}  # fmt: skip
+            path = args.workdir / f"commit-stalls-spec-{os.getpid()}.json"
+            path.write_text(json.dumps(spec), encoding="utf-8")
+            out = subprocess.run(
+                [sys.executable, __file__, "--serve", str(path)],
+                check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            run = json.loads(out.strip().splitlines()[-1])
+            runs[mode].append(run)
+            c = run["commit_wall_ms"]
+            print(f"round {round_ + 1} {mode:>4}: COMMIT wall p50 / p90 / mean "
+                  f"{c['p50']:.2f} / {c['p90']:.2f} / {c['mean']:.2f} ms, CPU p50 "
+                  f"{run['commit_cpu_ms']['p50']:.2f}; call wall p50 / p95 "
+                  f"{run['call_wall_ms']['p50']:.1f} / {run['call_wall_ms']['p95']:.1f}; "
+                  f"passes {run['checkpoint_passes']}; load {run['load_1m']}")  # fmt: skip
+    first = runs[modes[0]][0]["blocks"]
+    report = {
+        "machine": common.machine_info(), "db": str(args.db), "rounds": args.rounds,
+        "modes": {m: [{k: v for k, v in r.items() if k != "blocks"} for r in rs]
+                  for m, rs in runs.items()},
+        "blocks_differing_from_first_mode": {
+            m: sum(r["blocks"].get(q) != b for r in rs for q, b in first.items())
+            for m, rs in runs.items()
+        },
+    }  # fmt: skip
+    common.write_json(args.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
