@@ -70,7 +70,8 @@ _YEAR = r"(?:19|20)\d\d"
 _DATE = re.compile(
     rf"""(?ix)
     (?P<iso>\b(?P<iy>{_YEAR})-(?P<im>[01]\d)-(?P<id>[0-3]\d)\b)
-    | (?P<mdd>\b(?P<mdd_m>{_MONTH})\s+(?P<mdd_d1>{_DAY})\s*[-–]\s*(?P<mdd_d2>{_DAY}),?\s+(?P<mdd_y>{_YEAR})\b)
+    | (?P<mdd>\b(?P<mdd_m>{_MONTH})\s+{_DAY}\s*[-–]\s*(?P<mdd_d2>{_DAY}),?
+        \s+(?P<mdd_y>{_YEAR})\b)
     | (?P<dmy>\b(?P<dmy_d>{_DAY})\s+(?:of\s+)?(?P<dmy_m>{_MONTH}),?\s+(?P<dmy_y>{_YEAR})\b)
     | (?P<mdy>\b(?P<mdy_m>{_MONTH})\s+(?P<mdy_d>{_DAY}),?\s+(?P<mdy_y>{_YEAR})\b)
     | (?P<mmy>\b(?P<mmy_m1>{_MONTH})\s*[-–]\s*(?P<mmy_m2>{_MONTH}),?\s+(?P<mmy_y>{_YEAR})\b)
@@ -114,7 +115,7 @@ def _stated_end(text: str, written: datetime) -> Span | None:
     for start, stop, end, period in dates:
         before = text[:start]
         clause = _CLAUSE.split(before)[-1]
-        if period or _DASH_BEFORE.search(before) and _follows_date(dates, start):
+        if period or (_DASH_BEFORE.search(before) and _follows_date(dates, start)):
             ends.append(Span(end, text[start:stop]))
         elif _ends_here(_WORD.findall(clause)[-END_WINDOW_WORDS - 1 :]):
             ends.append(Span(end, _phrase(text, clause, start, stop)))
