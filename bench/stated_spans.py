@@ -111,17 +111,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         tokens = {label: sum(a[label]["tokens"] for a in answered.values()) / n
                   for label in ("default", "stated_span")}  # fmt: skip
         report["sets"][name] = {"notes": notes, "changed": changed, "mean_tokens": tokens}
-        print(f"== {name} ({args.split}): {len(changed)} of {len(answered)} messages inject "
-              f"other notes; mean tokens {tokens['default']:.1f} -> {tokens['stated_span']:.1f}")
+        print(
+            f"== {name} ({args.split}): {len(changed)} of {len(answered)} messages inject "
+            f"other notes; mean tokens {tokens['default']:.1f} -> {tokens['stated_span']:.1f}"
+        )
         for note in notes:
             scale = f"{note['scale_default']:.2f}->{note['scale_stated']:.2f}"
             span = (f"{'ahead' if note['ahead'] else 'past '} {note['end']} «{note['phrase']}»"
                     if note["end"] else "no end stated")  # fmt: skip
             print(f"  {note['id']:10} {scale:11} {span}")
-            print(f"      +{note['include']} -{note['exclude']} injected "
-                  f"{len(note['injected_default'])} -> {len(note['injected_stated_span'])}"
-                  f"  new {sorted(set(note['injected_stated_span']) - set(note['injected_default']))}"
-                  f"  gone {sorted(set(note['injected_default']) - set(note['injected_stated_span']))}")
+            print(
+                f"      +{note['include']} -{note['exclude']} injected "
+                f"{len(note['injected_default'])} -> {len(note['injected_stated_span'])}"
+                f"  new {sorted(set(note['injected_stated_span']) - set(note['injected_default']))}"
+                f"  gone {sorted(set(note['injected_default']) - set(note['injected_stated_span']))}"
+            )
     report["machine"] = machine_info()
     write_json(args.out, report)
     return 0
