@@ -77,8 +77,9 @@ def injections(name: str, split: str, embedder_name: str) -> dict[str, Any]:
                 answers = {}
                 for label, on in (("default", False), ("stated_span", True)):
                     options = engine.options.update(stated_span=on)
-                    gated = engine.explain(m["text"], USER, project=m["project"],
-                                           turn=m.get("turn", 0), options=options, now=NOW)  # fmt: skip
+                    turn = m.get("turn", 0)
+                    gated = engine.explain(m["text"], USER, project=m["project"], turn=turn,
+                                           options=options, now=NOW)  # fmt: skip
                     notes = sorted(s.memory.id for s in gated.selected
                                    if s.memory.kind is Kind.CONTEXT)  # fmt: skip
                     answers[label] = {"notes": notes, "tokens": gated.tokens_used}
@@ -120,11 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             span = (f"{'ahead' if note['ahead'] else 'past '} {note['end']} «{note['phrase']}»"
                     if note["end"] else "no end stated")  # fmt: skip
             print(f"  {note['id']:10} {scale:11} {span}")
+            before, after = set(note["injected_default"]), set(note["injected_stated_span"])
             print(
                 f"      +{note['include']} -{note['exclude']} injected "
-                f"{len(note['injected_default'])} -> {len(note['injected_stated_span'])}"
-                f"  new {sorted(set(note['injected_stated_span']) - set(note['injected_default']))}"
-                f"  gone {sorted(set(note['injected_default']) - set(note['injected_stated_span']))}"
+                f"{len(before)} -> {len(after)}  new {sorted(after - before)}"
+                f"  gone {sorted(before - after)}"
             )
     report["machine"] = machine_info()
     write_json(args.out, report)
