@@ -55,6 +55,8 @@ END_WORDS = (
 START_WORDS = "since from starting started after began begun"
 #: Words an end word may stand before its date: "until the new GPU quota arrives in February".
 END_WINDOW_WORDS = 6
+#: Characters before a date read for its end word (six words and their spaces fit).
+LOOK_BACK = 120
 
 _MONTH_NAMES = (
     "january february march april may june july august september october november december"
@@ -69,7 +71,8 @@ _YEAR = r"(?:19|20)\d\d"
 #: The date shapes, longest first, each a named alternative of one pattern.
 _DATE = re.compile(
     rf"""(?ix)
-    (?P<iso>\b(?P<iy>{_YEAR})-(?P<im>[01]\d)-(?P<id>[0-3]\d)\b)
+    \b(?=[0-9qadfjmnos])  # a cheap test first: most places start no date
+    (?:(?P<iso>\b(?P<iy>{_YEAR})-(?P<im>[01]\d)-(?P<id>[0-3]\d)\b)
     | (?P<mdd>\b(?P<mdd_m>{_MONTH})\s+{_DAY}\s*[-–]\s*(?P<mdd_d2>{_DAY}),?
         \s+(?P<mdd_y>{_YEAR})\b)
     | (?P<dmy>\b(?P<dmy_d>{_DAY})\s+(?:of\s+)?(?P<dmy_m>{_MONTH}),?\s+(?P<dmy_y>{_YEAR})\b)
@@ -77,7 +80,7 @@ _DATE = re.compile(
     | (?P<mmy>\b(?P<mmy_m1>{_MONTH})\s*[-–]\s*(?P<mmy_m2>{_MONTH}),?\s+(?P<mmy_y>{_YEAR})\b)
     | (?P<my>\b(?P<my_m>{_MONTH}),?\s+(?P<my_y>{_YEAR})\b)
     | (?P<q>\bQ(?P<qn>[1-4])(?:\s*(?P<qy>{_YEAR}))?\b)
-    | (?P<m>\b(?P<m_m>{_MONTH})\b)
+    | (?P<m>\b(?P<m_m>{_MONTH})\b))
     """
 )
 _END_WORDS = frozenset(END_WORDS.split())
@@ -113,7 +116,7 @@ def _stated_end(text: str, written: datetime) -> Span | None:
     ends: list[Span] = []
     dates = list(_dates(text, written))
     for start, stop, end, period in dates:
-        before = text[:start]
+        before = text[max(0, start - LOOK_BACK) : start]
         clause = _CLAUSE.split(before)[-1]
         if period or (_DASH_BEFORE.search(before) and _follows_date(dates, start)):
             ends.append(Span(end, text[start:stop]))
@@ -165,7 +168,7 @@ def _dates(text: str, written: datetime) -> list[tuple[int, int, datetime, bool]
             continue
         if not period and match.lastgroup == "my":  # "(January 2026)", "(Rosa, January 2026)"
             period = any(a < match.start() and match.end() + 1 == b for a, b in inside)
-        if _WEEK_OF.search(text[: match.start()]):
+        if _WEEK_OF.search(text[max(0, match.start() - LOOK_BACK) : match.start()]):
             end += timedelta(days=6)
         out.append((match.start(), match.end(), end, period))
     return out
