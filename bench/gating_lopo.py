@@ -255,6 +255,11 @@ def candidates() -> list[Candidate]:
     out.append(Candidate("present_use=on", "present_use", options={"present_use": True}))
     out.append(Candidate("present_use+language=on", "options_together",
                          options={"present_use": True, "language": True}))  # fmt: skip
+    # a note about the present current until the end its own text states (session 23, h7),
+    # alone and with its last use
+    out.append(Candidate("stated_span=on", "stated_span", options={"stated_span": True}))
+    out.append(Candidate("stated_span+present_use=on", "options_together",
+                         options={"stated_span": True, "present_use": True}))  # fmt: skip
     # session 22 (h4): the rule adopted switched off, and three rules measured on top of it
     out.append(Candidate("unrelated=off", "unrelated", ((sel, "unrelated_learning", _never),)))
     out.append(Candidate("generation_by_kind=on", "generation_by_kind",

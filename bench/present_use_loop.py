@@ -10,10 +10,12 @@ the option and once without. Per set, mode and pass: must-include labels found, 
 injecting a memory labelled must-exclude for them (leaks), context notes injected, and the
 memories leaked and the notes injected by name. A loop shows as leaks or context notes that
 grow from the first pass to the second with the option and not without it. No held message
-is read.
+is read. ``--modes`` adds ``span`` (``GateOptions.stated_span``: a note current until the end
+its own text states, session 23) and ``both`` (the two options together): a note whose
+stated end has passed is not kept current by the gate's own injections.
 
 Usage: ``python bench/present_use_loop.py [--sets main,…] [--step-hours 6]
-[--out bench/results/present-use-loop.json]``.
+[--modes off,on,span,both] [--out bench/results/present-use-loop.json]``.
 """
 
 from __future__ import annotations
@@ -37,12 +39,20 @@ from engrain import Engine, Kind
 from engrain.embed import make_embedder
 
 PASSES = 2
+#: The replay's modes: the options each passes to ``context()``.
+MODES: Mapping[str, Mapping[str, bool]] = {
+    "off": {"present_use": False},
+    "on": {"present_use": True},
+    "span": {"stated_span": True},
+    "both": {"present_use": True, "stated_span": True},
+}
 
 
 def replay(engines: Mapping[str, Engine], messages: Sequence[Mapping[str, Any]],
-           present_use: bool, step: timedelta) -> list[dict[str, Any]]:  # fmt: skip
+           mode: Mapping[str, bool], step: timedelta) -> list[dict[str, Any]]:  # fmt: skip
     """Every message of ``messages``, ``PASSES`` times in order, through ``context()`` of its
-    project's engine (uses counted), ``step`` apart from :data:`NOW`: per pass, the labels
+    project's engine (uses counted) with the options ``mode``, ``step`` apart from
+    :data:`NOW`: per pass, the labels
     found, the leaks and the context notes injected."""
     out = []
     at = NOW
@@ -52,7 +62,7 @@ def replay(engines: Mapping[str, Engine], messages: Sequence[Mapping[str, Any]],
         noted: Counter[str] = Counter()
         for m in messages:
             engine = engines[m["project"]]
-            options = engine.options.update(present_use=present_use)
+            options = engine.options.update(**mode)
             got = engine.context(m["text"], USER, project=m["project"], turn=m.get("turn", 0),
                                  options=options, now=at)  # fmt: skip
             at += step
@@ -75,8 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
     parser.add_argument("--step-hours", type=float, default=6.0,
                         help="time between two messages of the replay")  # fmt: skip
+    parser.add_argument("--modes", default="off,on", help=f"of {', '.join(MODES)}")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}; known: {', '.join(MODES)}")
     embedder = make_embedder(args.embedder)
     step = timedelta(hours=args.step_hours)
     report: dict[str, Any] = {"benchmark": "present-use-loop", "split": "tune",
@@ -88,13 +103,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             directory.mkdir()
             projects = Projects(data, embedder, directory)
             report["sets"][name] = {}
-            for mode, on in (("off", False), ("on", True)):
+            for mode in modes:
                 engines = {}
                 for p in data.projects:
                     engines[p] = open_engine(directory, f"{mode}-{p}.db", embedder=embedder)
                     engines[p].import_records(projects.snapshots[p], now=NOW)
                 try:
-                    passes = replay(engines, data.messages, on, step)
+                    passes = replay(engines, data.messages, MODES[mode], step)
                 finally:
                     for engine in engines.values():
                         engine.close()

@@ -38,6 +38,9 @@ import gating
 DOMAINS = ["auth", "billing", "database", "deployment", "payments", "testing"]
 domain_sets = st.lists(st.sampled_from(DOMAINS), max_size=3, unique=True).map(tuple)
 unit = st.floats(-0.5, 1.5, allow_nan=False)
+#: Texts stating no end, an end resolved ahead of or behind ``NOW`` by the time written.
+TEXTS = ["x", "Jonas releases until February.", "Leave to the end of March 2026.",
+         "Code freeze until 30 September 2025.", "We are migrating this month."]  # fmt: skip
 
 
 @st.composite
@@ -49,7 +52,7 @@ def items(draw: st.DrawFn) -> tuple[Memory, float, float]:
     event = draw(st.none() | st.integers(0, 2 * 365 * 86_400))
     used = draw(st.none() | st.integers(-86_400, 2 * 365 * 86_400))
     memory = Memory(
-        id=f"m{draw(st.integers(0, 10**9))}", user_id="u", content="x",
+        id=f"m{draw(st.integers(0, 10**9))}", user_id="u", content=draw(st.sampled_from(TEXTS)),
         memory_type=kind.default_memory_type, kind=kind, created_at=written,
         updated_at=written, event_at=None if event is None else NOW - timedelta(seconds=event),
         domains=draw(domain_sets), access_count=draw(st.integers(0, 60)),
@@ -61,7 +64,7 @@ def items(draw: st.DrawFn) -> tuple[Memory, float, float]:
 @st.composite
 def queries(draw: st.DrawFn) -> Query:
     """A classification of any intent, domains and weight shifts, focus areas, and a note
-    about the present judged by its last use or not."""
+    about the present judged by its last use or not, by the end it states or not."""
     classification = Classification(
         complexity=draw(st.sampled_from(list(Complexity))),
         intent=draw(st.sampled_from(list(Intent))),
@@ -69,7 +72,8 @@ def queries(draw: st.DrawFn) -> Query:
         references_history=draw(st.booleans()), signals=(),
     )  # fmt: skip
     focus = draw(st.lists(st.sampled_from(DOMAINS), max_size=2, unique=True).map(tuple))
-    return Query(classification, gated_weights(classification), NOW, focus, draw(st.booleans()))
+    return Query(classification, gated_weights(classification), NOW, focus, draw(st.booleans()),
+                 draw(st.booleans()))  # fmt: skip
 
 
 @settings(max_examples=300, deadline=None)
@@ -79,7 +83,7 @@ def test_gated_totals_equal_score_gated(pool: list[tuple[Memory, float, float]],
     want = [
         score_gated(memory, relevance, query.classification, query.weights, query.now,
                     cooccurrence=bonus, focus_areas=query.focus_areas,
-                    present_use=query.present_use).total
+                    present_use=query.present_use, stated_span=query.stated_span).total
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert gated_totals(pool, query) == want
@@ -94,7 +98,9 @@ def test_gated_scores_give_present_relevance(pool: list[tuple[Memory, float, flo
     got = gated_scores(pool, query)
     assert [total for total, _ in got] == gated_totals(pool, query)
     want = [
-        present_relevance(memory, relevance, query.now, by_use=query.present_use)
+        present_relevance(
+            memory, relevance, query.now, by_use=query.present_use, by_span=query.stated_span
+        )
         for memory, relevance, _ in pool
     ]
     assert [present for _, present in got] == want
@@ -142,12 +148,14 @@ def test_gated_columns_are_score_gated_bit_for_bit(pool: list[tuple[Memory, floa
     want = [
         score_gated(memory, relevance, query.classification, query.weights, query.now,
                     cooccurrence=bonus, focus_areas=query.focus_areas,
-                    present_use=query.present_use).total
+                    present_use=query.present_use, stated_span=query.stated_span).total
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert _bits(totals.tolist()) == _bits(want)
     relevances = [
-        present_relevance(memory, relevance, query.now, by_use=query.present_use)
+        present_relevance(
+            memory, relevance, query.now, by_use=query.present_use, by_span=query.stated_span
+        )
         for memory, relevance, _ in pool
     ]
     assert _bits(present.tolist()) == _bits(relevances)

@@ -136,6 +136,7 @@ class GateOptions:
     names: bool = False  # a name the message writes is no lexical evidence (relevance; off)
     language: bool = False  # preferences about a code request's language raised (off)
     present_use: bool = False  # a note about the present current by its last use (score; off)
+    stated_span: bool = False  # ...current until the end its own text states (recall.spans)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -295,7 +296,8 @@ def gate(
     budget = _evidence_budget(budget, classification, pool, options, token_budget, max_budget)
     clock.lap("candidates")
 
-    query = Query(classification, weights, now, options.focus_areas, options.present_use)
+    query = Query(classification, weights, now, options.focus_areas, options.present_use,
+                  options.stated_span)  # fmt: skip
     ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
                                 raised=raised, pointed=pointed, works=works, spoken=spoken,
                                 other_work=other_work)  # fmt: skip
@@ -658,7 +660,8 @@ def _ranked(c: Candidate, score: float, query: Query) -> Ranked:
     """A scored candidate for selection, its relevance the one its score saw
     (:func:`~engrain.recall.score.present_relevance`: a stale context's is scaled down), so
     pins, preferences and the fill order judge what the score judged."""
-    relevance = present_relevance(c.memory, c.relevance, query.now, by_use=query.present_use)
+    relevance = present_relevance(c.memory, c.relevance, query.now, by_use=query.present_use,
+                                  by_span=query.stated_span)  # fmt: skip
     return Ranked(c.memory, score, c.similarity, relevance)
 
 

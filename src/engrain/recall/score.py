@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from engrain.model import Kind, MemoryFields
 from engrain.recall.classify import Classification, Intent
+from engrain.recall.spans import Span, span_scale, stated_end
 
 
 class Profile(StrEnum):
@@ -191,26 +192,54 @@ def use_recency(memory: MemoryFields, now: datetime, by_use: bool = False) -> fl
     return None if used is None else decay(memory.kind, used)
 
 
-def present_scale(kind: Kind, age: float | None, recency: float | None = None) -> float:
+def note_span(memory: MemoryFields, by_span: bool = False) -> Span | None:
+    """With ``by_span`` (``GateOptions.stated_span``), the end a note about the present
+    states in its own words (:func:`~engrain.recall.spans.stated_end`, resolved against the
+    time it was written); ``None`` without ``by_span``, for other kinds, or if it states none."""
+    if not by_span or memory.kind not in PRESENT_KINDS:
+        return None
+    return stated_end(memory.content, memory.when)
+
+
+def present_scale(
+    kind: Kind,
+    age: float | None,
+    recency: float | None = None,
+    span: Span | None = None,
+    now: datetime | None = None,
+) -> float:
     """``0.5 ** (age / 90)`` for kinds about the present, else (or age unknown) 1.0; never
     less than ``recency``, the note's recency from its last use (:func:`use_recency`): a
-    note used lately is current, a use long ago adds nothing to its written age."""
+    note used lately is current, a use long ago adds nothing to its written age. A ``span``
+    the note states (:func:`note_span`) decides instead, at ``now``: 1.0 until its end,
+    then the kind's decay from the end, never above the written scale
+    (:func:`~engrain.recall.spans.span_scale`); a use does not keep a note current past the
+    end it states."""
     if kind not in PRESENT_KINDS or age is None:
         return 1.0
     written = float(0.5 ** (age / PRESENT_HALF_LIFE_DAYS))
+    if span is not None and now is not None:
+        return span_scale(span, now, written, HALF_LIFE_DAYS[kind] or PRESENT_HALF_LIFE_DAYS)
     return written if recency is None or recency <= written else recency
 
 
 def present_relevance(
-    memory: MemoryFields, relevance: float, now: datetime, *, by_use: bool = False
+    memory: MemoryFields,
+    relevance: float,
+    now: datetime,
+    *,
+    by_use: bool = False,
+    by_span: bool = False,
 ) -> float:
     """``relevance`` as the gated score sees it: scaled by :func:`present_scale` for a kind
     about the present (a stale context is less relevant than its wording; ``by_use``: a note
-    used lately is current), else as given."""
+    used lately is current; ``by_span``: a note current until the end it states), else as
+    given."""
     if memory.kind not in PRESENT_KINDS:
         return relevance
     age = age_days(memory.when, now)
-    return relevance * present_scale(memory.kind, age, use_recency(memory, now, by_use))
+    used, span = use_recency(memory, now, by_use), note_span(memory, by_span)
+    return relevance * present_scale(memory.kind, age, used, span, now)
 
 
 def score_gated(
@@ -223,11 +252,13 @@ def score_gated(
     cooccurrence: float = 0.0,
     focus_areas: tuple[str, ...] = (),
     present_use: bool = False,
+    stated_span: bool = False,
 ) -> Scored:
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
     table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
     relevance of a kind about the present is scaled by :func:`present_scale` (with
-    ``present_use``, never under its recency from its last use: :func:`use_recency`).
+    ``present_use``, never under its recency from its last use: :func:`use_recency`; with
+    ``stated_span``, by the end the note states: :func:`note_span`).
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
@@ -235,7 +266,8 @@ def score_gated(
     age = age_days(memory.when, now)
     recency = decay(memory.kind, age)
     used = use_recency(memory, now, present_use)
-    present = present_scale(memory.kind, age, used)
+    span = note_span(memory, stated_span)
+    present = present_scale(memory.kind, age, used, span, now)
     semantic = min(1.0, max(0.0, relevance)) * present
     domain = domain_match(classification.domains, memory.domains)
     usage = min(USAGE_CAP, weights["usage"] * usage_score(memory.access_count))
@@ -255,6 +287,8 @@ def score_gated(
         factors["present_scale"] = present
     if used is not None:  # a note about the present judged by its last use too
         factors["use_recency"] = used
+    if span is not None:  # ...or by the end it states: days to it (negative: since it)
+        factors["span_end_days"] = (span.end - now).total_seconds() / 86_400.0
     # one addition at a time, in order, as ``score_batch``'s columns add (the ``sum`` of
     # Python 3.12+ compensates, which would differ from them in the last bit)
     total = 0.0
@@ -338,6 +372,7 @@ class Query:
     now: datetime
     focus_areas: tuple[str, ...] = ()
     present_use: bool = False  # a note about the present current by its last use (off)
+    stated_span: bool = False  # a note about the present current until the end it states
 
 
 #: A profile's score of one memory from its relevance and its co-occurrence bonus.
@@ -349,7 +384,7 @@ def _gated(query: Query) -> Scorer:
         return score_gated(
             memory, relevance, query.classification, query.weights, query.now,
             cooccurrence=cooccurrence, focus_areas=query.focus_areas,
-            present_use=query.present_use,
+            present_use=query.present_use, stated_span=query.stated_span,
         )  # fmt: skip
 
     return score

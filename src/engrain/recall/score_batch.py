@@ -25,7 +25,8 @@ for bit on random memories, relevances and queries (``tests/test_score_batch.py`
 :func:`gated_columns` gives each total with the relevance selection judges the candidate by
 (:func:`~engrain.recall.score.present_relevance`), from the same age (with
 ``Query.present_use``, never under a note's recency from its last use:
-:func:`~engrain.recall.score.use_recency`).
+:func:`~engrain.recall.score.use_recency`; with ``Query.stated_span``, by the end the note
+states: :func:`~engrain.recall.score.note_span`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from engrain.recall.score import (
     Query,
     age_days,
     domain_match,
+    note_span,
+    present_scale,
     type_boost,
     usage_score,
 )
@@ -124,6 +127,11 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
             used = age_days(items[i][0].last_accessed_at, now)
             if used is not None:
                 scales[i] = max(scales[i], _decay(HALF_LIFE_DAYS[kinds[i]], used))
+    if query.stated_span:  # score.present_scale: the end a note states decides
+        for i in [i for i, k in enumerate(kinds) if k in PRESENT_KINDS]:
+            span = note_span(items[i][0], True)
+            if span is not None:
+                scales[i] = present_scale(kinds[i], ages[i], None, span, now)
     scale = np.array(scales)
     relevance = np.array([r for _, r, _ in items], dtype=np.float64)
     bonus = np.array([b for _, _, b in items], dtype=np.float64)
