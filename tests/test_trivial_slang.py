@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from engrain import Engine
-from engrain.recall.classify import Complexity, classify
+from engrain.recall import acknowledgement as ack
+from engrain.recall.classify import Complexity, Intent, classify
 from engrain.recall.trivial import PHRASE_SIGNAL, is_trivial, trivial_signal
 
 from .conftest import NOW
@@ -69,3 +70,20 @@ def test_ship_it_with_its_object_gets_memory(engine: Engine) -> None:
     ctx = engine.context("thx, ship it to prod", "ada", token_budget=2000, now=NOW)
     assert ctx.gated is not None
     assert ctx.gated.classification.complexity is not Complexity.TRIVIAL
+
+
+@pytest.mark.parametrize("message", ["thanks!", "gg ez", "thx, ship it", "👍", "morning!"])
+def test_a_trivial_reply_is_read_as_the_social_intent(message: str) -> None:
+    # every labelled reading (the writers' 31 acknowledgements of the training files, the
+    # second reader's rule "greeting: greetings, thanks, acknowledgements, emoji") names it
+    # greeting
+    assert classify(message).intent is Intent.GREETING
+
+
+def test_a_reply_a_model_makes_trivial_is_read_as_the_social_intent() -> None:
+    rules = classify("tip top")
+    assert rules.intent is Intent.DISCUSSION and rules.complexity is not Complexity.TRIVIAL
+    made = ack.made_trivial(rules, "model: acknowledgement p=0.99")
+    assert (made.complexity, made.intent, made.domains) == (
+        Complexity.TRIVIAL, Intent.GREETING, ()
+    )  # fmt: skip

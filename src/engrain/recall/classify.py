@@ -263,9 +263,12 @@ def classify(
     fired: list[str] = []
     trivial = trivial_signal(text)
     if trivial is not None:
-        intent = Intent.GREETING if greets(text) else Intent.DISCUSSION
+        # greetings, thanks, acknowledgements and emoji are one social register, the
+        # seed's trivial row; every labelled reading names its intent "greeting"
         fired.append(trivial)
-        return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
+        return Classification(
+            Complexity.TRIVIAL, Intent.GREETING, (), turn, False, False, tuple(fired)
+        )
 
     has_code = bool(cues.CODE_BLOCK.search(text) or cues.INLINE_CODE.search(text))
     history = bool(cues.HISTORY.search(text))
