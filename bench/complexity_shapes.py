@@ -52,25 +52,32 @@ SCOPE = re.compile(
     r"pipelines|jobs))\b",
     re.I,
 )
+#: What the shape table counts per shape (:func:`shape_table`).
+COUNTS = ("n", "writer", "n_second", "second", "n_both", "both", "lower", "higher")
 _CODE = re.compile(r"```|`[^`\n]+`")
 #: A list of parts after a colon or in three comma-separated items, several questions, or a
 #: numbered or bulleted list.
 _PARTS = re.compile(r":\s*[^:]+,[^,]+|(?:,[^,?]+){2,}|\?.+\?|^\s*(?:\d+[.)]|[-*])\s", re.M | re.S)
 _HISTORY = re.compile(r"\b(?:we|our|us|before|earlier|previously|last time)\b", re.I)
-_QUOTED_ERROR = ("quoted error", "error line")
+#: An error's own text: an exception or error class, a compiler's code, an upper-case error
+#: constant ("CERTIFICATE_VERIFY_FAILED", "ERESOLVE"), a pod's failure state.
+_ERROR_TEXT = re.compile(
+    r"[\w.]*(?:Error|Exception)\b|\bERROR\b|\bFAILED\b|error\[E\d+\]|"
+    r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b|\bE[A-Z]{4,}\b|CrashLoopBackOff|OOMKilled|^panic:"
+)
 
 
-def shapes_of(row: Mapping[str, Any], signals: Sequence[str]) -> list[str]:
-    """The shapes of a labelled message (its writer's ``intent``, its ``text`` and
-    ``turn``, the ``signals`` a tree fired), one message in several."""
+def shapes_of(row: Mapping[str, Any]) -> list[str]:
+    """The shapes of a labelled message (its writer's ``intent`` and its ``text``), one
+    message in several; the same for every tree."""
     text = str(row["text"])
     one_line = "\n" not in text.strip()
     code = bool(_CODE.search(text))
     out = []
     if row["intent"] == "debugging" and one_line and not code:
         out.append("one-line failure report")
-    if any(s in _QUOTED_ERROR for s in signals):
-        out.append("an error line or a tool's error quoted")
+    if row["intent"] == "debugging" and one_line and _ERROR_TEXT.search(text):
+        out.append("one line with an error's text")
     if code:
         out.append("code present")
     if SCOPE.search(text):
@@ -87,10 +94,12 @@ def shapes_of(row: Mapping[str, Any], signals: Sequence[str]) -> list[str]:
 
 def length_band(length: int) -> str:
     """The seed's 50 characters, one line (90), a snippet's prose (200), a long message
-    (400)."""
+    (400): "length 50–89" and so on."""
+    low = 0
     for limit in (50, 90, 200, 400):
         if length < limit:
-            return f"length < {limit}"
+            return f"length {low}–{limit - 1}"
+        low = limit
     return "length ≥ 400"
 
 
@@ -126,18 +135,16 @@ def confusion(rows: Sequence[Mapping[str, Any]], read: Sequence[str]) -> dict[st
 
 
 def shape_table(
-    rows: Sequence[Mapping[str, Any]], read: Sequence[str], signals: Sequence[Sequence[str]],
-    second: Mapping[str, str],
-) -> dict[str, dict[str, int]]:  # fmt: skip
+    rows: Sequence[Mapping[str, Any]], read: Sequence[str], second: Mapping[str, str]
+) -> dict[str, dict[str, int]]:
     """Per shape: ``n``; read as the writer labels (``writer``), as the second reader
     labels (``second`` of ``n_second``), as both label where they agree (``both`` of
     ``n_both``); the writer's errors read lower and higher."""
     out: dict[str, dict[str, int]] = {}
-    for row, got, fired in zip(rows, read, signals, strict=True):
+    for row, got in zip(rows, read, strict=True):
         other = second.get(str(row["id"]))
-        for shape in shapes_of(row, fired):
-            cell = out.setdefault(shape, dict.fromkeys(
-                ("n", "writer", "n_second", "second", "n_both", "both", "lower", "higher"), 0))  # fmt: skip
+        for shape in shapes_of(row):
+            cell = out.setdefault(shape, dict.fromkeys(COUNTS, 0))
             cell["n"] += 1
             cell["writer"] += got == row["complexity"]
             if got != row["complexity"]:
@@ -150,6 +157,22 @@ def shape_table(
                     cell["n_both"] += 1
                     cell["both"] += got == other
     return dict(sorted(out.items()))
+
+
+def intent_misses(
+    rows: Sequence[Mapping[str, Any]], reads: Sequence[Mapping[str, Any]]
+) -> dict[str, dict[str, int]]:
+    """Per reading (the rules alone, the shipped pipeline): "labelled → read" → count of the
+    intents read otherwise than labelled."""
+    out: dict[str, dict[str, int]] = {}
+    for reading in ("rules", "shipped"):
+        misses = Counter(
+            f"{row['intent']} → {read[reading][0]}"
+            for row, read in zip(rows, reads, strict=True)
+            if read[reading][0] != row["intent"]
+        )
+        out[reading] = dict(misses.most_common())
+    return out
 
 
 def signal_table(
@@ -196,10 +219,14 @@ def report(
             g: confusion([rows[i] for i in idx], [read[i] for i in idx])
             for g, idx in groups.items()
         },
-        "shapes": shape_table(pick, [read[i] for i in labelled],
-                              [signals[i] for i in labelled], second),  # fmt: skip
-        "seed_signals": signal_table(pick, [read[i] for i in labelled],
-                                     [signals[i] for i in labelled], second),  # fmt: skip
+        "intent_confusion": {
+            g: intent_misses([rows[i] for i in idx], [reads[i] for i in idx])
+            for g, idx in groups.items()
+        },
+        "shapes": shape_table(pick, [read[i] for i in labelled], second),
+        "seed_signals": signal_table(
+            pick, [read[i] for i in labelled], [signals[i] for i in labelled], second
+        ),
     }
 
 
@@ -244,14 +271,19 @@ def _print(out: Mapping[str, Any]) -> None:
             parts.append(f"{c['writer']}/{c['n']}  2nd {c['second']}/{c['n_second']}  both "
                          f"{c['both']}/{c['n_both']}  ↓{c['lower']} ↑{c['higher']}")  # fmt: skip
         print(f"  {shape:<40} " + "  |  ".join(parts))
+    print("\nintents read otherwise than labelled (shipped; rules alone)")
+    for group, cell in out["reports"][names[-1]]["intent_confusion"].items():
+        shipped = ", ".join(f"{k} {v}" for k, v in cell["shipped"].items()) or "none"
+        rules = ", ".join(f"{k} {v}" for k, v in list(cell["rules"].items())[:4]) or "none"
+        print(f"  {group:<18} {shipped}  (rules: {rules})")
     print("\nseed signals: share complex or deep, with / without (writer, second, tree)")
     for name, cell in out["reports"][names[-1]]["seed_signals"].items():
         line = []
         for side in ("with", "without"):
             who = cell[side]
-            line.append(" ".join(
-                f"{w} {who[w]['complex'] + who[w]['deep']:.2f}" for w in ("writer", "second", "tree")
-            ) + f" (n {who['writer']['n']})")  # fmt: skip
+            shares = [f"{w} {who[w]['complex'] + who[w]['deep']:.2f}"
+                      for w in ("writer", "second", "tree")]  # fmt: skip
+            line.append(" ".join(shares) + f" (n {who['writer']['n']})")
         print(f"  {name:<26} with: {line[0]:<44} without: {line[1]}")
 
 
