@@ -89,6 +89,7 @@ def shapes_of(row: Mapping[str, Any]) -> list[str]:
     if row["intent"] == "discussion":
         out.append("discussion")
     out.append(length_band(len(text)))
+    out.append("every message")
     return out
 
 

@@ -22,13 +22,14 @@ def test_a_message_has_every_shape_it_shows() -> None:
     row = _row("a", "npm ci fails: ERESOLVE unable to resolve dependency tree", "debugging",
                "simple")  # fmt: skip
     assert bench.shapes_of(row) == [
-        "one-line failure report", "one line with an error's text", "length 50–89"
+        "one-line failure report", "one line with an error's text", "length 50–89",
+        "every message",
     ]  # fmt: skip
     parts = _row("b", "Cover the handler with tests: duplicate callback, unknown id, timeout",
                  "generation", "complex")  # fmt: skip
     assert "multi-part ask" in bench.shapes_of(parts)
     assert bench.shapes_of(_row("c", "same for staging", "continuation", "simple")) == [
-        "follow-up", "length 0–49"
+        "follow-up", "length 0–49", "every message"
     ]  # fmt: skip
     assert bench.length_band(49) == "length 0–49" and bench.length_band(400) == "length ≥ 400"
 
