@@ -67,25 +67,25 @@ TABLE: list[tuple[str, int, Intent, Complexity]] = [
     ("morning all ☕", 0, GRE, T),
     ("evening, folks", 0, GRE, T),
     ("morning standup moved to 10", 0, DIS, M),
-    ("thanks!", 3, DIS, T),
-    ("ty", 4, DIS, T),
-    ("np", 2, DIS, T),
-    ("lol", 5, DIS, T),
-    ("haha nice", 3, DIS, T),
-    ("cool, thanks", 6, DIS, T),
-    ("ok 👍", 2, DIS, T),
-    ("👍", 7, DIS, T),
-    ("🙏🙏", 3, DIS, T),
-    ("🎉🎉🎉", 9, DIS, T),
-    ("sgtm", 4, DIS, T),
-    ("lgtm!", 2, DIS, T),
-    ("perfect, that worked", 5, DIS, T),
-    ("got it, thanks!", 3, DIS, T),
-    ("thank you so much!", 8, DIS, T),
-    ("awesome 🔥", 2, DIS, T),
-    ("makes sense", 4, DIS, T),
-    ("ah ok", 3, DIS, T),
-    ("all good now, thanks", 6, DIS, T),
+    ("thanks!", 3, GRE, T),
+    ("ty", 4, GRE, T),
+    ("np", 2, GRE, T),
+    ("lol", 5, GRE, T),
+    ("haha nice", 3, GRE, T),
+    ("cool, thanks", 6, GRE, T),
+    ("ok 👍", 2, GRE, T),
+    ("👍", 7, GRE, T),
+    ("🙏🙏", 3, GRE, T),
+    ("🎉🎉🎉", 9, GRE, T),
+    ("sgtm", 4, GRE, T),
+    ("lgtm!", 2, GRE, T),
+    ("perfect, that worked", 5, GRE, T),
+    ("got it, thanks!", 3, GRE, T),
+    ("thank you so much!", 8, GRE, T),
+    ("awesome 🔥", 2, GRE, T),
+    ("makes sense", 4, GRE, T),
+    ("ah ok", 3, GRE, T),
+    ("all good now, thanks", 6, GRE, T),
     # simple questions, including ones that merely mention errors, bugs, fixes or code
     ("What port does the API run on locally?", 0, QUE, S),
     ("which python version are we on?", 0, QUE, S),
@@ -565,12 +565,30 @@ def test_rules_from_the_training_messages(
     ["terraform apply fails with `Error acquiring the state lock`",
      "npm ci fails: ERESOLVE unable to resolve dependency tree",
      "gradle sync failed: Could not resolve com.google.firebase:firebase-bom:32.7.0",
-     "kubectl logs shows `connection refused` to redis:6379 from the api pods"],
+     "kubectl logs shows `connection refused` to redis:6379 from the api pods",
+     "Build fails: error[E0502]: cannot borrow `self.items` as mutable",
+     "cargo build fails: error[E0599]: no method named `unwrap_or_default` found for enum "
+     "`Result` in the current scope",
+     "nrfutil on the rack says `Error: Failed to find a device with serial number 683412345`",
+     "snowflake-sink-web-events task went FAILED overnight: 'JWT token is invalid'"],
 )  # fmt: skip
-def test_a_quoted_tool_error_is_simple_like_a_pasted_error_line(message: str) -> None:
+def test_a_tools_error_quoted_in_a_report_is_the_seeds_debug_this_error(message: str) -> None:
+    # session 23: the second reader and the later writers label these complex, as the seed's
+    # "Debug this error" (was simple, drawn from classify-train-2's writer)
+    result = classify(message)
+    assert (result.intent, result.complexity) == (DBG, C), result.signals
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["panic: assignment to entry in nil map",
+     "ModuleNotFoundError: No module named 'psycopg2'",
+     "CrashLoopBackOff on the new auth-service pods"],
+)  # fmt: skip
+def test_a_pasted_error_line_alone_stays_simple(message: str) -> None:
     result = classify(message)
     assert (result.intent, result.complexity) == (DBG, S), result.signals
-    assert "quoted error" in result.signals
+    assert "error line" in result.signals
 
 
 @pytest.mark.parametrize(
@@ -581,10 +599,8 @@ def test_a_quoted_tool_error_is_simple_like_a_pasted_error_line(message: str) ->
         "pip install fails with a resolver conflict on numpy",
     ],
 )
-def test_a_failure_with_its_story_is_not_a_quoted_error(message: str) -> None:
-    result = classify(message)
-    assert result.complexity is C, result.signals
-    assert "quoted error" not in result.signals
+def test_a_failure_with_its_story_is_complex(message: str) -> None:
+    assert classify(message).complexity is C
 
 
 def test_complexity_for_another_intent_uses_the_rules_of_that_intent() -> None:
@@ -785,11 +801,9 @@ def test_updating_every_caller_is_multi_file_work() -> None:
     "message",
     ["SSL: CERTIFICATE_VERIFY_FAILED when the exporter calls the bank's API",
      "ECONNREFUSED from the api container to postgres",
-     "ImagePullBackOff on the new worker deployment",
-     "cargo build fails: error[E0599]: no method named `unwrap_or_default` found for enum "
-     "`Result` in the current scope"],
+     "ImagePullBackOff on the new worker deployment"],
 )  # fmt: skip
-def test_an_error_code_or_a_quoted_error_line_is_simple(message: str) -> None:
+def test_an_error_code_is_simple(message: str) -> None:
     fired: list[str] = []
     assert complexity_for(message, DBG, (), fired) is S, fired
 

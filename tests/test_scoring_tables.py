@@ -332,7 +332,7 @@ def test_static_score_uses_log_access_count() -> None:
     ("message", "complexity", "intent"),
     [
         ("hi", Complexity.TRIVIAL, Intent.GREETING),
-        ("thanks!", Complexity.TRIVIAL, Intent.DISCUSSION),
+        ("thanks!", Complexity.TRIVIAL, Intent.GREETING),
         ("What port does this run on?", Complexity.SIMPLE, Intent.QUESTION),
         ("Write a function to validate email", Complexity.MODERATE, Intent.GENERATION),
         ("Why is this test failing?", Complexity.COMPLEX, Intent.DEBUGGING),

@@ -157,7 +157,9 @@ def refine(
 
 
 def made_trivial(rules: Classification, signal: str) -> Classification:
-    """``rules`` made trivial (no domains), ``signal`` saying why."""
+    """``rules`` made trivial (no domains), ``signal`` saying why; its intent is the social
+    register's, greeting, as the rules give a trivial reply."""
     return replace(
-        rules, complexity=Complexity.TRIVIAL, domains=(), signals=(*rules.signals, signal)
+        rules, complexity=Complexity.TRIVIAL, intent=Intent.GREETING, domains=(),
+        signals=(*rules.signals, signal),
     )  # fmt: skip

@@ -135,6 +135,27 @@ OTHER_ACKS = frozenset(
         "finally", "ugh", "uff", "puh", "pff", "whew",
     ]
 )  # fmt: skip
+#: Chat and gamer slang that praises, agrees or calls the round over, and names no work
+#: ("gg", "ez", "wp", "based", "goated", "fr"): the register's "nice" and "agreed". A whole
+#: word only, so "gg ez" is two of them; a word here beside a content word leaves the reply
+#: to the other rules ("ez fix?", "fr? since when" ask).
+SLANG = frozenset(
+    ["gg", "ggs", "ggwp", "wp", "gj", "ez", "ezpz", "pog", "poggers", "pogchamp", "goated",
+     "based", "sheesh", "lfg", "fr", "frfr", "bless", "slay", "clutch", "w", "dub", "valid",
+     "facts", "bussin", "hype"]
+)  # fmt: skip
+#: Slang phrases of agreement ("say less", "no cap", "fr fr") and the code reviewer's
+#: verdict: "ship it" closing the reply (Review Board's "Ship It!", GitHub's ``:shipit:``)
+#: approves the work shown, as "lgtm" does — with nothing after it ("ship it to prod",
+#: "ship it after lunch" ask for an act) and not asked for ("can you ship it", "please ship
+#: it", "then ship it" hand the act to the assistant). Read as an acknowledgement.
+APPROVAL = re.compile(
+    r"\b(?:say less|no cap|fr fr)(?=\W|$)|"
+    r"(?<!\bto )(?<!\bplease )(?<!\bpls )(?<!\byou )(?<!\bthen )(?<!\bnow )(?<!\band )"
+    r"(?<!\bwe )(?<!\bi )(?<!\bcan )(?<!\blet's )(?<!\blets )(?<!\bu )"
+    r"\b(?:ship ?it|:shipit:)(?=\W*$)",
+    re.I,
+)
 #: "It works", in English and in the languages above: a negation beside it reports a
 #: failure ("no funciona", "ça marche pas", "not working").
 WORKS = frozenset(

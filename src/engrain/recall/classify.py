@@ -30,9 +30,10 @@ messages showed (``tests/test_classify.py``):
 * continuation is an opener ("and…", "what about…", "same for…") or a leading anaphor
   ("does that…", "it should…") at any turn after the first;
 * code or a debugging word alone no longer makes a message complex: debugging, analysis and
-  multi-file work do, as the seed's table says — except a pasted error line or a tool's
-  error quoted on one line ("npm ci fails: ERESOLVE …"; simple: its known fix) and a
-  one-line question about a snippet (moderate);
+  multi-file work do, as the seed's table says — except a pasted error line alone (simple:
+  its known fix) and a one-line question about a snippet (moderate); a tool's error quoted
+  in a report of what failed ("npm ci fails: ERESOLVE …", "the sink task went FAILED
+  overnight: 'JWT token is invalid'") is the seed's "Debug this error", complex;
 * a question about a procedure or mechanism ("how do I ship …"), the rationale of a recorded
   decision ("why do we … instead of …") and a discussion are moderate, a question about a
   fact is simple;
@@ -263,9 +264,12 @@ def classify(
     fired: list[str] = []
     trivial = trivial_signal(text)
     if trivial is not None:
-        intent = Intent.GREETING if greets(text) else Intent.DISCUSSION
+        # greetings, thanks, acknowledgements and emoji are one social register, the
+        # seed's trivial row; every labelled reading names its intent "greeting"
         fired.append(trivial)
-        return Classification(Complexity.TRIVIAL, intent, (), turn, False, False, tuple(fired))
+        return Classification(
+            Complexity.TRIVIAL, Intent.GREETING, (), turn, False, False, tuple(fired)
+        )
 
     has_code = bool(cues.CODE_BLOCK.search(text) or cues.INLINE_CODE.search(text))
     history = bool(cues.HISTORY.search(text))
@@ -556,16 +560,11 @@ def _prose(text: str) -> str:
 def _debugging_complexity(text: str, has_code: bool, fired: list[str]) -> Complexity:
     """A pasted error line alone asks for its known fix; a snippet that misbehaves is a
     local problem; a system that misbehaves (a job, an endpoint, a pipeline, a test run)
-    is complex, as the seed says."""
+    is complex, as the seed says — and so is a run whose error is quoted in the report
+    ("terraform apply fails with `Error acquiring the state lock`"): the seed's "Debug this
+    error", as the second reader and the later writers label it."""
     if "\n" not in text and (cues.ERROR_LINE.match(text) or cues.ERROR_CODE.match(text)):
         fired.append("error line")
-        return Complexity.SIMPLE
-    quoted = cues.QUOTED_AFTER.search(text)
-    if "\n" not in text.strip() and quoted and cues.ERROR_LINE.match(text[quoted.end() :]):
-        fired.append("quoted error")  # "Build fails: error[E0502]: …", however long
-        return Complexity.SIMPLE
-    if "\n" not in text.strip() and len(text) <= ONE_LINE and cues.QUOTED_ERROR.search(text):
-        fired.append("quoted error")  # "npm ci fails: ERESOLVE …": an error line with its tool
         return Complexity.SIMPLE
     prose = _prose(text)
     if has_code and len(prose) <= SNIPPET and not cues.SYSTEM.search(prose):
@@ -583,8 +582,9 @@ def _quotes_output(text: str) -> bool:
     """Whether the code ``text`` quotes is a failure's output rather than code: a line of a
     code block that is an error line ("error[E0277]: …", "java.lang.IllegalStateException: …",
     also after a log's time: "02:41:07  Database Error in model …"), a span right after the
-    verb reporting it ("I get `cannot borrow …`", "traps with `…`", "matchd says `…`"), or an
-    inline span that is an error line or a tool's log line ("`smp: request timed out`")."""
+    verb reporting it ("I get `cannot borrow …`", "traps with `…`", "matchd says `…`"), an
+    error line after the verb and its colon ("Build fails: error[E0502]: …"), or an inline
+    span that is an error line or a tool's log line ("`smp: request timed out`")."""
     for block in cues.BLOCK_BODY.findall(text):
         for line in block.splitlines():
             line = cues.LOG_TIME.sub("", line.strip(), count=1)
@@ -592,6 +592,9 @@ def _quotes_output(text: str) -> bool:
                 return True
     if cues.REPORTED_OUTPUT.search(text) or cues.SAYS_OUTPUT.search(text):
         return True
+    quoted = cues.QUOTED_AFTER.search(text)
+    if quoted and cues.ERROR_LINE.match(text[quoted.end() :]):
+        return True  # "Build fails: error[E0502]: cannot borrow `self.items` …"
     for span in cues.INLINE_SPAN.findall(text):
         span = span.strip()
         if cues.ERROR_LINE.match(span) or cues.ERROR_CODE.match(span) or cues.LOG_LINE.match(span):

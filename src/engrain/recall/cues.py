@@ -355,14 +355,6 @@ ERROR_LINE = re.compile(
     r"|^(?:[\w.-]+:\s*)?(?i:error|fatal|critical|panic)(?:\[\w+\])?:"
     r"|^[a-z_]\w*(?:\.\w+)+:\s"
 )
-#: A tool's failure quoted after the verb that reports it ("terraform apply fails with
-#: `Error acquiring the state lock`", "npm ci fails: ERESOLVE …"): an error line with the
-#: command in front, asking for its known fix.
-QUOTED_ERROR = re.compile(
-    r"\b(?:fails?|failed|failing|says|shows|errors? out|throws|threw|raises|raised|hangs at|"
-    r"stuck at|exits? with|dies with|crashes with)\b(?: with)?[^`\n]*?(?:`[^`\n]+`|:\s*\S)",
-    re.I,
-)
 #: What runs beyond one snippet (and who meets its failures: users, customers): a failure
 #: there needs the project's whole picture.
 SYSTEM = re.compile(
@@ -509,7 +501,8 @@ ERROR_CODE = re.compile(
     r"^(?:[\w.-]+:\s*)?(?:[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|E[A-Z]{4,}|"
     r"(?:CrashLoop|ImagePull|ErrImage)\w*|OOMKilled)\b"
 )
-#: What follows a tool's reporting verb and its colon ("Build fails: error[E0502]: …").
+#: A tool's reporting verb and its colon, before the error it quotes ("Build fails:
+#: error[E0502]: …", "gradle sync failed: Could not resolve …").
 QUOTED_AFTER = re.compile(
     r"\b(?:fails?|failed|failing|says|shows|errors? out|throws|threw|raises|raised|"
     r"exits? with|dies with|crashes with)(?: with)?:\s*"

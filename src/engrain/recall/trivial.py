@@ -39,9 +39,11 @@ from __future__ import annotations
 import re
 
 from engrain.recall.asides import (
+    APPROVAL,
     ASIDE,
     NEXT_STEP,
     OTHER_ACKS,
+    SLANG,
     SMALL_TALK,
     fails_to_work,
     opens_a_point,
@@ -248,7 +250,7 @@ def words_said(text: str) -> list[str]:
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
-        said = NEXT_STEP.sub(" ", said)
+        said = APPROVAL.sub(" ack ", NEXT_STEP.sub(" ", said))  # "should we ship it?" asks
     # an aside is itself social ("honestly that's a relief"): it stands as an "ack"
     return _WORDS.findall(ASIDE.sub(" ack ", _CLOSING.sub(" ", said)))
 
@@ -351,7 +353,7 @@ def _greets_being_around(text: str, unknown: list[str]) -> bool:
 
 def _acknowledges(word: str) -> bool:
     """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
-    if word in _ACK_WORDS or word in OTHER_ACKS or _LAUGH.match(word):
+    if word in _ACK_WORDS or word in OTHER_ACKS or word in SLANG or _LAUGH.match(word):
         return True
     short = _STRETCHED.sub(r"\1", word)
-    return short != word and (short in _ACK_WORDS or short in OTHER_ACKS)
+    return short != word and (short in _ACK_WORDS or short in OTHER_ACKS or short in SLANG)
