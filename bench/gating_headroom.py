@@ -77,8 +77,9 @@ def answer_rows(names: Sequence[str], split: str = "tune") -> list[dict[str, Any
             try:
                 for m in data.messages:
                     engine = engines[m["project"]]
-                    gated = engine.explain(m["text"], USER, project=m["project"],
-                                           turn=m.get("turn", 0), now=NOW)  # fmt: skip
+                    gated = engine.explain(
+                        m["text"], USER, project=m["project"], turn=m.get("turn", 0), now=NOW
+                    )
                     rows.append(_row(name, m, gated))
             finally:
                 for engine in engines.values():
@@ -92,18 +93,31 @@ def _row(name: str, message: Mapping[str, Any], gated: Any) -> dict[str, Any]:
     for d in gated.decisions:
         memory = d.item.memory
         parts = gated.components.get(memory.id, {})
-        decisions.append({
-            "id": memory.id, "kind": memory.kind.value, "type": memory.memory_type.value,
-            "domains": list(memory.domains), "content": memory.content,
-            "score": d.item.score, "tokens": d.item.tokens, "selected": d.selected,
-            "reason": d.reason, "relevance": parts.get("calibrated_relevance", 0.0),
-        })  # fmt: skip
+        decisions.append(
+            {
+                "id": memory.id,
+                "kind": memory.kind.value,
+                "type": memory.memory_type.value,
+                "domains": list(memory.domains),
+                "content": memory.content,
+                "score": d.item.score,
+                "tokens": d.item.tokens,
+                "selected": d.selected,
+                "reason": d.reason,
+                "relevance": parts.get("calibrated_relevance", 0.0),
+            }
+        )
     return {
-        "set": name, "id": message["id"], "text": message["text"],
-        "intent": gated.classification.intent.value, "budget": gated.budget.tokens,
-        "tokens_used": gated.tokens_used, "must_include": list(message["must_include"]),
-        "must_exclude": list(message["must_exclude"]), "decisions": decisions,
-    }  # fmt: skip
+        "set": name,
+        "id": message["id"],
+        "text": message["text"],
+        "intent": gated.classification.intent.value,
+        "budget": gated.budget.tokens,
+        "tokens_used": gated.tokens_used,
+        "must_include": list(message["must_include"]),
+        "must_exclude": list(message["must_exclude"]),
+        "decisions": decisions,
+    }
 
 
 # -- the budget left unused ------------------------------------------------------------------
@@ -123,13 +137,22 @@ def misses(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rank = {d["id"]: i + 1 for i, d in enumerate(ranked)}
         for d in r["decisions"]:
             if d["id"] in r["must_include"] and not d["selected"]:
-                out.append({
-                    "set": r["set"], "message": r["id"], "memory": d["id"], "kind": d["kind"],
-                    "intent": r["intent"], "rank": rank[d["id"]], "candidates": len(ranked),
-                    "relevance": round(d["relevance"], 3), "score": round(d["score"], 3),
-                    "reason": d["reason"], "free": r["budget"] - r["tokens_used"],
-                    "budget": r["budget"],
-                })  # fmt: skip
+                out.append(
+                    {
+                        "set": r["set"],
+                        "message": r["id"],
+                        "memory": d["id"],
+                        "kind": d["kind"],
+                        "intent": r["intent"],
+                        "rank": rank[d["id"]],
+                        "candidates": len(ranked),
+                        "relevance": round(d["relevance"], 3),
+                        "score": round(d["score"], 3),
+                        "reason": d["reason"],
+                        "free": r["budget"] - r["tokens_used"],
+                        "budget": r["budget"],
+                    }
+                )
     return out
 
 
@@ -147,8 +170,10 @@ def bands(rows: Iterable[Mapping[str, Any]], width: float = 0.1) -> list[dict[st
             c["include"] += d["id"] in r["must_include"]
             c["exclude"] += d["id"] in r["must_exclude"]
             c["tokens"] += d["tokens"]
-    return [{"from": round(b * width, 2), "to": round((b + 1) * width, 2), **count[b]}
-            for b in sorted(count)]  # fmt: skip
+    return [
+        {"from": round(b * width, 2), "to": round((b + 1) * width, 2), **count[b]}
+        for b in sorted(count)
+    ]
 
 
 def unused_fill(rows: Sequence[Mapping[str, Any]], floor: float, share: float) -> dict[str, Any]:
@@ -160,9 +185,10 @@ def unused_fill(rows: Sequence[Mapping[str, Any]], floor: float, share: float) -
     per_set: dict[str, Counter[str]] = {}
     for r in rows:
         used = r["tokens_used"]
-        chosen = sorted((d for d in r["decisions"]
-                         if under_threshold(d) and d["relevance"] >= floor),
-                        key=lambda d: -d["relevance"])  # fmt: skip
+        chosen = sorted(
+            (d for d in r["decisions"] if under_threshold(d) and d["relevance"] >= floor),
+            key=lambda d: -d["relevance"],
+        )
         added: set[str] = set()
         for d in chosen:
             if used + d["tokens"] + 1 <= share * r["budget"]:
@@ -177,15 +203,23 @@ def unused_fill(rows: Sequence[Mapping[str, Any]], floor: float, share: float) -
             counter["tokens"] += used - r["tokens_used"]
             counter["new_leaks"] += (not leaked_before) and bool(added & set(r["must_exclude"]))
             counter["messages"] += 1
-    return {"floor": floor, "share": share, **_rates(total),
-            "sets": {name: _rates(c) for name, c in per_set.items()}}  # fmt: skip
+    return {
+        "floor": floor,
+        "share": share,
+        **_rates(total),
+        "sets": {name: _rates(c) for name, c in per_set.items()},
+    }
 
 
 def _rates(c: Counter[str]) -> dict[str, Any]:
     tokens = c["tokens"]
-    return {"found": c["found"], "lines": c["lines"], "new_leaks": c["new_leaks"],
-            "tokens_a_message": round(tokens / max(1, c["messages"]), 1),
-            "found_per_100_tokens": round(100 * c["found"] / tokens, 3) if tokens else 0.0}  # fmt: skip
+    return {
+        "found": c["found"],
+        "lines": c["lines"],
+        "new_leaks": c["new_leaks"],
+        "tokens_a_message": round(tokens / max(1, c["messages"]), 1),
+        "found_per_100_tokens": round(100 * c["found"] / tokens, 3) if tokens else 0.0,
+    }
 
 
 # -- a second hop ----------------------------------------------------------------------------
@@ -198,12 +232,14 @@ def document_frequency(rows: Iterable[Mapping[str, Any]]) -> dict[str, Counter[s
     for r in rows:
         for d in r["decisions"]:
             texts.setdefault(r["set"], {})[d["id"]] = set(tokenize(d["content"]))
-    return {name: Counter(t for terms in docs.values() for t in terms)
-            for name, docs in texts.items()}  # fmt: skip
+    return {
+        name: Counter(t for terms in docs.values() for t in terms) for name, docs in texts.items()
+    }
 
 
-def second_hop(rows: Sequence[Mapping[str, Any]], *, top: int, rare_df: int | None,
-               floor: float = 0.0) -> dict[str, Any]:  # fmt: skip
+def second_hop(
+    rows: Sequence[Mapping[str, Any]], *, top: int, rare_df: int | None, floor: float = 0.0
+) -> dict[str, Any]:
     """Of the candidates not selected (preferences aside) at least ``floor`` relevant,
     those a hop reaches from the message's ``top`` best matches at least
     :data:`CLEAR_MATCH` relevant: sharing a term in at most ``rare_df`` of the project's
@@ -225,28 +261,41 @@ def second_hop(rows: Sequence[Mapping[str, Any]], *, top: int, rare_df: int | No
             else:
                 shared = (set(tokenize(d["content"])) & best_terms) - asked
                 reached = any(df[r["set"]][t] <= rare_df for t in shared)
-            label = ("include" if d["id"] in r["must_include"]
-                     else "exclude" if d["id"] in r["must_exclude"] else "other")  # fmt: skip
+            label = (
+                "include"
+                if d["id"] in r["must_include"]
+                else "exclude"
+                if d["id"] in r["must_exclude"]
+                else "other"
+            )
             c[f"{label}_{'reached' if reached else 'not'}"] += 1
     reached = c["include_reached"] + c["exclude_reached"] + c["other_reached"]
     everyone = reached + c["include_not"] + c["exclude_not"] + c["other_not"]
     labelled = c["include_reached"] + c["include_not"]
-    return {"top": top, "rare_df": rare_df, "floor": floor, **dict(sorted(c.items())),
-            "precision": round(c["include_reached"] / reached, 4) if reached else 0.0,
-            "base_rate": round(labelled / everyone, 4) if everyone else 0.0}  # fmt: skip
+    return {
+        "top": top,
+        "rare_df": rare_df,
+        "floor": floor,
+        **dict(sorted(c.items())),
+        "precision": round(c["include_reached"] / reached, 4) if reached else 0.0,
+        "base_rate": round(labelled / everyone, 4) if everyone else 0.0,
+    }
 
 
 # -- weak verbs ------------------------------------------------------------------------------
 
 
-def weak_verbs(rows: Sequence[Mapping[str, Any]],
-               words: Sequence[str] = WEAK_VERBS) -> list[dict[str, Any]]:  # fmt: skip
+def weak_verbs(
+    rows: Sequence[Mapping[str, Any]], words: Sequence[str] = WEAK_VERBS
+) -> list[dict[str, Any]]:
     """Each word's share of each project's learnings (its document frequency over their
     number) and how often it is a term a candidate with a lexical match shares with the
     message: labelled must-include, must-exclude or other, selected or not."""
     df = document_frequency(rows)
-    sizes = {name: len({d["id"] for r in rows if r["set"] == name for d in r["decisions"]})
-             for name in df}  # fmt: skip
+    sizes = {
+        name: len({d["id"] for r in rows if r["set"] == name for d in r["decisions"]})
+        for name in df
+    }
     out = []
     for word in words:
         (term,) = tokenize(word) or ("",)
@@ -256,12 +305,22 @@ def weak_verbs(rows: Sequence[Mapping[str, Any]],
                 continue
             for d in r["decisions"]:
                 if term in set(tokenize(d["content"])):
-                    label = ("include" if d["id"] in r["must_include"]
-                             else "exclude" if d["id"] in r["must_exclude"] else "other")  # fmt: skip
+                    label = (
+                        "include"
+                        if d["id"] in r["must_include"]
+                        else "exclude"
+                        if d["id"] in r["must_exclude"]
+                        else "other"
+                    )
                     c[f"{label}_{'selected' if d['selected'] else 'not'}"] += 1
-        out.append({"word": word, "term": term,
-                    "share": {n: round(df[n][term] / sizes[n], 3) for n in sorted(df)},
-                    **dict(sorted(c.items()))})  # fmt: skip
+        out.append(
+            {
+                "word": word,
+                "term": term,
+                "share": {n: round(df[n][term] / sizes[n], 3) for n in sorted(df)},
+                **dict(sorted(c.items())),
+            }
+        )
     return out
 
 
@@ -272,11 +331,12 @@ def analyse(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "misses": misses(rows),
         "under_threshold_bands": bands(rows),
         "unused_fill": [unused_fill(rows, f, s) for f in FLOORS for s in SHARES],
-        "second_hop": [second_hop(rows, top=t, rare_df=df) for df in (*RARE_DF, None)
-                       for t in (1, 2)]
+        "second_hop": [
+            second_hop(rows, top=t, rare_df=df) for df in (*RARE_DF, None) for t in (1, 2)
+        ]
         + [second_hop(rows, top=2, rare_df=None, floor=f) for f in (0.2, 0.3)],
         "weak_verbs": weak_verbs(rows),
-    }  # fmt: skip
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -297,31 +357,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = analyse(rows)
     print(f"{len(result['misses'])} of {result['labels']} must-include labels missed")
     for m in result["misses"]:
-        print(f"  {m['set']:10} {m['message']:7} {m['memory']:11} rank {m['rank']:3} relevance "
-              f"{m['relevance']:.3f} score {m['score']:.3f} free {m['free']}/{m['budget']}: "
-              f"{m['reason'][:60]}")  # fmt: skip
+        print(
+            f"  {m['set']:10} {m['message']:7} {m['memory']:11} rank {m['rank']:3} relevance "
+            f"{m['relevance']:.3f} score {m['score']:.3f} free {m['free']}/{m['budget']}: "
+            f"{m['reason'][:60]}"
+        )
     print("under their threshold, by relevance: from lines include exclude tokens")
     for b in result["under_threshold_bands"]:
         print(f"  {b['from']:.1f} {b['lines']:5} {b['include']:3} {b['exclude']:3} {b['tokens']:7}")
     print("unused budget fill: floor share found lines new_leaks tokens/msg found/100 tokens")
     for u in result["unused_fill"]:
-        print(f"  {u['floor']:.1f} {u['share']:.2f} {u['found']:3} {u['lines']:5} "
-              f"{u['new_leaks']:3} {u['tokens_a_message']:7} {u['found_per_100_tokens']}")  # fmt: skip
-    print("second hop: top rare_df floor include reached/all exclude reached other reached "
-          "precision base rate")  # fmt: skip
+        print(
+            f"  {u['floor']:.1f} {u['share']:.2f} {u['found']:3} {u['lines']:5} "
+            f"{u['new_leaks']:3} {u['tokens_a_message']:7} {u['found_per_100_tokens']}"
+        )
+    print(
+        "second hop: top rare_df floor include reached/all exclude reached other reached "
+        "precision base rate"
+    )
     for h in result["second_hop"]:
         inc = h.get("include_reached", 0)
-        print(f"  {h['top']} {h['rare_df']} {h['floor']} {inc}/{inc + h.get('include_not', 0)} "
-              f"{h.get('exclude_reached', 0)} {h.get('other_reached', 0)} {h['precision']} "
-              f"{h['base_rate']}")  # fmt: skip
+        print(
+            f"  {h['top']} {h['rare_df']} {h['floor']} {inc}/{inc + h.get('include_not', 0)} "
+            f"{h.get('exclude_reached', 0)} {h.get('other_reached', 0)} {h['precision']} "
+            f"{h['base_rate']}"
+        )
     print("weak verbs: word, share of each set's learnings, shared by")
     for w in result["weak_verbs"]:
         counts = {k: v for k, v in w.items() if k not in ("word", "term", "share")}
         print(f"  {w['word']:6} max share {max(w['share'].values()):.3f} {counts}")
-    write_json(args.out, {"benchmark": "gating-headroom", "split": args.split,
-                          "engrain_source": str(Path(engrain.__file__).resolve().parent),
-                          "cpu_seconds": round(time.process_time() - start, 1),
-                          **result, "machine": machine_info()})  # fmt: skip
+    write_json(
+        args.out,
+        {
+            "benchmark": "gating-headroom",
+            "split": args.split,
+            "engrain_source": str(Path(engrain.__file__).resolve().parent),
+            "cpu_seconds": round(time.process_time() - start, 1),
+            **result,
+            "machine": machine_info(),
+        },
+    )
     return 0
 
 

@@ -196,7 +196,8 @@ def _relevance_passes(level: float) -> Callable[..., list[Any]]:
               area: frozenset[str] = frozenset()) -> list[Any]:  # fmt: skip
         lifted = [
             r._replace(score=max(r.score, 1.0))
-            if by_relevance and r.relevance >= level
+            if by_relevance
+            and r.relevance >= level
             and r.memory.memory_type is not MemoryType.PROCEDURAL
             and not r.memory.provenance.turn_ids
             else r
@@ -224,8 +225,13 @@ def _common_only(share: float) -> Callable[..., dict[str, float]]:
     learnings (session 23, h3: a word stop-like *within the user's corpus*, "need",
     "call"), as for a quoted person's name."""
 
-    def without(lex: dict[str, float], lexical: Sequence[tuple[Any, float]], query: str,
-                fragments: bool, memories: Sequence[Any] | None = None) -> dict[str, float]:  # fmt: skip
+    def without(
+        lex: dict[str, float],
+        lexical: Sequence[tuple[Any, float]],
+        query: str,
+        fragments: bool,
+        memories: Sequence[Any] | None = None,
+    ) -> dict[str, float]:
         dropped = dict(_no_evidence(lex, lexical, query, fragments, memories))
         if not lex or not _LEARNINGS:
             return dropped
