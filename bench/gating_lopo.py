@@ -53,7 +53,10 @@ from gating import SETS, USER, Dataset, Projects, load_data
 import engrain
 from engrain import Engine
 from engrain.embed import make_embedder
+from engrain.recall.relevance import _without_evidence as _no_evidence  # the original
+from engrain.recall.relevance import gather as _gather  # the original, under patches
 from engrain.recall.select import fill_order as _fill_order  # the original, under patches
+from engrain.store.lexical import tokenize
 
 #: The tune halves' limits a choice must keep on every set it is made on (issue 12's
 #: targets): messages injecting a must-exclude memory, mean tokens per labelled message.
@@ -181,6 +184,74 @@ def _preferences_first(leading: Any, rest: Any, *, by_relevance: bool,
     return [*lead, *first, *(r for r in tail if r.memory.memory_type is not MemoryType.PROCEDURAL)]
 
 
+def _relevance_passes(level: float) -> Callable[..., list[Any]]:
+    """``select.fill_order`` where a typed learning (not a preference, not a conversation
+    chunk) at least ``level`` relevant passes its threshold whatever its score (session 23,
+    h3: "the budget left unused"): its score is lifted to 1.0, which only the threshold
+    test reads; the fill still walks by relevance and :func:`select.needed_relevance`
+    still judges it against the block's fullness."""
+    from engrain.model import MemoryType
+
+    def order(leading: Any, rest: Any, *, by_relevance: bool,
+              area: frozenset[str] = frozenset()) -> list[Any]:  # fmt: skip
+        lifted = [
+            r._replace(score=max(r.score, 1.0))
+            if by_relevance
+            and r.relevance >= level
+            and r.memory.memory_type is not MemoryType.PROCEDURAL
+            and not r.memory.provenance.turn_ids
+            else r
+            for r in rest
+        ]
+        return _fill_order(leading, lifted, by_relevance=by_relevance, area=area)
+
+    return order
+
+
+#: The user's typed learnings of the call being answered (``include``, every one of them
+#: with its cosine), kept by :func:`_gather_keeping` for :func:`_common_only`.
+_LEARNINGS: list[Any] = []
+
+
+def _gather_keeping(*args: Any, **kwargs: Any) -> Any:
+    """``relevance.gather`` keeping the call's ``include`` (the user's typed learnings)."""
+    _LEARNINGS[:] = [m for m, _ in kwargs.get("include", ())]
+    return _gather(*args, **kwargs)
+
+
+def _common_only(share: float) -> Callable[..., dict[str, float]]:
+    """``relevance._without_evidence`` where a typed memory also gets no lexical credit when
+    every term it shares with the query is in at least ``share`` of the user's typed
+    learnings (session 23, h3: a word stop-like *within the user's corpus*, "need",
+    "call"), as for a quoted person's name."""
+
+    def without(
+        lex: dict[str, float],
+        lexical: Sequence[tuple[Any, float]],
+        query: str,
+        fragments: bool,
+        memories: Sequence[Any] | None = None,
+    ) -> dict[str, float]:
+        dropped = dict(_no_evidence(lex, lexical, query, fragments, memories))
+        if not lex or not _LEARNINGS:
+            return dropped
+        counts: dict[str, int] = {}
+        for m in _LEARNINGS:
+            for term in set(tokenize(m.content)):
+                counts[term] = counts.get(term, 0) + 1
+        least = share * len(_LEARNINGS)
+        asked = frozenset(tokenize(query))
+        for m, _ in lexical:
+            if m.id not in lex or m.id in dropped or m.provenance.turn_ids:
+                continue
+            shared = asked.intersection(tokenize(m.content))
+            if shared and all(counts.get(t, 0) >= least for t in shared):
+                dropped[m.id] = lex[m.id]
+        return dropped
+
+    return without
+
+
 def candidates() -> list[Candidate]:
     """The candidates: the default, then each general knob at a value or two either side
     of today's, and each rule fitted on few sets switched off."""
@@ -268,6 +339,15 @@ def candidates() -> list[Candidate]:
                          ((sel, "fill_order", _pins_by_relevance),)))  # fmt: skip
     out.append(Candidate("preferences_first=on", "preferences_first",
                          ((sel, "fill_order", _preferences_first),)))  # fmt: skip
+    # session 23 (h3): a clear match passes on relevance alone (the budget left unused),
+    # and a word common in the user's own learnings is no lexical evidence
+    for level in (0.3, 0.4, 0.5):
+        out.append(Candidate(f"relevance_passes={level}", "relevance_passes",
+                             ((sel, "fill_order", _relevance_passes(level)),)))  # fmt: skip
+    for share in (0.02, 0.05, 0.1, 0.2):
+        out.append(Candidate(f"common_terms={share}", "common_terms",
+                             ((rel, "gather", _gather_keeping),
+                              (rel, "_without_evidence", _common_only(share)))))  # fmt: skip
     return out
 
 

@@ -192,3 +192,54 @@ def test_pins_by_relevance_and_preferences_first_only_reorder_the_walk() -> None
     ]  # fmt: skip
     for rule in (gl._pins_by_relevance, gl._preferences_first):
         assert ids(rule([pin], rest, by_relevance=False)) == ["pin", "fact", "pref", "dec"]
+
+
+def test_relevance_passes_lifts_only_clear_typed_learnings_over_their_threshold() -> None:
+    from engrain import Kind, Memory
+
+    def ranked(mid: str, kind: Kind, relevance: float, score: float) -> select.Ranked:
+        memory = Memory(id=mid, user_id="u", content=mid, kind=kind,
+                        memory_type=kind.default_memory_type, created_at=NOW,
+                        updated_at=NOW)  # fmt: skip
+        return select.Ranked(memory, score, 0.5, relevance)
+
+    rest = [ranked("fact", Kind.FACT, 0.45, 0.2), ranked("dec", Kind.DECISION, 0.35, 0.3),
+            ranked("pref", Kind.PREFERENCE, 0.6, 0.1)]  # fmt: skip
+    order = gl._relevance_passes(0.4)([], rest, by_relevance=True)
+    scores = {r.memory.id: r.score for r in order}
+    # the fact at 0.45 passes whatever its score; the decision under the level and the
+    # preference (judged on its own floor and share) keep theirs; the walk is by relevance
+    assert scores == {"fact": 1.0, "dec": 0.3, "pref": 0.1}
+    assert [r.memory.id for r in order] == ["pref", "fact", "dec"]
+    assert [r.score for r in gl._relevance_passes(0.4)([], rest, by_relevance=False)] == [
+        0.2, 0.3, 0.1,
+    ]  # fmt: skip
+    names = {c.name for c in gl.candidates()}
+    assert {"relevance_passes=0.3", "relevance_passes=0.4", "relevance_passes=0.5"} <= names
+
+
+def test_common_terms_drop_a_match_on_words_most_learnings_write() -> None:
+    from engrain import Kind, Memory
+
+    def memory(mid: str, content: str) -> Memory:
+        return Memory(id=mid, user_id="u", content=content, kind=Kind.FACT,
+                      memory_type=Kind.FACT.default_memory_type, created_at=NOW,
+                      updated_at=NOW)  # fmt: skip
+
+    learnings = [memory("a", "deploy the service on Friday"),
+                 memory("b", "deploy needs a signed tag"),
+                 memory("c", "the rota for the coffee machine"),
+                 memory("d", "deploy with helm")]  # fmt: skip
+    lexical = [(m, 1.0) for m in learnings]
+    lex = {m.id: 1.0 for m in learnings}
+    query = "how do I deploy the coffee service"
+    gl._LEARNINGS[:] = learnings
+    try:
+        # "deploy" is in 3 of 4 learnings: stop-like at a half, not at 0.9; a memory that
+        # also shares a rarer term ("service", "coffee") keeps its lexical side
+        assert set(gl._common_only(0.5)(lex, lexical, query, True)) == {"b", "d"}
+        assert gl._common_only(0.9)(lex, lexical, query, True) == {}
+    finally:
+        gl._LEARNINGS.clear()
+    names = {c.name for c in gl.candidates()}
+    assert {"common_terms=0.02", "common_terms=0.05", "common_terms=0.1"} <= names
