@@ -228,11 +228,7 @@ UNDOUBLED = frozenset("bcdfghjkmnpqrtvwxy")
 #: ``store/postgres/restem_final_e.py``).
 TAKES_ES = ("sses", "xes", "zzes", "ches", "shes")
 #: The endings whose final "s" is the word's, not a plural's or a verb's (Porter2's step
-#: 1a): "-ss" ("class", "business") and "-us" ("status", "focus", "bonus", "virus", and
-#: every "-ous" adjective), so "status" stays apart from "statue" and "focus" meets
-#: "focused", "focuses" (whose "-ed" / "-es" leave "focus"). The price: a "-u" noun's
-#: plural ("menus", "gurus") stays apart from its singular. Changing it changes PostgreSQL's
-#: stored terms, as ``UNDOUBLED`` does (migration 013, ``store/postgres/restem_plural.py``).
+#: 1a): "-ss" ("class", "business") and "-us" after a syllable (:func:`_keeps_s`).
 KEEPS_S = ("ss", "us")
 
 
@@ -254,7 +250,7 @@ def _stem(word: str) -> str:
         if suffix == "es" and not word.endswith(TAKES_ES):
             continue  # "notes" is "note" + "s": only the "s" is the ending
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            if suffix == "s" and word.endswith(KEEPS_S):
+            if suffix == "s" and _keeps_s(word):
                 return word
             base = word[: -len(suffix)] + keep
             if base.endswith("eed"):
@@ -266,6 +262,20 @@ def _stem(word: str) -> str:
                     return base + "e"  # "hoped" → "hope", as "hope"; "hopped" → "hop"
             return _final_e(base)
     return _final_e(word)
+
+
+def _keeps_s(word: str) -> bool:
+    """Whether the final "s" of ``word`` is the word's own (``KEEPS_S``): "-ss", and "-us"
+    after a vowel earlier in the word, a Latin or Greek singular ("status", "focus",
+    "bonus", "virus", "minus", every "-ous" adjective), so "status" stays apart from
+    "statue" and "focus" meets "focused" and "focuses" (whose "-ed" / "-es" leave "focus").
+    With only consonants before the "u" the "s" is a plural's: an acronym's ("gpus",
+    "cpus", "skus" → "gpu", "cpu", "sku"). The price: a "-u" noun's plural ("menus",
+    "gurus") stays apart from its singular. Changing it changes PostgreSQL's stored terms,
+    as ``UNDOUBLED`` does (migration 013, ``store/postgres/restem_plural.py``)."""
+    if word.endswith("ss"):
+        return True
+    return word.endswith("us") and any(_vowels(word[:-2]))
 
 
 def _ie(word: str) -> str:
