@@ -97,9 +97,7 @@ def _assert_one_memory_per_twin_key(url: str, data_dir: Path, rounds: int) -> No
     live = sorted((m.key or "", m.content, len(m.provenance.metadata.get("history", [])))
                   for m in memories if m.superseded_by is None)  # fmt: skip
     assert live == sorted(
-        (workers.twin_key(n, r), workers.twin_value(n, r), 0)
-        for r in range(rounds)
-        for n in (0, 1)
+        (workers.twin_key(n, r), workers.twin_value(n, r), 0) for r in range(rounds) for n in (0, 1)
     )
 
 

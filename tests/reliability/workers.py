@@ -155,8 +155,9 @@ def remember_rounds(
     ``twins``, those of :func:`remember_twins`."""
     for r in range(rounds):
         barrier.wait(timeout=120)
-        key, value = (twin_key(n, r), twin_value(n, r)) if twins else (round_key(r),
-                                                                       keyed_value(n, r))
+        key, value = (
+            (twin_key(n, r), twin_value(n, r)) if twins else (round_key(r), keyed_value(n, r))
+        )
         try:
             engine.remember(value, user, kind="golden_path", key=key)
         except Exception as exc:  # counted, never hidden

@@ -384,8 +384,8 @@ class Planner:
             target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
                                       item.corrects, vector, mine)  # fmt: skip
         else:
-            existing = self.find_existing(origin, item.kind, item.key, item.text,
-                                          staged, None, vector, key_only=item.key_given)  # fmt: skip
+            existing = self.find_existing(origin, item.kind, item.key, item.text, staged,
+                                          None, vector, key_only=item.key_given)  # fmt: skip
             if (
                 existing is not None
                 and item.memory_type is not MemoryType.PROCEDURAL  # a key's new value replaces it
