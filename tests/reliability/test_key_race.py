@@ -7,7 +7,11 @@ key free and both inserted (``bench/attacks/key_race.py``: 5–7 of 20 rounds le
 memories). Each write now checks what its plan found inside its transaction
 (``KeyClaim``) and the engine plans again when another engine wrote the key meanwhile:
 exactly one live memory per key, holding one side's value with the other's in its history
-(no write lost)."""
+(no write lost).
+
+Near-identical values under two different keys at once (``remember_twins``) leave one
+memory under each key, each with its own value: a key the caller gives is an identity,
+never merged into another key's near-duplicate (session 23)."""
 
 from __future__ import annotations
 
@@ -81,6 +85,60 @@ def test_two_engines_in_threads_remembering_one_key_leave_one_memory(
             engine.close()
     assert not any(t.errors for t in tallies), [t.report() for t in tallies]
     _assert_one_memory_per_key(url, data_dir, rounds)
+
+
+def _assert_one_memory_per_twin_key(url: str, data_dir: Path, rounds: int) -> None:
+    """Each side's key of every round holds one live memory: its own value, no history."""
+    engine = helpers.open_engine(url, data_dir, auto_compress=False)
+    try:
+        memories = engine.list(USER, limit=10 * rounds + 10)
+    finally:
+        engine.close()
+    live = sorted((m.key or "", m.content, len(m.provenance.metadata.get("history", [])))
+                  for m in memories if m.superseded_by is None)  # fmt: skip
+    assert live == sorted(
+        (workers.twin_key(n, r), workers.twin_value(n, r), 0) for r in range(rounds) for n in (0, 1)
+    )
+
+
+@pytest.mark.parametrize("rounds", scales(12, 60))
+def test_two_processes_remembering_near_duplicates_under_two_keys_keep_both(
+    url: str, data_dir: Path, tmp_path: Path, rounds: int
+) -> None:
+    """Two spawned processes at once (a barrier per round), each under its own key, the
+    two values near-duplicates."""
+    barrier = SPAWN.Barrier(2)
+    outs = [tmp_path / f"side{n}.json" for n in (0, 1)]
+    jobs = [(workers.remember_twins, (n, url, str(data_dir), USER, rounds, barrier, str(out)))
+            for n, out in enumerate(outs)]  # fmt: skip
+    assert run_together(jobs, timeout=300) == [0, 0]
+    sides = results(outs)
+    assert not any(s["errors"] for s in sides), [s["examples"] for s in sides]
+    _assert_one_memory_per_twin_key(url, data_dir, rounds)
+
+
+@pytest.mark.parametrize("rounds", scales(20, 100))
+def test_two_engines_in_threads_remembering_near_duplicates_under_two_keys_keep_both(
+    url: str, data_dir: Path, rounds: int
+) -> None:
+    """Two threads, an engine each, near-duplicate values under their own keys."""
+    engines = [helpers.open_engine(url, data_dir, auto_compress=False) for _ in (0, 1)]
+    barrier = threading.Barrier(2)
+    tallies = [helpers.Tally(), helpers.Tally()]
+    threads = [threading.Thread(target=workers.remember_rounds,
+                                args=(engines[n], n, USER, rounds, barrier, tallies[n]),
+                                kwargs={"twins": True})
+               for n in (0, 1)]  # fmt: skip
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+    finally:
+        for engine in engines:
+            engine.close()
+    assert not any(t.errors for t in tallies), [t.report() for t in tallies]
+    _assert_one_memory_per_twin_key(url, data_dir, rounds)
 
 
 def test_a_key_written_between_plan_and_write_is_updated_not_doubled(

@@ -131,14 +131,35 @@ def remember_keys(
     Path(out).write_text(json.dumps(tally.to_dict()))
 
 
+def remember_twins(
+    n: int, url: str, data_dir: str, user: str, rounds: int, barrier: Any, out: str,
+    ready: Any, go: Any,
+) -> None:  # fmt: skip
+    """:func:`remember_keys` with near-identical values under each side's own key
+    (:func:`twin_key`, :func:`twin_value`)."""
+    tally = helpers.Tally()
+    engine = helpers.open_engine(url, Path(data_dir), auto_compress=False)
+    _wait_for_start(ready, go)
+    try:
+        remember_rounds(engine, n, user, rounds, barrier, tally, twins=True)
+    finally:
+        engine.close()
+    Path(out).write_text(json.dumps(tally.to_dict()))
+
+
 def remember_rounds(
-    engine: Any, n: int, user: str, rounds: int, barrier: Any, tally: helpers.Tally
-) -> None:
-    """The rounds of :func:`remember_keys` on ``engine`` (a process's, or a thread's)."""
+    engine: Any, n: int, user: str, rounds: int, barrier: Any, tally: helpers.Tally,
+    *, twins: bool = False,
+) -> None:  # fmt: skip
+    """The rounds of :func:`remember_keys` on ``engine`` (a process's, or a thread's); with
+    ``twins``, those of :func:`remember_twins`."""
     for r in range(rounds):
         barrier.wait(timeout=120)
+        key, value = (
+            (twin_key(n, r), twin_value(n, r)) if twins else (round_key(r), keyed_value(n, r))
+        )
         try:
-            engine.remember(keyed_value(n, r), user, kind="golden_path", key=round_key(r))
+            engine.remember(value, user, kind="golden_path", key=key)
         except Exception as exc:  # counted, never hidden
             tally.failed("remember", exc)
         else:
@@ -148,6 +169,18 @@ def remember_rounds(
 def round_key(r: int) -> str:
     """The key both sides of round ``r`` remember under."""
     return f"deploy-{r}"
+
+
+def twin_key(n: int, r: int) -> str:
+    """Side ``n``'s own key in round ``r`` of :func:`remember_twins`."""
+    return f"twin-{r}-{n}"
+
+
+def twin_value(n: int, r: int) -> str:
+    """What side ``n`` remembers in round ``r`` of :func:`remember_twins`: one sentence of
+    pseudo-words per round, side 1's with an extra "!", a near-duplicate of side 0's
+    (before session 23, whichever came second updated the other key's memory)."""
+    return helpers.sentence(random.Random(f"twin-{r}"), "twin") + ("!" if n else "")
 
 
 def keyed_value(n: int, r: int) -> str:

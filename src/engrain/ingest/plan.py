@@ -131,6 +131,9 @@ class Item:
     corrects: str | None
     muted: bool = False
     access_count: int = 0
+    #: Whether ``key`` is the caller's (an identity: only that key's memory is updated)
+    #: rather than derived from a procedural text (:func:`preference_key`).
+    key_given: bool = False
 
     @classmethod
     def checked(
@@ -150,7 +153,7 @@ class Item:
         corrects: object = None,
     ) -> Item:
         """An item from ``remember``'s arguments as a caller sent them, each validated; a
-        procedural item without a key gets one from its text."""
+        procedural item without a key gets one from its text (``key_given`` false)."""
         text = clean_text(validate.text(content, "content", max_chars=max_chars))
         kind = validate.kind(kind)
         mtype = validate.optional_memory_type(memory_type) or kind.default_memory_type
@@ -166,7 +169,7 @@ class Item:
             event_at=validate.moment(event_at, "event_at"),
             corrects=validate.optional_identifier(corrects, "corrects"),
             muted=validate.flag(muted, "muted"),
-            access_count=validate.count(access_count),
+            access_count=validate.count(access_count), key_given=key is not None,
         )  # fmt: skip
 
     def carried(self, existing: Memory) -> dict[str, Any]:
@@ -369,21 +372,24 @@ class Planner:
         self, item: Item, origin: Origin, vector: Vector, now: datetime, staged: Staged
     ) -> Outcome:
         """Stage one typed item: an item naming what it corrects (``corrects``, any kind),
-        or a correction, supersedes it, keeping its own kind; a near-duplicate of the same
-        kind (or the procedural memory with the same key) is updated, unless it disagrees
-        (then both are kept and flagged); a new statement is flagged against the close
-        memories it disagrees with."""
+        or a correction, supersedes it, keeping its own kind; the memory holding the key
+        the caller gave is updated, whatever it said (a key's new value replaces it), and
+        an item with a key of its own is otherwise stored new, never merged into another
+        memory; a near-duplicate of the same kind (or the procedural memory with the same
+        derived key) is updated, unless it disagrees (then both are kept and flagged); a
+        new statement is flagged against the close memories it disagrees with."""
         target = twin = None
         mine = staged.mine(origin.user_id)
         if item.kind is Kind.CORRECTION or item.corrects is not None:
             target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
                                       item.corrects, vector, mine)  # fmt: skip
         else:
-            existing = self.find_existing(origin, item.kind, item.key, item.text,
-                                          staged, None, vector)  # fmt: skip
+            existing = self.find_existing(origin, item.kind, item.key, item.text, staged,
+                                          None, vector, key_only=item.key_given)  # fmt: skip
             if (
                 existing is not None
                 and item.memory_type is not MemoryType.PROCEDURAL  # a key's new value replaces it
+                and not item.key_given
                 and item.kind in CONFLICT_KINDS
                 and disagreement(existing.content, item.text)
             ):
@@ -439,6 +445,8 @@ class Planner:
         staged: Staged,
         recent_memo: dict[MemoryType | Kind, Recent] | None = None,
         vector: Vector | None = None,
+        *,
+        key_only: bool = False,
     ) -> Memory | None:
         """The memory a new item should update: the one with the same key (procedural
         memories), else a bigram near-duplicate among the recent memories ``like`` it
@@ -446,7 +454,10 @@ class Planner:
         type": an invariant restating a pattern is stored apart and keeps its own boost,
         threshold and tier. A routed chunk, whose kind is only its memory type's default,
         compares its memory type, so free text restating a learning updates it.
-        ``recent_memo`` keeps the store's recent memories across the chunks of one call."""
+        ``recent_memo`` keeps the store's recent memories across the chunks of one call.
+        With ``key_only`` (a key the caller gave) only the key's memory is looked for: a
+        near-duplicate holds another key or none, and merging into it would leave the
+        caller's key held by no memory (``docs/concurrency.md``, key claims)."""
         user_id = origin.user_id
         project = origin.project
         by_kind = isinstance(like, Kind)
@@ -466,7 +477,7 @@ class Planner:
             staged.claims.append(KeyClaim(user_id, keyed, found[0].id if found else None))
             if found:
                 return staged.memories.get(found[0].id, found[0])
-        if self.settings.dedup_window == 0:
+        if key_only or self.settings.dedup_window == 0:
             return None
         memo = {} if recent_memo is None else recent_memo
         if like not in memo:

@@ -223,10 +223,13 @@ UNDOUBLED = frozenset("bcdfghjkmnpqrtvwxy")
 #: single "s" or "z" included, the "e" is the word's and only the "s" goes ("notes" →
 #: "note", "issues" → "issu" as "issue", "cases" → "case", "sizes" → "size", "agrees" →
 #: "agree"): "-se" and "-ze" words far outnumber "-s" and "-z" words that take "-es"
-#: ("buses" → "buse", apart from "bus"). "-ies" loses "es" when too short for "-ies" →
-#: "-y" ("tries" → "tri", as "tried"). Changing it changes PostgreSQL's stored terms, as
-#: ``UNDOUBLED`` does (migration 012, ``store/postgres/restem_final_e.py``).
-TAKES_ES = ("sses", "xes", "zzes", "ches", "shes", "ies")
+#: ("buses" → "buse", apart from "bus"). "-ies" is taken before (:func:`_ie`). Changing
+#: it changes PostgreSQL's stored terms, as ``UNDOUBLED`` does (migration 012,
+#: ``store/postgres/restem_final_e.py``).
+TAKES_ES = ("sses", "xes", "zzes", "ches", "shes")
+#: The endings whose final "s" is the word's, not a plural's or a verb's (Porter2's step
+#: 1a): "-ss" ("class", "business") and "-us" after a syllable (:func:`_keeps_s`).
+KEEPS_S = ("ss", "us")
 
 
 @lru_cache(maxsize=65_536)
@@ -234,16 +237,20 @@ def _stem(word: str) -> str:
     """A light suffix stripper (plural and common verb endings), enough to match "paints"
     with "painted" and "painting" without a stemming dependency. A word's final "e" is
     treated alike in every form (:func:`_final_e`), so "note", "notes", "noted", "noting"
-    meet at "note" and "create", "creates", "created", "creating" at "creat"."""
+    meet at "note" and "create", "creates", "created", "creating" at "creat"; "-ies" and
+    "-ied" give back the "-y" (:func:`_ie`: "studied" → "study"); "-ss" and "-us" keep their
+    "s" (``KEEPS_S``: "status")."""
     if len(word) <= 3 or word.isdigit():
         return word
+    if word.endswith(("ies", "ied", "ie")):
+        return _ie(word)
     if word.endswith("eed"):
         return _eed(word)
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+    for suffix, keep in (("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if suffix == "es" and not word.endswith(TAKES_ES):
             continue  # "notes" is "note" + "s": only the "s" is the ending
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            if suffix == "s" and word.endswith("ss"):
+            if suffix == "s" and _keeps_s(word):
                 return word
             base = word[: -len(suffix)] + keep
             if base.endswith("eed"):
@@ -255,6 +262,33 @@ def _stem(word: str) -> str:
                     return base + "e"  # "hoped" → "hope", as "hope"; "hopped" → "hop"
             return _final_e(base)
     return _final_e(word)
+
+
+def _keeps_s(word: str) -> bool:
+    """Whether the final "s" of ``word`` is the word's own (``KEEPS_S``): "-ss", and "-us"
+    after a vowel earlier in the word, a Latin or Greek singular ("status", "focus",
+    "bonus", "virus", "minus", every "-ous" adjective), so "status" stays apart from
+    "statue" and "focus" meets "focused" and "focuses" (whose "-ed" / "-es" leave "focus").
+    With only consonants before the "u" the "s" is a plural's: an acronym's ("gpus",
+    "cpus", "skus" → "gpu", "cpu", "sku"). The price: a "-u" noun's plural ("menus",
+    "gurus") stays apart from its singular. Changing it changes PostgreSQL's stored terms,
+    as ``UNDOUBLED`` does (migration 013, ``store/postgres/restem_plural.py``)."""
+    if word.endswith("ss"):
+        return True
+    return word.endswith("us") and any(_vowels(word[:-2]))
+
+
+def _ie(word: str) -> str:
+    """A word ending in "-ies", "-ied" or "-ie", as Porter2's step 1a takes "-ies" / "-ied":
+    after two letters or more, the "-y" of the word they come from ("studies", "studied" →
+    "study", as "study" and "studying"; "tries", "tried" → "try"), after one the word's own
+    "-ie" ("ties", "tied" → "tie"). A bare "-ie" after two letters or more meets its
+    plural there too ("movie" → "movy", as "movies"; "untie", "untied", "untying" →
+    "unty"): "-ies" spells the plural of both "-y" and "-ie" words, so both forms of the
+    word take one stem. Changing it changes PostgreSQL's stored terms, as ``UNDOUBLED``
+    does (migration 013, ``store/postgres/restem_plural.py``)."""
+    stem = word[:-2] if word.endswith("ie") else word[:-3]
+    return stem + ("y" if len(stem) > 1 else "ie")
 
 
 def _final_e(word: str) -> str:

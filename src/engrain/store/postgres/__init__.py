@@ -117,7 +117,8 @@ migration 009 left, filled in batches after it), ``codec (rows ↔ memories, vec
 queries), ``writes`` (the write transactions), ``bm25`` (posting blocks and scores),
 ``restem`` (migration 011: the stored terms re-stemmed after the stemmer's fix; the
 re-stemming itself), ``restem_final_e`` (migration 012: the same after the final "e"'s
-fix); this module holds the store itself.
+fix), ``restem_plural`` (migration 013: the same after "-ies" / "-ied" / "-ie" and "-us");
+this module holds the store itself.
 """
 
 from __future__ import annotations

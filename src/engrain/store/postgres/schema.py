@@ -11,7 +11,7 @@ import psycopg.errors
 
 from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
-from engrain.store.postgres import bm25, fill, outcome, restem, restem_final_e
+from engrain.store.postgres import bm25, fill, outcome, restem, restem_final_e, restem_plural
 from engrain.store.postgres.codec import Conn
 from engrain.tokens import spaced_count
 
@@ -375,6 +375,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     (outcome.MIGRATION, outcome.migrate),
     (restem.MIGRATION, restem.migrate),
     (restem_final_e.MIGRATION, restem_final_e.migrate),
+    (restem_plural.MIGRATION, restem_plural.migrate),
 ]
 
 
