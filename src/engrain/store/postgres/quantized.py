@@ -38,6 +38,9 @@ import numpy as np
 STEPS = 32_767
 #: float32's unit roundoff.
 _UNIT = 2.0**-24
+#: Rows quantized at a time: their float64 temporaries stay under a megabyte each (a load
+#: quantizes 2,048-row chunks; whole chunks took ~30 MB of transients, raising its peak).
+BLOCK_ROWS = 256
 
 
 def _sum_rounding(dim: int) -> float:
@@ -84,16 +87,30 @@ def quantize(
     steps: np.ndarray[Any, np.dtype[np.int16]] | None = None,
 ) -> Quantized:
     """The float32 rows ``vectors`` (stored as ``blobs``) as :class:`Quantized` (their steps
-    written into ``steps`` if given)."""
+    written into ``steps`` if given), :data:`BLOCK_ROWS` rows at a time."""
+    if steps is None:
+        steps = np.empty(vectors.shape, dtype=np.int16)
+    factor = np.empty(len(vectors), dtype=np.float32)
+    error = 0.0
+    for start in range(0, len(vectors), BLOCK_ROWS):
+        block = slice(start, start + BLOCK_ROWS)
+        error = max(error, _quantize(vectors[block], steps[block], factor[block]))
+    return Quantized(steps, factor, digests(blobs), error)
+
+
+def _quantize(
+    vectors: np.ndarray[Any, np.dtype[np.float32]],
+    steps: np.ndarray[Any, np.dtype[np.int16]],
+    factor: np.ndarray[Any, np.dtype[np.float32]],
+) -> float:
+    """Write the steps and factors of the float32 rows ``vectors``; the rows' error bound."""
     wide = vectors.astype(np.float64)
     largest = np.abs(wide).max(axis=1) if wide.size else np.zeros(len(wide))
     scale = np.where(largest > 0, largest / STEPS, 1.0)
-    if steps is None:
-        steps = np.empty(vectors.shape, dtype=np.int16)
     np.rint(wide / scale[:, None], out=wide)
     steps[...] = wide
     inverse = inverse_norms(vectors)
-    factor = (scale * inverse).astype(np.float32)
+    factor[...] = scale * inverse
     # exactly how far each row's steps, scaled as they are multiplied, are from the
     # vector the exact search scales (both as cosines with a unit query), and how large
     # either product can be (the float32 sums' rounding is relative to it)
@@ -102,7 +119,7 @@ def quantize(
     apart = np.linalg.norm(wide - stored, axis=1)
     size = np.linalg.norm(wide, axis=1) + np.linalg.norm(stored, axis=1)
     bound = apart + _sum_rounding(vectors.shape[1]) * size
-    return Quantized(steps, factor, digests(blobs), float(bound.max()) if len(bound) else 0.0)
+    return float(bound.max()) if len(bound) else 0.0
 
 
 def approximate(
