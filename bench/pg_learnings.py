@@ -13,7 +13,9 @@ through two stores of this tree, alternating per search: one walking the learnin
 recall@k against the exact form (``pg_ef``'s), the calling thread's CPU of the search
 (decoding its rows included) and the server's CPU over it (every process of the postmaster
 ``--postmaster``, ``pg_side.server_cpu_ms``), medians and means; and whether the held search
-returns exactly the exact form's ids, in order. The first search of the held side starts the
+returns exactly the exact form's ids, in order, and (a tree holding them as int16 steps,
+``store/postgres/quantized.py``) how many rows each held search reads whole: the k and those
+the steps cannot tell from the k-th. The first search of the held side starts the
 load, which is waited for, untimed (its seconds are reported).
 """
 
@@ -66,7 +68,15 @@ def measure(url: str, user: str, seen: list[Any], postmaster: int | None) -> dic
             name: {"recall": [], "thread_cpu_ms": [], "server_cpu_ms": []} for name in sides
         }
         identical = 0
+        # the rows each held search reads whole: the k and those its steps cannot tell from
+        # the k-th (store/postgres/quantized.py; absent in a tree that holds float32 vectors)
+        candidates: list[int] = []
+        held_rows = getattr(sides["held"]._learnings, "_held", {}).get(user)
         for i, ((vector, k, flt), truth) in enumerate(zip(learnings, exact, strict=True)):
+            if held_rows is not None and hasattr(held_rows, "candidates"):
+                unit = np.asarray(vector, dtype=np.float32)
+                unit = unit / np.float32(np.linalg.norm(unit))
+                candidates.append(len(held_rows.candidates(unit, k, flt)))
             order = list(sides) if i % 2 == 0 else list(reversed(sides))
             for name in order:
                 server, thread = server_cpu_ms(postmaster), time.thread_time()
@@ -90,6 +100,12 @@ def measure(url: str, user: str, seen: list[Any], postmaster: int | None) -> dic
         "held_calls": calls,
         "held_identical_to_exact": identical,
     }
+    if candidates:
+        report["held_candidates"] = {
+            **_summary([float(c) for c in candidates]),
+            "max": max(candidates),
+        }
+        print(f"held: rows read a search {report['held_candidates']}", file=sys.stderr)
     for name, values in rows.items():
         report[name] = {
             "recall": round(float(np.mean(values["recall"])), 4),

@@ -1,8 +1,10 @@
 """A large PostgreSQL user's typed learnings searched in process (``store/postgres/learnings.py``):
 exact, equal to the SQL path's exact search under every filter field, never returning a
 learning forgotten, superseded or muted before the call, finding one another store or
-another process committed, and bounded by bytes. A change made through a *second* store is a
-change another process makes (its caches are its own); one test writes from a real one."""
+another process committed, and bounded by bytes; held at two bytes a value
+(``quantized.py``) and ranked by the float32 vectors read with the rows, bit for bit. A
+change made through a *second* store is a change another process makes (its caches are its
+own); one test writes from a real one."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -245,7 +248,7 @@ def test_held_bytes_are_bounded_least_recently_used_first(pg_url: str) -> None:
         one = _held(probe, "bob")._held["bob"].nbytes
     finally:
         probe.close()
-    assert one >= 20 * DIM * 4  # twenty learnings' vectors at least
+    assert one >= 20 * DIM * learnings.VALUE_BYTES  # twenty learnings' vectors at least
     store = _store(pg_url, learnings_bytes=int(1.5 * one))
     try:
         _held(store, "bob")
@@ -349,8 +352,96 @@ def test_a_held_search_is_one_round_trip_and_a_promotion_adds_none(
     assert syncs[0] == 1  # caught up in the same round trip: nothing it ranks changed
 
 
-def test_the_rows_a_held_search_returns_are_read_without_their_vectors() -> None:
-    # the held matrix has them bit for bit (test_held_learnings_search_exactly_as_…)
-    assert "m.embedding" in postgres.sql.FETCH
-    assert "m.embedding" not in learnings.FETCH_BARE
-    assert learnings.FETCH_BARE.replace("NULL::vector", "m.embedding") == postgres.sql.FETCH
+def _float32_top(memories: Sequence[Any], query: Any, k: int) -> list[tuple[str, float]]:
+    """The exact search over float32 vectors as a held float32 matrix ranked them (one
+    product over every row, scaled by each row's inverse length; ties by seq, here the
+    order written): the answer the held steps must give, bit for bit."""
+    vectors = np.stack([m.embedding for m in memories])
+    scores = np.einsum("ij,j->i", vectors, query)
+    norms = np.linalg.norm(vectors, axis=1)
+    inverse = np.zeros(len(memories), dtype=np.float32)
+    np.divide(1.0, norms, out=inverse, where=norms > 0)
+    scores *= inverse
+    order = sorted(range(len(memories)), key=lambda i: (-scores[i], i))[:k]
+    return [(memories[i].id, float(scores[i])) for i in order]
+
+
+def test_learnings_the_steps_cannot_tell_apart_are_ranked_by_their_float32_vectors(
+    stores: Any,
+) -> None:
+    """Forty learnings at 60° from the query, each a millionth nearer than the one before,
+    the last three equal: the held steps cannot order them (each is within ~10⁻⁴ of its
+    float32 vector), so all are candidates, read with their vectors and ranked exactly; the
+    answer is a float32 product over every vector's: ids, order, ties by seq and scores bit
+    for bit."""
+    mine, _, truth = stores
+    rng = np.random.default_rng(21)
+    query, side = _vector(rng), _vector(rng)
+    side -= (side @ query) * query
+    side /= np.linalg.norm(side)
+    steps = [*range(37), 40, 40, 40]
+    near = [
+        mem(f"near-{i:02d}", minutes=i, kind=Kind.DECISION,
+            vector=(0.5 + step * 1e-6) * query + 0.866 * side)
+        for i, step in enumerate(steps)
+    ]  # fmt: skip
+    far = _corpus(60, seed=22)
+    mine.write(near + far)
+    held = _held(mine)
+    written = {m.id: m for m in truth.get("alice", [m.id for m in near + far])}
+    learned = [written[m.id] for m in near + far if m.kind in LEARNING_KINDS]
+    unit = postgres._unit(query)
+    candidates = held._held["alice"].candidates(unit, 10, TYPED)
+    assert {m.id for m in near} <= set(candidates)  # every near one is a candidate
+    found = mine.search("alice", query, 10, TYPED)
+    expected = _float32_top(learned, unit, 10)
+    rows = held._held["alice"]
+    approximate = postgres.quantized.approximate
+    by_steps = np.argsort(-approximate(rows.steps, rows.factor, unit), kind="stable")
+    assert [rows.ids[i] for i in by_steps[:10]] != [i for i, _ in expected]  # steps alone: wrong
+    assert [(m.id, s) for m, s in found] == expected  # scores as floats, bit for bit
+    assert [m.id for m, _ in found][:4] == ["near-37", "near-38", "near-39", "near-36"]
+    assert all(written[m.id].embedding.tobytes() == m.embedding.tobytes() for m, _ in found)
+
+
+def test_a_learning_moved_less_than_a_step_is_seen_by_its_digest(stores: Any) -> None:
+    """Another store moves a learning's vector by one float32 ulp in one value, which its
+    steps cannot show: the held rows are replaced (the digest differs), and the search
+    returns the new vector, scored by it."""
+    mine, other, truth = stores
+    corpus = _corpus(60, seed=23)
+    mine.write(corpus)
+    held = _held(mine)
+    target = next(m for m in corpus if m.kind in LEARNING_KINDS)
+    before = held._held["alice"]
+    moved = np.array(target.embedding, dtype=np.float32)
+    moved[0] = np.nextafter(moved[0], np.float32(2.0))
+    other.write([replace(target, embedding=moved)])
+    found = mine.search("alice", target.embedding, 3, TYPED)
+    after = held._held["alice"]
+    assert after.ids is not before.ids  # the row was replaced, not kept as unchanged
+    assert found[0][0].id == target.id
+    assert found[0][0].embedding.tobytes() == moved.tobytes()
+    _same(found, truth.search("alice", target.embedding, 3, TYPED))
+
+
+def test_held_learnings_keep_two_bytes_a_value(pg_url: str) -> None:
+    """A user whose learnings' float32 vectors alone exceed the bound is held at two bytes
+    a value (and searched exactly); none of its vectors is held as float32."""
+    store = _store(pg_url, learnings_bytes=20 * DIM * 3)  # twenty learnings at 3 bytes a value
+    truth = PostgresStore(pg_url, pool_size=1, exact_search_below=10**9, learnings_bytes=0)
+    try:
+        store.write(_corpus(40, seed=24, user="faye"))  # twenty learnings
+        held = _held(store, "faye")
+        assert held.held("faye")
+        rows = held._held["faye"]
+        assert len(rows.ids) == 20 and rows.nbytes <= 20 * DIM * 3
+        assert not any(
+            isinstance(v, np.ndarray) and v.dtype == np.float32 and v.ndim == 2
+            for v in vars(rows).values()
+        )
+        query = _vector(np.random.default_rng(25))
+        _same(store.search("faye", query, 8, TYPED), truth.search("faye", query, 8, TYPED))
+    finally:
+        store.close()
+        truth.close()

@@ -71,10 +71,11 @@ full rows with their vectors costs ~40 µs a row, listing them ~1 µs.
 
 **A large user's learnings in process** (``learnings.py``, on by default): the typed
 learnings every ``context()`` searches, of a user whose searches walk the graphs, are held
-as a float32 matrix with the columns a filter reads and searched exactly (no walk of the
-learnings' graph); each search reads the rows changed since the held revision
-(``row_changes``) and the rows it returns in one snapshot and one round trip, so it is
-never stale.
+as int16 steps of each vector (``quantized.py``, two bytes a value) with the columns a
+filter reads and searched exactly (no walk of the learnings' graph): the steps choose the
+rows that may be among the k best, which are ranked by their float32 vectors read with
+them; each search reads the rows changed since the held revision (``row_changes``) and
+those rows in one snapshot and one round trip, so it is never stale.
 
 **A large user's pool search through a projection** (``projected.py``, off unless
 ``ENGRAIN_PG_PROJECTED_MB`` or ``projected_bytes`` asks for it: it did not win on a machine

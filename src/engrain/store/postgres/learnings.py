@@ -5,20 +5,27 @@ a search filtered to :data:`~engrain.store.postgres.schema.LEARNING_KINDS`). On 
 path that search walks the learnings' own HNSW graph: ~9-11 ms of the database's CPU a
 call at 100,000 memories (22,000 learnings), the largest cost of a call after nothing
 (docs/postgres.md, "Session 15"), and approximate (R@100 ~0.99). Here the learnings of a
-user whose searches go through the graph are kept per store as a small float32 matrix with
-the columns a filter reads (kind, type, project, session, key, flags, importance, seq) and
+user whose searches go through the graph are kept per store as a small matrix with the
+columns a filter reads (kind, type, project, session, key, flags, importance, seq) and
 searched exactly (one product: ~1.5 ms of one core at 22,000 rows), so R@100 is 1.0.
+
+**Two bytes a value** (session 23, ``quantized.py``): the matrix holds each vector as int16
+steps of its own scale, half the bytes of its float32s (~17 MB at 100,000 memories instead
+of ~34). The steps rank the rows to within a bound measured when they are read; the rows
+that bound cannot tell from the k-th best (the k and a few more) are read whole from the
+database with their float32 vectors and ranked exactly, so the answer is the exact
+search's, bit for bit, as before.
 
 **Never stale, one round trip.** The matrix is held as of a revision of the user
 (``revisions``). A search ranks the held rows first, then reads, in one ``REPEATABLE READ``
 snapshot and one round trip (a pipeline): the user's revision, the rows changed since the
 held revision (:data:`DELTA`, migration 008's ``row_changes``: every write stamps the rows
 it changes with the revision it bumps, a forget leaves a tombstone) with their scoring
-columns if they are learnings now, and the rows of the ranked ids (:data:`FETCH_BARE`,
-access counts included; their vectors, the same bits, come from the held matrix). Nothing
-changed, or only columns a search does not read (a promotion, a new confidence: any change
-whose scoring columns and vector compare equal): the rows read are the answer. Otherwise
-the delta is applied (a new immutable snapshot, published if no newer one is: a new or
+columns if they are learnings now, and the rows of the candidate ids (``sql.FETCH``, access
+counts and vectors included). Nothing changed, or only columns a search does not read (a
+promotion, a new confidence: any change whose scoring columns and vector's digest compare
+equal): the rows read, ranked by their vectors, are the answer. Otherwise the delta is
+applied (a new immutable snapshot, published if no newer one is: a new or
 forgotten learning copies the matrix, ~20 ms at 100,000 memories), the search runs again
 and the rows it now ranks that were not read are fetched (a second round trip; each is
 checked against the filter, since it is read in a later snapshot). More than
@@ -30,14 +37,14 @@ read after the call began.
 **Loaded off the path.** The first search of a user that walks the learnings' graph
 (:meth:`PostgresStore.search`, indexed) is served by SQL and starts a load in a thread: the
 revision and the learnings' scoring columns and vectors in one snapshot (~22,000 rows,
-~34 MB of vectors). One load per user at a time, the next no sooner than four times the
-last one took (at least :data:`RELOAD_PAUSE` s).
+~34 MB of vectors read a chunk at a time, ~17 MB kept). One load per user at a time, the
+next no sooner than four times the last one took (at least :data:`RELOAD_PAUSE` s).
 
 **Bounded by bytes.** At most :data:`LEARNINGS_BYTES` (``ENGRAIN_PG_LEARNINGS_MB``; 0:
-off) of held learnings per store, least recently used users dropped first; ~1.8 kB a
-learning (its 384 float32, its columns, its id), so ~40 MB for a 100,000-memory user and
+off) of held learnings per store, least recently used users dropped first; ~1 kB a
+learning (its 384 steps, its columns, its id), so ~22 MB for a 100,000-memory user and
 none for a user whose learnings alone exceed the bound (a million memories: ~220,000
-learnings, ~390 MB, stay with the graph): such a user's learnings are counted, not read,
+learnings, ~220 MB, stay with the graph): such a user's learnings are counted, not read,
 and counted again no sooner than :data:`REFUSED_PAUSE` s later.
 
 **Threads.** A held snapshot never changes; applying a delta builds a new one, published
@@ -63,6 +70,7 @@ from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.loader import Load, four_times
+from engrain.store.postgres.quantized import Quantized, approximate, exact_top, quantize, window
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
 
@@ -76,8 +84,11 @@ RELOAD_PAUSE = 5.0
 #: ... and after a load refused because the user's learnings, counted, exceed the bound:
 #: they are not read, and counted again no sooner than this (``projected.REFUSED_PAUSE``).
 REFUSED_PAUSE = 600.0
-#: Bytes a held learning costs besides its vector (columns, id string, position entry).
-ROW_OVERHEAD = 240
+#: Bytes a held learning costs besides its vector's steps (columns, its digest and factor,
+#: id string, position entry).
+ROW_OVERHEAD = 248
+#: Bytes a held learning's vector costs a dimension (int16 steps, ``quantized.py``).
+VALUE_BYTES = 2
 #: Filters whose left-out rows a held snapshot keeps (a ``context()`` uses one).
 FILTERS_KEPT = 8
 
@@ -101,10 +112,6 @@ COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {_LEARNING}{I
 #: dropped before the next one comes, so a load holds little more than what it keeps.
 CHUNK_ROWS = 2_048
 REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
-#: :data:`~engrain.store.postgres.sql.FETCH` without the vectors, which the held rows have
-#: bit for bit (pgvector's float32s): ~150 kB less a search to send and convert (0.5 ms of
-#: the server's CPU and 0.5 of the client's, ``/tmp`` probe, session 16).
-FETCH_BARE = FETCH.replace("m.embedding", "NULL::vector")
 #: The rows changed after a revision (up to a limit), each with its scoring columns if it
 #: is a held learning now (else NULLs).
 DELTA = (
@@ -135,7 +142,8 @@ def _pause(took: float, read: bool) -> float:
 @dataclass(frozen=True)
 class _Rows:
     """Learnings as columns (one entry a row, any order): what a filter reads and the
-    vectors as stored, with the inverse of their lengths, as of the user's ``revision``."""
+    vectors as int16 steps (``quantized.py``: ``steps``, ``factor``, ``digest``, within
+    ``error``), as of the user's ``revision``."""
 
     revision: int
     ids: tuple[str, ...]
@@ -150,8 +158,10 @@ class _Rows:
     superseded: np.ndarray[Any, np.dtype[np.bool_]]
     importance: np.ndarray[Any, np.dtype[np.float64]]
     pinned: np.ndarray[Any, np.dtype[np.bool_]]
-    vectors: np.ndarray[Any, np.dtype[np.float32]]
-    inverse_norms: np.ndarray[Any, np.dtype[np.float32]]
+    digest: np.ndarray[Any, np.dtype[np.uint64]]
+    steps: np.ndarray[Any, np.dtype[np.int16]]
+    factor: np.ndarray[Any, np.dtype[np.float32]]
+    error: float
     position: Mapping[str, int]
     #: the rows each filter asked for leaves out (:meth:`_dropped`)
     dropped: dict[MemoryFilter, np.ndarray[Any, np.dtype[np.intp]]] = field(
@@ -161,8 +171,8 @@ class _Rows:
     @property
     def nbytes(self) -> int:
         """What holding these rows costs, about (:data:`ROW_OVERHEAD` a row besides its
-        vector)."""
-        return int(self.vectors.nbytes) + ROW_OVERHEAD * len(self.ids)
+        vector's steps)."""
+        return int(self.steps.nbytes) + ROW_OVERHEAD * len(self.ids)
 
     def mask(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
         """Which rows pass ``flt`` (``MemoryFilter.matches`` over the columns); ``None``:
@@ -195,28 +205,23 @@ class _Rows:
             both(self.pinned == bool(flt.pinned))
         return keep
 
-    def nearest(
-        self, query: np.ndarray[Any, Any], k: int, flt: MemoryFilter
-    ) -> list[tuple[str, float]]:
-        """The ``k`` rows passing ``flt`` most cosine-similar to the unit vector ``query``,
-        best first, ties by seq (the SQL exact search's order), with their similarity."""
+    def candidates(self, query: np.ndarray[Any, Any], k: int, flt: MemoryFilter) -> list[str]:
+        """The ids of the rows passing ``flt`` that may be among the ``k`` most
+        cosine-similar to the unit vector ``query`` (``quantized.window``: the k best by
+        their steps and any within the steps' error of the k-th), best first."""
         if not self.ids or k <= 0:
             return []
         # einsum: one core's SIMD loop, ~1.5 ms at 22,000 x 384; OpenBLAS's gemv took 3-8 ms
         # of CPU over its threads for the same product (/tmp probe, session 16)
-        scores = np.einsum("ij,j->i", self.vectors, query.astype(np.float32, copy=False))
-        scores *= self.inverse_norms  # cosine: the query is a unit vector
+        scores = approximate(self.steps, self.factor, query)
         dropped = self._dropped(flt)
-        passing = len(self.ids) - dropped.size
-        k = min(k, passing)
+        k = min(k, len(self.ids) - dropped.size)
         if k <= 0:
             return []
         scores[dropped] = -np.inf
-        part = np.argpartition(-scores, k - 1)[:k]
-        # every row tied with the k-th is a candidate, so ties break by seq as in SQL
-        rows = np.flatnonzero(scores >= scores[part].min())
-        order = np.lexsort((self.seq[rows], -scores[rows]))[:k]
-        return [(self.ids[int(r)], float(scores[r])) for r in rows[order]]
+        rows = window(scores, k, self.error, query)
+        rows = rows[np.argsort(-scores[rows], kind="stable")]
+        return [self.ids[r] for r in rows.tolist()]
 
     def _dropped(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.intp]]:
         """The rows ``flt`` leaves out, kept per filter (these rows never change, and a
@@ -233,7 +238,8 @@ class _Rows:
     def changed(self, revision: int, delta: Sequence[tuple[Any, ...]]) -> _Rows:
         """These rows at ``revision`` after the changed rows of ``delta`` (:data:`DELTA`'s:
         the id, then :data:`_COLUMNS` or NULLs): the same arrays when no scoring column or
-        vector changed, else new ones (nothing here is changed in place)."""
+        vector changed, else new ones (nothing here is changed in place; the bound on the
+        steps' error is the larger of the kept rows' and the new ones')."""
         gone: set[str] = set()
         fresh: list[tuple[Any, ...]] = []
         for row in delta:
@@ -253,7 +259,7 @@ class _Rows:
 
         def joined(name: str) -> np.ndarray[Any, Any]:
             # one copy into the new array (a new or forgotten learning copies the matrix:
-            # ~34 MB at 100,000 memories; a row changed in place that a search does not
+            # ~17 MB at 100,000 memories; a row changed in place that a search does not
             # read copies nothing, above)
             old, new = getattr(self, name), getattr(added, name)
             out = np.empty((keep.size + len(new), *old.shape[1:]), dtype=old.dtype)
@@ -263,20 +269,21 @@ class _Rows:
 
         ids = (self.ids if not positions else tuple(self.ids[i] for i in keep.tolist())) + added.ids
         arrays: dict[str, Any] = {name: joined(name) for name in _ARRAYS}
-        return _Rows(revision, ids, position=_positions(ids), **arrays)
+        error = max(self.error, added.error)
+        return _Rows(revision, ids, position=_positions(ids), error=error, **arrays)
 
     def _same(self, at: int, columns: tuple[Any, ...]) -> bool:
-        """Whether row ``at`` holds the scoring columns and vector of ``columns``."""
+        """Whether row ``at`` holds the scoring columns and vector (by its digest) of
+        ``columns``."""
         one = _columns(self.revision, [columns])
-        return all(
-            getattr(one, name)[0] == getattr(self, name)[at] for name in _ARRAYS[:-2]
-        ) and bool(np.array_equal(one.vectors[0], self.vectors[at]))
+        return all(getattr(one, name)[0] == getattr(self, name)[at] for name in _ARRAYS[:-2])
 
 
-#: The array fields of :class:`_Rows`, in its order.
+#: The array fields of :class:`_Rows`, in its order (the digest last of those :meth:`_Rows.
+#: _same` compares).
 _ARRAYS = (
     "seq", "kind", "memory_type", "project", "session_id", "key", "compressed", "muted",
-    "superseded", "importance", "pinned", "vectors", "inverse_norms",
+    "superseded", "importance", "pinned", "digest", "steps", "factor",
 )  # fmt: skip
 
 
@@ -294,28 +301,36 @@ def _stored_vectors(blobs: Sequence[bytes], out: np.ndarray[Any, Any] | None = N
     return out
 
 
-def _with_vector(row: tuple[Any, ...], rows: _Rows) -> Memory | None:
-    """The memory of a row read without its vector (:data:`FETCH_BARE`), its vector taken
-    from ``rows`` (read in the same snapshot, so the same bits); ``None`` if ``rows`` holds
-    no such learning (it stopped being one: it is not ranked either)."""
-    at = rows.position.get(row[0])
-    if at is None:
-        return None
-    # its own array: a memory outlives any snapshot
-    return from_row(row, rows.vectors[at].copy())
+def _ranked(
+    query: np.ndarray[Any, Any],
+    k: int,
+    ids: Sequence[str],
+    found: Mapping[str, Memory],
+    rows: _Rows,
+) -> list[tuple[Memory, float]]:
+    """The ``k`` memories of the candidates ``ids`` (those ``found``, with a vector of the
+    indexed size) most cosine-similar to the unit ``query`` by their float32 vectors, best
+    first, ties by their seq in ``rows`` (``quantized.exact_top``)."""
+    memories = [
+        m for m in (found.get(i) for i in ids)
+        if m is not None and m.embedding is not None and np.shape(m.embedding) == (INDEXED_DIM,)
+    ]  # fmt: skip
+    if not memories:
+        return []
+    vectors = np.stack([np.asarray(m.embedding, dtype=np.float32) for m in memories])
+    seq = rows.seq[[rows.position[m.id] for m in memories]]
+    return [(memories[r], score) for r, score in exact_top(query, k, vectors, seq)]
 
 
 def _columns(
-    revision: int, rows: Sequence[tuple[Any, ...]], vectors: np.ndarray[Any, Any] | None = None
+    revision: int, rows: Sequence[tuple[Any, ...]], vectors: Quantized | None = None
 ) -> _Rows:
-    """:class:`_Rows` of rows read as :data:`_COLUMNS` (``vectors``: theirs, already read),
-    with the inverse of each vector's length (a cosine is then a product and a scale)."""
+    """:class:`_Rows` of rows read as :data:`_COLUMNS` (``vectors``: theirs, already read
+    and quantized)."""
     n = len(rows)
     if vectors is None:
-        vectors = _stored_vectors([row[12] for row in rows])
-    norms = np.linalg.norm(vectors, axis=1)
-    inverse = np.zeros(n, dtype=np.float32)
-    np.divide(1.0, norms, out=inverse, where=norms > 0)
+        blobs = [row[12] for row in rows]
+        vectors = quantize(_stored_vectors(blobs), blobs)
 
     def objects(at: int) -> np.ndarray[Any, np.dtype[np.object_]]:
         column = np.empty(n, dtype=object)
@@ -339,8 +354,10 @@ def _columns(
         superseded=np.fromiter((bool(row[9]) for row in rows), dtype=np.bool_, count=n),
         importance=np.fromiter((float(row[10]) for row in rows), dtype=np.float64, count=n),
         pinned=np.fromiter((bool(row[11]) for row in rows), dtype=np.bool_, count=n),
-        vectors=vectors,
-        inverse_norms=inverse,
+        digest=vectors.digest,
+        steps=vectors.steps,
+        factor=vectors.factor,
+        error=vectors.error,
         position=_positions(ids),
     )
 
@@ -374,8 +391,8 @@ class Learnings(HeldByBytes[_Rows]):
         rows = self._recent(user_id)
         if rows is None:
             return None
-        top = rows.nearest(query, k, flt)
-        revision, delta, bare = self._read(user_id, rows.revision, [i for i, _ in top])
+        wanted = rows.candidates(query, k, flt)
+        revision, delta, read = self._read(user_id, rows.revision, wanted)
         if len(delta) > DELTA_ROWS:
             self.drop(user_id)
             self.calls["by_sql"] += 1
@@ -386,27 +403,24 @@ class Learnings(HeldByBytes[_Rows]):
             now = rows.changed(revision, delta)
             self._publish(user_id, now)
             if now.ids is not rows.ids:  # a scoring column or a vector changed: rank again
-                top = now.nearest(query, k, flt)
+                wanted = now.candidates(query, k, flt)
             self.calls["caught_up"] += 1
-        # the rows read in the delta's snapshot take their vectors from the rows as of it
-        found = {m.id: m for m in (_with_vector(row, now) for row in bare) if m is not None}
-        missing = [memory_id for memory_id, _ in top if memory_id not in found]
+        # the rows read in the delta's snapshot are as ``now`` holds them
+        found = {m.id: m for m in (from_row(row) for row in read)}
+        missing = [memory_id for memory_id in wanted if memory_id not in found]
         if missing:
             found.update(self._fetch(user_id, missing))
             self.calls["fetched_again"] += 1
         self.calls["served"] += 1
-        return [
-            (found[memory_id], score)
-            for memory_id, score in top
-            if memory_id in found and flt.matches(found[memory_id])
-        ]
+        top = _ranked(query.astype(np.float32, copy=False), k, wanted, found, now)
+        return [(memory, score) for memory, score in top if flt.matches(memory)]
 
     def _read(
         self, user_id: str, since: int, ids: Sequence[str]
     ) -> tuple[int, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         """In one snapshot and one round trip: the user's revision, the rows changed after
-        ``since`` (up to one more than :data:`DELTA_ROWS`) and the rows of ``ids`` without
-        their vectors (:data:`FETCH_BARE`)."""
+        ``since`` (up to one more than :data:`DELTA_ROWS`) and the rows of ``ids`` with
+        their vectors (``sql.FETCH``)."""
         with self._connect() as conn:
             try:
                 with conn.pipeline():
@@ -415,7 +429,7 @@ class Learnings(HeldByBytes[_Rows]):
                     delta = conn.cursor(binary=True).execute(
                         DELTA, (list(LEARNING_KINDS), user_id, since, DELTA_ROWS + 1)
                     )
-                    rows = conn.cursor(binary=True).execute(FETCH_BARE, (user_id, list(ids)))
+                    rows = conn.cursor(binary=True).execute(FETCH, (user_id, list(ids)))
                     conn.execute("COMMIT")
             except BaseException:
                 with suppress(psycopg.Error):
@@ -459,22 +473,32 @@ class Learnings(HeldByBytes[_Rows]):
                 # what the rows would cost held (``_Rows.nbytes``, exactly: the count is
                 # this snapshot's); more than the bound: not read at all (a million
                 # memories: ~220,000 learnings, ~390 MB read and dropped every minute)
-                loading.full = count * (INDEXED_DIM * 4 + ROW_OVERHEAD) <= self.max_bytes
+                loading.full = count * (INDEXED_DIM * VALUE_BYTES + ROW_OVERHEAD) <= self.max_bytes
                 if not loading.full:
                     return
-                vectors = np.empty((count, INDEXED_DIM), "f4")
+                # the steps are kept, a chunk's float32s only while it is quantized
+                steps = np.empty((count, INDEXED_DIM), np.int16)
+                chunks: list[Quantized] = []
                 found: list[tuple[Any, ...]] = []
                 with conn.cursor("engrain_learnings", binary=True) as named:
                     named.execute(LOAD, (user_id, kinds))
                     while chunk := named.fetchmany(CHUNK_ROWS):
-                        at = len(found)
-                        _stored_vectors([r[12] for r in chunk], vectors[at : at + len(chunk)])
+                        at, blobs = len(found), [r[12] for r in chunk]
+                        floats = np.empty((len(chunk), INDEXED_DIM), "f4")
+                        _stored_vectors(blobs, floats)
+                        chunks.append(quantize(floats, blobs, steps[at : at + len(chunk)]))
                         found.extend(r[:12] for r in chunk)
-                        del chunk
+                        del chunk, blobs, floats
             finally:
                 conn.execute("COMMIT")
-        rows = _columns(int(first[0]) if first else 0, found, vectors[: len(found)])
-        del found, vectors
+        vectors = Quantized(
+            steps[: len(found)],
+            np.concatenate([c.factor for c in chunks]) if chunks else np.empty(0, np.float32),
+            np.concatenate([c.digest for c in chunks]) if chunks else np.empty(0, np.uint64),
+            max((c.error for c in chunks), default=0.0),
+        )
+        rows = _columns(int(first[0]) if first else 0, found, vectors)
+        del found, vectors, chunks
         heap.release()  # the chunks read and dropped: hand their pages back
         with self._lock:
             old = self._held.get(user_id)
