@@ -11,6 +11,7 @@ so no request waits on compilation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -139,11 +140,28 @@ class TierCache:
         stats["promoted"] = len(promoted)
         result = TierSet(user_id, project, revision, now, tiers, stats,
                          {m.id: m for m in items})  # fmt: skip
-        self.store.write(
-            state=[State(user_id, NAMESPACE, project or ALL_PROJECTS, result.to_dict())]
-        )
-        self._fresh[(user_id, project or ALL_PROJECTS)] = result
+        key = project or ALL_PROJECTS
+        self.store.write(state=[State(user_id, NAMESPACE, key, result.to_dict())])
+        if self.store.revision(user_id) != revision:
+            self._drop_if_forgotten(result, key)
+        else:
+            self._fresh[(user_id, key)] = result
         return result
+
+    def _drop_if_forgotten(self, result: TierSet, key: str) -> None:
+        """Delete the set just stored if a memory it holds was forgotten after it was read
+        (a forget that committed before this write could not see it: ``forgotten.py``),
+        unless the stored set is another compile's by then."""
+        held = sorted({i for part in result.tiers.values() for i in part.memory_ids})
+        if len(self.store.get(result.user_id, held)) == len(held):
+            return
+        stamp = result.to_dict()["compiled_at"], result.revision
+
+        def change(current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+            mine = current is not None and (current.get("compiled_at"), current.get("revision"))
+            return None if mine == stamp else current
+
+        self.store.write(state=[State(result.user_id, NAMESPACE, key, None, change=change)])
 
     def schedule(
         self, user_id: str, project: str | None, now: datetime | None = None
