@@ -136,8 +136,10 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish background work (tier compilation, compression), then close the store."""
+        """Finish background work (tier compilation, compression), stop the engine's
+        threads, then close the store."""
         self.worker.close()
+        self.planner.close()
         self.store.close()
 
     def wait(self, timeout: float | None = None) -> None:
