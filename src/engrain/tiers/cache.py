@@ -11,6 +11,8 @@ so no request waits on compilation.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -36,6 +38,10 @@ def wrap(text: str) -> str:
 
 NAMESPACE = "tiers"
 ALL_PROJECTS = "*"
+#: Compiled tier sets kept in process (least recently served dropped first): as many users
+#: as the SQLite store keeps working sets. A set holds its memories, so an unbounded map
+#: grew with every user a long-lived process ever served (``bench/attacks/many_users.py``).
+HELD_SETS = 64
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,8 @@ class TierCache:
         self.store = store
         self.summarize = summarize
         self.worker = worker or Worker()
-        self._fresh: dict[tuple[str, str], TierSet] = {}
+        self._fresh: OrderedDict[tuple[str, str], TierSet] = OrderedDict()
+        self._fresh_lock = threading.Lock()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -88,15 +95,27 @@ class TierCache:
         ``None``. Costs one revision lookup when this process has them already."""
         key = (user_id, project or ALL_PROJECTS)
         revision = self.store.revision(user_id)
-        found = self._fresh.get(key)
+        with self._fresh_lock:
+            found = self._fresh.get(key)
+            if found is not None:
+                self._fresh.move_to_end(key)
         if found is not None and found.revision == revision:
             return found
         stored = self.stored(user_id, project)
         if stored is None or stored.revision != revision:
             return None
         loaded = self._with_memories(stored)
-        self._fresh[key] = loaded
+        self._hold(key, loaded)
         return loaded
+
+    def _hold(self, key: tuple[str, str], tiers: TierSet) -> None:
+        """Keep ``tiers`` in process, the least recently served set dropped past
+        :data:`HELD_SETS` (a dropped set is read from the store again when next served)."""
+        with self._fresh_lock:
+            self._fresh[key] = tiers
+            self._fresh.move_to_end(key)
+            while len(self._fresh) > HELD_SETS:
+                self._fresh.popitem(last=False)
 
     def stored(self, user_id: str, project: str | None) -> TierSet | None:
         """The last compiled tiers, fresh or not (``None`` if never compiled)."""
@@ -145,7 +164,7 @@ class TierCache:
         if self.store.revision(user_id) != revision:
             self._drop_if_forgotten(result, key)
         else:
-            self._fresh[(user_id, key)] = result
+            self._hold((user_id, key), result)
         return result
 
     def _drop_if_forgotten(self, result: TierSet, key: str) -> None:
