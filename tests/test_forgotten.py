@@ -208,3 +208,21 @@ def test_a_tier_set_compiled_before_a_forget_and_stored_after_it_is_dropped(
     assert hooked.fired
     assert other.tier_cache.stored("ada", None) is None
     assert not any(everywhere(other).values()), everywhere(other)
+
+
+def test_compiled_tier_sets_held_in_process_are_bounded(tmp_path: Path) -> None:
+    """A process serving many users keeps :data:`HELD_SETS` compiled sets, the least
+    recently served dropped (session 23 h2, ``bench/attacks/many_users.py``: every user's
+    set, memories included, stayed for the life of the process); a dropped set is read
+    from the store when next served."""
+    from engrain.tiers.cache import HELD_SETS
+
+    engine = engine_on(MemoryStore(), tmp_path)
+    users = [f"user{n}" for n in range(HELD_SETS + 8)]
+    for user in users:
+        engine.remember(f"{user} deploys on Tuesdays.", user, kind="decision", now=NOW)
+        engine.tiers(user, now=NOW)
+    assert engine.tier_cache.fresh(users[0], None) is not None  # read back from the store
+    assert len(engine.tier_cache._fresh) == HELD_SETS
+    assert (users[0], "*") in engine.tier_cache._fresh  # served last: kept
+    assert (users[1], "*") not in engine.tier_cache._fresh
