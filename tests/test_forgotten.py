@@ -36,24 +36,39 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 def engine_on(store: Store, tmp_path: Path) -> Engine:
     """An engine of its own (its own lock, as another process has) over ``store``; each
     turn of a session is a memory of its own (small chunks)."""
-    settings = make_settings(tmp_path, auto_compress=False, max_chunk_tokens=20, sessions_to_compress=2,
-                             min_chunk_tokens=0)  # fmt: skip
+    settings = make_settings(
+        tmp_path,
+        auto_compress=False,
+        max_chunk_tokens=20,
+        sessions_to_compress=2,
+        min_chunk_tokens=0,
+    )
     return Engine(settings=settings, store=store, embedder=HashEmbedder())
 
 
 def sessions(engine: Engine, count: int = 4) -> None:
     """``count`` sessions of "ada"; the first holds the marker in a turn of its own."""
     people = ["Harold", "Ingrid", "Tomasz", "Beatriz", "Oluwaseun", "Keiko"]
-    topics = ["database failover", "office lease", "quarterly hiring", "garden fence",
-              "printer drivers", "violin lessons"]  # fmt: skip
+    topics = [
+        "database failover",
+        "office lease",
+        "quarterly hiring",
+        "garden fence",
+        "printer drivers",
+        "violin lessons",
+    ]
     for s in range(count):
         turns = [
             {"speaker": "user", "text": f"We met {people[s]} about the {topics[s]} today."},
             {"speaker": "assistant", "text": f"Noted: {people[s]} handles the {topics[s]}."},
         ]
         if s == 0:
-            turns.append({"speaker": "user",
-                          "text": f"My passport number is {MARKER} 55120, valid to March 2031."})  # fmt: skip
+            turns.append(
+                {
+                    "speaker": "user",
+                    "text": f"My passport number is {MARKER} 55120, valid to March 2031.",
+                }
+            )
         engine.ingest_conversation(turns, "ada", session_id=f"s{s}", now=NOW + timedelta(days=s))
 
 
@@ -66,13 +81,15 @@ def everywhere(engine: Engine, marker: str = MARKER) -> dict[str, bool]:
     query = f"passport number {marker} 55120"
     return {
         "list": bool(holders(engine, marker)),
-        "recall": any(marker in m.content for m in engine.recall(
-            query, "ada", include_compressed=True).memories),
+        "recall": any(
+            marker in m.content
+            for m in engine.recall(query, "ada", include_compressed=True).memories
+        ),
         "context": marker in engine.context(query, "ada", now=LATER).text,
         "export": marker in json.dumps(list(engine.export_records("ada")), default=str),
-        "stored tiers": marker in json.dumps(
-            [s.value for s in engine.store.states("ada", NAMESPACE)]),
-    }  # fmt: skip
+        "stored tiers": marker
+        in json.dumps([s.value for s in engine.store.states("ada", NAMESPACE)]),
+    }
 
 
 def test_forgetting_a_compressed_memory_forgets_the_summary_written_from_it(
@@ -98,9 +115,7 @@ def test_forgetting_a_compressed_memory_forgets_the_summary_written_from_it(
     assert all(MARKER not in m.content for m in engine.list("ada", limit=None))
 
 
-def test_forgetting_a_summary_s_source_keeps_other_summaries(
-    shared: Store, tmp_path: Path
-) -> None:
+def test_forgetting_a_summary_s_source_keeps_other_summaries(shared: Store, tmp_path: Path) -> None:
     engine = engine_on(shared, tmp_path)
     sessions(engine)
     engine.compress("ada", force=True, now=LATER)
@@ -116,10 +131,12 @@ def test_a_stored_tier_set_holding_a_forgotten_memory_is_dropped(
     shared: Store, tmp_path: Path
 ) -> None:
     engine = engine_on(shared, tmp_path)
-    kept = engine.remember("We deploy from the main branch every Tuesday.", "ada",
-                           kind="decision", now=NOW).memory_id  # fmt: skip
-    doomed = engine.remember(f"The vault code is 4417, ask {MARKER}.", "ada", kind="decision",
-                             now=NOW).memory_id  # fmt: skip
+    kept = engine.remember(
+        "We deploy from the main branch every Tuesday.", "ada", kind="decision", now=NOW
+    ).memory_id
+    doomed = engine.remember(
+        f"The vault code is 4417, ask {MARKER}.", "ada", kind="decision", now=NOW
+    ).memory_id
     compiled = engine.tiers("ada", now=NOW)
     assert MARKER in json.dumps(compiled.to_dict())
     engine.forget(doomed, "ada")
@@ -133,8 +150,9 @@ def test_a_forget_of_a_memory_no_tier_holds_keeps_the_stored_set(
     shared: Store, tmp_path: Path
 ) -> None:
     engine = engine_on(shared, tmp_path)
-    engine.remember("We deploy from the main branch every Tuesday.", "ada", kind="decision",
-                    now=NOW)  # fmt: skip
+    engine.remember(
+        "We deploy from the main branch every Tuesday.", "ada", kind="decision", now=NOW
+    )
     other = engine.remember("lunch was soup", "ada", kind="event", now=NOW).memory_id
     engine.tiers("ada", now=NOW)
     engine.forget(other, "ada")
@@ -146,8 +164,9 @@ class Hooked:
     arguments ``when`` accepts, then does its own work (another engine's write landing
     at that moment)."""
 
-    def __init__(self, store: Store, method: str, when: Callable[..., bool],
-                 before: Callable[[], Any]) -> None:  # fmt: skip
+    def __init__(
+        self, store: Store, method: str, when: Callable[..., bool], before: Callable[[], Any]
+    ) -> None:
         self._store, self._method, self._when, self._before = store, method, when, before
         self.fired = False
 
@@ -172,8 +191,9 @@ def test_a_summary_written_after_its_source_was_forgotten_is_removed(
     other = engine_on(shared, tmp_path)
     sessions(other)
     source = next(m for m in holders(other))
-    hooked = Hooked(shared, "write", lambda *a, **k: bool(a and a[0]),
-                    lambda: other.forget(source.id, "ada"))  # fmt: skip
+    hooked = Hooked(
+        shared, "write", lambda *a, **k: bool(a and a[0]), lambda: other.forget(source.id, "ada")
+    )
     compressing = engine_on(hooked, tmp_path)  # type: ignore[arg-type]
     compressing.compress("ada", force=True, now=LATER)
     assert hooked.fired
@@ -187,8 +207,12 @@ def test_a_summary_committed_between_a_forgets_read_and_write_is_removed(
     other = engine_on(shared, tmp_path)
     sessions(other)
     source = next(m for m in holders(other))
-    hooked = Hooked(shared, "write", lambda *a, **k: bool(k.get("deletes")),
-                    lambda: other.compress("ada", force=True, now=LATER))  # fmt: skip
+    hooked = Hooked(
+        shared,
+        "write",
+        lambda *a, **k: bool(k.get("deletes")),
+        lambda: other.compress("ada", force=True, now=LATER),
+    )
     forgetting = engine_on(hooked, tmp_path)  # type: ignore[arg-type]
     assert forgetting.forget(source.id, "ada") == 1
     assert hooked.fired
@@ -199,10 +223,12 @@ def test_a_tier_set_compiled_before_a_forget_and_stored_after_it_is_dropped(
     shared: Store, tmp_path: Path
 ) -> None:
     other = engine_on(shared, tmp_path)
-    doomed = other.remember(f"The vault code is 4417, ask {MARKER}.", "ada", kind="decision",
-                            now=NOW).memory_id  # fmt: skip
-    hooked = Hooked(shared, "write", lambda *a, **k: bool(k.get("state")),
-                    lambda: other.forget(doomed, "ada"))  # fmt: skip
+    doomed = other.remember(
+        f"The vault code is 4417, ask {MARKER}.", "ada", kind="decision", now=NOW
+    ).memory_id
+    hooked = Hooked(
+        shared, "write", lambda *a, **k: bool(k.get("state")), lambda: other.forget(doomed, "ada")
+    )
     compiling = engine_on(hooked, tmp_path)  # type: ignore[arg-type]
     compiling.tiers("ada", now=NOW)
     assert hooked.fired

@@ -57,9 +57,15 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def settings(db: Path) -> Settings:
-    return Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash",  # type: ignore[arg-type]
-                    auto_compress=False, max_chunk_tokens=20, min_chunk_tokens=0,
-                    sessions_to_compress=2)  # fmt: skip
+    return Settings(
+        data_dir=db.parent,
+        url=f"sqlite:///{db}",
+        embedder="hash",  # type: ignore[arg-type]
+        auto_compress=False,
+        max_chunk_tokens=20,
+        min_chunk_tokens=0,
+        sessions_to_compress=2,
+    )
 
 
 def word(rng: random.Random) -> str:
@@ -70,9 +76,13 @@ def turns(tag: str, n: int) -> list[dict[str, str]]:
     """``n`` turns, each a word of its own (``tag`` and its number) among pseudo-words, so
     no turn is a near-duplicate of another (each is stored as it is)."""
     rng = random.Random(tag)
-    return [{"speaker": "user" if i % 2 == 0 else "assistant",
-             "text": f"{tag}x{i}y " + " ".join(word(rng) for _ in range(8)) + "."}
-            for i in range(n)]  # fmt: skip
+    return [
+        {
+            "speaker": "user" if i % 2 == 0 else "assistant",
+            "text": f"{tag}x{i}y " + " ".join(word(rng) for _ in range(8)) + ".",
+        }
+        for i in range(n)
+    ]
 
 
 class Round:
@@ -87,35 +97,64 @@ class Round:
         e = self.engine
         self.doomed, self.rated = [], []
         for i in range(7):
-            out = await e.remember(f"Setup {self.n}-{i}: {word(self.rng)} {word(self.rng)} "
-                                   f"stays in bin {i}.", USER, now=T0)  # fmt: skip
+            out = await e.remember(
+                f"Setup {self.n}-{i}: {word(self.rng)} {word(self.rng)} stays in bin {i}.",
+                USER,
+                now=T0,
+            )
             (self.doomed if i < 3 else self.rated).append(out.memory_id)
 
     def calls(self) -> list[tuple[str, Callable[[], Awaitable[Any]], dict[str, Any]]]:
         e, n, rng = self.engine, self.n, self.rng
         tag = [word(rng) for _ in range(6)]
-        records = [{"type": "remember", "user_id": USER, "content": f"{t} "
-                    + " ".join(word(rng) for _ in range(6)) + "."} for t in tag[3:6]]  # fmt: skip
-        sessions = [{"turns": turns(f"{tag[1]}s{k}", 4), "user_id": USER,
-                     "session_id": f"r{n}-many-{k}", "now": T0 + timedelta(hours=n, minutes=k)}
-                    for k in range(3)]  # fmt: skip
+        records = [
+            {
+                "type": "remember",
+                "user_id": USER,
+                "content": f"{t} " + " ".join(word(rng) for _ in range(6)) + ".",
+            }
+            for t in tag[3:6]
+        ]
+        sessions = [
+            {
+                "turns": turns(f"{tag[1]}s{k}", 4),
+                "user_id": USER,
+                "session_id": f"r{n}-many-{k}",
+                "now": T0 + timedelta(hours=n, minutes=k),
+            }
+            for k in range(3)
+        ]
         when = T0 + timedelta(hours=n)
         return [
-            ("remember", lambda: e.remember(f"Remembered {tag[0]} in round {n}.", USER, now=when),
-             {"words": [tag[0]]}),
-            ("ingest_conversation", lambda: e.ingest_conversation(
-                turns(tag[2], 12), USER, session_id=f"r{n}-one", now=when),
-             {"sessions": [[f"{tag[2]}x{i}y" for i in range(12)]]}),
-            ("ingest_conversations", lambda: e.ingest_conversations(sessions),
-             {"sessions": [[f"{tag[1]}s{k}x{i}y" for i in range(4)] for k in range(3)],
-              "ordered": True}),
-            ("import_records", lambda: e.import_records(records, now=when),
-             {"words": tag[3:6]}),
+            (
+                "remember",
+                lambda: e.remember(f"Remembered {tag[0]} in round {n}.", USER, now=when),
+                {"words": [tag[0]]},
+            ),
+            (
+                "ingest_conversation",
+                lambda: e.ingest_conversation(
+                    turns(tag[2], 12), USER, session_id=f"r{n}-one", now=when
+                ),
+                {"sessions": [[f"{tag[2]}x{i}y" for i in range(12)]]},
+            ),
+            (
+                "ingest_conversations",
+                lambda: e.ingest_conversations(sessions),
+                {
+                    "sessions": [[f"{tag[1]}s{k}x{i}y" for i in range(4)] for k in range(3)],
+                    "ordered": True,
+                },
+            ),
+            ("import_records", lambda: e.import_records(records, now=when), {"words": tag[3:6]}),
             ("forget", lambda: e.forget(self.doomed, USER), {"ids": list(self.doomed)}),
-            ("feedback", lambda: e.feedback(USER, memory_ids=self.rated, helpful=True),
-             {"rated": list(self.rated)}),
+            (
+                "feedback",
+                lambda: e.feedback(USER, memory_ids=self.rated, helpful=True),
+                {"rated": list(self.rated)},
+            ),
             ("compress", lambda: e.compress(USER, force=True, now=when), {}),
-        ]  # fmt: skip
+        ]
 
 
 async def cancelled(make: Callable[[], Awaitable[Any]], delay: float, by_timeout: bool) -> str:
@@ -175,8 +214,12 @@ async def attack(db: Path, rounds: int, seed: int) -> dict[str, Any]:
     except Exception as exc:
         problems.append(f"close(): {type(exc).__name__}: {exc}")
     close_s = time.monotonic() - closed
-    return {"outcomes": outcomes, "problems": problems, "answered": answered,
-            "close_s": round(close_s, 3)}  # fmt: skip
+    return {
+        "outcomes": outcomes,
+        "problems": problems,
+        "answered": answered,
+        "close_s": round(close_s, 3),
+    }
 
 
 def verify(db: Path, outcomes: list[dict[str, Any]]) -> list[str]:
@@ -212,7 +255,9 @@ def verify(db: Path, outcomes: list[dict[str, Any]]) -> list[str]:
         summaries = [m for m in everything if m.kind is Kind.SUMMARY]
         per_session: dict[str, int] = {}
         for s in summaries:
-            per_session[s.source_session_id or ""] = per_session.get(s.source_session_id or "", 0) + 1
+            per_session[s.source_session_id or ""] = (
+                per_session.get(s.source_session_id or "", 0) + 1
+            )
             sources = s.provenance.metadata.get("compressed_from") or []
             if not all(i in by_id and by_id[i].compressed for i in sources):
                 broken.append(f"summary of {s.source_session_id}: a source missing or uncompressed")
@@ -241,8 +286,14 @@ def main() -> None:
     result = asyncio.run(attack(db, args.rounds, args.seed))
     gc.collect()  # a closed engine's idle side threads end once it is collected
     # the read pool (``engrain-read``) is the process's, shared by every engine, by design
-    left = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()
-            and t.name.startswith("engrain") and not t.name.startswith("engrain-read")]  # fmt: skip
+    left = [
+        t.name
+        for t in threading.enumerate()
+        if t.ident not in before
+        and t.is_alive()
+        and t.name.startswith("engrain")
+        and not t.name.startswith("engrain-read")
+    ]
     broken = verify(db, result["outcomes"])
     ended: dict[str, dict[str, int]] = {}
     for o in result["outcomes"]:
@@ -258,7 +309,9 @@ def main() -> None:
         "engine_threads_left_after_close": left,
         "problems": result["problems"],
         "broken": broken,
-        "ok": not broken and not result["problems"] and not left
+        "ok": not broken
+        and not result["problems"]
+        and not left
         and result["answered"] == args.rounds,
     }
     finish(summary, args.json)

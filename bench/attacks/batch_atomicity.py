@@ -69,9 +69,15 @@ class Failing(HashEmbedder):
 
 
 def settings(db: Path) -> Settings:
-    return Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash",  # type: ignore[arg-type]
-                    auto_compress=False, max_chunk_tokens=40, min_chunk_tokens=0,
-                    max_text_chars=2_000)  # fmt: skip
+    return Settings(
+        data_dir=db.parent,
+        url=f"sqlite:///{db}",
+        embedder="hash",  # type: ignore[arg-type]
+        auto_compress=False,
+        max_chunk_tokens=40,
+        min_chunk_tokens=0,
+        max_text_chars=2_000,
+    )
 
 
 def word(rng: random.Random) -> str:
@@ -81,16 +87,28 @@ def word(rng: random.Random) -> str:
 def session(tag: str, k: int, turns: int = 4) -> dict[str, Any]:
     """A session whose every turn carries a mark ``{tag}s{k}t{i}m`` among pseudo-words."""
     rng = random.Random(f"{tag}-{k}")
-    return {"user_id": USER, "session_id": f"{tag}-{k}", "now": T0 + timedelta(minutes=k),
-            "turns": [{"speaker": "user" if i % 2 == 0 else "assistant",
-                       "text": f"{tag}s{k}t{i}m " + " ".join(word(rng) for _ in range(8))}
-                      for i in range(turns)]}  # fmt: skip
+    return {
+        "user_id": USER,
+        "session_id": f"{tag}-{k}",
+        "now": T0 + timedelta(minutes=k),
+        "turns": [
+            {
+                "speaker": "user" if i % 2 == 0 else "assistant",
+                "text": f"{tag}s{k}t{i}m " + " ".join(word(rng) for _ in range(8)),
+            }
+            for i in range(turns)
+        ],
+    }
 
 
 def record(tag: str, k: int) -> dict[str, Any]:
     rng = random.Random(f"{tag}-{k}")
-    return {"type": "remember", "user_id": USER, "kind": "fact",
-            "content": f"{tag}r{k}m " + " ".join(word(rng) for _ in range(8))}
+    return {
+        "type": "remember",
+        "user_id": USER,
+        "kind": "fact",
+        "content": f"{tag}r{k}m " + " ".join(word(rng) for _ in range(8)),
+    }
 
 
 def digest(engine: Engine) -> str:
@@ -107,14 +125,19 @@ def malformed(db: Path) -> list[dict[str, Any]]:
     """Part 1: each bad element at position 3 of 6; must raise and change nothing."""
     bad_sessions: dict[str, Any] = {
         "turns not a list": {"turns": "hello", "user_id": USER},
-        "turn over max_text_chars": {"turns": [{"speaker": "u", "text": "x" * 2_001}],
-                                     "user_id": USER},
+        "turn over max_text_chars": {
+            "turns": [{"speaker": "u", "text": "x" * 2_001}],
+            "user_id": USER,
+        },
         "speaker a number": {"turns": [{"speaker": 7, "text": "hi there"}], "user_id": USER},
         "bad user id": {"turns": [{"speaker": "u", "text": "hi there"}], "user_id": "a\u200bb"},
-        "now not a time": {"turns": [{"speaker": "u", "text": "hi"}], "user_id": USER,
-                           "now": "yesterday"},
+        "now not a time": {
+            "turns": [{"speaker": "u", "text": "hi"}],
+            "user_id": USER,
+            "now": "yesterday",
+        },
         "unknown key": {"turns": [{"speaker": "u", "text": "hi"}], "user_id": USER, "when": 1},
-    }  # fmt: skip
+    }
     bad_records: dict[str, Any] = {
         "no content": {"type": "remember", "user_id": USER},
         "bad kind": {**record("x", 0), "kind": "gossip"},
@@ -127,13 +150,15 @@ def malformed(db: Path) -> list[dict[str, Any]]:
         for name, bad in bad_sessions.items():
             batch = [session(f"m{len(out)}", k) for k in range(6)]
             batch[3] = bad
-            out.append(_refused(e, f"ingest_conversations: {name}",
-                                lambda b=batch: e.ingest_conversations(b)))  # fmt: skip
+            out.append(
+                _refused(
+                    e, f"ingest_conversations: {name}", lambda b=batch: e.ingest_conversations(b)
+                )
+            )
         for name, bad in bad_records.items():
             recs = [record(f"m{len(out)}", k) for k in range(6)]
             recs[3] = bad
-            out.append(_refused(e, f"import_records: {name}",
-                                lambda r=recs: e.import_records(r)))  # fmt: skip
+            out.append(_refused(e, f"import_records: {name}", lambda r=recs: e.import_records(r)))
 
         def raising() -> Iterator[dict[str, Any]]:
             for k in range(6):
@@ -141,8 +166,11 @@ def malformed(db: Path) -> list[dict[str, Any]]:
                     raise EngrainError("the source of records broke")
                 yield record("iter", k)
 
-        out.append(_refused(e, "import_records: an iterator raising midway",
-                            lambda: e.import_records(raising())))  # fmt: skip
+        out.append(
+            _refused(
+                e, "import_records: an iterator raising midway", lambda: e.import_records(raising())
+            )
+        )
     return out
 
 
@@ -174,10 +202,21 @@ def failing_midway(db: Path) -> list[dict[str, Any]]:
         text = marks(e)
         whole = [all(f"fs{k}t{i}m" in text for i in range(4)) for k in range(6)]
         some = [any(f"fs{k}t{i}m" in text for i in range(4)) for k in range(6)]
-        ok = error == "EmbeddingError" and whole == [True] * 3 + [False] * 3 \
-            and some == whole and "the 3 sessions before" in note
-        out.append({"case": "ingest_conversations: the model fails on sessions[3]",
-                    "error": error, "note": note, "stored_whole": whole, "ok": ok})  # fmt: skip
+        ok = (
+            error == "EmbeddingError"
+            and whole == [True] * 3 + [False] * 3
+            and some == whole
+            and "the 3 sessions before" in note
+        )
+        out.append(
+            {
+                "case": "ingest_conversations: the model fails on sessions[3]",
+                "error": error,
+                "note": note,
+                "stored_whole": whole,
+                "ok": ok,
+            }
+        )
         before = digest(e)
         recs = [record("g", k) for k in range(6)]
         recs[3]["content"] += f" {POISON}"
@@ -186,21 +225,34 @@ def failing_midway(db: Path) -> list[dict[str, Any]]:
             error = "none"
         except EngrainError as exc:
             error = type(exc).__name__
-        out.append({"case": "import_records: the model fails on record 3", "error": error,
-                    "wrote": digest(e) != before,
-                    "ok": error == "EmbeddingError" and digest(e) == before})  # fmt: skip
+        out.append(
+            {
+                "case": "import_records: the model fails on record 3",
+                "error": error,
+                "wrote": digest(e) != before,
+                "ok": error == "EmbeddingError" and digest(e) == before,
+            }
+        )
     # a key another engine takes while an import that claims it is planned
     with Engine(settings=settings(db)) as a, Engine(settings=settings(db)) as b:
-        recs = [{**record("k", k), "kind": "preference", "memory_type": "procedural",
-                 "key": f"key{k}"} for k in range(6)]  # fmt: skip
+        recs = [
+            {**record("k", k), "kind": "preference", "memory_type": "procedural", "key": f"key{k}"}
+            for k in range(6)
+        ]
         real = a.planner.item
         planned = []
 
         def racing(*args: Any, **kwargs: Any) -> Any:
             planned.append(1)
             if len(planned) == 5:  # key3 was looked up (record 3): engine b takes it now
-                b.remember("another value for key3 from engine b", USER, kind="preference",
-                           memory_type="procedural", key="key3", now=T0)  # fmt: skip
+                b.remember(
+                    "another value for key3 from engine b",
+                    USER,
+                    kind="preference",
+                    memory_type="procedural",
+                    key="key3",
+                    now=T0,
+                )
             return real(*args, **kwargs)
 
         a.planner.item = racing  # type: ignore[method-assign]
@@ -214,9 +266,15 @@ def failing_midway(db: Path) -> list[dict[str, Any]]:
         written = [f"kr{k}m" in after for k in range(6)]
         ok = (error == "KeyChangedError" and not any(written)) or (error == "none" and all(written))
         a.planner.item = real  # type: ignore[method-assign]
-        out.append({"case": "import_records: a key changes under it", "error": error,
-                    "written": written, "raced": len(planned) >= 5,
-                    "ok": ok and len(planned) >= 5 and "kr0m" not in before})  # fmt: skip
+        out.append(
+            {
+                "case": "import_records: a key changes under it",
+                "error": error,
+                "written": written,
+                "raced": len(planned) >= 5,
+                "ok": ok and len(planned) >= 5 and "kr0m" not in before,
+            }
+        )
     return out
 
 
@@ -247,8 +305,12 @@ def killed(db: Path, kills: int, seed: int) -> list[dict[str, Any]]:
         what = "sessions" if n % 2 == 0 else "records"
         tag = f"k{n}"
         code = CHILD.format(here=str(Path(__file__).parent), db=str(db), what=what, tag=tag)
-        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+        child = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         assert child.stdout is not None
         child.stdout.readline()  # ready: the engine is open and has written
         delay = rng.uniform(0.05, 1.5)
@@ -268,8 +330,17 @@ def killed(db: Path, kills: int, seed: int) -> list[dict[str, Any]]:
             stored = sum(there)
             ok = stored in (0, 1500)
         check = sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0]
-        out.append({"round": n, "call": what, "killed_after_s": round(delay, 2),
-                    "stored": stored, "finished_before_the_kill": finished, "integrity": check, "ok": ok and check == "ok"})  # fmt: skip
+        out.append(
+            {
+                "round": n,
+                "call": what,
+                "killed_after_s": round(delay, 2),
+                "stored": stored,
+                "finished_before_the_kill": finished,
+                "integrity": check,
+                "ok": ok and check == "ok",
+            }
+        )
     return out
 
 
@@ -282,13 +353,21 @@ def main() -> None:
     warnings.simplefilter("ignore")
     root, env = private_environment("h2-batch-")
     db = root / "store.db"
-    parts = {"malformed": malformed(db), "failing": failing_midway(db),
-             "killed": killed(db, args.kills, args.seed)}  # fmt: skip
+    parts = {
+        "malformed": malformed(db),
+        "failing": failing_midway(db),
+        "killed": killed(db, args.kills, args.seed),
+    }
     answers, tail = next_process(db, USER, env)
     broken = [c for part in parts.values() for c in part if not c["ok"]]
-    summary = {"attack": "batch_atomicity", **parts, "next_process_answers": answers,
-               "next_process_error": tail, "broken": len(broken),
-               "ok": not broken and answers}  # fmt: skip
+    summary = {
+        "attack": "batch_atomicity",
+        **parts,
+        "next_process_answers": answers,
+        "next_process_error": tail,
+        "broken": len(broken),
+        "ok": not broken and answers,
+    }
     finish(summary, args.json)
 
 

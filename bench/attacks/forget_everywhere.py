@@ -76,29 +76,48 @@ WINDOWS = {"tier 1": 8_000, "tier 2": 32_000, "tier 3": None}
 
 def make_engine(db: Path) -> Engine:
     warnings.simplefilter("ignore")
-    settings = Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash",  # type: ignore[arg-type]
-                        auto_compress=False, max_chunk_tokens=20, min_chunk_tokens=0,
-                        sessions_to_compress=2)  # fmt: skip
+    settings = Settings(
+        data_dir=db.parent,
+        url=f"sqlite:///{db}",
+        embedder="hash",  # type: ignore[arg-type]
+        auto_compress=False,
+        max_chunk_tokens=20,
+        min_chunk_tokens=0,
+        sessions_to_compress=2,
+    )
     return Engine(settings=settings)
 
 
 def seed(engine: Engine) -> dict[str, str]:
     """The user's memories; the ids of the two memories to forget and the partner."""
     for i in range(30):
-        engine.remember(f"Filler {i}: the team builds module{i} with tool{i} in region R{i}.",
-                        USER, now=T0)  # fmt: skip
-    doomed = engine.remember(f"The vault code for Project Falcon is 4417 ({DECIDED} keeps it).",
-                             USER, kind="decision", pinned=True, now=T0)  # fmt: skip
-    partner = engine.remember("The vault code for Project Falcon is 9921.", USER,
-                              kind="decision", now=T0)  # fmt: skip
+        engine.remember(
+            f"Filler {i}: the team builds module{i} with tool{i} in region R{i}.", USER, now=T0
+        )
+    doomed = engine.remember(
+        f"The vault code for Project Falcon is 4417 ({DECIDED} keeps it).",
+        USER,
+        kind="decision",
+        pinned=True,
+        now=T0,
+    )
+    partner = engine.remember(
+        "The vault code for Project Falcon is 9921.", USER, kind="decision", now=T0
+    )
     people = ["Harold", "Ingrid", "Tomasz", "Beatriz"]
     topics = ["database failover", "office lease", "quarterly hiring", "garden fence"]
     for s in range(4):
-        turns = [{"speaker": "user", "text": f"We met {people[s]} about the {topics[s]}."},
-                 {"speaker": "assistant", "text": f"Noted: {people[s]} has the {topics[s]}."}]  # fmt: skip
+        turns = [
+            {"speaker": "user", "text": f"We met {people[s]} about the {topics[s]}."},
+            {"speaker": "assistant", "text": f"Noted: {people[s]} has the {topics[s]}."},
+        ]
         if s == 0:
-            turns.append({"speaker": "user",
-                          "text": f"My passport number is {SAID} 55120, valid to March 2031."})  # fmt: skip
+            turns.append(
+                {
+                    "speaker": "user",
+                    "text": f"My passport number is {SAID} 55120, valid to March 2031.",
+                }
+            )
         engine.ingest_conversation(turns, USER, session_id=f"s{s}", now=T0 + timedelta(days=s))
     engine.compress(USER, force=True, now=T0 + timedelta(days=10))
     said = [m for m in engine.list(USER, limit=None) if SAID in m.content]
@@ -118,14 +137,17 @@ def engine_places(e: Engine, ids: dict[str, str]) -> dict[str, Callable[[], str]
     """Each place the engine answers from, as a function returning what it shows."""
     places: dict[str, Callable[[], str]] = {}
     for tier, window in WINDOWS.items():
-        places[f"context {tier}"] = lambda w=window: e.context(
-            QUESTION, USER, context_window=w, now=NOW).text
-        places[f"preview {tier}"] = lambda w=window: dump(e.preview(
-            QUESTION, USER, context_window=w, now=NOW).to_dict())
+        places[f"context {tier}"] = lambda w=window: (
+            e.context(QUESTION, USER, context_window=w, now=NOW).text
+        )
+        places[f"preview {tier}"] = lambda w=window: dump(
+            e.preview(QUESTION, USER, context_window=w, now=NOW).to_dict()
+        )
     places |= {
         "recall": lambda: dump([m.content for m in e.recall(QUESTION, USER).memories]),
-        "recall compressed": lambda: dump([m.content for m in e.recall(
-            QUESTION, USER, include_compressed=True).memories]),
+        "recall compressed": lambda: dump(
+            [m.content for m in e.recall(QUESTION, USER, include_compressed=True).memories]
+        ),
         "explain": lambda: dump(e.explain(QUESTION, USER, now=NOW).to_dict()),
         "stored tier sets": lambda: dump([s.value for s in e.store.states(USER, "tiers")]),
         "tiers()": lambda: dump(e.tiers(USER, now=NOW).to_dict()),
@@ -133,10 +155,11 @@ def engine_places(e: Engine, ids: dict[str, str]) -> dict[str, Callable[[], str]
         "export_records()": lambda: dump(list(e.export_records(USER))),
         "review()": lambda: dump([vars(p) for p in e.review(USER)]),
         "relations(partner)": lambda: dump(repr(e.relations(ids["partner"], USER))),
-        "browse(marker)": lambda: dump([m.content for t in MARKERS
-                                        for m in e.browse(USER, text=t).memories]),
+        "browse(marker)": lambda: dump(
+            [m.content for t in MARKERS for m in e.browse(USER, text=t).memories]
+        ),
         "list()": lambda: dump([m.content for m in e.list(USER, limit=None)]),
-    }  # fmt: skip
+    }
     return places
 
 
@@ -179,8 +202,9 @@ class Upstream:
     async def chat(self, request: Request) -> Response:
         self.received.append(json.loads(await request.body())["messages"])
         message = {"role": "assistant", "content": "Noted."}
-        return JSONResponse({"choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": message}]})  # fmt: skip
+        return JSONResponse(
+            {"choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+        )
 
 
 def served_places(url: str, key: str, upstream: Upstream) -> dict[str, Callable[[], str]]:
@@ -200,21 +224,33 @@ def served_places(url: str, key: str, upstream: Upstream) -> dict[str, Callable[
 
     def injected(model: str) -> Callable[[], str]:
         def read() -> str:
-            body = {"model": model, "user": USER,
-                    "messages": [{"role": "user", "content": QUESTION}]}  # fmt: skip
-            answer = httpx.post(url + "/v1/chat/completions", json=body, timeout=60,
-                                headers={"Authorization": f"Bearer {key}"})  # fmt: skip
+            body = {
+                "model": model,
+                "user": USER,
+                "messages": [{"role": "user", "content": QUESTION}],
+            }
+            answer = httpx.post(
+                url + "/v1/chat/completions",
+                json=body,
+                timeout=60,
+                headers={"Authorization": f"Bearer {key}"},
+            )
             answer.raise_for_status()
             return dump(upstream.received[-1])
 
         return read
 
     places = {f"inspector memories ?q={t}": page("/ui/memories", q=t) for t in MARKERS}
-    places |= {"inspector tiers": page("/ui/tiers"), "inspector activity": page("/ui/activity"),
-               "inspector conflicts": page("/ui/conflicts"),
-               "inspector try": page("/ui/try", message=QUESTION)}  # fmt: skip
-    places |= {f"inspector try {tier}": page("/ui/try", message=QUESTION, model=model)
-               for tier, model in MODELS.items()}  # fmt: skip
+    places |= {
+        "inspector tiers": page("/ui/tiers"),
+        "inspector activity": page("/ui/activity"),
+        "inspector conflicts": page("/ui/conflicts"),
+        "inspector try": page("/ui/try", message=QUESTION),
+    }
+    places |= {
+        f"inspector try {tier}": page("/ui/try", message=QUESTION, model=model)
+        for tier, model in MODELS.items()
+    }
     places |= {f"proxy block {tier}": injected(model) for tier, model in MODELS.items()}
     return places
 
@@ -251,15 +287,17 @@ print(json.dumps(out))
 def new_process(db: Path, ids: dict[str, str]) -> dict[str, Any]:
     """A new process on the file: what it answers (its indexes loaded from the file)."""
     code = REOPENED.format(here=str(Path(__file__).parent), db=str(db))
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+    )
     if done.returncode != 0:
         return {"new process": f"failed: {done.stderr[-400:]}"}
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     searched = found.get("new process: approximate search")
     if isinstance(searched, list):  # ids, not words: look for the forgotten ids instead
         found["new process: approximate search"] = [
-            k for k in ("decided", "said") if ids[k] in done.stdout]
+            k for k in ("decided", "said") if ids[k] in done.stdout
+        ]
     return found
 
 
@@ -285,14 +323,23 @@ def main() -> None:
         served = served_places(live.url, key, upstream)
         first = engine.context(QUESTION, USER, now=NOW)
         engine.feedback(USER, first.context_id, helpful=True)
-        before = read_places({k: v for k, v in (places | served).items()
-                              if k.startswith(("context", "stored", "proxy", "inspector"))},
-                             "before")  # fmt: skip
+        before = read_places(
+            {
+                k: v
+                for k, v in (places | served).items()
+                if k.startswith(("context", "stored", "proxy", "inspector"))
+            },
+            "before",
+        )
         engine.tiers(USER, rebuild=True, now=NOW)  # counted uses moved the revision
         forgotten = engine.forget([ids["decided"], ids["said"]], USER)
-        stored_sets = read_places({"stored tier sets": places["stored tier sets"],
-                                   "inspector tiers": served["inspector tiers"]},
-                                  "right after")  # fmt: skip
+        stored_sets = read_places(
+            {
+                "stored tier sets": places["stored tier sets"],
+                "inspector tiers": served["inspector tiers"],
+            },
+            "right after",
+        )
         after = stored_sets | read_places(places | served, "after")
         engine.wait()
         after |= read_places(places | served, "after the rebuild")

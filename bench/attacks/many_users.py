@@ -2,10 +2,10 @@
 
 One SQLite store (hash embedder), ``--users`` users (2,000), each with a few memories that
 carry a token of their own (``u{n}tok``): three remembered facts, ``--decisions``
-decisions (1) and a conversation of four turns. Then one engine serves them in a random order, ``--passes``
-times over: ``context()`` for a large model (tier 3) and for a small one (tier 1: the
-compiled tiers, compiled in the background), ``recall()``, ``explain()`` every fifth,
-``preview()`` every seventh. Checked:
+decisions (1) and a conversation of four turns. Then one engine serves them in a random
+order, ``--passes`` times over: ``context()`` for a large model (tier 3) and for a small
+one (tier 1: the compiled tiers, compiled in the background), ``recall()``, ``explain()``
+every fifth, ``preview()`` every seventh. Checked:
 
 - **isolation**: no answer for user *n* holds another user's token (every call, every
   memory returned, every block's text);
@@ -46,8 +46,18 @@ from engrain.config import Settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TOKEN = re.compile(r"u(\d+)tok")
-WORDS = ["the api", "the web app", "the worker", "the docs", "the cli", "the proxy",
-         "the inspector", "the migrations", "the models", "the benchmarks"]
+WORDS = [
+    "the api",
+    "the web app",
+    "the worker",
+    "the docs",
+    "the cli",
+    "the proxy",
+    "the inspector",
+    "the migrations",
+    "the models",
+    "the benchmarks",
+]
 
 
 def rss_mb() -> float:
@@ -58,8 +68,12 @@ def rss_mb() -> float:
 
 def make_engine(db: Path) -> Engine:
     warnings.simplefilter("ignore")
-    settings = Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash",  # type: ignore[arg-type]
-                        auto_compress=False)  # fmt: skip
+    settings = Settings(
+        data_dir=db.parent,
+        url=f"sqlite:///{db}",
+        embedder="hash",  # type: ignore[arg-type]
+        auto_compress=False,
+    )
     return Engine(settings=settings)
 
 
@@ -73,22 +87,46 @@ def seed(db: Path, users: int, decisions: int) -> None:
     records: list[dict[str, Any]] = []
     for n in range(users):
         tok = f"u{n}tok"
-        for i, fact in enumerate(("keeps the spare key under the blue pot",
-                                  "drinks oat milk in coffee",
-                                  "parks on level three")):  # fmt: skip
-            records.append({"type": "remember", "user_id": user(n), "kind": "fact",
-                            "content": f"{tok} {fact} ({i})",
-                            "at": (T0 + timedelta(minutes=i)).isoformat()})  # fmt: skip
+        for i, fact in enumerate(
+            (
+                "keeps the spare key under the blue pot",
+                "drinks oat milk in coffee",
+                "parks on level three",
+            )
+        ):
+            records.append(
+                {
+                    "type": "remember",
+                    "user_id": user(n),
+                    "kind": "fact",
+                    "content": f"{tok} {fact} ({i})",
+                    "at": (T0 + timedelta(minutes=i)).isoformat(),
+                }
+            )
         for d in range(decisions):
-            records.append({"type": "remember", "user_id": user(n), "kind": "decision",
-                            "content": f"{tok} decided to deploy {WORDS[d % len(WORDS)]} "
-                                       f"on Tuesdays, rule {d}",
-                            "at": T0.isoformat()})  # fmt: skip
-        records.append({"type": "conversation", "user_id": user(n), "session_id": "s1",
-                        "turns": [{"speaker": "user", "text": f"{tok}: where is the spare key?"},
-                                  {"speaker": "assistant", "text": f"{tok}: under the blue pot."},
-                                  {"speaker": "user", "text": f"{tok}: and the car?"},
-                                  {"speaker": "assistant", "text": f"{tok}: level three."}]})  # fmt: skip
+            records.append(
+                {
+                    "type": "remember",
+                    "user_id": user(n),
+                    "kind": "decision",
+                    "content": f"{tok} decided to deploy {WORDS[d % len(WORDS)]} "
+                    f"on Tuesdays, rule {d}",
+                    "at": T0.isoformat(),
+                }
+            )
+        records.append(
+            {
+                "type": "conversation",
+                "user_id": user(n),
+                "session_id": "s1",
+                "turns": [
+                    {"speaker": "user", "text": f"{tok}: where is the spare key?"},
+                    {"speaker": "assistant", "text": f"{tok}: under the blue pot."},
+                    {"speaker": "user", "text": f"{tok}: and the car?"},
+                    {"speaker": "assistant", "text": f"{tok}: level three."},
+                ],
+            }
+        )
     with make_engine(db) as e:
         e.import_records(records, now=T0)
 
@@ -116,8 +154,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=2000)
     parser.add_argument("--passes", type=int, default=2)
-    parser.add_argument("--decisions", type=int, default=1,
-                        help="decisions per user (each held by the user's compiled tiers)")
+    parser.add_argument(
+        "--decisions",
+        type=int,
+        default=1,
+        help="decisions per user (each held by the user's compiled tiers)",
+    )
     parser.add_argument("--bound", type=int, default=64)
     parser.add_argument("--max-growth-mb", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=23)
@@ -139,40 +181,59 @@ def main() -> None:
             rng.shuffle(order)
             for i, n in enumerate(order, 1):
                 who, now = user(n), T0 + timedelta(days=1)
-                shown = [e.context("where is the spare key?", who, now=now).text,
-                         e.context("where is the spare key?", who, context_window=8_000,
-                                   now=now).text,
-                         " ".join(m.content for m in e.recall("spare key", who).memories)]  # fmt: skip
+                shown = [
+                    e.context("where is the spare key?", who, now=now).text,
+                    e.context("where is the spare key?", who, context_window=8_000, now=now).text,
+                    " ".join(m.content for m in e.recall("spare key", who).memories),
+                ]
                 if i % 5 == 0:
-                    shown.append(" ".join(c.memory.content for c in e.explain(
-                        "where do I park?", who, now=now).ranked))  # fmt: skip
+                    shown.append(
+                        " ".join(
+                            c.memory.content
+                            for c in e.explain("where do I park?", who, now=now).ranked
+                        )
+                    )
                 if i % 7 == 0:
-                    shown.append(e.preview("where do I park?", who, context_window=8_000,
-                                           now=now).text)  # fmt: skip
+                    shown.append(
+                        e.preview("where do I park?", who, context_window=8_000, now=now).text
+                    )
                 calls += len(shown)
                 for text in shown:
                     if leaks(n, text):
                         crossed.append(f"{who} saw users {leaks(n, text)[:5]}")
                 if i % max(1, args.users // 4) == 0:
                     e.wait()
-                    samples.append({"pass": p, "served": i, "rss_mb": round(rss_mb(), 1),
-                                    **held(e)})  # fmt: skip
+                    samples.append(
+                        {"pass": p, "served": i, "rss_mb": round(rss_mb(), 1), **held(e)}
+                    )
         e.close()
-    first = next(s for s in samples if s["pass"] == 1 and s["served"] == args.users
-                 or s["pass"] == 1 and s is samples[-1])  # fmt: skip
+    first = next(
+        s
+        for s in samples
+        if (s["pass"] == 1 and s["served"] == args.users) or (s["pass"] == 1 and s is samples[-1])
+    )
     end_of_first = [s for s in samples if s["pass"] == 1][-1]
     growth = samples[-1]["rss_mb"] - end_of_first["rss_mb"] if args.passes > 1 else 0.0
-    over = {k: v for k, v in samples[-1].items()
-            if k not in ("pass", "served", "rss_mb") and v > args.bound}  # fmt: skip
+    over = {
+        k: v
+        for k, v in samples[-1].items()
+        if k not in ("pass", "served", "rss_mb") and v > args.bound
+    }
     summary = {
-        "attack": "many_users", "users": args.users, "decisions_each": args.decisions,
-        "passes": args.passes, "calls": calls,
-        "seeded_s": round(seeded_s, 1), "samples": samples,
+        "attack": "many_users",
+        "users": args.users,
+        "decisions_each": args.decisions,
+        "passes": args.passes,
+        "calls": calls,
+        "seeded_s": round(seeded_s, 1),
+        "samples": samples,
         "rss_growth_mb_over_the_later_passes": round(growth, 1),
-        "structures_over_the_bound": over, "first_pass_end": first,
-        "crossed": crossed[:20], "crossed_count": len(crossed),
+        "structures_over_the_bound": over,
+        "first_pass_end": first,
+        "crossed": crossed[:20],
+        "crossed_count": len(crossed),
         "ok": not crossed and not over and growth <= args.max_growth_mb,
-    }  # fmt: skip
+    }
     finish(summary, args.json)
 
 

@@ -44,16 +44,27 @@ from engrain.errors import EngrainError
 USER = "ada"
 T = datetime(2026, 6, 1, 12, tzinfo=UTC)
 YEARS = timedelta(days=3652)
-CLOCKS = {"ten years before": T - YEARS, "a second before": T - timedelta(seconds=1),
-          "at": T, "ten years on": T + YEARS, "twenty years on": T + 2 * YEARS,
-          "year 1": datetime(1, 1, 2, tzinfo=UTC)}  # fmt: skip
+CLOCKS = {
+    "ten years before": T - YEARS,
+    "a second before": T - timedelta(seconds=1),
+    "at": T,
+    "ten years on": T + YEARS,
+    "twenty years on": T + 2 * YEARS,
+    "year 1": datetime(1, 1, 2, tzinfo=UTC),
+}
 QUESTION = "when does the deploy key rotate and who holds the vault?"
 
 
 def make_engine(root: Path, name: str) -> Engine:
     warnings.simplefilter("ignore")
-    settings = Settings(data_dir=root, url=f"sqlite:///{root / name}", embedder="hash",  # type: ignore[arg-type]
-                        auto_compress=False, max_chunk_tokens=30, min_chunk_tokens=0)  # fmt: skip
+    settings = Settings(
+        data_dir=root,
+        url=f"sqlite:///{root / name}",
+        embedder="hash",  # type: ignore[arg-type]
+        auto_compress=False,
+        max_chunk_tokens=30,
+        min_chunk_tokens=0,
+    )
     return Engine(settings=settings)
 
 
@@ -71,25 +82,43 @@ def seed(e: Engine) -> dict[str, str]:
     ids: dict[str, str] = {}
     for i in range(8):
         e.remember(f"Filler {i}: the build farm node{i} sits in rack {i}.", USER, now=T)
-    ids["present"] = e.remember("The deploy key rotates on the first Monday of the month.",
-                                USER, kind="decision", now=T).memory_id  # fmt: skip
-    ids["future"] = e.remember("The deploy key rotates on the first Monday of the month.",
-                               USER + "-twin", kind="decision", now=T + YEARS).memory_id  # fmt: skip
-    e.remember("The deploy key backup is copied to tape every Friday night.", USER + "-twin",
-               kind="decision", now=T)  # fmt: skip
-    ids["from the future"] = e.remember("Priya holds the vault passphrase for the deploy.",
-                                        USER, kind="fact", now=T + YEARS).memory_id  # fmt: skip
-    ids["event ahead"] = e.remember("The datacenter move happens on the deploy freeze.", USER,
-                                    event_at=T + YEARS, now=T).memory_id  # fmt: skip
+    ids["present"] = e.remember(
+        "The deploy key rotates on the first Monday of the month.", USER, kind="decision", now=T
+    ).memory_id
+    ids["future"] = e.remember(
+        "The deploy key rotates on the first Monday of the month.",
+        USER + "-twin",
+        kind="decision",
+        now=T + YEARS,
+    ).memory_id
+    e.remember(
+        "The deploy key backup is copied to tape every Friday night.",
+        USER + "-twin",
+        kind="decision",
+        now=T,
+    )
+    ids["from the future"] = e.remember(
+        "Priya holds the vault passphrase for the deploy.", USER, kind="fact", now=T + YEARS
+    ).memory_id
+    ids["event ahead"] = e.remember(
+        "The datacenter move happens on the deploy freeze.", USER, event_at=T + YEARS, now=T
+    ).memory_id
     edited = e.remember("The vault lives in the basement.", USER, now=T).memory_id
     e.update(edited, USER, content="The vault lives in the attic.", now=T - YEARS)
     ids["edited before creation"] = edited
-    pinned = e.remember("Rotate the deploy key with the runbook.", USER, kind="golden_path",
-                        now=T).memory_id  # fmt: skip
+    pinned = e.remember(
+        "Rotate the deploy key with the runbook.", USER, kind="golden_path", now=T
+    ).memory_id
     e.pin(pinned, USER, now=T - YEARS)
     ids["pinned before creation"] = pinned
-    turns = [{"speaker": "user", "text": f"Turn {i}: the vault inventory lists {i} crates of "
-              f"ledger{i} paper.", "at": T - timedelta(hours=i)} for i in range(6)]  # fmt: skip
+    turns = [
+        {
+            "speaker": "user",
+            "text": f"Turn {i}: the vault inventory lists {i} crates of ledger{i} paper.",
+            "at": T - timedelta(hours=i),
+        }
+        for i in range(6)
+    ]
     e.ingest_conversation(turns, USER, session_id="backwards", now=T)
     return ids
 
@@ -131,25 +160,40 @@ def main() -> None:
         for label, now in CLOCKS.items():
             for tier, window in (("tier 1", 8_000), ("tier 2", 32_000), ("tier 3", None)):
                 calls += 1
-                attempt(broken, f"context {tier} {label}",
-                        lambda n=now, w=window: e.context(QUESTION, USER, context_window=w, now=n))  # fmt: skip
+                attempt(
+                    broken,
+                    f"context {tier} {label}",
+                    lambda n=now, w=window: e.context(QUESTION, USER, context_window=w, now=n),
+                )
                 calls += 1
-                attempt(broken, f"preview {tier} {label}",
-                        lambda n=now, w=window: e.preview(QUESTION, USER, context_window=w, now=n))  # fmt: skip
+                attempt(
+                    broken,
+                    f"preview {tier} {label}",
+                    lambda n=now, w=window: e.preview(QUESTION, USER, context_window=w, now=n),
+                )
             calls += 3
             attempt(broken, f"recall {label}", lambda: e.recall(QUESTION, USER))
-            explained = attempt(broken, f"explain {label}",
-                                lambda n=now: e.explain(QUESTION, USER, now=n).to_dict())  # fmt: skip
+            explained = attempt(
+                broken, f"explain {label}", lambda n=now: e.explain(QUESTION, USER, now=n).to_dict()
+            )
             if explained is not None:
                 broken += [f"explain {label}: not finite at {p}" for p in nonfinite(explained)]
-                broken += [f"explain {label}: {r}" for r in ranges(explained,
-                                                                   explained["weights"])]  # fmt: skip
+                broken += [f"explain {label}: {r}" for r in ranges(explained, explained["weights"])]
             attempt(broken, f"tiers {label}", lambda n=now: e.tiers(USER, rebuild=True, now=n))
             # a memory written at T and one written ten years on, asked at a clock at or
             # before T: both are "not older than now", the one from the future may not
             # win on recency (an age below zero must not count as fresher than fresh)
-            twin = None if now > T else attempt(broken, f"explain twin {label}", lambda n=now: e.explain(
-                "deploy key rotation Monday", USER + "-twin", now=n).to_dict())  # fmt: skip
+            twin = (
+                None
+                if now > T
+                else attempt(
+                    broken,
+                    f"explain twin {label}",
+                    lambda n=now: e.explain(
+                        "deploy key rotation Monday", USER + "-twin", now=n
+                    ).to_dict(),
+                )
+            )
             if twin is not None:
                 calls += 1
                 rec = {c["id"]: c["components"].get("recency", 0.0) for c in twin["candidates"]}
@@ -157,17 +201,28 @@ def main() -> None:
                 present = [v for k, v in rec.items() if k != ids["future"]]
                 compared += future is not None and bool(present)
                 if future is not None and present and future > max(present) + 1e-9:
-                    broken.append(f"twin {label}: the memory from the future wins on recency "
-                                  f"({future} > {max(present)})")  # fmt: skip
+                    broken.append(
+                        f"twin {label}: the memory from the future wins on recency "
+                        f"({future} > {max(present)})"
+                    )
         calls += 4
-        attempt(broken, "feedback at an earlier clock on a context recorded later",
-                lambda: e.feedback(USER, late.context_id, helpful=True))  # fmt: skip
-        attempt(broken, "feedback by memory ids from the future",
-                lambda: e.feedback(USER, memory_ids=[ids["from the future"]], helpful=False))  # fmt: skip
+        attempt(
+            broken,
+            "feedback at an earlier clock on a context recorded later",
+            lambda: e.feedback(USER, late.context_id, helpful=True),
+        )
+        attempt(
+            broken,
+            "feedback by memory ids from the future",
+            lambda: e.feedback(USER, memory_ids=[ids["from the future"]], helpful=False),
+        )
         for label in ("ten years before", "twenty years on"):
             calls += 1
-            attempt(broken, f"compress {label}",
-                    lambda n=CLOCKS[label]: e.compress(USER, force=True, now=n))  # fmt: skip
+            attempt(
+                broken,
+                f"compress {label}",
+                lambda n=CLOCKS[label]: e.compress(USER, force=True, now=n),
+            )
         shown = attempt(broken, "contexts()", lambda: e.contexts(USER, limit=50))
         exported = list(e.export_records())
         e.close()
@@ -177,14 +232,21 @@ def main() -> None:
         again = list(copy.export_records())
         copy.close()
         same = json.dumps(exported, sort_keys=True, default=str) == json.dumps(
-            again, sort_keys=True, default=str)  # fmt: skip
+            again, sort_keys=True, default=str
+        )
         if not same:
             broken.append("export → import → export differs")
-    summary = {"attack": "time_travel", "clocks": list(CLOCKS), "calls": calls,
-               "twins_compared": compared,
-               "contexts_listed_after_compress_20_years_on": len(shown or []), "exported_records": len(exported),
-               "round_trip_identical": same, "broken": broken,
-               "ok": not broken and compared == sum(c <= T for c in CLOCKS.values())}  # fmt: skip
+    summary = {
+        "attack": "time_travel",
+        "clocks": list(CLOCKS),
+        "calls": calls,
+        "twins_compared": compared,
+        "contexts_listed_after_compress_20_years_on": len(shown or []),
+        "exported_records": len(exported),
+        "round_trip_identical": same,
+        "broken": broken,
+        "ok": not broken and compared == sum(c <= T for c in CLOCKS.values()),
+    }
     finish(summary, args.json)
 
 
