@@ -26,9 +26,18 @@ MARKER = "Zembrilo"
 LATER = NOW + timedelta(days=30)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    store: Store = MemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "f.db")
+    """One store two engines share (each engine's lock its own, as two processes')."""
+    store: Store
+    if request.param == "memory":
+        store = MemoryStore()
+    elif request.param == "sqlite":
+        store = SQLiteStore(tmp_path / "f.db")
+    else:
+        from engrain.store.postgres import PostgresStore
+
+        store = PostgresStore(request.getfixturevalue("pg_url"), pool_size=2)
     yield store
     store.close()
 
