@@ -57,3 +57,16 @@ def test_a_failed_job_is_logged_and_the_worker_goes_on(caplog) -> None:  # type:
     worker.submit("good", lambda: done.append(True))
     worker.close()
     assert done == [True]
+
+
+def test_a_finished_job_is_not_kept() -> None:
+    """One job per key ever asked for stayed in the worker with its result (a tier set
+    holding its memories, per user served: session 23 h2, ``bench/attacks/many_users.py``)."""
+    worker = Worker()
+    futures = [worker.submit(("tiers", f"user{n}"), lambda n=n: n) for n in range(50)]
+    worker.wait()
+    assert [f.result() for f in futures] == list(range(50))
+    assert worker._pending == {}
+    again = worker.submit(("tiers", "user3"), lambda: "again")  # a key asked again runs again
+    assert again.result() == "again"
+    worker.close()

@@ -80,3 +80,30 @@ def test_indexes_go_with_their_store() -> None:
     del store
     gc.collect()
     assert len(indexes._stores) == 0
+
+
+def test_the_indexes_of_the_most_recently_used_users_are_kept_and_no_more() -> None:
+    """A long-lived process serving many users keeps :data:`HELD_USERS` indexes (session
+    23 h2, ``bench/attacks/many_users.py``: one per user ever served before)."""
+    from engrain.recall.per_revision import HELD_USERS
+
+    built: list[str] = []
+
+    def build(memories: Sequence[Memory], user_id: str, revision: int, embed: Embed,
+              previous: _Index | None) -> _Index:  # fmt: skip
+        built.append(user_id)
+        return _Index(revision, len(memories), previous)
+
+    store: Any = _Store()
+    users = [f"user{n}" for n in range(HELD_USERS + 10)]
+    store.revisions = dict.fromkeys(users, 1)
+    indexes = StoreIndexes(build)(store)
+    for user in users:
+        indexes.of(store, user, _embed)
+    indexes.of(store, users[10], _embed)  # used again: now the most recent
+    assert len(indexes._users) == HELD_USERS
+    assert users[10] in indexes._users and users[0] not in indexes._users
+    built.clear()
+    indexes.of(store, users[10], _embed)
+    indexes.of(store, users[0], _embed)  # dropped: built again
+    assert built == [users[0]]

@@ -56,6 +56,8 @@ class Worker:
                 again = self._again.pop(key, None)
                 if again is not None and self._executor is not None:
                     self._start(key, again)
+                else:  # its work is done: a finished job is not kept (one per key ever asked)
+                    self._pending.pop(key, None)
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until every job submitted so far, and every re-run they asked for, is done

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from engrain import activity, curate, relate, validate
+from engrain import activity, curate, forgotten, relate, validate
 from engrain import browse as browsing
 from engrain import compress as compression
 from engrain import feedback as fb
@@ -136,8 +136,10 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish background work (tier compilation, compression), then close the store."""
+        """Finish background work (tier compilation, compression), stop the engine's
+        threads, then close the store."""
         self.worker.close()
+        self.planner.close()
         self.store.close()
 
     def wait(self, timeout: float | None = None) -> None:
@@ -352,6 +354,11 @@ class Engine:
         )  # fmt: skip
         if plan.summaries:
             self.store.write(plan.summaries, patches=plan.patches)
+            # a source forgotten after the plan read it: its summary must not outlive it
+            with self._lock:
+                lost = forgotten.orphaned(self.store, user_id, plan.summaries)
+                if lost:
+                    self._forget(user_id, [], lost)
         return plan.report
 
     # -- feedback ------------------------------------------------------------------------------
@@ -678,15 +685,29 @@ class Engine:
 
     def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
         """Delete these memories of the user, atomically; returns how many existed. Their
-        conflict partners are unflagged and their learned co-occurrence dropped."""
+        conflict partners are unflagged and their learned co-occurrence dropped. What was
+        made from them goes too (``forgotten.py``): a session summary written from one of
+        them (the session's other memories are no longer compressed) and a stored tier set
+        holding one."""
         ids = validate.identifiers(memory_ids)
         user_id = validate.user_id(user_id)
         with self._lock:
             found = self.store.get(user_id, ids)
-            state = fb.unlearned(self.store, user_id, [m.id for m in found])
-            resolved = relate.resolve(self.store, user_id, found)
-            self.store.write(deletes=found, state=state, patches=resolved)
+            self._forget(user_id, found, forgotten.made_from(self.store, user_id, found))
+            # a summary or tier set committed by another process since that read
+            late = forgotten.made_from(self.store, user_id, found)
+            if late:
+                self._forget(user_id, [], late)
         return len(found)
+
+    def _forget(self, user_id: str, found: Sequence[Memory], made: forgotten.Derived) -> None:
+        """One transaction: ``found`` and what was made from them (``forgotten.py``)
+        deleted, their conflict partners unflagged, their co-occurrence dropped."""
+        gone = [*found, *made.deletes]
+        state = fb.unlearned(self.store, user_id, [m.id for m in gone])
+        resolved = relate.resolve(self.store, user_id, gone)
+        self.store.write(deletes=gone, state=[*state, *made.state],
+                         patches=[*resolved, *made.patches])  # fmt: skip
 
     def browse(
         self,

@@ -303,6 +303,15 @@ class Planner:
                 self._side_pid = os.getpid()
             return self._side_pool
 
+    def close(self) -> None:
+        """Stop the side threads once the embeddings they run are done (an engine closing:
+        idle, they would stay until the planner is collected). A conversation planned
+        after this starts them again."""
+        with self._side_lock:
+            pool, self._side_pool = self._side_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
     # -- phase 2: decide (reads the store) ----------------------------------------------------
 
     def plan(

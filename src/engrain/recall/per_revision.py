@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
@@ -37,20 +38,26 @@ T = TypeVar("T", bound=Revisioned)
 #: at ``revision`` (``previous``: the one it replaces, whose work it may reuse).
 Build = Callable[[Sequence[Memory], str, int, Embed, "T | None"], T]
 
+#: Users whose index a store's :class:`UserIndexes` keeps (least recently used dropped
+#: first, rebuilt when next asked for): as many as the SQLite store keeps working sets.
+HELD_USERS = 64
+
 
 class UserIndexes(Generic[T]):
-    """The index of each user of one store."""
+    """The index of each of the :data:`HELD_USERS` most recently used users of one store."""
 
     def __init__(self, build: Build[T]) -> None:
         self._build = build
         self._lock = threading.Lock()
-        self._users: dict[str, T] = {}
+        self._users: OrderedDict[str, T] = OrderedDict()
 
     def of(self, store: Store, user_id: str, embed: Embed) -> T:
         """The user's index at the store's current revision (rebuilt if it changed)."""
         revision = store.revision(user_id)
         with self._lock:
             current = self._users.get(user_id)
+            if current is not None:
+                self._users.move_to_end(user_id)
         if current is not None and current.revision == revision:
             return current
         index = self._build(store.query(user_id), user_id, revision, embed, current)
@@ -58,6 +65,9 @@ class UserIndexes(Generic[T]):
             now = self._users.get(user_id)
             if now is None or now.revision <= revision:
                 self._users[user_id] = index
+                self._users.move_to_end(user_id)
+                while len(self._users) > HELD_USERS:
+                    self._users.popitem(last=False)
         return index
 
 

@@ -11,6 +11,9 @@ so no request waits on compilation.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +38,10 @@ def wrap(text: str) -> str:
 
 NAMESPACE = "tiers"
 ALL_PROJECTS = "*"
+#: Compiled tier sets kept in process (least recently served dropped first): as many users
+#: as the SQLite store keeps working sets. A set holds its memories, so an unbounded map
+#: grew with every user a long-lived process ever served (``bench/attacks/many_users.py``).
+HELD_SETS = 64
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,8 @@ class TierCache:
         self.store = store
         self.summarize = summarize
         self.worker = worker or Worker()
-        self._fresh: dict[tuple[str, str], TierSet] = {}
+        self._fresh: OrderedDict[tuple[str, str], TierSet] = OrderedDict()
+        self._fresh_lock = threading.Lock()
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -87,15 +95,27 @@ class TierCache:
         ``None``. Costs one revision lookup when this process has them already."""
         key = (user_id, project or ALL_PROJECTS)
         revision = self.store.revision(user_id)
-        found = self._fresh.get(key)
+        with self._fresh_lock:
+            found = self._fresh.get(key)
+            if found is not None:
+                self._fresh.move_to_end(key)
         if found is not None and found.revision == revision:
             return found
         stored = self.stored(user_id, project)
         if stored is None or stored.revision != revision:
             return None
         loaded = self._with_memories(stored)
-        self._fresh[key] = loaded
+        self._hold(key, loaded)
         return loaded
+
+    def _hold(self, key: tuple[str, str], tiers: TierSet) -> None:
+        """Keep ``tiers`` in process, the least recently served set dropped past
+        :data:`HELD_SETS` (a dropped set is read from the store again when next served)."""
+        with self._fresh_lock:
+            self._fresh[key] = tiers
+            self._fresh.move_to_end(key)
+            while len(self._fresh) > HELD_SETS:
+                self._fresh.popitem(last=False)
 
     def stored(self, user_id: str, project: str | None) -> TierSet | None:
         """The last compiled tiers, fresh or not (``None`` if never compiled)."""
@@ -139,11 +159,28 @@ class TierCache:
         stats["promoted"] = len(promoted)
         result = TierSet(user_id, project, revision, now, tiers, stats,
                          {m.id: m for m in items})  # fmt: skip
-        self.store.write(
-            state=[State(user_id, NAMESPACE, project or ALL_PROJECTS, result.to_dict())]
-        )
-        self._fresh[(user_id, project or ALL_PROJECTS)] = result
+        key = project or ALL_PROJECTS
+        self.store.write(state=[State(user_id, NAMESPACE, key, result.to_dict())])
+        if self.store.revision(user_id) != revision:
+            self._drop_if_forgotten(result, key)
+        else:
+            self._hold((user_id, key), result)
         return result
+
+    def _drop_if_forgotten(self, result: TierSet, key: str) -> None:
+        """Delete the set just stored if a memory it holds was forgotten after it was read
+        (a forget that committed before this write could not see it: ``forgotten.py``),
+        unless the stored set is another compile's by then."""
+        held = sorted({i for part in result.tiers.values() for i in part.memory_ids})
+        if len(self.store.get(result.user_id, held)) == len(held):
+            return
+        stamp = result.to_dict()["compiled_at"], result.revision
+
+        def change(current: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+            mine = current is not None and (current.get("compiled_at"), current.get("revision"))
+            return None if mine == stamp else current
+
+        self.store.write(state=[State(result.user_id, NAMESPACE, key, None, change=change)])
 
     def schedule(
         self, user_id: str, project: str | None, now: datetime | None = None
