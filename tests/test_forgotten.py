@@ -1,6 +1,7 @@
 """A forgotten memory is gone from what was made from it (``forgotten.py``, session 23 h2,
-``bench/attacks/forget_everywhere.py``): the session summary written from it, and a stored
-tier set holding it; also when the summary or the tier set is committed by another engine
+``bench/attacks/forget_everywhere.py``): the session summary written from it (with
+``Settings.forget_summaries``; by default a summary is a memory of its own and stays), and a
+stored tier set holding it; also when the summary or the tier set is committed by another engine
 between the forget's read and its write, or after it."""
 
 from __future__ import annotations
@@ -42,11 +43,13 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     store.close()
 
 
-def engine_on(store: Store, tmp_path: Path) -> Engine:
+def engine_on(store: Store, tmp_path: Path, *, forget_summaries: bool = True) -> Engine:
     """An engine of its own (its own lock, as another process has) over ``store``; each
-    turn of a session is a memory of its own (small chunks)."""
+    turn of a session is a memory of its own (small chunks); summaries go with their
+    forgotten sources unless ``forget_summaries=False`` (the default setting)."""
     settings = make_settings(
         tmp_path,
+        forget_summaries=forget_summaries,
         auto_compress=False,
         max_chunk_tokens=20,
         sessions_to_compress=2,
@@ -261,3 +264,24 @@ def test_compiled_tier_sets_held_in_process_are_bounded(tmp_path: Path) -> None:
     assert len(engine.tier_cache._fresh) == HELD_SETS
     assert (users[0], "*") in engine.tier_cache._fresh  # served last: kept
     assert (users[1], "*") not in engine.tier_cache._fresh
+
+
+def test_by_default_a_summary_stays_when_a_memory_it_was_written_from_is_forgotten(
+    shared: Store, tmp_path: Path
+) -> None:
+    """``forget_summaries`` off (the default): the forget removes the memory it names and
+    nothing else a user stored or listed; the summary keeps its id and its sources stay
+    compressed."""
+    engine = engine_on(shared, tmp_path, forget_summaries=False)
+    assert not make_settings(tmp_path).forget_summaries  # the default
+    sessions(engine)
+    engine.compress("ada", force=True, now=LATER)
+    source = next(m for m in holders(engine) if m.kind is not Kind.SUMMARY)
+    summary = next(m for m in holders(engine) if m.kind is Kind.SUMMARY)
+    siblings = [m.id for m in engine.list("ada", session_id="s0", limit=None)
+                if m.id not in (source.id, summary.id)]  # fmt: skip
+
+    assert engine.forget(source.id, "ada") == 1
+    assert engine.store.get("ada", [source.id]) == []
+    assert [m.id for m in engine.store.get("ada", [summary.id])] == [summary.id]
+    assert all(m.compressed for m in engine.store.get("ada", siblings))

@@ -84,6 +84,9 @@ def make_engine(db: Path) -> Engine:
         max_chunk_tokens=20,
         min_chunk_tokens=0,
         sessions_to_compress=2,
+        # the summaries' erasure is asked for (by default a summary is a memory of its own
+        # and keeps the words of a source forgotten after it: docs/decisions.md)
+        forget_summaries=True,
     )
     return Engine(settings=settings)
 

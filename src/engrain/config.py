@@ -218,6 +218,15 @@ class Settings(BaseModel):
     sessions_to_compress: int | None = Field(
         default=None, ge=1, description="Oldest sessions compressed at once (threshold / 2)."
     )
+    forget_summaries: bool = Field(
+        default=False,
+        description="forget() also deletes a session summary written from a forgotten memory "
+        "(and un-compresses the session's other memories, so the next compression "
+        "summarises them anew): the forgotten words leave every summary. Off by default: a "
+        "summary is a memory of its own, which a forget of another memory leaves in place "
+        "(the shared reliability scripts' contract); stored tier sets naming a forgotten "
+        "memory are dropped either way.",
+    )
     auto_compress: bool = Field(
         default=True, description="Check for compression in the background after ingestion."
     )

@@ -355,10 +355,11 @@ class Engine:
         if plan.summaries:
             self.store.write(plan.summaries, patches=plan.patches)
             # a source forgotten after the plan read it: its summary must not outlive it
-            with self._lock:
-                lost = forgotten.orphaned(self.store, user_id, plan.summaries)
-                if lost:
-                    self._forget(user_id, [], lost)
+            if self.settings.forget_summaries:
+                with self._lock:
+                    lost = forgotten.orphaned(self.store, user_id, plan.summaries)
+                    if lost:
+                        self._forget(user_id, [], lost)
         return plan.report
 
     # -- feedback ------------------------------------------------------------------------------
@@ -685,17 +686,19 @@ class Engine:
 
     def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
         """Delete these memories of the user, atomically; returns how many existed. Their
-        conflict partners are unflagged and their learned co-occurrence dropped. What was
-        made from them goes too (``forgotten.py``): a session summary written from one of
-        them (the session's other memories are no longer compressed) and a stored tier set
-        holding one."""
+        conflict partners are unflagged and their learned co-occurrence dropped. A stored
+        tier set holding one goes too, and with ``Settings.forget_summaries`` a session
+        summary written from one of them (the session's other memories are then no longer
+        compressed; ``forgotten.py``)."""
         ids = validate.identifiers(memory_ids)
         user_id = validate.user_id(user_id)
         with self._lock:
             found = self.store.get(user_id, ids)
-            self._forget(user_id, found, forgotten.made_from(self.store, user_id, found))
+            summaries = self.settings.forget_summaries
+            made = forgotten.made_from(self.store, user_id, found, summaries_too=summaries)
+            self._forget(user_id, found, made)
             # a summary or tier set committed by another process since that read
-            late = forgotten.made_from(self.store, user_id, found)
+            late = forgotten.made_from(self.store, user_id, found, summaries_too=summaries)
             if late:
                 self._forget(user_id, [], late)
         return len(found)

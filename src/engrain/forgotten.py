@@ -6,7 +6,9 @@ compiled tier set (``tiers/cache.py``) holds the text of the memories it injects
 forgotten must be gone from both, not only from its row (``docs/decisions.md``, "Forgotten
 means gone"):
 
-- a summary made from a forgotten memory is forgotten with it, and the session's other
+- with ``Settings.forget_summaries`` (off by default: a summary is a memory of its own,
+  and the shared reliability scripts hold that a forget removes only what it names), a
+  summary made from a forgotten memory is forgotten with it, and the session's other
   memories are no longer compressed: they are recalled on their own again, and the next
   compression summarises the session anew, without the forgotten one;
 - a stored tier set naming a forgotten memory is deleted (it was already stale: the
@@ -58,13 +60,17 @@ def sources(summary: Memory) -> tuple[str, ...]:
     return tuple(i for i in found if isinstance(i, str)) if isinstance(found, list) else ()
 
 
-def made_from(store: Store, user_id: str, gone: Sequence[Memory]) -> Derived:
+def made_from(
+    store: Store, user_id: str, gone: Sequence[Memory], *, summaries_too: bool = True
+) -> Derived:
     """The summaries and tier sets of ``user_id`` made from any of ``gone`` (memories being
-    forgotten), and what un-compresses the summaries' other sources. Only an episodic
-    memory of a session is ever summarised, so a forget of none reads no summary."""
+    forgotten), and what un-compresses the summaries' other sources; with
+    ``summaries_too=False`` (``Settings.forget_summaries`` off) the tier sets only. Only an
+    episodic memory of a session is ever summarised, so a forget of none reads no summary."""
     ids = {m.id for m in gone}
     summaries: list[Memory] = []
-    if any(m.memory_type is MemoryType.EPISODIC and m.session_id for m in gone):
+    if summaries_too and any(m.memory_type is MemoryType.EPISODIC and m.session_id
+                             for m in gone):  # fmt: skip
         summaries = [s for s in store.query(user_id, _SUMMARIES)
                      if s.id not in ids and ids.intersection(sources(s))]  # fmt: skip
     return _removal(store, user_id, summaries, ids)
