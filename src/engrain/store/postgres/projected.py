@@ -53,10 +53,11 @@ searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed
 HNSW graph of the user's vectors held in process instead of the projection's product
 (``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
 ``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
-process's (docs/postgres.md, "Session 20"). **The default since session 21** (unset
-``ENGRAIN_PG_POOL_INDEX``; ``off`` keeps the database's walk): a graph is now kept in a file
-between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU) instead
-of building it (~55-75 s), and it is held only for users of at least
+process's (docs/postgres.md, "Session 20"). **Off by default** (unset
+``ENGRAIN_PG_POOL_INDEX``: the database's walk; :func:`pool_kind`): a process serving a
+100,000-memory user with it measured 288-320 MB against the 300 MB target. A graph is kept
+in a file between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU)
+instead of building it (~55-75 s), and it is held only for users of at least
 ``held_graph.MIN_ROWS`` memories.
 """
 
