@@ -7,40 +7,21 @@ between the forget's read and its write, or after it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from engrain import Engine
 from engrain.embed import HashEmbedder
 from engrain.model import Kind, Memory
 from engrain.store import MemoryStore, Store
-from engrain.store.sqlite import SQLiteStore
 from engrain.tiers.cache import NAMESPACE
 
 from .conftest import NOW, make_settings
 
 MARKER = "Zembrilo"
 LATER = NOW + timedelta(days=30)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """One store two engines share (each engine's lock its own, as two processes')."""
-    store: Store
-    if request.param == "memory":
-        store = MemoryStore()
-    elif request.param == "sqlite":
-        store = SQLiteStore(tmp_path / "f.db")
-    else:
-        from engrain.store.postgres import PostgresStore
-
-        store = PostgresStore(request.getfixturevalue("pg_url"), pool_size=2)
-    yield store
-    store.close()
 
 
 def engine_on(store: Store, tmp_path: Path, *, forget_summaries: bool = True) -> Engine:
@@ -105,9 +86,9 @@ def everywhere(engine: Engine, marker: str = MARKER) -> dict[str, bool]:
 
 
 def test_forgetting_a_compressed_memory_forgets_the_summary_written_from_it(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
-    engine = engine_on(shared, tmp_path)
+    engine = engine_on(store, tmp_path)
     sessions(engine)
     report = engine.compress("ada", force=True, now=LATER)
     assert "s0" in report.sessions
@@ -127,8 +108,8 @@ def test_forgetting_a_compressed_memory_forgets_the_summary_written_from_it(
     assert all(MARKER not in m.content for m in engine.list("ada", limit=None))
 
 
-def test_forgetting_a_summary_s_source_keeps_other_summaries(shared: Store, tmp_path: Path) -> None:
-    engine = engine_on(shared, tmp_path)
+def test_forgetting_a_summary_s_source_keeps_other_summaries(store: Store, tmp_path: Path) -> None:
+    engine = engine_on(store, tmp_path)
     sessions(engine)
     engine.compress("ada", force=True, now=LATER)
     before = {m.id for m in engine.list("ada", limit=None) if m.kind is Kind.SUMMARY}
@@ -140,9 +121,9 @@ def test_forgetting_a_summary_s_source_keeps_other_summaries(shared: Store, tmp_
 
 
 def test_a_stored_tier_set_holding_a_forgotten_memory_is_dropped(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
-    engine = engine_on(shared, tmp_path)
+    engine = engine_on(store, tmp_path)
     kept = engine.remember(
         "We deploy from the main branch every Tuesday.", "ada", kind="decision", now=NOW
     ).memory_id
@@ -159,9 +140,9 @@ def test_a_stored_tier_set_holding_a_forgotten_memory_is_dropped(
 
 
 def test_a_forget_of_a_memory_no_tier_holds_keeps_the_stored_set(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
-    engine = engine_on(shared, tmp_path)
+    engine = engine_on(store, tmp_path)
     engine.remember(
         "We deploy from the main branch every Tuesday.", "ada", kind="decision", now=NOW
     )
@@ -197,14 +178,14 @@ class Hooked:
 
 
 def test_a_summary_written_after_its_source_was_forgotten_is_removed(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     """A compression that read the session before a forget and writes after it."""
-    other = engine_on(shared, tmp_path)
+    other = engine_on(store, tmp_path)
     sessions(other)
     source = next(m for m in holders(other))
     hooked = Hooked(
-        shared, "write", lambda *a, **k: bool(a and a[0]), lambda: other.forget(source.id, "ada")
+        store, "write", lambda *a, **k: bool(a and a[0]), lambda: other.forget(source.id, "ada")
     )
     compressing = engine_on(hooked, tmp_path)  # type: ignore[arg-type]
     compressing.compress("ada", force=True, now=LATER)
@@ -214,13 +195,13 @@ def test_a_summary_written_after_its_source_was_forgotten_is_removed(
 
 
 def test_a_summary_committed_between_a_forgets_read_and_write_is_removed(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
-    other = engine_on(shared, tmp_path)
+    other = engine_on(store, tmp_path)
     sessions(other)
     source = next(m for m in holders(other))
     hooked = Hooked(
-        shared,
+        store,
         "write",
         lambda *a, **k: bool(k.get("deletes")),
         lambda: other.compress("ada", force=True, now=LATER),
@@ -232,14 +213,14 @@ def test_a_summary_committed_between_a_forgets_read_and_write_is_removed(
 
 
 def test_a_tier_set_compiled_before_a_forget_and_stored_after_it_is_dropped(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
-    other = engine_on(shared, tmp_path)
+    other = engine_on(store, tmp_path)
     doomed = other.remember(
         f"The vault code is 4417, ask {MARKER}.", "ada", kind="decision", now=NOW
     ).memory_id
     hooked = Hooked(
-        shared, "write", lambda *a, **k: bool(k.get("state")), lambda: other.forget(doomed, "ada")
+        store, "write", lambda *a, **k: bool(k.get("state")), lambda: other.forget(doomed, "ada")
     )
     compiling = engine_on(hooked, tmp_path)  # type: ignore[arg-type]
     compiling.tiers("ada", now=NOW)
@@ -267,12 +248,12 @@ def test_compiled_tier_sets_held_in_process_are_bounded(tmp_path: Path) -> None:
 
 
 def test_by_default_a_summary_stays_when_a_memory_it_was_written_from_is_forgotten(
-    shared: Store, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     """``forget_summaries`` off (the default): the forget removes the memory it names and
     nothing else a user stored or listed; the summary keeps its id and its sources stay
     compressed."""
-    engine = engine_on(shared, tmp_path, forget_summaries=False)
+    engine = engine_on(store, tmp_path, forget_summaries=False)
     assert not make_settings(tmp_path).forget_summaries  # the default
     sessions(engine)
     engine.compress("ada", force=True, now=LATER)
