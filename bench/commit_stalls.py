@@ -85,7 +85,9 @@ def instrument(spent: dict[str, list[float]]) -> None:
 def serve(spec: dict[str, Any]) -> dict[str, Any]:
     """One mode in this (fresh) process: the copy, the warm-up, the timed calls."""
     mode = spec["mode"]
-    if mode == "off":
+    if "=" in mode:
+        pass  # a checkout's checkpointer as it is (its src on PYTHONPATH)
+    elif mode == "off":
         checkpoint_module.Checkpointer._checkpoint = lambda self, db: None  # type: ignore[method-assign]
     else:
         checkpoint_module.Checkpointer.__init__.__defaults__ = (float(mode),)
@@ -142,8 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="a latency.py SQLite file (copied, not opened)")
     parser.add_argument("--workdir", type=Path, help="where the copies are made")
     parser.add_argument(
-        "--modes", default="0.5,2.0,off", help="checkpoint intervals (s) or off, comma-separated"
-    )
+        "--modes", default="0.5,2.0,off",
+        help="checkpoint intervals (s), off, or name=SRC (that checkout's src as it is, "
+             "e.g. base=/tmp/s23-base/src), comma-separated",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
@@ -167,14 +171,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "queries": pool[args.warmup : args.warmup + args.queries]}  # fmt: skip
             path = args.workdir / f"commit-stalls-spec-{os.getpid()}.json"
             path.write_text(json.dumps(spec), encoding="utf-8")
+            env = dict(os.environ)
+            if "=" in mode:
+                env["PYTHONPATH"] = mode.split("=", 1)[1]
             out = subprocess.run(
                 [sys.executable, __file__, "--serve", str(path)],
-                check=True, capture_output=True, text=True,
+                check=True, capture_output=True, text=True, env=env,
             ).stdout  # fmt: skip
             run = json.loads(out.strip().splitlines()[-1])
             runs[mode].append(run)
             c = run["commit_wall_ms"]
-            print(f"round {round_ + 1} {mode:>4}: COMMIT wall p50 / p90 / mean "
+            print(f"round {round_ + 1} {mode.split('=')[0]:>4}: COMMIT wall p50 / p90 / mean "
                   f"{c['p50']:.2f} / {c['p90']:.2f} / {c['mean']:.2f} ms, CPU p50 "
                   f"{run['commit_cpu_ms']['p50']:.2f}; call wall p50 / p95 "
                   f"{run['call_wall_ms']['p50']:.1f} / {run['call_wall_ms']['p95']:.1f}; "
