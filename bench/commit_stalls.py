@@ -43,6 +43,10 @@ from engrain import Engine, Settings
 from engrain.embed.minilm import MiniLMEmbedder
 
 
+#: A commit slower than this (s) is counted, and whether a checkpoint pass overlapped it.
+SLOW_COMMIT = 0.005
+
+
 def summary(values: Sequence[float]) -> dict[str, float]:
     """p50 / p90 / p95 / mean of ``values`` (ms), rounded."""
     ordered = sorted(values)
@@ -76,7 +80,9 @@ def instrument(spent: dict[str, list[float]]) -> None:
         else:
             wall, cpu = time.perf_counter(), time.thread_time()
             manager.__exit__(None, None, None)
-            spent["commit_wall"].append((time.perf_counter() - wall) * 1000.0)
+            end = time.perf_counter()
+            spent["commit_wall"].append((end - wall) * 1000.0)
+            spent["commit_spans"].append((wall, end))
             spent["commit_cpu"].append((time.thread_time() - cpu) * 1000.0)
 
     sqlite_module.SQLiteStore._transaction = _transaction  # type: ignore[method-assign]
@@ -91,8 +97,17 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         checkpoint_module.Checkpointer._checkpoint = lambda self, db: None  # type: ignore[method-assign]
     else:
         checkpoint_module.Checkpointer.__init__.__defaults__ = (float(mode),)
-    spent: dict[str, list[float]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": []}
+    spent: dict[str, list[Any]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": [],
+                                   "commit_spans": [], "pass_spans": []}  # fmt: skip
     instrument(spent)
+    checkpoint_pass = checkpoint_module.Checkpointer._checkpoint
+
+    def timed_pass(self: Any, db: sqlite3.Connection) -> None:
+        start = time.perf_counter()
+        checkpoint_pass(self, db)
+        spent["pass_spans"].append((start, time.perf_counter()))
+
+    checkpoint_module.Checkpointer._checkpoint = timed_pass  # type: ignore[method-assign]
     workdir = Path(spec["workdir"])
     copy = workdir / f"commit-stalls-{os.getpid()}.db"
     with sqlite3.connect(spec["db"]) as source, sqlite3.connect(copy) as target:
@@ -122,6 +137,13 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         log_bytes = log.stat().st_size if log.exists() else 0
     for path in (copy, Path(f"{copy}-wal"), Path(f"{copy}-shm")):
         path.unlink(missing_ok=True)
+    slow = [span for span in spent["commit_spans"] if span[1] - span[0] > SLOW_COMMIT]
+    in_pass = [c for c in slow
+               if any(p0 < c[1] and c[0] < p1 for p0, p1 in spent["pass_spans"])]  # fmt: skip
+    spans = spent["commit_spans"]
+    first_after = [c for before, c in zip([(0.0, 0.0), *spans], spans, strict=False)
+                   if any(before[1] <= p1 <= c[0] for _, p1 in spent["pass_spans"])]  # fmt: skip
+    slow_first = [c for c in first_after if c[1] - c[0] > SLOW_COMMIT]
     deep = [c for c in calls if c["budget"] >= DEEP_BUDGET]
     shallow = [c for c in calls if c["budget"] < DEEP_BUDGET]
     return {
@@ -134,6 +156,10 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "deep_wall_ms": summary([c["wall_ms"] for c in deep]),
         "deep_thread_ms": summary([c["thread_ms"] for c in deep]),
         "shallow_wall_ms": summary([c["wall_ms"] for c in shallow]),
+        "slow_commits": len(slow), "slow_commits_during_a_pass": len(in_pass),
+        "first_commits_after_a_pass": len(first_after),
+        "slow_first_commits_after_a_pass": len(slow_first),
+        "pass_wall_ms": summary([(p1 - p0) * 1000.0 for p0, p1 in spent["pass_spans"]]),
         "checkpoint_passes": passes, "restarts": restarts, "log_bytes": log_bytes,
         "blocks": {c["query"]: c["block"] for c in calls},
     }  # fmt: skip
@@ -185,7 +211,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{c['p50']:.2f} / {c['p90']:.2f} / {c['mean']:.2f} ms, CPU p50 "
                   f"{run['commit_cpu_ms']['p50']:.2f}; call wall p50 / p95 "
                   f"{run['call_wall_ms']['p50']:.1f} / {run['call_wall_ms']['p95']:.1f}; "
-                  f"passes {run['checkpoint_passes']}; load {run['load_1m']}")  # fmt: skip
+                  f"passes {run['checkpoint_passes']} (wall p50 {run['pass_wall_ms'].get('p50')} ms); "
+                  f"commits over 5 ms {run['slow_commits']}, during a pass "
+                  f"{run['slow_commits_during_a_pass']}, first after one "
+                  f"{run['slow_first_commits_after_a_pass']} of "
+                  f"{run['first_commits_after_a_pass']}; load {run['load_1m']}")  # fmt: skip
     first = runs[modes[0]][0]["blocks"]
     report = {
         "machine": common.machine_info(), "db": str(args.db), "rounds": args.rounds,

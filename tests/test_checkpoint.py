@@ -177,3 +177,52 @@ def test_a_store_s_checkpointer_restarts_the_log(tmp_path: Path) -> None:
         assert _until(lambda: store._checkpoints.restarts > 0)
     finally:
         store.close()
+
+
+def test_the_pending_frames_are_the_log_beyond_the_file(tmp_path: Path) -> None:
+    path, writer = _log_file(tmp_path)
+    try:
+        frames = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+        assert frames > 20  # one page a row and the table's own
+        assert checkpoint.pending_frames(path) == 0  # all copied into the file
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        pending = checkpoint.pending_frames(path)  # the two commits' frames (the log restarted)
+        assert writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone() == (0, pending, pending)
+        assert pending is not None and pending >= 2
+        assert checkpoint.pending_frames(path) == 0
+        assert checkpoint.pending_frames(tmp_path / "none.db") is None
+    finally:
+        writer.close()
+
+
+def test_while_commits_keep_coming_a_pass_waits_for_a_thousand_frames(tmp_path: Path) -> None:
+    # A pass every interval whatever the log held met a context()'s commit every few calls
+    # under load, and that commit waited for it (docs/scale.md, session 23).
+    path, writer = _log_file(tmp_path)
+    checkpoints = Checkpointer(path)
+    try:
+        writer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        assert not checkpoints._due()
+        writer.execute("BEGIN")
+        for _ in range(checkpoint.PAGES):
+            writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        writer.execute("COMMIT")
+        assert checkpoints._due()
+        assert Checkpointer(tmp_path / "none.db")._due()  # no wal-index: as before
+    finally:
+        writer.close()
+
+
+def test_the_frames_left_when_the_commits_stop_are_checkpointed(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path)
+    try:
+        for start in range(0, 200, 20):
+            store.write(upserts=[_memory(i) for i in range(start, start + 20)])
+        assert _until(lambda: checkpoint.pending_frames(path) == 0)
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM memories").fetchone() == (200,)
+    finally:
+        store.close()
