@@ -60,6 +60,22 @@ def summary(values: Sequence[float]) -> dict[str, float]:
             "mean": round(sum(ordered) / len(ordered), 3), "n": len(ordered)}  # fmt: skip
 
 
+Span = tuple[float, float]
+
+
+def stalls(commits: Sequence[Span], passes: Sequence[Span]) -> dict[str, int]:
+    """Commits (start, end) slower than :data:`SLOW_COMMIT`; how many a checkpoint pass
+    overlapped; how many commits were the first after a pass ended (the first write to a
+    restarted log, which syncs its header), and how many of those were slow."""
+    slow = [c for c in commits if c[1] - c[0] > SLOW_COMMIT]
+    during = [c for c in slow if any(p0 < c[1] and c[0] < p1 for p0, p1 in passes)]
+    first = [c for before, c in zip([(0.0, 0.0), *commits], commits, strict=False)
+             if any(before[1] <= p1 <= c[0] for _, p1 in passes)]  # fmt: skip
+    return {"slow_commits": len(slow), "slow_commits_during_a_pass": len(during),
+            "first_commits_after_a_pass": len(first),
+            "slow_first_commits_after_a_pass": sum(c[1] - c[0] > SLOW_COMMIT for c in first)}  # fmt: skip
+
+
 def instrument(spent: dict[str, list[float]]) -> None:
     """Time ``BEGIN`` (the store's lock included) and ``COMMIT`` of every transaction of
     this process's SQLite stores: ``SQLiteStore._transaction`` itself, its entry and its
@@ -137,13 +153,6 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         log_bytes = log.stat().st_size if log.exists() else 0
     for path in (copy, Path(f"{copy}-wal"), Path(f"{copy}-shm")):
         path.unlink(missing_ok=True)
-    slow = [span for span in spent["commit_spans"] if span[1] - span[0] > SLOW_COMMIT]
-    in_pass = [c for c in slow
-               if any(p0 < c[1] and c[0] < p1 for p0, p1 in spent["pass_spans"])]  # fmt: skip
-    spans = spent["commit_spans"]
-    first_after = [c for before, c in zip([(0.0, 0.0), *spans], spans, strict=False)
-                   if any(before[1] <= p1 <= c[0] for _, p1 in spent["pass_spans"])]  # fmt: skip
-    slow_first = [c for c in first_after if c[1] - c[0] > SLOW_COMMIT]
     deep = [c for c in calls if c["budget"] >= DEEP_BUDGET]
     shallow = [c for c in calls if c["budget"] < DEEP_BUDGET]
     return {
@@ -156,9 +165,7 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "deep_wall_ms": summary([c["wall_ms"] for c in deep]),
         "deep_thread_ms": summary([c["thread_ms"] for c in deep]),
         "shallow_wall_ms": summary([c["wall_ms"] for c in shallow]),
-        "slow_commits": len(slow), "slow_commits_during_a_pass": len(in_pass),
-        "first_commits_after_a_pass": len(first_after),
-        "slow_first_commits_after_a_pass": len(slow_first),
+        **stalls(spent["commit_spans"], spent["pass_spans"]),
         "pass_wall_ms": summary([(p1 - p0) * 1000.0 for p0, p1 in spent["pass_spans"]]),
         "checkpoint_passes": passes, "restarts": restarts, "log_bytes": log_bytes,
         "blocks": {c["query"]: c["block"] for c in calls},
