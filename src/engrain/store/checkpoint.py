@@ -39,13 +39,17 @@ the log's first frames is synced as before (``FULL``: before its call returns).
 
 While commits keep coming, a pass runs only once the log holds :data:`PAGES` frames not yet
 in the database file (SQLite's own autocheckpoint threshold), at most every :data:`INTERVAL`
-seconds; when they stop, one pass takes what is left. A pass every 0.5 s whatever the log
-held met a ``context()``'s commit of its ~85 pages every few calls under load, and that
-commit's wall waited for the pass (p90 12–31 ms for ~0.1 ms of CPU; docs/scale.md, session
-23); by the log's size it meets one per dozen such calls at any call rate. The frames come
-from the wal-index header in the ``-shm`` file (mxFrame less the checkpoint's nBackfill,
-https://www.sqlite.org/walformat.html), read without a lock: a stale count only moves a
-pass to the next interval, and a file without one is checkpointed as before.
+seconds; when they stop, one pass takes what is left. Each restarted log costs one sync on
+a writer's thread: the first commit that reuses the log writes its header and, even at
+``synchronous=NORMAL`` (a ``context()``'s counted uses), ``fdatasync``s it before its frames
+(SQLite's WAL header sync; seen with ``strace``). A pass every 0.5 s whatever the log held
+restarted it every few ``context()`` calls under load, and that call's commit of ~0.1 ms of
+CPU waited 5–30 ms for the disk (docs/scale.md, session 23); by the log's size it is
+restarted once per ~40 such calls at any call rate, and an ingest's durable commits, synced
+anyway, meet fewer header syncs. The frames come from the wal-index header in the ``-shm``
+file (mxFrame less the checkpoint's nBackfill, https://www.sqlite.org/walformat.html), read
+without a lock: a stale count only moves a pass to the next interval, and a file without
+one is checkpointed as before.
 """
 
 from __future__ import annotations
@@ -59,15 +63,14 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-#: Seconds between two checkpoints while commits keep coming: the log holds at most this
-#: long's writes (a context's use counts rewrite ~85 pages; SQLite's default checkpoints
-#: every 1,000 pages, about a dozen contexts).
+#: Seconds at least between two checkpoints while commits keep coming (and the wait after
+#: the last commit before the pass that takes what it left).
 INTERVAL = 0.5
 #: Tries of the ``RESTART`` pass while a writer or a reader refuses it, and the seconds
 #: between two: at most 4% of :data:`INTERVAL`, so a busy log is reset within one pass.
 RESTART_TRIES = 10
 #: Frames the log holds beyond the database file before a pass while commits keep coming:
-#: SQLite's default ``wal_autocheckpoint`` (about a dozen contexts' counted uses).
+#: SQLite's default ``wal_autocheckpoint`` (~40 contexts' counted uses at 10,000 memories).
 PAGES = 1000
 RESTART_PAUSE = 0.002
 
