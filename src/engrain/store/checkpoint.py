@@ -36,66 +36,24 @@ restart weakens no commit: the pass syncs the pages into the database file befor
 is reset (the connection keeps SQLite's default ``synchronous=FULL``), SQLite resets only a
 log whose every frame is in the file and that no reader uses, and a commit that overwrites
 the log's first frames is synced as before (``FULL``: before its call returns).
-
-While commits keep coming, a pass runs only once the log holds :data:`PAGES` frames not yet
-in the database file (SQLite's own autocheckpoint threshold), at most every :data:`INTERVAL`
-seconds; when they stop, one pass takes what is left. Each restarted log costs one sync on
-a writer's thread: the first commit that reuses the log writes its header and, even at
-``synchronous=NORMAL`` (a ``context()``'s counted uses), ``fdatasync``s it before its frames
-(SQLite's WAL header sync; seen with ``strace``). A pass every 0.5 s whatever the log held
-restarted it every few ``context()`` calls under load, and that call's commit of ~0.1 ms of
-CPU waited 5–30 ms for the disk (docs/scale.md, session 23); by the log's size it is
-restarted once per ~40 such calls at any call rate, and an ingest's durable commits, synced
-anyway, meet fewer header syncs. The frames come from the wal-index header in the ``-shm``
-file (mxFrame less the checkpoint's nBackfill, https://www.sqlite.org/walformat.html), read
-without a lock: a stale count only moves a pass to the next interval, and a file without
-one is checkpointed as before.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import struct
-import sys
 import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
 
-#: Seconds at least between two checkpoints while commits keep coming (and the wait after
-#: the last commit before the pass that takes what it left).
+#: Seconds between two checkpoints while commits keep coming: the log holds at most this
+#: long's writes (a context's use counts rewrite ~85 pages; SQLite's default checkpoints
+#: every 1,000 pages, about a dozen contexts).
 INTERVAL = 0.5
 #: Tries of the ``RESTART`` pass while a writer or a reader refuses it, and the seconds
 #: between two: at most 4% of :data:`INTERVAL`, so a busy log is reset within one pass.
 RESTART_TRIES = 10
-#: Frames the log holds beyond the database file before a pass while commits keep coming:
-#: SQLite's default ``wal_autocheckpoint`` (~40 contexts' counted uses at 10,000 memories).
-PAGES = 1000
 RESTART_PAUSE = 0.002
-
-
-#: The wal-index header's ``mxFrame`` (the log's last valid frame) and the checkpoint's
-#: ``nBackfill`` (frames already copied into the file): byte offsets in the ``-shm`` file,
-#: in the machine's own byte order (walformat.html, 2.1).
-_MX_FRAME = 16
-_BACKFILL = 96
-_NATIVE = "<I" if sys.byteorder == "little" else ">I"
-
-
-def pending_frames(path: Path) -> int | None:
-    """Frames in the log of the SQLite file at ``path`` not yet copied into it, or ``None``
-    when its wal-index cannot be read (no ``-shm`` file, or a short one)."""
-    try:
-        with open(f"{path}-shm", "rb") as shm:
-            header = os.pread(shm.fileno(), _BACKFILL + 4, 0)
-    except OSError:
-        return None
-    if len(header) < _BACKFILL + 4:
-        return None
-    (frames,) = struct.unpack_from(_NATIVE, header, _MX_FRAME)
-    (copied,) = struct.unpack_from(_NATIVE, header, _BACKFILL)
-    return max(0, frames - copied)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -148,26 +106,15 @@ class Checkpointer:
         except sqlite3.Error:
             return  # the store's own close still checkpoints
         try:
-            busy = False  # commits came during the last interval
             while not self._stopping.is_set():
                 self._wake.wait()
                 self._wake.clear()
-                left = busy and not self._due()
-                if not left:
-                    self._checkpoint(db)
+                self._checkpoint(db)
                 # commits in the meantime set the event again: one pass per interval at most
                 self._stopping.wait(self._interval)
-                busy = self._wake.is_set()
-                if left and not busy:
-                    self._wake.set()  # the commits stopped: one pass for what they left
             self._checkpoint(db)
         finally:
             db.close()
-
-    def _due(self) -> bool:
-        """Whether the log holds :data:`PAGES` frames not yet in the file (or is unreadable)."""
-        frames = pending_frames(self._path)
-        return frames is None or frames >= PAGES
 
     def _checkpoint(self, db: sqlite3.Connection) -> None:
         try:
