@@ -105,8 +105,9 @@ class _ReaderLeaves:
     def execute(self, sql: str) -> sqlite3.Cursor:
         cursor = self._db.execute(sql)
         if "PASSIVE" in sql:
-            cursor.fetchall()
+            row = cursor.fetchone()
             self._reader.execute("COMMIT")
+            return self._db.execute("SELECT ?, ?, ?", row)  # the pass's answer
         return cursor
 
 
@@ -177,3 +178,33 @@ def test_a_store_s_checkpointer_restarts_the_log(tmp_path: Path) -> None:
         assert _until(lambda: store._checkpoints.restarts > 0)
     finally:
         store.close()
+
+
+def test_the_next_pass_comes_when_the_log_is_expected_to_hold_a_thousand_frames() -> None:
+    # Each restarted log's first commit syncs the log's header on its caller's thread
+    # (bench/wal_header_sync.py): a pass every interval put that sync on every few
+    # context() calls under load (docs/scale.md, session 23).
+    assert checkpoint.PAGES == 1000  # SQLite's own wal_autocheckpoint
+    assert checkpoint.next_pass(250, 0.5, 0.5) == 2.0  # 500 frames a second
+    assert checkpoint.next_pass(4000, 0.5, 0.5) == 0.5  # never sooner than the interval
+    assert checkpoint.next_pass(0, 0.5, 0.5) == 0.5  # no rate known: as before
+    assert checkpoint.next_pass(10, 0.0, 0.5) == 0.5
+
+
+def test_a_pass_answers_when_the_next_is_due(tmp_path: Path) -> None:
+    path, writer = _log_file(tmp_path)
+    checkpoints = Checkpointer(path, interval=0.01)
+    db = checkpoint.connect(path)
+    try:
+        wait = checkpoints._checkpoint(db)
+        assert checkpoints.restarts == 1
+        # 21 frames or more since the checkpointer began: 1,000 frames at that rate
+        assert 0.01 <= wait
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        frames = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+        assert 0 < frames < checkpoint.PAGES
+        checkpoints._restarted -= 1.0  # the log restarted a second ago
+        assert checkpoints._checkpoint(db) >= checkpoint.PAGES / frames * 1.0
+    finally:
+        db.close()
+        writer.close()

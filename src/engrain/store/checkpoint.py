@@ -36,6 +36,17 @@ restart weakens no commit: the pass syncs the pages into the database file befor
 is reset (the connection keeps SQLite's default ``synchronous=FULL``), SQLite resets only a
 log whose every frame is in the file and that no reader uses, and a commit that overwrites
 the log's first frames is synced as before (``FULL``: before its call returns).
+
+Each restart costs one disk sync on a writer's thread: the first commit that writes to a
+restarted log writes its header and ``fdatasync``s it, even at ``synchronous=NORMAL`` (a
+``context()``'s counted uses; SQLite's WAL header sync, ``bench/wal_header_sync.py``). A
+pass every 0.5 s put that sync on every few calls' commit under load (~0.1 ms of CPU
+waiting 5–30 ms; docs/scale.md, session 23). So while commits keep coming, the next pass
+comes when the log is expected to hold :data:`PAGES` frames again (SQLite's own
+autocheckpoint threshold), at the rate the ``PASSIVE`` pass reports it grew since the last
+restart, and never sooner than :data:`INTERVAL`; when they stop, one pass takes what they
+left. The rate comes from SQLite's answer, never from its files: a ``-shm`` file opened and
+closed in the store's process would drop that process's POSIX locks on it.
 """
 
 from __future__ import annotations
@@ -46,13 +57,15 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-#: Seconds between two checkpoints while commits keep coming: the log holds at most this
-#: long's writes (a context's use counts rewrite ~85 pages; SQLite's default checkpoints
-#: every 1,000 pages, about a dozen contexts).
+#: Seconds at least between two checkpoints while commits keep coming (:func:`next_pass`),
+#: and after the last commit before the pass that takes what it left.
 INTERVAL = 0.5
 #: Tries of the ``RESTART`` pass while a writer or a reader refuses it, and the seconds
 #: between two: at most 4% of :data:`INTERVAL`, so a busy log is reset within one pass.
 RESTART_TRIES = 10
+#: Frames the log holds between two passes while commits keep coming: SQLite's default
+#: ``wal_autocheckpoint`` (~40 contexts' counted uses at 10,000 memories).
+PAGES = 1000
 RESTART_PAUSE = 0.002
 
 
@@ -77,6 +90,7 @@ class Checkpointer:
         self._guard = threading.Lock()
         self.passes = 0  # checkpoints run, for tests and diagnostics
         self.restarts = 0  # passes after which the next commit starts the log again
+        self._restarted = time.monotonic()  # the log's last restart (or the start)
 
     def committed(self) -> None:
         """Note a commit: the thread checkpoints soon (at once if it has been idle)."""
@@ -106,26 +120,47 @@ class Checkpointer:
         except sqlite3.Error:
             return  # the store's own close still checkpoints
         try:
+            busy = False  # commits came during the last interval
+            due = 0.0  # while they keep coming, no pass before this (time.monotonic)
             while not self._stopping.is_set():
                 self._wake.wait()
                 self._wake.clear()
-                self._checkpoint(db)
+                left = busy and time.monotonic() < due
+                if not left:
+                    due = time.monotonic() + self._checkpoint(db)
                 # commits in the meantime set the event again: one pass per interval at most
                 self._stopping.wait(self._interval)
+                busy = self._wake.is_set()
+                if left and not busy:
+                    self._wake.set()  # the commits stopped: one pass for what they left
             self._checkpoint(db)
         finally:
             db.close()
 
-    def _checkpoint(self, db: sqlite3.Connection) -> None:
+    def _checkpoint(self, db: sqlite3.Connection) -> float:
+        """One pass; the seconds until the next while commits keep coming (:func:`next_pass`)."""
         try:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            # (busy, frames in the log, frames checkpointed): busy 0 when it was reset
+            frames = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
             self.passes += 1
+            wait = next_pass(frames, time.monotonic() - self._restarted, self._interval)
             for attempt in range(RESTART_TRIES):
                 if attempt:
                     time.sleep(RESTART_PAUSE)
-                # (busy, frames in the log, frames checkpointed): 0 when it was reset
                 if db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0:
                     self.restarts += 1
-                    return
+                    self._restarted = time.monotonic()
+                    break
+            return wait
         except sqlite3.Error:
-            pass  # busy or gone: the next commit wakes the thread again
+            return self._interval  # busy or gone: the next commit wakes the thread again
+
+
+def next_pass(frames: int, seconds: float, interval: float) -> float:
+    """Seconds from a pass to the next while commits keep coming: when the log is expected
+    to hold :data:`PAGES` frames again at the rate it grew since it was last restarted
+    (``frames`` in ``seconds``), never sooner than ``interval`` (nor later when the rate is
+    unknown)."""
+    if frames <= 0 or seconds <= 0.0:
+        return interval
+    return max(interval, PAGES * seconds / frames)
