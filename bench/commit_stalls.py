@@ -42,7 +42,6 @@ import engrain.store.sqlite as sqlite_module
 from engrain import Engine, Settings
 from engrain.embed.minilm import MiniLMEmbedder
 
-
 #: A commit slower than this (s) is counted, and whether a checkpoint pass overlapped it.
 SLOW_COMMIT = 0.005
 
@@ -71,9 +70,10 @@ def stalls(commits: Sequence[Span], passes: Sequence[Span]) -> dict[str, int]:
     during = [c for c in slow if any(p0 < c[1] and c[0] < p1 for p0, p1 in passes)]
     first = [c for before, c in zip([(0.0, 0.0), *commits], commits, strict=False)
              if any(before[1] <= p1 <= c[0] for _, p1 in passes)]  # fmt: skip
+    slow_first = sum(c[1] - c[0] > SLOW_COMMIT for c in first)
     return {"slow_commits": len(slow), "slow_commits_during_a_pass": len(during),
             "first_commits_after_a_pass": len(first),
-            "slow_first_commits_after_a_pass": sum(c[1] - c[0] > SLOW_COMMIT for c in first)}  # fmt: skip
+            "slow_first_commits_after_a_pass": slow_first}  # fmt: skip
 
 
 def instrument(spent: dict[str, list[float]]) -> None:
@@ -218,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"{c['p50']:.2f} / {c['p90']:.2f} / {c['mean']:.2f} ms, CPU p50 "
                   f"{run['commit_cpu_ms']['p50']:.2f}; call wall p50 / p95 "
                   f"{run['call_wall_ms']['p50']:.1f} / {run['call_wall_ms']['p95']:.1f}; "
-                  f"passes {run['checkpoint_passes']} (wall p50 {run['pass_wall_ms'].get('p50')} ms); "
+                  f"passes {run['checkpoint_passes']} "
+                  f"(wall p50 {run['pass_wall_ms'].get('p50')} ms); "
                   f"commits over 5 ms {run['slow_commits']}, during a pass "
                   f"{run['slow_commits_during_a_pass']}, first after one "
                   f"{run['slow_first_commits_after_a_pass']} of "
