@@ -44,13 +44,17 @@ pass every 0.5 s put that sync on every few calls' commit under load (~0.1 ms of
 waiting 5–30 ms; docs/scale.md, session 23). So while commits keep coming, the next pass
 comes when the log is expected to hold :data:`PAGES` frames again (SQLite's own
 autocheckpoint threshold), at the rate the ``PASSIVE`` pass reports it grew since the last
-restart, and never sooner than :data:`INTERVAL`; when they stop, one pass takes what they
-left. The rate comes from SQLite's answer, never from its files: a ``-shm`` file opened and
-closed in the store's process would drop that process's POSIX locks on it.
+restart, and never sooner than :data:`INTERVAL` — or sooner, once the log file has grown
+since the last pass (the rate rose: the log is already past what it held then, and a commit
+that extends the file costs a durable one more, above); when they stop, one pass takes what
+they left. The rate comes from SQLite's answer and the size from a ``stat``, never from
+opening its files: a ``-shm`` file opened and closed in the store's process would drop that
+process's POSIX locks on it (a corrupted file in ``concurrency.py``, session 23).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -122,12 +126,18 @@ class Checkpointer:
         try:
             busy = False  # commits came during the last interval
             due = 0.0  # while they keep coming, no pass before this (time.monotonic)
+            log = 0  # the log file's size after the last pass
             while not self._stopping.is_set():
                 self._wake.wait()
                 self._wake.clear()
-                left = busy and time.monotonic() < due
+                left = busy and time.monotonic() < due and _size(self._path) <= log
                 if not left:
-                    due = time.monotonic() + self._checkpoint(db)
+                    restarted = self._restarted
+                    frames = self._checkpoint(db)
+                    # the rate is known only when commits kept coming since the last restart
+                    seconds = time.monotonic() - restarted
+                    wait = next_pass(frames, seconds, self._interval) if busy else self._interval
+                    due, log = time.monotonic() + wait, _size(self._path)
                 # commits in the meantime set the event again: one pass per interval at most
                 self._stopping.wait(self._interval)
                 busy = self._wake.is_set()
@@ -137,13 +147,12 @@ class Checkpointer:
         finally:
             db.close()
 
-    def _checkpoint(self, db: sqlite3.Connection) -> float:
-        """One pass; the seconds until the next while commits keep coming (:func:`next_pass`)."""
+    def _checkpoint(self, db: sqlite3.Connection) -> int:
+        """One pass; the frames the log held (0 if it could not be checkpointed)."""
         try:
             # (busy, frames in the log, frames checkpointed): busy 0 when it was reset
-            frames = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+            frames: int = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
             self.passes += 1
-            wait = next_pass(frames, time.monotonic() - self._restarted, self._interval)
             for attempt in range(RESTART_TRIES):
                 if attempt:
                     time.sleep(RESTART_PAUSE)
@@ -151,9 +160,18 @@ class Checkpointer:
                     self.restarts += 1
                     self._restarted = time.monotonic()
                     break
-            return wait
+            return frames
         except sqlite3.Error:
-            return self._interval  # busy or gone: the next commit wakes the thread again
+            return 0  # busy or gone: the next commit wakes the thread again
+
+
+def _size(path: Path) -> int:
+    """The size of the log file of the SQLite file at ``path`` (0 if there is none): a
+    ``stat``, never an ``open`` (which, closed again, would drop this process's locks)."""
+    try:
+        return os.stat(f"{path}-wal").st_size
+    except OSError:
+        return 0
 
 
 def next_pass(frames: int, seconds: float, interval: float) -> float:
