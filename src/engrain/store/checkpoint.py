@@ -36,40 +36,23 @@ restart weakens no commit: the pass syncs the pages into the database file befor
 is reset (the connection keeps SQLite's default ``synchronous=FULL``), SQLite resets only a
 log whose every frame is in the file and that no reader uses, and a commit that overwrites
 the log's first frames is synced as before (``FULL``: before its call returns).
-
-Each restart costs one disk sync on a writer's thread: the first commit that writes to a
-restarted log writes its header and ``fdatasync``s it, even at ``synchronous=NORMAL`` (a
-``context()``'s counted uses; SQLite's WAL header sync, ``bench/wal_header_sync.py``). A
-pass every 0.5 s put that sync on every few calls' commit under load (~0.1 ms of CPU
-waiting 5–30 ms; docs/scale.md, session 23). So while commits keep coming, the next pass
-comes when the log is expected to hold :data:`PAGES` frames again (SQLite's own
-autocheckpoint threshold), at the rate the ``PASSIVE`` pass reports it grew since the last
-restart, and never sooner than :data:`INTERVAL` — or sooner, once the log file has grown
-since the last pass (the rate rose: the log is already past what it held then, and a commit
-that extends the file costs a durable one more, above); when they stop, one pass takes what
-they left. The rate comes from SQLite's answer and the size from a ``stat``, never from
-opening its files: a ``-shm`` file opened and closed in the store's process would drop that
-process's POSIX locks on it (a corrupted file in ``concurrency.py``, session 23).
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
 
-#: Seconds at least between two checkpoints while commits keep coming (:func:`next_pass`),
-#: and after the last commit before the pass that takes what it left.
+#: Seconds between two checkpoints while commits keep coming: the log holds at most this
+#: long's writes (a context's use counts rewrite ~85 pages; SQLite's default checkpoints
+#: every 1,000 pages, about a dozen contexts).
 INTERVAL = 0.5
 #: Tries of the ``RESTART`` pass while a writer or a reader refuses it, and the seconds
 #: between two: at most 4% of :data:`INTERVAL`, so a busy log is reset within one pass.
 RESTART_TRIES = 10
-#: Frames the log holds between two passes while commits keep coming: SQLite's default
-#: ``wal_autocheckpoint`` (~40 contexts' counted uses at 10,000 memories).
-PAGES = 1000
 RESTART_PAUSE = 0.002
 
 
@@ -94,7 +77,6 @@ class Checkpointer:
         self._guard = threading.Lock()
         self.passes = 0  # checkpoints run, for tests and diagnostics
         self.restarts = 0  # passes after which the next commit starts the log again
-        self._restarted = time.monotonic()  # the log's last restart (or the start)
 
     def committed(self) -> None:
         """Note a commit: the thread checkpoints soon (at once if it has been idle)."""
@@ -124,61 +106,26 @@ class Checkpointer:
         except sqlite3.Error:
             return  # the store's own close still checkpoints
         try:
-            busy = False  # commits came during the last interval
-            due = 0.0  # while they keep coming, no pass before this (time.monotonic)
-            log = 0  # the log file's size after the last pass
             while not self._stopping.is_set():
                 self._wake.wait()
                 self._wake.clear()
-                left = busy and time.monotonic() < due and _size(self._path) <= log
-                if not left:
-                    restarted = self._restarted
-                    frames = self._checkpoint(db)
-                    # the rate is known only when commits kept coming since the last restart
-                    seconds = time.monotonic() - restarted
-                    wait = next_pass(frames, seconds, self._interval) if busy else self._interval
-                    due, log = time.monotonic() + wait, _size(self._path)
+                self._checkpoint(db)
                 # commits in the meantime set the event again: one pass per interval at most
                 self._stopping.wait(self._interval)
-                busy = self._wake.is_set()
-                if left and not busy:
-                    self._wake.set()  # the commits stopped: one pass for what they left
             self._checkpoint(db)
         finally:
             db.close()
 
-    def _checkpoint(self, db: sqlite3.Connection) -> int:
-        """One pass; the frames the log held (0 if it could not be checkpointed)."""
+    def _checkpoint(self, db: sqlite3.Connection) -> None:
         try:
-            # (busy, frames in the log, frames checkpointed): busy 0 when it was reset
-            frames: int = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             self.passes += 1
             for attempt in range(RESTART_TRIES):
                 if attempt:
                     time.sleep(RESTART_PAUSE)
+                # (busy, frames in the log, frames checkpointed): 0 when it was reset
                 if db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0:
                     self.restarts += 1
-                    self._restarted = time.monotonic()
-                    break
-            return frames
+                    return
         except sqlite3.Error:
-            return 0  # busy or gone: the next commit wakes the thread again
-
-
-def _size(path: Path) -> int:
-    """The size of the log file of the SQLite file at ``path`` (0 if there is none): a
-    ``stat``, never an ``open`` (which, closed again, would drop this process's locks)."""
-    try:
-        return os.stat(f"{path}-wal").st_size
-    except OSError:
-        return 0
-
-
-def next_pass(frames: int, seconds: float, interval: float) -> float:
-    """Seconds from a pass to the next while commits keep coming: when the log is expected
-    to hold :data:`PAGES` frames again at the rate it grew since it was last restarted
-    (``frames`` in ``seconds``), never sooner than ``interval`` (nor later when the rate is
-    unknown)."""
-    if frames <= 0 or seconds <= 0.0:
-        return interval
-    return max(interval, PAGES * seconds / frames)
+            pass  # busy or gone: the next commit wakes the thread again
