@@ -42,6 +42,9 @@ import engrain.store.sqlite as sqlite_module
 from engrain import Engine, Settings
 from engrain.embed.minilm import MiniLMEmbedder
 
+#: A commit slower than this (s) is counted, and whether a checkpoint pass overlapped it.
+SLOW_COMMIT = 0.005
+
 
 def summary(values: Sequence[float]) -> dict[str, float]:
     """p50 / p90 / p95 / mean of ``values`` (ms), rounded."""
@@ -54,6 +57,23 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 
     return {"p50": at(0.5), "p90": at(0.9), "p95": at(0.95),
             "mean": round(sum(ordered) / len(ordered), 3), "n": len(ordered)}  # fmt: skip
+
+
+Span = tuple[float, float]
+
+
+def stalls(commits: Sequence[Span], passes: Sequence[Span]) -> dict[str, int]:
+    """Commits (start, end) slower than :data:`SLOW_COMMIT`; how many a checkpoint pass
+    overlapped; how many commits were the first after a pass ended (the first write to a
+    restarted log, which syncs its header), and how many of those were slow."""
+    slow = [c for c in commits if c[1] - c[0] > SLOW_COMMIT]
+    during = [c for c in slow if any(p0 < c[1] and c[0] < p1 for p0, p1 in passes)]
+    first = [c for before, c in zip([(0.0, 0.0), *commits], commits, strict=False)
+             if any(before[1] <= p1 <= c[0] for _, p1 in passes)]  # fmt: skip
+    slow_first = sum(c[1] - c[0] > SLOW_COMMIT for c in first)
+    return {"slow_commits": len(slow), "slow_commits_during_a_pass": len(during),
+            "first_commits_after_a_pass": len(first),
+            "slow_first_commits_after_a_pass": slow_first}  # fmt: skip
 
 
 def instrument(spent: dict[str, list[float]]) -> None:
@@ -76,7 +96,9 @@ def instrument(spent: dict[str, list[float]]) -> None:
         else:
             wall, cpu = time.perf_counter(), time.thread_time()
             manager.__exit__(None, None, None)
-            spent["commit_wall"].append((time.perf_counter() - wall) * 1000.0)
+            end = time.perf_counter()
+            spent["commit_wall"].append((end - wall) * 1000.0)
+            spent["commit_spans"].append((wall, end))
             spent["commit_cpu"].append((time.thread_time() - cpu) * 1000.0)
 
     sqlite_module.SQLiteStore._transaction = _transaction  # type: ignore[method-assign]
@@ -85,12 +107,24 @@ def instrument(spent: dict[str, list[float]]) -> None:
 def serve(spec: dict[str, Any]) -> dict[str, Any]:
     """One mode in this (fresh) process: the copy, the warm-up, the timed calls."""
     mode = spec["mode"]
-    if mode == "off":
-        checkpoint_module.Checkpointer._checkpoint = lambda self, db: None  # type: ignore[method-assign]
+    if "=" in mode:
+        pass  # a checkout's checkpointer as it is (its src on PYTHONPATH)
+    elif mode == "off":
+        checkpoint_module.Checkpointer._checkpoint = lambda self, db: 0  # type: ignore[method-assign]
     else:
         checkpoint_module.Checkpointer.__init__.__defaults__ = (float(mode),)
-    spent: dict[str, list[float]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": []}
+    spent: dict[str, list[Any]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": [],
+                                   "commit_spans": [], "pass_spans": []}  # fmt: skip
     instrument(spent)
+    checkpoint_pass = checkpoint_module.Checkpointer._checkpoint
+
+    def timed_pass(self: Any, db: sqlite3.Connection) -> Any:
+        start = time.perf_counter()
+        answer = checkpoint_pass(self, db)  # whatever the checkout's pass answers
+        spent["pass_spans"].append((start, time.perf_counter()))
+        return answer
+
+    checkpoint_module.Checkpointer._checkpoint = timed_pass  # type: ignore[method-assign]
     workdir = Path(spec["workdir"])
     copy = workdir / f"commit-stalls-{os.getpid()}.db"
     with sqlite3.connect(spec["db"]) as source, sqlite3.connect(copy) as target:
@@ -132,6 +166,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "deep_wall_ms": summary([c["wall_ms"] for c in deep]),
         "deep_thread_ms": summary([c["thread_ms"] for c in deep]),
         "shallow_wall_ms": summary([c["wall_ms"] for c in shallow]),
+        **stalls(spent["commit_spans"], spent["pass_spans"]),
+        "pass_wall_ms": summary([(p1 - p0) * 1000.0 for p0, p1 in spent["pass_spans"]]),
         "checkpoint_passes": passes, "restarts": restarts, "log_bytes": log_bytes,
         "blocks": {c["query"]: c["block"] for c in calls},
     }  # fmt: skip
@@ -142,8 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="a latency.py SQLite file (copied, not opened)")
     parser.add_argument("--workdir", type=Path, help="where the copies are made")
     parser.add_argument(
-        "--modes", default="0.5,2.0,off", help="checkpoint intervals (s) or off, comma-separated"
-    )
+        "--modes", default="0.5,2.0,off",
+        help="checkpoint intervals (s), off, or name=SRC (that checkout's src as it is, "
+             "e.g. base=/tmp/s23-base/src), comma-separated",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
@@ -167,18 +205,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "queries": pool[args.warmup : args.warmup + args.queries]}  # fmt: skip
             path = args.workdir / f"commit-stalls-spec-{os.getpid()}.json"
             path.write_text(json.dumps(spec), encoding="utf-8")
+            env = dict(os.environ)
+            if "=" in mode:
+                env["PYTHONPATH"] = mode.split("=", 1)[1]
             out = subprocess.run(
                 [sys.executable, __file__, "--serve", str(path)],
-                check=True, capture_output=True, text=True,
+                check=True, capture_output=True, text=True, env=env,
             ).stdout  # fmt: skip
             run = json.loads(out.strip().splitlines()[-1])
             runs[mode].append(run)
             c = run["commit_wall_ms"]
-            print(f"round {round_ + 1} {mode:>4}: COMMIT wall p50 / p90 / mean "
+            print(f"round {round_ + 1} {mode.split('=')[0]:>4}: COMMIT wall p50 / p90 / mean "
                   f"{c['p50']:.2f} / {c['p90']:.2f} / {c['mean']:.2f} ms, CPU p50 "
                   f"{run['commit_cpu_ms']['p50']:.2f}; call wall p50 / p95 "
                   f"{run['call_wall_ms']['p50']:.1f} / {run['call_wall_ms']['p95']:.1f}; "
-                  f"passes {run['checkpoint_passes']}; load {run['load_1m']}")  # fmt: skip
+                  f"passes {run['checkpoint_passes']} "
+                  f"(wall p50 {run['pass_wall_ms'].get('p50')} ms); "
+                  f"commits over 5 ms {run['slow_commits']}, during a pass "
+                  f"{run['slow_commits_during_a_pass']}, first after one "
+                  f"{run['slow_first_commits_after_a_pass']} of "
+                  f"{run['first_commits_after_a_pass']}; load {run['load_1m']}")  # fmt: skip
     first = runs[modes[0]][0]["blocks"]
     report = {
         "machine": common.machine_info(), "db": str(args.db), "rounds": args.rounds,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,18 @@ def test_summary_reads_the_percentiles_of_the_values() -> None:
     assert commit_stalls.summary([]) == {}
 
 
+def test_stalls_tells_the_commits_during_and_first_after_a_pass() -> None:
+    commits = [(0.0, 0.001), (0.010, 0.030), (0.040, 0.041), (0.100, 0.120), (0.130, 0.131)]
+    passes = [(0.015, 0.020), (0.032, 0.036), (0.050, 0.090)]
+    assert commit_stalls.stalls(commits, passes) == {
+        "slow_commits": 2,  # the two of 20 ms
+        "slow_commits_during_a_pass": 1,  # the one the first pass overlapped
+        "first_commits_after_a_pass": 2,  # the third and the fourth commits
+        "slow_first_commits_after_a_pass": 1,  # the fourth
+    }
+    assert commit_stalls.stalls(commits, [])["first_commits_after_a_pass"] == 0
+
+
 def test_instrument_times_each_commit_and_keeps_the_store_s_own_transaction(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -33,7 +46,8 @@ def test_instrument_times_each_commit_and_keeps_the_store_s_own_transaction(
     monkeypatch.setattr(
         sqlite_module.SQLiteStore, "_transaction", sqlite_module.SQLiteStore._transaction
     )
-    spent: dict[str, list[float]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": []}
+    spent: dict[str, list[Any]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": [],
+                                   "commit_spans": []}  # fmt: skip
     commit_stalls.instrument(spent)
     settings = Settings(url=f"sqlite:///{tmp_path / 'e.db'}", data_dir=tmp_path, embedder="hash")
     with Engine(settings=settings) as engine:
@@ -43,6 +57,7 @@ def test_instrument_times_each_commit_and_keeps_the_store_s_own_transaction(
         commits = len(spent["commit_wall"])
         assert commits >= 2
         assert len(spent["begin_wall"]) == commits == len(spent["commit_cpu"])
+        assert len(spent["commit_spans"]) == commits
         assert all(ms >= 0.0 for ms in spent["commit_wall"])
         # a failing transaction is still rolled back and reported as the store reports it
         store = engine.store
