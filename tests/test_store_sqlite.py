@@ -210,6 +210,9 @@ def test_a_write_waits_for_another_connections_lock_while_threads_use_the_store(
     other = sqlite3.connect(db_path, isolation_level=None, timeout=30)
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
     other.execute("UPDATE memories SET importance = 0.5 WHERE user_id = 'alice' AND id = 'a'")
+    # as every engrain write does: a working set is kept while its user's revision stands,
+    # so a row changed without it is seen only if no read checks in between (a race)
+    other.execute("UPDATE revisions SET revision = revision + 1 WHERE user_id = 'alice'")
     errors: list[BaseException] = []
 
     def guarded(work: Any) -> threading.Thread:
