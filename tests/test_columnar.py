@@ -30,9 +30,10 @@ from engrain.store import (
     lexical_file,
     rows,
     sqlite_load,
+    sqlite_rows,
+    sqlite_saves,
     texts,
 )
-from engrain.store import sqlite as sqlite_module
 from engrain.store.base import Patch
 from engrain.store.columns import Stamp, texts_digest
 from engrain.store.sqlite import SQLiteStore
@@ -383,7 +384,7 @@ def test_a_process_that_only_patched_rows_saves_the_image_it_holds(
 def test_the_image_is_refreshed_while_the_process_runs(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("engrain.store.sqlite.IMAGE_REFRESH_SECONDS", 0.0)
+    monkeypatch.setattr("engrain.store.sqlite_saves.IMAGE_REFRESH_SECONDS", 0.0)
     _image_saved(db)
     writer = SQLiteStore(db, ann_min_vectors=None)
     writer.working_set(USER)
@@ -401,14 +402,14 @@ def test_a_slow_refresh_waits_longer_before_the_next(
     """A refresh may take at most IMAGE_REFRESH_SHARE of the time: after one that took
     10 s the next waits 500 s, so a patch soon after leaves the image stale until then
     (or until the store closes)."""
-    monkeypatch.setattr("engrain.store.sqlite.IMAGE_REFRESH_SECONDS", 0.0)
+    monkeypatch.setattr("engrain.store.sqlite_saves.IMAGE_REFRESH_SECONDS", 0.0)
     _image_saved(db)
     stale = _saved(db)
     writer = SQLiteStore(db, ann_min_vectors=None)
     writer.working_set(USER)
     assert writer._refresh_interval(USER) == 0.0
     writer._refresh_cost[USER] = 10.0
-    assert writer._refresh_interval(USER) == pytest.approx(10.0 / sqlite_module.IMAGE_REFRESH_SHARE)
+    assert writer._refresh_interval(USER) == pytest.approx(10.0 / sqlite_saves.IMAGE_REFRESH_SHARE)
     writer._refreshed[USER] = time.monotonic()
     writer.write(patches=[Patch(USER, _memories(14)[4].id, {"muted": True})])
     assert not [t for t in threading.enumerate() if t.name == "engrain-columns"]
@@ -768,7 +769,7 @@ def test_a_load_without_a_reader_of_texts_reads_the_rows(db: Path) -> None:
     conn.execute("BEGIN")
     try:
         loaded = sqlite_load.read(
-            conn, USER, lambda: _saved(db), sqlite_module._from_row, texts=None
+            conn, USER, lambda: _saved(db), sqlite_rows.from_row, texts=None
         )  # fmt: skip
     finally:
         conn.execute("COMMIT")

@@ -26,8 +26,7 @@ from engrain.errors import MigrationError, ValidationError
 from engrain.model import MemoryType, Provenance
 from engrain.recall import lines
 from engrain.recall.assemble import Format, item_line, stored_line_tokens
-from engrain.store import MemoryStore, Patch
-from engrain.store import sqlite as sqlite_module
+from engrain.store import MemoryStore, Patch, sqlite_rows, sqlite_schema, sqlite_uses
 from engrain.store.base import MEMORY_COLUMNS, counted
 from engrain.store.sqlite import MIGRATIONS, SQLiteStore
 from engrain.tokens import count_tokens, spaced_count
@@ -189,11 +188,11 @@ def test_a_006_file_is_filled_on_upgrade_and_then_refused_by_older_trees(
     written = [mem(f"m{i}", content=f"note {i}: the {'very ' * i}long one é") for i in range(7)]
     before = MEMORY_COLUMNS.index("content_tokens")
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:6])
+        patch.setattr(sqlite_schema, "MIGRATIONS", MIGRATIONS[:6])
         old = SQLiteStore(path)
-        rows = [sqlite_module.sqlite_uses.stored(sqlite_module._to_row(m)[:before])
+        rows = [sqlite_uses.stored(sqlite_rows.to_row(m)[:before])
                 for m in written]  # fmt: skip
-        columns = [c for c in sqlite_module._ROW_COLUMNS if c != "content_tokens"]
+        columns = [c for c in sqlite_rows.ROW_COLUMNS if c != "content_tokens"]
         with old._transaction() as db:
             db.executemany(f"INSERT INTO memories ({', '.join(columns)}) "
                            f"VALUES ({', '.join('?' * len(columns))})", rows)  # fmt: skip
@@ -210,7 +209,7 @@ def test_a_006_file_is_filled_on_upgrade_and_then_refused_by_older_trees(
     upgraded.close()
 
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:6])
+        patch.setattr(sqlite_schema, "MIGRATIONS", MIGRATIONS[:6])
         with pytest.raises(MigrationError, match="newer engrain"):
             SQLiteStore(path)
     raw = sqlite3.connect(path)

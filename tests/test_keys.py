@@ -309,14 +309,14 @@ def test_another_process_sees_a_key_and_its_revocation(tmp_path: Path) -> None:
 def test_a_sqlite_file_from_before_keys_gains_them_and_keeps_its_memories(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engrain.store import sqlite as sqlite_module
+    from engrain.store import sqlite_schema
 
     db = tmp_path / "old.db"
     settings = make_settings(tmp_path, url=f"sqlite:///{db}")
     with monkeypatch.context() as patch:
         # every migration but the keys' (004): the rest of today's code needs the others
         patch.setattr(
-            sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:3] + sqlite_module.MIGRATIONS[4:]
+            sqlite_schema, "MIGRATIONS", sqlite_schema.MIGRATIONS[:3] + sqlite_schema.MIGRATIONS[4:]
         )
         with Engine(settings=settings, embedder=HashEmbedder()) as old:
             kept = old.remember("I prefer tabs over spaces", "alice", "preference").memory_id

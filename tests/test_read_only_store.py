@@ -21,8 +21,7 @@ from engrain.embed import HashEmbedder
 from engrain.embed.cache import CachedEmbedder
 from engrain.errors import MigrationError, StoreError
 from engrain.model import Vector
-from engrain.store import sqlite as sqlite_module
-from engrain.store import sqlite_open
+from engrain.store import sqlite_connection, sqlite_open
 from engrain.store.sqlite import SQLiteStore
 
 from .conftest import NOW, make_settings
@@ -145,7 +144,7 @@ def test_a_write_failing_on_a_mount_turned_read_only_says_so(
 ) -> None:
     store = SQLiteStore(tmp_path / "store.db")
     monkeypatch.setattr(sqlite_open, "on_read_only_mount", lambda p: True)
-    message = sqlite_module._reason(sqlite3.OperationalError("disk I/O error"), store.path)
+    message = sqlite_connection.reason(sqlite3.OperationalError("disk I/O error"), store.path)
     assert message == "disk I/O error (the store's filesystem is mounted read-only)"
     store.close()
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from engrain.store import Patch, sqlite_uses
-from engrain.store import sqlite as sqlite_module
+from engrain.store import Patch, sqlite_rows, sqlite_schema, sqlite_uses
 from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.sqlite import MIGRATIONS, SQLiteStore
 
@@ -49,12 +48,12 @@ def test_a_005_file_upgrades_in_place_keeping_every_use(
     bobs = replace(mem("a", "bob"), access_count=1, last_accessed_at=NOW)
     memories = [used, counted, timed, unused, bobs]
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:5])
+        patch.setattr(sqlite_schema, "MIGRATIONS", MIGRATIONS[:5])
         old = SQLiteStore(path)
         old._db.executemany(  # the row as 001-005 wrote it: the uses in the memory's row
             f"INSERT INTO memories ({', '.join(MEMORY_COLUMNS[:_OF_005])}) "
             f"VALUES ({', '.join('?' * _OF_005)})",
-            [sqlite_module._to_row(m)[:_OF_005] for m in memories],
+            [sqlite_rows.to_row(m)[:_OF_005] for m in memories],
         )
         old.close()
     rowids = _raw(path, "SELECT user_id, id, rowid FROM memories ORDER BY rowid")

@@ -19,8 +19,18 @@ import pytest
 from engrain import store as store_package
 from engrain.errors import ConfigError, MigrationError, StoreError
 from engrain.model import Memory
-from engrain.store import MemoryFilter, MemoryStore, State, Store, known_schemes, open_store
-from engrain.store import sqlite as sqlite_module
+from engrain.store import (
+    MemoryFilter,
+    MemoryStore,
+    State,
+    Store,
+    known_schemes,
+    open_store,
+    sqlite_connection,
+    sqlite_rows,
+    sqlite_schema,
+)
+from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.sqlite import MIGRATIONS, SQLiteStore
 
 from .conftest import NOW
@@ -102,7 +112,7 @@ def test_failed_migration_is_rolled_back_and_not_recorded(
         db.execute("CREATE TABLE half_done (x)")
         db.execute("SELECT * FROM no_such_table")
 
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", [*MIGRATIONS, ("900_broken", broken)])
+    monkeypatch.setattr(sqlite_schema, "MIGRATIONS", [*MIGRATIONS, ("900_broken", broken)])
     with pytest.raises(MigrationError, match="900_broken"):
         SQLiteStore(db_path)
 
@@ -115,13 +125,13 @@ def test_upgrading_a_first_version_file_keeps_its_memories(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with monkeypatch.context() as patch:
-        patch.setattr(sqlite_module, "MIGRATIONS", MIGRATIONS[:1])
+        patch.setattr(sqlite_schema, "MIGRATIONS", MIGRATIONS[:1])
         old = SQLiteStore(db_path)
         rows = [mem("a", minutes=1), mem("b", minutes=2, vector=(0, 1, 0, 0))]
-        first_columns = sqlite_module._COLUMNS[:26]  # the row as 001 wrote it
+        first_columns = MEMORY_COLUMNS[:26]  # the row as 001 wrote it
         old._db.executemany(
             f"INSERT INTO memories ({', '.join(first_columns)}) VALUES ({', '.join('?' * 26)})",
-            [sqlite_module._to_row(m)[:26] for m in rows],
+            [sqlite_rows.to_row(m)[:26] for m in rows],
         )
         old.close()
 
@@ -148,13 +158,13 @@ def test_a_row_the_driver_rejects_rolls_back_the_whole_batch(
 ) -> None:
     sqlite_store.write([mem("keep", content="original"), mem("doomed")])
     before = snapshot(sqlite_store)
-    real_to_row = sqlite_module._to_row
+    real_to_row = sqlite_rows.to_row
 
     def to_row(m: Memory) -> tuple[Any, ...]:
         row = real_to_row(m)
         return (*row[:3], object(), *row[4:]) if m.id == "bad" else row  # unbindable content
 
-    monkeypatch.setattr(sqlite_module, "_to_row", to_row)
+    monkeypatch.setattr(sqlite_rows, "to_row", to_row)
     batch = [mem("keep", content="changed"), mem("bad"), mem("new")]
 
     with pytest.raises(StoreError):
@@ -440,9 +450,11 @@ def test_a_migration_another_process_applied_meanwhile_is_skipped(
     failed with ``table uses already exists``: tests/reliability/test_key_race.py)."""
     path = tmp_path / "new.db"
     SQLiteStore(path).close()  # the other process, first to the lock
-    stale = sqlite_module.pending_migrations
+    stale = sqlite_connection.pending_migrations
     monkeypatch.setattr(
-        sqlite_module, "pending_migrations", lambda done, steps, where: stale(set(), steps, where)
+        sqlite_connection,
+        "pending_migrations",
+        lambda done, steps, where: stale(set(), steps, where),
     )
     store = SQLiteStore(path)
     try:
