@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 
 from engrain.model import Memory, Vector
-from engrain.store.base import ALL, KeyClaim, KeyRecord, MemoryFilter, Patch, State, counted
+from engrain.store.base import KeyClaim, KeyRecord, Patch, State, counted
 from engrain.store.cache import UserCache
+from engrain.store.cache_reads import WorkingSetReads
 
 
-class MemoryStore:
+class MemoryStore(WorkingSetReads):
     """Keeps every user's memories in a :class:`UserCache`. A write reads every item it is
     given before changing anything, so a bad item leaves the store as it was.
 
@@ -99,34 +100,8 @@ class MemoryStore:
         with self._lock:
             return self._users.get(user_id) or UserCache()
 
-    def working_set(self, user_id: str) -> Mapping[str, Memory]:
-        """The user's memories by id: an immutable mapping, replaced by a new one on every
-        change, counted uses included (as :meth:`SQLiteStore.working_set`)."""
-        return self._cache(user_id).snapshot.rows
-
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         return self._cache(user_id).get(ids)
-
-    def query(
-        self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
-    ) -> list[Memory]:
-        return self._cache(user_id).query(flt, limit, offset)
-
-    def search(
-        self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
-    ) -> list[tuple[Memory, float]]:
-        return self._cache(user_id).search(vector, k, flt)
-
-    def search_many(
-        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
-    ) -> list[list[tuple[Memory, float]]]:
-        """:meth:`search` for each ``(k, flt)``, from one product over the working set."""
-        return self._cache(user_id).search_many(vector, searches)
-
-    def lexical_search(
-        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
-    ) -> list[tuple[Memory, float]]:
-        return self._cache(user_id).lexical_search(text, k, flt)
 
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         with self._lock:
@@ -144,12 +119,6 @@ class MemoryStore:
             self._put_state(plan_state, now)
             if ids:
                 self._cache(user_id).touch(ids, at)
-
-    def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
-        return self._cache(user_id).count(flt)
-
-    def centroid(self, user_id: str) -> Vector | None:
-        return self._cache(user_id).centroid()
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
         with self._lock:

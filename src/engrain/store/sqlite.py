@@ -50,6 +50,7 @@ from engrain.store.base import (
     counted,
     lazy_commit,
 )
+from engrain.store.cache_reads import WorkingSetReads
 from engrain.store.reads import Begin
 from engrain.store.sqlite_rows import ROW_COLUMNS, SELECT_KEYS, dt, key_from_row, key_row
 from engrain.store.sqlite_schema import MIGRATIONS
@@ -73,7 +74,7 @@ def ann_threshold(environ: Mapping[str, str] | None = None) -> int | None:
     return value if isinstance(value, int) else ANN_MIN_VECTORS
 
 
-class SQLiteStore(WorkingSets):
+class SQLiteStore(WorkingSets, WorkingSetReads):
     """The default store: one SQLite file, WAL journal, named migrations.
 
     ``ann_min_vectors``: users with at least this many vectors are searched through an
@@ -171,31 +172,8 @@ class SQLiteStore(WorkingSets):
         caller that resolves hundreds of ids per search (the Chroma store's hits)."""
         return self._cache(user_id).get(ids)
 
-    def working_set(self, user_id: str) -> Mapping[str, Memory]:
-        """The user's working set (brought up to the store's revision and other processes'
-        commits first) by id: an immutable mapping, replaced by a new one on every change,
-        counted uses included, so comparing identities tells a caller keeping per-memory
-        data (the inspector's used order) whether anything changed since it looked."""
-        return self._cache(user_id).snapshot.rows
-
     def get(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         return sqlite_rows.by_ids(self._read, user_id, ids)
-
-    def query(
-        self, user_id: str, flt: MemoryFilter = ALL, *, limit: int | None = None, offset: int = 0
-    ) -> list[Memory]:
-        return self._cache(user_id).query(flt, limit, offset)
-
-    def search(
-        self, user_id: str, vector: Vector, k: int, flt: MemoryFilter = ALL
-    ) -> list[tuple[Memory, float]]:
-        return self._cache(user_id).search(vector, k, flt)
-
-    def search_many(
-        self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
-    ) -> list[list[tuple[Memory, float]]]:
-        """:meth:`search` for each ``(k, flt)``, from one product over the working set."""
-        return self._cache(user_id).search_many(vector, searches)
 
     def search_found(
         self,
@@ -208,11 +186,6 @@ class SQLiteStore(WorkingSets):
         builds the memories it shows); ``begin``: how the learnings' index walk is begun
         beside the pool's (``store/reads.py``)."""
         return self._cache(user_id).search_found(vector, searches, begin)
-
-    def lexical_search(
-        self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
-    ) -> list[tuple[Memory, float]]:
-        return self._cache(user_id).lexical_search(text, k, flt)
 
     def lexical_found(
         self, user_id: str, text: str, k: int, flt: MemoryFilter = ALL
@@ -247,12 +220,6 @@ class SQLiteStore(WorkingSets):
             self._sync_version()
             if counts and user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
-
-    def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
-        return self._cache(user_id).count(flt)
-
-    def centroid(self, user_id: str) -> Vector | None:
-        return self._cache(user_id).centroid()
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
