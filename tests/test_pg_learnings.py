@@ -390,7 +390,7 @@ def test_learnings_the_steps_cannot_tell_apart_are_ranked_by_their_float32_vecto
     held = _held(mine)
     written = {m.id: m for m in truth.get("alice", [m.id for m in near + far])}
     learned = [written[m.id] for m in near + far if m.kind in LEARNING_KINDS]
-    unit = postgres._unit(query)
+    unit = postgres.searches._unit(query)
     candidates = held._held["alice"].candidates(unit, 10, TYPED)
     assert {m.id for m in near} <= set(candidates)  # every near one is a candidate
     found = mine.search("alice", query, 10, TYPED)

@@ -135,15 +135,15 @@ def test_the_candidate_list_follows_the_graphs_size(
             hits += len(found & {f"m{i:03d}" for i in np.argsort(-(vectors @ query))[:10]})
         return hits / (10 * len(queries))
 
-    monkeypatch.setattr(postgres, "EF_PER_ROW", 1)
-    monkeypatch.setattr(postgres, "EF_BY_GRAPH_ROWS", ((100, 1000), (10_000, 10)))
+    monkeypatch.setattr(postgres.plans, "EF_PER_ROW", 1)
+    monkeypatch.setattr(postgres.plans, "EF_BY_GRAPH_ROWS", ((100, 1000), (10_000, 10)))
     assert postgres.ef_for_graph(600) == 10 and postgres.ef_for_graph(50) == 1000
     assert recall() < 0.95
-    monkeypatch.setattr(postgres, "EF_BY_GRAPH_ROWS", ((10_000, 1000),))
+    monkeypatch.setattr(postgres.plans, "EF_BY_GRAPH_ROWS", ((10_000, 1000),))
     assert recall() >= 0.98
     # a list of 10 per row asked for: 100 candidates for k = 10, whatever the table says
-    monkeypatch.setattr(postgres, "EF_BY_GRAPH_ROWS", ((10_000, 10),))
-    monkeypatch.setattr(postgres, "EF_PER_ROW", 100)
+    monkeypatch.setattr(postgres.plans, "EF_BY_GRAPH_ROWS", ((10_000, 10),))
+    monkeypatch.setattr(postgres.plans, "EF_PER_ROW", 100)
     assert recall() >= 0.98
     syncs[0] = 0
     store.search("alice", queries[0], 10)
