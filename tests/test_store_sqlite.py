@@ -144,6 +144,52 @@ def test_upgrading_a_first_version_file_keeps_its_memories(
     upgraded.close()
 
 
+_FIELDS_001 = (
+    "user_id TEXT NOT NULL, project TEXT, content TEXT NOT NULL, memory_type TEXT NOT NULL, "
+    "kind TEXT NOT NULL, domains TEXT NOT NULL DEFAULT '[]', session_id TEXT, "
+    "created_at TEXT NOT NULL, updated_at TEXT NOT NULL, event_at TEXT, key TEXT, "
+    "importance REAL NOT NULL, confidence REAL NOT NULL, usefulness REAL NOT NULL, "
+    "access_count INTEGER NOT NULL DEFAULT 0, last_accessed_at TEXT, "
+    "pinned INTEGER NOT NULL DEFAULT 0, muted INTEGER NOT NULL DEFAULT 0, promoted_at TEXT, "
+    "compressed INTEGER NOT NULL DEFAULT 0, compression_source INTEGER NOT NULL DEFAULT 0, "
+    "source_session_id TEXT, provenance TEXT NOT NULL DEFAULT '{}', "
+    "content_hash TEXT NOT NULL, embedding BLOB"
+)
+
+
+@pytest.mark.parametrize(
+    ("applied", "table"),
+    [
+        (1, f"CREATE TABLE memories ( id TEXT PRIMARY KEY, {_FIELDS_001} )"),
+        (
+            2,
+            f'CREATE TABLE "memories" ( id TEXT NOT NULL, {_FIELDS_001}, '
+            "PRIMARY KEY (user_id, id) )",
+        ),
+    ],
+)
+def test_migrations_001_and_002_create_the_tables_they_shipped_with(
+    applied: int, table: str
+) -> None:
+    """001 and 002 write their ``memories`` from one column list (``sqlite_schema.py``):
+    the table and indexes each leaves are still the ones it shipped with, column for column
+    and in order (SQLite keeps the statement; a file made by an older tree is read by this
+    one)."""
+    db = sqlite3.connect(":memory:")
+    for _, step in MIGRATIONS[:applied]:
+        step(db)
+    made = db.execute("SELECT sql FROM sqlite_master WHERE name = 'memories'").fetchone()[0]
+    assert " ".join(made.split()) == table
+    indexes = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name"
+    ).fetchall()
+    assert [r[0] for r in indexes] == [
+        "CREATE INDEX memories_user_key ON memories (user_id, key)",
+        "CREATE INDEX memories_user_session ON memories (user_id, session_id)",
+        "CREATE INDEX memories_user_updated ON memories (user_id, updated_at)",
+    ]
+
+
 def test_opening_an_unusable_path_is_a_store_error(tmp_path: Path) -> None:
     (tmp_path / "a-directory").mkdir()
     with pytest.raises(StoreError):
