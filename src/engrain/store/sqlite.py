@@ -18,7 +18,9 @@ images and stamps saved for the next process, on their own threads) and ``sqlite
 (a working set loaded, and its rows read back by rowid). Beside them: ``sqlite_schema`` (the
 named migrations), ``sqlite_rows`` (rows to and from memories and keys), ``sqlite_writes``
 (what a write does inside its transaction), and ``sqlite_open``, ``sqlite_load``,
-``sqlite_uses``, ``sqlite_tokens``, ``sqlite_stamps`` as before.
+``sqlite_uses``, ``sqlite_tokens``, ``sqlite_stamps`` as before. The reads answered from a
+working set alone (``query``, ``search``, ``count``…) are ``cache_reads.WorkingSetReads``,
+shared with the in-memory store.
 """
 
 from __future__ import annotations
