@@ -142,6 +142,7 @@ from psycopg_pool import ConnectionPool
 
 from engrain.errors import ConfigError, StoreError, ValidationError, WriteOutcomeUnknownError
 from engrain.model import Memory, Vector, as_utc
+from engrain.store import heap
 from engrain.store.base import ALL, KeyClaim, KeyRecord, MemoryFilter, Patch, State
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25, fill, outcome, schema
@@ -398,6 +399,7 @@ class PostgresStore:
         self._closed = False
         self._lock = threading.Lock()
         self._next_prune = 0.0  # outcome.PRUNE_SECONDS: old write tokens deleted
+        heap.share_one_arena()  # before the pool's threads start (store/heap.py)
         self.migrate()
         # writes record their tokens where this tree's migrations made their table (a
         # test standing in for an older tree leaves that migration out)
