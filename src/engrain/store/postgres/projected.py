@@ -56,7 +56,7 @@ HNSW graph of the user's vectors held in process instead of the projection's pro
 process's (docs/postgres.md, "Session 20"). **The default** (unset
 ``ENGRAIN_PG_POOL_INDEX``; ``projection`` or ``off`` with no bound: the database's walk;
 :func:`pool_kind`) since session 24: a process serving a 100,000-memory user with it holds
-256-270 MB once the process keeps one malloc arena (``store/heap.py``), against 288-320
+256-273 MB once the process keeps one malloc arena (``store/heap.py``), against 288-320
 before, under the 300 MB target (docs/postgres.md, "Session 24 … (h7)"). A graph is kept
 in a file between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU)
 instead of building it (~55-75 s), and it is held only for users of at least
