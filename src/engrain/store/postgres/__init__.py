@@ -344,8 +344,8 @@ class PostgresStore:
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
     else 96 MiB for the graph, 0 for the projection); ``pool_index`` what they are held as,
     ``"graph"`` (an HNSW graph in process, the users of at least 20,000 memories) or
-    ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the projection unless it says
-    ``graph``: the graph costs ~70–90 MB of RSS at 100,000); ``graph_dir``
+    ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the graph unless it says
+    ``projection`` or ``off``); ``graph_dir``
     where graphs are kept between processes (``store/postgres/graph_file.py``; ``"auto"``:
     ``ENGRAIN_PG_GRAPH_DIR`` or the user's cache directory; ``None``: nowhere). The schema
     is migrated on open; ``fill_in_background`` starts a filler of the token counts a large
