@@ -252,14 +252,14 @@ def test_a_named_value_read_outside_the_settings_takes_the_same_rule(tmp_path: P
     from engrain import envvars
 
     variable = "ENGRAIN_PG_POOL_INDEX"
-    assert envvars.choice(variable, {}) == "projection"  # the database's walk by default
-    assert envvars.choice(variable, {variable: " "}) == "projection"
+    assert envvars.choice(variable, {}) == "graph"  # the held graph by default (session 24)
+    assert envvars.choice(variable, {variable: " "}) == "graph"
     for word in ("graph", "On", "HNSW"):
         assert envvars.choice(variable, {variable: word}) == "graph"
     for word in ("projection", "OFF"):
         assert envvars.choice(variable, {variable: word}) == "projection"
     [line] = config_error(tmp_path, **{variable: "ivf"}).splitlines()
-    assert line == (f"invalid environment variable {variable}='ivf': expected projection or graph")
+    assert line == (f"invalid environment variable {variable}='ivf': expected graph or projection")
     assert load_settings(environ=env_of(tmp_path, **{variable: "graph"})).data_dir == tmp_path
 
 

@@ -325,7 +325,8 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
 
 
 def test_projected_bytes_from_the_environment(pg_url: str) -> None:
-    assert projected.projected_bytes({}) == 0  # the database's walk by default
+    # the held graph by default (session 24), its bound
+    assert projected.projected_bytes({}) == projected.PROJECTED_BYTES
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
@@ -334,7 +335,7 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
         projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
-    assert projected.pool_kind({}) == "projection"
+    assert projected.pool_kind({}) == "graph"
     assert (
         projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "graph"}) == projected.PROJECTED_BYTES
     )
@@ -354,7 +355,9 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     default = PostgresStore(pg_url, pool_size=1)
     try:
         if not {"ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX"} & set(os.environ):
-            assert default._projected is None  # nothing held by default
+            # a large user's graph held by default, at the default bound
+            assert default._projected is not None and default._projected.kind == "graph"
+            assert default._projected.max_bytes == projected.PROJECTED_BYTES
     finally:
         default.close()
     with pytest.raises(ConfigError):

@@ -69,8 +69,8 @@ def count(name: str, environ: Mapping[str, str] | None = None) -> int | Switch |
 #: words that name it.
 CHOICES: Final[Mapping[str, Mapping[str, frozenset[str]]]] = {
     "ENGRAIN_PG_POOL_INDEX": {
-        "projection": frozenset({"projection", "off"}),
         "graph": frozenset({"graph", "on", "hnsw"}),
+        "projection": frozenset({"projection", "off"}),
     },
 }
 

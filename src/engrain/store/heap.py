@@ -25,6 +25,21 @@ a block larger than a call's largest (:data:`ROW_BYTES` a row of the largest use
 loaded, at least 4 MiB) that the free heap cannot hold is mapped and unmapped when
 freed, whatever was freed before; a call's blocks still come from the heap (few page
 faults per call).
+
+**One arena** (:func:`share_one_arena`, issue 18, session 24). glibc gives each thread that
+allocates its own arena, up to eight per core, and keeps each arena's freed pages apart:
+memory a thread freed is reused by that thread's arena only, and an arena's heap shrinks
+only from its top. A process serving a store runs many threads that each allocate a
+little now and then (the pool's connections and workers, the two searches of
+``search_many``, the background loaders, the model's threads): each arena grows to its
+own high-water mark and keeps it. CPython allocates only while a thread holds the
+interpreter lock, so those threads seldom allocate at the same moment and the arenas buy
+them almost no parallelism. With one arena the process keeps one pool of freed pages,
+reused by whichever thread allocates next: a process serving a 100,000-memory
+PostgreSQL user with the held graph holds ~20 MB less after 200 calls
+(``bench/pg_graph_rss.py``, docs/postgres.md "Session 24 … (h7)"). The limit applies to
+arenas glibc creates after it is set; a store sets it when it opens, before its own
+threads start.
 """
 
 from __future__ import annotations
@@ -54,6 +69,11 @@ MMAP_MAX = 32 << 20
 #: ``mallopt``'s parameter numbers (glibc's ``malloc.h``).
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+#: The arenas a process keeps once :func:`share_one_arena` ran (the module docstring).
+ARENAS = 1
+#: Whether this process limited its arenas (set once).
+_shared = False
 #: The threshold this process fixed (0: none yet); only ever raised.
 _fixed = 0
 
@@ -90,6 +110,27 @@ def _tuned_by_user() -> bool:
     return any(
         name in os.environ for name in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
     ) or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")
+
+
+def _arenas_by_user() -> bool:
+    """Whether the environment sets glibc's arena limit itself (then it is left alone)."""
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    return bool(os.environ.get("MALLOC_ARENA_MAX")) or "arena_max" in tunables
+
+
+def share_one_arena() -> bool:
+    """Limit glibc to :data:`ARENAS` malloc arena (the module docstring), once per process,
+    unless the environment sets the limit or the C library has no ``mallopt``; whether
+    this process's limit is now set by this module."""
+    global _shared
+    with _LOCK:
+        if _shared:
+            return True
+        mallopt = _mallopt()
+        if mallopt is None or _arenas_by_user():
+            return False
+        _shared = bool(mallopt(_M_ARENA_MAX, ARENAS))
+        return _shared
 
 
 def threshold_for(rows: int) -> int:

@@ -140,6 +140,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from engrain.errors import ConfigError, StoreError
 from engrain.model import Memory, Vector
+from engrain.store import heap
 from engrain.store.base import ALL, KeyClaim, MemoryFilter, Patch, State
 from engrain.store.postgres import fill, outcome, schema
 from engrain.store.postgres import graph as pool_graph
@@ -217,8 +218,8 @@ class PostgresStore(Searches, Records):
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
     else 96 MiB for the graph, 0 for the projection); ``pool_index`` what they are held as,
     ``"graph"`` (an HNSW graph in process, the users of at least 20,000 memories) or
-    ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the projection unless it says
-    ``graph``: the graph costs ~70–90 MB of RSS at 100,000); ``graph_dir``
+    ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the graph unless it says
+    ``projection`` or ``off``); ``graph_dir``
     where graphs are kept between processes (``store/postgres/graph_file.py``; ``"auto"``:
     ``ENGRAIN_PG_GRAPH_DIR`` or the user's cache directory; ``None``: nowhere). The schema
     is migrated on open; ``fill_in_background`` starts a filler of the token counts a large
@@ -272,6 +273,7 @@ class PostgresStore(Searches, Records):
         self._closed = False
         self._lock = threading.Lock()
         self._next_prune = 0.0  # outcome.PRUNE_SECONDS: old write tokens deleted
+        heap.share_one_arena()  # before the pool's threads start (store/heap.py)
         self.migrate()
         # writes record their tokens where this tree's migrations made their table (a
         # test standing in for an older tree leaves that migration out)

@@ -53,9 +53,11 @@ searches, statement and bounds, with the candidates (1.5 × ``k`` + 16) proposed
 HNSW graph of the user's vectors held in process instead of the projection's product
 (``held_graph.py``: ~1.5 ms of one core a search, R@50 ~0.997, caught up in place from
 ``row_changes``). It cut the database's CPU a call by ~4.5 ms for ~1 ms more of the
-process's (docs/postgres.md, "Session 20"). **Off by default** (unset
-``ENGRAIN_PG_POOL_INDEX``: the database's walk; :func:`pool_kind`): a process serving a
-100,000-memory user with it measured 288-320 MB against the 300 MB target. A graph is kept
+process's (docs/postgres.md, "Session 20"). **The default** (unset
+``ENGRAIN_PG_POOL_INDEX``; ``projection`` or ``off`` with no bound: the database's walk;
+:func:`pool_kind`) since session 24: a process serving a 100,000-memory user with it holds
+256-273 MB once the process keeps one malloc arena (``store/heap.py``), against 288-320
+before, under the 300 MB target (docs/postgres.md, "Session 24 … (h7)"). A graph is kept
 in a file between processes (``graph_file.py``), so a new process reads it (~0.5 s of CPU)
 instead of building it (~55-75 s), and it is held only for users of at least
 ``held_graph.MIN_ROWS`` memories.
@@ -176,8 +178,8 @@ def nearest_sql(
 def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None = None) -> int:
     """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
     :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
-    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX=graph``), 0 for the
-    projection (``ENGRAIN_PG_POOL_INDEX`` unset, ``projection`` or ``off``), ``kind`` (when
+    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX`` unset or
+    ``graph``), 0 for the projection (``projection`` or ``off``), ``kind`` (when
     given) standing for that variable; any other value raises
     :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
     value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
@@ -187,11 +189,10 @@ def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None =
 
 
 def pool_kind(environ: Mapping[str, str] | None = None) -> str:
-    """What a large user's pool is held as: ``ENGRAIN_PG_POOL_INDEX=graph`` (or ``on``) an
-    HNSW graph in process (:class:`PoolGraph`); unset, ``projection`` or ``off``: the
-    projection, held only with a bound given (the default: the database's walk; the graph
-    costs ~70–90 MB of RSS at 100,000, past the 300 MB target, docs/postgres.md). Any other
-    value raises :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
+    """What a large user's pool is held as: unset, ``graph`` (or ``on``) an HNSW graph in
+    process (:class:`PoolGraph`, the default); ``projection`` or ``off``: the projection,
+    held only with a bound given (none: the database's walk). Any other value raises
+    :class:`~engrain.errors.ConfigError` (:func:`engrain.envvars.choice`)."""
     return envvars.choice("ENGRAIN_PG_POOL_INDEX", environ)
 
 
