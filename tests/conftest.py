@@ -68,6 +68,15 @@ def mem_engine(tmp_path: Path) -> Iterator[Engine]:
     yield Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
 
 
+@pytest.fixture
+def through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches over more than 20 rows go through the approximate index
+    (``vector_search.EXACT_SUBSET``), so a test's few hundred memories reach it."""
+    from engrain.store import vector_search
+
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+
+
 @pytest.fixture(scope="session")
 def minilm():  # type: ignore[no-untyped-def]
     """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
