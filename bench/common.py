@@ -472,6 +472,19 @@ def cpu_summary(values_ms: Sequence[float]) -> dict[str, float]:
     }
 
 
+def status_mb(field: str = "VmRSS") -> float:
+    """A memory line of this process's ``/proc/self/status`` in MB (Linux): ``VmRSS``, its
+    resident memory now, or ``VmHWM``, its peak; NaN where there is none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
 def machine_info() -> dict[str, Any]:
     """What the numbers were measured on, including how busy the machine was."""
     import numpy

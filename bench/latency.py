@@ -443,20 +443,12 @@ def _serve_in_subprocess(spec: dict[str, Any], src: Path | None = None) -> dict[
 
 def rss_mb() -> float:
     """This process's resident memory (``VmRSS`` in ``/proc/self/status``), in MB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    return float("nan")
+    return common.status_mb("VmRSS")
 
 
 def rss_peak_mb() -> float:
     """This process's peak resident memory so far (``VmHWM``), in MB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    return float("nan")
+    return common.status_mb("VmHWM")
 
 
 def reset_rss_peak() -> None:
