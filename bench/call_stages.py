@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
-import sqlite3
 import sys
 import time
 from collections import defaultdict
@@ -34,12 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import common
-import numpy as np
 from latency import USER
 
 import engrain
-from engrain import Engine, Settings
-from engrain.embed.minilm import MiniLMEmbedder
+from engrain import Engine
 
 #: The calls timed inside ``context()``: (owner, attribute), owner "store" or "embedder".
 STAGES = (
@@ -85,17 +82,10 @@ def thread_cpu(engine: Engine, spent: dict[str, float]) -> Iterator[None]:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Open the copy, wait for its indexes, time the calls; the report."""
     args.workdir.mkdir(parents=True, exist_ok=True)
-    copy = args.workdir / f"call-stages-{args.db.name}"
-    with sqlite3.connect(args.db) as source, sqlite3.connect(copy) as target:
-        source.backup(target, pages=65_536)
-    # latency.py's pool: warm-up, timed, then its stage-split queries (not used here)
-    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
-    warmup, queries = pool[: args.warmup], pool[args.warmup : args.warmup + args.queries]
-    profiled = pool[args.warmup + args.queries :] if args.profile_unseen else queries
-    embedder = MiniLMEmbedder()
-    embedder.embed(["warm the model up"])
-    engine = Engine(settings=Settings(url=f"sqlite:///{copy}", data_dir=args.workdir),
-                    embedder=embedder)  # fmt: skip
+    copy = common.copy_store(args.db, args.workdir / f"call-stages-{args.db.name}")
+    warmup, queries, unseen = common.latency_pool(args.warmup, args.queries, args.seed)
+    profiled = unseen if args.profile_unseen else queries
+    engine = common.model_engine(copy, args.workdir)
     with engine:
         indexed = common.warm_up(engine, USER, warmup)
         stages: dict[str, list[float]] = defaultdict(list)
@@ -125,14 +115,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "indexed": indexed,
         "profiled": "unseen queries" if args.profile_unseen else "the timed queries again",
         "load_1m": [load, os.getloadavg()[0]],
-        "stages_thread_cpu_ms": {
-            name: {
-                "p50": round(float(np.percentile(v, 50)), 3),
-                "mean": round(float(np.mean(v)), 3),
-                "p95": round(float(np.percentile(v, 95)), 3),
-            }
-            for name, v in stages.items()
-        },
+        "stages_thread_cpu_ms": {name: common.cpu_summary(v) for name, v in stages.items()},
         "engrain": str(Path(engrain.__file__).resolve().parent),
     }
 

@@ -42,14 +42,6 @@ _KEYS = ("cold_ms", "open_ms", "first_ms", "caller_cpu_s", "longest_thread_cpu_s
          "second_thread_cpu_s", "process_cpu_s", "rss_mb", "vmhwm_mb", "load_1m")  # fmt: skip
 
 
-def _status(field: str) -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    return float("nan")
-
-
 def _thread_cpu() -> dict[str, float]:
     """Each thread's CPU so far (``/proc/self/task/*/stat``: user + system), seconds."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -90,7 +82,7 @@ def serve(db: str, prepare: bool) -> dict[str, Any]:
         done = time.perf_counter()
         caller_cpu, process_cpu = time.thread_time() - caller, time.process_time() - process
         after = _thread_cpu()
-        rss, hwm = _status("VmRSS"), _status("VmHWM")
+        rss, hwm = common.status_mb("VmRSS"), common.status_mb("VmHWM")
     spent = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True)
     return {
         "cold_ms": round((done - wall) * 1000.0, 1),

@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import sqlite3
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -39,8 +38,6 @@ from latency import DEEP_BUDGET, USER, _call
 
 import engrain.store.checkpoint as checkpoint_module
 import engrain.store.sqlite as sqlite_module
-from engrain import Engine, Settings
-from engrain.embed.minilm import MiniLMEmbedder
 
 #: A commit slower than this (s) is counted, and whether a checkpoint pass overlapped it.
 SLOW_COMMIT = 0.005
@@ -126,13 +123,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
 
     checkpoint_module.Checkpointer._checkpoint = timed_pass  # type: ignore[method-assign]
     workdir = Path(spec["workdir"])
-    copy = workdir / f"commit-stalls-{os.getpid()}.db"
-    with sqlite3.connect(spec["db"]) as source, sqlite3.connect(copy) as target:
-        source.backup(target, pages=65_536)
-    embedder = MiniLMEmbedder()
-    embedder.embed(["warm the model up"])
-    engine = Engine(settings=Settings(url=f"sqlite:///{copy}", data_dir=workdir),
-                    embedder=embedder)  # fmt: skip
+    copy = common.copy_store(spec["db"], workdir / f"commit-stalls-{os.getpid()}.db")
+    engine = common.model_engine(copy, workdir)
     calls: list[dict[str, Any]] = []
     with engine:
         common.warm_up(engine, USER, spec["warmup"])
@@ -195,24 +187,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.db is None or args.workdir is None:
         parser.error("--db and --workdir are needed")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
+    warmup, queries, _ = common.latency_pool(args.warmup, args.queries, args.seed)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     for round_ in range(args.rounds):
         for mode in modes:
             spec = {"mode": mode, "db": str(args.db), "workdir": str(args.workdir),
-                    "warmup": pool[: args.warmup],
-                    "queries": pool[args.warmup : args.warmup + args.queries]}  # fmt: skip
-            path = args.workdir / f"commit-stalls-spec-{os.getpid()}.json"
-            path.write_text(json.dumps(spec), encoding="utf-8")
-            env = dict(os.environ)
-            if "=" in mode:
-                env["PYTHONPATH"] = mode.split("=", 1)[1]
-            out = subprocess.run(
-                [sys.executable, __file__, "--serve", str(path)],
-                check=True, capture_output=True, text=True, env=env,
-            ).stdout  # fmt: skip
-            run = json.loads(out.strip().splitlines()[-1])
+                    "warmup": warmup, "queries": queries}  # fmt: skip
+            src = [mode.split("=", 1)[1]] if "=" in mode else []
+            run = common.run_child(__file__, "serve", spec, src)
             runs[mode].append(run)
             c = run["commit_wall_ms"]
             print(f"round {round_ + 1} {mode.split('=')[0]:>4}: COMMIT wall p50 / p90 / mean "

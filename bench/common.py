@@ -14,8 +14,11 @@ import json
 import os
 import platform
 import random
+import sqlite3
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -368,6 +371,74 @@ def warm_up(engine: Engine, user_id: str, queries: Sequence[str]) -> bool:
     return indexed
 
 
+def latency_pool(warmup: int, queries: int, seed: int) -> tuple[list[str], list[str], list[str]]:
+    """``bench/latency.py``'s queries at its ``--seed`` ``seed``: the ``warmup`` untimed ones,
+    the ``queries`` timed ones, then as many again that it never asks (new questions)."""
+    pool = make_queries(warmup + 2 * queries, seed=seed + 1)
+    return pool[:warmup], pool[warmup : warmup + queries], pool[warmup + queries :]
+
+
+def warm_model() -> Any:
+    """The MiniLM model, its first run (which loads it) done before anything is timed."""
+    from engrain.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    embedder.embed(["warm the model up"])
+    return embedder
+
+
+def model_engine(db: Path, data_dir: Path, **changes: Any) -> Engine:
+    """An engine on the SQLite store ``db`` with the warmed MiniLM model (:func:`warm_model`)
+    and ``changes`` to its settings."""
+    settings = Settings(url=f"sqlite:///{db}", data_dir=data_dir, **changes)
+    return Engine(settings=settings, embedder=warm_model())
+
+
+def copy_store(db: Path | str, copy: Path) -> Path:
+    """``copy``, made a copy of the SQLite store ``db`` by SQLite's online backup: whole and
+    consistent even while another process writes ``db``, which is only read. The shared
+    model stores are copied so, never opened by an engine."""
+    source, target = sqlite3.connect(db), sqlite3.connect(copy)
+    try:
+        source.backup(target, pages=65_536)
+    finally:
+        source.close()
+        target.close()
+    return copy
+
+
+def run_child(
+    script: str,
+    mode: str,
+    spec: dict[str, Any],
+    paths: Sequence[Path | str] = (),
+    *,
+    same_hashes: bool = False,
+) -> dict[str, Any]:
+    """``python script --MODE SPEC`` in a new interpreter (cold caches, its own imports),
+    ``spec`` passed as a temporary JSON file; the JSON object on its output's last line.
+    ``paths`` go first on ``PYTHONPATH`` (a tree's ``src`` and ``bench``: the tree measured);
+    ``same_hashes`` fixes ``PYTHONHASHSEED`` so set orders (BM25 sums) and so the blocks are
+    alike in every run. Raises ``RuntimeError`` with the child's error output if it fails."""
+    env = dict(os.environ)
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, paths), env.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = env["PYTHONPATH"].rstrip(os.pathsep)
+    if same_hashes:
+        env["PYTHONHASHSEED"] = "0"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(spec, handle)
+    try:
+        done = subprocess.run([sys.executable, script, f"--{mode}", handle.name],
+                              capture_output=True, text=True, check=False, env=env)  # fmt: skip
+    finally:
+        Path(handle.name).unlink()
+    if done.returncode != 0:
+        where = f" on {paths[0]}" if paths else ""
+        raise RuntimeError(f"{mode}{where} failed ({done.returncode}):\n{done.stderr}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0–100) by linear interpolation, like numpy's default."""
     ordered = sorted(values)
@@ -389,6 +460,29 @@ def summarize(values_ms: Sequence[float]) -> dict[str, float]:
         "min_ms": round(min(values_ms), 2),
         "max_ms": round(max(values_ms), 2),
     }
+
+
+def cpu_summary(values_ms: Sequence[float]) -> dict[str, float]:
+    """p50, mean and p95 of a list of milliseconds (a thread's CPU per call), rounded to
+    0.001 (percentiles by linear interpolation, as numpy's)."""
+    return {
+        "p50": round(percentile(values_ms, 50), 3),
+        "mean": round(statistics.fmean(values_ms), 3),
+        "p95": round(percentile(values_ms, 95), 3),
+    }
+
+
+def status_mb(field: str = "VmRSS") -> float:
+    """A memory line of this process's ``/proc/self/status`` in MB (Linux): ``VmRSS``, its
+    resident memory now, or ``VmHWM``, its peak; NaN where there is none."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
+    return float("nan")
 
 
 def machine_info() -> dict[str, Any]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,8 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import NOW, machine_info, write_json
-from gating import SETS, USER, Projects, load_data
-from gating_lopo import _engine, one_split
+from gating import SETS, USER
+from gating_lopo import set_engines
 
 import engrain
 from engrain.embed import make_embedder
@@ -65,27 +64,24 @@ WEAK_VERBS = ("need", "call", "use", "get", "make", "add", "want", "take", "keep
 def answer_rows(names: Sequence[str], split: str = "tune") -> list[dict[str, Any]]:
     """Each message of ``split`` of every set in ``names``, answered by ``explain()``: its
     classification, budget, tokens used, labels and every candidate's decision."""
-    embedder = make_embedder("minilm")
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="h3-headroom-") as tmp:
-        for name in names:
-            data = one_split(load_data(name=name), split)
-            directory = Path(tmp) / name
-            directory.mkdir()
-            projects = Projects(data, embedder, directory)
-            engines = {p: _engine(projects, p, directory) for p in data.projects}
-            try:
-                for m in data.messages:
-                    engine = engines[m["project"]]
-                    gated = engine.explain(
-                        m["text"], USER, project=m["project"], turn=m.get("turn", 0), now=NOW
-                    )
-                    rows.append(_row(name, m, gated))
-            finally:
-                for engine in engines.values():
-                    engine.close()
-            print(f"{name}: answered", flush=True)
+    for name, data, engines in set_engines(names, split, make_embedder("minilm")):
+        for m in data.messages:
+            engine = engines[m["project"]]
+            gated = engine.explain(
+                m["text"], USER, project=m["project"], turn=m.get("turn", 0), now=NOW
+            )
+            rows.append(_row(name, m, gated))
+        print(f"{name}: answered", flush=True)
     return rows
+
+
+def _label(decision: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+    """``include``, ``exclude`` or ``other``: the label ``row``'s message gives the memory of
+    ``decision``."""
+    if decision["id"] in row["must_include"]:
+        return "include"
+    return "exclude" if decision["id"] in row["must_exclude"] else "other"
 
 
 def _row(name: str, message: Mapping[str, Any], gated: Any) -> dict[str, Any]:
@@ -261,13 +257,7 @@ def second_hop(
             else:
                 shared = (set(tokenize(d["content"])) & best_terms) - asked
                 reached = any(df[r["set"]][t] <= rare_df for t in shared)
-            label = (
-                "include"
-                if d["id"] in r["must_include"]
-                else "exclude"
-                if d["id"] in r["must_exclude"]
-                else "other"
-            )
+            label = _label(d, r)
             c[f"{label}_{'reached' if reached else 'not'}"] += 1
     reached = c["include_reached"] + c["exclude_reached"] + c["other_reached"]
     everyone = reached + c["include_not"] + c["exclude_not"] + c["other_not"]
@@ -305,13 +295,7 @@ def weak_verbs(
                 continue
             for d in r["decisions"]:
                 if term in set(tokenize(d["content"])):
-                    label = (
-                        "include"
-                        if d["id"] in r["must_include"]
-                        else "exclude"
-                        if d["id"] in r["must_exclude"]
-                        else "other"
-                    )
+                    label = _label(d, r)
                     c[f"{label}_{'selected' if d['selected'] else 'not'}"] += 1
         out.append(
             {

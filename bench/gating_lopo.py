@@ -423,9 +423,29 @@ def cell(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def answer_all(names: Sequence[str], chosen: Sequence[Candidate], embedder_name: str = "minilm",
                split: str = "tune") -> dict[str, dict[str, Any]]:  # fmt: skip
     """``{candidate: {set: cell}}`` for every candidate on every set's ``split`` half."""
-    embedder = make_embedder(embedder_name)
     out: dict[str, dict[str, Any]] = {c.name: {} for c in chosen}
-    with tempfile.TemporaryDirectory(prefix="h2-lopo-") as tmp:
+    for name, data, engines in set_engines(names, split, make_embedder(embedder_name)):
+        for c in chosen:
+            with patched(c.patches):
+                rows = []
+                for m in data.messages:
+                    engine = engines[m["project"]]
+                    options = engine.options.update(**dict(c.options))
+                    rows.append(answer(engine, m, options))
+            out[c.name][name] = cell(rows)
+            got = out[c.name][name]
+            mean = got["tokens"] / max(1, got["messages"])
+            print(f"{name:10} {c.name:32} {got['found']}/{got['labels']} "
+                  f"leaking {got['leaking']} tokens {mean:.0f}", flush=True)  # fmt: skip
+    return out
+
+
+def set_engines(
+    names: Sequence[str], split: str, embedder: Any
+) -> Iterator[tuple[str, Dataset, dict[str, Engine]]]:
+    """Each set of ``names`` in turn, its ``split`` half and an engine per project holding the
+    project as loaded (in a temporary directory); the engines are closed before the next."""
+    with tempfile.TemporaryDirectory(prefix="engrain-sets-") as tmp:
         for name in names:
             data = one_split(load_data(name=name), split)
             directory = Path(tmp) / name
@@ -433,22 +453,10 @@ def answer_all(names: Sequence[str], chosen: Sequence[Candidate], embedder_name:
             projects = Projects(data, embedder, directory)
             engines = {p: _engine(projects, p, directory) for p in data.projects}
             try:
-                for c in chosen:
-                    with patched(c.patches):
-                        rows = []
-                        for m in data.messages:
-                            engine = engines[m["project"]]
-                            options = engine.options.update(**dict(c.options))
-                            rows.append(answer(engine, m, options))
-                    out[c.name][name] = cell(rows)
-                    got = out[c.name][name]
-                    mean = got["tokens"] / max(1, got["messages"])
-                    print(f"{name:10} {c.name:32} {got['found']}/{got['labels']} "
-                          f"leaking {got['leaking']} tokens {mean:.0f}", flush=True)  # fmt: skip
+                yield name, data, engines
             finally:
                 for engine in engines.values():
                     engine.close()
-    return out
 
 
 def _engine(projects: Projects, project: str, directory: Path) -> Engine:

@@ -528,27 +528,18 @@ def locomo_runs(data: Path, backend: str, repeat: int, compare: Path | None) -> 
     return out
 
 
-def rss_mb() -> float:
-    """This process's resident set size in MB (Linux ``/proc``)."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 def memory_once(queries: int = 300) -> dict[str, Any]:
     """RSS at three points and one query's embedding latency, in this (fresh) process."""
     import engrain  # already imported by this script's own imports
     from engrain.store import MemoryStore
 
-    steps = {"imports": rss_mb()}
+    steps = {"imports": common.status_mb("VmRSS")}
     texts = common.make_queries(queries + 21, seed=17)
     with tempfile.TemporaryDirectory(prefix="engrain-rss-") as tmp:
         engine = engrain.Engine(settings=engrain.Settings(data_dir=Path(tmp)), store=MemoryStore())
         with engine:
             engine.embedder.embed_query(texts[0])
-            steps["engine_and_one_query"] = rss_mb()
+            steps["engine_and_one_query"] = common.status_mb("VmRSS")
             inner = engine.embedder.inner  # type: ignore[attr-defined]
             for text in texts[1:21]:  # warm-up
                 inner.embed([text])
@@ -558,7 +549,7 @@ def memory_once(queries: int = 300) -> dict[str, Any]:
                 inner.embed([text])
                 cpu.append(1000 * (time.thread_time() - thread))
                 wall.append(1000 * (time.perf_counter() - start))
-            steps[f"after_{queries}_queries"] = rss_mb()
+            steps[f"after_{queries}_queries"] = common.status_mb("VmRSS")
     return {
         "rss_mb": steps,
         "query_embed_ms": {"wall": common.summarize(wall), "thread_cpu": common.summarize(cpu)},

@@ -438,41 +438,17 @@ def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def _serve_in_subprocess(spec: dict[str, Any], src: Path | None = None) -> dict[str, Any]:
     """:func:`serve` in a new interpreter (cold caches), importing engrain from ``src``
     if given (a baseline tree); its JSON result."""
-    import os
-
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(":")
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(spec, handle)
-    try:
-        done = subprocess.run(
-            [sys.executable, __file__, "--serve", handle.name],
-            capture_output=True, text=True, check=False, env=env,
-        )  # fmt: skip
-    finally:
-        Path(handle.name).unlink()
-    if done.returncode != 0:
-        raise RuntimeError(f"serving subprocess failed ({done.returncode}):\n{done.stderr}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return common.run_child(__file__, "serve", spec, [] if src is None else [src])
 
 
 def rss_mb() -> float:
     """This process's resident memory (``VmRSS`` in ``/proc/self/status``), in MB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    return float("nan")
+    return common.status_mb("VmRSS")
 
 
 def rss_peak_mb() -> float:
     """This process's peak resident memory so far (``VmHWM``), in MB."""
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    return float("nan")
+    return common.status_mb("VmHWM")
 
 
 def reset_rss_peak() -> None:
@@ -711,9 +687,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # million notes take minutes to make on a busy machine)
     notes: Lazy = Lazy(sizes[-1], lambda: common.make_notes(sizes[-1], seed=args.seed))
     # Distinct queries: warm-up, timed, and stage-split sets never share a question.
-    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
-    warmup, queries = pool[: args.warmup], pool[args.warmup : args.warmup + args.queries]
-    stage_queries = pool[args.warmup + args.queries :]
+    warmup, queries, stage_queries = common.latency_pool(args.warmup, args.queries, args.seed)
     cache_dir = (
         None
         if args.no_vector_cache

@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -185,34 +184,18 @@ def _answers(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run(tree: Path, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """``mode`` (``build`` or ``serve``) in a fresh interpreter on ``tree``'s sources."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(spec, handle)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree / "bench")]),
-        "PYTHONHASHSEED": "0",
-    }  # set orders (BM25 sums) alike in every run: same blocks
-    try:
-        done = subprocess.run(
-            [sys.executable, __file__, f"--{mode}", handle.name],
-            capture_output=True, text=True, check=False, env=env,
-        )  # fmt: skip
-    finally:
-        Path(handle.name).unlink()
-    if done.returncode != 0:
-        raise RuntimeError(f"{mode} on {tree} failed:\n{done.stderr}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    """``mode`` (``build`` or ``serve``) in a fresh interpreter on ``tree``'s sources, set
+    orders (BM25 sums) alike in every run: same blocks."""
+    import common
+
+    return common.run_child(__file__, mode, spec, [tree / "src", tree / "bench"],
+                            same_hashes=True)  # fmt: skip
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    import common
+
+    return common.percentile(values, q)
 
 
 def _queries(size_seed: int, warmup: int, count: int) -> tuple[list[str], list[str]]:
@@ -220,8 +203,8 @@ def _queries(size_seed: int, warmup: int, count: int) -> tuple[list[str], list[s
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import common
 
-    pool = common.make_queries(warmup + 2 * count, seed=size_seed + 1)
-    return pool[:warmup], pool[warmup : warmup + count]
+    warm, timed, _ = common.latency_pool(warmup, count, size_seed)
+    return warm, timed
 
 
 def summarize(labels: Sequence[str], runs: dict[str, list[list[dict[str, Any]]]]) -> dict[str, Any]:

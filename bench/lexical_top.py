@@ -20,7 +20,6 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -78,19 +77,10 @@ def _serve(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _run(tree: Path, mode: str, spec: dict[str, Any]) -> dict[str, Any]:
     """``mode`` in a fresh interpreter on ``tree``'s sources (and this directory's)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(spec, handle)
+    import common
+
     here = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(here)]),
-           "PYTHONHASHSEED": "0"}  # fmt: skip
-    try:
-        done = subprocess.run([sys.executable, __file__, f"--{mode}", handle.name],
-                              capture_output=True, text=True, check=False, env=env)  # fmt: skip
-    finally:
-        Path(handle.name).unlink()
-    if done.returncode != 0:
-        raise RuntimeError(f"{mode} on {tree} failed:\n{done.stderr}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return common.run_child(__file__, mode, spec, [tree / "src", here], same_hashes=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,9 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import common
 
-    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
-    spec |= {"warmup": pool[: args.warmup],
-             "queries": pool[args.warmup : args.warmup + args.queries]}  # fmt: skip
+    warmup, queries, _ = common.latency_pool(args.warmup, args.queries, args.seed)
+    spec |= {"warmup": warmup, "queries": queries}
     runs: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
     for round_ in range(args.rounds):
         for label, tree in trees.items():

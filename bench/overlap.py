@@ -27,8 +27,6 @@ import argparse
 import hashlib
 import json
 import os
-import sqlite3
-import subprocess
 import sys
 import threading
 import time
@@ -44,19 +42,11 @@ THREADS = 4
 
 def serve(spec: dict[str, Any]) -> dict[str, Any]:
     """One run in this process (its tree on ``sys.path``): the report of both phases."""
-    from engrain import Engine, Settings
-    from engrain.embed.minilm import MiniLMEmbedder
-
     workdir = Path(spec["workdir"])
-    copy = workdir / f"overlap-{os.getpid()}.db"
-    with sqlite3.connect(spec["db"]) as source, sqlite3.connect(copy) as target:
-        source.backup(target, pages=65_536)
-    embedder = MiniLMEmbedder()
-    embedder.embed(["warm the model up"])
+    copy = common.copy_store(spec["db"], workdir / f"overlap-{os.getpid()}.db")
     extra = {} if spec["overlap"] is None else {"overlap_reads": spec["overlap"]}
-    settings = Settings(url=f"sqlite:///{copy}", data_dir=workdir / "data", **extra)
     try:
-        with Engine(settings=settings, embedder=embedder) as engine:
+        with common.model_engine(copy, workdir / "data", **extra) as engine:
             engine.context(spec["warmup"][0], USER, now=common.NOW)
             engine.store.wait_for_index(USER)  # type: ignore[attr-defined]
             for query in spec["warmup"]:
@@ -134,18 +124,10 @@ def _summary(values: Sequence[float]) -> dict[str, float]:
             "mean_ms": round(sum(values) / len(values), 2)}  # fmt: skip
 
 
-def _run(spec: dict[str, Any], src: Path, path: Path) -> dict[str, Any]:
+def _run(spec: dict[str, Any], src: Path) -> dict[str, Any]:
     """:func:`serve` in a fresh subprocess with ``src`` first on the path."""
-    path.write_text(json.dumps(spec), encoding="utf-8")
-    bench = str(Path(__file__).resolve().parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), bench]),
-           "PYTHONHASHSEED": "0"}  # fmt: skip
-    done = subprocess.run([sys.executable, __file__, "--serve", str(path)], env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"run failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    bench = Path(__file__).resolve().parent
+    return common.run_child(__file__, "serve", spec, [src, bench], same_hashes=True)
 
 
 def _median(values: Sequence[float]) -> float:
@@ -203,9 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.db is None or args.workdir is None or not args.run:
         parser.error("give --db, --workdir and at least one --run")
-    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
-    warmup, queries = pool[: args.warmup], pool[args.warmup : args.warmup + args.queries]
-    threaded = pool[args.warmup + args.queries :]
+    warmup, queries, threaded = common.latency_pool(args.warmup, args.queries, args.seed)
     args.workdir.mkdir(parents=True, exist_ok=True)
     modes: dict[str, tuple[Path, bool | None]] = {}
     for item in args.run:
@@ -219,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             src, overlap = modes[label]
             spec = {"db": str(args.db), "workdir": str(args.workdir), "overlap": overlap,
                     "warmup": warmup, "queries": queries, "threaded": threaded}  # fmt: skip
-            result = _run(spec, src, args.workdir / f"spec-{label}.json")
+            result = _run(spec, src)
             runs[label].append(result)
             print(f"round {round_ + 1} {label}: load {result['load_1m']}, wall p50 / p95 "
                   f"{result['wall']['p50_ms']} / {result['wall']['p95_ms']}, thread CPU "

@@ -37,14 +37,6 @@ import common
 HERE = Path(__file__).resolve().parent
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    return float("nan")
-
-
 def _child(url: str, user: str, calls: int, seed: int, model_first: bool) -> dict[str, Any]:
     """One serving process's measures (module docstring)."""
     import numpy as np
@@ -60,28 +52,28 @@ def _child(url: str, user: str, calls: int, seed: int, model_first: bool) -> dic
     embedder = worker_embedder()
     if model_first:
         embedder.embed(["warm up"])
-    out["rss_before_open_mb"] = _rss_mb()
+    out["rss_before_open_mb"] = common.status_mb("VmRSS")
     data_dir = tempfile.mkdtemp(prefix="pg-graph-rss-")
     engine = Engine(settings=Settings(url=url, data_dir=data_dir), embedder=embedder)
     queries = common.make_queries(calls + 1, seed=seed)
     engine.context(queries[0], user, now=common.NOW)
-    out["rss_first_mb"] = _rss_mb()
+    out["rss_first_mb"] = common.status_mb("VmRSS")
     store: Any = engine.store
     ones = np.ones(384, dtype=np.float32)
     store.search(user, ones, 1, MemoryFilter(kinds=LEARNING_KINDS))
     store.wait_for_learnings(user, 1800.0)
     store.search(user, ones, 1, MemoryFilter())
     store.wait_for_projection(user, 1800.0)
-    out["rss_settled_mb"] = _rss_mb()
+    out["rss_settled_mb"] = common.status_mb("VmRSS")
     trace = []
     cpu = time.process_time()
     for i, query in enumerate(queries[1:]):
         engine.context(query, user, now=common.NOW)
         if i % 25 == 24:
-            trace.append(_rss_mb())
+            trace.append(common.status_mb("VmRSS"))
     out["cpu_ms_per_call"] = round((time.process_time() - cpu) * 1000.0 / max(1, calls), 2)
     out["rss_every_25_mb"] = trace
-    out["rss_mb"] = _rss_mb()
+    out["rss_mb"] = common.status_mb("VmRSS")
     out.update(_status())
     out.update({k: v for k, v in _allocators().items() if k != "sqlite_mb"})
     projected = getattr(store, "_projected", None)
@@ -95,7 +87,7 @@ def _child(url: str, user: str, calls: int, seed: int, model_first: bool) -> dic
     learnings = getattr(store, "_learnings", None)
     out["learnings_calls"] = dict(getattr(learnings, "calls", None) or {})
     ctypes.CDLL("libc.so.6").malloc_trim(0)
-    out["rss_trimmed_mb"] = _rss_mb()
+    out["rss_trimmed_mb"] = common.status_mb("VmRSS")
     engine.close()
     return out
 

@@ -499,14 +499,6 @@ def hnsw_by_ef(
     return out
 
 
-def rss_mb() -> float:
-    """The resident memory of this process now (Linux), MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
-
-
 def _new_memory(
     memory_id: str, user: str, texts: Sequence[str], vectors: np.ndarray, n: int
 ) -> Memory:
@@ -551,7 +543,7 @@ def measure_engine(
     read in turn (``serial``); which goes first alternates."""
     rng = np.random.default_rng(seed)
     who = [users[int(i)] for i in rng.integers(0, len(users), len(queries))]
-    rss_before = rss_mb()
+    rss_before = common.status_mb("VmRSS")
     start = time.perf_counter()
     engine = Engine(settings=Settings(url=url, data_dir=tmp), embedder=embedder)
     engine.context(queries[0], who[0], now=common.NOW)  # cold: a new store, nothing cached
@@ -586,7 +578,7 @@ def measure_engine(
     runs = 2 * len(queries)
     out: dict[str, Any] = common.summarize(times[True])
     out["cold_start_s"] = round(cold_start_s, 3)
-    out["rss_mb"] = {"before_engine": rss_before, "after": rss_mb()}
+    out["rss_mb"] = {"before_engine": rss_before, "after": common.status_mb("VmRSS")}
     out["serial"] = common.summarize(times[False])
     out["store_ms_per_context"] = {
         name: round(spent[name] / runs, 2) for name in STORE_CALLS if calls[name]

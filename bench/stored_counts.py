@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import statistics
 import time
 from collections.abc import Iterator
@@ -38,8 +37,7 @@ import numpy as np
 from latency import USER
 
 import engrain
-from engrain import Engine, Settings, tokens
-from engrain.embed.minilm import MiniLMEmbedder
+from engrain import tokens
 from engrain.recall import lines
 
 MODES = ("stored", "counted")
@@ -74,15 +72,9 @@ def _counting() -> tuple[list[int], Any]:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Open the copy, wait for its indexes, time each query in both modes; the report."""
     args.workdir.mkdir(parents=True, exist_ok=True)
-    copy = args.workdir / f"stored-counts-{args.db.name}"
-    with sqlite3.connect(args.db) as source, sqlite3.connect(copy) as target:
-        source.backup(target, pages=65_536)
-    pool = common.make_queries(args.warmup + args.queries, seed=args.seed + 1)
-    warmup, queries = pool[: args.warmup], pool[args.warmup :]
-    embedder = MiniLMEmbedder()
-    embedder.embed(["warm the model up"])
-    engine = Engine(settings=Settings(url=f"sqlite:///{copy}", data_dir=args.workdir),
-                    embedder=embedder)  # fmt: skip
+    copy = common.copy_store(args.db, args.workdir / f"stored-counts-{args.db.name}")
+    warmup, queries, _ = common.latency_pool(args.warmup, args.queries, args.seed)
+    engine = common.model_engine(copy, args.workdir)
     cpu: dict[str, list[float]] = {m: [] for m in MODES}
     counts: dict[str, list[int]] = {m: [] for m in MODES}
     differing = 0
@@ -118,14 +110,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "queries": len(queries),
         "indexed": indexed,
         "load_1m": [load, os.getloadavg()[0]],
-        "thread_cpu_ms": {
-            name: {
-                "p50": round(float(np.percentile(v, 50)), 3),
-                "mean": round(float(np.mean(v)), 3),
-                "p95": round(float(np.percentile(v, 95)), 3),
-            }
-            for name, v in cpu.items()
-        },
+        "thread_cpu_ms": {name: common.cpu_summary(v) for name, v in cpu.items()},
         "saved_ms_median": round(statistics.mean(by_order), 3),
         "saved_ms_median_by_order": [round(v, 3) for v in by_order],
         "saved_ms_mean": round(statistics.mean(saved), 3),

@@ -27,7 +27,6 @@ import gc
 import hashlib
 import json
 import os
-import sqlite3
 import sys
 import threading
 import time
@@ -48,8 +47,7 @@ import engrain.store.found as found_module
 import engrain.store.sqlite as sqlite_module
 import engrain.store.sqlite_uses as uses_module
 import engrain.store.vector_search as search_module
-from engrain import Engine, Settings
-from engrain.embed.minilm import MiniLMEmbedder
+from engrain import Engine
 from engrain.store.ann import VectorIndex
 from engrain.store.arrays import Arrays
 from engrain.store.cache import UserCache
@@ -204,17 +202,10 @@ def install(engine: Engine, spans: Spans) -> list[tuple[Any, str, Any]]:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Open the copy, wait for its indexes, time the calls; the report."""
     args.workdir.mkdir(parents=True, exist_ok=True)
-    copy = args.workdir / f"tail-stages-{os.getpid()}-{args.db.name}"
-    with sqlite3.connect(args.db) as source, sqlite3.connect(copy) as target:
-        source.backup(target, pages=65_536)
-    pool = common.make_queries(args.warmup + 2 * args.queries, seed=args.seed + 1)
-    warmup = pool[: args.warmup]
-    start = args.warmup + (args.queries if args.unseen else 0)
-    queries = pool[start : start + args.queries]
-    embedder = MiniLMEmbedder()
-    embedder.embed(["warm the model up"])
-    engine = Engine(settings=Settings(url=f"sqlite:///{copy}", data_dir=args.workdir),
-                    embedder=embedder)  # fmt: skip
+    copy = common.copy_store(args.db, args.workdir / f"tail-stages-{os.getpid()}-{args.db.name}")
+    warmup, seen, unseen = common.latency_pool(args.warmup, args.queries, args.seed)
+    queries = unseen if args.unseen else seen
+    engine = common.model_engine(copy, args.workdir)
     calls: list[dict[str, Any]] = []
     with engine:
         indexed = common.warm_up(engine, USER, warmup)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,6 +67,27 @@ def engine(store: Store, tmp_path: Path) -> Iterator[Engine]:
 def mem_engine(tmp_path: Path) -> Iterator[Engine]:
     """A fast engine over the in-memory store only."""
     yield Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+
+
+@pytest.fixture
+def runner() -> Any:
+    """click's test runner, the error output kept apart (``mix_stderr=False`` before click
+    8.2, which always keeps it apart)."""
+    from click.testing import CliRunner
+
+    try:
+        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
+    except TypeError:
+        return CliRunner()
+
+
+@pytest.fixture
+def through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Searches over more than 20 rows go through the approximate index
+    (``vector_search.EXACT_SUBSET``), so a test's few hundred memories reach it."""
+    from engrain.store import vector_search
+
+    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
 
 
 @pytest.fixture(scope="session")

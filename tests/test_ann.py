@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from engrain.errors import ConfigError
 from engrain.model import Kind, Memory
-from engrain.store import MemoryFilter, lexical_file, vector_search
+from engrain.store import MemoryFilter, lexical_file
 from engrain.store.ann import BUILD_THREADS, VectorIndex, memory_keys
 from engrain.store.sqlite import SQLiteStore, ann_threshold
 
@@ -76,18 +78,20 @@ def _replace_saved(db: Path, data: bytes) -> None:
         )
 
 
-@pytest.fixture(autouse=True)
-def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+pytestmark = pytest.mark.usefixtures("through_the_index")
+
+
+def _written(path: Path, count: int, **options: Any) -> Path:
+    """``path``, a SQLite store holding :func:`_memories` ``(count)`` (``options`` to the
+    store that writes them)."""
+    with closing(SQLiteStore(path, **options)) as store:
+        store.write(_memories(count))
+    return path
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "engrain.db"
-    store = SQLiteStore(path, ann_min_vectors=None)
-    store.write(_memories(600))
-    store.close()
-    return path
+    return _written(tmp_path / "engrain.db", 600, ann_min_vectors=None)
 
 
 def test_every_vector_of_a_new_index_finds_itself() -> None:

@@ -15,23 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engrain.store import MemoryFilter, ann, columns, heap, vector_search
+from engrain.store import MemoryFilter, ann, columns, heap
 from engrain.store.arrays import Arrays
 from engrain.store.sqlite import SQLiteStore
-from tests.test_ann import USER, _ids, _indexed, _memories, _saved, _vectors
+from tests.test_ann import USER, _ids, _indexed, _memories, _saved, _vectors, _written
 
-
-@pytest.fixture(autouse=True)
-def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+pytestmark = pytest.mark.usefixtures("through_the_index")
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "engrain.db"
-    with closing(SQLiteStore(path)) as store:
-        store.write(_memories(400))
-    return path
+    return _written(tmp_path / "engrain.db", 400)
 
 
 def _ready(store: SQLiteStore) -> Arrays:

@@ -15,16 +15,12 @@ from engrain.model import Kind
 from engrain.store import ann, vector_search
 from engrain.store.ann import IndexSlot, Stash, VectorIndex, memory_keys
 from engrain.store.sqlite import SQLiteStore
-from tests.test_ann import USER, _ids, _memories, _vectors
+from tests.test_ann import USER, _ids, _vectors, _written
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "engrain.db"
-    store = SQLiteStore(path, ann_min_vectors=None)
-    store.write(_memories(600))
-    store.close()
-    return path
+    return _written(tmp_path / "engrain.db", 600, ann_min_vectors=None)
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:

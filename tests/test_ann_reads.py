@@ -22,20 +22,14 @@ from engrain.store import MemoryFilter, vector_search
 from engrain.store.ann import VectorIndex
 from engrain.store.ann_rows import AnnRows
 from engrain.store.sqlite import SQLiteStore
-from tests.test_ann import USER, _indexed, _memories, _vectors
+from tests.test_ann import USER, _indexed, _memories, _vectors, _written
 
-
-@pytest.fixture(autouse=True)
-def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+pytestmark = pytest.mark.usefixtures("through_the_index")
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "engrain.db"
-    with closing(SQLiteStore(path)) as store:
-        store.write(_memories(400))
-    return path
+    return _written(tmp_path / "engrain.db", 400)
 
 
 @pytest.fixture

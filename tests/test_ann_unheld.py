@@ -15,23 +15,17 @@ import pytest
 
 from engrain.store import MemoryFilter, vector_search
 from engrain.store.sqlite import SQLiteStore
-from tests.test_ann import USER, _ids, _indexed, _memories, _vectors
+from tests.test_ann import USER, _ids, _indexed, _memories, _vectors, _written
 
 Call = tuple[bool, npt.NDArray[np.intp], npt.NDArray[np.intp]]
 
 
-@pytest.fixture(autouse=True)
-def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+pytestmark = pytest.mark.usefixtures("through_the_index")
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "engrain.db"
-    store = SQLiteStore(path, ann_min_vectors=None)
-    store.write(_memories(600))
-    store.close()
-    return path
+    return _written(tmp_path / "engrain.db", 600, ann_min_vectors=None)
 
 
 def _spied(monkeypatch: pytest.MonkeyPatch) -> list[Call]:

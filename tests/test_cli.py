@@ -39,14 +39,6 @@ CONVERSATION = {
 
 
 @pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-@pytest.fixture
 def invoke(runner: CliRunner, tmp_path: Path) -> Invoke:
     """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` with an environment of our own."""
     env = {

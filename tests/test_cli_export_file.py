@@ -19,7 +19,7 @@ from engrain import Engine
 from engrain.errors import StoreError
 
 from .conftest import make_settings
-from .test_cli import Invoke, invoke, ok, runner  # noqa: F401  (fixtures)
+from .test_cli import Invoke, invoke, ok  # noqa: F401  (fixtures)
 
 FACTS = ["I prefer tabs over spaces", "The deploy target is Kubernetes", "My cat is Miso"]
 

@@ -24,14 +24,6 @@ Invoke = Callable[..., Result]
 
 
 @pytest.fixture
-def runner() -> CliRunner:
-    try:
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]  # click < 8.2
-    except TypeError:
-        return CliRunner()
-
-
-@pytest.fixture
 def db(tmp_path: Path) -> Path:
     return tmp_path / "keys.db"
 

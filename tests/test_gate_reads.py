@@ -78,9 +78,9 @@ class ModelEmbedder:
         return np.asarray(self._inner.embed([text])[0])
 
 
-def _filled(tmp_path: Path) -> SpyStore:
-    store = SpyStore()
-    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+def remember_notes(engine: Engine) -> None:
+    """User ``u``'s 30 notes about deploy scripts, a procedure and a pinned fact: every read
+    of a ``context()`` (vector, lexical, procedural, pinned) has rows to find."""
     for i in range(30):
         engine.remember(f"note {i}: the deploy script lives in tools/deploy{i}.sh", "u", now=NOW)
     engine.remember("Always run the deploy script for staging with the linter first", "u",
@@ -88,6 +88,12 @@ def _filled(tmp_path: Path) -> SpyStore:
     pinned = engine.remember("The staging database is called atlas", "u", now=NOW)
     assert pinned.memory_id is not None
     engine.pin(pinned.memory_id, "u")
+
+
+def _filled(tmp_path: Path) -> SpyStore:
+    store = SpyStore()
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    remember_notes(engine)
     return store
 
 

@@ -21,7 +21,7 @@ psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 graph = postgres.graph
 PostgresStore = postgres.PostgresStore
-invoke, runner = test_cli.invoke, test_cli.runner  # the CLI's fixtures
+invoke = test_cli.invoke  # the CLI's fixture (its runner is conftest's)
 
 _INDEXES = (
     "SELECT c.relname, c.reloptions, i.indisvalid FROM pg_index i "

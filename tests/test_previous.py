@@ -33,7 +33,7 @@ from engrain.store import MemoryStore
 
 from .aio import run_async
 from .conftest import make_settings
-from .test_cli import Invoke, invoke, json_lines, ok, runner  # noqa: F401  (fixtures)
+from .test_cli import Invoke, invoke, json_lines, ok  # noqa: F401  (fixtures)
 from .test_mcp import Live, live  # noqa: F401  (the live MCP server fixture)
 from .test_mcp import ok as tool_ok
 from .test_proxy import Proxied

@@ -17,6 +17,7 @@ from engrain.store.reads import Reads, concurrent
 from engrain.store.sqlite import SQLiteStore
 
 from .conftest import NOW, make_settings
+from .test_gate_reads import remember_notes
 
 
 class Parallel:
@@ -81,13 +82,7 @@ def test_context_on_postgres_reads_in_parallel_and_decides_the_same(
     # overlap off: the serial half below reads every read in the calling thread
     settings = make_settings(tmp_path, overlap_reads=False)
     engine = Engine(settings=settings, store=store, embedder=HashEmbedder())
-    for i in range(30):
-        engine.remember(f"note {i}: the deploy script lives in tools/deploy{i}.sh", "u", now=NOW)
-    engine.remember("Always run the deploy script for staging with the linter first", "u",
-                    memory_type="procedural", now=NOW)  # fmt: skip
-    pinned = engine.remember("The staging database is called atlas", "u", now=NOW)
-    assert pinned.memory_id is not None
-    engine.pin(pinned.memory_id, "u")
+    remember_notes(engine)
     threads: dict[str, set[str]] = {}
     for name in ("search", "lexical_search", "query"):
         original = getattr(store, name)

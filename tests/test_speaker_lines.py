@@ -3,14 +3,10 @@ lines (recall.speakers, issue 15)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-
 from engrain import Engine, Turn
-from engrain.model import Kind, Memory, MemoryType, Provenance, Vector
+from engrain.model import Kind, Memory, MemoryType, Provenance
 from engrain.recall.assemble import Format, render
 from engrain.recall.gate import GateOptions
 from engrain.recall.select import Ranked
@@ -26,6 +22,7 @@ from engrain.store.memory import MemoryStore
 from engrain.tokens import count_tokens
 
 from .conftest import NOW, make_settings
+from .test_turns import WordEmbedder
 
 CHUNK = (
     "Melanie: The weather was grey all week.\n"
@@ -39,26 +36,10 @@ THINGS = ("pottery", "sofa", "hat", "book")
 WORDS = ("museum", "zoo", "beach", "library", "kids", *PETS, *THINGS)
 
 
-class _Words:
+def _words() -> WordEmbedder:
     """One dimension per word of :data:`WORDS`: chunks about different places and pets
     share only "kids", so none is merged into another at ingest."""
-
-    model_id = "speaker-words"
-    dim = len(WORDS)
-
-    def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in text.lower().replace("?", " ").replace(".", " ").split():
-                if word in WORDS:
-                    out[row, WORDS.index(word)] += 1.0
-            norm = np.linalg.norm(out[row])
-            out[row] = out[row] / norm if norm else out[row]
-        return out
-
-    def embed_query(self, text: str) -> Vector:
-        vector: Vector = self.embed([text])[0]
-        return vector
+    return WordEmbedder(WORDS, punctuation="?.", model_id="speaker-words")
 
 
 def _chunk(content: str = CHUNK, ids: tuple[str, ...] = IDS) -> Memory:
@@ -141,7 +122,7 @@ def test_the_gate_shows_the_named_speakers_lines_and_counts_them_exactly(
     tmp_path: Path,
 ) -> None:
     store = MemoryStore()
-    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=_Words())
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=_words())
     places, pets, things = ("museum", "zoo", "beach", "library"), PETS, THINGS
     for k, place in enumerate(places[: WHOLE_FIRST + 1]):  # one chunk past those kept whole
         said = [("Melanie", f"The {place} was lovely."),

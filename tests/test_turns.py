@@ -25,22 +25,28 @@ WORDS = ("museum", "kids", "hiking", "weather", "pottery", "dog", "hello", "than
 
 
 class WordEmbedder:
-    """One dimension per word of :data:`WORDS` (normalised counts), so cosines are known;
-    counts the texts it embeds."""
+    """One dimension per word of ``words`` (normalised counts, each mark of ``punctuation``
+    read as a space), so cosines are known; counts the texts it embeds."""
 
-    model_id = "words"
-    dim = len(WORDS)
-
-    def __init__(self) -> None:
+    def __init__(
+        self, words: Sequence[str] = WORDS, punctuation: str = ":.", model_id: str = "words"
+    ) -> None:
+        self.words = tuple(words)
+        self.punctuation = punctuation
+        self.model_id = model_id
+        self.dim = len(self.words)
         self.embedded: list[str] = []
 
     def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.embedded.extend(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            for word in text.lower().replace(":", " ").replace(".", " ").split():
-                if word in WORDS:
-                    out[row, WORDS.index(word)] += 1.0
+            lowered = text.lower()
+            for mark in self.punctuation:
+                lowered = lowered.replace(mark, " ")
+            for word in lowered.split():
+                if word in self.words:
+                    out[row, self.words.index(word)] += 1.0
             norm = np.linalg.norm(out[row])
             out[row] = out[row] / norm if norm else out[row]
         return out

@@ -21,23 +21,18 @@ from engrain.model import Kind, Memory
 from engrain.store import MemoryFilter, cache, vector_search
 from engrain.store.arrays import Arrays
 from engrain.store.sqlite import SQLiteStore
-from tests.test_ann import USER, _ids, _indexed, _memories, _vectors
+from tests.test_ann import USER, _ids, _indexed, _memories, _vectors, _written
 
 #: float16 keeps ~11 bits of a unit vector's components: scores move by less than this.
 F16 = 2e-3
 
 
-@pytest.fixture(autouse=True)
-def _through_the_index(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vector_search, "EXACT_SUBSET", 20)
+pytestmark = pytest.mark.usefixtures("through_the_index")
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Path:
-    path = tmp_path / "engrain.db"
-    with closing(SQLiteStore(path)) as store:
-        store.write(_memories(400))
-    return path
+    return _written(tmp_path / "engrain.db", 400)
 
 
 def _arrays(store: SQLiteStore) -> Arrays:

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish, private_environment
+from attack_report import finish, hash_settings, private_environment
 
 from engrain import Engine
 from engrain.aio import AsyncEngine
@@ -57,15 +57,8 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def settings(db: Path) -> Settings:
-    return Settings(
-        data_dir=db.parent,
-        url=f"sqlite:///{db}",
-        embedder="hash",  # type: ignore[arg-type]
-        auto_compress=False,
-        max_chunk_tokens=20,
-        min_chunk_tokens=0,
-        sessions_to_compress=2,
-    )
+    return hash_settings(db, auto_compress=False, max_chunk_tokens=20, min_chunk_tokens=0,
+                         sessions_to_compress=2)  # fmt: skip
 
 
 def word(rng: random.Random) -> str:

@@ -1,6 +1,7 @@
 """How every attack script ends: the JSON summary printed (and written with ``--json``),
 exit 0 only when ``summary["ok"]`` — the contract of ``../shared/reliability``'s scripts;
-and what the scripts that drive the CLI in a private directory share."""
+what the scripts that drive the CLI in a private directory share; and the hash-embedder
+SQLite engine most attacks open."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
+
+from engrain import Engine
+from engrain.config import Settings
 
 
 def finish(summary: dict[str, Any], path: Path | None) -> NoReturn:
@@ -20,6 +25,27 @@ def finish(summary: dict[str, Any], path: Path | None) -> NoReturn:
     if path:
         path.write_text(text + "\n", encoding="utf-8")
     sys.exit(0 if summary["ok"] else 1)
+
+
+def deep(levels: int) -> dict[str, Any]:
+    """A mapping nested ``levels`` deep (the input a parser's depth limit refuses)."""
+    value: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def hash_settings(db: Path, **changes: Any) -> Settings:
+    """The settings of the SQLite store ``db`` with the hash embedder and the data directory
+    beside it, with ``changes`` (any other setting) on top."""
+    return Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash", **changes)
+
+
+def hash_engine(db: Path, **changes: Any) -> Engine:
+    """An engine on :func:`hash_settings` ``(db, **changes)``, warnings silenced (an attack
+    provokes the ones the engine gives, and reads its findings from what it stored)."""
+    warnings.simplefilter("ignore")
+    return Engine(settings=hash_settings(db, **changes))
 
 
 def private_environment(prefix: str) -> tuple[Path, dict[str, str]]:

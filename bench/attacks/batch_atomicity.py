@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish, next_process, private_environment
+from attack_report import finish, hash_settings, next_process, private_environment
 
 from engrain import Engine
 from engrain.config import Settings
@@ -69,15 +69,8 @@ class Failing(HashEmbedder):
 
 
 def settings(db: Path) -> Settings:
-    return Settings(
-        data_dir=db.parent,
-        url=f"sqlite:///{db}",
-        embedder="hash",  # type: ignore[arg-type]
-        auto_compress=False,
-        max_chunk_tokens=40,
-        min_chunk_tokens=0,
-        max_text_chars=2_000,
-    )
+    return hash_settings(db, auto_compress=False, max_chunk_tokens=40, min_chunk_tokens=0,
+                         max_text_chars=2_000)  # fmt: skip
 
 
 def word(rng: random.Random) -> str:

@@ -21,21 +21,17 @@ import sqlite3
 import sys
 import tempfile
 import threading
-import warnings
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import finish, hash_engine
 
 from engrain import Engine
-from engrain.config import Settings
 
 
 def engine(db: Path) -> Engine:
-    warnings.simplefilter("ignore")
-    settings = Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash")  # type: ignore[arg-type]
-    return Engine(settings=settings)
+    return hash_engine(db)
 
 
 def racer(db: Path, ready: Any, go: Any, out: Any) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import cli, finish, round_environment
+from attack_report import cli, deep, finish, round_environment
 from http_junk import LiveServer
 
 from engrain import Engine
@@ -57,13 +57,6 @@ FACTS = [
     "ada prefers postgres for the ledger",
 ]
 SECRET = "alice keeps the vault code 4242"
-
-
-def deep(levels: int) -> dict[str, Any]:
-    value: dict[str, Any] = {}
-    for _ in range(levels - 1):
-        value = {"a": value}
-    return value
 
 
 def lines(records: list[dict[str, Any]]) -> list[str]:

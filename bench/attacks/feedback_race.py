@@ -29,17 +29,15 @@ import shutil
 import sqlite3
 import sys
 import tempfile
-import warnings
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import finish, hash_engine
 
 from engrain import Engine
-from engrain.config import Settings
 from engrain.feedback import CONTEXTS, COOCCURRENCE, PAIRS
 
 FACTS = [f"Project {name} deploys with {tool} on {day}." for name, tool, day in [
@@ -52,10 +50,7 @@ QUESTIONS = ["How does atlas deploy?", "When does borealis deploy?", "What does 
 
 
 def engine(db: Path) -> Engine:
-    warnings.simplefilter("ignore")
-    settings = Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash",  # type: ignore[arg-type]
-                        auto_compress=False)  # fmt: skip
-    return Engine(settings=settings)
+    return hash_engine(db, auto_compress=False)
 
 
 def racer(db: Path, number: int, job: dict[str, Any], ready: Any, go: Any, out: Any) -> None:

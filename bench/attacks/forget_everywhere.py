@@ -35,12 +35,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
-import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from html import unescape
@@ -48,17 +44,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish, private_environment
+from attack_report import finish, hash_engine, private_environment
+from served import Served
 
 from engrain import Engine
-from engrain.config import Settings
 from engrain.keys import KeyRing
 from engrain.server import create_app
 from engrain.server.proxy import ProxyConfig
@@ -75,20 +70,10 @@ WINDOWS = {"tier 1": 8_000, "tier 2": 32_000, "tier 3": None}
 
 
 def make_engine(db: Path) -> Engine:
-    warnings.simplefilter("ignore")
-    settings = Settings(
-        data_dir=db.parent,
-        url=f"sqlite:///{db}",
-        embedder="hash",  # type: ignore[arg-type]
-        auto_compress=False,
-        max_chunk_tokens=20,
-        min_chunk_tokens=0,
-        sessions_to_compress=2,
-        # the summaries' erasure is asked for (by default a summary is a memory of its own
-        # and keeps the words of a source forgotten after it: docs/decisions.md)
-        forget_summaries=True,
-    )
-    return Engine(settings=settings)
+    # the summaries' erasure is asked for (by default a summary is a memory of its own and
+    # keeps the words of a source forgotten after it: docs/decisions.md)
+    return hash_engine(db, auto_compress=False, max_chunk_tokens=20, min_chunk_tokens=0,
+                       sessions_to_compress=2, forget_summaries=True)  # fmt: skip
 
 
 def seed(engine: Engine) -> dict[str, str]:
@@ -174,25 +159,6 @@ def read_places(places: dict[str, Callable[[], str]], tag: str) -> dict[str, Any
         except Exception as exc:  # any failure is a finding
             out[f"{tag}: {name}"] = f"failed: {type(exc).__name__}: {exc}"
     return out
-
-
-class Served:
-    """An ASGI app on a loopback port, served by uvicorn in a thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="critical", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
 
 
 class Upstream:

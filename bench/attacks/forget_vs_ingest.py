@@ -28,15 +28,13 @@ import sqlite3
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import finish, hash_engine
 
 from engrain import Engine
-from engrain.config import Settings
 from engrain.errors import EngrainError
 
 USER = "ada"
@@ -46,8 +44,7 @@ FACTS = ["Ada's sister Mia lives in Oslo", "Ada drinks green tea every morning",
 
 
 def engine(db: Path) -> Engine:
-    warnings.simplefilter("ignore")
-    return Engine(settings=Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash"))  # type: ignore[arg-type]
+    return hash_engine(db)
 
 
 def writer(db: Path, seconds: float, seed: int, log: Path) -> None:

@@ -33,25 +33,20 @@ import sqlite3
 import sys
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish, private_environment
+from attack_report import finish, hash_engine, private_environment
 
 from engrain import Engine
-from engrain.config import Settings
 
 USER = "ada"
 VERSION = re.compile(r"version (\d+)\.$")
 
 
 def engine(db: Path) -> Engine:
-    warnings.simplefilter("ignore")
-    settings = Settings(data_dir=db.parent, url=f"sqlite:///{db}", embedder="hash",  # type: ignore[arg-type]
-                        auto_compress=False)  # fmt: skip
-    return Engine(settings=settings)
+    return hash_engine(db, auto_compress=False)
 
 
 def fact(tag: str, version: int) -> str:

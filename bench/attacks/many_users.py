@@ -33,16 +33,14 @@ import resource
 import sys
 import tempfile
 import time
-import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import finish, hash_engine
 
 from engrain import Engine
-from engrain.config import Settings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TOKEN = re.compile(r"u(\d+)tok")
@@ -67,14 +65,7 @@ def rss_mb() -> float:
 
 
 def make_engine(db: Path) -> Engine:
-    warnings.simplefilter("ignore")
-    settings = Settings(
-        data_dir=db.parent,
-        url=f"sqlite:///{db}",
-        embedder="hash",  # type: ignore[arg-type]
-        auto_compress=False,
-    )
-    return Engine(settings=settings)
+    return hash_engine(db, auto_compress=False)
 
 
 def user(n: int) -> str:

@@ -43,7 +43,7 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attack_report import finish
-from proxy_upstream import Served
+from served import Served
 
 from engrain import Engine
 from engrain.config import Settings

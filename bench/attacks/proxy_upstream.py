@@ -23,17 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -41,6 +38,7 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attack_report import finish
+from served import Served
 
 from engrain import Engine
 from engrain.config import Settings
@@ -104,25 +102,6 @@ async def upstream_chat(request: Request) -> Response:
         return StreamingResponse(_stream(mode), media_type="text/event-stream")
     message = {"role": "assistant", "content": ANSWER}
     return JSONResponse({"choices": [{"index": 0, "finish_reason": "stop", "message": message}]})
-
-
-class Served:
-    """An ASGI app on a loopback port, served by uvicorn in a thread."""
-
-    def __init__(self, app: Any) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(app, log_level="critical", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]})
-        self.thread.start()
-        while not self.server.started:
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
 
 
 def ask(http: httpx.Client, key: str, mode: str, turn_text: str) -> dict[str, Any]:

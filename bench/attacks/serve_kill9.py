@@ -30,7 +30,6 @@ import multiprocessing as mp
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -44,15 +43,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attack_report import finish, round_environment
+from served import free_port
 
 USER = "alice"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start(env: dict[str, str], port: int, workers: int, log: Path) -> subprocess.Popen[bytes]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -34,12 +33,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attack_report import finish, round_environment
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from served import free_port
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import finish
+from attack_report import deep, finish
 from http_junk import LiveServer
 
 from engrain import Engine
@@ -48,14 +48,6 @@ from engrain.server.app import serve_app
 BIG = 2**31  # one past the integer bound every surface shares (validate.MAX_INT)
 TOP = 2**31 - 1
 USER = "alice"
-
-
-def deep(levels: int) -> dict[str, Any]:
-    """A mapping nested ``levels`` deep."""
-    value: dict[str, Any] = {}
-    for _ in range(levels - 1):
-        value = {"a": value}
-    return value
 
 
 # name -> {surface: call}; a call is (method or route or tool or argv, arguments)

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from engrain.model import Memory
 from tests.reliability import helpers, workers
 from tests.reliability.processes import SPAWN, results, run_together
 from tests.reliability.scale import scales
@@ -28,17 +29,57 @@ from tests.reliability.scale import scales
 USER = "ada"
 
 
-def _assert_one_memory_per_key(url: str, data_dir: Path, rounds: int) -> None:
-    """Every round's key holds exactly one live memory, whose value and history hold both
-    sides' values."""
+def _race_in_processes(work: Any, url: str, data_dir: Path, tmp_path: Path, rounds: int) -> None:
+    """Two spawned processes, an engine each on one store, run ``work`` (a barrier per
+    round); both exit 0, every remember done and none failed."""
+    barrier = SPAWN.Barrier(2)
+    outs = [tmp_path / f"side{n}.json" for n in (0, 1)]
+    jobs = [(work, (n, url, str(data_dir), USER, rounds, barrier, str(out)))
+            for n, out in enumerate(outs)]  # fmt: skip
+    assert run_together(jobs, timeout=300) == [0, 0]
+    sides = results(outs)
+    assert not any(s["errors"] for s in sides), [s["examples"] for s in sides]
+    assert [s["ops"] for s in sides] == [{"remember": rounds}] * 2
+
+
+def _race_in_threads(url: str, data_dir: Path, rounds: int, *, twins: bool) -> None:
+    """Two threads, each with an engine of its own on one store (no shared engine lock), run
+    :func:`workers.remember_rounds` (``twins``: near-duplicates under their own keys); none
+    failed."""
+    engines = [helpers.open_engine(url, data_dir, auto_compress=False) for _ in (0, 1)]
+    barrier = threading.Barrier(2)
+    tallies = [helpers.Tally(), helpers.Tally()]
+    threads = [threading.Thread(target=workers.remember_rounds,
+                                args=(engines[n], n, USER, rounds, barrier, tallies[n]),
+                                kwargs={"twins": twins})
+               for n in (0, 1)]  # fmt: skip
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+    finally:
+        for engine in engines:
+            engine.close()
+    assert not any(t.errors for t in tallies), [t.report() for t in tallies]
+
+
+def _live_memories(url: str, data_dir: Path, rounds: int) -> list[Memory]:
+    """The user's live memories, read by a new engine after the race."""
     engine = helpers.open_engine(url, data_dir, auto_compress=False)
     try:
         memories = engine.list(USER, limit=10 * rounds + 10)
     finally:
         engine.close()
+    return [m for m in memories if m.superseded_by is None]
+
+
+def _assert_one_memory_per_key(url: str, data_dir: Path, rounds: int) -> None:
+    """Every round's key holds exactly one live memory, whose value and history hold both
+    sides' values."""
+    memories = _live_memories(url, data_dir, rounds)
     for r in range(rounds):
-        live = [m for m in memories
-                if m.key == workers.round_key(r) and m.superseded_by is None]  # fmt: skip
+        live = [m for m in memories if m.key == workers.round_key(r)]
         assert len(live) == 1, (r, [m.content for m in live])
         (memory,) = live
         history = [h["content"] for h in memory.provenance.metadata.get("history", [])]
@@ -47,20 +88,22 @@ def _assert_one_memory_per_key(url: str, data_dir: Path, rounds: int) -> None:
         )
 
 
+def _assert_one_memory_per_twin_key(url: str, data_dir: Path, rounds: int) -> None:
+    """Each side's key of every round holds one live memory: its own value, no history."""
+    live = sorted((m.key or "", m.content, len(m.provenance.metadata.get("history", [])))
+                  for m in _live_memories(url, data_dir, rounds))  # fmt: skip
+    assert live == sorted(
+        (workers.twin_key(n, r), workers.twin_value(n, r), 0) for r in range(rounds) for n in (0, 1)
+    )
+
+
 @pytest.mark.parametrize("rounds", scales(12, 60))
 def test_two_processes_remembering_one_key_leave_one_memory(
     url: str, data_dir: Path, tmp_path: Path, rounds: int
 ) -> None:
     """Two spawned processes, an engine each on one store, remember under the same new key
     at once (a barrier per round)."""
-    barrier = SPAWN.Barrier(2)
-    outs = [tmp_path / f"side{n}.json" for n in (0, 1)]
-    jobs = [(workers.remember_keys, (n, url, str(data_dir), USER, rounds, barrier, str(out)))
-            for n, out in enumerate(outs)]  # fmt: skip
-    assert run_together(jobs, timeout=300) == [0, 0]
-    sides = results(outs)
-    assert not any(s["errors"] for s in sides), [s["examples"] for s in sides]
-    assert [s["ops"] for s in sides] == [{"remember": rounds}] * 2
+    _race_in_processes(workers.remember_keys, url, data_dir, tmp_path, rounds)
     _assert_one_memory_per_key(url, data_dir, rounds)
 
 
@@ -69,36 +112,8 @@ def test_two_engines_in_threads_remembering_one_key_leave_one_memory(
     url: str, data_dir: Path, rounds: int
 ) -> None:
     """Two threads, each with an engine of its own on one store (no shared engine lock)."""
-    engines = [helpers.open_engine(url, data_dir, auto_compress=False) for _ in (0, 1)]
-    barrier = threading.Barrier(2)
-    tallies = [helpers.Tally(), helpers.Tally()]
-    threads = [threading.Thread(target=workers.remember_rounds,
-                                args=(engines[n], n, USER, rounds, barrier, tallies[n]))
-               for n in (0, 1)]  # fmt: skip
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(300)
-    finally:
-        for engine in engines:
-            engine.close()
-    assert not any(t.errors for t in tallies), [t.report() for t in tallies]
+    _race_in_threads(url, data_dir, rounds, twins=False)
     _assert_one_memory_per_key(url, data_dir, rounds)
-
-
-def _assert_one_memory_per_twin_key(url: str, data_dir: Path, rounds: int) -> None:
-    """Each side's key of every round holds one live memory: its own value, no history."""
-    engine = helpers.open_engine(url, data_dir, auto_compress=False)
-    try:
-        memories = engine.list(USER, limit=10 * rounds + 10)
-    finally:
-        engine.close()
-    live = sorted((m.key or "", m.content, len(m.provenance.metadata.get("history", [])))
-                  for m in memories if m.superseded_by is None)  # fmt: skip
-    assert live == sorted(
-        (workers.twin_key(n, r), workers.twin_value(n, r), 0) for r in range(rounds) for n in (0, 1)
-    )
 
 
 @pytest.mark.parametrize("rounds", scales(12, 60))
@@ -107,13 +122,7 @@ def test_two_processes_remembering_near_duplicates_under_two_keys_keep_both(
 ) -> None:
     """Two spawned processes at once (a barrier per round), each under its own key, the
     two values near-duplicates."""
-    barrier = SPAWN.Barrier(2)
-    outs = [tmp_path / f"side{n}.json" for n in (0, 1)]
-    jobs = [(workers.remember_twins, (n, url, str(data_dir), USER, rounds, barrier, str(out)))
-            for n, out in enumerate(outs)]  # fmt: skip
-    assert run_together(jobs, timeout=300) == [0, 0]
-    sides = results(outs)
-    assert not any(s["errors"] for s in sides), [s["examples"] for s in sides]
+    _race_in_processes(workers.remember_twins, url, data_dir, tmp_path, rounds)
     _assert_one_memory_per_twin_key(url, data_dir, rounds)
 
 
@@ -122,22 +131,7 @@ def test_two_engines_in_threads_remembering_near_duplicates_under_two_keys_keep_
     url: str, data_dir: Path, rounds: int
 ) -> None:
     """Two threads, an engine each, near-duplicate values under their own keys."""
-    engines = [helpers.open_engine(url, data_dir, auto_compress=False) for _ in (0, 1)]
-    barrier = threading.Barrier(2)
-    tallies = [helpers.Tally(), helpers.Tally()]
-    threads = [threading.Thread(target=workers.remember_rounds,
-                                args=(engines[n], n, USER, rounds, barrier, tallies[n]),
-                                kwargs={"twins": True})
-               for n in (0, 1)]  # fmt: skip
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(300)
-    finally:
-        for engine in engines:
-            engine.close()
-    assert not any(t.errors for t in tallies), [t.report() for t in tallies]
+    _race_in_threads(url, data_dir, rounds, twins=True)
     _assert_one_memory_per_twin_key(url, data_dir, rounds)
 
 
