@@ -84,12 +84,11 @@ user whose searches walk the pool's graph is held as the seqs of their memories 
 vectors projected onto 128 main directions; a search ranks those, and the database scores
 the best 4 × ``k`` and every row changed since the projection's revision exactly, in one
 statement and snapshot (no walk; never stale: nothing but which rows to look at is held).
-With ``ENGRAIN_PG_POOL_INDEX=graph`` (``pool_index="graph"``) the candidates of a user of
-at least 20,000 memories come from an HNSW graph of the user's vectors held in process
-instead (``held_graph.py``, session 20), kept in a file between processes
-(``graph_file.py``, session 21). By default (unset, ``projection`` or ``off``) neither is
-held and the database walks the pool's graph: the held graph costs ~70–90 MB of RSS at
-100,000 memories, past the 300 MB target (docs/postgres.md).
+By default (``ENGRAIN_PG_POOL_INDEX`` unset or ``graph``; ``pool_index="graph"``) the
+candidates of a user of at least 20,000 memories come from an HNSW graph of the user's
+vectors held in process instead (``held_graph.py``, session 20), kept in a file between
+processes (``graph_file.py``, session 21); ``ENGRAIN_PG_POOL_INDEX=off`` keeps the
+database's walk.
 
 **A large user's working set** (``working.py``, off unless ``ENGRAIN_PG_WORKING_SET=on``
 or ``working_set_min`` asks for it): users of 20,000 to 200,000 memories are searched and

@@ -88,8 +88,8 @@ from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
 
 #: A bound that holds a 100,000-memory user's projection (~51 MB) or graph (~64 MB) with
-#: room; the graph's bound when none is given (the graph is asked for; by default nothing
-#: is held and the database walks: the module docstring).
+#: room; the graph's bound when none is given (the held graph is the default:
+#: ``store/postgres/__init__.py``'s docstring).
 PROJECTED_BYTES = 96 * 2**20
 #: Directions a vector is projected onto. R@50 against exact search of the candidates
 #: (4 per row) on bench/latency.py's 100,000 notes, questions of seeds 8 / 99: 0.941 /
