@@ -109,7 +109,9 @@ def answers(embedder_name: str, limit: int | None) -> dict[str, Any]:
                     context = engine.context(message["text"], user_id=gating.USER,
                                              project=project, now=NOW)  # fmt: skip
                     out[f"{name}/{message['id']}/context"] = {
-                        "text": context.text, "tokens": context.tokens, "tier": context.tier,
+                        "text": context.text,
+                        "tokens": context.tokens,
+                        "tier": context.tier,
                         "memories": [m.id for m in context.memories],
                         "gated": None if context.gated is None else _dump(context.gated),
                     }
@@ -124,7 +126,9 @@ def _run_tree(path: Path, embedder: str, limit: int | None, out: Path) -> None:
     subprocess.run(cmd, env=env, check=True)
 
 
-def compare(trees: Sequence[tuple[str, Path]], found: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def compare(
+    trees: Sequence[tuple[str, Path]], found: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
     """Per tree after the first: answers compared, differing, by variant, first few."""
     first, reference = trees[0][0], found[trees[0][0]]
     report: dict[str, Any] = {}
