@@ -439,8 +439,8 @@ def select_gated(
             fill.note(rules.costed(r), False, f"top_k={top_k} reached")
             continue
         group = _consider(rules, fill, r, r.memory.id in lead_ids)
-        if group is not None:
-            _join_partners(rules, fill, r, group, partners.get(r.memory.id, ()), seen)
+        if group is not None and (joined := partners.get(r.memory.id)):
+            _join_partners(rules, fill, r, group, joined, seen)
     items = [item for group in fill.groups for item in group]
     memories = build([item.memory for item in items])
     selected = [ScoredMemory(memory, item.score, item.similarity, item.tokens)
@@ -479,77 +479,73 @@ class _Rules(NamedTuple):
         return limit
 
 
-#: :func:`_group`'s group of a candidate its kind's test rejects.
-_REJECTED = -1
-
-
 def _consider(rules: _Rules, fill: _Fill, r: Ranked, leading: bool) -> int | None:
-    """Select ``r`` if its kind's test (:func:`_group`), the relevance the block asks of it
-    (:func:`_crowded`) and its line's cost allow (:func:`_place`); the group it joined, or
-    ``None``. ``leading``: a pin relevant enough to lead."""
-    group, why = _group(rules, r, leading)
-    if group == _REJECTED:
-        if rules.explain:
-            fill.note(rules.costed(r), False, why)
-        return None
+    """Select ``r`` if its kind's test, the relevance the block asks of it and its line's
+    cost allow (:func:`_place`); the group it joined (0 leading pins, 1 procedural
+    memories, 2 the rest), or ``None``. ``leading``: a pin relevant enough to lead. A
+    procedural memory is judged on its relevance within its share, not on the score
+    threshold; any other on its intent's threshold (:func:`_rejection`). Run once per
+    candidate walked, so the tests are written here and the reasons only when explaining."""
+    memory = r.memory
+    if leading:
+        group, why = 0, "pinned"
+    elif memory.memory_type is MemoryType.PROCEDURAL:
+        if r.relevance < rules.procedural_floor:
+            if rules.explain:
+                _rejected(fill, rules, r)
+            return None
+        group, why = 1, f"procedural, relevance {r.relevance:.3f}"
+    else:
+        if rules.thresholds:
+            limit = rules.limits.get(memory.kind)
+            if limit is None:
+                limit = rules.limit(memory.kind)
+            if (
+                r.score < limit
+                or unrelated_learning(r)
+                or present_below(r, limit)
+                or correction_below(r, limit)
+            ):
+                if rules.explain:
+                    _rejected(fill, rules, r)
+                return None
+        group, why = 2, "selected"
     background = rules.thresholds and group != 0 and unrelated_invariant(r)
-    crowded = _crowded(rules, fill, r, group, background)
-    if crowded is not None:
-        if rules.explain:
-            fill.note(rules.costed(r), False, crowded)
-        return None
+    if rules.thresholds and group != 0 and not background and not memory.provenance.turn_ids:
+        above = fill.used_above(r.relevance)
+        need = needed_relevance(above, rules.budget)
+        if r.relevance < need:
+            if rules.explain:
+                fill.note(rules.costed(r), False, f"relevance {r.relevance:.3f} below "
+                          f"{need:.2f}: {above}/{rules.budget} tokens taken by more "
+                          "relevant memories")  # fmt: skip
+            return None
     return group if _place(rules, fill, r, group, why, background) else None
 
 
-def _group(rules: _Rules, r: Ranked, leading: bool) -> tuple[int, str]:
-    """The group ``r`` joins (0 leading pins, 1 procedural memories, 2 the rest) and why;
-    or :data:`_REJECTED` and why not (``""`` when not explaining). A procedural memory is
-    judged on its relevance within its share, not on the score threshold; any other on its
-    intent's threshold (:func:`_rejection`)."""
-    if leading:
-        return 0, "pinned"
-    if r.memory.memory_type is MemoryType.PROCEDURAL:
-        floor = rules.procedural_floor
-        if r.relevance < floor:
-            why = f"procedural, relevance {r.relevance:.3f} below {floor:.2f}"
-            return _REJECTED, why if rules.explain else ""
-        return 1, f"procedural, relevance {r.relevance:.3f}"
-    rejection = _rejection(rules, r) if rules.thresholds else None
-    return (2, "selected") if rejection is None else (_REJECTED, rejection)
+def _rejected(fill: _Fill, rules: _Rules, r: Ranked) -> None:
+    """Note why ``r``'s kind's test rejected it (:func:`_rejection`; only when explaining:
+    the reasons are not written otherwise)."""
+    fill.note(rules.costed(r), False, _rejection(rules, r))
 
 
-def _rejection(rules: _Rules, r: Ranked) -> str | None:
-    """Why the thresholds reject ``r`` (``""`` when not explaining), or ``None``: its score
-    under its kind's threshold, a typed learning unrelated to the message
-    (:func:`unrelated_learning`), a context note or a correction less relevant than its
-    threshold (:func:`present_below`, :func:`correction_below`)."""
-    memory, explain = r.memory, rules.explain
+def _rejection(rules: _Rules, r: Ranked) -> str:
+    """Why ``r``'s kind's test rejects it: a procedural memory under its relevance floor;
+    any other's score under its kind's threshold, a typed learning unrelated to the
+    message (:func:`unrelated_learning`), a context note or a correction less relevant than
+    its threshold (:func:`present_below`, :func:`correction_below`)."""
+    memory = r.memory
+    if memory.memory_type is MemoryType.PROCEDURAL:
+        return f"procedural, relevance {r.relevance:.3f} below {rules.procedural_floor:.2f}"
     limit = rules.limit(memory.kind)
     if r.score < limit:
-        return f"score {r.score:.3f} below {limit:.2f}" if explain else ""
+        return f"score {r.score:.3f} below {limit:.2f}"
     if unrelated_learning(r):
-        why = f"relevance {r.relevance:.3f} below {UNRELATED_RELEVANCE:.2f}"
-        return f"unrelated to the message, {why}" if explain else ""
-    if present_below(r, limit) or correction_below(r, limit):
-        what = "a correction" if memory.kind is Kind.CORRECTION else "about the present"
-        return f"{what}, relevance {r.relevance:.3f} below {limit:.2f}" if explain else ""
-    return None
-
-
-def _crowded(rules: _Rules, fill: _Fill, r: Ranked, group: int, background: bool) -> str | None:
-    """Why ``r``, a typed learning walked in the fill order, is not relevant enough for a
-    block this full of more relevant memories (:func:`needed_relevance`; ``""`` when not
-    explaining), or ``None``."""
-    if not rules.thresholds or group == 0 or background or r.memory.provenance.turn_ids:
-        return None
-    above = fill.used_above(r.relevance)
-    need = needed_relevance(above, rules.budget)
-    if r.relevance >= need:
-        return None
-    if not rules.explain:
-        return ""
-    return (f"relevance {r.relevance:.3f} below {need:.2f}: {above}/{rules.budget} tokens "
-            "taken by more relevant memories")  # fmt: skip
+        return (
+            f"unrelated to the message, relevance {r.relevance:.3f} below {UNRELATED_RELEVANCE:.2f}"
+        )
+    what = "a correction" if memory.kind is Kind.CORRECTION else "about the present"
+    return f"{what}, relevance {r.relevance:.3f} below {limit:.2f}"
 
 
 def _place(rules: _Rules, fill: _Fill, r: Ranked, group: int, why: str, background: bool) -> bool:
