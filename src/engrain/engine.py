@@ -470,30 +470,47 @@ class Engine:
         its URL?") is searched with it too, a self-contained message is answered as without
         it (``recall/previous.py``). It is validated like ``message`` and never stored."""
         start = time.perf_counter()
-        r = Request.checked(message, user_id, token_budget, memory_types, project,
-                            include_compressed, turn, options, now, defaults=self.options,
-                            max_chars=self.settings.max_text_chars,
-                            previous=previous)  # fmt: skip
-        top_k = validate.optional_integer(top_k, "top_k", minimum=1)
-        model = validate.optional_identifier(model, "model")
-        window = validate.optional_integer(context_window, "context_window", minimum=1)
-        tier = tier_for(self.settings, model, window, r.token_budget)
-        cap = None
-        if tier is not Tier.DOSSIER:
-            if classify(r.message, turn=r.turn).complexity is Complexity.TRIVIAL:
-                return tier_context("", tier, [], start, context_id=new_id())
-            compiled = self.tier_cache.fresh(r.user_id, r.project)
-            if compiled is not None:
-                part = compiled.tiers[tier]
-                memories = [compiled.memories[i] for i in part.memory_ids
-                            if i in compiled.memories]  # fmt: skip
-                context_id = new_id()
-                self._count_uses(r.user_id, memories, r.now, context_id, reread=True)
-                block = wrap(part.text)
-                return tier_context(block, tier, memories, start,
-                                    count_tokens(block) if block else 0, context_id)  # fmt: skip
-            cap = TIER_BUDGETS[tier]
-        gated = self._gate(r, cap, explain=False, top_k=top_k)
+        r = self._request(message, user_id, token_budget=token_budget, top_k=top_k,
+                          memory_types=memory_types, project=project,
+                          include_compressed=include_compressed, turn=turn, options=options,
+                          model=model, context_window=context_window, now=now,
+                          previous=previous)  # fmt: skip
+        return self._answer(r, start)
+
+    def _answer(self, r: Request, start: float) -> Context:
+        """The context of a validated request: tier 3 answers for a window that calls for
+        it; tier 1 or 2 from its compiled block, else (not compiled yet, or stale) from the
+        gating pipeline within the tier's budget; a trivial message gets the empty block."""
+        tier, cap = self._tier(r)
+        if cap is None:
+            return self._gated_context(r, None, start)
+        if classify(r.message, turn=r.turn).complexity is Complexity.TRIVIAL:
+            return tier_context("", tier, [], start, context_id=new_id())
+        compiled = self.tier_cache.fresh(r.user_id, r.project)
+        if compiled is None:
+            return self._gated_context(r, cap, start)
+        return self._compiled_context(r, compiled, tier, start)
+
+    def _tier(self, r: Request) -> tuple[Tier, int | None]:
+        """The tier the request's model calls for and its budget (``None``: tier 3)."""
+        tier = tier_for(self.settings, r.model, r.window, r.token_budget)
+        return tier, None if tier is Tier.DOSSIER else TIER_BUDGETS[tier]
+
+    def _compiled_context(self, r: Request, compiled: TierSet, tier: Tier, start: float) -> Context:
+        """The context of a compiled tier's block; its memories count one use each."""
+        part = compiled.tiers[tier]
+        memories = [compiled.memories[i] for i in part.memory_ids if i in compiled.memories]
+        context_id = new_id()
+        self._count_uses(r.user_id, memories, r.now, context_id, reread=True)
+        block = wrap(part.text)
+        return tier_context(block, tier, memories, start, count_tokens(block) if block else 0,
+                            context_id)  # fmt: skip
+
+    def _gated_context(self, r: Request, cap: int | None, start: float) -> Context:
+        """The context of the gating pipeline (within ``cap``, a tier's budget, when that
+        tier is not compiled: then compiled in the background); its memories count one use
+        each."""
+        gated = self._gate(r, cap, explain=False)
         context_id = new_id()
         self._count_uses(r.user_id, gated.memories, r.now, context_id)
         if cap is not None:  # after this call's own writes, so the rebuild sees them
@@ -554,10 +571,10 @@ class Engine:
         candidate its score components, whether it was selected and why not. With
         ``previous`` (as for :meth:`context`), the classification's signals say whether the
         turn before was used, and why."""
-        request = Request.checked(message, user_id, token_budget, memory_types, project,
-                                  include_compressed, turn, options, now, defaults=self.options,
-                                  max_chars=self.settings.max_text_chars,
-                                  previous=previous)  # fmt: skip
+        request = self._request(message, user_id, token_budget=token_budget,
+                                memory_types=memory_types, project=project,
+                                include_compressed=include_compressed, turn=turn,
+                                options=options, now=now, previous=previous)  # fmt: skip
         return self._gate(request, None)
 
     def preview(
@@ -577,19 +594,20 @@ class Engine:
         the exact block, the memories it holds) with the gating pipeline's explanation,
         without writing anything: no use is counted, no context recorded, no tier compiled
         (``preview.py``). ``previous`` as for :meth:`context`."""
-        r = Request.checked(message, user_id, token_budget, None, project, False, turn, None,
-                            now, defaults=self.options, max_chars=self.settings.max_text_chars,
-                            previous=previous)  # fmt: skip
-        model = validate.optional_identifier(model, "model")
-        window = validate.optional_integer(context_window, "context_window", minimum=1)
-        tier = tier_for(self.settings, model, window, r.token_budget)
-        cap = None if tier is Tier.DOSSIER else TIER_BUDGETS[tier]
-        compiled = None if tier is Tier.DOSSIER else self.tier_cache.fresh(r.user_id, r.project)
+        r = self._request(message, user_id, token_budget=token_budget, project=project,
+                          model=model, context_window=context_window, turn=turn, now=now,
+                          previous=previous)  # fmt: skip
+        tier, cap = self._tier(r)
+        compiled = None if cap is None else self.tier_cache.fresh(r.user_id, r.project)
         return served(tier, self._gate(r, cap), compiled)
 
-    def _gate(
-        self, r: Request, max_budget: int | None, *, explain: bool = True, top_k: int | None = None
-    ) -> Gated:
+    def _request(self, message: object, user_id: object, **fields: Any) -> Request:
+        """The arguments of ``context``, ``explain`` or ``preview``, validated."""
+        return Request.checked(message, user_id, defaults=self.options,
+                               max_chars=self.settings.max_text_chars, **fields)  # fmt: skip
+
+    def _gate(self, r: Request, max_budget: int | None, *, explain: bool = True) -> Gated:
+        """The gating pipeline for ``r`` (``max_budget``: a tier's budget)."""
         user_id, store = r.user_id, self.store
         pairs = reads.Reads(store).start(  # read lazily on a serial store: one small read
             lambda: store.get_state(user_id, fb.COOCCURRENCE, fb.PAIRS)
@@ -598,7 +616,7 @@ class Engine:
             self.store, self.embedder.embed_query, r.message, r.user_id, options=r.options,
             now=r.now, turn=r.turn, token_budget=r.token_budget, memory_types=r.memory_types,
             project=r.project, include_compressed=r.include_compressed, max_budget=max_budget,
-            cooccurrence=fb.StartedPairs(pairs), explain=explain, top_k=top_k,
+            cooccurrence=fb.StartedPairs(pairs), explain=explain, top_k=r.top_k,
             previous=r.previous, reads=self._reads(),
         )  # fmt: skip
 

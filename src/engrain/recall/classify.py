@@ -315,6 +315,25 @@ def _complexity_noted(
 
 
 def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -> Intent:
+    symptom, told = _symptoms(text)
+    if symptom or told:
+        fired.append("symptom")
+    if turn > 0 and _follows_up(body):
+        fired.append("follow-up")
+        # a follow-up that reports a new symptom is a bug report; one that asks about a
+        # failure ("what if the retry fails?") continues the thread
+        reported = symptom and not body.rstrip().endswith("?")
+        return Intent.DEBUGGING if reported else Intent.CONTINUATION
+    symptom = symptom or told
+    opened = _opening_intent(body, fired)
+    if opened is None:
+        opened = _asked_work(body, symptom, fired)
+    return opened if opened is not None else _stated_intent(text, body, has_code, symptom, fired)
+
+
+def _symptoms(text: str) -> tuple[bool, bool]:
+    """Whether ``text`` reports a symptom (an error, a failure, output shown), and whether
+    it tells a condition without asking (``told``)."""
     asked = cues.FAILING_KIND.sub(" ", text) if _asks(text) else text
     symptom = bool(
         cues.SYMPTOM.search(asked)
@@ -326,20 +345,22 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     # a condition in a follow-up narrows the work asked before ("same chart but only on the
     # EU stores"); opening a thread, it tells when a behaviour shows: a bug report
     told = bool(cues.REPRO.search(text)) and "?" not in text
-    if symptom or told:
-        fired.append("symptom")
-    if turn > 0 and (
+    return symptom, told
+
+
+def _follows_up(body: str) -> bool:
+    """Whether ``body``, a turn after the first, opens as a follow-up of the turn before."""
+    return bool(
         cues.CONTINUATION.match(body)
         or cues.ANAPHORA.match(body)
         or cues.ALSO_THIS.search(body)
         or cues.REDO.match(body)
-    ):
-        fired.append("follow-up")
-        # a follow-up that reports a new symptom is a bug report; one that asks about a
-        # failure ("what if the retry fails?") continues the thread
-        reported = symptom and not body.rstrip().endswith("?")
-        return Intent.DEBUGGING if reported else Intent.CONTINUATION
-    symptom = symptom or told
+    )
+
+
+def _opening_intent(body: str, fired: list[str]) -> Intent | None:
+    """The intent ``body``'s opening says outright: a repair, an explanation asked, a
+    procedure, a deliberation or a proposal weighed; ``None`` for any other."""
     if cues.REPAIR.match(body):
         return Intent.DEBUGGING
     if cues.EXPLAIN.search(body):
@@ -354,6 +375,12 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if any(cues.WORTH.search(q) for q in _questions(body)):
         fired.append(WORTH_IT)  # whatever the proposal asks to build or mentions failing
         return Intent.DISCUSSION
+    return None
+
+
+def _asked_work(body: str, symptom: bool, fired: list[str]) -> Intent | None:
+    """:data:`Intent.GENERATION` for a request for work (opening with it, a need, in the
+    final question, or a bare imperative last); ``None`` otherwise."""
     ask = _final_question(body)
     need = cues.NEED.match(body) or cues.NAMED_NEED.match(body)
     if _request(body) or (need and not cues.ASKS_HOW.search(ask)):
@@ -368,6 +395,12 @@ def _intent(text: str, body: str, turn: int, has_code: bool, fired: list[str]) -
     if not symptom and _final_request(body):
         fired.append(FINAL_REQUEST)  # "Ruth says users want … Add spec.backup.retention."
         return Intent.GENERATION
+    return None
+
+
+def _stated_intent(text: str, body: str, has_code: bool, symptom: bool, fired: list[str]) -> Intent:
+    """The intent of a message that neither opens with one nor asks for work: a bug
+    report, a requirement, a discussion, an analysis, a question or a greeting."""
     if symptom or (has_code and cues.WHY_CODE.match(body)):
         return Intent.DEBUGGING
     if cues.REQUIREMENT.match(body) or (
@@ -441,54 +474,83 @@ def _complexity(
     domains: tuple[str, ...],
     fired: list[str],
 ) -> Complexity:
-    length = len(text)
-    jargon = has_technical_term(text) or len(domains) >= 2
-    if jargon:
+    if has_technical_term(text) or len(domains) >= 2:
         fired.append("jargon")
     deep = bool(cues.DEEP.search(text))
-    if intent is Intent.GENERATION and cues.DESIGN_WORK.match(body):
-        fired.append("architecture: a design asked for")  # the seed's deep "Architecture"
-        return Complexity.DEEP
-    if intent is Intent.GENERATION and not deep and cues.ONE_UNIT.match(body):
-        fired.append("one unit")  # its cases or fields are the unit's, not parts of a feature
-    elif intent is Intent.GENERATION and (
-        deep or cues.ENUMERATION.search(cues.ASIDE.sub(" ", _prose(text)))
-    ):
-        fired.append("many parts")  # building a whole flow is complex work, not a design
-        return Complexity.COMPLEX
-    if intent is Intent.GENERATION and not has_code and cues.RESTRUCTURE.match(body):
-        fired.append("restructure")
-        return Complexity.COMPLEX
-    if intent is Intent.ANALYSIS and cues.JOURNEY.search(text):
-        deep = True  # a path from one end of the system to the other
-    if intent is Intent.ANALYSIS and cues.DESIGN_REVIEW.match(body):
-        deep = True  # the seed's "Review this system design"
-    if deep or (intent is Intent.ANALYSIS and length > LONG):
+    if intent is Intent.GENERATION:
+        built = _work_complexity(text, body, has_code, deep, fired)
+        if built is not None:
+            return built
+    if deep or _deep_analysis(text, body, intent):
         fired.append("architecture")
         return Complexity.DEEP
     if intent is Intent.DEBUGGING:
         return _debugging_complexity(text, has_code, fired)
     if intent is Intent.DISCUSSION:
-        if length > LONG:
-            return Complexity.COMPLEX
-        if cues.NOTE.match(body) and not _asks(body):
-            fired.append("note")  # one piece of news passed on: a single concept
-            return Complexity.SIMPLE
-        return Complexity.MODERATE
+        return _discussion_complexity(text, body, fired)
     if cues.MULTI_FILE.search(text):
         fired.append("multi-file")
         return Complexity.COMPLEX
-    if length > LONG:
+    if len(text) > LONG:
         fired.append("long")
         return Complexity.COMPLEX
     if intent is Intent.ANALYSIS:
-        if _asks_rationale(body):
-            fired.append("rationale")  # the answer is one recorded decision
-            return Complexity.MODERATE
-        if cues.EXPLAIN_MECHANISM.match(body) and not cues.SYMPTOM.search(body):
-            fired.append("mechanism")  # how one part works: a how-question as a request
-            return Complexity.MODERATE
+        return _analysis_complexity(body, fired)
+    return _plain_complexity(text, body, intent, fired)
+
+
+def _work_complexity(
+    text: str, body: str, has_code: bool, deep: bool, fired: list[str]
+) -> Complexity | None:
+    """A request for work's complexity by its shape: a design asked for is deep, a feature
+    of many parts or a restructuring complex; ``None`` for any other (one unit's cases or
+    fields are the unit's, not parts of a feature)."""
+    if cues.DESIGN_WORK.match(body):
+        fired.append("architecture: a design asked for")  # the seed's deep "Architecture"
+        return Complexity.DEEP
+    if not deep and cues.ONE_UNIT.match(body):
+        fired.append("one unit")  # its cases or fields are the unit's, not parts of a feature
+    elif deep or cues.ENUMERATION.search(cues.ASIDE.sub(" ", _prose(text))):
+        fired.append("many parts")  # building a whole flow is complex work, not a design
         return Complexity.COMPLEX
+    if not has_code and cues.RESTRUCTURE.match(body):
+        fired.append("restructure")
+        return Complexity.COMPLEX
+    return None
+
+
+def _deep_analysis(text: str, body: str, intent: Intent) -> bool:
+    """Whether an analysis is of a whole: a path from one end of the system to the other,
+    the seed's "Review this system design", or a long one."""
+    return intent is Intent.ANALYSIS and bool(
+        cues.JOURNEY.search(text) or cues.DESIGN_REVIEW.match(body) or len(text) > LONG
+    )
+
+
+def _discussion_complexity(text: str, body: str, fired: list[str]) -> Complexity:
+    """A discussion's complexity: long is complex, one piece of news passed on simple."""
+    if len(text) > LONG:
+        return Complexity.COMPLEX
+    if cues.NOTE.match(body) and not _asks(body):
+        fired.append("note")  # one piece of news passed on: a single concept
+        return Complexity.SIMPLE
+    return Complexity.MODERATE
+
+
+def _analysis_complexity(body: str, fired: list[str]) -> Complexity:
+    """An analysis's complexity: a rationale or one part's mechanism is moderate."""
+    if _asks_rationale(body):
+        fired.append("rationale")  # the answer is one recorded decision
+        return Complexity.MODERATE
+    if cues.EXPLAIN_MECHANISM.match(body) and not cues.SYMPTOM.search(body):
+        fired.append("mechanism")  # how one part works: a how-question as a request
+        return Complexity.MODERATE
+    return Complexity.COMPLEX
+
+
+def _plain_complexity(text: str, body: str, intent: Intent, fired: list[str]) -> Complexity:
+    """The complexity of a short message none of the shapes above decided: by what it asks
+    (a small piece, a revision, a quick fact, a procedure) and then by its length."""
     if intent is Intent.GENERATION and cues.SMALL_PIECE.match(body):
         fired.append("small piece")  # one line or one small piece: a single concept
         return Complexity.SIMPLE
@@ -513,6 +575,7 @@ def _complexity(
     elif intent is Intent.QUESTION and asks_how:
         fired.append("how-to")  # a procedure: the golden path and its pitfalls
         return Complexity.MODERATE
+    length = len(text)
     if length < SHORT:
         fired.append("short")
         return Complexity.SIMPLE

@@ -57,7 +57,13 @@ from engrain.recall.classify import (
     classify,
     domains_of,
 )
-from engrain.recall.excerpt import EXCERPT, ExcerptRule, store_line_vectors, with_excerpts
+from engrain.recall.excerpt import (
+    EXCERPT,
+    ExcerptRule,
+    LineVectors,
+    store_line_vectors,
+    with_excerpts,
+)
 from engrain.recall.intent_model import applies, embedder_of, refine
 from engrain.recall.language import with_language
 from engrain.recall.lines import line_floor, line_tokens, shown_line
@@ -69,6 +75,7 @@ from engrain.recall.score import (
     STATIC_TOP,
     Profile,
     Query,
+    Scored,
     gated_weights,
     present_relevance,
     scorer,
@@ -205,195 +212,272 @@ def gate(
     the pool of one that leans on the turn before is searched with both turns. ``reads``:
     how the reads that need no query vector run (:class:`~engrain.store.reads.Reads`;
     default: the store's way)."""
-    clock = _Clock()
-    reads = Reads(store) if reads is None else reads
-    if previous is not None:
-        turn = max(turn, 1)  # there was a turn before: a follow-up can be read as one
+    call = _Call(
+        store, embed_query, message, user_id, options, now,
+        cand.recall_filter(min_importance=options.min_importance, memory_types=memory_types,
+                           project=project, include_compressed=include_compressed),
+        Reads(store) if reads is None else reads, token_budget, max_budget, top_k, explain,
+        previous, cooccurrence, _Clock(),
+    )  # fmt: skip
+    # there was a turn before: a follow-up can be read as one
+    understood = _understand(call, turn if previous is None else max(turn, 1))
+    if understood.budget.tokens == 0 or understood.classification.complexity is Complexity.TRIVIAL:
+        return Gated(understood.classification, understood.budget, understood.weights, [], 0, "",
+                     timings_ms=call.clock.laps)  # fmt: skip
+    pool = _pool(call, _follow_up(call, understood))
+    return _assemble(call, _select(call, _rank(call, pool)))
+
+
+# -- the call and what each stage hands the next --------------------------------------------
+
+
+class _Call(NamedTuple):
+    """One call's inputs, as every stage reads them (``flt``: the recall filter the
+    arguments make; ``clock``: the stages' laps)."""
+
+    store: Store
+    embed_query: Callable[[str], Vector]
+    message: str
+    user_id: str
+    options: GateOptions
+    now: datetime
+    flt: MemoryFilter
+    reads: Reads
+    token_budget: int | None
+    max_budget: int | None
+    top_k: int | None
+    explain: bool
+    previous: str | None
+    cooccurrence: Pairs | None
+    clock: _Clock
+
+
+class _Understood(NamedTuple):
+    """classify → budget: the message's classification, budget and weights; ``vector`` the
+    message's query vector when computed, and what the pool is searched with (``searched``
+    and ``search_vector``: the message's own, or with a follow-up's turn before) with the
+    reads ``started`` for it."""
+
+    classification: Classification
+    budget: Budget
+    weights: dict[str, float]
+    vector: Vector | None
+    searched: str
+    search_vector: Vector | None
+    started: _Started | None
+
+
+class Marks(NamedTuple):
+    """What the pool's rules marked, for the scores' components and the signals: the kinds
+    of work each procedural memory governs and those governing only work not asked
+    (``recall.work``), the message's area and the conventions raised in it
+    (``recall.area``), the languages of a request for code and the preferences raised for
+    them (``recall.language``), and the memories a clear match pointed to
+    (``recall.pointed``: id → its pointer and its new relevance)."""
+
+    works: Mapping[str, frozenset[Work]] = {}
+    other_work: frozenset[str] = frozenset()
+    area: tuple[str, ...] = ()
+    raised: frozenset[str] = frozenset()
+    languages: frozenset[str] = frozenset()
+    spoken: frozenset[str] = frozenset()
+    pointed: Mapping[str, tuple[str, float]] = {}
+
+
+NO_MARKS = Marks()
+
+
+class _Pool(NamedTuple):
+    """candidates: the pool and what its rules decided; the classification (with the
+    candidates' domains and the rules' signals) and the budget (raised by the pool's
+    evidence) the later stages use."""
+
+    candidates: list[Candidate]
+    classification: Classification
+    budget: Budget
+    weights: dict[str, float]
+    vector: Vector | None
+    line_vectors: LineVectors | None
+    marks: Marks
+    searched: str
+    search_vector: Vector | None
+
+
+class _Ranking(NamedTuple):
+    """score: the candidates best first, their components (``explain``), the conflict
+    partners of the ranked, and the budget set by how clearly the best leads (``by_lead``:
+    filled in score order)."""
+
+    pool: _Pool
+    ranked: list[Ranked]
+    components: dict[str, dict[str, float]]
+    partners: dict[str, list[Ranked]]
+    budget: Budget
+    by_lead: bool
+
+
+class _Selection(NamedTuple):
+    """select: the memories selected and, with ``explain``, a decision per candidate."""
+
+    ranking: _Ranking
+    selected: list[ScoredMemory]
+    decisions: list[Decision]
+
+
+# -- classify → budget --------------------------------------------------------------------
+
+
+def _understand(call: _Call, turn: int) -> _Understood:
+    """The message classified (refined by the intent model where it applies) and its budget
+    and weights. The reads that need no vector start first (on a store that overlaps them)
+    with the rules' budget; the model rarely changes the pool's size, and then they start
+    again (:func:`_candidates`)."""
+    options, clock, message = call.options, call.clock, call.message
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
     clock.lap("classify")
-    flt = cand.recall_filter(
-        min_importance=options.min_importance, memory_types=memory_types, project=project,
-        include_compressed=include_compressed,
-    )  # fmt: skip
-    vector, embedder, started = None, embedder_of(embed_query), None
+    vector, embedder, started = None, embedder_of(call.embed_query), None
     if classification.complexity is not Complexity.TRIVIAL and applies(embedder):
-        # the reads that need no vector start first (on a store that overlaps them) with the
-        # rules' budget; the model rarely changes the pool's size, and then they start again
-        rules_budget = _budget(classification, options, token_budget, max_budget)
+        rules_budget = _budget(call, classification)
         if rules_budget.tokens > 0:
-            started = _start_reads(store, message, user_id, flt, options, rules_budget, reads)
-        vector = embed_query(message)  # the pool's query vector: a second opinion on intent
+            started = _start_reads(call, message, rules_budget)
+        vector = call.embed_query(message)  # the pool's query vector: a second opinion on intent
         clock.lap("embed")
         classification = refine(classification, message, vector, embedder)
         clock.lap("intent model")
-    budget = _budget(classification, options, token_budget, max_budget)
+    budget = _budget(call, classification)
     weights = gated_weights(classification)
     clock.lap("budget")
-    if budget.tokens == 0 or classification.complexity is Complexity.TRIVIAL:
-        return Gated(classification, budget, weights, [], 0, "", timings_ms=clock.laps)
-
-    read = None if previous is None else reading(message, classification)
-    searched, pool_vector = message, vector
-    if previous is not None and read is not None and read.used and options.previous_weight > 0:
-        vector = embed_query(message) if vector is None else vector
-        searched = joined_text(message, previous)
-        pool_vector = joined_vector(vector, embed_query(previous), options.previous_weight)
-        if started is not None:  # the lexical matches begun for the message alone
-            again = _start_reads(
-                store, searched, user_id, flt, options, budget, reads, pinned=False
-            )
-            started = again._replace(pinned=started.pinned)
-        clock.lap("previous turn")
-    if read is not None:
-        classification = replace(classification, signals=(*classification.signals,
-                                                          read.note()))  # fmt: skip
-    pool = _candidates(store, embed_query, searched, user_id, flt, options, budget, clock,
-                       reads, pool_vector, started)  # fmt: skip
-    pool = with_summaries(
-        pool,
-        store,
-        embed_query,
-        user_id,
-        searched,
-        pool_vector,
-        flt,
-        options.session_summaries,
-        options.lexical_weight * options.hybrid,
-    )
-    pool = with_speakers(pool, message, options.speaker_weight)
-    pool = with_time(pool, message, now, options.time_weight)
-    pool = with_soft_terms(pool, message, *word_source(embed_query, options.soft_terms))
-    pool = with_chunk_rank(pool, message) if options.chunk_rank else pool
-    line_vectors = store_line_vectors(store, user_id, embed_query)
-    pool = with_asked_turns(pool, message, options.asked_turns, embed_query, line_vectors)
-    pool = with_second_round(pool, message, options.second_round)
-    classification = with_candidate_domains(classification, message, pool, options.vocabulary)
-    works: dict[str, frozenset[Work]] = {}
-    other_work: frozenset[str] = frozenset()
-    if options.work:
-        pool, works, other_work = with_work(pool, message, classification)
-    pool, area, raised = with_area(pool, classification, unconcerned=other_work)
-    languages: frozenset[str] = frozenset()
-    spoken: frozenset[str] = frozenset()
-    if options.language:
-        pool, languages, spoken = with_language(pool, message, classification, other_work)
-    pool, pointed = with_pointed(pool, message)
-    if works:
-        asked = ", ".join(sorted({w.value for kinds in works.values() for w in kinds}))
-        classification = replace(classification, signals=(*classification.signals,
-                                                          f"work: {asked}"))  # fmt: skip
-    if area:
-        classification = replace(
-            classification, signals=(*classification.signals, f"area: {', '.join(area)}")
-        )
-    if spoken:
-        spoken_as = f"language: {', '.join(sorted(languages))}"
-        classification = replace(classification, signals=(*classification.signals, spoken_as))
-    if pointed:
-        links = ", ".join(f"{mid} by {by}" for mid, (by, _) in pointed.items())
-        classification = replace(classification, signals=(*classification.signals,
-                                                          f"pointed to: {links}"))  # fmt: skip
-    budget = _evidence_budget(budget, classification, pool, options, token_budget, max_budget)
-    clock.lap("candidates")
-
-    query = Query(classification, weights, now, options.focus_areas, options.present_use,
-                  options.stated_span)  # fmt: skip
-    ranked, components = _score(pool, options, query, cooccurrence, explain=explain,
-                                raised=raised, pointed=pointed, works=works, spoken=spoken,
-                                other_work=other_work)  # fmt: skip
-    partners = _partners(store, user_id, ranked)
-    ranked = with_excerpts(ranked, message, options.excerpt, line_vectors, vector)
-    ranked = with_speaker_lines(
-        ranked, message, options.speaker_lines, short_answer=options.short_answer
-    )
-    budget, by_lead = _lead_budget(budget, pool, ranked, options, token_budget, max_budget)
-    clock.lap("score")
-
-    year, fmt, compact, grouped = now.year, options.format, options.compact, options.group_days
-    selected, _, decisions = select_gated(
-        ranked, line_tokens=lambda m: line_tokens(m, fmt, year, compact, grouped),
-        line_floor=lambda m: line_floor(m, fmt, year, compact, grouped),
-        token_budget=budget.tokens, intent=classification.intent,
-        threshold_shift=DEPTH_EFFECT[options.depth][1] + classification.threshold_shift,
-        apply_threshold=_thresholds_apply(options, token_budget) and not by_lead,
-        explain=explain, top_k=top_k,
-        layout=_layout(fmt, compact, grouped), partners=partners, build=built_all,
-    )  # fmt: skip
-    clock.lap("select")
-    text, tokens, selected = _fit(selected, fmt, budget.tokens, year, compact, grouped)
-    clock.lap("assemble")
-    costed = [_costed(r, fmt, year, compact, grouped) for r in ranked] if explain else selected
-    return Gated(classification, budget, weights, selected, tokens, text, decisions, costed,
-                 components, clock.laps)  # fmt: skip
+    return _Understood(classification, budget, weights, vector, message, vector, started)
 
 
-def _budget(
-    classification: Classification,
-    options: GateOptions,
-    token_budget: int | None,
-    max_budget: int | None,
-) -> Budget:
+def _budget(call: _Call, classification: Classification) -> Budget:
     """The explicit budget, else the classification's, capped at ``max_budget``."""
-    if token_budget is not None:
-        return Budget(token_budget, (f"explicit: {token_budget}",))
+    if call.token_budget is not None:
+        return Budget(call.token_budget, (f"explicit: {call.token_budget}",))
     budget = assign_budget(
-        classification, depth=options.depth, prioritize_speed=options.prioritize_speed
+        classification, depth=call.options.depth, prioritize_speed=call.options.prioritize_speed
     )
-    if max_budget is not None and budget.tokens > max_budget:
-        return Budget(max_budget, (*budget.steps, f"capped at {max_budget} (tier)"))
+    if call.max_budget is not None and budget.tokens > call.max_budget:
+        return Budget(call.max_budget, (*budget.steps, f"capped at {call.max_budget} (tier)"))
     return budget
 
 
-def _evidence_budget(
-    budget: Budget,
-    classification: Classification,
-    pool: Sequence[Candidate],
-    options: GateOptions,
-    token_budget: int | None,
-    max_budget: int | None,
-) -> Budget:
-    """The automatic budget raised as for a history reference when the message is not
-    marked as one but its most relevant candidate is a conversation chunk (a memory with
-    turn ids): :func:`~engrain.recall.budget.with_conversation_evidence`. An explicit
-    budget, ``history_evidence`` off, or a pool led by anything else leave it as it is."""
-    if (
-        token_budget is not None
-        or not options.history_evidence
-        or classification.references_history
-        or not pool
-        or not max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids
-    ):
-        return budget
-    return with_conversation_evidence(budget, cap=max_budget)
+def _follow_up(call: _Call, understood: _Understood) -> _Understood:
+    """With the turn before (``previous``): a message that leans on it searched with both
+    turns, their words and their query vectors blended (``recall.previous``), its lexical
+    matches begun again for them; and the classification's signal saying whether the turn
+    before was used, and why. Without it: ``understood`` as it is."""
+    if call.previous is None:
+        return understood
+    classification, vector = understood.classification, understood.vector
+    started = understood.started
+    read = reading(call.message, classification)
+    searched, search_vector = understood.searched, understood.search_vector
+    if read.used and call.options.previous_weight > 0:
+        vector = call.embed_query(call.message) if vector is None else vector
+        searched = joined_text(call.message, call.previous)
+        search_vector = joined_vector(
+            vector, call.embed_query(call.previous), call.options.previous_weight
+        )
+        if started is not None:  # the lexical matches begun for the message alone
+            again = _start_reads(call, searched, understood.budget, pinned=False)
+            started = again._replace(pinned=started.pinned)
+        call.clock.lap("previous turn")
+    classification = replace(classification, signals=(*classification.signals, read.note()))
+    return understood._replace(classification=classification, vector=vector, searched=searched,
+                               search_vector=search_vector, started=started)  # fmt: skip
 
 
-def _lead_budget(
-    budget: Budget,
-    pool: Sequence[Candidate],
-    ranked: Sequence[Ranked],
-    options: GateOptions,
-    token_budget: int | None,
-    max_budget: int | None,
-) -> tuple[Budget, bool]:
-    """The automatic budget of a question whose most relevant candidate is a conversation
-    chunk, from how clearly its best-scored candidate leads
-    (:func:`~engrain.recall.budget.transcript_budget`), and ``True``: that budget is filled
-    in score order, like an explicit one, without the intent thresholds (they were set for
-    typed learnings' scores; a transcript's budget is sized by its evidence instead).
-    An explicit budget, ``lead_budget`` off, ``thresholds="always"`` or a pool led by
-    anything else: ``budget`` as it is and ``False``."""
-    if (
-        token_budget is not None
-        or not options.lead_budget
-        or options.thresholds == "always"
-        or not pool
-        or not ranked
-        or not max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids
-    ):
-        return budget, False
-    led = transcript_budget([r.score for r in ranked], depth=options.depth,
-                            prioritize_speed=options.prioritize_speed, cap=max_budget)  # fmt: skip
-    return Budget(led.tokens, (f"rules: {budget.tokens}, set aside", *led.steps)), True
+# -- candidates ------------------------------------------------------------------------------
+
+
+def _pool(call: _Call, understood: _Understood) -> _Pool:
+    """The pool (:func:`_candidates`) through each of :data:`POOL_RULES` in order, the
+    rules' signals added, and the budget raised by its evidence (:func:`_evidence_budget`)."""
+    u = understood
+    pool = _Pool(_candidates(call, u), u.classification, u.budget, u.weights, u.vector, None,
+                 NO_MARKS, u.searched, u.search_vector)  # fmt: skip
+    for rule in POOL_RULES:
+        pool = rule(call, pool)
+    pool = pool._replace(classification=_signalled(pool.classification, pool.marks))
+    pool = pool._replace(budget=_evidence_budget(call, pool))
+    call.clock.lap("candidates")
+    return pool
+
+
+def _candidates(call: _Call, understood: _Understood) -> list[Candidate]:
+    """The pool: nearest and lexical matches (a pool deep enough to fill the budget with
+    chunk-sized memories, ~40 tokens each), every typed learning and every pinned memory.
+    The reads that do not need the query vector overlap its computation where they can:
+    ``understood.started`` are those begun before the intent model's embedding, used when
+    they were begun (the lexical matches again when the model's intent changed the pool's
+    size). A pool led by a conversation chunk is gathered again (:func:`_transcript_pool`)."""
+    store, options, text, budget = call.store, call.options, understood.searched, understood.budget
+    size = _pool_size(options, budget)
+    started = understood.started
+    if started is None:
+        started = _start_reads(call, text, budget)
+    elif started.size != size:
+        again = _start_reads(call, text, budget, pinned=False)
+        started = again._replace(pinned=started.pinned)
+    vector = understood.search_vector
+    if vector is None:
+        vector = call.embed_query(text)
+        call.clock.lap("embed")
+    if options.profile is Profile.STATIC:
+        return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(call.user_id, call.flt)]
+    searches = [(size, call.flt), (LEARNINGS_MAX, call.flt.update(kinds=LEARNING_KINDS))]
+    dense, learnings = _nearest(store, call.user_id, vector, searches, call.reads.beside)
+    include = [*learnings, *((m, cosine(m, vector)) for m in started.pinned())]
+    matches = started.lexical() if started.lexical else None
+    pool = _gathered(call, text, vector, size, dense, matches, include)
+    unnamed = _unnamed_vector(pool, text, call.embed_query, vector, options)
+    if deep_enough(pool, size, options.chunk_pool) and unnamed is None:
+        return pool
+    vector = vector if unnamed is None else unnamed
+    return _transcript_pool(call, understood, vector, size, matches, include)
+
+
+def _transcript_pool(
+    call: _Call,
+    understood: _Understood,
+    vector: Vector,
+    size: int,
+    matches: Sequence[tuple[MemoryFields, float]] | None,
+    include: list[tuple[MemoryFields, float]],
+) -> list[Candidate]:
+    """The pool of a transcript question: ``options.chunk_pool`` deep when the budget's
+    ``size`` is shallower (:func:`~engrain.recall.chunk_rank.deep_enough`), its nearest
+    neighbours searched with ``vector`` (without the speakers' names the question says,
+    :func:`_unnamed_vector`, when it names some)."""
+    depth = max(size, call.options.chunk_pool)
+    if depth > size:  # asked for at once: nothing to overlap
+        deeper = _start_reads(call, understood.searched, understood.budget, pinned=False,
+                              size=depth, reads=Reads(call.store)).lexical  # fmt: skip
+        matches = deeper() if deeper else None
+    (dense,) = _nearest(call.store, call.user_id, vector, [(depth, call.flt)])
+    return _gathered(call, understood.searched, vector, depth, dense, matches, include)
+
+
+def _gathered(
+    call: _Call,
+    text: str,
+    vector: Vector,
+    k: int,
+    nearest: Sequence[tuple[MemoryFields, float]],
+    matches: Sequence[tuple[MemoryFields, float]] | None,
+    include: list[tuple[MemoryFields, float]],
+) -> list[Candidate]:
+    """The pool of the ``k`` ``nearest`` (with the chunks found by their best turns,
+    ``recall.turns``) and the ``k`` best lexical ``matches``, ``include`` joining them."""
+    o = call.options
+    nearest = with_turns(call.store, call.embed_query, call.user_id, vector, nearest, k,
+                         call.flt, o.turn_weight)  # fmt: skip
+    return gather(
+        call.store, call.user_id, text, vector, call.flt, pool=k, hybrid=o.hybrid,
+        lexical_weight=o.lexical_weight, fusion=o.fusion, lexical=matches, dense=nearest,
+        include=include, fragments=o.fragments, names=o.names,
+    )  # fmt: skip
 
 
 class _Started(NamedTuple):
@@ -411,25 +495,24 @@ def _pool_size(options: GateOptions, budget: Budget) -> int:
 
 
 def _start_reads(
-    store: Store,
-    message: str,
-    user_id: str,
-    flt: MemoryFilter,
-    options: GateOptions,
+    call: _Call,
+    text: str,
     budget: Budget,
-    reads: Reads,
     *,
     pinned: bool = True,
     size: int | None = None,
+    reads: Reads | None = None,
 ) -> _Started:
-    """Begin the pool's lexical matches (``size`` deep, default the budget's pool size)
-    and (``pinned``) its pinned memories, as ``reads`` runs them (:class:`Reads`: at once
-    on a store that serves reads from several threads or with ``overlap``, else when first
-    asked for)."""
+    """Begin the pool's lexical matches of ``text`` (``size`` deep, default the budget's
+    pool size) and (``pinned``) its pinned memories, as ``reads`` (default the call's) runs
+    them (:class:`Reads`: at once on a store that serves reads from several threads or with
+    ``overlap``, else when first asked for)."""
+    store, user_id, flt, options = call.store, call.user_id, call.flt, call.options
+    reads = call.reads if reads is None else reads
     size = _pool_size(options, budget) if size is None else size
     search = _lexical(store)
     lexical = (
-        reads.start(lambda: search(user_id, message, size, flt))
+        reads.start(lambda: search(user_id, text, size, flt))
         if options.hybrid and options.profile is not Profile.STATIC
         else None
     )
@@ -445,78 +528,300 @@ def _lexical(
     return store.lexical_found if isinstance(store, FoundSearch) else store.lexical_search
 
 
-def _candidates(
-    store: Store,
-    embed_query: Callable[[str], Vector],
-    message: str,
-    user_id: str,
-    flt: MemoryFilter,
-    options: GateOptions,
-    budget: Budget,
-    clock: _Clock,
-    reads: Reads,
-    vector: Vector | None = None,
-    started: _Started | None = None,
-) -> list[Candidate]:
-    """The pool: nearest and lexical matches (a pool deep enough to fill the budget with
-    chunk-sized memories, ~40 tokens each), every typed learning and every pinned memory.
-    The reads that do not need the query vector overlap its computation where they can:
-    ``started`` are those begun before the intent model's embedding, used when they were
-    begun (the lexical matches again when the model's intent changed the pool's size).
-    A pool led by a conversation chunk is gathered again ``options.chunk_pool`` deep when
-    the budget's is shallower (:func:`~engrain.recall.chunk_rank.deep_enough`), and its
-    nearest neighbours searched again without the speakers' names the question says
-    (:func:`_unnamed_vector`)."""
-    size = _pool_size(options, budget)
-    static = options.profile is Profile.STATIC
-    if started is None:
-        started = _start_reads(store, message, user_id, flt, options, budget, reads)
-    elif started.size != size:
-        again = _start_reads(store, message, user_id, flt, options, budget, reads, pinned=False)
-        started = again._replace(pinned=started.pinned)
-    lexical, pinned = started.lexical, started.pinned
-    typed = flt.update(kinds=LEARNING_KINDS)
-    if vector is None:
-        vector = embed_query(message)
-        clock.lap("embed")
-    if static:
-        return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(user_id, flt)]
-    searches = [(size, flt), (LEARNINGS_MAX, typed)]
-    dense, learnings = _nearest(store, user_id, vector, searches, reads.beside)
-    query_vector = vector
-    include = [*learnings, *((m, cosine(m, query_vector)) for m in pinned())]
+# -- the pool's rules, in order: each takes the pool and returns it ------------------------
 
-    def gathered(
-        k: int,
-        nearest: Sequence[tuple[MemoryFields, float]],
-        matches: Sequence[tuple[MemoryFields, float]] | None,
-    ) -> list[Candidate]:
-        """The pool of the ``k`` nearest and the ``k`` best lexical ``matches``."""
-        nearest = with_turns(store, embed_query, user_id, query_vector, nearest, k, flt,
-                             options.turn_weight)  # fmt: skip
-        return gather(
-            store, user_id, message, query_vector, flt, pool=k, hybrid=options.hybrid,
-            lexical_weight=options.lexical_weight, fusion=options.fusion,
-            lexical=matches, dense=nearest, include=include, fragments=options.fragments,
-            names=options.names,
-        )  # fmt: skip
 
-    matches = lexical() if lexical else None
-    pool = gathered(size, dense, matches)
-    unnamed = _unnamed_vector(pool, message, embed_query, vector, options)
-    if deep_enough(pool, size, options.chunk_pool) and unnamed is None:
+def _summaries(call: _Call, pool: _Pool) -> _Pool:
+    """Session summaries join the pool (``recall.summaries``)."""
+    o = call.options
+    found = with_summaries(pool.candidates, call.store, call.embed_query, call.user_id,
+                           pool.searched, pool.search_vector, call.flt, o.session_summaries,
+                           o.lexical_weight * o.hybrid)  # fmt: skip
+    return pool._replace(candidates=found)
+
+
+def _speakers(call: _Call, pool: _Pool) -> _Pool:
+    """Who is asked about (``recall.speakers``)."""
+    found = with_speakers(pool.candidates, call.message, call.options.speaker_weight)
+    return pool._replace(candidates=found)
+
+
+def _time(call: _Call, pool: _Pool) -> _Pool:
+    """When it is asked about (``recall.when``)."""
+    found = with_time(pool.candidates, call.message, call.now, call.options.time_weight)
+    return pool._replace(candidates=found)
+
+
+def _soft_terms(call: _Call, pool: _Pool) -> _Pool:
+    """Chunks by words near the question's (``recall.soft_terms``)."""
+    words = word_source(call.embed_query, call.options.soft_terms)
+    return pool._replace(candidates=with_soft_terms(pool.candidates, call.message, *words))
+
+
+def _chunk_rank(call: _Call, pool: _Pool) -> _Pool:
+    """Conversation chunks re-ranked by their features (``recall.chunk_rank``)."""
+    if not call.options.chunk_rank:
         return pool
-    # a transcript question: as deep whatever the budget, and searched without the names
-    depth = max(size, options.chunk_pool)
-    if depth > size:
-        deeper = _start_reads(
-            store, message, user_id, flt, options, budget, Reads(store), pinned=False, size=depth
-        ).lexical  # asked for at once: nothing to overlap
-        matches = deeper() if deeper else None
-    if unnamed is not None:
-        query_vector = unnamed
-    (dense,) = _nearest(store, user_id, query_vector, [(depth, flt)])
-    return gathered(depth, dense, matches)
+    return pool._replace(candidates=with_chunk_rank(pool.candidates, call.message))
+
+
+def _line_vectors(call: _Call, pool: _Pool) -> _Pool:
+    """The line vectors of the user's conversation chunks (``recall.excerpt``), for the
+    asked speaker's turns and the excerpts."""
+    return pool._replace(line_vectors=store_line_vectors(call.store, call.user_id,
+                                                         call.embed_query))  # fmt: skip
+
+
+def _asked_turns(call: _Call, pool: _Pool) -> _Pool:
+    """The tail by the asked speaker's turns (``recall.asked_turns``)."""
+    found = with_asked_turns(pool.candidates, call.message, call.options.asked_turns,
+                             call.embed_query, pool.line_vectors)  # fmt: skip
+    return pool._replace(candidates=found)
+
+
+def _second_round(call: _Call, pool: _Pool) -> _Pool:
+    """Chunks ranked again by the best's (``recall.second_round``)."""
+    found = with_second_round(pool.candidates, call.message, call.options.second_round)
+    return pool._replace(candidates=found)
+
+
+def _candidate_domains(call: _Call, pool: _Pool) -> _Pool:
+    """The candidates' own domain names the message uses (:func:`with_candidate_domains`)."""
+    classification = with_candidate_domains(
+        pool.classification, call.message, pool.candidates, call.options.vocabulary
+    )
+    return pool._replace(classification=classification)
+
+
+def _work(call: _Call, pool: _Pool) -> _Pool:
+    """Preferences for the kind of work asked raised (``recall.work``)."""
+    if not call.options.work:
+        return pool
+    found, works, other_work = with_work(pool.candidates, call.message, pool.classification)
+    marks = pool.marks._replace(works=works, other_work=other_work)
+    return pool._replace(candidates=found, marks=marks)
+
+
+def _area(call: _Call, pool: _Pool) -> _Pool:
+    """The conventions of the message's area raised (``recall.area``)."""
+    marks = pool.marks
+    found, area, raised = with_area(pool.candidates, pool.classification,
+                                    unconcerned=marks.other_work)  # fmt: skip
+    return pool._replace(candidates=found, marks=marks._replace(area=area, raised=raised))
+
+
+def _language(call: _Call, pool: _Pool) -> _Pool:
+    """Preferences about a code request's language raised (``recall.language``)."""
+    if not call.options.language:
+        return pool
+    marks = pool.marks
+    found, languages, spoken = with_language(pool.candidates, call.message,
+                                             pool.classification, marks.other_work)  # fmt: skip
+    marks = marks._replace(languages=languages, spoken=spoken)
+    return pool._replace(candidates=found, marks=marks)
+
+
+def _pointed(call: _Call, pool: _Pool) -> _Pool:
+    """The memories a clear match points to raised (``recall.pointed``)."""
+    found, pointed = with_pointed(pool.candidates, call.message)
+    return pool._replace(candidates=found, marks=pool.marks._replace(pointed=pointed))
+
+
+#: The pool's rules, in the order they apply (each a function of the call and the pool).
+POOL_RULES: tuple[Callable[[_Call, _Pool], _Pool], ...] = (
+    _summaries, _speakers, _time, _soft_terms, _chunk_rank, _line_vectors, _asked_turns,
+    _second_round, _candidate_domains, _work, _area, _language, _pointed,
+)  # fmt: skip
+
+
+def _signalled(classification: Classification, marks: Marks) -> Classification:
+    """``classification`` with the signals of what the pool's rules marked: the work asked,
+    the area, the languages of a request for code, the memories pointed to."""
+    signals = []
+    if marks.works:
+        asked = ", ".join(sorted({w.value for kinds in marks.works.values() for w in kinds}))
+        signals.append(f"work: {asked}")
+    if marks.area:
+        signals.append(f"area: {', '.join(marks.area)}")
+    if marks.spoken:
+        signals.append(f"language: {', '.join(sorted(marks.languages))}")
+    if marks.pointed:
+        links = ", ".join(f"{mid} by {by}" for mid, (by, _) in marks.pointed.items())
+        signals.append(f"pointed to: {links}")
+    if not signals:
+        return classification
+    return replace(classification, signals=(*classification.signals, *signals))
+
+
+def _evidence_budget(call: _Call, pool: _Pool) -> Budget:
+    """The automatic budget raised as for a history reference when the message is not
+    marked as one but its most relevant candidate is a conversation chunk (a memory with
+    turn ids): :func:`~engrain.recall.budget.with_conversation_evidence`. An explicit
+    budget, ``history_evidence`` off, or a pool led by anything else leave it as it is."""
+    if (
+        call.token_budget is not None
+        or not call.options.history_evidence
+        or pool.classification.references_history
+        or not _chunk_led(pool.candidates)
+    ):
+        return pool.budget
+    return with_conversation_evidence(pool.budget, cap=call.max_budget)
+
+
+def _chunk_led(pool: Sequence[Candidate]) -> bool:
+    """Whether the most relevant candidate of ``pool`` is a conversation chunk."""
+    return bool(pool) and bool(max(pool, key=lambda c: c.relevance).memory.provenance.turn_ids)
+
+
+# -- score ---------------------------------------------------------------------------------
+
+
+def _rank(call: _Call, pool: _Pool) -> _Ranking:
+    """Every candidate scored once (:func:`_score`), the conflict partners of the ranked
+    read (:func:`_partners`), conversation chunks cut to their excerpts and the asked
+    speakers' lines, and the budget set by how clearly the best leads (:func:`_lead_budget`)."""
+    o, message = call.options, call.message
+    query = Query(pool.classification, pool.weights, call.now, o.focus_areas, o.present_use,
+                  o.stated_span)  # fmt: skip
+    ranked, components = _score(pool.candidates, o, query, call.cooccurrence,
+                                explain=call.explain, marks=pool.marks)  # fmt: skip
+    partners = _partners(call.store, call.user_id, ranked)
+    ranked = with_excerpts(ranked, message, o.excerpt, pool.line_vectors, pool.vector)
+    ranked = with_speaker_lines(ranked, message, o.speaker_lines, short_answer=o.short_answer)
+    budget, by_lead = _lead_budget(call, pool, ranked)
+    call.clock.lap("score")
+    return _Ranking(pool, ranked, components, partners, budget, by_lead)
+
+
+def _score(
+    pool: Sequence[Candidate],
+    options: GateOptions,
+    query: Query,
+    cooccurrence: Pairs | None,
+    *,
+    explain: bool,
+    marks: Marks = NO_MARKS,
+) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
+    """Every candidate scored once by the profile's scorer, best first (the static profile
+    keeps its top 10), with (``explain``) each one's components and the factors behind
+    them and what the pool's rules ``marks``ed (:func:`_components`).
+    The learned co-occurrence bonus is with the most relevant candidates (the pool
+    comes ordered by relevance), so one pass scores everything. Without ``explain`` the
+    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_columns`
+    (the same numbers, without the components nobody reads) with each one's present
+    relevance (:func:`_ranked`'s, from the same age)."""
+    bonuses = _bonuses(pool, cooccurrence)
+    if not explain and options.profile is Profile.GATED:  # the totals alone, in one batch
+        return _batch_ranked(pool, bonuses, query), {}
+    score = scorer(options.profile, query)
+    scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
+    scored.sort(key=lambda pair: pair[1].total, reverse=True)
+    if options.profile is Profile.STATIC:
+        scored = scored[:STATIC_TOP]
+    ranked = [_ranked(c, s.total, query) for c, s in scored]
+    return ranked, {c.id: _components(c, s, marks) for c, s in scored} if explain else {}
+
+
+def _bonuses(pool: Sequence[Candidate], cooccurrence: Pairs | None) -> list[float]:
+    """Each candidate's learned co-occurrence bonus with the pool's most relevant."""
+    if not cooccurrence:  # asked once: the pairs are a mapping read when first looked at
+        return [0.0] * len(pool)
+    anchors = [c.id for c in pool[:ANCHORS]]
+    return [cooccurrence_bonus(cooccurrence, c.id, anchors) for c in pool]
+
+
+def _batch_ranked(
+    pool: Sequence[Candidate], bonuses: Sequence[float], query: Query
+) -> list[Ranked]:
+    """The gated profile's ranking from its totals alone, computed in one batch."""
+    items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
+    totals, present = gated_columns(items, query)
+    # best first; equal totals keep the pool's order, as sorted(reverse=True) keeps it
+    best = np.argsort(-totals, kind="stable").tolist()
+    order = zip(best, totals[best].tolist(), present[best].tolist(), strict=True)
+    return [Ranked(pool[i].memory, total, pool[i].similarity, relevance)
+            for i, total, relevance in order]  # fmt: skip
+
+
+def _components(c: Candidate, s: Scored, marks: Marks) -> dict[str, float]:
+    """What ``explain()`` shows of a candidate's score: its components and factors, its
+    cosine, lexical and calibrated relevance, and what the pool's rules marked
+    (``area_convention`` 1.0 for a convention raised by ``recall.area``, ``pointed`` the
+    relevance a clear match lent a memory, ``recall.pointed``, ``work`` the number of
+    kinds of work asked that a preference governs and ``other_work`` 1.0 for one that
+    governs only work not asked, ``recall.work``, and ``language`` 1.0 for a preference
+    about the language of a request for code, ``recall.language``)."""
+    m = marks
+    return {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
+            "calibrated_relevance": c.relevance,
+            **({"lexical_no_evidence": c.no_evidence} if c.no_evidence else {}),
+            **({"area_convention": 1.0} if c.id in m.raised else {}),
+            **({"pointed": m.pointed[c.id][1]} if c.id in m.pointed else {}),
+            **({"work": float(len(m.works[c.id]))} if c.id in m.works else {}),
+            **({"other_work": 1.0} if c.id in m.other_work else {}),
+            **({"language": 1.0} if c.id in m.spoken else {})}  # fmt: skip
+
+
+def _lead_budget(call: _Call, pool: _Pool, ranked: Sequence[Ranked]) -> tuple[Budget, bool]:
+    """The automatic budget of a question whose most relevant candidate is a conversation
+    chunk, from how clearly its best-scored candidate leads
+    (:func:`~engrain.recall.budget.transcript_budget`), and ``True``: that budget is filled
+    in score order, like an explicit one, without the intent thresholds (they were set for
+    typed learnings' scores; a transcript's budget is sized by its evidence instead).
+    An explicit budget, ``lead_budget`` off, ``thresholds="always"`` or a pool led by
+    anything else: the pool's budget as it is and ``False``."""
+    o, budget = call.options, pool.budget
+    if (
+        call.token_budget is not None
+        or not o.lead_budget
+        or o.thresholds == "always"
+        or not ranked
+        or not _chunk_led(pool.candidates)
+    ):
+        return budget, False
+    led = transcript_budget([r.score for r in ranked], depth=o.depth,
+                            prioritize_speed=o.prioritize_speed, cap=call.max_budget)  # fmt: skip
+    return Budget(led.tokens, (f"rules: {budget.tokens}, set aside", *led.steps)), True
+
+
+# -- select → assemble ---------------------------------------------------------------------
+
+
+def _select(call: _Call, ranking: _Ranking) -> _Selection:
+    """The greedy fill of the ranking within its budget (:func:`~engrain.recall.select.
+    select_gated`): the intent's thresholds, shifted by depth, apply to the automatic
+    budget of the gated profile (:func:`_thresholds_apply`) unless the lead set it."""
+    o, classification = call.options, ranking.pool.classification
+    year, fmt, compact, grouped = call.now.year, o.format, o.compact, o.group_days
+    selected, _, decisions = select_gated(
+        ranking.ranked, line_tokens=lambda m: line_tokens(m, fmt, year, compact, grouped),
+        line_floor=lambda m: line_floor(m, fmt, year, compact, grouped),
+        token_budget=ranking.budget.tokens, intent=classification.intent,
+        threshold_shift=DEPTH_EFFECT[o.depth][1] + classification.threshold_shift,
+        apply_threshold=_thresholds_apply(o, call.token_budget) and not ranking.by_lead,
+        explain=call.explain, top_k=call.top_k,
+        layout=_layout(fmt, compact, grouped), partners=ranking.partners, build=built_all,
+    )  # fmt: skip
+    call.clock.lap("select")
+    return _Selection(ranking, selected, decisions)
+
+
+def _assemble(call: _Call, selection: _Selection) -> Gated:
+    """The block rendered to fit its budget (:func:`_fit`) and everything decided: with
+    ``explain`` every ranked candidate with its line's cost."""
+    o, ranking = call.options, selection.ranking
+    year, fmt, compact, grouped = call.now.year, o.format, o.compact, o.group_days
+    text, tokens, selected = _fit(selection.selected, fmt, ranking.budget.tokens, year, compact,
+                                  grouped)  # fmt: skip
+    call.clock.lap("assemble")
+    costed = (
+        [_costed(r, fmt, year, compact, grouped) for r in ranking.ranked]
+        if call.explain
+        else selected
+    )
+    pool = ranking.pool
+    return Gated(pool.classification, ranking.budget, pool.weights, selected, tokens, text,
+                 selection.decisions, costed, ranking.components, call.clock.laps)  # fmt: skip
 
 
 def _unnamed_vector(
@@ -595,65 +900,6 @@ def with_candidate_domains(
 
 
 _SEPARATORS = re.compile(r"[-_/]+")
-
-
-def _score(
-    pool: Sequence[Candidate],
-    options: GateOptions,
-    query: Query,
-    cooccurrence: Pairs | None,
-    *,
-    explain: bool,
-    raised: frozenset[str] = frozenset(),
-    pointed: Mapping[str, tuple[str, float]] | None = None,
-    works: Mapping[str, frozenset[Work]] | None = None,
-    other_work: frozenset[str] = frozenset(),
-    spoken: frozenset[str] = frozenset(),
-) -> tuple[list[Ranked], dict[str, dict[str, float]]]:
-    """Every candidate scored once by the profile's scorer, best first (the static profile
-    keeps its top 10), with (``explain``) each one's components and the factors behind
-    them (plus ``area_convention`` 1.0 for a convention raised by ``recall.area``,
-    ``pointed`` the relevance a clear match lent a memory, ``recall.pointed``, and
-    ``work`` the number of kinds of work asked that a preference governs and
-    ``other_work`` 1.0 for one that governs only work not asked, ``recall.work``, and
-    ``language`` 1.0 for a preference about the language of a request for code,
-    ``recall.language``).
-    The learned co-occurrence bonus is with the most relevant candidates (the pool
-    comes ordered by relevance), so one pass scores everything. Without ``explain`` the
-    gated profile's totals come from :func:`~engrain.recall.score_batch.gated_columns`
-    (the same numbers, without the components nobody reads) with each one's present
-    relevance (:func:`_ranked`'s, from the same age)."""
-    if cooccurrence:  # asked once: the pairs are a mapping read when first looked at
-        anchors = [c.id for c in pool[:ANCHORS]]
-        bonuses = [cooccurrence_bonus(cooccurrence, c.id, anchors) for c in pool]
-    else:
-        bonuses = [0.0] * len(pool)
-    if not explain and options.profile is Profile.GATED:  # the totals alone, in one batch
-        items = [(c.memory, c.relevance, b) for c, b in zip(pool, bonuses, strict=True)]
-        totals, present = gated_columns(items, query)
-        # best first; equal totals keep the pool's order, as sorted(reverse=True) keeps it
-        best = np.argsort(-totals, kind="stable").tolist()
-        order = zip(best, totals[best].tolist(), present[best].tolist(), strict=True)
-        return [Ranked(pool[i].memory, total, pool[i].similarity, relevance)
-                for i, total, relevance in order], {}  # fmt: skip
-    score = scorer(options.profile, query)
-    scored = [(c, score(c.memory, c.relevance, b)) for c, b in zip(pool, bonuses, strict=True)]
-    scored.sort(key=lambda pair: pair[1].total, reverse=True)
-    if options.profile is Profile.STATIC:
-        scored = scored[:STATIC_TOP]
-    ranked = [_ranked(c, s.total, query) for c, s in scored]
-    components = {
-        c.id: {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
-               "calibrated_relevance": c.relevance,
-               **({"lexical_no_evidence": c.no_evidence} if c.no_evidence else {}),
-               **({"area_convention": 1.0} if c.id in raised else {}),
-               **({"pointed": pointed[c.id][1]} if pointed and c.id in pointed else {}),
-               **({"work": float(len(works[c.id]))} if works and c.id in works else {}),
-               **({"other_work": 1.0} if c.id in other_work else {}),
-               **({"language": 1.0} if c.id in spoken else {})}
-        for c, s in scored
-    } if explain else {}  # fmt: skip
-    return ranked, components
 
 
 def _ranked(c: Candidate, score: float, query: Query) -> Ranked:

@@ -103,16 +103,7 @@ def gather(
         lexical = store.lexical_search(user_id, query, pool, flt)
     best = max((score for _, score in lexical), default=0.0)
     lex = {m.id: score / best for m, score in lexical} if best > 0 else {}
-    memories: dict[str, MemoryFields] = {m.id: m for m, _ in dense}
-    sims: dict[str, float] = {m.id: s for m, s in dense}
-    for memory, _ in lexical:
-        if memory.id not in memories:
-            memories[memory.id] = memory
-            sims[memory.id] = cosine(memory, vector)
-    for memory, sim in include:
-        if memory.id not in memories:
-            memories[memory.id] = memory
-            sims[memory.id] = sim
+    memories, sims = _union(dense, lexical, include, vector)
     dropped = _without_evidence(lex, lexical, query, fragments,
                                 list(memories.values()) if names else None)  # fmt: skip
     lex = {mid: value for mid, value in lex.items() if mid not in dropped}
@@ -123,15 +114,7 @@ def gather(
     similarity = [sims[mid] for mid in ids]
     lexicals = [lex.get(mid, 0.0) for mid in ids]
     if fusion == "rrf" and hybrid:
-        dense_rank = {m.id: r for r, (m, _) in enumerate(dense)}
-        lex_rank = {m.id: r for r, (m, _) in enumerate(lexical)}
-        worst = pool + 1
-        mixed = np.array([
-            (1.0 - weight) / (RRF_K + dense_rank.get(mid, worst))
-            + weight / (RRF_K + lex_rank.get(mid, worst))
-            for mid in ids
-        ], dtype=np.float64)  # fmt: skip
-        floor = 0.0
+        mixed, floor = _rrf(ids, dense, lexical, weight, pool), 0.0
     else:
         mixed = blends(np.array(similarity, dtype=np.float64),
                        np.array(lexicals, dtype=np.float64), weight)  # fmt: skip
@@ -146,6 +129,46 @@ def gather(
                   dropped.get(ids[i], 0.0))
         for i in order
     ]  # fmt: skip
+
+
+def _union(
+    dense: Sequence[tuple[MemoryFields, float]],
+    lexical: Sequence[tuple[MemoryFields, float]],
+    include: Sequence[tuple[MemoryFields, float]],
+    vector: Vector,
+) -> tuple[dict[str, MemoryFields], dict[str, float]]:
+    """The pool's memories by id, in order (the nearest, then the lexical matches, then
+    ``include``), and each one's cosine (a lexical match's computed here)."""
+    memories: dict[str, MemoryFields] = {m.id: m for m, _ in dense}
+    sims: dict[str, float] = {m.id: s for m, s in dense}
+    for memory, _ in lexical:
+        if memory.id not in memories:
+            memories[memory.id] = memory
+            sims[memory.id] = cosine(memory, vector)
+    for memory, sim in include:
+        if memory.id not in memories:
+            memories[memory.id] = memory
+            sims[memory.id] = sim
+    return memories, sims
+
+
+def _rrf(
+    ids: Sequence[str],
+    dense: Sequence[tuple[MemoryFields, float]],
+    lexical: Sequence[tuple[MemoryFields, float]],
+    weight: float,
+    pool: int,
+) -> npt.NDArray[np.float64]:
+    """Reciprocal rank fusion of each id's rank among the nearest and the lexical matches
+    (``pool + 1`` where it is not ranked), the lexical side weighted ``weight``."""
+    dense_rank = {m.id: r for r, (m, _) in enumerate(dense)}
+    lex_rank = {m.id: r for r, (m, _) in enumerate(lexical)}
+    worst = pool + 1
+    return np.array([
+        (1.0 - weight) / (RRF_K + dense_rank.get(mid, worst))
+        + weight / (RRF_K + lex_rank.get(mid, worst))
+        for mid in ids
+    ], dtype=np.float64)  # fmt: skip
 
 
 def blend(similarity: float, lexical: float, lexical_weight: float = LEXICAL_WEIGHT) -> float:

@@ -19,7 +19,8 @@ from engrain.tiers import TIER_BUDGETS, Tier, choose_tier, context_window
 
 @dataclass(frozen=True)
 class Request:
-    """The validated arguments ``context`` and ``explain`` share."""
+    """The validated arguments ``context``, ``explain`` and ``preview`` share (``top_k``,
+    ``model`` and ``window``, the context window, only ``context`` and ``preview`` take)."""
 
     message: str
     user_id: str
@@ -31,23 +32,29 @@ class Request:
     options: GateOptions
     now: datetime
     previous: str | None = None
+    top_k: int | None = None
+    model: str | None = None
+    window: int | None = None
 
     @classmethod
     def checked(
         cls,
         message: object,
         user_id: object,
-        token_budget: object,
-        memory_types: object,
-        project: object,
-        include_compressed: object,
-        turn: object,
-        options: object,
-        now: object,
+        token_budget: object = None,
+        memory_types: object = None,
+        project: object = None,
+        include_compressed: object = False,
+        turn: object = 0,
+        options: object = None,
+        now: object = None,
         *,
         defaults: GateOptions,
         max_chars: int,
         previous: object = None,
+        top_k: object = None,
+        model: object = None,
+        context_window: object = None,
     ) -> Request:
         """A request from values as a caller sent them, each validated (``options``:
         ``None`` means ``defaults``, the settings'; ``previous``, the conversation's turn
@@ -67,6 +74,9 @@ class Request:
             previous=None
             if previous is None
             else validate.text(previous, "previous", max_chars=max_chars),
+            top_k=validate.optional_integer(top_k, "top_k", minimum=1),
+            model=validate.optional_identifier(model, "model"),
+            window=validate.optional_integer(context_window, "context_window", minimum=1),
         )
 
 

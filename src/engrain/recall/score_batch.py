@@ -81,14 +81,42 @@ def gated_scores(items: Sequence[Item], query: Query) -> list[tuple[float, float
 def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
     """:func:`gated_scores` as two columns, the totals and the present relevances, in the
     order of ``items``."""
-    classification, now = query.classification, query.now
-    weights = query.weights
-    focus = set(query.focus_areas)
+    kinds: list[Kind] = [memory.kind for memory, _, _ in items]
+    domain, focused, usage, ages = _read(items, query)
+    recency = np.array([_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, ages, strict=True)])
+    scale = np.array(_present_scales(items, kinds, ages, query))
+    relevance = np.array([r for _, r, _ in items], dtype=np.float64)
+    bonus = np.array([b for _, _, b in items], dtype=np.float64)
+    semantic = _at_most(1.0, _at_least(0.0, relevance)) * scale
     boosts: dict[Kind, float] = {}
+    for kind in kinds:
+        if kind not in boosts:
+            boosts[kind] = type_boost(kind, query.classification.intent)
+    boost = np.array([boosts[k] for k in kinds], dtype=np.float64)
+    # score.boost_scale(semantic, recency)
+    boosted = (BOOST_AGE_FLOOR + (1.0 - BOOST_AGE_FLOOR) * recency) * _at_most(
+        1.0, _at_least(0.0, semantic) / BOOST_FULL_RELEVANCE
+    )
+    weights = query.weights
+    total = weights["semantic"] * semantic + weights["recency"] * recency
+    total += np.array(domain, dtype=np.float64)
+    total += np.array(usage, dtype=np.float64)
+    total += COOCCURRENCE_CAP * _at_most(1.0, _at_least(0.0, bonus))
+    total += boost * boosted
+    total += np.array(focused, dtype=np.float64)
+    return _at_most(1.0, _at_least(0.0, total)), relevance * scale
+
+
+def _read(
+    items: Sequence[Item], query: Query
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Each item's domain term, focus bonus, usage term and age in days, read in one pass
+    (the terms computed once per distinct domains and use count)."""
+    classification, now, weights = query.classification, query.now, query.weights
+    focus = set(query.focus_areas)
     by_domains: dict[tuple[str, ...], tuple[float, float]] = {}
     usages: dict[int, float] = {}
     n = len(items)
-    kinds: list[Kind] = [memory.kind for memory, _, _ in items]
     ages: list[float] = []
     # a row found gives its time as the column's microseconds (no datetime made): its age
     # is then the same float, as timedelta.total_seconds() is the microseconds / 10**6
@@ -116,10 +144,16 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
         else:
             days = (now_us - when) / 1_000_000 / 86_400.0
         ages.append(days if days > 0.0 else 0.0)
-    for kind in kinds:
-        if kind not in boosts:
-            boosts[kind] = type_boost(kind, classification.intent)
-    recency = np.array([_decay(HALF_LIFE_DAYS[k], a) for k, a in zip(kinds, ages, strict=True)])
+    return domain, focused, usage, ages
+
+
+def _present_scales(
+    items: Sequence[Item], kinds: Sequence[Kind], ages: Sequence[float], query: Query
+) -> list[float]:
+    """Each item's ``score.present_scale``: a note about the present by its age (with
+    ``present_use`` never under its recency from its last use, with ``stated_span`` by the
+    end it states), 1.0 for any other kind."""
+    now = query.now
     scales = [0.5 ** (a / PRESENT_HALF_LIFE_DAYS) if k in PRESENT_KINDS else 1.0
               for k, a in zip(kinds, ages, strict=True)]  # fmt: skip
     if query.present_use:  # score.present_scale: never under the recency from the last use
@@ -132,22 +166,7 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
             span = note_span(items[i][0], True)
             if span is not None:
                 scales[i] = present_scale(kinds[i], ages[i], None, span, now)
-    scale = np.array(scales)
-    relevance = np.array([r for _, r, _ in items], dtype=np.float64)
-    bonus = np.array([b for _, _, b in items], dtype=np.float64)
-    semantic = _at_most(1.0, _at_least(0.0, relevance)) * scale
-    boost = np.array([boosts[k] for k in kinds], dtype=np.float64)
-    # score.boost_scale(semantic, recency)
-    boosted = (BOOST_AGE_FLOOR + (1.0 - BOOST_AGE_FLOOR) * recency) * _at_most(
-        1.0, _at_least(0.0, semantic) / BOOST_FULL_RELEVANCE
-    )
-    total = weights["semantic"] * semantic + weights["recency"] * recency
-    total += np.array(domain, dtype=np.float64)
-    total += np.array(usage, dtype=np.float64)
-    total += COOCCURRENCE_CAP * _at_most(1.0, _at_least(0.0, bonus))
-    total += boost * boosted
-    total += np.array(focused, dtype=np.float64)
-    return _at_most(1.0, _at_least(0.0, total)), relevance * scale
+    return scales
 
 
 def _decay(half_life: float | None, age: float) -> float:

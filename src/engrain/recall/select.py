@@ -414,102 +414,178 @@ def select_gated(
     Returns the selection (pinned, then procedural, then the rest in the order walked), the
     tokens the block will use, and (with ``explain``) a decision per candidate; without
     ``explain`` the walk stops once no line fits any more."""
+    rules = _Rules(
+        token_budget, intent, threshold_shift, apply_threshold, explain, top_k, line_tokens,
+        line_floor,
+        procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE,
+        int(token_budget * PROCEDURAL_SHARE),
+        min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS), {},
+    )  # fmt: skip
     fill = _Fill(token_budget, layout, explain)
-    share = int(token_budget * PROCEDURAL_SHARE)
-    procedural_floor = (
-        procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE
-    )
-    unrelated_share = min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS)
-    area = area_of(ranked) if apply_threshold else frozenset()
     partners = partners or {}
-    limits: dict[Kind, float] = {}  # threshold_for of each kind met, once a call
-
-    def costed(r: Ranked) -> _Item:
-        return _Item(r.memory, r.score, r.similarity, line_tokens(r.memory))
-
     leading = [r for r in ranked if r.memory.pinned and r.relevance >= PIN_MIN_RELEVANCE]
     lead_ids = {r.memory.id for r in leading}
+    area = area_of(ranked) if apply_threshold else frozenset()
     seen: set[str] = set()
     for r in fill_order(leading, [r for r in ranked if r.memory.id not in lead_ids],
                         by_relevance=apply_threshold, area=area):  # fmt: skip
-        memory = r.memory
-        if memory.id in seen:
+        if r.memory.id in seen:
             continue
         capped = top_k is not None and fill.count >= top_k
         if not explain and (capped or token_budget - fill.used < MIN_LINE_TOKENS):
             break
-        seen.add(memory.id)
+        seen.add(r.memory.id)
         if capped:
-            fill.note(costed(r), False, f"top_k={top_k} reached")
+            fill.note(rules.costed(r), False, f"top_k={top_k} reached")
             continue
-        group = 2
-        if memory.id in lead_ids:
-            group, why = 0, "pinned"
-        elif memory.memory_type is MemoryType.PROCEDURAL:
-            # judged on relevance within their share, not on the score threshold (below)
-            if r.relevance < procedural_floor:
-                if explain:
-                    why = f"relevance {r.relevance:.3f} below {procedural_floor:.2f}"
-                    fill.note(costed(r), False, f"procedural, {why}")
-                continue
-            group, why = 1, f"procedural, relevance {r.relevance:.3f}"
-        else:
-            limit = limits.get(memory.kind)
-            if limit is None:
-                limit = limits[memory.kind] = threshold_for(memory.kind, intent, threshold_shift)
-            if apply_threshold and r.score < limit:
-                if explain:
-                    fill.note(costed(r), False, f"score {r.score:.3f} below {limit:.2f}")
-                continue
-            if apply_threshold and unrelated_learning(r):
-                if explain:
-                    why = f"relevance {r.relevance:.3f} below {UNRELATED_RELEVANCE:.2f}"
-                    fill.note(costed(r), False, f"unrelated to the message, {why}")
-                continue
-            if apply_threshold and (present_below(r, limit) or correction_below(r, limit)):
-                if explain:
-                    what = "a correction" if memory.kind is Kind.CORRECTION else "about the present"
-                    why = f"relevance {r.relevance:.3f} below {limit:.2f}"
-                    fill.note(costed(r), False, f"{what}, {why}")
-                continue
-            why = "selected"
-        background = apply_threshold and group != 0 and unrelated_invariant(r)
-        if apply_threshold and group != 0 and not background and not memory.provenance.turn_ids:
-            above = fill.used_above(r.relevance)
-            need = needed_relevance(above, token_budget)
-            if r.relevance < need:
-                if explain:
-                    fill.note(costed(r), False, f"relevance {r.relevance:.3f} below {need:.2f}: "
-                              f"{above}/{token_budget} tokens taken by more relevant "
-                              "memories")  # fmt: skip
-                continue
-        if (
-            not explain
-            and line_floor is not None
-            and (fill.used + line_floor(memory) + 1 > token_budget)
-        ):
-            continue  # cannot fit, whatever its exact count: passed over without costing it
-        item = costed(r)
-        if group == 1 and fill.procedural_used + item.tokens > share:
-            fill.note(item, False, f"procedural share full ({fill.procedural_used}/{share} tokens)")
-            continue
-        if background and fill.unrelated_used + item.tokens > unrelated_share:
-            fill.note(item, False, f"unrelated invariants' share full "
-                      f"({fill.unrelated_used}/{unrelated_share} tokens)")  # fmt: skip
-            continue
-        if not fill.add(item, group, why, r.relevance, walked=group != 0):
-            continue
-        if group == 1:
-            fill.procedural_used += item.tokens
-        if background:
-            fill.unrelated_used += item.tokens
-        for partner in partners.get(memory.id, ()):
-            if partner.memory.id not in seen and (top_k is None or fill.count < top_k):
-                seen.add(partner.memory.id)
-                fill.add(costed(partner), group, f"conflicts with {memory.id}",
-                         partner.relevance, walked=False)  # fmt: skip
+        group = _consider(rules, fill, r, r.memory.id in lead_ids)
+        if group is not None and (joined := partners.get(r.memory.id)):
+            _join_partners(rules, fill, r, group, joined, seen)
     items = [item for group in fill.groups for item in group]
     memories = build([item.memory for item in items])
     selected = [ScoredMemory(memory, item.score, item.similarity, item.tokens)
                 for memory, item in zip(memories, items, strict=True)]  # fmt: skip
     return selected, fill.used, fill.decisions
+
+
+class _Rules(NamedTuple):
+    """One selection's rules: the budget, the intent's thresholds (``shift``ed, applied
+    when ``thresholds``), the procedural memories' relevance floor and share, the unrelated
+    invariants' share, how a line is costed, and ``limits``, each kind's threshold once a
+    call."""
+
+    budget: int
+    intent: Intent
+    shift: float
+    thresholds: bool
+    explain: bool
+    top_k: int | None
+    line_tokens: Callable[[MemoryFields], int]
+    line_floor: Callable[[MemoryFields], int] | None
+    procedural_floor: float
+    share: int
+    unrelated_share: int
+    limits: dict[Kind, float]
+
+    def costed(self, r: Ranked) -> _Item:
+        """``r`` with its line's tokens."""
+        return _Item(r.memory, r.score, r.similarity, self.line_tokens(r.memory))
+
+    def limit(self, kind: Kind) -> float:
+        """:func:`threshold_for` ``kind`` under this selection's intent and shift."""
+        limit = self.limits.get(kind)
+        if limit is None:
+            limit = self.limits[kind] = threshold_for(kind, self.intent, self.shift)
+        return limit
+
+
+def _consider(rules: _Rules, fill: _Fill, r: Ranked, leading: bool) -> int | None:
+    """Select ``r`` if its kind's test, the relevance the block asks of it and its line's
+    cost allow (:func:`_place`); the group it joined (0 leading pins, 1 procedural
+    memories, 2 the rest), or ``None``. ``leading``: a pin relevant enough to lead. A
+    procedural memory is judged on its relevance within its share, not on the score
+    threshold; any other on its intent's threshold (:func:`_rejection`). Run once per
+    candidate walked, so the tests are written here and the reasons only when explaining."""
+    memory = r.memory
+    if leading:
+        group, why = 0, "pinned"
+    elif memory.memory_type is MemoryType.PROCEDURAL:
+        if r.relevance < rules.procedural_floor:
+            if rules.explain:
+                _rejected(fill, rules, r)
+            return None
+        group, why = 1, f"procedural, relevance {r.relevance:.3f}"
+    else:
+        if rules.thresholds:
+            limit = rules.limits.get(memory.kind)
+            if limit is None:
+                limit = rules.limit(memory.kind)
+            if (
+                r.score < limit
+                or unrelated_learning(r)
+                or present_below(r, limit)
+                or correction_below(r, limit)
+            ):
+                if rules.explain:
+                    _rejected(fill, rules, r)
+                return None
+        group, why = 2, "selected"
+    background = rules.thresholds and group != 0 and unrelated_invariant(r)
+    if rules.thresholds and group != 0 and not background and not memory.provenance.turn_ids:
+        above = fill.used_above(r.relevance)
+        need = needed_relevance(above, rules.budget)
+        if r.relevance < need:
+            if rules.explain:
+                fill.note(rules.costed(r), False, f"relevance {r.relevance:.3f} below "
+                          f"{need:.2f}: {above}/{rules.budget} tokens taken by more "
+                          "relevant memories")  # fmt: skip
+            return None
+    return group if _place(rules, fill, r, group, why, background) else None
+
+
+def _rejected(fill: _Fill, rules: _Rules, r: Ranked) -> None:
+    """Note why ``r``'s kind's test rejected it (:func:`_rejection`; only when explaining:
+    the reasons are not written otherwise)."""
+    fill.note(rules.costed(r), False, _rejection(rules, r))
+
+
+def _rejection(rules: _Rules, r: Ranked) -> str:
+    """Why ``r``'s kind's test rejects it: a procedural memory under its relevance floor;
+    any other's score under its kind's threshold, a typed learning unrelated to the
+    message (:func:`unrelated_learning`), a context note or a correction less relevant than
+    its threshold (:func:`present_below`, :func:`correction_below`)."""
+    memory = r.memory
+    if memory.memory_type is MemoryType.PROCEDURAL:
+        return f"procedural, relevance {r.relevance:.3f} below {rules.procedural_floor:.2f}"
+    limit = rules.limit(memory.kind)
+    if r.score < limit:
+        return f"score {r.score:.3f} below {limit:.2f}"
+    if unrelated_learning(r):
+        return (
+            f"unrelated to the message, relevance {r.relevance:.3f} below {UNRELATED_RELEVANCE:.2f}"
+        )
+    what = "a correction" if memory.kind is Kind.CORRECTION else "about the present"
+    return f"{what}, relevance {r.relevance:.3f} below {limit:.2f}"
+
+
+def _place(rules: _Rules, fill: _Fill, r: Ranked, group: int, why: str, background: bool) -> bool:
+    """Add ``r`` to ``group`` if its line fits the block and its group's share (the
+    procedural memories', the unrelated invariants' when ``background``). Without
+    explanations a memory whose cheaper lower bound cannot fit is passed over uncosted."""
+    floor = rules.line_floor
+    if not rules.explain and floor is not None and fill.used + floor(r.memory) + 1 > rules.budget:
+        return False  # cannot fit, whatever its exact count
+    item = rules.costed(r)
+    if group == 1 and fill.procedural_used + item.tokens > rules.share:
+        fill.note(
+            item, False, f"procedural share full ({fill.procedural_used}/{rules.share} tokens)"
+        )
+        return False
+    if background and fill.unrelated_used + item.tokens > rules.unrelated_share:
+        fill.note(item, False, f"unrelated invariants' share full "
+                  f"({fill.unrelated_used}/{rules.unrelated_share} tokens)")  # fmt: skip
+        return False
+    if not fill.add(item, group, why, r.relevance, walked=group != 0):
+        return False
+    if group == 1:
+        fill.procedural_used += item.tokens
+    if background:
+        fill.unrelated_used += item.tokens
+    return True
+
+
+def _join_partners(
+    rules: _Rules,
+    fill: _Fill,
+    r: Ranked,
+    group: int,
+    partners: Sequence[Ranked],
+    seen: set[str],
+) -> None:
+    """``r``'s conflict partners join its group, budget and ``top_k`` permitting, so the
+    model sees both versions."""
+    for partner in partners:
+        if partner.memory.id not in seen and (rules.top_k is None or fill.count < rules.top_k):
+            seen.add(partner.memory.id)
+            fill.add(rules.costed(partner), group, f"conflicts with {r.memory.id}",
+                     partner.relevance, walked=False)  # fmt: skip
