@@ -223,6 +223,29 @@ def timestamp(value: object, field: str) -> datetime | None:
 # -- structured values ------------------------------------------------------------------------
 
 
+def json_document(raw: str | bytes, field: str) -> object:
+    """A JSON text (an import line) parsed, or :class:`ValidationError` starting with
+    ``field`` and saying why: invalid JSON (with the column), bytes that are not UTF-8,
+    nesting past the parser's depth, or an integer of more digits than Python converts
+    (``sys.get_int_max_str_digits()``, 4,300 by default: ``json`` raises a bare
+    ``ValueError`` for it, which every caller of ``json.loads`` used to let through)."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        # the position too: some of the parser's messages end in "at" and need it
+        where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise ValidationError(f"{field}: invalid JSON: {where}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{field} is not valid UTF-8") from exc
+    except RecursionError as exc:  # nesting past the parser's depth: bad input
+        raise ValidationError(f"{field}: JSON nested too deeply") from exc
+    except ValueError as exc:  # int(): more digits than Python converts
+        raise ValidationError(
+            f"{field}: a number in the JSON has more than {sys.get_int_max_str_digits():,} digits"
+        ) from exc
+
+
+
 def metadata(
     value: object, field: str = "metadata", *, max_chars: int | None = None
 ) -> dict[str, Any]:
