@@ -161,6 +161,11 @@ def unit(value: object, field: str) -> float:
     """A finite number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{field} must be a number in [0, 1], not {_name(value)}")
+    if isinstance(value, int):  # compared as an int: a huge one has no float (OverflowError)
+        if value not in (0, 1):
+            shown = f"{value:,}" if abs(value) < 10**100 else "a number of more than 100 digits"
+            raise ValidationError(f"{field} must be a number in [0, 1], not {shown}")
+        return float(value)
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         raise ValidationError(f"{field} must be a number in [0, 1], not {value!r}")
     return float(value)
@@ -484,8 +489,9 @@ def _embedding(value: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         return None
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
         raise ValidationError(f"embedding must be a list of numbers, not {_name(value)}")
-    if not value or not all(
-        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+    if not value or not all(  # an int is finite (and a huge one has no float to test)
+        isinstance(x, int) and not isinstance(x, bool) or isinstance(x, float) and math.isfinite(x)
+        for x in value
     ):
         raise ValidationError("embedding must be a non-empty list of finite numbers")
     if any(abs(x) > _FLOAT32_MAX for x in value):  # stored as float32: it would be infinite
