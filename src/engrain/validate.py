@@ -490,7 +490,8 @@ def _embedding(value: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
         raise ValidationError(f"embedding must be a list of numbers, not {_name(value)}")
     if not value or not all(  # an int is finite (and a huge one has no float to test)
-        isinstance(x, int) and not isinstance(x, bool) or isinstance(x, float) and math.isfinite(x)
+        (isinstance(x, int) and not isinstance(x, bool))
+        or (isinstance(x, float) and math.isfinite(x))
         for x in value
     ):
         raise ValidationError("embedding must be a non-empty list of finite numbers")
