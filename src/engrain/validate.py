@@ -250,7 +250,6 @@ def json_document(raw: str | bytes, field: str) -> object:
         ) from exc
 
 
-
 def metadata(
     value: object, field: str = "metadata", *, max_chars: int | None = None
 ) -> dict[str, Any]:
