@@ -20,7 +20,7 @@ from pathlib import Path
 
 args = sys.argv[1:]
 OUT = args[args.index("--json") + 1] if "--json" in args else None
-SRC = next((a for a in args if a != "--json" and a != OUT), "src")
+SRC = str(Path(next((a for a in args if a != "--json" and a != OUT), "src")).resolve())
 tmp = Path(tempfile.mkdtemp(prefix="h3-cli-"))
 db = tmp / "x.db"
 env = {
