@@ -480,6 +480,50 @@ def test_import_of_json_nested_past_the_parsers_depth_exits_2(invoke: Invoke) ->
     assert ok(invoke("export", "--all-users")).stdout == ""
 
 
+def test_import_of_a_number_too_long_to_convert_exits_2(invoke: Invoke) -> None:
+    """An integer of more digits than Python converts (4,300) makes ``json`` raise a bare
+    ``ValueError``: the line is bad input (exit 2, named, nothing written), not a traceback
+    with exit 1 (session 24, h3)."""
+    good = json.dumps({"type": "text", "text": NOTE})
+    huge = '{"type": "remember", "content": "x", "access_count": ' + "9" * 5_000 + "}"
+    result = invoke("import", "-", input=f"{good}\n{huge}\n")
+    assert result.exit_code == 2
+    assert result.stderr == "error: line 2: a number in the JSON has more than 4,300 digits\n"
+    assert ok(invoke("export", "--all-users")).stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["remember"], "error: missing argument 'TEXT' (see 'cli remember --help')"),
+        (["recall", "x", "--top-k", "many"],
+         "error: invalid value for '--top-k' / '-n': 'many' is not a valid integer "
+         "(see 'cli recall --help')"),
+        (["tiers", "show", "--tier", "3"], "error: invalid value for '--tier' / '-t': '3' is "
+                                           "not one of '1', '2' (see 'cli tiers show --help')"),
+        (["no-such-command"], "error: no such command 'no-such-command' (see 'cli --help')"),
+        (["list", "--bogus"], "error: no such option '--bogus'"),
+        (["import", "/no/such/file.jsonl"], "error: invalid value for 'FILE|-': "),
+    ],
+)  # fmt: skip
+def test_a_usage_error_is_one_line_like_every_other_error(
+    invoke: Invoke, args: list[str], message: str
+) -> None:
+    """click's own refusals printed a usage block and ``Error: …`` on three lines, and no
+    JSON with ``--json``; the README promises one line, ``error: …`` (session 24, h3)."""
+    result = invoke(*args)
+    assert result.exit_code == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(message), line
+    assert result.stdout == ""
+    as_json = invoke("--json", *args)
+    assert as_json.exit_code == 2
+    error = json.loads(as_json.stderr)
+    assert error["error"] == "invalid_input" and error["status"] == 400
+    assert line == f"error: {error['message']}"
+    assert ok(invoke("--help")).stdout.startswith("Usage: cli [OPTIONS] COMMAND")  # still
+
+
 def test_import_bad_record_names_its_line(invoke: Invoke) -> None:
     text = "\n" + json.dumps({"type": "conversation", "turns": []}) + "\n"
     result = invoke("import", "-", input=text)

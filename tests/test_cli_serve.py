@@ -4,6 +4,7 @@ spinning off unless the user set it (many concurrent calls share the cores)."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ def _serve(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> dict[
         seen["kwargs"] = kwargs
 
     monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(serve, "listenable", lambda host, port: None)  # nothing binds here
     # serve sets a default in os.environ: give it a copy, so nothing leaks into other tests
     monkeypatch.setattr(os, "environ", dict(os.environ))
     monkeypatch.setenv("ENGRAIN_EMBEDDER", "hash")
@@ -62,6 +64,7 @@ def test_workers_get_a_minute_to_answer_the_supervisors_health_check(
         seen["app"], seen["kwargs"] = app, kwargs
 
     monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(serve, "listenable", lambda host, port: None)
     monkeypatch.setattr(os, "environ", dict(os.environ))
     monkeypatch.setenv("ENGRAIN_EMBEDDER", "hash")
     result = CliRunner().invoke(
@@ -79,3 +82,26 @@ def test_an_older_uvicorn_without_the_setting_gets_none() -> None:
 
     assert serve._supervision(config) == {}
     assert serve._supervision(uvicorn.Config) == {"timeout_worker_healthcheck": 60}
+
+
+@pytest.mark.parametrize("where", ["taken", "256.1.1.1"])
+def test_an_address_nothing_can_listen_on_is_one_line_before_the_store_opens(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
+) -> None:
+    """A port in use or a host that does not resolve: ``error: cannot listen on …`` (exit
+    3) before the model loads or the store is created; uvicorn said it after start-up, as
+    log lines around an ERROR (session 24, h3)."""
+    monkeypatch.setattr(os, "environ", dict(os.environ))
+    monkeypatch.setenv("ENGRAIN_EMBEDDER", "hash")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        host, port = ("127.0.0.1", taken.getsockname()[1]) if where == "taken" else (where, 8420)
+        db = tmp_path / "serve.db"
+        result = CliRunner().invoke(
+            cli, ["serve", "--url", f"sqlite:///{db}", "--host", host, "--port", str(port)],
+            catch_exceptions=False,
+        )  # fmt: skip
+    assert result.exit_code == 3
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot listen on {host}:{port}: "), line
+    assert line.endswith(" (--host, --port)") and "while attempting" not in line
+    assert not db.exists()

@@ -210,6 +210,38 @@ def test_every_engrain_command_a_doc_names_exists_with_its_options() -> None:
     assert unknown == []
 
 
+#: Variables a shell example may use without setting them: the shell's own.
+SHELL_VARIABLES = {"HOME", "PATH", "USER", "PWD"}
+
+
+def test_a_shell_example_sets_what_it_uses_and_serves_in_the_background() -> None:
+    """Each ``sh``/``bash``/``console`` example of the README and ``docs/`` runs as written,
+    top to bottom, in a new shell: every ``$VAR`` it reads was set earlier in the page (or
+    is the shell's own, or an ``ENGRAIN_*`` setting), and an ``engrain serve`` that more
+    commands follow is started with ``&``. ``docs/http-api.md``'s first example curled with
+    a ``$KEY`` nothing set, after an ``engrain serve`` that never returns (session 24,
+    h3)."""
+    problems, examples = [], 0
+    for page in [DOCS.parent / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        assigned: set[str] = set()
+        for body in re.findall(r"```(?:sh|bash|console|shell)\n(.*?)```", page.read_text(), re.S):
+            examples += 1
+            lines = [line.removeprefix("$ ").split(" #")[0].strip() for line in body.splitlines()]
+            lines = [line for line in lines if line]
+            for number, line in enumerate(lines):
+                used = re.findall(r"\$\{?([A-Za-z_]\w*)", line)
+                for name in used:
+                    if name not in assigned | SHELL_VARIABLES and not name.startswith("ENGRAIN_"):
+                        problems.append(f"{page.name}: ${name} is never set: {line}")
+                assigned |= set(re.findall(r"(?:^|[\s;(&|])([A-Za-z_]\w*)=", line))
+                serves = re.search(r"(?<![\w-])engrain serve\b", line)
+                continued = line.endswith("\\")
+                if serves and not line.endswith("&") and not continued and number < len(lines) - 1:
+                    problems.append(f"{page.name}: engrain serve blocks what follows: {line}")
+    assert examples > 10, "the shell examples were not found"
+    assert problems == []
+
+
 def command_problems(name: str, sub: str, rest: str, where: str) -> list[str]:
     """What of ``engrain NAME [SUB] --options…`` the CLI does not have."""
     command = cli.commands.get(name)

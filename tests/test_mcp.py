@@ -4,7 +4,9 @@ in a Starlette app served by uvicorn on loopback), with API keys from :class:`Ke
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -141,6 +143,67 @@ def test_stdio_errors_are_tool_errors_with_the_engine_code(tmp_path: Path) -> No
         assert ok(await s.call_tool("list_memories", {}))["memories"] == []
 
     run_stdio(tmp_path, body, "--user", "alice")
+
+
+#: JSON values for any tool argument: wrong types, empty, blank, invisible, NUL, huge,
+#: negative, past every bound, unknown names, lists with one bad element.
+JUNK: list[Any] = [
+    None, "", "   ", "\u200b", "\x00", "a\x00b", "x" * 200_001, "bogus", -1, 0, 1.5, 2**31,
+    10**400, -1e308, True, [], [None], ["ok", ""], ["ok", 7], {}, {"a": {"b": [1]}},
+]  # fmt: skip
+
+
+#: The codes a bad argument may get: the schema's or the engine's refusals, an unknown id, a
+#: user this process does not serve.
+REFUSALS = {"invalid_input", "empty_input", "input_too_large", "unknown_value", "not_found",
+            "forbidden"}  # fmt: skip
+
+
+def _rows(db: Path) -> str:
+    """Every row of every table of the stdio server's SQLite file, as one string."""
+    with contextlib.closing(sqlite3.connect(db)) as con:
+        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return repr([(t, sorted(map(repr, con.execute(f'SELECT * FROM "{t}"')))) for t in tables])
+
+
+def test_stdio_any_bad_argument_of_any_tool_is_a_tool_error_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Every tool, every argument of its schema (and a missing required one, and one it
+    does not take) given each junk value: a successful call or a tool error in engrain's
+    shape, never a crash of the ``engrain mcp`` process; a tool error writes nothing
+    (session 24, h3)."""
+    calls: list[tuple[str, dict[str, Any], str]] = []
+
+    async def body(s: ClientSession) -> None:
+        memory = ok(await s.call_tool("remember", {"content": TABS, "kind": "preference"}))
+        block = ok(await s.call_tool("context", {"message": "How should I indent Python?"}))
+        good = {"memory_id": memory["memory_id"], "memory_ids": [memory["memory_id"]],
+                "context_id": block["context_id"], "message": "indent?", "query": "indent?",
+                "content": K8S, "helpful": True}  # fmt: skip
+        for tool in (await s.list_tools()).tools:
+            schema = tool.input_schema
+            required = {name: good.get(name, "x") for name in schema.get("required", [])}
+            cases = [({}, "required"), ({**required, "token_budjet": 5}, "token_budjet")]
+            for name in schema["properties"]:
+                cases += [({**required, name: value}, name) for value in JUNK]
+            for args, argument in cases:
+                before = _rows(tmp_path / "m.db")
+                result = await s.call_tool(tool.name, args)
+                calls.append((tool.name, args, argument))
+                if not result.is_error:
+                    continue
+                code = failed(result)
+                error = result.structured_content or {}
+                assert code in REFUSALS, (tool.name, args, error)
+                assert set(error) == {"error", "status", "message"}, error
+                assert 400 <= int(error["status"]) < 500, (tool.name, args, error)
+                assert _rows(tmp_path / "m.db") == before, (tool.name, args, "wrote")
+        # the process is still up and answers
+        assert ok(await s.call_tool("list_memories", {}))["memories"]
+
+    run_stdio(tmp_path, body, "--user", "alice")
+    assert len(calls) > 500
 
 
 def test_mcp_command_requires_a_user(tmp_path: Path) -> None:

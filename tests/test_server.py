@@ -784,6 +784,13 @@ def test_import_then_export_round_trip(tmp_path: Path) -> None:
         deep = f"{ok}\n".encode() + b"[" * 100_000 + b"]" * 100_000 + b"\n"
         body = assert_error(target.call("POST", "/v1/import", "alice", content=deep), 400)
         assert body["message"] == "line 2: JSON nested too deeply"
+        # bad JSON says why, and a number past Python's conversion limit is named as such
+        # (both were "not a JSON object"; session 24, h3)
+        body = assert_error(target.call("POST", "/v1/import", "alice", content=b"{oops\n"), 400)
+        assert body["message"].startswith("line 1: invalid JSON: Expecting property name")
+        huge = '{"type": "remember", "user_id": "alice", "importance": ' + "9" * 5_000 + "}"
+        body = assert_error(target.call("POST", "/v1/import", "alice", content=huge), 400)
+        assert body["message"] == "line 1: a number in the JSON has more than 4,300 digits"
         assert target.call("GET", "/v1/export", "alice").content == exported
     finally:
         source.close()

@@ -15,22 +15,27 @@ requests the engine refuses for a model it does not know (:func:`refused_for_its
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engrain import validate
+from engrain import Engine, validate
+from engrain.embed import HashEmbedder
 from engrain.errors import UnknownValueError, ValidationError
 from engrain.keys import KeyRing
 from engrain.server import create_app
+from engrain.store import MemoryStore
 from engrain.tiers import registry
 
-from .test_server import LiveServer, make_engine
+from .conftest import make_settings
+from .test_server import LiveServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::engrain.validate.UserIdWarning")
 
@@ -84,15 +89,42 @@ def refused_for_its_model(path: str, body: object) -> bool:
     return False
 
 
+def stored(url: str, secret: str) -> str:
+    """A digest of everything the key's user has in the store: ``GET /v1/export``
+    (memories with every field, the learned state documents, the recorded contexts)."""
+    request = urllib.request.Request(
+        f"{url}/v1/export", headers={"Authorization": f"Bearer {secret}"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return hashlib.sha256(answer.read()).hexdigest()
+
+
 if os.environ.get("SCHEMATHESIS_HOOKS") == __name__:  # loaded by the schemathesis run
     import schemathesis as st
 
     st.serializer.alias("application/x-ndjson", "text/plain")
+    _BEFORE: dict[str, str] = {}
 
     @st.hook
     def filter_case(context: object, case: Any) -> bool:
         """Leave out the cases :func:`refused_for_its_model` (the engine's 400)."""
         return not refused_for_its_model(case.operation.path, case.body)
+
+    @st.hook
+    def before_call(context: object, case: Any, kwargs: dict[str, Any]) -> None:
+        """The store as it is before each request, for :func:`a_refusal_writes_nothing`."""
+        _BEFORE["digest"] = stored(os.environ["ENGRAIN_SCHEMA_URL"],
+                                   os.environ["ENGRAIN_SCHEMA_KEY"])  # fmt: skip
+
+    @st.check
+    def a_refusal_writes_nothing(ctx: object, response: Any, case: Any) -> None:
+        """A 4xx answer left the store as it was (session 24, h3). The engine runs no
+        background work here (``Live``), so any change is the refused request's."""
+        if not 400 <= response.status_code < 500 or "digest" not in _BEFORE:
+            return
+        after = stored(os.environ["ENGRAIN_SCHEMA_URL"], os.environ["ENGRAIN_SCHEMA_KEY"])
+        if after != _BEFORE["digest"]:
+            raise AssertionError(f"a {response.status_code} answer changed the store")
 
 
 #: Examples per operation and phase in ``make test`` (the run stays well under a minute).
@@ -112,7 +144,11 @@ class Live:
     the routes naming an id have something to find)."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.engine = make_engine(tmp_path)
+        # nothing in the background (no compression, no tier compiled after a context), so
+        # the store changes only within a request: what a_refusal_writes_nothing relies on
+        self.engine = Engine(settings=make_settings(tmp_path, auto_compress=False,
+                                                    force_tier3=True),
+                             store=MemoryStore(), embedder=HashEmbedder())  # fmt: skip
         ring = KeyRing(self.engine.store)
         self.secret, _ = ring.create(["alice"])
         self.engine.remember("alice keeps her notes in org-mode", "alice", "preference")
@@ -151,6 +187,8 @@ def schemathesis(live: Live, tmp_path: Path, *extra: str) -> subprocess.Complete
     env = {
         **os.environ,
         "SCHEMATHESIS_HOOKS": __name__,
+        "ENGRAIN_SCHEMA_URL": live.server.url,
+        "ENGRAIN_SCHEMA_KEY": live.secret,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     return subprocess.run(command, capture_output=True, text=True, timeout=3000, cwd=tmp_path,
@@ -160,3 +198,16 @@ def schemathesis(live: Live, tmp_path: Path, *extra: str) -> subprocess.Complete
 def test_schemathesis_finds_nothing(live: Live, tmp_path: Path) -> None:
     run = schemathesis(live, tmp_path)
     assert run.returncode == 0, run.stdout[-20_000:] + run.stderr[-5_000:]
+
+
+def test_a_stored_memory_links_to_every_route_taking_its_id(live: Live) -> None:
+    """``POST /v1/memories`` links its answer's ``memory_id`` to each route of one memory
+    (OpenAPI links), so the run's stateful phase works on memories it stored rather than
+    on made-up ids only (session 24, h3); each link names an operation that is served."""
+    document = create_app(live.engine).openapi()
+    operations = {op["operationId"]: path for path, ops in document["paths"].items()
+                  for op in ops.values()}  # fmt: skip
+    links = document["paths"]["/v1/memories"]["post"]["responses"]["201"]["links"]
+    linked = {operations[link["operationId"]] for link in links.values()}
+    by_id = {path for path in document["paths"] if path.startswith("/v1/memories/{memory_id}")}
+    assert linked == by_id

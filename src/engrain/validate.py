@@ -161,6 +161,11 @@ def unit(value: object, field: str) -> float:
     """A finite number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError(f"{field} must be a number in [0, 1], not {_name(value)}")
+    if isinstance(value, int):  # compared as an int: a huge one has no float (OverflowError)
+        if value not in (0, 1):
+            shown = f"{value:,}" if abs(value) < 10**100 else "a number of more than 100 digits"
+            raise ValidationError(f"{field} must be a number in [0, 1], not {shown}")
+        return float(value)
     if not (math.isfinite(value) and 0.0 <= value <= 1.0):
         raise ValidationError(f"{field} must be a number in [0, 1], not {value!r}")
     return float(value)
@@ -221,6 +226,28 @@ def timestamp(value: object, field: str) -> datetime | None:
 
 
 # -- structured values ------------------------------------------------------------------------
+
+
+def json_document(raw: str | bytes, field: str) -> object:
+    """A JSON text (an import line) parsed, or :class:`ValidationError` starting with
+    ``field`` and saying why: invalid JSON (with the column), bytes that are not UTF-8,
+    nesting past the parser's depth, or an integer of more digits than Python converts
+    (``sys.get_int_max_str_digits()``, 4,300 by default: ``json`` raises a bare
+    ``ValueError`` for it, which every caller of ``json.loads`` used to let through)."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        # the position too: some of the parser's messages end in "at" and need it
+        where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise ValidationError(f"{field}: invalid JSON: {where}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"{field} is not valid UTF-8") from exc
+    except RecursionError as exc:  # nesting past the parser's depth: bad input
+        raise ValidationError(f"{field}: JSON nested too deeply") from exc
+    except ValueError as exc:  # int(): more digits than Python converts
+        raise ValidationError(
+            f"{field}: a number in the JSON has more than {sys.get_int_max_str_digits():,} digits"
+        ) from exc
 
 
 def metadata(
@@ -461,8 +488,10 @@ def _embedding(value: object) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         return None
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
         raise ValidationError(f"embedding must be a list of numbers, not {_name(value)}")
-    if not value or not all(
-        isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in value
+    if not value or not all(  # an int is finite (and a huge one has no float to test)
+        (isinstance(x, int) and not isinstance(x, bool))
+        or (isinstance(x, float) and math.isfinite(x))
+        for x in value
     ):
         raise ValidationError("embedding must be a non-empty list of finite numbers")
     if any(abs(x) > _FLOAT32_MAX for x in value):  # stored as float32: it would be infinite

@@ -29,7 +29,7 @@ from click.core import ParameterSource
 
 from engrain.config import ConfigWarning, load_settings
 from engrain.engine import Engine
-from engrain.errors import EngrainError, ValidationError
+from engrain.errors import ConfigError, EngrainError, ValidationError
 from engrain.recall.results import ScoredMemory
 
 EXIT_NOT_FOUND = 1
@@ -79,6 +79,20 @@ def report(error: EngrainError, *, as_json: bool) -> None:
         click.echo(json.dumps(error.to_dict()), err=True)
     else:
         click.echo(f"error: {printable(with_option(error.message))}", err=True)
+
+
+def click_error(error: click.ClickException) -> EngrainError:
+    """One of click's refusals as engrain's error: a usage error (exit 2) is a
+    :class:`ValidationError` whose message says where the help is; another (a missing
+    extra, exit 1) a :class:`ConfigError`."""
+    message = error.format_message().strip().removesuffix(".")
+    if message[:1].isupper() and message[1:2].islower():  # "Missing argument", as ours read
+        message = message[0].lower() + message[1:]
+    if not isinstance(error, click.UsageError):
+        return ConfigError(message)
+    if error.ctx is not None:
+        message += f" (see '{error.ctx.command_path} --help')"
+    return ValidationError(message)
 
 
 def warn(message: str, *, as_json: bool) -> None:
@@ -251,15 +265,29 @@ class EngrainGroup(click.Group):
     def main(  # type: ignore[override]
         self, args: Sequence[str] | None = None, prog_name: str | None = None, **extra: Any
     ) -> Any:
-        """Check argv before click parses it, then run as click does."""
+        """Check argv before click parses it, then run as click does, except that click's
+        own refusals (a missing argument, an unknown option, a value of the wrong type, a
+        file that is not there) are one line too, ``error: …`` or a JSON object, like every
+        other error (click prints a usage block and ``Error: …`` on three lines)."""
         argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv
         try:
             for position, arg in enumerate(argv, 1):
                 require_utf8(arg, f"argument {position}")
         except ValidationError as error:
-            report(error, as_json="--json" in argv)
+            report(error, as_json=as_json)
             sys.exit(exit_code(error))
-        return super().main(argv, prog_name, **extra)
+        if not extra.pop("standalone_mode", True):
+            return super().main(argv, prog_name, standalone_mode=False, **extra)
+        try:
+            done = super().main(argv, prog_name, standalone_mode=False, **extra)
+        except click.ClickException as error:
+            report(click_error(error), as_json=as_json)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(done if isinstance(done, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         """Run the subcommand; an :class:`EngrainError` exits with its code, no traceback."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import inspect
 import os
+import socket
 from typing import Any
 
 import click
 
 from engrain.cli.base import State, global_options, pass_state
+from engrain.errors import ConfigError
 
 #: How long uvicorn's supervisor waits for a worker of ``--workers N`` to answer its health
 #: check before it kills and replaces the worker (uvicorn's default: 5 s). A worker answers
@@ -136,6 +138,7 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
         ):  # fmt: skip
             raise
         raise click.ClickException(INSTALL_HINT) from exc
+    listenable(host, port)
     logging = log_config(log_level)
     # one engine serves many concurrent calls: onnxruntime's spinning threads would take the
     # cores the other requests need (a config file or ENGRAIN_ONNX_SPINNING still decides)
@@ -166,6 +169,21 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
     uvicorn.run("engrain.server.app:from_environment", factory=True, host=host, port=port,
                 workers=workers, log_config=logging, access_log=False,
                 **_supervision(uvicorn.Config))  # fmt: skip
+
+
+def listenable(host: str, port: int) -> None:
+    """:class:`ConfigError` (one line, exit 3, before the model loads) when nothing can listen
+    on ``host``:``port``: a name that does not resolve, an address not on this machine, a
+    port in use or one the user may not bind. uvicorn would say it after start-up, as log
+    lines around an ``ERROR``. The probe socket is closed at once (``SO_REUSEADDR``, as
+    uvicorn binds), so a port taken in between is still uvicorn's to report."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn chooses
+        with socket.create_server((host, port), family=family):
+            pass
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).split(" (while attempting")[0]  # the address: ours
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason} (--host, --port)") from exc
 
 
 def _supervision(config: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 import click
 
+from engrain import validate
 from engrain.cli.base import State, decode_utf8, global_options, pass_state, require_utf8
 from engrain.cli.files import written
 from engrain.cli.output import plural
@@ -44,16 +45,9 @@ def read_records(
             line = line.removeprefix("\ufeff")  # a byte-order mark some editors write
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-            if isinstance(record, dict):
-                _require_unicode(record, f"line {number}")
-        except json.JSONDecodeError as exc:
-            # the position too: some of the parser's messages end in "at" and need it
-            where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
-            raise ValidationError(f"line {number}: invalid JSON: {where}") from exc
-        except RecursionError as exc:  # nesting past the parser's depth: bad input
-            raise ValidationError(f"line {number}: JSON nested too deeply") from exc
+        record = validate.json_document(line, f"line {number}")
+        if isinstance(record, dict):
+            _require_unicode(record, f"line {number}")
         if not isinstance(record, dict):
             raise ValidationError(f"line {number}: expected a JSON object")
         owner = record.setdefault("user_id", user)

@@ -33,7 +33,23 @@ MemoryId = Annotated[str, Path(description="The memory's id.", **ID), m.COMPOSED
 ONE = "/memories/{memory_id:memory_id}"
 
 
-@router.post("/memories", status_code=201, response_model=m.OutcomeOut, responses=errors(404))
+#: OpenAPI links from a stored memory's id to the routes that take it: a client generator or
+#: a stateful test (schemathesis) follows them from ``POST /v1/memories`` to the memory.
+STORED_LINKS = {
+    name: {"operationId": operation, "parameters": {"memory_id": "$response.body#/memory_id"}}
+    for name, operation in [
+        ("GetMemory", "get_memory_v1_memories__memory_id__get"),
+        ("UpdateMemory", "update_memory_v1_memories__memory_id__patch"),
+        ("PinMemory", "pin_v1_memories__memory_id__pin_post"),
+        ("MuteMemory", "mute_v1_memories__memory_id__mute_post"),
+        ("MemoryRelations", "relations_v1_memories__memory_id__relations_get"),
+        ("ForgetMemory", "forget_v1_memories__memory_id__delete"),
+    ]
+}
+
+
+@router.post("/memories", status_code=201, response_model=m.OutcomeOut,
+             responses={**errors(404), 201: {"links": STORED_LINKS}})  # fmt: skip
 def remember(body: m.RememberRequest, s: ScopeDep, engine: EngineDep) -> dict[str, Any]:
     """Store one typed item as given (`Engine.remember`): no chunking, no importance
     discard; a near-duplicate of a recent memory of the same kind is updated instead."""

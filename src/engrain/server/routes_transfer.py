@@ -19,7 +19,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
-from engrain import wire
+from engrain import validate, wire
 from engrain.engine import Engine
 from engrain.errors import EngrainError, ValidationError
 from engrain.server import models as m
@@ -50,19 +50,14 @@ async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[int, bytes
 def _record(number: int, line: bytes, s: Scope) -> dict[str, Any]:
     """One parsed line, its user checked against the key (and filled in when the key holds
     exactly one); a refusal names the line."""
+    record = validate.json_document(line, f"line {number}")
     try:
-        return _checked(line, s)
+        return _checked(record, s)
     except EngrainError as exc:
         raise type(exc)(f"line {number}: {exc.message}") from exc
 
 
-def _checked(line: bytes, s: Scope) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValidationError("not a JSON object") from exc
-    except RecursionError as exc:  # nesting past the parser's depth: bad input, not a 500
-        raise ValidationError("JSON nested too deeply") from exc
+def _checked(record: object, s: Scope) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise ValidationError("not a JSON object")
     user = record.get("user_id")

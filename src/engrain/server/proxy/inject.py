@@ -45,7 +45,7 @@ def parse(raw: bytes) -> ChatRequest:
     """Read ``raw``; a body the proxy cannot read is kept as is, with nothing extracted."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):  # too deep: as unreadable
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, too deep, a number too long
         return ChatRequest(raw, None)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return ChatRequest(raw, None)
