@@ -776,10 +776,18 @@ class Engine:
         user_id = validate.user_id(user_id)
         action = Resolution.parse(resolution)
         when = validate.moment(now, "now") or utcnow()
-        with self._lock:  # the memories and the co-occurrence document are read, then written
-            plan = review_queue.plan(self.store, user_id, memory_id, other_id, action, when)
-            self.store.write(deletes=plan.deletes, state=plan.state, patches=plan.patches)
-        return plan.result
+        for attempt in range(KEY_ATTEMPTS):
+            with self._lock:  # the memories and the co-occurrence document are read, then written
+                plan = review_queue.plan(self.store, user_id, memory_id, other_id, action, when)
+                try:
+                    self.store.write(deletes=plan.deletes, state=plan.state,
+                                     patches=plan.patches, claims=plan.claims)  # fmt: skip
+                except KeyChangedError:  # another engine changed the pair: plan it again
+                    if attempt == KEY_ATTEMPTS - 1:
+                        raise
+                    continue
+            return plan.result
+        raise AssertionError("unreachable")
 
     def contexts(
         self, user_id: str, *, project: str | None = None, limit: int = 20

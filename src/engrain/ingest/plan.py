@@ -422,17 +422,23 @@ class Planner:
         A key is one entry with one live memory (``docs/concurrency.md``, session 24):
         the correction takes the target's key when it names none and is of the target's
         kind (or a ``correction``): it is that entry's new value; and the live memory
-        holding the key the correction then holds is superseded too. Both lookups go
-        with the write as claims, so a keyed write or another correction of the target
-        committed meanwhile by another process has this call planned again."""
+        holding the key the correction then holds is superseded too. The target (still
+        stored, not superseded) and the key lookup go with the write as claims, so a
+        keyed write or another correction of the target committed meanwhile by another
+        process has this call planned again (and a target superseded meanwhile refused,
+        as it is one call after the other)."""
         target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
                                   item.corrects, vector, staged.mine(origin.user_id))  # fmt: skip
         key = item.key
-        if target is not None and target.key is not None:
-            if target.id not in staged.created:
-                staged.claims.append(held(target))
-            if not item.key_given and item.kind in (target.kind, Kind.CORRECTION):
-                key = target.key
+        if target is not None and target.id not in staged.created:
+            staged.claims.append(KeyClaim.live(target))
+        if (
+            target is not None
+            and target.key is not None
+            and not item.key_given
+            and item.kind in (target.kind, Kind.CORRECTION)
+        ):
+            key = target.key
         holder = None
         if key is not None:
             holder = self.find_existing(origin, item.kind, key, item.text, staged, None,
@@ -544,14 +550,6 @@ class Planner:
         candidates = (near + [m for m in stored_near if m.id not in staged_ids]
                       + bare + [m for m in stored_bare if m.id not in staged_ids])  # fmt: skip
         return best_duplicate(text, candidates, self.settings.dedup_threshold)
-
-
-def held(memory: Memory) -> KeyClaim:
-    """The claim that ``memory`` (which holds a key) is still live under its key: a
-    correction superseding it is planned again if another write superseded or forgot it
-    meanwhile."""
-    live = MemoryFilter(key=memory.key, kinds=(memory.kind,), include_superseded=False)
-    return KeyClaim(memory.user_id, live, memory.id)
 
 
 def merge(
