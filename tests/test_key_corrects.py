@@ -13,20 +13,16 @@ again. Each test runs on the in-memory, SQLite and PostgreSQL stores."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from engrain import Engine
-from engrain.embed import HashEmbedder
 from engrain.errors import ValidationError
 from engrain.model import Memory
-from engrain.store import MemoryStore, Store
-from engrain.store.sqlite import SQLiteStore
 
-from .conftest import NOW, make_settings
+from .conftest import NOW
+from .two_engines import between
 
 pytestmark = pytest.mark.filterwarnings("ignore::engrain.validate.UserIdWarning")
 
@@ -122,43 +118,6 @@ def test_an_import_with_a_keyed_correction_leaves_one_memory_under_the_key(
 # -- another engine writes between this engine's plan and its write --------------------------
 
 
-@pytest.fixture
-def other(engine: Engine, tmp_path: Path) -> Iterator[Engine]:
-    """A second engine on the first one's store, as another process has one: the same
-    in-memory store, the same SQLite file, the same PostgreSQL database."""
-    store: Store = engine.store
-    if isinstance(store, MemoryStore):
-        second: Store = store
-    elif isinstance(store, SQLiteStore):
-        second = SQLiteStore(store.path)
-    else:
-        from engrain.store.postgres import PostgresStore
-
-        assert isinstance(store, PostgresStore)
-        second = PostgresStore(store.url, pool_size=2)
-    eng = Engine(settings=make_settings(tmp_path), store=second, embedder=HashEmbedder())
-    yield eng
-    if second is not store:
-        second.close()
-
-
-def _between(engine: Engine, write: Callable[[], object]) -> list[Any]:
-    """Make ``engine``'s next call run ``write`` once, after its first plan and before
-    its write; returns the outcomes of its plans."""
-    plan = engine.planner.item
-    plans: list[Any] = []
-
-    def planned_then_other_writes(*args: Any, **kwargs: Any) -> Any:
-        outcome = plan(*args, **kwargs)
-        plans.append(outcome)
-        if len(plans) == 1:
-            write()
-        return outcome
-
-    engine.planner.item = planned_then_other_writes  # type: ignore[method-assign]
-    return plans
-
-
 def test_a_keyed_write_planned_before_a_correction_of_the_keys_memory_updates_it(
     engine: Engine, other: Engine
 ) -> None:
@@ -167,7 +126,9 @@ def test_a_keyed_write_planned_before_a_correction_of_the_keys_memory_updates_it
     correction, which took K: one live memory, A's value with B's in its history."""
     held = _id(engine.remember(V1, USER, key=K, now=NOW))
     fix: list[Any] = []
-    plans = _between(engine, lambda: fix.append(other.remember(V2, USER, corrects=held, now=NOW)))
+    plans = between(
+        engine.planner, "item", lambda: fix.append(other.remember(V2, USER, corrects=held, now=NOW))
+    )
     outcome = engine.remember(V3, USER, key=K, now=NOW)
     assert [p.action for p in plans] == ["merged", "merged"]  # planned twice
     assert outcome.memory_id == fix[0].memory_id
@@ -183,19 +144,22 @@ def test_a_keyed_correction_planned_before_another_takes_the_key_supersedes_both
     engine.remember(V1, USER, key=K, now=NOW)
     x = _id(engine.remember(OTHER, USER, now=NOW))
     z = _id(engine.remember("Parking is behind the north gate", USER, now=NOW))
-    _between(engine, lambda: other.remember(V2, USER, key=K, corrects=z, now=NOW))
+    between(engine.planner, "item", lambda: other.remember(V2, USER, key=K, corrects=z, now=NOW))
     outcome = engine.remember(V3, USER, key=K, corrects=x, now=NOW)
     assert [m.id for m in _live(engine)] == [outcome.memory_id]
 
 
+@pytest.mark.parametrize("key", [K, None])
 def test_a_correction_of_a_memory_another_engine_corrected_meanwhile_is_refused(
-    engine: Engine, other: Engine
+    engine: Engine, other: Engine, key: str | None
 ) -> None:
     """As one after the other: correcting a memory already superseded is refused, and
     writes nothing; B's correction is the one live value."""
-    held = _id(engine.remember(V1, USER, key=K, now=NOW))
+    held = _id(engine.remember(V1, USER, key=key, now=NOW))
     fix: list[Any] = []
-    _between(engine, lambda: fix.append(other.remember(V2, USER, corrects=held, now=NOW)))
+    between(
+        engine.planner, "item", lambda: fix.append(other.remember(V2, USER, corrects=held, now=NOW))
+    )
     with pytest.raises(ValidationError, match="already superseded"):
         engine.remember(V3, USER, corrects=held, now=NOW)
     assert [m.id for m in _live(engine)] == [fix[0].memory_id]

@@ -71,8 +71,8 @@ def value(token: str, n: int) -> str:
 
 def live_values(engine: Engine, user: str, token: str) -> list[str]:
     """The contents of the user's live memories holding one of ``token``'s values."""
-    return sorted(m.content for m in engine.list(user, limit=10_000)
-                  if m.superseded_by is None and token in m.content and " value " in m.content)  # fmt: skip
+    mine = [m for m in engine.list(user, limit=10_000) if m.superseded_by is None]
+    return sorted(m.content for m in mine if token in m.content and " value " in m.content)
 
 
 def _first(engine: Engine, user: str, token: str) -> tuple[str, str]:

@@ -445,8 +445,10 @@ class Planner:
                                         vector, key_only=True)  # fmt: skip
         memory = self._new(item, origin, vector, now, key)
         if target is None and holder is None:
-            memory, patches, reason = relate.conflicts(self.store, self.settings, memory,
-                                                       None, staged.mine(origin.user_id))  # fmt: skip
+            mine = staged.mine(origin.user_id)
+            memory, patches, reason = relate.conflicts(
+                self.store, self.settings, memory, None, mine
+            )
         else:
             memory, patches, reason = relate.supersede(self.store, memory, target, now, holder)
         staged.add(memory)
