@@ -8,10 +8,10 @@ client threads (``httpx``, kept-alive connections; the two workers each take som
 user's memories carry a token of that user. Each thread loops: remember a fact (three
 times in six), ask ``POST /v1/context``, forget one of its own acknowledged memories
 (``DELETE /v1/memories/{id}``), export the user (``GET /v1/export``); and every fifth
-loop it resolves one of the user's pre-written pairs, thread 0 keeping the first memory
-and thread 1 the second (``POST /v1/review/resolve``), so both workers may settle one
-pair in opposite directions at once. After ``--seconds`` the server gets SIGTERM while the
-clients go on until it stops answering.
+loop the user's two threads meet and resolve one of the user's pre-written pairs at once,
+thread 0 keeping the first memory and thread 1 the second (``POST /v1/review/resolve``),
+so both workers may settle one pair in opposite directions at once. After ``--seconds``
+the server gets SIGTERM while the clients go on until it stops answering.
 
 Rules: no 5xx before the signal; no answer for one user holds another user's token; every
 memory acknowledged (201) and not forgotten is in the store afterwards, and every memory
@@ -76,7 +76,8 @@ class Log:
 
 
 def client(base: str, key: str, n: int, side: int, pairs: list[tuple[str, str]],
-           stop: threading.Event, signalled: threading.Event, log: Log) -> None:  # fmt: skip
+           meet: threading.Barrier, stop: threading.Event, signalled: threading.Event,
+           log: Log) -> None:  # fmt: skip
     user, mine = USERS[n], token(n)
     others = [token(i) for i in range(len(USERS)) if i != n]
     rng = random.Random(n * 2 + side)
@@ -90,6 +91,10 @@ def client(base: str, key: str, n: int, side: int, pairs: list[tuple[str, str]],
                 if i % 5 == 4 and i // 5 < len(pairs):
                     x, y = pairs[i // 5]
                     first, second = (x, y) if side == 0 else (y, x)
+                    try:  # both of the user's threads send it at once
+                        meet.wait(10)
+                    except threading.BrokenBarrierError:
+                        continue
                     r = http.post("/v1/review/resolve", json={"user_id": user, "memory_id": first,
                                   "other_id": second, "resolution": "keep"})  # fmt: skip
                     log.status("resolve", r, signalled.is_set())
@@ -159,8 +164,9 @@ def main() -> None:
         server = start(env, port, args.workers)
         stop, signalled = threading.Event(), threading.Event()
         logs = [[Log(), Log()] for _ in USERS]
+        meets = [threading.Barrier(2) for _ in USERS]
         threads = [threading.Thread(target=client, args=(f"http://127.0.0.1:{port}", keys[n], n,
-                   side, pairs[n], stop, signalled, logs[n][side]))
+                   side, pairs[n], meets[n], stop, signalled, logs[n][side]))
                    for n in range(len(USERS)) for side in (0, 1)]  # fmt: skip
         for t in threads:
             t.start()
@@ -173,6 +179,8 @@ def main() -> None:
             server.kill()
             code = "hung"
         stop.set()
+        for meet in meets:
+            meet.abort()
         for t in threads:
             t.join(60)
         con = sqlite3.connect(db)
