@@ -770,7 +770,11 @@ class Engine:
     ) -> Resolved:
         """Resolve a reviewed pair in one transaction: ``keep`` the first and forget the
         other, the first ``correct``s (supersedes) the other, or keep ``both`` (their flags
-        on each other are cleared and the pair is not queued again)."""
+        on each other are cleared and the pair is not queued again). A kept memory the
+        other superseded comes back; one a third memory superseded is refused. The pair as
+        planned is checked by the write: another engine resolving (or forgetting, or
+        superseding) it meanwhile has the call planned again, and refused as it would be
+        after that call (:class:`NotFoundError`, :class:`ValidationError`)."""
         memory_id = validate.identifier(memory_id, "memory_id")
         other_id = validate.identifier(other_id, "other_id")
         user_id = validate.user_id(user_id)
