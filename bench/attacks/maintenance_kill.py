@@ -18,7 +18,8 @@ start: on a loaded machine the imports alone take seconds.
 
 The child notes each call that returned (``ack`` lines, flushed). After each kill:
 ``integrity_check`` ok; every memory whose ``remember`` returned is stored once, except
-those a returned resolution forgot; no memory is superseded by one that does not exist
+those a returned resolution forgot (or the one the resolution a kill interrupted may
+have forgotten); no memory is superseded by one that does not exist
 and no conflict flag names a missing memory (no half-resolved pair); ``FILE`` is the
 earlier export or a whole new one (every line JSON, as many as the store's records);
 then a new engine opens the file, answers ``context()`` and writes. The temporary files an
@@ -80,19 +81,26 @@ for n in range(100000):
             ack("stored", e.remember(f"gamma {w}: the standup moved to ten", "kim",
                                      corrects=x).memory_id)
         else:
+            ack("pending", y)  # a keep may forget it: the kill may land after its commit
             done = e.resolve(x, y, "kim", how)
             for gone in done.forgotten:
                 ack("forgotten", gone)
+            ack("settled", y)
 """
 
 
 def check_store(db: Path, log: Path) -> dict[str, Any]:
     """What a killed child left: acknowledged memories, dangling links, integrity."""
-    stored, forgotten = set(), set()
+    stored, forgotten, pending = set(), set(), set()
     for line in log.read_text().splitlines() if log.exists() else []:
         what, _, memory_id = line.partition(" ")
         if what in ("stored", "forgotten"):
             (stored if what == "stored" else forgotten).add(memory_id)
+        elif what == "pending":
+            pending.add(memory_id)
+        elif what == "settled":
+            pending.discard(memory_id)
+    forgotten |= pending  # the resolution a kill interrupted: committed or not
     con = sqlite3.connect(db)
     rows = {i: (sup, json.loads(prov or "{}").get("metadata") or {}) for i, sup, prov in
             con.execute("SELECT id, superseded_by, provenance FROM memories WHERE user_id = ?",
