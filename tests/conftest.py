@@ -19,6 +19,7 @@ from engrain.store.sqlite import SQLiteStore
 
 from .chroma import chroma_http_url, chroma_server  # noqa: F401  (fixtures)
 from .pg import pg_server, pg_url  # noqa: F401  (fixtures)
+from .two_engines import other  # noqa: F401  (fixture)
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 

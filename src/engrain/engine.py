@@ -788,16 +788,28 @@ class Engine:
     ) -> Resolved:
         """Resolve a reviewed pair in one transaction: ``keep`` the first and forget the
         other, the first ``correct``s (supersedes) the other, or keep ``both`` (their flags
-        on each other are cleared and the pair is not queued again)."""
+        on each other are cleared and the pair is not queued again). A kept memory the
+        other superseded comes back; one a third memory superseded is refused. The pair as
+        planned is checked by the write: another engine resolving (or forgetting, or
+        superseding) it meanwhile has the call planned again, and refused as it would be
+        after that call (:class:`NotFoundError`, :class:`ValidationError`)."""
         memory_id = validate.identifier(memory_id, "memory_id")
         other_id = validate.identifier(other_id, "other_id")
         user_id = validate.user_id(user_id)
         action = Resolution.parse(resolution)
         when = validate.moment(now, "now") or utcnow()
-        with self._lock:  # the memories and the co-occurrence document are read, then written
-            plan = review_queue.plan(self.store, user_id, memory_id, other_id, action, when)
-            self.store.write(deletes=plan.deletes, state=plan.state, patches=plan.patches)
-        return plan.result
+        for attempt in range(KEY_ATTEMPTS):
+            with self._lock:  # the memories and the co-occurrence document are read, then written
+                plan = review_queue.plan(self.store, user_id, memory_id, other_id, action, when)
+                try:
+                    self.store.write(deletes=plan.deletes, state=plan.state,
+                                     patches=plan.patches, claims=plan.claims)  # fmt: skip
+                except KeyChangedError:  # another engine changed the pair: plan it again
+                    if attempt == KEY_ATTEMPTS - 1:
+                        raise
+                    continue
+            return plan.result
+        raise AssertionError("unreachable")
 
     def contexts(
         self, user_id: str, *, project: str | None = None, limit: int = 20

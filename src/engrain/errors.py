@@ -150,11 +150,12 @@ class MigrationError(StoreError):
 
 class KeyChangedError(StoreError):
     """Another engine (a process, or an engine of its own in this one) changed the live
-    memory under a procedural key between this call's plan and its write transaction; the
-    write was rolled back. The engine plans such a call again (``Engine.remember`` and the
-    ingest calls): this reaches a caller only when the key kept changing, or from an
-    import (planned once: its ``on_record`` reports each record as planned). Sending the
-    call again is safe."""
+    memory under a procedural key, or a memory the call names (a correction's target, a
+    pair being resolved), between this call's plan and its write transaction; the write
+    was rolled back. The engine plans such a call again (``Engine.remember``, the ingest
+    calls, ``Engine.resolve``): this reaches a caller only when the key kept changing, or
+    from an import (planned once: its ``on_record`` reports each record as planned).
+    Sending the call again is safe."""
 
     code = "key_changed"
 

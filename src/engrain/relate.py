@@ -56,20 +56,33 @@ def corrected(
 
 
 def supersede(
-    store: Store, memory: Memory, target: Memory, now: datetime
+    store: Store,
+    memory: Memory,
+    target: Memory | None,
+    now: datetime,
+    holder: Memory | None = None,
 ) -> tuple[Memory, list[Patch], str]:
-    """A correction ``memory`` superseding ``target``: the correction records what it
-    corrects; the target is linked (``superseded_by``) and its conflicts are resolved on
-    both sides. Returns the new memory, the patches and the outcome's reason."""
-    partners = store.get(memory.user_id, list(conflicts_of(target)))
-    memory = with_meta(memory, **{CORRECTS: target.id})
-    old = unflag(target, conflicts_of(target))
+    """A correction ``memory`` superseding ``target`` and ``holder``, the live memory that
+    held the key ``memory`` now holds (either may be ``None``, not both): the correction
+    records what it corrects; each old memory is linked (``superseded_by``) and its
+    conflicts are resolved on both sides. Returns the new memory, the patches and the
+    outcome's reason."""
+    olds = [m for m in (target, holder) if m is not None]
+    if len(olds) == 2 and olds[0].id == olds[1].id:
+        olds = olds[:1]
+    ids = {m.id for m in olds}
+    partners = store.get(memory.user_id, sorted({p for m in olds for p in conflicts_of(m)} - ids))
+    if target is not None:
+        memory = with_meta(memory, **{CORRECTS: target.id})
     patches = [
-        Patch(target.user_id, target.id, {"superseded_by": memory.id, "updated_at": now,
-                                          "provenance": old.provenance}),
-        *(_provenance(unflag(p, [target.id])) for p in partners),
+        *(Patch(m.user_id, m.id, {"superseded_by": memory.id, "updated_at": now,
+                                  "provenance": unflag(m, conflicts_of(m)).provenance})
+          for m in olds),
+        *(_provenance(unflag(p, ids)) for p in partners),
     ]  # fmt: skip
-    return memory, patches, f"supersedes {target.id}"
+    reasons = [f"supersedes {m.id}" if m is target else
+               f"replaces {m.id} under key {memory.key!r}" for m in olds]  # fmt: skip
+    return memory, patches, "; ".join(reasons)
 
 
 def conflicts(

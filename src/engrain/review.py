@@ -47,7 +47,7 @@ from engrain.corrections import (
 )
 from engrain.errors import NotFoundError, ValidationError
 from engrain.model import Kind, Memory
-from engrain.store.base import MemoryFilter, Patch, State, Store
+from engrain.store.base import KeyClaim, MemoryFilter, Patch, State, Store
 from engrain.tiers import DEDUP_SIMILARITY
 
 #: Cosine at or above which two memories of the same subject are duplicates.
@@ -121,6 +121,9 @@ class ResolutionPlan:
     patches: tuple[Patch, ...] = ()
     deletes: tuple[Memory, ...] = ()
     state: tuple[State, ...] = ()
+    #: What the plan read of the pair, checked inside the write's transaction: another
+    #: process resolving, forgetting or superseding either meanwhile has it planned again.
+    claims: tuple[KeyClaim, ...] = ()
 
 
 # -- the queue ------------------------------------------------------------------------------
@@ -273,16 +276,30 @@ def plan(
             raise NotFoundError(f"no memory {memory_id!r} for user {user_id!r}")
     first, second = found[first_id], found[second_id]
     if resolution is Resolution.KEEP:
-        return _keep(store, user_id, first, second)
-    if resolution is Resolution.CORRECT:
-        return _correct(store, user_id, first, second, now)
-    return _both(first, second)
+        done = _keep(store, user_id, first, second, now)
+    elif resolution is Resolution.CORRECT:
+        done = _correct(store, user_id, first, second, now)
+    else:
+        done = _both(first, second)
+    # the pair as this plan read it, checked by the write: a resolution of the same pair
+    # committed meanwhile (in the other order: each would forget or supersede the memory
+    # the other keeps) has this one planned again, and refused as it would be after it
+    return replace(done, claims=(KeyClaim.live(first), KeyClaim.live(second)))
 
 
-def _keep(store: Store, user_id: str, first: Memory, second: Memory) -> ResolutionPlan:
-    """Forget ``second`` the way :meth:`Engine.forget` does."""
+def _keep(
+    store: Store, user_id: str, first: Memory, second: Memory, now: datetime
+) -> ResolutionPlan:
+    """Forget ``second`` the way :meth:`Engine.forget` does. ``first`` superseded by
+    ``second`` comes back (it is the one kept); superseded by another memory, the pair is
+    refused, as a correction of it is: kept, it would still never be served."""
+    if first.superseded_by is not None and first.superseded_by != second.id:
+        raise ValidationError(f"memory {first.id!r} is already superseded by "
+                              f"{first.superseded_by!r}")  # fmt: skip
     state = tuple(fb.unlearned(store, user_id, [second.id]))
     patches = tuple(relate.resolve(store, user_id, [second]))
+    if first.superseded_by is not None:
+        patches += (Patch(user_id, first.id, {"superseded_by": None, "updated_at": now}),)
     return ResolutionPlan(Resolved(Resolution.KEEP, (first.id,), forgotten=(second.id,)),
                           patches, (second,), state)  # fmt: skip
 

@@ -381,52 +381,93 @@ class Planner:
         self, item: Item, origin: Origin, vector: Vector, now: datetime, staged: Staged
     ) -> Outcome:
         """Stage one typed item: an item naming what it corrects (``corrects``, any kind),
-        or a correction, supersedes it, keeping its own kind; the memory holding the key
+        or a correction, supersedes it (:meth:`correction`); the memory holding the key
         the caller gave is updated, whatever it said (a key's new value replaces it), and
         an item with a key of its own is otherwise stored new, never merged into another
         memory; a near-duplicate of the same kind (or the procedural memory with the same
         derived key) is updated, unless it disagrees (then both are kept and flagged); a
         new statement is flagged against the close memories it disagrees with."""
-        target = twin = None
-        mine = staged.mine(origin.user_id)
         if item.kind is Kind.CORRECTION or item.corrects is not None:
-            target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
-                                      item.corrects, vector, mine)  # fmt: skip
-        else:
-            existing = self.find_existing(origin, item.kind, item.key, item.text, staged,
-                                          None, vector, key_only=item.key_given)  # fmt: skip
-            if (
-                existing is not None
-                and item.memory_type is not MemoryType.PROCEDURAL  # a key's new value replaces it
-                and not item.key_given
-                and item.kind in CONFLICT_KINDS
-                and disagreement(existing.content, item.text)
-            ):
-                twin = existing  # a near-duplicate that disagrees: kept apart, flagged
-            elif existing is not None:
-                fields = merge(existing, item.text, vector, now, (), item.event_at,
-                               origin.metadata)  # fmt: skip
-                merged = staged.change(existing, {**fields, **item.carried(existing)})
-                return Outcome("merged", item.text, merged.id, importance=merged.importance,
-                               memory_type=item.memory_type)  # fmt: skip
-        memory = Memory.new(
-            origin.user_id, item.text, item.memory_type, item.kind, now=now, embedding=vector,
-            project=origin.project, domains=origin.domains or self._domains(item.text),
-            session_id=origin.session_id, event_at=item.event_at, key=item.key,
-            importance=item.importance, confidence=item.confidence, pinned=item.pinned,
-            muted=item.muted, access_count=item.access_count,
-            provenance=Provenance((), origin.metadata),
-        )  # fmt: skip
-        reason: str | None
-        if target is not None:
-            memory, patches, reason = relate.supersede(self.store, memory, target, now)
-        else:
-            memory, patches, reason = relate.conflicts(self.store, self.settings, memory, twin,
-                                                       mine)  # fmt: skip
+            return self.correction(item, origin, vector, now, staged)
+        twin = None
+        existing = self.find_existing(origin, item.kind, item.key, item.text, staged, None,
+                                      vector, key_only=item.key_given)  # fmt: skip
+        if (
+            existing is not None
+            and item.memory_type is not MemoryType.PROCEDURAL  # a key's new value replaces it
+            and not item.key_given
+            and item.kind in CONFLICT_KINDS
+            and disagreement(existing.content, item.text)
+        ):
+            twin = existing  # a near-duplicate that disagrees: kept apart, flagged
+        elif existing is not None:
+            fields = merge(existing, item.text, vector, now, (), item.event_at,
+                           origin.metadata)  # fmt: skip
+            merged = staged.change(existing, {**fields, **item.carried(existing)})
+            return Outcome("merged", item.text, merged.id, importance=merged.importance,
+                           memory_type=item.memory_type)  # fmt: skip
+        memory = self._new(item, origin, vector, now, item.key)
+        memory, patches, reason = relate.conflicts(self.store, self.settings, memory, twin,
+                                                   staged.mine(origin.user_id))  # fmt: skip
         staged.add(memory)
         staged.patch(patches)
         return Outcome("stored", item.text, memory.id, reason, memory.importance,
                        item.memory_type)  # fmt: skip
+
+    def correction(
+        self, item: Item, origin: Origin, vector: Vector, now: datetime, staged: Staged
+    ) -> Outcome:
+        """Stage a correction: a new memory superseding its target (the memory named by
+        ``corrects``, else the nearest close one, else none) and keeping its own kind.
+        A key is one entry with one live memory (``docs/concurrency.md``, session 24):
+        the correction takes the target's key when it names none and is of the target's
+        kind (or a ``correction``): it is that entry's new value; and the live memory
+        holding the key the correction then holds is superseded too. The target (still
+        stored, not superseded) and the key lookup go with the write as claims, so a
+        keyed write or another correction of the target committed meanwhile by another
+        process has this call planned again (and a target superseded meanwhile refused,
+        as it is one call after the other)."""
+        target = relate.corrected(self.store, self.settings, origin.user_id, origin.project,
+                                  item.corrects, vector, staged.mine(origin.user_id))  # fmt: skip
+        key = item.key
+        if target is not None and target.id not in staged.created:
+            staged.claims.append(KeyClaim.live(target))
+        if (
+            target is not None
+            and target.key is not None
+            and not item.key_given
+            and item.kind in (target.kind, Kind.CORRECTION)
+        ):
+            key = target.key
+        holder = None
+        if key is not None:
+            holder = self.find_existing(origin, item.kind, key, item.text, staged, None,
+                                        vector, key_only=True)  # fmt: skip
+        memory = self._new(item, origin, vector, now, key)
+        if target is None and holder is None:
+            mine = staged.mine(origin.user_id)
+            memory, patches, reason = relate.conflicts(
+                self.store, self.settings, memory, None, mine
+            )
+        else:
+            memory, patches, reason = relate.supersede(self.store, memory, target, now, holder)
+        staged.add(memory)
+        staged.patch(patches)
+        return Outcome("stored", item.text, memory.id, reason, memory.importance,
+                       item.memory_type)  # fmt: skip
+
+    def _new(
+        self, item: Item, origin: Origin, vector: Vector, now: datetime, key: str | None
+    ) -> Memory:
+        """The new memory ``item`` makes, holding ``key``."""
+        return Memory.new(
+            origin.user_id, item.text, item.memory_type, item.kind, now=now, embedding=vector,
+            project=origin.project, domains=origin.domains or self._domains(item.text),
+            session_id=origin.session_id, event_at=item.event_at, key=key,
+            importance=item.importance, confidence=item.confidence, pinned=item.pinned,
+            muted=item.muted, access_count=item.access_count,
+            provenance=Provenance((), origin.metadata),
+        )  # fmt: skip
 
     def _centroid(self, user_id: str, staged: Staged) -> Vector | None:
         """The centroid of the user's stored memories and of the new ones staged by earlier
@@ -478,11 +519,19 @@ class Planner:
         else:
             same = same.update(memory_types=(like,))
         if key is not None:
-            for memory in alike:
-                if memory.key == key and memory.project == project:
+            # a correction that took a key over is that key's memory for every kind
+            entry = (like, Kind.CORRECTION) if by_kind else None
+            alike_ids = {m.id for m in alike}
+            for memory in reversed(staged.mine(user_id)):
+                if (
+                    memory.key == key
+                    and memory.project == project
+                    and memory.superseded_by is None
+                    and (memory.id in alike_ids or (by_kind and memory.kind is Kind.CORRECTION))
+                ):
                     return memory
-            keyed = same.update(key=key)
-            found = self.store.query(user_id, keyed, limit=1)
+            keyed = same.update(key=key, kinds=entry) if by_kind else same.update(key=key)
+            found = sorted(self.store.query(user_id, keyed, limit=2), key=lambda m: m.kind != like)
             staged.claims.append(KeyClaim(user_id, keyed, found[0].id if found else None))
             if found:
                 return staged.memories.get(found[0].id, found[0])

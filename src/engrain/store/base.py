@@ -252,21 +252,35 @@ class KeyClaim:
     ``None``, that no memory passes it. :meth:`Store.write` checks every claim inside its
     transaction, once it holds the lock that orders the user's writers, and raises
     :class:`KeyChangedError` (writing nothing) if one no longer holds: two engines
-    remembering one new key at once then leave one memory, not two."""
+    remembering one new key at once then leave one memory, not two.
+
+    With ``by_id`` (:meth:`live`) the claim is about one memory rather than a key: that
+    the memory ``found`` is still stored and passes ``filter`` (a correction's target
+    not superseded meanwhile, the two memories of a pair being resolved still there)."""
 
     user_id: str
     filter: MemoryFilter
     found: str | None
+    by_id: bool = False
+
+    @classmethod
+    def live(cls, memory: Memory) -> KeyClaim:
+        """The claim that ``memory`` is still as a plan read it: stored, and not
+        superseded if it was not."""
+        flt = ALL if memory.superseded_by is not None else ALL.update(include_superseded=False)
+        return cls(memory.user_id, flt, memory.id, by_id=True)
 
     def check(self, live: Iterable[str]) -> None:
-        """Raise :class:`KeyChangedError` unless ``live`` (the ids passing ``filter`` now)
-        is what the plan assumed."""
+        """Raise :class:`KeyChangedError` unless ``live`` (the ids passing ``filter`` now;
+        with ``by_id``, ``found`` if it does) is what the plan assumed."""
         ids = set(live)
         if (self.found in ids) if self.found is not None else not ids:
             return
+        what = (f"memory {self.found!r}" if self.by_id
+                else f"the memory under key {self.filter.key!r}")  # fmt: skip
         raise KeyChangedError(
-            f"the memory under key {self.filter.key!r} of user {self.user_id!r} changed "
-            "while this call was planned: nothing was written"
+            f"{what} of user {self.user_id!r} changed while this call was planned: "
+            "nothing was written"
         )
 
 

@@ -51,7 +51,13 @@ class MemoryStore(WorkingSetReads):
         with self._lock:
             for claim in claims:
                 users = self._users.get(claim.user_id)
-                claim.check(m.id for m in (users.query(claim.filter, None, 0) if users else ()))
+                if users is None:
+                    rows: list[Memory] = []
+                elif claim.by_id and claim.found is not None:
+                    rows = [m for m in users.get([claim.found]) if claim.filter.matches(m)]
+                else:
+                    rows = users.query(claim.filter, None, 0)
+                claim.check(m.id for m in rows)
             # every patched row and changed document is computed before anything changes:
             # a patch or document that does not fit raises here and the store stays as it was
             documents = [self._resolved(s) if s.change else ((s.user_id, s.namespace, s.key), v)

@@ -20,8 +20,9 @@ def check_claims(db: sqlite3.Connection, claims: Sequence[KeyClaim]) -> None:
     """Check each claim against the rows under its key as the open write transaction sees
     them (index ``memories_user_key``); :class:`KeyChangedError` rolls the write back."""
     for claim in claims:
-        rows = db.execute(f"{SELECT} WHERE m.user_id = ? AND m.key = ?",
-                          (claim.user_id, claim.filter.key)).fetchall()  # fmt: skip
+        column, value = ("id", claim.found) if claim.by_id else ("key", claim.filter.key)
+        rows = db.execute(f"{SELECT} WHERE m.user_id = ? AND m.{column} = ?",
+                          (claim.user_id, value)).fetchall()  # fmt: skip
         claim.check(m.id for m in map(sqlite_rows.from_row, rows) if claim.filter.matches(m))
 
 

@@ -126,6 +126,8 @@ def _check_claims(cur: Any, claims: Sequence[KeyClaim]) -> None:
     :class:`KeyChangedError` rolls the transaction back."""
     for claim in claims:
         clauses, params = filter_sql(claim.filter)
+        if claim.by_id:
+            clauses, params = f" AND m.id = %s{clauses}", [claim.found, *params]
         cur.execute(f"SELECT m.id FROM memories m WHERE m.user_id = %s{clauses}",
                     [claim.user_id, *params])  # fmt: skip
         claim.check(row[0] for row in cur.fetchall())
