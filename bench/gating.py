@@ -15,12 +15,12 @@ client, server and backend: ``brightfall.jsonl``, ``messages-brightfall.jsonl``,
 ``trivial-brightfall.jsonl``;
 ``meridian``, a hospital integration engine (HL7 v2 and FHIR R4): ``meridian.jsonl``,
 ``messages-meridian.jsonl``, ``trivial-meridian.jsonl``; ``kestrel``, a Nextflow genomics
-pipeline: ``kestrel.jsonl``, ``messages-kestrel.jsonl``, ``trivial-kestrel.jsonl``), are loaded through the public API
-(``import_records``), and
-every labelled message is answered with ``explain()`` (the classification) and ``context()``
-(what is injected). Each message is answered by a fresh copy of its project, so the uses one
-answer counts cannot change the next; the copy is an ``export_records`` of the loaded
-project, vectors included, so nothing is embedded twice.
+pipeline: ``kestrel.jsonl``, ``messages-kestrel.jsonl``, ``trivial-kestrel.jsonl``), are loaded
+through the public API (``import_records``), and every labelled message is answered with
+``explain()`` (the classification) and ``context()`` (what is injected). Each message is
+answered by a fresh copy of its project, so the uses one answer counts cannot change the
+next; the copy is an ``export_records`` of the loaded project, vectors included, so nothing
+is embedded twice.
 
 Measured per profile (``gated``, ``composite``, ``static``) and per split (``held``,
 ``tune``, ``all``; the split is fixed in the data, see ``bench/gating/README.md``):
