@@ -76,7 +76,7 @@ bench-locomo: $(STAMP)
 # The project's own labelled gating evaluation (bench/gating/: eight sets over nine projects,
 # labelled and trivial messages, a tune and a held split each), every scoring profile, real MiniLM.
 bench-gating: $(STAMP)
-	$(BIN)/python bench/gating.py --sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian --out bench/results/gating.json
+	$(BIN)/python bench/gating.py --sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel --out bench/results/gating.json
 
 # The web inspector's page timings at 100,000 memories (engrain serve on loopback, ~5 min).
 bench-ui: $(STAMP)

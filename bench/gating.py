@@ -2,7 +2,7 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in blocks of their own seven more written blind to the gate
+superseded memories), and in blocks of their own eight more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
 ``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
 ``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
@@ -14,12 +14,13 @@ static-site generator: ``quill.jsonl``, ``messages-quill.jsonl``, ``trivial-quil
 client, server and backend: ``brightfall.jsonl``, ``messages-brightfall.jsonl``,
 ``trivial-brightfall.jsonl``;
 ``meridian``, a hospital integration engine (HL7 v2 and FHIR R4): ``meridian.jsonl``,
-``messages-meridian.jsonl``, ``trivial-meridian.jsonl``), are loaded through the public API
-(``import_records``), and
-every labelled message is answered with ``explain()`` (the classification) and ``context()``
-(what is injected). Each message is answered by a fresh copy of its project, so the uses one
-answer counts cannot change the next; the copy is an ``export_records`` of the loaded
-project, vectors included, so nothing is embedded twice.
+``messages-meridian.jsonl``, ``trivial-meridian.jsonl``; ``kestrel``, a Nextflow genomics
+pipeline: ``kestrel.jsonl``, ``messages-kestrel.jsonl``, ``trivial-kestrel.jsonl``), are loaded
+through the public API (``import_records``), and every labelled message is answered with
+``explain()`` (the classification) and ``context()`` (what is injected). Each message is
+answered by a fresh copy of its project, so the uses one answer counts cannot change the
+next; the copy is an ``export_records`` of the loaded project, vectors included, so nothing
+is embedded twice.
 
 Measured per profile (``gated``, ``composite``, ``static``) and per split (``held``,
 ``tune``, ``all``; the split is fixed in the data, see ``bench/gating/README.md``):
@@ -41,7 +42,7 @@ the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
 [--profiles gated,composite,static] [--limit N]
-[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian]``.
+[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel]``.
 """
 
 from __future__ import annotations
@@ -82,8 +83,10 @@ SPLITS = ("held", "tune", "all")
 #: platform, written blind in session 19) and ``brightfall`` (``messages-brightfall.jsonl``
 #: and ``trivial-brightfall.jsonl``: a multiplayer game, written blind at the same time).
 #: ``meridian`` (``messages-meridian.jsonl`` and ``trivial-meridian.jsonl``: a hospital
-#: integration engine, written blind in session 20).
-SETS = ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian")
+#: integration engine, written blind in session 20). ``kestrel`` (``messages-kestrel.jsonl``
+#: and ``trivial-kestrel.jsonl``: a Nextflow genomics pipeline, written blind in session 24).
+SETS = ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian",
+        "kestrel")  # fmt: skip
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000

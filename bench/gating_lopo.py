@@ -252,6 +252,40 @@ def _common_only(share: float) -> Callable[..., dict[str, float]]:
     return without
 
 
+#: Test runners and frameworks that say "tests" as the word does (session 24, h1): a
+#: preference whose scope names one ("Python 3.12 with type hints everywhere, ruff …, pytest
+#: with plain asserts") governs writing tests, and a message naming one asks for them.
+TEST_FRAMEWORKS = (r"pytest", r"unittest", r"junit(?: ?\d)?", r"testng", r"jest", r"vitest",
+                   r"mocha", r"rspec", r"minitest", r"testify", r"ginkgo", r"testcontainers",
+                   r"nextest", r"doctests?", r"xctest", r"playwright", r"nf-test", r"envtest",
+                   r"chainsaw", r"kuttl")  # fmt: skip
+
+
+def _with_test_frameworks() -> tuple[Patch, Patch]:
+    """``work.governed`` and ``work.asked`` where :data:`TEST_FRAMEWORKS` say
+    :attr:`~engrain.recall.work.Work.TESTS` too (uncached: the shipped ``governed`` caches
+    by content, so a patched pattern table alone would be read through the cache)."""
+    from engrain.recall import work
+
+    tests = work._words(r"tests?", r"testing", r"e2e", *TEST_FRAMEWORKS)
+    asked_words = {**work.ASKED, work.Work.TESTS: tests}
+    governs_words = {**work.GOVERNS, work.Work.TESTS: tests}
+
+    def governed(content: str) -> frozenset[Any]:
+        scope = work.scope_of(content)
+        return frozenset(w for w, words in governs_words.items() if words.search(scope))
+
+    def asked(message: str, classification: Any) -> frozenset[Any]:
+        found = {w for w, words in asked_words.items() if words.search(message)}
+        if classification.intent in work.EXPLAINING:
+            found.add(work.Work.EXPLANATION)
+        if classification.intent is work.Intent.DEBUGGING and classification.has_code:
+            found.add(work.Work.ERRORS)
+        return frozenset(found)
+
+    return ("engrain.recall.work", "governed", governed), ("engrain.recall.work", "asked", asked)
+
+
 def candidates() -> list[Candidate]:
     """The candidates: the default, then each general knob at a value or two either side
     of today's, and each rule fitted on few sets switched off."""
@@ -348,6 +382,8 @@ def candidates() -> list[Candidate]:
         out.append(Candidate(f"common_terms={share}", "common_terms",
                              ((rel, "gather", _gather_keeping),
                               (rel, "_without_evidence", _common_only(share)))))  # fmt: skip
+    # session 24 (h1): a test framework's name says "tests" (kestrel's one miss of its kind)
+    out.append(Candidate("test_frameworks=on", "test_frameworks", _with_test_frameworks()))
     return out
 
 

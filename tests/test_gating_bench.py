@@ -219,12 +219,13 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
 
 
 @pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall",
-                                  "meridian"])  # fmt: skip
+                                  "meridian", "kestrel"])  # fmt: skip
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
-    """``sensor``, ``quill``, ``strata``, ``harbor``, ``brightfall`` and ``meridian`` (written
-    blind, issue 12) run as sets of their own, by default, beside the others."""
+    """``sensor``, ``quill``, ``strata``, ``harbor``, ``brightfall``, ``meridian`` and
+    ``kestrel`` (written blind, issue 12) run as sets of their own, by default, beside the
+    others."""
     assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall",
-                           "meridian")  # fmt: skip
+                           "meridian", "kestrel")  # fmt: skip
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -247,7 +248,7 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     assert gating._limited(data, None) == data
 
 
-@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian"])
+@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian", "kestrel"])
 def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name: str) -> None:
     """``strata`` (a Kubernetes operator, written blind by h10) and ``brightfall`` (a
     multiplayer game, written blind by h3): every kind, pins, mutes and supersessions (always
@@ -274,7 +275,8 @@ def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name
 
 
 @pytest.mark.parametrize(("name", "prefix"),
-                         [("strata", "mk"), ("brightfall", "bfm"), ("meridian", "mm")])  # fmt: skip
+                         [("strata", "mk"), ("brightfall", "bfm"), ("meridian", "mm"),
+                          ("kestrel", "gnm")])  # fmt: skip
 def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
     name: str, prefix: str
 ) -> None:
@@ -393,6 +395,54 @@ def test_the_hospital_integration_engine_keeps_the_rules_it_was_written_by() -> 
         "continuation": 9, "greeting": 3,
     }  # fmt: skip
     assert Counter(m["split"] for m in data.messages) == {"tune": 42, "held": 38}
+    assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
+    for m in data.messages:
+        if m["intent"] == "greeting":
+            assert m["complexity"] == "trivial" and not m["must_include"] + m["must_exclude"]
+        else:
+            assert 1 <= len(m["must_include"]) <= 4, m["id"]
+    assert superseded <= {i for m in data.messages for i in m["must_exclude"]}
+    assert len(data.trivial) == 36
+
+
+def test_the_genomics_pipeline_keeps_the_rules_it_was_written_by() -> None:
+    """``kestrel`` (a Nextflow genomics pipeline, written blind by h1 in session 24): its shape
+    value by value, corrections naming what they supersede, every superseded memory some
+    message's must-exclude, every debugging message complex, greetings without labels."""
+    data = gating.load_data(name="kestrel")
+    assert list(data.projects) == ["kestrel"]
+    rows = data.projects["kestrel"]
+    assert Counter(r["kind"] for r in rows) == {
+        "invariant": 9, "pattern": 11, "decision": 13, "antipattern": 8, "golden_path": 9,
+        "preference": 26, "fact": 23, "context": 6, "correction": 6,
+    }  # fmt: skip
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows) == 111
+    assert {r["id"] for r in rows if r.get("pinned")} == {
+        "gn-inv-01", "gn-inv-02", "gn-inv-04", "gn-gp-01", "gn-pref-01"}  # fmt: skip
+    assert {r["id"] for r in rows if r.get("muted")} == {"gn-pref-23", "gn-fact-10", "gn-ctx-06"}
+    superseded = {r["id"] for r in rows if "superseded_by" in r}
+    assert len(superseded) == 11
+    assert {r["id"]: r["corrects"] for r in rows if "corrects" in r} == {
+        "gn-cor-01": "gn-fact-02",
+        "gn-cor-03": "gn-fact-21",
+        "gn-cor-04": "gn-fact-22",
+    }
+    for r in rows:
+        if "superseded_by" in r:
+            newer = by_id[r["superseded_by"]]
+            assert newer["created_at"] > r["created_at"], r["id"]
+            assert newer["kind"] in (r["kind"], "correction"), r["id"]
+        if "corrects" in r:
+            assert by_id[r["corrects"]]["superseded_by"] == r["id"]
+    assert Counter(m["intent"] for m in data.messages) == {
+        "question": 18, "generation": 15, "debugging": 15, "analysis": 11, "discussion": 9,
+        "continuation": 9, "greeting": 4,
+    }  # fmt: skip
+    assert Counter(m["complexity"] for m in data.messages) == {
+        "trivial": 4, "simple": 24, "moderate": 25, "complex": 24, "deep": 4,
+    }  # fmt: skip
+    assert Counter(m["split"] for m in data.messages) == {"tune": 43, "held": 38}
     assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
     for m in data.messages:
         if m["intent"] == "greeting":

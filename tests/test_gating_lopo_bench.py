@@ -243,3 +243,20 @@ def test_common_terms_drop_a_match_on_words_most_learnings_write() -> None:
         gl._LEARNINGS.clear()
     names = {c.name for c in gl.candidates()}
     assert {"common_terms=0.02", "common_terms=0.05", "common_terms=0.1"} <= names
+
+
+def test_test_frameworks_make_a_preference_naming_one_govern_tests() -> None:
+    from engrain.recall import work
+    from engrain.recall.classify import classify
+
+    compound = ("Python 3.12 with type hints everywhere, ruff for lint and format, pytest "
+                "with plain asserts and tmp_path; no unittest classes.")  # fmt: skip
+    # shipped: the scope's "pytest" is not the word "tests", so only the type hints govern
+    assert work.governed(compound) == {work.Work.TYPES}
+    (governed, asked), names = gl._with_test_frameworks(), {c.name for c in gl.candidates()}
+    assert governed[2](compound) == {work.Work.TYPES, work.Work.TESTS}
+    assert governed[2]("Use the latest stable toolchain.") == frozenset()  # "latest": no
+    message = "add a vitest for the date picker"
+    assert work.Work.TESTS in asked[2](message, classify(message))
+    assert work.Work.TESTS not in work.asked(message, classify(message))
+    assert "test_frameworks=on" in names
