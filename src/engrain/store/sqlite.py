@@ -63,7 +63,7 @@ from engrain.store.base import (
     pending_migrations,
 )
 from engrain.store.cache import Stamped, UserCache
-from engrain.store.checkpoint import Checkpointer
+from engrain.store.checkpoint import Checkpointer, begin_log
 from engrain.store.columns import Stamp, Strings
 from engrain.store.reads import Begin, in_turn, lazy, overlapped
 from engrain.store.texts import ReadTexts
@@ -251,6 +251,11 @@ def ann_threshold(environ: Mapping[str, str] | None = None) -> int | None:
     return value if isinstance(value, int) else ANN_MIN_VECTORS
 
 
+#: Seconds the checkpointer's thread waits for the store to begin a restarted log
+#: (``_begin_log``): a caller holding it longer commits first and begins the log itself.
+LOG_BEGIN_WAIT = 0.05
+
+
 class SQLiteStore:
     """The default store: one SQLite file, WAL journal, named migrations.
 
@@ -282,7 +287,7 @@ class SQLiteStore:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         self._lock = threading.RLock()
         self._durable = False  # the connection's synchronous is NORMAL (see _transaction)
-        self._checkpoints = Checkpointer(self.path)
+        self._checkpoints = Checkpointer(self.path, on_restart=self._begin_log)
         self._caches: OrderedDict[str, UserCache] = OrderedDict()
         self._data_version = -1
         self._saves: list[threading.Thread] = []
@@ -722,6 +727,25 @@ class SQLiteStore:
         ``timeout`` seconds) until searches use it; whether they do (benchmarks and tests:
         a caller never needs to, searches are exact until then)."""
         return self._cache(user_id).wait_for_index(timeout)
+
+    def _begin_log(self) -> bool:
+        """Begin the log the checkpointer has just restarted, on its thread, so no caller's
+        commit waits for the log header's sync (``store/checkpoint.py``); whether it was.
+        Not if a caller holds the store for :data:`LOG_BEGIN_WAIT` (its commit begins the
+        log, as before), the store is closing, or another process writes (busy: nothing
+        written, nothing waited for)."""
+        if not self._lock.acquire(timeout=LOG_BEGIN_WAIT):
+            return False
+        try:
+            if self._closed or self.read_only:
+                return False
+            self._synchronous(False)
+            begin_log(self._db)
+            return True
+        except (sqlite3.Error, StoreError):
+            return False
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Wait for derived indexes being saved (at most :data:`SAVE_WAIT` seconds each),
