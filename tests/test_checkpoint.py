@@ -293,3 +293,25 @@ def test_a_closing_or_busy_store_does_not_begin_the_log(tmp_path: Path) -> None:
     finally:
         store.close()
     assert not store._begin_log()  # closed: nothing to begin
+
+
+def test_a_failing_log_begin_stops_no_checkpoint(tmp_path: Path) -> None:
+    path, writer = _log_file(tmp_path)
+    tries: list[int] = []
+
+    def fails() -> bool:
+        tries.append(1)
+        raise RuntimeError("cannot begin")
+
+    checkpoints = Checkpointer(path, interval=0.01, on_restart=fails)
+    try:
+        checkpoints.committed()
+        assert _until(lambda: checkpoints.restarts >= 1 and len(tries) >= 1)
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        passes = checkpoints.passes
+        checkpoints.committed()
+        assert _until(lambda: checkpoints.passes > passes)  # the thread goes on
+        assert checkpoints.begun == 0
+    finally:
+        checkpoints.close()
+        writer.close()

@@ -150,13 +150,24 @@ class Checkpointer:
             while not self._stopping.is_set():
                 self._wake.wait()
                 self._wake.clear()
-                if self._checkpoint(db) and self._on_restart is not None and self._on_restart():
+                if self._checkpoint(db) and self._begin_log():
                     self.begun += 1
                 # commits in the meantime set the event again: one pass per interval at most
                 self._stopping.wait(self._interval)
             self._checkpoint(db)
         finally:
             db.close()
+
+    def _begin_log(self) -> bool:
+        """``on_restart``, if given; whether it began the log. Whatever it raises is
+        dropped: the next commit begins the log, as without it, and the thread goes on
+        checkpointing."""
+        if self._on_restart is None:
+            return False
+        try:
+            return self._on_restart()
+        except Exception:  # a daemon thread: checkpoints must go on
+            return False
 
     def _checkpoint(self, db: sqlite3.Connection) -> bool:
         """One pass; whether it restarted the log."""
