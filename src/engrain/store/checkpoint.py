@@ -45,8 +45,10 @@ disk sync on whichever caller committed next: a ``context()`` whose counted uses
 otherwise a lazy commit (3-13 ms p50-p90 under this machine's load, docs/scale.md,
 sessions 23 and 24). After each restart the thread calls ``on_restart``, with which the
 store commits :func:`begin_log` on its own connection, so the header and its sync are
-written here and a caller's commit only appends. It is not a :meth:`Checkpointer.committed`
-commit (it wakes no pass: an idle store's log keeps that one frame until the next commit).
+written here and a caller's commit only appends. It wakes no pass (an idle store's log
+keeps that one frame until the next commit). It is a commit, so other connections'
+``data_version`` moves once a pass, right after the commits that set the pass off moved it;
+their working sets are kept (the users' revisions hold).
 """
 
 from __future__ import annotations
