@@ -229,6 +229,7 @@ def test_a_log_begun_is_one_frame_and_reloads_no_working_set(tmp_path: Path) -> 
         assert len(reader.query("u")) == 50
         cache = reader._caches["u"]
         writer._checkpoints.close()  # its passes are this test's, below
+        writer.record_access("u", ["m1"], NOW)  # the last commit lazy, as a context()'s
         db = checkpoint.connect(path)
         try:
             assert db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0
@@ -315,3 +316,17 @@ def test_a_failing_log_begin_stops_no_checkpoint(tmp_path: Path) -> None:
     finally:
         checkpoints.close()
         writer.close()
+
+
+def test_after_a_durable_commit_the_log_is_left_to_the_next_writer(tmp_path: Path) -> None:
+    # an ingest's writes sync anyway: a begin would only make the next one wait for it
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path)
+    try:
+        store._checkpoints.close()  # the begins below are this test's
+        store.write(upserts=[_memory(i) for i in range(10)])  # durable
+        assert not store._begin_log()
+        store.record_access("u", ["m1"], NOW)  # lazy: a context()'s counted uses
+        assert store._begin_log()
+    finally:
+        store.close()
