@@ -99,6 +99,27 @@ def instrument(spent: dict[str, list[float]]) -> None:
             spent["commit_cpu"].append((time.thread_time() - cpu) * 1000.0)
 
     sqlite_module.SQLiteStore._transaction = _transaction  # type: ignore[method-assign]
+    record_uses = sqlite_module.SQLiteStore.record_uses
+
+    def timed_uses(self: Any, *args: Any, **kwargs: Any) -> None:
+        start = time.perf_counter()
+        try:
+            record_uses(self, *args, **kwargs)
+        finally:
+            spent["uses_wall"].append((time.perf_counter() - start) * 1000.0)
+
+    sqlite_module.SQLiteStore.record_uses = timed_uses  # type: ignore[method-assign]
+    begin_log = getattr(sqlite_module.SQLiteStore, "_begin_log", None)
+    if begin_log is not None:  # a checkout whose checkpointer's thread begins the log
+
+        def timed_begin(self: Any) -> bool:
+            start = time.perf_counter()
+            try:
+                return bool(begin_log(self))
+            finally:
+                spent["log_begun_wall"].append((time.perf_counter() - start) * 1000.0)
+
+        sqlite_module.SQLiteStore._begin_log = timed_begin  # type: ignore[attr-defined]
 
 
 def serve(spec: dict[str, Any]) -> dict[str, Any]:
@@ -111,7 +132,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         checkpoint_module.Checkpointer.__init__.__defaults__ = (float(mode),)
     spent: dict[str, list[Any]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": [],
-                                   "commit_spans": [], "pass_spans": []}  # fmt: skip
+                                   "commit_spans": [], "pass_spans": [], "uses_wall": [],
+                                   "log_begun_wall": []}  # fmt: skip
     instrument(spent)
     checkpoint_pass = checkpoint_module.Checkpointer._checkpoint
 
@@ -153,6 +175,11 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "commit_wall_ms": summary(spent["commit_wall"]),
         "commit_cpu_ms": summary(spent["commit_cpu"]),
         "begin_wall_ms": summary(spent["begin_wall"]),
+        # the whole record_uses, the store's lock included (held meanwhile by the
+        # checkpointer's thread while it begins a log, in a checkout that does)
+        "uses_wall_ms": summary(spent["uses_wall"]),
+        "uses_over_5ms": sum(v > SLOW_COMMIT * 1000.0 for v in spent["uses_wall"]),
+        "log_begun_wall_ms": summary(spent["log_begun_wall"]),
         "call_wall_ms": summary([c["wall_ms"] for c in calls]),
         "call_thread_ms": summary([c["thread_ms"] for c in calls]),
         "deep_wall_ms": summary([c["wall_ms"] for c in deep]),
@@ -207,7 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"commits over 5 ms {run['slow_commits']}, during a pass "
                   f"{run['slow_commits_during_a_pass']}, first after one "
                   f"{run['slow_first_commits_after_a_pass']} of "
-                  f"{run['first_commits_after_a_pass']}; load {run['load_1m']}")  # fmt: skip
+                  f"{run['first_commits_after_a_pass']}; record_uses wall p50 / p90 / mean "
+                  f"{run['uses_wall_ms']['p50']:.2f} / {run['uses_wall_ms']['p90']:.2f} / "
+                  f"{run['uses_wall_ms']['mean']:.2f}, over 5 ms {run['uses_over_5ms']}; "
+                  f"load {run['load_1m']}")  # fmt: skip
     first = runs[modes[0]][0]["blocks"]
     report = {
         "machine": common.machine_info(), "db": str(args.db), "rounds": args.rounds,

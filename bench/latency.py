@@ -48,6 +48,7 @@ either way, only the build is faster.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -55,7 +56,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -98,19 +99,82 @@ def time_queries(
     ``cpu``, each call's CPU milliseconds are appended to its lists: ``thread`` (the calling
     thread's, what the call itself computes) and ``process`` (every thread's: onnxruntime's
     pool embedding the query too, and any background job running meanwhile). With
-    ``calls``, each call's query, times, budget and block digest (:func:`_call`)."""
+    ``calls``, each call's query, times, budget and block digest (:func:`_call`), and what
+    :class:`CallProbe` saw in it: the collector's passes and the counted uses' write."""
     out = []
-    for query in queries:
-        thread, process = time.thread_time(), time.process_time()
-        start = time.perf_counter()
-        result = engine.context(query, USER, now=common.NOW)
-        out.append((time.perf_counter() - start) * 1000.0)
-        if cpu is not None:
-            cpu["thread"].append((time.thread_time() - thread) * 1000.0)
-            cpu["process"].append((time.process_time() - process) * 1000.0)
-            if calls is not None:
-                calls.append(_call(query, result, out[-1], cpu))
+    probe = CallProbe(engine) if calls is not None else None
+    with probe if probe is not None else nullcontext():
+        for query in queries:
+            if probe is not None:
+                probe.begin()
+            thread, process = time.thread_time(), time.process_time()
+            start = time.perf_counter()
+            result = engine.context(query, USER, now=common.NOW)
+            out.append((time.perf_counter() - start) * 1000.0)
+            if cpu is not None:
+                cpu["thread"].append((time.thread_time() - thread) * 1000.0)
+                cpu["process"].append((time.process_time() - process) * 1000.0)
+                if calls is not None and probe is not None:
+                    calls.append({**_call(query, result, out[-1], cpu), **probe.seen})
     return out
+
+
+class CallProbe:
+    """What one ``context()`` call spends in two places a stage lap cannot see, per call
+    (:meth:`begin` starts one, :attr:`seen` is its account):
+
+    - the garbage collector: its passes by generation (``gc0`` / ``gc1`` / ``gc2``) and
+      their calling-thread CPU (``gc_ms``), from ``gc.callbacks`` (a pass runs in the
+      thread whose allocation set it off: the calling thread's, whatever stage it was in);
+    - the counted uses' write (``store.record_uses``: one write transaction): its
+      calling-thread CPU (``uses_ms``) and wall (``uses_wall_ms``), the wall including
+      any wait for the lock or the disk.
+
+    Both are timed in the call being measured; the probe adds a callback per collection and
+    one Python frame per write, the same for every tree."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._store = engine.store
+        self.seen: dict[str, float] = {}
+        self._started = 0.0
+        self._shadowed: Any = None
+
+    def begin(self) -> None:
+        """Start a new call's account."""
+        self.seen = {"gc0": 0, "gc1": 0, "gc2": 0, "gc_ms": 0.0,
+                     "uses_ms": 0.0, "uses_wall_ms": 0.0}  # fmt: skip
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+        elif self.seen:
+            self.seen[f"gc{info['generation']}"] += 1
+            self.seen["gc_ms"] += (time.thread_time() - self._started) * 1000.0
+
+    def __enter__(self) -> CallProbe:
+        gc.callbacks.append(self._collected)
+        self._shadowed = vars(self._store).get("record_uses")  # put back as it was
+        original = getattr(self._store, "record_uses", None)
+        if original is not None:
+
+            def record_uses(*args: Any, **kwargs: Any) -> Any:
+                thread, start = time.thread_time(), time.perf_counter()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    if self.seen:
+                        self.seen["uses_ms"] += (time.thread_time() - thread) * 1000.0
+                        self.seen["uses_wall_ms"] += (time.perf_counter() - start) * 1000.0
+
+            self._store.record_uses = record_uses
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._collected)
+        if self._shadowed is not None:
+            self._store.record_uses = self._shadowed
+        elif "record_uses" in vars(self._store):
+            del self._store.record_uses
 
 
 #: A call is *deep* when its budget deepens the pool past ``candidate_pool`` (50): the
@@ -137,17 +201,53 @@ def _call(query: str, result: Any, wall_ms: float, cpu: dict[str, list[float]]) 
 def depth_summary(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """p50 / p95 of wall, thread and process milliseconds for the deep calls (a pool deeper
     than the ordinary: :data:`DEEP_BUDGET`) and the shallow ones apart, as flat keys
-    (``deep_thread_p95_ms``), with each group's size."""
+    (``deep_thread_p95_ms``), with each group's size; and, where :class:`CallProbe` timed
+    them, the collector's and the counted uses' share (:func:`probe_summary`)."""
     out: dict[str, Any] = {}
     for group in ("deep", "shallow"):
         chosen = [c for c in calls if (c["budget"] >= DEEP_BUDGET) == (group == "deep")]
         out[f"{group}_calls"] = len(chosen)
-        for measure in ("wall", "thread", "process"):
-            values = [c[f"{measure}_ms"] for c in chosen]
+        for measure in PROBED:
+            values = [c[f"{measure}_ms"] for c in chosen if f"{measure}_ms" in c]
             if values:
                 summary = common.summarize(values)
                 for stat in ("p50_ms", "p95_ms"):
                     out[f"{group}_{measure}_{stat}"] = summary[stat]
+        out.update(probe_summary(group, chosen))
+    return out
+
+
+#: The per-call measures :func:`depth_summary` takes p50 / p95 of: the call's wall, thread
+#: and process times, then :class:`CallProbe`'s collector and counted uses.
+PROBED = ("wall", "thread", "process", "gc", "uses", "uses_wall")
+
+
+def probe_summary(group: str, calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """For one group of calls :class:`CallProbe` timed: the collector's passes per call by
+    generation (``deep_gc0_per_call``), and the *slowest tenth* by the calling thread's CPU
+    (at least one call) beside the rest: their mean thread CPU, the collector's and the
+    counted uses' mean thread CPU in them, and the share of the thread CPU each is
+    (``deep_tail_gc_share``) — what the p95 is made of."""
+    probed = [c for c in calls if "gc_ms" in c]
+    if not probed:
+        return {}
+    out: dict[str, Any] = {}
+    for generation in ("gc0", "gc1", "gc2"):
+        out[f"{group}_{generation}_per_call"] = round(
+            sum(c[generation] for c in probed) / len(probed), 3
+        )
+    ordered = sorted(probed, key=lambda c: c["thread_ms"], reverse=True)
+    tail = max(1, len(ordered) // 10)
+    for part, chosen in (("tail", ordered[:tail]), ("rest", ordered[tail:])):
+        if not chosen:
+            continue
+        thread = sum(c["thread_ms"] for c in chosen) / len(chosen)
+        out[f"{group}_{part}_thread_mean_ms"] = round(thread, 3)
+        for measure in ("gc", "uses", "uses_wall"):
+            mean = sum(c[f"{measure}_ms"] for c in chosen) / len(chosen)
+            out[f"{group}_{part}_{measure}_mean_ms"] = round(mean, 3)
+            if measure != "uses_wall" and thread > 0:
+                out[f"{group}_{part}_{measure}_share"] = round(mean / thread, 4)
     return out
 
 
@@ -901,6 +1001,18 @@ def _print_depths(row: dict[str, Any]) -> None:
                 for m in ("wall", "thread", "process")
             )
             print(f"{'':>10} {name}{group} ({r[f'{group}_calls']:.0f} calls) p50 / p95: {cells}")
+            if f"{group}_tail_gc_mean_ms" in r:
+                print(f"{'':>12} collector passes a call (gen 0 / 1 / 2) "
+                      f"{r[f'{group}_gc0_per_call']:.2f} / {r[f'{group}_gc1_per_call']:.2f} / "
+                      f"{r[f'{group}_gc2_per_call']:.3f}; slowest tenth / rest, thread ms: "
+                      f"call {r[f'{group}_tail_thread_mean_ms']:.1f} / "
+                      f"{r.get(f'{group}_rest_thread_mean_ms', float('nan')):.1f}, collector "
+                      f"{r[f'{group}_tail_gc_mean_ms']:.2f} / "
+                      f"{r.get(f'{group}_rest_gc_mean_ms', float('nan')):.2f}, counted uses "
+                      f"{r[f'{group}_tail_uses_mean_ms']:.2f} / "
+                      f"{r.get(f'{group}_rest_uses_mean_ms', float('nan')):.2f} "
+                      f"(wall {r[f'{group}_tail_uses_wall_mean_ms']:.2f} / "
+                      f"{r.get(f'{group}_rest_uses_wall_mean_ms', float('nan')):.2f})")  # fmt: skip
 
 
 def _print_backend(label: str, report: dict[str, Any]) -> None:

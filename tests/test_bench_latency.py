@@ -145,3 +145,77 @@ def test_blocks_differing_counts_queries_whose_block_changed_in_any_round() -> N
     assert latency._blocks_differing(missing, base) == 1
     out = latency._median_of([{"latency": {"p95_ms": 1.0}, "blocks": {"a": "1"}}] * 2)
     assert "blocks" not in out and all("blocks" not in r for r in out["rounds"])
+
+
+def test_the_probe_counts_each_calls_collections_by_generation(tmp_path: Path) -> None:
+    """A collection run while a call is open is counted for that call, under its
+    generation, with its CPU; one after the probe is closed is not."""
+    import gc
+
+    from engrain import Engine, Settings
+    from engrain.embed import HashEmbedder
+    from engrain.store import MemoryStore
+
+    engine = Engine(settings=Settings(data_dir=tmp_path, embedder="hash"),
+                    store=MemoryStore(), embedder=HashEmbedder())  # fmt: skip
+    with latency.CallProbe(engine) as probe:
+        probe.begin()
+        gc.collect(0)
+        gc.collect(1)
+        gc.collect(1)
+        gc.collect(2)
+        seen = dict(probe.seen)
+        probe.begin()
+        assert probe.seen["gc0"] + probe.seen["gc1"] + probe.seen["gc2"] == 0
+    gc.collect(1)
+    assert (seen["gc0"], seen["gc1"], seen["gc2"]) == (1, 2, 1) and seen["gc_ms"] > 0.0
+    assert probe.seen["gc1"] == 0 and latency.CallProbe not in map(type, gc.callbacks)
+
+
+def test_the_probe_times_the_counted_uses_of_each_timed_call(tmp_path: Path) -> None:
+    """``time_queries`` with ``calls`` reports each call's counted uses' write (the store's
+    ``record_uses``, wrapped only while it runs) and its collections."""
+    from engrain import Engine, Settings
+    from engrain.embed import HashEmbedder
+    from engrain.store import MemoryStore
+
+    store = MemoryStore()
+    engine = Engine(settings=Settings(data_dir=tmp_path, embedder="hash"),
+                    store=store, embedder=HashEmbedder())  # fmt: skip
+    for text in ("the deploy script runs on Fridays", "Ana prefers tea to coffee"):
+        engine.remember(text, user_id=latency.USER)
+    written: list[int] = []
+    original = store.record_uses
+
+    def record_uses(*args: object, **kwargs: object) -> None:
+        written.append(1)
+        original(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.record_uses = record_uses  # type: ignore[method-assign]
+    cpu: dict[str, list[float]] = {"thread": [], "process": []}
+    calls: list[dict[str, object]] = []
+    latency.time_queries(engine, ["when does the deploy script run?"] * 2, cpu, calls)
+    assert len(calls) == 2 and len(written) == 2
+    for call in calls:
+        assert {"gc0", "gc1", "gc2", "gc_ms", "uses_ms", "uses_wall_ms"} <= call.keys()
+        assert float(call["uses_wall_ms"]) > 0.0  # type: ignore[arg-type]
+    assert store.record_uses is record_uses  # the probe's wrapper is gone
+
+
+def test_probe_summary_splits_the_slowest_tenth_and_its_shares() -> None:
+    """The slowest tenth by thread CPU (at least one call) against the rest: the
+    collector's and the counted uses' mean milliseconds and their share of the call."""
+    calls = []
+    for i in range(20):
+        call = _timed(f"q{i}", 3000, 10.0 + i)
+        call.update(gc0=1, gc1=i % 2, gc2=0, gc_ms=float(i), uses_ms=1.0, uses_wall_ms=2.0)
+        calls.append(call)
+    out = latency.probe_summary("deep", calls)
+    assert out["deep_gc0_per_call"] == 1.0 and out["deep_gc1_per_call"] == 0.5
+    assert out["deep_tail_thread_mean_ms"] == 28.5  # the calls of 29 and 28 ms
+    assert out["deep_tail_gc_mean_ms"] == 18.5 and out["deep_rest_gc_mean_ms"] == 8.5
+    assert out["deep_tail_gc_share"] == round(18.5 / 28.5, 4)
+    assert out["deep_tail_uses_wall_mean_ms"] == 2.0 and "deep_tail_uses_wall_share" not in out
+    summary = latency.depth_summary(calls)
+    assert summary["deep_gc_p50_ms"] == 9.5 and summary["deep_uses_p95_ms"] == 1.0
+    assert latency.probe_summary("deep", [_timed("a", 3000, 1.0)]) == {}

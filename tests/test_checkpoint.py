@@ -177,3 +177,156 @@ def test_a_store_s_checkpointer_restarts_the_log(tmp_path: Path) -> None:
         assert _until(lambda: store._checkpoints.restarts > 0)
     finally:
         store.close()
+
+
+def _log_header(path: Path) -> bytes:
+    """The log's header: its checkpoint sequence and salts change when a commit begins a
+    restarted log (read, never written: SQLite's locks are on the file and its -shm)."""
+    with open(f"{path}-wal", "rb") as log:
+        return log.read(32)[12:24]
+
+
+def _frames(path: Path) -> int:
+    """Frames in the log now, read from a connection of its own (a ``PASSIVE`` pass answers
+    how many the log holds)."""
+    with sqlite3.connect(path, isolation_level=None, timeout=0.0) as db:
+        return int(db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+
+
+def test_after_a_restart_the_store_begins_the_log_so_a_caller_s_count_only_appends(
+    tmp_path: Path,
+) -> None:
+    # The first commit to a restarted log writes the log's header and syncs it (SQLite's
+    # WAL header sync, at NORMAL as at FULL): a context()'s lazy count paid a disk sync
+    # after every pass. The checkpointer's thread now begins the log itself.
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path)
+    try:
+        store.write(upserts=[_memory(i) for i in range(40)])
+        # one pass after the commits above, then none for the rest of the test
+        store._checkpoints.close()
+        store._checkpoints = Checkpointer(path, interval=3600.0, on_restart=store._begin_log)
+        store.record_access("u", ["m1", "m2"], NOW)
+        assert _until(lambda: store._checkpoints.restarts == 1)
+        assert _until(lambda: store._checkpoints.begun == 1)
+        header = _log_header(path)
+        store.record_access("u", ["m3", "m4", "m3"], NOW)  # a caller's commit
+        assert _log_header(path) == header  # appended to the begun log: no header, no sync
+        assert store._db.execute("PRAGMA user_version").fetchone() == (0,)
+    finally:
+        store.close()
+    with sqlite3.connect(path) as db:
+        counts = dict(db.execute("SELECT id, access_count FROM uses WHERE access_count > 0"))
+        assert counts == {"m1": 1, "m2": 1, "m3": 2, "m4": 1}
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_log_begun_is_one_frame_and_reloads_no_working_set(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    writer, reader = SQLiteStore(path), SQLiteStore(path)
+    try:
+        writer.write(upserts=[_memory(i) for i in range(50)])
+        assert len(reader.query("u")) == 50
+        cache = reader._caches["u"]
+        writer._checkpoints.close()  # its passes are this test's, below
+        writer.record_access("u", ["m1"], NOW)  # the last commit lazy, as a context()'s
+        db = checkpoint.connect(path)
+        try:
+            assert db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0
+        finally:
+            db.close()
+        assert writer._begin_log()
+        assert _frames(path) == 1
+        assert len(reader.query("u")) == 50
+        assert reader._caches["u"] is cache  # the same revision: its counts read again only
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_a_log_is_not_begun_while_another_writer_holds_the_file(tmp_path: Path) -> None:
+    path, writer = _log_file(tmp_path)
+    db = sqlite3.connect(path, isolation_level=None, timeout=7.5)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        begun = time.monotonic()
+        try:
+            checkpoint.begin_log(db)
+        except sqlite3.OperationalError:
+            pass
+        else:
+            raise AssertionError("begun while another connection held the write lock")
+        assert time.monotonic() - begun < 7.5  # refused, not waited for (busy timeout 0)
+        assert db.execute("PRAGMA busy_timeout").fetchone() == (7500,)
+        assert not db.in_transaction
+        writer.execute("COMMIT")
+        assert _frames(path) == 61  # and every frame now in the file: the next write restarts
+        header = _log_header(path)
+        checkpoint.begin_log(db)
+        assert _log_header(path) != header and _frames(path) == 1  # begun, one frame
+        assert db.execute("PRAGMA user_version").fetchone() == (0,)
+    finally:
+        db.close()
+        writer.close()
+
+
+def test_a_closing_or_busy_store_does_not_begin_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path)
+    try:
+        store.write(upserts=[_memory(i) for i in range(10)])
+        held = threading.Event()
+        release = threading.Event()
+
+        def hold() -> None:
+            with store._lock:
+                held.set()
+                release.wait(30.0)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait(30.0)
+        try:
+            assert not store._begin_log()  # a caller holds the store: its commit begins it
+        finally:
+            release.set()
+            holder.join()
+    finally:
+        store.close()
+    assert not store._begin_log()  # closed: nothing to begin
+
+
+def test_a_failing_log_begin_stops_no_checkpoint(tmp_path: Path) -> None:
+    path, writer = _log_file(tmp_path)
+    tries: list[int] = []
+
+    def fails() -> bool:
+        tries.append(1)
+        raise RuntimeError("cannot begin")
+
+    checkpoints = Checkpointer(path, interval=0.01, on_restart=fails)
+    try:
+        checkpoints.committed()
+        assert _until(lambda: checkpoints.restarts >= 1 and len(tries) >= 1)
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        passes = checkpoints.passes
+        checkpoints.committed()
+        assert _until(lambda: checkpoints.passes > passes)  # the thread goes on
+        assert checkpoints.begun == 0
+    finally:
+        checkpoints.close()
+        writer.close()
+
+
+def test_after_a_durable_commit_the_log_is_left_to_the_next_writer(tmp_path: Path) -> None:
+    # an ingest's writes sync anyway: a begin would only make the next one wait for it
+    path = tmp_path / "e.db"
+    store = SQLiteStore(path)
+    try:
+        store._checkpoints.close()  # the begins below are this test's
+        store.write(upserts=[_memory(i) for i in range(10)])  # durable
+        assert not store._begin_log()
+        store.record_access("u", ["m1"], NOW)  # lazy: a context()'s counted uses
+        assert store._begin_log()
+    finally:
+        store.close()

@@ -46,8 +46,13 @@ def test_instrument_times_each_commit_and_keeps_the_store_s_own_transaction(
     monkeypatch.setattr(
         sqlite_module.SQLiteStore, "_transaction", sqlite_module.SQLiteStore._transaction
     )
+    for name in ("record_uses", "_begin_log"):
+        monkeypatch.setattr(
+            sqlite_module.SQLiteStore, name, getattr(sqlite_module.SQLiteStore, name)
+        )
     spent: dict[str, list[Any]] = {"begin_wall": [], "commit_wall": [], "commit_cpu": [],
-                                   "commit_spans": []}  # fmt: skip
+                                   "commit_spans": [], "uses_wall": [],
+                                   "log_begun_wall": []}  # fmt: skip
     commit_stalls.instrument(spent)
     settings = Settings(url=f"sqlite:///{tmp_path / 'e.db'}", data_dir=tmp_path, embedder="hash")
     with Engine(settings=settings) as engine:
@@ -66,3 +71,5 @@ def test_instrument_times_each_commit_and_keeps_the_store_s_own_transaction(
         assert len(spent["commit_wall"]) == commits
         again = engine.context("which port is the staging database on?", "u", token_budget=500)
         assert again.memories
+        # each context()'s record_uses timed whole, the store's lock included
+        assert len(spent["uses_wall"]) == 2 and all(ms > 0.0 for ms in spent["uses_wall"])

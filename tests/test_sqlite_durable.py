@@ -8,6 +8,7 @@ memories committed under ``NORMAL`` (``bench/attacks/read_only_store.py``)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from engrain import Engine
@@ -18,16 +19,19 @@ from .conftest import NOW, make_settings
 
 
 def commits(store: SQLiteStore) -> list[str]:
-    """Start recording, for each commit on the store's connection, the ``synchronous``
-    mode it ran under (``FULL`` or ``NORMAL``)."""
+    """Start recording, for each commit the calling thread makes on the store's connection,
+    the ``synchronous`` mode it ran under (``FULL`` or ``NORMAL``). The mode is the last one
+    set by any thread (the store's lock orders them); the checkpointer's thread's own
+    commits (a restarted log begun, ``store/checkpoint.py``) are not the caller's."""
     modes: list[str] = []
     current = ["NORMAL"]
+    caller = threading.get_ident()
 
     def seen(statement: str) -> None:
         text = statement.strip().upper()
         if text.startswith("PRAGMA SYNCHRONOUS="):
             current[0] = text.split("=", 1)[1]
-        elif text == "COMMIT":
+        elif text == "COMMIT" and threading.get_ident() == caller:
             modes.append(current[0])
 
     store._db.set_trace_callback(seen)

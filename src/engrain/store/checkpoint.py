@@ -36,6 +36,19 @@ restart weakens no commit: the pass syncs the pages into the database file befor
 is reset (the connection keeps SQLite's default ``synchronous=FULL``), SQLite resets only a
 log whose every frame is in the file and that no reader uses, and a commit that overwrites
 the log's first frames is synced as before (``FULL``: before its call returns).
+
+**The log begun on this thread** (``on_restart``). The first commit that writes to a
+restarted log writes the log's header and ``fdatasync``s it before its frames, at
+``synchronous=NORMAL`` as at ``FULL`` (SQLite's WAL header sync: an out-of-order write after
+a restart could otherwise corrupt the file after a power loss), so every restart put one
+disk sync on whichever caller committed next: a ``context()`` whose counted uses are
+otherwise a lazy commit (3-13 ms p50-p90 under this machine's load, docs/scale.md,
+sessions 23 and 24). After each restart the thread calls ``on_restart``, with which the
+store commits :func:`begin_log` on its own connection, so the header and its sync are
+written here and a caller's commit only appends. It wakes no pass (an idle store's log
+keeps that one frame until the next commit). It is a commit, so other connections'
+``data_version`` moves once a pass, right after the commits that set the pass off moved it;
+their working sets are kept (the users' revisions hold).
 """
 
 from __future__ import annotations
@@ -43,6 +56,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -54,6 +68,28 @@ INTERVAL = 0.5
 #: between two: at most 4% of :data:`INTERVAL`, so a busy log is reset within one pass.
 RESTART_TRIES = 10
 RESTART_PAUSE = 0.002
+
+
+def begin_log(db: sqlite3.Connection) -> None:
+    """Commit one write that changes nothing a reader sees, on ``db`` (which no other thread
+    uses meanwhile), so a log the checkpointer has restarted is begun by it (see above):
+    ``user_version`` (which engrain does not use) set to the value it has, which SQLite
+    still writes as page 1, one frame. The busy timeout is 0 meanwhile: a writer of another
+    process holds the lock, it begins the log, and nobody waits here. Raises
+    ``sqlite3.Error`` (busy, or the file gone) with nothing written."""
+    timeout = db.execute("PRAGMA busy_timeout").fetchall()[0][0]
+    db.execute("PRAGMA busy_timeout = 0")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(db.execute("PRAGMA user_version").fetchall()[0][0])
+            db.execute(f"PRAGMA user_version = {version}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(timeout)}")
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -68,15 +104,22 @@ class Checkpointer:
     """Checkpoints the write-ahead log of the SQLite file at ``path`` from one daemon
     thread, started on the first :meth:`committed` call and stopped by :meth:`close`."""
 
-    def __init__(self, path: Path, interval: float = INTERVAL) -> None:
+    def __init__(
+        self,
+        path: Path,
+        interval: float = INTERVAL,
+        on_restart: Callable[[], bool] | None = None,
+    ) -> None:
         self._path = path
         self._interval = interval
+        self._on_restart = on_restart  # called on this thread after each restart (above)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
         self.passes = 0  # checkpoints run, for tests and diagnostics
         self.restarts = 0  # passes after which the next commit starts the log again
+        self.begun = 0  # restarted logs ``on_restart`` began (it answered True)
 
     def committed(self) -> None:
         """Note a commit: the thread checkpoints soon (at once if it has been idle)."""
@@ -109,14 +152,27 @@ class Checkpointer:
             while not self._stopping.is_set():
                 self._wake.wait()
                 self._wake.clear()
-                self._checkpoint(db)
+                if self._checkpoint(db) and self._begin_log():
+                    self.begun += 1
                 # commits in the meantime set the event again: one pass per interval at most
                 self._stopping.wait(self._interval)
             self._checkpoint(db)
         finally:
             db.close()
 
-    def _checkpoint(self, db: sqlite3.Connection) -> None:
+    def _begin_log(self) -> bool:
+        """``on_restart``, if given; whether it began the log. Whatever it raises is
+        dropped: the next commit begins the log, as without it, and the thread goes on
+        checkpointing."""
+        if self._on_restart is None:
+            return False
+        try:
+            return self._on_restart()
+        except Exception:  # a daemon thread: checkpoints must go on
+            return False
+
+    def _checkpoint(self, db: sqlite3.Connection) -> bool:
+        """One pass; whether it restarted the log."""
         try:
             db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             self.passes += 1
@@ -126,6 +182,7 @@ class Checkpointer:
                 # (busy, frames in the log, frames checkpointed): 0 when it was reset
                 if db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0:
                     self.restarts += 1
-                    return
+                    return True
         except sqlite3.Error:
             pass  # busy or gone: the next commit wakes the thread again
+        return False

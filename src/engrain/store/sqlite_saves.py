@@ -65,7 +65,6 @@ class DerivedSaves(VersionedCaches):
         self._reshaped: set[str] = set()
         self._refreshed: dict[str, float] = {}
         self._refresh_cost: dict[str, float] = {}  # seconds the user's last refresh took
-        self._closed = False
 
     def _stash_bytes(self, user_id: str, kind: str) -> bytes | None:
         """The bytes saved as the user's derived index ``kind`` (``None``: none)."""
