@@ -25,12 +25,18 @@ class Worker:
         self._again: dict[Hashable, Callable[[], Any]] = {}  # asked for while running
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
 
     def submit(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
         """Run ``job`` in the background. If the job of that ``key`` is queued, that run
         serves this request too (its future is returned); if it is running, it runs once
-        more when it finishes."""
+        more when it finishes. Once the worker is closed nothing runs (no thread starts
+        again for a call that outlived its engine's ``close()``): the future is cancelled."""
         with self._lock:
+            if self._closed:
+                future: Future[Any] = Future()
+                future.cancel()
+                return future
             current = self._pending.get(key)
             if current is not None and not current.done():
                 if current.running():
@@ -79,5 +85,6 @@ class Worker:
         with self._lock:  # taken out first: a finishing job then schedules no re-run
             executor, self._executor = self._executor, None
             self._again.clear()
+            self._closed = True
         if executor is not None:
             executor.shutdown(wait=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from engrain import activity, curate, forgotten, relate, validate
+from engrain import activity, curate, forgotten, lifecycle, relate, validate
 from engrain import browse as browsing
 from engrain import compress as compression
 from engrain import feedback as fb
@@ -35,6 +36,7 @@ from engrain.embed import CachedEmbedder, Embedder, make_embedder
 from engrain.errors import KeyChangedError, NotFoundError, ValidationError
 from engrain.ingest import sessions as many
 from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
+from engrain.lifecycle import CallGate, admitted
 from engrain.llm import make_llm
 from engrain.model import (
     IngestReport,
@@ -63,6 +65,7 @@ from engrain.tokens import count_tokens
 __all__ = ["UPDATABLE", "Engine", "ImportResult"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 #: Plans of one call written at most this many times when other engines keep changing a
 #: key it looks up (``Engine._planned``); each failed attempt means one of theirs committed.
 KEY_ATTEMPTS = 8
@@ -132,12 +135,18 @@ class Engine:
         self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
         self.word_backlog = WordBacklog(self.embedder.model_id, self.embedder.embed)
         self._lock = threading.RLock()  # read-plan-write sequences of this process
+        self.gate = CallGate()  # the calls in flight, which close() waits for
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Finish background work (tier compilation, compression), stop the engine's
-        threads, then close the store."""
+        """Refuse new calls (``StoreError``), wait up to ``lifecycle.CLOSE_WAIT`` seconds for
+        the calls in flight, finish background work (tier compilation, compression), stop
+        the engine's threads, then close the store (``lifecycle.py`` states the rule)."""
+        running = self.gate.close()
+        if running:
+            log.warning("closing with %d call(s) still running after %.0f s: they will fail "
+                        "with nothing written", running, lifecycle.CLOSE_WAIT)  # fmt: skip
         self.worker.close()
         self.planner.close()
         self.store.close()
@@ -155,6 +164,7 @@ class Engine:
 
     # -- ingestion -------------------------------------------------------------------------
 
+    @admitted
     def ingest(
         self,
         text: str,
@@ -183,6 +193,7 @@ class Engine:
         self._after_ingest(staged)
         return report
 
+    @admitted
     def ingest_conversation(
         self,
         turns: Sequence[Turn | Mapping[str, Any]],
@@ -213,6 +224,7 @@ class Engine:
         self._after_ingest(staged)
         return report
 
+    @admitted
     def ingest_conversations(
         self, sessions: Sequence[Mapping[str, Any]]
     ) -> builtins.list[IngestReport]:
@@ -240,6 +252,7 @@ class Engine:
 
         return many.pipelined(parsed, self.planner.conversation_drafts, store)
 
+    @admitted
     def remember(
         self,
         content: str,
@@ -325,10 +338,11 @@ class Engine:
         users = {m.user_id for m in staged.memories.values()
                  if m.memory_type is MemoryType.EPISODIC}  # fmt: skip
         for user in users:
-            self.worker.submit(("compress", user), functools.partial(self.compress, user))
+            self.worker.submit(("compress", user), functools.partial(self._compress, user))
 
     # -- compression -------------------------------------------------------------------------
 
+    @admitted
     def compress(
         self, user_id: str, *, force: bool = False, now: datetime | None = None
     ) -> compression.CompressionReport:
@@ -339,6 +353,13 @@ class Engine:
         configured, else extractive), and their episodic memories are marked compressed,
         kept, and left out of recall unless ``include_compressed=True``. One transaction
         per call. Also drops context records older than ``context_retention_days``."""
+        return self._compress(user_id, force=force, now=now)
+
+    def _compress(
+        self, user_id: str, *, force: bool = False, now: datetime | None = None
+    ) -> compression.CompressionReport:
+        """:meth:`compress` without the gate: the background job's, which ``close()``
+        finishes after the gate is shut (``Worker.close``)."""
         user_id = validate.user_id(user_id)
         force = validate.flag(force, "force")
         when = validate.moment(now, "now") or utcnow()
@@ -364,6 +385,7 @@ class Engine:
 
     # -- feedback ------------------------------------------------------------------------------
 
+    @admitted
     def feedback(
         self,
         user_id: str,
@@ -396,6 +418,7 @@ class Engine:
 
     # -- recall ----------------------------------------------------------------------------
 
+    @admitted
     def recall(
         self,
         query: str,
@@ -430,6 +453,7 @@ class Engine:
         self.store.record_access(user_id, [m.id for m in result.memories], when)
         return result
 
+    @admitted
     def context(
         self,
         message: str,
@@ -532,6 +556,7 @@ class Engine:
         if patches:
             self.store.write(patches=patches)
 
+    @admitted
     def tiers(
         self,
         user_id: str,
@@ -552,6 +577,7 @@ class Engine:
                 return fresh
         return self.tier_cache.compile(user_id, project, when)
 
+    @admitted
     def explain(
         self,
         message: str,
@@ -577,6 +603,7 @@ class Engine:
                                 options=options, now=now, previous=previous)  # fmt: skip
         return self._gate(request, None)
 
+    @admitted
     def preview(
         self,
         message: str,
@@ -627,6 +654,7 @@ class Engine:
 
     # -- curation --------------------------------------------------------------------------
 
+    @admitted
     def get(self, memory_id: str, user_id: str) -> Memory:
         """The user's memory with this id, or :class:`NotFoundError`."""
         memory_id = validate.identifier(memory_id, "memory_id")
@@ -638,6 +666,7 @@ class Engine:
             raise NotFoundError(f"no memory {memory_id!r} for user {user_id!r}")
         return found[0]
 
+    @admitted
     def list(
         self,
         user_id: str,
@@ -664,6 +693,7 @@ class Engine:
         offset = validate.integer(offset, "offset")
         return self.store.query(user_id, flt, limit=limit, offset=offset)
 
+    @admitted
     def update(
         self, /, memory_id: str, user_id: str, *, now: datetime | None = None, **changes: Any
     ) -> Memory:
@@ -688,6 +718,7 @@ class Engine:
             self.store.write(patches=[Patch(user_id, memory_id, curate.stamped(fields, when))])
         return self._get(memory_id, user_id)
 
+    @admitted
     def pin(
         self, memory_id: str, user_id: str, pinned: bool = True, *, now: datetime | None = None
     ) -> Memory:
@@ -695,6 +726,7 @@ class Engine:
         A flag, not an edit: the memory keeps its time (and so its recency)."""
         return self.update(memory_id, user_id, pinned=validate.flag(pinned, "pinned"), now=now)
 
+    @admitted
     def mute(
         self, memory_id: str, user_id: str, muted: bool = True, *, now: datetime | None = None
     ) -> Memory:
@@ -702,6 +734,7 @@ class Engine:
         edit: the memory keeps its time."""
         return self.update(memory_id, user_id, muted=validate.flag(muted, "muted"), now=now)
 
+    @admitted
     def forget(self, memory_ids: str | Sequence[str], user_id: str) -> int:
         """Delete these memories of the user, atomically; returns how many existed. Their
         conflict partners are unflagged and their learned co-occurrence dropped. A stored
@@ -730,6 +763,7 @@ class Engine:
         self.store.write(deletes=gone, state=[*state, *made.state],
                          patches=[*resolved, *made.patches])  # fmt: skip
 
+    @admitted
     def browse(
         self,
         user_id: str,
@@ -762,10 +796,12 @@ class Engine:
         )  # fmt: skip
         return browsing.browse(self.store, user_id, request)
 
+    @admitted
     def relations(self, memory_id: str, user_id: str) -> browsing.Relations:
         """The memory's conflicts, the memories it corrected and the one correcting it."""
         return browsing.relations(self.store, self.get(memory_id, user_id))
 
+    @admitted
     def review(
         self, user_id: str, *, project: str | None = None, limit: int | None = 50
     ) -> builtins.list[FlaggedPair]:
@@ -777,6 +813,7 @@ class Engine:
         limit = validate.optional_integer(limit, "limit", minimum=1)
         return review_queue.queue(self.store, user_id, project, limit=limit)
 
+    @admitted
     def resolve(
         self,
         memory_id: str,
@@ -811,6 +848,7 @@ class Engine:
             return plan.result
         raise AssertionError("unreachable")
 
+    @admitted
     def contexts(
         self, user_id: str, *, project: str | None = None, limit: int = 20
     ) -> builtins.list[activity.ContextRecord]:
@@ -824,10 +862,12 @@ class Engine:
 
     # -- import / export -------------------------------------------------------------------
 
+    @admitted
     def users(self) -> builtins.list[str]:
         """Every user id with at least one memory in the store."""
         return self.store.users()
 
+    @admitted
     def export_records(self, user_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every memory (of one user, or of all) as a lossless JSON-ready record, embedding
         included, oldest first; each user's first record also carries ``state``: every
@@ -838,6 +878,7 @@ class Engine:
         users = [validate.user_id(user_id)] if user_id is not None else self.store.users()
         return record_io.export(self.store, users, self.embedder.model_id)
 
+    @admitted
     def import_records(
         self,
         records: Iterable[Mapping[str, Any]],

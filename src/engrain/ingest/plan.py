@@ -33,6 +33,7 @@ from engrain.ingest.clean import clean_text
 from engrain.ingest.dedup import Recent, best_duplicate, bigram_bits, find_duplicate, partition
 from engrain.ingest.route import route
 from engrain.ingest.signals import preference_key
+from engrain.lifecycle import closed_error
 from engrain.model import (
     TYPE_DEFAULT_KIND,
     IngestReport,
@@ -249,6 +250,7 @@ class Planner:
         self._side_pool: ThreadPoolExecutor | None = None
         self._side_pid = 0
         self._side_lock = threading.Lock()
+        self._closed = False
 
     def _domains(self, text: str) -> tuple[str, ...]:
         """The domains of a memory stored without any: the built-in ones and the user's
@@ -298,6 +300,8 @@ class Planner:
         several threads still embed side by side), per planner and process (a forked child
         starts its own)."""
         with self._side_lock:
+            if self._closed:  # a call that outlived close()'s wait starts no thread
+                raise closed_error("planner")
             if self._side_pool is None or self._side_pid != os.getpid():
                 self._side_pool = ThreadPoolExecutor(SIDE_THREADS, "engrain-embed")
                 self._side_pid = os.getpid()
@@ -306,9 +310,10 @@ class Planner:
     def close(self) -> None:
         """Stop the side threads once the embeddings they run are done (an engine closing:
         idle, they would stay until the planner is collected). A conversation planned
-        after this starts them again."""
+        after this raises ``StoreError`` instead of starting them again (``lifecycle.py``)."""
         with self._side_lock:
             pool, self._side_pool = self._side_pool, None
+            self._closed = True
         if pool is not None:
             pool.shutdown(wait=True)
 

@@ -1,0 +1,103 @@
+"""An engine's calls against its ``close()``: the rule that no call outlives the engine.
+
+``close()`` shuts the gate first: a public call that begins after it is refused with
+:class:`~engrain.errors.StoreError` before it reads or writes anything. It then waits (at
+most :data:`CLOSE_WAIT` seconds) for the calls already in flight, and only then stops the
+engine's threads and closes its store, so a call that raced ``close()`` either completes
+or, when it outlived the wait, meets a closed planner, worker or store and raises
+``StoreError`` with nothing written (a store writes a call's result in one transaction).
+Nothing starts a thread pool once its owner is closed (``Planner._side``,
+``Worker.submit``): that is what left embedding threads alive after ``close()``
+(``bench/attacks/async_cancel.py``).
+
+A call made by a thread already inside an admitted call (``compress`` run by an ingest's
+own thread, a public method calling another) is part of that call and is admitted, so an
+admitted call never fails half way because ``close()`` began.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
+
+from engrain.errors import StoreError
+
+__all__ = ["CLOSE_WAIT", "CallGate", "admitted", "closed_error"]
+
+#: Seconds ``close()`` waits for the calls in flight before it closes the store under them.
+CLOSE_WAIT = 30.0
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def closed_error(what: str = "engine") -> StoreError:
+    """The error of a call that meets a closed engine (or its planner, worker, store)."""
+    return StoreError(f"the {what} is closed: nothing was done")
+
+
+class CallGate:
+    """Counts the calls in flight; after :meth:`close` admits none but nested ones."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self._closed = False
+        self._depth = threading.local()  # admitted calls this thread is inside
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has begun."""
+        return self._closed
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """Admit one call for the ``with`` block, or raise ``StoreError`` when closed."""
+        depth = getattr(self._depth, "n", 0)
+        with self._changed:
+            if self._closed and depth == 0:
+                raise closed_error()
+            self._running += 1
+        self._depth.n = depth + 1
+        try:
+            yield
+        finally:
+            self._depth.n = depth
+            with self._changed:
+                self._running -= 1
+                self._changed.notify_all()
+
+    def close(self, timeout: float | None = None) -> int:
+        """Admit no new call and wait up to ``timeout`` seconds (default
+        :data:`CLOSE_WAIT`) for those in flight, not counting the calls the closing thread
+        is inside; how many still run."""
+        mine = getattr(self._depth, "n", 0)
+        with self._changed:
+            self._closed = True
+            wait = CLOSE_WAIT if timeout is None else timeout
+            self._changed.wait_for(lambda: self._running <= mine, wait)
+            return self._running - mine
+
+
+class Gated(Protocol):
+    """An object whose public calls go through a :class:`CallGate`."""
+
+    @property
+    def gate(self) -> CallGate: ...
+
+
+G = TypeVar("G", bound=Gated)
+
+
+def admitted(method: Callable[Concatenate[G, P], R]) -> Callable[Concatenate[G, P], R]:
+    """``method`` run inside its object's gate: refused once the object is closed."""
+
+    @functools.wraps(method)
+    def run(self: G, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.gate.call():
+            return method(self, *args, **kwargs)
+
+    return run
