@@ -25,7 +25,8 @@ MARK = "heldmark"
 #: the first session one short turn (one chunk, embedded on the planning thread and held
 #: there), the second many chunks (embedded on the planner's side threads)
 SESSIONS = [
-    {"user_id": "ada", "session_id": "one", "turns": [{"speaker": "user", "text": f"{MARK} hello"}]},
+    {"user_id": "ada", "session_id": "one",
+     "turns": [{"speaker": "user", "text": f"{MARK} hello"}]},
     {
         "user_id": "ada",
         "session_id": "two",
