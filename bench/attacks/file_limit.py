@@ -327,8 +327,9 @@ def main() -> None:
         try:
             done = subprocess.run([sys.executable, __file__, "--child", str(db),
                                    str(args.seed * 100 + n), str(slack), "1" if auto else "0",
-                                   "1" if n % 3 == 2 else "0", str(out)], env=env, capture_output=True, text=True,
-                                  timeout=300, check=False)  # fmt: skip
+                                   "1" if n % 3 == 2 else "0", str(out)], env=env,
+                                  capture_output=True, text=True, timeout=300,
+                                  check=False)  # fmt: skip
             code, stderr = done.returncode, done.stderr
         except subprocess.TimeoutExpired:
             code, stderr = None, "hung for 300 s"
