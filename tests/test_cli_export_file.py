@@ -133,3 +133,53 @@ def test_an_export_through_a_link_replaces_its_file_and_a_pipe_is_written_as_is(
     ok(invoke("export", "--all-users", str(pipe)))
     reader.join(30)
     assert read and read[0].count('"type"') == len(FACTS) and pipe.is_fifo()
+
+
+#: A writer of ``FILE`` (``cli/files.written``) that writes a line and then either kills
+#: itself (SIGKILL: no handler runs, its temporary file stays) or, with ``wait``, says
+#: "writing" and holds its file open until its stdin closes, then finishes.
+WRITER = """
+import os, signal, sys
+from engrain.cli.files import written
+with written(sys.argv[1]) as out:
+    out.write("a line\\n")
+    out.flush()
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    print("writing", flush=True)
+    sys.stdin.read()
+"""
+
+
+def writer(target: Path, how: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(target), how], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+
+
+def beside(target: Path) -> list[str]:
+    return sorted(p.name for p in target.parent.iterdir() if p != target)
+
+
+def test_the_next_export_removes_a_killed_exports_file_and_keeps_a_live_ones(
+    invoke: Invoke,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    seed(invoke)
+    target = tmp_path / "exports" / "out.jsonl"
+    target.parent.mkdir()
+    other = target.parent / "out.jsonl.bak"  # another file's name that begins like it
+    other.write_text("kept\n", encoding="utf-8")
+    killed = writer(target, "kill")
+    assert killed.wait() == -9
+    left = [n for n in beside(target) if n != other.name]
+    assert len(left) == 1 and left[0].startswith(".out.jsonl.")  # what SIGKILL leaves
+    live = writer(target, "wait")
+    assert live.stdout is not None and live.stdout.readline() == "writing\n"
+    ok(invoke("export", "--all-users", str(target)))
+    assert len(target.read_text(encoding="utf-8").splitlines()) == len(FACTS)
+    # the killed export's file is gone; the one still being written is not
+    assert len(beside(target)) == 2 and other.name in beside(target)
+    live.communicate("")
+    assert live.returncode == 0
+    assert target.read_text(encoding="utf-8") == "a line\n"  # the live export finished whole
+    assert beside(target) == [other.name]
