@@ -507,3 +507,19 @@ def test_a_migration_another_process_applied_meanwhile_is_skipped(
         assert store.migrate() == []
     finally:
         store.close()
+
+
+def test_a_write_after_close_says_the_store_is_closed(tmp_path: Path) -> None:
+    """A derived index saved by a job that outlived ``close()`` (or any late write) is told
+    the store closed, not SQLite's "Cannot operate on a closed database"."""
+    store = SQLiteStore(tmp_path / "c.db")
+    store.write([mem("a")])
+    stash = store._stash("alice", "ann")
+    store.close()
+    with pytest.raises(StoreError, match=r"c\.db is closed: nothing was written"):
+        stash.write(b"an index")
+    with pytest.raises(StoreError, match="is closed"):
+        store.write([mem("b")])
+    again = SQLiteStore(tmp_path / "c.db")
+    assert ids(again.query("alice")) == ["a"]
+    again.close()

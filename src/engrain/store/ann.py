@@ -676,7 +676,11 @@ class IndexSlot:
         try:
             self.stash.write(data)
         except EngrainError as exc:  # the index still serves this process; the next rebuilds
-            log.warning("cannot save the approximate index: %s", exc)
+            if self._closed:  # the store closed while it was built: nothing failed
+                log.info("the approximate index was not saved: the store closed first (the "
+                         "next process builds it again)")  # fmt: skip
+            else:
+                log.warning("cannot save the approximate index: %s", exc)
             return
         index.converted = False
         index.saved = VectorIndex.copy_of(data)  # the job thread alone patches it

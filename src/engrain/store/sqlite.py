@@ -327,6 +327,7 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
             for slot in self._slots.values():
                 slot.close()
             self._checkpoints.close()
+            self._shut = True
             self._db.close()
 
     # -- the per-user working set -------------------------------------------------------

@@ -51,6 +51,7 @@ class SQLiteConnection:
         self._lock = threading.RLock()
         self._durable = False  # the connection's synchronous is NORMAL (see _transaction)
         self._closed = False  # set by close(); the checkpointer's hook then begins nothing
+        self._shut = False  # the connection closed (close()'s last step, under the lock)
         self._checkpoints = Checkpointer(self.path, on_restart=self._begin_log)
 
     # -- schema -------------------------------------------------------------------------
@@ -104,6 +105,8 @@ class SQLiteConnection:
         with self._lock:
             if self.read_only:
                 raise StoreError(f"{self.path} is on a read-only filesystem: nothing was written")
+            if self._shut:  # a job that outlived close() (an index saved late): say so
+                raise StoreError(f"{self.path} is closed: nothing was written")
             self._synchronous(durable)
             self._begin()
             try:
