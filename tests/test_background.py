@@ -70,3 +70,17 @@ def test_a_finished_job_is_not_kept() -> None:
     again = worker.submit(("tiers", "user3"), lambda: "again")  # a key asked again runs again
     assert again.result() == "again"
     worker.close()
+
+
+def test_a_closed_worker_runs_nothing_and_starts_no_thread() -> None:
+    """A call that outlived its engine's ``close()`` (``lifecycle.py``) asks for a job:
+    nothing runs and the worker's thread is not started again."""
+    worker = Worker("engrain-closed-test")
+    worker.submit("job", lambda: None).result()
+    worker.close()
+    runs: list[str] = []
+    future = worker.submit("late", lambda: runs.append("late"))
+    assert future.cancelled()
+    worker.wait()
+    assert runs == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("engrain-closed-test")]
