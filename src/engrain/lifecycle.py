@@ -12,7 +12,9 @@ Nothing starts a thread pool once its owner is closed (``Planner._side``,
 
 A call made by a thread already inside an admitted call (``compress`` run by an ingest's
 own thread, a public method calling another) is part of that call and is admitted, so an
-admitted call never fails half way because ``close()`` began.
+admitted call never fails half way because ``close()`` began. ``export_records`` returns
+an iterator that reads as it is consumed, after its call returned: consumed after
+``close()``, it raises the closed store's ``StoreError``.
 """
 
 from __future__ import annotations
