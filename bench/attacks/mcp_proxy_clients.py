@@ -227,7 +227,7 @@ def main() -> None:
     env["ENGRAIN_PROXY_UPSTREAM"] = fake.url + "/v1"
     keys = [cli(env, "keys", "create", "--user", u).stdout.strip().splitlines()[-1] for u in USERS]
     port = free_port()
-    server = start(env, port, 2)
+    server = start(env, port, 2, wait=300)  # two workers' start-up at load ~30
     url = f"http://127.0.0.1:{port}"
     log = Log()
     stop = threading.Event()
@@ -267,7 +267,7 @@ def main() -> None:
     back = [i for i in log.forgotten if i in rows]
     unpinned = [i for i in log.pinned - log.forgotten if i in rows and not rows[i][1]]
     wrong_user = [i for i, u in kept.items() if i in rows and rows[i][0] != USERS[u]]
-    again = start(env, free_port(), 1)
+    again = start(env, free_port(), 1, wait=300)
     again.send_signal(signal.SIGTERM)
     reopened = again.wait(60) in (0, -signal.SIGTERM)
     leaks = log.leaks + upstream.leaks

@@ -41,13 +41,15 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
 
 
-def start(env: dict[str, str], port: int, workers: int) -> subprocess.Popen[bytes]:
+def start(
+    env: dict[str, str], port: int, workers: int, wait: float = 90
+) -> subprocess.Popen[bytes]:
     server = subprocess.Popen(
         [sys.executable, "-m", "engrain.cli", "serve", "--port", str(port),
          "--workers", str(workers), "--log-level", "warning"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
