@@ -214,14 +214,7 @@ def proxy_client(url: str, key: str, n: int, log: Log, stop: threading.Event) ->
                 log.leaks.append(f"proxy reply for {USERS[n]}: {leaked(text, n)}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--json", type=Path, help="also write the summary here")
-    args = parser.parse_args()
-    upstream = Upstream()
-    fake = Served(Starlette(routes=[Route("/v1/chat/completions", upstream.chat,
-                                          methods=["POST"])]))  # fmt: skip
+def attack(upstream: Upstream, fake: Served, seconds: float) -> dict[str, Any]:
     d = Path(tempfile.mkdtemp(prefix="h4-mcp-proxy-"))
     env = round_environment(d)
     env["ENGRAIN_PROXY_UPSTREAM"] = fake.url + "/v1"
@@ -245,7 +238,7 @@ def main() -> None:
     ]
     for t in threads:
         t.start()
-    time.sleep(args.seconds)
+    time.sleep(seconds)
     log.signalled.set()
     server.send_signal(signal.SIGTERM)
     try:
@@ -256,7 +249,6 @@ def main() -> None:
     stop.set()
     for t in threads:
         t.join(120)
-    fake.stop()
     db = d / "store.db"
     with sqlite3.connect(db) as raw:
         rows = {r[0]: (r[1], bool(r[2])) for r in raw.execute(
@@ -274,7 +266,7 @@ def main() -> None:
     graceful = code in (0, -signal.SIGTERM)
     summary = {
         "attack": "mcp_proxy_clients",
-        "seconds": args.seconds,
+        "seconds": seconds,
         "answers": log.counts,
         "upstream_requests": upstream.requests,
         "acknowledged_memories": len(log.remembered),
@@ -294,6 +286,21 @@ def main() -> None:
         "ok": not log.failures and not leaks and not lost and not back and not unpinned
         and not wrong_user and graceful and integrity == "ok" and reopened,
     }  # fmt: skip
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--json", type=Path, help="also write the summary here")
+    args = parser.parse_args()
+    upstream = Upstream()
+    fake = Served(Starlette(routes=[Route("/v1/chat/completions", upstream.chat,
+                                          methods=["POST"])]))  # fmt: skip
+    try:
+        summary = attack(upstream, fake, args.seconds)
+    finally:
+        fake.stop()  # uvicorn's thread would keep the process alive after an error
     finish(summary, args.json)
 
 
