@@ -276,3 +276,17 @@ def test_the_conflicts_found_are_exactly_a_full_scans_after_each_change(
         check()
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    "value", [10**5000, -(10**4400), 7, None], ids=["5000-digits", "minus-4401", "7", "None"]
+)
+def test_a_resolution_that_is_no_name_is_invalid_input_even_past_the_digit_limit(
+    value: object,
+) -> None:
+    """An int too long to print (found by the hypothesis sweep of session 25: ``resolve``
+    with ``resolution=`` a 5,000-digit int raised a bare ``ValueError`` from the message)."""
+    from engrain.review import Resolution
+
+    with pytest.raises(ValidationError, match="resolution must be one of keep, correct, both, not "):
+        Resolution.parse(value)

@@ -77,7 +77,11 @@ class Resolution(StrEnum):
             return cls(value.strip().lower() if isinstance(value, str) else str(value))
         except ValueError:
             names = ", ".join(r.value for r in cls)
-            raise ValidationError(f"resolution must be one of {names}, not {value!r}") from None
+            try:
+                shown = repr(value)
+            except ValueError:  # an int past Python's str conversion limit (4,300 digits)
+                shown = f"an {type(value).__name__} too long to show"
+            raise ValidationError(f"resolution must be one of {names}, not {shown}") from None
 
 
 @dataclass(frozen=True)
