@@ -335,3 +335,26 @@ def test_any_bad_argument_of_any_method_is_refused_cleanly(
     if method not in ("import_records", "ingest_conversations"):  # these name their users
         assert _bob(s.engine) == bobs, (method, argument, "a call for ada changed bob's")
     s.engine.close()
+
+
+def test_a_user_id_warning_names_the_callers_line(tmp_path: Path) -> None:
+    """A user id with surrounding whitespace warns at the line that called the engine,
+    however deep the check runs (the method's gate, ``lifecycle.admitted``, included)."""
+    from engrain.validate import UserIdWarning
+
+    # no background compression: its job checks the id again, on its own thread
+    settings = make_settings(tmp_path, auto_compress=False)
+    engine = Engine(settings=settings, store=MemoryStore(), embedder=HashEmbedder())
+    calls = {
+        "remember": lambda: engine.remember("tabs over spaces", " ada"),
+        "context": lambda: engine.context("tabs?", " ada"),
+        "list": lambda: engine.list(" ada"),
+        "ingest_conversation": lambda: engine.ingest_conversation(
+            [{"speaker": "u", "text": "hello there"}], " ada"
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.warns(UserIdWarning) as caught:
+            call()
+        assert {Path(w.filename).name for w in caught} == {Path(__file__).name}, name
+    engine.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import unicodedata
 import warnings
@@ -101,9 +102,22 @@ def user_id(value: object, field: str = "user_id") -> str:
             f"{field} {checked!r} has surrounding whitespace: it is a different user from "
             f"{checked.strip()!r}",
             UserIdWarning,
-            stacklevel=3,
+            stacklevel=_callers_level(),
         )
     return checked
+
+
+def _callers_level() -> int:
+    """The ``stacklevel`` of the first frame outside engrain, seen from the function that
+    calls this: a warning names the caller's line however deep in engrain the check runs
+    (a public method, its gate ``lifecycle.admitted``, a helper)."""
+    inside = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame = sys._getframe(2)  # the function that warns is level 1
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 def identifier(value: object, field: str) -> str:
