@@ -288,5 +288,5 @@ def test_a_resolution_that_is_no_name_is_invalid_input_even_past_the_digit_limit
     with ``resolution=`` a 5,000-digit int raised a bare ``ValueError`` from the message)."""
     from engrain.review import Resolution
 
-    with pytest.raises(ValidationError, match="resolution must be one of keep, correct, both, not "):
+    with pytest.raises(ValidationError, match="must be one of keep, correct, both, not "):
         Resolution.parse(value)
