@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import FrameType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -112,7 +113,7 @@ def _callers_level() -> int:
     calls this: a warning names the caller's line however deep in engrain the check runs
     (a public method, its gate ``lifecycle.admitted``, a helper)."""
     inside = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    frame = sys._getframe(2)  # the function that warns is level 1
+    frame: FrameType | None = sys._getframe(2)  # the function that warns is level 1
     level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
         frame = frame.f_back
