@@ -39,7 +39,7 @@ import numpy as np
 from engrain import envvars
 from engrain.errors import KeyChangedError
 from engrain.model import Memory, MemoryFields, Vector
-from engrain.store import sqlite_rows, sqlite_uses, sqlite_writes
+from engrain.store import heap, sqlite_rows, sqlite_uses, sqlite_writes
 from engrain.store.ann import ANN_MIN_VECTORS
 from engrain.store.base import (
     ALL,
@@ -93,6 +93,7 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
     ) -> None:
         # before the file is opened: a bad ENGRAIN_ANN_MIN_VECTORS creates nothing
         ann_min = ann_threshold() if ann_min_vectors == "auto" else ann_min_vectors
+        heap.share_one_arena()  # before the checkpointer's and loaders' threads start
         super().__init__(path, ann_min, ann_background)
         self.migrate()
         if self.read_only:
