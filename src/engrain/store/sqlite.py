@@ -270,7 +270,7 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
         A failure loses those counts, logged; it never fails the thread that took the
         lock for its own statement."""
         deferred = self._deferred
-        if deferred is None or self._closed or not deferred.waiting():
+        if deferred is None or not deferred.waiting():
             return
         taken = deferred.take()
         try:
@@ -382,7 +382,7 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                 self._later(partial(self._refresh_image, user_id), "engrain-columns")
             for user_id in set(self._caches) & set(self._slots) - self._reshaped:
                 self._later(partial(self._stamp_indexes, user_id), "engrain-stamps")
-            self._closed = True  # what counts waited was committed as the lock was taken
+            self._closed = True  # the counts waiting were committed as the lock was taken
             saves = list(self._saves)
         if self._deferred is not None:
             self._deferred.close(SAVE_WAIT)
@@ -393,5 +393,6 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                 slot.close()
             self._checkpoints.close()
             self._db.close()
+            self._lock.first = None  # nothing is committed on the closed connection
 
     # -- the per-user working set -------------------------------------------------------

@@ -43,6 +43,8 @@ from types import TracebackType
 
 log = logging.getLogger(__name__)
 
+#: Seconds the interpreter's exit waits for the store to commit what waits.
+EXIT_WAIT = 10.0
 #: The environment variable that turns deferred counts on (``on``) or off (``off``, unset).
 VARIABLE = "ENGRAIN_DEFER_USES"
 
@@ -142,6 +144,6 @@ class DeferredUses:
                 pass
 
     def _at_exit(self) -> None:
-        if not self._closing:
-            with self._lock:
-                pass
+        # a daemon thread may still hold the store at exit: wait for it, not forever
+        if not self._closing and self._lock.acquire(timeout=EXIT_WAIT):
+            self._lock.release()
