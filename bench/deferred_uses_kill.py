@@ -94,8 +94,10 @@ def _run(db: Path, seed: int, defer: str, wait: float) -> dict[str, Any]:
     with sqlite3.connect(db) as conn:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
         after = _counts(conn)
-        records = {row[0] for row in conn.execute(
-            "SELECT key FROM state WHERE user_id = ? AND namespace = 'contexts'", (USER,))}  # fmt: skip
+        found = conn.execute(
+            "SELECT key FROM state WHERE user_id = ? AND namespace = 'contexts'", (USER,)
+        )
+        records = {row[0] for row in found}
     added = {i: after.get(i, 0) - before.get(i, 0) for i in after}
     # a call killed before it printed may have counted: at most one such call a run
     over = sum(1 for i, n in added.items() if n > shown.get(i, 0) + 1)
@@ -123,8 +125,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--defer", choices=("on", "off"), default="on")
-    parser.add_argument("--max-wait", type=float, default=3.0,
-                        help="kill at a uniform random moment this many seconds after READY")  # fmt: skip
+    parser.add_argument(
+        "--max-wait",
+        type=float,
+        default=3.0,
+        help="kill at a uniform random moment this many seconds after READY",
+    )
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
