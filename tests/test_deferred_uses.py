@@ -9,6 +9,7 @@ import logging
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,7 @@ from engrain.errors import ConfigError, StoreError
 from engrain.feedback import CONTEXTS
 from engrain.store.base import State
 from engrain.store.sqlite import SQLiteStore, deferred_uses
+from engrain.store.sqlite_deferred import StoreLock
 from tests.conftest import NOW, make_settings
 
 USER = "ada"
@@ -173,6 +175,7 @@ def test_context_feedback_and_counts_with_the_counts_deferred(tmp_path: Path) ->
 
 _EXIT_UNCLOSED = """
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from engrain.store.base import State
@@ -197,3 +200,32 @@ def test_the_variable_turns_it_on_and_a_bad_value_is_refused(tmp_path: Path) -> 
     assert deferred_uses({"ENGRAIN_DEFER_USES": "off"}) is False
     with pytest.raises(ConfigError):
         deferred_uses({"ENGRAIN_DEFER_USES": "later"})
+
+
+def test_the_stores_lock_commits_first_only_when_a_thread_takes_it_first() -> None:
+    lock, runs = StoreLock(), list[int]()
+    lock.first = lambda: runs.append(threading.get_ident())
+    with lock, lock:  # the second take is inside a hold that began with the first
+        pass
+    assert runs == [threading.get_ident()]
+    other = threading.Thread(target=lambda: lock.acquire() and lock.release())
+    other.start()
+    other.join()
+    assert len(runs) == 2 and runs[1] != runs[0]
+
+
+def test_a_first_taker_hook_that_raises_leaves_the_lock_free() -> None:
+    lock = StoreLock()
+
+    def fail() -> None:
+        raise RuntimeError("interrupted")
+
+    lock.first = fail
+    with pytest.raises(RuntimeError):
+        lock.acquire()
+    lock.first = None
+    free: list[bool] = []
+    other = threading.Thread(target=lambda: free.append(lock.acquire(blocking=False)))
+    other.start()
+    other.join()
+    assert free == [True]

@@ -74,7 +74,11 @@ class StoreLock:
             return False
         self._depth += 1
         if self._depth == 1 and self.first is not None:
-            self.first()
+            try:
+                self.first()
+            except BaseException:  # the caller never held it: do not leave it held
+                self.release()
+                raise
         return True
 
     def release(self) -> None:
