@@ -35,6 +35,9 @@ for the approximate index, runs ``--queries`` more calls, and reports
   than that saves it only at close, after the RSS is read);
 - ``cpu_ms_per_call`` / ``wall_ms_per_call``: CPU (every thread's, query embedding
   included) and wall time per ``context()`` call after the index is ready;
+  ``thread_cpu_ms_p50`` / ``thread_cpu_ms_p95``: the calling thread's CPU a call;
+- ``--server-order``: the store opened before the model is loaded (by the first call), as
+  ``engrain serve`` orders it; ``rss_model_mb`` is then the imports alone;
 - ``recall_at_50``: the share of exact search's top 50 that the store's search returns
   (the same queries, no filter and the unmuted current one), measured after the RSS.
 
@@ -74,7 +77,8 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
 
         sqlite_store.IMAGE_REFRESH_SECONDS = float(spec["refresh_seconds"])
     embedder = MiniLMEmbedder()
-    embedder.embed(["warm the model up"])
+    if not spec.get("server_order"):  # the model loaded before the store opens
+        embedder.embed(["warm the model up"])
     rss_model = rss_mb()
     if spec.get("traced"):
         tracemalloc.start()
@@ -92,13 +96,17 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         indexed = bool(engine.store.wait_for_index(USER))  # type: ignore[attr-defined]
         rss_ready = rss_mb()
         cpu, wall = time.process_time(), time.perf_counter()
-        during = []
+        during, thread_ms = [], []
         for query in queries[1:]:
+            own = time.thread_time()
             engine.context(query, USER, now=common.NOW)
+            thread_ms.append((time.thread_time() - own) * 1000.0)
             during.append(rss_mb())
         calls = max(1, len(queries) - 1)
         per_call = {"cpu_ms_per_call": (time.process_time() - cpu) * 1000.0 / calls,
-                    "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls}  # fmt: skip
+                    "wall_ms_per_call": (time.perf_counter() - wall) * 1000.0 / calls,
+                    "thread_cpu_ms_p50": _quantile(thread_ms, 0.5),
+                    "thread_cpu_ms_p95": _quantile(thread_ms, 0.95)}  # fmt: skip
         rss = rss_mb()
         status = {**_status(), **_allocators()}
         trim_cpu = time.thread_time()
@@ -141,6 +149,14 @@ def serve(spec: dict[str, Any]) -> dict[str, Any]:
         "cold_start_cpu_s": round(cold["cpu_s"], 2),
         "recall_at_50": recall,
     }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (nearest rank; 0.0 for none)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
 
 
 def _status() -> dict[str, float]:
@@ -230,6 +246,7 @@ def _run(
     traced: bool,
     extra_env: dict[str, str],
     refresh_seconds: float | None = None,
+    server_order: bool = False,
 ) -> dict[str, Any]:
     """:func:`serve` in a fresh interpreter on a copy of ``db`` (importing engrain from
     ``src`` if given, with ``extra_env`` added to its environment)."""
@@ -241,7 +258,7 @@ def _run(
         env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")]).rstrip(":")
     env.update(extra_env)
     spec = {"db": str(copy), "queries": queries, "seed": seed, "recall": True, "traced": traced,
-            "refresh_seconds": refresh_seconds}  # fmt: skip
+            "refresh_seconds": refresh_seconds, "server_order": server_order}  # fmt: skip
     done = subprocess.run(
         [sys.executable, __file__, "--serve", json.dumps(spec)],
         capture_output=True, text=True, check=False, env=env,
@@ -301,6 +318,12 @@ def main() -> int:
         "(the store's IMAGE_REFRESH_SECONDS, 60 by default: a run of calls shorter than "
         "that never refreshes the image, as a serving process does every minute)",
     )
+    parser.add_argument(
+        "--server-order",
+        action="store_true",
+        help="open the store before the model loads (the model loaded by the first call, "
+        "as engrain serve does) instead of loading the model first",
+    )
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -318,7 +341,7 @@ def main() -> int:
                 extra = new_env if name == "new" else {}
                 result = _run(
                     args.db, Path(tmp), name, src, args.queries, args.seed, args.traced, extra,
-                    args.refresh_seconds,
+                    args.refresh_seconds, args.server_order,
                 )  # fmt: skip
                 if round_ >= args.warmup_rounds:
                     trees[name].append(result)
@@ -331,6 +354,7 @@ def main() -> int:
         "traced": args.traced,
         "new_env": new_env,
         "refresh_seconds": args.refresh_seconds,
+        "server_order": args.server_order,
         **{name: _median(runs) for name, runs in trees.items() if runs},
         "machine": common.machine_info(),
     }

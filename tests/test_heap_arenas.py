@@ -1,6 +1,6 @@
-"""One malloc arena for a process serving a store (``store/heap.py``, issue 18, session
-24): threads that allocate share the process's arena instead of each keeping its own
-freed pages."""
+"""One malloc arena for a process serving a store (``store/heap.py``, issue 18, sessions
+24 and 25): threads that allocate share the process's arena instead of each keeping its own
+freed pages, whichever store the process opened."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +30,9 @@ libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
 if sys.argv[1] == "store":
     from engrain.store.postgres import PostgresStore
     PostgresStore(sys.argv[2], pool_size=2).close()
+elif sys.argv[1] == "sqlite":
+    from engrain.store.sqlite import SQLiteStore
+    SQLiteStore(sys.argv[2]).close()
 elif sys.argv[1] == "called":
     from engrain.store import heap
     print(json.dumps(heap.share_one_arena()), file=sys.stderr)
@@ -79,3 +83,15 @@ def test_a_limit_set_by_the_environment_is_left_alone() -> None:
 @pytest.mark.skipif(not GLIBC, reason="glibc's allocator only")
 def test_opening_a_postgresql_store_shares_one_arena(pg_url: str) -> None:
     assert _arenas("store", pg_url) == 1
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's allocator only")
+def test_opening_a_sqlite_store_shares_one_arena(tmp_path: Path) -> None:
+    # the store's own threads (the checkpointer, loaders, saves) and the caller's share it
+    assert _arenas("sqlite", str(tmp_path / "engrain.db")) == 1
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's allocator only")
+def test_an_operators_limit_holds_over_a_sqlite_store(tmp_path: Path) -> None:
+    env = {"MALLOC_ARENA_MAX": "3"}
+    assert _arenas("sqlite", str(tmp_path / "engrain.db"), env=env) == 3

@@ -72,6 +72,10 @@ CHOICES: Final[Mapping[str, Mapping[str, frozenset[str]]]] = {
         "graph": frozenset({"graph", "on", "hnsw"}),
         "projection": frozenset({"projection", "off"}),
     },
+    "ENGRAIN_DEFER_USES": {
+        "off": frozenset({"off", "no", "false"}),
+        "on": frozenset({"on", "yes", "true"}),
+    },
 }
 
 

@@ -37,9 +37,9 @@ from typing import Any, Literal
 import numpy as np
 
 from engrain import envvars
-from engrain.errors import KeyChangedError
+from engrain.errors import KeyChangedError, StoreError
 from engrain.model import Memory, MemoryFields, Vector
-from engrain.store import sqlite_rows, sqlite_uses, sqlite_writes
+from engrain.store import heap, sqlite_rows, sqlite_uses, sqlite_writes
 from engrain.store.ann import ANN_MIN_VECTORS
 from engrain.store.base import (
     ALL,
@@ -54,16 +54,25 @@ from engrain.store.base import (
 )
 from engrain.store.cache_reads import WorkingSetReads
 from engrain.store.reads import Begin
+from engrain.store.sqlite_deferred import VARIABLE, DeferredUses, Uses
 from engrain.store.sqlite_rows import ROW_COLUMNS, SELECT_KEYS, dt, key_from_row, key_row
 from engrain.store.sqlite_schema import MIGRATIONS
 from engrain.store.sqlite_working import WorkingSets
 
-__all__ = ["MIGRATIONS", "SAVE_WAIT", "SQLiteStore", "ann_threshold"]
+__all__ = ["MIGRATIONS", "SAVE_WAIT", "SQLiteStore", "ann_threshold", "deferred_uses"]
 
 #: Seconds :meth:`SQLiteStore.close` waits for each derived index being saved.
 SAVE_WAIT = 60.0
 
 log = logging.getLogger(__name__)
+
+
+def deferred_uses(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a ``context()``'s counted uses are written after it returns, by a thread of
+    the store (``ENGRAIN_DEFER_USES``: ``on`` or ``off``, the default;
+    ``store/sqlite_deferred.py``); any other value raises
+    :class:`~engrain.errors.ConfigError`."""
+    return envvars.choice(VARIABLE, environ) == "on"
 
 
 def ann_threshold(environ: Mapping[str, str] | None = None) -> int | None:
@@ -90,15 +99,24 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
         *,
         ann_min_vectors: int | Literal["auto"] | None = "auto",
         ann_background: bool = True,
+        defer_uses: bool | None = None,
     ) -> None:
         # before the file is opened: a bad ENGRAIN_ANN_MIN_VECTORS creates nothing
         ann_min = ann_threshold() if ann_min_vectors == "auto" else ann_min_vectors
+        defer = deferred_uses() if defer_uses is None else defer_uses
+        heap.share_one_arena()  # before the checkpointer's and loaders' threads start
         super().__init__(path, ann_min, ann_background)
         self.migrate()
+        #: The counts of calls that returned, written by a thread of the store
+        #: (``store/sqlite_deferred.py``); ``None``: written in the call.
+        self._deferred: DeferredUses | None = None
         if self.read_only:
             log.warning("%s is on a read-only filesystem: opened read-only; context() "
                         "counts no uses and records no context, and writes raise "
                         "StoreError", self.path)  # fmt: skip
+        elif defer:
+            self._deferred = DeferredUses(self._lock)
+            self._lock.first = self._commit_deferred
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -213,6 +231,9 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
         counts = Counter(ids)
         documents = [(s, s.encoded()) for s in state]
         now = dt(datetime.now(UTC))
+        if self._deferred is not None:
+            self._record_deferring(user_id, counts, at, documents, now)
+            return
         with self._lock:
             with self._transaction(
                 durable=any(s.namespace not in LAZY_NAMESPACES for s in state)
@@ -222,6 +243,48 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
             self._sync_version()
             if counts and user_id in self._caches:
                 self._caches[user_id].touch(ids, at)
+
+    def _record_deferring(
+        self,
+        user_id: str,
+        counts: Counter[str],
+        at: datetime,
+        documents: list[tuple[State, Any]],
+        now: str | None,
+    ) -> None:
+        """:meth:`record_uses` with the counts deferred: the ``documents`` (the context's
+        record) committed now, the counts handed to the store's thread once they are, so
+        a failed record hands nothing over (``store/sqlite_deferred.py``)."""
+        with self._lock:  # taken first: the counts waiting before these are committed
+            if documents:
+                durable = any(s.namespace not in LAZY_NAMESPACES for s, _ in documents)
+                with self._transaction(durable=durable) as db:
+                    sqlite_writes.write_state(db, documents, now)
+                self._sync_version()
+            if counts and self._deferred is not None:
+                self._deferred.add(Uses(user_id, counts, at))
+
+    def _commit_deferred(self) -> None:
+        """Commit the counts waiting, in one transaction, then touch the working sets: run
+        by the store's lock when a thread takes it first (``store/sqlite_deferred.py``).
+        A failure loses those counts, logged; it never fails the thread that took the
+        lock for its own statement."""
+        deferred = self._deferred
+        if deferred is None or not deferred.waiting():
+            return
+        taken = deferred.take()
+        try:
+            with self._transaction(durable=False) as db:
+                for uses in taken:
+                    sqlite_uses.count(db, uses.user_id, uses.counts, dt(uses.at))
+            self._sync_version()
+        except StoreError as exc:
+            log.warning("the counted uses of %d context() calls were not written: %s",
+                        len(taken), exc)  # fmt: skip
+            return
+        for uses in taken:
+            if uses.user_id in self._caches:
+                self._caches[uses.user_id].touch(list(uses.counts.elements()), uses.at)
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
@@ -319,8 +382,10 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                 self._later(partial(self._refresh_image, user_id), "engrain-columns")
             for user_id in set(self._caches) & set(self._slots) - self._reshaped:
                 self._later(partial(self._stamp_indexes, user_id), "engrain-stamps")
-            self._closed = True
+            self._closed = True  # the counts waiting were committed as the lock was taken
             saves = list(self._saves)
+        if self._deferred is not None:
+            self._deferred.close(SAVE_WAIT)
         for thread in saves:
             thread.join(SAVE_WAIT)
         with self._lock:
@@ -329,5 +394,6 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
             self._checkpoints.close()
             self._shut = True
             self._db.close()
+            self._lock.first = None  # nothing is committed on the closed connection
 
     # -- the per-user working set -------------------------------------------------------

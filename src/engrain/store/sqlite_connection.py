@@ -13,7 +13,6 @@ take this lock, never another, so they cannot deadlock between them.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -23,6 +22,7 @@ from engrain.errors import MigrationError, StoreError
 from engrain.store import sqlite_open, sqlite_schema
 from engrain.store.base import pending_migrations
 from engrain.store.checkpoint import Checkpointer, begin_log
+from engrain.store.sqlite_deferred import StoreLock
 
 _SQLITE_BUSY_SNAPSHOT = 517  # SQLITE_BUSY | (2 << 8)
 _BEGIN_RETRIES = 3
@@ -48,7 +48,7 @@ class SQLiteConnection:
             self._db.execute("PRAGMA wal_autocheckpoint=0")
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-        self._lock = threading.RLock()
+        self._lock = StoreLock()  # commits deferred counts first (store/sqlite_deferred.py)
         self._durable = False  # the connection's synchronous is NORMAL (see _transaction)
         self._closed = False  # set by close(); the checkpointer's hook then begins nothing
         self._shut = False  # the connection closed (close()'s last step, under the lock)
