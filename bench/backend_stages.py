@@ -294,7 +294,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 for name in order:
                     spans.reset()
                     server = server_cpu_ms(args.server_pid) if name == "postgres" else 0.0
-                    process, cpu, wall = time.process_time(), time.thread_time(), time.perf_counter()
+                    process, cpu, wall = (
+                        time.process_time(),
+                        time.thread_time(),
+                        time.perf_counter(),
+                    )
                     result = engines[name].context(query, users[name], now=common.NOW)
                     wall = (time.perf_counter() - wall) * 1000.0
                     cpu = (time.thread_time() - cpu) * 1000.0
