@@ -17,8 +17,11 @@ after each store's held indexes are ready), alternating which goes first per que
 Each stage in :data:`STAGES` is wrapped so the calling thread's CPU (``thread_time``) and
 wall (``perf_counter``) are taken **exclusively** (a wrapped stage inside another is charged
 to itself); ``waiting for reads begun`` is the calling thread asking for a read begun before
-the embedding (PostgreSQL: on another thread, so its wall is the wait). What no wrapped
-stage ran is ``other``. Per call: the process's CPU (every thread: the model's pool and the
+the embedding (PostgreSQL: on another thread, so its wall is the wait). Each backend's own
+parts (:data:`OWN_STAGES`: PostgreSQL's searches, BM25, reads and rows decoded; SQLite's
+walks, lexical search and memories built) are wrapped the same way in whatever thread runs
+them, another thread's under ``(other threads) …``. What no wrapped stage of the calling
+thread ran is ``other``. Per call: the process's CPU (every thread: the model's pool and the
 store's read threads), the PostgreSQL server's (``--server-pid``), the candidates each
 stage saw, the rows each store decoded, and the block (SHA-1). The report gives each
 stage's median, mean and 95th percentile per backend and the ratio of the means.
