@@ -17,6 +17,7 @@ from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector, as_utc
+from engrain.store import built
 from engrain.store.base import MEMORY_COLUMNS, KeyRecord
 
 Conn = Connection[tuple[Any, ...]]
@@ -132,18 +133,31 @@ _KINDS = {k.value: k for k in Kind}
 
 def from_row(r: Sequence[Any], embedding: Vector | None = None) -> Memory:
     """The memory of a row read with :data:`SELECT_COLUMNS` first; with ``embedding``, that
-    vector instead of the row's (a row read without it: no second tuple to build)."""
-    return Memory(
-        id=r[0], user_id=r[1], project=r[2], content=r[3],
-        memory_type=_MEMORY_TYPES[r[4]], kind=_KINDS[r[5]], domains=tuple(r[6]),
-        session_id=r[7], created_at=r[8].astimezone(UTC), updated_at=r[9].astimezone(UTC),
-        event_at=_from_ts(r[10]), key=r[11], importance=r[12], confidence=r[13],
-        usefulness=r[14], access_count=r[15], last_accessed_at=_from_ts(r[16]), pinned=r[17],
-        muted=r[18], promoted_at=_from_ts(r[19]), compressed=r[20], compression_source=r[21],
-        source_session_id=r[22], provenance=_provenance(r[23]), content_hash=r[24],
-        embedding=r[25] if embedding is None else embedding, superseded_by=r[26],
-        content_tokens=r[27],
-    )  # fmt: skip
+    vector instead of the row's (a row read without it: no second tuple to build).
+
+    Its fields are filled in directly where the class allows it (``built.DIRECT``: every
+    field an ``__init__`` argument, no ``__post_init__``, no ``__slots__``), as SQLite's
+    built memories are (``store/built.py``): the frozen dataclass's ``__init__`` sets each
+    of the 28 through ``object.__setattr__``, ~8 of a row's ~14 µs, and a ``context()`` at
+    100,000 memories decodes ~230 rows (docs/postgres.md, "Session 25 … (h6)"). The values,
+    their order in the instance and the memory are those ``__init__`` would give."""
+    fields = {
+        "id": r[0], "user_id": r[1], "content": r[3], "memory_type": _MEMORY_TYPES[r[4]],
+        "kind": _KINDS[r[5]], "created_at": r[8].astimezone(UTC),
+        "updated_at": r[9].astimezone(UTC), "project": r[2], "domains": tuple(r[6]),
+        "session_id": r[7], "event_at": _from_ts(r[10]), "key": r[11], "importance": r[12],
+        "confidence": r[13], "usefulness": r[14], "access_count": r[15],
+        "last_accessed_at": _from_ts(r[16]), "pinned": r[17], "muted": r[18],
+        "promoted_at": _from_ts(r[19]), "compressed": r[20], "compression_source": r[21],
+        "source_session_id": r[22], "superseded_by": r[26], "provenance": _provenance(r[23]),
+        "content_hash": r[24], "embedding": r[25] if embedding is None else embedding,
+        "content_tokens": r[27],
+    }  # fmt: skip
+    if not built.DIRECT:
+        return Memory(**fields)
+    memory: Memory = object.__new__(Memory)
+    memory.__dict__.update(fields)
+    return memory
 
 
 #: The columns of ``api_keys``, in :class:`~engrain.store.base.KeyRecord`'s order.
