@@ -502,6 +502,12 @@ def _serve(url: str, data_dir: Path) -> None:
                 for user in request["users"] if learned is not None else ():
                     engine.store.search(user, np.ones(384, dtype=np.float32), 1, TYPED)
                     learned(user, 1800.0)
+                # and the graph of its learnings, if they are too many to rank in process:
+                # the next learnings' search starts its load
+                graphed = getattr(engine.store, "wait_for_learnings_graph", None)
+                for user in request["users"] if graphed is not None else ():
+                    engine.store.search(user, np.ones(384, dtype=np.float32), 1, TYPED)
+                    graphed(user, 1800.0)
                 # and its pool's projection, if it keeps one (store/postgres/projected.py):
                 # one pool search starts its load
                 projected = getattr(engine.store, "wait_for_projection", None)

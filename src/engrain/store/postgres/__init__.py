@@ -142,7 +142,7 @@ from engrain.errors import ConfigError, StoreError
 from engrain.model import Memory, Vector
 from engrain.store import heap
 from engrain.store.base import ALL, KeyClaim, MemoryFilter, Patch, State
-from engrain.store.postgres import fill, outcome, schema
+from engrain.store.postgres import fill, held_graph, outcome, schema
 from engrain.store.postgres import graph as pool_graph
 from engrain.store.postgres.codec import EF_SEARCH, configure
 from engrain.store.postgres.graph_file import graph_dir as graph_dir_env
@@ -288,11 +288,16 @@ class PostgresStore(Searches, Records):
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
         held = projected_bytes_env(kind=kind) if projected_bytes == "auto" else int(projected_bytes)
         kept = graph_dir_env() if graph_dir == "auto" else graph_dir
+        where = None if kept is None else Path(kept)
         self._projected = (
+            None if held <= 0 else Projected(self._connection, held, kind=kind, graph_dir=where)
+        )
+        # a user's learnings too many to rank in process walk a graph held here, as the pool
+        self._learnings_graph = (
             None
-            if held <= 0
+            if held <= 0 or kind != "graph" or self._learnings is None
             else Projected(
-                self._connection, held, kind=kind, graph_dir=None if kept is None else Path(kept)
+                self._connection, held, kind=kind, graph_dir=where, scope=held_graph.LEARNINGS
             )
         )
         self._filler: fill.Filler | None = None
@@ -382,6 +387,12 @@ class PostgresStore(Searches, Records):
         benchmarks); whether one is held."""
         return self._projected is not None and self._projected.wait(user_id, timeout)
 
+    def wait_for_learnings_graph(self, user_id: str, timeout: float | None = None) -> bool:
+        """Wait for a load of the graph of the user's learnings that runs (users whose
+        learnings are too many to rank in process: ``projected.py`` with
+        ``held_graph.LEARNINGS``; tests and benchmarks); whether one is held."""
+        return self._learnings_graph is not None and self._learnings_graph.wait(user_id, timeout)
+
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Add one to the access count of each id (once per occurrence) and stamp it; the
         revision does not change, and a deleted id is not brought back."""
@@ -428,6 +439,8 @@ class PostgresStore(Searches, Records):
             self._learnings.close()
         if self._projected is not None:
             self._projected.close()
+        if self._learnings_graph is not None:
+            self._learnings_graph.close()
         with self._lock:
             if not self._closed:
                 self._closed = True
