@@ -253,6 +253,7 @@ def side_by_side(
             row["learnings_calls"] = memory.get("learnings_calls", {})
             row["projected_calls"] = memory.get("projected_calls", {})
             row["projected_graphs"] = memory.get("projected_graphs", {})
+            row["learnings_graph_calls"] = memory.get("learnings_graph_calls", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -530,6 +531,11 @@ def _serve(url: str, data_dir: Path) -> None:
                     # graphs read from a file / built (store/postgres/graph_file.py)
                     "projected_graphs": dict(
                         getattr(getattr(engine.store, "_projected", None), "graphs", None) or {}
+                    ),
+                    # the learnings' held graph (users whose learnings are refused in process)
+                    "learnings_graph_calls": dict(
+                        getattr(getattr(engine.store, "_learnings_graph", None), "calls", None)
+                        or {}
                     ),
                 }
             else:
