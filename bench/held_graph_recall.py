@@ -31,7 +31,6 @@ import numpy as np
 from pg_scale import derived_vectors
 
 from engrain.embed.minilm import MiniLMEmbedder
-from engrain.model import Kind
 from engrain.store.ann import VectorIndex
 from engrain.store.postgres.held_graph import CHUNK_ROWS, PoolGraph, unit_rows
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS

@@ -4,7 +4,8 @@ directory a store keeps them in, as a serving process's first load would
 say what each cost: wall seconds, this process's CPU, the graph's rows and bytes.
 
     python bench/pg_held_build.py --url postgresql://postgres:@/big?host=/tmp/engrain-bench/pg1m \\
-        --user big-user --graph-dir /tmp/h7-graphs1m --out bench/results/pg-held-build-1m-s25-h7.json
+        --user big-user --graph-dir /tmp/h7-graphs1m \\
+        --out bench/results/pg-held-build-1m-s25-h7.json
 
 A process serving the user afterwards (``ENGRAIN_PG_GRAPH_DIR`` the same directory) reads
 the files and checks them against the database (``held_graph.restored``) instead of building

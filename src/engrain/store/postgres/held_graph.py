@@ -137,9 +137,7 @@ POOL = Scope("pool")
 #: The typed learnings only (``schema.LEARNING_KINDS``, the rows of the database's own
 #: learnings graph, ``memories_learnings_hnsw``): a user whose learnings are too many to
 #: rank in process (``learnings.py``) has them proposed by a graph of their own.
-LEARNINGS = Scope(
-    "learnings", f" AND m.kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})"
-)
+LEARNINGS = Scope("learnings", f" AND m.kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})")
 #: The pool's statements (tests and benchmarks read them).
 COUNT = POOL.count_sql
 LOAD = POOL.load_sql
@@ -256,9 +254,7 @@ def restored(
         if len(live) < max(1, MIN_ROWS):
             return None
         rows = (
-            cur.execute(scope.changed_sql, (user_id, revision)).fetchall()
-            if now > revision
-            else []
+            cur.execute(scope.changed_sql, (user_id, revision)).fetchall() if now > revision else []
         )
         spread = live[np.linspace(0, len(live) - 1, min(CHECKED_ROWS, len(live))).astype(int)]
         checked = cur.execute(
