@@ -9,9 +9,10 @@ float32 vectors, for two question sets.
     python bench/held_graph_recall.py --rows 1000000 --save /tmp/h7-graphs-offline \\
         --out bench/results/held-graph-recall-1m-s25-h7.json
 
-``--save`` keeps each graph's dump (``VectorIndex.write_to``) for ``bench/pg_held_build.py
---from-dump``, which writes it as a graph file once the corpus's database holds the same
-rows (a serving process checks every row of it against the database before using it).
+``--save`` keeps each graph's dump (``VectorIndex.write_to``). With ``--url`` and
+``--graph-dir`` the graphs are not built: they are the files ``bench/pg_held_build.py``
+wrote from that database (the corpus loaded by ``bench/pg_scale.py`` with the same
+arguments), checked against it as a serving process checks them (``held_graph.restored``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from pg_scale import derived_vectors
 
 from engrain.embed.minilm import MiniLMEmbedder
 from engrain.store.ann import VectorIndex
+from engrain.store.postgres import held_graph
+from engrain.store.postgres.graph_file import GraphFiles
 from engrain.store.postgres.held_graph import CHUNK_ROWS, PoolGraph, unit_rows
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 
@@ -68,6 +71,21 @@ def built(vectors: np.ndarray, keys: np.ndarray) -> tuple[VectorIndex, dict[str,
     return index, {"wall_s": time.perf_counter() - wall, "cpu_s": _cpu() - cpu}
 
 
+def kept(url: str, directory: Path, user: str, scope: str) -> PoolGraph:
+    """The graph ``bench/pg_held_build.py`` kept for ``user`` in ``directory``, checked
+    against the database at ``url``."""
+    import psycopg
+
+    which = held_graph.LEARNINGS if scope == "learnings" else held_graph.POOL
+    with psycopg.connect(url, autocommit=True) as conn:
+        files = GraphFiles.of(conn, directory)
+        found = None if files is None else files.read(which.file_key(user))
+        assert found is not None, f"no {scope} graph file of {user} in {directory}"
+        graph = held_graph.restored(conn, user, found.revision, found.index, which)
+    assert graph is not None, f"the {scope} graph file does not hold the database's rows"
+    return graph
+
+
 def recall(
     graph: PoolGraph, vectors: np.ndarray, keys: np.ndarray, queries: np.ndarray, k: int
 ) -> dict[str, Any]:
@@ -96,6 +114,9 @@ def main() -> None:
     parser.add_argument("--question-seeds", default="8,99", help="common.make_queries seeds")
     parser.add_argument("--scopes", default="learnings,pool")
     parser.add_argument("--save", type=Path, help="a directory for the graphs' dumps")
+    parser.add_argument("--url", help="the corpus's database (with --graph-dir)")
+    parser.add_argument("--graph-dir", type=Path, help="read the graphs kept there")
+    parser.add_argument("--user", default="big-user")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     vectors, learning = corpus(args.rows, args.derive_from, args.seed)
@@ -115,8 +136,13 @@ def main() -> None:
         mask = learning if scope == "learnings" else np.ones(args.rows, bool)
         rows, keys = vectors[mask], seqs[mask]
         print(f"building the {scope} graph over {len(keys):,} rows", file=sys.stderr)
-        index, cost = built(rows, keys)
-        graph = PoolGraph(0, index, index.nbytes)
+        if args.graph_dir is not None and args.url is not None:
+            graph, cost = kept(args.url, args.graph_dir, args.user, scope), {}
+            index = graph.index
+            assert len(index) == len(keys), (len(index), len(keys))
+        else:
+            index, cost = built(rows, keys)
+            graph = PoolGraph(0, index, index.nbytes)
         k = 100 if scope == "learnings" else 50
         entry: dict[str, Any] = {"rows": len(keys), "build": cost, "nbytes": index.nbytes}
         entry["recall"] = {
