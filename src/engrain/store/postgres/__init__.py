@@ -216,7 +216,9 @@ class PostgresStore(Searches, Records):
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
-    else 96 MiB for the graph, 0 for the projection); ``pool_index`` what they are held as,
+    else 1 GiB for the graph, each for the pools' and for the learnings' graphs of users
+    whose learnings are too many to search in process, 0 for the projection); ``pool_index``
+    what they are held as,
     ``"graph"`` (an HNSW graph in process, the users of at least 20,000 memories) or
     ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the graph unless it says
     ``projection`` or ``off``); ``graph_dir``

@@ -40,9 +40,9 @@ it did not win there (docs/postgres.md, "Session 17"). It is for a deployment wh
 database is the bottleneck: it moves the walk's CPU to the processes serving the calls.
 
 **Bounded by bytes:** at most the bound a store (``ENGRAIN_PG_PROJECTED_MB`` in MiB, e.g.
-:data:`PROJECTED_BYTES` = 96 MiB for a 100,000-memory user), least recently used users dropped
-first; a user whose projection alone exceeds it keeps the graph (a million memories:
-~520 MB).
+:data:`PROJECTED_BYTES` = 96 MiB for a 100,000-memory user's projection; held graphs
+:data:`GRAPH_BYTES` unset), least recently used users dropped first; a user whose projection
+alone exceeds it keeps the database's walk (a million memories: ~520 MB).
 
 **Threads and processes.** A held projection never changes; a load builds a new one,
 published under the lock only if it is newer. Other processes' writes are seen through
