@@ -253,6 +253,7 @@ def side_by_side(
             row["learnings_calls"] = memory.get("learnings_calls", {})
             row["projected_calls"] = memory.get("projected_calls", {})
             row["projected_graphs"] = memory.get("projected_graphs", {})
+            row["learnings_graph_calls"] = memory.get("learnings_graph_calls", {})
             # the tail: the slowest 5% of the calls, each with its laps and store calls
             slowest = sorted(each[w.name], key=lambda c: -c["ms"])[: max(1, len(queries) // 20)]
             row["slowest"] = [_rounded(c) for c in slowest]
@@ -502,6 +503,12 @@ def _serve(url: str, data_dir: Path) -> None:
                 for user in request["users"] if learned is not None else ():
                     engine.store.search(user, np.ones(384, dtype=np.float32), 1, TYPED)
                     learned(user, 1800.0)
+                # and the graph of its learnings, if they are too many to rank in process:
+                # the next learnings' search starts its load
+                graphed = getattr(engine.store, "wait_for_learnings_graph", None)
+                for user in request["users"] if graphed is not None else ():
+                    engine.store.search(user, np.ones(384, dtype=np.float32), 1, TYPED)
+                    graphed(user, 1800.0)
                 # and its pool's projection, if it keeps one (store/postgres/projected.py):
                 # one pool search starts its load
                 projected = getattr(engine.store, "wait_for_projection", None)
@@ -524,6 +531,11 @@ def _serve(url: str, data_dir: Path) -> None:
                     # graphs read from a file / built (store/postgres/graph_file.py)
                     "projected_graphs": dict(
                         getattr(getattr(engine.store, "_projected", None), "graphs", None) or {}
+                    ),
+                    # the learnings' held graph (users whose learnings are refused in process)
+                    "learnings_graph_calls": dict(
+                        getattr(getattr(engine.store, "_learnings_graph", None), "calls", None)
+                        or {}
                     ),
                 }
             else:

@@ -396,6 +396,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         wait = getattr(engine.store, "wait_for_learnings", None)
         if wait is not None:
             wait(args.user, 1800.0)
+        # and the graph of its learnings, if they are too many to rank in process
+        graphed = getattr(engine.store, "wait_for_learnings_graph", None)
+        if graphed is not None:
+            engine.store.search(args.user, np.ones(384, dtype=np.float32), 1, typed)
+            graphed(args.user, 1800.0)
         # and the pool's candidates held in process, if the store keeps them (projected.py)
         engine.store.search(args.user, np.ones(384, dtype=np.float32), 1, MemoryFilter())
         held = getattr(engine.store, "wait_for_projection", None)

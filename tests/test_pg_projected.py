@@ -325,21 +325,20 @@ def test_vectors_a_projection_would_not_keep_stay_with_the_graph(pg_url: str) ->
 
 
 def test_projected_bytes_from_the_environment(pg_url: str) -> None:
-    # the held graph by default (session 24), its bound
-    assert projected.projected_bytes({}) == projected.PROJECTED_BYTES
+    # the held graph by default (session 24), its bound: one user of a million memories
+    assert projected.projected_bytes({}) == projected.GRAPH_BYTES
+    assert projected.GRAPH_BYTES >= 1_000_000 * held_graph.GRAPH_ROW_BYTES
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": " 8 "}) == 8 * 2**20
     assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "off"}) == 0
-    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == (
-        projected.PROJECTED_BYTES
-    )
+    assert projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "on"}) == projected.GRAPH_BYTES
+    on = {"ENGRAIN_PG_POOL_INDEX": "projection", "ENGRAIN_PG_PROJECTED_MB": "on"}
+    assert projected.projected_bytes(on) == projected.PROJECTED_BYTES  # the projection's
     with pytest.raises(ConfigError, match="ENGRAIN_PG_PROJECTED_MB='-3'"):
         projected.projected_bytes({"ENGRAIN_PG_PROJECTED_MB": "-3"})
     graph = {"ENGRAIN_PG_POOL_INDEX": "graph"}
     assert projected.pool_kind({}) == "graph"
-    assert (
-        projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "graph"}) == projected.PROJECTED_BYTES
-    )
-    assert projected.projected_bytes({}, kind="graph") == projected.PROJECTED_BYTES  # argument
+    assert projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "graph"}) == projected.GRAPH_BYTES
+    assert projected.projected_bytes({}, kind="graph") == projected.GRAPH_BYTES  # argument
     assert projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "off"}) == "projection"
     # off: the projection's kind, which is held only with a bound given: the database's walk
     assert projected.projected_bytes({"ENGRAIN_PG_POOL_INDEX": "off"}) == 0
@@ -349,7 +348,7 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
     with pytest.raises(ConfigError, match="ENGRAIN_PG_POOL_INDEX='x'"):
         projected.pool_kind({"ENGRAIN_PG_POOL_INDEX": "x"})
     # asking for the graph turns the pool index on, at the default bound unless one is given
-    assert projected.projected_bytes(graph) == projected.PROJECTED_BYTES
+    assert projected.projected_bytes(graph) == projected.GRAPH_BYTES
     assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "8"}) == 8 * 2**20
     assert projected.projected_bytes({**graph, "ENGRAIN_PG_PROJECTED_MB": "0"}) == 0
     default = PostgresStore(pg_url, pool_size=1)
@@ -357,7 +356,7 @@ def test_projected_bytes_from_the_environment(pg_url: str) -> None:
         if not {"ENGRAIN_PG_PROJECTED_MB", "ENGRAIN_PG_POOL_INDEX"} & set(os.environ):
             # a large user's graph held by default, at the default bound
             assert default._projected is not None and default._projected.kind == "graph"
-            assert default._projected.max_bytes == projected.PROJECTED_BYTES
+            assert default._projected.max_bytes == projected.GRAPH_BYTES
     finally:
         default.close()
     with pytest.raises(ConfigError):

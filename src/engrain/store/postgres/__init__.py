@@ -142,7 +142,7 @@ from engrain.errors import ConfigError, StoreError
 from engrain.model import Memory, Vector
 from engrain.store import heap
 from engrain.store.base import ALL, KeyClaim, MemoryFilter, Patch, State
-from engrain.store.postgres import fill, outcome, schema
+from engrain.store.postgres import fill, held_graph, outcome, schema
 from engrain.store.postgres import graph as pool_graph
 from engrain.store.postgres.codec import EF_SEARCH, configure
 from engrain.store.postgres.graph_file import graph_dir as graph_dir_env
@@ -216,7 +216,9 @@ class PostgresStore(Searches, Records):
     0: none, their searches walk the learnings' graph); ``projected_bytes`` the most bytes of
     large users' projections whose candidates the database scores instead of walking the
     pool's graph (``store/postgres/projected.py``; ``"auto"``: ``ENGRAIN_PG_PROJECTED_MB``,
-    else 96 MiB for the graph, 0 for the projection); ``pool_index`` what they are held as,
+    else 1 GiB for the graph, each for the pools' and for the learnings' graphs of users
+    whose learnings are too many to search in process, 0 for the projection); ``pool_index``
+    what they are held as,
     ``"graph"`` (an HNSW graph in process, the users of at least 20,000 memories) or
     ``"projection"`` (``"auto"``: ``ENGRAIN_PG_POOL_INDEX``, the graph unless it says
     ``projection`` or ``off``); ``graph_dir``
@@ -288,11 +290,16 @@ class PostgresStore(Searches, Records):
         self._learnings = None if held <= 0 else Learnings(self._connection, held)
         held = projected_bytes_env(kind=kind) if projected_bytes == "auto" else int(projected_bytes)
         kept = graph_dir_env() if graph_dir == "auto" else graph_dir
+        where = None if kept is None else Path(kept)
         self._projected = (
+            None if held <= 0 else Projected(self._connection, held, kind=kind, graph_dir=where)
+        )
+        # a user's learnings too many to rank in process walk a graph held here, as the pool
+        self._learnings_graph = (
             None
-            if held <= 0
+            if held <= 0 or kind != "graph" or self._learnings is None
             else Projected(
-                self._connection, held, kind=kind, graph_dir=None if kept is None else Path(kept)
+                self._connection, held, kind=kind, graph_dir=where, scope=held_graph.LEARNINGS
             )
         )
         self._filler: fill.Filler | None = None
@@ -382,6 +389,12 @@ class PostgresStore(Searches, Records):
         benchmarks); whether one is held."""
         return self._projected is not None and self._projected.wait(user_id, timeout)
 
+    def wait_for_learnings_graph(self, user_id: str, timeout: float | None = None) -> bool:
+        """Wait for a load of the graph of the user's learnings that runs (users whose
+        learnings are too many to rank in process: ``projected.py`` with
+        ``held_graph.LEARNINGS``; tests and benchmarks); whether one is held."""
+        return self._learnings_graph is not None and self._learnings_graph.wait(user_id, timeout)
+
     def record_access(self, user_id: str, ids: Sequence[str], at: datetime) -> None:
         """Add one to the access count of each id (once per occurrence) and stamp it; the
         revision does not change, and a deleted id is not brought back."""
@@ -428,6 +441,8 @@ class PostgresStore(Searches, Records):
             self._learnings.close()
         if self._projected is not None:
             self._projected.close()
+        if self._learnings_graph is not None:
+            self._learnings_graph.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

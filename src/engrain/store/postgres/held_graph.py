@@ -50,7 +50,7 @@ import psycopg
 
 from engrain.store.ann import ANN_MIN_VECTORS, VectorIndex, join_at_exit
 from engrain.store.postgres.codec import Conn
-from engrain.store.postgres.schema import INDEXED_DIM
+from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 
 #: Candidates the graph proposes per row asked for, plus :data:`GRAPH_EXTRA`: asked for
 #: 1.5 × k + 16, its walk (int8 vectors, expansion 256) held the exact k nearest of
@@ -74,24 +74,76 @@ CHUNK_ROWS = 4_096
 
 INDEXED = f"m.embedding IS NOT NULL AND vector_dims(m.embedding) = {INDEXED_DIM}"
 REVISION = "SELECT revision FROM revisions WHERE user_id = %s"
-COUNT = f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {INDEXED}"
-LOAD = (
-    f"SELECT m.seq, vector_send(m.embedding) FROM memories m WHERE m.user_id = %s "
-    f"AND {INDEXED} ORDER BY m.seq"
-)
-#: The rows changed after a revision with a vector (seq and vector), and how many are gone.
-CHANGED_ROWS = (
-    "SELECT m.seq, vector_send(m.embedding) FROM row_changes c JOIN memories m "
-    f"ON m.user_id = c.user_id AND m.id = c.id WHERE c.user_id = %s AND c.revision > %s "
-    f"AND {INDEXED}"
-)
 GONE = "SELECT count(*) FROM row_changes c WHERE c.user_id = %s AND c.revision > %s AND c.gone"
-#: The seqs of the user's rows with a vector, and the vectors of some of them.
-SEQS = f"SELECT m.seq FROM memories m WHERE m.user_id = %s AND {INDEXED}"
-SOME_ROWS = (
-    "SELECT m.seq, vector_send(m.embedding) FROM memories m WHERE m.user_id = %s "
-    f"AND m.seq = ANY(%s) AND {INDEXED}"
-)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which of a user's rows a held graph holds: those with a vector of the indexed size
+    and ``only`` (an SQL condition on ``m``, the memories row; empty: every such row).
+    ``name`` tells its graph file apart from the other scopes' of the same user."""
+
+    name: str
+    only: str = ""
+
+    @property
+    def indexed(self) -> str:
+        """The rows of the scope, as an SQL condition on ``m``."""
+        return f"{INDEXED}{self.only}"
+
+    @property
+    def count_sql(self) -> str:
+        return f"SELECT count(*) FROM memories m WHERE m.user_id = %s AND {self.indexed}"
+
+    @property
+    def load_sql(self) -> str:
+        return (
+            f"SELECT m.seq, vector_send(m.embedding) FROM memories m WHERE m.user_id = %s "
+            f"AND {self.indexed} ORDER BY m.seq"
+        )
+
+    @property
+    def changed_sql(self) -> str:
+        """The rows of the scope changed after a revision (seq and vector)."""
+        return (
+            "SELECT m.seq, vector_send(m.embedding) FROM row_changes c JOIN memories m "
+            f"ON m.user_id = c.user_id AND m.id = c.id WHERE c.user_id = %s "
+            f"AND c.revision > %s AND {self.indexed}"
+        )
+
+    @property
+    def seqs_sql(self) -> str:
+        """The seqs of the user's rows of the scope."""
+        return f"SELECT m.seq FROM memories m WHERE m.user_id = %s AND {self.indexed}"
+
+    @property
+    def some_rows_sql(self) -> str:
+        """The seqs and vectors of some rows of the scope."""
+        return (
+            "SELECT m.seq, vector_send(m.embedding) FROM memories m WHERE m.user_id = %s "
+            f"AND m.seq = ANY(%s) AND {self.indexed}"
+        )
+
+    def file_key(self, user_id: str) -> str:
+        """What names the user's graph of this scope in a graph file (``graph_file.py``):
+        the user id for the pool (the files of earlier versions), the user id and the
+        scope's name apart from it by a NUL (which no stored user id holds: PostgreSQL's
+        text cannot) for the others."""
+        return user_id if self is POOL else f"{user_id}\x00{self.name}"
+
+
+#: Every row with a vector of the indexed size: the pool's graph (session 20).
+POOL = Scope("pool")
+#: The typed learnings only (``schema.LEARNING_KINDS``, the rows of the database's own
+#: learnings graph, ``memories_learnings_hnsw``): a user whose learnings are too many to
+#: rank in process (``learnings.py``) has them proposed by a graph of their own.
+LEARNINGS = Scope("learnings", f" AND m.kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})")
+#: The pool's statements (tests and benchmarks read them).
+COUNT = POOL.count_sql
+LOAD = POOL.load_sql
+CHANGED_ROWS = POOL.changed_sql
+SEQS = POOL.seqs_sql
+SOME_ROWS = POOL.some_rows_sql
 #: Rows of a graph read from a file whose vectors are compared with the database's before
 #: it is used (every row's seq is: :func:`restored`).
 CHECKED_ROWS = 512
@@ -120,27 +172,33 @@ class PoolGraph:
         return self.index.search(unit, wanted).astype(np.int64)
 
 
-def revision_and_rows(cur: Any, user_id: str) -> tuple[int, int]:
-    """The user's store revision and number of indexed rows, read with ``cur`` (in the
-    caller's snapshot)."""
+def revision_and_rows(cur: Any, user_id: str, scope: Scope = POOL) -> tuple[int, int]:
+    """The user's store revision and number of indexed rows (of ``scope``), read with
+    ``cur`` (in the caller's snapshot)."""
     first = cur.execute(REVISION, (user_id,)).fetchone()
-    counted = cur.execute(COUNT, (user_id,)).fetchone()
+    counted = cur.execute(scope.count_sql, (user_id,)).fetchone()
     return (int(first[0]) if first else 0), (int(counted[0]) if counted else 0)
 
 
-def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -> PoolGraph | None:
-    """The user's rows read in one snapshot into a new graph, chunk by chunk (``None``:
-    fewer than :data:`MIN_ROWS` rows, more than ``max_bytes`` would allow, or ``closed()``
-    became true)."""
+def read(
+    conn: Conn,
+    user_id: str,
+    max_bytes: int,
+    closed: Callable[[], bool],
+    scope: Scope = POOL,
+) -> PoolGraph | None:
+    """The user's rows (of ``scope``) read in one snapshot into a new graph, chunk by chunk
+    (``None``: fewer than :data:`MIN_ROWS` rows, more than ``max_bytes`` would allow, or
+    ``closed()`` became true)."""
     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     try:
         with conn.cursor(binary=True) as cur:
-            revision, n = revision_and_rows(cur, user_id)
+            revision, n = revision_and_rows(cur, user_id, scope)
         if n == 0 or n < MIN_ROWS or n * GRAPH_ROW_BYTES > max_bytes:
             return None
         join_at_exit()  # the exit waits for the chunk being added, then stops the build
         with conn.cursor("engrain_pool_graph", binary=True) as named:
-            named.execute(LOAD, (user_id,))
+            named.execute(scope.load_sql, (user_id,))
             index = VectorIndex.built_from(INDEXED_DIM, _chunks(named, closed))
     finally:
         conn.execute("COMMIT")
@@ -149,18 +207,19 @@ def read(conn: Conn, user_id: str, max_bytes: int, closed: Callable[[], bool]) -
     return PoolGraph(revision, index, index.nbytes)
 
 
-def caught_up(conn: Conn, user_id: str, graph: PoolGraph) -> PoolGraph:
-    """``graph`` brought to the user's revision: the rows changed since its revision read in
-    one snapshot, those whose vector it does not hold patched into its index (in place: the
-    module docstring says why searches meanwhile stay right), the forgotten ones counted
-    dead. The same graph if nothing changed."""
+def caught_up(conn: Conn, user_id: str, graph: PoolGraph, scope: Scope = POOL) -> PoolGraph:
+    """``graph`` brought to the user's revision: the rows (of ``scope``) changed since its
+    revision read in one snapshot, those whose vector it does not hold patched into its
+    index (in place: the module docstring says why searches meanwhile stay right), the
+    forgotten ones counted dead (of any scope: a narrower scope's graph is rebuilt sooner,
+    never later). The same graph if nothing changed."""
     with conn.transaction(), conn.cursor(binary=True) as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         first = cur.execute(REVISION, (user_id,)).fetchone()
         revision = int(first[0]) if first else 0
         if revision <= graph.revision:
             return graph
-        rows = cur.execute(CHANGED_ROWS, (user_id, graph.revision)).fetchall()
+        rows = cur.execute(scope.changed_sql, (user_id, graph.revision)).fetchall()
         gone = cur.execute(GONE, (user_id, graph.revision)).fetchone()
     if rows:
         keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
@@ -172,28 +231,35 @@ def caught_up(conn: Conn, user_id: str, graph: PoolGraph) -> PoolGraph:
     return PoolGraph(revision, graph.index, graph.index.nbytes, dead)
 
 
-def restored(conn: Conn, user_id: str, revision: int, index: VectorIndex) -> PoolGraph | None:
+def restored(
+    conn: Conn, user_id: str, revision: int, index: VectorIndex, scope: Scope = POOL
+) -> PoolGraph | None:
     """A graph read from a file (``graph_file.py``: ``index``, the user's rows as of
     ``revision`` by its own account) checked against the database and brought up to date,
     in one snapshot; ``None`` if it cannot be trusted: the user's revision is older than
     the file's (another database's history), or, after the rows changed since ``revision``
     are patched in as :func:`caught_up` does, a row of the user's is not in it or one of
-    :data:`CHECKED_ROWS` rows spread over them is there with another vector. Its dead rows
-    are counted exactly (what it holds that the user no longer has)."""
+    :data:`CHECKED_ROWS` rows spread over them is there with another vector (rows of
+    ``scope``). Its dead rows are counted exactly (what it holds that the user no longer
+    has in the scope)."""
     with conn.transaction(), conn.cursor(binary=True) as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         first = cur.execute(REVISION, (user_id,)).fetchone()
         now = int(first[0]) if first else 0
         if now < revision:
             return None
-        seqs = cur.execute(SEQS, (user_id,)).fetchall()
+        seqs = cur.execute(scope.seqs_sql, (user_id,)).fetchall()
         live = np.fromiter((r[0] for r in seqs), dtype=np.uint64, count=len(seqs))
         del seqs
         if len(live) < max(1, MIN_ROWS):
             return None
-        rows = cur.execute(CHANGED_ROWS, (user_id, revision)).fetchall() if now > revision else []
+        rows = (
+            cur.execute(scope.changed_sql, (user_id, revision)).fetchall() if now > revision else []
+        )
         spread = live[np.linspace(0, len(live) - 1, min(CHECKED_ROWS, len(live))).astype(int)]
-        checked = cur.execute(SOME_ROWS, (user_id, spread.astype(np.int64).tolist())).fetchall()
+        checked = cur.execute(
+            scope.some_rows_sql, (user_id, spread.astype(np.int64).tolist())
+        ).fetchall()
     if rows:
         keys = np.fromiter((r[0] for r in rows), dtype=np.uint64, count=len(rows))
         vectors = unit_rows(stored([r[1] for r in rows]))

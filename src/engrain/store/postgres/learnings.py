@@ -380,6 +380,13 @@ class Learnings(HeldByBytes[_Rows]):
         with self._lock:
             return user_id in self._held
 
+    def refused(self, user_id: str) -> bool:
+        """Whether the user's last load counted more learnings than the bound holds (none
+        runs now): their searches are not served here until a later count fits."""
+        with self._lock:
+            loading = self._loader.get(user_id)
+            return loading is not None and loading.thread is None and not loading.full
+
     # -- searches ---------------------------------------------------------------------------
 
     def search(

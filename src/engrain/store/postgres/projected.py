@@ -40,9 +40,9 @@ it did not win there (docs/postgres.md, "Session 17"). It is for a deployment wh
 database is the bottleneck: it moves the walk's CPU to the processes serving the calls.
 
 **Bounded by bytes:** at most the bound a store (``ENGRAIN_PG_PROJECTED_MB`` in MiB, e.g.
-:data:`PROJECTED_BYTES` = 96 MiB for a 100,000-memory user), least recently used users dropped
-first; a user whose projection alone exceeds it keeps the graph (a million memories:
-~520 MB).
+:data:`PROJECTED_BYTES` = 96 MiB for a 100,000-memory user's projection; held graphs
+:data:`GRAPH_BYTES` unset), least recently used users dropped first; a user whose projection
+alone exceeds it keeps the database's walk (a million memories: ~520 MB).
 
 **Threads and processes.** A held projection never changes; a load builds a new one,
 published under the lock only if it is newer. Other processes' writes are seen through
@@ -87,10 +87,17 @@ from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
 
-#: A bound that holds a 100,000-memory user's projection (~51 MB) or graph (~64 MB) with
-#: room; the graph's bound when none is given (the held graph is the default:
-#: ``store/postgres/__init__.py``'s docstring).
+#: A bound that holds a 100,000-memory user's projection (~51 MB) with room: the
+#: projection's bound with ``ENGRAIN_PG_PROJECTED_MB=on``.
 PROJECTED_BYTES = 96 * 2**20
+#: The graphs' bound when none is given (the held graph is the default:
+#: ``store/postgres/__init__.py``'s docstring): one user of 1,000,000 memories, the largest
+#: issue 18 sets a target for, by the check before a load (``held_graph.GRAPH_ROW_BYTES``
+#: a row: ~668 MiB; held, the graph is ~530 MB, its learnings' ~120 MB more, each bounded
+#: on its own). A graph read from its file is that file's pages, shared by the processes
+#: serving the user and given back by the kernel when memory runs short, not each
+#: process's own (docs/postgres.md, "Session 25 … (h7)").
+GRAPH_BYTES = 2**30
 #: Directions a vector is projected onto. R@50 against exact search of the candidates
 #: (4 per row) on bench/latency.py's 100,000 notes, questions of seeds 8 / 99: 0.941 /
 #: 0.928 at 64, 0.989 / 0.989 at 96, 0.998 / 0.998 at 128 (docs/postgres.md, "Session 17").
@@ -177,15 +184,16 @@ def nearest_sql(
 
 
 def projected_bytes(environ: Mapping[str, str] | None = None, kind: str | None = None) -> int:
-    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB (``on``:
-    :data:`PROJECTED_BYTES`); 0 or ``off``: 0 (none held, every pool search walks the graph);
-    unset: :data:`PROJECTED_BYTES` for a graph (``ENGRAIN_PG_POOL_INDEX`` unset or
-    ``graph``), 0 for the projection (``projection`` or ``off``), ``kind`` (when
-    given) standing for that variable; any other value raises
+    """The bound on held projections: ``ENGRAIN_PG_PROJECTED_MB`` in MiB; 0 or ``off``: 0
+    (none held, every pool search walks the graph); unset or ``on``: :data:`GRAPH_BYTES`
+    for a graph (``ENGRAIN_PG_POOL_INDEX`` unset or ``graph``); for the projection
+    (``projection`` or ``off``) 0 unset and :data:`PROJECTED_BYTES` ``on``; ``kind``
+    (when given) standing for that variable; any other value raises
     :class:`~engrain.errors.ConfigError` (:mod:`engrain.envvars`)."""
     value = envvars.count("ENGRAIN_PG_PROJECTED_MB", environ)
-    if value is envvars.ON or (value is None and (kind or pool_kind(environ)) == "graph"):
-        return PROJECTED_BYTES
+    graph = (kind or pool_kind(environ)) == "graph"
+    if value is envvars.ON or (value is None and graph):
+        return GRAPH_BYTES if graph else PROJECTED_BYTES
     return value * 2**20 if isinstance(value, int) else 0
 
 
@@ -267,8 +275,10 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
     """The projections (or graphs: ``kind``, :data:`KINDS`) of the large users a store
     serves (module docstring). ``connect`` lends a pooled autocommit connection;
     ``max_bytes`` bounds what is held; ``graph_dir`` is where graphs are kept between
-    processes (``graph_file.py``; ``None``: nowhere); ``background`` False loads in the
-    calling thread (tests)."""
+    processes (``graph_file.py``; ``None``: nowhere); ``scope`` which rows a graph holds
+    (``held_graph.POOL``, or ``held_graph.LEARNINGS``: the graphs of the users whose
+    learnings are too many to rank in process); ``background`` False loads in the calling
+    thread (tests)."""
 
     def __init__(
         self,
@@ -277,13 +287,18 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         *,
         kind: str = "projection",
         graph_dir: Path | None = None,
+        scope: held_graph.Scope = held_graph.POOL,
         background: bool = True,
     ) -> None:
         if kind not in KINDS:
             raise ConfigError(f"unknown pool index {kind!r}: one of {', '.join(KINDS)}")
-        super().__init__(connect, max_bytes, _pause, what=f"the {kind} of a PostgreSQL user",
-                         name="engrain-pg-proj", background=background)  # fmt: skip
+        if scope is not held_graph.POOL and kind != "graph":
+            raise ConfigError(f"only a graph holds the {scope.name} of a user")
+        what = f"the {kind} of a PostgreSQL user's {scope.name}"
+        super().__init__(connect, max_bytes, _pause, what=what, name="engrain-pg-proj",
+                         background=background)  # fmt: skip
         self.kind = kind
+        self.scope = scope
         #: Where graphs are kept between processes (``graph_file.py``; ``None``: nowhere).
         self.graph_dir = graph_dir if kind == "graph" else None
         self._files: GraphFiles | None = None
@@ -379,22 +394,25 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         held = self.held(user_id)
         with self._connect() as conn:
             if isinstance(held, PoolGraph) and not held.worn:
-                return held_graph.caught_up(conn, user_id, held)
+                return held_graph.caught_up(conn, user_id, held, self.scope)
             files = self._graph_files(conn)
-            kept = None if files is None or held is not None else files.read(user_id)
+            key = self.scope.file_key(user_id)
+            kept = None if files is None or held is not None else files.read(key)
             graph = None
             if kept is not None:
-                graph = held_graph.restored(conn, user_id, kept.revision, kept.index)
+                graph = held_graph.restored(conn, user_id, kept.revision, kept.index, self.scope)
                 graph = None if graph is None or graph.worn else graph
             fresh = graph is None
             if fresh:
-                graph = held_graph.read(conn, user_id, self.max_bytes, lambda: self._closed)
+                graph = held_graph.read(
+                    conn, user_id, self.max_bytes, lambda: self._closed, self.scope
+                )
         if graph is not None:
             self.graphs["built" if fresh else "from_file"] += 1
             if files is not None and (fresh or kept is None or graph.revision > kept.revision):
                 # not yet searched (published by the caller): the save holds up no search
-                written = files.write(user_id, graph.revision, graph.index)
-                graph = _in_place(files, user_id, graph, written)
+                written = files.write(key, graph.revision, graph.index)
+                graph = _in_place(files, key, graph, written)
         return graph
 
     def _graph_files(self, conn: Conn) -> GraphFiles | None:

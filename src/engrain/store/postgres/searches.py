@@ -66,6 +66,8 @@ class Searches(Listings):
     _working: WorkingSets | None
     _learnings: Learnings | None
     _projected: Projected | None
+    #: The learnings' graphs of the users whose learnings are too many for ``_learnings``
+    _learnings_graph: Projected | None
 
     def search_many(
         self, user_id: str, vector: Vector, searches: Sequence[tuple[int, MemoryFilter]]
@@ -105,6 +107,8 @@ class Searches(Listings):
             return held.search(_unit(query), k, flt)
         if self._learnings is not None and query.shape[0] == INDEXED_DIM and learnings_graph(flt):
             found = self._learnings.search(user_id, _unit(query), k, flt)
+            if found is None and self._learnings_graph is not None:
+                found = self._learnings_graph.search(user_id, query, k, flt)
             if found is not None:
                 return found
         if (
@@ -129,6 +133,9 @@ class Searches(Listings):
             rows: list[Any] = []
             if ef is not None and self._learnings is not None and learnings_graph(flt):
                 self._learnings.start_load(user_id)  # the next calls search them in process
+                if self._learnings_graph is not None and self._learnings.refused(user_id):
+                    # too many to rank in process: the next calls walk a graph of them here
+                    self._learnings_graph.start_load(user_id)
             elif ef is not None and self._projected is not None:
                 # the next calls rank a projection (or walk a held graph, if it is large)
                 self._projected.start_load(user_id, rows=self._user_rows(user_id))
