@@ -76,6 +76,17 @@ def test_equal_relevance_keeps_the_score_order() -> None:
     assert [r.memory.id for r in fill_order([], tied, by_relevance=True)] == ["high", "low"]
 
 
+def test_relevance_equal_to_six_places_keeps_the_score_order() -> None:
+    # a store and its exported copy: the same vectors at other rows of the matrix give a
+    # cosine that differs in the seventh digit (roundtrip.py, session 25)
+    noisy = [Ranked(_memory("newer", Kind.FACT), 0.71723662, 0.5, 0.99999995),
+             Ranked(_memory("older", Kind.FACT), 0.71722917, 0.5, 1.0)]  # fmt: skip
+    assert [r.memory.id for r in fill_order([], noisy, by_relevance=True)] == ["newer", "older"]
+    apart = [Ranked(_memory("newer", Kind.FACT), 0.71723662, 0.5, 0.999998),
+             Ranked(_memory("older", Kind.FACT), 0.71722917, 0.5, 1.0)]  # fmt: skip
+    assert [r.memory.id for r in fill_order([], apart, by_relevance=True)] == ["older", "newer"]
+
+
 def test_present_relevance_scales_only_kinds_about_the_present() -> None:
     def mem(kind: Kind, days: int) -> Memory:
         when = NOW - timedelta(days=days)

@@ -2,7 +2,7 @@
 ``context()`` exactly as the original does. What the engine learned for a user travels with
 the export: co-occurrence taught by feedback, and the context records feedback refers to
 (issue 11: they were dropped, so after an import the same message got its memories in
-another order)."""
+another order), and memories of equal relevance keep their order in the copy."""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ def _build(e: Any) -> list[tuple[str, str]]:
     muted = e.remember("Old note about the v1 invoice PDF renderer.", "ada", now=T0)
     e.mute(muted.memory_id, "ada")
     e.remember("The staging API listens on port 8080.", "bob", now=T0)
+    # a conflicting pair of equal relevance: the copy's cosines differ in the seventh digit
+    # (the vectors sit at other rows of its matrix), and its order must not (session 25)
+    e.remember("The staging API listens on port 9090.", "bob", now=T0 + timedelta(hours=1))
     e.remember("Der Server in Zürich heißt zrh-01 — 東京 has tky-02 🚀.", "bob", now=T0)
     rng = random.Random(5)
     for s in range(4):

@@ -288,9 +288,19 @@ def in_area(r: Ranked, area: frozenset[str]) -> bool:
     return not area.isdisjoint(r.memory.domains)
 
 
+#: The decimal places of relevance that :func:`fill_order` compares. Relevance comes from
+#: float32 cosines, whose seventh digit depends on where a vector sits in the matrix it is
+#: searched in (BLAS kernels sum a block's last rows in another order): a store and its
+#: exported and imported copy held one pair of conflicting facts at relevance 1.0 and
+#: 0.99999995 and filled them in opposite orders. Relevance equal to six places is equal,
+#: and ties keep the score's order.
+RELEVANCE_PLACES = 6
+
+
 def _less_relevant(r: Ranked) -> float:
-    """The sort key of :func:`fill_order`: most relevant first."""
-    return -r.relevance
+    """The sort key of :func:`fill_order`: most relevant first, to
+    :data:`RELEVANCE_PLACES` decimal places."""
+    return -round(r.relevance, RELEVANCE_PLACES)
 
 
 def unrelated_invariant(r: Ranked) -> bool:
