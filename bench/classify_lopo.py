@@ -62,7 +62,7 @@ FAMILIES = {
     "code": ("code", "snippet", "error line", "quoted error", "quoted output"),
     "verbs": ("asks for analysis", "asks to write", "imperative", "request in the final sentence",
               "request in the final question", "deliberation", "note", "problem word",
-              "revision", "repeat the work", "what it does"),
+              "revision", "repeat the work", "what it does", "what if", "a piece for it"),
     "question shape": ("procedure", "how-to", "how it is", "rationale", "mechanism",
                        "follow-up", "quick"),
     "length": ("long", "short", "one unit", "many parts", "restructure", "small piece",
