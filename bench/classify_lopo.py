@@ -7,7 +7,7 @@ classifies every labelled message of ``bench/gating/`` in a process of its own, 
 tree's ``src`` first on the path, as the gate does: the rules
 (:func:`engrain.recall.classify.classify`) and the shipped pipeline (the rules with the
 intent model's second opinion, :func:`engrain.recall.intent_model.refine`). Then, for every
-tree against the baseline and every gating set ``S`` (the nine, meridian and kestrel
+tree against the baseline and every gating set ``S`` (the ten, meridian, kestrel and anvil
 included: no rule was ever tuned on them):
 
 - ``others``: the change in messages classified as labelled on the other sets' tune halves
@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_info, write_json
 from complexity_lopo import EXTRA, FRESH, SETS, load_rows, vectors_of
 
-#: the nine gating sets scored (meridian and kestrel too: nothing was ever tuned on them)
+#: the ten gating sets scored (meridian, kestrel and anvil too: nothing was ever tuned on them)
 SCORED = (*SETS, *FRESH)
 READINGS = ("rules", "shipped")
 MEASURES = ("intent", "complexity")
@@ -62,7 +62,7 @@ FAMILIES = {
     "code": ("code", "snippet", "error line", "quoted error", "quoted output"),
     "verbs": ("asks for analysis", "asks to write", "imperative", "request in the final sentence",
               "request in the final question", "deliberation", "note", "problem word",
-              "revision", "repeat the work", "what it does"),
+              "revision", "repeat the work", "what it does", "what if", "a piece for it"),
     "question shape": ("procedure", "how-to", "how it is", "rationale", "mechanism",
                        "follow-up", "quick"),
     "length": ("long", "short", "one unit", "many parts", "restructure", "small piece",

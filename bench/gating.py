@@ -2,7 +2,7 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in blocks of their own eight more written blind to the gate
+superseded memories), and in blocks of their own nine more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
 ``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
 ``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
@@ -15,7 +15,9 @@ client, server and backend: ``brightfall.jsonl``, ``messages-brightfall.jsonl``,
 ``trivial-brightfall.jsonl``;
 ``meridian``, a hospital integration engine (HL7 v2 and FHIR R4): ``meridian.jsonl``,
 ``messages-meridian.jsonl``, ``trivial-meridian.jsonl``; ``kestrel``, a Nextflow genomics
-pipeline: ``kestrel.jsonl``, ``messages-kestrel.jsonl``, ``trivial-kestrel.jsonl``), are loaded
+pipeline: ``kestrel.jsonl``, ``messages-kestrel.jsonl``, ``trivial-kestrel.jsonl``; ``anvil``,
+a C++ low-latency trading system: ``anvil.jsonl``, ``messages-anvil.jsonl``,
+``trivial-anvil.jsonl``), are loaded
 through the public API (``import_records``), and every labelled message is answered with
 ``explain()`` (the classification) and ``context()`` (what is injected). Each message is
 answered by a fresh copy of its project, so the uses one answer counts cannot change the
@@ -42,7 +44,7 @@ the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
 [--profiles gated,composite,static] [--limit N]
-[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel]``.
+[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil]``.
 """
 
 from __future__ import annotations
@@ -85,8 +87,10 @@ SPLITS = ("held", "tune", "all")
 #: ``meridian`` (``messages-meridian.jsonl`` and ``trivial-meridian.jsonl``: a hospital
 #: integration engine, written blind in session 20). ``kestrel`` (``messages-kestrel.jsonl``
 #: and ``trivial-kestrel.jsonl``: a Nextflow genomics pipeline, written blind in session 24).
+#: ``anvil`` (``messages-anvil.jsonl`` and ``trivial-anvil.jsonl``: a C++ low-latency trading
+#: system, written blind in session 25).
 SETS = ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian",
-        "kestrel")  # fmt: skip
+        "kestrel", "anvil")  # fmt: skip
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000

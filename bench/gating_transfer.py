@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BLIND = ("pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian", "kestrel")
+BLIND = ("pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian", "kestrel",
+         "anvil")  # fmt: skip
 HALVES = ("tune", "held")
 
 

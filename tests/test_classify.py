@@ -651,6 +651,41 @@ def test_a_follow_up_question_about_another_case_stays_simple(message: str) -> N
 
 @pytest.mark.parametrize(
     "message",
+    ["what if the watchdog is the thing that hangs", "what if the callback never comes?",
+     "ok and what if the old primary never comes back to be fenced?"],
+)  # fmt: skip
+def test_a_what_if_on_the_thread_is_a_moderate_consequence_to_explain(message: str) -> None:
+    # session 25 (h1): every "what if" follow-up of the ten gating sets is labelled moderate
+    fired: list[str] = []
+    assert complexity_for(message, CON, (), fired) is M, fired
+    assert "what if" in fired
+
+
+@pytest.mark.parametrize(
+    "message", ["ok now the tests for it", "ok and the test for it?", "and docs for that"]
+)
+def test_a_follow_up_naming_one_more_piece_of_work_is_moderate(message: str) -> None:
+    # session 25 (h1): kestrel's "ok and the test for it?" and anvil's "ok now the tests for
+    # it", a request to write whatever its verb
+    fired: list[str] = []
+    assert complexity_for(message, CON, (), fired) is M, fired
+    assert "a piece for it" in fired
+
+
+@pytest.mark.parametrize(
+    "message", ["and the tests?", "where are the tests for it", "what if we used redis"]
+)
+def test_a_bare_noun_a_question_or_a_new_topic_keeps_its_reading(message: str) -> None:
+    # "and the tests?" names no work on what was built; without a thread a "what if" is a
+    # proposal (discussion), not a follow-up
+    fired: list[str] = []
+    complexity_for(message, CON, (), fired)
+    assert "a piece for it" not in fired
+    assert classify("what if we used redis", turn=0).intent is not CON
+
+
+@pytest.mark.parametrize(
+    "message",
     ["Port the scoring service from flask to fastapi",
      "Refactor the notifications module so each channel is its own class",
      "convert our ingestion scripts to use duckdb",

@@ -219,13 +219,13 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
 
 
 @pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall",
-                                  "meridian", "kestrel"])  # fmt: skip
+                                  "meridian", "kestrel", "anvil"])  # fmt: skip
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
-    """``sensor``, ``quill``, ``strata``, ``harbor``, ``brightfall``, ``meridian`` and
-    ``kestrel`` (written blind, issue 12) run as sets of their own, by default, beside the
-    others."""
+    """``sensor``, ``quill``, ``strata``, ``harbor``, ``brightfall``, ``meridian``,
+    ``kestrel`` and ``anvil`` (written blind, issue 12) run as sets of their own, by default,
+    beside the others."""
     assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall",
-                           "meridian", "kestrel")  # fmt: skip
+                           "meridian", "kestrel", "anvil")  # fmt: skip
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -248,7 +248,7 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     assert gating._limited(data, None) == data
 
 
-@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian", "kestrel"])
+@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian", "kestrel", "anvil"])
 def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name: str) -> None:
     """``strata`` (a Kubernetes operator, written blind by h10) and ``brightfall`` (a
     multiplayer game, written blind by h3): every kind, pins, mutes and supersessions (always
@@ -274,11 +274,11 @@ def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name
                                                   for i in range(len(data.trivial))]  # fmt: skip
 
 
-@pytest.mark.parametrize(("name", "prefix"),
-                         [("strata", "mk"), ("brightfall", "bfm"), ("meridian", "mm"),
-                          ("kestrel", "gnm")])  # fmt: skip
+@pytest.mark.parametrize(("name", "first_ids"),
+                         [("strata", "mk-0{}"), ("brightfall", "bfm-0{}"), ("meridian", "mm-0{}"),
+                          ("kestrel", "gnm-0{}"), ("anvil", "av-00{}")])  # fmt: skip
 def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
-    name: str, prefix: str
+    name: str, first_ids: str
 ) -> None:
     main = gating.load_data()
     subset = gating.Dataset(main.projects, main.messages[:1], main.trivial[:1])
@@ -288,7 +288,7 @@ def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
     measured = block["profiles"]["gated"]["splits"]["all"]
     assert measured["must_include_recall"] is not None and measured["trivial_empty"] is not None
     ids = {r["id"] for r in block["profiles"]["gated"]["messages"]}
-    assert ids == {f"{prefix}-0{i}" for i in (1, 2, 3)}
+    assert ids == {first_ids.format(i) for i in (1, 2, 3)}
     assert f"\n== set {name} ==\n" in gating.table(report)
 
 
@@ -450,4 +450,62 @@ def test_the_genomics_pipeline_keeps_the_rules_it_was_written_by() -> None:
         else:
             assert 1 <= len(m["must_include"]) <= 4, m["id"]
     assert superseded <= {i for m in data.messages for i in m["must_exclude"]}
+    assert len(data.trivial) == 36
+
+
+def test_the_trading_system_keeps_the_rules_it_was_written_by() -> None:
+    """``anvil`` (a C++ low-latency trading system, written blind by h1 in session 25, unlike
+    the format example on purpose): its shape value by value — its own kind counts, opaque
+    chronological ids, four pins of four kinds, corrections naming what they supersede, every
+    debugging message complex, greetings without labels, and one generation request (a regex)
+    that needs no memory at all."""
+    data = gating.load_data(name="anvil")
+    assert list(data.projects) == ["anvil"]
+    rows = data.projects["anvil"]
+    assert Counter(r["kind"] for r in rows) == {
+        "invariant": 13, "pattern": 9, "decision": 15, "antipattern": 10, "golden_path": 6,
+        "preference": 23, "fact": 24, "context": 4, "correction": 5,
+    }  # fmt: skip
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows) == 109
+    assert [r["id"] for r in rows] == sorted(by_id)  # numbered in creation order
+    assert [r["created_at"] for r in rows] == sorted(r["created_at"] for r in rows)
+    pinned = {r["id"]: r["kind"] for r in rows if r.get("pinned")}
+    assert pinned == {"anv-0004": "preference", "anv-0014": "invariant",
+                      "anv-0019": "invariant", "anv-0023": "fact"}  # fmt: skip
+    assert {r["id"] for r in rows if r.get("muted")} == {"anv-0003", "anv-0108", "anv-0127"}
+    superseded = {r["id"]: r["superseded_by"] for r in rows if "superseded_by" in r}
+    assert superseded == {
+        "anv-0010": "anv-0136", "anv-0011": "anv-0135", "anv-0012": "anv-0137",
+        "anv-0017": "anv-0121", "anv-0024": "anv-0133", "anv-0026": "anv-0142",
+        "anv-0030": "anv-0149", "anv-0033": "anv-0152", "anv-0053": "anv-0181",
+        "anv-0077": "anv-0182", "anv-0180": "anv-0195",
+    }  # fmt: skip
+    assert {r["id"]: r["corrects"] for r in rows if "corrects" in r} == {
+        "anv-0133": "anv-0024", "anv-0181": "anv-0053", "anv-0182": "anv-0077"}  # fmt: skip
+    for old, new in superseded.items():
+        assert by_id[new]["created_at"] > by_id[old]["created_at"], old
+        assert by_id[new]["kind"] in (by_id[old]["kind"], "correction"), old
+    assert sorted(r["access_count"] for r in rows)[len(rows) // 2] == 11
+    assert [r["id"] for r in rows if "last_accessed_at" not in r] == [
+        r["id"] for r in rows if r["access_count"] == 0]  # fmt: skip
+    assert Counter(m["intent"] for m in data.messages) == {
+        "question": 15, "generation": 13, "debugging": 17, "analysis": 10, "discussion": 8,
+        "continuation": 10, "greeting": 5,
+    }  # fmt: skip
+    assert Counter(m["complexity"] for m in data.messages) == {
+        "trivial": 5, "simple": 25, "moderate": 14, "complex": 29, "deep": 5,
+    }  # fmt: skip
+    assert Counter(m["split"] for m in data.messages) == {"tune": 41, "held": 37}
+    assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
+    assert sum(len(m["must_include"]) for m in data.messages) == 129
+    assert sum(len(m["must_exclude"]) for m in data.messages) == 31
+    empty = [m["id"] for m in data.messages if not m["must_include"]]
+    greetings = [m["id"] for m in data.messages if m["intent"] == "greeting"]
+    assert set(empty) - set(greetings) == {"av-001"}
+    for m in data.messages:
+        if m["intent"] == "greeting":
+            assert m["complexity"] == "trivial" and not m["must_include"] + m["must_exclude"]
+        else:
+            assert len(m["must_include"]) <= 4, m["id"]
     assert len(data.trivial) == 36

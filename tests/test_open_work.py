@@ -166,10 +166,10 @@ def test_no_short_message_labelled_not_trivial_is_made_trivial(minilm) -> None: 
 
 @pytest.mark.model
 def test_every_trivial_message_of_the_gating_tune_halves_is_trivial(minilm) -> None:  # type: ignore[no-untyped-def]
-    # the sets the trivial rules were tuned on; kestrel's (written blind in session 24, never
-    # tuned on: 16 of its 18 tune texts read trivial at its first look) is measured by
-    # bench/gating.py, not held here
-    untuned = {"trivial-kestrel.jsonl"}
+    # the sets the trivial rules were tuned on; kestrel's and anvil's (written blind in
+    # sessions 24 and 25, never tuned on: 16 of kestrel's 18 tune texts read trivial at its
+    # first look) are measured by bench/gating.py, not held here
+    untuned = {"trivial-kestrel.jsonl", "trivial-anvil.jsonl"}
     texts = [r["text"] for f in sorted(GATING.glob("trivial*.jsonl")) if f.name not in untuned
              for r in _rows(f.name) if r["split"] == "tune"]  # fmt: skip
     assert len(texts) == 149

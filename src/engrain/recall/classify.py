@@ -562,6 +562,12 @@ def _plain_complexity(text: str, body: str, intent: Intent, fired: list[str]) ->
     if intent is Intent.CONTINUATION and cues.REPEAT_WORK.search(body) and not _asks(body):
         fired.append("repeat the work")
         return Complexity.MODERATE
+    if intent is Intent.CONTINUATION and cues.WHAT_IF.match(_OPENERS.sub("", body)):
+        fired.append("what if")  # a consequence to explain on the thread
+        return Complexity.MODERATE
+    if intent is Intent.CONTINUATION and cues.WORK_FOR_IT.match(_OPENERS.sub("", body)):
+        fired.append("a piece for it")  # one more piece of work for what was built
+        return Complexity.MODERATE
     if cues.QUICK.search(text):
         fired.append("quick")
         return Complexity.SIMPLE

@@ -425,6 +425,17 @@ REPEAT_WORK = re.compile(
     r"the same way|the rest of|the other (?:two|three|four|\d+) \w+)",
     re.I,
 )
+#: A hypothetical put on the thread ("what if the watchdog is the thing that hangs", "ok and
+#: what if the old primary never comes back?"): a consequence to explain, not a fact to look
+#: up (the second reading's rule: a follow-up asking to explain or "what if" is moderate).
+WHAT_IF = re.compile(r"what if\b", re.I)
+#: A follow-up naming one more piece of work for what was just built ("ok now the tests for
+#: it", "and the test for it?", "docs for that"): a request to write, whatever its verb.
+WORK_FOR_IT = re.compile(
+    r"(?:the |a |some )?(?:unit |integration |e2e )?(?:tests?|specs?|docs?|benchmarks?|"
+    r"migrations?|changelog(?: entry)?)\s+(?:for|of)\s+(?:it|that|this|them|those)\b",
+    re.I,
+)
 #: Restructuring a whole unit ("port the feature pipeline from pandas to polars", "refactor
 #: the billing module so …", "convert the training script to …"): the seed's multi-file work.
 RESTRUCTURE = re.compile(
