@@ -248,10 +248,10 @@ ANALYSIS = re.compile(
     r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
     r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
     r"anything suspicious|sanity[- ]check|(?:impact|effect|effects|influence) of|"
-    r"what (?:caused|causes|drove|drives|explains)|cause of|contribut\w+ to|"
+    r"what (?:caused|causes|drove|drives|explains)|cause of|contribut\w+ to)\b|"
     # the risks of a change asked: weighing it, as "trade-offs" and "pros and cons" are
-    r"what(?:'s| is| are) the (?:main |biggest |real )?(?:risks?|downsides?|drawbacks?|"
-    r"dangers?)(?: (?:of|in|with))?)\b",
+    r"\bwhat(?:'s| is| are) the (?:main |biggest |real )?(?:risks?|downsides?|drawbacks?|"
+    r"dangers?)(?: (?:of|in|with|if)\b|(?=\s*\?))",
     re.IGNORECASE,
 )
 DISCUSSION = re.compile(
