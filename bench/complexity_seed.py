@@ -103,8 +103,10 @@ def disagreements(
             "n": len(idx),
             "agree": len(idx) - len(listed),
             "by_verdict": dict(Counter(d["verdict"] for d in listed)),
-            "by_intent": [{"intent": k[0], "label": k[1], "read": k[2], "verdict": k[3], "n": v}
-                          for k, v in sorted(by.items())],  # fmt: skip
+            "by_intent": [
+                {"intent": k[0], "label": k[1], "read": k[2], "verdict": k[3], "n": v}
+                for k, v in sorted(by.items())
+            ],
             "messages": listed,
         }
     return out

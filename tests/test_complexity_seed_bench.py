@@ -42,8 +42,7 @@ def test_held_halves_and_trivial_labels_are_never_read() -> None:
             _row("main", "held", "debugging", "moderate"),
             _row("classify-train", "", "debugging", "simple"),
             _row("pulse", "tune", "greeting", "trivial")]  # fmt: skip
-    reads = [{"shipped": ["debugging", "complex"]}, {"shipped": ["debugging", "complex"]},
-             {"shipped": ["debugging", "complex"]}, {"shipped": ["greeting", "simple"]}]  # fmt: skip
+    reads = [{"shipped": ["debugging", "complex"]}] * 3 + [{"shipped": ["greeting", "simple"]}]
     out = bench.disagreements(rows, reads)
     assert out["tune"]["n"] == 1 and out["train"]["n"] == 1
     assert out["tune"]["by_verdict"] == {"rules follow the seed": 1}

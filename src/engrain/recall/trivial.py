@@ -338,8 +338,8 @@ def _reports_success(words: list[str], unknown: list[str]) -> bool:
 
 
 def _worked(words: list[str]) -> bool:
-    """"worked" with nothing after it that names something ("resume worked, cheers"): "it
-    worked on staging" narrows where it held, often half of a report."""
+    """Whether "worked" has nothing after it that names something ("resume worked,
+    cheers"): "it worked on staging" narrows where it held, often half of a report."""
     if "worked" not in words:
         return False
     return all(_acknowledges(w) for w in words[words.index("worked") + 1 :])
