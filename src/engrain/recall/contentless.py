@@ -13,7 +13,10 @@ this module adds the rest of a social reply without a content word:
   ("thanks, still not working" reports a problem);
 * a **presence check** ("you around?", "still there?", "anyone here?", "hello?"): the one
   question that asks nothing of memory, made only of an addressee, a word of presence
-  (:data:`PRESENCE`) and a greeting, or of a call alone (:data:`CALLS`). "you around? the
+  (:data:`PRESENCE`) or of being free (:data:`AVAILABLE`) and a greeting, or of a call alone
+  (:data:`CALLS`: "hello?", "ping"); without its question mark too when it names its
+  addressee ("are you around"), and with a moment asked for (:data:`ASKS_FOR_TIME`: "hey,
+  got a sec?"). "you around? the
   DAG is failing" has content words and stays a message; "is it back?" asks about a thing
   ("it"), not a person;
 * a **time of day** (:data:`TIME`: "that's all for today, thanks") and a **reassurance

@@ -20,7 +20,8 @@ because what they add asks nothing:
   "ran through") and at most one other word, its subject, with no question mark,
   no number and no negation ("nice, CI's green", "tests passing now", "terraform apply
   went through") — like work reported done ("merged!", "fixed"), the state of the project
-  after an answer asks nothing.
+  after an answer asks nothing; so does a verdict in the present with its subject before it
+  ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`).
 
 A message whose every word belongs to a closed class that names nothing (an apology, filler,
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
