@@ -1404,3 +1404,61 @@ def test_a_condition_in_a_question_or_a_revision_is_no_bug_report(
     message: str, turn: int, intent: Intent
 ) -> None:
     assert_reads(message, intent, turn=turn)
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["What are the risks of moving the nightly export to spot instances?",
+     "what's the main downside of pinning the base image by digest",
+     "What are the drawbacks of turning on row-level security for the reporting role?"],
+)  # fmt: skip
+def test_the_risks_of_a_change_asked_is_analysis(message: str) -> None:
+    """Issue 12, session 25: weighing a change's risks is analysis, as its trade-offs and
+    its pros and cons are (kestrel's tune half; every "trade-offs" message of the training
+    files is labelled analysis): complex, as the seed's table says."""
+    assert_reads(message, ANA, C)
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("the risk of a double charge is covered by the idempotency key", DIS),
+     ("what is the risk score threshold in the fraud rules?", QUE)],
+)  # fmt: skip
+def test_the_word_risk_alone_asks_no_weighing(message: str, intent: Intent) -> None:
+    assert_reads(message, intent)
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["audit-svc backlog keeps growing at night, our events show up hours behind",
+     "review-bot stopped commenting on PRs after the token rotation"],
+)  # fmt: skip
+def test_a_verb_joined_by_a_hyphen_names_a_component_not_a_request(message: str) -> None:
+    """Issue 12, session 25: "audit-svc …" opens with a service's name, not with "audit":
+    the report is read by what it says (debugging), not as a request for analysis."""
+    assert_reads(message, DBG, unfired=("asks for analysis",))
+
+
+def test_a_request_for_analysis_still_opens_with_its_verb() -> None:
+    assert_reads("audit the IAM roles the export job uses", ANA, fired=("asks for analysis",))
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["invoices from the Leeds branch show VAT at 25%. Only Leeds, the other "
+     "branches look right.",
+     "the thumbnails for imported albums are rotated; the rest of the library looks normal"],
+)  # fmt: skip
+def test_the_others_that_look_right_tell_where_a_bug_shows(message: str) -> None:
+    """Issue 12, session 25: "the other sites look right" is the contrast "the other build is
+    fine" already reads: where the behaviour shows, a bug report (complex, the seed's row)."""
+    assert_reads(message, DBG, C, fired=("symptom",))
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("do the other branches look right to you?", QUE),  # asked: no report
+     ("the new layout looks fine to me, let's ship it", DIS)],  # a verdict, no contrast
+)  # fmt: skip
+def test_a_look_without_the_others_or_asked_is_no_bug_report(message: str, intent: Intent) -> None:
+    assert_reads(message, intent)

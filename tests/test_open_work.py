@@ -115,7 +115,7 @@ def test_short_social_replies_stay_trivial_beside_the_rule(  # type: ignore[no-u
 
 @pytest.mark.model
 @pytest.mark.parametrize(
-    "message", ["is working now, thanks", "ok i understand now", "is fine now, thank you"]
+    "message", ["is working now, thanks", "ok i understand now", "is ok now, thank you"]
 )
 def test_a_reply_read_as_a_greeting_is_trivial_whatever_intent_the_rules_guessed(  # type: ignore[no-untyped-def]
     minilm, message: str
@@ -166,11 +166,11 @@ def test_no_short_message_labelled_not_trivial_is_made_trivial(minilm) -> None: 
 
 @pytest.mark.model
 def test_every_trivial_message_of_the_gating_tune_halves_is_trivial(minilm) -> None:  # type: ignore[no-untyped-def]
-    # the sets the trivial rules were tuned on; kestrel's and anvil's (written blind in
-    # sessions 24 and 25, never tuned on: 16 of kestrel's 18 tune texts read trivial at its
-    # first look) are measured by bench/gating.py, not held here
-    untuned = {"trivial-kestrel.jsonl", "trivial-anvil.jsonl"}
+    # the sets the trivial rules were tuned on, kestrel's since session 25 ("demux looks
+    # clean, thanks" and "nice one, Tomas will be pleased" read moderate at its first look);
+    # anvil's (written blind in session 25, never tuned on) is measured by bench/gating.py
+    untuned = {"trivial-anvil.jsonl"}
     texts = [r["text"] for f in sorted(GATING.glob("trivial*.jsonl")) if f.name not in untuned
              for r in _rows(f.name) if r["split"] == "tune"]  # fmt: skip
-    assert len(texts) == 149
+    assert len(texts) == 167
     assert sorted(set(texts) - set(_read_trivial(minilm, texts))) == []

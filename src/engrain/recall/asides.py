@@ -5,9 +5,11 @@ written blind by ten invented writers (``bench/gating/short-messages-2.jsonl``),
 what else a reply that asks nothing says, each a closed class with its reason:
 
 * a **message sent to the wrong place or by mistake** (:data:`ASIDE`: "sry that was for
-  my teammate", "that wasn't meant for you", "wrong chat", "sorry, mistake message") or an
-  apology for the user's own slip ("is my fault", "era mi culpa"): it was not written to
-  the assistant, or takes back what was;
+  my teammate", "that wasn't meant for you", "wrong chat", "mauvaise fenêtre", "sorry,
+  mistake message", "my bad, ignore that") or an apology for the user's own slip ("is my
+  fault", "era mi culpa"): it was not written to the assistant, or takes back what was;
+* **someone's feelings about the outcome** ("Tomas will be pleased", "the team's gonna be
+  thrilled"): of the people, not the work;
 * **small talk** ("how's your day going?", "how are you?"): a question about the
   assistant, not the project;
 * **relief** ("finally", "por fin", "ugh"): the reaction to a fix that held;
@@ -57,11 +59,22 @@ ASIDE = re.compile(
     r"somebody|person|chat|slack)(?: else)?|"
     r"(?:not|wasn'?t|was not) (?:meant|supposed) for you|"
     r"(?:please )?(?:disregard|ignore) (?:my|the) last (?:message|msg|one)|"
+    # taken back, closing the reply ("my bad, ignore that"); "ignore that warning" asks
+    r"(?:please )?(?:disregard|ignore) (?:that|this|me)(?=\W*$)|"
+    # sent to the wrong place, in the other languages whose thanks the rules know
+    r"(?:mauvaise|mauvais) (?:fenêtre|fenetre|conversation|discussion|onglet|chat)|"
+    r"(?:ventana|conversación|conversacion|pestaña) equivocada|chat equivocado|"
+    r"(?:falsches|falscher) (?:fenster|chat|tab)|(?:janela|conversa) errada|chat errado|"
     # the user's own slip
     r"(?:(?:it'?s|it is|is|was) )?my (?:fault|error)|"
     r"(?:(?:it was|was) )?(?:a|my) typo(?: on my (?:side|end|part))?|"
     r"(?:era |es |fue )?mi culpa|(?:c'est |c'était )?(?:ma faute|mon erreur)|"
     r"(?:mein|meine) (?:fehler|schuld)|(?:foi )?culpa minha|"
+    # someone's feelings about the outcome ("Tomas will be pleased", "the team's gonna be
+    # thrilled"): of the people, not the work
+    r"(?:[\w']+ )?(?:will|'ll|is going to|'s going to|is gonna|'s gonna|gonna) be "
+    r"(?:so |very |really |super )?(?:pleased|happy|glad|thrilled|relieved|stoked|chuffed|"
+    r"delighted|over the moon)|"
     # relief, and sign-offs in the other languages whose thanks the rules know
     r"por fin|enfin|endlich|finalmente|(?:that'?s|that is|what) a relief|"
     r"à (?:plus|bientôt|demain|tout à l'heure)|a\+|hasta (?:luego|mañana|pronto)|"
@@ -122,6 +135,8 @@ OTHER_ACKS = frozenset(
         # French, Italian
         "d'accord", "parfait", "génial", "nickel", "top", "compris", "oui", "ouais",
         "salut", "ciao", "perfetto", "capito", "mdr", "marché",
+        # "that" and "it's", as "that" and "it's" are acknowledgement words ("ça marche")
+        "ça", "c'est",
         # German, Nordic, Dutch
         "super", "genau", "stimmt", "jawohl", "ja", "alles", "klar", "gut", "prima",
         "fertig", "erledigt", "tschüss", "tschüs", "toll", "jättebra", "bra",

@@ -13,7 +13,10 @@ this module adds the rest of a social reply without a content word:
   ("thanks, still not working" reports a problem);
 * a **presence check** ("you around?", "still there?", "anyone here?", "hello?"): the one
   question that asks nothing of memory, made only of an addressee, a word of presence
-  (:data:`PRESENCE`) and a greeting, or of a call alone (:data:`CALLS`). "you around? the
+  (:data:`PRESENCE`) or of being free (:data:`AVAILABLE`) and a greeting, or of a call alone
+  (:data:`CALLS`: "hello?", "ping"); without its question mark too when it names its
+  addressee ("are you around"), and with a moment asked for (:data:`ASKS_FOR_TIME`: "hey,
+  got a sec?"). "you around? the
   DAG is failing" has content words and stays a message; "is it back?" asks about a thing
   ("it"), not a person;
 * a **time of day** (:data:`TIME`: "that's all for today, thanks") and a **reassurance
@@ -34,6 +37,7 @@ left to the rules) and no word holds a digit.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 #: Apologies and reassurance: the reply to one, or one ("my bad", "no worries at all").
@@ -41,6 +45,10 @@ APOLOGY = frozenset(
     ["sorry", "sry", "soz", "apologies", "apology", "apologize", "apologise", "pardon",
      "worries", "worry", "problem", "problemo", "prob", "probs", "bad", "mb", "oops",
      "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake",
+     # in the other languages whose thanks the rules know ("désolé", "perdón")
+     "désolé", "désolée", "desolé", "desole", "perdón", "perdon", "disculpa", "disculpe",
+     "entschuldigung", "scusa", "scusi", "desculpa", "desculpe", "przepraszam",
+     "извини", "простите", "すみません", "ごめん", "ごめんなさい", "对不起", "抱歉",
      # reassurance that nothing is owed ("no rush", "no hurry")
      "rush", "hurry"]
 )  # fmt: skip
@@ -107,8 +115,24 @@ PRESENCE_CHECK = frozenset(
      "yall", "are", "r", "all", "still", "guys", "team", "folks", *PRESENCE]
 )  # fmt: skip
 #: Greetings that call someone: asked alone ("hello?", "hey??"), they ask whether anyone is
-#: there, a presence check.
-CALLS = frozenset(["hi", "hello", "hey", "heya", "hiya", "yo", "howdy"])
+#: there, a presence check; "ping" is chat's call, with or without its question mark.
+CALLS = frozenset(["hi", "hello", "hey", "heya", "hiya", "yo", "howdy", "ping"])
+#: Whether the one addressed is free to talk ("hey, you free?", "are you busy"): a presence
+#: check that asks for time, not for memory; the request comes next.
+AVAILABLE = frozenset(["free", "available", "busy"])
+#: The one addressed, for a presence check without its question mark: "are you around" is
+#: the same question as "are you around?", chat drops the mark; "still there" alone may
+#: report a bug ("the banner is still there"), so without the mark the addressee is needed.
+ADDRESSEES = frozenset(
+    ["you", "u", "ya", "anyone", "anybody", "someone", "somebody", "everyone", "y'all", "yall"]
+)  # fmt: skip
+#: Asking for a moment of the one addressed ("hey, got a sec?", "have you got a minute"):
+#: time, not memory, is asked; removed before the words are judged, so "got a minute to
+#: look at the deploy?" keeps its request.
+ASKS_FOR_TIME = re.compile(
+    r"\b(?:(?:have |do )?(?:you |u |ya )?(?:got|have|has)|can i (?:have|get|borrow)) "
+    r"(?:a |one )?(?:quick )?(?:sec|second|minute|min|moment)s?(?: for me)?(?=\W*$)"
+)
 #: Greetings that may open a presence check ("hey, you around?", "morning, anyone here?").
 GREETINGS = frozenset(
     ["hi", "hello", "hey", "heya", "hiya", "yo", "howdy", "gm", "good", "morning", "afternoon",
@@ -125,6 +149,8 @@ def asks_nothing(text: str, words: Sequence[str], social: Callable[[str], bool])
         return False
     if "?" in text:
         return _checks_presence(words)
+    if _checks_presence(words) and not _names_no_one(words):
+        return True  # "are you around", "ping": the question without its mark
     anchored = False
     for i, word in enumerate(words):
         if (social(word) and word not in FUNCTION_WORDS) or word in APOLOGY:
@@ -170,12 +196,20 @@ def reassures(after: Sequence[str]) -> bool:
 
 def _checks_presence(words: Sequence[str]) -> bool:
     """A presence check: only :data:`GREETINGS`, filler and :data:`PRESENCE_CHECK` words,
-    one of them a word of presence (:data:`PRESENCE`) or a call (:data:`CALLS`: "hello?"
-    asks whether anyone is there, as "ok?" does not)."""
-    present = False
+    one of them a word of presence (:data:`PRESENCE`), of being free (:data:`AVAILABLE`) or a
+    call (:data:`CALLS`: "hello?" asks whether anyone is there, as "ok?" does not)."""
+    present = available = False
     for word in words:
         if word in PRESENCE or word in CALLS:
             present = True
+        elif word in AVAILABLE:
+            available = True
         elif word not in PRESENCE_CHECK and word not in FILLER and word not in GREETINGS:
             return False
-    return present
+    # free or busy is said of a person ("you free?"), alone of a thing ("free?": of charge)
+    return present or (available and not _names_no_one(words))
+
+
+def _names_no_one(words: Sequence[str]) -> bool:
+    """Whether ``words`` name no one: no addressee (:data:`ADDRESSEES`) and no call."""
+    return ADDRESSEES.isdisjoint(words) and CALLS.isdisjoint(words)

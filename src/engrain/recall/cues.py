@@ -135,6 +135,10 @@ ERROR_CLASS = re.compile(r"\b[A-Z]\w*(?:Error|Exception|Violation|Fault)\b")
 REPRO = re.compile(
     r"\b(?:every time|each time|after every|(?:but )?only (?:sometimes|on|when|"
     r"after|from)|(?:is|are|was|were) (?:all |totally |perfectly )?fine|works? fine|"
+    # the others that behave ("only MVH, the other sites look right"): the contrast names
+    # where the behaviour shows, as "the other build is fine" does
+    r"(?:the )?(?:other|rest of the) (?:[\w-]+ ){0,2}(?:look|looks|seem|seems) "
+    r"(?:fine|right|normal|correct|ok|okay)|"
     r"just (?:stays|ignores|hangs|sits|dies|keeps)|every (?:couple|few) (?:of )?(?:seconds|"
     r"minutes|hours|days))\b",
     re.IGNORECASE,
@@ -193,13 +197,15 @@ GENERATION_VERB = re.compile(
     r"(?:(?<=let's )|(?<=lets ))have(?! a (?:look|chat|call|talk|think|go|quick look)\b))\b",
     re.IGNORECASE,
 )
-#: An explicit request for analysis names the intent, even about a misbehaviour.
+#: An explicit request for analysis names the intent, even about a misbehaviour. A verb
+#: joined by a hyphen is part of a name, not the request ("audit-svc backlog keeps
+#: growing", "review-bot is down").
 EXPLAIN = re.compile(
     r"(?:^|(?<=[,;:]\s))"
     + POLITE[1:]
     + r"(?:explain|analy[sz]e|understand|walk me through|compare|review|evaluate|assess|audit|"
     r"(?:give me|gimme) (?:an? |the |a short )?(?:[\w-]+ )?(?:picture|overview|rundown|"
-    r"breakdown|walkthrough|tour))\b",
+    r"breakdown|walkthrough|tour))\b(?!-)",
     re.IGNORECASE,
 )
 NEED = re.compile(
@@ -242,7 +248,10 @@ ANALYSIS = re.compile(
     r"should (?:we|i) (?:use|go with|pick|choose|switch|move|migrate|adopt|keep|prefer)|"
     r"significan(?:t|ce)|correlat\w+|interpret\w*|implications?|justify|rationale|"
     r"anything suspicious|sanity[- ]check|(?:impact|effect|effects|influence) of|"
-    r"what (?:caused|causes|drove|drives|explains)|cause of|contribut\w+ to)\b",
+    r"what (?:caused|causes|drove|drives|explains)|cause of|contribut\w+ to)\b|"
+    # the risks of a change asked: weighing it, as "trade-offs" and "pros and cons" are
+    r"\bwhat(?:'s| is| are) the (?:main |biggest |real )?(?:risks?|downsides?|drawbacks?|"
+    r"dangers?)(?: (?:of|in|with|if)\b|(?=\s*\?))",
     re.IGNORECASE,
 )
 DISCUSSION = re.compile(

@@ -20,7 +20,8 @@ because what they add asks nothing:
   "ran through") and at most one other word, its subject, with no question mark,
   no number and no negation ("nice, CI's green", "tests passing now", "terraform apply
   went through") — like work reported done ("merged!", "fixed"), the state of the project
-  after an answer asks nothing.
+  after an answer asks nothing; so does a verdict in the present with its subject before it
+  ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`).
 
 A message whose every word belongs to a closed class that names nothing (an apology, filler,
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
@@ -48,10 +49,20 @@ from engrain.recall.asides import (
     fails_to_work,
     opens_a_point,
 )
-from engrain.recall.contentless import FUNCTION_WORDS, asks_nothing, follows_up
+from engrain.recall.contentless import (
+    ASKS_FOR_TIME,
+    FILLER,
+    FUNCTION_WORDS,
+    TIME,
+    asks_nothing,
+    follows_up,
+)
 from engrain.recall.open_work import keeps_work_open, negates, selects
 
 SHORT = 50  # the seed's "< 50 characters: likely trivial or simple"
+#: Words that name nothing around a verdict: function words, filler, times ("ngl, the
+#: build looks green today").
+_CLOSED_WORDS = FUNCTION_WORDS | FILLER | TIME
 
 _ACK_WORDS = frozenset(
     [
@@ -124,7 +135,10 @@ _CLOSING = re.compile(
     r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
     r"where|when|which|who)\b)[a-z']+){1,4}|"
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
-    r"what i (?:needed|wanted|was (?:looking for|after))|(?:did|does|that'?ll do) the trick|"
+    r"what i (?:needed|wanted|was (?:looking for|after))|"
+    # an answer that confirms the user's guess ("yes, that's what i thought")
+    r"(?:that'?s|that is|just) what i (?:thought|figured|suspected|expected|guessed|feared|"
+    r"was afraid of)|(?:did|does|that'?ll do) the trick|"
     r"(?:(?:will|i'?ll) )?keep (?:that|it|this) in mind|clears? (?:it|that|things) up|"
     r"(?:that|this) explains (?:it|that|a lot|everything)|"
     r"have a (?:good|great|nice|lovely) (?:one|day|night|evening|weekend)|"
@@ -159,17 +173,36 @@ _GREETING = re.compile(
 )
 _DIGIT = re.compile(r"\d")
 #: Words saying that something is well: a check that passes, a build that builds.
+#: "worked" is an outcome told in the past that went well, as "passed" is ("resume worked,
+#: cheers": :func:`_worked`); "works" is not: the present is often half of a report ("works
+#: locally").
 _SUCCESS = frozenset(
-    ["green", "passing", "passes", "passed", "pass", "compiles", "compiled", "builds", "live"]
-)
+    ["green", "passing", "passes", "passed", "pass", "compiles", "compiled", "builds", "live",
+     "worked"]
+)  # fmt: skip
 #: Something done that went well, told in the past ("the deploy went fine", "terraform
-#: apply went through", "worked like a charm"): a word of success, as "passed" is, so its
-#: subject may come before it. Past tense only: "runs fine locally" is often half of a
-#: report ("… but not in CI").
+#: apply went through", "worked like a charm", "restart did the trick"): a word of
+#: success, as "passed" is, so its subject may come before it. Past tense only: "runs fine
+#: locally" is often half of a report ("… but not in CI").
 _WENT_WELL = re.compile(
     r"\b(?:(?:went|ran) (?:fine|well|ok|okay|smoothly|through|cleanly|clean)|"
-    r"worked like a charm)\b"
+    r"worked like a charm|did the trick)\b"
 )
+#: A verdict on the state of the work, in the present: a look, a seeming or "is", then an
+#: adjective of a good state ("staging looks good", "logs look clean now", "the pipeline is
+#: green again", "ngl that's clean"). The user checked and says it is well, as "CI's green"
+#: does: nothing asked. Read only with its subject before it and nothing after it but
+#: acknowledgements and function words (:func:`_judges_well`): "it looks fine locally"
+#: narrows where it holds, often half of a report, as "it runs fine locally" is.
+_LOOKS_WELL = re.compile(
+    r"^(?P<subject>.*?)(?:\b(?:looks?|looking|seems?|is|are)|(?<=[a-z])'s)\s+"
+    r"(?:so |very |really |super |pretty |all |nice and )?"
+    r"(?:good|great|fine|clean|healthy|correct|right|green|solid|perfect|stable)\b"
+    r"(?P<after>.*)$"
+)
+#: A second attempt named by its time ("the flaky test passed this time", "worked at last"):
+#: it says when, as "now" does, and names nothing.
+_THIS_TIME = re.compile(r"\b(?:this time|at last|for once)\b")
 #: Words saying that work is done ("merged!", "deployed"): acknowledgements alone, and with
 #: the one word naming the work ("switchover done, thanks", "backfill finished") a report
 #: that it is done, like "CI's green".
@@ -227,7 +260,7 @@ def trivial_signal(text: str) -> str | None:
     if one is not None and (_laughs(text, words) or _praises(text, words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
-    return PHRASE_SIGNAL if shaped else None
+    return PHRASE_SIGNAL if shaped or _judges_well(text, words) else None
 
 
 def asks_for_work(text: str) -> bool:
@@ -248,6 +281,7 @@ def words_said(text: str) -> list[str]:
     (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
     (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
+    said = ASKS_FOR_TIME.sub(" ", _THIS_TIME.sub(" now ", said))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
         said = APPROVAL.sub(" ack ", NEXT_STEP.sub(" ", said))  # "should we ship it?" asks
@@ -296,12 +330,49 @@ def _reports_success(words: list[str], unknown: list[str]) -> bool:
     question word (the caller has ruled out a question mark)."""
     rest = [w for w in unknown if w not in _SUCCESS and w not in _DONE]
     return (
-        (len(rest) < len(unknown) or not _DONE.isdisjoint(words))
+        (len(rest) < len(unknown) or not _DONE.isdisjoint(words) or _worked(words))
         and (len(rest) <= 1 or _compound_subject(words, rest))
         and not any(_DIGIT.search(w) for w in rest)
         and _NEGATION.isdisjoint(words)
         and not any(negates(w) for w in words)  # "build didn't pass", "nothing went through"
     )
+
+
+def _worked(words: list[str]) -> bool:
+    """Whether "worked" has nothing after it that names something ("resume worked,
+    cheers"): "it worked on staging" narrows where it held, often half of a report."""
+    if "worked" not in words:
+        return False
+    return all(_acknowledges(w) for w in words[words.index("worked") + 1 :])
+
+
+def _judges_well(text: str, words: list[str]) -> bool:
+    """A verdict on the state of the work in the present (:data:`_LOOKS_WELL`: "staging looks
+    good", "the pipeline is green again"): before it, its subject — at most one word that
+    names something, or two side by side, without a digit — and after it only
+    acknowledgements and function words; no negation, question word or turn
+    (:data:`_NEGATION`: "is staging looking good", "looks good but …") and nothing that keeps
+    the work open ("still looks good?", "almost clean")."""
+    verdict = _LOOKS_WELL.match(_REPEATS.sub(r"\1", text.lower()))
+    if verdict is None:
+        return False
+    subject = _WORDS.findall(verdict["subject"])
+    after = _WORDS.findall(verdict["after"])
+    named = [w for w in subject if not _acknowledges(w) and w not in _CLOSED_WORDS]
+    return (
+        (len(named) <= 1 or (len(named) == 2 and _side_by_side(subject, named)))
+        and not any(_DIGIT.search(w) for w in named)
+        and all(_acknowledges(w) or w in _CLOSED_WORDS for w in after)
+        and _NEGATION.isdisjoint(subject + after)
+        and not any(negates(w) for w in subject + after)
+        and not keeps_work_open(text, words)
+    )
+
+
+def _side_by_side(words: list[str], pair: list[str]) -> bool:
+    """Whether the two words of ``pair`` stand next to each other in ``words``."""
+    first = words.index(pair[0])
+    return words[first + 1 : first + 2] == [pair[1]]
 
 
 def _compound_subject(words: list[str], rest: list[str]) -> bool:
@@ -316,6 +387,7 @@ def _compound_subject(words: list[str], rest: list[str]) -> bool:
 #: Adjectives of praise: the one word after them names what is praised ("great idea").
 _PRAISE = frozenset(
     ["good", "great", "nice", "cool", "neat", "sweet", "awesome", "perfect", "excellent",
+     "fair",  # a point conceded ("fair point", as "fair enough")
      "amazing", "brilliant", "wonderful", "lovely", "fantastic", "super", "splendid", "solid",
      "dope", "ace", "best"]
 )  # fmt: skip
