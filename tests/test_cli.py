@@ -464,6 +464,7 @@ MISSING_EXTRAS = [
     ("uvicorn", ["serve", "--port", "0"], "server"),
     ("fastapi", ["serve", "--port", "0"], "server"),
     ("mcp", ["mcp", "--user", "alice"], "server"),
+    ("mcp", ["serve", "--port", "0"], "server"),  # /mcp imports it later: checked first
     ("psycopg", ["--url", "postgresql://localhost/engrain", "list"], "postgres"),
 ]
 

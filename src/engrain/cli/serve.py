@@ -7,6 +7,7 @@ over the same store (PostgreSQL, or one SQLite file in WAL mode)."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 import socket
@@ -138,6 +139,8 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
         ):  # fmt: skip
             raise
         raise ConfigError(INSTALL_HINT) from exc
+    if importlib.util.find_spec("mcp") is None:  # /mcp imports it on its first request
+        raise ConfigError(INSTALL_HINT)
     listenable(host, port)
     logging = log_config(log_level)
     # one engine serves many concurrent calls: onnxruntime's spinning threads would take the
