@@ -22,6 +22,8 @@ from engrain.cli.output import plural
 from engrain.keys import KeyRing
 from engrain.store import open_store
 
+from .conftest import cli_env
+
 Invoke = Callable[..., Result]
 
 TABS = "I prefer tabs over spaces"
@@ -44,13 +46,7 @@ CONVERSATION = {
 @pytest.fixture
 def invoke(runner: CliRunner, tmp_path: Path) -> Invoke:
     """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` with an environment of our own."""
-    env = {
-        "ENGRAIN_EMBEDDER": "hash",
-        "ENGRAIN_DATA_DIR": str(tmp_path / "data"),
-        "ENGRAIN_USER": None,
-        "ENGRAIN_URL": None,
-        "ENGRAIN_CONFIG": None,
-    }
+    env = cli_env(tmp_path)
 
     def run(*args: str, input: str | None = None, db: str = "x.db", **extra_env: str) -> Result:
         return runner.invoke(
