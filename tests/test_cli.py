@@ -45,13 +45,15 @@ CONVERSATION = {
 
 @pytest.fixture
 def invoke(runner: CliRunner, tmp_path: Path) -> Invoke:
-    """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` with an environment of our own."""
+    """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` (``ARGS`` alone when they give a
+    ``--url``) with an environment of our own."""
     env = cli_env(tmp_path)
 
     def run(*args: str, input: str | None = None, db: str = "x.db", **extra_env: str) -> Result:
         return runner.invoke(
             cli,
-            ["--url", f"sqlite:///{tmp_path / db}", *args],
+            # a test's own --url replaces the file's: an option given twice is refused
+            [*([] if "--url" in args else ["--url", f"sqlite:///{tmp_path / db}"]), *args],
             input=input,
             env={**env, **extra_env},
             catch_exceptions=False,  # an unexpected traceback fails the test
