@@ -29,6 +29,19 @@ NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
 
 
+#: What the embedder tests embed: short and long turns, a plain sentence, Unicode, and a
+#: turn past the model's 256 tokens.
+EMBED_TEXTS = [
+    "ada: I moved to Lisbon last spring and I love the light there",
+    "bob: ok",
+    "ada: my sister is a nurse, she works nights at the children's hospital",
+    "bob: Did you finish the marathon training plan we talked about in March?",
+    "The database migration failed twice because of a lock timeout on the users table.",
+    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
+    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
+]
+
+
 def locomo_turns(limit: int) -> list[str]:
     """The first ``limit`` turns of LoCoMo dev's first conversation as ``speaker: text``,
     as the benchmark embeds them; the test is skipped without the data set."""

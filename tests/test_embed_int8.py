@@ -13,17 +13,9 @@ from engrain.config import Settings
 from engrain.embed import make_embedder, minilm
 from engrain.embed.minilm import MiniLMEmbedder, exact_int8, model_source
 
-from .conftest import locomo_turns
+from .conftest import EMBED_TEXTS, locomo_turns
 
-TEXTS = [
-    "ada: I moved to Lisbon last spring and I love the light there",
-    "bob: ok",
-    "ada: my sister is a nurse, she works nights at the children's hospital",
-    "bob: Did you finish the marathon training plan we talked about in March?",
-    "The database migration failed twice because of a lock timeout on the users table.",
-    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
-    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
-]
+TEXTS = EMBED_TEXTS
 
 
 @pytest.mark.parametrize(
