@@ -4,6 +4,7 @@ deterministic test embedder (fast), and one with the real all-MiniLM-L6-v2 model
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,50 @@ from .pg import pg_server, pg_url  # noqa: F401  (fixtures)
 from .two_engines import other  # noqa: F401  (fixture)
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
+
+
+#: LoCoMo's development split, beside the repository (``../shared``) when it is there.
+LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+
+
+#: What the embedder tests embed: short and long turns, a plain sentence, Unicode, and a
+#: turn past the model's 256 tokens.
+EMBED_TEXTS = [
+    "ada: I moved to Lisbon last spring and I love the light there",
+    "bob: ok",
+    "ada: my sister is a nurse, she works nights at the children's hospital",
+    "bob: Did you finish the marathon training plan we talked about in March?",
+    "The database migration failed twice because of a lock timeout on the users table.",
+    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
+    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
+]
+
+
+def locomo_turns(limit: int) -> list[str]:
+    """The first ``limit`` turns of LoCoMo dev's first conversation as ``speaker: text``,
+    as the benchmark embeds them; the test is skipped without the data set."""
+    if not LOCOMO_DEV.is_file():
+        pytest.skip("LoCoMo dev is not beside the repository")
+    conversation = json.loads(LOCOMO_DEV.read_text(encoding="utf-8"))[0]["conversation"]
+    return [
+        f"{t['speaker']}: {t['text']}"
+        for key, session in conversation.items()
+        if key.startswith("session_") and isinstance(session, list)
+        for t in session
+    ][:limit]
+
+
+def cli_env(tmp_path: Path) -> dict[str, str | None]:
+    """The environment of a CLI test run through click's runner: the hash embedder, a data
+    directory of the test's own, and none of the user's ``ENGRAIN_USER``, ``ENGRAIN_URL``
+    or ``ENGRAIN_CONFIG`` (``None`` unsets a variable for the run)."""
+    return {
+        "ENGRAIN_EMBEDDER": "hash",
+        "ENGRAIN_DATA_DIR": str(tmp_path / "data"),
+        "ENGRAIN_USER": None,
+        "ENGRAIN_URL": None,
+        "ENGRAIN_CONFIG": None,
+    }
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:

@@ -4,20 +4,25 @@ deterministic hash embedder."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from engrain.cli import INSTALL_HINT, memories
 from engrain.cli.app import cli
+from engrain.cli.base import OnceCommand, OnceGroup
 from engrain.cli.output import plural
 from engrain.keys import KeyRing
 from engrain.store import open_store
+
+from .conftest import cli_env
 
 Invoke = Callable[..., Result]
 
@@ -40,19 +45,15 @@ CONVERSATION = {
 
 @pytest.fixture
 def invoke(runner: CliRunner, tmp_path: Path) -> Invoke:
-    """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` with an environment of our own."""
-    env = {
-        "ENGRAIN_EMBEDDER": "hash",
-        "ENGRAIN_DATA_DIR": str(tmp_path / "data"),
-        "ENGRAIN_USER": None,
-        "ENGRAIN_URL": None,
-        "ENGRAIN_CONFIG": None,
-    }
+    """Run ``engrain --url sqlite:///<tmp>/<db> ARGS`` (``ARGS`` alone when they give a
+    ``--url``) with an environment of our own."""
+    env = cli_env(tmp_path)
 
     def run(*args: str, input: str | None = None, db: str = "x.db", **extra_env: str) -> Result:
         return runner.invoke(
             cli,
-            ["--url", f"sqlite:///{tmp_path / db}", *args],
+            # a test's own --url replaces the file's: an option given twice is refused
+            [*([] if "--url" in args else ["--url", f"sqlite:///{tmp_path / db}"]), *args],
             input=input,
             env={**env, **extra_env},
             catch_exceptions=False,  # an unexpected traceback fails the test
@@ -368,6 +369,68 @@ def test_a_bad_config_file_is_one_error_line_exit_3(invoke: Invoke, tmp_path: Pa
     assert line.startswith("error: ") and "engrain.toml" in line
 
 
+#: Command lines click would run with one value silently dropped (it keeps the last).
+LOSES_A_VALUE = [
+    (["feedback", "c1", "--helpful", "--unhelpful"], "--helpful and --unhelpful contradict"),
+    (["feedback", "c1", "--unhelpful", "--helpful"], "--unhelpful and --helpful contradict"),
+    (["recall", "x", "--budget", "50", "--budget=80"], "--budget given 2 times"),
+    (["recall", "x", "-n5", "--top-k", "6"], "-n/--top-k given 2 times"),
+    (["remember", "x", "-u", "ada", "--user", "bob"], "-u/--user given 2 times"),
+    (["-u", "ada", "-u", "bob", "list"], "-u given 2 times"),
+    (["context", "x", "--window", "8000", "--window", "128000"], "--window given 2 times"),
+    (["tiers", "show", "--tier", "1", "--tier", "2"], "--tier given 2 times"),
+    (["keys", "create", "--admin", "--name", "a", "--name", "b"], "--name given 2 times"),
+    (["serve", "--record", "--no-record"], "--record and --no-record contradict"),
+    (["migrate", "--verify"], "--verify checks a copy: it goes with --from"),
+    (["migrate", "--maintenance-work-mem", "1GB"], "it goes with --pool-graph"),
+]
+
+
+@pytest.mark.parametrize(("args", "said"), LOSES_A_VALUE)
+def test_an_option_that_would_lose_a_value_is_a_usage_error(
+    invoke: Invoke, args: list[str], said: str
+) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: ") and said in line, line
+    assert not result.stdout
+    as_json = invoke("--json", *args)
+    assert as_json.exit_code == 2
+    assert json.loads(as_json.stderr)["error"] == "invalid_input"
+
+
+def test_contradicting_feedback_writes_nothing(invoke: Invoke) -> None:
+    first = remember(invoke, "Deploys go through the GitHub Actions release workflow")
+    [ctx] = json_lines(invoke("--json", "context", "how do deploys work?", "--budget", "500"))
+    assert invoke("feedback", ctx["context_id"], "--helpful", "--unhelpful").exit_code == 2
+    assert invoke("feedback", "-m", first, "--unhelpful", "--helpful").exit_code == 2
+    [memory] = json_lines(invoke("--json", "get", first))
+    assert memory["usefulness"] == 0.5  # untouched: neither 0.6 nor 0.4
+
+
+def test_what_loses_nothing_still_runs(invoke: Invoke) -> None:
+    """A flag said twice, a repeatable option, and a global option before and after the
+    command (after it wins) are not repeats."""
+    mid = remember(invoke, TABS, "--pin", "--pin", "-d", "a", "-d", "b")
+    assert json_lines(invoke("--json", "get", mid))[0]["domains"] == ["a", "b"]
+    assert json_lines(invoke("-u", "ada", "--json", "list", "-u", "default")) != []
+    assert ok(invoke("--json", "--json", "list"))
+
+
+def test_every_command_refuses_repeated_options() -> None:
+    """A command added later gets the check too: every one is a OnceCommand (or group)."""
+    groups: list[click.Group] = [cli]  # type: ignore[list-item]
+    while groups:
+        group = groups.pop()
+        assert isinstance(group, OnceGroup), group.name
+        for command in group.commands.values():
+            if isinstance(command, click.Group):
+                groups.append(command)
+            else:
+                assert isinstance(command, OnceCommand), command.name
+
+
 def test_usage_errors_exit_2(invoke: Invoke) -> None:
     assert invoke("remember").exit_code == 2
     assert invoke("forget").exit_code == 2
@@ -391,11 +454,42 @@ def test_every_command_and_option_has_help(invoke: Invoke) -> None:
         assert "--user" in page and "--json" in page  # the global options, here too
 
 
-def test_main_without_click_prints_the_install_command() -> None:
-    code = "import sys; sys.modules['click'] = None; from engrain.cli import main; main()"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == INSTALL_HINT
+# -- a missing extra: a set-up error, exit 3, one line naming the install ---------------------
+
+#: (the module hidden, as if its extra were not installed; the command line; the extra)
+MISSING_EXTRAS = [
+    ("click", ["list"], "cli"),
+    ("uvicorn", ["serve", "--port", "0"], "server"),
+    ("fastapi", ["serve", "--port", "0"], "server"),
+    ("mcp", ["mcp", "--user", "alice"], "server"),
+    ("mcp", ["serve", "--port", "0"], "server"),  # /mcp imports it later: checked first
+    ("psycopg", ["--url", "postgresql://localhost/engrain", "list"], "postgres"),
+]
+
+
+@pytest.mark.parametrize(("hidden", "args", "extra"), MISSING_EXTRAS)
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_missing_extra_exits_3_with_the_install_command(
+    tmp_path: Path, hidden: str, args: list[str], extra: str, as_json: bool
+) -> None:
+    """The README's table: 3 is a set-up failure; click's own 1 (and ``sys.exit(text)``'s)
+    said nothing the table names."""
+    argv = ["engrain", "--data-dir", str(tmp_path), *(["--json"] if as_json else []), *args]
+    code = (f"import sys; sys.modules[{hidden!r}] = None; sys.argv = {argv!r}\n"
+            "from engrain.cli import main; main()")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAIN_")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 3, proc.stderr
+    [line] = proc.stderr.splitlines()
+    install = f"pip install 'engrain[{extra}]'"
+    if as_json:
+        error = json.loads(line)
+        assert error["error"] == "config_error" and install in error["message"]
+    else:
+        assert line.startswith("error: ") and line.endswith(install)
+    assert not proc.stdout
+    if hidden == "click":
+        assert line == f"error: {INSTALL_HINT}" or INSTALL_HINT in json.loads(line)["message"]
 
 
 # -- import / export -------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from engrain.errors import AuthenticationError, PermissionDeniedError
 from engrain.keys import KeyRing
 from engrain.store.sqlite import SQLiteStore
 
+from .conftest import cli_env
+
 Invoke = Callable[..., Result]
 
 
@@ -32,13 +34,7 @@ def db(tmp_path: Path) -> Path:
 def invoke(runner: CliRunner, tmp_path: Path, db: Path) -> Invoke:
     """Run ``engrain ARGS --url sqlite:///<db>`` (the store option after the subcommand)
     with an environment of our own."""
-    env = {
-        "ENGRAIN_EMBEDDER": "hash",
-        "ENGRAIN_DATA_DIR": str(tmp_path / "data"),
-        "ENGRAIN_USER": None,
-        "ENGRAIN_URL": None,
-        "ENGRAIN_CONFIG": None,
-    }
+    env = cli_env(tmp_path)
 
     def run(*args: str) -> Result:
         return runner.invoke(

@@ -1,12 +1,15 @@
 """The service docs say what the code does, checked in process so they cannot drift:
 ``docs/http-api.md``'s route tables are the app's OpenAPI routes (each with the query
 parameters, answer fields and error statuses the doc names) and its examples answer as
-printed; ``docs/mcp.md``'s tool table is the server's ``list_tools``; every ``engrain``
-command and option a doc under ``docs/`` names exists. The README's own checks are in
+printed; ``docs/mcp.md``'s tool table is the server's ``list_tools``; ``docs/api.md``'s
+table has every public method of ``Engine`` and ``AsyncEngine`` with errors that exist and
+an example that calls it; every ``engrain`` command and option a doc under ``docs/`` names
+exists. The README's own checks are in
 ``tests/test_readme.py``."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import re
@@ -19,7 +22,8 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 
-from engrain import Engine, Settings
+from engrain import Engine, Settings, errors
+from engrain.aio import AsyncEngine
 from engrain.cli.app import cli
 from engrain.client import Client
 from engrain.embed import HashEmbedder
@@ -35,6 +39,7 @@ HTTP_API = (DOCS / "http-api.md").read_text()
 #: ``engrain [-u U | --opt V …] COMMAND [SUB]`` in a code span (as tests/test_readme.py reads)
 COMMAND = r"(?<![\w.\-/])engrain((?: -u \w+| --[\w-]+(?: \S+)?)*) ([a-z][\w-]*)( [a-z]+)?"
 MCP = (DOCS / "mcp.md").read_text()
+API = (DOCS / "api.md").read_text()
 
 
 @dataclass(frozen=True)
@@ -310,3 +315,33 @@ def test_the_readmes_engine_and_client_signatures_are_the_constructors() -> None
         if p.default is inspect.Parameter.empty
     ]
     assert client is not None and required == ["url", "api_key"]
+
+
+def api_rows() -> dict[str, list[str]]:
+    """``docs/api.md``'s table by method name: its cells (call, does, raises, example)."""
+    rows = {}
+    for line in API.splitlines():
+        found = re.match(r"\| `(\w+)\(", line)
+        if found:
+            rows[found.group(1)] = [c.strip() for c in line.strip().strip("|").split("|")]
+    return rows
+
+
+def test_every_public_method_has_its_errors_and_an_example() -> None:
+    """A reviewer's table: each public call of ``Engine`` and ``AsyncEngine`` (twins) says
+    what it does, names only errors of the tree, and shows a line of Python that calls it."""
+    rows = api_rows()
+    public = {n for cls in (Engine, AsyncEngine) for n, f in vars(cls).items()
+              if not n.startswith("_") and inspect.isfunction(f)}  # fmt: skip
+    assert sorted(public - rows.keys()) == [], "public methods without a row in docs/api.md"
+    assert sorted(rows.keys() - public) == [], "rows of docs/api.md for no method"
+    tree = {n for n, c in vars(errors).items() if isinstance(c, type)
+            and issubclass(c, errors.EngrainError)}  # fmt: skip
+    for name, (_call, does, raises, example) in rows.items():
+        assert does, name
+        named = set(re.findall(r"`(\w+Error)`", raises))
+        assert named <= tree, f"{name}: {sorted(named - tree)} are not engrain errors"
+        assert named or raises.startswith("nothing"), f"{name}: its row names no error"
+        [code] = re.findall(r"`([^`]+)`", example)
+        assert re.search(rf"\b(engine|await engine)\.{name}\(", code), f"{name}: {code}"
+        ast.parse(code)  # a line of Python as written

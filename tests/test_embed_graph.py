@@ -3,23 +3,15 @@ the package's plain model, weights read from the package's file, a safe fallback
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from engrain.embed import minilm
 from engrain.embed.minilm import MiniLMEmbedder, model_source
 
-TEXTS = [
-    "ada: I moved to Lisbon last spring and I love the light there",
-    "bob: ok",
-    "ada: my sister is a nurse, she works nights at the children's hospital",
-    "bob: Did you finish the marathon training plan we talked about in March?",
-    "The database migration failed twice because of a lock timeout on the users table.",
-    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
-    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
-]
+from .conftest import EMBED_TEXTS, locomo_turns
+
+TEXTS = EMBED_TEXTS
 
 
 def test_the_fused_graph_is_used_and_keeps_its_weights_in_the_package_file() -> None:
@@ -68,18 +60,7 @@ def test_the_fused_graph_gives_the_plain_models_vectors(split: bool) -> None:
 
 @pytest.mark.model
 def test_the_fused_graph_gives_the_plain_models_vectors_on_locomo_turns() -> None:
-    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
-    if not data.is_file():
-        pytest.skip("LoCoMo dev is not beside the repository")
-    import json
-
-    conversation = json.loads(data.read_text(encoding="utf-8"))[0]["conversation"]
-    turns = [
-        f"{t['speaker']}: {t['text']}"
-        for key, session in conversation.items()
-        if key.startswith("session_") and isinstance(session, list)
-        for t in session
-    ][:200]
+    turns = locomo_turns(200)
     fused = MiniLMEmbedder(split=True, int8=False).embed(turns)
     plain = MiniLMEmbedder(split=True, fused=False).embed(turns)
     assert (fused * plain).sum(axis=1).min() >= 0.9999

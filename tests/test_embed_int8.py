@@ -13,16 +13,9 @@ from engrain.config import Settings
 from engrain.embed import make_embedder, minilm
 from engrain.embed.minilm import MiniLMEmbedder, exact_int8, model_source
 
-TEXTS = [
-    "ada: I moved to Lisbon last spring and I love the light there",
-    "bob: ok",
-    "ada: my sister is a nurse, she works nights at the children's hospital",
-    "bob: Did you finish the marathon training plan we talked about in March?",
-    "The database migration failed twice because of a lock timeout on the users table.",
-    "ünïcödé, emoji 🎉 and CJK 東京 in one line",
-    "ada: " + "a much longer turn about gardening and tomatoes " * 40,  # truncated at 256
-]
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
+from .conftest import EMBED_TEXTS, locomo_turns
+
+TEXTS = EMBED_TEXTS
 
 
 @pytest.mark.parametrize(
@@ -109,15 +102,7 @@ def test_int8_vectors_stay_close_to_the_float_graphs() -> None:
     cosines = (int8.embed(TEXTS) * floats.embed(TEXTS)).sum(axis=1)
     assert floats.graph == "fused" and int8.graph == "int8"
     assert cosines.min() >= 0.999 and cosines.max() < 0.9999999  # close, and really integer
-    if not LOCOMO.is_file():
-        pytest.skip("LoCoMo dev is not beside the repository")
-    conversation = json.loads(LOCOMO.read_text(encoding="utf-8"))[0]["conversation"]
-    turns = [
-        f"{t['speaker']}: {t['text']}"
-        for key, session in conversation.items()
-        if key.startswith("session_") and isinstance(session, list)
-        for t in session
-    ][:200]
+    turns = locomo_turns(200)
     a, b = int8.embed(turns), floats.embed(turns)
     cosines = (a * b).sum(axis=1)
     assert cosines.min() >= 0.999 and float(np.median(cosines)) >= 0.9998

@@ -33,3 +33,17 @@ def test_async_engine_is_the_aio_modules_and_unknown_names_raise() -> None:
     assert "AsyncEngine" in engrain.__all__
     with pytest.raises(AttributeError):
         _ = engrain.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_the_mcp_package_loads_no_fastapi() -> None:
+    """``engrain mcp`` over stdio needs the SDK, not the HTTP app: ``engrain.mcp`` takes
+    ``mount`` from ``engrain.server.mounting`` (Starlette only), and ``engrain.server``
+    imports its app only when ``create_app`` is asked for."""
+    code = (
+        "import sys, engrain.mcp\n"
+        "print(sorted({'fastapi', 'engrain.server.app'} & set(sys.modules)))\n"
+        "from engrain.server import create_app\n"
+        "print('fastapi' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "True"]

@@ -36,6 +36,7 @@ from engrain.errors import EmptyInputError
 from engrain.keys import KeyRing
 from engrain.mcp import build_server, fixed_user, mount, streamable_http_app
 from engrain.server.app import serve_app
+from engrain.server.mcp import LaterMCP
 from engrain.store.sqlite import SQLiteStore
 
 from .conftest import make_settings
@@ -255,9 +256,10 @@ class Live:
         return connect()
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    """The MCP app mounted in a Starlette app, served by uvicorn on a free loopback port."""
+@pytest.fixture(params=["built", "later"])
+def live(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Live]:
+    """The MCP app mounted in a Starlette app, served by uvicorn on a free loopback port:
+    built before the server starts, or (as ``engrain serve`` mounts it) on first request."""
     engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "m.db"),
                     embedder=HashEmbedder())  # fmt: skip
     keys = KeyRing(engine.store)
@@ -270,7 +272,8 @@ def live(tmp_path: Path) -> Iterator[Live]:
     }
     keys.revoke(revoked[1].id)
     app = Starlette()
-    mount(app, streamable_http_app(engine, keys))
+    mount(app, streamable_http_app(engine, keys) if request.param == "built"
+          else LaterMCP(engine, keys))  # fmt: skip
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -431,9 +434,47 @@ def test_core_and_cli_start_without_the_server_extra(tmp_path: Path) -> None:
         "main()\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 3, done.stderr  # a set-up error: the README's exit table
     assert "pip install 'engrain[server]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_serve_app_imports_the_mcp_sdk_on_the_first_mcp_request(tmp_path: Path) -> None:
+    """``engrain serve`` answers before the SDK (its largest import) is loaded; the first
+    ``/mcp`` request loads it and is served, as every later one (a fresh interpreter: this
+    one has the SDK already)."""
+    script = f"""
+import sys
+from fastapi.testclient import TestClient
+from engrain import Engine
+from engrain.config import Settings
+from engrain.embed import HashEmbedder
+from engrain.keys import KeyRing
+from engrain.server.app import serve_app
+from engrain.store.sqlite import SQLiteStore
+loaded = lambda: sorted({{m.split(".")[0] for m in sys.modules}} & {{"mcp", "mcp_types"}})
+engine = Engine(settings=Settings(data_dir={str(tmp_path)!r}),
+                store=SQLiteStore({str(tmp_path / "m.db")!r}), embedder=HashEmbedder())
+secret, _ = KeyRing(engine.store).create(["alice"])
+headers = {{"Authorization": f"Bearer {{secret}}", "Accept": "application/json, text/event-stream"}}
+listing = {{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}}
+with TestClient(serve_app(engine)) as client:
+    print(loaded(), client.get("/readyz").status_code,
+          client.post("/v1/context", headers=headers, json={{"message": "hi"}}).status_code)
+    first = client.post("/mcp", headers=headers, json=listing)
+    again = client.post("/mcp/", headers=headers, json=listing)
+    print(loaded(), first.status_code, again.status_code)
+    print(sorted(t["name"] for t in first.json()["result"]["tools"]) ==
+          sorted(t["name"] for t in again.json()["result"]["tools"]) != [])
+engine.close()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "[] 200 200",  # ready, and serving /v1, without the SDK
+        "['mcp', 'mcp_types'] 200 200",
+        "True",
+    ]
 
 
 def test_serve_apps_metrics_label_mcp_requests_with_the_path(tmp_path: Path) -> None:

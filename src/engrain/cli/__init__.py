@@ -2,13 +2,18 @@
 
 The CLI is an extra (``pip install 'engrain[cli]'``). This module imports nothing from it,
 so the ``engrain`` script can always start: without click, :func:`main` prints the install
-command and exits with 1. The commands themselves live in :mod:`engrain.cli.app` and the
-modules it gathers, which import click at the top.
+command as its one error line (a JSON object with ``--json``) and exits with 3, the exit of
+a set-up failure (:mod:`engrain.cli.base`), as a command whose own extra is missing does.
+The commands themselves live in :mod:`engrain.cli.app` and the modules it gathers, which
+import click at the top.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+
+from engrain.errors import ConfigError
 
 INSTALL_HINT = "the engrain CLI needs the 'cli' extra: pip install 'engrain[cli]'"
 
@@ -20,7 +25,11 @@ def main() -> None:
     except ModuleNotFoundError as exc:
         if exc.name != "click":  # a broken install of something else: let it show
             raise
-        sys.exit(INSTALL_HINT)
+        error = ConfigError(INSTALL_HINT)
+        as_json = "--json" in sys.argv[1:]
+        print(json.dumps(error.to_dict()) if as_json else f"error: {INSTALL_HINT}",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(3)  # engrain.cli.base.EXIT_FAILURE, which imports click
     from engrain.cli.app import cli
 
     cli.main(prog_name="engrain")

@@ -7,7 +7,8 @@ Exit codes (the README's table)::
     1  not found: an unknown memory or context id (HTTP 404)
     2  usage or invalid input: click's usage errors, ValidationError (4xx), text that is
        not valid UTF-8 (argv, stdin, import files)
-    3  failure of the configuration, the store, the model or the LLM (5xx)
+    3  failure of the configuration, the store, the model or the LLM (5xx), and a missing
+       extra (ConfigError, its message naming the ``pip install 'engrain[…]'`` that adds it)
 
 The global options (``--url``, ``--data-dir``, ``--json``, ``--user/-u``) are accepted
 before the subcommand and after it: the group's values (with ``ENGRAIN_USER`` and the
@@ -20,6 +21,7 @@ import json
 import re
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -83,8 +85,8 @@ def report(error: EngrainError, *, as_json: bool) -> None:
 
 def click_error(error: click.ClickException) -> EngrainError:
     """One of click's refusals as engrain's error: a usage error (exit 2) is a
-    :class:`ValidationError` whose message says where the help is; another (a missing
-    extra, exit 1) a :class:`ConfigError`."""
+    :class:`ValidationError` whose message says where the help is; another (exit 3) a
+    :class:`ConfigError`."""
     message = error.format_message().strip().removesuffix(".")
     if message[:1].isupper() and message[1:2].islower():  # "Missing argument", as ours read
         message = message[0].lower() + message[1:]
@@ -258,7 +260,73 @@ def global_options(*, top: bool = False) -> Callable[[F], F]:
     return _decorator([*_store_option_list(top), user])
 
 
-class EngrainGroup(click.Group):
+def refuse_repeats(command: click.Command, ctx: click.Context, args: Sequence[str]) -> None:
+    """:class:`click.UsageError` when ``args`` give one of ``command``'s single-valued
+    options more than once: click keeps the last and drops the others without a word, so
+    ``feedback --helpful --unhelpful`` would teach "unhelpful". Contradicting spellings of
+    one flag (``--helpful``/``--unhelpful``) and a value given twice (``--budget 50
+    --budget 80``) are refused; the same flag twice (``--pin --pin``) loses nothing and
+    passes. Repeatable options (``--domain``) and the group's options given again after
+    the subcommand (another context: "after it wins") are not repeats."""
+    if ctx.resilient_parsing or any(a in ctx.help_option_names for a in args):
+        return  # completion, or a help page: nothing runs
+    try:  # the parser alone: values are not converted, no callback runs
+        _, rest, order = command.make_parser(ctx).parse_args(args=list(args))
+    except click.UsageError:
+        return  # click's own refusal, said as it says it, when the command parses
+    own = args[: len(args) - len(rest)]  # a group's: what precedes its subcommand
+    seen = Counter(id(param) for param in order)
+    for param in command.get_params(ctx):
+        if seen[id(param)] < 2 or not isinstance(param, click.Option):
+            continue
+        if param.multiple or param.count:
+            continue
+        given = _spellings(param, own)
+        if param.is_flag and len(set(given)) == 1:
+            continue
+        if param.is_flag:
+            names = " and ".join(dict.fromkeys(given))
+            raise click.UsageError(f"{names} contradict each other: give one", ctx)
+        names = "/".join(dict.fromkeys(given))  # -u and --user: one option
+        raise click.UsageError(f"{names} given {len(given)} times: give it once", ctx)
+
+
+def _spellings(param: click.Option, args: Sequence[str]) -> list[str]:
+    """How ``args`` spell ``param``, in order (``--budget=5`` as ``--budget``)."""
+    names = {*param.opts, *param.secondary_opts}
+    found: list[str] = []
+    for arg in args:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if name in names:
+            found.append(name)
+        elif arg[:1] == "-" and arg[1:2] != "-" and f"-{arg[1:2]}" in names:
+            found.append(f"-{arg[1:2]}")  # a short option with its value attached: -n5
+    return found or [param.opts[0]] * 2
+
+
+class OnceCommand(click.Command):
+    """A command whose single-valued options may be given once (:func:`refuse_repeats`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Refuse a repeated option, then parse as click does."""
+        refuse_repeats(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+class OnceGroup(click.Group):
+    """A group of :class:`OnceCommand` whose own options may be given once too."""
+
+    command_class = OnceCommand
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Refuse a repeated option of the group, then parse as click does."""
+        refuse_repeats(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+class EngrainGroup(OnceGroup):
     """The top-level group: refuses argv that is not UTF-8 and turns every
     :class:`EngrainError` into one line on stderr and its exit code."""
 
@@ -282,8 +350,9 @@ class EngrainGroup(click.Group):
         try:
             done = super().main(argv, prog_name, standalone_mode=False, **extra)
         except click.ClickException as error:
-            report(click_error(error), as_json=as_json)
-            sys.exit(error.exit_code)
+            failure = click_error(error)
+            report(failure, as_json=as_json)
+            sys.exit(exit_code(failure))  # the table's codes, not click's 1 for its others
         except click.Abort:
             click.echo("error: aborted", err=True)
             sys.exit(1)

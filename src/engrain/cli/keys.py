@@ -11,7 +11,13 @@ import json
 import click
 from click.core import ParameterSource
 
-from engrain.cli.base import State, global_options, pass_state, store_options
+from engrain.cli.base import (
+    OnceGroup,
+    State,
+    global_options,
+    pass_state,
+    store_options,
+)
 from engrain.keys import ApiKey, KeyRing
 
 ONCE_WARNING = "this key is shown only now and cannot be shown again: store it somewhere safe"
@@ -43,7 +49,7 @@ def typed_user(ctx: click.Context) -> tuple[str, ...]:
     return ()
 
 
-@click.group()
+@click.group(cls=OnceGroup)
 @global_options()
 def keys() -> None:
     """API keys for `engrain serve`: create, list, revoke.

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import click
 
-from engrain.cli.base import State, global_options, pass_state
+from engrain.cli.base import OnceCommand, State, global_options, pass_state
+from engrain.errors import ConfigError
 
 INSTALL_HINT = "engrain mcp needs the 'server' extra: pip install 'engrain[server]'"
 
 
-@click.command(name="mcp")
+@click.command(cls=OnceCommand, name="mcp")
 @global_options()
 @pass_state
 def mcp_command(state: State) -> None:
@@ -26,7 +27,7 @@ def mcp_command(state: State) -> None:
     except ModuleNotFoundError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "starlette", "anyio"):
             raise
-        raise click.ClickException(INSTALL_HINT) from exc
+        raise ConfigError(INSTALL_HINT) from exc
     serve_stdio(state.engine(), state.user)
 
 

@@ -10,7 +10,15 @@ import sys
 
 import click
 
-from engrain.cli.base import State, decode_utf8, global_options, pass_state, scored_dict
+from engrain.cli.base import (
+    OnceCommand,
+    OnceGroup,
+    State,
+    decode_utf8,
+    global_options,
+    pass_state,
+    scored_dict,
+)
 from engrain.cli.output import (
     memory_block,
     memory_line,
@@ -33,7 +41,7 @@ def read_stdin() -> str:
     return decode_utf8(sys.stdin.buffer.read(), "stdin")
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("text")
 @click.option(
     "--kind",
@@ -84,7 +92,7 @@ def remember(
     )
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("text", required=False)
 @click.option("--session", "-s", help="Session id.")
 @click.option("--type", "-t", "memory_type", help="Memory type hint for every chunk.")
@@ -110,7 +118,7 @@ def ingest(
     state.emit(report.outcomes, outcome_line)
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("query")
 @click.option("--top-k", "-n", type=int, help="Most memories to return.")
 @click.option("--budget", "-b", type=int, help="Token budget.")
@@ -158,7 +166,7 @@ PREVIOUS_HELP = (
 )
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("message")
 @click.option("--top-k", "-n", type=int, help="Most memories to inject.")
 @click.option("--budget", "-b", type=int, help="Token budget.")
@@ -218,7 +226,7 @@ def context(
     )
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("context_id", required=False)
 @click.option("--helpful/--unhelpful", default=None, help="Did the injected memory help?")
 @click.option("--score", type=float, help="How much it helped, 0 to 1.")
@@ -248,7 +256,7 @@ def feedback(
         click.echo(f"learned {result.pairs_learned} co-occurring pairs", err=True)
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.option("--force", is_flag=True, help="Compress the oldest sessions even below the "
               "threshold.")  # fmt: skip
 @global_options()
@@ -266,7 +274,7 @@ def compress(state: State, force: bool) -> None:
     )
 
 
-@click.group()
+@click.group(cls=OnceGroup)
 @global_options()
 def tiers() -> None:
     """The pre-compiled tiers for small and medium context windows."""
@@ -313,7 +321,7 @@ def tiers_rebuild(state: State, project: str | None) -> None:
     )  # fmt: skip
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("message")
 @click.option("--budget", "-b", type=int, help="Token budget (default: automatic).")
 @click.option("--turn", type=int, default=0, help="Position of MESSAGE in its conversation.")
@@ -363,7 +371,7 @@ def explain(
                    f"{row['reason']}; {parts}")  # fmt: skip
 
 
-@click.command(name="list")
+@click.command(cls=OnceCommand, name="list")
 @click.option("--type", "-t", "memory_type", help="Only this memory type.")
 @click.option("--kind", "-k", help="Only this kind.")
 @click.option("--project", "-p", help="Only this project.")
@@ -381,7 +389,7 @@ def list_(
     state.emit(memories, memory_line)
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("memory_id", metavar="ID")
 @global_options()
 @pass_state
@@ -390,7 +398,7 @@ def get(state: State, memory_id: str) -> None:
     state.emit([state.engine().get(memory_id, state.user)], memory_block)
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("memory_ids", metavar="ID...", nargs=-1, required=True)
 @global_options()
 @pass_state
@@ -413,7 +421,7 @@ def forget(state: State, memory_ids: tuple[str, ...]) -> None:
         )
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("memory_id", metavar="ID")
 @click.option("--off", is_flag=True, help="Unpin instead.")
 @global_options()
@@ -424,7 +432,7 @@ def pin(state: State, memory_id: str, off: bool) -> None:
     state.emit([memory], lambda m: f"{'pinned' if m.pinned else 'unpinned'} {m.id}")
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument("memory_id", metavar="ID")
 @click.option("--off", is_flag=True, help="Unmute instead.")
 @global_options()

@@ -7,6 +7,7 @@ over the same store (PostgreSQL, or one SQLite file in WAL mode)."""
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 import socket
@@ -14,7 +15,7 @@ from typing import Any
 
 import click
 
-from engrain.cli.base import State, global_options, pass_state
+from engrain.cli.base import OnceCommand, State, global_options, pass_state
 from engrain.errors import ConfigError
 
 #: How long uvicorn's supervisor waits for a worker of ``--workers N`` to answer its health
@@ -47,7 +48,7 @@ def log_config(level: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-@click.command(name="serve")
+@click.command(cls=OnceCommand, name="serve")
 @click.option(
     "--host",
     default="127.0.0.1",
@@ -137,7 +138,9 @@ def serve_command(state: State, host: str, port: int, workers: int, log_level: s
             "fastapi", "uvicorn", "starlette", "mcp", "anyio", "httpx"
         ):  # fmt: skip
             raise
-        raise click.ClickException(INSTALL_HINT) from exc
+        raise ConfigError(INSTALL_HINT) from exc
+    if importlib.util.find_spec("mcp") is None:  # /mcp imports it on its first request
+        raise ConfigError(INSTALL_HINT)
     listenable(host, port)
     logging = log_config(log_level)
     # one engine serves many concurrent calls: onnxruntime's spinning threads would take the

@@ -19,7 +19,14 @@ from typing import IO, Any
 import click
 
 from engrain import validate
-from engrain.cli.base import State, decode_utf8, global_options, pass_state, require_utf8
+from engrain.cli.base import (
+    OnceCommand,
+    State,
+    decode_utf8,
+    global_options,
+    pass_state,
+    require_utf8,
+)
 from engrain.cli.files import written
 from engrain.cli.output import plural
 from engrain.errors import NotFoundError, ValidationError
@@ -106,7 +113,7 @@ def progress(total: int, *, hidden: bool) -> Iterator[Callable[[int], None]]:
         yield lambda _number: bar.update(1)
 
 
-@click.command(name="import")
+@click.command(cls=OnceCommand, name="import")
 @click.argument("source", metavar="FILE|-", type=click.File("rb"))
 @click.option(
     "--keep-users",
@@ -149,7 +156,7 @@ def import_(state: State, source: IO[bytes], keep_users: bool) -> None:
     )
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.argument(
     "target", metavar="[FILE|-]", default="-", type=click.Path(dir_okay=False, allow_dash=True)
 )
@@ -172,7 +179,7 @@ def export(state: State, target: str, all_users: bool) -> None:
         click.echo(f"exported {plural(counts['memory'], 'memory')}{states}", err=True)
 
 
-@click.command()
+@click.command(cls=OnceCommand)
 @click.option("--from", "source_url", metavar="URL",
               help="Also copy every memory of the store at URL into this one.")  # fmt: skip
 @click.option("--verify", is_flag=True, help="Read each copied batch back and compare it.")
@@ -204,6 +211,12 @@ def migrate(
     ef_construction 200 beside the one in use and swaps it in: searches of a large user
     walk a shorter candidate list for at least the same recall (docs/postgres.md, "Session 18"),
     inserts cost the server more. Done once; a graph built so is left as it is."""
+    # an option that would do nothing without its partner is refused, not silently dropped
+    if verify and source_url is None:
+        raise click.UsageError("--verify checks a copy: it goes with --from URL")
+    if maintenance_work_mem is not None and not pool_graph:
+        raise click.UsageError("--maintenance-work-mem sizes the graph's build: it goes with "
+                               "--pool-graph")  # fmt: skip
     engine = state.engine()
     store: Any = engine.store
     applied = store.migrate() if hasattr(store, "migrate") else []

@@ -25,20 +25,20 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
-from starlette.routing import Match, Route
 from starlette.types import Receive, Scope, Send
 
 from engrain.engine import Engine
 from engrain.errors import AuthenticationError, EngrainError, ValidationError
 from engrain.keys import ApiKey, KeyRing
 from engrain.mcp.tools import Resolver, build_server
+from engrain.server.mounting import mount
+
+__all__ = ["MCPApp", "key_user", "mount", "request_key", "streamable_http_app"]
 
 #: Where :class:`MCPApp` leaves the authenticated :class:`ApiKey` in the ASGI scope.
 SCOPE_KEY = "engrain.api_key"
@@ -162,31 +162,3 @@ def streamable_http_app(
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     return MCPApp(server.session_manager, keys)
-
-
-class _Exact(Route):
-    """A plain route that names itself in the scope (``scope["route"]``), as FastAPI's own
-    routes do, so the server's metrics and logs label its requests with its path rather
-    than ``<unmatched>``."""
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        match, child = super().matches(scope)
-        if match is not Match.NONE:
-            child = {**child, "route": self}
-        return match, child
-
-
-def mount(app: Starlette, mcp_app: MCPApp, path: str = "/mcp") -> None:
-    """Serve ``mcp_app`` at ``path`` and ``path/`` of ``app`` (exact routes: no redirect
-    from one to the other, every method reaches the MCP endpoint) and run it inside
-    ``app``'s lifespan, after the lifespan ``app`` already has starts."""
-    path = "/" + path.strip("/")
-    app.router.routes.extend([_Exact(path, mcp_app), _Exact(path + "/", mcp_app)])
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(host: Any) -> AsyncIterator[Any]:
-        async with inner(host) as state, mcp_app.run():
-            yield state
-
-    app.router.lifespan_context = lifespan

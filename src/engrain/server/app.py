@@ -19,8 +19,10 @@ from engrain.keys import KeyRing
 from engrain.server import errors
 from engrain.server.collector import settle
 from engrain.server.lifespan import on_close, on_start
+from engrain.server.mcp import LaterMCP
 from engrain.server.metrics import Metrics
 from engrain.server.middleware import ServiceMiddleware
+from engrain.server.mounting import mount
 from engrain.server.proxy import ProxyConfig
 from engrain.server.proxy import install as install_proxy
 from engrain.server.proxy.routes import CHAT_PATH
@@ -113,12 +115,11 @@ def serve_app(
 ) -> FastAPI:
     """The app ``engrain serve`` runs: :func:`create_app` with the MCP server's streamable
     HTTP endpoint at :data:`MCP_PATH` (the same keys and scopes, ``engrain.mcp``), and the
-    OpenAI-compatible proxy when ``proxy`` is given."""
-    from engrain.mcp import mount, streamable_http_app
-
+    OpenAI-compatible proxy when ``proxy`` is given. The MCP SDK is imported by the first
+    request to :data:`MCP_PATH`, not before the server answers (``server/mcp.py``)."""
     keys = keys if keys is not None else KeyRing(engine.store)
     app = create_app(engine, keys, proxy=proxy, **limits)
-    mount(app, streamable_http_app(engine, keys), MCP_PATH)
+    mount(app, LaterMCP(engine, keys), MCP_PATH)
     return app
 
 
