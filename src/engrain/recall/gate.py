@@ -83,6 +83,7 @@ from engrain.recall.score import (
 from engrain.recall.score_batch import gated_columns
 from engrain.recall.second_round import SECOND_ROUND_WEIGHT, with_second_round
 from engrain.recall.select import Layout, Ranked, select_gated
+from engrain.recall.sentences import SENTENCE_WEIGHT, sentence_index, with_sentences
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, with_soft_terms, word_source
 from engrain.recall.speakers import (
     SHORT_ANSWER,
@@ -144,6 +145,7 @@ class GateOptions:
     language: bool = False  # preferences about a code request's language raised (off)
     present_use: bool = False  # a note about the present current by its last use (score; off)
     stated_span: bool = False  # ...current until the end its own text states (recall.spans)
+    sentence_weight: float = SENTENCE_WEIGHT  # a learning found by its best sentence (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -428,6 +430,7 @@ def _candidates(call: _Call, understood: _Understood) -> list[Candidate]:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(call.user_id, call.flt)]
     searches = [(size, call.flt), (LEARNINGS_MAX, call.flt.update(kinds=LEARNING_KINDS))]
     dense, learnings = _nearest(store, call.user_id, vector, searches, call.reads.beside)
+    dense, learnings = _by_sentences(call, vector, dense, learnings)
     include = [*learnings, *((m, cosine(m, vector)) for m in started.pinned())]
     matches = started.lexical() if started.lexical else None
     pool = _gathered(call, text, vector, size, dense, matches, include)
@@ -436,6 +439,24 @@ def _candidates(call: _Call, understood: _Understood) -> list[Candidate]:
         return pool
     vector = vector if unnamed is None else unnamed
     return _transcript_pool(call, understood, vector, size, matches, include)
+
+
+def _by_sentences(
+    call: _Call,
+    vector: Vector,
+    dense: list[tuple[MemoryFields, float]],
+    learnings: list[tuple[MemoryFields, float]],
+) -> tuple[list[tuple[MemoryFields, float]], list[tuple[MemoryFields, float]]]:
+    """The nearest and the learnings with each typed learning's similarity raised towards
+    its best sentence's or step's (``recall.sentences``); as they are when
+    ``sentence_weight`` is 0."""
+    weight = call.options.sentence_weight
+    index = sentence_index(call.store, call.user_id, call.embed_query, weight)
+    if index is None:
+        return dense, learnings
+    dense, learnings = with_sentences(index, vector, [dense, learnings], weight)
+    call.clock.lap("sentences")
+    return dense, learnings
 
 
 def _transcript_pool(
