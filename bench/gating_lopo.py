@@ -385,13 +385,9 @@ def candidates() -> list[Candidate]:
     # session 24 (h1): a test framework's name says "tests" (kestrel's one miss of its kind)
     out.append(Candidate("test_frameworks=on", "test_frameworks", _with_test_frameworks()))
     # session 25 (h2): a typed learning found by its best sentence or step
-    sent = "engrain.recall.sentences"
     for weight in (0.5, 1.0):
         out.append(Candidate(f"sentence_weight={weight}", "sentence_weight",
                              options={"sentence_weight": weight}))  # fmt: skip
-        out.append(Candidate(f"sentence_weight={weight},raw", "sentence_weight",
-                             ((sent, "RANK_SCALE", False),),
-                             {"sentence_weight": weight}))  # fmt: skip
     return out
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
+import numpy.typing as npt
 
 from engrain.model import Kind, Memory, MemoryFields, Vector
 from engrain.recall.per_revision import Embed, StoreIndexes
@@ -38,9 +39,6 @@ from engrain.store.base import Store
 
 #: Weight of the best piece in a typed learning's dense similarity: off by default.
 SENTENCE_WEIGHT = 0.0
-#: The raised similarities mapped onto the memories' own cosines (:func:`on_cosine_scale`);
-#: ``False`` is the ablation (the raised values as they are).
-RANK_SCALE = True
 #: The kinds whose memories are split: the typed learnings every call scores.
 SPLIT_KINDS = frozenset({
     Kind.INVARIANT, Kind.PATTERN, Kind.DECISION, Kind.ANTIPATTERN, Kind.GOLDEN_PATH,
@@ -158,19 +156,20 @@ def with_sentences(
     weight: float = SENTENCE_WEIGHT,
 ) -> list[list[tuple[MemoryFields, float]]]:
     """``lists`` of memories with their cosine to ``vector`` (the pool's nearest, the
-    learnings), each memory ordered by its similarity raised towards its best piece's
-    (:func:`lifted`) but given the cosines the memories had (:func:`on_cosine_scale`): the
-    order from the better evidence, the scale the thresholds were set on. Unchanged when
-    ``weight`` is 0 or there is no index."""
+    learnings), the memories ordered by their own cosine's quantile raised towards their
+    best piece's chance quantile (:func:`lifted`) and given the cosines the memories had
+    in that order (:func:`on_cosine_scale`): the order from the better evidence, the scale
+    the thresholds were set on. Unchanged when ``weight`` is 0 or there is no index."""
     if weight <= 0.0 or index is None or not index.ids:
         return [list(found) for found in lists]
     own: dict[str, float] = {}
+    fields_of: dict[str, MemoryFields] = {}
     for found in lists:
         for fields, sim in found:
             own.setdefault(fields.id, sim)
-    fields_of = {fields.id: fields for found in lists for fields, _ in found}
+            fields_of.setdefault(fields.id, fields)
     raised = lifted(index, vector, [(fields_of[i], sim) for i, sim in own.items()], weight)
-    scaled = on_cosine_scale(own, raised) if RANK_SCALE else raised
+    scaled = on_cosine_scale(own, raised)
     return [[(fields, scaled[fields.id]) for fields, _ in found] for found in lists]
 
 
@@ -180,18 +179,40 @@ def lifted(
     found: Sequence[tuple[MemoryFields, float]],
     weight: float,
 ) -> dict[str, float]:
-    """Each memory's similarity raised towards its best piece's (:func:`turn_similarity`)
-    when the index holds its content as it is (an edited one keeps its own cosine until
-    the next revision's index)."""
-    best = index.best(vector)
+    """Each memory's evidence as a quantile in [0, 1]: its own cosine's among ``found``'s
+    (``G``), raised for an indexed learning (its content as the index holds it) towards
+    its best piece's *chance quantile* ``F(best) ** n`` — ``F`` the share of all the
+    index's pieces no closer to the query, ``n`` the learning's pieces: the probability
+    that none of ``n`` pieces drawn at random would be as close. A learning of six steps
+    has six chances to hold one close piece, so its best piece must be closer than a
+    two-sentence learning's to count as much (a bare maximum favours the long ones);
+    :func:`turn_similarity` mixes the two with ``weight``."""
+    own_sorted = np.sort(np.array([sim for _, sim in found], dtype=np.float64))
+    if not index.ids:
+        return {fields.id: _quantile(own_sorted, sim) for fields, sim in found}
+    sims = index.matrix @ np.asarray(vector, dtype=np.float32)
+    best = np.maximum.reduceat(sims, index.starts)
+    ordered = np.sort(sims.astype(np.float64))
+    counts = np.append(index.starts[1:], len(sims)) - index.starts
     out: dict[str, float] = {}
     for fields, sim in found:
+        g = _quantile(own_sorted, sim)
         at = index.position.get(fields.id)
         if at is None or index.hashes.get(fields.id) != fields.content_hash:
-            out[fields.id] = sim
-        else:
-            out[fields.id] = turn_similarity(sim, float(best[at]), weight)
+            out[fields.id] = g
+            continue
+        f = _quantile(ordered, float(best[at]))
+        out[fields.id] = turn_similarity(g, f ** int(counts[at]), weight)
     return out
+
+
+def _quantile(ordered: npt.NDArray[np.float64], value: float) -> float:
+    """``value``'s mid-rank share of ``ordered`` (sorted): those below it and half of those
+    equal to it (an unrelated memory's zero cosine, shared by many, is the middle of them,
+    not their top)."""
+    below = int(np.searchsorted(ordered, value, side="left"))
+    upto = int(np.searchsorted(ordered, value, side="right"))
+    return (below + 0.5 * (upto - below)) / max(1, len(ordered))
 
 
 def on_cosine_scale(own: Mapping[str, float], raised: Mapping[str, float]) -> dict[str, float]:
@@ -206,6 +227,22 @@ def on_cosine_scale(own: Mapping[str, float], raised: Mapping[str, float]) -> di
     values = sorted(own.values(), reverse=True)
     order = sorted(range(len(ids)), key=lambda i: (-raised[ids[i]], -own[ids[i]], i))
     return {ids[i]: values[rank] for rank, i in enumerate(order)}
+
+
+def best_pieces(
+    index: TurnIndex, vector: Vector, memories: Sequence[MemoryFields]
+) -> dict[str, float]:
+    """The best piece's cosine with ``vector`` of each of ``memories`` the index holds as
+    it is (what ``explain()`` shows as ``best_sentence``)."""
+    if not index.ids:
+        return {}
+    best = index.best(vector)
+    out: dict[str, float] = {}
+    for memory in memories:
+        at = index.position.get(memory.id)
+        if at is not None and index.hashes.get(memory.id) == memory.content_hash:
+            out[memory.id] = float(best[at])
+    return out
 
 
 def sentence_index(
