@@ -9,7 +9,10 @@ among all the project's pieces to the power of the learning's pieces). Per messa
 ranking's AUC of its must-include memories against the project's other active memories
 (superseded and muted ones left out, as no profile scores them); per set the mean over its
 messages, and the mean number of pieces of the memories each ranking puts in a message's
-top ten (a bare maximum favours long learnings).
+top ten (a bare maximum favours long learnings). The query side too: for the messages of
+two sentences or more, the AUC of the memories' own cosines with the whole message against
+their best cosine with any of its sentences (a message that asks two things, matched by
+either).
 
 This measures the ranking alone: no threshold, budget or share. ``bench/gating_lopo.py``'s
 ``sentence_weight`` candidates measure what the gate does with it.
@@ -75,11 +78,14 @@ def measure(names: Sequence[str], split: str, embedder: Any) -> dict[str, Any]:
         data = load_data(name=name)
         per: dict[str, list[float]] = {k: [] for k in RANKINGS}
         top_pieces: dict[str, list[float]] = {k: [] for k in RANKINGS}
+        asked: dict[str, list[float]] = {"whole_message": [], "best_message_sentence": []}
         for project, rows in data.projects.items():
             memories, ids, index = project_rankings(rows, embedder)
             count = {m.id: max(1, len(pieces(m.content))) for m in memories}
-            labelled = [m for m in data.messages
-                        if m["split"] == split and m["project"] == project and m["must_include"]]  # fmt: skip
+            labelled = [
+                m for m in data.messages
+                if m["split"] == split and m["project"] == project and m["must_include"]
+            ]  # fmt: skip
             for message in labelled:
                 query = np.asarray(embedder.embed([message["text"]]), dtype=np.float32)[0]
                 own = np.array([float(np.dot(m.embedding, query)) for m in memories])
@@ -95,6 +101,15 @@ def measure(names: Sequence[str], split: str, embedder: Any) -> dict[str, Any]:
                 scores = {"own": own, "best_piece": best,
                           "chance": np.array([chance[m.id] for m in memories])}  # fmt: skip
                 positive = np.array([i in message["must_include"] for i in ids])
+                said = pieces(message["text"])
+                if said:
+                    parts = np.asarray(embedder.embed(list(said)), dtype=np.float32)
+                    by_part = np.array([float((parts @ m.embedding).max()) for m in memories])
+                    for key, values in (("whole_message", own),
+                                        ("best_message_sentence", by_part)):  # fmt: skip
+                        a = auc(values, positive)
+                        if a is not None:
+                            asked[key].append(a)
                 for key, values in scores.items():
                     a = auc(values, positive)
                     if a is not None:
@@ -105,7 +120,10 @@ def measure(names: Sequence[str], split: str, embedder: Any) -> dict[str, Any]:
             "messages": len(per["own"]),
             "auc": {k: round(statistics.mean(v), 4) for k, v in per.items()},
             "top10_pieces": {k: round(statistics.mean(v), 2) for k, v in top_pieces.items()},
-        }
+            "messages_of_sentences": len(asked["whole_message"]),
+            "query_side_auc": {k: round(statistics.mean(v), 4) if v else None
+                               for k, v in asked.items()},
+        }  # fmt: skip
         print(f"{name:10} n={out[name]['messages']:3d} AUC " + " ".join(
             f"{k} {out[name]['auc'][k]:.4f}" for k in RANKINGS) + "; top-10 pieces " + " ".join(
             f"{k} {out[name]['top10_pieces'][k]:.2f}" for k in RANKINGS), flush=True)  # fmt: skip
@@ -124,8 +142,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sets = measure(names, args.split, make_embedder(args.embedder))
     pooled = {k: round(statistics.mean(s["auc"][k] for s in sets.values()), 4) for k in RANKINGS}
     print("mean over sets: " + " ".join(f"{k} {v:.4f}" for k, v in pooled.items()))
+    query_side = {
+        k: round(statistics.mean(s["query_side_auc"][k] for s in sets.values()
+                                 if s["query_side_auc"][k] is not None), 4)
+        for k in ("whole_message", "best_message_sentence")
+    }  # fmt: skip
+    print("messages of two sentences or more, mean over sets: "
+          + " ".join(f"{k} {v:.4f}" for k, v in query_side.items()))  # fmt: skip
     write_json(args.out, {"benchmark": "sentence-ranks", "split": args.split, "sets": sets,
-                          "mean_over_sets": pooled})  # fmt: skip
+                          "mean_over_sets": pooled,
+                          "query_side_mean_over_sets": query_side})  # fmt: skip
     return 0
 
 

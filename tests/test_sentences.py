@@ -56,7 +56,9 @@ OTHERS = ("The annotation cache lives here. Resume with the same cache please.",
           "The gpu jobs need the python module. Lint failures block the deploy job.")  # fmt: skip
 
 
-def _index_of(contents: tuple[str, ...], embedder: WordEmbedder) -> tuple[MemoryStore, list[Memory]]:
+def _index_of(
+    contents: tuple[str, ...], embedder: WordEmbedder
+) -> tuple[MemoryStore, list[Memory]]:
     store = MemoryStore()
     memories = [_learning(c, embedder) for c in contents]
     store.write(memories)
