@@ -7,9 +7,14 @@ memory that says less. With ``GateOptions.sentence_weight`` above 0, every typed
 (an invariant, pattern, decision, antipattern, golden path, preference or correction) of two
 pieces or more has a vector per piece (:func:`pieces`: its sentences, its clauses after
 ";", its numbered or arrowed steps, each prefixed with the learning's own heading when it
-opens with one, "Resuming a failed run: …"), and its dense similarity is
-``(1 - w) × cosine + w × max(cosine, best piece's cosine)``
-(:func:`~engrain.recall.turns.turn_similarity`, the conversation chunks' rule).
+opens with one, "Resuming a failed run: …"). Its evidence is its own cosine's quantile
+among the candidates raised towards its best piece's chance of being that close
+(:func:`lifted`: ``(1 - w) × G + w × max(G, F(best) ** n)``, the conversation chunks'
+:func:`~engrain.recall.turns.turn_similarity` on quantiles), and the memories are given
+their own cosines in that order (:func:`on_cosine_scale`), so the thresholds keep the scale
+they were set on. Measured over the gating evaluation's nine tune halves it ranks the
+labelled memories better but moves no label net, and leaving one project out chooses it for
+no set (``docs/classification.md``, session 25, h2): hence off.
 
 The piece vectors are derived data, as the conversation chunks' line vectors are
 (``recall/turns.py``): embedded through the engine's content-hash embedding cache at the
@@ -105,7 +110,7 @@ def build(
         found = pieces(memory.content)
         if found:
             split.append((memory, found))
-    kept: dict[str, np.ndarray] = {}
+    kept: dict[str, npt.NDArray[np.float32]] = {}
     wanted: list[str] = []
     for memory, found in split:
         if previous is not None and previous.hashes.get(memory.id) == memory.content_hash:
@@ -113,7 +118,7 @@ def build(
         else:
             wanted.extend(found)
     fresh = np.asarray(embed(wanted), dtype=np.float32) if wanted else None
-    blocks: list[np.ndarray] = []
+    blocks: list[npt.NDArray[np.float32]] = []
     row = 0
     for memory, found in split:
         if memory.id in kept:
