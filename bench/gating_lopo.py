@@ -384,6 +384,10 @@ def candidates() -> list[Candidate]:
                               (rel, "_without_evidence", _common_only(share)))))  # fmt: skip
     # session 24 (h1): a test framework's name says "tests" (kestrel's one miss of its kind)
     out.append(Candidate("test_frameworks=on", "test_frameworks", _with_test_frameworks()))
+    # session 25 (h2): a typed learning found by its best sentence or step
+    for weight in (0.5, 1.0):
+        out.append(Candidate(f"sentence_weight={weight}", "sentence_weight",
+                             options={"sentence_weight": weight}))  # fmt: skip
     return out
 
 

@@ -260,3 +260,11 @@ def test_test_frameworks_make_a_preference_naming_one_govern_tests() -> None:
     assert work.Work.TESTS in asked[2](message, classify(message))
     assert work.Work.TESTS not in work.asked(message, classify(message))
     assert "test_frameworks=on" in names
+
+
+def test_sentence_weight_candidates_set_the_option_on_every_call() -> None:
+    by_name = {c.name: c for c in gl.candidates()}
+    for weight in (0.5, 1.0):
+        chosen = by_name[f"sentence_weight={weight}"]
+        assert chosen.knob == "sentence_weight" and not chosen.patches
+        assert dict(chosen.options) == {"sentence_weight": weight}

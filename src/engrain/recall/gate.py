@@ -83,6 +83,12 @@ from engrain.recall.score import (
 from engrain.recall.score_batch import gated_columns
 from engrain.recall.second_round import SECOND_ROUND_WEIGHT, with_second_round
 from engrain.recall.select import Layout, Ranked, select_gated
+from engrain.recall.sentences import (
+    SENTENCE_WEIGHT,
+    best_pieces,
+    sentence_index,
+    with_sentences,
+)
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT, with_soft_terms, word_source
 from engrain.recall.speakers import (
     SHORT_ANSWER,
@@ -144,6 +150,7 @@ class GateOptions:
     language: bool = False  # preferences about a code request's language raised (off)
     present_use: bool = False  # a note about the present current by its last use (score; off)
     stated_span: bool = False  # ...current until the end its own text states (recall.spans)
+    sentence_weight: float = SENTENCE_WEIGHT  # a learning found by its best sentence (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
 
@@ -273,7 +280,8 @@ class Marks(NamedTuple):
     (``recall.work``), the message's area and the conventions raised in it
     (``recall.area``), the languages of a request for code and the preferences raised for
     them (``recall.language``), and the memories a clear match pointed to
-    (``recall.pointed``: id → its pointer and its new relevance)."""
+    (``recall.pointed``: id → its pointer and its new relevance), and each split
+    learning's best sentence's cosine (``recall.sentences``, with ``sentence_weight``)."""
 
     works: Mapping[str, frozenset[Work]] = {}
     other_work: frozenset[str] = frozenset()
@@ -282,6 +290,7 @@ class Marks(NamedTuple):
     languages: frozenset[str] = frozenset()
     spoken: frozenset[str] = frozenset()
     pointed: Mapping[str, tuple[str, float]] = {}
+    sentences: Mapping[str, float] = {}
 
 
 NO_MARKS = Marks()
@@ -428,6 +437,7 @@ def _candidates(call: _Call, understood: _Understood) -> list[Candidate]:
         return [Candidate(m, 0.0, 0.0, 0.0) for m in store.query(call.user_id, call.flt)]
     searches = [(size, call.flt), (LEARNINGS_MAX, call.flt.update(kinds=LEARNING_KINDS))]
     dense, learnings = _nearest(store, call.user_id, vector, searches, call.reads.beside)
+    dense, learnings = _by_sentences(call, vector, dense, learnings)
     include = [*learnings, *((m, cosine(m, vector)) for m in started.pinned())]
     matches = started.lexical() if started.lexical else None
     pool = _gathered(call, text, vector, size, dense, matches, include)
@@ -436,6 +446,24 @@ def _candidates(call: _Call, understood: _Understood) -> list[Candidate]:
         return pool
     vector = vector if unnamed is None else unnamed
     return _transcript_pool(call, understood, vector, size, matches, include)
+
+
+def _by_sentences(
+    call: _Call,
+    vector: Vector,
+    dense: list[tuple[MemoryFields, float]],
+    learnings: list[tuple[MemoryFields, float]],
+) -> tuple[list[tuple[MemoryFields, float]], list[tuple[MemoryFields, float]]]:
+    """The nearest and the learnings with each typed learning's similarity raised towards
+    its best sentence's or step's (``recall.sentences``); as they are when
+    ``sentence_weight`` is 0."""
+    weight = call.options.sentence_weight
+    index = sentence_index(call.store, call.user_id, call.embed_query, weight)
+    if index is None:
+        return dense, learnings
+    dense, learnings = with_sentences(index, vector, [dense, learnings], weight)
+    call.clock.lap("sentences")
+    return dense, learnings
 
 
 def _transcript_pool(
@@ -621,6 +649,20 @@ def _language(call: _Call, pool: _Pool) -> _Pool:
     return pool._replace(candidates=found, marks=marks)
 
 
+def _sentences(call: _Call, pool: _Pool) -> _Pool:
+    """Each split learning's best sentence's cosine marked for ``explain()``
+    (``recall.sentences``; the similarities were raised in :func:`_by_sentences`)."""
+    o = call.options
+    index = sentence_index(call.store, call.user_id, call.embed_query, o.sentence_weight)
+    if not call.explain or index is None:
+        return pool
+    vector = pool.search_vector
+    if vector is None:  # the pool's vector, as _candidates computed it (no intent model)
+        vector = call.embed_query(pool.searched)
+    found = best_pieces(index, vector, [c.memory for c in pool.candidates])
+    return pool._replace(marks=pool.marks._replace(sentences=found))
+
+
 def _pointed(call: _Call, pool: _Pool) -> _Pool:
     """The memories a clear match points to raised (``recall.pointed``)."""
     found, pointed = with_pointed(pool.candidates, call.message)
@@ -630,7 +672,7 @@ def _pointed(call: _Call, pool: _Pool) -> _Pool:
 #: The pool's rules, in the order they apply (each a function of the call and the pool).
 POOL_RULES: tuple[Callable[[_Call, _Pool], _Pool], ...] = (
     _summaries, _speakers, _time, _soft_terms, _chunk_rank, _line_vectors, _asked_turns,
-    _second_round, _candidate_domains, _work, _area, _language, _pointed,
+    _second_round, _candidate_domains, _work, _area, _language, _sentences, _pointed,
 )  # fmt: skip
 
 
@@ -749,8 +791,9 @@ def _components(c: Candidate, s: Scored, marks: Marks) -> dict[str, float]:
     (``area_convention`` 1.0 for a convention raised by ``recall.area``, ``pointed`` the
     relevance a clear match lent a memory, ``recall.pointed``, ``work`` the number of
     kinds of work asked that a preference governs and ``other_work`` 1.0 for one that
-    governs only work not asked, ``recall.work``, and ``language`` 1.0 for a preference
-    about the language of a request for code, ``recall.language``)."""
+    governs only work not asked, ``recall.work``, ``language`` 1.0 for a preference
+    about the language of a request for code, ``recall.language``, and ``best_sentence``
+    the cosine of a split learning's best sentence or step, ``recall.sentences``)."""
     m = marks
     return {**s.components, **s.factors, "cosine": c.similarity, "lexical": c.lexical,
             "calibrated_relevance": c.relevance,
@@ -759,7 +802,8 @@ def _components(c: Candidate, s: Scored, marks: Marks) -> dict[str, float]:
             **({"pointed": m.pointed[c.id][1]} if c.id in m.pointed else {}),
             **({"work": float(len(m.works[c.id]))} if c.id in m.works else {}),
             **({"other_work": 1.0} if c.id in m.other_work else {}),
-            **({"language": 1.0} if c.id in m.spoken else {})}  # fmt: skip
+            **({"language": 1.0} if c.id in m.spoken else {}),
+            **({"best_sentence": m.sentences[c.id]} if c.id in m.sentences else {})}  # fmt: skip
 
 
 def _lead_budget(call: _Call, pool: _Pool, ranked: Sequence[Ranked]) -> tuple[Budget, bool]:
