@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from engrain.model import Kind, Memory, MemoryFields, Vector
 from engrain.recall.per_revision import Embed, StoreIndexes
-from engrain.recall.turns import TurnIndex, turn_similarity
+from engrain.recall.turns import TurnIndex, index_of, turn_similarity
 from engrain.store.base import Store
 
 #: Weight of the best piece in a typed learning's dense similarity: off by default.
@@ -101,7 +101,7 @@ def build(
     """The index of ``memories``' typed learnings of two pieces or more (with an embedding,
     not a conversation chunk); a learning whose content hash is unchanged since
     ``previous`` keeps its vectors, the other pieces are embedded in one batch."""
-    split: list[tuple[Memory, tuple[str, ...]]] = []
+    split: list[tuple[Memory, Sequence[str]]] = []
     for memory in memories:
         if memory.kind not in SPLIT_KINDS or memory.provenance.turn_ids:
             continue
@@ -110,33 +110,7 @@ def build(
         found = pieces(memory.content)
         if found:
             split.append((memory, found))
-    kept: dict[str, npt.NDArray[np.float32]] = {}
-    wanted: list[str] = []
-    for memory, found in split:
-        if previous is not None and previous.hashes.get(memory.id) == memory.content_hash:
-            kept[memory.id] = previous.lines(memory.id)
-        else:
-            wanted.extend(found)
-    fresh = np.asarray(embed(wanted), dtype=np.float32) if wanted else None
-    blocks: list[npt.NDArray[np.float32]] = []
-    row = 0
-    for memory, found in split:
-        if memory.id in kept:
-            blocks.append(kept[memory.id])
-        else:
-            assert fresh is not None
-            blocks.append(fresh[row : row + len(found)])
-            row += len(found)
-    if not blocks:
-        return TurnIndex(revision)
-    sizes = np.array([len(b) for b in blocks], dtype=np.intp)
-    starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.intp)
-    ids = tuple(m.id for m, _ in split)
-    return TurnIndex(
-        revision=revision, ids=ids, starts=starts, matrix=np.vstack(blocks),
-        hashes={m.id: m.content_hash for m, _ in split},
-        position={mid: i for i, mid in enumerate(ids)},
-    )  # fmt: skip
+    return index_of(split, revision, embed, previous)
 
 
 def _build_for(

@@ -77,13 +77,25 @@ def build(
     """The index of ``memories``' conversation chunks (memories with turn ids, an embedding
     and two or more lines); a chunk whose content hash is unchanged since ``previous``
     keeps its vectors, the other lines are embedded in one batch."""
-    chunks: list[tuple[Memory, list[str]]] = []
+    chunks: list[tuple[Memory, Sequence[str]]] = []
     for memory in memories:
         if not memory.provenance.turn_ids or memory.embedding is None:
             continue
         lines = turn_lines(memory.content)
         if len(lines) >= 2:
             chunks.append((memory, lines))
+    return index_of(chunks, revision, embed, previous)
+
+
+def index_of(
+    chunks: Sequence[tuple[Memory, Sequence[str]]],
+    revision: int,
+    embed: Embed,
+    previous: TurnIndex | None = None,
+) -> TurnIndex:
+    """The index of each memory's pieces (its lines, or :mod:`~engrain.recall.sentences`'
+    sentences) in the order given: a memory whose content hash is unchanged since
+    ``previous`` keeps its vectors, the other pieces are embedded in one batch."""
     kept: dict[str, npt.NDArray[np.float32]] = {}
     wanted: list[str] = []
     for memory, lines in chunks:
