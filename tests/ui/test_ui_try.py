@@ -51,7 +51,7 @@ def test_try_a_message_shows_the_block_the_budget_and_the_selected_memories(
     assert "Selected" in selected.inner_text()
     rows = page.locator("tr[data-memory-id]")
     assert rows.count() == 3  # ada's three memories, never bob's
-    assert "7070" not in page.content()
+    assert "7070" not in page.inner_text("body")  # bob's memory; ids (random hex) are not text
     assert "below" in page.locator(f'tr[data-memory-id="{ids["tabs"]}"]').inner_text()
     # trying wrote nothing: no use counted, no context recorded
     assert live.engine.get(ids["port"], "ada").access_count == 0
