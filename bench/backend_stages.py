@@ -47,41 +47,48 @@ import numpy as np
 from pg_side import server_cpu_ms
 
 import engrain.engine as engine_module
-import engrain.recall.gate as gate_module
+import engrain.recall.block as block_module
+import engrain.recall.pool as pool_module
+import engrain.recall.pool_rules as rules_module
+import engrain.recall.rank as rank_module
+import engrain.recall.selection as selection_module
+import engrain.recall.understand as understand_module
 import engrain.store.found as found_module
 from engrain import Engine, Settings
 
 #: (module or class, attribute, stage): the stages both backends run.
 STAGES: list[tuple[Any, str, str]] = [
-    (gate_module, "classify", "classify"),
-    (gate_module, "refine", "intent model"),
-    (gate_module, "_start_reads", "reads begun"),
-    (gate_module, "_nearest", "vector searches"),
-    (gate_module, "gather", "pool: gather"),
-    (gate_module, "with_turns", "pool: turns, summaries"),
-    (gate_module, "with_summaries", "pool: turns, summaries"),
-    (gate_module, "with_speakers", "pool: rules"),
-    (gate_module, "with_time", "pool: rules"),
-    (gate_module, "with_soft_terms", "pool: rules"),
-    (gate_module, "with_chunk_rank", "pool: rules"),
-    (gate_module, "store_line_vectors", "pool: rules"),
-    (gate_module, "with_asked_turns", "pool: rules"),
-    (gate_module, "with_second_round", "pool: rules"),
-    (gate_module, "with_candidate_domains", "pool: rules"),
-    (gate_module, "with_work", "pool: rules"),
-    (gate_module, "with_area", "pool: rules"),
-    (gate_module, "with_pointed", "pool: rules"),
-    (gate_module, "_unnamed_vector", "pool: rules"),
-    (gate_module, "_score", "scoring"),
-    (gate_module, "_partners", "scoring"),
-    (gate_module, "with_excerpts", "scoring"),
-    (gate_module, "with_speaker_lines", "scoring"),
-    (gate_module, "gated_columns", "scoring"),
-    (gate_module, "select_gated", "selection"),
-    (gate_module, "line_tokens", "selection"),
-    (gate_module, "line_floor", "selection"),
-    (gate_module, "built_all", "assembly"),
-    (gate_module, "_fit", "assembly"),
+    (understand_module, "classify", "classify"),
+    (understand_module, "refine", "intent model"),
+    (understand_module, "start_reads", "reads begun"),
+    (pool_module, "start_reads", "reads begun"),
+    (pool_module, "nearest", "vector searches"),
+    (pool_module, "gather", "pool: gather"),
+    (pool_module, "with_turns", "pool: turns, summaries"),
+    (rules_module, "with_summaries", "pool: turns, summaries"),
+    (rules_module, "with_speakers", "pool: rules"),
+    (rules_module, "with_time", "pool: rules"),
+    (rules_module, "with_soft_terms", "pool: rules"),
+    (rules_module, "with_chunk_rank", "pool: rules"),
+    (rules_module, "store_line_vectors", "pool: rules"),
+    (rules_module, "with_asked_turns", "pool: rules"),
+    (rules_module, "with_second_round", "pool: rules"),
+    (rules_module, "with_candidate_domains", "pool: rules"),
+    (rules_module, "with_work", "pool: rules"),
+    (rules_module, "with_area", "pool: rules"),
+    (rules_module, "with_pointed", "pool: rules"),
+    (pool_module, "_unnamed_vector", "pool: rules"),
+    (rank_module, "_score", "scoring"),
+    (rank_module, "_partners", "scoring"),
+    (rank_module, "with_excerpts", "scoring"),
+    (rank_module, "with_speaker_lines", "scoring"),
+    (rank_module, "gated_columns", "scoring"),
+    (selection_module, "select_gated", "selection"),
+    (selection_module, "line_tokens", "selection"),
+    (block_module, "line_tokens", "selection"),
+    (selection_module, "line_floor", "selection"),
+    (selection_module, "built_all", "assembly"),
+    (block_module, "_fit", "assembly"),
     (engine_module.Engine, "_count_uses", "record_uses"),
     (engine_module, "gated_context", "other"),
 ]
@@ -202,28 +209,31 @@ def install(spans: Spans, embedders: list[Any]) -> list[tuple[Any, str, Any]]:
         return out
 
     patch(found_module, "memories", counted_built)
-    started = gate_module._start_reads
 
-    def waited(*args: Any, **kwargs: Any) -> Any:
-        begun = started(*args, **kwargs)
+    def waiting(started: Callable[..., Any]) -> Callable[..., Any]:
+        def waited(*args: Any, **kwargs: Any) -> Any:
+            begun = started(*args, **kwargs)
 
-        def timed(read: Callable[[], Any] | None, name: str) -> Callable[[], Any] | None:
-            if read is None:
-                return None
+            def timed(read: Callable[[], Any] | None, name: str) -> Callable[[], Any] | None:
+                if read is None:
+                    return None
 
-            def result() -> Any:
-                with spans.span("waiting for reads begun"):
-                    out = read()
-                spans.counts[name] = len(out)
-                return out
+                def result() -> Any:
+                    with spans.span("waiting for reads begun"):
+                        out = read()
+                    spans.counts[name] = len(out)
+                    return out
 
-            return result
+                return result
 
-        return begun._replace(lexical=timed(begun.lexical, "lexical matches"),
-                              pinned=timed(begun.pinned, "pinned"))  # fmt: skip
+            return begun._replace(lexical=timed(begun.lexical, "lexical matches"),
+                                  pinned=timed(begun.pinned, "pinned"))  # fmt: skip
 
-    patch(gate_module, "_start_reads", waited)
-    nearest = gate_module._nearest
+        return waited
+
+    for module in (understand_module, pool_module):  # both begin reads (recall.pool_reads)
+        patch(module, "start_reads", waiting(module.start_reads))
+    nearest = pool_module.nearest
 
     def counted_nearest(*args: Any, **kwargs: Any) -> Any:
         out = nearest(*args, **kwargs)
@@ -232,14 +242,14 @@ def install(spans: Spans, embedders: list[Any]) -> list[tuple[Any, str, Any]]:
             spans.counts["nearest (learnings)"] += len(out[1])
         return out
 
-    patch(gate_module, "_nearest", counted_nearest)
-    score = gate_module._score
+    patch(pool_module, "nearest", counted_nearest)
+    score = rank_module._score
 
     def counted_score(pool: Any, *args: Any, **kwargs: Any) -> Any:
         spans.counts["candidates ranked"] += len(pool)
         return score(pool, *args, **kwargs)
 
-    patch(gate_module, "_score", counted_score)
+    patch(rank_module, "_score", counted_score)
     return undo
 
 

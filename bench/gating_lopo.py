@@ -293,7 +293,7 @@ def candidates() -> list[Candidate]:
         "engrain.recall.select", "engrain.recall.score", "engrain.recall.relevance",
         "engrain.recall.area",
     )  # fmt: skip
-    gate = "engrain.recall.gate"
+    rules = "engrain.recall.pool_rules"
     out = [Candidate("default", "default")]
 
     def knob(name: str, values: Sequence[Any], patch: Callable[[Any], Sequence[Patch]]) -> None:
@@ -331,7 +331,7 @@ def candidates() -> list[Candidate]:
     out += [
         Candidate("present_below=off", "present_below", ((sel, "present_below", _never),)),
         Candidate("correction_below=off", "correction_below", ((sel, "correction_below", _never),)),
-        Candidate("pointed=off", "pointed", ((gate, "with_pointed", _unchanged_pool),)),
+        Candidate("pointed=off", "pointed", ((rules, "with_pointed", _unchanged_pool),)),
         Candidate("work=off", "work", options={"work": False}),
         Candidate(
             "answer_floor=off", "answer_floor", ((sel, "ANSWER_PROCEDURAL_MIN_RELEVANCE", 0.2),)

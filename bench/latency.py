@@ -178,7 +178,7 @@ class CallProbe:
 
 
 #: A call is *deep* when its budget deepens the pool past ``candidate_pool`` (50): the
-#: gate walks ``budget // 40`` nearest and lexical matches (``recall/gate.py::_pool_size``).
+#: gate walks ``budget // 40`` nearest and lexical matches (``recall/pool_reads.py::pool_size``).
 DEEP_BUDGET = 51 * 40
 
 

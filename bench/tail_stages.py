@@ -41,7 +41,12 @@ from latency import DEEP_BUDGET, USER
 
 import engrain
 import engrain.engine as engine_module
-import engrain.recall.gate as gate_module
+import engrain.recall.block as block_module
+import engrain.recall.pool as pool_module
+import engrain.recall.pool_rules as rules_module
+import engrain.recall.rank as rank_module
+import engrain.recall.selection as selection_module
+import engrain.recall.understand as understand_module
 import engrain.store.built as built_module
 import engrain.store.found as found_module
 import engrain.store.sqlite as sqlite_module
@@ -56,38 +61,40 @@ from engrain.store.rows import Decoded
 from engrain.store.sqlite import SQLiteStore
 
 #: (module or class, attribute, stage): what is wrapped. Names a module looks up in its own
-#: globals are patched there (``gate``'s stages), methods on their class.
+#: globals are patched there (the gate's stage modules), methods on their class.
 STAGES: list[tuple[Any, str, str]] = [
-    (gate_module, "classify", "classify"),
-    (gate_module, "refine", "intent model"),
-    (gate_module, "_start_reads", "candidates: other"),
-    (gate_module, "_candidates", "candidates: other"),
-    (gate_module, "gather", "gather"),
-    (gate_module, "with_turns", "candidates: other"),
-    (gate_module, "with_summaries", "candidates: other"),
-    (gate_module, "with_speakers", "candidates: rules"),
-    (gate_module, "with_time", "candidates: rules"),
-    (gate_module, "with_soft_terms", "candidates: rules"),
-    (gate_module, "with_chunk_rank", "candidates: rules"),
-    (gate_module, "store_line_vectors", "candidates: rules"),
-    (gate_module, "with_asked_turns", "candidates: rules"),
-    (gate_module, "with_second_round", "candidates: rules"),
-    (gate_module, "with_candidate_domains", "candidates: rules"),
-    (gate_module, "with_work", "candidates: rules"),
-    (gate_module, "with_area", "candidates: rules"),
-    (gate_module, "with_pointed", "candidates: rules"),
-    (gate_module, "_unnamed_vector", "candidates: rules"),
-    (gate_module, "_score", "scoring"),
-    (gate_module, "_partners", "scoring: partners, excerpts"),
-    (gate_module, "with_excerpts", "scoring: partners, excerpts"),
-    (gate_module, "with_speaker_lines", "scoring: partners, excerpts"),
-    (gate_module, "select_gated", "selection"),
-    (gate_module, "line_tokens", "selection: line costs"),
-    (gate_module, "line_floor", "selection: line costs"),
-    (gate_module, "gated_scores", "scoring: the totals"),
-    (gate_module, "gated_columns", "scoring: the totals"),
-    (gate_module, "built_all", "shown memories built"),
-    (gate_module, "_fit", "assembly"),
+    (understand_module, "classify", "classify"),
+    (understand_module, "refine", "intent model"),
+    (understand_module, "start_reads", "candidates: other"),
+    (pool_module, "start_reads", "candidates: other"),
+    (pool_module, "_candidates", "candidates: other"),
+    (pool_module, "gather", "gather"),
+    (pool_module, "with_turns", "candidates: other"),
+    (rules_module, "with_summaries", "candidates: other"),
+    (rules_module, "with_speakers", "candidates: rules"),
+    (rules_module, "with_time", "candidates: rules"),
+    (rules_module, "with_soft_terms", "candidates: rules"),
+    (rules_module, "with_chunk_rank", "candidates: rules"),
+    (rules_module, "store_line_vectors", "candidates: rules"),
+    (rules_module, "with_asked_turns", "candidates: rules"),
+    (rules_module, "with_second_round", "candidates: rules"),
+    (rules_module, "with_candidate_domains", "candidates: rules"),
+    (rules_module, "with_work", "candidates: rules"),
+    (rules_module, "with_area", "candidates: rules"),
+    (rules_module, "with_pointed", "candidates: rules"),
+    (pool_module, "_unnamed_vector", "candidates: rules"),
+    (rank_module, "_score", "scoring"),
+    (rank_module, "_partners", "scoring: partners, excerpts"),
+    (rank_module, "with_excerpts", "scoring: partners, excerpts"),
+    (rank_module, "with_speaker_lines", "scoring: partners, excerpts"),
+    (selection_module, "select_gated", "selection"),
+    (selection_module, "line_tokens", "selection: line costs"),
+    (block_module, "line_tokens", "selection: line costs"),
+    (selection_module, "line_floor", "selection: line costs"),
+    (rank_module, "gated_scores", "scoring: the totals"),
+    (rank_module, "gated_columns", "scoring: the totals"),
+    (selection_module, "built_all", "shown memories built"),
+    (block_module, "_fit", "assembly"),
     (engine_module, "gated_context", "other"),
     (engine_module.Engine, "_count_uses", "uses: other"),
     (uses_module, "count", "uses: SQL"),
@@ -189,13 +196,13 @@ def install(engine: Engine, spans: Spans) -> list[tuple[Any, str, Any]]:
         return out
 
     patch(found_module, "memories", counted_built)
-    score = gate_module._score
+    score = rank_module._score
 
     def counted_score(pool: Any, *args: Any, **kwargs: Any) -> Any:
         spans.counts["candidates ranked"] += len(pool)
         return score(pool, *args, **kwargs)
 
-    patch(gate_module, "_score", counted_score)
+    patch(rank_module, "_score", counted_score)
     return undo
 
 

@@ -38,7 +38,7 @@ import locomo
 
 from engrain import Engine, Settings
 from engrain.embed.minilm import MiniLMEmbedder
-from engrain.recall import chunk_rank, gate
+from engrain.recall import chunk_rank, rank
 from engrain.recall.relevance import Candidate
 from engrain.recall.score import Query
 from engrain.recall.score_batch import gated_totals
@@ -65,13 +65,13 @@ def capture(work: Path, data: Path, limit: int | None) -> None:
     split = locomo.halves([c.conversation_id for c in conversations])
     embedder = MiniLMEmbedder()
     seen: list[tuple[list[Candidate], Query]] = []
-    original = gate._score
+    original = rank._score
 
     def spy(pool: Any, options: Any, query: Query, *args: Any, **kwargs: Any) -> Any:
         seen.append((list(pool), query))
         return original(pool, options, query, *args, **kwargs)
 
-    gate._score = spy  # type: ignore[assignment]
+    rank._score = spy  # type: ignore[assignment]
     for half, ids in split.items():
         asked: list[Asked] = []
         for conv in conversations:

@@ -46,7 +46,7 @@ def _depths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, conversation: bo
     """The ``pool=`` depth of each ``gather`` an ``explain`` makes."""
     from engrain import Engine, Settings, Turn
     from engrain.embed import HashEmbedder
-    from engrain.recall import gate
+    from engrain.recall import pool
     from engrain.recall.relevance import gather as original
 
     depths: list[int] = []
@@ -55,7 +55,7 @@ def _depths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, conversation: bo
         depths.append(int(kwargs["pool"]))
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(gate, "gather", spy)
+    monkeypatch.setattr(pool, "gather", spy)
     engine = Engine(settings=Settings(data_dir=tmp_path), embedder=HashEmbedder())
     if conversation:
         turns = [Turn("Caroline", "I adopted a dog named Max last week.", "D1:1", NOW),

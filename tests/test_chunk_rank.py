@@ -137,7 +137,7 @@ def test_gate_re_ranks_only_when_the_option_is_on(
 ) -> None:
     from engrain import Engine, Settings, Turn
     from engrain.embed import HashEmbedder
-    from engrain.recall import gate
+    from engrain.recall import pool_rules
 
     calls: list[int] = []
 
@@ -145,7 +145,7 @@ def test_gate_re_ranks_only_when_the_option_is_on(
         calls.append(len(pool))
         return list(pool)
 
-    monkeypatch.setattr(gate, "with_chunk_rank", spy)
+    monkeypatch.setattr(pool_rules, "with_chunk_rank", spy)
     engine = Engine(settings=Settings(data_dir=tmp_path), embedder=HashEmbedder())
     turns = [Turn("Caroline", "I adopted a dog named Max last week.", "D1:1", NOW),
              Turn("Melanie", "That is wonderful, what breed is Max?", "D1:2", NOW)]  # fmt: skip

@@ -268,7 +268,7 @@ def test_blocks_are_the_same_with_and_without_the_stored_counts(
 @settings(max_examples=300, deadline=None)
 @given(memories(), st.booleans())
 def test_a_shown_line_is_the_line_and_count_line_cost_gives(memory: Memory, kept: bool) -> None:
-    """``lines.shown_line`` (the block's lines in ``gate._fit``) renders a line with a kept
+    """``lines.shown_line`` (the block's lines in ``block._fit``) renders a line with a kept
     count without looking it up: the same line and count as ``line_cost``, in every
     rendering, with or without the count (a chunk's or a conflict's line is costed)."""
     memory = counted(memory) if kept else memory

@@ -19,6 +19,7 @@ from engrain.embed import HashEmbedder
 from engrain.embed.minilm import MODEL_ID
 from engrain.model import Memory, Vector
 from engrain.recall import gate as gate_module
+from engrain.recall import understand
 from engrain.recall.budget import assign_budget
 from engrain.recall.classify import Classification, Complexity, classify
 from engrain.recall.gate import GateOptions, gate
@@ -110,7 +111,7 @@ def _rules_kept(rules: Classification, *args: Any) -> Classification:
 def test_on_a_concurrent_store_the_reads_begin_before_the_query_is_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gate_module, "refine", _rules_kept)
+    monkeypatch.setattr(understand, "refine", _rules_kept)
     store = _filled(tmp_path)
     store.concurrent_reads = True
     parallel_embedder = ModelEmbedder(store, wait_for=True)
@@ -127,7 +128,7 @@ def test_on_a_concurrent_store_the_reads_begin_before_the_query_is_embedded(
 def test_on_a_serial_store_nothing_is_read_before_the_query_is_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(gate_module, "refine", _rules_kept)
+    monkeypatch.setattr(understand, "refine", _rules_kept)
     store = _filled(tmp_path)
     seen: list[tuple[int, int]] = []
     embedder = ModelEmbedder(store, wait_for=False)
@@ -153,7 +154,7 @@ def test_a_model_that_changes_the_pools_size_searches_again_with_that_size(
     def deeper(rules: Classification, *args: Any) -> Classification:
         return replace(rules, complexity=Complexity.DEEP)  # a budget of 8,000: a pool of 200
 
-    monkeypatch.setattr(gate_module, "refine", deeper)
+    monkeypatch.setattr(understand, "refine", deeper)
     gated = _run(store, ModelEmbedder(store, wait_for=False))
     assert gated.classification.complexity is Complexity.DEEP
     expected: Sequence[int] = [gated.budget.tokens // 40]

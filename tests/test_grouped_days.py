@@ -19,8 +19,8 @@ from engrain.recall.assemble import (
     render,
     render_line,
 )
-from engrain.recall.gate import _layout
 from engrain.recall.lines import line_cost
+from engrain.recall.selection import _layout
 from engrain.tokens import count_tokens
 
 from .conftest import NOW

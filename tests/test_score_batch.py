@@ -17,7 +17,8 @@ from engrain import Engine, Kind, Memory
 from engrain.embed.hashing import HashEmbedder
 from engrain.recall.assemble import Format
 from engrain.recall.classify import Classification, Complexity, Intent
-from engrain.recall.gate import GateOptions, _score
+from engrain.recall.gate import GateOptions
+from engrain.recall.rank import _score
 from engrain.recall.relevance import Candidate
 from engrain.recall.score import Query, gated_weights, present_relevance, score_gated
 from engrain.recall.score_batch import (
@@ -170,7 +171,7 @@ def test_clamps_are_pythons(value: float) -> None:
 
 
 def test_gated_sort_keeps_the_pool_order_of_equal_totals(tmp_path: Path) -> None:
-    """``gate._score`` ranks best first and, among equal totals, in the pool's order (as a
+    """``rank._score`` ranks best first and, among equal totals, in the pool's order (as a
     stable ``sorted(reverse=True)``): the same memories scored alike keep their order."""
     written = NOW - timedelta(days=3)
     pool = [

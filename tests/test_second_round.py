@@ -12,7 +12,7 @@ import pytest
 
 from engrain import Engine, Turn
 from engrain.model import Kind, Memory, MemoryType, Provenance, Vector
-from engrain.recall import gate as gate_module
+from engrain.recall import pool_rules
 from engrain.recall.gate import GateOptions
 from engrain.recall.relevance import Candidate
 from engrain.recall.second_round import (
@@ -123,7 +123,7 @@ def test_the_gate_runs_it_with_the_options_weight(
         seen.append(weight)
         return list(pool)
 
-    monkeypatch.setattr(gate_module, "with_second_round", spy)
+    monkeypatch.setattr(pool_rules, "with_second_round", spy)
     engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=_Axes())
     turns = [Turn("Mel", "I went swimming.", "D1:1", NOW), Turn("Cat", "Nice!", "D1:2", NOW)]
     engine.ingest_conversation(turns, "u", "s1", now=NOW)

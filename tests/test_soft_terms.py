@@ -12,7 +12,7 @@ import pytest
 
 from engrain.embed import CachedEmbedder, HashEmbedder, minilm
 from engrain.model import Kind, Memory, MemoryType, Provenance, content_hash
-from engrain.recall import gate as gate_module
+from engrain.recall import pool_rules
 from engrain.recall.gate import GateOptions
 from engrain.recall.relevance import Candidate
 from engrain.recall.soft_terms import (
@@ -180,7 +180,7 @@ def _weights_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         asked.append((None if embedder is None else embedder[0], weight))
         return original(pool, message, embedder, weight)
 
-    monkeypatch.setattr(gate_module, "with_soft_terms", spy)
+    monkeypatch.setattr(pool_rules, "with_soft_terms", spy)
     engine = Engine(settings=Settings(data_dir=tmp_path), embedder=embedder)
     turns = [
         Turn("Melanie", "I keep practising my violin every evening.", "D1:1", NOW),

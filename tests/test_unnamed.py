@@ -83,16 +83,16 @@ def _searches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, question: str,
     for the pool (the learnings' search left out), with the embedder used."""
     from engrain import Engine, Settings, Turn
     from engrain.embed import HashEmbedder
-    from engrain.recall import gate
+    from engrain.recall import pool
 
     vectors: list[Any] = []
-    original = gate._nearest
+    original = pool.nearest
 
     def spy(store: Any, user_id: str, vector: Any, searches: Any, begin: Any = None) -> Any:
         vectors.append(np.array(vector))
         return original(store, user_id, vector, searches, begin)
 
-    monkeypatch.setattr(gate, "_nearest", spy)
+    monkeypatch.setattr(pool, "nearest", spy)
     embedder = HashEmbedder()
     engine = Engine(settings=Settings(data_dir=tmp_path), embedder=embedder)
     if conversation:
