@@ -41,8 +41,9 @@ LEARNING_KINDS = (
 
 
 def pool_of(call: Call, understood: Understood) -> Pool:
-    """The pool (:func:`_candidates`) through each of :data:`POOL_RULES` in order, the
-    rules' signals added, and the budget raised by its evidence (:func:`_evidence_budget`)."""
+    """The pool (:func:`_candidates`) through each of
+    :data:`~engrain.recall.pool_rules.POOL_RULES` in order, the rules' signals added, and the
+    budget raised by its evidence (:func:`_evidence_budget`)."""
     u = understood
     pool = Pool(_candidates(call, u), u.classification, u.budget, u.weights, u.vector, None,
                  NO_MARKS, u.searched, u.search_vector)  # fmt: skip

@@ -123,7 +123,8 @@ def _language(call: Call, pool: Pool) -> Pool:
 
 def _sentences(call: Call, pool: Pool) -> Pool:
     """Each split learning's best sentence's cosine marked for ``explain()``
-    (``recall.sentences``; the similarities were raised in :func:`_by_sentences`)."""
+    (``recall.sentences``; the similarities were raised in
+    :func:`~engrain.recall.pool._by_sentences`)."""
     o = call.options
     index = sentence_index(call.store, call.user_id, call.embed_query, o.sentence_weight)
     if not call.explain or index is None:

@@ -25,7 +25,7 @@ def understand(call: Call, turn: int) -> Understood:
     """The message classified (refined by the intent model where it applies) and its budget
     and weights. The reads that need no vector start first (on a store that overlaps them)
     with the rules' budget; the model rarely changes the pool's size, and then they start
-    again (:func:`_candidates`)."""
+    again (:func:`~engrain.recall.pool._candidates`)."""
     options, clock, message = call.options, call.clock, call.message
     classification = classify(message, turn=turn, vocabulary=options.vocabulary)
     clock.lap("classify")
