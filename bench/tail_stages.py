@@ -49,8 +49,8 @@ import engrain.recall.selection as selection_module
 import engrain.recall.understand as understand_module
 import engrain.store.built as built_module
 import engrain.store.found as found_module
-import engrain.store.sqlite as sqlite_module
 import engrain.store.sqlite_uses as uses_module
+import engrain.store.sqlite_writes as writes_module
 import engrain.store.vector_search as search_module
 from engrain import Engine
 from engrain.store.ann import VectorIndex
@@ -91,7 +91,6 @@ STAGES: list[tuple[Any, str, str]] = [
     (selection_module, "line_tokens", "selection: line costs"),
     (block_module, "line_tokens", "selection: line costs"),
     (selection_module, "line_floor", "selection: line costs"),
-    (rank_module, "gated_scores", "scoring: the totals"),
     (rank_module, "gated_columns", "scoring: the totals"),
     (selection_module, "built_all", "shown memories built"),
     (block_module, "_fit", "assembly"),
@@ -104,7 +103,7 @@ STAGES: list[tuple[Any, str, str]] = [
     (search_module, "passing_rows", "vector search: other"),
     (search_module, "counted_rows", "vector search: other"),
     (SQLiteStore, "record_uses", "uses: record_uses (BEGIN, COMMIT)"),
-    (sqlite_module, "_write_state", "uses: context record"),
+    (writes_module, "write_state", "uses: context record"),
     (SQLiteStore, "_sync_version", "uses: data_version"),
     (UserCache, "touch", "uses: working set touched"),
     (Decoded, "carried", "uses: working set touched"),

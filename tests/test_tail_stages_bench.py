@@ -4,8 +4,11 @@ differ are counted. A fake clock, no timing."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +141,31 @@ def test_a_query_left_out_of_one_tree_is_averaged_in_the_others_only(tmp_path: P
     assert report["base"]["slowest_tenth"]["gather"] == pytest.approx(3.0)  # q2
     assert "slowest_tenth" not in report["new"]  # q2 left out: nothing to average
     assert report["new"]["rest"]["gather"] == pytest.approx(1.5)
+
+
+def _looked_up(module: types.ModuleType) -> set[str]:
+    """The names the code of ``module``'s own functions and methods looks up (nested code
+    included)."""
+    names: set[str] = set()
+    own = [v for v in vars(module).values() if getattr(v, "__module__", None) == module.__name__]
+    functions = [*own, *(m for c in own if inspect.isclass(c) for m in vars(c).values())]
+    codes = [f.__code__ for f in functions if inspect.isfunction(f)]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return names
+
+
+@pytest.mark.parametrize("bench", ["tail_stages", "backend_stages"])
+def test_every_stage_wrapped_is_where_the_gate_looks_it_up(bench: str) -> None:
+    """A function wrapped in a module's globals is charged only if it is called from there:
+    the module's own function (called as ``module.name``) or a name that module's code looks
+    up (the gate's stages live in ``recall.understand``, ``pool``, ``pool_rules``, ``rank``,
+    ``selection`` and ``block``). ``install`` skips a name that is missing, so a stage moved
+    elsewhere would silently be charged to its caller."""
+    for owner, attr, stage in importlib.import_module(bench).STAGES:
+        found = getattr(owner, attr, None)
+        assert callable(found), (owner, attr, stage)
+        if isinstance(owner, types.ModuleType) and found.__module__ != owner.__name__:
+            assert attr in _looked_up(owner), (owner.__name__, attr, stage)
