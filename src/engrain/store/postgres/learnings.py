@@ -69,7 +69,7 @@ from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
-from engrain.store.postgres.loader import Load, four_times
+from engrain.store.postgres.loader import ONE_CORE, Load, four_times
 from engrain.store.postgres.quantized import Quantized, approximate, exact_top, quantize, window
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
@@ -473,6 +473,7 @@ class Learnings(HeldByBytes[_Rows]):
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                conn.execute(ONE_CORE)  # background work: one core of the database
                 with conn.cursor(binary=True) as cur:
                     first = cur.execute(REVISION, (user_id,)).fetchone()
                     counted = cur.execute(COUNT, (user_id, kinds)).fetchone()

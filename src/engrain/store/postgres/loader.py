@@ -42,6 +42,18 @@ log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 
+#: A load is background work: the first calls after a store opens, served by SQL, run beside
+#: it, so it must not take what they need. On the database its statements run on one core
+#: (this, in its transaction): a large user's rows are read by a scan of the table, which
+#: PostgreSQL otherwise spreads over parallel workers (at 1,000,000 memories three
+#: processes, ~4 s of the server's CPU for each of the pool's seqs, the learnings' count and
+#: their seqs: every core of a small server while the first call waits for its own
+#: statements). In the process it holds the GIL for no long stretch: a held graph's check
+#: reads the seqs as one value (``held_graph.Scope.seqs_sql``), not a row object each (a
+#: million: ~0.45 s in psycopg's loop), and asks the graph about them a chunk at a time
+#: (``held_graph.holds_every``). docs/postgres.md, "Session 26 … (h1)".
+ONE_CORE = "SET LOCAL max_parallel_workers_per_gather = 0"
+
 
 @dataclass
 class Load:

@@ -84,7 +84,7 @@ from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from
 from engrain.store.postgres.graph_file import GraphFiles
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.held_graph import PoolGraph
-from engrain.store.postgres.loader import Load, four_times
+from engrain.store.postgres.loader import ONE_CORE, Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
 
 #: A bound that holds a 100,000-memory user's projection (~51 MB) with room: the
@@ -429,6 +429,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                conn.execute(ONE_CORE)  # background work: one core of the database
                 with conn.cursor(binary=True) as cur:
                     revision, n = held_graph.revision_and_rows(cur, user_id)
                     if n == 0 or n * (DIMS * 4 + 8) > self.max_bytes:
