@@ -83,7 +83,7 @@ class Answering:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running = 0
-        self._due: list[Callable[[], None]] = []
+        self._due: dict[Hashable, Callable[[], None]] = {}  # one start per what is loaded
 
     @contextmanager
     def call(self) -> Iterator[None]:
@@ -96,15 +96,16 @@ class Answering:
         finally:
             with self._lock:
                 self._running -= 1
-                due, self._due = self._due, []
-            for start in due:
+                due, self._due = self._due, {}
+            for start in due.values():
                 start()
 
-    def later(self, start: Callable[[], None]) -> None:
-        """``start()`` now if no call is being answered, else once one has been."""
+    def later(self, what: Hashable, start: Callable[[], None]) -> None:
+        """``start()`` now if no call is being answered, else once one has been (once for
+        each ``what``: asked again meanwhile, as the last asking says)."""
         with self._lock:
             if self._running:
-                self._due.append(start)
+                self._due[what] = start  # the last asking decides
                 return
         start()
 
@@ -153,7 +154,7 @@ class Loader(Generic[K]):
         if self._answering is None:
             self._start(key, wanted)
         else:
-            self._answering.later(lambda: self._start(key, wanted))
+            self._answering.later((self, key), lambda: self._start(key, wanted))
 
     def _start(self, key: K, wanted: Callable[[], bool] | None) -> None:
         with self._lock:
