@@ -310,9 +310,7 @@ def test_a_load_reads_the_users_rows_on_one_core_of_the_database(
     reads = [i for i, s in enumerate(statements) if "FROM memories m" in s]
     assert len(reads) >= 4  # the check's seqs and rows, the build's count, the learnings'
     for at in reads:
-        begun = max(
-            i for i in range(at) if statements[i].startswith(("BEGIN", "SET TRANSACTION"))
-        )
+        begun = max(i for i in range(at) if statements[i].startswith(("BEGIN", "SET TRANSACTION")))
         assert postgres.loader.ONE_CORE in statements[begun:at], statements[at]
     (seqs,) = [s for s in statements if s == held_graph.POOL.seqs_sql]
     assert seqs.startswith("SELECT string_agg(")
