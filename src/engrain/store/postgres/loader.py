@@ -98,7 +98,10 @@ class Answering:
                 self._running -= 1
                 due, self._due = self._due, {}
             for start in due.values():
-                start()
+                try:
+                    start()
+                except Exception:  # the call answered (and wrote): a load is never its error
+                    log.exception("starting a load failed")
 
     def later(self, what: Hashable, start: Callable[[], None]) -> None:
         """``start()`` now if no call is being answered, else once one has been (once for
