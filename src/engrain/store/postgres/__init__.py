@@ -391,8 +391,8 @@ class PostgresStore(Searches, Records):
         """One call of an engine (its calls in flight: ``lifecycle.CallGate``) inside the
         ``with`` block: the loads of what is held in process (learnings, held graphs) that
         its reads ask for begin once it (or another call) has answered, not beside it: the
-        call itself is served by SQL, and at 1,000,000 memories its loads beside it made it
-        2-4× slower (``loader.Answering``)."""
+        call itself is served by SQL, and at 1,000,000 memories its loads beside it made the
+        first one take 0.82 s instead of 0.43 (``loader.Answering``)."""
         return self._answering.call()
 
     def wait_for_working_set(self, user_id: str, timeout: float | None = None) -> bool:

@@ -75,9 +75,10 @@ class Answering:
     whatever the load does, so the load begins once a call has answered (the first to end
     of those in flight, so that a server never without a call in flight still loads) rather
     than beside it, where it took the cores and the GIL the call was waiting for — at
-    1,000,000 memories the first ``context()`` after a store opened took 0.6-1.8 s beside
-    its loads and 0.2-0.3 s alone (docs/postgres.md, "Session 26 … (h1)"). Outside any
-    call (a store used without an engine, tests, benchmarks) a load begins when asked.
+    1,000,000 memories the first ``context()`` after a store opened took 0.82 s (median of
+    7 at load 24-26) with its loads beside it, 0.43 s with them after it (docs/postgres.md,
+    "Session 26 … (h1)"). Outside any call (a store used without an engine, tests,
+    benchmarks) a load begins when asked.
     """
 
     def __init__(self) -> None:
