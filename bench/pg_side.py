@@ -10,8 +10,11 @@ goes first alternates), so the two trees see the same machine load, the same dat
 the same queries; a worker answers with the call's milliseconds, the engine's own stage laps
 (``Gated.timings_ms``: classify, embed, candidates, score, …) and the milliseconds spent in
 each store call (overlapping reads counted in full). Cold start — a new engine's first
-``context()``, the model already loaded — is measured ``cold_rounds`` times per tree,
-alternating, each on a new engine.
+``context()``, the model already loaded and run once — is measured ``cold_rounds`` times per
+tree, alternating, each on a new engine, and the loads each one started (a large user's held
+learnings and graphs) are waited for, untimed, before the next (since session 26: before,
+each was measured beside the other tree's loads and its own last engine's, and the first
+included the model's first run, ~0.8 s).
 
 Before the warm-up each worker waits, untimed, until its store serves the queried users from
 a working set in process if it keeps them (``PostgresStore.wait_for_working_set``); the
@@ -177,6 +180,9 @@ def side_by_side(
             for w in workers if r % 2 == 0 else workers[::-1]:
                 answer = w.ask({"op": "open", "message": queries[0], "user": who[0]})
                 cold[w.name].append(answer["cold_s"])
+                # the loads that open started, done before the next cold start (untimed):
+                # else each is measured beside the other tree's and its own last engine's
+                w.ask({"op": "settle", "users": [who[0]]})
         settled: dict[str, float] = {}
         for w in workers:  # a working set in process (this tree's large users) loaded first
             settled[w.name] = w.ask({"op": "settle", "users": sorted(set(who))})["settle_s"]
@@ -423,6 +429,7 @@ def _serve(url: str, data_dir: Path) -> None:
 
     TYPED = MemoryFilter(kinds=LEARNING_KINDS)  # the gate's learnings' search
     embedder = worker_embedder()
+    embedder.embed(["the model's first run"])  # ~0.8 s once a process: not a store's cold start
     engine: Any = None
     spent: dict[str, float] = defaultdict(float)
     lock = threading.Lock()

@@ -275,3 +275,42 @@ def test_a_write_by_another_process_between_two_processes_is_seen(
     finally:
         reader.close()
         truth.close()
+
+
+def test_a_load_reads_the_users_rows_on_one_core_of_the_database(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A load is background work beside the first calls: every statement of one that reads
+    the user's rows (the graph's build, its check against the database, the learnings'
+    count) runs with no parallel workers, set in its own transaction (``loader.ONE_CORE``);
+    and the check reads the seqs as one value, not a row each."""
+    from contextlib import nullcontext
+
+    import psycopg
+
+    statements: list[str] = []
+
+    class Recording(psycopg.Cursor[Any]):
+        def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            statements.append(str(query))
+            return super().execute(query, params, **kw)
+
+    _kept_by_one_process(pg_url, tmp_path, _low_rank(300, seed=3))
+    reader = _sql_store(pg_url)
+    kept = _files(reader, tmp_path).read("alice")
+    reader.close()
+    assert kept is not None
+    with psycopg.connect(pg_url, autocommit=True, cursor_factory=Recording) as conn:
+        graph = held_graph.restored(conn, "alice", kept.revision, kept.index)
+        assert graph is not None and graph.dead == 0 and len(graph.index) == 300
+        assert held_graph.read(conn, "alice", 2**26, lambda: False) is not None
+        learned = postgres.learnings.Learnings(lambda: nullcontext(conn), 1, background=False)
+        learned.start_load("alice")  # counted in the calling thread
+        assert learned._loader.get("alice") is not None
+    reads = [i for i, s in enumerate(statements) if "FROM memories m" in s]
+    assert len(reads) >= 4  # the check's seqs and rows, the build's count, the learnings'
+    for at in reads:
+        begun = max(i for i in range(at) if statements[i].startswith(("BEGIN", "SET TRANSACTION")))
+        assert postgres.loader.ONE_CORE in statements[begun:at], statements[at]
+    (seqs,) = [s for s in statements if s == held_graph.POOL.seqs_sql]
+    assert seqs.startswith("SELECT string_agg(")

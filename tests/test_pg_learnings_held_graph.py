@@ -16,9 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from engrain import Engine
+from engrain.embed import HashEmbedder
 from engrain.model import Kind
 from engrain.store.base import ALL
 
+from .conftest import NOW, make_settings
 from .test_pg_learnings import TYPED, _corpus, _vector
 from .test_store_contract import mem
 
@@ -156,3 +159,43 @@ def test_learnings_held_in_process_get_no_graph(pg_url: str, tmp_path: Path) -> 
         assert store._learnings_graph._loader.get("alice") is None  # never started
     finally:
         store.close()
+
+
+def test_the_loads_an_engine_call_asks_for_begin_once_it_has_answered(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """A store's first calls are served by SQL; the loads they ask for (the learnings
+    counted, the pool's graph read) serve the calls after, so they begin once the call has
+    answered instead of taking the cores and the GIL beside it (``loader.Answering``)."""
+    store = _store(pg_url, tmp_path / "graphs")
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    try:
+        store.write(_corpus(200))
+        query = _vector(np.random.default_rng(5))
+        with engine.gate.call():  # what every public call of the engine runs inside
+            pool = store.search("alice", query, 20, ALL)
+            learned = store.search("alice", query, 20, TYPED)
+            # served by the database's walk, which asked for the loads: none begun yet
+            assert store._projected._loader.get("alice") is None
+            assert store._learnings._loader.get("alice") is None
+        assert [m.id for m, _ in pool] == [m.id for m, _ in truth.search("alice", query, 20)]
+        assert [m.id for m, _ in learned] == [
+            m.id for m, _ in truth.search("alice", query, 20, TYPED)
+        ]
+        assert store.wait_for_projection("alice", timeout=60)  # begun as the call ended
+        assert not store.wait_for_learnings("alice", timeout=60)
+        assert store._learnings.refused("alice")
+        # a whole call: its learnings' search asks for their graph, read once it answered
+        engine.context("what did we decide?", "alice", now=NOW)
+        assert store.wait_for_learnings_graph("alice", timeout=60)
+        served = dict(store._projected.calls)
+        engine.context("what did we decide about the tests?", "alice", now=NOW)
+        assert store._projected.calls["served"] == served["served"] + 1
+        # held by then (this small user's deep search is then handed to SQL: too few pass)
+        assert sum(store._learnings_graph.calls.values()) == 1
+    finally:
+        engine.close()
+        truth.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engrain.store.postgres.loader import Load, Loader, four_times
+from engrain.store.postgres.loader import Answering, Load, Loader, four_times
 
 
 class Jobs:
@@ -169,3 +169,42 @@ def test_without_background_the_calling_thread_loads() -> None:
     assert jobs.ran == [("alice", threading.current_thread().name)]
     load = loader.get("alice")
     assert load is not None and load.thread is None
+
+
+def test_a_load_asked_for_during_a_call_begins_once_the_call_has_answered() -> None:
+    jobs, answering = Jobs(), Answering()
+    loader = _loader(jobs, answering=answering)
+    with answering.call():
+        loader.start("alice")
+        loader.start("alice")  # asked twice: one load
+        assert loader.get("alice") is None and jobs.ran == []  # nothing begun beside the call
+    _join(loader, "alice")
+    assert jobs.ran == [("alice", "t-load")]
+    loader.start("bob")  # outside any call: at once
+    _join(loader, "bob")
+    assert jobs.ran[-1] == ("bob", "t-load")
+
+
+def test_with_calls_in_flight_the_first_to_answer_begins_the_loads() -> None:
+    jobs, answering = Jobs(), Answering()
+    loader = _loader(jobs, answering=answering, background=False)
+    first, second = answering.call(), answering.call()
+    first.__enter__()
+    second.__enter__()
+    loader.start("alice")  # asked during the second call
+    assert jobs.ran == []
+    first.__exit__(None, None, None)  # another call answered: the load begins
+    assert jobs.ran == [("alice", threading.current_thread().name)]
+    loader.start("bob")  # the second call still runs: held until it answers
+    assert len(jobs.ran) == 1
+    second.__exit__(None, None, None)
+    assert jobs.ran[-1][0] == "bob"
+
+
+def test_a_call_that_fails_still_begins_the_loads_it_asked_for() -> None:
+    jobs, answering = Jobs(), Answering()
+    loader = _loader(jobs, answering=answering, background=False)
+    with pytest.raises(RuntimeError), answering.call():
+        loader.start("alice")
+        raise RuntimeError("the call failed")
+    assert [key for key, _ in jobs.ran] == ["alice"]

@@ -135,7 +135,9 @@ class Engine:
         self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
         self.word_backlog = WordBacklog(self.embedder.model_id, self.embedder.embed)
         self._lock = threading.RLock()  # read-plan-write sequences of this process
-        self.gate = CallGate()  # the calls in flight, which close() waits for
+        # the calls in flight, which close() waits for; a store that holds what it loads
+        # for later calls begins those loads once a call has answered (PostgreSQL's)
+        self.gate = CallGate(around=getattr(self.store, "answering", None))
 
     # -- lifecycle -------------------------------------------------------------------------
 

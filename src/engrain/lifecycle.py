@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from engrain.errors import StoreError
@@ -42,13 +42,17 @@ def closed_error(what: str = "engine") -> StoreError:
 
 
 class CallGate:
-    """Counts the calls in flight; after :meth:`close` admits none but nested ones."""
+    """Counts the calls in flight; after :meth:`close` admits none but nested ones.
+    ``around`` (if given) is entered around each outermost call of a thread: the store's
+    ``answering`` (the PostgreSQL store begins the loads a call asks for once it has
+    answered)."""
 
-    def __init__(self) -> None:
+    def __init__(self, around: Callable[[], AbstractContextManager[None]] | None = None) -> None:
         self._changed = threading.Condition()
         self._running = 0
         self._closed = False
         self._depth = threading.local()  # admitted calls this thread is inside
+        self._around = around
 
     @property
     def closed(self) -> bool:
@@ -65,7 +69,11 @@ class CallGate:
             self._running += 1
         self._depth.n = depth + 1
         try:
-            yield
+            if depth == 0 and self._around is not None:
+                with self._around():
+                    yield
+            else:
+                yield
         finally:
             self._depth.n = depth
             with self._changed:

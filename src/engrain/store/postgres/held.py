@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 from typing import Generic, Protocol, TypeVar
 
 from engrain.store.postgres.codec import Conn
-from engrain.store.postgres.loader import Load, Loader
+from engrain.store.postgres.loader import Answering, Load, Loader
 
 #: Lends a pooled autocommit connection.
 Connect = Callable[[], AbstractContextManager[Conn]]
@@ -41,7 +41,8 @@ V = TypeVar("V", bound=Sized)
 class HeldByBytes(ABC, Generic[V]):
     """Per-user values held in process, at most ``max_bytes`` of them (module docstring).
     ``pause``, ``what`` and ``name`` pace, describe and name the loads (:class:`Loader`);
-    ``background`` False loads in the calling thread (tests)."""
+    ``background`` False loads in the calling thread (tests); ``answering`` holds the loads
+    a call asks for until a call has answered (``loader.Answering``)."""
 
     def __init__(
         self,
@@ -52,14 +53,16 @@ class HeldByBytes(ABC, Generic[V]):
         what: str,
         name: str,
         background: bool = True,
+        answering: Answering | None = None,
     ) -> None:
         self._connect = connect
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
         self._held: OrderedDict[str, V] = OrderedDict()
         self._loader: Loader[str] = Loader(
-            self._lock, self._load, pause, what=what, name=name, background=background
-        )
+            self._lock, self._load, pause, what=what, name=name, background=background,
+            answering=answering,
+        )  # fmt: skip
         self._closed = False
 
     @abstractmethod

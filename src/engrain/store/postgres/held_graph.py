@@ -50,6 +50,7 @@ import psycopg
 
 from engrain.store.ann import ANN_MIN_VECTORS, VectorIndex, join_at_exit
 from engrain.store.postgres.codec import Conn
+from engrain.store.postgres.loader import ONE_CORE
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 
 #: Candidates the graph proposes per row asked for, plus :data:`GRAPH_EXTRA`: asked for
@@ -113,8 +114,13 @@ class Scope:
 
     @property
     def seqs_sql(self) -> str:
-        """The seqs of the user's rows of the scope."""
-        return f"SELECT m.seq FROM memories m WHERE m.user_id = %s AND {self.indexed}"
+        """The seqs of the user's rows of the scope, as one value (:func:`seqs_of`): their
+        big-endian int8s joined (``NULL``: none), so that a million of them cross the
+        socket as 8 MB and are read without a Python object a row (``loader.ONE_CORE``)."""
+        return (
+            "SELECT string_agg(int8send(m.seq), ''::bytea) FROM memories m "
+            f"WHERE m.user_id = %s AND {self.indexed}"
+        )
 
     @property
     def some_rows_sql(self) -> str:
@@ -192,6 +198,7 @@ def read(
     ``closed()`` became true)."""
     conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     try:
+        conn.execute(ONE_CORE)
         with conn.cursor(binary=True) as cur:
             revision, n = revision_and_rows(cur, user_id, scope)
         if n == 0 or n < MIN_ROWS or n * GRAPH_ROW_BYTES > max_bytes:
@@ -215,6 +222,7 @@ def caught_up(conn: Conn, user_id: str, graph: PoolGraph, scope: Scope = POOL) -
     never later). The same graph if nothing changed."""
     with conn.transaction(), conn.cursor(binary=True) as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        cur.execute(ONE_CORE)
         first = cur.execute(REVISION, (user_id,)).fetchone()
         revision = int(first[0]) if first else 0
         if revision <= graph.revision:
@@ -244,13 +252,14 @@ def restored(
     has in the scope)."""
     with conn.transaction(), conn.cursor(binary=True) as cur:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        cur.execute(ONE_CORE)
         first = cur.execute(REVISION, (user_id,)).fetchone()
         now = int(first[0]) if first else 0
         if now < revision:
             return None
-        seqs = cur.execute(scope.seqs_sql, (user_id,)).fetchall()
-        live = np.fromiter((r[0] for r in seqs), dtype=np.uint64, count=len(seqs))
-        del seqs
+        joined = cur.execute(scope.seqs_sql, (user_id,)).fetchone()
+        live = seqs_of(joined[0] if joined else None)
+        del joined
         if len(live) < max(1, MIN_ROWS):
             return None
         rows = (
@@ -266,12 +275,29 @@ def restored(
         fresh = ~index.holds(keys, vectors)
         if fresh.any():
             index.patch(keys[fresh], vectors[fresh])
-    if not index.contains(live).all():
+    if not holds_every(index, live):
         return None
     keys = np.fromiter((r[0] for r in checked), dtype=np.uint64, count=len(checked))
     if not index.holds(keys, unit_rows(stored([r[1] for r in checked]))).all():
         return None
     return PoolGraph(now, index, index.nbytes, dead=len(index) - len(live))
+
+
+def seqs_of(joined: bytes | None) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """The seqs :meth:`Scope.seqs_sql` joined into one value (``None``: none)."""
+    if not joined:
+        return np.empty(0, dtype=np.uint64)
+    return np.frombuffer(joined, dtype=">i8").astype(np.uint64)
+
+
+def holds_every(index: VectorIndex, keys: np.ndarray[Any, Any]) -> bool:
+    """Whether ``index`` holds every one of ``keys``, asked :data:`CHUNK_ROWS` at a time
+    (usearch holds the GIL for a whole call: other threads take it between chunks;
+    ``loader.ONE_CORE``)."""
+    return all(
+        bool(index.contains(keys[at : at + CHUNK_ROWS]).all())
+        for at in range(0, len(keys), CHUNK_ROWS)
+    )
 
 
 def _chunks(named: psycopg.Cursor[Any], closed: Callable[[], bool]) -> Iterator[tuple[Any, Any]]:

@@ -69,7 +69,7 @@ from engrain.store import heap
 from engrain.store.base import MemoryFilter
 from engrain.store.postgres.codec import from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
-from engrain.store.postgres.loader import Load, four_times
+from engrain.store.postgres.loader import ONE_CORE, Answering, Load, four_times
 from engrain.store.postgres.quantized import Quantized, approximate, exact_top, quantize, window
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
@@ -365,13 +365,20 @@ def _columns(
 class Learnings(HeldByBytes[_Rows]):
     """The typed learnings of the large users a store serves, held by revision (module
     docstring). ``connect`` lends a pooled autocommit connection; ``max_bytes`` bounds what
-    is held; ``background`` False loads in the calling thread (tests)."""
+    is held; ``background`` False loads in the calling thread (tests); ``answering`` holds
+    the loads a call asks for until a call has answered (``loader.Answering``)."""
 
     def __init__(
-        self, connect: Connect, max_bytes: int = LEARNINGS_BYTES, *, background: bool = True
+        self,
+        connect: Connect,
+        max_bytes: int = LEARNINGS_BYTES,
+        *,
+        background: bool = True,
+        answering: Answering | None = None,
     ) -> None:
         super().__init__(connect, max_bytes, _pause, what="the learnings of a PostgreSQL user",
-                         name="engrain-pg-learn", background=background)  # fmt: skip
+                         name="engrain-pg-learn", background=background,
+                         answering=answering)  # fmt: skip
         #: Searches served here / caught up by a delta / fetched twice / left to SQL.
         self.calls: dict[str, int] = {"served": 0, "caught_up": 0, "fetched_again": 0, "by_sql": 0}
 
@@ -473,6 +480,7 @@ class Learnings(HeldByBytes[_Rows]):
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                conn.execute(ONE_CORE)  # background work: one core of the database
                 with conn.cursor(binary=True) as cur:
                     first = cur.execute(REVISION, (user_id,)).fetchone()
                     counted = cur.execute(COUNT, (user_id, kinds)).fetchone()

@@ -34,13 +34,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+
+#: A load is background work: the first calls after a store opens, served by SQL, run beside
+#: it, so it must not take what they need. On the database its statements run on one core
+#: (this, in its transaction): a large user's rows are read by a scan of the table, which
+#: PostgreSQL otherwise spreads over parallel workers (at 1,000,000 memories three
+#: processes, ~4 s of the server's CPU for each of the pool's seqs, the learnings' count and
+#: their seqs: every core of a small server while the first call waits for its own
+#: statements). In the process it holds the GIL for no long stretch: a held graph's check
+#: reads the seqs as one value (``held_graph.Scope.seqs_sql``), not a row object each (a
+#: million: ~0.45 s in psycopg's loop), and asks the graph about them a chunk at a time
+#: (``held_graph.holds_every``). docs/postgres.md, "Session 26 … (h1)".
+ONE_CORE = "SET LOCAL max_parallel_workers_per_gather = 0"
 
 
 @dataclass
@@ -54,6 +67,53 @@ class Load:
     full: bool = True
 
 
+class Answering:
+    """The calls a store is answering for an engine (``Engine``'s calls in flight:
+    ``PostgresStore.answering``), and the loads their reads asked for meanwhile.
+
+    A load serves the calls after the one that asked for it: that call is served by SQL
+    whatever the load does, so the load begins once a call has answered (the first to end
+    of those in flight, so that a server never without a call in flight still loads) rather
+    than beside it, where it took the cores and the GIL the call was waiting for — at
+    1,000,000 memories the first ``context()`` after a store opened took 0.82 s (median of
+    7 at load 24-26) with its loads beside it, 0.43 s with them after it (docs/postgres.md,
+    "Session 26 … (h1)"). Outside any call (a store used without an engine, tests,
+    benchmarks) a load begins when asked.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._due: dict[Hashable, Callable[[], None]] = {}  # one start per what is loaded
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """One call answered inside the ``with`` block; the loads asked for while it (or
+        any other call) ran begin as it ends."""
+        with self._lock:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running -= 1
+                due, self._due = self._due, {}
+            for start in due.values():
+                try:
+                    start()
+                except Exception:  # the call answered (and wrote): a load is never its error
+                    log.exception("starting a load failed")
+
+    def later(self, what: Hashable, start: Callable[[], None]) -> None:
+        """``start()`` now if no call is being answered, else once one has been (once for
+        each ``what``: asked again meanwhile, as the last asking says)."""
+        with self._lock:
+            if self._running:
+                self._due[what] = start  # the last asking decides
+                return
+        start()
+
+
 def four_times(took: float, floor: float) -> float:
     """Seconds before a key's next load may start after one that took ``took``: four times
     as long (its loads then take at most a fifth of a core), and at least ``floor``."""
@@ -64,7 +124,8 @@ class Loader(Generic[K]):
     """Starts ``job(key, load)`` in a thread, one per key at a time, paced by ``pause(took,
     full)`` (module docstring). ``lock`` is the owner's (the records are read and changed
     under it); ``what`` names what a load reads in the log of a failure; ``name`` is the
-    threads'."""
+    threads'; ``answering`` (if given) holds the loads asked for during a call until a
+    call has answered (:class:`Answering`)."""
 
     def __init__(
         self,
@@ -76,6 +137,7 @@ class Loader(Generic[K]):
         name: str,
         background: bool = True,
         light_loads: bool = False,
+        answering: Answering | None = None,
     ) -> None:
         self._lock = lock
         self._job = job
@@ -86,10 +148,19 @@ class Loader(Generic[K]):
         self._light_loads = light_loads
         self._loads: dict[K, Load] = {}
         self._closed = False
+        self._answering = answering
 
     def start(self, key: K, wanted: Callable[[], bool] | None = None) -> None:
         """Start a load of ``key`` unless the loader is closed, ``wanted()`` (asked under
-        the owner's lock) is false, a load of ``key`` runs, or its pause has not passed."""
+        the owner's lock) is false, a load of ``key`` runs, or its pause has not passed;
+        during a call, once a call has answered (:class:`Answering`), and those asked
+        then."""
+        if self._answering is None:
+            self._start(key, wanted)
+        else:
+            self._answering.later((self, key), lambda: self._start(key, wanted))
+
+    def _start(self, key: K, wanted: Callable[[], bool] | None) -> None:
         with self._lock:
             if self._closed or (wanted is not None and not wanted()):
                 return

@@ -84,7 +84,7 @@ from engrain.store.postgres.codec import EACH_ACCESS, SELECT_COLUMNS, Conn, from
 from engrain.store.postgres.graph_file import GraphFiles
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.held_graph import PoolGraph
-from engrain.store.postgres.loader import Load, four_times
+from engrain.store.postgres.loader import ONE_CORE, Answering, Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
 
 #: A bound that holds a 100,000-memory user's projection (~51 MB) with room: the
@@ -278,7 +278,8 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
     processes (``graph_file.py``; ``None``: nowhere); ``scope`` which rows a graph holds
     (``held_graph.POOL``, or ``held_graph.LEARNINGS``: the graphs of the users whose
     learnings are too many to rank in process); ``background`` False loads in the calling
-    thread (tests)."""
+    thread (tests); ``answering`` holds the loads a call asks for until a call has answered
+    (``loader.Answering``)."""
 
     def __init__(
         self,
@@ -289,6 +290,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         graph_dir: Path | None = None,
         scope: held_graph.Scope = held_graph.POOL,
         background: bool = True,
+        answering: Answering | None = None,
     ) -> None:
         if kind not in KINDS:
             raise ConfigError(f"unknown pool index {kind!r}: one of {', '.join(KINDS)}")
@@ -296,7 +298,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
             raise ConfigError(f"only a graph holds the {scope.name} of a user")
         what = f"the {kind} of a PostgreSQL user's {scope.name}"
         super().__init__(connect, max_bytes, _pause, what=what, name="engrain-pg-proj",
-                         background=background)  # fmt: skip
+                         background=background, answering=answering)  # fmt: skip
         self.kind = kind
         self.scope = scope
         #: Where graphs are kept between processes (``graph_file.py``; ``None``: nowhere).
@@ -429,6 +431,7 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                conn.execute(ONE_CORE)  # background work: one core of the database
                 with conn.cursor(binary=True) as cur:
                     revision, n = held_graph.revision_and_rows(cur, user_id)
                     if n == 0 or n * (DIMS * 4 + 8) > self.max_bytes:

@@ -75,7 +75,7 @@ from engrain.store.ann import ANN_MIN_VECTORS, IndexSlot
 from engrain.store.cache import UserCache
 from engrain.store.columns import Table
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
-from engrain.store.postgres.loader import Load, Loader, four_times
+from engrain.store.postgres.loader import ONE_CORE, Load, Loader, four_times
 from engrain.store.postgres.table import read_table, row_vectors
 
 #: Users with at least this many memories are served from a working set in process.
@@ -424,6 +424,7 @@ class WorkingSets:
         with self._connect() as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
+                conn.execute(ONE_CORE)  # background work: one core of the database
                 with conn.cursor(binary=True) as cur:
                     yield cur
             finally:
