@@ -34,7 +34,6 @@ import numpy.typing as npt
 from engrain.store.lexical import K1, B
 
 Seqs = npt.NDArray[np.int64]
-Floats = npt.NDArray[np.float32]
 
 #: Postings per block at most: 256 records of 14 bytes stay in the row (no TOAST).
 BLOCK = 256
@@ -46,15 +45,6 @@ MAX_TF = 32_767
 #: Scores accumulate in an array indexed by ``seq - lowest seq`` while the span of the
 #: query's seqs is at most this (else by rank among the distinct seqs, which sorts them).
 DENSE_SPAN = 1 << 21
-#: The relative margin the pruned top-k (:func:`pruned`) gives its bounds for rounding: a
-#: float32 sum of at most :data:`PRUNE_MAX_TERMS` terms, each term's score a few float32
-#: operations, is within ~1e-4 of the real sum (each operation within 2**-24).
-SLACK = 1e-3
-#: Queries of more terms are scored fully (the rounding bound above holds up to here).
-PRUNE_MAX_TERMS = 1_000
-#: The pruned top-k is tried when ``n`` is below this share of the query's postings:
-#: else nearly every match is in the answer and there is nothing to skip.
-PRUNE_BELOW_SHARE = 0.25
 
 #: The user's document count and total length, and for each query term that has
 #: documents its frequency and each of its blocks; one snapshot.
@@ -177,180 +167,29 @@ def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
     """Every memory with a posting of ``terms`` and its BM25 score, from the rows of
     :data:`STATISTICS`, in :meth:`LexicalIndex.scores`' arithmetic; the terms are summed in
     ``terms`` order."""
-    return _full(Lists.of(terms, rows))
-
-
-def _full(lists: Lists) -> Scored:
-    """:func:`scores` over lists already decoded."""
-    if not lists.terms:
+    if not rows:
         return Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-    numbers, size, to_seq = _numbered(lists.seqs)
+    documents, total = int(rows[0][0]), int(rows[0][1])
+    parts: dict[str, list[bytes]] = defaultdict(list)
+    frequency: dict[str, int] = {}
+    for row in rows:
+        parts[row[2]].append(row[4])
+        frequency[row[2]] = int(row[3])
+    lists = [(t, decode(b"".join(parts[t]))) for t in terms if t in parts]
+    seqs = [p["seq"].astype(np.int64) for _, p in lists]
+    numbers, size, to_seq = _numbered(seqs)
     out = np.zeros(size, dtype=np.float32)
     touched = np.zeros(size, dtype=bool)
-    for i, docs in enumerate(numbers):
-        out[docs] += lists.weights(i)
+    average = np.float32(total) / np.float32(documents)
+    for (term, postings), docs in zip(lists, numbers, strict=True):
+        df = frequency[term]
+        idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
+        tfs = postings["tf"].astype(np.float32)
+        norm = K1 * (1.0 - B + B * postings["length"].astype(np.float32) / average)
+        out[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
         touched[docs] = True
     hits = np.flatnonzero(touched)
     return Scored(to_seq(hits), out[hits])
-
-
-def weights(postings: npt.NDArray[np.void], idf: float, average: np.float32) -> Floats:
-    """Each posting's term score, in :meth:`LexicalIndex.scores`' float32 arithmetic (the
-    same operations in the same order: the same bits for the same posting, however many
-    are computed at once)."""
-    tfs = postings["tf"].astype(np.float32)
-    norm = K1 * (1.0 - B + B * postings["length"].astype(np.float32) / average)
-    out: Floats = idf * tfs * (K1 + 1.0) / (tfs + norm)
-    return out
-
-
-@dataclass
-class Lists:
-    """A query's posting lists as :data:`STATISTICS` returned them, decoded: the lists of
-    the terms found, in the query's order, with what scoring them needs (each list's seqs
-    and weights computed once, when first asked for)."""
-
-    #: The terms found, in ``terms`` order, and each one's postings (sorted by seq)
-    terms: list[str]
-    postings: list[npt.NDArray[np.void]]
-    idfs: list[float]
-    average: np.float32
-    _seqs: dict[int, Seqs]
-    _weights: dict[int, Floats]
-
-    @classmethod
-    def of(cls, terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Lists:
-        """The lists in the rows of :data:`STATISTICS` for ``terms``."""
-        if not rows:
-            return cls([], [], [], np.float32(0), {}, {})
-        documents, total = int(rows[0][0]), int(rows[0][1])
-        parts: dict[str, list[bytes]] = defaultdict(list)
-        frequency: dict[str, int] = {}
-        for row in rows:
-            parts[row[2]].append(row[4])
-            frequency[row[2]] = int(row[3])
-        found = [t for t in terms if t in parts]
-        for t in found:  # in seq order whatever order the statement returned them in
-            parts[t].sort(key=lambda data: int.from_bytes(data[:8], "big", signed=True))
-        idfs = [
-            math.log(1.0 + (documents - frequency[t] + 0.5) / (frequency[t] + 0.5))
-            for t in found
-        ]
-        postings = [decode(b"".join(parts[t])) for t in found]
-        average = np.float32(total) / np.float32(documents)
-        return cls(found, postings, idfs, average, {}, {})
-
-    @property
-    def seqs(self) -> list[Seqs]:
-        """Each list's seqs."""
-        return [self.seq(i) for i in range(len(self.terms))]
-
-    def seq(self, i: int) -> Seqs:
-        """The seqs of list ``i``."""
-        if i not in self._seqs:
-            self._seqs[i] = self.postings[i]["seq"].astype(np.int64)
-        return self._seqs[i]
-
-    def weights(self, i: int) -> Floats:
-        """The term scores of list ``i``'s postings (:func:`weights`)."""
-        if i not in self._weights:
-            self._weights[i] = weights(self.postings[i], self.idfs[i], self.average)
-        return self._weights[i]
-
-    def bound(self, i: int) -> float:
-        """More than any posting of list ``i`` scores: the term score of its largest term
-        frequency in its shortest memory (the score grows with the one, falls with the
-        other), in float64, raised by :data:`SLACK` for float32's rounding."""
-        postings = self.postings[i]
-        tf, length = float(postings["tf"].max()), float(postings["length"].min())
-        norm = K1 * (1.0 - B + B * length / float(self.average))
-        return self.idfs[i] * tf * (K1 + 1.0) / (tf + norm) * (1.0 + SLACK)
-
-    def best(self, n: int) -> tuple[dict[int, float], bool]:
-        """``scores(…).best(n)`` (the same seqs, scores and order) and whether every match
-        is in it, scoring fully only the lists needed to find the ``n`` best
-        (:func:`pruned`) when that can skip any."""
-        found = None if n >= PRUNE_BELOW_SHARE * self.size else pruned(self, n)
-        if found is not None:
-            return found.best, False
-        full = _full(self)
-        best = full.best(n)
-        return best, len(best) >= len(full)
-
-    @property
-    def size(self) -> int:
-        """The postings of every list."""
-        return sum(len(p) for p in self.postings)
-
-
-@dataclass(frozen=True)
-class Pruned:
-    """The ``n`` best of a query found by :func:`pruned`."""
-
-    #: seq → score, as :meth:`Scored.best` gives them
-    best: dict[int, float]
-    #: The postings whose term score was computed (of :attr:`Lists.size`)
-    weighed: int
-
-
-def pruned(lists: Lists, n: int) -> Pruned | None:
-    """:meth:`Scored.best` of ``n`` over the lists, exactly, without computing every
-    posting's term score (MaxScore, Turtle and Flood 1995), or ``None`` where it would skip
-    nothing.
-
-    The lists are summed from the shortest until a floor of the ``n``-th best score is above
-    what the other lists could add together (each list's :meth:`Lists.bound`): a memory in
-    none of the summed lists then scores below the floor, so it is not among the best. The
-    floor is the ``n``-th best partial sum among one summed list's memories (they are
-    distinct, and a partial sum is at most the whole one). The memories of the summed
-    lists whose partial sum plus the other lists' bounds reaches the floor are then scored
-    exactly, every term in query order as :func:`scores` sums them, the others' postings
-    found by binary search: the same float32 operations on the same postings, the same
-    bits. Every memory scoring at least the ``n``-th best score reaches the floor, so the
-    ``n`` best (and their ties) are among them."""
-    count = len(lists.terms)
-    if n <= 0 or count < 2 or count > PRUNE_MAX_TERMS:
-        return None
-    if not all(len(s) and bool(np.all(s[1:] > s[:-1])) for s in lists.seqs):
-        return None  # binary search needs each list's seqs increasing: scored fully
-    low = min(int(s[0]) for s in lists.seqs)
-    high = max(int(s[-1]) for s in lists.seqs)
-    if high - low >= max(DENSE_SPAN, 4 * lists.size):
-        return None  # a sparse user in a large table: scored fully (few postings)
-    bounds = [lists.bound(i) for i in range(count)]
-    order = sorted(range(count), key=lambda i: len(lists.postings[i]))
-    partial = np.zeros(high - low + 1, dtype=np.float64)
-    summed: dict[int, Seqs] = {}
-    floor = rest = 0.0
-    for step, i in enumerate(order[:-1]):
-        docs = lists.seq(i) - low
-        partial[docs] += lists.weights(i)
-        summed[i] = docs
-        for mine in summed.values():
-            if len(mine) >= n:
-                nth = float(np.partition(partial[mine], len(mine) - n)[len(mine) - n])
-                floor = max(floor, nth * (1.0 - SLACK))
-        rest = sum(bounds[j] for j in order[step + 1 :])
-        if rest < floor:
-            break
-    else:
-        return None  # every list is needed
-    keep = np.zeros(len(partial), dtype=bool)
-    for docs in summed.values():
-        keep[docs[partial[docs] * (1.0 + SLACK) + rest >= floor]] = True
-    found = np.flatnonzero(keep) + low
-    out = np.zeros(len(found), dtype=np.float32)
-    weighed = sum(len(docs) for docs in summed.values())
-    for i in range(count):
-        seqs = lists.seq(i)
-        at = np.minimum(np.searchsorted(seqs, found), len(seqs) - 1)
-        hit = seqs[at] == found
-        if i in summed:
-            out[hit] += lists.weights(i)[at[hit]]
-        else:
-            out[hit] += weights(lists.postings[i][at[hit]], lists.idfs[i], lists.average)
-            weighed += int(hit.sum())
-    return Pruned(Scored(found, out).best(n), weighed)
 
 
 def _numbered(

@@ -254,12 +254,12 @@ class Searches(Listings):
         statistics = self._read(bm25.STATISTICS, (terms, user_id))
         if statistics and self._working is not None:
             self._working.saw_size(user_id, int(statistics[0][0]))
-        lists = bm25.Lists.of(terms, statistics)
+        scored = bm25.scores(terms, statistics)
         depth = 2 * k
         while True:
-            best, every = lists.best(depth)
+            best = scored.best(depth)
             rows = self._read(*best_rows_sql(user_id, best, flt, k))
-            if len(rows) >= k or every:
+            if len(rows) >= k or len(best) >= len(scored):
                 break
             depth *= 4
         return [(from_row(r[:-1]), best[r[-1]]) for r in rows]

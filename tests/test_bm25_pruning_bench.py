@@ -1,14 +1,17 @@
-"""The PostgreSQL store's BM25 top-k with dynamic pruning (``bm25.pruned``, MaxScore):
-``Lists.best(n)`` returns exactly ``scores(…).best(n)`` — the same seqs, the same float32
-scores bit for bit, the same order, the ties at the ``n``-th place kept — while computing
-the term scores of fewer postings. The posting lists are built as the store keeps them:
-blocks packed, then rewritten by ``changed_blocks`` for deleted and rewritten rows, and
-handed over in any order."""
+"""``bench/bm25_pruning.py``'s BM25 top-k with dynamic pruning (``pruned``, MaxScore over
+the PostgreSQL store's fetched posting lists) is exact: ``Lists.best(n)`` returns the store's
+``bm25.scores(…).best(n)`` — the same seqs, the same float32 scores bit for bit, the same
+order, the ties at the ``n``-th place kept — while computing the term scores of fewer
+postings, so what the bench measures it saving is a saving of the same answer. The posting
+lists are built as the store keeps them: blocks packed, then rewritten by
+``changed_blocks`` for deleted and rewritten rows, and handed over in any order."""
 
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engrain.store.postgres import bm25
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import bm25_pruning as pruning
 
 #: A vocabulary whose first words are common and last words rare (drawn by rank).
 WORDS = [f"w{i}" for i in range(40)]
@@ -27,9 +33,7 @@ def _document(rng: random.Random, vocabulary: int) -> list[str]:
     return [WORDS[min(int(rng.paretovariate(1.0)) - 1, vocabulary - 1)] for _ in range(size)]
 
 
-def _blocks(
-    docs: dict[int, list[str]], block: int
-) -> dict[str, list[tuple[int, bytes]]]:
+def _blocks(docs: dict[int, list[str]], block: int) -> dict[str, list[tuple[int, bytes]]]:
     """Each term's blocks ``(first_seq, data)`` of at most ``block`` postings, packed."""
     lists: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for seq in sorted(docs):
@@ -63,7 +67,9 @@ def _rewrite(
         for term, tf in Counter(words).items():
             changes[("u", term)][seq] = (tf, len(words))
         docs[seq] = words
-    found = [("u", term, first, data) for (_, term) in changes for first, data in blocks.get(term, [])]
+    found = [
+        ("u", term, first, data) for (_, term) in changes for first, data in blocks.get(term, [])
+    ]
     dropped, written = bm25.changed_blocks(dict(changes), found)
     for _, term, first in dropped:
         blocks[term] = [(f, d) for f, d in blocks[term] if f != first]
@@ -74,7 +80,9 @@ def _rewrite(
 
 
 def _rows(
-    blocks: dict[str, list[tuple[int, bytes]]], docs: dict[int, list[str]], terms: list[str],
+    blocks: dict[str, list[tuple[int, bytes]]],
+    docs: dict[int, list[str]],
+    terms: list[str],
     rng: random.Random,
 ) -> list[tuple[Any, ...]]:
     """What ``STATISTICS`` returns for ``terms``, its rows shuffled."""
@@ -86,18 +94,18 @@ def _rows(
     return rows
 
 
-def _check(terms: list[str], rows: list[tuple[Any, ...]], n: int) -> bm25.Pruned | None:
+def _check(terms: list[str], rows: list[tuple[Any, ...]], n: int) -> pruning.Pruned | None:
     """``Lists.best(n)`` equals the full scoring's best: seqs, bits, order; the pruned
     answer (if pruning was tried) is returned."""
     full = bm25.scores(terms, rows)
     want = full.best(n)
-    lists = bm25.Lists.of(terms, rows)
+    lists = pruning.Lists.of(terms, rows)
     got, every = lists.best(n)
     assert list(got) == list(want)
-    assert np.array_equal(np.asarray(list(got.values()), dtype=np.float32).view(np.int32),
-                          np.asarray(list(want.values()), dtype=np.float32).view(np.int32))  # fmt: skip
-    assert every == (len(want) >= len(full)) or not every
-    return bm25.pruned(bm25.Lists.of(terms, rows), n)
+    bits = [np.asarray(list(x.values()), dtype=np.float32).view(np.int32) for x in (got, want)]
+    assert np.array_equal(*bits)
+    assert not every or len(want) >= len(full)  # 'every match' only when it is so
+    return pruning.pruned(pruning.Lists.of(terms, rows), n)
 
 
 def _corpus(seed: int, size: int, vocabulary: int, ties: bool) -> dict[int, list[str]]:
@@ -158,7 +166,7 @@ def test_pruning_skips_postings_and_keeps_every_best(n: int) -> None:
     rows = _rows(_blocks(docs, bm25.BLOCK), docs, terms, random.Random(n))
     found = _check(terms, rows, n)
     assert found is not None
-    size = bm25.Lists.of(terms, rows).size
+    size = pruning.Lists.of(terms, rows).size
     assert found.weighed < size / 2, (found.weighed, size)
 
 
@@ -168,7 +176,7 @@ def test_a_term_in_every_memory_and_ties_at_the_cut() -> None:
     terms = ["here", "same", "words"]
     rows = _rows(_blocks(docs, 16), docs, terms, random.Random(1))
     for n in (1, 7, 389, 390, 1000):
-        best, _ = bm25.Lists.of(terms, rows).best(n)
+        best, _ = pruning.Lists.of(terms, rows).best(n)
         assert len(best) == 390
         _check(terms, rows, n)
 
@@ -187,8 +195,8 @@ def test_a_bound_too_low_would_drop_a_best_memory(monkeypatch: pytest.MonkeyPatc
         docs[seq] += ["common"] * 30  # the common term now decides who is best
     rows = _rows(_blocks(docs, bm25.BLOCK), docs, terms, random.Random(5))
     _check(terms, rows, 20)
-    true_bound = bm25.Lists.bound
-    monkeypatch.setattr(bm25.Lists, "bound", lambda self, i: true_bound(self, i) / 10)
+    true_bound = pruning.Lists.bound
+    monkeypatch.setattr(pruning.Lists, "bound", lambda self, i: true_bound(self, i) / 10)
     with pytest.raises(AssertionError):
         _check(terms, rows, 20)
 
@@ -213,13 +221,13 @@ def test_the_pruned_best_equals_the_full_scoring_on_zipf_corpora() -> None:
     # nothing the full scoring does not).
     rng = random.Random(2026)
     tried = pruned = 0
-    for case in range(80):
+    for _ in range(80):
         docs = _zipf_corpus(rng, rng.choice([200, 800, 2500]))
         block = rng.choice([4, 64, bm25.BLOCK])
         blocks = _blocks(docs, block)
         victims = rng.sample(sorted(docs), len(docs) // 10)
         _rewrite(blocks, docs, {s: docs[s] for s in victims},
-                 {s: docs[s][::-1] + ["z0"] for s in victims[::2]})  # fmt: skip
+                 {s: [*docs[s][::-1], "z0"] for s in victims[::2]})  # fmt: skip
         common = [f"z{rng.randint(0, 4)}" for _ in range(rng.randint(1, 3))]
         rare = [f"z{rng.randint(10, 299)}" for _ in range(rng.randint(0, 3))]
         terms = sorted(set(common + rare))
