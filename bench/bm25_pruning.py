@@ -63,18 +63,15 @@ Seqs = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
 
-def _full(lists: Lists) -> bm25.Scored:
-    """:func:`scores` over lists already decoded."""
-    if not lists.terms:
-        return bm25.Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-    numbers, size, to_seq = bm25._numbered(lists.seqs)
-    out = np.zeros(size, dtype=np.float32)
-    touched = np.zeros(size, dtype=bool)
-    for i, docs in enumerate(numbers):
-        out[docs] += lists.weights(i)
-        touched[docs] = True
-    hits = np.flatnonzero(touched)
-    return bm25.Scored(to_seq(hits), out[hits])
+def _ranked(seqs: Seqs, scores: Floats, n: int) -> dict[int, float]:
+    """The ``n`` best of ``seqs`` by ``scores`` and every tie of the ``n``-th, in the order
+    given: what ``bm25.scores(…).best(n)`` returns over every match."""
+    if len(scores) > n:
+        cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+        picked = np.flatnonzero(scores >= cut)
+    else:
+        picked = np.arange(len(scores))
+    return dict(zip(seqs[picked].tolist(), scores[picked].tolist(), strict=True))
 
 
 def weights(postings: npt.NDArray[np.void], idf: float, average: np.float32) -> Floats:
@@ -100,12 +97,14 @@ class Lists:
     average: np.float32
     _seqs: dict[int, Seqs]
     _weights: dict[int, Floats]
+    #: What the lists were read from (the full scoring's input)
+    _query: tuple[Sequence[str], Sequence[Sequence[Any]]]
 
     @classmethod
     def of(cls, terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Lists:
         """The lists in the rows of :data:`STATISTICS` for ``terms``."""
         if not rows:
-            return cls([], [], [], np.float32(0), {}, {})
+            return cls([], [], [], np.float32(0), {}, {}, (terms, rows))
         documents, total = int(rows[0][0]), int(rows[0][1])
         parts: dict[str, list[bytes]] = defaultdict(list)
         frequency: dict[str, int] = {}
@@ -120,7 +119,7 @@ class Lists:
         ]
         postings = [bm25.decode(b"".join(parts[t])) for t in found]
         average = np.float32(total) / np.float32(documents)
-        return cls(found, postings, idfs, average, {}, {})
+        return cls(found, postings, idfs, average, {}, {}, (terms, rows))
 
     @property
     def seqs(self) -> list[Seqs]:
@@ -155,7 +154,7 @@ class Lists:
         found = None if n >= PRUNE_BELOW_SHARE * self.size else pruned(self, n)
         if found is not None:
             return found.best, False
-        full = _full(self)
+        full = bm25.scores(*self._query)
         best = full.best(n)
         return best, len(best) >= len(full)
 
@@ -169,14 +168,14 @@ class Lists:
 class Pruned:
     """The ``n`` best of a query found by :func:`pruned`."""
 
-    #: seq → score, as :meth:`bm25.Scored.best` gives them
+    #: seq → score, as ``bm25.scores(…).best`` gives them
     best: dict[int, float]
     #: The postings whose term score was computed (of :attr:`Lists.size`)
     weighed: int
 
 
 def pruned(lists: Lists, n: int) -> Pruned | None:
-    """:meth:`bm25.Scored.best` of ``n`` over the lists, exactly, without computing every
+    """``bm25.scores(…).best`` of ``n`` over the lists, exactly, without computing every
     posting's term score (MaxScore, Turtle and Flood 1995), or ``None`` where it would skip
     nothing.
 
@@ -232,7 +231,7 @@ def pruned(lists: Lists, n: int) -> Pruned | None:
         else:
             out[hit] += weights(lists.postings[i][at[hit]], lists.idfs[i], lists.average)
             weighed += int(hit.sum())
-    return Pruned(bm25.Scored(found, out).best(n), weighed)
+    return Pruned(_ranked(found, out, n), weighed)
 
 
 def _same(a: dict[int, float], b: dict[int, float]) -> bool:
