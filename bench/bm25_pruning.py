@@ -24,6 +24,7 @@ seeds: nothing here is tuned, both are reported), on the rows of that statement:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import statistics
@@ -325,6 +326,55 @@ def measure(url: str, user: str, seed: int, questions: int, n: int,
     }  # fmt: skip
 
 
+def _baseline(src: Path) -> Any:
+    """The ``bm25`` module of the tree at ``src``, loaded under another name (its own
+    imports are this tree's: ``lexical``'s constants, which it only reads)."""
+    spec = importlib.util.spec_from_file_location(
+        "bm25_before", src / "engrain" / "store" / "postgres" / "bm25.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def against(url: str, user: str, seed: int, questions: int, n: int, before: Any,
+            repeats: int) -> dict[str, Any]:  # fmt: skip
+    """The store's scoring and best (``bm25.scores(…).best(n)`` and the match count) of
+    the tree ``before`` and of this one, alternating on the same rows, by the calling
+    thread's CPU; their answers compared seq by seq and bit by bit."""
+    with psycopg.connect(url, autocommit=True) as db, db.cursor(binary=True) as cur:
+        fetched = []
+        for text in common.make_queries(questions, seed=seed):
+            terms = sorted(set(tokenize(text)))
+            cur.execute(bm25.STATISTICS, (terms, user))
+            fetched.append((terms, cur.fetchall()))
+    spent: dict[str, list[float]] = {"base": [], "new": []}
+    identical = 0
+    for i, (terms, rows) in enumerate(fetched):
+        times: dict[str, list[float]] = {"base": [], "new": []}
+        answers: dict[str, tuple[dict[int, float], int]] = {}
+        for r in range(repeats):
+            for side in ("base", "new") if (i + r) % 2 == 0 else ("new", "base"):
+                module = before if side == "base" else bm25
+                start = time.thread_time()
+                scored = module.scores(terms, rows)
+                answers[side] = (scored.best(n), len(scored))
+                times[side].append((time.thread_time() - start) * 1e3)
+        for side in spent:
+            spent[side].append(statistics.median(times[side]))
+        (a, count_a), (b, count_b) = answers["base"], answers["new"]
+        identical += _same(a, b) and count_a == count_b
+    return {
+        "seed": seed, "questions": len(fetched), "n": n, "identical": identical,
+        "cpu_ms_median": {side: statistics.median(v) for side, v in spent.items()},
+        "cpu_ms_p95": {side: float(np.percentile(v, 95)) for side, v in spent.items()},
+        "new_over_base_total": sum(spent["new"]) / sum(spent["base"]),
+        "new_over_base_median_of_ratios": statistics.median(
+            x / y for x, y in zip(spent["new"], spent["base"], strict=True) if y > 0),
+    }  # fmt: skip
+
+
 #: The statement as the store runs it, then without sending the blocks, then without
 #: reading them (the key's columns only).
 SERVER_FORMS = {
@@ -375,11 +425,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100, help="the depth asked: 2 × the pool (50)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--server", action="store_true", help="also the statement's server CPU")
+    parser.add_argument(
+        "--baseline-src", type=Path,
+        help="also the store's scoring of the tree at this src against this tree's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--only-baseline", action="store_true", help="with --baseline-src: only that"
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     seeds = [int(s) for s in args.seeds.split(",")]
-    sets = [measure(args.url, args.user, s, args.questions, args.n, args.repeats) for s in seeds]
+    report: dict[str, Any] = {"url": args.url.split("?")[0]}
+    if args.baseline_src is not None:
+        before = _baseline(args.baseline_src)
+        report["store_scoring"] = [
+            against(args.url, args.user, s, args.questions, args.n, before, args.repeats)
+            for s in seeds
+        ]
+        for one in report["store_scoring"]:
+            cpu = one["cpu_ms_median"]
+            print(f"seed {one['seed']}: the store's scoring, {one['identical']}/"
+                  f"{one['questions']} identical; CPU a question base {cpu['base']:.2f}, new "
+                  f"{cpu['new']:.2f} ms (totals {one['new_over_base_total']:.2f}x)")  # fmt: skip
+    sets = [] if args.only_baseline else [
+        measure(args.url, args.user, s, args.questions, args.n, args.repeats) for s in seeds
+    ]  # fmt: skip
     for one in sets:
         cpu = one["scoring_cpu_ms_median"]
         print(f"seed {one['seed']}: {one['identical']}/{one['questions']} identical, "
@@ -388,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{cpu['full']:.2f}, pruned {cpu['pruned']:.2f} ms "
               f"(totals {one['pruned_over_full_total']:.2f}x); block-read floor "
               f"{one['block_read_floor_share_median']}")  # fmt: skip
-    report: dict[str, Any] = {"url": args.url.split("?")[0], "sets": sets}
+    report["sets"] = sets
     if args.server:
         report["server"] = [server(args.url, args.user, s, args.questions, args.repeats)
                             for s in seeds]  # fmt: skip
