@@ -241,6 +241,74 @@ def _same(a: dict[int, float], b: dict[int, float]) -> bool:
     return list(a) == list(b) and np.array_equal(*bits)
 
 
+def block_reads(lists: Lists, n: int, block: int) -> float:
+    """The share of the lists' postings that MaxScore over blocks of ``block`` postings
+    reads, each block bounded by its largest term frequency in its shortest memory (what a
+    migration would keep per block): the shortest lists read whole until a floor of the
+    ``n``-th best is above what the others could add, then list by list (shortest first)
+    only the blocks covering a memory still able to reach the floor, counting each
+    remaining list's block bound at that memory; the floor rises as the sums grow."""
+    count = len(lists.terms)
+    if count == 0 or lists.size == 0:
+        return 0.0
+    seqs = lists.seqs
+    low = min(int(s.min()) for s in seqs)
+    high = max(int(s.max()) for s in seqs)
+    average = float(lists.average)
+    spans: list[tuple[Seqs, Seqs, npt.NDArray[np.float64]]] = []
+    for i in range(count):
+        postings, starts = lists.postings[i], np.arange(0, len(seqs[i]), block)
+        tf = np.maximum.reduceat(postings["tf"].astype(np.float64), starts)
+        length = np.minimum.reduceat(postings["length"].astype(np.float64), starts)
+        norm = K1 * (1.0 - B + B * length / average)
+        bound = lists.idfs[i] * tf * (K1 + 1.0) / (tf + norm) * (1.0 + SLACK)
+        ends = seqs[i][np.minimum(starts + block, len(seqs[i])) - 1]
+        spans.append((seqs[i][starts], ends, bound))
+    order = sorted(range(count), key=lambda i: len(seqs[i]))
+    partial = np.zeros(high - low + 1, dtype=np.float64)
+    floor, read, step = 0.0, 0, 0
+    summed: list[int] = []
+    while step < count:
+        i = order[step]
+        partial[seqs[i] - low] += lists.weights(i)
+        summed.append(i)
+        read += len(seqs[i])
+        step += 1
+        for j in summed:
+            mine = partial[seqs[j] - low]
+            if len(mine) >= n:
+                floor = max(floor, float(np.partition(mine, len(mine) - n)[len(mine) - n]))
+        if sum(float(spans[j][2].max()) for j in order[step:]) < floor * (1.0 - SLACK):
+            break
+    keep = np.zeros(len(partial), dtype=bool)
+    for j in summed:
+        keep[seqs[j] - low] = True
+    found = np.flatnonzero(keep) + low
+    sums = partial[found - low]
+    for at in range(step, count):
+        rest = order[at:]
+        reach = sums.copy()
+        covering: dict[int, npt.NDArray[np.intp]] = {}
+        for j in rest:
+            firsts, ends, bound = spans[j]
+            k = np.maximum(np.searchsorted(firsts, found, side="right") - 1, 0)
+            inside = (found >= firsts[k]) & (found <= ends[k])
+            reach += np.where(inside, bound[k], 0.0)
+            covering[j] = np.where(inside, k, -1)
+        alive = reach >= floor * (1.0 - SLACK)
+        found, sums = found[alive], sums[alive]
+        j = order[at]
+        blocks = np.unique(covering[j][alive])
+        blocks = blocks[blocks >= 0]
+        read += int(sum(min(block, len(seqs[j]) - b * block) for b in blocks.tolist()))
+        position = np.minimum(np.searchsorted(seqs[j], found), len(seqs[j]) - 1)
+        hit = seqs[j][position] == found
+        sums = sums + np.where(hit, lists.weights(j)[position].astype(np.float64), 0.0)
+        if len(sums) >= n:
+            floor = max(floor, float(np.partition(sums, len(sums) - n)[len(sums) - n]))
+    return read / lists.size
+
+
 def _floor_share(rows: list[Any], best: dict[int, float], block: int) -> float:
     """The share of the rows' postings in a block of ``block`` postings (each term's list
     cut into blocks in seq order) that holds one of ``best``."""
@@ -290,6 +358,7 @@ def measure(url: str, user: str, seed: int, questions: int, n: int,
     postings: list[int] = []
     weighed: list[int] = []
     floors: dict[int, list[float]] = {256: [], 64: [], 16: []}
+    bounded: dict[int, list[float]] = {256: [], 64: [], 16: []}
     identical = tried = 0
     for i, (terms, rows) in enumerate(fetched):
         times: dict[str, list[float]] = {"full": [], "pruned": []}
@@ -309,6 +378,8 @@ def measure(url: str, user: str, seed: int, questions: int, n: int,
         found = pruned(lists, n) if n < PRUNE_BELOW_SHARE * lists.size else None
         tried += found is not None
         weighed.append(lists.size if found is None else found.weighed)
+        for block, shares in bounded.items():
+            shares.append(block_reads(Lists.of(terms, rows), n, block))
         for block, shares in floors.items():
             shares.append(_floor_share(rows, answers["full"], block))
     share = [w / p for w, p in zip(weighed, postings, strict=True) if p]
@@ -323,6 +394,11 @@ def measure(url: str, user: str, seed: int, questions: int, n: int,
         "scoring_cpu_ms_total": {"full": sum(full_ms), "pruned": sum(pruned_ms)},
         "pruned_over_full_total": sum(pruned_ms) / sum(full_ms),
         "block_read_floor_share_median": {str(b): statistics.median(s) for b, s in floors.items()},
+        "block_max_maxscore_read_share_median": {
+            str(b): statistics.median(s) for b, s in bounded.items()},
+        "block_max_maxscore_read_share_total": {
+            str(b): sum(x * p for x, p in zip(s, postings, strict=True)) / max(sum(postings), 1)
+            for b, s in bounded.items()},
     }  # fmt: skip
 
 
@@ -458,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
               f"weighed {one['postings_weighed_share_median']:.2f}; scoring CPU full "
               f"{cpu['full']:.2f}, pruned {cpu['pruned']:.2f} ms "
               f"(totals {one['pruned_over_full_total']:.2f}x); block-read floor "
-              f"{one['block_read_floor_share_median']}")  # fmt: skip
+              f"{one['block_read_floor_share_median']}; MaxScore over blocks reads "
+              f"{one['block_max_maxscore_read_share_median']}")  # fmt: skip
     report["sets"] = sets
     if args.server:
         report["server"] = [server(args.url, args.user, s, args.questions, args.repeats)
