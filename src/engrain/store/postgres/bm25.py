@@ -34,6 +34,7 @@ import numpy.typing as npt
 from engrain.store.lexical import K1, B
 
 Seqs = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float32]
 
 #: Postings per block at most: 256 records of 14 bytes stay in the row (no TOAST).
 BLOCK = 256
@@ -143,24 +144,48 @@ def decode(data: bytes) -> npt.NDArray[np.void]:
 
 @dataclass(frozen=True)
 class Scored:
-    """The memories a query matches: the memory with seq ``seqs[i]`` has ``scores[i]``."""
+    """The memories a query matches and their scores, as the scoring left them: the memory
+    of seq ``to_seq(i)`` scores ``out[i]``, for every ``i`` that ``matched`` marks (where
+    every term score is positive, as for every posting the writes store, ``matched`` is
+    ``None``: a memory matched where ``out`` is not 0). ``lists`` holds each term's
+    indexes into ``out`` (the memories of one list are distinct)."""
 
-    seqs: npt.NDArray[np.int64]
-    scores: npt.NDArray[np.float32]
+    out: Floats
+    to_seq: Callable[[Seqs], Seqs]
+    lists: list[Seqs]
+    matched: npt.NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
-        return len(self.scores)
+        return int(np.count_nonzero(self.out if self.matched is None else self.matched))
 
     def best(self, n: int) -> dict[int, float]:
         """The seqs of the ``n`` best scores with their scores (and every seq that ties
-        with the ``n``-th, so which are kept never depends on the order of the ties)."""
-        scores = self.scores
+        with the ``n``-th, so which are kept never depends on the order of the ties), in
+        seq order.
+
+        Only the memories scoring at least a floor of the ``n``-th best score are ranked,
+        as :meth:`LexicalIndex.top` does: the ``n``-th best score among one term's memories
+        (the shortest list holding ``n``; they are distinct, so at least ``n`` memories
+        score that much). A million memories' questions match ~300,000, which are then no
+        longer gathered and partitioned."""
+        out = self.out
+        floor = 0.0
+        for docs in sorted(self.lists, key=len):
+            if len(docs) >= n > 0:
+                floor = float(np.partition(out[docs], len(docs) - n)[len(docs) - n])
+                break
+        if floor > 0.0:
+            rows = np.flatnonzero(out >= floor)  # every match scoring at least the floor
+        elif self.matched is None:
+            rows = np.flatnonzero(out)
+        else:
+            rows = np.flatnonzero(self.matched)
+        scores = out[rows]
         if len(scores) > n:
             cut = np.partition(scores, len(scores) - n)[len(scores) - n]
             picked = np.flatnonzero(scores >= cut)
-        else:
-            picked = np.arange(len(scores))
-        return dict(zip(self.seqs[picked].tolist(), scores[picked].tolist(), strict=True))
+            rows, scores = rows[picked], scores[picked]
+        return dict(zip(self.to_seq(rows).tolist(), scores.tolist(), strict=True))
 
 
 def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
@@ -168,7 +193,7 @@ def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
     :data:`STATISTICS`, in :meth:`LexicalIndex.scores`' arithmetic; the terms are summed in
     ``terms`` order."""
     if not rows:
-        return Scored(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        return Scored(np.zeros(0, dtype=np.float32), lambda i: i, [])
     documents, total = int(rows[0][0]), int(rows[0][1])
     parts: dict[str, list[bytes]] = defaultdict(list)
     frequency: dict[str, int] = {}
@@ -179,17 +204,37 @@ def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
     seqs = [p["seq"].astype(np.int64) for _, p in lists]
     numbers, size, to_seq = _numbered(seqs)
     out = np.zeros(size, dtype=np.float32)
-    touched = np.zeros(size, dtype=bool)
+    matched = None
     average = np.float32(total) / np.float32(documents)
     for (term, postings), docs in zip(lists, numbers, strict=True):
         df = frequency[term]
         idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
-        tfs = postings["tf"].astype(np.float32)
-        norm = K1 * (1.0 - B + B * postings["length"].astype(np.float32) / average)
-        out[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
-        touched[docs] = True
-    hits = np.flatnonzero(touched)
-    return Scored(to_seq(hits), out[hits])
+        weight = weights(postings, idf, average)
+        if matched is None and len(weight) and not weight.min() > 0:
+            # a posting scoring 0 still matches: from here on marked, the memories
+            # before it (all positive so far) being those not at 0
+            matched = out != 0
+        out[docs] += weight
+        if matched is not None:
+            matched[docs] = True
+    return Scored(out, to_seq, numbers, matched)
+
+
+def weights(postings: npt.NDArray[np.void], idf: float, average: np.float32) -> Floats:
+    """Each posting's term score, in :meth:`LexicalIndex.scores`' float32 arithmetic,
+    ``idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))``: the same
+    operations in the same order (each in place, on float32), so the same bits."""
+    tfs = postings["tf"].astype(np.float32)
+    norm = postings["length"].astype(np.float32)
+    norm *= B
+    norm /= average
+    norm += 1.0 - B
+    norm *= K1
+    norm += tfs
+    out: Floats = tfs * np.float32(idf)
+    out *= K1 + 1.0
+    out /= norm
+    return out
 
 
 def _numbered(
@@ -197,13 +242,18 @@ def _numbered(
 ) -> tuple[list[Seqs], int, Callable[[Seqs], Seqs]]:
     """Each list's seqs as indexes into one score array, its size, and the map from
     indexes back to seqs: the offset from the lowest seq while the span is small
-    (:data:`DENSE_SPAN`), else the rank among the distinct seqs (which sorts them)."""
-    if not seqs or not sum(len(s) for s in seqs):
+    (:data:`DENSE_SPAN`), else the rank among the distinct seqs (which sorts them). The
+    seqs' arrays are the caller's: on the dense path they become the indexes in place."""
+    count = sum(len(s) for s in seqs)
+    if not count:
         return [s.astype(np.int64) for s in seqs], 0, lambda i: i
+    low = min(int(s.min()) for s in seqs if len(s))
+    high = max(int(s.max()) for s in seqs if len(s))
+    if high - low < max(DENSE_SPAN, 4 * count):
+        for s in seqs:
+            s -= low
+        return list(seqs), high - low + 1, lambda i: i + low
     every = np.concatenate(seqs)
-    low, high = int(every.min()), int(every.max())
-    if high - low < max(DENSE_SPAN, 4 * len(every)):
-        return [s - low for s in seqs], high - low + 1, lambda i: i + low
     known, inverse = np.unique(every, return_inverse=True)
     bounds = np.cumsum([0, *(len(s) for s in seqs)])
     numbers = [inverse[a:b] for a, b in itertools.pairwise(bounds)]
