@@ -267,13 +267,15 @@ _KINDS = (Kind.FACT, Kind.INVARIANT, Kind.CONTEXT, Kind.CORRECTION, Kind.PREFERE
           Kind.PATTERN, Kind.DECISION)  # fmt: skip
 
 
+_ROWS = st.tuples(
+    st.sampled_from(_KINDS), st.booleans(), st.booleans(), st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0), st.integers(5, 400),
+)  # fmt: skip
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(
-        st.tuples(st.sampled_from(_KINDS), st.booleans(), st.booleans(),
-                  st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.integers(5, 400)),  # fmt: skip
-        min_size=1, max_size=40,
-    ),
+    st.lists(_ROWS, min_size=1, max_size=40),
     st.integers(20, 3_000),
     st.sampled_from(list(Intent)),
     st.booleans(),
@@ -295,9 +297,14 @@ def test_without_explanations_the_fill_is_the_one_explained(
     floors = {mid: cost - cost // 3 for mid, cost in tokens.items()}  # a bound below the count
     made = [
         select_gated(
-            ranked, line_tokens=lambda m: tokens[m.id], line_floor=lambda m: floors[m.id],
-            token_budget=budget, intent=intent, apply_threshold=thresholds, explain=explain,
-        )  # fmt: skip
+            ranked,
+            line_tokens=lambda m: tokens[m.id],
+            line_floor=lambda m: floors[m.id],
+            token_budget=budget,
+            intent=intent,
+            apply_threshold=thresholds,
+            explain=explain,
+        )
         for explain in (False, True)
     ]
     quiet, explained = ([(s.memory.id, s.tokens) for s in m[0]] for m in made)
