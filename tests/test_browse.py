@@ -332,17 +332,21 @@ def _used_order(memories: list[Memory]) -> list[tuple[str, int]]:
     return [(m.id, m.access_count) for m in sorted(memories, key=key, reverse=True)]
 
 
+@pytest.mark.parametrize("deferred", [False, True])
 def test_the_used_order_follows_uses_counted_here_and_by_another_process(
-    tmp_path: Path,
+    tmp_path: Path, deferred: bool
 ) -> None:
     """Contexts and counted uses in this engine and in another engine on the same file
     (another process's connection), with edits between: every walk of the used order equals
-    a fresh sort of the memories as stored."""
+    a fresh sort of the memories as stored. With the counts written after the call (the
+    default, ``ENGRAIN_DEFER_USES``) another process sees them once the store's thread has
+    committed them: the walk follows any statement of the counting store."""
     path = tmp_path / "shared.db"
-    here = Engine(settings=make_settings(tmp_path), store=SQLiteStore(path),
-                  embedder=HashEmbedder())  # fmt: skip
-    there = Engine(settings=make_settings(tmp_path), store=SQLiteStore(path),
-                   embedder=HashEmbedder())  # fmt: skip
+    stores = [SQLiteStore(path, defer_uses=deferred) for _ in range(2)]
+    here, there = (
+        Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+        for store in stores
+    )
     try:
         everything = _population(here, n=60)
         rng = random.Random(11)
@@ -356,6 +360,8 @@ def test_the_used_order_follows_uses_counted_here_and_by_another_process(
             else:
                 engine.store.record_access("ada", [target] * (step + 1),
                                            NOW + timedelta(days=step))  # fmt: skip
+            with stores[step % 2]._lock:  # its waiting counts committed, if its thread has not
+                pass
             walked = [(m.id, m.access_count) for m in _walk(here, limit=9, sort="used")]
             fresh = SQLiteStore(path)
             try:
@@ -392,6 +398,8 @@ def test_the_working_set_mapping_changes_exactly_when_something_changed(tmp_path
         engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
         everything, second = _one_use_changes_one_object(store, engine)
         other.record_access("ada", [everything[1].id], NOW)
+        with other._lock:  # its count committed, if its store's thread has not yet
+            pass
         third = store.working_set("ada")
         assert third is not second
         assert third[everything[1].id].access_count == everything[1].access_count + 1

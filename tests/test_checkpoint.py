@@ -223,7 +223,8 @@ def test_after_a_restart_the_store_begins_the_log_so_a_caller_s_count_only_appen
 
 def test_a_log_begun_is_one_frame_and_reloads_no_working_set(tmp_path: Path) -> None:
     path = tmp_path / "e.db"
-    writer, reader = SQLiteStore(path), SQLiteStore(path)
+    # the writer counts in the call: a count left to its store's thread would race the RESTART
+    writer, reader = SQLiteStore(path, defer_uses=False), SQLiteStore(path)
     try:
         writer.write(upserts=[_memory(i) for i in range(50)])
         assert len(reader.query("u")) == 50

@@ -1,7 +1,8 @@
 """A ``context()``'s counted uses written after it returns on SQLite (``ENGRAIN_DEFER_USES``,
-``store/sqlite_deferred.py``, issue 18, session 25): the context's record commits in the
-call, the counts on the store's thread; every statement of the process runs after them,
-a call that fails hands none over, and a failed commit of them fails no caller."""
+``store/sqlite_deferred.py``, issue 18, session 25; the default since session 26, ``off``
+writes them in the call): the context's record commits in the call, the counts on the
+store's thread; every statement of the process runs after them, a call that fails hands
+none over, and a failed commit of them fails no caller."""
 
 from __future__ import annotations
 
@@ -194,12 +195,35 @@ def test_an_interpreter_that_exits_without_closing_commits_them(tmp_path: Path) 
     assert _stored_counts(store.path) == dict.fromkeys(ids, 1)
 
 
-def test_the_variable_turns_it_on_and_a_bad_value_is_refused(tmp_path: Path) -> None:
-    assert deferred_uses({}) is False
+def test_on_by_default_the_variable_turns_it_off_and_a_bad_value_is_refused() -> None:
+    assert deferred_uses({}) is True
+    assert deferred_uses({"ENGRAIN_DEFER_USES": " "}) is True
     assert deferred_uses({"ENGRAIN_DEFER_USES": "on"}) is True
     assert deferred_uses({"ENGRAIN_DEFER_USES": "off"}) is False
+    assert deferred_uses({"ENGRAIN_DEFER_USES": "No"}) is False
     with pytest.raises(ConfigError):
         deferred_uses({"ENGRAIN_DEFER_USES": "later"})
+
+
+@pytest.mark.parametrize("value", [None, "off"])
+def test_a_store_opened_without_the_setting_writes_the_counts_after_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str | None
+) -> None:
+    if value is None:
+        monkeypatch.delenv("ENGRAIN_DEFER_USES", raising=False)
+    else:
+        monkeypatch.setenv("ENGRAIN_DEFER_USES", value)
+    store = SQLiteStore(tmp_path / "t.db")
+    eng = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    ids = [str(eng.remember(text, USER, kind="pattern", now=NOW).memory_id) for text in TEXTS]
+    with store._lock:  # the store's thread cannot take it: deferred counts wait
+        store.record_uses(USER, [ids[0]], NOW, _record("c1"))
+        assert _stored_records(store.path) == {"c1"}  # the record: in the call either way
+        waiting = _stored_counts(store.path)[ids[0]]
+    assert waiting == (0 if value is None else 1)
+    assert [m.access_count for m in store.get(USER, [ids[0]])] == [1]
+    assert _stored_counts(store.path)[ids[0]] == 1
+    eng.close()
 
 
 def test_the_stores_lock_commits_first_only_when_a_thread_takes_it_first() -> None:

@@ -336,7 +336,10 @@ class StoresAgainstDict(RuleBasedStateMachine):
     )
     def record_access(self, user: str, memory_ids: list[str], minutes: int, second: bool) -> None:
         at = NOW + timedelta(minutes=minutes)
-        self.connections[int(second)].record_access(user, memory_ids, at)
+        counting = self.connections[int(second)]
+        counting.record_access(user, memory_ids, at)
+        with counting._lock:  # its counts committed (by default they follow the call)
+            pass
         self.reference.record_access(user, memory_ids, at)
         for memory_id in memory_ids:
             if (old := self.model.get((user, memory_id))) is not None:

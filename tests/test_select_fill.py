@@ -7,6 +7,8 @@ other typed learning unrelated to it is left out (``recall.select.unrelated_lear
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engrain import Kind, Memory
 from engrain.model import Provenance
@@ -259,3 +261,52 @@ def test_a_learning_under_its_threshold_is_named_by_its_score_first() -> None:
     ranked = [Ranked(_memory("dec", Kind.DECISION), 0.1, 0.1, 0.1)]
     _, why = _select(ranked, {"dec": 40}, 2_000)
     assert why["dec"] == "score 0.100 below 0.25"
+
+
+_KINDS = (Kind.FACT, Kind.INVARIANT, Kind.CONTEXT, Kind.CORRECTION, Kind.PREFERENCE,
+          Kind.PATTERN, Kind.DECISION)  # fmt: skip
+
+
+_ROWS = st.tuples(
+    st.sampled_from(_KINDS), st.booleans(), st.booleans(), st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0), st.integers(5, 400),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_ROWS, min_size=1, max_size=40),
+    st.integers(20, 3_000),
+    st.sampled_from(list(Intent)),
+    st.booleans(),
+)
+def test_without_explanations_the_fill_is_the_one_explained(
+    rows: list[tuple[Kind, bool, bool, float, float, int]],
+    budget: int,
+    intent: Intent,
+    thresholds: bool,
+) -> None:
+    """A call without ``explain`` passes over a memory whose line's lower bound cannot fit
+    before its other tests (``_consider``) and stops once no line fits: it selects what
+    ``explain()`` selects, in the same order, with the same tokens used."""
+    ranked = [
+        Ranked(_memory(f"m{i}", kind, pinned=pinned, chunk=chunk), score, score, relevance)
+        for i, (kind, pinned, chunk, score, relevance, _) in enumerate(rows)
+    ]
+    tokens = {f"m{i}": cost for i, (*_, cost) in enumerate(rows)}
+    floors = {mid: cost - cost // 3 for mid, cost in tokens.items()}  # a bound below the count
+    made = [
+        select_gated(
+            ranked,
+            line_tokens=lambda m: tokens[m.id],
+            line_floor=lambda m: floors[m.id],
+            token_budget=budget,
+            intent=intent,
+            apply_threshold=thresholds,
+            explain=explain,
+        )
+        for explain in (False, True)
+    ]
+    quiet, explained = ([(s.memory.id, s.tokens) for s in m[0]] for m in made)
+    assert quiet == explained
+    assert made[0][1] == made[1][1]

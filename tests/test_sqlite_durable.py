@@ -18,11 +18,13 @@ from engrain.store.sqlite import SQLiteStore
 from .conftest import NOW, make_settings
 
 
-def commits(store: SQLiteStore) -> list[str]:
+def commits(store: SQLiteStore, *, deferred: bool = False) -> list[str]:
     """Start recording, for each commit the calling thread makes on the store's connection,
     the ``synchronous`` mode it ran under (``FULL`` or ``NORMAL``). The mode is the last one
     set by any thread (the store's lock orders them); the checkpointer's thread's own
-    commits (a restarted log begun, ``store/checkpoint.py``) are not the caller's."""
+    commits (a restarted log begun, ``store/checkpoint.py``) are not the caller's.
+    ``deferred``: the commits of the store's thread that writes the counted uses
+    (``engrain-uses``) too."""
     modes: list[str] = []
     current = ["NORMAL"]
     caller = threading.get_ident()
@@ -31,7 +33,10 @@ def commits(store: SQLiteStore) -> list[str]:
         text = statement.strip().upper()
         if text.startswith("PRAGMA SYNCHRONOUS="):
             current[0] = text.split("=", 1)[1]
-        elif text == "COMMIT" and threading.get_ident() == caller:
+        elif text == "COMMIT" and (
+            threading.get_ident() == caller
+            or (deferred and threading.current_thread().name == "engrain-uses")
+        ):
             modes.append(current[0])
 
     store._db.set_trace_callback(seen)
@@ -39,7 +44,7 @@ def commits(store: SQLiteStore) -> list[str]:
 
 
 def test_memories_commit_durably_and_a_contexts_counts_do_not(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "store.db")
+    store = SQLiteStore(tmp_path / "store.db", defer_uses=False)  # the counts in the call
     engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
     engine.remember("the kayak is in the blue shed", user_id="u", now=NOW)
     modes = commits(store)
@@ -55,6 +60,18 @@ def test_memories_commit_durably_and_a_contexts_counts_do_not(tmp_path: Path) ->
     del modes[:]
     engine.ingest_conversation([{"speaker": "user", "text": "my cat is called Miso"}], "u")
     assert modes and modes[-1] == "FULL"
+    engine.close()
+
+
+def test_a_contexts_record_and_its_counts_written_after_it_commit_lazily(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "store.db")  # the default: the counts after the call
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    kayak = engine.remember("the kayak is in the blue shed", user_id="u", now=NOW)
+    modes = commits(store, deferred=True)
+    assert engine.context("where is the kayak?", user_id="u", now=NOW).memories
+    # the store's next statement comes after the counts (committed by its thread, or now)
+    assert [m.access_count for m in store.get("u", [str(kayak.memory_id)])] == [1]
+    assert modes == ["NORMAL", "NORMAL"]  # the context's record, then its counts
     engine.close()
 
 

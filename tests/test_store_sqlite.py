@@ -3,6 +3,7 @@ several connections on one file, and the URLs that open it."""
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import sys
@@ -303,16 +304,25 @@ def test_a_write_waits_for_another_connections_lock_while_threads_use_the_store(
     store.close()
 
 
-def test_a_read_only_database_gives_store_errors_and_still_reads(db_path: Path) -> None:
-    store = SQLiteStore(db_path)
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_read_only_database_gives_store_errors_and_still_reads(
+    db_path: Path, deferred: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SQLiteStore(db_path, defer_uses=deferred)
     store.write([mem("a")], state=[State("alice", "ns", "k", {"v": 1})])
     # root ignores file modes; query_only makes SQLite answer SQLITE_READONLY the same way
     store._db.execute("PRAGMA query_only = ON")
 
     with pytest.raises(StoreError, match="read-only"):
         store.write([mem("b")])
-    with pytest.raises(StoreError):
-        store.record_access("alice", ["a"], NOW)
+    if deferred:  # the default: counts written after the call; their failure is logged
+        with caplog.at_level(logging.WARNING, logger="engrain.store.sqlite"):
+            store.record_access("alice", ["a"], NOW)
+            assert store.get("alice", ["a"])[0].access_count == 0
+        assert any("were not written" in r.getMessage() for r in caplog.records)
+    else:
+        with pytest.raises(StoreError):
+            store.record_access("alice", ["a"], NOW)
     with pytest.raises(StoreError):
         store.cache_embeddings("m", {"h": unit(1, 0, 0, 0)})
     with pytest.raises(StoreError):

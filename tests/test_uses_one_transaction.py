@@ -1,6 +1,8 @@
-"""A ``context()`` on SQLite counts its uses and records itself in one transaction (issue 18,
-session 10: one commit instead of two per call, ``recall/uses.py`` and
-``SQLiteStore.record_uses``): both are written, or, when the transaction fails, neither."""
+"""A ``context()`` on SQLite whose counts are written in the call (``ENGRAIN_DEFER_USES=off``,
+``SQLiteStore(defer_uses=False)``) counts its uses and records itself in one transaction
+(issue 18, session 10: one commit instead of two per call, ``recall/uses.py`` and
+``SQLiteStore.record_uses``): both are written, or, when the transaction fails, neither.
+By default the counts follow the call on the store's thread (``tests/test_deferred_uses.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ USER = "ada"
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Engine:
-    store = SQLiteStore(tmp_path / "t.db")
+    store = SQLiteStore(tmp_path / "t.db", defer_uses=False)
     eng = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
     for text in ("Deploys go through the staging cluster first.",
                  "The staging cluster runs Postgres 16.",

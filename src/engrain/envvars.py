@@ -73,8 +73,8 @@ CHOICES: Final[Mapping[str, Mapping[str, frozenset[str]]]] = {
         "projection": frozenset({"projection", "off"}),
     },
     "ENGRAIN_DEFER_USES": {
-        "off": frozenset({"off", "no", "false"}),
         "on": frozenset({"on", "yes", "true"}),
+        "off": frozenset({"off", "no", "false"}),
     },
 }
 

@@ -266,15 +266,17 @@ def fill_order(
     if not by_relevance:
         return [*leading, *rest]
     related: list[Ranked] = []
-    unrelated: list[Ranked] = []  # by score, as given
-    for r in rest:
-        (unrelated if unrelated_invariant(r) else related).append(r)
-    inside: list[Ranked] = []
+    inside: list[Ranked] = []  # the unrelated invariants, by score as given
     outside: list[Ranked] = []
-    for r in unrelated:
-        (inside if in_area(r, area) else outside).append(r)
-    return [*sorted(leading, key=_less_relevant), *sorted(related, key=_less_relevant),
-            *inside, *outside]  # fmt: skip
+    for r in rest:
+        if not unrelated_invariant(r):
+            related.append(r)
+        elif in_area(r, area):
+            inside.append(r)
+        else:
+            outside.append(r)
+    related.sort(key=_less_relevant)
+    return [*sorted(leading, key=_less_relevant), *related, *inside, *outside]
 
 
 def area_of(ranked: Sequence[Ranked]) -> frozenset[str]:
@@ -497,6 +499,12 @@ def _consider(rules: _Rules, fill: _Fill, r: Ranked, leading: bool) -> int | Non
     threshold; any other on its intent's threshold (:func:`_rejection`). Run once per
     candidate walked, so the tests are written here and the reasons only when explaining."""
     memory = r.memory
+    floor = rules.line_floor
+    if not rules.explain and floor is not None and fill.used + floor(memory) + 1 > rules.budget:
+        # it cannot fit, whatever its exact count and its other tests: without explanations
+        # no reason is written, so the cheapest test that rejects it decides (a deep call
+        # walks ~150 candidates past a block already full)
+        return None
     if leading:
         group, why = 0, "pinned"
     elif memory.memory_type is MemoryType.PROCEDURAL:
@@ -561,10 +569,8 @@ def _rejection(rules: _Rules, r: Ranked) -> str:
 def _place(rules: _Rules, fill: _Fill, r: Ranked, group: int, why: str, background: bool) -> bool:
     """Add ``r`` to ``group`` if its line fits the block and its group's share (the
     procedural memories', the unrelated invariants' when ``background``). Without
-    explanations a memory whose cheaper lower bound cannot fit is passed over uncosted."""
-    floor = rules.line_floor
-    if not rules.explain and floor is not None and fill.used + floor(r.memory) + 1 > rules.budget:
-        return False  # cannot fit, whatever its exact count
+    explanations :func:`_consider` has passed over a memory whose cheaper lower bound
+    cannot fit, uncosted."""
     item = rules.costed(r)
     if group == 1 and fill.procedural_used + item.tokens > rules.share:
         fill.note(

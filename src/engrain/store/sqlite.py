@@ -69,8 +69,8 @@ log = logging.getLogger(__name__)
 
 def deferred_uses(environ: Mapping[str, str] | None = None) -> bool:
     """Whether a ``context()``'s counted uses are written after it returns, by a thread of
-    the store (``ENGRAIN_DEFER_USES``: ``on`` or ``off``, the default;
-    ``store/sqlite_deferred.py``); any other value raises
+    the store (``ENGRAIN_DEFER_USES``: ``on``, the default, or ``off``: in the call, in one
+    transaction with its record; ``store/sqlite_deferred.py``); any other value raises
     :class:`~engrain.errors.ConfigError`."""
     return envvars.choice(VARIABLE, environ) == "on"
 

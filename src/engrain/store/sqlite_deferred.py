@@ -1,5 +1,6 @@
 """A ``context()``'s counted uses written after the call returns, on a thread of the store
-(``ENGRAIN_DEFER_USES=on``; off by default: docs/scale.md, session 25, h5).
+(``ENGRAIN_DEFER_USES``: on by default since session 26, ``off`` writes them in the call's
+one transaction; docs/scale.md, sessions 25 h5 and 26 h3, docs/decisions.md).
 
 A ``context()`` ends with one write transaction: its record (what ``feedback()`` reads)
 and one use of each memory it shows, ~100–300 rows of the narrow ``uses`` table, each on
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 #: Seconds the interpreter's exit waits for the store to commit what waits.
 EXIT_WAIT = 10.0
-#: The environment variable that turns deferred counts on (``on``) or off (``off``, unset).
+#: The environment variable that turns deferred counts on (``on``, unset) or off (``off``).
 VARIABLE = "ENGRAIN_DEFER_USES"
 
 
