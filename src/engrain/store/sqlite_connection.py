@@ -206,4 +206,4 @@ def _io_error(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:
         return "disk I/O error" in str(exc)
-    return code & 0xFF == sqlite3.SQLITE_IOERR
+    return bool(code & 0xFF == sqlite3.SQLITE_IOERR)
