@@ -19,7 +19,14 @@ import pytest
 from engrain.errors import StoreError
 from engrain.store.base import ALL
 
-from .test_pg_graph_file import _file, _files, _graph_store, _kept_by_one_process, _loaded, _sql_store
+from .test_pg_graph_file import (
+    _file,
+    _files,
+    _graph_store,
+    _kept_by_one_process,
+    _loaded,
+    _sql_store,
+)
 from .test_pg_projected import _corpus, _low_rank, _same
 
 pytest.importorskip("psycopg")

@@ -91,7 +91,9 @@ def vectors(n: int, seed: int) -> list[np.ndarray[Any, Any]]:
     """``n`` unit vectors near a 24-dimension subspace, as embeddings mostly are."""
     rng = np.random.default_rng(seed)
     basis = np.linalg.qr(rng.standard_normal((DIM, 24)))[0]
-    return [unit(basis @ rng.standard_normal(24) + 0.01 * rng.standard_normal(DIM)) for _ in range(n)]
+    return [
+        unit(basis @ rng.standard_normal(24) + 0.01 * rng.standard_normal(DIM)) for _ in range(n)
+    ]
 
 
 def memory(memory_id: str, user: str, vector: np.ndarray[Any, Any], i: int) -> Any:
@@ -351,7 +353,9 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     served: Child | None = None
     try:
         vs = vectors(args.memories + 400, args.seed)
-        writer.write([memory(f"a-{i:05d}", "alice", v, i) for i, v in enumerate(vs[: args.memories])])
+        writer.write(
+            [memory(f"a-{i:05d}", "alice", v, i) for i, v in enumerate(vs[: args.memories])]
+        )
         writer.write([memory(f"b-{i:05d}", "bob", v, i) for i, v in enumerate(vs[-400:])])
         other = postgres.PostgresStore(other_url, pool_size=2, learnings_bytes=0, projected_bytes=0)
         other.write([memory(f"a-{i:05d}", "alice", unit(v[::-1].copy()), i)
@@ -451,7 +455,9 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     continue
                 wrong = [(i, name) for i, (got, want) in enumerate(zip(answer["answers"], expected, strict=True))
                          for name in ("pool", "typed") if got.get(name) != want[name]]  # fmt: skip
-                shown = {i for row in answer["answers"] for ids in row.values() for i in ids} & forgotten
+                shown = {
+                    i for row in answer["answers"] for ids in row.values() for i in ids
+                } & forgotten
                 missed = sum(1 for row, want in zip(answer["answers"], expected, strict=True)
                              for name in ("pool", "typed") if set(want[name]) - set(row.get(name, [])))  # fmt: skip
                 other = [e for e in answer["errors"] if e.startswith("OTHER")]
@@ -465,7 +471,9 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 ok, err = fresh.close()
                 if not ok:
                     findings.append(f"{attack}: the fresh process did not close cleanly: {err}")
-            phase["files_after"] = sorted(p.name[-30:] for p in graph_files(gdir)) if gdir.is_dir() else "no directory"
+            phase["files_after"] = (
+                sorted(p.name[-30:] for p in graph_files(gdir)) if gdir.is_dir() else "no directory"
+            )
             phases.append(phase)
             print(json.dumps(phase), file=sys.stderr, flush=True)
             undo(gdir)

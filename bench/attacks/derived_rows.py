@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from derived_files import ANSWER_SECONDS, DIM, K, LEARNING_KINDS, memory, typed_filter, unit, vectors
+from derived_files import (
+    ANSWER_SECONDS,
+    DIM,
+    K,
+    LEARNING_KINDS,
+    memory,
+    typed_filter,
+    unit,
+    vectors,
+)
 
 CHILD = r"""
 import json, sys, traceback, warnings
@@ -124,7 +133,9 @@ def put(db: Path, user: str, derived: dict[str, bytes], replace_all: bool = True
                       (user, kind, data))  # fmt: skip
 
 
-def exact(live: dict[str, np.ndarray[Any, Any]], typed: set[str], q: np.ndarray[Any, Any]) -> dict[str, list[str]]:
+def exact(
+    live: dict[str, np.ndarray[Any, Any]], typed: set[str], q: np.ndarray[Any, Any]
+) -> dict[str, list[str]]:
     ids = sorted(live)
     m = np.stack([live[i] for i in ids])
     scores = m @ q
@@ -171,13 +182,21 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         if first is None:
             findings.append(f"sqlite: the served process did not start: {served.end()}")
             return {"phases": phases, "findings": findings}
-        for number, attack in enumerate(("flip", "cut", "other_user", "stale", "other_store", "deleted")):
+        for number, attack in enumerate(
+            ("flip", "cut", "other_user", "stale", "other_store", "deleted")
+        ):
             history.append(rows(db, "alice"))
             gone = rng.sample(sorted(live), 4)
             news = []
             for j in range(4):
                 anchor = live[rng.choice(sorted(live))]
-                v = unit(anchor + 0.02 * np.random.default_rng(100 + number * 10 + j).standard_normal(DIM).astype(np.float32))
+                v = unit(
+                    anchor
+                    + 0.02
+                    * np.random.default_rng(100 + number * 10 + j)
+                    .standard_normal(DIM)
+                    .astype(np.float32)
+                )
                 i = 3 * added  # a typed learning every third, as the corpus
                 news.append(memory(f"n-{added:04d}", "alice", v, i))
                 live[f"n-{added:04d}"] = v
@@ -222,7 +241,9 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 answer = child.ask(request)
                 phase[f"{who}_seconds"] = round(time.monotonic() - started, 1)
                 if answer is None:
-                    findings.append(f"sqlite {attack}: the {who} process gave no answer ({child.end()})")
+                    findings.append(
+                        f"sqlite {attack}: the {who} process gave no answer ({child.end()})"
+                    )
                     phase[who] = "no answer"
                     if who == "served":
                         served = Child(db)
@@ -230,7 +251,9 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 wrong = [(i, name) for i, (got, want) in enumerate(zip(answer["answers"], expected, strict=True))
                          for name in ("pool", "typed") if got.get(name) != want[name]]  # fmt: skip
                 forgotten = {f"a-{i:05d}" for i in range(n)} - set(live)
-                shown = {i for row in answer["answers"] for ids in row.values() for i in ids} & forgotten
+                shown = {
+                    i for row in answer["answers"] for ids in row.values() for i in ids
+                } & forgotten
                 other = [e for e in answer["errors"] if not e.startswith("engrain")]
                 phase[who] = {"answers_wrong": len(wrong), "forgotten_returned": sorted(shown),
                               "get_missing": answer["missing"], "foreign": answer.get("foreign"),
@@ -242,7 +265,9 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             if phase.get("fresh") != "no answer":
                 ok, err = fresh.close()
                 if not ok:
-                    findings.append(f"sqlite {attack}: the fresh process did not close cleanly: {err}")
+                    findings.append(
+                        f"sqlite {attack}: the fresh process did not close cleanly: {err}"
+                    )
             with sqlite3.connect(db, timeout=60) as c:
                 phase["integrity"] = c.execute("PRAGMA integrity_check").fetchone()[0]
             phases.append(phase)

@@ -23,6 +23,7 @@ and none forgotten, ``integrity_check`` ok, no session summarised twice or half 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import random
@@ -65,6 +66,7 @@ def lift_limit() -> None:
 
 def child(db: Path, seed: int, slack: int, auto: bool, close_limited: bool, out: Path) -> None:
     rng = random.Random(seed)
+    faulthandler.dump_traceback_later(240, exit=True)  # a hang: every thread's stack, then out
     died: list[str] = []
     threading.excepthook = lambda a: died.append(f"{a.thread.name if a.thread else '?'}: "
                                                  f"{a.exc_type.__name__}")  # fmt: skip
@@ -191,7 +193,6 @@ def child(db: Path, seed: int, slack: int, auto: bool, close_limited: bool, out:
         "limit": limit, "calls": calls, "acked": acked, "forgotten": forgotten,
         "broken": broken, "died": died, "logged": logged, "after_space": after_space,
     }))  # fmt: skip
-
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 from engrain.errors import OutOfMemoryError, StoreError
+from engrain.threads import cannot_start
 
 __all__ = ["CLOSE_WAIT", "CallGate", "admitted", "closed_error"]
 
@@ -124,7 +125,7 @@ def out_of_memory() -> Iterator[None]:
             "is free (or raise the process's memory limit)"
         ) from exc
     except RuntimeError as exc:
-        if "can't start new thread" not in str(exc):
+        if not cannot_start(exc):
             raise
         raise OutOfMemoryError(
             "could not start a thread (out of memory or the process's thread limit): "

@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import EngrainError, StoreError
+from engrain.threads import started
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -565,7 +566,7 @@ class Stash:
 
 def _thread(job: Callable[[], None]) -> None:
     """Run ``job`` on a new thread, not a daemon: a process exiting at once still saves."""
-    threading.Thread(target=job, daemon=False, name="engrain-save").start()
+    started(threading.Thread(target=job, daemon=False, name="engrain-save"))
 
 
 class IndexSlot:
@@ -621,7 +622,10 @@ class IndexSlot:
                                   name="engrain-ann")  # fmt: skip
         self._job = thread
         _JOBS.add(thread)
-        thread.start()
+        if not started(thread):  # idle again: searches stay exact, the next call retries
+            _JOBS.discard(thread)
+            self._job = None
+            self._idle.set()
 
     def _run(self, job: Callable[[], None]) -> None:
         try:
