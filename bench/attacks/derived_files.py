@@ -146,13 +146,13 @@ def child_pg(url: str, graph_dir: str) -> None:
         answer: dict[str, Any] = {"answers": [], "errors": []}
         # each search's graph loaded (from the file or built) before the answers are taken
         probe = np.ones(DIM, dtype=np.float32)
-        for name, flt in filters.items():
+        for flt in filters.values():
             try:
                 store.search("alice", probe, 1, flt)
                 store.search("alice", probe, 1, flt)
             except EngrainError as exc:
                 answer["errors"].append(f"engrain {type(exc).__name__}: {exc}")
-            except Exception as exc:  # noqa: BLE001 - the breach this attack looks for
+            except Exception as exc:
                 answer["errors"].append(f"OTHER {type(exc).__name__}: {exc}")
         store.wait_for_projection("alice", timeout=90)
         store.wait_for_learnings_graph("alice", timeout=90)
@@ -164,7 +164,7 @@ def child_pg(url: str, graph_dir: str) -> None:
                     row[name] = [m.id for m, _ in found]
                 except EngrainError as exc:
                     answer["errors"].append(f"engrain {type(exc).__name__}: {exc}")
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     answer["errors"].append(f"OTHER {type(exc).__name__}: {exc}")
                     traceback.print_exc()
             answer["answers"].append(row)
@@ -453,20 +453,31 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         served = Child(url, gdir, own)  # the next phases need one
                         served.ask({"queries": []})
                     continue
-                wrong = [(i, name) for i, (got, want) in enumerate(zip(answer["answers"], expected, strict=True))
-                         for name in ("pool", "typed") if got.get(name) != want[name]]  # fmt: skip
+                pairs = list(zip(answer["answers"], expected, strict=True))
+                wrong = [
+                    (i, name)
+                    for i, (got, want) in enumerate(pairs)
+                    for name in ("pool", "typed")
+                    if got.get(name) != want[name]
+                ]
                 shown = {
                     i for row in answer["answers"] for ids in row.values() for i in ids
                 } & forgotten
-                missed = sum(1 for row, want in zip(answer["answers"], expected, strict=True)
-                             for name in ("pool", "typed") if set(want[name]) - set(row.get(name, [])))  # fmt: skip
+                missed = sum(
+                    1
+                    for row, want in pairs
+                    for name in ("pool", "typed")
+                    if set(want[name]) - set(row.get(name, []))
+                )
                 other = [e for e in answer["errors"] if e.startswith("OTHER")]
                 phase[who] = {"answers_wrong": len(wrong), "forgotten_returned": sorted(shown),
                               "committed_missed": missed, "errors": answer["errors"][:3],
                               "graphs": answer.get("graphs")}  # fmt: skip
                 if wrong or shown or other:
-                    findings.append(f"{attack}: {who}: {len(wrong)} answers differ from the exact "
-                                    f"search, forgotten returned {sorted(shown)}, errors {other[:2]}")  # fmt: skip
+                    findings.append(
+                        f"{attack}: {who}: {len(wrong)} answers differ from the exact search, "
+                        f"forgotten returned {sorted(shown)}, errors {other[:2]}"
+                    )
             if phase.get("fresh") != "no answer":
                 ok, err = fresh.close()
                 if not ok:

@@ -32,7 +32,6 @@ from derived_files import (
     ANSWER_SECONDS,
     DIM,
     K,
-    LEARNING_KINDS,
     memory,
     typed_filter,
     unit,
@@ -248,8 +247,13 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     if who == "served":
                         served = Child(db)
                     continue
-                wrong = [(i, name) for i, (got, want) in enumerate(zip(answer["answers"], expected, strict=True))
-                         for name in ("pool", "typed") if got.get(name) != want[name]]  # fmt: skip
+                pairs = list(zip(answer["answers"], expected, strict=True))
+                wrong = [
+                    (i, name)
+                    for i, (got, want) in enumerate(pairs)
+                    for name in ("pool", "typed")
+                    if got.get(name) != want[name]
+                ]
                 forgotten = {f"a-{i:05d}" for i in range(n)} - set(live)
                 shown = {
                     i for row in answer["answers"] for ids in row.values() for i in ids
@@ -259,9 +263,11 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                               "get_missing": answer["missing"], "foreign": answer.get("foreign"),
                               "errors": answer["errors"][:3]}  # fmt: skip
                 if wrong or shown or other or answer["missing"] or answer.get("foreign"):
-                    findings.append(f"sqlite {attack}: {who}: {len(wrong)} answers differ from the exact "
-                                    f"search, forgotten returned {sorted(shown)}, get missing "
-                                    f"{answer['missing']}, errors {other[:2]}")  # fmt: skip
+                    findings.append(
+                        f"sqlite {attack}: {who}: {len(wrong)} answers differ from the exact "
+                        f"search, forgotten returned {sorted(shown)}, get missing "
+                        f"{answer['missing']}, errors {other[:2]}"
+                    )
             if phase.get("fresh") != "no answer":
                 ok, err = fresh.close()
                 if not ok:
