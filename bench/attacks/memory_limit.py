@@ -229,7 +229,7 @@ def main() -> None:
         result = json.loads(out.read_text()) if out.exists() else {}
         broken = list(result.get("broken", []))
         if code != 0:
-            broken.append(f"child exit {code}: {stderr[-600:]}")
+            broken.append(f"child exit {code}: {stderr[-4000:]}")
         broken += [f"thread died: {d}" for d in result.get("died", [])]
         acked |= set(result.get("acked", []))
         forgotten |= set(result.get("forgotten", []))
