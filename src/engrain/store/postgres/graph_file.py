@@ -31,8 +31,15 @@ A file is never changed in place, so a reader maps it and reads the graph in pla
 shared by every process serving the user (~53 MB at 100,000 memories, against ~66 MB of
 each process's own memory for a copy), and a file moved over keeps its old pages for the
 processes that map them until they let go. A graph that must be patched (rows changed
-since the file's revision) is copied in first (``VectorIndex.patch``). Only a file cut
-short in place by hand while mapped would fault a process reading it. The
+since the file's revision) is copied in first (``VectorIndex.patch``), after its bytes are
+checked against their CRC again. A file someone else writes or cuts short *in place* (a
+``cp`` over it, an editor, a restore with ``rsync --inplace``) changes the pages a process
+walks, and usearch trusts its neighbour lists: the process faulted (SIGSEGV, session 26's
+``bench/attacks/derived_files.py``). So a view is read only while :func:`unchanged` (its
+descriptor's length and modification time as when it was mapped, one ``fstat`` before each
+read); once not, the graph is dropped, the call served by SQL and the file read again or a
+graph built. A change landing *during* one walk (~1-2 ms) can still fault the process.
+Only a regular file is opened (a pipe's open waited for a writer forever). The
 directory is made readable by its owner only (the files hold the memories' vectors).
 Failing to read or write a file is logged and costs a build, never a call.
 
