@@ -18,6 +18,7 @@ and its message is left as the driver gave it.
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
 
 try:
@@ -48,16 +49,18 @@ def limit_reached(path: Path) -> str | None:
     limit = file_size_limit()
     if limit is None:
         return None
+    sizes: dict[Path, int] = {}
     for suffix in SUFFIXES:
         name = Path(f"{path}{suffix}")
-        try:
-            size = os.stat(name).st_size
-        except OSError:
-            continue
-        if size >= limit - ONE_WRITE:
-            return (
-                f"{name.name} has reached this process's file-size limit of {limit:,} bytes "
-                "(RLIMIT_FSIZE, `ulimit -f`): raise or lift the limit for the process "
-                "that opens the store; the disk itself may be fine"
-            )
-    return None
+        with suppress(OSError):  # no such file: nothing it could have met
+            sizes[name] = os.stat(name).st_size
+    if not sizes:
+        return None
+    name = max(sizes, key=lambda p: sizes[p])  # the one nearest the limit met it
+    if sizes[name] < limit - ONE_WRITE:
+        return None
+    return (
+        f"{name.name} has reached this process's file-size limit of {limit:,} bytes "
+        "(RLIMIT_FSIZE, `ulimit -f`): raise or lift the limit for the process that opens "
+        "the store; the disk itself may be fine"
+    )
