@@ -163,6 +163,11 @@ def child(db: Path, seed: int, slack: int, auto: bool, close_limited: bool, out:
             calls.append({"call": name, "ok": False, "error": type(exc).__name__,
                           "trace": traceback.format_exc()[-600:]})  # fmt: skip
         n += 1
+        # kept as the round goes: a child that hangs (and is ended) still tells what it
+        # acknowledged and forgot
+        out.write_text(json.dumps({"limit": limit, "calls": calls, "acked": acked,
+                                   "forgotten": forgotten, "broken": broken, "died": died,
+                                   "logged": logged}))  # fmt: skip
     if close_limited:  # the derived indexes' images and stamps saved at close, limited
         try:
             engine.close()
