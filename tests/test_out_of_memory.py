@@ -179,3 +179,28 @@ def test_an_index_build_that_cannot_start_is_tried_again(
         assert store.wait_for_index(USER, timeout=120)
     finally:
         engine.close()
+
+
+def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engrain import threads
+
+    class DiesStarting(threading.Thread):
+        """Out of memory before it says it runs (what CPython's ``thread_run`` meets when
+        calling ``_bootstrap`` fails): ``Thread.start()`` alone waits for it forever."""
+
+        def _bootstrap(self) -> None:  # type: ignore[override]
+            raise MemoryError
+
+    monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    thread = DiesStarting(target=lambda: None, name="engrain-dies", daemon=True)
+    done: list[bool] = []
+    starter = threading.Thread(target=lambda: done.append(threads.started(thread)), daemon=True)
+    starter.start()
+    starter.join(timeout=60)
+    assert done == [True]  # returned: counted as started, not waited for
+    assert not thread.is_alive()
+    ok = threading.Thread(target=lambda: None, name="engrain-ok")
+    assert threads.started(ok)
+    ok.join()

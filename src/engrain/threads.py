@@ -24,8 +24,30 @@ def cannot_start(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "can't start new thread" in str(exc)
 
 
+#: Seconds :func:`started` waits for a new thread to say it runs. ``Thread.start()`` waits
+#: for that without a bound, and a thread whose start-up runs out of memory before it says
+#: so never does ("Exception ignored in thread started by: … MemoryError"): its starter
+#: waited forever (python/cpython#140746, open; ``bench/attacks/memory_limit.py`` hung in
+#: an index build's start).
+BOOT_WAIT = 30.0
+
+
+class _BoundedStart(threading.Event):
+    """The event ``Thread.start()`` waits on (its ``_started``), waited for at most
+    :data:`BOOT_WAIT` seconds when ``start()`` asks for no bound."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return super().wait(BOOT_WAIT if timeout is None else timeout)
+
+
 def started(thread: threading.Thread) -> bool:
-    """Start ``thread``; ``False`` (logged) if the process cannot start a thread now."""
+    """Start ``thread``; ``False`` (logged) if the process cannot start a thread now. A
+    thread that does not say it runs within :data:`BOOT_WAIT` is logged and counted as
+    started (it may yet run: its work is not begun twice), never waited for longer."""
+    bounded = _BoundedStart()
+    # the interpreter's own event, replaced before start() (which only sets and waits on
+    # it; ``is_alive`` and ``join`` read it): the one change to threading's private state
+    thread._started = bounded  # type: ignore[attr-defined]
     try:
         thread.start()
     except RuntimeError as exc:
@@ -34,4 +56,7 @@ def started(thread: threading.Thread) -> bool:
         log.warning("thread %s not started (%s): its work waits for the next occasion",
                     thread.name, exc)  # fmt: skip
         return False
+    if not bounded.is_set():
+        log.warning("thread %s did not start within %.0f s (out of memory as it started?): "
+                    "not waited for", thread.name, BOOT_WAIT)  # fmt: skip
     return True
