@@ -181,6 +181,7 @@ def test_an_index_build_that_cannot_start_is_tried_again(
         engine.close()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its death
 def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
