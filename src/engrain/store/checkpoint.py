@@ -187,6 +187,8 @@ class Checkpointer:
                 if db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0:
                     self.restarts += 1
                     return True
-        except sqlite3.Error:
-            pass  # busy or gone: the next commit wakes the thread again
+        except (sqlite3.Error, MemoryError):
+            # busy or gone, or out of memory (the thread must not die of it: no checkpoint
+            # would run again in this process): the next commit wakes the thread again
+            pass
         return False
