@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import checkpoint
@@ -331,3 +332,40 @@ def test_after_a_durable_commit_the_log_is_left_to_the_next_writer(tmp_path: Pat
         assert store._begin_log()
     finally:
         store.close()
+
+
+def test_a_pass_out_of_memory_stops_no_later_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Session 26's ``memory_limit.py``: a pass that ran out of memory killed the thread,
+    and no checkpoint ran again in the process (its log grew without end)."""
+    path, writer = _log_file(tmp_path)
+    connect = checkpoint.connect
+    failed: list[str] = []
+
+    class OutOfMemoryOnce:
+        """The checkpointer's connection, whose first pass runs out of memory."""
+
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def execute(self, sql: str) -> sqlite3.Cursor:
+            if not failed:
+                failed.append(sql)
+                raise MemoryError
+            return self.db.execute(sql)
+
+        def close(self) -> None:
+            self.db.close()
+
+    monkeypatch.setattr(checkpoint, "connect", lambda p: OutOfMemoryOnce(connect(p)))
+    checkpoints = Checkpointer(path, interval=0.01)
+    try:
+        checkpoints.committed()
+        assert _until(lambda: bool(failed))
+        writer.execute("INSERT INTO t VALUES (randomblob(3000))")
+        checkpoints.committed()
+        assert _until(lambda: checkpoints.passes > 0)  # the thread went on
+    finally:
+        checkpoints.close()
+        writer.close()

@@ -13,6 +13,8 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from engrain.threads import cannot_start
+
 log = logging.getLogger(__name__)
 
 
@@ -47,7 +49,18 @@ class Worker:
     def _start(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
-        future = self._executor.submit(self._logged, key, job)
+        try:
+            future = self._executor.submit(self._logged, key, job)
+        except RuntimeError as exc:
+            if not cannot_start(exc):
+                raise
+            # after the call's commit: not run now (the next request of the key runs it);
+            # the executor that holds it queued without a thread is left to the collector
+            log.warning("background job %r not started (%s)", key, exc)
+            self._executor = None
+            failed: Future[Any] = Future()
+            failed.cancel()
+            return failed
         self._pending[key] = future
         return future
 

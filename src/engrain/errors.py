@@ -16,6 +16,7 @@ Every error carries a stable ``code`` and the ``http_status`` a server maps it t
     │   └── UpstreamError             code "upstream_unavailable", 502
     ├── RequestTimeoutError           code "timeout",          503
     │   └── UpstreamTimeoutError      code "upstream_timeout", 504
+    ├── OutOfMemoryError              code "out_of_memory",    503
     └── StoreError                    code "store_error",      503
         ├── MigrationError            code "migration_error",  500
         └── WriteOutcomeUnknownError  code "write_outcome_unknown", 503
@@ -132,6 +133,17 @@ class UpstreamTimeoutError(RequestTimeoutError):
 
     code = "upstream_timeout"
     http_status = 504
+
+
+class OutOfMemoryError(EngrainError):
+    """The process ran out of memory (or could not start a thread) during the call, which
+    wrote nothing: ``MemoryError`` translated where every public call ends
+    (``lifecycle.admitted``). A write that had committed before memory ran out succeeds
+    instead (its in-process caches are dropped and read again). Send it again once memory
+    is free."""
+
+    code = "out_of_memory"
+    http_status = 503
 
 
 class StoreError(EngrainError):

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 
-from engrain.errors import StoreError
+from engrain.errors import OutOfMemoryError, StoreError
+from engrain.threads import cannot_start
 
 __all__ = ["CLOSE_WAIT", "CallGate", "admitted", "closed_error"]
 
@@ -34,6 +35,7 @@ CLOSE_WAIT = 30.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def closed_error(what: str = "engine") -> StoreError:
@@ -107,7 +109,44 @@ def admitted(method: Callable[Concatenate[G, P], R]) -> Callable[Concatenate[G, 
 
     @functools.wraps(method)
     def run(self: G, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with self.gate.call():
-            return method(self, *args, **kwargs)
+        with self.gate.call(), out_of_memory():
+            result = method(self, *args, **kwargs)
+        if isinstance(result, Generator):  # read after the call returns: translated too
+            return cast(R, _translated(result))
+        return result
 
     return run
+
+
+@contextmanager
+def out_of_memory() -> Iterator[None]:
+    """Turn running out of memory inside a public call into :class:`OutOfMemoryError`:
+    ``MemoryError``, and the ``RuntimeError`` of a thread that could not start (its stack
+    could not be mapped). Raised before a commit, the call wrote nothing (a write's
+    transaction rolls back); after one, the store does not raise it (its caches are
+    dropped instead: ``sqlite_versions``), so it never reports a committed write failed."""
+    try:
+        yield
+    except MemoryError as exc:
+        raise OutOfMemoryError(
+            "out of memory during the call: nothing was written; try again once memory "
+            "is free (or raise the process's memory limit)"
+        ) from exc
+    except RuntimeError as exc:
+        if not cannot_start(exc):
+            raise
+        raise OutOfMemoryError(
+            "could not start a thread (out of memory or the process's thread limit): "
+            "nothing was written; try again once memory is free"
+        ) from exc
+
+
+def _translated(items: Generator[T, None, None]) -> Iterator[T]:
+    """``items`` read with :func:`out_of_memory` around each step."""
+    while True:
+        with out_of_memory():
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+        yield item

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
-from engrain.errors import EngrainError
+from engrain.errors import EngrainError, StoreError
+from engrain.threads import started
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -239,6 +240,11 @@ class VectorIndex:
         #: The saved bytes ``index`` reads in place (:meth:`viewed`), until a patch copies
         #: them in; kept referenced so they outlive the index.
         self._view = view
+        #: For a view of a mapped file: whether the file is still as it was when mapped
+        #: (:meth:`viewed`'s ``intact``). Its pages are the file's, so a file changed or cut
+        #: short in place by anyone else would be walked as it now is: usearch trusts its
+        #: neighbour lists, and the process faults (SIGSEGV, SIGBUS: session 26's attack).
+        self._intact: Callable[[], bool] | None = None
         #: Loaded from a float16 or float32 copy and turned into int8 (:func:`int8_payload`):
         #: the saved copy is still the wider one until this one is saved.
         self.converted = converted
@@ -306,6 +312,20 @@ class VectorIndex:
         with self._lock:
             return self._view is not None
 
+    @property
+    def intact(self) -> bool:
+        """Whether it may be read: its own copy, or a view whose file nobody changed in
+        place since it was mapped (a file moved over it is another file: the view keeps
+        the old one's pages)."""
+        with self._lock:
+            return self._view is None or self._intact is None or self._intact()
+
+    def _readable(self) -> None:
+        """Refuse to read a view whose file changed in place (the caller holds the lock):
+        the store serves the call without it, and the holder drops it."""
+        if self._view is not None and self._intact is not None and not self._intact():
+            raise StoreError("a held approximate index's file changed in place: not read")
+
     def search(self, vector: npt.NDArray[np.float32], count: int) -> Keys:
         """The keys of (about) the ``count`` nearest vectors, nearest first."""
         return self.search_similar(vector, count)[0]
@@ -317,6 +337,7 @@ class VectorIndex:
         at the index's precision (int8: within ``store/reach.py``'s bound of the exact
         cosine)."""
         with self._lock:
+            self._readable()
             if count <= 0 or len(self._index) == 0:
                 return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32)
             found = self._index.search(vector, min(count, len(self._index)))
@@ -328,6 +349,7 @@ class VectorIndex:
         if not len(keys):
             return np.zeros(0, dtype=bool)
         with self._lock:
+            self._readable()
             return np.asarray(self._index.contains(keys), dtype=bool)
 
     def holds(self, keys: Keys, vectors: Matrix) -> BoolArray:
@@ -348,6 +370,7 @@ class VectorIndex:
         held = np.zeros(len(keys), dtype=bool)
         dtype = "i8" if self.lossy else "f16"
         with self._lock:
+            self._readable()
             present = np.asarray(self._index.contains(keys), dtype=bool)
             rows = np.flatnonzero(present)
             if rows.size == 0:
@@ -375,6 +398,7 @@ class VectorIndex:
             return out
         lossy = self.lossy
         with self._lock:
+            self._readable()
             stored: Any = self._index.get(keys, dtype="i8" if lossy else "f32")
         found = [i for i, vector in enumerate(stored) if vector is not None]
         if not found:
@@ -388,9 +412,9 @@ class VectorIndex:
     def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:
         """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
         time so searches are not held up for long."""
-        self.saved = None  # no longer the saved copy, even if a batch fails
         with self._lock:
-            self._own_copy()
+            self._own_copy()  # checks the view against its CRC (``saved``) first
+        self.saved = None  # no longer the saved copy, even if a batch fails
         for start in range(0, len(keys), batch):
             _stop_if_exiting()
             part, rows = keys[start : start + batch], vectors[start : start + batch]
@@ -405,6 +429,11 @@ class VectorIndex:
         lock, so no search sees the index between the two."""
         if self._view is None:
             return
+        self._readable()
+        if self.saved is not None and zlib.crc32(self._view) != self.saved[0]:
+            # changed in place after the check above: never copied in, nor saved again
+            # under a CRC of its own as if it were a graph
+            raise StoreError("a held approximate index's file changed in place: not copied")
         copy = _usearch().restore(
             self._view, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
             expansion_search=EXPANSION_SEARCH,
@@ -480,13 +509,17 @@ class VectorIndex:
         return loaded
 
     @classmethod
-    def viewed(cls, data: memoryview, ndim: int) -> VectorIndex | None:
+    def viewed(
+        cls, data: memoryview, ndim: int, intact: Callable[[], bool] | None = None
+    ) -> VectorIndex | None:
         """The int8 index :meth:`dump` made, read in place from ``data`` rather than copied
         in: ``data`` is a view of a mapped file that is replaced, never changed in place
         (``store/postgres/graph_file.py``), so its pages are the file's, shared by every
         process that maps it, and the kernel may take clean ones back and read them again.
         The index keeps ``data`` referenced; its first :meth:`patch` copies it in. ``None``
-        as for :meth:`load`, and for an index of wider vectors (:meth:`load` converts it)."""
+        as for :meth:`load`, and for an index of wider vectors (:meth:`load` converts it).
+        ``intact``: whether the file is still as it was when mapped, asked before every read
+        of the view (:meth:`intact`); one that is not is never read again."""
         if len(data) < _HEADER.size:
             return None
         magic, length, crc = _HEADER.unpack_from(data)
@@ -506,6 +539,7 @@ class VectorIndex:
         if int(index.ndim) != ndim or index.connectivity != CONNECTIVITY or not viewed.lossy:
             return None
         viewed.saved = (crc, length)
+        viewed._intact = intact
         return viewed
 
     @staticmethod
@@ -532,7 +566,7 @@ class Stash:
 
 def _thread(job: Callable[[], None]) -> None:
     """Run ``job`` on a new thread, not a daemon: a process exiting at once still saves."""
-    threading.Thread(target=job, daemon=False, name="engrain-save").start()
+    started(threading.Thread(target=job, daemon=False, name="engrain-save"))
 
 
 class IndexSlot:
@@ -588,7 +622,10 @@ class IndexSlot:
                                   name="engrain-ann")  # fmt: skip
         self._job = thread
         _JOBS.add(thread)
-        thread.start()
+        if not started(thread):  # idle again: searches stay exact, the next call retries
+            _JOBS.discard(thread)
+            self._job = None
+            self._idle.set()
 
     def _run(self, job: Callable[[], None]) -> None:
         try:

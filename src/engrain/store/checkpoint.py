@@ -60,6 +60,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
+from engrain.threads import started
+
 #: Seconds between two checkpoints while commits keep coming: the log holds at most this
 #: long's writes (a context's use counts rewrite ~85 pages; SQLite's default checkpoints
 #: every 1,000 pages, about a dozen contexts).
@@ -126,12 +128,14 @@ class Checkpointer:
         if self._thread is None:
             with self._guard:
                 if self._thread is None and not self._stopping.is_set():
-                    self._thread = threading.Thread(
+                    thread = threading.Thread(
                         target=self._run,
                         name=f"engrain-checkpoint:{self._path.name}",
                         daemon=True,
                     )
-                    self._thread.start()
+                    # after a commit: a thread that cannot start is tried at the next one
+                    if started(thread):
+                        self._thread = thread
         self._wake.set()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -183,6 +187,8 @@ class Checkpointer:
                 if db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0] == 0:
                     self.restarts += 1
                     return True
-        except sqlite3.Error:
-            pass  # busy or gone: the next commit wakes the thread again
+        except (sqlite3.Error, MemoryError):
+            # busy or gone, or out of memory (the thread must not die of it: no checkpoint
+            # would run again in this process): the next commit wakes the thread again
+            pass
         return False

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engrain.errors import MigrationError, StoreError
-from engrain.store import sqlite_open, sqlite_schema
+from engrain.store import file_limit, sqlite_open, sqlite_schema
 from engrain.store.base import pending_migrations
 from engrain.store.checkpoint import Checkpointer, begin_log
 from engrain.store.sqlite_deferred import StoreLock
@@ -86,7 +86,9 @@ class SQLiteConnection:
                     self._db.execute("COMMIT")
                 except sqlite3.Error as exc:
                     self._rollback()
-                    raise MigrationError(f"migration {name} failed: {reason(exc)}") from exc
+                    raise MigrationError(
+                        f"migration {name} failed: {reason(exc, self.path)}"
+                    ) from exc
                 applied.append(name)
         return applied
 
@@ -128,7 +130,9 @@ class SQLiteConnection:
             try:
                 self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot start a write on {self.path}: {reason(exc)}") from exc
+                raise StoreError(
+                    f"cannot start a write on {self.path}: {reason(exc, self.path)}"
+                ) from exc
             self._durable = durable
 
     def _begin_log(self) -> bool:
@@ -185,9 +189,21 @@ class SQLiteConnection:
 def reason(exc: sqlite3.Error, path: Path | None = None) -> str:
     """The driver's message, with what to do about the common one a user can fix. A write
     on a filesystem remounted read-only under the store fails as a bare "disk I/O error":
-    given the store's ``path``, that cause is named."""
+    given the store's ``path``, that cause is named, and so is a file of the store grown to
+    the process's file-size limit (``file_limit.py``: the same bare message, for ``EFBIG``)."""
     if path is not None and sqlite_open.on_read_only_mount(path):
         return f"{exc} (the store's filesystem is mounted read-only)"
+    if path is not None and _io_error(exc) and (limit := file_limit.limit_reached(path)):
+        return f"{exc} ({limit})"
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY or "readonly" in str(exc):
         return f"{exc} (the file or its directory is read-only for this user)"
     return str(exc)
+
+
+def _io_error(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is one of SQLite's I/O errors (``SQLITE_IOERR`` and its extended
+    codes: "disk I/O error")."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return "disk I/O error" in str(exc)
+    return bool(code & 0xFF == sqlite3.SQLITE_IOERR)

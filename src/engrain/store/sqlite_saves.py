@@ -36,6 +36,7 @@ from engrain.store.ann import IndexSlot, Stash
 from engrain.store.columns import Stamp
 from engrain.store.sqlite_connection import reason
 from engrain.store.sqlite_versions import CACHED_USERS, VersionedCaches
+from engrain.threads import started
 
 #: A working set whose rows were patched saves its image again at most this often (and
 #: when the store closes): at 100,000 memories a save costs ~0.5 s of CPU off the caller.
@@ -213,4 +214,4 @@ class DerivedSaves(VersionedCaches):
             if self._closed:
                 return
             self._saves = [t for t in self._saves if t.is_alive()] + [thread]
-        thread.start()
+        started(thread)  # not started: not saved (the next process builds it)

@@ -8,6 +8,7 @@ change in commit order; a working set itself (``store/cache.py``) is read unlock
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -19,6 +20,8 @@ from engrain.store import sqlite_uses
 from engrain.store.cache import UserCache
 from engrain.store.sqlite_connection import SQLiteConnection
 from engrain.store.sqlite_rows import IN_CHUNK
+
+log = logging.getLogger(__name__)
 
 #: Users whose memories stay cached in process (least recently used are dropped first).
 CACHED_USERS = 64
@@ -99,17 +102,36 @@ class VersionedCaches(SQLiteConnection):
         self, written: dict[tuple[str, str], Memory], removed: set[tuple[str, str]]
     ) -> None:
         """Bring the cached working sets in line with a write just committed (under the
-        lock, so caches change in commit order)."""
+        lock, so caches change in commit order). The write is committed: a working set that
+        cannot be brought in line (memory ran out while copying its arrays) is dropped and
+        read again from the rows on next use, never reported as the write's failure (the
+        caller would be told a stored write failed: session 26's ``memory_limit.py``)."""
         by_user: dict[str, list[Memory]] = {}
         for (user, memory_id), memory in written.items():
             if (user, memory_id) not in removed:
                 by_user.setdefault(user, []).append(memory)
         for user, memories in by_user.items():
             if user in self._caches:
-                self._caches[user].upsert(memories)
+                self._in_line(user, upserts=memories)
         gone: dict[str, list[str]] = {}
         for user, memory_id in removed:
             gone.setdefault(user, []).append(memory_id)
         for user, memory_ids in gone.items():
             if user in self._caches:
-                self._caches[user].delete(memory_ids)
+                self._in_line(user, deletes=memory_ids)
+
+    def _in_line(
+        self, user: str, upserts: Sequence[Memory] = (), deletes: Sequence[str] = ()
+    ) -> None:
+        """Apply the rows written (``upserts``) or removed (``deletes``) to the user's
+        working set, or drop it if that fails."""
+        try:
+            cache = self._caches[user]
+            if upserts:
+                cache.upsert(upserts)
+            if deletes:
+                cache.delete(deletes)
+        except Exception as exc:  # MemoryError above all: the rows hold the truth
+            self._caches.pop(user, None)
+            log.warning("a working set was dropped after a write (%s: %s): it is read "
+                        "again from the store", type(exc).__name__, exc)  # fmt: skip

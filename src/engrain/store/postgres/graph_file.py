@@ -31,8 +31,15 @@ A file is never changed in place, so a reader maps it and reads the graph in pla
 shared by every process serving the user (~53 MB at 100,000 memories, against ~66 MB of
 each process's own memory for a copy), and a file moved over keeps its old pages for the
 processes that map them until they let go. A graph that must be patched (rows changed
-since the file's revision) is copied in first (``VectorIndex.patch``). Only a file cut
-short in place by hand while mapped would fault a process reading it. The
+since the file's revision) is copied in first (``VectorIndex.patch``), after its bytes are
+checked against their CRC again. A file someone else writes or cuts short *in place* (a
+``cp`` over it, an editor, a restore with ``rsync --inplace``) changes the pages a process
+walks, and usearch trusts its neighbour lists: the process faulted (SIGSEGV, session 26's
+``bench/attacks/derived_files.py``). So a view is read only while :func:`unchanged` (its
+descriptor's length and modification time as when it was mapped, one ``fstat`` before each
+read); once not, the graph is dropped, the call served by SQL and the file read again or a
+graph built. A change landing *during* one walk (~1-2 ms) can still fault the process.
+Only a regular file is opened (a pipe's open waited for a writer forever). The
 directory is made readable by its owner only (the files hold the memories' vectors).
 Failing to read or write a file is logged and costs a build, never a call.
 
@@ -47,9 +54,11 @@ import hashlib
 import logging
 import mmap
 import os
+import stat
 import struct
 import tempfile
 import time
+import weakref
 import zlib
 from collections.abc import Mapping
 from contextlib import suppress
@@ -95,6 +104,18 @@ def graph_dir(environ: Mapping[str, str] | None = None) -> Path | None:
     return Path(cache) / "engrain" / "pg-graphs"
 
 
+def unchanged(fd: int, mapped: os.stat_result) -> bool:
+    """Whether the file open as ``fd`` is still as it was when mapped (``mapped``: its
+    ``fstat`` then): same length, not written since. Every write in place moves its
+    modification time (and cutting it short its length); a file moved over it is another
+    file, which the descriptor does not follow."""
+    try:
+        now = os.fstat(fd)
+    except OSError:
+        return False
+    return now.st_size == mapped.st_size and now.st_mtime_ns == mapped.st_mtime_ns
+
+
 @dataclass(frozen=True)
 class Kept:
     """A graph read from a file: the user's rows as of ``revision`` (to be checked)."""
@@ -135,23 +156,41 @@ class GraphFiles:
         """The user's graph as last saved, if its file is whole and this table's and user's
         (``None`` otherwise: the caller builds one)."""
         try:
-            with self.path(user_id).open("rb") as handle:
-                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            # never a pipe or a device (opening a pipe would wait for a writer forever)
+            fd = os.open(self.path(user_id), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            log.warning("pool graph file unreadable (%s): building one", exc)
+            return None
+        try:
+            mapped = os.fstat(fd)  # before the map and the CRC: a change after is seen
+            if not stat.S_ISREG(mapped.st_mode):
+                log.warning("pool graph file %s is not a regular file: building one",
+                            self.path(user_id).name)  # fmt: skip
+                os.close(fd)
+                return None
+            data = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:  # ValueError: an empty file (nothing to map)
+            os.close(fd)
             log.warning("pool graph file unreadable (%s): building one", exc)
             return None
         head = self._head(data, user_id)
         if head is None:
+            os.close(fd)
             log.warning("pool graph file %s is not this table's or is damaged: building one",
                         self.path(user_id).name)  # fmt: skip
             return None
         revision, start = head
-        # read in place: the file's pages, shared by the processes serving the user
-        index = VectorIndex.viewed(memoryview(data)[start:], INDEXED_DIM)
+        # read in place: the file's pages, shared by the processes serving the user; read
+        # only while the file is as it was mapped (``unchanged``), its descriptor kept
+        index = VectorIndex.viewed(
+            memoryview(data)[start:], INDEXED_DIM, lambda: unchanged(fd, mapped)
+        )
         if index is None:
+            os.close(fd)
             return None  # torn, damaged, another dimension, or not an int8 graph
+        weakref.finalize(index, os.close, fd)
         return Kept(revision, index)
 
     def _head(self, data: bytes | mmap.mmap, user_id: str) -> tuple[int, int] | None:

@@ -65,6 +65,7 @@ instead of building it (~55-75 s), and it is held only for users of at least
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -75,7 +76,7 @@ import numpy as np
 import psycopg
 
 from engrain import envvars
-from engrain.errors import ConfigError
+from engrain.errors import ConfigError, StoreError
 from engrain.model import Memory
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
@@ -86,6 +87,8 @@ from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.held_graph import PoolGraph
 from engrain.store.postgres.loader import ONE_CORE, Answering, Load, four_times
 from engrain.store.postgres.sql import array_literal, filter_sql
+
+log = logging.getLogger(__name__)
 
 #: A bound that holds a 100,000-memory user's projection (~51 MB) with room: the
 #: projection's bound with ``ENGRAIN_PG_PROJECTED_MB=on``.
@@ -325,7 +328,12 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         projection = self._recent(user_id)
         if projection is None:
             return None
-        seqs = array_literal(projection.candidates(query, k).tolist())
+        try:
+            proposed = projection.candidates(query, k)
+        except StoreError:  # a graph read in place whose file changed in place since
+            self._changed_in_place(user_id, projection)
+            return None
+        seqs = array_literal(proposed.tolist())
         # the query as given: pgvector's distance to it is the SQL path's, bit for bit
         text, params = nearest_sql(user_id, query, k, flt, seqs, projection.revision)
         changed, rows = self._read(user_id, projection.revision, text, params)
@@ -336,6 +344,18 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
             return None
         self.calls["served"] += 1
         return [(from_row(r), 1.0 - float(r[-1])) for r in rows]
+
+    def _changed_in_place(self, user_id: str, graph: Projection | PoolGraph) -> None:
+        """Drop the user's graph, read in place from a file that someone changed in place
+        since (``graph_file.unchanged``): it is never read again (its pages are the file's
+        as they now are), the call and the next ones are served by SQL, and a load reads the
+        file again or builds a new graph."""
+        log.warning("the held graph of a user's %s was read from a file changed in place "
+                    "since: dropped, loading another", self.scope.name)  # fmt: skip
+        with self._lock:
+            if self._held.get(user_id) is graph:
+                del self._held[user_id]
+        self.start_load(user_id)
 
     def _read(
         self, user_id: str, since: int, text: str, params: list[Any]
@@ -394,6 +414,8 @@ class Projected(HeldByBytes[Projection | PoolGraph]):
         in a file (``graph_file.py``) checked and brought up to date, else a new one
         (``held_graph.py``), kept in the file for the next process."""
         held = self.held(user_id)
+        if isinstance(held, PoolGraph) and not held.index.intact:
+            held = None  # its file changed in place: read the file again, or build
         with self._connect() as conn:
             if isinstance(held, PoolGraph) and not held.worn:
                 return held_graph.caught_up(conn, user_id, held, self.scope)

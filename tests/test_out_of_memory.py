@@ -1,0 +1,207 @@
+"""Memory running out inside a public call (session 26's ``bench/attacks/memory_limit.py``:
+``RLIMIT_AS`` set low at a random point). A call either succeeds or raises an
+``EngrainError`` and writes nothing: ``MemoryError`` (and a thread that cannot start) before
+the commit is ``OutOfMemoryError`` (an ``EngrainError``), nothing written; after the commit,
+the SQLite store's working set that could not follow the write is dropped and read again,
+and the call succeeds (it used to raise ``MemoryError`` with the write stored). The failing
+allocation is made to fail where the attack saw it fail, by raising what the allocator
+raises there."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engrain import Engine
+from engrain.embed.hashing import HashEmbedder
+from engrain.errors import EngrainError
+from engrain.store.cache import UserCache
+from engrain.store.sqlite import SQLiteStore
+
+from .conftest import make_settings
+
+USER = "ada"
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Any:
+    eng = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "s.db"),
+                 embedder=HashEmbedder())  # fmt: skip
+    for i in range(12):
+        eng.remember(f"fact {i}: the staging port is {8000 + i} for service s{i}", USER)
+    eng.context("which port does service s3 use?", USER)  # its working set loaded
+    yield eng
+    eng.close()
+
+
+def _ids(engine: Engine) -> set[str]:
+    return {m.id for m in engine.list(USER, limit=None)}
+
+
+def test_a_committed_forget_whose_working_set_cannot_follow_succeeds(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim = engine.recall("service s3", USER).memories[0].id
+
+    def no_memory(self: UserCache, ids: Any) -> None:
+        raise MemoryError  # copying the working set's arrays without the forgotten row
+
+    monkeypatch.setattr(UserCache, "delete", no_memory)
+    engine.forget([victim], USER)  # succeeds: the row is gone
+    monkeypatch.undo()
+    assert victim not in _ids(engine)
+    assert victim not in {m.id for m in engine.recall("service s3 port", USER).memories}
+    assert victim not in engine.context("which port does service s3 use?", USER).text
+
+
+def test_a_committed_remember_whose_working_set_cannot_follow_succeeds(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_memory(self: UserCache, memories: Any) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(UserCache, "upsert", no_memory)
+    new = engine.remember("the billing queue drains every night at two", USER).memory_id
+    monkeypatch.undo()
+    assert new in _ids(engine)
+    assert new in {m.id for m in engine.recall("billing queue drains", USER).memories}
+
+
+@pytest.mark.parametrize("failure", ["memory", "thread"])
+def test_memory_running_out_before_the_commit_is_an_engrain_error_and_writes_nothing(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    before = _ids(engine)
+
+    def embed(self: HashEmbedder, texts: Any) -> Any:
+        if failure == "memory":
+            raise MemoryError
+        threading.Thread(target=lambda: None).start()  # as the planner's pool starts one
+        raise AssertionError("unreachable")
+
+    def no_thread(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(HashEmbedder, "embed", embed)
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(EngrainError) as caught:
+        engine.remember("a memory that never gets its vector", USER)
+    monkeypatch.undo()
+    assert caught.value.code == "out_of_memory" and caught.value.http_status == 503
+    assert _ids(engine) == before
+
+
+def test_memory_running_out_while_an_export_is_read_is_an_engrain_error(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engrain.model import Memory
+
+    def no_memory(self: Memory, *args: Any, **kwargs: Any) -> Any:
+        raise MemoryError
+
+    records = engine.export_records(USER)
+    monkeypatch.setattr(Memory, "to_dict", no_memory)
+    with pytest.raises(EngrainError):
+        list(records)
+
+
+def _no_thread_named(prefix: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Threads whose name starts with ``prefix`` cannot start (as when the process is out
+    of memory for their stacks); the names refused."""
+    refused: list[str] = []
+    start = threading.Thread.start
+
+    def maybe(self: threading.Thread) -> None:
+        if self.name.startswith(prefix):
+            refused.append(self.name)
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", maybe)
+    return refused
+
+
+def test_a_checkpoint_thread_that_cannot_start_after_a_commit_fails_no_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refused = _no_thread_named("engrain-checkpoint", monkeypatch)
+    engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "c.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    try:
+        first = engine.remember("the first commit wakes the checkpointer", USER).memory_id
+        assert refused  # it was asked for, after the commit, and could not start
+        monkeypatch.undo()
+        second = engine.remember("the next commit starts it", USER).memory_id
+        assert {first, second} <= _ids(engine)
+    finally:
+        engine.close()
+
+
+def test_a_background_compression_that_cannot_start_fails_no_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings(tmp_path, auto_compress=True, compression_threshold=1)
+    store = SQLiteStore(tmp_path / "b.db")
+    engine = Engine(settings=settings, store=store, embedder=HashEmbedder())
+    try:
+        refused = _no_thread_named("engrain-background", monkeypatch)
+        turns = [{"speaker": "user", "text": f"turn {i}: the deploy runs on host h{i}"}
+                 for i in range(4)]  # fmt: skip
+        done = engine.ingest_conversation(turns, USER, session_id="s1")
+        assert refused  # the compression it queued after its commit could not start
+        monkeypatch.undo()
+        stored = {o.memory_id for o in done.outcomes if o.memory_id}
+        assert stored and stored <= _ids(engine)
+        engine.ingest_conversation(turns, USER, session_id="s2")  # queues it again: runs
+    finally:
+        engine.close()
+
+
+def test_an_index_build_that_cannot_start_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    store = SQLiteStore(tmp_path / "i.db", ann_min_vectors=0)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    refused = _no_thread_named("engrain-ann", monkeypatch)
+    try:
+        for i in range(20):
+            engine.remember(f"note {i}: the cache server c{i} holds shard {i}", USER)
+        query = np.asarray(HashEmbedder().embed(["shard 3"])[0], dtype=np.float32)
+        assert [m.id for m, _ in store.search(USER, query, 3)]  # answered exactly meanwhile
+        assert refused  # the build was asked for and could not start
+        monkeypatch.undo()
+        store.search(USER, query, 3)  # the slot is idle again: this call starts the build
+        assert store.wait_for_index(USER, timeout=120)
+    finally:
+        engine.close()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its death
+def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engrain import threads
+
+    class DiesStarting(threading.Thread):
+        """Out of memory before it says it runs (what CPython's ``thread_run`` meets when
+        calling ``_bootstrap`` fails): ``Thread.start()`` alone waits for it forever."""
+
+        def _bootstrap(self) -> None:  # type: ignore[override]
+            raise MemoryError
+
+    monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    thread = DiesStarting(target=lambda: None, name="engrain-dies", daemon=True)
+    done: list[bool] = []
+    starter = threading.Thread(target=lambda: done.append(threads.started(thread)), daemon=True)
+    starter.start()
+    starter.join(timeout=60)
+    assert done == [True]  # returned: counted as started, not waited for
+    assert not thread.is_alive()
+    ok = threading.Thread(target=lambda: None, name="engrain-ok")
+    assert threads.started(ok)
+    ok.join()
