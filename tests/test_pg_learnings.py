@@ -396,8 +396,7 @@ def test_learnings_the_steps_cannot_tell_apart_are_ranked_by_their_float32_vecto
     found = mine.search("alice", query, 10, TYPED)
     expected = _float32_top(learned, unit, 10)
     rows = held._held["alice"]
-    approximate = postgres.quantized.approximate
-    by_steps = np.argsort(-approximate(rows.steps, rows.factor, unit), kind="stable")
+    by_steps = np.argsort(-rows.approximate(unit), kind="stable")
     assert [rows.ids[i] for i in by_steps[:10]] != [i for i, _ in expected]  # steps alone: wrong
     assert [(m.id, s) for m, s in found] == expected  # scores as floats, bit for bit
     assert [m.id for m, _ in found][:4] == ["near-37", "near-38", "near-39", "near-36"]

@@ -67,10 +67,21 @@ from engrain import envvars
 from engrain.model import Kind, Memory, MemoryType
 from engrain.store import heap
 from engrain.store.base import MemoryFilter
+from engrain.store.postgres import quantized
 from engrain.store.postgres.codec import from_row
 from engrain.store.postgres.held import Connect, HeldByBytes
 from engrain.store.postgres.loader import Load, four_times
-from engrain.store.postgres.quantized import Quantized, approximate, exact_top, quantize, window
+from engrain.store.postgres.quantized import (
+    Basis,
+    Quantized,
+    Steps,
+    approximate,
+    exact_top,
+    quantize,
+    rotated,
+    staged_window,
+    window,
+)
 from engrain.store.postgres.schema import INDEXED_DIM, LEARNING_KINDS
 from engrain.store.postgres.sql import FETCH
 
@@ -85,8 +96,8 @@ RELOAD_PAUSE = 5.0
 #: they are not read, and counted again no sooner than this (``projected.REFUSED_PAUSE``).
 REFUSED_PAUSE = 600.0
 #: Bytes a held learning costs besides its vector's steps (columns, its digest and factor,
-#: id string, position entry).
-ROW_OVERHEAD = 248
+#: its two tails' lengths, id string, position entry).
+ROW_OVERHEAD = 264
 #: Bytes a held learning's vector costs a dimension (int16 steps, ``quantized.py``).
 VALUE_BYTES = 2
 #: Filters whose left-out rows a held snapshot keeps (a ``context()`` uses one).
@@ -142,8 +153,9 @@ def _pause(took: float, read: bool) -> float:
 @dataclass(frozen=True)
 class _Rows:
     """Learnings as columns (one entry a row, any order): what a filter reads and the
-    vectors as int16 steps (``quantized.py``: ``steps``, ``factor``, ``digest``, within
-    ``error``), as of the user's ``revision``."""
+    vectors as int16 steps in column blocks (``quantized.py``: ``head``, ``middle``,
+    ``rest``, ``factor``, ``tails``, ``digest``, within ``error``; in the coordinates of
+    ``basis`` if there is one: a staged product), as of the user's ``revision``."""
 
     revision: int
     ids: tuple[str, ...]
@@ -159,10 +171,17 @@ class _Rows:
     importance: np.ndarray[Any, np.dtype[np.float64]]
     pinned: np.ndarray[Any, np.dtype[np.bool_]]
     digest: np.ndarray[Any, np.dtype[np.uint64]]
-    steps: np.ndarray[Any, np.dtype[np.int16]]
+    head: Steps
+    middle: Steps
+    rest: Steps
     factor: np.ndarray[Any, np.dtype[np.float32]]
+    tails: np.ndarray[Any, np.dtype[np.float64]]
     error: float
     position: Mapping[str, int]
+    #: the rows' basis (``quantized.basis_of``), shared by every snapshot of one load;
+    #: ``None``: the stored coordinates, one product over every row (fewer than
+    #: ``quantized.STAGED_ROWS`` learnings when loaded)
+    basis: Basis | None = field(default=None, compare=False, repr=False)
     #: the rows each filter asked for leaves out (:meth:`_dropped`)
     dropped: dict[MemoryFilter, np.ndarray[Any, np.dtype[np.intp]]] = field(
         default_factory=dict, compare=False, repr=False
@@ -171,8 +190,24 @@ class _Rows:
     @property
     def nbytes(self) -> int:
         """What holding these rows costs, about (:data:`ROW_OVERHEAD` a row besides its
-        vector's steps)."""
-        return int(self.steps.nbytes) + ROW_OVERHEAD * len(self.ids)
+        vector's steps, and the basis)."""
+        steps = sum(int(b.nbytes) for b in self.blocks)
+        basis = 0 if self.basis is None else int(self.basis.nbytes)
+        return steps + ROW_OVERHEAD * len(self.ids) + basis
+
+    @property
+    def blocks(self) -> tuple[Steps, ...]:
+        """The steps' column blocks, in order (``quantized.STAGES``)."""
+        return (self.head, self.middle, self.rest)
+
+    @property
+    def vectors(self) -> Quantized:
+        """The held vectors as ``quantized.py`` takes them."""
+        return Quantized(self.blocks, self.factor, self.digest, self.error, self.tails)
+
+    def approximate(self, query: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """Every row's approximate cosine with the unit vector ``query`` (tests)."""
+        return approximate(self.blocks, self.factor, rotated(query, self.basis))
 
     def mask(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.bool_]] | None:
         """Which rows pass ``flt`` (``MemoryFilter.matches`` over the columns); ``None``:
@@ -211,16 +246,23 @@ class _Rows:
         their steps and any within the steps' error of the k-th), best first."""
         if not self.ids or k <= 0:
             return []
-        # einsum: one core's SIMD loop, ~1.5 ms at 22,000 x 384; OpenBLAS's gemv took 3-8 ms
-        # of CPU over its threads for the same product (/tmp probe, session 16)
-        scores = approximate(self.steps, self.factor, query)
         dropped = self._dropped(flt)
         k = min(k, len(self.ids) - dropped.size)
         if k <= 0:
             return []
-        scores[dropped] = -np.inf
-        rows = window(scores, k, self.error, query)
-        rows = rows[np.argsort(-scores[rows], kind="stable")]
+        length = float(np.linalg.norm(query.astype(np.float64)))
+        turned = rotated(query, self.basis)
+        if self.basis is not None:
+            # a product in stages: only the rows that can be in the window in full
+            rows, scores = staged_window(self.vectors, turned, k, dropped, length)
+        else:
+            # einsum: one core's SIMD loop; OpenBLAS's gemv took 3-8 ms of CPU over its
+            # threads for the same product (/tmp probe, session 16)
+            every = approximate(self.blocks, self.factor, turned)
+            every[dropped] = -np.inf
+            rows = window(every, k, self.error, length)
+            scores = every[rows]
+        rows = rows[np.argsort(-scores, kind="stable")]
         return [self.ids[r] for r in rows.tolist()]
 
     def _dropped(self, flt: MemoryFilter) -> np.ndarray[Any, np.dtype[np.intp]]:
@@ -255,7 +297,7 @@ class _Rows:
             return replace(self, revision=revision)
         positions = [self.position[i] for i in gone if i in self.position]
         keep = np.delete(np.arange(len(self.ids)), positions)
-        added = _columns(revision, fresh)
+        added = _columns(revision, fresh, basis=self.basis)
 
         def joined(name: str) -> np.ndarray[Any, Any]:
             # one copy into the new array (a new or forgotten learning copies the matrix:
@@ -270,21 +312,32 @@ class _Rows:
         ids = (self.ids if not positions else tuple(self.ids[i] for i in keep.tolist())) + added.ids
         arrays: dict[str, Any] = {name: joined(name) for name in _ARRAYS}
         error = max(self.error, added.error)
-        return _Rows(revision, ids, position=_positions(ids), error=error, **arrays)
+        return _Rows(
+            revision, ids, position=_positions(ids), error=error, basis=self.basis, **arrays
+        )
 
     def _same(self, at: int, columns: tuple[Any, ...]) -> bool:
         """Whether row ``at`` holds the scoring columns and vector (by its digest) of
         ``columns``."""
-        one = _columns(self.revision, [columns])
-        return all(getattr(one, name)[0] == getattr(self, name)[at] for name in _ARRAYS[:-2])
+        one = _columns(self.revision, [columns], basis=self.basis)
+        return all(getattr(one, name)[0] == getattr(self, name)[at] for name in _COMPARED)
 
 
-#: The array fields of :class:`_Rows`, in its order (the digest last of those :meth:`_Rows.
-#: _same` compares).
-_ARRAYS = (
+#: The array fields of :class:`_Rows` that :meth:`_Rows._same` compares (the digest last).
+_COMPARED = (
     "seq", "kind", "memory_type", "project", "session_id", "key", "compressed", "muted",
-    "superseded", "importance", "pinned", "digest", "steps", "factor",
+    "superseded", "importance", "pinned", "digest",
 )  # fmt: skip
+#: Every array field of :class:`_Rows`, in its order.
+_ARRAYS = (*_COMPARED, "head", "middle", "rest", "factor", "tails")
+
+
+def _rows_of(held: Quantized, start: int, end: int) -> Quantized:
+    """The rows ``start`` to ``end`` of ``held``'s arrays, as views to write into."""
+    return Quantized(
+        tuple(b[start:end] for b in held.blocks), held.factor[start:end], held.digest, 0.0,
+        held.tails[start:end],
+    )  # fmt: skip
 
 
 def _positions(ids: Sequence[str]) -> dict[str, int]:
@@ -323,14 +376,17 @@ def _ranked(
 
 
 def _columns(
-    revision: int, rows: Sequence[tuple[Any, ...]], vectors: Quantized | None = None
+    revision: int,
+    rows: Sequence[tuple[Any, ...]],
+    vectors: Quantized | None = None,
+    basis: Basis | None = None,
 ) -> _Rows:
     """:class:`_Rows` of rows read as :data:`_COLUMNS` (``vectors``: theirs, already read
-    and quantized)."""
+    and quantized in ``basis``'s coordinates, or quantized here in them)."""
     n = len(rows)
     if vectors is None:
         blobs = [row[12] for row in rows]
-        vectors = quantize(_stored_vectors(blobs), blobs)
+        vectors = quantize(_stored_vectors(blobs), blobs, basis)
 
     def objects(at: int) -> np.ndarray[Any, np.dtype[np.object_]]:
         column = np.empty(n, dtype=object)
@@ -355,10 +411,14 @@ def _columns(
         importance=np.fromiter((float(row[10]) for row in rows), dtype=np.float64, count=n),
         pinned=np.fromiter((bool(row[11]) for row in rows), dtype=np.bool_, count=n),
         digest=vectors.digest,
-        steps=vectors.steps,
+        head=vectors.blocks[0],
+        middle=vectors.blocks[1],
+        rest=vectors.blocks[2],
         factor=vectors.factor,
+        tails=vectors.tails,
         error=vectors.error,
         position=_positions(ids),
+        basis=basis,
     )
 
 
@@ -484,7 +544,14 @@ class Learnings(HeldByBytes[_Rows]):
                 if not loading.full:
                     return
                 # the steps are kept, a chunk's float32s only while it is quantized
-                steps = np.empty((count, INDEXED_DIM), np.int16)
+                held = Quantized(
+                    quantized.blocks_of(np.empty((count, INDEXED_DIM), np.int16)),
+                    np.empty(count, np.float32), np.empty(0, np.uint64), 0.0,
+                    np.empty((count, len(quantized.STAGES)), np.float64),
+                )  # fmt: skip
+                # many learnings: held in a basis of their own, found by a staged product
+                # (its directions from the first chunk: 2,048 of the user's learnings)
+                basis: Basis | None = None
                 chunks: list[Quantized] = []
                 found: list[tuple[Any, ...]] = []
                 with conn.cursor("engrain_learnings", binary=True) as named:
@@ -493,18 +560,23 @@ class Learnings(HeldByBytes[_Rows]):
                         at, blobs = len(found), [r[12] for r in chunk]
                         floats = np.empty((len(chunk), INDEXED_DIM), "f4")
                         _stored_vectors(blobs, floats)
-                        chunks.append(quantize(floats, blobs, steps[at : at + len(chunk)]))
+                        if not found and count >= quantized.STAGED_ROWS:
+                            basis = quantized.basis_of(floats)
+                        into = _rows_of(held, at, at + len(chunk))
+                        chunks.append(quantize(floats, blobs, basis, into))
                         found.extend(r[:12] for r in chunk)
                         del chunk, blobs, floats
             finally:
                 conn.execute("COMMIT")
+        n = len(found)
         vectors = Quantized(
-            steps[: len(found)],
-            np.concatenate([c.factor for c in chunks]) if chunks else np.empty(0, np.float32),
+            tuple(b[:n] for b in held.blocks),
+            held.factor[:n],
             np.concatenate([c.digest for c in chunks]) if chunks else np.empty(0, np.uint64),
             max((c.error for c in chunks), default=0.0),
+            held.tails[:n],
         )
-        rows = _columns(int(first[0]) if first else 0, found, vectors)
+        rows = _columns(int(first[0]) if first else 0, found, vectors, basis)
         del found, vectors, chunks
         heap.release()  # the chunks read and dropped: hand their pages back
         with self._lock:
