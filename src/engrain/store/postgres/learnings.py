@@ -153,8 +153,8 @@ def _pause(took: float, read: bool) -> float:
 @dataclass(frozen=True)
 class _Rows:
     """Learnings as columns (one entry a row, any order): what a filter reads and the
-    vectors as int16 steps in column blocks (``quantized.py``: ``head``, ``middle``,
-    ``rest``, ``factor``, ``tails``, ``digest``, within ``error``; in the coordinates of
+    vectors as int16 steps in column blocks (``quantized.py``: ``blocks``, ``factor``,
+    ``tails``, ``digest``, within ``error``; in the coordinates of
     ``basis`` if there is one: a staged product), as of the user's ``revision``."""
 
     revision: int
@@ -171,9 +171,8 @@ class _Rows:
     importance: np.ndarray[Any, np.dtype[np.float64]]
     pinned: np.ndarray[Any, np.dtype[np.bool_]]
     digest: np.ndarray[Any, np.dtype[np.uint64]]
-    head: Steps
-    middle: Steps
-    rest: Steps
+    #: the steps' column blocks, in order (``quantized.STAGES``)
+    blocks: tuple[Steps, ...]
     factor: np.ndarray[Any, np.dtype[np.float32]]
     tails: np.ndarray[Any, np.dtype[np.float64]]
     error: float
@@ -194,11 +193,6 @@ class _Rows:
         steps = sum(int(b.nbytes) for b in self.blocks)
         basis = 0 if self.basis is None else int(self.basis.nbytes)
         return steps + ROW_OVERHEAD * len(self.ids) + basis
-
-    @property
-    def blocks(self) -> tuple[Steps, ...]:
-        """The steps' column blocks, in order (``quantized.STAGES``)."""
-        return (self.head, self.middle, self.rest)
 
     @property
     def vectors(self) -> Quantized:
@@ -299,22 +293,21 @@ class _Rows:
         keep = np.delete(np.arange(len(self.ids)), positions)
         added = _columns(revision, fresh, basis=self.basis)
 
-        def joined(name: str) -> np.ndarray[Any, Any]:
+        def joined(old: np.ndarray[Any, Any], new: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
             # one copy into the new array (a new or forgotten learning copies the matrix:
             # ~17 MB at 100,000 memories; a row changed in place that a search does not
             # read copies nothing, above)
-            old, new = getattr(self, name), getattr(added, name)
             out = np.empty((keep.size + len(new), *old.shape[1:]), dtype=old.dtype)
             np.take(old, keep, axis=0, out=out[: keep.size])
             out[keep.size :] = new
             return out
 
         ids = (self.ids if not positions else tuple(self.ids[i] for i in keep.tolist())) + added.ids
-        arrays: dict[str, Any] = {name: joined(name) for name in _ARRAYS}
+        arrays: dict[str, Any] = {n: joined(getattr(self, n), getattr(added, n)) for n in _ARRAYS}
+        blocks = tuple(joined(old, new) for old, new in zip(self.blocks, added.blocks, strict=True))
         error = max(self.error, added.error)
-        return _Rows(
-            revision, ids, position=_positions(ids), error=error, basis=self.basis, **arrays
-        )
+        return _Rows(revision, ids, blocks=blocks, position=_positions(ids), error=error,
+                     basis=self.basis, **arrays)  # fmt: skip
 
     def _same(self, at: int, columns: tuple[Any, ...]) -> bool:
         """Whether row ``at`` holds the scoring columns and vector (by its digest) of
@@ -329,7 +322,7 @@ _COMPARED = (
     "superseded", "importance", "pinned", "digest",
 )  # fmt: skip
 #: Every array field of :class:`_Rows`, in its order.
-_ARRAYS = (*_COMPARED, "head", "middle", "rest", "factor", "tails")
+_ARRAYS = (*_COMPARED, "factor", "tails")
 
 
 def _rows_of(held: Quantized, start: int, end: int) -> Quantized:
@@ -411,9 +404,7 @@ def _columns(
         importance=np.fromiter((float(row[10]) for row in rows), dtype=np.float64, count=n),
         pinned=np.fromiter((bool(row[11]) for row in rows), dtype=np.bool_, count=n),
         digest=vectors.digest,
-        head=vectors.blocks[0],
-        middle=vectors.blocks[1],
-        rest=vectors.blocks[2],
+        blocks=vectors.blocks,
         factor=vectors.factor,
         tails=vectors.tails,
         error=vectors.error,
