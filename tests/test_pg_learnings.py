@@ -444,3 +444,46 @@ def test_held_learnings_keep_two_bytes_a_value(pg_url: str) -> None:
     finally:
         store.close()
         truth.close()
+
+
+def test_many_learnings_are_held_in_a_basis_and_found_in_stages_as_sql_finds_them(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user with at least ``quantized.STAGED_ROWS`` learnings (lowered here) is held in a
+    basis of their own and searched in stages: under filters, after another store adds a
+    learning and forgets one (the delta quantized in the held basis), the answer is the SQL
+    exact search's, and fewer rows than are held are multiplied in full."""
+    monkeypatch.setattr(postgres.quantized, "STAGED_ROWS", 64)
+    mine, other, truth = stores
+    rng = np.random.default_rng(31)
+    topics = rng.standard_normal((6, DIM))
+    # vectors near a few directions, as sentence embeddings' energy is
+    near = [rng.standard_normal(6) @ topics + 0.1 * _vector(rng) for _ in range(400)]
+    corpus = [
+        replace(m, embedding=v.astype(np.float32)) for m, v in zip(_corpus(400, seed=31), near)
+    ]
+    mine.write(corpus)
+    held = _held(mine)
+    rows = held._held["alice"]
+    assert rows.basis is not None and len(rows.ids) >= 64
+    multiplied: list[int] = []
+    original = postgres.quantized.approximate
+
+    def counted(blocks: Any, factor: Any, query: Any) -> Any:
+        multiplied.append(len(factor))
+        return original(blocks, factor, query)
+
+    monkeypatch.setattr(postgres.quantized, "approximate", counted)
+    flt = TYPED.update(include_muted=False, include_superseded=False)
+    for i in range(5):
+        query = corpus[2 * i].embedding + 0.05 * _vector(rng)
+        for f in (TYPED, flt, TYPED.update(project="app")):
+            _same(mine.search("alice", query, 10, f), truth.search("alice", query, 10, f))
+    assert 0 < sum(multiplied) / 15 < len(rows.ids)
+    query = corpus[10].embedding
+    new = mem("new", vector=query + 0.01 * _vector(rng), kind=Kind.DECISION)
+    other.write([new], deletes=[next(m for m in corpus if m.id == corpus[10].id)])
+    found = mine.search("alice", query, 10, TYPED)
+    assert found[0][0].id == "new" and corpus[10].id not in {m.id for m, _ in found}
+    _same(found, truth.search("alice", query, 10, TYPED))
+    assert held._held["alice"].basis is rows.basis  # the delta in the same basis
