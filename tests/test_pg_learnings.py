@@ -460,7 +460,8 @@ def test_many_learnings_are_held_in_a_basis_and_found_in_stages_as_sql_finds_the
     # vectors near a few directions, as sentence embeddings' energy is
     near = [rng.standard_normal(6) @ topics + 0.1 * _vector(rng) for _ in range(400)]
     corpus = [
-        replace(m, embedding=v.astype(np.float32)) for m, v in zip(_corpus(400, seed=31), near)
+        replace(m, embedding=v.astype(np.float32))
+        for m, v in zip(_corpus(400, seed=31), near, strict=True)
     ]
     mine.write(corpus)
     held = _held(mine)
