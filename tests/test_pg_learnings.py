@@ -436,7 +436,10 @@ def test_held_learnings_keep_two_bytes_a_value(pg_url: str) -> None:
         rows = held._held["faye"]
         assert len(rows.ids) == 20 and rows.nbytes <= 20 * DIM * 3
         assert not any(
-            isinstance(v, np.ndarray) and v.dtype == np.float32 and v.ndim == 2
+            isinstance(v, np.ndarray)
+            and v.dtype == np.float32
+            and v.ndim == 2
+            and v.shape[1] == DIM
             for v in vars(rows).values()
         )
         query = _vector(np.random.default_rng(25))
@@ -468,13 +471,15 @@ def test_many_learnings_are_held_in_a_basis_and_found_in_stages_as_sql_finds_the
     rows = held._held["alice"]
     assert rows.basis is not None and len(rows.ids) >= 64
     multiplied: list[int] = []
-    original = postgres.quantized.approximate
+    original = postgres.quantized._gathered
+    last = DIM - postgres.quantized.STAGES[-1]
 
-    def counted(blocks: Any, factor: Any, query: Any) -> Any:
-        multiplied.append(len(factor))
-        return original(blocks, factor, query)
+    def counted(block: Any, rows: Any, query: Any) -> Any:
+        if block.shape[1] == last:  # the rows multiplied in full
+            multiplied.append(len(rows))
+        return original(block, rows, query)
 
-    monkeypatch.setattr(postgres.quantized, "approximate", counted)
+    monkeypatch.setattr(postgres.quantized, "_gathered", counted)
     flt = TYPED.update(include_muted=False, include_superseded=False)
     for i in range(5):
         query = corpus[2 * i].embedding + 0.05 * _vector(rng)

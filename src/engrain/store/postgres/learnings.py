@@ -96,8 +96,8 @@ RELOAD_PAUSE = 5.0
 #: they are not read, and counted again no sooner than this (``projected.REFUSED_PAUSE``).
 REFUSED_PAUSE = 600.0
 #: Bytes a held learning costs besides its vector's steps (columns, its digest and factor,
-#: its two tails' lengths, id string, position entry).
-ROW_OVERHEAD = 264
+#: its three tails' lengths, id string, position entry).
+ROW_OVERHEAD = 260
 #: Bytes a held learning's vector costs a dimension (int16 steps, ``quantized.py``).
 VALUE_BYTES = 2
 #: Filters whose left-out rows a held snapshot keeps (a ``context()`` uses one).
@@ -174,7 +174,7 @@ class _Rows:
     #: the steps' column blocks, in order (``quantized.STAGES``)
     blocks: tuple[Steps, ...]
     factor: np.ndarray[Any, np.dtype[np.float32]]
-    tails: np.ndarray[Any, np.dtype[np.float64]]
+    tails: np.ndarray[Any, np.dtype[np.float32]]
     error: float
     position: Mapping[str, int]
     #: the rows' basis (``quantized.basis_of``), shared by every snapshot of one load;
@@ -538,7 +538,7 @@ class Learnings(HeldByBytes[_Rows]):
                 held = Quantized(
                     quantized.blocks_of(np.empty((count, INDEXED_DIM), np.int16)),
                     np.empty(count, np.float32), np.empty(0, np.uint64), 0.0,
-                    np.empty((count, len(quantized.STAGES)), np.float64),
+                    np.empty((count, len(quantized.STAGES)), np.float32),
                 )  # fmt: skip
                 # many learnings: held in a basis of their own, found by a staged product
                 # (its directions from the first chunk: 2,048 of the user's learnings)

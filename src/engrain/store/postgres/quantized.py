@@ -69,6 +69,10 @@ STAGES = (64, 128, 192)
 STAGED_ROWS = 4_096
 #: Rows multiplied in full for a staged search's threshold, per row asked for.
 PROBE_PER_ROW = 2
+#: Rows a staged search gathers from a block at a time: each copy stays under glibc's
+#: first mmap threshold (128 kB), whose rise after a larger one was freed left ~10 MB more
+#: freed heap kept by a worker after 50 searches (session 26).
+GATHER_ROWS = 256
 
 
 def _sum_rounding(dim: int) -> float:
@@ -88,13 +92,13 @@ class Quantized:
     of a basis, :func:`basis_of`, if one is given): ``steps @ rotated(query) * factor`` is
     each row's cosine with a unit query within ``error`` times the query's length of the
     float32 one (module docstring); ``tails`` each row's scaled steps' length after each
-    stage's end; ``digest`` a 64-bit digest of each row's stored bytes."""
+    stage's end (rounded up); ``digest`` a 64-bit digest of each row's stored bytes."""
 
     blocks: tuple[Steps, ...]
     factor: np.ndarray[Any, np.dtype[np.float32]]
     digest: np.ndarray[Any, np.dtype[np.uint64]]
     error: float
-    tails: np.ndarray[Any, np.dtype[np.float64]]
+    tails: np.ndarray[Any, np.dtype[np.float32]]
 
 
 def basis_of(vectors: np.ndarray[Any, Any]) -> Basis:
@@ -104,7 +108,7 @@ def basis_of(vectors: np.ndarray[Any, Any]) -> Basis:
     wide = vectors.astype(np.float64)
     norms = np.linalg.norm(wide, axis=1)
     wide = wide[norms > 0] / norms[norms > 0, None]
-    _, directions = np.linalg.eigh(wide.T @ wide)
+    _, directions = np.linalg.eigh(np.einsum("ji,jk->ik", wide, wide))
     return np.ascontiguousarray(directions[:, ::-1].T)
 
 
@@ -113,8 +117,10 @@ def rotated(query: np.ndarray[Any, Any], basis: Basis | None) -> np.ndarray[Any,
     value within float32's unit roundoff of the exact one); itself without a basis."""
     if basis is None:
         return np.asarray(query, dtype=np.float32)
-    turned: np.ndarray[Any, Any] = (basis @ query.astype(np.float64)).astype(np.float32)
-    return turned
+    # einsum, as every product here: numpy's matmul hands these sizes to OpenBLAS, whose
+    # threads took more CPU and ~30 MB more of a worker's memory (session 26)
+    turned: np.ndarray[Any, Any] = np.einsum("ij,j->i", basis, query.astype(np.float64))
+    return turned.astype(np.float32)
 
 
 def blocks_of(steps: Steps) -> tuple[Steps, ...]:
@@ -154,7 +160,7 @@ def quantize(
     if into is None:
         into = Quantized(
             blocks_of(np.empty((n, dim), dtype=np.int16)), np.empty(n, dtype=np.float32),
-            np.empty(0, dtype=np.uint64), 0.0, np.empty((n, len(STAGES)), dtype=np.float64),
+            np.empty(0, dtype=np.uint64), 0.0, np.empty((n, len(STAGES)), dtype=np.float32),
         )  # fmt: skip
     error = 0.0
     for start in range(0, n, BLOCK_ROWS):
@@ -173,7 +179,7 @@ def _quantize(
     ``rows``; the rows' error bound."""
     stored = vectors.astype(np.float64)
     if basis is not None:
-        stored = stored @ basis.T  # the same vectors in the basis's coordinates
+        stored = np.einsum("ik,jk->ij", stored, basis)  # the vectors in the basis's coordinates
     largest = np.abs(stored).max(axis=1) if stored.size else np.zeros(len(stored))
     scale = np.where(largest > 0, largest / STEPS, 1.0)
     wide = np.rint(stored / scale[:, None])
@@ -189,7 +195,9 @@ def _quantize(
     wide *= into.factor[rows, None]
     stored *= inverse[:, None].astype(np.float64)
     for i, end in enumerate(STAGES):
-        into.tails[rows, i] = np.linalg.norm(wide[:, end:], axis=1)
+        # rounded up to float32: still at least the length
+        tail = np.linalg.norm(wide[:, end:], axis=1)
+        into.tails[rows, i] = np.nextafter(tail.astype(np.float32), np.float32(np.inf))
     apart = np.linalg.norm(wide - stored, axis=1)
     size = np.linalg.norm(wide, axis=1) + np.linalg.norm(stored, axis=1)
     bound = apart + _sum_rounding(vectors.shape[1]) * size
@@ -234,27 +242,63 @@ def staged_window(
     margin = 2.0 * held.error * length
     # every float32 sum's rounding, for a partial, a full or a probe's product (each within
     # _sum_rounding of the exact sum of its terms, whose sizes add up to at most the scaled
-    # steps' length, 1 + error, times the rotated query's length)
+    # steps' length, 1 + error, times the rotated query's length), and the few more
+    # roundings of a bound's float32 products and sums (a unit roundoff each, relative to
+    # the same size)
     size = float(np.linalg.norm(query.astype(np.float64)))
-    slack = 4.0 * _sum_rounding(len(query)) * (1.0 + held.error) * size + margin + 1e-12
-    factor = held.factor.astype(np.float64)
-    partial = np.einsum("ij,j->i", first, query[: STAGES[0]]).astype(np.float64) * factor
+    rounding = (4.0 * _sum_rounding(len(query)) + 16 * _UNIT) * (1.0 + held.error) * size
+    slack = rounding + margin + 1e-12
+    # float32 throughout, in place: a search's temporaries are a few arrays of four bytes a
+    # row (float64 ones and an index of every row left glibc keeping ~10 MB more freed
+    # heap after 50 searches, session 26)
+    partial = np.einsum("ij,j->i", first, query[: STAGES[0]])
+    partial *= held.factor
     partial[dropped] = -np.inf
-    probe = np.argpartition(-partial, min(PROBE_PER_ROW * k, left) - 1)[: PROBE_PER_ROW * k]
-    probe = probe[np.isfinite(partial[probe])]
-    probed = approximate([b[probe] for b in held.blocks], held.factor[probe], query)
-    floor = float(-np.partition(-probed, k - 1)[k - 1]) - slack  # some k rows reach it
-    alive = np.flatnonzero(partial + held.tails[:, 0] * _rest(query, STAGES[0]) >= floor)
+    # the rows of the best partial products (by value, no index array of every row)
+    wanted = min(PROBE_PER_ROW * k, left)
+    probe = np.flatnonzero(partial >= np.partition(partial, n - wanted)[n - wanted])
+    probed = _full(held, probe, query)
+    reached = float(-np.partition(-probed, k - 1)[k - 1]) - slack  # some k rows reach it
+    # as a float32 no greater (a float32 array is compared with a float32)
+    floor = np.nextafter(np.float32(reached), np.float32(-np.inf))
+    bound = held.tails[:, 0] * np.float32(_rest(query, STAGES[0]))
+    bound += partial
+    alive = np.flatnonzero(bound >= floor)
+    del bound
     part = partial[alive]
     for stage in range(1, len(STAGES)):
         start, end = STAGES[stage - 1], STAGES[stage]
-        block = held.blocks[stage][alive]
-        part += np.einsum("ij,j->i", block, query[start:end]).astype(np.float64) * factor[alive]
-        keep = part + held.tails[alive, stage] * _rest(query, end) >= floor
+        more = _gathered(held.blocks[stage], alive, query[start:end])
+        more *= held.factor[alive]
+        part += more
+        keep = held.tails[alive, stage] * np.float32(_rest(query, end)) + part >= floor
         alive, part = alive[keep], part[keep]
-    scores = approximate([b[alive] for b in held.blocks], held.factor[alive], query)
+    scores = _full(held, alive, query)
     rows = window(scores, k, held.error, length)
     return alive[rows], scores[rows]
+
+
+def _gathered(
+    block: Steps, rows: np.ndarray[Any, np.dtype[np.intp]], query: np.ndarray[Any, Any]
+) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """The products of ``block``'s ``rows`` with ``query``, :data:`GATHER_ROWS` at a time."""
+    out = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), GATHER_ROWS):
+        part = rows[start : start + GATHER_ROWS]
+        out[start : start + len(part)] = np.einsum("ij,j->i", block[part], query)
+    return out
+
+
+def _full(
+    held: Quantized, rows: np.ndarray[Any, np.dtype[np.intp]], query: np.ndarray[Any, Any]
+) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """:func:`approximate` of ``held``'s ``rows`` (the same sums: each block's, added, then
+    scaled)."""
+    scores = _gathered(held.blocks[0], rows, query[: STAGES[0]])
+    for block, start in zip(held.blocks[1:], STAGES, strict=True):
+        scores += _gathered(block, rows, query[start : start + block.shape[1]])
+    scores *= held.factor[rows]
+    return scores
 
 
 def _rest(query: np.ndarray[Any, Any], start: int) -> float:
