@@ -567,6 +567,11 @@ def measure_engine(
     with engine:
         for i in range(min(10, len(queries))):
             engine.context(queries[-1 - i], who[-1 - i], now=common.NOW)
+        # what a serving process holds once it has loaded (the learnings, the pool's held
+        # graph: loads the first calls start in the background), untimed, as pg_side's
+        # settle: without it, calls timed before a load ends walk the database's graphs
+        settle_s = settle(store, sorted(set(who)))
+        served_before = held_calls(store)
         spent.clear()
         calls.clear()
         for i in range(len(queries)):
@@ -586,7 +591,42 @@ def measure_engine(
     out["store_calls_per_context"] = {
         name: round(calls[name] / runs, 2) for name in STORE_CALLS if calls[name]
     }
+    out["settle_s"] = round(settle_s, 2)
+    # the timed calls' searches served by what the store holds, or by SQL
+    served_after = held_calls(store)
+    out["held_calls"] = {
+        holder: {k: v - served_before.get(holder, {}).get(k, 0) for k, v in counts.items()}
+        for holder, counts in served_after.items()
+    }
     return out
+
+
+def settle(store: Any, users: Sequence[str]) -> float:
+    """Wait until ``store`` holds what it loads for ``users`` (typed learnings, their held
+    graph if refused, the pool's held graph or projection); the seconds waited."""
+    from engrain.store.base import MemoryFilter
+
+    start = time.perf_counter()
+    probe = np.ones(DIM, dtype=np.float32)
+    typed = MemoryFilter(kinds=LEARNING_KINDS)
+    for user in users:
+        for search, wait in (
+            (typed, "wait_for_learnings"),
+            (typed, "wait_for_learnings_graph"),
+            (MemoryFilter(), "wait_for_projection"),
+        ):
+            if hasattr(store, wait):
+                store.search(user, probe, 1, search)  # starts the load, if any
+                getattr(store, wait)(user, 1800.0)
+    return time.perf_counter() - start
+
+
+def held_calls(store: Any) -> dict[str, dict[str, int]]:
+    """The searches each holder of ``store`` served or left to SQL so far."""
+    return {
+        name: dict(getattr(getattr(store, f"_{name}", None), "calls", None) or {})
+        for name in ("learnings", "projected", "learnings_graph")
+    }
 
 
 # -- main -------------------------------------------------------------------------------

@@ -230,3 +230,29 @@ def test_server_cpu_counts_the_postmasters_children() -> None:
         assert pg_side.server_cpu_ms(os.getpid()) - before >= 250.0
     finally:
         child.communicate("\n", timeout=30)
+
+
+def test_the_in_process_measure_settles_what_a_serving_store_loads(pg_url: str) -> None:
+    """``measure_engine`` (``pg_scale.py`` without ``--baseline``) times calls only after the
+    store holds what it loads in the background (``settle``: the user's typed learnings
+    here), and counts which searches those served (``held_calls``)."""
+    from engrain.model import Kind
+    from engrain.recall.gate import LEARNING_KINDS
+    from engrain.store.base import MemoryFilter
+    from engrain.store.postgres import PostgresStore
+
+    rng = np.random.default_rng(6)
+    store = PostgresStore(pg_url, pool_size=2, exact_search_below=1, indexed_share=0.0)
+    try:
+        vectors = rng.standard_normal((60, pg_scale.DIM)).astype(np.float32)
+        kinds = (Kind.DECISION, Kind.FACT)
+        store.write([mem(f"s{i}", vector=v, kind=kinds[i % 2]) for i, v in enumerate(vectors)])
+        assert not store._learnings.held("alice")
+        assert pg_scale.settle(store, ["alice"]) >= 0.0
+        assert store._learnings.held("alice")  # loaded before any call is timed
+        before = pg_scale.held_calls(store)
+        store.search("alice", vectors[0], 5, MemoryFilter(kinds=LEARNING_KINDS))
+        after = pg_scale.held_calls(store)
+        assert after["learnings"]["served"] == before["learnings"]["served"] + 1
+    finally:
+        store.close()

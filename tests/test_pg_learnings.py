@@ -396,8 +396,7 @@ def test_learnings_the_steps_cannot_tell_apart_are_ranked_by_their_float32_vecto
     found = mine.search("alice", query, 10, TYPED)
     expected = _float32_top(learned, unit, 10)
     rows = held._held["alice"]
-    approximate = postgres.quantized.approximate
-    by_steps = np.argsort(-approximate(rows.steps, rows.factor, unit), kind="stable")
+    by_steps = np.argsort(-rows.approximate(unit), kind="stable")
     assert [rows.ids[i] for i in by_steps[:10]] != [i for i, _ in expected]  # steps alone: wrong
     assert [(m.id, s) for m, s in found] == expected  # scores as floats, bit for bit
     assert [m.id for m, _ in found][:4] == ["near-37", "near-38", "near-39", "near-36"]
@@ -437,7 +436,10 @@ def test_held_learnings_keep_two_bytes_a_value(pg_url: str) -> None:
         rows = held._held["faye"]
         assert len(rows.ids) == 20 and rows.nbytes <= 20 * DIM * 3
         assert not any(
-            isinstance(v, np.ndarray) and v.dtype == np.float32 and v.ndim == 2
+            isinstance(v, np.ndarray)
+            and v.dtype == np.float32
+            and v.ndim == 2
+            and v.shape[1] == DIM
             for v in vars(rows).values()
         )
         query = _vector(np.random.default_rng(25))
@@ -445,3 +447,49 @@ def test_held_learnings_keep_two_bytes_a_value(pg_url: str) -> None:
     finally:
         store.close()
         truth.close()
+
+
+def test_many_learnings_are_held_in_a_basis_and_found_in_stages_as_sql_finds_them(
+    stores: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user with at least ``quantized.STAGED_ROWS`` learnings (lowered here) is held in a
+    basis of their own and searched in stages: under filters, after another store adds a
+    learning and forgets one (the delta quantized in the held basis), the answer is the SQL
+    exact search's, and fewer rows than are held are multiplied in full."""
+    monkeypatch.setattr(postgres.quantized, "STAGED_ROWS", 64)
+    mine, other, truth = stores
+    rng = np.random.default_rng(31)
+    topics = rng.standard_normal((6, DIM))
+    # vectors near a few directions, as sentence embeddings' energy is
+    near = [rng.standard_normal(6) @ topics + 0.1 * _vector(rng) for _ in range(400)]
+    corpus = [
+        replace(m, embedding=v.astype(np.float32))
+        for m, v in zip(_corpus(400, seed=31), near, strict=True)
+    ]
+    mine.write(corpus)
+    held = _held(mine)
+    rows = held._held["alice"]
+    assert rows.basis is not None and len(rows.ids) >= 64
+    multiplied: list[int] = []
+    original = postgres.quantized._gathered
+    last = DIM - postgres.quantized.STAGES[-1]
+
+    def counted(block: Any, rows: Any, query: Any) -> Any:
+        if block.shape[1] == last:  # the rows multiplied in full
+            multiplied.append(len(rows))
+        return original(block, rows, query)
+
+    monkeypatch.setattr(postgres.quantized, "_gathered", counted)
+    flt = TYPED.update(include_muted=False, include_superseded=False)
+    for i in range(5):
+        query = corpus[2 * i].embedding + 0.05 * _vector(rng)
+        for f in (TYPED, flt, TYPED.update(project="app")):
+            _same(mine.search("alice", query, 10, f), truth.search("alice", query, 10, f))
+    assert 0 < sum(multiplied) / 15 < len(rows.ids)
+    query = corpus[10].embedding
+    new = mem("new", vector=query + 0.01 * _vector(rng), kind=Kind.DECISION)
+    other.write([new], deletes=[next(m for m in corpus if m.id == corpus[10].id)])
+    found = mine.search("alice", query, 10, TYPED)
+    assert found[0][0].id == "new" and corpus[10].id not in {m.id for m, _ in found}
+    _same(found, truth.search("alice", query, 10, TYPED))
+    assert held._held["alice"].basis is rows.basis  # the delta in the same basis
