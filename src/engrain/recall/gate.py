@@ -98,6 +98,7 @@ from engrain.recall.speakers import (
     with_speakers,
 )
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
+from engrain.recall.trim import NO_TRIM, Trim
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
 from engrain.recall.when import TIME_WEIGHT, with_time
@@ -153,6 +154,7 @@ class GateOptions:
     sentence_weight: float = SENTENCE_WEIGHT  # a learning found by its best sentence (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
+    trim: Trim = NO_TRIM  # lines no message asks for left out (recall.trim; off)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself
@@ -845,6 +847,7 @@ def _select(call: _Call, ranking: _Ranking) -> _Selection:
         apply_threshold=_thresholds_apply(o, call.token_budget) and not ranking.by_lead,
         explain=call.explain, top_k=call.top_k,
         layout=_layout(fmt, compact, grouped), partners=ranking.partners, build=built_all,
+        trim=o.trim.for_message(classification),
     )  # fmt: skip
     call.clock.lap("select")
     return _Selection(ranking, selected, decisions)
