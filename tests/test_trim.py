@@ -13,7 +13,7 @@ from engrain.model import Provenance
 from engrain.recall.classify import Classification, Complexity, Intent
 from engrain.recall.gate import GateOptions
 from engrain.recall.select import PIN_MIN_RELEVANCE, Ranked, select_gated, threshold_for
-from engrain.recall.trim import NO_TRIM, Trim, bare_question, restates
+from engrain.recall.trim import DEFAULT_TRIM, NO_TRIM, Trim, bare_question, restates
 
 from .conftest import NOW
 
@@ -165,9 +165,10 @@ def test_the_option_reaches_the_selection_of_context_and_explain(engine: Engine)
     engine.remember("The billing service runs on Postgres 16 in eu-west-1.", user_id="u",
                     kind="fact", now=NOW)  # fmt: skip
     message = "which Postgres version does billing run?"
-    before = engine.explain(message, "u", now=NOW)
+    before = engine.explain(message, "u", now=NOW, options=engine.options.update(trim=NO_TRIM))
     trimmed = engine.explain(message, "u", now=NOW,
                              options=engine.options.update(trim=Trim(pin_threshold=True)))  # fmt: skip
+
     ids = {m.id for m in before.memories}
     kept = {m.id for m in trimmed.memories}
     assert kept <= ids
@@ -178,4 +179,10 @@ def test_the_option_reaches_the_selection_of_context_and_explain(engine: Engine)
     context = engine.context(message, "u", now=NOW,
                              options=engine.options.update(trim=Trim(pin_threshold=True)))  # fmt: skip
     assert {m.id for m in context.memories} == kept
-    assert isinstance(GateOptions().trim, Trim) and GateOptions().trim == NO_TRIM
+
+
+def test_the_default_judges_pins_and_gives_a_bare_question_no_background() -> None:
+    assert GateOptions().trim == DEFAULT_TRIM
+    assert DEFAULT_TRIM.pin_threshold and not DEFAULT_TRIM.question_background
+    assert DEFAULT_TRIM.restated is None  # measured, not adopted
+    assert NO_TRIM == Trim(pin_threshold=False, question_background=True, restated=None)

@@ -98,7 +98,7 @@ from engrain.recall.speakers import (
     with_speakers,
 )
 from engrain.recall.summaries import SESSION_SUMMARIES, with_summaries
-from engrain.recall.trim import NO_TRIM, Trim
+from engrain.recall.trim import DEFAULT_TRIM, Trim
 from engrain.recall.turns import TURN_WEIGHT, with_turns
 from engrain.recall.unnamed import UNNAMED_WEIGHT, blended, named_speakers, without_names
 from engrain.recall.when import TIME_WEIGHT, with_time
@@ -154,7 +154,7 @@ class GateOptions:
     sentence_weight: float = SENTENCE_WEIGHT  # a learning found by its best sentence (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
-    trim: Trim = NO_TRIM  # lines no message asks for left out (recall.trim; off)
+    trim: Trim = DEFAULT_TRIM  # lines no message asks for left out (recall.trim)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself

@@ -1,8 +1,10 @@
 """What a block holds that no message asks for: three rules that leave such lines out of the
-automatic selection (relevance gating, step 4; issue 12, session 26). Each is off unless
-its :class:`Trim` field turns it on (``GateOptions.trim``); :func:`~engrain.recall.select.
-select_gated` applies them only with thresholds (the automatic budget of the ``gated``
-profile), never to an explicit budget.
+automatic selection (relevance gating, step 4; issue 12, session 26). Each is a field of
+:class:`Trim` (``GateOptions.trim``; :data:`DEFAULT_TRIM` turns on the first two, chosen by
+leaving one project out over the gating evaluation's ten tune halves for their tokens with
+no must-include label lost; :data:`NO_TRIM` is the selection before them);
+:func:`~engrain.recall.select.select_gated` applies them only with thresholds (the
+automatic budget of the ``gated`` profile), never to an explicit budget.
 
 * **A pin judged by its threshold** (``pin_threshold``). A pinned memory at least
   ``select.PIN_MIN_RELEVANCE`` relevant leads the block; without this rule it also passes
@@ -65,7 +67,14 @@ class Trim:
         return self if keep == self.background else replace(self, background=keep)
 
 
+#: Every rule off: the selection as it was before them.
 NO_TRIM = Trim()
+#: The rules adopted (session 26, h5): a pin judged by its threshold, no background for a
+#: question asking for no procedure. The restatement rule stays off: at the conflict level
+#: (0.8) it saved 1.2 tokens a message on the tune halves and lost a labelled restatement
+#: (quill), and the sets' declared restatements sit at cosines 0.39-0.83, among related
+#: lines that are not restatements.
+DEFAULT_TRIM = Trim(pin_threshold=True, question_background=False)
 
 
 def bare_question(classification: Classification) -> bool:
