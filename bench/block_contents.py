@@ -21,9 +21,9 @@ block ``explain()`` gives (the selection ``context()`` makes) is split, in token
 - each unlabelled line's relevance against its block's best relevance (``ratio``), and
   whether it is a clear match (relevance ≥ ``area.AREA_RELEVANCE``) in a block that has one.
 
-Usage: ``python bench/block_contents.py [--split tune] [--sets …] [--out …]
-[--options name=value,…]`` (``--options`` passes ``GateOptions`` changes: the blocks with
-a rule switched on).
+Usage: ``python bench/block_contents.py [--split tune] [--sets …] [--out …] [--no-blocks]
+[--trim default|none] [--options name=value,…]`` (``--trim none``: the blocks before the
+rules of ``recall.trim``; ``--options`` passes other ``GateOptions`` changes).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from gating_lopo import set_engines
 from engrain.embed import make_embedder
 from engrain.model import Kind, MemoryType
 from engrain.recall.select import threshold_for
+from engrain.recall.trim import NO_TRIM
 
 #: Two injected lines this similar restate each other (``Settings.conflict_similarity``).
 RESTATES = 0.8
@@ -110,7 +111,8 @@ def block_rows(gated: Any, message: Mapping[str, Any], vectors: Mapping[str, np.
                               c.intent, c.threshold_shift),
             "relevance": round(relevance[m.id], 4), "score": round(s.score, 4),
             "threshold": threshold_for(m.kind, c.intent, c.threshold_shift),
-            "raised": terms.get("area_convention", 0.0) > 0, "pointed": terms.get("pointed", 0.0) > 0,
+            "raised": terms.get("area_convention", 0.0) > 0,
+            "pointed": terms.get("pointed", 0.0) > 0,
             "ratio": round(relevance[m.id] / best, 4) if best > 0 else None,
             "nearest_before": restated_by, "nearest_cosine": round(cos, 4),
             "declared_restatement": any(frozenset((m.id, o)) in declared for o in seen),
@@ -168,6 +170,34 @@ def summary(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def pooled(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every set's lines together: by why they passed and their relevance (to 0.1), by why,
+    kind and the message's intent, and the pinned ones by whether they clear their
+    threshold; each cell lines labelled must-include, unlabelled lines and their tokens."""
+    cells: dict[str, dict[str, Counter[str]]] = {
+        "why_relevance": defaultdict(Counter), "why_kind_intent": defaultdict(Counter),
+        "pinned": defaultdict(Counter), "background_intent": defaultdict(Counter),
+    }  # fmt: skip
+    for b in blocks:
+        for line in b["lines"]:
+            keys = {
+                "why_relevance": f"{line['why']} {_ratio_bucket(line['relevance'])}",
+                "why_kind_intent": f"{line['why']} {line['kind']} {b['intent']}",
+            }
+            if line["why"] == "pinned":
+                passes = line["score"] >= line["threshold"]
+                keys["pinned"] = "clears its threshold" if passes else "under its threshold"
+            if line["why"] == "background":
+                keys["background_intent"] = b["intent"]
+            for table, key in keys.items():
+                cell = cells[table][key]
+                cell["include"] += line["label"] == "include"
+                cell["exclude"] += line["label"] == "exclude"
+                cell["unlabelled"] += line["label"] == "none"
+                cell["unlabelled_tokens"] += line["tokens"] * (line["label"] == "none")
+    return {t: {k: dict(v) for k, v in sorted(c.items())} for t, c in cells.items()}
+
+
 def _ratio_bucket(ratio: float | None) -> str:
     if ratio is None:
         return "none"
@@ -209,15 +239,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--split", default="tune", choices=("tune", "held"))
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
     parser.add_argument("--options", help="GateOptions changes, name=value,…")
+    parser.add_argument(
+        "--trim",
+        default="default",
+        choices=("default", "none"),
+        help="the trim rules (recall.trim): the default's, or none (before)",
+    )
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--no-blocks", action="store_true",
+                        help="write the summaries only, not every block's lines")  # fmt: skip
     args = parser.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     changes = parse_options(args.options)
+    if args.trim == "none":
+        changes["trim"] = NO_TRIM
     declared = declared_pairs(README.read_text(encoding="utf-8"))
     embedder = make_embedder(args.embedder)
     start = time.process_time()
     report: dict[str, Any] = {"benchmark": "block-contents", "split": args.split,
-                              "options": changes, "restates": RESTATES, "sets": {}}  # fmt: skip
+                              "options": {k: repr(v) for k, v in changes.items()},
+                              "restates": RESTATES, "sets": {}}  # fmt: skip
+    every: list[dict[str, Any]] = []
     for name, data, engines in set_engines(sets, args.split, embedder):
         vectors = vectors_of(embedder, data.projects)
         blocks = []
@@ -228,10 +270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    options=options, now=NOW)  # fmt: skip
             blocks.append(block_rows(gated, m, vectors, declared))
         s = summary(blocks)
-        report["sets"][name] = {"summary": s, "blocks": blocks}
+        every += blocks
+        report["sets"][name] = {"summary": s, **({} if args.no_blocks else {"blocks": blocks})}
         print(f"{name:10} {s['messages']:3d} msgs  tokens {s['tokens']:7.1f}  "
               f"overhead {s['overhead']:5.1f}  label {s['by_label']}  "
               f"why {s['unlabelled_by_why']}  restating {s['restating']}", flush=True)  # fmt: skip
+    report["pooled"] = pooled(every)
     report["cpu_seconds"] = round(time.process_time() - start, 1)
     report["machine"] = machine_info()
     write_json(args.out, report)

@@ -726,11 +726,12 @@ def analyse(cells: Mapping[str, Mapping[str, Mapping[str, Any]]],
             max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """Every knob's LOPO estimate and every candidate's verdict (``max_tokens``: the mean
     tokens a choice may reach on a set; ``inf`` shows what the token limit decides)."""
+    token_knobs = {k: lopo_tokens(cells, ["default", *v], sets, max_tokens)
+                   for k, v in knobs.items() if k in TOKEN_KNOBS}  # fmt: skip
     return {
         "max_tokens": max_tokens,
         "knobs": {k: lopo(cells, ["default", *v], sets, max_tokens) for k, v in knobs.items()},
-        "token_knobs": {k: lopo_tokens(cells, ["default", *v], sets, max_tokens)
-                        for k, v in knobs.items() if k in TOKEN_KNOBS},  # fmt: skip
+        "token_knobs": token_knobs,
         "verdicts": {name: verdict(cells, name, sets, max_tokens)
                      for vs in knobs.values() for name in vs},
     }  # fmt: skip
@@ -762,8 +763,10 @@ def table(analysis: Mapping[str, Any], sets: Sequence[str]) -> str:
                      f" ({k['in_sample_choice']}); {chosen}")  # fmt: skip
     token_knobs = analysis.get("token_knobs", {})
     if token_knobs:
-        lines.append("\nchosen for tokens (at most one label fewer on every set chosen on): "
-                     "LOPO labels / default, tokens a message / default; chosen per set")
+        lines.append(
+            "\nchosen for tokens (at most one label fewer on every set chosen on): "
+            "LOPO labels / default, tokens a message / default; chosen per set"
+        )
     for knob, k in token_knobs.items():
         chosen = ", ".join(f"{s}:{c['chosen'].split('=')[-1]}" for s, c in k["per_set"].items())
         lines.append(f"{knob:26} {k['lopo']:.4f} / {k['default']:.4f}, "

@@ -26,8 +26,14 @@ def _memory(mid: str, kind: Kind, *, pinned: bool = False,
                   provenance=Provenance())  # fmt: skip
 
 
-def _select(ranked: list[Ranked], trim: Trim, *, intent: Intent = Intent.QUESTION,
-            budget: int = 2_000, thresholds: bool = True) -> tuple[list[str], dict[str, str]]:  # fmt: skip
+def _select(
+    ranked: list[Ranked],
+    trim: Trim,
+    *,
+    intent: Intent = Intent.QUESTION,
+    budget: int = 2_000,
+    thresholds: bool = True,
+) -> tuple[list[str], dict[str, str]]:
     selected, _, decisions = select_gated(
         ranked, line_tokens=lambda m: 40, token_budget=budget, intent=intent,
         apply_threshold=thresholds, trim=trim,
@@ -166,8 +172,8 @@ def test_the_option_reaches_the_selection_of_context_and_explain(engine: Engine)
                     kind="fact", now=NOW)  # fmt: skip
     message = "which Postgres version does billing run?"
     before = engine.explain(message, "u", now=NOW, options=engine.options.update(trim=NO_TRIM))
-    trimmed = engine.explain(message, "u", now=NOW,
-                             options=engine.options.update(trim=Trim(pin_threshold=True)))  # fmt: skip
+    pins_judged = engine.options.update(trim=Trim(pin_threshold=True))
+    trimmed = engine.explain(message, "u", now=NOW, options=pins_judged)
 
     ids = {m.id for m in before.memories}
     kept = {m.id for m in trimmed.memories}
@@ -176,8 +182,7 @@ def test_the_option_reaches_the_selection_of_context_and_explain(engine: Engine)
         assert d.reason != "pinned" or d.item.score >= threshold_for(
             d.item.memory.kind, trimmed.classification.intent,
             trimmed.classification.threshold_shift)  # fmt: skip
-    context = engine.context(message, "u", now=NOW,
-                             options=engine.options.update(trim=Trim(pin_threshold=True)))  # fmt: skip
+    context = engine.context(message, "u", now=NOW, options=pins_judged)
     assert {m.id for m in context.memories} == kept
 
 
@@ -185,4 +190,4 @@ def test_the_default_judges_pins_and_gives_a_bare_question_no_background() -> No
     assert GateOptions().trim == DEFAULT_TRIM
     assert DEFAULT_TRIM.pin_threshold and not DEFAULT_TRIM.question_background
     assert DEFAULT_TRIM.restated is None  # measured, not adopted
-    assert NO_TRIM == Trim(pin_threshold=False, question_background=True, restated=None)
+    assert Trim(pin_threshold=False, question_background=True, restated=None) == NO_TRIM
