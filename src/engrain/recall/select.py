@@ -62,9 +62,10 @@ def threshold_for(kind: Kind, intent: Intent, shift: float = 0.0) -> float:
     return max(0.0, base + shift)
 
 
-#: A pinned memory leads the block and bypasses its threshold when its relevance is at
-#: least this: a pin guarantees a relevant memory its place, it does not inject an
-#: off-topic one (an off-topic pin competes like any other memory).
+#: A pinned memory leads the block when its relevance is at least this: a pin guarantees a
+#: relevant memory its place, it does not inject an off-topic one (an off-topic pin competes
+#: like any other memory). By default (``trim.pin_threshold``, ``recall.trim``) it must also
+#: clear its kind's test; without that rule it bypasses its threshold.
 PIN_MIN_RELEVANCE = 0.25
 #: Procedural memories (preferences) are injected when at least this relevant, and together
 #: take at most ``PROCEDURAL_SHARE`` of the budget, so they can never crowd a relevant
