@@ -399,7 +399,8 @@ def select_gated(
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
 
-    1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold;
+    1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold
+       (with ``trim.pin_threshold``, only those that clear it; rule 8);
     2. procedural candidates need :data:`PROCEDURAL_MIN_RELEVANCE` and a place in their
        share (:data:`PROCEDURAL_SHARE`), every other candidate its intent's threshold
        (when ``apply_threshold``);
