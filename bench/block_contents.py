@@ -47,7 +47,8 @@ from gating_lopo import set_engines
 
 from engrain.embed import make_embedder
 from engrain.model import Kind, MemoryType
-from engrain.recall.select import threshold_for
+from engrain.recall.classify import Intent
+from engrain.recall.select import procedural_min_relevance, threshold_for
 from engrain.recall.trim import NO_TRIM
 
 #: Two injected lines this similar restate each other (``Settings.conflict_similarity``).
@@ -173,7 +174,8 @@ def summary(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def pooled(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every set's lines together: by why they passed and their relevance (to 0.1), by why,
     kind and the message's intent, and the pinned ones by whether they clear their
-    threshold; each cell lines labelled must-include, unlabelled lines and their tokens."""
+    threshold (a preference: its relevance floor, ``select.procedural_min_relevance``); each
+    cell lines labelled must-include, unlabelled lines and their tokens."""
     cells: dict[str, dict[str, Counter[str]]] = {
         "why_relevance": defaultdict(Counter), "why_kind_intent": defaultdict(Counter),
         "pinned": defaultdict(Counter), "background_intent": defaultdict(Counter),
@@ -185,7 +187,9 @@ def pooled(blocks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                 "why_kind_intent": f"{line['why']} {line['kind']} {b['intent']}",
             }
             if line["why"] == "pinned":
-                passes = line["score"] >= line["threshold"]
+                passes = (line["relevance"] >= procedural_min_relevance(Intent(b["intent"]))
+                          if line["kind"] == Kind.PREFERENCE.value
+                          else line["score"] >= line["threshold"])  # fmt: skip
                 keys["pinned"] = "clears its threshold" if passes else "under its threshold"
             if line["why"] == "background":
                 keys["background_intent"] = b["intent"]

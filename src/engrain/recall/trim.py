@@ -12,8 +12,8 @@ automatic budget of the ``gated`` profile), never to an explicit budget.
   memory must (its intent's threshold; a preference its relevance floor). A pin is the
   user's word that a memory matters whenever it is relevant: it buys the memory its place
   in the block, not a relevance it lacks (the issue: pins "count as relevant only when
-  they are"). On the gating evaluation's ten tune halves 42 pinned lines led under their
-  thresholds (3,789 tokens, 8.5 a message) and none was labelled needed.
+  they are"). On the gating evaluation's ten tune halves 40 pinned lines led under their
+  tests (3,758 tokens, 8.5 a message) and none was labelled needed.
 * **No background for a question** (``question_background`` False). The invariants
   unrelated to the message (``select.unrelated_invariant``) keep a small place in every
   block because they prevent mistakes in the work done; a question that asks for no
