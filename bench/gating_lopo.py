@@ -388,6 +388,20 @@ def candidates() -> list[Candidate]:
     for weight in (0.5, 1.0):
         out.append(Candidate(f"sentence_weight={weight}", "sentence_weight",
                              options={"sentence_weight": weight}))  # fmt: skip
+    # session 26 (h5): lines no message asks for left out (recall.trim), each alone and the
+    # two that lost no label on the tune halves' blocks together
+    from engrain.recall.trim import Trim
+
+    out.append(Candidate("pin_threshold=on", "pin_threshold",
+                         options={"trim": Trim(pin_threshold=True)}))  # fmt: skip
+    out.append(Candidate("question_background=off", "question_background",
+                         options={"trim": Trim(question_background=False)}))  # fmt: skip
+    for level in (0.8, 0.7):
+        out.append(Candidate(f"restated={level}", "restated",
+                             options={"trim": Trim(restated=level)}))  # fmt: skip
+    out.append(Candidate("pin_threshold+question_background", "trim_together",
+                         options={"trim": Trim(pin_threshold=True,
+                                               question_background=False)}))  # fmt: skip
     return out
 
 
@@ -599,6 +613,59 @@ def choose(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequenc
     return best
 
 
+#: A rule that only leaves lines out is chosen for its tokens: on every set it is chosen on,
+#: it may find at most this many fewer must-include labels than the default (the brief:
+#: "loses no must-include on any set by more than one message").
+TOKEN_RULE_LOSS = 1
+
+
+def choose_tokens(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequence[str],
+                  on: Sequence[str], max_tokens: float = MAX_TOKENS) -> str:  # fmt: skip
+    """The value of a knob that leaves lines out which tuning for tokens would choose on the
+    sets ``on``: the fewest tokens pooled over them, among the values that on every one of
+    them find at most :data:`TOKEN_RULE_LOSS` fewer labels than the default and keep its
+    limits (:func:`within_limits`); ties to ``default``, then to the first listed."""
+    base = cells["default"]
+    best, best_tokens = "default", sum(base[s]["tokens"] for s in on)
+    for v in values:
+        if v == "default":
+            continue
+        mine = cells[v]
+        if not all(mine[s]["found"] >= base[s]["found"] - TOKEN_RULE_LOSS
+                   and within_limits(mine[s], base[s], max_tokens) for s in on):  # fmt: skip
+            continue
+        tokens = sum(mine[s]["tokens"] for s in on)
+        if tokens < best_tokens:
+            best, best_tokens = v, tokens
+    return best
+
+
+def lopo_tokens(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequence[str],
+                sets: Sequence[str], max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
+    """:func:`lopo` for a knob chosen for its tokens (:func:`choose_tokens`): per set the
+    value chosen on the others, its labels found and mean tokens on this set against the
+    default's; pooled, the labels and tokens a message."""
+    per_set = {}
+    for s in sets:
+        v = choose_tokens(cells, values, [o for o in sets if o != s], max_tokens)
+        mine, base = cells[v][s], cells["default"][s]
+        n = max(1, mine["messages"])
+        per_set[s] = {"chosen": v, "found": mine["found"], "default_found": base["found"],
+                      "labels": mine["labels"], "tokens": round(mine["tokens"] / n, 1),
+                      "default_tokens": round(base["tokens"] / n, 1)}  # fmt: skip
+    labels = sum(c["labels"] for c in per_set.values())
+    messages = sum(cells["default"][s]["messages"] for s in sets)
+    return {
+        "per_set": per_set,
+        "lopo": sum(c["found"] for c in per_set.values()) / labels,
+        "default": sum(c["default_found"] for c in per_set.values()) / labels,
+        "lopo_tokens": sum(cells[c["chosen"]][s]["tokens"] for s, c in per_set.items())
+        / max(1, messages),
+        "default_tokens": sum(cells["default"][s]["tokens"] for s in sets) / max(1, messages),
+        "in_sample_choice": choose_tokens(cells, values, sets, max_tokens),
+    }
+
+
 def lopo(cells: Mapping[str, Mapping[str, Mapping[str, Any]]], values: Sequence[str],
          sets: Sequence[str], max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """A knob's leave-one-project-out estimate: per set the value chosen on the others and
@@ -659,12 +726,20 @@ def analyse(cells: Mapping[str, Mapping[str, Mapping[str, Any]]],
             max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """Every knob's LOPO estimate and every candidate's verdict (``max_tokens``: the mean
     tokens a choice may reach on a set; ``inf`` shows what the token limit decides)."""
+    token_knobs = {k: lopo_tokens(cells, ["default", *v], sets, max_tokens)
+                   for k, v in knobs.items() if k in TOKEN_KNOBS}  # fmt: skip
     return {
         "max_tokens": max_tokens,
         "knobs": {k: lopo(cells, ["default", *v], sets, max_tokens) for k, v in knobs.items()},
+        "token_knobs": token_knobs,
         "verdicts": {name: verdict(cells, name, sets, max_tokens)
                      for vs in knobs.values() for name in vs},
     }  # fmt: skip
+
+
+#: The knobs whose rules only leave lines out (session 26, h5): judged by their tokens too
+#: (:func:`lopo_tokens`), since a rule that finds no label more is never chosen for labels.
+TOKEN_KNOBS = frozenset({"pin_threshold", "question_background", "restated", "trim_together"})
 
 
 def table(analysis: Mapping[str, Any], sets: Sequence[str]) -> str:
@@ -686,6 +761,16 @@ def table(analysis: Mapping[str, Any], sets: Sequence[str]) -> str:
         chosen = ", ".join(f"{s}:{c['chosen'].split('=')[-1]}" for s, c in k["per_set"].items())
         lines.append(f"{knob:26} {k['lopo']:.4f} / {k['default']:.4f} / {k['in_sample']:.4f}"
                      f" ({k['in_sample_choice']}); {chosen}")  # fmt: skip
+    token_knobs = analysis.get("token_knobs", {})
+    if token_knobs:
+        lines.append(
+            "\nchosen for tokens (at most one label fewer on every set chosen on): "
+            "LOPO labels / default, tokens a message / default; chosen per set"
+        )
+    for knob, k in token_knobs.items():
+        chosen = ", ".join(f"{s}:{c['chosen'].split('=')[-1]}" for s, c in k["per_set"].items())
+        lines.append(f"{knob:26} {k['lopo']:.4f} / {k['default']:.4f}, "
+                     f"{k['lopo_tokens']:.1f} / {k['default_tokens']:.1f}; {chosen}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -789,7 +874,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         knobs = knobs_of(chosen)
         described = {
             c.name: {"knob": c.knob, "patches": [[p[0], p[1], repr(p[2])] for p in c.patches],
-                     "options": dict(c.options)}
+                     "options": {k: v if isinstance(v, (bool, int, float, str)) else repr(v)
+                                 for k, v in c.options.items()}}
             for c in chosen
         }  # fmt: skip
         report = {"benchmark": "gating-lopo", "split": args.split, "sets": sets,

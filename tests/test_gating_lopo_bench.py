@@ -268,3 +268,47 @@ def test_sentence_weight_candidates_set_the_option_on_every_call() -> None:
         chosen = by_name[f"sentence_weight={weight}"]
         assert chosen.knob == "sentence_weight" and not chosen.patches
         assert dict(chosen.options) == {"sentence_weight": weight}
+
+
+def test_a_rule_that_only_leaves_lines_out_is_chosen_for_its_tokens() -> None:
+    # "cut" saves tokens and loses one label on a; "deep" saves more and loses two on b;
+    # "leaky" saves most and leaks on c
+    cells = {
+        "default": {"a": _cell(8), "b": _cell(8), "c": _cell(8)},
+        "cut": {"a": _cell(7, tokens=4800), "b": _cell(8, tokens=4800),
+                "c": _cell(8, tokens=4800)},
+        "deep": {"a": _cell(8, tokens=4000), "b": _cell(6, tokens=4000),
+                 "c": _cell(8, tokens=4000)},
+        "leaky": {"a": _cell(8, tokens=3000), "b": _cell(8, tokens=3000),
+                  "c": _cell(8, leaking=1, tokens=3000)},
+    }  # fmt: skip
+    values = ["default", "cut", "deep", "leaky"]
+    # chosen on a and c: "deep" (fewest tokens, no set losing more than one label)
+    assert gl.choose_tokens(cells, values, ["a", "c"]) == "deep"
+    # on b too: "deep" loses two there, "leaky" leaks on c: "cut"
+    assert gl.choose_tokens(cells, values, ["a", "b", "c"]) == "cut"
+    # the choice for labels never takes a rule that finds nothing more
+    assert gl.choose(cells, values, ["a", "b", "c"]) == "default"
+    result = gl.lopo_tokens(cells, values, ["a", "b", "c"])
+    chosen = {s: c["chosen"] for s, c in result["per_set"].items()}
+    # leaving b out, a and c choose "deep", which loses two labels on b; leaving c out, a
+    # and b choose "leaky", which leaks on c: what tuning elsewhere does to the one left out
+    assert chosen == {"a": "cut", "b": "deep", "c": "leaky"}
+    assert result["per_set"]["b"]["found"] == 6
+    assert result["lopo"] == pytest.approx((7 + 6 + 8) / 30)
+    assert result["lopo_tokens"] == pytest.approx((4800 + 4000 + 3000) / 30)
+    assert result["default_tokens"] == pytest.approx(500)
+    assert result["in_sample_choice"] == "cut"
+
+
+def test_the_trim_candidates_set_the_option_and_are_judged_for_tokens() -> None:
+    from engrain.recall.trim import Trim
+
+    by_name = {c.name: c for c in gl.candidates()}
+    assert by_name["pin_threshold=on"].options == {"trim": Trim(pin_threshold=True)}
+    assert by_name["question_background=off"].options == {
+        "trim": Trim(question_background=False)}  # fmt: skip
+    assert by_name["restated=0.8"].options == {"trim": Trim(restated=0.8)}
+    together = by_name["pin_threshold+question_background"].options["trim"]
+    assert together.pin_threshold and not together.question_background
+    assert {c.knob for c in by_name.values() if "trim" in c.options} == gl.TOKEN_KNOBS

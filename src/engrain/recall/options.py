@@ -25,6 +25,7 @@ from engrain.recall.sentences import SENTENCE_WEIGHT
 from engrain.recall.soft_terms import SOFT_TERMS_DEFAULT
 from engrain.recall.speakers import SHORT_ANSWER, SPEAKER_LINES, SPEAKER_WEIGHT
 from engrain.recall.summaries import SESSION_SUMMARIES
+from engrain.recall.trim import DEFAULT_TRIM, Trim
 from engrain.recall.turns import TURN_WEIGHT
 from engrain.recall.unnamed import UNNAMED_WEIGHT
 from engrain.recall.when import TIME_WEIGHT
@@ -74,6 +75,7 @@ class GateOptions:
     sentence_weight: float = SENTENCE_WEIGHT  # a learning found by its best sentence (off)
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
+    trim: Trim = DEFAULT_TRIM  # lines no message asks for left out (recall.trim)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself

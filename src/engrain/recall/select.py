@@ -12,6 +12,7 @@ from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
 from engrain.recall.score import PRESENT_KINDS
+from engrain.recall.trim import NO_TRIM, Trim, restates
 
 
 def enforce_budget(
@@ -61,9 +62,10 @@ def threshold_for(kind: Kind, intent: Intent, shift: float = 0.0) -> float:
     return max(0.0, base + shift)
 
 
-#: A pinned memory leads the block and bypasses its threshold when its relevance is at
-#: least this: a pin guarantees a relevant memory its place, it does not inject an
-#: off-topic one (an off-topic pin competes like any other memory).
+#: A pinned memory leads the block when its relevance is at least this: a pin guarantees a
+#: relevant memory its place, it does not inject an off-topic one (an off-topic pin competes
+#: like any other memory). By default (``trim.pin_threshold``, ``recall.trim``) it must also
+#: clear its kind's test; without that rule it bypasses its threshold.
 PIN_MIN_RELEVANCE = 0.25
 #: Procedural memories (preferences) are injected when at least this relevant, and together
 #: take at most ``PROCEDURAL_SHARE`` of the budget, so they can never crowd a relevant
@@ -394,11 +396,13 @@ def select_gated(
     layout: Layout = Layout(0),
     partners: Mapping[str, Sequence[Ranked]] | None = None,
     build: Callable[[Sequence[MemoryFields]], list[Memory]] = built_each,
+    trim: Trim = NO_TRIM,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
 
-    1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold;
+    1. pinned memories at least :data:`PIN_MIN_RELEVANCE` relevant lead, past the threshold
+       (with ``trim.pin_threshold``, only those that clear it; rule 8);
     2. procedural candidates need :data:`PROCEDURAL_MIN_RELEVANCE` and a place in their
        share (:data:`PROCEDURAL_SHARE`), every other candidate its intent's threshold
        (when ``apply_threshold``);
@@ -415,7 +419,10 @@ def select_gated(
        relevance at least its threshold as well as the score (:func:`present_below`,
        :func:`correction_below`);
     7. with thresholds, a typed learning other than an invariant needs
-       :data:`UNRELATED_RELEVANCE` as well as the score (:func:`unrelated_learning`).
+       :data:`UNRELATED_RELEVANCE` as well as the score (:func:`unrelated_learning`);
+    8. with thresholds, the rules of ``trim`` that are on (:mod:`~engrain.recall.trim`):
+       a pin leads only past its kind's test, a question asking for no procedure gets no
+       unrelated invariant, a line restating one already selected is left out.
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -432,10 +439,12 @@ def select_gated(
         procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE,
         int(token_budget * PROCEDURAL_SHARE),
         min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS), {},
+        trim if apply_threshold else NO_TRIM,
     )  # fmt: skip
     fill = _Fill(token_budget, layout, explain)
     partners = partners or {}
-    leading = [r for r in ranked if r.memory.pinned and r.relevance >= PIN_MIN_RELEVANCE]
+    leading = [r for r in ranked if r.memory.pinned and r.relevance >= PIN_MIN_RELEVANCE
+               and (not rules.trim.pin_threshold or _passes(rules, r))]  # fmt: skip
     lead_ids = {r.memory.id for r in leading}
     area = area_of(ranked) if apply_threshold else frozenset()
     seen: set[str] = set()
@@ -478,6 +487,7 @@ class _Rules(NamedTuple):
     share: int
     unrelated_share: int
     limits: dict[Kind, float]
+    trim: Trim = NO_TRIM
 
     def costed(self, r: Ranked) -> _Item:
         """``r`` with its line's tokens."""
@@ -529,6 +539,11 @@ def _consider(rules: _Rules, fill: _Fill, r: Ranked, leading: bool) -> int | Non
                 return None
         group, why = 2, "selected"
     background = rules.thresholds and group != 0 and unrelated_invariant(r)
+    if background and not rules.trim.background:
+        if rules.explain:
+            fill.note(rules.costed(r), False, "unrelated invariant: a question asking for "
+                      "no procedure gets no background")  # fmt: skip
+        return None
     if rules.thresholds and group != 0 and not background and not memory.provenance.turn_ids:
         above = fill.used_above(r.relevance)
         need = needed_relevance(above, rules.budget)
@@ -538,7 +553,29 @@ def _consider(rules: _Rules, fill: _Fill, r: Ranked, leading: bool) -> int | Non
                           f"{need:.2f}: {above}/{rules.budget} tokens taken by more "
                           "relevant memories")  # fmt: skip
             return None
+    if rules.trim.restated is not None and group != 0:
+        placed = (item.memory for group_items in fill.groups for item in group_items)
+        if (same := restates(memory, placed, rules.trim.restated)) is not None:
+            if rules.explain:
+                fill.note(rules.costed(r), False, f"restates {same}, already in the block")
+            return None
     return group if _place(rules, fill, r, group, why, background) else None
+
+
+def _passes(rules: _Rules, r: Ranked) -> bool:
+    """Whether ``r`` clears its kind's test without a pin (``trim.pin_threshold``): a
+    procedural memory its relevance floor, any other its intent's threshold and the
+    relevance rules :func:`_consider` applies (:func:`unrelated_learning`,
+    :func:`present_below`, :func:`correction_below`)."""
+    if r.memory.memory_type is MemoryType.PROCEDURAL:
+        return r.relevance >= rules.procedural_floor
+    limit = rules.limit(r.memory.kind)
+    return not (
+        r.score < limit
+        or unrelated_learning(r)
+        or present_below(r, limit)
+        or correction_below(r, limit)
+    )
 
 
 def _rejected(fill: _Fill, rules: _Rules, r: Ranked) -> None:
