@@ -141,11 +141,13 @@ def test_a_failed_commit_of_the_counts_loses_them_and_fails_no_caller(
 ) -> None:
     store, ids = _stored(tmp_path)
     other = sqlite3.connect(store.path, isolation_level=None)
-    with store._lock:
-        store.record_uses(USER, [ids[0]], NOW, _record("c1"))
-        other.execute("BEGIN IMMEDIATE")  # the counts' commit will find the file locked
-        store._db.execute("PRAGMA busy_timeout=0")
+    # whichever thread takes the store's lock first (this one's read, the store's thread,
+    # the checkpointer's) tries the commit and logs its failure
     with caplog.at_level(logging.WARNING, logger="engrain.store.sqlite"):
+        with store._lock:
+            store.record_uses(USER, [ids[0]], NOW, _record("c1"))
+            other.execute("BEGIN IMMEDIATE")  # the counts' commit will find the file locked
+            store._db.execute("PRAGMA busy_timeout=0")
         got = store.get(USER, [ids[0]])  # commits them first: refused, logged, not raised
     assert [m.access_count for m in got] == [0]
     assert any("were not written" in r.getMessage() for r in caplog.records)

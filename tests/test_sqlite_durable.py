@@ -18,13 +18,11 @@ from engrain.store.sqlite import SQLiteStore
 from .conftest import NOW, make_settings
 
 
-def commits(store: SQLiteStore, *, deferred: bool = False) -> list[str]:
+def commits(store: SQLiteStore) -> list[str]:
     """Start recording, for each commit the calling thread makes on the store's connection,
     the ``synchronous`` mode it ran under (``FULL`` or ``NORMAL``). The mode is the last one
     set by any thread (the store's lock orders them); the checkpointer's thread's own
-    commits (a restarted log begun, ``store/checkpoint.py``) are not the caller's.
-    ``deferred``: the commits of the store's thread that writes the counted uses
-    (``engrain-uses``) too."""
+    commits (a restarted log begun, ``store/checkpoint.py``) are not the caller's."""
     modes: list[str] = []
     current = ["NORMAL"]
     caller = threading.get_ident()
@@ -33,10 +31,7 @@ def commits(store: SQLiteStore, *, deferred: bool = False) -> list[str]:
         text = statement.strip().upper()
         if text.startswith("PRAGMA SYNCHRONOUS="):
             current[0] = text.split("=", 1)[1]
-        elif text == "COMMIT" and (
-            threading.get_ident() == caller
-            or (deferred and threading.current_thread().name == "engrain-uses")
-        ):
+        elif text == "COMMIT" and threading.get_ident() == caller:
             modes.append(current[0])
 
     store._db.set_trace_callback(seen)
@@ -67,11 +62,29 @@ def test_a_contexts_record_and_its_counts_written_after_it_commit_lazily(tmp_pat
     store = SQLiteStore(tmp_path / "store.db")  # the default: the counts after the call
     engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
     kayak = engine.remember("the kayak is in the blue shed", user_id="u", now=NOW)
-    modes = commits(store, deferred=True)
+    # each commit that wrote the context's record or counted uses, by whichever thread: the
+    # counts are committed by the first thread to take the store's lock after the call
+    written: list[tuple[str, str]] = []
+    current, wrote = ["NORMAL"], [""]
+
+    def seen(statement: str) -> None:
+        text = statement.strip().upper()
+        if text.startswith("PRAGMA SYNCHRONOUS="):
+            current[0] = text.split("=", 1)[1]
+        elif text.startswith("INSERT OR REPLACE INTO STATE"):
+            wrote[0] = "record"
+        elif text.startswith("UPDATE USES SET ACCESS_COUNT"):
+            wrote[0] = "counts"
+        elif text == "COMMIT" and wrote[0]:
+            written.append((wrote[0], current[0]))
+            wrote[0] = ""
+
+    store._db.set_trace_callback(seen)
     assert engine.context("where is the kayak?", user_id="u", now=NOW).memories
     # the store's next statement comes after the counts (committed by its thread, or now)
     assert [m.access_count for m in store.get("u", [str(kayak.memory_id)])] == [1]
-    assert modes == ["NORMAL", "NORMAL"]  # the context's record, then its counts
+    store._db.set_trace_callback(None)
+    assert written == [("record", "NORMAL"), ("counts", "NORMAL")]
     engine.close()
 
 
