@@ -52,7 +52,8 @@ def test_settle_collects_the_garbage_then_keeps_the_living_out_of_the_passes() -
     assert _tracked(living)
     frozen = settle()
     assert gone() is None  # the cycle made before was collected, not frozen
-    assert frozen == gc.get_freeze_count() > 0
+    # another thread of the test process (a server an earlier test started) may freeze too
+    assert 0 < frozen <= gc.get_freeze_count()
     assert not _tracked(living)  # no generation holds it: no pass walks it
     made_after = [_Node()]
     assert _tracked(made_after)
