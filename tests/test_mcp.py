@@ -76,7 +76,13 @@ def run_stdio(tmp_path: Path, body: Session, *args: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "engrain.cli", "mcp", *args, "--url", f"sqlite:///{tmp_path / 'm.db'}"],
-        env={"ENGRAIN_EMBEDDER": "hash", "ENGRAIN_DATA_DIR": str(tmp_path)},
+        # counted uses in the call's transaction: the tests read the file between calls, and a
+        # good call's counts written after it returns would look like the next call's write
+        env={
+            "ENGRAIN_EMBEDDER": "hash",
+            "ENGRAIN_DATA_DIR": str(tmp_path),
+            "ENGRAIN_DEFER_USES": "off",
+        },
     )
 
     async def main() -> None:
