@@ -205,3 +205,66 @@ def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
     ok = threading.Thread(target=lambda: None, name="engrain-ok")
     assert threads.started(ok)
     ok.join()
+
+
+@pytest.mark.parametrize("defer", [False, True], ids=["in-the-call", "deferred"])
+def test_counted_uses_whose_working_set_cannot_follow_fail_no_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, defer: bool
+) -> None:
+    """A context's counted uses commit, then copy the working set's count arrays (the copy
+    that may run out of memory at a large user): that copy failing must not fail the call
+    that committed them (in the call: the context itself; deferred: whichever call next
+    takes the store's lock, here a remember), and the counts the process then serves are
+    the stored ones (its working set dropped and read again, not left behind them)."""
+    store = SQLiteStore(tmp_path / "u.db", defer_uses=defer)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        for i in range(12):
+            engine.remember(f"fact {i}: the staging port is {8000 + i} for service s{i}", USER)
+        engine.context("which port does service s3 use?", USER)  # its working set loaded
+        ids = sorted(_ids(engine))  # the deferred counts committed by this read
+
+        def no_memory(self: UserCache, ids: Any, at: Any) -> None:
+            raise MemoryError  # copying the count arrays with the new uses
+
+        monkeypatch.setattr(UserCache, "touch", no_memory)
+        shown = engine.context("which port does service s3 use?", USER)
+        engine.remember("the billing queue drains every night at two", USER)
+        monkeypatch.undo()
+        assert shown.memories
+        held = {m.id: m.access_count for m in store.cached(USER, ids)}
+        stored = {m.id: m.access_count for m in store.get(USER, ids)}
+        assert held == stored and sum(stored.values()) >= 2 * len(shown.memories)
+    finally:
+        engine.close()
+
+
+def test_deferred_counts_out_of_memory_fail_no_other_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deferred counts are committed by whichever thread next takes the store's lock,
+    before its own statement: their transaction running out of memory loses those counts
+    (logged, as any failure of theirs) and fails neither that caller nor the store's
+    thread; the counts the process serves are then the stored ones."""
+    from engrain.store import sqlite_uses
+
+    store = SQLiteStore(tmp_path / "d.db", defer_uses=True)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        for i in range(12):
+            engine.remember(f"fact {i}: the staging port is {8000 + i} for service s{i}", USER)
+        engine.context("which port does service s3 use?", USER)
+        ids = sorted(_ids(engine))
+
+        def no_memory(*args: Any, **kwargs: Any) -> None:
+            raise MemoryError
+
+        monkeypatch.setattr(sqlite_uses, "count", no_memory)
+        engine.context("which port does service s3 use?", USER)  # its record commits
+        new = engine.remember("the billing queue drains every night at two", USER).memory_id
+        monkeypatch.undo()
+        assert new in _ids(engine)
+        held = {m.id: m.access_count for m in store.cached(USER, ids)}
+        assert held == {m.id: m.access_count for m in store.get(USER, ids)}
+    finally:
+        engine.close()
