@@ -268,3 +268,105 @@ def test_deferred_counts_out_of_memory_fail_no_other_call(
         assert held == {m.id: m.access_count for m in store.get(USER, ids)}
     finally:
         engine.close()
+
+
+def _never_run(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads whose name starts with ``prefix`` die as they start, before they say they
+    run (CPython's ``thread_run`` failing to call ``_bootstrap`` out of memory,
+    python/cpython#140746): ``Thread.start()`` alone waits for them forever."""
+    from engrain import threads
+
+    bootstrap = threading.Thread._bootstrap  # type: ignore[attr-defined]
+
+    def dies(self: threading.Thread) -> None:
+        if self.name.startswith(prefix):
+            raise MemoryError
+        bootstrap(self)
+
+    monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    monkeypatch.setattr(threading.Thread, "_bootstrap", dies)
+
+
+def _within(call: Any, seconds: float = 120.0) -> tuple[bool, Any]:
+    """``call()`` in a thread of its own, waited for at most ``seconds`` (a harness bound:
+    one that hangs is left behind as a daemon): whether it returned or raised, and what."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name="test-within")
+    thread.start()
+    thread.join(seconds)
+    return (not thread.is_alive(), out[0] if out else None)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its death
+def test_a_background_job_whose_thread_never_runs_hangs_neither_the_call_nor_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compression an ingest queues after its commit goes to the background worker,
+    whose pool starts its thread on that call's path: a thread that never says it runs
+    hung the ingest in ``concurrent.futures``' ``Thread.start()`` (session 26's memory
+    attack, seed 26); now the job is not started (the next request of it runs it), the
+    ingest returns with its memories stored and the engine closes."""
+    settings = make_settings(tmp_path, auto_compress=True, compression_threshold=1)
+    engine = Engine(settings=settings, store=SQLiteStore(tmp_path / "w.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    turns = [{"speaker": "user", "text": f"turn {i}: the deploy runs on host h{i}"}
+             for i in range(4)]  # fmt: skip
+    _never_run("engrain-background", monkeypatch)
+    returned, done = _within(lambda: engine.ingest_conversation(turns, USER, session_id="s1"))
+    assert returned and not isinstance(done, BaseException)
+    closed, error = _within(engine.close)
+    assert closed and error is None
+    monkeypatch.undo()
+    with Engine(settings=settings, store=SQLiteStore(tmp_path / "w.db"),
+                embedder=HashEmbedder()) as again:  # fmt: skip
+        stored = {o.memory_id for o in done.outcomes if o.memory_id}
+        assert stored and stored <= {m.id for m in again.list(USER, limit=None)}
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_embedding_thread_that_never_runs_fails_the_call_with_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation's chunks are embedded on the planner's side thread, started on the
+    call's path before anything is written: one that never says it runs made the call
+    hang; now it is ``OutOfMemoryError`` with nothing written, and the call succeeds once
+    threads start again."""
+    engine = Engine(settings=make_settings(tmp_path, max_chunk_tokens=40),
+                    store=SQLiteStore(tmp_path / "p.db"), embedder=HashEmbedder())  # fmt: skip
+    turns = [{"speaker": "user" if i % 2 == 0 else "assistant",
+              "text": f"turn {i}: " + " ".join(f"word{i}x{k}" for k in range(30))}
+             for i in range(6)]  # fmt: skip
+    try:
+        _never_run("engrain-embed", monkeypatch)
+        returned, error = _within(lambda: engine.ingest_conversation(turns, USER))
+        monkeypatch.undo()
+        assert returned and isinstance(error, EngrainError) and error.code == "out_of_memory"
+        assert _ids(engine) == set()
+        assert engine.ingest_conversation(turns, USER).outcomes
+        assert _ids(engine)
+    finally:
+        engine.close()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_read_pool_that_cannot_start_a_thread_leaves_the_reads_to_the_call(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``context()`` hands its reads that need no vector to the shared read pool, whose
+    threads start on the call's path: with none that runs, the call reads them itself and
+    answers as it does without the pool."""
+    from engrain.store import reads
+
+    fresh = reads.SharedThreads(reads.READ_THREADS, "engrain-read-never")
+    monkeypatch.setattr(reads, "_executor", fresh)
+    _never_run("engrain-read-never", monkeypatch)
+    returned, shown = _within(lambda: engine.context("which port does service s3 use?", USER))
+    assert returned and not isinstance(shown, BaseException)
+    assert "8003" in shown.text

@@ -7,15 +7,22 @@ and leave things as they were (a stale cache, uncompressed sessions)."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future
 from typing import Any
 
-from engrain.threads import cannot_start
+from engrain.threads import Pool, cannot_start
 
 log = logging.getLogger(__name__)
+
+#: Seconds the interpreter's exit waits for the jobs of an engine never closed (its
+#: thread is a daemon: ``threads.Pool``).
+EXIT_WAIT = 30.0
 
 
 class Worker:
@@ -26,7 +33,7 @@ class Worker:
         self._pending: dict[Hashable, Future[Any]] = {}
         self._again: dict[Hashable, Callable[[], Any]] = {}  # asked for while running
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: Pool | None = None
         self._closed = False
 
     def submit(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
@@ -48,7 +55,9 @@ class Worker:
 
     def _start(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+            # its thread started bounded: a call out of memory never hangs in its submit
+            self._executor = Pool(1, self._name)
+            atexit.register(self._at_exit)
         try:
             future = self._executor.submit(self._logged, key, job)
         except RuntimeError as exc:
@@ -99,5 +108,17 @@ class Worker:
             executor, self._executor = self._executor, None
             self._again.clear()
             self._closed = True
+        atexit.unregister(self._at_exit)
         if executor is not None:
             executor.shutdown(wait=True)
+
+    def _at_exit(self) -> None:
+        """The interpreter exits with the worker open: its jobs (and their re-runs) finish
+        first, at most :data:`EXIT_WAIT` seconds."""
+        deadline = time.monotonic() + EXIT_WAIT
+        while (left := deadline - time.monotonic()) > 0:
+            with self._lock:
+                pending = [f for f in self._pending.values() if not f.done()]
+            if not pending:
+                return
+            futures.wait(pending, timeout=left)
