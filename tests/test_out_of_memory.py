@@ -352,7 +352,7 @@ def test_an_embedding_thread_that_never_runs_fails_the_call_with_nothing_written
         assert engine.ingest_conversation(turns, USER).outcomes
         assert _ids(engine)
     finally:
-        engine.close()
+        _within(engine.close)  # (a call that hung holds the planner's pool: bounded too)
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -370,3 +370,27 @@ def test_a_read_pool_that_cannot_start_a_thread_leaves_the_reads_to_the_call(
     returned, shown = _within(lambda: engine.context("which port does service s3 use?", USER))
     assert returned and not isinstance(shown, BaseException)
     assert "8003" in shown.text
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_index_build_whose_thread_never_runs_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index build's thread that never says it runs (counted as started by
+    ``threads.started``) left its slot busy for good: no build again in the process,
+    every search exact. Now the slot is idle again and the next search starts the build."""
+    import numpy as np
+
+    store = SQLiteStore(tmp_path / "n.db", ann_min_vectors=0)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        _never_run("engrain-ann", monkeypatch)
+        for i in range(20):
+            engine.remember(f"note {i}: the cache server c{i} holds shard {i}", USER)
+        query = np.asarray(HashEmbedder().embed(["shard 3"])[0], dtype=np.float32)
+        assert [m.id for m, _ in store.search(USER, query, 3)]  # answered exactly meanwhile
+        monkeypatch.undo()
+        store.search(USER, query, 3)  # the slot is idle again: this call starts the build
+        assert store.wait_for_index(USER, timeout=120)
+    finally:
+        engine.close()

@@ -52,10 +52,10 @@ def started(thread: threading.Thread) -> bool:
     """Start ``thread``; ``False`` (logged) if the process cannot start a thread now. A
     thread that does not say it runs within :data:`BOOT_WAIT` is logged and counted as
     started (it may yet run: its work is not begun twice), never waited for longer."""
-    return _start(thread) is not False
+    return booted(thread) is not False
 
 
-def _start(thread: threading.Thread) -> bool | None:
+def booted(thread: threading.Thread) -> bool | None:
     """Start ``thread``: ``True`` once it says it runs, ``None`` if it did not within
     :data:`BOOT_WAIT`, ``False`` if it could not start (both logged)."""
     bounded = _BoundedStart()
@@ -114,7 +114,7 @@ class Pool(Executor):
                     target=self._run, name=f"{self._name}_{len(self._threads)}", daemon=True
                 )
                 self._threads.append(thread)  # before it runs: ``_run`` looks for it here
-                if _start(thread) is not True:
+                if booted(thread) is not True:
                     # not running (or not yet: then it ends as it finds itself left out)
                     self._threads.remove(thread)
                     if not self._threads:
