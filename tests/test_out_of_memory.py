@@ -295,7 +295,7 @@ def _within(call: Any, seconds: float = 120.0) -> tuple[bool, Any]:
     def run() -> None:
         try:
             out.append(call())
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:  # handed to the test
             out.append(exc)
 
     thread = threading.Thread(target=run, daemon=True, name="test-within")
