@@ -195,6 +195,7 @@ def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
             raise MemoryError
 
     monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    monkeypatch.setattr(threads, "_quiet_until", 0.0)  # (restored after: no pause left)
     thread = DiesStarting(target=lambda: None, name="engrain-dies", daemon=True)
     done: list[bool] = []
     starter = threading.Thread(target=lambda: done.append(threads.started(thread)), daemon=True)
@@ -202,6 +203,10 @@ def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
     starter.join(timeout=60)
     assert done == [True]  # returned: counted as started, not waited for
     assert not thread.is_alive()
+    # for BOOT_PAUSE after it no thread is started, so none waits BOOT_WAIT again
+    paused = threading.Thread(target=lambda: None, name="engrain-paused")
+    assert not threads.started(paused) and paused.ident is None
+    monkeypatch.setattr(threads, "_quiet_until", 0.0)  # the pause over
     ok = threading.Thread(target=lambda: None, name="engrain-ok")
     assert threads.started(ok)
     ok.join()
@@ -284,6 +289,7 @@ def _never_run(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
         bootstrap(self)
 
     monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    monkeypatch.setattr(threads, "_quiet_until", 0.0)  # the pause it sets ends with the test
     monkeypatch.setattr(threading.Thread, "_bootstrap", dies)
 
 

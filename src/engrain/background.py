@@ -7,22 +7,15 @@ and leave things as they were (a stale cache, uncompressed sessions)."""
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
-import time
 from collections.abc import Callable, Hashable
-from concurrent import futures
 from concurrent.futures import Future
 from typing import Any
 
 from engrain.threads import Pool, cannot_start
 
 log = logging.getLogger(__name__)
-
-#: Seconds the interpreter's exit waits for the jobs of an engine never closed (its
-#: thread is a daemon: ``threads.Pool``).
-EXIT_WAIT = 30.0
 
 
 class Worker:
@@ -57,7 +50,6 @@ class Worker:
         if self._executor is None:
             # its thread started bounded: a call out of memory never hangs in its submit
             self._executor = Pool(1, self._name)
-            atexit.register(self._at_exit)
         try:
             future = self._executor.submit(self._logged, key, job)
         except RuntimeError as exc:
@@ -108,17 +100,5 @@ class Worker:
             executor, self._executor = self._executor, None
             self._again.clear()
             self._closed = True
-        atexit.unregister(self._at_exit)
         if executor is not None:
             executor.shutdown(wait=True)
-
-    def _at_exit(self) -> None:
-        """The interpreter exits with the worker open: its jobs (and their re-runs) finish
-        first, at most :data:`EXIT_WAIT` seconds."""
-        deadline = time.monotonic() + EXIT_WAIT
-        while (left := deadline - time.monotonic()) > 0:
-            with self._lock:
-                pending = [f for f in self._pending.values() if not f.done()]
-            if not pending:
-                return
-            futures.wait(pending, timeout=left)

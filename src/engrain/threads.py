@@ -13,10 +13,13 @@ planner's) fails the call instead: ``lifecycle.out_of_memory`` makes that an
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import queue
 import threading
+import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -38,6 +41,16 @@ def cannot_start(exc: BaseException) -> bool:
 #: waited forever (python/cpython#140746, open; ``bench/attacks/memory_limit.py`` hung in
 #: an index build's start).
 BOOT_WAIT = 30.0
+#: Seconds after a thread did not say it runs within :data:`BOOT_WAIT` during which no
+#: thread is started (:func:`booted` answers ``False`` at once): the process has just shown
+#: it cannot start one (memory), and every start would wait :data:`BOOT_WAIT` again — an
+#: index slot or a pool asked again at each call made every call wait that long
+#: (``memory_limit.py`` seed 26, session 27: a round's calls 30 s each until it was ended).
+BOOT_PAUSE = 60.0
+#: Seconds the interpreter's exit waits for an open :class:`Pool`'s work.
+EXIT_WAIT = 30.0
+#: Until when (``time.monotonic()``) no thread is started (:data:`BOOT_PAUSE`).
+_quiet_until = 0.0
 
 
 class _BoundedStart(threading.Event):
@@ -57,7 +70,11 @@ def started(thread: threading.Thread) -> bool:
 
 def booted(thread: threading.Thread) -> bool | None:
     """Start ``thread``: ``True`` once it says it runs, ``None`` if it did not within
-    :data:`BOOT_WAIT`, ``False`` if it could not start (both logged)."""
+    :data:`BOOT_WAIT`, ``False`` if it could not start (both logged), or if one did not say
+    it runs less than :data:`BOOT_PAUSE` seconds ago (not tried)."""
+    global _quiet_until
+    if time.monotonic() < _quiet_until:
+        return False  # (logged when the pause began)
     bounded = _BoundedStart()
     # the interpreter's own event, replaced before start() (which only sets and waits on
     # it; ``is_alive`` and ``join`` read it): the one change to threading's private state
@@ -71,8 +88,10 @@ def booted(thread: threading.Thread) -> bool | None:
                     thread.name, exc)  # fmt: skip
         return False
     if not bounded.is_set():
+        _quiet_until = time.monotonic() + BOOT_PAUSE
         log.warning("thread %s did not start within %.0f s (out of memory as it started?): "
-                    "not waited for", thread.name, BOOT_WAIT)  # fmt: skip
+                    "not waited for; no thread started for %.0f s", thread.name, BOOT_WAIT,
+                    BOOT_PAUSE)  # fmt: skip
         return None
     return True
 
@@ -86,73 +105,114 @@ class Pool(Executor):
     bound for a thread that may never say it runs (:data:`BOOT_WAIT`): a call out of memory
     hung in its ``submit`` (``bench/attacks/memory_limit.py``, seed 26, 1 round in 9).
 
+    The threads are daemons; as ``ThreadPoolExecutor``'s are joined at the interpreter's
+    exit, a pool left open finishes the work already given to it then (at most
+    :data:`EXIT_WAIT` seconds), so no job is cut short and no thread outlives the
+    interpreter in a native call.
+
     :meth:`submit` raises ``RuntimeError("can't start new thread")`` (``cannot_start``) with
     nothing queued when the pool has no thread and none starts (or says it runs within
     :data:`BOOT_WAIT`; one that says so later ends at once); with threads, the work waits
-    for one of them. The threads are daemons: work still queued when the interpreter
-    exits is dropped (the owner waits for what it must: ``background.Worker``'s exit)."""
+    for one of them."""
 
     def __init__(self, threads: int, name: str) -> None:
         self._max = threads
         self._name = name
-        self._lock = threading.Lock()
-        self._work: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0  # threads done with their work and not claimed by a submit since
-        self._shut = False
+        # what the threads share with the pool: they hold this, not the pool, so a pool
+        # nobody holds is collected and its threads end (as ``ThreadPoolExecutor``'s)
+        self._shared = _Shared()
+        weakref.finalize(self, self._shared.stop)
+        _OPEN.add(self)
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         """Run ``fn(*args, **kwargs)`` on a thread of the pool (started if none is idle and
         there is room)."""
-        with self._lock:
-            if self._shut:
+        shared = self._shared
+        with shared.lock:
+            if shared.shut:
                 raise RuntimeError("cannot schedule new futures after shutdown")
-            if self._idle:
-                self._idle -= 1
-            elif len(self._threads) < self._max:
-                thread = threading.Thread(
-                    target=self._run, name=f"{self._name}_{len(self._threads)}", daemon=True
-                )
-                self._threads.append(thread)  # before it runs: ``_run`` looks for it here
+            if shared.idle:
+                shared.idle -= 1
+            elif len(shared.threads) < self._max:
+                thread = threading.Thread(target=_serve, args=(shared,), daemon=True,
+                                          name=f"{self._name}_{len(shared.threads)}")  # fmt: skip
+                shared.threads.append(thread)  # before it runs: ``_serve`` looks for it here
                 if booted(thread) is not True:
                     # not running (or not yet: then it ends as it finds itself left out)
-                    self._threads.remove(thread)
-                    if not self._threads:
+                    shared.threads.remove(thread)
+                    if not shared.threads:
                         raise RuntimeError("can't start new thread")
             future: Future[T] = Future()
-            self._work.put(_Work(future, functools.partial(fn, *args, **kwargs)))
+            shared.work.put(_Work(future, functools.partial(fn, *args, **kwargs)))
             return future
-
-    def _run(self) -> None:
-        with self._lock:
-            if threading.current_thread() not in self._threads:
-                return  # it said it runs too late: its submit went on without it
-        while (work := self._work.get()) is not None:
-            work.run()
-            del work  # its result is the future's: not kept alive by this frame
-            with self._lock:
-                self._idle += 1
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Start nothing more; with ``cancel_futures`` cancel the work no thread began; the
         threads end once the work before them is done (waited for with ``wait``)."""
-        with self._lock:
-            self._shut = True
-            threads = list(self._threads)
+        _OPEN.discard(self)
+        threads = self._shared.stop(cancel_futures)
+        if wait:
+            for thread in threads:
+                if thread.is_alive():
+                    thread.join()
+
+
+#: The pools not shut down, finished at the interpreter's exit (:func:`_finish_pools`).
+_OPEN: weakref.WeakSet[Pool] = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_pools() -> None:
+    """The interpreter exits with pools open: the work given to them is finished first (as
+    ``ThreadPoolExecutor``'s threads are joined), at most :data:`EXIT_WAIT` seconds in all."""
+    deadline = time.monotonic() + EXIT_WAIT
+    threads = [t for pool in list(_OPEN) for t in pool._shared.stop()]
+    for thread in threads:
+        if thread.is_alive():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class _Shared:
+    """A :class:`Pool`'s queue and threads, shared with the threads (under ``lock``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.work: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self.idle = 0  # threads done with their work and not claimed by a submit since
+        self.shut = False
+
+    def stop(self, cancel_futures: bool = False) -> list[threading.Thread]:
+        """No more work; each thread ends after the work before it (with ``cancel_futures``
+        the work no thread began is cancelled); the threads, to wait for."""
+        with self.lock:
+            threads, first = list(self.threads), not self.shut
+            self.shut = True
+        if not first:
+            return threads
         if cancel_futures:
             while True:
                 try:
-                    work = self._work.get_nowait()
+                    work = self.work.get_nowait()
                 except queue.Empty:
                     break
                 if work is not None:
                     work.future.cancel()
         for _ in threads:
-            self._work.put(None)
-        if wait:
-            for thread in threads:
-                if thread.is_alive():
-                    thread.join()
+            self.work.put(None)
+        return threads
+
+
+def _serve(shared: _Shared) -> None:
+    """A pool thread: the work queued, in order, until its end."""
+    with shared.lock:
+        if threading.current_thread() not in shared.threads:
+            return  # it said it runs too late: its submit went on without it
+    while (work := shared.work.get()) is not None:
+        work.run()
+        del work  # its result is the future's: not kept alive by this frame
+        with shared.lock:
+            shared.idle += 1
 
 
 @dataclass(frozen=True)
