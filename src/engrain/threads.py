@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import os
 import queue
 import threading
 import time
@@ -97,7 +98,7 @@ def booted(thread: threading.Thread) -> bool | None:
 
 
 class Pool(Executor):
-    """At most ``threads`` daemon threads named ``name``, each started by :func:`started`
+    """At most ``threads`` daemon threads named ``name``, each started by :func:`booted`
     when work comes and no thread of the pool is idle (a process that never needs one starts
     none): the engine's pools that start threads on a call's path (the background worker
     after a commit, the shared read pool during a ``context()``). ``concurrent.futures``'
@@ -157,8 +158,11 @@ class Pool(Executor):
                     thread.join()
 
 
-#: The pools not shut down, finished at the interpreter's exit (:func:`_finish_pools`).
+#: The pools not shut down, finished at the interpreter's exit (:func:`_finish_pools`); a
+#: forked child's are its own (the parent's have no thread there, and their locks may have
+#: been held at the fork).
 _OPEN: weakref.WeakSet[Pool] = weakref.WeakSet()
+os.register_at_fork(after_in_child=_OPEN.clear)
 
 
 @atexit.register
