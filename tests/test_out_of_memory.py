@@ -195,6 +195,7 @@ def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
             raise MemoryError
 
     monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    monkeypatch.setattr(threads, "_quiet_until", 0.0)  # (restored after: no pause left)
     thread = DiesStarting(target=lambda: None, name="engrain-dies", daemon=True)
     done: list[bool] = []
     starter = threading.Thread(target=lambda: done.append(threads.started(thread)), daemon=True)
@@ -202,6 +203,200 @@ def test_a_thread_that_dies_as_it_starts_does_not_hang_its_starter(
     starter.join(timeout=60)
     assert done == [True]  # returned: counted as started, not waited for
     assert not thread.is_alive()
+    # for BOOT_PAUSE after it no thread is started, so none waits BOOT_WAIT again
+    paused = threading.Thread(target=lambda: None, name="engrain-paused")
+    assert not threads.started(paused) and paused.ident is None
+    monkeypatch.setattr(threads, "_quiet_until", 0.0)  # the pause over
     ok = threading.Thread(target=lambda: None, name="engrain-ok")
     assert threads.started(ok)
     ok.join()
+
+
+@pytest.mark.parametrize("defer", [False, True], ids=["in-the-call", "deferred"])
+def test_counted_uses_whose_working_set_cannot_follow_fail_no_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, defer: bool
+) -> None:
+    """A context's counted uses commit, then copy the working set's count arrays (the copy
+    that may run out of memory at a large user): that copy failing must not fail the call
+    that committed them (in the call: the context itself; deferred: whichever call next
+    takes the store's lock, here a remember), and the counts the process then serves are
+    the stored ones (its working set dropped and read again, not left behind them)."""
+    store = SQLiteStore(tmp_path / "u.db", defer_uses=defer)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        for i in range(12):
+            engine.remember(f"fact {i}: the staging port is {8000 + i} for service s{i}", USER)
+        engine.context("which port does service s3 use?", USER)  # its working set loaded
+        ids = sorted(_ids(engine))  # the deferred counts committed by this read
+
+        def no_memory(self: UserCache, ids: Any, at: Any) -> None:
+            raise MemoryError  # copying the count arrays with the new uses
+
+        monkeypatch.setattr(UserCache, "touch", no_memory)
+        shown = engine.context("which port does service s3 use?", USER)
+        engine.remember("the billing queue drains every night at two", USER)
+        monkeypatch.undo()
+        assert shown.memories
+        held = {m.id: m.access_count for m in store.cached(USER, ids)}
+        stored = {m.id: m.access_count for m in store.get(USER, ids)}
+        assert held == stored and sum(stored.values()) >= 2 * len(shown.memories)
+    finally:
+        engine.close()
+
+
+def test_deferred_counts_out_of_memory_fail_no_other_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deferred counts are committed by whichever thread next takes the store's lock,
+    before its own statement: their transaction running out of memory loses those counts
+    (logged, as any failure of theirs) and fails neither that caller nor the store's
+    thread; the counts the process serves are then the stored ones."""
+    from engrain.store import sqlite_uses
+
+    store = SQLiteStore(tmp_path / "d.db", defer_uses=True)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        for i in range(12):
+            engine.remember(f"fact {i}: the staging port is {8000 + i} for service s{i}", USER)
+        engine.context("which port does service s3 use?", USER)
+        ids = sorted(_ids(engine))
+
+        def no_memory(*args: Any, **kwargs: Any) -> None:
+            raise MemoryError
+
+        monkeypatch.setattr(sqlite_uses, "count", no_memory)
+        engine.context("which port does service s3 use?", USER)  # its record commits
+        new = engine.remember("the billing queue drains every night at two", USER).memory_id
+        monkeypatch.undo()
+        assert new in _ids(engine)
+        held = {m.id: m.access_count for m in store.cached(USER, ids)}
+        assert held == {m.id: m.access_count for m in store.get(USER, ids)}
+    finally:
+        engine.close()
+
+
+def _never_run(prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads whose name starts with ``prefix`` die as they start, before they say they
+    run (CPython's ``thread_run`` failing to call ``_bootstrap`` out of memory,
+    python/cpython#140746): ``Thread.start()`` alone waits for them forever."""
+    from engrain import threads
+
+    bootstrap = threading.Thread._bootstrap  # type: ignore[attr-defined]
+
+    def dies(self: threading.Thread) -> None:
+        if self.name.startswith(prefix):
+            raise MemoryError
+        bootstrap(self)
+
+    monkeypatch.setattr(threads, "BOOT_WAIT", 0.5)
+    monkeypatch.setattr(threads, "_quiet_until", 0.0, raising=False)  # its pause ends with it
+    monkeypatch.setattr(threading.Thread, "_bootstrap", dies)
+
+
+def _within(call: Any, seconds: float = 120.0) -> tuple[bool, Any]:
+    """``call()`` in a thread of its own, waited for at most ``seconds`` (a harness bound:
+    one that hangs is left behind as a daemon): whether it returned or raised, and what."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as exc:  # handed to the test
+            out.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True, name="test-within")
+    thread.start()
+    thread.join(seconds)
+    return (not thread.is_alive(), out[0] if out else None)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its death
+def test_a_background_job_whose_thread_never_runs_hangs_neither_the_call_nor_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compression an ingest queues after its commit goes to the background worker,
+    whose pool starts its thread on that call's path: a thread that never says it runs
+    hung the ingest in ``concurrent.futures``' ``Thread.start()`` (session 26's memory
+    attack, seed 26); now the job is not started (the next request of it runs it), the
+    ingest returns with its memories stored and the engine closes."""
+    settings = make_settings(tmp_path, auto_compress=True, compression_threshold=1)
+    engine = Engine(settings=settings, store=SQLiteStore(tmp_path / "w.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    turns = [{"speaker": "user", "text": f"turn {i}: the deploy runs on host h{i}"}
+             for i in range(4)]  # fmt: skip
+    _never_run("engrain-background", monkeypatch)
+    returned, done = _within(lambda: engine.ingest_conversation(turns, USER, session_id="s1"))
+    assert returned and not isinstance(done, BaseException)
+    closed, error = _within(engine.close)
+    assert closed and error is None
+    monkeypatch.undo()
+    with Engine(settings=settings, store=SQLiteStore(tmp_path / "w.db"),
+                embedder=HashEmbedder()) as again:  # fmt: skip
+        stored = {o.memory_id for o in done.outcomes if o.memory_id}
+        assert stored and stored <= {m.id for m in again.list(USER, limit=None)}
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_embedding_thread_that_never_runs_fails_the_call_with_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation's chunks are embedded on the planner's side thread, started on the
+    call's path before anything is written: one that never says it runs made the call
+    hang; now it is ``OutOfMemoryError`` with nothing written, and the call succeeds once
+    threads start again."""
+    engine = Engine(settings=make_settings(tmp_path, max_chunk_tokens=40),
+                    store=SQLiteStore(tmp_path / "p.db"), embedder=HashEmbedder())  # fmt: skip
+    turns = [{"speaker": "user" if i % 2 == 0 else "assistant",
+              "text": f"turn {i}: " + " ".join(f"word{i}x{k}" for k in range(30))}
+             for i in range(6)]  # fmt: skip
+    try:
+        _never_run("engrain-embed", monkeypatch)
+        returned, error = _within(lambda: engine.ingest_conversation(turns, USER))
+        monkeypatch.undo()
+        assert returned and isinstance(error, EngrainError) and error.code == "out_of_memory"
+        assert _ids(engine) == set()
+        assert engine.ingest_conversation(turns, USER).outcomes
+        assert _ids(engine)
+    finally:
+        _within(engine.close)  # (a call that hung holds the planner's pool: bounded too)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_read_pool_that_cannot_start_a_thread_leaves_the_reads_to_the_call(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``context()`` hands its reads that need no vector to the shared read pool, whose
+    threads start on the call's path: with none that runs, the call reads them itself and
+    answers as it does without the pool."""
+    from engrain.store import reads
+
+    fresh = reads.SharedThreads(reads.READ_THREADS, "engrain-read-never")
+    monkeypatch.setattr(reads, "_executor", fresh)
+    _never_run("engrain-read-never", monkeypatch)
+    returned, shown = _within(lambda: engine.context("which port does service s3 use?", USER))
+    assert returned and not isinstance(shown, BaseException)
+    assert "8003" in shown.text
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_index_build_whose_thread_never_runs_is_tried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index build's thread that never says it runs (counted as started by
+    ``threads.started``) left its slot busy for good: no build again in the process,
+    every search exact. Now the slot is idle again and the next search starts the build."""
+    import numpy as np
+
+    store = SQLiteStore(tmp_path / "n.db", ann_min_vectors=0)
+    engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
+    try:
+        _never_run("engrain-ann", monkeypatch)
+        for i in range(20):
+            engine.remember(f"note {i}: the cache server c{i} holds shard {i}", USER)
+        query = np.asarray(HashEmbedder().embed(["shard 3"])[0], dtype=np.float32)
+        assert [m.id for m, _ in store.search(USER, query, 3)]  # answered exactly meanwhile
+        monkeypatch.undo()
+        store.search(USER, query, 3)  # the slot is idle again: this call starts the build
+        assert store.wait_for_index(USER, timeout=120)
+    finally:
+        engine.close()

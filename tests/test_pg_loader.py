@@ -208,3 +208,28 @@ def test_a_call_that_fails_still_begins_the_loads_it_asked_for() -> None:
         loader.start("alice")
         raise RuntimeError("the call failed")
     assert [key for key, _ in jobs.ran] == ["alice"]
+
+
+def test_a_load_whose_thread_cannot_start_leaves_the_key_to_the_next_asking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of memory (or at the process's thread limit) a load's thread cannot start: the
+    asking call is not failed by it, and the key is not left marked as loading for good
+    (no load of it would ever start again in the process: every call served by SQL)."""
+    jobs = Jobs()
+    loader = _loader(jobs)
+    start = threading.Thread.start
+
+    def refused(self: threading.Thread) -> None:
+        if self.name == "t-load":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    loader.start("alice")  # raises nothing into the caller
+    monkeypatch.undo()
+    load = loader.get("alice")
+    assert load is not None and load.thread is None and jobs.ran == []
+    loader.start("alice")  # memory is back: the next asking loads it
+    _join(loader, "alice")
+    assert jobs.ran == [("alice", "t-load")]

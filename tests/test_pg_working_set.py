@@ -550,3 +550,30 @@ def test_turned_on_sizes_are_learned_from_the_sql_paths_own_reads(
     finally:
         mine.close()
         theirs.close()
+
+
+@pytest.mark.parametrize("failure", ["database", "memory"])
+def test_a_write_whose_working_set_cannot_catch_up_succeeds_and_is_seen(
+    stores: Any, monkeypatch: pytest.MonkeyPatch, failure: str
+) -> None:
+    """After this process's write commits, its working set reads the rows changed since: a
+    failure there (the database gone for a moment, memory out while copying the arrays)
+    reported the committed write as failed. Now the write succeeds, the working set is
+    dropped, and the next calls give SQL's answers (the write included)."""
+    import psycopg
+
+    mine, theirs, sql = stores
+    theirs.write(_memories(40))
+    assert mine.wait_for_working_set("alice", timeout=30)
+
+    def fails(*args: Any, **kwargs: Any) -> bool:
+        if failure == "memory":
+            raise MemoryError
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(working.WorkingSets, "_catch_up", fails)
+    mine.write(_memories(3, start=40))  # committed: succeeds
+    monkeypatch.undo()
+    assert {"m0040", "m0041", "m0042"} <= {m.id for m in sql.get("alice", ["m0040", "m0041",
+                                                                           "m0042"])}  # fmt: skip
+    _same_results(mine, sql)

@@ -57,13 +57,11 @@ import argparse
 import json
 import os
 import random
-import select
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,10 +70,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+from harness import Asked, K, compared, searched
 
 DIM = 384
-K = 10
-ANSWER_SECONDS = 180.0
 LEARNING_KINDS = ("invariant", "pattern", "decision")
 
 
@@ -157,17 +154,7 @@ def child_pg(url: str, graph_dir: str) -> None:
         store.wait_for_projection("alice", timeout=90)
         store.wait_for_learnings_graph("alice", timeout=90)
         for query in request["queries"]:
-            row: dict[str, Any] = {}
-            for name, flt in filters.items():
-                try:
-                    found = store.search("alice", np.asarray(query, np.float32), K, flt)
-                    row[name] = [m.id for m, _ in found]
-                except EngrainError as exc:
-                    answer["errors"].append(f"engrain {type(exc).__name__}: {exc}")
-                except Exception as exc:
-                    answer["errors"].append(f"OTHER {type(exc).__name__}: {exc}")
-                    traceback.print_exc()
-            answer["answers"].append(row)
+            answer["answers"].append(searched(store, "alice", query, filters, answer["errors"]))
         held = store._projected
         learnings = store._learnings_graph
         answer["graphs"] = {"pool": dict(held.graphs) if held else None,
@@ -177,49 +164,11 @@ def child_pg(url: str, graph_dir: str) -> None:
     print(json.dumps({"closed": True}), flush=True)
 
 
-class Child:
-    """A serving child process, asked by JSON lines."""
-
-    def __init__(self, url: str, graph_dir: Path, src: str) -> None:
-        env = dict(os.environ, PYTHONPATH=src)
-        self.src = src
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--child-pg", url, str(graph_dir)], env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        """The child's answer, or ``None`` (it died or took longer than ANSWER_SECONDS)."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            return None
-        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_SECONDS)
-        if not ready:
-            return None
-        line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
-
-    def close(self) -> tuple[bool, str]:
-        """Close the child's store and wait for it: whether it ended cleanly, its stderr's end."""
-        answer = self.ask({"close": True})
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        err = self.proc.stderr.read() if self.proc.stderr else ""
-        return bool(answer and answer.get("closed")) and self.proc.returncode == 0, err[-1500:]
-
-    def end(self) -> str:
-        """Kill the child (it hangs or died): its stderr's end and its exit code."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        err = self.proc.stderr.read() if self.proc.stderr else ""
-        return f"exit {self.proc.returncode}: {err[-1500:]}"
+def pg_child(url: str, graph_dir: Path, src: str) -> Asked:
+    """A child of ``src``'s tree serving searches of the PostgreSQL store at ``url``
+    (:func:`child_pg`), its graphs kept in ``graph_dir``."""
+    return Asked([sys.executable, __file__, "--child-pg", url, str(graph_dir)],
+                 env=dict(os.environ, PYTHONPATH=src))  # fmt: skip
 
 
 # -- PostgreSQL: the attacks on the directory ----------------------------------------------
@@ -350,7 +299,7 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     truth = postgres.PostgresStore(url, pool_size=2, exact_search_below=10**9,
                                    learnings_bytes=0, projected_bytes=0)  # fmt: skip
     writer = postgres.PostgresStore(url, pool_size=2, learnings_bytes=0, projected_bytes=0)
-    served: Child | None = None
+    served: Asked | None = None
     try:
         vs = vectors(args.memories + 400, args.seed)
         writer.write(
@@ -373,7 +322,7 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             s.close()
         bob_files = {p.name: p.read_bytes() for p in graph_files(gdir)}
         other_files = {p.name: p.read_bytes() for p in graph_files(other_gdir)}
-        served = Child(url, gdir, own)
+        served = pg_child(url, gdir, own)
         first = served.ask({"queries": []})
         if first is None:
             findings.append(f"the served process did not start: {served.end()}")
@@ -426,7 +375,7 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 ATTACKS[attack](gdir, rng)
             if attack == "other_revision":
                 if args.other_src:
-                    visitor = Child(url, gdir, args.other_src)
+                    visitor = pg_child(url, gdir, args.other_src)
                     seen = visitor.ask({"queries": []})
                     ok, err = visitor.close()
                     if seen is None or not ok:
@@ -441,7 +390,7 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         for q in queries]  # fmt: skip
             request = {"queries": [q.tolist() for q in queries]}
             phase: dict[str, Any] = {"attack": attack, "note": note}
-            fresh = Child(url, gdir, own)
+            fresh = pg_child(url, gdir, own)
             for who, child in (("served", served), ("fresh", fresh)):
                 started = time.monotonic()
                 answer = child.ask(request)
@@ -450,33 +399,24 @@ def run_pg(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     findings.append(f"{attack}: the {who} process gave no answer ({child.end()})")
                     phase[who] = "no answer"
                     if who == "served":
-                        served = Child(url, gdir, own)  # the next phases need one
+                        served = pg_child(url, gdir, own)  # the next phases need one
                         served.ask({"queries": []})
                     continue
-                pairs = list(zip(answer["answers"], expected, strict=True))
-                wrong = [
-                    (i, name)
-                    for i, (got, want) in enumerate(pairs)
-                    for name in ("pool", "typed")
-                    if got.get(name) != want[name]
-                ]
-                shown = {
-                    i for row in answer["answers"] for ids in row.values() for i in ids
-                } & forgotten
+                wrong, shown = compared(answer["answers"], expected, forgotten)
                 missed = sum(
                     1
-                    for row, want in pairs
+                    for row, want in zip(answer["answers"], expected, strict=True)
                     for name in ("pool", "typed")
                     if set(want[name]) - set(row.get(name, []))
                 )
                 other = [e for e in answer["errors"] if e.startswith("OTHER")]
-                phase[who] = {"answers_wrong": len(wrong), "forgotten_returned": sorted(shown),
+                phase[who] = {"answers_wrong": len(wrong), "forgotten_returned": shown,
                               "committed_missed": missed, "errors": answer["errors"][:3],
                               "graphs": answer.get("graphs")}  # fmt: skip
                 if wrong or shown or other:
                     findings.append(
                         f"{attack}: {who}: {len(wrong)} answers differ from the exact search, "
-                        f"forgotten returned {sorted(shown)}, errors {other[:2]}"
+                        f"forgotten returned {shown}, errors {other[:2]}"
                     )
             if phase.get("fresh") != "no answer":
                 ok, err = fresh.close()

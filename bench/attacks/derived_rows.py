@@ -20,7 +20,6 @@ import json
 import os
 import random
 import sqlite3
-import subprocess
 import sys
 import time
 import traceback
@@ -29,22 +28,20 @@ from typing import Any
 
 import numpy as np
 from derived_files import (
-    ANSWER_SECONDS,
     DIM,
-    K,
     memory,
     typed_filter,
     unit,
     vectors,
 )
+from harness import Asked, K, compared
 
 CHILD = r"""
-import json, sys, traceback, warnings
+import json, sys, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, sys.argv[2])
-import numpy as np
-from derived_files import K, typed_filter
-from engrain.errors import EngrainError
+from derived_files import typed_filter
+from harness import searched
 from engrain.store.base import ALL
 from engrain.store.sqlite import SQLiteStore
 store = SQLiteStore(sys.argv[1], ann_min_vectors=0)
@@ -55,17 +52,7 @@ for line in sys.stdin:
         break
     answer = {"answers": [], "errors": [], "missing": 0}
     for query in request["queries"]:
-        row = {}
-        for name, flt in filters.items():
-            try:
-                found = store.search("alice", np.asarray(query, np.float32), K, flt)
-                row[name] = [m.id for m, _ in found]
-            except EngrainError as exc:
-                answer["errors"].append(f"engrain {type(exc).__name__}: {exc}")
-            except Exception as exc:
-                answer["errors"].append(f"OTHER {type(exc).__name__}: {exc}")
-                traceback.print_exc()
-        answer["answers"].append(row)
+        answer["answers"].append(searched(store, "alice", query, filters, answer["errors"]))
         store.wait_for_index("alice", timeout=60)
     try:
         got = {m.id for m in store.get("alice", request["live"])}
@@ -79,42 +66,9 @@ print(json.dumps({"closed": True}), flush=True)
 """
 
 
-class Child:
-    def __init__(self, db: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(db), str(Path(__file__).parent)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-
-    def ask(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        import select
-
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-        except OSError:
-            return None
-        ready, _, _ = select.select([self.proc.stdout], [], [], ANSWER_SECONDS)
-        line = self.proc.stdout.readline() if ready else ""
-        return json.loads(line) if line else None
-
-    def close(self) -> tuple[bool, str]:
-        answer = self.ask({"close": True})
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        err = self.proc.stderr.read() if self.proc.stderr else ""
-        return bool(answer and answer.get("closed")) and self.proc.returncode == 0, err[-1500:]
-
-    def end(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        err = self.proc.stderr.read() if self.proc.stderr else ""
-        return f"exit {self.proc.returncode}: {err[-1500:]}"
+def sqlite_child(db: Path) -> Asked:
+    """A child serving searches of the SQLite store ``db`` (:data:`CHILD`)."""
+    return Asked([sys.executable, "-c", CHILD, str(db), str(Path(__file__).parent)])
 
 
 def rows(db: Path, user: str) -> dict[str, bytes]:
@@ -173,7 +127,7 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     typed = {f"a-{i:05d}" for i in range(n) if i % 3 == 0}
     writer = SQLiteStore(db, ann_min_vectors=None)
     other_writer = SQLiteStore(other_db, ann_min_vectors=None)
-    served = Child(db)
+    served = sqlite_child(db)
     history: list[dict[str, bytes]] = []
     added = 0
     try:
@@ -234,7 +188,7 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             expected = [exact(live, typed, q) for q in queries]
             request = {"queries": [q.tolist() for q in queries], "live": sorted(live)}
             phase: dict[str, Any] = {"attack": attack}
-            fresh = Child(db)
+            fresh = sqlite_child(db)
             for who, child in (("served", served), ("fresh", fresh)):
                 started = time.monotonic()
                 answer = child.ask(request)
@@ -245,27 +199,18 @@ def run_sqlite(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     )
                     phase[who] = "no answer"
                     if who == "served":
-                        served = Child(db)
+                        served = sqlite_child(db)
                     continue
-                pairs = list(zip(answer["answers"], expected, strict=True))
-                wrong = [
-                    (i, name)
-                    for i, (got, want) in enumerate(pairs)
-                    for name in ("pool", "typed")
-                    if got.get(name) != want[name]
-                ]
                 forgotten = {f"a-{i:05d}" for i in range(n)} - set(live)
-                shown = {
-                    i for row in answer["answers"] for ids in row.values() for i in ids
-                } & forgotten
+                wrong, shown = compared(answer["answers"], expected, forgotten)
                 other = [e for e in answer["errors"] if not e.startswith("engrain")]
-                phase[who] = {"answers_wrong": len(wrong), "forgotten_returned": sorted(shown),
+                phase[who] = {"answers_wrong": len(wrong), "forgotten_returned": shown,
                               "get_missing": answer["missing"], "foreign": answer.get("foreign"),
                               "errors": answer["errors"][:3]}  # fmt: skip
                 if wrong or shown or other or answer["missing"] or answer.get("foreign"):
                     findings.append(
                         f"sqlite {attack}: {who}: {len(wrong)} answers differ from the exact "
-                        f"search, forgotten returned {sorted(shown)}, get missing "
+                        f"search, forgotten returned {shown}, get missing "
                         f"{answer['missing']}, errors {other[:2]}"
                     )
             if phase.get("fresh") != "no answer":

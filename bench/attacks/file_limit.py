@@ -35,29 +35,23 @@ Prints a JSON summary; exits 0 only when every rule held.
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import random
 import resource
 import signal
 import sqlite3
 import subprocess
 import sys
-import threading
-import traceback
-from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from attack_report import cli, finish, hash_engine, private_environment
+from attack_report import cli
+from harness import USER, Rounds, limited_main
 
-from engrain.errors import EngrainError
+from engrain import Engine
 
-USER = "ada"
-FAILURES = 12
-CALLS = 60
 SLACK = 384 * 1024
 
 
@@ -78,163 +72,27 @@ def largest(db: Path) -> int:
     return max((p.stat().st_size for p in db.parent.glob(db.name + "*")), default=0)
 
 
-def fingerprint(engine: Any) -> list[tuple[Any, ...]]:
-    """The user's memories as a call must leave them when it fails (summaries and the
-    compressed flag left out: a background compression may write them meanwhile)."""
-    return sorted(
-        (m.id, m.content, m.pinned, m.superseded_by)
-        for m in engine.list(USER, limit=None)
-        if m.kind.value != "summary"
-    )
+class FileLimit:
+    """The store's largest file plus the round's slack, set before the first call; kept
+    while what a failed call left is read (a read writes no file past it)."""
+
+    progress = False  # writing the findings is what the limit stops
+    close_may_refuse = False
+
+    def __init__(self, engine: Engine, db: Path, slack: int, rng: random.Random) -> None:
+        self.limit = largest(db) + slack
+
+    def start(self) -> None:
+        limit_files(self.limit)
+
+    def lifted(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def end(self) -> None:
+        lift_limit()
 
 
-# -- the child ------------------------------------------------------------------------------
-
-
-def child(db: Path, seed: int, slack: int, auto: bool, close_limited: bool, out: Path) -> None:
-    rng = random.Random(seed)
-    died: list[str] = []
-    threading.excepthook = lambda a: died.append(f"{a.thread.name if a.thread else '?'}: "
-                                                 f"{a.exc_type.__name__}")  # fmt: skip
-    logged: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            logged.append(record.getMessage()[:160])
-
-    logging.getLogger("engrain").addHandler(Keep())
-    engine = hash_engine(db, auto_compress=auto, compression_threshold=2)
-    engine.remember(f"round {seed} opened the store", USER)
-    limit = largest(db) + slack
-    acked: list[str] = []
-    forgotten: list[str] = []
-    calls: list[dict[str, Any]] = []
-    broken: list[str] = []
-    n = 0
-
-    def words(k: int, letter: str) -> str:
-        return " ".join(f"{letter}{rng.randrange(10**6)}" for _ in range(k))
-
-    def imported(prefix: str) -> list[str]:
-        ids = [m.id for m in engine.list(USER, limit=None) if m.content.startswith(prefix)]
-        if len(ids) != 3:
-            broken.append(f"import {prefix} returned, {len(ids)} of 3 stored")
-        return ids
-
-    def ops(pick: str) -> dict[str, Callable[[], list[str]]]:
-        tag = f"r{seed}c{n}"
-        text = f"{tag} " + words(rng.randrange(5, 400), "w")
-        turns = [{"speaker": "user" if i % 2 == 0 else "assistant",
-                  "text": f"{tag}t{i} " + words(40, "v")}
-                 for i in range(rng.randrange(2, 14))]  # fmt: skip
-        records = [{"type": "remember", "user_id": USER,
-                    "content": f"{tag}i{k} " + words(rng.randrange(5, 200), "u")}
-                   for k in range(3)]  # fmt: skip
-
-        def forget() -> list[str]:
-            engine.forget([pick], USER)
-            forgotten.append(pick)
-            return []
-
-        return {
-            "remember": lambda: [engine.remember(text, USER).memory_id or ""],
-            "conversation": lambda: [
-                o.memory_id
-                for o in engine.ingest_conversation(turns, USER, session_id=tag).outcomes
-                if o.memory_id
-            ],
-            "import": lambda: (engine.import_records(records), imported(f"{tag}i"))[1],
-            "forget": forget,
-            "pin": lambda: (engine.pin(pick, USER), [])[1],
-            "update": lambda: (engine.update(pick, USER, content=f"{tag} edited"), [])[1],
-            "compress": lambda: (engine.compress(USER, force=True), [])[1],
-            "context": lambda: (engine.context(f"what about {tag}?", USER), [])[1],
-            "recall": lambda: (engine.recall(f"w{rng.randrange(10**6)}", USER), [])[1],
-            "export": lambda: (list(engine.export_records(USER)), [])[1],
-        }
-
-    limit_files(limit)
-    failed = 0
-    while failed < FAILURES and n < CALLS:
-        live = [m.id for m in engine.list(USER, limit=None) if m.kind.value != "summary"]
-        table = ops(rng.choice(live))
-        name = rng.choice(list(table))
-        before = fingerprint(engine)
-        try:
-            acked += table[name]()
-            calls.append({"call": name, "ok": True})
-        except EngrainError as exc:
-            failed += 1
-            calls.append({"call": name, "ok": False, "error": type(exc).__name__,
-                          "message": exc.message[:120]})  # fmt: skip
-            after = fingerprint(engine)
-            if after != before:
-                broken.append(f"call {n} {name} failed ({exc.message[:80]}) yet changed "
-                              f"{len(set(after) ^ set(before))} memories")  # fmt: skip
-        except Exception as exc:
-            failed += 1
-            broken.append(f"call {n} {name}: {type(exc).__name__}: {exc} (outside the tree)")
-            calls.append({"call": name, "ok": False, "error": type(exc).__name__,
-                          "trace": traceback.format_exc()[-600:]})  # fmt: skip
-        n += 1
-    if close_limited:  # the derived indexes' images and stamps saved at close, limited
-        try:
-            engine.close()
-        except Exception as exc:
-            broken.append(f"close() under the limit: {type(exc).__name__}: {exc}")
-    lift_limit()
-    after_space: dict[str, Any] = {}
-    if close_limited:
-        engine = hash_engine(db, auto_compress=auto, compression_threshold=2)
-    try:
-        after_space["remember"] = engine.remember(f"round {seed} space returned", USER).memory_id
-        acked.append(after_space["remember"] or "")
-        engine.import_records([{"type": "remember", "user_id": USER,
-                                "content": f"r{seed}back{k} " + words(30, "z")}
-                               for k in range(3)])  # fmt: skip
-        acked += imported(f"r{seed}back")
-        text = engine.context(f"round {seed} space returned?", USER).text
-        after_space["context_has_it"] = "space returned" in text
-        if not after_space["context_has_it"]:
-            broken.append("context() after the limit was lifted misses the new memory")
-    except Exception as exc:
-        broken.append(f"after the limit was lifted: {type(exc).__name__}: {exc}")
-    engine.close()
-    out.write_text(json.dumps({
-        "limit": limit, "calls": calls, "acked": acked, "forgotten": forgotten,
-        "broken": broken, "died": died, "logged": logged, "after_space": after_space,
-    }))  # fmt: skip
-
-
-# -- the parent -----------------------------------------------------------------------------
-
-
-def check_store(db: Path, acked: set[str], forgotten: set[str]) -> list[str]:
-    broken: list[str] = []
-    with sqlite3.connect(db) as raw:
-        check = raw.execute("PRAGMA integrity_check").fetchone()[0]
-    if check != "ok":
-        broken.append(f"integrity_check: {check}")
-    with hash_engine(db) as e:
-        everything = e.list(USER, limit=None)
-        ids = {m.id for m in everything}
-        lost = acked - forgotten - ids
-        if lost:
-            broken.append(f"{len(lost)} acknowledged memories missing: {sorted(lost)[:5]}")
-        back = forgotten & ids
-        if back:
-            broken.append(f"{len(back)} forgotten memories stored: {sorted(back)[:5]}")
-        per_session: dict[str, int] = {}
-        flags: dict[str, set[bool]] = {}
-        for m in everything:
-            if m.kind.value == "summary":
-                key = m.source_session_id or ""
-                per_session[key] = per_session.get(key, 0) + 1
-            elif m.session_id:
-                flags.setdefault(m.session_id, set()).add(m.compressed)
-        broken += [f"session {k}: {v} summaries" for k, v in per_session.items() if v > 1]
-        broken += [f"session {k}: half compressed" for k, v in flags.items() if len(v) > 1]
-    return broken
+# -- the CLI under a limit ----------------------------------------------------------------
 
 
 def rows(db: Path) -> list[tuple[Any, ...]]:
@@ -302,71 +160,14 @@ def cli_checks(root: Path, db: Path, env: dict[str, str]) -> list[dict[str, Any]
     return out
 
 
+def after_rounds(done: Rounds) -> tuple[dict[str, Any], bool]:
+    commands = cli_checks(done.root, done.db, done.env)
+    return {"cli": commands}, not any(c["problems"] for c in commands)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=25)
-    parser.add_argument("--json", type=Path, help="also write the summary here")
-    parser.add_argument("--child", nargs=6, metavar=("DB", "SEED", "SLACK", "AUTO", "CLOSE", "OUT"),
-                        help=argparse.SUPPRESS)  # fmt: skip
-    args = parser.parse_args()
-    if args.child:
-        db, seed, slack, auto, close_limited, out = args.child
-        child(Path(db), int(seed), int(slack), auto == "1", close_limited == "1", Path(out))
-        return
-    root, env = private_environment("h4-file-limit-")
-    db = root / "store.db"
-    rng = random.Random(args.seed)
-    acked: set[str] = set()
-    forgotten: set[str] = set()
-    rounds: list[dict[str, Any]] = []
-    for n in range(args.rounds):
-        out = root / f"round{n}.json"
-        slack = rng.randrange(0, SLACK)
-        auto = n % 2 == 1
-        try:
-            done = subprocess.run([sys.executable, __file__, "--child", str(db),
-                                   str(args.seed * 100 + n), str(slack), "1" if auto else "0",
-                                   "1" if n % 3 == 2 else "0", str(out)], env=env,
-                                  capture_output=True, text=True, timeout=300,
-                                  check=False)  # fmt: skip
-            code, stderr = done.returncode, done.stderr
-        except subprocess.TimeoutExpired:
-            code, stderr = None, "hung for 300 s"
-        result = json.loads(out.read_text()) if out.exists() else {}
-        broken = list(result.get("broken", []))
-        if code != 0:
-            broken.append(f"child exit {code}: {stderr[-400:]}")
-        broken += [f"thread died: {d}" for d in result.get("died", [])]
-        acked |= set(result.get("acked", []))
-        forgotten |= set(result.get("forgotten", []))
-        broken += check_store(db, acked, forgotten)
-        calls = result.get("calls", [])
-        errors: dict[str, int] = {}
-        for c in calls:
-            if not c["ok"]:
-                errors[c["error"]] = errors.get(c["error"], 0) + 1
-        messages = sorted({c.get("message", "") for c in calls if not c["ok"]})
-        logged = result.get("logged", [])
-        rounds.append({"round": n, "slack": slack, "auto_compress": auto,
-                       "closed_under_the_limit": n % 3 == 2, "calls": len(calls),
-                       "failed": sum(not c["ok"] for c in calls), "errors": errors,
-                       "messages": messages[:6], "logged": sorted(set(logged))[:6],
-                       "logged_count": len(logged), "broken": broken})  # fmt: skip
-        print(f"round {n}: slack {slack}, {len(calls)} calls, {errors}, broken {len(broken)}",
-              file=sys.stderr)  # fmt: skip
-    commands = cli_checks(root, db, env)
-    summary = {
-        "attack": "file_limit",
-        "rounds": rounds,
-        "acknowledged": len(acked),
-        "forgotten": len(forgotten),
-        "calls": sum(r["calls"] for r in rounds),
-        "failed_calls": sum(r["failed"] for r in rounds),
-        "cli": commands,
-        "ok": not any(r["broken"] for r in rounds) and not any(c["problems"] for c in commands),
-    }
-    finish(summary, args.json)
+    limited_main(__doc__, __file__, FileLimit, attack="file_limit", prefix="h4-file-limit-",
+                 rounds=8, seed=25, slack=SLACK, after=after_rounds)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
-from engrain.threads import cannot_start
+from engrain.threads import Pool, cannot_start
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ class Worker:
         self._pending: dict[Hashable, Future[Any]] = {}
         self._again: dict[Hashable, Callable[[], Any]] = {}  # asked for while running
         self._lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: Pool | None = None
         self._closed = False
 
     def submit(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
@@ -48,7 +48,8 @@ class Worker:
 
     def _start(self, key: Hashable, job: Callable[[], Any]) -> Future[Any]:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix=self._name)
+            # its thread started bounded: a call out of memory never hangs in its submit
+            self._executor = Pool(1, self._name)
         try:
             future = self._executor.submit(self._logged, key, job)
         except RuntimeError as exc:

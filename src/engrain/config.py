@@ -41,7 +41,7 @@ from engrain.ingest.dedup import DICE_THRESHOLD
 from engrain.ingest.importance import DISCARD_BELOW
 from engrain.recall.assemble import Format
 from engrain.recall.budget import Depth
-from engrain.recall.gate import GateOptions
+from engrain.recall.options import GateOptions
 from engrain.recall.score import Profile
 from engrain.store import sqlite_url
 

@@ -20,7 +20,6 @@ import itertools
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import numpy as np
 
 from engrain.embed.base import Matrix
 from engrain.errors import EmbeddingError
+from engrain.threads import Pool
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 DIM = 384
@@ -119,7 +119,7 @@ class MiniLMEmbedder:
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._session: Any = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Pool | None = None
         self._pool_pid = 0  # a forked child has the pool object but not its threads
         self.calls = 0
         self.texts_embedded = 0
@@ -161,7 +161,7 @@ class MiniLMEmbedder:
         with self._lock:  # one call at a time on the intra-op pool (it uses every core)
             return self._embed(texts, out, None)
 
-    def _embed(self, texts: Sequence[str], out: Matrix, pool: ThreadPoolExecutor | None) -> Matrix:
+    def _embed(self, texts: Sequence[str], out: Matrix, pool: Pool | None) -> Matrix:
         encodings = _encode_batch(self._tokenizer, list(texts))
         lengths = [len(e.ids) for e in encodings]
         order = sorted(range(len(texts)), key=lengths.__getitem__)
@@ -176,11 +176,11 @@ class MiniLMEmbedder:
             out[rows] = block
         return out
 
-    def _workers_pool(self) -> ThreadPoolExecutor:
+    def _workers_pool(self) -> Pool:
         """The worker threads, one per core, started on the first split call of this
         process (called under the lock)."""
         if self._pool is None or self._pool_pid != os.getpid():
-            self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="minilm")
+            self._pool = Pool(self._workers, "minilm")
             self._pool_pid = os.getpid()
         return self._pool
 

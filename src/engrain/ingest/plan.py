@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -49,6 +48,7 @@ from engrain.model import (
 from engrain.recall.classify import domains_of
 from engrain.store import MemoryFilter, Store
 from engrain.store.base import KeyClaim, Patch
+from engrain.threads import Pool
 
 #: Conversations embedded at once in one process while their callers do the text-only work.
 SIDE_THREADS = 8
@@ -247,7 +247,7 @@ class Planner:
         self.store = store
         self.embedder = embedder
         self.settings = settings
-        self._side_pool: ThreadPoolExecutor | None = None
+        self._side_pool: Pool | None = None
         self._side_pid = 0
         self._side_lock = threading.Lock()
         self._closed = False
@@ -294,7 +294,7 @@ class Planner:
         vectors = pending.result() if pending is not None else self.embedder.embed(texts)
         return [replace(d, vector=v) for d, v in zip(drafts, vectors, strict=True)]
 
-    def _side(self) -> ThreadPoolExecutor:
+    def _side(self) -> Pool:
         """The threads a conversation's embedding runs on while the calling thread does
         the chunks' text-only work: one per concurrent call (started as needed, so calls of
         several threads still embed side by side), per planner and process (a forked child
@@ -303,7 +303,7 @@ class Planner:
             if self._closed:  # a call that outlived close()'s wait starts no thread
                 raise closed_error("planner")
             if self._side_pool is None or self._side_pid != os.getpid():
-                self._side_pool = ThreadPoolExecutor(SIDE_THREADS, "engrain-embed")
+                self._side_pool = Pool(SIDE_THREADS, "engrain-embed")
                 self._side_pid = os.getpid()
             return self._side_pool
 

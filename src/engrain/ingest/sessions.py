@@ -21,7 +21,7 @@ of the ones after it is written. The error carries a note saying how many were s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,6 +29,7 @@ from engrain import validate
 from engrain.errors import ValidationError
 from engrain.ingest.plan import Draft, Origin, checked_turns
 from engrain.model import IngestReport, Turn
+from engrain.threads import Pool
 
 #: The keys a session may have: ``Engine.ingest_conversation``'s parameters.
 SESSION_FIELDS = (
@@ -97,7 +98,7 @@ def pipelined(
     reports: list[IngestReport] = []
     if not sessions:
         return reports
-    with ThreadPoolExecutor(1, "engrain-ahead") as ahead:
+    with Pool(1, "engrain-ahead") as ahead:
         pending: Future[list[Draft]] = ahead.submit(drafts, sessions[0].turns)
         for index, session in enumerate(sessions):
             try:

@@ -16,8 +16,9 @@ was not injected. Each stage is a module of its own, taking the call
 * :mod:`~engrain.recall.block` — the block fitted to its budget and the record returned.
 
 The per-call options are :class:`~engrain.recall.options.GateOptions` (re-exported here, as
-are :data:`LEARNING_KINDS`, :data:`LEARNINGS_MAX` and ``line_tokens``). A call holds all its
-state in the values it makes and drops; no stage keeps any between calls.
+are :data:`LEARNING_KINDS` and :data:`LEARNINGS_MAX`, for the callers that import them from
+here). A call holds all its state in the values it makes and drops; no stage keeps any
+between calls.
 """
 
 from __future__ import annotations
@@ -30,20 +31,17 @@ from engrain.model import MemoryType, Vector
 from engrain.recall import candidates as cand
 from engrain.recall.block import assemble
 from engrain.recall.classify import Complexity
-from engrain.recall.lines import line_tokens
 from engrain.recall.options import GateOptions
 from engrain.recall.pool import LEARNING_KINDS, LEARNINGS_MAX, pool_of
 from engrain.recall.rank import rank
-from engrain.recall.results import Decision, Gated
+from engrain.recall.results import Gated
 from engrain.recall.selection import select
 from engrain.recall.stages import Call, Clock
 from engrain.recall.understand import follow_up, understand
 from engrain.store.base import Store
 from engrain.store.reads import Reads
 
-__all__ = [
-    "LEARNINGS_MAX", "LEARNING_KINDS", "Decision", "GateOptions", "Gated", "gate", "line_tokens",
-]  # fmt: skip
+__all__ = ["LEARNINGS_MAX", "LEARNING_KINDS", "GateOptions", "Gated", "gate"]
 
 
 def gate(

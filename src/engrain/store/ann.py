@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.errors import EngrainError, StoreError
-from engrain.threads import started
+from engrain.threads import booted, started
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -134,7 +134,8 @@ def _stop_jobs() -> None:
     within about a second), so no usearch thread outlives the interpreter."""
     _EXITING.set()
     for thread in list(_JOBS):
-        thread.join(timeout=30.0)
+        if thread.is_alive():  # (one that never said it runs cannot be joined)
+            thread.join(timeout=30.0)
 
 
 def join_at_exit() -> None:
@@ -588,7 +589,7 @@ class IndexSlot:
         self.part = part
         self._index: VectorIndex | None = None
         self._lock = threading.Lock()
-        self._job: threading.Thread | None = None
+        self._job: threading.Thread | None = None  # started, not yet running its job
         self._idle = threading.Event()
         self._idle.set()
         self._closed = False
@@ -618,14 +619,28 @@ class IndexSlot:
         if not self.background:
             self._run(job)
             return
-        thread = threading.Thread(target=self._run, args=(job,), daemon=True,
+        thread = threading.Thread(target=self._run_as_job, args=(job,), daemon=True,
                                   name="engrain-ann")  # fmt: skip
-        self._job = thread
+        with self._lock:
+            self._job = thread
         _JOBS.add(thread)
-        if not started(thread):  # idle again: searches stay exact, the next call retries
-            _JOBS.discard(thread)
-            self._job = None
-            self._idle.set()
+        if booted(thread) is True:
+            return
+        with self._lock:  # idle again: searches stay exact, the next call retries
+            if self._job is thread:  # (unless it claimed the job since: then it runs it)
+                _JOBS.discard(thread)
+                self._job = None
+                self._idle.set()
+
+    def _run_as_job(self, job: Callable[[], None]) -> None:
+        """:meth:`_run` on the job's thread, unless the slot went on without it (it did not
+        say it runs within ``threads.BOOT_WAIT``: the slot is idle again, and another job
+        may run)."""
+        with self._lock:
+            if self._job is not threading.current_thread():
+                return
+            self._job = None  # claimed: the job is this thread's
+        self._run(job)
 
     def _run(self, job: Callable[[], None]) -> None:
         try:

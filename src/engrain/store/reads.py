@@ -8,7 +8,9 @@ for, in the calling thread, exactly as a plain call would; unless the caller ask
 ``overlap`` (an embedded store's ``context()``, ``Settings.overlap_reads``): then each read
 is handed to the same pool at once, to run on another core while the calling thread embeds
 the query, and taken back to run in the calling thread if no pool thread has begun it by
-the time its result is asked for (a busy pool never makes a call wait in its queue).
+the time its result is asked for (a busy pool never makes a call wait in its queue), or
+at once if the pool cannot start a thread (``threads.Pool``: out of memory, a call reads
+in its own thread rather than fail).
 What a read returns does not depend on the thread it runs in: each takes the store's
 current snapshot as it begins, as it would in the calling thread a few milliseconds later.
 
@@ -24,8 +26,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar, cast
+
+from engrain.threads import Pool, cannot_start
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -46,7 +50,7 @@ class SharedThreads:
     def __init__(self, threads: int, name: str) -> None:
         self._threads = threads
         self._name = name
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: Pool | None = None
         self._pid = 0
         self._lock = threading.Lock()
         os.register_at_fork(after_in_child=self._forked)
@@ -54,11 +58,11 @@ class SharedThreads:
     def _forked(self) -> None:
         self._lock = threading.Lock()  # a parent's thread may have held it at the fork
 
-    def __call__(self) -> ThreadPoolExecutor:
+    def __call__(self) -> Pool:
         """The pool, started by the first caller of this process."""
         with self._lock:
             if self._pool is None or self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix=self._name)
+                self._pool = Pool(self._threads, self._name)  # threads started bounded
                 self._pid = os.getpid()
             return self._pool
 
@@ -83,7 +87,8 @@ class Reads:
     def start(self, read: Callable[[], T]) -> Callable[[], T]:
         """Begin ``read`` (in the background when the store allows it, or with ``overlap``)."""
         if self.parallel:
-            return _executor().submit(read).result
+            future = _begun(read)
+            return lazy(read) if future is None else future.result
         if self.overlap:
             return overlapped(read)
         return lazy(read)
@@ -111,7 +116,9 @@ def overlapped(read: Callable[[], T]) -> Callable[[], T]:
     """``read`` handed to the shared pool; its result, or ``read`` run by the caller if no
     pool thread took it up before it was asked for (cancelled first: it never runs twice).
     A read that failed raises its error in the caller, when the result is asked for."""
-    future = _executor().submit(read)
+    future = _begun(read)
+    if future is None:
+        return lazy(read)
     done: list[T] = []
 
     def result() -> T:
@@ -120,6 +127,18 @@ def overlapped(read: Callable[[], T]) -> Callable[[], T]:
         return done[0]
 
     return result
+
+
+def _begun(read: Callable[[], T]) -> Future[T] | None:
+    """``read`` handed to the shared pool; ``None`` if the pool has no thread and none can
+    start (out of memory or threads): the caller then reads, as on a store that does not
+    overlap reads."""
+    try:
+        return _executor().submit(read)
+    except RuntimeError as exc:
+        if not cannot_start(exc):
+            raise
+        return None
 
 
 def in_turn(

@@ -241,8 +241,8 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                 sqlite_writes.write_state(db, documents, now)
                 sqlite_uses.count(db, user_id, counts, dt(at))
             self._sync_version()
-            if counts and user_id in self._caches:
-                self._caches[user_id].touch(ids, at)
+            if counts:
+                self._in_line(user_id, used=(ids, at))  # committed: dropped if it cannot
 
     def _record_deferring(
         self,
@@ -267,8 +267,8 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
     def _commit_deferred(self) -> None:
         """Commit the counts waiting, in one transaction, then touch the working sets: run
         by the store's lock when a thread takes it first (``store/sqlite_deferred.py``).
-        A failure loses those counts, logged; it never fails the thread that took the
-        lock for its own statement."""
+        A failure loses those counts, logged (memory running out also drops their users'
+        working sets); it never fails the thread that took the lock for its own statement."""
         deferred = self._deferred
         if deferred is None or not deferred.waiting():
             return
@@ -282,9 +282,16 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
             log.warning("the counted uses of %d context() calls were not written: %s",
                         len(taken), exc)  # fmt: skip
             return
-        for uses in taken:
-            if uses.user_id in self._caches:
-                self._caches[uses.user_id].touch(list(uses.counts.elements()), uses.at)
+        except MemoryError:
+            # committed or not (memory may run out after the commit): the working sets read
+            # the counts again from the rows, and the thread that took the lock goes on
+            log.warning("the counted uses of %d context() calls may not be written: out of "
+                        "memory", len(taken))  # fmt: skip
+            for uses in taken:
+                self._caches.pop(uses.user_id, None)
+            return
+        for uses in taken:  # committed: a working set that cannot follow is dropped
+            self._in_line(uses.user_id, used=(list(uses.counts.elements()), uses.at))
 
     def cached_embeddings(self, model_id: str, hashes: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}

@@ -12,6 +12,7 @@ import logging
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,26 +112,34 @@ class VersionedCaches(SQLiteConnection):
             if (user, memory_id) not in removed:
                 by_user.setdefault(user, []).append(memory)
         for user, memories in by_user.items():
-            if user in self._caches:
-                self._in_line(user, upserts=memories)
+            self._in_line(user, upserts=memories)
         gone: dict[str, list[str]] = {}
         for user, memory_id in removed:
             gone.setdefault(user, []).append(memory_id)
         for user, memory_ids in gone.items():
-            if user in self._caches:
-                self._in_line(user, deletes=memory_ids)
+            self._in_line(user, deletes=memory_ids)
 
     def _in_line(
-        self, user: str, upserts: Sequence[Memory] = (), deletes: Sequence[str] = ()
+        self,
+        user: str,
+        upserts: Sequence[Memory] = (),
+        deletes: Sequence[str] = (),
+        used: tuple[Sequence[str], datetime] | None = None,
     ) -> None:
-        """Apply the rows written (``upserts``) or removed (``deletes``) to the user's
-        working set, or drop it if that fails."""
+        """Apply the rows written (``upserts``), removed (``deletes``) or counted (``used``:
+        the ids, once per use, and when) to the user's working set, if one is held, or drop
+        it if that fails (after a commit: a context's counted uses too, whose copy of the
+        counts' arrays may run out of memory as a write's does)."""
+        if user not in self._caches:
+            return
         try:
             cache = self._caches[user]
             if upserts:
                 cache.upsert(upserts)
             if deletes:
                 cache.delete(deletes)
+            if used is not None:
+                cache.touch(*used)
         except Exception as exc:  # MemoryError above all: the rows hold the truth
             self._caches.pop(user, None)
             log.warning("a working set was dropped after a write (%s: %s): it is read "

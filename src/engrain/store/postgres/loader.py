@@ -20,7 +20,9 @@ the load publishes. :class:`Loader` is what they share:
   reads everything again.
 * **Failures** are logged, never raised into a call, and leave the key to SQL until the
   next load is due; after :meth:`Loader.close` a failure is not reported (the pool closed
-  under the load) and no load starts.
+  under the load) and no load starts. A load's thread that cannot start (memory or the
+  process's threads ran out: ``threads.started``) is logged and leaves the key free: the
+  next asking starts one.
 
 Threads and processes: the owner's lock is held only to check and update a key's record,
 never during a load, so a call that starts a load waits for nothing. A load publishes what
@@ -38,6 +40,8 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
+
+from engrain.threads import started
 
 log = logging.getLogger(__name__)
 
@@ -171,10 +175,11 @@ class Loader(Generic[K]):
                 target=self._run, args=(key, load), daemon=True, name=self._name
             )
             load.thread, load.full = thread, True
-        if self.background:
-            thread.start()
-        else:
+        if not self.background:
             self._run(key, load)
+        elif not started(thread):  # out of memory or threads: the next asking starts one
+            with self._lock:
+                load.thread = None
 
     def _run(self, key: K, load: Load) -> None:
         started = time.monotonic()

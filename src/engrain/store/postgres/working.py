@@ -59,6 +59,7 @@ added since are appended).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter, OrderedDict
@@ -77,6 +78,8 @@ from engrain.store.columns import Table
 from engrain.store.postgres.codec import SELECT_COLUMNS, WITH_ACCESS, Conn, from_row
 from engrain.store.postgres.loader import ONE_CORE, Load, Loader, four_times
 from engrain.store.postgres.table import read_table, row_vectors
+
+log = logging.getLogger(__name__)
 
 #: Users with at least this many memories are served from a working set in process.
 WORKING_SET_MIN = 20_000
@@ -410,12 +413,23 @@ class WorkingSets:
     def written(self, touched: Mapping[str, Iterable[str]]) -> None:
         """After a committed write of this process, bring the working sets of the users it
         changed up to date by the rows changed since they were read (:meth:`_catch_up`:
-        this write's and any other committed meanwhile), or leave them to the next call."""
+        this write's and any other committed meanwhile), or leave them to the next call.
+        The write is committed: a working set that cannot be brought up to date (the
+        database or memory failed between) is dropped, served by SQL and read again, never
+        reported as the write's failure (the caller would be told a stored write failed)."""
         for user_id in touched:
             with self._lock:
                 held = self._held.get(user_id)
-            if held is not None:
+            if held is None:
+                continue
+            try:
                 self._catch_up(user_id, held, int(REFRESH_SHARE * max(1, len(held.cache))))
+            except Exception as exc:  # the rows hold the truth; the next call reads them
+                with self._lock:
+                    if self._held.get(user_id) is held:
+                        del self._held[user_id]
+                log.warning("a working set was dropped after a write (%s: %s): it is read "
+                            "again from the database", type(exc).__name__, exc)  # fmt: skip
 
     @contextmanager
     def _snapshot(self) -> Iterator[Any]:
