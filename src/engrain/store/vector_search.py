@@ -137,7 +137,14 @@ def approximate(
                 near = later[id(record)]()[i]
             else:
                 near = _near(
-                    arrays, record, query, k, mask, count, held_all, first if count else None,
+                    arrays,
+                    record,
+                    query,
+                    k,
+                    mask,
+                    count,
+                    held_all,
+                    first if count else None,
                     read,
                 )
             out.append(_scored(arrays, query, k, flt, mask, near))
