@@ -172,10 +172,10 @@ def test_the_gate_shows_the_same_block_building_only_what_it_shows(
 def test_the_gate_reads_the_texts_of_what_it_builds_not_of_every_candidate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A working set whose texts stay in the store (loaded from its image): the gate's
-    candidates' texts are read when asked for, so a call whose stages ask for none reads
-    those of the memories it builds, in one query, and the block is the one built
-    memories give."""
+    """A working set whose texts stay in the store (loaded from its image): the texts of
+    the vector search's candidates are read when asked for, so a call whose stages ask for
+    none reads those of the memories it builds, in one query (and BM25's matches', read
+    with them), and the block is the one built memories give."""
     monkeypatch.setattr(columns, "PERSIST_MIN_ROWS", 1)
     path = tmp_path / "notes.db"
     with closing(SQLiteStore(path, ann_min_vectors=None)) as store:
@@ -203,9 +203,12 @@ def test_the_gate_reads_the_texts_of_what_it_builds_not_of_every_candidate(
     assert got.text == want.text and got.selected == want.selected
     shown = {s.memory.id for s in got.selected}
     assert len(found) > 2 * len(shown) >= 2  # many candidates found, few shown
-    assert len(reads) == 1  # one read: the texts of the memories shown
-    ids = {base.ids[row] for row in reads[0]}
-    assert ids == shown
+    # two reads: BM25's matches (at once: beside the query's embedding), the shown ones'
+    assert len(reads) == 2
+    read_ids = {base.ids[row] for rows in reads for row in rows}
+    assert shown <= read_ids
+    unread = {f.id for f in found} - read_ids  # the vector search's, never asked for
+    assert len(unread) >= len(found) // 2
 
 
 def test_a_row_found_is_found_again_with_its_new_count_and_fields(varied: Path) -> None:

@@ -205,13 +205,16 @@ def found(
     positions: Sequence[int],
     ids: Sequence[str],
     embedding: Callable[[int], Vector | None],
+    *,
+    defer_texts: bool = False,
 ) -> list[MemoryFields]:
     """The fields of each of ``positions`` (whose ids are ``ids``; ``embedding(position)``
     gives a loaded row's vector): the memory itself where it is built already (kept, or an
     object of ``rows``), the row as found by an earlier search if kept, else a new
-    :class:`Found`, kept (texts kept in the store are deferred for all of them at once:
-    read together when the first is asked for, ``store/texts.py``; building reads those of
-    the memories built)."""
+    :class:`Found`, kept. Texts kept in the store are read for all of them at once, now, or
+    with ``defer_texts`` when the first of them is asked for (``RowTexts.defer``: a
+    search on the calling thread, whose candidates' texts are rarely asked for; building
+    reads those of the memories built)."""
     decoded = rows.decoded
     out: list[MemoryFields | None] = decoded.fields_many(ids)
     todo = [i for i, kept in enumerate(out) if kept is None]
@@ -226,9 +229,9 @@ def found(
         base = rows.base
         assert base is not None
         source = [at for _, at in from_base]
-        defer = getattr(base.content, "defer", None)
-        if defer is not None:  # texts kept in the store: one read if any is asked for
-            defer(source)
+        read = getattr(base.content, "defer" if defer_texts else "prefetch", None)
+        if read is not None:  # texts kept in the store: one read for all of them
+            read(source)
         access, last = rows.counts.many([positions[i] for i, _ in from_base])
         kinds, types = _codes(base, source)
         new = [Found(base, at, ids[i], (access[n], last[n]), embedding(positions[i]), kinds[n],

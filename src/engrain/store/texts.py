@@ -8,11 +8,14 @@ copies every other column out of the image's bytes, so those can be freed, and g
 table a :class:`RowTexts` instead: the texts read from the rows by rowid, a call's rows
 in one query (:meth:`RowTexts.prefetch`, from ``Rows.memories``).
 
-**A search's rows read only if asked** (:meth:`RowTexts.defer`): a search's candidates
-(``store/found.py``) are noted as one batch, not read; the first of them whose text is
-asked for reads the batch's in one query, as the search would have. A deep call at
-10,000 memories finds ~140 rows and builds ~45 memories, and most calls read no other
-candidate's text: the memories built read their own (:meth:`prefetch`), the rest never.
+**A vector search's rows read only if asked** (:meth:`RowTexts.defer`): the candidates
+of a search on the calling thread (``store/vector_search.py``, ``store/found.py``) are
+noted as one batch, not read; the first of them whose text is asked for reads the batch's
+in one query, as the search would have. A deep call at 10,000 memories finds ~140 rows
+and builds ~45 memories, and most calls read no other candidate's text (a procedural
+memory's is, ``recall/work.py``): the memories built read their own (:meth:`prefetch`),
+the rest never. BM25's matches still read theirs at once: that search runs on a pool
+thread beside the query's embedding (``store/reads.py``).
 
 **Never another memory's text**: a text is taken from a row only if that row still holds
 the memory id the table has for it; a row another process has replaced since (a new rowid)
