@@ -42,17 +42,14 @@ def store(db: Path) -> Iterator[SQLiteStore]:
         yield opened
 
 
-def _counting(store: SQLiteStore, rowids_read: list[int] | None = None) -> list[int]:
-    """Rows read by the working set's vector reader from now on (one entry per read; each
-    rowid read appended to ``rowids_read`` if given)."""
+def _counting(store: SQLiteStore) -> list[int]:
+    """Rows read by the working set's vector reader from now on (one entry per read)."""
     arrays = store._cache(USER).snapshot.arrays
     assert arrays is not None and arrays.held is not None and arrays.held.exact is not None
     read, counted = arrays.held.exact, []
 
     def counting(rowids: Any, ids: Sequence[str], dim: int, *, texts: bool = False) -> Any:
         counted.append(len(rowids))
-        if rowids_read is not None:
-            rowids_read.extend(np.asarray(rowids).tolist())
         return read(rowids, ids, dim, texts=texts)
 
     object.__setattr__(arrays, "held", dataclasses.replace(arrays.held, exact=counting))
@@ -97,42 +94,6 @@ def test_memories_kept_built_read_no_vector(db: Path, store: SQLiteStore) -> Non
     for memory in more:
         assert memory.embedding is not None
         assert np.array_equal(memory.embedding, originals[memory.id])
-
-
-def test_a_calls_searches_read_a_row_they_share_once(
-    db: Path, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The searches of one call made in turn (the pool's and the learnings', as the gate
-    asks) read a candidate row both score once: the second takes the first's read. Each
-    search finds what it finds alone, with the exact scores and vectors."""
-    originals = _exact(db)
-    query = _vectors(1, seed=41)[0]
-    facts = MemoryFilter(kinds=frozenset({Kind.FACT}))
-    searches = [(30, MemoryFilter(include_muted=False)), (20, facts)]
-    alone = [store.search_found(USER, query, [search])[0] for search in searches]
-    store._caches.clear()  # a fresh working set: nothing kept built, every row read
-    scored: list[set[int]] = []
-    score = vector_search.scored_vectors
-
-    def scoring(arrays: Any, rows: np.ndarray, **kwargs: Any) -> Any:
-        scored.append(set(rows.tolist()))
-        return score(arrays, rows, **kwargs)
-
-    monkeypatch.setattr(vector_search, "scored_vectors", scoring)
-    store.search(USER, query, 1)  # loads the working set
-    scored.clear()
-    rowids: list[int] = []
-    _counting(store, rowids)
-    together = store.search_found(USER, query, searches)
-    assert len(scored) == 2 and len(scored[0] & scored[1]) >= 5  # candidates they share
-    assert len(rowids) == len(set(rowids))  # ... each read once
-    assert len(rowids) == len(scored[0] | scored[1])
-    for found, single in zip(together, alone, strict=True):
-        assert [(f.id, s) for f, s in found] == [(f.id, s) for f, s in single]
-        for fields, s in found:
-            assert fields.embedding is not None
-            assert np.array_equal(fields.embedding, originals[fields.id])
-            assert abs(s - float(originals[fields.id] @ query)) < 1e-6
 
 
 def _record(keys: np.ndarray, held: np.ndarray) -> AnnRows:

@@ -80,9 +80,7 @@ def approximate(
     made (``part_expected``). ``begin`` (``store/reads.py``: :meth:`Reads.beside`) starts
     the walk of each index after the first with the read of its searches' candidates
     (:func:`_nears`), to run beside the first's walk and reads; the calling thread scores
-    them when their searches' turn comes. None: all of it in the calling thread, in turn,
-    and a row one search has read is not read again by the next (:class:`ReadRows`: the
-    pool's and the learnings' candidates share ~40-50 of a deep call's ~370 rows)."""
+    them when their searches' turn comes. None: all of it in the calling thread, in turn."""
     covered = [ann_kinds.covers(flt) for _, flt in searches]
     records = [part if part is not None and covers else ann for covers in covered]
     masks, counts, all_held = [], [], []
@@ -115,14 +113,12 @@ def approximate(
         if count:
             widest[id(record)] = max(widest.get(id(record), 0), count)
     walked = [r for r in {id(r): r for r in records}.values() if id(r) in widest]
-    # in turn, the searches share the rows read; begun beside, each reads its own
-    read = ReadRows() if begin is None else None
     later: dict[int, Callable[[], dict[int, Near | None]]] = {}
     for record in walked[1:]:
         mine = {i: (searches[i][0], masks[i], counts[i], all_held[i])
                 for i, r in enumerate(records)
                 if r is record and counts[i] and searches[i][0] > 0}  # fmt: skip
-        job = partial(_nears, arrays, record, query, widest[id(record)], mine, read)
+        job = partial(_nears, arrays, record, query, widest[id(record)], mine)
         later[id(record)] = (lazy if begin is None else begin)(job)
     first = _walk(walked[0], query, widest[id(walked[0])]) if walked else None
     out: list[list[tuple[MemoryFields, float]]] = []
@@ -137,15 +133,7 @@ def approximate(
                 near = later[id(record)]()[i]
             else:
                 near = _near(
-                    arrays,
-                    record,
-                    query,
-                    k,
-                    mask,
-                    count,
-                    held_all,
-                    first if count else None,
-                    read,
+                    arrays, record, query, k, mask, count, held_all, first if count else None
                 )
             out.append(_scored(arrays, query, k, flt, mask, near))
     return out
@@ -170,13 +158,12 @@ def _nears(
     query: npt.NDArray[np.float32],
     width: int,
     searches: dict[int, tuple[int, BoolArray, int, bool]],
-    read: ReadRows | None = None,
 ) -> dict[int, Near | None]:
     """One walk of ``record``'s index ``width`` wide and each of its ``searches``' (by
     position: ``k``, mask, candidates asked, whether the index holds every row passing)
     candidates read, as :func:`_near`."""
     walk = _walk(record, query, width)
-    return {i: _near(arrays, record, query, k, mask, count, held_all, walk, read)
+    return {i: _near(arrays, record, query, k, mask, count, held_all, walk)
             for i, (k, mask, count, held_all) in searches.items()}  # fmt: skip
 
 
@@ -189,13 +176,11 @@ def _near(
     count: int,
     held_all: bool,
     walk: Walk | None,
-    read: ReadRows | None = None,
 ) -> Near | None:
     """The rows to score for one search of :func:`approximate`: of the first ``count``
     candidates of ``walk`` (``record``'s index), those passing ``mask`` that can be among
     the ``k`` best, and the rows passing that the index does not hold, with their ids and
-    vectors (those ``read`` holds taken from it); None when too few pass (or no ``walk``):
-    the search is exact then."""
+    vectors; None when too few pass (or no ``walk``): the search is exact then."""
     if walk is None:
         return None
     size = max(len(record.index), 1)
@@ -211,7 +196,7 @@ def _near(
     rows = np.unique(np.concatenate([near, _unheld(mask, record.held, held_all)]))
     # each candidate's id made once: its kept fields, vector and row found
     ids = arrays.ids_of(rows) if arrays.matrix is None else None
-    return rows, ids, scored_vectors(arrays, rows, ids=ids, read=read)
+    return rows, ids, scored_vectors(arrays, rows, ids=ids)
 
 
 def _scored(
@@ -254,48 +239,13 @@ def subset_top(
     return top_rows(arrays, rows, copied @ query, k, copied)
 
 
-class ReadRows:
-    """The vectors one call's searches have read from the store, by row of one set of
-    columns (:func:`approximate`'s ``arrays``), so the next search of the call takes a row
-    it shares from here instead of reading its page again. Belongs to one call, in one
-    thread: made per call, never kept."""
-
-    __slots__ = ("_at", "_blocks")
-
-    def __init__(self) -> None:
-        self._blocks: list[Matrix] = []
-        self._at: dict[int, tuple[int, int]] = {}  # row: (block, its position in it)
-
-    def add(self, rows: Sequence[int], vectors: Matrix) -> None:
-        """Hold ``vectors``, read for ``rows`` (one each, in order)."""
-        block = len(self._blocks)
-        self._blocks.append(vectors)
-        self._at.update((row, (block, i)) for i, row in enumerate(rows))
-
-    def split(self, rows: Sequence[int]) -> tuple[list[int], list[int], Matrix | None]:
-        """Of ``rows`` (positions 0 …), the positions held here, the others, and the
-        vectors of those held, in order (None if none is)."""
-        at = self._at
-        held = [i for i, row in enumerate(rows) if row in at]
-        if not held:
-            return [], list(range(len(rows))), None
-        blocks = self._blocks
-        vectors = np.stack([blocks[b][j] for b, j in (at[rows[i]] for i in held)])
-        return held, [i for i, row in enumerate(rows) if row not in at], vectors
-
-
 def scored_vectors(
-    arrays: Arrays,
-    rows: npt.NDArray[np.intp],
-    *,
-    ids: Sequence[str] | None = None,
-    read: ReadRows | None = None,
+    arrays: Arrays, rows: npt.NDArray[np.intp], *, ids: Sequence[str] | None = None
 ) -> Matrix:
     """The vectors of candidate ``rows`` to score exactly: a memory kept built or a row
-    kept as an earlier search found it gives its own, a row an earlier search of the call
-    read gives that read's (``read``), the others are read from the store with their texts
-    (and added to ``read``). ``ids``: the rows' ids if the caller made them
-    (:meth:`Arrays.ids_of`)."""
+    kept as an earlier search found it gives its own (nothing read: ~20 % of a large
+    user's candidates at 100,000 memories), the others are read from the store with their
+    texts. ``ids``: the rows' ids if the caller made them (:meth:`Arrays.ids_of`)."""
     if arrays.matrix is not None or not len(rows):
         return arrays.vectors(rows, texts=True, ids=ids)
     ids = arrays.ids_of(rows, ids)
@@ -303,25 +253,14 @@ def scored_vectors(
     dim = arrays.dim
     have = np.array([m is not None and m.embedding is not None and m.embedding.shape == (dim,)
                      for m in kept], dtype=bool)  # fmt: skip
+    if not have.any():
+        return arrays.vectors(rows, texts=True, ids=ids)
     out = np.empty((len(rows), dim), dtype=np.float32)
-    if have.any():
-        out[have] = np.stack([m.embedding for m in kept
-                              if m is not None and m.embedding is not None
-                              and m.embedding.shape == (dim,)])  # fmt: skip
-    if have.all():
-        return out
-    todo = np.flatnonzero(~have)
-    if read is not None:
-        held, rest, vectors = read.split(rows[todo].tolist())
-        if vectors is not None:
-            out[todo[held]] = vectors
-            todo = todo[rest]
-        if not todo.size:
-            return out
-    fresh = arrays.vectors(rows[todo], texts=True, ids=[ids[i] for i in todo.tolist()])
-    out[todo] = fresh
-    if read is not None:
-        read.add(rows[todo].tolist(), fresh)
+    out[have] = np.stack([m.embedding for m in kept if m is not None and m.embedding is not None
+                          and m.embedding.shape == (dim,)])  # fmt: skip
+    if not have.all():
+        todo = np.flatnonzero(~have)
+        out[todo] = arrays.vectors(rows[todo], texts=True, ids=[ids[i] for i in todo.tolist()])
     return out
 
 
