@@ -8,6 +8,7 @@ A deep call is one whose budget is at least ``bench/latency.py``'s ``DEEP_BUDGET
 tokens: the benchmark's p95 is one). For each tree, over its runs' deep calls (one value per
 query: the median of the runs' calls of that query, so the trees' queries are the same):
 
+- ``thread_cpu_ms``: the deep calls' calling-thread CPU, median, p95 and p99;
 - ``median``: each stage's median, and its share of the median call's calling-thread CPU;
 - ``slowest``: each stage's mean over the calls at or above the 90th percentile of the
   calls' CPU (at 36 deep calls, the slowest 4: the p95's neighbourhood), and its share of
@@ -68,11 +69,17 @@ def shares(calls: list[dict[str, Any]]) -> dict[str, Any]:
     median = {n: statistics.median(c["stages_ms"].get(n, 0.0) for c in calls) for n in names}
     slowest = {n: statistics.fmean(c["stages_ms"].get(n, 0.0) for c in slow) for n in names}
     counters = sorted({n for c in calls for n in c["counts"]})
+    cpu = {
+        "median": round(total, 3),
+        "p95": round(common.percentile(cpus, 95), 3),
+        "p99": round(common.percentile(cpus, 99), 3),
+        "slowest_mean": round(slow_total, 3),
+    }
     counted = {n: statistics.median(c["counts"].get(n, 0.0) for c in calls) for n in counters}
     return {
         "calls": len(calls),
         "slowest_calls": len(slow),
-        "thread_cpu_ms": {"median": round(total, 3), "slowest_mean": round(slow_total, 3)},
+        "thread_cpu_ms": cpu,
         "median": {n: [round(v, 3), round(v / total, 4)] for n, v in median.items()},
         "slowest": {n: [round(v, 3), round(v / slow_total, 4)] for n, v in slowest.items()},
         "counts": counted,
@@ -95,13 +102,17 @@ def main(argv: list[str] | None = None) -> int:
         order = sorted(first["median"], key=lambda n: -first["median"][n][0])
         print(f"{'deep calls, ms (share)':>34}  " + "  ".join(
             f"{t + ' median':>16} {t + ' slowest':>16}" for t in labels))  # fmt: skip
-        for name in ["thread_cpu_ms", *order]:
+        for name in ["thread_cpu_ms", "p95 / p99", *order]:
             cells = []
             for t in labels:
                 r = report[t]
                 if name == "thread_cpu_ms":
                     cpu = r["thread_cpu_ms"]
                     cells.append(f"{cpu['median']:16.2f} {cpu['slowest_mean']:16.2f}")
+                    continue
+                if name == "p95 / p99":
+                    cpu = r["thread_cpu_ms"]
+                    cells.append(f"{cpu['p95']:16.2f} {cpu['p99']:16.2f}")
                     continue
                 m, s = r["median"].get(name, [0.0, 0.0]), r["slowest"].get(name, [0.0, 0.0])
                 cells.append(f"{m[0]:9.2f} ({m[1]:4.0%}) {s[0]:9.2f} ({s[1]:4.0%})")

@@ -34,7 +34,8 @@ def test_shares_of_the_median_call_and_of_the_slowest_tenth() -> None:
     calls = deep_shares.per_query([[_call(f"q{i}", 4000, float(i), 10.0) for i in range(10)]])
     report = deep_shares.shares(calls)
     assert report["calls"] == 10 and report["slowest_calls"] == 1  # at or above the p90
-    assert report["thread_cpu_ms"] == {"median": 14.5, "slowest_mean": 19.0}
+    assert report["thread_cpu_ms"] == {"median": 14.5, "p95": 18.55, "p99": 18.91,
+                                       "slowest_mean": 19.0}  # fmt: skip
     assert report["median"] == {"a": [4.5, round(4.5 / 14.5, 4)], "b": [10.0, round(10 / 14.5, 4)]}
     assert report["slowest"] == {"a": [9.0, round(9 / 19, 4)], "b": [10.0, round(10 / 19, 4)]}
     assert report["counts"] == {"rows": 10.0}
