@@ -17,7 +17,7 @@ import pytest
 from engrain.embed import HashEmbedder
 from engrain.model import Kind, Memory, MemoryFields, Provenance
 from engrain.recall.gate import Gated, GateOptions, gate
-from engrain.store import columns
+from engrain.store import columns, texts
 from engrain.store.base import ALL, FoundSearch, Patch
 from engrain.store.found import Found, built_all
 from engrain.store.sqlite import SQLiteStore
@@ -167,6 +167,48 @@ def test_the_gate_shows_the_same_block_building_only_what_it_shows(
             assert built == {s.memory.id for s in pool}
         else:
             assert built == shown
+
+
+def test_the_gate_reads_the_texts_of_what_it_builds_not_of_every_candidate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A working set whose texts stay in the store (loaded from its image): the texts of
+    the vector search's candidates are read when asked for, so a call whose stages ask for
+    none reads those of the memories it builds, in one query (and BM25's matches', read
+    with them), and the block is the one built memories give."""
+    monkeypatch.setattr(columns, "PERSIST_MIN_ROWS", 1)
+    path = tmp_path / "notes.db"
+    with closing(SQLiteStore(path, ann_min_vectors=None)) as store:
+        # no procedural memory: none of the gate's rules reads a candidate's text
+        store.write([m for m in _notes(360) if m.kind is not Kind.PREFERENCE])
+    _image_saved(path)
+    message = "how do we deploy the billing service?"
+    with closing(SQLiteStore(path, ann_min_vectors=None)) as store:
+        want = _gated(_Built(store), message, explain=False, budget=300)
+    with closing(SQLiteStore(path, ann_min_vectors=None)) as store:
+        assert store.lexical_found(USER, "unmatched", 5) == []  # BM25 built, reading every text
+        base = store._cache(USER).snapshot.arrays.rows.base  # type: ignore[union-attr]
+        assert base is not None and isinstance(base.content, texts.RowTexts)
+        reads: list[list[int]] = []
+        read = base.content._read
+
+        def counted(rows: Any) -> Any:
+            reads.append(list(rows))
+            return read(rows)
+
+        base.content._read = counted
+        got = _gated(store, message, explain=False, budget=300)
+        decoded = store._cache(USER).snapshot.arrays.rows.decoded  # type: ignore[union-attr]
+        found = list(decoded._found.values())
+    assert got.text == want.text and got.selected == want.selected
+    shown = {s.memory.id for s in got.selected}
+    assert len(found) > 2 * len(shown) >= 2  # many candidates found, few shown
+    # two reads: BM25's matches (at once: beside the query's embedding), the shown ones'
+    assert len(reads) == 2
+    read_ids = {base.ids[row] for rows in reads for row in rows}
+    assert shown <= read_ids
+    unread = {f.id for f in found} - read_ids  # the vector search's, never asked for
+    assert len(unread) >= len(found) // 2
 
 
 def test_a_row_found_is_found_again_with_its_new_count_and_fields(varied: Path) -> None:

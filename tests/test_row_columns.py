@@ -42,10 +42,14 @@ NOWS = [
 
 
 def _found(path: Path) -> list[Found]:
-    """Every row of the user as a row found, nothing built or read yet."""
+    """Every row of the user as a row found, nothing built or read yet but their texts
+    (a search's texts are read when first asked for, ``store/texts.py``: while the store
+    is open)."""
     with closing(SQLiteStore(path, ann_min_vectors=None)) as store:
         (found,) = store.search_found(USER, np.ones(8, dtype=np.float32) / np.sqrt(8),
                                       [(14, ALL)])  # fmt: skip
+        for fields, _ in found:
+            assert fields.content
     rows = [f for f, _ in found]
     assert len(rows) == 14 and all(type(f) is Found for f in rows)
     return rows  # type: ignore[return-value]

@@ -131,6 +131,39 @@ def test_kept_texts_are_served_without_a_read_and_start_over_like_prefetched_one
     assert column[0] == "read 0" and reads == [[0]]
 
 
+def test_a_deferred_batch_is_read_once_when_one_of_its_texts_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A search's rows deferred (``RowTexts.defer``) are not read until a text of theirs is
+    asked for; then the batch's texts not kept are read in one query, and kept. A batch
+    pushed out by newer ones is read a row at a time; rows kept are never deferred."""
+    monkeypatch.setattr(texts, "BATCHES_MAX", 2)
+    reads: list[list[int]] = []
+
+    def read(rows: Sequence[int]) -> list[str | None]:
+        reads.append(list(rows))
+        return [f"read {row}" for row in rows]
+
+    column = texts.RowTexts(20, read)
+    column.keep([0], ["a"])
+    column.defer([0, 1, 2, 3])
+    assert reads == []  # nothing read until asked
+    assert column[2] == "read 2" and reads == [[1, 2, 3]]  # its batch, the kept 0 left out
+    assert [column[row] for row in (0, 1, 3)] == ["a", "read 1", "read 3"]
+    assert reads == [[1, 2, 3]]
+    column.defer([4, 5])
+    column.defer([6, 7])
+    column.defer([8, 9])  # the third batch pushes out the first: 4 and 5 are read alone
+    assert column[9] == "read 9" and reads[-1] == [8, 9]
+    assert column[4] == "read 4" and reads[-1] == [4]
+    assert column[6] == "read 6" and reads[-1] == [6, 7]
+    prefetched = len(reads)
+    column.defer([10, 11, 12])
+    column.prefetch([11])  # a memory built: its own text only
+    assert reads[-1] == [11] and column[11] == "read 11" and len(reads) == prefetched + 1
+    assert column[12] == "read 12" and reads[-1] == [10, 12]  # the rest of the batch
+
+
 def test_a_patch_that_changes_no_column_keeps_the_filters_masks_and_subsets(
     db: Path, tmp_path: Path
 ) -> None:

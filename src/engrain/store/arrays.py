@@ -181,12 +181,15 @@ class Arrays:
         vectors: Matrix | None = None,
         *,
         ids: Sequence[str] | None = None,
+        defer_texts: bool = False,
     ) -> list[MemoryFields]:
         """The fields of each of ``rows`` (``store/found.py``): the memory where it is built
         already, else the row's columns read when asked, its memory built only if the
-        caller asks for it. ``vectors`` and ``ids`` as for :meth:`memories_of`."""
+        caller asks for it. ``vectors`` and ``ids`` as for :meth:`memories_of`;
+        ``defer_texts``: texts kept in the store read when first asked for, not now."""
         ids = self.ids_of(rows, ids)
-        return found.found(self.rows, rows, ids, self._vectors_of(rows, ids, vectors))
+        return found.found(self.rows, rows, ids, self._vectors_of(rows, ids, vectors),
+                           defer_texts=defer_texts)  # fmt: skip
 
     def ids_of(
         self, rows: Sequence[int] | npt.NDArray[np.intp], ids: Sequence[str] | None = None

@@ -205,12 +205,16 @@ def found(
     positions: Sequence[int],
     ids: Sequence[str],
     embedding: Callable[[int], Vector | None],
+    *,
+    defer_texts: bool = False,
 ) -> list[MemoryFields]:
     """The fields of each of ``positions`` (whose ids are ``ids``; ``embedding(position)``
     gives a loaded row's vector): the memory itself where it is built already (kept, or an
     object of ``rows``), the row as found by an earlier search if kept, else a new
-    :class:`Found`, kept (texts kept in the store are read for all of them at once, as for
-    building them)."""
+    :class:`Found`, kept. Texts kept in the store are read for all of them at once, now, or
+    with ``defer_texts`` when the first of them is asked for (``RowTexts.defer``: a
+    search on the calling thread, whose candidates' texts are rarely asked for; building
+    reads those of the memories built)."""
     decoded = rows.decoded
     out: list[MemoryFields | None] = decoded.fields_many(ids)
     todo = [i for i, kept in enumerate(out) if kept is None]
@@ -225,9 +229,9 @@ def found(
         base = rows.base
         assert base is not None
         source = [at for _, at in from_base]
-        prefetch = getattr(base.content, "prefetch", None)
-        if prefetch is not None:  # texts kept in the store: one read for all of them
-            prefetch(source)
+        read = getattr(base.content, "defer" if defer_texts else "prefetch", None)
+        if read is not None:  # texts kept in the store: one read for all of them
+            read(source)
         access, last = rows.counts.many([positions[i] for i, _ in from_base])
         kinds, types = _codes(base, source)
         new = [Found(base, at, ids[i], (access[n], last[n]), embedding(positions[i]), kinds[n],
@@ -284,6 +288,9 @@ def built_all(items: Sequence[MemoryFields]) -> list[Memory]:
     for f in todo:
         by_base.setdefault(id(f._base), []).append(f)
     for group in by_base.values():
+        prefetch = getattr(group[0]._base.content, "prefetch", None)
+        if prefetch is not None:  # texts kept in the store: these rows' in one read
+            prefetch([f._at for f in group])
         built = memories(
             group[0]._base, [f._at for f in group], [f.embedding for f in group],
             [f.access_count for f in group], [f._last for f in group], [f.id for f in group],

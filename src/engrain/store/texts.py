@@ -8,6 +8,15 @@ copies every other column out of the image's bytes, so those can be freed, and g
 table a :class:`RowTexts` instead: the texts read from the rows by rowid, a call's rows
 in one query (:meth:`RowTexts.prefetch`, from ``Rows.memories``).
 
+**A vector search's rows read only if asked** (:meth:`RowTexts.defer`): the candidates
+of a search on the calling thread (``store/vector_search.py``, ``store/found.py``) are
+noted as one batch, not read; the first of them whose text is asked for reads the batch's
+in one query, as the search would have. A deep call at 10,000 memories finds ~140 rows
+and builds ~45 memories, and most calls read no other candidate's text (a procedural
+memory's is, ``recall/work.py``): the memories built read their own (:meth:`prefetch`),
+the rest never. BM25's matches still read theirs at once: that search runs on a pool
+thread beside the query's embedding (``store/reads.py``).
+
 **Never another memory's text**: a text is taken from a row only if that row still holds
 the memory id the table has for it; a row another process has replaced since (a new rowid)
 is found by its id instead. A memory another process has forgotten since the working set
@@ -33,6 +42,9 @@ ReadTexts = Callable[[Sequence[int]], list[str | None]]
 
 #: Texts kept after a prefetch (a call's rows; several calls' worth).
 KEPT_MAX = 4_096
+#: Searches' batches of rows whose texts are read when first asked for (the latest kept:
+#: a call's; an older one dropped is read a row at a time, as a text no longer kept is).
+BATCHES_MAX = 16
 
 
 class RowTexts:
@@ -43,6 +55,8 @@ class RowTexts:
         self._count = count
         self._read = read
         self._kept: dict[int, str] = {}
+        self._batches: dict[int, tuple[int, ...]] = {}  # a deferred row: its batch
+        self._deferred: list[tuple[int, ...]] = []  # the batches, oldest first
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -51,9 +65,43 @@ class RowTexts:
     def __getitem__(self, row: int) -> str:
         with self._lock:
             found = self._kept.get(row)
+            batch = self._take(row) if found is None else None
         if found is not None:
             return found
+        if batch is not None:  # a search's rows: read together, as it would have
+            self.prefetch(batch)
+            with self._lock:
+                found = self._kept.get(row)
+            if found is not None:
+                return found
         return self._read([row])[0] or ""
+
+    def defer(self, rows: Sequence[int]) -> None:
+        """Note ``rows`` (a search's) as one batch whose texts are read in one query when
+        the first of them is asked for, not now (those kept already are left out)."""
+        with self._lock:
+            kept = self._kept
+            batch = tuple(row for row in rows if row not in kept)
+            if not batch:
+                return
+            if len(self._deferred) >= BATCHES_MAX:
+                oldest = self._deferred.pop(0)
+                for row in oldest:
+                    if self._batches.get(row) is oldest:
+                        del self._batches[row]
+            self._deferred.append(batch)
+            self._batches.update(dict.fromkeys(batch, batch))
+
+    def _take(self, row: int) -> tuple[int, ...] | None:
+        """The batch ``row`` was deferred with, no longer deferred (the lock held)."""
+        batch = self._batches.get(row)
+        if batch is None:
+            return None
+        for other in batch:
+            if self._batches.get(other) is batch:
+                del self._batches[other]
+        self._deferred = [b for b in self._deferred if b is not batch]
+        return batch
 
     def prefetch(self, rows: Sequence[int]) -> None:
         """Read the texts of ``rows`` in one query and keep them for the next reads. When

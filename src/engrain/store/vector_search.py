@@ -360,7 +360,7 @@ def top_rows(
     top = top[np.argsort(-scores[top], kind="stable")]
     picked = None if vectors is None or arrays.matrix is not None else vectors[order[top]]
     chosen = None if ids is None else [ids[i] for i in order[top].tolist()]
-    found = arrays.found_of(rows[top].tolist(), picked, ids=chosen)
+    found = arrays.found_of(rows[top].tolist(), picked, ids=chosen, defer_texts=True)
     return list(zip(found, scores[top].tolist(), strict=True))
 
 
@@ -368,12 +368,13 @@ def exact_top(
     arrays: Arrays, scores: npt.NDArray[np.float32], mask: BoolArray, k: int
 ) -> list[tuple[MemoryFields, float]]:
     """The ``k`` best of the rows ``mask`` keeps by ``scores`` (one per row of
-    ``arrays``), best first; equal scores keep row order; each as its fields."""
+    ``arrays``), best first; equal scores keep row order; each as its fields (their texts,
+    if kept in the store, read when first asked for: ``store/texts.py``)."""
     rows = np.flatnonzero(mask)
     if rows.size == 0:
         return []
     picked = scores[rows]
     top = np.argpartition(-picked, k - 1)[:k] if rows.size > k else np.arange(rows.size)
     top = top[np.argsort(-picked[top], kind="stable")]
-    found = arrays.found_of(rows[top].tolist())
+    found = arrays.found_of(rows[top].tolist(), defer_texts=True)
     return list(zip(found, picked[top].tolist(), strict=True))
