@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import zlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -253,7 +254,30 @@ def test_counted_uses_keep_the_stamp_and_a_patch_moves_it(db: Path) -> None:
     reopened.close()
 
 
+def _keys_only(path: Path) -> None:
+    """Write the user's stamps again as an earlier version wrote them (``ENGRSTP1``: no
+    bits saying which rows have a vector)."""
+    with sqlite3.connect(path) as con:
+        for kind, data in con.execute(
+            "SELECT kind, data FROM derived_indexes WHERE user_id = ? AND kind LIKE '%-stamp'",
+            (USER,),
+        ).fetchall():
+            _, header_length, keys_length, _ = ann_stamp._FRAME.unpack_from(data)
+            end = ann_stamp._FRAME.size + header_length + keys_length
+            body = bytes(data[ann_stamp._FRAME.size : end])
+            old = ann_stamp._FRAME.pack(b"ENGRSTP1", header_length, keys_length,
+                                        zlib.crc32(body)) + body  # fmt: skip
+            con.execute("UPDATE derived_indexes SET data = ? WHERE user_id = ? AND kind = ?",
+                        (old, USER, kind))  # fmt: skip
+
+
 def test_a_vector_of_another_size_reads_the_rows(db: Path) -> None:
+    """With a stamp of an earlier version (no bits for which rows have a vector) the open
+    reads each vector's length, and one of another size written behind the store's back
+    (the revision not moved) makes it read the rows. A stamp written now keeps those
+    bits, and the open reads no row (``tests/test_stamped_open.py``): a write that does
+    not move the revision is not seen by the image's columns either."""
+    _keys_only(db)
     with sqlite3.connect(db) as con:  # behind the store's back: the revision does not move
         con.execute("UPDATE memories SET embedding = ? WHERE rowid = (SELECT min(rowid) "
                     "FROM memories)", (np.zeros(8, dtype=np.float32).tobytes(),))  # fmt: skip
@@ -266,13 +290,17 @@ def test_a_vector_of_another_size_reads_the_rows(db: Path) -> None:
 
 
 def test_a_damaged_stamp_is_ignored() -> None:
-    stamp = ann_stamp.IndexStamp(3, ("001",), 7, 9, 4, "d", np.arange(5, dtype=np.uint64))
+    vectors = np.array([True, False, True, True, False])
+    stamp = ann_stamp.IndexStamp(3, ("001",), 7, 9, 4, "d", np.arange(5, dtype=np.uint64),
+                                 vectors)  # fmt: skip
     data = ann_stamp.dump(stamp)
     loaded = ann_stamp.load(data)
     assert loaded is not None and loaded.revision == 3 and loaded.migrations == ("001",)
     assert np.array_equal(loaded.keys, stamp.keys) and (loaded.crc, loaded.length) == (7, 9)
+    assert loaded.vectors is not None and np.array_equal(loaded.vectors, vectors)
     assert ann_stamp.load(data[:-1]) is None
-    assert ann_stamp.load(data[:-8] + b"\x01" * 8) is None
+    assert ann_stamp.load(data[:-9] + b"\x01" * 8 + data[-1:]) is None
+    assert ann_stamp.load(data[:-1] + b"\xff") is None
     assert ann_stamp.load(None) is None
     assert loaded.vouches_for(3, ("001",)) and not loaded.vouches_for(4, ("001",))
     assert not loaded.vouches_for(3, ("001", "002"))

@@ -124,6 +124,7 @@ def made(
     if not np.array_equal(source[kept], kept):
         return []
     digest = ann_stamp.rowids_digest(base.rowids)
+    vectors = np.array(arrays.has_vector, dtype=bool)  # the rows' own order: the loaded one
     out: list[tuple[str, IndexStamp]] = []
     for owner, index in held:
         saved = index.saved
@@ -131,7 +132,7 @@ def made(
         if saved is None or (owner is not slot and owner is not slot.part):
             continue
         out.append((kind, IndexStamp(stamp.revision, stamp.migrations, saved[0], saved[1],
-                                     index.ndim, digest, record.keys)))  # fmt: skip
+                                     index.ndim, digest, record.keys, vectors)))  # fmt: skip
     return out
 
 

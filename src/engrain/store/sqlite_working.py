@@ -103,7 +103,7 @@ class WorkingSets(DerivedSaves):
         named: list[Callable[[], sqlite_stamps.Named]] = []
         lexical: list[Callable[[], lexical_file.Saved | None]] = []
 
-        def held(stamp: Stamp) -> int | None:
+        def held(stamp: Stamp) -> IndexStamp | None:
             if slot is None or slot.index is not None:
                 return None
             stamps.update(sqlite_stamps.read(self._db, user_id, stamp))
@@ -117,7 +117,7 @@ class WorkingSets(DerivedSaves):
             )  # fmt: skip
             named.append(indexes)
             lexical.append(saved)
-            return first.dim
+            return first
 
         for stamped in (True, False):
             try:
