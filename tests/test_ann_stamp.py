@@ -419,12 +419,17 @@ def _serial(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[str,
             store.close()
 
 
-def _loader_waits_for_the_scan(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _loader_waits_for_the_scan(
+    monkeypatch: pytest.MonkeyPatch, *, bm25: bool = False
+) -> list[str]:
     """Make the rows' read wait (up to 5 s) until the stamped copies' loader has begun
-    reading a copy, so the loader runs beside it; the threads the copies were read on."""
+    reading a copy (and, with ``bm25``, the BM25 copy's job, its own since session 27),
+    so the loaders run beside it; the threads the copies were read on."""
     begun = threading.Event()
+    lexical_begun = threading.Event()
     threads: list[str] = []
     stash_bytes, live = SQLiteStore._stash_bytes, sqlite_load._live
+    stash = SQLiteStore._stash
 
     def loading(self: SQLiteStore, user_id: str, kind: str) -> bytes | None:
         if kind in sqlite_stamps.KINDS:
@@ -432,9 +437,24 @@ def _loader_waits_for_the_scan(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             begun.set()
         return stash_bytes(self, user_id, kind)
 
+    def stashed(self: SQLiteStore, user_id: str, kind: str) -> ann.Stash:
+        found = stash(self, user_id, kind)
+        if kind != "bm25":
+            return found
+
+        def read() -> bytes | None:
+            lexical_begun.set()
+            return found.read()
+
+        return replace(found, read=read)
+
     def scan(*args: Any) -> Any:
         assert begun.wait(5.0)
+        assert not bm25 or lexical_begun.wait(5.0)
         return live(*args)
+
+    if bm25:
+        monkeypatch.setattr(SQLiteStore, "_stash", stashed)
 
     monkeypatch.setattr(SQLiteStore, "_stash_bytes", loading)
     monkeypatch.setattr(sqlite_load, "_live", scan)
@@ -580,7 +600,7 @@ def test_the_saved_bm25_index_is_read_beside_the_rows_and_answers_the_same(
 
     monkeypatch.setattr(lexical_file, "parsed", spy)
     monkeypatch.setattr(lexical.LexicalIndex, "__init__", building)
-    _loader_waits_for_the_scan(monkeypatch)
+    _loader_waits_for_the_scan(monkeypatch, bm25=True)
     store = _open(saved_bm25)
     assert _lexical(store) == expected
     store.close()
