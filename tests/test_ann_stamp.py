@@ -419,9 +419,7 @@ def _serial(path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[tuple[str,
             store.close()
 
 
-def _loader_waits_for_the_scan(
-    monkeypatch: pytest.MonkeyPatch, *, bm25: bool = False
-) -> list[str]:
+def _loader_waits_for_the_scan(monkeypatch: pytest.MonkeyPatch, *, bm25: bool = False) -> list[str]:
     """Make the rows' read wait (up to 5 s) until the stamped copies' loader has begun
     reading a copy (and, with ``bm25``, the BM25 copy's job, its own since session 27),
     so the loaders run beside it; the threads the copies were read on."""

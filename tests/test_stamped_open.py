@@ -152,8 +152,9 @@ def test_a_row_added_behind_the_store_s_back_is_found(db: Path) -> None:
                           (USER, template.id)).fetchone()  # fmt: skip
         names = [c[1] for c in con.execute("PRAGMA table_info(memories)").fetchall()]
         values = dict(zip(names, row, strict=True))
+        vector = np.asarray(fresh.embedding, dtype=np.float32).tobytes()
         values.update(id=fresh.id, content=fresh.content, content_hash=fresh.content_hash,
-                      embedding=np.asarray(fresh.embedding, dtype=np.float32).tobytes())  # fmt: skip
+                      embedding=vector)  # fmt: skip
         con.execute(f"INSERT INTO memories ({', '.join(names)}) VALUES "
                     f"({', '.join('?' for _ in names)})", list(values.values()))  # fmt: skip
     reopened = _open(db)
