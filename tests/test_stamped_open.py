@@ -9,14 +9,16 @@ copy saved over since, are ``tests/test_ann_stamp.py``'s, on this same path)."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from engrain.model import Memory
-from engrain.store import columns
+from engrain.store import ann, columns
 from engrain.store.sqlite import SQLiteStore
 from tests.test_ann import USER, _memories
 from tests.test_ann_stamp import _keys_only, _loaded_without_vectors, _open, _stamps
@@ -162,3 +164,45 @@ def test_a_row_added_behind_the_store_s_back_is_found(db: Path) -> None:
     assert [m.id for m, _ in found] == [fresh.id]
     assert not _loaded_without_vectors(reopened)
     reopened.close()
+
+
+def test_a_viewed_index_s_first_patch_copies_it_in_while_searches_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stamped copy is read in place; its first patch copies it in (a view cannot be
+    changed) outside the index's lock, so a search during the copy is answered from the
+    view (the same graph), and the patch's vector is found once it is done."""
+    rng = np.random.default_rng(41)
+    vectors = rng.standard_normal((500, 16)).astype(np.float32)
+    keys = np.arange(500, dtype=np.uint64) + 1
+    data = ann.VectorIndex.build(keys, vectors).dump()
+    viewed = ann.VectorIndex.viewed(memoryview(data), 16)
+    assert viewed is not None and viewed.is_view
+    expected = viewed.search(vectors[3], 5).tolist()
+    copying, release = threading.Event(), threading.Event()
+    usearch = ann._usearch()
+
+    class Paused(usearch):  # type: ignore[misc,valid-type]
+        @staticmethod
+        def restore(*args: Any, **kwargs: Any) -> Any:
+            copying.set()
+            assert release.wait(10.0)
+            return usearch.restore(*args, **kwargs)
+
+    monkeypatch.setattr(ann, "_usearch", lambda: Paused)
+    moved = rng.standard_normal((1, 16)).astype(np.float32)
+    patching = threading.Thread(target=viewed.patch, args=(keys[:1], moved))
+    patching.start()
+    try:
+        assert copying.wait(10.0)
+        searched: list[list[int]] = []
+        search = threading.Thread(target=lambda: searched.append(
+            viewed.search(vectors[3], 5).tolist()))  # fmt: skip
+        search.start()
+        search.join(10.0)
+        assert searched == [expected]  # answered while the copy waits, from the view
+    finally:
+        release.set()
+        patching.join(10.0)
+    assert not viewed.is_view and viewed.saved is None
+    assert viewed.search(moved[0], 1).tolist() == [int(keys[0])]
