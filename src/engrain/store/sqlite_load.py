@@ -203,7 +203,7 @@ def _vouched(
     """The table of a saved image whose revision a saved index's stamp vouches for too,
     with which rows have a vector as the stamp keeps it (for these rowids), read without
     visiting a row of ``memories``: the user's rowids from the user index (:data:`_ROWIDS`:
-    its pages only, ~1/80 of the table's at a million memories) and the uses of the rows
+    its pages only, ~1 % of the table's at a million memories) and the uses of the rows
     used. ``None`` if the rowids are not the image's (the caller reads the rows). The
     revision alone already says the rows are the image's (every write of them but
     counted uses bumps it, in its own transaction); the rowids are checked anyway, as
