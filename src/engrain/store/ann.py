@@ -413,8 +413,7 @@ class VectorIndex:
     def patch(self, keys: Keys, vectors: Matrix, batch: int = 256) -> None:
         """Hold these keys with these vectors (replacing what a key held), ``batch`` at a
         time so searches are not held up for long."""
-        with self._lock:
-            self._own_copy()  # checks the view against its CRC (``saved``) first
+        self._own_copy()  # checks the view against its CRC (``saved``) first
         self.saved = None  # no longer the saved copy, even if a batch fails
         for start in range(0, len(keys), batch):
             _stop_if_exiting()
@@ -426,22 +425,29 @@ class VectorIndex:
                 self._index.add(part, rows, threads=1)
 
     def _own_copy(self) -> None:
-        """A view's saved bytes copied in (a view cannot be changed); the caller holds the
-        lock, so no search sees the index between the two."""
-        if self._view is None:
-            return
-        self._readable()
-        if self.saved is not None and zlib.crc32(self._view) != self.saved[0]:
+        """A view's saved bytes copied in (a view cannot be changed). Checked and copied
+        outside the lock (searches go on walking the view meanwhile: at a million rows
+        the CRC and the copy take ~1 s), then put in its place under it: a search sees the
+        view or the copy, the same graph. Two patches copying at once keep the first copy
+        put in place."""
+        with self._lock:
+            view, saved, size = self._view, self.saved, len(self._index)
+            if view is None:
+                return
+            self._readable()
+        if saved is not None and zlib.crc32(view) != saved[0]:
             # changed in place after the check above: never copied in, nor saved again
             # under a CRC of its own as if it were a graph
             raise StoreError("a held approximate index's file changed in place: not copied")
         copy = _usearch().restore(
-            self._view, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+            view, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
             expansion_search=EXPANSION_SEARCH,
         )  # fmt: skip
-        if copy is None or len(copy) != len(self._index):
+        if copy is None or len(copy) != size:
             raise EngrainError("a viewed approximate index could not be copied in")
-        self._index, self._view = copy, None
+        with self._lock:
+            if self._view is view:
+                self._index, self._view = copy, None
 
     def dump(self) -> bytes:
         """The index as bytes: a header (magic, payload length, CRC-32) and usearch's own

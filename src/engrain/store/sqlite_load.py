@@ -34,6 +34,7 @@ import numpy.typing as npt
 from engrain.model import Memory
 from engrain.store import columns as image
 from engrain.store import heap, sqlite_uses
+from engrain.store.ann_stamp import IndexStamp
 from engrain.store.arrays import HeldTable
 from engrain.store.base import MEMORY_COLUMNS
 from engrain.store.columns import ColumnsBuilder, Stamp, Strings, Table, parse_micros
@@ -62,6 +63,9 @@ _USED = (
     "JOIN memories m ON m.user_id = u.user_id AND m.id = u.id "
     "WHERE u.user_id = ? AND (u.access_count != 0 OR u.last_accessed_at IS NOT NULL)"
 )
+#: The user's rowids as one text value (SQLite answers it from a user index: its
+#: ``(user_id, …)`` entries carry the rowid; no row of the table is read).
+_ROWIDS = "SELECT group_concat(rowid) FROM memories WHERE user_id = ?"
 _EMBEDDING = MEMORY_COLUMNS.index("embedding")
 _ACCESS = MEMORY_COLUMNS.index("access_count")
 _LAST = MEMORY_COLUMNS.index("last_accessed_at")
@@ -87,16 +91,17 @@ def read(
     saved: Callable[[], bytes | None],
     decode: Callable[[tuple[Any, ...]], Memory],
     texts: Callable[[npt.NDArray[np.int64], Strings], ReadTexts] | None = None,
-    held: Callable[[Stamp], int | None] | None = None,
+    held: Callable[[Stamp], IndexStamp | None] | None = None,
 ) -> Loaded:
     """The user's working set, inside the read transaction the caller holds. ``saved``
     reads the user's image (or ``None``); ``decode`` makes a memory of a full row;
     ``texts`` reads the texts of a table loaded from the image on demand (the image holds
-    none: without ``texts`` the rows are read). ``held``: given the read's stamp, the size
-    of the vectors a saved approximate index holds for every row at that stamp, if one
+    none: without ``texts`` the rows are read). ``held``: given the read's stamp, the stamp
+    of a saved approximate index that holds every row's vector at that stamp, if one
     does (``store/ann_stamp.py``): a table loaded from a matching image then reads no
     vector (a :class:`~engrain.store.arrays.HeldTable`: the caller reads them through
-    that index)."""
+    that index), and no row of ``memories`` at all if the stamp says which rows have one
+    (:func:`_vouched`)."""
     revision = db.execute("SELECT revision FROM revisions WHERE user_id = ?", (user_id,))
     rows = revision.fetchall()
     names = [r[0] for r in db.execute("SELECT name FROM migrations ORDER BY name").fetchall()]
@@ -112,8 +117,8 @@ def read(
             # copied out first: the image's bytes are freed before the scan of the rows
             # allocates the vectors' matrix (a lower peak)
             columns = without_texts(columns, texts)
-            dim = None if held is None else held(stamp)
-            table = _live(db, user_id, columns, dim)
+            vouched = None if held is None else held(stamp)
+            table = _live(db, user_id, columns, vouched)
             if table is not None:
                 return Loaded(table, None, revision=stamp.revision, stamp=stamp)
     rowids = [r[0] for r in db.execute(
@@ -142,13 +147,22 @@ def read(
 
 
 def _live(
-    db: sqlite3.Connection, user_id: str, columns: image.Columns, held: int | None = None
+    db: sqlite3.Connection,
+    user_id: str,
+    columns: image.Columns,
+    vouched: IndexStamp | None = None,
 ) -> Table | HeldTable | None:
     """The table of a saved image with the vectors and access counts the rows have now;
     ``None`` if the user's rows are not the image's (its rowids) or their vectors are not
-    of one size. ``held``: the vectors' size, if a saved index holds every row's vector:
-    only which rows have one is read (a :class:`~engrain.store.arrays.HeldTable`), and a
-    vector of another size makes it ``None`` too (the caller reads the rows)."""
+    of one size. ``vouched``: the stamp of a saved index holding every row's vector: only
+    which rows have one is read (a :class:`~engrain.store.arrays.HeldTable`; taken from
+    the stamp itself when it keeps it, :func:`_vouched`), and a vector of another size
+    makes it ``None`` too (the caller reads the rows)."""
+    if vouched is not None:
+        has_vector = vouched.vectors_for(columns.rowids)
+        if has_vector is not None:
+            return _vouched(db, user_id, columns, has_vector, vouched.dim)
+    held = None if vouched is None else vouched.dim
     rowids: list[int] = []
     vectors = _Vectors(len(columns.rowids))
     sizes: list[int | None] = []
@@ -177,6 +191,43 @@ def _live(
     if matrix is None:
         return None
     return Table(columns, *matrix, counts_read, times)
+
+
+def _vouched(
+    db: sqlite3.Connection,
+    user_id: str,
+    columns: image.Columns,
+    has_vector: npt.NDArray[np.bool_],
+    dim: int,
+) -> HeldTable | None:
+    """The table of a saved image whose revision a saved index's stamp vouches for too,
+    with which rows have a vector as the stamp keeps it (for these rowids), read without
+    visiting a row of ``memories``: the user's rowids from the user index (:data:`_ROWIDS`:
+    its pages only, ~1 % of the table's at a million memories) and the uses of the rows
+    used. ``None`` if the rowids are not the image's (the caller reads the rows). The
+    revision alone already says the rows are the image's (every write of them but
+    counted uses bumps it, in its own transaction); the rowids are checked anyway, as
+    the scan of the rows checked them."""
+    if dim <= 0 or len(has_vector) != len(columns.rowids):
+        return None
+    if not np.array_equal(_rowids(db, user_id), columns.rowids):
+        return None
+    uses = _uses(db, user_id, columns.rowids)
+    if uses is None:
+        return None
+    counts_read, times = uses
+    return HeldTable(columns, has_vector, counts_read, times, dim)
+
+
+def _rowids(db: sqlite3.Connection, user_id: str) -> npt.NDArray[np.int64]:
+    """The user's rowids, ascending, read from a user index without a row of the table
+    (one text value: a million rowids as Python ints cost ~5 times as much)."""
+    text = db.execute(_ROWIDS, (user_id,)).fetchall()[0][0]
+    if not text:
+        return np.zeros(0, dtype=np.int64)
+    found = np.array(np.fromstring(text, dtype=np.int64, sep=","), dtype=np.int64)
+    found.sort()
+    return found
 
 
 def _uses(

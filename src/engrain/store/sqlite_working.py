@@ -35,7 +35,7 @@ from engrain.store.ann_stamp import IndexStamp
 from engrain.store.arrays import HeldTable, RowVectors
 from engrain.store.cache import Stamped, UserCache
 from engrain.store.columns import Stamp, Strings
-from engrain.store.reads import in_turn, lazy, overlapped
+from engrain.store.reads import lazy, overlapped
 from engrain.store.sqlite_connection import reason
 from engrain.store.sqlite_rows import IN_CHUNK
 from engrain.store.sqlite_saves import DerivedSaves
@@ -103,7 +103,7 @@ class WorkingSets(DerivedSaves):
         named: list[Callable[[], sqlite_stamps.Named]] = []
         lexical: list[Callable[[], lexical_file.Saved | None]] = []
 
-        def held(stamp: Stamp) -> int | None:
+        def held(stamp: Stamp) -> IndexStamp | None:
             if slot is None or slot.index is not None:
                 return None
             stamps.update(sqlite_stamps.read(self._db, user_id, stamp))
@@ -111,13 +111,11 @@ class WorkingSets(DerivedSaves):
             if first is None:
                 return None
             bm25 = self._stash(user_id, "bm25").read
-            indexes, saved = in_turn(  # one after the other: the lower peak of memory
-                self._beside, sqlite_stamps.loader(dict(stamps), slot, read),
-                lambda: lexical_file.parsed(bm25()),
-            )  # fmt: skip
-            named.append(indexes)
-            lexical.append(saved)
-            return first.dim
+            # two jobs, each on a pool thread of its own: the index is read in place (no
+            # copy of it at the peak), so the BM25 copy need not wait for its transients
+            named.append(self._beside(sqlite_stamps.loader(dict(stamps), slot, read)))
+            lexical.append(self._beside(lambda: lexical_file.parsed(bm25())))
+            return first
 
         for stamped in (True, False):
             try:
