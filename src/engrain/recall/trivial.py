@@ -135,8 +135,6 @@ _CLOSING = re.compile(
     r"(?: (?!(?:but|and|now|still|though|can|could|would|please|pls|also|why|what|how|"
     r"where|when|which|who)\b)[a-z']+){1,4}|"
     r"\b(?:(?:didn'?t|did not) know (?:that|this)|good to know|til|"
-    # something seen for the first time ("oh nice, hadn't seen that"), as "didn't know that"
-    r"(?:hadn'?t|had not|haven'?t|have not) seen (?:that|this|it)(?: before)?(?=\W*$)|"
     r"what i (?:needed|wanted|was (?:looking for|after))|"
     # an answer that confirms the user's guess ("yes, that's what i thought")
     r"(?:that'?s|that is|just) what i (?:thought|figured|suspected|expected|guessed|feared|"
