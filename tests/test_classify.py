@@ -1462,3 +1462,29 @@ def test_the_others_that_look_right_tell_where_a_bug_shows(message: str) -> None
 )  # fmt: skip
 def test_a_look_without_the_others_or_asked_is_no_bug_report(message: str, intent: Intent) -> None:
     assert_reads(message, intent)
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["how has our latency moved over the last two years, what were the big wins",
+     "Walk me through how the calling and the reporting changed since the first version",
+     "explain how the ingest path has evolved over the past three years"],
+)  # fmt: skip
+def test_an_analysis_of_the_whole_history_is_deep(message: str) -> None:
+    # session 27 (h3): kestrel's gnm-62 and anvil's av-014, labelled deep by two writers —
+    # the whole system walked through in time, as a journey from one end to the other is
+    fired: list[str] = []
+    assert complexity_for(message, ANA, (), fired) is D, fired
+    assert "architecture" in fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["how has our latency moved since the last release",
+     "explain how the p99 moved over the past week",
+     "why did we move the reading log off NVS two years ago?"],
+)  # fmt: skip
+def test_a_recent_change_is_not_the_history(message: str) -> None:
+    # one release or one week is one change to explain, not the project's history
+    fired: list[str] = []
+    assert complexity_for(message, ANA, (), fired) is not D, fired

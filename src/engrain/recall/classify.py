@@ -521,9 +521,13 @@ def _work_complexity(
 
 def _deep_analysis(text: str, body: str, intent: Intent) -> bool:
     """Whether an analysis is of a whole: a path from one end of the system to the other,
-    the seed's "Review this system design", or a long one."""
+    how it changed over its whole history, the seed's "Review this system design", or a
+    long one."""
     return intent is Intent.ANALYSIS and bool(
-        cues.JOURNEY.search(text) or cues.DESIGN_REVIEW.match(body) or len(text) > LONG
+        cues.JOURNEY.search(text)
+        or cues.HISTORY_WALK.search(text)
+        or cues.DESIGN_REVIEW.match(body)
+        or len(text) > LONG
     )
 
 

@@ -490,6 +490,17 @@ JOURNEY = re.compile(
     r"\b(?:what|everything that|all that) happens between (?:\S+ ){1,8}?and ",
     re.I,
 )
+#: How something changed over the project's whole history ("how has our latency moved over
+#: the last two years", "how the calling … changed since the first version"): the seed's
+#: deep analysis — the whole, walked through in time as :data:`JOURNEY` walks it in space.
+#: A recent span ("since the last release", "over the past week") is one change, not the
+#: history.
+HISTORY_WALK = re.compile(
+    r"\b(?:changed|moved|evolved|developed|grown|shifted)\b(?:\s+\S+){0,6}?\s+(?:since "
+    r"(?:the )?(?:first|start|beginning|day one|launch)\b|(?:over|in) (?:the )?(?:last|past) "
+    r"(?:\w+ )?(?:years?|decade)\b)",
+    re.I,
+)
 #: A review of a design written down ("review RFC 0019 against our plugin API rules", "assess
 #: the design doc for the new scheduler"): the seed's deep "Review this system design".
 DESIGN_REVIEW = re.compile(
