@@ -201,15 +201,16 @@ def combos(n_intents: int, n_shifts: int) -> np.ndarray:
     return grid.reshape(n_intents, -1).T.copy()  # itertools.product's order
 
 
-def limits(cell: Mapping[str, Any], strict: bool) -> tuple[float, float]:
+def limits(cell: Mapping[str, Any], strict: bool,
+           max_tokens: float = MAX_TOKENS) -> tuple[float, float]:  # fmt: skip
     """A set's most messages leaking and most tokens (sums), from its default cell."""
     rows = cell["grid"]["default"][str(0.0)]
     base = measures(rows)
     n = max(1, base["messages"])
     if strict:
-        return MAX_EXCLUDE * n + 1e-9, MAX_TOKENS * n + 1e-6
+        return MAX_EXCLUDE * n + 1e-9, max_tokens * n + 1e-6
     return (max(MAX_EXCLUDE, base["leaking"] / n) * n + 1e-9,
-            max(MAX_TOKENS, base["tokens"] / n) * n + 1e-6)  # fmt: skip
+            max(max_tokens, base["tokens"] / n) * n + 1e-6)  # fmt: skip
 
 
 def _sums(cell: Mapping[str, Any], setting: str, shifts: Sequence[float],
@@ -226,14 +227,15 @@ def _sums(cell: Mapping[str, Any], setting: str, shifts: Sequence[float],
 
 
 def best_per_set(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
-                 index: np.ndarray, strict: bool) -> dict[str, Any]:  # fmt: skip
+                 index: np.ndarray, strict: bool,
+                 max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """Per set the shifts by intent with the most labels found within its limits (ties:
     fewest tokens)."""
     out = {}
     for name, cell in cells.items():
         f, lk, tk = _sums(cell, setting, shifts, index)
-        max_leak, max_tokens = limits(cell, strict)
-        ok = (lk <= max_leak) & (tk <= max_tokens)
+        max_leak, most = limits(cell, strict, max_tokens)
+        ok = (lk <= max_leak) & (tk <= most)
         if not ok.any():
             out[name] = None
             continue
@@ -245,7 +247,8 @@ def best_per_set(cells: Mapping[str, Any], setting: str, shifts: Sequence[float]
 
 
 def best_shared(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
-                index: np.ndarray, strict: bool) -> dict[str, Any] | None:  # fmt: skip
+                index: np.ndarray, strict: bool,
+                max_tokens: float = MAX_TOKENS) -> dict[str, Any] | None:  # fmt: skip
     """The shifts by intent, one table for every set, with the most labels found pooled and
     every set within its limits (ties: fewest tokens)."""
     total = np.zeros(index.shape[0])
@@ -254,8 +257,8 @@ def best_shared(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
     parts = {}
     for name, cell in cells.items():
         f, lk, tk = _sums(cell, setting, shifts, index)
-        max_leak, max_tokens = limits(cell, strict)
-        ok &= (lk <= max_leak) & (tk <= max_tokens)
+        max_leak, most = limits(cell, strict, max_tokens)
+        ok &= (lk <= max_leak) & (tk <= most)
         total += f
         tokens_total += tk
         parts[name] = (f, lk, tk)
@@ -269,11 +272,11 @@ def best_shared(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
 
 
 def one_shift(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
-              strict: bool) -> dict[str, Any] | None:  # fmt: skip
+              strict: bool, max_tokens: float = MAX_TOKENS) -> dict[str, Any] | None:  # fmt: skip
     """One shift for every intent and set: the most labels pooled within every set's
     limits."""
     index = np.array([[j] * len(INTENTS) for j in range(len(shifts))], dtype=np.int8)
-    return best_shared(cells, setting, shifts, index, strict)
+    return best_shared(cells, setting, shifts, index, strict, max_tokens)
 
 
 def reach(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[float]) -> dict[str, Any]:
@@ -293,18 +296,19 @@ def reach(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[floa
 
 
 def analyse(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[float],
-            strict: bool) -> dict[str, Any]:  # fmt: skip
+            strict: bool, max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
     """Per setting the default's, one shift's, the shared table's and the per-set oracle's
     labels found; and what any setting reaches."""
     index = combos(len(INTENTS), len(shifts))
     labels = {n: sum(len(m["labels"]) for m in c["messages"]) for n, c in cells.items()}
     total = sum(labels.values())
-    out: dict[str, Any] = {"labels": labels, "strict": strict, "settings": {}}
+    out: dict[str, Any] = {"labels": labels, "strict": strict, "max_tokens": max_tokens,
+                           "settings": {}}  # fmt: skip
     for s in chosen:
         base = {n: measures(c["grid"][s][str(0.0)]) for n, c in cells.items()}
-        per_set = best_per_set(cells, s, shifts, index, strict)
-        shared = best_shared(cells, s, shifts, index, strict)
-        single = one_shift(cells, s, shifts, strict)
+        per_set = best_per_set(cells, s, shifts, index, strict, max_tokens)
+        shared = best_shared(cells, s, shifts, index, strict, max_tokens)
+        single = one_shift(cells, s, shifts, strict, max_tokens)
         oracle = sum(v["found"] for v in per_set.values() if v) if all(per_set.values()) else None
         out["settings"][s] = {
             "at_shift_0": {"per_set": base, "found": sum(b["found"] for b in base.values())},
@@ -340,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true",
                         help="tokens ≤ 1,200 and must-exclude ≤ 0.03 on every set, with no "
                         "allowance where the default is beyond")  # fmt: skip
+    parser.add_argument("--max-tokens", type=float, default=MAX_TOKENS,
+                        help="mean tokens a set may reach (inf: no limit)")  # fmt: skip
     parser.add_argument("--verify", action="store_true",
                         help="answer one mixed table and check the grid's sum")  # fmt: skip
     parser.add_argument("--analyse", type=Path, help="recompute a written report's choices")
@@ -365,9 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "machine": machine_info()}  # fmt: skip
         shifts = list(SHIFTS)
     names = [s.name for s in chosen if s.name in next(iter(report["cells"].values()))["grid"]]
-    report["analysis"] = analyse(report["cells"], names, shifts, args.strict)
-    if args.strict is False:
-        report["analysis_strict"] = analyse(report["cells"], names, shifts, True)
+    report["analysis"] = analyse(report["cells"], names, shifts, args.strict, args.max_tokens)
+    if not args.analyse and not args.strict:
+        report["analysis_strict"] = analyse(report["cells"], names, shifts, True, args.max_tokens)
     if args.verify:
         combo = {"debugging": -0.05, "question": -0.1, "analysis": 0.025, "generation": -0.075}
         report["verify"] = verify(sets, report, chosen[0], combo, args.embedder)
