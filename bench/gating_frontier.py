@@ -89,13 +89,19 @@ def settings() -> list[Setting]:
     shares = ((SEL, "PROCEDURAL_SHARE", 0.3), (SEL, "BACKGROUND_TOKENS", 200))
     return [
         Setting("default", (), "today's knobs"),
-        Setting("unrelated=0.1", ((SEL, "UNRELATED_RELEVANCE", 0.1),),
-                "a typed learning needs relevance 0.1, not 0.2"),  # fmt: skip
+        Setting(
+            "unrelated=0.1",
+            ((SEL, "UNRELATED_RELEVANCE", 0.1),),
+            "a typed learning needs relevance 0.1, not 0.2",
+        ),
         Setting("unrelated=0", unrelated, "no relevance needed beyond the score"),
         Setting("full_block=0", full, "no relevance asked by a filling block"),
         Setting("floors", floors, "preferences' floors 0.1 (work) / 0.2 (answers)"),
-        Setting("open", (*unrelated, *full, *floors, *shares, _budgets(1.5)),
-                "every rule above loosened, shares doubled, budgets ×1.5"),  # fmt: skip
+        Setting(
+            "open",
+            (*unrelated, *full, *floors, *shares, _budgets(1.5)),
+            "every rule above loosened, shares doubled, budgets ×1.5",
+        ),
     ]
 
 
@@ -105,8 +111,9 @@ def settings() -> list[Setting]:
 def answer(engine: Engine, message: Mapping[str, Any]) -> dict[str, Any]:
     """One message through ``explain()``: its intent as read, the labels it found, whether
     it leaked, its tokens."""
-    gated = engine.explain(message["text"], USER, project=message["project"],
-                           turn=message.get("turn", 0), now=NOW)  # fmt: skip
+    gated = engine.explain(
+        message["text"], USER, project=message["project"], turn=message.get("turn", 0), now=NOW
+    )
     injected = {s.memory.id for s in gated.selected}
     return {
         "intent": gated.classification.intent.value,
@@ -116,8 +123,12 @@ def answer(engine: Engine, message: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def answer_grid(names: Sequence[str], chosen: Sequence[Setting], shifts: Sequence[float],
-                embedder_name: str = "minilm") -> dict[str, Any]:  # fmt: skip
+def answer_grid(
+    names: Sequence[str],
+    chosen: Sequence[Setting],
+    shifts: Sequence[float],
+    embedder_name: str = "minilm",
+) -> dict[str, Any]:
     """``{set: {"messages": [...], "grid": {setting: {shift: [answer per message]}}}}``."""
     out: dict[str, Any] = {}
     for name, data, engines in set_engines(names, "tune", make_embedder(embedder_name)):
@@ -129,34 +140,42 @@ def answer_grid(names: Sequence[str], chosen: Sequence[Setting], shifts: Sequenc
                     rows = [answer(engines[m["project"]], m) for m in data.messages]
                 grid[s.name][str(d)] = rows
                 found = sum(len(r["found"]) for r in rows)
-                print(f"{name:10} {s.name:14} {d:+.3f} {found} found "
-                      f"{sum(r['leaked'] for r in rows)} leaking "
-                      f"{sum(r['tokens'] for r in rows) / max(1, len(rows)):.0f} tokens",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{name:10} {s.name:14} {d:+.3f} {found} found "
+                    f"{sum(r['leaked'] for r in rows)} leaking "
+                    f"{sum(r['tokens'] for r in rows) / max(1, len(rows)):.0f} tokens",
+                    flush=True,
+                )
         out[name] = {
-            "messages": [{"id": m["id"], "labels": list(m["must_include"])}
-                         for m in data.messages],  # fmt: skip
+            "messages": [{"id": m["id"], "labels": list(m["must_include"])} for m in data.messages],
             "grid": grid,
         }
     return out
 
 
-def verify(names: Sequence[str], report: Mapping[str, Any], setting: Setting,
-           combo: Mapping[str, float], embedder_name: str = "minilm") -> dict[str, Any]:  # fmt: skip
+def verify(
+    names: Sequence[str],
+    report: Mapping[str, Any],
+    setting: Setting,
+    combo: Mapping[str, float],
+    embedder_name: str = "minilm",
+) -> dict[str, Any]:
     """Answer ``combo`` (a shift per intent) for real and compare with the grid's sum."""
     from engrain.recall import select
-    from engrain.recall.classify import Intent
 
-    table = {i: tuple(max(0.0, v + combo.get(i.value, 0.0)) for v in pair)
-             for i, pair in select.THRESHOLDS.items()}  # fmt: skip
+    table = {
+        i: tuple(max(0.0, v + combo.get(i.value, 0.0)) for v in pair)
+        for i, pair in select.THRESHOLDS.items()
+    }
     out = {}
     for name, data, engines in set_engines(names, "tune", make_embedder(embedder_name)):
         with patched((*setting.patches, (SEL, "THRESHOLDS", table))):
             rows = [answer(engines[m["project"]], m) for m in data.messages]
         real = measures(rows)
         grid = report["cells"][name]["grid"][setting.name]
-        summed = measures([grid[str(combo.get(r["intent"], 0.0))][k]
-                           for k, r in enumerate(grid[str(0.0)])])  # fmt: skip
+        summed = measures(
+            [grid[str(combo.get(r["intent"], 0.0))][k] for k, r in enumerate(grid[str(0.0)])]
+        )
         out[name] = {"answered": real, "summed": summed, "same": real == summed}
         print(f"verify {name}: answered {real}, summed {summed}", flush=True)
     return out
@@ -167,12 +186,17 @@ def verify(names: Sequence[str], report: Mapping[str, Any], setting: Setting,
 
 def measures(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """Labels found, messages leaking, tokens, messages."""
-    return {"found": sum(len(r["found"]) for r in rows), "leaking": sum(r["leaked"] for r in rows),
-            "tokens": sum(r["tokens"] for r in rows), "messages": len(rows)}  # fmt: skip
+    return {
+        "found": sum(len(r["found"]) for r in rows),
+        "leaking": sum(r["leaked"] for r in rows),
+        "tokens": sum(r["tokens"] for r in rows),
+        "messages": len(rows),
+    }
 
 
-def by_intent(cell: Mapping[str, Any], setting: str, shifts: Sequence[float]
-              ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[int, int, int]]:  # fmt: skip
+def by_intent(
+    cell: Mapping[str, Any], setting: str, shifts: Sequence[float]
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[int, int, int]]:
     """A set's found / leaking / tokens as ``[intent, shift]`` arrays over :data:`INTENTS`
     (each message under its intent as read), and the same sums of the messages of any other
     intent (their thresholds kept)."""
@@ -201,20 +225,24 @@ def combos(n_intents: int, n_shifts: int) -> np.ndarray:
     return grid.reshape(n_intents, -1).T.copy()  # itertools.product's order
 
 
-def limits(cell: Mapping[str, Any], strict: bool,
-           max_tokens: float = MAX_TOKENS) -> tuple[float, float]:  # fmt: skip
+def limits(
+    cell: Mapping[str, Any], strict: bool, max_tokens: float = MAX_TOKENS
+) -> tuple[float, float]:
     """A set's most messages leaking and most tokens (sums), from its default cell."""
     rows = cell["grid"]["default"][str(0.0)]
     base = measures(rows)
     n = max(1, base["messages"])
     if strict:
         return MAX_EXCLUDE * n + 1e-9, max_tokens * n + 1e-6
-    return (max(MAX_EXCLUDE, base["leaking"] / n) * n + 1e-9,
-            max(max_tokens, base["tokens"] / n) * n + 1e-6)  # fmt: skip
+    return (
+        max(MAX_EXCLUDE, base["leaking"] / n) * n + 1e-9,
+        max(max_tokens, base["tokens"] / n) * n + 1e-6,
+    )
 
 
-def _sums(cell: Mapping[str, Any], setting: str, shifts: Sequence[float],
-          index: np.ndarray) -> list[np.ndarray]:  # fmt: skip
+def _sums(
+    cell: Mapping[str, Any], setting: str, shifts: Sequence[float], index: np.ndarray
+) -> list[np.ndarray]:
     """Found, leaking and tokens of every combination of ``index`` on one set."""
     arrays, rest = by_intent(cell, setting, shifts)
     out = []
@@ -226,9 +254,14 @@ def _sums(cell: Mapping[str, Any], setting: str, shifts: Sequence[float],
     return out
 
 
-def best_per_set(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
-                 index: np.ndarray, strict: bool,
-                 max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
+def best_per_set(
+    cells: Mapping[str, Any],
+    setting: str,
+    shifts: Sequence[float],
+    index: np.ndarray,
+    strict: bool,
+    max_tokens: float = MAX_TOKENS,
+) -> dict[str, Any]:
     """Per set the shifts by intent with the most labels found within its limits (ties:
     fewest tokens)."""
     out = {}
@@ -241,14 +274,23 @@ def best_per_set(cells: Mapping[str, Any], setting: str, shifts: Sequence[float]
             continue
         key = np.where(ok, f * 1e7 - tk, -np.inf)
         k = int(np.argmax(key))
-        out[name] = {"found": int(f[k]), "leaking": int(lk[k]), "tokens": float(tk[k]),
-                     "shifts": {i: shifts[index[k, n]] for n, i in enumerate(INTENTS)}}  # fmt: skip
+        out[name] = {
+            "found": int(f[k]),
+            "leaking": int(lk[k]),
+            "tokens": float(tk[k]),
+            "shifts": {i: shifts[index[k, n]] for n, i in enumerate(INTENTS)},
+        }
     return out
 
 
-def best_shared(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
-                index: np.ndarray, strict: bool,
-                max_tokens: float = MAX_TOKENS) -> dict[str, Any] | None:  # fmt: skip
+def best_shared(
+    cells: Mapping[str, Any],
+    setting: str,
+    shifts: Sequence[float],
+    index: np.ndarray,
+    strict: bool,
+    max_tokens: float = MAX_TOKENS,
+) -> dict[str, Any] | None:
     """The shifts by intent, one table for every set, with the most labels found pooled and
     every set within its limits (ties: fewest tokens)."""
     total = np.zeros(index.shape[0])
@@ -265,21 +307,32 @@ def best_shared(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
     if not ok.any():
         return None
     k = int(np.argmax(np.where(ok, total * 1e7 - tokens_total, -np.inf)))
-    return {"found": int(total[k]),
-            "shifts": {i: shifts[index[k, n]] for n, i in enumerate(INTENTS)},
-            "per_set": {name: {"found": int(f[k]), "leaking": int(lk[k]), "tokens": float(tk[k])}
-                        for name, (f, lk, tk) in parts.items()}}  # fmt: skip
+    return {
+        "found": int(total[k]),
+        "shifts": {i: shifts[index[k, n]] for n, i in enumerate(INTENTS)},
+        "per_set": {
+            name: {"found": int(f[k]), "leaking": int(lk[k]), "tokens": float(tk[k])}
+            for name, (f, lk, tk) in parts.items()
+        },
+    }
 
 
-def one_shift(cells: Mapping[str, Any], setting: str, shifts: Sequence[float],
-              strict: bool, max_tokens: float = MAX_TOKENS) -> dict[str, Any] | None:  # fmt: skip
+def one_shift(
+    cells: Mapping[str, Any],
+    setting: str,
+    shifts: Sequence[float],
+    strict: bool,
+    max_tokens: float = MAX_TOKENS,
+) -> dict[str, Any] | None:
     """One shift for every intent and set: the most labels pooled within every set's
     limits."""
     index = np.array([[j] * len(INTENTS) for j in range(len(shifts))], dtype=np.int8)
     return best_shared(cells, setting, shifts, index, strict, max_tokens)
 
 
-def reach(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[float]) -> dict[str, Any]:
+def reach(
+    cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[float]
+) -> dict[str, Any]:
     """Per set: labels, labels some setting and shift injects, and the labels never injected
     (message, memory)."""
     out = {}
@@ -290,20 +343,32 @@ def reach(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[floa
                 for m, r in zip(cell["messages"], cell["grid"][s][str(d)], strict=True):
                     ever.update((m["id"], f) for f in r["found"])
         labels = [(m["id"], f) for m in cell["messages"] for f in m["labels"]]
-        out[name] = {"labels": len(labels), "ever": len(ever),
-                     "never": [list(x) for x in labels if x not in ever]}  # fmt: skip
+        out[name] = {
+            "labels": len(labels),
+            "ever": len(ever),
+            "never": [list(x) for x in labels if x not in ever],
+        }
     return out
 
 
-def analyse(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[float],
-            strict: bool, max_tokens: float = MAX_TOKENS) -> dict[str, Any]:  # fmt: skip
+def analyse(
+    cells: Mapping[str, Any],
+    chosen: Sequence[str],
+    shifts: Sequence[float],
+    strict: bool,
+    max_tokens: float = MAX_TOKENS,
+) -> dict[str, Any]:
     """Per setting the default's, one shift's, the shared table's and the per-set oracle's
     labels found; and what any setting reaches."""
     index = combos(len(INTENTS), len(shifts))
     labels = {n: sum(len(m["labels"]) for m in c["messages"]) for n, c in cells.items()}
     total = sum(labels.values())
-    out: dict[str, Any] = {"labels": labels, "strict": strict, "max_tokens": max_tokens,
-                           "settings": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "labels": labels,
+        "strict": strict,
+        "max_tokens": max_tokens,
+        "settings": {},
+    }
     for s in chosen:
         base = {n: measures(c["grid"][s][str(0.0)]) for n, c in cells.items()}
         per_set = best_per_set(cells, s, shifts, index, strict, max_tokens)
@@ -312,7 +377,9 @@ def analyse(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[fl
         oracle = sum(v["found"] for v in per_set.values() if v) if all(per_set.values()) else None
         out["settings"][s] = {
             "at_shift_0": {"per_set": base, "found": sum(b["found"] for b in base.values())},
-            "one_shift": single, "shared": shared, "per_set": per_set,
+            "one_shift": single,
+            "shared": shared,
+            "per_set": per_set,
             "recall": {
                 "at_shift_0": sum(b["found"] for b in base.values()) / total,
                 "one_shift": single["found"] / total if single else None,
@@ -320,15 +387,70 @@ def analyse(cells: Mapping[str, Any], chosen: Sequence[str], shifts: Sequence[fl
                 "per_set": oracle / total if oracle is not None else None,
             },
         }
-        print(f"{s:14} shift 0 {out['settings'][s]['recall']['at_shift_0']:.4f}  one shift "
-              f"{_f(out['settings'][s]['recall']['one_shift'])}  shared "
-              f"{_f(out['settings'][s]['recall']['shared'])}  per set "
-              f"{_f(out['settings'][s]['recall']['per_set'])}")  # fmt: skip
-        print("   per set oracle: " + ", ".join(
-            f"{n} {v['found']}/{labels[n]}" if v else f"{n} -" for n, v in per_set.items()))
+        print(
+            f"{s:14} shift 0 {out['settings'][s]['recall']['at_shift_0']:.4f}  one shift "
+            f"{_f(out['settings'][s]['recall']['one_shift'])}  shared "
+            f"{_f(out['settings'][s]['recall']['shared'])}  per set "
+            f"{_f(out['settings'][s]['recall']['per_set'])}"
+        )
+        print(
+            "   per set oracle: "
+            + ", ".join(
+                f"{n} {v['found']}/{labels[n]}" if v else f"{n} -" for n, v in per_set.items()
+            )
+        )
     out["reach"] = reach(cells, chosen, shifts)
     ever = sum(v["ever"] for v in out["reach"].values())
     print(f"labels any setting and shift injects: {ever}/{total} = {ever / total:.4f}")
+    return out
+
+
+def compact(cells: Mapping[str, Any]) -> dict[str, Any]:
+    """``cells`` as written: each answer ``[intent, found, leaked, tokens]`` with ``found``
+    the indices of the labels found in the message's list (a fifth of the size)."""
+    out: dict[str, Any] = {}
+    for name, cell in cells.items():
+        labels = [m["labels"] for m in cell["messages"]]
+        grid = {
+            s: {
+                d: [
+                    [
+                        r["intent"],
+                        [labels[k].index(f) for f in r["found"]],
+                        int(r["leaked"]),
+                        r["tokens"],
+                    ]
+                    for k, r in enumerate(rows)
+                ]
+                for d, rows in by_shift.items()
+            }
+            for s, by_shift in cell["grid"].items()
+        }
+        out[name] = {"messages": cell["messages"], "grid": grid}
+    return out
+
+
+def expand(cells: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`compact`'s inverse (a report read back by ``--analyse``)."""
+    out: dict[str, Any] = {}
+    for name, cell in cells.items():
+        labels = [m["labels"] for m in cell["messages"]]
+        grid = {
+            s: {
+                d: [
+                    {
+                        "intent": r[0],
+                        "found": [labels[k][i] for i in r[1]],
+                        "leaked": bool(r[2]),
+                        "tokens": r[3],
+                    }
+                    for k, r in enumerate(rows)
+                ]
+                for d, rows in by_shift.items()
+            }
+            for s, by_shift in cell["grid"].items()
+        }
+        out[name] = {"messages": cell["messages"], "grid": grid}
     return out
 
 
@@ -341,13 +463,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--settings", default="all", help="comma-separated names, or all")
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
-    parser.add_argument("--strict", action="store_true",
-                        help="tokens ≤ 1,200 and must-exclude ≤ 0.03 on every set, with no "
-                        "allowance where the default is beyond")  # fmt: skip
-    parser.add_argument("--max-tokens", type=float, default=MAX_TOKENS,
-                        help="mean tokens a set may reach (inf: no limit)")  # fmt: skip
-    parser.add_argument("--verify", action="store_true",
-                        help="answer one mixed table and check the grid's sum")  # fmt: skip
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="tokens ≤ 1,200 and must-exclude ≤ 0.03 on every set, with no "
+        "allowance where the default is beyond",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=float,
+        default=MAX_TOKENS,
+        help="mean tokens a set may reach (inf: no limit)",
+    )
+    parser.add_argument(
+        "--verify", action="store_true", help="answer one mixed table and check the grid's sum"
+    )
     parser.add_argument("--analyse", type=Path, help="recompute a written report's choices")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -357,18 +487,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [s for s in every if wanted is None or s.name in wanted or s.name == "default"]
     if args.analyse:
         report = json.loads(args.analyse.read_text())
+        report["cells"] = expand(report["cells"])
         shifts = [float(x) for x in report["shifts"]]
     else:
         start = time.process_time()
         cells = answer_grid(sets, chosen, SHIFTS, args.embedder)
-        report = {"benchmark": "gating-frontier", "split": "tune", "sets": sets,
-                  "shifts": list(SHIFTS), "intents": list(INTENTS),
-                  "settings": {s.name: {"note": s.note,
-                                        "patches": [[p[0], p[1], repr(p[2])] for p in s.patches]}
-                               for s in chosen},
-                  "engrain_source": str(Path(engrain.__file__).resolve().parent),
-                  "cpu_seconds": round(time.process_time() - start, 1), "cells": cells,
-                  "machine": machine_info()}  # fmt: skip
+        report = {
+            "benchmark": "gating-frontier",
+            "split": "tune",
+            "sets": sets,
+            "shifts": list(SHIFTS),
+            "intents": list(INTENTS),
+            "settings": {
+                s.name: {"note": s.note, "patches": [[p[0], p[1], repr(p[2])] for p in s.patches]}
+                for s in chosen
+            },
+            "engrain_source": str(Path(engrain.__file__).resolve().parent),
+            "cpu_seconds": round(time.process_time() - start, 1),
+            "cells": cells,
+            "machine": machine_info(),
+        }
         shifts = list(SHIFTS)
     names = [s.name for s in chosen if s.name in next(iter(report["cells"].values()))["grid"]]
     report["analysis"] = analyse(report["cells"], names, shifts, args.strict, args.max_tokens)
@@ -377,7 +515,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verify:
         combo = {"debugging": -0.05, "question": -0.1, "analysis": 0.025, "generation": -0.075}
         report["verify"] = verify(sets, report, chosen[0], combo, args.embedder)
-    write_json(args.out, report)
+    write_json(args.out, {**report, "cells": compact(report["cells"])})
     return 0
 
 

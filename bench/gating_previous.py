@@ -47,8 +47,9 @@ def before_each(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 def answer(engine: Engine, m: Mapping[str, Any], previous: str | None) -> dict[str, Any]:
     """One continuation through ``explain()``, with or without ``previous``."""
-    g = engine.explain(m["text"], USER, project=m["project"], turn=m.get("turn", 0),
-                       previous=previous, now=NOW)  # fmt: skip
+    g = engine.explain(
+        m["text"], USER, project=m["project"], turn=m.get("turn", 0), previous=previous, now=NOW
+    )
     injected = {s.memory.id for s in g.selected}
     return {
         "found": [i for i in m["must_include"] if i in injected],
@@ -74,24 +75,47 @@ def main(argv: Sequence[str] | None = None) -> int:
             previous = befores[name].get(m["id"])
             engine = engines[m["project"]]
             alone, with_previous = answer(engine, m, None), answer(engine, m, previous)
-            rows.append({"set": name, "id": m["id"], "text": m["text"], "previous": previous,
-                         "labels": len(m["must_include"]), "alone": alone,
-                         "with_previous": with_previous})  # fmt: skip
-            print(f"{name:10} {m['id']:8} {len(alone['found'])}/{len(m['must_include'])} → "
-                  f"{len(with_previous['found'])} used={with_previous['used']} "
-                  f"{m['text'][:50]!r} after {str(previous)[:50]!r}", flush=True)  # fmt: skip
+            rows.append(
+                {
+                    "set": name,
+                    "id": m["id"],
+                    "text": m["text"],
+                    "previous": previous,
+                    "labels": len(m["must_include"]),
+                    "alone": alone,
+                    "with_previous": with_previous,
+                }
+            )
+            print(
+                f"{name:10} {m['id']:8} {len(alone['found'])}/{len(m['must_include'])} → "
+                f"{len(with_previous['found'])} used={with_previous['used']} "
+                f"{m['text'][:50]!r} after {str(previous)[:50]!r}",
+                flush=True,
+            )
     total = {k: sum(len(r[k]["found"]) for r in rows) for k in ("alone", "with_previous")}
     labels = sum(r["labels"] for r in rows)
     summary = {
-        "messages": len(rows), "labels": labels, "found": total,
+        "messages": len(rows),
+        "labels": labels,
+        "found": total,
         "leaking": {k: sum(bool(r[k]["leaked"]) for r in rows) for k in ("alone", "with_previous")},
-        "mean_tokens": {k: sum(r[k]["tokens"] for r in rows) / max(1, len(rows))
-                        for k in ("alone", "with_previous")},
+        "mean_tokens": {
+            k: sum(r[k]["tokens"] for r in rows) / max(1, len(rows))
+            for k in ("alone", "with_previous")
+        },
         "previous_used": sum(r["with_previous"]["used"] for r in rows),
-    }  # fmt: skip
+    }
     print(summary)
-    write_json(args.out, {"benchmark": "gating-previous", "split": args.split, "sets": sets,
-                          "summary": summary, "rows": rows})  # fmt: skip
+    write_json(
+        args.out,
+        {
+            "benchmark": "gating-previous",
+            "split": args.split,
+            "sets": sets,
+            "summary": summary,
+            "rows": rows,
+        },
+    )
     return 0
 
 

@@ -18,23 +18,34 @@ SHIFTS = (-0.05, 0.0, 0.05)
 
 
 def _row(intent: str, found: int, tokens: int, leaked: bool = False) -> dict[str, Any]:
-    return {"intent": intent, "found": [f"m{i}" for i in range(found)], "leaked": leaked,
-            "tokens": tokens}  # fmt: skip
+    return {
+        "intent": intent,
+        "found": [f"m{i}" for i in range(found)],
+        "leaked": leaked,
+        "tokens": tokens,
+    }
 
 
 def _cell(by_shift: dict[float, list[dict[str, Any]]], labels: list[int]) -> dict[str, Any]:
-    messages = [{"id": f"q{k}", "labels": [f"m{i}" for i in range(n)]}
-                for k, n in enumerate(labels)]  # fmt: skip
-    return {"messages": messages, "grid": {"default": {str(d): rows for d, rows in by_shift.items()}}}
+    messages = [
+        {"id": f"q{k}", "labels": [f"m{i}" for i in range(n)]} for k, n in enumerate(labels)
+    ]
+    return {
+        "messages": messages,
+        "grid": {"default": {str(d): rows for d, rows in by_shift.items()}},
+    }
 
 
 #: Two messages, a question and a request for code: a lower threshold finds the question's
 #: second label for 1,000 more tokens, the request's for 100; a greeting's answer never moves.
-CELL = _cell({
-    -0.05: [_row("question", 2, 3_000), _row("generation", 2, 1_100), _row("greeting", 0, 0)],
-    0.0: [_row("question", 1, 2_000), _row("generation", 1, 1_000), _row("greeting", 0, 0)],
-    0.05: [_row("question", 1, 1_500), _row("generation", 0, 500), _row("greeting", 0, 0)],
-}, [2, 2, 0])  # fmt: skip
+CELL = _cell(
+    {
+        -0.05: [_row("question", 2, 3_000), _row("generation", 2, 1_100), _row("greeting", 0, 0)],
+        0.0: [_row("question", 1, 2_000), _row("generation", 1, 1_000), _row("greeting", 0, 0)],
+        0.05: [_row("question", 1, 1_500), _row("generation", 0, 500), _row("greeting", 0, 0)],
+    },
+    [2, 2, 0],
+)
 
 
 def test_a_table_by_intent_is_the_sum_of_each_messages_answer_at_its_intents_shift() -> None:
@@ -58,8 +69,9 @@ def test_the_limits_choose_the_cheaper_gain() -> None:
     # ties go to the fewest tokens: the question's threshold raised costs it nothing here
     assert best["shifts"]["generation"] == -0.05 and best["shifts"]["question"] == 0.05
     # without a token limit both lower thresholds pay
-    free = gf.best_per_set({"s": CELL}, "default", SHIFTS, index, strict=False,
-                           max_tokens=float("inf"))["s"]  # fmt: skip
+    free = gf.best_per_set(
+        {"s": CELL}, "default", SHIFTS, index, strict=False, max_tokens=float("inf")
+    )["s"]
     assert free is not None and free["found"] == 4
     shared = gf.best_shared({"s": CELL}, "default", SHIFTS, index, strict=False)
     assert shared is not None and shared["found"] == 3

@@ -21,12 +21,21 @@ from .conftest import NOW
 
 
 def _memory(mid: str, kind: Kind) -> Memory:
-    return Memory(id=mid, user_id="u", content=mid, memory_type=kind.default_memory_type,
-                  kind=kind, created_at=NOW, updated_at=NOW,
-                  provenance=Provenance())  # fmt: skip
+    return Memory(
+        id=mid,
+        user_id="u",
+        content=mid,
+        memory_type=kind.default_memory_type,
+        kind=kind,
+        created_at=NOW,
+        updated_at=NOW,
+        provenance=Provenance(),
+    )
 
 
-def _chosen(ranked: list[Ranked], intent: Intent, by_lift: bool) -> tuple[list[str], dict[str, str]]:
+def _chosen(
+    ranked: list[Ranked], intent: Intent, by_lift: bool
+) -> tuple[list[str], dict[str, str]]:
     selected, _, decisions = select_gated(
         ranked, line_tokens=lambda m: 40, token_budget=2_000, intent=intent, by_lift=by_lift
     )
@@ -75,18 +84,28 @@ def test_a_request_for_code_takes_a_decision_a_question_would() -> None:
 def test_an_explicit_budget_fills_as_before() -> None:
     ranked = [Ranked(_memory("decision", Kind.DECISION), 0.1, 0.1, 0.1)]
     for by_lift in (False, True):
-        selected, _, _ = select_gated(ranked, line_tokens=lambda m: 40, token_budget=500,
-                                      intent=Intent.GENERATION, apply_threshold=False,
-                                      by_lift=by_lift)  # fmt: skip
+        selected, _, _ = select_gated(
+            ranked,
+            line_tokens=lambda m: 40,
+            token_budget=500,
+            intent=Intent.GENERATION,
+            apply_threshold=False,
+            by_lift=by_lift,
+        )
         assert [s.memory.id for s in selected] == ["decision"]
 
 
 def test_the_option_is_off_by_default_and_reaches_context_and_explain(engine: Engine) -> None:
     assert GateOptions().unlifted_threshold is False
-    engine.remember("Pagination uses opaque cursors, never page numbers, in every list endpoint.",
-                    user_id="u", kind="decision", now=NOW)  # fmt: skip
-    engine.remember("List endpoints return at most 100 items per page.", user_id="u",
-                    kind="fact", now=NOW)  # fmt: skip
+    engine.remember(
+        "Pagination uses opaque cursors, never page numbers, in every list endpoint.",
+        user_id="u",
+        kind="decision",
+        now=NOW,
+    )
+    engine.remember(
+        "List endpoints return at most 100 items per page.", user_id="u", kind="fact", now=NOW
+    )
     message = "Write the list endpoint for invoices with pagination"
     on = engine.options.update(unlifted_threshold=True)
     before = engine.explain(message, "u", now=NOW)
@@ -97,7 +116,9 @@ def test_the_option_is_off_by_default_and_reaches_context_and_explain(engine: En
             if d.reason.startswith("score "):
                 limit = float(d.reason.rsplit(" ", 1)[1])
                 assert limit == threshold_for(
-                    d.item.memory.kind, Intent.GENERATION, gated.classification.threshold_shift,
+                    d.item.memory.kind,
+                    Intent.GENERATION,
+                    gated.classification.threshold_shift,
                     by_lift=gated is after,
                 )
     assert {m.id for m in before.memories} <= {m.id for m in after.memories}
