@@ -144,7 +144,9 @@ def _boosts(factor: float) -> Patch:
             {k: v * factor for k, v in score.TYPE_BOOST.items()})  # fmt: skip
 
 
-def _threshold_by_kind(kind: Any, intent: Any, shift: float = 0.0) -> float:
+def _threshold_by_kind(
+    kind: Any, intent: Any, shift: float = 0.0, *, by_lift: bool = False
+) -> float:
     """``select.threshold_for`` where a generation request holds the kinds its multipliers
     do not lift (decisions, facts, antipatterns, context notes, corrections) to a
     question's threshold: the seed's +0.05 over the balanced intents pays for the +0.10 a
@@ -402,6 +404,11 @@ def candidates() -> list[Candidate]:
     out.append(Candidate("pin_threshold+question_background", "trim_together",
                          options={"trim": Trim(pin_threshold=True,
                                                question_background=False)}))  # fmt: skip
+    # session 27 (h2): a kind the intent does not lift held to the balanced threshold (the
+    # option ``generation_by_kind`` was a patch of: a request for code's decisions, facts,
+    # antipatterns, context notes and corrections at a question's 0.35)
+    out.append(Candidate("unlifted_threshold=on", "unlifted_threshold",
+                         options={"unlifted_threshold": True}))  # fmt: skip
     return out
 
 

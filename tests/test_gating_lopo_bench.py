@@ -270,6 +270,18 @@ def test_sentence_weight_candidates_set_the_option_on_every_call() -> None:
         assert dict(chosen.options) == {"sentence_weight": weight}
 
 
+def test_the_unlifted_threshold_candidate_sets_the_option_and_the_patch_still_answers() -> None:
+    by_name = {c.name: c for c in gl.candidates()}
+    chosen = by_name["unlifted_threshold=on"]
+    assert chosen.knob == "unlifted_threshold" and not chosen.patches
+    assert dict(chosen.options) == {"unlifted_threshold": True}
+    # session 22's patch of ``select.threshold_for`` takes the keyword selection passes
+    from engrain.model import Kind
+    from engrain.recall.classify import Intent
+
+    assert gl._threshold_by_kind(Kind.DECISION, Intent.GENERATION, by_lift=False) == 0.35
+
+
 def test_a_rule_that_only_leaves_lines_out_is_chosen_for_its_tokens() -> None:
     # "cut" saves tokens and loses one label on a; "deep" saves more and loses two on b;
     # "leaky" saves most and leaks on c

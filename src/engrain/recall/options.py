@@ -76,6 +76,7 @@ class GateOptions:
     previous_weight: float = PREVIOUS_WEIGHT  # the turn before's share of a follow-up's query
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
     trim: Trim = DEFAULT_TRIM  # lines no message asks for left out (recall.trim)
+    unlifted_threshold: bool = False  # a kind its intent does not lift: balanced bar (off)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself

@@ -11,7 +11,7 @@ from engrain.model import Kind, Memory, MemoryFields, MemoryType
 from engrain.recall.area import AREA_RELEVANCE
 from engrain.recall.classify import Intent
 from engrain.recall.results import Decision, ScoredMemory
-from engrain.recall.score import PRESENT_KINDS
+from engrain.recall.score import INTENT_TYPE_MULTIPLIER, PRESENT_KINDS
 from engrain.recall.trim import NO_TRIM, Trim, restates
 
 
@@ -54,12 +54,47 @@ THRESHOLDS: Mapping[Intent, tuple[float, float]] = {
 }
 
 
-def threshold_for(kind: Kind, intent: Intent, shift: float = 0.0) -> float:
+#: The intent whose general threshold the seed gives every balanced request (a question,
+#: an analysis, a discussion): what an intent's threshold above it adds is paid for by the
+#: kinds that intent lifts (:func:`unlifted_threshold`).
+BALANCED_INTENT = Intent.QUESTION
+
+
+def threshold_for(kind: Kind, intent: Intent, shift: float = 0.0, *,
+                  by_lift: bool = False) -> float:  # fmt: skip
     """The minimum score for an item of ``kind`` under ``intent``, shifted by memory depth
-    (+0.10 light, -0.10 rich), never below 0."""
+    (+0.10 light, -0.10 rich), never below 0; with ``by_lift``
+    (``GateOptions.unlifted_threshold``), :func:`unlifted_threshold`'s."""
     general, invariant = THRESHOLDS[intent]
     base = invariant if kind is Kind.INVARIANT else general
+    if by_lift:
+        base = unlifted_threshold(kind, intent, base)
     return max(0.0, base + shift)
+
+
+def unlifted_threshold(kind: Kind, intent: Intent, base: float) -> float:
+    """``base``, ``kind``'s threshold under ``intent``, or the balanced intents' general
+    threshold when that is lower, ``intent`` lifts some kinds and ``kind`` is not one of
+    them (``score.INTENT_TYPE_MULTIPLIER`` above 1).
+
+    The seed asks more of a request for code (0.40) than of a question (0.35), and lifts
+    the kinds such a request is made with: a pattern's boost doubles, a golden path's grows
+    by half, so a convention at relevance 0.5 scores ~0.55 and clears 0.40 by what the lift
+    gave it. A decision, a fact, an antipattern or a correction gets no lift from the
+    request, so the +0.05 is a bar only they pay: a decision the code must follow, as
+    relevant as a pattern that passes, stays out (score 0.38 against 0.40). Held to the
+    balanced threshold, every kind the request does not lift is judged as in any other
+    request; the lifted kinds and invariants keep the seed's bar, an intent that lifts
+    nothing (a greeting) keeps its own, and no table changes."""
+    if kind is Kind.INVARIANT or intent not in _LIFTING:
+        return base
+    if INTENT_TYPE_MULTIPLIER.get((intent, kind), 1.0) > 1.0:
+        return base
+    return min(base, THRESHOLDS[BALANCED_INTENT][0])
+
+
+#: The intents whose multipliers lift some kind (:func:`unlifted_threshold`).
+_LIFTING = frozenset(i for (i, _), m in INTENT_TYPE_MULTIPLIER.items() if m > 1.0)
 
 
 #: A pinned memory leads the block when its relevance is at least this: a pin guarantees a
@@ -397,6 +432,7 @@ def select_gated(
     partners: Mapping[str, Sequence[Ranked]] | None = None,
     build: Callable[[Sequence[MemoryFields]], list[Memory]] = built_each,
     trim: Trim = NO_TRIM,
+    by_lift: bool = False,
 ) -> tuple[list[ScoredMemory], int, list[Decision]]:
     """Greedy fill of ``ranked`` (best score first) within ``token_budget`` tokens, wrapper
     and headings included, and at most ``top_k`` memories:
@@ -422,7 +458,10 @@ def select_gated(
        :data:`UNRELATED_RELEVANCE` as well as the score (:func:`unrelated_learning`);
     8. with thresholds, the rules of ``trim`` that are on (:mod:`~engrain.recall.trim`):
        a pin leads only past its kind's test, a question asking for no procedure gets no
-       unrelated invariant, a line restating one already selected is left out.
+       unrelated invariant, a line restating one already selected is left out;
+    9. with thresholds and ``by_lift`` (``GateOptions.unlifted_threshold``, off), a kind the
+       intent does not lift needs no more than the balanced intents' threshold
+       (:func:`unlifted_threshold`).
 
     ``line_tokens`` costs a memory's line; it is called only for memories considered.
     ``line_floor``, a lower bound of it that costs less (``gate.line_floor``), lets a call
@@ -439,7 +478,7 @@ def select_gated(
         procedural_min_relevance(intent) if apply_threshold else PROCEDURAL_MIN_RELEVANCE,
         int(token_budget * PROCEDURAL_SHARE),
         min(int(token_budget * UNRELATED_INVARIANT_SHARE), BACKGROUND_TOKENS), {},
-        trim if apply_threshold else NO_TRIM,
+        trim if apply_threshold else NO_TRIM, by_lift,
     )  # fmt: skip
     fill = _Fill(token_budget, layout, explain)
     partners = partners or {}
@@ -488,6 +527,7 @@ class _Rules(NamedTuple):
     unrelated_share: int
     limits: dict[Kind, float]
     trim: Trim = NO_TRIM
+    by_lift: bool = False
 
     def costed(self, r: Ranked) -> _Item:
         """``r`` with its line's tokens."""
@@ -497,7 +537,9 @@ class _Rules(NamedTuple):
         """:func:`threshold_for` ``kind`` under this selection's intent and shift."""
         limit = self.limits.get(kind)
         if limit is None:
-            limit = self.limits[kind] = threshold_for(kind, self.intent, self.shift)
+            limit = self.limits[kind] = threshold_for(
+                kind, self.intent, self.shift, by_lift=self.by_lift
+            )
         return limit
 
 

@@ -43,7 +43,7 @@ def select(call: Call, ranking: Ranking) -> Selection:
         apply_threshold=_thresholds_apply(o, call.token_budget) and not ranking.by_lead,
         explain=call.explain, top_k=call.top_k,
         layout=_layout(fmt, compact, grouped), partners=ranking.partners, build=built_all,
-        trim=o.trim.for_message(classification),
+        trim=o.trim.for_message(classification), by_lift=o.unlifted_threshold,
     )  # fmt: skip
     call.clock.lap("select")
     return Selection(ranking, selected, decisions)
