@@ -65,6 +65,10 @@ class Postings:
     def __len__(self) -> int:
         return len(self.seqs)
 
+    def __getitem__(self, index: Any) -> Postings:
+        """The postings at ``index`` (a slice, a mask or indexes)."""
+        return Postings(self.seqs[index], self.tfs[index], self.lengths[index])
+
 
 def pack(seqs: Ints, tfs: Ints, lengths: Ints) -> tuple[bytes, npt.NDArray[np.int64]]:
     """Postings (sorted by seq, all within one epoch: :func:`bounds`) as packed records, and
@@ -112,7 +116,7 @@ def legacy_pack(seqs: Ints, tfs: Ints, lengths: Ints) -> tuple[bytes, npt.NDArra
     """:func:`pack` in the legacy format (14 bytes a posting)."""
     out = np.empty(len(seqs), dtype=LEGACY_RECORD)
     out["seq"] = seqs
-    out["tf"] = np.minimum(tfs, MAX_TF)
+    out["tf"] = np.minimum(np.asarray(tfs, dtype=np.int64), MAX_TF)
     out["length"] = lengths
     return out.tobytes(), (np.arange(len(out), dtype=np.int64) + 1) * LEGACY_RECORD.itemsize
 
