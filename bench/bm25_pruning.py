@@ -120,8 +120,7 @@ class Lists:
             math.log(1.0 + (documents - frequency[t] + 0.5) / (frequency[t] + 0.5)) for t in found
         ]
         postings = [
-            bm25.postings.unpack([f for f, _ in parts[t]], [d for _, d in parts[t]])
-            for t in found
+            bm25.postings.unpack([f for f, _ in parts[t]], [d for _, d in parts[t]]) for t in found
         ]
         average = np.float32(total) / np.float32(documents)
         return cls(found, postings, idfs, average, {}, {}, (terms, rows))

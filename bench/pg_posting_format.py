@@ -89,22 +89,20 @@ def fill_fixed10(url: str) -> None:
     with psycopg.connect(url) as db:
         db.execute("DROP TABLE IF EXISTS bench_fixed10_blocks")
         db.execute(
-            "CREATE TABLE bench_fixed10_blocks (user_id text COLLATE \"C\" NOT NULL, "
-            "term text COLLATE \"C\" NOT NULL, first_seq bigint NOT NULL, data bytea NOT NULL, "
+            'CREATE TABLE bench_fixed10_blocks (user_id text COLLATE "C" NOT NULL, '
+            'term text COLLATE "C" NOT NULL, first_seq bigint NOT NULL, data bytea NOT NULL, '
             "PRIMARY KEY (user_id, term, first_seq)) WITH (fillfactor = 50)"
         )
         db.execute("ALTER TABLE bench_fixed10_blocks ALTER COLUMN data SET STORAGE PLAIN")
         with db.cursor(name="read") as blocks, db.cursor() as out:
             blocks.execute("SELECT user_id, term, first_seq, data FROM packed_blocks")
             while batch := blocks.fetchmany(5_000):
-                with out.copy(
-                    "COPY bench_fixed10_blocks FROM STDIN (FORMAT BINARY)"
-                ) as copy:
+                with out.copy("COPY bench_fixed10_blocks FROM STDIN (FORMAT BINARY)") as copy:
                     copy.set_types(["text", "text", "int8", "bytea"])
                     for user_id, term, first, data in batch:
                         found = postings.unpack([first], [bytes(data)])
-                        copy.write_row((user_id, term, first,
-                                        _pack10(found.seqs, found.tfs, found.lengths)[0]))  # fmt: skip
+                        data = _pack10(found.seqs, found.tfs, found.lengths)[0]
+                        copy.write_row((user_id, term, first, data))
         db.execute("ANALYZE bench_fixed10_blocks")
 
 

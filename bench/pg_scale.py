@@ -363,7 +363,8 @@ def bulk_load(
         timings["vacuum_analyze_s"] = time.perf_counter() - start
         sizes = db.execute(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
-            "WHERE c.relname IN ('memories', 'posting_blocks') ORDER BY 1"
+            "WHERE c.relname IN ('memories', 'posting_blocks', 'packed_blocks') "
+            "AND c.relkind = 'r' ORDER BY 1"
         ).fetchall()
         for name, size in sizes:
             timings[f"{name}_mb"] = round(size / 2**20)
@@ -841,6 +842,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         raise SystemExit(f"--baseline-keep holds no {name} corpus like --keep's")
                     base_urls = {"base": base_kept}
                     server_pids.append(postmaster_pid(base_server))
+                    if args.prewarm:
+                        load["baseline_prewarm"] = prewarm(base_kept)
                 ids = list(users)
                 result: dict[str, Any] = {
                     "users": len(users), "memories": rows, "load": load,

@@ -46,8 +46,10 @@ deployment has many users each far above the threshold.)
 
 **BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
 Python with :func:`engrain.store.lexical.tokenize` at write time into posting lists kept in
-blocks (``posting_blocks (user_id, term, first_seq, data)``: up to 256 postings of packed
-seq, term frequency and document length, sorted by the memory's ``seq``); ``revisions``
+blocks (``packed_blocks (user_id, term, first_seq, data)``: up to 256 postings, sorted by
+the memory's ``seq``, each 7 bytes: the seq's low 32 bits, term frequency and document
+length, escaped where they do not fit: ``postings.py``; migration 014 repacked the 14-byte
+records of ``posting_blocks``, ``repack.py``); ``revisions``
 keeps each user's document count and total length, ``term_stats`` each term's document
 frequency, all in the write's transaction. A query reads the statistics of its terms and
 every block of their lists in one statement (``bm25``) and scores in numpy with

@@ -25,6 +25,7 @@ A question over 1,000,000 memories reads ~420,000 postings: 5.9 MB in the legacy
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -160,7 +161,7 @@ def bounds(seqs: npt.NDArray[np.int64], block: int, fmt: BlockFormat) -> list[tu
             start = stop
         cuts.discard(0)
     edges = [0, *sorted(cuts), len(seqs)]
-    return [(a, b) for a, b in zip(edges, edges[1:], strict=False) if b > a]
+    return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
 
 
 #: The format this tree's store reads and writes (a test of an older tree sets

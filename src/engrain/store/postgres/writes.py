@@ -31,8 +31,8 @@ from engrain.store.base import LAZY_NAMESPACES, KeyClaim, Patch, State, counted,
 from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25, postings
 from engrain.store.postgres.bm25 import Changes
-from engrain.store.postgres.postings import BlockFormat
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
+from engrain.store.postgres.postings import BlockFormat
 from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, filter_sql, keys
 
 Key = tuple[str, str]
@@ -324,9 +324,7 @@ def rewrite_blocks(cur: Any, changes: Changes, fmt: BlockFormat | None = None) -
     points = [(u, t, seq) for (u, t), change in sorted(changes.items()) for seq in change]
     blocks: list[Any] = []
     for points_part in chunks(points):
-        cur.execute(
-            bm25.blocks_of_sql(fmt), tuple(list(c) for c in zip(*points_part, strict=True))
-        )
+        cur.execute(bm25.blocks_of_sql(fmt), tuple(list(c) for c in zip(*points_part, strict=True)))
         blocks.extend(cur.fetchall())
     dropped, written = bm25.changed_blocks(changes, blocks, fmt)
     for dropped_part in chunks(sorted(dropped)):
