@@ -301,7 +301,8 @@ def server_cpu_ms(postmaster: int | Sequence[int] | None) -> float:
     on a server of its own) and its children so far (0 without one): each process's time
     on a CPU from ``/proc/<pid>/schedstat`` (nanoseconds; the user and system ticks of
     ``/proc/<pid>/stat`` count in 10 ms steps, coarser than a call's share). Children that
-    ended since the last reading take their CPU with them: a pooled store's backends live as long as its connections."""
+    ended since the last reading take their CPU with them: a pooled store's backends live
+    as long as its connections."""
     if postmaster is None:
         return 0.0
     postmasters = {postmaster} if isinstance(postmaster, int) else set(postmaster)
