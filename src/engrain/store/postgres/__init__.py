@@ -117,10 +117,13 @@ failure rolls back and reruns the whole transaction.
 
 **Modules.** ``schema`` (migrations), ``fill`` (the token counts a large table's
 migration 009 left, filled in batches after it), ``codec`` (rows ↔ memories, vectors), ``sql``
-(the queries), ``writes`` (the write transactions), ``bm25`` (posting blocks and scores),
+(the queries), ``writes`` (the write transactions), ``bm25`` (posting blocks' statements
+and scores), ``postings`` (a block's bytes: 7-byte records, and the 14-byte ones before
+migration 014),
 ``restem`` (migration 011: the stored terms re-stemmed after the stemmer's fix; the
 re-stemming itself), ``restem_final_e`` (migration 012: the same after the final "e"'s
-fix), ``restem_plural`` (migration 013: the same after "-ies" / "-ied" / "-ie" and "-us").
+fix), ``restem_plural`` (migration 013: the same after "-ies" / "-ied" / "-ie" and "-us"),
+``repack`` (migration 014: every posting block repacked at 7 bytes a posting).
 The store itself is :class:`PostgresStore` here over four layers, each a class in its own
 module: ``pooled`` (the pool, reads, write transactions and their retries and outcomes),
 ``records`` (the embedding cache, revisions, state documents, API keys), ``listings``
