@@ -87,9 +87,10 @@ def migrate(db: Conn) -> None:
                 for row in repacked(batch):
                     copy.write_row(row)
     db.execute("ALTER TABLE packed_blocks ADD PRIMARY KEY (user_id, term, first_seq)")
+    db.execute("ANALYZE packed_blocks")
+    # last: readers of the legacy blocks wait from here to the commit only
     db.execute("DROP TABLE posting_blocks")
     db.execute(GUARD)
-    db.execute("ANALYZE packed_blocks")
 
 
 def repacked(
