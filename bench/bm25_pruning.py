@@ -49,6 +49,7 @@ from engrain.store.lexical import (
     tokenize,
 )
 from engrain.store.postgres import bm25
+from engrain.store.postgres.postings import Postings
 
 #: The relative margin :func:`pruned` gives its bounds for float32's rounding: a float32
 #: sum of at most :data:`PRUNE_MAX_TERMS` terms, each term's score a few float32
@@ -75,12 +76,12 @@ def _ranked(seqs: Seqs, scores: Floats, n: int) -> dict[int, float]:
     return dict(zip(seqs[picked].tolist(), scores[picked].tolist(), strict=True))
 
 
-def weights(postings: npt.NDArray[np.void], idf: float, average: np.float32) -> Floats:
+def weights(postings: Postings, idf: float, average: np.float32) -> Floats:
     """Each posting's term score, in :meth:`LexicalIndex.scores`' float32 arithmetic (the
     same operations in the same order: the same bits for the same posting, however many
     are computed at once)."""
-    tfs = postings["tf"].astype(np.float32)
-    norm = K1 * (1.0 - B + B * postings["length"].astype(np.float32) / average)
+    tfs = postings.tfs.astype(np.float32)
+    norm = K1 * (1.0 - B + B * postings.lengths.astype(np.float32) / average)
     out: Floats = idf * tfs * (K1 + 1.0) / (tfs + norm)
     return out
 
@@ -93,7 +94,7 @@ class Lists:
 
     #: The terms found, in ``terms`` order, and each one's postings (sorted by seq)
     terms: list[str]
-    postings: list[npt.NDArray[np.void]]
+    postings: list[Postings]
     idfs: list[float]
     average: np.float32
     _seqs: dict[int, Seqs]
@@ -107,18 +108,20 @@ class Lists:
         if not rows:
             return cls([], [], [], np.float32(0), {}, {}, (terms, rows))
         documents, total = int(rows[0][0]), int(rows[0][1])
-        parts: dict[str, list[bytes]] = defaultdict(list)
+        parts: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
         frequency: dict[str, int] = {}
         for row in rows:
-            parts[row[2]].append(row[4])
+            parts[row[2]].append((int(row[4]), row[5]))
             frequency[row[2]] = int(row[3])
         found = [t for t in terms if t in parts]
         for t in found:  # in seq order whatever order the statement returned them in
-            parts[t].sort(key=lambda data: int.from_bytes(data[:8], "big", signed=True))
+            parts[t].sort()
         idfs = [
             math.log(1.0 + (documents - frequency[t] + 0.5) / (frequency[t] + 0.5)) for t in found
         ]
-        postings = [bm25.decode(b"".join(parts[t])) for t in found]
+        postings = [
+            bm25.postings.unpack([f for f, _ in parts[t]], [d for _, d in parts[t]]) for t in found
+        ]
         average = np.float32(total) / np.float32(documents)
         return cls(found, postings, idfs, average, {}, {}, (terms, rows))
 
@@ -130,7 +133,7 @@ class Lists:
     def seq(self, i: int) -> Seqs:
         """The seqs of list ``i``."""
         if i not in self._seqs:
-            self._seqs[i] = self.postings[i]["seq"].astype(np.int64)
+            self._seqs[i] = self.postings[i].seqs
         return self._seqs[i]
 
     def weights(self, i: int) -> Floats:
@@ -144,7 +147,7 @@ class Lists:
         frequency in its shortest memory (the score grows with the one, falls with the
         other), in float64, raised by :data:`SLACK` for float32's rounding."""
         postings = self.postings[i]
-        tf, length = float(postings["tf"].max()), float(postings["length"].min())
+        tf, length = float(postings.tfs.max()), float(postings.lengths.min())
         norm = K1 * (1.0 - B + B * length / float(self.average))
         return self.idfs[i] * tf * (K1 + 1.0) / (tf + norm) * (1.0 + SLACK)
 
@@ -258,8 +261,8 @@ def block_reads(lists: Lists, n: int, block: int) -> float:
     spans: list[tuple[Seqs, Seqs, npt.NDArray[np.float64]]] = []
     for i in range(count):
         postings, starts = lists.postings[i], np.arange(0, len(seqs[i]), block)
-        tf = np.maximum.reduceat(postings["tf"].astype(np.float64), starts)
-        length = np.minimum.reduceat(postings["length"].astype(np.float64), starts)
+        tf = np.maximum.reduceat(postings.tfs.astype(np.float64), starts)
+        length = np.minimum.reduceat(postings.lengths.astype(np.float64), starts)
         norm = K1 * (1.0 - B + B * length / average)
         bound = lists.idfs[i] * tf * (K1 + 1.0) / (tf + norm) * (1.0 + SLACK)
         ends = seqs[i][np.minimum(starts + block, len(seqs[i])) - 1]
@@ -312,14 +315,14 @@ def block_reads(lists: Lists, n: int, block: int) -> float:
 def _floor_share(rows: list[Any], best: dict[int, float], block: int) -> float:
     """The share of the rows' postings in a block of ``block`` postings (each term's list
     cut into blocks in seq order) that holds one of ``best``."""
-    lists: dict[str, list[bytes]] = {}
+    lists: dict[str, list[tuple[int, bytes]]] = {}
     for row in rows:
-        lists.setdefault(row[2], []).append(bytes(row[4]))
+        lists.setdefault(row[2], []).append((int(row[4]), bytes(row[5])))
     wanted = np.asarray(sorted(best), dtype=np.int64)
     read = total = 0
     for parts in lists.values():
-        parts.sort(key=lambda data: int.from_bytes(data[:8], "big", signed=True))
-        seqs = bm25.decode(b"".join(parts))["seq"].astype(np.int64)
+        parts.sort()
+        seqs = bm25.postings.unpack([f for f, _ in parts], [d for _, d in parts]).seqs
         at = np.searchsorted(seqs, wanted)
         hit = at[(at < len(seqs)) & (seqs[np.minimum(at, len(seqs) - 1)] == wanted)]
         blocks = np.unique(hit // block)
@@ -456,7 +459,7 @@ def against(url: str, user: str, seed: int, questions: int, n: int, before: Any,
 SERVER_FORMS = {
     "data": bm25.STATISTICS,
     "length": bm25.STATISTICS.replace("b.data", "length(b.data)"),
-    "first_seq": bm25.STATISTICS.replace("b.data", "b.first_seq"),
+    "first_seq": bm25.STATISTICS.replace(", b.data", ""),
 }
 
 

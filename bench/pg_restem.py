@@ -40,6 +40,7 @@ import pg_scale
 from ingest_throughput import server_cpu_seconds
 
 from engrain.store import lexical
+from engrain.store.postgres import postings as blocks
 from engrain.store.postgres import restem, restem_final_e, restem_plural, schema
 
 USER = "big-user"
@@ -79,14 +80,15 @@ def stored(url: str) -> tuple[dict[str, int], dict[str, int]]:
     """Each term's document frequency (``term_stats``) and postings in its blocks."""
     with psycopg.connect(url, autocommit=True) as db:
         df = dict(db.execute("SELECT term, df FROM term_stats WHERE user_id = %s", (USER,)))
-        postings = dict(
-            db.execute(
-                "SELECT term, sum(length(data)) / 14 FROM posting_blocks WHERE user_id = %s "
-                "GROUP BY term",
-                (USER,),
-            )
-        )
-    return {t: int(n) for t, n in df.items()}, {t: int(n) for t, n in postings.items()}
+        # the packed blocks once migration 014 ran, else the legacy ones
+        found = db.execute("SELECT to_regclass('packed_blocks')").fetchone()
+        fmt = blocks.PACKED if found and found[0] else blocks.LEGACY
+        postings: Counter[str] = Counter()
+        for term, first, data in db.execute(
+            f"SELECT term, first_seq, data FROM {fmt.table} WHERE user_id = %s", (USER,)
+        ):
+            postings[term] += len(fmt.unpack([first], [bytes(data)]))
+    return {t: int(n) for t, n in df.items()}, dict(postings)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -363,7 +363,8 @@ def bulk_load(
         timings["vacuum_analyze_s"] = time.perf_counter() - start
         sizes = db.execute(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
-            "WHERE c.relname IN ('memories', 'posting_blocks') ORDER BY 1"
+            "WHERE c.relname IN ('memories', 'posting_blocks', 'packed_blocks') "
+            "AND c.relkind = 'r' ORDER BY 1"
         ).fetchall()
         for name, size in sizes:
             timings[f"{name}_mb"] = round(size / 2**20)
@@ -700,6 +701,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "opens the corpus, so it keeps the schema the corpus was loaded with)",
     )
     parser.add_argument(
+        "--baseline-keep",
+        type=Path,
+        help="with --baseline and --keep: the baseline reads the same corpus on a server of "
+        "its own, in this data directory (a `cp -a` of --keep's taken before this tree "
+        "migrated it: the same database and table oids, so the held graphs' files serve "
+        "both trees); both servers' CPU is counted",
+    )
+    parser.add_argument(
         "--spinning", choices=("on", "off"), default="on",
         help="whether this tree's model threads spin between calls in the side-by-side "
         "workers (the onnx_spinning setting; MiniLMEmbedder's default is on)",
@@ -752,6 +761,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="engrain-pg-scale-") as tmp:
         pgdata = Path(tmp) / "pgdata" if args.keep is None else args.keep.resolve()
         server = start_server(pgdata, args.shared_buffers, keep=args.keep is not None)
+        base_server = None
+        if args.baseline_keep is not None:
+            base_server = start_server(args.baseline_keep.resolve(), args.shared_buffers, keep=True)
         try:
             print(f"PostgreSQL at {server.get_uri()}", file=sys.stderr)
             with psycopg.connect(server.get_uri()) as db:
@@ -823,6 +835,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 base_urls = {}
                 if args.baseline is not None and args.baseline_copy and kept is not None:
                     base_urls = {"base": copied_database(server, name, f"{name}_base")}
+                server_pids = [postmaster_pid(server)]
+                if args.baseline is not None and base_server is not None:
+                    base_kept = kept_database(base_server, name, corpus)
+                    if base_kept is None:
+                        raise SystemExit(f"--baseline-keep holds no {name} corpus like --keep's")
+                    base_urls = {"base": base_kept}
+                    server_pids.append(postmaster_pid(base_server))
+                    if args.prewarm:
+                        load["baseline_prewarm"] = prewarm(base_kept)
                 ids = list(users)
                 result: dict[str, Any] = {
                     "users": len(users), "memories": rows, "load": load,
@@ -836,7 +857,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         Path(tmp), urls=base_urls,
                         spinning={"new": args.spinning == "on",
                                   "base": (args.base_spinning or args.spinning) == "on"},
-                        server_pid=postmaster_pid(server),
+                        server_pid=[p for p in server_pids if p is not None],
                         environ=working_set_env(args.working_set),
                         threads=args.threads, threaded_queries=other_queries(queries, args.seed),
                     )  # fmt: skip
@@ -851,6 +872,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         db.execute(f"DROP DATABASE {name}")  # the disk space, for the next one
         finally:
             server.cleanup()
+            if base_server is not None:
+                base_server.cleanup()
     if args.build_only:
         return 0
     if args.out.exists() and wanted != {"many", "big"}:

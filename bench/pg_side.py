@@ -135,7 +135,7 @@ def side_by_side(
     warmup: int = 10,
     urls: dict[str, str] | None = None,
     spinning: dict[str, bool] | None = None,
-    server_pid: int | None = None,
+    server_pid: int | Sequence[int] | None = None,
     environ: Mapping[str, Mapping[str, str]] | None = None,
     blocks: bool = True,
     threads: int = 0,
@@ -296,14 +296,16 @@ def concurrent_calls(engine: Any, calls: Sequence[Sequence[str]], threads: int) 
     }
 
 
-def server_cpu_ms(postmaster: int | None) -> float:
-    """CPU time, ms, of the postmaster ``postmaster`` and its children so far (0 without
-    one): each process's time on a CPU from ``/proc/<pid>/schedstat`` (nanoseconds; the
-    user and system ticks of ``/proc/<pid>/stat`` count in 10 ms steps, coarser than a
-    call's share). Children that ended since the last reading take their CPU with them: a
-    pooled store's backends live as long as its connections."""
+def server_cpu_ms(postmaster: int | Sequence[int] | None) -> float:
+    """CPU time, ms, of the postmaster ``postmaster`` (or of several, each tree's database
+    on a server of its own) and its children so far (0 without one): each process's time
+    on a CPU from ``/proc/<pid>/schedstat`` (nanoseconds; the user and system ticks of
+    ``/proc/<pid>/stat`` count in 10 ms steps, coarser than a call's share). Children that
+    ended since the last reading take their CPU with them: a pooled store's backends live
+    as long as its connections."""
     if postmaster is None:
         return 0.0
+    postmasters = {postmaster} if isinstance(postmaster, int) else set(postmaster)
     nanoseconds = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -311,7 +313,7 @@ def server_cpu_ms(postmaster: int | None) -> float:
         try:
             with open(f"/proc/{entry}/stat") as f:
                 parent = int(f.read().rsplit(")", 1)[1].split()[1])
-            if int(entry) != postmaster and parent != postmaster:
+            if int(entry) not in postmasters and parent not in postmasters:
                 continue
             with open(f"/proc/{entry}/schedstat") as f:
                 nanoseconds += int(f.read().split()[0])
@@ -325,7 +327,7 @@ def _threaded(
     queries: Sequence[str],
     who: Sequence[str],
     threads: int,
-    server_pid: int | None,
+    server_pid: int | Sequence[int] | None,
 ) -> dict[str, Any]:
     """The queries again, ``threads`` calls at a time on each worker's one engine, in
     rounds of ``4 × threads`` calls that alternate between the workers (which goes first

@@ -77,26 +77,29 @@ def posting_rows(url: str) -> list[tuple[str, str, int, int]]:
     """Every posting the store's blocks hold, as ``(memory id, term, tf, length)`` sorted,
     after checking the blocks' invariants: each holds 1 to ``BLOCK`` postings sorted by seq
     and starting at its ``first_seq``, the blocks of a term do not overlap, and every seq
-    is a memory of the block's user."""
+    is a memory of the block's user. The packed blocks once migration 014 ran, else the
+    legacy ones."""
     import psycopg
 
-    from engrain.store.postgres import bm25
+    from engrain.store.postgres import bm25, postings
 
     with psycopg.connect(url, autocommit=True) as db:
+        packed = db.execute("SELECT to_regclass('packed_blocks')").fetchone()
+        fmt = postings.PACKED if packed and packed[0] else postings.LEGACY
         blocks = db.execute(
-            "SELECT user_id, term, first_seq, data FROM posting_blocks ORDER BY 1, 2, 3"
+            f"SELECT user_id, term, first_seq, data FROM {fmt.table} ORDER BY 1, 2, 3"
         ).fetchall()
         ids = {(u, s): i for u, i, s in db.execute("SELECT user_id, id, seq FROM memories")}
     rows: list[tuple[str, str, int, int]] = []
     last: dict[tuple[str, str], int] = {}
     for user_id, term, first_seq, data in blocks:
-        postings = bm25.decode(bytes(data))
-        seqs = postings["seq"].tolist()
+        found = fmt.unpack([first_seq], [bytes(data)])
+        seqs = found.seqs.tolist()
         assert 1 <= len(seqs) <= bm25.BLOCK, (term, len(seqs))
         assert seqs[0] == first_seq and seqs == sorted(set(seqs)), (term, seqs)
         assert last.get((user_id, term), -1) < first_seq, (term, "overlapping blocks")
         last[(user_id, term)] = seqs[-1]
-        tfs, lengths = postings["tf"].tolist(), postings["length"].tolist()
+        tfs, lengths = found.tfs.tolist(), found.lengths.tolist()
         for seq, tf, length in zip(seqs, tfs, lengths, strict=True):
             rows.append((ids[(user_id, seq)], term, tf, length))
     return sorted(rows)

@@ -88,8 +88,8 @@ def _rows(
     """What ``STATISTICS`` returns for ``terms``, its rows shuffled."""
     total = sum(len(words) for words in docs.values())
     df = Counter(term for words in docs.values() for term in set(words))
-    rows = [(len(docs), total, term, df[term], data)
-            for term in terms if df[term] for _, data in blocks.get(term, [])]  # fmt: skip
+    rows = [(len(docs), total, term, df[term], first, data)
+            for term in terms if df[term] for first, data in blocks.get(term, [])]  # fmt: skip
     rng.shuffle(rows)
     return rows
 

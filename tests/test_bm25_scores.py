@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engrain.store.lexical import K1, B
-from engrain.store.postgres import bm25
+from engrain.store.postgres import bm25, postings
 from tests.test_bm25_pruning_bench import (
     WORDS,
     _blocks,
@@ -35,8 +35,25 @@ from tests.test_bm25_pruning_bench import (
 )
 
 
+def _legacy(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Rows of ``bm25.statistics_sql()`` as the statement returned them before migration
+    014: the same postings in legacy blocks, without ``first_seq``."""
+    out = []
+    for documents, total, term, df, first, data in rows:
+        found = postings.unpack([first], [data])
+        out.append((documents, total, term, df,
+                    postings.legacy_pack(found.seqs, found.tfs, found.lengths)[0]))  # fmt: skip
+    return out
+
+
+def _decode(data: bytes) -> np.ndarray:
+    """A legacy block's records (``bm25.decode`` before migration 014)."""
+    return np.frombuffer(data, dtype=postings.LEGACY_RECORD)
+
+
 def _before(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """Every match's seq and score, as ``bm25.scores`` computed them before (verbatim)."""
+    """Every match's seq and score, as ``bm25.scores`` computed them before (verbatim, on
+    the legacy blocks: :func:`_legacy`)."""
     if not rows:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
     documents, total = int(rows[0][0]), int(rows[0][1])
@@ -45,7 +62,7 @@ def _before(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[np.nda
     for row in rows:
         parts[row[2]].append(row[4])
         frequency[row[2]] = int(row[3])
-    lists = [(t, bm25.decode(b"".join(parts[t]))) for t in terms if t in parts]
+    lists = [(t, _decode(b"".join(parts[t]))) for t in terms if t in parts]
     seqs = [p["seq"].astype(np.int64) for _, p in lists]
     if not seqs or not sum(len(s) for s in seqs):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
@@ -61,11 +78,11 @@ def _before(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[np.nda
     out = np.zeros(size, dtype=np.float32)
     touched = np.zeros(size, dtype=bool)
     average = np.float32(total) / np.float32(documents)
-    for (term, postings), docs in zip(lists, numbers, strict=True):
+    for (term, found), docs in zip(lists, numbers, strict=True):
         df = frequency[term]
         idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
-        tfs = postings["tf"].astype(np.float32)
-        norm = K1 * (1.0 - B + B * postings["length"].astype(np.float32) / average)
+        tfs = found["tf"].astype(np.float32)
+        norm = K1 * (1.0 - B + B * found["length"].astype(np.float32) / average)
         out[docs] += idf * tfs * (K1 + 1.0) / (tfs + norm)
         touched[docs] = True
     hits = np.flatnonzero(touched)
@@ -82,7 +99,7 @@ def _best_before(seqs: np.ndarray, scores: np.ndarray, n: int) -> dict[int, floa
 
 
 def _check(terms: list[str], rows: list[tuple[Any, ...]], n: int) -> None:
-    seqs, scores = _before(terms, rows)
+    seqs, scores = _before(terms, _legacy(rows))
     want = _best_before(seqs, scores, n)
     scored = bm25.scores(terms, rows)
     got = scored.best(n)
@@ -150,7 +167,7 @@ def test_a_posting_of_zero_frequency_still_matches() -> None:
     zero = bm25.encode(np.asarray([500, 501]), np.asarray([0, 0]), np.asarray([4, 4]))
     blocks["beta"] = [(500, zero)]
     rows = _rows(blocks, docs, ["alpha"], random.Random(1))
-    rows += [(len(docs), rows[0][1], "beta", 2, zero)]
+    rows += [(len(docs), rows[0][1], "beta", 2, 500, zero)]
     for n in (1, 10, 199, 200, 201, 500):
         _check(["alpha", "beta"], rows, n)
     assert len(bm25.scores(["alpha", "beta"], rows)) == 201

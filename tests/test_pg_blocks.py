@@ -23,6 +23,7 @@ from .test_store_contract import mem
 psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 bm25 = pytest.importorskip("engrain.store.postgres.bm25")
+postings = pytest.importorskip("engrain.store.postgres.postings")
 PostgresStore = postgres.PostgresStore
 
 WORDS = [
@@ -84,7 +85,7 @@ def test_changed_blocks_puts_each_change_in_its_block(monkeypatch: pytest.Monkey
     changes = {("u", "t"): {5: (1, 9), 13: (3, 9), 25: None, 30: (1, 9)}}
     dropped, written = bm25.changed_blocks(changes, block)
     assert sorted(dropped) == [("u", "t", 10), ("u", "t", 20)]
-    decoded = {first: bm25.decode(data)["seq"].tolist() for _, _, first, data in written}
+    decoded = {first: bm25.decode(data, first).seqs.tolist() for _, _, first, data in written}
     assert decoded == {5: [5, 10], 12: [12, 13], 20: [20, 30]}
     # a term with no block yet starts one; one whose postings all go is deleted
     dropped, written = bm25.changed_blocks(
@@ -116,8 +117,8 @@ def test_blocks_follow_every_kind_of_write(pg: Any, monkeypatch: pytest.MonkeyPa
         assert posting_rows(pg.url) == _expected_rows(pg, ("alice", "bob")), step
     for user in ("alice", "bob"):
         _assert_bm25_equals_lexical_index(pg, user)
-    assert max(len(bytes(d)) for (d,) in _sql(pg.url, "SELECT data FROM posting_blocks")) == (
-        3 * bm25.RECORD.itemsize
+    assert max(len(bytes(d)) for (d,) in _sql(pg.url, "SELECT data FROM packed_blocks")) == (
+        3 * postings.RECORD.itemsize
     )
 
 
@@ -160,7 +161,8 @@ def test_concurrent_writers_of_one_user_lose_no_posting(pg_url: str) -> None:
 
 def test_a_store_with_one_row_per_posting_migrates_to_blocks(pg_url: str) -> None:
     """A database as migration 004 left it (a ``postings`` row per posting) is migrated
-    on open: the blocks hold the same postings, and BM25 returns the same scores."""
+    on open (005's legacy blocks, then 014's packed ones): the blocks hold the same
+    postings, and BM25 returns the same scores."""
     store = PostgresStore(pg_url, pool_size=2)
     rng = random.Random(9)
     store.write([mem(f"m{i:03d}", content=_text(rng)) for i in range(700)])
@@ -181,9 +183,13 @@ def test_a_store_with_one_row_per_posting_migrates_to_blocks(pg_url: str) -> Non
                 "INSERT INTO postings VALUES ('alice', %s, %s, %s, %s)",
                 [(t, i, tf, n) for i, t, tf, n in before],
             )
-        db.execute("DROP TABLE posting_blocks")
+        db.execute("DROP VIEW posting_blocks")
+        db.execute("DROP FUNCTION engrain_postings_moved, engrain_postings_moved_write")
+        db.execute("DROP TABLE packed_blocks")
         db.execute("DROP INDEX memories_user_seq")
-        db.execute("DELETE FROM migrations WHERE name = '005_posting_blocks'")
+        db.execute(
+            "DELETE FROM migrations WHERE name IN ('005_posting_blocks', '014_packed_postings')"
+        )
     store = PostgresStore(pg_url, pool_size=2)
     try:
         assert posting_rows(pg_url) == before
@@ -205,9 +211,9 @@ def test_new_postings_are_appended_in_place_until_the_block_is_full(
     rewritten: list[set[str]] = []
     original = bm25.changed_blocks
 
-    def spy(changes: Any, blocks: Any) -> Any:
+    def spy(changes: Any, blocks: Any, fmt: Any = None) -> Any:
         rewritten.append({term for _, term in changes})
-        return original(changes, blocks)
+        return original(changes, blocks, fmt)
 
     monkeypatch.setattr(bm25, "changed_blocks", spy)
     for i in range(10):

@@ -49,6 +49,7 @@ def test_a_database_before_009_is_filled_and_then_refused_by_older_trees(
         upgraded.close()
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.postings, "CURRENT", postgres.postings.LEGACY)
         with pytest.raises(MigrationError, match="newer engrain"):
             PostgresStore(pg_url, pool_size=1)
 

@@ -66,6 +66,7 @@ def test_a_populated_database_migrates_its_graph_and_older_trees_refuse_it(
     query = np.random.default_rng(9).standard_normal(schema.INDEXED_DIM).astype(np.float32)
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.postings, "CURRENT", postgres.postings.LEGACY)
         patch.setattr(postgres.writes, "_stamp_changes", lambda cur, changed: None)  # 008
         old = PostgresStore(pg_url, pool_size=1, exact_search_below=10**9)
         try:
@@ -93,6 +94,7 @@ def test_a_populated_database_migrates_its_graph_and_older_trees_refuse_it(
         store.close()
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.postings, "CURRENT", postgres.postings.LEGACY)
         with pytest.raises(MigrationError, match="newer engrain"):
             PostgresStore(pg_url, pool_size=1)
 
@@ -102,6 +104,7 @@ def test_a_graph_too_large_to_build_in_memory_is_left_for_a_concurrent_reindex(
 ) -> None:
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.postings, "CURRENT", postgres.postings.LEGACY)
         patch.setattr(postgres.writes, "_stamp_changes", lambda cur, changed: None)  # 008
         old = PostgresStore(pg_url, pool_size=1)
         try:

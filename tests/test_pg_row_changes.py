@@ -76,6 +76,7 @@ def test_a_populated_database_migrates_and_older_trees_refuse_it(
     memories = [mem(f"m{i:02d}", content=f"note {i} deploy") for i in range(30)]
     with monkeypatch.context() as patch:  # an older tree: no table, no stamps
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.postings, "CURRENT", postgres.postings.LEGACY)
         patch.setattr(postgres.writes, "_stamp_changes", lambda cur, changed: None)
         old = PostgresStore(pg_url, pool_size=1)
         try:
@@ -96,5 +97,6 @@ def test_a_populated_database_migrates_and_older_trees_refuse_it(
         new.close()
     with monkeypatch.context() as patch:
         patch.setattr(schema, "MIGRATIONS", _BEFORE)
+        patch.setattr(postgres.postings, "CURRENT", postgres.postings.LEGACY)
         with pytest.raises(MigrationError, match="newer engrain"):
             PostgresStore(pg_url, pool_size=1)

@@ -324,7 +324,7 @@ def test_a_statement_the_server_refuses_mid_write_leaves_nothing_written(pg: Any
     # The write's statements travel pipelined; the server refuses the last memory's row
     # (pgvector takes no NaN) after the others, their postings and the state were sent.
     pg.write([mem("a", content="Kafka billing pipeline"), mem("b", content="tabs over spaces")])
-    before = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM posting_blocks ORDER BY 1, 2, 3"),
+    before = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM packed_blocks ORDER BY 1, 2, 3"),
               _sql(pg.url, "SELECT user_id, term, df FROM term_stats ORDER BY 1, 2"),
               _sql(pg.url, "SELECT * FROM revisions"))  # fmt: skip
     bad = mem("z", vector=(float("nan"), 0.0, 0.0, 0.0))
@@ -334,7 +334,7 @@ def test_a_statement_the_server_refuses_mid_write_leaves_nothing_written(pg: Any
             deletes=[mem("b")],
             state=[State("alice", "ns", "k", {"v": 1})],
         )
-    after = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM posting_blocks ORDER BY 1, 2, 3"),
+    after = (pg.revision("alice"), _sql(pg.url, "SELECT * FROM packed_blocks ORDER BY 1, 2, 3"),
              _sql(pg.url, "SELECT user_id, term, df FROM term_stats ORDER BY 1, 2"),
              _sql(pg.url, "SELECT * FROM revisions"))  # fmt: skip
     assert after == before

@@ -46,8 +46,10 @@ deployment has many users each far above the threshold.)
 
 **BM25 equal to** :class:`~engrain.store.lexical.LexicalIndex`. Texts are tokenized in
 Python with :func:`engrain.store.lexical.tokenize` at write time into posting lists kept in
-blocks (``posting_blocks (user_id, term, first_seq, data)``: up to 256 postings of packed
-seq, term frequency and document length, sorted by the memory's ``seq``); ``revisions``
+blocks (``packed_blocks (user_id, term, first_seq, data)``: up to 256 postings, sorted by
+the memory's ``seq``, each 7 bytes: the seq's low 32 bits, term frequency and document
+length, escaped where they do not fit: ``postings.py``; migration 014 repacked the 14-byte
+records of ``posting_blocks``, ``repack.py``); ``revisions``
 keeps each user's document count and total length, ``term_stats`` each term's document
 frequency, all in the write's transaction. A query reads the statistics of its terms and
 every block of their lists in one statement (``bm25``) and scores in numpy with
@@ -115,10 +117,13 @@ failure rolls back and reruns the whole transaction.
 
 **Modules.** ``schema`` (migrations), ``fill`` (the token counts a large table's
 migration 009 left, filled in batches after it), ``codec`` (rows ↔ memories, vectors), ``sql``
-(the queries), ``writes`` (the write transactions), ``bm25`` (posting blocks and scores),
+(the queries), ``writes`` (the write transactions), ``bm25`` (posting blocks' statements
+and scores), ``postings`` (a block's bytes: 7-byte records, and the 14-byte ones before
+migration 014),
 ``restem`` (migration 011: the stored terms re-stemmed after the stemmer's fix; the
 re-stemming itself), ``restem_final_e`` (migration 012: the same after the final "e"'s
-fix), ``restem_plural`` (migration 013: the same after "-ies" / "-ied" / "-ie" and "-us").
+fix), ``restem_plural`` (migration 013: the same after "-ies" / "-ied" / "-ie" and "-us"),
+``repack`` (migration 014: every posting block repacked at 7 bytes a posting).
 The store itself is :class:`PostgresStore` here over four layers, each a class in its own
 module: ``pooled`` (the pool, reads, write transactions and their retries and outcomes),
 ``records`` (the embedding cache, revisions, state documents, API keys), ``listings``

@@ -1,12 +1,14 @@
 """BM25 over PostgreSQL posting lists stored in blocks, scored in process.
 
-A term's posting list is kept as rows of ``posting_blocks (user_id, term, first_seq,
+A term's posting list is kept as rows of ``packed_blocks (user_id, term, first_seq,
 data)``: each block packs up to :data:`BLOCK` postings, sorted by the memory's ``seq``
 (``memories.seq``, the row's insertion number), as fixed-width binary records
-(:data:`RECORD`: seq, term frequency, document length). A query reads, in one statement
-(one snapshot), the user's document count and total length (``revisions``), each query
-term's document frequency (``term_stats``) and every block of those terms: ~14 bytes a
-posting in a few thousand rows instead of one row per posting (a million memories: a
+(``postings.RECORD``: the seq's low 32 bits, term frequency, document length; 7 bytes,
+escaped where a value does not fit; before migration 014, 14-byte records in
+``posting_blocks``). A query reads, in one statement (one snapshot), the user's document
+count and total length (``revisions``), each query term's document frequency
+(``term_stats``) and every block of those terms: ~7 bytes a posting in a few thousand
+rows instead of one row per posting (a million memories: a
 question's ~400,000 postings arrive in ~30 ms instead of ~330 ms, and numpy scores them in
 a few milliseconds). The scores are computed in the arithmetic of
 :class:`~engrain.store.lexical.LexicalIndex` (float32, terms summed in the same sorted order),
@@ -32,75 +34,116 @@ import numpy as np
 import numpy.typing as npt
 
 from engrain.store.lexical import K1, B
+from engrain.store.postgres import postings
+from engrain.store.postgres.postings import BlockFormat, Postings
 
 Seqs = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float32]
 
-#: Postings per block at most: 256 records of 14 bytes stay in the row (no TOAST).
+#: Postings per block at most: 256 packed records (7 bytes; 14 with an escape) stay in
+#: the row (no TOAST).
 BLOCK = 256
-#: One posting: the memory's seq, the term's frequency in it, its length in tokens
-#: (big-endian, what ``int8send`` / ``int2send`` / ``int4send`` produce).
-RECORD = np.dtype([("seq", ">i8"), ("tf", ">i2"), ("length", ">i4")])
-#: Term frequencies are stored as int2: a larger count is stored as this.
-MAX_TF = 32_767
+#: Term frequencies are stored as at most this.
+MAX_TF = postings.MAX_TF
 #: Scores accumulate in an array indexed by ``seq - lowest seq`` while the span of the
 #: query's seqs is at most this (else by rank among the distinct seqs, which sorts them).
 DENSE_SPAN = 1 << 21
 
-#: The user's document count and total length, and for each query term that has
-#: documents its frequency and each of its blocks; one snapshot.
-STATISTICS = """SELECT st.documents, st.total_length, d.term, d.df, b.data
+
+def statistics_sql(fmt: BlockFormat | None = None) -> str:
+    """The user's document count and total length, and for each query term that has
+    documents its frequency and each of its blocks (``first_seq``, data); one snapshot."""
+    table = (fmt or postings.current()).table
+    return f"""SELECT st.documents, st.total_length, d.term, d.df, b.first_seq, b.data
     FROM revisions st
     CROSS JOIN unnest(%s::text[]) AS k(term)
     JOIN term_stats d ON d.user_id = st.user_id AND d.term = k.term
-    JOIN posting_blocks b ON b.user_id = st.user_id AND b.term = d.term
+    JOIN {table} b ON b.user_id = st.user_id AND b.term = d.term
     WHERE st.user_id = %s AND st.documents > 0 AND d.df > 0"""
 
-#: For each ``(user_id, term, seq)`` given, the block a posting of that seq belongs to:
-#: the one with the greatest ``first_seq`` at or below it, else the term's first block.
-#: Distinct blocks, each with its data.
-BLOCKS_OF = """SELECT b.user_id, b.term, b.first_seq, b.data
+
+#: :func:`statistics_sql` of the packed blocks.
+STATISTICS = statistics_sql(postings.PACKED)
+
+
+def blocks_of_sql(fmt: BlockFormat | None = None) -> str:
+    """For each ``(user_id, term, seq)`` given, the block a posting of that seq belongs
+    to: the one with the greatest ``first_seq`` at or below it, else the term's first
+    block. Distinct blocks, each with its data."""
+    table = (fmt or postings.current()).table
+    return f"""SELECT b.user_id, b.term, b.first_seq, b.data
     FROM (SELECT DISTINCT k.u, k.t, f.first_seq
           FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS k(u, t, s)
           CROSS JOIN LATERAL (
               SELECT coalesce(
-                  (SELECT max(x.first_seq) FROM posting_blocks x
+                  (SELECT max(x.first_seq) FROM {table} x
                    WHERE x.user_id = k.u AND x.term = k.t AND x.first_seq <= k.s),
-                  (SELECT min(x.first_seq) FROM posting_blocks x
+                  (SELECT min(x.first_seq) FROM {table} x
                    WHERE x.user_id = k.u AND x.term = k.t)) AS first_seq
           ) AS f) AS w
-    JOIN posting_blocks b ON b.user_id = w.u AND b.term = w.t AND b.first_seq = w.first_seq"""
+    JOIN {table} b ON b.user_id = w.u AND b.term = w.t AND b.first_seq = w.first_seq"""
 
 
-def append_sql() -> str:
+def append_sql(fmt: BlockFormat | None = None) -> str:
     """Append postings to the last block of their term where they all follow its last
     posting and the block has room for them: for each ``(user_id, term, offset, size,
     lowest seq)`` of the arrays, the bytes ``substring(blob FROM offset + 1 FOR size)`` of
     the first parameter (one bytea for all). Returns the ``(user_id, term)`` appended to;
-    the others go through :func:`changed_blocks`."""
-    width = RECORD.itemsize
-    last_seq = (
-        f"('x' || encode(substring(b.data FROM length(b.data) - {width - 1} FOR 8), 'hex'))"
-        "::bit(64)::bigint"
-    )
-    return f"""UPDATE posting_blocks b SET data = b.data || substring(x.blob FROM x.o + 1 FOR x.n)
+    the others go through :func:`changed_blocks`. Packed, the postings must lie in the
+    block's epoch (the caller appends no others: :func:`appendable`), which this checks
+    too; the last record of a block is never a wide one."""
+    fmt = fmt or postings.current()
+    width = fmt.width
+    if fmt.epochs:
+        last_seq = (
+            f"(((b.first_seq >> {postings.EPOCH_BITS}) << {postings.EPOCH_BITS}) + "
+            f"('x' || encode(substring(b.data FROM length(b.data) - {width - 1} FOR 4), "
+            "'hex'))::bit(32)::bigint)"
+        )
+        same_epoch = f"AND b.first_seq >> {postings.EPOCH_BITS} = x.low >> {postings.EPOCH_BITS}"
+    else:
+        last_seq = (
+            f"('x' || encode(substring(b.data FROM length(b.data) - {width - 1} FOR 8), "
+            "'hex'))::bit(64)::bigint"
+        )
+        same_epoch = ""
+    return f"""UPDATE {fmt.table} b SET data = b.data || substring(x.blob FROM x.o + 1 FOR x.n)
     FROM (SELECT %s::bytea AS blob, k.*
           FROM unnest(%s::text[], %s::text[], %s::int4[], %s::int4[], %s::int8[])
               AS k(u, t, o, n, low)) AS x
     WHERE b.user_id = x.u AND b.term = x.t
-      AND b.first_seq = (SELECT max(y.first_seq) FROM posting_blocks y
+      AND b.first_seq = (SELECT max(y.first_seq) FROM {fmt.table} y
                          WHERE y.user_id = x.u AND y.term = x.t)
       AND length(b.data) + x.n <= {BLOCK * width}
-      AND {last_seq} < x.low
+      AND {last_seq} < x.low {same_epoch}
     RETURNING b.user_id, b.term"""
 
 
-#: Insert blocks: ``(user_id, term, first_seq, offset, size)`` of the arrays, each block's
-#: data the bytes ``substring(blob FROM offset + 1 FOR size)`` of the first parameter.
-INSERT_BLOCKS = """INSERT INTO posting_blocks (user_id, term, first_seq, data)
+def appendable(seqs: Iterable[int], fmt: BlockFormat | None = None) -> bool:
+    """Whether postings of these seqs may be appended to a block in SQL (packed: all in
+    one epoch)."""
+    if not (fmt or postings.current()).epochs:
+        return True
+    return len({s >> postings.EPOCH_BITS for s in seqs}) <= 1
+
+
+def insert_blocks_sql(fmt: BlockFormat | None = None) -> str:
+    """Insert blocks: ``(user_id, term, first_seq, offset, size)`` of the arrays, each
+    block's data the bytes ``substring(blob FROM offset + 1 FOR size)`` of the first
+    parameter."""
+    return f"""INSERT INTO {(fmt or postings.current()).table} (user_id, term, first_seq, data)
     SELECT k.u, k.t, k.f, substring(x.blob FROM k.o + 1 FOR k.n)
     FROM (SELECT %s::bytea AS blob) AS x,
         unnest(%s::text[], %s::text[], %s::int8[], %s::int4[], %s::int4[]) AS k(u, t, f, o, n)"""
+
+
+def delete_blocks_sql(fmt: BlockFormat | None = None) -> str:
+    """Delete the blocks ``(user_id, term, first_seq)`` of the arrays."""
+    return (
+        f"DELETE FROM {(fmt or postings.current()).table} b "
+        "USING unnest(%s::text[], %s::text[], %s::bigint[]) "
+        "AS k(u, t, f) WHERE b.user_id = k.u AND b.term = k.t AND b.first_seq = k.f"
+    )
 
 
 def packed(parts: Sequence[bytes]) -> tuple[bytes, list[int], list[int]]:
@@ -110,36 +153,39 @@ def packed(parts: Sequence[bytes]) -> tuple[bytes, list[int], list[int]]:
     return b"".join(parts), offsets, sizes
 
 
+#: One posting as packed records (``postings.RECORD``, escaped where it does not fit), in SQL.
+_PACKED_POSTING = f"""CASE WHEN s.tf < {postings.WIDE_TF} AND s.doc_length < {postings.ESCAPED}
+        THEN substring(int8send(s.seq) FROM 5) || substring(int2send(s.tf::int2) FROM 2)
+            || substring(int4send(s.doc_length) FROM 3)
+        ELSE int4send(s.doc_length) || int2send(least(s.tf, {MAX_TF})::int2) || '\\x00'::bytea
+            || substring(int8send(s.seq) FROM 5) || '\\xffffff'::bytea END"""
+
 #: Pack postings ``(user_id, term, seq, tf, doc_length)`` of the query ``source`` (SQL
-#: text) into blocks, as the migration and bulk loaders do: rows of ``posting_blocks``.
-PACK = """INSERT INTO posting_blocks (user_id, term, first_seq, data)
-    SELECT user_id, term, min(seq),
-        string_agg(int8send(seq) || int2send(least(tf, {max_tf})::int2) || int4send(doc_length),
-                   ''::bytea ORDER BY seq)
-    FROM (SELECT s.user_id, s.term, s.seq, s.tf, s.doc_length,
-            (row_number() OVER (PARTITION BY s.user_id, s.term ORDER BY s.seq) - 1)
-                / {block} AS block
+#: text) into packed blocks, as bulk loaders do: rows of ``packed_blocks``.
+PACK = """INSERT INTO packed_blocks (user_id, term, first_seq, data)
+    SELECT user_id, term, min(seq), string_agg(record, ''::bytea ORDER BY seq)
+    FROM (SELECT s.user_id, s.term, s.seq, {record} AS record, s.seq >> {epoch} AS epoch,
+            (row_number() OVER (PARTITION BY s.user_id, s.term, s.seq >> {epoch} ORDER BY s.seq)
+                - 1) / {block} AS block
           FROM ({source}) AS s) AS numbered
-    GROUP BY user_id, term, block"""
+    GROUP BY user_id, term, epoch, block"""
 
 
 def pack_sql(source: str) -> str:
     """:data:`PACK` over the postings that the query ``source`` returns."""
-    return PACK.format(source=source, block=BLOCK, max_tf=MAX_TF)
+    return PACK.format(
+        source=source, block=BLOCK, record=_PACKED_POSTING, epoch=postings.EPOCH_BITS
+    )
 
 
 def encode(seqs: npt.NDArray[np.int64], tfs: npt.NDArray[Any], lengths: npt.NDArray[Any]) -> bytes:
-    """Postings (sorted by seq) as one block's data."""
-    out = np.empty(len(seqs), dtype=RECORD)
-    out["seq"] = seqs
-    out["tf"] = np.minimum(tfs, MAX_TF)
-    out["length"] = lengths
-    return out.tobytes()
+    """Postings (sorted by seq, within one block's bounds) as one block's data."""
+    return postings.current().pack(seqs, tfs, lengths)[0]
 
 
-def decode(data: bytes) -> npt.NDArray[np.void]:
-    """A block's postings (a structured array of :data:`RECORD`)."""
-    return np.frombuffer(data, dtype=RECORD)
+def decode(data: bytes, first_seq: int) -> Postings:
+    """A block's postings."""
+    return postings.current().unpack([first_seq], [data])
 
 
 @dataclass(frozen=True)
@@ -188,28 +234,32 @@ class Scored:
         return dict(zip(self.to_seq(rows).tolist(), scores.tolist(), strict=True))
 
 
-def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
+def scores(
+    terms: Sequence[str], rows: Sequence[Sequence[Any]], fmt: BlockFormat | None = None
+) -> Scored:
     """Every memory with a posting of ``terms`` and its BM25 score, from the rows of
-    :data:`STATISTICS`, in :meth:`LexicalIndex.scores`' arithmetic; the terms are summed in
-    ``terms`` order."""
+    :func:`statistics_sql`, in :meth:`LexicalIndex.scores`' arithmetic; the terms are summed
+    in ``terms`` order."""
     if not rows:
         return Scored(np.zeros(0, dtype=np.float32), lambda i: i, [])
+    unpack = (fmt or postings.current()).unpack
     documents, total = int(rows[0][0]), int(rows[0][1])
+    firsts: dict[str, list[int]] = defaultdict(list)
     parts: dict[str, list[bytes]] = defaultdict(list)
     frequency: dict[str, int] = {}
     for row in rows:
-        parts[row[2]].append(row[4])
+        firsts[row[2]].append(row[4])
+        parts[row[2]].append(row[5])
         frequency[row[2]] = int(row[3])
-    lists = [(t, decode(b"".join(parts[t]))) for t in terms if t in parts]
-    seqs = [p["seq"].astype(np.int64) for _, p in lists]
-    numbers, size, to_seq = _numbered(seqs)
+    lists = [(t, unpack(firsts[t], parts[t])) for t in terms if t in parts]
+    numbers, size, to_seq = _numbered([p.seqs for _, p in lists])
     out = np.zeros(size, dtype=np.float32)
     matched = None
     average = np.float32(total) / np.float32(documents)
-    for (term, postings), docs in zip(lists, numbers, strict=True):
+    for (term, found), docs in zip(lists, numbers, strict=True):
         df = frequency[term]
         idf = math.log(1.0 + (documents - df + 0.5) / (df + 0.5))
-        weight = weights(postings, idf, average)
+        weight = weights(found, idf, average)
         if matched is None and len(weight) and not weight.min() > 0:
             # a posting scoring 0 still matches: from here on marked, the memories
             # before it (all positive so far) being those not at 0
@@ -220,12 +270,12 @@ def scores(terms: Sequence[str], rows: Sequence[Sequence[Any]]) -> Scored:
     return Scored(out, to_seq, numbers, matched)
 
 
-def weights(postings: npt.NDArray[np.void], idf: float, average: np.float32) -> Floats:
+def weights(found: Postings, idf: float, average: np.float32) -> Floats:
     """Each posting's term score, in :meth:`LexicalIndex.scores`' float32 arithmetic,
     ``idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))``: the same
     operations in the same order (each in place, on float32), so the same bits."""
-    tfs = postings["tf"].astype(np.float32)
-    norm = postings["length"].astype(np.float32)
+    tfs = found.tfs.astype(np.float32)
+    norm = found.lengths.astype(np.float32)
     norm *= B
     norm /= average
     norm += 1.0 - B
@@ -278,12 +328,14 @@ def added_postings(changes: Changes, keys: Sequence[tuple[str, str]]) -> npt.NDA
 
 
 def changed_blocks(
-    changes: Changes, blocks: Iterable[Sequence[Any]]
+    changes: Changes, blocks: Iterable[Sequence[Any]], fmt: BlockFormat | None = None
 ) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int, bytes]]]:
     """The blocks to delete and the blocks to write after ``changes``, given the rows of
-    :data:`BLOCKS_OF` for the changes' seqs (``(user_id, term, first_seq, data)``): each
-    change goes to the block it belongs to (or starts the term's first), which is rewritten
-    in blocks of at most :data:`BLOCK` postings; a block left empty is deleted."""
+    :func:`blocks_of_sql` for the changes' seqs (``(user_id, term, first_seq, data)``):
+    each change goes to the block it belongs to (or starts the term's first), which is
+    rewritten in blocks of at most :data:`BLOCK` postings (``postings.bounds``); a block
+    left empty is deleted."""
+    fmt = fmt or postings.current()
     by_term: dict[tuple[str, str], list[tuple[int, bytes]]] = defaultdict(list)
     for user_id, term, first_seq, data in blocks:
         by_term[(user_id, term)].append((int(first_seq), bytes(data)))
@@ -293,13 +345,14 @@ def changed_blocks(
     # encoded at once, in blocks of at most BLOCK
     fresh = [key for key, change in changes.items() if key not in by_term]
     columns = added_postings(changes, fresh)
-    blob, offset = encode(columns[:, 0], columns[:, 1], columns[:, 2]), 0
+    blob, ends = fmt.pack(columns[:, 0], columns[:, 1], columns[:, 2])
+    offset = 0
     for key in fresh:
         count = sum(value is not None for value in changes[key].values())
-        for start in range(offset, offset + count, BLOCK):
-            stop = min(start + BLOCK, offset + count)
-            data = blob[start * RECORD.itemsize : stop * RECORD.itemsize]
-            written.append((*key, int(columns[start, 0]), data))
+        for start, stop in postings.bounds(columns[offset : offset + count, 0], BLOCK, fmt):
+            low = int(ends[offset + start - 1]) if offset + start else 0
+            data = blob[low : int(ends[offset + stop - 1])]
+            written.append((*key, int(columns[offset + start, 0]), data))
         offset += count
     for key, change in changes.items():
         if key not in by_term:
@@ -313,17 +366,17 @@ def changed_blocks(
             mine = seqs[at == block]
             first, data = found[block]
             dropped.append((*key, first))
-            old = decode(data)
+            old = fmt.unpack([first], [data])
             added = [(s, *v) for s in mine.tolist() if (v := change[s]) is not None]
-            new = np.asarray(added, dtype=[("seq", "i8"), ("tf", "i8"), ("length", "i8")])
-            kept = old[~np.isin(old["seq"], mine)]
-            merged_seqs = np.concatenate([kept["seq"].astype(np.int64), new["seq"]])
+            new = np.asarray(added, dtype=np.int64).reshape(-1, 3)
+            kept = ~np.isin(old.seqs, mine)
+            merged_seqs = np.concatenate([old.seqs[kept], new[:, 0]])
             order = np.argsort(merged_seqs, kind="stable")
             merged_seqs = merged_seqs[order]
-            tfs = np.concatenate([kept["tf"].astype(np.int64), new["tf"]])[order]
-            lengths = np.concatenate([kept["length"].astype(np.int64), new["length"]])[order]
-            for start in range(0, len(merged_seqs), BLOCK):
-                part = slice(start, start + BLOCK)
-                written.append((*key, int(merged_seqs[start]),
-                                encode(merged_seqs[part], tfs[part], lengths[part])))  # fmt: skip
+            tfs = np.concatenate([old.tfs[kept].astype(np.int64), new[:, 1]])[order]
+            lengths = np.concatenate([old.lengths[kept].astype(np.int64), new[:, 2]])[order]
+            for start, stop in postings.bounds(merged_seqs, BLOCK, fmt):
+                part = slice(start, stop)
+                data = fmt.pack(merged_seqs[part], tfs[part], lengths[part])[0]
+                written.append((*key, int(merged_seqs[start]), data))
     return dropped, written

@@ -48,7 +48,7 @@ from functools import lru_cache
 from typing import Final
 
 from engrain.store import lexical
-from engrain.store.postgres import bm25
+from engrain.store.postgres import postings
 from engrain.store.postgres.bm25 import Changes
 from engrain.store.postgres.codec import Conn
 from engrain.store.postgres.sql import chunks
@@ -140,9 +140,10 @@ def restem_from(db: Conn, before: Stemmer) -> None:
 
 
 #: For each ``(user_id, term)`` given, its document frequency counted from its blocks
-#: (bytes / :data:`bm25.RECORD` size), with a new stamp; terms without blocks skipped.
+#: (bytes / ``postings.LEGACY_RECORD`` size: 011–013 run before migration 014 packs the
+#: blocks), with a new stamp; terms without blocks skipped.
 RECOUNT = f"""INSERT INTO term_stats (user_id, term, df)
-    SELECT b.user_id, b.term, sum(length(b.data)) / {bm25.RECORD.itemsize}
+    SELECT b.user_id, b.term, sum(length(b.data)) / {postings.LEGACY_RECORD.itemsize}
     FROM posting_blocks b JOIN unnest(%s::text[], %s::text[]) AS k(u, t)
         ON b.user_id = k.u AND b.term = k.t
     GROUP BY b.user_id, b.term ORDER BY 1, 2
@@ -158,7 +159,7 @@ def _apply(db: Conn, changes: Changes) -> None:
     if not changes:
         return
     with db.cursor() as cur:
-        rewrite_blocks(cur, changes)
+        rewrite_blocks(cur, changes, postings.LEGACY)
         for part in chunks(sorted(changes)):
             users, terms = [u for u, _ in part], [t for _, t in part]
             cur.execute(RECOUNT, (users, terms))

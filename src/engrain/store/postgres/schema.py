@@ -11,7 +11,14 @@ import psycopg.errors
 
 from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
-from engrain.store.postgres import bm25, fill, outcome, restem, restem_final_e, restem_plural
+from engrain.store.postgres import (
+    fill,
+    outcome,
+    repack,
+    restem,
+    restem_final_e,
+    restem_plural,
+)
 from engrain.store.postgres.codec import Conn
 from engrain.tokens import spaced_count
 
@@ -222,6 +229,19 @@ def _m004_learnings_index(db: Conn) -> None:
     db.execute(LEARNINGS_INDEX_SQL)
 
 
+#: Migration 005's packing, as it shipped: postings ``(user_id, term, seq, tf, doc_length)``
+#: of the query ``source`` into blocks of 256 legacy records (``postings.LEGACY_RECORD``).
+LEGACY_PACK = """INSERT INTO posting_blocks (user_id, term, first_seq, data)
+    SELECT user_id, term, min(seq),
+        string_agg(int8send(seq) || int2send(least(tf, 32767)::int2) || int4send(doc_length),
+                   ''::bytea ORDER BY seq)
+    FROM (SELECT s.user_id, s.term, s.seq, s.tf, s.doc_length,
+            (row_number() OVER (PARTITION BY s.user_id, s.term ORDER BY s.seq) - 1)
+                / 256 AS block
+          FROM ({source}) AS s) AS numbered
+    GROUP BY user_id, term, block"""
+
+
 def _m005_posting_blocks(db: Conn) -> None:
     # Posting lists in blocks of packed records (``bm25``): a question over a million
     # memories reads ~400,000 postings, which one row each made ~330 ms of index scan and
@@ -240,8 +260,8 @@ def _m005_posting_blocks(db: Conn) -> None:
     # for a rewritten block to stay there (HOT)
     db.execute("ALTER TABLE posting_blocks ALTER COLUMN data SET STORAGE PLAIN")
     db.execute(
-        bm25.pack_sql(
-            "SELECT p.user_id, p.term, m.seq, p.tf, p.doc_length FROM postings p "
+        LEGACY_PACK.format(
+            source="SELECT p.user_id, p.term, m.seq, p.tf, p.doc_length FROM postings p "
             "JOIN memories m ON m.user_id = p.user_id AND m.id = p.memory_id"
         )
     )
@@ -376,6 +396,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     (restem.MIGRATION, restem.migrate),
     (restem_final_e.MIGRATION, restem_final_e.migrate),
     (restem_plural.MIGRATION, restem_plural.migrate),
+    (repack.MIGRATION, repack.migrate),
 ]
 
 

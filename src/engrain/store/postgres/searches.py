@@ -251,7 +251,7 @@ class Searches(Listings):
         held = None if self._working is None else self._working.current(user_id)
         if held is not None:
             return held.lexical_search(text, k, flt)
-        statistics = self._read(bm25.STATISTICS, (terms, user_id))
+        statistics = self._read(bm25.statistics_sql(), (terms, user_id))
         if statistics and self._working is not None:
             self._working.saw_size(user_id, int(statistics[0][0]))
         scored = bm25.scores(terms, statistics)

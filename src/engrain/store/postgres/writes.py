@@ -17,20 +17,22 @@ refuses aborts the whole transaction as before. Postings are sent as arrays in o
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from engrain.errors import ValidationError
 from engrain.model import Memory
 from engrain.store.base import LAZY_NAMESPACES, KeyClaim, Patch, State, counted, lazy_commit
 from engrain.store.lexical import tokenize
-from engrain.store.postgres import bm25
+from engrain.store.postgres import bm25, postings
 from engrain.store.postgres.bm25 import Changes
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
+from engrain.store.postgres.postings import BlockFormat
 from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, filter_sql, keys
 
 Key = tuple[str, str]
@@ -287,20 +289,23 @@ def _write_postings(
     # block in SQL where it has room; the rest (edits, deletes, full or missing blocks)
     # read and rewrite their blocks
     fresh_seqs = {seqs[k] for k in fresh if k not in old}
+    fmt = postings.current()
     appendable = sorted(
         key
         for key, change in changes.items()
         if all(value is not None and seq in fresh_seqs for seq, value in change.items())
+        and bm25.appendable(change, fmt)
     )
     appended: set[Key] = set()
     for part in chunks(appendable):
         # every key's postings in seq order, one after the other, encoded at once
         columns = bm25.added_postings(changes, part)
-        blob = bm25.encode(columns[:, 0], columns[:, 1], columns[:, 2])
-        sizes = [len(changes[key]) * bm25.RECORD.itemsize for key in part]
-        offsets = [0, *itertools.accumulate(sizes)][:-1]
+        blob, ends = fmt.pack(columns[:, 0], columns[:, 1], columns[:, 2])
+        stops = np.cumsum([len(changes[key]) for key in part])
+        offsets = [0, *(int(ends[i - 1]) for i in stops[:-1])]
+        sizes = [int(ends[i - 1]) - o for i, o in zip(stops, offsets, strict=True)]
         cur.execute(
-            bm25.append_sql(),
+            bm25.append_sql(fmt),
             (blob, [u for u, _ in part], [t for _, t in part], offsets, sizes,
              [min(changes[key]) for key in part]),
         )  # fmt: skip
@@ -309,27 +314,27 @@ def _write_postings(
     return df
 
 
-def rewrite_blocks(cur: Any, changes: Changes) -> None:
-    """Apply ``changes`` to the posting blocks: each block a change falls in is read,
-    rewritten once and split past :data:`~engrain.store.postgres.bm25.BLOCK` postings (a
-    term without a block gets its first); a removal of a posting that is not there
-    changes nothing. Document frequencies are the caller's."""
+def rewrite_blocks(cur: Any, changes: Changes, fmt: BlockFormat | None = None) -> None:
+    """Apply ``changes`` to the posting blocks (of ``fmt``, this tree's by default): each
+    block a change falls in is read, rewritten once and split past
+    :data:`~engrain.store.postgres.bm25.BLOCK` postings (a term without a block gets its
+    first); a removal of a posting that is not there changes nothing. Document frequencies
+    are the caller's."""
+    fmt = fmt or postings.current()
     points = [(u, t, seq) for (u, t), change in sorted(changes.items()) for seq in change]
     blocks: list[Any] = []
     for points_part in chunks(points):
-        cur.execute(bm25.BLOCKS_OF, tuple(list(c) for c in zip(*points_part, strict=True)))
+        cur.execute(bm25.blocks_of_sql(fmt), tuple(list(c) for c in zip(*points_part, strict=True)))
         blocks.extend(cur.fetchall())
-    dropped, written = bm25.changed_blocks(changes, blocks)
+    dropped, written = bm25.changed_blocks(changes, blocks, fmt)
     for dropped_part in chunks(sorted(dropped)):
         cur.execute(
-            "DELETE FROM posting_blocks b USING unnest(%s::text[], %s::text[], %s::bigint[]) "
-            "AS k(u, t, f) WHERE b.user_id = k.u AND b.term = k.t AND b.first_seq = k.f",
-            tuple(list(c) for c in zip(*dropped_part, strict=True)),
+            bm25.delete_blocks_sql(fmt), tuple(list(c) for c in zip(*dropped_part, strict=True))
         )
     for written_part in chunks(written):
         blob, offsets, sizes = bm25.packed([data for *_, data in written_part])
         cur.execute(
-            bm25.INSERT_BLOCKS,
+            bm25.insert_blocks_sql(fmt),
             (blob, [w[0] for w in written_part], [w[1] for w in written_part],
              [w[2] for w in written_part], offsets, sizes),
         )  # fmt: skip
