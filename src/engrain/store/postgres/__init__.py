@@ -375,7 +375,9 @@ class PostgresStore(Searches, Records):
         if not upserts and not deletes and not state and not patches:
             return
         # Read every item before the transaction: a bad one raises here, nothing written.
-        self._transaction(write_body(upserts, deletes, state, patches, claims))
+        self._transaction(
+            write_body(upserts, deletes, state, patches, claims, self.exact_search_below)
+        )
         with self._lock:  # their sizes changed: plan their next searches afresh
             for memory in (*upserts, *deletes):
                 self._plans.pop(memory.user_id, None)
