@@ -133,11 +133,15 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each measure's median over ``runs`` (stages by name)."""
     names = sorted({n for r in runs for n in r["stages"]})
     return {
-        **{k: statistics.median(r[k] for r in runs)
-           for k in ("seconds", "process_cpu_s", "server_cpu_s")},  # fmt: skip
+        **{
+            k: statistics.median(r[k] for r in runs)
+            for k in ("seconds", "process_cpu_s", "server_cpu_s")
+        },  # fmt: skip
         "stages": {
-            n: {k: round(statistics.median(r["stages"].get(n, {}).get(k, 0.0) for r in runs), 3)
-                for k in ("calls", "wall_s", "thread_cpu_s", "server_cpu_s")}  # fmt: skip
+            n: {
+                k: round(statistics.median(r["stages"].get(n, {}).get(k, 0.0) for r in runs), 3)
+                for k in ("calls", "wall_s", "thread_cpu_s", "server_cpu_s")
+            }  # fmt: skip
             for n in names
         },
         "load_average_1m": [r["load_average_1m"] for r in runs],
@@ -181,11 +185,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     for name, row in report["trees"].items():
-        print(f"{name}: {row['seconds']} s wall, process {row['process_cpu_s']} s, "
-              f"server {row['server_cpu_s']} s")
+        print(
+            f"{name}: {row['seconds']} s wall, process {row['process_cpu_s']} s, "
+            f"server {row['server_cpu_s']} s"
+        )
         for stage, s in sorted(row["stages"].items(), key=lambda kv: -kv[1]["server_cpu_s"]):
-            print(f"  {stage:18} calls {s['calls']:6.0f}  wall {s['wall_s']:7.3f}  "
-                  f"thread {s['thread_cpu_s']:6.3f}  server {s['server_cpu_s']:6.3f}")
+            print(
+                f"  {stage:18} calls {s['calls']:6.0f}  wall {s['wall_s']:7.3f}  "
+                f"thread {s['thread_cpu_s']:6.3f}  server {s['server_cpu_s']:6.3f}"
+            )
     return 0
 
 

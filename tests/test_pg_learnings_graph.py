@@ -19,7 +19,7 @@ from .test_store_contract import mem
 
 psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
-graphed = pytest.importorskip("engrain.store.postgres.graphed")
+graphed = postgres.graphed
 schema = postgres.schema
 PostgresStore = postgres.PostgresStore
 

@@ -44,7 +44,7 @@ from .test_store_contract import mem
 
 pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
-graphed = pytest.importorskip("engrain.store.postgres.graphed")
+graphed = postgres.graphed
 import psycopg  # noqa: E402
 import psycopg.errors  # noqa: E402
 

@@ -15,7 +15,7 @@ from .test_store_contract import mem
 
 pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
-graphed = pytest.importorskip("engrain.store.postgres.graphed")
+graphed = postgres.graphed
 schema = postgres.schema
 working = postgres.working
 PostgresStore = postgres.PostgresStore
