@@ -40,7 +40,7 @@ def _memories(user: str, start: int, count: int, seed: int = 5) -> list[Any]:
             vector=vectors[i],
             memory_type=MemoryType.SEMANTIC,
             kind=Kind.DECISION if (start + i) % 3 == 0 else Kind.FACT,
-        )  # fmt: skip
+        )
         for i in range(count)
     ]
 
