@@ -136,12 +136,12 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
         **{
             k: statistics.median(r[k] for r in runs)
             for k in ("seconds", "process_cpu_s", "server_cpu_s")
-        },  # fmt: skip
+        },
         "stages": {
             n: {
                 k: round(statistics.median(r["stages"].get(n, {}).get(k, 0.0) for r in runs), 3)
                 for k in ("calls", "wall_s", "thread_cpu_s", "server_cpu_s")
-            }  # fmt: skip
+            }
             for n in names
         },
         "load_average_1m": [r["load_average_1m"] for r in runs],
