@@ -11,7 +11,10 @@ the model runs as it does).
 Each store method the engine calls is wrapped: its wall, the calling thread's CPU and the
 server's CPU over the call — the sum of ``/proc/<pid>/schedstat`` (nanoseconds on a CPU) of
 the postmaster's children, which are the pool's backends, the WAL writer and the
-checkpointer: nothing else runs on this private server. ``--without`` drops indexes after
+checkpointer: nothing else runs on this private server; inside ``write``, the client's CPU
+packing postings (``write:_write_postings``) and term statistics (``write:_count_terms``)
+is reported apart (the server's share of those is not: a pipeline's statements run while
+the client queues more). ``--without`` drops indexes after
 the migrations (``pool_hnsw``: ``memories_embedding_hnsw``, ``learnings_hnsw``:
 ``memories_learnings_hnsw``) to price each one's upkeep: an ablation of the measurement,
 never a configuration. ``--tree NAME=DIR`` runs another checkout's ``src`` the same way in
@@ -102,6 +105,25 @@ def once(replay: Path, data: Path, without: Sequence[str]) -> dict[str, Any]:
                         row["server_cpu_s"] += (server_ns(postmaster) - srv) / 1e9
 
                 setattr(store, method, wrapped)
+            # the client's part of a write that packs postings (the server runs a pipeline's
+            # statements while the client queues more: its share is not separable)
+            from engrain.store.postgres import writes
+
+            for name in ("_write_postings", "_count_terms"):
+                part = getattr(writes, name, None)
+                if part is None:
+                    continue
+
+                def timed(*args: Any, _part: Any = part, _name: str = name, **kw: Any) -> Any:
+                    cpu = time.thread_time()
+                    try:
+                        return _part(*args, **kw)
+                    finally:
+                        row = spent[f"write:{_name}"]
+                        row["calls"] += 1
+                        row["thread_cpu_s"] += time.thread_time() - cpu
+
+                setattr(writes, name, timed)
             engine = Engine(settings=Settings(data_dir=Path(tmp)), store=store,
                             embedder=embedder)  # type: ignore[arg-type]  # fmt: skip
             with engine:

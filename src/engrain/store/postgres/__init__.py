@@ -31,6 +31,12 @@ embedding::vector(384) <=> q LIMIT k`` with the user and every filter in its ``W
 pass). Any other user is searched exactly through the ``(user_id, …)`` b-tree: for a small
 user that is faster than the graph (2,000 rows ≈ 4 ms here), and for a user holding a
 sliver of a large multi-tenant table the graph walk would mostly visit other users' rows.
+Since migration 014 both graphs hold only the rows of *graphed* users (``graphed.py``): a
+user enters them, every row at once, with the write that takes it to the writer's
+``exact_search_below``, and a search plan reads the flag, so a user whose rows are not in
+the graphs is searched exactly by every process, whatever its own threshold; the indexed
+form says ``AND m.graphed``. A small user's write then inserts nothing into either graph
+(~45% of the server's CPU of an ingest, ``docs/ingest.md``).
 If an indexed scan still returns fewer than ``k`` rows (a very selective filter), the exact
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
 promises. The walk's candidate list (``hnsw.ef_search``) follows the graph's size
