@@ -70,8 +70,9 @@ def _walks_the_graph(store: Any, user: str, query: Any, k: int) -> bool:
         if store._ef(cur, user, schema.INDEXED_DIM, k, MemoryFilter()) is None:
             return False
         text, params = postgres.sql.search_sql(user, query, k, MemoryFilter(), indexed=True)
-        cur.execute("SET LOCAL enable_seqscan = off")
-        plan = "\n".join(r[0] for r in cur.execute("EXPLAIN " + text, params).fetchall())
+        with conn.transaction():  # the planner told to prefer an index, this plan only
+            cur.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(r[0] for r in cur.execute("EXPLAIN " + text, params).fetchall())
     return POOL in plan
 
 
