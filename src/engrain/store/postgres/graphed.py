@@ -51,9 +51,14 @@ MIGRATION: Final = "014_graphed_users"
 #: migration's transaction holds the table's writers meanwhile).
 REBUILD_MAX: Final = 10_000
 
-#: A write's new and replaced rows take their user's flag: the revision row, which the
-#: write holds (it upserted it first), says whether the user is graphed.
-GRAPHED_VALUE: Final = "(SELECT r.graphed FROM revisions r WHERE r.user_id = %s)"
+#: A write's new and replaced rows take their user's flag as the write will leave it: the
+#: revision row, which the write holds (it upserted it first), says whether the user is
+#: graphed, or will be once this write's change of its memories (the first ``%s``) brings
+#: ``documents`` to the threshold (the second): a write taking a user past it inserts its
+#: own rows into the graphs once, and :data:`FLIP` marks the rows written before.
+GRAPHED_VALUE: Final = (
+    "(SELECT r.graphed OR r.documents + %s >= %s FROM revisions r WHERE r.user_id = %s)"
+)
 
 #: Graph the users of this write (``%s``: their ids) that now hold at least ``%s``
 #: memories (``documents``, as this write left it) and are not yet: their flag, then every

@@ -28,8 +28,9 @@ T = TypeVar("T")
 CHUNK = 5_000
 
 #: Insert a memory row, or replace every column of the one with its key; the row takes its
-#: user's ``graphed`` flag (the last parameter: the user's id; ``graphed.py``), so the
-#: HNSW graphs get the rows of graphed users only.
+#: user's ``graphed`` flag as the write leaves it (the last three parameters: the write's
+#: change of the user's memories, the writer's threshold, the user's id; ``graphed.py``),
+#: so the HNSW graphs get the rows of graphed users only.
 UPSERT = (
     f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}, graphed) VALUES ("
     + ", ".join(

@@ -115,7 +115,7 @@ def write_body(
                     current[patch.where] = counted(patch.apply(memory))
                     rows[patch.where] = prepare(current[patch.where])
             written = {k: current[k] for k in rows}
-            _replace(cur, rows, written, removed, old)
+            _replace(cur, rows, written, removed, old, graph_from)
             if changed:  # users this write takes past the threshold enter the graphs
                 cur.execute(graphed.FLIP, (changed, graph_from))
             # 4. Stamp the rows this write changed with its revision (working sets read
@@ -201,10 +201,12 @@ def _replace(
     written: dict[Key, Memory],
     removed: set[Key],
     old: dict[Key, tuple[str, int, int]],
+    graph_from: int,
 ) -> None:
     """Write ``rows`` and delete ``removed`` (whose existing rows, ``old``: content, length
     and seq, are locked), keeping posting blocks, access rows and each user's document
-    statistics in step."""
+    statistics in step; a row is graphed if its user is, or will be once this write's
+    memories count (``graph_from``: the threshold; ``graphed.py``)."""
     for key in removed:
         rows.pop(key, None)  # upserted then deleted in the same write: deleted
     stale = [k for k in old if k in removed or (k in rows and old[k][0] != rows[k][0][3])]
@@ -223,7 +225,10 @@ def _replace(
             keys(part),
         )
     if rows:
-        cur.executemany(UPSERT, [(*rows[k][0], k[0]) for k in sorted(rows)])
+        cur.executemany(
+            UPSERT,
+            [(*rows[k][0], delta[(k[0], "documents")], graph_from, k[0]) for k in sorted(rows)],
+        )
     # access counts are replaced with the memory (we hold its row lock)
     for part in chunks(sorted(old)):
         cur.execute(
