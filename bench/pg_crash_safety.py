@@ -26,19 +26,19 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "reliability"
 PG_HASHES = '''
 
 def pg_hashes() -> dict[tuple[str, str], str]:
-    """Every (user_id, id) -> content_hash of the PostgreSQL store (ENGRAIN_CRASH_PG)."""
+    """Every (user_id, id) -> content_hash of the PostgreSQL store (PG_CRASH_URL)."""
     import psycopg
 
-    with psycopg.connect(os.environ["ENGRAIN_CRASH_PG"]) as db:
+    with psycopg.connect(os.environ["PG_CRASH_URL"]) as db:
         rows = db.execute("SELECT user_id, id, content_hash FROM memories")
         return {(u, i): h for u, i, h in rows}
 '''
 
 
 def adapted(source: str) -> str:
-    """``crash_safety.py``'s text with its store on ``ENGRAIN_CRASH_PG``."""
+    """``crash_safety.py``'s text with its store on ``PG_CRASH_URL``."""
     swaps = {
-        'f"sqlite:///{db}"': 'os.environ["ENGRAIN_CRASH_PG"]',
+        'f"sqlite:///{db}"': 'os.environ["PG_CRASH_URL"]',
         "common.sqlite_hashes(db)": "pg_hashes()",
         '"integrity": common.integrity_check(db),': '"integrity": "ok",',
         'USERS = ("ada", "bob", "cyd")': 'USERS = ("ada", "bob", "cyd")' + PG_HASHES,
@@ -66,7 +66,7 @@ def main() -> int:
             with psycopg.connect(server.get_uri(), autocommit=True) as db:
                 db.execute("CREATE DATABASE crash")
             url = str(server.get_uri(database="crash"))
-            env = {**os.environ, "ENGRAIN_CRASH_PG": url}
+            env = {**os.environ, "PG_CRASH_URL": url}
             command = [sys.executable, str(script), "--db", str(marker), *sys.argv[1:]]
             code = subprocess.run(command, env=env, check=False).returncode
             with psycopg.connect(url) as db:
