@@ -19,6 +19,7 @@ from .test_store_contract import mem
 
 psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
+graphed = postgres.graphed
 schema = postgres.schema
 PostgresStore = postgres.PostgresStore
 
@@ -27,6 +28,7 @@ PostgresStore = postgres.PostgresStore
 _BEFORE = [
     *schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("007_learnings_graph")],
     ("009_content_tokens", schema._m009_content_tokens),
+    (graphed.MIGRATION, dict(schema.MIGRATIONS)[graphed.MIGRATION]),  # the ``graphed`` flags
 ]
 _OPTIONS = "SELECT reloptions FROM pg_class WHERE oid = 'memories_learnings_hnsw'::regclass"
 _FILE = "SELECT pg_relation_filenode('memories_learnings_hnsw'::regclass)"
@@ -127,7 +129,8 @@ def test_a_graph_too_large_to_build_in_memory_is_left_for_a_concurrent_reindex(
 def test_whether_the_graph_fits_compares_its_size_with_maintenance_work_mem(
     pg_url: str,
 ) -> None:
-    store = PostgresStore(pg_url, pool_size=1)
+    # searched through the graphs from the first row: the rows enter them (graphed.py)
+    store = PostgresStore(pg_url, pool_size=1, exact_search_below=0)
     try:
         store.write(_learnings(800))
         with psycopg.connect(pg_url, autocommit=True) as db:

@@ -132,7 +132,8 @@ def test_the_wide_index_is_the_pool_index_with_the_wide_list() -> None:
     sql = graph.wide_index_sql("g")
     assert sql == (
         "CREATE INDEX CONCURRENTLY g ON memories USING hnsw ((embedding::vector(384)) "
-        "vector_cosine_ops) WITH (ef_construction = 200) WHERE vector_dims(embedding) = 384"
+        "vector_cosine_ops) WITH (ef_construction = 200) WHERE vector_dims(embedding) = 384 "
+        "AND graphed"  # the rows of graphed users only (migration 015)
     )
 
 

@@ -44,6 +44,7 @@ from .test_store_contract import mem
 
 pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
+graphed = postgres.graphed
 import psycopg  # noqa: E402
 import psycopg.errors  # noqa: E402
 
@@ -54,6 +55,7 @@ postings = postgres.postings
 PostgresStore = postgres.PostgresStore
 SPAWN = mp.get_context("spawn")
 NAMES = [n for n, _ in schema.MIGRATIONS]
+_GRAPHED = dict(schema.MIGRATIONS)[graphed.MIGRATION]
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,14 @@ class Step:
 
     @property
     def before(self) -> list[Any]:
-        """The migrations a tree before this step knows."""
-        return schema.MIGRATIONS[: NAMES.index(self.name)]
+        """The migrations a tree before this step knows, and 015's ``graphed`` flags, which
+        today's writes set (applied out of order: it stands on its own)."""
+        return [*schema.MIGRATIONS[: NAMES.index(self.name)], (graphed.MIGRATION, _GRAPHED)]
 
     @property
     def applied(self) -> list[str]:
         """What opening a database of a tree before this step applies."""
-        return NAMES[NAMES.index(self.name) :]
+        return [n for n in NAMES[NAMES.index(self.name) :] if n != graphed.MIGRATION]
 
 
 STEPS = [

@@ -15,6 +15,7 @@ from .test_store_contract import mem
 
 pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
+graphed = postgres.graphed
 schema = postgres.schema
 working = postgres.working
 PostgresStore = postgres.PostgresStore
@@ -24,6 +25,7 @@ PostgresStore = postgres.PostgresStore
 _BEFORE = [
     *schema.MIGRATIONS[: [n for n, _ in schema.MIGRATIONS].index("008_row_changes")],
     ("009_content_tokens", schema._m009_content_tokens),
+    (graphed.MIGRATION, dict(schema.MIGRATIONS)[graphed.MIGRATION]),  # the ``graphed`` flags
 ]
 
 

@@ -31,6 +31,12 @@ embedding::vector(384) <=> q LIMIT k`` with the user and every filter in its ``W
 pass). Any other user is searched exactly through the ``(user_id, …)`` b-tree: for a small
 user that is faster than the graph (2,000 rows ≈ 4 ms here), and for a user holding a
 sliver of a large multi-tenant table the graph walk would mostly visit other users' rows.
+Since migration 015 both graphs hold only the rows of *graphed* users (``graphed.py``): a
+user enters them, every row at once, with the write that takes it to the writer's
+``exact_search_below``, and a search plan reads the flag, so a user whose rows are not in
+the graphs is searched exactly by every process, whatever its own threshold; the indexed
+form says ``AND m.graphed``. A small user's write then inserts nothing into either graph
+(~45% of the server's CPU of an ingest, ``docs/ingest.md``).
 If an indexed scan still returns fewer than ``k`` rows (a very selective filter), the exact
 form runs instead, so ``k`` rows come back whenever ``k`` pass the filter, as the protocol
 promises. The walk's candidate list (``hnsw.ef_search``) follows the graph's size
@@ -123,7 +129,8 @@ migration 014),
 ``restem`` (migration 011: the stored terms re-stemmed after the stemmer's fix; the
 re-stemming itself), ``restem_final_e`` (migration 012: the same after the final "e"'s
 fix), ``restem_plural`` (migration 013: the same after "-ies" / "-ied" / "-ie" and "-us"),
-``repack`` (migration 014: every posting block repacked at 7 bytes a posting).
+``repack`` (migration 014: every posting block repacked at 7 bytes a posting), ``graphed``
+(migration 015: the HNSW graphs hold the rows of graphed users only).
 The store itself is :class:`PostgresStore` here over four layers, each a class in its own
 module: ``pooled`` (the pool, reads, write transactions and their retries and outcomes),
 ``records`` (the embedding cache, revisions, state documents, API keys), ``listings``
@@ -380,7 +387,9 @@ class PostgresStore(Searches, Records):
         if not upserts and not deletes and not state and not patches:
             return
         # Read every item before the transaction: a bad one raises here, nothing written.
-        self._transaction(write_body(upserts, deletes, state, patches, claims))
+        self._transaction(
+            write_body(upserts, deletes, state, patches, claims, self.exact_search_below)
+        )
         with self._lock:  # their sizes changed: plan their next searches afresh
             for memory in (*upserts, *deletes):
                 self._plans.pop(memory.user_id, None)

@@ -13,6 +13,7 @@ from engrain.errors import MigrationError, StoreError
 from engrain.store.base import pending_migrations
 from engrain.store.postgres import (
     fill,
+    graphed,
     outcome,
     repack,
     restem,
@@ -27,25 +28,31 @@ log = logging.getLogger(__name__)
 #: The dimension the HNSW index serves (all-MiniLM-L6-v2). Vectors of other sizes are
 #: stored and searched exactly.
 INDEXED_DIM = 384
-#: The HNSW index, also used by bulk loaders that drop it and build it after a COPY.
-HNSW_INDEX_SQL = (
+#: The HNSW index as migration 001 made it (every row with a 384-dimension vector).
+_HNSW_001_SQL = (
     f"CREATE INDEX IF NOT EXISTS memories_embedding_hnsw ON memories "
     f"USING hnsw ((embedding::vector({INDEXED_DIM})) vector_cosine_ops) "
     f"WHERE vector_dims(embedding) = {INDEXED_DIM}"
 )
+#: The HNSW index since migration 015: the rows of graphed users only (``graphed.py``);
+#: also used by bulk loaders that drop it and build it after a COPY.
+HNSW_INDEX_SQL = f"{_HNSW_001_SQL} AND graphed"
 #: The kinds recall searches on their own on every call (``recall.gate.LEARNING_KINDS``,
 #: which a test holds equal): a search filtered to them walks a graph of their own.
 LEARNING_KINDS = (
     "invariant", "pattern", "decision", "antipattern", "golden_path", "preference",
     "correction",
 )  # fmt: skip
-#: The HNSW index over those kinds only (``memories_learnings_hnsw``).
-LEARNINGS_INDEX_SQL = (
+#: The HNSW index over those kinds only (``memories_learnings_hnsw``), as migration 004
+#: made it.
+_LEARNINGS_004_SQL = (
     f"CREATE INDEX IF NOT EXISTS memories_learnings_hnsw ON memories "
     f"USING hnsw ((embedding::vector({INDEXED_DIM})) vector_cosine_ops) "
     f"WHERE vector_dims(embedding) = {INDEXED_DIM} "
     f"AND kind IN ({', '.join(repr(k) for k in LEARNING_KINDS)})"
 )
+#: ... and since migration 015, of graphed users only (``graphed.py``).
+LEARNINGS_INDEX_SQL = f"{_LEARNINGS_004_SQL} AND graphed"
 #: The candidate list the learnings' graph is built with (pgvector's ``ef_construction``,
 #: default 64): as wide as the list their search walked it with when it was chosen (4 per
 #: row × the gate's 100 learnings = 400). On the 100,000-memory corpus (22,129 learnings,
@@ -117,7 +124,7 @@ def _m001_initial(db: Conn) -> None:
         "CREATE INDEX memories_user_session ON memories (user_id, session_id) "
         "WHERE session_id IS NOT NULL"
     )
-    db.execute(HNSW_INDEX_SQL)
+    db.execute(_HNSW_001_SQL)
     db.execute(
         """CREATE TABLE postings (
             user_id text COLLATE "C" NOT NULL,
@@ -226,7 +233,7 @@ def _m004_learnings_index(db: Conn) -> None:
     # (39 ms at 100,000 memories, ~100 ms when it falls back to the exact form); a graph of
     # their own answers in ~5 ms. The planner picks it when the query's kinds imply its
     # predicate (the kinds are literals in every custom plan).
-    db.execute(LEARNINGS_INDEX_SQL)
+    db.execute(_LEARNINGS_004_SQL)
 
 
 #: Migration 005's packing, as it shipped: postings ``(user_id, term, seq, tf, doc_length)``
@@ -381,6 +388,12 @@ def _fill_batch(db: Conn, size: int) -> int:
     return len(found)
 
 
+#: The two HNSW graphs as migration 015 rebuilds them, partial on ``graphed``.
+_GRAPHS = {
+    "memories_embedding_hnsw": HNSW_INDEX_SQL,
+    "memories_learnings_hnsw": LEARNINGS_INDEX_SQL,
+}
+
 #: Named, ordered migrations. Append only; never edit one that has shipped.
 MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     ("001_initial", _m001_initial),
@@ -397,6 +410,7 @@ MIGRATIONS: list[tuple[str, Callable[[Conn], None]]] = [
     (restem_final_e.MIGRATION, restem_final_e.migrate),
     (restem_plural.MIGRATION, restem_plural.migrate),
     (repack.MIGRATION, repack.migrate),
+    (graphed.MIGRATION, lambda db: graphed.migrate(db, _GRAPHS)),
 ]
 
 

@@ -197,7 +197,8 @@ class Searches(Listings):
         # the table's size as the planner knows it (ANALYZE, autovacuum): no count needed;
         # and how the pool's graph was built (graph.py), for every user's next walks
         cur.execute(
-            "SELECT r.documents, greatest(c.reltuples, 0), (" + pool_graph.BUILT_SQL + ") "
+            "SELECT r.documents, greatest(c.reltuples, 0), (" + pool_graph.BUILT_SQL + "), "
+            "r.graphed "
             "FROM revisions r, pg_class c "
             "WHERE r.user_id = %s AND c.oid = 'memories'::regclass",
             (user_id,),
@@ -207,8 +208,12 @@ class Searches(Listings):
             self._pool_built = int(found[2])
         if found is not None and self._working is not None:
             self._working.saw_size(user_id, int(found[0]))
-        indexed = found is not None and found[0] >= max(
-            self.exact_search_below, self.indexed_share * found[1]
+        # a user whose rows are not in the graphs (graphed.py) is searched exactly, whatever
+        # this process's threshold says
+        indexed = (
+            found is not None
+            and bool(found[3])
+            and found[0] >= max(self.exact_search_below, self.indexed_share * found[1])
         )
         graph = int(max(found[0], found[1])) if found is not None and indexed else None
         with self._lock:

@@ -20,21 +20,27 @@ from engrain.store.postgres.codec import (
     VERSION,
     WITH_ACCESS,
 )
+from engrain.store.postgres.graphed import GRAPHED_VALUE
 
 T = TypeVar("T")
 
 #: Rows per statement when a list of keys is sent as arrays.
 CHUNK = 5_000
 
-#: Insert a memory row, or replace every column of the one with its key.
+#: Insert a memory row, or replace every column of the one with its key; the row takes its
+#: user's ``graphed`` flag as the write leaves it (the last three parameters: the write's
+#: change of the user's memories, the writer's threshold, the user's id; ``graphed.py``),
+#: so the HNSW graphs get the rows of graphed users only.
 UPSERT = (
-    f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}) VALUES ("
+    f"INSERT INTO memories ({', '.join(INSERT_COLUMNS)}, graphed) VALUES ("
     + ", ".join(
         "%s::text[]" if c == "domains" else "%s::json" if c == "provenance" else "%s"
         for c in INSERT_COLUMNS
     )
-    + ") ON CONFLICT (user_id, id) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in INSERT_COLUMNS if c not in ("user_id", "id"))
+    + f", coalesce({GRAPHED_VALUE}, false)) ON CONFLICT (user_id, id) DO UPDATE SET "
+    + ", ".join(
+        f"{c} = EXCLUDED.{c}" for c in (*INSERT_COLUMNS, "graphed") if c not in ("user_id", "id")
+    )
 )
 
 #: The memories of one user with these ids, each with its row version (last column).
@@ -119,7 +125,9 @@ def search_sql(
     dim = query.shape[0]
     if indexed:
         distance = f"(m.embedding::vector({dim}) <=> %s::vector({dim}))"
-        dims = f"vector_dims(m.embedding) = {dim}"  # a literal: proves the partial index
+        # literals: they prove the partial indexes' predicates (a graphed user's rows are
+        # all graphed, so ``graphed`` leaves out none of them: graphed.py)
+        dims = f"vector_dims(m.embedding) = {dim} AND m.graphed"
         order = "distance"
     else:
         distance = "(m.embedding <=> %s::vector)"

@@ -29,7 +29,7 @@ from engrain.errors import ValidationError
 from engrain.model import Memory
 from engrain.store.base import LAZY_NAMESPACES, KeyClaim, Patch, State, counted, lazy_commit
 from engrain.store.lexical import tokenize
-from engrain.store.postgres import bm25, postings
+from engrain.store.postgres import bm25, graphed, postings
 from engrain.store.postgres.bm25 import Changes
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
 from engrain.store.postgres.postings import BlockFormat
@@ -57,9 +57,12 @@ def write_body(
     state: Sequence[State],
     patches: Sequence[Patch],
     claims: Sequence[KeyClaim] = (),
+    graph_from: int = 0,
 ) -> Callable[[Conn], None]:
     """The transaction of :meth:`Store.write`, prepared: a function of an open
-    transaction's connection, safe to run again after a rollback."""
+    transaction's connection, safe to run again after a rollback. A user this write takes
+    to ``graph_from`` memories or more has its rows put in the HNSW graphs
+    (``graphed.py``; the store passes its ``exact_search_below``; 0: every user's)."""
     staged: dict[Key, Memory] = {(m.user_id, m.id): counted(m) for m in upserts}  # last wins
     prepared = {key: prepare(memory) for key, memory in staged.items()}
     removed = {(m.user_id, m.id) for m in deletes}
@@ -83,9 +86,9 @@ def write_body(
                 cur.execute("SET LOCAL synchronous_commit = off")
             # 1. Queue behind other writers of these users (sorted: no deadlock).
             cur.executemany(
-                "INSERT INTO revisions (user_id, revision) VALUES (%s, 1) "
+                "INSERT INTO revisions (user_id, revision, graphed) VALUES (%s, 1, %s) "
                 "ON CONFLICT (user_id) DO UPDATE SET revision = revisions.revision + 1",
-                [(u,) for u in changed],
+                [(u, graph_from <= 0) for u in changed],
             )
             # 1b. The claims, checked once we hold the user's revision row: every writer of
             #     the user queues on it, and READ COMMITTED reads their last commit.
@@ -114,7 +117,9 @@ def write_body(
                     current[patch.where] = counted(patch.apply(memory))
                     rows[patch.where] = prepare(current[patch.where])
             written = {k: current[k] for k in rows}
-            _replace(cur, rows, written, removed, old)
+            _replace(cur, rows, written, removed, old, graph_from)
+            if changed:  # users this write takes past the threshold enter the graphs
+                cur.execute(graphed.FLIP, (changed, graph_from))
             # 4. Stamp the rows this write changed with its revision (working sets read
             #    them as a delta); after the rows, so ``gone`` is what the write left.
             _stamp_changes(cur, sorted(rows.keys() | removed))
@@ -198,10 +203,12 @@ def _replace(
     written: dict[Key, Memory],
     removed: set[Key],
     old: dict[Key, tuple[str, int, int]],
+    graph_from: int,
 ) -> None:
     """Write ``rows`` and delete ``removed`` (whose existing rows, ``old``: content, length
     and seq, are locked), keeping posting blocks, access rows and each user's document
-    statistics in step."""
+    statistics in step; a row is graphed if its user is, or will be once this write's
+    memories count (``graph_from``: the threshold; ``graphed.py``)."""
     for key in removed:
         rows.pop(key, None)  # upserted then deleted in the same write: deleted
     stale = [k for k in old if k in removed or (k in rows and old[k][0] != rows[k][0][3])]
@@ -220,7 +227,10 @@ def _replace(
             keys(part),
         )
     if rows:
-        cur.executemany(UPSERT, [rows[k][0] for k in sorted(rows)])
+        cur.executemany(
+            UPSERT,
+            [(*rows[k][0], delta[(k[0], "documents")], graph_from, k[0]) for k in sorted(rows)],
+        )
     # access counts are replaced with the memory (we hold its row lock)
     for part in chunks(sorted(old)):
         cur.execute(
