@@ -43,7 +43,12 @@ from engrain.store.postgres import bm25, postings, repack, schema  # noqa: E402
 PostgresStore = postgres.PostgresStore
 SPAWN = mp.get_context("spawn")
 NAMES = [n for n, _ in schema.MIGRATIONS]
-BEFORE = schema.MIGRATIONS[: NAMES.index(repack.MIGRATION)]
+#: A tree before 014's migrations, with 015's ``graphed`` flags, which today's writes set
+#: (applied out of order: it stands on its own).
+BEFORE = [
+    *schema.MIGRATIONS[: NAMES.index(repack.MIGRATION)],
+    (postgres.graphed.MIGRATION, dict(schema.MIGRATIONS)[postgres.graphed.MIGRATION]),
+]
 EPOCH = 1 << postings.EPOCH_BITS
 
 
