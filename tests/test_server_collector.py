@@ -52,8 +52,9 @@ def test_settle_collects_the_garbage_then_keeps_the_living_out_of_the_passes() -
     assert _tracked(living)
     frozen = settle()
     assert gone() is None  # the cycle made before was collected, not frozen
-    # another thread of the test process (a server an earlier test started) may freeze too
-    assert 0 < frozen <= gc.get_freeze_count()
+    # the count is not compared with a later one: another thread of the test process may
+    # freeze more, and a frozen object whose last reference goes leaves the count
+    assert frozen > 0 and gc.get_freeze_count() > 0
     assert not _tracked(living)  # no generation holds it: no pass walks it
     made_after = [_Node()]
     assert _tracked(made_after)
