@@ -44,6 +44,8 @@ from engrain.recall.asides import (
     ASIDE,
     NEXT_STEP,
     OTHER_ACKS,
+    RADIO,
+    SHORTHAND,
     SLANG,
     SMALL_TALK,
     fails_to_work,
@@ -260,7 +262,29 @@ def trivial_signal(text: str) -> str | None:
     if one is not None and (_laughs(text, words) or _praises(text, words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
-    return PHRASE_SIGNAL if shaped or _judges_well(text, words) else None
+    if shaped or _judges_well(text, words) or _every_clause_closes(text, words):
+        return PHRASE_SIGNAL
+    return None
+
+
+#: What sets a reply's clauses apart: a comma, a semicolon, a full stop, an exclamation
+#: mark, a dash between spaces ("that did it, book's clean"; "merged - thanks").
+_CLAUSE_BREAK = re.compile(r"[,;.!]+\s*|\s+[-\u2013\u2014]\s+")
+
+
+def _every_clause_closes(text: str, words: list[str]) -> bool:
+    """Whether a reply of several clauses is trivial clause by clause: each would be trivial
+    alone ("that did it" and "book's clean"; "tests passing, lint green") and the whole
+    keeps no work open (:func:`~engrain.recall.open_work.keeps_work_open`). Each shape above
+    reads one clause and its subject; two acknowledgements side by side ask no more than
+    each does, and a clause that asks ("the cron ran", "now the footer") keeps the reply a
+    message."""
+    clauses = [c.strip() for c in _CLAUSE_BREAK.split(text) if _WORDS.search(c)]
+    return (
+        len(clauses) > 1
+        and not keeps_work_open(text, words)
+        and all(trivial_signal(c) is not None for c in clauses)
+    )
 
 
 def asks_for_work(text: str) -> bool:
@@ -280,7 +304,7 @@ def words_said(text: str) -> list[str]:
     :data:`engrain.recall.asides.NEXT_STEP`) and small talk
     (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
     (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
-    said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
+    said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", RADIO.sub(" ack ", text.lower())))
     said = ASKS_FOR_TIME.sub(" ", _THIS_TIME.sub(" now ", said))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
@@ -425,7 +449,13 @@ def _greets_being_around(text: str, unknown: list[str]) -> bool:
 
 def _acknowledges(word: str) -> bool:
     """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
-    if word in _ACK_WORDS or word in OTHER_ACKS or word in SLANG or _LAUGH.match(word):
+    if _listed(word) or _LAUGH.match(word):
         return True
     short = _STRETCHED.sub(r"\1", word)
-    return short != word and (short in _ACK_WORDS or short in OTHER_ACKS or short in SLANG)
+    return short != word and _listed(short)
+
+
+def _listed(word: str) -> bool:
+    """Whether ``word`` is in a list of acknowledgements: the English ones, the other
+    languages', chat slang and chat and radio shorthand."""
+    return word in _ACK_WORDS or word in OTHER_ACKS or word in SLANG or word in SHORTHAND
