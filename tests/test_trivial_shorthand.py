@@ -89,3 +89,21 @@ def test_these_replies_get_no_memory_even_with_a_budget(engine: Engine, message:
     for budget in (None, 2000):
         ctx = engine.context(message, "ada", token_budget=budget, now=NOW)
         assert ctx.text == "" and ctx.gated is not None and ctx.gated.selected == []
+
+
+@pytest.mark.parametrize(
+    "message", ["morning, let's get going", "hi, let's get started", "hey! let's do this"]
+)
+def test_a_greeting_that_begins_the_session_is_trivial(message: str) -> None:
+    assert is_trivial(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "let's get going", "ok let's get going", "morning, let's get going on the migration",
+        "morning, let's start with the failing test",
+    ],
+)  # fmt: skip
+def test_beginning_without_a_greeting_or_with_its_subject_stays_a_message(message: str) -> None:
+    assert not is_trivial(message)

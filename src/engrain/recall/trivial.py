@@ -174,6 +174,14 @@ _GREETING = re.compile(
     re.I,
 )
 _DIGIT = re.compile(r"\d")
+#: The work of a session begun, said after its greeting ("morning, let's get going", "hi,
+#: let's get started"): the user is around and about to ask, as "quick session today"
+#: says; read as a word of presence only after a greeting and closing the reply. Without
+#: the greeting, mid-thread, "let's get going" asks the assistant to go on.
+_SESSION_START = re.compile(
+    r"\b(?:let'?s|lets) (?:get (?:going|started|to it|cracking|rolling)|"
+    r"(?:start|begin|roll|do this)(?: then)?)(?=\W*$)"
+)
 #: Words saying that something is well: a check that passes, a build that builds.
 #: "worked" is an outcome told in the past that went well, as "passed" is ("resume worked,
 #: cheers": :func:`_worked`); "works" is not: the present is often half of a report ("works
@@ -305,6 +313,8 @@ def words_said(text: str) -> list[str]:
     (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
     (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", RADIO.sub(" ack ", text.lower())))
+    if greets(said):
+        said = _SESSION_START.sub(" here ", said)  # "morning, let's get going"
     said = ASKS_FOR_TIME.sub(" ", _THIS_TIME.sub(" now ", said))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
