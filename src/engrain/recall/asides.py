@@ -14,7 +14,11 @@ what else a reply that asks nothing says, each a closed class with its reason:
   assistant, not the project;
 * **relief** ("finally", "por fin", "ugh"): the reaction to a fix that held;
 * **sign-offs** in the other languages whose thanks the rules know ("à plus", "hasta
-  luego", "bis morgen");
+  luego", "bis morgen") and in English ("signing off", "calling it a day", "done for the
+  day"), closing the reply or set off by punctuation;
+* **chat and radio shorthand** (:data:`SHORTHAND`: "thnx", "tks", "ttyl", "gtg", "wilco";
+  :data:`RADIO`: "10-4", "5x5", "loud and clear", "copy all"): spellings of the
+  acknowledgements and sign-offs the rules know;
 * **the user's own next step** with the verbs of checking, trying, asking and coming
   back, also said with a bare "I" as a non-native writer does ("ok, I check with my
   senior", "will circle back after the sync", "tomorrow I continue") and in Spanish,

@@ -23,6 +23,11 @@ because what they add asks nothing:
   after an answer asks nothing; so does a verdict in the present with its subject before it
   ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`).
 
+A reply of several clauses is trivial when each clause would be alone and the whole keeps
+no work open ("that did it, book's clean", "tests passing, lint green":
+:func:`_every_clause_closes`); a greeting may be followed by the session's start ("morning,
+let's get going": :data:`_SESSION_START`).
+
 A message whose every word belongs to a closed class that names nothing (an apology, filler,
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
 worries at all", "hey, you around?"). Anything else with a question mark, a number in the
@@ -306,7 +311,10 @@ def asks_for_work(text: str) -> bool:
 
 
 def words_said(text: str) -> list[str]:
-    """The words of ``text`` lower-cased, stretched letters shortened, an outcome that went
+    """The words of ``text`` lower-cased, radio's acknowledgements read as "ack"
+    (:data:`engrain.recall.asides.RADIO`: "10-4", "copy all"), stretched letters shortened,
+    the session's start after a greeting read as a word of presence (:data:`_SESSION_START`),
+    an outcome that went
     well read as the word of success it means (:data:`_WENT_WELL`), the phrases of the
     user's next step and of closing removed (:data:`_NEXT_STEP`, :data:`_CLOSING`,
     :data:`engrain.recall.asides.NEXT_STEP`) and small talk
