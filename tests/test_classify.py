@@ -1488,3 +1488,43 @@ def test_a_recent_change_is_not_the_history(message: str) -> None:
     # one release or one week is one change to explain, not the project's history
     fired: list[str] = []
     assert complexity_for(message, ANA, (), fired) is not D, fired
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["maestro or detox for the e2e suite, honestly", "littlefs or fcb for the backfill index, hmm",
+     "redis or memcached for the session cache", "hmm, tailwind or plain css"],
+)  # fmt: skip
+def test_a_bare_choice_of_two_is_a_simple_discussion(message: str) -> None:
+    # session 28 (h5): pulse's mp-51 and sensor's fs-70, labelled simple by two writers — one
+    # pick between two named options, no verb asking for work: the seed's single concept
+    assert_reads(message, DIS, S, fired=("a choice of two",))
+
+
+@pytest.mark.parametrize(
+    ("message", "intent"),
+    [("Should we use maestro or detox for the e2e suite?", None),  # asked, with its verb
+     ("maestro or detox for the e2e suite?", QUE),
+     ("Expo or bare React Native for the next app? the team is split down the middle", None),
+     ("compare maestro and detox for the e2e suite", ANA),
+     ("redis vs memcached for the session cache", ANA),  # "vs" asks for a comparison
+     ("write it in rust or go, your pick", GEN)],
+)  # fmt: skip
+def test_a_choice_asked_or_with_its_verb_is_not_a_bare_choice(
+    message: str, intent: Intent | None
+) -> None:
+    result = classify(message)
+    assert "a choice of two" not in result.signals, result.signals
+    if intent is not None:
+        assert result.intent is intent, result.signals
+
+
+@pytest.mark.model
+def test_the_intent_model_reads_no_request_into_a_bare_choice(minilm) -> None:  # type: ignore[no-untyped-def]
+    from engrain.embed.minilm import MODEL_ID
+    from engrain.recall import intent_model as im
+
+    message = "littlefs or fcb for the backfill index, hmm"  # the model alone says generation
+    rules = classify(message)
+    read = im.refine(rules, message, minilm.embed([message])[0], MODEL_ID)
+    assert (read.intent, read.complexity) == (DIS, S), read.signals

@@ -14,7 +14,11 @@ what else a reply that asks nothing says, each a closed class with its reason:
   assistant, not the project;
 * **relief** ("finally", "por fin", "ugh"): the reaction to a fix that held;
 * **sign-offs** in the other languages whose thanks the rules know ("à plus", "hasta
-  luego", "bis morgen");
+  luego", "bis morgen") and in English ("signing off", "calling it a day", "done for the
+  day"), closing the reply or set off by punctuation;
+* **chat and radio shorthand** (:data:`SHORTHAND`: "thnx", "tks", "ttyl", "gtg", "wilco";
+  :data:`RADIO`: "10-4", "5x5", "loud and clear", "copy all"): spellings of the
+  acknowledgements and sign-offs the rules know;
 * **the user's own next step** with the verbs of checking, trying, asking and coming
   back, also said with a bare "I" as a non-native writer does ("ok, I check with my
   senior", "will circle back after the sync", "tomorrow I continue") and in Spanish,
@@ -80,7 +84,12 @@ ASIDE = re.compile(
     r"à (?:plus|bientôt|demain|tout à l'heure)|a\+|hasta (?:luego|mañana|pronto)|"
     r"bis (?:morgen|später|bald|dann)|até (?:mais|logo|amanhã)|"
     r"bonne (?:soirée|journée|nuit)|buenas (?:noches|tardes)|gute nacht|"
-    r"do (?:widzenia|jutra)|na razie"
+    r"do (?:widzenia|jutra)|na razie|"
+    # and in English: the user leaves for the day ("signing off", "calling it a day",
+    # "done for today"), set off or closing the reply ("logging off the vpn fixed it" reports)
+    r"(?:(?:signing|logging|clocking|heading) (?:off|out)(?: for (?:the )?"
+    r"(?:day|today|tonight|now|night|weekend))?|calling it a (?:day|night)|peace out|"
+    r"done for (?:the day|today|tonight|now|the night|the week))(?=\W*$|\s*[,.!;])"
     r")(?=\W|$)",
     re.I,
 )
@@ -150,6 +159,22 @@ OTHER_ACKS = frozenset(
         "finally", "ugh", "uff", "puh", "pff", "whew",
     ]
 )  # fmt: skip
+#: Chat shorthand for the acknowledgement words above ("thnx", "tks", "tyty", "ofc",
+#: "noice"), the sign-offs of chat ("ttyl", "gtg", "l8r") and of radio ("wilco": will
+#: comply, "affirmative"): spellings of a closed class, each naming no work.
+SHORTHAND = frozenset(
+    ["thnx", "thanx", "thnks", "thks", "tks", "tnx", "tyty", "thankyouu", "ofc", "noice",
+     "ttyl", "ttys", "gtg", "g2g", "l8r", "l8er", "laters", "wilco", "affirmative", "affirm"]
+)  # fmt: skip
+#: Radio's acknowledgements, said in chat ("10-4", "ten-four", "5 by 5", "loud and clear",
+#: "roger wilco", "copy", "copy all"): received and understood. Read as an acknowledgement
+#: only closing the reply or set off by punctuation: "copy the config to prod" asks for an
+#: act, "10-4 split" names a ratio. Its digits are the code's, not a number of the work.
+RADIO = re.compile(
+    r"(?<![\w-])(?:10-?4|ten-?four|(?:5|five) ?(?:x|by) ?(?:5|five)|loud and clear|"
+    r"over and out|roger(?: wilco| that)?|copy(?: (?:that|all))?)(?![\w-])(?=\W*$|\s*[,.!;])",
+    re.I,
+)
 #: Chat and gamer slang that praises, agrees or calls the round over, and names no work
 #: ("gg", "ez", "wp", "based", "goated", "fr"): the register's "nice" and "agreed". A whole
 #: word only, so "gg ez" is two of them; a word here beside a content word leaves the reply

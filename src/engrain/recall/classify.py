@@ -170,7 +170,10 @@ FINAL_REQUEST = "request in the final sentence"
 #: question ("Backtest WAPE for dairy jumped … What changed?" asks that question): a
 #: request in its form.
 IMPERATIVE = "imperative"
-DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE})
+#: A bare choice of two named options mused on (:data:`cues.CHOICE_OF_TWO`): a discussion
+#: of one pick, simple; no verb asks for work, so no second opinion reads one into it.
+CHOICE = "a choice of two"
+DECIDED = frozenset({ASKS_ANALYSIS, ASKS_WRITING, IMPERATIVE, CHOICE})
 #: A question whether a proposal is worth it (:data:`cues.WORTH`): a discussion.
 WORTH_IT = "asks if it is worth it"
 SNIPPET = 200  # a one-line bug question with its snippet
@@ -537,6 +540,9 @@ def _discussion_complexity(text: str, body: str, fired: list[str]) -> Complexity
         return Complexity.COMPLEX
     if cues.NOTE.match(body) and not _asks(body):
         fired.append("note")  # one piece of news passed on: a single concept
+        return Complexity.SIMPLE
+    if cues.CHOICE_OF_TWO.match(body):
+        fired.append(CHOICE)  # "maestro or detox for the e2e suite, honestly": one pick
         return Complexity.SIMPLE
     return Complexity.MODERATE
 

@@ -45,6 +45,8 @@ APOLOGY = frozenset(
     ["sorry", "sry", "soz", "apologies", "apology", "apologize", "apologise", "pardon",
      "worries", "worry", "problem", "problemo", "prob", "probs", "bad", "mb", "oops",
      "whoops", "excuse", "forgive", "nevermind", "nvm", "mistake",
+     # the user's own slip seen ("oh duh, my bad", "d'oh"), as "oops" is
+     "duh", "doh", "d'oh",
      # in the other languages whose thanks the rules know ("désolé", "perdón")
      "désolé", "désolée", "desolé", "desole", "perdón", "perdon", "disculpa", "disculpe",
      "entschuldigung", "scusa", "scusi", "desculpa", "desculpe", "przepraszam",

@@ -404,6 +404,17 @@ DELIBERATE = re.compile(
     r"maybe (?:we|it'?s time)|we keep going back and forth)\b",
     re.I,
 )
+#: A bare choice between two named options, without a verb or a question mark, said as a
+#: musing ("maestro or detox for the e2e suite, honestly", "littlefs or fcb for the backfill
+#: index, hmm"): one pick weighed, a single concept. Each option one or two words; what the
+#: pick is for after "for", "in" or "on"; a hedge at the end. "X vs Y" asks for a
+#: comparison (:data:`ANALYSIS`), not a pick.
+CHOICE_OF_TWO = re.compile(
+    r"^(?:(?:hmm+|honestly|so|ok),? )?[\w.+#/-]+(?: [\w.+#/-]+)? or "
+    r"[\w.+#/-]+(?: [\w.+#/-]+)?(?: (?:for|in|on) (?:the |our |a )?[\w .+#/-]+?)?"
+    r"(?:,? (?:honestly|hmm+|tbh|imo|i guess|then))?[\s.!]*$",
+    re.I,
+)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 #: A question whether a proposal is worth its cost ("Is it worth signing dev builds with a
 #: per-developer key?", "Tomasz wants … over MQTT as well. Worth it?", "Would it be worth

@@ -23,6 +23,11 @@ because what they add asks nothing:
   after an answer asks nothing; so does a verdict in the present with its subject before it
   ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`).
 
+A reply of several clauses is trivial when each clause would be alone and the whole keeps
+no work open ("that did it, book's clean", "tests passing, lint green":
+:func:`_every_clause_closes`); a greeting may be followed by the session's start ("morning,
+let's get going": :data:`_SESSION_START`).
+
 A message whose every word belongs to a closed class that names nothing (an apology, filler,
 a function word, a presence check: :mod:`engrain.recall.contentless`) is trivial too ("no
 worries at all", "hey, you around?"). Anything else with a question mark, a number in the
@@ -44,6 +49,8 @@ from engrain.recall.asides import (
     ASIDE,
     NEXT_STEP,
     OTHER_ACKS,
+    RADIO,
+    SHORTHAND,
     SLANG,
     SMALL_TALK,
     fails_to_work,
@@ -172,6 +179,14 @@ _GREETING = re.compile(
     re.I,
 )
 _DIGIT = re.compile(r"\d")
+#: The work of a session begun, said after its greeting ("morning, let's get going", "hi,
+#: let's get started"): the user is around and about to ask, as "quick session today"
+#: says; read as a word of presence only after a greeting and closing the reply. Without
+#: the greeting, mid-thread, "let's get going" asks the assistant to go on.
+_SESSION_START = re.compile(
+    r"\b(?:let'?s|lets) (?:get (?:going|started|to it|cracking|rolling)|"
+    r"(?:start|begin|roll|do this)(?: then)?)(?=\W*$)"
+)
 #: Words saying that something is well: a check that passes, a build that builds.
 #: "worked" is an outcome told in the past that went well, as "passed" is ("resume worked,
 #: cheers": :func:`_worked`); "works" is not: the present is often half of a report ("works
@@ -260,7 +275,29 @@ def trivial_signal(text: str) -> str | None:
     if one is not None and (_laughs(text, words) or _praises(text, words, one)):
         return PHRASE_SIGNAL
     shaped = _reports_success(words, unknown) or _greets_being_around(text, unknown)
-    return PHRASE_SIGNAL if shaped or _judges_well(text, words) else None
+    if shaped or _judges_well(text, words) or _every_clause_closes(text, words):
+        return PHRASE_SIGNAL
+    return None
+
+
+#: What sets a reply's clauses apart: a comma, a semicolon, a full stop, an exclamation
+#: mark, a dash between spaces ("that did it, book's clean"; "merged - thanks").
+_CLAUSE_BREAK = re.compile(r"[,;.!]+\s*|\s+[-\u2013\u2014]\s+")
+
+
+def _every_clause_closes(text: str, words: list[str]) -> bool:
+    """Whether a reply of several clauses is trivial clause by clause: each would be trivial
+    alone ("that did it" and "book's clean"; "tests passing, lint green") and the whole
+    keeps no work open (:func:`~engrain.recall.open_work.keeps_work_open`). Each shape above
+    reads one clause and its subject; two acknowledgements side by side ask no more than
+    each does, and a clause that asks ("the cron ran", "now the footer") keeps the reply a
+    message."""
+    clauses = [c.strip() for c in _CLAUSE_BREAK.split(text) if _WORDS.search(c)]
+    return (
+        len(clauses) > 1
+        and not keeps_work_open(text, words)
+        and all(trivial_signal(c) is not None for c in clauses)
+    )
 
 
 def asks_for_work(text: str) -> bool:
@@ -274,13 +311,18 @@ def asks_for_work(text: str) -> bool:
 
 
 def words_said(text: str) -> list[str]:
-    """The words of ``text`` lower-cased, stretched letters shortened, an outcome that went
+    """The words of ``text`` lower-cased, radio's acknowledgements read as "ack"
+    (:data:`engrain.recall.asides.RADIO`: "10-4", "copy all"), stretched letters shortened,
+    the session's start after a greeting read as a word of presence (:data:`_SESSION_START`),
+    an outcome that went
     well read as the word of success it means (:data:`_WENT_WELL`), the phrases of the
     user's next step and of closing removed (:data:`_NEXT_STEP`, :data:`_CLOSING`,
     :data:`engrain.recall.asides.NEXT_STEP`) and small talk
     (:data:`engrain.recall.asides.SMALL_TALK`), an aside read as an acknowledgement
     (:data:`engrain.recall.asides.ASIDE`: "wrong chat", "my fault", "por fin")."""
-    said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", text.lower()))
+    said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", RADIO.sub(" ack ", text.lower())))
+    if greets(said):
+        said = _SESSION_START.sub(" here ", said)  # "morning, let's get going"
     said = ASKS_FOR_TIME.sub(" ", _THIS_TIME.sub(" now ", said))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
@@ -425,7 +467,13 @@ def _greets_being_around(text: str, unknown: list[str]) -> bool:
 
 def _acknowledges(word: str) -> bool:
     """An acknowledgement or laughter word, also stretched ("ahh", "okk", "yess")."""
-    if word in _ACK_WORDS or word in OTHER_ACKS or word in SLANG or _LAUGH.match(word):
+    if _listed(word) or _LAUGH.match(word):
         return True
     short = _STRETCHED.sub(r"\1", word)
-    return short != word and (short in _ACK_WORDS or short in OTHER_ACKS or short in SLANG)
+    return short != word and _listed(short)
+
+
+def _listed(word: str) -> bool:
+    """Whether ``word`` is in a list of acknowledgements: the English ones, the other
+    languages', chat slang and chat and radio shorthand."""
+    return word in _ACK_WORDS or word in OTHER_ACKS or word in SLANG or word in SHORTHAND
