@@ -29,6 +29,8 @@ from engrain.store import ann, columns, derived_blobs, derived_files, lexical_fi
 
 T = TypeVar("T")
 USER = "bench-user"
+#: The bench stores' vectors' dimension (MiniLM).
+DIM = 384
 
 
 def main() -> None:
@@ -36,8 +38,12 @@ def main() -> None:
     parser.add_argument("store", type=Path)
     parser.add_argument("--user", default=USER)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--files", type=Path, help="also keep each derived index in a file "
-                        "in this directory (store/derived_files.py) and time reading it back")
+    parser.add_argument(
+        "--files",
+        type=Path,
+        help="also keep each derived index in a file "
+        "in this directory (store/derived_files.py) and time reading it back",
+    )
     args = parser.parse_args()
     db = sqlite3.connect(f"file:{args.store}?mode=ro", uri=True, isolation_level=None)
     steps: dict[str, dict[str, float]] = {}
@@ -81,8 +87,7 @@ def main() -> None:
                 args.files, user, kind, kept))  # fmt: skip
             assert data is not None
         if kind in ("usearch", "usearch-learnings") and data is not None:
-            dim = 384
-            step(f"viewed_{kind}", lambda data=data: ann.VectorIndex.viewed(memoryview(data), dim))
+            step(f"viewed_{kind}", lambda data=data: ann.VectorIndex.viewed(memoryview(data), DIM))
         if kind == "columns" and data is not None:
             stamp = columns.Stamp(int(revision[0][0]) if revision else 0, names)
             step("columns_load", lambda data=data, stamp=stamp: columns.load(data, stamp, user))

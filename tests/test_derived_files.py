@@ -77,8 +77,7 @@ def _rows_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def _answers(store: SQLiteStore, memories: list[Any]) -> list[list[tuple[str, float]]]:
     return [
-        [(m.id, round(s, 5)) for m, s in store.search(USER, q.embedding, 10)]
-        for q in memories[:30]
+        [(m.id, round(s, 5)) for m, s in store.search(USER, q.embedding, 10)] for q in memories[:30]
     ]
 
 
