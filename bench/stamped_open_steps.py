@@ -8,8 +8,9 @@ Steps: the user's count, the rowids from a user index (``sqlite_load._rowids``: 
 stamp that keeps which rows have a vector reads), the scan of every row for its vector's
 length (``sqlite_load._LIVE_SIZES``: what an open under a stamp without them reads), the
 uses of the rows used, and each saved derived index there is read through SQLite (its
-bytes), with the columns image loaded and the BM25 copy parsed. Nothing is written: the
-store is opened ``mode=ro``.
+bytes), with the columns image loaded and the BM25 copy parsed (an index viewed in place);
+with ``--files DIR`` each is also written to a file in ``DIR`` (``store/derived_files.py``)
+and read back from there, timed. Nothing is written to the store: it is opened ``mode=ro``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engrain.store import columns, derived_blobs, lexical_file, sqlite_load
+from engrain.store import ann, columns, derived_blobs, derived_files, lexical_file, sqlite_load
 
 T = TypeVar("T")
 USER = "bench-user"
+#: The bench stores' vectors' dimension (MiniLM).
+DIM = 384
 
 
 def main() -> None:
@@ -35,6 +38,12 @@ def main() -> None:
     parser.add_argument("store", type=Path)
     parser.add_argument("--user", default=USER)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--files",
+        type=Path,
+        help="also keep each derived index in a file "
+        "in this directory (store/derived_files.py) and time reading it back",
+    )
     args = parser.parse_args()
     db = sqlite3.connect(f"file:{args.store}?mode=ro", uri=True, isolation_level=None)
     steps: dict[str, dict[str, float]] = {}
@@ -70,6 +79,15 @@ def main() -> None:
     for kind in kinds:
         data = step(f"read_{kind}", lambda kind=kind: derived_blobs.read(db, user, kind))
         sizes[kind] = 0 if data is None else len(data)
+        if args.files is not None and data is not None:
+            kept = derived_files.write(args.files, user, kind, data)
+            assert kept is not None
+            del data  # read back from the file instead (its length and CRC-32 checked)
+            data = step(f"file_{kind}", lambda kind=kind, kept=kept: derived_files.read(
+                args.files, user, kind, kept))  # fmt: skip
+            assert data is not None
+        if kind in ("usearch", "usearch-learnings") and data is not None:
+            step(f"viewed_{kind}", lambda data=data: ann.VectorIndex.viewed(memoryview(data), DIM))
         if kind == "columns" and data is not None:
             stamp = columns.Stamp(int(revision[0][0]) if revision else 0, names)
             step("columns_load", lambda data=data, stamp=stamp: columns.load(data, stamp, user))

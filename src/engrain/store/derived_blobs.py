@@ -30,6 +30,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 from urllib.parse import quote
@@ -115,12 +117,42 @@ def read_apart(path: Path, user_id: str, kind: str, *, read_only: bool = False) 
     own format as before, so a copy newer than the caller's snapshot is just as safe. Not
     for an in-memory database (another connection would not see it). ``read_only``: the
     store was opened on a read-only mount, and so is this connection."""
+    with apart(path, read_only=read_only) as db:
+        return read(db, user_id, kind)
+
+
+@contextmanager
+def apart(path: Path, *, read_only: bool = False) -> Iterator[sqlite3.Connection]:
+    """A connection of its own to the file at ``path`` (:func:`read_apart`), closed after."""
     uri = sqlite_open.read_only_uri(path) if read_only else f"file:{quote(str(path))}?mode=rw"
     db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
     try:
-        return read(db, user_id, kind)
+        yield db
     finally:
         db.close()
+
+
+def read_identified(
+    db: sqlite3.Connection, user_id: str, kind: str
+) -> tuple[bytes | None, tuple[object, ...] | None]:
+    """:func:`read`, and the :func:`identity` of the rows read, in one read transaction
+    (``db`` not in one)."""
+    db.execute("BEGIN")
+    try:
+        return read(db, user_id, kind), identity(db, user_id, kind)
+    finally:
+        db.execute("COMMIT")
+
+
+def identity(db: sqlite3.Connection, user_id: str, kind: str) -> tuple[object, ...] | None:
+    """What tells one write of the user's ``kind`` from another: its head row's time of
+    write, length and first bytes (a manifest's: its write's random name); ``None``: none."""
+    row = db.execute(
+        "SELECT updated_at, length(data), substr(data, 1, 64) FROM derived_indexes "
+        "WHERE user_id = ? AND kind = ?",
+        (user_id, kind),
+    ).fetchone()
+    return None if row is None else tuple(row)
 
 
 def _assembled(rows: sqlite3.Cursor, prefix: str, parts: int, total: int) -> bytes | None:

@@ -389,8 +389,9 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                 self._later(partial(self._refresh_image, user_id), "engrain-columns")
             for user_id in set(self._caches) & set(self._slots) - self._reshaped:
                 self._later(partial(self._stamp_indexes, user_id), "engrain-stamps")
-            self._closed = True  # the counts waiting were committed as the lock was taken
-            saves = list(self._saves)
+            with self._saves_lock:
+                self._closed = True  # the counts waiting were committed as the lock was taken
+                saves = list(self._saves)
         if self._deferred is not None:
             self._deferred.close(SAVE_WAIT)
         for thread in saves:

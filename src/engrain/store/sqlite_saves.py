@@ -27,6 +27,7 @@ from engrain.store import (
     ann_kinds,
     columns,
     derived_blobs,
+    derived_files,
     heap,
     image_refresh,
     sqlite_rows,
@@ -59,6 +60,10 @@ class DerivedSaves(VersionedCaches):
         self._ann_background = ann_background
         self._slots: OrderedDict[str, IndexSlot] = OrderedDict()
         self._saves: list[threading.Thread] = []
+        #: Guards :attr:`_saves` (and the close's flag as :meth:`_later` reads it) apart from
+        #: the store's lock: a pool thread reading a derived index while the loading thread
+        #: holds that lock and waits for it starts a save (its file) without it.
+        self._saves_lock = threading.Lock()
         #: Users whose working set has rows patched since it was loaded (its image is
         #: stale), users with rows inserted, replaced or deleted since (the image cannot be
         #: saved from the working set), and when each image was last refreshed.
@@ -178,25 +183,71 @@ class DerivedSaves(VersionedCaches):
     def _stash(self, user_id: str, kind: str) -> Stash:
         """Where the user's derived index ``kind`` is kept: a row of ``derived_indexes``, or
         several for one of more than ``derived_blobs.PART_BYTES`` (SQLite refuses a value of
-        more than 1,000,000,000 bytes)."""
+        more than 1,000,000,000 bytes); a large one in a file beside the database too
+        (``store/derived_files.py``), read from there when whole."""
 
         def read() -> bytes | None:
             try:
                 if str(self.path) != ":memory:":  # without the store's lock (the copy: ~50 MB)
-                    return derived_blobs.read_apart(
-                        self.path, user_id, kind, read_only=self.read_only
-                    )
+                    return self._read_apart(user_id, kind)
                 with self._lock:
                     return derived_blobs.read(self._db, user_id, kind)
             except sqlite3.Error as exc:
                 raise StoreError(f"read from {self.path} failed: {reason(exc)}") from exc
 
         def write(data: bytes) -> None:
+            where = self._files()
+            kept = None
+            if where is not None and len(data) >= derived_files.FILE_MIN_BYTES:
+                kept = derived_files.write(where, user_id, kind, data)
+            at = datetime.now(UTC).isoformat()
             with self._transaction(durable=False) as db:
-                derived_blobs.write(db, user_id, kind, data, datetime.now(UTC).isoformat())
+                derived_blobs.write(db, user_id, kind, data, at)
+                if kept is not None:
+                    derived_files.write_pointer(db, user_id, kind, kept, at)
+            if where is not None and kept is not None:
+                derived_files.sweep(where, user_id, kind, kept)
 
         # the thread is named after the index ("engrain-bm25"): tests wait for it by name
         return Stash(read, write, lambda job: self._later(job, f"engrain-{kind}"))
+
+    def _files(self) -> Path | None:
+        """Where this store writes its derived indexes' files (``None``: nowhere, in memory
+        or on a read-only mount)."""
+        return None if self.read_only else derived_files.directory(self.path)
+
+    def _read_apart(self, user_id: str, kind: str) -> bytes | None:
+        """The user's derived index ``kind`` read on a connection of its own
+        (``derived_blobs.read_apart``): from its file if the pointer read names one that is
+        whole, else from the rows; bytes read from the rows that should have a file get one
+        on another thread (``store/derived_files.py``)."""
+        where = derived_files.directory(self.path)
+        with derived_blobs.apart(self.path, read_only=self.read_only) as db:
+            pointer = derived_files.read_pointer(db, user_id, kind)
+            if pointer is not None and where is not None:
+                data = derived_files.read(where, user_id, kind, pointer)
+                if data is not None:
+                    return data
+            data, identity = derived_blobs.read_identified(db, user_id, kind)
+        if data is not None and identity is not None and self._files() is not None \
+                and len(data) >= derived_files.FILE_MIN_BYTES:  # fmt: skip
+            self._later(partial(self._file_of, user_id, kind, data, identity),
+                        f"engrain-{kind}-file")  # fmt: skip
+        return data
+
+    def _file_of(self, user_id: str, kind: str, data: bytes, identity: tuple[object, ...]) -> None:
+        """Write the file of the user's ``kind`` (``data``, read from the rows whose head row
+        was ``identity``), and its pointer if the rows are still those. Runs on a saving
+        thread."""
+        where = self._files()
+        kept = None if where is None else derived_files.write(where, user_id, kind, data)
+        if where is None or kept is None:
+            return
+        with self._transaction(durable=False) as db:
+            if derived_blobs.identity(db, user_id, kind) != identity:
+                return  # written since: the file is not of the rows (the next write sweeps it)
+            derived_files.write_pointer(db, user_id, kind, kept, datetime.now(UTC).isoformat())
+        derived_files.sweep(where, user_id, kind, kept)
 
     def _later(self, job: Callable[[], None], name: str) -> None:
         """Run ``job`` (saving a derived index) on its own thread; :meth:`close` waits for
@@ -210,7 +261,7 @@ class DerivedSaves(VersionedCaches):
             heap.release()  # the saved copy's bytes (tens of MB for a large user)
 
         thread = threading.Thread(target=run, name=name, daemon=False)
-        with self._lock:
+        with self._saves_lock:
             if self._closed:
                 return
             self._saves = [t for t in self._saves if t.is_alive()] + [thread]
