@@ -69,6 +69,10 @@ NOISE_LABELS = 2
 
 # -- candidates ------------------------------------------------------------------------------
 
+#: The values of the named-tag term tried: the gaps of the tune misses a tag names
+#: (``bench/gating_signals.py``) are mostly under 0.05, and 0.10 is the co-occurrence cap.
+NAMED_TAG_WEIGHTS = (0.03, 0.05, 0.1)
+
 #: A change: ``(module, attribute, value)`` set on that module and on every ``engrain``
 #: module that imported the same object by name (``from … import NAME``).
 Patch = tuple[str, str, Any]
@@ -409,6 +413,12 @@ def candidates() -> list[Candidate]:
     # antipatterns, context notes and corrections at a question's 0.35)
     out.append(Candidate("unlifted_threshold=on", "unlifted_threshold",
                          options={"unlifted_threshold": True}))  # fmt: skip
+    # session 28 (h6): a learning whose own tag the message names scores this much more
+    # (``GateOptions.named_tag``: the tags are the writer's words, which the model and BM25
+    # do not read)
+    for weight in NAMED_TAG_WEIGHTS:
+        out.append(Candidate(f"named_tag={weight}", "named_tag",
+                             options={"named_tag": weight}))  # fmt: skip
     return out
 
 

@@ -26,6 +26,7 @@ from engrain.recall.score_batch import gated_columns
 from engrain.recall.select import Ranked
 from engrain.recall.speakers import with_speaker_lines
 from engrain.recall.stages import NO_MARKS, Call, Marks, Pool, Ranking
+from engrain.recall.tags import message_terms
 from engrain.store.base import Store
 
 
@@ -35,7 +36,8 @@ def rank(call: Call, pool: Pool) -> Ranking:
     speakers' lines, and the budget set by how clearly the best leads (:func:`_lead_budget`)."""
     o, message = call.options, call.message
     query = Query(pool.classification, pool.weights, call.now, o.focus_areas, o.present_use,
-                  o.stated_span)  # fmt: skip
+                  o.stated_span, o.named_tag,
+                  message_terms(message) if o.named_tag else frozenset())  # fmt: skip
     ranked, components = _score(pool.candidates, o, query, call.cooccurrence,
                                 explain=call.explain, marks=pool.marks)  # fmt: skip
     partners = _partners(call.store, call.user_id, ranked)

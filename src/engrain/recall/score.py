@@ -21,6 +21,7 @@ from enum import StrEnum
 from engrain.model import Kind, MemoryFields
 from engrain.recall.classify import Classification, Intent
 from engrain.recall.spans import Span, span_scale, stated_end
+from engrain.recall.tags import names_a_tag
 
 
 class Profile(StrEnum):
@@ -253,12 +254,17 @@ def score_gated(
     focus_areas: tuple[str, ...] = (),
     present_use: bool = False,
     stated_span: bool = False,
+    named_tag: float = 0.0,
+    terms: frozenset[str] = frozenset(),
 ) -> Scored:
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
     table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
     relevance of a kind about the present is scaled by :func:`present_scale` (with
     ``present_use``, never under its recency from its last use: :func:`use_recency`; with
-    ``stated_span``, by the end the note states: :func:`note_span`).
+    ``stated_span``, by the end the note states: :func:`note_span`). With ``named_tag``
+    (``GateOptions.named_tag``, 0 = off), a memory one of whose own tags the message's
+    ``terms`` name gets that much more (:func:`~engrain.recall.tags.names_a_tag`; the
+    component ``tag``, shown only when the option is on).
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
@@ -282,6 +288,8 @@ def score_gated(
         "type_boost": boost * scale,
         "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
     }
+    if named_tag:  # added last, so totals without the option keep their every bit
+        parts["tag"] = named_tag if names_a_tag(memory.domains, terms) else 0.0
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present
@@ -373,6 +381,8 @@ class Query:
     focus_areas: tuple[str, ...] = ()
     present_use: bool = False  # a note about the present current by its last use (off)
     stated_span: bool = False  # a note about the present current until the end it states
+    named_tag: float = 0.0  # added to a memory one of whose tags the message names (off)
+    terms: frozenset[str] = frozenset()  # the message's terms (``recall.tags``)
 
 
 #: A profile's score of one memory from its relevance and its co-occurrence bonus.
@@ -385,6 +395,7 @@ def _gated(query: Query) -> Scorer:
             memory, relevance, query.classification, query.weights, query.now,
             cooccurrence=cooccurrence, focus_areas=query.focus_areas,
             present_use=query.present_use, stated_span=query.stated_span,
+            named_tag=query.named_tag, terms=query.terms,
         )  # fmt: skip
 
     return score

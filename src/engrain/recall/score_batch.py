@@ -54,6 +54,7 @@ from engrain.recall.score import (
     type_boost,
     usage_score,
 )
+from engrain.recall.tags import names_a_tag
 from engrain.store.columns import micros
 from engrain.store.found import when_micros
 
@@ -104,7 +105,24 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
     total += COOCCURRENCE_CAP * _at_most(1.0, _at_least(0.0, bonus))
     total += boost * boosted
     total += np.array(focused, dtype=np.float64)
+    if query.named_tag:  # score_gated's "tag", added last as there
+        total += np.array(_tags(items, query), dtype=np.float64)
     return _at_most(1.0, _at_least(0.0, total)), relevance * scale
+
+
+def _tags(items: Sequence[Item], query: Query) -> list[float]:
+    """Each item's ``tag`` term: ``query.named_tag`` when the message names one of its
+    tags, else 0 (computed once per distinct tags)."""
+    by_domains: dict[tuple[str, ...], float] = {}
+    out = []
+    for memory, _, _ in items:
+        domains = memory.domains
+        term = by_domains.get(domains)
+        if term is None:
+            named = names_a_tag(domains, query.terms)
+            term = by_domains[domains] = query.named_tag if named else 0.0
+        out.append(term)
+    return out
 
 
 def _read(
