@@ -51,10 +51,10 @@ from engrain.recall.score import (
     domain_match,
     note_span,
     present_scale,
+    tag_term,
     type_boost,
     usage_score,
 )
-from engrain.recall.tags import names_a_tag
 from engrain.store.columns import micros
 from engrain.store.found import when_micros
 
@@ -105,22 +105,21 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
     total += COOCCURRENCE_CAP * _at_most(1.0, _at_least(0.0, bonus))
     total += boost * boosted
     total += np.array(focused, dtype=np.float64)
-    if query.named_tag:  # score_gated's "tag", added last as there
+    if query.named_tag or query.unnamed_tag:  # score_gated's "tag", added last as there
         total += np.array(_tags(items, query), dtype=np.float64)
     return _at_most(1.0, _at_least(0.0, total)), relevance * scale
 
 
 def _tags(items: Sequence[Item], query: Query) -> list[float]:
-    """Each item's ``tag`` term: ``query.named_tag`` when the message names one of its
-    tags, else 0 (computed once per distinct tags)."""
+    """Each item's ``score.tag_term`` (computed once per distinct tags)."""
     by_domains: dict[tuple[str, ...], float] = {}
     out = []
     for memory, _, _ in items:
         domains = memory.domains
         term = by_domains.get(domains)
         if term is None:
-            named = names_a_tag(domains, query.terms)
-            term = by_domains[domains] = query.named_tag if named else 0.0
+            term = by_domains[domains] = tag_term(domains, query.terms, query.named_tag,
+                                                  query.unnamed_tag, query.names_tags)
         out.append(term)
     return out
 
