@@ -50,14 +50,15 @@ def rank(call: Call, pool: Pool) -> Ranking:
 def _query(call: Call, pool: Pool) -> Query:
     """What the scorer knows of the message; with the tag term on
     (``GateOptions.named_tag`` / ``unnamed_tag``) its terms and whether it names any
-    candidate's tag (``recall.tags``)."""
+    written candidate's tag (``recall.tags``; a conversation chunk's are not written)."""
     o = call.options
     query = Query(pool.classification, pool.weights, call.now, o.focus_areas, o.present_use,
                   o.stated_span)  # fmt: skip
     if not (o.named_tag or o.unnamed_tag):
         return query
     terms = message_terms(call.message)
-    tags = {tag for c in pool.candidates for tag in c.memory.domains}
+    tags = {tag for c in pool.candidates if not c.memory.provenance.turn_ids
+            for tag in c.memory.domains}  # fmt: skip
     return replace(query, named_tag=o.named_tag, unnamed_tag=o.unnamed_tag, terms=terms,
                    names_tags=names_a_tag(sorted(tags), terms))  # fmt: skip
 

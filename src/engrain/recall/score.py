@@ -267,7 +267,9 @@ def score_gated(
     (:func:`tag_term`, shown only when ``named_tag`` or ``unnamed_tag`` is set): with
     ``named_tag``, a memory one of whose own tags the message's ``terms`` name gets that
     much more; with ``unnamed_tag``, one whose tags it does not name loses that much when
-    the message names some other candidate's tag (``names_tags``).
+    the message names some other candidate's tag (``names_tags``). A conversation chunk
+    (a memory with turns) gets 0: its tags are the keyword table's reading of its own
+    words, which its relevance already reads, not a writer's filing.
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
@@ -292,7 +294,8 @@ def score_gated(
         "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
     }
     if named_tag or unnamed_tag:  # added last, so totals without it keep their every bit
-        parts["tag"] = tag_term(memory.domains, terms, named_tag, unnamed_tag, names_tags)
+        parts["tag"] = (0.0 if memory.provenance.turn_ids else  # a chunk: tags not written
+                        tag_term(memory.domains, terms, named_tag, unnamed_tag, names_tags))
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present

@@ -111,10 +111,14 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
 
 
 def _tags(items: Sequence[Item], query: Query) -> list[float]:
-    """Each item's ``score.tag_term`` (computed once per distinct tags)."""
+    """Each item's ``score.tag_term`` (computed once per distinct tags), 0 for a
+    conversation chunk (``score_gated``'s rule)."""
     by_domains: dict[tuple[str, ...], float] = {}
     out = []
     for memory, _, _ in items:
+        if memory.provenance.turn_ids:
+            out.append(0.0)
+            continue
         domains = memory.domains
         term = by_domains.get(domains)
         if term is None:
