@@ -74,8 +74,17 @@ NOISE_LABELS = 2
 NAMED_TAG_WEIGHTS = (0.03, 0.05, 0.1)
 #: ``(named_tag, unnamed_tag)`` pairs tried: the lift alone, matched by a cut, or the cut
 #: smaller (a miss's tags are unnamed as often as a line left out's: 0.33 against 0.49).
-TAG_TERMS = ((0.05, 0.02), (0.05, 0.05), (0.1, 0.05), (0.0, 0.03), (0.03, 0.01),
-             (0.05, 0.01), (0.05, 0.03), (0.1, 0.02), (0.1, 0.03))
+TAG_TERMS = (
+    (0.05, 0.02),
+    (0.05, 0.05),
+    (0.1, 0.05),
+    (0.0, 0.03),
+    (0.03, 0.01),
+    (0.05, 0.01),
+    (0.05, 0.03),
+    (0.1, 0.02),
+    (0.1, 0.03),
+)
 
 #: A change: ``(module, attribute, value)`` set on that module and on every ``engrain``
 #: module that imported the same object by name (``from … import NAME``).

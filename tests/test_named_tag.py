@@ -149,4 +149,3 @@ def test_the_cut_reaches_the_lines_filed_under_other_tags(tmp_path: Path) -> Non
         want = 0.05 if "Row counts" in d.item.memory.content else -0.02
         assert gated.components[mid]["tag"] == want
         assert d.item.score == pytest.approx(min(1.0, max(0.0, before[mid] + want)))
-

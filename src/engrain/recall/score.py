@@ -294,8 +294,9 @@ def score_gated(
         "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
     }
     if named_tag or unnamed_tag:  # added last, so totals without it keep their every bit
-        parts["tag"] = (0.0 if memory.provenance.turn_ids else  # a chunk: tags not written
-                        tag_term(memory.domains, terms, named_tag, unnamed_tag, names_tags))
+        chunk = bool(memory.provenance.turn_ids)  # a conversation chunk's tags: not written
+        tags = tag_term(memory.domains, terms, named_tag, unnamed_tag, names_tags)
+        parts["tag"] = 0.0 if chunk else tags
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present

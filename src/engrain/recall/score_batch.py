@@ -122,8 +122,9 @@ def _tags(items: Sequence[Item], query: Query) -> list[float]:
         domains = memory.domains
         term = by_domains.get(domains)
         if term is None:
-            term = by_domains[domains] = tag_term(domains, query.terms, query.named_tag,
-                                                  query.unnamed_tag, query.names_tags)
+            term = by_domains[domains] = tag_term(
+                domains, query.terms, query.named_tag, query.unnamed_tag, query.names_tags
+            )
         out.append(term)
     return out
 
