@@ -69,6 +69,23 @@ NOISE_LABELS = 2
 
 # -- candidates ------------------------------------------------------------------------------
 
+#: The values of the named-tag term tried: the gaps of the tune misses a tag names
+#: (``bench/gating_signals.py``) are mostly under 0.05, and 0.10 is the co-occurrence cap.
+NAMED_TAG_WEIGHTS = (0.03, 0.05, 0.1)
+#: ``(named_tag, unnamed_tag)`` pairs tried: the lift alone, matched by a cut, or the cut
+#: smaller (a miss's tags are unnamed as often as a line left out's: 0.33 against 0.49).
+TAG_TERMS = (
+    (0.05, 0.02),
+    (0.05, 0.05),
+    (0.1, 0.05),
+    (0.0, 0.03),
+    (0.03, 0.01),
+    (0.05, 0.01),
+    (0.05, 0.03),
+    (0.1, 0.02),
+    (0.1, 0.03),
+)
+
 #: A change: ``(module, attribute, value)`` set on that module and on every ``engrain``
 #: module that imported the same object by name (``from … import NAME``).
 Patch = tuple[str, str, Any]
@@ -409,6 +426,21 @@ def candidates() -> list[Candidate]:
     # antipatterns, context notes and corrections at a question's 0.35)
     out.append(Candidate("unlifted_threshold=on", "unlifted_threshold",
                          options={"unlifted_threshold": True}))  # fmt: skip
+    # session 28 (h6): a learning whose own tag the message names scores this much more
+    # (``GateOptions.named_tag``: the tags are the writer's words, which the model and BM25
+    # do not read)
+    for weight in NAMED_TAG_WEIGHTS:
+        out.append(Candidate(f"named_tag={weight}", "named_tag",
+                             options={"named_tag": weight}))  # fmt: skip
+    # ...and one whose tags the message does not name, when it names another's, this much
+    # less (the lift paid for by the lines the writers filed under other tags)
+    for lift, cut in TAG_TERMS:
+        out.append(Candidate(f"tag={lift}/-{cut}", "named_tag",
+                             options={"named_tag": lift, "unnamed_tag": cut}))  # fmt: skip
+    # the cut's tokens spent on session 27's unlifted threshold (its own knob)
+    out.append(Candidate("tag=0.05/-0.02+unlifted", "tag_unlifted",
+                         options={"named_tag": 0.05, "unnamed_tag": 0.02,
+                                  "unlifted_threshold": True}))  # fmt: skip
     return out
 
 

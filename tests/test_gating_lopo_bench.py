@@ -282,6 +282,21 @@ def test_the_unlifted_threshold_candidate_sets_the_option_and_the_patch_still_an
     assert gl._threshold_by_kind(Kind.DECISION, Intent.GENERATION, by_lift=False) == 0.35
 
 
+def test_the_tag_candidates_set_the_options_of_one_knob() -> None:
+    by_name = {c.name: c for c in gl.candidates()}
+    for weight in gl.NAMED_TAG_WEIGHTS:
+        lifted = by_name[f"named_tag={weight}"]
+        assert lifted.knob == "named_tag" and not lifted.patches
+        assert dict(lifted.options) == {"named_tag": weight}
+    for lift, cut in gl.TAG_TERMS:
+        both = by_name[f"tag={lift}/-{cut}"]
+        assert both.knob == "named_tag" and not both.patches
+        assert dict(both.options) == {"named_tag": lift, "unnamed_tag": cut}
+    with_unlifted = by_name["tag=0.05/-0.02+unlifted"]
+    assert with_unlifted.knob == "tag_unlifted"
+    assert dict(with_unlifted.options)["unlifted_threshold"] is True
+
+
 def test_a_rule_that_only_leaves_lines_out_is_chosen_for_its_tokens() -> None:
     # "cut" saves tokens and loses one label on a; "deep" saves more and loses two on b;
     # "leaky" saves most and leaks on c

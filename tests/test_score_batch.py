@@ -64,8 +64,9 @@ def items(draw: st.DrawFn) -> tuple[Memory, float, float]:
 
 @st.composite
 def queries(draw: st.DrawFn) -> Query:
-    """A classification of any intent, domains and weight shifts, focus areas, and a note
-    about the present judged by its last use or not, by the end it states or not."""
+    """A classification of any intent, domains and weight shifts, focus areas, a note
+    about the present judged by its last use or not, by the end it states or not, and the
+    tag term off or on (a tag the message's terms name lifted, others cut or not)."""
     classification = Classification(
         complexity=draw(st.sampled_from(list(Complexity))),
         intent=draw(st.sampled_from(list(Intent))),
@@ -73,7 +74,10 @@ def queries(draw: st.DrawFn) -> Query:
         references_history=draw(st.booleans()), signals=(),
     )  # fmt: skip
     focus = draw(st.lists(st.sampled_from(DOMAINS), max_size=2, unique=True).map(tuple))
+    terms = frozenset(draw(st.lists(st.sampled_from(DOMAINS), max_size=3)))
+    tags = st.sampled_from([0.0, 0.0, 0.03, 0.05, 0.1])  # the tag term (recall.tags)
     return Query(classification, gated_weights(classification), NOW, focus, draw(st.booleans()),
+                 draw(st.booleans()), draw(tags), draw(tags), terms,
                  draw(st.booleans()))  # fmt: skip
 
 
@@ -84,7 +88,9 @@ def test_gated_totals_equal_score_gated(pool: list[tuple[Memory, float, float]],
     want = [
         score_gated(memory, relevance, query.classification, query.weights, query.now,
                     cooccurrence=bonus, focus_areas=query.focus_areas,
-                    present_use=query.present_use, stated_span=query.stated_span).total
+                    present_use=query.present_use, stated_span=query.stated_span,
+                    named_tag=query.named_tag, unnamed_tag=query.unnamed_tag,
+                    terms=query.terms, names_tags=query.names_tags).total
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert gated_totals(pool, query) == want
@@ -149,7 +155,9 @@ def test_gated_columns_are_score_gated_bit_for_bit(pool: list[tuple[Memory, floa
     want = [
         score_gated(memory, relevance, query.classification, query.weights, query.now,
                     cooccurrence=bonus, focus_areas=query.focus_areas,
-                    present_use=query.present_use, stated_span=query.stated_span).total
+                    present_use=query.present_use, stated_span=query.stated_span,
+                    named_tag=query.named_tag, unnamed_tag=query.unnamed_tag,
+                    terms=query.terms, names_tags=query.names_tags).total
         for memory, relevance, bonus in pool
     ]  # fmt: skip
     assert _bits(totals.tolist()) == _bits(want)

@@ -77,12 +77,18 @@ class GateOptions:
     vocabulary: Vocabulary | None = None  # the user's domains → keywords, for classify
     trim: Trim = DEFAULT_TRIM  # lines no message asks for left out (recall.trim)
     unlifted_threshold: bool = False  # a kind its intent does not lift: balanced bar (off)
+    named_tag: float = 0.0  # added to a learning whose own tag the message names (recall.tags)
+    unnamed_tag: float = 0.0  # ...taken from one whose tags it does not name (recall.tags)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.previous_weight <= 1.0:  # more would outvote the message itself
             raise ValidationError(
                 f"previous_weight must be within [0, 1], not {self.previous_weight}"
             )
+        for name in ("named_tag", "unnamed_tag"):  # a score's whole range at most
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ValidationError(f"{name} must be within [0, 1], not {value}")
 
     def update(self, **changes: Any) -> GateOptions:
         """A copy with ``changes`` applied."""

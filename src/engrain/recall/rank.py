@@ -11,6 +11,7 @@ only: the lists and dicts it returns.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from engrain.recall.score_batch import gated_columns
 from engrain.recall.select import Ranked
 from engrain.recall.speakers import with_speaker_lines
 from engrain.recall.stages import NO_MARKS, Call, Marks, Pool, Ranking
+from engrain.recall.tags import message_terms, names_a_tag
 from engrain.store.base import Store
 
 
@@ -34,8 +36,7 @@ def rank(call: Call, pool: Pool) -> Ranking:
     read (:func:`_partners`), conversation chunks cut to their excerpts and the asked
     speakers' lines, and the budget set by how clearly the best leads (:func:`_lead_budget`)."""
     o, message = call.options, call.message
-    query = Query(pool.classification, pool.weights, call.now, o.focus_areas, o.present_use,
-                  o.stated_span)  # fmt: skip
+    query = _query(call, pool)
     ranked, components = _score(pool.candidates, o, query, call.cooccurrence,
                                 explain=call.explain, marks=pool.marks)  # fmt: skip
     partners = _partners(call.store, call.user_id, ranked)
@@ -44,6 +45,22 @@ def rank(call: Call, pool: Pool) -> Ranking:
     budget, by_lead = _lead_budget(call, pool, ranked)
     call.clock.lap("score")
     return Ranking(pool, ranked, components, partners, budget, by_lead)
+
+
+def _query(call: Call, pool: Pool) -> Query:
+    """What the scorer knows of the message; with the tag term on
+    (``GateOptions.named_tag`` / ``unnamed_tag``) its terms and whether it names any
+    written candidate's tag (``recall.tags``; a conversation chunk's are not written)."""
+    o = call.options
+    query = Query(pool.classification, pool.weights, call.now, o.focus_areas, o.present_use,
+                  o.stated_span)  # fmt: skip
+    if not (o.named_tag or o.unnamed_tag):
+        return query
+    terms = message_terms(call.message)
+    tags = {tag for c in pool.candidates if not c.memory.provenance.turn_ids
+            for tag in c.memory.domains}  # fmt: skip
+    return replace(query, named_tag=o.named_tag, unnamed_tag=o.unnamed_tag, terms=terms,
+                   names_tags=names_a_tag(sorted(tags), terms))  # fmt: skip
 
 
 def _score(

@@ -21,6 +21,7 @@ from enum import StrEnum
 from engrain.model import Kind, MemoryFields
 from engrain.recall.classify import Classification, Intent
 from engrain.recall.spans import Span, span_scale, stated_end
+from engrain.recall.tags import names_a_tag
 
 
 class Profile(StrEnum):
@@ -253,12 +254,22 @@ def score_gated(
     focus_areas: tuple[str, ...] = (),
     present_use: bool = False,
     stated_span: bool = False,
+    named_tag: float = 0.0,
+    unnamed_tag: float = 0.0,
+    terms: frozenset[str] = frozenset(),
+    names_tags: bool = False,
 ) -> Scored:
     """The relevance-gating score of one memory, clamped to [0, 1]. The type boost is the
     table's, scaled by :func:`boost_scale` (relevance and age bound what it adds); the
     relevance of a kind about the present is scaled by :func:`present_scale` (with
     ``present_use``, never under its recency from its last use: :func:`use_recency`; with
-    ``stated_span``, by the end the note states: :func:`note_span`).
+    ``stated_span``, by the end the note states: :func:`note_span`). The ``tag`` term
+    (:func:`tag_term`, shown only when ``named_tag`` or ``unnamed_tag`` is set): with
+    ``named_tag``, a memory one of whose own tags the message's ``terms`` name gets that
+    much more; with ``unnamed_tag``, one whose tags it does not name loses that much when
+    the message names some other candidate's tag (``names_tags``). A conversation chunk
+    (a memory with turns) gets 0: its tags are the keyword table's reading of its own
+    words, which its relevance already reads, not a writer's filing.
 
     ``relevance`` is the semantic similarity in [0, 1] (the engine passes its hybrid
     relevance, see ``recall.relevance``); ``cooccurrence`` the learned bonus in [0, 1].
@@ -282,6 +293,10 @@ def score_gated(
         "type_boost": boost * scale,
         "focus": FOCUS_BONUS if focus_areas and set(focus_areas) & set(memory.domains) else 0.0,
     }
+    if named_tag or unnamed_tag:  # added last, so totals without it keep their every bit
+        chunk = bool(memory.provenance.turn_ids)  # a conversation chunk's tags: not written
+        tags = tag_term(memory.domains, terms, named_tag, unnamed_tag, names_tags)
+        parts["tag"] = 0.0 if chunk else tags
     factors = {"decay": recency, "boost_table": boost, "boost_scale": scale}
     if memory.kind in PRESENT_KINDS:  # the relevance selection orders by (present_relevance)
         factors["present_scale"] = present
@@ -295,6 +310,21 @@ def score_gated(
     for part in parts.values():
         total += part
     return Scored(min(1.0, max(0.0, total)), parts, factors)
+
+
+def tag_term(
+    tags: tuple[str, ...],
+    terms: frozenset[str],
+    named: float,
+    unnamed: float,
+    names_tags: bool,
+) -> float:
+    """``named`` when the message's ``terms`` name one of ``tags``; ``-unnamed`` when they
+    name none of them but the message names some other candidate's tag (``names_tags``: it
+    is about something the store's writers filed under another tag); else 0."""
+    if names_a_tag(tags, terms):
+        return named
+    return -unnamed if names_tags else 0.0
 
 
 # -- composite (Phase 3) -----------------------------------------------------------------------
@@ -373,6 +403,10 @@ class Query:
     focus_areas: tuple[str, ...] = ()
     present_use: bool = False  # a note about the present current by its last use (off)
     stated_span: bool = False  # a note about the present current until the end it states
+    named_tag: float = 0.0  # added to a memory one of whose tags the message names (off)
+    unnamed_tag: float = 0.0  # ...taken from one whose tags it does not name (off)
+    terms: frozenset[str] = frozenset()  # the message's terms (``recall.tags``)
+    names_tags: bool = False  # the message names some candidate's tag
 
 
 #: A profile's score of one memory from its relevance and its co-occurrence bonus.
@@ -385,6 +419,8 @@ def _gated(query: Query) -> Scorer:
             memory, relevance, query.classification, query.weights, query.now,
             cooccurrence=cooccurrence, focus_areas=query.focus_areas,
             present_use=query.present_use, stated_span=query.stated_span,
+            named_tag=query.named_tag, unnamed_tag=query.unnamed_tag, terms=query.terms,
+            names_tags=query.names_tags,
         )  # fmt: skip
 
     return score

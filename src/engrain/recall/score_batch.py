@@ -51,6 +51,7 @@ from engrain.recall.score import (
     domain_match,
     note_span,
     present_scale,
+    tag_term,
     type_boost,
     usage_score,
 )
@@ -104,7 +105,28 @@ def gated_columns(items: Sequence[Item], query: Query) -> tuple[Column, Column]:
     total += COOCCURRENCE_CAP * _at_most(1.0, _at_least(0.0, bonus))
     total += boost * boosted
     total += np.array(focused, dtype=np.float64)
+    if query.named_tag or query.unnamed_tag:  # score_gated's "tag", added last as there
+        total += np.array(_tags(items, query), dtype=np.float64)
     return _at_most(1.0, _at_least(0.0, total)), relevance * scale
+
+
+def _tags(items: Sequence[Item], query: Query) -> list[float]:
+    """Each item's ``score.tag_term`` (computed once per distinct tags), 0 for a
+    conversation chunk (``score_gated``'s rule)."""
+    by_domains: dict[tuple[str, ...], float] = {}
+    out = []
+    for memory, _, _ in items:
+        if memory.provenance.turn_ids:
+            out.append(0.0)
+            continue
+        domains = memory.domains
+        term = by_domains.get(domains)
+        if term is None:
+            term = by_domains[domains] = tag_term(
+                domains, query.terms, query.named_tag, query.unnamed_tag, query.names_tags
+            )
+        out.append(term)
+    return out
 
 
 def _read(
