@@ -374,6 +374,22 @@ def idle_estimate(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def call_shape(result: Any) -> dict[str, Any]:
+    """What kind of call a ``context()`` result was: the message's class (complexity,
+    intent), its budget, and how many memories its block holds (none for a result
+    without the gate's record)."""
+    gated = getattr(result, "gated", None)
+    if gated is None:
+        return {}
+    c = gated.classification
+    return {
+        "complexity": c.complexity.value,
+        "intent": c.intent.value,
+        "budget": gated.budget.tokens,
+        "selected": len(gated.selected),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from engrain import Engine, Settings
     from engrain.embed.minilm import MiniLMEmbedder
@@ -425,6 +441,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "cpu": round((time.process_time() - cpu) * 1e3, 3),
                 "main_cpu": round((time.thread_time() - main) * 1e3, 3),
                 "laps": dict(getattr(result.gated, "timings_ms", None) or {}),
+                **call_shape(result),
                 "events": sorted(timeline.events, key=lambda e: e["t0"]),
             })  # fmt: skip
     return {
