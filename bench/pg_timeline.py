@@ -442,9 +442,7 @@ def tail_by_cpu(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     follows) against the calls up to the median and between the median and the 90th
     percentile: each group's median of every :data:`CPU_PARTS` part, and how many of its
     calls were of each complexity and intent."""
-    rows = sorted(
-        ((cpu_parts(c), c) for c in calls), key=lambda pair: pair[0]["critical_path_cpu"]
-    )
+    rows = sorted(((cpu_parts(c), c) for c in calls), key=lambda pair: pair[0]["critical_path_cpu"])
     n = len(rows)
     groups = {"to_p50": rows[: n // 2], "p50_to_p90": rows[n // 2 : (9 * n) // 10],
               "slowest_tenth": rows[(9 * n) // 10 :]}  # fmt: skip
@@ -454,9 +452,7 @@ def tail_by_cpu(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
             continue
         out[name] = {
             "calls": len(group),
-            "median": {
-                k: round(statistics.median(p[k] for p, _ in group), 2) for k in CPU_PARTS
-            },
+            "median": {k: round(statistics.median(p[k] for p, _ in group), 2) for k in CPU_PARTS},
             "complexity": dict(Counter(c.get("complexity", "?") for _, c in group)),
             "intent": dict(Counter(c.get("intent", "?") for _, c in group)),
         }

@@ -188,7 +188,9 @@ def test_the_kept_rows_are_read_where_the_ranking_found_them(pg_url: str) -> Non
             by_key = [n for n in nodes if n.get("Index Name") == "memories_pkey"]
             assert sum(n["Actual Loops"] for n in by_key) == 0
             assert max(n["Actual Rows"] for n in nodes) >= k  # it did rank the candidates
-            _same(store.search("alice", query, k, VISIBLE), truth.search("alice", query, k, VISIBLE))
+            _same(
+                store.search("alice", query, k, VISIBLE), truth.search("alice", query, k, VISIBLE)
+            )
     finally:
         store.close()
         truth.close()
