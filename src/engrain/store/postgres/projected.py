@@ -164,7 +164,7 @@ def nearest_sql(
     two (session 20). The ``k`` kept are then read by the tuple id (``ctid``) the ranking
     found them at, not looked up by id again: one statement is one snapshot, so the tuple
     found is the version the ranking scored, and the ``k`` probes of the primary key go
-    (−0.9 ms of the database's CPU a deep pool of 187 at 100,000 memories, session 28)."""
+    (0.88× the database's CPU at a deep pool of 187, 100,000 memories: session 28)."""
     where, params = filter_sql(flt)
     text = (
         f"SELECT {SELECT_COLUMNS}, b.distance FROM ("
