@@ -18,19 +18,23 @@ for a core and waiting for the other side. The summary splits the calling thread
 — before the embedding, the embedding, ``search_many`` (the pool's walk in this thread,
 the learnings in a search thread), waiting for the lexical matches begun before the
 embedding, scoring to selection, ``record_uses`` — by the calls' percentiles, and gives
-the walk's backend CPU by the pool's depth.
+the walk's backend CPU by the pool's depth. ``tail_by_cpu`` sets the slowest tenth of the
+calls by critical-path CPU (what an idle machine's wall follows, unlike a loaded one's)
+beside the median calls, part by part, with each group's message classes; each call also
+records its class, budget, block size and the collector's passes meanwhile.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import statistics
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -374,6 +378,130 @@ def idle_estimate(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+#: The parts of a call's CPU :func:`tail_by_cpu` compares (ms; see :func:`cpu_parts`).
+CPU_PARTS = (
+    "critical_path_cpu", "main_cpu", "embed_cpu", "pool_search_cpu", "record_uses_cpu",
+    "main_rest_cpu", "main_backends_cpu", "pool_backend_cpu", "uses_backend_cpu",
+    "other_threads_cpu", "server_cpu", "process_cpu", "gc_ms", "lexical_searches",
+    "walk_k", "budget", "selected",
+)  # fmt: skip
+
+
+def cpu_parts(call: dict[str, Any]) -> dict[str, float]:
+    """One call's CPU by part (ms): its critical path (the calling thread, the model's own
+    threads during the embedding, the backends of the calling thread's connections), the
+    calling thread's embedding, pool search (``search_many``) and counted uses and the rest
+    of it (classify, scoring, selection, assembly), those backends' CPU (the pool's walk's,
+    the counted uses'), the other threads' CPU (the process's less the calling thread's),
+    the server's, the collector's passes, how many lexical searches it made, its pool's
+    depth, budget and block size."""
+    events = call["events"]
+    main = [e for e in events if e["thread"] == "MainThread"]
+
+    def within(name: str) -> list[dict[str, Any]]:
+        """The calling thread's connections held inside its store call ``name``."""
+        outer = [e for e in main if e["name"] == name and e["kind"] == "store"]
+        return [c for c in main if c["kind"] == "conn"
+                and any(o["t0"] <= c["t0"] and c["t1"] <= o["t1"] for o in outer)]  # fmt: skip
+
+    embed = [e for e in main if e["kind"] == "embed"]
+    model = sum(e.get("model_threads_cpu", 0.0) for e in embed)
+    backends = sum(e["backend_cpu"] for e in main if e["kind"] == "conn")
+    store_cpu = {
+        name: sum(e["cpu"] for e in main if e["name"] == name and e["kind"] == "store")
+        for name in ("search_many", "record_uses")
+    }
+    embed_cpu = sum(e["cpu"] for e in embed)
+    return {
+        "critical_path_cpu": call["main_cpu"] + model + backends,
+        "main_cpu": call["main_cpu"],
+        "embed_cpu": embed_cpu + model,
+        "pool_search_cpu": store_cpu["search_many"],
+        "record_uses_cpu": store_cpu["record_uses"],
+        "main_rest_cpu": call["main_cpu"] - embed_cpu - sum(store_cpu.values()),
+        "main_backends_cpu": backends,
+        "pool_backend_cpu": sum(c["backend_cpu"] for c in within("search_many")),
+        "uses_backend_cpu": sum(c["backend_cpu"] for c in within("record_uses")),
+        "other_threads_cpu": call["cpu"] - call["main_cpu"],
+        "server_cpu": call.get("server_cpu", 0.0),
+        "process_cpu": call["cpu"],
+        "gc_ms": call.get("gc_ms", 0.0),
+        "lexical_searches": sum(
+            1 for e in events if e["name"] == "lexical_search" and e["kind"] == "store"
+        ),
+        "walk_k": max(
+            (e.get("k", 0) for e in main if e["name"] in ("_sql_search", "pool_search")), default=0
+        ),
+        "budget": call.get("budget", 0),
+        "selected": call.get("selected", 0),
+    }
+
+
+def tail_by_cpu(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The slowest tenth of the calls by critical-path CPU (what an idle machine's wall
+    follows) against the calls up to the median and between the median and the 90th
+    percentile: each group's median of every :data:`CPU_PARTS` part, and how many of its
+    calls were of each complexity and intent."""
+    rows = sorted(((cpu_parts(c), c) for c in calls), key=lambda pair: pair[0]["critical_path_cpu"])
+    n = len(rows)
+    groups = {"to_p50": rows[: n // 2], "p50_to_p90": rows[n // 2 : (9 * n) // 10],
+              "slowest_tenth": rows[(9 * n) // 10 :]}  # fmt: skip
+    out: dict[str, Any] = {"calls": n}
+    for name, group in groups.items():
+        if not group:
+            continue
+        out[name] = {
+            "calls": len(group),
+            "median": {k: round(statistics.median(p[k] for p, _ in group), 2) for k in CPU_PARTS},
+            "complexity": dict(Counter(c.get("complexity", "?") for _, c in group)),
+            "intent": dict(Counter(c.get("intent", "?") for _, c in group)),
+        }
+    return out
+
+
+class Collector:
+    """The milliseconds the garbage collector's passes take, by generation, while it is
+    :meth:`start`-ed (``gc.callbacks``): a full pass over a large process is tens of ms."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self.passes: Counter[int] = Counter()
+        self._began = 0.0
+        gc.callbacks.append(self._callback)
+
+    def start(self) -> None:
+        """Count from now."""
+        self.ms, self.passes = 0.0, Counter()
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.ms += (time.perf_counter() - self._began) * 1e3
+            self.passes[int(info.get("generation", 0))] += 1
+
+    def close(self) -> None:
+        """Stop counting."""
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._callback)
+
+
+def call_shape(result: Any) -> dict[str, Any]:
+    """What kind of call a ``context()`` result was: the message's class (complexity,
+    intent), its budget, and how many memories its block holds (none for a result
+    without the gate's record)."""
+    gated = getattr(result, "gated", None)
+    if gated is None:
+        return {}
+    c = gated.classification
+    return {
+        "complexity": c.complexity.value,
+        "intent": c.intent.value,
+        "budget": gated.budget.tokens,
+        "selected": len(gated.selected),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from engrain import Engine, Settings
     from engrain.embed.minilm import MiniLMEmbedder
@@ -410,9 +538,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             engine.context(message, args.user, now=common.NOW)
         timeline = Timeline()
         instrument(engine, timeline)
+        collector = Collector()
+        stack.callback(collector.close)
         calls = []
         for message in queries[: args.queries]:
             timeline.start()
+            collector.start()
             server = server_cpu_ms(args.server_pid)
             cpu, main = time.process_time(), time.thread_time()
             began = time.perf_counter()
@@ -425,6 +556,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "cpu": round((time.process_time() - cpu) * 1e3, 3),
                 "main_cpu": round((time.thread_time() - main) * 1e3, 3),
                 "laps": dict(getattr(result.gated, "timings_ms", None) or {}),
+                **call_shape(result),
+                "gc_ms": round(collector.ms, 3),
+                "gc_passes": dict(collector.passes),
                 "events": sorted(timeline.events, key=lambda e: e["t0"]),
             })  # fmt: skip
     return {
@@ -440,6 +574,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "summary": summarize(calls),
         "by_store_call": by_store_call(calls),
         "idle_estimate_ms": idle_estimate(calls),
+        "tail_by_cpu": tail_by_cpu(calls),
         "calls": calls,
     }
 
@@ -464,6 +599,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("walk backend CPU by depth", report["summary"]["walk_backend_cpu_by_k"])
     print("pool index", report["pool_index"], report["projected_calls"])
     print("idle estimate", report["idle_estimate_ms"])
+    for group, row in report["tail_by_cpu"].items():
+        if isinstance(row, dict):
+            print("by CPU", group, row["calls"], row["median"], row["complexity"])
     for name, row in report["by_store_call"].items():
         print(name, {what: v["mean"] for what, v in row.items()})
     return 0

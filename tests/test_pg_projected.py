@@ -152,6 +152,50 @@ def test_candidates_of_the_graph_hold_the_nearest_and_ignore_the_length() -> Non
     assert len(graph.candidates(vectors[0], 0)) == 0
 
 
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """``node`` of an ``EXPLAIN (FORMAT JSON)`` plan and every node under it."""
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _plan_nodes(child)
+
+
+def test_the_kept_rows_are_read_where_the_ranking_found_them(pg_url: str) -> None:
+    """The statement a held graph's candidates go to reads the ``k`` rows it keeps by the
+    tuple its ranking scored (one snapshot: the same version), not by a second probe of
+    the memories' primary key each; that key is probed only for rows changed since the
+    graph's revision (none here). Its rows are the SQL path's all the same."""
+    import psycopg
+
+    from engrain.store.postgres.sql import array_literal
+
+    store = _store(pg_url, pool_index="graph")
+    truth = PostgresStore(
+        pg_url, pool_size=2, exact_search_below=10**9, learnings_bytes=0, projected_bytes=0
+    )
+    try:
+        vectors = _low_rank(600, seed=9)
+        store.write(_corpus(vectors))
+        graph = _held(store).held("alice")
+        for at, k in ((5, 20), (300, 60)):
+            query = vectors[at]
+            seqs = array_literal(graph.candidates(query, k).tolist())
+            text, params = projected.nearest_sql("alice", query, k, VISIBLE, seqs, graph.revision)
+            with psycopg.connect(pg_url) as db:
+                postgres.configure(db)
+                plan = db.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text, params).fetchone()
+            assert plan is not None
+            nodes = list(_plan_nodes(plan[0][0]["Plan"]))
+            by_key = [n for n in nodes if n.get("Index Name") == "memories_pkey"]
+            assert sum(n["Actual Loops"] for n in by_key) == 0
+            assert max(n["Actual Rows"] for n in nodes) >= k  # it did rank the candidates
+            _same(
+                store.search("alice", query, k, VISIBLE), truth.search("alice", query, k, VISIBLE)
+            )
+    finally:
+        store.close()
+        truth.close()
+
+
 def test_writes_of_another_store_are_seen_in_the_call(stores: Any) -> None:
     mine, other, truth = stores
     vectors = _low_rank(800, seed=1)

@@ -70,6 +70,32 @@ def test_the_summary_groups_calls_by_percentile_and_walks_by_depth() -> None:
     }
 
 
+def test_the_slowest_tenth_by_cpu_is_set_beside_the_median_calls() -> None:
+    """Calls grouped by critical-path CPU (the calling thread's, the model's threads', its
+    connections' backends), not by wall: a deep call slow in CPU lands in the slowest
+    tenth, a shallow one slow only in its wall does not; each group says its classes."""
+    calls = []
+    for i in range(18):
+        call = a_call(200.0 if i == 0 else 20.0, lexical_end=10.0)
+        calls.append({**call, "complexity": "simple", "intent": "question", "budget": 500})
+    for backend in (30.0, 40.0):
+        deep = a_call(60.0, 10.0, k=187, backend=backend)
+        deep["events"].append(event("store", "lexical_search", "engrain-read_1", 8.0, 18.0))
+        calls.append({**deep, "complexity": "complex", "intent": "debugging", "budget": 7500,
+                      "main_cpu": 20.0, "server_cpu": backend + 5.0, "gc_ms": 1.5})  # fmt: skip
+    tail = pg_timeline.tail_by_cpu(calls)
+    slow, median = tail["slowest_tenth"], tail["to_p50"]
+    assert slow["calls"] == 2 and slow["complexity"] == {"complex": 2}
+    assert median["complexity"] == {"simple": 10}
+    parts = pg_timeline.cpu_parts(calls[-1])
+    # 20 (thread) + 2 (model) + 40 (the walk's backend) + 1 (the uses' backend)
+    assert parts["critical_path_cpu"] == 63.0 and parts["pool_backend_cpu"] == 40.0
+    assert parts["uses_backend_cpu"] == 1.0 and parts["lexical_searches"] == 2
+    assert parts["main_rest_cpu"] == 20.0 - 1.0 - 1.0 - 1.0  # less embed, search, uses
+    assert slow["median"]["walk_k"] == 187 and median["median"]["walk_k"] == 50
+    assert slow["median"]["gc_ms"] == 1.5 and slow["median"]["server_cpu"] == 40.0
+
+
 def test_an_engine_over_postgres_records_its_threads_backends_and_model(
     pg_url: str, tmp_path: Path
 ) -> None:
