@@ -153,10 +153,11 @@ class Engine:
         self.planner.close()
         self.store.close()
 
-    def wait(self, timeout: float | None = None) -> None:
+    def wait(self, timeout: float | None = None) -> bool:
         """Block until the background work scheduled so far (tier compilation, automatic
-        compression) is done."""
-        self.worker.wait(timeout)
+        compression) is done, or ``timeout`` seconds have passed (``None``: no bound);
+        whether it is done."""
+        return self.worker.wait(timeout)
 
     def __enter__(self) -> Engine:
         return self
