@@ -300,4 +300,3 @@ def test_a_forked_child_overlaps_on_threads_of_its_own() -> None:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-

@@ -138,4 +138,3 @@ def _begun(read: Callable[[], T]) -> Future[T] | None:
         if not cannot_start(exc):
             raise
         return None
-
