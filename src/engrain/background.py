@@ -54,8 +54,8 @@ class Worker:
             self._executor = Pool(1, self._name)
         try:
             future = self._executor.submit(self._logged, key, job)
-        except RuntimeError as exc:
-            if not cannot_start(exc):
+        except (RuntimeError, MemoryError) as exc:  # out of memory as its thread starts
+            if isinstance(exc, RuntimeError) and not cannot_start(exc):
                 raise
             # after the call's commit: not run now (the next request of the key runs it);
             # the executor that holds it queued without a thread is left to the collector
