@@ -156,7 +156,7 @@ class Recorder:
             return False
         try:
             self._executor.submit(self._record, exchange)
-        except RuntimeError as exc:  # the pool's: no thread could start, or it is shut
+        except (RuntimeError, MemoryError) as exc:  # no thread could start, or it is shut
             self._unclaim(exchange, exc)
             return False
         return True
