@@ -24,6 +24,7 @@ from engrain.feedback import CONTEXTS
 from engrain.store.base import State
 from engrain.store.sqlite import SQLiteStore, deferred_uses
 from engrain.store.sqlite_deferred import StoreLock
+from engrain.store.sqlite_open import BUSY_TIMEOUT
 from tests.conftest import NOW, make_settings
 
 USER = "ada"
@@ -153,6 +154,9 @@ def test_a_failed_commit_of_the_counts_loses_them_and_fails_no_caller(
     assert any("were not written" in r.getMessage() for r in caplog.records)
     other.execute("ROLLBACK")
     other.close()
+    # the store's busy timeout back: left at 0, the next commit failed whenever the
+    # checkpointer's RESTART pass (after c2's record) held the write lock at that moment
+    store._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
     store.record_uses(USER, [ids[1]], NOW, _record("c2"))
     store.close()
     assert _stored_counts(store.path) == {ids[0]: 0, ids[1]: 1, ids[2]: 0}
