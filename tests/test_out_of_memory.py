@@ -434,3 +434,20 @@ def test_a_background_thread_whose_start_runs_out_of_memory_fails_no_ingest(
     finally:
         closed, _ = _within(engine.close)
     assert closed
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its death
+@pytest.mark.parametrize("thread", ["engrain-uses", "engrain-checkpoint"])
+def test_a_store_whose_own_thread_never_ran_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str
+) -> None:
+    """``threads.started`` counts a thread that does not say it runs within ``BOOT_WAIT``
+    as started (it may yet run): the store's close then joined it, and ``join`` raises
+    ``RuntimeError`` for a thread that never started, so ``close()`` failed."""
+    from .test_store_contract import mem
+
+    _never_run(thread, monkeypatch)
+    store = SQLiteStore(tmp_path / "n.db", defer_uses=True)
+    store.write([mem("m1", USER)])  # a commit: the checkpointer is asked for
+    closed, error = _within(store.close)
+    assert closed and error is None, error

@@ -145,7 +145,8 @@ class DeferredUses:
         self._closing = True
         atexit.unregister(self._at_exit)
         self._wake.set()
-        if self._thread is not threading.current_thread():
+        # (one that never said it runs cannot be joined: if it runs late, it ends at once)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     def _run(self) -> None:
