@@ -287,7 +287,7 @@ def bulk_load(
         for name, _ in indexes:
             db.execute(f"DROP INDEX {name}")
         start = time.perf_counter()
-        stats: list[tuple[str, int, int, int]] = []
+        stats: list[tuple[str, int, int, int, bool]] = []
         rows = postings = 0
         columns = ", ".join(c for c, _ in MEMORY_COLUMNS)
         # The postings go to a staging table, packed into the store's blocks once the rows
@@ -318,7 +318,10 @@ def bulk_load(
                     for term, tf in counts.items():
                         post_copy.write_row((user_id, term, row[0], tf, row[-1]))
                     postings += len(counts)
-                stats.append((user_id, 1, len(notes), total))
+                # graphed as its rows are: the COPY put every one in the HNSW graphs
+                # (the row's default); the revision row's default, since migration 015,
+                # is "not graphed", which every process searches exactly (graphed.py)
+                stats.append((user_id, 1, len(notes), total, True))
                 rows += len(notes)
                 if number % 50 == 0 or number == len(users):
                     elapsed = time.perf_counter() - start
@@ -328,7 +331,7 @@ def bulk_load(
         with (
             db.cursor() as cur,
             cur.copy(
-                "COPY revisions (user_id, revision, documents, total_length) FROM STDIN"
+                "COPY revisions (user_id, revision, documents, total_length, graphed) FROM STDIN"
             ) as rev_copy,
         ):
             for stat in stats:

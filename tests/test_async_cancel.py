@@ -25,13 +25,11 @@ TURNS = [
 ]
 
 
-def embed_threads() -> set[int]:
-    """Idents of the live threads a planner embeds conversations on."""
-    return {
-        t.ident or 0
-        for t in threading.enumerate()
-        if t.name.startswith("engrain-embed") and t.is_alive()
-    }
+def embed_threads() -> set[threading.Thread]:
+    """The live threads planners embed conversations on: the objects, not their idents (a
+    thread's ident is reused by the next thread once it ends, so a new thread could be
+    taken for one of another planner that ended meanwhile)."""
+    return {t for t in threading.enumerate() if t.name.startswith("engrain-embed") and t.is_alive()}
 
 
 def test_close_stops_the_threads_the_engine_started(tmp_path: Path) -> None:

@@ -4,8 +4,15 @@ its job runs is not lost."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
+from engrain import Engine
 from engrain.background import Worker
+from engrain.embed.hashing import HashEmbedder
+from engrain.store.memory import MemoryStore
+
+from .conftest import make_settings
 
 
 def test_a_burst_of_queued_requests_runs_once() -> None:
@@ -84,3 +91,52 @@ def test_a_closed_worker_runs_nothing_and_starts_no_thread() -> None:
     worker.wait()
     assert runs == []
     assert not [t for t in threading.enumerate() if t.name.startswith("engrain-closed-test")]
+
+
+def _waited(wait: Callable[[], object]) -> list[object]:
+    """``wait()`` run on a thread of its own; what it returned (empty if it has not): the
+    test's thread is never the one held by a wait that does not end."""
+    out: list[object] = []
+    waiter = threading.Thread(target=lambda: out.append(wait()), daemon=True)
+    waiter.start()
+    waiter.join(60.0)  # a bound for the test only: the wait's own is 0.05 s
+    return out
+
+
+def test_a_wait_with_a_timeout_ends_while_jobs_still_run() -> None:
+    """``wait(timeout)`` waited again for as long as a job ran: a job slower than the
+    timeout held it until the job ended (its ``TimeoutError`` was taken for a failed job
+    and the wait started over), and with several jobs each one had the whole timeout."""
+    worker = Worker()
+    release = threading.Event()
+    try:
+        for key in ("one", "two", "three"):
+            worker.submit(key, release.wait)
+        assert _waited(lambda: worker.wait(0.05)) == [False]
+    finally:
+        release.set()
+    assert worker.wait(60.0) is True
+    worker.close()
+
+
+def test_an_engines_wait_says_whether_the_background_work_is_done(tmp_path: Path) -> None:
+    engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+    release = threading.Event()
+    try:
+        engine.worker.submit(("slow",), release.wait)
+        assert _waited(lambda: engine.wait(0.05)) == [False]
+    finally:
+        release.set()
+    assert engine.wait() is True
+    engine.close()
+
+
+def test_a_jobs_own_timeout_error_is_its_failure_not_the_waits() -> None:
+    worker = Worker()
+
+    def times_out() -> None:
+        raise TimeoutError("the LLM did not answer")
+
+    worker.submit("tiers", times_out)
+    assert worker.wait(60.0) is True
+    worker.close()

@@ -54,12 +54,11 @@ class HeldEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-def embed_threads() -> set[int]:
-    return {
-        t.ident or 0
-        for t in threading.enumerate()
-        if t.name.startswith("engrain-embed") and t.is_alive()
-    }
+def embed_threads() -> set[threading.Thread]:
+    """The live threads planners embed conversations on: the objects, not their idents (a
+    thread's ident is reused by the next thread once it ends, so a new thread could be
+    taken for one of another planner that ended meanwhile)."""
+    return {t for t in threading.enumerate() if t.name.startswith("engrain-embed") and t.is_alive()}
 
 
 def held_call(engine: Engine) -> tuple[threading.Thread, list[Any]]:

@@ -24,6 +24,7 @@ from engrain.feedback import CONTEXTS
 from engrain.store.base import State
 from engrain.store.sqlite import SQLiteStore, deferred_uses
 from engrain.store.sqlite_deferred import StoreLock
+from engrain.store.sqlite_open import BUSY_TIMEOUT
 from tests.conftest import NOW, make_settings
 
 USER = "ada"
@@ -153,6 +154,9 @@ def test_a_failed_commit_of_the_counts_loses_them_and_fails_no_caller(
     assert any("were not written" in r.getMessage() for r in caplog.records)
     other.execute("ROLLBACK")
     other.close()
+    # the store's busy timeout back: left at 0, the next commit failed whenever the
+    # checkpointer's RESTART pass (after c2's record) held the write lock at that moment
+    store._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT * 1000)}")
     store.record_uses(USER, [ids[1]], NOW, _record("c2"))
     store.close()
     assert _stored_counts(store.path) == {ids[0]: 0, ids[1]: 1, ids[2]: 0}
@@ -255,3 +259,25 @@ def test_a_first_taker_hook_that_raises_leaves_the_lock_free() -> None:
     other.start()
     other.join()
     assert free == [True]
+
+
+def test_a_store_whose_thread_cannot_start_opens_and_writes_the_counts_in_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of memory for a thread's stack (or at the process's thread limit), the store's
+    open raised ``RuntimeError`` (not an ``EngrainError``) from the counts' thread; it
+    opens, and each call writes its own counts, as with ``ENGRAIN_DEFER_USES=off``."""
+    start = threading.Thread.start
+
+    def no_uses_thread(self: threading.Thread) -> None:
+        if self.name == "engrain-uses":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", no_uses_thread)
+    store, ids = _stored(tmp_path)
+    monkeypatch.undo()
+    with store._lock:  # nothing else of this process could commit waiting counts
+        store.record_uses(USER, [ids[0], ids[0]], NOW, _record("c1"))
+        assert _stored_counts(store.path) == {ids[0]: 2, ids[1]: 0, ids[2]: 0}
+    store.close()

@@ -15,9 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engrain import AsyncEngine, Engine
-from engrain.embed import HashEmbedder
-from engrain.errors import EngrainError, NotFoundError, ValidationError
-from engrain.store import MemoryStore
+from engrain import engine as engine_module
+from engrain.embed import Embedder, HashEmbedder
+from engrain.errors import (
+    ConfigError,
+    EmbeddingError,
+    EngrainError,
+    NotFoundError,
+    StoreError,
+    ValidationError,
+)
+from engrain.store import MemoryStore, Store, open_store
 
 from .conftest import NOW, make_settings
 
@@ -358,3 +366,34 @@ def test_a_user_id_warning_names_the_callers_line(tmp_path: Path) -> None:
             call()
         assert {Path(w.filename).name for w in caught} == {Path(__file__).name}, name
     engine.close()
+
+
+def test_an_engine_with_a_bad_setting_opens_no_store(tmp_path: Path) -> None:
+    """``llm_url`` without ``llm_model`` was refused after the store was opened: the SQLite
+    file created and migrated (a PostgreSQL store's pool left running) by a constructor
+    that raised."""
+    path = tmp_path / "never.db"
+    settings = make_settings(tmp_path, llm_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="llm_model"):
+        Engine(f"sqlite:///{path}", settings=settings)
+    assert not path.exists()
+
+
+def test_an_engine_whose_embedder_fails_closes_the_store_it_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[Store] = []
+
+    def kept(url: str) -> Store:
+        opened.append(open_store(url))
+        return opened[-1]
+
+    def no_model(*args: object, **kwargs: object) -> Embedder:
+        raise EmbeddingError("the model's files cannot be read")
+
+    monkeypatch.setattr(engine_module, "open_store", kept)
+    monkeypatch.setattr(engine_module, "make_embedder", no_model)
+    with pytest.raises(EmbeddingError):
+        Engine(f"sqlite:///{tmp_path / 'e.db'}", settings=make_settings(tmp_path))
+    with pytest.raises(StoreError, match="closed"):  # closed, not left open with its threads
+        opened[0].query("ada")

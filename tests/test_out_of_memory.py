@@ -400,3 +400,54 @@ def test_an_index_build_whose_thread_never_runs_is_tried_again(
         assert store.wait_for_index(USER, timeout=120)
     finally:
         engine.close()
+
+
+def test_a_background_thread_whose_start_runs_out_of_memory_fails_no_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Thread.start()`` raising ``MemoryError`` (its boot state not allocated) for the
+    compression an ingest queues after its commit: the ingest raised ``OutOfMemoryError``
+    ("nothing was written") with its memories stored, and the pool kept the thread that
+    never started as its one thread, so no background job ran again and ``close()`` waited
+    for ever. Now the job is left to its next request, which runs it."""
+    settings = make_settings(tmp_path, auto_compress=True, compression_threshold=1)
+    engine = Engine(settings=settings, store=SQLiteStore(tmp_path / "m.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    turns = [{"speaker": "user", "text": f"turn {i}: the deploy runs on host h{i}"}
+             for i in range(4)]  # fmt: skip
+    start = threading.Thread.start
+
+    def no_memory(self: threading.Thread) -> None:
+        if self.name.startswith("engrain-background"):
+            raise MemoryError
+        start(self)
+
+    try:
+        monkeypatch.setattr(threading.Thread, "start", no_memory)
+        done = engine.ingest_conversation(turns, USER, session_id="s1")
+        monkeypatch.undo()
+        stored = {o.memory_id for o in done.outcomes if o.memory_id}
+        assert stored and stored <= _ids(engine)
+        engine.ingest_conversation(turns, USER, session_id="s2")  # queues it again: runs
+        ran, finished = _within(lambda: engine.wait(60))
+        assert ran and finished is True  # the pool runs jobs again
+    finally:
+        closed, _ = _within(engine.close)
+    assert closed
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # its death
+@pytest.mark.parametrize("thread", ["engrain-uses", "engrain-checkpoint"])
+def test_a_store_whose_own_thread_never_ran_closes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread: str
+) -> None:
+    """``threads.started`` counts a thread that does not say it runs within ``BOOT_WAIT``
+    as started (it may yet run): the store's close then joined it, and ``join`` raises
+    ``RuntimeError`` for a thread that never started, so ``close()`` failed."""
+    from .test_store_contract import mem
+
+    _never_run(thread, monkeypatch)
+    store = SQLiteStore(tmp_path / "n.db", defer_uses=True)
+    store.write([mem("m1", USER)])  # a commit: the checkpointer is asked for
+    closed, error = _within(store.close)
+    assert closed and error is None, error

@@ -19,7 +19,6 @@ from engrain import Engine
 from engrain.config import load_settings
 from engrain.embed.base import Matrix
 from engrain.embed.hashing import HashEmbedder
-from engrain.errors import StoreError
 from engrain.store import reads
 from engrain.store.sqlite import SQLiteStore
 
@@ -301,32 +300,3 @@ def test_a_forked_child_overlaps_on_threads_of_its_own() -> None:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-
-
-def test_in_turn_runs_both_in_order_on_one_thread_and_keeps_their_errors_apart() -> None:
-    ran: list[tuple[str, str]] = []
-
-    def first() -> int:
-        ran.append(("first", threading.current_thread().name))
-        raise StoreError("the first failed")
-
-    def second() -> str:
-        ran.append(("second", threading.current_thread().name))
-        return "second"
-
-    one, two = reads.in_turn(reads.overlapped, first, second)
-    assert two() == "second"  # the first's error does not fail the second
-    with pytest.raises(StoreError, match="the first failed"):
-        one()
-    with pytest.raises(StoreError, match="the first failed"):
-        one()  # asked again: the same error, nothing run again
-    assert [step for step, _ in ran] == ["first", "second"]
-    assert ran[0][1] == ran[1][1]  # one job: one thread
-
-    def failing_second() -> str:
-        raise StoreError("the second failed")
-
-    one, two = reads.in_turn(reads.lazy, lambda: 1, failing_second)
-    assert one() == 1
-    with pytest.raises(StoreError, match="the second failed"):
-        two()

@@ -256,3 +256,28 @@ def test_the_in_process_measure_settles_what_a_serving_store_loads(pg_url: str) 
         assert after["learnings"]["served"] == before["learnings"]["served"] + 1
     finally:
         store.close()
+
+
+def test_a_bulk_loaded_user_is_graphed_as_its_rows_are(pg_url: str) -> None:
+    """``bulk_load`` copies every row into the HNSW graphs (``memories.graphed`` defaults
+    to true) but copied the users' revision rows with ``revisions.graphed`` left at its
+    default, false since migration 015: every search of a loaded corpus ran the exact
+    form, whatever the user's size (``searches._graph_rows``), and a benchmark timed
+    exact search where it meant the graph's walk."""
+    notes = common.make_notes(40, seed=3)
+    pg_scale.bulk_load(pg_url, {"big": notes, "small": notes[:5]}, seed=3)
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        flags = dict(db.execute("SELECT user_id, graphed FROM revisions").fetchall())
+        mixed = db.execute(
+            "SELECT count(*) FROM memories m JOIN revisions r USING (user_id) "
+            "WHERE r.graphed AND NOT m.graphed"
+        ).fetchone()
+    assert flags == {"big": True, "small": True} and mixed == (0,)
+    store = pg_scale.PostgresStore(pg_url, exact_search_below=20, indexed_share=0.0,
+                                   working_set_min=None)  # fmt: skip
+    try:
+        with store._connection() as conn, conn.cursor() as cur:
+            assert store._graph_rows(cur, "big", pg_scale.DIM) is not None  # the graph's walk
+            assert store._graph_rows(cur, "small", pg_scale.DIM) is None  # small: exact
+    finally:
+        store.close()

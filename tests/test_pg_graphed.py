@@ -253,3 +253,26 @@ def test_a_writer_killed_inside_the_flip_leaves_the_user_as_before(pg_url: str) 
             proc.kill()
             proc.join()
         store.close()
+
+
+def test_a_graph_built_wider_is_rebuilt_partial_as_wide(pg_url: str) -> None:
+    """Migration 015 rebuilds each graph partial on ``graphed`` with the ``ef_construction``
+    it was built with (``engrain migrate --pool-graph`` builds the pool's at 200): the
+    rebuild keeps the recall the operator chose (``graphed.built_ef`` / ``with_ef``, which
+    nothing tested)."""
+    old = PostgresStore(pg_url, pool_size=1, exact_search_below=0)
+    try:
+        old.write(_memories("gus", 0, 12))
+        _as_before_015(old)
+    finally:
+        old.close()
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(f"DROP INDEX {POOL}")
+        db.execute(graphed.with_ef(schema._HNSW_001_SQL, 200))
+    store = PostgresStore(pg_url, pool_size=1, exact_search_below=0)
+    try:
+        pool, learnings = _definition(store, POOL), _definition(store, LEARNINGS)
+        assert "ef_construction='200'" in pool and "graphed" in pool
+        assert "ef_construction='200'" not in learnings and "graphed" in learnings
+    finally:
+        store.close()

@@ -34,7 +34,7 @@ from engrain.keys import KeyRing
 from engrain.server import create_app
 from engrain.server.proxy import ProxyConfig
 from engrain.server.proxy.inject import parse, with_memory
-from engrain.server.proxy.record import AnswerReader
+from engrain.server.proxy.record import AnswerReader, Exchange, Recorder
 from engrain.store import MemoryStore
 from engrain.tiers.cache import wrap
 from engrain.tiers.registry import Tier
@@ -686,3 +686,49 @@ def test_recording_does_not_block_the_reply(px: Proxied) -> None:
         gate.set()
     recorder.drain()
     assert any("Porto" in m.content for m in px.engine.list("bob"))
+
+
+def test_a_turn_whose_recording_thread_cannot_start_is_left_to_its_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorder's ``submit`` runs on the event loop after a reply's last byte. Its
+    thread could not start (out of memory, the process's thread limit): the executor's
+    ``RuntimeError`` went into the reply's stream and the turn stayed claimed, so its retry
+    was dropped as a duplicate. Now it is not queued, and the retry records it."""
+    engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+    recorder = Recorder(engine)
+    exchange = Exchange("erin", None, "conv-9", 1, "I keep bees on the roof of my flat",
+                        "Rooftop hives need wind shelter.")  # fmt: skip
+    start = threading.Thread.start
+
+    def no_recording_thread(self: threading.Thread) -> None:
+        if self.name.startswith("engrain-proxy-record"):
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    try:
+        monkeypatch.setattr(threading.Thread, "start", no_recording_thread)
+        assert recorder.submit(exchange) is False
+        monkeypatch.undo()
+        assert engine.list("erin") == []
+        assert recorder.submit(exchange) is True  # the retry: the turn was not kept claimed
+        recorder.drain()
+        assert [m.content for m in engine.list("erin") if "bees" in m.content]
+    finally:
+        recorder.close()
+        engine.close()
+
+
+def test_a_turn_handed_over_after_the_recorder_closed_is_not_raised(tmp_path: Path) -> None:
+    """A stream that ends while the server shuts down hands its turn to a closed recorder:
+    logged, not raised into the reply's stream."""
+    engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(), embedder=HashEmbedder())
+    recorder = Recorder(engine)
+    recorder.close()
+    try:
+        exchange = Exchange("frank", None, "conv-3", 1, "I switched to a standing desk",
+                            "Alternate standing and sitting.")  # fmt: skip
+        assert recorder.submit(exchange) is False
+        assert engine.list("frank") == []
+    finally:
+        engine.close()

@@ -41,11 +41,12 @@ def test_on_a_concurrent_store_a_read_starts_at_once_in_a_reader_thread() -> Non
     def read() -> int:
         where.append(threading.current_thread().name)
         started.set()
-        assert release.wait(10)
+        assert release.wait(60)
         return 7
 
     result = Reads(Parallel()).start(read)
-    assert started.wait(10), "the read did not start before its result was asked for"
+    # a bound for a stuck test only: the wait ends when the read begins
+    assert started.wait(60), "the read did not start before its result was asked for"
     release.set()
     assert result() == 7
     assert where[0].startswith("engrain-read") and where[0] != threading.current_thread().name

@@ -186,7 +186,7 @@ def test_a_viewed_index_s_first_patch_copies_it_in_while_searches_go_on(
         @staticmethod
         def restore(*args: Any, **kwargs: Any) -> Any:
             copying.set()
-            assert release.wait(10.0)
+            assert release.wait(60.0)
             return usearch.restore(*args, **kwargs)
 
     monkeypatch.setattr(ann, "_usearch", lambda: Paused)
@@ -194,12 +194,12 @@ def test_a_viewed_index_s_first_patch_copies_it_in_while_searches_go_on(
     patching = threading.Thread(target=viewed.patch, args=(keys[:1], moved))
     patching.start()
     try:
-        assert copying.wait(10.0)
+        assert copying.wait(60.0)
         searched: list[list[int]] = []
         search = threading.Thread(target=lambda: searched.append(
             viewed.search(vectors[3], 5).tolist()))  # fmt: skip
         search.start()
-        search.join(10.0)
+        search.join(60.0)  # a bound for a search held by the copy: it answers at once
         assert searched == [expected]  # answered while the copy waits, from the view
     finally:
         release.set()

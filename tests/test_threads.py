@@ -12,6 +12,8 @@ import threading
 import weakref
 from pathlib import Path
 
+import pytest
+
 from engrain.threads import Pool
 
 
@@ -62,3 +64,29 @@ def test_an_open_pools_work_is_finished_at_the_interpreters_exit(tmp_path: Path)
                          timeout=120, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert done.read_text() == "finished"
+
+
+def test_a_thread_whose_start_runs_out_of_memory_is_not_counted_as_the_pools(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Thread.start()`` itself may raise ``MemoryError`` (its boot state cannot be
+    allocated): the thread was already in the pool's list, so a pool of one counted it as
+    its thread, queued every later job for it and never ran one (``Worker.wait`` and the
+    engine's ``close()`` then waited for ever). ``ThreadPoolExecutor`` counted a thread only
+    once it started."""
+    pool = Pool(1, "engrain-test-nomem")
+    start = threading.Thread.start
+
+    def no_memory(self: threading.Thread) -> None:
+        if self.name.startswith("engrain-test-nomem"):
+            raise MemoryError
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", no_memory)
+    with pytest.raises(MemoryError):
+        pool.submit(lambda: 1)
+    monkeypatch.undo()
+    try:
+        assert pool.submit(lambda: 7).result(60) == 7
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable
+from concurrent import futures
 from concurrent.futures import Future
 from typing import Any
 
@@ -52,8 +54,8 @@ class Worker:
             self._executor = Pool(1, self._name)
         try:
             future = self._executor.submit(self._logged, key, job)
-        except RuntimeError as exc:
-            if not cannot_start(exc):
+        except (RuntimeError, MemoryError) as exc:  # out of memory as its thread starts
+            if isinstance(exc, RuntimeError) and not cannot_start(exc):
                 raise
             # after the call's commit: not run now (the next request of the key runs it);
             # the executor that holds it queued without a thread is left to the collector
@@ -79,19 +81,21 @@ class Worker:
                 else:  # its work is done: a finished job is not kept (one per key ever asked)
                     self._pending.pop(key, None)
 
-    def wait(self, timeout: float | None = None) -> None:
+    def wait(self, timeout: float | None = None) -> bool:
         """Block until every job submitted so far, and every re-run they asked for, is done
-        (failed ones included)."""
+        (failed ones included), or ``timeout`` seconds have passed (``None``: no bound);
+        whether they are done. The bound is the whole wait's, however many jobs and
+        re-runs there are; a job's own ``TimeoutError`` is its failure, not the wait's."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
                 pending = [f for f in self._pending.values() if not f.done()]
             if not pending:
-                return
-            for future in pending:
-                try:
-                    future.result(timeout)
-                except Exception:  # already logged
-                    continue
+                return True
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            futures.wait(pending, timeout=left)  # their errors are logged by the job
 
     def close(self) -> None:
         """Finish the jobs under way and stop the thread."""

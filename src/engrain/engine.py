@@ -115,24 +115,30 @@ class Engine:
         elif url is not None:
             settings = settings.model_copy(update={"url": url})
         self.settings = settings
-        self.store: Store = store if store is not None else open_store(settings.store_url)
-        raw = embedder or make_embedder(
-            settings.embedder,
-            threads=settings.onnx_threads,
-            spinning=_model_spinning(settings, self.store),
-            split=settings.onnx_split,
-            int8=settings.onnx_int8,
-        )
-        self.embedder = CachedEmbedder(raw, self.store)
-        self.reranker = reranker
+        # the settings checked before the store opens: a bad one opens (and creates) nothing
         self.llm = make_llm(settings.llm_url, settings.llm_model, settings.llm_api_key,
                             timeout=settings.llm_timeout, retries=settings.llm_retries)  # fmt: skip
+        self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
+        self.store: Store = store if store is not None else open_store(settings.store_url)
+        try:
+            raw = embedder or make_embedder(
+                settings.embedder,
+                threads=settings.onnx_threads,
+                spinning=_model_spinning(settings, self.store),
+                split=settings.onnx_split,
+                int8=settings.onnx_int8,
+            )
+        except BaseException:
+            if store is None:  # the store this engine opened is not left open (its threads)
+                self.store.close()
+            raise
+        self.embedder = CachedEmbedder(raw, self.store)
+        self.reranker = reranker
         self.worker = Worker()
         self.tier_cache = TierCache(
             self.store, self.llm.complete if self.llm else None, worker=self.worker
         )
         self.planner = Planner(self.store, self.embedder, settings)
-        self.options = GateOptions.from_settings(settings)  # context()'s unless a call's own
         self.word_backlog = WordBacklog(self.embedder.model_id, self.embedder.embed)
         self._lock = threading.RLock()  # read-plan-write sequences of this process
         # the calls in flight, which close() waits for; a store that holds what it loads
@@ -153,10 +159,11 @@ class Engine:
         self.planner.close()
         self.store.close()
 
-    def wait(self, timeout: float | None = None) -> None:
+    def wait(self, timeout: float | None = None) -> bool:
         """Block until the background work scheduled so far (tier compilation, automatic
-        compression) is done."""
-        self.worker.wait(timeout)
+        compression) is done, or ``timeout`` seconds have passed (``None``: no bound);
+        whether it is done."""
+        return self.worker.wait(timeout)
 
     def __enter__(self) -> Engine:
         return self

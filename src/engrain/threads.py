@@ -138,7 +138,12 @@ class Pool(Executor):
                 thread = threading.Thread(target=_serve, args=(shared,), daemon=True,
                                           name=f"{self._name}_{len(shared.threads)}")  # fmt: skip
                 shared.threads.append(thread)  # before it runs: ``_serve`` looks for it here
-                if booted(thread) is not True:
+                try:
+                    running = booted(thread)
+                except BaseException:  # ``MemoryError`` from ``start()``: never the pool's
+                    shared.threads.remove(thread)  # (if it runs after all, it ends at once)
+                    raise
+                if running is not True:
                     # not running (or not yet: then it ends as it finds itself left out)
                     shared.threads.remove(thread)
                     if not shared.threads:

@@ -144,7 +144,7 @@ class Checkpointer:
             self._stopping.set()
             thread = self._thread
         self._wake.set()
-        if thread is not None:
+        if thread is not None and thread.is_alive():  # (one that never said it runs: not)
             thread.join(timeout)
 
     def _run(self) -> None:

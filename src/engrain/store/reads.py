@@ -27,12 +27,11 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from engrain.threads import Pool, cannot_start
 
 T = TypeVar("T")
-U = TypeVar("U")
 
 #: Begins a piece of work and returns the function giving its result (:func:`overlapped`,
 #: :func:`lazy`): asked for once, raising the work's error if it failed.
@@ -139,33 +138,3 @@ def _begun(read: Callable[[], T]) -> Future[T] | None:
         if not cannot_start(exc):
             raise
         return None
-
-
-def in_turn(
-    begin: Callable[[Callable[[], Any]], Callable[[], Any]],
-    first: Callable[[], T],
-    second: Callable[[], U],
-) -> tuple[Callable[[], T], Callable[[], U]]:
-    """``first`` then ``second`` as one job begun by ``begin`` (:func:`overlapped`,
-    :func:`lazy`): one thread, and what ``second`` reads is held only once ``first``'s
-    transients are freed. Each result is given apart, and so is each error: the one that
-    failed raises its own error when its result is asked for; the other is unaffected."""
-
-    def both() -> list[tuple[bool, Any]]:
-        out: list[tuple[bool, Any]] = []
-        for step in (first, second):
-            try:
-                out.append((True, step()))
-            except Exception as exc:  # raised where its result is asked for
-                out.append((False, exc))
-        return out
-
-    job = begin(both)
-
-    def outcome(position: int) -> Any:
-        done, value = job()[position]
-        if not done:
-            raise cast("Exception", value)
-        return value
-
-    return (lambda: cast("T", outcome(0))), (lambda: cast("U", outcome(1)))

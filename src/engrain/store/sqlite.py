@@ -115,8 +115,13 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                         "counts no uses and records no context, and writes raise "
                         "StoreError", self.path)  # fmt: skip
         elif defer:
-            self._deferred = DeferredUses(self._lock)
-            self._lock.first = self._commit_deferred
+            deferred = DeferredUses(self._lock)
+            if deferred.start():
+                self._deferred = deferred
+                self._lock.first = self._commit_deferred
+            else:  # no thread to write them after a call: each call writes its own
+                log.warning("%s: the counted uses are written in each context() call "
+                            "(their thread could not start)", self.path)  # fmt: skip
 
     # -- protocol -----------------------------------------------------------------------
 

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 
+from engrain.threads import started
+
 log = logging.getLogger(__name__)
 
 #: Seconds the interpreter's exit waits for the store to commit what waits.
@@ -114,8 +116,15 @@ class DeferredUses:
         self._closing = False
         self._lock = lock
         self._thread = threading.Thread(target=self._run, name="engrain-uses", daemon=True)
-        self._thread.start()
+
+    def start(self) -> bool:
+        """Start the thread; whether it started (``threads.started``: out of memory or at
+        the process's thread limit it cannot, and the store then writes the counts in
+        each call instead of failing its open)."""
+        if not started(self._thread):
+            return False
         atexit.register(self._at_exit)
+        return True
 
     def add(self, uses: Uses) -> None:
         """Hand over one call's counts (under the store's lock) and wake the thread."""
@@ -136,7 +145,8 @@ class DeferredUses:
         self._closing = True
         atexit.unregister(self._at_exit)
         self._wake.set()
-        if self._thread is not threading.current_thread():
+        # (one that never said it runs cannot be joined: if it runs late, it ends at once)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
     def _run(self) -> None:

@@ -191,9 +191,10 @@ class TierCache:
         key = ("tiers", user_id, project or ALL_PROJECTS)
         return self.worker.submit(key, lambda: self.compile(user_id, project, now))
 
-    def wait(self, timeout: float | None = None) -> None:
-        """Block until the scheduled background work is done (tests, CLI, shutdown)."""
-        self.worker.wait(timeout)
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the scheduled background work is done (tests, CLI, shutdown), at
+        most ``timeout`` seconds; whether it is."""
+        return self.worker.wait(timeout)
 
     def close(self) -> None:
         """Finish the work under way and stop the worker thread."""

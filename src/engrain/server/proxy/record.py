@@ -7,6 +7,13 @@ latest message) does not record the exchange twice. The claims are this process'
 (the most recent :data:`REMEMBERED_TURNS`); a retry reaching another worker process is
 caught by the engine's near-duplicate merge instead. A failed recording is logged and its
 claim released, so the next attempt of that turn records it.
+
+The recording thread is a :class:`~engrain.threads.Pool`'s, started bounded (decision row
+285): :meth:`Recorder.submit` runs on the server's event loop after a reply's last byte, and
+``ThreadPoolExecutor`` waited there without a bound for a thread that might never say it
+runs, or raised ``RuntimeError`` into the reply's stream when none could start. A turn
+whose recording cannot be queued (no thread, or the recorder closed) is logged and its
+claim released, as a failed recording's is.
 """
 
 from __future__ import annotations
@@ -16,12 +23,12 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from engrain.engine import Engine
 from engrain.model import Turn
+from engrain.threads import Pool
 
 log = logging.getLogger("engrain.server.proxy")
 
@@ -139,14 +146,19 @@ class Recorder:
         self._remembered = remembered
         self._claimed: OrderedDict[Hashable, None] = OrderedDict()
         self._lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="engrain-proxy-record")
+        self._executor = Pool(1, "engrain-proxy-record")
 
     def submit(self, exchange: Exchange) -> bool:
         """Queue ``exchange`` unless its turn was recorded (or queued) already; whether it
-        was queued. Never blocks on the recording itself."""
+        was queued. Never blocks on the recording itself, nor raises: a turn that cannot
+        be queued is logged and left to its next attempt."""
         if not self._claim(exchange.key):
             return False
-        self._executor.submit(self._record, exchange)
+        try:
+            self._executor.submit(self._record, exchange)
+        except (RuntimeError, MemoryError) as exc:  # no thread could start, or it is shut
+            self._unclaim(exchange, exc)
+            return False
         return True
 
     def drain(self) -> None:
@@ -174,9 +186,13 @@ class Recorder:
                 project=exchange.project, metadata={"source": "proxy"},
             )  # fmt: skip
         except Exception as exc:  # a failed recording must never reach a request
-            log.warning("recording turn %d of %s for user %s failed: %s: %s",
-                        exchange.turn, exchange.conversation, exchange.user_id,
-                        type(exc).__name__, exc)  # fmt: skip
-            with self._lock:
-                self._claimed.pop(exchange.key, None)
+            self._unclaim(exchange, exc)
             return None
+
+    def _unclaim(self, exchange: Exchange, exc: BaseException) -> None:
+        """``exchange`` was not recorded (``exc``): logged, its turn free for a retry."""
+        log.warning("recording turn %d of %s for user %s failed: %s: %s",
+                    exchange.turn, exchange.conversation, exchange.user_id,
+                    type(exc).__name__, exc)  # fmt: skip
+        with self._lock:
+            self._claimed.pop(exchange.key, None)

@@ -271,6 +271,16 @@ class PostgresStore(Searches, Records):
         kind = pool_kind_env() if pool_index == "auto" else pool_index
         if kind not in POOL_KINDS:
             raise ConfigError(f"unknown pool index {kind!r}: one of {', '.join(POOL_KINDS)}")
+        # every setting read before any I/O: a bad one migrates and opens nothing
+        least = _working_set_min() if working_set_min == "auto" else working_set_min
+        learned = working_set_min == "auto" and not _working_set_asked()
+        learnings_held = (
+            learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
+        )
+        projected_held = (
+            projected_bytes_env(kind=kind) if projected_bytes == "auto" else int(projected_bytes)
+        )
+        kept = graph_dir_env() if graph_dir == "auto" else graph_dir
         self.url = url
         self.exact_search_below = exact_search_below
         self.indexed_share = indexed_share
@@ -295,44 +305,63 @@ class PostgresStore(Searches, Records):
         # test standing in for an older tree leaves that migration out)
         self._tokens = any(name == outcome.MIGRATION for name, _ in schema.MIGRATIONS)
         self._open_pool(pool_size, connect_timeout)
-        least = _working_set_min() if working_set_min == "auto" else working_set_min
-        learned = working_set_min == "auto" and not _working_set_asked()
+        try:
+            self._hold(least, learned, learnings_held, projected_held, kind, kept)
+            self._filler: fill.Filler | None = None
+            if fill_in_background and self._fill_pending():
+                filler = fill.Filler(url)
+                # its thread cannot start (memory, threads): the next open fills them
+                self._filler = filler if filler.start() else None
+        except BaseException:
+            self._pool.close()  # a store that did not open leaves no pool behind
+            raise
+
+    def _hold(
+        self,
+        least: int | str | None,
+        learned: bool,
+        learnings_held: int,
+        projected_held: int,
+        kind: str,
+        kept: str | Path | None,
+    ) -> None:
+        """What this process holds of large users (working sets, learnings, graphs), as
+        the settings read by the constructor ask."""
         self._working = (
             None if least is None else WorkingSets(self._connection, int(least), learned=learned)
         )
         # the loads of what is held in process begin once the call asking has answered
         self._answering = Answering()
-        held = learnings_bytes_env() if learnings_bytes == "auto" else int(learnings_bytes)
         self._learnings = (
-            None if held <= 0 else Learnings(self._connection, held, answering=self._answering)
+            None
+            if learnings_held <= 0
+            else Learnings(self._connection, learnings_held, answering=self._answering)
         )
-        held = projected_bytes_env(kind=kind) if projected_bytes == "auto" else int(projected_bytes)
-        kept = graph_dir_env() if graph_dir == "auto" else graph_dir
         where = None if kept is None else Path(kept)
         self._projected = (
             None
-            if held <= 0
+            if projected_held <= 0
             else Projected(
-                self._connection, held, kind=kind, graph_dir=where, answering=self._answering
+                self._connection,
+                projected_held,
+                kind=kind,
+                graph_dir=where,
+                answering=self._answering,
             )
         )
         # a user's learnings too many to rank in process walk a graph held here, as the pool
         self._learnings_graph = (
             None
-            if held <= 0 or kind != "graph" or self._learnings is None
+            if projected_held <= 0 or kind != "graph" or self._learnings is None
             else Projected(
                 self._connection,
-                held,
+                projected_held,
                 kind=kind,
                 graph_dir=where,
                 scope=held_graph.LEARNINGS,
                 answering=self._answering,
             )
         )
-        self._filler: fill.Filler | None = None
-        if fill_in_background and self._fill_pending():
-            self._filler = fill.Filler(url)
-            self._filler.start()
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process

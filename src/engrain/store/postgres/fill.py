@@ -51,6 +51,7 @@ import psycopg
 import psycopg.errors
 
 from engrain.store.postgres.codec import Conn
+from engrain.threads import started
 from engrain.tokens import spaced_count
 
 log = logging.getLogger(__name__)
@@ -236,9 +237,11 @@ class Filler:
         #: Rows this filler wrote (``None``: another process held the lock).
         self.filled: int | None = 0
 
-    def start(self) -> None:
-        """Start filling in a daemon thread."""
-        self._thread.start()
+    def start(self) -> bool:
+        """Start filling in a daemon thread; whether it started (``threads.started``: out
+        of memory or at the process's thread limit it cannot, and the rows wait for the
+        next open or ``engrain migrate``)."""
+        return started(self._thread)
 
     def _run(self) -> None:
         if self._stop.wait(self._delay):

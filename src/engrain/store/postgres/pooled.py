@@ -21,9 +21,15 @@ import psycopg
 import psycopg.errors
 from psycopg_pool import ConnectionPool
 
-from engrain.errors import StoreError, ValidationError, WriteOutcomeUnknownError
+from engrain.errors import (
+    OutOfMemoryError,
+    StoreError,
+    ValidationError,
+    WriteOutcomeUnknownError,
+)
 from engrain.store.postgres import outcome
 from engrain.store.postgres.codec import Conn, configure
+from engrain.threads import cannot_start
 
 #: Times a write is retried after a deadlock or serialization failure.
 _RETRIES = 3
@@ -44,22 +50,30 @@ class Pooled:
 
     def _open_pool(self, pool_size: int, connect_timeout: float) -> None:
         """Open the pool (at most ``pool_size`` connections) and wait for its first."""
+        self._pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True},
+            configure=configure,
+            timeout=connect_timeout,
+            name="engrain",
+            open=False,
+        )
         try:
-            self._pool = ConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=max(1, pool_size),
-                kwargs={"autocommit": True},
-                configure=configure,
-                timeout=connect_timeout,
-                name="engrain",
-                open=True,
-            )
+            self._pool.open()  # its threads start here
             self._pool.wait(timeout=connect_timeout)
         except psycopg.Error as exc:
-            if hasattr(self, "_pool"):
-                self._pool.close()
+            self._pool.close()
             raise StoreError(f"cannot open PostgreSQL store at {self._where}: {exc}") from exc
+        except RuntimeError as exc:
+            self._pool.close()  # the threads that did start end
+            if not cannot_start(exc):
+                raise
+            raise OutOfMemoryError(
+                f"cannot open PostgreSQL store at {self._where}: a thread of its connection "
+                "pool could not start (out of memory or the process's thread limit)"
+            ) from exc
 
     @contextmanager
     def _connection(self) -> Iterator[Conn]:
