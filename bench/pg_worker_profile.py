@@ -7,7 +7,7 @@ tree first on ``PYTHONPATH``: ``warmup`` calls untimed, a pause for the held gra
 learnings' loads (``--settle``), then ``--calls`` calls profiled. The profiler's own cost
 inflates every Python call (a call's profiled CPU is ~1.8× its process CPU), so the table
 is for shares and for comparing two trees measured the same way, not for absolute times;
-the process CPU a call without the profiler is measured on the same calls first.
+the process CPU a call without the profiler is measured first, on as many other questions.
 
     ENGRAIN_PG_GRAPH_DIR=/tmp/h3-graphs PYTHONPATH=src python bench/pg_worker_profile.py \\
         --url 'postgresql://postgres:@/big?host=/tmp/h3-pg1m-run' --calls 40 \\
@@ -84,7 +84,10 @@ def profile(
     threading.setprofile(hook)
     embedder = MiniLMEmbedder(spinning=False)
     embedder.embed(["the model's first run"])
-    questions = common.make_queries(warmup + calls, seed=seed)
+    # three sets: the warm-up, the unprofiled calls, the profiled ones (none asked twice: the
+    # engine keeps the queries' embeddings)
+    questions = common.make_queries(warmup + 2 * calls, seed=seed)
+    plain_set, profiled_set = questions[warmup : warmup + calls], questions[warmup + calls :]
     with tempfile.TemporaryDirectory(prefix="engrain-profile-") as data_dir:
         engine = Engine(settings=Settings(url=url, data_dir=Path(data_dir)), embedder=embedder)
         try:
@@ -92,14 +95,14 @@ def profile(
                 engine.context(text, user, now=common.NOW)
             time.sleep(settle)
             plain = []
-            for text in questions[warmup:]:  # the same calls unprofiled: the process's CPU
+            for text in plain_set:  # other calls unprofiled: the process's CPU
                 start = time.process_time()
                 engine.context(text, user, now=common.NOW)
                 plain.append((time.process_time() - start) * 1e3)
             main = cProfile.Profile(timer=time.thread_time)
             active.set()
             profiled = []
-            for text in questions[warmup:]:
+            for text in profiled_set:
                 start = time.process_time()
                 main.enable()
                 engine.context(text, user, now=common.NOW)
