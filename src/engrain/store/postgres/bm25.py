@@ -255,10 +255,10 @@ def scores(
         by_term[row[2]].append(row)
     lists: list[tuple[int, Postings]] = []
     for term in terms:
-        found = by_term.get(term)
-        if found:
-            blocks = unpack([r[4] for r in found], [r[5] for r in found])
-            lists.append((int(found[0][3]), blocks))
+        mine = by_term.get(term)
+        if mine:
+            blocks = unpack([r[4] for r in mine], [r[5] for r in mine])
+            lists.append((int(mine[0][3]), blocks))
     numbers, size, to_seq = _numbered([p.seqs for _, p in lists])
     out = np.zeros(size, dtype=np.float32)
     matched = None
