@@ -39,6 +39,10 @@ Ints = npt.NDArray[Any]
 RECORD = np.dtype([("low", ">u4"), ("tf", "u1"), ("length", ">u2")])
 #: The record before an escaped posting: its length and tf, and a zero byte.
 WIDE = np.dtype([("length", ">u4"), ("tf", ">u2"), ("zero", "u1")])
+#: A packed record's length field alone, read in the machine's byte order: comparing it with
+#: :data:`ESCAPED` (the same bytes either way) needs no byte swap, ~0.3 of the check's ~0.7 ms
+#: over a million memories' ~420,000 postings a question.
+LENGTH_FIELD = np.dtype({"names": ["length"], "formats": ["u2"], "offsets": [5], "itemsize": 7})
 #: A packed record's length field when its tf and length are in the :data:`WIDE` record
 #: before it (a length of 65,535 or more is stored so too).
 ESCAPED = 0xFFFF
@@ -102,7 +106,7 @@ def unpack(first_seqs: Sequence[int], datas: Sequence[bytes]) -> Postings:
         seqs += np.repeat(high, counts)
     tfs: Ints = records["tf"]
     lengths: Ints = records["length"]
-    escaped = np.flatnonzero(lengths == ESCAPED)
+    escaped = np.flatnonzero(np.frombuffer(blob, dtype=LENGTH_FIELD)["length"] == ESCAPED)
     if len(escaped):
         wide = np.frombuffer(blob, dtype=WIDE)[escaped - 1]
         tfs, lengths = tfs.astype(np.int64), lengths.astype(np.int64)
