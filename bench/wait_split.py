@@ -131,6 +131,9 @@ def _child(label: str, src: str, env: dict[str, str], spec: dict[str, Any], db: 
     run.mkdir(parents=True)
     copy = run / "store.db"
     shutil.copyfile(db, copy)
+    # written back before any call: the copy's dirty pages, flushed during the calls, would
+    # hold up the store's writes (dirty-page throttling) of whichever process met it
+    os.sync()
     child_env = {**os.environ, **env, "PYTHONHASHSEED": "0",
                  "PYTHONPATH": os.pathsep.join([src, str(BENCH)])}  # fmt: skip
     spec_file = run / "spec.json"
