@@ -273,13 +273,10 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
         if deferred is None or not deferred.waiting():
             return
         taken = deferred.take()
-        # the store's thread counts each call's ids in one step (a call may be running
-        # beside it); a thread of a call, that took the lock first, id by id (less CPU)
-        count = sqlite_uses.count_at_once if deferred.writing() else sqlite_uses.count
         try:
             with self._transaction(durable=False) as db:
                 for uses in taken:
-                    count(db, uses.user_id, uses.counts, dt(uses.at))
+                    sqlite_uses.count(db, uses.user_id, uses.counts, dt(uses.at))
             self._sync_version()
         except StoreError as exc:
             log.warning("the counted uses of %d context() calls were not written: %s",

@@ -126,10 +126,6 @@ class DeferredUses:
         """Whether counts wait (read under the store's lock)."""
         return bool(self._waiting)
 
-    def writing(self) -> bool:
-        """Whether the calling thread is this store's writer thread (not a call's)."""
-        return threading.current_thread() is self._thread
-
     def take(self) -> list[Uses]:
         """The waiting counts, oldest first, no longer waiting (under the store's lock)."""
         taken, self._waiting = self._waiting, []

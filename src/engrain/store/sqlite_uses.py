@@ -87,46 +87,6 @@ def count(db: sqlite3.Connection, user_id: str, uses: Counter[str], at: str | No
     db.executemany(_COUNT, [(n, at, user_id, memory_id) for memory_id, n in uses.items()])
 
 
-#: Ids one statement of :func:`count_at_once` counts (two parameters each: within the 999
-#: an old SQLite allows).
-AT_ONCE_MAX = 256
-#: Whether this SQLite has ``UPDATE … FROM`` (3.33): without it :func:`count_at_once` is
-#: :func:`count`.
-_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
-
-
-def count_at_once(db: sqlite3.Connection, user_id: str, uses: Counter[str], at: str | None) -> None:
-    """:func:`count` as one statement per :data:`AT_ONCE_MAX` ids: the ids and their
-    numbers as a table of values joined with ``uses`` (``UPDATE … FROM``), which SQLite
-    runs in one step, so the thread lets go of the GIL once, not once per id. For the
-    thread that commits deferred counts (``store/sqlite_deferred.py``) beside a call of
-    its process: id by id, each of its steps took the GIL back from that call, which then
-    slept until it had it again (docs/scale.md, session 28 h7). Its own CPU is higher
-    (60 ids ~0.56 against ~0.25 ms, 300 ids ~1.9 against ~1.2 on a copy of a 10,000-memory
-    store: the values materialized), so a count made in the call keeps :func:`count`. The
-    statement has a power of two of value rows, the rest NULL ids that match no row, so a
-    handful of statement texts is compiled, each once per connection."""
-    if not _UPDATE_FROM:
-        count(db, user_id, uses, at)
-        return
-    items = list(uses.items())
-    for start in range(0, len(items), AT_ONCE_MAX):
-        chunk = items[start : start + AT_ONCE_MAX]
-        rows = 1 << (len(chunk) - 1).bit_length()
-        values: list[Any] = [x for memory_id, n in chunk for x in (memory_id, n)]
-        values += [None, 0] * (rows - len(chunk))
-        db.execute(_count_at_once_sql(rows), [*values, at, user_id])
-
-
-def _count_at_once_sql(rows: int) -> str:
-    """:func:`count_at_once`'s statement with ``rows`` rows of values."""
-    return (
-        f"WITH v(id, n) AS (VALUES {', '.join(['(?, ?)'] * rows)}) "
-        "UPDATE uses SET access_count = access_count + v.n, last_accessed_at = ? "
-        "FROM v WHERE uses.user_id = ? AND uses.id = v.id"
-    )
-
-
 def put(db: sqlite3.Connection, memories: Iterable[Memory], encode: Callable[[Any], Any]) -> None:
     """Set the uses of these memories (rows just written) to the counts and times they
     carry, inside the open transaction; ``encode`` makes a time's stored text."""
