@@ -35,7 +35,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,8 +60,12 @@ def _sched() -> tuple[float, float, int, int]:
             if "ctxt_switches" in line:
                 name, value = line.split(":")
                 switches[name] = int(value)
-    return (int(cpu_ns) / 1e6, int(queued_ns) / 1e6, switches["voluntary_ctxt_switches"],
-            switches["nonvoluntary_ctxt_switches"])
+    return (
+        int(cpu_ns) / 1e6,
+        int(queued_ns) / 1e6,
+        switches["voluntary_ctxt_switches"],
+        switches["nonvoluntary_ctxt_switches"],
+    )
 
 
 def _timed(engine: Any, query: str) -> dict[str, Any]:
@@ -205,7 +208,7 @@ def _lockstep(variants: dict[str, tuple[str, dict[str, str]]], spec: dict[str, A
 
 def _pct(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def summarize(calls: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -216,8 +219,16 @@ def summarize(calls: Sequence[dict[str, Any]]) -> dict[str, float]:
         if not chosen:
             continue
         out[f"{group}_calls"] = len(chosen)
-        for measure in ("wall", "thread", "process", "waited", "queued", "blocked",
-                        "voluntary", "involuntary"):
+        for measure in (
+            "wall",
+            "thread",
+            "process",
+            "waited",
+            "queued",
+            "blocked",
+            "voluntary",
+            "involuntary",
+        ):
             values = [c[measure] for c in chosen]
             out[f"{group}_{measure}_p50"] = round(_pct(values, 0.5), 2)
             out[f"{group}_{measure}_p95"] = round(_pct(values, 0.95), 2)
@@ -229,6 +240,16 @@ def summarize(calls: Sequence[dict[str, Any]]) -> dict[str, float]:
         out[f"lap_{name}_p50"] = round(_pct(values, 0.5), 2)
         out[f"lap_{name}_p95"] = round(_pct(values, 0.95), 2)
     return out
+
+
+def _round_line(round_no: int, label: str, result: dict[str, Any]) -> str:
+    """One run's medians, as printed while the bench runs."""
+    line = summarize(result["calls"])
+    return (f"round {round_no + 1} {label:>12}: wall p50 {line['all_wall_p50']:.1f} "
+            f"p95 {line['all_wall_p95']:.1f}  thread p50 {line['all_thread_p50']:.1f}  "
+            f"queued {line['all_queued_p50']:.1f}  blocked {line['all_blocked_p50']:.1f}  "
+            f"switches {line['all_voluntary_p50']:.0f}+{line['all_involuntary_p50']:.0f}  "
+            f"load {result['load']}")  # fmt: skip
 
 
 def _burners(count: int) -> list[subprocess.Popen[bytes]]:
@@ -246,8 +267,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--burn", type=int, default=0, help="spinning processes meanwhile")
-    parser.add_argument("--lockstep", type=int, default=0, metavar="BLOCK",
-                        help="every variant's process open at once, BLOCK queries each in turn")
+    parser.add_argument(
+        "--lockstep",
+        type=int,
+        default=0,
+        metavar="BLOCK",
+        help="every variant's process open at once, BLOCK queries each in turn",
+    )
     parser.add_argument("--out", type=Path)
     parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -273,27 +299,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = _lockstep(variants, spec, args.db, args.workdir, args.lockstep, round_no)
             for label, result in results.items():
                 runs[label].append(result)
-                line = summarize(result["calls"])
-                print(f"round {round_no + 1} {label:>12}: wall p50 {line['all_wall_p50']:.1f} "
-                      f"p95 {line['all_wall_p95']:.1f}  thread p50 {line['all_thread_p50']:.1f}"
-                      f"  queued {line['all_queued_p50']:.1f}  blocked {line['all_blocked_p50']:.1f}"
-                      f"  switches {line['all_voluntary_p50']:.0f}+{line['all_involuntary_p50']:.0f}"
-                      f"  load {result['load']}", file=sys.stderr, flush=True)  # fmt: skip
+                print(_round_line(round_no, label, result), file=sys.stderr, flush=True)
             print(f"  ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
         for round_no in range(0 if args.lockstep else args.rounds):
-            order = labels[round_no % len(labels):] + labels[: round_no % len(labels)]
+            order = labels[round_no % len(labels) :] + labels[: round_no % len(labels)]
             for label in order:
                 src, env = variants[label]
                 started = time.perf_counter()
                 result = _run(label, src, env, spec, args.db, args.workdir)
                 runs[label].append(result)
-                line = summarize(result["calls"])
-                print(f"round {round_no + 1} {label:>12}: wall p50 {line['all_wall_p50']:.1f} "
-                      f"p95 {line['all_wall_p95']:.1f}  thread p50 {line['all_thread_p50']:.1f}"
-                      f"  queued {line['all_queued_p50']:.1f}  blocked {line['all_blocked_p50']:.1f}"
-                      f"  switches {line['all_voluntary_p50']:.0f}+{line['all_involuntary_p50']:.0f}"
-                      f"  load {result['load']}"
-                      f"  ({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)  # fmt: skip
+                took = time.perf_counter() - started
+                line = _round_line(round_no, label, result)
+                print(f"{line}  ({took:.0f} s)", file=sys.stderr, flush=True)
     finally:
         for burner in burners:
             burner.kill()
@@ -305,11 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         per_round = [summarize(r["calls"]) for r in runs[label]]
         median = {k: round(statistics.median(r[k] for r in per_round if k in r), 2)
                   for k in per_round[0]}  # fmt: skip
-        differing = [sum(a["block"] != b["block"] for a, b in zip(r["calls"], f["calls"]))
-                     for r, f in zip(runs[label], runs[first])]  # fmt: skip
+        pairs = [list(zip(r["calls"], f["calls"], strict=True))
+                 for r, f in zip(runs[label], runs[first], strict=True)]  # fmt: skip
+        differing = [sum(a["block"] != b["block"] for a, b in run) for run in pairs]
         # each call against the first variant's call of the same query (same round)
-        paired = {m: round(statistics.median(a[m] / b[m] for r, f in zip(runs[label], runs[first])
-                                             for a, b in zip(r["calls"], f["calls"])
+        paired = {m: round(statistics.median(a[m] / b[m] for run in pairs for a, b in run
                                              if b[m] > 0), 3)
                   for m in ("wall", "thread", "process")}  # fmt: skip
         report["variants"][label] = {
@@ -319,17 +336,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             "blocks_differing_from_first": differing, "rounds": per_round,
         }  # fmt: skip
     print(f"\nmedians over {args.rounds} rounds, {args.queries} calls each, burn {args.burn}")
-    print(f"{'variant':>12} {'wall p50':>9} {'p95':>7} {'thread':>7} {'process':>8} {'waited':>7}"
-          f" {'queued':>7} {'blocked':>8} {'vol sw':>7} {'invol':>6}"
-          f" {'deep wall':>10} {'deep p95':>9} {'deep thr':>9} {'deep blk':>9} differing")
+    print(
+        f"{'variant':>12} {'wall p50':>9} {'p95':>7} {'thread':>7} {'process':>8} {'waited':>7}"
+        f" {'queued':>7} {'blocked':>8} {'vol sw':>7} {'invol':>6}"
+        f" {'deep wall':>10} {'deep p95':>9} {'deep thr':>9} {'deep blk':>9} differing"
+    )
     for label, row in report["variants"].items():
-        print(f"{label:>12} {row['all_wall_p50']:>9.1f} {row['all_wall_p95']:>7.1f} "
-              f"{row['all_thread_p50']:>7.1f} {row['all_process_p50']:>8.1f} "
-              f"{row['all_waited_p50']:>7.1f} {row['all_queued_p50']:>7.1f} "
-              f"{row['all_blocked_p50']:>8.1f} {row['all_voluntary_p50']:>7.1f} "
-              f"{row['all_involuntary_p50']:>6.1f} {row.get('deep_wall_p50', 0):>10.1f} "
-              f"{row.get('deep_wall_p95', 0):>9.1f} {row.get('deep_thread_p50', 0):>9.1f} "
-              f"{row.get('deep_blocked_p50', 0):>9.1f} {row['blocks_differing_from_first']}")
+        print(
+            f"{label:>12} {row['all_wall_p50']:>9.1f} {row['all_wall_p95']:>7.1f} "
+            f"{row['all_thread_p50']:>7.1f} {row['all_process_p50']:>8.1f} "
+            f"{row['all_waited_p50']:>7.1f} {row['all_queued_p50']:>7.1f} "
+            f"{row['all_blocked_p50']:>8.1f} {row['all_voluntary_p50']:>7.1f} "
+            f"{row['all_involuntary_p50']:>6.1f} {row.get('deep_wall_p50', 0):>10.1f} "
+            f"{row.get('deep_wall_p95', 0):>9.1f} {row.get('deep_thread_p50', 0):>9.1f} "
+            f"{row.get('deep_blocked_p50', 0):>9.1f} {row['blocks_differing_from_first']}"
+        )
     print(f"\neach call against {first}'s of the same query, median ratio")
     for label, row in report["variants"].items():
         print(f"{label:>12} " + "  ".join(f"{m} {v:.3f}" for m, v in row["paired_ratio"].items()))

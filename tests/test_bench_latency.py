@@ -224,7 +224,14 @@ def test_probe_summary_splits_the_slowest_tenth_and_its_shares() -> None:
 def test_rounds_alternate_which_tree_goes_first() -> None:
     # a load rising through a run must not always meet the same tree second
     assert latency.round_order(4, baseline=True) == [
-        "baseline", "served", "served", "baseline", "baseline", "served", "served", "baseline"
+        "baseline",
+        "served",
+        "served",
+        "baseline",
+        "baseline",
+        "served",
+        "served",
+        "baseline",
     ]
     assert latency.round_order(1, baseline=True) == ["baseline", "served"]
     assert latency.round_order(3, baseline=False) == ["served"] * 3
