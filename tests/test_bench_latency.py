@@ -219,3 +219,19 @@ def test_probe_summary_splits_the_slowest_tenth_and_its_shares() -> None:
     summary = latency.depth_summary(calls)
     assert summary["deep_gc_p50_ms"] == 9.5 and summary["deep_uses_p95_ms"] == 1.0
     assert latency.probe_summary("deep", [_timed("a", 3000, 1.0)]) == {}
+
+
+def test_rounds_alternate_which_tree_goes_first() -> None:
+    # a load rising through a run must not always meet the same tree second
+    assert latency.round_order(4, baseline=True) == [
+        "baseline",
+        "served",
+        "served",
+        "baseline",
+        "baseline",
+        "served",
+        "served",
+        "baseline",
+    ]
+    assert latency.round_order(1, baseline=True) == ["baseline", "served"]
+    assert latency.round_order(3, baseline=False) == ["served"] * 3
