@@ -22,6 +22,7 @@ from engrain.store.cache import UserCache
 from engrain.store.sqlite import SQLiteStore
 
 from .conftest import make_settings
+from .refused_threads import refuse_threads
 
 USER = "ada"
 
@@ -108,26 +109,10 @@ def test_memory_running_out_while_an_export_is_read_is_an_engrain_error(
         list(records)
 
 
-def _no_thread_named(prefix: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Threads whose name starts with ``prefix`` cannot start (as when the process is out
-    of memory for their stacks); the names refused."""
-    refused: list[str] = []
-    start = threading.Thread.start
-
-    def maybe(self: threading.Thread) -> None:
-        if self.name.startswith(prefix):
-            refused.append(self.name)
-            raise RuntimeError("can't start new thread")
-        start(self)
-
-    monkeypatch.setattr(threading.Thread, "start", maybe)
-    return refused
-
-
 def test_a_checkpoint_thread_that_cannot_start_after_a_commit_fails_no_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refused = _no_thread_named("engrain-checkpoint", monkeypatch)
+    refused = refuse_threads("engrain-checkpoint", monkeypatch)
     engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "c.db"),
                     embedder=HashEmbedder())  # fmt: skip
     try:
@@ -147,7 +132,7 @@ def test_a_background_compression_that_cannot_start_fails_no_ingest(
     store = SQLiteStore(tmp_path / "b.db")
     engine = Engine(settings=settings, store=store, embedder=HashEmbedder())
     try:
-        refused = _no_thread_named("engrain-background", monkeypatch)
+        refused = refuse_threads("engrain-background", monkeypatch)
         turns = [{"speaker": "user", "text": f"turn {i}: the deploy runs on host h{i}"}
                  for i in range(4)]  # fmt: skip
         done = engine.ingest_conversation(turns, USER, session_id="s1")
@@ -167,7 +152,7 @@ def test_an_index_build_that_cannot_start_is_tried_again(
 
     store = SQLiteStore(tmp_path / "i.db", ann_min_vectors=0)
     engine = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
-    refused = _no_thread_named("engrain-ann", monkeypatch)
+    refused = refuse_threads("engrain-ann", monkeypatch)
     try:
         for i in range(20):
             engine.remember(f"note {i}: the cache server c{i} holds shard {i}", USER)

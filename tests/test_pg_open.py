@@ -6,13 +6,13 @@ is left to the next open, and the store opens."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
 
 from engrain.errors import ConfigError, EngrainError
 
+from .refused_threads import refuse_threads
 from .test_pg_fill import _left_to_fill, _limit, _pending
 
 pytest.importorskip("psycopg")
@@ -34,21 +34,6 @@ def _pools(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(postgres.pooled, "ConnectionPool", Recorded)
     return made
-
-
-def _refuse(monkeypatch: pytest.MonkeyPatch, prefix: str) -> list[str]:
-    """Threads named ``prefix…`` cannot start (as when their stacks cannot be mapped)."""
-    refused: list[str] = []
-    start = threading.Thread.start
-
-    def maybe(self: threading.Thread) -> None:
-        if self.name.startswith(prefix):
-            refused.append(self.name)
-            raise RuntimeError("can't start new thread")
-        start(self)
-
-    monkeypatch.setattr(threading.Thread, "start", maybe)
-    return refused
 
 
 def _tables(url: str) -> set[str]:
@@ -75,7 +60,7 @@ def test_a_pool_whose_threads_cannot_start_is_an_engrain_error_and_closed(
 ) -> None:
     PostgresStore(pg_url, pool_size=1).close()  # migrated: only the pool is left to open
     pools = _pools(monkeypatch)
-    refused = _refuse(monkeypatch, "engrain-worker")
+    refused = refuse_threads("engrain-worker", monkeypatch)
     with pytest.raises(EngrainError) as caught:
         PostgresStore(pg_url, pool_size=1)
     monkeypatch.undo()
@@ -89,7 +74,7 @@ def test_a_filler_whose_thread_cannot_start_leaves_the_rows_to_the_next_open(
 ) -> None:
     _limit(monkeypatch)
     _left_to_fill(pg_url)
-    refused = _refuse(monkeypatch, "engrain-pg-fill")
+    refused = refuse_threads("engrain-pg-fill", monkeypatch)
     store = PostgresStore(pg_url, pool_size=1)
     try:
         assert refused and store._filler is None

@@ -47,12 +47,13 @@ import os
 import sqlite3
 import stat
 import struct
-import tempfile
 import time
 import zlib
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from engrain.store.replace_file import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -175,15 +176,7 @@ def write(where: Path, user_id: str, kind: str, data: bytes) -> Pointer | None:
     target = where / file_name(user_id, kind, pointer)
     try:
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(dir=where, prefix=target.name, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.replace(name, target)
-        except BaseException:
-            with suppress(OSError):  # another process removed it first
-                os.unlink(name)
-            raise
+        replace_file(target, lambda out: out.write(data))
     except OSError as exc:
         log.warning("derived index file not written (%s): reading the rows instead", exc)
         return None

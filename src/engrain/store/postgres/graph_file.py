@@ -56,7 +56,6 @@ import mmap
 import os
 import stat
 import struct
-import tempfile
 import time
 import weakref
 import zlib
@@ -64,12 +63,14 @@ from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import psycopg
 
 from engrain.store.ann import VectorIndex
 from engrain.store.postgres.codec import Conn
 from engrain.store.postgres.schema import INDEXED_DIM
+from engrain.store.replace_file import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -220,17 +221,13 @@ class GraphFiles:
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._sweep(target)
-            handle, name = tempfile.mkstemp(dir=self.directory, prefix=target.name, suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    out.write(head)
-                    out.write(_CRC.pack(zlib.crc32(head)))
-                    copy = index.write_to(out)
-                os.replace(name, target)
-            except BaseException:
-                with suppress(OSError):  # another process removed it first
-                    os.unlink(name)
-                raise
+
+            def whole(out: BinaryIO) -> tuple[int, int]:
+                out.write(head)
+                out.write(_CRC.pack(zlib.crc32(head)))
+                return index.write_to(out)
+
+            copy = replace_file(target, whole)
         except OSError as exc:
             log.warning("pool graph file not written (%s): the next process builds one", exc)
             return None
