@@ -412,3 +412,33 @@ def test_without_httpx_the_import_names_the_extra() -> None:
                    "except ImportError as exc:\n    print(exc)")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "pip install 'engrain[client]'" in done.stdout
+
+
+def test_a_closed_client_refuses_like_a_closed_engine(served: Served) -> None:
+    """After close(), every call raises the StoreError a closed Engine raises (httpx's own
+    RuntimeError is not an engrain error) and sends nothing."""
+    sent = Counting()
+    client = served.client("ada", transport=sent)
+    client.remember("The API listens on port 8080", "ada")
+    client.close()
+    calls_after = [lambda: client.remember("x", "ada"), lambda: client.list("ada"),
+                   lambda: client.export_records("ada")]  # fmt: skip
+    for call in calls_after:
+        with pytest.raises(e.StoreError, match="the client is closed: nothing was done"):
+            call()
+    engine = Engine(settings=served.engine.settings, store=MemoryStore(), embedder=HashEmbedder())
+    engine.close()
+    with pytest.raises(e.StoreError, match="the engine is closed: nothing was done"):
+        engine.list("ada")
+    assert len(sent.sent) == 1
+    assert [m.content for m in served.engine.list("ada")] == ["The API listens on port 8080"]
+
+    async def run() -> None:
+        async with AsyncClient(served.url, served.keys["ada"]) as aio:
+            await aio.list("ada")
+        for call in (lambda: aio.remember("y", "ada"), lambda: aio.export_records("ada")):
+            with pytest.raises(e.StoreError, match="the client is closed: nothing was done"):
+                await call()
+
+    run_async(run())
+    assert len(served.engine.list("ada")) == 1

@@ -89,6 +89,7 @@ class AsyncClient:
             return cast(R, done.value)
 
     async def _send(self, req: Req) -> Any:
+        h.check_open(self._http)
         try:
             if req.lines is not None:
                 response = await self._http.request(
@@ -132,6 +133,7 @@ class AsyncClient:
         user) as lossless records, embedding and learned state included, oldest first
         (``GET /v1/export``), read from the NDJSON stream into a list."""
         req = calls.export_request(user_id)
+        h.check_open(self._http)
         records: builtins.list[dict[str, Any]] = []
         try:
             async with self._http.stream(req.method, req.path, params=req.params) as response:

@@ -12,7 +12,9 @@ Error mapping (``docs/client.md``):
   :class:`ConfigError`, like a malformed URL;
 * no answer at all (connection refused, reset, timeout) is :class:`StoreError`: to a
   client the server *is* its store, and this is the error an embedded engine raises when
-  its store cannot be reached. After a timeout the call may still have taken effect.
+  its store cannot be reached. After a timeout the call may still have taken effect;
+* a call on a closed client is the :class:`StoreError` a closed engine raises (httpx's
+  own ``RuntimeError`` is not an engrain error), with nothing sent.
 
 The API key is sent in one header and never appears in a repr, a message or a log line.
 """
@@ -27,6 +29,7 @@ import httpx
 from engrain import wire
 from engrain.client.calls import Req
 from engrain.errors import ConfigError, EngrainError, StoreError
+from engrain.lifecycle import closed_error
 
 #: Seconds to wait for the server to accept and answer a request (``timeout=``).
 DEFAULT_TIMEOUT = 30.0
@@ -104,6 +107,13 @@ def answer(response: httpx.Response) -> Any:
         where = redacted(response.request.url.copy_with(query=None))
         raise ConfigError(f"{where} answered HTTP {response.status_code} with something "
                           "that is not engrain's JSON: is the URL right?") from exc  # fmt: skip
+
+
+def check_open(http: httpx.Client | httpx.AsyncClient) -> None:
+    """Refuse a call on a closed client as a closed :class:`~engrain.engine.Engine` refuses
+    one: :class:`StoreError`, nothing sent."""
+    if http.is_closed:
+        raise closed_error("client")
 
 
 def transport_error(exc: httpx.HTTPError, req: Req, base: httpx.URL,

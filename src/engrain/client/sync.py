@@ -169,7 +169,7 @@ class _Exchange:
         self.req = req
 
     def __enter__(self) -> None:
-        return None
+        h.check_open(self.client._http)
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
