@@ -5,7 +5,10 @@ in a Starlette app served by uvicorn on loopback), with API keys from :class:`Ke
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import inspect
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -82,6 +85,9 @@ def run_stdio(tmp_path: Path, body: Session, *args: str) -> None:
             "ENGRAIN_EMBEDDER": "hash",
             "ENGRAIN_DATA_DIR": str(tmp_path),
             "ENGRAIN_DEFER_USES": "off",
+            # the SDK passes only a few variables on: a tree run with PYTHONPATH=src (a
+            # worktree over another checkout's .venv) must serve its own code
+            **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
         },
     )
 
@@ -219,6 +225,40 @@ def test_mcp_command_requires_a_user(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--user" in result.output and "ENGRAIN_USER" in result.output
+
+
+#: The engine method each tool calls, and the tool's names for its arguments.
+ENGINE_CALLS = {"remember": ("remember", {}), "context": ("context", {}),
+                "recall": ("recall", {}), "explain": ("explain", {}),
+                "list_memories": ("list", {}), "feedback": ("feedback", {}),
+                "forget": ("forget", {}), "pin": ("pin", {"pinned": "pinned"}),
+                "mute": ("mute", {"muted": "muted"})}  # fmt: skip
+
+
+def test_a_tools_defaults_are_the_engines(tmp_path: Path) -> None:
+    """An argument left out means what it means to Engine, the CLI and HTTP: list_memories
+    without a limit lists 100 (base: 50), like engine.list, engrain list and GET
+    /v1/memories."""
+    engine = Engine(settings=make_settings(tmp_path), store=SQLiteStore(tmp_path / "m.db"),
+                    embedder=HashEmbedder())  # fmt: skip
+    with engine:
+        for i in range(101):
+            engine.remember(hashlib.sha256(str(i).encode()).hexdigest(), "alice")
+        listed = [m.id for m in engine.list("alice")]
+    assert len(listed) == 100
+
+    async def body(s: ClientSession) -> None:
+        for tool in (await s.list_tools()).tools:
+            method, names = ENGINE_CALLS[tool.name]
+            params = inspect.signature(getattr(Engine, method)).parameters
+            for name, schema in tool.input_schema["properties"].items():
+                param = params[names.get(name, name)]
+                if "default" in schema and param.default is not inspect.Parameter.empty:
+                    assert schema["default"] == param.default, f"{tool.name}.{name}"
+        found = ok(await s.call_tool("list_memories", {}))["memories"]
+        assert [m["id"] for m in found] == listed
+
+    run_stdio(tmp_path, body, "--user", "alice")
 
 
 def test_every_tool_and_argument_is_described_for_a_model(tmp_path: Path) -> None:

@@ -438,7 +438,8 @@ def _add_reading_tools(server: MCPServer[Any], engine: Engine, resolve: Resolver
         kind: Annotated[
             str | None, Field(description="Only this kind (preference, fact, decision, ...).")
         ] = None,
-        limit: Annotated[int, Field(description="Most memories to list.", ge=1, le=1000)] = 50,
+        # Engine.list's default, as `engrain list` and GET /v1/memories have it
+        limit: Annotated[int, Field(description="Most memories to list.", ge=1, le=1000)] = 100,
         offset: Annotated[
             int, Field(description="Memories to skip (for the next page).", ge=0, le=MAX_INT)
         ] = 0,
