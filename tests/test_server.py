@@ -619,6 +619,11 @@ def test_refusals_say_what_was_wrong_in_the_engines_words(svc: Service) -> None:
     body = assert_error(svc.call("POST", "/v1/context", "alice", content=digits,
                                  headers=json_header), 400, "invalid_input")  # fmt: skip
     assert body["message"] == "body: a number in the JSON has too many digits to read"
+    latin1 = '{"content": "café au lait"}'.encode("latin-1")  # base: "(UnicodeDecodeError)"
+    body = assert_error(svc.call("POST", "/v1/memories", "alice", content=latin1,
+                                 headers=json_header), 400, "invalid_input")  # fmt: skip
+    assert body["message"] == ("body: not valid UTF-8 (byte 0xe9 at position 16): send JSON "
+                               "as UTF-8")  # fmt: skip
     nested: dict[str, Any] = {}
     for _ in range(99):
         nested = {"a": nested}

@@ -228,6 +228,9 @@ def _unreadable(cause: BaseException) -> str:
     error parsing the body" whatever the cause."""
     if isinstance(cause, RecursionError):
         return "JSON nested too deeply to read"
+    if isinstance(cause, UnicodeDecodeError):  # as `engrain import` and POST /v1/import say
+        byte = cause.object[cause.start : cause.start + 1].hex()
+        return f"not valid UTF-8 (byte 0x{byte} at position {cause.start}): send JSON as UTF-8"
     if isinstance(cause, ValueError) and "integer string conversion" in str(cause):
         return "a number in the JSON has too many digits to read"
     return f"could not be read as JSON ({type(cause).__name__})"
