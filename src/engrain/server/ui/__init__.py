@@ -99,8 +99,10 @@ def _engrain_error(request: Request, exc: Exception) -> Response:
 
 def _invalid(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
-    fields = ", ".join(str(e.get("loc", ("?",))[-1]) for e in exc.errors()) or "the form"
-    return _error_page(request, 422, "Not accepted", f"check these fields: {fields}")
+    # each field with what it asks (pydantic's words, never the value sent), as the API says
+    said = "; ".join(f"{e.get('loc', ('?',))[-1]}: {e.get('msg', 'not accepted')}"
+                     for e in exc.errors())  # fmt: skip
+    return _error_page(request, 422, "Not accepted", said or "check the form")
 
 
 def _http_error(request: Request, exc: Exception) -> Response:
