@@ -697,6 +697,22 @@ def test_feedback_on_a_context_and_on_memories(invoke: Invoke) -> None:
     assert both.exit_code == 2 and "exactly one" in both.stderr
 
 
+def test_feedback_on_an_unknown_memory_exits_1_as_forget_does(invoke: Invoke) -> None:
+    """The README's exit 1 for an unknown memory id (base: exit 0, nothing said); the
+    known memory's feedback is recorded, as `forget` forgets the known ones."""
+    first = remember(invoke, "Deploys go through the GitHub Actions release workflow")
+    typo = invoke("feedback", "--memory", "nope", "--helpful")
+    assert typo.exit_code == 1 and typo.stdout == ""
+    assert typo.stderr == "error: 1 of 1 id is not a memory of user 'default'\n"
+    mixed = invoke("--json", "feedback", "-m", first, "-m", "nope", "-m", "gone", "--helpful")
+    assert mixed.exit_code == 1
+    assert [json.loads(line) for line in mixed.stdout.splitlines()] == [
+        {"memory_id": first, "before": 0.5, "after": 0.6}]  # fmt: skip
+    assert json.loads(mixed.stderr)["message"] == "2 of 3 ids are not memories of user 'default'"
+    [memory] = json_lines(invoke("--json", "get", first))
+    assert memory["usefulness"] == 0.6
+
+
 def test_remember_a_correction(invoke: Invoke) -> None:
     old = remember(invoke, "Lunch is at noon")
     out = ok(invoke("remember", "Lunch moved to 12:30", "--kind", "correction",

@@ -27,6 +27,7 @@ from engrain.cli.output import (
     plural,
     scored_line,
 )
+from engrain import validate
 from engrain.errors import NotFoundError
 from engrain.tiers import Tier
 
@@ -242,7 +243,9 @@ def feedback(
 ) -> None:
     """Tell engrain whether a context (CONTEXT_ID, the context_id `context --json` prints) or some
     memories helped: --helpful, --unhelpful or --score X. Usefulness moves 20% of the
-    way to the target; positive feedback on a context teaches co-occurrence."""
+    way to the target; positive feedback on a context teaches co-occurrence. Exits with 1
+    (not found) when a --memory ID is not one of the user's memories; the others' feedback
+    is recorded."""
     result = state.engine().feedback(
         state.user, context_id, list(memory_ids) or None, helpful=helpful, score=score
     )
@@ -254,6 +257,14 @@ def feedback(
                                f"{r['after']:.3f}")  # fmt: skip
     if not state.as_json and result.pairs_learned:
         click.echo(f"learned {result.pairs_learned} co-occurring pairs", err=True)
+    named = set(validate.identifiers(memory_ids)) if memory_ids else set()  # NFC, as compared
+    unknown = len(named - set(result.usefulness))
+    if unknown:  # the README's exit 1, as `forget` (the engine skips them: gone since)
+        raise NotFoundError(
+            f"{unknown} of {plural(len(named), 'id')} "
+            f"{'is not a memory' if unknown == 1 else 'are not memories'} "
+            f"of user {state.user!r}"
+        )
 
 
 @click.command(cls=OnceCommand)
