@@ -873,3 +873,27 @@ def test_health_metrics_and_openapi(svc: Service) -> None:
             "ErrorOut"
         )
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
+
+
+def test_a_query_parameter_given_twice_is_refused_and_writes_nothing(svc: Service) -> None:
+    """FastAPI keeps the last of a repeated parameter without a word (base: this DELETE
+    forgot bob's memory); none of the API's query parameters is a list, so a repeat is
+    a 422, as the CLI refuses an option given twice."""
+    bobs = svc.engine.remember("bob's build runs on Jenkins", "bob").memory_id
+    assert bobs is not None
+    path = f"/v1/memories/{bobs}"
+    twice = [("user_id", "alice"), ("user_id", "bob")]
+    body = assert_error(svc.call("DELETE", path, "alice+bob", params=twice), 422, "invalid_input")
+    assert body["message"] == "query.user_id: given 2 times; give it once"
+    assert svc.engine.get(bobs, "bob").content == "bob's build runs on Jenkins"
+    for method, route in [("GET", "/v1/memories"), ("GET", "/v1/review"), ("GET", path),
+                          ("GET", "/v1/export"), ("POST", f"{path}/pin")]:  # fmt: skip
+        assert_error(svc.call(method, route, "alice+bob", params=twice), 422, "invalid_input")
+    assert not svc.engine.get(bobs, "bob").pinned
+    limits = [("user_id", "bob"), ("limit", "1"), ("limit", "1")]
+    body = assert_error(svc.call("GET", "/v1/memories", "bob", params=limits), 422)
+    assert body["message"] == "query.limit: given 2 times; give it once"
+    once = svc.call("GET", "/v1/memories", "bob", params=[("user_id", "bob"), ("limit", "1")])
+    assert [m["id"] for m in once.json()["memories"]] == [bobs]
+    assert svc.call("GET", "/healthz", params=[("a", "1"), ("a", "2")]).status_code == 200
+    svc.engine.forget([bobs], "bob")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from engrain.config import load_settings
 from engrain.engine import Engine
@@ -26,6 +26,7 @@ from engrain.server.mounting import mount
 from engrain.server.proxy import ProxyConfig
 from engrain.server.proxy import install as install_proxy
 from engrain.server.proxy.routes import CHAT_PATH
+from engrain.server.query import single_values
 from engrain.server.routes_health import router as health
 from engrain.server.routes_inspect import router as inspect
 from engrain.server.routes_memories import router as memories
@@ -87,8 +88,9 @@ def create_app(
     app.state.keys = keys if keys is not None else KeyRing(engine.store)
     app.state.metrics = Metrics()
     errors.install(app)
-    for router in (memories, recall, inspect, transfer, health):
-        app.include_router(router)
+    for router in (memories, recall, inspect, transfer):
+        app.include_router(router, dependencies=[Depends(single_values)])
+    app.include_router(health)
     untimed = ["/v1/import", "/v1/export"]
     if proxy is not None:
         install_proxy(app, engine, app.state.keys, proxy)
