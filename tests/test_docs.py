@@ -10,6 +10,7 @@ exists. The README's own checks are in
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import json
 import re
@@ -345,3 +346,23 @@ def test_every_public_method_has_its_errors_and_an_example() -> None:
         [code] = re.findall(r"`([^`]+)`", example)
         assert re.search(rf"\b(engine|await engine)\.{name}\(", code), f"{name}: {code}"
         ast.parse(code)  # a line of Python as written
+
+
+@pytest.mark.parametrize(("module", "doc"), [
+    ("engrain.server", "http-api.md"), ("engrain.mcp", "mcp.md"),
+    ("engrain.client", "client.md"), ("engrain.server.proxy", "proxy.md"),
+])  # fmt: skip
+def test_every_name_a_service_package_exports_is_in_its_doc(module: str, doc: str) -> None:
+    """Each public name of the service packages is named in a code span of its page (base:
+    engrain.mcp's serve_stdio, key_user, request_key, MCPApp, Resolver and EngrainMCP, the
+    client's Records, the proxy's install and MCP_PATH were in no doc)."""
+    text = (DOCS / doc).read_text()
+    blocks = re.findall(r"```.*?```", text, flags=re.S)
+    spans = blocks + re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    exported = importlib.import_module(module).__all__
+
+    def named(name: str) -> bool:  # as code: called, an attribute, or the whole span
+        return any(re.search(rf"(?<![\w-]){name}(?=[(.,)\]]|$)", s, re.M) for s in spans)
+
+    missing = [n for n in exported if not named(n)]
+    assert not missing, f"{module} exports {missing}, which docs/{doc} does not name"
