@@ -12,6 +12,7 @@ upstream key never shows in a response or a log line.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import secrets
@@ -732,3 +733,29 @@ def test_a_turn_handed_over_after_the_recorder_closed_is_not_raised(tmp_path: Pa
         assert engine.list("frank") == []
     finally:
         engine.close()
+
+
+def test_a_request_with_an_image_larger_than_other_routes_bodies_goes_up(px: Proxied) -> None:
+    """A vision request carries its image base64-encoded: a 1.5 MB screenshot is past the
+    1 MiB every other route takes (base: 413, so an application that worked against its
+    upstream broke behind the proxy). The chat route takes up to 32 MiB, the upstream's
+    size to judge; past ProxyConfig.max_body_bytes it is a 413 in OpenAI's shape."""
+    image = "data:image/png;base64," + base64.b64encode(secrets.token_bytes(1_500_000)).decode()
+    question = [{"type": "text", "text": QUESTION},
+                {"type": "image_url", "image_url": {"url": image}}]  # fmt: skip
+    with px.client(default_headers={"X-Engrain-Record": "false"}) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=[{"role": "user", "content": question}])  # fmt: skip
+    assert raw.parse().choices[0].message.content == ANSWER
+    assert raw.headers["x-engrain-memory"] == "injected"
+    sent = px.upstream.last()["body"]["messages"]
+    assert sent[-1]["content"][1]["image_url"]["url"] == image  # byte for byte
+    assert "helix" in sent[0]["content"]  # the memory block for the question's text
+    small = px.serve(max_body_bytes=1_000_000)
+    with openai.OpenAI(base_url=small, api_key=px.keys["alice"], max_retries=0) as client:
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="gpt-4o",
+                                           messages=[{"role": "user", "content": question}])
+    assert refused.value.status_code == 413 and refused.value.code == "input_too_large"
+    with pytest.raises(ConfigError, match="max_body_bytes"):
+        ProxyConfig(px.upstream.url, max_body_bytes=0)

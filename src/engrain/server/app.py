@@ -92,9 +92,11 @@ def create_app(
         app.include_router(router, dependencies=[Depends(single_values)])
     app.include_router(health)
     untimed = ["/v1/import", "/v1/export"]
+    body_limits = {}
     if proxy is not None:
         install_proxy(app, engine, app.state.keys, proxy)
         untimed.append(CHAT_PATH)  # a streamed completion lasts as long as the model writes
+        body_limits[CHAT_PATH] = proxy.max_body_bytes  # the upstream judges a request's size
     if ui:
         install_ui(app, app.state.keys, ui_secret)
     app.add_middleware(
@@ -104,6 +106,7 @@ def create_app(
         max_import_bytes=max_import_bytes,
         request_timeout=request_timeout,
         untimed_paths=untimed,
+        body_limits=body_limits,
     )
     return app
 

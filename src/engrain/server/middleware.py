@@ -7,7 +7,8 @@ streamed body or response passes through untouched.
   and set for every log line of the request (:mod:`.context`).
 * **Size limit**: a declared ``Content-Length`` above the limit is refused before the app
   runs; a chunked body is counted as it is read and the app's answer is replaced by the
-  413 once the count passes the limit. ``POST /v1/import`` has its own, larger limit.
+  413 once the count passes the limit. ``POST /v1/import`` has its own, larger limit,
+  and so has any path of ``body_limits`` (the proxy's chat route).
 * **Time limit**: a request that has not started its response after ``request_timeout``
   seconds is answered 503 ``timeout`` (the engine call finishes in its thread and its
   answer is dropped). The streaming routes (import, export) are exempt: their length is
@@ -22,7 +23,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -60,6 +61,7 @@ class ServiceMiddleware:
         request_timeout: float | None,
         import_path: str = "/v1/import",
         untimed_paths: Collection[str] = ("/v1/import", "/v1/export"),
+        body_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
@@ -68,6 +70,7 @@ class ServiceMiddleware:
         self.request_timeout = request_timeout
         self.import_path = import_path
         self.untimed_paths = frozenset(untimed_paths)
+        self.body_limits = dict(body_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request (other scopes, lifespan and websockets, pass through)."""
@@ -88,6 +91,7 @@ class _Exchange:
         self.mw, self.scope, self._receive, self._send = mw, scope, receive, send
         path = scope.get("path", "")
         self.limit = mw.max_import_bytes if path == mw.import_path else mw.max_body_bytes
+        self.limit = mw.body_limits.get(path, self.limit)
         self.timeout = None if path in mw.untimed_paths else mw.request_timeout
         self.received = 0
         self.too_large = False

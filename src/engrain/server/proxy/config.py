@@ -13,6 +13,13 @@ from engrain.config import Settings
 from engrain.errors import ConfigError
 
 
+#: The largest chat request the proxy reads (32 MiB), where every other route takes 1 MiB:
+#: how large a request is, is the upstream's to judge (a vision request carries its images
+#: base64-encoded, and one image of 20 MiB, the most OpenAI's and Azure's APIs take,
+#: is 26.7 MiB so), and the proxy holds the body only to add memory to it.
+CHAT_BODY_BYTES = 32 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     """How the proxy reaches its upstream and treats each request.
@@ -21,13 +28,15 @@ class ProxyConfig:
     forwards ``POST /v1/chat/completions`` to ``{upstream}/chat/completions``.
     ``upstream_key`` is sent upstream as ``Authorization: Bearer`` when the caller
     authenticates with its engrain key in ``Authorization``; it never appears in a log
-    line, a response or this object's ``repr``."""
+    line, a response or this object's ``repr``. ``max_body_bytes`` bounds a chat request's
+    body (:data:`CHAT_BODY_BYTES`; past it, 413)."""
 
     upstream: str
     upstream_key: str | None = field(default=None, repr=False)
     timeout: float = 120.0
     inject: Literal["system", "append"] = "system"
     record: bool = True
+    max_body_bytes: int = CHAT_BODY_BYTES
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.upstream)
@@ -35,6 +44,11 @@ class ProxyConfig:
             raise ConfigError(f"the proxy upstream must be an http(s) URL, not {self.upstream!r}")
         if not self.timeout > 0:
             raise ConfigError(f"the proxy timeout must be positive, not {self.timeout!r}")
+        if isinstance(self.max_body_bytes, bool) or not (
+            isinstance(self.max_body_bytes, int) and self.max_body_bytes > 0
+        ):
+            raise ConfigError(f"the proxy's max_body_bytes must be a positive number of bytes, "
+                              f"not {self.max_body_bytes!r}")  # fmt: skip
         if self.inject not in ("system", "append"):
             raise ConfigError(f"proxy_inject must be 'system' or 'append', not {self.inject!r}")
         object.__setattr__(self, "upstream", self.upstream.rstrip("/"))
