@@ -751,11 +751,10 @@ def test_a_request_with_an_image_larger_than_other_routes_bodies_goes_up(px: Pro
     sent = px.upstream.last()["body"]["messages"]
     assert sent[-1]["content"][1]["image_url"]["url"] == image  # byte for byte
     assert "helix" in sent[0]["content"]  # the memory block for the question's text
-    small = px.serve(max_body_bytes=1_000_000)
-    with openai.OpenAI(base_url=small, api_key=px.keys["alice"], max_retries=0) as client:
-        with pytest.raises(openai.APIStatusError) as refused:
-            client.chat.completions.create(model="gpt-4o",
-                                           messages=[{"role": "user", "content": question}])
+    small, asked = px.serve(max_body_bytes=1_000_000), {"role": "user", "content": question}
+    with (openai.OpenAI(base_url=small, api_key=px.keys["alice"], max_retries=0) as client,
+          pytest.raises(openai.APIStatusError) as refused):  # fmt: skip
+        client.chat.completions.create(model="gpt-4o", messages=[asked])
     assert refused.value.status_code == 413 and refused.value.code == "input_too_large"
     with pytest.raises(ConfigError, match="max_body_bytes"):
         ProxyConfig(px.upstream.url, max_body_bytes=0)

@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from engrain import validate
 from engrain.cli.base import (
     OnceCommand,
     OnceGroup,
@@ -27,7 +28,6 @@ from engrain.cli.output import (
     plural,
     scored_line,
 )
-from engrain import validate
 from engrain.errors import NotFoundError
 from engrain.tiers import Tier
 

@@ -12,7 +12,6 @@ from urllib.parse import urlsplit
 from engrain.config import Settings
 from engrain.errors import ConfigError
 
-
 #: The largest chat request the proxy reads (32 MiB), where every other route takes 1 MiB:
 #: how large a request is, is the upstream's to judge (a vision request carries its images
 #: base64-encoded, and one image of 20 MiB, the most OpenAI's and Azure's APIs take,
