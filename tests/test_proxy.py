@@ -758,3 +758,21 @@ def test_a_request_with_an_image_larger_than_other_routes_bodies_goes_up(px: Pro
     assert refused.value.status_code == 413 and refused.value.code == "input_too_large"
     with pytest.raises(ConfigError, match="max_body_bytes"):
         ProxyConfig(px.upstream.url, max_body_bytes=0)
+
+
+def test_a_user_named_in_utf8_in_the_header_is_that_user(px: Proxied) -> None:
+    """curl, Node and browsers send a header's text as UTF-8: `X-Engrain-User: José` was
+    read as 'JosÃ©' (Latin-1) and refused, 403 (base). Latin-1 bytes still name the user."""
+    secret = px.ring.create(["José", "alice"])[0]
+    px.engine.remember("José deploys with Ansible playbooks from the ops repository", "José")
+    body = {"model": "gpt-4o", "messages": chat("which Ansible playbooks does José deploy with?")}
+    for sent in ("José".encode(), "José".encode("latin-1")):
+        headers = [(b"authorization", f"Bearer {secret}".encode()),
+                   (b"x-engrain-user", sent), (b"x-engrain-record", b"false")]  # fmt: skip
+        reply = httpx.post(f"{px.url}/chat/completions", json=body, headers=headers, timeout=30)
+        assert reply.status_code == 200, reply.text
+        assert reply.headers["x-engrain-memory"] == "injected"
+        assert "Ansible" in px.upstream.last()["body"]["messages"][1]["content"]
+    other = [(b"authorization", f"Bearer {secret}".encode()), (b"x-engrain-user", b"Jos\xc3")]
+    refused = httpx.post(f"{px.url}/chat/completions", json=body, headers=other, timeout=30)
+    assert refused.status_code == 403 and "may not act for user" in refused.text

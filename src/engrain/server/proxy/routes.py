@@ -78,10 +78,11 @@ class Proxy:
         """Authenticate (401), settle the user (403 when the key does not hold it), then
         look memory up; a memory failure is logged and the body goes up unchanged."""
         key, authorization = self.authenticate(headers)
-        named = headers.get("x-engrain-user")
+        named = _text_header(headers, "x-engrain-user")
         if named is None and not (len(key.users) == 1 and not key.admin):
             named = chat.user  # a key for several users: the body's standard field names one
-        user, project = Scope(self.keys, key).resolve(named, headers.get("x-engrain-project"))
+        project = _text_header(headers, "x-engrain-project")
+        user, project = Scope(self.keys, key).resolve(named, project)
         if chat.body is None or chat.message is None:
             return Prepared(user, project, authorization, chat.raw, "none")
         try:
@@ -200,6 +201,19 @@ def _relay(reply: httpx.Response, extra: Mapping[str, str], done: Any) -> Respon
         extra = {**extra, "x-upstream-request-id": upstream_id}
     response.raw_headers = reply_headers(reply.headers, extra)
     return response
+
+
+def _text_header(headers: Headers, name: str) -> str | None:
+    """A header naming a user or project, as its sender wrote it: UTF-8, which curl, Node
+    and browsers send (``X-Engrain-User: José``), else Latin-1, Starlette's reading (a
+    UTF-8 user id was read as ``'JosÃ©'``: 403 for a key holding ``José``)."""
+    value = headers.get(name)
+    if value is None:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeDecodeError:
+        return value
 
 
 def install(app: FastAPI, engine: Engine, keys: KeyRing, config: ProxyConfig,
