@@ -735,6 +735,26 @@ def test_store_failure_is_503_on_readyz(tmp_path: Path) -> None:
         engine.close()
 
 
+def test_a_closed_engine_is_not_ready(tmp_path: Path) -> None:
+    """Every call of a closed engine is 503 `store_error`; readiness said 200 (base) when
+    its store still answered a read (the memory store does after close)."""
+    engine = Engine(settings=make_settings(tmp_path), store=MemoryStore(),
+                    embedder=HashEmbedder())  # fmt: skip
+    secret = KeyRing(engine.store).create(["ada"])[0]
+    live = LiveServer(create_app(engine))
+    try:
+        assert httpx.get(f"{live.url}/readyz").json() == {"status": "ok"}
+        engine.close()
+        body = assert_error(httpx.get(f"{live.url}/readyz"), 503, "store_error")
+        assert body["message"] == "the engine is closed: nothing was done"
+        called = httpx.post(f"{live.url}/v1/memories", json={"content": "x y z"},
+                            headers={"Authorization": f"Bearer {secret}"})  # fmt: skip
+        assert assert_error(called, 503, "store_error")["message"] == body["message"]
+        assert httpx.get(f"{live.url}/healthz").json() == {"status": "ok"}  # the process lives
+    finally:
+        live.stop()
+
+
 # -- data paths -------------------------------------------------------------------------------
 
 

@@ -25,9 +25,12 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", response_model=m.StatusOut, responses=PUBLIC)
 def readyz(engine: EngineDep) -> dict[str, str]:
-    """Readiness: the store answers a read (503 `store_error` when it does not)."""
+    """Readiness: the engine admits a call and its store answers a read (503
+    `store_error` when either does not: a closed engine refuses every call, whatever its
+    store would still answer)."""
     try:
-        engine.store.revision(_PROBE_USER)
+        with engine.gate.call():  # admitted as every engine call is, or the closed error
+            engine.store.revision(_PROBE_USER)
     except EngrainError:
         raise
     except Exception as exc:  # a driver error the store did not translate: still "not ready"
