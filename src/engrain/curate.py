@@ -52,7 +52,7 @@ def changes(requested: Mapping[str, Any], *, max_chars: int) -> dict[str, Any]:
         elif name in ("key", "project"):
             fields[name] = validate.optional_identifier(value, name)
         else:  # metadata
-            fields[name] = validate.metadata(value, max_chars=max_chars)
+            fields[name] = validate.callers_metadata(value, max_chars=max_chars)
     return fields
 
 

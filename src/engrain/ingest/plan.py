@@ -102,7 +102,7 @@ class Origin:
             project=validate.optional_identifier(project, "project"),
             domains=validate.domains(domains),
             hint=validate.optional_memory_type(hint, hint_field),
-            metadata=validate.metadata(metadata, max_chars=max_chars),
+            metadata=validate.callers_metadata(metadata, max_chars=max_chars),
         )
 
 
@@ -569,8 +569,10 @@ def merge(
     meta: Mapping[str, Any],
 ) -> dict[str, Any]:
     """ADR-002: the fields a near-duplicate's update sets, its content and timestamp. The
-    text it had is kept in its provenance, so nothing is lost."""
-    history = list(existing.provenance.metadata.get("history", []))
+    text it had is kept in its provenance, so nothing is lost. A ``history`` that is not a
+    list (a memory stored before a caller's metadata was refused that key) is not one."""
+    earlier = existing.provenance.metadata.get("history")
+    history = [h for h in earlier if isinstance(h, Mapping)] if isinstance(earlier, list) else []
     if existing.content != text:
         history.append({"content": existing.content, "updated_at": existing.updated_at.isoformat()})
     metadata = {**existing.provenance.metadata, **meta}
