@@ -52,18 +52,37 @@ def _snapshot(engine: Engine) -> list[dict[str, Any]]:
 
 CALLS: list[tuple[str, Callable[[Engine, str, dict[str, Any]], object]]] = [
     ("remember", lambda e, i, m: e.remember(FACT + "!", USER, metadata=m, now=NOW)),
-    ("ingest", lambda e, i, m: e.ingest("I moved the billing cron to Tuesdays at 9.", USER,
-                                        metadata=m, now=NOW)),  # fmt: skip
-    ("ingest_conversation", lambda e, i, m: e.ingest_conversation(
-        [{"speaker": "ada", "text": "We moved to Tuesdays."}], USER, metadata=m, now=NOW)),
-    ("ingest_conversations", lambda e, i, m: e.ingest_conversations(
-        [{"user_id": USER, "turns": [{"speaker": "ada", "text": "Tuesdays."}],
-          "metadata": m}])),  # fmt: skip
+    (
+        "ingest",
+        lambda e, i, m: e.ingest(
+            "I moved the billing cron to Tuesdays at 9.", USER, metadata=m, now=NOW
+        ),
+    ),
+    (
+        "ingest_conversation",
+        lambda e, i, m: e.ingest_conversation(
+            [{"speaker": "ada", "text": "We moved to Tuesdays."}], USER, metadata=m, now=NOW
+        ),
+    ),
+    (
+        "ingest_conversations",
+        lambda e, i, m: e.ingest_conversations(
+            [{"user_id": USER, "turns": [{"speaker": "ada", "text": "Tuesdays."}], "metadata": m}]
+        ),
+    ),
     ("update", lambda e, i, m: e.update(i, USER, metadata=m, now=NOW)),
-    ("import", lambda e, i, m: e.import_records(
-        [{"type": "remember", "user_id": USER, "content": FACT + "?", "metadata": m}], now=NOW)),
-    ("import text", lambda e, i, m: e.import_records(
-        [{"type": "text", "user_id": USER, "text": "The cron runs at 9.", "metadata": m}])),
+    (
+        "import",
+        lambda e, i, m: e.import_records(
+            [{"type": "remember", "user_id": USER, "content": FACT + "?", "metadata": m}], now=NOW
+        ),
+    ),
+    (
+        "import text",
+        lambda e, i, m: e.import_records(
+            [{"type": "text", "user_id": USER, "text": "The cron runs at 9.", "metadata": m}]
+        ),
+    ),
 ]
 
 
