@@ -333,19 +333,21 @@ class Engine:
         """One transaction: ``staged``'s new memories and patches, its claims checked."""
         self.store.write(staged.upserts, patches=staged.patches, claims=staged.claims)
 
-    def _after_ingest(self, staged: Staged) -> None:
+    def _after_ingest(self, staged: Staged, restored: Iterable[Memory] = ()) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
         the background: the ingest call never waits for it), and the vectors of the new
         conversation chunks' words when soft terms run them through the model
-        (``recall.word_backlog``)."""
+        (``recall.word_backlog``). ``restored`` (an import's exported memories, written as
+        they were) are not new: an export imported is not compressed behind its back."""
+        old = {m.id for m in restored}
+        memories = [m for m in staged.memories.values() if m.id not in old]
         # the default (soft terms off) and a model with a word table: nothing queued
         backlog = self.word_backlog
-        if backlog.wanted(self.options.soft_terms) and backlog.add_chunks(staged.memories.values()):
+        if backlog.wanted(self.options.soft_terms) and backlog.add_chunks(memories):
             self.worker.submit(("words",), self.word_backlog.drain)
         if not self.settings.auto_compress:
             return
-        users = {m.user_id for m in staged.memories.values()
-                 if m.memory_type is MemoryType.EPISODIC}  # fmt: skip
+        users = {m.user_id for m in memories if m.memory_type is MemoryType.EPISODIC}
         for user in users:
             self.worker.submit(("compress", user), functools.partial(self._compress, user))
 
@@ -916,9 +918,9 @@ class Engine:
         staged = Staged()
         with self._lock:
             counts = record_io.plan(batch, self.planner, when, staged, on_record)
-            self.store.write([*batch.memories, *staged.upserts], state=batch.states,
-                             patches=staged.patches, claims=staged.claims)  # fmt: skip
-        self._after_ingest(staged)
+            self.store.write(staged.upserts, state=batch.states, patches=staged.patches,
+                             claims=staged.claims)  # fmt: skip
+        self._after_ingest(staged, batch.memories)
         return ImportResult(len(batch.memories), counts["stored"], counts["merged"],
                             counts["discarded"], len(batch.states))  # fmt: skip
 

@@ -251,13 +251,16 @@ def plan(
     staged: Staged,
     on_record: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
-    """Plan the ingest inputs and remembered items of ``batch`` in order into ``staged``
-    (later records see the earlier ones, as sequential calls would); how many chunks and
-    items were stored, merged and discarded. ``on_record`` is called with each record's
+    """Plan the records of ``batch`` in order into ``staged``: each restored memory as it
+    is, then the ingest inputs and remembered items (later records see the earlier ones,
+    restored memories included, as sequential calls would); how many chunks and items
+    were stored, merged and discarded. ``on_record`` is called with each record's
     number."""
     counts = {"stored": 0, "merged": 0, "discarded": 0}
     for number, item in enumerate(batch.items, 1):
-        if isinstance(item, tuple) and isinstance(item[0], Remembered):
+        if isinstance(item, Restored):  # seen by the records after it, as once written
+            staged.restore(item.memory)
+        elif isinstance(item, tuple) and isinstance(item[0], Remembered):
             said, vector = item
             outcome = planner.item(said.item, said.origin, vector, said.at or now, staged)
             counts[outcome.action] += 1
