@@ -4,7 +4,7 @@ keeps names, numbers and dates, originals kept and excluded, automatic and on de
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +236,30 @@ class StaleQuery:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+
+@pytest.mark.parametrize("path", ["conversation", "conversations", "remember"])
+def test_the_compression_an_ingest_sets_off_runs_as_of_the_ingests_now(
+    tmp_path: Path, path: str
+) -> None:
+    """A replayed history (``now`` given) compresses with its own time, as its tiers
+    compile with it (``TierCache.schedule``); before, the background compression took the
+    wall clock: a summary of 2023's sessions was written in the year the replay ran, and
+    the context records' retention was counted from the wall clock too. Session 29 (h7)."""
+    past = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    eng = Engine(settings=make_settings(tmp_path, compression_threshold=2),
+                 store=MemoryStore(), embedder=HashEmbedder())  # fmt: skip
+    for n in range(3):
+        at = past + timedelta(days=n)
+        if path == "conversation":
+            eng.ingest_conversation(turns(n), "u", f"s{n}", now=at)
+        elif path == "conversations":
+            eng.ingest_conversations([{"turns": turns(n), "user_id": "u", "session_id": f"s{n}",
+                                       "now": at}])  # fmt: skip
+        else:
+            eng.remember(TOPICS[n], "u", "event", session_id=f"s{n}", now=at)
+        eng.wait(10)
+    [summary] = eng.list("u", kind="summary")
+    assert summary.source_session_id == "s0"
+    assert summary.created_at == summary.updated_at == past + timedelta(days=2)
+    eng.close()

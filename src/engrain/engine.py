@@ -199,7 +199,7 @@ class Engine:
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.text_drafts(text, event_at)
         report, staged = self._planned(lambda st: self.planner.plan(drafts, origin, when, st))
-        self._after_ingest(staged)
+        self._after_ingest(staged, when)
         return report
 
     @admitted
@@ -230,7 +230,7 @@ class Engine:
         report, staged = self._planned(
             lambda st: self.planner.conversation(drafts, origin, when, st)
         )
-        self._after_ingest(staged)
+        self._after_ingest(staged, when)
         return report
 
     @admitted
@@ -256,7 +256,7 @@ class Engine:
             report, staged = self._planned(
                 lambda st: self.planner.conversation(drafts, session.origin, when, st)
             )
-            self._after_ingest(staged)
+            self._after_ingest(staged, when)
             return report
 
         return many.pipelined(parsed, self.planner.conversation_drafts, store)
@@ -308,7 +308,7 @@ class Engine:
         outcome, staged = self._planned(
             lambda st: self.planner.item(item, origin, vector, when, st)
         )
-        self._after_ingest(staged)
+        self._after_ingest(staged, when)
         return outcome
 
     def _planned(self, plan: Callable[[Staged], T]) -> tuple[T, Staged]:
@@ -333,12 +333,16 @@ class Engine:
         """One transaction: ``staged``'s new memories and patches, its claims checked."""
         self.store.write(staged.upserts, patches=staged.patches, claims=staged.claims)
 
-    def _after_ingest(self, staged: Staged, restored: Iterable[Memory] = ()) -> None:
+    def _after_ingest(
+        self, staged: Staged, when: datetime, restored: Iterable[Memory] = ()
+    ) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
-        the background: the ingest call never waits for it), and the vectors of the new
-        conversation chunks' words when soft terms run them through the model
-        (``recall.word_backlog``). ``restored`` (an import's exported memories, written as
-        they were) are not new: an export imported is not compressed behind its back."""
+        the background: the ingest call never waits for it) as of the call's ``when`` (a
+        replayed history compresses with its own time, as its tiers compile with it), and
+        the vectors of the new conversation chunks' words when soft terms run them through
+        the model (``recall.word_backlog``). ``restored`` (an import's exported memories,
+        written as they were) are not new: an export imported is not compressed behind its
+        back."""
         old = {m.id for m in restored}
         memories = [m for m in staged.memories.values() if m.id not in old]
         # the default (soft terms off) and a model with a word table: nothing queued
@@ -349,7 +353,8 @@ class Engine:
             return
         users = {m.user_id for m in memories if m.memory_type is MemoryType.EPISODIC}
         for user in users:
-            self.worker.submit(("compress", user), functools.partial(self._compress, user))
+            self.worker.submit(("compress", user),
+                               functools.partial(self._compress, user, now=when))  # fmt: skip
 
     # -- compression -------------------------------------------------------------------------
 
@@ -931,7 +936,7 @@ class Engine:
             counts = record_io.plan(batch, self.planner, when, staged, on_record)
             self.store.write(staged.upserts, state=batch.states, patches=staged.patches,
                              claims=staged.claims)  # fmt: skip
-        self._after_ingest(staged, batch.memories)
+        self._after_ingest(staged, when, batch.memories)
         return ImportResult(len(batch.memories), counts["stored"], counts["merged"],
                             counts["discarded"], len(batch.states))  # fmt: skip
 
