@@ -33,7 +33,7 @@ from engrain.background import Worker
 from engrain.config import Settings, load_settings
 from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
-from engrain.errors import KeyChangedError, NotFoundError, ValidationError
+from engrain.errors import KeyChangedError, NotFoundError, StoreError, ValidationError
 from engrain.ingest import sessions as many
 from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
 from engrain.lifecycle import CallGate, admitted
@@ -380,10 +380,6 @@ class Engine:
         force = validate.flag(force, "force")
         when = validate.moment(now, "now") or utcnow()
         s = self.settings
-        retention = timedelta(days=s.context_retention_days)
-        cutoff = when - retention if when - datetime.min.replace(tzinfo=UTC) > retention else None
-        if cutoff is not None:  # a ``now`` near year 1 has nothing older to drop
-            self.store.expire_state(user_id, fb.CONTEXTS, cutoff)
         plan = compression.compress(
             self.store, self.embedder.embed, self.llm.complete if self.llm else None, user_id,
             threshold=s.compression_threshold, count=s.sessions_to_compress, force=force,
@@ -397,7 +393,24 @@ class Engine:
                     lost = forgotten.orphaned(self.store, user_id, plan.summaries)
                     if lost:
                         self._forget(user_id, [], lost)
+        # last: a compression that fails (the model, the LLM) has dropped nothing before
+        self._expire_contexts(user_id, when, after_writes=bool(plan.summaries))
         return plan.report
+
+    def _expire_contexts(self, user_id: str, when: datetime, *, after_writes: bool) -> None:
+        """Drop the user's context records older than ``context_retention_days`` before
+        ``when``. After the compression's own writes a failure is logged, not raised (the
+        call's work is stored; the next compression drops them)."""
+        retention = timedelta(days=self.settings.context_retention_days)
+        if when - datetime.min.replace(tzinfo=UTC) <= retention:
+            return  # a ``now`` near year 1 has nothing older to drop
+        try:
+            self.store.expire_state(user_id, fb.CONTEXTS, when - retention)
+        except StoreError as exc:
+            if not after_writes:
+                raise
+            log.warning("user %r: context records past their retention not dropped (%s); "
+                        "the next compression drops them", user_id, exc)  # fmt: skip
 
     # -- feedback ------------------------------------------------------------------------------
 
