@@ -14,7 +14,7 @@ same records imported one at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def _shape(engine: Engine) -> list[tuple[Any, ...]]:
 
 
 @pytest.fixture
-def make(tmp_path: Path) -> Callable[[str], Engine]:
+def make(tmp_path: Path) -> Iterator[Callable[[str], Engine]]:
     def engine(kind: str) -> Engine:
         store: Store = (
             MemoryStore() if kind == "memory" else SQLiteStore(tmp_path / f"{len(made)}.db")
@@ -58,7 +58,7 @@ def make(tmp_path: Path) -> Callable[[str], Engine]:
         return made[-1]
 
     made: list[Engine] = []
-    yield engine  # type: ignore[misc]
+    yield engine
     for e in made:
         e.close()
 
