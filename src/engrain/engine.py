@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from engrain import activity, curate, forgotten, lifecycle, relate, validate
@@ -398,14 +398,11 @@ class Engine:
         return plan.report
 
     def _expire_contexts(self, user_id: str, when: datetime, *, after_writes: bool) -> None:
-        """Drop the user's context records older than ``context_retention_days`` before
-        ``when``. After the compression's own writes a failure is logged, not raised (the
-        call's work is stored; the next compression drops them)."""
-        retention = timedelta(days=self.settings.context_retention_days)
-        if when - datetime.min.replace(tzinfo=UTC) <= retention:
-            return  # a ``now`` near year 1 has nothing older to drop
+        """:func:`feedback.expire` the user's context records; after the compression's own
+        writes a failure is logged, not raised (the call's work is stored; the next
+        compression drops them)."""
         try:
-            self.store.expire_state(user_id, fb.CONTEXTS, when - retention)
+            fb.expire(self.store, user_id, when, self.settings.context_retention_days)
         except StoreError as exc:
             if not after_writes:
                 raise

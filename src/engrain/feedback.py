@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from itertools import combinations
 from typing import Any
@@ -52,6 +52,15 @@ class FeedbackResult:
     target: float
     usefulness: dict[str, tuple[float, float]] = field(default_factory=dict)
     pairs_learned: int = 0
+
+
+def expire(store: Store, user_id: str, now: datetime, retention_days: int) -> int:
+    """Drop the user's context records written more than ``retention_days`` before ``now``
+    (as the store stamped them); how many."""
+    retention = timedelta(days=retention_days)
+    if now - datetime.min.replace(tzinfo=UTC) <= retention:
+        return 0  # a ``now`` near year 1 has nothing older to drop
+    return store.expire_state(user_id, CONTEXTS, now - retention)
 
 
 def check_document(namespace: str, key: str, value: Mapping[str, Any]) -> None:
