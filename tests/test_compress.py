@@ -4,7 +4,7 @@ keeps names, numbers and dates, originals kept and excluded, automatic and on de
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from engrain import Engine, Kind, MemoryType, Turn
 from engrain import compress as compression
 from engrain.compress import SUMMARY_PROMPT, due, extractive_summary, key_terms, sessions
 from engrain.embed import HashEmbedder
+from engrain.errors import EmbeddingError, NotFoundError
 from engrain.store import MemoryFilter, MemoryStore
 
 from .conftest import NOW, make_settings
@@ -236,3 +237,66 @@ class StaleQuery:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+
+@pytest.mark.parametrize("path", ["conversation", "conversations", "remember"])
+def test_the_compression_an_ingest_sets_off_runs_as_of_the_ingests_now(
+    tmp_path: Path, path: str
+) -> None:
+    """A replayed history (``now`` given) compresses with its own time, as its tiers
+    compile with it (``TierCache.schedule``); before, the background compression took the
+    wall clock: a summary of 2023's sessions was written in the year the replay ran, and
+    the context records' retention was counted from the wall clock too. Session 29 (h7)."""
+    past = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    eng = Engine(settings=make_settings(tmp_path, compression_threshold=2),
+                 store=MemoryStore(), embedder=HashEmbedder())  # fmt: skip
+    for n in range(3):
+        at = past + timedelta(days=n)
+        if path == "conversation":
+            eng.ingest_conversation(turns(n), "u", f"s{n}", now=at)
+        elif path == "conversations":
+            eng.ingest_conversations([{"turns": turns(n), "user_id": "u", "session_id": f"s{n}",
+                                       "now": at}])  # fmt: skip
+        else:
+            eng.remember(TOPICS[n], "u", "event", session_id=f"s{n}", now=at)
+        eng.wait(10)
+    [summary] = eng.list("u", kind="summary")
+    assert summary.source_session_id == "s0"
+    assert summary.created_at == summary.updated_at == past + timedelta(days=2)
+    eng.close()
+
+
+class _Failing(HashEmbedder):
+    """The model failing from a moment on (its files gone, out of memory)."""
+
+    failing = False
+
+    def embed(self, texts: Any) -> Any:
+        if self.failing:
+            raise EmbeddingError("the model failed")
+        return super().embed(texts)
+
+
+def test_a_compression_that_fails_writes_nothing(tmp_path: Path) -> None:
+    """Before, the call dropped the context records past their retention in a transaction
+    of its own first, then failed summarising: the feedback they were kept for was lost
+    with nothing compressed. Session 29 (h7)."""
+    model = _Failing()
+    eng = Engine(settings=make_settings(tmp_path, auto_compress=False), store=MemoryStore(),
+                 embedder=model)  # fmt: skip
+    for n in range(3):
+        eng.ingest_conversation(turns(n, SESSION if n == 0 else None), "u", f"s{n}",
+                                now=NOW + timedelta(days=n))  # fmt: skip
+    block = eng.context("When is Ben's cello recital?", "u", now=NOW)
+    assert block.context_id and block.memories
+    model.failing = True
+    later = NOW + timedelta(days=3650)  # every record past its retention
+    with pytest.raises(EmbeddingError):
+        eng.compress("u", force=True, now=later)
+    assert eng.feedback("u", block.context_id, helpful=True).usefulness  # the record kept
+    assert eng.list("u", kind="summary") == []
+    model.failing = False
+    assert eng.compress("u", force=True, now=later).summaries
+    with pytest.raises(NotFoundError):  # expired by the compression that succeeded
+        eng.feedback("u", block.context_id, helpful=True)
+    eng.close()

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engrain.model import Kind, Memory, MemoryFields, Provenance
+from engrain.model import Kind, Memory, MemoryFields, Provenance, ids_in
 
 CONFLICTS_WITH = "conflicts_with"
 CORRECTS = "corrects"
@@ -278,7 +278,7 @@ def disagreement(a: str, b: str) -> str | None:
 
 def conflicts_of(memory: MemoryFields) -> tuple[str, ...]:
     """The ids this memory is flagged as conflicting with."""
-    return tuple(memory.provenance.metadata.get(CONFLICTS_WITH) or ())
+    return ids_in(memory.provenance.metadata, CONFLICTS_WITH)
 
 
 def with_meta(memory: Memory, **changes: Any) -> Memory:

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from engrain import activity, curate, forgotten, lifecycle, relate, validate
@@ -33,7 +33,7 @@ from engrain.background import Worker
 from engrain.config import Settings, load_settings
 from engrain.curate import UPDATABLE
 from engrain.embed import CachedEmbedder, Embedder, make_embedder
-from engrain.errors import KeyChangedError, NotFoundError, ValidationError
+from engrain.errors import KeyChangedError, NotFoundError, StoreError, ValidationError
 from engrain.ingest import sessions as many
 from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
 from engrain.lifecycle import CallGate, admitted
@@ -199,7 +199,7 @@ class Engine:
         when = validate.moment(now, "now") or utcnow()
         drafts = self.planner.text_drafts(text, event_at)
         report, staged = self._planned(lambda st: self.planner.plan(drafts, origin, when, st))
-        self._after_ingest(staged)
+        self._after_ingest(staged, when)
         return report
 
     @admitted
@@ -230,7 +230,7 @@ class Engine:
         report, staged = self._planned(
             lambda st: self.planner.conversation(drafts, origin, when, st)
         )
-        self._after_ingest(staged)
+        self._after_ingest(staged, when)
         return report
 
     @admitted
@@ -256,7 +256,7 @@ class Engine:
             report, staged = self._planned(
                 lambda st: self.planner.conversation(drafts, session.origin, when, st)
             )
-            self._after_ingest(staged)
+            self._after_ingest(staged, when)
             return report
 
         return many.pipelined(parsed, self.planner.conversation_drafts, store)
@@ -308,7 +308,7 @@ class Engine:
         outcome, staged = self._planned(
             lambda st: self.planner.item(item, origin, vector, when, st)
         )
-        self._after_ingest(staged)
+        self._after_ingest(staged, when)
         return outcome
 
     def _planned(self, plan: Callable[[Staged], T]) -> tuple[T, Staged]:
@@ -333,21 +333,28 @@ class Engine:
         """One transaction: ``staged``'s new memories and patches, its claims checked."""
         self.store.write(staged.upserts, patches=staged.patches, claims=staged.claims)
 
-    def _after_ingest(self, staged: Staged) -> None:
+    def _after_ingest(
+        self, staged: Staged, when: datetime, restored: Iterable[Memory] = ()
+    ) -> None:
         """Schedule the compression check of each user who got a new episodic memory (in
-        the background: the ingest call never waits for it), and the vectors of the new
-        conversation chunks' words when soft terms run them through the model
-        (``recall.word_backlog``)."""
+        the background: the ingest call never waits for it) as of the call's ``when`` (a
+        replayed history compresses with its own time, as its tiers compile with it), and
+        the vectors of the new conversation chunks' words when soft terms run them through
+        the model (``recall.word_backlog``). ``restored`` (an import's exported memories,
+        written as they were) are not new: an export imported is not compressed behind its
+        back."""
+        old = {m.id for m in restored}
+        memories = [m for m in staged.memories.values() if m.id not in old]
         # the default (soft terms off) and a model with a word table: nothing queued
         backlog = self.word_backlog
-        if backlog.wanted(self.options.soft_terms) and backlog.add_chunks(staged.memories.values()):
+        if backlog.wanted(self.options.soft_terms) and backlog.add_chunks(memories):
             self.worker.submit(("words",), self.word_backlog.drain)
         if not self.settings.auto_compress:
             return
-        users = {m.user_id for m in staged.memories.values()
-                 if m.memory_type is MemoryType.EPISODIC}  # fmt: skip
+        users = {m.user_id for m in memories if m.memory_type is MemoryType.EPISODIC}
         for user in users:
-            self.worker.submit(("compress", user), functools.partial(self._compress, user))
+            self.worker.submit(("compress", user),
+                               functools.partial(self._compress, user, now=when))  # fmt: skip
 
     # -- compression -------------------------------------------------------------------------
 
@@ -373,10 +380,6 @@ class Engine:
         force = validate.flag(force, "force")
         when = validate.moment(now, "now") or utcnow()
         s = self.settings
-        retention = timedelta(days=s.context_retention_days)
-        cutoff = when - retention if when - datetime.min.replace(tzinfo=UTC) > retention else None
-        if cutoff is not None:  # a ``now`` near year 1 has nothing older to drop
-            self.store.expire_state(user_id, fb.CONTEXTS, cutoff)
         plan = compression.compress(
             self.store, self.embedder.embed, self.llm.complete if self.llm else None, user_id,
             threshold=s.compression_threshold, count=s.sessions_to_compress, force=force,
@@ -390,7 +393,21 @@ class Engine:
                     lost = forgotten.orphaned(self.store, user_id, plan.summaries)
                     if lost:
                         self._forget(user_id, [], lost)
+        # last: a compression that fails (the model, the LLM) has dropped nothing before
+        self._expire_contexts(user_id, when, after_writes=bool(plan.summaries))
         return plan.report
+
+    def _expire_contexts(self, user_id: str, when: datetime, *, after_writes: bool) -> None:
+        """:func:`feedback.expire` the user's context records; after the compression's own
+        writes a failure is logged, not raised (the call's work is stored; the next
+        compression drops them)."""
+        try:
+            fb.expire(self.store, user_id, when, self.settings.context_retention_days)
+        except StoreError as exc:
+            if not after_writes:
+                raise
+            log.warning("user %r: context records past their retention not dropped (%s); "
+                        "the next compression drops them", user_id, exc)  # fmt: skip
 
     # -- feedback ------------------------------------------------------------------------------
 
@@ -719,13 +736,24 @@ class Engine:
         if "content" in fields:
             fields["embedding"] = self.embedder.embed([fields["content"]])[0]
         meta = fields.pop("metadata", None)
-        # merging metadata reads the memory's own: guard that read-write against our threads
-        with self._lock if meta is not None else contextlib.nullcontext():
-            current = self._get(memory_id, user_id)  # NotFoundError before any write
-            if meta is not None:
-                fields["provenance"] = curate.merged_metadata(current, meta)
-            self.store.write(patches=[Patch(user_id, memory_id, curate.stamped(fields, when))])
-        return self._get(memory_id, user_id)
+        # merging metadata reads the memory's own, a key entry the others: guard that
+        # read-write against our threads (and the entry with a claim, against other engines)
+        read_first = meta is not None or bool(curate.ENTRY & fields.keys())
+        for attempt in range(KEY_ATTEMPTS):
+            with self._lock if read_first else contextlib.nullcontext():
+                current = self._get(memory_id, user_id)  # NotFoundError before any write
+                if meta is not None:
+                    fields["provenance"] = curate.merged_metadata(current, meta)
+                claims = curate.key_claims(self.store, current, fields)
+                patch = Patch(user_id, memory_id, curate.stamped(fields, when))
+                try:
+                    self.store.write(patches=[patch], claims=claims)
+                except KeyChangedError:  # another engine took the entry: look again
+                    if attempt == KEY_ATTEMPTS - 1:
+                        raise
+                    continue
+            return self._get(memory_id, user_id)
+        raise AssertionError("unreachable")
 
     @admitted
     def pin(
@@ -916,9 +944,9 @@ class Engine:
         staged = Staged()
         with self._lock:
             counts = record_io.plan(batch, self.planner, when, staged, on_record)
-            self.store.write([*batch.memories, *staged.upserts], state=batch.states,
-                             patches=staged.patches, claims=staged.claims)  # fmt: skip
-        self._after_ingest(staged)
+            self.store.write(staged.upserts, state=batch.states, patches=staged.patches,
+                             claims=staged.claims)  # fmt: skip
+        self._after_ingest(staged, when, batch.memories)
         return ImportResult(len(batch.memories), counts["stored"], counts["merged"],
                             counts["discarded"], len(batch.states))  # fmt: skip
 

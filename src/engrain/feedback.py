@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from itertools import combinations
 from typing import Any
 
+from engrain import validate
 from engrain.errors import NotFoundError, ValidationError
 from engrain.store.base import Patch, State, Store, Toward
 
@@ -51,6 +52,46 @@ class FeedbackResult:
     target: float
     usefulness: dict[str, tuple[float, float]] = field(default_factory=dict)
     pairs_learned: int = 0
+
+
+def expire(store: Store, user_id: str, now: datetime, retention_days: int) -> int:
+    """Drop the user's context records written more than ``retention_days`` before ``now``
+    (as the store stamped them); how many."""
+    retention = timedelta(days=retention_days)
+    if now - datetime.min.replace(tzinfo=UTC) <= retention:
+        return 0  # a ``now`` near year 1 has nothing older to drop
+    return store.expire_state(user_id, CONTEXTS, now - retention)
+
+
+def check_document(namespace: str, key: str, value: Mapping[str, Any]) -> None:
+    """Refuse a state document of :data:`COOCCURRENCE` or :data:`CONTEXTS` (an import's)
+    in another shape than this module writes: every call reading it would fail. The
+    co-occurrence document is ``{"pairs": {id: {id: count}}}`` under the key ``pairs``; a
+    context record ``{"memory_ids": [id, …], "at": ISO time, "feedback": [target, …],
+    "learned": bool}`` (the last two optional)."""
+    if namespace == COOCCURRENCE:
+        if key != PAIRS:
+            raise ValidationError(f"key: the {COOCCURRENCE} document's key is {PAIRS!r}")
+        pairs = value.get(PAIRS, {})
+        if not isinstance(pairs, Mapping) or not all(
+            isinstance(counts, Mapping) and all(type(n) is int and n >= 0 for n in counts.values())
+            for counts in pairs.values()
+        ):
+            raise ValidationError(f"value.{PAIRS} must map memory ids to {{id: count}} objects "
+                                  "of counts >= 0")  # fmt: skip
+    elif namespace == CONTEXTS:
+        ids = value.get("memory_ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValidationError("value.memory_ids must be a list of memory ids")
+        if not isinstance(value.get("at"), str) or validate.timestamp(value["at"], "at") is None:
+            raise ValidationError("value.at must be an ISO-8601 time")
+        targets = value.get("feedback", [])
+        if not isinstance(targets, list):
+            raise ValidationError("value.feedback must be a list of numbers in [0, 1]")
+        for i, target in enumerate(targets):
+            validate.unit(target, f"value.feedback[{i}]")
+        if not isinstance(value.get("learned", False), bool):
+            raise ValidationError("value.learned must be true or false")
 
 
 def feedback_target(helpful: bool | None, score: float | None) -> float:

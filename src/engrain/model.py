@@ -154,6 +154,23 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(unicodedata.normalize("NFC", text).encode("utf-8")).hexdigest()
 
 
+#: The provenance metadata keys engrain writes itself, never a caller (``validate.py``
+#: refuses them in a caller's metadata): ``history`` (the texts a near-duplicate merge
+#: replaced, ``ingest/plan.py``), ``conflicts_with`` and ``corrects`` (``corrections.py``)
+#: and ``distinct_from`` (``review.py``).
+ENGINE_METADATA = frozenset({"history", "conflicts_with", "corrects", "distinct_from"})
+
+
+def ids_in(metadata: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """The memory ids an engine key of ``metadata`` lists (``conflicts_with``,
+    ``distinct_from``); none if it holds anything but a list of strings, as a memory stored
+    before the keys were refused in a caller's metadata may."""
+    value = metadata.get(key)
+    if not isinstance(value, list):
+        return ()
+    return tuple(i for i in value if isinstance(i, str))
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a memory came from: the ids of its input turns and the caller's metadata."""

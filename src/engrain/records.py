@@ -24,7 +24,10 @@ older engrain versions, which ignore the unknown field) keep working. Compiled t
 left out: they are a cache of the memories (whose access counts and promotions, the tiers'
 inputs, travel with them) and are rebuilt on first use. So export → import → export is
 byte-identical, and ``context()`` answers the same after. A ``{"type": "state", "user_id",
-"namespace", "key", "value"}`` record is also accepted on import.
+"namespace", "key", "value"}`` record is also accepted on import. A document of a namespace
+engrain reads (co-occurrence, context records) must hold what engrain writes there
+(``feedback.check_document``: any other shape failed every later call reading it); a
+compiled tier set, a cache, is not imported.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from engrain import validate
+from engrain import feedback, validate
 from engrain.embed import Embedder
 from engrain.errors import ValidationError
 from engrain.ingest.plan import Draft, Item, Origin, Planner, Staged, checked_turns
@@ -138,10 +141,16 @@ def check(
             ):
                 memory = memory.evolve(embedding=None)
             docs = validate.attached_states(record.get("state"), memory.user_id)
+            for i, doc in enumerate(docs):
+                try:
+                    feedback.check_document(doc.namespace, doc.key, doc.value)
+                except ValidationError as exc:
+                    raise type(exc)(f"state[{i}].{exc.message}") from exc
             return Restored(memory, tuple(State(d.user_id, d.namespace, d.key, d.value)
                                           for d in docs))  # fmt: skip
         if kind == "state":
             doc = validate.state_record(record)
+            feedback.check_document(doc.namespace, doc.key, doc.value)
             return State(doc.user_id, doc.namespace, doc.key, doc.value)
         if kind == "remember":
             return remembered(record, max_chars=max_chars)
@@ -205,10 +214,12 @@ class Batch:
 
     @property
     def states(self) -> list[State]:
-        """The restored state documents: those memory records carried, and state records."""
-        return [s for i in self.items if isinstance(i, Restored) for s in i.states] + [
+        """The restored state documents: those memory records carried, and state records;
+        not a cache's (:data:`CACHES`: compiled again from the memories, never imported)."""
+        docs = [s for i in self.items if isinstance(i, Restored) for s in i.states] + [
             i for i in self.items if isinstance(i, State)
         ]
+        return [s for s in docs if s.namespace not in CACHES]
 
 
 def prepare(
@@ -251,13 +262,16 @@ def plan(
     staged: Staged,
     on_record: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
-    """Plan the ingest inputs and remembered items of ``batch`` in order into ``staged``
-    (later records see the earlier ones, as sequential calls would); how many chunks and
-    items were stored, merged and discarded. ``on_record`` is called with each record's
+    """Plan the records of ``batch`` in order into ``staged``: each restored memory as it
+    is, then the ingest inputs and remembered items (later records see the earlier ones,
+    restored memories included, as sequential calls would); how many chunks and items
+    were stored, merged and discarded. ``on_record`` is called with each record's
     number."""
     counts = {"stored": 0, "merged": 0, "discarded": 0}
     for number, item in enumerate(batch.items, 1):
-        if isinstance(item, tuple) and isinstance(item[0], Remembered):
+        if isinstance(item, Restored):  # seen by the records after it, as once written
+            staged.restore(item.memory)
+        elif isinstance(item, tuple) and isinstance(item[0], Remembered):
             said, vector = item
             outcome = planner.item(said.item, said.origin, vector, said.at or now, staged)
             counts[outcome.action] += 1

@@ -42,7 +42,8 @@ def corrected(
     close (``None``: the correction stands alone). ``staged`` are the memories an earlier
     record of the same import created or changed, seen as sequential calls would see them."""
     if corrects is not None:
-        found = store.get(user_id, [corrects])
+        mine = [m for m in staged if m.id == corrects and m.user_id == user_id]
+        found = mine or store.get(user_id, [corrects])
         if not found:
             raise NotFoundError(f"no memory {corrects!r} for user {user_id!r}")
         if found[0].superseded_by is not None:

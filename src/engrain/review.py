@@ -46,7 +46,7 @@ from engrain.corrections import (
     with_meta,
 )
 from engrain.errors import NotFoundError, ValidationError
-from engrain.model import Kind, Memory
+from engrain.model import Kind, Memory, ids_in
 from engrain.store.base import KeyClaim, MemoryFilter, Patch, State, Store
 from engrain.tiers import DEDUP_SIMILARITY
 
@@ -145,7 +145,7 @@ def _cosine(a: Memory, b: Memory) -> float:
 
 
 def _distinct(a: Memory, b: Memory) -> bool:
-    return b.id in (a.provenance.metadata.get(DISTINCT_FROM) or ())
+    return b.id in ids_in(a.provenance.metadata, DISTINCT_FROM)
 
 
 def conflicts(store: Store, user_id: str, project: str | None = None) -> list[FlaggedPair]:
@@ -333,7 +333,7 @@ def _both(first: Memory, second: Memory) -> ResolutionPlan:
     """Both stand: no longer flagged against each other, and reviewed as distinct."""
 
     def reviewed(memory: Memory, other: Memory) -> Memory:
-        seen = list(dict.fromkeys([*(memory.provenance.metadata.get(DISTINCT_FROM) or ()),
+        seen = list(dict.fromkeys([*ids_in(memory.provenance.metadata, DISTINCT_FROM),
                                    other.id]))  # fmt: skip
         return with_meta(unflag(memory, [other.id]), **{DISTINCT_FROM: seen})
 

@@ -45,6 +45,7 @@ from engrain.errors import (
     ValidationError,
 )
 from engrain.model import (
+    ENGINE_METADATA,
     Kind,
     Memory,
     MemoryType,
@@ -290,6 +291,37 @@ def metadata(
     return result
 
 
+def callers_metadata(value: object, *, max_chars: int | None = None) -> dict[str, Any]:
+    """A caller's ``metadata`` for a memory (:func:`metadata`), holding none of the keys
+    engrain writes there itself (:data:`~engrain.model.ENGINE_METADATA`): a caller's
+    ``conflicts_with`` or ``history`` would be read as engrain's, and one of another shape
+    broke every later call that read it."""
+    checked = metadata(value, max_chars=max_chars)
+    taken = sorted(ENGINE_METADATA & checked.keys())
+    if taken:
+        raise ValidationError(
+            f"metadata.{taken[0]}: a key engrain keeps itself in a memory's metadata "
+            f"({', '.join(sorted(ENGINE_METADATA))}); name yours otherwise"
+        )
+    return checked
+
+
+def _engine_metadata(meta: Mapping[str, Any], field: str) -> None:
+    """Refuse an exported memory's engine keys in another shape than engrain writes:
+    ``conflicts_with`` and ``distinct_from`` lists of ids, ``corrects`` an id, ``history``
+    a list of objects."""
+    for key in ("conflicts_with", "distinct_from"):
+        if key in meta and not (
+            isinstance(meta[key], list) and all(isinstance(i, str) for i in meta[key])
+        ):
+            raise ValidationError(f"{field}.{key} must be a list of memory ids")
+    if "corrects" in meta and not isinstance(meta["corrects"], str):
+        raise ValidationError(f"{field}.corrects must be a memory id")
+    history = meta.get("history", [])
+    if not (isinstance(history, list) and all(isinstance(h, Mapping) for h in history)):
+        raise ValidationError(f"{field}.history must be a list of objects")
+
+
 def _json_values(value: Mapping[Any, Any], field: str) -> None:
     """Refuse, naming where, what ``json.dumps`` would change or choke on, before it runs:
     keys that are not strings (it writes ``1`` as ``"1"`` and ``True`` as ``"true"``,
@@ -492,9 +524,10 @@ def _provenance(value: object) -> Provenance:
     ids = value.get("turn_ids") or []
     if isinstance(ids, str) or not isinstance(ids, Sequence):
         raise ValidationError("provenance.turn_ids must be a list of ids")
+    meta = metadata(value.get("metadata"), "provenance.metadata")
+    _engine_metadata(meta, "provenance.metadata")
     return Provenance(
-        tuple(identifier(t, f"provenance.turn_ids[{i}]") for i, t in enumerate(ids)),
-        metadata(value.get("metadata"), "provenance.metadata"),
+        tuple(identifier(t, f"provenance.turn_ids[{i}]") for i, t in enumerate(ids)), meta
     )
 
 

@@ -102,7 +102,7 @@ class Origin:
             project=validate.optional_identifier(project, "project"),
             domains=validate.domains(domains),
             hint=validate.optional_memory_type(hint, hint_field),
-            metadata=validate.metadata(metadata, max_chars=max_chars),
+            metadata=validate.callers_metadata(metadata, max_chars=max_chars),
         )
 
 
@@ -198,11 +198,24 @@ class Staged:
     owners: dict[str, str] = field(default_factory=dict)
     #: What the plan assumed about the keys it looked up, checked by the write.
     claims: list[KeyClaim] = field(default_factory=list)
+    #: Restored memories written as they are without the planning seeing them (:meth:`restore`).
+    apart: list[Memory] = field(default_factory=list)
 
     def add(self, memory: Memory) -> None:
         """Stage a new memory."""
         self.memories[memory.id] = memory
         self.created.add(memory.id)
+
+    def restore(self, memory: Memory) -> None:
+        """Stage an exported memory (an import's), written as it is and seen by the
+        records planned after it; one whose id another user's memory of this call already
+        holds (ids are per user, this call's memories are held by id) is written without
+        being seen, as every restored memory was before."""
+        held = self.memories.get(memory.id)
+        if held is not None and held.user_id != memory.user_id:
+            self.apart.append(memory)
+        else:
+            self.add(memory)
 
     def change(self, memory: Memory, fields: Mapping[str, Any]) -> Memory:
         """Stage changed ``fields`` of ``memory`` (new in this call, or stored); returns the
@@ -230,8 +243,8 @@ class Staged:
 
     @property
     def upserts(self) -> list[Memory]:
-        """The new memories."""
-        return [m for i, m in self.memories.items() if i in self.created]
+        """The new memories (restored ones included)."""
+        return [m for i, m in self.memories.items() if i in self.created] + self.apart
 
     @property
     def patches(self) -> list[Patch]:
@@ -516,13 +529,14 @@ class Planner:
         user_id = origin.user_id
         project = origin.project
         by_kind = isinstance(like, Kind)
-        alike = [m for m in reversed(staged.mine(user_id))
-                 if (m.kind if by_kind else m.memory_type) is like]  # fmt: skip
         same = MemoryFilter(project=project, include_superseded=False, include_compressed=False)
         if isinstance(like, Kind):
             same = same.update(kinds=(like,))
         else:
             same = same.update(memory_types=(like,))
+        # this call's memories as the store's are looked up: an import's earlier record of
+        # another project (or one a correction superseded) is not this one's duplicate
+        alike = [m for m in reversed(staged.mine(user_id)) if same.matches(m)]
         if key is not None:
             # a correction that took a key over is that key's memory for every kind
             entry = (like, Kind.CORRECTION) if by_kind else None
@@ -569,8 +583,10 @@ def merge(
     meta: Mapping[str, Any],
 ) -> dict[str, Any]:
     """ADR-002: the fields a near-duplicate's update sets, its content and timestamp. The
-    text it had is kept in its provenance, so nothing is lost."""
-    history = list(existing.provenance.metadata.get("history", []))
+    text it had is kept in its provenance, so nothing is lost. A ``history`` that is not a
+    list (a memory stored before a caller's metadata was refused that key) is not one."""
+    earlier = existing.provenance.metadata.get("history")
+    history = [h for h in earlier if isinstance(h, Mapping)] if isinstance(earlier, list) else []
     if existing.content != text:
         history.append({"content": existing.content, "updated_at": existing.updated_at.isoformat()})
     metadata = {**existing.provenance.metadata, **meta}
