@@ -199,8 +199,8 @@ def run(trees: Sequence[tuple[str, Path]], rounds: int, args: str, scratch: Path
                 old.unlink(missing_ok=True)
             env = {**os.environ, "ENGRAIN_TEST_DURATIONS": str(prefix),
                    "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(HERE)])}  # fmt: skip
-            command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                       "-p", "test_durations", "-m", DEFAULT_MARKERS, *shlex.split(args)]  # fmt: skip
+            command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                       "test_durations", "-m", DEFAULT_MARKERS, *shlex.split(args)]  # fmt: skip
             before, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
             after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter() - wall
