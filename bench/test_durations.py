@@ -97,7 +97,7 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Ite
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    out = os.environ.get("ENGRAIN_TEST_DURATIONS")
+    out = os.environ.get("ENGRAIN_BENCH_TEST_DURATIONS")
     if not out:
         return
     worker = os.environ.get("PYTEST_XDIST_WORKER")
@@ -197,7 +197,7 @@ def run(trees: Sequence[tuple[str, Path]], rounds: int, args: str, scratch: Path
             prefix = scratch / f"{label}-{r}.json"
             for old in [prefix, *prefix.parent.glob(prefix.name + ".gw*")]:
                 old.unlink(missing_ok=True)
-            env = {**os.environ, "ENGRAIN_TEST_DURATIONS": str(prefix),
+            env = {**os.environ, "ENGRAIN_BENCH_TEST_DURATIONS": str(prefix),
                    "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(HERE)])}  # fmt: skip
             command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
                        "test_durations", "-m", DEFAULT_MARKERS, *shlex.split(args)]  # fmt: skip
