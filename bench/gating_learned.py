@@ -51,17 +51,18 @@ import numpy as np
 from common import NOW, machine_info, write_json
 from gating import SETS, USER
 from gating_lopo import MAX_TOKENS, set_engines, within_limits
+from gating_signals import auc
 
 from engrain.embed import make_embedder
-from engrain.model import Kind, MemoryType
+from engrain.model import Kind
 from engrain.recall import select as select_module
 from engrain.recall import selection as selection_module
 from engrain.recall.assemble import Format, block_tokens, item_line
-from engrain.tokens import count_tokens
 from engrain.recall.classify import Complexity, Intent
 from engrain.recall.score import INTENT_TYPE_MULTIPLIER
 from engrain.recall.select import Ranked, built_each, threshold_for
 from engrain.recall.tags import message_terms, names_a_tag
+from engrain.tokens import count_tokens
 
 # -- record ----------------------------------------------------------------------------------
 
@@ -243,6 +244,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50)
     w[-1] = math.log(max(y.mean(), 1e-6) / max(1 - y.mean(), 1e-6))
     penalty = np.full(z.shape[1], l2)
     penalty[-1] = 0.0
+
     def loss(w: np.ndarray) -> float:
         margin = z @ w
         return float(np.logaddexp(0.0, margin).sum() - y @ margin + 0.5 * (penalty * w) @ w)
@@ -324,30 +326,45 @@ Tested = Callable[[Ranked], bool]
 
 
 @contextlib.contextmanager
-def learned_test(passes: Tested) -> Iterator[None]:
+def learned_test(passes: Tested, either: bool = False) -> Iterator[None]:
     """``select_gated`` with the kind's test replaced by ``passes``: a candidate walked
     with thresholds on is rejected unless ``passes`` it, and then meets no score threshold,
     relevance rule or preference floor; a pin leads (``trim.pin_threshold``) only if it
-    ``passes``. Everything else (the fill order, the block's relevance rule, the shares,
-    the unrelated invariants' place, the budget, the layout) is the gate's."""
-    originals = {n: getattr(select_module, n) for n in
-                 ("_consider", "_passes", "unrelated_learning", "present_below",
-                  "correction_below")}  # fmt: skip
-    consider = originals["_consider"]
+    ``passes``. With ``either`` a candidate the gate's own test passes is judged as before
+    and ``passes`` only adds to it (the model recovering what the gate leaves out).
+    Everything else (the fill order, the block's relevance rule, the shares, the unrelated
+    invariants' place, the budget, the layout) is the gate's."""
+    names = ("_consider", "_passes", "unrelated_learning", "present_below", "correction_below")
+    originals = {n: getattr(select_module, n) for n in names}
+    consider, gate_passes = originals["_consider"], originals["_passes"]
+    bypass = [False]  # while a candidate the model passed is considered: no relevance rule
+
+    def ruled(name: str) -> Callable[..., bool]:
+        rule = originals[name]
+        return lambda *args: False if bypass[0] else bool(rule(*args))
 
     def learned(rules: Any, fill: Any, r: Ranked, leading: bool) -> int | None:
-        if not leading and rules.thresholds:
-            if not passes(r):
-                return None
-            r = r._replace(score=math.inf)
-            rules = rules._replace(procedural_floor=-math.inf)
-        return consider(rules, fill, r, leading)  # type: ignore[no-any-return]
+        if leading or not rules.thresholds or (either and gate_passes(rules, r)):
+            return consider(rules, fill, r, leading)  # type: ignore[no-any-return]
+        if not passes(r):
+            return None
+        bypass[0] = True
+        try:
+            return consider(  # type: ignore[no-any-return]
+                rules._replace(procedural_floor=-math.inf),
+                fill,
+                r._replace(score=math.inf),
+                leading,
+            )
+        finally:
+            bypass[0] = False
 
     select_module._consider = learned  # type: ignore[assignment]
-    select_module._passes = lambda rules, r: passes(r)  # type: ignore[assignment]
-    select_module.unrelated_learning = lambda r: False  # type: ignore[assignment]
-    select_module.present_below = lambda r, limit: False  # type: ignore[assignment]
-    select_module.correction_below = lambda r, limit: False  # type: ignore[assignment]
+    select_module._passes = (  # type: ignore[assignment]
+        lambda rules, r: (either and gate_passes(rules, r)) or passes(r)
+    )
+    for name in names[2:]:
+        setattr(select_module, name, ruled(name))
     try:
         yield
     finally:
@@ -388,8 +405,9 @@ def measure(recs: Sequence[Recorded], picks: Sequence[tuple[list[str], int]]) ->
 
 
 def replay_all(recs: Sequence[Recorded], p: Mapping[tuple[str, str, str], float] | None,
-               tau: float = 0.0) -> list[tuple[list[str], int]]:  # fmt: skip
-    """Every message's selection, by the gate's test (``p`` None) or by ``p ≥ tau``."""
+               tau: float = 0.0, either: bool = False) -> list[tuple[list[str], int]]:  # fmt: skip
+    """Every message's selection, by the gate's test (``p`` None) or by ``p ≥ tau``
+    (``either``: or the gate's test)."""
     if p is None:
         return [replay(rec) for rec in recs]
     out = []
@@ -399,15 +417,16 @@ def replay_all(recs: Sequence[Recorded], p: Mapping[tuple[str, str, str], float]
         def passes(r: Ranked, key: tuple[str, str] = key) -> bool:
             return p.get((*key, r.memory.id), 0.0) >= tau
 
-        with learned_test(passes):
+        with learned_test(passes, either):
             out.append(replay(rec))
     return out
 
 
 # -- leave one project out -------------------------------------------------------------------
 
-#: The thresholds tried on P(must-include): geometric from 0.01 to 0.7.
-TAUS = tuple(float(t) for t in np.round(np.geomspace(0.01, 0.7, 36), 4))
+#: The thresholds tried on P(must-include): geometric from 0.0001 to 0.8 (the labels are
+#: 2 % of the candidates, so a model's probabilities sit low).
+TAUS = tuple(float(f"{t:.3g}") for t in np.geomspace(1e-4, 0.8, 50))
 Cells = dict[float, dict[str, dict[str, Any]]]
 
 
@@ -445,13 +464,19 @@ def tau_at_tokens(cells: Cells, default: Mapping[str, Any], name: str) -> float 
     return min(fits) if fits else None
 
 
-def lopo(recs: Sequence[Recorded], names: Sequence[str], model: str,
-         default: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:  # fmt: skip
+def lopo(
+    recs: Sequence[Recorded],
+    names: Sequence[str],
+    model: str,
+    default: Mapping[str, Mapping[str, Any]],
+    either: bool = False,
+) -> dict[str, Any]:
     """Fit on nine sets, choose ``τ`` on them, score the tenth; and the fit and choice on
-    every set at once (in sample)."""
+    every set at once (in sample). ``either``: the model adds to the gate's test."""
     keys, x, y = table_of(recs)
     sets = np.asarray([k[0] for k in keys])
     fitter = fit_logistic if model == "logistic" else fit_stumps
+    label = f"{model}+either" if either else model
     per_set: dict[str, Any] = {}
     for held in [*names, None]:
         train = sets != held
@@ -462,7 +487,7 @@ def lopo(recs: Sequence[Recorded], names: Sequence[str], model: str,
             cells[tau] = {}
             for name in names:
                 mine = [r for r in recs if r.set == name]
-                cells[tau][name] = measure(mine, replay_all(mine, p, tau))
+                cells[tau][name] = measure(mine, replay_all(mine, p, tau, either))
         on = [s for s in names if s != held]
         tau = choose_tau(cells, default, on)
         if held is None:
@@ -471,16 +496,25 @@ def lopo(recs: Sequence[Recorded], names: Sequence[str], model: str,
             per_set["in_sample"]["weights"] = describe(fitted)
             continue
         matched = tau_at_tokens(cells, default[held], held)
+        mine = sets == held
         per_set[held] = {
+            "auc": {"model": _auc(fitted(x[mine]), y[mine]),
+                    "gate_margin": _auc(x[mine, FEATURES.index("margin")], y[mine]),
+                    "relevance": _auc(x[mine, FEATURES.index("relevance")], y[mine])},
             "tau": tau, "chosen": cells[tau][held] if tau is not None else None,
             "tau_at_tokens": matched,
             "at_tokens": cells[matched][held] if matched is not None else None,
             "curve": {str(t): cells[t][held] for t in TAUS},
         }  # fmt: skip
-        print(f"{model:9} {held:10} tau {tau} {_line(per_set[held]['chosen'])} | at tokens "
+        print(f"{label:15} {held:10} tau {tau} {_line(per_set[held]['chosen'])} | at tokens "
               f"tau {matched} {_line(per_set[held]['at_tokens'])} | gate "
               f"{_line(default[held])}", flush=True)  # fmt: skip
     return per_set
+
+
+def _auc(values: np.ndarray, labels: np.ndarray) -> float:
+    """P(a must-include row's value > another row's), ties counting half."""
+    return round(auc(values[labels == 1].tolist(), values[labels == 0].tolist()), 4)
 
 
 def _line(c: Mapping[str, Any] | None) -> str:
@@ -519,6 +553,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--embedder", default="minilm", choices=("minilm", "hash"))
     parser.add_argument("--models", default="logistic,stumps")
+    parser.add_argument("--combine", default="replace,either",
+                        help="replace: the model's test instead of the gate's; either: "
+                        "the gate's test or the model's")  # fmt: skip
     parser.add_argument("--record", type=Path, help="a pickle of the recording (made if absent)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
@@ -546,14 +583,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gate_pooled": pooled({s: {"chosen": default[s]} for s in names}, names, "chosen"),
         "models": {},
     }  # fmt: skip
+    combines = [c.strip() for c in args.combine.split(",") if c.strip()]
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:
-        per_set = lopo(recs, names, model, default)
-        report["models"][model] = {
-            "per_set": per_set, "lopo": pooled(per_set, names, "chosen"),
-            "lopo_at_tokens": pooled(per_set, names, "at_tokens"),
-        }  # fmt: skip
-        print(f"{model}: LOPO {report['models'][model]['lopo']}; at the gate's tokens "
-              f"{report['models'][model]['lopo_at_tokens']}; gate {report['gate_pooled']}")
+        for combine in combines:
+            label = f"{model}+either" if combine == "either" else model
+            per_set = lopo(recs, names, model, default, either=combine == "either")
+            report["models"][label] = {
+                "per_set": per_set, "lopo": pooled(per_set, names, "chosen"),
+                "lopo_at_tokens": pooled(per_set, names, "at_tokens"),
+            }  # fmt: skip
+            print(
+                f"{label}: LOPO {report['models'][label]['lopo']}; at the gate's tokens "
+                f"{report['models'][label]['lopo_at_tokens']}; gate {report['gate_pooled']}"
+            )
     report["cpu_seconds"] = round(time.process_time() - started, 1)
     report["machine"] = machine_info()
     write_json(args.out, report)
