@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import pickle
 import sys
@@ -547,6 +548,72 @@ def pooled(per_set: Mapping[str, Any], names: Sequence[str], key: str) -> dict[s
             "tokens": round(sum(c["tokens"] for c in cells) / max(1, messages), 1)}  # fmt: skip
 
 
+#: The gate's own curve: every threshold of ``select.THRESHOLDS`` (both columns) moved by
+#: one shift, as ``gating_frontier.py``'s "one shift" (never below 0).
+SHIFTS = tuple(round(-0.2 + 0.025 * i, 3) for i in range(13))
+
+
+def gate_curve(recs: Sequence[Recorded], names: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{shift: {set: cell}}``: the gate's selection with every threshold moved."""
+    original = select_module.THRESHOLDS
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for shift in SHIFTS:
+            select_module.THRESHOLDS = {  # type: ignore[misc]
+                i: (max(0.0, g + shift), max(0.0, v + shift)) for i, (g, v) in original.items()
+            }
+            out[str(shift)] = {
+                name: measure(mine, replay_all(mine, None))
+                for name in names
+                if (mine := [r for r in recs if r.set == name])
+            }
+    finally:
+        select_module.THRESHOLDS = original  # type: ignore[misc]
+    return out
+
+
+def frontier(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Each learned variant's pooled curve (every set scored by the model fitted without
+    it, one ``τ`` for all), and at each of its points the gate's best shift within the same
+    pooled tokens and leaking messages: labels against labels at equal or fewer tokens."""
+    names = report["sets"]
+
+    def pool(cells: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+        got = [cells[s] for s in names]
+        messages = sum(c["messages"] for c in got)
+        return {"found": sum(c["found"] for c in got),
+                "leaking": sum(c["leaking"] for c in got),
+                "tokens": round(sum(c["tokens"] for c in got) / max(1, messages), 1)}  # fmt: skip
+
+    gate = {shift: pool(cells) for shift, cells in report["gate_shifts"].items()}
+    out: dict[str, Any] = {"gate": gate, "models": {}}
+    for label, model in report["models"].items():
+        points = []
+        for tau in report["taus"]:
+            mine = pool({s: model["per_set"][s]["curve"][str(tau)] for s in names})
+            fits = [(g["found"], shift) for shift, g in gate.items()
+                    if g["tokens"] <= mine["tokens"]
+                    and g["leaking"] <= mine["leaking"]]  # fmt: skip
+            best = max(fits, default=None)
+            points.append({"tau": tau, **mine,
+                           "gate_found": best[0] if best else None,
+                           "gate_shift": best[1] if best else None})  # fmt: skip
+        out["models"][label] = points
+    return out
+
+
+def frontier_table(analysis: Mapping[str, Any]) -> str:
+    """The curves as text: the gate's shifts, then each model's points against the gate."""
+    lines = ["gate: shift found leaking tokens"]
+    lines += [f"  {s:>7} {g['found']:4} {g['leaking']:3} {g['tokens']:7.1f}"
+              for s, g in analysis["gate"].items()]  # fmt: skip
+    for label, points in analysis["models"].items():
+        lines.append(f"{label}: tau found leaking tokens | gate's best within them")
+        lines += [f"  {p['tau']:>9} {p['found']:4} {p['leaking']:3} {p['tokens']:7.1f} | "
+                  f"{p['gate_found']} (shift {p['gate_shift']})" for p in points]  # fmt: skip
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Record the tune halves, check the replay, fit and score leaving one project out."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -558,6 +625,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the gate's test or the model's")  # fmt: skip
     parser.add_argument("--record", type=Path, help="a pickle of the recording (made if absent)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--analyse", type=Path, help="a written report: add the gate's shift "
+                        "curve (from --record) and the frontier, print them")  # fmt: skip
     args = parser.parse_args(argv)
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     started = time.process_time()
@@ -568,6 +637,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.record:
             args.record.write_bytes(pickle.dumps(recs))
     recs = [r for r in recs if r.set in names]
+    if args.analyse:
+        report = json.loads(args.analyse.read_text(encoding="utf-8"))
+        report["gate_shifts"] = gate_curve(recs, report["sets"])
+        report["frontier"] = frontier(report)
+        print(frontier_table(report["frontier"]))
+        write_json(args.out or args.analyse, report)
+        return 0
     default: dict[str, dict[str, Any]] = {}
     identical = 0
     for name in names:

@@ -120,3 +120,32 @@ def test_a_small_run_replays_explains_selection_and_fits() -> None:
     nothing = gl.measure(recs, gl.replay_all(recs, p, 1.01))
     assert nothing["tokens"] == 0 < everything["tokens"]
     assert everything["found"] >= gl.measure(recs, picks)["found"] - 5
+
+
+def test_the_frontier_sets_each_models_point_against_the_gates_best_shift_within_it() -> None:
+    def curve(*cells: dict[str, int]) -> dict[str, dict[str, int]]:
+        return {"a": cells[0], "b": cells[1]}
+
+    report = {
+        "sets": ["a", "b"],
+        "taus": [0.1, 0.5],
+        "gate_shifts": {
+            "-0.1": curve(_cell(18, 0, 12000), _cell(18, 0, 12000)),  # 1,200 tokens
+            "0.0": curve(_cell(16, 0, 9000), _cell(16, 0, 9000)),  # 900
+            "0.1": curve(_cell(12, 0, 5000), _cell(12, 0, 5000)),  # 500
+        },
+        "models": {"m": {"per_set": {
+            s: {"curve": {"0.1": _cell(17, 0, 10000), "0.5": _cell(10, 1, 4000)}}
+            for s in ("a", "b")
+        }}},
+    }  # fmt: skip
+    got = gl.frontier(report)
+    assert got["gate"]["0.0"] == {"found": 32, "leaking": 0, "tokens": 900.0}
+    at_low, at_high = got["models"]["m"]
+    # 1,000 tokens a message: the gate's best within them is its shift 0 (32 labels)
+    assert (at_low["found"], at_low["tokens"], at_low["gate_found"], at_low["gate_shift"]) == (
+        34, 1000.0, 32, "0.0",
+    )  # fmt: skip
+    # 400 tokens a message: no shift of the gate spends so few
+    assert at_high["gate_found"] is None
+    assert "shift 0.0" in gl.frontier_table(got)
