@@ -672,6 +672,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{label}: LOPO {report['models'][label]['lopo']}; at the gate's tokens "
                 f"{report['models'][label]['lopo_at_tokens']}; gate {report['gate_pooled']}"
             )
+            write_json(args.out, report)  # each variant as it is done
     report["cpu_seconds"] = round(time.process_time() - started, 1)
     report["machine"] = machine_info()
     write_json(args.out, report)
