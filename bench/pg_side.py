@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -391,7 +392,7 @@ def _cycles(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for at, name in (("own_server_at_ms", "server_cpu_per_cycle_ms"),
                      ("cpu_at_ms", "cpu_per_cycle_ms")):  # fmt: skip
         marks = [c[at] for c in calls if at in c]
-        spans = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+        spans = [b - a for a, b in itertools.pairwise(marks)]
         if spans:
             out[name] = {"median": round(float(np.median(spans)), 2),
                          "mean": round(float(np.mean(spans)), 2)}  # fmt: skip

@@ -1,9 +1,9 @@
 """A ``context()`` on PostgreSQL whose counts are written in the call
 (``ENGRAIN_DEFER_USES=off``, ``PostgresStore(defer_uses=False)``; by default they are
 committed after it, ``tests/test_pg_deferred_uses.py``) counts its uses and writes its
-record in one transaction and one round trip (``PostgresStore.record_uses``, ``writes.uses_body``): both are
-written, or, when the server refuses either, neither; the commit skips the WAL flush only
-when every document is a context record."""
+record in one transaction and one round trip (``PostgresStore.record_uses``,
+``writes.uses_body``): both are written, or, when the server refuses either, neither; the
+commit skips the WAL flush only when every document is a context record."""
 
 from __future__ import annotations
 

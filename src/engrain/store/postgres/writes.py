@@ -475,4 +475,3 @@ def deferred_body(batch: Sequence[Uses]) -> Callable[[Conn], None]:
                 cur.execute(ACCESS_COUNT, params)
 
     return body
-
