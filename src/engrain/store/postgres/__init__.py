@@ -116,7 +116,10 @@ granted: the patch is skipped, never re-inserted. :meth:`PostgresStore.record_ac
 takes a shared lock on the same rows in the same order before it counts (an atomic
 ``access_count + n``), so the two never deadlock and a count never brings a row back.
 :meth:`PostgresStore.record_uses` is that count and a ``context()``'s record (state rows,
-after the count) in one transaction and one round trip.
+after the count) in one transaction and one round trip with ``ENGRAIN_DEFER_USES=off``; by
+default (since session 29, as on SQLite) the record commits in the call and the count just
+after it, on a thread of the store, before any other statement of the process
+(``deferred.py``).
 Everything the write needs from the items it is given (rows, tokens, JSON) is computed
 before the transaction opens, so a bad item changes nothing; a deadlock or serialization
 failure rolls back and reruns the whole transaction.

@@ -6,7 +6,9 @@ when the connection breaks after the ``COMMIT`` was sent: ``outcome.py``).
 Nothing is held across calls here but the pool: each read or transaction takes its own
 connection and returns it, so threads never share one. ``_lock`` guards only this
 process's bookkeeping (the prune clock here; the listings, rows and plans of the layers
-above), never a statement: no thread waits on it while the database works.
+above), never a statement: no thread waits on it while the database works. Every statement
+takes its connection after the counted uses handed over by calls that returned are
+committed (``deferred.py``, ``ENGRAIN_DEFER_USES``): one attribute read when none wait.
 """
 
 from __future__ import annotations
