@@ -115,6 +115,8 @@ def test_close_commits_what_waits_for_every_other_process(pg_url: str) -> None:
     store.close()
     assert _stored_counts(pg_url) == {"a": 2, "b": 1}
     assert deferred.pending() == 0
+    with pytest.raises(StoreError):  # a closed store takes no counts it would not write
+        store.record_uses("alice", ["a"], NOW, ())
 
 
 def test_a_call_whose_record_is_refused_hands_no_counts_over(

@@ -503,6 +503,8 @@ class PostgresStore(Searches, Records):
         if deferred is None:
             self._transaction(uses_body(user_id, ids, at, state))
             return
+        if self._closed:  # nothing handed to a thread that has stopped
+            raise StoreError(f"the PostgreSQL store at {self._where} is closed")
         if state:
             self._transaction(uses_body(user_id, (), at, state))
         if ids:
