@@ -115,9 +115,12 @@ def _stored(db: Path, url: str | None) -> tuple[dict[str, int], set[str], str]:
         with sqlite3.connect(db) as conn:
             integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
             counts = _counts(conn)
-            found = conn.execute(
-                "SELECT key FROM state WHERE user_id = ? AND namespace = 'contexts'", (USER,)
-            )
+            try:
+                found = conn.execute(
+                    "SELECT key FROM state WHERE user_id = ? AND namespace = 'contexts'", (USER,)
+                ).fetchall()
+            except sqlite3.OperationalError:  # not created yet (before the first run)
+                found = []
             return counts, {row[0] for row in found}, integrity
     import psycopg
 
