@@ -861,6 +861,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         spinning={"new": args.spinning == "on",
                                   "base": (args.base_spinning or args.spinning) == "on"},
                         server_pid=[p for p in server_pids if p is not None],
+                        own_servers=(None if base_server is None or None in server_pids
+                                     else dict(zip(("new", "base"), server_pids, strict=True))),
                         environ=working_set_env(args.working_set),
                         threads=args.threads, threaded_queries=other_queries(queries, args.seed),
                     )  # fmt: skip

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -140,6 +141,7 @@ def side_by_side(
     blocks: bool = True,
     threads: int = 0,
     threaded_queries: Sequence[str] = (),
+    own_servers: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Latency of ``context()`` per tree over the same queries, alternating (module
     docstring): per tree p50/p95/p99, cold start, stage laps and store calls (mean ms per
@@ -156,7 +158,13 @@ def side_by_side(
     With ``threads`` > 1, before the blocks, ``threaded_queries`` (default: the same
     queries, whose vectors the engines still hold) are asked ``threads`` at a time on each
     worker's one engine, alternating in rounds (``threads``: calls/s, p50 / p95, the
-    worker's and the server's CPU a call)."""
+    worker's and the server's CPU a call). ``own_servers`` (each tree's database on a server
+    of its own, ``--baseline-keep``): each tree's *cycle*, from the start of one of its calls
+    to the start of its next (the other tree's call between touches neither its worker nor
+    its server), is counted too: its server's CPU and its worker's process CPU a cycle, which
+    include what a call leaves to run after it returns (counted uses written after the call,
+    ``ENGRAIN_DEFER_USES``), where the per-call counts leave it out or give it to the other
+    tree's call. Every call also reports its calling thread's CPU (``thread_cpu_ms``)."""
     import common
     import numpy as np
 
@@ -196,10 +204,14 @@ def side_by_side(
         each: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for i, (message, user) in enumerate(zip(queries, who, strict=True)):
             for w in workers if i % 2 == 0 else workers[::-1]:
+                if own_servers is not None and w.name in own_servers:
+                    answer_own = server_cpu_ms(own_servers[w.name])
                 before = server_cpu_ms(server_pid)
                 answer = w.ask({"op": "context", "message": message, "user": user})
                 if server_pid is not None:
                     answer["server_cpu_ms"] = server_cpu_ms(server_pid) - before
+                if own_servers is not None and w.name in own_servers:
+                    answer["own_server_at_ms"] = answer_own
                 times[w.name].append(answer["ms"])
                 each[w.name].append({"query": i, **answer})
                 for stage, ms in answer["laps"].items():
@@ -234,19 +246,24 @@ def side_by_side(
                 "runs": [round(c, 3) for c in cold[w.name]],
             }
             row["working_set_load_s"] = round(settled[w.name], 2)
-            for what in ("cpu_ms", "server_cpu_ms"):  # CPU per call: steadier than wall time
+            for what in ("cpu_ms", "server_cpu_ms", "thread_cpu_ms"):  # steadier than wall time
                 spent = [c[what] for c in each[w.name] if what in c]
                 if spent:
                     row[f"{what[:-3]}_per_context_ms"] = {
                         "median": round(float(np.median(spent)), 2),
                         "mean": round(float(np.mean(spent)), 2),
                     }
+            row.update(_cycles(each[w.name]))
             row["laps_mean_ms"] = {k: round(float(np.mean(v)), 2) for k, v in laps[w.name].items()}
             row["laps_p95_ms"] = {
                 k: round(common.percentile(v, 95), 2) for k, v in laps[w.name].items()
             }
             row["store_ms_per_context"] = {
                 k: round(float(np.mean(v)), 2) for k, v in calls[w.name].items()
+            }
+            row["store_ms_p50_p95"] = {  # each store call's wall in the calls that made it
+                k: [round(common.percentile(v, 50), 2), round(common.percentile(v, 95), 2)]
+                for k, v in calls[w.name].items()
             }
             row["statements_per_context"] = {
                 k: round(float(np.sum(v)) / len(queries), 2) for k, v in counted[w.name].items()
@@ -365,6 +382,23 @@ def _threaded(
     return out
 
 
+def _cycles(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A tree's CPU a cycle (``side_by_side``'s ``own_servers``): from the start of each of
+    its calls to the start of its next, its server's and its worker's process CPU, medians
+    and means over the cycles (one fewer than the calls)."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for at, name in (("own_server_at_ms", "server_cpu_per_cycle_ms"),
+                     ("cpu_at_ms", "cpu_per_cycle_ms")):  # fmt: skip
+        marks = [c[at] for c in calls if at in c]
+        spans = [b - a for a, b in itertools.pairwise(marks)]
+        if spans:
+            out[name] = {"median": round(float(np.median(spans)), 2),
+                         "mean": round(float(np.mean(spans)), 2)}  # fmt: skip
+    return out
+
+
 def _rounded(call: dict[str, Any]) -> dict[str, Any]:
     """A call's record with its milliseconds rounded to 0.01."""
     return {
@@ -472,15 +506,19 @@ def _serve(url: str, data_dir: Path) -> None:
                 spent.clear()
                 statements.clear()
                 cpu = time.process_time()
+                mine = time.thread_time()
                 start = time.perf_counter()
                 result = engine.context(request["message"], request["user"], now=common.NOW)
                 ms = (time.perf_counter() - start) * 1000.0
+                thread_ms = (time.thread_time() - mine) * 1000.0
                 cpu_ms = (time.process_time() - cpu) * 1000.0
                 gated = getattr(result, "gated", None)
                 with lock:
                     answer = {
                         "ms": ms,
                         "cpu_ms": cpu_ms,
+                        "thread_cpu_ms": thread_ms,
+                        "cpu_at_ms": cpu * 1000.0,
                         "laps": dict(getattr(gated, "timings_ms", None) or {}),
                         "calls": dict(spent),
                         "statements": dict(statements),

@@ -186,6 +186,9 @@ def test_a_learning_another_store_adds_is_found_and_a_promotion_keeps_the_matrix
     before = held._held["alice"]
     other.write(patches=[Patch("alice", "new", {"promoted_at": NOW})])
     other.record_uses("alice", ["new", "new"], NOW)
+    # committed after the call by default (ENGRAIN_DEFER_USES): the other process's next
+    # statement runs after them
+    other.count("alice")
     found = mine.search("alice", query, 5, TYPED)
     after = held._held["alice"]
     assert after.revision == before.revision + 1 and after.ids is before.ids  # no copy

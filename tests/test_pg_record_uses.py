@@ -1,10 +1,13 @@
-"""A ``context()`` on PostgreSQL counts its uses and writes its record in one transaction
-and one round trip (``PostgresStore.record_uses``, ``writes.uses_body``): both are
-written, or, when the server refuses either, neither; the commit skips the WAL flush only
-when every document is a context record."""
+"""A ``context()`` on PostgreSQL whose counts are written in the call
+(``ENGRAIN_DEFER_USES=off``, ``PostgresStore(defer_uses=False)``; by default they are
+committed after it, ``tests/test_pg_deferred_uses.py``) counts its uses and writes its
+record in one transaction and one round trip (``PostgresStore.record_uses``,
+``writes.uses_body``): both are written, or, when the server refuses either, neither; the
+commit skips the WAL flush only when every document is a context record."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,14 @@ psycopg = pytest.importorskip("psycopg")
 postgres = pytest.importorskip("engrain.store.postgres")
 writes = pytest.importorskip("engrain.store.postgres.writes")
 PostgresStore = postgres.PostgresStore
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Any]:
+    """A store that writes each call's counts in the call."""
+    store = PostgresStore(pg_url, pool_size=2, defer_uses=False)
+    yield store
+    store.close()
 
 
 def _statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -84,7 +95,7 @@ def test_only_context_records_skip_the_flush_wait(pg: Any, monkeypatch: pytest.M
 def test_a_context_writes_uses_and_record_in_one_transaction(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = PostgresStore(pg_url, pool_size=2)
+    store = PostgresStore(pg_url, pool_size=2, defer_uses=False)
     eng = Engine(settings=make_settings(tmp_path), store=store, embedder=HashEmbedder())
     try:
         for text in ("Deploys go through the staging cluster first.",

@@ -116,7 +116,10 @@ granted: the patch is skipped, never re-inserted. :meth:`PostgresStore.record_ac
 takes a shared lock on the same rows in the same order before it counts (an atomic
 ``access_count + n``), so the two never deadlock and a count never brings a row back.
 :meth:`PostgresStore.record_uses` is that count and a ``context()``'s record (state rows,
-after the count) in one transaction and one round trip.
+after the count) in one transaction and one round trip with ``ENGRAIN_DEFER_USES=off``; by
+default (since session 29, as on SQLite) the record commits in the call and the count just
+after it, on a thread of the store, before any other statement of the process
+(``deferred.py``).
 Everything the write needs from the items it is given (rows, tokens, JSON) is computed
 before the transaction opens, so a bad item changes nothing; a deadlock or serialization
 failure rolls back and reruns the whole transaction.
@@ -140,8 +143,9 @@ BM25 search, each user's search plan; the plan's constants and rules are ``plans
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -158,6 +162,7 @@ from engrain.store.base import ALL, KeyClaim, MemoryFilter, Patch, State
 from engrain.store.postgres import fill, held_graph, outcome, schema
 from engrain.store.postgres import graph as pool_graph
 from engrain.store.postgres.codec import EF_SEARCH, configure
+from engrain.store.postgres.deferred import DeferredCounts, Uses, deferred_uses
 from engrain.store.postgres.graph_file import graph_dir as graph_dir_env
 from engrain.store.postgres.learnings import Learnings
 from engrain.store.postgres.learnings import learnings_bytes as learnings_bytes_env
@@ -186,7 +191,7 @@ from engrain.store.postgres.sql import filter_sql, redact
 from engrain.store.postgres.working import WorkingSets
 from engrain.store.postgres.working import working_set_asked as _working_set_asked
 from engrain.store.postgres.working import working_set_min as _working_set_min
-from engrain.store.postgres.writes import access_body, uses_body, write_body
+from engrain.store.postgres.writes import access_body, deferred_body, uses_body, write_body
 
 __all__ = [
     "CACHED_ROWS",
@@ -207,6 +212,8 @@ __all__ = [
     "ef_for_search",
     "learnings_graph",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Decoded rows :meth:`PostgresStore.query` keeps, each checked against its row version.
 CACHED_ROWS = 20_000
@@ -263,7 +270,9 @@ class PostgresStore(Searches, Records):
         pool_index: str = "auto",
         graph_dir: str | Path | None = "auto",
         fill_in_background: bool = True,
+        defer_uses: bool | None = None,
     ) -> None:
+        self._deferred: DeferredCounts | None = None  # until the pool is open (below)
         try:
             conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -281,6 +290,7 @@ class PostgresStore(Searches, Records):
             projected_bytes_env(kind=kind) if projected_bytes == "auto" else int(projected_bytes)
         )
         kept = graph_dir_env() if graph_dir == "auto" else graph_dir
+        defer = deferred_uses() if defer_uses is None else defer_uses
         self.url = url
         self.exact_search_below = exact_search_below
         self.indexed_share = indexed_share
@@ -312,6 +322,8 @@ class PostgresStore(Searches, Records):
                 filler = fill.Filler(url)
                 # its thread cannot start (memory, threads): the next open fills them
                 self._filler = filler if filler.start() else None
+            if defer:
+                self._defer_uses()
         except BaseException:
             self._pool.close()  # a store that did not open leaves no pool behind
             raise
@@ -362,6 +374,16 @@ class PostgresStore(Searches, Records):
                 answering=self._answering,
             )
         )
+
+    def _defer_uses(self) -> None:
+        """Commit the counted uses after each call, on a thread of the store
+        (``deferred.py``); if the thread cannot start, each call commits its own."""
+        deferred = DeferredCounts(lambda batch: self._transaction(deferred_body(batch)))
+        if deferred.start():
+            self._deferred = deferred
+        else:
+            log.warning("%s: the counted uses are written in each context() call (their "
+                        "thread could not start)", self._where)  # fmt: skip
 
     def migrate(self) -> list[str]:
         """Apply the migrations not yet applied, each in its own transaction, one process
@@ -471,9 +493,22 @@ class PostgresStore(Searches, Records):
         self, user_id: str, ids: Sequence[str], at: datetime, state: Sequence[State] = ()
     ) -> None:
         """:meth:`record_access` and the ``state`` documents in one transaction, one round
-        trip (``writes.uses_body``): a ``context()``'s counted uses and its record."""
-        if ids or state:
+        trip (``writes.uses_body``): a ``context()``'s counted uses and its record. With the
+        counts deferred (``ENGRAIN_DEFER_USES``, ``deferred.py``) the record commits here and
+        the counts, once it has, are handed to the store's thread: a failed record hands
+        nothing over."""
+        if not ids and not state:
+            return
+        deferred = self._deferred
+        if deferred is None:
             self._transaction(uses_body(user_id, ids, at, state))
+            return
+        if self._closed:  # nothing handed to a thread that has stopped
+            raise StoreError(f"the PostgreSQL store at {self._where} is closed")
+        if state:
+            self._transaction(uses_body(user_id, (), at, state))
+        if ids:
+            deferred.add(Uses(user_id, Counter(ids), at))
 
     def count(self, user_id: str, flt: MemoryFilter = ALL) -> int:
         """How many of the user's memories pass ``flt``."""
@@ -498,7 +533,10 @@ class PostgresStore(Searches, Records):
 
     def close(self) -> None:
         """Close the pool's connections (idempotent) and drop the working sets; a background
-        filler ends after its batch (the next store to open the database resumes it)."""
+        filler ends after its batch (the next store to open the database resumes it). The
+        counts waiting (``deferred.py``) are committed first."""
+        if self._deferred is not None and not self._closed:
+            self._deferred.close(_FILL_STOP_SECONDS)
         if self._filler is not None:
             self._filler.stop(timeout=_FILL_STOP_SECONDS)
         if self._working is not None:

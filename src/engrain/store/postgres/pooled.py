@@ -6,7 +6,9 @@ when the connection breaks after the ``COMMIT`` was sent: ``outcome.py``).
 Nothing is held across calls here but the pool: each read or transaction takes its own
 connection and returns it, so threads never share one. ``_lock`` guards only this
 process's bookkeeping (the prune clock here; the listings, rows and plans of the layers
-above), never a statement: no thread waits on it while the database works.
+above), never a statement: no thread waits on it while the database works. Every statement
+takes its connection after the counted uses handed over by calls that returned are
+committed (``deferred.py``, ``ENGRAIN_DEFER_USES``): one attribute read when none wait.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from engrain.errors import (
 )
 from engrain.store.postgres import outcome
 from engrain.store.postgres.codec import Conn, configure
+from engrain.store.postgres.deferred import DeferredCounts
 from engrain.threads import cannot_start
 
 #: Times a write is retried after a deadlock or serialization failure.
@@ -47,6 +50,9 @@ class Pooled:
     _next_prune: float  # outcome.PRUNE_SECONDS: old write tokens deleted
     _tokens: bool  # writes record their tokens (migration 010 applied)
     _pool: ConnectionPool[Conn]
+    #: The counts of calls that returned, committed after them (``deferred.py``); ``None``:
+    #: each call commits its own.
+    _deferred: DeferredCounts | None
 
     def _open_pool(self, pool_size: int, connect_timeout: float) -> None:
         """Open the pool (at most ``pool_size`` connections) and wait for its first."""
@@ -79,6 +85,8 @@ class Pooled:
     def _connection(self) -> Iterator[Conn]:
         if self._closed:
             raise StoreError(f"the PostgreSQL store at {self._where} is closed")
+        if self._deferred is not None:  # every statement after the counts handed over
+            self._deferred.settle()
         try:
             with self._pool.connection() as conn:
                 yield conn

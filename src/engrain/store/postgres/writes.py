@@ -32,6 +32,7 @@ from engrain.store.lexical import tokenize
 from engrain.store.postgres import bm25, graphed, postings
 from engrain.store.postgres.bm25 import Changes
 from engrain.store.postgres.codec import Conn, from_row, to_row, utc
+from engrain.store.postgres.deferred import Uses
 from engrain.store.postgres.postings import BlockFormat
 from engrain.store.postgres.sql import LOCK_FULL_ROWS, UPSERT, chunks, filter_sql, keys
 
@@ -445,5 +446,32 @@ def uses_body(
             if wanted:
                 cur.execute(ACCESS_COUNT, params)
             _write_state(cur, documents, now)
+
+    return body
+
+
+def deferred_body(batch: Sequence[Uses]) -> Callable[[Conn], None]:
+    """The transaction of the counts handed over by calls that returned (``deferred.py``):
+    :data:`ACCESS_COUNT` once per call, each as :func:`access_body` sends it, in the order
+    the calls handed them over, the users sorted (two batches never take two users' access
+    clocks in opposite orders); no result read (one round trip), no WAL flush waited for."""
+    ordered = sorted(batch, key=lambda uses: uses.user_id)  # stable: each user's calls in order
+    statements = []
+    for uses in ordered:
+        wanted = sorted(uses.counts)
+        statements.append(
+            {
+                "user": uses.user_id,
+                "ids": wanted,
+                "counts": [uses.counts[i] for i in wanted],
+                "at": utc(uses.at),
+            }
+        )
+
+    def body(db: Conn) -> None:
+        with db.cursor(binary=True) as cur:
+            cur.execute("SET LOCAL synchronous_commit = off")
+            for params in statements:
+                cur.execute(ACCESS_COUNT, params)
 
     return body
