@@ -63,8 +63,9 @@ FILE_MIN_BYTES = 8 * 1024 * 1024
 #: ``kind`` (``<kind>#<hex name>:<number>``; ``~`` after every hex digit), so every write of
 #: ``kind`` deletes it.
 POINTER_SUFFIX = "#~file"
-_MAGIC = b"ENGRFIL1"
-_POINTER = struct.Struct("<8sIQ")  # magic, CRC-32, length
+_MAGIC = b"ENGRFIL2"
+_POINTER = struct.Struct("<8sIQ16s")  # magic, CRC-32, length, the write's random token
+_TOKEN_BYTES = 16
 #: A temporary file older than this is a writer's that died: removed by the next write.
 STALE_SECONDS = 3_600.0
 _SUFFIX = ".bin"
@@ -72,27 +73,31 @@ _SUFFIX = ".bin"
 
 @dataclass(frozen=True)
 class Pointer:
-    """The bytes a pointer row vouches for: their CRC-32 and length."""
+    """The bytes a pointer row vouches for: their CRC-32 and length, and the random token
+    of the write that made their file (in its name: a file of another database, or of
+    another write of the same bytes, never has it)."""
 
     crc: int
     length: int
+    token: bytes
 
     def dump(self) -> bytes:
         """The pointer row's value."""
-        return _POINTER.pack(_MAGIC, self.crc, self.length)
+        return _POINTER.pack(_MAGIC, self.crc, self.length, self.token)
 
     @classmethod
     def load(cls, data: bytes | None) -> Pointer | None:
-        """The pointer in a row's value (``None``: none, or not one)."""
+        """The pointer in a row's value (``None``: none, or not one; an earlier version's,
+        without a token, is none: its bytes are read from the rows and get a file again)."""
         if data is None or len(data) != _POINTER.size:
             return None
-        magic, crc, length = _POINTER.unpack(data)
-        return cls(crc, length) if magic == _MAGIC else None
+        magic, crc, length, token = _POINTER.unpack(data)
+        return cls(crc, length, token) if magic == _MAGIC else None
 
     @classmethod
     def of(cls, data: bytes) -> Pointer:
-        """The pointer to ``data``."""
-        return cls(zlib.crc32(data), len(data))
+        """A pointer to ``data``, for a new file of them (a new token)."""
+        return cls(zlib.crc32(data), len(data), os.urandom(_TOKEN_BYTES))
 
 
 def directory(database: Path) -> Path | None:
@@ -104,12 +109,17 @@ def directory(database: Path) -> Path | None:
 
 def file_name(user_id: str, kind: str, pointer: Pointer) -> str:
     """The file holding the bytes ``pointer`` names, of ``user_id``'s derived index ``kind``."""
-    return f"{_stem(user_id, kind)}-{pointer.crc:08x}-{pointer.length}{_SUFFIX}"
+    head = f"{_stem(user_id, kind)}-{pointer.crc:08x}-{pointer.length}"
+    return f"{head}-{pointer.token.hex()}{_SUFFIX}"
 
 
 def _stem(user_id: str, kind: str) -> str:
-    user = hashlib.blake2b(user_id.encode(), digest_size=12).hexdigest()
-    return f"{user}-{kind}"
+    return f"{_user(user_id)}-{kind}"
+
+
+def _user(user_id: str) -> str:
+    """The part of a file's name that tells whose it is: a hash of the user id."""
+    return hashlib.blake2b(user_id.encode(), digest_size=12).hexdigest()
 
 
 def pointer_kind(kind: str) -> str:
@@ -183,27 +193,59 @@ def write(where: Path, user_id: str, kind: str, data: bytes) -> Pointer | None:
     return pointer
 
 
-def sweep(where: Path, user_id: str, kind: str, keep: Pointer | None) -> None:
-    """Remove the user's files of ``kind`` other than ``keep``'s, and temporary ones a
-    writer that died left (older than :data:`STALE_SECONDS`)."""
-    stem = _stem(user_id, kind)
-    kept = None if keep is None else file_name(user_id, kind, keep)
+def sweep(db: sqlite3.Connection, where: Path) -> None:
+    """Remove every file in ``where`` that no pointer row names: the user's earlier files of
+    a kind just written again, a deleted user's files (:func:`remove_user`) left by a
+    process that died before removing them, an earlier version's files; and temporary
+    ones a writer that died left (older than :data:`STALE_SECONDS`: an earlier version
+    wrote its files outside the write lock). Run in the caller's write transaction (the
+    file's write lock held): every file this version writes is written in the transaction
+    that writes its pointer, so none named by a pointer yet to commit can be here."""
+    named = {
+        file_name(user_id, kind.removesuffix(POINTER_SUFFIX), pointer)
+        for user_id, kind, data in db.execute(
+            "SELECT user_id, kind, data FROM derived_indexes WHERE kind GLOB ?",
+            ("*" + POINTER_SUFFIX,),
+        )
+        if (pointer := Pointer.load(bytes(data))) is not None
+    }
     now = time.time()
-    with suppress(OSError):
-        for path in where.glob(f"{stem}-*"):
-            if path.name == kept or not path.name.startswith(stem + "-"):
+    with suppress(OSError):  # no directory: nothing to sweep
+        for path in where.iterdir():
+            if path.name in named or not _is_ours(path.name):
                 continue
-            rest = path.name[len(stem) + 1 :]
-            if not _is_ours(rest):
-                continue  # another kind whose name starts with this one's
             with suppress(OSError):  # another process removed it first
-                if rest.endswith(_SUFFIX) or now - path.stat().st_mtime > STALE_SECONDS:
+                if path.name.endswith(_SUFFIX) or now - path.stat().st_mtime > STALE_SECONDS:
                     path.unlink()
 
 
-def _is_ours(rest: str) -> bool:
-    """Whether a file name's part after ``<user>-<kind>-`` is ``<crc>-<length>.bin`` (or a
-    temporary copy of one): ``usearch-learnings``'s files also start with ``usearch-``."""
-    head = rest.split(_SUFFIX, 1)[0]
-    crc, _, length = head.partition("-")
-    return len(crc) == 8 and all(c in "0123456789abcdef" for c in crc) and length.isdigit()
+def remove_user(where: Path, user_id: str) -> None:
+    """Remove every file of the user in ``where`` (every kind, temporary ones too): after
+    the transaction that deleted the user's last memory and derived rows commits."""
+    user = _user(user_id)
+    with suppress(OSError):
+        for path in where.glob(f"{user}-*"):
+            if _is_ours(path.name):
+                with suppress(OSError):  # another process removed it first
+                    path.unlink()
+
+
+def _is_ours(name: str) -> bool:
+    """Whether ``name`` is one of a derived index's files (:func:`file_name`, or an earlier
+    version's without a token), or a temporary copy of one: ``<user hash>-<kind>-<crc>-
+    <length>[-<token>].bin``, then ``<random>.tmp`` for a temporary one. Nothing else in the
+    directory is touched."""
+    head, found, tail = name.partition(_SUFFIX)
+    if not found or (tail and not tail.endswith(".tmp")):
+        return False
+    user, _, rest = head.partition("-")
+    if len(user) != 24 or not _hex(user):
+        return False
+    parts = rest.split("-")
+    if len(parts) >= 4 and len(parts[-1]) == 2 * _TOKEN_BYTES and _hex(parts[-1]):
+        parts = parts[:-1]  # the token (an earlier version's names have none)
+    return len(parts) >= 3 and len(parts[-2]) == 8 and _hex(parts[-2]) and parts[-1].isdigit()
+
+
+def _hex(text: str) -> bool:
+    return all(c in "0123456789abcdef" for c in text)
