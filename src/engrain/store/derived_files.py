@@ -9,29 +9,37 @@ what is kept; the file is only a faster way to get the same bytes:
 
 - **A pointer, written with the bytes.** A write of ``kind`` of :data:`FILE_MIN_BYTES` or
   more also writes, in the same transaction, a pointer row (kind ``<kind>#~file``) holding
-  the bytes' CRC-32 and length; the file is named by them (and the user's hash and the
-  kind: :func:`file_name`). The pointer's kind sorts among the parts of ``kind`` in
-  ``derived_blobs``, so every write of ``kind`` (this version's or an earlier one's, which
-  knows nothing of files) deletes it with the old parts: a pointer never outlives the bytes
-  it was written for.
-- **Read only when whole.** A reader reads the pointer (one small row), opens the file it
-  names, and uses the file's bytes only if they are of the pointer's length and CRC-32:
-  then they are the bytes the rows held when the pointer was read (as one ``SELECT`` of the
-  rows would have returned them). Anything else — no pointer, no file, a file cut short,
-  changed, or left by a killed save (a temporary name, never the pointer's) — reads the
-  rows as before. What is returned is then checked by its own format as every saved copy
-  is (an index against its stamp's CRC, the image against the file's revision, BM25
-  against the texts' fingerprint).
-- **Written beside, moved into place.** A file is written whole under a temporary name in
-  the directory and moved over its name (``os.replace``): a reader sees no file or a whole
-  one. It is read into the process (not mapped), so nobody changing it later can change
-  what a process reads. Files of the same user and kind that the new pointer does not name
-  are removed after the write commits (a process that still opens one finds it gone and
-  reads the rows).
+  the bytes' CRC-32, length and a random token of this write; the file is named by them
+  (and the user's hash and the kind: :func:`file_name`). The pointer's kind sorts among
+  the parts of ``kind`` in ``derived_blobs``, so every write of ``kind`` (this version's or
+  an earlier one's, which knows nothing of files) deletes it with the old parts: a pointer
+  never outlives the bytes it was written for.
+- **Read only when whole, and only this database's.** A reader reads the pointer (one
+  small row), opens the file it names, and uses the file's bytes only if they are of the
+  pointer's length and CRC-32: then they are the bytes the rows held when the pointer was
+  read (as one ``SELECT`` of the rows would have returned them). The token in the name
+  means a file another database wrote (a stale directory left beside another database of
+  the same name), even of the same CRC-32 and length, is never opened. Anything else — no
+  pointer, an earlier version's pointer (no token), no file, a file cut short or changed —
+  reads the rows as before. What is returned is then checked by its own format as every
+  saved copy is (an index against its stamp's CRC, the image against the file's revision,
+  BM25 against the texts' fingerprint).
+- **Written in the pointer's transaction, moved into place.** A file is written whole
+  under a temporary name in the directory and moved over its name (``os.replace``) inside
+  the write transaction that writes its pointer (the file's write lock held): a reader sees
+  no file or a whole one, and no file whose pointer is yet to commit is ever in the
+  directory while another writer holds the lock. It is read into the process (not mapped),
+  so nobody changing it later can change what a process reads.
+- **Swept.** Every save of a file, and every store opened on a directory that exists,
+  removes in its write transaction the files no pointer names (:func:`sweep`): the kind's
+  earlier copies, a killed save's, a deleted user's left by a process that died.
+- **Removed with the user.** A write that deletes a user's last memory deletes the user's
+  rows of ``derived_indexes`` in its transaction and the user's files after it commits
+  (:func:`remove_user`); a save begun before that writes nothing for a user with no memory.
 - **Made on a read.** A store written before files (or whose file was lost) has rows and no
-  pointer: a process that reads such bytes writes the file and then the pointer, in a write
+  pointer: a process that reads such bytes writes the file and the pointer in a write
   transaction that first checks that the row is still the one it read (its time of write,
-  length and head): a write of the kind since makes it write no pointer.
+  length and head): a write of the kind since makes it write neither.
 
 Where: the directory ``<database>-derived`` beside the file (made readable by its owner
 only: the files hold what the rows hold). None for an in-memory database; on a read-only
