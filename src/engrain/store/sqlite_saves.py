@@ -237,9 +237,16 @@ class DerivedSaves(VersionedCaches):
         if where is None or not where.is_dir():
             return
 
-        def sweep() -> None:
-            with self._transaction(durable=False) as db:
-                derived_files.sweep(db, where)
+        def sweep() -> None:  # on a connection of its own: the store's lock is not taken
+            try:
+                with derived_blobs.apart(self.path) as db:
+                    db.execute("BEGIN IMMEDIATE")
+                    try:
+                        derived_files.sweep(db, where)
+                    finally:
+                        db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"sweep of {where} failed: {reason(exc)}") from exc
 
         self._later(sweep, "engrain-sweep")
 
