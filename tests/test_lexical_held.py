@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engrain.store import lexical_file
+from engrain.store import lexical, lexical_file
 from engrain.store.lexical import LexicalIndex
 from tests.test_lexical import _corpus
 from tests.test_lexical_compact import QUERIES, _wide_corpus
@@ -104,8 +104,16 @@ def _gaps_cut_short(arrays: dict[str, Any]) -> None:
         _gaps_cut_short,
     ],
 )
-def test_a_damaged_copy_is_refused(damage: Any) -> None:
+@pytest.mark.parametrize("widen", [None, 5])
+def test_a_damaged_copy_is_refused(
+    damage: Any, widen: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``widen``: the gaps widened a few at a time, so that lists are summed both in runs
+    and alone (``lexical._last_document``)."""
+    if widen is not None:
+        monkeypatch.setattr(lexical, "_WIDEN", widen)
     data = lexical_file.dump(LexicalIndex(_corpus(300)), FINGERPRINT)
+    assert lexical_file.parsed(data, FINGERPRINT) is not None
     assert lexical_file.parsed(_rewritten(data, damage), FINGERPRINT) is None
 
 

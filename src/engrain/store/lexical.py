@@ -585,9 +585,8 @@ class LexicalIndex:
                 or small_at[-1] != len(tfs) or large_at[-1] != len(wide_tfs):  # fmt: skip
             raise ValueError("inconsistent lexical index arrays")
         narrow = np.flatnonzero(~wide)
-        last = np.add.reduceat(gaps, narrow_at[narrow], dtype=np.int64) if narrow.size \
-            else np.zeros(0, dtype=np.int64)  # fmt: skip
-        if (last.size and int(last.max()) >= len(lengths)) or (len(wide_docs) and (
+        last = _last_document(gaps, narrow_at[narrow], narrow_at[narrow] + sizes[narrow])
+        if last >= len(lengths) or (len(wide_docs) and (
                 int(wide_docs.min()) < 0 or int(wide_docs.max()) >= len(lengths))):  # fmt: skip
             raise ValueError("lexical index arrays name documents it does not have")
         if (len(tfs) and int(tfs.min()) < 1) or (len(wide_tfs) and int(wide_tfs.min()) < 1):
@@ -680,6 +679,31 @@ class LexicalIndex:
         if long:
             self._weights.keep(term, weights)
         return weights
+
+
+#: Gaps widened at a time by :func:`_last_document` (8 MB of int64).
+_WIDEN = 1 << 20
+
+
+def _last_document(
+    gaps: npt.NDArray[np.uint16], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+) -> int:
+    """The largest document the narrow lists name (the sum of a list's gaps is its last
+    document), -1 if none: the lists' gaps are widened and summed whole lists at a time,
+    about :data:`_WIDEN` gaps at once, a longer list alone by a buffered sum (``reduceat``
+    over all 30,000,000 gaps of a million memories with an int64 sum first made an int64
+    copy of every one: 240 MB at the peak of a load)."""
+    top, at, count = -1, 0, len(starts)
+    while at < count:
+        first = int(starts[at])
+        upto = max(int(np.searchsorted(ends, first + _WIDEN, side="right")), at + 1)
+        if upto == at + 1:
+            top = max(top, int(gaps[first : ends[at]].sum(dtype=np.int64)))
+        else:
+            part = gaps[first : ends[upto - 1]].astype(np.int64)
+            top = max(top, int(np.add.reduceat(part, starts[at:upto] - first).max()))
+        at = upto
+    return top
 
 
 def _starts(sizes: npt.NDArray[np.int64], skipped: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
