@@ -73,10 +73,10 @@ bench-proxy: $(STAMP)
 bench-locomo: $(STAMP)
 	$(BIN)/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json --out bench/results/locomo.json
 
-# The project's own labelled gating evaluation (bench/gating/: ten sets over eleven projects,
+# The project's own labelled gating evaluation (bench/gating/: eleven sets over twelve projects,
 # labelled and trivial messages, a tune and a held split each), every scoring profile, real MiniLM.
 bench-gating: $(STAMP)
-	$(BIN)/python bench/gating.py --sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil --out bench/results/gating.json
+	$(BIN)/python bench/gating.py --sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil,wrench --out bench/results/gating.json
 
 # The web inspector's page timings at 100,000 memories (engrain serve on loopback, ~5 min).
 bench-ui: $(STAMP)

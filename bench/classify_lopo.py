@@ -7,8 +7,8 @@ classifies every labelled message of ``bench/gating/`` in a process of its own, 
 tree's ``src`` first on the path, as the gate does: the rules
 (:func:`engrain.recall.classify.classify`) and the shipped pipeline (the rules with the
 intent model's second opinion, :func:`engrain.recall.intent_model.refine`). Then, for every
-tree against the baseline and every gating set ``S`` (the ten, meridian, kestrel and anvil
-included: no rule was ever tuned on them):
+tree against the baseline and every gating set ``S`` (the eleven, meridian, kestrel, anvil and
+wrench included: no rule was ever tuned on them):
 
 - ``others``: the change in messages classified as labelled on the other sets' tune halves
   — the evidence someone who never saw ``S`` would have had;
@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine_info, write_json
 from complexity_lopo import EXTRA, FRESH, SETS, load_rows, vectors_of
 
-#: the ten gating sets scored (meridian, kestrel and anvil too: nothing was ever tuned on them)
+#: the eleven gating sets scored (meridian, kestrel, anvil and wrench too: nothing was ever
+#: tuned on them)
 SCORED = (*SETS, *FRESH)
 READINGS = ("rules", "shipped")
 MEASURES = ("intent", "complexity")

@@ -2,7 +2,7 @@
 
 Two fictional projects (``bench/gating/``: a billing SaaS backend and a demand-forecasting
 notebook project, ~90 typed learnings each with usage, pins, mutes, restatements and
-superseded memories), and in blocks of their own nine more written blind to the gate
+superseded memories), and in blocks of their own ten more written blind to the gate
 (``pulse``, a React Native app: ``pulse.jsonl``, ``messages-pulse.jsonl``,
 ``trivial-pulse.jsonl``; ``sensor``, sensor firmware: ``sensor.jsonl``,
 ``messages-sensor.jsonl``, ``trivial-sensor.jsonl``; ``quill``, an open-source Rust
@@ -17,7 +17,8 @@ client, server and backend: ``brightfall.jsonl``, ``messages-brightfall.jsonl``,
 ``messages-meridian.jsonl``, ``trivial-meridian.jsonl``; ``kestrel``, a Nextflow genomics
 pipeline: ``kestrel.jsonl``, ``messages-kestrel.jsonl``, ``trivial-kestrel.jsonl``; ``anvil``,
 a C++ low-latency trading system: ``anvil.jsonl``, ``messages-anvil.jsonl``,
-``trivial-anvil.jsonl``), are loaded
+``trivial-anvil.jsonl``; ``wrench``, a multi-tenant field-service SaaS: ``wrench.jsonl``,
+``messages-wrench.jsonl``, ``trivial-wrench.jsonl``), are loaded
 through the public API (``import_records``), and every labelled message is answered with
 ``explain()`` (the classification) and ``context()`` (what is injected). Each message is
 answered by a fresh copy of its project, so the uses one answer counts cannot change the
@@ -44,7 +45,7 @@ the memory.
 
 Usage: ``python bench/gating.py --out bench/results/gating.json [--embedder minilm|hash]
 [--profiles gated,composite,static] [--limit N]
-[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil]``.
+[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil,wrench]``.
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ SPLITS = ("held", "tune", "all")
 #: integration engine, written blind in session 20). ``kestrel`` (``messages-kestrel.jsonl``
 #: and ``trivial-kestrel.jsonl``: a Nextflow genomics pipeline, written blind in session 24).
 #: ``anvil`` (``messages-anvil.jsonl`` and ``trivial-anvil.jsonl``: a C++ low-latency trading
-#: system, written blind in session 25).
+#: system, written blind in session 25). ``wrench`` (``messages-wrench.jsonl`` and
+#: ``trivial-wrench.jsonl``: a multi-tenant field-service SaaS, written blind in session 29).
 SETS = ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian",
-        "kestrel", "anvil")  # fmt: skip
+        "kestrel", "anvil", "wrench")  # fmt: skip
 #: The budget passed with trivial messages: a caller's explicit budget must not make
 #: "thanks!" fetch memory either.
 TRIVIAL_BUDGET = 2000

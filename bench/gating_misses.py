@@ -26,7 +26,7 @@ in the row too: ``continuation`` (a follow-up whose subject is an earlier turn, 
 ``context()`` does not receive), ``misread`` (intent or complexity not as labelled).
 
 Usage: ``python bench/gating_misses.py [--split tune]
-[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil]
+[--sets main,pulse,sensor,quill,strata,harbor,brightfall,meridian,kestrel,anvil,wrench]
 [--out bench/results/gating-misses.json]``.
 """
 

@@ -30,7 +30,7 @@ from common import write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BLIND = ("pulse", "sensor", "quill", "strata", "harbor", "brightfall", "meridian", "kestrel",
-         "anvil")  # fmt: skip
+         "anvil", "wrench")  # fmt: skip
 HALVES = ("tune", "held")
 
 

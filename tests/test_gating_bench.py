@@ -219,13 +219,13 @@ def test_a_run_with_a_further_set_reports_it_in_a_block_of_its_own() -> None:
 
 
 @pytest.mark.parametrize("name", ["sensor", "quill", "strata", "harbor", "brightfall",
-                                  "meridian", "kestrel", "anvil"])  # fmt: skip
+                                  "meridian", "kestrel", "anvil", "wrench"])  # fmt: skip
 def test_the_blind_projects_are_sets_of_their_own(name: str) -> None:
     """``sensor``, ``quill``, ``strata``, ``harbor``, ``brightfall``, ``meridian``,
-    ``kestrel`` and ``anvil`` (written blind, issue 12) run as sets of their own, by default,
-    beside the others."""
+    ``kestrel``, ``anvil`` and ``wrench`` (written blind, issue 12) run as sets of their own,
+    by default, beside the others."""
     assert gating.SETS == ("main", "pulse", "sensor", "quill", "strata", "harbor", "brightfall",
-                           "meridian", "kestrel", "anvil")  # fmt: skip
+                           "meridian", "kestrel", "anvil", "wrench")  # fmt: skip
     sets = {set_name: gating.load_data(name=set_name) for set_name in gating.SETS}
     blind = sets[name]
     others = {p for set_name, data in sets.items() if set_name != name for p in data.projects}
@@ -248,7 +248,8 @@ def test_only_one_split_answers_that_splits_messages_alone() -> None:
     assert gating._limited(data, None) == data
 
 
-@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian", "kestrel", "anvil"])
+@pytest.mark.parametrize("name", ["strata", "brightfall", "meridian", "kestrel", "anvil",
+                                  "wrench"])  # fmt: skip
 def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name: str) -> None:
     """``strata`` (a Kubernetes operator, written blind by h10) and ``brightfall`` (a
     multiplayer game, written blind by h3): every kind, pins, mutes and supersessions (always
@@ -276,7 +277,8 @@ def test_the_sixth_and_seventh_projects_keep_the_rules_they_were_written_by(name
 
 @pytest.mark.parametrize(("name", "first_ids"),
                          [("strata", "mk-0{}"), ("brightfall", "bfm-0{}"), ("meridian", "mm-0{}"),
-                          ("kestrel", "gnm-0{}"), ("anvil", "av-00{}")])  # fmt: skip
+                          ("kestrel", "gnm-0{}"), ("anvil", "av-00{}"),
+                          ("wrench", "wrm-0{}")])  # fmt: skip
 def test_the_sixth_and_seventh_projects_are_measured_in_blocks_of_their_own(
     name: str, first_ids: str
 ) -> None:
@@ -509,3 +511,60 @@ def test_the_trading_system_keeps_the_rules_it_was_written_by() -> None:
         else:
             assert len(m["must_include"]) <= 4, m["id"]
     assert len(data.trivial) == 36
+
+
+def test_the_field_service_saas_keeps_the_rules_it_was_written_by() -> None:
+    """``wrench`` (a multi-tenant field-service SaaS, written blind by h3 in session 29 to the
+    shape of the set issue 12 keeps outside the project): its shape value by value — kinds,
+    pins, mutes, supersessions (two by a correction naming what it corrects), labels that
+    never ask for a superseded or muted memory nor exclude a pinned one, every debugging
+    message complex, greetings without labels, and one request (a regex) needing no memory."""
+    data = gating.load_data(name="wrench")
+    assert list(data.projects) == ["wrench"]
+    rows = data.projects["wrench"]
+    assert Counter(r["kind"] for r in rows) == {
+        "invariant": 10, "pattern": 11, "decision": 13, "antipattern": 9, "golden_path": 7,
+        "preference": 25, "fact": 21, "context": 5, "correction": 5,
+    }  # fmt: skip
+    by_id = {r["id"]: r for r in rows}
+    assert len(by_id) == len(rows) == 106
+    assert {r["id"] for r in rows if r.get("pinned")} == {
+        "wr-inv-01", "wr-inv-02", "wr-gp-01", "wr-pref-01"}  # fmt: skip
+    assert {r["id"] for r in rows if r.get("muted")} == {"wr-pref-24", "wr-fact-13", "wr-ctx-04"}
+    superseded = {r["id"]: r["superseded_by"] for r in rows if "superseded_by" in r}
+    assert superseded == {
+        "wr-pat-10": "wr-pat-01", "wr-dec-01": "wr-dec-02", "wr-dec-03": "wr-dec-04",
+        "wr-dec-05": "wr-dec-06", "wr-dec-07": "wr-dec-08", "wr-dec-09": "wr-dec-10",
+        "wr-gp-06": "wr-gp-01", "wr-pref-04": "wr-pref-05", "wr-fact-02": "wr-cor-01",
+        "wr-fact-04": "wr-fact-05", "wr-fact-20": "wr-cor-03",
+    }  # fmt: skip
+    assert {r["id"]: r["corrects"] for r in rows if "corrects" in r} == {
+        "wr-cor-01": "wr-fact-02", "wr-cor-03": "wr-fact-20"}  # fmt: skip
+    for old, new in superseded.items():
+        assert by_id[new]["created_at"] > by_id[old]["created_at"], old
+        assert by_id[new]["kind"] in (by_id[old]["kind"], "correction"), old
+    assert all("2024-01-01" <= r["created_at"] < "2026-01-15T12:00:00Z" for r in rows)
+    assert Counter(m["intent"] for m in data.messages) == {
+        "question": 18, "generation": 14, "debugging": 13, "analysis": 9, "discussion": 8,
+        "continuation": 7, "greeting": 3,
+    }  # fmt: skip
+    assert Counter(m["complexity"] for m in data.messages) == {
+        "trivial": 3, "simple": 23, "moderate": 20, "complex": 21, "deep": 5,
+    }  # fmt: skip
+    assert Counter(m["split"] for m in data.messages) == {"tune": 38, "held": 34}
+    assert {m["complexity"] for m in data.messages if m["intent"] == "debugging"} == {"complex"}
+    assert sum(len(m["must_include"]) for m in data.messages) == 122
+    assert sum(len(m["must_exclude"]) for m in data.messages) == 43
+    stale = {r["id"] for r in rows if r.get("muted") or "superseded_by" in r}
+    pinned = {r["id"] for r in rows if r.get("pinned")}
+    empty = [m["id"] for m in data.messages if not m["must_include"]]
+    greetings = [m["id"] for m in data.messages if m["intent"] == "greeting"]
+    assert set(empty) - set(greetings) == {"wrm-17"}
+    for m in data.messages:
+        assert not set(m["must_include"]) & stale and not set(m["must_exclude"]) & pinned
+        if m["intent"] == "greeting":
+            assert m["complexity"] == "trivial" and not m["must_include"] + m["must_exclude"]
+        else:
+            assert len(m["must_include"]) <= 4, m["id"]
+    assert len(data.trivial) == 34
+    assert Counter(t["split"] for t in data.trivial) == {"tune": 17, "held": 17}
