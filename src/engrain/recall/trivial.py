@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import re
 
+from engrain.recall import cues
 from engrain.recall.asides import (
     APPROVAL,
     ASIDE,
@@ -215,6 +216,40 @@ _LOOKS_WELL = re.compile(
     r"(?:good|great|fine|clean|healthy|correct|right|green|solid|perfect|stable)\b"
     r"(?P<after>.*)$"
 )
+#: A part of the system reported working again, the reply's outcome (issue 12, session 29):
+#: a verb of working in the present — the part does its work ("works", "runs", "loads",
+#: "syncs", "flowing") — then a word saying the state changed ("now", "again", "finally"),
+#: a manner of working well between them or not ("loads fast now", "runs fine again"). The
+#: present needs its marker: "the board loads fast" describes, "… loads fast now" reports
+#: the change the last answer made; a one-off act told in the past with "again" repeats
+#: ("the cron ran again", "the email sent again": a duplicate), and "loading" names a wait.
+#: It must close its clause: "it runs fine locally" narrows where it holds and "loads now
+#: but …" turns, so what follows is the rest of the reply's to say. Read as the word of
+#: success it means, so its subject is judged as any success report's is
+#: (:func:`_reports_success`: at most two words, no digit, no negation), unless a problem
+#: or a symptom is what works (:func:`_outcomes_read`: "errors are flowing again").
+_WORKS_AGAIN = re.compile(
+    r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)?"
+    r"\b(?:works|working|runs|running|loads|flows|flowing|syncs|syncing|sends|sending|"
+    r"renders|rendering|boots|connects|connecting|responds|responding|resolves|builds|"
+    r"compiles|passes|passing)"
+    r"(?:\s+(?:fast|faster|quick|quickly|instantly|fine|ok|okay|well|smoothly|properly|"
+    r"correctly|normally|cleanly|clean|perfectly|great))?"
+    r"(?:\s+(?:now|again|finally|at last))+(?=\W*$|\s*[,.!;])"
+)
+#: A state reached by repair, after "is" ("the queue is unstuck", "staging's back up", "the
+#: login bug is fixed now", "the bot is up and running again"): the outcome itself, marker
+#: or not, and said of a problem it says the problem is gone. "is back" alone is left out:
+#: "staging is back" and "the lag is back" say the subject returned, good or bad by what it
+#: is; so is "out" ("the deploy's out", "the power's out").
+_REPAIRED = re.compile(
+    r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)"
+    r"(?:fixed|unstuck|unblocked|resolved|restored|back (?:up|online)|up and running|online)"
+    r"(?:\s+(?:now|again|finally|at last))*(?=\W*$|\s*[,.!;])"
+)
+#: A problem named or a symptom ("errors", "timeouts", "crashing"): what works again is then
+#: the failure.
+_PROBLEM = re.compile(rf"\b(?:{cues.PROBLEM_NAMES})\b")
 #: A second attempt named by its time ("the flaky test passed this time", "worked at last"):
 #: it says when, as "now" does, and names nothing.
 _THIS_TIME = re.compile(r"\b(?:this time|at last|for once)\b")
@@ -323,12 +358,23 @@ def words_said(text: str) -> list[str]:
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", RADIO.sub(" ack ", text.lower())))
     if greets(said):
         said = _SESSION_START.sub(" here ", said)  # "morning, let's get going"
-    said = ASKS_FOR_TIME.sub(" ", _THIS_TIME.sub(" now ", said))
+    said = ASKS_FOR_TIME.sub(" ", _outcomes_read(_THIS_TIME.sub(" now ", said)))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
         said = APPROVAL.sub(" ack ", NEXT_STEP.sub(" ", said))  # "should we ship it?" asks
     # an aside is itself social ("honestly that's a relief"): it stands as an "ack"
     return _WORDS.findall(ASIDE.sub(" ack ", _CLOSING.sub(" ", said)))
+
+
+def _outcomes_read(said: str) -> str:
+    """``said`` with a state reached by repair (:data:`_REPAIRED`) and a part reported working
+    again (:data:`_WORKS_AGAIN`) read as "passed", the word of success they mean; the
+    second not when a problem or a symptom is named ("errors are flowing again", "the
+    crash loop is running again": the failure works)."""
+    said = _REPAIRED.sub(" passed ", said)
+    if _PROBLEM.search(said) or cues.SYMPTOM.search(said):
+        return said
+    return _WORKS_AGAIN.sub(" passed ", said)
 
 
 def _presence(text: str, words: list[str]) -> str | None:
