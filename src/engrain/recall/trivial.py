@@ -218,38 +218,53 @@ _LOOKS_WELL = re.compile(
 )
 #: A part of the system reported working again, the reply's outcome (issue 12, session 29):
 #: a verb of working in the present — the part does its work ("works", "runs", "loads",
-#: "syncs", "flowing") — then a word saying the state changed ("now", "again", "finally"),
-#: a manner of working well between them or not ("loads fast now", "runs fine again"). The
-#: present needs its marker: "the board loads fast" describes, "… loads fast now" reports
-#: the change the last answer made; a one-off act told in the past with "again" repeats
-#: ("the cron ran again", "the email sent again": a duplicate), and "loading" names a wait.
-#: It must close its clause: "it runs fine locally" narrows where it holds and "loads now
-#: but …" turns, so what follows is the rest of the reply's to say. Read as the word of
-#: success it means, so its subject is judged as any success report's is
-#: (:func:`_reports_success`: at most two words, no digit, no negation), unless a problem
-#: or a symptom is what works (:func:`_outcomes_read`: "errors are flowing again").
+#: "syncs", "flowing") — or a good state after "is", "looks" or "seems" ("quiet", "sane",
+#: "snappy"), then a word saying the state changed ("now", "again", "finally"): "loads fast
+#: now", "reminders are flowing again", "recon's quiet again". The present needs its marker:
+#: "the board loads fast" describes, "… loads fast now" reports the change the last answer
+#: made; a one-off act told in the past with "again" repeats ("the cron ran again", "the
+#: email sent again": a duplicate), "loading" names a wait, and the bare form is a request
+#: ("run again", "sync now"). After "is", a part back at work says the change itself
+#: ("staging is back up", "the bot is up and running"). It must end the clause:
+#: "it runs fine locally" narrows where it holds, "loads now but …" turns, and a second
+#: clause is read by itself (:func:`_every_clause_closes`). Read as the word of success it
+#: means, so its subject is judged as any success report's is (:func:`_reports_success`:
+#: at most two words, no digit, no negation), unless a problem or a symptom is what works,
+#: or a check or a condition comes before it (:func:`_outcomes_read`).
+#: "is" before a state, contracted too ("the queue's unstuck").
+_BE = r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)"
+#: The words saying the state changed, one or more, closing the reply.
+_CHANGED = r"(?:\s+(?:now|again|finally|at last))"
 _WORKS_AGAIN = re.compile(
-    r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)?"
-    r"\b(?:works|working|runs|running|loads|flows|flowing|syncs|syncing|sends|sending|"
+    rf"(?:{_BE}|\b(?:looks?|seems?)\s+)?\b(?:"
+    # the part does its work, in the third person or the progressive
+    r"(?:works|working|runs|running|loads|flows|flowing|syncs|syncing|sends|sending|"
     r"renders|rendering|boots|connects|connecting|responds|responding|resolves|builds|"
     r"compiles|passes|passing)"
     r"(?:\s+(?:fast|faster|quick|quickly|instantly|fine|ok|okay|well|smoothly|properly|"
-    r"correctly|normally|cleanly|clean|perfectly|great))?"
-    r"(?:\s+(?:now|again|finally|at last))+(?=\W*$|\s*[,.!;])"
+    r"correctly|normally|cleanly|clean|perfectly|great))?|"
+    # or is in a good state
+    r"(?:fast|faster|quick|quicker|snappy|smooth|quiet|sane|happy|normal|stable|clean|fine|"
+    rf"good|green|healthy|correct|accurate|consistent|responsive)){_CHANGED}+(?=\W*$)|"
+    # a part back at work after "is", which says the change itself ("staging is back up")
+    rf"{_BE}(?:back (?:up|online)|up and running|online){_CHANGED}*(?=\W*$)"
 )
-#: A state reached by repair, after "is" ("the queue is unstuck", "staging's back up", "the
-#: login bug is fixed now", "the bot is up and running again"): the outcome itself, marker
-#: or not, and said of a problem it says the problem is gone. "is back" alone is left out:
-#: "staging is back" and "the lag is back" say the subject returned, good or bad by what it
-#: is; so is "out" ("the deploy's out", "the power's out").
-_REPAIRED = re.compile(
-    r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)"
-    r"(?:fixed|unstuck|unblocked|resolved|restored|back (?:up|online)|up and running|online)"
-    r"(?:\s+(?:now|again|finally|at last))*(?=\W*$|\s*[,.!;])"
-)
+#: A state reached by repair, after "is" ("the queue is unstuck", "the login bug is fixed
+#: now"): the outcome itself, marker or not, and said of a problem it says the problem is
+#: gone (where "timeouts are back up" says it returned: :data:`_WORKS_AGAIN`). "is back"
+#: alone is left out: "staging is back" and "the lag is back" say the subject returned,
+#: good or bad by what it is; so is "out" ("the deploy's out", "the power's out").
+_REPAIRED = re.compile(rf"{_BE}(?:fixed|unstuck|unblocked|resolved|restored){_CHANGED}*(?=\W*$)")
 #: A problem named or a symptom ("errors", "timeouts", "crashing"): what works again is then
-#: the failure.
+#: the failure ("errors are flowing again").
 _PROBLEM = re.compile(rf"\b(?:{cues.PROBLEM_NAMES})\b")
+#: A check asked for or a condition set before the outcome ("make sure it works again",
+#: "verify the board loads fast now", "once sync works again …"): the state is what the
+#: reply asks for or waits on, not what it reports.
+_ASKED_BEFORE = re.compile(
+    r"\b(?:make sure|ensure|check|verify|confirm|test|see if|see whether|until|unless|once|"
+    r"so that|as long as|if|when|whether)\b"
+)
 #: A second attempt named by its time ("the flaky test passed this time", "worked at last"):
 #: it says when, as "now" does, and names nothing.
 _THIS_TIME = re.compile(r"\b(?:this time|at last|for once)\b")
@@ -367,10 +382,13 @@ def words_said(text: str) -> list[str]:
 
 
 def _outcomes_read(said: str) -> str:
-    """``said`` with a state reached by repair (:data:`_REPAIRED`) and a part reported working
-    again (:data:`_WORKS_AGAIN`) read as "passed", the word of success they mean; the
-    second not when a problem or a symptom is named ("errors are flowing again", "the
-    crash loop is running again": the failure works)."""
+    """``said`` with a state reached by repair (:data:`_REPAIRED`) or a part reported working
+    again (:data:`_WORKS_AGAIN`) read as "passed", the word of success they mean — not after
+    a check asked for or a condition (:data:`_ASKED_BEFORE`: "make sure it works again"),
+    and working again not when a problem or a symptom is named ("errors are flowing again":
+    the failure works)."""
+    if _ASKED_BEFORE.search(said):
+        return said
     said = _REPAIRED.sub(" passed ", said)
     if _PROBLEM.search(said) or cues.SYMPTOM.search(said):
         return said
