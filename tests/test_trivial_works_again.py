@@ -29,7 +29,7 @@ from .test_gating import _project
         "reminders are flowing again 🎉", "sweet, ridgeline's board loads fast now",
         "the export works again", "webhooks are sending again, thanks!",
         "the invoice renders properly now", "sync's running again 🙌", "the bot connects now",
-        "ok, the build compiles again", "search responds instantly now, ty",
+        "ok, the cli boots fast again", "search responds instantly now, ty",
         # a good state with its change
         "recon's quiet again 🎉", "the board is snappy now", "fills look sane now, thx",
         "the dashboard seems stable again",
