@@ -21,7 +21,12 @@ because what they add asks nothing:
   no number and no negation ("nice, CI's green", "tests passing now", "terraform apply
   went through") — like work reported done ("merged!", "fixed"), the state of the project
   after an answer asks nothing; so does a verdict in the present with its subject before it
-  ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`).
+  ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`); and so does a
+  part of the system reported working again — a verb of working in the present or a good
+  state, with the word that says it changed ("reminders are flowing again", "the board
+  loads fast now", "recon's quiet again": :data:`_WORKS_AGAIN`) — or a state reached by
+  repair ("the queue's unstuck": :data:`_REPAIRED`), each read as the word of success it
+  means (:func:`_outcomes_read`).
 
 A reply of several clauses is trivial when each clause would be alone and the whole keeps
 no work open ("that did it, book's clean", "tests passing, lint green":
