@@ -31,7 +31,8 @@ from .test_gating import _project
         # a verb of working in the present, then the change ("now", "again", "finally")
         "reminders are flowing again 🎉", "sweet, ridgeline's board loads fast now",
         "the export works again", "webhooks are sending again, thanks!",
-        "the invoice renders properly now", "is working now, thanks", "sync's running again 🙌", "the bot connects now",
+        "the invoice renders properly now", "is working now, thanks",
+        "sync's running again 🙌", "the bot connects now",
         "ok, the cli boots fast again", "search responds instantly now, ty",
         # a good state with its change
         "recon's quiet again 🎉", "the board is snappy now", "fills look sane now, thx",
