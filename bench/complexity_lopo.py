@@ -7,9 +7,9 @@ Every labelled message of ``bench/gating/`` belongs to one *group*: the seven ga
 and the three ``classify-train`` files; never a held half, never a row of ``S``) and scored
 on ``S``'s tune half (``--held``: also on its held half, read once at the end). Meridian,
 the eighth set, kestrel, the ninth, anvil, the tenth, and wrench, the eleventh, joined after
-the choice was made on the seven: they are scored the same way, never fitted on and kept out of the pooled numbers
-(:data:`FRESH`). Readings compared, each as the gate makes it from the message and its
-MiniLM vector:
+the choice was made on the seven: they are scored the same way, never fitted on and kept out
+of the pooled numbers (:data:`FRESH`). Readings compared, each as the gate makes it from the
+message and its MiniLM vector:
 
 - ``rules``: :func:`engrain.recall.classify.classify` alone. Not fitted, but the rules were
   written against main's tune half and tuned on the other sets' tune halves
