@@ -395,8 +395,8 @@ def _outcomes_read(said: str) -> str:
     if _ASKED_BEFORE.search(said):
         return said
     said = _REPAIRED.sub(" passed ", said)
-    if _PROBLEM.search(said) or cues.SYMPTOM.search(said):
-        return said
+    if _WORKS_AGAIN.search(said) is None or _PROBLEM.search(said) or cues.SYMPTOM.search(said):
+        return said  # the symptoms' long pattern only where the outcome is said
     return _WORKS_AGAIN.sub(" passed ", said)
 
 
