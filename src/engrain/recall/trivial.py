@@ -221,6 +221,10 @@ _LOOKS_WELL = re.compile(
     r"(?:good|great|fine|clean|healthy|correct|right|green|solid|perfect|stable)\b"
     r"(?P<after>.*)$"
 )
+#: "is" before a state, contracted too ("the queue's unstuck").
+_BE = r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)"
+#: The words saying the state changed, one or more, closing the reply.
+_CHANGED = r"(?:\s+(?:now|again|finally|at last))"
 #: A part of the system reported working again, the reply's outcome (issue 12, session 29):
 #: a verb of working in the present — the part does its work ("works", "runs", "loads",
 #: "syncs", "flowing") — or a good state after "is", "looks" or "seems" ("quiet", "sane",
@@ -236,10 +240,6 @@ _LOOKS_WELL = re.compile(
 #: means, so its subject is judged as any success report's is (:func:`_reports_success`:
 #: at most two words, no digit, no negation), unless a problem or a symptom is what works,
 #: or a check or a condition comes before it (:func:`_outcomes_read`).
-#: "is" before a state, contracted too ("the queue's unstuck").
-_BE = r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)"
-#: The words saying the state changed, one or more, closing the reply.
-_CHANGED = r"(?:\s+(?:now|again|finally|at last))"
 _WORKS_AGAIN = re.compile(
     rf"(?:{_BE}|\b(?:looks?|seems?)\s+)?\b(?:"
     # the part does its work, in the third person or the progressive
