@@ -115,7 +115,7 @@ def test_short_social_replies_stay_trivial_beside_the_rule(  # type: ignore[no-u
 
 @pytest.mark.model
 @pytest.mark.parametrize(
-    "message", ["is working now, thanks", "ok i understand now", "is ok now, thank you"]
+    "message", ["is work now, thank you", "ok i understand now", "is ok now, thank you"]
 )
 def test_a_reply_read_as_a_greeting_is_trivial_whatever_intent_the_rules_guessed(  # type: ignore[no-untyped-def]
     minilm, message: str

@@ -11,7 +11,8 @@ its reason, so that no model turns such a reply into nothing:
 * a **failure reported** — a symptom or problem word the rules already know
   (:data:`~engrain.recall.cues.SYMPTOM`: "failing", "broken", "didn't work"; "error",
   "bug", "issue", "problem", "timeout": :data:`~engrain.recall.cues.PROBLEM_NAMES`, but
-  "no problem"), or a test run's colour of failure (:data:`FAILED_RUN`: "red");
+  "no problem"), a test run's colour of failure (:data:`FAILED_RUN`: "red"), or a part out
+  of service (:data:`OUT_OF_SERVICE`: "it's down right now", "staging went offline");
 * a **negation** (:data:`NEGATIONS`: "no luck", "not yet", "nothing") — something did not
   happen or is not so — unless it negates a reassurance word ("no rush", "not a problem":
   :func:`engrain.recall.contentless.reassures`);
@@ -43,6 +44,16 @@ from engrain.recall.contentless import APOLOGY, reassures
 
 #: The colour of a failed test run or build ("still red", "CI's red"): green is success.
 FAILED_RUN = frozenset(["red"])
+#: A part out of service, said after "is" or "went" ("it's down right now", "staging is
+#: down again", "the worker went offline"): an outage, the opposite of "back up". The
+#: acknowledgement model read "it's down right now" as a reply that asks nothing (p 0.90).
+#: "down" names a good change too ("costs are down"), but a reply left a message costs a
+#: block of memory and an outage made trivial costs the answer.
+OUT_OF_SERVICE = re.compile(
+    r"(?:\b(?:is|are|was|were|went|goes|going|be|been)|(?<=[a-z])'(?:s|re))\s+"
+    r"(?:\w+\s+)?(?:down|offline)\b",
+    re.I,
+)
 #: Problem words reported ("errors again", "timeout again"):
 #: :data:`~engrain.recall.cues.PROBLEM_WORD` less the "fix" family, which as often reports
 #: the fix ("that fixes it"); "problem" after a negation is a reassurance
@@ -97,6 +108,8 @@ def keeps_work_open(text: str, words: Sequence[str]) -> bool:
         return False
     if cues.SYMPTOM.search(text) or _reports_problem(text, words) or GO_ON.search(text):
         return True
+    if OUT_OF_SERVICE.search(text):
+        return True  # "it's down right now", "staging went offline"
     said = _WORD.findall(text.lower())  # every word, as the reply wrote it
     if fails_to_work(said):
         return True  # "no funciona", "ça marche pas"

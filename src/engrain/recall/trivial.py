@@ -21,7 +21,12 @@ because what they add asks nothing:
   no number and no negation ("nice, CI's green", "tests passing now", "terraform apply
   went through") — like work reported done ("merged!", "fixed"), the state of the project
   after an answer asks nothing; so does a verdict in the present with its subject before it
-  ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`).
+  ("staging looks good", "the pipeline is green again": :data:`_LOOKS_WELL`); and so does a
+  part of the system reported working again — a verb of working in the present or a good
+  state, with the word that says it changed ("reminders are flowing again", "the board
+  loads fast now", "recon's quiet again": :data:`_WORKS_AGAIN`) — or a state reached by
+  repair ("the queue's unstuck": :data:`_REPAIRED`), each read as the word of success it
+  means (:func:`_outcomes_read`).
 
 A reply of several clauses is trivial when each clause would be alone and the whole keeps
 no work open ("that did it, book's clean", "tests passing, lint green":
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 import re
 
+from engrain.recall import cues
 from engrain.recall.asides import (
     APPROVAL,
     ASIDE,
@@ -215,6 +221,55 @@ _LOOKS_WELL = re.compile(
     r"(?:good|great|fine|clean|healthy|correct|right|green|solid|perfect|stable)\b"
     r"(?P<after>.*)$"
 )
+#: "is" before a state, contracted too ("the queue's unstuck").
+_BE = r"(?:\b(?:is|are)\s+|(?<=[a-z])'(?:s|re)\s+)"
+#: The words saying the state changed, one or more, closing the reply.
+_CHANGED = r"(?:\s+(?:now|again|finally|at last))"
+#: A part of the system reported working again, the reply's outcome (issue 12, session 29):
+#: a verb of working in the present — the part does its work ("works", "runs", "loads",
+#: "syncs", "flowing") — or a good state after "is", "looks" or "seems" ("quiet", "sane",
+#: "snappy"), then a word saying the state changed ("now", "again", "finally"): "loads fast
+#: now", "reminders are flowing again", "recon's quiet again". The present needs its marker:
+#: "the board loads fast" describes, "… loads fast now" reports the change the last answer
+#: made; a one-off act told in the past with "again" repeats ("the cron ran again", "the
+#: email sent again": a duplicate), "loading" names a wait, and the bare form is a request
+#: ("run again", "sync now"). After "is", a part back at work says the change itself
+#: ("staging is back up", "the bot is up and running"). It must end the clause:
+#: "it runs fine locally" narrows where it holds, "loads now but …" turns, and a second
+#: clause is read by itself (:func:`_every_clause_closes`). Read as the word of success it
+#: means, so its subject is judged as any success report's is (:func:`_reports_success`:
+#: at most two words, no digit, no negation), unless a problem or a symptom is what works,
+#: or a check or a condition comes before it (:func:`_outcomes_read`).
+_WORKS_AGAIN = re.compile(
+    rf"(?:{_BE}|\b(?:looks?|seems?)\s+)?\b(?:"
+    # the part does its work, in the third person or the progressive
+    r"(?:works|working|runs|running|loads|flows|flowing|syncs|syncing|sends|sending|"
+    r"renders|rendering|boots|connects|connecting|responds|responding|resolves|builds|"
+    r"compiles|passes|passing)"
+    r"(?:\s+(?:fast|faster|quick|quickly|instantly|fine|ok|okay|well|smoothly|properly|"
+    r"correctly|normally|cleanly|clean|perfectly|great))?|"
+    # or is in a good state
+    r"(?:fast|faster|quick|quicker|snappy|smooth|quiet|sane|happy|normal|stable|clean|fine|"
+    rf"good|green|healthy|correct|accurate|consistent|responsive)){_CHANGED}+(?=\W*$)|"
+    # a part back at work after "is", which says the change itself ("staging is back up")
+    rf"{_BE}(?:back (?:up|online)|up and running|online){_CHANGED}*(?=\W*$)"
+)
+#: A state reached by repair, after "is" ("the queue is unstuck", "the login bug is fixed
+#: now"): the outcome itself, marker or not, and said of a problem it says the problem is
+#: gone (where "timeouts are back up" says it returned: :data:`_WORKS_AGAIN`). "is back"
+#: alone is left out: "staging is back" and "the lag is back" say the subject returned,
+#: good or bad by what it is; so is "out" ("the deploy's out", "the power's out").
+_REPAIRED = re.compile(rf"{_BE}(?:fixed|unstuck|unblocked|resolved|restored){_CHANGED}*(?=\W*$)")
+#: A problem named or a symptom ("errors", "timeouts", "crashing"): what works again is then
+#: the failure ("errors are flowing again").
+_PROBLEM = re.compile(rf"\b(?:{cues.PROBLEM_NAMES})\b")
+#: A check asked for or a condition set before the outcome ("make sure it works again",
+#: "verify the board loads fast now", "once sync works again …"): the state is what the
+#: reply asks for or waits on, not what it reports.
+_ASKED_BEFORE = re.compile(
+    r"\b(?:make sure|ensure|check|verify|confirm|test|see if|see whether|until|unless|once|"
+    r"so that|as long as|if|when|whether)\b"
+)
 #: A second attempt named by its time ("the flaky test passed this time", "worked at last"):
 #: it says when, as "now" does, and names nothing.
 _THIS_TIME = re.compile(r"\b(?:this time|at last|for once)\b")
@@ -323,12 +378,26 @@ def words_said(text: str) -> list[str]:
     said = _WENT_WELL.sub(" passed ", _REPEATS.sub(r"\1", RADIO.sub(" ack ", text.lower())))
     if greets(said):
         said = _SESSION_START.sub(" here ", said)  # "morning, let's get going"
-    said = ASKS_FOR_TIME.sub(" ", _THIS_TIME.sub(" now ", said))
+    said = ASKS_FOR_TIME.sub(" ", _outcomes_read(_THIS_TIME.sub(" now ", said)))
     said = SMALL_TALK.sub(" ", _NEXT_STEP.sub(" ", said))
     if "?" not in said:  # "i'll ask the team?" asks whether to: a question, not a step
         said = APPROVAL.sub(" ack ", NEXT_STEP.sub(" ", said))  # "should we ship it?" asks
     # an aside is itself social ("honestly that's a relief"): it stands as an "ack"
     return _WORDS.findall(ASIDE.sub(" ack ", _CLOSING.sub(" ", said)))
+
+
+def _outcomes_read(said: str) -> str:
+    """``said`` with a state reached by repair (:data:`_REPAIRED`) or a part reported working
+    again (:data:`_WORKS_AGAIN`) read as "passed", the word of success they mean — not after
+    a check asked for or a condition (:data:`_ASKED_BEFORE`: "make sure it works again"),
+    and working again not when a problem or a symptom is named ("errors are flowing again":
+    the failure works)."""
+    if _ASKED_BEFORE.search(said):
+        return said
+    said = _REPAIRED.sub(" passed ", said)
+    if _WORKS_AGAIN.search(said) is None or _PROBLEM.search(said) or cues.SYMPTOM.search(said):
+        return said  # the symptoms' long pattern only where the outcome is said
+    return _WORKS_AGAIN.sub(" passed ", said)
 
 
 def _presence(text: str, words: list[str]) -> str | None:
