@@ -26,10 +26,12 @@ chromium: $(CHROMIUM)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-# The suite runs on TEST_WORKERS processes (pytest-xdist, one per core of CI's 2), each test
-# file whole on one of them so its module fixtures start once; TEST_WORKERS=0 runs it in
-# make's own process. What the default run covers and leaves to test-all: docs/testing.md.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2 runs the suite on two pytest-xdist processes, each test file whole on one
+# of them so its module fixtures start once. Off by default: in another order than the
+# alphabetical one, test_aio.py and reliability/test_shared_engine.py find an event loop a
+# module before them left running (docs/testing.md). What the default run covers and
+# leaves to test-all: docs/testing.md.
+TEST_WORKERS ?= 0
 PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 test: $(STAMP) $(CHROMIUM) lint
