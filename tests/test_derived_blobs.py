@@ -198,7 +198,6 @@ def test_a_store_reads_a_derived_index_without_its_lock(
     those written, and a commit made after it opened is seen."""
     monkeypatch.setattr(derived_blobs, "PART_BYTES", 1000)
     store = SQLiteStore(tmp_path / "engrain.db")
-    store.write(_memories(1))  # a save is kept for a user with a memory
     stash = store._stash("ada", "usearch")
     data = bytes(range(256)) * 15
     stash.write(data)
@@ -216,7 +215,6 @@ def test_a_store_reads_a_derived_index_without_its_lock(
 
 def test_an_in_memory_store_reads_its_derived_indexes_on_its_own_connection() -> None:
     store = SQLiteStore(":memory:")
-    store.write(_memories(1))  # a save is kept for a user with a memory
     store._stash("ada", "bm25").write(b"postings")
     lock = _CountedLock(store._lock)
     store._lock = lock  # type: ignore[assignment]

@@ -197,12 +197,12 @@ def test_a_save_killed_after_its_file_leaves_the_rows_copy_read(
     store.query(USER)
 
     def killed(*args: Any, **kwargs: Any) -> None:
-        raise KeyboardInterrupt  # the process dies inside the write, after the file
+        raise KeyboardInterrupt  # the process dies inside the write
 
     keys = ann.memory_keys([m.id for m in memories[:100]])
     other = VectorIndex.build(keys, np.stack([m.embedding for m in memories[:100]]))  # type: ignore[misc]
     with monkeypatch.context() as killing, pytest.raises(KeyboardInterrupt):
-        killing.setattr(derived_files, "write_pointer", killed)
+        killing.setattr(derived_blobs, "write", killed)
         store._stash(USER, "usearch").write(other.dump())
     store.close()
     where = derived_files.directory(db)
@@ -210,11 +210,11 @@ def test_a_save_killed_after_its_file_leaves_the_rows_copy_read(
     left = [p for p in where.glob("*-usearch-*.bin")
             if p != before and "-usearch-learnings-" not in p.name]  # fmt: skip
     assert len(left) == 1 and _files(db)["usearch"] == before
-    reopened = _open(db)  # its open sweeps the file, on a saving thread
+    reopened = _open(db)
     answers = _answers(reopened, memories)
     assert _loaded_without_vectors(reopened)
     assert all(a[0][0] == m.id for a, m in zip(answers, memories, strict=False))
-    reopened._stash(USER, "usearch").write(before.read_bytes())  # a save sweeps it too
+    reopened._stash(USER, "usearch").write(before.read_bytes())  # the next save sweeps it
     assert not left[0].exists()
     reopened.close()
 
@@ -223,31 +223,26 @@ def test_no_pointer_when_the_rows_changed_while_the_file_was_written(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file made on a read (the rows had none) gets its pointer only if the rows are
-    still the ones read: a save of the kind in between makes it write none (nor the file:
-    it is written in the transaction that writes its pointer)."""
+    still the ones read: a save of the kind in between makes it write none."""
     with sqlite3.connect(db) as con:
         con.execute("DELETE FROM derived_indexes WHERE kind = ?",
                     (derived_files.pointer_kind("bm25"),))  # fmt: skip
     store = _open(db)
-    original = derived_blobs.read_identified
+    original = derived_files.write
 
-    def raced(con: sqlite3.Connection, user_id: str, kind: str) -> Any:
-        found = original(con, user_id, kind)
-        if kind == "bm25":
-            with sqlite3.connect(db) as other:  # another process saves another copy meanwhile
-                derived_blobs.write(other, user_id, kind, found[0] + b"!", "2026-01-01T00:00:00")
-        return found
+    def raced(where: Path, user_id: str, kind: str, data: bytes) -> Any:
+        kept = original(where, user_id, kind, data)
+        with sqlite3.connect(db) as con:  # another process saves another copy meanwhile
+            derived_blobs.write(con, user_id, kind, data + b"!", "2026-01-01T00:00:00")
+        return kept
 
-    before = set(_files(db).values())
     with monkeypatch.context() as racing:
-        racing.setattr(derived_blobs, "read_identified", raced)
+        racing.setattr(derived_files, "write", raced)
         saved = store._stash(USER, "bm25").read()
         assert saved is not None and not saved.endswith(b"!")
         store.close()  # waits for the file's save
     with sqlite3.connect(db) as con:
         assert derived_files.read_pointer(con, USER, "bm25") is None
-    where = derived_files.directory(db)
-    assert where is not None and not [p for p in where.glob("*-bm25-*") if p not in before]
     again = _open(db)
     assert again._stash(USER, "bm25").read() == saved + b"!"
     again.close()
@@ -255,13 +250,9 @@ def test_no_pointer_when_the_rows_changed_while_the_file_was_written(
 
 def test_sweep_keeps_other_kinds_whose_names_start_alike(tmp_path: Path) -> None:
     data = b"x" * 100
-    with sqlite3.connect(tmp_path / "x.db") as con:
-        con.execute("CREATE TABLE derived_indexes (user_id TEXT, kind TEXT, data BLOB, "
-                    "updated_at TEXT, PRIMARY KEY (user_id, kind))")  # fmt: skip
-        first = derived_files.write(tmp_path, USER, "usearch", data)
-        learnings = derived_files.write(tmp_path, USER, "usearch-learnings", data)
-        assert first is not None and learnings is not None
-        derived_files.write_pointer(con, USER, "usearch-learnings", learnings, "now")
-        derived_files.sweep(con, tmp_path)
-    names = [p.name for p in tmp_path.iterdir() if p.suffix == ".bin"]
+    first = derived_files.write(tmp_path, USER, "usearch", data)
+    learnings = derived_files.write(tmp_path, USER, "usearch-learnings", data)
+    assert first is not None and learnings is not None
+    derived_files.sweep(tmp_path, USER, "usearch", None)
+    names = [p.name for p in tmp_path.iterdir()]
     assert names == [derived_files.file_name(USER, "usearch-learnings", learnings)]

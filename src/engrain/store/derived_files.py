@@ -9,37 +9,29 @@ what is kept; the file is only a faster way to get the same bytes:
 
 - **A pointer, written with the bytes.** A write of ``kind`` of :data:`FILE_MIN_BYTES` or
   more also writes, in the same transaction, a pointer row (kind ``<kind>#~file``) holding
-  the bytes' CRC-32, length and a random token of this write; the file is named by them
-  (and the user's hash and the kind: :func:`file_name`). The pointer's kind sorts among
-  the parts of ``kind`` in ``derived_blobs``, so every write of ``kind`` (this version's or
-  an earlier one's, which knows nothing of files) deletes it with the old parts: a pointer
-  never outlives the bytes it was written for.
-- **Read only when whole, and only this database's.** A reader reads the pointer (one
-  small row), opens the file it names, and uses the file's bytes only if they are of the
-  pointer's length and CRC-32: then they are the bytes the rows held when the pointer was
-  read (as one ``SELECT`` of the rows would have returned them). The token in the name
-  means a file another database wrote (a stale directory left beside another database of
-  the same name), even of the same CRC-32 and length, is never opened. Anything else — no
-  pointer, an earlier version's pointer (no token), no file, a file cut short or changed —
-  reads the rows as before. What is returned is then checked by its own format as every
-  saved copy is (an index against its stamp's CRC, the image against the file's revision,
-  BM25 against the texts' fingerprint).
-- **Written in the pointer's transaction, moved into place.** A file is written whole
-  under a temporary name in the directory and moved over its name (``os.replace``) inside
-  the write transaction that writes its pointer (the file's write lock held): a reader sees
-  no file or a whole one, and no file whose pointer is yet to commit is ever in the
-  directory while another writer holds the lock. It is read into the process (not mapped),
-  so nobody changing it later can change what a process reads.
-- **Swept.** Every save of a file, and every store opened on a directory that exists,
-  removes in its write transaction the files no pointer names (:func:`sweep`): the kind's
-  earlier copies, a killed save's, a deleted user's left by a process that died.
-- **Removed with the user.** A write that deletes a user's last memory deletes the user's
-  rows of ``derived_indexes`` in its transaction and the user's files after it commits
-  (:func:`remove_user`); a save begun before that writes nothing for a user with no memory.
+  the bytes' CRC-32 and length; the file is named by them (and the user's hash and the
+  kind: :func:`file_name`). The pointer's kind sorts among the parts of ``kind`` in
+  ``derived_blobs``, so every write of ``kind`` (this version's or an earlier one's, which
+  knows nothing of files) deletes it with the old parts: a pointer never outlives the bytes
+  it was written for.
+- **Read only when whole.** A reader reads the pointer (one small row), opens the file it
+  names, and uses the file's bytes only if they are of the pointer's length and CRC-32:
+  then they are the bytes the rows held when the pointer was read (as one ``SELECT`` of the
+  rows would have returned them). Anything else — no pointer, no file, a file cut short,
+  changed, or left by a killed save (a temporary name, never the pointer's) — reads the
+  rows as before. What is returned is then checked by its own format as every saved copy
+  is (an index against its stamp's CRC, the image against the file's revision, BM25
+  against the texts' fingerprint).
+- **Written beside, moved into place.** A file is written whole under a temporary name in
+  the directory and moved over its name (``os.replace``): a reader sees no file or a whole
+  one. It is read into the process (not mapped), so nobody changing it later can change
+  what a process reads. Files of the same user and kind that the new pointer does not name
+  are removed after the write commits (a process that still opens one finds it gone and
+  reads the rows).
 - **Made on a read.** A store written before files (or whose file was lost) has rows and no
-  pointer: a process that reads such bytes writes the file and the pointer in a write
+  pointer: a process that reads such bytes writes the file and then the pointer, in a write
   transaction that first checks that the row is still the one it read (its time of write,
-  length and head): a write of the kind since makes it write neither.
+  length and head): a write of the kind since makes it write no pointer.
 
 Where: the directory ``<database>-derived`` beside the file (made readable by its owner
 only: the files hold what the rows hold). None for an in-memory database; on a read-only
@@ -71,9 +63,8 @@ FILE_MIN_BYTES = 8 * 1024 * 1024
 #: ``kind`` (``<kind>#<hex name>:<number>``; ``~`` after every hex digit), so every write of
 #: ``kind`` deletes it.
 POINTER_SUFFIX = "#~file"
-_MAGIC = b"ENGRFIL2"
-_POINTER = struct.Struct("<8sIQ16s")  # magic, CRC-32, length, the write's random token
-_TOKEN_BYTES = 16
+_MAGIC = b"ENGRFIL1"
+_POINTER = struct.Struct("<8sIQ")  # magic, CRC-32, length
 #: A temporary file older than this is a writer's that died: removed by the next write.
 STALE_SECONDS = 3_600.0
 _SUFFIX = ".bin"
@@ -81,31 +72,27 @@ _SUFFIX = ".bin"
 
 @dataclass(frozen=True)
 class Pointer:
-    """The bytes a pointer row vouches for: their CRC-32 and length, and the random token
-    of the write that made their file (in its name: a file of another database, or of
-    another write of the same bytes, never has it)."""
+    """The bytes a pointer row vouches for: their CRC-32 and length."""
 
     crc: int
     length: int
-    token: bytes
 
     def dump(self) -> bytes:
         """The pointer row's value."""
-        return _POINTER.pack(_MAGIC, self.crc, self.length, self.token)
+        return _POINTER.pack(_MAGIC, self.crc, self.length)
 
     @classmethod
     def load(cls, data: bytes | None) -> Pointer | None:
-        """The pointer in a row's value (``None``: none, or not one; an earlier version's,
-        without a token, is none: its bytes are read from the rows and get a file again)."""
+        """The pointer in a row's value (``None``: none, or not one)."""
         if data is None or len(data) != _POINTER.size:
             return None
-        magic, crc, length, token = _POINTER.unpack(data)
-        return cls(crc, length, token) if magic == _MAGIC else None
+        magic, crc, length = _POINTER.unpack(data)
+        return cls(crc, length) if magic == _MAGIC else None
 
     @classmethod
     def of(cls, data: bytes) -> Pointer:
-        """A pointer to ``data``, for a new file of them (a new token)."""
-        return cls(zlib.crc32(data), len(data), os.urandom(_TOKEN_BYTES))
+        """The pointer to ``data``."""
+        return cls(zlib.crc32(data), len(data))
 
 
 def directory(database: Path) -> Path | None:
@@ -117,17 +104,12 @@ def directory(database: Path) -> Path | None:
 
 def file_name(user_id: str, kind: str, pointer: Pointer) -> str:
     """The file holding the bytes ``pointer`` names, of ``user_id``'s derived index ``kind``."""
-    head = f"{_stem(user_id, kind)}-{pointer.crc:08x}-{pointer.length}"
-    return f"{head}-{pointer.token.hex()}{_SUFFIX}"
+    return f"{_stem(user_id, kind)}-{pointer.crc:08x}-{pointer.length}{_SUFFIX}"
 
 
 def _stem(user_id: str, kind: str) -> str:
-    return f"{_user(user_id)}-{kind}"
-
-
-def _user(user_id: str) -> str:
-    """The part of a file's name that tells whose it is: a hash of the user id."""
-    return hashlib.blake2b(user_id.encode(), digest_size=12).hexdigest()
+    user = hashlib.blake2b(user_id.encode(), digest_size=12).hexdigest()
+    return f"{user}-{kind}"
 
 
 def pointer_kind(kind: str) -> str:
@@ -201,59 +183,27 @@ def write(where: Path, user_id: str, kind: str, data: bytes) -> Pointer | None:
     return pointer
 
 
-def sweep(db: sqlite3.Connection, where: Path) -> None:
-    """Remove every file in ``where`` that no pointer row names: the user's earlier files of
-    a kind just written again, a deleted user's files (:func:`remove_user`) left by a
-    process that died before removing them, an earlier version's files; and temporary
-    ones a writer that died left (older than :data:`STALE_SECONDS`: an earlier version
-    wrote its files outside the write lock). Run in the caller's write transaction (the
-    file's write lock held): every file this version writes is written in the transaction
-    that writes its pointer, so none named by a pointer yet to commit can be here."""
-    named = {
-        file_name(user_id, kind.removesuffix(POINTER_SUFFIX), pointer)
-        for user_id, kind, data in db.execute(
-            "SELECT user_id, kind, data FROM derived_indexes WHERE kind GLOB ?",
-            ("*" + POINTER_SUFFIX,),
-        )
-        if (pointer := Pointer.load(bytes(data))) is not None
-    }
+def sweep(where: Path, user_id: str, kind: str, keep: Pointer | None) -> None:
+    """Remove the user's files of ``kind`` other than ``keep``'s, and temporary ones a
+    writer that died left (older than :data:`STALE_SECONDS`)."""
+    stem = _stem(user_id, kind)
+    kept = None if keep is None else file_name(user_id, kind, keep)
     now = time.time()
-    with suppress(OSError):  # no directory: nothing to sweep
-        for path in where.iterdir():
-            if path.name in named or not _is_ours(path.name):
-                continue
-            with suppress(OSError):  # another process removed it first
-                if path.name.endswith(_SUFFIX) or now - path.stat().st_mtime > STALE_SECONDS:
-                    path.unlink()
-
-
-def remove_user(where: Path, user_id: str) -> None:
-    """Remove every file of the user in ``where`` (every kind, temporary ones too): after
-    the transaction that deleted the user's last memory and derived rows commits."""
-    user = _user(user_id)
     with suppress(OSError):
-        for path in where.glob(f"{user}-*"):
-            if _is_ours(path.name):
-                with suppress(OSError):  # another process removed it first
+        for path in where.glob(f"{stem}-*"):
+            if path.name == kept or not path.name.startswith(stem + "-"):
+                continue
+            rest = path.name[len(stem) + 1 :]
+            if not _is_ours(rest):
+                continue  # another kind whose name starts with this one's
+            with suppress(OSError):  # another process removed it first
+                if rest.endswith(_SUFFIX) or now - path.stat().st_mtime > STALE_SECONDS:
                     path.unlink()
 
 
-def _is_ours(name: str) -> bool:
-    """Whether ``name`` is one of a derived index's files (:func:`file_name`, or an earlier
-    version's without a token), or a temporary copy of one: ``<user hash>-<kind>-<crc>-
-    <length>[-<token>].bin``, then ``<random>.tmp`` for a temporary one. Nothing else in the
-    directory is touched."""
-    head, found, tail = name.partition(_SUFFIX)
-    if not found or (tail and not tail.endswith(".tmp")):
-        return False
-    user, _, rest = head.partition("-")
-    if len(user) != 24 or not _hex(user):
-        return False
-    parts = rest.split("-")
-    if len(parts) >= 4 and len(parts[-1]) == 2 * _TOKEN_BYTES and _hex(parts[-1]):
-        parts = parts[:-1]  # the token (an earlier version's names have none)
-    return len(parts) >= 3 and len(parts[-2]) == 8 and _hex(parts[-2]) and parts[-1].isdigit()
-
-
-def _hex(text: str) -> bool:
-    return all(c in "0123456789abcdef" for c in text)
+def _is_ours(rest: str) -> bool:
+    """Whether a file name's part after ``<user>-<kind>-`` is ``<crc>-<length>.bin`` (or a
+    temporary copy of one): ``usearch-learnings``'s files also start with ``usearch-``."""
+    head = rest.split(_SUFFIX, 1)[0]
+    crc, _, length = head.partition("-")
+    return len(crc) == 8 and all(c in "0123456789abcdef" for c in crc) and length.isdigit()

@@ -525,93 +525,6 @@ class LexicalIndex:
         out._set_lengths(lengths)
         return out
 
-    def to_held(self) -> dict[str, npt.NDArray[Any]]:
-        """The index as its postings are held (:data:`Postings`), for a saved copy that is
-        loaded without decoding (:meth:`from_held`): the terms in this index's order, each
-        one's count of postings as ``offsets``, the narrow lists end to end (``gaps``:
-        uint16; ``tfs``: uint8) and the others apart (``wide_docs``: int32 documents,
-        ``wide_tfs``: uint32), with which terms have which (``wide``, ``wide_tf``), and the
-        document lengths."""
-        terms = list(self._postings)
-        held = [self._postings[t] for t in terms]
-        offsets = np.zeros(len(terms) + 1, dtype=np.int64)
-        np.cumsum([len(docs) for docs, _ in held], out=offsets[1:])
-        wide = np.asarray([docs.dtype != np.uint16 for docs, _ in held], dtype=bool)
-        wide_tf = np.asarray([tfs.dtype != np.uint8 for _, tfs in held], dtype=bool)
-
-        def joined(flags: npt.NDArray[np.bool_], side: int, dtype: type[np.generic],
-                   want: bool) -> npt.NDArray[Any]:  # fmt: skip
-            parts = [h[side] for h, f in zip(held, flags.tolist(), strict=True) if f == want]
-            if not parts:
-                return np.zeros(0, dtype=dtype)
-            return np.concatenate(parts).astype(dtype, copy=False)
-
-        return {
-            "terms": np.array(terms, dtype=str),
-            "offsets": offsets,
-            "wide": wide,
-            "wide_tf": wide_tf,
-            "gaps": joined(wide, 0, np.uint16, False),
-            "wide_docs": joined(wide, 0, np.int32, True),
-            "tfs": joined(wide_tf, 1, np.uint8, False),
-            "wide_tfs": joined(wide_tf, 1, np.uint32, True),
-            "lengths": self._lengths,
-        }
-
-    @classmethod
-    def from_held(cls, arrays: Mapping[str, npt.NDArray[Any]]) -> LexicalIndex:
-        """The index :meth:`to_held` described (the same postings, so the same scores): each
-        term's lists are views of the arrays given, nothing decoded or copied (at a million
-        memories the gaps of 30,000,000 postings were recomputed from their documents on
-        every load). Checked as :meth:`from_arrays` checks: every term has postings, every
-        document is one of the lengths', every frequency is at least 1."""
-        terms = [str(t) for t in arrays["terms"].tolist()]
-        offsets = np.asarray(arrays["offsets"], dtype=np.int64)
-        wide, wide_tf = np.asarray(arrays["wide"]), np.asarray(arrays["wide_tf"])
-        gaps, wide_docs = arrays["gaps"], arrays["wide_docs"]
-        tfs, wide_tfs = arrays["tfs"], arrays["wide_tfs"]
-        lengths = np.asarray(arrays["lengths"], dtype=np.float32)
-        if len(offsets) != len(terms) + 1 or offsets[0] != 0 or wide.shape != (len(terms),) \
-                or wide_tf.shape != (len(terms),) or wide.dtype != bool or wide_tf.dtype != bool \
-                or gaps.dtype != np.uint16 or wide_docs.dtype != np.int32 \
-                or tfs.dtype != np.uint8 or wide_tfs.dtype != np.uint32:  # fmt: skip
-            raise ValueError("inconsistent lexical index arrays")
-        sizes = np.diff(offsets)
-        if (sizes <= 0).any():
-            raise ValueError("lexical index arrays hold a term without documents")
-        narrow_at, wide_at = _starts(sizes, wide), _starts(sizes, ~wide)
-        small_at, large_at = _starts(sizes, wide_tf), _starts(sizes, ~wide_tf)
-        if narrow_at[-1] != len(gaps) or wide_at[-1] != len(wide_docs) \
-                or small_at[-1] != len(tfs) or large_at[-1] != len(wide_tfs):  # fmt: skip
-            raise ValueError("inconsistent lexical index arrays")
-        narrow = np.flatnonzero(~wide)
-        last = _last_document(gaps, narrow_at[narrow], narrow_at[narrow] + sizes[narrow])
-        if last >= len(lengths) or (len(wide_docs) and (
-                int(wide_docs.min()) < 0 or int(wide_docs.max()) >= len(lengths))):  # fmt: skip
-            raise ValueError("lexical index arrays name documents it does not have")
-        if (len(tfs) and int(tfs.min()) < 1) or (len(wide_tfs) and int(wide_tfs.min()) < 1):
-            raise ValueError("lexical index arrays hold a term frequency that is not a count")
-        bounds = offsets.tolist()
-        out: dict[str, Postings] = {}
-        doc_from = np.where(wide, wide_at[:-1], narrow_at[:-1]).tolist()
-        tf_from = np.where(wide_tf, large_at[:-1], small_at[:-1]).tolist()
-        wide_list, wide_tf_list = wide.tolist(), wide_tf.tolist()
-        for i, term in enumerate(terms):
-            is_wide, is_wide_tf, doc_at, tf_at = (
-                wide_list[i],
-                wide_tf_list[i],
-                doc_from[i],
-                tf_from[i],
-            )
-            size = bounds[i + 1] - bounds[i]
-            docs = (wide_docs if is_wide else gaps)[doc_at : doc_at + size]
-            counts = (wide_tfs if is_wide_tf else tfs)[tf_at : tf_at + size]
-            out[term] = (docs, _packed_tfs(np.array(counts)) if is_wide_tf else counts)
-        index = cls.__new__(cls)
-        index._postings = out
-        index._set_lengths(lengths)
-        return index
-
     def scores(self, query: str) -> npt.NDArray[np.float32]:
         """The BM25 score of every document for ``query`` (0 where no term matches)."""
         return self._scored(query)[0]
@@ -679,40 +592,6 @@ class LexicalIndex:
         if long:
             self._weights.keep(term, weights)
         return weights
-
-
-#: Gaps widened at a time by :func:`_last_document` (8 MB of int64).
-_WIDEN = 1 << 20
-
-
-def _last_document(
-    gaps: npt.NDArray[np.uint16], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
-) -> int:
-    """The largest document the narrow lists name (the sum of a list's gaps is its last
-    document), -1 if none: the lists' gaps are widened and summed whole lists at a time,
-    about :data:`_WIDEN` gaps at once, a longer list alone by a buffered sum (``reduceat``
-    over all 30,000,000 gaps of a million memories with an int64 sum first made an int64
-    copy of every one: 240 MB at the peak of a load)."""
-    top, at, count = -1, 0, len(starts)
-    while at < count:
-        first = int(starts[at])
-        upto = max(int(np.searchsorted(ends, first + _WIDEN, side="right")), at + 1)
-        if upto == at + 1:
-            top = max(top, int(gaps[first : ends[at]].sum(dtype=np.int64)))
-        else:
-            part = gaps[first : ends[upto - 1]].astype(np.int64)
-            top = max(top, int(np.add.reduceat(part, starts[at:upto] - first).max()))
-        at = upto
-    return top
-
-
-def _starts(sizes: npt.NDArray[np.int64], skipped: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """Where each term's slice starts in an array holding the lists of the terms that
-    ``skipped`` does not mark, end to end (a skipped term's entry: where the next would
-    start), and the array's length last."""
-    out = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(np.where(skipped, 0, sizes), out=out[1:])
-    return out
 
 
 def _query_docs(stored: npt.NDArray[Any]) -> npt.NDArray[np.intp]:

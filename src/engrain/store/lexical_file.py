@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import math
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from engrain.store import lexical
 from engrain.store.columns import texts_digest
@@ -74,73 +72,24 @@ class Saved:
     index: LexicalIndex
 
 
-#: The arrays of a saved copy (:meth:`~engrain.store.lexical.LexicalIndex.to_held`).
-HELD = ("terms", "offsets", "wide", "wide_tf", "gaps", "wide_docs", "tfs", "wide_tfs", "lengths")
-
-
 def parsed(data: bytes | None, expected: bytes | None = None) -> Saved | None:
     """The index in ``data`` (``None``: none, or unreadable), not yet checked against the
     documents (:func:`matching` does); with ``expected``, a copy of other documents is not
-    read further. Its postings are views of ``data`` (:func:`views`): nothing is copied
-    or decoded."""
+    read further."""
     if data is None:
         return None
     try:
-        arrays = views(data)
-        found = bytes(arrays["fingerprint"].tobytes())
-        if expected is not None and found != expected:
-            return None
-        if any(name not in arrays for name in HELD):
-            return None  # an earlier version's layout (of another tokenizer's fingerprint)
-        index = LexicalIndex.from_held({name: arrays[name] for name in HELD})
+        with np.load(io.BytesIO(data), allow_pickle=False) as saved:
+            found = bytes(saved["fingerprint"].tobytes())
+            if expected is not None and found != expected:
+                return None
+            index = LexicalIndex.from_arrays(
+                {name: saved[name] for name in ("terms", "offsets", "docs", "tfs", "lengths")}
+            )
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
         log.warning("saved BM25 index unreadable (%s): rebuilding", exc)
         return None
     return Saved(found, index)
-
-
-def views(data: bytes) -> dict[str, npt.NDArray[Any]]:
-    """The arrays of ``numpy.savez`` bytes (members stored, not compressed, as
-    :func:`dump` writes them), each a read-only view of ``data`` where its bytes lie
-    (copied only if they lie unaligned for its type): ``numpy.load`` would copy every one
-    (and check each member's CRC-32: the bytes are checked whole where they are read, by
-    SQLite or by their file's CRC, ``store/derived_files.py``). Raises ``ValueError`` for
-    anything else (a compressed member, an object array, a member cut short)."""
-    out: dict[str, npt.NDArray[Any]] = {}
-    whole = memoryview(data)
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for info in archive.infolist():
-            if info.compress_type != zipfile.ZIP_STORED or not info.filename.endswith(".npy"):
-                raise ValueError(f"saved BM25 member {info.filename!r} is not a stored array")
-            at = info.header_offset
-            local = whole[at : at + _LOCAL_HEADER]
-            if len(local) != _LOCAL_HEADER or bytes(local[:4]) != b"PK\x03\x04":
-                raise ValueError("saved BM25 member header damaged")
-            start = at + _LOCAL_HEADER + int.from_bytes(local[26:28], "little") \
-                + int.from_bytes(local[28:30], "little")  # fmt: skip
-            # the header alone (a BytesIO of the member would copy it)
-            member = io.BytesIO(whole[start : start + min(info.file_size, _HEADER_MAX)])
-            version = np.lib.format.read_magic(member)
-            shape, fortran, dtype = (np.lib.format.read_array_header_1_0(member)
-                                     if version == (1, 0)
-                                     else np.lib.format.read_array_header_2_0(member))  # fmt: skip
-            count = math.prod(shape)
-            if dtype.hasobject or fortran or member.tell() + count * dtype.itemsize \
-                    > info.file_size:  # fmt: skip
-                raise ValueError(f"saved BM25 member {info.filename!r} is not a plain array")
-            array = np.frombuffer(data, dtype=dtype, count=count, offset=start + member.tell())
-            if not array.flags.aligned:
-                array = array.copy()
-            array = array.reshape(shape)
-            array.flags.writeable = False
-            out[info.filename.removesuffix(".npy")] = array
-    return out
-
-
-#: A zip member's local header: 30 bytes, then its name and its extra field.
-_LOCAL_HEADER = 30
-#: The most bytes an array's ``.npy`` header is read from (``numpy.savez`` writes ~128).
-_HEADER_MAX = 65_536
 
 
 def matching(saved: Saved | None, expected: bytes, count: int) -> LexicalIndex | None:
@@ -158,7 +107,7 @@ def dump(index: LexicalIndex, expected: bytes) -> bytes:
     texts (~0.6 GB at 1,000,000 memories beside the copy being written)."""
     arrays: dict[str, Any] = {
         "fingerprint": np.frombuffer(expected, dtype=np.uint8),
-        **index.to_held(),
+        **index.to_arrays(),
     }
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)

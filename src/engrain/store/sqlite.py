@@ -107,7 +107,6 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
         heap.share_one_arena()  # before the checkpointer's and loaders' threads start
         super().__init__(path, ann_min, ann_background)
         self.migrate()
-        self._sweep_files()  # what a process that died left beside the file
         #: The counts of calls that returned, written by a thread of the store
         #: (``store/sqlite_deferred.py``); ``None``: written in the call.
         self._deferred: DeferredUses | None = None
@@ -166,7 +165,6 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                         "DELETE FROM memories WHERE user_id = ? AND id = ?", sorted(removed)
                     )
                     sqlite_uses.delete(db, sorted(removed))
-                    emptied = sqlite_writes.emptied(db, sorted({u for u, _ in removed}))
                     changed = sorted({u for u, _ in staged} | {u for u, _ in patched} |
                                      {u for u, _ in removed})  # fmt: skip
                     db.executemany(
@@ -192,7 +190,6 @@ class SQLiteStore(WorkingSets, WorkingSetReads):
                     self._cache_revisions[user_id] = revision
             self._note_image_writes({u for u, _ in staged} | {u for u, _ in removed},
                                     {u for u, _ in patched})  # fmt: skip
-        self._remove_files(emptied)
 
     def cached(self, user_id: str, ids: Sequence[str]) -> list[Memory]:
         """These memories from the user's working set (loaded or brought up to the store's

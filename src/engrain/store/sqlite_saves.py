@@ -32,7 +32,6 @@ from engrain.store import (
     image_refresh,
     sqlite_rows,
     sqlite_stamps,
-    sqlite_writes,
 )
 from engrain.store.ann import IndexSlot, Stash
 from engrain.store.columns import Stamp
@@ -159,7 +158,7 @@ class DerivedSaves(VersionedCaches):
             if now != seen or current is not cache or rows is None \
                     or not image_refresh.same_rows(arrays.rows, rows):  # fmt: skip
                 return  # written since: this image would be stale or wrong
-            self._saved(db, user_id, "columns", data)
+            derived_blobs.write(db, user_id, "columns", data, datetime.now(UTC).isoformat())
             self._stale_images.discard(user_id)
 
     def _slot(self, user_id: str) -> IndexSlot | None:
@@ -197,8 +196,17 @@ class DerivedSaves(VersionedCaches):
                 raise StoreError(f"read from {self.path} failed: {reason(exc)}") from exc
 
         def write(data: bytes) -> None:
+            where = self._files()
+            kept = None
+            if where is not None and len(data) >= derived_files.FILE_MIN_BYTES:
+                kept = derived_files.write(where, user_id, kind, data)
+            at = datetime.now(UTC).isoformat()
             with self._transaction(durable=False) as db:
-                self._saved(db, user_id, kind, data)
+                derived_blobs.write(db, user_id, kind, data, at)
+                if kept is not None:
+                    derived_files.write_pointer(db, user_id, kind, kept, at)
+            if where is not None and kept is not None:
+                derived_files.sweep(where, user_id, kind, kept)
 
         # the thread is named after the index ("engrain-bm25"): tests wait for it by name
         return Stash(read, write, lambda job: self._later(job, f"engrain-{kind}"))
@@ -207,56 +215,6 @@ class DerivedSaves(VersionedCaches):
         """Where this store writes its derived indexes' files (``None``: nowhere, in memory
         or on a read-only mount)."""
         return None if self.read_only else derived_files.directory(self.path)
-
-    def _saved(self, db: sqlite3.Connection, user_id: str, kind: str, data: bytes) -> None:
-        """Save ``data`` as the user's derived index ``kind`` in the open write transaction
-        ``db``: its rows, and for a large one its file and the pointer to it (the file
-        written here, under the file's write lock: :func:`derived_files.sweep` never sees
-        a file whose pointer is yet to commit); then the files no pointer names are
-        removed. Nothing is saved for a user with no memory left (deleted since the save
-        began: its rows and files are gone and stay gone)."""
-        if not sqlite_writes.has_memories(db, user_id):
-            return
-        at = datetime.now(UTC).isoformat()
-        derived_blobs.write(db, user_id, kind, data, at)
-        where = self._files()
-        if where is None:
-            return
-        if len(data) >= derived_files.FILE_MIN_BYTES:
-            kept = derived_files.write(where, user_id, kind, data)
-            if kept is not None:
-                derived_files.write_pointer(db, user_id, kind, kept, at)
-        if where.is_dir():
-            derived_files.sweep(db, where)
-
-    def _sweep_files(self) -> None:
-        """Remove, on a saving thread, the files beside the database that no pointer names
-        (``derived_files.sweep``): a deleted user's left by a process that died between
-        the deletion's commit and their removal, a killed save's (run when a store opens)."""
-        where = self._files()
-        if where is None or not where.is_dir():
-            return
-
-        def sweep() -> None:  # on a connection of its own: the store's lock is not taken
-            try:
-                with derived_blobs.apart(self.path) as db:
-                    db.execute("BEGIN IMMEDIATE")
-                    try:
-                        derived_files.sweep(db, where)
-                    finally:
-                        db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"sweep of {where} failed: {reason(exc)}") from exc
-
-        self._later(sweep, "engrain-sweep")
-
-    def _remove_files(self, users: list[str]) -> None:
-        """Remove the files of ``users``, whose last memory and derived rows a write has
-        just deleted (committed)."""
-        where = self._files()
-        if where is not None:
-            for user_id in users:
-                derived_files.remove_user(where, user_id)
 
     def _read_apart(self, user_id: str, kind: str) -> bytes | None:
         """The user's derived index ``kind`` read on a connection of its own
@@ -282,15 +240,14 @@ class DerivedSaves(VersionedCaches):
         was ``identity``), and its pointer if the rows are still those. Runs on a saving
         thread."""
         where = self._files()
-        if where is None:
+        kept = None if where is None else derived_files.write(where, user_id, kind, data)
+        if where is None or kept is None:
             return
         with self._transaction(durable=False) as db:
             if derived_blobs.identity(db, user_id, kind) != identity:
-                return  # written (or the user deleted) since: the file would not be of the rows
-            kept = derived_files.write(where, user_id, kind, data)
-            if kept is not None:
-                derived_files.write_pointer(db, user_id, kind, kept, datetime.now(UTC).isoformat())
-            derived_files.sweep(db, where)
+                return  # written since: the file is not of the rows (the next write sweeps it)
+            derived_files.write_pointer(db, user_id, kind, kept, datetime.now(UTC).isoformat())
+        derived_files.sweep(where, user_id, kind, kept)
 
     def _later(self, job: Callable[[], None], name: str) -> None:
         """Run ``job`` (saving a derived index) on its own thread; :meth:`close` waits for

@@ -84,19 +84,3 @@ def write_state(
         "DELETE FROM state WHERE user_id = ? AND namespace = ? AND key = ?",
         [(s.user_id, s.namespace, s.key) for s, v in documents if v is None],
     )
-
-
-def has_memories(db: sqlite3.Connection, user_id: str) -> bool:
-    """Whether the user has a memory as the open transaction sees the file."""
-    found = db.execute("SELECT 1 FROM memories WHERE user_id = ? LIMIT 1", (user_id,))
-    return found.fetchone() is not None
-
-
-def emptied(db: sqlite3.Connection, users: Sequence[str]) -> list[str]:
-    """Of ``users`` (whose memories this write deleted), those left with none: their
-    derived indexes' rows (BM25 copies holding their texts, vector indexes, images,
-    stamps, the pointers to their files) are deleted in the same transaction. The caller
-    removes their files after it commits (``derived_files.remove_user``)."""
-    gone = [user for user in users if not has_memories(db, user)]
-    db.executemany("DELETE FROM derived_indexes WHERE user_id = ?", [(u,) for u in gone])
-    return gone
