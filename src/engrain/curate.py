@@ -11,9 +11,7 @@ from typing import Any
 from engrain import validate
 from engrain.errors import ValidationError
 from engrain.ingest.clean import clean_text
-from engrain.model import Kind, Memory, Provenance, content_hash
-from engrain.store import MemoryFilter, Store
-from engrain.store.base import KeyClaim
+from engrain.model import Memory, Provenance, content_hash
 
 #: Fields ``Engine.update`` may change.
 UPDATABLE = frozenset(
@@ -25,8 +23,6 @@ UPDATABLE = frozenset(
 #: ``updated_at`` (which recency and the tiers' age filter read) alone, so pinning or
 #: muting an old memory does not make it look new. Feedback changes usefulness the same way.
 FLAGS = frozenset({"pinned", "muted", "usefulness"})
-#: Fields that say which key entry a keyed memory holds (its key, of its kind and project).
-ENTRY = frozenset({"key", "kind", "project"})
 
 
 def changes(requested: Mapping[str, Any], *, max_chars: int) -> dict[str, Any]:
@@ -71,36 +67,3 @@ def stamped(fields: Mapping[str, Any], now: datetime) -> dict[str, Any]:
 def merged_metadata(memory: Memory, metadata: Mapping[str, Any]) -> Provenance:
     """The memory's provenance with ``metadata`` merged into its own."""
     return Provenance(memory.provenance.turn_ids, {**memory.provenance.metadata, **metadata})
-
-
-def entry_of(memory: Memory) -> MemoryFilter | None:
-    """The lookup of the key entry ``memory`` holds, as the planner looks up a keyed item
-    (its key and project, of its kind or a correction's; a correction's key is its entry
-    whatever the holder's kind), or ``None`` if it holds none (no key, or superseded)."""
-    if memory.key is None or memory.superseded_by is not None:
-        return None
-    kinds = None if memory.kind is Kind.CORRECTION else (memory.kind, Kind.CORRECTION)
-    return MemoryFilter(project=memory.project, key=memory.key, kinds=kinds,
-                        include_superseded=False, include_compressed=False)  # fmt: skip
-
-
-def key_claims(store: Store, memory: Memory, fields: Mapping[str, Any]) -> list[KeyClaim]:
-    """What an update of ``memory`` to ``fields`` assumes about the key entry it moves the
-    memory into: no other live memory holds it (docs/concurrency.md: a key has one live
-    memory), or :class:`ValidationError` naming the one that does. An update that leaves
-    the memory's entry as it is, or leaves it holding none, assumes nothing."""
-    if not ENTRY & fields.keys():
-        return []
-    entry = entry_of(memory.evolve(**{k: v for k, v in fields.items() if k in ENTRY}))
-    if entry is None or entry == entry_of(memory):
-        return []
-    held = [m for m in store.query(memory.user_id, entry, limit=2) if m.id != memory.id]
-    if held:
-        raise ValidationError(
-            f"key {entry.key!r} is held by memory {held[0].id!r} ({held[0].kind.value}): "
-            "forget it, or correct it (remember(..., corrects=id)), first"
-        )
-    # checked again by the write, ordered with every other writer of the user; a memory
-    # that already passes the lookup (another project's entry, seen from no project) is
-    # this one: only this process's lock orders it then
-    return [] if entry.matches(memory) else [KeyClaim(memory.user_id, entry, None)]

@@ -736,24 +736,13 @@ class Engine:
         if "content" in fields:
             fields["embedding"] = self.embedder.embed([fields["content"]])[0]
         meta = fields.pop("metadata", None)
-        # merging metadata reads the memory's own, a key entry the others: guard that
-        # read-write against our threads (and the entry with a claim, against other engines)
-        read_first = meta is not None or bool(curate.ENTRY & fields.keys())
-        for attempt in range(KEY_ATTEMPTS):
-            with self._lock if read_first else contextlib.nullcontext():
-                current = self._get(memory_id, user_id)  # NotFoundError before any write
-                if meta is not None:
-                    fields["provenance"] = curate.merged_metadata(current, meta)
-                claims = curate.key_claims(self.store, current, fields)
-                patch = Patch(user_id, memory_id, curate.stamped(fields, when))
-                try:
-                    self.store.write(patches=[patch], claims=claims)
-                except KeyChangedError:  # another engine took the entry: look again
-                    if attempt == KEY_ATTEMPTS - 1:
-                        raise
-                    continue
-            return self._get(memory_id, user_id)
-        raise AssertionError("unreachable")
+        # merging metadata reads the memory's own: guard that read-write against our threads
+        with self._lock if meta is not None else contextlib.nullcontext():
+            current = self._get(memory_id, user_id)  # NotFoundError before any write
+            if meta is not None:
+                fields["provenance"] = curate.merged_metadata(current, meta)
+            self.store.write(patches=[Patch(user_id, memory_id, curate.stamped(fields, when))])
+        return self._get(memory_id, user_id)
 
     @admitted
     def pin(
